@@ -1,0 +1,35 @@
+"""moduleprofiler: where every parameter, operation and millisecond of a PyTorch model goes."""
+
+from moduleprofiler._version import __version__
+from moduleprofiler.errors import FormulaError, ProfilingError, RegistryError
+from moduleprofiler.profiler import ModuleProfiler
+from moduleprofiler.records import CallRecord, ModuleInfo, Profile
+from moduleprofiler.registry import (
+    get_default_io_size_map,
+    get_default_macs_map,
+    get_default_ops_map,
+    register_io_size,
+    register_macs,
+    register_ops,
+    unregister_io_size,
+    unregister_ops,
+)
+
+__all__ = [
+    "CallRecord",
+    "FormulaError",
+    "ModuleInfo",
+    "ModuleProfiler",
+    "Profile",
+    "ProfilingError",
+    "RegistryError",
+    "__version__",
+    "get_default_io_size_map",
+    "get_default_macs_map",
+    "get_default_ops_map",
+    "register_io_size",
+    "register_macs",
+    "register_ops",
+    "unregister_io_size",
+    "unregister_ops",
+]

@@ -1,0 +1,1 @@
+"""Profile -> plain dict / tidy DataFrame (placeholder)."""

@@ -1,0 +1,1 @@
+"""activation formulas (placeholder until written)."""

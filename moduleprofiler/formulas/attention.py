@@ -1,0 +1,1 @@
+"""attention formulas (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""conv formulas (placeholder until written)."""

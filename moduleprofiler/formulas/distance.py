@@ -1,0 +1,1 @@
+"""distance formulas (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""embedding formulas (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""huggingface formulas (placeholder until written)."""

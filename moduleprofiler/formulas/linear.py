@@ -1,0 +1,1 @@
+"""linear formulas (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""norm formulas (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""pooling formulas (placeholder until written)."""

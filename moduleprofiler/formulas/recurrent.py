@@ -1,0 +1,1 @@
+"""recurrent formulas (placeholder until written)."""

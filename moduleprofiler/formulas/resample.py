@@ -1,0 +1,1 @@
+"""resample formulas (placeholder until written)."""

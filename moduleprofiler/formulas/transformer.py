@@ -1,0 +1,1 @@
+"""transformer formulas (placeholder until written)."""

@@ -1,0 +1,1 @@
+"""zero formulas (placeholder until written)."""

@@ -1,0 +1,90 @@
+"""Turning the ``input`` a user passes into a call of their model."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from torch import Tensor, nn
+
+Invocation = Callable[[], Any]
+
+
+def make_invocation(
+    module: nn.Module, input: Any, pred_fn: Callable[..., Any] | None = None
+) -> Invocation:
+    """A zero-argument callable that runs the model on ``input``.
+
+    * a tensor ``x`` -> ``module(x)``
+    * a tuple or list -> ``module(*input)``
+    * a dict -> ``module(**input)``
+    * anything else -> ``module(input)``
+
+    With ``pred_fn`` the same unpacking applies to ``pred_fn`` instead of ``module`` (``pred_fn``
+    must call the same module instance, whose hooks do the profiling).
+    """
+    target: Callable[..., Any] = pred_fn if pred_fn is not None else module
+    if isinstance(input, Tensor):
+        return lambda: target(input)
+    if isinstance(input, Mapping):
+        kwargs = dict(input)
+        return lambda: target(**kwargs)
+    if isinstance(input, (tuple, list)) and not _is_namedtuple(input):
+        args = tuple(input)
+        return lambda: target(*args)
+    return lambda: target(input)
+
+
+def _is_namedtuple(value: object) -> bool:
+    return isinstance(value, tuple) and hasattr(value, "_fields")
+
+
+_SIGNATURES: dict[type, inspect.Signature | None] = {}
+
+
+def _forward_signature(cls: type) -> inspect.Signature | None:
+    if cls not in _SIGNATURES:
+        try:
+            _SIGNATURES[cls] = inspect.signature(cls.forward)  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            _SIGNATURES[cls] = None
+    return _SIGNATURES[cls]
+
+
+def formula_inputs(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """The ``inputs`` tuple a formula sees: positional arguments, with keyword arguments that
+    name positional parameters of ``forward`` merged in signature order (defaults filled in up
+    to the last one given). ``mha(q, k, v, need_weights=False)`` therefore gives the formula
+    ``(q, k, v, None, False)``, and a kwargs-only call ``linear(input=x)`` gives ``(x,)``.
+    """
+    if not kwargs:
+        return args
+    signature = _forward_signature(type(module))
+    if signature is None:
+        return args + tuple(kwargs.values())
+    try:
+        bound = signature.bind(module, *args, **kwargs)
+    except TypeError:
+        return args + tuple(kwargs.values())
+    merged: list[Any] = []
+    parameters = list(signature.parameters.values())[1:]  # drop ``self``
+    last_given = -1
+    for position, parameter in enumerate(parameters):
+        if parameter.name in bound.arguments:
+            last_given = position
+    for parameter in parameters[: last_given + 1]:
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            merged.extend(bound.arguments.get(parameter.name, ()))
+        elif parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            if parameter.name in bound.arguments:
+                merged.append(bound.arguments[parameter.name])
+            elif parameter.default is not inspect.Parameter.empty:
+                merged.append(parameter.default)
+            else:
+                merged.append(None)
+    return tuple(merged)

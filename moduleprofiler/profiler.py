@@ -1,0 +1,136 @@
+"""``ModuleProfiler``: configuration plus the passes, each a thin view over the engines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from moduleprofiler.collect import Collector, FormulaMaps
+from moduleprofiler.inputs import make_invocation
+from moduleprofiler.legacy import LegacyPasses
+from moduleprofiler.records import Profile
+from moduleprofiler.registry import (
+    FormulaMap,
+    get_default_io_size_map,
+    get_default_macs_map,
+    get_default_ops_map,
+)
+from moduleprofiler.state import preserved_training_flags
+
+
+class ModuleProfiler(LegacyPasses):
+    """Profiles any ``nn.Module``: parameters, input/output shapes, ops, timing.
+
+    Args:
+        input_size_attr, output_size_attr, ops_attr, inference_start_attr, inference_end_attr:
+            Accepted for compatibility with moduleprofiler 0.0.4 and unused: this version never
+            writes attributes onto your modules.
+        io_size_fn_map: module type -> ``(module, inputs, output) -> (input_size, output_size)``.
+            Defaults to a fresh :func:`get_default_io_size_map` per profiler.
+        ops_fn_map: module type -> ``(module, inputs, output) -> int | None``. Defaults to a fresh
+            :func:`get_default_ops_map` per profiler.
+        exclude_from_ops: module classes (and subclasses) or module instances whose ops are not
+            counted; they are reported as excluded, not unknown.
+        ts_fmt: timestamp format of verbose log lines.
+        verbose: log each pass to stderr.
+        macs_fn_map: module type -> multiply-accumulate formula. Defaults to
+            :func:`get_default_macs_map`.
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> profile = ModuleProfiler().profile(nn.Linear(5, 7), torch.randn(2, 3, 5))
+        >>> profile.total_ops  # 2 * 3 rows * 7 outputs * (2 * 5 - 1 + 1 bias add)
+        420
+    """
+
+    def __init__(
+        self,
+        input_size_attr: str = "__input_size__",
+        output_size_attr: str = "__output_size__",
+        ops_attr: str = "__ops__",
+        inference_start_attr: str = "__inference_start__",
+        inference_end_attr: str = "__inference_end__",
+        io_size_fn_map: FormulaMap | None = None,
+        ops_fn_map: FormulaMap | None = None,
+        exclude_from_ops: Iterable[type[nn.Module] | nn.Module] | None = None,
+        ts_fmt: str = "%Y-%m-%d %H:%M:%S",
+        verbose: bool = False,
+        *,
+        macs_fn_map: FormulaMap | None = None,
+    ) -> None:
+        self.input_size_attr = input_size_attr
+        self.output_size_attr = output_size_attr
+        self.ops_attr = ops_attr
+        self.inference_start_attr = inference_start_attr
+        self.inference_end_attr = inference_end_attr
+        self.io_size_fn_map: FormulaMap = (
+            get_default_io_size_map() if io_size_fn_map is None else io_size_fn_map
+        )
+        self.ops_fn_map: FormulaMap = get_default_ops_map() if ops_fn_map is None else ops_fn_map
+        self.macs_fn_map: FormulaMap = (
+            get_default_macs_map() if macs_fn_map is None else macs_fn_map
+        )
+        self.exclude_from_ops: list[type[nn.Module] | nn.Module] = list(exclude_from_ops or [])
+        self.ts_fmt = ts_fmt
+        self.verbose = verbose
+
+    # -- the new entry point ---------------------------------------------------------------
+    def profile(
+        self,
+        module: nn.Module,
+        input: Any = None,
+        pred_fn: Callable[..., Any] | None = None,
+        eval: bool = True,
+    ) -> Profile:
+        """Run one hooked forward pass under ``torch.no_grad()`` and return its :class:`Profile`.
+
+        Args:
+            module: the model. It is left exactly as it was: hooks released, every module's
+                ``training`` flag restored, parameters, buffers and grads untouched.
+            input: a tensor (``module(x)``), a tuple or list (``module(*input)``), a dict
+                (``module(**input)``), or anything else (``module(input)``).
+            pred_fn: a callable run instead of ``module`` with the same unpacking of ``input``;
+                it must call ``module`` (the same instance) to be profiled.
+            eval: put the model in eval mode for the pass.
+
+        Raises:
+            ProfilingError: the forward raised; the message names the module path whose
+                forward failed and the original exception is chained.
+            FormulaError: a formula raised or returned something that is not a count.
+        """
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        self._log(f"Profiling {type(module).__name__}")
+        collector = Collector(module, self._formula_maps())
+        invoke = make_invocation(module, input, pred_fn)
+        with preserved_training_flags(module, eval=eval), torch.no_grad():
+            return collector.run(invoke)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _formula_maps(self) -> FormulaMaps:
+        types = tuple(item for item in self.exclude_from_ops if isinstance(item, type))
+        ids = frozenset(id(item) for item in self.exclude_from_ops if isinstance(item, nn.Module))
+        bad = [item for item in self.exclude_from_ops
+               if not isinstance(item, (type, nn.Module))]
+        if bad:
+            raise TypeError(
+                f"exclude_from_ops takes module classes or module instances, got {bad[0]!r}"
+            )
+        return FormulaMaps(
+            ops=self.ops_fn_map,
+            macs=self.macs_fn_map,
+            io_size=self.io_size_fn_map,
+            excluded_types=types,
+            excluded_ids=ids,
+        )
+
+    def _log(self, message: str) -> None:
+        if self.verbose:
+            import sys
+            import time
+
+            print(f"[{time.strftime(self.ts_fmt)}] {message}", file=sys.stderr)

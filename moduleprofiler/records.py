@@ -1,0 +1,174 @@
+"""Immutable results: one :class:`CallRecord` per module call, static :class:`ModuleInfo` per
+module, and the :class:`Profile` that holds them. Everything else is a view of these."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+OpsSource = Literal["formula", "excluded", "unknown"]
+"""Where a call's own ops came from: a registered formula, an exclusion (not counted on
+purpose), or nowhere (no formula: the count is unknown)."""
+
+Aggregate = Literal["call", "module", "type"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleInfo:
+    """Static facts about one module of the profiled model (called or not)."""
+
+    path: str
+    """Dotted path as in ``named_modules()``; the root is ``""``."""
+    type_name: str
+    depth: int
+    params: int
+    """Parameters of the module and its descendants, each tensor counted once."""
+    own_params: int
+    """Parameters registered directly on the module (``recurse=False``)."""
+    trainable_params: int
+    """Of ``params``, those with ``requires_grad``."""
+    buffers: int
+    """Elements of the buffers of the module and its descendants, each tensor counted once."""
+    is_leaf: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One call of one module during the profiled forward pass."""
+
+    index: int
+    """Position in execution order (order in which the calls started)."""
+    parent: int | None
+    """``index`` of the call that was running when this one started (``None`` for the first)."""
+    depth: int
+    """Nesting depth in the runtime call stack (0 for the outermost call)."""
+    path: str
+    type_name: str
+    call_number: int
+    """0 for the module's first call, 1 for its second, ..."""
+    input_shapes: Any
+    """Shape tree of the positional arguments (a tuple), with a trailing dict of keyword
+    arguments when there were any."""
+    input_dtypes: tuple[str, ...]
+    output_shapes: Any
+    output_dtypes: tuple[str, ...]
+    input_size: Any
+    """0.0.4's ``input_size`` (from the io-size function of the module's type)."""
+    output_size: Any
+    """0.0.4's ``output_size``."""
+    params: int
+    own_params: int
+    ops: int | float | None
+    """Operations of this call's own work (children excluded); ``None`` = unknown."""
+    macs: int | float | None
+    """Multiply-accumulates of this call's own matmul/conv-type work; ``None`` = unknown."""
+    ops_source: OpsSource
+    inclusive_ops: int | float
+    """``ops`` plus the inclusive ops of every child call (unknown parts count as 0;
+    see ``complete``)."""
+    inclusive_macs: int | float
+    complete: bool
+    """Whether this call and every call inside it have known ops."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The result of one profiled forward pass: per-call records plus the model's modules.
+
+    Every table, export and legacy dict is a view of these records.
+    """
+
+    records: tuple[CallRecord, ...]
+    modules: tuple[ModuleInfo, ...]
+    excluded: tuple[str, ...] = ()
+    """Paths of modules excluded from ops counting (``exclude_from_ops``)."""
+    total_params: int = 0
+    """``sum(p.numel())`` over the model's distinct parameters (tied weights once)."""
+    total_buffers: int = 0
+    _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_path.update({info.path: info for info in self.modules})
+
+    # -- lookups ---------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[CallRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def module(self, path: str) -> ModuleInfo:
+        """Static information on the module at ``path`` (``KeyError`` if there is none)."""
+        return self._by_path[path]
+
+    def calls(self, path: str) -> tuple[CallRecord, ...]:
+        """Every call record of the module at ``path``, in execution order."""
+        return tuple(record for record in self.records if record.path == path)
+
+    @property
+    def roots(self) -> tuple[CallRecord, ...]:
+        """The outermost calls (normally the single call of the root module)."""
+        return tuple(record for record in self.records if record.parent is None)
+
+    # -- totals ----------------------------------------------------------------------------
+    @property
+    def total_ops(self) -> int | float:
+        """Sum of every call's own ops (a lower bound when ``complete`` is False)."""
+        return sum(record.ops for record in self.records if record.ops is not None)
+
+    @property
+    def total_macs(self) -> int | float:
+        """Sum of every call's own multiply-accumulates."""
+        return sum(record.macs for record in self.records if record.macs is not None)
+
+    @property
+    def total_flops(self) -> int | float:
+        """``2 * total_macs``: the number ``torch.utils.flop_counter.FlopCounterMode`` reports."""
+        return 2 * self.total_macs
+
+    @property
+    def complete(self) -> bool:
+        """True when every call's ops are known (no unsupported module was called)."""
+        return all(record.ops_source != "unknown" for record in self.records)
+
+    @property
+    def unsupported(self) -> tuple[str, ...]:
+        """Paths of called modules whose ops are unknown (no formula for their type)."""
+        return tuple(dict.fromkeys(r.path for r in self.records if r.ops_source == "unknown"))
+
+    @property
+    def unsupported_types(self) -> tuple[str, ...]:
+        """Type names of the unsupported modules."""
+        return tuple(
+            dict.fromkeys(r.type_name for r in self.records if r.ops_source == "unknown")
+        )
+
+    @property
+    def uncalled(self) -> tuple[str, ...]:
+        """Paths of modules that were never called during the pass."""
+        called = {record.path for record in self.records}
+        return tuple(info.path for info in self.modules if info.path not in called)
+
+    # -- views -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python view: totals, per-call records, modules, uncalled/unsupported lists."""
+        from moduleprofiler.export.frame import profile_to_dict
+
+        return profile_to_dict(self)
+
+    def to_df(self, aggregate: Aggregate = "call") -> pd.DataFrame:
+        """Tidy DataFrame: one row per call, per module (calls summed) or per module type."""
+        from moduleprofiler.export.frame import profile_frame
+
+        return profile_frame(self, aggregate)
+
+    def __repr__(self) -> str:
+        return (
+            f"Profile(calls={len(self.records)}, modules={len(self.modules)}, "
+            f"total_params={self.total_params}, total_ops={self.total_ops}, "
+            f"total_macs={self.total_macs}, complete={self.complete})"
+        )

@@ -1,0 +1,206 @@
+"""Formula registries: module type -> ops / macs formula, module type -> io-size function.
+
+A *formula* is a pure function with the forward-hook signature ``(module, inputs, output)``.
+``inputs`` is the tuple of positional arguments the module received (keyword arguments that
+name positional parameters of ``forward`` are merged in, in signature order), ``output`` is
+whatever ``forward`` returned.
+
+Keys are ``nn.Module`` subclasses, or the dotted qualified name of a class
+(``"transformers.pytorch_utils.Conv1D"``) so that a formula can be registered for a third-party
+class without importing its package. Lookup walks the method resolution order of the module's
+class, so a subclass of ``nn.Linear`` gets the Linear formula unless it has one of its own.
+
+The string keys ``"default"`` (used for types with no formula) and ``"excluded"`` (used for
+modules listed in ``exclude_from_ops``) are kept from moduleprofiler 0.0.4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar, Union
+
+from torch import nn
+
+from moduleprofiler.errors import RegistryError
+
+Count = Union[int, float, None]
+"""What an ops/macs formula returns: a count, or ``None`` for "unknown"."""
+
+Formula = Callable[[nn.Module, tuple[Any, ...], Any], Count]
+IoSizeFunction = Callable[[nn.Module, tuple[Any, ...], Any], tuple[Any, Any]]
+Key = Union[type, str]
+FormulaMap = dict[Any, Callable[..., Any]]
+
+DEFAULT_KEY = "default"
+EXCLUDED_KEY = "excluded"
+_RESERVED_KEYS = (DEFAULT_KEY, EXCLUDED_KEY)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def qualified_name(cls: type) -> str:
+    """``module.QualName`` of a class, the form used for lazily registered keys."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _validate_key(key: object) -> Key:
+    if isinstance(key, type):
+        if not issubclass(key, nn.Module):
+            raise RegistryError(f"{key!r} is not a subclass of torch.nn.Module")
+        return key
+    if isinstance(key, str) and "." in key and key not in _RESERVED_KEYS:
+        return key
+    raise RegistryError(
+        f"registry keys are nn.Module subclasses or dotted class names such as "
+        f"'transformers.pytorch_utils.Conv1D'; got {key!r}"
+    )
+
+
+class FormulaRegistry:
+    """A table of functions keyed by module type, with MRO-aware lookup.
+
+    Registration refuses duplicates, so two formulas can never silently compete for a type.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._table: dict[Key, Callable[..., Any]] = {}
+
+    def register(self, *keys: Key) -> Callable[[F], F]:
+        """Decorator registering the decorated function for every key given."""
+        if not keys:
+            raise RegistryError(f"register for the {self.name} registry needs at least one type")
+        validated = [_validate_key(key) for key in keys]
+
+        def decorator(fn: F) -> F:
+            for key in validated:
+                if key in self._table:
+                    raise RegistryError(
+                        f"{self.name} registry already has a function for {key!r} "
+                        f"({self._table[key].__name__}); unregister it first"
+                    )
+            for key in validated:
+                self._table[key] = fn
+            return fn
+
+        return decorator
+
+    def unregister(self, *keys: Key) -> None:
+        """Remove the functions registered for ``keys`` (missing keys raise ``KeyError``)."""
+        for key in keys:
+            del self._table[key]
+
+    def as_map(self) -> FormulaMap:
+        """A fresh dict copy of the table (mutating it never affects the registry)."""
+        return dict(self._table)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._table
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:
+    """The function for ``cls`` in ``table``: first match along ``cls.__mro__``.
+
+    At each class of the MRO the class itself is tried, then its dotted qualified name.
+    ``None`` when nothing matches (the caller decides what "default" means).
+    """
+    for base in cls.__mro__:
+        fn = table.get(base)
+        if fn is not None:
+            return fn
+        fn = table.get(qualified_name(base))
+        if fn is not None:
+            return fn
+    return None
+
+
+def types_in(keys: Iterable[Any]) -> list[type]:
+    """The class keys of a map (string keys dropped), for listing what is supported."""
+    return [key for key in keys if isinstance(key, type)]
+
+
+OPS_FORMULAS = FormulaRegistry("ops")
+MACS_FORMULAS = FormulaRegistry("macs")
+IO_SIZE_FUNCTIONS = FormulaRegistry("io-size")
+
+
+def register_ops(*types: Key) -> Callable[[F], F]:
+    """Register an ops formula ``(module, inputs, output) -> int`` for module types.
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> from moduleprofiler import ModuleProfiler, register_ops
+        >>> class PlusOne(nn.Module):
+        ...     def forward(self, x):
+        ...         return x + 1
+        >>> @register_ops(PlusOne)
+        ... def plus_one_ops(module, inputs, output):
+        ...     return inputs[0].numel()  # one add per element
+        >>> ModuleProfiler().profile(PlusOne(), torch.zeros(2, 3)).total_ops
+        6
+        >>> unregister_ops(PlusOne)
+    """
+    return OPS_FORMULAS.register(*types)
+
+
+def register_macs(*types: Key) -> Callable[[F], F]:
+    """Register a multiply-accumulate formula ``(module, inputs, output) -> int``."""
+    return MACS_FORMULAS.register(*types)
+
+
+def register_io_size(*types: Key) -> Callable[[F], F]:
+    """Register ``(module, inputs, output) -> (input_size, output_size)`` for module types."""
+    return IO_SIZE_FUNCTIONS.register(*types)
+
+
+def unregister_ops(*types: Key) -> None:
+    """Remove default ops (and macs, if any) formulas registered for ``types``."""
+    OPS_FORMULAS.unregister(*types)
+    for key in types:
+        if key in MACS_FORMULAS:
+            MACS_FORMULAS.unregister(key)
+
+
+def unregister_io_size(*types: Key) -> None:
+    """Remove default io-size functions registered for ``types``."""
+    IO_SIZE_FUNCTIONS.unregister(*types)
+
+
+def unknown_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+    """The ``"default"`` ops function: no formula is known, so the count is unknown (``None``)."""
+    return None
+
+
+def excluded_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+    """The ``"excluded"`` ops function: the user asked not to count this module."""
+    return None
+
+
+def _load_formulas() -> None:
+    # Formula families register themselves on import; importing here keeps the default maps
+    # complete however the package was imported.
+    import moduleprofiler.formulas  # noqa: F401
+
+
+def get_default_ops_map() -> FormulaMap:
+    """A new dict of the default ops formulas, with the 0.0.4 ``"default"``/``"excluded"`` keys."""
+    _load_formulas()
+    return {**OPS_FORMULAS.as_map(), DEFAULT_KEY: unknown_ops, EXCLUDED_KEY: excluded_ops}
+
+
+def get_default_macs_map() -> FormulaMap:
+    """A new dict of the default multiply-accumulate formulas."""
+    _load_formulas()
+    return MACS_FORMULAS.as_map()
+
+
+def get_default_io_size_map() -> FormulaMap:
+    """A new dict of the default io-size functions, with the 0.0.4 ``"default"`` key."""
+    _load_formulas()
+    from moduleprofiler.shapes import default_io_size
+
+    return {**IO_SIZE_FUNCTIONS.as_map(), DEFAULT_KEY: default_io_size}

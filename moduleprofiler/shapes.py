@@ -1,0 +1,86 @@
+"""Shape and dtype tracing through arbitrary (nested) inputs and outputs.
+
+A *shape tree* mirrors the structure of a value with every tensor replaced by its shape as a
+tuple of ints: tuples stay tuples (namedtuples and ``torch.return_types`` included), lists stay
+lists, mappings (``dict``, Hugging Face ``ModelOutput``) and dataclasses become dicts, a
+``PackedSequence`` becomes the shape of its packed data, and anything else (``None``, numbers,
+cache objects) becomes ``None``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence
+
+ShapeTree = Any
+_MAX_DEPTH = 32
+
+
+def shape_tree(value: Any, _depth: int = 0) -> ShapeTree:
+    """The shape tree of ``value`` (see the module docstring)."""
+    if isinstance(value, Tensor):
+        return tuple(value.shape)
+    if _depth >= _MAX_DEPTH or value is None:
+        return None
+    if isinstance(value, PackedSequence):
+        return tuple(value.data.shape)
+    if isinstance(value, tuple):
+        return tuple(shape_tree(item, _depth + 1) for item in value)
+    if isinstance(value, list):
+        return [shape_tree(item, _depth + 1) for item in value]
+    if isinstance(value, Mapping):
+        return {key: shape_tree(item, _depth + 1) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            field.name: shape_tree(getattr(value, field.name, None), _depth + 1)
+            for field in dataclasses.fields(value)
+        }
+    return None
+
+
+def iter_tensors(value: Any, _depth: int = 0) -> Iterator[Tensor]:
+    """Every tensor inside ``value``, depth first, in the order a shape tree lists them."""
+    if isinstance(value, Tensor):
+        yield value
+        return
+    if _depth >= _MAX_DEPTH or value is None:
+        return
+    if isinstance(value, PackedSequence):
+        yield value.data
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from iter_tensors(item, _depth + 1)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from iter_tensors(item, _depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from iter_tensors(getattr(value, field.name, None), _depth + 1)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtypes_of(value: Any) -> tuple[str, ...]:
+    """Distinct dtypes of the tensors in ``value``, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for tensor in iter_tensors(value):
+        seen.setdefault(dtype_name(tensor.dtype), None)
+    return tuple(seen)
+
+
+def default_io_size(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> tuple[Any, Any]:
+    """0.0.4's ``(input_size, output_size)``: the first positional input and the whole output.
+
+    Unlike 0.0.4 it never raises: ``None`` entries, dicts, nested containers and non-tensor
+    arguments are all traced (see :func:`shape_tree`).
+    """
+    first = shape_tree(inputs[0]) if inputs else None
+    return first, shape_tree(output)
