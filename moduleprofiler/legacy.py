@@ -1,5 +1,275 @@
-"""The 25 moduleprofiler 0.0.4 passes (placeholder)."""
+"""The 25 passes of moduleprofiler 0.0.4 (5 analyses x dict/DataFrame/CSV/HTML/LaTeX), same
+names, keywords, defaults, keys and columns, as thin views over :class:`Profile` and the timer.
+What changed, bug by bug, is listed in ``CHANGELOG.md``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from moduleprofiler.export.frame import count_series, sum_known
+from moduleprofiler.export.tables import PathLike, latex_tabular, write_csv, write_html
+
+if TYPE_CHECKING:
+    from moduleprofiler.records import Profile
+
+ROOT_NAME = "__root__"
+"""How 0.0.4 names the root module (whose ``named_modules()`` path is ``""``)."""
+
+_COUNT_COLUMNS = ("ops", "macs", "inclusive_ops", "inclusive_macs")
+_STATS_COLUMNS = (
+    "inference_time_mean_ms", "inference_time_max_ms", "inference_time_min_ms",
+    "inference_time_std_ms", "inference_time_median_ms",
+)
+
+
+def legacy_name(path: str) -> str:
+    """``""`` -> ``"__root__"``, other paths unchanged."""
+    return ROOT_NAME if path == "" else path
+
+
+def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """0.0.4's table layout: a ``module`` column, then the dict's keys in order, RangeIndex.
+
+    Count columns become nullable integers so that unknown stays ``<NA>`` and known counts stay
+    ints (0.0.4 turned them into floats or ``None`` objects).
+    """
+    rows = [{"module": name, **values} for name, values in result.items()]
+    frame = pd.DataFrame(rows)
+    for column in _COUNT_COLUMNS:
+        if column in frame.columns:
+            frame[column] = count_series([row[column] for row in rows], column)
+    return frame
+
+
+def _dtype_summary(params: list[torch.nn.Parameter]) -> torch.dtype | tuple[torch.dtype, ...] | None:
+    dtypes = tuple(dict.fromkeys(p.dtype for p in params))
+    if not dtypes:
+        return None
+    return dtypes[0] if len(dtypes) == 1 else dtypes
+
+
+def _bits(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() * 8 for t in tensors)
+
+
+def _same_or_list(values: list[Any]) -> Any:
+    """One value when every call agrees, else the list of per-call values."""
+    if not values:
+        return None
+    first = values[0]
+    return first if all(value == first for value in values[1:]) else values
 
 
 class LegacyPasses:
-    """Placeholder."""
+    """Mixin providing the 0.0.4 methods; ``ModuleProfiler`` supplies ``profile``."""
+
+    verbose: bool
+
+    def profile(self, module: nn.Module, input: Any = None,
+                pred_fn: Callable[..., Any] | None = None, eval: bool = True) -> Profile:
+        raise NotImplementedError  # provided by ModuleProfiler
+
+    def _log(self, message: str) -> None:
+        raise NotImplementedError  # provided by ModuleProfiler
+
+    # -- count_params ----------------------------------------------------------------------
+    def count_params(self, module: nn.Module, param_size: bool = True, param_dtype: bool = True,
+                     percent: bool = True) -> dict[str, dict[str, Any]]:
+        """Parameters of every module (each including its descendants), trainable or not.
+
+        Shared/tied parameters are counted once per module; ``*_dtype`` is the dtype, or a tuple
+        of dtypes when they are mixed; ``*_size_bits`` sums each tensor's own bits; ``*_percent``
+        is a fraction of the root's parameters (0.0 for a parameter-less model). Buffers are
+        reported separately in ``buffers`` and ``buffers_size_bits``.
+        """
+        self._log(f"Counting parameters of {type(module).__name__}")
+        root_total = sum(p.numel() for p in module.parameters())
+        result: dict[str, dict[str, Any]] = {}
+        for path, submodule in module.named_modules():
+            params = list(submodule.parameters())
+            trainable = [p for p in params if p.requires_grad]
+            frozen = [p for p in params if not p.requires_grad]
+            buffers = list(submodule.buffers())
+            row: dict[str, Any] = {"type": type(submodule).__name__}
+            for prefix, group in (("trainable", trainable), ("nontrainable", frozen)):
+                row[f"{prefix}_params"] = sum(p.numel() for p in group)
+                row[f"{prefix}_params_dtype"] = _dtype_summary(group) if param_dtype else None
+                row[f"{prefix}_params_size_bits"] = _bits(list(group)) if param_size else 0
+            if percent:
+                for prefix in ("trainable", "nontrainable"):
+                    count = row[f"{prefix}_params"]
+                    row[f"{prefix}_params_percent"] = count / root_total if root_total else 0.0
+            row["buffers"] = sum(b.numel() for b in buffers)
+            row["buffers_size_bits"] = _bits(buffers) if param_size else 0
+            result[legacy_name(path)] = row
+        return result
+
+    def count_params_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`count_params` as a DataFrame (``module`` column first)."""
+        return dict_to_frame(self.count_params(*args, **kwargs))
+
+    def count_params_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`count_params_df` to ``file`` (``.csv`` added if missing)."""
+        write_csv(self.count_params_df(*args, **kwargs), file)
+
+    def count_params_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`count_params_df` to ``file`` as HTML (``.html`` added if missing)."""
+        write_html(self.count_params_df(*args, **kwargs), file)
+
+    def count_params_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
+        """:meth:`count_params_df` as a booktabs LaTeX tabular that compiles."""
+        return latex_tabular(self.count_params_df(*args, **kwargs), index=index)
+
+    # -- trace_io_sizes --------------------------------------------------------------------
+    def trace_io_sizes(self, module: nn.Module, input: Any,
+                       pred_fn: Callable[..., Any] | None = None,
+                       eval: bool = False) -> dict[str, dict[str, Any]]:
+        """``input_size``/``output_size`` of every module (``None`` when never called).
+
+        A module called several times with different sizes gets the list of per-call sizes.
+        """
+        profile = self.profile(module, input, pred_fn=pred_fn, eval=eval)
+        calls = profile.calls_by_module()
+        result: dict[str, dict[str, Any]] = {}
+        for info in profile.modules:
+            records = calls[info.path]
+            result[legacy_name(info.path)] = {
+                "type": info.type_name,
+                "input_size": _same_or_list([r.input_size for r in records]),
+                "output_size": _same_or_list([r.output_size for r in records]),
+            }
+        return result
+
+    def trace_io_sizes_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`trace_io_sizes` as a DataFrame."""
+        return dict_to_frame(self.trace_io_sizes(*args, **kwargs))
+
+    def trace_io_sizes_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`trace_io_sizes_df` to ``file`` (``.csv`` added if missing)."""
+        write_csv(self.trace_io_sizes_df(*args, **kwargs), file)
+
+    def trace_io_sizes_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`trace_io_sizes_df` to ``file`` as HTML."""
+        write_html(self.trace_io_sizes_df(*args, **kwargs), file)
+
+    def trace_io_sizes_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
+        """:meth:`trace_io_sizes_df` as a LaTeX tabular."""
+        return latex_tabular(self.trace_io_sizes_df(*args, **kwargs), index=index)
+
+    # -- estimate_ops ----------------------------------------------------------------------
+    def estimate_ops(self, module: nn.Module, input: Any,
+                     pred_fn: Callable[..., Any] | None = None,
+                     eval: bool = True) -> dict[str, dict[str, Any]]:
+        """Own ops of every module, summed over its calls; ``None`` when unknown, excluded or
+        never called. Extra keys: ``macs``, ``inclusive_ops`` (the module and everything it
+        called) and ``calls``."""
+        profile = self.profile(module, input, pred_fn=pred_fn, eval=eval)
+        calls = profile.calls_by_module()
+        result: dict[str, dict[str, Any]] = {}
+        for info in profile.modules:
+            records = calls[info.path]
+            result[legacy_name(info.path)] = {
+                "type": info.type_name,
+                "ops": sum_known(r.ops for r in records),
+                "macs": sum_known(r.macs for r in records),
+                "inclusive_ops": sum_known(r.inclusive_ops for r in records),
+                "calls": len(records),
+            }
+        return result
+
+    def estimate_ops_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`estimate_ops` as a DataFrame (counts as nullable integers)."""
+        return dict_to_frame(self.estimate_ops(*args, **kwargs))
+
+    def estimate_ops_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`estimate_ops_df` to ``file`` (``.csv`` added if missing)."""
+        write_csv(self.estimate_ops_df(*args, **kwargs), file)
+
+    def estimate_ops_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`estimate_ops_df` to ``file`` as HTML."""
+        write_html(self.estimate_ops_df(*args, **kwargs), file)
+
+    def estimate_ops_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
+        """:meth:`estimate_ops_df` as a LaTeX tabular."""
+        return latex_tabular(self.estimate_ops_df(*args, **kwargs), index=index)
+
+    # -- estimate_inference_time -----------------------------------------------------------
+    def estimate_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
+                                num_iters: int = 1000, drop_first: int = 100, *,
+                                pred_fn: Callable[..., Any] | None = None
+                                ) -> dict[str, dict[str, Any]]:
+        """Per-module forward time in ms over ``num_iters`` hooked forwards, the first
+        ``drop_first`` dropped. A module called several times per forward gets the sum of its
+        calls per iteration."""
+        from moduleprofiler.timing.legacy_views import inference_time_dict
+
+        self._log(f"Measuring inference time of {type(module).__name__}")
+        return inference_time_dict(module, input, eval=eval, num_iters=num_iters,
+                                   drop_first=drop_first, pred_fn=pred_fn)
+
+    def estimate_inference_time_df(self, *args: Any, aggr: bool = True,
+                                   **kwargs: Any) -> pd.DataFrame:
+        """:meth:`estimate_inference_time` as a DataFrame: statistics per module
+        (``aggr=True``) or one row per module and iteration (``aggr=False``)."""
+        return _timing_frame(self.estimate_inference_time(*args, **kwargs), aggr)
+
+    def estimate_inference_time_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`estimate_inference_time_df` to ``file`` (``.csv`` added if missing)."""
+        write_csv(self.estimate_inference_time_df(*args, **kwargs), file)
+
+    def estimate_inference_time_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        """Write :meth:`estimate_inference_time_df` to ``file`` as HTML."""
+        write_html(self.estimate_inference_time_df(*args, **kwargs), file)
+
+    def estimate_inference_time_latex(self, *args: Any, index: bool = False,
+                                      **kwargs: Any) -> str:
+        """:meth:`estimate_inference_time_df` as a LaTeX tabular."""
+        return latex_tabular(self.estimate_inference_time_df(*args, **kwargs), index=index)
+
+    # -- estimate_total_inference_time -----------------------------------------------------
+    def estimate_total_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
+                                      num_iters: int = 1000, drop_first: int = 100, *,
+                                      pred_fn: Callable[..., Any] | None = None
+                                      ) -> dict[str, dict[str, Any]]:
+        """Whole-model forward time in ms (no hooks installed), the first ``drop_first`` of
+        ``num_iters`` iterations dropped; only the ``"__root__"`` entry."""
+        from moduleprofiler.timing.legacy_views import total_inference_time_dict
+
+        self._log(f"Measuring total inference time of {type(module).__name__}")
+        return total_inference_time_dict(module, input, eval=eval, num_iters=num_iters,
+                                         drop_first=drop_first, pred_fn=pred_fn)
+
+    def estimate_total_inference_time_df(self, *args: Any, aggr: bool = False,
+                                         **kwargs: Any) -> pd.DataFrame:
+        """:meth:`estimate_total_inference_time` as a DataFrame (note: ``aggr`` defaults to
+        False here, as in 0.0.4)."""
+        return _timing_frame(self.estimate_total_inference_time(*args, **kwargs), aggr)
+
+    def estimate_total_inference_time_csv(self, file: PathLike, *args: Any,
+                                          **kwargs: Any) -> None:
+        """Write :meth:`estimate_total_inference_time_df` to ``file``."""
+        write_csv(self.estimate_total_inference_time_df(*args, **kwargs), file)
+
+    def estimate_total_inference_time_html(self, file: PathLike, *args: Any,
+                                           **kwargs: Any) -> None:
+        """Write :meth:`estimate_total_inference_time_df` to ``file`` as HTML."""
+        write_html(self.estimate_total_inference_time_df(*args, **kwargs), file)
+
+    def estimate_total_inference_time_latex(self, *args: Any, index: bool = False,
+                                            **kwargs: Any) -> str:
+        """:meth:`estimate_total_inference_time_df` as a LaTeX tabular (0.0.4 returned the
+        per-layer table here by mistake)."""
+        return latex_tabular(self.estimate_total_inference_time_df(*args, **kwargs), index=index)
+
+
+def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame:
+    frame = dict_to_frame(result)
+    if aggr:
+        return frame.drop(columns=["inference_time_ms"])
+    frame = frame.drop(columns=[c for c in _STATS_COLUMNS if c in frame.columns])
+    return frame.explode("inference_time_ms").reset_index(drop=True)

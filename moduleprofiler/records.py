@@ -109,6 +109,13 @@ class Profile:
         """Every call record of the module at ``path``, in execution order."""
         return tuple(record for record in self.records if record.path == path)
 
+    def calls_by_module(self) -> dict[str, list[CallRecord]]:
+        """Call records grouped by module path, every module present (``[]`` if uncalled)."""
+        grouped: dict[str, list[CallRecord]] = {info.path: [] for info in self.modules}
+        for record in self.records:
+            grouped.setdefault(record.path, []).append(record)
+        return grouped
+
     @property
     def roots(self) -> tuple[CallRecord, ...]:
         """The outermost calls (normally the single call of the root module)."""

@@ -1,0 +1,220 @@
+"""The collector: per-call records, structure, errors, and leaving the model untouched."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import FormulaError, ModuleProfiler, ProfilingError
+from tests.fixtures.models import (
+    ODD_MODELS,
+    Boom,
+    DictOutput,
+    NeverCalled,
+    RaisesInside,
+    SharedTwice,
+    StructuredOutputs,
+    TiedWeights,
+    Unknown,
+    WithUnknownLeaf,
+)
+from tests.fixtures.state import assert_unchanged, snapshot
+
+
+@pytest.mark.parametrize("name", sorted(ODD_MODELS))
+@pytest.mark.parametrize("eval_mode", [True, False])
+def test_model_state_is_untouched(name: str, eval_mode: bool) -> None:
+    model, example = ODD_MODELS[name]()
+    # give every parameter a grad so that "grads untouched" is actually exercised
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 0.5)
+    before = snapshot(model)
+    if name == "raises_inside":
+        with pytest.raises(ProfilingError):
+            ModuleProfiler().profile(model, example, eval=eval_mode)
+    else:
+        ModuleProfiler().profile(model, example, eval=eval_mode)
+    assert_unchanged(model, before)
+
+
+def test_frozen_batchnorm_keeps_its_own_flag() -> None:
+    model, example = ODD_MODELS["frozen_bn_in_training"]()
+    ModuleProfiler().profile(model, example, eval=True)
+    # root.train() would have set bn back to training; each flag is restored individually
+    assert model.training and model.conv.training and not model.bn.training
+
+
+def test_eval_true_runs_in_eval_mode_and_false_keeps_training() -> None:
+    seen: list[bool] = []
+
+    class Probe(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(self.training)
+            return x
+
+    model = Probe().train()
+    ModuleProfiler().profile(model, torch.zeros(1), eval=True)
+    ModuleProfiler().profile(model, torch.zeros(1), eval=False)
+    assert seen == [False, True]
+    assert model.training
+
+
+def test_runs_under_no_grad() -> None:
+    grad_enabled: list[bool] = []
+
+    class Probe(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            grad_enabled.append(torch.is_grad_enabled())
+            return x
+
+    ModuleProfiler().profile(Probe(), torch.zeros(1))
+    assert grad_enabled == [False]
+    assert torch.is_grad_enabled()
+
+
+def test_shared_module_gives_one_record_per_call() -> None:
+    model = SharedTwice()
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4))
+    shared = profile.calls("shared")
+    assert [record.call_number for record in shared] == [0, 1]
+    # both calls are children of the root call, in execution order: shared, shared, head
+    assert [record.path for record in profile.records] == ["", "shared", "shared", "head"]
+    assert all(record.parent == 0 for record in profile.records[1:])
+
+
+def test_never_called_module_is_listed_not_crashing() -> None:
+    profile = ModuleProfiler().profile(NeverCalled(), torch.randn(2, 3))
+    assert profile.uncalled == ("unused",)
+    assert profile.calls("unused") == ()
+
+
+def test_records_carry_parent_and_depth_from_the_runtime_stack() -> None:
+    model = nn.Sequential(nn.Sequential(nn.ReLU()), nn.ReLU())
+    profile = ModuleProfiler().profile(model, torch.randn(1, 2))
+    summary = [(r.index, r.parent, r.depth, r.path) for r in profile.records]
+    assert summary == [(0, None, 0, ""), (1, 0, 1, "0"), (2, 1, 2, "0.0"), (3, 0, 1, "1")]
+
+
+def test_forward_error_names_the_failing_module_and_chains_the_cause() -> None:
+    model = RaisesInside()
+    with pytest.raises(ProfilingError) as info:
+        ModuleProfiler().profile(model, torch.randn(2, 3))
+    error = info.value
+    assert error.path == "block.1"
+    assert "'block.1' (Boom)" in str(error)
+    assert isinstance(error.__cause__, ValueError)
+    assert str(error.__cause__) == "boom"
+
+
+def test_root_forward_error_names_the_root() -> None:
+    with pytest.raises(ProfilingError, match="<root>") as info:
+        ModuleProfiler().profile(Boom(), torch.randn(1))
+    assert info.value.path == ""
+
+
+def test_model_called_inside_an_except_block_is_not_mistaken_for_a_failure() -> None:
+    model = nn.Linear(2, 2)
+    try:
+        raise KeyError("outer")
+    except KeyError:
+        profile = ModuleProfiler().profile(model, torch.randn(1, 2))
+    assert len(profile.records) == 1
+
+
+def test_unknown_type_is_none_and_listed() -> None:
+    profile = ModuleProfiler().profile(WithUnknownLeaf(), torch.randn(2, 3))
+    custom = profile.calls("custom")[0]
+    assert custom.ops is None and custom.ops_source == "unknown"
+    assert "custom" in profile.unsupported
+    assert "Unknown" in profile.unsupported_types
+    assert not profile.complete
+
+
+def test_formula_that_raises_gives_formula_error_naming_the_module() -> None:
+    def broken(module: nn.Module, inputs: tuple, output: object) -> int:
+        raise ZeroDivisionError("bad formula")
+
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Unknown] = broken
+    model = WithUnknownLeaf()
+    before = snapshot(model)
+    with pytest.raises(FormulaError, match="'custom'") as info:
+        profiler.profile(model, torch.randn(2, 3))
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert_unchanged(model, before)
+
+
+def test_formula_returning_a_non_number_is_rejected() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Unknown] = lambda module, inputs, output: "many"
+    with pytest.raises(FormulaError, match="returned str"):
+        profiler.profile(WithUnknownLeaf(), torch.randn(2, 3))
+
+
+def test_exclude_from_ops_takes_classes_and_instances() -> None:
+    model = SharedTwice()
+    by_class = ModuleProfiler(exclude_from_ops=[nn.Linear]).profile(model, torch.randn(2, 4))
+    assert {r.ops_source for r in by_class.records if r.path} == {"excluded"}
+    by_instance = ModuleProfiler(exclude_from_ops=[model.head]).profile(model, torch.randn(2, 4))
+    assert by_instance.calls("head")[0].ops_source == "excluded"
+    assert by_instance.calls("shared")[0].ops_source != "excluded"
+    assert by_instance.excluded == ("head",)
+    # excluded is deliberate, not unknown
+    assert "head" not in by_instance.unsupported
+
+
+def test_exclude_from_ops_rejects_other_things() -> None:
+    with pytest.raises(TypeError, match="exclude_from_ops"):
+        ModuleProfiler(exclude_from_ops=["Linear"]).profile(nn.Linear(1, 1), torch.zeros(1))  # type: ignore[list-item]
+
+
+def test_shapes_are_traced_through_dicts_none_and_nesting() -> None:
+    profile = ModuleProfiler().profile(DictOutput(), torch.randn(2, 3))
+    root = profile.records[0]
+    assert root.output_shapes == {
+        "y": (2, 2), "none": None, "nested": ((2, 2), [(1, 2), None]), "count": None,
+    }
+    assert root.output_dtypes == ("float32",)
+
+
+def test_shapes_are_traced_through_namedtuples_and_dataclasses() -> None:
+    profile = ModuleProfiler().profile(StructuredOutputs(), torch.randn(2, 4))
+    assert profile.calls("split")[0].output_shapes == ((2, 2), (2, 2))
+    assert profile.records[0].output_shapes == {"logits": (2, 5), "hidden": ((2, 2),)}
+
+
+def test_kwargs_are_seen_by_records_and_formulas() -> None:
+    model, example = ODD_MODELS["kwargs_only"]()
+    profile = ModuleProfiler().profile(model, example)
+    root = profile.records[0]
+    assert root.input_shapes == ({"x": (2, 3), "scale": None},)
+    proj = profile.calls("proj")[0]
+    # called as proj(input=x): the legacy input_size still finds the tensor
+    assert proj.input_size == (2, 3)
+
+
+def test_tuple_input_is_unpacked_and_non_tensor_args_are_fine() -> None:
+    model, example = ODD_MODELS["non_tensor_args"]()
+    profile = ModuleProfiler().profile(model, example)
+    assert len(profile.calls("lin")) == 2
+    assert profile.records[0].input_shapes == ((2, 3), None, None)
+    assert profile.calls("nothing")[0].output_shapes is None
+
+
+def test_pred_fn_replaces_the_call() -> None:
+    model = nn.Linear(3, 2)
+    profile = ModuleProfiler().profile(model, torch.randn(4, 3), pred_fn=lambda x: model(x * 2))
+    assert profile.records[0].output_shapes == (4, 2)
+
+
+def test_tied_weights_are_counted_once_in_the_total() -> None:
+    profile = ModuleProfiler().profile(TiedWeights(), torch.tensor([[1, 2]]))
+    # one 10 x 4 weight shared by embed and head: 40 parameters, not 80
+    assert profile.total_params == 40
+    assert profile.module("head").params == 40
+
+
+def test_not_a_module_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        ModuleProfiler().profile(lambda x: x, torch.zeros(1))  # type: ignore[arg-type]

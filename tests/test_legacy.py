@@ -1,0 +1,149 @@
+"""The 25 moduleprofiler 0.0.4 methods: names, keywords, defaults, keys, columns, files."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+
+ANALYSES = {
+    "count_params": ["module", "param_size", "param_dtype", "percent"],
+    "trace_io_sizes": ["module", "input", "pred_fn", "eval"],
+    "estimate_ops": ["module", "input", "pred_fn", "eval"],
+    "estimate_inference_time": ["module", "input", "eval", "num_iters", "drop_first"],
+    "estimate_total_inference_time": ["module", "input", "eval", "num_iters", "drop_first"],
+}
+DEFAULTS = {
+    "count_params": {"param_size": True, "param_dtype": True, "percent": True},
+    "trace_io_sizes": {"pred_fn": None, "eval": False},
+    "estimate_ops": {"pred_fn": None, "eval": True},
+    "estimate_inference_time": {"eval": True, "num_iters": 1000, "drop_first": 100},
+    "estimate_total_inference_time": {"eval": True, "num_iters": 1000, "drop_first": 100},
+}
+
+
+def net() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+
+
+@pytest.mark.parametrize("analysis", sorted(ANALYSES))
+def test_all_25_methods_exist_with_legacy_signatures(analysis: str) -> None:
+    profiler = ModuleProfiler()
+    parameters = inspect.signature(getattr(profiler, analysis)).parameters
+    assert list(parameters)[: len(ANALYSES[analysis])] == ANALYSES[analysis]
+    for name, default in DEFAULTS[analysis].items():
+        assert parameters[name].default == default
+    for suffix in ("_df", "_csv", "_html", "_latex"):
+        assert callable(getattr(profiler, analysis + suffix))
+    assert list(inspect.signature(getattr(profiler, analysis + "_csv")).parameters)[0] == "file"
+    assert list(inspect.signature(getattr(profiler, analysis + "_html")).parameters)[0] == "file"
+    assert inspect.signature(getattr(profiler, analysis + "_latex")).parameters["index"].default is False
+
+
+def test_aggr_defaults_differ_as_in_004() -> None:
+    profiler = ModuleProfiler()
+    per_layer = inspect.signature(profiler.estimate_inference_time_df).parameters
+    total = inspect.signature(profiler.estimate_total_inference_time_df).parameters
+    assert per_layer["aggr"].default is True
+    assert total["aggr"].default is False
+
+
+def test_count_params_keys_and_values() -> None:
+    result = ModuleProfiler().count_params(nn.Linear(8, 32))
+    # 8 * 32 weights + 32 biases = 288 parameters of 32 bits = 9216 bits
+    assert result == {
+        "__root__": {
+            "type": "Linear", "trainable_params": 288, "trainable_params_dtype": torch.float32,
+            "trainable_params_size_bits": 9216, "nontrainable_params": 0,
+            "nontrainable_params_dtype": None, "nontrainable_params_size_bits": 0,
+            "trainable_params_percent": 1.0, "nontrainable_params_percent": 0.0,
+            "buffers": 0, "buffers_size_bits": 0,
+        }
+    }
+
+
+def test_count_params_mixed_dtypes_frozen_buffers_and_empty_modules() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4).double(), nn.BatchNorm1d(4), nn.ReLU())
+    model[0].requires_grad_(False)
+    result = ModuleProfiler().count_params(model)
+    root = result["__root__"]
+    # trainable: fp64 linear 20 + bn 8 = 28; frozen: fp32 linear 20
+    assert root["trainable_params"] == 28 and root["nontrainable_params"] == 20
+    # bits: 20 * 64 + 8 * 32 = 1536 (0.0.4 multiplied the total by the last dtype's bits)
+    assert root["trainable_params_size_bits"] == 1536
+    assert root["trainable_params_dtype"] == (torch.float64, torch.float32)
+    # BatchNorm buffers: running_mean 4 + running_var 4 + num_batches_tracked 1 (int64)
+    assert root["buffers"] == 9
+    assert root["buffers_size_bits"] == 4 * 32 + 4 * 32 + 64
+    assert result["3"]["trainable_params_percent"] == 0.0
+    # a parameter-less model: no ZeroDivisionError
+    empty = ModuleProfiler().count_params(nn.ReLU())["__root__"]
+    assert empty["trainable_params_percent"] == 0.0
+
+
+def test_count_params_counts_tied_weights_once() -> None:
+    from tests.fixtures.models import TiedWeights
+
+    result = ModuleProfiler().count_params(TiedWeights())
+    assert result["__root__"]["trainable_params"] == 40  # one 10 x 4 matrix
+
+
+def test_quick_start_dataframes_have_legacy_columns() -> None:
+    profiler = ModuleProfiler()
+    x = torch.randn(1, 8)
+    params = profiler.count_params_df(module=net())
+    assert list(params.columns[:10]) == [
+        "module", "type", "trainable_params", "trainable_params_dtype",
+        "trainable_params_size_bits", "nontrainable_params", "nontrainable_params_dtype",
+        "nontrainable_params_size_bits", "trainable_params_percent",
+        "nontrainable_params_percent",
+    ]
+    assert isinstance(params.index, pd.RangeIndex)
+    io = profiler.trace_io_sizes_df(module=net(), input=x)
+    assert list(io.columns) == ["module", "type", "input_size", "output_size"]
+    assert io["output_size"].tolist() == [(1, 2), (1, 32), (1, 32), (1, 2)]
+    ops = profiler.estimate_ops_df(module=net(), input=x)
+    assert list(ops.columns[:3]) == ["module", "type", "ops"]
+    assert ops["module"].tolist() == ["__root__", "0", "1", "2"]
+
+
+def test_reused_module_ops_are_summed_and_io_lists_every_call() -> None:
+    lin = nn.Linear(8, 8)
+
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = lin
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(self.lin(x)[:1])
+
+    profiler = ModuleProfiler()
+    io = profiler.trace_io_sizes(Twice(), torch.randn(4, 8))
+    # 0.0.4 reported only the last call, (1, 8)
+    assert io["lin"]["input_size"] == [(4, 8), (1, 8)]
+    ops = profiler.estimate_ops(Twice(), torch.randn(4, 8))
+    assert ops["lin"]["calls"] == 2
+
+
+def test_csv_and_html_names_get_one_extension(tmp_path: Path) -> None:
+    profiler = ModuleProfiler()
+    profiler.count_params_csv(str(tmp_path / "params"), module=net())
+    profiler.count_params_html(str(tmp_path / "params.html"), module=net())
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == ["params.csv", "params.html"]  # 0.0.4 wrote params..csv
+    csv = pd.read_csv(tmp_path / "params.csv")
+    assert csv["trainable_params"].tolist()[0] == 8 * 32 + 32 + 32 * 2 + 2
+
+
+def test_latex_escapes_names_and_has_no_nan() -> None:
+    latex = ModuleProfiler().count_params_latex(module=net())
+    assert r"\_\_root\_\_" in latex and "trainable\\_params" in latex
+    assert "NaN" not in latex and "nan" not in latex
+    assert latex.startswith(r"\begin{tabular}") and r"\bottomrule" in latex
