@@ -1,0 +1,30 @@
+"""Every Python code block in README.md runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_readme_has_examples() -> None:
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_block_runs(index: int) -> None:
+    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": "__readme__"})
+
+
+def test_readme_gives_exactly_the_ci_commands() -> None:
+    setup = re.search(r"## Set up\n\n```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert setup is not None
+    commands = [line for line in setup.group(1).splitlines() if line.strip()]
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert len(commands) == 2
+    for command in commands:
+        assert command in ci.splitlines()
