@@ -13,11 +13,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
+from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import FormulaError, ProfilingError
 from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.records import CallRecord, ModuleInfo, OpsSource, Profile
+from moduleprofiler.operators.registry import MISSING, lookup
 from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
 from moduleprofiler.shapes import default_io_size, dtypes_of, shape_tree
 
@@ -36,6 +39,8 @@ class FormulaMaps:
     io_size: Mapping[Any, Callable[..., Any]]
     excluded_types: tuple[type, ...] = ()
     excluded_ids: frozenset[int] = frozenset()
+    operators: bool = True
+    """Count aten operators where no module formula covers the work."""
 
 
 @dataclass(frozen=True)
@@ -44,11 +49,14 @@ class _Resolved:
     macs: Callable[..., Any] | None
     io_size: Callable[..., Any]
     excluded: bool
+    covered: bool
+    """A formula (or an exclusion) accounts for everything inside this module's calls."""
 
 
 class _Frame:
     __slots__ = ("index", "parent", "depth", "module", "outer_exception", "child_ops",
-                 "child_macs", "child_complete")
+                 "child_macs", "child_complete", "covered", "operator_ops", "operator_macs",
+                 "unsupported_operators", "counted_operators")
 
     def __init__(self, index: int, parent: int | None, depth: int, module: nn.Module,
                  outer_exception: BaseException | None) -> None:
@@ -60,30 +68,66 @@ class _Frame:
         self.child_ops: int | float = 0
         self.child_macs: int | float = 0
         self.child_complete = True
+        self.covered = False
+        self.operator_ops = 0
+        self.operator_macs = 0
+        self.unsupported_operators = 0
+        self.counted_operators = 0
 
 
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
-    """Static parameter/buffer facts for every module, in ``named_modules()`` order."""
+    """Static parameter/buffer facts for every module, in ``named_modules()`` order.
+
+    One traversal: each module's parameter set is its own parameters joined with its children's
+    sets (by identity, so a tensor shared between submodules counts once)."""
+    named = list(root.named_modules())
+    params: dict[int, dict[int, nn.Parameter]] = {}
+    buffers: dict[int, dict[int, torch.Tensor]] = {}
+
+    def collect(module: nn.Module) -> None:
+        key = id(module)
+        if key in params:
+            return
+        own_params = {id(p): p for p in module._parameters.values() if p is not None}
+        own_buffers = {id(b): b for b in module._buffers.values() if b is not None}
+        for child in module._modules.values():
+            if child is None:
+                continue
+            collect(child)
+            own_params.update(params[id(child)])
+            own_buffers.update(buffers[id(child)])
+        params[key], buffers[key] = own_params, own_buffers
+
+    collect(root)
     infos = []
-    for path, module in root.named_modules():
-        params = list(module.parameters())
+    for path, module in named:
+        module_params = params[id(module)].values()
         infos.append(
             ModuleInfo(
                 path=path,
                 type_name=type(module).__name__,
                 depth=0 if path == "" else path.count(".") + 1,
-                params=sum(p.numel() for p in params),
-                own_params=sum(p.numel() for p in module.parameters(recurse=False)),
-                trainable_params=sum(p.numel() for p in params if p.requires_grad),
-                buffers=sum(b.numel() for b in module.buffers()),
-                is_leaf=next(iter(module.children()), None) is None,
+                params=sum(p.numel() for p in module_params),
+                own_params=sum(
+                    p.numel() for p in {id(p): p for p in module._parameters.values()
+                                        if p is not None}.values()
+                ),
+                trainable_params=sum(p.numel() for p in module_params if p.requires_grad),
+                buffers=sum(b.numel() for b in buffers[id(module)].values()),
+                is_leaf=not any(child is not None for child in module._modules.values()),
             )
         )
     return tuple(infos)
 
 
 class Collector:
-    """Runs one hooked forward pass and builds the per-call records."""
+    """Runs one hooked forward pass and builds the per-call records.
+
+    With operator accounting on, an :class:`OperatorObserver` sees every aten operator and
+    attributes it to the innermost module call that is running. A call whose module has a formula
+    (or is excluded) is counted by that formula alone: the observer is suspended inside it, so
+    operators are never counted twice and cost nothing there.
+    """
 
     def __init__(self, root: nn.Module, maps: FormulaMaps) -> None:
         self._root = root
@@ -95,23 +139,27 @@ class Collector:
             self._modules.append(module)
         self._infos = module_infos(root)
         self._info_by_path = {info.path: info for info in self._infos}
-        self._resolved: dict[int, _Resolved] = {}
+        self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._stack: list[_Frame] = []
         self._records: list[CallRecord | None] = []
         self._call_counts: dict[int, int] = {}
         self._failed_path: str | None = None
         self._formula_error: FormulaError | None = None
+        self._observer = OperatorObserver(self._on_operator) if maps.operators else None
+        # Work done by operators outside every module call (e.g. in a ``pred_fn``).
+        self._outside = _Frame(-1, None, -1, root, None)
+        self._unsupported_operators: dict[str, int] = {}
 
     # -- public ----------------------------------------------------------------------------
     def run(self, invoke: Callable[[], Any]) -> Profile:
         """Install the hooks, call ``invoke()`` once, release the hooks, return the profile."""
-        with ExitStack() as hooks:
+        with ExitStack() as cleanup:
             for module in self._modules:
                 try:
-                    hooks.enter_context(
+                    cleanup.enter_context(
                         module.register_forward_pre_hook(self._enter, with_kwargs=True)
                     )
-                    hooks.enter_context(
+                    cleanup.enter_context(
                         module.register_forward_hook(self._exit, with_kwargs=True, always_call=True)
                     )
                 except Exception as exc:  # e.g. TorchScript modules refuse Python hooks
@@ -119,6 +167,9 @@ class Collector:
                     raise ProfilingError(
                         f"cannot hook module {path!r} ({type(module).__name__}): {exc}", path
                     ) from exc
+            if self._observer is not None:
+                self._observer.start()
+                cleanup.callback(self._observer.stop)
             try:
                 invoke()
             except Exception as exc:
@@ -135,6 +186,9 @@ class Collector:
             ),
             total_params=sum(p.numel() for p in self._root.parameters()),
             total_buffers=sum(b.numel() for b in self._root.buffers()),
+            unsupported_ops=dict(self._unsupported_operators),
+            outside_ops=self._outside.operator_ops,
+            outside_macs=self._outside.operator_macs,
         )
 
     # -- hooks -----------------------------------------------------------------------------
@@ -147,6 +201,9 @@ class Collector:
             module=module,
             outer_exception=sys.exc_info()[1],
         )
+        if self._observer is not None and self._resolve(module).covered:
+            frame.covered = True
+            self._observer.suspend()
         self._records.append(None)
         self._stack.append(frame)
 
@@ -155,6 +212,8 @@ class Collector:
         frame = self._pop(module)
         if frame is None:
             return
+        if frame.covered and self._observer is not None:
+            self._observer.resume()
         path = self._paths[id(module)]
         exception = sys.exc_info()[1]
         if exception is not None and exception is not frame.outer_exception:
@@ -168,24 +227,13 @@ class Collector:
         self._call_counts[id(module)] = call_number + 1
         resolved = self._resolve(module)
         inputs = formula_inputs(module, args, kwargs)
-        ops = self._count(resolved.ops, module, path, inputs, output, "ops")
-        source: OpsSource
-        if resolved.excluded:
-            source, ops, macs = "excluded", None, None
-        elif ops is None:
-            source, macs = "unknown", None
-        else:
-            source = "formula"
-            macs = (
-                self._count(resolved.macs, module, path, inputs, output, "macs")
-                if resolved.macs is not None else None
-            )
+        ops, macs, source = self._own_counts(resolved, frame, module, path, inputs, output)
         try:
             input_size, output_size = resolved.io_size(module, inputs, output)
         except Exception as exc:
             self._fail_formula(exc, path, module, "io-size function")
 
-        complete = frame.child_complete and source != "unknown"
+        complete = frame.child_complete and source in ("formula", "operator", "excluded")
         inclusive_ops = frame.child_ops + (ops or 0)
         inclusive_macs = frame.child_macs + (macs or 0)
         if self._stack:
@@ -206,7 +254,7 @@ class Collector:
             type_name=info.type_name,
             call_number=call_number,
             input_shapes=input_shapes,
-            input_dtypes=dtypes_of((args, kwargs)),
+            input_dtypes=dtypes_of((args, kwargs)) if kwargs else dtypes_of(args),
             output_shapes=shape_tree(output),
             output_dtypes=dtypes_of(output),
             input_size=input_size,
@@ -221,6 +269,45 @@ class Collector:
             complete=complete,
         )
 
+    def _own_counts(self, resolved: _Resolved, frame: _Frame, module: nn.Module, path: str,
+                    inputs: tuple[Any, ...], output: Any
+                    ) -> tuple[int | float | None, int | float | None, OpsSource]:
+        """Own ops, macs and their source: the formula if there is one, else the operators
+        observed in the module's own forward, else unknown."""
+        if resolved.excluded:
+            return None, None, "excluded"
+        ops = self._count(resolved.ops, module, path, inputs, output, "ops")
+        if ops is not None:
+            macs = (
+                self._count(resolved.macs, module, path, inputs, output, "macs")
+                if resolved.macs is not None else None
+            )
+            return ops, macs, "formula"
+        if self._observer is None or (frame.unsupported_operators and not frame.counted_operators):
+            return None, None, "unknown"
+        source: OpsSource = "mixed" if frame.unsupported_operators else "operator"
+        return frame.operator_ops, frame.operator_macs, source
+
+    def _on_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     out: Any) -> None:
+        frame = self._stack[-1] if self._stack else self._outside
+        formula = lookup(func)
+        if formula is None:  # free: views, copies, allocations
+            return
+        if formula is MISSING:
+            name = str(func.overloadpacket)
+            self._unsupported_operators[name] = self._unsupported_operators.get(name, 0) + 1
+            frame.unsupported_operators += 1
+            return
+        try:
+            ops, macs = formula(args, kwargs, out)  # type: ignore[operator]
+        except Exception as exc:
+            path = self._paths.get(id(frame.module), "")
+            self._fail_formula(exc, path, frame.module, f"operator formula for {func}")
+        frame.operator_ops += ops
+        frame.operator_macs += macs
+        frame.counted_operators += 1
+
     # -- helpers ---------------------------------------------------------------------------
     def _pop(self, module: nn.Module) -> _Frame | None:
         # The top frame belongs to this module unless a hook of someone else's raised between
@@ -229,6 +316,8 @@ class Collector:
             frame = self._stack.pop()
             if frame.module is module:
                 return frame
+            if frame.covered and self._observer is not None:
+                self._observer.resume()
         return None
 
     def _is_excluded(self, module: nn.Module) -> bool:
@@ -237,13 +326,15 @@ class Collector:
         )
 
     def _resolve(self, module: nn.Module) -> _Resolved:
-        resolved = self._resolved.get(id(module))
+        excluded = self._is_excluded(module)
+        key = (type(module), excluded)
+        resolved = self._resolved.get(key)
         if resolved is None:
             maps = self._maps
             cls = type(module)
-            excluded = self._is_excluded(module)
+            formula = resolve(maps.ops, cls)
             ops_fn = (
-                maps.ops.get(EXCLUDED_KEY) if excluded else resolve(maps.ops, cls)
+                maps.ops.get(EXCLUDED_KEY) if excluded else formula
             ) or maps.ops.get(DEFAULT_KEY) or _unknown
             resolved = _Resolved(
                 ops=ops_fn,
@@ -251,8 +342,9 @@ class Collector:
                 io_size=resolve(maps.io_size, cls) or maps.io_size.get(DEFAULT_KEY)
                 or default_io_size,
                 excluded=excluded,
+                covered=excluded or formula is not None,
             )
-            self._resolved[id(module)] = resolved
+            self._resolved[key] = resolved
         return resolved
 
     def _count(self, fn: Callable[..., Any], module: nn.Module, path: str,

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.collect import Collector, FormulaMaps
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.legacy import LegacyPasses
 from moduleprofiler.records import Profile
@@ -85,6 +86,9 @@ class ModuleProfiler(LegacyPasses):
         input: Any = None,
         pred_fn: Callable[..., Any] | None = None,
         eval: bool = True,
+        *,
+        operators: bool = True,
+        strict: bool = False,
     ) -> Profile:
         """Run one hooked forward pass under ``torch.no_grad()`` and return its :class:`Profile`.
 
@@ -96,22 +100,34 @@ class ModuleProfiler(LegacyPasses):
             pred_fn: a callable run instead of ``module`` with the same unpacking of ``input``;
                 it must call ``module`` (the same instance) to be profiled.
             eval: put the model in eval mode for the pass.
+            operators: count the aten operators that run where no module formula covers the
+                work (custom modules, functional code in any forward: residual adds, ``@``,
+                softmax, attention). Off, such work is unknown (``None``).
+            strict: raise instead of returning a partial profile when some work could not be
+                counted (a module or operator without a formula).
 
         Raises:
             ProfilingError: the forward raised; the message names the module path whose
                 forward failed and the original exception is chained.
             FormulaError: a formula raised or returned something that is not a count.
+            ProfilingError: with ``strict=True``, some work could not be counted.
         """
         if not isinstance(module, nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
         self._log(f"Profiling {type(module).__name__}")
-        collector = Collector(module, self._formula_maps())
+        collector = Collector(module, self._formula_maps(operators))
         invoke = make_invocation(module, input, pred_fn)
         with preserved_training_flags(module, eval=eval), torch.no_grad():
-            return collector.run(invoke)
+            profile = collector.run(invoke)
+        if strict and not profile.complete:
+            raise ProfilingError(
+                "strict=True and some work has no formula: modules "
+                f"{list(profile.unsupported)}, operators {profile.unsupported_ops}"
+            )
+        return profile
 
     # -- helpers ---------------------------------------------------------------------------
-    def _formula_maps(self) -> FormulaMaps:
+    def _formula_maps(self, operators: bool = True) -> FormulaMaps:
         types = tuple(item for item in self.exclude_from_ops if isinstance(item, type))
         ids = frozenset(id(item) for item in self.exclude_from_ops if isinstance(item, nn.Module))
         bad = [item for item in self.exclude_from_ops
@@ -126,6 +142,7 @@ class ModuleProfiler(LegacyPasses):
             io_size=self.io_size_fn_map,
             excluded_types=types,
             excluded_ids=ids,
+            operators=operators,
         )
 
     def _log(self, message: str) -> None:

@@ -10,9 +10,17 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import pandas as pd
 
-OpsSource = Literal["formula", "excluded", "unknown"]
-"""Where a call's own ops came from: a registered formula, an exclusion (not counted on
-purpose), or nowhere (no formula: the count is unknown)."""
+OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
+"""Where a call's own ops came from:
+
+* ``formula``: the module formula of its type (operators inside are not counted again);
+* ``operator``: the aten operators its own forward ran (no module formula for its type);
+* ``mixed``: operators, some of which have no operator formula (see
+  ``Profile.unsupported_ops``): the count is a lower bound;
+* ``excluded``: not counted on purpose (``exclude_from_ops``);
+* ``unknown``: no formula and operator accounting was off."""
+
+_COUNTED: tuple[str, ...] = ("formula", "operator", "excluded")
 
 Aggregate = Literal["call", "module", "type"]
 
@@ -89,6 +97,11 @@ class Profile:
     total_params: int = 0
     """``sum(p.numel())`` over the model's distinct parameters (tied weights once)."""
     total_buffers: int = 0
+    unsupported_ops: dict[str, int] = field(default_factory=dict)
+    """Operators that ran but have no operator formula, with their call counts."""
+    outside_ops: int | float = 0
+    """Ops of operators that ran outside every module call (e.g. in a ``pred_fn``)."""
+    outside_macs: int | float = 0
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -125,12 +138,14 @@ class Profile:
     @property
     def total_ops(self) -> int | float:
         """Sum of every call's own ops (a lower bound when ``complete`` is False)."""
-        return sum(record.ops for record in self.records if record.ops is not None)
+        own = sum(record.ops for record in self.records if record.ops is not None)
+        return own + self.outside_ops
 
     @property
     def total_macs(self) -> int | float:
         """Sum of every call's own multiply-accumulates."""
-        return sum(record.macs for record in self.records if record.macs is not None)
+        own = sum(record.macs for record in self.records if record.macs is not None)
+        return own + self.outside_macs
 
     @property
     def total_flops(self) -> int | float:
@@ -139,19 +154,24 @@ class Profile:
 
     @property
     def complete(self) -> bool:
-        """True when every call's ops are known (no unsupported module was called)."""
-        return all(record.ops_source != "unknown" for record in self.records)
+        """True when every call's ops are known: no unsupported module was called and no
+        operator without a formula ran. When False, the totals are lower bounds."""
+        return not self.unsupported_ops and all(
+            record.ops_source in _COUNTED for record in self.records
+        )
 
     @property
     def unsupported(self) -> tuple[str, ...]:
-        """Paths of called modules whose ops are unknown (no formula for their type)."""
-        return tuple(dict.fromkeys(r.path for r in self.records if r.ops_source == "unknown"))
+        """Paths of called modules whose own ops are unknown or only partly known."""
+        return tuple(
+            dict.fromkeys(r.path for r in self.records if r.ops_source not in _COUNTED)
+        )
 
     @property
     def unsupported_types(self) -> tuple[str, ...]:
-        """Type names of the unsupported modules."""
+        """Type names of the modules listed in :attr:`unsupported`."""
         return tuple(
-            dict.fromkeys(r.type_name for r in self.records if r.ops_source == "unknown")
+            dict.fromkeys(r.type_name for r in self.records if r.ops_source not in _COUNTED)
         )
 
     @property

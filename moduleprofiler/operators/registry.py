@@ -1,0 +1,97 @@
+"""Operator formulas: aten operator -> ``(ops, macs)``, in the same convention as the module
+formulas (``docs/conventions.md``).
+
+An operator formula is a pure function ``(args, kwargs, out) -> (ops, macs)`` where ``args`` /
+``kwargs`` are what the operator received and ``out`` what it returned (tensors may live on the
+meta device: read shapes, never data). Keys are ``OpOverloadPacket`` (``torch.ops.aten.mm``: every
+overload) or ``OpOverload`` (``torch.ops.aten.add.Tensor``: one overload; wins over its packet).
+Custom operators made with ``torch.library`` register the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, Union
+
+import torch
+
+from moduleprofiler.errors import RegistryError
+
+OperatorCount = tuple[int, int]
+"""``(ops, macs)`` of one operator call."""
+OperatorFormula = Callable[[tuple[Any, ...], dict[str, Any], Any], OperatorCount]
+OperatorKey = Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OPERATOR_FORMULAS: dict[OperatorKey, OperatorFormula] = {}
+FREE_OPERATORS: set[OperatorKey] = set()
+"""Operators known to cost 0 (views, reshapes, copies, allocation, metadata)."""
+
+
+def _check_key(key: object) -> OperatorKey:
+    if isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return key
+    raise RegistryError(
+        f"operator keys are torch.ops.<namespace>.<op> or one of its overloads, got {key!r}"
+    )
+
+
+def register_operator(*keys: OperatorKey) -> Callable[[F], F]:
+    """Register an operator formula ``(args, kwargs, out) -> (ops, macs)`` for operators.
+
+    Example:
+        >>> import torch
+        >>> @register_operator(torch.ops.aten.special_zeta)
+        ... def zeta_ops(args, kwargs, out):
+        ...     return out.numel() * 20, 0  # say 20 ops per element
+        >>> unregister_operator(torch.ops.aten.special_zeta)
+    """
+    if not keys:
+        raise RegistryError("register_operator needs at least one operator")
+    checked = [_check_key(key) for key in keys]
+
+    def decorator(fn: F) -> F:
+        for key in checked:
+            if key in OPERATOR_FORMULAS or key in FREE_OPERATORS:
+                raise RegistryError(f"operator {key} already has a formula; unregister it first")
+        for key in checked:
+            OPERATOR_FORMULAS[key] = fn
+        return fn
+
+    return decorator
+
+
+def register_free(*keys: OperatorKey) -> None:
+    """Declare operators that cost 0 ops (views, copies, allocations)."""
+    for key in map(_check_key, keys):
+        if key in OPERATOR_FORMULAS:
+            raise RegistryError(f"operator {key} already has a formula")
+        FREE_OPERATORS.add(key)
+
+
+def unregister_operator(*keys: OperatorKey) -> None:
+    """Remove operator formulas (or free declarations)."""
+    for key in keys:
+        if key in OPERATOR_FORMULAS:
+            del OPERATOR_FORMULAS[key]
+        else:
+            FREE_OPERATORS.remove(key)
+
+
+_MISSING = object()
+
+
+def lookup(func: torch._ops.OpOverload) -> OperatorFormula | None | object:
+    """The formula for ``func``: its overload's, else its packet's; ``None`` when the operator
+    is free; ``_MISSING`` (see :data:`MISSING`) when nothing is known about it."""
+    for key in (func, func.overloadpacket):
+        formula = OPERATOR_FORMULAS.get(key)
+        if formula is not None:
+            return formula
+        if key in FREE_OPERATORS:
+            return None
+    return _MISSING
+
+
+MISSING = _MISSING
