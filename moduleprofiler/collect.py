@@ -7,6 +7,7 @@ written onto the user's modules and torch is never patched.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -75,6 +76,11 @@ class _Frame:
         self.counted_operators = 0
 
 
+def _numel(tensor: torch.Tensor) -> int:
+    # A lazy module's parameters have no shape until its first forward.
+    return 0 if isinstance(tensor, nn.parameter.UninitializedTensorMixin) else tensor.numel()
+
+
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
     """Static parameter/buffer facts for every module, in ``named_modules()`` order.
 
@@ -107,13 +113,13 @@ def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
                 path=path,
                 type_name=type(module).__name__,
                 depth=0 if path == "" else path.count(".") + 1,
-                params=sum(p.numel() for p in module_params),
+                params=sum(_numel(p) for p in module_params),
                 own_params=sum(
-                    p.numel() for p in {id(p): p for p in module._parameters.values()
+                    _numel(p) for p in {id(p): p for p in module._parameters.values()
                                         if p is not None}.values()
                 ),
-                trainable_params=sum(p.numel() for p in module_params if p.requires_grad),
-                buffers=sum(b.numel() for b in buffers[id(module)].values()),
+                trainable_params=sum(_numel(p) for p in module_params if p.requires_grad),
+                buffers=sum(_numel(b) for b in buffers[id(module)].values()),
                 is_leaf=not any(child is not None for child in module._modules.values()),
             )
         )
@@ -137,6 +143,10 @@ class Collector:
         for path, module in root.named_modules():
             self._paths[id(module)] = path
             self._modules.append(module)
+        self._has_lazy = any(
+            isinstance(p, nn.parameter.UninitializedTensorMixin)
+            for p in (*root.parameters(), *root.buffers())
+        )
         self._infos = module_infos(root)
         self._info_by_path = {info.path: info for info in self._infos}
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
@@ -177,6 +187,15 @@ class Collector:
                     self._formula_error.__cause__ if self._formula_error else exc
                 )
         records = tuple(record for record in self._records if record is not None)
+        if self._has_lazy:
+            # Lazy modules materialised their parameters during the forward: count them now.
+            self._infos = module_infos(self._root)
+            by_path = {info.path: info for info in self._infos}
+            records = tuple(
+                dataclasses.replace(record, params=by_path[record.path].params,
+                                    own_params=by_path[record.path].own_params)
+                for record in records
+            )
         return Profile(
             records=records,
             modules=self._infos,

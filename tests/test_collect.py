@@ -218,3 +218,12 @@ def test_tied_weights_are_counted_once_in_the_total() -> None:
 def test_not_a_module_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match="torch.nn.Module"):
         ModuleProfiler().profile(lambda x: x, torch.zeros(1))  # type: ignore[arg-type]
+
+
+def test_lazy_modules_are_counted_after_they_materialise() -> None:
+    model = nn.Sequential(nn.LazyLinear(4), nn.ReLU())
+    profile = ModuleProfiler().profile(model, torch.randn(2, 3))
+    # LazyLinear(4) on 3 features becomes Linear(3, 4): 3 * 4 + 4 = 16 parameters
+    assert profile.total_params == 16
+    assert profile.calls("0")[0].params == 16
+    assert profile.module("").params == 16

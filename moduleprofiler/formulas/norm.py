@@ -1,1 +1,183 @@
-"""norm formulas (placeholder until written)."""
+"""Normalisation layers: BatchNorm, InstanceNorm, LayerNorm, GroupNorm, RMSNorm, LRN.
+
+Statistics-based norms share one decomposition (reference: ``docs/formulas/norm.md``). For a
+group of ``M`` values normalised together:
+
+* mean: ``M - 1`` adds + 1 divide = ``M``
+* mean of squares: ``M`` squares + ``M - 1`` adds + 1 divide = ``2M``
+* variance = mean of squares - mean²: 1 square + 1 subtract = ``2``
+* ``sqrt(var + eps)``: 1 add + 1 sqrt = ``2`` (per group whose statistics are used)
+* normalise ``(x - mean) / std``: 2 per element
+* affine: 1 per element for the weight, 1 for the bias
+
+so a group costs ``5M + 4`` plain and ``7M + 4`` with weight and bias, which are moduleprofiler
+0.0.4's BatchNorm and LayerNorm numbers. With running statistics (BatchNorm / InstanceNorm in
+eval mode) the statistics are not computed: only ``sqrt(var + eps)`` per channel and the
+per-element normalisation remain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from moduleprofiler.formulas._common import no_macs
+from moduleprofiler.registry import register_macs, register_ops
+
+_VARIANCE_PER_GROUP = 2  # var = E[x²] - mean²: one square, one subtract
+_STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
+_NORMALISE_PER_ELEMENT = 2  # (x - mean) / std
+
+
+def _statistics_ops(groups: int, size: int) -> int:
+    """Mean (``M``), mean of squares (``2M``) and variance (2) of ``groups`` groups of ``size``."""
+    return groups * (3 * size + _VARIANCE_PER_GROUP)
+
+
+def _affine_ops(module: nn.Module, numel: int) -> int:
+    """One multiply per element for a weight, one add per element for a bias."""
+    per_element = int(getattr(module, "weight", None) is not None)
+    per_element += int(getattr(module, "bias", None) is not None)
+    return per_element * numel
+
+
+def _standardise_ops(numel: int, stat_groups: int, std_groups: int, batch_stats: bool) -> int:
+    """Statistics (when computed from the input), ``sqrt(var + eps)`` and ``(x - mean) / std``."""
+    if numel == 0:
+        return 0
+    ops = std_groups * _STD_PER_GROUP + numel * _NORMALISE_PER_ELEMENT
+    if batch_stats and stat_groups > 0:
+        ops += _statistics_ops(stat_groups, numel // stat_groups)
+    return ops
+
+
+def _uses_batch_stats(module: nn.Module) -> bool:
+    """torch's ``bn_training``: batch statistics in training mode or without running buffers."""
+    if module.training:
+        return True
+    return getattr(module, "running_mean", None) is None and (
+        getattr(module, "running_var", None) is None
+    )
+
+
+@register_ops(nn.modules.batchnorm._BatchNorm)
+def batchnorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
+    """Batch stats: C*(5M+4) (+2*C*M affine); running stats: C*(2M+2) (+2*C*M affine)."""
+    x: Tensor = inputs[0]
+    numel = int(x.numel())
+    channels = int(x.shape[1]) if x.dim() >= 2 else numel
+    ops = _standardise_ops(numel, channels, channels, _uses_batch_stats(module))
+    return ops + _affine_ops(module, numel)
+
+
+def _instance_count(module: nn.Module, x: Tensor) -> tuple[int, int]:
+    """(instances N*C, channels C) of an InstanceNorm input, batched or not."""
+    spatial_dims = module._get_no_batch_dim() - 1  # type: ignore[operator]
+    channels = int(x.shape[-spatial_dims - 1]) if x.dim() > spatial_dims else 1
+    spatial = int(torch.Size(x.shape[x.dim() - spatial_dims :]).numel())
+    return (int(x.numel()) // spatial if spatial else 0), channels
+
+
+@register_ops(nn.modules.instancenorm._InstanceNorm)
+def instancenorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
+    """Input stats: N*C*(5L+4) (+2*N*C*L affine); running stats: C*2 + 2*N*C*L (+affine)."""
+    x: Tensor = inputs[0]
+    numel = int(x.numel())
+    instances, channels = _instance_count(module, x)
+    # torch's F.instance_norm: use_input_stats = training or not track_running_stats
+    input_stats = module.training or not module.track_running_stats
+    std_groups = instances if input_stats else channels
+    ops = _standardise_ops(numel, instances, std_groups, input_stats)
+    return ops + _affine_ops(module, numel)
+
+
+def _rows(x: Tensor, normalized_shape: tuple[int, ...]) -> tuple[int, int]:
+    """(rows, row size E) for a norm over the trailing ``normalized_shape``."""
+    size = int(torch.Size(normalized_shape).numel())
+    return (int(x.numel()) // size if size else 0), size
+
+
+@register_ops(nn.LayerNorm)
+def layernorm_ops(module: nn.LayerNorm, inputs: tuple[Any, ...], output: Any) -> int:
+    """rows*(5E+4); rows*(6E+4) with a weight only; rows*(7E+4) with weight and bias."""
+    x: Tensor = inputs[0]
+    rows, _ = _rows(x, tuple(module.normalized_shape))
+    numel = int(x.numel())
+    return _standardise_ops(numel, rows, rows, True) + _affine_ops(module, numel)
+
+
+@register_ops(nn.GroupNorm)
+def groupnorm_ops(module: nn.GroupNorm, inputs: tuple[Any, ...], output: Any) -> int:
+    """N*G*(5M+4) with M = numel/(N*G), plus 2*numel with affine."""
+    x: Tensor = inputs[0]
+    numel = int(x.numel())
+    groups = (int(x.shape[0]) if x.dim() >= 1 else 1) * module.num_groups
+    return _standardise_ops(numel, groups, groups, True) + _affine_ops(module, numel)
+
+
+_rms_norm_cls: type[nn.Module] | None = getattr(nn, "RMSNorm", None)  # torch >= 2.4
+
+if _rms_norm_cls is not None:
+
+    @register_ops(_rms_norm_cls)
+    def rmsnorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
+        """rows*(3E+2): mean of squares 2E, +eps and sqrt 2, divide E; +E with a weight."""
+        x: Tensor = inputs[0]
+        shape = tuple(module.normalized_shape)  # type: ignore[arg-type]
+        rows, size = _rows(x, shape)
+        mean_square = rows * 2 * size
+        ops = mean_square + rows * _STD_PER_GROUP + int(x.numel())  # x / rms
+        return ops + _affine_ops(module, int(x.numel()))
+
+    register_macs(_rms_norm_cls)(no_macs)
+
+
+def _lrn_window_sizes(size: int, channels: int) -> list[int]:
+    """Real (border-clipped) length of each channel's window ``[c - size//2, c + (size-1)//2]``."""
+    return [
+        min(channels, c + (size - 1) // 2 + 1) - max(0, c - size // 2) for c in range(channels)
+    ]
+
+
+@register_ops(nn.LocalResponseNorm)
+def local_response_norm_ops(
+    module: nn.LocalResponseNorm, inputs: tuple[Any, ...], output: Any
+) -> int:
+    """(numel/C) * sum_c (w_c + 5): square, w_c-1 window adds, *alpha/n, +k, pow beta, divide."""
+    x: Tensor = inputs[0]
+    if x.dim() < 2 or x.numel() == 0:
+        return 0
+    channels = int(x.shape[1])
+    positions = int(x.numel()) // channels
+    return positions * sum(w + 5 for w in _lrn_window_sizes(module.size, channels))
+
+
+@register_ops(nn.CrossMapLRN2d)
+def cross_map_lrn2d_ops(module: nn.CrossMapLRN2d, inputs: tuple[Any, ...], output: Any) -> int:
+    """Running channel-window sum (1st window, then +1 and -1 per channel) + 5 per element."""
+    x: Tensor = inputs[0]
+    if x.dim() != 4 or x.numel() == 0:
+        return 0
+    channels = int(x.shape[1])
+    positions = int(x.numel()) // channels
+    # torch's legacy kernel: the first window sums ``pre_pad`` maps, then each next channel adds
+    # the map entering the window and (past ``pre_pad``) subtracts the one leaving it.
+    pre_pad = int((module.size - 1) / 2 + 1)
+    window_adds = min(pre_pad, channels) - 1
+    window_adds += sum(
+        int(c < channels - pre_pad + 1) + int(c > pre_pad) for c in range(1, channels)
+    )
+    # square, * alpha/size, + k, pow -beta, * input
+    return positions * window_adds + 5 * int(x.numel())
+
+
+register_macs(
+    nn.modules.batchnorm._BatchNorm,
+    nn.modules.instancenorm._InstanceNorm,
+    nn.LayerNorm,
+    nn.GroupNorm,
+    nn.LocalResponseNorm,
+    nn.CrossMapLRN2d,
+)(no_macs)
