@@ -231,8 +231,15 @@ class Collector:
         frame = self._pop(module)
         if frame is None:
             return
-        if frame.covered and self._observer is not None:
-            self._observer.resume()
+        try:
+            self._finish(frame, module, args, kwargs, output)
+        finally:
+            # Resumed only now, so that tensor work done by formulas is never observed.
+            if frame.covered and self._observer is not None:
+                self._observer.resume()
+
+    def _finish(self, frame: _Frame, module: nn.Module, args: tuple[Any, ...],
+                kwargs: dict[str, Any], output: Any) -> None:
         path = self._paths[id(module)]
         exception = sys.exc_info()[1]
         if exception is not None and exception is not frame.outer_exception:
@@ -242,6 +249,18 @@ class Collector:
                 self._failed_path = path
             return
 
+        if not frame.covered and self._observer is not None:
+            # io-size functions and user "default" functions must not be observed either.
+            self._observer.suspend()
+            try:
+                self._record(frame, module, path, args, kwargs, output)
+            finally:
+                self._observer.resume()
+        else:
+            self._record(frame, module, path, args, kwargs, output)
+
+    def _record(self, frame: _Frame, module: nn.Module, path: str, args: tuple[Any, ...],
+                kwargs: dict[str, Any], output: Any) -> None:
         call_number = self._call_counts.get(id(module), 0)
         self._call_counts[id(module)] = call_number + 1
         resolved = self._resolve(module)

@@ -1,1 +1,68 @@
-"""linear formulas (placeholder until written)."""
+"""Formulas for the linear family: ``nn.Linear``, ``nn.Bilinear`` and ``nn.Identity``.
+
+Subclasses resolve through the MRO: ``NonDynamicallyQuantizableLinear`` (the ``out_proj`` of
+``nn.MultiheadAttention``) and ``LazyLinear`` (which becomes a ``Linear`` once materialised)
+get the ``Linear`` formulas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from moduleprofiler.formulas._common import no_macs
+from moduleprofiler.registry import register_macs, register_ops
+
+
+def leading_rows(x: Tensor) -> int:
+    """Rows of a ``(*, features)`` input: the product of all leading dims (1 for a 1-D input)."""
+    return int(x.shape[:-1].numel())
+
+
+@register_ops(nn.Linear)
+def linear_ops(module: nn.Linear, inputs: tuple[Any, ...], output: Any) -> int:
+    """rows * out * (2 * in - 1), plus rows * out with bias."""
+    # One dot product of length ``in`` per output element: ``in`` multiplies, ``in - 1`` adds.
+    per_row = module.out_features * (2 * module.in_features - 1)
+    if module.bias is not None:
+        per_row += module.out_features
+    return leading_rows(inputs[0]) * per_row
+
+
+@register_macs(nn.Linear)
+def linear_macs(module: nn.Linear, inputs: tuple[Any, ...], output: Any) -> int:
+    """rows * in * out."""
+    return leading_rows(inputs[0]) * module.in_features * module.out_features
+
+
+def _bilinear_per_row_macs(module: nn.Bilinear) -> int:
+    # PyTorch evaluates x1ᵀ A_k x2 as (x1ᵀ A_k) x2 for each output k: a (1, in1) @ (in1, in2)
+    # product (in1 * in2 MACs), then a dot product of length in2 with x2 (in2 MACs).
+    return module.out_features * (module.in1_features * module.in2_features + module.in2_features)
+
+
+@register_ops(nn.Bilinear)
+def bilinear_ops(module: nn.Bilinear, inputs: tuple[Any, ...], output: Any) -> int:
+    """rows * out * (2 * in1 * in2 + in2 - 1), plus rows * out with bias."""
+    in1, in2 = module.in1_features, module.in2_features
+    # in2 dot products of length in1 (x1ᵀ A_k), then one of length in2 (with x2); 2n - 1 each.
+    per_output = in2 * (2 * in1 - 1) + (2 * in2 - 1)
+    if module.bias is not None:
+        per_output += 1
+    return leading_rows(inputs[0]) * module.out_features * per_output
+
+
+@register_macs(nn.Bilinear)
+def bilinear_macs(module: nn.Bilinear, inputs: tuple[Any, ...], output: Any) -> int:
+    """rows * out * (in1 * in2 + in2)."""
+    return leading_rows(inputs[0]) * _bilinear_per_row_macs(module)
+
+
+@register_ops(nn.Identity)
+def identity_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
+    """0: the input is returned unchanged."""
+    return 0
+
+
+register_macs(nn.Identity)(no_macs)

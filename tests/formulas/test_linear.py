@@ -1,0 +1,123 @@
+"""Linear, Bilinear and Identity formulas against hand arithmetic and FlopCounterMode."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.modules.linear import NonDynamicallyQuantizableLinear
+from torch.utils.flop_counter import FlopCounterMode
+
+from tests.conftest import fcm_flops, macs_of, ops_of
+
+# -- Linear ------------------------------------------------------------------------------------
+
+def test_linear_ops_3d_input() -> None:
+    # rows = 2*3 = 6; per row 7*(2*5-1) + 7 = 70; total 420 (0.0.4: 2*rows*out*in = 2*6*7*5 = 420)
+    assert ops_of(nn.Linear(5, 7), torch.randn(2, 3, 5)) == 420
+
+
+def test_linear_ops_no_bias() -> None:
+    # rows = 6; per row 7*(2*5-1) = 63; total 378 (0.0.4: rows*out*(2*in-1) = 6*7*9 = 378)
+    assert ops_of(nn.Linear(5, 7, bias=False), torch.randn(2, 3, 5)) == 378
+
+
+def test_linear_ops_1d_input_is_one_row() -> None:
+    # rows = 1; 3*(2*4-1) + 3 = 24
+    assert ops_of(nn.Linear(4, 3), torch.randn(4)) == 24
+
+
+def test_linear_macs() -> None:
+    # rows*in*out = 6*5*7 = 210 (bias excluded)
+    assert macs_of(nn.Linear(5, 7), torch.randn(2, 3, 5)) == 210
+
+
+def test_linear_input_as_keyword() -> None:
+    # linear(input=x): the formula still sees x; rows = 4; 4*(3*(2*2-1) + 3) = 48
+    from moduleprofiler import ModuleProfiler
+
+    profile = ModuleProfiler().profile(nn.Linear(2, 3), {"input": torch.randn(4, 2)})
+    assert profile.records[0].ops == 48
+
+
+@pytest.mark.parametrize(
+    ("module", "shape"),
+    [
+        (nn.Linear(5, 7), (2, 3, 5)),
+        (nn.Linear(5, 7, bias=False), (4, 5)),
+        (nn.Linear(4, 3), (4,)),
+        (nn.Linear(6, 2), (2, 2, 3, 6)),
+    ],
+)
+def test_linear_macs_match_flop_counter(module: nn.Linear, shape: tuple[int, ...]) -> None:
+    x = torch.randn(*shape)
+    assert 2 * macs_of(module, x) == fcm_flops(module, x)
+
+
+def test_linear_subclass_resolves_through_mro() -> None:
+    # MultiheadAttention's out_proj class; same numbers as nn.Linear(5, 7): 420 ops, 210 macs
+    module = NonDynamicallyQuantizableLinear(5, 7)
+    x = torch.randn(2, 3, 5)
+    assert ops_of(module, x) == 420
+    assert macs_of(module, x) == 210
+
+
+def test_lazy_linear_after_materialisation() -> None:
+    module = nn.LazyLinear(7)
+    module(torch.randn(1, 5))  # materialise: in_features = 5, the class becomes nn.Linear
+    # rows = 6; 6*(7*(2*5-1) + 7) = 420
+    assert ops_of(module, torch.randn(2, 3, 5)) == 420
+
+
+# -- Bilinear ----------------------------------------------------------------------------------
+
+def test_bilinear_ops() -> None:
+    # rows = 2; per output: in2 dots of length in1 = 4*(2*3-1) = 20, one of length in2 = 2*4-1 = 7,
+    # bias 1 -> 28; total 2*5*28 = 280
+    assert ops_of(nn.Bilinear(3, 4, 5), torch.randn(2, 3), torch.randn(2, 4)) == 280
+
+
+def test_bilinear_ops_no_bias_and_leading_dims() -> None:
+    # rows = 2*3 = 6; per output 20 + 7 = 27; total 6*5*27 = 810
+    module = nn.Bilinear(3, 4, 5, bias=False)
+    assert ops_of(module, torch.randn(2, 3, 3), torch.randn(2, 3, 4)) == 810
+
+
+def test_bilinear_unbatched() -> None:
+    # rows = 1; 5*28 = 140 ops; 5*(3*4 + 4) = 80 macs
+    module = nn.Bilinear(3, 4, 5)
+    x1, x2 = torch.randn(3), torch.randn(4)
+    assert ops_of(module, x1, x2) == 140
+    assert macs_of(module, x1, x2) == 80
+
+
+def test_bilinear_macs() -> None:
+    # rows*out*(in1*in2 + in2) = 2*5*(12 + 4) = 160
+    assert macs_of(nn.Bilinear(3, 4, 5), torch.randn(2, 3), torch.randn(2, 4)) == 160
+
+
+@pytest.mark.parametrize(("in1", "in2", "out", "rows"), [(3, 4, 5, 2), (6, 2, 3, 4), (1, 7, 2, 3)])
+def test_bilinear_macs_match_flop_counter_on_decomposed_path(
+    in1: int, in2: int, out: int, rows: int
+) -> None:
+    # FlopCounterMode is blind to aten._trilinear (it counts 0 for nn.Bilinear), so it counts the
+    # same computation spelled out as ATen's _trilinear does it: for each output k,
+    # (x1 @ A_k) -> (rows, in2), then a batched dot with x2.
+    module = nn.Bilinear(in1, in2, out, bias=False)
+    x1, x2 = torch.randn(rows, in1), torch.randn(rows, in2)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        columns = []
+        for k in range(out):
+            left = torch.bmm(x1.unsqueeze(0), module.weight[k].unsqueeze(0)).squeeze(0)
+            columns.append(torch.bmm(left.unsqueeze(1), x2.unsqueeze(2)).reshape(rows))
+        decomposed = torch.stack(columns, dim=1)
+    torch.testing.assert_close(decomposed, module(x1, x2).detach())
+    assert 2 * macs_of(module, x1, x2) == counter.get_total_flops()
+
+
+# -- Identity ----------------------------------------------------------------------------------
+
+def test_identity_is_free() -> None:
+    x = torch.randn(3, 4)
+    assert ops_of(nn.Identity(), x) == 0
+    assert macs_of(nn.Identity(), x) == 0
