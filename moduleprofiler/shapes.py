@@ -24,6 +24,8 @@ _MAX_DEPTH = 32
 def shape_tree(value: Any, _depth: int = 0) -> ShapeTree:
     """The shape tree of ``value`` (see the module docstring)."""
     if isinstance(value, Tensor):
+        if value.is_nested:  # ragged: one shape per component (nested tensors have no .shape)
+            return tuple(tuple(component.shape) for component in value.unbind())
         return tuple(value.shape)
     if _depth >= _MAX_DEPTH or value is None:
         return None

@@ -1,1 +1,143 @@
-"""attention formulas (placeholder until written)."""
+"""``nn.MultiheadAttention``: projections, scaled scores, masks, softmax, ``A·V``, out projection.
+
+The count depends only on the module's configuration and the input shapes, never on which
+kernel ran: the decomposed path (``F.multi_head_attention_forward`` + SDPA) and the fused fast
+path (``torch._native_multi_head_attention``, taken in eval mode under ``no_grad`` for batch-first
+self-attention) get the same numbers. ``out_proj`` is never called as a module (its weight is
+used directly), so this formula counts it.
+
+With batch ``N``, target length ``L``, source length ``S``, ``E = embed_dim``, ``h`` heads of
+``d = E / h`` and ``S' = S + add_bias_kv + add_zero_attn`` keys (the extra key rows are
+concatenated after the projections, so they cost no projection work):
+
+====================  ===============================================  =====================
+part                  ops                                              macs
+====================  ===============================================  =====================
+Q projection          ``N*L*E*(2*E - 1)`` (+ ``N*L*E`` bias)           ``N*L*E*E``
+K projection          ``N*S*E*(2*kdim - 1)`` (+ ``N*S*E`` bias)        ``N*S*E*kdim``
+V projection          ``N*S*E*(2*vdim - 1)`` (+ ``N*S*E`` bias)        ``N*S*E*vdim``
+scale                 ``N*L*E`` (``q * d**-0.5``, on Q)                0
+scores ``Q·Kᵀ``       ``N*h*L*S'*(2*d - 1)``                           ``N*h*L*S'*d``
+masks                 ``N*h*L*S'`` per mask given (one add each)       0
+softmax               ``softmax_ops(N*h*L, S')``                       0
+``A·V``               ``N*h*L*d*(2*S' - 1)``                           ``N*h*L*S'*d``
+head average          ``N*L*S'*h`` (when averaged weights returned)    0
+out projection        ``N*L*E*(2*E - 1)`` (+ ``N*L*E`` bias)           ``N*L*E*E``
+====================  ===============================================  =====================
+
+Dropout on the weights costs what ``nn.Dropout`` costs: 0 in eval, ``3*N*h*L*S'`` in training
+with ``dropout > 0``. See ``docs/formulas/attention.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from torch import Tensor, nn
+
+# Re-exported: the attention softmax is priced exactly like ``nn.Softmax``, rows * (4D - 1).
+from moduleprofiler.formulas.activation import softmax_ops
+from moduleprofiler.formulas.zero import DROPOUT_ELEMENT_OPS, DROPOUT_MASK_OPS
+from moduleprofiler.registry import register_macs, register_ops
+
+__all__ = ["multihead_attention_macs", "multihead_attention_ops", "softmax_ops"]
+
+# Positions of ``MultiheadAttention.forward``'s parameters in ``inputs``.
+_KEY, _KEY_PADDING_MASK, _NEED_WEIGHTS, _ATTN_MASK, _AVERAGE = 1, 3, 4, 5, 6
+
+
+def _linear_ops(rows: int, in_features: int, out_features: int, bias: bool) -> int:
+    """rows * out * (2 * in - 1), plus rows * out with bias: the ``nn.Linear`` convention."""
+    return rows * out_features * (2 * in_features - 1 + int(bias))
+
+
+def _arg(inputs: tuple[Any, ...], index: int, default: Any) -> Any:
+    return inputs[index] if len(inputs) > index else default
+
+
+class _Shape(NamedTuple):
+    """Batch, target length and source length of one attention call."""
+
+    batch: int
+    target: int
+    source: int
+
+
+def _shapes(module: nn.MultiheadAttention, inputs: tuple[Any, ...]) -> list[_Shape]:
+    """The (batch, L, S) groups whose costs add up to the call's cost.
+
+    One group for dense inputs. A nested query (only possible on the fused path, for
+    self-attention, inside ``nn.TransformerEncoder`` with a padding mask) is one group per
+    sequence, each attending over its own real length.
+    """
+    query: Tensor = inputs[0]
+    key: Tensor = _arg(inputs, _KEY, query)
+    if query.is_nested:
+        return [_Shape(1, int(seq.shape[0]), int(seq.shape[0])) for seq in query.unbind()]
+    if query.dim() == 2:  # unbatched (L, E); batch_first does not apply
+        return [_Shape(1, int(query.shape[0]), int(key.shape[0]))]
+    seq_dim, batch_dim = (1, 0) if module.batch_first else (0, 1)
+    return [_Shape(int(query.shape[batch_dim]), int(query.shape[seq_dim]), int(key.shape[seq_dim]))]
+
+
+def _extra_keys(module: nn.MultiheadAttention) -> int:
+    """Key rows appended after projection: one for ``add_bias_kv``, one for ``add_zero_attn``."""
+    return int(module.bias_k is not None) + int(module.add_zero_attn)
+
+
+def _attention_ops(module: nn.MultiheadAttention, shape: _Shape, masks: int,
+                   average_heads: bool) -> int:
+    embed, heads, head_dim = int(module.embed_dim), int(module.num_heads), int(module.head_dim)
+    n, tgt, src = shape.batch, shape.target, shape.source
+    keys = src + _extra_keys(module)
+    in_bias = module.in_proj_bias is not None
+    score_rows = n * heads * tgt
+    ops = (
+        _linear_ops(n * tgt, embed, embed, in_bias)
+        + _linear_ops(n * src, int(module.kdim), embed, in_bias)
+        + _linear_ops(n * src, int(module.vdim), embed, in_bias)
+        + n * tgt * embed  # q * head_dim ** -0.5
+        + score_rows * keys * (2 * head_dim - 1)  # Q·Kᵀ
+        + masks * score_rows * keys  # each mask is added to every score
+        + softmax_ops(score_rows, keys)
+        + score_rows * head_dim * (2 * keys - 1)  # A·V
+        + _linear_ops(n * tgt, embed, embed, module.out_proj.bias is not None)
+    )
+    if average_heads:
+        # (h - 1) adds and 1 division for each of the N*L*S' averaged weights.
+        ops += n * tgt * keys * heads
+    if module.training and module.dropout > 0:
+        # dropout on the attention weights, priced as nn.Dropout in training; 0 in eval
+        ops += score_rows * keys * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS)
+    return ops
+
+
+def _attention_macs(module: nn.MultiheadAttention, shape: _Shape) -> int:
+    embed, kdim, vdim = int(module.embed_dim), int(module.kdim), int(module.vdim)
+    n, tgt, src = shape.batch, shape.target, shape.source
+    keys = src + _extra_keys(module)
+    projections = 2 * n * tgt * embed * embed + n * src * embed * (kdim + vdim)
+    # Q·Kᵀ and A·V: N*h*L*S'*d each, i.e. N*L*S'*E.
+    return projections + 2 * n * tgt * keys * embed
+
+
+@register_ops(nn.MultiheadAttention)
+def multihead_attention_ops(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
+                            output: Any) -> int:
+    """Projections + scale + Q·Kᵀ + masks + softmax + A·V + average + dropout + out_proj."""
+    masks = int(_arg(inputs, _KEY_PADDING_MASK, None) is not None) + int(
+        _arg(inputs, _ATTN_MASK, None) is not None
+    )
+    average_heads = bool(_arg(inputs, _NEED_WEIGHTS, True)) and bool(
+        _arg(inputs, _AVERAGE, True)
+    )
+    return sum(
+        _attention_ops(module, shape, masks, average_heads) for shape in _shapes(module, inputs)
+    )
+
+
+@register_macs(nn.MultiheadAttention)
+def multihead_attention_macs(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
+                             output: Any) -> int:
+    """2*N*L*E² + N*S*E*(kdim + vdim) + 2*N*L*S'*E (projections, Q·Kᵀ, A·V)."""
+    return sum(_attention_macs(module, shape) for shape in _shapes(module, inputs))

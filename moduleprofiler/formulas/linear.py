@@ -16,8 +16,14 @@ from moduleprofiler.registry import register_macs, register_ops
 
 
 def leading_rows(x: Tensor) -> int:
-    """Rows of a ``(*, features)`` input: the product of all leading dims (1 for a 1-D input)."""
-    return int(x.shape[:-1].numel())
+    """Rows of a ``(*, features)`` input: the product of all leading dims (1 for a 1-D input).
+
+    Computed as ``numel / features`` so that ragged (nested) tensors, which have no ``shape``,
+    count their real rows."""
+    features = int(x.size(-1)) if x.dim() else 1
+    if features == 0:
+        return int(x.shape[:-1].numel())
+    return int(x.numel()) // features
 
 
 @register_ops(nn.Linear)

@@ -27,8 +27,8 @@ _RESHAPE: tuple[type[nn.Module], ...] = (nn.Flatten, nn.Unflatten)
 # that adds one without arithmetic of its own is not reported as unsupported.
 _CONTAINERS: tuple[type[nn.Module], ...] = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 
-_DROPOUT_MASK_OPS = 2  # u < 1 - p, then mask / (1 - p)
-_DROPOUT_ELEMENT_OPS = 1  # x * mask
+DROPOUT_MASK_OPS = 2  # u < 1 - p, then mask / (1 - p)
+DROPOUT_ELEMENT_OPS = 1  # x * mask
 # alpha dropout, as torch computes it: per mask entry the draw, (mask - 1) * (alpha' * a)
 # + alpha' * a * p (3 ops) and mask * a; per element x * mask + b
 _ALPHA_MASK_OPS = 5
@@ -70,7 +70,7 @@ def dropout_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
     mask = _mask_entries(module, x)
     if isinstance(module, (nn.AlphaDropout, nn.FeatureAlphaDropout)):
         return _ALPHA_MASK_OPS * mask + _ALPHA_ELEMENT_OPS * numel_of_first(inputs)
-    return _DROPOUT_MASK_OPS * mask + _DROPOUT_ELEMENT_OPS * numel_of_first(inputs)
+    return DROPOUT_MASK_OPS * mask + DROPOUT_ELEMENT_OPS * numel_of_first(inputs)
 
 
 register_macs(nn.modules.dropout._DropoutNd, *_PADDING, *_RESHAPE, *_CONTAINERS)(no_macs)
