@@ -23,7 +23,7 @@ from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.records import CallRecord, ModuleInfo, OpsSource, Profile
 from moduleprofiler.operators.registry import MISSING, lookup
 from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
-from moduleprofiler.shapes import default_io_size, dtypes_of, shape_tree
+from moduleprofiler.shapes import default_io_size, dtypes_of, new_bytes, shape_tree
 
 
 def display_path(path: str) -> str:
@@ -153,6 +153,7 @@ class Collector:
         self._stack: list[_Frame] = []
         self._records: list[CallRecord | None] = []
         self._call_counts: dict[int, int] = {}
+        self._tensors: dict[int, list[torch.Tensor]] = {}
         self._failed_path: str | None = None
         self._formula_error: FormulaError | None = None
         self._observer = OperatorObserver(self._on_operator) if maps.operators else None
@@ -295,6 +296,7 @@ class Collector:
             input_dtypes=dtypes_of((args, kwargs)) if kwargs else dtypes_of(args),
             output_shapes=shape_tree(output),
             output_dtypes=dtypes_of(output),
+            output_bytes=new_bytes(output, args, kwargs, self._own_tensors(module)),
             input_size=input_size,
             output_size=output_size,
             params=info.params,
@@ -357,6 +359,13 @@ class Collector:
             if frame.covered and self._observer is not None:
                 self._observer.resume()
         return None
+
+    def _own_tensors(self, module: nn.Module) -> list[torch.Tensor]:
+        tensors = self._tensors.get(id(module))
+        if tensors is None:
+            tensors = [*module.parameters(), *module.buffers()]
+            self._tensors[id(module)] = tensors
+        return tensors
 
     def _is_excluded(self, module: nn.Module) -> bool:
         return id(module) in self._maps.excluded_ids or (

@@ -3,12 +3,15 @@ module, and the :class:`Profile` that holds them. Everything else is a view of t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from moduleprofiler.export.io import Buffer, PathLike
+    from moduleprofiler.export.view import View
 
 OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
 """Where a call's own ops came from:
@@ -64,6 +67,10 @@ class CallRecord:
     input_dtypes: tuple[str, ...]
     output_shapes: Any
     output_dtypes: tuple[str, ...]
+    output_bytes: int
+    """Bytes of memory the outputs occupy that were not there before the call: each distinct
+    storage once, storages shared with the inputs or the module's own parameters and buffers
+    (views, in-place results) excluded."""
     input_size: Any
     """0.0.4's ``input_size`` (from the io-size function of the module's type)."""
     output_size: Any
@@ -192,6 +199,79 @@ class Profile:
         from moduleprofiler.export.frame import profile_frame
 
         return profile_frame(self, aggregate)
+
+    # -- export views (issue 6) ------------------------------------------------------------
+    # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
+    def tree(self, columns: Sequence[str] | None = None, **options: Any) -> View:
+        """The module tree annotated with ``columns`` and % of the total; options:
+        ``max_depth``, ``min_pct``, ``pct_of``, ``include``, ``exclude``
+        (:func:`moduleprofiler.export.select.tree_view`)."""
+        from moduleprofiler.export.select import tree_view
+
+        return tree_view(self, columns, **options)
+
+    def table(self, columns: Sequence[str] | None = None, **options: Any) -> View:
+        """A flat table; options: ``aggregate``, ``max_depth``, ``min_pct``, ``pct_of``,
+        ``sort_by``, ``ascending``, ``include``, ``exclude``, ``limit``
+        (:func:`moduleprofiler.export.select.table_view`)."""
+        from moduleprofiler.export.select import table_view
+
+        return table_view(self, columns, **options)
+
+    def top(self, k: int | None = 10, *, by: str = "ops", depth: int | None = None) -> View:
+        """The ``k`` module types with the most ``by``, over all modules' own work or over
+        the modules at ``depth`` (:func:`moduleprofiler.export.select.top_view`)."""
+        from moduleprofiler.export.select import top_view
+
+        return top_view(self, k, by=by, depth=depth)
+
+    def __str__(self) -> str:
+        return str(self.tree())
+
+    def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
+        """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""
+        from moduleprofiler.export.json_io import profile_to_json
+
+        return profile_to_json(self, buf, indent=indent)
+
+    @classmethod
+    def from_json(cls, source: str | PathLike | IO[str]) -> Profile:
+        """The profile saved by :meth:`to_json` (a path, a file object, or the JSON text)."""
+        from moduleprofiler.export.json_io import profile_from_json
+
+        return profile_from_json(source)
+
+    def to_csv(self, buf: Buffer = None, *, aggregate: Aggregate = "call") -> str | None:
+        """:meth:`to_df` as CSV with raw numbers (unknown = empty cell)."""
+        from moduleprofiler.export.formats import profile_csv
+
+        return profile_csv(self, buf, aggregate=aggregate)
+
+    def to_markdown(self, buf: Buffer = None, **options: Any) -> str | None:
+        """:meth:`table` (same options) as a Markdown table with human units."""
+        return self.table(**options).to_markdown(buf)
+
+    def to_latex(self, buf: Buffer = None, *, caption: str | None = None,
+                 label: str | None = None, **options: Any) -> str | None:
+        """:meth:`table` (same options) as a booktabs ``table`` float with caption/label."""
+        return self.table(**options).to_latex(buf, caption=caption, label=label)
+
+    def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
+        """A self-contained HTML report: summary, charts, module tree, sortable table."""
+        from moduleprofiler.export.report import render_report
+
+        return render_report(self, buf, title=title)
+
+    def to_text(self, buf: Buffer = None, **options: Any) -> str | None:
+        """:meth:`tree` (same options) as plain text."""
+        return self.tree(**options).to_text(buf)
+
+    def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
+        """Write in ``format`` (default: from the suffix of ``path``: .json .csv .md .html
+        .tex .txt); ``options`` go to the matching ``to_*`` method."""
+        from moduleprofiler.export.formats import save_profile
+
+        save_profile(self, path, format, **options)
 
     def __repr__(self) -> str:
         return (

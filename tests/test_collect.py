@@ -227,3 +227,24 @@ def test_lazy_modules_are_counted_after_they_materialise() -> None:
     assert profile.total_params == 16
     assert profile.calls("0")[0].params == 16
     assert profile.module("").params == 16
+
+
+def test_output_bytes_count_new_memory_only() -> None:
+    class Views(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 8)
+            self.relu = nn.ReLU(inplace=True)
+            self.flat = nn.Flatten(0)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.flat(self.relu(self.lin(x)))
+
+    profile = ModuleProfiler().profile(Views(), torch.randn(3, 4))
+    # Linear allocates a new 3 x 8 float32 result: 24 * 4 = 96 bytes
+    assert profile.calls("lin")[0].output_bytes == 96
+    # in-place ReLU and the Flatten view reuse their input's memory: 0 bytes
+    assert profile.calls("relu")[0].output_bytes == 0
+    assert profile.calls("flat")[0].output_bytes == 0
+    # the root's output is a view of memory allocated inside it: new relative to its input
+    assert profile.records[0].output_bytes == 96

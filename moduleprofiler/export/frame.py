@@ -50,6 +50,7 @@ def call_frame(profile: Profile) -> pd.DataFrame:
             "input_dtypes": [r.input_dtypes for r in records],
             "output_shapes": [r.output_shapes for r in records],
             "output_dtypes": [r.output_dtypes for r in records],
+            "output_bytes": [r.output_bytes for r in records],
             "params": [r.params for r in records],
             "own_params": [r.own_params for r in records],
         }
