@@ -16,12 +16,13 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import FormulaError, ProfilingError
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.records import CallRecord, ModuleInfo, OpsSource, Profile
 from moduleprofiler.operators.registry import MISSING, lookup
+from moduleprofiler.records import CallRecord, ModuleInfo, OpsSource, Profile
 from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
 from moduleprofiler.shapes import default_io_size, dtypes_of, new_bytes, shape_tree
 
@@ -55,9 +56,21 @@ class _Resolved:
 
 
 class _Frame:
-    __slots__ = ("index", "parent", "depth", "module", "outer_exception", "child_ops",
-                 "child_macs", "child_complete", "covered", "operator_ops", "operator_macs",
-                 "unsupported_operators", "counted_operators")
+    __slots__ = (
+        "child_complete",
+        "child_macs",
+        "child_ops",
+        "counted_operators",
+        "covered",
+        "depth",
+        "index",
+        "module",
+        "operator_macs",
+        "operator_ops",
+        "outer_exception",
+        "parent",
+        "unsupported_operators",
+    )
 
     def __init__(self, index: int, parent: int | None, depth: int, module: nn.Module,
                  outer_exception: BaseException | None) -> None:
@@ -78,7 +91,7 @@ class _Frame:
 
 def _numel(tensor: torch.Tensor) -> int:
     # A lazy module's parameters have no shape until its first forward.
-    return 0 if isinstance(tensor, nn.parameter.UninitializedTensorMixin) else tensor.numel()
+    return 0 if isinstance(tensor, UninitializedTensorMixin) else tensor.numel()
 
 
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
@@ -144,7 +157,7 @@ class Collector:
             self._paths[id(module)] = path
             self._modules.append(module)
         self._has_lazy = any(
-            isinstance(p, nn.parameter.UninitializedTensorMixin)
+            isinstance(p, UninitializedTensorMixin)
             for p in (*root.parameters(), *root.buffers())
         )
         self._infos = module_infos(root)

@@ -52,7 +52,9 @@ def _forward_signature(cls: type) -> inspect.Signature | None:
     return _SIGNATURES[cls]
 
 
-def formula_inputs(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def formula_inputs(
+    module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
     """The ``inputs`` tuple a formula sees: positional arguments, with keyword arguments that
     name positional parameters of ``forward`` merged in signature order (defaults filled in up
     to the last one given). ``mha(q, k, v, need_weights=False)`` therefore gives the formula

@@ -46,7 +46,9 @@ def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-def _dtype_summary(params: list[torch.nn.Parameter]) -> torch.dtype | tuple[torch.dtype, ...] | None:
+def _dtype_summary(
+    params: list[torch.nn.Parameter],
+) -> torch.dtype | tuple[torch.dtype, ...] | None:
     dtypes = tuple(dict.fromkeys(p.dtype for p in params))
     if not dtypes:
         return None

@@ -17,18 +17,18 @@ modules listed in ``exclude_from_ops``) are kept from moduleprofiler 0.0.4.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from torch import nn
 
 from moduleprofiler.errors import RegistryError
 
-Count = Union[int, float, None]
+Count = int | float | None
 """What an ops/macs formula returns: a count, or ``None`` for "unknown"."""
 
 Formula = Callable[[nn.Module, tuple[Any, ...], Any], Count]
 IoSizeFunction = Callable[[nn.Module, tuple[Any, ...], Any], tuple[Any, Any]]
-Key = Union[type, str]
+Key = type | str
 FormulaMap = dict[Any, Callable[..., Any]]
 
 DEFAULT_KEY = "default"

@@ -216,7 +216,7 @@ def test_tied_weights_are_counted_once_in_the_total() -> None:
 
 
 def test_not_a_module_is_a_clear_error() -> None:
-    with pytest.raises(TypeError, match="torch.nn.Module"):
+    with pytest.raises(TypeError, match=r"torch\.nn\.Module"):
         ModuleProfiler().profile(lambda x: x, torch.zeros(1))  # type: ignore[arg-type]
 
 

@@ -41,9 +41,10 @@ def test_all_25_methods_exist_with_legacy_signatures(analysis: str) -> None:
         assert parameters[name].default == default
     for suffix in ("_df", "_csv", "_html", "_latex"):
         assert callable(getattr(profiler, analysis + suffix))
-    assert list(inspect.signature(getattr(profiler, analysis + "_csv")).parameters)[0] == "file"
-    assert list(inspect.signature(getattr(profiler, analysis + "_html")).parameters)[0] == "file"
-    assert inspect.signature(getattr(profiler, analysis + "_latex")).parameters["index"].default is False
+    assert next(iter(inspect.signature(getattr(profiler, analysis + "_csv")).parameters)) == "file"
+    assert next(iter(inspect.signature(getattr(profiler, analysis + "_html")).parameters)) == "file"
+    latex = inspect.signature(getattr(profiler, analysis + "_latex"))
+    assert latex.parameters["index"].default is False
 
 
 def test_aggr_defaults_differ_as_in_004() -> None:
