@@ -76,7 +76,11 @@ def test_register_ops_decorator_reaches_new_profilers() -> None:
             register_ops(Custom)(custom_ops)
     finally:
         unregister_ops(Custom)
-    assert ModuleProfiler().profile(CustomChild(), torch.zeros(2, 3)).records[0].ops is None
+    # without the formula the operators are counted instead: the same 6 adds
+    after = ModuleProfiler().profile(CustomChild(), torch.zeros(2, 3)).records[0]
+    assert (after.ops, after.ops_source) == (6, "operator")
+    unknown = ModuleProfiler().profile(CustomChild(), torch.zeros(2, 3), operators=False)
+    assert unknown.records[0].ops is None
 
 
 def test_default_maps_are_fresh_dicts_with_legacy_keys() -> None:
