@@ -26,9 +26,13 @@ class ModuleProfiler(LegacyPasses):
     """Profiles any ``nn.Module``: parameters, input/output shapes, ops, timing.
 
     Args:
-        input_size_attr, output_size_attr, ops_attr, inference_start_attr, inference_end_attr:
-            Accepted for compatibility with moduleprofiler 0.0.4 and unused: this version never
-            writes attributes onto your modules.
+        input_size_attr: accepted for compatibility with moduleprofiler 0.0.4 and unused, as
+            are ``output_size_attr``, ``ops_attr``, ``inference_start_attr`` and
+            ``inference_end_attr``: this version never writes attributes onto your modules.
+        output_size_attr: see ``input_size_attr``.
+        ops_attr: see ``input_size_attr``.
+        inference_start_attr: see ``input_size_attr``.
+        inference_end_attr: see ``input_size_attr``.
         io_size_fn_map: module type -> ``(module, inputs, output) -> (input_size, output_size)``.
             Defaults to a fresh :func:`get_default_io_size_map` per profiler.
         ops_fn_map: module type -> ``(module, inputs, output) -> int | None``. Defaults to a fresh

@@ -1,0 +1,27 @@
+"""The documentation site builds with ``mkdocs build --strict`` (no broken links, no warnings)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+HAS_MKDOCS = shutil.which("mkdocs") is not None or Path(sys.executable).with_name("mkdocs").exists()
+
+
+@pytest.mark.skipif(not HAS_MKDOCS, reason="mkdocs is not installed")
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "site" / "index.html").exists()
