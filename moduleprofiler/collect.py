@@ -144,8 +144,9 @@ class Collector:
 
     With operator accounting on, an :class:`OperatorObserver` sees every aten operator and
     attributes it to the innermost module call that is running. A call whose module has a formula
-    (or is excluded) is counted by that formula alone: the observer is suspended inside it, so
-    operators are never counted twice and cost nothing there.
+    (or is excluded) is counted by that formula alone: the observer is off while such a call is
+    the innermost one, so its operators are never counted twice and cost nothing, while a child
+    without a formula (a custom block inside ``nn.Sequential``) is observed again.
     """
 
     def __init__(self, root: nn.Module, maps: FormulaMaps) -> None:
@@ -234,23 +235,22 @@ class Collector:
             module=module,
             outer_exception=sys.exc_info()[1],
         )
-        if self._observer is not None and self._resolve(module).covered:
-            frame.covered = True
-            self._observer.suspend()
+        frame.covered = self._resolve(module).covered
         self._records.append(None)
         self._stack.append(frame)
+        self._sync_observer()
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
         frame = self._pop(module)
         if frame is None:
             return
+        if self._observer is not None:
+            self._observer.stop()  # tensor work done by formulas is never observed
         try:
             self._finish(frame, module, args, kwargs, output)
         finally:
-            # Resumed only now, so that tensor work done by formulas is never observed.
-            if frame.covered and self._observer is not None:
-                self._observer.resume()
+            self._sync_observer()
 
     def _finish(self, frame: _Frame, module: nn.Module, args: tuple[Any, ...],
                 kwargs: dict[str, Any], output: Any) -> None:
@@ -263,15 +263,7 @@ class Collector:
                 self._failed_path = path
             return
 
-        if not frame.covered and self._observer is not None:
-            # io-size functions and user "default" functions must not be observed either.
-            self._observer.suspend()
-            try:
-                self._record(frame, module, path, args, kwargs, output)
-            finally:
-                self._observer.resume()
-        else:
-            self._record(frame, module, path, args, kwargs, output)
+        self._record(frame, module, path, args, kwargs, output)
 
     def _record(self, frame: _Frame, module: nn.Module, path: str, args: tuple[Any, ...],
                 kwargs: dict[str, Any], output: Any) -> None:
@@ -369,9 +361,13 @@ class Collector:
             frame = self._stack.pop()
             if frame.module is module:
                 return frame
-            if frame.covered and self._observer is not None:
-                self._observer.resume()
         return None
+
+    def _sync_observer(self) -> None:
+        """Observe operators exactly when the innermost running call is not covered by a
+        formula (a container's formula covers its own work, not its children's)."""
+        if self._observer is not None:
+            self._observer.set_active(not (self._stack and self._stack[-1].covered))
 
     def _own_tensors(self, module: nn.Module) -> list[torch.Tensor]:
         tensors = self._tensors.get(id(module))

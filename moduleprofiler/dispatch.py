@@ -1,6 +1,6 @@
 """A ``TorchDispatchMode`` that reports every aten operator call to a callback.
 
-No monkey-patching: the mode sits on torch's own mode stack. It can be suspended while a module
+No monkey-patching: the mode sits on torch's own mode stack. It can be switched off while a module
 whose formula already covers its work is running, so operator accounting costs nothing there.
 """
 
@@ -22,7 +22,6 @@ class OperatorObserver(TorchDispatchMode):
         super().__init__()
         self._callback = callback
         self._active = False
-        self._suspensions = 0
 
     def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any,
                            args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -44,16 +43,9 @@ class OperatorObserver(TorchDispatchMode):
             self._active = False
             self.__exit__(None, None, None)
 
-    def suspend(self) -> None:
-        """Stop observing until the matching :meth:`resume` (calls nest)."""
-        self._suspensions += 1
-        if self._suspensions == 1:
-            self.stop()
-
-    def resume(self) -> None:
-        """Undo one :meth:`suspend`."""
-        if self._suspensions == 0:
-            return
-        self._suspensions -= 1
-        if self._suspensions == 0:
+    def set_active(self, active: bool) -> None:
+        """Observe (``True``) or not (``False``) from now on."""
+        if active:
             self.start()
+        else:
+            self.stop()

@@ -248,3 +248,22 @@ def test_output_bytes_count_new_memory_only() -> None:
     assert profile.calls("flat")[0].output_bytes == 0
     # the root's output is a view of memory allocated inside it: new relative to its input
     assert profile.records[0].output_bytes == 96
+
+
+def test_operators_are_counted_inside_children_of_formula_containers() -> None:
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.lin(x)
+
+    # nn.Sequential has a formula (0 own ops); the Residual blocks inside it do not, so their
+    # own residual add is counted from the aten.add operator: 2 * 4 = 8 adds per block
+    model = nn.Sequential(Residual(), Residual())
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4))
+    blocks = [r for r in profile.records if r.type_name == "Residual"]
+    assert [(r.ops, r.ops_source) for r in blocks] == [(8, "operator"), (8, "operator")]
+    # Linear(4, 4) on 2 rows: 2 * 4 * (2 * 4) = 64 ops each; total 2 * (64 + 8) = 144
+    assert profile.total_ops == 144 and profile.complete
