@@ -116,9 +116,12 @@ def on_meta(build: Build) -> tuple[int, int] | str:
     try:
         with torch.device("meta"):
             model, example = build()
+    except Exception as exc:  # some constructors compute with tensors: not ours to fix
+        return f"model cannot be built on meta ({type(exc).__name__})"
+    try:
         return ours(model.eval(), example)
     except Exception as exc:  # report, keep going
-        return f"FAIL {type(exc).__name__}"
+        return f"FAIL {type(exc).__name__}: {exc}"
 
 
 def peers(model: nn.Module, example: Any) -> dict[str, float]:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
+from moduleprofiler.backward import BackwardAttributor, LossFn
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import FormulaError, ProfilingError
 from moduleprofiler.inputs import formula_inputs
@@ -57,6 +58,7 @@ class _Resolved:
 
 class _Frame:
     __slots__ = (
+        "boundary",
         "child_complete",
         "child_macs",
         "child_ops",
@@ -87,6 +89,7 @@ class _Frame:
         self.operator_macs = 0
         self.unsupported_operators = 0
         self.counted_operators = 0
+        self.boundary: set[Any] = set()
 
 
 def _numel(tensor: torch.Tensor) -> int:
@@ -149,8 +152,11 @@ class Collector:
     without a formula (a custom block inside ``nn.Sequential``) is observed again.
     """
 
-    def __init__(self, root: nn.Module, maps: FormulaMaps) -> None:
+    def __init__(self, root: nn.Module, maps: FormulaMaps, backward: bool = False,
+                 loss_fn: LossFn | None = None) -> None:
         self._root = root
+        self._backward = BackwardAttributor() if backward else None
+        self._loss_fn = loss_fn
         self._maps = maps
         self._paths: dict[int, str] = {}
         self._modules: list[nn.Module] = []
@@ -196,12 +202,14 @@ class Collector:
                 self._observer.start()
                 cleanup.callback(self._observer.stop)
             try:
-                invoke()
+                output = invoke()
             except Exception as exc:
                 raise self._error_for(exc) from (
                     self._formula_error.__cause__ if self._formula_error else exc
                 )
         records = tuple(record for record in self._records if record is not None)
+        if self._backward is not None:
+            records = self._run_backward(output, records)
         if self._has_lazy:
             # Lazy modules materialised their parameters during the forward: count them now.
             self._infos = module_infos(self._root)
@@ -223,6 +231,30 @@ class Collector:
             unsupported_ops=dict(self._unsupported_operators),
             outside_ops=self._outside.operator_ops,
             outside_macs=self._outside.operator_macs,
+            backward=self._backward is not None,
+            backward_unsupported_ops=dict(self._backward.unsupported) if self._backward else {},
+            backward_outside_ops=self._backward.outside_ops if self._backward else 0,
+            backward_outside_macs=self._backward.outside_macs if self._backward else 0,
+        )
+
+    def _run_backward(self, output: Any, records: tuple[CallRecord, ...]
+                      ) -> tuple[CallRecord, ...]:
+        """Run the backward pass (hooks already released) and attach per-call counts."""
+        assert self._backward is not None
+        try:
+            self._backward.run(output, self._loss_fn, list(self._root.parameters()))
+        except Exception as exc:
+            raise ProfilingError(
+                f"the backward pass raised {type(exc).__name__}: {exc}"
+            ) from exc
+        backward = self._backward
+        return tuple(
+            dataclasses.replace(
+                record,
+                backward_ops=backward.ops.get(record.index, 0),
+                backward_macs=backward.macs.get(record.index, 0),
+            )
+            for record in records
         )
 
     # -- hooks -----------------------------------------------------------------------------
@@ -236,6 +268,8 @@ class Collector:
             outer_exception=sys.exc_info()[1],
         )
         frame.covered = self._resolve(module).covered
+        if self._backward is not None:
+            frame.boundary = self._backward.boundary(args, kwargs)
         self._records.append(None)
         self._stack.append(frame)
         self._sync_observer()
@@ -289,6 +323,8 @@ class Collector:
         input_shapes = shape_tree(args)
         if kwargs:
             input_shapes = (*input_shapes, shape_tree(kwargs))
+        if self._backward is not None:
+            self._backward.claim(frame.index, output, frame.boundary)
         info = self._info_by_path[path]
         self._records[frame.index] = CallRecord(
             index=frame.index,

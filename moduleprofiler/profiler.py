@@ -93,8 +93,11 @@ class ModuleProfiler(LegacyPasses):
         *,
         operators: bool = True,
         strict: bool = False,
+        backward: bool = False,
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
     ) -> Profile:
-        """Run one hooked forward pass under ``torch.no_grad()`` and return its :class:`Profile`.
+        """Run one hooked forward pass under ``torch.no_grad()`` (grad mode with
+        ``backward=True``) and return its :class:`Profile`.
 
         Args:
             module: the model. It is left exactly as it was: hooks released, every module's
@@ -109,6 +112,12 @@ class ModuleProfiler(LegacyPasses):
                 softmax, attention). Off, such work is unknown (``None``).
             strict: raise instead of returning a partial profile when some work could not be
                 counted (a module or operator without a formula).
+            backward: also run a backward pass (forward under grad mode, then the gradient of
+                ``loss_fn(output)`` — by default the sum of the floating outputs — with respect
+                to the trainable parameters) and attribute its operator counts to the module
+                call whose forward created the work (``CallRecord.backward_ops``/``_macs``).
+                Gradients are computed with ``torch.autograd.grad``: ``.grad`` is untouched.
+            loss_fn: maps the model's output to a scalar for ``backward=True``.
 
         Raises:
             ProfilingError: the forward raised; the message names the module path whose
@@ -119,9 +128,10 @@ class ModuleProfiler(LegacyPasses):
         if not isinstance(module, nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
         self._log(f"Profiling {type(module).__name__}")
-        collector = Collector(module, self._formula_maps(operators))
+        collector = Collector(module, self._formula_maps(operators), backward=backward,
+                              loss_fn=loss_fn)
         invoke = make_invocation(module, input, pred_fn)
-        with preserved_training_flags(module, eval=eval), torch.no_grad():
+        with preserved_training_flags(module, eval=eval), torch.set_grad_enabled(backward):
             profile = collector.run(invoke)
         if strict and not profile.complete:
             raise ProfilingError(

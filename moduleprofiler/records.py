@@ -88,6 +88,10 @@ class CallRecord:
     inclusive_macs: int | float
     complete: bool
     """Whether this call and every call inside it have known ops."""
+    backward_ops: int | float | None = None
+    """Ops of the backward work that autograd did for this call's own forward operators
+    (``profile(..., backward=True)``; ``None`` when backward was not run)."""
+    backward_macs: int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,13 @@ class Profile:
     outside_ops: int | float = 0
     """Ops of operators that ran outside every module call (e.g. in a ``pred_fn``)."""
     outside_macs: int | float = 0
+    backward: bool = False
+    """Whether a backward pass was profiled (``profile(..., backward=True)``)."""
+    backward_unsupported_ops: dict[str, int] = field(default_factory=dict)
+    """Backward operators without a formula, with their call counts."""
+    backward_outside_ops: int | float = 0
+    """Backward ops not created by any module call (the loss, gradient accumulation)."""
+    backward_outside_macs: int | float = 0
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -160,10 +171,26 @@ class Profile:
         return 2 * self.total_macs
 
     @property
+    def total_backward_ops(self) -> int | float | None:
+        """Ops of the profiled backward pass (``None`` when backward was not run)."""
+        if not self.backward:
+            return None
+        own = sum(record.backward_ops or 0 for record in self.records)
+        return own + self.backward_outside_ops
+
+    @property
+    def total_backward_macs(self) -> int | float | None:
+        """Multiply-accumulates of the profiled backward pass."""
+        if not self.backward:
+            return None
+        own = sum(record.backward_macs or 0 for record in self.records)
+        return own + self.backward_outside_macs
+
+    @property
     def complete(self) -> bool:
         """True when every call's ops are known: no unsupported module was called and no
         operator without a formula ran. When False, the totals are lower bounds."""
-        return not self.unsupported_ops and all(
+        return not self.unsupported_ops and not self.backward_unsupported_ops and all(
             record.ops_source in _COUNTED for record in self.records
         )
 
@@ -249,12 +276,16 @@ class Profile:
 
     def to_markdown(self, buf: Buffer = None, **options: Any) -> str | None:
         """:meth:`table` (same options) as a Markdown table with human units."""
-        return self.table(**options).to_markdown(buf)
+        from moduleprofiler.export.formats import export_profile
 
-    def to_latex(self, buf: Buffer = None, *, caption: str | None = None,
-                 label: str | None = None, **options: Any) -> str | None:
-        """:meth:`table` (same options) as a booktabs ``table`` float with caption/label."""
-        return self.table(**options).to_latex(buf, caption=caption, label=label)
+        return export_profile(self, "markdown", buf, **options)
+
+    def to_latex(self, buf: Buffer = None, **options: Any) -> str | None:
+        """:meth:`table` (same options) as a booktabs ``table`` float; also ``caption``,
+        ``label``, ``position``, ``environment``, ``escape_caption``."""
+        from moduleprofiler.export.formats import export_profile
+
+        return export_profile(self, "latex", buf, **options)
 
     def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
         """A self-contained HTML report: summary, charts, module tree, sortable table."""
@@ -263,8 +294,10 @@ class Profile:
         return render_report(self, buf, title=title)
 
     def to_text(self, buf: Buffer = None, **options: Any) -> str | None:
-        """:meth:`tree` (same options) as plain text."""
-        return self.tree(**options).to_text(buf)
+        """:meth:`tree` (same options) as text; also ``unicode`` and ``color``."""
+        from moduleprofiler.export.formats import export_profile
+
+        return export_profile(self, "text", buf, **options)
 
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
         """Write in ``format`` (default: from the suffix of ``path``: .json .csv .md .html

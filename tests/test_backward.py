@@ -1,0 +1,52 @@
+"""Backward operator counts attributed to the module call whose forward created the work."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from moduleprofiler import ModuleProfiler
+from tests.fixtures.state import assert_unchanged, snapshot
+
+
+def fcm_backward_flops(model: nn.Module, x: torch.Tensor) -> int:
+    loss = model(x).sum()
+    with FlopCounterMode(display=False) as counter:
+        torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+    return int(counter.get_total_flops())
+
+
+def test_linear_chain_backward_macs_per_module() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Linear(16, 4))
+    profile = ModuleProfiler().profile(model, torch.randn(2, 8), backward=True)
+    macs = {r.path: r.backward_macs for r in profile.records}
+    # first layer: its input needs no grad, so only grad_weight: 2 * 8 * 16 = 256
+    # last layer: grad_input 2 * 4 * 16 = 128 plus grad_weight 128 = 256
+    assert macs == {"": 0, "0": 256, "1": 0, "2": 256}
+    assert 2 * profile.total_backward_macs == fcm_backward_flops(model, torch.randn(2, 8))
+
+
+def test_reused_module_gets_backward_of_every_call() -> None:
+    lin = nn.Linear(4, 4, bias=False)
+    model = nn.Sequential(lin, nn.Tanh(), lin)
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True)
+    first, second = profile.calls("0")
+    # 3 rows x 4 x 4 = 48 macs per matmul; the first call needs grad_weight only (48), the
+    # second grad_input and grad_weight (96)
+    assert (first.backward_macs, second.backward_macs) == (48, 96)
+
+
+def test_backward_leaves_grads_and_flags_untouched() -> None:
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1)).train()
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 2.0)
+    before = snapshot(model)
+    ModuleProfiler().profile(model, torch.randn(5, 3), backward=True)
+    assert_unchanged(model, before)
+
+
+def test_no_backward_means_none() -> None:
+    profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
+    assert profile.total_backward_macs is None
+    assert profile.records[0].backward_ops is None
