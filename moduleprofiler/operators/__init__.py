@@ -1,9 +1,35 @@
-"""Operator-level accounting: formulas for aten operators (placeholder until the families land)."""
+"""Operator-level accounting: formulas for aten operators in the counting convention of the
+module formulas (``docs/conventions.md``; per-family rules in ``docs/operators.md``).
 
+Importing this package registers every family. Register your own operators (aten or
+``torch.library`` custom ops) with :func:`register_operator` / :func:`register_free`.
+"""
+
+from moduleprofiler.operators import (  # noqa: F401  (imported for their registrations)
+    attention,
+    elementwise,
+    free,
+    matmul,
+    norm,
+    pooling,
+    recurrent,
+)
 from moduleprofiler.operators.registry import (
+    FREE_OPERATORS,
+    MISSING,
+    OPERATOR_FORMULAS,
+    lookup,
     register_free,
     register_operator,
     unregister_operator,
 )
 
-__all__ = ["register_free", "register_operator", "unregister_operator"]
+__all__ = [
+    "FREE_OPERATORS",
+    "MISSING",
+    "OPERATOR_FORMULAS",
+    "lookup",
+    "register_free",
+    "register_operator",
+    "unregister_operator",
+]

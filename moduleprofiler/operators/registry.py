@@ -11,7 +11,7 @@ Custom operators made with ``torch.library`` register the same way.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import torch
 
@@ -20,7 +20,7 @@ from moduleprofiler.errors import RegistryError
 OperatorCount = tuple[int, int]
 """``(ops, macs)`` of one operator call."""
 OperatorFormula = Callable[[tuple[Any, ...], dict[str, Any], Any], OperatorCount]
-OperatorKey = Union[torch._ops.OpOverloadPacket, torch._ops.OpOverload]
+OperatorKey = torch._ops.OpOverloadPacket | torch._ops.OpOverload
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,7 +82,7 @@ def unregister_operator(*keys: OperatorKey) -> None:
 _MISSING = object()
 
 
-def lookup(func: torch._ops.OpOverload) -> OperatorFormula | None | object:
+def lookup(func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """The formula for ``func``: its overload's, else its packet's; ``None`` when the operator
     is free; ``_MISSING`` (see :data:`MISSING`) when nothing is known about it."""
     for key in (func, func.overloadpacket):

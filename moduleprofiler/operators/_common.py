@@ -1,0 +1,326 @@
+"""Shared machinery of the operator families: schema-bound arguments, registration helpers,
+shape helpers, and counting a composite operator through its decomposition.
+
+Operator formulas receive what the dispatcher passed: positional ``args`` and ``kwargs`` whose
+split differs between call sites (``aten.add.Tensor`` takes ``alpha`` as a keyword,
+``aten.add.Scalar`` positionally) and between overloads (``out=`` variants). :class:`Args` reads
+an argument by its schema name whatever way it was passed, and falls back to the schema default.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_map
+
+from moduleprofiler.operators.registry import (
+    MISSING,
+    OperatorCount,
+    OperatorFormula,
+    lookup,
+    register_free,
+    register_operator,
+)
+
+Count = OperatorCount
+"""``(ops, macs)`` of one operator call."""
+OpKey = torch._ops.OpOverloadPacket | torch._ops.OpOverload
+BoundFormula = Callable[["Args", Any], Count]
+"""A formula written against named arguments: ``(args, out) -> (ops, macs)``."""
+
+ZERO: Count = (0, 0)
+
+UNAVAILABLE: list[str] = []
+"""Operator names a family asked for that this torch build does not have (older releases)."""
+
+
+# -- arguments by schema name ------------------------------------------------------------------
+
+class _Spec:
+    """Where each argument of an operator's overloads sits, and its default."""
+
+    __slots__ = ("defaults", "positions")
+
+    def __init__(self, positions: dict[str, int], defaults: dict[str, Any]) -> None:
+        self.positions = positions
+        self.defaults = defaults
+
+
+def _takes_tensors(schema: torch._C.FunctionSchema) -> bool:
+    """False for TorchScript's scalar/list overloads (``aten.add.int``), which never dispatch."""
+    return any("Tensor" in str(arg.type) for arg in schema.arguments)
+
+
+def _spec_of(overloads: Iterable[torch._ops.OpOverload]) -> _Spec | None:
+    """One spec valid for all ``overloads``, or ``None`` when their positions disagree."""
+    positions: dict[str, int] = {}
+    owner: dict[int, str] = {}
+    defaults: dict[str, Any] = {}
+    for overload in overloads:
+        for index, arg in enumerate(overload._schema.arguments):
+            if arg.has_default_value():
+                defaults.setdefault(arg.name, arg.default_value)
+            if arg.kwarg_only:
+                continue
+            if positions.setdefault(arg.name, index) != index:
+                return None
+            if owner.setdefault(index, arg.name) != arg.name:
+                return None
+    return _Spec(positions, defaults)
+
+
+class Args:
+    """The arguments of one operator call, read by schema name."""
+
+    __slots__ = ("_args", "_kwargs", "_spec")
+
+    def __init__(self, spec: _Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._spec = spec
+        self._args = args
+        self._kwargs = kwargs
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The argument ``name``: passed by keyword, by position, else its schema default."""
+        if name in self._kwargs:
+            return self._kwargs[name]
+        position = self._spec.positions.get(name)
+        if position is not None and position < len(self._args):
+            return self._args[position]
+        return self._spec.defaults.get(name, default)
+
+    def tensor(self, name: str) -> Tensor | None:
+        """The argument ``name`` when it is a tensor, else ``None``."""
+        value = self.get(name)
+        return value if isinstance(value, Tensor) else None
+
+    def first(self) -> Any:
+        """The first positional argument (``self`` / ``input`` / ``query``, whatever its name)."""
+        return self._args[0] if self._args else None
+
+    def flag(self, name: str) -> bool:
+        """The argument ``name`` as a bool (``None`` is False)."""
+        return bool(self.get(name))
+
+    def number(self, name: str, default: float) -> float:
+        """The argument ``name`` as a float; ``default`` when it is missing or not a number."""
+        value = self.get(name)
+        if isinstance(value, (bool, int, float)):
+            return float(value)
+        return default
+
+
+def _bind(fn: BoundFormula, spec: _Spec) -> OperatorFormula:
+    def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
+        return fn(Args(spec, args, kwargs), out)
+
+    formula.__name__ = fn.__name__
+    formula.__qualname__ = fn.__qualname__
+    formula.__doc__ = fn.__doc__
+    formula.__wrapped__ = fn  # type: ignore[attr-defined]
+    return formula
+
+
+def _overloads(packet: torch._ops.OpOverloadPacket) -> list[torch._ops.OpOverload]:
+    found = (getattr(packet, name) for name in packet.overloads())  # type: ignore[no-untyped-call]
+    return [op for op in found if _takes_tensors(op._schema)]
+
+
+def register(*keys: OpKey | None) -> Callable[[BoundFormula], BoundFormula]:
+    """Register a named-argument formula for operators (``None`` keys are skipped).
+
+    A packet whose tensor overloads agree on argument positions is registered once; otherwise
+    each overload is registered with its own schema.
+    """
+
+    def decorator(fn: BoundFormula) -> BoundFormula:
+        for key in keys:
+            if key is None:
+                continue
+            if isinstance(key, torch._ops.OpOverload):
+                spec = _spec_of([key])
+                assert spec is not None  # one schema always agrees with itself
+                register_operator(key)(_bind(fn, spec))
+                continue
+            overloads = _overloads(key)
+            shared = _spec_of(overloads)
+            if shared is not None:
+                register_operator(key)(_bind(fn, shared))
+                continue
+            for overload in overloads:
+                own = _spec_of([overload])
+                assert own is not None
+                register_operator(overload)(_bind(fn, own))
+        return fn
+
+    return decorator
+
+
+def aten(*names: str) -> list[torch._ops.OpOverloadPacket]:
+    """``torch.ops.aten.<name>`` for each name this torch build has (others go to UNAVAILABLE)."""
+    found = []
+    for name in names:
+        if hasattr(torch.ops.aten, name):
+            found.append(getattr(torch.ops.aten, name))
+        else:
+            UNAVAILABLE.append(name)
+    return found
+
+
+def with_inplace(*names: str) -> list[torch._ops.OpOverloadPacket]:
+    """Each operator and, where torch has one, its in-place twin (``relu`` and ``relu_``)."""
+    found = aten(*names)
+    found += [getattr(torch.ops.aten, f"{name}_") for name in names
+              if hasattr(torch.ops.aten, f"{name}_")]
+    return found
+
+
+def aten_overload(name: str, overload: str) -> torch._ops.OpOverload | None:
+    """``torch.ops.aten.<name>.<overload>``, or ``None`` (recorded) when torch lacks it."""
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None or overload not in packet.overloads():
+        UNAVAILABLE.append(f"{name}.{overload}")
+        return None
+    return getattr(packet, overload)  # type: ignore[no-any-return]
+
+
+def free(*names: str) -> None:
+    """Declare ``torch.ops.aten.<name>`` free (0 ops, 0 macs) for each name torch has."""
+    register_free(*aten(*names))
+
+
+# -- shapes ------------------------------------------------------------------------------------
+
+def numel(value: Any) -> int:
+    """Elements of a tensor (0 for anything else)."""
+    return int(value.numel()) if isinstance(value, Tensor) else 0
+
+
+def first_tensor(out: Any) -> Tensor | None:
+    """The tensor an operator returned, or the first of the tuple/list it returned."""
+    if isinstance(out, Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for item in out:
+            if isinstance(item, Tensor):
+                return item
+    return None
+
+
+def out_numel(out: Any) -> int:
+    """Elements of the (first) tensor an operator returned."""
+    return numel(first_tensor(out))
+
+
+def dot_ops(length: int) -> int:
+    """One dot product of ``length`` terms: ``length`` multiplies + ``length - 1`` adds."""
+    return 2 * length - 1 if length > 0 else 0
+
+
+def ints(value: Any, n: int, default: int) -> list[int]:
+    """An int or int list argument as ``n`` ints (a single value repeats; empty -> default)."""
+    if value is None:
+        return [default] * n
+    if isinstance(value, (int, torch.SymInt)):
+        return [int(value)] * n
+    values = [int(v) for v in value]
+    if not values:
+        return [default] * n
+    return values * n if len(values) == 1 else values
+
+
+# -- counting through a decomposition ----------------------------------------------------------
+
+class OperatorCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Adds up the operator formulas of every aten operator it sees (used by tests and by
+    :func:`decomposition_count`). Every call is tallied in ``calls``; operators without a
+    formula also in ``missing``."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.ops = 0
+        self.macs = 0
+        self.missing: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any,
+                           args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+                           ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.calls[str(func)] += 1
+        formula = lookup(func)
+        if formula is MISSING:
+            self.missing[str(func)] += 1
+        elif formula is not None:
+            ops, macs = formula(args, kwargs, out)  # type: ignore[operator]
+            self.ops += ops
+            self.macs += macs
+        return out
+
+
+def _to_meta(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return torch.empty_strided(
+            value.shape, value.stride(), dtype=value.dtype, device="meta"
+        )
+    return value
+
+
+def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Count:
+    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition.
+
+    Run on meta copies of the inputs (no data is touched); if the decomposition needs data
+    (it reads a value), it is run again on the real inputs.
+    """
+    with _disable_current_modes():
+        for convert in (_to_meta, _identity):
+            counter = OperatorCounter()
+            try:
+                with counter:
+                    op.decompose(*tree_map(convert, args), **tree_map(convert, kwargs))
+            except (RuntimeError, NotImplementedError):
+                if convert is _identity:
+                    raise
+                continue
+            return counter.ops, counter.macs
+    return ZERO  # pragma: no cover (the loop always returns or raises)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def by_decomposition(*keys: OpKey | None) -> None:
+    """Count each of ``keys`` (composite operators) as the sum of its decomposition.
+
+    Under ``torch.inference_mode`` composite operators reach the dispatch mode whole; elsewhere
+    their parts do. Counting the whole as its parts keeps both paths equal.
+    """
+    for key in keys:
+        if key is None:
+            continue
+        overloads = [key] if isinstance(key, torch._ops.OpOverload) else _overloads(key)
+        for overload in overloads:
+            register_operator(overload)(_decomposed(overload))
+
+
+def _decomposed(op: torch._ops.OpOverload) -> OperatorFormula:
+    def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
+        return decomposition_count(op, args, kwargs)
+
+    name = str(op).split(".")[0]
+    formula.__name__ = f"{name}_by_decomposition"
+    formula.__doc__ = f"Sum of the operator formulas of {op}'s decomposition."
+    return formula
+
+
+def iter_groups(items: list[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` in consecutive groups of ``size``."""
+    for start in range(0, len(items) - size + 1, size):
+        yield items[start : start + size]

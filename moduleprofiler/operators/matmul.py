@@ -1,0 +1,309 @@
+"""Matrix products and convolutions: ``mm`` / ``addmm`` / ``bmm`` / ``matmul`` / ``linear`` / ...
+and every convolution kernel (``convolution``, cuDNN, oneDNN, slow and depthwise variants,
+transposed and grouped).
+
+Each output element of a product is one dot product of length ``k``: ``k`` multiplies and
+``k - 1`` adds, ``2k - 1`` ops, and ``k`` macs. A bias (``addmm``'s ``self``) adds one op per
+output element; ``alpha`` / ``beta`` other than 1 add one multiply per output element each. So
+``addmm(b, x, Wᵀ)`` counts exactly what ``nn.Linear`` with bias counts, and ``mm`` what it
+counts without. Convolutions count like ``nn.Conv*d`` / ``nn.ConvTranspose*d``
+(``formulas/conv.py``), whose helper for the products a transposed convolution keeps is reused.
+
+Composite products (``einsum``, ``tensordot``, ``kron``, ``bilinear``, ``chain_matmul``, ...)
+are counted as the sum of their decomposition, which is what the dispatcher shows outside
+``inference_mode``: ``einsum`` lowers to ``bmm`` (and ``sum`` for indices summed out alone).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from moduleprofiler.formulas.activation import GELU_TANH, PER_ELEMENT
+from moduleprofiler.formulas.conv import transposed_reach
+from moduleprofiler.operators._common import (
+    ZERO,
+    Args,
+    BoundFormula,
+    Count,
+    aten,
+    by_decomposition,
+    dot_ops,
+    ints,
+    numel,
+    out_numel,
+    register,
+)
+
+
+def product_count(outputs: int, inner: int) -> Count:
+    """``outputs`` dot products of length ``inner``: (outputs * (2*inner - 1), outputs * inner)."""
+    return outputs * dot_ops(inner), outputs * inner
+
+
+def _epilogue_ops(args: Args, outputs: int) -> int:
+    """Ops after the product in ``beta * self + alpha * (a @ b)``: the add of ``self`` (skipped
+    when beta == 0), and one multiply for each of beta, alpha that is not 1."""
+    beta, alpha = args.get("beta", 1), args.get("alpha", 1)
+    per_output = int(alpha != 1)
+    if beta != 0 and args.first() is not None:
+        per_output += 1 + int(beta != 1)
+    return per_output * outputs
+
+
+def _dims(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape) if isinstance(x, Tensor) else ()
+
+
+# -- 2-D and batched products ------------------------------------------------------------------
+
+@register(*aten("mm", "_scaled_mm"))
+def mm_ops(args: Args, out: Any) -> Count:
+    """(n, k) @ (k, m): ops n*m*(2k - 1), macs n*k*m (_scaled_mm: + n*m with a bias)."""
+    (n, k), m = _dims(args.first()), _dims(args.get("mat2"))[-1]
+    ops, macs = product_count(n * m, k)
+    if args.tensor("bias") is not None:  # _scaled_mm's optional bias
+        ops += n * m
+    return ops, macs
+
+
+@register(*aten("addmm"))
+def addmm_ops(args: Args, out: Any) -> Count:
+    """beta*self + alpha*(n, k)@(k, m): n*m*(2k - 1) + n*m (bias add); macs n*k*m.
+
+    With a bias this is ``2*n*k*m`` ops, nn.Linear's count with bias.
+    """
+    (n, k), m = _dims(args.get("mat1")), _dims(args.get("mat2"))[-1]
+    ops, macs = product_count(n * m, k)
+    return ops + _epilogue_ops(args, n * m), macs
+
+
+@register(*aten("_addmm_activation"))
+def addmm_activation_ops(args: Args, out: Any) -> Count:
+    """addmm, then ReLU (1 per output) or GELU (15 per output).
+
+    NB: the fused GELU epilogue (cuBLASLt) is the tanh approximation, priced as
+    ``nn.GELU(approximate='tanh')``.
+    """
+    ops, macs = addmm_ops(args, out)
+    per = GELU_TANH if args.flag("use_gelu") else PER_ELEMENT[nn.ReLU]
+    return ops + per * out_numel(out), macs
+
+
+@register(*aten("bmm"))
+def bmm_ops(args: Args, out: Any) -> Count:
+    """(b, n, k) @ (b, k, m): ops b*n*m*(2k - 1), macs b*n*k*m."""
+    (b, n, k), m = _dims(args.first()), _dims(args.get("mat2"))[-1]
+    return product_count(b * n * m, k)
+
+
+@register(*aten("baddbmm"))
+def baddbmm_ops(args: Args, out: Any) -> Count:
+    """beta*self + alpha*bmm: b*n*m*(2k - 1) + b*n*m (add of self); macs b*n*k*m."""
+    (b, n, k), m = _dims(args.get("batch1")), _dims(args.get("batch2"))[-1]
+    ops, macs = product_count(b * n * m, k)
+    return ops + _epilogue_ops(args, b * n * m), macs
+
+
+@register(*aten("addbmm"))
+def addbmm_ops(args: Args, out: Any) -> Count:
+    """self + sum_b batch1[b] @ batch2[b]: n*m dots of length b*k (+ n*m); macs b*n*k*m."""
+    (b, n, k), m = _dims(args.get("batch1")), _dims(args.get("batch2"))[-1]
+    ops, macs = product_count(n * m, b * k)
+    return ops + _epilogue_ops(args, n * m), macs
+
+
+@register(*aten("dot", "vdot"))
+def dot_op_ops(args: Args, out: Any) -> Count:
+    """Length-k vectors: ops 2k - 1, macs k."""
+    return product_count(1, numel(args.first()))
+
+
+@register(*aten("mv"))
+def mv_ops(args: Args, out: Any) -> Count:
+    """(n, k) @ (k,): ops n*(2k - 1), macs n*k."""
+    n, k = _dims(args.first())
+    return product_count(n, k)
+
+
+@register(*aten("addmv"))
+def addmv_ops(args: Args, out: Any) -> Count:
+    """beta*self + alpha*(n, k)@(k,): n*(2k - 1) + n; macs n*k."""
+    n, k = _dims(args.get("mat"))
+    ops, macs = product_count(n, k)
+    return ops + _epilogue_ops(args, n), macs
+
+
+@register(*aten("addr"))
+def addr_ops(args: Args, out: Any) -> Count:
+    """beta*self + alpha*outer(u, v): n*m multiplies + n*m adds; macs 0.
+
+    NB: an outer product multiplies without accumulating, so like ``outer`` (which lowers to
+    ``mul``) it is element-wise work, not macs.
+    """
+    outputs = out_numel(out)
+    return outputs + _epilogue_ops(args, outputs), 0
+
+
+def _matmul_shape(a: Tensor, b: Tensor) -> tuple[int, int]:
+    """(outputs, k) of ``torch.matmul(a, b)`` under its 1-D and broadcasting rules."""
+    k = int(a.shape[-1])
+    rows = int(a.shape[-2]) if a.dim() >= 2 else 1
+    cols = int(b.shape[-1]) if b.dim() >= 2 else 1
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # type: ignore[no-untyped-call]
+    return math.prod(int(s) for s in batch) * rows * cols, k
+
+
+@register(*aten("matmul", "linalg_matmul"))
+def matmul_ops(args: Args, out: Any) -> Count:
+    """outputs * (2k - 1), macs outputs * k: what the mm / bmm / mv / dot it lowers to count."""
+    a, b = args.first(), args.get("other")
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.dim() == 0:
+        return ZERO
+    return product_count(*_matmul_shape(a, b))
+
+
+@register(*aten("linear"))
+def linear_ops(args: Args, out: Any) -> Count:
+    """rows * out * (2 * in - 1), plus rows * out with bias; macs rows * in * out (nn.Linear)."""
+    x, weight = args.first(), args.tensor("weight")
+    if not isinstance(x, Tensor) or weight is None or x.dim() == 0:
+        return ZERO
+    in_features = int(weight.shape[-1])
+    out_features = int(weight.shape[0]) if weight.dim() == 2 else 1
+    outputs = (numel(x) // in_features if in_features else 0) * out_features
+    ops, macs = product_count(outputs, in_features)
+    if args.tensor("bias") is not None:
+        ops += outputs
+    return ops, macs
+
+
+def _expanded(x: Any, expand: Any, rank: int) -> list[int]:
+    """Shape of a ``_trilinear`` operand after unsqueezing it at ``expand``."""
+    shape = list(_dims(x))
+    for dim in sorted(int(d) for d in expand or ()):
+        shape.insert(dim, 1)
+    return shape + [1] * (rank - len(shape))
+
+
+@register(*aten("_trilinear"))
+def trilinear_ops(args: Args, out: Any) -> Count:
+    """nn.Bilinear's product, (x1ᵀ A_k) x2 per output k: rows*out*(in2*(2*in1 - 1) + 2*in2 - 1);
+    macs rows*out*(in1*in2 + in2).
+
+    ``F.bilinear`` (torch's only caller) passes ``x1 (rows, in1), weight (out, in1, in2),
+    x2 (rows, in2)``. NB: any other layout is priced naively: every term of the broadcast
+    product costs 2 multiplies and is accumulated (one mac), plus the adds of the sums.
+    """
+    x1, weight, x2 = args.get("i1"), args.get("i2"), args.get("i3")
+    if _dims(x1)[-1:] and len(_dims(weight)) == 3 and len(_dims(x1)) == len(_dims(x2)) == 2:
+        rows, (outs, in1, in2) = _dims(x1)[0], _dims(weight)
+        ops = rows * outs * (in2 * dot_ops(in1) + dot_ops(in2))
+        return ops, rows * outs * (in1 * in2 + in2)
+    operands = [(x1, args.get("expand1")), (weight, args.get("expand2")),
+                (x2, args.get("expand3"))]
+    rank = max(len(_dims(x)) + len(expand or ()) for x, expand in operands)
+    shapes = [_expanded(x, expand, rank) for x, expand in operands]
+    terms = math.prod(max(sizes) for sizes in zip(*shapes))
+    return 2 * terms + terms - out_numel(out), terms
+
+
+by_decomposition(*aten(
+    "einsum", "tensordot", "inner", "outer", "ger", "kron", "chain_matmul", "linalg_multi_dot",
+    "matrix_power", "linalg_matrix_power", "linalg_vecdot", "bilinear",
+))  # fmt: skip
+
+
+# -- convolutions ------------------------------------------------------------------------------
+
+def _transposed_ops(args: Args, x: Tensor, weight: Tensor, out: Tensor) -> int:
+    """Ops of a transposed convolution, without bias: N*Cout * (2*(Cin/g)*landed - covered)."""
+    dims = weight.dim() - 2
+    spatial_out = math.prod(int(s) for s in out.shape[-dims:])
+    planes = numel(out) // spatial_out if spatial_out else 0  # N * Cout
+    groups = int(args.get("groups", 1) or 1)
+    stride, padding = ints(args.get("stride"), dims, 1), ints(args.get("padding"), dims, 0)
+    dilation = ints(args.get("dilation"), dims, 1)
+    covered, landed = 1, 1
+    for d in range(dims):
+        dim_covered, dim_landed = transposed_reach(
+            int(x.shape[d - dims]), int(out.shape[d - dims]), stride[d], padding[d],
+            dilation[d], int(weight.shape[2 + d]),
+        )
+        covered *= dim_covered
+        landed *= dim_landed
+    products = int(weight.shape[0]) // groups * landed
+    return planes * (2 * products - covered)
+
+
+def conv(transposed: bool | None) -> BoundFormula:
+    """A convolution formula; ``transposed=None`` reads the operator's ``transposed`` flag."""
+
+    def formula(args: Args, out: Any) -> Count:
+        x, weight = args.first(), args.tensor("weight")
+        if not isinstance(x, Tensor) or weight is None or not isinstance(out, Tensor):
+            return ZERO
+        outputs = numel(out)
+        bias_ops = outputs if args.tensor("bias") is not None else 0
+        is_transposed = args.flag("transposed") if transposed is None else transposed
+        if is_transposed:
+            # weight (Cin, Cout/g, *K): every input element meets Cout/g * K taps.
+            macs = numel(x) * numel(weight[0])
+            return _transposed_ops(args, x, weight, out) + bias_ops, macs
+        # weight (Cout, Cin/g, *K): every output element is a dot product of Cin/g * K terms.
+        ops, macs = product_count(outputs, numel(weight[0]))
+        return ops + bias_ops, macs
+
+    formula.__name__ = "conv_transpose_ops" if transposed else "conv_ops"
+    formula.__doc__ = (
+        "outputs * (2 * (Cin/g) * K - 1) (+ outputs with bias); macs outputs * (Cin/g) * K. "
+        "Transposed: N*Cout * (2*(Cin/g)*landed - covered) (+ bias); macs inputs * (Cout/g) * K."
+    )
+    return formula
+
+
+register(*aten(
+    "convolution", "_convolution", "convolution_overrideable",
+))(conv(transposed=None))
+register(*aten(
+    "conv1d", "conv2d", "conv3d", "_convolution_mode", "cudnn_convolution",
+    "mkldnn_convolution", "_slow_conv2d_forward", "thnn_conv2d", "slow_conv3d",
+    "slow_conv3d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d", "_conv_depthwise2d",
+    "conv_depthwise3d", "_nnpack_spatial_convolution", "miopen_convolution",
+    "miopen_depthwise_convolution",
+))(conv(transposed=False))  # fmt: skip
+register(*aten(
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cudnn_convolution_transpose",
+    "slow_conv_transpose2d", "slow_conv_transpose3d", "miopen_convolution_transpose",
+))(conv(transposed=True))  # fmt: skip
+
+_plain_conv = conv(transposed=False)
+
+
+@register(*aten("cudnn_convolution_relu"))
+def conv_relu_ops(args: Args, out: Any) -> Count:
+    """Convolution (+ bias), then ReLU: + outputs."""
+    ops, macs = _plain_conv(args, out)
+    return ops + PER_ELEMENT[nn.ReLU] * out_numel(out), macs
+
+
+@register(*aten("cudnn_convolution_add_relu"))
+def conv_add_relu_ops(args: Args, out: Any) -> Count:
+    """Convolution (+ bias), + alpha * z (1 add, 1 multiply when alpha != 1), then ReLU."""
+    ops, macs = _plain_conv(args, out)
+    per = 1 + int(args.get("alpha", 1) != 1) + PER_ELEMENT[nn.ReLU]
+    return ops + per * out_numel(out), macs
+
+
+@register(*aten("conv_tbc"))
+def conv_tbc_ops(args: Args, out: Any) -> Count:
+    """(T, B, Cin) input, weight (K, Cin, Cout): outputs * (2*K*Cin - 1) + outputs (bias)."""
+    weight = args.tensor("weight")
+    if weight is None or weight.dim() != 3:
+        return ZERO
+    outputs = out_numel(out)
+    ops, macs = product_count(outputs, int(weight.shape[0]) * int(weight.shape[1]))
+    return ops + outputs, macs

@@ -1,0 +1,146 @@
+"""Normalisation kernels: layer norm, every batch-norm entry point, group norm, RMS norm, and
+instance norm as it lowers.
+
+The decomposition is the module formulas' (``formulas/norm.py``): for each group of ``M``
+values normalised together, mean ``M``, mean of squares ``2M`` and variance ``2`` when the
+statistics come from the input; ``sqrt(var + eps)`` (2) per group whose statistics are used;
+``(x - mean) / std`` (2 per element); and one op per element each for a weight and a bias. So a
+group costs ``5M + 4``, ``6M + 4`` with a weight, ``7M + 4`` with weight and bias; with running
+statistics (batch norm in eval) ``2`` per channel and ``2`` per element, plus the affine.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch import Tensor
+
+from moduleprofiler.operators._common import (
+    ZERO,
+    Args,
+    BoundFormula,
+    Count,
+    aten,
+    by_decomposition,
+    numel,
+    register,
+)
+
+_STATISTICS_EXTRA = 2  # var = E[x²] - mean²: one square, one subtract (per group)
+_STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
+_NORMALISE_PER_ELEMENT = 2  # (x - mean) / std
+
+
+def standardise_ops(elements: int, stat_groups: int, std_groups: int, batch_stats: bool) -> int:
+    """Statistics of ``stat_groups`` groups (when computed from the input), ``sqrt(var + eps)``
+    of ``std_groups`` groups and ``(x - mean) / std`` of every element."""
+    if elements == 0:
+        return 0
+    ops = std_groups * _STD_PER_GROUP + elements * _NORMALISE_PER_ELEMENT
+    if batch_stats and stat_groups > 0:
+        ops += stat_groups * (3 * (elements // stat_groups) + _STATISTICS_EXTRA)
+    return ops
+
+
+def affine_ops(elements: int, weight: bool, bias: bool) -> int:
+    """One multiply per element for a weight, one add per element for a bias."""
+    return (int(weight) + int(bias)) * elements
+
+
+def layer_norm_count(rows: int, size: int, weight: bool, bias: bool) -> Count:
+    """rows*(5E+4), + rows*E for a weight and rows*E for a bias (E = size); macs 0."""
+    elements = rows * size
+    return standardise_ops(elements, rows, rows, True) + affine_ops(elements, weight, bias), 0
+
+
+def _affine(args: Args) -> tuple[bool, bool]:
+    return args.tensor("weight") is not None, args.tensor("bias") is not None
+
+
+@register(*aten("native_layer_norm", "layer_norm"))
+def layer_norm_ops(args: Args, out: Any) -> Count:
+    """rows*(5E+4); rows*(6E+4) with a weight only; rows*(7E+4) with weight and bias."""
+    x = args.first()
+    size = math.prod(int(s) for s in args.get("normalized_shape") or ())
+    if not isinstance(x, Tensor) or size == 0:
+        return ZERO
+    return layer_norm_count(numel(x) // size, size, *_affine(args))
+
+
+def _batch_norm(always_batch_stats: bool) -> BoundFormula:
+    def formula(args: Args, out: Any) -> Count:
+        x = args.first()
+        if not isinstance(x, Tensor):
+            return ZERO
+        elements = numel(x)
+        channels = int(x.shape[1]) if x.dim() >= 2 else elements
+        batch_stats = (
+            always_batch_stats or args.flag("training") or args.tensor("running_mean") is None
+        )
+        ops = standardise_ops(elements, channels, channels, batch_stats)
+        return ops + affine_ops(elements, *_affine(args)), 0
+
+    formula.__name__ = "batch_norm_ops"
+    formula.__doc__ = (
+        "Batch statistics (training, or no running stats): C*(5M+4); running statistics: "
+        "C*2 + 2*C*M; + C*M each for weight and bias (M = elements per channel)."
+    )
+    return formula
+
+
+register(*aten(
+    "native_batch_norm", "batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm",
+    "miopen_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional", "_batch_norm_no_update",
+))(_batch_norm(always_batch_stats=False))  # fmt: skip
+# _batch_norm_with_update is what batch_norm lowers to in training: it always uses batch stats.
+register(*aten("_batch_norm_with_update", "_batch_norm_with_update_functional"))(
+    _batch_norm(always_batch_stats=True)
+)
+
+
+def _group_norm_count(x: Tensor, groups: int, weight: bool, bias: bool) -> Count:
+    elements = numel(x)
+    ops = standardise_ops(elements, groups, groups, True) + affine_ops(elements, weight, bias)
+    return ops, 0
+
+
+@register(*aten("native_group_norm"))
+def native_group_norm_ops(args: Args, out: Any) -> Count:
+    """N*G*(5M+4) with M = numel/(N*G), + numel each for weight and bias."""
+    x = args.first()
+    if not isinstance(x, Tensor):
+        return ZERO
+    groups = int(args.get("N", 1)) * int(args.get("group", 1))
+    return _group_norm_count(x, groups, *_affine(args))
+
+
+@register(*aten("group_norm"))
+def group_norm_ops(args: Args, out: Any) -> Count:
+    """N*G*(5M+4) with M = numel/(N*G), + numel each for weight and bias."""
+    x = args.first()
+    if not isinstance(x, Tensor):
+        return ZERO
+    batch = int(x.shape[0]) if x.dim() >= 1 else 1
+    return _group_norm_count(x, batch * int(args.get("num_groups", 1)), *_affine(args))
+
+
+@register(*aten("rms_norm", "_fused_rms_norm"))
+def rms_norm_ops(args: Args, out: Any) -> Count:
+    """rows*(3E+2): mean of squares 2E, + eps and rsqrt 2, x * rsqrt E; + rows*E with a weight."""
+    x = args.first()
+    size = math.prod(int(s) for s in args.get("normalized_shape") or ())
+    if not isinstance(x, Tensor) or size == 0:
+        return ZERO
+    elements = numel(x)
+    rows = elements // size
+    ops = rows * (2 * size + _STD_PER_GROUP) + elements
+    return ops + affine_ops(elements, args.tensor("weight") is not None, False), 0
+
+
+# F.instance_norm lowers to batch norm over a (1, N*C, ...) view; count it as that.
+# NB: with running statistics (eval) the lowering takes sqrt(var + eps) per (sample, channel),
+# N*C*2 ops where nn.InstanceNorm's formula counts C*2; in training with running statistics
+# it also averages the per-sample statistics back into the buffers (2*N*C ops).
+by_decomposition(*aten("instance_norm"))

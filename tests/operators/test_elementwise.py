@@ -1,0 +1,285 @@
+"""Element-wise arithmetic, activations, softmax, dropout and reductions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.operators.elementwise import power_ops
+from tests.conftest import ops_of
+from tests.operators.helpers import count, on_meta, ops
+
+X = torch.randn(2, 3)  # 6 elements
+Y = torch.randn(3)
+
+
+# -- arithmetic --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("fn", "expected"),
+    [
+        (lambda: X + Y, 6),  # 6 outputs after broadcasting (2, 3) + (3,)
+        (lambda: X - 1.5, 6),  # a scalar other
+        (lambda: 1 - X, 6),  # rsub
+        (lambda: X * Y, 6),
+        (lambda: X / Y, 6),
+        (lambda: torch.add(X, Y, alpha=2), 12),  # x + 2*y: a multiply and an add per output
+        (lambda: torch.div(X, Y, rounding_mode="floor"), 12),  # divide, then floor
+        (lambda: X.clone().add_(Y), 6),  # in place
+        (lambda: torch.add(X, Y, out=torch.empty(2, 3)), 6),  # out=
+        (lambda: -X, 0),  # NB: a sign flip is free
+        (lambda: X.abs(), 6),
+        (lambda: X.exp().sqrt(), 12),  # 1 + 1 per element
+        (lambda: X.clamp(min=0), 6),  # one comparison per bound
+        (lambda: X.clamp(-1, 1), 12),
+        (lambda: torch.maximum(X, Y), 6),
+        (lambda: torch.max(X, Y.expand(2, 3)), 6),  # max.other is element-wise
+        (lambda: X > 0, 6),
+        (lambda: torch.addcmul(X, X, X), 12),  # t1 * t2 + self
+        (lambda: torch.addcmul(X, X, X, value=0.5), 18),  # + the scale
+        (lambda: torch.lerp(X, X, 0.3), 18),  # start + w * (end - start)
+        (lambda: torch.where(X > 0, X, Y), 6),  # the comparison; the select is free
+        (lambda: X.masked_fill(X > 0, 0.0), 6),  # the comparison; the fill is free
+        (lambda: torch.square(X), 6),
+        (lambda: X.sigmoid(), 18),  # 3 per element, as nn.Sigmoid
+        (lambda: X.tanh(), 42),  # 7 per element, as nn.Tanh
+    ],
+)
+def test_arithmetic(fn: Callable[[], Any], expected: int) -> None:
+    assert count(fn) == (expected, 0)
+
+
+@pytest.mark.parametrize(
+    ("exponent", "per_element"),
+    [(2, 1), (3, 2), (4, 2), (5, 3), (1, 0), (0, 0), (-1, 1), (-2, 2), (0.5, 1), (2.5, 1)],
+)  # integers by repeated squaring (x**5 = (x**2)**2 * x: 3), + 1 reciprocal when negative
+def test_pow_scalar_exponent(exponent: float, per_element: int) -> None:
+    assert power_ops(exponent) == per_element
+    assert ops(torch.pow, X, exponent) == 6 * per_element
+
+
+def test_pow_tensor_exponent_and_scalar_base() -> None:
+    assert ops(torch.pow, X, X) == 6
+    assert ops(torch.pow, 2.0, X) == 6
+
+
+def test_gpt2_gelu_is_nn_gelu_tanh() -> None:
+    # HF's NewGELU: pow(x, 3) 2 + 5 multiplies/adds + tanh 7 + 1 = 15 per element, the price of
+    # nn.GELU(approximate='tanh'): 6 elements * 15 = 90
+    def new_gelu(x: torch.Tensor) -> torch.Tensor:
+        inner = 0.7978845608 * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+
+    assert ops(new_gelu, X) == 90
+    assert ops_of(nn.GELU(approximate="tanh"), X) == 90
+
+
+# -- activations: the operator costs what the module costs -------------------------------------
+
+X4 = torch.randn(2, 3, 4, 5)  # 120 elements
+
+ACTIVATIONS: list[tuple[nn.Module, int]] = [
+    (nn.ReLU(), 1),  # max(0, x)
+    (nn.ReLU6(), 2),  # hardtanh: min, max
+    (nn.Hardtanh(), 2),
+    (nn.Threshold(0.1, 0.0), 1),
+    (nn.LeakyReLU(), 4),
+    (nn.PReLU(3), 4),
+    (nn.ELU(), 3),
+    (nn.SELU(), 7),  # reaches the dispatcher as aten.elu with a scale
+    (nn.CELU(2.0), 7),
+    (nn.Sigmoid(), 3),
+    (nn.Tanh(), 7),
+    (nn.Softplus(), 5),
+    (nn.LogSigmoid(), 3),
+    (nn.SiLU(), 4),  # x * sigmoid(x)
+    (nn.Mish(), 13),  # x * tanh(softplus(x)): 1 + 7 + 5
+    (nn.Hardsigmoid(), 4),
+    (nn.Hardswish(), 5),
+    (nn.Hardshrink(), 2),
+    (nn.Softshrink(), 3),
+    (nn.Tanhshrink(), 8),  # x - tanh(x): F.tanhshrink runs tanh and sub
+    (nn.Softsign(), 3),  # x / (1 + |x|): abs, add, div
+    (nn.GELU(), 5),
+    (nn.GELU(approximate="tanh"), 15),
+    (nn.RReLU(), 4),  # eval: a fixed slope, as LeakyReLU
+]
+
+
+@pytest.mark.parametrize(("module", "per_element"), ACTIVATIONS, ids=repr)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_activation_is_module_formula(module: nn.Module, per_element: int, mode: str) -> None:
+    module.eval()
+    assert count(module, X4, mode=mode) == (120 * per_element, 0)
+    assert ops_of(module, X4) == 120 * per_element
+
+
+def test_glu() -> None:
+    # output (2, 3, 4, 5) -> halves along dim 1 is not even; use the last dim of (2, 3, 4, 6):
+    # output 2*3*4*3 = 72 elements * (sigmoid 3 + multiply 1) = 288
+    x = torch.randn(2, 3, 4, 6)
+    assert ops(F.glu, x) == 288
+    assert ops_of(nn.GLU(), x) == 288
+
+
+def test_rrelu_in_training_draws_slopes() -> None:
+    # 4 as LeakyReLU + 3 to draw the slope: 7 per element
+    assert ops(F.rrelu, X4, training=True) == 120 * 7
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_softmax_family(mode: str) -> None:
+    x = torch.randn(2, 3, 4)
+    # rows 2*3 = 6, D 4: softmax 6*(4*4 - 1) = 90; log_softmax 6*4*4 = 96
+    assert count(F.softmax, x, dim=-1, mode=mode) == (90, 0)
+    assert count(F.log_softmax, x, dim=-1, mode=mode) == (96, 0)
+    # softmin = softmax(-x), the negation is free; over dim 1 (D 3): rows 8*(4*3 - 1) = 88
+    assert count(F.softmin, x, dim=1, mode=mode) == (88, 0)
+    assert ops_of(nn.Softmin(dim=1), x) == 88
+    assert ops_of(nn.Softmax(dim=-1), x) == 90
+
+
+# -- dropout -----------------------------------------------------------------------------------
+
+X_DROP = torch.randn(2, 3, 4, 4)  # 96 elements, 6 (sample, channel) pairs
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"),
+    [
+        (nn.Dropout(0.5), 288),  # 2 per mask entry + 1 per element: 3*96
+        (nn.Dropout2d(0.5), 108),  # mask 6: 2*6 + 96
+        (nn.AlphaDropout(0.5), 672),  # 5*96 + 2*96
+        (nn.FeatureAlphaDropout(0.5), 222),  # 5*6 + 2*96
+        (nn.Dropout(0.0), 0),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_dropout_in_training(module: nn.Module, expected: int, mode: str) -> None:
+    module.train()
+    assert count(module, X_DROP, mode=mode) == (expected, 0)
+    assert ModuleProfiler().profile(module, X_DROP, eval=False).total_ops == expected
+
+
+def test_dropout_in_eval_is_free() -> None:
+    assert count(nn.Dropout(0.5).eval(), X_DROP) == (0, 0)
+    assert count(F.dropout, X_DROP, 0.5, False, mode="inference_mode") == (0, 0)
+
+
+# -- reductions --------------------------------------------------------------------------------
+
+R = torch.randn(2, 3, 4)  # 24 elements
+
+
+@pytest.mark.parametrize(
+    ("fn", "expected"),
+    [
+        (lambda: R.sum(), 23),  # 23 adds
+        (lambda: R.sum(dim=1), 16),  # 8 outputs * 2 adds
+        (lambda: R.mean(dim=1), 24),  # 8 outputs * (2 adds + 1 divide)
+        (lambda: R.amax(dim=-1), 18),  # 6 outputs * 3 comparisons
+        (lambda: R.max(dim=-1), 18),
+        (lambda: R.max(), 23),
+        (lambda: R.argmax(), 23),
+        (lambda: R.prod(dim=0), 12),  # 12 outputs * 1 multiply
+        (lambda: (R > 0).any(), 47),  # 24 comparisons, then 23 ors
+        (lambda: torch.count_nonzero(R), 47),  # 24 tests + 23 adds
+        (lambda: torch.aminmax(R), 46),  # 2 * 23 comparisons
+        (lambda: R.var(dim=-1), 84),  # 6 outputs * (3*4 + 2)
+        (lambda: R.std(dim=-1), 90),  # 6 * (3*4 + 3)
+        (lambda: torch.var_mean(R, dim=-1), 84),
+        (lambda: torch.std_mean(R, dim=-1), 90),
+        (lambda: R.norm(dim=-1), 48),  # p=2: 6 * (4 squares + 3 adds + 1 sqrt)
+        (lambda: R.norm(p=1, dim=-1), 42),  # 6 * (4 abs + 3 adds)
+        (lambda: torch.linalg.vector_norm(R, 3.0, dim=-1), 72),  # 6 * (4 abs, 4 pow, 3 adds, root)
+        (lambda: R.logsumexp(dim=-1), 78),  # 6 * (4 subtracts, 4 exps, 3 adds, log, add)
+        (lambda: R.cumsum(dim=1), 16),  # 8 lines * 2 adds
+    ],
+)
+def test_reductions(fn: Callable[[], Any], expected: int) -> None:
+    assert count(fn) == (expected, 0)
+
+
+def test_scatter_accumulation() -> None:
+    index = torch.tensor([[0, 1, 0]])
+    # 3 values added into the target
+    assert ops(torch.scatter_add, torch.zeros(2, 3), 0, index, torch.ones(1, 3)) == 3
+    assert ops(torch.index_add, torch.zeros(4, 3), 0, torch.tensor([0, 2]), torch.ones(2, 3)) == 6
+    assert ops(lambda: torch.zeros(3).index_put_((torch.tensor([0, 0]),), torch.ones(2),
+                                                 accumulate=True)) == 2
+    assert ops(torch.scatter, torch.zeros(2, 3), 0, index, torch.ones(1, 3)) == 0  # a write
+
+
+# -- composites: the whole counts what its parts count ------------------------------------------
+
+COMPOSITES: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+    (F.selu, (X4,)),
+    (F.relu6, (X4,)),
+    (F.prelu, (X4, torch.full((3,), 0.2))),
+    (F.logsigmoid, (X4,)),
+    (lambda x: F.softmax(x, 1), (X4,)),
+    (lambda x: F.dropout(x, 0.5, True), (X4,)),
+    (lambda x: F.dropout2d(x, 0.5, True), (X4,)),
+    (lambda x: F.alpha_dropout(x, 0.5, True), (X4,)),
+    (lambda x: torch.var(x, 1), (X4,)),
+    (lambda x: torch.std_mean(x, 1), (X4,)),
+    (torch.square, (X4,)),
+    (torch.true_divide, (X4, 2.0)),
+    (torch.float_power, (X4, 2)),
+    (lambda x: torch.max(x, x), (X4,)),
+    (F.cosine_similarity, (X4, X4)),
+    (F.pairwise_distance, (X4, X4)),
+]
+
+
+@pytest.mark.parametrize(("fn", "args"), COMPOSITES)
+def test_inference_mode_counts_what_no_grad_counts(fn: Callable[..., Any],
+                                                   args: tuple[Any, ...]) -> None:
+    assert count(fn, *args, mode="inference_mode") == count(fn, *args)
+
+
+def test_cosine_similarity_counts_its_lowering() -> None:
+    # NB: per row of D = 3: 2 norms (2D each), 2 clamps, 2 divides (D each), D multiplies,
+    # D - 1 adds: 8D + 1 = 25; rows 2*4*5 = 40: 1000. nn.CosineSimilarity's formula says 6D + 3.
+    assert ops(F.cosine_similarity, X4, X4) == 1000
+    assert ops_of(nn.CosineSimilarity(), X4, X4) == 40 * 21
+
+
+def test_pairwise_distance_is_module_formula() -> None:
+    # rows 2*3*4 = 24, D 5: x1 - x2 + eps (2D), p=2 norm (2D): 24 * 20 = 480
+    assert ops(F.pairwise_distance, X4, X4) == 480
+    assert ops_of(nn.PairwiseDistance(), X4, X4) == 480
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_weight_norm(mode: str) -> None:
+    # the Linear: 3 rows * 3 outputs * (2*4 - 1) + 9 bias = 72, macs 36; the weight (3, 4):
+    # 3 row norms of 2*4, 3 divides g / norm, 12 multiplies = 39; total 111
+    layer = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+    assert count(layer, torch.randn(3, 4), mode=mode) == (111, 36)
+
+
+# -- meta device -------------------------------------------------------------------------------
+
+META_CASES: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+    (torch.add, (X4, X4[0])),
+    (lambda x: F.gelu(x, approximate="tanh"), (X4,)),
+    (F.silu, (X4,)),
+    (lambda x: F.softmax(x, -1), (X4,)),
+    (lambda x: x.var(dim=(1, 2)), (X4,)),
+    (lambda x: x.pow(3).sum(), (X4,)),
+    (lambda x: F.dropout(x, 0.5, True), (X4,)),
+    (lambda x: x.cumsum(2), (X4,)),
+]
+
+
+@pytest.mark.parametrize(("fn", "args"), META_CASES)
+def test_meta_device_counts_the_same(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    assert count(fn, *on_meta(args)) == count(fn, *args)

@@ -1,0 +1,263 @@
+"""Matrix products and convolutions: hand arithmetic, FlopCounterMode, module formulas, meta."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.conftest import macs_of, ops_of
+from tests.operators.helpers import count, fcm_flops, formula_count, on_meta
+
+aten = torch.ops.aten
+
+
+# -- 2-D and batched products ------------------------------------------------------------------
+
+def test_mm() -> None:
+    # 2*4 = 8 outputs, k = 3: ops 8*(2*3 - 1) = 40, macs 8*3 = 24
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    assert count(torch.mm, a, b) == (40, 24)
+    assert fcm_flops(torch.mm, a, b) == 2 * 24
+
+
+def test_linear_with_bias_is_nn_linear() -> None:
+    # rows = 2*3 = 6; 6*7*(2*5 - 1) + 6*7 bias = 378 + 42 = 420 ops; macs 6*5*7 = 210
+    layer, x = nn.Linear(5, 7), torch.randn(2, 3, 5)
+    assert count(layer, x) == (420, 210)
+    assert (ops_of(layer, x), macs_of(layer, x)) == (420, 210)
+    assert fcm_flops(layer, x) == 2 * 210
+
+
+def test_linear_without_bias_is_mm() -> None:
+    # 4*3 outputs * (2*5 - 1) = 108; macs 4*5*3 = 60
+    layer, x = nn.Linear(5, 3, bias=False), torch.randn(4, 5)
+    assert count(layer, x) == (108, 60)
+    assert ops_of(layer, x) == 108
+
+
+@pytest.mark.parametrize(
+    ("beta", "alpha", "expected_ops"),
+    [
+        (1, 1, 48),  # 40 + 8 bias adds
+        (2, 3, 64),  # 40 + 8 adds + 8 (beta *) + 8 (alpha *)
+        (0, 1, 40),  # beta = 0: the bias is ignored
+    ],
+)
+def test_addmm_beta_alpha(beta: float, alpha: float, expected_ops: int) -> None:
+    bias, a, b = torch.randn(4), torch.randn(2, 3), torch.randn(3, 4)
+    assert count(torch.addmm, bias, a, b, beta=beta, alpha=alpha) == (expected_ops, 24)
+
+
+def test_bmm_and_baddbmm() -> None:
+    # 2*3*5 = 30 outputs, k = 4: ops 30*7 = 210, macs 120; baddbmm adds 30
+    a, b, c = torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(2, 3, 5)
+    assert count(torch.bmm, a, b) == (210, 120)
+    assert count(torch.baddbmm, c, a, b) == (240, 120)
+    assert fcm_flops(torch.bmm, a, b) == fcm_flops(torch.baddbmm, c, a, b) == 2 * 120
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "expected", "fcm_sees_it"),
+    [
+        ((4,), (4,), (7, 4), False),  # dot: 2*4 - 1; FlopCounterMode has no formula for dot
+        ((3, 4), (4,), (21, 12), False),  # mv: 3*(2*4 - 1); FlopCounterMode is blind to mv
+        ((4,), (4, 5), (35, 20), True),  # (1, 4) @ (4, 5): 5*7
+        ((2, 3, 4), (4, 5), (210, 120), True),  # folded into one mm: 30 outputs * 7
+        ((3, 4), (2, 4, 5), (210, 120), True),  # broadcast to bmm: 30 outputs * 7
+        ((2, 1, 3, 4), (5, 4, 6), (1260, 720), True),  # batch (2, 5): 2*5*3*6 = 180 outputs * 7
+    ],
+)
+def test_matmul_shapes(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                       expected: tuple[int, int], fcm_sees_it: bool) -> None:
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    assert count(torch.matmul, a, b) == expected
+    assert count(torch.matmul, a, b, mode="inference_mode") == expected  # aten.matmul whole
+    if fcm_sees_it:
+        assert fcm_flops(torch.matmul, a, b) == 2 * expected[1]
+
+
+def test_vector_products() -> None:
+    u, v, m = torch.randn(3), torch.randn(4), torch.randn(3, 4)
+    assert count(torch.dot, v, v) == (7, 4)  # 4 multiplies + 3 adds
+    assert count(torch.mv, m, v) == (21, 12)  # 3 dots of length 4
+    assert count(torch.addmv, u, m, v) == (24, 12)  # + 3 adds
+    # outer product: 12 multiplies, no accumulation; addr adds self: 12 more
+    assert count(torch.outer, u, v) == (12, 0)
+    assert count(torch.addr, torch.randn(3, 4), u, v) == (24, 0)
+
+
+def test_addbmm() -> None:
+    # 3*5 = 15 outputs, each a dot of length 2*4 = 8: 15*15 = 225, + 15 adds of self = 240
+    # macs 2*3*4*5 = 120
+    c, a, b = torch.randn(3, 5), torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    assert count(torch.addbmm, c, a, b) == (240, 120)
+
+
+@pytest.mark.parametrize("use_gelu", [False, True])
+def test_addmm_activation(use_gelu: bool) -> None:
+    # addmm 48 (see above) + 8 outputs * (15 for tanh-GELU, 1 for ReLU)
+    bias, a, b = torch.randn(4), torch.randn(2, 3), torch.randn(3, 4)
+    expected = 48 + 8 * (15 if use_gelu else 1)
+    assert formula_count(aten._addmm_activation.default, bias, a, b, use_gelu=use_gelu,
+                         out=torch.empty(2, 4)) == (expected, 24)
+
+
+def test_scaled_mm_is_mm() -> None:
+    # 8 outputs * (2*3 - 1) = 40, + 8 bias adds; scales cost nothing
+    a, b, scale = torch.randn(2, 3), torch.randn(3, 4), torch.ones(())
+    assert formula_count(aten._scaled_mm.default, a, b, scale, scale) == (40, 24)
+    assert formula_count(aten._scaled_mm.default, a, b, scale, scale, bias=torch.randn(4)) == (
+        48, 24)
+
+
+# -- composites counted as their decomposition -------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_einsum_lowers_to_bmm(mode: str) -> None:
+    # bij,bjk->bik is one bmm: 30 outputs * (2*4 - 1) = 210, macs 120
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    assert count(torch.einsum, "bij,bjk->bik", a, b, mode=mode) == (210, 120)
+    # ij,ij->i: a batched dot: 3 dots of length 4 = 21, macs 12
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert count(torch.einsum, "ij,ij->i", x, y, mode=mode) == (21, 12)
+    # ij->i: a plain sum: 3 rows * 3 adds = 9
+    assert count(torch.einsum, "ij->i", x, mode=mode) == (9, 0)
+    assert fcm_flops(torch.einsum, "bij,bjk->bik", a, b) == 240
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_tensordot(mode: str) -> None:
+    # (2, 12) @ (12, 5): 10 outputs * (2*12 - 1) = 230, macs 120
+    a, b = torch.randn(2, 3, 4), torch.randn(3, 4, 5)
+    assert count(torch.tensordot, a, b, dims=2, mode=mode) == (230, 120)
+    assert fcm_flops(torch.tensordot, a, b, dims=2) == 240
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_bilinear_is_nn_bilinear(mode: str) -> None:
+    # rows 2, out 5: per output 4*(2*3 - 1) + (2*4 - 1) + 1 bias = 28: 280 ops; 2*5*(12 + 4) = 160
+    layer, x1, x2 = nn.Bilinear(3, 4, 5), torch.randn(2, 3), torch.randn(2, 4)
+    assert count(layer, x1, x2, mode=mode) == (280, 160)
+    assert (ops_of(layer, x1, x2), macs_of(layer, x1, x2)) == (280, 160)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "expected"),
+    [
+        # (2, 3) @ (3, 4) @ (4, 5): 8*5 + 10*7 = 110 ops, 24 + 40 = 64 macs
+        (torch.linalg.multi_dot, ([torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)],),
+         (110, 64)),
+        (torch.linalg.matrix_power, (torch.randn(3, 3), 3), (90, 54)),  # 2 mm: 2*9*(2*3 - 1)
+        (torch.kron, (torch.randn(2, 2), torch.randn(3, 3)), (36, 0)),  # 36 multiplies
+        (torch.inner, (torch.randn(2, 4), torch.randn(3, 4)), (42, 24)),  # 6 dots of length 4
+    ],
+)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_other_composite_products(fn: Callable[..., Any], args: tuple[Any, ...],
+                                  expected: tuple[int, int], mode: str) -> None:
+    assert count(fn, *args, mode=mode) == expected
+
+
+# -- convolutions ------------------------------------------------------------------------------
+
+CONVS = [
+    # outputs 2*4*8*8 = 512, dot 3*9 = 27: 512*(2*27 - 1) + 512 = 27648; macs 512*27 = 13824
+    (nn.Conv2d(3, 4, 3, padding=1), (2, 3, 8, 8), 27648, 13824),
+    # grouped: out (1, 6, 4, 4) = 96, dot 2*9 = 18: 96*35 + 96 = 3456; macs 1728
+    (nn.Conv2d(4, 6, 3, stride=2, groups=2), (1, 4, 9, 9), 3456, 1728),
+    # depthwise, no bias: out (1, 4, 3, 3) = 36, dot 9: 36*17 = 612; macs 324
+    (nn.Conv2d(4, 4, 3, groups=4, bias=False), (1, 4, 5, 5), 612, 324),
+    # out (1, 3, 4) = 12, dot 2*2 = 4: 12*7 + 12 = 96; macs 48
+    (nn.Conv1d(2, 3, 2), (1, 2, 5), 96, 48),
+    # out (1, 2, 2, 2, 2) = 16, dot 8: 16*15 = 240; macs 128
+    (nn.Conv3d(1, 2, 2, bias=False), (1, 1, 3, 3, 3), 240, 128),
+    # unbatched (3, 8, 8): as a batch of 1, 256 outputs: 256*53 + 256 = 13824; macs 6912
+    (nn.Conv2d(3, 4, 3, padding=1), (3, 8, 8), 13824, 6912),
+    # padding="same" (aten._convolution_mode under inference_mode): as padding=1 above
+    (nn.Conv2d(3, 4, 3, padding="same"), (2, 3, 8, 8), 27648, 13824),
+]
+
+
+@pytest.mark.parametrize(("layer", "shape", "expected_ops", "expected_macs"), CONVS)
+def test_conv(layer: nn.Module, shape: tuple[int, ...], expected_ops: int,
+              expected_macs: int) -> None:
+    x = torch.randn(shape)
+    assert count(layer, x) == (expected_ops, expected_macs)
+    assert count(layer, x, mode="inference_mode") == (expected_ops, expected_macs)  # aten.conv2d
+    assert (ops_of(layer, x), macs_of(layer, x)) == (expected_ops, expected_macs)
+    assert fcm_flops(layer, x) == 2 * expected_macs
+
+
+def test_conv_transpose_hand() -> None:
+    # out (1, 4, 7, 7). Per dim: 3 inputs x 3 taps all land in [0, 7), covering all 7 positions:
+    # landed 9*9 = 81, covered 7*7 = 49 per plane; Cin/g = 1; planes N*Cout = 4
+    # ops 4*(2*1*81 - 49) = 452, + bias 4*49 = 196: 648. macs N*Cin*9*(Cout/g)*K = 2*9*2*9 = 324
+    layer, x = nn.ConvTranspose2d(2, 4, 3, stride=2, groups=2), torch.randn(1, 2, 3, 3)
+    assert count(layer, x) == (648, 324)
+    assert fcm_flops(layer, x) == 2 * 324
+
+
+@pytest.mark.parametrize(
+    ("layer", "shape"),
+    [
+        (nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+         (2, 4, 5, 5)),
+        (nn.ConvTranspose1d(3, 2, 4, stride=3, dilation=2, bias=False), (2, 3, 6)),
+        (nn.ConvTranspose3d(2, 2, 2, stride=2), (1, 2, 2, 3, 2)),
+        (nn.ConvTranspose2d(2, 3, 1, stride=3), (1, 2, 4, 4)),  # gaps: uncovered outputs
+    ],
+)
+def test_conv_transpose_is_module_formula(layer: nn.Module, shape: tuple[int, ...]) -> None:
+    x = torch.randn(shape)
+    expected = (ops_of(layer, x), macs_of(layer, x))
+    assert count(layer, x) == expected
+    assert count(layer, x, mode="inference_mode") == expected  # aten.conv_transpose*d whole
+    # macs: inputs * (Cout/g) * K, which is what FlopCounterMode counts for transposed convs
+    weight = layer.get_parameter("weight")
+    assert expected[1] == x.numel() * weight[0].numel()
+    assert fcm_flops(layer, x) == 2 * expected[1]
+
+
+def test_fused_conv_kernels() -> None:
+    # The CUDA-only fusions, priced from their arguments: conv 27648 (see CONVS) + 512 ReLUs;
+    # add_relu adds 512 adds, 512 multiplies (alpha = 2) and 512 ReLUs.
+    x, w, b = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), torch.randn(4)
+    out = F.conv2d(x, w, b, padding=1)
+    relu = formula_count(aten.cudnn_convolution_relu.default, x, w, b, [1, 1], [1, 1], [1, 1],
+                         1, out=out)
+    assert relu == (27648 + 512, 13824)
+    add_relu = formula_count(aten.cudnn_convolution_add_relu.default, x, w, out, 2.0, b,
+                             [1, 1], [1, 1], [1, 1], 1, out=out)
+    assert add_relu == (27648 + 3 * 512, 13824)
+
+
+def test_conv_tbc() -> None:
+    # (T=5, B=2, Cin=3), kernel 2, Cout 4: out (4, 2, 4) = 32 outputs, dot 2*3 = 6
+    # 32*(2*6 - 1) + 32 bias = 384; macs 192
+    x, w, b = torch.randn(5, 2, 3), torch.randn(2, 3, 4), torch.randn(4)
+    assert count(torch.conv_tbc, x, w, b) == (384, 192)
+
+
+# -- meta device -------------------------------------------------------------------------------
+
+META_CASES: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+    (torch.matmul, (torch.randn(2, 1, 3, 4), torch.randn(5, 4, 6))),
+    (torch.addmm, (torch.randn(4), torch.randn(2, 3), torch.randn(3, 4))),
+    (torch.baddbmm, (torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(2, 4, 5))),
+    (F.linear, (torch.randn(2, 3, 5), torch.randn(7, 5), torch.randn(7))),
+    (F.conv2d, (torch.randn(1, 4, 9, 9), torch.randn(6, 2, 3, 3), None, 2, 0, 1, 2)),
+    (F.conv_transpose2d, (torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3), None, 2, 1, 1, 2)),
+    (lambda a, b: torch.einsum("bij,bjk->bik", a, b), (torch.randn(2, 3, 4), torch.randn(2, 4, 5))),
+]
+
+
+@pytest.mark.parametrize(("fn", "args"), META_CASES)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_meta_device_counts_the_same(fn: Callable[..., Any], args: tuple[Any, ...],
+                                     mode: str) -> None:
+    assert count(fn, *on_meta(args), mode=mode) == count(fn, *args, mode=mode)

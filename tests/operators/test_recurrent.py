@@ -1,0 +1,119 @@
+"""Recurrent kernels against the module formulas of the same layers, on every kernel path."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+from tests.conftest import profile_of
+from tests.operators.helpers import count, counter_of, fcm_flops, formula_count, on_meta
+
+aten = torch.ops.aten
+
+
+def module_count(module: nn.Module, *inputs: object) -> tuple[int, int]:
+    profile = profile_of(module, *inputs)
+    return int(profile.total_ops), int(profile.total_macs)
+
+
+def test_lstm_hand() -> None:
+    # per row and step, layer 0: 4*16*(2*8 - 1) + 4*16*(2*16 - 1) + 2*64 bias + 16*31 = 3568
+    # layer 1 (in 16): 64*31 + 64*31 + 128 + 496 = 4592; rows 5*2 = 10: 10*8160 = 81600
+    # macs 10*(64*(8 + 16) + 64*(16 + 16)) = 35840
+    lstm, x = nn.LSTM(8, 16, num_layers=2).eval(), torch.randn(5, 2, 8)
+    counter = counter_of(lstm, x)
+    assert counter.calls["aten.mkldnn_rnn_layer.default"] == 2  # oneDNN, one call per layer
+    assert (counter.ops, counter.macs) == (81600, 35840)
+    assert module_count(lstm, x) == (81600, 35840)
+
+
+RNNS = [
+    nn.LSTM(8, 16, num_layers=2),
+    nn.LSTM(8, 16, num_layers=2, bidirectional=True, proj_size=4),
+    nn.LSTM(8, 16, bias=False, batch_first=True),
+    nn.GRU(8, 16, num_layers=2, bidirectional=True),
+    nn.RNN(8, 16, num_layers=2),
+    nn.RNN(8, 16, nonlinearity="relu", bias=False),
+]
+
+
+@pytest.mark.parametrize("rnn", RNNS, ids=repr)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode", "no_onednn", "meta"])
+def test_rnn_kernels_are_module_formula(rnn: nn.Module, mode: str) -> None:
+    rnn.eval()
+    x = torch.randn(5, 2, 8)
+    expected = module_count(rnn, x)
+    if mode == "meta":
+        got = count(copy.deepcopy(rnn).to("meta"), on_meta(x))
+    elif mode == "no_onednn":  # the generic path: addmm, mm and element-wise gate operators
+        with torch.backends.mkldnn.flags(enabled=False):
+            got = count(rnn, x)
+    else:  # oneDNN (mkldnn_rnn_layer) for LSTM, else decomposed; inference_mode: aten.lstm whole
+        got = count(rnn, x, mode=mode)
+    decomposed = mode in ("no_onednn", "meta") or (mode == "no_grad" and rnn.mode != "LSTM")
+    if rnn.mode == "GRU" and decomposed:
+        # NB: torch's GRU step computes h' = n + z * (h - n), 3 ops per unit, where the module
+        # formula (0.0.4's constant) prices (1 - z) * n + z * h, 4: 1 op per unit per step less.
+        # rows 10 * H 16 * 2 layers * 2 directions = 640
+        expected = (expected[0] - 640, expected[1])
+    assert got == expected
+
+
+def test_lstm_macs_match_flop_counter_on_the_decomposed_path() -> None:
+    # FlopCounterMode counts 0 for mkldnn_rnn_layer; without oneDNN it sees addmm / mm.
+    lstm, x = nn.LSTM(8, 16, num_layers=2).eval(), torch.randn(5, 2, 8)
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert fcm_flops(lstm, x) == 2 * 35840
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_packed_sequence(mode: str) -> None:
+    # rows = sum(batch_sizes) = 5 + 3 = 8 real steps
+    lstm = nn.LSTM(8, 16).eval()
+    packed = pack_padded_sequence(torch.randn(5, 2, 8), torch.tensor([5, 3]))
+    # per row 3568 (see test_lstm_hand), 8 rows
+    assert count(lstm, packed, mode=mode) == (8 * 3568, 8 * 1536)
+    assert module_count(lstm, packed) == (8 * 3568, 8 * 1536)
+
+
+CELLS = [nn.LSTMCell(8, 16), nn.GRUCell(8, 16, bias=False), nn.RNNCell(8, 16),
+         nn.RNNCell(8, 16, nonlinearity="relu")]
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=repr)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_cells_are_module_formula(cell: nn.Module, mode: str) -> None:
+    x = torch.randn(3, 8)
+    expected = module_count(cell, x)
+    got = count(cell, x, mode=mode)
+    if isinstance(cell, nn.GRUCell) and mode == "no_grad":  # decomposed: see the GRU NB above
+        expected = (expected[0] - 3 * 16, expected[1])  # rows 3 * H 16
+    assert got == expected
+
+
+def test_fused_cell_kernels() -> None:
+    # the CUDA point-wise kernels: rows 3, H 5; LSTM 31 per unit + 4 per bias, GRU 21 + 3
+    gates4, gates3, state = torch.randn(3, 20), torch.randn(3, 15), torch.randn(3, 5)
+    lstm = aten._thnn_fused_lstm_cell.default
+    assert formula_count(lstm, gates4, gates4, state, torch.randn(20), torch.randn(20)) == (
+        3 * 5 * (31 + 8), 0)  # 585
+    assert formula_count(lstm, gates4, gates4, state) == (3 * 5 * 31, 0)  # 465
+    gru = aten._thnn_fused_gru_cell.default
+    assert formula_count(gru, gates3, gates3, state, torch.randn(15), torch.randn(15)) == (
+        3 * 5 * (21 + 6), 0)  # 405
+
+
+def test_cudnn_rnn_kernel() -> None:
+    # cuDNN's flat weight list, 4 tensors per layer: the LSTM of test_lstm_hand
+    lstm, x = nn.LSTM(8, 16, num_layers=2), torch.randn(5, 2, 8)
+    weights = list(lstm._flat_weights)
+    hx = torch.zeros(2, 2, 16)
+    # input, weight, weight_stride0, weight_buf, hx, cx, mode (2: LSTM), hidden_size, proj_size,
+    # num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state
+    args: tuple[object, ...] = (x, weights, 4, None, hx, hx, 2, 16, 0, 2, False, 0.0, False,
+                                False, [], None)
+    assert formula_count(aten._cudnn_rnn.default, *args) == (81600, 35840)
