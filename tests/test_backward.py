@@ -50,3 +50,34 @@ def test_no_backward_means_none() -> None:
     profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
     assert profile.total_backward_macs is None
     assert profile.records[0].backward_ops is None
+
+
+def test_dense_conv_backward_matches_flopcountermode() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3, bias=False))
+    x = torch.randn(2, 3, 10, 10)
+    profile = ModuleProfiler().profile(model, x, backward=True)
+    # conv0: 2*8*8*8 outputs x 27 = 27648 macs, weight grad only (input needs no grad)
+    # conv2: 2*4*6*6 outputs x 72 = 20736 macs, input and weight grads: 41472
+    assert [r.backward_macs for r in profile.records if r.type_name == "Conv2d"] == [27648, 41472]
+    assert 2 * profile.total_backward_macs == fcm_backward_flops(model, x)
+
+
+def test_depthwise_conv_backward_is_twice_its_forward() -> None:
+    # FlopCounterMode counts the weight gradient of a depthwise conv `groups` times too much
+    depthwise = nn.Conv2d(16, 16, 3, groups=16, bias=False)
+    model = nn.Sequential(nn.Conv2d(3, 16, 1, bias=False), depthwise)
+    profile = ModuleProfiler().profile(model, torch.randn(1, 3, 8, 8), backward=True)
+    record = profile.calls("1")[0]
+    # forward: 16 channels * 6 * 6 outputs * 9 taps = 5184 macs; backward input + weight
+    assert record.macs == 5184
+    assert record.backward_macs == 2 * 5184
+    assert fcm_backward_flops(model, torch.randn(1, 3, 8, 8)) > 2 * profile.total_backward_macs
+
+
+def test_inplace_activation_backward_is_attributed_to_it() -> None:
+    model = nn.Sequential(nn.Linear(4, 6), nn.ReLU(inplace=True), nn.Linear(6, 1))
+    profile = ModuleProfiler().profile(model, torch.randn(5, 4), backward=True)
+    relu = profile.calls("1")[0]
+    # threshold_backward: one op per element of the 5 x 6 gradient
+    assert (relu.backward_ops, relu.backward_macs) == (30, 0)
+    assert profile.complete

@@ -1,0 +1,209 @@
+"""Backward operators: the kernels autograd runs for ``profile(..., backward=True)``.
+
+Matmul-type gradients are exact in ``macs``: every gradient of a product is a product of the same
+size. A convolution's input gradient and weight gradient each cost the forward's
+multiply-accumulates — per group, so a depthwise convolution's backward is twice its forward,
+not the 65x FlopCounterMode reports (its ``conv_backward_flop`` ignores ``groups`` in the weight
+gradient). ``ops`` count ``2 * macs`` for those products (one multiply, one add per MAC).
+
+Element-wise and normalisation gradients follow the per-element costs in the tables below.
+NB: these are conventions (the standard textbook expressions of each derivative), not a
+transcript of any kernel; they are written out in ``docs/operators.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch import Tensor
+
+from moduleprofiler.operators._common import ZERO, Args, Count, aten, free, numel, register
+
+# Per-element cost of each activation's derivative times the incoming gradient.
+ACTIVATION_BACKWARD: dict[str, int] = {
+    "threshold_backward": 1,      # select g where x > threshold
+    "hardtanh_backward": 2,       # two comparisons select g
+    "leaky_relu_backward": 2,     # comparison, multiply by slope
+    "hardsigmoid_backward": 2,    # range test, multiply by 1/6
+    "tanh_backward": 3,           # g * (1 - y^2)
+    "sigmoid_backward": 3,        # g * y * (1 - y)
+    "elu_backward": 3,            # comparison, exp-derived factor, multiply
+    "hardswish_backward": 4,      # range tests, (2x + 3) / 6, multiply
+    "softplus_backward": 5,       # sigmoid(beta x) (3) + threshold test + multiply
+    "silu_backward": 7,           # sigmoid (3) + g * s * (1 + x * (1 - s)) (4)
+    "mish_backward": 15,          # softplus, tanh and their chain
+    "log_sigmoid_backward": 5,
+}
+_GELU_ERF_BACKWARD = 9    # erf form: cdf (3) + x * pdf (exp, 3 multiplies) + multiply
+_GELU_TANH_BACKWARD = 17  # tanh form: the inner polynomial, tanh, and its derivative
+
+# Normalisation gradients, per element: grad_input (batch statistics / fixed statistics),
+# grad_weight and grad_bias.
+NORM_INPUT_TRAIN = 7  # g*w, two channel means (2), xhat (2), the combination (2)
+NORM_INPUT_EVAL = 2   # g * w * invstd
+NORM_WEIGHT = 3       # xhat (2) and the multiply-accumulate
+NORM_BIAS = 1         # the accumulate
+
+# Softmax gradients: y * (g - sum(g * y)) and g - exp(y) * sum(g): 4 per element each.
+SOFTMAX_BACKWARD = 4
+
+
+def _mask(args: Args, default: tuple[bool, ...]) -> tuple[bool, ...]:
+    mask = args.get("output_mask")
+    return tuple(bool(flag) for flag in mask) if mask is not None else default
+
+
+def _product(count: int) -> Count:
+    return 2 * count, count
+
+
+@register(*aten("convolution_backward"))
+def convolution_backward_ops(args: Args, out: Any) -> Count:
+    """grad_input and grad_weight: the forward's macs each; grad_bias: one add per output."""
+    grad_output, weight = args.tensor("grad_output"), args.tensor("weight")
+    source = args.tensor("input")
+    if grad_output is None or weight is None or source is None:
+        return ZERO
+    per_output = int(weight[0].numel())
+    # the forward's products: (N, Cout, out...) outputs, or, transposed, (N, Cin, in...) inputs
+    forward_macs = (numel(source) if args.flag("transposed") else numel(grad_output)) * per_output
+    want_input, want_weight, want_bias = _mask(args, (True, True, True))
+    macs = forward_macs * (int(want_input) + int(want_weight))
+    bias_adds = numel(grad_output) if want_bias else 0
+    return 2 * macs + bias_adds, macs
+
+
+def _elementwise_backward(per_element: int) -> Any:
+    def formula(args: Args, out: Any) -> Count:
+        return per_element * numel(args.first()), 0
+
+    formula.__doc__ = f"{per_element} ops per element of the gradient."
+    return formula
+
+
+for _name, _cost in ACTIVATION_BACKWARD.items():
+    register(*aten(_name))(_elementwise_backward(_cost))
+
+
+@register(*aten("gelu_backward"))
+def gelu_backward_ops(args: Args, out: Any) -> Count:
+    """9 ops per element (erf form), 17 with ``approximate='tanh'``."""
+    cost = _GELU_TANH_BACKWARD if args.get("approximate") == "tanh" else _GELU_ERF_BACKWARD
+    return cost * numel(args.first()), 0
+
+
+@register(*aten("_softmax_backward_data", "_log_softmax_backward_data"))
+def softmax_backward_ops(args: Args, out: Any) -> Count:
+    """4 ops per element."""
+    return SOFTMAX_BACKWARD * numel(args.first()), 0
+
+
+def _norm_backward(args: Args, train: bool, weight: Tensor | None) -> Count:
+    elements = numel(args.first())
+    want_input, want_weight, want_bias = _mask(args, (True, True, True))
+    ops = 0
+    if want_input:
+        ops += (NORM_INPUT_TRAIN if train else NORM_INPUT_EVAL) * elements
+        if weight is None and not train:
+            ops -= elements  # no weight to multiply by
+    if want_weight and weight is not None:
+        ops += NORM_WEIGHT * elements
+    if want_bias:
+        ops += NORM_BIAS * elements
+    return ops, 0
+
+
+@register(*aten("native_batch_norm_backward"))
+def batch_norm_backward_ops(args: Args, out: Any) -> Count:
+    """7 (batch statistics) or 2 (running statistics) per element for grad_input, 3 for
+    grad_weight, 1 for grad_bias."""
+    return _norm_backward(args, args.flag("train"), args.tensor("weight"))
+
+
+@register(*aten("native_layer_norm_backward", "native_group_norm_backward"))
+def layer_norm_backward_ops(args: Args, out: Any) -> Count:
+    """7 per element for grad_input, 3 for grad_weight, 1 for grad_bias."""
+    return _norm_backward(args, True, args.tensor("weight"))
+
+
+@register(*aten("max_pool1d_with_indices_backward", "max_pool2d_with_indices_backward",
+                "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
+                "adaptive_max_pool3d_backward", "embedding_dense_backward"))
+def scatter_add_backward_ops(args: Args, out: Any) -> Count:
+    """One add per element of the incoming gradient (scattered into the input's gradient)."""
+    return numel(args.first()), 0
+
+
+def _avg_pool_backward(dims: int) -> Any:
+    def formula(args: Args, out: Any) -> Count:
+        kernel = [int(k) for k in args.get("kernel_size") or [1]]
+        window = kernel[0] ** dims if len(kernel) == 1 else math.prod(kernel)
+        return numel(args.first()) * (window + 1), 0
+
+    formula.__doc__ = "Each output gradient is divided once and added into its window."
+    return formula
+
+
+register(*aten("avg_pool2d_backward"))(_avg_pool_backward(2))
+register(*aten("avg_pool3d_backward"))(_avg_pool_backward(3))
+
+
+@register(*aten("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward"))
+def adaptive_avg_pool_backward_ops(args: Args, out: Any) -> Count:
+    """One divide and one add per element of the input's gradient."""
+    return 2 * numel(out), 0
+
+
+@register(*aten("native_dropout_backward"))
+def dropout_backward_ops(args: Args, out: Any) -> Count:
+    """Mask multiply and scale: 2 per element."""
+    return 2 * numel(args.first()), 0
+
+
+def _attention_backward(query: Tensor | None, key: Tensor | None, value: Tensor | None) -> Count:
+    """Four products of the forward's size (dV, dP, dQ, dK) plus the softmax gradient."""
+    if query is None or key is None or value is None:
+        return ZERO
+    *batch, length, depth = query.shape
+    source = int(key.shape[-2])
+    heads_batch = math.prod(int(b) for b in batch)
+    scores = heads_batch * int(length) * source
+    macs = 2 * scores * int(depth) + 2 * scores * int(value.shape[-1])
+    return 2 * macs + SOFTMAX_BACKWARD * scores, macs
+
+
+@register(*aten("_scaled_dot_product_flash_attention_for_cpu_backward",
+                "_scaled_dot_product_flash_attention_backward",
+                "_scaled_dot_product_efficient_attention_backward",
+                "_scaled_dot_product_cudnn_attention_backward"))
+def sdpa_backward_ops(args: Args, out: Any) -> Count:
+    """Four attention-sized products and the softmax gradient (recomputation not counted)."""
+    return _attention_backward(args.tensor("query"), args.tensor("key"), args.tensor("value"))
+
+
+@register(*aten("_flash_attention_backward", "_efficient_attention_backward"))
+def packed_attention_backward_ops(args: Args, out: Any) -> Count:
+    """As :func:`sdpa_backward_ops`, for the (batch, seq, heads, dim) layout."""
+    query, key, value = args.tensor("query"), args.tensor("key"), args.tensor("value")
+    if query is None or key is None or value is None:
+        return ZERO
+    return _attention_backward(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2))
+
+
+@register(*aten("mkldnn_rnn_layer_backward"))
+def rnn_layer_backward_ops(args: Args, out: Any) -> Count:
+    """Per timestep the input, hidden and both weight gradients: twice the forward's gate
+    products."""
+    source = args.first()
+    weight_ih, weight_hh = args.tensor("weight1"), args.tensor("weight2")
+    if not isinstance(source, Tensor) or weight_ih is None or weight_hh is None:
+        return ZERO
+    rows = int(source.numel()) // int(source.shape[-1])
+    forward = rows * (int(weight_ih.numel()) + int(weight_hh.numel()))
+    return _product(2 * forward)
+
+
+free("select_backward", "slice_backward", "as_strided_backward", "index_select_backward",
+     "diagonal_backward", "unfold_backward", "expand_backward", "permute_backward",
+     "_unsafe_index_put", "new_zeros", "zeros_like")
