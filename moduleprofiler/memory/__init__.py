@@ -1,0 +1,21 @@
+"""Memory: parameter and buffer bytes, serialized size, activation and saved-for-backward bytes
+per module call, and peak memory of inference and training (``docs/memory.md``)."""
+
+from moduleprofiler.memory.measure import measure_memory
+from moduleprofiler.memory.report import CallMemory, MemoryReport, PassMemory, PeakCall
+from moduleprofiler.memory.serialized import state_dict_bytes
+from moduleprofiler.memory.static import memory_by_dtype, module_bytes, parameter_memory
+from moduleprofiler.memory.summary import model_summary
+
+__all__ = [
+    "CallMemory",
+    "MemoryReport",
+    "PassMemory",
+    "PeakCall",
+    "measure_memory",
+    "memory_by_dtype",
+    "model_summary",
+    "module_bytes",
+    "parameter_memory",
+    "state_dict_bytes",
+]

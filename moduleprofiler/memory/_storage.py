@@ -1,0 +1,117 @@
+"""Identifying the memory behind tensors: one storage, counted once.
+
+A storage is identified by the address of its C++ ``StorageImpl`` (``untyped_storage()._cdata``),
+which exists on every device, the meta device included (where ``data_ptr()`` is 0). Two tensors
+share memory exactly when they share a storage: views, ``t()``, in-place results and tied
+parameters all do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+
+
+def is_lazy(tensor: Tensor) -> bool:
+    """Whether ``tensor`` is a lazy module's parameter or buffer not materialised yet."""
+    return isinstance(tensor, (UninitializedParameter, UninitializedBuffer))
+
+
+def storage_of(tensor: Tensor) -> torch.UntypedStorage | None:
+    """The storage behind ``tensor``, or ``None`` where there is none to inspect (sparse,
+    nested and some wrapper-subclass tensors, lazy parameters not yet materialised)."""
+    if is_lazy(tensor):
+        return None
+    try:
+        return tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def storage_key(storage: torch.UntypedStorage) -> int:
+    """Identity of a storage while it is alive (the address of its ``StorageImpl``)."""
+    return int(storage._cdata)
+
+
+def tensor_key(tensor: Tensor) -> int | None:
+    """:func:`storage_key` of ``tensor``'s storage, ``None`` when it has none."""
+    storage = storage_of(tensor)
+    return None if storage is None else storage_key(storage)
+
+
+def storage_nbytes(storage: torch.UntypedStorage) -> int:
+    """Bytes the storage occupies (what an allocator handed out, before rounding)."""
+    return int(storage.nbytes())
+
+
+def own_nbytes(tensor: Tensor) -> int:
+    """``numel * element_size``: the bytes of the tensor's own elements (0 for lazy ones)."""
+    if is_lazy(tensor):
+        return 0
+    return int(tensor.numel()) * tensor.element_size()
+
+
+def distinct_storages(tensors: Iterable[Tensor]) -> dict[int, torch.UntypedStorage]:
+    """The distinct storages of ``tensors``, keyed by :func:`storage_key`."""
+    storages: dict[int, torch.UntypedStorage] = {}
+    for tensor in tensors:
+        storage = storage_of(tensor)
+        if storage is not None:
+            storages.setdefault(storage_key(storage), storage)
+    return storages
+
+
+def distinct_bytes(tensors: Iterable[Tensor]) -> int:
+    """Bytes of the distinct storages of ``tensors`` (tensors without one count their own)."""
+    total = 0
+    seen: set[int] = set()
+    for tensor in tensors:
+        storage = storage_of(tensor)
+        if storage is None:
+            total += own_nbytes(tensor)
+            continue
+        key = storage_key(storage)
+        if key not in seen:
+            seen.add(key)
+            total += storage_nbytes(storage)
+    return total
+
+
+def model_tensors(module: nn.Module) -> list[Tensor]:
+    """Every distinct parameter and buffer of ``module`` (by identity)."""
+    unique: dict[int, Tensor] = {}
+    for tensor in (*module.parameters(), *module.buffers()):
+        unique.setdefault(id(tensor), tensor)
+    return list(unique.values())
+
+
+def tensors_in(value: Any) -> list[Tensor]:
+    """Every tensor inside a (nested) value, via the collector's traversal."""
+    from moduleprofiler.shapes import iter_tensors
+
+    return list(iter_tensors(value))
+
+
+def new_storage_bytes(output: Any, *existing: Any) -> int:
+    """Bytes of the distinct storages of ``output``'s tensors that no tensor in ``existing``
+    (inputs, parameters, buffers) uses: what a call allocated for its results. Like
+    ``shapes.new_bytes``, but storages are told apart on the meta device too."""
+    from moduleprofiler.shapes import iter_tensors
+
+    seen = {key for value in existing for tensor in iter_tensors(value)
+            if (key := tensor_key(tensor)) is not None}
+    total = 0
+    for tensor in iter_tensors(output):
+        storage = storage_of(tensor)
+        if storage is None:
+            total += own_nbytes(tensor)
+            continue
+        key = storage_key(storage)
+        if key not in seen:
+            seen.add(key)
+            total += storage_nbytes(storage)
+    return total

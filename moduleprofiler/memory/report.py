@@ -1,0 +1,194 @@
+"""The result of :func:`~moduleprofiler.memory.measure_memory`: immutable, with a tidy view."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+Phase = Literal["forward", "backward"]
+Method = Literal["operator", "allocator"]
+PassKind = Literal["inference", "training"]
+
+
+@dataclass(frozen=True)
+class PeakCall:
+    """Where a peak was reached: the module call that was running."""
+
+    path: str | None
+    """Module path (``""`` is the root); ``None``: outside every module call (e.g. the loss)."""
+    call_number: int | None
+    """0 for the module's first call, ...; ``None`` when not a call (gradient accumulation)."""
+    index: int | None
+    """Position of the call in :attr:`MemoryReport.calls`; ``None`` when not a call."""
+    phase: Phase
+    accumulating: bool = False
+    """The peak was set while accumulating the gradient of a parameter of ``path``."""
+
+    def __str__(self) -> str:
+        if self.path is None:
+            return f"outside every module call ({self.phase})"
+        name = "<root>" if self.path == "" else self.path
+        if self.accumulating:
+            return f"{name} (gradient accumulation, backward)"
+        return f"{name} call {self.call_number} ({self.phase})"
+
+
+@dataclass(frozen=True)
+class PassMemory:
+    """One measured pass: a no-grad forward (``inference``) or forward + backward
+    (``training``)."""
+
+    kind: PassKind
+    method: Method
+    """``allocator``: ``peak_bytes``/``baseline_bytes`` from the CUDA caching allocator;
+    ``operator``: from the operator-level accounting of live storages."""
+    baseline_bytes: int
+    """Live when the pass started: parameters, buffers and inputs (on CUDA: everything the
+    allocator had handed out)."""
+    peak_bytes: int
+    """Highest live memory during the pass, baseline included."""
+    peak_call: PeakCall | None
+    operator_baseline_bytes: int
+    operator_peak_bytes: int
+    """The operator-level accounting's numbers (equal to the above when ``method`` is
+    ``operator``; on CUDA, the prediction to compare with the allocator's)."""
+    allocations: int
+    """Storages the operators allocated."""
+    saved_bytes: int | None = None
+    """Training: distinct activation storages autograd saved for backward."""
+    saved_param_bytes: int | None = None
+    """Training: parameter and buffer storages saved for backward (not activation memory)."""
+    saved_input_bytes: int | None = None
+    """Training: storages of the model's inputs saved for backward."""
+    grad_bytes: int | None = None
+    """Training: the parameters' gradients after the backward."""
+
+    @property
+    def increase_bytes(self) -> int:
+        """``peak_bytes - baseline_bytes``: what the pass needed on top of what was there."""
+        return self.peak_bytes - self.baseline_bytes
+
+
+@dataclass(frozen=True)
+class CallMemory:
+    """Memory of one module call (``None`` = not measured in that pass)."""
+
+    index: int
+    parent: int | None
+    depth: int
+    path: str
+    type_name: str
+    call_number: int
+    output_bytes: int | None
+    """New storages among the outputs (views, in-place results, aliases of inputs, parameters
+    and buffers excluded), in the inference pass."""
+    max_live_bytes: int | None
+    """Highest live memory while the call (or anything inside it) ran, inference pass."""
+    self_saved_bytes: int | None = None
+    """Activation bytes saved for backward by the call's own operators (children excluded)."""
+    saved_bytes: int | None = None
+    """``self_saved_bytes`` plus the ``saved_bytes`` of the calls inside it."""
+    self_saved_param_bytes: int | None = None
+    """Parameter/buffer bytes first saved for backward by the call's own operators."""
+    train_max_live_bytes: int | None = None
+    """Highest live memory while the call ran in the training forward."""
+    backward_max_live_bytes: int | None = None
+    """Highest live memory while the backward of the call's own operators ran."""
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Static and measured memory of one model on one input."""
+
+    device: str
+    param_bytes: int
+    buffer_bytes: int
+    trainable_param_bytes: int
+    inference: PassMemory
+    training: PassMemory | None
+    calls: tuple[CallMemory, ...]
+
+    @property
+    def model_size_bytes(self) -> int:
+        """Parameters plus buffers, each tensor once."""
+        return self.param_bytes + self.buffer_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        """The training peak when a training pass ran, else the inference peak."""
+        return (self.training or self.inference).peak_bytes
+
+    @property
+    def peak_call(self) -> PeakCall | None:
+        """Where :attr:`peak_bytes` was reached."""
+        return (self.training or self.inference).peak_call
+
+    @property
+    def peak_activation_bytes(self) -> int:
+        """Inference peak above the baseline: the activations a forward needs at most."""
+        return self.inference.increase_bytes
+
+    def totals(self) -> dict[str, Any]:
+        """Whole-model numbers as a flat dict (``None`` where not measured)."""
+        training = self.training
+        return {
+            "device": self.device,
+            "param_bytes": self.param_bytes,
+            "buffer_bytes": self.buffer_bytes,
+            "trainable_param_bytes": self.trainable_param_bytes,
+            "model_size_bytes": self.model_size_bytes,
+            "inference_baseline_bytes": self.inference.baseline_bytes,
+            "inference_peak_bytes": self.inference.peak_bytes,
+            "peak_activation_bytes": self.peak_activation_bytes,
+            "inference_peak_call": None if self.inference.peak_call is None
+            else str(self.inference.peak_call),
+            "training_baseline_bytes": training.baseline_bytes if training else None,
+            "training_peak_bytes": training.peak_bytes if training else None,
+            "training_peak_call": None if training is None or training.peak_call is None
+            else str(training.peak_call),
+            "saved_bytes": training.saved_bytes if training else None,
+            "saved_param_bytes": training.saved_param_bytes if training else None,
+            "saved_input_bytes": training.saved_input_bytes if training else None,
+            "grad_bytes": training.grad_bytes if training else None,
+        }
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per call, in execution order: ``call``, ``parent``, ``depth``, ``module``,
+        ``type``, ``call_number`` and the byte columns of :class:`CallMemory` (nullable
+        integers; ``<NA>`` = not measured)."""
+        names = {"index": "call", "path": "module", "type_name": "type"}
+        fields = [f.name for f in dataclasses.fields(CallMemory)]
+        frame = pd.DataFrame(
+            {names.get(name, name): [getattr(call, name) for call in self.calls]
+             for name in fields}
+        )
+        for name in fields:
+            if name in ("parent",) or name.endswith("_bytes"):
+                frame[name] = frame[name].astype("Int64")
+        return frame
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as plain Python."""
+        return dataclasses.asdict(self)
+
+    def __str__(self) -> str:
+        def mib(value: int | None) -> str:
+            return "n/a" if value is None else f"{value / 2**20:.1f} MiB"
+
+        lines = [
+            f"device {self.device}: parameters {mib(self.param_bytes)}, "
+            f"buffers {mib(self.buffer_bytes)}",
+            f"inference peak {mib(self.inference.peak_bytes)} "
+            f"(+{mib(self.inference.increase_bytes)}) at {self.inference.peak_call}",
+        ]
+        if self.training is not None:
+            lines.append(
+                f"training peak {mib(self.training.peak_bytes)} "
+                f"(+{mib(self.training.increase_bytes)}) at {self.training.peak_call}; "
+                f"saved for backward {mib(self.training.saved_bytes)}, "
+                f"grads {mib(self.training.grad_bytes)}"
+            )
+        return "\n".join(lines)

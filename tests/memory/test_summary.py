@@ -1,0 +1,52 @@
+"""The one-row model summary."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.memory import measure_memory, model_summary
+from moduleprofiler.memory.summary import SUMMARY_COLUMNS
+
+
+def _model_and_input() -> tuple[nn.Module, torch.Tensor]:
+    return nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 2)), torch.randn(3, 5)
+
+
+def test_summary_without_memory_or_latency_leaves_them_unknown() -> None:
+    model, x = _model_and_input()
+    profile = ModuleProfiler().profile(model, x)
+    row = model_summary(profile)
+    assert list(row.columns) == list(SUMMARY_COLUMNS) and len(row) == 1
+    assert row.loc[0, "params"] == (5 * 7 + 7) + (7 * 2 + 2)
+    assert row.loc[0, "macs"] == 3 * 5 * 7 + 3 * 7 * 2
+    assert row.loc[0, "flops"] == 2 * row.loc[0, "macs"]
+    assert pd.isna(row.loc[0, "model_size_bytes"]) and pd.isna(row.loc[0, "training_peak_bytes"])
+    assert math.isnan(row.loc[0, "latency_ms"]) and math.isnan(row.loc[0, "throughput"])
+
+
+def test_summary_with_memory_and_duck_typed_latency() -> None:
+    model, x = _model_and_input()
+    profile = ModuleProfiler().profile(model, x)
+    memory = measure_memory(model, x, train=True)
+    latency = SimpleNamespace(median_ms=1.5, throughput=2000.0)  # like LatencyResult
+    row = model_summary(profile, memory, latency)
+    assert row.loc[0, "model_size_bytes"] == ((5 * 7 + 7) + (7 * 2 + 2)) * 4
+    assert row.loc[0, "peak_activation_bytes"] == memory.peak_activation_bytes > 0
+    assert memory.training is not None
+    assert row.loc[0, "training_peak_bytes"] == memory.training.peak_bytes
+    assert row.loc[0, "saved_bytes"] == memory.training.saved_bytes
+    assert (row.loc[0, "latency_ms"], row.loc[0, "throughput"]) == (1.5, 2000.0)
+
+
+def test_median_in_seconds_as_torch_utils_benchmark_reports_it() -> None:
+    model, x = _model_and_input()
+    profile = ModuleProfiler().profile(model, x)
+    row = model_summary(profile, latency=SimpleNamespace(median=0.002))
+    assert row.loc[0, "latency_ms"] == 2.0
+    assert math.isnan(row.loc[0, "throughput"])
