@@ -22,10 +22,12 @@ from moduleprofiler.backward import BackwardAttributor, LossFn
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import FormulaError, ProfilingError
 from moduleprofiler.inputs import formula_inputs
+from moduleprofiler.memory._storage import new_storage_bytes
 from moduleprofiler.operators.registry import MISSING, lookup
 from moduleprofiler.records import CallRecord, ModuleInfo, OpsSource, Profile
 from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
-from moduleprofiler.shapes import default_io_size, dtypes_of, new_bytes, shape_tree
+from moduleprofiler.shapes import default_io_size, dtypes_of, shape_tree
+from moduleprofiler.tensors import module_tensors
 
 
 def display_path(path: str) -> str:
@@ -97,33 +99,19 @@ def _numel(tensor: torch.Tensor) -> int:
     return 0 if isinstance(tensor, UninitializedTensorMixin) else tensor.numel()
 
 
+def _nbytes(tensor: torch.Tensor) -> int:
+    return 0 if isinstance(tensor, UninitializedTensorMixin) else (
+        tensor.numel() * tensor.element_size())
+
+
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
-    """Static parameter/buffer facts for every module, in ``named_modules()`` order.
-
-    One traversal: each module's parameter set is its own parameters joined with its children's
-    sets (by identity, so a tensor shared between submodules counts once)."""
-    named = list(root.named_modules())
-    params: dict[int, dict[int, nn.Parameter]] = {}
-    buffers: dict[int, dict[int, torch.Tensor]] = {}
-
-    def collect(module: nn.Module) -> None:
-        key = id(module)
-        if key in params:
-            return
-        own_params = {id(p): p for p in module._parameters.values() if p is not None}
-        own_buffers = {id(b): b for b in module._buffers.values() if b is not None}
-        for child in module._modules.values():
-            if child is None:
-                continue
-            collect(child)
-            own_params.update(params[id(child)])
-            own_buffers.update(buffers[id(child)])
-        params[key], buffers[key] = own_params, own_buffers
-
-    collect(root)
+    """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
+    shared between submodules counts once per module)."""
+    params, buffers = module_tensors(root)
     infos = []
-    for path, module in named:
+    for path, module in root.named_modules():
         module_params = params[id(module)].values()
+        module_buffers = buffers[id(module)].values()
         infos.append(
             ModuleInfo(
                 path=path,
@@ -135,7 +123,9 @@ def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
                                         if p is not None}.values()
                 ),
                 trainable_params=sum(_numel(p) for p in module_params if p.requires_grad),
-                buffers=sum(_numel(b) for b in buffers[id(module)].values()),
+                buffers=sum(_numel(b) for b in module_buffers),
+                param_bytes=sum(_nbytes(p) for p in module_params),
+                buffer_bytes=sum(_nbytes(b) for b in module_buffers),
                 is_leaf=not any(child is not None for child in module._modules.values()),
             )
         )
@@ -337,7 +327,7 @@ class Collector:
             input_dtypes=dtypes_of((args, kwargs)) if kwargs else dtypes_of(args),
             output_shapes=shape_tree(output),
             output_dtypes=dtypes_of(output),
-            output_bytes=new_bytes(output, args, kwargs, self._own_tensors(module)),
+            output_bytes=new_storage_bytes(output, args, kwargs, self._own_tensors(module)),
             input_size=input_size,
             output_size=output_size,
             params=info.params,

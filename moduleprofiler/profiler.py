@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -20,6 +21,9 @@ from moduleprofiler.registry import (
     get_default_ops_map,
 )
 from moduleprofiler.state import preserved_training_flags
+
+if TYPE_CHECKING:
+    from moduleprofiler.memory import MemoryReport
 
 
 class ModuleProfiler(LegacyPasses):
@@ -139,6 +143,34 @@ class ModuleProfiler(LegacyPasses):
                 f"{list(profile.unsupported)}, operators {profile.unsupported_ops}"
             )
         return profile
+
+    # -- memory ----------------------------------------------------------------------------
+    def measure_memory(
+        self,
+        module: nn.Module,
+        input: Any = None,
+        pred_fn: Callable[..., Any] | None = None,
+        *,
+        train: bool = False,
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
+        device: str | torch.device | None = None,
+        emulate: Literal["cuda"] | None = None,
+    ) -> MemoryReport:
+        """Parameter/buffer bytes, per-call output and saved-for-backward bytes, and the peak of
+        inference (with ``train=True`` also of forward + backward) with the module call running
+        at the peak. Works on CPU, CUDA and the meta device (see ``docs/memory.md`` and
+        :func:`moduleprofiler.memory.measure_memory`)."""
+        from moduleprofiler.memory import measure_memory
+
+        self._log(f"Measuring memory of {type(module).__name__}")
+        return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
+                              device=device, emulate=emulate)
+
+    def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
+        """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
+        from moduleprofiler.memory import parameter_memory
+
+        return parameter_memory(module)
 
     # -- helpers ---------------------------------------------------------------------------
     def _formula_maps(self, operators: bool = True) -> FormulaMaps:

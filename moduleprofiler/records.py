@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
     from moduleprofiler.export.io import Buffer, PathLike
     from moduleprofiler.export.view import View
+    from moduleprofiler.memory import MemoryReport
 
 OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
 """Where a call's own ops came from:
@@ -45,6 +46,10 @@ class ModuleInfo:
     buffers: int
     """Elements of the buffers of the module and its descendants, each tensor counted once."""
     is_leaf: bool
+    param_bytes: int = 0
+    """Bytes of ``params`` (``numel * element_size``, each tensor once)."""
+    buffer_bytes: int = 0
+    """Bytes of ``buffers``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +231,14 @@ class Profile:
         from moduleprofiler.export.frame import profile_frame
 
         return profile_frame(self, aggregate)
+
+    def summary(self, memory: MemoryReport | None = None, latency: Any = None) -> pd.DataFrame:
+        """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,
+        latency and throughput (memory and latency columns filled when given a
+        :class:`~moduleprofiler.memory.MemoryReport` and a latency result)."""
+        from moduleprofiler.memory import model_summary
+
+        return model_summary(self, memory, latency)
 
     # -- export views (issue 6) ------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).

@@ -87,38 +87,3 @@ def default_io_size(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> 
     first = shape_tree(inputs[0]) if inputs else None
     return first, shape_tree(output)
 
-
-def _storage_key(tensor: Tensor) -> tuple[Any, ...] | None:
-    """Identity of the memory behind ``tensor`` (``None`` where there is none to compare, such
-    as the meta device, nested or sparse tensors)."""
-    try:
-        storage = tensor.untyped_storage()
-    except (RuntimeError, NotImplementedError):
-        return None
-    pointer = storage.data_ptr()
-    return (tensor.device, pointer) if pointer else None
-
-
-def _tensor_bytes(tensor: Tensor) -> int:
-    try:
-        return int(tensor.untyped_storage().nbytes())
-    except (RuntimeError, NotImplementedError):
-        return int(tensor.numel()) * tensor.element_size()
-
-
-def new_bytes(output: Any, *existing: Any) -> int:
-    """Bytes of the distinct storages of ``output``'s tensors that no tensor in ``existing``
-    (inputs, parameters, buffers) already uses: what the call allocated for its results.
-
-    Where storages cannot be identified (meta device) each tensor counts its own bytes."""
-    seen = {key for value in existing for t in iter_tensors(value)
-            if (key := _storage_key(t)) is not None}
-    total = 0
-    for tensor in iter_tensors(output):
-        key = _storage_key(tensor)
-        if key is None:
-            total += int(tensor.numel()) * tensor.element_size()
-        elif key not in seen:
-            seen.add(key)
-            total += _tensor_bytes(tensor)
-    return total

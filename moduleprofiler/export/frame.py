@@ -18,9 +18,10 @@ _AGGREGATES = ("call", "module", "type")
 
 def count_series(values: Sequence[int | float | None], name: str) -> pd.Series:
     """Counts as a nullable integer column (``<NA>`` for unknown), or float if any is fractional."""
+    data: list[Any] = list(values)  # a list: the stubs want one element type
     if any(isinstance(value, float) for value in values):
-        return pd.Series(values, name=name, dtype="Float64")
-    return pd.Series(values, name=name, dtype="Int64")
+        return pd.Series(data, name=name, dtype="Float64")
+    return pd.Series(data, name=name, dtype="Int64")
 
 
 def sum_known(values: Iterable[int | float | None]) -> int | float | None:
@@ -75,7 +76,7 @@ def module_frame(profile: Profile) -> pd.DataFrame:
     """One row per module (``named_modules()`` order, uncalled modules included); the numbers
     of all calls of a module are summed."""
     calls = profile.calls_by_module()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for info in profile.modules:
         module_calls = calls.get(info.path, [])
         first = module_calls[0] if module_calls else None

@@ -1,4 +1,5 @@
-"""Writing a DataFrame as CSV, HTML or LaTeX (the 0.0.4-compatible file forms)."""
+"""Writing a DataFrame as CSV, HTML or LaTeX (the 0.0.4-compatible file forms used by the
+``*_csv``/``*_html``/``*_latex`` methods in ``legacy.py``)."""
 
 from __future__ import annotations
 
@@ -44,12 +45,19 @@ def write_csv(frame: pd.DataFrame, file: PathLike) -> str:
     return path
 
 
+def html_table(frame: pd.DataFrame) -> str:
+    """``frame`` as an HTML table through ``Styler``: every cell and header escaped, unknown
+    values empty, no index."""
+    styler = printable(frame).style.format(escape="html", na_rep="")
+    styler = styler.format_index(escape="html", axis=1).hide(axis="index").set_uuid("table")
+    return str(styler.to_html())
+
+
 def write_html(frame: pd.DataFrame, file: PathLike) -> str:
     """Write ``frame`` as an HTML table (``.html`` added if missing); cells are escaped."""
     path = with_suffix(file, ".html")
-    html = printable(frame).to_html(index=False, na_rep="", escape=True)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(html)
+        handle.write(html_table(frame))
     return path
 
 

@@ -98,8 +98,8 @@ def tensors_in(value: Any) -> list[Tensor]:
 
 def new_storage_bytes(output: Any, *existing: Any) -> int:
     """Bytes of the distinct storages of ``output``'s tensors that no tensor in ``existing``
-    (inputs, parameters, buffers) uses: what a call allocated for its results. Like
-    ``shapes.new_bytes``, but storages are told apart on the meta device too."""
+    (inputs, parameters, buffers) uses: what a call allocated for its results. Storages are
+    told apart on the meta device too."""
     from moduleprofiler.shapes import iter_tensors
 
     seen = {key for value in existing for tensor in iter_tensors(value)

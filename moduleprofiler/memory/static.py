@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.memory._storage import is_lazy, own_nbytes, storage_key, storage_of
 from moduleprofiler.shapes import dtype_name
+from moduleprofiler.tensors import module_tensors
 
 
 @dataclass(frozen=True)
@@ -60,28 +61,7 @@ def module_bytes(module: nn.Module) -> dict[str, ModuleBytes]:
 
     One traversal: each module's tensor set is its own tensors joined with its children's
     sets, so a tensor shared between submodules is counted once at every level."""
-    params: dict[int, dict[int, Tensor]] = {}
-    buffers: dict[int, dict[int, Tensor]] = {}
-    # Children before parents (an explicit post-order walk: a recursive closure would be a
-    # reference cycle that keeps these dicts, and so the tensors, alive until gc runs).
-    pending: list[tuple[nn.Module, bool]] = [(module, False)]
-    while pending:
-        current, children_done = pending.pop()
-        if id(current) in params:
-            continue
-        children = [child for child in current._modules.values() if child is not None]
-        if not children_done:
-            pending.append((current, True))
-            pending.extend((child, False) for child in children if id(child) not in params)
-            continue
-        own_params: dict[int, Tensor] = {
-            id(p): p for p in current._parameters.values() if p is not None}
-        own_buffers: dict[int, Tensor] = {
-            id(b): b for b in current._buffers.values() if b is not None}
-        for child in children:
-            own_params.update(params[id(child)])
-            own_buffers.update(buffers[id(child)])
-        params[id(current)], buffers[id(current)] = own_params, own_buffers
+    params, buffers = module_tensors(module)
 
     result: dict[str, ModuleBytes] = {}
     for path, current in module.named_modules():

@@ -44,7 +44,8 @@ def model_summary(profile: Profile, memory: MemoryReport | None = None,
     baseline), ``inference_peak_bytes``, ``training_peak_bytes``, ``saved_bytes``, ``macs``,
     ``flops``, ``latency_ms`` (median), ``throughput`` (items per second).
 
-    Byte columns are ``<NA>`` without a ``memory`` report (``training_peak_bytes`` and
+    Byte columns other than ``param_bytes`` / ``buffer_bytes`` (taken from the profile) are
+    ``<NA>`` without a ``memory`` report (``training_peak_bytes`` and
     ``saved_bytes`` also without its training pass); ``latency_ms`` and ``throughput`` are NaN
     without ``latency``, an object with ``median_ms`` (or ``median`` in seconds) and
     ``throughput`` attributes such as :class:`~moduleprofiler.timing.latency.LatencyResult`.
@@ -56,8 +57,10 @@ def model_summary(profile: Profile, memory: MemoryReport | None = None,
         "params": profile.total_params,
         "trainable_params": root.trainable_params if root is not None else None,
         "model_size_bytes": memory.model_size_bytes if memory is not None else None,
-        "param_bytes": memory.param_bytes if memory is not None else None,
-        "buffer_bytes": memory.buffer_bytes if memory is not None else None,
+        "param_bytes": memory.param_bytes if memory is not None
+        else (root.param_bytes if root is not None else None),
+        "buffer_bytes": memory.buffer_bytes if memory is not None
+        else (root.buffer_bytes if root is not None else None),
         "peak_activation_bytes": memory.peak_activation_bytes if memory is not None else None,
         "inference_peak_bytes": memory.inference.peak_bytes if memory is not None else None,
         "training_peak_bytes": training.peak_bytes if training is not None else None,

@@ -1,0 +1,352 @@
+"""``moduleprofiler`` / ``python -m moduleprofiler``: profile a model from the command line.
+
+The model is a factory called with no arguments: ``package.module:factory`` or
+``path/to/file.py:factory`` (``weights=None`` is passed when the factory takes ``weights``,
+so nothing downloads); a saved ``profile.json`` is accepted too. Every error exits with
+status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXAMPLES = """\
+examples:
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --depth 1 --what params,io,ops
+  moduleprofiler torchvision.models:vit_b_16 -i 1x3x224x224 --meta --top 5 --depth 2
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --sort ops --min-pct 2
+  moduleprofiler path/to/model.py:build -i 8x128:int64 --arg vocab=1000
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o report.html
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
+  moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
+
+formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
+columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), time, memory
+"""
+
+WHAT_DEFAULT = "params,io,ops"
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (its ``--help`` ends with examples)."""
+    from moduleprofiler._version import __version__
+
+    parser = _Parser(
+        prog="moduleprofiler",
+        description="Profile a PyTorch model module by module: parameters, shapes, ops.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", help="package.module:factory, path/to/file.py:factory, "
+                                      "or a profile saved as .json")
+    parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
+                        help="input shape such as 1x3x224x224, optionally :DTYPE "
+                             "(8x128:int64); repeat for several inputs")
+    parser.add_argument("--dtype", default="float32",
+                        help="dtype of the model and of inputs without one (default float32)")
+    parser.add_argument("--device", default="cpu", help="device such as cpu or cuda:0")
+    parser.add_argument("--meta", action="store_true",
+                        help="build the model and inputs on the meta device (no memory, "
+                             "no real compute)")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument for the factory (a Python literal or a string)")
+    parser.add_argument("--what", default=WHAT_DEFAULT,
+                        help=f"column groups, comma-separated (default {WHAT_DEFAULT})")
+    parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
+    parser.add_argument("-o", "--output", help="write to this file instead of stdout")
+    parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
+                                                  "with --top, the level aggregated")
+    parser.add_argument("--sort", metavar="COLUMN",
+                        help="flat table sorted by COLUMN (e.g. ops, inclusive_ops, params); "
+                             "with --top, the quantity ranked (ops, macs, params)")
+    parser.add_argument("--top", type=int, metavar="K", help="the K module types with most ops")
+    parser.add_argument("--min-pct", type=float, metavar="P",
+                        help="only modules with at least P%% of the ops")
+    parser.add_argument("--include", action="append", metavar="PATTERN",
+                        help="only modules whose path or type matches the glob PATTERN")
+    parser.add_argument("--exclude", action="append", metavar="PATTERN",
+                        help="hide modules whose path or type matches the glob PATTERN")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the terminal table (auto: a tty without NO_COLOR)")
+    parser.add_argument("--unicode", action="store_true", help="draw the tree with box lines")
+    parser.add_argument("--title", help="title of the HTML report")
+    parser.add_argument("--caption", help="LaTeX table caption")
+    parser.add_argument("--label", help="LaTeX table label")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+# -- the model --------------------------------------------------------------------------------
+def load_factory(spec: str) -> Callable[..., Any]:
+    """The callable named by ``package.module:attr`` or ``path/to/file.py:attr``."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise CliError(f"model {spec!r} must look like package.module:factory or "
+                       "path/to/file.py:factory")
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        module = _import_file(Path(target))
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise CliError(f"cannot import {target!r}: {exc}") from exc
+        except Exception as exc:
+            raise CliError(f"importing {target!r} raised {type(exc).__name__}: {exc}") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"{target!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise CliError(f"{spec!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _import_file(path: Path) -> Any:
+    if not path.is_file():
+        raise CliError(f"no such file: {path}")
+    name = f"_moduleprofiler_model_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CliError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise CliError(f"importing {path} raised {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
+    """``["depth=3", "name=tiny"]`` -> ``{"depth": 3, "name": "tiny"}``."""
+    out: dict[str, Any] = {}
+    for item in args:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise CliError(f"--arg {item!r} must look like KEY=VALUE")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
+    """Call the factory (``weights=None`` added when it takes ``weights``)."""
+    import torch
+    from torch import nn
+
+    factory = load_factory(spec)
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        parameters = {}  # type: ignore[assignment]
+    if "weights" in parameters and "weights" not in kwargs:
+        kwargs = {**kwargs, "weights": None}
+    try:
+        if meta:
+            with torch.device("meta"):
+                model = factory(**kwargs)
+        else:
+            model = factory(**kwargs)
+    except Exception as exc:
+        raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise CliError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def parse_dtype(name: str) -> Any:
+    """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name)."""
+    import torch
+
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, int64)")
+    return dtype
+
+
+def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
+    """``"1x3x224x224"`` -> ``((1, 3, 224, 224), None)``; ``"8x128:int64"`` -> dtype too."""
+    shape_text, _, dtype = text.partition(":")
+    parts = shape_text.lower().replace("×", "x").replace(",", "x").split("x")
+    try:
+        shape = tuple(int(part) for part in parts)
+    except ValueError:
+        shape = ()
+    if not shape or any(dim < 0 for dim in shape):
+        raise CliError(f"bad --input-size {text!r}: expected sizes joined by x, "
+                       "e.g. 1x3x224x224 or 8x128:int64")
+    return shape, dtype or None
+
+
+def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...]:
+    """Random floating inputs (seed 0), zeros for integer and bool dtypes."""
+    import torch
+
+    torch.manual_seed(0)
+    inputs = []
+    for text in sizes:
+        shape, name = parse_input_size(text)
+        kind = parse_dtype(name) if name else dtype
+        if kind.is_floating_point or kind.is_complex:
+            inputs.append(torch.randn(shape, dtype=kind, device=device))
+        else:
+            inputs.append(torch.zeros(shape, dtype=kind, device=device))
+    return tuple(inputs)
+
+
+def run_profile(options: argparse.Namespace) -> Any:
+    """Load or compute the profile the options ask for."""
+    import torch
+
+    from moduleprofiler.profiler import ModuleProfiler
+    from moduleprofiler.records import Profile
+
+    if options.model.endswith(".json") and ":" not in options.model:
+        try:
+            return Profile.from_json(options.model)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CliError(f"cannot read profile {options.model}: {exc}") from exc
+    if not options.input_size:
+        raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
+    dtype = parse_dtype(options.dtype)
+    try:
+        device = torch.device("meta" if options.meta else options.device)
+    except RuntimeError as exc:
+        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    try:
+        inputs = make_inputs(options.input_size, dtype, device)
+    except (RuntimeError, AssertionError, TypeError) as exc:
+        raise CliError(f"cannot create the inputs on {device}: {exc}") from exc
+    model = build_model(options.model, factory_kwargs(options.arg), options.meta)
+    try:
+        if not options.meta:
+            model = model.to(device)
+        if dtype.is_floating_point:
+            model = model.to(dtype)
+    except Exception as exc:
+        raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
+    try:
+        return ModuleProfiler().profile(model, inputs)
+    except Exception as exc:
+        raise CliError(str(exc)) from exc
+
+
+# -- the output -------------------------------------------------------------------------------
+def _columns(profile: Any, what: str) -> list[str]:
+    from moduleprofiler.export.frame import module_frame
+    from moduleprofiler.export.select import WHAT_GROUPS, columns_for
+
+    groups = [group.strip() for group in what.split(",") if group.strip()]
+    unknown = [group for group in groups if group not in WHAT_GROUPS]
+    if unknown:
+        raise CliError(f"unknown --what {','.join(unknown)} (choose from {','.join(WHAT_GROUPS)})")
+    frame = module_frame(profile)
+    columns = columns_for(groups, frame)
+    for group, engine in (("time", "timing"), ("memory", "memory")):
+        if group in groups and not columns_for([group], frame):
+            installed = importlib.util.find_spec(f"moduleprofiler.{engine}") is not None
+            why = "" if installed else f" (no moduleprofiler.{engine} engine)"
+            print(f"moduleprofiler: {group}: not available yet{why}", file=sys.stderr)
+    return columns
+
+
+def make_view(profile: Any, options: argparse.Namespace) -> Any:
+    """The tree (default), a flat table (``--sort``) or the top-k types (``--top``)."""
+    columns = _columns(profile, options.what)
+    filters = {"max_depth": options.depth, "min_pct": options.min_pct,
+               "include": options.include, "exclude": options.exclude}
+    if options.top is not None:
+        return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
+    if options.sort is not None:
+        from moduleprofiler.export.columns import column_spec
+
+        sort = [options.sort]
+        if column_spec(options.sort).inclusive is not None:
+            sort.append(f"{options.sort}_pct")
+        shown = ["calls", *sort, *(c for c in columns if c not in sort)]
+        return profile.table(shown, sort_by=options.sort, **filters)
+    return profile.tree(columns, **filters)
+
+
+def write_output(profile: Any, options: argparse.Namespace) -> None:
+    """Render in the chosen format to ``-o`` or stdout."""
+    from moduleprofiler.export.io import format_name, infer_format
+
+    if options.format:
+        fmt = format_name(options.format)
+    elif options.output:
+        fmt = infer_format(options.output)
+    else:
+        fmt = "text"
+    target = options.output
+    if fmt == "json":
+        text = profile.to_json()
+    elif fmt == "html":
+        text = profile.to_html(title=options.title)
+    else:
+        view = make_view(profile, options)
+        if fmt == "text" and target is None:
+            color = {"always": True, "never": False}.get(options.color)
+            view.print(color=color, unicode=options.unicode)
+            return
+        if fmt == "text":
+            text = view.to_text(unicode=options.unicode)
+        elif fmt == "latex":
+            text = view.to_latex(caption=options.caption, label=options.label)
+        elif fmt == "markdown":
+            text = view.to_markdown()
+        else:
+            text = view.to_csv()
+    if target is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    try:
+        Path(target).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    print(f"moduleprofiler: wrote {target} ({fmt})", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status (0, or 2 after a one-line error)."""
+    try:
+        options = build_parser().parse_args(argv)
+        profile = run_profile(options)
+        write_output(profile, options)
+    except (CliError, ValueError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        text = " ".join(str(message).split())
+        print(f"moduleprofiler: error: {text}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

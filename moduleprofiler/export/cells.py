@@ -1,0 +1,86 @@
+"""One cell as text, by column kind, for one target (plain text, Markdown, HTML, LaTeX).
+
+This is the last step of every renderer: frames hold raw numbers; these functions turn one
+value into a string. Text cells (names, types, shapes) come back unescaped; each renderer
+escapes them for its format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.export.units import (
+    dtype_text,
+    human_bytes,
+    human_count,
+    human_ms,
+    human_number,
+    human_percent,
+    is_missing,
+    shape_text,
+)
+
+ROOT_LABEL = "(root)"
+"""How the root module (path ``""``) is named in tables."""
+
+
+@dataclass(frozen=True)
+class Glyphs:
+    """The few characters that differ between targets."""
+
+    micro: str = "µ"
+    percent: str = "%"
+    missing: str = "-"
+    less: str = "<"
+
+
+ASCII = Glyphs(micro="u")
+UNICODE = Glyphs()
+LATEX = Glyphs(micro="\\textmu{}", percent="\\%", missing="--", less="$<$")
+
+Formatter = Callable[[Any], str]
+
+
+def _number_formatter(spec: ColumnSpec, glyphs: Glyphs) -> Callable[[Any], str]:
+    kind = spec.kind
+    if kind == "count":
+        return human_count
+    if kind == "bytes":
+        return human_bytes
+    if kind == "time":
+        return lambda value: human_ms(float(value), glyphs.micro)
+    if kind == "percent":
+        return lambda value: human_percent(float(value), glyphs.percent, glyphs.less)
+    if kind == "fraction":
+        return lambda value: human_percent(100 * float(value), glyphs.percent, glyphs.less)
+    if kind == "int":
+        return lambda value: str(int(value))
+    if kind == "ratio":
+        return lambda value: f"{float(value):.2f}x"
+    if kind == "flag":
+        return lambda value: "yes" if value else "no"
+    return human_number
+
+
+def _text_formatter(spec: ColumnSpec) -> Callable[[Any], str]:
+    if spec.kind == "name":
+        return lambda value: ROOT_LABEL if value == "" else str(value)
+    if spec.kind == "shape":
+        return shape_text
+    if spec.kind == "dtype":
+        return dtype_text
+    return str
+
+
+def formatter(spec: ColumnSpec, glyphs: Glyphs = ASCII) -> Formatter:
+    """``value -> str`` for column ``spec``; unknown values become ``glyphs.missing``."""
+    inner = _number_formatter(spec, glyphs) if spec.numeric else _text_formatter(spec)
+    def format_cell(value: Any) -> str:
+        if is_missing(value):
+            return glyphs.missing
+        return inner(value)
+
+    return format_cell

@@ -1,0 +1,60 @@
+"""Two profiles of the same model (e.g. one loaded from JSON) module by module: each
+quantity before and after, the difference and the ratio."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from moduleprofiler.export.columns import ColumnSpec, column_spec
+from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.view import View
+
+if TYPE_CHECKING:
+    from moduleprofiler.records import Profile
+
+COMPARE_COLUMNS = ("params", "inclusive_macs", "inclusive_ops")
+
+
+def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPARE_COLUMNS, *,
+                 names: tuple[str, str] = ("before", "after"), changed_only: bool = False) -> View:
+    """One row per module path of either profile (``named_modules()`` order, modules of
+    ``after`` only at the end) with ``<c>_<before>``, ``<c>_<after>``, ``<c>_delta``
+    (after - before) and ``<c>_ratio`` (after / before) for each column ``c``.
+
+    ``changed_only`` keeps the rows where some quantity differs (or the module is new or
+    gone)."""
+    first, second = names
+    left = module_frame(before).set_index("module")
+    right = module_frame(after).set_index("module")
+    unknown = [c for c in columns if c not in left or c not in right]
+    if unknown:
+        raise KeyError(f"cannot compare unknown column(s) {unknown}")
+    paths = list(dict.fromkeys([*left.index, *right.index]))
+    frame = pd.DataFrame({"module": paths})
+    frame["type"] = [right["type"].get(p, left["type"].get(p)) for p in paths]
+    overrides: dict[str, ColumnSpec] = {}
+    shown = ["module", "type"]
+    changed = pd.Series(frame["module"].isin(left.index) != frame["module"].isin(right.index))
+    for column in columns:
+        spec = column_spec(column)
+        a = pd.to_numeric(left[column].reindex(paths), errors="coerce").reset_index(drop=True)
+        b = pd.to_numeric(right[column].reindex(paths), errors="coerce").reset_index(drop=True)
+        names_of = {first: a, second: b, "delta": b - a,
+                    "ratio": b.astype("Float64") / a.astype("Float64").where(a != 0)}
+        for suffix, values in names_of.items():
+            name = f"{column}_{suffix}"
+            frame[name] = values.to_numpy()
+            kind = "ratio" if suffix == "ratio" else spec.kind
+            overrides[name] = replace(spec, name=name, kind=kind, inclusive=None,
+                                      label=f"{spec.label} {suffix}")
+            shown.append(name)
+        known = a.notna() & b.notna()
+        changed |= (known & (a != b)).astype(bool) | (a.isna() != b.isna())
+    if changed_only:
+        frame = frame[changed.to_numpy()].reset_index(drop=True)
+    return View(frame=frame, columns=tuple(shown), kind="compare",
+                title=f"{first} vs {second}", overrides=overrides)

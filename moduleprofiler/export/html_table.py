@@ -1,0 +1,62 @@
+"""A view as an HTML ``<table>`` through pandas ``Styler``: text escaped, numbers formatted at
+the last step, percentage columns drawn as in-cell bars. With ``sortable`` each number cell
+carries its raw value (``<span data-v="...">``) for the report's sorting script."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from moduleprofiler.export.cells import UNICODE, Formatter, formatter
+from moduleprofiler.export.units import is_missing
+
+if TYPE_CHECKING:
+    from moduleprofiler.export.view import View
+
+BAR_COLOR = "#9ecae1"
+
+
+def _with_raw(format_cell: Formatter) -> Formatter:
+    def cell(value: Any) -> str:
+        raw = "" if is_missing(value) else repr(float(value))
+        return f'<span data-v="{raw}">{html.escape(format_cell(value))}</span>'
+
+    return cell
+
+
+def _escaped(format_cell: Formatter) -> Formatter:
+    return lambda value: html.escape(format_cell(value))
+
+
+def render_html_table(view: View, *, sortable: bool = False, table_id: str = "view") -> str:
+    """The view's shown columns as an escaped HTML table (``id="T_<table_id>"``)."""
+    specs = view.specs(view.data_columns)
+    frame = view.frame.loc[:, list(specs)].copy()
+    formatters: dict[str, Formatter] = {}
+    bars: list[str] = []
+    for name, spec in specs.items():
+        format_cell = formatter(spec, UNICODE)
+        if spec.numeric:
+            formatters[spec.label] = _with_raw(format_cell) if sortable else _escaped(format_cell)
+            if spec.kind == "percent":
+                frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
+                bars.append(spec.label)
+        else:
+            frame[name] = [format_cell(value) for value in frame[name]]
+    frame.columns = [spec.label for spec in specs.values()]
+    numeric = [spec.label for spec in specs.values() if spec.numeric]
+    styler = frame.style.format(formatters, na_rep=UNICODE.missing)
+    styler = styler.format(escape="html", subset=[s.label for s in specs.values()
+                                                  if not s.numeric])
+    styler = styler.format_index(escape="html", axis=1).hide(axis="index")
+    styler = styler.set_uuid(re.sub(r"\W", "_", table_id))
+    styler = styler.set_table_attributes(f'class="mp-table{" sortable" if sortable else ""}"')
+    if numeric:
+        styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
+    if bars:
+        styler = styler.bar(subset=bars, color=BAR_COLOR, vmin=0, vmax=100, height=70,
+                            width=100)
+    return str(styler.to_html())

@@ -1,0 +1,168 @@
+"""A profile as schema-versioned JSON, and back.
+
+The document is :func:`~moduleprofiler.export.frame.profile_to_dict` (``schema_version``,
+``totals``, ``records``, ``modules``, ...) plus what a :class:`Profile` needs to be rebuilt
+(``unsupported_ops``, ``outside_ops``, ``outside_macs``). The values of the record and
+module fields (shape trees above all) keep their Python structure:
+tuples are JSON arrays, lists ``{"__list__": [...]}``, dicts JSON objects (or
+``{"__dict__": [[key, value], ...]}`` for keys that are not strings), non-finite floats
+``{"__float__": "nan"}``; anything else is stored as ``{"__repr__": "..."}`` and read back as
+that string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from typing import IO, Any
+
+from moduleprofiler._version import __version__
+from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
+from moduleprofiler.export.io import Buffer, PathLike, emit
+from moduleprofiler.records import CallRecord, ModuleInfo, Profile
+
+DOCUMENT = "moduleprofiler.profile"
+_TAGS = ("__list__", "__dict__", "__float__", "__repr__")
+_TABLES = ("records", "modules")
+"""Top-level lists of dataclass rows; each field value is encoded with :func:`encode`."""
+
+
+def encode(value: Any) -> Any:
+    """``value`` as JSON-native data (see the module docstring)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else {"__float__": repr(number)}
+    if isinstance(value, tuple):
+        return [encode(item) for item in value]
+    if isinstance(value, list):
+        return {"__list__": [encode(item) for item in value]}
+    if isinstance(value, Mapping):
+        plain = all(isinstance(key, str) for key in value) and not (
+            len(value) == 1 and next(iter(value)) in _TAGS)
+        if plain:
+            return {key: encode(item) for key, item in value.items()}
+        return {"__dict__": [[encode(key), encode(item)] for key, item in value.items()]}
+    return {"__repr__": repr(value)}
+
+
+def decode(value: Any) -> Any:
+    """The inverse of :func:`encode` (arrays become tuples)."""
+    if isinstance(value, list):
+        return tuple(decode(item) for item in value)
+    if isinstance(value, dict):
+        if len(value) == 1:
+            (tag, inner), = value.items()
+            if tag == "__list__":
+                return [decode(item) for item in inner]
+            if tag == "__dict__":
+                return {_hashable(decode(key)): decode(item) for key, item in inner}
+            if tag == "__float__":
+                return float(inner)
+            if tag == "__repr__":
+                return inner
+        return {key: decode(item) for key, item in value.items()}
+    return value
+
+
+def _hashable(key: Any) -> Any:
+    try:
+        hash(key)
+    except TypeError:
+        return repr(key)
+    return key
+
+
+def profile_document(profile: Profile) -> dict[str, Any]:
+    """The JSON document of ``profile`` as Python data (already JSON-native)."""
+    document: dict[str, Any] = {"document": DOCUMENT, "moduleprofiler_version": __version__}
+    document.update(profile_to_dict(profile))
+    document["unsupported_ops"] = dict(profile.unsupported_ops)
+    document["outside_ops"] = profile.outside_ops
+    document["outside_macs"] = profile.outside_macs
+    for key in _TABLES:
+        document[key] = [{name: encode(value) for name, value in row.items()}
+                         for row in document[key]]
+    return {key: value if key in _TABLES else _native(value) for key, value in document.items()}
+
+
+def _native(value: Any) -> Any:
+    """Document structure (lists, string-keyed dicts, numbers) as JSON-native data."""
+    if isinstance(value, (list, tuple)):
+        return [_native(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(key): _native(item) for key, item in value.items()}
+    return encode(value)
+
+
+def profile_to_json(profile: Profile, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
+    """``profile`` as JSON text (``buf=None``) or written to a path / file object: one
+    record or module per line (``indent`` spaces), or all on one line (``indent=None``)."""
+    document = profile_document(profile)
+    if indent is None:
+        return emit(_dumps(document) + "\n", buf)
+    pad = " " * indent
+    lines = []
+    for key, value in document.items():
+        if key in _TABLES and value:
+            rows = f",\n{pad * 2}".join(_dumps(row) for row in value)
+            lines.append(f"{pad}{_dumps(key)}: [\n{pad * 2}{rows}\n{pad}]")
+        else:
+            lines.append(f"{pad}{_dumps(key)}: {_dumps(value)}")
+    return emit("{\n" + ",\n".join(lines) + "\n}\n", buf)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)
+
+
+def _build(cls: type[Any], data: Mapping[str, Any], what: str) -> Any:
+    fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
+    values = {name: decode(value) for name, value in data.items() if name in fields}
+    missing = [name for name, field in fields.items() if name not in values
+               and field.default is dataclasses.MISSING
+               and field.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"profile JSON: a {what} lacks {missing}")
+    return cls(**values)
+
+
+def profile_from_document(document: Mapping[str, Any]) -> Profile:
+    """Rebuild a :class:`Profile` from :func:`profile_document` data."""
+    if document.get("document") != DOCUMENT:
+        raise ValueError(f"not a moduleprofiler profile (expected \"document\": \"{DOCUMENT}\")")
+    version = document.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise ValueError(f"profile JSON has schema_version {version!r}; this moduleprofiler "
+                         f"({__version__}) reads versions up to {SCHEMA_VERSION}")
+    totals = document.get("totals", {})
+    return Profile(
+        records=tuple(_build(CallRecord, r, "record") for r in document["records"]),
+        modules=tuple(_build(ModuleInfo, m, "module") for m in document["modules"]),
+        excluded=tuple(document.get("excluded", ())),
+        total_params=totals.get("params", 0),
+        total_buffers=totals.get("buffers", 0),
+        unsupported_ops=dict(document.get("unsupported_ops", {})),
+        outside_ops=document.get("outside_ops", 0),
+        outside_macs=document.get("outside_macs", 0),
+    )
+
+
+def profile_from_json(source: str | PathLike | IO[str]) -> Profile:
+    """Read a profile from a path, a text file object, or the JSON text itself (a string
+    starting with ``{``)."""
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        text = source
+    elif isinstance(source, (str, os.PathLike)):
+        with open(source, encoding="utf-8") as handle:
+            text = handle.read()
+    else:
+        text = source.read()
+    return profile_from_document(json.loads(text))

@@ -1,0 +1,36 @@
+"""A view as a GitHub-flavoured Markdown pipe table (no extra dependency)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from moduleprofiler.export.cells import UNICODE, formatter
+
+if TYPE_CHECKING:
+    from moduleprofiler.export.view import View
+
+_SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def escape_markdown(text: str) -> str:
+    """Text that renders literally inside a table cell: Markdown punctuation backslashed,
+    ``& < >`` as HTML entities, line breaks as spaces."""
+    text = "".join(_HTML.get(char, char) for char in text)
+    text = _SPECIAL.sub(r"\\\1", text)
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def render_markdown(view: View) -> str:
+    """One header row, an alignment row (numbers right-aligned), one row per module."""
+    specs = view.specs(view.data_columns)
+    headers = [escape_markdown(spec.label) for spec in specs.values()]
+    align = ["---:" if spec.numeric else ":---" for spec in specs.values()]
+    columns = []
+    for name, spec in specs.items():
+        format_cell = formatter(spec, UNICODE)
+        columns.append([escape_markdown(format_cell(value)) for value in view.frame[name]])
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
+    lines.extend("| " + " | ".join(row) + " |" for row in zip(*columns))
+    return "\n".join(lines) + "\n"

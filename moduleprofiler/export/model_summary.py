@@ -1,0 +1,95 @@
+"""Several profiles side by side: one row per model (parameters, MACs, FLOPs, ops, and the
+whole-model value of any timing or memory column), for comparing models in one table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.frame import count_series, module_frame
+from moduleprofiler.export.select import column_total, extra_columns
+from moduleprofiler.export.view import View
+
+if TYPE_CHECKING:
+    from moduleprofiler.records import Profile
+
+SUMMARY_COLUMNS = ("model", "params", "macs", "flops", "ops")
+_LABELS = {"params": "params", "trainable_params": "trainable", "macs": "MACs",
+           "flops": "FLOPs", "ops": "ops"}
+"""Whole-model totals, so no "self" in their headers."""
+
+
+def _named(profiles: Mapping[str, Profile] | Sequence[Profile]) -> list[tuple[str, Profile]]:
+    if isinstance(profiles, Mapping):
+        return [(str(name), profile) for name, profile in profiles.items()]
+    named: list[tuple[str, Profile]] = []
+    seen: dict[str, int] = {}
+    for profile in profiles:
+        base = profile.modules[0].type_name if profile.modules else "model"
+        seen[base] = seen.get(base, 0) + 1
+        named.append((base if seen[base] == 1 else f"{base} #{seen[base]}", profile))
+    return named
+
+
+def _whole_model(modules: pd.DataFrame, column: str) -> Any:
+    """The model's value of ``column``: the sum over modules of an own quantity, else the
+    root's value (an inclusive total, or a statistic such as a latency's spread)."""
+    if column_spec(column).inclusive is False:
+        return column_total(modules, column, {})
+    roots = pd.to_numeric(modules.loc[modules["depth"] == 0, column], errors="coerce")
+    value = roots.sum(min_count=1) if len(roots) > 1 else (roots.iloc[0] if len(roots) else None)
+    return None if value is None or pd.isna(value) else value
+
+
+def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.DataFrame:
+    """One row per profile: ``model``, ``params``, ``trainable_params``, ``macs``, ``flops``
+    (2 x MACs), ``ops``, ``calls``, ``modules``, ``complete``, then the whole-model total of
+    every timing/memory column the profiles carry."""
+    rows: list[dict[str, Any]] = []
+    for name, profile in _named(profiles):
+        modules = module_frame(profile)
+        root = modules[modules["depth"] == 0]
+        row: dict[str, Any] = {
+            "model": name,
+            "params": profile.total_params,
+            "trainable_params": int(root["trainable_params"].sum()) if not root.empty else 0,
+            "macs": profile.total_macs,
+            "flops": profile.total_flops,
+            "ops": profile.total_ops,
+            "calls": len(profile.records),
+            "modules": len(profile.modules),
+            "complete": profile.complete,
+        }
+        for column in extra_columns(modules):
+            row[column] = _whole_model(modules, column)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in ("params", "trainable_params", "macs", "flops", "ops"):
+        if column in frame:
+            frame[column] = count_series(list(frame[column]), column)
+    return frame
+
+
+def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
+                 columns: Sequence[str] | None = None) -> View:
+    """:func:`summary_frame` as a view (default columns: model, params, MACs, FLOPs, ops,
+    then the whole-model timing/memory totals such as a median latency; statistics such as
+    a standard deviation are in the frame, shown when named in ``columns``).
+    ``view.to_latex(caption=..., label=...)`` gives the one-row-per-model table of a paper."""
+    frame = summary_frame(profiles)
+    extras = [c for c in frame.columns if c not in SUMMARY_COLUMNS
+              and column_spec(c).kind in ("time", "bytes") and column_spec(c).inclusive]
+    shown = list(columns) if columns is not None else [*SUMMARY_COLUMNS, *extras]
+    missing = [c for c in shown if c not in frame]
+    if missing:
+        raise KeyError(f"unknown column(s) {missing}; available: {list(frame.columns)}")
+    if "model" not in shown:
+        shown.insert(0, "model")
+    overrides = {name: replace(column_spec(name), label=label, inclusive=None)
+                 for name, label in _LABELS.items()}
+    return View(frame=frame, columns=tuple(shown), kind="summary", title="Model summary",
+                overrides=overrides)

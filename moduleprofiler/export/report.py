@@ -1,0 +1,197 @@
+"""The HTML report: one self-contained page (inline CSS and JS, no network request) with the
+summary, bar charts of where the work goes, the collapsible module tree and a sortable
+table of every module. Numbers come from the views; this file arranges and formats them.
+Every name is escaped: by the template's autoescaping, and by ``Styler`` in the table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from moduleprofiler._version import __version__
+from moduleprofiler.export.cells import UNICODE, formatter
+from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.html_table import render_html_table
+from moduleprofiler.export.io import Buffer, emit
+from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
+from moduleprofiler.export.select import (
+    extra_columns,
+    profile_notes,
+    table_view,
+    top_view,
+    tree_view,
+)
+from moduleprofiler.export.tree import parents, relative_name
+from moduleprofiler.export.units import is_missing
+
+if TYPE_CHECKING:
+    from moduleprofiler.records import Profile
+
+CHART_BARS = 10
+"""Bars per chart; the rest are summed into one "other" bar."""
+OPEN_DEPTH = 1
+"""Tree nodes up to this depth start expanded."""
+
+
+@dataclass
+class Bar:
+    label: str
+    text: str
+    pct: str
+    width: float
+
+
+@dataclass
+class Chart:
+    id: str
+    title: str
+    bars: list[Bar]
+
+
+@dataclass
+class Node:
+    name: str
+    type: str
+    stats: str
+    pct: str
+    width: float | None
+    open: bool
+    children: list[Node] = field(default_factory=list)
+
+
+def _text(column: str, value: Any) -> str:
+    return formatter(column_spec(column), UNICODE)(value)
+
+
+def _chart(chart_id: str, title: str, labels: Sequence[str], values: Sequence[Any],
+           pcts: Sequence[Any], column: str) -> Chart | None:
+    """Bars of the largest ``values`` (the rest in one "other" bar), widths relative to the
+    largest bar."""
+    items = [(label, value, pct) for label, value, pct in zip(labels, values, pcts)
+             if not is_missing(value) and value > 0]
+    if not items:
+        return None
+    items.sort(key=lambda item: -float(item[1]))
+    shown, rest = items[:CHART_BARS], items[CHART_BARS:]
+    if rest:
+        rest_pct = [p for _, _, p in rest if not is_missing(p)]
+        shown.append((f"other ({len(rest)})", sum(v for _, v, _ in rest),
+                      sum(rest_pct) if rest_pct else None))
+    largest = max(float(value) for _, value, _ in shown)
+    bars = [Bar(label=label, text=_text(column, value), pct=_text("inclusive_ops_pct", pct),
+                width=round(100.0 * float(value) / largest, 2))
+            for label, value, pct in shown]
+    return Chart(id=chart_id, title=title, bars=bars)
+
+
+def _charts(profile: Profile) -> list[Chart]:
+    """Ops by module type (own work), ops and parameters by top-level module, and one chart
+    per timing/memory quantity that has a total."""
+    charts: list[Chart | None] = []
+    by_type = top_view(profile, None, by="ops").frame
+    charts.append(_chart("ops-by-type", "Ops by module type (own work)", list(by_type["type"]),
+                         list(by_type["ops"]), list(by_type["ops_pct"]), "ops"))
+    top = tree_view(profile, ["inclusive_ops", "inclusive_ops_pct", "params", "params_pct"],
+                    max_depth=1).frame
+    top = top[top["depth"] == 1]
+    labels = [f"{path} ({kind})" for path, kind in zip(top["module"], top["type"])]
+    charts.append(_chart("ops-by-module", "Ops by top-level module", labels,
+                         list(top["inclusive_ops"]), list(top["inclusive_ops_pct"]), "ops"))
+    charts.append(_chart("params-by-module", "Parameters by top-level module", labels,
+                         list(top["params"]), list(top["params_pct"]), "params"))
+    for column in extra_columns(top):
+        if column_spec(column).inclusive:
+            frame = tree_view(profile, [column, f"{column}_pct"], max_depth=1).frame
+            frame = frame[frame["depth"] == 1]
+            charts.append(_chart(column.replace("_", "-"),
+                                 f"{column_spec(column).label} by top-level module", labels,
+                                 list(frame[column]), list(frame[f"{column}_pct"]), column))
+    return [chart for chart in charts if chart is not None]
+
+
+def _tree(profile: Profile) -> list[Node]:
+    columns = ["params", "output_shapes", "inclusive_macs", "inclusive_ops", "inclusive_ops_pct",
+               *extra_columns(tree_view(profile, []).frame)]
+    frame = tree_view(profile, columns).frame
+    paths = [str(path) for path in frame["module"]]
+    parent_of = parents(paths)
+    nodes: list[Node] = []
+    roots: list[Node] = []
+    stat_columns = [c for c in columns if c != "inclusive_ops_pct"]
+    for index, row in enumerate(frame.to_dict("records")):
+        parent = parent_of[index]
+        name = relative_name(paths[index], paths[parent] if parent is not None else None)
+        stats = " · ".join(f"{column_spec(c).label} {_text(c, row[c])}" for c in stat_columns)
+        if row["calls"] == 0:
+            stats += " · not called"
+        elif row["calls"] > 1:
+            stats += f" · {row['calls']} calls"
+        pct = row["inclusive_ops_pct"]
+        node = Node(name=name or "(root)", type=str(row["type"]), stats=stats,
+                    pct=_text("inclusive_ops_pct", pct),
+                    width=None if is_missing(pct) else round(min(float(pct), 100.0), 2),
+                    open=int(row["depth"]) < OPEN_DEPTH)
+        nodes.append(node)
+        (roots if parent is None else nodes[parent].children).append(node)
+    return roots
+
+
+def _cards(profile: Profile) -> list[dict[str, Any]]:
+    modules = tree_view(profile, []).frame
+    root = modules.iloc[0] if not modules.empty else pd.Series(dtype=object)
+    cards: list[tuple[str, str, Any]] = [
+        ("params", "parameters", profile.total_params),
+        ("macs", "MACs", profile.total_macs),
+        ("flops", "FLOPs (2 x MACs)", profile.total_flops),
+        ("ops", "ops", profile.total_ops),
+    ]
+    for column in extra_columns(modules):
+        if column_spec(column).inclusive and column in root:
+            cards.append((column, column_spec(column).label, root[column]))
+    cards.append(("calls", "module calls", len(profile.records)))
+    cards.append(("modules", "modules", len(profile.modules)))
+    out = [{"label": label, "text": _text(column, value), "raw": "" if is_missing(value)
+            else str(value)} for column, label, value in cards]
+    out.append({"label": "ops counted", "raw": "",
+                "text": "complete" if profile.complete else "lower bound"})
+    return out
+
+
+def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]:
+    """Everything the template shows, as plain strings, numbers and lists."""
+    root_type = profile.modules[0].type_name if profile.modules else "model"
+    inputs = profile.roots[0].input_shapes if profile.roots else None
+    subtitle = f"{len(profile.records)} module calls · {len(profile.modules)} modules"
+    if inputs is not None:
+        subtitle = f"input {_text('input_shapes', inputs)} · " + subtitle
+    table = table_view(profile, ["module", "type", "calls", "params", "input_shapes",
+                                 "output_shapes", "macs", "ops", "inclusive_ops",
+                                 "inclusive_ops_pct", "ops_source"])
+    return {
+        "title": title if title is not None else f"{root_type} profile",
+        "subtitle": subtitle,
+        "version": __version__,
+        "cards": _cards(profile),
+        "notes": list(profile_notes(profile)),
+        "charts": _charts(profile),
+        "tree": _tree(profile),
+        "tree_caption": "Numbers of a module include its children; bars show its share of ops.",
+        "table": Markup(render_html_table(table, sortable=True, table_id="modules")),
+        "css": Markup(CSS),
+        "js": Markup(JS),
+    }
+
+
+_ENVIRONMENT = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+                                  keep_trailing_newline=True)
+
+
+def render_report(profile: Profile, buf: Buffer = None, *, title: str | None = None) -> str | None:
+    """The report page as a string (``buf=None``) or written to a path / file object."""
+    page = _ENVIRONMENT.from_string(TEMPLATE).render(**report_context(profile, title))
+    return emit(page, buf)

@@ -1,0 +1,319 @@
+"""Building views from a profile: which rows (depth, share of the total, name patterns), which
+columns, percentages of the total, sorting, and the per-type top-k. All computing of the
+export layer happens here or in ``frame.py``; renderers only format."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import pandas as pd
+
+from moduleprofiler.export.columns import column_spec, is_extra_column, metric_columns
+from moduleprofiler.export.frame import call_frame, module_frame
+from moduleprofiler.export.view import View
+
+if TYPE_CHECKING:
+    from moduleprofiler.records import Profile
+
+Patterns = str | Sequence[str] | None
+TableAggregate = Literal["module", "call"]
+
+TREE_COLUMNS = ("params", "output_shapes", "inclusive_macs", "inclusive_ops",
+                "inclusive_ops_pct")
+TABLE_COLUMNS = ("module", "type", "calls", "params", "output_shapes", "inclusive_macs",
+                 "inclusive_ops", "inclusive_ops_pct")
+CALL_COLUMNS = ("call", "module", "type", "input_shapes", "output_shapes", "ops", "macs",
+                "inclusive_ops", "inclusive_ops_pct")
+WHAT_GROUPS = ("params", "io", "ops", "time", "memory")
+"""The column groups of ``columns_for`` (the CLI's ``--what``)."""
+
+
+# -- totals and percentages -------------------------------------------------------------------
+def profile_totals(profile: Profile) -> dict[str, int | float]:
+    """Whole-profile totals of the known quantities, by column name (own and inclusive
+    columns of one quantity share the same total)."""
+    return {
+        "params": profile.total_params, "own_params": profile.total_params,
+        "ops": profile.total_ops, "inclusive_ops": profile.total_ops,
+        "macs": profile.total_macs, "inclusive_macs": profile.total_macs,
+    }
+
+
+def column_total(frame: pd.DataFrame, column: str,
+                 known: dict[str, int | float]) -> int | float | None:
+    """The total of ``column``: a known profile total, else the outermost rows' sum for an
+    inclusive column, the sum of all rows for an own one, ``None`` when it has no total."""
+    if column in known:
+        return known[column]
+    spec = column_spec(column, frame[column].dtype)
+    if spec.inclusive is None or frame.empty:
+        return None
+    values = pd.to_numeric(frame[column], errors="coerce")
+    if spec.inclusive and "depth" in frame:
+        values = values[frame["depth"] == frame["depth"].min()]
+    total = values.sum(min_count=1)
+    return None if pd.isna(total) else float(total)
+
+
+def add_percentages(frame: pd.DataFrame, columns: Iterable[str],
+                    known: dict[str, int | float]) -> pd.DataFrame:
+    """A copy with ``<c>_pct`` = 100 * ``c`` / total(``c``) for each requested ``<c>_pct``
+    whose base column exists (``<NA>`` when the value or the total is unknown or 0)."""
+    out = frame.copy()
+    for name in columns:
+        base = name[: -len("_pct")] if name.endswith("_pct") else None
+        if base is None or base not in out or name in out:
+            continue
+        total = column_total(out, base, known)
+        values = pd.to_numeric(out[base], errors="coerce").astype("Float64")
+        out[name] = values * 100.0 / total if total else pd.array([pd.NA] * len(out), "Float64")
+    return out
+
+
+def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy where a module whose own ops (macs) are unknown and whose inclusive count is 0
+    (nothing inside it was counted either) shows ``<NA>`` instead of that 0."""
+    out = frame.copy()
+    for own, inclusive in (("ops", "inclusive_ops"), ("macs", "inclusive_macs")):
+        if own in out and inclusive in out:
+            unknown = out[own].isna() & out[inclusive].eq(0).fillna(False).astype(bool)
+            out[inclusive] = out[inclusive].mask(unknown)
+    return out
+
+
+# -- row selection ----------------------------------------------------------------------------
+def _patterns(patterns: Patterns) -> list[str]:
+    if patterns is None:
+        return []
+    return [patterns] if isinstance(patterns, str) else list(patterns)
+
+
+def match_names(frame: pd.DataFrame, patterns: Patterns) -> pd.Series:
+    """Rows whose module path or type matches one of the glob ``patterns``
+    (``fnmatch``, case-sensitive: ``"layer1.*"``, ``"Conv*"``, ``"*attn*"``)."""
+    compiled = _patterns(patterns)
+    paths = frame["module"].astype(str)
+    types = frame["type"].astype(str)
+    hits = [any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(kind, p) for p in compiled)
+            for path, kind in zip(paths, types)]
+    return pd.Series(hits, index=frame.index, dtype=bool)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [""] + [".".join(parts[:i]) for i in range(1, len(parts))] if parts else []
+
+
+def _is_under(path: str, roots: set[str]) -> bool:
+    return any(path == root or root == "" or path.startswith(root + ".") for root in roots)
+
+
+def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None,
+                min_pct: float | None = None, pct_column: str | None = None,
+                include: Patterns = None, exclude: Patterns = None) -> pd.DataFrame:
+    """The rows kept by every filter. For a tree, an excluded module takes its subtree with
+    it and a kept module keeps its ancestors, so the tree stays connected."""
+    keep = pd.Series(True, index=frame.index)
+    if max_depth is not None:
+        keep &= frame["depth"] <= max_depth
+    if min_pct is not None and pct_column is not None:
+        keep &= frame[pct_column].ge(min_pct).fillna(False).astype(bool)
+    if include is not None:
+        keep &= match_names(frame, include)
+    if exclude is not None:
+        dropped = match_names(frame, exclude)
+        if tree:
+            roots = set(frame.loc[dropped, "module"])
+            dropped = frame["module"].map(lambda path: _is_under(path, roots)).astype(bool)
+        keep &= ~dropped
+    if tree:
+        needed = {a for path in frame.loc[keep, "module"] for a in _ancestors(path)}
+        keep |= frame["module"].isin(needed)
+    return frame.loc[keep]
+
+
+# -- columns ----------------------------------------------------------------------------------
+def extra_columns(frame: pd.DataFrame) -> list[str]:
+    """Quantities in ``frame`` beyond this layer's own columns (timing, memory, backward
+    ops, ...) that hold at least one known value: the views add them to their defaults."""
+    return [name for name in frame.columns
+            if is_extra_column(name) and frame[name].notna().any()]
+
+
+def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
+    """Columns of the groups in ``what`` (``params``, ``io``, ``ops``, ``time``, ``memory``)
+    that ``frame`` can show; ``time``/``memory`` are the ``*_ms``/``*_bytes`` columns."""
+    groups = {
+        "params": ["params"],
+        "io": ["input_shapes", "output_shapes"],
+        "ops": ["inclusive_macs", "inclusive_ops", "inclusive_ops_pct"],
+        "time": [c for c in frame.columns if column_spec(c).kind == "time"],
+        "memory": [c for c in frame.columns if column_spec(c).kind == "bytes"],
+    }
+    out: list[str] = []
+    for group in what:
+        if group not in groups:
+            raise ValueError(f"unknown column group {group!r} (known: {', '.join(WHAT_GROUPS)})")
+        out.extend(c for c in groups[group] if c not in out)
+    return out
+
+
+def _resolve_columns(frame: pd.DataFrame, requested: Sequence[str]) -> list[str]:
+    missing = [c for c in dict.fromkeys(requested)
+               if c not in frame and not _pct_of_existing(frame, c)]
+    if missing:
+        raise KeyError(f"unknown column(s) {missing}; available: {list(frame.columns)}")
+    return list(dict.fromkeys(requested))
+
+
+def _pct_of_existing(frame: pd.DataFrame, name: str) -> bool:
+    return name.endswith("_pct") and name[: -len("_pct")] in frame
+
+
+# -- notes ------------------------------------------------------------------------------------
+NOTE_ITEMS = 5
+"""Names listed per note before "and N more"."""
+
+
+def _listing(items: Sequence[str]) -> str:
+    shown = ", ".join(item or "(root)" for item in items[:NOTE_ITEMS])
+    more = len(items) - NOTE_ITEMS
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def profile_notes(profile: Profile) -> tuple[str, ...]:
+    """Caveats that belong under any table of ``profile``."""
+    notes = []
+    if profile.unsupported:
+        notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
+                     f"{_listing(profile.unsupported)}; ops totals are lower bounds")
+    if profile.unsupported_ops:
+        ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
+        notes.append(f"operators without a formula: {_listing(ops)}")
+    if profile.uncalled:
+        notes.append(f"never called ({len(profile.uncalled)}): {_listing(profile.uncalled)}")
+    if profile.excluded:
+        notes.append(f"excluded from ops: {_listing(profile.excluded)}")
+    return tuple(notes)
+
+
+def _totals(profile: Profile) -> dict[str, int | float]:
+    return {"params": profile.total_params, "inclusive_macs": profile.total_macs,
+            "inclusive_ops": profile.total_ops}
+
+
+def _modules(profile: Profile) -> pd.DataFrame:
+    if not profile.modules:
+        raise ValueError("the profile has no modules to show")
+    return module_frame(profile)
+
+
+# -- the views --------------------------------------------------------------------------------
+def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
+              max_depth: int | None = None, min_pct: float | None = None,
+              pct_of: str = "inclusive_ops", include: Patterns = None,
+              exclude: Patterns = None) -> View:
+    """The model's module tree (``named_modules()`` order, uncalled modules included), each
+    module annotated with ``columns`` (default: params, output shape, macs, ops, % of the
+    ops; plus any timing/memory columns). Numbers of a module include its children's.
+
+    ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
+    total; ``include``/``exclude`` are glob patterns on module paths or type names."""
+    base = unknown_as_missing(_modules(profile))
+    shown = list(columns) if columns is not None else [*TREE_COLUMNS, *extra_columns(base)]
+    shown = [c for c in shown if c not in ("module", "type")]
+    pct_column = f"{pct_of}_pct" if min_pct is not None else None
+    wanted = [*shown, *([pct_column] if pct_column else [])]
+    frame = add_percentages(base, wanted, profile_totals(profile))
+    _resolve_columns(frame, wanted)
+    frame = select_rows(frame, tree=True, max_depth=max_depth, min_pct=min_pct,
+                        pct_column=pct_column, include=include, exclude=exclude)
+    return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
+                title=f"{_root_type(profile)} module tree", totals=_totals(profile),
+                notes=profile_notes(profile))
+
+
+def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
+               aggregate: TableAggregate = "module", max_depth: int | None = None,
+               min_pct: float | None = None, pct_of: str | None = None,
+               sort_by: str | None = None, ascending: bool | None = None,
+               include: Patterns = None, exclude: Patterns = None,
+               limit: int | None = None) -> View:
+    """A flat table: one row per module (calls summed, uncalled included) or per call.
+
+    ``sort_by`` names a column (numbers sort largest first unless ``ascending``); ``limit``
+    keeps the first rows after sorting. ``min_pct`` applies to ``pct_of``, by default the
+    ``sort_by`` column when it is a quantity with a total, else ``inclusive_ops``; the other
+    filters are as in :func:`tree_view`."""
+    if aggregate not in ("module", "call"):
+        raise ValueError(f"aggregate must be 'module' or 'call', got {aggregate!r}")
+    base = unknown_as_missing(
+        _modules(profile) if aggregate == "module" else call_frame(profile))
+    defaults = TABLE_COLUMNS if aggregate == "module" else CALL_COLUMNS
+    shown = list(columns) if columns is not None else [*defaults, *extra_columns(base)]
+    ids = ["module", "type"] if aggregate == "module" else ["call", "module", "type"]
+    shown = [*[i for i in ids if i not in shown], *shown]
+    if pct_of is None:
+        quantity = sort_by is not None and sort_by in base \
+            and column_spec(sort_by).inclusive is not None
+        pct_of = sort_by if quantity and sort_by is not None else "inclusive_ops"
+    pct_column = f"{pct_of}_pct" if min_pct is not None else None
+    wanted = [*shown, *(c for c in (pct_column, sort_by) if c)]
+    frame = add_percentages(base, wanted, profile_totals(profile))
+    _resolve_columns(frame, wanted)
+    frame = select_rows(frame, tree=False, max_depth=max_depth, min_pct=min_pct,
+                        pct_column=pct_column, include=include, exclude=exclude)
+    if sort_by is not None:
+        numeric = column_spec(sort_by, frame[sort_by].dtype).numeric
+        order = (not numeric) if ascending is None else ascending
+        frame = frame.sort_values(sort_by, ascending=order, kind="stable", na_position="last")
+    if limit is not None:
+        frame = frame.head(limit)
+    title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
+    return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
+                title=title, totals=_totals(profile), notes=profile_notes(profile))
+
+
+def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
+             depth: int | None = None) -> View:
+    """The ``k`` module types with the most ``by`` (``"ops"``, ``"macs"``, ``"params"`` or
+    any numeric column), DeepSpeed's "top modules at depth d".
+
+    With ``depth=None`` each module counts its own work (``ops``, ``macs``, ``own_params``)
+    and the shares add up to the whole model; with ``depth=d`` only modules at depth ``d``
+    count, each with everything it contains (``inclusive_ops``, ``inclusive_macs``,
+    ``params``)."""
+    modules = _modules(profile)
+    pick = 1 if depth is not None else 0
+    extras = extra_columns(modules)
+    metrics = list(dict.fromkeys(["params", "macs", "ops", *extras, by]))
+    columns = {metric: metric_columns(metric, list(modules.columns))[pick] for metric in metrics}
+    target = columns[by]
+    if not column_spec(target, modules[target].dtype).numeric:
+        raise ValueError(f"top(by={by!r}): {target!r} is not a numeric column")
+    rows = modules if depth is None else modules[modules["depth"] == depth]
+    grouped = rows.groupby("type", sort=False)
+    sizes = grouped.size()
+    frame = pd.DataFrame({"type": list(sizes.index), "modules": sizes.to_numpy(),
+                          "calls": grouped["calls"].sum().reindex(sizes.index).to_numpy()})
+    for column in dict.fromkeys(columns.values()):
+        sums = grouped[column].sum(min_count=1).reindex(sizes.index)
+        frame[column] = pd.Series(sums.astype(modules[column].dtype).array, index=frame.index)
+    pct = f"{target}_pct"
+    known = {**{c: t for c in extras if (t := column_total(modules, c, {})) is not None},
+             **profile_totals(profile)}
+    frame = add_percentages(frame, [pct], known)
+    frame = frame.sort_values(target, ascending=False, kind="stable", na_position="last")
+    if k is not None:
+        frame = frame.head(k)
+    shown = ("type", "modules", "calls", *dict.fromkeys(columns.values()), pct)
+    where = "all depths, own work" if depth is None else f"depth {depth}, including children"
+    return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
+                title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
+                notes=profile_notes(profile))
+
+
+def _root_type(profile: Profile) -> str:
+    return profile.modules[0].type_name if profile.modules else "model"

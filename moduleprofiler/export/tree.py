@@ -1,0 +1,66 @@
+"""The shape of a module tree from dotted paths: each shown module's nearest shown ancestor,
+and the ``|--``/``\\`--`` prefixes that draw it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Branches:
+    """The four pieces a tree is drawn with."""
+
+    tee: str
+    last: str
+    pipe: str
+    blank: str
+
+
+ASCII_BRANCHES = Branches("|-- ", "`-- ", "|   ", "    ")
+UNICODE_BRANCHES = Branches("├─ ", "└─ ", "│  ", "   ")
+
+
+def parents(paths: Sequence[str]) -> list[int | None]:
+    """For each path, the index of its nearest ancestor among ``paths`` (``None`` if none).
+    ``""`` (the root) is the ancestor of every other path."""
+    position = {path: i for i, path in enumerate(paths)}
+    out: list[int | None] = []
+    for path in paths:
+        parent: int | None = None
+        rest = path
+        while rest:
+            rest = rest.rpartition(".")[0]
+            if rest in position:
+                parent = position[rest]
+                break
+        out.append(parent)
+    return out
+
+
+def relative_name(path: str, ancestor: str | None) -> str:
+    """``path`` relative to ``ancestor`` (``"layer1.0.conv1"`` under ``"layer1"`` is
+    ``"0.conv1"``)."""
+    if not ancestor:
+        return path
+    return path[len(ancestor) + 1:] if path.startswith(ancestor + ".") else path
+
+
+def prefixes(paths: Sequence[str], branches: Branches = ASCII_BRANCHES) -> list[str]:
+    """The drawing in front of each row, rows given in pre-order (parents before children)."""
+    parent_of = parents(paths)
+    children: dict[int | None, list[int]] = {}
+    for index, parent in enumerate(parent_of):
+        children.setdefault(parent, []).append(index)
+    out = [""] * len(paths)
+
+    def walk(index: int, lead: str, last: bool, top: bool) -> None:
+        out[index] = "" if top else lead + (branches.last if last else branches.tee)
+        kids = children.get(index, [])
+        extension = "" if top else (branches.blank if last else branches.pipe)
+        for position, child in enumerate(kids):
+            walk(child, lead + extension, position == len(kids) - 1, False)
+
+    for root in children.get(None, []):
+        walk(root, "", True, True)
+    return out

@@ -1,0 +1,58 @@
+"""Model factories for the command-line tests (``tests/export/cli_models.py:tiny``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def tiny(width: int = 8) -> nn.Module:
+    """4 -> width -> 2 MLP: (4 * width + width) + (width * 2 + 2) parameters."""
+    return nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 2))
+
+
+def with_weights(*, weights: str | None = "download") -> nn.Module:
+    """Fails unless the command line passed ``weights=None`` (as torchvision builders need)."""
+    if weights is not None:
+        raise RuntimeError("would download weights")
+    return tiny()
+
+
+def embedder() -> nn.Module:
+    """Takes integer token ids."""
+    return nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 2))
+
+
+class Boom(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        raise ValueError("boom")
+
+
+def raises() -> nn.Module:
+    """Its forward raises inside the module ``1``."""
+    return nn.Sequential(nn.Linear(4, 4), Boom())
+
+
+def broken() -> nn.Module:
+    raise RuntimeError("factory failed")
+
+
+def not_a_module() -> int:
+    return 42
+
+
+def two_inputs() -> nn.Module:
+    class Add(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 3)
+            self.b = nn.Linear(5, 3)
+
+        def forward(self, x: Tensor, y: Tensor) -> Tensor:
+            return self.a(x) + self.b(y)
+
+    return Add()
+
+
+__all__ = ["broken", "embedder", "not_a_module", "raises", "tiny", "torch", "two_inputs",
+           "with_weights"]

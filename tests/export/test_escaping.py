@@ -1,0 +1,84 @@
+"""Hostile module names and types come out literally in every format."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from io import StringIO
+
+import pandas as pd
+
+from moduleprofiler import Profile
+from moduleprofiler.export.latex import escape_latex
+from moduleprofiler.export.markdown import escape_markdown
+from tests.export.profiles import EVIL_TYPE, IMG, LATEX_SOUP, QUOTES, SCRIPT, hostile
+
+
+def test_html_report_has_no_raw_markup_from_names() -> None:
+    page = hostile().to_html()
+    assert page is not None
+    assert SCRIPT not in page and IMG not in page and EVIL_TYPE not in page
+    assert html.escape(SCRIPT) in page and html.escape(EVIL_TYPE) in page
+    assert page.count("<script>") == 1  # the report's own script, nothing else
+    assert "onerror=alert" not in page.replace(html.escape(IMG), "")
+
+
+def test_html_table_escapes_names_and_types() -> None:
+    table = hostile().table().to_html()
+    assert table is not None
+    assert "<script>" not in table and "<b>" not in table and "<img" not in table
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in table
+
+
+def test_latex_escapes_every_special_character() -> None:
+    tex = hostile().to_latex(caption="100% of {names} & more_stuff", label="tab:hostile")
+    assert tex is not None
+    assert r"a\_b \& c \% d \# e \$ f \{ g \} h \textbackslash \space i" in tex
+    assert r"\caption{100\% of \{names\} \& more\_stuff}" in tex
+    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0]
+    for line in body.strip().splitlines():
+        cells = line.removesuffix(r"\\").split(" & ")
+        assert len(cells) == 8, line  # no stray & splits a row
+        for cell in cells:
+            assert not re.search(r"(?<!\\)[&%$#_{}]", cell), cell
+    assert "NaN" not in tex and "nan" not in tex and "<NA>" not in tex
+
+
+def test_latex_rejects_a_label_that_would_break_the_document() -> None:
+    try:
+        hostile().to_latex(label="tab:a}b")
+    except ValueError as exc:
+        assert "label" in str(exc)
+    else:
+        raise AssertionError("a label with } must be refused")
+
+
+def test_escape_latex_matches_pandas_for_names() -> None:
+    frame = pd.DataFrame({"name": [LATEX_SOUP]})
+    pandas_text = frame.style.format(escape="latex").hide(axis="index").to_latex()
+    ours = escape_latex(LATEX_SOUP)
+    assert ours.replace(" ", "") in pandas_text.replace(r"\space", "").replace(" ", "")
+
+
+def test_markdown_cells_cannot_break_the_table_or_inject_html() -> None:
+    md = hostile().to_markdown()
+    assert md is not None
+    lines = md.strip().splitlines()
+    widths = {len(re.findall(r"(?<!\\)\|", line)) for line in lines}
+    assert widths == {9}  # 8 columns -> 9 unescaped pipes on every line
+    assert "<script>" not in md and "<img" not in md and "<b>" not in md
+    assert escape_markdown("a|b*c_d") == r"a\|b\*c\_d"
+
+
+def test_text_and_data_formats_keep_names_verbatim() -> None:
+    profile = hostile()
+    text = str(profile)
+    for name in (SCRIPT, IMG, LATEX_SOUP, EVIL_TYPE):
+        assert name in text
+    frame = pd.read_csv(StringIO(profile.to_csv() or ""), keep_default_na=False)
+    assert {SCRIPT, f"{SCRIPT}.{IMG}", LATEX_SOUP, QUOTES} <= set(frame["module"])
+    assert EVIL_TYPE in set(frame["type"])
+    document = json.loads(profile.to_json() or "")
+    assert {r["path"] for r in document["records"]} >= {SCRIPT, LATEX_SOUP}
+    assert Profile.from_json(profile.to_json() or "") == profile

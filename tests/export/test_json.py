@@ -1,0 +1,77 @@
+"""JSON: schema-versioned, round-trips into an equal Profile (real and hand-built)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.export import compare, load_json
+from moduleprofiler.export.frame import SCHEMA_VERSION
+from moduleprofiler.export.json_io import decode, encode
+from tests.export.profiles import hostile, tiny
+from tests.fixtures.models import ODD_MODELS
+
+
+@pytest.mark.parametrize("name", [n for n in ODD_MODELS if n != "raises_inside"])
+def test_real_profiles_round_trip(name: str) -> None:
+    model, x = ODD_MODELS[name]()
+    profile = ModuleProfiler().profile(model, x)
+    again = Profile.from_json(profile.to_json() or "")
+    assert again == profile
+    assert again.records == profile.records and again.unsupported_ops == profile.unsupported_ops
+    assert str(again) == str(profile)
+
+
+def test_round_trip_through_a_file_and_a_stream(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.json"
+    tiny().save(path)
+    assert Profile.from_json(path) == tiny() == load_json(str(path))
+    buffer = io.StringIO()
+    tiny().to_json(buffer, indent=None)
+    assert "\n" not in buffer.getvalue().strip()
+    assert Profile.from_json(io.StringIO(buffer.getvalue())) == tiny()
+
+
+def test_document_header() -> None:
+    document = json.loads(hostile().to_json() or "")
+    assert document["document"] == "moduleprofiler.profile"
+    assert document["schema_version"] == SCHEMA_VERSION
+    assert set(document) >= {"moduleprofiler_version", "totals", "records", "modules",
+                             "unsupported_ops", "outside_ops"}
+
+
+def test_shape_trees_keep_their_structure() -> None:
+    tree = ((1, 2), [(3,), None], {"a": (4,), "b": [None]}, {1: (5,)}, {"__list__": 1})
+    assert decode(json.loads(json.dumps(encode(tree)))) == tree
+    assert encode(float("nan")) == {"__float__": "nan"}
+    assert math.isinf(decode(encode(float("-inf"))))
+    assert decode(encode(object()))[:9] == "<object o"
+
+
+def test_newer_or_foreign_documents_are_refused() -> None:
+    document = json.loads(tiny().to_json() or "")
+    document["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(ValueError, match="schema_version"):
+        Profile.from_json(json.dumps(document))
+    with pytest.raises(ValueError, match="not a moduleprofiler profile"):
+        Profile.from_json('{"records": []}')
+    document["schema_version"] = SCHEMA_VERSION
+    del document["records"][0]["path"]
+    with pytest.raises(ValueError, match="lacks \\['path'\\]"):
+        Profile.from_json(json.dumps(document))
+
+
+def test_two_runs_compared_after_a_round_trip() -> None:
+    model, x = ODD_MODELS["shared_twice"]()
+    before = Profile.from_json(ModuleProfiler().profile(model, x).to_json() or "")
+    import torch
+
+    after = ModuleProfiler().profile(model, torch.randn(6, 4))  # 3x the batch
+    frame = compare(before, after).df.set_index("module")
+    assert frame.loc["", "inclusive_ops_ratio"] == pytest.approx(3.0)
+    assert frame.loc["shared", "params_delta"] == 0

@@ -1,0 +1,72 @@
+"""Human units and the column registry."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from moduleprofiler.export import column_spec, register_column
+from moduleprofiler.export.cells import ASCII, LATEX, UNICODE, formatter
+from moduleprofiler.export.units import (
+    human_bytes,
+    human_count,
+    human_ms,
+    human_percent,
+    shape_text,
+)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (0, "0"), (950, "950"), (1_000, "1.00K"), (1_234, "1.23K"), (999_995, "1.00M"),
+    (11_689_512, "11.69M"), (3_640_000_000, "3.64G"), (-2_500, "-2.50K"), (0.5, "0.5"),
+    (2.0, "2"), (1.5e15, "1.50P"),
+])
+def test_human_count(value: float, text: str) -> None:
+    assert human_count(value) == text
+
+
+def test_human_bytes_ms_percent() -> None:
+    assert human_bytes(512) == "512 B" and human_bytes(1536) == "1.50 KiB"
+    assert human_bytes(44.59 * 2**20) == "44.59 MiB"
+    assert human_ms(0.0004) == "400.0 ns" and human_ms(0.25) == "250.0 µs"
+    assert human_ms(0.25, micro="u") == "250.0 us" and human_ms(12.5) == "12.50 ms"
+    assert human_ms(1500) == "1.500 s" and human_ms(0) == "0 ms"
+    assert human_percent(12.345) == "12.3%" and human_percent(0.01) == "<0.1%"
+    assert human_percent(0) == "0.0%"
+
+
+def test_shape_text() -> None:
+    assert shape_text((1, 3, 224, 224)) == "1x3x224x224"
+    assert shape_text(((2, 3), (2, 5))) == "2x3, 2x5"
+    assert shape_text(((2, 3), {"mask": None})) == "2x3, {mask: -}"
+    assert shape_text([(1,), None]) == "[1, -]" and shape_text(()) == "()"
+    assert shape_text(None) == "-"
+
+
+def test_missing_values_per_target() -> None:
+    ops = formatter(column_spec("ops"))
+    assert ops(None) == "-" and ops(pd.NA) == "-" and ops(float("nan")) == "-"
+    assert formatter(column_spec("ops"), LATEX)(pd.NA) == "--"
+    assert formatter(column_spec("module"), ASCII)("") == "(root)"
+    assert formatter(column_spec("x_pct"), LATEX)(12.0) == "12.0\\%"
+    assert formatter(column_spec("t_ms"), LATEX)(0.5) == "500.0 \\textmu{}s"
+    assert formatter(column_spec("t_ms"), UNICODE)(0.5) == "500.0 µs"
+
+
+@pytest.mark.parametrize(("name", "kind", "inclusive"), [
+    ("params", "count", True), ("own_params", "count", False), ("ops", "count", False),
+    ("inclusive_ops", "count", True), ("forward_median_ms", "time", True),
+    ("forward_self_median_ms", "time", False), ("forward_p95_ms", "time", None),
+    ("peak_bytes", "bytes", True), ("ops_pct", "percent", None),
+    ("output_shapes", "shape", None), ("weird_column", "text", None),
+])
+def test_column_kinds_from_names(name: str, kind: str, inclusive: bool | None) -> None:
+    spec = column_spec(name)
+    assert (spec.kind, spec.inclusive) == (kind, inclusive)
+
+
+def test_register_column_overrides_the_guess() -> None:
+    spec = register_column("backward_total_ms_test", "time", "backward", inclusive=False)
+    assert column_spec("backward_total_ms_test") == spec and spec.label == "backward"
+    with pytest.raises(ValueError, match="unknown column kind"):
+        register_column("x", "furlongs")  # type: ignore[arg-type]

@@ -1,0 +1,114 @@
+"""tree / table / top: rows, columns, percentages, filters; and columns that later engines
+add (``*_ms``, ``*_bytes``) flowing through every view without code changes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from moduleprofiler.export import View, column_spec, compare, summary, summary_frame
+from moduleprofiler.export import select as select_module
+from moduleprofiler.export.frame import module_frame
+from tests.export.profiles import tiny
+
+
+def test_tree_keeps_raw_numbers_and_percentages() -> None:
+    view = tiny().tree()
+    assert isinstance(view, View) and view.kind == "tree"
+    frame = view.df
+    assert list(frame.columns) == ["module", "type", "params", "output_shapes",
+                                   "inclusive_macs", "inclusive_ops", "inclusive_ops_pct"]
+    root = frame.iloc[0]
+    # 10 + 7776 + 576 + 144 + 2890 + 10 = 11406 ops in total
+    assert root["inclusive_ops"] == 11_406 and root["inclusive_ops_pct"] == 100.0
+    conv = frame.set_index("module").loc["conv"]
+    assert conv["inclusive_ops_pct"] == pytest.approx(100 * 7_776 / 11_406)
+
+
+def test_unknown_stays_unknown_not_zero() -> None:
+    frame = tiny().tree().df.set_index("module")
+    assert pd.isna(frame.loc["custom", "inclusive_ops"])  # no formula, nothing inside
+    assert pd.isna(frame.loc["unused", "inclusive_ops"])  # never called
+    assert "custom (Custom)" in str(tiny()) and "[not called]" in str(tiny())
+
+
+def test_tree_filters_keep_the_tree_connected() -> None:
+    profile = tiny()
+    assert list(profile.tree(max_depth=1).df["module"]) == ["", "conv", "bn", "block",
+                                                            "custom", "unused"]
+    assert list(profile.tree(include="block.fc").df["module"]) == ["", "block", "block.fc"]
+    assert list(profile.tree(exclude="block").df["module"]) == ["", "conv", "bn", "custom",
+                                                                "unused"]
+    assert list(profile.tree(min_pct=20).df["module"]) == ["", "conv", "block", "block.fc"]
+    assert list(profile.tree(include=["Linear", "ReLU"]).df["module"]) == [
+        "", "block", "block.act", "block.fc", "unused"]
+
+
+def test_table_sort_limit_and_columns() -> None:
+    view = tiny().table(["ops", "ops_pct"], sort_by="ops", limit=2)
+    assert list(view.df.columns) == ["module", "type", "ops", "ops_pct"]
+    assert list(view.df["module"]) == ["conv", "block.fc"]
+    assert list(tiny().table(sort_by="module", ascending=True).df["module"])[:3] == [
+        "", "block", "block.act"]
+    calls = tiny().table(aggregate="call", include="block.act")
+    assert list(calls.df["call"]) == [4, 6]
+    with pytest.raises(KeyError, match="unknown column"):
+        tiny().table(["nope"])
+    with pytest.raises(ValueError, match="aggregate"):
+        tiny().table(aggregate="type")  # type: ignore[arg-type]
+
+
+def test_top_by_type_all_depths_and_at_a_depth() -> None:
+    top = tiny().top(2).df
+    assert list(top["type"]) == ["Conv2d", "Linear"]
+    assert list(top.columns) == ["type", "modules", "calls", "own_params", "macs", "ops",
+                                 "ops_pct"]
+    assert top.loc[1, "own_params"] == 1_450 + 6  # block.fc and the uncalled Linear
+    at_one = tiny().top(None, by="params", depth=1).df
+    assert list(at_one["type"])[:2] == ["Sequential", "Conv2d"]
+    assert at_one.loc[0, "params_pct"] == pytest.approx(100 * 1_450 / 1_576)
+
+
+def test_summary_one_row_per_model() -> None:
+    frame = summary_frame({"a": tiny(), "b": tiny()})
+    assert list(frame["model"]) == ["a", "b"]
+    assert frame["flops"].tolist() == [2 * 5_328] * 2  # FLOPs = 2 x MACs
+    names = list(summary([tiny(), tiny()]).df["model"])
+    assert names == ["Net", "Net #2"]
+
+
+def test_compare_two_runs() -> None:
+    view = compare(tiny(), tiny(), changed_only=True)
+    assert view.df.empty
+    full = compare(tiny(), tiny()).df.set_index("module")
+    assert full.loc["conv", "inclusive_ops_delta"] == 0
+    assert full.loc["conv", "inclusive_ops_ratio"] == 1.0
+
+
+def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timing and a memory column that no view knows about are shown, formatted by their
+    suffix, totalled, charted and summarised."""
+
+    def with_engines(profile: object) -> pd.DataFrame:
+        frame = module_frame(profile)  # type: ignore[arg-type]
+        frame["forward_median_ms"] = [2.5, 1.0, 0.25, 1.0, 0.0004, 0.5, None, None]
+        frame["forward_std_ms"] = 0.01
+        frame["peak_bytes"] = [4096, 2048, 1024, 1024, 0, 1024, 0, None]
+        return frame
+
+    monkeypatch.setattr(select_module, "module_frame", with_engines)
+    monkeypatch.setattr("moduleprofiler.export.model_summary.module_frame", with_engines)
+    tree = tiny().tree()
+    assert {"forward_median_ms", "forward_std_ms", "peak_bytes"} <= set(tree.columns)
+    text = str(tree)
+    assert "2.500 ms" in text and "250.0 us" in text and "400.0 ns" in text
+    assert "4.00 KiB" in text and "forward median" in text
+    assert column_spec("forward_median_ms").inclusive is True
+    assert column_spec("forward_std_ms").inclusive is None
+    pct = tiny().tree(["forward_median_ms", "forward_median_ms_pct"]).df
+    assert pct.loc[1, "forward_median_ms_pct"] == pytest.approx(40.0)  # 1.0 of the root's 2.5
+    assert "ms" in (tiny().to_latex() or "") and "KiB" in (tiny().to_markdown() or "")
+    page = tiny().to_html() or ""
+    assert 'id="chart-forward-median-ms"' in page and 'id="chart-peak-bytes"' in page
+    assert list(summary([tiny()]).df.columns) == ["model", "params", "macs", "flops", "ops",
+                                                  "forward_median_ms", "peak_bytes"]

@@ -1,0 +1,192 @@
+"""The command line: in-process runs of ``main`` for every option, and end-to-end runs of
+``python -m moduleprofiler`` in a subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from moduleprofiler import Profile
+from moduleprofiler.cli import main, parse_input_size
+from moduleprofiler.export.text import supports_color
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = "tests/export/cli_models.py"
+TINY = f"{ROOT / MODELS}:tiny"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_tree_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4")
+    assert status == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["module", "params", "input", "output", "macs", "ops", "ops", "%"]
+    assert lines[2].startswith("Sequential") and "58" in lines[2]  # 4*8+8 + 8*2+2 params
+    assert lines[3].startswith("|-- 0 (Linear)") and lines[-2].startswith("`-- 2 (Linear)")
+    assert "\x1b[" not in out  # not a terminal: no colour
+
+
+def test_depth_what_and_module_spec(capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    status, out, _ = run(capsys, "tests.export.cli_models:tiny", "--input-size", "2x4",
+                         "--depth", "0", "--what", "params")
+    assert status == 0
+    assert out.splitlines()[0].split() == ["module", "params"]
+    assert out.splitlines()[2].split() == ["Sequential", "58"]
+
+
+def test_factory_arguments_and_weights_none(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--arg", "width=16", "--what", "params",
+                         "--depth", "0")
+    assert status == 0 and out.splitlines()[2].split() == ["Sequential", "114"]
+    status, _, err = run(capsys, f"{ROOT / MODELS}:with_weights", "-i", "2x4")
+    assert status == 0, err
+
+
+def test_integer_and_several_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, f"{ROOT / MODELS}:embedder", "-i", "2x3:int64")
+    assert status == 0, err
+    assert "2x3x2" in out
+    status, out, err = run(capsys, f"{ROOT / MODELS}:two_inputs", "-i", "2x4", "-i", "2x5",
+                           "--what", "io", "--depth", "0")
+    assert status == 0, err
+    assert "2x4, 2x5" in out
+
+
+def test_meta_device(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--meta", "--depth", "0")
+    assert status == 0, err
+    assert out.splitlines()[2].split()[:2] == ["Sequential", "58"]
+
+
+def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--top", "2")
+    assert status == 0 and out.splitlines()[0].split()[:3] == ["type", "modules", "calls"]
+    assert out.splitlines()[2].split()[:2] == ["Linear", "2"]
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--sort", "ops", "--exclude", "ReLU")
+    rows = [line.split()[0] for line in out.splitlines()[2:5]]
+    assert rows == ["0", "2", "(root)"]  # 2*8*8 = 128 > 2*2*16 = 64 > 0 own ops
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--min-pct", "50", "--include", "*")
+    assert status == 0 and "(ReLU)" not in out and "0 (Linear)" in out
+
+
+def test_time_and_memory_say_not_available(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "params,time")
+    assert status == 0
+    assert "time: not available yet" in err
+    assert out.splitlines()[0].split() == ["module", "params"]
+
+
+@pytest.mark.parametrize("suffix", ["csv", "md", "tex", "txt", "json", "html"])
+def test_output_file_format_from_suffix(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                        suffix: str) -> None:
+    target = tmp_path / f"out.{suffix}"
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", str(target), "--caption", "Tiny")
+    assert status == 0 and out == ""
+    assert f"wrote {target}" in err
+    text = target.read_text(encoding="utf-8")
+    first = {"csv": "module,type,params", "md": "| module |", "tex": "\\begin{table}",
+             "txt": "module", "json": "{", "html": "<!DOCTYPE html>"}[suffix]
+    assert text.startswith(first)
+
+
+def test_json_round_trip_and_rendering_a_saved_profile(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    saved = tmp_path / "tiny.json"
+    assert main([TINY, "-i", "2x4", "-o", str(saved)]) == 0
+    profile = Profile.from_json(saved)
+    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 1
+    capsys.readouterr()
+    status, out, _ = run(capsys, str(saved), "--format", "markdown", "--depth", "1")
+    assert status == 0 and out.startswith("| module | type |")
+
+
+def test_colour_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--color", "always", "--unicode")
+    assert status == 0 and "\x1b[1m" in out and "├─" in out
+
+
+def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert supports_color(Tty()) and not supports_color(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not supports_color(Tty())
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nocolon", "-i", "2x4"], "must look like package.module:factory"),
+    (["missing_file.py:f", "-i", "2x4"], "no such file"),
+    (["no_such_package_xyz:f", "-i", "2x4"], "cannot import 'no_such_package_xyz'"),
+    ([f"{ROOT / MODELS}:nope", "-i", "2x4"], "has no attribute 'nope'"),
+    ([TINY, "-i", "2xa"], "bad --input-size '2xa'"),
+    ([TINY], "missing --input-size"),
+    ([TINY, "-i", "2x4", "--dtype", "float99"], "unknown dtype 'float99'"),
+    ([TINY, "-i", "2x4", "--device", "bogus"], "bad --device 'bogus'"),
+    ([TINY, "-i", "2x5"], "forward of module '0' (Linear) raised RuntimeError"),
+    ([f"{ROOT / MODELS}:raises", "-i", "2x4"], "raised ValueError: boom"),
+    ([f"{ROOT / MODELS}:broken", "-i", "2x4"], "raised RuntimeError: factory failed"),
+    ([f"{ROOT / MODELS}:not_a_module", "-i", "2x4"], "returned int, not a torch.nn.Module"),
+    ([TINY, "-i", "2x4", "--what", "flops"], "unknown --what flops"),
+    ([TINY, "-i", "2x4", "--format", "pdf"], "unknown format 'pdf'"),
+    ([TINY, "-i", "2x4", "-o", "out.xyz"], "unknown format '.xyz'"),
+    ([TINY, "-i", "2x4", "--sort", "nope"], "unknown column(s) ['nope']"),
+    ([TINY, "-i", "2x4", "--top", "2", "--sort", "nope"], "unknown column 'nope'"),
+    ([TINY, "-i", "2x4", "--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                     message: str) -> None:
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("moduleprofiler: error: "), err
+    assert message in err
+
+
+def test_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and "torchvision.models:resnet18" in out and "--input-size" in out
+
+
+def test_parse_input_size() -> None:
+    assert parse_input_size("1x3x224x224") == ((1, 3, 224, 224), None)
+    assert parse_input_size("8x128:int64") == ((8, 128), "int64")
+
+
+# -- end to end, in a subprocess --------------------------------------------------------------
+def _command(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moduleprofiler", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)})
+
+
+def test_python_dash_m_end_to_end(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    result = _command("tests.export.cli_models:tiny", "--input-size", "2x4", "-o", str(report))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == f"moduleprofiler: wrote {report} (html)\n"
+    assert report.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_python_dash_m_error_is_one_line_without_traceback() -> None:
+    result = _command(f"{MODELS}:raises", "--input-size", "2x4")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "raised ValueError: boom" in result.stderr
