@@ -9,7 +9,7 @@ import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # Pages whose examples are executed here; pages of other features run theirs in their own tests.
-PAGES = ["index.md", "conventions.md", "extending.md", "migration.md", "operators.md",
+PAGES = ["index.md", "conventions.md", "extending.md", "migration.md", "operators.md", "memory.md",
          *sorted(str(p.relative_to(DOCS)) for p in (DOCS / "formulas").glob("*.md"))]
 BLOCKS = [
     (page, index, block)
