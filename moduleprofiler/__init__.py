@@ -14,6 +14,7 @@ from moduleprofiler.registry import (
     unregister_io_size,
     unregister_ops,
 )
+from moduleprofiler.timing import TrainingProfiler
 
 __all__ = [
     "CallRecord",
@@ -23,6 +24,7 @@ __all__ = [
     "Profile",
     "ProfilingError",
     "RegistryError",
+    "TrainingProfiler",
     "__version__",
     "get_default_io_size_map",
     "get_default_macs_map",

@@ -24,6 +24,7 @@ from moduleprofiler.state import preserved_training_flags
 
 if TYPE_CHECKING:
     from moduleprofiler.memory import MemoryReport
+    from moduleprofiler.timing import LatencyResult, ModuleTiming, TrainingTiming
 
 
 class ModuleProfiler(LegacyPasses):
@@ -143,6 +144,33 @@ class ModuleProfiler(LegacyPasses):
                 f"{list(profile.unsupported)}, operators {profile.unsupported_ops}"
             )
         return profile
+
+    # -- timing ----------------------------------------------------------------------------
+    def benchmark(self, module: nn.Module, input: Any = None, **kwargs: Any) -> LatencyResult:
+        """Whole-model latency and throughput with no hooks installed: warm-up by count and
+        time, then fixed or adaptive iterations (95 % CI of the median within a target).
+        Keyword arguments are those of :func:`moduleprofiler.timing.benchmark`."""
+        from moduleprofiler.timing import benchmark
+
+        self._log(f"Benchmarking {type(module).__name__}")
+        return benchmark(module, input, **kwargs)
+
+    def time_modules(self, module: nn.Module, input: Any = None, **kwargs: Any) -> ModuleTiming:
+        """Per-module forward time (inclusive and self, per call) with the hooks' own cost
+        measured and reported. Keyword arguments: :func:`moduleprofiler.timing.time_modules`."""
+        from moduleprofiler.timing import time_modules
+
+        self._log(f"Timing the modules of {type(module).__name__}")
+        return time_modules(module, input, **kwargs)
+
+    def train_step_times(self, module: nn.Module, input: Any = None,
+                         **kwargs: Any) -> TrainingTiming:
+        """Per-module forward and backward time of training steps. Keyword arguments:
+        :func:`moduleprofiler.timing.train_step_times`."""
+        from moduleprofiler.timing import train_step_times
+
+        self._log(f"Timing training steps of {type(module).__name__}")
+        return train_step_times(module, input, **kwargs)
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(

@@ -127,7 +127,7 @@ def layer_norm_backward_ops(args: Args, out: Any) -> Count:
     return _norm_backward(args, True, args.tensor("weight"))
 
 
-@register(*aten("max_pool1d_with_indices_backward", "max_pool2d_with_indices_backward",
+@register(*aten("max_pool2d_with_indices_backward",
                 "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
                 "adaptive_max_pool3d_backward", "embedding_dense_backward"))
 def scatter_add_backward_ops(args: Args, out: Any) -> Count:
@@ -204,6 +204,5 @@ def rnn_layer_backward_ops(args: Args, out: Any) -> Count:
     return _product(2 * forward)
 
 
-free("select_backward", "slice_backward", "as_strided_backward", "index_select_backward",
-     "diagonal_backward", "unfold_backward", "expand_backward", "permute_backward",
-     "_unsafe_index_put", "new_zeros", "zeros_like")
+free("select_backward", "slice_backward", "index_select_backward", "diagonal_backward",
+     "unfold_backward", "_unsafe_index_put", "new_zeros", "zeros_like")

@@ -1,0 +1,43 @@
+"""Timing engine: whole-model latency, per-module forward and backward time, live training.
+
+Three separate passes, never mixed (hooks distort what they measure):
+
+* :func:`benchmark` — hook-free whole-model latency/throughput with adaptive stopping;
+* :func:`time_modules` — per-module forward time with hooks, with the hooks' cost measured;
+* :func:`train_step_times` / :class:`TrainingProfiler` — per-module forward and backward time
+  of training steps.
+
+See ``docs/timing.md`` for the methodology.
+"""
+
+from moduleprofiler.timing.backward import TrainingModuleStats, TrainingTiming, train_step_times
+from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.forward import ModuleTiming, time_modules
+from moduleprofiler.timing.latency import LatencyResult, benchmark
+from moduleprofiler.timing.legacy_views import inference_time_dict, total_inference_time_dict
+from moduleprofiler.timing.live import TrainingProfiler, track
+from moduleprofiler.timing.overhead import CodePathWarning, HookCalibration, calibrate_hooks
+from moduleprofiler.timing.results import ModuleStats
+from moduleprofiler.timing.stats import Summary, median_ci, summarize
+
+__all__ = [
+    "CodePathWarning",
+    "HookCalibration",
+    "LatencyResult",
+    "ModuleStats",
+    "ModuleTiming",
+    "Summary",
+    "TrainingModuleStats",
+    "TrainingProfiler",
+    "TrainingTiming",
+    "benchmark",
+    "calibrate_hooks",
+    "get_hardware_specs",
+    "inference_time_dict",
+    "median_ci",
+    "summarize",
+    "time_modules",
+    "total_inference_time_dict",
+    "track",
+    "train_step_times",
+]

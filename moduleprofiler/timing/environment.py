@@ -1,0 +1,155 @@
+"""What the machine was doing while we timed: hardware columns (0.0.4's), thread counts, load,
+allocator settings, page faults; plus the contexts that pin threads and pause the GC."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import platform
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+_ALLOCATOR_VARS = ("LD_PRELOAD", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_",
+                   "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES",
+                   "PYTORCH_CUDA_ALLOC_CONF")
+
+
+def _total_memory_mb() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20)
+    except (AttributeError, ValueError, OSError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total // 2**20)
+    except Exception:
+        return None
+
+
+def get_hardware_specs() -> dict[str, Any]:
+    """moduleprofiler 0.0.4's hardware columns, in its order.
+
+    ``host_name``, ``os`` (``platform.system()``), ``os_release``, ``cpu_count``,
+    ``total_memory`` (``"<n> MB"``, MiB rounded down) and ``gpu``: ``"unavailable"``, or the
+    list of ``torch.cuda.get_device_name(i)`` when CUDA is available.
+    """
+    memory = _total_memory_mb()
+    gpu: str | list[str] = "unavailable"
+    if torch.cuda.is_available():
+        gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {
+        "host_name": socket.gethostname(),
+        "os": platform.system(),
+        "os_release": platform.release(),
+        "cpu_count": os.cpu_count(),
+        "total_memory": f"{memory} MB" if memory is not None else "unknown",
+        "gpu": gpu,
+    }
+
+
+def thread_counts() -> dict[str, int]:
+    """``intraop_threads`` and ``interop_threads`` as torch reports them now."""
+    return {
+        "intraop_threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+def loadavg() -> float | None:
+    """The 1-minute load average (``None`` where the OS has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (``None`` without ``resource``)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
+
+
+def capture_environment(device: torch.device) -> dict[str, Any]:
+    """Everything that moves timings and that we can read cheaply, as a flat dict."""
+    env: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "device": str(device),
+        **thread_counts(),
+        "cpu_count": os.cpu_count(),
+        "loadavg": loadavg(),
+        "omp_mkl_env": {k: v for k, v in os.environ.items()
+                        if k.startswith(("OMP_", "MKL_", "KMP_"))},
+        "allocator_env": {k: os.environ[k] for k in _ALLOCATOR_VARS if k in os.environ},
+        "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
+    }
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        env.update(
+            device_name=props.name,
+            cuda_version=torch.version.cuda,
+            cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
+            cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32),
+            matmul_allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+            multi_processor_count=props.multi_processor_count,
+        )
+        with contextlib.suppress(Exception):  # needs pynvml
+            env["gpu_clock_mhz"] = torch.cuda.clock_rate(index)
+    else:
+        env["device_name"] = platform.processor() or platform.machine()
+    return env
+
+
+@contextlib.contextmanager
+def timing_context(num_threads: int | None = None) -> Iterator[None]:
+    """Pin the intra-op thread count (when given) and pause the garbage collector; both are
+    restored on exit, even if the body raises. The youngest generation is collected first
+    (a full collection costs ~0.3 s with torch's heap; with the collector paused, older
+    garbage just waits until the end)."""
+    previous_threads = torch.get_num_threads()
+    gc_was_enabled = gc.isenabled()
+    if num_threads is not None:
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        torch.set_num_threads(num_threads)
+    gc.collect(0)
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        if torch.get_num_threads() != previous_threads:
+            torch.set_num_threads(previous_threads)
+
+
+def environment_warnings(env_before: dict[str, Any], faults_per_iter: float | None,
+                         device: torch.device) -> list[str]:
+    """Plain-language warnings about the conditions of a run."""
+    warnings: list[str] = []
+    load = env_before.get("loadavg")
+    cores = env_before.get("cpu_count") or 1
+    if load is not None and load > cores:
+        threads = env_before.get("intraop_threads") or 1
+        advice = (f"; with {threads} intra-op threads, parallel regions stall whenever one "
+                  "thread is descheduled (num_threads=1 avoids it)"
+                  if device.type == "cpu" and threads > 1 else "")
+        warnings.append(
+            f"load average {load:.2f} exceeds the {cores} CPU cores: other processes "
+            f"compete for the CPU, so expect inflated and noisy times{advice}"
+        )
+    if device.type == "cpu" and faults_per_iter is not None and faults_per_iter >= 1:
+        warnings.append(
+            f"{faults_per_iter:.0f} minor page faults per timed iteration: the allocator "
+            "returns and re-maps buffers, which moves time between modules; consider "
+            "jemalloc/tcmalloc or MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ (docs/timing.md)"
+        )
+    return warnings

@@ -1,0 +1,417 @@
+"""Per-module forward time: hooks on every module, one sample per call per iteration.
+
+``time_modules`` runs, under ``torch.no_grad()`` and with the garbage collector paused:
+
+1. optional time-based warm-up (hooked and hook-free iterations alternate);
+2. ``drop_first`` hooked iterations, discarded (0.0.4's warm-up);
+3. ``rounds`` rounds, each a block of hooked iterations (kept: the per-module samples) and a
+   block of hook-free iterations of the same size (the reference for the overhead ratio), in
+   alternating order.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from moduleprofiler.inputs import make_invocation
+from moduleprofiler.state import preserved_training_flags
+from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.environment import (
+    capture_environment,
+    environment_warnings,
+    get_hardware_specs,
+    minor_faults,
+    timing_context,
+)
+from moduleprofiler.timing.overhead import (
+    CodePathWarning,
+    HookCalibration,
+    calibrate_hooks,
+    fast_path_changes,
+    interleave,
+)
+from moduleprofiler.timing.progress import Progress
+from moduleprofiler.timing.recorder import CallRecorder, RawIteration
+from moduleprofiler.timing.results import (
+    ModelLayout,
+    ModuleStats,
+    PhaseSamples,
+    display_name,
+    stats_columns,
+)
+from moduleprofiler.timing.stats import Summary, summarize
+from moduleprofiler.timing.tree import format_ms, render_tree
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def validate_iterations(num_iters: int, drop_first: int) -> None:
+    """``num_iters >= 1`` and ``0 <= drop_first < num_iters``, else ``ValueError``."""
+    if not isinstance(num_iters, int) or num_iters < 1:
+        raise ValueError(f"num_iters must be a positive int, got {num_iters!r}")
+    if not isinstance(drop_first, int) or not 0 <= drop_first < num_iters:
+        raise ValueError(
+            f"drop_first must be an int with 0 <= drop_first < num_iters ({num_iters}), "
+            f"got {drop_first!r}: at least one timed iteration must be kept"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleTiming:
+    """Per-module forward times of one model, with the evidence needed to trust them.
+
+    Times are milliseconds per iteration; a module called k times per iteration reports the
+    sum of its k calls (``calls_per_iter`` says k). Raw samples are kept in ``forward``
+    (``(iterations, modules)`` matrices, modules in ``layout`` order), ``call_inclusive_ms``
+    (one value per call) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
+    """
+
+    layout: ModelLayout
+    forward: PhaseSamples
+    call_module: NDArray[np.int64]
+    call_inclusive_ms: NDArray[np.float64]
+    hooked_ms: NDArray[np.float64]
+    """Whole iteration (the ``input``/``pred_fn`` call) with hooks, per kept iteration."""
+    unhooked_ms: NDArray[np.float64]
+    """Whole iteration without hooks, measured in the interleaved rounds."""
+    calibration: HookCalibration
+    device: str
+    clock: str
+    dropped: int
+    confidence: float
+    environment: dict[str, Any]
+    hardware: dict[str, Any]
+    warnings: tuple[str, ...]
+
+    # -- model-level figures ---------------------------------------------------------------
+    @property
+    def iterations(self) -> int:
+        """Kept (timed, not dropped) iterations."""
+        return self.forward.iterations
+
+    @property
+    def overhead_ratio(self) -> float:
+        """Median hooked / median hook-free whole-iteration time (interleaved rounds)."""
+        if self.unhooked_ms.size == 0 or self.hooked_ms.size == 0:
+            return math.nan
+        return float(np.median(self.hooked_ms) / np.median(self.unhooked_ms))
+
+    @property
+    def coverage(self) -> float:
+        """Sum of the modules' median self times over the root's median (expect 1 +- 0.03)."""
+        return self.forward.coverage(self.layout)
+
+    @property
+    def leaf_coverage(self) -> float:
+        """Sum of the leaves' median inclusive times over the root's median."""
+        return self.forward.leaf_coverage(self.layout)
+
+    @property
+    def uncalled(self) -> tuple[str, ...]:
+        """Paths of modules never called in the kept iterations (e.g. MHA's ``out_proj``)."""
+        called = self.forward.calls.sum(axis=0) > 0
+        return tuple(p for p, c in zip(self.layout.paths, called) if not c)
+
+    @property
+    def whole(self) -> Summary | None:
+        """Statistics of the hooked whole-iteration time."""
+        return summarize(self.hooked_ms, self.confidence)
+
+    @property
+    def unhooked(self) -> Summary | None:
+        """Statistics of the hook-free whole-iteration time."""
+        return summarize(self.unhooked_ms, self.confidence)
+
+    # -- per module ------------------------------------------------------------------------
+    def modules(self) -> tuple[ModuleStats, ...]:
+        """:class:`ModuleStats` of every module, ``named_modules()`` order."""
+        return self.forward.module_stats(
+            self.layout, self.calibration.attribution_ns / 1e6,
+            self.calibration.per_call_ns / 1e6, self.confidence, correct=True)
+
+    def module(self, path: str) -> ModuleStats:
+        """Statistics of the module at ``path`` (``""`` or ``"__root__"`` for the root)."""
+        return self.modules()[self.layout.index(path)]
+
+    def samples(self, path: str, exclusive: bool = False) -> NDArray[np.float64]:
+        """Per-iteration samples (ms) of one module, inclusive or self."""
+        return self.forward.column(self.layout.index(path), exclusive)
+
+    def call_samples(self, path: str) -> NDArray[np.float64]:
+        """Inclusive time of every single call (ms) of one module, in call order."""
+        out: NDArray[np.float64] = self.call_inclusive_ms[
+            self.call_module == self.layout.index(path)]
+        return out
+
+    # -- views -----------------------------------------------------------------------------
+    def to_df(self) -> pd.DataFrame:
+        """One row per module (``named_modules()`` order, root ``"__root__"``, uncalled modules
+        included with NaN): calls per iteration, inclusive and self statistics in ms, the
+        share of the root's time, the expected instrumentation error and confidence flags."""
+        import pandas as pd
+
+        stats = self.modules()
+        root = stats[0].inclusive.median if stats[0].inclusive else math.nan
+        data: dict[str, Any] = {
+            "module": [display_name(s.path) for s in stats],
+            "type": [s.type_name for s in stats],
+            "depth": [s.depth for s in stats],
+            "is_leaf": [s.is_leaf for s in stats],
+            "calls": [s.calls_per_iter for s in stats],
+        }
+        data.update(stats_columns("inclusive_", [s.inclusive for s in stats]))
+        data.update(stats_columns("self_", [s.exclusive for s in stats]))
+        data["inclusive_corrected_median_ms"] = [
+            s.corrected_median_ms if s.corrected_median_ms is not None else math.nan
+            for s in stats]
+        data["self_corrected_median_ms"] = [
+            s.self_corrected_median_ms if s.self_corrected_median_ms is not None else math.nan
+            for s in stats]
+        data["self_share"] = [s.exclusive.median / root if s.exclusive else math.nan
+                              for s in stats]
+        data["expected_error_ms"] = [s.expected_error_ms for s in stats]
+        data["self_expected_error_ms"] = [s.self_expected_error_ms for s in stats]
+        data["low_confidence"] = [s.low_confidence for s in stats]
+        data["self_low_confidence"] = [s.self_low_confidence for s in stats]
+        frame: pd.DataFrame = pd.DataFrame(data)
+        return frame
+
+    def summary(self) -> str:
+        """The model tree with median inclusive and self times, share of the root, calls and
+        flags (``~`` low confidence), followed by the model-level evidence."""
+        stats = self.modules()
+        root = stats[0].inclusive.median if stats[0].inclusive else math.nan
+        rows = []
+        for s in stats:
+            if s.inclusive is None or s.exclusive is None:
+                rows.append(["-", "-", "-", "0", "uncalled"])
+                continue
+            flag = "~" if s.self_low_confidence else ""
+            rows.append([
+                format_ms(s.inclusive.median) + ("~" if s.low_confidence else ""),
+                format_ms(s.exclusive.median) + flag,
+                f"{100 * s.exclusive.median / root:.1f}%" if root > 0 else "-",
+                f"{s.calls_per_iter:g}",
+                "",
+            ])
+        footer = [
+            "",
+            f"device {self.device} ({self.clock}); {self.iterations} iterations kept, "
+            f"{self.dropped} dropped; times are medians per iteration in ms",
+            f"hooked / hook-free whole model: {self.overhead_ratio:.3f}; "
+            f"coverage (sum of self / root): {self.coverage:.3f}; "
+            f"hook error per call ~{self.calibration.attribution_ns / 1e3:.2f} us, "
+            f"cost per call ~{self.calibration.per_call_ns / 1e3:.2f} us ('~' = below 10x)",
+            *(f"warning: {w}" for w in self.warnings),
+        ]
+        return render_tree(self.layout, ["incl_ms", "self_ms", "self%", "calls", ""], rows,
+                           footer)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python summary: model-level figures plus one dict per module."""
+        return {
+            "device": self.device,
+            "clock": self.clock,
+            "iterations": self.iterations,
+            "dropped": self.dropped,
+            "overhead_ratio": self.overhead_ratio,
+            "coverage": self.coverage,
+            "leaf_coverage": self.leaf_coverage,
+            "uncalled": list(self.uncalled),
+            "calibration": vars(self.calibration).copy(),
+            "warnings": list(self.warnings),
+            "environment": self.environment,
+            "hardware": self.hardware,
+            "modules": self.to_df().to_dict(orient="records"),
+        }
+
+
+def time_modules(
+    module: nn.Module,
+    input: Any = None,
+    *,
+    pred_fn: Callable[..., Any] | None = None,
+    eval: bool = True,
+    num_iters: int = 200,
+    drop_first: int = 20,
+    warmup_seconds: float = 0.5,
+    rounds: int | None = None,
+    measure_overhead: bool = True,
+    overhead_fraction: float = 1.0,
+    device: str | torch.device | None = None,
+    num_threads: int | None = None,
+    confidence: float = 0.95,
+    progress: bool | None = None,
+) -> ModuleTiming:
+    """Time every module's forward, in situ, with hooks.
+
+    Args:
+        module: the model; left as found (hooks removed, every ``training`` flag restored),
+            also when its forward raises.
+        input: a tensor (``module(x)``), tuple/list (``module(*input)``), dict
+            (``module(**input)``) or other object (``module(input)``).
+        pred_fn: called instead of ``module`` with the same unpacking; it must call
+            ``module`` itself (the hooked instance).
+        eval: run in eval mode (restored afterwards). Always under ``torch.no_grad()``.
+        num_iters: hooked iterations in total, ``drop_first`` of them discarded (0.0.4's
+            meaning); ``num_iters - drop_first`` are kept.
+        drop_first: first hooked iterations to discard.
+        warmup_seconds: run (hooked and hook-free alternately) at least this long before.
+        rounds: interleaved rounds (default ``min(8, kept)``).
+        measure_overhead: also run hook-free iterations, interleaved, for ``overhead_ratio``.
+        overhead_fraction: hook-free iterations per round as a fraction of the hooked ones
+            (at least one per round).
+        device: whose clock to use (default: the model's device); the model and input are
+            not moved.
+        num_threads: intra-op threads while timing (restored afterwards).
+        confidence: level of the median's confidence intervals.
+        progress: show a progress line (default: on a terminal, after 2 s).
+
+    Returns:
+        :class:`ModuleTiming`.
+    """
+    validate_iterations(num_iters, drop_first)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    resolved = resolve_device(module, input, device)
+    invoke = make_invocation(module, input, pred_fn)
+    kept = num_iters - drop_first
+    n_rounds = max(1, min(rounds if rounds is not None else 8, kept))
+    per_round = [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
+    plain_round = [max(1, math.ceil(overhead_fraction * n)) if measure_overhead else 0
+                   for n in per_round]
+
+    notes: list[str] = []
+    changed = fast_path_changes(module, eval, grad_enabled=False)
+    if changed:
+        message = (
+            f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: "
+            "the per-module times describe the slower unfused path; overhead_ratio shows "
+            "the difference and benchmark() measures the real (hook-free) latency"
+        )
+        notes.append(message)
+        warnings.warn(message, CodePathWarning, stacklevel=2)
+
+    calibration = calibrate_hooks(resolved)
+    stamps = make_stamps(resolved)
+    recorder = CallRecorder(module, stamps)
+    layout = ModelLayout.of(module)
+    raws: list[RawIteration] = []
+    plain: list[float] = []
+    keep = [False]
+    bar = Progress("timing modules", progress)
+
+    def run_hooked() -> None:
+        recorder.begin()
+        recorder.mark("start")
+        invoke()
+        recorder.mark("end")
+        raw = recorder.snapshot()  # resolved after the timed loop
+        if keep[0]:
+            raws.append(raw)
+            bar.update(f"{len(raws)}/{kept} iterations")
+
+    def run_plain() -> None:
+        stamps.reset()
+        first = stamps.stamp()
+        invoke()
+        last = stamps.stamp()
+        a, b = stamps.resolve([first, last])
+        if keep[0]:
+            plain.append(float(b - a))
+
+    env: dict[str, Any] = {}
+    faults: float | None = None
+    try:
+        with preserved_training_flags(module, eval=eval), torch.no_grad(), \
+                timing_context(num_threads):
+            env = capture_environment(resolved)
+            deadline = time.perf_counter() + warmup_seconds
+            while time.perf_counter() < deadline:
+                interleave(1, 1, 1, recorder.installed, run_hooked, run_plain)
+            with recorder.installed():
+                for _ in range(drop_first):
+                    run_hooked()
+            keep[0] = True
+            faults_before = minor_faults()
+            for r in range(n_rounds):
+                order = (True, False) if r % 2 == 0 else (False, True)
+                for hooked_block in order:
+                    if hooked_block:
+                        with recorder.installed():
+                            for _ in range(per_round[r]):
+                                run_hooked()
+                    else:
+                        for _ in range(plain_round[r]):
+                            run_plain()
+            faults_after = minor_faults()
+            if faults_before is not None and faults_after is not None:
+                faults = (faults_after - faults_before) / (kept + sum(plain_round))
+    finally:
+        bar.close()
+    resolved_iterations = [recorder.resolve(raw) for raw in raws]
+    rows_incl = [times.fwd_inclusive for times in resolved_iterations]
+    rows_excl = [times.fwd_exclusive for times in resolved_iterations]
+    rows_calls = [times.calls for times in resolved_iterations]
+    call_mods = [times.call_module for times in resolved_iterations]
+    call_incl = [times.call_inclusive for times in resolved_iterations]
+    hooked = [times.marks["end"] - times.marks["start"] for times in resolved_iterations]
+    env["minor_faults_per_iter"] = faults
+    notes.extend(environment_warnings(env, faults, resolved))
+    hooked_ms = np.asarray(hooked) / 1e6
+    plain_ms = np.asarray(plain) / 1e6
+    notes.extend(_spread_warnings(hooked_ms, plain_ms, resolved))
+    return ModuleTiming(
+        layout=layout,
+        forward=PhaseSamples.from_rows("forward", rows_incl, rows_excl, rows_calls,
+                                       len(layout.paths)),
+        call_module=np.concatenate(call_mods) if call_mods else np.zeros(0, dtype=np.int64),
+        call_inclusive_ms=(np.concatenate(call_incl) / 1e6 if call_incl else np.zeros(0)),
+        hooked_ms=hooked_ms,
+        unhooked_ms=plain_ms,
+        calibration=calibration,
+        device=str(resolved),
+        clock=stamps.kind,
+        dropped=drop_first,
+        confidence=confidence,
+        environment=env,
+        hardware=get_hardware_specs(),
+        warnings=tuple(notes),
+    )
+
+
+def _spread_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
+                     device: torch.device) -> list[str]:
+    notes = []
+    if hooked_ms.size and plain_ms.size:
+        ratio = float(np.median(hooked_ms) / np.median(plain_ms))
+        if ratio > 1.05 and device.type == "cuda":
+            notes.append(
+                f"hooks slow the whole model down {ratio:.3f}x (> 1.05): with hooks the CPU "
+                "no longer keeps ahead of the GPU (launch-bound), so GPU-timeline times include "
+                "idle gaps waiting for launches; a larger batch makes the model GPU-bound again"
+            )
+        elif ratio > 1.05:
+            notes.append(
+                f"hooks slow the whole model down {ratio:.3f}x (> 1.05): small modules' "
+                "times include a noticeable share of instrumentation; see low_confidence"
+            )
+    for name, data in (("hooked", hooked_ms), ("hook-free", plain_ms)):
+        summary = summarize(data)
+        if summary is not None and summary.n >= 4 and summary.iqr_rel > 0.10:
+            notes.append(
+                f"{name} whole-model times are spread out (IQR/median {summary.iqr_rel:.2f} "
+                "> 0.10): the machine is noisy; medians are still usable, means are not"
+            )
+    return notes

@@ -1,0 +1,198 @@
+"""Profile real training steps in place (nnprofiler's ``LayerProf``, DeepSpeed's start/stop).
+
+::
+
+    with TrainingProfiler(model, start_step=5, stop_step=25) as prof:
+        for batch in loader:
+            loss = loss_fn(model(batch.x), batch.y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            prof.step()
+    print(prof.layerwise_summary())
+
+Hooks are installed only for steps ``start_step <= step < stop_step`` (counted by
+:meth:`TrainingProfiler.step`) and removed outside them and on exit; the model is never
+modified. Profiled steps alternate between forward hooks only (forward samples) and gradient
+hooks (backward samples). Without ``step()`` calls, everything inside the ``with`` block is one
+step (timed with gradient hooks, forward and backward). On CUDA, each profiled step ends with
+one device synchronisation (to read its events).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import ExitStack
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from moduleprofiler.timing.backward import (
+    BackwardMethod,
+    StepRows,
+    TrainingTiming,
+    choose_method,
+)
+from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.environment import capture_environment, environment_warnings
+from moduleprofiler.timing.overhead import calibrate_hooks
+from moduleprofiler.timing.recorder import CallRecorder
+from moduleprofiler.timing.results import ModelLayout
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class TrainingProfiler:
+    """Per-module forward/backward times of the training steps run inside its ``with`` block.
+
+    Args:
+        model: the model to watch.
+        start_step: first step (0-based, counted by :meth:`step`) to profile; earlier steps
+            run without hooks (warm-up).
+        stop_step: first step not profiled (``None``: until the block ends).
+        method: backward attribution (``"auto"``, ``"nodes"``, ``"tensors"``).
+        alternate: profiled steps alternate between forward hooks only (forward samples) and
+            gradient hooks (backward samples), so that forward times do not carry the
+            gradient hooks' cost; ``False`` takes both from every profiled step.
+        device: whose clock to use (default: the model's).
+        confidence: level of the medians' confidence intervals.
+    """
+
+    def __init__(self, model: nn.Module, *, start_step: int = 0, stop_step: int | None = None,
+                 method: BackwardMethod = "auto", alternate: bool = True,
+                 device: str | torch.device | None = None, confidence: float = 0.95) -> None:
+        if start_step < 0 or (stop_step is not None and stop_step <= start_step):
+            raise ValueError(
+                f"need 0 <= start_step < stop_step, got start_step={start_step}, "
+                f"stop_step={stop_step}"
+            )
+        self.model = model
+        self.start_step = start_step
+        self.stop_step = stop_step
+        self.grad_mode = choose_method(method)
+        self.alternate = alternate
+        self.device = resolve_device(model, None, device)
+        self.confidence = confidence
+        self.step_index = 0
+        self._stamps = make_stamps(self.device)
+        self._forward = CallRecorder(model, self._stamps, "off")
+        self._backward = CallRecorder(model, self._stamps, self.grad_mode)
+        self._rows = StepRows(ModelLayout.of(model))
+        self._current: CallRecorder | None = None
+        self._hooks: ExitStack | None = None
+        self._entered = False
+        self._environment: dict[str, Any] = {}
+        self._calibration = calibrate_hooks(self.device, self.grad_mode)
+
+    # -- context manager -------------------------------------------------------------------
+    def __enter__(self) -> TrainingProfiler:
+        self._entered = True
+        self._environment = capture_environment(self.device)
+        self._sync_hooks()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            if exc_type is None:
+                self._flush()
+        finally:
+            self._uninstall()
+            self._entered = False
+
+    @property
+    def active(self) -> bool:
+        """Whether the current step is being profiled."""
+        return self._hooks is not None
+
+    def step(self) -> None:
+        """Mark the end of a training step (call it once per step, after the optimizer)."""
+        self._flush()
+        self.step_index += 1
+        self._sync_hooks()
+
+    # -- results ---------------------------------------------------------------------------
+    def result(self) -> TrainingTiming:
+        """The profiled steps so far (the open step is closed first if it recorded calls)."""
+        if self.active:
+            self._flush(restart=True)
+        env = dict(self._environment)
+        notes = environment_warnings(env, None, self.device)
+        if not self._rows.fwd[0] and not self._rows.bwd[0]:
+            notes.append("no step was profiled: check start_step/stop_step and step() calls")
+        return self._rows.build(
+            method=self.grad_mode, separate_passes=self.alternate and bool(self._rows.fwd[0]),
+            calibration=self._calibration, device=str(self.device), clock=self._stamps.kind,
+            dropped=0, confidence=self.confidence, environment=env, warnings=tuple(notes),
+        )
+
+    def layerwise_summary(self) -> str:
+        """The model tree with median forward and backward times per step (see
+        :meth:`TrainingTiming.layerwise_summary`)."""
+        return self.result().layerwise_summary()
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per module (see :meth:`TrainingTiming.to_df`)."""
+        return self.result().to_df()
+
+    # -- internals -------------------------------------------------------------------------
+    def _in_window(self) -> bool:
+        return self.step_index >= self.start_step and (
+            self.stop_step is None or self.step_index < self.stop_step)
+
+    def _wanted(self) -> CallRecorder | None:
+        if not (self._entered and self._in_window()):
+            return None
+        if not self.alternate:
+            return self._backward
+        # window steps 0, 2, 4, ...: gradient hooks; 1, 3, 5, ...: forward hooks only. The
+        # first being a gradient-hook step, a block without step() calls gets both.
+        return self._backward if (self.step_index - self.start_step) % 2 == 0 \
+            else self._forward
+
+    def _sync_hooks(self) -> None:
+        wanted = self._wanted()
+        if wanted is self._current:
+            return
+        self._uninstall()
+        if wanted is not None:
+            self._hooks = wanted.installed()
+            self._current = wanted
+            wanted.begin()
+            wanted.mark("start")
+
+    def _uninstall(self) -> None:
+        if self._hooks is not None:
+            hooks, self._hooks = self._hooks, None
+            self._current = None
+            hooks.close()
+
+    def _flush(self, restart: bool = True) -> None:
+        """Close the open step: resolve its stamps and store it (if anything ran)."""
+        recorder = self._current
+        if recorder is None:
+            return
+        recorder.mark("end")
+        times = recorder.end()
+        if times.calls.sum() > 0:
+            kind = "backward_hooks" if recorder is self._backward else "forward_hooks"
+            if kind == "forward_hooks" or not self.alternate:
+                self._rows.add_forward(times)
+            else:
+                self._rows.add_forward(times, fallback=True)
+            if kind == "backward_hooks":
+                if math.isnan(times.bwd_unattributed) and self.grad_mode == "nodes":
+                    times.bwd_unattributed = 0.0
+                self._rows.add_backward(times)
+            self._rows.add_phases(kind, times.marks, ("start", "end"))
+        if restart:
+            recorder.begin()
+            recorder.mark("start")
+
+
+def track(model: nn.Module, **kwargs: Any) -> TrainingProfiler:
+    """``with track(model) as prof: ...`` — a :class:`TrainingProfiler` (same arguments)."""
+    return TrainingProfiler(model, **kwargs)

@@ -1,0 +1,218 @@
+"""Per-module samples of one phase (forward or backward) and the statistics derived from them.
+
+Samples are kept raw: a ``(iterations, modules)`` matrix of per-iteration times (a module
+called k times in an iteration contributes the *sum* of its k calls) for inclusive and for
+exclusive ("self") time. Everything else is computed from them on demand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from torch import nn
+
+from moduleprofiler.timing.stats import Summary, summarize
+
+STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
+               "iqr", "ci_low", "ci_high")
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """The static module tree, in ``named_modules()`` order (root first, path ``""``)."""
+
+    paths: tuple[str, ...]
+    types: tuple[str, ...]
+    depths: tuple[int, ...]
+    is_leaf: tuple[bool, ...]
+    parents: tuple[int, ...]
+    """Index of each module's parent in this layout (-1 for the root)."""
+
+    @classmethod
+    def of(cls, root: nn.Module) -> ModelLayout:
+        """The layout of ``root``."""
+        named = list(root.named_modules())
+        index = {path: i for i, (path, _) in enumerate(named)}
+        return cls(
+            paths=tuple(path for path, _ in named),
+            types=tuple(type(module).__name__ for _, module in named),
+            depths=tuple(0 if path == "" else path.count(".") + 1 for path, _ in named),
+            is_leaf=tuple(next(iter(module.children()), None) is None for _, module in named),
+            parents=tuple(-1 if path == "" else index.get(path.rpartition(".")[0], 0)
+                          for path, _ in named),
+        )
+
+    def index(self, path: str) -> int:
+        """Position of ``path`` (``"__root__"`` and ``""`` both name the root)."""
+        if path == "__root__":
+            path = ""
+        try:
+            return self.paths.index(path)
+        except ValueError:
+            raise KeyError(f"no module named {path!r}") from None
+
+    def children(self, i: int) -> list[int]:
+        """Indices of the direct children of module ``i``."""
+        return [j for j, parent in enumerate(self.parents) if parent == i]
+
+
+@dataclass(frozen=True)
+class ModuleStats:
+    """Statistics of one module in one phase, in milliseconds per iteration.
+
+    ``inclusive`` covers the module and everything it called; ``exclusive`` ("self") is
+    inclusive minus the inclusive time of its direct child calls. ``None`` when the module was
+    never called (or had no backward work). ``low_confidence`` is set when the median is
+    within 10x of the instrumentation error we expect for it (``expected_error_ms``).
+    """
+
+    path: str
+    type_name: str
+    depth: int
+    is_leaf: bool
+    calls_per_iter: float
+    inclusive: Summary | None
+    exclusive: Summary | None
+    expected_error_ms: float
+    self_expected_error_ms: float
+    low_confidence: bool | None
+    self_low_confidence: bool | None
+    corrected_median_ms: float | None = None
+    """Median inclusive time minus the calibrated attribution error of its calls (clamped at
+    0); ``None`` where no correction applies. Shown beside the raw value, never instead."""
+    self_corrected_median_ms: float | None = None
+    """Median self time minus its own calls' attribution error and the share of the child
+    calls' hook cost that lands in the parent (``per_call - attribution`` each)."""
+
+    @property
+    def called(self) -> bool:
+        """Whether the module ran at least once in the kept iterations."""
+        return self.calls_per_iter > 0
+
+
+@dataclass(frozen=True, eq=False)
+class PhaseSamples:
+    """Raw per-iteration samples of one phase, in milliseconds, shape ``(iterations, M)``.
+
+    ``nan`` marks an iteration in which the module had no time in this phase.
+    """
+
+    name: str
+    inclusive_ms: NDArray[np.float64]
+    exclusive_ms: NDArray[np.float64]
+    calls: NDArray[np.int64]
+
+    @classmethod
+    def from_rows(cls, name: str, inclusive_ns: Sequence[NDArray[np.float64]],
+                  exclusive_ns: Sequence[NDArray[np.float64]],
+                  calls: Sequence[NDArray[np.int64]], width: int) -> PhaseSamples:
+        """Stack per-iteration rows (nanoseconds) into millisecond matrices."""
+        if not inclusive_ns:
+            empty = np.zeros((0, width))
+            return cls(name, empty, empty.copy(), np.zeros((0, width), dtype=np.int64))
+        return cls(
+            name=name,
+            inclusive_ms=np.vstack(inclusive_ns) / 1e6,
+            exclusive_ms=np.vstack(exclusive_ns) / 1e6,
+            calls=np.vstack(calls).astype(np.int64),
+        )
+
+    @property
+    def iterations(self) -> int:
+        """Number of kept iterations."""
+        return int(self.inclusive_ms.shape[0])
+
+    def column(self, i: int, exclusive: bool = False) -> NDArray[np.float64]:
+        """Module ``i``'s samples (iterations where it was called and has a value)."""
+        data = self.exclusive_ms if exclusive else self.inclusive_ms
+        called = self.calls[:, i] > 0
+        values = data[called, i]
+        out: NDArray[np.float64] = values[~np.isnan(values)]
+        return out
+
+    def module_stats(self, layout: ModelLayout, attribution_ms: float, per_call_ms: float,
+                     confidence: float = 0.95, correct: bool = False) -> tuple[ModuleStats, ...]:
+        """:class:`ModuleStats` for every module of ``layout``.
+
+        Expected error per iteration: ``calls * attribution`` for inclusive time (the part of
+        a hook's own cost that falls between its two stamps), plus ``child calls * per-call
+        cost`` for self time (the children's hooks run inside the parent's interval). With
+        ``correct``, the medians minus those expected errors are reported too.
+        """
+        mean_calls = self.calls.mean(axis=0) if self.iterations else np.zeros(len(layout.paths))
+        children = [layout.children(i) for i in range(len(layout.paths))]
+        out = []
+        for i, path in enumerate(layout.paths):
+            calls = float(mean_calls[i])
+            inclusive = summarize(self.column(i), confidence) if calls > 0 else None
+            exclusive = summarize(self.column(i, True), confidence) if calls > 0 else None
+            child_calls = float(sum(mean_calls[j] for j in children[i]))
+            error = calls * attribution_ms
+            self_error = error + child_calls * per_call_ms
+            corrected = self_corrected = None
+            if correct and inclusive is not None and exclusive is not None:
+                corrected = max(0.0, inclusive.median - error)
+                self_corrected = max(0.0, exclusive.median - error
+                                     - child_calls * max(0.0, per_call_ms - attribution_ms))
+            out.append(ModuleStats(
+                path=path,
+                type_name=layout.types[i],
+                depth=layout.depths[i],
+                is_leaf=layout.is_leaf[i],
+                calls_per_iter=calls,
+                inclusive=inclusive,
+                exclusive=exclusive,
+                expected_error_ms=error,
+                self_expected_error_ms=self_error,
+                low_confidence=None if inclusive is None else inclusive.median < 10 * error,
+                self_low_confidence=(None if exclusive is None
+                                     else exclusive.median < 10 * self_error),
+                corrected_median_ms=corrected,
+                self_corrected_median_ms=self_corrected,
+            ))
+        return tuple(out)
+
+    def coverage(self, layout: ModelLayout) -> float:
+        """Sum over modules of the median self time, over the root's median inclusive time.
+
+        Per iteration the self times add up to the root's time exactly; the ratio of medians
+        tells how consistent the per-module medians are with the whole (expect 1 +- 0.03)."""
+        root = self.column(0)
+        if root.size == 0 or float(np.median(root)) <= 0:
+            return math.nan
+        total = sum(float(np.median(col)) for i in range(len(layout.paths))
+                    if (col := self.column(i, True)).size)
+        return total / float(np.median(root))
+
+    def leaf_coverage(self, layout: ModelLayout) -> float:
+        """Sum of the leaf modules' median inclusive times over the root's median: how much
+        of the model runs inside leaves (transformers: much less than 1)."""
+        root = self.column(0)
+        if root.size == 0 or float(np.median(root)) <= 0:
+            return math.nan
+        total = sum(float(np.median(col)) for i in range(len(layout.paths))
+                    if layout.is_leaf[i] and i != 0 and (col := self.column(i)).size)
+        if len(layout.paths) == 1:
+            return 1.0
+        return total / float(np.median(root))
+
+
+def stats_columns(prefix: str, summaries: Sequence[Summary | None],
+                  fields: Sequence[str] = STAT_FIELDS) -> dict[str, list[Any]]:
+    """DataFrame columns ``{prefix}{field}_ms`` from summaries (``None`` -> NaN)."""
+    columns: dict[str, list[Any]] = {}
+    for name in fields:
+        columns[f"{prefix}{name}_ms"] = [
+            getattr(s, name) if s is not None else math.nan for s in summaries
+        ]
+    return columns
+
+
+def display_name(path: str) -> str:
+    """0.0.4's name of a module path: the root is ``"__root__"``."""
+    return "__root__" if path == "" else path

@@ -1,0 +1,202 @@
+"""Statistics of timing samples: percentiles, a distribution-free CI of the median, summaries.
+
+Timing distributions have heavy right tails (preemption, page faults, allocator work), so the
+headline numbers are the median and the interquartile range; mean and standard deviation are
+kept for 0.0.4 compatibility and because the tail is real latency. Nothing is trimmed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+_EXACT_LIMIT = 1000
+"""Up to this many samples the binomial tail is summed exactly; above, a normal approximation
+with continuity correction is used (it is off by at most one rank there)."""
+
+
+def as_samples(samples: ArrayLike) -> NDArray[np.float64]:
+    """Samples as a 1-D float64 array (a copy is not made when not needed)."""
+    array = np.asarray(samples, dtype=np.float64).reshape(-1)
+    return array
+
+
+def percentile(samples: ArrayLike, q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation between order statistics.
+
+    This is numpy's default (and pandas' ``quantile``) method: for sorted ``x`` of length
+    ``n`` the position is ``(n - 1) * q / 100``. ``nan`` for no samples.
+    """
+    array = as_samples(samples)
+    if array.size == 0:
+        return math.nan
+    return float(np.percentile(array, q))
+
+
+@lru_cache(maxsize=4096)
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks ``(lo, hi)`` of the sorted samples that bound the median with at least
+    ``confidence`` coverage, whatever the distribution (binomial order-statistic interval).
+
+    With ``B ~ Binomial(n, 1/2)`` the interval ``[x_(l), x_(n-l+1)]`` (1-based) covers the
+    population median with probability ``1 - 2 P(B <= l - 1)``; ``l`` is the largest rank that
+    keeps this at least ``confidence``. ``None`` when no interval reaches it (``n < 6`` at 95 %).
+
+    Example: n = 10 -> P(B <= 1) = 11/1024 <= 0.025 < P(B <= 2) = 56/1024, so l = 2 and the
+    interval is ``[x_(2), x_(9)]``, i.e. ranks ``(1, 8)``, coverage 1 - 22/1024 = 0.9785.
+    """
+    if n <= 0:
+        return None
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    tail = (1.0 - confidence) / 2.0
+    if n <= _EXACT_LIMIT:
+        # exact: the integer cumulative sum against tail * 2**n (2**1000 still fits a float)
+        limit = tail * 2.0**n
+        cumulative = 0
+        coefficient = 1
+        l_count = 0  # the largest l - 1 + 1 whose lower tail P(B <= l - 1) stays within it
+        for i in range(n + 1):
+            cumulative += coefficient
+            if cumulative > limit:
+                break
+            l_count = i + 1
+            coefficient = coefficient * (n - i) // (i + 1)
+        l_rank = l_count  # 1-based rank l = l_count, valid when >= 1
+    else:
+        z = _normal_quantile(1.0 - tail)
+        l_rank = math.floor(n / 2.0 - 0.5 - z * math.sqrt(n) / 2.0) + 1
+    if l_rank < 1:
+        return None
+    return l_rank - 1, n - l_rank
+
+
+def _normal_quantile(p: float) -> float:
+    """Inverse standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9)."""
+    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
+         1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
+    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
+         6.680131188771972e01, -1.328068155288572e01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
+         -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00,
+         3.754408661907416e00)
+    if p < 0.02425:
+        q = math.sqrt(-2 * math.log(p))
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+    if p > 1 - 0.02425:
+        return -_normal_quantile(1 - p)
+    q = p - 0.5
+    r = q * q
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / (
+        ((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+
+
+def median_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free ``confidence`` interval of the median (see :func:`median_ci_ranks`);
+    ``(nan, nan)`` when there are too few samples for that confidence."""
+    array = as_samples(samples)
+    ranks = median_ci_ranks(array.size, confidence)
+    if ranks is None:
+        return math.nan, math.nan
+    ordered = np.sort(array)
+    return float(ordered[ranks[0]]), float(ordered[ranks[1]])
+
+
+def relative_ci_halfwidth(median: float, ci_low: float, ci_high: float) -> float:
+    """The larger side of the CI as a fraction of the median: ``max(m - lo, hi - m) / m``.
+
+    The order-statistic interval is not symmetric, so the larger side is the honest figure.
+    ``inf`` when the CI is undefined or the median is 0.
+    """
+    if math.isnan(ci_low) or math.isnan(ci_high) or median <= 0:
+        return math.inf
+    return max(median - ci_low, ci_high - median) / median
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics of one set of samples, all in the samples' unit (milliseconds here).
+
+    ``std`` is the sample standard deviation (``ddof=1``, ``nan`` for one sample), percentiles
+    interpolate linearly, ``ci_low``/``ci_high`` bound the median at ``confidence``.
+    """
+
+    n: int
+    mean: float
+    median: float
+    std: float
+    min: float
+    max: float
+    p5: float
+    p25: float
+    p75: float
+    p95: float
+    p99: float
+    iqr: float
+    ci_low: float
+    ci_high: float
+    confidence: float = 0.95
+
+    @property
+    def ci_halfwidth_rel(self) -> float:
+        """The CI's larger side over the median (0.01 = the median is known to within 1 %)."""
+        return relative_ci_halfwidth(self.median, self.ci_low, self.ci_high)
+
+    @property
+    def iqr_rel(self) -> float:
+        """IQR / median: the spread; ``torch.utils.benchmark`` warns above 0.1."""
+        return self.iqr / self.median if self.median > 0 else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields plus ``ci_halfwidth_rel`` and ``iqr_rel``."""
+        data = asdict(self)
+        data["ci_halfwidth_rel"] = self.ci_halfwidth_rel
+        data["iqr_rel"] = self.iqr_rel
+        return data
+
+
+def summarize(samples: ArrayLike, confidence: float = 0.95) -> Summary | None:
+    """A :class:`Summary` of ``samples``, or ``None`` when there are none."""
+    array = as_samples(samples)
+    n = int(array.size)
+    if n == 0:
+        return None
+    p5, p25, median, p75, p95, p99 = (
+        float(v) for v in np.percentile(array, [5, 25, 50, 75, 95, 99])
+    )
+    ci_low, ci_high = median_ci(array, confidence)
+    return Summary(
+        n=n,
+        mean=float(array.mean()),
+        median=median,
+        std=float(array.std(ddof=1)) if n > 1 else math.nan,
+        min=float(array.min()),
+        max=float(array.max()),
+        p5=p5,
+        p25=p25,
+        p75=p75,
+        p95=p95,
+        p99=p99,
+        iqr=p75 - p25,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        confidence=confidence,
+    )
+
+
+def throughput(batch_size: float, durations_s: Sequence[float] | NDArray[np.float64]) -> float:
+    """Items per second over a run: ``batch_size * n / sum(t)`` (never ``mean(batch / t)``,
+    which overweights the fast iterations)."""
+    array = as_samples(durations_s)
+    total = float(array.sum())
+    if array.size == 0 or total <= 0:
+        return math.nan
+    return batch_size * array.size / total

@@ -1,0 +1,65 @@
+"""CUDA timing (skipped without a GPU): events, not CPU clocks around async launches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler.timing import benchmark, time_modules, train_step_times
+from moduleprofiler.timing.clock import make_stamps, resolve_device
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class Sleep(nn.Module):
+    """Keeps the GPU busy for ``cycles`` clock cycles (``torch.cuda._sleep``)."""
+
+    def __init__(self, cycles: int) -> None:
+        super().__init__()
+        self.cycles = cycles
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.cuda._sleep(self.cycles)
+        return x
+
+
+def _event_ms(module: nn.Module, x: torch.Tensor, reps: int = 20) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        module(x)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[reps // 2]
+
+
+def test_device_is_resolved_by_type():
+    model = nn.Linear(2, 2).cuda()
+    device = resolve_device(model)
+    assert device.type == "cuda" and device.index is not None
+    assert make_stamps(device).kind == "cuda-events"
+
+
+def test_sleep_modules_timed_with_events():
+    x = torch.zeros(1, device="cuda")
+    short, long = Sleep(200_000), Sleep(2_000_000)
+    truth = {"0": _event_ms(short, x), "1": _event_ms(long, x)}
+    timing = time_modules(nn.Sequential(short, long), x, num_iters=20, drop_first=5,
+                          warmup_seconds=0, device="cuda")
+    assert timing.clock == "cuda-events"
+    for path, expected in truth.items():
+        measured = timing.module(path).inclusive.median
+        assert abs(measured - expected) / expected < 0.05, (path, measured, expected)
+    result = benchmark(nn.Sequential(short, long), x, warmup_seconds=0.1, max_seconds=2)
+    assert result.median_ms >= 0.95 * (truth["0"] + truth["1"])
+
+
+def test_training_step_on_cuda():
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(inplace=True), nn.Linear(256, 10)).cuda()
+    timing = train_step_times(model, torch.randn(64, 256, device="cuda"), num_iters=6,
+                              drop_first=2)
+    assert timing.module("0").backward.inclusive.median > 0
+    assert timing.clock == "cuda-events"

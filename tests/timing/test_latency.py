@@ -1,0 +1,131 @@
+"""Whole-model latency: stopping rules, dropped warm-up, statistics, restored state."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler.timing import benchmark
+from moduleprofiler.timing import latency as latency_module
+from tests.timing.helpers import Spin, isolated_ms, rel_err, training_flags, within_attempts
+
+
+class _FakeTimer:
+    """Replaces the clock: returns a scripted sequence of nanoseconds per iteration."""
+
+    script: Iterator[float]
+
+    def __init__(self, device: torch.device, invoke: Any, calls: int) -> None:
+        self.invoke = invoke
+
+    def __call__(self) -> float:
+        self.invoke()
+        return next(_FakeTimer.script)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> type[_FakeTimer]:
+    monkeypatch.setattr(latency_module, "_IterationTimer", _FakeTimer)
+    return _FakeTimer
+
+
+def _lognormal_ns(seed: int = 0) -> Iterator[float]:
+    rng = np.random.default_rng(seed)
+    while True:
+        yield float(1e6 * rng.lognormal(0.0, 0.2))
+
+
+def test_adaptive_stops_on_target_ci(fake_clock):
+    fake_clock.script = _lognormal_ns()
+    result = benchmark(nn.Identity(), torch.zeros(4, 3), warmup_iters=0, warmup_seconds=0,
+                       target_ci=0.02, max_seconds=30)
+    assert result.stop_reason == "target_ci"
+    assert result.ci_halfwidth_rel <= 0.02
+    assert result.ci_low_ms <= result.median_ms <= result.ci_high_ms
+    # lognormal(0, 0.2) around 1 ms: the 95 % CI of the median at n ~ 200-400 is about +-2 %
+    assert 50 <= result.n <= 2000
+    assert result.median_ms == pytest.approx(1.0, rel=0.05)
+
+
+def test_slow_first_iterations_are_dropped(fake_clock):
+    fake_clock.script = iter([50e6, 20e6] + [1e6 + 1e3 * i for i in range(30)])
+    result = benchmark(nn.Identity(), torch.zeros(2), warmup_iters=0, warmup_seconds=0,
+                       num_iters=22, drop_first=2, target_ci=None, max_seconds=None)
+    assert result.stop_reason == "num_iters"
+    assert result.n == 20 and result.dropped == 2
+    assert result.max_ms == pytest.approx(1.019)  # 1 ms + 19 us: neither 50 nor 20 ms kept
+    # throughput: batch 2 * 20 / sum(t); sum = 20 ms + (0..19 us) = 20.19 ms
+    assert result.throughput == pytest.approx(2 * 20 / 0.02019)
+    assert result.iterations_per_second == pytest.approx(20 / 0.02019)
+
+
+def test_time_budget_stops_and_says_so(fake_clock):
+    fake_clock.script = _lognormal_ns(1)
+    result = benchmark(nn.Identity(), torch.zeros(1), warmup_iters=0, warmup_seconds=0,
+                       target_ci=1e-6, max_seconds=0.05)
+    assert result.stop_reason == "max_seconds"
+    assert any("time budget" in w for w in result.warnings)
+
+
+def test_real_spin_latency_and_restored_state():
+    model = nn.Sequential(Spin(300), nn.BatchNorm1d(3))
+    model[1].eval()  # a frozen BN inside a training model must stay frozen
+    before = training_flags(model)
+    threads = torch.get_num_threads()
+    result = benchmark(model, torch.zeros(4, 3), warmup_iters=3, warmup_seconds=0,
+                       num_iters=25, drop_first=5, target_ci=None, max_seconds=None,
+                       num_threads=1, cold=True)
+    assert result.n == 20 and result.stop_reason == "num_iters"
+    assert result.median_ms >= 0.3  # 300 us of spin plus a small BatchNorm
+    assert result.cold_ms is not None and result.cold_ms > 0.29
+    assert result.intraop_threads == 1 and result.batch_size == 4
+    assert torch.get_num_threads() == threads
+    assert gc.isenabled()
+    assert training_flags(model) == before
+    data = result.to_dict()
+    assert data["n"] == 20 and len(data["samples_ms"]) == 20
+    for key in ("median_ms", "p99_ms", "ci_low_ms", "throughput", "hardware", "torch_version"):
+        assert key in data
+
+
+def test_known_latency_within_band():
+    spin = Spin(400)
+
+    def check() -> list[str]:
+        result = benchmark(spin, torch.zeros(2), warmup_iters=5, warmup_seconds=0,
+                           target_ci=0.01, max_seconds=2, num_threads=1)
+        truth = 0.4 + isolated_ms(Spin(0), torch.zeros(2))
+        if abs(rel_err(result.median_ms, truth)) > 0.04:  # no hooks: only the noise
+            return [f"median {result.median_ms:.4f} ms vs {truth:.4f}"]
+        if result.stop_reason != "target_ci":
+            return [f"stopped on {result.stop_reason}"]
+        return []
+
+    within_attempts(check)
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="drop_first"):
+        benchmark(nn.Identity(), torch.zeros(1), num_iters=5, drop_first=5)
+    with pytest.raises(ValueError, match="nothing would stop"):
+        benchmark(nn.Identity(), torch.zeros(1), target_ci=None, max_seconds=None)
+    with pytest.raises(TypeError):
+        benchmark(lambda x: x, torch.zeros(1))  # type: ignore[arg-type]
+
+
+def test_inputs_and_pred_fn():
+    model = nn.Bilinear(3, 4, 2)
+    x, y = torch.zeros(5, 3), torch.zeros(5, 4)
+    common: dict[str, Any] = dict(warmup_iters=1, warmup_seconds=0, num_iters=3,
+                                  target_ci=None)
+    assert benchmark(model, (x, y), **common).n == 3
+    assert benchmark(model, {"input1": x, "input2": y}, **common).n == 3
+    calls = []
+    assert benchmark(model, x, pred_fn=lambda a: calls.append(1) or model(a, y), **common).n == 3
+    assert len(calls) == 1 + 3  # one warm-up + three timed

@@ -1,0 +1,79 @@
+"""Live profiling of real training steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler.timing import TrainingProfiler, track
+from tests.timing.helpers import Spin, no_hooks_left, training_flags
+
+
+def _model() -> nn.Module:
+    return nn.Sequential(Spin(40, 150, param=True), nn.ReLU(inplace=True), Spin(40, 250))
+
+
+def test_start_stop_window_and_alternation():
+    model = _model()
+    flags = training_flags(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    hooked_steps = []
+    with TrainingProfiler(model, start_step=2, stop_step=8) as prof:
+        for _ in range(10):
+            hooked_steps.append(not no_hooks_left(model))
+            loss = model(torch.randn(8)).sum()  # kept alive into the next step on purpose
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            prof.step()
+    assert hooked_steps == [False, False] + [True] * 6 + [False, False]
+    assert no_hooks_left(model) and training_flags(model) == flags
+    timing = prof.result()
+    # 6 profiled steps: 3 with gradient hooks, 3 with forward hooks only
+    assert timing.forward.iterations == 3 and timing.backward.iterations == 3
+    assert timing.separate_passes
+    first = timing.module("0")
+    # the first layer's backward is its 150 us spin (its input needs no grad), not ~0
+    assert 0.97 * 0.15 <= first.backward.inclusive.median <= 0.15 * 1.5 + 0.1
+    assert timing.module("2").backward.inclusive.median >= 0.97 * 0.25
+    assert timing.module("2").forward.inclusive.median >= 0.97 * 0.04
+    text = prof.layerwise_summary()
+    for name in ("__root__ (Sequential)", "0 (Spin)", "1 (ReLU)", "2 (Spin)", "fwd_ms",
+                 "bwd_ms"):
+        assert name in text
+    frame = prof.to_df()
+    assert list(frame["module"]) == ["__root__", "0", "1", "2"]
+    assert frame["backward_median_ms"].iloc[3] >= 0.97 * 0.25
+
+
+def test_without_step_calls_the_block_is_one_step():
+    model = _model()
+    with track(model) as prof:
+        model(torch.randn(4)).sum().backward()
+        summary = prof.layerwise_summary()  # inside the block, as with nnprofiler
+    assert "2 (Spin)" in summary
+    timing = prof.result()
+    assert timing.backward.iterations == 1 and timing.forward.iterations == 1
+    assert not timing.separate_passes
+    assert timing.module("2").backward.inclusive.median >= 0.97 * 0.25
+    assert no_hooks_left(model)
+
+
+def test_exception_inside_the_block_removes_hooks():
+    model = _model()
+    with pytest.raises(RuntimeError, match="stop"), TrainingProfiler(model) as prof:
+        model(torch.randn(4)).sum().backward()
+        assert prof.active
+        raise RuntimeError("stop")
+    assert no_hooks_left(model) and not prof.active
+
+
+def test_validation_and_empty_result():
+    with pytest.raises(ValueError, match="start_step"):
+        TrainingProfiler(nn.Linear(2, 2), start_step=3, stop_step=3)
+    model = nn.Linear(2, 2)
+    with TrainingProfiler(model, start_step=5) as prof:
+        model(torch.randn(1, 2)).sum().backward()
+        prof.step()
+    assert any("no step was profiled" in w for w in prof.result().warnings)

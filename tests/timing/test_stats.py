@@ -1,0 +1,93 @@
+"""Statistics on synthetic samples, against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from moduleprofiler.timing.stats import (
+    median_ci,
+    median_ci_ranks,
+    percentile,
+    relative_ci_halfwidth,
+    summarize,
+    throughput,
+)
+
+
+def test_percentiles_interpolate_linearly():
+    samples = list(range(1, 11))  # 1..10, position (n - 1) * q / 100 = 9q/100
+    assert percentile(samples, 25) == pytest.approx(3.25)  # 1 + 2.25
+    assert percentile(samples, 5) == pytest.approx(1.45)  # 1 + 0.45
+    assert percentile(samples, 95) == pytest.approx(9.55)  # 1 + 8.55
+    assert percentile(samples, 99) == pytest.approx(9.91)  # 1 + 8.91
+    assert math.isnan(percentile([], 50))
+
+
+def test_summary_values():
+    s = summarize([4.0, 1.0, 3.0, 2.0])
+    assert s is not None
+    assert (s.n, s.mean, s.median, s.min, s.max) == (4, 2.5, 2.5, 1.0, 4.0)
+    # sample std: sqrt(((1.5^2 + 0.5^2) * 2) / 3) = sqrt(5 / 3)
+    assert s.std == pytest.approx(math.sqrt(5 / 3))
+    assert s.p25 == pytest.approx(1.75)  # 1 + 0.75
+    assert s.p75 == pytest.approx(3.25)
+    assert s.iqr == pytest.approx(1.5)
+    assert math.isnan(s.ci_low)  # n = 4 < 6: no 95 % interval exists
+    assert summarize([]) is None
+    assert math.isnan(summarize([1.0]).std)  # ddof=1 with one sample, as pandas
+
+
+def test_median_ci_ranks_match_binomial_tables():
+    # n = 10: P(B <= 1) = 11/1024 <= 0.025 < P(B <= 2) = 56/1024 -> [x(2), x(9)]
+    assert median_ci_ranks(10) == (1, 8)
+    # n = 6: P(B = 0) = 1/64 = 0.0156 <= 0.025 -> [min, max]; n = 5: 1/32 > 0.025
+    assert median_ci_ranks(6) == (0, 5)
+    assert median_ci_ranks(5) is None
+    # n = 100: the textbook interval is [x(40), x(61)]
+    assert median_ci_ranks(100) == (39, 60)
+    # exact and normal-approximation branches meet smoothly
+    lo_exact, hi_exact = median_ci_ranks(1000)
+    lo_norm, hi_norm = median_ci_ranks(1001)
+    assert abs(lo_exact - lo_norm) <= 1 and abs(hi_norm - hi_exact) <= 2
+    # 99 %: n = 10 -> P(B <= 0) = 1/1024 <= 0.005 < P(B <= 1) -> [min, max]
+    assert median_ci_ranks(10, 0.99) == (0, 9)
+
+
+def test_median_ci_values_and_relative_width():
+    low, high = median_ci(np.arange(1.0, 11.0))
+    assert (low, high) == (2.0, 9.0)
+    assert relative_ci_halfwidth(5.5, 2.0, 9.0) == pytest.approx(3.5 / 5.5)
+    assert relative_ci_halfwidth(1.0, 0.98, 1.005) == pytest.approx(0.02)  # larger side
+    assert relative_ci_halfwidth(1.0, math.nan, math.nan) == math.inf
+
+
+def test_median_ci_coverage_on_skewed_data():
+    # lognormal latencies with a heavy tail: the interval must cover the true median
+    # at least 95 % of the time (exact coverage for n = 31 is 1 - 2 P(B <= 9) = 0.971)
+    rng = np.random.default_rng(0)
+    true_median = 1.0  # median of lognormal(0, s) is exp(0)
+    trials = 2000
+    covered = 0
+    for _ in range(trials):
+        low, high = median_ci(rng.lognormal(0.0, 0.8, size=31))
+        covered += low <= true_median <= high
+    assert 0.95 <= covered / trials <= 0.99
+
+
+def test_outliers_move_mean_not_median():
+    samples = [1.0] * 95 + [50.0] * 5
+    s = summarize(samples)
+    assert s.median == 1.0 and s.p95 == pytest.approx(1.0 + 0.05 * 49)  # p95 at 94.05
+    assert s.mean == pytest.approx(3.45)  # (95 + 250) / 100
+    assert s.max == 50.0  # the tail is kept, never trimmed
+
+
+def test_throughput_is_total_items_over_total_time():
+    # 3 iterations of batch 8 in 0.1 + 0.2 + 0.3 s: 24 items / 0.6 s = 40 items/s
+    assert throughput(8, [0.1, 0.2, 0.3]) == pytest.approx(40.0)
+    # not mean(8 / t) = (80 + 40 + 26.67) / 3 = 48.9
+    assert throughput(8, [0.1, 0.2, 0.3]) != pytest.approx(np.mean([80, 40, 80 / 3]))
+    assert math.isnan(throughput(8, []))
