@@ -11,6 +11,17 @@ from torch import Tensor, nn
 Invocation = Callable[[], Any]
 
 
+def unwrap_compiled(module: nn.Module) -> nn.Module:
+    """The original module of a ``torch.compile``d one (``OptimizedModule``), else ``module``.
+
+    Profiling goes through the original eager module, so module paths are the user's own
+    (without the ``_orig_mod.`` prefix) and the compiled graph is left alone."""
+    original = getattr(module, "_orig_mod", None)
+    if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+        return original
+    return module
+
+
 def make_invocation(
     module: nn.Module, input: Any, pred_fn: Callable[..., Any] | None = None
 ) -> Invocation:

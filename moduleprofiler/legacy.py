@@ -13,6 +13,7 @@ from torch import nn
 
 from moduleprofiler.export.frame import count_series, sum_known
 from moduleprofiler.export.tables import PathLike, latex_tabular, write_csv, write_html
+from moduleprofiler.inputs import unwrap_compiled
 
 if TYPE_CHECKING:
     from moduleprofiler.records import Profile
@@ -89,6 +90,7 @@ class LegacyPasses:
         is a fraction of the root's parameters (0.0 for a parameter-less model). Buffers are
         reported separately in ``buffers`` and ``buffers_size_bits``.
         """
+        module = unwrap_compiled(module)
         self._log(f"Counting parameters of {type(module).__name__}")
         root_total = sum(p.numel() for p in module.parameters())
         result: dict[str, dict[str, Any]] = {}

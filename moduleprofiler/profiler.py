@@ -11,7 +11,7 @@ from torch import nn
 
 from moduleprofiler.collect import Collector, FormulaMaps
 from moduleprofiler.errors import ProfilingError
-from moduleprofiler.inputs import make_invocation
+from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.legacy import LegacyPasses
 from moduleprofiler.records import Profile
 from moduleprofiler.registry import (
@@ -132,6 +132,12 @@ class ModuleProfiler(LegacyPasses):
         """
         if not isinstance(module, nn.Module):
             raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        if isinstance(module, torch.jit.ScriptModule):
+            raise ProfilingError(
+                f"{type(module).__name__} is a TorchScript module, which cannot carry Python "
+                "hooks: profile the original nn.Module (count_params works on either)"
+            )
+        module = unwrap_compiled(module)
         self._log(f"Profiling {type(module).__name__}")
         collector = Collector(module, self._formula_maps(operators), backward=backward,
                               loss_fn=loss_fn)

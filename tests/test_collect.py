@@ -267,3 +267,20 @@ def test_operators_are_counted_inside_children_of_formula_containers() -> None:
     assert [(r.ops, r.ops_source) for r in blocks] == [(8, "operator"), (8, "operator")]
     # Linear(4, 4) on 2 rows: 2 * 4 * (2 * 4) = 64 ops each; total 2 * (64 + 8) = 144
     assert profile.total_ops == 144 and profile.complete
+
+
+def test_compiled_module_is_profiled_through_its_original_with_paths_unchanged() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    compiled = torch.compile(model)
+    profile = ModuleProfiler().profile(compiled, torch.randn(2, 4))
+    assert [r.path for r in profile.records] == ["", "0", "1"]
+    # Linear(4, 4) on 2 rows: 2 * 4 * 8 = 64; ReLU 8
+    assert profile.total_ops == 72
+    assert "0" in ModuleProfiler().count_params(compiled)
+
+
+def test_torchscript_module_gives_a_clear_error() -> None:
+    scripted = torch.jit.script(nn.Sequential(nn.Linear(4, 4)))
+    with pytest.raises(ProfilingError, match="TorchScript"):
+        ModuleProfiler().profile(scripted, torch.randn(2, 4))
+    assert ModuleProfiler().count_params(scripted)["__root__"]["trainable_params"] == 20
