@@ -148,6 +148,8 @@ class ModuleProfiler(LegacyPasses):
             raise ProfilingError(
                 "strict=True and some work has no formula: modules "
                 f"{list(profile.unsupported)}, operators {profile.unsupported_ops}"
+                + (f", backward operators {profile.backward_unsupported_ops}"
+                   if profile.backward_unsupported_ops else "")
             )
         return profile
 

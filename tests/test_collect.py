@@ -284,3 +284,15 @@ def test_torchscript_module_gives_a_clear_error() -> None:
     with pytest.raises(ProfilingError, match="TorchScript"):
         ModuleProfiler().profile(scripted, torch.randn(2, 4))
     assert ModuleProfiler().count_params(scripted)["__root__"]["trainable_params"] == 20
+
+
+def test_strict_raises_when_an_operator_has_no_formula() -> None:
+    class Odd(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.special.zeta(x, x)  # no operator formula for the Hurwitz zeta
+
+    profile = ModuleProfiler().profile(Odd(), torch.rand(3) + 2)
+    assert profile.unsupported_ops == {"aten.special_zeta": 1} and not profile.complete
+    assert "" in profile.unsupported
+    with pytest.raises(ProfilingError, match="special_zeta"):
+        ModuleProfiler().profile(Odd(), torch.rand(3) + 2, strict=True)

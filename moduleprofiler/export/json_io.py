@@ -2,7 +2,8 @@
 
 The document is :func:`~moduleprofiler.export.frame.profile_to_dict` (``schema_version``,
 ``totals``, ``records``, ``modules``, ...) plus what a :class:`Profile` needs to be rebuilt
-(``unsupported_ops``, ``outside_ops``, ``outside_macs``). The values of the record and
+(every other :class:`Profile` field: ``unsupported_ops``, ``outside_ops``, the backward
+results). The values of the record and
 module fields (shape trees above all) keep their Python structure:
 tuples are JSON arrays, lists ``{"__list__": [...]}``, dicts JSON objects (or
 ``{"__dict__": [[key, value], ...]}`` for keys that are not strings), non-finite floats
@@ -80,13 +81,21 @@ def _hashable(key: Any) -> Any:
     return key
 
 
+_PROFILE_FIELDS = tuple(
+    field.name for field in dataclasses.fields(Profile)
+    if field.init and field.name not in ("records", "modules", "excluded", "total_params",
+                                         "total_buffers", "_by_path")
+)
+"""Profile fields stored at the top level of the document, beside its tables and totals."""
+
+
 def profile_document(profile: Profile) -> dict[str, Any]:
     """The JSON document of ``profile`` as Python data (already JSON-native)."""
     document: dict[str, Any] = {"document": DOCUMENT, "moduleprofiler_version": __version__}
     document.update(profile_to_dict(profile))
-    document["unsupported_ops"] = dict(profile.unsupported_ops)
-    document["outside_ops"] = profile.outside_ops
-    document["outside_macs"] = profile.outside_macs
+    for name in _PROFILE_FIELDS:  # unsupported_ops, outside_ops, backward results, ...
+        value = getattr(profile, name)
+        document[name] = dict(value) if isinstance(value, Mapping) else value
     for key in _TABLES:
         document[key] = [{name: encode(value) for name, value in row.items()}
                          for row in document[key]]
@@ -149,9 +158,7 @@ def profile_from_document(document: Mapping[str, Any]) -> Profile:
         excluded=tuple(document.get("excluded", ())),
         total_params=totals.get("params", 0),
         total_buffers=totals.get("buffers", 0),
-        unsupported_ops=dict(document.get("unsupported_ops", {})),
-        outside_ops=document.get("outside_ops", 0),
-        outside_macs=document.get("outside_macs", 0),
+        **{name: document[name] for name in _PROFILE_FIELDS if name in document},
     )
 
 

@@ -75,3 +75,17 @@ def test_two_runs_compared_after_a_round_trip() -> None:
     frame = compare(before, after).df.set_index("module")
     assert frame.loc["", "inclusive_ops_ratio"] == pytest.approx(3.0)
     assert frame.loc["shared", "params_delta"] == 0
+
+
+def test_backward_results_round_trip() -> None:
+    import torch
+    from torch import nn
+
+    from moduleprofiler import ModuleProfiler, Profile
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(inplace=True), nn.Linear(4, 2))
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True)
+    again = Profile.from_json(profile.to_json())
+    assert again == profile
+    # 3 rows: first Linear weight grad 3*4*4 = 48, last Linear input + weight grads 2*3*4*2 = 48
+    assert again.total_backward_macs == 96 and again.backward
