@@ -153,11 +153,10 @@ class Collector:
         for path, module in root.named_modules():
             self._paths[id(module)] = path
             self._modules.append(module)
-        self._has_lazy = any(
-            isinstance(p, UninitializedTensorMixin)
-            for p in (*root.parameters(), *root.buffers())
-        )
         self._infos = module_infos(root)
+        self._has_lazy = any(isinstance(t, UninitializedTensorMixin)
+                             for module in self._modules
+                             for t in (*module._parameters.values(), *module._buffers.values()))
         self._info_by_path = {info.path: info for info in self._infos}
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._stack: list[_Frame] = []
@@ -216,8 +215,8 @@ class Collector:
                 path for path, module in zip(self._paths.values(), self._modules)
                 if self._is_excluded(module)
             ),
-            total_params=sum(p.numel() for p in self._root.parameters()),
-            total_buffers=sum(b.numel() for b in self._root.buffers()),
+            total_params=self._infos[0].params,
+            total_buffers=self._infos[0].buffers,
             unsupported_ops=dict(self._unsupported_operators),
             outside_ops=self._outside.operator_ops,
             outside_macs=self._outside.operator_macs,
@@ -296,10 +295,16 @@ class Collector:
         resolved = self._resolve(module)
         inputs = formula_inputs(module, args, kwargs)
         ops, macs, source = self._own_counts(resolved, frame, module, path, inputs, output)
-        try:
-            input_size, output_size = resolved.io_size(module, inputs, output)
-        except Exception as exc:
-            self._fail_formula(exc, path, module, "io-size function")
+        input_shapes = shape_tree(args)
+        output_shapes = shape_tree(output)
+        if resolved.io_size is default_io_size:  # the same trees: no need to walk them again
+            input_size = shape_tree(inputs[0]) if inputs else None
+            output_size = output_shapes
+        else:
+            try:
+                input_size, output_size = resolved.io_size(module, inputs, output)
+            except Exception as exc:
+                self._fail_formula(exc, path, module, "io-size function")
 
         complete = frame.child_complete and source in ("formula", "operator", "excluded")
         inclusive_ops = frame.child_ops + (ops or 0)
@@ -310,7 +315,6 @@ class Collector:
             parent.child_macs += inclusive_macs
             parent.child_complete = parent.child_complete and complete
 
-        input_shapes = shape_tree(args)
         if kwargs:
             input_shapes = (*input_shapes, shape_tree(kwargs))
         if self._backward is not None:
@@ -325,7 +329,7 @@ class Collector:
             call_number=call_number,
             input_shapes=input_shapes,
             input_dtypes=dtypes_of((args, kwargs)) if kwargs else dtypes_of(args),
-            output_shapes=shape_tree(output),
+            output_shapes=output_shapes,
             output_dtypes=dtypes_of(output),
             output_bytes=new_storage_bytes(output, args, kwargs, self._own_tensors(module)),
             input_size=input_size,
@@ -396,9 +400,12 @@ class Collector:
             self._observer.set_active(not (self._stack and self._stack[-1].covered))
 
     def _own_tensors(self, module: nn.Module) -> list[torch.Tensor]:
+        # Direct parameters and buffers only: an output aliasing them (``return self.weight``)
+        # is not new memory; a descendant's tensors are checked at the descendant's call.
         tensors = self._tensors.get(id(module))
         if tensors is None:
-            tensors = [*module.parameters(), *module.buffers()]
+            tensors = [t for t in (*module._parameters.values(), *module._buffers.values())
+                       if t is not None]
             self._tensors[id(module)] = tensors
         return tensors
 

@@ -72,6 +72,10 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def dtypes_of(value: Any) -> tuple[str, ...]:
     """Distinct dtypes of the tensors in ``value``, in order of first appearance."""
+    if isinstance(value, Tensor):  # the common cases, without walking
+        return (dtype_name(value.dtype),)
+    if type(value) is tuple and len(value) == 1 and isinstance(value[0], Tensor):
+        return (dtype_name(value[0].dtype),)
     seen: dict[str, None] = {}
     for tensor in iter_tensors(value):
         seen.setdefault(dtype_name(tensor.dtype), None)
