@@ -116,8 +116,13 @@ def on_meta(build: Build) -> tuple[int, int] | str:
     try:
         with torch.device("meta"):
             model, example = build()
-    except Exception as exc:  # some constructors compute with tensors: not ours to fix
-        return f"model cannot be built on meta ({type(exc).__name__})"
+    except Exception:
+        # Some constructors compute with tensor values (torchvision's RegNet widths): build
+        # on the CPU, then move the model and its input to meta.
+        model, example = build()
+        model = model.to("meta")
+        example = ({key: value.to("meta") for key, value in example.items()}
+                   if isinstance(example, dict) else example.to("meta"))
     try:
         return ours(model.eval(), example)
     except Exception as exc:  # report, keep going
@@ -184,10 +189,12 @@ def main() -> None:
     parser.add_argument("--no-meta", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
-    table = builders(args.quick or bool(args.models))
+    table = builders(args.quick and not args.models)
     if args.models:
-        table = {name: table[name] for name in args.models if name in table} or {
-            name: build for name, build in builders(False).items() if name in args.models}
+        unknown = sorted(set(args.models) - set(table))
+        if unknown:
+            parser.error(f"unknown models: {unknown}")
+        table = {name: table[name] for name in args.models}
     worst: dict[str, float] = {}
     header = f"{'model':<22} {'reference':>16} {'ours':>7} {'meta':>7} {'params':>6}"
     print(header + ("  peers (ratio)" if args.peers else ""))
