@@ -169,6 +169,7 @@ class Collector:
         # Work done by operators outside every module call (e.g. in a ``pred_fn``).
         self._outside = _Frame(-1, None, -1, root, None)
         self._unsupported_operators: dict[str, int] = {}
+        self._operator_formulas: dict[Any, Any] = {}  # lookups cached for this pass
 
     # -- public ----------------------------------------------------------------------------
     def run(self, invoke: Callable[[], Any]) -> Profile:
@@ -366,7 +367,9 @@ class Collector:
     def _on_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                      out: Any) -> None:
         frame = self._stack[-1] if self._stack else self._outside
-        formula = lookup(func)
+        formula = self._operator_formulas.get(func, _NOT_LOOKED_UP)
+        if formula is _NOT_LOOKED_UP:
+            formula = self._operator_formulas[func] = lookup(func)
         if formula is None:  # free: views, copies, allocations
             return
         if formula is MISSING:
@@ -483,6 +486,9 @@ class Collector:
             f"{type(exc).__name__}: {exc}",
             path,
         )
+
+
+_NOT_LOOKED_UP = object()
 
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
