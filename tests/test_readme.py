@@ -28,3 +28,22 @@ def test_readme_gives_exactly_the_ci_commands() -> None:
     assert len(commands) == 2
     for command in commands:
         assert command in ci.splitlines()
+
+
+def test_readme_command_lines_run(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    text = README.read_text(encoding="utf-8")
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+                for line in block.splitlines() if line.startswith("moduleprofiler ")]
+    assert commands
+    for command in commands:
+        argv = [sys.executable, "-m", "moduleprofiler", *command.split()[1:]]
+        result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, (command, result.stderr[-1000:])
+    assert (tmp_path / "resnet18.html").exists()
+    # the console script the README uses is installed beside the interpreter
+    assert Path(sys.executable).with_name("moduleprofiler").exists() or shutil.which(
+        "moduleprofiler")
