@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.operators.registry import MISSING, lookup
@@ -24,6 +25,16 @@ LossFn = Callable[[Any], torch.Tensor]
 
 def _grad_fns(value: Any) -> list[Any]:
     return [t.grad_fn for t in iter_tensors(value) if t.grad_fn is not None]
+
+
+def cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:
+    """RNN modules on CUDA in eval mode: cuDNN refuses their backward outside training mode.
+
+    Their math is the same in training mode unless they have inter-layer dropout, so the
+    profiler runs them in training mode for ``backward=True`` (flags are restored afterwards)."""
+    return [module for module in root.modules()
+            if isinstance(module, nn.RNNBase) and not module.training
+            and any(p.is_cuda for p in module.parameters(recurse=False))]
 
 
 def default_loss(output: Any) -> torch.Tensor | None:

@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from moduleprofiler.backward import cudnn_rnns_in_eval
 from moduleprofiler.collect import Collector, FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.inputs import make_invocation, unwrap_compiled
@@ -143,6 +144,9 @@ class ModuleProfiler(LegacyPasses):
                               loss_fn=loss_fn)
         invoke = make_invocation(module, input, pred_fn)
         with preserved_training_flags(module, eval=eval), torch.set_grad_enabled(backward):
+            if backward:
+                for rnn in cudnn_rnns_in_eval(module):
+                    rnn.training = True
             profile = collector.run(invoke)
         if strict and not profile.complete:
             raise ProfilingError(

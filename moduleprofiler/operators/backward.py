@@ -204,5 +204,22 @@ def rnn_layer_backward_ops(args: Args, out: Any) -> Count:
     return _product(2 * forward)
 
 
+@register(*aten("_cudnn_rnn_backward"))
+def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
+    """A whole cuDNN RNN's backward: twice the forward's gate products over every layer and
+    direction (input, hidden and weight gradients)."""
+    source = args.first()
+    weights = args.get("weight") or []
+    if not isinstance(source, Tensor):
+        return ZERO
+    batch_sizes = args.tensor("batch_sizes")
+    if batch_sizes is not None and batch_sizes.numel():
+        rows = int(source.shape[0])  # packed: one row per real timestep
+    else:
+        rows = int(source.numel()) // int(source.shape[-1])
+    per_row = sum(int(w.numel()) for w in weights if isinstance(w, Tensor) and w.dim() == 2)
+    return _product(2 * rows * per_row)
+
+
 free("select_backward", "slice_backward", "index_select_backward", "diagonal_backward",
      "unfold_backward", "_unsafe_index_put", "new_zeros", "zeros_like")

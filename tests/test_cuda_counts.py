@@ -1,0 +1,36 @@
+"""On CUDA (skipped without a GPU): the same totals as on the CPU, forward and backward,
+whichever kernels cuDNN picks. benchmarks/gpu_counts.py runs the larger models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("name", ["conv", "lstm", "encoder"])
+def test_cuda_totals_equal_cpu_totals(name: str) -> None:
+    builders = {
+        "conv": lambda: (nn.Sequential(nn.Conv2d(3, 8, 3, groups=1), nn.BatchNorm2d(8),
+                                       nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8)),
+                         torch.randn(2, 3, 16, 16)),
+        "lstm": lambda: (nn.LSTM(8, 16, num_layers=2), torch.randn(5, 2, 8)),
+        "encoder": lambda: (nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 1,
+            enable_nested_tensor=False), torch.randn(2, 6, 32)),
+    }
+    model, x = builders[name]()
+    model.eval()
+    profiler = ModuleProfiler()
+    cpu = profiler.profile(model, x, backward=True)
+    model = model.cuda()
+    cuda = profiler.profile(model, x.cuda(), backward=True)
+    assert (cuda.total_ops, cuda.total_macs, cuda.total_backward_macs) == (
+        cpu.total_ops, cpu.total_macs, cpu.total_backward_macs)
+    assert cuda.complete
+    # eval mode restored on the cuDNN RNN that had to run in training mode for its backward
+    assert not any(m.training for m in model.modules())
