@@ -75,6 +75,7 @@ class LegacyPasses:
 
     def profile(self, module: nn.Module, input: Any = None,
                 pred_fn: Callable[..., Any] | None = None, eval: bool = True) -> Profile:
+        """The profiling pass every view is built from (``ModuleProfiler.profile``)."""
         raise NotImplementedError  # provided by ModuleProfiler
 
     def _log(self, message: str) -> None:

@@ -40,6 +40,8 @@ OPEN_DEPTH = 1
 
 @dataclass
 class Bar:
+    """One bar of a report chart: its label, value text, share and width in percent."""
+
     label: str
     text: str
     pct: str
@@ -48,6 +50,8 @@ class Bar:
 
 @dataclass
 class Chart:
+    """A bar chart of the report (where ops, time or memory go)."""
+
     id: str
     title: str
     bars: list[Bar]
@@ -55,6 +59,8 @@ class Chart:
 
 @dataclass
 class Node:
+    """One module of the report's collapsible tree."""
+
     name: str
     type: str
     stats: str
