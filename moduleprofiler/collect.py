@@ -159,6 +159,7 @@ class Collector:
                              for t in (*module._parameters.values(), *module._buffers.values()))
         self._info_by_path = {info.path: info for info in self._infos}
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
+        self._by_module: dict[int, _Resolved] = {}
         self._stack: list[_Frame] = []
         self._records: list[CallRecord | None] = []
         self._call_counts: dict[int, int] = {}
@@ -418,6 +419,12 @@ class Collector:
         )
 
     def _resolve(self, module: nn.Module) -> _Resolved:
+        resolved = self._by_module.get(id(module))
+        if resolved is None:
+            resolved = self._by_module[id(module)] = self._resolve_type(module)
+        return resolved
+
+    def _resolve_type(self, module: nn.Module) -> _Resolved:
         excluded = self._is_excluded(module)
         key = (type(module), excluded)
         resolved = self._resolved.get(key)
