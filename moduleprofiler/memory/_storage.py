@@ -102,6 +102,16 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
     told apart on the meta device too."""
     from moduleprofiler.shapes import iter_tensors
 
+    if isinstance(output, Tensor):  # the common case: compare one storage, build no set
+        storage = storage_of(output)
+        if storage is None:
+            return own_nbytes(output)
+        key = storage_key(storage)
+        for value in existing:
+            for tensor in iter_tensors(value):
+                if tensor_key(tensor) == key:
+                    return 0
+        return storage_nbytes(storage)
     seen = {key for value in existing for tensor in iter_tensors(value)
             if (key := tensor_key(tensor)) is not None}
     total = 0
