@@ -5,6 +5,7 @@ What changed, bug by bug, is listed in ``CHANGELOG.md``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -79,6 +80,10 @@ class LegacyPasses:
         raise NotImplementedError  # provided by ModuleProfiler
 
     def _log(self, message: str) -> None:
+        raise NotImplementedError  # provided by ModuleProfiler
+
+    def _located_errors(self, what: str, module: nn.Module, input: Any,
+                        options: dict[str, Any]) -> AbstractContextManager[None]:
         raise NotImplementedError  # provided by ModuleProfiler
 
     # -- count_params ----------------------------------------------------------------------
@@ -214,8 +219,10 @@ class LegacyPasses:
         from moduleprofiler.timing.legacy_views import inference_time_dict
 
         self._log(f"Measuring inference time of {type(module).__name__}")
-        return inference_time_dict(module, input, eval=eval, num_iters=num_iters,
-                                   drop_first=drop_first, pred_fn=pred_fn)
+        with self._located_errors("estimate_inference_time", module, input,
+                                  {"pred_fn": pred_fn, "eval": eval}):
+            return inference_time_dict(module, input, eval=eval, num_iters=num_iters,
+                                       drop_first=drop_first, pred_fn=pred_fn)
 
     def estimate_inference_time_df(self, *args: Any, aggr: bool = True,
                                    **kwargs: Any) -> pd.DataFrame:
@@ -246,8 +253,10 @@ class LegacyPasses:
         from moduleprofiler.timing.legacy_views import total_inference_time_dict
 
         self._log(f"Measuring total inference time of {type(module).__name__}")
-        return total_inference_time_dict(module, input, eval=eval, num_iters=num_iters,
-                                         drop_first=drop_first, pred_fn=pred_fn)
+        with self._located_errors("estimate_total_inference_time", module, input,
+                                  {"pred_fn": pred_fn, "eval": eval}):
+            return total_inference_time_dict(module, input, eval=eval, num_iters=num_iters,
+                                             drop_first=drop_first, pred_fn=pred_fn)
 
     def estimate_total_inference_time_df(self, *args: Any, aggr: bool = False,
                                          **kwargs: Any) -> pd.DataFrame:

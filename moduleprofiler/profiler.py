@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
@@ -165,7 +166,8 @@ class ModuleProfiler(LegacyPasses):
         from moduleprofiler.timing import benchmark
 
         self._log(f"Benchmarking {type(module).__name__}")
-        return benchmark(module, input, **kwargs)
+        with self._located_errors("benchmark", module, input, kwargs):
+            return benchmark(module, input, **kwargs)
 
     def time_modules(self, module: nn.Module, input: Any = None, **kwargs: Any) -> ModuleTiming:
         """Per-module forward time (inclusive and self, per call) with the hooks' own cost
@@ -173,7 +175,8 @@ class ModuleProfiler(LegacyPasses):
         from moduleprofiler.timing import time_modules
 
         self._log(f"Timing the modules of {type(module).__name__}")
-        return time_modules(module, input, **kwargs)
+        with self._located_errors("time_modules", module, input, kwargs):
+            return time_modules(module, input, **kwargs)
 
     def train_step_times(self, module: nn.Module, input: Any = None,
                          **kwargs: Any) -> TrainingTiming:
@@ -182,7 +185,8 @@ class ModuleProfiler(LegacyPasses):
         from moduleprofiler.timing import train_step_times
 
         self._log(f"Timing training steps of {type(module).__name__}")
-        return train_step_times(module, input, **kwargs)
+        with self._located_errors("train_step_times", module, input, kwargs):
+            return train_step_times(module, input, **kwargs)
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(
@@ -213,6 +217,27 @@ class ModuleProfiler(LegacyPasses):
         return parameter_memory(module)
 
     # -- helpers ---------------------------------------------------------------------------
+    @contextmanager
+    def _located_errors(self, what: str, module: nn.Module, input: Any,
+                        options: dict[str, Any]) -> Iterator[None]:
+        """Turn a forward failure inside a pass that keeps no call stack of its own (the
+        timers) into a :class:`ProfilingError` naming the module whose forward failed: on the
+        error path only, one forward with the collector's hooks locates it. Errors that are
+        not the forward's (bad arguments) propagate unchanged."""
+        try:
+            yield
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            try:
+                self.profile(module, input, pred_fn=options.get("pred_fn"),
+                             eval=options.get("eval", True), operators=False)
+            except ProfilingError as located:
+                raise ProfilingError(f"{what}: {located}", located.path) from exc
+            except Exception:
+                pass  # the forward cannot even be started here: report the original error
+            raise
+
     def _formula_maps(self, operators: bool = True) -> FormulaMaps:
         types = tuple(item for item in self.exclude_from_ops if isinstance(item, type))
         ids = frozenset(id(item) for item in self.exclude_from_ops if isinstance(item, nn.Module))

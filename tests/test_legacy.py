@@ -148,3 +148,28 @@ def test_latex_escapes_names_and_has_no_nan() -> None:
     assert r"\_\_root\_\_" in latex and "trainable\\_params" in latex
     assert "NaN" not in latex and "nan" not in latex
     assert latex.startswith(r"\begin{tabular}") and r"\bottomrule" in latex
+
+
+def test_timing_passes_name_the_module_whose_forward_failed() -> None:
+    from moduleprofiler import ProfilingError
+    from tests.fixtures.state import assert_unchanged, snapshot
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(5, 2))  # 4 features into 5
+    before = snapshot(model)
+    profiler = ModuleProfiler()
+    for run in (
+        lambda: profiler.estimate_inference_time(model, torch.randn(2, 4), num_iters=3,
+                                                 drop_first=1),
+        lambda: profiler.estimate_total_inference_time(model, torch.randn(2, 4), num_iters=3,
+                                                       drop_first=1),
+        lambda: profiler.time_modules(model, torch.randn(2, 4), num_iters=3, drop_first=1),
+        lambda: profiler.benchmark(model, torch.randn(2, 4), num_iters=3),
+    ):
+        with pytest.raises(ProfilingError, match=r"module '2' \(Linear\)") as info:
+            run()
+        assert info.value.path == "2" and isinstance(info.value.__cause__, RuntimeError)
+    assert_unchanged(model, before)
+    # an argument error is not a forward failure: it stays what it was
+    with pytest.raises(ValueError):
+        profiler.estimate_inference_time(nn.Linear(4, 4), torch.randn(2, 4), num_iters=3,
+                                         drop_first=3)

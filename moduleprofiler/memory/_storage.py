@@ -106,10 +106,10 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
         storage = storage_of(output)
         if storage is None:
             return own_nbytes(output)
-        key = storage_key(storage)
+        target = storage_key(storage)
         for value in existing:
             for tensor in iter_tensors(value):
-                if tensor_key(tensor) == key:
+                if tensor_key(tensor) == target:
                     return 0
         return storage_nbytes(storage)
     seen = {key for value in existing for tensor in iter_tensors(value)
