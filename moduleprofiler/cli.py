@@ -70,7 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                         help="keyword argument for the factory (a Python literal or a string)")
     parser.add_argument("--what", default=WHAT_DEFAULT,
-                        help=f"column groups, comma-separated (default {WHAT_DEFAULT})")
+                        help=f"column groups, comma-separated (default {WHAT_DEFAULT}); time "
+                             "runs per-module timing, memory a training-step memory pass")
+    parser.add_argument("--iters", type=int, default=50,
+                        help="timed iterations for --what time (default 50; a tenth dropped)")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
@@ -248,10 +251,22 @@ def run_profile(options: argparse.Namespace) -> Any:
             model = model.to(dtype)
     except Exception as exc:
         raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
+    groups = {group.strip() for group in options.what.split(",")}
+    profiler = ModuleProfiler()
     try:
-        return ModuleProfiler().profile(model, inputs)
+        profile = profiler.profile(model, inputs)
+        if "time" in groups:
+            if options.meta:
+                print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
+            else:
+                profile = profile.with_timing(
+                    profiler.time_modules(model, inputs, num_iters=options.iters,
+                                          drop_first=max(1, options.iters // 10)))
+        if "memory" in groups:
+            profile = profile.with_memory(profiler.measure_memory(model, inputs, train=True))
     except Exception as exc:
         raise CliError(str(exc)) from exc
+    return profile
 
 
 # -- the output -------------------------------------------------------------------------------
@@ -265,11 +280,6 @@ def _columns(profile: Any, what: str) -> list[str]:
         raise CliError(f"unknown --what {','.join(unknown)} (choose from {','.join(WHAT_GROUPS)})")
     frame = module_frame(profile)
     columns = columns_for(groups, frame)
-    for group, engine in (("time", "timing"), ("memory", "memory")):
-        if group in groups and not columns_for([group], frame):
-            installed = importlib.util.find_spec(f"moduleprofiler.{engine}") is not None
-            why = "" if installed else f" (no moduleprofiler.{engine} engine)"
-            print(f"moduleprofiler: {group}: not available yet{why}", file=sys.stderr)
     return columns
 
 

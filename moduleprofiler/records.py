@@ -3,6 +3,7 @@ module, and the :class:`Profile` that holds them. Everything else is a view of t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from moduleprofiler.export.io import Buffer, PathLike
     from moduleprofiler.export.view import View
     from moduleprofiler.memory import MemoryReport
+    from moduleprofiler.timing import ModuleTiming
 
 OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
 """Where a call's own ops came from:
@@ -125,6 +127,9 @@ class Profile:
     backward_outside_ops: int | float = 0
     """Backward ops not created by any module call (the loss, gradient accumulation)."""
     backward_outside_macs: int | float = 0
+    module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Measured per-module columns attached by :meth:`with_timing` / :meth:`with_memory`
+    (module path -> column -> value); every module view shows them."""
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -240,6 +245,41 @@ class Profile:
 
         return model_summary(self, memory, latency)
 
+    def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
+        """A copy with extra per-module columns (``{path: {column: value}}``) merged in."""
+        merged = {path: dict(columns) for path, columns in self.module_metrics.items()}
+        for path, columns in metrics.items():
+            merged.setdefault(path, {}).update(columns)
+        return dataclasses.replace(self, module_metrics=merged, _by_path={})
+
+    def with_timing(self, timing: ModuleTiming) -> Profile:
+        """A copy whose module views also show forward time from
+        :meth:`ModuleProfiler.time_modules`: ``time_median_ms`` (the module with its children)
+        and ``self_time_median_ms`` (its own code), medians over the timed iterations."""
+        frame = timing.to_df()
+        return self.with_metrics({
+            "" if row.module == "__root__" else str(row.module): {
+                "time_median_ms": row.inclusive_median_ms,
+                "self_time_median_ms": row.self_median_ms,
+            }
+            for row in frame.itertuples(index=False)
+        })
+
+    def with_memory(self, memory: MemoryReport) -> Profile:
+        """A copy whose module views also show what :meth:`ModuleProfiler.measure_memory`
+        measured, summed over each module's calls: ``saved_bytes`` (saved for backward by the
+        module and its children), ``self_saved_bytes`` (by its own operators) and
+        ``max_live_bytes`` (the most memory live during one of its calls)."""
+        frame = memory.to_df()
+        metrics: dict[str, dict[str, Any]] = {}
+        for path, calls in frame.groupby("module", sort=False):
+            metrics[str(path)] = {
+                "saved_bytes": _sum_or_none(calls["saved_bytes"]),
+                "self_saved_bytes": _sum_or_none(calls["self_saved_bytes"]),
+                "max_live_bytes": _max_or_none(calls["max_live_bytes"]),
+            }
+        return self.with_metrics(metrics)
+
     # -- export views (issue 6) ------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
     def tree(self, columns: Sequence[str] | None = None, **options: Any) -> View:
@@ -325,3 +365,13 @@ class Profile:
             f"total_params={self.total_params}, total_ops={self.total_ops}, "
             f"total_macs={self.total_macs}, complete={self.complete})"
         )
+
+
+def _sum_or_none(values: pd.Series) -> int | None:
+    known = values.dropna()
+    return None if known.empty else int(known.sum())
+
+
+def _max_or_none(values: pd.Series) -> int | None:
+    known = values.dropna()
+    return None if known.empty else int(known.max())

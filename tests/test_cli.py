@@ -81,10 +81,22 @@ def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 0 and "(ReLU)" not in out and "0 (Linear)" in out
 
 
-def test_time_and_memory_say_not_available(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "params,time")
+def test_time_and_memory_add_measured_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "params,time,memory",
+                           "--iters", "10")
+    assert status == 0, err
+    header = out.splitlines()[0]
+    for label in ("params", "time median", "self time median", "saved", "max live"):
+        assert label in header
+    # every module row has a measured time with a unit
+    rows = [line for line in out.splitlines()[2:] if not line.startswith(("total", "note"))]
+    assert rows and all(" us" in row or " ms" in row for row in rows)
+
+
+def test_time_is_not_measured_on_meta(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--meta", "--what", "params,time")
     assert status == 0
-    assert "time: not available yet" in err
+    assert "time: not measurable on the meta device" in err
     assert out.splitlines()[0].split() == ["module", "params"]
 
 

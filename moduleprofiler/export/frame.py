@@ -102,6 +102,11 @@ def module_frame(profile: Profile) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     for column in ("ops", "macs", "inclusive_ops", "inclusive_macs"):
         frame[column] = count_series([row[column] for row in rows], column)
+    metric_names = list(dict.fromkeys(
+        name for columns in profile.module_metrics.values() for name in columns))
+    for name in metric_names:  # measured columns (time, memory) attached to the profile
+        frame[name] = [profile.module_metrics.get(info.path, {}).get(name)
+                       for info in profile.modules]
     return frame
 
 
