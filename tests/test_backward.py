@@ -81,3 +81,12 @@ def test_inplace_activation_backward_is_attributed_to_it() -> None:
     # threshold_backward: one op per element of the 5 x 6 gradient
     assert (relu.backward_ops, relu.backward_macs) == (30, 0)
     assert profile.complete
+
+
+def test_bilinear_upsampling_backward_is_counted() -> None:
+    model = nn.Sequential(nn.Conv2d(2, 2, 1), nn.Upsample(scale_factor=2, mode="bilinear"))
+    profile = ModuleProfiler().profile(model, torch.randn(1, 2, 4, 4), backward=True)
+    up = profile.calls("1")[0]
+    # each of the 2 * 8 * 8 = 128 output gradients is spread over 4 taps: 8 ops -> 1024
+    assert up.backward_ops == 1024
+    assert profile.complete

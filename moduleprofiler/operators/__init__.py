@@ -14,6 +14,7 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     norm,
     pooling,
     recurrent,
+    selection,
 )
 from moduleprofiler.operators.registry import (
     FREE_OPERATORS,

@@ -204,6 +204,20 @@ def rnn_layer_backward_ops(args: Args, out: Any) -> Count:
     return _product(2 * forward)
 
 
+# Upsampling gradients: every incoming gradient element is scattered to the taps it was
+# interpolated from: a multiply by the tap's weight and an add per tap (nearest: one add).
+UPSAMPLE_BACKWARD: dict[str, int] = {
+    "upsample_nearest1d_backward": 1, "upsample_nearest2d_backward": 1,
+    "upsample_nearest3d_backward": 1, "_upsample_nearest_exact1d_backward": 1,
+    "_upsample_nearest_exact2d_backward": 1, "_upsample_nearest_exact3d_backward": 1,
+    "upsample_linear1d_backward": 4, "upsample_bilinear2d_backward": 8,
+    "_upsample_bilinear2d_aa_backward": 8, "upsample_bicubic2d_backward": 32,
+    "_upsample_bicubic2d_aa_backward": 32, "upsample_trilinear3d_backward": 16,
+}
+for _name, _cost in UPSAMPLE_BACKWARD.items():
+    register(*aten(_name))(_elementwise_backward(_cost))
+
+
 @register(*aten("_cudnn_rnn_backward"))
 def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
     """A whole cuDNN RNN's backward: twice the forward's gate products over every layer and

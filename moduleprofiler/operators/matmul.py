@@ -100,6 +100,31 @@ def bmm_ops(args: Args, out: Any) -> Count:
     return product_count(b * n * m, k)
 
 
+@register(*aten("_grouped_mm", "_scaled_grouped_mm"))
+def grouped_mm_ops(args: Args, out: Any) -> Count:
+    """Grouped matmul (mixture-of-experts layers): every output element is one dot product
+    of length K (``a @ b`` per group; ``(G, M, K) @ (G, K, N)``, or rows of ``(T, K)`` routed
+    to the ``(G, K, N)`` experts by ``offs``). When the groups split the reduction dimension
+    (2-D @ 2-D with ``offs``), the G groups' lengths add up to K. + one add per output with a
+    bias.
+
+    NB: with ``offs``, rows past the last offset (padding) are counted too: offsets are values,
+    which the meta device does not have."""
+    a, b = args.first(), args.get("mat2")
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or not isinstance(out, Tensor):
+        return ZERO
+    outputs = int(out.numel())
+    if a.dim() == 2 and b.dim() == 2:  # (M, K) @ (K, N) in G slices of K -> (G, M, N)
+        groups = int(out.shape[0]) if out.dim() == 3 else 1
+        macs = (outputs // max(groups, 1)) * int(a.shape[-1])
+        ops = 2 * macs - outputs
+    else:
+        ops, macs = product_count(outputs, int(a.shape[-1]))
+    if args.tensor("bias") is not None:
+        ops += outputs
+    return ops, macs
+
+
 @register(*aten("baddbmm"))
 def baddbmm_ops(args: Args, out: Any) -> Count:
     """beta*self + alpha*bmm: b*n*m*(2k - 1) + b*n*m (add of self); macs b*n*k*m."""

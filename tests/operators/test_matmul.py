@@ -261,3 +261,29 @@ META_CASES: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
 def test_meta_device_counts_the_same(fn: Callable[..., Any], args: tuple[Any, ...],
                                      mode: str) -> None:
     assert count(fn, *on_meta(args), mode=mode) == count(fn, *args, mode=mode)
+
+
+def test_grouped_mm_counts_what_flopcountermode_misses() -> None:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from moduleprofiler.operators.registry import lookup
+
+    formula = lookup(torch.ops.aten._grouped_mm.default)
+    experts = torch.randn(3, 8, 16)
+    # rows of a (6, 8) token matrix routed to 3 experts by offsets 2, 4, 6:
+    # 6 rows x 16 outputs = 96 dot products of length 8: macs 96 * 8 = 768,
+    # ops 96 * (2 * 8 - 1) = 1440
+    tokens, offs = torch.randn(6, 8), torch.tensor([2, 4, 6], dtype=torch.int32)
+    routed = torch._grouped_mm(tokens, experts, offs=offs)
+    assert formula((tokens, experts), {"offs": offs}, routed) == (1440, 768)
+    # the same work as one mm per expert, which FlopCounterMode does count
+    with FlopCounterMode(display=False) as counter:
+        for group, (start, end) in enumerate([(0, 2), (2, 4), (4, 6)]):
+            torch.mm(tokens[start:end], experts[group])
+    assert counter.get_total_flops() == 2 * 768
+    with FlopCounterMode(display=False) as counter:  # while it sees nothing here
+        torch._grouped_mm(tokens, experts, offs=offs)
+    assert counter.get_total_flops() == 0
+    # (3, 4, 8) @ (3, 8, 16): 3 * 4 * 16 = 192 outputs of length 8: macs 1536
+    batched = torch.randn(3, 4, 8)
+    assert formula((batched, experts), {}, torch._grouped_mm(batched, experts))[1] == 1536

@@ -1,0 +1,93 @@
+"""Sorting, selection and counting: comparisons (1 op each), no multiply-accumulates.
+
+NB: comparison counts are those of the textbook algorithms, not of a particular kernel:
+a sort of ``n`` values costs ``n * ceil(log2 n)`` comparisons (merge sort), a top-``k`` selection
+``n * ceil(log2(k + 1))`` (a heap of ``k``), a single order statistic ``n`` (quickselect on
+average), a search of ``m`` values in ``n`` sorted ones ``m * ceil(log2(n + 1))``. Counting
+values into bins (``histc``, ``bincount``) costs one op per value to find its bin and one to
+count it; ``unique`` is priced as the sort it performs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from torch import Tensor
+
+from moduleprofiler.operators._common import ZERO, Args, Count, aten, register
+
+
+def _rows_and_length(x: Tensor, dim: Any) -> tuple[int, int]:
+    """``(rows, n)`` for an operation along ``dim`` (all elements when ``dim`` is None)."""
+    if x.dim() == 0:
+        return 1, 1
+    if dim is None:
+        return 1, int(x.numel())
+    n = int(x.shape[int(dim)])
+    return (int(x.numel()) // n if n else 0), n
+
+
+def _log2_ceil(value: int) -> int:
+    return math.ceil(math.log2(value)) if value > 1 else 0
+
+
+@register(*aten("sort", "argsort", "msort"))
+def sort_ops(args: Args, out: Any) -> Count:
+    """rows * n * ceil(log2 n) comparisons."""
+    x = args.first()
+    if not isinstance(x, Tensor):
+        return ZERO
+    rows, n = _rows_and_length(x, args.get("dim", -1) if x.dim() else None)
+    return rows * n * _log2_ceil(n), 0
+
+
+@register(*aten("topk"))
+def topk_ops(args: Args, out: Any) -> Count:
+    """rows * n * ceil(log2(k + 1)) comparisons."""
+    x = args.first()
+    if not isinstance(x, Tensor):
+        return ZERO
+    rows, n = _rows_and_length(x, args.get("dim", -1) if x.dim() else None)
+    k = int(args.get("k", 1))
+    return rows * n * max(1, _log2_ceil(k + 1)), 0
+
+
+@register(*aten("kthvalue", "median", "nanmedian", "mode"))
+def order_statistic_ops(args: Args, out: Any) -> Count:
+    """n comparisons per row (all elements when no ``dim`` is given)."""
+    x = args.first()
+    if not isinstance(x, Tensor):
+        return ZERO
+    rows, n = _rows_and_length(x, args.get("dim") if x.dim() else None)
+    return rows * n, 0
+
+
+@register(*aten("histc", "bincount"))
+def binning_ops(args: Args, out: Any) -> Count:
+    """2 ops per value: find its bin, count it."""
+    x = args.first()
+    return (2 * int(x.numel()), 0) if isinstance(x, Tensor) else ZERO
+
+
+@register(*aten("_unique2", "unique_dim", "unique_consecutive", "_unique"))
+def unique_ops(args: Args, out: Any) -> Count:
+    """The sort that ``unique`` performs: n * ceil(log2 n) comparisons, plus n to compare
+    neighbours."""
+    x = args.first()
+    if not isinstance(x, Tensor):
+        return ZERO
+    n = int(x.numel())
+    return n * _log2_ceil(n) + n, 0
+
+
+@register(*aten("searchsorted", "bucketize"))
+def search_ops(args: Args, out: Any) -> Count:
+    """Binary search of every value: m * ceil(log2(n + 1)) comparisons (m results, n sorted
+    boundaries)."""
+    boundaries = args.tensor("boundaries")  # bucketize(values, boundaries)
+    sorted_seq = boundaries if boundaries is not None else args.first()
+    if not isinstance(sorted_seq, Tensor) or not isinstance(out, Tensor):
+        return ZERO
+    n = int(sorted_seq.shape[-1]) if sorted_seq.dim() else 1
+    return int(out.numel()) * max(1, _log2_ceil(n + 1)), 0
