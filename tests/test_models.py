@@ -59,3 +59,47 @@ def test_real_model_profiles_exactly(name: str) -> None:
     assert profile.uncalled == () or all(path for path in profile.uncalled)
     reference = decomposed_flops(lambda: call(model, example))
     assert profile.total_flops == reference
+
+
+def llama() -> tuple[nn.Module, Any]:
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      vocab_size=100)
+    return transformers.LlamaForCausalLM(config), {"input_ids": torch.randint(0, 100, (1, 8))}
+
+
+def mixtral() -> tuple[nn.Module, Any]:
+    config = transformers.MixtralConfig(hidden_size=64, intermediate_size=128,
+                                        num_hidden_layers=1, num_attention_heads=4,
+                                        num_key_value_heads=2, vocab_size=100,
+                                        num_local_experts=4, num_experts_per_tok=2)
+    return transformers.MixtralForCausalLM(config), {"input_ids": torch.randint(0, 100, (1, 8))}
+
+
+def t5() -> tuple[nn.Module, Any]:
+    config = transformers.T5Config(d_model=64, d_ff=128, num_layers=2, num_heads=4,
+                                   vocab_size=100, d_kv=16)
+    return transformers.T5ForConditionalGeneration(config), {
+        "input_ids": torch.randint(0, 100, (1, 8)),
+        "decoder_input_ids": torch.randint(0, 100, (1, 4))}
+
+
+@pytest.mark.parametrize("build", [llama, mixtral, t5], ids=["llama", "mixtral", "t5"])
+def test_more_architectures_are_counted_completely(build: Callable[[], tuple[nn.Module, Any]]
+                                                   ) -> None:
+    model, example = build()
+    model.eval()
+    before = snapshot(model)
+    profile = ModuleProfiler().profile(model, example, backward=True)
+    assert_unchanged(model, before)
+    assert profile.complete, (profile.unsupported_ops, profile.backward_unsupported_ops)
+    assert profile.total_params == sum(p.numel() for p in model.parameters())
+    # every Linear's own macs: rows * in_features * out_features, read from its traced shapes
+    linears = [r for r in profile.records if r.type_name == "Linear"]
+    assert linears
+    for record in linears:
+        *leading, in_features = record.input_shapes[0]
+        rows = 1
+        for size in leading:
+            rows *= size
+        assert record.macs == rows * in_features * record.output_shapes[-1]
