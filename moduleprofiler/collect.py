@@ -16,13 +16,12 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parameter import UninitializedTensorMixin  # type: ignore[attr-defined]
 
 from moduleprofiler.backward import BackwardAttributor, LossFn
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import FormulaError, ProfilingError
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.memory._storage import new_storage_bytes
+from moduleprofiler.memory._storage import is_lazy, new_storage_bytes, own_nbytes
 from moduleprofiler.operators.registry import MISSING, lookup
 from moduleprofiler.records import CallRecord, ModuleInfo, OpsSource, Profile
 from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
@@ -96,12 +95,7 @@ class _Frame:
 
 def _numel(tensor: torch.Tensor) -> int:
     # A lazy module's parameters have no shape until its first forward.
-    return 0 if isinstance(tensor, UninitializedTensorMixin) else tensor.numel()
-
-
-def _nbytes(tensor: torch.Tensor) -> int:
-    return 0 if isinstance(tensor, UninitializedTensorMixin) else (
-        tensor.numel() * tensor.element_size())
+    return 0 if is_lazy(tensor) else tensor.numel()
 
 
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
@@ -124,8 +118,8 @@ def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
                 ),
                 trainable_params=sum(_numel(p) for p in module_params if p.requires_grad),
                 buffers=sum(_numel(b) for b in module_buffers),
-                param_bytes=sum(_nbytes(p) for p in module_params),
-                buffer_bytes=sum(_nbytes(b) for b in module_buffers),
+                param_bytes=sum(own_nbytes(p) for p in module_params),
+                buffer_bytes=sum(own_nbytes(b) for b in module_buffers),
                 is_leaf=not any(child is not None for child in module._modules.values()),
             )
         )
@@ -154,7 +148,7 @@ class Collector:
             self._paths[id(module)] = path
             self._modules.append(module)
         self._infos = module_infos(root)
-        self._has_lazy = any(isinstance(t, UninitializedTensorMixin)
+        self._has_lazy = any(t is not None and is_lazy(t)
                              for module in self._modules
                              for t in (*module._parameters.values(), *module._buffers.values()))
         self._info_by_path = {info.path: info for info in self._infos}

@@ -256,9 +256,11 @@ class Profile:
         """A copy whose module views also show forward time from
         :meth:`ModuleProfiler.time_modules`: ``time_median_ms`` (the module with its children)
         and ``self_time_median_ms`` (its own code), medians over the timed iterations."""
+        from moduleprofiler.legacy import ROOT_NAME
+
         frame = timing.to_df()
         return self.with_metrics({
-            "" if row.module == "__root__" else str(row.module): {
+            "" if row.module == ROOT_NAME else str(row.module): {
                 "time_median_ms": row.inclusive_median_ms,
                 "self_time_median_ms": row.self_median_ms,
             }

@@ -65,10 +65,11 @@ def distinct_storages(tensors: Iterable[Tensor]) -> dict[int, torch.UntypedStora
     return storages
 
 
-def distinct_bytes(tensors: Iterable[Tensor]) -> int:
-    """Bytes of the distinct storages of ``tensors`` (tensors without one count their own)."""
+def distinct_bytes(tensors: Iterable[Tensor], exclude: Iterable[int] = ()) -> int:
+    """Bytes of the distinct storages of ``tensors`` (tensors without one count their own),
+    leaving out the storages whose keys are in ``exclude``."""
     total = 0
-    seen: set[int] = set()
+    seen: set[int] = set(exclude)
     for tensor in tensors:
         storage = storage_of(tensor)
         if storage is None:
@@ -112,16 +113,6 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
                 if tensor_key(tensor) == target:
                     return 0
         return storage_nbytes(storage)
-    seen = {key for value in existing for tensor in iter_tensors(value)
-            if (key := tensor_key(tensor)) is not None}
-    total = 0
-    for tensor in iter_tensors(output):
-        storage = storage_of(tensor)
-        if storage is None:
-            total += own_nbytes(tensor)
-            continue
-        key = storage_key(storage)
-        if key not in seen:
-            seen.add(key)
-            total += storage_nbytes(storage)
-    return total
+    existing_keys = {key for value in existing for tensor in iter_tensors(value)
+                     if (key := tensor_key(tensor)) is not None}
+    return distinct_bytes(iter_tensors(output), exclude=existing_keys)

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from moduleprofiler.inputs import make_invocation
+from moduleprofiler.legacy import legacy_name
 from moduleprofiler.state import preserved_training_flags
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import (
@@ -46,7 +47,6 @@ from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
     PhaseSamples,
-    display_name,
     stats_columns,
 )
 from moduleprofiler.timing.stats import Summary, summarize
@@ -228,7 +228,7 @@ class TrainingTiming:
 
         stats = self.modules()
         data: dict[str, Any] = {
-            "module": [display_name(s.path) for s in stats],
+            "module": [legacy_name(s.path) for s in stats],
             "type": [s.forward.type_name for s in stats],
             "depth": [s.forward.depth for s in stats],
             "calls": [s.forward.calls_per_iter for s in stats],

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.inputs import make_invocation
+from moduleprofiler.legacy import legacy_name
 from moduleprofiler.state import preserved_training_flags
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import (
@@ -46,7 +47,6 @@ from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
     PhaseSamples,
-    display_name,
     stats_columns,
 )
 from moduleprofiler.timing.stats import Summary, summarize
@@ -164,7 +164,7 @@ class ModuleTiming:
         stats = self.modules()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
         data: dict[str, Any] = {
-            "module": [display_name(s.path) for s in stats],
+            "module": [legacy_name(s.path) for s in stats],
             "type": [s.type_name for s in stats],
             "depth": [s.depth for s in stats],
             "is_leaf": [s.is_leaf for s in stats],

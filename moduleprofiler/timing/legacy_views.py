@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from moduleprofiler.legacy import legacy_name
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.forward import time_modules, validate_iterations
 from moduleprofiler.timing.latency import benchmark
@@ -91,7 +92,7 @@ def inference_time_dict(
         samples = [float(v) for v in timing.forward.inclusive_ms[called, index]]
         values = _stats(samples)
         calls = stats.calls_per_iter
-        result["__root__" if stats.path == "" else stats.path] = {
+        result[legacy_name(stats.path)] = {
             "type": stats.type_name,
             "inference_time_ms": samples,
             "inference_time_mean_ms": values["mean"],

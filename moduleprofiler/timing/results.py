@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.legacy import ROOT_NAME
 from moduleprofiler.timing.stats import Summary, summarize
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
@@ -49,7 +50,7 @@ class ModelLayout:
 
     def index(self, path: str) -> int:
         """Position of ``path`` (``"__root__"`` and ``""`` both name the root)."""
-        if path == "__root__":
+        if path == ROOT_NAME:
             path = ""
         try:
             return self.paths.index(path)
@@ -211,8 +212,3 @@ def stats_columns(prefix: str, summaries: Sequence[Summary | None],
             getattr(s, name) if s is not None else math.nan for s in summaries
         ]
     return columns
-
-
-def display_name(path: str) -> str:
-    """0.0.4's name of a module path: the root is ``"__root__"``."""
-    return "__root__" if path == "" else path
