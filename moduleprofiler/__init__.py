@@ -1,9 +1,10 @@
 """moduleprofiler: where every parameter, operation and millisecond of a PyTorch model goes."""
 
 from moduleprofiler._version import __version__
-from moduleprofiler.errors import FormulaError, ProfilingError, RegistryError
+from moduleprofiler.errors import FormulaError, LossError, ProfilingError, RegistryError
+from moduleprofiler.export.profile import Profile
 from moduleprofiler.profiler import ModuleProfiler
-from moduleprofiler.records import CallRecord, ModuleInfo, Profile
+from moduleprofiler.records import CallRecord, ModuleInfo
 from moduleprofiler.registry import (
     get_default_io_size_map,
     get_default_macs_map,
@@ -14,13 +15,18 @@ from moduleprofiler.registry import (
     unregister_io_size,
     unregister_ops,
 )
+from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.timing import TrainingProfiler
 
 __all__ = [
+    "Call",
     "CallRecord",
     "FormulaError",
+    "Listener",
+    "LossError",
     "ModuleInfo",
     "ModuleProfiler",
+    "PassRunner",
     "Profile",
     "ProfilingError",
     "RegistryError",

@@ -224,8 +224,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     """Load or compute the profile the options ask for."""
     import torch
 
+    from moduleprofiler.export.profile import Profile
     from moduleprofiler.profiler import ModuleProfiler
-    from moduleprofiler.records import Profile
 
     if options.model.endswith(".json") and ":" not in options.model:
         try:

@@ -21,3 +21,8 @@ class FormulaError(ProfilingError):
 
 class RegistryError(ValueError):
     """Invalid registration: a duplicate key or a key that is not a module type."""
+
+
+class LossError(ProfilingError, TypeError):
+    """A backward pass found no loss: the model's output holds no floating-point tensor that
+    requires grad, and no ``loss_fn`` was given (or it returned something else)."""

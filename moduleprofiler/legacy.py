@@ -15,12 +15,11 @@ from torch import nn
 from moduleprofiler.export.frame import count_series, sum_known
 from moduleprofiler.export.tables import PathLike, latex_tabular, write_csv, write_html
 from moduleprofiler.inputs import unwrap_compiled
+from moduleprofiler.records import ROOT_NAME
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Profile
+    from moduleprofiler.records import ProfileData as Profile
 
-ROOT_NAME = "__root__"
-"""How 0.0.4 names the root module (whose ``named_modules()`` path is ``""``)."""
 
 _COUNT_COLUMNS = ("ops", "macs", "inclusive_ops", "inclusive_macs")
 _STATS_COLUMNS = (

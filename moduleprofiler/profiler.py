@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -10,19 +10,21 @@ import pandas as pd
 import torch
 from torch import nn
 
-from moduleprofiler.backward import cudnn_rnns_in_eval
-from moduleprofiler.collect import Collector, FormulaMaps
+from moduleprofiler.collect import collect
+from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
+from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.legacy import LegacyPasses
-from moduleprofiler.records import Profile
+from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
 from moduleprofiler.registry import (
     FormulaMap,
     get_default_io_size_map,
     get_default_macs_map,
     get_default_ops_map,
 )
-from moduleprofiler.state import preserved_training_flags
+from moduleprofiler.runner import Listener
+from moduleprofiler.state import preserved_state
 
 if TYPE_CHECKING:
     from moduleprofiler.memory import MemoryReport
@@ -50,6 +52,10 @@ class ModuleProfiler(LegacyPasses):
         verbose: log each pass to stderr.
         macs_fn_map: module type -> multiply-accumulate formula. Defaults to
             :func:`get_default_macs_map`.
+        operator_fn_map: aten operator -> ``(args, kwargs, out) -> (ops, macs)``, ``None`` for
+            a free operator. Defaults to a fresh
+            :func:`~moduleprofiler.operators.get_default_operator_map` per profiler, so
+            entries added here change this profiler only.
 
     Example:
         >>> import torch
@@ -73,6 +79,7 @@ class ModuleProfiler(LegacyPasses):
         verbose: bool = False,
         *,
         macs_fn_map: FormulaMap | None = None,
+        operator_fn_map: OperatorMap | None = None,
     ) -> None:
         self.input_size_attr = input_size_attr
         self.output_size_attr = output_size_attr
@@ -85,6 +92,9 @@ class ModuleProfiler(LegacyPasses):
         self.ops_fn_map: FormulaMap = get_default_ops_map() if ops_fn_map is None else ops_fn_map
         self.macs_fn_map: FormulaMap = (
             get_default_macs_map() if macs_fn_map is None else macs_fn_map
+        )
+        self.operator_fn_map: dict[Any, Any] = (
+            get_default_operator_map() if operator_fn_map is None else dict(operator_fn_map)
         )
         self.exclude_from_ops: list[type[nn.Module] | nn.Module] = list(exclude_from_ops or [])
         self.ts_fmt = ts_fmt
@@ -102,6 +112,7 @@ class ModuleProfiler(LegacyPasses):
         strict: bool = False,
         backward: bool = False,
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
+        listeners: Sequence[Listener] = (),
     ) -> Profile:
         """Run one hooked forward pass under ``torch.no_grad()`` (grad mode with
         ``backward=True``) and return its :class:`Profile`.
@@ -124,7 +135,11 @@ class ModuleProfiler(LegacyPasses):
                 to the trainable parameters) and attribute its operator counts to the module
                 call whose forward created the work (``CallRecord.backward_ops``/``_macs``).
                 Gradients are computed with ``torch.autograd.grad``: ``.grad`` is untouched.
-            loss_fn: maps the model's output to a scalar for ``backward=True``.
+            loss_fn: maps the model's output to a scalar for ``backward=True`` (default:
+                :func:`moduleprofiler.loss.default_loss`).
+            listeners: extra :class:`~moduleprofiler.runner.Listener` objects run in the same
+                pass; what they write into ``call.values`` becomes columns of the records
+                (``CallRecord.metrics``) and of every view.
 
         Raises:
             ProfilingError: the forward raised; the message names the module path whose
@@ -141,14 +156,13 @@ class ModuleProfiler(LegacyPasses):
             )
         module = unwrap_compiled(module)
         self._log(f"Profiling {type(module).__name__}")
-        collector = Collector(module, self._formula_maps(operators), backward=backward,
-                              loss_fn=loss_fn)
         invoke = make_invocation(module, input, pred_fn)
-        with preserved_training_flags(module, eval=eval), torch.set_grad_enabled(backward):
+        with preserved_state(module, eval=eval), torch.set_grad_enabled(backward):
             if backward:
-                for rnn in cudnn_rnns_in_eval(module):
-                    rnn.training = True
-            profile = collector.run(invoke)
+                for rnn in _cudnn_rnns_in_eval(module):
+                    rnn.training = True  # cuDNN has no RNN backward in eval mode
+            profile = collect(module, self._formula_maps(operators), invoke,
+                              backward=backward, loss_fn=loss_fn, listeners=listeners)
         if strict and not profile.complete:
             raise ProfilingError(
                 "strict=True and some work has no formula: modules "
@@ -248,12 +262,13 @@ class ModuleProfiler(LegacyPasses):
                 f"exclude_from_ops takes module classes or module instances, got {bad[0]!r}"
             )
         return FormulaMaps(
+            operators=self.operator_fn_map,
             ops=self.ops_fn_map,
             macs=self.macs_fn_map,
             io_size=self.io_size_fn_map,
             excluded_types=types,
             excluded_ids=ids,
-            operators=operators,
+            count_operators=operators,
         )
 
     def _log(self, message: str) -> None:
@@ -262,3 +277,13 @@ class ModuleProfiler(LegacyPasses):
             import time
 
             print(f"[{time.strftime(self.ts_fmt)}] {message}", file=sys.stderr)
+
+
+def _cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:
+    """RNN modules on CUDA in eval mode: cuDNN refuses their backward outside training mode.
+
+    Their math is the same in training mode unless they have inter-layer dropout, so
+    ``backward=True`` runs them in training mode (flags are restored afterwards)."""
+    return [module for module in root.modules()
+            if isinstance(module, nn.RNNBase) and not module.training
+            and any(p.is_cuda for p in module.parameters(recurse=False))]

@@ -3,18 +3,9 @@ module, and the :class:`Profile` that holds them. Everything else is a view of t
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-    from moduleprofiler.export.io import Buffer, PathLike
-    from moduleprofiler.export.view import View
-    from moduleprofiler.memory import MemoryReport
-    from moduleprofiler.timing import ModuleTiming
+from typing import Any, Literal
 
 OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
 """Where a call's own ops came from:
@@ -26,9 +17,20 @@ OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
 * ``excluded``: not counted on purpose (``exclude_from_ops``);
 * ``unknown``: no formula and operator accounting was off."""
 
-_COUNTED: tuple[str, ...] = ("formula", "operator", "excluded")
+COUNTED_SOURCES: tuple[str, ...] = ("formula", "operator", "excluded")
+"""The ``ops_source`` values whose ops are fully known."""
+_COUNTED = COUNTED_SOURCES
 
 Aggregate = Literal["call", "module", "type"]
+
+ROOT_NAME = "__root__"
+"""How outputs keyed by module name (the 0.0.4 dicts, timing tables) name the root module,
+whose ``named_modules()`` path is ``""``."""
+
+
+def display_path(path: str) -> str:
+    """How a module path is named in messages (the root's path is the empty string)."""
+    return "<root>" if path == "" else path
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +101,15 @@ class CallRecord:
     """Ops of the backward work that autograd did for this call's own forward operators
     (``profile(..., backward=True)``; ``None`` when backward was not run)."""
     backward_macs: int | float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """Columns that other listeners wrote for this call (memory, timing, your own listener's),
+    by column name (:mod:`moduleprofiler.export.columns` says how each one renders)."""
 
 
 @dataclass(frozen=True)
-class Profile:
-    """The result of one profiled forward pass: per-call records plus the model's modules.
-
-    Every table, export and legacy dict is a view of these records.
-    """
+class ProfileData:
+    """The result of one profiled pass: per-call records plus the model's modules, with
+    their totals. Data only: :class:`moduleprofiler.Profile` adds the views."""
 
     records: tuple[CallRecord, ...]
     modules: tuple[ModuleInfo, ...]
@@ -127,6 +130,9 @@ class Profile:
     backward_outside_ops: int | float = 0
     """Backward ops not created by any module call (the loss, gradient accumulation)."""
     backward_outside_macs: int | float = 0
+    unhooked: tuple[str, ...] = ()
+    """Paths of TorchScript submodules that cannot carry Python hooks: their work is counted
+    in their nearest hooked ancestor's call."""
     module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Measured per-module columns attached by :meth:`with_timing` / :meth:`with_memory`
     (module path -> column -> value); every module view shows them."""
@@ -224,143 +230,6 @@ class Profile:
         called = {record.path for record in self.records}
         return tuple(info.path for info in self.modules if info.path not in called)
 
-    # -- views -----------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python view: totals, per-call records, modules, uncalled/unsupported lists."""
-        from moduleprofiler.export.frame import profile_to_dict
-
-        return profile_to_dict(self)
-
-    def to_df(self, aggregate: Aggregate = "call") -> pd.DataFrame:
-        """Tidy DataFrame: one row per call, per module (calls summed) or per module type."""
-        from moduleprofiler.export.frame import profile_frame
-
-        return profile_frame(self, aggregate)
-
-    def summary(self, memory: MemoryReport | None = None, latency: Any = None) -> pd.DataFrame:
-        """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,
-        latency and throughput (memory and latency columns filled when given a
-        :class:`~moduleprofiler.memory.MemoryReport` and a latency result)."""
-        from moduleprofiler.memory import model_summary
-
-        return model_summary(self, memory, latency)
-
-    def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
-        """A copy with extra per-module columns (``{path: {column: value}}``) merged in."""
-        merged = {path: dict(columns) for path, columns in self.module_metrics.items()}
-        for path, columns in metrics.items():
-            merged.setdefault(path, {}).update(columns)
-        return dataclasses.replace(self, module_metrics=merged, _by_path={})
-
-    def with_timing(self, timing: ModuleTiming) -> Profile:
-        """A copy whose module views also show forward time from
-        :meth:`ModuleProfiler.time_modules`: ``time_median_ms`` (the module with its children)
-        and ``self_time_median_ms`` (its own code), medians over the timed iterations."""
-        from moduleprofiler.legacy import ROOT_NAME
-
-        frame = timing.to_df()
-        return self.with_metrics({
-            "" if row.module == ROOT_NAME else str(row.module): {
-                "time_median_ms": row.inclusive_median_ms,
-                "self_time_median_ms": row.self_median_ms,
-            }
-            for row in frame.itertuples(index=False)
-        })
-
-    def with_memory(self, memory: MemoryReport) -> Profile:
-        """A copy whose module views also show what :meth:`ModuleProfiler.measure_memory`
-        measured, summed over each module's calls: ``saved_bytes`` (saved for backward by the
-        module and its children), ``self_saved_bytes`` (by its own operators) and
-        ``max_live_bytes`` (the most memory live during one of its calls)."""
-        frame = memory.to_df()
-        metrics: dict[str, dict[str, Any]] = {}
-        for path, calls in frame.groupby("module", sort=False):
-            metrics[str(path)] = {
-                "saved_bytes": _sum_or_none(calls["saved_bytes"]),
-                "self_saved_bytes": _sum_or_none(calls["self_saved_bytes"]),
-                "max_live_bytes": _max_or_none(calls["max_live_bytes"]),
-            }
-        return self.with_metrics(metrics)
-
-    # -- export views (issue 6) ------------------------------------------------------------
-    # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
-    def tree(self, columns: Sequence[str] | None = None, **options: Any) -> View:
-        """The module tree annotated with ``columns`` and % of the total; options:
-        ``max_depth``, ``min_pct``, ``pct_of``, ``include``, ``exclude``
-        (:func:`moduleprofiler.export.select.tree_view`)."""
-        from moduleprofiler.export.select import tree_view
-
-        return tree_view(self, columns, **options)
-
-    def table(self, columns: Sequence[str] | None = None, **options: Any) -> View:
-        """A flat table; options: ``aggregate``, ``max_depth``, ``min_pct``, ``pct_of``,
-        ``sort_by``, ``ascending``, ``include``, ``exclude``, ``limit``
-        (:func:`moduleprofiler.export.select.table_view`)."""
-        from moduleprofiler.export.select import table_view
-
-        return table_view(self, columns, **options)
-
-    def top(self, k: int | None = 10, *, by: str = "ops", depth: int | None = None) -> View:
-        """The ``k`` module types with the most ``by``, over all modules' own work or over
-        the modules at ``depth`` (:func:`moduleprofiler.export.select.top_view`)."""
-        from moduleprofiler.export.select import top_view
-
-        return top_view(self, k, by=by, depth=depth)
-
-    def __str__(self) -> str:
-        return str(self.tree())
-
-    def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
-        """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""
-        from moduleprofiler.export.json_io import profile_to_json
-
-        return profile_to_json(self, buf, indent=indent)
-
-    @classmethod
-    def from_json(cls, source: str | PathLike | IO[str]) -> Profile:
-        """The profile saved by :meth:`to_json` (a path, a file object, or the JSON text)."""
-        from moduleprofiler.export.json_io import profile_from_json
-
-        return profile_from_json(source)
-
-    def to_csv(self, buf: Buffer = None, *, aggregate: Aggregate = "call") -> str | None:
-        """:meth:`to_df` as CSV with raw numbers (unknown = empty cell)."""
-        from moduleprofiler.export.formats import profile_csv
-
-        return profile_csv(self, buf, aggregate=aggregate)
-
-    def to_markdown(self, buf: Buffer = None, **options: Any) -> str | None:
-        """:meth:`table` (same options) as a Markdown table with human units."""
-        from moduleprofiler.export.formats import export_profile
-
-        return export_profile(self, "markdown", buf, **options)
-
-    def to_latex(self, buf: Buffer = None, **options: Any) -> str | None:
-        """:meth:`table` (same options) as a booktabs ``table`` float; also ``caption``,
-        ``label``, ``position``, ``environment``, ``escape_caption``."""
-        from moduleprofiler.export.formats import export_profile
-
-        return export_profile(self, "latex", buf, **options)
-
-    def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
-        """A self-contained HTML report: summary, charts, module tree, sortable table."""
-        from moduleprofiler.export.report import render_report
-
-        return render_report(self, buf, title=title)
-
-    def to_text(self, buf: Buffer = None, **options: Any) -> str | None:
-        """:meth:`tree` (same options) as text; also ``unicode`` and ``color``."""
-        from moduleprofiler.export.formats import export_profile
-
-        return export_profile(self, "text", buf, **options)
-
-    def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
-        """Write in ``format`` (default: from the suffix of ``path``: .json .csv .md .html
-        .tex .txt); ``options`` go to the matching ``to_*`` method."""
-        from moduleprofiler.export.formats import save_profile
-
-        save_profile(self, path, format, **options)
-
     def __repr__(self) -> str:
         return (
             f"Profile(calls={len(self.records)}, modules={len(self.modules)}, "
@@ -368,12 +237,3 @@ class Profile:
             f"total_macs={self.total_macs}, complete={self.complete})"
         )
 
-
-def _sum_or_none(values: pd.Series) -> int | None:
-    known = values.dropna()
-    return None if known.empty else int(known.sum())
-
-
-def _max_or_none(values: pd.Series) -> int | None:
-    known = values.dropna()
-    return None if known.empty else int(known.max())

@@ -14,7 +14,7 @@ from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.view import View
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Profile
+    from moduleprofiler.records import ProfileData as Profile
 
 COMPARE_COLUMNS = ("params", "inclusive_macs", "inclusive_ops")
 

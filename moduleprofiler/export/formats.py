@@ -9,7 +9,8 @@ from moduleprofiler.export.io import Buffer, PathLike, emit, format_name, infer_
 from moduleprofiler.export.tables import printable
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Aggregate, Profile
+    from moduleprofiler.export.profile import Profile
+    from moduleprofiler.records import Aggregate
 
 _RENDER_OPTIONS = {
     "latex": ("caption", "label", "position", "environment", "escape_caption"),

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Aggregate, CallRecord, Profile
+    from moduleprofiler.records import Aggregate, CallRecord
+    from moduleprofiler.records import ProfileData as Profile
 
 SCHEMA_VERSION = 1
 _AGGREGATES = ("call", "module", "type")

@@ -19,12 +19,14 @@ import math
 import numbers
 import os
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from moduleprofiler._version import __version__
 from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
 from moduleprofiler.export.io import Buffer, PathLike, emit
-from moduleprofiler.records import CallRecord, ModuleInfo, Profile
+from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData
+
+P = TypeVar("P", bound=ProfileData)
 
 DOCUMENT = "moduleprofiler.profile"
 _TAGS = ("__list__", "__dict__", "__float__", "__repr__")
@@ -82,14 +84,14 @@ def _hashable(key: Any) -> Any:
 
 
 _PROFILE_FIELDS = tuple(
-    field.name for field in dataclasses.fields(Profile)
+    field.name for field in dataclasses.fields(ProfileData)
     if field.init and field.name not in ("records", "modules", "excluded", "total_params",
                                          "total_buffers", "_by_path")
 )
 """Profile fields stored at the top level of the document, beside its tables and totals."""
 
 
-def profile_document(profile: Profile) -> dict[str, Any]:
+def profile_document(profile: ProfileData) -> dict[str, Any]:
     """The JSON document of ``profile`` as Python data (already JSON-native)."""
     document: dict[str, Any] = {"document": DOCUMENT, "moduleprofiler_version": __version__}
     document.update(profile_to_dict(profile))
@@ -111,7 +113,8 @@ def _native(value: Any) -> Any:
     return encode(value)
 
 
-def profile_to_json(profile: Profile, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
+def profile_to_json(profile: ProfileData, buf: Buffer = None, *,
+                    indent: int | None = 2) -> str | None:
     """``profile`` as JSON text (``buf=None``) or written to a path / file object: one
     record or module per line (``indent`` spaces), or all on one line (``indent=None``)."""
     document = profile_document(profile)
@@ -143,8 +146,8 @@ def _build(cls: type[Any], data: Mapping[str, Any], what: str) -> Any:
     return cls(**values)
 
 
-def profile_from_document(document: Mapping[str, Any]) -> Profile:
-    """Rebuild a :class:`Profile` from :func:`profile_document` data."""
+def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
+    """Rebuild a profile (of class ``factory``) from :func:`profile_document` data."""
     if document.get("document") != DOCUMENT:
         raise ValueError(f"not a moduleprofiler profile (expected \"document\": \"{DOCUMENT}\")")
     version = document.get("schema_version")
@@ -152,19 +155,24 @@ def profile_from_document(document: Mapping[str, Any]) -> Profile:
         raise ValueError(f"profile JSON has schema_version {version!r}; this moduleprofiler "
                          f"({__version__}) reads versions up to {SCHEMA_VERSION}")
     totals = document.get("totals", {})
-    return Profile(
+    return factory(
         records=tuple(_build(CallRecord, r, "record") for r in document["records"]),
         modules=tuple(_build(ModuleInfo, m, "module") for m in document["modules"]),
         excluded=tuple(document.get("excluded", ())),
         total_params=totals.get("params", 0),
         total_buffers=totals.get("buffers", 0),
-        **{name: document[name] for name in _PROFILE_FIELDS if name in document},
+        **{name: _field_value(document[name]) for name in _PROFILE_FIELDS if name in document},
     )
 
 
-def profile_from_json(source: str | PathLike | IO[str]) -> Profile:
-    """Read a profile from a path, a text file object, or the JSON text itself (a string
-    starting with ``{``)."""
+def _field_value(value: Any) -> Any:
+    # JSON has no tuples: tuple-valued profile fields come back as lists
+    return tuple(value) if isinstance(value, list) else value
+
+
+def profile_from_json(source: str | PathLike | IO[str], factory: type[P]) -> P:
+    """Read a profile (of class ``factory``) from a path, a text file object, or the JSON text
+    itself (a string starting with ``{``)."""
     if isinstance(source, str) and source.lstrip().startswith("{"):
         text = source
     elif isinstance(source, (str, os.PathLike)):
@@ -172,4 +180,4 @@ def profile_from_json(source: str | PathLike | IO[str]) -> Profile:
             text = handle.read()
     else:
         text = source.read()
-    return profile_from_document(json.loads(text))
+    return profile_from_document(json.loads(text), factory)

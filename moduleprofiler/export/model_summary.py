@@ -15,7 +15,7 @@ from moduleprofiler.export.select import column_total, extra_columns
 from moduleprofiler.export.view import View
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Profile
+    from moduleprofiler.records import ProfileData as Profile
 
 SUMMARY_COLUMNS = ("model", "params", "macs", "flops", "ops")
 _LABELS = {"params": "params", "trainable_params": "trainable", "macs": "MACs",

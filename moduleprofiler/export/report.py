@@ -30,7 +30,7 @@ from moduleprofiler.export.tree import parents, relative_name
 from moduleprofiler.export.units import is_missing
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Profile
+    from moduleprofiler.records import ProfileData as Profile
 
 CHART_BARS = 10
 """Bars per chart; the rest are summed into one "other" bar."""

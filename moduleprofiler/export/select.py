@@ -15,7 +15,7 @@ from moduleprofiler.export.frame import call_frame, module_frame
 from moduleprofiler.export.view import View
 
 if TYPE_CHECKING:
-    from moduleprofiler.records import Profile
+    from moduleprofiler.records import ProfileData as Profile
 
 Patterns = str | Sequence[str] | None
 TableAggregate = Literal["module", "call"]

@@ -10,7 +10,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from moduleprofiler.memory.report import MemoryReport
-    from moduleprofiler.records import Profile
+    from moduleprofiler.records import ProfileData as Profile
 
 SUMMARY_COLUMNS = (
     "model", "params", "trainable_params", "model_size_bytes", "param_bytes", "buffer_bytes",

@@ -10,11 +10,14 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     backward,
     elementwise,
     free,
+    linalg,
     matmul,
     norm,
     pooling,
     recurrent,
+    sampling,
     selection,
+    spectral,
 )
 from moduleprofiler.operators.registry import (
     FREE_OPERATORS,

@@ -10,7 +10,7 @@ Custom operators made with ``torch.library`` register the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import torch
@@ -95,3 +95,23 @@ def lookup(func: torch._ops.OpOverload) -> OperatorFormula | object | None:
 
 
 MISSING = _MISSING
+
+OperatorMap = Mapping[OperatorKey, "OperatorFormula | None"]
+"""An operator table: aten operator (overload or packet) -> formula, ``None`` for a free one."""
+
+
+def get_default_operator_map() -> dict[OperatorKey, OperatorFormula | None]:
+    """A fresh copy of the registered operator formulas (free operators map to ``None``), for
+    one :class:`~moduleprofiler.ModuleProfiler` to own and extend without touching others."""
+    table: dict[OperatorKey, OperatorFormula | None] = dict.fromkeys(FREE_OPERATORS)
+    table.update(OPERATOR_FORMULAS)
+    return table
+
+
+def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormula | object | None:
+    """:func:`lookup` in ``table``: the overload's entry, else its packet's; ``None`` when the
+    operator is free; :data:`MISSING` when the table does not know it."""
+    for key in (func, func.overloadpacket):
+        if key in table:
+            return table[key]
+    return _MISSING

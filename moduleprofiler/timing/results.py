@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 from torch import nn
 
-from moduleprofiler.legacy import ROOT_NAME
+from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing.stats import Summary, summarize
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",

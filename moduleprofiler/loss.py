@@ -1,0 +1,52 @@
+"""The one default loss, used by every pass that runs a backward without a ``loss_fn``.
+
+Rule, in order:
+
+1. the output itself, if it is a one-element floating-point tensor that requires grad;
+2. else its ``loss`` (a ``"loss"`` key of a mapping, or a ``.loss`` attribute as on Hugging Face
+   outputs given ``labels``), if that is a one-element tensor that requires grad;
+3. else the sum of every floating-point tensor that requires grad found in the output (through
+   tuples, lists, mappings and dataclasses, as the shape traces do);
+4. else no loss can be derived: :class:`~moduleprofiler.errors.LossError` asks for ``loss_fn``.
+   A profile never reports a silent zero for a backward it could not run.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from moduleprofiler.errors import LossError
+from moduleprofiler.shapes import iter_tensors
+
+LossFn = Callable[[Any], Tensor]
+
+
+def _scalar_with_grad(value: Any) -> bool:
+    return (isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point()
+            and value.requires_grad)
+
+
+def default_loss(output: Any) -> Tensor:
+    """The scalar a backward pass differentiates when no ``loss_fn`` is given (see the module
+    docstring for the rule).
+
+    Raises:
+        LossError: the output holds no floating-point tensor that requires grad.
+    """
+    if _scalar_with_grad(output):
+        return output  # type: ignore[no-any-return]
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    if isinstance(loss, Tensor) and _scalar_with_grad(loss):
+        return loss
+    parts = [t.sum() for t in iter_tensors(output) if t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise LossError(
+            f"cannot derive a loss from the model's output ({type(output).__name__}): it holds "
+            "no floating-point tensor that requires grad; pass loss_fn=, a function from the "
+            "output to a scalar tensor")
+    return functools.reduce(torch.add, parts)

@@ -1,0 +1,355 @@
+"""The pass runner: the one place that hooks a model, keeps the call stack and calls listeners.
+
+Every pass of moduleprofiler (counting, backward counting, memory, timing) is one
+:class:`PassRunner` with *listeners*. The runner
+
+* installs a forward pre-hook (``with_kwargs=True``) and a forward hook (``with_kwargs=True``,
+  ``always_call=True``) on every module, all in one ``ExitStack``, so every hook is released
+  even when the forward raises; nothing is written onto the user's modules and torch is never
+  patched. TorchScript children cannot carry Python hooks: they are left unhooked and their
+  work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`);
+* keeps the one runtime call stack: each module call is a :class:`Call` with its index in
+  execution order, parent, depth and call number; the first module whose forward raises is
+  :attr:`PassRunner.failed_path`;
+* maps autograd nodes to the forward call that created them (:meth:`PassRunner.owner_of_node`):
+  a node's sequence number falls between two hook events of the forward, and the call that was
+  innermost in that interval created it. One integer read per hook event, no graph walk;
+* runs one aten-operator observer (a ``TorchDispatchMode``), on only while the innermost
+  running call is one some listener wants observed (:meth:`Listener.observe`), so modules whose
+  formula covers their work cost no dispatch at all;
+* runs the backward (:meth:`PassRunner.backward`) with the one default loss
+  (:func:`moduleprofiler.loss.default_loss`), telling listeners which forward call created the
+  autograd node each backward operator runs for.
+
+Per-call budget (the hot path, paid on every module call of the forward): the pre-hook builds
+one :class:`Call` (a slotted object), pushes it and, where listeners want it, reads the
+autograd sequence counter and toggles the observer; the post-hook pops it and calls the
+listeners that registered an ``exit``. Anything that can be computed after the forward (totals,
+inclusive sums, per-module aggregation, rendering) is left to the records and the views.
+"""
+
+from __future__ import annotations
+
+import bisect
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+import torch
+from torch import nn
+
+from moduleprofiler.dispatch import OperatorObserver
+from moduleprofiler.errors import ProfilingError
+from moduleprofiler.loss import LossFn, default_loss
+from moduleprofiler.records import display_path
+
+_get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
+
+ACCUMULATE_SEQUENCE_NR = 2**64 - 1
+"""Sequence number of ``AccumulateGrad`` nodes (created for a leaf, not by a forward call)."""
+
+
+class Call:
+    """One module call: where it sits in the runtime call stack, and what listeners wrote.
+
+    ``values`` holds the per-call fields and columns listeners computed (``ops``,
+    ``output_bytes``, ``forward_ms``, a custom listener's column); the records are built from
+    it after the pass.
+    """
+
+    __slots__ = ("call_number", "depth", "failed", "index", "module", "outer_exception",
+                 "parent", "path", "values")
+
+    def __init__(self, index: int, parent: int | None, depth: int, module: nn.Module, path: str,
+                 call_number: int, outer_exception: BaseException | None) -> None:
+        self.index = index
+        self.parent = parent
+        self.depth = depth
+        self.module = module
+        self.path = path
+        self.call_number = call_number
+        self.outer_exception = outer_exception
+        self.failed = False
+        self.values: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Call(index={self.index}, path={self.path!r}, call_number={self.call_number})"
+
+
+class Listener:
+    """Base class of pass listeners: every method is a no-op; override the ones you need.
+
+    A listener is told of every module call as it starts (:meth:`enter`) and ends
+    (:meth:`exit`), of aten operators while the observer is on (:meth:`operator`, with the
+    innermost running call or ``None`` outside every call), and of backward operators with the
+    forward call that created their autograd node (:meth:`backward_operator`). It writes its
+    results into ``call.values`` or keeps pass-level results of its own.
+    """
+
+    wants_nodes: bool = False
+    """Whether this listener needs :meth:`PassRunner.owner_of_node` (autograd attribution)."""
+
+    def start(self, runner: PassRunner) -> None:
+        """The hooks are installed and the pass is about to run."""
+
+    def observe(self, module: nn.Module) -> bool:
+        """Whether operators that run while ``module`` is the innermost call are wanted
+        (asked once per module per pass)."""
+        return False
+
+    def observe_outside(self) -> bool:
+        """Whether operators that run outside every module call are wanted."""
+        return False
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A module call starts."""
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        """A module call returned (not called for a call whose forward raised)."""
+
+    def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], out: Any) -> None:
+        """An aten operator ran inside ``call`` (``None``: outside every module call)."""
+
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        """A backward operator ran for a node created by ``owner`` (``None``: by no call)."""
+
+    def finish(self, runner: PassRunner) -> None:
+        """The pass is over (hooks released); complete ``call.values``."""
+
+
+def _overrides(listener: Listener, name: str) -> bool:
+    return getattr(type(listener), name) is not getattr(Listener, name)
+
+
+class PassRunner:
+    """Hooks ``root``, runs a pass and dispatches its events to ``listeners``.
+
+    Usage: ``runner = PassRunner(model, [listener, ...]); output = runner.forward(invoke)``,
+    then optionally ``runner.backward(output, loss_fn)``; ``runner.calls`` lists every call.
+    """
+
+    def __init__(self, root: nn.Module, listeners: Sequence[Listener]) -> None:
+        self.root = root
+        self.listeners = tuple(listeners)
+        self.paths: dict[int, str] = {}
+        self.modules: list[nn.Module] = []
+        for path, module in root.named_modules():
+            self.paths[id(module)] = path
+            self.modules.append(module)
+        self.calls: list[Call] = []
+        self.stack: list[Call] = []
+        self.failed_path: str | None = None
+        self.unhooked: tuple[str, ...] = ()
+        """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
+        self._counts: dict[int, int] = {}
+        self._enter_listeners = [lst for lst in self.listeners if _overrides(lst, "enter")]
+        self._exit_listeners = [lst for lst in self.listeners if _overrides(lst, "exit")]
+        self._operator_listeners = [lst for lst in self.listeners if _overrides(lst, "operator")]
+        self._backward_listeners = [lst for lst in self.listeners
+                                    if _overrides(lst, "backward_operator")]
+        self._track_nodes = _get_sequence_nr is not None and any(
+            lst.wants_nodes or lst in self._backward_listeners for lst in self.listeners)
+        self._observed: dict[int, bool] = {}
+        self._observe_outside = any(lst.observe_outside() for lst in self._operator_listeners)
+        self._observer = (OperatorObserver(self._on_operator) if self._operator_listeners
+                          else None)
+        # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
+        # ``_seq_calls[i]`` the innermost call from that event on
+        self._seq_starts: list[int] = []
+        self._seq_calls: list[Call | None] = []
+
+    # -- the forward -----------------------------------------------------------------------
+    def forward(self, invoke: Callable[[], Any]) -> Any:
+        """Install the hooks, run ``invoke()`` once, release the hooks; return its output.
+
+        Raises:
+            ProfilingError: ``invoke()`` raised; the message names the module whose forward
+                failed, and the original exception is chained.
+        """
+        with ExitStack() as cleanup:
+            self._install(cleanup)
+            for listener in self.listeners:
+                listener.start(self)
+            if self._observer is not None:
+                cleanup.callback(self._observer.stop)
+                self._sync_observer()
+            try:
+                output = invoke()
+            except ProfilingError:
+                raise
+            except Exception as exc:
+                raise self._error_for(exc) from exc
+        return output
+
+    def finish(self) -> None:
+        """Tell every listener that the pass is over."""
+        for listener in self.listeners:
+            listener.finish(self)
+
+    def _install(self, cleanup: ExitStack) -> None:
+        unhooked: list[str] = []
+        for module in self.modules:
+            path = self.paths[id(module)]
+            if isinstance(module, torch.jit.ScriptModule) and module is not self.root:
+                unhooked.append(path)
+                continue
+            try:
+                cleanup.enter_context(
+                    module.register_forward_pre_hook(self._enter, with_kwargs=True))
+                cleanup.enter_context(
+                    module.register_forward_hook(self._exit, with_kwargs=True, always_call=True))
+            except Exception as exc:
+                raise ProfilingError(
+                    f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
+                    f"{exc}", path) from exc
+        self.unhooked = tuple(unhooked)
+
+    def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        key = id(module)
+        stack = self.stack
+        parent = stack[-1] if stack else None
+        number = self._counts.get(key, 0)
+        self._counts[key] = number + 1
+        call = Call(len(self.calls), parent.index if parent is not None else None,
+                    parent.depth + 1 if parent is not None else 0, module,
+                    self.paths.get(key, "?"), number, sys.exc_info()[1])
+        self.calls.append(call)
+        stack.append(call)
+        if self._track_nodes:
+            self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
+            self._seq_calls.append(call)
+        for listener in self._enter_listeners:
+            listener.enter(call, args, kwargs)
+        if self._observer is not None:
+            self._sync_observer()
+
+    def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+              output: Any) -> None:
+        # The top call is this module's unless a foreign hook raised between our pre-hook and
+        # the forward: unwind to this module's call then.
+        stack = self.stack
+        call = None
+        while stack:
+            candidate = stack.pop()
+            if candidate.module is module:
+                call = candidate
+                break
+        if call is None:
+            return
+        if self._observer is not None:
+            self._observer.stop()  # tensor work done by listeners is never observed
+        try:
+            exception = sys.exc_info()[1]
+            if exception is not None and exception is not call.outer_exception:
+                # Called from ``_call_impl``'s exception handler: this forward raised. The
+                # first module to get here is the innermost one, the one that failed.
+                call.failed = True
+                if self.failed_path is None:
+                    self.failed_path = call.path
+            else:
+                for listener in self._exit_listeners:
+                    listener.exit(call, args, kwargs, output)
+        finally:
+            if self._track_nodes:
+                self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
+                self._seq_calls.append(stack[-1] if stack else None)
+            if self._observer is not None:
+                self._sync_observer()
+
+    # -- operators -------------------------------------------------------------------------
+    def _wants(self, module: nn.Module) -> bool:
+        wanted = self._observed.get(id(module))
+        if wanted is None:
+            wanted = self._observed[id(module)] = any(
+                lst.observe(module) for lst in self._operator_listeners)
+        return wanted
+
+    def _sync_observer(self) -> None:
+        """Observe exactly when the innermost running call (or, outside every call, the pass
+        itself) is wanted by some listener."""
+        observer = self._observer
+        assert observer is not None
+        stack = self.stack
+        observer.set_active(self._wants(stack[-1].module) if stack else self._observe_outside)
+
+    def _on_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                     out: Any) -> None:
+        call = self.stack[-1] if self.stack else None
+        for listener in self._operator_listeners:
+            listener.operator(call, func, args, kwargs, out)
+
+    # -- autograd ----------------------------------------------------------------------------
+    def owner_of_node(self, node: Any) -> Call | None:
+        """The forward call that created the autograd ``node`` (``None``: created outside
+        every module call, by the loss, or an ``AccumulateGrad`` node of a leaf)."""
+        if node is None or not self._seq_starts:
+            return None
+        try:
+            sequence = int(node._sequence_nr())
+        except (AttributeError, RuntimeError):
+            return None
+        if sequence == ACCUMULATE_SEQUENCE_NR:
+            return None
+        position = bisect.bisect_right(self._seq_starts, sequence) - 1
+        return self._seq_calls[position] if position >= 0 else None
+
+    def backward(self, output: Any, loss_fn: LossFn | None,
+                 inputs: Iterable[torch.Tensor] | None = None) -> None:
+        """Differentiate ``loss_fn(output)`` (default :func:`~moduleprofiler.loss.default_loss`)
+        with respect to ``inputs`` (default: the model's trainable parameters) with
+        ``torch.autograd.grad``, so no ``.grad`` is touched, while telling the listeners which
+        forward call each backward operator works for.
+
+        Raises:
+            ProfilingError: no loss can be derived from ``output`` (pass ``loss_fn``), or the
+                backward pass raised.
+        """
+        loss = default_loss(output) if loss_fn is None else loss_fn(output)
+        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+            raise ProfilingError(
+                f"loss_fn returned {type(loss).__name__}"
+                + ("" if not isinstance(loss, torch.Tensor) else " that does not require grad")
+                + ": the backward pass needs a tensor that requires grad")
+        targets = [t for t in (self.root.parameters() if inputs is None else inputs)
+                   if t.requires_grad]
+        if not targets:
+            raise ProfilingError(
+                "the backward pass has nothing to differentiate: no parameter of the model "
+                "requires grad")
+        observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
+            else None
+        try:
+            if observer is not None:
+                observer.start()
+            try:
+                torch.autograd.grad(loss, targets, allow_unused=True)
+            finally:
+                if observer is not None:
+                    observer.stop()
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise ProfilingError(
+                f"the backward pass raised {type(exc).__name__}: {exc}") from exc
+
+    def _on_backward_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                              out: Any) -> None:
+        owner = self.owner_of_node(torch._C._current_autograd_node())
+        for listener in self._backward_listeners:
+            listener.backward_operator(owner, func, args, kwargs, out)
+
+    # -- errors --------------------------------------------------------------------------------
+    def _error_for(self, exc: Exception) -> ProfilingError:
+        if self.failed_path is None:
+            return ProfilingError(
+                f"the profiled call raised {type(exc).__name__} outside any module's forward: "
+                f"{exc}")
+        path = self.failed_path
+        module = next(m for m in self.modules if self.paths[id(m)] == path)
+        return ProfilingError(
+            f"forward of module {display_path(path)!r} ({type(module).__name__}) raised "
+            f"{type(exc).__name__}: {exc}", path)
