@@ -80,8 +80,8 @@ class Call:
 class Listener:
     """Base class of pass listeners: every method is a no-op; override the ones you need.
 
-    A listener is told of every module call as it starts (:meth:`enter`) and ends
-    (:meth:`exit`), of aten operators while the observer is on (:meth:`operator`, with the
+    A listener is told of every module call as it starts (:meth:`enter`, listeners in the order
+    given to the runner) and ends (:meth:`exit`, in reverse order), of aten operators while the observer is on (:meth:`operator`, with the
     innermost running call or ``None`` outside every call), and of backward operators with the
     forward call that created their autograd node (:meth:`backward_operator`). It writes its
     results into ``call.values`` or keeps pass-level results of its own.
@@ -147,7 +147,10 @@ class PassRunner:
         """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self._counts: dict[int, int] = {}
         self._enter_listeners = [lst for lst in self.listeners if _overrides(lst, "enter")]
-        self._exit_listeners = [lst for lst in self.listeners if _overrides(lst, "exit")]
+        # exit in reverse order: the last listener is the innermost, so a clock listener put
+        # last stamps after every other listener's enter work and before their exit work
+        self._exit_listeners = [lst for lst in reversed(self.listeners)
+                                if _overrides(lst, "exit")]
         self._operator_listeners = [lst for lst in self.listeners if _overrides(lst, "operator")]
         self._backward_listeners = [lst for lst in self.listeners
                                     if _overrides(lst, "backward_operator")]
