@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -48,6 +48,15 @@ _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_s
 
 ACCUMULATE_SEQUENCE_NR = 2**64 - 1
 """Sequence number of ``AccumulateGrad`` nodes (created for a leaf, not by a forward call)."""
+
+
+def is_accumulation(node: Any) -> bool:
+    """Whether the autograd ``node`` is an ``AccumulateGrad`` (it adds a leaf's gradient to
+    its ``.grad``)."""
+    try:
+        return int(node._sequence_nr()) == ACCUMULATE_SEQUENCE_NR
+    except (AttributeError, RuntimeError, TypeError):
+        return False
 
 
 class Call:
@@ -92,6 +101,9 @@ class Listener:
 
     def start(self, runner: PassRunner) -> None:
         """The hooks are installed and the pass is about to run."""
+
+    def stop(self, runner: PassRunner) -> None:
+        """The forward is over, also when it raised: undo what :meth:`start` set up for it."""
 
     def observe(self, module: nn.Module) -> bool:
         """Whether operators that run while ``module`` is the innermost call are wanted
@@ -164,6 +176,7 @@ class PassRunner:
         # ``_seq_calls[i]`` the innermost call from that event on
         self._seq_starts: list[int] = []
         self._seq_calls: list[Call | None] = []
+        self._leaf_owners: dict[int, Call] | None = None
 
     # -- the forward -----------------------------------------------------------------------
     def forward(self, invoke: Callable[[], Any]) -> Any:
@@ -173,20 +186,47 @@ class PassRunner:
             ProfilingError: ``invoke()`` raised; the message names the module whose forward
                 failed, and the original exception is chained.
         """
+        with self.installed():
+            return self.run(invoke)
+
+    @contextmanager
+    def installed(self) -> Iterator[PassRunner]:
+        """Keep the hooks installed for the block, for any number of :meth:`run` calls or
+        forwards the caller makes itself (timing's iterations, a live training loop); every
+        hook is released on exit, also when the block raises."""
         with ExitStack() as cleanup:
             self._install(cleanup)
             for listener in self.listeners:
                 listener.start(self)
+                cleanup.callback(listener.stop, self)
             if self._observer is not None:
                 cleanup.callback(self._observer.stop)
                 self._sync_observer()
-            try:
-                output = invoke()
-            except ProfilingError:
-                raise
-            except Exception as exc:
-                raise self._error_for(exc) from exc
-        return output
+            yield self
+
+    def run(self, invoke: Callable[[], Any]) -> Any:
+        """``invoke()`` inside :meth:`installed`; return its output.
+
+        Raises:
+            ProfilingError: as :meth:`forward`.
+        """
+        try:
+            return invoke()
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise self._error_for(exc) from exc
+
+    def reset(self) -> None:
+        """Forget the previous run's calls (the hooks stay installed): the next run starts at
+        call index 0. The lists are replaced, not cleared, so a caller may keep the old ones."""
+        self.calls = []
+        self.stack.clear()
+        self.failed_path = None
+        self._counts.clear()
+        self._seq_starts = []
+        self._seq_calls = []
+        self._leaf_owners = None
 
     def finish(self) -> None:
         """Tell every listener that the pass is over."""
@@ -288,7 +328,9 @@ class PassRunner:
     # -- autograd ----------------------------------------------------------------------------
     def owner_of_node(self, node: Any) -> Call | None:
         """The forward call that created the autograd ``node`` (``None``: created outside
-        every module call, by the loss, or an ``AccumulateGrad`` node of a leaf)."""
+        every module call or by the loss). An ``AccumulateGrad`` node belongs to the first call
+        of the module that registers its parameter (``None`` for an input or an uncalled
+        module's parameter)."""
         if node is None or not self._seq_starts:
             return None
         try:
@@ -296,16 +338,35 @@ class PassRunner:
         except (AttributeError, RuntimeError):
             return None
         if sequence == ACCUMULATE_SEQUENCE_NR:
-            return None
+            return self._owner_of_leaf(node)
         position = bisect.bisect_right(self._seq_starts, sequence) - 1
         return self._seq_calls[position] if position >= 0 else None
 
+    def _owner_of_leaf(self, node: Any) -> Call | None:
+        if self._leaf_owners is None:  # built once, on the backward's first accumulation
+            first: dict[int, Call] = {}
+            for call in self.calls:
+                first.setdefault(id(call.module), call)
+            self._leaf_owners = {}
+            for module in self.modules:
+                owner = first.get(id(module))
+                if owner is None:
+                    continue
+                for parameter in module._parameters.values():
+                    if parameter is not None:
+                        self._leaf_owners.setdefault(id(parameter), owner)
+        variable = getattr(node, "variable", None)
+        return None if variable is None else self._leaf_owners.get(id(variable))
+
     def backward(self, output: Any, loss_fn: LossFn | None,
-                 inputs: Iterable[torch.Tensor] | None = None) -> None:
+                 inputs: Iterable[torch.Tensor] | None = None, *,
+                 accumulate: bool = False) -> None:
         """Differentiate ``loss_fn(output)`` (default :func:`~moduleprofiler.loss.default_loss`)
         with respect to ``inputs`` (default: the model's trainable parameters) with
         ``torch.autograd.grad``, so no ``.grad`` is touched, while telling the listeners which
-        forward call each backward operator works for.
+        forward call each backward operator works for. ``accumulate=True`` runs a training
+        step's backward instead (``torch.autograd.backward``): the gradients are accumulated
+        into ``.grad`` (set them aside with ``preserved_state(grads=True)``).
 
         Raises:
             ProfilingError: no loss can be derived from ``output`` (pass ``loss_fn``), or the
@@ -329,7 +390,10 @@ class PassRunner:
             if observer is not None:
                 observer.start()
             try:
-                torch.autograd.grad(loss, targets, allow_unused=True)
+                if accumulate:
+                    torch.autograd.backward(loss, inputs=targets)
+                else:
+                    torch.autograd.grad(loss, targets, allow_unused=True)
             finally:
                 if observer is not None:
                     observer.stop()
@@ -344,6 +408,12 @@ class PassRunner:
         owner = self.owner_of_node(torch._C._current_autograd_node())
         for listener in self._backward_listeners:
             listener.backward_operator(owner, func, args, kwargs, out)
+
+    def release(self) -> None:
+        """Drop the forward's operator observer, which refers back to the runner: the runner,
+        its calls and the modules they name are then freed as soon as the caller lets go of
+        them, without waiting for the garbage collector."""
+        self._observer = None
 
     # -- errors --------------------------------------------------------------------------------
     def _error_for(self, exc: Exception) -> ProfilingError:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
 
@@ -55,16 +55,6 @@ def own_nbytes(tensor: Tensor) -> int:
     return int(tensor.numel()) * tensor.element_size()
 
 
-def distinct_storages(tensors: Iterable[Tensor]) -> dict[int, torch.UntypedStorage]:
-    """The distinct storages of ``tensors``, keyed by :func:`storage_key`."""
-    storages: dict[int, torch.UntypedStorage] = {}
-    for tensor in tensors:
-        storage = storage_of(tensor)
-        if storage is not None:
-            storages.setdefault(storage_key(storage), storage)
-    return storages
-
-
 def distinct_bytes(tensors: Iterable[Tensor], exclude: Iterable[int] = ()) -> int:
     """Bytes of the distinct storages of ``tensors`` (tensors without one count their own),
     leaving out the storages whose keys are in ``exclude``."""
@@ -80,21 +70,6 @@ def distinct_bytes(tensors: Iterable[Tensor], exclude: Iterable[int] = ()) -> in
             seen.add(key)
             total += storage_nbytes(storage)
     return total
-
-
-def model_tensors(module: nn.Module) -> list[Tensor]:
-    """Every distinct parameter and buffer of ``module`` (by identity)."""
-    unique: dict[int, Tensor] = {}
-    for tensor in (*module.parameters(), *module.buffers()):
-        unique.setdefault(id(tensor), tensor)
-    return list(unique.values())
-
-
-def tensors_in(value: Any) -> list[Tensor]:
-    """Every tensor inside a (nested) value, via the collector's traversal."""
-    from moduleprofiler.shapes import iter_tensors
-
-    return list(iter_tensors(value))
 
 
 def new_storage_bytes(output: Any, *existing: Any) -> int:

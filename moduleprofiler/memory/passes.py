@@ -1,84 +1,46 @@
-"""One metered pass: a no-grad forward, or forward + loss + backward, under the call tracker,
-the live-storage accounting, the saved-tensor meter and (on CUDA) the allocator sampler."""
+"""One metered pass on the pass runner: a no-grad forward, or a training step (forward, loss,
+backward accumulating ``.grad``), under the memory listeners."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.errors import ProfilingError
 from moduleprofiler.inputs import make_invocation
-from moduleprofiler.memory._storage import distinct_bytes, model_tensors, tensors_in
-from moduleprofiler.memory.calls import CallTracker
+from moduleprofiler.loss import LossFn, default_loss
+from moduleprofiler.memory._storage import distinct_bytes, new_storage_bytes
 from moduleprofiler.memory.emulate import CudaKernelChoices
-from moduleprofiler.memory.peak import (
-    AllocationMode,
-    CudaPeak,
-    LiveBytes,
-    Location,
-    PeakMeter,
-)
-from moduleprofiler.memory.saved import SavedTensorMeter
-from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.state import preserved_training_flags
-
-LossFn = Callable[[Any], Tensor]
+from moduleprofiler.memory.peak import LiveBytesListener, Location
+from moduleprofiler.memory.report import PassMemory, PeakCall
+from moduleprofiler.memory.saved import SavedTensorsListener
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.state import preserved_state
 
 
-@dataclass
+@dataclass(frozen=True)
 class PassResult:
-    """What one pass left behind, before it becomes records."""
+    """What one pass measured, with no reference left to the model or its tensors."""
 
-    tracker: CallTracker
-    live: LiveBytes
-    meter: PeakMeter
-    cuda: CudaPeak | None
-    saved: SavedTensorMeter | None
-    grad_bytes: int | None
+    memory: PassMemory
+    calls: tuple[dict[str, Any], ...]
+    """Per call in execution order: ``index``, ``parent``, ``depth``, ``path``, ``type_name``,
+    ``call_number`` and the values the listeners wrote."""
 
 
-class _Locator:
-    """Which call is running: the top of the stack in the forward (and in recomputation during
-    the backward), else the call that created the executing autograd node."""
+class OutputBytesListener(Listener):
+    """``output_bytes`` per call: the new storages among its outputs (the number the counting
+    pass records, for the passes that do not count)."""
 
-    def __init__(self, tracker: CallTracker) -> None:
-        self.tracker = tracker
-        self.phase = "forward"
-
-    def __call__(self) -> Location:
-        tracker = self.tracker
-        if self.phase == "forward" or tracker.stack:
-            return tracker.current(), self.phase, None
-        node = torch._C._current_autograd_node()
-        if node is None:
-            return None, "backward", None
-        if tracker.is_accumulation(node):
-            return None, "backward", tracker.owner_of_accumulation(node)
-        return tracker.call_of_node(node), "backward", None
-
-
-def default_loss(output: Any) -> Tensor:
-    """The output if it is a one-element tensor; else its ``loss`` entry or attribute if that is
-    one (Hugging Face outputs with ``labels``); else the sum of every floating-point output
-    tensor that requires grad."""
-    if isinstance(output, Tensor) and output.numel() == 1:
-        return output
-    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
-    if isinstance(loss, Tensor) and loss.numel() == 1:
-        return loss
-    parts = [t.sum() for t in iter_tensors(output)
-             if t.is_floating_point() and t.requires_grad]
-    if not parts:
-        raise ProfilingError(
-            "the training pass found no output tensor that requires grad; pass loss_fn="
-        )
-    return functools.reduce(torch.add, parts)
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        module = call.module
+        call.values["output_bytes"] = new_storage_bytes(output, args, kwargs,
+                                                        module._parameters, module._buffers)
 
 
 def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | None,
@@ -86,73 +48,73 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
              emulate_cuda: bool = False) -> PassResult:
     """Run one metered pass of ``module`` on ``inputs`` (already on ``device``).
 
-    Inference: eval mode, ``torch.no_grad()``. Training: train mode, grad enabled, saved
-    tensors metered, then ``loss_fn(output)`` (default :func:`default_loss`) and its backward.
-    Training flags are restored afterwards; gradients and buffers are the caller's business.
+    Inference: eval mode, ``torch.no_grad()``. Training: train mode, grad enabled, the bytes
+    saved for backward metered, ``loss_fn(output)`` (default: the one default loss,
+    :func:`moduleprofiler.loss.default_loss`) and a backward that accumulates ``.grad`` as a
+    training step does. The model's state (flags, buffers, ``.grad``) is restored afterwards.
     ``emulate_cuda`` (meta device): take CUDA's kernel choices (:mod:`.emulate`).
+
+    Raises:
+        ProfilingError: the forward (naming the module), the loss or the backward raised;
+            :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
-    tracker = CallTracker(module, record_outputs=not train)
-    locate = _Locator(tracker)
-    params = model_tensors(module)
-    input_tensors = tensors_in(inputs)
-    live = LiveBytes([*params, *input_tensors])
-    meter = PeakMeter(live, locate)
-    tracker.listeners.append(lambda call: meter.enter(call.index, locate.phase))
-    cuda = CudaPeak(device, locate) if device.type == "cuda" else None
-    if cuda is not None:
-        tracker.listeners.append(lambda call: cuda.sample())
-    saved = SavedTensorMeter(tracker.current, params, input_tensors) if train else None
+    meter = LiveBytesListener(inputs, device)
+    saved = SavedTensorsListener(inputs) if train else None
+    runner = PassRunner(module, [meter, saved] if saved is not None
+                        else [OutputBytesListener(), meter])
     invoke = make_invocation(module, inputs, pred_fn)
     grad_bytes = None
-    kind = "training" if train else "inference"
-    with ExitStack() as stack:
-        stack.callback(_release, tracker, live, saved)
-        stack.enter_context(preserved_training_flags(module, eval=not train))
-        if train:
-            module.train()
-        stack.enter_context(torch.enable_grad() if train else torch.no_grad())
-        stack.enter_context(tracker.hooked())
-        if emulate_cuda:
-            stack.enter_context(CudaKernelChoices())
-        stack.enter_context(AllocationMode(live, cuda))
-        try:
-            with saved.active() if saved is not None else nullcontext():
-                output = invoke()
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(preserved_state(module, eval=not train, train=train,
+                                                grads=train))
+            stack.enter_context(torch.set_grad_enabled(train))
+            if emulate_cuda:
+                stack.enter_context(CudaKernelChoices())
             if train:
-                loss = (loss_fn or default_loss)(output)
-                del output
-                if not isinstance(loss, Tensor) or not loss.requires_grad:
-                    raise ProfilingError(
-                        f"the {kind} pass needs a loss tensor that requires grad, got "
-                        f"{type(loss).__name__}"
-                    )
-                locate.phase = "backward"
-                loss.backward()
+                # The loss is taken inside the pass (outside every module call), so that its
+                # operators are metered and the output is freed before the backward starts.
+                loss = runner.forward(lambda: (loss_fn or default_loss)(invoke()))
+                runner.backward(loss, _as_is, accumulate=True)
                 del loss
-                grad_bytes = distinct_bytes(
-                    p.grad for p in model_tensors(module)
-                    if isinstance(p, nn.Parameter) and p.grad is not None
-                )
+                grad_bytes = distinct_bytes(p.grad for p in module.parameters()
+                                            if p.grad is not None)
             else:
-                del output
-        except ProfilingError:
-            raise
-        except Exception as exc:
-            path = tracker.failed_path
-            where = "outside any module's forward" if path is None else (
-                f"in module {'<root>' if path == '' else path!r}")
-            raise ProfilingError(
-                f"the {kind} memory pass raised {type(exc).__name__} {where}: {exc}", path
-            ) from exc
-    if cuda is not None:
-        cuda.finish()
-    return PassResult(tracker, live, meter, cuda, saved, grad_bytes)
+                runner.forward(invoke)
+    finally:
+        runner.finish()
+        runner.release()
+    memory = PassMemory(
+        kind="training" if train else "inference",
+        method="allocator" if meter.cuda is not None else "operator",
+        baseline_bytes=meter.cuda.baseline_bytes if meter.cuda is not None
+        else meter.live.baseline_bytes,
+        peak_bytes=meter.cuda.peak if meter.cuda is not None else meter.peak,
+        peak_call=_peak_call(meter.cuda_peak_at if meter.cuda is not None else meter.peak_at),
+        operator_baseline_bytes=meter.live.baseline_bytes,
+        operator_peak_bytes=meter.peak,
+        allocations=meter.live.allocations,
+        saved_bytes=saved.totals.activation if saved is not None else None,
+        saved_param_bytes=saved.totals.parameter if saved is not None else None,
+        saved_input_bytes=saved.totals.input if saved is not None else None,
+        grad_bytes=grad_bytes,
+    )
+    return PassResult(memory, tuple(
+        {"index": call.index, "parent": call.parent, "depth": call.depth, "path": call.path,
+         "type_name": type(call.module).__name__, "call_number": call.call_number,
+         **call.values}
+        for call in runner.calls))
 
 
-def _release(tracker: CallTracker, live: LiveBytes, saved: SavedTensorMeter | None) -> None:
-    """Break every reference the meters hold to the model and its tensors, so that nothing
-    outlives the pass waiting for the garbage collector."""
-    tracker.release()
-    live.release()
-    if saved is not None:
-        saved.release()
+def _as_is(loss: Tensor) -> Tensor:
+    """The loss ``run_pass`` computed at the end of the forward."""
+    return loss
+
+
+def _peak_call(where: Location | None) -> PeakCall | None:
+    if where is None:
+        return None
+    call, phase, accumulating = where
+    if call is None:
+        return PeakCall(None, None, None, phase)
+    return PeakCall(call.path, call.call_number, call.index, phase, accumulating=accumulating)

@@ -1,11 +1,14 @@
-"""Peak memory: operator-level accounting of live storages, and the CUDA allocator's counters.
+"""Live bytes and their peak: operator-level accounting of live storages, and the CUDA
+allocator's counters, as a listener of the pass runner.
 
 :class:`LiveBytes` adds a storage's bytes the first time an operator returns it and subtracts
 them when the storage dies (a weak reference on the storage; its Python object lives exactly as
 long as the ``StorageImpl``, so this works on CPU, CUDA and the meta device alike, where
-``data_ptr()`` is 0). :class:`AllocationMode` is the ``TorchDispatchMode`` that feeds it every
-operator's outputs. :class:`CudaPeak` reads ``torch.cuda.max_memory_allocated`` after every
-operator and at every hook event, so it knows which call was running when the peak was set.
+``data_ptr()`` is 0). :class:`LiveBytesListener` feeds it every operator of the forward (the
+runner's observer, on everywhere) and of the backward, keeps the maximum per call and where the
+pass's peak was set; on CUDA :class:`CudaPeak` reads ``torch.cuda.max_memory_allocated`` after
+every operator and at every call's start, so it knows which call was running when the
+allocator's peak rose.
 """
 
 from __future__ import annotations
@@ -15,21 +18,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch import Tensor, nn
 
-from moduleprofiler.memory._storage import (
-    distinct_storages,
-    own_nbytes,
-    storage_key,
-    storage_nbytes,
-    storage_of,
-)
+from moduleprofiler.memory._storage import own_nbytes, storage_key, storage_nbytes, storage_of
+from moduleprofiler.memory.report import Phase
+from moduleprofiler.runner import Call, Listener, PassRunner, is_accumulation
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.tensors import module_tensors
 
-Location = tuple[int | None, str, str | None]
-"""``(call index or None, phase "forward"/"backward", owner path of an AccumulateGrad)``."""
-Locate = Callable[[], Location]
+Location = tuple[Call | None, Phase, bool]
+"""``(running call or None, phase "forward"/"backward", accumulating a parameter's grad)``."""
 
 
 class _Ref(weakref.ref):  # type: ignore[type-arg]
@@ -42,34 +40,41 @@ class LiveBytes:
     """Bytes of live storages: the ``baseline`` ones (alive throughout: parameters, buffers,
     inputs) plus every storage an operator returned that has not died yet."""
 
-    def __init__(self, baseline: Iterable[Tensor] = ()) -> None:
-        self._baseline = distinct_storages(baseline)  # strong refs: keys stay unique
-        self.baseline_bytes = sum(storage_nbytes(s) for s in self._baseline.values())
-        self.current = self.baseline_bytes
-        self.peak = self.current
+    def __init__(self) -> None:
+        self._baseline: dict[int, torch.UntypedStorage] = {}  # strong refs: keys stay unique
+        self.baseline_bytes = 0
+        self.current = 0
         self._storages: dict[int, _Ref] = {}
         self._tensors: dict[int, _Ref] = {}
-        self.on_grow: Callable[[int], None] | None = None
-        """Called with ``current`` whenever it grew."""
         self.allocations = 0
+
+    def add_baseline(self, tensors: Iterable[Tensor]) -> None:
+        """Count the storages of ``tensors`` as alive throughout (those an operator returned
+        already are allocations of the pass and stay so)."""
+        for tensor in tensors:
+            storage = storage_of(tensor)
+            if storage is None:
+                continue
+            key = storage_key(storage)
+            if key not in self._baseline and key not in self._storages:
+                self._baseline[key] = storage
+                self.baseline_bytes += storage_nbytes(storage)
+                self.current += storage_nbytes(storage)
 
     def release(self) -> None:
         """Stop accounting and drop every reference (the numbers stay)."""
         self._baseline.clear()
         self._storages.clear()
         self._tensors.clear()
-        self.on_grow = None
 
-    def add(self, value: Any) -> None:
-        """Account for the tensors in an operator's output."""
+    def add(self, value: Any) -> bool:
+        """Account for the tensors in an operator's output; whether ``current`` grew."""
+        if isinstance(value, Tensor):  # the common case, without a walk
+            return self._add(value)
         grew = False
         for tensor in iter_tensors(value):
             grew = self._add(tensor) or grew
-        if grew:
-            if self.current > self.peak:
-                self.peak = self.current
-            if self.on_grow is not None:
-                self.on_grow(self.current)
+        return grew
 
     def _add(self, tensor: Tensor) -> bool:
         storage = storage_of(tensor)
@@ -111,85 +116,126 @@ class LiveBytes:
         return release
 
 
-class AllocationMode(TorchDispatchMode):
-    """Runs each operator, then hands its outputs to :class:`LiveBytes` (and samples the CUDA
-    allocator when a :class:`CudaPeak` is given)."""
-
-    def __init__(self, live: LiveBytes, cuda: CudaPeak | None = None) -> None:
-        super().__init__()
-        self._live = live
-        self._cuda = cuda
-
-    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any,
-                           args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-                           ) -> Any:
-        out = func(*args, **(kwargs or {}))
-        self._live.add(out)
-        if self._cuda is not None:
-            self._cuda.sample()
-        return out
-
-
-class PeakMeter:
-    """Live-bytes maximum overall and per (phase, call), with where the overall one was set."""
-
-    def __init__(self, live: LiveBytes, locate: Locate) -> None:
-        self.live = live
-        self._locate = locate
-        self.peak_at: Location | None = None
-        self.max_by_call: dict[tuple[str, int | None], int] = {}
-        self._best = live.current
-        live.on_grow = self._grow
-
-    def enter(self, call: int, phase: str = "forward") -> None:
-        """A call started: its maximum is at least what is live now."""
-        key = (phase, call)
-        self.max_by_call[key] = max(self.max_by_call.get(key, 0), self.live.current)
-
-    def _grow(self, current: int) -> None:
-        where = self._locate()
-        key = (where[1], where[0])
-        if current > self.max_by_call.get(key, -1):
-            self.max_by_call[key] = current
-        if current > self._best or self.peak_at is None:
-            self._best = current
-            self.peak_at = where
-
-    def inclusive(self, parents: dict[int, int | None], phase: str) -> dict[int, int]:
-        """Per call, the maximum over the call and everything run inside it."""
-        result = {call: value for (p, call), value in self.max_by_call.items()
-                  if p == phase and call is not None}
-        for call in sorted(parents, reverse=True):  # children start after their parents
-            parent = parents[call]
-            if parent is not None and call in result:
-                result[parent] = max(result.get(parent, 0), result[call])
-        return result
-
-
 class CudaPeak:
-    """The CUDA caching allocator's peak over a pass, and the call running when it was set.
+    """The CUDA caching allocator's peak over a pass.
 
     ``torch.cuda.max_memory_allocated`` is a host-side counter: reading it needs no
-    synchronisation. It is read after every operator and at every hook event."""
+    synchronisation."""
 
-    def __init__(self, device: torch.device, locate: Locate) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._locate = locate
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         self.baseline_bytes = int(torch.cuda.memory_allocated(device))
         self.peak = self.baseline_bytes
-        self.peak_at: Location | None = None
 
-    def sample(self) -> None:
-        """Read the allocator's peak; if it rose, the running call set it."""
+    def sample(self) -> bool:
+        """Read the allocator's peak; whether it rose since the last sample."""
         peak = int(torch.cuda.max_memory_allocated(self.device))
         if peak > self.peak:
             self.peak = peak
-            self.peak_at = self._locate()
+            return True
+        return False
 
-    def finish(self) -> int:
-        """The pass's peak (after synchronising)."""
-        torch.cuda.synchronize(self.device)
-        self.sample()
-        return self.peak
+
+class LiveBytesListener(Listener):
+    """Live bytes per call and the pass's peak (on CUDA also the allocator's).
+
+    Writes ``max_live_bytes`` (the highest live memory, baseline included, while the call or
+    anything inside it ran in the forward) into every call's values and, when a backward ran,
+    ``backward_max_live_bytes`` (while the backward of the call's own operators ran).
+
+    Args:
+        inputs: the model's inputs, alive throughout the pass (default: the arguments of the
+            first outermost module call).
+        device: a CUDA device to sample the caching allocator on (others: ignored).
+    """
+
+    def __init__(self, inputs: Any = None, device: torch.device | None = None) -> None:
+        self.live = LiveBytes()
+        self._inputs = inputs
+        self._inputs_pending = inputs is None
+        self._device = device if device is not None and device.type == "cuda" else None
+        self.cuda: CudaPeak | None = None
+        self.peak = 0
+        self.peak_at: Location | None = None
+        self.cuda_peak_at: Location | None = None
+        self._forward: dict[Call | None, int] = {}
+        self._backward: dict[Call | None, int] = {}
+        self.backward_ran = False
+
+    def start(self, runner: PassRunner) -> None:
+        params, buffers = module_tensors(runner.root)
+        root = id(runner.root)
+        self.live.add_baseline([*params[root].values(), *buffers[root].values()])
+        self.live.add_baseline(iter_tensors(self._inputs))
+        self._inputs = None
+        self.peak = self.live.current
+        if self._device is not None:
+            self.cuda = CudaPeak(self._device)
+
+    def observe(self, module: nn.Module) -> bool:
+        return True
+
+    def observe_outside(self) -> bool:
+        return True
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._inputs_pending and call.parent is None:
+            self._inputs_pending = False
+            self.live.add_baseline(iter_tensors((args, kwargs)))
+            self.peak = max(self.peak, self.live.current)
+        current = self.live.current
+        if current > self._forward.get(call, -1):
+            self._forward[call] = current
+        if self.cuda is not None and self.cuda.sample():
+            self.cuda_peak_at = (call, "forward", False)
+
+    def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], out: Any) -> None:
+        self._account(call, "forward", self._forward, out)
+
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        self.backward_ran = True
+        self._account(owner, "backward", self._backward, out)
+
+    def _account(self, call: Call | None, phase: Phase, maxima: dict[Call | None, int],
+                 out: Any) -> None:
+        if self.live.add(out):
+            current = self.live.current
+            if current > maxima.get(call, -1):
+                maxima[call] = current
+            if current > self.peak or self.peak_at is None:
+                self.peak = current
+                self.peak_at = _location(call, phase)
+        if self.cuda is not None and self.cuda.sample():
+            self.cuda_peak_at = _location(call, phase)
+
+    def finish(self, runner: PassRunner) -> None:
+        calls = runner.calls
+        inclusive = dict(self._forward)
+        for call in reversed(calls):  # children start after their parents
+            if call.parent is not None and call in inclusive:
+                parent = calls[call.parent]
+                inclusive[parent] = max(inclusive.get(parent, 0), inclusive[call])
+        for call in calls:
+            call.values["max_live_bytes"] = inclusive.get(call)
+            if self.backward_ran:
+                call.values["backward_max_live_bytes"] = self._backward.get(call)
+        if self.cuda is not None:
+            torch.cuda.synchronize(self.cuda.device)
+            if self.cuda.sample():
+                self.cuda_peak_at = (None, "backward" if self.backward_ran else "forward", False)
+        self.release()
+
+    def release(self) -> None:
+        """Drop every reference to storages and calls (the numbers stay)."""
+        self.live.release()
+        self._forward.clear()
+        self._backward.clear()
+
+
+def _location(call: Call | None, phase: Phase) -> Location:
+    accumulating = phase == "backward" and is_accumulation(torch._C._current_autograd_node())
+    return call, phase, accumulating

@@ -1,78 +1,109 @@
-"""Bytes of the tensors autograd saves for backward, per module call.
+"""Bytes of the tensors autograd saves for backward, per module call, as a listener of the
+pass runner.
 
-``torch.autograd.graph.saved_tensors_hooks`` sees every tensor an operation saves; the pack
-hook returns the tensor itself (nothing is copied or kept) and charges its storage, once, to
-the innermost module call running. Saved storages that belong to parameters or buffers are not
-activation memory (they exist anyway) and are counted apart, as are the model's inputs.
+``torch.autograd.graph.saved_tensors_hooks`` (on for the forward) sees every tensor an operation
+saves; the pack hook returns the tensor itself (nothing is copied or kept) and charges its
+storage, once, to the innermost module call running. Saved storages that belong to parameters
+or buffers are not activation memory (they exist anyway) and are counted apart, as are the
+model's inputs.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from moduleprofiler.memory._storage import own_nbytes, storage_key, storage_nbytes, storage_of
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.tensors import module_tensors
 
 SavedKind = Literal["activation", "parameter", "input"]
 
 
 @dataclass
 class SavedTotals:
-    """Saved bytes of one call, by kind (each storage charged once, to its first saver)."""
+    """Saved bytes by kind (each storage charged once, to its first saver)."""
 
     activation: int = 0
     parameter: int = 0
     input: int = 0
 
 
-class SavedTensorMeter:
-    """Charges saved storages to ``locate()`` (a call index or ``None`` outside every call).
+class SavedTensorsListener(Listener):
+    """Charges every storage autograd saves in the forward to the innermost running call.
+
+    Writes ``self_saved_bytes`` (activations saved by the call's own operators),
+    ``saved_bytes`` (with the calls inside it) and ``self_saved_param_bytes`` (parameter and
+    buffer storages its operators saved first) into every call's values; :attr:`totals` holds
+    the pass's totals by kind, work outside every module call (the loss) included.
 
     Args:
-        locate: returns the index of the running call.
-        parameters: tensors whose storages count as ``parameter`` (parameters and buffers).
-        inputs: tensors whose storages count as ``input``.
+        inputs: the model's inputs, counted as ``input`` (default: the arguments of the first
+            outermost module call).
     """
 
-    def __init__(self, locate: Callable[[], int | None], parameters: Iterable[Tensor],
-                 inputs: Iterable[Tensor]) -> None:
-        self._locate = locate
+    def __init__(self, inputs: Any = None) -> None:
+        self._inputs = inputs
+        self._inputs_pending = inputs is None
         self._kinds: dict[int, SavedKind] = {}
-        self._keep: list[torch.UntypedStorage] = []
-        for kind, tensors in (("parameter", parameters), ("input", inputs)):
-            for tensor in tensors:
-                storage = storage_of(tensor)
-                if storage is not None:
-                    self._kinds.setdefault(storage_key(storage), kind)  # type: ignore[arg-type]
-                    self._keep.append(storage)  # alive, so the key is never reused
+        self._keep: list[torch.UntypedStorage] = []  # alive, so their keys are never reused
         self._seen: dict[int, weakref.ref[torch.UntypedStorage]] = {}
-        self.by_call: dict[int | None, SavedTotals] = {}
-        self.tensors = 0
-        """Tensors packed (before deduplication)."""
+        self._stack: list[Call] = []
+        self._hooks: Any = None
+        self.by_call: dict[Call | None, SavedTotals] = {}
+        self.totals = SavedTotals()
 
-    @contextmanager
-    def active(self) -> Iterator[SavedTensorMeter]:
-        """Meter the saved tensors of everything run in the ``with`` block."""
-        with torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack):
-            yield self
+    def start(self, runner: PassRunner) -> None:
+        self._stack = runner.stack
+        params, buffers = module_tensors(runner.root)
+        root = id(runner.root)
+        self._classify("parameter", [*params[root].values(), *buffers[root].values()])
+        self._classify("input", iter_tensors(self._inputs))
+        self._inputs = None
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
+        self._hooks.__enter__()
 
-    def release(self) -> None:
-        """Drop every reference to storages (the totals stay)."""
+    def stop(self, runner: PassRunner) -> None:
+        if self._hooks is not None:
+            self._hooks.__exit__(None, None, None)
+            self._hooks = None
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._inputs_pending and call.parent is None:
+            self._inputs_pending = False
+            self._classify("input", iter_tensors((args, kwargs)))
+
+    def finish(self, runner: PassRunner) -> None:
+        calls = runner.calls
+        inclusive = {call: totals.activation for call, totals in self.by_call.items()}
+        for call in reversed(calls):  # children start after their parents
+            if call.parent is not None and call in inclusive:
+                parent = calls[call.parent]
+                inclusive[parent] = inclusive.get(parent, 0) + inclusive[call]
+        for call in calls:
+            own = self.by_call.get(call)
+            call.values["self_saved_bytes"] = own.activation if own is not None else 0
+            call.values["saved_bytes"] = inclusive.get(call, 0)
+            call.values["self_saved_param_bytes"] = own.parameter if own is not None else 0
+        self._kinds.clear()
         self._keep.clear()
         self._seen.clear()
+        self.by_call.clear()
+        self._stack = []
 
-    def total(self, kind: SavedKind = "activation") -> int:
-        """Bytes of every distinct saved storage of ``kind``."""
-        return sum(getattr(totals, kind) for totals in self.by_call.values())
+    def _classify(self, kind: SavedKind, tensors: Any) -> None:
+        for tensor in tensors:
+            storage = storage_of(tensor)
+            if storage is not None:
+                self._kinds.setdefault(storage_key(storage), kind)
+                self._keep.append(storage)
 
     def _pack(self, tensor: Tensor) -> Tensor:
-        self.tensors += 1
         storage = storage_of(tensor)
         if storage is None:
             self._charge("activation", own_nbytes(tensor))
@@ -83,21 +114,20 @@ class SavedTensorMeter:
             ref = self._seen.get(key)
             if ref is not None and ref() is not None:
                 return tensor
-            self._seen[key] = weakref.ref(storage)
             kind = "activation"
-        else:
-            if key in self._seen:
-                return tensor
-            self._seen[key] = weakref.ref(storage)
+        elif key in self._seen:
+            return tensor
+        self._seen[key] = weakref.ref(storage)
         self._charge(kind, storage_nbytes(storage))
         return tensor
 
     def _charge(self, kind: SavedKind, nbytes: int) -> None:
-        call = self._locate()
+        call = self._stack[-1] if self._stack else None
         totals = self.by_call.get(call)
         if totals is None:
             totals = self.by_call[call] = SavedTotals()
         setattr(totals, kind, getattr(totals, kind) + nbytes)
+        setattr(self.totals, kind, getattr(self.totals, kind) + nbytes)
 
 
 def _unpack(tensor: Tensor) -> Tensor:

@@ -7,7 +7,8 @@ import moduleprofiler.memory as memory
 
 def test_all_is_exact() -> None:
     assert sorted(memory.__all__) == [
-        "CallMemory", "MemoryReport", "PassMemory", "PeakCall", "measure_memory",
+        "CallMemory", "LiveBytesListener", "MemoryReport", "PassMemory", "PeakCall",
+        "SavedTensorsListener", "measure_memory",
         "memory_by_dtype", "model_summary", "module_bytes", "parameter_memory",
         "state_dict_bytes",
     ]

@@ -1,13 +1,5 @@
-"""Leaving the model as we found it across a training pass, and running it on another device.
-
-* :func:`grads_set_aside`: every parameter's ``.grad`` is taken off for the pass (so the pass
-  starts like a step after ``zero_grad(set_to_none=True)``) and put back afterwards, even if the
-  pass raised; gradients the pass created are dropped.
-* :func:`buffers_restored`: buffer values (BatchNorm running statistics, counters) are
-  snapshotted to host memory and copied back afterwards.
-* :func:`placed_on`: parameters and buffers temporarily replaced by copies on another device
-  (empty ones on the meta device); the original tensors are put back in ``finally``.
-"""
+"""Running a model on another device: parameters and buffers temporarily replaced by copies
+there (empty ones on the meta device), the originals put back in ``finally``; inputs moved."""
 
 from __future__ import annotations
 
@@ -18,41 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.memory._storage import is_lazy, model_tensors
-
-
-@contextmanager
-def grads_set_aside(module: nn.Module) -> Iterator[None]:
-    """``p.grad = None`` for every parameter during the block; the old grads restored after."""
-    saved = [(p, p.grad) for p in model_tensors(module) if isinstance(p, nn.Parameter)]
-    try:
-        for parameter, grad in saved:
-            if grad is not None:
-                parameter.grad = None
-        yield
-    finally:
-        for parameter, grad in saved:
-            if parameter.grad is not grad:
-                parameter.grad = grad
-
-
-@contextmanager
-def buffers_restored(module: nn.Module) -> Iterator[None]:
-    """Buffer values copied to host memory before the block and written back after it (meta
-    buffers hold no values and are skipped)."""
-    saved = [
-        (buffer, buffer.detach().to("cpu", copy=True))
-        for buffer in model_tensors(module)
-        if not isinstance(buffer, nn.Parameter) and buffer.device.type != "meta"
-        and not is_lazy(buffer)
-    ]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for buffer, value in saved:
-                if buffer.shape == value.shape:
-                    buffer.copy_(value)
+from moduleprofiler.memory._storage import is_lazy
 
 
 def _moved(tensor: Tensor, device: torch.device) -> Tensor:
@@ -63,11 +21,6 @@ def _moved(tensor: Tensor, device: torch.device) -> Tensor:
     if isinstance(tensor, nn.Parameter):
         return nn.Parameter(moved, requires_grad=tensor.requires_grad)
     return moved
-
-
-def needs_placing(module: nn.Module, device: torch.device) -> bool:
-    """Whether some parameter or buffer is not on ``device``."""
-    return any(_on_other_device(t, device) for t in model_tensors(module))
 
 
 def _on_other_device(tensor: Tensor, device: torch.device) -> bool:
