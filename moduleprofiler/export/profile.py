@@ -69,19 +69,17 @@ class Profile(ProfileData):
         })
 
     def with_memory(self, memory: MemoryReport) -> Profile:
-        """A copy whose module views also show what :meth:`ModuleProfiler.measure_memory`
-        measured, summed over each module's calls: ``saved_bytes`` (saved for backward by the
-        module and its children), ``self_saved_bytes`` (by its own operators) and
-        ``max_live_bytes`` (the most memory live during one of its calls)."""
-        frame = memory.to_df()
-        metrics: dict[str, dict[str, Any]] = {}
-        for path, calls in frame.groupby("module", sort=False):
-            metrics[str(path)] = {
-                "saved_bytes": _sum_or_none(calls["saved_bytes"]),
-                "self_saved_bytes": _sum_or_none(calls["self_saved_bytes"]),
-                "max_live_bytes": _max_or_none(calls["max_live_bytes"]),
-            }
-        return self.with_metrics(metrics)
+        """A copy that also shows what :meth:`ModuleProfiler.measure_memory` measured.
+
+        Per call, matched by module path and call number: ``saved_bytes`` (saved for backward
+        by the call and the calls inside it), ``self_saved_bytes`` (by its own operators) and
+        ``max_live_bytes`` (the most memory live while it ran). Per module, over its calls:
+        the saved bytes summed, ``max_live_bytes`` the largest."""
+        calls = memory.call_columns()
+        records = tuple(
+            dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
+            if (r.path, r.call_number) in calls else r for r in self.records)
+        return dataclasses.replace(self.with_metrics(memory.module_columns()), records=records)
 
     # -- export views (issue 6) ------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
@@ -139,13 +137,3 @@ class Profile(ProfileData):
         """Write in ``format`` (default: from the suffix of ``path``: .json .csv .md .html
         .tex .txt); ``options`` go to the matching ``to_*`` method."""
         save_profile(self, path, format, **options)
-
-
-def _sum_or_none(values: pd.Series) -> int | None:
-    known = values.dropna()
-    return None if known.empty else int(known.sum())
-
-
-def _max_or_none(values: pd.Series) -> int | None:
-    known = values.dropna()
-    return None if known.empty else int(known.max())

@@ -99,6 +99,10 @@ class CallMemory:
     """Highest live memory while the backward of the call's own operators ran."""
 
 
+PROFILE_COLUMNS = ("saved_bytes", "self_saved_bytes", "max_live_bytes")
+"""The per-call columns :meth:`Profile.with_memory` attaches."""
+
+
 @dataclass(frozen=True)
 class MemoryReport:
     """Static and measured memory of one model on one input."""
@@ -130,6 +134,26 @@ class MemoryReport:
     def peak_activation_bytes(self) -> int:
         """Inference peak above the baseline: the activations a forward needs at most."""
         return self.inference.increase_bytes
+
+    def call_columns(self) -> dict[tuple[str, int], dict[str, int | None]]:
+        """Per call ``(path, call_number)``: the columns a profile's records take
+        (:data:`PROFILE_COLUMNS`)."""
+        return {(call.path, call.call_number): {name: getattr(call, name)
+                                                for name in PROFILE_COLUMNS}
+                for call in self.calls}
+
+    def module_columns(self) -> dict[str, dict[str, int | None]]:
+        """Per module path, its calls combined: ``saved_bytes`` and ``self_saved_bytes``
+        summed, ``max_live_bytes`` the largest (``None`` where no call measured it)."""
+        columns: dict[str, dict[str, int | None]] = {}
+        for call in self.calls:
+            row = columns.setdefault(call.path, dict.fromkeys(PROFILE_COLUMNS))
+            for name in PROFILE_COLUMNS:
+                value, known = getattr(call, name), row[name]
+                if value is not None:
+                    row[name] = value if known is None else (
+                        max(known, value) if name == "max_live_bytes" else known + value)
+        return columns
 
     def totals(self) -> dict[str, Any]:
         """Whole-model numbers as a flat dict (``None`` where not measured)."""
