@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from moduleprofiler.records import display_path
+
 Phase = Literal["forward", "backward"]
 Method = Literal["operator", "allocator"]
 PassKind = Literal["inference", "training"]
@@ -20,17 +22,18 @@ class PeakCall:
     path: str | None
     """Module path (``""`` is the root); ``None``: outside every module call (e.g. the loss)."""
     call_number: int | None
-    """0 for the module's first call, ...; ``None`` when not a call (gradient accumulation)."""
+    """0 for the module's first call, ...; ``None`` outside every module call."""
     index: int | None
-    """Position of the call in :attr:`MemoryReport.calls`; ``None`` when not a call."""
+    """Position of the call in :attr:`MemoryReport.calls`; ``None`` outside every call."""
     phase: Phase
     accumulating: bool = False
-    """The peak was set while accumulating the gradient of a parameter of ``path``."""
+    """The peak was set while accumulating the gradient of a parameter of ``path`` (whose
+    first call the accumulation belongs to)."""
 
     def __str__(self) -> str:
         if self.path is None:
             return f"outside every module call ({self.phase})"
-        name = "<root>" if self.path == "" else self.path
+        name = display_path(self.path)
         if self.accumulating:
             return f"{name} (gradient accumulation, backward)"
         return f"{name} call {self.call_number} ({self.phase})"
