@@ -13,7 +13,7 @@ call that created the autograd node it runs for (:meth:`PassRunner.owner_of_node
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, shape_tree
 from moduleprofiler.tensors import module_tensors
+from moduleprofiler.validate import count_value, formula_name, operator_counts
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,12 @@ class CountingListener(Listener):
         self.outside = _OperatorTally()
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators: dict[str, int] = {}
+        self._hosts: frozenset[int] = frozenset()
 
     # -- listener --------------------------------------------------------------------------
+    def start(self, runner: PassRunner) -> None:
+        self._hosts = _hosts_of_unhooked(runner)
+
     def observe(self, module: nn.Module) -> bool:
         return self._maps.count_operators and not self._resolve(module).covered
 
@@ -172,6 +177,8 @@ class CountingListener(Listener):
             raise FormulaError(
                 f"operator formula for {func} {where} raised {type(exc).__name__}: {exc}",
                 None if call is None else call.path) from exc
+        if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
+            ops, macs = operator_counts(ops, macs, func, call)
         tally.ops += ops
         tally.macs += macs
         tally.counted += 1
@@ -246,7 +253,11 @@ class CountingListener(Listener):
     def _resolve(self, module: nn.Module) -> _Resolved:
         resolved = self._by_module.get(id(module))
         if resolved is None:
-            resolved = self._by_module[id(module)] = self._resolve_type(module)
+            resolved = self._resolve_type(module)
+            if id(module) in self._hosts and not resolved.excluded:
+                # its unhooked TorchScript children run inside its call: count its operators
+                resolved = replace(resolved, ops=_unknown, covered=False)
+            self._by_module[id(module)] = resolved
         return resolved
 
     def _resolve_type(self, module: nn.Module) -> _Resolved:
@@ -276,19 +287,11 @@ class CountingListener(Listener):
         try:
             value = fn(call.module, inputs, output)
         except Exception as exc:
-            raise self._formula_error(exc, call, f"{what} formula {fn.__name__!r}") from exc
-        if value is None or isinstance(value, int):
+            raise self._formula_error(exc, call, f"{what} formula {formula_name(fn)!r}") from exc
+        if value is None or (type(value) is int and value >= 0):
             return value
-        if isinstance(value, float):
-            return int(value) if value.is_integer() else value
-        try:  # 0-dim tensors, numpy scalars
-            return int(value)
-        except (TypeError, ValueError):
-            pass
-        raise FormulaError(
-            f"{what} formula {fn.__name__!r} for module {display_path(call.path)!r} "
-            f"({type(call.module).__name__}) returned {type(value).__name__}, not a number or "
-            "None", call.path)
+        return count_value(value, formula=f"{what} formula {formula_name(fn)!r}",
+                           path=call.path, type_name=type(call.module).__name__)
 
     @staticmethod
     def _formula_error(exc: Exception, call: Call, what: str) -> FormulaError:
@@ -325,6 +328,8 @@ class BackwardCountingListener(Listener):
             self.unsupported[name] = self.unsupported.get(name, 0) + 1
             return
         ops, macs = formula(args, kwargs, out)
+        if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
+            ops, macs = operator_counts(ops, macs, func, owner, backward=True)
         if owner is None:
             self.outside_ops += ops
             self.outside_macs += macs
@@ -344,3 +349,19 @@ _EMPTY_TALLY = _OperatorTally()
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
     return None
+
+
+def _hosts_of_unhooked(runner: PassRunner) -> frozenset[int]:
+    """Ids of the hooked modules inside whose calls unhooked (TorchScript) modules run: the
+    nearest hooked ancestor of each."""
+    unhooked = set(runner.unhooked)
+    if not unhooked:
+        return frozenset()
+    by_path = {runner.paths[id(module)]: module for module in runner.modules}
+    hosts = set()
+    for path in unhooked:
+        parent = path
+        while parent in unhooked:
+            parent = parent.rpartition(".")[0]
+        hosts.add(id(by_path[parent]))
+    return frozenset(hosts)

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from moduleprofiler.export.frame import count_series, sum_known
 from moduleprofiler.export.tables import PathLike, latex_tabular, write_csv, write_html
-from moduleprofiler.inputs import unwrap_compiled
+from moduleprofiler.inputs import legacy_pred_fn, unwrap_compiled
 from moduleprofiler.records import ROOT_NAME
+from moduleprofiler.validate import check_pass
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -56,8 +58,14 @@ def _dtype_summary(
     return dtypes[0] if len(dtypes) == 1 else dtypes
 
 
+def _numel(tensor: torch.Tensor) -> int:
+    """Elements of ``tensor``; 0 for a lazy module's not yet materialised parameter or buffer
+    (its shape is unknown until the first forward)."""
+    return 0 if is_lazy(tensor) else tensor.numel()
+
+
 def _bits(tensors: list[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() * 8 for t in tensors)
+    return sum(t.numel() * t.element_size() * 8 for t in tensors if not is_lazy(t))
 
 
 def _same_or_list(values: list[Any]) -> Any:
@@ -94,10 +102,15 @@ class LegacyPasses:
         of dtypes when they are mixed; ``*_size_bits`` sums each tensor's own bits; ``*_percent``
         is a fraction of the root's parameters (0.0 for a parameter-less model). Buffers are
         reported separately in ``buffers`` and ``buffers_size_bits``.
+
+        A lazy module's parameters and buffers that have not been materialised yet (no
+        forward has run: ``nn.LazyLinear`` before its first call) count 0 elements and 0 bits;
+        their dtype is reported. Run one forward first to count them.
         """
+        check_pass(module, param_size=param_size, param_dtype=param_dtype, percent=percent)
         module = unwrap_compiled(module)
         self._log(f"Counting parameters of {type(module).__name__}")
-        root_total = sum(p.numel() for p in module.parameters())
+        root_total = sum(_numel(p) for p in module.parameters())
         result: dict[str, dict[str, Any]] = {}
         for path, submodule in module.named_modules():
             params = list(submodule.parameters())
@@ -106,14 +119,14 @@ class LegacyPasses:
             buffers = list(submodule.buffers())
             row: dict[str, Any] = {"type": type(submodule).__name__}
             for prefix, group in (("trainable", trainable), ("nontrainable", frozen)):
-                row[f"{prefix}_params"] = sum(p.numel() for p in group)
+                row[f"{prefix}_params"] = sum(_numel(p) for p in group)
                 row[f"{prefix}_params_dtype"] = _dtype_summary(group) if param_dtype else None
                 row[f"{prefix}_params_size_bits"] = _bits(list(group)) if param_size else 0
             if percent:
                 for prefix in ("trainable", "nontrainable"):
                     count = row[f"{prefix}_params"]
                     row[f"{prefix}_params_percent"] = count / root_total if root_total else 0.0
-            row["buffers"] = sum(b.numel() for b in buffers)
+            row["buffers"] = sum(_numel(b) for b in buffers)
             row["buffers_size_bits"] = _bits(buffers) if param_size else 0
             result[legacy_name(path)] = row
         return result
@@ -142,7 +155,7 @@ class LegacyPasses:
 
         A module called several times with different sizes gets the list of per-call sizes.
         """
-        profile = self.profile(module, input, pred_fn=pred_fn, eval=eval)
+        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
         calls = profile.calls_by_module()
         result: dict[str, dict[str, Any]] = {}
         for info in profile.modules:
@@ -177,7 +190,7 @@ class LegacyPasses:
         """Own ops of every module, summed over its calls; ``None`` when unknown, excluded or
         never called. Extra keys: ``macs``, ``inclusive_ops`` (the module and everything it
         called) and ``calls``."""
-        profile = self.profile(module, input, pred_fn=pred_fn, eval=eval)
+        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
         calls = profile.calls_by_module()
         result: dict[str, dict[str, Any]] = {}
         for info in profile.modules:
@@ -217,6 +230,7 @@ class LegacyPasses:
         calls per iteration."""
         from moduleprofiler.timing.legacy_views import inference_time_dict
 
+        pred_fn = legacy_pred_fn(input, pred_fn)
         self._log(f"Measuring inference time of {type(module).__name__}")
         with self._located_errors("estimate_inference_time", module, input,
                                   {"pred_fn": pred_fn, "eval": eval}):
@@ -251,6 +265,7 @@ class LegacyPasses:
         ``num_iters`` iterations dropped; only the ``"__root__"`` entry."""
         from moduleprofiler.timing.legacy_views import total_inference_time_dict
 
+        pred_fn = legacy_pred_fn(input, pred_fn)
         self._log(f"Measuring total inference time of {type(module).__name__}")
         with self._located_errors("estimate_total_inference_time", module, input,
                                   {"pred_fn": pred_fn, "eval": eval}):

@@ -25,6 +25,18 @@ from moduleprofiler.registry import (
 )
 from moduleprofiler.runner import Listener
 from moduleprofiler.state import preserved_state
+from moduleprofiler.validate import (
+    CheckedMaps,
+    check_bool,
+    check_choice,
+    check_device,
+    check_exclusions,
+    check_formula_map,
+    check_listeners,
+    check_operator_map,
+    check_pass,
+    check_str,
+)
 
 if TYPE_CHECKING:
     from moduleprofiler.memory import MemoryReport
@@ -81,6 +93,17 @@ class ModuleProfiler(LegacyPasses):
         macs_fn_map: FormulaMap | None = None,
         operator_fn_map: OperatorMap | None = None,
     ) -> None:
+        for name, value in (("input_size_attr", input_size_attr),
+                            ("output_size_attr", output_size_attr), ("ops_attr", ops_attr),
+                            ("inference_start_attr", inference_start_attr),
+                            ("inference_end_attr", inference_end_attr), ("ts_fmt", ts_fmt)):
+            check_str(value, name)
+        check_bool(verbose, "verbose")
+        given = {"io_size_fn_map": io_size_fn_map, "ops_fn_map": ops_fn_map,
+                 "macs_fn_map": macs_fn_map, "operator_fn_map": operator_fn_map}
+        for name, table in given.items():
+            if table is not None:
+                _MAP_CHECKS[name](table, name)
         self.input_size_attr = input_size_attr
         self.output_size_attr = output_size_attr
         self.ops_attr = ops_attr
@@ -96,7 +119,11 @@ class ModuleProfiler(LegacyPasses):
         self.operator_fn_map: dict[Any, Any] = (
             get_default_operator_map() if operator_fn_map is None else dict(operator_fn_map)
         )
-        self.exclude_from_ops: list[type[nn.Module] | nn.Module] = list(exclude_from_ops or [])
+        self._checked = CheckedMaps()
+        for name in _MAP_CHECKS:
+            self._checked.remember(name, getattr(self, name))
+        self.exclude_from_ops: list[type[nn.Module] | nn.Module] = check_exclusions(
+            exclude_from_ops)
         self.ts_fmt = ts_fmt
         self.verbose = verbose
 
@@ -142,13 +169,18 @@ class ModuleProfiler(LegacyPasses):
                 (``CallRecord.metrics``) and of every view.
 
         Raises:
+            TypeError, ValueError: an argument is not what this method takes (the message
+                names it).
             ProfilingError: the forward raised; the message names the module path whose
                 forward failed and the original exception is chained.
             FormulaError: a formula raised or returned something that is not a count.
+            LossError: ``backward=True`` and no loss can be derived from the output (pass
+                ``loss_fn``).
             ProfilingError: with ``strict=True``, some work could not be counted.
         """
-        if not isinstance(module, nn.Module):
-            raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, eval=eval, operators=operators,
+                   strict=strict, backward=backward)
+        listeners = check_listeners(listeners)
         if isinstance(module, torch.jit.ScriptModule):
             raise ProfilingError(
                 f"{type(module).__name__} is a TorchScript module, which cannot carry Python "
@@ -220,6 +252,10 @@ class ModuleProfiler(LegacyPasses):
         :func:`moduleprofiler.memory.measure_memory`)."""
         from moduleprofiler.memory import measure_memory
 
+        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
+        check_device(device)
+        check_choice(emulate, "emulate", ("cuda", None))
+
         self._log(f"Measuring memory of {type(module).__name__}")
         return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
                               device=device, emulate=emulate)
@@ -228,16 +264,19 @@ class ModuleProfiler(LegacyPasses):
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
         from moduleprofiler.memory import parameter_memory
 
-        return parameter_memory(module)
+        return parameter_memory(check_pass(module))
 
     # -- helpers ---------------------------------------------------------------------------
     @contextmanager
     def _located_errors(self, what: str, module: nn.Module, input: Any,
                         options: dict[str, Any]) -> Iterator[None]:
-        """Turn a forward failure inside a pass that keeps no call stack of its own (the
-        timers) into a :class:`ProfilingError` naming the module whose forward failed: on the
-        error path only, one forward with the collector's hooks locates it. Errors that are
-        not the forward's (bad arguments) propagate unchanged."""
+        """Check the arguments every pass shares, then turn a forward failure inside a pass
+        that keeps no call stack of its own (the timers) into a :class:`ProfilingError` naming
+        the module whose forward failed: on the error path only, one forward with the
+        collector's hooks locates it. Errors that are not the forward's (bad arguments)
+        propagate unchanged."""
+        check_pass(module, pred_fn=options.get("pred_fn"), loss_fn=options.get("loss_fn"),
+                   **{name: options[name] for name in _PASS_FLAGS if name in options})
         try:
             yield
         except ProfilingError:
@@ -253,14 +292,12 @@ class ModuleProfiler(LegacyPasses):
             raise
 
     def _formula_maps(self, operators: bool = True) -> FormulaMaps:
-        types = tuple(item for item in self.exclude_from_ops if isinstance(item, type))
-        ids = frozenset(id(item) for item in self.exclude_from_ops if isinstance(item, nn.Module))
-        bad = [item for item in self.exclude_from_ops
-               if not isinstance(item, (type, nn.Module))]
-        if bad:
-            raise TypeError(
-                f"exclude_from_ops takes module classes or module instances, got {bad[0]!r}"
-            )
+        # the maps and exclusions are public attributes users edit between passes
+        for name, checker in _MAP_CHECKS.items():
+            self._checked.check(name, getattr(self, name), checker)
+        excluded = check_exclusions(self.exclude_from_ops)
+        types = tuple(item for item in excluded if isinstance(item, type))
+        ids = frozenset(id(item) for item in excluded if isinstance(item, nn.Module))
         return FormulaMaps(
             operators=self.operator_fn_map,
             ops=self.ops_fn_map,
@@ -277,6 +314,14 @@ class ModuleProfiler(LegacyPasses):
             import time
 
             print(f"[{time.strftime(self.ts_fmt)}] {message}", file=sys.stderr)
+
+
+_MAP_CHECKS: dict[str, Callable[[Any, str], None]] = {
+    "ops_fn_map": check_formula_map, "macs_fn_map": check_formula_map,
+    "io_size_fn_map": check_formula_map, "operator_fn_map": check_operator_map,
+}
+_PASS_FLAGS = ("eval", "train", "restore")
+"""On/off options of the timing passes, checked at the boundary like ``profile``'s."""
 
 
 def _cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:

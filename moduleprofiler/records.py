@@ -169,26 +169,32 @@ class ProfileData:
         return tuple(record for record in self.records if record.parent is None)
 
     # -- totals ----------------------------------------------------------------------------
+    # Each total says whether it is exact: ``ops_complete``, ``macs_complete`` and
+    # ``backward_complete``; ``lower_bounds`` names the totals that are only lower bounds.
     @property
     def total_ops(self) -> int | float:
-        """Sum of every call's own ops (a lower bound when ``complete`` is False)."""
+        """Sum of every call's own ops (a lower bound when ``ops_complete`` is False)."""
         own = sum(record.ops for record in self.records if record.ops is not None)
         return own + self.outside_ops
 
     @property
     def total_macs(self) -> int | float:
-        """Sum of every call's own multiply-accumulates."""
+        """Sum of every call's own multiply-accumulates (a lower bound when ``macs_complete`` is
+        False: a call whose ops are known but whose MACs are not, e.g. a type registered with
+        an ops formula only, adds nothing here)."""
         own = sum(record.macs for record in self.records if record.macs is not None)
         return own + self.outside_macs
 
     @property
     def total_flops(self) -> int | float:
-        """``2 * total_macs``: the number ``torch.utils.flop_counter.FlopCounterMode`` reports."""
+        """``2 * total_macs``: the number ``torch.utils.flop_counter.FlopCounterMode`` reports
+        (a lower bound when ``macs_complete`` is False)."""
         return 2 * self.total_macs
 
     @property
     def total_backward_ops(self) -> int | float | None:
-        """Ops of the profiled backward pass (``None`` when backward was not run)."""
+        """Ops of the profiled backward pass (``None`` when backward was not run; a lower bound
+        when ``backward_complete`` is False)."""
         if not self.backward:
             return None
         own = sum(record.backward_ops or 0 for record in self.records)
@@ -196,19 +202,49 @@ class ProfileData:
 
     @property
     def total_backward_macs(self) -> int | float | None:
-        """Multiply-accumulates of the profiled backward pass."""
+        """Multiply-accumulates of the profiled backward pass (``None`` when backward was not
+        run; a lower bound when ``backward_complete`` is False)."""
         if not self.backward:
             return None
         own = sum(record.backward_macs or 0 for record in self.records)
         return own + self.backward_outside_macs
 
     @property
+    def ops_complete(self) -> bool:
+        """True when ``total_ops`` is exact: every called module's own ops are known (counted
+        or deliberately excluded) and every operator that ran has a formula."""
+        return not self.unsupported_ops and all(
+            record.ops_source in _COUNTED for record in self.records)
+
+    @property
+    def macs_complete(self) -> bool:
+        """True when ``total_macs`` (and ``total_flops``) is exact: the ops are complete and
+        every call that was counted has known MACs."""
+        return self.ops_complete and all(
+            record.macs is not None or record.ops_source == "excluded" for record in self.records)
+
+    @property
+    def backward_complete(self) -> bool | None:
+        """True when the backward totals are exact (every backward operator has a formula);
+        ``None`` when no backward pass was profiled."""
+        if not self.backward:
+            return None
+        return not self.backward_unsupported_ops
+
+    @property
+    def lower_bounds(self) -> tuple[str, ...]:
+        """The totals that are lower bounds, by quantity: a subset of ``("ops", "macs",
+        "backward")`` (empty when :attr:`complete`)."""
+        flags = (("ops", self.ops_complete), ("macs", self.macs_complete),
+                 ("backward", self.backward_complete is not False))
+        return tuple(name for name, exact in flags if not exact)
+
+    @property
     def complete(self) -> bool:
-        """True when every call's ops are known: no unsupported module was called and no
-        operator without a formula ran. When False, the totals are lower bounds."""
-        return not self.unsupported_ops and not self.backward_unsupported_ops and all(
-            record.ops_source in _COUNTED for record in self.records
-        )
+        """True when every total is exact: ``ops_complete`` and ``macs_complete``, and
+        ``backward_complete`` when a backward was profiled. When False, :attr:`lower_bounds`
+        says which totals are lower bounds."""
+        return not self.lower_bounds
 
     @property
     def unsupported(self) -> tuple[str, ...]:
@@ -226,9 +262,12 @@ class ProfileData:
 
     @property
     def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules that were never called during the pass."""
+        """Paths of modules that were never called during the pass (TorchScript submodules,
+        which carry no hooks, are in :attr:`unhooked` instead)."""
         called = {record.path for record in self.records}
-        return tuple(info.path for info in self.modules if info.path not in called)
+        unhooked = set(self.unhooked)
+        return tuple(info.path for info in self.modules
+                     if info.path not in called and info.path not in unhooked)
 
     def __repr__(self) -> str:
         return (

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from torch import nn
 
 from moduleprofiler.errors import RegistryError
+from moduleprofiler.validate import check_registration, check_registry_key
 
 Count = int | float | None
 """What an ops/macs formula returns: a count, or ``None`` for "unknown"."""
@@ -68,11 +69,15 @@ class FormulaRegistry:
 
     def register(self, *keys: Key) -> Callable[[F], F]:
         """Decorator registering the decorated function for every key given."""
+        entry_point = f"register_{self.name.replace('-', '_')}"
         if not keys:
             raise RegistryError(f"register for the {self.name} registry needs at least one type")
+        for key in keys:
+            check_registry_key(entry_point, key)
         validated = [_validate_key(key) for key in keys]
 
         def decorator(fn: F) -> F:
+            check_registration(entry_point, fn)
             for key in validated:
                 if key in self._table:
                     raise RegistryError(

@@ -4,8 +4,10 @@
 
 * every module's own ``training`` flag (``nn.Module.train(mode)`` would set every descendant to
   one mode and undo a deliberately frozen ``BatchNorm`` inside a training model);
-* buffer values (BatchNorm running statistics and ``num_batches_tracked``, any counter), whenever
-  some module runs in training mode during the pass, so a profile never updates them;
+* buffer values (BatchNorm running statistics and ``num_batches_tracked``, a step counter or a
+  cache a module writes even in eval mode), so a pass never updates them; a lazy module's buffers
+  are snapshotted right after they materialise (in the pass), so they too are left as
+  initialised, not as the pass's forward updated them;
 * with ``grads=True`` (passes that call ``backward()``), every parameter's ``.grad``: set aside
   before the pass (the pass starts like a step after ``zero_grad(set_to_none=True)``) and put
   back after it; gradients the pass created are dropped.
@@ -15,8 +17,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +40,32 @@ def _parameters(root: nn.Module) -> list[nn.Parameter]:
     return list(unique.values())
 
 
+def _snapshot(buffers: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
+    # host copies: a snapshot must not add to the device memory a pass measures
+    return [(buffer, buffer.detach().to("cpu", copy=True)) for buffer in buffers
+            if buffer.device.type != "meta"
+            and not isinstance(buffer, (UninitializedBuffer, UninitializedParameter))]
+
+
+def _with_lazy_buffers(root: nn.Module) -> list[nn.Module]:
+    return [module for module in root.modules()
+            if any(isinstance(b, UninitializedBuffer) for b in module._buffers.values())]
+
+
+def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, Any], None]:
+    """A forward pre-hook that adds a lazy module's just-materialised buffers to ``saved``
+    (each buffer once, the first time it is seen initialised)."""
+    seen: set[int] = set()
+
+    def hook(module: nn.Module, args: Any) -> None:
+        fresh = [b for b in module._buffers.values()
+                 if b is not None and id(b) not in seen and not isinstance(b, UninitializedBuffer)]
+        seen.update(id(b) for b in fresh)
+        saved.extend(_snapshot(fresh))
+
+    return hook
+
+
 @contextmanager
 def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     grads: bool = False, buffers: bool | None = None) -> Iterator[None]:
@@ -48,27 +77,26 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         eval: switch every module to eval mode for the block.
         train: switch every module to training mode for the block.
         grads: set every ``.grad`` aside for the block and put it back afterwards.
-        buffers: restore buffer values afterwards; by default exactly when some module is in
-            training mode inside the block (the only case in which ``torch.nn`` layers write
-            their buffers).
+        buffers: restore buffer values afterwards (default); ``False`` leaves them as the
+            block left them.
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
     flags = [(module, module.training) for module in root.modules()]
     saved_grads: list[tuple[nn.Parameter, Tensor | None]] = []
     saved_buffers: list[tuple[Tensor, Tensor]] = []
+    lazy_hooks = ExitStack()
     try:
         if eval:
             root.eval()
         elif train:
             root.train()
-        # host copies: a snapshot must not add to the device memory a pass measures
-        if buffers if buffers is not None else any(module.training for module in root.modules()):
-            saved_buffers = [
-                (buffer, buffer.detach().to("cpu", copy=True)) for buffer in _buffers(root)
-                if buffer.device.type != "meta"
-                and not isinstance(buffer, (UninitializedBuffer, UninitializedParameter))
-            ]
+        if buffers is not False:
+            saved_buffers = _snapshot(_buffers(root))
+            for module in _with_lazy_buffers(root):
+                # runs after the module's own lazy-initialisation pre-hook, before its forward
+                lazy_hooks.enter_context(module.register_forward_pre_hook(
+                    _lazy_snapshot(saved_buffers)))
         if grads:
             saved_grads = [(p, p.grad) for p in _parameters(root)]
             for parameter, grad in saved_grads:
@@ -76,6 +104,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     parameter.grad = None
         yield
     finally:
+        lazy_hooks.close()
         for parameter, grad in saved_grads:
             if parameter.grad is not grad:
                 parameter.grad = grad

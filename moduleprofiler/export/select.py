@@ -196,6 +196,18 @@ def profile_notes(profile: Profile) -> tuple[str, ...]:
         notes.append(f"never called ({len(profile.uncalled)}): {_listing(profile.uncalled)}")
     if profile.excluded:
         notes.append(f"excluded from ops: {_listing(profile.excluded)}")
+    macs_unknown = tuple(dict.fromkeys(
+        r.path for r in profile.records if r.ops is not None and r.macs is None))
+    if macs_unknown:
+        notes.append(f"macs unknown in {len(macs_unknown)} module(s) with known ops: "
+                     f"{_listing(macs_unknown)}; macs and flops totals are lower bounds")
+    if profile.backward_unsupported_ops:
+        ops = [f"{name} x{count}" for name, count in profile.backward_unsupported_ops.items()]
+        notes.append(f"backward operators without a formula: {_listing(ops)}; backward "
+                     "totals are lower bounds")
+    if profile.unhooked:
+        notes.append(f"TorchScript submodules carry no hooks: {_listing(profile.unhooked)}; "
+                     "their work is counted in the module that calls them")
     return tuple(notes)
 
 

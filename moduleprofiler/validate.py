@@ -1,0 +1,282 @@
+"""Argument checks for the public entry points, in one place and one message style.
+
+Every check names the argument and says what was expected and what was given, and raises a
+``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, wrong value); a registry key is
+a :class:`~moduleprofiler.errors.RegistryError`, a formula result that is not a count a
+:class:`~moduleprofiler.errors.FormulaError` naming the module path and the formula. The entry
+points call these at their boundary, so a bad argument never escapes as an ``AttributeError``
+from deep inside a pass, and is never silently accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from moduleprofiler.errors import FormulaError, RegistryError
+from moduleprofiler.records import display_path
+
+RESERVED_KEYS = ("default", "excluded")
+"""The 0.0.4 string keys of a module formula map."""
+
+
+def _kind(value: object) -> str:
+    """How a value is named in messages: ``None``, ``a function``, ``a Tensor``, ``int 3``."""
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return f"a Tensor of shape {tuple(value.shape)}"
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    if callable(value) and hasattr(value, "__name__"):
+        return f"the function {value.__name__}"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+# -- arguments --------------------------------------------------------------------------------
+def check_module(module: object, name: str = "module") -> nn.Module:
+    """``module`` if it is an ``nn.Module``, else ``TypeError``."""
+    if not isinstance(module, nn.Module):
+        hint = (" (pass the model, and the function as pred_fn)" if callable(module)
+                and not isinstance(module, type) else "")
+        raise TypeError(f"{name} must be a torch.nn.Module, got {_kind(module)}{hint}")
+    return module
+
+
+def check_callable(value: object, name: str, expected: str = "a callable") -> None:
+    """``None`` or a callable, else ``TypeError``."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be {expected} or None, got {_kind(value)}")
+
+
+def check_bool(value: object, name: str) -> None:
+    """``True`` or ``False`` (a string such as ``"False"`` would be silently true)."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise TypeError(f"{name} must be True or False, got {_kind(value)}")
+
+
+def check_str(value: object, name: str) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {_kind(value)}")
+
+
+def check_choice(value: object, name: str, allowed: Sequence[object]) -> None:
+    """One of ``allowed`` (a ``Literal`` option), else ``ValueError``."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; "
+                         f"got {_kind(value)}")
+
+
+def check_device(value: object, name: str = "device") -> None:
+    """``None``, a ``torch.device`` or a string torch accepts as a device."""
+    if value is None or isinstance(value, torch.device):
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, a torch.device or None, got {_kind(value)}")
+    try:
+        torch.device(value)
+    except RuntimeError as exc:
+        raise ValueError(f"{name}={value!r} is not a device torch knows: {exc}") from exc
+
+
+def check_listeners(listeners: object) -> tuple[Any, ...]:
+    """A sequence of :class:`~moduleprofiler.runner.Listener` instances, as a tuple."""
+    from moduleprofiler.runner import Listener
+
+    if isinstance(listeners, Listener):
+        raise TypeError("listeners must be a sequence of Listener instances, got one Listener: "
+                        "pass listeners=[listener]")
+    if isinstance(listeners, (str, bytes, Mapping)) or not isinstance(listeners, Iterable):
+        raise TypeError(f"listeners must be a sequence of Listener instances, got "
+                        f"{_kind(listeners)}")
+    items = tuple(listeners)
+    for position, item in enumerate(items):
+        if not isinstance(item, Listener):
+            hint = " (an instance, not the class)" if isinstance(item, type) and issubclass(
+                item, Listener) else ""
+            raise TypeError(f"listeners[{position}] must be a moduleprofiler.Listener "
+                            f"instance{hint}, got {_kind(item)}")
+    return items
+
+
+def check_exclusions(items: object, name: str = "exclude_from_ops") -> list[Any]:
+    """Module classes (``nn.Module`` subclasses) or module instances, as a list."""
+    if items is None:
+        return []
+    if isinstance(items, (str, bytes, Mapping, nn.Module, type)) or not isinstance(
+            items, Iterable):
+        raise TypeError(f"{name} must be a list of module classes or module instances, got "
+                        f"{_kind(items)}")
+    out = list(items)
+    for position, item in enumerate(out):
+        if isinstance(item, nn.Module):
+            continue
+        if isinstance(item, type) and issubclass(item, nn.Module):
+            continue
+        raise TypeError(f"{name} takes module classes or module instances; {name}[{position}] "
+                        f"is {_kind(item)}")
+    return out
+
+
+def check_formula_map(table: object, name: str) -> None:
+    """A module formula map: a mapping from ``nn.Module`` subclasses, dotted class names or the
+    ``"default"``/``"excluded"`` keys to functions (``None``: no entry)."""
+    if not isinstance(table, Mapping):
+        raise TypeError(f"{name} must be a mapping (a dict) from module classes to functions, "
+                        f"got {_kind(table)}")
+    for key, fn in table.items():
+        if isinstance(key, type):
+            if not issubclass(key, nn.Module):
+                raise ValueError(f"{name} has the key {key.__qualname__}, which is not a "
+                                 "subclass of torch.nn.Module")
+        elif isinstance(key, str):
+            if key not in RESERVED_KEYS and "." not in key:
+                raise ValueError(
+                    f"{name} has the string key {key!r}: string keys are 'default', 'excluded' "
+                    "or a dotted class name such as 'transformers.pytorch_utils.Conv1D'")
+        else:
+            hint = " (use its class)" if isinstance(key, nn.Module) else ""
+            raise ValueError(f"{name} keys are module classes, dotted class names, 'default' "
+                             f"or 'excluded'; got {_kind(key)}{hint}")
+        if fn is not None and not callable(fn):
+            label = key.__qualname__ if isinstance(key, type) else repr(key)
+            raise TypeError(f"{name}[{label}] must be a function (module, inputs, output), "
+                            f"got {_kind(fn)}")
+
+
+def check_operator_map(table: object, name: str = "operator_fn_map") -> None:
+    """An operator map: ``torch.ops`` operators (packets or overloads) to formulas
+    ``(args, kwargs, out) -> (ops, macs)``, ``None`` for a free operator."""
+    if not isinstance(table, Mapping):
+        raise TypeError(f"{name} must be a mapping (a dict) from torch.ops operators to "
+                        f"formulas, got {_kind(table)}")
+    for key, fn in table.items():
+        if not isinstance(key, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+            raise ValueError(f"{name} keys are operators such as torch.ops.aten.mm or "
+                             f"torch.ops.aten.add.Tensor; got {_kind(key)}")
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name}[{key}] must be a function (args, kwargs, out) -> "
+                            f"(ops, macs) or None (free), got {_kind(fn)}")
+
+
+def check_registration(register: str, fn: object) -> None:
+    """What a ``register_*`` decorator is applied to must be a function."""
+    if not callable(fn) or isinstance(fn, type):
+        raise TypeError(f"{register}(...) decorates a function (module, inputs, output); "
+                        f"got {_kind(fn)}")
+
+
+def check_registry_key(register: str, key: object) -> None:
+    """A key given to a ``register_*`` decorator: a module class or a dotted class name."""
+    if callable(key) and not isinstance(key, type):
+        raise RegistryError(f"{register} takes module types and returns the decorator: write "
+                            f"@{register}(MyModule), not @{register}; got {_kind(key)}")
+
+
+# -- formula results --------------------------------------------------------------------------
+def count_value(value: object, *, formula: str, path: str, type_name: str) -> int | None:
+    """A formula's result as a count: ``None`` (unknown) or a non-negative int.
+
+    Accepted: ints, integral floats (``7920.0``, 0.0.4 formulas returned those), one-element
+    tensors and numpy scalars holding such a number. Anything else (a bool, a fraction, a
+    negative number, NaN or infinity, a tensor of several elements, a string) is a
+    :class:`~moduleprofiler.errors.FormulaError` naming the module path and the formula.
+
+    Callers check ``type(value) is int and value >= 0`` first: this is the slow path.
+    """
+    if value is None:
+        return None
+
+    def reject(why: str) -> FormulaError:
+        return FormulaError(
+            f"{formula} for module {display_path(path)!r} ({type_name}) returned "
+            f"{_kind(value)}: {why}", path)
+
+    number: object = value
+    if isinstance(number, torch.Tensor):
+        if number.numel() != 1:
+            raise reject("a count is one number, not a tensor of several elements")
+        if number.device.type == "meta":
+            raise reject("a meta tensor has no value; return an int")
+        number = number.item()
+    if isinstance(number, bool) or type(number).__name__ == "bool_":
+        raise reject("a count is a number, not a bool")
+    if isinstance(number, numbers.Integral):
+        count = int(number)
+    elif isinstance(number, numbers.Real):
+        real = float(number)
+        if math.isnan(real) or math.isinf(real):
+            raise reject("a count must be finite")
+        if not real.is_integer():
+            raise reject("a count must be a whole number")
+        count = int(real)
+    else:
+        raise reject("a count is an int (or None for unknown)")
+    if count < 0:
+        raise reject("a count cannot be negative")
+    return count
+
+
+def operator_counts(ops: object, macs: object, operator: object, call: Any,
+                    backward: bool = False) -> tuple[int, int]:
+    """An operator formula's ``(ops, macs)`` as two non-negative ints (see :func:`count_value`;
+    ``None`` is not allowed: an operator's count is known, or the operator is missing from the
+    map). ``call`` is the module call the operator ran in (``None``: outside every call)."""
+    path = "" if call is None else call.path
+    type_name = "no module" if call is None else type(call.module).__name__
+    formula = f"{'backward ' if backward else ''}operator formula for {operator}"
+    counts = []
+    for what, value in (("ops", ops), ("macs", macs)):
+        count = count_value(value, formula=f"{formula} ({what})", path=path,
+                            type_name=type_name)
+        if count is None:
+            raise FormulaError(f"{formula} returned None for {what} in module "
+                               f"{display_path(path)!r} ({type_name}): an operator count is an "
+                               "int; leave the operator out of the map if it is unknown", path)
+        counts.append(count)
+    return counts[0], counts[1]
+
+
+def formula_name(fn: Callable[..., Any]) -> str:
+    """A formula's name for messages (any callable, also one without ``__name__``)."""
+    return getattr(fn, "__name__", None) or repr(fn)
+
+
+def check_pass(module: object, *, pred_fn: object = None, loss_fn: object = None,
+               **flags: object) -> nn.Module:
+    """The arguments every pass shares: the model, ``pred_fn``, ``loss_fn`` and on/off
+    options (given by name as keywords)."""
+    check_module(module)
+    check_callable(pred_fn, "pred_fn", "a function that calls the module")
+    check_callable(loss_fn, "loss_fn", "a function from the model's output to a scalar tensor")
+    for name, value in flags.items():
+        check_bool(value, name)
+    return module  # type: ignore[return-value]
+
+
+class CheckedMaps:
+    """The formula maps of one profiler that have been checked, each as the object and size it
+    had then. The maps are public attributes users edit between passes; a pass re-checks only a
+    map that was replaced, or grew or shrank, since (a value swapped in place for something
+    that is not a function fails when it is called, as a :class:`FormulaError`)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[object, int]] = {}
+
+    def remember(self, name: str, table: Mapping[Any, Any]) -> None:
+        """Record ``table`` as checked (a map this package built)."""
+        self._seen[name] = (table, len(table))
+
+    def check(self, name: str, table: object, checker: Callable[[object, str], None]) -> None:
+        """``checker(table, name)`` unless this very map, at this size, was checked before."""
+        seen = self._seen.get(name)
+        if seen is not None and seen[0] is table and seen[1] == len(table):  # type: ignore[arg-type]
+            return
+        checker(table, name)
+        self.remember(name, table)  # type: ignore[arg-type]

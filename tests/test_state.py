@@ -1,0 +1,114 @@
+"""Every pass leaves the model's buffers as it found them, also when the pass runs the model in
+training mode (``eval=False``): BatchNorm running statistics, ``num_batches_tracked``, counters a
+module writes in eval mode, and a lazy module's freshly materialised buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.state import preserved_state
+from tests.fixtures.state import assert_unchanged, snapshot
+
+X = torch.randn(8, 3)
+FAST_TIMING = {"num_iters": 3, "drop_first": 1}
+
+
+def batchnorm_model() -> nn.Module:
+    """Linear then BatchNorm, in training mode, with statistics that are not the defaults."""
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    with torch.no_grad():
+        model[1].running_mean.fill_(0.5)
+        model[1].running_var.fill_(2.0)
+        model[1].num_batches_tracked.fill_(7)
+    return model.train()
+
+
+PASSES: dict[str, Callable[[ModuleProfiler, nn.Module], Any]] = {
+    "profile": lambda p, m: p.profile(m, X, eval=False),
+    "profile_backward": lambda p, m: p.profile(m, X, eval=False, backward=True),
+    "time_modules": lambda p, m: p.time_modules(m, X, eval=False, warmup_seconds=0.0,
+                                                 **FAST_TIMING),
+    "benchmark": lambda p, m: p.benchmark(m, X, eval=False, warmup_iters=0,
+                                           warmup_seconds=0.0, target_ci=None,
+                                           max_seconds=None, **FAST_TIMING),
+    "trace_io_sizes": lambda p, m: p.trace_io_sizes(m, X),  # 0.0.4 default: eval=False
+    "estimate_ops": lambda p, m: p.estimate_ops(m, X, eval=False),
+    "estimate_inference_time": lambda p, m: p.estimate_inference_time(m, X, eval=False,
+                                                                       **FAST_TIMING),
+    "estimate_total_inference_time": lambda p, m: p.estimate_total_inference_time(
+        m, X, eval=False, **FAST_TIMING),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PASSES))
+def test_eval_false_leaves_batchnorm_statistics_untouched(name: str) -> None:
+    model = batchnorm_model()
+    before = snapshot(model)
+    PASSES[name](ModuleProfiler(), model)
+    assert_unchanged(model, before)
+    assert model[1].num_batches_tracked.item() == 7
+    assert torch.equal(model[1].running_mean, torch.full((4,), 0.5))
+
+
+def test_eval_false_really_runs_batchnorm_in_training_mode() -> None:
+    # C = 4 channels, M = 8 rows. Batch statistics: C * (5M + 4) = 4 * 44 = 176, plus the
+    # affine 2 * C * M = 64: 240. Running statistics: C * (2M + 2) = 72, plus 64: 136.
+    model = batchnorm_model()
+    training = ModuleProfiler().profile(model, X, eval=False)
+    inference = ModuleProfiler().profile(model, X)
+    assert training.calls("1")[0].ops == 240
+    assert inference.calls("1")[0].ops == 136
+    assert model.training and model[1].training
+
+
+class StepCounter(nn.Module):
+    """Writes a buffer in every forward, in eval mode too (a step counter, a cache)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.steps += 1
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("name", ["profile", "time_modules", "benchmark", "estimate_ops"])
+def test_a_buffer_written_in_eval_mode_is_restored(name: str) -> None:
+    model = StepCounter().eval()
+    passes = {
+        "profile": lambda: ModuleProfiler().profile(model, X),
+        "time_modules": lambda: ModuleProfiler().time_modules(
+            model, X, warmup_seconds=0.0, **FAST_TIMING),
+        "benchmark": lambda: ModuleProfiler().benchmark(
+            model, X, warmup_iters=0, warmup_seconds=0.0, target_ci=None, max_seconds=None,
+            **FAST_TIMING),
+        "estimate_ops": lambda: ModuleProfiler().estimate_ops(model, X),
+    }
+    passes[name]()
+    assert model.steps.item() == 0  # the pass ran the forward (at least once) and put it back
+
+
+def test_a_lazy_batchnorm_is_left_as_initialised() -> None:
+    model = nn.Sequential(nn.Linear(3, 4), nn.LazyBatchNorm1d()).train()
+    ModuleProfiler().profile(model, X, eval=False)
+    norm = model[1]
+    # materialised by the pass (4 channels), but the pass's batch did not update its statistics
+    assert torch.equal(norm.running_mean, torch.zeros(4))
+    assert torch.equal(norm.running_var, torch.ones(4))
+    assert norm.num_batches_tracked.item() == 0
+    assert not norm._forward_pre_hooks  # nothing of the pass left behind
+
+
+def test_buffers_false_keeps_what_the_block_wrote() -> None:
+    model = batchnorm_model()
+    with preserved_state(model, buffers=False), torch.no_grad():
+        model(X)
+    assert model[1].num_batches_tracked.item() == 8  # 7 + this batch
