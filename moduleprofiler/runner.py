@@ -169,7 +169,11 @@ class PassRunner:
         self._track_nodes = _get_sequence_nr is not None and any(
             lst.wants_nodes or lst in self._backward_listeners for lst in self.listeners)
         self._observed: dict[int, bool] = {}
-        self._observe_outside = any(lst.observe_outside() for lst in self._operator_listeners)
+        # per module, the listeners that asked for its operators: only they are told of them
+        self._watchers: dict[int, tuple[Listener, ...]] = {}
+        self._outside_watchers = tuple(lst for lst in self._operator_listeners
+                                       if lst.observe_outside())
+        self._observe_outside = bool(self._outside_watchers)
         self._observer = (OperatorObserver(self._on_operator) if self._operator_listeners
                           else None)
         # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
@@ -281,8 +285,9 @@ class PassRunner:
     def _wants(self, module: nn.Module) -> bool:
         wanted = self._observed.get(id(module))
         if wanted is None:
-            wanted = self._observed[id(module)] = any(
-                lst.observe(module) for lst in self._operator_listeners)
+            watchers = self._watchers[id(module)] = tuple(
+                lst for lst in self._operator_listeners if lst.observe(module))
+            wanted = self._observed[id(module)] = bool(watchers)
         return wanted
 
     def _sync_observer(self) -> None:
@@ -295,8 +300,13 @@ class PassRunner:
 
     def _on_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                      out: Any) -> None:
-        call = self.stack[-1] if self.stack else None
-        for listener in self._operator_listeners:
+        stack = self.stack
+        if stack:
+            call: Call | None = stack[-1]
+            listeners = self._watchers.get(id(stack[-1].module), ())
+        else:
+            call, listeners = None, self._outside_watchers
+        for listener in listeners:
             listener.operator(call, func, args, kwargs, out)
 
     # -- autograd ----------------------------------------------------------------------------

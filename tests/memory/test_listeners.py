@@ -105,3 +105,21 @@ def test_a_peak_set_while_accumulating_a_gradient_names_the_owning_call() -> Non
     # baseline W 512*512*4 = 1048576 and x 2048; the loss and its seed 4 + 4; W's gradient and
     # the hook's doubled copy 2 * 1048576
     assert training.peak_bytes == 1048576 + 2048 + 8 + 2 * 1048576
+
+
+class Bessel(nn.Module):
+    """An operator without an operator formula, inside a module that has a formula."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.special.bessel_j0(x)
+
+
+def test_memory_listeners_leave_the_counting_unchanged() -> None:
+    # The memory listener observes the operators of every call; the counting listener must
+    # still be told only of those it asked for (none inside a module with a formula).
+    model, x = nn.Sequential(nn.Linear(4, 4), Bessel()), torch.randn(2, 4)
+    profiler = ModuleProfiler(ops_fn_map={Bessel: lambda module, inputs, output: 7})
+    plain = profiler.profile(model, x)
+    measured = profiler.profile(model, x, listeners=[LiveBytesListener()])
+    assert measured.unsupported_ops == plain.unsupported_ops == {}
+    assert measured.complete and measured.total_ops == plain.total_ops == 2 * 4 * 7 + 2 * 4 + 7
