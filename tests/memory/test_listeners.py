@@ -122,4 +122,5 @@ def test_memory_listeners_leave_the_counting_unchanged() -> None:
     plain = profiler.profile(model, x)
     measured = profiler.profile(model, x, listeners=[LiveBytesListener()])
     assert measured.unsupported_ops == plain.unsupported_ops == {}
-    assert measured.complete and measured.total_ops == plain.total_ops == 2 * 4 * 7 + 2 * 4 + 7
+    assert measured.complete == plain.complete
+    assert measured.total_ops == plain.total_ops == 2 * 4 * 7 + 2 * 4 + 7
