@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import LossError, ModuleProfiler
 from tests.fixtures.state import assert_unchanged, snapshot
 
 
@@ -90,3 +91,73 @@ def test_bilinear_upsampling_backward_is_counted() -> None:
     # each of the 2 * 8 * 8 = 128 output gradients is spread over 4 taps: 8 ops -> 1024
     assert up.backward_ops == 1024
     assert profile.complete
+
+
+class Normal(nn.Module):
+    """Returns a ``torch.distributions`` object: no tensor the default loss can reach."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loc = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.distributions.Normal:
+        return torch.distributions.Normal(self.loc(x), 1.0)
+
+
+class Boxed(nn.Module):
+    """Returns its tensor inside a plain object."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> object:
+        box = type("Box", (), {})()
+        box.value = self.lin(x)
+        return box
+
+
+class ReturnsNone(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> None:
+        self.lin(x)
+
+
+@pytest.mark.parametrize("factory", [Normal, Boxed, ReturnsNone])
+def test_an_output_the_default_loss_cannot_reach_asks_for_loss_fn(factory: type) -> None:
+    model = factory().train()
+    for parameter in model.parameters():
+        parameter.grad = torch.ones_like(parameter)
+    before = snapshot(model)
+    # before: 0 backward MACs and complete=True; now a clear error, nothing reported
+    with pytest.raises(LossError, match=r"cannot derive a loss from the model's output .*"
+                                        r"pass loss_fn=") as info:
+        ModuleProfiler().profile(model, torch.randn(4, 3), backward=True)
+    assert isinstance(info.value, TypeError)  # LossError is a ProfilingError and a TypeError
+    assert_unchanged(model, before)
+
+
+def test_loss_fn_reaches_what_the_default_loss_cannot() -> None:
+    profile = ModuleProfiler().profile(Normal(), torch.randn(4, 3), backward=True,
+                                       loss_fn=lambda normal: normal.mean.sum())
+    # grad_weight of loc: (2 x 4) @ (4 x 3): 2 * 3 * 4 = 24 MACs, 2 * 3 * (2 * 4 - 1) = 42 ops;
+    # grad_bias: 2 sums of 4 rows, 2 * 3 = 6 adds: 48 ops
+    assert (profile.total_backward_macs, profile.total_backward_ops) == (24, 48)
+    assert profile.backward_complete is True and profile.complete
+
+
+def test_a_backward_operator_without_formula_makes_only_backward_a_lower_bound() -> None:
+    profiler = ModuleProfiler()
+    for key in [k for k in profiler.operator_fn_map
+                if getattr(k, "overloadpacket", k) is torch.ops.aten.sum]:
+        del profiler.operator_fn_map[key]
+    profile = profiler.profile(nn.Linear(3, 2), torch.randn(4, 3), backward=True)
+    # the bias gradient's sum is unknown: 42 ops of grad_weight are counted, the 6 adds not
+    assert profile.total_backward_ops == 42
+    assert profile.backward_complete is False and profile.ops_complete
+    assert profile.lower_bounds == ("backward",) and not profile.complete
+    assert ("note: backward operators without a formula: aten.sum x1; backward totals are "
+            "lower bounds") in str(profile)

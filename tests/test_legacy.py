@@ -173,3 +173,61 @@ def test_timing_passes_name_the_module_whose_forward_failed() -> None:
     with pytest.raises(ValueError):
         profiler.estimate_inference_time(nn.Linear(4, 4), torch.randn(2, 4), num_iters=3,
                                          drop_first=3)
+
+
+def test_count_params_counts_unmaterialised_lazy_parameters_as_zero() -> None:
+    model = nn.Sequential(nn.LazyLinear(3), nn.LazyBatchNorm1d())
+    result = ModuleProfiler().count_params(model)  # 0.0.4 (and before this fix): ValueError
+    linear = result["0"]
+    # no shape before the first forward: 0 parameters, 0 bits, the dtype is known
+    assert (linear["trainable_params"], linear["trainable_params_size_bits"]) == (0, 0)
+    assert linear["trainable_params_dtype"] == torch.float32
+    assert linear["trainable_params_percent"] == 0.0
+    # the BatchNorm's running statistics are lazy too; num_batches_tracked is one int64
+    assert (result["1"]["buffers"], result["1"]["buffers_size_bits"]) == (1, 64)
+    model(torch.randn(2, 5))
+    # materialised: 5 * 3 weights + 3 biases = 18; BatchNorm 3 weights + 3 biases = 6
+    assert ModuleProfiler().count_params(model)["__root__"]["trainable_params"] == 24
+
+
+class TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return self.lin(a) + b
+
+
+def test_legacy_methods_call_pred_fn_with_the_whole_tuple() -> None:
+    model = TwoInputs()
+    pair = (torch.randn(4, 3), torch.randn(4, 2))
+    seen: list[int] = []
+
+    def pred_fn(inputs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        seen.append(len(inputs))  # 0.0.4 called pred_fn(input): one argument, the tuple
+        return model(*inputs)
+
+    profiler = ModuleProfiler()
+    ops = profiler.estimate_ops(model, pair, pred_fn=pred_fn)
+    # lin: 4 rows * 2 outputs * (2 * 3) = 48; the add in the root: 4 * 2 = 8
+    assert (ops["lin"]["ops"], ops["__root__"]["ops"]) == (48, 8)
+    io = profiler.trace_io_sizes(model, pair, pred_fn=pred_fn)
+    assert io["lin"]["input_size"] == (4, 3)
+    assert profiler.estimate_total_inference_time(model, pair, pred_fn=pred_fn, num_iters=2,
+                                                  drop_first=1)["__root__"]["type"] == "TwoInputs"
+    assert set(seen) == {2}
+    # a list is passed whole too, and a dict still runs pred_fn(**input)
+    assert profiler.estimate_ops(model, list(pair), pred_fn=pred_fn)["lin"]["ops"] == 48
+    by_name = profiler.estimate_ops(model, {"a": pair[0], "b": pair[1]},
+                                    pred_fn=lambda a, b: model(a, b))
+    assert by_name["lin"]["ops"] == 48
+
+
+def test_profile_keeps_unpacking_a_tuple_for_pred_fn() -> None:
+    model = TwoInputs()
+    pair = (torch.randn(4, 3), torch.randn(4, 2))
+    profile = ModuleProfiler().profile(model, pair, pred_fn=lambda a, b: model(a, b))
+    assert profile.total_ops == 56  # 48 + 8, as above
+    with pytest.raises(TypeError, match="pred_fn must be a function"):
+        ModuleProfiler().estimate_ops(model, pair, pred_fn=model.lin.weight)

@@ -11,6 +11,8 @@ from moduleprofiler import (
     RegistryError,
     get_default_io_size_map,
     get_default_ops_map,
+    register_io_size,
+    register_macs,
     register_ops,
     unregister_ops,
 )
@@ -114,3 +116,74 @@ def test_legacy_default_key_is_used_for_unknown_types() -> None:
     ops_map["default"] = lambda module, input, output: 7
     profile = ModuleProfiler(ops_fn_map=ops_map).profile(Custom(), torch.zeros(1))
     assert profile.total_ops == 7
+
+
+class Scale(nn.Module):
+    """The README's custom-module example: registered with an ops formula only."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
+    @register_ops(Scale)
+    def scale_ops(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
+        return inputs[0].numel()  # one multiply per element
+
+    try:
+        profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 3), Scale()),
+                                           torch.randn(2, 4))
+    finally:
+        unregister_ops(Scale)
+    # Linear: 2 rows * 3 outputs * (2 * 4) = 48 ops, 2 * 3 * 4 = 24 MACs; Scale: 2 * 3 = 6 ops
+    # and no MACs formula, so its MACs are unknown (None), not 0
+    assert profile.calls("1")[0].macs is None
+    assert profile.total_ops == 54 and profile.ops_complete
+    assert profile.total_macs == 24 and not profile.macs_complete
+    assert profile.lower_bounds == ("macs",)
+    assert not profile.complete
+    assert profile.backward_complete is None  # no backward was profiled
+    assert ("note: macs unknown in 1 module(s) with known ops: 1; macs and flops totals are "
+            "lower bounds") in str(profile)
+
+
+def test_ops_and_macs_registration_is_complete() -> None:
+    register_ops(Scale)(lambda module, inputs, output: inputs[0].numel())
+    register_macs(Scale)(lambda module, inputs, output: 0)  # a scaling accumulates nothing
+    try:
+        profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 3), Scale()),
+                                           torch.randn(2, 4))
+    finally:
+        unregister_ops(Scale)  # removes the MACs formula too
+    # 24 MACs of the Linear + 0 of Scale, exact
+    assert (profile.total_macs, profile.lower_bounds, profile.complete) == (24, (), True)
+    assert "lower bound" not in str(profile)
+
+
+def test_an_excluded_module_does_not_make_totals_lower_bounds() -> None:
+    profile = ModuleProfiler(exclude_from_ops=[nn.ReLU]).profile(
+        nn.Sequential(nn.Linear(4, 3), nn.ReLU()), torch.randn(2, 4))
+    # excluded on purpose: its ops and MACs are None, and the totals (48 ops, 24 MACs) are
+    # exactly those of everything that was asked for
+    assert profile.calls("1")[0].macs is None
+    assert (profile.total_ops, profile.total_macs, profile.complete) == (48, 24, True)
+
+
+def test_register_decorates_functions_only() -> None:
+    with pytest.raises(TypeError, match=r"register_ops\(...\) decorates a function "
+                                        r"\(module, inputs, output\); got int 42"):
+        register_ops(Custom)(42)  # type: ignore[type-var]
+    with pytest.raises(TypeError, match=r"register_io_size\(...\) decorates a function"):
+        register_io_size(Custom)(Custom)
+    assert Custom not in get_default_ops_map()
+
+
+def test_register_without_parentheses_says_how_to_use_it() -> None:
+    def custom_ops(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
+        return 1
+
+    with pytest.raises(RegistryError, match=r"write @register_macs\(MyModule\), not "
+                                            r"@register_macs; got the function custom_ops"):
+        register_macs(custom_ops)  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match=r"not a subclass of torch\.nn\.Module"):
+        register_ops(int)
