@@ -25,6 +25,7 @@ ACTIVATION_BACKWARD: dict[str, int] = {
     "threshold_backward": 1,      # select g where x > threshold
     "hardtanh_backward": 2,       # two comparisons select g
     "leaky_relu_backward": 2,     # comparison, multiply by slope
+    "_prelu_kernel_backward": 3,  # comparison, g * weight (input), g * x (weight, summed later)
     "hardsigmoid_backward": 2,    # range test, multiply by 1/6
     "tanh_backward": 3,           # g * (1 - y^2)
     "sigmoid_backward": 3,        # g * y * (1 - y)

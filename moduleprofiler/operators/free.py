@@ -89,3 +89,12 @@ free(*_VIEWS, *_VIEW_COPIES, *_COPIES, *_SELECTIONS, *_ALLOCATIONS, *_METADATA)
 # TorchScript's ``prim`` namespace: device/layout queries some kernels dispatch.
 register_free(*(getattr(torch.ops.prim, name) for name in ("layout", "device")
                 if hasattr(torch.ops.prim, name)))
+
+# Bookkeeping: packing a padded batch for an RNN (and its gradient) moves rows into the packed
+# layout; ``torch.profiler.record_function`` (which ``nn.DataParallel`` also opens around its
+# forward) enters and leaves a named range. No arithmetic on values.
+free("_pack_padded_sequence", "_pack_padded_sequence_backward", "_use_cudnn_ctc_loss")
+register_free(*(getattr(torch.ops.profiler, name) for name in (
+    "_record_function_enter", "_record_function_enter_new", "_record_function_exit",
+    "_call_end_callbacks_on_jit_fut",
+) if hasattr(torch.ops.profiler, name)))
