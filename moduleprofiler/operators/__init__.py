@@ -11,6 +11,7 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     elementwise,
     free,
     linalg,
+    losses,
     matmul,
     norm,
     pooling,

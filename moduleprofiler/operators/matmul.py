@@ -36,6 +36,7 @@ from moduleprofiler.operators._common import (
     numel,
     out_numel,
     register,
+    with_inplace,
 )
 
 
@@ -70,7 +71,7 @@ def mm_ops(args: Args, out: Any) -> Count:
     return ops, macs
 
 
-@register(*aten("addmm"))
+@register(*with_inplace("addmm"))
 def addmm_ops(args: Args, out: Any) -> Count:
     """beta*self + alpha*(n, k)@(k, m): n*m*(2k - 1) + n*m (bias add); macs n*k*m.
 
@@ -125,7 +126,7 @@ def grouped_mm_ops(args: Args, out: Any) -> Count:
     return ops, macs
 
 
-@register(*aten("baddbmm"))
+@register(*with_inplace("baddbmm"))
 def baddbmm_ops(args: Args, out: Any) -> Count:
     """beta*self + alpha*bmm: b*n*m*(2k - 1) + b*n*m (add of self); macs b*n*k*m."""
     (b, n, k), m = _dims(args.get("batch1")), _dims(args.get("batch2"))[-1]
@@ -133,7 +134,7 @@ def baddbmm_ops(args: Args, out: Any) -> Count:
     return ops + _epilogue_ops(args, b * n * m), macs
 
 
-@register(*aten("addbmm"))
+@register(*with_inplace("addbmm"))
 def addbmm_ops(args: Args, out: Any) -> Count:
     """self + sum_b batch1[b] @ batch2[b]: n*m dots of length b*k (+ n*m); macs b*n*k*m."""
     (b, n, k), m = _dims(args.get("batch1")), _dims(args.get("batch2"))[-1]
@@ -154,7 +155,7 @@ def mv_ops(args: Args, out: Any) -> Count:
     return product_count(n, k)
 
 
-@register(*aten("addmv"))
+@register(*with_inplace("addmv"))
 def addmv_ops(args: Args, out: Any) -> Count:
     """beta*self + alpha*(n, k)@(k,): n*(2k - 1) + n; macs n*k."""
     n, k = _dims(args.get("mat"))
@@ -162,7 +163,7 @@ def addmv_ops(args: Args, out: Any) -> Count:
     return ops + _epilogue_ops(args, n), macs
 
 
-@register(*aten("addr"))
+@register(*with_inplace("addr"))
 def addr_ops(args: Args, out: Any) -> Count:
     """beta*self + alpha*outer(u, v): n*m multiplies + n*m adds; macs 0.
 
