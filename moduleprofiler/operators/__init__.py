@@ -19,6 +19,7 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     sampling,
     selection,
     spectral,
+    vision,
 )
 from moduleprofiler.operators.registry import (
     FREE_OPERATORS,

@@ -81,6 +81,27 @@ def unregister_operator(*keys: OperatorKey) -> None:
 
 _MISSING = object()
 
+_FAMILY_LOADERS: list[Callable[[], bool]] = []
+
+
+def register_family_loader(loader: Callable[[], bool]) -> None:
+    """Register an optional library's operator formulas once the library is loaded.
+
+    ``loader()`` registers them and returns True when it can (the library's operators exist),
+    else False. It is tried now, then again by :func:`load_families` until it succeeds, so that
+    moduleprofiler never imports an optional library itself (torchvision takes seconds).
+    """
+    if not loader():
+        _FAMILY_LOADERS.append(loader)
+
+
+def load_families() -> bool:
+    """Try again the loaders still waiting for their library (:func:`register_family_loader`);
+    True when one of them registered its formulas now."""
+    waiting = len(_FAMILY_LOADERS)
+    _FAMILY_LOADERS[:] = [loader for loader in _FAMILY_LOADERS if not loader()]
+    return len(_FAMILY_LOADERS) < waiting
+
 
 def lookup(func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """The formula for ``func``: its overload's, else its packet's; ``None`` when the operator
@@ -91,6 +112,8 @@ def lookup(func: torch._ops.OpOverload) -> OperatorFormula | object | None:
             return formula
         if key in FREE_OPERATORS:
             return None
+    if _FAMILY_LOADERS and load_families():  # an optional library loaded since
+        return lookup(func)
     return _MISSING
 
 
@@ -103,6 +126,7 @@ OperatorMap = Mapping[OperatorKey, "OperatorFormula | None"]
 def get_default_operator_map() -> dict[OperatorKey, OperatorFormula | None]:
     """A fresh copy of the registered operator formulas (free operators map to ``None``), for
     one :class:`~moduleprofiler.ModuleProfiler` to own and extend without touching others."""
+    load_families()
     table: dict[OperatorKey, OperatorFormula | None] = dict.fromkeys(FREE_OPERATORS)
     table.update(OPERATOR_FORMULAS)
     return table
@@ -114,4 +138,6 @@ def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormul
     for key in (func, func.overloadpacket):
         if key in table:
             return table[key]
+    if _FAMILY_LOADERS and load_families():  # an optional library loaded after table was made
+        return lookup(func)
     return _MISSING
