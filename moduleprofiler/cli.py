@@ -31,7 +31,9 @@ examples:
   moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
 
 formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
-columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), time, memory
+columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
+  backward (runs a backward pass), bytes (parameter, buffer and output bytes), time, memory,
+  or any column name (e.g. backward_flops, ops_pct, output_bytes)
 """
 
 WHAT_DEFAULT = "params,io,ops"
@@ -70,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                         help="keyword argument for the factory (a Python literal or a string)")
     parser.add_argument("--what", default=WHAT_DEFAULT,
-                        help=f"column groups, comma-separated (default {WHAT_DEFAULT}); time "
-                             "runs per-module timing, memory a training-step memory pass")
+                        help=f"column groups or column names, comma-separated (default "
+                             f"{WHAT_DEFAULT}); backward runs a backward pass, time "
+                             "per-module timing, memory a training-step memory pass")
     parser.add_argument("--iters", type=int, default=50,
                         help="timed iterations for --what time (default 50; a tenth dropped)")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
@@ -252,9 +255,11 @@ def run_profile(options: argparse.Namespace) -> Any:
     except Exception as exc:
         raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
     groups = {group.strip() for group in options.what.split(",")}
+    backward = any(g == "backward" or g.startswith(("backward_", "inclusive_backward_"))
+                   for g in groups)
     profiler = ModuleProfiler()
     try:
-        profile = profiler.profile(model, inputs)
+        profile = profiler.profile(model, inputs, backward=backward)
         if "time" in groups:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
@@ -274,13 +279,14 @@ def _columns(profile: Any, what: str) -> list[str]:
     from moduleprofiler.export.frame import module_frame
     from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 
-    groups = [group.strip() for group in what.split(",") if group.strip()]
-    unknown = [group for group in groups if group not in WHAT_GROUPS]
-    if unknown:
-        raise CliError(f"unknown --what {','.join(unknown)} (choose from {','.join(WHAT_GROUPS)})")
+    items = [item.strip() for item in what.split(",") if item.strip()]
     frame = module_frame(profile)
-    columns = columns_for(groups, frame)
-    return columns
+    unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
+               and item.removesuffix("_pct") not in frame]
+    if unknown:
+        raise CliError(f"unknown --what {','.join(unknown)} (choose from "
+                       f"{','.join(WHAT_GROUPS)}, or name columns of the module table)")
+    return columns_for(items, frame)
 
 
 def make_view(profile: Any, options: argparse.Namespace) -> Any:
@@ -302,8 +308,16 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
 
 
 def write_output(profile: Any, options: argparse.Namespace) -> None:
-    """Render in the chosen format to ``-o`` or stdout."""
-    from moduleprofiler.export.io import format_name, infer_format
+    """Render in the chosen format to ``-o`` or stdout: formats that hold a whole profile
+    (JSON, the HTML report) render it, the others render the chosen view."""
+    from moduleprofiler.export.format_table import (
+        format_name,
+        get_format,
+        infer_format,
+        render_view,
+        split_options,
+    )
+    from moduleprofiler.export.formats import export_profile
 
     if options.format:
         fmt = format_name(options.format)
@@ -312,24 +326,20 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
     else:
         fmt = "text"
     target = options.output
-    if fmt == "json":
-        text = profile.to_json()
-    elif fmt == "html":
-        text = profile.to_html(title=options.title)
+    entry = get_format(fmt)
+    given = {"title": options.title, "caption": options.caption, "label": options.label,
+             "unicode": options.unicode}
+    if entry.render_profile is not None:
+        render, _ = split_options(given, entry.render_profile)
+        text = export_profile(profile, fmt, **render) or ""
     else:
         view = make_view(profile, options)
         if fmt == "text" and target is None:
             color = {"always": True, "never": False}.get(options.color)
             view.print(color=color, unicode=options.unicode)
             return
-        if fmt == "text":
-            text = view.to_text(unicode=options.unicode)
-        elif fmt == "latex":
-            text = view.to_latex(caption=options.caption, label=options.label)
-        elif fmt == "markdown":
-            text = view.to_markdown()
-        else:
-            text = view.to_csv()
+        render, _ = split_options(given, entry.render)
+        text = render_view(view, fmt, **render) or ""
     if target is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return

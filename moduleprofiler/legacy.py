@@ -13,10 +13,11 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from moduleprofiler.export.frame import count_series, sum_known
-from moduleprofiler.export.tables import PathLike, latex_tabular, write_csv, write_html
+from moduleprofiler.export.aggregate import call_tree, sum_known
+from moduleprofiler.export.frame import count_series
+from moduleprofiler.export.names import module_name
+from moduleprofiler.export.tables import PathLike, frame_text, write_frame
 from moduleprofiler.inputs import legacy_pred_fn, unwrap_compiled
-from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.validate import check_pass
 
 if TYPE_CHECKING:
@@ -30,9 +31,8 @@ _STATS_COLUMNS = (
 )
 
 
-def legacy_name(path: str) -> str:
-    """``""`` -> ``"__root__"``, other paths unchanged."""
-    return ROOT_NAME if path == "" else path
+legacy_name = module_name
+"""``""`` -> ``"__root__"``, other paths unchanged (the one root name of every output)."""
 
 
 def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -137,15 +137,16 @@ class LegacyPasses:
 
     def count_params_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`count_params_df` to ``file`` (``.csv`` added if missing)."""
-        write_csv(self.count_params_df(*args, **kwargs), file)
+        write_frame(self.count_params_df(*args, **kwargs), file, "csv")
 
     def count_params_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`count_params_df` to ``file`` as HTML (``.html`` added if missing)."""
-        write_html(self.count_params_df(*args, **kwargs), file)
+        write_frame(self.count_params_df(*args, **kwargs), file, "html")
 
     def count_params_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
         """:meth:`count_params_df` as a booktabs LaTeX tabular that compiles."""
-        return latex_tabular(self.count_params_df(*args, **kwargs), index=index)
+        return frame_text(self.count_params_df(*args, **kwargs), "latex",
+                          index=index)
 
     # -- trace_io_sizes --------------------------------------------------------------------
     def trace_io_sizes(self, module: nn.Module, input: Any,
@@ -173,15 +174,16 @@ class LegacyPasses:
 
     def trace_io_sizes_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`trace_io_sizes_df` to ``file`` (``.csv`` added if missing)."""
-        write_csv(self.trace_io_sizes_df(*args, **kwargs), file)
+        write_frame(self.trace_io_sizes_df(*args, **kwargs), file, "csv")
 
     def trace_io_sizes_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`trace_io_sizes_df` to ``file`` as HTML."""
-        write_html(self.trace_io_sizes_df(*args, **kwargs), file)
+        write_frame(self.trace_io_sizes_df(*args, **kwargs), file, "html")
 
     def trace_io_sizes_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
         """:meth:`trace_io_sizes_df` as a LaTeX tabular."""
-        return latex_tabular(self.trace_io_sizes_df(*args, **kwargs), index=index)
+        return frame_text(self.trace_io_sizes_df(*args, **kwargs), "latex",
+                          index=index)
 
     # -- estimate_ops ----------------------------------------------------------------------
     def estimate_ops(self, module: nn.Module, input: Any,
@@ -192,14 +194,17 @@ class LegacyPasses:
         called) and ``calls``."""
         profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
         calls = profile.calls_by_module()
+        tree = call_tree(profile)  # a call inside another call of its module is inside it
         result: dict[str, dict[str, Any]] = {}
         for info in profile.modules:
             records = calls[info.path]
+            outer = [profile.records[row].inclusive_ops for row in tree.rows.get(info.path, [])
+                     if tree.outermost[row]]
             result[legacy_name(info.path)] = {
                 "type": info.type_name,
                 "ops": sum_known(r.ops for r in records),
                 "macs": sum_known(r.macs for r in records),
-                "inclusive_ops": sum_known(r.inclusive_ops for r in records),
+                "inclusive_ops": sum_known(outer),
                 "calls": len(records),
             }
         return result
@@ -210,15 +215,16 @@ class LegacyPasses:
 
     def estimate_ops_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`estimate_ops_df` to ``file`` (``.csv`` added if missing)."""
-        write_csv(self.estimate_ops_df(*args, **kwargs), file)
+        write_frame(self.estimate_ops_df(*args, **kwargs), file, "csv")
 
     def estimate_ops_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`estimate_ops_df` to ``file`` as HTML."""
-        write_html(self.estimate_ops_df(*args, **kwargs), file)
+        write_frame(self.estimate_ops_df(*args, **kwargs), file, "html")
 
     def estimate_ops_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
         """:meth:`estimate_ops_df` as a LaTeX tabular."""
-        return latex_tabular(self.estimate_ops_df(*args, **kwargs), index=index)
+        return frame_text(self.estimate_ops_df(*args, **kwargs), "latex",
+                          index=index)
 
     # -- estimate_inference_time -----------------------------------------------------------
     def estimate_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
@@ -245,16 +251,17 @@ class LegacyPasses:
 
     def estimate_inference_time_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`estimate_inference_time_df` to ``file`` (``.csv`` added if missing)."""
-        write_csv(self.estimate_inference_time_df(*args, **kwargs), file)
+        write_frame(self.estimate_inference_time_df(*args, **kwargs), file, "csv")
 
     def estimate_inference_time_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
         """Write :meth:`estimate_inference_time_df` to ``file`` as HTML."""
-        write_html(self.estimate_inference_time_df(*args, **kwargs), file)
+        write_frame(self.estimate_inference_time_df(*args, **kwargs), file, "html")
 
     def estimate_inference_time_latex(self, *args: Any, index: bool = False,
                                       **kwargs: Any) -> str:
         """:meth:`estimate_inference_time_df` as a LaTeX tabular."""
-        return latex_tabular(self.estimate_inference_time_df(*args, **kwargs), index=index)
+        return frame_text(self.estimate_inference_time_df(*args, **kwargs), "latex",
+                          index=index)
 
     # -- estimate_total_inference_time -----------------------------------------------------
     def estimate_total_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
@@ -281,18 +288,19 @@ class LegacyPasses:
     def estimate_total_inference_time_csv(self, file: PathLike, *args: Any,
                                           **kwargs: Any) -> None:
         """Write :meth:`estimate_total_inference_time_df` to ``file``."""
-        write_csv(self.estimate_total_inference_time_df(*args, **kwargs), file)
+        write_frame(self.estimate_total_inference_time_df(*args, **kwargs), file, "csv")
 
     def estimate_total_inference_time_html(self, file: PathLike, *args: Any,
                                            **kwargs: Any) -> None:
         """Write :meth:`estimate_total_inference_time_df` to ``file`` as HTML."""
-        write_html(self.estimate_total_inference_time_df(*args, **kwargs), file)
+        write_frame(self.estimate_total_inference_time_df(*args, **kwargs), file, "html")
 
     def estimate_total_inference_time_latex(self, *args: Any, index: bool = False,
                                             **kwargs: Any) -> str:
         """:meth:`estimate_total_inference_time_df` as a LaTeX tabular (0.0.4 returned the
         per-layer table here by mistake)."""
-        return latex_tabular(self.estimate_total_inference_time_df(*args, **kwargs), index=index)
+        return frame_text(self.estimate_total_inference_time_df(*args, **kwargs), "latex",
+                          index=index)
 
 
 def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame:

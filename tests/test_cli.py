@@ -31,7 +31,7 @@ def test_tree_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].split() == ["module", "params", "input", "output", "macs", "ops", "ops", "%"]
-    assert lines[2].startswith("Sequential") and "58" in lines[2]  # 4*8+8 + 8*2+2 params
+    assert lines[2].startswith("__root__ (Sequential)") and "58" in lines[2]  # 4*8+8 + 8*2+2
     assert lines[3].startswith("|-- 0 (Linear)") and lines[-2].startswith("`-- 2 (Linear)")
     assert "\x1b[" not in out  # not a terminal: no colour
 
@@ -43,13 +43,13 @@ def test_depth_what_and_module_spec(capsys: pytest.CaptureFixture[str],
                          "--depth", "0", "--what", "params")
     assert status == 0
     assert out.splitlines()[0].split() == ["module", "params"]
-    assert out.splitlines()[2].split() == ["Sequential", "58"]
+    assert out.splitlines()[2].split() == ["__root__", "(Sequential)", "58"]
 
 
 def test_factory_arguments_and_weights_none(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--arg", "width=16", "--what", "params",
                          "--depth", "0")
-    assert status == 0 and out.splitlines()[2].split() == ["Sequential", "114"]
+    assert status == 0 and out.splitlines()[2].split() == ["__root__", "(Sequential)", "114"]
     status, _, err = run(capsys, f"{ROOT / MODELS}:with_weights", "-i", "2x4")
     assert status == 0, err
 
@@ -67,7 +67,7 @@ def test_integer_and_several_inputs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_meta_device(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, TINY, "-i", "2x4", "--meta", "--depth", "0")
     assert status == 0, err
-    assert out.splitlines()[2].split()[:2] == ["Sequential", "58"]
+    assert out.splitlines()[2].split()[:3] == ["__root__", "(Sequential)", "58"]
 
 
 def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,7 +76,7 @@ def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.splitlines()[2].split()[:2] == ["Linear", "2"]
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--sort", "ops", "--exclude", "ReLU")
     rows = [line.split()[0] for line in out.splitlines()[2:5]]
-    assert rows == ["0", "2", "(root)"]  # 2*8*8 = 128 > 2*2*16 = 64 > 0 own ops
+    assert rows == ["0", "2", "__root__"]  # 2*8*8 = 128 > 2*2*16 = 64 > 0 own ops
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--min-pct", "50", "--include", "*")
     assert status == 0 and "(ReLU)" not in out and "0 (Linear)" in out
 
@@ -118,7 +118,7 @@ def test_json_round_trip_and_rendering_a_saved_profile(capsys: pytest.CaptureFix
     saved = tmp_path / "tiny.json"
     assert main([TINY, "-i", "2x4", "-o", str(saved)]) == 0
     profile = Profile.from_json(saved)
-    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 1
+    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 2
     capsys.readouterr()
     status, out, _ = run(capsys, str(saved), "--format", "markdown", "--depth", "1")
     assert status == 0 and out.startswith("| module | type |")
@@ -154,7 +154,7 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([f"{ROOT / MODELS}:raises", "-i", "2x4"], "raised ValueError: boom"),
     ([f"{ROOT / MODELS}:broken", "-i", "2x4"], "raised RuntimeError: factory failed"),
     ([f"{ROOT / MODELS}:not_a_module", "-i", "2x4"], "returned int, not a torch.nn.Module"),
-    ([TINY, "-i", "2x4", "--what", "flops"], "unknown --what flops"),
+    ([TINY, "-i", "2x4", "--what", "flops,bogus"], "unknown --what bogus"),
     ([TINY, "-i", "2x4", "--format", "pdf"], "unknown format 'pdf'"),
     ([TINY, "-i", "2x4", "-o", "out.xyz"], "unknown format '.xyz'"),
     ([TINY, "-i", "2x4", "--sort", "nope"], "unknown column(s) ['nope']"),
@@ -202,3 +202,16 @@ def test_python_dash_m_error_is_one_line_without_traceback() -> None:
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "raised ValueError: boom" in result.stderr
+
+
+def test_what_backward_and_column_names(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "backward,param_bytes,flops",
+                           "--depth", "0")
+    assert status == 0, err
+    assert out.splitlines()[0].split() == ["module", "backward", "macs", "backward", "ops",
+                                           "param", "bytes", "flops"]
+    root = out.splitlines()[2]
+    # backward MACs: Linear(4, 8) weight grad 2 x 4 x 8 = 64 (the input needs none), Linear(8, 2)
+    # input and weight grads 2 x 8 x 2 = 32 each: 128. Parameters: 58 float32 = 232 B.
+    # FLOPs: 2 x (2 x 4 x 8 + 2 x 8 x 2) = 192
+    assert root.split()[2] == "128" and "232 B" in root and root.split()[-1] == "192"

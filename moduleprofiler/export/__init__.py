@@ -1,13 +1,28 @@
 """The export layer: ``Profile`` -> tidy DataFrame (``frame``) -> views (``select``) -> formats
 (text, Markdown, CSV, JSON, HTML, LaTeX). ``Profile`` exposes all of it as methods
 (``tree``, ``table``, ``top``, ``to_*``, ``save``, ``from_json``); the functions here add the
-multi-profile views and the column registry."""
+multi-profile views, the column registry and the format table."""
 
-from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
+from moduleprofiler.export.columns import (
+    ColumnSpec,
+    Derived,
+    column_spec,
+    inclusive_of,
+    register_column,
+    registered_columns,
+    scaled,
+)
 from moduleprofiler.export.diff import compare_view as compare
-from moduleprofiler.export.io import FORMATS, format_name, infer_format
+from moduleprofiler.export.format_table import (
+    FORMATS,
+    Format,
+    format_name,
+    infer_format,
+    register_format,
+)
 from moduleprofiler.export.model_summary import summary_frame
 from moduleprofiler.export.model_summary import summary_view as summary
+from moduleprofiler.export.names import ROOT_NAME
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
 
@@ -16,14 +31,21 @@ load_json = Profile.from_json
 
 __all__ = [
     "FORMATS",
+    "ROOT_NAME",
     "ColumnSpec",
+    "Derived",
+    "Format",
     "View",
     "column_spec",
     "compare",
     "format_name",
+    "inclusive_of",
     "infer_format",
     "load_json",
     "register_column",
+    "register_format",
+    "registered_columns",
+    "scaled",
     "summary",
     "summary_frame",
 ]

@@ -1,8 +1,8 @@
 """One cell as text, by column kind, for one target (plain text, Markdown, HTML, LaTeX).
 
 This is the last step of every renderer: frames hold raw numbers; these functions turn one
-value into a string. Text cells (names, types, shapes) come back unescaped; each renderer
-escapes them for its format.
+value into a string, in human units, or as the raw value for the 0.0.4 writers' tables. Text
+cells (names, types, shapes) come back unescaped; each renderer escapes them for its format.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.export.names import module_name
 from moduleprofiler.export.units import (
     dtype_text,
     human_bytes,
@@ -23,8 +24,8 @@ from moduleprofiler.export.units import (
     shape_text,
 )
 
-ROOT_LABEL = "(root)"
-"""How the root module (path ``""``) is named in tables."""
+RAW_DECIMALS = 6
+"""Decimals of a float in a raw cell (what pandas' ``Styler`` prints by default)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def _number_formatter(spec: ColumnSpec, glyphs: Glyphs) -> Callable[[Any], str]:
 
 def _text_formatter(spec: ColumnSpec) -> Callable[[Any], str]:
     if spec.kind == "name":
-        return lambda value: ROOT_LABEL if value == "" else str(value)
+        return lambda value: module_name(str(value))
     if spec.kind == "shape":
         return shape_text
     if spec.kind == "dtype":
@@ -75,9 +76,21 @@ def _text_formatter(spec: ColumnSpec) -> Callable[[Any], str]:
     return str
 
 
-def formatter(spec: ColumnSpec, glyphs: Glyphs = ASCII) -> Formatter:
-    """``value -> str`` for column ``spec``; unknown values become ``glyphs.missing``."""
-    inner = _number_formatter(spec, glyphs) if spec.numeric else _text_formatter(spec)
+def raw_cell(value: Any) -> str:
+    """A value as itself: integers and text unchanged, floats with :data:`RAW_DECIMALS`
+    decimals, anything else (tuples, dtypes) as ``str``."""
+    if isinstance(value, float):
+        return f"{value:.{RAW_DECIMALS}f}"
+    return str(value)
+
+
+def formatter(spec: ColumnSpec, glyphs: Glyphs = ASCII, *, raw: bool = False) -> Formatter:
+    """``value -> str`` for column ``spec`` (in human units, or :func:`raw_cell` when
+    ``raw``); unknown values become ``glyphs.missing``."""
+    if raw:
+        inner: Formatter = raw_cell
+    else:
+        inner = _number_formatter(spec, glyphs) if spec.numeric else _text_formatter(spec)
     def format_cell(value: Any) -> str:
         if is_missing(value):
             return glyphs.missing

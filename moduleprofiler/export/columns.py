@@ -1,14 +1,24 @@
-"""What each column of a profile frame is: its kind (how to show one value), its header label,
-and whether it is *inclusive* (a parent's value contains its children's) or *own* (values add
-up over all rows). Columns nobody registered are recognised by their name, so the timing
-(``*_ms``) and memory (``*_bytes``) columns of later engines flow through every view unchanged.
+"""The column registry: every column a profile can show, with its unit, how the calls of one
+module (and the modules of one type) combine into one value, and how one value is shown.
+
+A listener that writes ``call.values["my_count"]`` declares its column once::
+
+    register_column("my_count", "count", unit="items", aggregation="sum")
+
+and every view shows it: the frames per call, module and type, the tree, tables, top-k, CSV,
+JSON, Markdown, LaTeX, the HTML report and the command line. Columns nobody registered are
+recognised by their name (:func:`column_spec`): ``*_ms`` times, ``*_bytes`` memory, names
+ending in ``ops``/``macs``/``flops``/``params``/``count``... counts; ``self``/``own`` mark an own
+quantity, ``max``/``peak`` a maximum, ``std``/``p95``/``min``... a statistic.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import pandas as pd
 
@@ -16,29 +26,98 @@ Kind = Literal[
     "name", "text", "int", "count", "bytes", "time", "percent", "fraction", "shape", "dtype",
     "flag", "number", "ratio",
 ]
-"""How a value is shown: ``name`` a module path (``""`` is the root), ``int`` a plain integer
-(indices, depths, call counts), ``count`` K/M/G, ``bytes`` KiB/MiB, ``time`` milliseconds
-shown in ns/µs/ms/s, ``percent`` 0-100, ``fraction`` 0-1 shown as a percentage, ``ratio`` a factor
-(``2.00x``), ``shape`` a shape tree, ``dtype`` dtype names, ``flag`` yes/no, ``number`` any
-other number."""
+"""How a value is shown: ``name`` a module name, ``int`` a plain integer (indices, depths, call
+counts), ``count`` K/M/G, ``bytes`` KiB/MiB, ``time`` milliseconds shown in ns/µs/ms/s,
+``percent`` 0-100, ``fraction`` 0-1 shown as a percentage, ``ratio`` a factor (``2.00x``),
+``shape`` a shape tree, ``dtype`` dtype names, ``flag`` yes/no, ``number`` any other number."""
+
+Aggregation = Literal["sum", "inclusive", "max", "first", "all", "none"]
+"""How the calls of one module (and the modules of one type) combine into one value:
+
+* ``sum``: each call holds its own share (``ops``, ``own_params``): a module sums its calls, a
+  type its modules, and the rows of a table add up to the whole model;
+* ``inclusive``: a call's value contains the calls made inside it (``inclusive_ops``, a
+  forward time): a module sums its *outermost* calls (a call nested inside another call of the
+  same module is already counted in it), a type its outermost modules; the whole model's value
+  is the root's;
+* ``max``: the largest value of the calls (a peak); the whole model's value is the largest;
+* ``first``: the first call's value (shapes, dtypes); types have none;
+* ``all``: true when every call's value is (``complete``);
+* ``none``: a fact of one call (its index, its parent) that modules and types do not have.
+"""
 
 NUMERIC_KINDS: frozenset[str] = frozenset(
     {"int", "count", "bytes", "time", "percent", "fraction", "number", "flag", "ratio"}
 )
 ADDITIVE_KINDS: frozenset[str] = frozenset({"count", "bytes", "time"})
+KINDS: frozenset[str] = frozenset(get_args(Kind))
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A column computed from other columns of the per-call frame (``flops = 2 * macs``)."""
+
+    inputs: tuple[str, ...]
+    """The columns it needs; it is computed for every profile whose calls have them all."""
+    compute: Callable[[pd.DataFrame], Sequence[Any] | pd.Series]
+    """Per-call frame -> one value per row."""
+
+
+def scaled(column: str, factor: int | float) -> Derived:
+    """``factor * column`` (``scaled("macs", 2)`` is ``flops``)."""
+    return Derived((column,), lambda calls: calls[column] * factor)
+
+
+def inclusive_of(column: str) -> Derived:
+    """Each call's ``column`` plus that of every call made inside it (unknown values count as
+    nothing; a call whose subtree knows none stays unknown)."""
+    return Derived((column, "call", "parent"), lambda calls: subtree_sums(calls, column))
+
+
+def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
+    """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
+    position = {int(index): row for row, index in enumerate(calls["call"])}
+    totals: list[Any] = [None if pd.isna(value) else value for value in calls[column]]
+    parents = list(calls["parent"])
+    for row in range(len(totals) - 1, -1, -1):  # children start after their parent
+        parent = parents[row]
+        if totals[row] is None or pd.isna(parent):
+            continue
+        above = position.get(int(parent))
+        if above is not None:
+            totals[above] = totals[row] if totals[above] is None else totals[above] + totals[row]
+    return totals
 
 
 @dataclass(frozen=True)
 class ColumnSpec:
-    """How one column is shown and totalled."""
+    """One column: what it is called, its unit, how it combines and how it is shown."""
 
     name: str
     kind: Kind
     label: str
-    inclusive: bool | None = None
-    """``True``: a parent's value includes its children's (the total is the roots' value);
-    ``False``: each row holds its own share (the total is the sum of the rows); ``None``: not
-    a quantity that has a total (statistics such as a standard deviation, indices, text)."""
+    aggregation: Aggregation = "first"
+    unit: str = ""
+    """What one unit of the value is (``"ops"``, ``"bytes"``, ``"ms"``); documentation only."""
+    additive: bool = True
+    """Whether the rows of a ``sum`` column add up to a whole-model total (``False`` for
+    ``output_bytes``: a container's output is also its last child's)."""
+    derive: Derived | None = dataclasses.field(default=None, compare=False)
+    """How the column is computed from other per-call columns (``None``: a listener writes it
+    or it is a module fact)."""
+    description: str = ""
+
+    @property
+    def inclusive(self) -> bool | None:
+        """``True``: a parent's value includes its children's, so the whole model's value is
+        the root's (``inclusive`` and ``max`` columns); ``False``: each row holds its own
+        share and the total is the sum of the rows; ``None``: no total."""
+        if self.aggregation in ("inclusive", "max"):
+            return True
+        if self.aggregation == "sum" and self.additive:
+            return False
+        return None
 
     @property
     def numeric(self) -> bool:
@@ -49,59 +128,114 @@ class ColumnSpec:
 _REGISTRY: dict[str, ColumnSpec] = {}
 
 
-def register_column(name: str, kind: Kind, label: str | None = None,
-                    inclusive: bool | None = None) -> ColumnSpec:
-    """Declare how column ``name`` is shown and totalled (overrides the name-based guess).
+def _check(name: str, kind: str, aggregation: str) -> None:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"column name must be an identifier such as 'my_count', got {name!r}")
+    if name.endswith("_pct"):
+        raise ValueError(f"column {name!r}: names ending in _pct are the percentage columns "
+                         "the views derive from any quantity")
+    if kind not in KINDS:
+        raise ValueError(f"unknown column kind {kind!r} (known: {', '.join(sorted(KINDS))})")
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r} (known: "
+                         f"{', '.join(AGGREGATIONS)})")
 
-    Engines that add columns call this once at import, e.g.
-    ``register_column("forward_median_ms", "time", "forward", inclusive=True)``.
+
+def register_column(name: str, kind: Kind = "number", label: str | None = None,
+                    inclusive: bool | None = None, *, aggregation: Aggregation | None = None,
+                    unit: str = "", additive: bool = True, derive: Derived | None = None,
+                    description: str = "", replace: bool = False) -> ColumnSpec:
+    """Declare column ``name`` and return its spec; every view then shows it.
+
+    ``aggregation`` says how calls combine (:data:`Aggregation`); without it, ``inclusive=True``
+    means ``"inclusive"``, ``inclusive=False`` means ``"sum"``, and ``None`` keeps what the name
+    suggests. ``derive`` computes the column from other per-call columns
+    (:func:`scaled`, :func:`inclusive_of`). Declaring a name again with the same kind, unit and
+    aggregation returns the new spec; a different declaration raises ``ValueError`` unless
+    ``replace=True`` (two listeners must not give one name two meanings).
     """
-    if kind not in {*NUMERIC_KINDS, "name", "text", "shape", "dtype"}:
-        raise ValueError(f"unknown column kind {kind!r}")
+    if aggregation is None:
+        aggregation = ("inclusive" if inclusive else "sum") if inclusive is not None \
+            else _guess(name).aggregation
+    _check(name, kind, aggregation)
     spec = ColumnSpec(name, kind, label if label is not None else _default_label(name),
-                      inclusive)
+                      aggregation, unit, additive, derive, description)
+    old = _REGISTRY.get(name)
+    if old is not None and not replace and (old.kind, old.aggregation, old.unit) != (
+            spec.kind, spec.aggregation, spec.unit):
+        raise ValueError(f"column {name!r} is already registered as {old.kind}/"
+                         f"{old.aggregation}; pass replace=True to change it")
     _REGISTRY[name] = spec
     return spec
 
 
-for _name, _kind, _label, _inclusive in (
-    ("module", "name", "module", None),
-    ("model", "text", "model", None),
-    ("type", "text", "type", None),
-    ("call", "int", "call", None),
-    ("parent", "int", "parent", None),
-    ("depth", "int", "depth", None),
-    ("call_number", "int", "call #", None),
-    ("calls", "int", "calls", None),
-    ("modules", "int", "modules", None),
-    ("unknown_calls", "int", "unknown calls", None),
-    ("params", "count", "params", True),
-    ("own_params", "count", "own params", False),
-    ("trainable_params", "count", "trainable", True),
-    ("buffers", "count", "buffers", True),
-    ("ops", "count", "self ops", False),
-    ("macs", "count", "self macs", False),
-    ("inclusive_ops", "count", "ops", True),
-    ("inclusive_macs", "count", "macs", True),
-    ("flops", "count", "flops", False),
-    ("input_shapes", "shape", "input", None),
-    ("output_shapes", "shape", "output", None),
-    ("input_size", "shape", "input size", None),
-    ("output_size", "shape", "output size", None),
-    ("input_dtypes", "dtype", "input dtype", None),
-    ("output_dtypes", "dtype", "output dtype", None),
-    ("ops_source", "text", "ops from", None),
-    ("complete", "flag", "complete", None),
-    ("ops_fraction", "fraction", "ops %", None),
-):
-    _REGISTRY[_name] = ColumnSpec(_name, _kind, _label, _inclusive)  # type: ignore[arg-type]
-_BUILTIN: frozenset[str] = frozenset(_REGISTRY)
-"""The columns of the frames of this layer; the views list the ones they show by name."""
+def is_registered(name: str) -> bool:
+    """Whether ``name`` is a registered column (rather than one known by its name only)."""
+    return name in _REGISTRY
+
+
+def registered_columns() -> tuple[ColumnSpec, ...]:
+    """Every registered column, built-in ones first, in registration order."""
+    return tuple(_REGISTRY.values())
+
+
+_MACS_TO_FLOPS = 2
+"""FLOPs = 2 x MACs: one multiply and one add per multiply-accumulate (FlopCounterMode's unit)."""
+
+_BUILTINS: tuple[tuple[Any, ...], ...] = (
+    # name, kind, label, aggregation, unit, additive, derive
+    ("module", "name", "module", "first", "", True, None),
+    ("model", "text", "model", "first", "", True, None),
+    ("type", "text", "type", "first", "", True, None),
+    ("call", "int", "call", "none", "", True, None),
+    ("parent", "int", "parent", "none", "", True, None),
+    ("depth", "int", "depth", "first", "", True, None),
+    ("call_number", "int", "call #", "none", "", True, None),
+    ("calls", "int", "calls", "sum", "calls", False, None),
+    ("modules", "int", "modules", "sum", "modules", False, None),
+    ("unknown_calls", "int", "unknown calls", "sum", "calls", False, None),
+    ("input_shapes", "shape", "input", "first", "", True, None),
+    ("input_dtypes", "dtype", "input dtype", "first", "", True, None),
+    ("output_shapes", "shape", "output", "first", "", True, None),
+    ("output_dtypes", "dtype", "output dtype", "first", "", True, None),
+    ("output_bytes", "bytes", "output bytes", "sum", "bytes", False, None),
+    ("params", "count", "params", "inclusive", "params", True, None),
+    ("own_params", "count", "own params", "sum", "params", True, None),
+    ("trainable_params", "count", "trainable", "inclusive", "params", True, None),
+    ("buffers", "count", "buffers", "inclusive", "elements", True, None),
+    ("param_bytes", "bytes", "param bytes", "inclusive", "bytes", True, None),
+    ("buffer_bytes", "bytes", "buffer bytes", "inclusive", "bytes", True, None),
+    ("ops", "count", "self ops", "sum", "ops", True, None),
+    ("macs", "count", "self macs", "sum", "MACs", True, None),
+    ("ops_source", "text", "ops from", "first", "", True, None),
+    ("inclusive_ops", "count", "ops", "inclusive", "ops", True, None),
+    ("inclusive_macs", "count", "macs", "inclusive", "MACs", True, None),
+    ("complete", "flag", "complete", "all", "", True, None),
+    ("flops", "count", "self flops", "sum", "FLOPs", True, scaled("macs", _MACS_TO_FLOPS)),
+    ("inclusive_flops", "count", "flops", "inclusive", "FLOPs", True,
+     scaled("inclusive_macs", _MACS_TO_FLOPS)),
+    ("backward_ops", "count", "self backward ops", "sum", "ops", True, None),
+    ("backward_macs", "count", "self backward macs", "sum", "MACs", True, None),
+    ("backward_flops", "count", "self backward flops", "sum", "FLOPs", True,
+     scaled("backward_macs", _MACS_TO_FLOPS)),
+    ("inclusive_backward_ops", "count", "backward ops", "inclusive", "ops", True,
+     inclusive_of("backward_ops")),
+    ("inclusive_backward_macs", "count", "backward macs", "inclusive", "MACs", True,
+     inclusive_of("backward_macs")),
+    ("inclusive_backward_flops", "count", "backward flops", "inclusive", "FLOPs", True,
+     scaled("inclusive_backward_macs", _MACS_TO_FLOPS)),
+    ("ops_fraction", "fraction", "ops %", "none", "", True, None),
+)
+for _name, _kind, _label, _aggregation, _unit, _additive, _derive in _BUILTINS:
+    _REGISTRY[_name] = ColumnSpec(_name, _kind, _label, _aggregation, _unit, _additive, _derive)
+BUILTIN: frozenset[str] = frozenset(_REGISTRY)
+"""The columns of this package's own frames; the views list the ones they show by name."""
 
 _UNIT_SUFFIXES = ("_ms", "_bytes", "_bits", "_pct", "_fraction")
 _COUNT_NAME = re.compile(r"(^|_)(ops|macs|flops|params|buffers|numel|elements|count)$")
 _OWN_TOKEN = re.compile(r"(^|_)(self|own|exclusive)(_|$)")
-_NOT_ADDITIVE = re.compile(r"(^|_)(std|iqr|var|ci_low|ci_high|cv|p\d+|min|max)(_|$)")
+_MAX_TOKEN = re.compile(r"(^|_)(max|peak)(_|$)")
+_STATISTIC = re.compile(r"(^|_)(std|iqr|var|ci_low|ci_high|cv|p\d+|min)(_|$)")
 
 
 def _default_label(name: str) -> str:
@@ -116,32 +250,47 @@ def _default_label(name: str) -> str:
     return label
 
 
+def _measured(name: str, kind: Kind) -> ColumnSpec:
+    """A time or memory column: own, a maximum, a statistic, or else inclusive."""
+    if _STATISTIC.search(name):
+        aggregation: Aggregation = "first"
+    elif _MAX_TOKEN.search(name):
+        aggregation = "max"
+    elif _OWN_TOKEN.search(name):
+        aggregation = "sum"
+    else:
+        aggregation = "inclusive"
+    return ColumnSpec(name, kind, _default_label(name), aggregation,
+                      "ms" if kind == "time" else "bytes")
+
+
 def _guess(name: str, dtype: Any = None) -> ColumnSpec:
+    label = _default_label(name)
     if name.endswith("_pct"):
         base = column_spec(name[: -len("_pct")])
-        return ColumnSpec(name, "percent", f"{base.label} %")
+        return ColumnSpec(name, "percent", f"{base.label} %", "none", "%")
     if name.endswith("_fraction"):
-        return ColumnSpec(name, "fraction", _default_label(name) + " %")
-    own = bool(_OWN_TOKEN.search(name))
-    additive = not _NOT_ADDITIVE.search(name)
+        return ColumnSpec(name, "fraction", label + " %", "none")
     if name.endswith("_ms"):
-        return ColumnSpec(name, "time", _default_label(name), (not own) if additive else None)
+        return _measured(name, "time")
     if name.endswith("_bytes"):
-        return ColumnSpec(name, "bytes", _default_label(name), (not own) if additive else None)
+        return _measured(name, "bytes")
     if name.endswith("_bits"):
-        return ColumnSpec(name, "count", _default_label(name), None)
+        return ColumnSpec(name, "count", label, "none", "bits")
     if _COUNT_NAME.search(name):
+        own = bool(_OWN_TOKEN.search(name))
         inclusive = name.startswith("inclusive_") or (not own and name.endswith("params"))
-        return ColumnSpec(name, "count", _default_label(name), inclusive)
+        return ColumnSpec(name, "count", label, "inclusive" if inclusive else "sum")
     if name.endswith(("_shapes", "_shape", "_size")):
-        return ColumnSpec(name, "shape", _default_label(name))
+        return ColumnSpec(name, "shape", label)
     if name.endswith(("_dtype", "_dtypes")):
-        return ColumnSpec(name, "dtype", _default_label(name))
+        return ColumnSpec(name, "dtype", label)
     if dtype is not None and pd.api.types.is_bool_dtype(dtype):
-        return ColumnSpec(name, "flag", _default_label(name))
+        return ColumnSpec(name, "flag", label, "all")
     if dtype is not None and pd.api.types.is_numeric_dtype(dtype):
-        return ColumnSpec(name, "number", _default_label(name))
-    return ColumnSpec(name, "text", _default_label(name))
+        # a number of unknown meaning: summed over calls, but no whole-model total claimed
+        return ColumnSpec(name, "number", label, "sum", additive=False)
+    return ColumnSpec(name, "text", label)
 
 
 def column_spec(name: str, dtype: Any = None) -> ColumnSpec:
@@ -152,6 +301,18 @@ def column_spec(name: str, dtype: Any = None) -> ColumnSpec:
     return spec if spec is not None else _guess(name, dtype)
 
 
+def value_spec(name: str, values: Sequence[Any]) -> ColumnSpec:
+    """:func:`column_spec` for a column given as raw per-call values (a listener's metric)."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    known = [value for value in values if value is not None]
+    if known and all(isinstance(value, bool) for value in known):
+        return _guess(name, "bool")
+    if known and all(isinstance(value, (int, float)) for value in known):
+        return _guess(name, "float64")
+    return _guess(name)
+
+
 def frame_specs(frame: pd.DataFrame, columns: list[str] | None = None) -> dict[str, ColumnSpec]:
     """Specs of ``columns`` (default: all) of ``frame``, with unique labels."""
     names = list(frame.columns) if columns is None else columns
@@ -160,26 +321,25 @@ def frame_specs(frame: pd.DataFrame, columns: list[str] | None = None) -> dict[s
     seen: dict[str, int] = {}
     for spec in specs.values():
         seen[spec.label] = seen.get(spec.label, 0) + 1
-    return {name: spec if seen[spec.label] == 1 else replace(spec, label=name)
+    return {name: spec if seen[spec.label] == 1 else dataclasses.replace(spec, label=name)
             for name, spec in specs.items()}
 
 
 METRIC_COLUMNS: dict[str, tuple[str, str]] = {
-    "ops": ("ops", "inclusive_ops"),
-    "macs": ("macs", "inclusive_macs"),
     "params": ("own_params", "params"),
 }
-"""Metric name -> (own column, inclusive column) in the module frame."""
+"""Metric name -> (own column, inclusive column) where the names do not follow the
+``<metric>`` / ``inclusive_<metric>`` pattern."""
 
 
 def metric_columns(metric: str, available: list[str]) -> tuple[str, str]:
-    """``(own, inclusive)`` columns of ``metric``: the known pairs above, else
-    ``inclusive_<metric>`` / ``self_<metric>`` partners when present, else the column itself
-    for both."""
+    """``(own, inclusive)`` columns of ``metric``: ``params``/``own_params``, else
+    ``<metric>``/``inclusive_<metric>`` or ``self_<metric>``/``<metric>`` partners when present,
+    else the column itself for both."""
     if metric in METRIC_COLUMNS:
         return METRIC_COLUMNS[metric]
     if metric not in available:
-        raise KeyError(f"unknown column {metric!r}; choose ops, macs, params or one of "
+        raise KeyError(f"unknown column {metric!r}; choose ops, macs, flops, params or one of "
                        f"{available}")
     if f"inclusive_{metric}" in available:
         return metric, f"inclusive_{metric}"
@@ -189,6 +349,6 @@ def metric_columns(metric: str, available: list[str]) -> tuple[str, str]:
 
 
 def is_extra_column(name: str) -> bool:
-    """A quantity that is not one of this layer's own columns (e.g. a timing or memory column
-    of a later engine, registered or not): views show it without being told."""
-    return name not in _BUILTIN and column_spec(name).kind in ADDITIVE_KINDS | {"number"}
+    """A quantity that is not one of this package's own columns (a listener's, a timing or
+    memory column, registered or not): views show it without being told."""
+    return name not in BUILTIN and column_spec(name).kind in ADDITIVE_KINDS | {"number"}

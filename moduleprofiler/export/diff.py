@@ -49,7 +49,7 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
             name = f"{column}_{suffix}"
             frame[name] = values.to_numpy()
             kind = "ratio" if suffix == "ratio" else spec.kind
-            overrides[name] = replace(spec, name=name, kind=kind, inclusive=None,
+            overrides[name] = replace(spec, name=name, kind=kind, aggregation="none",
                                       label=f"{spec.label} {suffix}")
             shown.append(name)
         known = a.notna() & b.notna()

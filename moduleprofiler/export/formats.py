@@ -1,52 +1,72 @@
-"""``Profile.save``: one entry point for every file format, picked from the suffix."""
+"""The built-in formats (entries of :data:`~moduleprofiler.export.format_table.FORMATS`) and
+the one way a whole profile is written in any of them.
+
+| format | suffixes | a view | a profile |
+|---|---|---|---|
+| csv | .csv | the shown columns, raw numbers | the tidy frame (``aggregate=``) |
+| json | .json | (none) | the whole profile, reloadable |
+| markdown | .md .markdown | a pipe table, human units | ``profile.table()`` |
+| html | .html .htm | a ``<table>`` | the self-contained report |
+| latex | .tex .latex | a booktabs table | ``profile.table()`` |
+| text | .txt .text | aligned text | ``profile.tree()`` |
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from moduleprofiler.export.csv_table import render_csv
+from moduleprofiler.export.format_table import (
+    FORMATS,
+    get_format,
+    infer_format,
+    register_format,
+    split_options,
+)
 from moduleprofiler.export.frame import profile_frame
-from moduleprofiler.export.io import Buffer, PathLike, emit, format_name, infer_format
-from moduleprofiler.export.tables import printable
+from moduleprofiler.export.html_table import render_html_table
+from moduleprofiler.export.io import Buffer, PathLike, emit
+from moduleprofiler.export.json_io import json_text
+from moduleprofiler.export.latex import render_latex
+from moduleprofiler.export.markdown import render_markdown
+from moduleprofiler.export.report import report_text
+from moduleprofiler.export.select import table_view, tree_view
+from moduleprofiler.export.text import render_text
+from moduleprofiler.export.view import View
 
 if TYPE_CHECKING:
-    from moduleprofiler.export.profile import Profile
     from moduleprofiler.records import Aggregate
+    from moduleprofiler.records import ProfileData as Profile
 
-_RENDER_OPTIONS = {
-    "latex": ("caption", "label", "position", "environment", "escape_caption"),
-    "text": ("color", "unicode"),
-}
-
-
-def profile_csv(profile: Profile, buf: Buffer = None, *,
-                aggregate: Aggregate = "call") -> str | None:
-    """The tidy frame of ``aggregate`` as CSV: raw numbers, shapes as Python literals,
-    unknown values as empty cells."""
-    return emit(printable(profile_frame(profile, aggregate)).to_csv(index=False), buf)
+register_format("csv", (".csv",), render_csv, view="frame")
+register_format("json", (".json",), None, render_profile=json_text)
+register_format("markdown", (".md", ".markdown"), render_markdown)
+register_format("html", (".html", ".htm"), render_html_table, render_profile=report_text)
+register_format("latex", (".tex", ".latex"), render_latex)
+register_format("text", (".txt", ".text"), render_text, view="tree")
 
 
-def _split(options: dict[str, Any],
-           names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    render = {key: options.pop(key) for key in list(options) if key in names}
-    return render, options
+def frame_view(profile: Profile, aggregate: Aggregate = "call") -> View:
+    """Every column of the tidy frame of ``aggregate``, as a view."""
+    frame = profile_frame(profile, aggregate)
+    return View(frame=frame, columns=tuple(frame.columns), kind="table")
+
+
+_PROFILE_VIEWS = {"tree": tree_view, "table": table_view, "frame": frame_view}
 
 
 def export_profile(profile: Profile, format: str, buf: Buffer = None,
                    **options: Any) -> str | None:
-    """``profile`` in ``format`` (csv, json, markdown, html, latex, text). ``options`` go to
-    the view (``max_depth``, ``columns``, ...) or to the renderer (``caption``, ``title``)."""
-    name = format_name(format)
-    if name == "json":
-        return profile.to_json(buf, **options)
-    if name == "csv":
-        return profile_csv(profile, buf, **options)
-    if name == "html":
-        return profile.to_html(buf, **options)
-    render, view_options = _split(dict(options), _RENDER_OPTIONS.get(name, ()))
-    if name == "text":
-        return profile.tree(**view_options).to_text(buf, **render)
-    view = profile.table(**view_options)
-    return view.to_latex(buf, **render) if name == "latex" else view.to_markdown(buf)
+    """``profile`` in ``format`` (a name or suffix of :data:`FORMATS`). ``options`` go to the
+    renderer (its keyword-only parameters: ``caption``, ``unicode``, ``title``...) or to the
+    view (``max_depth``, ``columns``, ``aggregate``...)."""
+    entry = get_format(format)
+    if entry.render_profile is not None:
+        return emit(entry.render_profile(profile, **options), buf)
+    assert entry.render is not None  # register_format requires one of the two
+    render, view_options = split_options(options, entry.render)
+    view = _PROFILE_VIEWS[entry.view](profile, **view_options)  # type: ignore[operator]
+    return emit(entry.render(view, **render), buf)
 
 
 def save_profile(profile: Profile, path: PathLike, format: str | None = None,
@@ -54,3 +74,6 @@ def save_profile(profile: Profile, path: PathLike, format: str | None = None,
     """Write ``profile`` to ``path`` in ``format`` (default: inferred from the suffix)."""
     export_profile(profile, format if format is not None else infer_format(path), path,
                    **options)
+
+
+__all__ = ["FORMATS", "export_profile", "frame_view", "save_profile"]

@@ -1,141 +1,260 @@
-"""Profile -> plain dict and tidy DataFrames. The one place where records become tables; every
-file format is rendered from these frames."""
+"""Profile -> plain dict and tidy DataFrames: one row per call, per module or per module type.
+The one place where records become tables; every view and file format is rendered from
+these frames.
+
+Every registered column is in every frame it applies to (``backward_*`` stay ``<NA>`` when no
+backward pass was profiled, so the columns never depend on options), then every column the
+listeners wrote into ``CallRecord.metrics`` and every per-module column attached with
+``Profile.with_metrics``. Modules and types combine their calls by each column's aggregation
+(:mod:`moduleprofiler.export.aggregate`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.export.aggregate import (
+    CALLED,
+    GROUPING,
+    call_tree,
+    combine,
+    combine_group,
+    groupings,
+    max_known,
+    never_called,
+    outermost_of_type,
+    plain,
+    sum_known,
+)
+from moduleprofiler.export.columns import (
+    BUILTIN,
+    ColumnSpec,
+    column_spec,
+    registered_columns,
+    value_spec,
+)
+from moduleprofiler.export.names import module_name, module_path
+
 if TYPE_CHECKING:
-    from moduleprofiler.records import Aggregate, CallRecord
+    from moduleprofiler.records import Aggregate, CallRecord, ModuleInfo
     from moduleprofiler.records import ProfileData as Profile
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version of :func:`profile_to_dict`'s layout. 2: ``records[].metrics`` holds the listeners'
+columns (always an object) and ``columns`` declares the ones this package does not define.
+Version 1 documents are still read."""
 _AGGREGATES = ("call", "module", "type")
+
+_RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("call", "index"), ("parent", "parent"), ("depth", "depth"), ("module", "path"),
+    ("type", "type_name"), ("call_number", "call_number"), ("input_shapes", "input_shapes"),
+    ("input_dtypes", "input_dtypes"), ("output_shapes", "output_shapes"),
+    ("output_dtypes", "output_dtypes"), ("output_bytes", "output_bytes"), ("params", "params"),
+    ("own_params", "own_params"),
+)
+_FACTS = ("trainable_params", "buffers", "param_bytes", "buffer_bytes")
+"""Module facts (:class:`ModuleInfo` fields) repeated on each of its calls."""
+_COUNTS: tuple[tuple[str, str], ...] = (
+    ("ops", "ops"), ("macs", "macs"), ("ops_source", "ops_source"),
+    ("inclusive_ops", "inclusive_ops"), ("inclusive_macs", "inclusive_macs"),
+    ("complete", "complete"), ("backward_ops", "backward_ops"),
+    ("backward_macs", "backward_macs"),
+)
+_NOT_PER_MODULE = frozenset({"module", "type", "depth", "ops_source"})
+"""Call columns a module row gets from its :class:`ModuleInfo` or its own rule."""
+_MODULE_FACTS = ("params", "own_params", *_FACTS)
 
 
 def count_series(values: Sequence[int | float | None], name: str) -> pd.Series:
     """Counts as a nullable integer column (``<NA>`` for unknown), or float if any is fractional."""
-    data: list[Any] = list(values)  # a list: the stubs want one element type
-    if any(isinstance(value, float) for value in values):
+    data: list[Any] = plain(values)
+    if any(isinstance(value, float) for value in data):
         return pd.Series(data, name=name, dtype="Float64")
     return pd.Series(data, name=name, dtype="Int64")
 
 
-def sum_known(values: Iterable[int | float | None]) -> int | float | None:
-    """Sum of the values, or ``None`` when any of them is unknown (or there are none)."""
-    total: int | float = 0
-    seen = False
-    for value in values:
-        if value is None:
-            return None
-        total += value
-        seen = True
-    return total if seen else None
+def typed_series(values: Sequence[Any], spec: ColumnSpec) -> pd.Series:
+    """``values`` as the column type of ``spec``: nullable integers (or floats) for counts,
+    bytes and integers, nullable floats for other numbers, booleans for flags, objects
+    otherwise (or when the values are not what the kind promises)."""
+    data = plain(values)
+    present = [value for value in data if value is not None]
+    if spec.kind == "flag" and all(isinstance(value, bool) for value in present):
+        dtype = "bool" if len(present) == len(data) else "boolean"
+        return pd.Series(data, name=spec.name, dtype=dtype)
+    numbers = all(isinstance(value, (int, float)) and not isinstance(value, bool)
+                  for value in present)
+    if spec.numeric and spec.kind != "flag" and numbers:
+        if spec.kind in ("count", "bytes", "int"):
+            return count_series(data, spec.name)
+        return pd.Series(data, name=spec.name, dtype="Float64")
+    return pd.Series(data, name=spec.name, dtype=object)
+
+
+def metric_names(records: Sequence[CallRecord]) -> list[str]:
+    """The listeners' column names, in the order they first appear."""
+    names: dict[str, None] = {}
+    for record in records:
+        names.update(dict.fromkeys(record.metrics or ()))
+    return list(names)
+
+
+def _derive(frame: pd.DataFrame, specs: Sequence[ColumnSpec]) -> None:
+    for spec in specs:
+        derive = spec.derive
+        if derive is None or spec.name in frame or not all(c in frame for c in derive.inputs):
+            continue
+        frame[spec.name] = typed_series(list(derive.compute(frame)), spec)
 
 
 def call_frame(profile: Profile) -> pd.DataFrame:
-    """One row per module call, in execution order."""
+    """One row per module call, in execution order: the record's fields, its module's facts,
+    the derived columns (``flops``, ``inclusive_backward_ops``, ...) and the listeners'
+    columns (``CallRecord.metrics``)."""
     records = profile.records
-    frame = pd.DataFrame(
-        {
-            "call": [r.index for r in records],
-            "parent": pd.Series([r.parent for r in records], dtype="Int64"),
-            "depth": [r.depth for r in records],
-            "module": [r.path for r in records],
-            "type": [r.type_name for r in records],
-            "call_number": [r.call_number for r in records],
-            "input_shapes": [r.input_shapes for r in records],
-            "input_dtypes": [r.input_dtypes for r in records],
-            "output_shapes": [r.output_shapes for r in records],
-            "output_dtypes": [r.output_dtypes for r in records],
-            "output_bytes": [r.output_bytes for r in records],
-            "params": [r.params for r in records],
-            "own_params": [r.own_params for r in records],
-        }
-    )
-    frame["ops"] = count_series([r.ops for r in records], "ops")
-    frame["macs"] = count_series([r.macs for r in records], "macs")
-    frame["ops_source"] = [r.ops_source for r in records]
-    frame["inclusive_ops"] = count_series([r.inclusive_ops for r in records], "inclusive_ops")
-    frame["inclusive_macs"] = count_series([r.inclusive_macs for r in records], "inclusive_macs")
-    frame["complete"] = [r.complete for r in records]
+    infos: dict[str, ModuleInfo] = {info.path: info for info in profile.modules}
+    columns: dict[str, Any] = {}
+    for name, attribute in _RECORD_COLUMNS:
+        columns[name] = [getattr(record, attribute) for record in records]
+    columns["module"] = [module_name(path) for path in columns["module"]]
+    for name in _FACTS:
+        columns[name] = [getattr(infos[r.path], name) if r.path in infos else None
+                         for r in records]
+    for name, attribute in _COUNTS:
+        columns[name] = [getattr(record, attribute) for record in records]
+    frame = pd.DataFrame({name: typed_series(values, column_spec(name))
+                          for name, values in columns.items()})
+    frame["call"] = frame["call"].astype("int64") if len(frame) else frame["call"]
+    registered = registered_columns()
+    _derive(frame, [spec for spec in registered if spec.name in BUILTIN])
+    for name in metric_names(records):
+        values = [(record.metrics or {}).get(name) for record in records]
+        frame[name] = typed_series(values, value_spec(name, values))
+    _derive(frame, [spec for spec in registered if spec.name not in BUILTIN])
     return frame
 
 
-def _module_source(calls: Sequence[CallRecord]) -> str:
-    if not calls:
-        return "uncalled"
-    sources = {record.ops_source for record in calls}
-    return sources.pop() if len(sources) == 1 else "unknown"
+def _module_source(status: str, sources: list[str]) -> str:
+    if status != CALLED:
+        return status
+    kinds = set(sources)
+    return kinds.pop() if len(kinds) == 1 else "unknown"
 
 
-def module_frame(profile: Profile) -> pd.DataFrame:
-    """One row per module (``named_modules()`` order, uncalled modules included); the numbers
-    of all calls of a module are summed."""
-    calls = profile.calls_by_module()
+def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per module (``named_modules()`` order, uncalled modules included). Each
+    column combines the module's calls by its aggregation: own quantities are summed,
+    inclusive ones summed over the outermost calls, shapes taken from the first call. A
+    grouping (a container never called itself whose children ran) shows the sum of its
+    children's calls and ``ops_source == "grouping"``."""
+    calls = call_frame(profile) if calls is None else calls
+    tree = call_tree(profile)
+    values = {name: plain(calls[name]) for name in calls.columns}
+    sources = values["ops_source"]
     rows: list[dict[str, Any]] = []
     for info in profile.modules:
-        module_calls = calls.get(info.path, [])
-        first = module_calls[0] if module_calls else None
-        rows.append(
-            {
-                "module": info.path,
-                "type": info.type_name,
-                "depth": info.depth,
-                "calls": len(module_calls),
-                "params": info.params,
-                "own_params": info.own_params,
-                "trainable_params": info.trainable_params,
-                "buffers": info.buffers,
-                "input_shapes": first.input_shapes if first else None,
-                "output_shapes": first.output_shapes if first else None,
-                "ops": sum_known(r.ops for r in module_calls),
-                "macs": sum_known(r.macs for r in module_calls),
-                "inclusive_ops": sum_known(r.inclusive_ops for r in module_calls),
-                "inclusive_macs": sum_known(r.inclusive_macs for r in module_calls),
-                "ops_source": _module_source(module_calls),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    for column in ("ops", "macs", "inclusive_ops", "inclusive_macs"):
-        frame[column] = count_series([row[column] for row in rows], column)
-    metric_names = list(dict.fromkeys(
+        status = tree.status(info.path)
+        own = tree.rows.get(info.path, [])
+        row: dict[str, Any] = {
+            "module": module_name(info.path), "type": info.type_name, "depth": info.depth,
+            "calls": len(own), **{name: getattr(info, name) for name in _MODULE_FACTS},
+        }
+        for name in calls.columns:
+            if name in row or name in _NOT_PER_MODULE:
+                continue
+            spec = column_spec(name, calls[name].dtype)
+            if spec.aggregation == "none":
+                continue
+            if status == GROUPING:
+                row[name] = combine_group(spec.aggregation, values[name],
+                                          tree.group_top[info.path],
+                                          tree.group_rows[info.path])
+            else:
+                row[name] = combine(spec.aggregation, values[name], own, tree.outermost)
+        row["ops_source"] = _module_source(status, [sources[i] for i in own])
+        rows.append(row)
+    order = ["module", "type", "depth", "calls", "params", "own_params", "trainable_params",
+             "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes", "ops",
+             "macs", "inclusive_ops", "inclusive_macs", "ops_source"]
+    names = [*order, *(n for n in (rows[0] if rows else {}) if n not in order)]
+    frame = pd.DataFrame({name: typed_series([row.get(name) for row in rows],
+                                             _spec_of(name, calls))
+                          for name in names})
+    attached = list(dict.fromkeys(
         name for columns in profile.module_metrics.values() for name in columns))
-    for name in metric_names:  # measured columns (time, memory) attached to the profile
+    for name in attached:  # measured per-module columns (Profile.with_metrics)
         frame[name] = [profile.module_metrics.get(info.path, {}).get(name)
                        for info in profile.modules]
     return frame
 
 
+def _spec_of(name: str, calls: pd.DataFrame) -> ColumnSpec:
+    return column_spec(name, calls[name].dtype if name in calls else None)
+
+
+def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per module type of a module frame (first-seen order): ``modules``, ``calls``,
+    then each of ``columns`` (default: every quantity) combined by its aggregation: own
+    quantities summed, inclusive ones summed over the modules not inside another module of
+    the same type, maxima and flags combined; shapes and text are left out."""
+    if columns is None:
+        columns = [name for name in modules.columns if name not in ("module", "type", "depth",
+                                                                    "calls")]
+    paths = [module_path(str(name)) for name in modules["module"]]
+    types = [str(kind) for kind in modules["type"]]
+    outermost = outermost_of_type(paths, types)
+    order = list(dict.fromkeys(types))
+    members: dict[str, list[int]] = {kind: [] for kind in order}
+    for row, kind in enumerate(types):
+        members[kind].append(row)
+    out: dict[str, Any] = {"type": order, "modules": [len(members[k]) for k in order],
+                           "calls": [int(sum(modules["calls"].iloc[members[k]])) for k in order]}
+    for name in columns:
+        spec = column_spec(name, modules[name].dtype)
+        values = plain(modules[name])
+        if spec.aggregation in ("sum", "inclusive"):
+            picked = [[values[r] for r in members[k]
+                       if spec.aggregation == "sum" or outermost[r]] for k in order]
+            combined = [_sum_of_known(group) for group in picked]
+        elif spec.aggregation == "max":
+            combined = [max_known(values[r] for r in members[k]) for k in order]
+        elif spec.aggregation == "all":
+            combined = [combine("all", values, members[k], outermost) for k in order]
+        else:
+            continue
+        out[name] = typed_series(combined, spec)
+    return pd.DataFrame(out)
+
+
+def _sum_of_known(values: list[Any]) -> Any:
+    """Sum of the known values (``None`` when none is known): per type, an unknown module
+    (one never called) adds nothing rather than hiding the others."""
+    present = [value for value in values if value is not None]
+    return sum_known(present) if present else None
+
+
 def type_frame(profile: Profile) -> pd.DataFrame:
-    """One row per module type: how many modules and calls, their parameters and own ops,
-    and each type's share of the total ops. Sorted by ops, largest first."""
-    calls = profile.calls_by_module()
-    total_ops = profile.total_ops
-    by_type: dict[str, dict[str, Any]] = {}
-    for info in profile.modules:
-        row = by_type.setdefault(
-            info.type_name,
-            {"type": info.type_name, "modules": 0, "calls": 0, "own_params": 0,
-             "ops": 0, "macs": 0, "unknown_calls": 0},
-        )
-        module_calls = calls.get(info.path, [])
-        row["modules"] += 1
-        row["calls"] += len(module_calls)
-        row["own_params"] += info.own_params
-        for record in module_calls:
-            row["ops"] += record.ops or 0
-            row["macs"] += record.macs or 0
-            row["unknown_calls"] += record.ops_source == "unknown"
-    frame = pd.DataFrame(list(by_type.values()))
+    """One row per module type: how many modules and calls, every quantity combined by its
+    aggregation, the calls whose own ops are unknown and the share of the total ops (own
+    work). Sorted by ops, largest first."""
+    modules = module_frame(profile)
+    frame = group_by_type(modules)
     if frame.empty:
         return frame
-    frame["ops_fraction"] = frame["ops"] / total_ops if total_ops else 0.0
-    return frame.sort_values("ops", ascending=False, kind="stable").reset_index(drop=True)
+    unknown: dict[str, int] = {}
+    for record in profile.records:
+        unknown[record.type_name] = unknown.get(record.type_name, 0) + (
+            record.ops_source == "unknown")
+    frame["unknown_calls"] = [unknown.get(kind, 0) for kind in frame["type"]]
+    total_ops = profile.total_ops
+    ops = pd.to_numeric(frame["ops"], errors="coerce").fillna(0).astype(float)
+    frame["ops_fraction"] = ops / total_ops if total_ops else 0.0
+    return frame.sort_values("ops", ascending=False, kind="stable",
+                             na_position="last").reset_index(drop=True)
 
 
 def profile_frame(profile: Profile, aggregate: Aggregate = "call") -> pd.DataFrame:
@@ -149,6 +268,23 @@ def profile_frame(profile: Profile, aggregate: Aggregate = "call") -> pd.DataFra
     raise ValueError(f"aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
 
 
+def declared_columns(profile: Profile) -> dict[str, dict[str, Any]]:
+    """How the listeners' columns of ``profile`` that this package does not define are
+    shown and combined (kind, label, aggregation, unit), so a saved profile renders the same
+    where they are not registered."""
+    names = metric_names(profile.records)
+    names += [n for columns in profile.module_metrics.values() for n in columns]
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(names):
+        if name in BUILTIN:
+            continue
+        values = [(record.metrics or {}).get(name) for record in profile.records]
+        spec = value_spec(name, values)
+        out[name] = {"kind": spec.kind, "label": spec.label, "aggregation": spec.aggregation,
+                     "unit": spec.unit, "additive": spec.additive}
+    return out
+
+
 def profile_to_dict(profile: Profile) -> dict[str, Any]:
     """Plain-Python view of a profile (numbers stay numbers, shapes stay tuples)."""
     return {
@@ -159,11 +295,15 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
             "ops": profile.total_ops,
             "macs": profile.total_macs,
             "flops": profile.total_flops,
+            "backward_ops": profile.total_backward_ops,
+            "backward_macs": profile.total_backward_macs,
             "complete": profile.complete,
         },
+        "columns": declared_columns(profile),
         "records": [dataclasses.asdict(record) for record in profile.records],
         "modules": [dataclasses.asdict(info) for info in profile.modules],
-        "uncalled": list(profile.uncalled),
+        "uncalled": list(never_called(profile)),
+        "groupings": list(groupings(profile)),
         "unsupported": list(profile.unsupported),
         "excluded": list(profile.excluded),
     }

@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from moduleprofiler.export.cells import UNICODE, Formatter, formatter
+from moduleprofiler.export.cells import UNICODE, Formatter, Glyphs, formatter
 from moduleprofiler.export.units import is_missing
 
 if TYPE_CHECKING:
     from moduleprofiler.export.view import View
 
 BAR_COLOR = "#9ecae1"
+RAW = Glyphs(missing="")
+"""Raw tables (the 0.0.4 writers) leave unknown cells empty, as pandas does."""
 
 
 def _with_raw(format_cell: Formatter) -> Formatter:
@@ -35,20 +37,21 @@ def render_html_table(view: View, *, sortable: bool = False, table_id: str = "vi
     """The view's shown columns as an escaped HTML table (``id="T_<table_id>"``)."""
     specs = view.specs(view.data_columns)
     frame = view.frame.loc[:, list(specs)].copy()
+    glyphs = RAW if view.raw else UNICODE
     formatters: dict[str, Formatter] = {}
     bars: list[str] = []
     for name, spec in specs.items():
-        format_cell = formatter(spec, UNICODE)
+        format_cell = formatter(spec, glyphs, raw=view.raw)
         if spec.numeric:
             formatters[spec.label] = _with_raw(format_cell) if sortable else _escaped(format_cell)
-            if spec.kind == "percent":
+            if spec.kind == "percent" and not view.raw:
                 frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
                 bars.append(spec.label)
         else:
             frame[name] = [format_cell(value) for value in frame[name]]
     frame.columns = [spec.label for spec in specs.values()]
     numeric = [spec.label for spec in specs.values() if spec.numeric]
-    styler = frame.style.format(formatters, na_rep=UNICODE.missing)
+    styler = frame.style.format(formatters, na_rep=glyphs.missing)
     styler = styler.format(escape="html", subset=[s.label for s in specs.values()
                                                   if not s.numeric])
     styler = styler.format_index(escape="html", axis=1).hide(axis="index")

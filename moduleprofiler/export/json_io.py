@@ -1,10 +1,16 @@
 """A profile as schema-versioned JSON, and back.
 
 The document is :func:`~moduleprofiler.export.frame.profile_to_dict` (``schema_version``,
-``totals``, ``records``, ``modules``, ...) plus what a :class:`Profile` needs to be rebuilt
-(every other :class:`Profile` field: ``unsupported_ops``, ``outside_ops``, the backward
-results). The values of the record and
-module fields (shape trees above all) keep their Python structure:
+``totals``, ``columns``, ``records``, ``modules``, ...) plus what a :class:`Profile` needs to
+be rebuilt (every other :class:`Profile` field: ``unsupported_ops``, ``outside_ops``, the
+backward results). Each record's ``metrics`` holds the columns listeners wrote for that call;
+``columns`` says how the ones this package does not define are shown and combined, and
+reading the document registers those that are not registered yet, so a saved profile renders
+the same in another process. Records and modules keep PyTorch's module paths (the root is
+``""``). Version 1 documents (no ``columns``, ``metrics`` null) are read too.
+
+The values of the record and module fields (shape trees above all) keep their Python
+structure:
 tuples are JSON arrays, lists ``{"__list__": [...]}``, dicts JSON objects (or
 ``{"__dict__": [[key, value], ...]}`` for keys that are not strings), non-finite floats
 ``{"__float__": "nan"}``; anything else is stored as ``{"__repr__": "..."}`` and read back as
@@ -22,6 +28,7 @@ from collections.abc import Mapping
 from typing import IO, Any, TypeVar
 
 from moduleprofiler._version import __version__
+from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
 from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData
@@ -115,11 +122,16 @@ def _native(value: Any) -> Any:
 
 def profile_to_json(profile: ProfileData, buf: Buffer = None, *,
                     indent: int | None = 2) -> str | None:
-    """``profile`` as JSON text (``buf=None``) or written to a path / file object: one
-    record or module per line (``indent`` spaces), or all on one line (``indent=None``)."""
+    """``profile`` as JSON text (``buf=None``) or written to a path / file object."""
+    return emit(json_text(profile, indent=indent), buf)
+
+
+def json_text(profile: ProfileData, *, indent: int | None = 2) -> str:
+    """``profile`` as JSON text: one record or module per line (``indent`` spaces), or all on
+    one line (``indent=None``)."""
     document = profile_document(profile)
     if indent is None:
-        return emit(_dumps(document) + "\n", buf)
+        return _dumps(document) + "\n"
     pad = " " * indent
     lines = []
     for key, value in document.items():
@@ -128,7 +140,7 @@ def profile_to_json(profile: ProfileData, buf: Buffer = None, *,
             lines.append(f"{pad}{_dumps(key)}: [\n{pad * 2}{rows}\n{pad}]")
         else:
             lines.append(f"{pad}{_dumps(key)}: {_dumps(value)}")
-    return emit("{\n" + ",\n".join(lines) + "\n}\n", buf)
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def _dumps(value: Any) -> str:
@@ -138,6 +150,8 @@ def _dumps(value: Any) -> str:
 def _build(cls: type[Any], data: Mapping[str, Any], what: str) -> Any:
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
     values = {name: decode(value) for name, value in data.items() if name in fields}
+    if "metrics" in fields and values.get("metrics") is None:
+        values["metrics"] = {}  # version 1 wrote null
     missing = [name for name, field in fields.items() if name not in values
                and field.default is dataclasses.MISSING
                and field.default_factory is dataclasses.MISSING]
@@ -154,6 +168,7 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ValueError(f"profile JSON has schema_version {version!r}; this moduleprofiler "
                          f"({__version__}) reads versions up to {SCHEMA_VERSION}")
+    _declare(document.get("columns") or {})
     totals = document.get("totals", {})
     return factory(
         records=tuple(_build(CallRecord, r, "record") for r in document["records"]),
@@ -167,7 +182,27 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
 
 def _field_value(value: Any) -> Any:
     # JSON has no tuples: tuple-valued profile fields come back as lists
-    return tuple(value) if isinstance(value, list) else value
+    if isinstance(value, list):
+        return tuple(value)
+    return {key: decode(item) for key, item in value.items()} if isinstance(value, dict) \
+        else decode(value)
+
+
+def _declare(columns: Mapping[str, Any]) -> None:
+    """Register the document's own columns that this process does not know yet (a column
+    registered here wins: the reader may know better)."""
+    for name, spec in columns.items():
+        if not isinstance(spec, Mapping) or is_registered(name):
+            continue
+        kind, aggregation = spec.get("kind"), spec.get("aggregation")
+        if kind not in KINDS or aggregation not in AGGREGATIONS:
+            continue
+        try:
+            register_column(name, kind, spec.get("label"), aggregation=aggregation,
+                            unit=str(spec.get("unit", "")),
+                            additive=bool(spec.get("additive", True)))
+        except ValueError:
+            continue  # not a name this version accepts: shown by its name's default
 
 
 def profile_from_json(source: str | PathLike | IO[str], factory: type[P]) -> P:

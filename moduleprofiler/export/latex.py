@@ -29,16 +29,17 @@ def escape_latex(text: str) -> str:
 
 
 def render_latex(view: View, *, caption: str | None = None, label: str | None = None,
-                 position: str = "htbp", environment: str | None = None,
-                 escape_caption: bool = True) -> str:
-    """The view's shown columns as a booktabs table with human units."""
+                 position: str | None = "htbp", environment: str | None = None,
+                 escape_caption: bool = True, floating: bool = True) -> str:
+    """The view's shown columns as a booktabs ``table`` float with human units, or a bare
+    ``tabular`` when ``floating`` is False (the 0.0.4 writers' form)."""
     if label is not None and not _LABEL.match(label):
         raise ValueError(f"LaTeX label {label!r} may only use letters, digits and : . _ - /")
     specs = view.specs(view.data_columns)
     frame = view.frame.loc[:, list(specs)].copy()
     formatters: dict[str, Any] = {}
     for name, spec in specs.items():
-        format_cell = formatter(spec, LATEX)
+        format_cell = formatter(spec, LATEX, raw=view.raw)
         if spec.numeric:
             formatters[spec.label] = format_cell
         else:
@@ -49,7 +50,7 @@ def render_latex(view: View, *, caption: str | None = None, label: str | None = 
                            subset=[s.label for s in specs.values() if not s.numeric])
     styler = styler.format_index(escape="latex", axis=1).hide(axis="index")
     text_caption = escape_latex(caption) if caption is not None and escape_caption else caption
-    floating = environment in (None, "table", "table*")
+    floating = floating and environment in (None, "table", "table*")
     return str(styler.to_latex(
         hrules=True,
         caption=text_caption,

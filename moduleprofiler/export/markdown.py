@@ -29,7 +29,7 @@ def render_markdown(view: View) -> str:
     align = ["---:" if spec.numeric else ":---" for spec in specs.values()]
     columns = []
     for name, spec in specs.items():
-        format_cell = formatter(spec, UNICODE)
+        format_cell = formatter(spec, UNICODE, raw=view.raw)
         columns.append([escape_markdown(format_cell(value)) for value in view.frame[name]])
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
     lines.extend("| " + " | ".join(row) + " |" for row in zip(*columns))

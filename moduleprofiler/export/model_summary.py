@@ -89,7 +89,7 @@ def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
         raise KeyError(f"unknown column(s) {missing}; available: {list(frame.columns)}")
     if "model" not in shown:
         shown.insert(0, "model")
-    overrides = {name: replace(column_spec(name), label=label, inclusive=None)
+    overrides = {name: replace(column_spec(name), label=label, aggregation="none")
                  for name, label in _LABELS.items()}
     return View(frame=frame, columns=tuple(shown), kind="summary", title="Model summary",
                 overrides=overrides)

@@ -11,10 +11,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
-from moduleprofiler.export.formats import export_profile, profile_csv, save_profile
+from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import profile_frame, profile_to_dict
-from moduleprofiler.export.json_io import profile_from_json, profile_to_json
-from moduleprofiler.export.report import render_report
+from moduleprofiler.export.json_io import profile_from_json
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.memory import model_summary
 from moduleprofiler.records import ROOT_NAME, Aggregate, ProfileData
@@ -39,7 +38,9 @@ class Profile(ProfileData):
         return profile_to_dict(self)
 
     def to_df(self, aggregate: Aggregate = "call") -> pd.DataFrame:
-        """Tidy DataFrame: one row per call, per module (calls summed) or per module type."""
+        """Tidy DataFrame: one row per call, per module or per module type, with every
+        registered column and every column the listeners wrote; modules and types combine
+        their calls by each column's aggregation (:mod:`moduleprofiler.export.columns`)."""
         return profile_frame(self, aggregate)
 
     def summary(self, memory: MemoryReport | None = None, latency: Any = None) -> pd.DataFrame:
@@ -81,7 +82,7 @@ class Profile(ProfileData):
             if (r.path, r.call_number) in calls else r for r in self.records)
         return dataclasses.replace(self.with_metrics(memory.module_columns()), records=records)
 
-    # -- export views (issue 6) ------------------------------------------------------------
+    # -- export views ----------------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
     def tree(self, columns: Sequence[str] | None = None, **options: Any) -> View:
         """The module tree annotated with ``columns`` and % of the total; options:
@@ -105,7 +106,7 @@ class Profile(ProfileData):
 
     def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
         """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""
-        return profile_to_json(self, buf, indent=indent)
+        return export_profile(self, "json", buf, indent=indent)
 
     @classmethod
     def from_json(cls, source: str | PathLike | IO[str]) -> Profile:
@@ -114,7 +115,7 @@ class Profile(ProfileData):
 
     def to_csv(self, buf: Buffer = None, *, aggregate: Aggregate = "call") -> str | None:
         """:meth:`to_df` as CSV with raw numbers (unknown = empty cell)."""
-        return profile_csv(self, buf, aggregate=aggregate)
+        return export_profile(self, "csv", buf, aggregate=aggregate)
 
     def to_markdown(self, buf: Buffer = None, **options: Any) -> str | None:
         """:meth:`table` (same options) as a Markdown table with human units."""
@@ -127,13 +128,14 @@ class Profile(ProfileData):
 
     def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
         """A self-contained HTML report: summary, charts, module tree, sortable table."""
-        return render_report(self, buf, title=title)
+        return export_profile(self, "html", buf, title=title)
 
     def to_text(self, buf: Buffer = None, **options: Any) -> str | None:
         """:meth:`tree` (same options) as text; also ``unicode`` and ``color``."""
         return export_profile(self, "text", buf, **options)
 
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
-        """Write in ``format`` (default: from the suffix of ``path``: .json .csv .md .html
-        .tex .txt); ``options`` go to the matching ``to_*`` method."""
+        """Write in ``format`` (default: from the suffix of ``path``, see
+        :data:`moduleprofiler.export.FORMATS`: .json .csv .md .html .tex .txt); ``options``
+        go to the matching ``to_*`` method."""
         save_profile(self, path, format, **options)

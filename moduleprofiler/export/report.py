@@ -10,16 +10,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import jinja2
-import pandas as pd
 from markupsafe import Markup
 
 from moduleprofiler._version import __version__
+from moduleprofiler.export.aggregate import UNCALLED, UNHOOKED
 from moduleprofiler.export.cells import UNICODE, formatter
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.html_table import render_html_table
-from moduleprofiler.export.io import Buffer, emit
 from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
 from moduleprofiler.export.select import (
+    BACKWARD_COLUMNS,
+    column_total,
     extra_columns,
     profile_notes,
     table_view,
@@ -120,9 +121,16 @@ def _charts(profile: Profile) -> list[Chart]:
     return [chart for chart in charts if chart is not None]
 
 
+def _more_columns(profile: Profile) -> list[str]:
+    """The backward columns of a profile with a backward pass, then every listener's or
+    measured quantity: the report shows them all."""
+    backward = list(BACKWARD_COLUMNS) if profile.backward else []
+    return [*backward, *extra_columns(tree_view(profile, []).frame)]
+
+
 def _tree(profile: Profile) -> list[Node]:
     columns = ["params", "output_shapes", "inclusive_macs", "inclusive_ops", "inclusive_ops_pct",
-               *extra_columns(tree_view(profile, []).frame)]
+               *_more_columns(profile)]
     frame = tree_view(profile, columns).frame
     paths = [str(path) for path in frame["module"]]
     parent_of = parents(paths)
@@ -133,12 +141,12 @@ def _tree(profile: Profile) -> list[Node]:
         parent = parent_of[index]
         name = relative_name(paths[index], paths[parent] if parent is not None else None)
         stats = " · ".join(f"{column_spec(c).label} {_text(c, row[c])}" for c in stat_columns)
-        if row["calls"] == 0:
-            stats += " · not called"
+        if row["ops_source"] in (UNCALLED, UNHOOKED):
+            stats += " · not called" if row["ops_source"] == UNCALLED else " · not hooked"
         elif row["calls"] > 1:
             stats += f" · {row['calls']} calls"
         pct = row["inclusive_ops_pct"]
-        node = Node(name=name or "(root)", type=str(row["type"]), stats=stats,
+        node = Node(name=name, type=str(row["type"]), stats=stats,
                     pct=_text("inclusive_ops_pct", pct),
                     width=None if is_missing(pct) else round(min(float(pct), 100.0), 2),
                     open=int(row["depth"]) < OPEN_DEPTH)
@@ -149,16 +157,19 @@ def _tree(profile: Profile) -> list[Node]:
 
 def _cards(profile: Profile) -> list[dict[str, Any]]:
     modules = tree_view(profile, []).frame
-    root = modules.iloc[0] if not modules.empty else pd.Series(dtype=object)
     cards: list[tuple[str, str, Any]] = [
         ("params", "parameters", profile.total_params),
         ("macs", "MACs", profile.total_macs),
         ("flops", "FLOPs (2 x MACs)", profile.total_flops),
         ("ops", "ops", profile.total_ops),
     ]
+    if profile.total_backward_macs is not None:
+        cards.append(("macs", "backward MACs", profile.total_backward_macs))
+        cards.append(("flops", "backward FLOPs", 2 * profile.total_backward_macs))
     for column in extra_columns(modules):
-        if column_spec(column).inclusive and column in root:
-            cards.append((column, column_spec(column).label, root[column]))
+        total = column_total(modules, column, {})
+        if total is not None:
+            cards.append((column, column_spec(column).label, total))
     cards.append(("calls", "module calls", len(profile.records)))
     cards.append(("modules", "modules", len(profile.modules)))
     out = [{"label": label, "text": _text(column, value), "raw": "" if is_missing(value)
@@ -177,7 +188,7 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
         subtitle = f"input {_text('input_shapes', inputs)} · " + subtitle
     table = table_view(profile, ["module", "type", "calls", "params", "input_shapes",
                                  "output_shapes", "macs", "ops", "inclusive_ops",
-                                 "inclusive_ops_pct", "ops_source"])
+                                 "inclusive_ops_pct", *_more_columns(profile), "ops_source"])
     return {
         "title": title if title is not None else f"{root_type} profile",
         "subtitle": subtitle,
@@ -197,7 +208,6 @@ _ENVIRONMENT = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefi
                                   keep_trailing_newline=True)
 
 
-def render_report(profile: Profile, buf: Buffer = None, *, title: str | None = None) -> str | None:
-    """The report page as a string (``buf=None``) or written to a path / file object."""
-    page = _ENVIRONMENT.from_string(TEMPLATE).render(**report_context(profile, title))
-    return emit(page, buf)
+def report_text(profile: Profile, *, title: str | None = None) -> str:
+    """The report page of ``profile`` (``title`` defaults to "<root type> profile")."""
+    return str(_ENVIRONMENT.from_string(TEMPLATE).render(**report_context(profile, title)))

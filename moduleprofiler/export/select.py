@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
+from moduleprofiler.export.aggregate import GROUPING, never_called
 from moduleprofiler.export.columns import column_spec, is_extra_column, metric_columns
-from moduleprofiler.export.frame import call_frame, module_frame
+from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
+from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.view import View
 
 if TYPE_CHECKING:
@@ -26,7 +28,9 @@ TABLE_COLUMNS = ("module", "type", "calls", "params", "output_shapes", "inclusiv
                  "inclusive_ops", "inclusive_ops_pct")
 CALL_COLUMNS = ("call", "module", "type", "input_shapes", "output_shapes", "ops", "macs",
                 "inclusive_ops", "inclusive_ops_pct")
-WHAT_GROUPS = ("params", "io", "ops", "time", "memory")
+BACKWARD_COLUMNS = ("inclusive_backward_macs", "inclusive_backward_ops")
+"""Added to the default columns of a profile with a backward pass."""
+WHAT_GROUPS = ("params", "io", "ops", "flops", "backward", "bytes", "time", "memory")
 """The column groups of ``columns_for`` (the CLI's ``--what``)."""
 
 
@@ -34,23 +38,36 @@ WHAT_GROUPS = ("params", "io", "ops", "time", "memory")
 def profile_totals(profile: Profile) -> dict[str, int | float]:
     """Whole-profile totals of the known quantities, by column name (own and inclusive
     columns of one quantity share the same total)."""
-    return {
+    totals: dict[str, int | float] = {
         "params": profile.total_params, "own_params": profile.total_params,
         "ops": profile.total_ops, "inclusive_ops": profile.total_ops,
         "macs": profile.total_macs, "inclusive_macs": profile.total_macs,
+        "flops": profile.total_flops, "inclusive_flops": profile.total_flops,
     }
+    backward = {"ops": profile.total_backward_ops, "macs": profile.total_backward_macs}
+    for name, value in backward.items():
+        if value is not None:
+            totals[f"backward_{name}"] = totals[f"inclusive_backward_{name}"] = value
+    if profile.total_backward_macs is not None:
+        flops = 2 * profile.total_backward_macs
+        totals["backward_flops"] = totals["inclusive_backward_flops"] = flops
+    return totals
 
 
 def column_total(frame: pd.DataFrame, column: str,
                  known: dict[str, int | float]) -> int | float | None:
-    """The total of ``column``: a known profile total, else the outermost rows' sum for an
-    inclusive column, the sum of all rows for an own one, ``None`` when it has no total."""
+    """The total of ``column``: a known profile total, else the largest value of a ``max``
+    column, the outermost rows' sum for an inclusive one, the sum of all rows for an own one,
+    ``None`` when it has no total."""
     if column in known:
         return known[column]
     spec = column_spec(column, frame[column].dtype)
     if spec.inclusive is None or frame.empty:
         return None
     values = pd.to_numeric(frame[column], errors="coerce")
+    if spec.aggregation == "max":
+        largest = values.max()
+        return None if pd.isna(largest) else float(largest)
     if spec.inclusive and "depth" in frame:
         values = values[frame["depth"] == frame["depth"].min()]
     total = values.sum(min_count=1)
@@ -73,13 +90,15 @@ def add_percentages(frame: pd.DataFrame, columns: Iterable[str],
 
 
 def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy where a module whose own ops (macs) are unknown and whose inclusive count is 0
-    (nothing inside it was counted either) shows ``<NA>`` instead of that 0."""
+    """A copy where a module whose own ops (macs, flops) are unknown and whose inclusive
+    count is 0 (nothing inside it was counted either) shows ``<NA>`` instead of that 0."""
     out = frame.copy()
-    for own, inclusive in (("ops", "inclusive_ops"), ("macs", "inclusive_macs")):
+    grouping = out["ops_source"].eq(GROUPING) if "ops_source" in out else False
+    for own, inclusive in (("ops", "inclusive_ops"), ("macs", "inclusive_macs"),
+                           ("flops", "inclusive_flops")):
         if own in out and inclusive in out:
             unknown = out[own].isna() & out[inclusive].eq(0).fillna(False).astype(bool)
-            out[inclusive] = out[inclusive].mask(unknown)
+            out[inclusive] = out[inclusive].mask(unknown & ~grouping)
     return out
 
 
@@ -101,12 +120,16 @@ def match_names(frame: pd.DataFrame, patterns: Patterns) -> pd.Series:
     return pd.Series(hits, index=frame.index, dtype=bool)
 
 
-def _ancestors(path: str) -> list[str]:
+def _ancestors(name: str) -> list[str]:
+    """Output names of the ancestors of the module named ``name``."""
+    path = module_path(name)
     parts = path.split(".") if path else []
-    return [""] + [".".join(parts[:i]) for i in range(1, len(parts))] if parts else []
+    paths = [""] + [".".join(parts[:i]) for i in range(1, len(parts))] if parts else []
+    return [module_name(above) for above in paths]
 
 
-def _is_under(path: str, roots: set[str]) -> bool:
+def _is_under(name: str, roots: set[str]) -> bool:
+    path = module_path(name)
     return any(path == root or root == "" or path.startswith(root + ".") for root in roots)
 
 
@@ -125,7 +148,7 @@ def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None
     if exclude is not None:
         dropped = match_names(frame, exclude)
         if tree:
-            roots = set(frame.loc[dropped, "module"])
+            roots = {module_path(name) for name in frame.loc[dropped, "module"]}
             dropped = frame["module"].map(lambda path: _is_under(path, roots)).astype(bool)
         keep &= ~dropped
     if tree:
@@ -143,20 +166,31 @@ def extra_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
-    """Columns of the groups in ``what`` (``params``, ``io``, ``ops``, ``time``, ``memory``)
-    that ``frame`` can show; ``time``/``memory`` are the ``*_ms``/``*_bytes`` columns."""
+    """Columns of the groups in ``what`` that ``frame`` can show, or the columns named:
+    ``params``; ``io`` the input and output shapes; ``ops`` MACs, ops and % of the ops;
+    ``flops`` FLOPs (2 x MACs); ``backward`` the backward MACs and ops; ``bytes`` parameter,
+    buffer and output bytes; ``time`` and ``memory`` the measured ``*_ms`` and ``*_bytes``
+    columns; any other item is a column name (``my_count``, ``backward_flops``, ``ops_pct``)."""
+    measured = [c for c in frame.columns if is_extra_column(c)]
     groups = {
         "params": ["params"],
         "io": ["input_shapes", "output_shapes"],
         "ops": ["inclusive_macs", "inclusive_ops", "inclusive_ops_pct"],
-        "time": [c for c in frame.columns if column_spec(c).kind == "time"],
-        "memory": [c for c in frame.columns if column_spec(c).kind == "bytes"],
+        "flops": ["inclusive_flops"],
+        "backward": list(BACKWARD_COLUMNS),
+        "bytes": ["param_bytes", "buffer_bytes", "output_bytes"],
+        "time": [c for c in measured if column_spec(c).kind == "time"],
+        "memory": [c for c in measured if column_spec(c).kind == "bytes"],
     }
     out: list[str] = []
-    for group in what:
-        if group not in groups:
-            raise ValueError(f"unknown column group {group!r} (known: {', '.join(WHAT_GROUPS)})")
-        out.extend(c for c in groups[group] if c not in out)
+    for item in what:
+        if item in groups:
+            out.extend(c for c in groups[item] if c not in out)
+        elif item in frame or _pct_of_existing(frame, item):
+            out.append(item)
+        else:
+            raise ValueError(f"unknown column group or column {item!r} (groups: "
+                             f"{', '.join(WHAT_GROUPS)}; or a column of the module frame)")
     return out
 
 
@@ -178,7 +212,7 @@ NOTE_ITEMS = 5
 
 
 def _listing(items: Sequence[str]) -> str:
-    shown = ", ".join(item or "(root)" for item in items[:NOTE_ITEMS])
+    shown = ", ".join(module_name(item) for item in items[:NOTE_ITEMS])
     more = len(items) - NOTE_ITEMS
     return f"{shown} and {more} more" if more > 0 else shown
 
@@ -192,8 +226,9 @@ def profile_notes(profile: Profile) -> tuple[str, ...]:
     if profile.unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
         notes.append(f"operators without a formula: {_listing(ops)}")
-    if profile.uncalled:
-        notes.append(f"never called ({len(profile.uncalled)}): {_listing(profile.uncalled)}")
+    uncalled = never_called(profile)
+    if uncalled:
+        notes.append(f"never called ({len(uncalled)}): {_listing(uncalled)}")
     if profile.excluded:
         notes.append(f"excluded from ops: {_listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
@@ -212,8 +247,20 @@ def profile_notes(profile: Profile) -> tuple[str, ...]:
 
 
 def _totals(profile: Profile) -> dict[str, int | float]:
-    return {"params": profile.total_params, "inclusive_macs": profile.total_macs,
-            "inclusive_ops": profile.total_ops}
+    totals: dict[str, int | float] = {"params": profile.total_params,
+                                      "inclusive_macs": profile.total_macs,
+                                      "inclusive_ops": profile.total_ops}
+    if profile.total_backward_macs is not None and profile.total_backward_ops is not None:
+        totals["inclusive_backward_macs"] = profile.total_backward_macs
+        totals["inclusive_backward_ops"] = profile.total_backward_ops
+    return totals
+
+
+def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
+    """A view's default columns: ``columns``, the backward ones when a backward pass was
+    profiled, then every listener's or measured quantity the frame holds."""
+    backward = list(BACKWARD_COLUMNS) if profile.backward else []
+    return list(dict.fromkeys([*columns, *backward, *extra_columns(frame)]))
 
 
 def _modules(profile: Profile) -> pd.DataFrame:
@@ -234,7 +281,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
     total; ``include``/``exclude`` are glob patterns on module paths or type names."""
     base = unknown_as_missing(_modules(profile))
-    shown = list(columns) if columns is not None else [*TREE_COLUMNS, *extra_columns(base)]
+    shown = list(columns) if columns is not None else _defaults(profile, TREE_COLUMNS, base)
     shown = [c for c in shown if c not in ("module", "type")]
     pct_column = f"{pct_of}_pct" if min_pct is not None else None
     wanted = [*shown, *([pct_column] if pct_column else [])]
@@ -264,7 +311,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     base = unknown_as_missing(
         _modules(profile) if aggregate == "module" else call_frame(profile))
     defaults = TABLE_COLUMNS if aggregate == "module" else CALL_COLUMNS
-    shown = list(columns) if columns is not None else [*defaults, *extra_columns(base)]
+    shown = list(columns) if columns is not None else _defaults(profile, defaults, base)
     ids = ["module", "type"] if aggregate == "module" else ["call", "module", "type"]
     shown = [*[i for i in ids if i not in shown], *shown]
     if pct_of is None:
@@ -306,13 +353,10 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     if not column_spec(target, modules[target].dtype).numeric:
         raise ValueError(f"top(by={by!r}): {target!r} is not a numeric column")
     rows = modules if depth is None else modules[modules["depth"] == depth]
-    grouped = rows.groupby("type", sort=False)
-    sizes = grouped.size()
-    frame = pd.DataFrame({"type": list(sizes.index), "modules": sizes.to_numpy(),
-                          "calls": grouped["calls"].sum().reindex(sizes.index).to_numpy()})
-    for column in dict.fromkeys(columns.values()):
-        sums = grouped[column].sum(min_count=1).reindex(sizes.index)
-        frame[column] = pd.Series(sums.astype(modules[column].dtype).array, index=frame.index)
+    frame = group_by_type(rows.reset_index(drop=True), list(dict.fromkeys(columns.values())))
+    if target not in frame:
+        raise ValueError(f"top(by={by!r}): {target!r} has no value per module type "
+                         f"(its aggregation is {column_spec(target).aggregation!r})")
     pct = f"{target}_pct"
     known = {**{c: t for c in extras if (t := column_total(modules, c, {})) is not None},
              **profile_totals(profile)}
@@ -320,7 +364,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     frame = frame.sort_values(target, ascending=False, kind="stable", na_position="last")
     if k is not None:
         frame = frame.head(k)
-    shown = ("type", "modules", "calls", *dict.fromkeys(columns.values()), pct)
+    shown = ("type", "modules", "calls",
+             *(c for c in dict.fromkeys(columns.values()) if c in frame), pct)
     where = "all depths, own work" if depth is None else f"depth {depth}, including children"
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),

@@ -1,72 +1,45 @@
-"""Writing a DataFrame as CSV, HTML or LaTeX (the 0.0.4-compatible file forms used by the
-``*_csv``/``*_html``/``*_latex`` methods in ``legacy.py``)."""
+"""The 0.0.4 file forms of a DataFrame (``*_csv``/``*_html``/``*_latex`` in ``legacy.py``),
+written through the format table like every other output: the frame becomes a *raw* view
+(values as they are, columns by their names) and the format's renderer writes it."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pandas as pd
 
-PathLike = str | os.PathLike[str]
+from moduleprofiler.export.format_table import get_format, render_view
+from moduleprofiler.export.io import PathLike, with_suffix
+from moduleprofiler.export.view import View
+
+__all__ = ["PathLike", "frame_text", "raw_view", "with_suffix", "write_frame"]
+
+_LEGACY_OPTIONS: dict[str, dict[str, Any]] = {
+    "html": {"table_id": "table"},
+    "latex": {"floating": False},
+}
+"""0.0.4's forms: an HTML table alone, a bare LaTeX ``tabular``."""
 
 
-def with_suffix(file: PathLike, suffix: str) -> str:
-    """``file`` with ``suffix`` appended unless it already ends with it.
-
-    0.0.4 produced ``name..csv``; here ``"ops"`` -> ``"ops.csv"`` and ``"ops.csv"`` stays.
-    """
-    name = os.fspath(file)
-    return name if name.lower().endswith(suffix) else name + suffix
-
-
-def _cell(value: Any) -> Any:
-    """Non-scalar cells (shape tuples, dtype tuples, ``torch.dtype``) as readable text."""
-    if value is None or isinstance(value, (int, float, str, bool)):
-        return value
-    if value is pd.NA:
-        return value
-    return str(value)
-
-
-def printable(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose object cells are scalars, ready for a text format."""
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object:
-            out[column] = out[column].map(_cell)
-    return out
-
-
-def write_csv(frame: pd.DataFrame, file: PathLike) -> str:
-    """Write ``frame`` to ``file`` (``.csv`` added if missing); unknown values are empty."""
-    path = with_suffix(file, ".csv")
-    frame.to_csv(path, index=False)
-    return path
-
-
-def html_table(frame: pd.DataFrame) -> str:
-    """``frame`` as an HTML table through ``Styler``: every cell and header escaped, unknown
-    values empty, no index."""
-    styler = printable(frame).style.format(escape="html", na_rep="")
-    styler = styler.format_index(escape="html", axis=1).hide(axis="index").set_uuid("table")
-    return str(styler.to_html())
-
-
-def write_html(frame: pd.DataFrame, file: PathLike) -> str:
-    """Write ``frame`` as an HTML table (``.html`` added if missing); cells are escaped."""
-    path = with_suffix(file, ".html")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(html_table(frame))
-    return path
-
-
-def latex_tabular(frame: pd.DataFrame, index: bool = False) -> str:
-    """A booktabs ``tabular`` that compiles: names escaped, unknown values shown as ``--``."""
-    styler = printable(frame).style.format(escape="latex", na_rep="--")
-    styler = styler.format_index(escape="latex", axis=1)
+def raw_view(frame: pd.DataFrame, *, index: bool = False) -> View:
+    """``frame`` as a raw view of all its columns (with its index first when ``index``)."""
     if index:
-        styler = styler.format_index(escape="latex", axis=0)
-    else:
-        styler = styler.hide(axis="index")
-    return str(styler.to_latex(hrules=True))
+        frame = frame.copy()
+        frame.insert(0, "", frame.index)
+    return View(frame=frame, columns=tuple(frame.columns), raw=True)
+
+
+def frame_text(frame: pd.DataFrame, format: str, *, index: bool = False) -> str:
+    """``frame`` as text in ``format`` (unknown values empty in CSV and HTML, ``--`` in LaTeX;
+    every name escaped)."""
+    options = _LEGACY_OPTIONS.get(get_format(format).name, {})
+    return render_view(raw_view(frame, index=index), format, **options) or ""
+
+
+def write_frame(frame: pd.DataFrame, file: PathLike, format: str) -> str:
+    """Write ``frame`` to ``file`` in ``format``, the format's suffix added when missing
+    (``"ops"`` -> ``"ops.csv"``); returns the path written."""
+    path = with_suffix(file, get_format(format).suffixes[0])
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(frame_text(frame, format))
+    return path

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.tree import (
@@ -43,19 +44,25 @@ def _cut(text: str, width: int) -> str:
 
 
 def _tree_labels(view: View, unicode: bool) -> tuple[list[str], list[str]]:
-    """``(prefix, label)`` per row: ``name (Type)``, ``xN`` for modules called N > 1 times."""
-    paths = [str(p) for p in view.frame["module"]]
+    """``(prefix, label)`` per row: ``name (Type)``, ``xN`` for modules called N > 1 times,
+    ``[not called]`` for modules that never ran (a grouping of called children did run),
+    ``[not hooked]`` for TorchScript submodules (counted in their ancestor)."""
+    names = [str(p) for p in view.frame["module"]]
     types = [str(t) for t in view.frame["type"]]
-    calls = list(view.frame["calls"]) if "calls" in view.frame else [1] * len(paths)
-    parent_of = parents(paths)
-    drawn = prefixes(paths, UNICODE_BRANCHES if unicode else ASCII_BRANCHES)
+    calls = list(view.frame["calls"]) if "calls" in view.frame else [1] * len(names)
+    sources = list(view.frame["ops_source"]) if "ops_source" in view.frame else [None] * len(
+        names)
+    parent_of = parents(names)
+    drawn = prefixes(names, UNICODE_BRANCHES if unicode else ASCII_BRANCHES)
     labels = []
-    for index, path in enumerate(paths):
+    for index, name in enumerate(names):
         ancestor = parent_of[index]
-        name = relative_name(path, paths[ancestor] if ancestor is not None else None)
-        label = types[index] if path == "" else f"{name} ({types[index]})"
+        short = relative_name(name, names[ancestor] if ancestor is not None else None)
+        label = f"{short} ({types[index]})"
         count = calls[index]
-        if count == 0:
+        if sources[index] == UNHOOKED:
+            label += " [not hooked]"
+        elif count == 0 and sources[index] != GROUPING:
             label += " [not called]"
         elif count > 1:
             label += f" x{count}"
@@ -86,7 +93,7 @@ def _data_columns(view: View, glyphs: Glyphs) -> list[_Column]:
     for name, spec in view.specs().items():
         if view.kind == "tree" and name in ("module", "type"):
             continue
-        format_cell = formatter(spec, glyphs)
+        format_cell = formatter(spec, glyphs, raw=view.raw)
         values = list(view.frame[name])
         cells = [format_cell(value) for value in values]
         if spec.kind == "shape":
@@ -137,7 +144,7 @@ def _footer(view: View, glyphs: Glyphs) -> list[str]:
         parts = []
         for name, value in view.totals.items():
             spec = column_spec(name)
-            parts.append(f"{spec.label} {formatter(spec, glyphs)(value)}")
+            parts.append(f"{spec.label} {formatter(spec, glyphs, raw=view.raw)(value)}")
         lines.append("total: " + ", ".join(parts))
     lines.extend(f"note: {note}" for note in view.notes)
     return lines

@@ -1,10 +1,12 @@
-"""The shape of a module tree from dotted paths: each shown module's nearest shown ancestor,
-and the ``|--``/``\\`--`` prefixes that draw it."""
+"""The shape of a module tree from module names (dotted paths, the root named ``__root__``):
+each shown module's nearest shown ancestor, and the ``|--``/``\\`--`` prefixes that draw it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from moduleprofiler.export.names import module_path
 
 
 @dataclass(frozen=True)
@@ -21,9 +23,10 @@ ASCII_BRANCHES = Branches("|-- ", "`-- ", "|   ", "    ")
 UNICODE_BRANCHES = Branches("├─ ", "└─ ", "│  ", "   ")
 
 
-def parents(paths: Sequence[str]) -> list[int | None]:
-    """For each path, the index of its nearest ancestor among ``paths`` (``None`` if none).
-    ``""`` (the root) is the ancestor of every other path."""
+def parents(names: Sequence[str]) -> list[int | None]:
+    """For each module name, the index of its nearest ancestor among ``names`` (``None`` if
+    none). The root (``__root__`` or ``""``) is the ancestor of every other module."""
+    paths = [module_path(name) for name in names]
     position = {path: i for i, path in enumerate(paths)}
     out: list[int | None] = []
     for path in paths:
@@ -40,8 +43,8 @@ def parents(paths: Sequence[str]) -> list[int | None]:
 
 def relative_name(path: str, ancestor: str | None) -> str:
     """``path`` relative to ``ancestor`` (``"layer1.0.conv1"`` under ``"layer1"`` is
-    ``"0.conv1"``)."""
-    if not ancestor:
+    ``"0.conv1"``; under the root it is itself)."""
+    if ancestor is None or not module_path(ancestor):
         return path
     return path[len(ancestor) + 1:] if path.startswith(ancestor + ".") else path
 

@@ -1,18 +1,20 @@
 """``View``: a selection of rows and columns of a profile frame, raw numbers inside, with one
-method per output format. ``profile.tree()``, ``profile.table()``, ``profile.top()``,
-``summary()`` and ``compare()`` all return one."""
+method per output format (each a lookup in the format table). ``profile.tree()``,
+``profile.table()``, ``profile.top()``, ``summary()`` and ``compare()`` all return one."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal
 
 import pandas as pd
 
 from moduleprofiler.export.columns import ColumnSpec, frame_specs
-from moduleprofiler.export.io import Buffer, PathLike, emit, format_name, infer_format
+from moduleprofiler.export.format_table import infer_format, render_view
+from moduleprofiler.export.io import Buffer, PathLike
+from moduleprofiler.export.text import supports_color
 
 ViewKind = Literal["tree", "table", "top", "summary", "compare"]
 
@@ -36,6 +38,9 @@ class View:
     """Caveats printed under text tables (unknown ops, unsupported operators, ...)."""
     overrides: Mapping[str, ColumnSpec] = field(default_factory=dict)
     """Column specs that differ from the registry (e.g. ``compare``'s ``ops_before``)."""
+    raw: bool = False
+    """Show values as they are and columns by their names (the 0.0.4 writers' tables)
+    instead of human units and labels."""
 
     # -- data ------------------------------------------------------------------------------
     @property
@@ -55,76 +60,58 @@ class View:
         """Column specs (kind, label, inclusive) of ``columns`` (default: the shown ones)."""
         names = list(columns if columns is not None else self.columns)
         specs = frame_specs(self.frame, [n for n in names if n not in self.overrides])
-        return {name: self.overrides.get(name) or specs[name] for name in names}
+        chosen = {name: self.overrides.get(name) or specs[name] for name in names}
+        if self.raw:
+            return {name: replace(spec, label=name) for name, spec in chosen.items()}
+        return chosen
 
-    # -- text ------------------------------------------------------------------------------
+    # -- text ----------------------------------------------------------------------------
     def to_text(self, buf: Buffer = None, *, color: bool = False,
                 unicode: bool = False) -> str | None:
         """Aligned text with human units (plain ASCII unless ``unicode``; ANSI colour if
         ``color``)."""
-        from moduleprofiler.export.text import render_text
-
-        return emit(render_text(self, color=color, unicode=unicode), buf)
+        return render_view(self, "text", buf, color=color, unicode=unicode)
 
     def print(self, file: IO[str] | None = None, *, color: bool | None = None,
               unicode: bool = False) -> None:
         """Print to ``file`` (default stdout); ``color=None`` colours only a terminal that
         accepts it (a tty, ``NO_COLOR`` unset, ``TERM`` not ``dumb``)."""
-        from moduleprofiler.export.text import supports_color
-
         stream = file if file is not None else sys.stdout
         use = supports_color(stream) if color is None else color
         print(self.to_text(color=use, unicode=unicode), file=stream)
 
     def __str__(self) -> str:
-        from moduleprofiler.export.text import render_text
-
-        return render_text(self)
+        return self.to_text() or ""
 
     def __repr__(self) -> str:
         return self.__str__()
 
     def _repr_html_(self) -> str:
-        from moduleprofiler.export.html_table import render_html_table
-
-        return render_html_table(self)
+        return self.to_html() or ""
 
     # -- files -----------------------------------------------------------------------------
     def to_csv(self, buf: Buffer = None) -> str | None:
         """The shown columns as CSV with raw numbers (unknown = empty cell)."""
-        from moduleprofiler.export.tables import printable
-
-        return emit(printable(self.df).to_csv(index=False), buf)
+        return render_view(self, "csv", buf)
 
     def to_markdown(self, buf: Buffer = None) -> str | None:
         """A Markdown pipe table with human units; names escaped."""
-        from moduleprofiler.export.markdown import render_markdown
-
-        return emit(render_markdown(self), buf)
+        return render_view(self, "markdown", buf)
 
     def to_html(self, buf: Buffer = None, *, sortable: bool = False) -> str | None:
         """An HTML ``<table>`` (pandas ``Styler``) with human units; names escaped."""
-        from moduleprofiler.export.html_table import render_html_table
-
-        return emit(render_html_table(self, sortable=sortable), buf)
+        return render_view(self, "html", buf, sortable=sortable)
 
     def to_latex(self, buf: Buffer = None, *, caption: str | None = None,
                  label: str | None = None, position: str = "htbp",
                  environment: str | None = None, escape_caption: bool = True) -> str | None:
         """A booktabs ``table`` float (pandas ``Styler``) with human units, every name
         escaped and no ``NaN``. Needs ``\\usepackage{booktabs}``."""
-        from moduleprofiler.export.latex import render_latex
-
-        text = render_latex(self, caption=caption, label=label, position=position,
-                            environment=environment, escape_caption=escape_caption)
-        return emit(text, buf)
+        return render_view(self, "latex", buf, caption=caption, label=label, position=position,
+                           environment=environment, escape_caption=escape_caption)
 
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
         """Write to ``path`` in ``format`` (default: from the suffix: .csv .md .html .tex
-        .txt)."""
-        name = format_name(format) if format is not None else infer_format(path)
-        writers = {"csv": self.to_csv, "markdown": self.to_markdown, "html": self.to_html,
-                   "latex": self.to_latex, "text": self.to_text}
-        if name not in writers:
-            raise ValueError(f"a view cannot be saved as {name}; use Profile.save for json")
-        writers[name](path, **options)
+        .txt); ``options`` go to the renderer."""
+        render_view(self, format if format is not None else infer_format(path), path,
+                    **options)

@@ -79,9 +79,8 @@ def build(calls: Sequence[Call], modules: Sequence[Module], **extra: Any) -> Pro
             "inclusive_macs": inclusive_macs[index], "complete": complete[index],
         }
         values["output_bytes"] = _float32_bytes(call.output)
-        fields = dataclasses.fields(CallRecord)
-        filled: dict[str, Any] = {f.name: values.get(f.name) for f in fields}
-        records.append(CallRecord(**filled))
+        names = {f.name for f in dataclasses.fields(CallRecord)}
+        records.append(CallRecord(**{k: v for k, v in values.items() if k in names}))
     infos = tuple(
         ModuleInfo(path=m.path, type_name=m.type_name,
                    depth=0 if m.path == "" else m.path.count(".") + 1, params=m.params,

@@ -15,12 +15,14 @@ from tests.export.profiles import SCRIPT, hostile_model
 
 def test_export_all_is_exact() -> None:
     assert sorted(export.__all__) == sorted([
-        "FORMATS", "ColumnSpec", "View", "column_spec", "compare", "format_name",
-        "infer_format", "load_json", "register_column", "summary", "summary_frame",
+        "FORMATS", "ROOT_NAME", "ColumnSpec", "Derived", "Format", "View", "column_spec",
+        "compare", "format_name", "inclusive_of", "infer_format", "load_json",
+        "register_column", "register_format", "registered_columns", "scaled", "summary",
+        "summary_frame",
     ])
     for name in export.__all__:
         assert hasattr(export, name)
-    assert export.FORMATS == ("csv", "json", "markdown", "html", "latex", "text")
+    assert tuple(export.FORMATS) == ("csv", "json", "markdown", "html", "latex", "text")
 
 
 def test_profile_delegates_every_view_and_format() -> None:

@@ -73,7 +73,7 @@ def test_two_runs_compared_after_a_round_trip() -> None:
 
     after = ModuleProfiler().profile(model, torch.randn(6, 4))  # 3x the batch
     frame = compare(before, after).df.set_index("module")
-    assert frame.loc["", "inclusive_ops_ratio"] == pytest.approx(3.0)
+    assert frame.loc["__root__", "inclusive_ops_ratio"] == pytest.approx(3.0)
     assert frame.loc["shared", "params_delta"] == 0
 
 

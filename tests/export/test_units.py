@@ -47,7 +47,7 @@ def test_missing_values_per_target() -> None:
     ops = formatter(column_spec("ops"))
     assert ops(None) == "-" and ops(pd.NA) == "-" and ops(float("nan")) == "-"
     assert formatter(column_spec("ops"), LATEX)(pd.NA) == "--"
-    assert formatter(column_spec("module"), ASCII)("") == "(root)"
+    assert formatter(column_spec("module"), ASCII)("") == "__root__"
     assert formatter(column_spec("x_pct"), LATEX)(12.0) == "12.0\\%"
     assert formatter(column_spec("t_ms"), LATEX)(0.5) == "500.0 \\textmu{}s"
     assert formatter(column_spec("t_ms"), UNICODE)(0.5) == "500.0 µs"

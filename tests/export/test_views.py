@@ -34,14 +34,15 @@ def test_unknown_stays_unknown_not_zero() -> None:
 
 def test_tree_filters_keep_the_tree_connected() -> None:
     profile = tiny()
-    assert list(profile.tree(max_depth=1).df["module"]) == ["", "conv", "bn", "block",
+    root = "__root__"  # the one root name of every output
+    assert list(profile.tree(max_depth=1).df["module"]) == [root, "conv", "bn", "block",
                                                             "custom", "unused"]
-    assert list(profile.tree(include="block.fc").df["module"]) == ["", "block", "block.fc"]
-    assert list(profile.tree(exclude="block").df["module"]) == ["", "conv", "bn", "custom",
+    assert list(profile.tree(include="block.fc").df["module"]) == [root, "block", "block.fc"]
+    assert list(profile.tree(exclude="block").df["module"]) == [root, "conv", "bn", "custom",
                                                                 "unused"]
-    assert list(profile.tree(min_pct=20).df["module"]) == ["", "conv", "block", "block.fc"]
+    assert list(profile.tree(min_pct=20).df["module"]) == [root, "conv", "block", "block.fc"]
     assert list(profile.tree(include=["Linear", "ReLU"]).df["module"]) == [
-        "", "block", "block.act", "block.fc", "unused"]
+        root, "block", "block.act", "block.fc", "unused"]
 
 
 def test_table_sort_limit_and_columns() -> None:
@@ -49,7 +50,7 @@ def test_table_sort_limit_and_columns() -> None:
     assert list(view.df.columns) == ["module", "type", "ops", "ops_pct"]
     assert list(view.df["module"]) == ["conv", "block.fc"]
     assert list(tiny().table(sort_by="module", ascending=True).df["module"])[:3] == [
-        "", "block", "block.act"]
+        "__root__", "block", "block.act"]
     calls = tiny().table(aggregate="call", include="block.act")
     assert list(calls.df["call"]) == [4, 6]
     with pytest.raises(KeyError, match="unknown column"):

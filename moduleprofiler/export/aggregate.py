@@ -1,0 +1,183 @@
+"""How per-call values become per-module and per-type values, by each column's aggregation
+(:data:`~moduleprofiler.export.columns.Aggregation`).
+
+Two facts of the call tree decide what may be added up:
+
+* a call nested inside another call of the *same module* (a module that calls itself, or a
+  shared module called inside its own call) is already contained in the outer call's
+  inclusive values, so a module's inclusive value sums only its outermost calls;
+* a module that was never called itself but whose descendants ran (a ``ModuleList``, a
+  ``ModuleDict``, a root whose ``pred_fn`` calls its children) is a *grouping*: it shows the
+  sum of its topmost descendant calls, and is not "never called".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from moduleprofiler.export.columns import Aggregation
+    from moduleprofiler.records import ProfileData
+
+CALLED, GROUPING, UNCALLED, UNHOOKED = "called", "grouping", "uncalled", "unhooked"
+"""A module's status: called, a grouping of called descendants, never run, or a TorchScript
+submodule that carries no hooks (its work is in its nearest hooked ancestor's calls)."""
+
+
+def plain(values: Iterable[Any]) -> list[Any]:
+    """``values`` as plain Python objects: numpy scalars become ``int``/``float``/``bool``
+    and unknown values (``pd.NA``, NaN) ``None``."""
+    out = []
+    for value in values:
+        if isinstance(value, np.generic):
+            value = value.item()
+        out.append(value if known(value) else None)
+    return out
+
+
+def known(value: Any) -> bool:
+    """Whether ``value`` is a value (not ``None``, ``pd.NA`` or NaN)."""
+    return value is not None and not (isinstance(value, float) and value != value) \
+        and value is not pd.NA
+
+
+def sum_known(values: Iterable[Any]) -> Any:
+    """Sum of the values, or ``None`` when any of them is unknown (or there are none)."""
+    total: Any = 0
+    seen = False
+    for value in values:
+        if not known(value):
+            return None
+        total += value
+        seen = True
+    return total if seen else None
+
+
+def max_known(values: Iterable[Any]) -> Any:
+    """The largest known value (``None`` when none is known)."""
+    present = [value for value in values if known(value)]
+    return max(present) if present else None
+
+
+def all_known(values: Iterable[Any]) -> Any:
+    """Whether every known value is true (``None`` when none is known)."""
+    present = [bool(value) for value in values if known(value)]
+    return all(present) if present else None
+
+
+def _ancestor_paths(path: str) -> list[str]:
+    """``"a.b.c"`` -> ``["", "a", "a.b"]`` (the root ``""`` has none)."""
+    if not path:
+        return []
+    parts = path.split(".")
+    return ["", *(".".join(parts[:i]) for i in range(1, len(parts)))]
+
+
+def _under(path: str, group: str) -> bool:
+    return group == "" or path == group or path.startswith(group + ".")
+
+
+@dataclass
+class CallTree:
+    """Which rows of the per-call frame (records order) each module combines."""
+
+    rows: dict[str, list[int]] = field(default_factory=dict)
+    """Module path -> its calls' rows."""
+    outermost: list[bool] = field(default_factory=list)
+    """Per row: not nested inside another call of the same module."""
+    group_rows: dict[str, list[int]] = field(default_factory=dict)
+    """Grouping path -> rows of every call of its descendants."""
+    group_top: dict[str, list[int]] = field(default_factory=dict)
+    """Grouping path -> rows of its topmost descendant calls (not inside one another)."""
+    unhooked: frozenset[str] = frozenset()
+
+    def status(self, path: str) -> str:
+        """:data:`CALLED`, :data:`GROUPING`, :data:`UNCALLED` or :data:`UNHOOKED`."""
+        if self.rows.get(path):
+            return CALLED
+        if path in self.unhooked:
+            return UNHOOKED
+        return GROUPING if path in self.group_rows else UNCALLED
+
+
+def call_tree(profile: ProfileData) -> CallTree:
+    """The :class:`CallTree` of ``profile``'s records."""
+    records = profile.records
+    position = {record.index: row for row, record in enumerate(records)}
+    parent_row = [position.get(r.parent) if r.parent is not None else None for r in records]
+    tree = CallTree(unhooked=frozenset(profile.unhooked))
+    for row, record in enumerate(records):
+        tree.rows.setdefault(record.path, []).append(row)
+    uncalled = {info.path for info in profile.modules
+                if info.path not in tree.rows and info.path not in tree.unhooked}
+
+    def ancestors(row: int) -> Iterable[str]:
+        above = parent_row[row]
+        while above is not None:
+            yield records[above].path
+            above = parent_row[above]
+
+    for row, record in enumerate(records):
+        tree.outermost.append(record.path not in ancestors(row))
+        for group in _ancestor_paths(record.path):
+            if group not in uncalled:
+                continue
+            tree.group_rows.setdefault(group, []).append(row)
+            if not any(_under(path, group) for path in ancestors(row)):
+                tree.group_top.setdefault(group, []).append(row)
+    return tree
+
+
+def combine(aggregation: Aggregation, values: Sequence[Any], rows: Sequence[int],
+            outermost: Sequence[bool]) -> Any:
+    """One module's value of a column from its calls' ``rows`` of ``values``."""
+    if aggregation == "sum":
+        return sum_known(values[row] for row in rows)
+    if aggregation == "inclusive":
+        return sum_known(values[row] for row in rows if outermost[row])
+    if aggregation == "max":
+        return max_known(values[row] for row in rows)
+    if aggregation == "all":
+        return all_known(values[row] for row in rows)
+    if aggregation == "first":
+        return values[rows[0]] if rows else None
+    return None
+
+
+def combine_group(aggregation: Aggregation, values: Sequence[Any], top: Sequence[int],
+                  every: Sequence[int]) -> Any:
+    """A grouping's value: its topmost descendant calls summed (inclusive), the largest of
+    all of them (max); nothing of its own (sum, first)."""
+    if aggregation == "inclusive":
+        return sum_known(values[row] for row in top)
+    if aggregation == "all":
+        return all_known(values[row] for row in top)
+    if aggregation == "max":
+        return max_known(values[row] for row in every)
+    return None
+
+
+def outermost_of_type(paths: Sequence[str], types: Sequence[str]) -> list[bool]:
+    """Per module: no ancestor module (by path) has the same type, so its inclusive values
+    are not already inside another module of its type."""
+    type_of = dict(zip(paths, types))
+    return [not any(type_of.get(above) == kind for above in _ancestor_paths(path))
+            for path, kind in zip(paths, types)]
+
+
+def never_called(profile: ProfileData) -> tuple[str, ...]:
+    """Paths of the modules that never ran: not called, holding no called descendant, and
+    not a TorchScript submodule (whose work its hooked ancestor's calls count)."""
+    tree = call_tree(profile)
+    return tuple(info.path for info in profile.modules if tree.status(info.path) == UNCALLED)
+
+
+def groupings(profile: ProfileData) -> tuple[str, ...]:
+    """Paths of the modules never called themselves whose descendants ran."""
+    tree = call_tree(profile)
+    return tuple(info.path for info in profile.modules if tree.status(info.path) == GROUPING)

@@ -1,0 +1,32 @@
+"""A view as CSV: the shown columns with raw numbers (unknown values are empty cells; shape
+trees and dtypes as Python literals such as ``(1, 3, 224, 224)``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from moduleprofiler.export.view import View
+
+
+def _cell(value: Any) -> Any:
+    """Non-scalar cells (shape tuples, dtype tuples, ``torch.dtype``) as readable text."""
+    if value is None or value is pd.NA or isinstance(value, (int, float, str, bool)):
+        return value
+    return str(value)
+
+
+def printable(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose object cells are scalars, ready for a text format."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object:
+            out[column] = out[column].map(_cell)
+    return out
+
+
+def render_csv(view: View) -> str:
+    """The view's shown columns as CSV, one header row of column names."""
+    return str(printable(view.df).to_csv(index=False))

@@ -1,0 +1,122 @@
+"""The format table: every output format's name, file suffixes and renderers, in one mapping.
+
+``Profile.save``/``to_*``, ``View.save``/``to_*``, the command line and the 0.0.4 writers
+all look formats up here, so a new format is one renderer plus one :func:`register_format`
+entry (the built-in entries are in :mod:`moduleprofiler.export.formats`). A renderer's
+keyword-only parameters are its options; every other option goes to the view.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from moduleprofiler.export.io import Buffer, emit
+
+if TYPE_CHECKING:
+    from moduleprofiler.export.view import View
+
+ProfileView = Literal["tree", "table", "frame"]
+"""Which view of a profile a format shows: the module tree, the module table, or the tidy
+frame with every column (``aggregate=`` picks calls, modules or types)."""
+
+
+@dataclass(frozen=True)
+class Format:
+    """One output format."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    """File suffixes that ask for it, the first one the default (``(".md", ".markdown")``)."""
+    render: Callable[..., str] | None
+    """``render(view, **options) -> str``; ``None`` when the format only holds a whole
+    profile (JSON)."""
+    view: ProfileView = "table"
+    """The view of a profile that ``Profile.to_<name>`` and ``Profile.save`` render."""
+    render_profile: Callable[..., str] | None = None
+    """``render_profile(profile, **options) -> str`` for formats that hold the whole profile
+    rather than a view of it (JSON, the HTML report)."""
+
+
+FORMATS: dict[str, Format] = {}
+"""Format name -> :class:`Format`, in registration order."""
+
+
+def register_format(name: str, suffixes: tuple[str, ...], render: Callable[..., str] | None,
+                    *, view: ProfileView = "table",
+                    render_profile: Callable[..., str] | None = None,
+                    replace: bool = False) -> Format:
+    """Add a format (or, with ``replace=True``, change one). ``render`` turns a view into
+    text; ``render_profile`` a whole profile."""
+    if not name.isidentifier():
+        raise ValueError(f"format name must be an identifier, got {name!r}")
+    if render is None and render_profile is None:
+        raise ValueError(f"format {name!r} needs render or render_profile")
+    if view not in ("tree", "table", "frame"):
+        raise ValueError(f"view must be 'tree', 'table' or 'frame', got {view!r}")
+    if name in FORMATS and not replace:
+        raise ValueError(f"format {name!r} is already registered; pass replace=True")
+    taken = {suffix: other.name for other in FORMATS.values() if other.name != name
+             for suffix in other.suffixes}
+    clash = [suffix for suffix in suffixes if suffix.lower() in taken]
+    if clash:
+        raise ValueError(f"suffix {clash[0]!r} already means {taken[clash[0]]!r}")
+    entry = Format(name, tuple(s.lower() for s in suffixes), render, view, render_profile)
+    FORMATS[name] = entry
+    return entry
+
+
+def format_name(name: str) -> str:
+    """The format a name or suffix asks for: ``"md"``/``".md"`` -> ``"markdown"``,
+    ``"tex"`` -> ``"latex"``; ``ValueError`` if unknown."""
+    key = name.lower().lstrip(".")
+    if key in FORMATS:
+        return key
+    for entry in FORMATS.values():
+        if "." + key in entry.suffixes:
+            return entry.name
+    known = sorted({*FORMATS, *(s.lstrip(".") for f in FORMATS.values() for s in f.suffixes)})
+    raise ValueError(f"unknown format {name!r} (known: {', '.join(known)})")
+
+
+def infer_format(path: str | os.PathLike[str]) -> str:
+    """The format a file name asks for, from its suffix (``report.html`` -> ``"html"``)."""
+    suffix = os.path.splitext(os.fspath(path))[1]
+    if not suffix:
+        suffixes = ", ".join(f.suffixes[0] for f in FORMATS.values())
+        raise ValueError(f"cannot infer a format from {os.fspath(path)!r}: it has no suffix "
+                         f"(use {suffixes}, or pass format=)")
+    return format_name(suffix)
+
+
+def get_format(name: str) -> Format:
+    """The :class:`Format` of a name or suffix."""
+    return FORMATS[format_name(name)]
+
+
+def renderer_options(render: Callable[..., Any] | None) -> frozenset[str]:
+    """The option names a renderer takes (its keyword-only parameters)."""
+    if render is None:
+        return frozenset()
+    parameters = inspect.signature(render).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def split_options(options: Mapping[str, Any],
+                  render: Callable[..., Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(renderer options, view options)`` of ``options``."""
+    names = renderer_options(render)
+    ours = {key: value for key, value in options.items() if key in names}
+    return ours, {key: value for key, value in options.items() if key not in names}
+
+
+def render_view(view: View, name: str, buf: Buffer = None, **options: Any) -> str | None:
+    """``view`` in format ``name``, returned (``buf=None``) or written to ``buf``."""
+    entry = get_format(name)
+    if entry.render is None:
+        raise ValueError(f"a view cannot be written as {entry.name}; "
+                         f"use Profile.save or Profile.to_{entry.name}")
+    return emit(entry.render(view, **options), buf)

@@ -1,0 +1,30 @@
+"""How modules are named in outputs: one name for the root, everywhere.
+
+The records keep PyTorch's own module paths (``named_modules()``), where the root is ``""``:
+that is what ``model.get_submodule(path)`` takes, so ``CallRecord.path``, ``ModuleInfo.path``
+and the JSON document (a copy of the records) keep it.
+
+Every output that *names* modules (the DataFrames' ``module`` column, text, Markdown, CSV,
+LaTeX, the HTML report, notes, the command line, the 0.0.4 dicts) calls the root
+``__root__`` (:data:`ROOT_NAME`). Why that name: the 0.0.4 dicts and DataFrames must keep
+their ``"__root__"`` key, so any other choice would leave the same module with two names; an
+empty name is read back as a missing value by CSV readers (``pandas.read_csv`` gives NaN) and
+vanishes from text tables. A child registered under the attribute name ``__root__`` (legal but
+unheard of) would share the name; its path in the records stays distinct.
+"""
+
+from __future__ import annotations
+
+from moduleprofiler.records import ROOT_NAME
+
+__all__ = ["ROOT_NAME", "module_name", "module_path"]
+
+
+def module_name(path: str) -> str:
+    """The name of the module at ``path`` in outputs: ``""`` -> ``"__root__"``."""
+    return ROOT_NAME if path == "" else path
+
+
+def module_path(name: str) -> str:
+    """The ``named_modules()`` path of an output name: ``"__root__"`` -> ``""``."""
+    return "" if name == ROOT_NAME else name

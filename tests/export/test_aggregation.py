@@ -1,0 +1,104 @@
+"""Per-module numbers of modules that run inside themselves, and of containers that never run
+but group modules that do."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from moduleprofiler import ModuleProfiler, Profile
+
+
+class Recursive(nn.Module):
+    """Applies its Linear, then calls itself until ``depth`` is 1: three nested calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor, depth: int = 3) -> Tensor:
+        x = self.fc(x)
+        return self(x, depth - 1) if depth > 1 else x
+
+
+def recursive_profile() -> Profile:
+    return ModuleProfiler().profile(Recursive(), torch.randn(2, 4))
+
+
+def test_a_module_calling_itself_counts_its_outermost_call_only() -> None:
+    profile = recursive_profile()
+    # each fc call: 2 rows x 4 out x (2 x 4 in - 1) + 2 x 4 bias = 64 ops; 3 calls = 192
+    assert profile.total_ops == 192
+    modules = profile.to_df("module").set_index("module")
+    assert modules.loc["__root__", "calls"] == 3
+    # the three root calls contain one another (192, 128 and 64): only the outer one counts
+    assert modules.loc["__root__", "inclusive_ops"] == 192
+    assert modules.loc["fc", "inclusive_ops"] == 192 and modules.loc["fc", "ops"] == 192
+    tree = profile.tree().df.set_index("module")
+    assert tree.loc["__root__", "inclusive_ops_pct"] == 100.0  # not 200 %
+    assert "100.0%" in str(profile.tree()).splitlines()[2]
+    assert ModuleProfiler().estimate_ops(Recursive(), torch.randn(2, 4))["__root__"][
+        "inclusive_ops"] == 192
+
+
+def test_a_type_nested_in_itself_counts_its_outermost_module() -> None:
+    inner = nn.Sequential(nn.Linear(4, 4))
+    model = nn.Sequential(inner, nn.ReLU())
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4))
+    types = profile.to_df("type").set_index("type")
+    # Linear 64 ops + ReLU 8 = 72 in the outer Sequential, which contains the inner one
+    assert types.loc["Sequential", "inclusive_ops"] == 72
+    assert types.loc["Sequential", "modules"] == 2
+
+
+class Blocks(nn.Module):
+    """Two Linear layers in a ModuleList and a head in a ModuleDict; ``spare`` never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.heads = nn.ModuleDict({"out": nn.Linear(4, 2)})
+        self.spare = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return self.heads["out"](x)
+
+
+def test_containers_show_their_childrens_sums() -> None:
+    profile = ModuleProfiler().profile(Blocks(), torch.randn(2, 4))
+    # Linear(4, 4) on 2 rows: 2 x 4 x 7 + 2 x 4 = 64 ops, 2 x 4 x 4 = 32 MACs;
+    # Linear(4, 2): 2 x 2 x 7 + 2 x 2 = 32 ops, 16 MACs; total 64 + 64 + 32 = 160 ops
+    assert profile.total_ops == 160
+    modules = profile.to_df("module").set_index("module")
+    assert modules.loc["layers", "inclusive_ops"] == 128
+    assert modules.loc["layers", "inclusive_macs"] == 64
+    assert modules.loc["heads", "inclusive_ops"] == 32
+    assert modules.loc["layers", "calls"] == 0
+    assert modules.loc["layers", "ops_source"] == "grouping"
+    assert modules.loc["spare", "ops_source"] == "uncalled"
+    text = str(profile.tree())
+    lines = {line.split("(")[0].strip("|-` "): line for line in text.splitlines()}
+    assert "80.0%" in lines["layers"] and "[not called]" not in lines["layers"]
+    assert "[not called]" in lines["spare"]
+    assert "note: never called (1): spare" in text
+    assert profile.to_dict()["uncalled"] == ["spare"]
+    assert profile.to_dict()["groupings"] == ["layers", "heads"]
+
+
+def test_a_grouping_of_groupings() -> None:
+    model = nn.Module()
+    model.stages = nn.ModuleList([nn.ModuleList([nn.Linear(4, 4)]), nn.ModuleList([nn.ReLU()])])
+
+    def run(x: Tensor) -> Tensor:
+        return model.stages[1][0](model.stages[0][0](x))
+
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4), pred_fn=run)
+    modules = profile.to_df("module").set_index("module")
+    # the root itself is never called (pred_fn calls its grandchildren): a grouping too;
+    # Linear 64 ops + ReLU 2 x 4 = 8 ops
+    assert modules.loc["__root__", "inclusive_ops"] == 72
+    assert modules.loc["stages", "inclusive_ops"] == 72
+    assert modules.loc["stages.0", "inclusive_ops"] == 64
+    assert "never called" not in str(profile.tree())
