@@ -196,12 +196,7 @@ class ModuleProfiler(LegacyPasses):
             profile = collect(module, self._formula_maps(operators), invoke,
                               backward=backward, loss_fn=loss_fn, listeners=listeners)
         if strict and not profile.complete:
-            raise ProfilingError(
-                "strict=True and some work has no formula: modules "
-                f"{list(profile.unsupported)}, operators {profile.unsupported_ops}"
-                + (f", backward operators {profile.backward_unsupported_ops}"
-                   if profile.backward_unsupported_ops else "")
-            )
+            raise ProfilingError(_incomplete(profile))
         return profile
 
     # -- timing ----------------------------------------------------------------------------
@@ -314,6 +309,19 @@ class ModuleProfiler(LegacyPasses):
             import time
 
             print(f"[{time.strftime(self.ts_fmt)}] {message}", file=sys.stderr)
+
+
+def _incomplete(profile: Profile) -> str:
+    """Why ``profile`` is not complete: which totals are lower bounds and what is unknown."""
+    unknown_macs = list(dict.fromkeys(r.path for r in profile.records
+                                      if r.ops is not None and r.macs is None))
+    parts = [f"modules {list(profile.unsupported)}" if profile.unsupported else "",
+             f"operators {profile.unsupported_ops}" if profile.unsupported_ops else "",
+             f"macs of modules {unknown_macs}" if unknown_macs else "",
+             f"backward operators {profile.backward_unsupported_ops}"
+             if profile.backward_unsupported_ops else ""]
+    return (f"strict=True and the {', '.join(profile.lower_bounds)} totals are lower bounds: "
+            f"no formula for {'; '.join(part for part in parts if part)}")
 
 
 _MAP_CHECKS: dict[str, Callable[[Any, str], None]] = {

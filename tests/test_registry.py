@@ -8,6 +8,7 @@ from torch import nn
 
 from moduleprofiler import (
     ModuleProfiler,
+    ProfilingError,
     RegistryError,
     get_default_io_size_map,
     get_default_ops_map,
@@ -187,3 +188,14 @@ def test_register_without_parentheses_says_how_to_use_it() -> None:
         register_macs(custom_ops)  # type: ignore[arg-type]
     with pytest.raises(RegistryError, match=r"not a subclass of torch\.nn\.Module"):
         register_ops(int)
+
+
+def test_strict_names_the_modules_whose_macs_are_unknown() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Scale] = lambda module, inputs, output: inputs[0].numel()
+    model = nn.Sequential(nn.Linear(4, 3), Scale())
+    with pytest.raises(ProfilingError, match=r"strict=True and the macs totals are lower "
+                                             r"bounds: no formula for macs of modules \['1'\]"):
+        profiler.profile(model, torch.randn(2, 4), strict=True)
+    profiler.macs_fn_map[Scale] = lambda module, inputs, output: 0
+    assert profiler.profile(model, torch.randn(2, 4), strict=True).total_macs == 24
