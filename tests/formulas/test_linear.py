@@ -121,3 +121,9 @@ def test_identity_is_free() -> None:
     x = torch.randn(3, 4)
     assert ops_of(nn.Identity(), x) == 0
     assert macs_of(nn.Identity(), x) == 0
+
+
+def test_linear_with_no_input_features_costs_only_its_bias() -> None:
+    # an empty dot product costs 0; the bias add is 1 per output: 3 rows x 4 outputs = 12
+    layer, x = nn.Linear(0, 4), torch.randn(3, 0)
+    assert (ops_of(layer, x), macs_of(layer, x)) == (12, 0)
