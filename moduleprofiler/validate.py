@@ -21,9 +21,6 @@ from torch import nn
 from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
 
-RESERVED_KEYS = ("default", "excluded")
-"""The 0.0.4 string keys of a module formula map."""
-
 
 def _kind(value: object) -> str:
     """How a value is named in messages: ``None``, ``a function``, ``a Tensor``, ``int 3``."""
@@ -127,6 +124,8 @@ def check_exclusions(items: object, name: str = "exclude_from_ops") -> list[Any]
 def check_formula_map(table: object, name: str) -> None:
     """A module formula map: a mapping from ``nn.Module`` subclasses, dotted class names or the
     ``"default"``/``"excluded"`` keys to functions (``None``: no entry)."""
+    from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY  # registry imports this module
+
     if not isinstance(table, Mapping):
         raise TypeError(f"{name} must be a mapping (a dict) from module classes to functions, "
                         f"got {_kind(table)}")
@@ -136,7 +135,7 @@ def check_formula_map(table: object, name: str) -> None:
                 raise ValueError(f"{name} has the key {key.__qualname__}, which is not a "
                                  "subclass of torch.nn.Module")
         elif isinstance(key, str):
-            if key not in RESERVED_KEYS and "." not in key:
+            if key not in (DEFAULT_KEY, EXCLUDED_KEY) and "." not in key:
                 raise ValueError(
                     f"{name} has the string key {key!r}: string keys are 'default', 'excluded' "
                     "or a dotted class name such as 'transformers.pytorch_utils.Conv1D'")
@@ -180,7 +179,7 @@ def check_registry_key(register: str, key: object) -> None:
 
 
 # -- formula results --------------------------------------------------------------------------
-def count_value(value: object, *, formula: str, path: str, type_name: str) -> int | None:
+def count_value(value: object, *, formula: str, path: str | None, type_name: str) -> int | None:
     """A formula's result as a count: ``None`` (unknown) or a non-negative int.
 
     Accepted: ints, integral floats (``7920.0``, 0.0.4 formulas returned those), one-element
@@ -189,14 +188,15 @@ def count_value(value: object, *, formula: str, path: str, type_name: str) -> in
     :class:`~moduleprofiler.errors.FormulaError` naming the module path and the formula.
 
     Callers check ``type(value) is int and value >= 0`` first: this is the slow path.
+    ``path`` is ``None`` for work outside every module call.
     """
     if value is None:
         return None
+    where = ("outside every module call" if path is None
+             else f"for module {display_path(path)!r} ({type_name})")
 
     def reject(why: str) -> FormulaError:
-        return FormulaError(
-            f"{formula} for module {display_path(path)!r} ({type_name}) returned "
-            f"{_kind(value)}: {why}", path)
+        return FormulaError(f"{formula} {where} returned {_kind(value)}: {why}", path)
 
     number: object = value
     if isinstance(number, torch.Tensor):
@@ -228,17 +228,19 @@ def operator_counts(ops: object, macs: object, operator: object, call: Any,
     """An operator formula's ``(ops, macs)`` as two non-negative ints (see :func:`count_value`;
     ``None`` is not allowed: an operator's count is known, or the operator is missing from the
     map). ``call`` is the module call the operator ran in (``None``: outside every call)."""
-    path = "" if call is None else call.path
-    type_name = "no module" if call is None else type(call.module).__name__
+    path = None if call is None else call.path
+    type_name = "" if call is None else type(call.module).__name__
     formula = f"{'backward ' if backward else ''}operator formula for {operator}"
     counts = []
     for what, value in (("ops", ops), ("macs", macs)):
         count = count_value(value, formula=f"{formula} ({what})", path=path,
                             type_name=type_name)
         if count is None:
-            raise FormulaError(f"{formula} returned None for {what} in module "
-                               f"{display_path(path)!r} ({type_name}): an operator count is an "
-                               "int; leave the operator out of the map if it is unknown", path)
+            where = ("outside every module call" if path is None
+                     else f"in module {display_path(path)!r} ({type_name})")
+            raise FormulaError(f"{formula} returned None for {what} {where}: an operator count "
+                               "is an int; leave the operator out of the map if it is unknown",
+                               path)
         counts.append(count)
     return counts[0], counts[1]
 
@@ -264,7 +266,7 @@ class CheckedMaps:
     """The formula maps of one profiler that have been checked, each as the object and size it
     had then. The maps are public attributes users edit between passes; a pass re-checks only a
     map that was replaced, or grew or shrank, since (a value swapped in place for something
-    that is not a function fails when it is called, as a :class:`FormulaError`)."""
+    that is not a function fails with a typed error when the pass calls it)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, tuple[object, int]] = {}

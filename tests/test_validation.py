@@ -241,6 +241,10 @@ def test_an_operator_formula_result_is_checked() -> None:
     profiler.operator_fn_map[torch.ops.aten.mul] = lambda args, kwargs, out: (6, None)
     with pytest.raises(FormulaError, match="returned None for macs in module '1'"):
         profiler.profile(scale_model(), X)
+    net = nn.Linear(4, 3)
+    with pytest.raises(FormulaError, match=r"operator formula for aten\.mul\.Tensor returned "
+                                           r"None for macs outside every module call"):
+        profiler.profile(net, X, pred_fn=lambda x: net(x) * 2)  # the mul runs in pred_fn
 
 
 def test_a_backward_operator_formula_result_is_checked() -> None:
