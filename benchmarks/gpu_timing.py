@@ -27,7 +27,6 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler.timing import benchmark, time_modules, train_step_times
-from moduleprofiler.timing.recorder import node_hooks_available, sequence_numbers_available
 
 SMOKE = False
 DEVICE = torch.device("cpu")
@@ -297,11 +296,9 @@ def backward_sleeps() -> dict[str, float]:
         truths = {p: t * one for p, t in truths.items()}
         del probe
     results = {}
-    methods = ["tensors"] + (["seq"] if sequence_numbers_available() else []) + (
-        ["nodes"] if node_hooks_available() else [])
-    for method in methods:
+    for method in ("nodes",):  # the one attribution: autograd node -> creating call
         timing = train_step_times(model, x, num_iters=40 if not SMOKE else 6,
-                                  drop_first=5 if not SMOKE else 1, method=method)
+                                  drop_first=5 if not SMOKE else 1)
         first = timing.backward.column(0 + timing.layout.index("0"))
         print(f"first layer backward p10/p50/p90: {np.percentile(first, [10, 50, 90]).round(4)}")
         print(f"method {method}:")
@@ -319,8 +316,7 @@ def backward_sleeps() -> dict[str, float]:
         alt = nn.Sequential(Sleep(30, 300, param=True), nn.ReLU(inplace=True),
                             Sleep(30, 500)).to(DEVICE)
         alt_timing = train_step_times(alt, torch.zeros(1024, device=DEVICE), num_iters=30
-                                      if not SMOKE else 4, drop_first=5 if not SMOKE else 1,
-                                      method=method)
+                                      if not SMOKE else 4, drop_first=5 if not SMOKE else 1)
         print(f"variant, input without grad: first layer "
               f"{alt_timing.module('0').backward.inclusive.median:.4f} ms, last layer "
               f"{alt_timing.module('2').backward.inclusive.median:.4f} ms (truths "
@@ -473,9 +469,7 @@ def main() -> int:
     DEVICE = torch.device("cuda" if not SMOKE else "cpu")
     started = time.perf_counter()
     print(f"torch {torch.__version__}, device "
-          f"{torch.cuda.get_device_name() if DEVICE.type == 'cuda' else 'cpu'}, "
-          f"node-creation hooks: {node_hooks_available()}, "
-          f"sequence counter: {sequence_numbers_available()}")
+          f"{torch.cuda.get_device_name() if DEVICE.type == 'cuda' else 'cpu'}")
     calibrate_sleep()
     summary: dict[str, Any] = {}
     summary["sleeps"] = known_sleeps()

@@ -18,6 +18,7 @@ from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, write_frame
 from moduleprofiler.inputs import legacy_pred_fn, unwrap_compiled
+from moduleprofiler.legacy_timing import inference_time_dict, total_inference_time_dict
 from moduleprofiler.validate import check_pass
 
 if TYPE_CHECKING:
@@ -234,8 +235,6 @@ class LegacyPasses:
         """Per-module forward time in ms over ``num_iters`` hooked forwards, the first
         ``drop_first`` dropped. A module called several times per forward gets the sum of its
         calls per iteration."""
-        from moduleprofiler.timing.legacy_views import inference_time_dict
-
         pred_fn = legacy_pred_fn(input, pred_fn)
         self._log(f"Measuring inference time of {type(module).__name__}")
         with self._located_errors("estimate_inference_time", module, input,
@@ -270,8 +269,6 @@ class LegacyPasses:
                                       ) -> dict[str, dict[str, Any]]:
         """Whole-model forward time in ms (no hooks installed), the first ``drop_first`` of
         ``num_iters`` iterations dropped; only the ``"__root__"`` entry."""
-        from moduleprofiler.timing.legacy_views import total_inference_time_dict
-
         pred_fn = legacy_pred_fn(input, pred_fn)
         self._log(f"Measuring total inference time of {type(module).__name__}")
         with self._located_errors("estimate_total_inference_time", module, input,

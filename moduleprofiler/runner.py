@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -190,6 +190,14 @@ class PassRunner:
             ProfilingError: ``invoke()`` raised; the message names the module whose forward
                 failed, and the original exception is chained.
         """
+        with self.installed():
+            return self.run(invoke)
+
+    @contextmanager
+    def installed(self) -> Iterator[PassRunner]:
+        """Keep the hooks installed for the block, for any number of :meth:`run` calls or
+        forwards the caller makes itself (timing's iterations, a live training loop); every
+        hook is released on exit, also when the block raises."""
         with ExitStack() as cleanup:
             self._install(cleanup)
             for listener in self.listeners:
@@ -198,13 +206,31 @@ class PassRunner:
             if self._observer is not None:
                 cleanup.callback(self._observer.stop)
                 self._sync_observer()
-            try:
-                output = invoke()
-            except ProfilingError:
-                raise
-            except Exception as exc:
-                raise self._error_for(exc) from exc
-        return output
+            yield self
+
+    def run(self, invoke: Callable[[], Any]) -> Any:
+        """``invoke()`` inside :meth:`installed`; return its output.
+
+        Raises:
+            ProfilingError: as :meth:`forward`.
+        """
+        try:
+            return invoke()
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise self._error_for(exc) from exc
+
+    def reset(self) -> None:
+        """Forget the previous run's calls (the hooks stay installed): the next run starts at
+        call index 0. The lists are replaced, not cleared, so a caller may keep the old ones."""
+        self.calls = []
+        self.stack.clear()
+        self.failed_path = None
+        self._counts.clear()
+        self._seq_starts = []
+        self._seq_calls = []
+        self._leaf_owners = None
 
     def finish(self) -> None:
         """Tell every listener that the pass is over."""

@@ -16,13 +16,13 @@ from moduleprofiler.export.frame import profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.memory import model_summary
-from moduleprofiler.records import ROOT_NAME, Aggregate, ProfileData
+from moduleprofiler.records import Aggregate, ProfileData
 
 if TYPE_CHECKING:
     from moduleprofiler.export.io import Buffer, PathLike
     from moduleprofiler.export.view import View
     from moduleprofiler.memory import MemoryReport
-    from moduleprofiler.timing import ModuleTiming
+    from moduleprofiler.timing import ModuleTiming, TrainingTiming
 
 
 @dataclass(frozen=True, repr=False)
@@ -56,18 +56,21 @@ class Profile(ProfileData):
             merged.setdefault(path, {}).update(columns)
         return dataclasses.replace(self, module_metrics=merged, _by_path={})
 
-    def with_timing(self, timing: ModuleTiming) -> Profile:
-        """A copy whose module views also show forward time from
-        :meth:`ModuleProfiler.time_modules`: ``time_median_ms`` (the module with its children)
-        and ``self_time_median_ms`` (its own code), medians over the timed iterations."""
-        frame = timing.to_df()
-        return self.with_metrics({
-            "" if row.module == ROOT_NAME else str(row.module): {
-                "time_median_ms": row.inclusive_median_ms,
-                "self_time_median_ms": row.self_median_ms,
-            }
-            for row in frame.itertuples(index=False)
-        })
+    def with_timing(self, timing: ModuleTiming | TrainingTiming) -> Profile:
+        """A copy that also shows measured times (:meth:`ModuleProfiler.time_modules`,
+        :meth:`ModuleProfiler.train_step_times` or ``TrainingProfiler.result()``), medians over
+        the timed iterations.
+
+        Per call, matched by module path and call number: ``forward_ms`` (the call with its
+        children) and ``self_forward_ms`` (its own code); from training steps also
+        ``backward_ms`` and ``self_backward_ms``. Per module, all its calls in an iteration
+        summed: ``time_median_ms`` and ``self_time_median_ms``; from training steps also
+        ``backward_time_median_ms`` and ``self_backward_time_median_ms``."""
+        calls = timing.call_columns()
+        records = tuple(
+            dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
+            if (r.path, r.call_number) in calls else r for r in self.records)
+        return dataclasses.replace(self.with_metrics(timing.module_columns()), records=records)
 
     def with_memory(self, memory: MemoryReport) -> Profile:
         """A copy that also shows what :meth:`ModuleProfiler.measure_memory` measured.

@@ -7,20 +7,23 @@ Three separate passes, never mixed (hooks distort what they measure):
 * :func:`train_step_times` / :class:`TrainingProfiler` — per-module forward and backward time
   of training steps.
 
-See ``docs/timing.md`` for the methodology.
+The per-module passes are a :class:`ClockListener` on the pass runner
+(:class:`moduleprofiler.runner.PassRunner`); it also runs in any other pass's listeners. See
+``docs/timing.md`` for the methodology.
 """
 
 from moduleprofiler.timing.backward import TrainingModuleStats, TrainingTiming, train_step_times
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.forward import ModuleTiming, time_modules
 from moduleprofiler.timing.latency import LatencyResult, benchmark
-from moduleprofiler.timing.legacy_views import inference_time_dict, total_inference_time_dict
+from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.live import TrainingProfiler, track
 from moduleprofiler.timing.overhead import CodePathWarning, HookCalibration, calibrate_hooks
 from moduleprofiler.timing.results import ModuleStats
 from moduleprofiler.timing.stats import Summary, median_ci, summarize
 
 __all__ = [
+    "ClockListener",
     "CodePathWarning",
     "HookCalibration",
     "LatencyResult",
@@ -33,11 +36,9 @@ __all__ = [
     "benchmark",
     "calibrate_hooks",
     "get_hardware_specs",
-    "inference_time_dict",
     "median_ci",
     "summarize",
     "time_modules",
-    "total_inference_time_dict",
     "track",
     "train_step_times",
 ]

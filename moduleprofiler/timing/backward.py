@@ -1,10 +1,9 @@
 """Per-module forward *and backward* time of training steps.
 
-Backward work is attributed to the module whose forward created it (see
-:mod:`moduleprofiler.timing.recorder`): by default through autograd node-creation hooks (each
-node's run time goes to the innermost module call that created it), else through tensor and
-parameter gradient hooks. Full backward module hooks are never used, so in-place activations,
-first layers, reused and identity modules all work.
+Backward work is attributed to the module call whose forward created it: the clock listener
+hooks the autograd nodes each call created, found through the pass runner's node map (see
+:mod:`moduleprofiler.timing.listener`). Full backward module hooks are never used, so in-place
+activations, first layers, reused and identity modules all work.
 """
 
 from __future__ import annotations
@@ -14,16 +13,18 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
+from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
-from moduleprofiler.legacy import legacy_name
-from moduleprofiler.state import preserved_training_flags
+from moduleprofiler.loss import default_loss
+from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import (
     capture_environment,
@@ -33,77 +34,30 @@ from moduleprofiler.timing.environment import (
     timing_context,
 )
 from moduleprofiler.timing.forward import validate_iterations
-from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
+from moduleprofiler.timing.iteration import IterationTimes
+from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks, split_rounds
 from moduleprofiler.timing.progress import Progress
-from moduleprofiler.timing.recorder import (
-    CallRecorder,
-    GradMode,
-    IterationTimes,
-    RawIteration,
-    node_hooks_available,
-    sequence_numbers_available,
-)
 from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
     PhaseSamples,
     stats_columns,
+    tree_text,
 )
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.timing.tree import format_ms, render_tree
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-BackwardMethod = Literal["auto", "nodes", "seq", "tensors"]
+BackwardMethod = Literal["auto", "nodes"]
+"""Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
+by sequence number), the only one; ``"auto"`` picks it."""
 _TABLE_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p95", "ci_low", "ci_high")
 
 
-def choose_method(method: BackwardMethod) -> GradMode:
-    """``"auto"`` -> ``"nodes"`` where torch has node-creation hooks (2.14+), else ``"seq"``
-    where it exposes the autograd sequence counter, else ``"tensors"``."""
-    if method not in ("auto", "nodes", "seq", "tensors"):
-        raise ValueError(f"method must be 'auto', 'nodes', 'seq' or 'tensors', got {method!r}")
-    if method == "auto":
-        if node_hooks_available():
-            return "nodes"
-        return "seq" if sequence_numbers_available() else "tensors"
-    return method
-
-
-def default_loss(output: Any) -> Tensor:
-    """A scalar to call ``backward()`` on when no ``loss_fn`` is given: ``output.loss`` if the
-    output has one (Hugging Face), else the sum of the first floating-point tensor found in
-    the output (``logits``, a tuple's first element, ...)."""
-    loss = getattr(output, "loss", None)
-    if isinstance(loss, Tensor) and loss.requires_grad:
-        return loss
-    if isinstance(output, dict) and isinstance(output.get("loss"), Tensor):
-        dict_loss: Tensor = output["loss"]
-        return dict_loss
-    for tensor in _floating_tensors(output):
-        return tensor.sum()
-    raise TypeError(
-        f"cannot derive a loss from a {type(output).__name__}: pass loss_fn=(output[, target])"
-    )
-
-
-def _floating_tensors(value: Any, depth: int = 0) -> Iterator[Tensor]:
-    if isinstance(value, Tensor):
-        if value.is_floating_point() and value.requires_grad:
-            yield value
-        return
-    if depth > 3:
-        return
-    logits = getattr(value, "logits", None)
-    if isinstance(logits, Tensor):
-        yield from _floating_tensors(logits, depth + 1)
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _floating_tensors(item, depth + 1)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _floating_tensors(item, depth + 1)
+def check_method(method: BackwardMethod) -> str:
+    """The backward attribution ``method`` names (``"nodes"``), or ``ValueError``."""
+    if method not in ("auto", "nodes"):
+        raise ValueError(f"method must be 'auto' or 'nodes', got {method!r}")
+    return "nodes"
 
 
 @dataclass(frozen=True)
@@ -124,12 +78,12 @@ class TrainingTiming:
     """Per-module forward and backward times of training steps, plus step-level phases.
 
     ``forward`` samples come from steps with forward hooks only, ``backward`` samples from
-    steps with gradient hooks (whose forward cost is larger and is not reported), so each is
-    measured with the least instrumentation it needs (``separate_passes``; live profiling with
-    ``alternate=False`` takes both from the same steps). ``phases_ms`` holds per-step wall
-    times of the marked phases (``"forward"``, ``"loss"``, ``"backward"``, ``"optimizer"``,
-    ``"step"``) of hook-free steps when there are any; ``hooked_phases_ms`` the same for each
-    kind of hooked step (``"forward_hooks"``, ``"backward_hooks"``).
+    steps that also hook the autograd nodes (whose forward cost is larger and is not reported),
+    so each is measured with the least instrumentation it needs (``separate_passes``; live
+    profiling with ``alternate=False`` takes both from the same steps). ``phases_ms`` holds
+    per-step wall times of the marked phases (``"forward"``, ``"loss"``, ``"backward"``,
+    ``"optimizer"``, ``"step"``) of hook-free steps when there are any; ``hooked_phases_ms``
+    the same for each kind of hooked step (``"forward_hooks"``, ``"backward_hooks"``).
     """
 
     layout: ModelLayout
@@ -139,7 +93,6 @@ class TrainingTiming:
     hooked_phases_ms: dict[str, dict[str, NDArray[np.float64]]]
     unattributed_ms: NDArray[np.float64]
     """Backward time of nodes created outside every module (the loss), per step."""
-    identity: tuple[str, ...]
     method: str
     separate_passes: bool
     calibration: HookCalibration
@@ -171,7 +124,7 @@ class TrainingTiming:
 
     @property
     def backward_overhead_ratio(self) -> float:
-        """Median step with gradient hooks / median hook-free step."""
+        """Median step with backward hooks / median hook-free step."""
         return self._step_ratio("backward_hooks")
 
     @property
@@ -222,67 +175,78 @@ class TrainingTiming:
         """Statistics of the module at ``path`` (``""``/``"__root__"`` for the root)."""
         return self.modules()[self.layout.index(path)]
 
+    def module_columns(self) -> dict[str, dict[str, float | None]]:
+        """Per module path: median forward (``time_median_ms``, ``self_time_median_ms``) and
+        backward (``backward_time_median_ms``, ``self_backward_time_median_ms``) times."""
+        def median(summary: Summary | None) -> float | None:
+            return summary.median if summary is not None else None
+
+        return {s.path: {"time_median_ms": median(s.forward.inclusive),
+                         "self_time_median_ms": median(s.forward.exclusive),
+                         "backward_time_median_ms": median(s.backward.inclusive),
+                         "self_backward_time_median_ms": median(s.backward.exclusive)}
+                for s in self.modules()}
+
+    def call_columns(self) -> dict[tuple[str, int], dict[str, float]]:
+        """Per call ``(path, call_number)``: ``forward_ms``, ``self_forward_ms``,
+        ``backward_ms`` and ``self_backward_ms``, medians over the kept steps."""
+        out: dict[tuple[str, int], dict[str, float]] = {}
+        for phase, names in ((self.forward, ("forward_ms", "self_forward_ms")),
+                             (self.backward, ("backward_ms", "self_backward_ms"))):
+            for key, values in phase.call_medians(self.layout).items():
+                out.setdefault(key, {}).update(zip(names, values))
+        return out
+
     def to_df(self) -> pd.DataFrame:
         """One row per module: calls, forward and backward inclusive/self statistics (ms)."""
-        import pandas as pd
-
         stats = self.modules()
         data: dict[str, Any] = {
-            "module": [legacy_name(s.path) for s in stats],
+            "module": [module_name(s.path) for s in stats],
             "type": [s.forward.type_name for s in stats],
             "depth": [s.forward.depth for s in stats],
             "calls": [s.forward.calls_per_iter for s in stats],
         }
-        data.update(stats_columns("forward_", [s.forward.inclusive for s in stats],
-                                  _TABLE_FIELDS))
-        data.update(stats_columns("forward_self_", [s.forward.exclusive for s in stats],
-                                  _TABLE_FIELDS))
-        data.update(stats_columns("backward_", [s.backward.inclusive for s in stats],
-                                  _TABLE_FIELDS))
-        data.update(stats_columns("backward_self_", [s.backward.exclusive for s in stats],
-                                  _TABLE_FIELDS))
+        for prefix, summaries in (
+                ("forward_", [s.forward.inclusive for s in stats]),
+                ("forward_self_", [s.forward.exclusive for s in stats]),
+                ("backward_", [s.backward.inclusive for s in stats]),
+                ("backward_self_", [s.backward.exclusive for s in stats])):
+            data.update(stats_columns(prefix, summaries, _TABLE_FIELDS))
         data["forward_low_confidence"] = [s.forward.low_confidence for s in stats]
         data["backward_low_confidence"] = [s.backward.low_confidence for s in stats]
-        data["identity"] = [s.path in self.identity for s in stats]
-        frame: pd.DataFrame = pd.DataFrame(data)
-        return frame
+        return pd.DataFrame(data)
 
     def layerwise_summary(self) -> str:
         """The model tree annotated with median forward and backward times (ms per step,
         inclusive and self), calls per step, and the step-level evidence."""
-        rows = []
-        for s in self.modules():
-            f, b = s.forward, s.backward
-            rows.append([
-                format_ms(f.inclusive.median if f.inclusive else None)
-                + ("~" if f.low_confidence else ""),
-                format_ms(f.exclusive.median if f.exclusive else None),
-                format_ms(b.inclusive.median if b.inclusive else None)
-                + ("~" if b.low_confidence else ""),
-                format_ms(b.exclusive.median if b.exclusive else None),
-                f"{f.calls_per_iter:g}" if f.called else "0",
-                "identity" if s.path in self.identity else ("" if f.called else "uncalled"),
-            ])
-        footer = ["", f"{self.iterations} steps kept per pass ({self.dropped} dropped) on "
-                  f"{self.device} ({self.clock}); backward attribution: {self.method}; "
-                  "medians in ms per step"]
-        phases = [f"{name} {format_ms(summary.median)}" for name in
+        stats = self.modules()
+        columns = self.module_columns()
+        notes = [f"{self.iterations} steps kept per pass ({self.dropped} dropped) on "
+                 f"{self.device} ({self.clock}); backward attribution: {self.method}; "
+                 "medians per step"]
+        phases = [f"{name} {summary.median:.4g} ms" for name in
                   ("forward", "loss", "backward", "optimizer", "step")
                   if (summary := self.phase(name)) is not None]
         if phases:
             source = "hook-free" if "plain" in self.environment.get("step_kinds", ()) \
                 else "hooked"
-            footer.append(f"step phases ({source}): " + ", ".join(phases))
+            notes.append(f"step phases ({source}): " + ", ".join(phases))
         extras = [f"forward coverage {self.forward_coverage:.3f}"]
         if not math.isnan(self.backward_coverage):
             extras.append(f"backward coverage {self.backward_coverage:.3f}")
         if not math.isnan(self.overhead_ratio):
             extras.append(f"step with forward hooks / hook-free {self.overhead_ratio:.3f}, "
-                          f"with gradient hooks {self.backward_overhead_ratio:.3f}")
-        footer.append("; ".join(extras) + " ('~' = within 10x of the hook error)")
-        footer.extend(f"warning: {w}" for w in self.warnings)
-        return render_tree(self.layout, ["fwd_ms", "fwd_self", "bwd_ms", "bwd_self", "calls",
-                                         ""], rows, footer)
+                          f"with backward hooks {self.backward_overhead_ratio:.3f}")
+        notes.append("; ".join(extras))
+        notes.extend(self.warnings)
+        names = ("time_median_ms", "self_time_median_ms", "backward_time_median_ms",
+                 "self_backward_time_median_ms")
+        table: dict[str, list[Any]] = {name: [columns[s.path][name] for s in stats]
+                                       for name in names}
+        table["low_confidence"] = [s.forward.low_confidence or s.backward.low_confidence
+                                   for s in stats]
+        return tree_text(self.layout, [s.forward.calls_per_iter for s in stats], table, notes,
+                         "module training-step times")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures and one dict per module."""
@@ -298,7 +262,6 @@ class TrainingTiming:
             "backward_coverage": self.backward_coverage,
             "phases_median_ms": {k: float(np.median(v)) for k, v in self.phases_ms.items()
                                  if v.size},
-            "identity": list(self.identity),
             "uncalled": list(self.uncalled),
             "warnings": list(self.warnings),
             "modules": self.to_df().to_dict(orient="records"),
@@ -306,34 +269,24 @@ class TrainingTiming:
 
 
 class StepRows:
-    """Accumulates resolved steps into matrices: forward samples, backward samples and
-    phase times, each from whichever kind of step provides them."""
+    """Collects resolved steps: forward samples, backward samples and phase times, each from
+    whichever kind of step provides them."""
 
     def __init__(self, layout: ModelLayout) -> None:
         self.layout = layout
-        self.fwd: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
-        self.fwd_fallback: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
-        self.bwd: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+        self.fwd: list[IterationTimes] = []
+        self.fwd_fallback: list[IterationTimes] = []
+        self.bwd: list[IterationTimes] = []
         self.phases: dict[str, dict[str, list[float]]] = {}
-        self.unattributed: list[float] = []
-        self.identity: set[int] = set()
 
     def add_forward(self, times: IterationTimes, fallback: bool = False) -> None:
-        """Store one step's forward times (``fallback``: from a gradient-hook step, used only
+        """Store one step's forward times (``fallback``: from a backward-hook step, used only
         if no step with forward hooks alone was stored)."""
-        rows = self.fwd_fallback if fallback else self.fwd
-        rows[0].append(times.fwd_inclusive)
-        rows[1].append(times.fwd_exclusive)
-        rows[2].append(times.calls)
+        (self.fwd_fallback if fallback else self.fwd).append(times)
 
     def add_backward(self, times: IterationTimes) -> None:
         """Store one step's backward times."""
-        self.bwd[0].append(times.bwd_inclusive)
-        self.bwd[1].append(times.bwd_exclusive)
-        self.bwd[2].append(times.calls)
-        self.unattributed.append(times.bwd_unattributed)
-        if times.identity is not None:
-            self.identity.update(int(i) for i in np.flatnonzero(times.identity))
+        self.bwd.append(times)
 
     def add_phases(self, kind: str, marks: dict[str, float], names: tuple[str, ...]) -> None:
         """Store one step's phase times (ns marks): each mark after the first ends the phase
@@ -354,18 +307,15 @@ class StepRows:
         width = len(self.layout.paths)
         arrays = {kind: {k: np.asarray(v) for k, v in phases.items()}
                   for kind, phases in self.phases.items()}
-        kinds = tuple(arrays)
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
             iter(arrays.values()), {})
         return TrainingTiming(
             layout=self.layout,
-            forward=PhaseSamples.from_rows(
-                "forward", *(self.fwd if self.fwd[0] else self.fwd_fallback), width),
-            backward=PhaseSamples.from_rows("backward", *self.bwd, width),
+            forward=PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
+            backward=PhaseSamples.collect("backward", self.bwd, width, backward=True),
             phases_ms=plain,
             hooked_phases_ms={k: v for k, v in arrays.items() if k != "plain"},
-            unattributed_ms=np.asarray(self.unattributed) / 1e6,
-            identity=tuple(self.layout.paths[i] for i in sorted(self.identity)),
+            unattributed_ms=np.asarray([t.bwd_unattributed for t in self.bwd]) / 1e6,
             method=method,
             separate_passes=separate_passes,
             calibration=calibration,
@@ -373,27 +323,23 @@ class StepRows:
             clock=clock,
             dropped=dropped,
             confidence=confidence,
-            environment={**environment, "step_kinds": kinds},
+            environment={**environment, "step_kinds": tuple(arrays)},
             hardware=get_hardware_specs(),
             warnings=warnings,
         )
 
 
 @contextmanager
-def preserved_tensors(module: nn.Module, params: bool) -> Iterator[None]:
-    """Put back every ``.grad`` and buffer (and parameter values when ``params``) on exit, so
-    that timing training steps leaves no trace (BatchNorm statistics included)."""
-    grads = [(p, p.grad) for p in module.parameters()]
-    buffers = [(b, b.detach().clone()) for b in module.buffers()]
-    values = [(p, p.detach().clone()) for p in module.parameters()] if params else []
+def _preserved_parameters(module: nn.Module, enabled: bool) -> Iterator[None]:
+    """Put parameter values back on exit: an optimizer's steps are the one write to the
+    model that :func:`~moduleprofiler.state.preserved_state` leaves to the pass."""
+    saved = [(p, p.detach().clone()) for p in module.parameters()] if enabled else []
     try:
         yield
     finally:
         with torch.no_grad():
-            for tensor, saved in (*buffers, *values):
-                tensor.copy_(saved)
-        for param, grad in grads:
-            param.grad = grad
+            for parameter, value in saved:
+                parameter.copy_(value)
 
 
 def train_step_times(
@@ -422,60 +368,59 @@ def train_step_times(
 
     A step is: gradients set to ``None``, forward (``input``/``pred_fn`` as in
     :func:`~moduleprofiler.timing.time_modules`), loss (``loss_fn(output, target)``,
-    ``loss_fn(output)`` without a target, or :func:`default_loss`), ``backward()``, and
-    ``optimizer.step()`` when an optimizer is given.
+    ``loss_fn(output)`` without a target, or :func:`moduleprofiler.loss.default_loss`),
+    ``backward()``, and ``optimizer.step()`` when an optimizer is given.
 
     Three kinds of step run in interleaved rounds: with forward hooks only (the forward
-    samples), with gradient hooks (the backward samples) and, with ``measure_overhead``,
+    samples), with backward hooks too (the backward samples) and, with ``measure_overhead``,
     without hooks (the step phases and the overhead ratios).
 
     Args:
         num_iters: steps of each hooked kind, ``drop_first`` of them discarded.
-        method: backward attribution, ``"nodes"`` (node-creation hooks), ``"tensors"``
-            (gradient hooks) or ``"auto"`` (nodes where available).
+        method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
         train: run in training mode (flags restored afterwards).
         restore: put back ``.grad``, buffers (BatchNorm statistics) and, when an optimizer
             stepped, parameter values afterwards. The optimizer's own state is not restored.
         overhead_fraction: hook-free steps per round relative to each hooked kind.
         warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress:
             as in :func:`~moduleprofiler.timing.time_modules`.
+
+    Raises:
+        ProfilingError: the forward raised (the message names the module);
+            :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
     validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    grad_mode = choose_method(method)
+    method_name = check_method(method)
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
-    calibration = calibrate_hooks(resolved, grad_mode)
+    calibration = calibrate_hooks(resolved, backward=True)
     stamps = make_stamps(resolved)
-    recorders = {"forward_hooks": CallRecorder(module, stamps, "off"),
-                 "backward_hooks": CallRecorder(module, stamps, grad_mode)}
+    clocks = {"forward_hooks": ClockListener.on(module, stamps),
+              "backward_hooks": ClockListener.on(module, stamps, backward=True)}
     rows = StepRows(ModelLayout.of(module))
     params = [p for p in module.parameters() if p.requires_grad]
     kept = num_iters - drop_first
-    n_rounds = max(1, min(rounds if rounds is not None else 5, kept))
-    per_round = [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
-    plain_round = [max(1, math.ceil(overhead_fraction * n)) if measure_overhead else 0
-                   for n in per_round]
+    per_round, plain_round = split_rounds(kept, rounds, 5, overhead_fraction if
+                                          measure_overhead else 0.0)
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
-    raws: dict[str, list[RawIteration]] = {kind: [] for kind in recorders}
+    raws: dict[str, list[Any]] = {kind: [] for kind in clocks}
     keep = [False]
     bar = Progress("timing training steps", progress)
-
-    def zero_grad() -> None:
-        if optimizer is not None:
-            optimizer.zero_grad(set_to_none=True)
-        for p in params:
-            p.grad = None
 
     def loss_of(output: Any) -> Tensor:
         if loss_fn is None:
             return default_loss(output)
         return loss_fn(output, target) if target is not None else loss_fn(output)
 
-    def step(mark: Callable[[str], None]) -> None:
+    def step(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+        for p in params:
+            p.grad = None
         mark("start")
-        output = invoke()
+        output = run(invoke)
         mark("forward")
         loss = loss_of(output)
         mark("loss")
@@ -486,20 +431,18 @@ def train_step_times(
             mark("optimizer")
 
     def run_hooked(kind: str) -> None:
-        recorder = recorders[kind]
-        zero_grad()
-        recorder.begin()
-        step(recorder.mark)
-        raw = recorder.snapshot()  # resolved after the timed loop
+        clock = clocks[kind]
+        clock.begin()
+        step(clock.mark, clock.run)
+        raw = clock.snapshot()  # resolved after the timed loop
         if keep[0]:
             raws[kind].append(raw)
             bar.update(f"{len(raws['backward_hooks'])}/{kept} steps")
 
     def run_plain() -> None:
-        zero_grad()
         stamps.reset()
         taken: list[tuple[str, int]] = []
-        step(lambda name: taken.append((name, stamps.stamp())))
+        step(lambda name: taken.append((name, stamps.stamp())), lambda invoke: invoke())
         ns = stamps.resolve([stamp for _, stamp in taken])
         if keep[0]:
             rows.add_phases("plain", {name: float(t) for (name, _), t in zip(taken, ns)},
@@ -510,18 +453,17 @@ def train_step_times(
             for _ in range(count):
                 run_plain()
             return
-        with recorders[kind].installed():
+        with clocks[kind].installed():
             for _ in range(count):
                 run_hooked(kind)
 
     env: dict[str, Any] = {}
     faults: float | None = None
     try:
-        with preserved_training_flags(module, eval=False), \
-                preserved_tensors(module, params=restore and optimizer is not None) \
-                if restore else _nothing(), torch.enable_grad(), timing_context(num_threads):
-            if train:
-                module.train()
+        with preserved_state(module, train=train, grads=restore,
+                             buffers=None if restore else False), \
+                _preserved_parameters(module, restore and optimizer is not None), \
+                torch.enable_grad(), timing_context(num_threads):
             env = capture_environment(resolved)
             deadline = time.perf_counter() + warmup_seconds
             while time.perf_counter() < deadline:
@@ -532,9 +474,9 @@ def train_step_times(
             keep[0] = True
             before = minor_faults()
             order = ["forward_hooks", "backward_hooks", "plain"]
-            for r in range(n_rounds):
+            for r, (hooked, plain) in enumerate(zip(per_round, plain_round)):
                 for kind in order[r % 3:] + order[:r % 3]:
-                    block(kind, plain_round[r] if kind == "plain" else per_round[r])
+                    block(kind, plain if kind == "plain" else hooked)
             after = minor_faults()
             if before is not None and after is not None:
                 faults = (after - before) / (2 * kept + sum(plain_round))
@@ -542,7 +484,7 @@ def train_step_times(
         bar.close()
     for kind, kind_raws in raws.items():
         for raw in kind_raws:
-            times = recorders[kind].resolve(raw)
+            times = clocks[kind].resolve(raw)
             if kind == "forward_hooks":
                 rows.add_forward(times)
             else:
@@ -551,12 +493,7 @@ def train_step_times(
     env["minor_faults_per_iter"] = faults
     notes = environment_warnings(env, faults, resolved)
     return rows.build(
-        method=grad_mode, separate_passes=True, calibration=calibration,
+        method=method_name, separate_passes=True, calibration=calibration,
         device=str(resolved), clock=stamps.kind, dropped=drop_first, confidence=confidence,
         environment=env, warnings=tuple(notes),
     )
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield

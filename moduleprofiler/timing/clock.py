@@ -13,13 +13,15 @@ turns a batch of stamps into nanoseconds afterwards (``resolve()``):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from torch import Tensor, nn
+from torch import nn
+
+from moduleprofiler.shapes import iter_tensors
 
 
 class StampSource(Protocol):
@@ -146,17 +148,6 @@ def make_stamps(device: torch.device) -> StampSource:
     return CpuStamps()
 
 
-def _tensors(value: Any, depth: int = 0) -> Iterable[Tensor]:
-    if isinstance(value, Tensor):
-        yield value
-    elif depth < 3 and isinstance(value, Mapping):
-        for item in value.values():
-            yield from _tensors(item, depth + 1)
-    elif depth < 3 and isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _tensors(item, depth + 1)
-
-
 def resolve_device(module: nn.Module, input: Any = None,
                    device: str | torch.device | None = None) -> torch.device:
     """The device whose clock times ``module``: ``device`` if given, else the device of the
@@ -171,7 +162,7 @@ def resolve_device(module: nn.Module, input: Any = None,
                 device = buffer.device
                 break
             else:
-                for tensor in _tensors(input):
+                for tensor in iter_tensors(input):
                     device = tensor.device
                     break
     resolved = torch.device(device) if device is not None else torch.device("cpu")
@@ -192,6 +183,6 @@ def synchronize(device: torch.device) -> None:
 def first_batch_size(input: Any) -> int | None:
     """The leading dimension of the first tensor in ``input`` (``None`` if there is none or it
     is 0-dimensional): the default batch size for throughput."""
-    for tensor in _tensors(input):
+    for tensor in iter_tensors(input):
         return int(tensor.shape[0]) if tensor.dim() > 0 else None
     return None

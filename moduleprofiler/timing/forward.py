@@ -1,4 +1,5 @@
-"""Per-module forward time: hooks on every module, one sample per call per iteration.
+"""Per-module forward time: a clock listener on the pass runner, one sample per call per
+iteration, the hooks installed once per block of iterations.
 
 ``time_modules`` runs, under ``torch.no_grad()`` and with the garbage collector paused:
 
@@ -16,16 +17,17 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
-from moduleprofiler.legacy import legacy_name
-from moduleprofiler.state import preserved_training_flags
+from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import (
     capture_environment,
@@ -34,26 +36,24 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
+from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import (
     CodePathWarning,
     HookCalibration,
     calibrate_hooks,
     fast_path_changes,
     interleave,
+    split_rounds,
 )
 from moduleprofiler.timing.progress import Progress
-from moduleprofiler.timing.recorder import CallRecorder, RawIteration
 from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
     PhaseSamples,
     stats_columns,
+    tree_text,
 )
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.timing.tree import format_ms, render_tree
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def validate_iterations(num_iters: int, drop_first: int) -> None:
@@ -73,14 +73,12 @@ class ModuleTiming:
 
     Times are milliseconds per iteration; a module called k times per iteration reports the
     sum of its k calls (``calls_per_iter`` says k). Raw samples are kept in ``forward``
-    (``(iterations, modules)`` matrices, modules in ``layout`` order), ``call_inclusive_ms``
-    (one value per call) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
+    (``(iterations, modules)`` matrices, modules in ``layout`` order, and every call's
+    inclusive and self time) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
     """
 
     layout: ModelLayout
     forward: PhaseSamples
-    call_module: NDArray[np.int64]
-    call_inclusive_ms: NDArray[np.float64]
     hooked_ms: NDArray[np.float64]
     """Whole iteration (the ``input``/``pred_fn`` call) with hooks, per kept iteration."""
     unhooked_ms: NDArray[np.float64]
@@ -133,7 +131,7 @@ class ModuleTiming:
         """Statistics of the hook-free whole-iteration time."""
         return summarize(self.unhooked_ms, self.confidence)
 
-    # -- per module ------------------------------------------------------------------------
+    # -- per module and per call -----------------------------------------------------------
     def modules(self) -> tuple[ModuleStats, ...]:
         """:class:`ModuleStats` of every module, ``named_modules()`` order."""
         return self.forward.module_stats(
@@ -150,21 +148,32 @@ class ModuleTiming:
 
     def call_samples(self, path: str) -> NDArray[np.float64]:
         """Inclusive time of every single call (ms) of one module, in call order."""
-        out: NDArray[np.float64] = self.call_inclusive_ms[
-            self.call_module == self.layout.index(path)]
+        out: NDArray[np.float64] = self.forward.call_inclusive_ms[
+            self.forward.call_module == self.layout.index(path)]
         return out
+
+    def module_columns(self) -> dict[str, dict[str, float | None]]:
+        """Per module path: ``time_median_ms`` (with its children) and
+        ``self_time_median_ms`` (its own code), medians per iteration."""
+        return {s.path: {"time_median_ms": s.inclusive.median if s.inclusive else None,
+                         "self_time_median_ms": s.exclusive.median if s.exclusive else None}
+                for s in self.modules()}
+
+    def call_columns(self) -> dict[tuple[str, int], dict[str, float]]:
+        """Per call ``(path, call_number)``: ``forward_ms`` and ``self_forward_ms``, medians
+        over the kept iterations."""
+        return {key: {"forward_ms": incl, "self_forward_ms": excl}
+                for key, (incl, excl) in self.forward.call_medians(self.layout).items()}
 
     # -- views -----------------------------------------------------------------------------
     def to_df(self) -> pd.DataFrame:
         """One row per module (``named_modules()`` order, root ``"__root__"``, uncalled modules
         included with NaN): calls per iteration, inclusive and self statistics in ms, the
         share of the root's time, the expected instrumentation error and confidence flags."""
-        import pandas as pd
-
         stats = self.modules()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
         data: dict[str, Any] = {
-            "module": [legacy_name(s.path) for s in stats],
+            "module": [module_name(s.path) for s in stats],
             "type": [s.type_name for s in stats],
             "depth": [s.depth for s in stats],
             "is_leaf": [s.is_leaf for s in stats],
@@ -184,39 +193,31 @@ class ModuleTiming:
         data["self_expected_error_ms"] = [s.self_expected_error_ms for s in stats]
         data["low_confidence"] = [s.low_confidence for s in stats]
         data["self_low_confidence"] = [s.self_low_confidence for s in stats]
-        frame: pd.DataFrame = pd.DataFrame(data)
-        return frame
+        return pd.DataFrame(data)
 
     def summary(self) -> str:
         """The model tree with median inclusive and self times, share of the root, calls and
-        flags (``~`` low confidence), followed by the model-level evidence."""
+        the low-confidence flag (within 10x of the hooks' expected error), followed by the
+        model-level evidence."""
         stats = self.modules()
+        columns = self.module_columns()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
-        rows = []
-        for s in stats:
-            if s.inclusive is None or s.exclusive is None:
-                rows.append(["-", "-", "-", "0", "uncalled"])
-                continue
-            flag = "~" if s.self_low_confidence else ""
-            rows.append([
-                format_ms(s.inclusive.median) + ("~" if s.low_confidence else ""),
-                format_ms(s.exclusive.median) + flag,
-                f"{100 * s.exclusive.median / root:.1f}%" if root > 0 else "-",
-                f"{s.calls_per_iter:g}",
-                "",
-            ])
-        footer = [
-            "",
+        notes = [
             f"device {self.device} ({self.clock}); {self.iterations} iterations kept, "
-            f"{self.dropped} dropped; times are medians per iteration in ms",
+            f"{self.dropped} dropped; times are medians per iteration",
             f"hooked / hook-free whole model: {self.overhead_ratio:.3f}; "
             f"coverage (sum of self / root): {self.coverage:.3f}; "
             f"hook error per call ~{self.calibration.attribution_ns / 1e3:.2f} us, "
-            f"cost per call ~{self.calibration.per_call_ns / 1e3:.2f} us ('~' = below 10x)",
-            *(f"warning: {w}" for w in self.warnings),
+            f"cost per call ~{self.calibration.per_call_ns / 1e3:.2f} us",
+            *self.warnings,
         ]
-        return render_tree(self.layout, ["incl_ms", "self_ms", "self%", "calls", ""], rows,
-                           footer)
+        return tree_text(self.layout, [s.calls_per_iter for s in stats], {
+            "time_median_ms": [columns[s.path]["time_median_ms"] for s in stats],
+            "self_time_median_ms": [columns[s.path]["self_time_median_ms"] for s in stats],
+            "self_pct": [100 * s.exclusive.median / root if s.exclusive and root > 0
+                         else None for s in stats],
+            "low_confidence": [s.self_low_confidence for s in stats],
+        }, notes, "module forward times")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: model-level figures plus one dict per module."""
@@ -257,8 +258,8 @@ def time_modules(
     """Time every module's forward, in situ, with hooks.
 
     Args:
-        module: the model; left as found (hooks removed, every ``training`` flag restored),
-            also when its forward raises.
+        module: the model; left as found (hooks removed, every ``training`` flag and, if it
+            ran in training mode, every buffer restored), also when its forward raises.
         input: a tensor (``module(x)``), tuple/list (``module(*input)``), dict
             (``module(**input)``) or other object (``module(input)``).
         pred_fn: called instead of ``module`` with the same unpacking; it must call
@@ -280,6 +281,10 @@ def time_modules(
 
     Returns:
         :class:`ModuleTiming`.
+
+    Raises:
+        ProfilingError: the forward raised; the message names the module whose forward
+            failed.
     """
     validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
@@ -287,10 +292,8 @@ def time_modules(
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     kept = num_iters - drop_first
-    n_rounds = max(1, min(rounds if rounds is not None else 8, kept))
-    per_round = [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
-    plain_round = [max(1, math.ceil(overhead_fraction * n)) if measure_overhead else 0
-                   for n in per_round]
+    per_round, plain_round = split_rounds(kept, rounds, 8, overhead_fraction if
+                                          measure_overhead else 0.0)
 
     notes: list[str] = []
     changed = fast_path_changes(module, eval, grad_enabled=False)
@@ -305,19 +308,19 @@ def time_modules(
 
     calibration = calibrate_hooks(resolved)
     stamps = make_stamps(resolved)
-    recorder = CallRecorder(module, stamps)
+    clock = ClockListener.on(module, stamps)
     layout = ModelLayout.of(module)
-    raws: list[RawIteration] = []
+    raws = []
     plain: list[float] = []
     keep = [False]
     bar = Progress("timing modules", progress)
 
     def run_hooked() -> None:
-        recorder.begin()
-        recorder.mark("start")
-        invoke()
-        recorder.mark("end")
-        raw = recorder.snapshot()  # resolved after the timed loop
+        clock.begin()
+        clock.mark("start")
+        clock.run(invoke)
+        clock.mark("end")
+        raw = clock.snapshot()  # resolved after the timed loop
         if keep[0]:
             raws.append(raw)
             bar.update(f"{len(raws)}/{kept} iterations")
@@ -334,50 +337,32 @@ def time_modules(
     env: dict[str, Any] = {}
     faults: float | None = None
     try:
-        with preserved_training_flags(module, eval=eval), torch.no_grad(), \
-                timing_context(num_threads):
+        with preserved_state(module, eval=eval), torch.no_grad(), timing_context(num_threads):
             env = capture_environment(resolved)
             deadline = time.perf_counter() + warmup_seconds
             while time.perf_counter() < deadline:
-                interleave(1, 1, 1, recorder.installed, run_hooked, run_plain)
-            with recorder.installed():
+                interleave([1], [1], clock.installed, run_hooked, run_plain)
+            with clock.installed():
                 for _ in range(drop_first):
                     run_hooked()
             keep[0] = True
             faults_before = minor_faults()
-            for r in range(n_rounds):
-                order = (True, False) if r % 2 == 0 else (False, True)
-                for hooked_block in order:
-                    if hooked_block:
-                        with recorder.installed():
-                            for _ in range(per_round[r]):
-                                run_hooked()
-                    else:
-                        for _ in range(plain_round[r]):
-                            run_plain()
+            interleave(per_round, plain_round, clock.installed, run_hooked, run_plain)
             faults_after = minor_faults()
             if faults_before is not None and faults_after is not None:
                 faults = (faults_after - faults_before) / (kept + sum(plain_round))
     finally:
         bar.close()
-    resolved_iterations = [recorder.resolve(raw) for raw in raws]
-    rows_incl = [times.fwd_inclusive for times in resolved_iterations]
-    rows_excl = [times.fwd_exclusive for times in resolved_iterations]
-    rows_calls = [times.calls for times in resolved_iterations]
-    call_mods = [times.call_module for times in resolved_iterations]
-    call_incl = [times.call_inclusive for times in resolved_iterations]
-    hooked = [times.marks["end"] - times.marks["start"] for times in resolved_iterations]
+    resolved_iterations = [clock.resolve(raw) for raw in raws]
     env["minor_faults_per_iter"] = faults
     notes.extend(environment_warnings(env, faults, resolved))
-    hooked_ms = np.asarray(hooked) / 1e6
+    hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
+                            for t in resolved_iterations]) / 1e6
     plain_ms = np.asarray(plain) / 1e6
     notes.extend(_spread_warnings(hooked_ms, plain_ms, resolved))
     return ModuleTiming(
         layout=layout,
-        forward=PhaseSamples.from_rows("forward", rows_incl, rows_excl, rows_calls,
-                                       len(layout.paths)),
-        call_module=np.concatenate(call_mods) if call_mods else np.zeros(0, dtype=np.int64),
-        call_inclusive_ms=(np.concatenate(call_incl) / 1e6 if call_incl else np.zeros(0)),
+        forward=PhaseSamples.collect("forward", resolved_iterations, len(layout.paths)),
         hooked_ms=hooked_ms,
         unhooked_ms=plain_ms,
         calibration=calibration,

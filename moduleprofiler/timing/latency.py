@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.inputs import make_invocation
-from moduleprofiler.state import preserved_training_flags
+from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import (
     first_batch_size,
     new_event,
@@ -321,7 +321,7 @@ def benchmark(
     cold_ns: float | None = None
     grad = torch.no_grad() if no_grad else torch.enable_grad()
     try:
-        with preserved_training_flags(module, eval=eval), grad, timing_context(num_threads):
+        with preserved_state(module, eval=eval), grad, timing_context(num_threads):
             env = capture_environment(resolved)
             threads = (torch.get_num_threads(), torch.get_num_interop_threads())
             if cold:

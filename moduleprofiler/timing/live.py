@@ -13,19 +13,20 @@
 
 Hooks are installed only for steps ``start_step <= step < stop_step`` (counted by
 :meth:`TrainingProfiler.step`) and removed outside them and on exit; the model is never
-modified. Profiled steps alternate between forward hooks only (forward samples) and gradient
-hooks (backward samples). Without ``step()`` calls, everything inside the ``with`` block is one
-step (timed with gradient hooks, forward and backward). On CUDA, each profiled step ends with
-one device synchronisation (to read its events).
+modified. The hooks are the pass runner's, with a clock listener; they stay installed across
+the user's own forwards. Profiled steps alternate between forward hooks only (forward samples)
+and backward hooks too (backward samples). Without ``step()`` calls, everything inside the
+``with`` block is one step (timed with backward hooks, forward and backward). On CUDA, each
+profiled step ends with one device synchronisation (to read its events).
 """
 
 from __future__ import annotations
 
-import math
 from contextlib import ExitStack
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -33,16 +34,13 @@ from moduleprofiler.timing.backward import (
     BackwardMethod,
     StepRows,
     TrainingTiming,
-    choose_method,
+    check_method,
 )
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
+from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import calibrate_hooks
-from moduleprofiler.timing.recorder import CallRecorder
 from moduleprofiler.timing.results import ModelLayout
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 class TrainingProfiler:
@@ -53,10 +51,10 @@ class TrainingProfiler:
         start_step: first step (0-based, counted by :meth:`step`) to profile; earlier steps
             run without hooks (warm-up).
         stop_step: first step not profiled (``None``: until the block ends).
-        method: backward attribution (``"auto"``, ``"nodes"``, ``"tensors"``).
+        method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
         alternate: profiled steps alternate between forward hooks only (forward samples) and
-            gradient hooks (backward samples), so that forward times do not carry the
-            gradient hooks' cost; ``False`` takes both from every profiled step.
+            backward hooks too (backward samples), so that forward times do not carry the
+            backward hooks' cost; ``False`` takes both from every profiled step.
         device: whose clock to use (default: the model's).
         confidence: level of the medians' confidence intervals.
     """
@@ -72,20 +70,20 @@ class TrainingProfiler:
         self.model = model
         self.start_step = start_step
         self.stop_step = stop_step
-        self.grad_mode = choose_method(method)
+        self.method = check_method(method)
         self.alternate = alternate
         self.device = resolve_device(model, None, device)
         self.confidence = confidence
         self.step_index = 0
         self._stamps = make_stamps(self.device)
-        self._forward = CallRecorder(model, self._stamps, "off")
-        self._backward = CallRecorder(model, self._stamps, self.grad_mode)
+        self._forward = ClockListener.on(model, self._stamps)
+        self._backward = ClockListener.on(model, self._stamps, backward=True)
         self._rows = StepRows(ModelLayout.of(model))
-        self._current: CallRecorder | None = None
+        self._current: ClockListener | None = None
         self._hooks: ExitStack | None = None
         self._entered = False
         self._environment: dict[str, Any] = {}
-        self._calibration = calibrate_hooks(self.device, self.grad_mode)
+        self._calibration = calibrate_hooks(self.device, backward=True)
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> TrainingProfiler:
@@ -121,10 +119,10 @@ class TrainingProfiler:
             self._flush(restart=True)
         env = dict(self._environment)
         notes = environment_warnings(env, None, self.device)
-        if not self._rows.fwd[0] and not self._rows.bwd[0]:
+        if not self._rows.fwd and not self._rows.bwd:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
         return self._rows.build(
-            method=self.grad_mode, separate_passes=self.alternate and bool(self._rows.fwd[0]),
+            method=self.method, separate_passes=self.alternate and bool(self._rows.fwd),
             calibration=self._calibration, device=str(self.device), clock=self._stamps.kind,
             dropped=0, confidence=self.confidence, environment=env, warnings=tuple(notes),
         )
@@ -143,13 +141,13 @@ class TrainingProfiler:
         return self.step_index >= self.start_step and (
             self.stop_step is None or self.step_index < self.stop_step)
 
-    def _wanted(self) -> CallRecorder | None:
+    def _wanted(self) -> ClockListener | None:
         if not (self._entered and self._in_window()):
             return None
         if not self.alternate:
             return self._backward
-        # window steps 0, 2, 4, ...: gradient hooks; 1, 3, 5, ...: forward hooks only. The
-        # first being a gradient-hook step, a block without step() calls gets both.
+        # window steps 0, 2, 4, ...: backward hooks; 1, 3, 5, ...: forward hooks only. The
+        # first being a backward-hook step, a block without step() calls gets both.
         return self._backward if (self.step_index - self.start_step) % 2 == 0 \
             else self._forward
 
@@ -159,7 +157,8 @@ class TrainingProfiler:
             return
         self._uninstall()
         if wanted is not None:
-            self._hooks = wanted.installed()
+            self._hooks = ExitStack()
+            self._hooks.enter_context(wanted.installed())
             self._current = wanted
             wanted.begin()
             wanted.mark("start")
@@ -172,25 +171,20 @@ class TrainingProfiler:
 
     def _flush(self, restart: bool = True) -> None:
         """Close the open step: resolve its stamps and store it (if anything ran)."""
-        recorder = self._current
-        if recorder is None:
+        clock = self._current
+        if clock is None:
             return
-        recorder.mark("end")
-        times = recorder.end()
+        clock.mark("end")
+        times = clock.resolve(clock.snapshot())
         if times.calls.sum() > 0:
-            kind = "backward_hooks" if recorder is self._backward else "forward_hooks"
-            if kind == "forward_hooks" or not self.alternate:
-                self._rows.add_forward(times)
-            else:
-                self._rows.add_forward(times, fallback=True)
+            kind = "backward_hooks" if clock is self._backward else "forward_hooks"
+            self._rows.add_forward(times, fallback=kind == "backward_hooks" and self.alternate)
             if kind == "backward_hooks":
-                if math.isnan(times.bwd_unattributed) and self.grad_mode == "nodes":
-                    times.bwd_unattributed = 0.0
                 self._rows.add_backward(times)
             self._rows.add_phases(kind, times.marks, ("start", "end"))
         if restart:
-            recorder.begin()
-            recorder.mark("start")
+            clock.begin()
+            clock.mark("start")
 
 
 def track(model: nn.Module, **kwargs: Any) -> TrainingProfiler:

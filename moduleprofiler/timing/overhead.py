@@ -21,9 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing.clock import make_stamps
 from moduleprofiler.timing.environment import timing_context
-from moduleprofiler.timing.recorder import CallRecorder, GradMode
+from moduleprofiler.timing.listener import ClockListener
 
 
 class CodePathWarning(UserWarning):
@@ -60,118 +61,106 @@ class HookCalibration:
     bound of the backward instrumentation error per node."""
 
 
-_CACHE: dict[tuple[str, str], HookCalibration] = {}
+_CACHE: dict[tuple[str, bool], HookCalibration] = {}
 
 
-def interleave(rounds: int, hooked: int, plain: int, install: Callable[[],
-               AbstractContextManager[object]], run_hooked: Callable[[], None],
-               run_plain: Callable[[], None], after_round: Callable[[int], None] | None = None,
-               ) -> None:
-    """``rounds`` rounds of ``hooked`` instrumented and ``plain`` hook-free iterations; the
-    order of the two blocks alternates from round to round. Hooks are installed for the
+def split_rounds(kept: int, rounds: int | None, default: int,
+                 plain_fraction: float) -> tuple[list[int], list[int]]:
+    """Hooked iterations per round (``kept`` spread over ``min(rounds or default, kept)``
+    rounds) and hook-free ones (``plain_fraction`` of them, at least one; none for 0)."""
+    n_rounds = max(1, min(rounds if rounds is not None else default, kept))
+    hooked = [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
+    plain = [max(1, math.ceil(plain_fraction * n)) if plain_fraction > 0 else 0
+             for n in hooked]
+    return hooked, plain
+
+
+def interleave(hooked: list[int], plain: list[int],
+               install: Callable[[], AbstractContextManager[object]],
+               run_hooked: Callable[[], None], run_plain: Callable[[], None]) -> None:
+    """Rounds of ``hooked[r]`` instrumented and ``plain[r]`` hook-free iterations; the order
+    of the two blocks alternates from round to round. Hooks are installed for the
     instrumented block only, so the hook-free block runs the model's fast paths."""
-    for round_number in range(rounds):
+    for round_number, (n_hooked, n_plain) in enumerate(zip(hooked, plain)):
         blocks = ("hooked", "plain") if round_number % 2 == 0 else ("plain", "hooked")
         for block in blocks:
-            if block == "hooked" and hooked:
+            if block == "hooked" and n_hooked:
                 with install():
-                    for _ in range(hooked):
+                    for _ in range(n_hooked):
                         run_hooked()
             elif block == "plain":
-                for _ in range(plain):
+                for _ in range(n_plain):
                     run_plain()
-        if after_round is not None:
-            after_round(round_number)
 
 
-def calibrate_hooks(device: torch.device, grad_mode: GradMode = "off",
+def _measure(model: nn.Module, x: Tensor, device: torch.device, backward: bool,
+             rounds: int, per_block: int) -> tuple[list[float], list[float], list[float]]:
+    """Interleaved hooked and hook-free runs of ``model(x)`` (and ``.sum().backward()``):
+    whole-forward times of each, and per hooked run the mean time read for one module
+    (forward, or with ``backward`` the median backward time of one node)."""
+    stamps = make_stamps(device)
+    clock = ClockListener.on(model, stamps, backward)
+    hooked: list[float] = []
+    plain: list[float] = []
+    per_module: list[float] = []
+
+    def run_hooked() -> None:
+        clock.begin()
+        clock.mark("start")
+        out = model(x)
+        clock.mark("forward")
+        if backward:
+            out.sum().backward()
+        times = clock.resolve(clock.snapshot())
+        hooked.append(times.marks["forward"] - times.marks["start"])
+        per_module.append(float(np.nanmedian(times.bwd_exclusive[1:])) if backward
+                          else float(np.mean(times.fwd_inclusive[1:])))
+
+    def run_plain() -> None:
+        stamps.reset()
+        first = stamps.stamp()
+        out = model(x)
+        last = stamps.stamp()
+        if backward:
+            out.sum().backward()
+        a, b = stamps.resolve([first, last])
+        plain.append(float(b - a))
+
+    with torch.set_grad_enabled(backward), timing_context():
+        interleave([per_block // 2], [per_block // 2], clock.installed, run_hooked,
+                   run_plain)  # warm-up
+        for samples in (hooked, plain, per_module):
+            samples.clear()
+        interleave([per_block] * rounds, [per_block] * rounds, clock.installed, run_hooked,
+                   run_plain)
+    return hooked, plain, per_module
+
+
+def calibrate_hooks(device: torch.device, backward: bool = False,
                     refresh: bool = False) -> HookCalibration:
     """Measure the hooks' per-call cost on ``device`` (cached per process; ``refresh`` redoes
     it). Takes a few tens of milliseconds."""
-    key = (str(device), grad_mode)
+    key = (str(device), backward)
     if key in _CACHE and not refresh:
         return _CACHE[key]
     width = 32
-    model = nn.Sequential(*[_Empty() for _ in range(width)]).to(device)
-    stamps = make_stamps(device)
-    recorder = CallRecorder(model, stamps)
-    x = torch.zeros(1, device=device)
-    hooked_ns: list[float] = []
-    plain_ns: list[float] = []
-    leaf_ns: list[float] = []
-
-    def run_hooked() -> None:
-        recorder.begin()
-        recorder.mark("start")
-        model(x)
-        recorder.mark("end")
-        times = recorder.end()
-        hooked_ns.append(times.marks["end"] - times.marks["start"])
-        leaf_ns.append(float(np.mean(times.fwd_inclusive[1:])))
-
-    def run_plain() -> None:
-        stamps.reset()
-        first = stamps.stamp()
-        model(x)
-        last = stamps.stamp()
-        a, b = stamps.resolve([first, last])
-        plain_ns.append(float(b - a))
-
-    with torch.no_grad(), timing_context():
-        interleave(1, 5, 5, recorder.installed, run_hooked, run_plain)  # warm-up
-        hooked_ns.clear()
-        plain_ns.clear()
-        leaf_ns.clear()
-        interleave(6, 10, 10, recorder.installed, run_hooked, run_plain)
-    attribution = float(np.median(leaf_ns))
-    per_call = max(0.0, (float(np.median(hooked_ns)) - float(np.median(plain_ns))) / (width + 1))
-    grad_per_call, backward = math.nan, math.nan
-    if grad_mode != "off":
-        grad_per_call, backward = _calibrate_grad(device, grad_mode)
+    chain = nn.Sequential(*[_Empty() for _ in range(width)]).to(device)
+    hooked, plain, leaf = _measure(chain, torch.zeros(1, device=device), device, False, 6, 10)
+    attribution = float(np.median(leaf))
+    per_call = max(0.0, (float(np.median(hooked)) - float(np.median(plain))) / (width + 1))
+    grad_per_call, backward_ns = math.nan, math.nan
+    if backward:  # with backward tracking: the forward cost and a trivial node's time
+        width = 16
+        chain = nn.Sequential(*[_Scale() for _ in range(width)]).to(device)
+        x = torch.ones(1, device=device, requires_grad=True)
+        hooked, plain, nodes = _measure(chain, x, device, True, 4, 6)
+        grad_per_call = max(0.0, (float(np.median(hooked)) - float(np.median(plain)))
+                            / (width + 1))
+        backward_ns = float(np.median(nodes))
     calibration = HookCalibration(str(device), attribution, max(per_call, attribution),
-                                  grad_per_call, backward)
+                                  grad_per_call, backward_ns)
     _CACHE[key] = calibration
     return calibration
-
-
-def _calibrate_grad(device: torch.device, grad_mode: GradMode) -> tuple[float, float]:
-    """(forward cost per hooked call with grad tracking, backward time of a trivial node)."""
-    width = 16
-    model = nn.Sequential(*[_Scale() for _ in range(width)]).to(device)
-    stamps = make_stamps(device)
-    recorder = CallRecorder(model, stamps, grad_mode)
-    x = torch.ones(1, device=device, requires_grad=True)
-    hooked_fwd: list[float] = []
-    plain_fwd: list[float] = []
-    node_ns: list[float] = []
-
-    def run_hooked() -> None:
-        recorder.begin()
-        recorder.mark("start")
-        out = model(x)
-        recorder.mark("forward")
-        out.sum().backward()
-        times = recorder.end()
-        hooked_fwd.append(times.marks["forward"] - times.marks["start"])
-        node_ns.append(float(np.nanmedian(times.bwd_exclusive[1:])))
-
-    def run_plain() -> None:
-        stamps.reset()
-        first = stamps.stamp()
-        out = model(x)
-        last = stamps.stamp()
-        out.sum().backward()
-        a, b = stamps.resolve([first, last])
-        plain_fwd.append(float(b - a))
-
-    with torch.enable_grad(), timing_context():
-        interleave(1, 3, 3, recorder.installed, run_hooked, run_plain)
-        for samples in (hooked_fwd, plain_fwd, node_ns):
-            samples.clear()
-        interleave(4, 6, 6, recorder.installed, run_hooked, run_plain)
-    x.grad = None
-    per_call = max(0.0, (float(np.median(hooked_fwd)) - float(np.median(plain_fwd))) / (width + 1))
-    return per_call, float(np.median(node_ns))
 
 
 def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[str]:
@@ -198,5 +187,5 @@ def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[s
                 and attn._qkv_same_embed_dim
                 and getattr(module, "activation_relu_or_gelu", False)
                 and module.norm1.eps == module.norm2.eps and attn.num_heads % 2 == 0):
-            found.append(path or "__root__")
+            found.append(path or ROOT_NAME)
     return found

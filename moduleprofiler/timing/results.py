@@ -2,21 +2,26 @@
 
 Samples are kept raw: a ``(iterations, modules)`` matrix of per-iteration times (a module
 called k times in an iteration contributes the *sum* of its k calls) for inclusive and for
-exclusive ("self") time. Everything else is computed from them on demand.
+exclusive ("self") time, and every call's own sample. Everything else is computed from them on
+demand; the module tree is drawn by the export layer's tree view, like every other column.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.export.names import module_name
+from moduleprofiler.export.view import View
 from moduleprofiler.records import ROOT_NAME
+from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.stats import Summary, summarize
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
@@ -98,30 +103,63 @@ class ModuleStats:
 
 @dataclass(frozen=True, eq=False)
 class PhaseSamples:
-    """Raw per-iteration samples of one phase, in milliseconds, shape ``(iterations, M)``.
-
-    ``nan`` marks an iteration in which the module had no time in this phase.
-    """
+    """Raw samples of one phase, in milliseconds: per iteration and module, shape
+    ``(iterations, M)`` (``nan`` where a module had no time in this phase), and per call,
+    flat over the kept iterations (``call_*``, in execution order)."""
 
     name: str
     inclusive_ms: NDArray[np.float64]
     exclusive_ms: NDArray[np.float64]
     calls: NDArray[np.int64]
+    call_module: NDArray[np.int64]
+    call_number: NDArray[np.int64]
+    call_inclusive_ms: NDArray[np.float64]
+    call_exclusive_ms: NDArray[np.float64]
 
     @classmethod
-    def from_rows(cls, name: str, inclusive_ns: Sequence[NDArray[np.float64]],
-                  exclusive_ns: Sequence[NDArray[np.float64]],
-                  calls: Sequence[NDArray[np.int64]], width: int) -> PhaseSamples:
-        """Stack per-iteration rows (nanoseconds) into millisecond matrices."""
-        if not inclusive_ns:
-            empty = np.zeros((0, width))
-            return cls(name, empty, empty.copy(), np.zeros((0, width), dtype=np.int64))
+    def collect(cls, name: str, iterations: Sequence[IterationTimes], width: int,
+                backward: bool = False) -> PhaseSamples:
+        """The forward (or ``backward``) samples of resolved iterations."""
+        def stack(rows: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
+            return np.vstack(rows).astype(dtype) if rows else np.zeros((0, width), dtype)
+
+        def flat(rows: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
+            return np.concatenate(rows).astype(dtype) if rows else np.zeros(0, dtype)
+
+        done = [t.call_done for t in iterations]
+        inclusive = [t.bwd_inclusive if backward else t.fwd_inclusive for t in iterations]
+        exclusive = [t.bwd_exclusive if backward else t.fwd_exclusive for t in iterations]
+        call_incl = [(t.call_bwd_inclusive if backward else t.call_fwd_inclusive)[d]
+                     for t, d in zip(iterations, done)]
+        call_excl = [(t.call_bwd_exclusive if backward else t.call_fwd_exclusive)[d]
+                     for t, d in zip(iterations, done)]
         return cls(
             name=name,
-            inclusive_ms=np.vstack(inclusive_ns) / 1e6,
-            exclusive_ms=np.vstack(exclusive_ns) / 1e6,
-            calls=np.vstack(calls).astype(np.int64),
+            inclusive_ms=stack(inclusive, np.float64) / 1e6,
+            exclusive_ms=stack(exclusive, np.float64) / 1e6,
+            calls=stack([t.calls for t in iterations], np.int64),
+            call_module=flat([t.call_module[d] for t, d in zip(iterations, done)], np.int64),
+            call_number=flat([t.call_number[d] for t, d in zip(iterations, done)], np.int64),
+            call_inclusive_ms=flat(call_incl, np.float64) / 1e6,
+            call_exclusive_ms=flat(call_excl, np.float64) / 1e6,
         )
+
+    def call_medians(self, layout: ModelLayout) -> dict[tuple[str, int], tuple[float, float]]:
+        """Median inclusive and self time of each call, keyed by ``(path, call_number)``:
+        the k-th call of a module in one iteration is matched with its k-th call in every
+        other iteration."""
+        groups: dict[tuple[int, int], list[int]] = {}
+        for position, key in enumerate(zip(self.call_module.tolist(),
+                                           self.call_number.tolist())):
+            groups.setdefault(key, []).append(position)
+        out = {}
+        for (module, number), positions in groups.items():
+            incl = self.call_inclusive_ms[positions]
+            excl = self.call_exclusive_ms[positions]
+            if not np.isnan(incl).all():
+                out[(layout.paths[module], number)] = (float(np.nanmedian(incl)),
+                                                       float(np.nanmedian(excl)))
+        return out
 
     @property
     def iterations(self) -> int:
@@ -212,3 +250,14 @@ def stats_columns(prefix: str, summaries: Sequence[Summary | None],
             getattr(s, name) if s is not None else math.nan for s in summaries
         ]
     return columns
+
+
+def tree_text(layout: ModelLayout, calls_per_iter: Sequence[float],
+              columns: Mapping[str, Sequence[Any]], notes: Sequence[str], title: str) -> str:
+    """The module tree with ``columns`` (any registered or name-typed columns, e.g.
+    ``time_median_ms``), drawn by the export layer's text tree; ``notes`` go underneath."""
+    calls = [int(c) if float(c).is_integer() else round(float(c), 2) for c in calls_per_iter]
+    frame = pd.DataFrame({"module": [module_name(p) for p in layout.paths], "type": layout.types,
+                          "depth": layout.depths, "calls": calls, **columns})
+    return str(View(frame=frame, columns=tuple(columns), kind="tree", title=title,
+                    notes=tuple(notes)))

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import gc
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from moduleprofiler import ProfilingError
+from moduleprofiler.errors import LossError
 from moduleprofiler.timing import train_step_times
-from moduleprofiler.timing.backward import default_loss
-from moduleprofiler.timing.recorder import node_hooks_available, sequence_numbers_available
 from tests.timing.helpers import Boom, Spin, no_hooks_left, training_flags, within_attempts
-
-NODES = pytest.param("nodes", marks=pytest.mark.skipif(
-    not node_hooks_available(), reason="torch without autograd node-creation hooks"))
-SEQ = pytest.param("seq", marks=pytest.mark.skipif(
-    not sequence_numbers_available(), reason="torch without the autograd sequence counter"))
-METHODS = ["tensors", SEQ, NODES]
 
 
 def known_model() -> nn.Module:
@@ -46,12 +39,11 @@ def _in_band(measured_ms: float, nominal_us: float, calls: int, slack_us: float 
     return 0.97 * nominal <= measured_ms <= 1.10 * nominal + slack_us / 1000 * calls
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_backward_of_known_durations(method):
+def test_backward_of_known_durations():
     def check() -> list[str]:
         model = known_model()
         timing = train_step_times(model, torch.randn(16), num_iters=15, drop_first=2,
-                                  method=method, num_threads=1, overhead_fraction=0.2)
+                                  num_threads=1, overhead_fraction=0.2)
         failures = []
         for path, us in BACKWARD_US.items():
             stats = timing.module(path)
@@ -76,23 +68,37 @@ def test_backward_of_known_durations(method):
     within_attempts(check)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_calls_identity_and_in_place(method):
+def test_calls_identity_and_in_place():
     model = known_model()
     timing = train_step_times(model, torch.randn(16), num_iters=6, drop_first=1,
-                              method=method, num_threads=1)
+                              num_threads=1)
     assert (timing.forward.calls[:, timing.layout.index("2.1")] == 2).all()
     assert (timing.forward.calls[:, timing.layout.index("1")] == 1).all()
     dropout = timing.module("2.2").backward.inclusive
     assert dropout is not None and dropout.max == 0.0  # identity: no backward work at all
-    if method == "tensors":
-        assert timing.identity == ("2.2",)
     relu = timing.module("1").backward.inclusive  # in-place successor of the first layer
     assert relu is not None and 0.0 <= relu.median < 0.2
     # root = everything: its inclusive backward is at least the sum of the known spins
     assert timing.module("").backward.inclusive.median >= 0.97 * 1.3
     text = timing.layerwise_summary()
-    assert "bwd_ms" in text and "2 (Dropout)" in text and "backward attribution" in text
+    assert "backward time median" in text and "2 (Dropout)" in text
+    assert "backward attribution: nodes" in text
+
+
+def test_per_call_columns_separate_the_calls_of_a_reused_module():
+    model = known_model()
+    timing = train_step_times(model, torch.randn(16), num_iters=6, drop_first=1,
+                              num_threads=1)
+    calls = timing.call_columns()
+    # the shared spin runs twice per step (inside "2" and as "3"): two calls, each its own
+    # 60 us forward and 200 us backward
+    first, second = calls[("2.1", 0)], calls[("2.1", 1)]
+    for call in (first, second):
+        assert 0.97 * 0.06 <= call["forward_ms"] and 0.97 * 0.2 <= call["backward_ms"]
+        assert call["self_backward_ms"] == pytest.approx(call["backward_ms"])
+    assert ("2.1", 2) not in calls
+    module = timing.module_columns()["2.1"]
+    assert module["backward_time_median_ms"] >= 0.97 * 0.4  # both calls summed
 
 
 class Residual(nn.Module):
@@ -108,13 +114,12 @@ class Residual(nn.Module):
         return self.main(x) + self.short(x)
 
 
-@pytest.mark.parametrize("method", [SEQ, NODES])
-def test_graph_attribution_separates_branches(method):
+def test_graph_attribution_separates_branches():
     model = nn.Sequential(Spin(20, 200, param=True), Residual(), Spin(20, 150))
 
     def check() -> list[str]:
         timing = train_step_times(model, torch.randn(16), num_iters=12, drop_first=2,
-                                  method=method, num_threads=1, overhead_fraction=0.2)
+                                  num_threads=1, overhead_fraction=0.2)
         failures = []
         for path, us in (("1.main", 300), ("1.short", 100), ("0", 200), ("2", 150)):
             measured = timing.module(path).backward.inclusive.median
@@ -125,52 +130,34 @@ def test_graph_attribution_separates_branches(method):
     within_attempts(check)
 
 
-def test_tensor_hooks_overstate_a_shortcut():
-    # documented limitation of the last-resort mode: the shortcut's input-gradient hook
-    # fires only after the main branch too
-    model = nn.Sequential(Spin(20, 200, param=True), Residual())
-    timing = train_step_times(model, torch.randn(16), num_iters=6, drop_first=1,
-                              method="tensors", num_threads=1, overhead_fraction=0.2)
-    assert timing.module("1.short").backward.inclusive.median > 0.3
-
-
-def test_methods_agree_on_a_real_cnn():
+def test_first_conv_of_a_real_cnn_is_not_near_zero():
     model = nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
         nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(inplace=True),
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10),
     )
     x = torch.randn(4, 3, 32, 32)
-    methods = ("tensors", "seq", "nodes") if node_hooks_available() else ("tensors", "seq")
 
     def check() -> list[str]:
         failures = []
-        results = {method: train_step_times(model, x, num_iters=10, drop_first=2,
-                                            method=method, num_threads=1,
-                                            overhead_fraction=0.2) for method in methods}
-        for method, timing in results.items():
-            # the first conv's input needs no grad: full backward hooks read it ~0
-            first = timing.module("0").backward.inclusive.median
-            second = timing.module("3").backward.inclusive.median
-            if not first > 0.2 * second:
-                failures.append(f"{method}: first conv {first:.4f} vs second {second:.4f} ms")
-            if not 0.5 <= timing.backward_coverage <= 1.05:
-                failures.append(f"{method}: coverage {timing.backward_coverage:.3f}")
-        for other in methods[1:]:
-            ratio = (results["tensors"].module("3").backward.inclusive.median
-                     / results[other].module("3").backward.inclusive.median)
-            if not 0.67 < ratio < 1.5:
-                failures.append(f"tensors / {other} on conv 3: {ratio:.3f}")
+        timing = train_step_times(model, x, num_iters=10, drop_first=2, num_threads=1,
+                                  overhead_fraction=0.2)
+        # the first conv's input needs no grad: full backward hooks read it ~0
+        first = timing.module("0").backward.inclusive.median
+        second = timing.module("3").backward.inclusive.median
+        if not first > 0.2 * second:
+            failures.append(f"first conv {first:.4f} vs second {second:.4f} ms")
+        if not 0.5 <= timing.backward_coverage <= 1.05:
+            failures.append(f"coverage {timing.backward_coverage:.3f}")
         return failures
 
     within_attempts(check)
 
 
-@pytest.mark.parametrize("method", [SEQ, NODES])
-def test_attention_backward_is_attributed(method):
+def test_attention_backward_is_attributed():
     layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
     timing = train_step_times(layer, torch.randn(4, 10, 32), num_iters=6, drop_first=1,
-                              method=method, num_threads=1)
+                              num_threads=1)
     # MHA computes attention functionally: its own nodes count as its self time
     attention = timing.module("self_attn").backward
     assert attention.exclusive is not None and attention.exclusive.median > 0
@@ -195,7 +182,7 @@ def test_state_restored_after_timing_and_after_an_exception():
     assert training_flags(model) == flags and no_hooks_left(model)
 
     failing = nn.Sequential(model, Boom(fail_on=3))
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(ProfilingError, match=r"module '1' \(Boom\).*boom"):
         train_step_times(failing, torch.randn(8, 3), num_iters=5, drop_first=1, num_threads=1)
     assert training_flags(model) == flags and no_hooks_left(failing)
     assert model[0].weight.grad is sentinel and gc.isenabled()
@@ -226,11 +213,25 @@ def test_optimizer_steps_are_timed_and_undone():
     assert np.allclose(step, parts)
 
 
-def test_default_loss_understands_common_outputs():
-    t = torch.ones(2, requires_grad=True)
-    assert default_loss(t * 2).item() == 4.0
-    assert default_loss({"loss": (t * 3).sum(), "logits": t}).item() == 6.0
-    assert default_loss(SimpleNamespace(loss=None, logits=t * 5)).item() == 10.0
-    assert default_loss((t * 1, torch.zeros(1))).item() == 2.0
-    with pytest.raises(TypeError, match="loss_fn"):
-        default_loss("text")
+def test_default_loss_sums_every_output_and_asks_for_loss_fn():
+    class TwoHeads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = Spin(10, 100), Spin(10, 200)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.a(x), self.b(x)
+
+    # the one default loss sums both heads, so both get a backward
+    timing = train_step_times(TwoHeads(), torch.randn(4, requires_grad=True), num_iters=4,
+                              drop_first=1, num_threads=1, measure_overhead=False)
+    assert timing.module("b").backward.inclusive.median >= 0.97 * 0.2
+    assert timing.module("a").backward.inclusive.median >= 0.97 * 0.1
+    with pytest.raises(LossError, match="loss_fn"):
+        train_step_times(nn.Identity(), torch.zeros(2), num_iters=2, drop_first=1)
+
+
+def test_only_node_attribution_is_offered():
+    with pytest.raises(ValueError, match="method"):
+        train_step_times(nn.Linear(2, 2), torch.zeros(1, 2),
+                         method="tensors")  # type: ignore[arg-type]

@@ -18,5 +18,5 @@ def test_training_timing_example_runs(monkeypatch: pytest.MonkeyPatch, capsys) -
     out = capsys.readouterr().out
     assert "latency: median" in out and "95% CI" in out
     assert "__root__ (Sequential)" in out and "coverage" in out
-    assert "fwd_ms" in out and "bwd_ms" in out and "8 (Linear)" in out
+    assert "time median" in out and "backward time median" in out and "8 (Linear)" in out
     assert torch.get_num_threads() == threads

@@ -1,15 +1,16 @@
-"""moduleprofiler 0.0.4's two timing dicts, computed by the new engines.
+"""moduleprofiler 0.0.4's two timing dicts, built from the timing engine's results (the
+0.0.4 layer imports the engine, never the reverse).
 
 Same keys in the same order as 0.0.4 (extra keys only after them), keyed by ``named_modules()``
 path with the root as ``"__root__"``. What changed, on purpose:
 
-* ``drop_first`` is dropped (0.0.4's per-module pass ignored it, B1): the lists have
+* ``drop_first`` is dropped (0.0.4's per-module pass ignored it): the lists have
   ``num_iters - drop_first`` entries, and ``0 <= drop_first < num_iters`` is checked;
-* modules that are never called get ``[]`` and ``None`` statistics instead of a crash (B12);
+* modules that are never called get ``[]`` and ``None`` statistics instead of a crash;
 * a module called k times per forward reports, per iteration, the **sum** of its k calls
-  (0.0.4 kept the last call only, B11); ``calls`` says k;
+  (0.0.4 kept the last call only); ``calls`` says k;
 * per-module times come from hooks whose cost is measured and reported
-  (``hook_overhead_ratio``); CUDA is timed with events (0.0.4 never synchronised, B19);
+  (``hook_overhead_ratio``); CUDA is timed with events (0.0.4 never synchronised);
 * a ``pred_fn`` and tuple/dict inputs are accepted, as in the other passes.
 """
 
@@ -22,10 +23,10 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from moduleprofiler.legacy import legacy_name
-from moduleprofiler.timing.environment import get_hardware_specs
-from moduleprofiler.timing.forward import time_modules, validate_iterations
-from moduleprofiler.timing.latency import benchmark
+from moduleprofiler.export.names import module_name
+from moduleprofiler.records import ROOT_NAME
+from moduleprofiler.timing import benchmark, get_hardware_specs, time_modules
+from moduleprofiler.timing.forward import validate_iterations
 
 LEGACY_MODULE_KEYS = (
     "type", "inference_time_ms", "inference_time_mean_ms", "inference_time_max_ms",
@@ -59,6 +60,14 @@ def _stats(samples: list[float]) -> dict[str, np.float64 | None]:
     }
 
 
+def _time_keys(samples: list[float]) -> dict[str, Any]:
+    """``inference_time_ms`` and its statistics, in 0.0.4's per-module order."""
+    values = _stats(samples)
+    return {"inference_time_ms": samples,
+            **{f"inference_time_{name}_ms": values[name]
+               for name in ("mean", "max", "min", "std", "median")}}
+
+
 def inference_time_dict(
     module: nn.Module,
     input: Any,
@@ -68,7 +77,8 @@ def inference_time_dict(
     drop_first: int = 100,
     pred_fn: Callable[..., Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """0.0.4's ``estimate_inference_time``: per-module forward times in ms.
+    """0.0.4's ``estimate_inference_time``: per-module forward times in ms, from
+    :func:`~moduleprofiler.timing.time_modules` (no warm-up beyond ``drop_first``, as 0.0.4).
 
     Every module (root ``"__root__"``), keys :data:`LEGACY_MODULE_KEYS` then ``calls``
     (calls per iteration), ``self_time_median_ms``, ``low_confidence`` and
@@ -76,36 +86,23 @@ def inference_time_dict(
     ``inference_time_ms`` lists one value per kept iteration: the sum of the module's calls.
     """
     validate_iterations(num_iters, drop_first)
-    timing = time_modules(
-        module, input, pred_fn=pred_fn, eval=eval, num_iters=num_iters,
-        drop_first=drop_first, warmup_seconds=0.0, overhead_fraction=0.25,
-    )
-    threads = {
-        "intraop_threads": timing.environment["intraop_threads"],
-        "interop_threads": timing.environment["interop_threads"],
-    }
+    timing = time_modules(module, input, pred_fn=pred_fn, eval=eval, num_iters=num_iters,
+                          drop_first=drop_first, warmup_seconds=0.0, overhead_fraction=0.25)
+    threads = {key: timing.environment[key] for key in ("intraop_threads", "interop_threads")}
     hardware = get_hardware_specs()
-    ratio = timing.overhead_ratio
     result: dict[str, dict[str, Any]] = {}
     for index, stats in enumerate(timing.modules()):
         called = timing.forward.calls[:, index] > 0
-        samples = [float(v) for v in timing.forward.inclusive_ms[called, index]]
-        values = _stats(samples)
         calls = stats.calls_per_iter
-        result[legacy_name(stats.path)] = {
+        result[module_name(stats.path)] = {
             "type": stats.type_name,
-            "inference_time_ms": samples,
-            "inference_time_mean_ms": values["mean"],
-            "inference_time_max_ms": values["max"],
-            "inference_time_min_ms": values["min"],
-            "inference_time_std_ms": values["std"],
-            "inference_time_median_ms": values["median"],
+            **_time_keys([float(v) for v in timing.forward.inclusive_ms[called, index]]),
             **threads,
             **hardware,
             "calls": int(calls) if float(calls).is_integer() else calls,
             "self_time_median_ms": stats.exclusive.median if stats.exclusive else None,
             "low_confidence": stats.low_confidence,
-            "hook_overhead_ratio": ratio,
+            "hook_overhead_ratio": timing.overhead_ratio,
         }
     return result
 
@@ -119,32 +116,27 @@ def total_inference_time_dict(
     drop_first: int = 100,
     pred_fn: Callable[..., Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """0.0.4's ``estimate_total_inference_time``: whole-model latency in ms, no hooks.
+    """0.0.4's ``estimate_total_inference_time``: whole-model latency in ms, no hooks, from
+    :func:`~moduleprofiler.timing.benchmark` (exactly ``num_iters`` iterations, the first
+    ``drop_first`` discarded).
 
     ``{"__root__": {...}}`` with keys :data:`LEGACY_TOTAL_KEYS`, then
     ``inference_time_p95_ms``, ``inference_time_p99_ms``, ``inference_time_ci_low_ms`` /
-    ``inference_time_ci_high_ms`` (95 % CI of the median) and ``device``. Exactly
-    ``num_iters`` iterations run; the first ``drop_first`` are discarded.
+    ``inference_time_ci_high_ms`` (95 % CI of the median) and ``device``.
     """
     validate_iterations(num_iters, drop_first)
     result = benchmark(
         module, input, pred_fn=pred_fn, eval=eval, warmup_iters=0, warmup_seconds=0.0,
         num_iters=num_iters, drop_first=drop_first, target_ci=None, max_seconds=None,
     )
-    samples = [float(v) for v in result.samples_ms]
-    values = _stats(samples)
+    times = _time_keys([float(v) for v in result.samples_ms])
     return {
-        "__root__": {
+        ROOT_NAME: {
             "type": type(module).__name__,
             "intraop_threads": result.intraop_threads,
             "interop_threads": result.interop_threads,
             **get_hardware_specs(),
-            "inference_time_ms": samples,
-            "inference_time_mean_ms": values["mean"],
-            "inference_time_min_ms": values["min"],
-            "inference_time_max_ms": values["max"],
-            "inference_time_std_ms": values["std"],
-            "inference_time_median_ms": values["median"],
+            **{key: times[key] for key in LEGACY_TOTAL_KEYS if key in times},
             "inference_time_p95_ms": result.p95_ms,
             "inference_time_p99_ms": result.p99_ms,
             "inference_time_ci_low_ms": result.ci_low_ms,

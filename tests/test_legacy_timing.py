@@ -10,12 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.timing import (
-    get_hardware_specs,
+from moduleprofiler.legacy_timing import (
+    LEGACY_MODULE_KEYS,
+    LEGACY_TOTAL_KEYS,
     inference_time_dict,
     total_inference_time_dict,
 )
-from moduleprofiler.timing.legacy_views import LEGACY_MODULE_KEYS, LEGACY_TOTAL_KEYS
+from moduleprofiler.timing import get_hardware_specs
 from tests.timing.helpers import Spin, no_hooks_left
 
 HARDWARE = ("host_name", "os", "os_release", "cpu_count", "total_memory", "gpu")
@@ -49,7 +50,7 @@ def test_per_module_keys_order_and_drop_first():
     assert shared["inference_time_mean_ms"] == pytest.approx(samples.mean())
     assert shared["inference_time_min_ms"] == samples.min()
     assert isinstance(shared["inference_time_median_ms"], np.float64)
-    # never called (B12 crashed here): empty list, None statistics
+    # never called (0.0.4 crashed here): empty list, None statistics
     assert unused["inference_time_ms"] == [] and unused["calls"] == 0
     assert unused["inference_time_mean_ms"] is None and unused["low_confidence"] is None
     assert root["intraop_threads"] == torch.get_num_threads()

@@ -1,0 +1,171 @@
+"""One timed iteration: the clock's raw stamps turned into per-call and per-module times.
+
+Forward: a call's inclusive time is its end stamp minus its start stamp; its self time is that
+minus its direct child calls' inclusive time. Backward: a hooked node's time runs from the
+previous event on its thread to its own end stamp and belongs to the call that created it
+(self time); a call's inclusive backward time adds its descendants'. A module's time in the
+iteration is the sum over its calls, except that a call nested inside another call of the
+same module (recursion) is not counted twice in inclusive time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from moduleprofiler.runner import Call
+
+START, END = 0, 1
+"""Kinds of backward events: backward reaches an output node / a node (or a run) finished."""
+
+Floats = NDArray[np.float64]
+Ints = NDArray[np.int64]
+
+
+@dataclass
+class RawIteration:
+    """One iteration's stamps, as the hooks left them (``ClockListener.snapshot``)."""
+
+    calls: list[Call]
+    start: list[int]
+    end: dict[int, int]
+    """End stamp of each call whose forward returned, by call index."""
+    marks: list[tuple[str, int]]
+    events: list[tuple[int, int, int, int]]
+    """Backward events ``(owner code, kind, stamp, thread)``: a code ``>= 0`` is a hooked
+    node (its owner call is ``node_owner[code]``), ``-1 - k`` the ``k``-th AccumulateGrad."""
+    node_owner: list[int]
+    accumulate_module: tuple[int, ...]
+    """Module index of each AccumulateGrad number (``-1``: consumed outside every call)."""
+    resolved_ns: Floats | None = None
+    """CUDA: every stamp already read, in the order start, end, marks, events."""
+
+
+@dataclass
+class IterationTimes:
+    """One iteration in nanoseconds: per call (execution order) and per module (arrays
+    indexed like ``named_modules()``). Backward values are ``nan`` without backward events."""
+
+    call_module: Ints
+    call_number: Ints
+    call_parent: Ints
+    call_done: NDArray[np.bool_]
+    """Calls whose forward returned (an unfinished call reads 0)."""
+    call_fwd_inclusive: Floats
+    call_fwd_exclusive: Floats
+    call_bwd_inclusive: Floats
+    call_bwd_exclusive: Floats
+    calls: Ints
+    """Finished calls per module."""
+    fwd_inclusive: Floats
+    fwd_exclusive: Floats
+    bwd_inclusive: Floats
+    bwd_exclusive: Floats
+    marks: dict[str, float] = field(default_factory=dict)
+    """Named marks, ns from the iteration's first stamp."""
+    bwd_unattributed: float = math.nan
+    """Backward time of nodes created outside every module call (the loss)."""
+
+
+def _stamps_ns(raw: RawIteration) -> Floats:
+    if raw.resolved_ns is not None:
+        return raw.resolved_ns
+    end = [raw.end.get(i, s) for i, s in enumerate(raw.start)]
+    stamps = np.asarray([*raw.start, *end, *(t for _, t in raw.marks),
+                         *(event[2] for event in raw.events)], dtype=np.int64)
+    return (stamps - stamps.min()).astype(np.float64) if stamps.size else np.zeros(0)
+
+
+def resolve_iteration(raw: RawIteration, module_index: dict[int, int]) -> IterationTimes:
+    """The times of one iteration; ``module_index`` maps ``id(module)`` to its position."""
+    n_mod = len(module_index)
+    n = len(raw.calls)
+    ns = _stamps_ns(raw)
+    call_module = np.fromiter((module_index[id(c.module)] for c in raw.calls), np.int64, n)
+    call_parent = np.fromiter((-1 if c.parent is None else c.parent for c in raw.calls),
+                              np.int64, n)
+    done = np.fromiter((i in raw.end for i in range(n)), bool, n)
+    inclusive = np.where(done, ns[n:2 * n] - ns[:n], 0.0)
+    exclusive = inclusive - _child_sums(call_parent, inclusive)
+    offset = 2 * n + len(raw.marks)
+    times = IterationTimes(
+        call_module=call_module,
+        call_number=np.fromiter((c.call_number for c in raw.calls), np.int64, n),
+        call_parent=call_parent,
+        call_done=done,
+        call_fwd_inclusive=inclusive,
+        call_fwd_exclusive=exclusive,
+        call_bwd_inclusive=np.full(n, np.nan),
+        call_bwd_exclusive=np.full(n, np.nan),
+        calls=np.bincount(call_module, weights=done, minlength=n_mod).astype(np.int64),
+        fwd_inclusive=_per_module(call_module, inclusive, n_mod, call_parent),
+        fwd_exclusive=_bincount(call_module, exclusive, n_mod),
+        bwd_inclusive=np.full(n_mod, np.nan),
+        bwd_exclusive=np.full(n_mod, np.nan),
+        marks={name: float(ns[2 * n + k]) for k, (name, _) in enumerate(raw.marks)},
+    )
+    if raw.events:
+        _resolve_backward(times, raw, ns[offset:], n_mod)
+    return times
+
+
+def _resolve_backward(times: IterationTimes, raw: RawIteration, event_ns: Floats,
+                      n_mod: int) -> None:
+    call_module = times.call_module
+    n = len(call_module)
+    first_call: dict[int, int] = {}
+    for call, module in enumerate(call_module.tolist()):
+        first_call.setdefault(module, call)
+    own = np.zeros(n + 1)  # last slot: nodes of no call
+    previous: dict[int, float] = {}
+    for (code, kind, _, thread), t in zip(raw.events, event_ns.tolist()):
+        before = previous.get(thread)
+        previous[thread] = t
+        if kind == START or before is None:
+            continue
+        if code >= 0:
+            owner = raw.node_owner[code]
+        else:  # AccumulateGrad: the first call, this iteration, of the consuming module
+            owner = first_call.get(raw.accumulate_module[-1 - code], -1)
+        own[owner if owner >= 0 else n] += t - before
+    inclusive = own[:n].copy()
+    for call in range(n - 1, -1, -1):  # children come after their parent
+        parent = times.call_parent[call]
+        if parent >= 0:
+            inclusive[parent] += inclusive[call]
+    times.call_bwd_exclusive = own[:n]
+    times.call_bwd_inclusive = inclusive
+    times.bwd_exclusive = _bincount(call_module, own[:n], n_mod)
+    times.bwd_inclusive = _per_module(call_module, inclusive, n_mod, times.call_parent)
+    times.bwd_unattributed = float(own[n])
+
+
+def _bincount(index: Ints, weights: Floats, length: int) -> Floats:
+    out: Floats = np.bincount(index, weights=weights, minlength=length).astype(np.float64)
+    return out
+
+
+def _child_sums(call_parent: Ints, values: Floats) -> Floats:
+    """For each call, the sum of ``values`` over its direct children."""
+    n = len(call_parent)
+    has_parent = call_parent >= 0
+    return _bincount(call_parent[has_parent], values[has_parent], n)[:n]
+
+
+def _per_module(call_module: Ints, values: Floats, n_mod: int, call_parent: Ints) -> Floats:
+    """Sum of a module's calls, skipping a call nested inside another call of the same module
+    (recursion would otherwise count the inner call twice)."""
+    n = len(call_module)
+    keep = np.ones(n, dtype=bool)
+    if n and len(np.unique(call_module)) < n:
+        for call in range(n):
+            parent = call_parent[call]
+            while parent >= 0:
+                if call_module[parent] == call_module[call]:
+                    keep[call] = False
+                    break
+                parent = call_parent[parent]
+    return _bincount(call_module[keep], values[keep], n_mod)

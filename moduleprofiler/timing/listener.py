@@ -1,0 +1,243 @@
+"""The clock: a :class:`~moduleprofiler.runner.Listener` that stamps every module call, and
+optionally the backward work each call created, on a :class:`~.clock.StampSource`.
+
+Forward. The clock is the runner's *last* listener, so its ``enter`` runs after every other
+listener's and its ``exit`` before theirs: its two stamps enclose the module's own forward and
+as little instrumentation as possible. Per call that is two clock reads, a list append and a
+dict store; everything else (per-module sums, self times, statistics) is computed from the
+stamps after the timed iterations (:mod:`.iteration`).
+
+Backward (``backward=True``). Each autograd node belongs to the forward call that created it,
+by the runner's one map (:meth:`~moduleprofiler.runner.PassRunner.owner_of_node`). When an
+outermost call returns, one walk of the graph it created finds its nodes and hooks them:
+sorted by creation, each run of nodes of one call gets a post-hook on its first-created node,
+which backward runs last, and a node's time runs from the previous event on its thread, so one
+hook times the whole run. A pre-hook on the output nodes marks where backward starts.
+``AccumulateGrad`` nodes (writing a parameter's ``.grad``) are kept by autograd across steps
+while a graph is alive, so they are hooked once and booked to the module whose call consumed
+the parameter. Full backward module hooks are never used: they wrap outputs in views that break
+in-place successors and fire early for a first layer whose input needs no gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from threading import get_ident
+from typing import Any
+
+import torch
+from torch import nn
+
+from moduleprofiler.runner import ACCUMULATE_SEQUENCE_NR, Call, Listener, PassRunner
+from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.timing.clock import StampSource
+from moduleprofiler.timing.iteration import (
+    END,
+    START,
+    IterationTimes,
+    RawIteration,
+    resolve_iteration,
+)
+
+
+class ClockListener(Listener):
+    """Stamps module calls (and, with ``backward``, the backward nodes they created).
+
+    Usage: ``clock = ClockListener.on(model, stamps)``, then ``with clock.installed():`` any
+    number of ``clock.begin(); clock.run(invoke); raw = clock.snapshot()``, and
+    ``clock.resolve(raw)`` after the timed loop. Added to another pass's listeners it
+    writes ``forward_ms`` / ``self_forward_ms`` (and ``backward_ms`` / ``self_backward_ms``)
+    into every ``call.values`` when that pass finishes.
+    """
+
+    def __init__(self, stamps: StampSource, backward: bool = False) -> None:
+        self.stamps = stamps
+        self.stamp: Callable[[], int] = stamps.stamp
+        self.wants_nodes = backward
+        self.runner: PassRunner | None = None
+        self.module_index: dict[int, int] = {}
+        """``id(module)`` -> position in ``named_modules()`` (the runner's module order)."""
+        self._start: list[int] = []
+        self._end: dict[int, int] = {}  # by call index: no placeholder work at call start
+        self._marks: list[tuple[str, int]] = []
+        self._events: list[tuple[int, int, int, int]] = []
+        self._node_owner: list[int] = []
+        self._generation = 0
+        self._open = False
+        # AccumulateGrad nodes outlive an iteration: numbered by parameter, hooked once
+        self._accumulate_number: dict[int, int] = {}
+        self._accumulate_module: list[int] = []
+        self._accumulate_nodes: dict[int, Any] = {}
+
+    @classmethod
+    def on(cls, root: nn.Module, stamps: StampSource, backward: bool = False) -> ClockListener:
+        """A clock on a runner of its own over ``root`` (hooks not installed yet)."""
+        clock = cls(stamps, backward)
+        clock.attach(PassRunner(root, [clock]))
+        return clock
+
+    def attach(self, runner: PassRunner) -> None:
+        """Remember ``runner`` and its module order."""
+        self.runner = runner
+        self.module_index = {id(module): i for i, module in enumerate(runner.modules)}
+
+    # -- the runner's events (hot path) ----------------------------------------------------
+    def start(self, runner: PassRunner) -> None:
+        """The hooks are installed: start an iteration."""
+        if runner is not self.runner:
+            self.attach(runner)
+        self.begin(reset_runner=False)
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Stamp the call's start (``call.index`` is its position in ``_start``)."""
+        self._start.append(self.stamp())
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        """Stamp the call's end; after an outermost call, hook the graph it created."""
+        self._end[call.index] = self.stamp()
+        if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
+            self._hook_graph(call, output)
+
+    def finish(self, runner: PassRunner) -> None:
+        """End of a single pass: write this pass's times into ``call.values``."""
+        times = self.resolve(self.snapshot())
+        columns = [("forward_ms", times.call_fwd_inclusive),
+                   ("self_forward_ms", times.call_fwd_exclusive)]
+        if self.wants_nodes:
+            columns += [("backward_ms", times.call_bwd_inclusive),
+                        ("self_backward_ms", times.call_bwd_exclusive)]
+        for call in runner.calls:
+            if not call.failed:
+                for name, values in columns:
+                    call.values[name] = float(values[call.index]) / 1e6
+
+    # -- iterations ------------------------------------------------------------------------
+    @contextmanager
+    def installed(self) -> Iterator[ClockListener]:
+        """Keep the runner's hooks installed for the block (any number of iterations)."""
+        assert self.runner is not None, "ClockListener.on(...) or attach() first"
+        try:
+            with self.runner.installed():
+                yield self
+        finally:
+            self._open = False
+            self._accumulate_nodes.clear()  # let reused AccumulateGrad nodes be freed
+
+    def begin(self, reset_runner: bool = True) -> None:
+        """Start an iteration: forget the previous one's calls and stamps."""
+        if reset_runner and self.runner is not None:
+            self.runner.reset()
+        self._generation += 1  # late backward hooks of earlier iterations are ignored
+        self._start, self._end, self._marks = [], {}, []
+        self._events, self._node_owner = [], []
+        self._open = True
+        self.stamps.reset()
+
+    def run(self, invoke: Callable[[], Any]) -> Any:
+        """``invoke()`` with the hooks installed; a failing forward names its module."""
+        assert self.runner is not None
+        return self.runner.run(invoke)
+
+    def mark(self, name: str) -> None:
+        """Stamp a named point of the iteration (``"start"``, ``"forward"``, ...)."""
+        self._marks.append((name, self.stamp()))
+
+    def snapshot(self) -> RawIteration:
+        """End the iteration cheaply: keep references to its lists (the next :meth:`begin`
+        makes new ones); on CUDA read the events now, after one synchronisation. Resolving
+        waits until after the timed loop, so the work between iterations stays small (it
+        evicts caches the next iteration's first module would pay for)."""
+        assert self.runner is not None
+        self._generation += 1
+        self._open = False
+        raw = RawIteration(self.runner.calls, self._start, self._end, self._marks,
+                           self._events, self._node_owner, tuple(self._accumulate_module))
+        if self.stamps.kind == "cuda-events":
+            raw.resolved_ns = self.stamps.resolve(
+                [*raw.start, *(raw.end.get(i, 0) for i in range(len(raw.start))),
+                 *(stamp for _, stamp in raw.marks), *(event[2] for event in raw.events)])
+        return raw
+
+    def resolve(self, raw: RawIteration) -> IterationTimes:
+        """The per-call and per-module times of a :meth:`snapshot`."""
+        return resolve_iteration(raw, self.module_index)
+
+    # -- backward --------------------------------------------------------------------------
+    def _hook_graph(self, outer: Call, output: Any) -> None:
+        """Hook the nodes created by the outermost call ``outer`` (see the module docstring)."""
+        runner = self.runner
+        assert runner is not None
+        roots = {id(t.grad_fn): t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None}
+        seen: set[int] = set()
+        found: list[tuple[int, Any, int]] = []  # (sequence number, node, owner call)
+        accumulate: list[tuple[Any, int]] = []  # (node, call that consumed the parameter)
+        frontier: list[tuple[Any, int]] = [(node, -1) for node in roots.values()]
+        while frontier:
+            node, consumer = frontier.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            number = int(node._sequence_nr())
+            if number == ACCUMULATE_SEQUENCE_NR:
+                accumulate.append((node, consumer))
+                continue
+            owner = runner.owner_of_node(node)
+            if owner is None or owner.index < outer.index:
+                continue  # created before this call, or outside every call: not its work
+            found.append((number, node, owner.index))
+            frontier.extend((child, owner.index) for child, _ in node.next_functions
+                            if child is not None)
+        if not found:
+            return
+        for node in roots.values():
+            self._hook_entry(node)
+        found.sort(key=lambda item: item[0])
+        previous = -1
+        for _, node, owner_index in found:
+            if owner_index != previous:  # the run's first-created node ends it in backward
+                self._hook_node(node, owner_index)
+            previous = owner_index
+        for node, consumer in accumulate:
+            if id(node) not in self._accumulate_nodes:
+                self._accumulate_nodes[id(node)] = node
+                module = runner.calls[consumer].module if consumer >= 0 else None
+                self._hook_accumulate(node, self.module_index.get(id(module), -1))
+
+    def _hook_node(self, node: Any, owner: int) -> None:
+        number = len(self._node_owner)
+        self._node_owner.append(owner)
+        generation = self._generation
+
+        def after(grad_inputs: Any, grad_outputs: Any) -> None:
+            now = self.stamp()
+            if self._generation == generation:
+                self._events.append((number, END, now, get_ident()))
+
+        node.register_hook(after)
+
+    def _hook_entry(self, node: Any) -> None:
+        generation = self._generation
+
+        def before(grad_outputs: Any) -> None:
+            if self._generation == generation:
+                self._events.append((0, START, self.stamp(), get_ident()))
+
+        node.register_prehook(before)
+
+    def _hook_accumulate(self, node: Any, module: int) -> None:
+        key = id(node.variable)
+        number = self._accumulate_number.setdefault(key, len(self._accumulate_module))
+        if number == len(self._accumulate_module):
+            self._accumulate_module.append(module)
+        else:
+            self._accumulate_module[number] = module
+        code = -1 - number
+
+        def after(grad_inputs: Any, grad_outputs: Any) -> None:
+            now = self.stamp()
+            if self._open:  # not tied to an iteration: the node may serve several
+                self._events.append((code, END, now, get_ident()))
+
+        node.register_hook(after)

@@ -1,0 +1,40 @@
+"""The one default loss (``moduleprofiler.loss.default_loss``) every backward pass uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from moduleprofiler import LossError, ProfilingError
+from moduleprofiler.loss import default_loss
+
+
+@dataclass
+class Output:
+    logits: torch.Tensor
+    hidden: torch.Tensor
+
+
+def test_default_loss_rule_in_order():
+    t = torch.ones(2, requires_grad=True)
+    scalar = (t * 4).sum()
+    assert default_loss(scalar) is scalar  # 1. a scalar output is the loss
+    # 2. a ".loss" / ["loss"] scalar wins over everything else in the output
+    assert default_loss({"loss": (t * 3).sum(), "logits": t}).item() == 6.0
+    assert default_loss(SimpleNamespace(loss=(t * 5).sum(), logits=t)).item() == 10.0
+    # 3. else the sum of every floating tensor that requires grad: 2 * 2 + 2 * 3 = 10
+    assert default_loss((t * 2, t * 3)).item() == 10.0
+    assert default_loss(Output(logits=t * 1, hidden=t * 2)).item() == 6.0  # 2 + 4
+    # tensors that need no grad, and integer tensors, are left out: 2 * 1 = 2
+    assert default_loss([t * 1, torch.ones(3), torch.ones(2, dtype=torch.long)]).item() == 2.0
+
+
+def test_no_loss_is_a_clear_error():
+    for output in ("text", torch.ones(2), (torch.ones(1),)):
+        with pytest.raises(LossError, match="loss_fn") as info:
+            default_loss(output)
+        # a profiling error and a TypeError, so both kinds of handler catch it
+        assert isinstance(info.value, ProfilingError) and isinstance(info.value, TypeError)
