@@ -24,13 +24,13 @@ _COUNTED = COUNTED_SOURCES
 Aggregate = Literal["call", "module", "type"]
 
 ROOT_NAME = "__root__"
-"""How outputs keyed by module name (the 0.0.4 dicts, timing tables) name the root module,
-whose ``named_modules()`` path is ``""``."""
+"""How every output (tables, files, messages, the 0.0.4 dicts) names the root module, whose
+``named_modules()`` path is ``""`` (why this name: :mod:`moduleprofiler.export.names`)."""
 
 
 def display_path(path: str) -> str:
     """How a module path is named in messages (the root's path is the empty string)."""
-    return "<root>" if path == "" else path
+    return ROOT_NAME if path == "" else path
 
 
 @dataclass(frozen=True, slots=True)

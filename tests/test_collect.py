@@ -108,7 +108,7 @@ def test_forward_error_names_the_failing_module_and_chains_the_cause() -> None:
 
 
 def test_root_forward_error_names_the_root() -> None:
-    with pytest.raises(ProfilingError, match="<root>") as info:
+    with pytest.raises(ProfilingError, match="__root__") as info:
         ModuleProfiler().profile(Boom(), torch.randn(1))
     assert info.value.path == ""
 
