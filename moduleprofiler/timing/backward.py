@@ -42,6 +42,7 @@ from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
     PhaseSamples,
+    TimedModules,
     stats_columns,
     tree_text,
 )
@@ -74,7 +75,7 @@ class TrainingModuleStats:
 
 
 @dataclass(frozen=True, eq=False)
-class TrainingTiming:
+class TrainingTiming(TimedModules):
     """Per-module forward and backward times of training steps, plus step-level phases.
 
     ``forward`` samples come from steps with forward hooks only, ``backward`` samples from
@@ -86,8 +87,6 @@ class TrainingTiming:
     the same for each kind of hooked step (``"forward_hooks"``, ``"backward_hooks"``).
     """
 
-    layout: ModelLayout
-    forward: PhaseSamples
     backward: PhaseSamples
     phases_ms: dict[str, NDArray[np.float64]]
     hooked_phases_ms: dict[str, dict[str, NDArray[np.float64]]]
@@ -95,19 +94,6 @@ class TrainingTiming:
     """Backward time of nodes created outside every module (the loss), per step."""
     method: str
     separate_passes: bool
-    calibration: HookCalibration
-    device: str
-    clock: str
-    dropped: int
-    confidence: float
-    environment: dict[str, Any]
-    hardware: dict[str, Any]
-    warnings: tuple[str, ...]
-
-    @property
-    def iterations(self) -> int:
-        """Kept steps with forward hooks (as many with backward hooks)."""
-        return self.forward.iterations
 
     def _step_ratio(self, kind: str) -> float:
         hooked = self.hooked_phases_ms.get(kind, {}).get("step")
@@ -145,12 +131,6 @@ class TrainingTiming:
             attributed = attributed + np.nan_to_num(self.unattributed_ms)
         ratios = attributed[phase > 0] / phase[phase > 0]
         return float(np.median(ratios)) if ratios.size else math.nan
-
-    @property
-    def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules never called in the kept steps."""
-        called = self.forward.calls.sum(axis=0) > 0
-        return tuple(p for p, c in zip(self.layout.paths, called) if not c)
 
     def phase(self, name: str) -> Summary | None:
         """Statistics of a step phase (``"forward"``, ``"backward"``, ``"step"``, ...)."""
@@ -251,20 +231,15 @@ class TrainingTiming:
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures and one dict per module."""
         return {
-            "device": self.device,
+            **super().to_dict(),
             "method": self.method,
             "separate_passes": self.separate_passes,
-            "iterations": self.iterations,
-            "dropped": self.dropped,
             "overhead_ratio": self.overhead_ratio,
             "backward_overhead_ratio": self.backward_overhead_ratio,
             "forward_coverage": self.forward_coverage,
             "backward_coverage": self.backward_coverage,
             "phases_median_ms": {k: float(np.median(v)) for k, v in self.phases_ms.items()
                                  if v.size},
-            "uncalled": list(self.uncalled),
-            "warnings": list(self.warnings),
-            "modules": self.to_df().to_dict(orient="records"),
         }
 
 

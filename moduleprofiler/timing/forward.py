@@ -39,7 +39,6 @@ from moduleprofiler.timing.environment import (
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import (
     CodePathWarning,
-    HookCalibration,
     calibrate_hooks,
     fast_path_changes,
     interleave,
@@ -50,6 +49,7 @@ from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
     PhaseSamples,
+    TimedModules,
     stats_columns,
     tree_text,
 )
@@ -68,7 +68,7 @@ def validate_iterations(num_iters: int, drop_first: int) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class ModuleTiming:
+class ModuleTiming(TimedModules):
     """Per-module forward times of one model, with the evidence needed to trust them.
 
     Times are milliseconds per iteration; a module called k times per iteration reports the
@@ -77,27 +77,12 @@ class ModuleTiming:
     inclusive and self time) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
     """
 
-    layout: ModelLayout
-    forward: PhaseSamples
     hooked_ms: NDArray[np.float64]
     """Whole iteration (the ``input``/``pred_fn`` call) with hooks, per kept iteration."""
     unhooked_ms: NDArray[np.float64]
     """Whole iteration without hooks, measured in the interleaved rounds."""
-    calibration: HookCalibration
-    device: str
-    clock: str
-    dropped: int
-    confidence: float
-    environment: dict[str, Any]
-    hardware: dict[str, Any]
-    warnings: tuple[str, ...]
 
     # -- model-level figures ---------------------------------------------------------------
-    @property
-    def iterations(self) -> int:
-        """Kept (timed, not dropped) iterations."""
-        return self.forward.iterations
-
     @property
     def overhead_ratio(self) -> float:
         """Median hooked / median hook-free whole-iteration time (interleaved rounds)."""
@@ -114,12 +99,6 @@ class ModuleTiming:
     def leaf_coverage(self) -> float:
         """Sum of the leaves' median inclusive times over the root's median."""
         return self.forward.leaf_coverage(self.layout)
-
-    @property
-    def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules never called in the kept iterations (e.g. MHA's ``out_proj``)."""
-        called = self.forward.calls.sum(axis=0) > 0
-        return tuple(p for p, c in zip(self.layout.paths, called) if not c)
 
     @property
     def whole(self) -> Summary | None:
@@ -221,21 +200,8 @@ class ModuleTiming:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: model-level figures plus one dict per module."""
-        return {
-            "device": self.device,
-            "clock": self.clock,
-            "iterations": self.iterations,
-            "dropped": self.dropped,
-            "overhead_ratio": self.overhead_ratio,
-            "coverage": self.coverage,
-            "leaf_coverage": self.leaf_coverage,
-            "uncalled": list(self.uncalled),
-            "calibration": vars(self.calibration).copy(),
-            "warnings": list(self.warnings),
-            "environment": self.environment,
-            "hardware": self.hardware,
-            "modules": self.to_df().to_dict(orient="records"),
-        }
+        return {**super().to_dict(), "overhead_ratio": self.overhead_ratio,
+                "coverage": self.coverage, "leaf_coverage": self.leaf_coverage}
 
 
 def time_modules(

@@ -46,9 +46,10 @@ class ClockListener(Listener):
 
     Usage: ``clock = ClockListener.on(model, stamps)``, then ``with clock.installed():`` any
     number of ``clock.begin(); clock.run(invoke); raw = clock.snapshot()``, and
-    ``clock.resolve(raw)`` after the timed loop. Added to another pass's listeners it
-    writes ``forward_ms`` / ``self_forward_ms`` (and ``backward_ms`` / ``self_backward_ms``)
-    into every ``call.values`` when that pass finishes.
+    ``clock.resolve(raw)`` after the timed loop. Added to another pass's listeners (last, so
+    that their work stays outside its stamps) it writes ``forward_ms`` / ``self_forward_ms``
+    (and ``backward_ms`` / ``self_backward_ms``) into every ``call.values`` when that pass
+    finishes.
     """
 
     def __init__(self, stamps: StampSource, backward: bool = False) -> None:

@@ -22,6 +22,7 @@ from moduleprofiler.export.names import module_name
 from moduleprofiler.export.view import View
 from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing.iteration import IterationTimes
+from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import Summary, summarize
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
@@ -239,6 +240,53 @@ class PhaseSamples:
         if len(layout.paths) == 1:
             return 1.0
         return total / float(np.median(root))
+
+
+@dataclass(frozen=True, eq=False)
+class TimedModules:
+    """What every per-module timing result holds besides its own samples: the module tree,
+    the forward samples, and the evidence needed to trust them."""
+
+    layout: ModelLayout
+    forward: PhaseSamples
+    calibration: HookCalibration
+    device: str
+    clock: str
+    dropped: int
+    confidence: float
+    environment: dict[str, Any]
+    hardware: dict[str, Any]
+    warnings: tuple[str, ...]
+
+    @property
+    def iterations(self) -> int:
+        """Kept (timed, not dropped) iterations with forward samples."""
+        return self.forward.iterations
+
+    @property
+    def uncalled(self) -> tuple[str, ...]:
+        """Paths of modules never called in the kept iterations (e.g. MHA's ``out_proj``)."""
+        called = self.forward.calls.sum(axis=0) > 0
+        return tuple(p for p, c in zip(self.layout.paths, called) if not c)
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per module (each result says which columns)."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python summary: the run's figures and evidence, and one dict per module."""
+        return {
+            "device": self.device,
+            "clock": self.clock,
+            "iterations": self.iterations,
+            "dropped": self.dropped,
+            "uncalled": list(self.uncalled),
+            "calibration": vars(self.calibration).copy(),
+            "warnings": list(self.warnings),
+            "environment": self.environment,
+            "hardware": self.hardware,
+            "modules": self.to_df().to_dict(orient="records"),
+        }
 
 
 def stats_columns(prefix: str, summaries: Sequence[Summary | None],
