@@ -152,7 +152,10 @@ def combine(aggregation: Aggregation, values: Sequence[Any], rows: Sequence[int]
 def combine_group(aggregation: Aggregation, values: Sequence[Any], top: Sequence[int],
                   every: Sequence[int]) -> Any:
     """A grouping's value: its topmost descendant calls summed (inclusive), the largest of
-    all of them (max); nothing of its own (sum, first)."""
+    all of them (max); of its own work 0, as it never ran (sum), where the quantity is known
+    for its descendants; no shape of its own (first)."""
+    if aggregation == "sum":
+        return 0 if any(known(values[row]) for row in every) else None
     if aggregation == "inclusive":
         return sum_known(values[row] for row in top)
     if aggregation == "all":

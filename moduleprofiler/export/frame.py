@@ -153,7 +153,11 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.Data
     children's calls and ``ops_source == "grouping"``."""
     calls = call_frame(profile) if calls is None else calls
     tree = call_tree(profile)
-    values = {name: plain(calls[name]) for name in calls.columns}
+    specs = {name: column_spec(name, calls[name].dtype) for name in calls.columns
+             if name not in _NOT_PER_MODULE and name not in _MODULE_FACTS}
+    aggregations = {name: spec.aggregation for name, spec in specs.items()
+                    if spec.aggregation != "none"}
+    values = {name: plain(calls[name]) for name in [*aggregations, "ops_source"]}
     sources = values["ops_source"]
     rows: list[dict[str, Any]] = []
     for info in profile.modules:
@@ -163,18 +167,12 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.Data
             "module": module_name(info.path), "type": info.type_name, "depth": info.depth,
             "calls": len(own), **{name: getattr(info, name) for name in _MODULE_FACTS},
         }
-        for name in calls.columns:
-            if name in row or name in _NOT_PER_MODULE:
-                continue
-            spec = column_spec(name, calls[name].dtype)
-            if spec.aggregation == "none":
-                continue
+        for name, aggregation in aggregations.items():
             if status == GROUPING:
-                row[name] = combine_group(spec.aggregation, values[name],
-                                          tree.group_top[info.path],
+                row[name] = combine_group(aggregation, values[name], tree.group_top[info.path],
                                           tree.group_rows[info.path])
             else:
-                row[name] = combine(spec.aggregation, values[name], own, tree.outermost)
+                row[name] = combine(aggregation, values[name], own, tree.outermost)
         row["ops_source"] = _module_source(status, [sources[i] for i in own])
         rows.append(row)
     order = ["module", "type", "depth", "calls", "params", "own_params", "trainable_params",
@@ -182,13 +180,15 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.Data
              "macs", "inclusive_ops", "inclusive_macs", "ops_source"]
     names = [*order, *(n for n in (rows[0] if rows else {}) if n not in order)]
     frame = pd.DataFrame({name: typed_series([row.get(name) for row in rows],
-                                             _spec_of(name, calls))
+                                             specs.get(name) or _spec_of(name, calls))
                           for name in names})
     attached = list(dict.fromkeys(
         name for columns in profile.module_metrics.values() for name in columns))
-    for name in attached:  # measured per-module columns (Profile.with_metrics)
-        frame[name] = [profile.module_metrics.get(info.path, {}).get(name)
-                       for info in profile.modules]
+    for name in attached:  # measured per-module columns (Profile.with_metrics) win
+        combined = list(frame[name]) if name in frame else [None] * len(frame)
+        measured = [profile.module_metrics.get(info.path, {}).get(name, combined[row])
+                    for row, info in enumerate(profile.modules)]
+        frame[name] = typed_series(measured, value_spec(name, plain(measured)))
     return frame
 
 

@@ -3,6 +3,7 @@ but group modules that do."""
 
 from __future__ import annotations
 
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
@@ -76,6 +77,8 @@ def test_containers_show_their_childrens_sums() -> None:
     assert modules.loc["layers", "inclusive_macs"] == 64
     assert modules.loc["heads", "inclusive_ops"] == 32
     assert modules.loc["layers", "calls"] == 0
+    assert modules.loc["layers", "ops"] == 0  # it never ran: no work of its own
+    assert pd.isna(modules.loc["layers", "output_shapes"])
     assert modules.loc["layers", "ops_source"] == "grouping"
     assert modules.loc["spare", "ops_source"] == "uncalled"
     text = str(profile.tree())

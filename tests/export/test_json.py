@@ -89,3 +89,29 @@ def test_backward_results_round_trip() -> None:
     assert again == profile
     # 3 rows: first Linear weight grad 3*4*4 = 48, last Linear input + weight grads 2*3*4*2 = 48
     assert again.total_backward_macs == 96 and again.backward
+
+
+def test_version_1_documents_are_still_read() -> None:
+    """Version 1 wrote ``"metrics": null`` and had no ``columns`` declaration."""
+    document = json.loads(tiny().to_json() or "")
+    document["schema_version"] = 1
+    del document["columns"], document["groupings"]
+    for record in document["records"]:
+        record["metrics"] = None
+    again = Profile.from_json(json.dumps(document))
+    assert again == tiny() and all(record.metrics == {} for record in again.records)
+
+
+def test_listener_columns_and_measured_columns_round_trip() -> None:
+    from dataclasses import replace
+
+    profile = tiny()
+    records = tuple(replace(r, metrics={"wait_ms": 0.5 * r.index, "tag": f"call {r.index}"})
+                    for r in profile.records)
+    profile = replace(profile, records=records, _by_path={}).with_metrics(
+        {"": {"peak_bytes": 4096}, "conv": {"peak_bytes": float("nan")}})
+    again = Profile.from_json(profile.to_json() or "")
+    assert again.records[3].metrics == {"wait_ms": 1.5, "tag": "call 3"}
+    assert again.module_metrics["conv"]["peak_bytes"] != again.module_metrics["conv"][
+        "peak_bytes"]  # NaN stays NaN
+    assert again.to_df("module").set_index("module").loc["__root__", "peak_bytes"] == 4096
