@@ -117,10 +117,3 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             if module.training is not training:
                 module.training = training
 
-
-@contextmanager
-def preserved_training_flags(root: nn.Module, eval: bool = False) -> Iterator[None]:
-    """:func:`preserved_state` for passes that only switch modes: training flags and, when a
-    module runs in training mode, buffer values restored."""
-    with preserved_state(root, eval=eval):
-        yield

@@ -12,8 +12,9 @@ import pytest
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # Pages whose examples are executed here; exports.md and cli.md run in tests/export/test_docs.py.
 PAGES = [
-    "index.md", "architecture.md", "conventions.md", "extending.md", "migration.md", "operators.md", "memory.md",
-    "timing.md", *sorted(str(p.relative_to(DOCS)) for p in (DOCS / "formulas").glob("*.md")),
+    "index.md", "architecture.md", "conventions.md", "extending.md", "migration.md",
+    "operators.md", "memory.md", "timing.md",
+    *sorted(str(p.relative_to(DOCS)) for p in (DOCS / "formulas").glob("*.md")),
 ]
 
 
