@@ -77,6 +77,41 @@ def _same_or_list(values: list[Any]) -> Any:
     return first if all(value == first for value in values[1:]) else values
 
 
+Writer = Callable[..., None]
+
+
+def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Callable[..., str]]:
+    """The ``<analysis>_csv``, ``_html`` and ``_latex`` methods: ``<analysis>_df`` written
+    through the format table (the frame as it is, columns by name; ``.csv``/``.html`` added to
+    a file name without it; the LaTeX a bare booktabs ``tabular`` that compiles)."""
+
+    def frame(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
+        return getattr(self, f"{analysis}_df")(*args, **kwargs)
+
+    def to_csv(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        write_frame(frame(self, args, kwargs), file, "csv")
+
+    def to_html(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        write_frame(frame(self, args, kwargs), file, "html")
+
+    def to_latex(self: Any, *args: Any, index: bool = False, **kwargs: Any) -> str:
+        return frame_text(frame(self, args, kwargs), "latex", index=index)
+
+    docs = {
+        to_csv: f"Write :meth:`{analysis}_df` to ``file`` (``.csv`` added if missing).",
+        to_html: f"Write :meth:`{analysis}_df` to ``file`` as HTML (``.html`` added if "
+                 "missing); names escaped.",
+        to_latex: f":meth:`{analysis}_df` as a booktabs LaTeX tabular that compiles"
+                  f"{' ' + latex_note if latex_note else ''}.",
+    }
+    for method, doc in docs.items():
+        suffix = method.__name__.removeprefix("to_")
+        method.__name__ = f"{analysis}_{suffix}"
+        method.__qualname__ = f"LegacyPasses.{analysis}_{suffix}"
+        method.__doc__ = doc
+    return to_csv, to_html, to_latex
+
+
 class LegacyPasses:
     """Mixin providing the 0.0.4 methods; ``ModuleProfiler`` supplies ``profile``."""
 
@@ -136,18 +171,8 @@ class LegacyPasses:
         """:meth:`count_params` as a DataFrame (``module`` column first)."""
         return dict_to_frame(self.count_params(*args, **kwargs))
 
-    def count_params_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`count_params_df` to ``file`` (``.csv`` added if missing)."""
-        write_frame(self.count_params_df(*args, **kwargs), file, "csv")
-
-    def count_params_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`count_params_df` to ``file`` as HTML (``.html`` added if missing)."""
-        write_frame(self.count_params_df(*args, **kwargs), file, "html")
-
-    def count_params_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
-        """:meth:`count_params_df` as a booktabs LaTeX tabular that compiles."""
-        return frame_text(self.count_params_df(*args, **kwargs), "latex",
-                          index=index)
+    (count_params_csv, count_params_html,
+     count_params_latex) = _writers("count_params")
 
     # -- trace_io_sizes --------------------------------------------------------------------
     def trace_io_sizes(self, module: nn.Module, input: Any,
@@ -173,18 +198,8 @@ class LegacyPasses:
         """:meth:`trace_io_sizes` as a DataFrame."""
         return dict_to_frame(self.trace_io_sizes(*args, **kwargs))
 
-    def trace_io_sizes_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`trace_io_sizes_df` to ``file`` (``.csv`` added if missing)."""
-        write_frame(self.trace_io_sizes_df(*args, **kwargs), file, "csv")
-
-    def trace_io_sizes_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`trace_io_sizes_df` to ``file`` as HTML."""
-        write_frame(self.trace_io_sizes_df(*args, **kwargs), file, "html")
-
-    def trace_io_sizes_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
-        """:meth:`trace_io_sizes_df` as a LaTeX tabular."""
-        return frame_text(self.trace_io_sizes_df(*args, **kwargs), "latex",
-                          index=index)
+    (trace_io_sizes_csv, trace_io_sizes_html,
+     trace_io_sizes_latex) = _writers("trace_io_sizes")
 
     # -- estimate_ops ----------------------------------------------------------------------
     def estimate_ops(self, module: nn.Module, input: Any,
@@ -214,18 +229,8 @@ class LegacyPasses:
         """:meth:`estimate_ops` as a DataFrame (counts as nullable integers)."""
         return dict_to_frame(self.estimate_ops(*args, **kwargs))
 
-    def estimate_ops_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`estimate_ops_df` to ``file`` (``.csv`` added if missing)."""
-        write_frame(self.estimate_ops_df(*args, **kwargs), file, "csv")
-
-    def estimate_ops_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`estimate_ops_df` to ``file`` as HTML."""
-        write_frame(self.estimate_ops_df(*args, **kwargs), file, "html")
-
-    def estimate_ops_latex(self, *args: Any, index: bool = False, **kwargs: Any) -> str:
-        """:meth:`estimate_ops_df` as a LaTeX tabular."""
-        return frame_text(self.estimate_ops_df(*args, **kwargs), "latex",
-                          index=index)
+    (estimate_ops_csv, estimate_ops_html,
+     estimate_ops_latex) = _writers("estimate_ops")
 
     # -- estimate_inference_time -----------------------------------------------------------
     def estimate_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
@@ -248,19 +253,8 @@ class LegacyPasses:
         (``aggr=True``) or one row per module and iteration (``aggr=False``)."""
         return _timing_frame(self.estimate_inference_time(*args, **kwargs), aggr)
 
-    def estimate_inference_time_csv(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`estimate_inference_time_df` to ``file`` (``.csv`` added if missing)."""
-        write_frame(self.estimate_inference_time_df(*args, **kwargs), file, "csv")
-
-    def estimate_inference_time_html(self, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        """Write :meth:`estimate_inference_time_df` to ``file`` as HTML."""
-        write_frame(self.estimate_inference_time_df(*args, **kwargs), file, "html")
-
-    def estimate_inference_time_latex(self, *args: Any, index: bool = False,
-                                      **kwargs: Any) -> str:
-        """:meth:`estimate_inference_time_df` as a LaTeX tabular."""
-        return frame_text(self.estimate_inference_time_df(*args, **kwargs), "latex",
-                          index=index)
+    (estimate_inference_time_csv, estimate_inference_time_html,
+     estimate_inference_time_latex) = _writers("estimate_inference_time")
 
     # -- estimate_total_inference_time -----------------------------------------------------
     def estimate_total_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
@@ -282,22 +276,11 @@ class LegacyPasses:
         False here, as in 0.0.4)."""
         return _timing_frame(self.estimate_total_inference_time(*args, **kwargs), aggr)
 
-    def estimate_total_inference_time_csv(self, file: PathLike, *args: Any,
-                                          **kwargs: Any) -> None:
-        """Write :meth:`estimate_total_inference_time_df` to ``file``."""
-        write_frame(self.estimate_total_inference_time_df(*args, **kwargs), file, "csv")
+    (estimate_total_inference_time_csv, estimate_total_inference_time_html,
+     estimate_total_inference_time_latex) = _writers(
+        "estimate_total_inference_time",
+        latex_note="(0.0.4 returned the per-layer table here by mistake)")
 
-    def estimate_total_inference_time_html(self, file: PathLike, *args: Any,
-                                           **kwargs: Any) -> None:
-        """Write :meth:`estimate_total_inference_time_df` to ``file`` as HTML."""
-        write_frame(self.estimate_total_inference_time_df(*args, **kwargs), file, "html")
-
-    def estimate_total_inference_time_latex(self, *args: Any, index: bool = False,
-                                            **kwargs: Any) -> str:
-        """:meth:`estimate_total_inference_time_df` as a LaTeX tabular (0.0.4 returned the
-        per-layer table here by mistake)."""
-        return frame_text(self.estimate_total_inference_time_df(*args, **kwargs), "latex",
-                          index=index)
 
 
 def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame:
