@@ -19,27 +19,25 @@ from moduleprofiler.counting import (
     CountingListener,
     FormulaMaps,
     module_infos,
+    scan_modules,
 )
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.loss import LossFn
-from moduleprofiler.memory._storage import is_lazy
 from moduleprofiler.records import CallRecord, ModuleInfo
 from moduleprofiler.runner import Call, Listener, PassRunner
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))
 
 
-def _has_lazy(root: nn.Module) -> bool:
-    return any(t is not None and is_lazy(t) for module in root.modules()
-               for t in (*module._parameters.values(), *module._buffers.values()))
-
-
 def build_record(call: Call, info: ModuleInfo) -> CallRecord:
     """The record of one finished call: the runner's facts, the module's parameter counts and
     everything the listeners wrote (declared fields by name, the rest as ``metrics``)."""
     values = call.values
-    fields = {name: value for name, value in values.items() if name in _RECORD_FIELDS}
-    metrics = {name: value for name, value in values.items() if name not in _RECORD_FIELDS}
+    if _RECORD_FIELDS.issuperset(values):  # only the counting fields: nothing to split
+        fields, metrics = values, {}
+    else:
+        fields = {name: value for name, value in values.items() if name in _RECORD_FIELDS}
+        metrics = {name: value for name, value in values.items() if name not in _RECORD_FIELDS}
     return CallRecord(
         index=call.index,
         parent=call.parent,
@@ -65,8 +63,7 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
             forward failed), or no loss could be derived for ``backward=True``.
         FormulaError: a formula raised or returned something that is not a count.
     """
-    lazy = _has_lazy(root)
-    infos = None if lazy else module_infos(root)
+    infos, lazy = scan_modules(root)
     counting = CountingListener(maps)
     backward_counting = BackwardCountingListener(maps.operators) if backward else None
     runner = PassRunner(root, [counting, *([backward_counting] if backward_counting else []),
@@ -76,7 +73,7 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
         runner.backward(output, loss_fn)
     del output
     runner.finish()
-    if infos is None:  # lazy modules materialised their parameters during the forward
+    if lazy:  # lazy modules materialised their parameters during the forward
         infos = module_infos(root)
     by_path = {info.path: info for info in infos}
     records = tuple(build_record(call, by_path[call.path]) for call in runner.calls
@@ -84,8 +81,9 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
     return Profile(
         records=records,
         modules=infos,
-        excluded=tuple(path for path, module in root.named_modules()
-                       if counting.is_excluded(module)),
+        excluded=tuple(runner.paths[id(module)] for module in runner.modules
+                       if counting.is_excluded(module)) if maps.excluded_ids
+        or maps.excluded_types else (),
         total_params=infos[0].params,
         total_buffers=infos[0].buffers,
         unsupported_ops=dict(counting.unsupported_operators),

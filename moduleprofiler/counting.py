@@ -12,22 +12,21 @@ call that created the autograd node it runs for (:meth:`PassRunner.owner_of_node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from moduleprofiler.errors import FormulaError
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.memory._storage import is_lazy, new_storage_bytes, own_nbytes
+from moduleprofiler.memory._storage import is_lazy, new_storage_bytes
 from moduleprofiler.operators.registry import MISSING, OperatorMap, lookup_in
 from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
 from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
 from moduleprofiler.runner import Call, Listener, PassRunner
-from moduleprofiler.shapes import default_io_size, dtypes_of, shape_tree
-from moduleprofiler.tensors import module_tensors
+from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
 from moduleprofiler.validate import count_value, formula_name, operator_counts
 
 
@@ -56,37 +55,137 @@ class _Resolved:
     """A formula (or an exclusion) accounts for everything inside this module's calls."""
 
 
-def _numel(tensor: torch.Tensor) -> int:
-    # A lazy module's parameters have no shape until its first forward.
-    return 0 if is_lazy(tensor) else tensor.numel()
+def _tensor_facts(tensor: torch.Tensor) -> tuple[int, int, bool]:
+    """``(numel, bytes, lazy)`` of a parameter or buffer; a lazy module's tensors have no shape
+    until its first forward and count 0."""
+    cls = type(tensor)
+    if (cls is not nn.Parameter and cls is not torch.Tensor) and is_lazy(tensor):
+        return 0, 0, True
+    numel = tensor.numel()
+    return numel, numel * tensor.element_size(), False
 
 
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
     """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
     shared between submodules counts once per module)."""
-    params, buffers = module_tensors(root)
+    return scan_modules(root)[0]
+
+
+def _own_sums(tensors: Iterable[torch.Tensor | None], occurrences: dict[int, int],
+              facts: dict[int, tuple[int, int, bool]]
+              ) -> tuple[int, int, int, dict[int, torch.Tensor] | None]:
+    """``(numel, bytes, trainable numel, shared)`` of one module's own parameters (or buffers):
+    tensors that occur once in the model are summed, shared ones returned by identity."""
+    numel = size = trainable = 0
+    shared: dict[int, torch.Tensor] | None = None
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        key = id(tensor)
+        fact = facts.get(key)
+        if fact is None:
+            fact = facts[key] = _tensor_facts(tensor)
+        if occurrences[key] > 1:
+            if shared is None:
+                shared = {}
+            shared[key] = tensor
+        else:
+            numel += fact[0]
+            size += fact[1]
+            if tensor.requires_grad:
+                trainable += fact[0]
+    return numel, size, trainable, shared
+
+
+def scan_modules(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
+    """:func:`module_infos`, and whether some parameter or buffer is lazy (its facts are only
+    known after the first forward).
+
+    Two linear passes and plain integer sums, children before parents: only tensors that occur
+    more than once in the model (tied weights, a module registered twice) are kept by identity,
+    so each is counted once per module that holds it; the cost grows with the number of modules
+    and tensors, not with depth times tensors.
+    """
+    occurrences = list(root.named_modules(remove_duplicate=False))
+    # ``named_modules()`` order: the first occurrence of each module (a module's later
+    # occurrences, and so their subtrees, are exactly the ones it leaves out)
+    named: list[tuple[str, nn.Module]] = []
+    firsts: set[int] = set()
+    counts: dict[int, int] = {}  # tensor id -> occurrences as a parameter or buffer
+    for entry in occurrences:
+        module = entry[1]
+        if id(module) not in firsts:
+            firsts.add(id(module))
+            named.append(entry)
+        for table in (module._parameters, module._buffers):
+            if table:
+                for tensor in table.values():
+                    if tensor is not None:
+                        counts[id(tensor)] = counts.get(id(tensor), 0) + 1
+    facts: dict[int, tuple[int, int, bool]] = {}
+    # id(module) -> (params, param bytes, trainable, buffers, buffer bytes, shared params,
+    # shared buffers) of its subtree
+    sums: dict[int, tuple[int, int, int, int, int, dict[int, torch.Tensor] | None,
+                          dict[int, torch.Tensor] | None]] = {}
+    own_params: dict[int, int] = {}
+    for _, module in reversed(occurrences):  # every descendant before its ancestors
+        if id(module) in sums:
+            continue
+        if module._parameters:
+            params, param_bytes, trainable, shared_params = _own_sums(
+                module._parameters.values(), counts, facts)
+            own = params
+            if shared_params:  # each distinct shared tensor once
+                own += sum(facts[key][0] for key in shared_params)
+        else:
+            params = param_bytes = trainable = own = 0
+            shared_params = None
+        own_params[id(module)] = own
+        if module._buffers:
+            buffers, buffer_bytes, _, shared_buffers = _own_sums(
+                module._buffers.values(), counts, facts)
+        else:
+            buffers = buffer_bytes = 0
+            shared_buffers = None
+        for child in module._modules.values():
+            if child is None:
+                continue
+            # a child registered twice holds only shared tensors: its plain sums are 0
+            part = sums[id(child)]
+            params += part[0]
+            param_bytes += part[1]
+            trainable += part[2]
+            buffers += part[3]
+            buffer_bytes += part[4]
+            if part[5]:
+                shared_params = {**shared_params, **part[5]} if shared_params else part[5]
+            if part[6]:
+                shared_buffers = {**shared_buffers, **part[6]} if shared_buffers else part[6]
+        sums[id(module)] = (params, param_bytes, trainable, buffers, buffer_bytes,
+                            shared_params, shared_buffers)
     infos = []
-    for path, module in root.named_modules():
-        module_params = params[id(module)].values()
-        module_buffers = buffers[id(module)].values()
-        infos.append(
-            ModuleInfo(
-                path=path,
-                type_name=type(module).__name__,
-                depth=0 if path == "" else path.count(".") + 1,
-                params=sum(_numel(p) for p in module_params),
-                own_params=sum(
-                    _numel(p) for p in {id(p): p for p in module._parameters.values()
-                                        if p is not None}.values()
-                ),
-                trainable_params=sum(_numel(p) for p in module_params if p.requires_grad),
-                buffers=sum(_numel(b) for b in module_buffers),
-                param_bytes=sum(own_nbytes(p) for p in module_params),
-                buffer_bytes=sum(own_nbytes(b) for b in module_buffers),
-                is_leaf=not any(child is not None for child in module._modules.values()),
-            )
-        )
-    return tuple(infos)
+    for path, module in named:
+        params, param_bytes, trainable, buffers, buffer_bytes, shared_params, shared_buffers = (
+            sums[id(module)])
+        if shared_params:
+            for key, param in shared_params.items():
+                numel, size, _ = facts[key]
+                params += numel
+                param_bytes += size
+                if param.requires_grad:
+                    trainable += numel
+        if shared_buffers:
+            for key in shared_buffers:
+                numel, size, _ = facts[key]
+                buffers += numel
+                buffer_bytes += size
+        infos.append(ModuleInfo(
+            path=path, type_name=type(module).__name__,
+            depth=0 if path == "" else path.count(".") + 1,
+            params=params, own_params=own_params[id(module)], trainable_params=trainable,
+            buffers=buffers, param_bytes=param_bytes, buffer_bytes=buffer_bytes,
+            is_leaf=not any(child is not None for child in module._modules.values())))
+    return tuple(infos), any(fact[2] for fact in facts.values())
 
 
 class _OperatorTally:
@@ -112,6 +211,8 @@ class CountingListener(Listener):
         self._own_tensors: dict[int, list[torch.Tensor]] = {}
         self._tallies: dict[int, _OperatorTally] = {}
         self._formulas: dict[Any, Any] = {}  # operator lookups cached for this pass
+        self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._input_shapes: dict[tuple[int, ...], tuple[tuple[int, ...]]] = {}
         self.outside = _OperatorTally()
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators: dict[str, int] = {}
@@ -130,9 +231,45 @@ class CountingListener(Listener):
     def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
              output: Any) -> None:
         module = call.module
-        resolved = self._resolve(module)
-        inputs = formula_inputs(module, args, kwargs)
+        resolved = self._by_module.get(id(module))
+        if resolved is None:
+            resolved = self._resolve(module)
         values = call.values
+        if (not kwargs and len(args) == 1 and type(output) is Tensor
+                and type(first := args[0]) is Tensor and not first.is_nested
+                and not output.is_nested):
+            # The common call, one plain tensor in and one out: the same values as the general
+            # path below, without tree walks or signature binding.
+            ops, macs, source = self._own_counts(resolved, call, args, output)
+            # one tuple per distinct shape in the pass: fewer objects kept, so the garbage
+            # collector runs less often during the forward
+            shapes = self._shapes
+            output_shape = tuple(output.shape)
+            output_shape = shapes.setdefault(output_shape, output_shape)
+            input_shape = tuple(first.shape)
+            input_shape = shapes.setdefault(input_shape, input_shape)
+            input_shapes = self._input_shapes.get(input_shape)
+            if input_shapes is None:
+                input_shapes = self._input_shapes[input_shape] = (input_shape,)
+            if resolved.io_size is default_io_size:
+                values["input_size"] = input_shape
+                values["output_size"] = output_shape
+            else:
+                try:
+                    values["input_size"], values["output_size"] = resolved.io_size(
+                        module, args, output)
+                except Exception as exc:
+                    raise self._formula_error(exc, call, "io-size function") from exc
+            values["input_shapes"] = input_shapes
+            values["input_dtypes"] = one_dtype(first.dtype)
+            values["output_shapes"] = output_shape
+            values["output_dtypes"] = one_dtype(output.dtype)
+            values["output_bytes"] = new_storage_bytes(output, args, self._tensors_of(module))
+            values["ops"] = ops
+            values["macs"] = macs
+            values["ops_source"] = source
+            return
+        inputs = formula_inputs(module, args, kwargs)
         ops, macs, source = self._own_counts(resolved, call, inputs, output)
         output_shapes = shape_tree(output)
         if resolved.io_size is default_io_size:  # the same trees: no need to walk them again
@@ -221,10 +358,27 @@ class CountingListener(Listener):
         observed in the module's own forward, else unknown."""
         if resolved.excluded:
             return None, None, "excluded"
-        ops = self._count(resolved.ops, call, inputs, output, "ops")
+        # ``_count`` inlined for the common result (a non-negative int or None): this runs on
+        # every call
+        module = call.module
+        try:
+            ops = resolved.ops(module, inputs, output)
+        except Exception as exc:
+            raise self._formula_error(
+                exc, call, f"ops formula {formula_name(resolved.ops)!r}") from exc
+        if ops is not None and (type(ops) is not int or ops < 0):
+            ops = self._checked(ops, resolved.ops, call, "ops")
         if ops is not None:
-            macs = (self._count(resolved.macs, call, inputs, output, "macs")
-                    if resolved.macs is not None else None)
+            macs_fn = resolved.macs
+            if macs_fn is None:
+                return ops, None, "formula"
+            try:
+                macs = macs_fn(module, inputs, output)
+            except Exception as exc:
+                raise self._formula_error(
+                    exc, call, f"macs formula {formula_name(macs_fn)!r}") from exc
+            if macs is not None and (type(macs) is not int or macs < 0):
+                macs = self._checked(macs, macs_fn, call, "macs")
             return ops, macs, "formula"
         tally = self._tallies.get(call.index) or _EMPTY_TALLY
         if not self._maps.count_operators or (tally.unsupported and not tally.counted):
@@ -282,14 +436,10 @@ class CountingListener(Listener):
             self._resolved[key] = resolved
         return resolved
 
-    def _count(self, fn: Callable[..., Any], call: Call, inputs: tuple[Any, ...], output: Any,
-               what: str) -> int | float | None:
-        try:
-            value = fn(call.module, inputs, output)
-        except Exception as exc:
-            raise self._formula_error(exc, call, f"{what} formula {formula_name(fn)!r}") from exc
-        if value is None or (type(value) is int and value >= 0):
-            return value
+    @staticmethod
+    def _checked(value: Any, fn: Callable[..., Any], call: Call, what: str
+                 ) -> int | float | None:
+        """A formula result that is not a non-negative int, as a count (or FormulaError)."""
         return count_value(value, formula=f"{what} formula {formula_name(fn)!r}",
                            path=call.path, type_name=type(call.module).__name__)
 

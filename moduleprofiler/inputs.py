@@ -95,6 +95,73 @@ def _forward_signature(cls: type) -> inspect.Signature | None:
     return _SIGNATURES[cls]
 
 
+class _Arg:
+    """Stands for positional argument ``index`` while a call pattern is bound once."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+class _Kwarg:
+    """Stands for keyword argument ``name`` while a call pattern is bound once."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_ARG, _KWARG, _CONST = 0, 1, 2
+Plan = tuple[tuple[int, Any], ...]
+"""Where each formula input comes from: ``(_ARG, index)``, ``(_KWARG, name)`` or
+``(_CONST, default)``."""
+_PLANS: dict[tuple[type, int, tuple[str, ...]], Plan | None] = {}
+
+
+def _plan(cls: type, n_args: int, names: tuple[str, ...]) -> Plan | None:
+    """How :func:`formula_inputs` merges a call of ``cls`` with ``n_args`` positional arguments
+    and keyword arguments ``names``; ``None``: no signature, or the call does not bind to it.
+
+    Binding depends on the argument count and names only, never on the values, so it is done
+    once per call pattern, on stand-ins, and every later call just picks its values."""
+    signature = _forward_signature(cls)
+    if signature is None:
+        return None
+    try:
+        bound = signature.bind(None, *[_Arg(i) for i in range(n_args)],
+                               **{name: _Kwarg(name) for name in names})
+    except TypeError:
+        return None
+    arguments = bound.arguments
+
+    def source(value: Any) -> tuple[int, Any]:
+        return (_ARG, value.index) if isinstance(value, _Arg) else (_KWARG, value.name)
+
+    parameters = list(signature.parameters.values())[1:]  # drop ``self``
+    last_given = -1
+    for position, parameter in enumerate(parameters):
+        if parameter.name in arguments:
+            last_given = position
+    plan: list[tuple[int, Any]] = []
+    for parameter in parameters[: last_given + 1]:
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            plan.extend(source(value) for value in arguments.get(parameter.name, ()))
+        elif parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            if parameter.name in arguments:
+                plan.append(source(arguments[parameter.name]))
+            elif parameter.default is not inspect.Parameter.empty:
+                plan.append((_CONST, parameter.default))
+            else:
+                plan.append((_CONST, None))
+    return tuple(plan)
+
+
 def formula_inputs(
     module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, ...]:
@@ -105,31 +172,12 @@ def formula_inputs(
     """
     if not kwargs:
         return args
-    signature = _forward_signature(type(module))
-    if signature is None:
-        return args + tuple(kwargs.values())
+    key = (type(module), len(args), tuple(kwargs))
     try:
-        bound = signature.bind(module, *args, **kwargs)
-    except TypeError:
+        plan = _PLANS[key]
+    except KeyError:
+        plan = _PLANS[key] = _plan(*key)
+    if plan is None:
         return args + tuple(kwargs.values())
-    merged: list[Any] = []
-    parameters = list(signature.parameters.values())[1:]  # drop ``self``
-    last_given = -1
-    for position, parameter in enumerate(parameters):
-        if parameter.name in bound.arguments:
-            last_given = position
-    for parameter in parameters[: last_given + 1]:
-        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
-            merged.extend(bound.arguments.get(parameter.name, ()))
-        elif parameter.kind in (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            inspect.Parameter.KEYWORD_ONLY,
-        ):
-            if parameter.name in bound.arguments:
-                merged.append(bound.arguments[parameter.name])
-            elif parameter.default is not inspect.Parameter.empty:
-                merged.append(parameter.default)
-            else:
-                merged.append(None)
-    return tuple(merged)
+    return tuple([args[value] if kind == _ARG else kwargs[value] if kind == _KWARG else value
+                  for kind, value in plan])

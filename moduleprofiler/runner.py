@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import ProfilingError
@@ -90,10 +91,11 @@ class Listener:
     """Base class of pass listeners: every method is a no-op; override the ones you need.
 
     A listener is told of every module call as it starts (:meth:`enter`, listeners in the order
-    given to the runner) and ends (:meth:`exit`, in reverse order), of aten operators while the observer is on (:meth:`operator`, with the
-    innermost running call or ``None`` outside every call), and of backward operators with the
-    forward call that created their autograd node (:meth:`backward_operator`). It writes its
-    results into ``call.values`` or keeps pass-level results of its own.
+    given to the runner) and ends (:meth:`exit`, in reverse order), of aten operators while the
+    observer is on (:meth:`operator`, with the innermost running call or ``None`` outside every
+    call), and of backward operators with the forward call that created their autograd node
+    (:meth:`backward_operator`). It writes its results into ``call.values`` or keeps pass-level
+    results of its own.
     """
 
     wants_nodes: bool = False
@@ -135,6 +137,33 @@ class Listener:
 
 def _overrides(listener: Listener, name: str) -> bool:
     return getattr(type(listener), name) is not getattr(Listener, name)
+
+
+_PRE_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
+_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
+_DIRECT: dict[type, bool] = {}
+
+
+def _hooks_directly(module: nn.Module) -> bool:
+    """Whether ``module`` registers hooks the way ``nn.Module`` does (its class overrides
+    neither registration method), so the runner may write the hook tables itself."""
+    cls = type(module)
+    direct = _DIRECT.get(cls)
+    if direct is None:
+        direct = _DIRECT[cls] = (
+            cls.register_forward_pre_hook is nn.Module.register_forward_pre_hook
+            and cls.register_forward_hook is nn.Module.register_forward_hook)
+    return direct
+
+
+def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle]) -> None:
+    for module in hooked:
+        for name in (*_PRE_HOOK_DICTS, *_HOOK_DICTS):
+            getattr(module, name).pop(key, None)
+    for handle in handles:
+        handle.remove()
 
 
 class PassRunner:
@@ -239,16 +268,35 @@ class PassRunner:
 
     def _install(self, cleanup: ExitStack) -> None:
         unhooked: list[str] = []
+        # What ``register_forward_pre_hook(with_kwargs=True)`` and ``register_forward_hook(
+        # with_kwargs=True, always_call=True)`` do, written into the module's hook tables under
+        # one fresh torch hook id: no handle objects (four or five tracked objects per hook,
+        # enough to set off the garbage collector during the pass), one cleanup callback for
+        # all modules, registered first so a failure half-way still releases what was installed.
+        # A module whose class overrides the registration methods gets them called instead.
+        key = RemovableHandle.next_id
+        RemovableHandle.next_id += 1
+        hooked: list[nn.Module] = []
+        handles: list[RemovableHandle] = []
+        cleanup.callback(_release_hooks, key, hooked, handles)
+        enter, exit_ = self._enter, self._exit
         for module in self.modules:
             path = self.paths[id(module)]
             if isinstance(module, torch.jit.ScriptModule) and module is not self.root:
                 unhooked.append(path)
                 continue
             try:
-                cleanup.enter_context(
-                    module.register_forward_pre_hook(self._enter, with_kwargs=True))
-                cleanup.enter_context(
-                    module.register_forward_hook(self._exit, with_kwargs=True, always_call=True))
+                if _hooks_directly(module):
+                    hooked.append(module)
+                    module._forward_pre_hooks[key] = enter
+                    module._forward_pre_hooks_with_kwargs[key] = True
+                    module._forward_hooks[key] = exit_
+                    module._forward_hooks_with_kwargs[key] = True
+                    module._forward_hooks_always_called[key] = True
+                else:
+                    handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
+                    handles.append(module.register_forward_hook(
+                        exit_, with_kwargs=True, always_call=True))
             except Exception as exc:
                 raise ProfilingError(
                     f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
@@ -258,37 +306,53 @@ class PassRunner:
     def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         key = id(module)
         stack = self.stack
-        parent = stack[-1] if stack else None
+        calls = self.calls
         number = self._counts.get(key, 0)
         self._counts[key] = number + 1
-        call = Call(len(self.calls), parent.index if parent is not None else None,
-                    parent.depth + 1 if parent is not None else 0, module,
-                    self.paths.get(key, "?"), number, sys.exc_info()[1])
-        self.calls.append(call)
+        if stack:
+            parent = stack[-1]
+            call = Call(len(calls), parent.index, parent.depth + 1, module,
+                        self.paths.get(key, "?"), number, sys.exc_info()[1])
+        else:
+            call = Call(len(calls), None, 0, module, self.paths.get(key, "?"), number,
+                        sys.exc_info()[1])
+        calls.append(call)
         stack.append(call)
         if self._track_nodes:
             self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
             self._seq_calls.append(call)
         for listener in self._enter_listeners:
             listener.enter(call, args, kwargs)
-        if self._observer is not None:
-            self._sync_observer()
+        observer = self._observer
+        if observer is not None:
+            wanted = self._observed.get(key)
+            if wanted is None:
+                wanted = self._wants(module)
+            if wanted is not observer.pushed:  # switch only when the state changes
+                observer.set_active(wanted)
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
-        # The top call is this module's unless a foreign hook raised between our pre-hook and
-        # the forward: unwind to this module's call then.
         stack = self.stack
-        call = None
-        while stack:
-            candidate = stack.pop()
-            if candidate.module is module:
-                call = candidate
-                break
-        if call is None:
-            return
-        if self._observer is not None:
-            self._observer.stop()  # tensor work done by listeners is never observed
+        if stack and stack[-1].module is module:
+            call = stack.pop()
+        else:
+            # A foreign hook raised between our pre-hook and the forward: unwind to this
+            # module's call.
+            found = None
+            while stack:
+                candidate = stack.pop()
+                if candidate.module is module:
+                    found = candidate
+                    break
+            if found is None:
+                return
+            call = found
+        observer = self._observer
+        if observer is not None and observer.pushed:
+            # tensor work done by listeners is never observed; muting is cheaper than popping
+            # the mode when the caller is observed too
+            observer.muted = True
         try:
             exception = sys.exc_info()[1]
             if exception is not None and exception is not call.outer_exception:
@@ -304,8 +368,18 @@ class PassRunner:
             if self._track_nodes:
                 self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
                 self._seq_calls.append(stack[-1] if stack else None)
-            if self._observer is not None:
-                self._sync_observer()
+            if observer is not None:
+                if stack:
+                    caller = stack[-1].module
+                    wanted = self._observed.get(id(caller))
+                    if wanted is None:
+                        wanted = self._wants(caller)
+                else:
+                    wanted = self._observe_outside
+                if wanted and observer.pushed:
+                    observer.muted = False
+                else:
+                    observer.set_active(wanted)
 
     # -- operators -------------------------------------------------------------------------
     def _wants(self, module: nn.Module) -> bool:

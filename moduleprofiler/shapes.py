@@ -65,17 +65,29 @@ def iter_tensors(value: Any, _depth: int = 0) -> Iterator[Tensor]:
             yield from iter_tensors(getattr(value, field.name, None), _depth + 1)
 
 
+_DTYPE_NAMES: dict[torch.dtype, tuple[str]] = {}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.float32`` -> ``"float32"``."""
-    return str(dtype).removeprefix("torch.")
+    return one_dtype(dtype)[0]
+
+
+def one_dtype(dtype: torch.dtype) -> tuple[str]:
+    """``(dtype_name(dtype),)``, the dtypes of one tensor: one shared tuple per dtype, since it
+    is asked for on every module call."""
+    names = _DTYPE_NAMES.get(dtype)
+    if names is None:
+        names = _DTYPE_NAMES[dtype] = (str(dtype).removeprefix("torch."),)
+    return names
 
 
 def dtypes_of(value: Any) -> tuple[str, ...]:
     """Distinct dtypes of the tensors in ``value``, in order of first appearance."""
     if isinstance(value, Tensor):  # the common cases, without walking
-        return (dtype_name(value.dtype),)
+        return one_dtype(value.dtype)
     if type(value) is tuple and len(value) == 1 and isinstance(value[0], Tensor):
-        return (dtype_name(value[0].dtype),)
+        return one_dtype(value[0].dtype)
     seen: dict[str, None] = {}
     for tensor in iter_tensors(value):
         seen.setdefault(dtype_name(tensor.dtype), None)

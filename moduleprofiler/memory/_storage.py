@@ -75,19 +75,48 @@ def distinct_bytes(tensors: Iterable[Tensor], exclude: Iterable[int] = ()) -> in
 def new_storage_bytes(output: Any, *existing: Any) -> int:
     """Bytes of the distinct storages of ``output``'s tensors that no tensor in ``existing``
     (inputs, parameters, buffers) uses: what a call allocated for its results. Storages are
-    told apart on the meta device too."""
-    from moduleprofiler.shapes import iter_tensors
+    told apart on the meta device too.
 
+    Called on every module call of a profile, so the common case (one tensor out; flat tuples
+    and lists of plain tensors to compare with) reads one storage per tensor and walks nothing.
+    """
     if isinstance(output, Tensor):  # the common case: compare one storage, build no set
-        storage = storage_of(output)
+        if type(output) is Tensor:  # plain: not lazy, so no subclass check
+            try:
+                storage: torch.UntypedStorage | None = output.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError):
+                storage = None
+        else:
+            storage = storage_of(output)
         if storage is None:
             return own_nbytes(output)
-        target = storage_key(storage)
+        target = storage._cdata
+        parameter = torch.nn.Parameter
         for value in existing:
-            for tensor in iter_tensors(value):
-                if tensor_key(tensor) == target:
-                    return 0
+            if type(value) is tuple or type(value) is list:
+                items = value
+                depth = 1
+            elif type(value) is dict and not value:
+                continue
+            else:
+                items = (value,)
+                depth = 0
+            for item in items:
+                if type(item) is Tensor or type(item) is parameter:  # neither can be lazy
+                    try:
+                        if item.untyped_storage()._cdata == target:
+                            return 0
+                    except (RuntimeError, NotImplementedError, TypeError):
+                        pass
+                elif item is not None:
+                    from moduleprofiler.shapes import iter_tensors
+
+                    for tensor in iter_tensors(item, depth):
+                        if tensor_key(tensor) == target:
+                            return 0
         return storage_nbytes(storage)
+    from moduleprofiler.shapes import iter_tensors
+
     existing_keys = {key for value in existing for tensor in iter_tensors(value)
                      if (key := tensor_key(tensor)) is not None}
     return distinct_bytes(iter_tensors(output), exclude=existing_keys)

@@ -1,0 +1,355 @@
+"""The pass runner: event order, hooks released, the operator observer's switching, autograd
+node ownership, and the lean per-call helpers giving the same values as the general ones."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.parameter import UninitializedParameter
+
+from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler.counting import module_infos, scan_modules
+from moduleprofiler.inputs import formula_inputs
+from moduleprofiler.memory._storage import new_storage_bytes, own_nbytes
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.shapes import dtypes_of, shape_tree
+from moduleprofiler.tensors import module_tensors
+
+
+def _dispatch_depth() -> int:
+    return int(torch._C._len_torch_dispatch_stack())
+
+
+def _hook_tables(module: nn.Module) -> list[int]:
+    return [len(module._forward_pre_hooks), len(module._forward_pre_hooks_with_kwargs),
+            len(module._forward_hooks), len(module._forward_hooks_with_kwargs),
+            len(module._forward_hooks_always_called)]
+
+
+class Recorder(Listener):
+    """Writes down every event, and observes the operators of the modules it is given."""
+
+    def __init__(self, observed: tuple[type, ...] = ()) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.observed = observed
+
+    def start(self, runner: PassRunner) -> None:
+        self.events.append(("start", ""))
+
+    def observe(self, module: nn.Module) -> bool:
+        return isinstance(module, self.observed)
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.events.append(("enter", call.path))
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        self.events.append(("exit", call.path))
+
+    def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], out: Any) -> None:
+        self.events.append(("op", f"{call.path if call else None}:{func.overloadpacket}"))
+
+    def finish(self, runner: PassRunner) -> None:
+        self.events.append(("finish", ""))
+
+
+class Block(nn.Module):
+    """Own work between two children: ``a`` (covered) runs, then the block adds, then ``b``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x) + 1)
+
+
+def test_events_in_call_order_and_exits_in_reverse_listener_order() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    first, second = Recorder(), Recorder()
+    runner = PassRunner(model, [first, second])
+    order: list[str] = []
+    first.exit = lambda call, *rest: order.append(f"first:{call.path}")  # type: ignore[method-assign]
+    second.exit = lambda call, *rest: order.append(f"second:{call.path}")  # type: ignore[method-assign]
+    with torch.no_grad():
+        runner.forward(lambda: model(torch.ones(1, 2)))
+    runner.finish()
+    assert first.events == [("start", ""), ("enter", ""), ("enter", "0"), ("enter", "1"),
+                            ("finish", "")]
+    # the last listener is the innermost: it exits first
+    assert order == ["second:0", "first:0", "second:1", "first:1", "second:", "first:"]
+    calls = [(c.index, c.parent, c.depth, c.path, c.call_number) for c in runner.calls]
+    assert calls == [(0, None, 0, "", 0), (1, 0, 1, "0", 0), (2, 0, 1, "1", 0)]
+
+
+def test_reused_module_gets_call_numbers() -> None:
+    relu = nn.ReLU()
+    model = nn.Sequential(nn.Linear(2, 2), relu, nn.Linear(2, 2), relu)
+    runner = PassRunner(model, [Recorder()])
+    runner.forward(lambda: model(torch.ones(1, 2)))
+    assert [(c.path, c.call_number) for c in runner.calls] == [
+        ("", 0), ("0", 0), ("1", 0), ("2", 0), ("1", 1)]
+
+
+def test_hooks_released_after_the_forward_and_after_an_exception() -> None:
+    class Fails(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("boom")
+
+    model = nn.Sequential(nn.Linear(2, 2), Fails())
+    user = model[0].register_forward_hook(lambda *args: None)
+    before = {name: _hook_tables(module) for name, module in model.named_modules()}
+    runner = PassRunner(model, [Recorder(observed=(nn.Sequential,))])
+    with pytest.raises(ProfilingError, match="'1' \\(Fails\\)"):
+        runner.forward(lambda: model(torch.ones(1, 2)))
+    assert runner.failed_path == "1"
+    assert {name: _hook_tables(module) for name, module in model.named_modules()} == before
+    assert _dispatch_depth() == 0
+    ModuleProfiler().profile(model[0], torch.ones(1, 2))
+    assert {name: _hook_tables(module) for name, module in model.named_modules()} == before
+    user.remove()
+
+
+def test_user_hooks_run_before_ours_as_if_registered_through_torch() -> None:
+    model = nn.Sequential(nn.Linear(2, 2))
+    seen: list[tuple[int, ...]] = []
+
+    def double(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0].repeat(2, 1),)  # the runner sees the arguments after user hooks
+
+    model[0].register_forward_pre_hook(double)
+    recorder = Recorder()
+    recorder.enter = lambda call, args, kwargs: seen.append(tuple(args[0].shape))  # type: ignore[method-assign]
+    PassRunner(model, [recorder]).forward(lambda: model(torch.ones(1, 2)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+def test_a_module_overriding_hook_registration_is_hooked_through_its_methods() -> None:
+    registered: list[str] = []
+
+    class Guarded(nn.Linear):
+        def register_forward_pre_hook(self, *args: Any, **kwargs: Any) -> Any:
+            registered.append("pre")
+            return super().register_forward_pre_hook(*args, **kwargs)
+
+        def register_forward_hook(self, *args: Any, **kwargs: Any) -> Any:
+            registered.append("post")
+            return super().register_forward_hook(*args, **kwargs)
+
+    model = nn.Sequential(Guarded(2, 2))
+    profile = ModuleProfiler().profile(model, torch.ones(1, 2))
+    assert registered == ["pre", "post"]
+    assert [r.path for r in profile.records] == ["", "0"]
+    assert _hook_tables(model[0]) == [0, 0, 0, 0, 0]
+
+
+def test_observer_on_only_inside_observed_calls() -> None:
+    model = Block()
+    recorder = Recorder(observed=(Block,))
+    runner = PassRunner(model, [recorder])
+    depths: list[int] = []
+
+    def exit_(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        depths.append(_dispatch_depth())
+        output.sum()  # a listener's own tensor work
+
+    recorder.exit = exit_  # type: ignore[method-assign]
+    with torch.no_grad():
+        runner.forward(lambda: model(torch.ones(1, 3)))
+    ops = [event for kind, event in recorder.events if kind == "op"]
+    # the Linear's own operators are not observed; the block's add is, after the Linear
+    # returned; the listener's exit work is never reported: the mode is off at the children's
+    # exits and on the stack but muted at the block's
+    assert ops == [":aten.add"]
+    assert depths == [0, 0, 1]
+    assert _dispatch_depth() == 0
+
+
+def test_observer_switches_only_when_the_state_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import moduleprofiler.dispatch as dispatch
+
+    pushes: list[int] = []
+    original = dispatch._push_mode
+    monkeypatch.setattr(dispatch, "_push_mode", lambda mode: (pushes.append(1), original(mode)))
+    relu = nn.ReLU()
+    model = nn.Sequential(Block(), Block(), relu, relu)
+    recorder = Recorder(observed=(Block,))
+    with torch.no_grad():
+        PassRunner(model, [recorder]).forward(lambda: model(torch.ones(1, 3)))
+    ops = [event for kind, event in recorder.events if kind == "op"]
+    assert ops == ["0:aten.add", "1:aten.add"]
+    # entered once (``__enter__``, not counted here), pushed back after each child of an
+    # observed block (two per block), when the second block starts and at the end (leaving the
+    # mode pops it); the Sequential's own calls, its ReLU calls and the exits into it change
+    # nothing, so they switch nothing
+    assert len(pushes) == 6
+    assert _dispatch_depth() == 0
+
+
+def test_owner_of_node() -> None:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(3, 3)
+            self.act = nn.ReLU(inplace=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.linear(x)
+            y = self.act(y)  # in place: the node is created inside act's call
+            y = self.linear(y)  # the same module again: a second call
+            return y * 2  # created by Net itself, outside every child
+
+    class Nodes(Listener):
+        wants_nodes = True
+
+        def __init__(self) -> None:
+            self.nodes: list[tuple[str, int, Any]] = []
+
+        def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 output: Any) -> None:
+            self.nodes.append((call.path, call.call_number, output.grad_fn))
+
+    model = Net()
+    listener = Nodes()
+    runner = PassRunner(model, [listener])
+    x = torch.ones(1, 3, requires_grad=True)
+    out = runner.forward(lambda: model(x))
+    outside = out.sum()  # created after every call
+    by_call = {(call.path, call.call_number): call for call in runner.calls}
+    for path, number, node in listener.nodes:
+        assert runner.owner_of_node(node) is by_call[(path, number)]
+    assert runner.owner_of_node(outside.grad_fn) is None
+    assert runner.owner_of_node(None) is None
+    assert [(path, number) for path, number, _ in listener.nodes] == [
+        ("linear", 0), ("act", 0), ("linear", 1), ("", 0)]
+
+
+# -- the hot path's helpers against the general ones ------------------------------------------
+def _module_infos_reference(root: nn.Module) -> tuple[Any, ...]:
+    """Per module: the set-based sums the fast scan must equal."""
+    params, buffers = module_tensors(root)
+
+    def numel(tensor: torch.Tensor) -> int:
+        return 0 if isinstance(tensor, UninitializedParameter) else tensor.numel()
+
+    rows = []
+    for path, module in root.named_modules():
+        mine = params[id(module)].values()
+        rows.append((path, sum(numel(p) for p in mine),
+                     sum(numel(p) for p in {id(p): p for p in module._parameters.values()
+                                            if p is not None}.values()),
+                     sum(numel(p) for p in mine if p.requires_grad),
+                     sum(numel(b) for b in buffers[id(module)].values()),
+                     sum(own_nbytes(p) for p in mine),
+                     sum(own_nbytes(b) for b in buffers[id(module)].values())))
+    return tuple(rows)
+
+
+def _shared_models() -> list[nn.Module]:
+    linear = nn.Linear(3, 4)
+    reused = nn.Sequential(linear, nn.ReLU(), linear, nn.Sequential(linear, nn.BatchNorm1d(4)))
+    tied = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5))
+    tied[1].weight = tied[0].weight
+    frozen = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2, bias=False))
+    frozen[0].weight.requires_grad_(False)
+    twice = nn.Module()
+    twice.a = twice.b = nn.Linear(2, 2)
+    twice.w = nn.Parameter(torch.ones(3))
+    twice.register_buffer("counter", torch.zeros(2, dtype=torch.float64))
+    lazy = nn.Sequential(nn.LazyLinear(4), nn.BatchNorm1d(4))
+    return [reused, tied, frozen, twice, lazy]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_module_scan_equals_the_set_based_sums(index: int) -> None:
+    model = _shared_models()[index]
+    infos, lazy = scan_modules(model)
+    assert infos == module_infos(model)
+    assert lazy == (index == 4)
+    got = tuple((i.path, i.params, i.own_params, i.trainable_params, i.buffers, i.param_bytes,
+                 i.buffer_bytes) for i in infos)
+    assert got == _module_infos_reference(model)
+    assert [i.path for i in infos] == [path for path, _ in model.named_modules()]
+
+
+def test_formula_inputs_bind_once_per_call_pattern() -> None:
+    class Varargs(nn.Module):
+        def forward(self, x: Any, *rest: Any, y: Any = 3, z: Any, **extra: Any) -> Any:
+            return x
+
+    class PositionalOnly(nn.Module):
+        def forward(self, a: Any, b: Any = 2, /, c: Any = 4, *, d: Any = 5) -> Any:
+            return a
+
+    def reference(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        signature = inspect.signature(type(module).forward)
+        try:
+            bound = signature.bind(module, *args, **kwargs)
+        except TypeError:
+            return args + tuple(kwargs.values())
+        parameters = list(signature.parameters.values())[1:]
+        last = max((i for i, p in enumerate(parameters) if p.name in bound.arguments),
+                   default=-1)
+        merged: list[Any] = []
+        for parameter in parameters[: last + 1]:
+            if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+                merged.extend(bound.arguments.get(parameter.name, ()))
+            elif parameter.kind is not inspect.Parameter.VAR_KEYWORD:
+                merged.append(bound.arguments.get(
+                    parameter.name, None if parameter.default is inspect.Parameter.empty
+                    else parameter.default))
+        return tuple(merged)
+
+    t = torch.ones(2, 1, 4)
+    mha = nn.MultiheadAttention(4, 2)
+    cases = [
+        (mha, (t, t, t), {"need_weights": False}), (mha, (t,), {"key": t, "value": t}),
+        (mha, (), {"query": t, "key": t, "value": t, "attn_mask": None}),
+        (nn.Linear(4, 4), (), {"input": t}), (nn.Linear(4, 4), (t,), {"input": t}),
+        (nn.Linear(4, 4), (t,), {"bogus": 1}), (Varargs(), (1, 2, 3), {"z": 9}),
+        (Varargs(), (1,), {"z": 9, "q": 1}), (Varargs(), (1,), {"q": 1}),
+        (PositionalOnly(), (1,), {"c": 3}), (PositionalOnly(), (1, 2), {"d": 7}),
+        (PositionalOnly(), (), {"a": 1}),
+    ]
+    for module, args, kwargs in cases * 2:  # the second time from the cached plan
+        got, expected = formula_inputs(module, args, kwargs), reference(module, args, kwargs)
+        assert len(got) == len(expected)
+        assert all(a is b for a, b in zip(got, expected)), (type(module).__name__, args, kwargs)
+    assert formula_inputs(mha, (t,), {}) == (t,)
+
+
+def test_output_bytes_of_one_tensor() -> None:
+    x = torch.ones(4, 4)
+    weight = nn.Parameter(torch.ones(4))
+    fresh = x + 1
+    assert new_storage_bytes(fresh, (x,), [weight]) == fresh.untyped_storage().nbytes()
+    assert new_storage_bytes(x, (x,), []) == 0  # in place: the input itself
+    assert new_storage_bytes(x[1:].view(-1), (x,), []) == 0  # a view of the input
+    assert new_storage_bytes(weight.detach(), (x,), [weight]) == 0  # the module's own weight
+    assert new_storage_bytes(x[0], ((1, [x]),), {}, []) == 0  # nested in the arguments
+    assert new_storage_bytes(fresh, (3, None, "s"), {"k": x}, []) == fresh.nbytes
+    meta = torch.empty(8, device="meta")
+    assert new_storage_bytes(meta, (meta[:2],), []) == 0
+    assert new_storage_bytes(meta * 2, (meta,), []) == 32
+
+
+def test_one_tensor_calls_record_what_the_general_path_computes() -> None:
+    class Keyword(nn.Module):
+        def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+            return x * scale
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(inplace=True), Keyword())
+    x = torch.ones(2, 3)
+    records = ModuleProfiler().profile(model, x).records
+    for record in records[1:]:  # the children: one tensor in, one out
+        assert record.input_shapes == shape_tree((torch.ones(record.input_size),))
+        assert record.input_dtypes == dtypes_of((x,)) == ("float32",)
+        assert record.output_shapes == record.output_size == (2, 4)
+        assert type(record.input_shapes) is tuple and type(record.output_shapes) is tuple
+    assert [r.output_bytes for r in records] == [32, 32, 0, 32]
