@@ -24,7 +24,12 @@ from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.memory._storage import is_lazy, new_storage_bytes
 from moduleprofiler.operators.registry import MISSING, OperatorMap, lookup_in
 from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
-from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY, resolve
+from moduleprofiler.registry import (
+    DEFAULT_KEY,
+    EXCLUDED_KEY,
+    formula_fits,
+    resolve_with_owner,
+)
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
 from moduleprofiler.validate import count_value, formula_name, operator_counts
@@ -421,14 +426,14 @@ class CountingListener(Listener):
         if resolved is None:
             maps = self._maps
             cls = type(module)
-            formula = resolve(maps.ops, cls)
+            formula = _fitting(maps.ops, cls)
             ops_fn = (
                 maps.ops.get(EXCLUDED_KEY) if excluded else formula
             ) or maps.ops.get(DEFAULT_KEY) or _unknown
             resolved = _Resolved(
                 ops=ops_fn,
-                macs=resolve(maps.macs, cls),
-                io_size=resolve(maps.io_size, cls) or maps.io_size.get(DEFAULT_KEY)
+                macs=_fitting(maps.macs, cls) if formula is not None else None,
+                io_size=_fitting(maps.io_size, cls) or maps.io_size.get(DEFAULT_KEY)
                 or default_io_size,
                 excluded=excluded,
                 covered=excluded or formula is not None,
@@ -495,6 +500,16 @@ class BackwardCountingListener(Listener):
 
 _NOT_LOOKED_UP = object()
 _EMPTY_TALLY = _OperatorTally()
+
+
+def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:
+    """The function of ``table`` for ``cls`` along its MRO, unless it was registered for a base
+    class whose ``forward`` a subclass replaces (:func:`~moduleprofiler.registry.formula_fits`):
+    such a module is counted by its operators instead."""
+    found = resolve_with_owner(table, cls)
+    if found is None or not formula_fits(cls, found[1]):
+        return None
+    return found[0]
 
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:

@@ -112,14 +112,40 @@ def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...,
     At each class of the MRO the class itself is tried, then its dotted qualified name.
     ``None`` when nothing matches (the caller decides what "default" means).
     """
+    found = resolve_with_owner(table, cls)
+    return None if found is None else found[0]
+
+
+def resolve_with_owner(table: Mapping[Any, Callable[..., Any]], cls: type
+                       ) -> tuple[Callable[..., Any], type] | None:
+    """:func:`resolve`, also returning the class of ``cls.__mro__`` the function is
+    registered for."""
     for base in cls.__mro__:
         fn = table.get(base)
         if fn is not None:
-            return fn
+            return fn, base
         fn = table.get(qualified_name(base))
         if fn is not None:
-            return fn
+            return fn, base
     return None
+
+
+def formula_fits(cls: type, registered_for: type) -> bool:
+    """Whether a formula registered for ``registered_for`` describes ``cls`` (a subclass).
+
+    It does unless a class between them replaces ``forward``: a subclass of ``nn.Linear`` whose
+    forward does a grouped ``bmm``, or of ``nn.Conv1d`` that also convolves a mask and returns
+    a tuple, does other work than the formula prices. Classes of ``torch`` itself are trusted
+    (``nn.Conv2d`` defines its own ``forward`` below a formula registered for a common base).
+    """
+    if cls is registered_for:
+        return True
+    for klass in cls.__mro__:
+        if klass is registered_for:
+            return True
+        if "forward" in vars(klass) and not klass.__module__.startswith("torch."):
+            return False
+    return True
 
 
 def types_in(keys: Iterable[Any]) -> list[type]:
