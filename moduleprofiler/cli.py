@@ -19,6 +19,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import torch
+from torch import nn
+
+from moduleprofiler._version import __version__
+from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.format_table import (
+    format_name,
+    get_format,
+    infer_format,
+    render_view,
+    split_options,
+)
+from moduleprofiler.export.formats import export_profile
+from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.export.select import WHAT_GROUPS, columns_for
+from moduleprofiler.profiler import ModuleProfiler
+
 EXAMPLES = """\
 examples:
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224
@@ -50,7 +68,6 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (its ``--help`` ends with examples)."""
-    from moduleprofiler._version import __version__
 
     parser = _Parser(
         prog="moduleprofiler",
@@ -160,8 +177,6 @@ def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
 
 def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     """Call the factory (``weights=None`` added when it takes ``weights``)."""
-    import torch
-    from torch import nn
 
     factory = load_factory(spec)
     try:
@@ -185,7 +200,6 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
 
 def parse_dtype(name: str) -> Any:
     """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name)."""
-    import torch
 
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
@@ -209,7 +223,6 @@ def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
 
 def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...]:
     """Random floating inputs (seed 0), zeros for integer and bool dtypes."""
-    import torch
 
     torch.manual_seed(0)
     inputs = []
@@ -225,10 +238,7 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
 
 def run_profile(options: argparse.Namespace) -> Any:
     """Load or compute the profile the options ask for."""
-    import torch
 
-    from moduleprofiler.export.profile import Profile
-    from moduleprofiler.profiler import ModuleProfiler
 
     if options.model.endswith(".json") and ":" not in options.model:
         try:
@@ -276,8 +286,6 @@ def run_profile(options: argparse.Namespace) -> Any:
 
 # -- the output -------------------------------------------------------------------------------
 def _columns(profile: Any, what: str) -> list[str]:
-    from moduleprofiler.export.frame import module_frame
-    from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 
     items = [item.strip() for item in what.split(",") if item.strip()]
     frame = module_frame(profile)
@@ -297,7 +305,6 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     if options.top is not None:
         return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
     if options.sort is not None:
-        from moduleprofiler.export.columns import column_spec
 
         sort = [options.sort]
         if column_spec(options.sort).inclusive is not None:
@@ -310,14 +317,6 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
 def write_output(profile: Any, options: argparse.Namespace) -> None:
     """Render in the chosen format to ``-o`` or stdout: formats that hold a whole profile
     (JSON, the HTML report) render it, the others render the chosen view."""
-    from moduleprofiler.export.format_table import (
-        format_name,
-        get_format,
-        infer_format,
-        render_view,
-        split_options,
-    )
-    from moduleprofiler.export.formats import export_profile
 
     if options.format:
         fmt = format_name(options.format)

@@ -10,12 +10,14 @@ import pandas as pd
 import torch
 from torch import nn
 
+import moduleprofiler.formulas  # noqa: F401  (the formula families register on import)
 from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.legacy import LegacyPasses
+from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
 from moduleprofiler.registry import (
     FormulaMap,
@@ -25,6 +27,7 @@ from moduleprofiler.registry import (
 )
 from moduleprofiler.runner import Listener
 from moduleprofiler.state import preserved_state
+from moduleprofiler.timing import benchmark, time_modules, train_step_times
 from moduleprofiler.validate import (
     CheckedMaps,
     check_bool,
@@ -204,8 +207,6 @@ class ModuleProfiler(LegacyPasses):
         """Whole-model latency and throughput with no hooks installed: warm-up by count and
         time, then fixed or adaptive iterations (95 % CI of the median within a target).
         Keyword arguments are those of :func:`moduleprofiler.timing.benchmark`."""
-        from moduleprofiler.timing import benchmark
-
         self._log(f"Benchmarking {type(module).__name__}")
         with self._located_errors("benchmark", module, input, kwargs):
             return benchmark(module, input, **kwargs)
@@ -213,8 +214,6 @@ class ModuleProfiler(LegacyPasses):
     def time_modules(self, module: nn.Module, input: Any = None, **kwargs: Any) -> ModuleTiming:
         """Per-module forward time (inclusive and self, per call) with the hooks' own cost
         measured and reported. Keyword arguments: :func:`moduleprofiler.timing.time_modules`."""
-        from moduleprofiler.timing import time_modules
-
         self._log(f"Timing the modules of {type(module).__name__}")
         with self._located_errors("time_modules", module, input, kwargs):
             return time_modules(module, input, **kwargs)
@@ -223,8 +222,6 @@ class ModuleProfiler(LegacyPasses):
                          **kwargs: Any) -> TrainingTiming:
         """Per-module forward and backward time of training steps. Keyword arguments:
         :func:`moduleprofiler.timing.train_step_times`."""
-        from moduleprofiler.timing import train_step_times
-
         self._log(f"Timing training steps of {type(module).__name__}")
         with self._located_errors("train_step_times", module, input, kwargs):
             return train_step_times(module, input, **kwargs)
@@ -245,8 +242,6 @@ class ModuleProfiler(LegacyPasses):
         inference (with ``train=True`` also of forward + backward) with the module call running
         at the peak. Works on CPU, CUDA and the meta device (see ``docs/memory.md`` and
         :func:`moduleprofiler.memory.measure_memory`)."""
-        from moduleprofiler.memory import measure_memory
-
         check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
         check_device(device)
         check_choice(emulate, "emulate", ("cuda", None))
@@ -257,8 +252,6 @@ class ModuleProfiler(LegacyPasses):
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
-        from moduleprofiler.memory import parameter_memory
-
         return parameter_memory(check_pass(module))
 
     # -- helpers ---------------------------------------------------------------------------

@@ -22,7 +22,13 @@ from typing import Any, TypeVar
 from torch import nn
 
 from moduleprofiler.errors import RegistryError
-from moduleprofiler.validate import check_registration, check_registry_key
+from moduleprofiler.shapes import default_io_size
+from moduleprofiler.validate import (
+    DEFAULT_KEY as DEFAULT_KEY,
+    EXCLUDED_KEY as EXCLUDED_KEY,
+    check_registration,
+    check_registry_key,
+)
 
 Count = int | float | None
 """What an ops/macs formula returns: a count, or ``None`` for "unknown"."""
@@ -32,8 +38,6 @@ IoSizeFunction = Callable[[nn.Module, tuple[Any, ...], Any], tuple[Any, Any]]
 Key = type | str
 FormulaMap = dict[Any, Callable[..., Any]]
 
-DEFAULT_KEY = "default"
-EXCLUDED_KEY = "excluded"
 _RESERVED_KEYS = (DEFAULT_KEY, EXCLUDED_KEY)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -211,27 +215,16 @@ def excluded_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> Non
     return None
 
 
-def _load_formulas() -> None:
-    # Formula families register themselves on import; importing here keeps the default maps
-    # complete however the package was imported.
-    import moduleprofiler.formulas  # noqa: F401
-
-
 def get_default_ops_map() -> FormulaMap:
     """A new dict of the default ops formulas, with the 0.0.4 ``"default"``/``"excluded"`` keys."""
-    _load_formulas()
     return {**OPS_FORMULAS.as_map(), DEFAULT_KEY: unknown_ops, EXCLUDED_KEY: excluded_ops}
 
 
 def get_default_macs_map() -> FormulaMap:
     """A new dict of the default multiply-accumulate formulas."""
-    _load_formulas()
     return MACS_FORMULAS.as_map()
 
 
 def get_default_io_size_map() -> FormulaMap:
     """A new dict of the default io-size functions, with the 0.0.4 ``"default"`` key."""
-    _load_formulas()
-    from moduleprofiler.shapes import default_io_size
-
     return {**IO_SIZE_FUNCTIONS.as_map(), DEFAULT_KEY: default_io_size}

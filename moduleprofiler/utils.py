@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from moduleprofiler.export.tables import with_suffix
+from moduleprofiler.timing.environment import get_hardware_specs as specs
 
 
 def make_list(x: Any) -> list[Any]:
@@ -18,7 +19,6 @@ def make_list(x: Any) -> list[Any]:
 
 def get_hardware_specs() -> dict[str, Any]:
     """``host_name, os, os_release, cpu_count, total_memory ("<n> MB"), gpu`` of this machine."""
-    from moduleprofiler.timing.environment import get_hardware_specs as specs
 
     return specs()
 

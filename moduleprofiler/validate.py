@@ -20,6 +20,12 @@ from torch import nn
 
 from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
+from moduleprofiler.runner import Listener
+
+DEFAULT_KEY = "default"
+"""The formula-map key of 0.0.4's fallback ops function (a module type without a formula)."""
+EXCLUDED_KEY = "excluded"
+"""The formula-map key of 0.0.4's function for modules excluded from counting."""
 
 
 def _kind(value: object) -> str:
@@ -84,8 +90,6 @@ def check_device(value: object, name: str = "device") -> None:
 
 def check_listeners(listeners: object) -> tuple[Any, ...]:
     """A sequence of :class:`~moduleprofiler.runner.Listener` instances, as a tuple."""
-    from moduleprofiler.runner import Listener
-
     if isinstance(listeners, Listener):
         raise TypeError("listeners must be a sequence of Listener instances, got one Listener: "
                         "pass listeners=[listener]")
@@ -124,8 +128,6 @@ def check_exclusions(items: object, name: str = "exclude_from_ops") -> list[Any]
 def check_formula_map(table: object, name: str) -> None:
     """A module formula map: a mapping from ``nn.Module`` subclasses, dotted class names or the
     ``"default"``/``"excluded"`` keys to functions (``None``: no entry)."""
-    from moduleprofiler.registry import DEFAULT_KEY, EXCLUDED_KEY  # registry imports this module
-
     if not isinstance(table, Mapping):
         raise TypeError(f"{name} must be a mapping (a dict) from module classes to functions, "
                         f"got {_kind(table)}")

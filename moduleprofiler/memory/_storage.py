@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
+from moduleprofiler.shapes import iter_tensors
+
 
 def is_lazy(tensor: Tensor) -> bool:
     """Whether ``tensor`` is a lazy module's parameter or buffer not materialised yet."""
@@ -109,13 +111,11 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
                     except (RuntimeError, NotImplementedError, TypeError):
                         pass
                 elif item is not None:
-                    from moduleprofiler.shapes import iter_tensors
 
                     for tensor in iter_tensors(item, depth):
                         if tensor_key(tensor) == target:
                             return 0
         return storage_nbytes(storage)
-    from moduleprofiler.shapes import iter_tensors
 
     existing_keys = {key for value in existing for tensor in iter_tensors(value)
                      if (key := tensor_key(tensor)) is not None}
