@@ -25,14 +25,18 @@ from moduleprofiler.memory._storage import is_lazy, new_storage_bytes
 from moduleprofiler.operators.registry import MISSING, OperatorMap, lookup_in
 from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
 from moduleprofiler.registry import (
-    DEFAULT_KEY,
-    EXCLUDED_KEY,
     formula_fits,
     resolve_with_owner,
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
-from moduleprofiler.validate import count_value, formula_name, operator_counts
+from moduleprofiler.validate import (
+    DEFAULT_KEY,
+    EXCLUDED_KEY,
+    count_value,
+    formula_name,
+    operator_counts,
+)
 
 
 @dataclass(frozen=True)

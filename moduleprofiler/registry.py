@@ -24,8 +24,8 @@ from torch import nn
 from moduleprofiler.errors import RegistryError
 from moduleprofiler.shapes import default_io_size
 from moduleprofiler.validate import (
-    DEFAULT_KEY as DEFAULT_KEY,
-    EXCLUDED_KEY as EXCLUDED_KEY,
+    DEFAULT_KEY,
+    EXCLUDED_KEY,
     check_registration,
     check_registry_key,
 )
