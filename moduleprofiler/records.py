@@ -57,8 +57,9 @@ class ModuleInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One call of one module during the profiled forward pass."""
+class CallPosition:
+    """Where one module call sat in the runtime call stack: the fields every per-call result
+    (counts, memory, time) is keyed by."""
 
     index: int
     """Position in execution order (order in which the calls started)."""
@@ -70,6 +71,12 @@ class CallRecord:
     type_name: str
     call_number: int
     """0 for the module's first call, 1 for its second, ..."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord(CallPosition):
+    """One call of one module during the profiled forward pass."""
+
     input_shapes: Any
     """Shape tree of the positional arguments (a tuple), with a trailing dict of keyword
     arguments when there were any."""

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from moduleprofiler.records import display_path
+from moduleprofiler.records import CallPosition, display_path
 
 Phase = Literal["forward", "backward"]
 Method = Literal["operator", "allocator"]
@@ -76,15 +76,9 @@ class PassMemory:
 
 
 @dataclass(frozen=True)
-class CallMemory:
+class CallMemory(CallPosition):
     """Memory of one module call (``None`` = not measured in that pass)."""
 
-    index: int
-    parent: int | None
-    depth: int
-    path: str
-    type_name: str
-    call_number: int
     output_bytes: int | None
     """New storages among the outputs (views, in-place results, aliases of inputs, parameters
     and buffers excluded), in the inference pass."""
