@@ -217,7 +217,6 @@ class CountingListener(Listener):
         self._maps = maps
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._by_module: dict[int, _Resolved] = {}
-        self._own_tensors: dict[int, list[torch.Tensor]] = {}
         self._tallies: dict[int, _OperatorTally] = {}
         self._formulas: dict[Any, Any] = {}  # operator lookups cached for this pass
         self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -232,7 +231,12 @@ class CountingListener(Listener):
         self._hosts = _hosts_of_unhooked(runner)
 
     def observe(self, module: nn.Module) -> bool:
-        return self._maps.count_operators and not self._resolve(module).covered
+        if not self._maps.count_operators:
+            return False
+        resolved = self._by_module.get(id(module))
+        if resolved is None:
+            resolved = self._resolve(module)
+        return not resolved.covered
 
     def observe_outside(self) -> bool:
         return self._maps.count_operators
@@ -245,39 +249,14 @@ class CountingListener(Listener):
             resolved = self._resolve(module)
         values = call.values
         if (not kwargs and len(args) == 1 and type(output) is Tensor
-                and type(first := args[0]) is Tensor and not first.is_nested
-                and not output.is_nested):
-            # The common call, one plain tensor in and one out: the same values as the general
-            # path below, without tree walks or signature binding.
-            ops, macs, source = self._own_counts(resolved, call, args, output)
-            # one tuple per distinct shape in the pass: fewer objects kept, so the garbage
-            # collector runs less often during the forward
-            shapes = self._shapes
-            output_shape = tuple(output.shape)
-            output_shape = shapes.setdefault(output_shape, output_shape)
-            input_shape = tuple(first.shape)
-            input_shape = shapes.setdefault(input_shape, input_shape)
-            input_shapes = self._input_shapes.get(input_shape)
-            if input_shapes is None:
-                input_shapes = self._input_shapes[input_shape] = (input_shape,)
-            if resolved.io_size is default_io_size:
-                values["input_size"] = input_shape
-                values["output_size"] = output_shape
-            else:
-                try:
-                    values["input_size"], values["output_size"] = resolved.io_size(
-                        module, args, output)
-                except Exception as exc:
-                    raise self._formula_error(exc, call, "io-size function") from exc
-            values["input_shapes"] = input_shapes
-            values["input_dtypes"] = one_dtype(first.dtype)
-            values["output_shapes"] = output_shape
-            values["output_dtypes"] = one_dtype(output.dtype)
-            values["output_bytes"] = new_storage_bytes(output, args, self._tensors_of(module))
-            values["ops"] = ops
-            values["macs"] = macs
-            values["ops_source"] = source
-            return
+                and type(first := args[0]) is Tensor):
+            try:
+                output_size, input_size = output.shape, first.shape
+            except RuntimeError:  # a strided nested tensor has no one shape: the general path
+                output_size = None
+            if output_size is not None:
+                self._one_tensor_call(call, resolved, first, output, input_size, output_size)
+                return
         inputs = formula_inputs(module, args, kwargs)
         ops, macs, source = self._own_counts(resolved, call, inputs, output)
         output_shapes = shape_tree(output)
@@ -297,7 +276,51 @@ class CountingListener(Listener):
         values["input_dtypes"] = dtypes_of((args, kwargs)) if kwargs else dtypes_of(args)
         values["output_shapes"] = output_shapes
         values["output_dtypes"] = dtypes_of(output)
-        values["output_bytes"] = new_storage_bytes(output, args, kwargs, self._tensors_of(module))
+        values["output_bytes"] = new_storage_bytes(
+            output, args, kwargs, module._parameters.values(), module._buffers.values())
+        values["ops"] = ops
+        values["macs"] = macs
+        values["ops_source"] = source
+
+    def _one_tensor_call(self, call: Call, resolved: _Resolved, first: Tensor, output: Tensor,
+                         input_size: torch.Size, output_size: torch.Size) -> None:
+        """The common call, one plain tensor in and one out: the values of the general path in
+        :meth:`exit`, without tree walks or signature binding."""
+        module = call.module
+        args = (first,)
+        ops, macs, source = self._own_counts(resolved, call, args, output)
+        # one tuple per distinct shape in the pass (looked up by the ``torch.Size`` itself):
+        # fewer objects kept, so the garbage collector runs less often during the forward
+        shapes = self._shapes
+        output_shape = shapes.get(output_size)
+        if output_shape is None:
+            output_shape = tuple(output_size)
+            shapes[output_shape] = output_shape
+        input_shape = shapes.get(input_size)
+        if input_shape is None:
+            input_shape = tuple(input_size)
+            shapes[input_shape] = input_shape
+        input_shapes = self._input_shapes.get(input_shape)
+        if input_shapes is None:
+            input_shapes = self._input_shapes[input_shape] = (input_shape,)
+        values = call.values
+        if resolved.io_size is default_io_size:
+            values["input_size"] = input_shape
+            values["output_size"] = output_shape
+        else:
+            try:
+                values["input_size"], values["output_size"] = resolved.io_size(
+                    module, args, output)
+            except Exception as exc:
+                raise self._formula_error(exc, call, "io-size function") from exc
+        values["input_shapes"] = input_shapes
+        values["input_dtypes"] = one_dtype(first.dtype)
+        values["output_shapes"] = output_shape
+        values["output_dtypes"] = one_dtype(output.dtype)
+        # the module's direct parameters and buffers only: an output aliasing them (``return
+        # self.weight``) is not new memory; a descendant's are checked at the descendant's call
+        values["output_bytes"] = new_storage_bytes(
+            output, args, module._parameters.values(), module._buffers.values())
         values["ops"] = ops
         values["macs"] = macs
         values["ops_source"] = source
@@ -351,7 +374,6 @@ class CountingListener(Listener):
                 inclusive_ops[call.parent] += inclusive_ops[i]
                 inclusive_macs[call.parent] += inclusive_macs[i]
                 complete[call.parent] = complete[call.parent] and complete[i]
-        self._own_tensors.clear()
         self._tallies.clear()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -394,16 +416,6 @@ class CountingListener(Listener):
             return None, None, "unknown"
         source: OpsSource = "mixed" if tally.unsupported else "operator"
         return tally.ops, tally.macs, source
-
-    def _tensors_of(self, module: nn.Module) -> list[torch.Tensor]:
-        # Direct parameters and buffers only: an output aliasing them (``return self.weight``)
-        # is not new memory; a descendant's tensors are checked at the descendant's call.
-        tensors = self._own_tensors.get(id(module))
-        if tensors is None:
-            tensors = [t for t in (*module._parameters.values(), *module._buffers.values())
-                       if t is not None]
-            self._own_tensors[id(module)] = tensors
-        return tensors
 
     def _is_excluded(self, module: nn.Module) -> bool:
         return id(module) in self._maps.excluded_ids or (

@@ -193,6 +193,7 @@ class PassRunner:
         self._exit_listeners = [lst for lst in reversed(self.listeners)
                                 if _overrides(lst, "exit")]
         self._operator_listeners = [lst for lst in self.listeners if _overrides(lst, "operator")]
+        self._only_watcher = tuple(self._operator_listeners[:1])
         self._backward_listeners = [lst for lst in self.listeners
                                     if _overrides(lst, "backward_operator")]
         self._track_nodes = _get_sequence_nr is not None and any(
@@ -384,9 +385,13 @@ class PassRunner:
     # -- operators -------------------------------------------------------------------------
     def _wants(self, module: nn.Module) -> bool:
         wanted = self._observed.get(id(module))
-        if wanted is None:
-            watchers = self._watchers[id(module)] = tuple(
-                lst for lst in self._operator_listeners if lst.observe(module))
+        if wanted is None:  # the module's first call in this pass
+            listeners = self._operator_listeners
+            if len(listeners) == 1:  # the usual case: the counting listener alone
+                watchers = self._only_watcher if listeners[0].observe(module) else ()
+            else:
+                watchers = tuple(lst for lst in listeners if lst.observe(module))
+            self._watchers[id(module)] = watchers
             wanted = self._observed[id(module)] = bool(watchers)
         return wanted
 

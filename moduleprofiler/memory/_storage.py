@@ -79,8 +79,9 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
     (inputs, parameters, buffers) uses: what a call allocated for its results. Storages are
     told apart on the meta device too.
 
-    Called on every module call of a profile, so the common case (one tensor out; flat tuples
-    and lists of plain tensors to compare with) reads one storage per tensor and walks nothing.
+    Called on every module call of a profile, so the common case (one tensor out; flat tuples,
+    lists and dict views of plain tensors to compare with, such as ``args`` and a module's
+    ``_parameters.values()``) reads one storage per tensor and walks nothing.
     """
     if isinstance(output, Tensor):  # the common case: compare one storage, build no set
         if type(output) is Tensor:  # plain: not lazy, so no subclass check
@@ -94,11 +95,13 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
             return own_nbytes(output)
         target = storage._cdata
         parameter = torch.nn.Parameter
+        values_view: type = type({}.values())
         for value in existing:
-            if type(value) is tuple or type(value) is list:
+            kind = type(value)
+            if kind is tuple or kind is list or kind is values_view:
                 items = value
                 depth = 1
-            elif type(value) is dict and not value:
+            elif kind is dict and not value:
                 continue
             else:
                 items = (value,)
@@ -111,12 +114,12 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
                     except (RuntimeError, NotImplementedError, TypeError):
                         pass
                 elif item is not None:
-
                     for tensor in iter_tensors(item, depth):
                         if tensor_key(tensor) == target:
                             return 0
         return storage_nbytes(storage)
-
-    existing_keys = {key for value in existing for tensor in iter_tensors(value)
+    existing_keys = {key for value in existing
+                     for tensor in iter_tensors(list(value) if type(value) is type({}.values())
+                                                else value)
                      if (key := tensor_key(tensor)) is not None}
     return distinct_bytes(iter_tensors(output), exclude=existing_keys)
