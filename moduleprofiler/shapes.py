@@ -19,6 +19,10 @@ from torch.nn.utils.rnn import PackedSequence
 
 ShapeTree = Any
 _MAX_DEPTH = 32
+_ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes, torch.dtype,
+                    torch.device})
+"""Types that hold no tensor: their shape tree is ``None`` and they are not walked (a quick
+exit for the flags, sizes and ``None`` defaults that keyword arguments are full of)."""
 
 
 def shape_tree(value: Any, _depth: int = 0) -> ShapeTree:
@@ -27,12 +31,12 @@ def shape_tree(value: Any, _depth: int = 0) -> ShapeTree:
         if value.is_nested:  # ragged: one shape per component (nested tensors have no .shape)
             return tuple(tuple(component.shape) for component in value.unbind())
         return tuple(value.shape)
-    if _depth >= _MAX_DEPTH or value is None:
+    if type(value) in _ATOMS or _depth >= _MAX_DEPTH:
         return None
     if isinstance(value, PackedSequence):
         return tuple(value.data.shape)
     if isinstance(value, tuple):
-        return tuple(shape_tree(item, _depth + 1) for item in value)
+        return tuple([shape_tree(item, _depth + 1) for item in value])
     if isinstance(value, list):
         return [shape_tree(item, _depth + 1) for item in value]
     if isinstance(value, Mapping):
@@ -50,19 +54,24 @@ def iter_tensors(value: Any, _depth: int = 0) -> Iterator[Tensor]:
     if isinstance(value, Tensor):
         yield value
         return
-    if _depth >= _MAX_DEPTH or value is None:
+    if type(value) in _ATOMS or _depth >= _MAX_DEPTH:
         return
     if isinstance(value, PackedSequence):
         yield value.data
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from iter_tensors(item, _depth + 1)
+        return
+    if isinstance(value, (tuple, list)):
+        items: Any = value
     elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from iter_tensors(item, _depth + 1)
+        items = value.values()
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            yield from iter_tensors(getattr(value, field.name, None), _depth + 1)
+        items = [getattr(value, field.name, None) for field in dataclasses.fields(value)]
+    else:
+        return
+    for item in items:
+        if isinstance(item, Tensor):  # no generator for a direct tensor
+            yield item
+        elif type(item) not in _ATOMS:
+            yield from iter_tensors(item, _depth + 1)
 
 
 _DTYPE_NAMES: dict[torch.dtype, tuple[str]] = {}
