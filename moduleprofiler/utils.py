@@ -48,6 +48,10 @@ def realtime_factor(inference_time: float, sample_rate: int, frame_size: int,
     inverse ``fps * t / 1000`` with ``inverse=True``. ``realtime_factor(2.0, 16000, 160) == 5.0``.
     """
     hop = frame_size if hop_size is None else hop_size
+    if hop <= 0:
+        raise ValueError(f"hop_size must be positive, got {hop}")
+    if inference_time <= 0:
+        raise ValueError(f"inference_time must be positive (ms per frame), got {inference_time}")
     frames_per_second = sample_rate / hop
     busy = frames_per_second * inference_time
     return busy / 1000.0 if inverse else 1000.0 / busy

@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 from moduleprofiler import FormulaError, Listener, ModuleProfiler
+from moduleprofiler.operators import register_operator
+from moduleprofiler.utils import realtime_factor
 from tests.fixtures.state import assert_unchanged, snapshot
 
 X = torch.randn(2, 4)
@@ -284,3 +286,15 @@ def test_a_scripted_child_without_operator_accounting_leaves_its_parent_unknown(
     profile = ModuleProfiler().profile(net, X, operators=False)
     assert profile.records[0].ops is None  # the scripted work is not claimed to be 0
     assert profile.total_ops == 128 and profile.lower_bounds == ("ops", "macs")
+
+
+def test_realtime_factor_refuses_a_zero_hop_or_time() -> None:
+    with pytest.raises(ValueError, match="hop_size"):
+        realtime_factor(2.0, 16000, 160, hop_size=0)
+    with pytest.raises(ValueError, match="inference_time"):
+        realtime_factor(0.0, 16000, 160)
+
+
+def test_register_operator_refuses_what_is_not_a_function() -> None:
+    with pytest.raises(TypeError, match="register_operator decorates a function"):
+        register_operator(torch.ops.aten.special_zeta)(42)  # type: ignore[type-var]

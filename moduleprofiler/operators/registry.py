@@ -52,6 +52,9 @@ def register_operator(*keys: OperatorKey) -> Callable[[F], F]:
     checked = [_check_key(key) for key in keys]
 
     def decorator(fn: F) -> F:
+        if not callable(fn):
+            raise TypeError(f"register_operator decorates a function (args, kwargs, out) -> "
+                            f"(ops, macs), got {type(fn).__name__}")
         for key in checked:
             if key in OPERATOR_FORMULAS or key in FREE_OPERATORS:
                 raise RegistryError(f"operator {key} already has a formula; unregister it first")
