@@ -1,36 +1,73 @@
-"""Overhead of ``ModuleProfiler.profile()`` against a bare forward pass and against peer tools.
+"""Overhead of ``ModuleProfiler.profile()`` against a bare forward, side by side in one run with
+the floor every per-module profiler pays (an empty hook pair on every module, a no-op
+``TorchDispatchMode``), FlopCounterMode and the peer tools that are installed.
 
-One CPU thread, batch 1, interleaved repetitions (every tool once per round, in a shuffled
-order), median per tool; prints each tool's median divided by the bare forward's median.
+One CPU thread, batch 1, ResNet-50 (torchvision, ``weights=None``) and GPT-2 small
+(``transformers``, built from ``GPT2Config()``, 128 tokens; nothing is downloaded). Every tool
+runs once per round, in a fresh random order each round, after warm-up rounds; the garbage
+collector runs before each timed call so one tool's garbage is not collected in another's
+time. For each tool the script prints the minimum and the median wall time over the rounds,
+each divided by the bare forward's, the same ratio of thread CPU time (less sensitive to
+other processes on a shared machine) and the overhead per module call in microseconds. The
+header says how noisy the machine was: load averages and the bare forward's spread.
 
-    python benchmarks/overhead.py                 # resnet18, resnet50, vit_b_16, gpt2
-    python benchmarks/overhead.py --models resnet18 --reps 5
+    PYTHONPATH=. python benchmarks/overhead.py            # 21 rounds, peers included
+    PYTHONPATH=. python benchmarks/overhead.py --quick    # 15 rounds, without the peers
+    PYTHONPATH=. python benchmarks/overhead.py --models resnet50 --rounds 31
 
-Peers (optional; skipped when not installed): FlopCounterMode, ptflops, thop, torchinfo
-(``pip install ptflops thop torchinfo``). Each peer gets its own deep copy of the model because
-some of them leave buffers or hooks behind.
+Peers (skipped when not installed: ``pip install -e ".[bench]"``): fvcore, ptflops, thop,
+torchinfo. Each peer gets its own deep copy of the model, since some of them leave buffers or
+hooks behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import gc
+import io
+import os
+import platform
 import random
 import statistics
+import sys
 import time
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import ModuleProfiler
 
-Runner = Callable[[], Any]
+Sample = tuple[float, float]
+"""(wall seconds, thread CPU seconds) of one timed call."""
+
+
+@dataclass
+class Tool:
+    """One way of running the model; ``run()`` returns its own timing, so that setup a tool
+    needs outside the forward (installing the empty hooks) is not counted."""
+
+    name: str
+    run: Callable[[], Sample]
+    samples: list[Sample] = field(default_factory=list)
+    error: str | None = None
+
+
+def timed(fn: Callable[[], Any]) -> Sample:
+    wall, cpu = time.perf_counter(), time.thread_time()
+    fn()
+    return time.perf_counter() - wall, time.thread_time() - cpu
 
 
 def build(name: str) -> tuple[nn.Module, Any]:
-    """A model built without downloading weights, and its input."""
+    """A model built without downloading anything, and its input."""
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -46,97 +83,223 @@ def call(model: nn.Module, example: Any) -> Any:
     return model(**example) if isinstance(example, dict) else model(example)
 
 
-def runners(model: nn.Module, example: Any) -> dict[str, Runner]:
-    """Every tool that can run here, as a zero-argument callable."""
+class _NoOpMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+class _Logits(nn.Module):
+    """GPT-2 as a tensor-to-tensor module, for the tracing peer (fvcore)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
+    """Every tool that can run here."""
     profiler = ModuleProfiler()
 
-    def bare() -> Any:
+    def forward() -> Any:
         with torch.no_grad():
             return call(model, example)
 
-    tools: dict[str, Runner] = {
-        "bare forward": bare,
-        "moduleprofiler": lambda: profiler.profile(model, example),
-    }
+    def empty_hooks() -> Sample:
+        handles = []
+        for module in model.modules():
+            handles.append(module.register_forward_pre_hook(
+                lambda module, args, kwargs: None, with_kwargs=True))
+            handles.append(module.register_forward_hook(
+                lambda module, args, kwargs, output: None, with_kwargs=True, always_call=True))
+        try:
+            return timed(forward)
+        finally:
+            for handle in handles:
+                handle.remove()
 
-    def fcm() -> Any:
-        from torch.utils.flop_counter import FlopCounterMode
+    def no_op_mode() -> None:
+        with _NoOpMode():
+            forward()
 
-        with FlopCounterMode(display=False) as counter, torch.no_grad():
-            call(model, example)
-        return counter.get_total_flops()
+    def flop_counter() -> None:
+        with FlopCounterMode(display=False):
+            forward()
 
-    tools["FlopCounterMode"] = fcm
+    tools = [
+        Tool("bare forward", lambda: timed(forward)),
+        Tool("empty hooks", empty_hooks),
+        Tool("no-op dispatch mode", lambda: timed(no_op_mode)),
+        Tool("profile()", lambda: timed(lambda: profiler.profile(model, example))),
+        Tool("profile(operators=False)",
+             lambda: timed(lambda: profiler.profile(model, example, operators=False))),
+        Tool("FlopCounterMode", lambda: timed(flop_counter)),
+    ]
+    if peers:
+        tools.extend(peer_tools(model, example))
+    return tools
+
+
+def peer_tools(model: nn.Module, example: Any) -> list[Tool]:
+    """The peer tools that are installed, each on its own copy of the model."""
+    tools = []
+    tensor = example["input_ids"] if isinstance(example, dict) else example
+    try:
+        from fvcore.nn import FlopCountAnalysis
+
+        traced = copy.deepcopy(_Logits(model) if isinstance(example, dict) else model)
+
+        def fvcore_run() -> None:
+            with torch.no_grad():
+                (FlopCountAnalysis(traced, (tensor,)).unsupported_ops_warnings(False)
+                 .uncalled_modules_warnings(False).total())
+
+        tools.append(Tool("fvcore", lambda: timed(fvcore_run)))
+    except ImportError:
+        pass
     try:
         from ptflops import get_model_complexity_info
 
         ptflops_model = copy.deepcopy(model)
 
-        def ptflops_run() -> Any:
-            if isinstance(example, dict):
-                return get_model_complexity_info(
-                    ptflops_model, (1,), input_constructor=lambda _: example,
-                    as_strings=False, print_per_layer_stat=False, verbose=False)
-            return get_model_complexity_info(
-                ptflops_model, tuple(example.shape[1:]), as_strings=False,
-                print_per_layer_stat=False, verbose=False)
+        def ptflops_run() -> None:
+            # it prints a batch-size guess for keyword-only inputs
+            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+                if isinstance(example, dict):
+                    get_model_complexity_info(
+                        ptflops_model, (1,), input_constructor=lambda _: example,
+                        as_strings=False, print_per_layer_stat=False, verbose=False)
+                else:
+                    get_model_complexity_info(
+                        ptflops_model, tuple(example.shape[1:]), as_strings=False,
+                        print_per_layer_stat=False, verbose=False)
 
-        tools["ptflops"] = ptflops_run
+        tools.append(Tool("ptflops", lambda: timed(ptflops_run)))
     except ImportError:
         pass
     try:
         import thop
 
         thop_model = copy.deepcopy(model)
-        if isinstance(example, dict):
-            tools["thop"] = lambda: thop.profile(
-                thop_model, inputs=(example["input_ids"],), verbose=False)
-        else:
-            tools["thop"] = lambda: thop.profile(thop_model, inputs=(example,), verbose=False)
+
+        def thop_run() -> None:
+            with torch.no_grad():
+                thop.profile(thop_model, inputs=(tensor,), verbose=False)
+
+        tools.append(Tool("thop", lambda: timed(thop_run)))
     except ImportError:
         pass
     try:
         import torchinfo
 
         info_model = copy.deepcopy(model)
-        tools["torchinfo"] = lambda: torchinfo.summary(
-            info_model, input_data=example if not isinstance(example, dict) else None,
-            verbose=0, **(example if isinstance(example, dict) else {}))
+
+        def torchinfo_run() -> None:
+            torchinfo.summary(info_model, input_data=example, verbose=0)
+
+        tools.append(Tool("torchinfo", lambda: timed(torchinfo_run)))
     except ImportError:
         pass
     return tools
 
 
-def measure(tools: dict[str, Runner], reps: int) -> dict[str, float]:
-    """Median seconds per tool over ``reps`` interleaved rounds (after one warm-up round)."""
-    samples: dict[str, list[float]] = {name: [] for name in tools}
-    names = list(tools)
-    for round_index in range(reps + 1):
-        random.shuffle(names)
-        for name in names:
-            start = time.perf_counter()
-            tools[name]()
-            elapsed = time.perf_counter() - start
-            if round_index:  # round 0 warms every tool up (imports, allocator, caches)
-                samples[name].append(elapsed)
-    return {name: statistics.median(values) for name, values in samples.items()}
+def measure(tools: list[Tool], rounds: int, warmup: int, seed: int) -> None:
+    """``rounds`` interleaved rounds after ``warmup`` ones; a tool that raises is dropped."""
+    rng = random.Random(seed)
+    order = list(tools)
+    for round_index in range(warmup + rounds):
+        rng.shuffle(order)
+        for tool in order:
+            if tool.error is not None:
+                continue
+            gc.collect()
+            try:
+                sample = tool.run()
+            except Exception as exc:  # a peer that cannot handle this model
+                tool.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:60]}"
+                continue
+            if round_index >= warmup:
+                tool.samples.append(sample)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load() -> str:
+    try:
+        return "/".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def report(name: str, tools: list[Tool], calls: int, modules: int) -> None:
+    bare = tools[0]
+    walls = [wall for wall, _ in bare.samples]
+    cpus = [cpu for _, cpu in bare.samples]
+    bare_min, bare_med = min(walls), statistics.median(walls)
+    bare_cpu_min, bare_cpu_med = min(cpus), statistics.median(cpus)
+    print(f"\n{name}: {modules} modules, {calls} module calls; bare forward min "
+          f"{bare_min * 1e3:.1f} ms, median {bare_med * 1e3:.1f} ms "
+          f"(median/min {bare_med / bare_min:.3f}, CPU median/min "
+          f"{bare_cpu_med / bare_cpu_min:.3f})")
+    print(f"{'tool':<26} {'min ms':>8} {'x bare':>7} {'med ms':>8} {'x bare':>7} "
+          f"{'cpu min':>7} {'cpu med':>7} {'us/call min':>11} {'us/call med':>11}")
+    for tool in tools:
+        if tool.error is not None or not tool.samples:
+            print(f"{tool.name:<26} failed: {tool.error}")
+            continue
+        wall = [w for w, _ in tool.samples]
+        cpu = [c for _, c in tool.samples]
+        low, mid = min(wall), statistics.median(wall)
+        print(f"{tool.name:<26} {low * 1e3:8.1f} {low / bare_min:7.3f} {mid * 1e3:8.1f} "
+              f"{mid / bare_med:7.3f} {min(cpu) / bare_cpu_min:7.3f} "
+              f"{statistics.median(cpu) / bare_cpu_med:7.3f} "
+              f"{(low - bare_min) / calls * 1e6:11.1f} {(mid - bare_med) / calls * 1e6:11.1f}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["resnet18", "resnet50", "vit_b_16", "gpt2"])
-    parser.add_argument("--reps", type=int, default=7)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["resnet50", "gpt2"],
+                        help="torchvision model names and/or gpt2")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="timed rounds (default 21, 15 with --quick)")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help="15 rounds, without the peers")
+    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    rounds = args.rounds or (15 if args.quick else 21)
+    peers = not (args.quick or args.no_peers)
+    warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    random.seed(0)
-    print(f"torch {torch.__version__}, 1 thread, {args.reps} interleaved rounds, median seconds")
-    print(f"{'model':<10} {'tool':<16} {'median s':>9} {'x bare':>7}")
+    torch.manual_seed(args.seed)
+    print(f"moduleprofiler overhead, {time.strftime('%Y-%m-%d %H:%M')}: torch {torch.__version__},"
+          f" Python {platform.python_version()}, {cpu_name()}, {os.cpu_count()} CPUs,"
+          f" 1 torch thread, {rounds} interleaved rounds after {args.warmup} warm-up rounds")
+    print(f"load average (1/5/15 min) at start: {load()}")
+    print("columns: min and median wall time and their ratio to the bare forward's; cpu: the "
+          "same ratios of thread CPU time; us/call: (tool - bare) / module calls")
     for name in args.models:
         model, example = build(name)
-        medians = measure(runners(model, example), args.reps)
-        bare = medians["bare forward"]
-        for tool, median in medians.items():
-            print(f"{name:<10} {tool:<16} {median:9.4f} {median / bare:7.3f}")
+        calls = len(ModuleProfiler().profile(model, example).records)
+        modules = sum(1 for _ in model.modules())
+        tools = tools_for(model, example, peers)
+        measure(tools, rounds, args.warmup, args.seed)
+        report(name, tools, calls, modules)
+        sys.stdout.flush()
+    print(f"\nload average (1/5/15 min) at end: {load()}")
 
 
 if __name__ == "__main__":

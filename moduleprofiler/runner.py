@@ -4,10 +4,12 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
 :class:`PassRunner` with *listeners*. The runner
 
 * installs a forward pre-hook (``with_kwargs=True``) and a forward hook (``with_kwargs=True``,
-  ``always_call=True``) on every module, all in one ``ExitStack``, so every hook is released
-  even when the forward raises; nothing is written onto the user's modules and torch is never
-  patched. TorchScript children cannot carry Python hooks: they are left unhooked and their
-  work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`);
+  ``always_call=True``) on every module, written into the module's hook tables under one torch
+  hook id exactly as ``register_forward_pre_hook`` / ``register_forward_hook`` would write them
+  (a module whose class overrides those methods gets them called), and released by one
+  cleanup even when the forward raises; nothing else is written onto the user's modules and
+  torch is never patched. TorchScript children cannot carry Python hooks: they are left
+  unhooked and their work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`);
 * keeps the one runtime call stack: each module call is a :class:`Call` with its index in
   execution order, parent, depth and call number; the first module whose forward raises is
   :attr:`PassRunner.failed_path`;
@@ -16,16 +18,30 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   innermost in that interval created it. One integer read per hook event, no graph walk;
 * runs one aten-operator observer (a ``TorchDispatchMode``), on only while the innermost
   running call is one some listener wants observed (:meth:`Listener.observe`), so modules whose
-  formula covers their work cost no dispatch at all;
+  formula covers their work cost no dispatch at all; it is switched only when that state
+  changes, and muted (not popped) while listeners do their own work at a call's end;
 * runs the backward (:meth:`PassRunner.backward`) with the one default loss
   (:func:`moduleprofiler.loss.default_loss`), telling listeners which forward call created the
   autograd node each backward operator runs for.
 
 Per-call budget (the hot path, paid on every module call of the forward): the pre-hook builds
 one :class:`Call` (a slotted object), pushes it and, where listeners want it, reads the
-autograd sequence counter and toggles the observer; the post-hook pops it and calls the
-listeners that registered an ``exit``. Anything that can be computed after the forward (totals,
-inclusive sums, per-module aggregation, rendering) is left to the records and the views.
+autograd sequence counter and switches the observer; the post-hook pops it and calls the
+listeners that registered an ``exit``. Measured on a 2-core Xeon (Python 3.11, torch 2.14, one
+thread) by replaying the 183 recorded hook events of a ResNet-50 forward without its compute:
+the runner alone costs 1.5 µs per call; with the counting listener 11 µs (module formulas about
+3.5 µs, output bytes about 2 µs: one storage read per tensor, compared; the rest shapes, dtypes
+and the call's values). GPT-2's calls with keyword arguments or tuple outputs take the general
+path: 17 µs per call on average. The observer is pushed and popped (about 2 µs a pair) only
+when the innermost call's state changes: around each formula-covered call inside an observed
+one (174 pairs in a ResNet-50 forward), never elsewhere. Inside a real forward the same Python
+work costs 2-3 times as much (in situ, 37 µs per ResNet-50 call with counting, plus about 7 µs
+for torch's hooked call path itself), since it runs between convolution kernels. Per pass, on
+ResNet-50: module facts about 1 ms, hook install and release 0.3 ms, the records 1 ms.
+Anything that can be computed after the forward (totals, inclusive sums, per-module
+aggregation, rendering) is left to the records and the views; what needs the live tensors
+(shapes, dtypes, storage identity, formula results) is read once, and shape and dtype tuples
+are shared within a pass, so few objects survive to set off the garbage collector.
 """
 
 from __future__ import annotations
