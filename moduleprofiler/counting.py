@@ -255,7 +255,8 @@ class CountingListener(Listener):
             except RuntimeError:  # a strided nested tensor has no one shape: the general path
                 output_size = None
             if output_size is not None:
-                self._one_tensor_call(call, resolved, first, output, input_size, output_size)
+                self._one_tensor_call(call, resolved, args, first, output, input_size,
+                                      output_size)
                 return
         inputs = formula_inputs(module, args, kwargs)
         ops, macs, source = self._own_counts(resolved, call, inputs, output)
@@ -282,12 +283,12 @@ class CountingListener(Listener):
         values["macs"] = macs
         values["ops_source"] = source
 
-    def _one_tensor_call(self, call: Call, resolved: _Resolved, first: Tensor, output: Tensor,
-                         input_size: torch.Size, output_size: torch.Size) -> None:
-        """The common call, one plain tensor in and one out: the values of the general path in
-        :meth:`exit`, without tree walks or signature binding."""
+    def _one_tensor_call(self, call: Call, resolved: _Resolved, args: tuple[Any, ...],
+                         first: Tensor, output: Tensor, input_size: torch.Size,
+                         output_size: torch.Size) -> None:
+        """The common call, one plain tensor in (``args == (first,)``) and one out: the values
+        of the general path in :meth:`exit`, without tree walks or signature binding."""
         module = call.module
-        args = (first,)
         ops, macs, source = self._own_counts(resolved, call, args, output)
         # one tuple per distinct shape in the pass (looked up by the ``torch.Size`` itself):
         # fewer objects kept, so the garbage collector runs less often during the forward
