@@ -25,11 +25,29 @@ import torch
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 
+_TORCH_NORM_FORWARDS = frozenset(
+    cls.forward for cls in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm,
+                            nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d))
+
+
+def _reads_only(module: nn.Module) -> bool:
+    """Whether ``module`` provably leaves its buffers alone: one of torch's batch or instance
+    norms in eval mode (it reads its running statistics and writes nothing), with torch's own
+    forward. Snapshotting its buffers would only cost time (ResNet-50 has 159 of them)."""
+    return (not module.training and isinstance(module, nn.modules.batchnorm._NormBase)
+            and type(module).forward in _TORCH_NORM_FORWARDS)
+
 
 def _buffers(root: nn.Module) -> list[Tensor]:
+    """Every distinct buffer a pass could write: all of them but those only read by eval-mode
+    norm layers (a buffer shared with any other module is kept)."""
     unique: dict[int, Tensor] = {}
-    for buffer in root.buffers():
-        unique.setdefault(id(buffer), buffer)
+    for module in root.modules():
+        if _reads_only(module):
+            continue
+        for buffer in module._buffers.values():
+            if buffer is not None:
+                unique.setdefault(id(buffer), buffer)
     return list(unique.values())
 
 

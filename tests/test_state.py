@@ -112,3 +112,20 @@ def test_buffers_false_keeps_what_the_block_wrote() -> None:
     with preserved_state(model, buffers=False), torch.no_grad():
         model(X)
     assert model[1].num_batches_tracked.item() == 8  # 7 + this batch
+
+
+class DriftingNorm(nn.BatchNorm1d):
+    """A norm subclass whose own forward writes its running mean even in eval mode."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.running_mean.add_(1.0)
+        return super().forward(x)
+
+
+def test_a_norm_subclass_that_writes_in_eval_mode_is_restored() -> None:
+    # torch's eval-mode norms are not snapshotted (they only read their statistics); a subclass
+    # with its own forward is, so its write is undone
+    model = nn.Sequential(nn.Linear(3, 4), DriftingNorm(4), nn.BatchNorm1d(4)).eval()
+    before = snapshot(model)
+    ModuleProfiler().profile(model, torch.randn(5, 3))
+    assert_unchanged(model, before)
