@@ -298,6 +298,7 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
             "backward_ops": profile.total_backward_ops,
             "backward_macs": profile.total_backward_macs,
             "complete": profile.complete,
+            "lower_bounds": list(profile.lower_bounds),
         },
         "columns": declared_columns(profile),
         "records": [dataclasses.asdict(record) for record in profile.records],

@@ -174,8 +174,9 @@ def _cards(profile: Profile) -> list[dict[str, Any]]:
     cards.append(("modules", "modules", len(profile.modules)))
     out = [{"label": label, "text": _text(column, value), "raw": "" if is_missing(value)
             else str(value)} for column, label, value in cards]
-    out.append({"label": "ops counted", "raw": "",
-                "text": "complete" if profile.complete else "lower bound"})
+    out.append({"label": "totals", "raw": "",
+                "text": "exact" if profile.complete
+                else "lower bounds: " + ", ".join(profile.lower_bounds)})
     return out
 
 

@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
+from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.export import compare, load_json
@@ -115,3 +117,16 @@ def test_listener_columns_and_measured_columns_round_trip() -> None:
     assert again.module_metrics["conv"]["peak_bytes"] != again.module_metrics["conv"][
         "peak_bytes"]  # NaN stays NaN
     assert again.to_df("module").set_index("module").loc["__root__", "peak_bytes"] == 4096
+
+
+def test_totals_say_which_are_lower_bounds() -> None:
+    class Opaque(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    exact = ModuleProfiler().profile(nn.Linear(3, 2), torch.randn(1, 3)).to_dict()["totals"]
+    assert (exact["complete"], exact["lower_bounds"]) == (True, [])
+    # operator accounting off: Opaque's ops and macs are unknown, so both totals are lower bounds
+    partial = ModuleProfiler().profile(nn.Sequential(nn.Linear(3, 2), Opaque()),
+                                       torch.randn(1, 3), operators=False).to_dict()["totals"]
+    assert (partial["complete"], partial["lower_bounds"]) == (False, ["ops", "macs"])
