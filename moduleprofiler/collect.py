@@ -95,4 +95,5 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
         backward_outside_ops=backward_counting.outside_ops if backward_counting else 0,
         backward_outside_macs=backward_counting.outside_macs if backward_counting else 0,
         unhooked=runner.unhooked,
+        formula_fallbacks=tuple(counting.fallbacks.values()),
     )

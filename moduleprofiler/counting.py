@@ -62,6 +62,9 @@ class _Resolved:
     excluded: bool
     covered: bool
     """A formula (or an exclusion) accounts for everything inside this module's calls."""
+    fallback: bool = False
+    """The formula was registered for a base class (outside torch): the module's operators are
+    observed too, and count instead of the formula if the formula fails on this module."""
 
 
 def _tensor_facts(tensor: torch.Tensor) -> tuple[int, int, bool]:
@@ -225,6 +228,8 @@ class CountingListener(Listener):
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators: dict[str, int] = {}
         self._hosts: frozenset[int] = frozenset()
+        self.fallbacks: dict[str, str] = {}
+        """Module path -> why its inherited formula was replaced by its operators."""
 
     # -- listener --------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
@@ -269,7 +274,10 @@ class CountingListener(Listener):
                 values["input_size"], values["output_size"] = resolved.io_size(
                     module, inputs, output)
             except Exception as exc:
-                raise self._formula_error(exc, call, "io-size function") from exc
+                if not resolved.fallback:
+                    raise self._formula_error(exc, call, "io-size function") from exc
+                values["input_size"], values["output_size"] = default_io_size(
+                    module, inputs, output)
         input_shapes = shape_tree(args)
         if kwargs:
             input_shapes = (*input_shapes, shape_tree(kwargs))
@@ -313,7 +321,9 @@ class CountingListener(Listener):
                 values["input_size"], values["output_size"] = resolved.io_size(
                     module, args, output)
             except Exception as exc:
-                raise self._formula_error(exc, call, "io-size function") from exc
+                if not resolved.fallback:
+                    raise self._formula_error(exc, call, "io-size function") from exc
+                values["input_size"], values["output_size"] = input_shape, output_shape
         values["input_shapes"] = input_shapes
         values["input_dtypes"] = one_dtype(first.dtype)
         values["output_shapes"] = output_shape
@@ -396,6 +406,8 @@ class CountingListener(Listener):
         try:
             ops = resolved.ops(module, inputs, output)
         except Exception as exc:
+            if resolved.fallback:
+                return self._fall_back(call, resolved.ops, exc)
             raise self._formula_error(
                 exc, call, f"ops formula {formula_name(resolved.ops)!r}") from exc
         if ops is not None and (type(ops) is not int or ops < 0):
@@ -407,16 +419,31 @@ class CountingListener(Listener):
             try:
                 macs = macs_fn(module, inputs, output)
             except Exception as exc:
+                if resolved.fallback:
+                    return self._fall_back(call, macs_fn, exc)
                 raise self._formula_error(
                     exc, call, f"macs formula {formula_name(macs_fn)!r}") from exc
             if macs is not None and (type(macs) is not int or macs < 0):
                 macs = self._checked(macs, macs_fn, call, "macs")
             return ops, macs, "formula"
+        return self._operator_counts(call)
+
+    def _operator_counts(self, call: Call
+                         ) -> tuple[int | float | None, int | float | None, OpsSource]:
+        """Own ops and macs from the operators the call ran (unknown without them)."""
         tally = self._tallies.get(call.index) or _EMPTY_TALLY
         if not self._maps.count_operators or (tally.unsupported and not tally.counted):
             return None, None, "unknown"
         source: OpsSource = "mixed" if tally.unsupported else "operator"
         return tally.ops, tally.macs, source
+
+    def _fall_back(self, call: Call, fn: Callable[..., Any], exc: Exception
+                   ) -> tuple[int | float | None, int | float | None, OpsSource]:
+        """An inherited formula failed on this module: count its operators, and say so."""
+        self.fallbacks.setdefault(
+            call.path, f"{display_path(call.path)} ({type(call.module).__name__}): inherited "
+            f"formula {formula_name(fn)!r} raised {type(exc).__name__}, counted by its operators")
+        return self._operator_counts(call)
 
     def _is_excluded(self, module: nn.Module) -> bool:
         return id(module) in self._maps.excluded_ids or (
@@ -444,6 +471,10 @@ class CountingListener(Listener):
             maps = self._maps
             cls = type(module)
             formula = _fitting(maps.ops, cls)
+            found = resolve_with_owner(maps.ops, cls) if formula is not None else None
+            # a formula inherited from a base class, outside torch's own subclasses
+            fallback = (found is not None and found[1] is not cls
+                        and not cls.__module__.startswith("torch."))
             ops_fn = (
                 maps.ops.get(EXCLUDED_KEY) if excluded else formula
             ) or maps.ops.get(DEFAULT_KEY) or _unknown
@@ -453,7 +484,8 @@ class CountingListener(Listener):
                 io_size=_fitting(maps.io_size, cls) or maps.io_size.get(DEFAULT_KEY)
                 or default_io_size,
                 excluded=excluded,
-                covered=excluded or formula is not None,
+                covered=excluded or (formula is not None and not fallback),
+                fallback=fallback and not excluded,
             )
             self._resolved[key] = resolved
         return resolved

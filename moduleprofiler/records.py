@@ -137,6 +137,9 @@ class ProfileData:
     backward_outside_ops: int | float = 0
     """Backward ops not created by any module call (the loss, gradient accumulation)."""
     backward_outside_macs: int | float = 0
+    formula_fallbacks: tuple[str, ...] = ()
+    """Modules whose formula, inherited from a base class, failed on their real inputs or
+    output: they were counted by their operators instead (one line each, saying why)."""
     unhooked: tuple[str, ...] = ()
     """Paths of TorchScript submodules that cannot carry Python hooks: their work is counted
     in their nearest hooked ancestor's call."""

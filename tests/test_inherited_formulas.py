@@ -3,6 +3,8 @@ a subclass that replaces forward is counted by the operators it really runs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -97,3 +99,29 @@ def test_formula_fits_its_class_and_torch_subclasses_only() -> None:
     assert formula_fits(KeepsForward, nn.Linear)
     assert ModuleProfiler().profile(KeepsForward(4, 2), torch.randn(1, 4)).records[0]\
         .ops_source == "formula"
+
+
+def test_an_inherited_formula_that_fails_falls_back_to_operators() -> None:
+    def picky_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
+        if type(module) is not Picky:
+            raise TypeError("only Picky modules")
+        return 0
+
+    class Picky(nn.Linear):
+        """The class the picky formula is registered for."""
+
+    class Child(Picky):
+        """Inherits the picky formula, which refuses it."""
+
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Picky] = picky_ops
+    profile = profiler.profile(Child(4, 3), torch.randn(2, 4))
+    record = profile.records[0]
+    # counted by its operators instead: addmm of 2 rows x 4 in x 3 out = 24 MACs, and the note
+    # says why
+    assert (record.ops_source, record.macs) == ("operator", 24)
+    assert len(profile.formula_fallbacks) == 1
+    assert "counted by its operators" in profile.formula_fallbacks[0]
+    assert "inherited formula 'picky_ops' raised TypeError" in str(profile)
+    # the class the formula was registered for still gets it
+    assert profiler.profile(Picky(4, 3), torch.randn(2, 4)).records[0].ops_source == "formula"

@@ -243,6 +243,7 @@ def profile_notes(profile: Profile) -> tuple[str, ...]:
     if profile.unhooked:
         notes.append(f"TorchScript submodules carry no hooks: {_listing(profile.unhooked)}; "
                      "their work is counted in the module that calls them")
+    notes.extend(profile.formula_fallbacks)
     return tuple(notes)
 
 
