@@ -270,14 +270,8 @@ class CountingListener(Listener):
             values["input_size"] = shape_tree(inputs[0]) if inputs else None
             values["output_size"] = output_shapes
         else:
-            try:
-                values["input_size"], values["output_size"] = resolved.io_size(
-                    module, inputs, output)
-            except Exception as exc:
-                if not resolved.fallback:
-                    raise self._formula_error(exc, call, "io-size function") from exc
-                values["input_size"], values["output_size"] = default_io_size(
-                    module, inputs, output)
+            values["input_size"], values["output_size"] = self._io_sizes(
+                resolved, call, inputs, output)
         input_shapes = shape_tree(args)
         if kwargs:
             input_shapes = (*input_shapes, shape_tree(kwargs))
@@ -290,6 +284,17 @@ class CountingListener(Listener):
         values["ops"] = ops
         values["macs"] = macs
         values["ops_source"] = source
+
+    def _io_sizes(self, resolved: _Resolved, call: Call, inputs: tuple[Any, ...],
+                  output: Any) -> tuple[Any, Any]:
+        """0.0.4's ``(input_size, output_size)`` from the io-size function of the module's type
+        (the default trees where an inherited one fails on this module)."""
+        try:
+            return resolved.io_size(call.module, inputs, output)  # type: ignore[no-any-return]
+        except Exception as exc:
+            if not resolved.fallback:
+                raise self._formula_error(exc, call, "io-size function") from exc
+            return default_io_size(call.module, inputs, output)
 
     def _one_tensor_call(self, call: Call, resolved: _Resolved, args: tuple[Any, ...],
                          first: Tensor, output: Tensor, input_size: torch.Size,
@@ -317,13 +322,8 @@ class CountingListener(Listener):
             values["input_size"] = input_shape
             values["output_size"] = output_shape
         else:
-            try:
-                values["input_size"], values["output_size"] = resolved.io_size(
-                    module, args, output)
-            except Exception as exc:
-                if not resolved.fallback:
-                    raise self._formula_error(exc, call, "io-size function") from exc
-                values["input_size"], values["output_size"] = input_shape, output_shape
+            values["input_size"], values["output_size"] = self._io_sizes(
+                resolved, call, args, output)
         values["input_shapes"] = input_shapes
         values["input_dtypes"] = one_dtype(first.dtype)
         values["output_shapes"] = output_shape
@@ -470,10 +470,10 @@ class CountingListener(Listener):
         if resolved is None:
             maps = self._maps
             cls = type(module)
-            formula = _fitting(maps.ops, cls)
-            found = resolve_with_owner(maps.ops, cls) if formula is not None else None
+            found = resolve_with_owner(maps.ops, cls)
+            formula = found[0] if found is not None and formula_fits(cls, found[1]) else None
             # a formula inherited from a base class, outside torch's own subclasses
-            fallback = (found is not None and found[1] is not cls
+            fallback = (formula is not None and found is not None and found[1] is not cls
                         and not cls.__module__.startswith("torch."))
             ops_fn = (
                 maps.ops.get(EXCLUDED_KEY) if excluded else formula
