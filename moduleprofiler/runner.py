@@ -57,7 +57,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.dispatch import OperatorObserver
-from moduleprofiler.errors import ProfilingError
+from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss
 from moduleprofiler.records import display_path
 
@@ -479,7 +479,7 @@ class PassRunner:
         """
         loss = default_loss(output) if loss_fn is None else loss_fn(output)
         if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
-            raise ProfilingError(
+            raise LossError(
                 f"loss_fn returned {type(loss).__name__}"
                 + ("" if not isinstance(loss, torch.Tensor) else " that does not require grad")
                 + ": the backward pass needs a tensor that requires grad")

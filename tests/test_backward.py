@@ -161,3 +161,9 @@ def test_a_backward_operator_without_formula_makes_only_backward_a_lower_bound()
     assert profile.lower_bounds == ("backward",) and not profile.complete
     assert ("note: backward operators without a formula: aten.sum x1; backward totals are "
             "lower bounds") in str(profile)
+
+
+def test_a_loss_fn_that_returns_no_tensor_is_a_loss_error() -> None:
+    with pytest.raises(LossError, match="loss_fn returned float"):
+        ModuleProfiler().profile(nn.Linear(2, 1), torch.randn(3, 2), backward=True,
+                                 loss_fn=lambda output: 1.0)
