@@ -445,13 +445,10 @@ class CountingListener(Listener):
             f"formula {formula_name(fn)!r} raised {type(exc).__name__}, counted by its operators")
         return self._operator_counts(call)
 
-    def _is_excluded(self, module: nn.Module) -> bool:
-        return id(module) in self._maps.excluded_ids or (
-            bool(self._maps.excluded_types) and isinstance(module, self._maps.excluded_types))
-
     def is_excluded(self, module: nn.Module) -> bool:
         """Whether ``module`` is excluded from ops counting."""
-        return self._is_excluded(module)
+        return id(module) in self._maps.excluded_ids or (
+            bool(self._maps.excluded_types) and isinstance(module, self._maps.excluded_types))
 
     def _resolve(self, module: nn.Module) -> _Resolved:
         resolved = self._by_module.get(id(module))
@@ -464,7 +461,7 @@ class CountingListener(Listener):
         return resolved
 
     def _resolve_type(self, module: nn.Module) -> _Resolved:
-        excluded = self._is_excluded(module)
+        excluded = self.is_excluded(module)
         key = (type(module), excluded)
         resolved = self._resolved.get(key)
         if resolved is None:
