@@ -7,7 +7,8 @@
 * buffer values (BatchNorm running statistics and ``num_batches_tracked``, a step counter or a
   cache a module writes even in eval mode), so a pass never updates them; a lazy module's buffers
   are snapshotted right after they materialise (in the pass), so they too are left as
-  initialised, not as the pass's forward updated them;
+  initialised, not as the pass's forward updated them (buffers only torch's own eval-mode batch
+  and instance norms hold are not copied: those layers only read them);
 * with ``grads=True`` (passes that call ``backward()``), every parameter's ``.grad``: set aside
   before the pass (the pass starts like a step after ``zero_grad(set_to_none=True)``) and put
   back after it; gradients the pass created are dropped.
