@@ -39,16 +39,15 @@ def _reads_only(module: nn.Module) -> bool:
             and type(module).forward in _TORCH_NORM_FORWARDS)
 
 
-def _buffers(root: nn.Module) -> list[Tensor]:
+def _buffers(modules: list[nn.Module]) -> list[Tensor]:
     """Every distinct buffer a pass could write: all of them but those only read by eval-mode
     norm layers (a buffer shared with any other module is kept)."""
     unique: dict[int, Tensor] = {}
-    for module in root.modules():
-        if _reads_only(module):
-            continue
-        for buffer in module._buffers.values():
-            if buffer is not None:
-                unique.setdefault(id(buffer), buffer)
+    for module in modules:
+        if module._buffers and not _reads_only(module):
+            for buffer in module._buffers.values():
+                if buffer is not None:
+                    unique.setdefault(id(buffer), buffer)
     return list(unique.values())
 
 
@@ -66,9 +65,9 @@ def _snapshot(buffers: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
             and not isinstance(buffer, (UninitializedBuffer, UninitializedParameter))]
 
 
-def _with_lazy_buffers(root: nn.Module) -> list[nn.Module]:
-    return [module for module in root.modules()
-            if any(isinstance(b, UninitializedBuffer) for b in module._buffers.values())]
+def _with_lazy_buffers(modules: list[nn.Module]) -> list[nn.Module]:
+    return [module for module in modules if module._buffers
+            and any(isinstance(b, UninitializedBuffer) for b in module._buffers.values())]
 
 
 def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, Any], None]:
@@ -101,18 +100,21 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
-    flags = [(module, module.training) for module in root.modules()]
+    modules = list(root.modules())  # one traversal, shared by everything below
+    flags = [(module, module.training) for module in modules]
     saved_grads: list[tuple[nn.Parameter, Tensor | None]] = []
     saved_buffers: list[tuple[Tensor, Tensor]] = []
     lazy_hooks = ExitStack()
     try:
-        if eval:
+        # ``train(mode)`` is called (a module may override it) unless every flag is already
+        # ``mode``: an inference model in eval mode costs no recursive walk
+        if eval and any(training for _, training in flags):
             root.eval()
-        elif train:
+        elif train and not all(training for _, training in flags):
             root.train()
         if buffers is not False:
-            saved_buffers = _snapshot(_buffers(root))
-            for module in _with_lazy_buffers(root):
+            saved_buffers = _snapshot(_buffers(modules))
+            for module in _with_lazy_buffers(modules):
                 # runs after the module's own lazy-initialisation pre-hook, before its forward
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
                     _lazy_snapshot(saved_buffers)))
