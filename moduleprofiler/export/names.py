@@ -17,7 +17,11 @@ from __future__ import annotations
 
 from moduleprofiler.records import ROOT_NAME
 
-__all__ = ["ROOT_NAME", "module_name", "module_path"]
+__all__ = ["ELLIPSIS", "ROOT_NAME", "elide_name", "module_name", "module_path"]
+
+ELLIPSIS = "..."
+"""What stands for the elided middle of a shortened name (plain ASCII: it typesets as is in
+every format)."""
 
 
 def module_name(path: str) -> str:
@@ -28,3 +32,26 @@ def module_name(path: str) -> str:
 def module_path(name: str) -> str:
     """The ``named_modules()`` path of an output name: ``"__root__"`` -> ``""``."""
     return "" if name == ROOT_NAME else name
+
+
+def elide_name(name: str, limit: int) -> str:
+    """``name`` in at most ``limit`` characters, its middle replaced by :data:`ELLIPSIS`.
+
+    A dotted module path keeps its first part and as many whole trailing parts as fit
+    (``encoder...encoder_layer_11.mlp``): the leaf says what the module is, the first part
+    where it lives. A name without such a split keeps its start and, longer, its end."""
+    if len(name) <= limit:
+        return name
+    room = limit - len(ELLIPSIS)
+    if room < 2:
+        return name[:limit]
+    parts = name.split(".")
+    tail = parts[-1]
+    for part in reversed(parts[1:-1]):
+        if len(parts[0]) + len(part) + 1 + len(tail) > room:
+            break
+        tail = f"{part}.{tail}"
+    if len(parts) > 2 and len(parts[0]) + len(tail) <= room:
+        return f"{parts[0]}{ELLIPSIS}{tail}"
+    head = room // 3
+    return f"{name[:head]}{ELLIPSIS}{name[len(name) - (room - head):]}"

@@ -30,6 +30,10 @@ CALL_COLUMNS = ("call", "module", "type", "input_shapes", "output_shapes", "ops"
                 "inclusive_ops", "inclusive_ops_pct")
 BACKWARD_COLUMNS = ("inclusive_backward_macs", "inclusive_backward_ops")
 """Added to the default columns of a profile with a backward pass."""
+FIT_DROP_ORDER = ("input_shapes", "output_shapes", "calls", "modules", "call",
+                  "inclusive_ops", "ops", "type")
+"""Default columns left out first when a table must fit a width (``View.optional``): the
+shapes, the call counts, ops beside MACs, then the type; names, MACs and shares stay."""
 WHAT_GROUPS = ("params", "io", "ops", "flops", "backward", "bytes", "time", "memory")
 """The column groups of ``columns_for`` (the CLI's ``--what``)."""
 
@@ -264,6 +268,11 @@ def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> 
     return list(dict.fromkeys([*columns, *backward, *extra_columns(frame)]))
 
 
+def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:
+    """The columns of ``shown`` a renderer may leave out: none when the caller chose them."""
+    return () if chosen else tuple(c for c in FIT_DROP_ORDER if c in shown)
+
+
 def _modules(profile: Profile) -> pd.DataFrame:
     if not profile.modules:
         raise ValueError("the profile has no modules to show")
@@ -292,7 +301,8 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
                         pct_column=pct_column, include=include, exclude=exclude)
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
-                notes=profile_notes(profile))
+                notes=profile_notes(profile),
+                optional=_optional(["type", *shown], columns is not None))
 
 
 def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
@@ -333,7 +343,8 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
         frame = frame.head(limit)
     title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
-                title=title, totals=_totals(profile), notes=profile_notes(profile))
+                title=title, totals=_totals(profile), notes=profile_notes(profile),
+                optional=_optional(shown, columns is not None))
 
 
 def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
@@ -370,7 +381,7 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     where = "all depths, own work" if depth is None else f"depth {depth}, including children"
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=profile_notes(profile))
+                notes=profile_notes(profile), optional=("modules", "calls"))
 
 
 def _root_type(profile: Profile) -> str:

@@ -41,6 +41,9 @@ class View:
     raw: bool = False
     """Show values as they are and columns by their names (the 0.0.4 writers' tables)
     instead of human units and labels."""
+    optional: tuple[str, ...] = ()
+    """Shown columns a renderer may leave out to fit a width, the first to go first: the
+    defaults a view chose itself, never a column the caller named."""
 
     # -- data ------------------------------------------------------------------------------
     @property
