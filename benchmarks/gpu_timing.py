@@ -454,6 +454,71 @@ def resnet_batches() -> None:
         print(f"batch {batch}: hook-free {timing.unhooked.median:.3f} ms, hooked "
               f"{timing.whole.median:.3f} ms, ratio {timing.overhead_ratio:.4f}, coverage "
               f"{timing.coverage:.4f}")
+        floors = hook_floors(model, torch.randn(batch, 3, side, side, device=DEVICE))
+        print(f"batch {batch} floors (median of {floors.pop('rounds'):.0f} interleaved rounds, "
+              "x the bare forward): " + ", ".join(f"{k} {v:.4f}" for k, v in floors.items()))
+
+
+def hook_floors(model: nn.Module, x: Tensor) -> dict[str, float]:
+    """What any per-module GPU clock pays, without moduleprofiler: an empty pre/post hook pair
+    on every module (``with_kwargs``, ``always_call``, as the runner installs them), and the
+    same pair recording one CUDA event each (the least a per-module event clock does). Whole
+    forwards timed by CUDA events, the three variants interleaved round by round."""
+    rounds = 30 if not SMOKE else 3
+    pool = [torch.cuda.Event(enable_timing=True) for _ in range(4096)] if DEVICE.type == "cuda" \
+        else []
+    used = [0]
+
+    def empty_pre(module: nn.Module, args: Any, kwargs: Any) -> None:
+        return None
+
+    def empty_post(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        return None
+
+    def event_pre(module: nn.Module, args: Any, kwargs: Any) -> None:
+        if pool:
+            pool[used[0] % len(pool)].record()
+            used[0] += 1
+
+    def event_post(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        event_pre(module, args, kwargs)
+
+    def run(pre: Any, post: Any) -> float:
+        handles = [] if pre is None else [
+            h for m in model.modules() for h in (
+                m.register_forward_pre_hook(pre, with_kwargs=True),
+                m.register_forward_hook(post, with_kwargs=True, always_call=True))]
+        try:
+            with torch.no_grad():
+                synchronize_device()
+                start = time.perf_counter()
+                model(x)
+                synchronize_device()
+                return time.perf_counter() - start
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    variants = {"bare": (None, None), "empty hooks": (empty_pre, empty_post),
+                "hooks + 1 event each": (event_pre, event_post)}
+    for _ in range(3):
+        for pre, post in variants.values():
+            run(pre, post)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, (pre, post) in variants.items():
+            used[0] = 0
+            samples[name].append(run(pre, post))
+    bare = float(np.median(samples["bare"]))
+    out = {name: float(np.median(values)) / bare for name, values in samples.items()
+           if name != "bare"}
+    out["rounds"] = rounds
+    return out
+
+
+def synchronize_device() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def main() -> int:
