@@ -1,0 +1,205 @@
+"""Key/value caches: the bytes a cache holds, per layer and per token, read from its tensors,
+and the size a configuration predicts for a context length.
+
+Hugging Face caches (``DynamicCache``, ``StaticCache``, ``EncoderDecoderCache``, transformers
+>= 5) keep one layer object per decoder layer with ``keys`` and ``values`` tensors of shape
+``(batch, kv_heads, tokens, head_dim)``; a static cache allocates its full length up front, a
+dynamic one grows by concatenation. The legacy form, a tuple of ``(key, value)`` pairs per
+layer, is read too. Bytes are those of the distinct storages the tensors use: what the cache
+really holds, views and shared storages counted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+
+from moduleprofiler.memory._storage import distinct_bytes
+
+
+@dataclass(frozen=True)
+class CacheLayer:
+    """The cache of one attention layer."""
+
+    layer: int
+    """Position of the layer in the cache (0 = first decoder layer)."""
+    kind: str
+    """``"self"`` (the decoder's own keys and values) or ``"cross"`` (encoder outputs)."""
+    key_bytes: int
+    value_bytes: int
+    tokens: int
+    """Tokens the layer holds (for a static cache: the filled positions)."""
+    capacity: int
+    """Token positions its tensors have room for (``tokens`` for a dynamic cache,
+    ``max_cache_len`` for a static one)."""
+
+    @property
+    def bytes(self) -> int:
+        """Keys plus values."""
+        return self.key_bytes + self.value_bytes
+
+
+@dataclass(frozen=True)
+class KVCacheSize:
+    """What a key/value cache holds: per layer, in total and per token position."""
+
+    layers: tuple[CacheLayer, ...]
+    cache_type: str
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of every layer's keys and values."""
+        return sum(layer.bytes for layer in self.layers)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens held by the decoder's own (self-attention) layers: the context length."""
+        return max((layer.tokens for layer in self.layers if layer.kind == "self"), default=0)
+
+    @property
+    def capacity(self) -> int:
+        """Token positions the self-attention tensors have room for."""
+        return max((layer.capacity for layer in self.layers if layer.kind == "self"), default=0)
+
+    @property
+    def bytes_per_token(self) -> float | None:
+        """Self-attention bytes per token position over all layers (``None`` when empty)."""
+        capacity = self.capacity
+        if capacity == 0:
+            return None
+        return sum(layer.bytes for layer in self.layers if layer.kind == "self") / capacity
+
+    def predict_bytes(self, tokens: int) -> int | None:
+        """Bytes the cache would hold at a context of ``tokens``: self-attention bytes grow with
+        the context, cross-attention bytes (fixed by the encoder's input) stay as they are."""
+        _check_tokens(tokens)
+        per_token = self.bytes_per_token
+        if per_token is None:
+            return None
+        cross = sum(layer.bytes for layer in self.layers if layer.kind == "cross")
+        return round(per_token * tokens) + cross
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per layer: layer, kind, tokens, capacity, key, value and total bytes, and
+        bytes per token position."""
+        rows = [{"layer": layer.layer, "kind": layer.kind, "tokens": layer.tokens,
+                 "capacity": layer.capacity, "key_bytes": layer.key_bytes,
+                 "value_bytes": layer.value_bytes, "kv_cache_bytes": layer.bytes,
+                 "bytes_per_token": layer.bytes / layer.capacity if layer.capacity else None}
+                for layer in self.layers]
+        return pd.DataFrame(rows, columns=["layer", "kind", "tokens", "capacity", "key_bytes",
+                                           "value_bytes", "kv_cache_bytes", "bytes_per_token"])
+
+
+def kv_cache_size(cache: Any) -> KVCacheSize:
+    """Measure a key/value cache from the tensors it holds.
+
+    Args:
+        cache: a Hugging Face ``Cache`` (``DynamicCache``, ``StaticCache``,
+            ``EncoderDecoderCache``...), a model output that carries one as
+            ``past_key_values``, or the legacy tuple of ``(key, value)`` pairs per layer.
+
+    Raises:
+        TypeError: ``cache`` is none of these.
+    """
+    if not _is_cache_like(cache) and _past_of(cache) is not None:
+        cache = _past_of(cache)
+    self_cache = getattr(cache, "self_attention_cache", None)
+    if self_cache is not None:  # encoder-decoder: decoder keys/values plus the encoder's
+        layers = [*_layers(self_cache, "self"),
+                  *_layers(getattr(cache, "cross_attention_cache", None), "cross")]
+    elif _is_cache_like(cache):
+        layers = list(_layers(cache, "self"))
+    else:
+        raise TypeError(
+            f"cache must be a transformers Cache, a model output with past_key_values or a "
+            f"tuple of (key, value) pairs per layer, not {type(cache).__name__}")
+    return KVCacheSize(layers=tuple(layers), cache_type=type(cache).__name__)
+
+
+def cache_of(output: Any) -> Any:
+    """The cache a model call returned (``past_key_values`` of an output object or dict),
+    ``None`` when it returned none."""
+    past = _past_of(output)
+    return past if past is not None and _is_cache_like(past) else None
+
+
+def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
+                           dtype: torch.dtype = torch.float32) -> int:
+    """``2 x layers x kv_heads x head_dim x tokens x batch_size x dtype size``: the bytes of a
+    full-attention key/value cache of a decoder described by a Transformers ``config``.
+
+    NB: sliding-window layers hold at most their window, and latent-attention models (MLA)
+    cache a compressed vector instead of keys and values: for those, measure a real cache with
+    :func:`kv_cache_size` and use :meth:`KVCacheSize.predict_bytes`.
+
+    Raises:
+        ValueError: ``tokens`` or ``batch_size`` is negative, or the config does not say how
+            many layers and heads the decoder has.
+    """
+    _check_tokens(tokens)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layers = getattr(text, "num_decoder_layers", None) or getattr(text, "num_hidden_layers", None)
+    heads = getattr(text, "num_attention_heads", None)
+    if not layers or not heads:
+        raise ValueError(f"config ({type(config).__name__}) does not give num_hidden_layers "
+                         "and num_attention_heads")
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = (getattr(text, "d_kv", None) or getattr(text, "head_dim", None)
+                or text.hidden_size // heads)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return 2 * layers * kv_heads * head_dim * tokens * batch_size * itemsize
+
+
+# -- reading the cache objects -------------------------------------------------------------------
+def _check_tokens(tokens: int) -> None:
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+
+
+def _past_of(output: Any) -> Any:
+    if isinstance(output, dict):
+        return output.get("past_key_values")
+    return getattr(output, "past_key_values", None)
+
+
+def _is_cache_like(value: Any) -> bool:
+    if hasattr(value, "layers") or hasattr(value, "self_attention_cache"):
+        return True
+    return isinstance(value, (tuple, list)) and all(
+        isinstance(pair, (tuple, list)) and len(pair) >= 2 and isinstance(pair[0], Tensor)
+        for pair in value)
+
+
+def _layers(cache: Any, kind: str) -> Iterator[CacheLayer]:
+    if cache is None:
+        return
+    entries = cache.layers if hasattr(cache, "layers") else cache
+    for index, entry in enumerate(entries):
+        if isinstance(entry, (tuple, list)):
+            keys, values, filled = entry[0], entry[1], None
+        else:
+            keys, values = getattr(entry, "keys", None), getattr(entry, "values", None)
+            filled = _filled(entry)
+        if not isinstance(keys, Tensor) or not isinstance(values, Tensor):
+            continue  # not initialised yet, or a layer without attention (a linear-attention state)
+        capacity = keys.shape[-2] if keys.dim() >= 2 else 0
+        yield CacheLayer(layer=index, kind=kind, key_bytes=distinct_bytes([keys]),
+                         value_bytes=distinct_bytes([values]),
+                         tokens=capacity if filled is None else filled, capacity=capacity)
+
+
+def _filled(layer: Any) -> int | None:
+    """Positions a cache layer has filled (a static layer counts them in a tensor, which on
+    the meta device has no value: ``None``)."""
+    try:
+        return int(layer.get_seq_length())
+    except (AttributeError, RuntimeError, NotImplementedError, TypeError, ValueError):
+        return None

@@ -1,0 +1,331 @@
+"""Generation, step by step: one profile per model call of ``model.generate(...)`` or of any
+decode loop, split into prefill and decode, with the key/value cache each step leaves.
+
+The whole generation is one profiled pass (the runner's hooks stay on the model throughout);
+every outermost module call is one *step*: the model's first call is the prefill (the prompt),
+each later call a decode step (one new token per sequence, or the whole sequence again when the
+cache is off); an encoder-decoder's encoder, which ``generate`` calls on its own first, is an
+``encode`` step. Each step's records form a :class:`~moduleprofiler.Profile` of their own, so
+every view (tree, table, exports) works on a step. Work outside every model call (logits
+processing, sampling, stopping criteria) is the whole run's ``outside_ops``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
+from moduleprofiler.memory.peak import LiveBytesListener
+from moduleprofiler.profiler import ModuleProfiler
+from moduleprofiler.records import COUNTED_SOURCES
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.state import preserved_state
+from moduleprofiler.validate import check_bool, check_listeners
+
+Phase = Literal["encode", "prefill", "decode"]
+_TOKEN_KEYS = ("decoder_input_ids", "decoder_inputs_embeds", "input_ids", "inputs_embeds")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One model call of a generation."""
+
+    index: int
+    phase: Phase
+    path: str
+    """Module path of the call (``""``: the model itself; ``"encoder"``...)."""
+    profile: Profile
+    """The step's own profile (its calls renumbered from 0)."""
+    batch_size: int | None
+    input_tokens: int | None
+    """Tokens per sequence the call was given (1 for a decode step with the cache on)."""
+    context_tokens: int | None
+    """Tokens attended to after the call: the cache's length, else the input's."""
+    kv_cache: KVCacheSize | None
+    """The cache the call returned, measured when it returned (``None``: no cache)."""
+    time_ms: float | None = None
+    """Median wall time of the call over the timed generations (``time=True``)."""
+
+    @property
+    def max_live_bytes(self) -> int | None:
+        """Most memory live during the call (``memory=True``), else ``None``."""
+        roots = self.profile.roots
+        return roots[0].metrics.get("max_live_bytes") if roots else None
+
+
+@dataclass(frozen=True)
+class GenerationProfile:
+    """Every step of one generation, and the whole run's profile."""
+
+    steps: tuple[Step, ...]
+    profile: Profile
+    """The whole run: every step's calls plus the work outside the model (``outside_ops``)."""
+    output: Any = dataclasses.field(default=None, repr=False, compare=False)
+    """What the generation returned (``generate``'s token ids)."""
+
+    @property
+    def prefill(self) -> tuple[Step, ...]:
+        """The encode and prefill steps."""
+        return tuple(step for step in self.steps if step.phase != "decode")
+
+    @property
+    def decode(self) -> tuple[Step, ...]:
+        """The decode steps."""
+        return tuple(step for step in self.steps if step.phase == "decode")
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens generated per sequence: one per prefill or decode step."""
+        return sum(1 for step in self.steps if step.phase != "encode")
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences generated side by side (1 when no step saw token inputs)."""
+        return next((step.batch_size for step in self.steps if step.batch_size), 1)
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per step: ``step``, ``phase``, ``module``, ``batch_size``, ``input_tokens``,
+        ``context_tokens``, ``ops``, ``macs``, ``flops``, ``complete``, ``kv_cache_bytes``,
+        ``time_ms``, ``max_live_bytes`` (unknown: empty)."""
+        rows = []
+        for step in self.steps:
+            profile = step.profile
+            rows.append({
+                "step": step.index, "phase": step.phase, "module": step.path or "(model)",
+                "batch_size": step.batch_size, "input_tokens": step.input_tokens,
+                "context_tokens": step.context_tokens, "ops": profile.total_ops,
+                "macs": profile.total_macs, "flops": profile.total_flops,
+                "complete": profile.complete,
+                "kv_cache_bytes": step.kv_cache.total_bytes if step.kv_cache else None,
+                "time_ms": step.time_ms, "max_live_bytes": step.max_live_bytes})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        """Totals of the run: steps, tokens generated, FLOPs and MACs of prefill and decode,
+        per generated token (all sequences of the batch), time per token when timed, the final
+        cache size and the work outside the model."""
+        frame = self.to_df()
+        prefill = frame[frame["phase"] != "decode"]
+        tokens = self.new_tokens * self.batch_size
+        model_flops = int(frame["flops"].sum())
+        times = frame["time_ms"].dropna()
+        timed = len(times) == len(frame) and len(frame) > 0
+        last_cache = next((s.kv_cache for s in reversed(self.steps) if s.kv_cache), None)
+        return {
+            "steps": len(self.steps), "new_tokens": self.new_tokens,
+            "batch_size": self.batch_size,
+            "prefill_flops": int(prefill["flops"].sum()),
+            "decode_flops": model_flops - int(prefill["flops"].sum()),
+            "flops": model_flops, "macs": int(frame["macs"].sum()),
+            "flops_per_token": model_flops / tokens if tokens else None,
+            "macs_per_token": int(frame["macs"].sum()) / tokens if tokens else None,
+            "time_ms": float(times.sum()) if timed else None,
+            "ms_per_token": float(times.sum()) / tokens if timed and tokens else None,
+            "kv_cache_bytes": last_cache.total_bytes if last_cache else None,
+            "outside_ops": self.profile.outside_ops,
+            "complete": self.profile.complete,
+        }
+
+
+class StepListener(Listener):
+    """Reads, for every outermost call, the tokens it was given and the cache it returned
+    (measured at once: a dynamic cache grows in place afterwards)."""
+
+    def __init__(self) -> None:
+        self.inputs: dict[int, tuple[int | None, int | None]] = {}
+        self.caches: dict[int, KVCacheSize | None] = {}
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if call.parent is None:
+            self.inputs[call.index] = _token_shape(args, kwargs)
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        if call.parent is None:
+            cache = cache_of(output)
+            self.caches[call.index] = None if cache is None else kv_cache_size(cache)
+
+
+class _StepClock(Listener):
+    """Wall time of every outermost call (the device synchronised at both ends)."""
+
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self.sync = sync
+        self.times: list[float] = []
+        self._start = 0
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if call.parent is None:
+            self.sync()
+            self._start = time.perf_counter_ns()
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        if call.parent is None:
+            self.sync()
+            self.times.append((time.perf_counter_ns() - self._start) / 1e6)
+
+
+def profile_generation(
+    model: nn.Module,
+    inputs: Any = None,
+    *,
+    run: Callable[[], Any] | None = None,
+    max_new_tokens: int = 8,
+    use_cache: bool = True,
+    time: bool = False,
+    memory: bool = False,
+    repeats: int = 3,
+    profiler: ModuleProfiler | None = None,
+    listeners: Sequence[Listener] = (),
+    **generate_kwargs: Any,
+) -> GenerationProfile:
+    """Profile a generation step by step.
+
+    Args:
+        model: the model (a Transformers model for ``generate``; any module for ``run``).
+        inputs: what ``model.generate`` is given: token ids (a tensor) or a dict of keyword
+            arguments (``input_ids``, ``attention_mask``...).
+        run: instead of ``generate``, a callable with no arguments running your own decode
+            loop; every outermost call of ``model`` (or of its submodules) it makes is a step.
+        max_new_tokens, use_cache: passed to ``generate`` (with ``do_sample=False`` unless
+            ``generate_kwargs`` says otherwise); ignored with ``run``. Generation stops early
+            at an end-of-sequence token: pass ``min_new_tokens`` for a fixed number of steps.
+        time: also time every step: ``repeats`` more generations after one warm-up, with only
+            a clock on the model (the runner's hooks cost about 1.5 µs per module call);
+            ``Step.time_ms`` is the median.
+        memory: also measure the memory live during each step (``Step.max_live_bytes``).
+        repeats: timed generations for ``time=True``.
+        profiler: the :class:`~moduleprofiler.ModuleProfiler` whose formulas count (default: a
+            new one).
+        listeners: extra listeners for the counted pass (e.g.
+            :class:`~moduleprofiler.language.ExpertLoad`).
+        generate_kwargs: more keyword arguments for ``generate``.
+
+    Raises:
+        ValueError, TypeError: a bad argument (named in the message).
+        ProfilingError: the generation raised (the message names the module that failed).
+    """
+    check_bool(use_cache, "use_cache")
+    check_bool(time, "time")
+    check_bool(memory, "memory")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) \
+            or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    listeners = check_listeners(listeners)
+    if run is None:
+        if not hasattr(model, "generate"):
+            raise TypeError(f"{type(model).__name__} has no generate(): pass run= with your "
+                            "own decode loop")
+        if inputs is None:
+            raise ValueError("inputs is required with generate (token ids or a dict)")
+        options = {"max_new_tokens": max_new_tokens, "use_cache": use_cache,
+                   "do_sample": False, **generate_kwargs}
+        given = dict(inputs) if isinstance(inputs, dict) else {"inputs": inputs}
+        run = _generate_call(model, given, options)
+    elif not callable(run):
+        raise TypeError(f"run must be a callable with no arguments, not {type(run).__name__}")
+    steps = StepListener()
+    extra: list[Listener] = [steps, *listeners]
+    if memory:
+        extra.append(LiveBytesListener())
+    outputs: list[Any] = []
+    invoke = run
+
+    def remember() -> Any:
+        outputs.append(invoke())
+        return outputs[-1]
+
+    whole = (profiler or ModuleProfiler()).profile(model, (), pred_fn=remember,
+                                                  listeners=extra)
+    times = _step_times(model, run, repeats) if time else None
+    return GenerationProfile(steps=_steps(whole, steps, times), profile=whole,
+                             output=outputs[0] if outputs else None)
+
+
+def _generate_call(model: nn.Module, given: dict[str, Any],
+                   options: dict[str, Any]) -> Callable[[], Any]:
+    generate: Callable[..., Any] = model.generate  # type: ignore[assignment]
+    return lambda: generate(**given, **options)
+
+
+def _token_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | None, int | None]:
+    """``(batch, tokens)`` of a call's token input (ids or embeddings), ``(None, None)``."""
+    tensor = next((kwargs[key] for key in _TOKEN_KEYS if isinstance(kwargs.get(key), Tensor)),
+                  None)
+    if tensor is None:
+        tensor = next((arg for arg in args if isinstance(arg, Tensor)), None)
+    if tensor is None or tensor.dim() < 2:
+        return None, None
+    return int(tensor.shape[0]), int(tensor.shape[1])
+
+
+def _steps(whole: Profile, listener: StepListener,
+           times: list[float | None] | None) -> tuple[Step, ...]:
+    records = whole.records
+    starts = [position for position, record in enumerate(records) if record.parent is None]
+    steps = []
+    seen_model = False
+    for number, start in enumerate(starts):
+        end = starts[number + 1] if number + 1 < len(starts) else len(records)
+        base = records[start].index
+        own = tuple(dataclasses.replace(
+            record, index=record.index - base,
+            parent=None if record.parent is None else record.parent - base)
+            for record in records[start:end])
+        complete = all(record.ops_source in COUNTED_SOURCES for record in own)
+        profile = dataclasses.replace(
+            whole, records=own, outside_ops=0, outside_macs=0, _by_path={},
+            # the operators without a formula are known for the run, not per call: a step
+            # whose calls are all counted has none
+            unsupported_ops=dict(whole.unsupported_ops) if not complete else {})
+        top = records[start]
+        phase: Phase = "encode" if top.path != "" else ("decode" if seen_model else "prefill")
+        seen_model = seen_model or top.path == ""
+        batch, tokens = listener.inputs.get(base, (None, None))
+        cache = listener.caches.get(base)
+        context = cache.tokens if cache is not None and cache.tokens else tokens
+        steps.append(Step(index=number, phase=phase, path=top.path, profile=profile,
+                          batch_size=batch, input_tokens=tokens, context_tokens=context,
+                          kv_cache=cache,
+                          time_ms=times[number] if times and number < len(times) else None))
+    return tuple(steps)
+
+
+def _step_times(model: nn.Module, run: Callable[[], Any], repeats: int) -> list[float | None]:
+    """Median wall time per step over ``repeats`` generations after one warm-up."""
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else torch.device("cpu")
+    if device.type == "meta":
+        return []
+    if device.type == "cuda":
+        def sync() -> None:
+            torch.cuda.synchronize(device)
+    else:
+        def sync() -> None:
+            pass
+    clock = _StepClock(sync)
+    runner = PassRunner(model, [clock])
+    samples: list[list[float]] = []
+    with preserved_state(model, eval=True), torch.no_grad(), runner.installed():
+        for iteration in range(repeats + 1):
+            clock.times = []
+            runner.run(run)
+            runner.reset()
+            if iteration:  # the first generation warms up
+                samples.append(clock.times)
+    longest = max(len(times) for times in samples)
+    return [statistics.median(times[step] for times in samples if step < len(times))
+            for step in range(longest)]
