@@ -1,0 +1,217 @@
+"""Bytes moved: what each aten operator reads and writes, booked to module calls.
+
+A lower bound on memory traffic, operator by operator: an operator reads each distinct input
+tensor once (``numel * element_size`` of the view it is given, not of the whole storage) and
+writes each output once. Views (``t``, ``view``, ``expand``, ``detach``...) and other outputs that
+merely alias an input move nothing; an in-place operator reads and writes its target; ``empty``
+and friends allocate without writing. Real kernels move at least this much (caches may serve a
+repeated read, but each operator's inputs must arrive and its outputs leave), and more where a
+kernel reads a tile several times (a large matmul) or spills; a fused kernel moves less than the
+operators it replaces, which is why the figure is per aten operator, the unit this profiler sees.
+
+:class:`TrafficListener` is opt-in (pass it to ``profile(listeners=...)``): it observes every
+operator of the forward, and with ``backward=True`` every backward operator, so it costs a dispatch
+per operator. It writes per call:
+
+* ``moved_bytes``: bytes read and written by the call's own operators (children excluded);
+* ``launches``: its own operators that touch memory (about one kernel launch each on a GPU);
+* with a backward: ``backward_moved_bytes`` / ``backward_launches``, the backward work autograd
+  did for the call's operators, and ``recompute_moved_bytes`` / ``recompute_ops`` /
+  ``recompute_macs``, forward work re-run during the backward by activation checkpointing
+  (already inside the backward figures, and booked to the call whose backward node triggered the
+  recomputation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from moduleprofiler.export.columns import Derived, Kind, inclusive_of, register_column, scaled
+from moduleprofiler.memory._storage import storage_key, storage_of
+from moduleprofiler.operators.registry import (
+    MISSING,
+    OperatorMap,
+    get_default_operator_map,
+    lookup_in,
+)
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.shapes import iter_tensors
+
+_COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None], ...] = (
+    ("moved_bytes", "bytes", "self moved", "bytes", None),
+    ("inclusive_moved_bytes", "bytes", "moved", "bytes", inclusive_of("moved_bytes")),
+    ("launches", "count", "self launches", "operators", None),
+    ("backward_moved_bytes", "bytes", "self backward moved", "bytes", None),
+    ("inclusive_backward_moved_bytes", "bytes", "backward moved", "bytes",
+     inclusive_of("backward_moved_bytes")),
+    ("backward_launches", "count", "self backward launches", "operators", None),
+    ("recompute_moved_bytes", "bytes", "recompute moved", "bytes", None),
+    ("recompute_ops", "count", "recompute ops", "ops", None),
+    ("recompute_macs", "count", "recompute macs", "MACs", None),
+    ("recompute_flops", "count", "recompute flops", "FLOPs", scaled("recompute_macs", 2)))
+for _name, _kind, _label, _unit, _derive in _COLUMNS:
+    register_column(_name, _kind, _label, aggregation="inclusive" if _name.startswith(
+        "inclusive_") else "sum", unit=_unit, derive=_derive)
+
+_ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
+                          "new_empty_strided", "empty_permuted"})
+"""Operators that hand out memory without writing it."""
+
+
+def _region(tensor: torch.Tensor) -> tuple[Any, ...]:
+    """What identifies the elements a tensor covers: its storage, offset, shape and strides."""
+    storage = storage_of(tensor)
+    if storage is None:
+        return (id(tensor),)
+    return (storage_key(storage), tensor.storage_offset(), tuple(tensor.shape), tensor.stride())
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return int(tensor.numel()) * tensor.element_size()
+
+
+def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   out: Any) -> int | None:
+    """Bytes one aten operator call reads plus writes (``None``: it moves nothing, as a view
+    or an allocation).
+
+    Each distinct input region is read once and each output written once; an output that shares
+    its storage with an input is a view (nothing moved) unless the operator mutates its
+    arguments (``add_``, ``copy_``: the target is read and written).
+    """
+    if func.is_view or func.overloadpacket.__name__ in _ALLOCATIONS:
+        return None
+    mutable = func._schema.is_mutable
+    read: dict[tuple[Any, ...], int] = {}
+    storages: set[int] = set()
+    # an ``out=`` tensor is written, not read
+    inputs = (args, {k: v for k, v in kwargs.items() if k != "out"}) if kwargs else args
+    for tensor in iter_tensors(inputs):
+        key = _region(tensor)
+        if key not in read:
+            read[key] = _nbytes(tensor)
+            storages.add(key[0])
+    written = 0
+    aliased = True
+    for tensor in iter_tensors(out):
+        if not mutable and _region(tensor)[0] in storages:
+            continue  # an alias of an input (``_unsafe_view``, ``lift_fresh``): no traffic
+        aliased = False
+        written += _nbytes(tensor)
+    if aliased and not mutable and read:
+        return None
+    return sum(read.values()) + written
+
+
+class _Tally:
+    __slots__ = ("launches", "macs", "moved", "ops")
+
+    def __init__(self) -> None:
+        self.moved = 0
+        self.launches = 0
+        self.ops: int | float = 0
+        self.macs: int | float = 0
+
+
+class TrafficListener(Listener):
+    """Bytes each module call's operators read and write, forward and backward (see the
+    module docstring); pass it in ``ModuleProfiler().profile(..., listeners=[...])``.
+
+    Args:
+        operators: the operator formulas used to count recomputed forward work (default:
+            :func:`~moduleprofiler.operators.get_default_operator_map`).
+    """
+
+    wants_nodes = True
+
+    def __init__(self, operators: OperatorMap | None = None) -> None:
+        self._operators = get_default_operator_map() if operators is None else operators
+        self._formulas: dict[Any, Any] = {}
+        self._forward: dict[int, _Tally] = {}
+        self._backward: dict[int, _Tally] = {}
+        self._recompute: dict[int, _Tally] = {}
+        self._backward_ran = False
+        self.outside = _Tally()
+        """Forward operators that ran outside every module call."""
+        self.backward_outside = _Tally()
+        """Backward operators of no module call (the loss, gradient accumulation)."""
+        self.unsupported_recompute: dict[str, int] = {}
+        """Recomputed operators without an operator formula (their ops are a lower bound)."""
+
+    def observe(self, module: nn.Module) -> bool:
+        return True
+
+    def observe_outside(self) -> bool:
+        return True
+
+    def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], out: Any) -> None:
+        moved = operator_bytes(func, args, kwargs, out)
+        if moved is not None:
+            tally = self.outside if call is None else _tally(self._forward, call.index)
+            tally.moved += moved
+            tally.launches += 1
+
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        self._backward_ran = True
+        moved = operator_bytes(func, args, kwargs, out)
+        if moved is None:
+            return
+        if owner is None:
+            tally = self.backward_outside
+        else:
+            tally = _tally(self._backward, owner.index)
+            # a backward runs with grad mode off; forward operators re-run inside it by an
+            # activation checkpoint (to rebuild what was not saved) run with it on
+            if torch.is_grad_enabled() and torch._C._current_autograd_node() is not None:
+                self._count_recompute(_tally(self._recompute, owner.index), func, args,
+                                      kwargs, out, moved)
+        tally.moved += moved
+        tally.launches += 1
+
+    def _count_recompute(self, tally: _Tally, func: Any, args: tuple[Any, ...],
+                         kwargs: dict[str, Any], out: Any, moved: int) -> None:
+        tally.moved += moved
+        tally.launches += 1
+        formula = self._formulas.get(func, _NOT_LOOKED_UP)
+        if formula is _NOT_LOOKED_UP:
+            formula = self._formulas[func] = lookup_in(self._operators, func)
+        if formula is None:
+            return
+        if formula is MISSING:
+            name = str(func.overloadpacket)
+            self.unsupported_recompute[name] = self.unsupported_recompute.get(name, 0) + 1
+            return
+        ops, macs = formula(args, kwargs, out)
+        tally.ops += ops
+        tally.macs += macs
+
+    def finish(self, runner: PassRunner) -> None:
+        empty = _Tally()
+        for call in runner.calls:
+            values = call.values
+            forward = self._forward.get(call.index, empty)
+            values["moved_bytes"] = forward.moved
+            values["launches"] = forward.launches
+            if self._backward_ran:
+                backward = self._backward.get(call.index, empty)
+                recompute = self._recompute.get(call.index, empty)
+                values["backward_moved_bytes"] = backward.moved
+                values["backward_launches"] = backward.launches
+                values["recompute_moved_bytes"] = recompute.moved
+                values["recompute_ops"] = recompute.ops
+                values["recompute_macs"] = recompute.macs
+
+
+_NOT_LOOKED_UP = object()
+
+
+def _tally(tallies: dict[int, _Tally], index: int) -> _Tally:
+    tally = tallies.get(index)
+    if tally is None:
+        tally = tallies[index] = _Tally()
+    return tally

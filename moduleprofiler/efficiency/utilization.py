@@ -1,0 +1,97 @@
+"""Model and hardware FLOP utilisation (MFU, HFU) of a forward or a training step.
+
+* **Model FLOPs**: the work the model needs, ``2 x MACs`` of the forward plus, for a training
+  step, of the backward (the convention of ``FlopCounterMode`` and of the ``6N`` estimate).
+* **Hardware FLOPs**: what the device really did: model FLOPs plus the forward work re-run in
+  the backward by activation checkpointing (``recompute_macs`` of a
+  :class:`~moduleprofiler.efficiency.TrafficListener`).
+
+``MFU = model FLOPs / (time x peak)``, ``HFU = hardware FLOPs / (time x peak)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from moduleprofiler.efficiency.peaks import DevicePeaks, peak_dtype
+from moduleprofiler.efficiency.roofline import compute_dtype
+from moduleprofiler.records import ProfileData
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """FLOP utilisation of one timed forward or training step."""
+
+    model_flops: float
+    """Forward (+ backward) FLOPs, ``2 x MACs``, recomputation excluded."""
+    hardware_flops: float
+    """``model_flops`` plus recomputed forward FLOPs."""
+    recompute_flops: float
+    seconds: float
+    peak_flops_per_s: float
+    dtype: str
+    complete: bool
+    """False when some work had no formula: the FLOPs (and so MFU, HFU) are lower bounds."""
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation, 0-1."""
+        return self.model_flops / (self.seconds * self.peak_flops_per_s)
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilisation, 0-1."""
+        return self.hardware_flops / (self.seconds * self.peak_flops_per_s)
+
+    @property
+    def achieved_tflops(self) -> float:
+        """Model TFLOP/s."""
+        return self.model_flops / self.seconds / 1e12
+
+
+def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
+                dtype: str | torch.dtype | None = None) -> Utilization:
+    """MFU and HFU of ``profile``'s work done in ``step_ms`` milliseconds.
+
+    A profile with ``backward=True`` is a training step (forward + backward FLOPs); without it,
+    a forward. ``dtype`` picks the peak (default: the dtype of most multiply-accumulates).
+
+    Raises:
+        ValueError: ``step_ms`` is not positive, or the device has no peak for the dtype.
+    """
+    if not step_ms > 0:
+        raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")
+    name = peak_dtype(dtype) if dtype is not None else _main_dtype(profile, peaks)
+    peak = None if name is None else peaks.flops_per_s(name)
+    if peak is None:
+        raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
+    recompute = 2 * sum(r.metrics.get("recompute_macs") or 0 for r in profile.records)
+    hardware = float(profile.total_flops)
+    complete = profile.macs_complete
+    if profile.backward:
+        hardware += 2 * float(profile.total_backward_macs or 0)
+        complete = complete and bool(profile.backward_complete)
+    return Utilization(hardware - recompute, hardware, recompute, step_ms / 1e3, peak,
+                       name or "", complete)
+
+
+def _main_dtype(profile: ProfileData, peaks: DevicePeaks) -> str | None:
+    """The dtype in which most multiply-accumulates ran."""
+    weights: dict[str, float] = {}
+    for record in profile.records:
+        if record.macs:
+            name = compute_dtype((*record.output_dtypes, *record.input_dtypes), record.macs,
+                                 peaks)
+            if name is not None:
+                weights[name] = weights.get(name, 0) + record.macs
+    return max(weights, key=lambda key: weights[key]) if weights else None
+
+
+def transformer_flops_per_token(params: int, layers: int, heads: int, head_dim: int,
+                                seq_len: int) -> int:
+    """The PaLM / nanoGPT estimate of training FLOPs per token, ``6N + 12·L·H·Q·T``: 6 FLOPs
+    per parameter (2 forward, 4 backward) plus attention's score and value matmuls (``L``
+    layers, ``H`` heads of size ``Q``, sequence length ``T``)."""
+    return 6 * params + 12 * layers * heads * head_dim * seq_len

@@ -1,0 +1,73 @@
+"""The device peak table: lookups, detection by name, overrides and the measured mode."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moduleprofiler.efficiency import (
+    DEVICE_PEAKS,
+    DevicePeaks,
+    device_peaks,
+    match_device,
+    measure_peaks,
+)
+
+
+@pytest.mark.parametrize(("reported", "table"), [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+    ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA B200", "B200"),
+    ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+    ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
+    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+    ("NVIDIA L40S", "L40S"),
+    ("NVIDIA L4", "L4"),
+    ("NVIDIA A10", "A10"),
+    ("AMD Instinct MI300X", "MI300X"),
+    ("NVIDIA GeForce RTX 4090", None),
+])
+def test_device_names_as_cuda_reports_them(reported, table):
+    assert match_device(reported) == table
+
+
+def test_peak_lookup_by_dtype():
+    h100 = device_peaks("NVIDIA H100 80GB HBM3")
+    assert h100.flops_per_s(torch.bfloat16) == 989.4e12
+    assert h100.flops_per_s("bf16", sparse=True) == 2 * 989.4e12
+    assert h100.flops_per_s("fp32", sparse=True) is None  # no sparse FP32 rate
+    assert h100.bytes_per_s == 3350e9
+    assert DEVICE_PEAKS["A100 40GB"].flops_per_s("fp8") is None  # no FP8 on Ampere: unknown
+    assert DEVICE_PEAKS["L4"].flops_per_s(torch.int64) is None
+
+
+def test_overrides_merge_into_a_copy():
+    custom = device_peaks("H100 SXM", dense_tflops={"bf16": 800}, bandwidth_gbs=3000)
+    assert custom.flops_per_s("bf16") == 800e12
+    assert custom.flops_per_s("fp16") == 989.4e12  # the rest of the table kept
+    assert custom.bytes_per_s == 3000e9
+    assert DEVICE_PEAKS["H100 SXM"].flops_per_s("bf16") == 989.4e12  # the table untouched
+    assert device_peaks(custom) is custom
+
+
+def test_bad_peaks_are_refused():
+    with pytest.raises(ValueError, match="not in the peak table"):
+        device_peaks("Voodoo 3")
+    with pytest.raises(ValueError, match="no field"):
+        device_peaks("L4", bandwith_gbs=1)
+    with pytest.raises(ValueError, match="unknown dtype"):
+        DevicePeaks("x", {"fp128": 1.0}, 10)
+    with pytest.raises(ValueError, match="positive"):
+        DevicePeaks("x", {"fp32": 0.0}, 10)
+
+
+def test_measured_mode_on_the_cpu():
+    peaks = measure_peaks("cpu", dtypes=("fp32",), matmul_size=128, copy_bytes=2**20, reps=2)
+    assert peaks.source == "measured"
+    assert peaks.flops_per_s("fp32") > 0 and peaks.bytes_per_s > 0 and peaks.launch_us > 0
+    assert peaks.flops_per_s("bf16") is None  # not measured: unknown
+    with pytest.raises(ValueError, match="dtypes"):
+        measure_peaks("cpu", dtypes=("fp4",))

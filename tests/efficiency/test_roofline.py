@@ -1,0 +1,99 @@
+"""Roofline time, achieved rates, labels and the above-peak flag, hand-computed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.efficiency import (
+    DevicePeaks,
+    EfficiencyWarning,
+    TrafficListener,
+    compute_dtype,
+    roofline,
+    with_efficiency,
+)
+
+# 100 TFLOP/s in fp32, 1000 GB/s, 5 us per launch
+PEAKS = DevicePeaks("toy", {"fp32": 100.0, "tf32": 200.0, "bf16": 400.0}, 1000.0,
+                    launch_us=5.0)
+
+
+def test_compute_bound():
+    # 1e9 FLOPs / 1e14 = 10 us; 1e6 bytes / 1e12 = 1 us; one launch 5 us: compute roof 10 us
+    found = roofline(1e9, 1e6, 1, 0.02, 1e14, PEAKS)
+    assert found["roofline_ms"] == pytest.approx(0.01)
+    assert found["intensity"] == pytest.approx(1000)
+    assert found["bound"] == "compute"
+    assert found["achieved_tflops"] == pytest.approx(50)  # 1e9 FLOPs in 20 us
+    assert found["compute_fraction"] == pytest.approx(0.5)
+    assert found["bandwidth_fraction"] == pytest.approx(0.05)  # 1e6 B / 20 us = 50 GB/s
+    assert found["above_peak"] is False
+
+
+def test_memory_bound_and_overhead_bound():
+    # 1e6 FLOPs: 0.01 us; 1e8 bytes: 100 us
+    assert roofline(1e6, 1e8, 1, 0.2, 1e14, PEAKS)["bound"] == "memory"
+    # 30 launches x 5 us = 150 us > the 100 us roof
+    assert roofline(1e6, 1e8, 30, 0.2, 1e14, PEAKS)["bound"] == "overhead"
+    # the roof (100 us) explains under a quarter of the measured 1 ms
+    assert roofline(1e6, 1e8, 1, 1.0, 1e14, PEAKS)["bound"] == "overhead"
+    # no work at all, yet time passed: overhead; nothing and no time: no label
+    assert roofline(0, 0, 0, 0.01, 1e14, PEAKS)["bound"] == "overhead"
+    assert roofline(0, 0, 0, None, 1e14, PEAKS)["bound"] is None
+
+
+def test_above_peak_is_flagged():
+    # 1e9 FLOPs in 5 us = 200 TFLOP/s on a 100 TFLOP/s device
+    found = roofline(1e9, 1e6, 1, 0.005, 1e14, PEAKS)
+    assert found["compute_fraction"] == pytest.approx(2.0)
+    assert found["above_peak"] is True
+
+
+def test_compute_dtype():
+    assert compute_dtype(("bfloat16",), 10, PEAKS) == "bf16"
+    assert compute_dtype(("float32",), 10, PEAKS, tf32=True) == "tf32"
+    assert compute_dtype(("float32",), 10, PEAKS, tf32=False) == "fp32"
+    assert compute_dtype(("float32",), 0, PEAKS, tf32=True) == "fp32"  # no matmul: CUDA cores
+    assert compute_dtype(("int64", "float16"), 10, PEAKS) == "fp16"
+    assert compute_dtype(("int64",), 10, PEAKS) is None
+
+
+def _timed(profile, milliseconds: dict[str, float]):
+    """The profile with a known self time per call (what Profile.with_timing would attach)."""
+    records = tuple(dataclasses.replace(r, metrics={**r.metrics,
+                                                    "self_forward_ms": milliseconds[r.path]})
+                    for r in profile.records)
+    return dataclasses.replace(profile, records=records)
+
+
+def test_with_efficiency_per_call_and_module_and_the_warning():
+    model = nn.Sequential(nn.Linear(4, 8, bias=False), nn.ReLU())
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4), listeners=[TrafficListener()])
+    # Linear: ops 3 * 8 * (2 * 4 - 1) = 168, bytes 4 * (12 + 32 + 24) = 272
+    timed = _timed(profile, {"": 0.001, "0": 1e-9, "1": 1.0})
+    with pytest.warns(EfficiencyWarning, match=r"0 \(forward: .* of peak FLOP/s"):
+        result = with_efficiency(timed, PEAKS, tf32=False)
+    linear = result.calls("0")[0].metrics
+    assert linear["intensity"] == pytest.approx(168 / 272)
+    # 168 FLOPs in 1e-12 s: 168 TFLOP/s, above the 100 TFLOP/s fp32 peak
+    assert linear["achieved_tflops"] == pytest.approx(168)
+    assert linear["above_peak"] is True
+    relu = result.calls("1")[0].metrics
+    # relu: 24 comparisons, 96 + 96 bytes in 1 ms: overhead-bound, far below the peaks
+    assert relu["bound"] == "overhead" and relu["above_peak"] is False
+    modules = result.to_df("module").set_index("module")
+    assert modules.loc["0", "above_peak"]
+    assert modules.loc["1", "achieved_gbs"] == pytest.approx(192 / 1e-3 / 1e9)
+
+
+def test_with_efficiency_needs_the_traffic_listener():
+    profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="TrafficListener"):
+        with_efficiency(profile, PEAKS)
+    with pytest.raises(ValueError, match="dtype"):
+        with_efficiency(profile, PEAKS, dtype="fp4")

@@ -1,0 +1,62 @@
+"""MFU and HFU arithmetic, and the 6N + 12LHQT estimate."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.efficiency import (
+    DevicePeaks,
+    TrafficListener,
+    transformer_flops_per_token,
+    utilization,
+)
+
+PEAKS = DevicePeaks("toy", {"fp32": 1e-6}, 1.0)  # 1e6 FLOP/s
+
+
+def test_mfu_of_a_training_step_by_hand():
+    profile = ModuleProfiler().profile(nn.Linear(4, 8, bias=False), torch.randn(3, 4),
+                                       backward=True)
+    # forward 3 * 4 * 8 = 96 MACs, backward (weight gradient only) 96 MACs: 2 * 192 = 384 FLOPs
+    found = utilization(profile, 1.0, PEAKS)
+    assert found.model_flops == 384 and found.hardware_flops == 384
+    assert found.mfu == pytest.approx(384 / (1e-3 * 1e6))
+    assert found.dtype == "fp32" and found.complete
+    forward = ModuleProfiler().profile(nn.Linear(4, 8, bias=False), torch.randn(3, 4))
+    assert utilization(forward, 1.0, PEAKS).model_flops == 192
+
+
+def test_hfu_counts_recomputation():
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 4, bias=False)
+            self.b = nn.Linear(4, 4, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(lambda h: self.b(torch.relu(self.a(h))), x, use_reentrant=False)
+
+    profile = ModuleProfiler().profile(Model(), torch.randn(2, 4), backward=True,
+                                       listeners=[TrafficListener()])
+    found = utilization(profile, 1.0, PEAKS)
+    # the recomputation re-runs a's matmul: 2 * 4 * 4 = 32 MACs = 64 FLOPs
+    assert found.recompute_flops == 64
+    assert found.hardware_flops - found.model_flops == 64
+    assert found.hfu > found.mfu
+
+
+def test_bad_arguments():
+    profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="step_ms"):
+        utilization(profile, 0, PEAKS)
+    with pytest.raises(ValueError, match="no peak"):
+        utilization(profile, 1.0, PEAKS, dtype="bf16")
+
+
+def test_transformer_estimate():
+    # 6 * 100 + 12 * 2 layers * 3 heads * 4 head size * 5 tokens = 600 + 1440
+    assert transformer_flops_per_token(100, 2, 3, 4, 5) == 2040
