@@ -25,6 +25,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.loss import LossFn
 from moduleprofiler.records import CallRecord, ModuleInfo
 from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.shards import communicates_gradients, process_rank
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))
 
@@ -70,12 +71,15 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
                                *listeners])
     output = runner.forward(invoke)
     if backward:
-        runner.backward(output, loss_fn)
+        # DDP and FSDP2 reduce gradients in the backward's own hooks: only a real backward
+        # runs them (the caller sets the gradients aside)
+        runner.backward(output, loss_fn, every_leaf=communicates_gradients(root))
     del output
     runner.finish()
     if lazy:  # lazy modules materialised their parameters during the forward
         infos = module_infos(root)
     by_path = {info.path: info for info in infos}
+    rank, world_size = process_rank()
     records = tuple(build_record(call, by_path[call.path]) for call in runner.calls
                     if not call.failed and call.path in by_path)
     return Profile(
@@ -96,4 +100,6 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
         backward_outside_macs=backward_counting.outside_macs if backward_counting else 0,
         unhooked=runner.unhooked,
         formula_fallbacks=tuple(counting.fallbacks.values()),
+        rank=rank,
+        world_size=world_size,
     )

@@ -30,6 +30,7 @@ from moduleprofiler.registry import (
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
+from moduleprofiler.shards import dtensor_class, holds_dtensor, on_local_shards
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
@@ -228,12 +229,15 @@ class CountingListener(Listener):
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators: dict[str, int] = {}
         self._hosts: frozenset[int] = frozenset()
+        self._dtensor: type | None = None
+        """``DTensor`` when it is in use: operators are then counted on this rank's shards."""
         self.fallbacks: dict[str, str] = {}
         """Module path -> why its inherited formula was replaced by its operators."""
 
     # -- listener --------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         self._hosts = _hosts_of_unhooked(runner)
+        self._dtensor = dtensor_class()
 
     def observe(self, module: nn.Module) -> bool:
         if not self._maps.count_operators:
@@ -340,7 +344,8 @@ class CountingListener(Listener):
                  kwargs: dict[str, Any], out: Any) -> None:
         formula = self._formulas.get(func, _NOT_LOOKED_UP)
         if formula is _NOT_LOOKED_UP:
-            formula = self._formulas[func] = lookup_in(self._maps.operators, func)
+            formula = self._formulas[func] = _local_formula(
+                lookup_in(self._maps.operators, func), self._dtensor)
         if formula is None:  # free: views, copies, allocations
             return
         tally = self.outside if call is None else self._tally(call)
@@ -454,8 +459,10 @@ class CountingListener(Listener):
         resolved = self._by_module.get(id(module))
         if resolved is None:
             resolved = self._resolve_type(module)
-            if id(module) in self._hosts and not resolved.excluded:
-                # its unhooked TorchScript children run inside its call: count its operators
+            if not resolved.excluded and (id(module) in self._hosts or (
+                    self._dtensor is not None and holds_dtensor(module, self._dtensor))):
+                # its unhooked TorchScript children run inside its call, or its parameters are
+                # sharded (its attributes describe the global layer): count its operators
                 resolved = replace(resolved, ops=_unknown, covered=False)
             self._by_module[id(module)] = resolved
         return resolved
@@ -509,6 +516,7 @@ class BackwardCountingListener(Listener):
 
     def __init__(self, operators: OperatorMap) -> None:
         self._operators = operators
+        self._dtensor = dtensor_class()
         self._formulas: dict[Any, Any] = {}
         self._ops: dict[int, int | float] = {}
         self._macs: dict[int, int | float] = {}
@@ -521,7 +529,8 @@ class BackwardCountingListener(Listener):
                           kwargs: dict[str, Any], out: Any) -> None:
         formula = self._formulas.get(func, _NOT_LOOKED_UP)
         if formula is _NOT_LOOKED_UP:
-            formula = self._formulas[func] = lookup_in(self._operators, func)
+            formula = self._formulas[func] = _local_formula(
+                lookup_in(self._operators, func), self._dtensor)
         if formula is None:
             return
         if formula is MISSING:
@@ -556,6 +565,14 @@ def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...
     if found is None or not formula_fits(cls, found[1]):
         return None
     return found[0]
+
+
+def _local_formula(formula: Any, dtensor: type | None) -> Any:
+    """``formula`` evaluated on this rank's shards when ``DTensor`` is in use (looked up once
+    per operator and pass, so a pass without DTensors pays nothing)."""
+    if dtensor is None or formula is None or formula is MISSING:
+        return formula
+    return on_local_shards(formula, dtensor)
 
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:

@@ -143,6 +143,11 @@ class ProfileData:
     unhooked: tuple[str, ...] = ()
     """Paths of TorchScript submodules that cannot carry Python hooks: their work is counted
     in their nearest hooked ancestor's call."""
+    rank: int | None = None
+    """This process's rank in the default ``torch.distributed`` process group (``None``
+    outside a distributed program); its counts are the work of this rank alone."""
+    world_size: int | None = None
+    """The number of ranks of that group (``None`` outside a distributed program)."""
     module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Measured per-module columns attached by :meth:`with_timing` / :meth:`with_memory`
     (module path -> column -> value); every module view shows them."""

@@ -465,13 +465,17 @@ class PassRunner:
 
     def backward(self, output: Any, loss_fn: LossFn | None,
                  inputs: Iterable[torch.Tensor] | None = None, *,
-                 accumulate: bool = False) -> None:
+                 accumulate: bool = False, every_leaf: bool = False) -> None:
         """Differentiate ``loss_fn(output)`` (default :func:`~moduleprofiler.loss.default_loss`)
         with respect to ``inputs`` (default: the model's trainable parameters) with
         ``torch.autograd.grad``, so no ``.grad`` is touched, while telling the listeners which
         forward call each backward operator works for. ``accumulate=True`` runs a training
         step's backward instead (``torch.autograd.backward``): the gradients are accumulated
-        into ``.grad`` (set them aside with ``preserved_state(grads=True)``).
+        into ``.grad`` (set them aside with ``preserved_state(grads=True)``). ``every_leaf=True``
+        is ``loss.backward()`` itself, into every leaf the loss depends on: the one backward
+        a wrapper that swaps its parameters during the pass can take (FSDP2 computes with
+        unsharded copies of the parameters it registers, and reduces their gradients in its
+        own hooks).
 
         Raises:
             ProfilingError: no loss can be derived from ``output`` (pass ``loss_fn``), or the
@@ -495,7 +499,9 @@ class PassRunner:
             if observer is not None:
                 observer.start()
             try:
-                if accumulate:
+                if every_leaf:
+                    torch.autograd.backward(loss)
+                elif accumulate:
                     torch.autograd.backward(loss, inputs=targets)
                 else:
                     torch.autograd.grad(loss, targets, allow_unused=True)

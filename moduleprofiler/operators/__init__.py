@@ -8,6 +8,7 @@ Importing this package registers every family. Register your own operators (aten
 from moduleprofiler.operators import (  # noqa: F401  (imported for their registrations)
     attention,
     backward,
+    communication,
     elementwise,
     free,
     linalg,

@@ -94,15 +94,28 @@ def register_family_loader(loader: Callable[[], bool]) -> None:
     else False. It is tried now, then again by :func:`load_families` until it succeeds, so that
     moduleprofiler never imports an optional library itself (torchvision takes seconds).
     """
-    if not loader():
+    if not _load(loader):
         _FAMILY_LOADERS.append(loader)
+
+
+_LATE_KEYS: set[OperatorKey] = set()
+"""Operators registered by family loaders after import: a table made before its library was
+loaded looks them up in the registry."""
+
+
+def _load(loader: Callable[[], bool]) -> bool:
+    before = OPERATOR_FORMULAS.keys() | FREE_OPERATORS
+    if not loader():
+        return False
+    _LATE_KEYS.update((OPERATOR_FORMULAS.keys() | FREE_OPERATORS) - before)
+    return True
 
 
 def load_families() -> bool:
     """Try again the loaders still waiting for their library (:func:`register_family_loader`);
     True when one of them registered its formulas now."""
     waiting = len(_FAMILY_LOADERS)
-    _FAMILY_LOADERS[:] = [loader for loader in _FAMILY_LOADERS if not loader()]
+    _FAMILY_LOADERS[:] = [loader for loader in _FAMILY_LOADERS if not _load(loader)]
     return len(_FAMILY_LOADERS) < waiting
 
 
@@ -141,6 +154,7 @@ def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormul
     for key in (func, func.overloadpacket):
         if key in table:
             return table[key]
-    if _FAMILY_LOADERS and load_families():  # an optional library loaded after table was made
-        return lookup(func)
+    if (_FAMILY_LOADERS and load_families()) or (
+            func in _LATE_KEYS or func.overloadpacket in _LATE_KEYS):
+        return lookup(func)  # an optional library loaded after table was made
     return _MISSING

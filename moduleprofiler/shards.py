@@ -1,0 +1,80 @@
+"""What ``torch.distributed`` changes about a pass: sharded tensors (``DTensor``), wrappers that
+communicate gradients in their hooks (DDP, FSDP2), and the process's rank.
+
+Nothing here imports torch's parallel APIs (``torch.distributed.tensor`` and
+``torch.distributed.fsdp`` take about a second to import): a class that was never imported
+cannot be in use, so each is looked up in ``sys.modules`` and ``None`` means "not in use".
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def loaded_class(module: str, name: str) -> type | None:
+    """The class ``module.name`` if ``module`` has been imported, else ``None``."""
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None
+
+
+def dtensor_class() -> type | None:
+    """``torch.distributed.tensor.DTensor`` when some code imported it (else no DTensor
+    exists in this process)."""
+    return loaded_class("torch.distributed.tensor", "DTensor")
+
+
+def holds_dtensor(module: nn.Module, dtensor: type) -> bool:
+    """Whether one of ``module``'s own parameters is a ``DTensor`` (tensor parallelism, or an
+    FSDP2 unit outside its forward): its module attributes (``in_features``) then describe the
+    global tensor, not the work this rank does."""
+    return any(isinstance(p, dtensor) for p in module._parameters.values())
+
+
+def local(value: Any, dtensor: type) -> Any:
+    """``value`` with every ``DTensor`` (also inside tuples, lists and dicts) replaced by the
+    shard this rank holds."""
+    if isinstance(value, dtensor):
+        return value._local_tensor  # type: ignore[attr-defined]
+    if type(value) in (tuple, list):
+        return type(value)(local(item, dtensor) for item in value)
+    if type(value) is dict:
+        return {key: local(item, dtensor) for key, item in value.items()}
+    return value
+
+
+def on_local_shards(formula: Callable[..., Any], dtensor: type) -> Callable[..., Any]:
+    """An operator formula ``(args, kwargs, out) -> (ops, macs)`` evaluated on the local shards
+    of its ``DTensor`` arguments and result: the work this rank runs.
+
+    NB: exact when the operator runs on the shards as they are (the sharding strategies of
+    matmuls, linear layers and elementwise operators on column- or row-sharded weights); an
+    operator whose inputs DTensor first redistributes is counted on the shards it was given.
+    """
+
+    def local_formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Any:
+        return formula(local(args, dtensor), local(kwargs, dtensor), local(out, dtensor))
+
+    return local_formula
+
+
+def communicates_gradients(root: nn.Module) -> bool:
+    """Whether ``root`` holds a wrapper that reduces gradients inside the backward's own hooks
+    (``DistributedDataParallel``, an FSDP2 ``fully_shard`` module): a profiled backward of it
+    must be a real one (``loss.backward()``), or those hooks never run."""
+    fsdp = loaded_class("torch.distributed.fsdp", "FSDPModule")
+    wrappers = tuple(cls for cls in (nn.parallel.DistributedDataParallel, fsdp) if cls)
+    return any(isinstance(module, wrappers) for module in root.modules())
+
+
+def process_rank() -> tuple[int | None, int | None]:
+    """``(rank, world_size)`` of this process in the default process group, ``(None, None)``
+    outside a ``torch.distributed`` program."""
+    distributed = torch.distributed
+    if not (distributed.is_available() and distributed.is_initialized()):
+        return None, None
+    return distributed.get_rank(), distributed.get_world_size()
