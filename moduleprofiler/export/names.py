@@ -37,21 +37,23 @@ def module_path(name: str) -> str:
 def elide_name(name: str, limit: int) -> str:
     """``name`` in at most ``limit`` characters, its middle replaced by :data:`ELLIPSIS`.
 
-    A dotted module path keeps its first part and as many whole trailing parts as fit
-    (``encoder...encoder_layer_11.mlp``): the leaf says what the module is, the first part
-    where it lives. A name without such a split keeps its start and, longer, its end."""
+    A dotted module path keeps its first part and its last two whole parts when they fit
+    (``encoder...encoder_layer_11.mlp``): the leaf and its parent say what the module is, the
+    first part where it lives; otherwise (and for any other name) a quarter of the room goes to
+    the start and the rest to the end, where paths differ (``enc...ayer_0.self_attention``)."""
     if len(name) <= limit:
         return name
     room = limit - len(ELLIPSIS)
     if room < 2:
         return name[:limit]
     parts = name.split(".")
-    tail = parts[-1]
-    for part in reversed(parts[1:-1]):
-        if len(parts[0]) + len(part) + 1 + len(tail) > room:
-            break
-        tail = f"{part}.{tail}"
-    if len(parts) > 2 and len(parts[0]) + len(tail) <= room:
-        return f"{parts[0]}{ELLIPSIS}{tail}"
-    head = room // 3
+    if len(parts) > 3:
+        tail = ".".join(parts[-2:])
+        for part in reversed(parts[1:-2]):
+            if len(parts[0]) + len(part) + 1 + len(tail) > room:
+                break
+            tail = f"{part}.{tail}"
+        if len(parts[0]) + len(tail) <= room:
+            return f"{parts[0]}{ELLIPSIS}{tail}"
+    head = room // 4
     return f"{name[:head]}{ELLIPSIS}{name[len(name) - (room - head):]}"

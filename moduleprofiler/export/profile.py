@@ -125,8 +125,10 @@ class Profile(ProfileData):
         return export_profile(self, "markdown", buf, **options)
 
     def to_latex(self, buf: Buffer = None, **options: Any) -> str | None:
-        """:meth:`table` (same options) as a booktabs ``table`` float; also ``caption``,
-        ``label``, ``position``, ``environment``, ``escape_caption``."""
+        """:meth:`table` (same options) as a booktabs ``table`` float that fits a one-column
+        ``article``; also ``caption``, ``label``, ``position``, ``environment``,
+        ``escape_caption``, ``wide`` (a ``table*``), ``width`` (in points), ``fit``
+        (:meth:`View.to_latex`)."""
         return export_profile(self, "latex", buf, **options)
 
     def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:

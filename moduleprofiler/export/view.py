@@ -107,11 +107,16 @@ class View:
 
     def to_latex(self, buf: Buffer = None, *, caption: str | None = None,
                  label: str | None = None, position: str = "htbp",
-                 environment: str | None = None, escape_caption: bool = True) -> str | None:
+                 environment: str | None = None, escape_caption: bool = True,
+                 wide: bool = False, fit: bool = True,
+                 width: float | None = None) -> str | None:
         """A booktabs ``table`` float (pandas ``Styler``) with human units, every name
-        escaped and no ``NaN``. Needs ``\\usepackage{booktabs}``."""
+        escaped and no ``NaN``, that fits a one-column ``article`` (``wide=True``: a
+        ``table*`` across two columns; ``width``: another width in points; ``fit=False``:
+        as it is). Needs ``\\usepackage{booktabs}`` (and ``graphicx`` when scaled)."""
         return render_view(self, "latex", buf, caption=caption, label=label, position=position,
-                           environment=environment, escape_caption=escape_caption)
+                           environment=environment, escape_caption=escape_caption, wide=wide,
+                           fit=fit, width=width)
 
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
         """Write to ``path`` in ``format`` (default: from the suffix: .csv .md .html .tex

@@ -8,6 +8,7 @@ import re
 from io import StringIO
 
 import pandas as pd
+import pytest
 
 from moduleprofiler import Profile
 from moduleprofiler.export.latex import escape_latex
@@ -31,15 +32,20 @@ def test_html_table_escapes_names_and_types() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in table
 
 
-def test_latex_escapes_every_special_character() -> None:
-    tex = hostile().to_latex(caption="100% of {names} & more_stuff", label="tab:hostile")
+@pytest.mark.parametrize("fit", [False, True])
+def test_latex_escapes_every_special_character(fit: bool) -> None:
+    tex = hostile().to_latex(caption="100% of {names} & more_stuff", label="tab:hostile",
+                             fit=fit)
     assert tex is not None
-    assert r"a\_b \& c \% d \# e \$ f \{ g \} h \textbackslash \space i" in tex
+    if not fit:  # fitted, the long names are shortened in their middle (and still escaped)
+        assert r"a\_b \& c \% d \# e \$ f \{ g \} h \textbackslash \space i" in tex
     assert r"\caption{100\% of \{names\} \& more\_stuff}" in tex
-    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0]
+    head, body = tex.split(r"\midrule")[0], tex.split(r"\midrule")[1].split(r"\bottomrule")[0]
+    columns = len(head.split(r"\toprule")[1].split(" & "))
+    assert columns == 8 if not fit else 3 < columns < 8  # fitted: optional columns left out
     for line in body.strip().splitlines():
         cells = line.removesuffix(r"\\").split(" & ")
-        assert len(cells) == 8, line  # no stray & splits a row
+        assert len(cells) == columns, line  # no stray & splits a row
         for cell in cells:
             assert not re.search(r"(?<!\\)[&%$#_{}]", cell), cell
     assert "NaN" not in tex and "nan" not in tex and "<NA>" not in tex

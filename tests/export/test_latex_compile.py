@@ -1,8 +1,10 @@
 """The LaTeX tables compile with pdflatex (skipped when it is not installed; Debian package
-``texlive-latex-recommended``)."""
+``texlive-latex-recommended``), and the tables of real models fit the page: no
+``Overfull \\hbox`` in the log."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.export import summary
+from tests.export import real_profiles
 from tests.export.profiles import hostile, hostile_model, tiny
 
 PDFLATEX = shutil.which("pdflatex")
@@ -39,9 +42,11 @@ def tables() -> str:
     return "\n".join(str(part) for part in parts)
 
 
-def compile_document(directory: Path, preamble: str, body: str) -> str:
+def compile_document(directory: Path, preamble: str, body: str,
+                     options: str = "") -> str:
     source = directory / "doc.tex"
-    source.write_text(f"\\documentclass{{article}}\n{preamble}\\begin{{document}}\n{body}\n"
+    source.write_text(f"\\documentclass[{options}]{{article}}\n{preamble}"
+                      f"\\begin{{document}}\n{body}\n"
                       "\\end{document}\n", encoding="utf-8")
     result = subprocess.run(
         [str(PDFLATEX), "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape",
@@ -58,3 +63,61 @@ def test_tables_compile(tmp_path: Path, preamble: str) -> None:
     assert "Undefined control sequence" not in log
     if preamble == "t1":
         assert "Missing character" not in log
+
+
+OVERFULL = re.compile(r"Overfull \\hbox \(([\d.]+)pt too wide\)")
+FIT_PREAMBLE = "\\usepackage{booktabs}\n\\usepackage{longtable}\n\\usepackage{graphicx}\n"
+
+
+def overfull(log: str) -> list[float]:
+    """How many points each overfull line of the log is too wide."""
+    return [float(points) for points in OVERFULL.findall(log)]
+
+
+def test_real_tables_overflow_without_fitting(tmp_path: Path) -> None:
+    # the check below can fail: ResNet-18's full default table is wider than the text block
+    table = real_profiles.resnet18().to_latex(max_depth=1, fit=False)
+    assert overfull(compile_document(tmp_path, FIT_PREAMBLE, str(table))) != []
+
+
+def test_real_tables_fit_one_column(tmp_path: Path) -> None:
+    resnet, vit, gpt2 = (real_profiles.resnet18(), real_profiles.vit_b_16(),
+                         real_profiles.gpt2())
+    tables = [
+        resnet.to_latex(max_depth=1, caption="ResNet-18", label="tab:resnet"),
+        vit.to_latex(max_depth=2, caption="ViT-B/16"),
+        vit.to_latex(max_depth=4, environment="longtable", caption="ViT-B/16, deep paths"),
+        gpt2.to_latex(max_depth=2, caption="GPT-2 small"),
+        gpt2.to_latex(max_depth=3, environment="longtable", caption="GPT-2 small, depth 3"),
+        resnet.top(5).to_latex(caption="ResNet-18 module types"),
+        # named columns are never left out: this one has to be scaled down
+        gpt2.to_latex(columns=["type", "calls", "params", "output_shapes", "inclusive_macs",
+                       "inclusive_flops", "inclusive_ops", "inclusive_ops_pct",
+                       "param_bytes"], max_depth=2, caption="Every column"),
+    ]
+    texts = [str(table) for table in tables]
+    log = compile_document(tmp_path, FIT_PREAMBLE, "\n\\clearpage\n".join(texts))
+    assert overfull(log) == []
+    first = texts[0].split("\\toprule\n")[1].split(" \\\\")[0]
+    assert first == "module & type & params & macs & ops & ops \\%"  # shapes, calls left out
+    assert "\\resizebox" not in "".join(texts[:-1]) and "\\resizebox" in texts[-1]
+    assert "output" in texts[-1] and "param bytes" in texts[-1]
+
+
+def test_real_tables_fit_two_columns(tmp_path: Path) -> None:
+    resnet, vit, gpt2 = (real_profiles.resnet18(), real_profiles.vit_b_16(),
+                         real_profiles.gpt2())
+    tables = [
+        resnet.to_latex(max_depth=1, wide=True, caption="ResNet-18, across the page"),
+        vit.to_latex(max_depth=2, wide=True, caption="ViT-B/16, across the page"),
+        gpt2.to_latex(max_depth=2, wide=True, caption="GPT-2, across the page"),
+        # one column of the two-column page: (452 - 10) / 2 = 221 pt
+        resnet.to_latex(max_depth=1, width=221, caption="ResNet-18 in one column"),
+        gpt2.to_latex(max_depth=1, width=221, caption="GPT-2 in one column"),
+    ]
+    texts = [str(table) for table in tables]
+    assert all(text.startswith("\\begin{table*}") for text in texts[:3])
+    assert "output" in texts[0]  # the wide ResNet-18 table keeps every default column
+    log = compile_document(tmp_path, FIT_PREAMBLE, "\n\\clearpage\n".join(texts),
+                           options="twocolumn,a4paper")
+    assert overfull(log) == []
