@@ -165,9 +165,12 @@ def _check_tokens(tokens: int) -> None:
 
 
 def _past_of(output: Any) -> Any:
-    if isinstance(output, dict):
-        return output.get("past_key_values")
-    return getattr(output, "past_key_values", None)
+    """``past_key_values`` (or ``cache``, the newer name) of an output object or dict."""
+    for name in ("past_key_values", "cache"):
+        found = output.get(name) if isinstance(output, dict) else getattr(output, name, None)
+        if found is not None:
+            return found
+    return None
 
 
 def _is_cache_like(value: Any) -> bool:

@@ -1,0 +1,104 @@
+"""Key/value cache bytes from the tensors held, against 2 x layers x kv_heads x head_dim x
+tokens x batch x dtype size, for dynamic, static, encoder-decoder and legacy caches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moduleprofiler.language import (
+    hf_config,
+    kv_cache_size,
+    predict_kv_cache_bytes,
+    profile_generation,
+    text_inputs,
+)
+from tests.language.tiny import FLOAT32, HEAD_DIM, KV_HEADS, LAYERS, llama
+
+transformers = pytest.importorskip("transformers")
+
+
+def formula(tokens: int, batch: int = 1, bytes_per_value: int = FLOAT32) -> int:
+    return 2 * LAYERS * KV_HEADS * HEAD_DIM * tokens * batch * bytes_per_value
+
+
+def test_dynamic_cache_with_grouped_query_attention() -> None:
+    model = llama()
+    result = profile_generation(model, text_inputs(model, 2, 6), max_new_tokens=3,
+                                min_new_tokens=3)
+    cache = result.steps[-1].kv_cache
+    assert cache is not None and cache.cache_type == "DynamicCache"
+    # 2 x 2 layers x 2 key/value heads (not the 4 query heads) x 16 x 8 tokens x batch 2
+    # x 4 bytes = 8,192
+    assert cache.total_bytes == formula(8, batch=2) == 8_192
+    assert cache.total_bytes == predict_kv_cache_bytes(model.config, 8, batch_size=2)
+    frame = cache.to_df()
+    assert list(frame["kv_cache_bytes"]) == [4_096, 4_096]
+    assert list(frame["key_bytes"]) == [2_048, 2_048]
+    # per token position: 8,192 / 8 = 1,024 (both sequences of the batch); at 1,000 tokens
+    assert cache.bytes_per_token == 1_024
+    assert cache.predict_bytes(1_000) == formula(1_000, batch=2) == 1_024_000
+    assert [step.kv_cache.tokens for step in result.steps if step.kv_cache] == [6, 7, 8]
+
+
+def test_static_cache_holds_its_full_length_from_the_start() -> None:
+    model = llama()
+    cache = transformers.StaticCache(config=model.config, max_cache_len=12)
+    ids = text_inputs(model, 1, 4)["input_ids"]
+
+    def loop() -> None:
+        out = model(input_ids=ids, cache=cache, use_cache=True)
+        for _ in range(2):
+            out = model(input_ids=out.logits[:, -1:].argmax(-1), cache=cache,
+                        use_cache=True)
+
+    result = profile_generation(model, run=loop)
+    sizes = [step.kv_cache for step in result.steps]
+    # room for 12 tokens from the first step: 2 x 2 x 2 x 16 x 12 x 4 bytes = 6,144
+    assert [size.total_bytes for size in sizes if size] == [formula(12)] * 3 == [6_144] * 3
+    assert [size.tokens for size in sizes if size] == [4, 5, 6]
+    assert [size.capacity for size in sizes if size] == [12, 12, 12]
+    # a static cache attends over all its positions: every decode step costs the same
+    decode = [step.profile.total_macs for step in result.decode]
+    assert decode[0] == decode[1]
+
+
+def test_half_precision_and_the_legacy_tuple_form() -> None:
+    keys = torch.zeros(1, KV_HEADS, 10, HEAD_DIM, dtype=torch.float16)
+    legacy = tuple((keys.clone(), keys.clone()) for _ in range(LAYERS))
+    size = kv_cache_size(legacy)
+    # 2 x 2 x 2 x 16 x 10 tokens x 2 bytes = 2,560
+    assert size.total_bytes == formula(10, bytes_per_value=2) == 2_560
+    config = hf_config("llama", num_hidden_layers=LAYERS, hidden_size=64,
+                       num_attention_heads=4, num_key_value_heads=KV_HEADS)
+    assert predict_kv_cache_bytes(config, 10, dtype=torch.float16) == 2_560
+
+
+def test_views_of_one_storage_count_once() -> None:
+    # a sliding window keeps a view of a longer tensor: the cache holds the whole storage
+    full = torch.zeros(1, KV_HEADS, 20, HEAD_DIM)
+    window = full[:, :, -8:]
+    size = kv_cache_size([(window, full[:, :, :8])])
+    assert size.layers[0].capacity == 8
+    # keys and values each hold the 20-position storage: 2 x 2 x 20 x 16 x 4 = 5,120
+    assert size.total_bytes == 5_120
+
+
+def test_predictions_from_the_configuration() -> None:
+    # Llama-2-7B's shape: 32 layers, 32 heads of 128 (no grouping): 2 x 32 x 32 x 128 x 4,096
+    # tokens x 2 bytes (float16) = 2 GiB
+    config = hf_config("llama")
+    assert predict_kv_cache_bytes(config, 4_096, dtype=torch.float16) == 2 * 1024 ** 3
+    # GPT-2 small: 12 layers x 12 heads x 64: 2 x 12 x 12 x 64 x 1,024 x 4 = 75,497,472
+    assert predict_kv_cache_bytes(hf_config("gpt2"), 1_024) == 75_497_472
+    # T5-small's decoder: 6 layers, 8 heads of d_kv 64
+    assert predict_kv_cache_bytes(hf_config("t5"), 100) == 2 * 6 * 8 * 64 * 100 * 4
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(TypeError, match="cache"):
+        kv_cache_size(torch.zeros(3))
+    with pytest.raises(ValueError, match="tokens"):
+        predict_kv_cache_bytes(hf_config("gpt2"), -1)
+    with pytest.raises(ValueError, match="batch_size"):
+        predict_kv_cache_bytes(hf_config("gpt2"), 1, batch_size=0)

@@ -1,0 +1,172 @@
+"""Generation step by step: per-step counts against hand arithmetic and the reference, the
+cache on and off, a user decode loop, encoder-decoders, time and memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler.language import profile_generation, text_inputs
+from tests.conftest import decomposed_flops
+from tests.language.tiny import FLOAT32, HEAD_DIM, HEADS, HIDDEN, LAYERS, VOCAB, gpt2, t5
+
+PROMPT = 5
+NEW = 4
+
+# GPT-2 multiply-accumulates per token and layer: c_attn 64 -> 192, attention c_proj 64 -> 64,
+# MLP 64 -> 256 -> 64: 3h^2 + h^2 + 4h^2 + 4h^2 = 12 x 64^2 = 49,152.
+PER_TOKEN_LAYER = 12 * HIDDEN * HIDDEN
+# Attention of q queries over c keys in one layer: Q.K^T and A.V, q x c x 64 each.
+# generate() keeps only the last position's logits (logits_to_keep=1): one lm_head row, 64 x 100.
+LM_HEAD = HIDDEN * VOCAB
+
+
+def attention(queries: int, context: int) -> int:
+    return 2 * queries * context * HIDDEN
+
+
+def gpt2_step_macs(queries: int, context: int) -> int:
+    return LAYERS * (queries * PER_TOKEN_LAYER + attention(queries, context)) + LM_HEAD
+
+
+def test_prefill_and_decode_match_the_hand_count() -> None:
+    model = gpt2()
+    inputs = text_inputs(model, 1, PROMPT)
+    result = profile_generation(model, inputs, max_new_tokens=NEW)
+    assert [step.phase for step in result.steps] == ["prefill", "decode", "decode", "decode"]
+    assert [step.input_tokens for step in result.steps] == [5, 1, 1, 1]
+    assert [step.context_tokens for step in result.steps] == [5, 6, 7, 8]
+    # prefill: 2 x (5 x 49,152 + 2 x 5 x 5 x 64) + 6,400 = 491,520 + 6,400 + 6,400 = 504,320
+    assert result.steps[0].profile.total_macs == gpt2_step_macs(5, 5) == 504_320
+    # decode with the cache: one query over the context c: 2 x (49,152 + 2 x c x 64) + 6,400;
+    # c = 6: 98,304 + 1,536 + 6,400 = 106,240; each further token adds 2 x 2 x 64 = 256
+    assert [step.profile.total_macs for step in result.decode] == [
+        gpt2_step_macs(1, c) for c in (6, 7, 8)] == [106_240, 106_496, 106_752]
+    assert all(step.profile.complete for step in result.steps)
+    summary = result.summary()
+    assert summary["new_tokens"] == NEW and summary["steps"] == NEW
+    total = 2 * (504_320 + 106_240 + 106_496 + 106_752)
+    assert summary["flops"] == total == 1_647_616
+    assert summary["flops_per_token"] == total / NEW
+    assert summary["prefill_flops"] == 2 * 504_320
+    assert result.output.shape == (1, PROMPT + NEW)
+
+
+def test_prefill_is_the_forward_on_the_prompt() -> None:
+    # The same forward with all five positions' logits costs four more lm_head rows.
+    model = gpt2()
+    inputs = text_inputs(model, 1, PROMPT)
+    result = profile_generation(model, inputs, max_new_tokens=1)
+    forward = ModuleProfiler().profile(model, inputs)
+    assert forward.total_macs - result.steps[0].profile.total_macs == (PROMPT - 1) * LM_HEAD
+
+
+def test_cache_off_recomputes_the_whole_sequence() -> None:
+    model = gpt2()
+    inputs = text_inputs(model, 1, PROMPT)
+    on = profile_generation(model, inputs, max_new_tokens=NEW)
+    off = profile_generation(model, inputs, max_new_tokens=NEW, use_cache=False)
+    assert [step.input_tokens for step in off.steps] == [5, 6, 7, 8]
+    assert all(step.kv_cache is None for step in off.steps)
+    # n tokens again at every step: 2 x (n x 49,152 + 2 x n x n x 64) + 6,400;
+    # n = 6: 589,824 + 9,216 + 6,400 = 605,440
+    assert [step.profile.total_macs for step in off.steps] == [
+        gpt2_step_macs(n, n) for n in (5, 6, 7, 8)]
+    assert off.steps[1].profile.total_macs == 605_440
+    assert off.steps[0].profile.total_macs == on.steps[0].profile.total_macs
+    # the same tokens come out either way
+    assert torch.equal(on.output, off.output)
+
+
+def test_cache_bytes_per_step() -> None:
+    model = gpt2()
+    result = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=NEW)
+    # 2 (keys, values) x 2 layers x 4 heads x 16 x c tokens x 4 bytes = 1,024 c
+    expected = [2 * LAYERS * HEADS * HEAD_DIM * c * FLOAT32 for c in (5, 6, 7, 8)]
+    assert list(result.to_df()["kv_cache_bytes"]) == expected == [5120, 6144, 7168, 8192]
+    assert result.summary()["kv_cache_bytes"] == 8192
+
+
+def test_a_user_decode_loop_matches_the_reference() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = gpt2()
+    ids = text_inputs(model, 1, PROMPT)["input_ids"]
+
+    def loop() -> list[int]:
+        cache = transformers.DynamicCache(config=model.config)
+        out = model(input_ids=ids, cache=cache, use_cache=True)
+        tokens = [int(out.logits[0, -1].argmax())]
+        for _ in range(2):
+            out = model(input_ids=torch.tensor([[tokens[-1]]]), cache=cache,
+                        use_cache=True)
+            tokens.append(int(out.logits[0, -1].argmax()))
+        return tokens
+
+    result = profile_generation(model, run=loop)
+    assert [step.phase for step in result.steps] == ["prefill", "decode", "decode"]
+    # the reference, step by step on a fresh cache (FlopCounterMode, decomposed attention)
+    cache = transformers.DynamicCache(config=model.config)
+    reference = [decomposed_flops(lambda: model(input_ids=ids, cache=cache))]
+    for token in loop()[:2]:
+        reference.append(decomposed_flops(
+            lambda t=token: model(input_ids=torch.tensor([[t]]), cache=cache)))
+    assert [step.profile.total_flops for step in result.steps] == reference
+    # all positions' logits here: 2 x (2 x (5 x 49,152 + 2 x 5 x 5 x 64) + 5 x 6,400)
+    assert reference[0] == 2 * (LAYERS * (5 * PER_TOKEN_LAYER + attention(5, 5)) + 5 * LM_HEAD)
+
+
+def test_encoder_decoder_has_an_encode_step() -> None:
+    model = t5()
+    ids = text_inputs(model, 1, 7)["input_ids"]
+    result = profile_generation(model, {"input_ids": ids}, max_new_tokens=3, min_new_tokens=3)
+    assert [step.phase for step in result.steps] == ["encode", "prefill", "decode", "decode"]
+    assert result.steps[0].path == "encoder"
+    assert result.new_tokens == 3
+    encoder = ModuleProfiler().profile(model.get_encoder(), {"input_ids": ids})
+    assert result.steps[0].profile.total_macs == encoder.total_macs
+    # after decode step 2 the decoder holds 3 tokens, the cross-attention the 7 encoder
+    # outputs: 2 x 2 layers x 4 heads x 16 x (3 + 7) tokens x 4 bytes = 10,240
+    last = result.steps[-1].kv_cache
+    assert last is not None and (last.tokens, last.total_bytes) == (3, 10_240)
+
+
+def test_time_and_memory_when_asked() -> None:
+    model = gpt2()
+    result = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=3,
+                                time=True, memory=True, repeats=1)
+    frame = result.to_df()
+    assert frame["time_ms"].notna().all() and (frame["time_ms"] > 0).all()
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    # live memory counts the weights throughout, and the step's activations on top
+    assert (frame["max_live_bytes"] > parameter_bytes).all()
+    summary = result.summary()
+    assert summary["ms_per_token"] == pytest.approx(frame["time_ms"].sum() / 3)
+    untimed = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=2)
+    assert untimed.to_df()["time_ms"].isna().all() and untimed.summary()["time_ms"] is None
+
+
+def test_bad_arguments_are_named() -> None:
+    model = gpt2()
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        profile_generation(model, text_inputs(model), max_new_tokens=0)
+    with pytest.raises(ValueError, match="inputs"):
+        profile_generation(model)
+    with pytest.raises(TypeError, match="generate"):
+        profile_generation(torch.nn.Linear(2, 2), torch.zeros(1, 2))
+    with pytest.raises(TypeError, match="run"):
+        profile_generation(model, run=3)  # type: ignore[arg-type]
+    with pytest.raises(ProfilingError):
+        profile_generation(model, {"input_ids": torch.zeros(1, 3, dtype=torch.long)},
+                           max_new_tokens=2, bad_option_name=1)
+
+
+def test_the_model_is_left_as_it_was() -> None:
+    model = gpt2()
+    model.train()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    profile_generation(model, text_inputs(model, 1, 3), max_new_tokens=2)
+    assert model.training
+    assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    model.eval()

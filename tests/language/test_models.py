@@ -1,0 +1,102 @@
+"""Transformers models by name or from a local config.json, on meta or CPU, with no network."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.language import hf_config, hf_model, text_inputs
+from tests.language.tiny import HIDDEN, VOCAB
+
+transformers = pytest.importorskip("transformers")
+
+TINY_LLAMA = {"num_hidden_layers": 2, "hidden_size": HIDDEN, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": VOCAB}
+# embeddings 100 x 64 + per layer (q 64 x 64, k and v 64 x 32, o 64 x 64, gate/up/down
+# 3 x 64 x 128, two norms 2 x 64) + final norm 64 + untied lm_head 64 x 100
+LLAMA_PARAMS = (VOCAB * HIDDEN + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64)
+                + 64 + HIDDEN * VOCAB)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_by_name_on_meta_with_overrides() -> None:
+    model = hf_model("llama", **TINY_LLAMA)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert all(p.device.type == "meta" for p in model.parameters())
+    assert LLAMA_PARAMS == 86_848
+    assert sum(p.numel() for p in model.parameters()) == LLAMA_PARAMS
+    assert not model.training
+    profile = ModuleProfiler().profile(model, text_inputs(model, 1, 8))
+    assert profile.complete and profile.total_params == LLAMA_PARAMS
+    # q, k, v, o and the MLP: 8 tokens x (64 x 64 + 2 x 64 x 32 + 64 x 64 + 3 x 64 x 128)
+    # per layer, plus the lm_head over 8 positions, plus attention (8 x 8 x 16 x 2 per head)
+    linear = 8 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128) * 2 + 8 * 64 * VOCAB
+    attention = 2 * 4 * 2 * 8 * 8 * 16
+    assert profile.total_macs == linear + attention
+
+
+def test_the_hf_prefix_a_config_object_and_a_local_file(tmp_path: Path) -> None:
+    config = hf_config("hf:llama", **TINY_LLAMA)
+    assert config.num_hidden_layers == 2
+    copy = hf_config(config, num_hidden_layers=1)
+    assert (copy.num_hidden_layers, config.num_hidden_layers) == (1, 2)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", **TINY_LLAMA}))
+    for source in (tmp_path, tmp_path / "config.json", str(tmp_path / "config.json")):
+        model = hf_model(source, num_hidden_layers=1)
+        assert model.config.num_hidden_layers == 1
+        assert model.config.hidden_size == HIDDEN
+
+
+def test_heads_and_devices() -> None:
+    t5 = hf_model("t5", num_layers=1, d_model=32, d_ff=64, num_heads=2, d_kv=16,
+                  vocab_size=VOCAB)
+    assert type(t5).__name__ == "T5ForConditionalGeneration"
+    assert set(text_inputs(t5, 2, 3)) == {"input_ids", "decoder_input_ids"}
+    base = hf_model("gpt2", task="base", n_layer=1, n_embd=32, n_head=2, vocab_size=VOCAB)
+    assert type(base).__name__ == "GPT2Model"
+    cpu = hf_model("gpt2", device="cpu", dtype=torch.float16, n_layer=1, n_embd=32,
+                   n_head=2, vocab_size=VOCAB)
+    assert {p.dtype for p in cpu.parameters()} == {torch.float16}
+    ids = text_inputs(cpu, 2, 5, labels=True)
+    assert ids["input_ids"].shape == (2, 5) and torch.equal(ids["labels"], ids["input_ids"])
+    assert int(ids["input_ids"].max()) < VOCAB
+
+
+def test_a_training_step_by_name() -> None:
+    model = hf_model("gpt2", n_layer=1, n_embd=32, n_head=2, vocab_size=VOCAB)
+    profile = ModuleProfiler().profile(model, text_inputs(model, 1, 8, labels=True),
+                                       backward=True)
+    assert profile.complete
+    # a backward costs about twice the forward (input and weight gradients)
+    assert 1.8 < profile.total_backward_macs / profile.total_macs < 2.2
+
+
+def test_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown model type 'no-such-model'"):
+        hf_model("no-such-model")
+    with pytest.raises(ValueError, match="task"):
+        hf_model("gpt2", task="vision")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="seq2seq-lm"):
+        hf_model("gpt2", task="seq2seq-lm")
+    with pytest.raises(FileNotFoundError):
+        hf_config(tmp_path / "missing.json")
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 3}))
+    with pytest.raises(ValueError, match="model_type"):
+        hf_config(tmp_path)
+    with pytest.raises(TypeError, match="source"):
+        hf_config(3)
+    with pytest.raises(ValueError, match="seq_len"):
+        text_inputs(hf_model("gpt2", n_layer=1), 1, 0)
