@@ -1,0 +1,244 @@
+"""How close each module gets to the hardware, on a GPU: the proof of docs/efficiency.md.
+
+    PYTHONPATH=. python benchmarks/gpu_efficiency.py [--smoke]
+
+* a bf16 8192^3 matmul module: our achieved TFLOP/s against a CUDA-event timing of the same
+  ``torch.mm`` and against the peak;
+* a memory-bound LayerNorm on 1 GiB: achieved bytes/s against a measured device-to-device copy;
+* ResNet-50 forward and GPT-2 small / a Llama-shaped training step (bf16): per-module % of peak
+  and bound label; MFU of the step beside the ``6N + 12LHQT`` estimate;
+* backward time per module: the known-duration ``_sleep`` chain (first layer with a leaf input
+  that requires grad, last layer), and each Linear of an MLP 4096-4096-8192-4096 on 4096 rows
+  against the same layer's backward timed alone with CUDA events.
+
+``--smoke`` runs tiny sizes on the CPU (checks the script, not the numbers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+import benchmarks.gpu_timing as gt
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.efficiency import (
+    TrafficListener,
+    device_peaks,
+    measure_peaks,
+    transformer_flops_per_token,
+    utilization,
+    with_efficiency,
+)
+from moduleprofiler.timing import time_modules, train_step_times
+
+SMOKE = "--smoke" in sys.argv
+DEVICE = torch.device("cuda" if torch.cuda.is_available() and not SMOKE else "cpu")
+COLUMNS = ["self_time_median_ms", "achieved_tflops", "compute_fraction", "achieved_gbs",
+           "bandwidth_fraction", "bound"]
+
+
+def section(title: str, body: Callable[[], None]) -> None:
+    print(f"\n=== {title} ===", flush=True)
+    try:
+        body()
+    except Exception:  # one failing section must not hide the others' numbers
+        traceback.print_exc(file=sys.stdout)
+
+
+def profiled(model: nn.Module, inputs: Any, timing: Any, peaks: Any, dtype: Any = None,
+             **options: Any) -> Any:
+    profile = ModuleProfiler().profile(model, inputs, listeners=[TrafficListener()], **options)
+    return profile, with_efficiency(profile.with_timing(timing), peaks, dtype=dtype)
+
+
+def peaks_section() -> None:
+    global PEAKS, MEASURED
+    MEASURED = measure_peaks(DEVICE, dtypes=("bf16", "fp32") if DEVICE.type == "cuda"
+                             else ("fp32",), matmul_size=8192 if not SMOKE else 128,
+                             copy_bytes=2**30 if not SMOKE else 2**20)
+    try:
+        PEAKS = device_peaks(DEVICE) if DEVICE.type == "cuda" else MEASURED
+    except ValueError:
+        PEAKS = MEASURED
+    print(f"table: {PEAKS.name} ({PEAKS.source}): bf16 {PEAKS.dense_tflops.get('bf16')} "
+          f"TFLOP/s, fp32 {PEAKS.dense_tflops.get('fp32')}, {PEAKS.bandwidth_gbs} GB/s")
+    print(f"measured: bf16 {MEASURED.dense_tflops.get('bf16')}, fp32 "
+          f"{MEASURED.dense_tflops.get('fp32')} TFLOP/s, copy {MEASURED.bandwidth_gbs:.0f} GB/s, "
+          f"launch {MEASURED.launch_us:.2f} us")
+
+
+class MatMul(nn.Module):
+    def __init__(self, n: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n, n, dtype=dtype) / n**0.5)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.mm(x, self.weight)
+
+
+def matmul_section() -> None:
+    n = 8192 if not SMOKE else 128
+    dtype = torch.bfloat16 if DEVICE.type == "cuda" else torch.float32
+    model = MatMul(n, dtype).to(DEVICE)
+    x = torch.randn(n, n, device=DEVICE, dtype=dtype)
+    timing = time_modules(model, x, num_iters=20 if not SMOKE else 3, drop_first=3
+                          if not SMOKE else 1)
+    _, eff = profiled(model, x, timing, PEAKS)
+    ours = eff.records[0].metrics
+    with torch.no_grad():
+        alone_ms = gt.event_ms(lambda: torch.mm(x, model.weight), reps=20)
+    reference = 2 * n**3 / (alone_ms / 1e3) / 1e12
+    print(f"ours {ours['achieved_tflops']:.1f} TFLOP/s ({ours['compute_fraction']:.1%} of peak, "
+          f"{ours['bound']}); torch.mm alone, CUDA events: {reference:.1f} TFLOP/s; "
+          f"difference {ours['achieved_tflops'] / reference - 1:+.2%}; above peak: "
+          f"{ours['above_peak']}")
+
+
+def layernorm_section() -> None:
+    rows, width = (65536, 4096) if not SMOKE else (256, 256)
+    model = nn.LayerNorm(width).to(DEVICE)
+    x = torch.randn(rows, width, device=DEVICE)
+    timing = time_modules(model, x, num_iters=15 if not SMOKE else 3, drop_first=3
+                          if not SMOKE else 1)
+    _, eff = profiled(model, x, timing, PEAKS)
+    ours = eff.records[0].metrics
+    print(f"LayerNorm on {x.numel() * 4 / 2**30:.2f} GiB: moved "
+          f"{ours['moved_bytes'] / 2**30:.3f} GiB, {ours['achieved_gbs']:.0f} GB/s "
+          f"({ours['bandwidth_fraction']:.1%} of the table's bandwidth, {ours['bound']}); "
+          f"measured copy {MEASURED.bandwidth_gbs:.0f} GB/s: "
+          f"{ours['achieved_gbs'] / MEASURED.bandwidth_gbs - 1:+.2%}")
+
+
+def top(eff: Any, columns: list[str], k: int = 12) -> None:
+    frame = eff.to_df("module")
+    frame = frame[frame["calls"] > 0].sort_values(columns[0], ascending=False).head(k)
+    shown = frame[["module", "type", *columns]].copy()
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def resnet_section() -> None:
+    import torchvision
+
+    model = torchvision.models.resnet50().to(DEVICE, torch.bfloat16).eval()
+    x = torch.randn(64 if not SMOKE else 2, 3, 224, 224, device=DEVICE, dtype=torch.bfloat16)
+    timing = time_modules(model, x, num_iters=15 if not SMOKE else 2, drop_first=3
+                          if not SMOKE else 1)
+    profile, eff = profiled(model, x, timing, PEAKS)
+    top(eff, COLUMNS)
+    bounds = eff.to_df("module")["bound"].value_counts().to_dict()
+    forward_ms = timing.module("").inclusive.median
+    found = utilization(profile, forward_ms, PEAKS, "bf16")
+    print(f"labels: {bounds}; forward {forward_ms:.3f} ms, MFU {found.mfu:.1%}")
+
+
+def lm_section(name: str, make: Callable[[], tuple[nn.Module, Any, Any]]) -> None:
+    model, config, estimate_params = make()
+    batch, seq = (8, 1024) if not SMOKE else (1, 16)
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=DEVICE)
+    inputs = {"input_ids": ids, "labels": ids}
+    timing = train_step_times(model, inputs, num_iters=12 if not SMOKE else 3,
+                              drop_first=2 if not SMOKE else 1)
+    profile = ModuleProfiler().profile(model, inputs, eval=False, backward=True,
+                                       listeners=[TrafficListener()])
+    eff = with_efficiency(profile.with_timing(timing), PEAKS, dtype="bf16")
+    top(eff, ["self_backward_time_median_ms", "backward_compute_fraction",
+              "backward_bandwidth_fraction", "backward_bound", *COLUMNS[:3], "bound"])
+    step = timing.phase("step")
+    step_ms = step.median if step is not None else float("nan")
+    found = utilization(profile, step_ms, PEAKS, "bf16")
+    heads = config.num_attention_heads
+    estimate = transformer_flops_per_token(estimate_params, config.num_hidden_layers, heads,
+                                           config.hidden_size // heads, seq) * batch * seq
+    print(f"{name}: step {step_ms:.2f} ms, model FLOPs {found.model_flops:.4g} (ours) vs "
+          f"6N+12LHQT {estimate:.4g} ({found.model_flops / estimate - 1:+.2%}); MFU "
+          f"{found.mfu:.1%}, HFU {found.hfu:.1%}; complete {found.complete}")
+
+
+def gpt2() -> tuple[nn.Module, Any, int]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config() if not SMOKE else GPT2Config(n_layer=2, n_embd=64, n_head=4)
+    model = GPT2LMHeadModel(config).to(DEVICE, torch.bfloat16)
+    # nanoGPT's N: every parameter but the position embeddings (the tied token embedding
+    # does the lm_head's matmul)
+    n = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
+    return model, config, n
+
+
+def llama() -> tuple[nn.Module, Any, int]:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=8,
+                         num_attention_heads=16, num_key_value_heads=16, vocab_size=32000,
+                         max_position_embeddings=2048) if not SMOKE else LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, vocab_size=128)
+    model = LlamaForCausalLM(config).to(DEVICE, torch.bfloat16)
+    # N: every parameter but the input embedding (a lookup, no matmul)
+    n = sum(p.numel() for p in model.parameters()) - model.model.embed_tokens.weight.numel()
+    return model, config, n
+
+
+def backward_chain_section() -> None:
+    gt.DEVICE = DEVICE
+    gt.calibrate_sleep()
+    us = (300, 100, 200, 400, 500)
+    model = nn.Sequential(*[gt.Sleep(30, b) for b in us]).to(DEVICE)
+    x = torch.zeros(1024, device=DEVICE, requires_grad=True)  # a leaf input
+    scale = gt.event_ms(lambda: gt._busy(100)) / 0.1 if DEVICE.type == "cuda" else 1.0
+    timing = train_step_times(model, x, num_iters=30 if not SMOKE else 3,
+                              drop_first=5 if not SMOKE else 1)
+    errors = gt.error_table([(str(i), timing.module(str(i)).backward.inclusive.median,
+                              b / 1000 * scale) for i, b in enumerate(us)])
+    print(f"max |error| (modules >= 50 us): {max(abs(e) for e in errors):.2f}%; first layer "
+          f"{errors[0]:+.2f}%, last {errors[-1]:+.2f}%")
+
+
+def mlp_section(dtype: torch.dtype) -> None:
+    sizes = (4096, 4096, 8192, 4096) if not SMOKE else (64, 64, 128, 64)
+    rows = 4096 if not SMOKE else 64
+    layers = [nn.Linear(a, b) for a, b in itertools.pairwise(sizes)]
+    model = nn.Sequential(*layers).to(DEVICE, dtype)
+    x = torch.randn(rows, sizes[0], device=DEVICE, dtype=dtype)
+    timing = train_step_times(model, x, num_iters=20 if not SMOKE else 3,
+                              drop_first=4 if not SMOKE else 1)
+    rows_out = []
+    for i, layer in enumerate(layers):
+        inp = torch.randn(rows, layer.in_features, device=DEVICE, dtype=dtype,
+                          requires_grad=i > 0)  # the first layer's input needs no grad
+        out = layer(inp)
+        grad = torch.ones_like(out)
+        targets = [t for t in (inp, layer.weight, layer.bias) if t.requires_grad]
+        alone = gt.event_ms(lambda: torch.autograd.grad(out, targets, grad,  # noqa: B023
+                                                        retain_graph=True), reps=15)
+        rows_out.append((f"{i} Linear {dtype}", timing.module(str(i)).backward.inclusive.median,
+                         alone))
+    gt.error_table(rows_out)
+
+
+def main() -> None:
+    print(f"torch {torch.__version__}, device "
+          f"{torch.cuda.get_device_name(DEVICE) if DEVICE.type == 'cuda' else 'cpu'}")
+    gt.DEVICE = DEVICE
+    section("device peaks", peaks_section)
+    section("bf16 matmul 8192^3", matmul_section)
+    section("memory-bound LayerNorm", layernorm_section)
+    section("ResNet-50 forward (bf16, batch 64)", resnet_section)
+    section("GPT-2 small training step (bf16, 8 x 1024)", lambda: lm_section("GPT-2", gpt2))
+    section("Llama-shaped training step (bf16, 8 x 1024)", lambda: lm_section("Llama", llama))
+    section("backward of known-duration modules", backward_chain_section)
+    section("MLP backward per Linear vs alone (fp32)", lambda: mlp_section(torch.float32))
+    section("MLP backward per Linear vs alone (bf16)", lambda: mlp_section(torch.bfloat16))
+
+
+PEAKS: Any = None
+MEASURED: Any = None
+
+if __name__ == "__main__":
+    main()
