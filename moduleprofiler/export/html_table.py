@@ -1,11 +1,14 @@
 """A view as an HTML ``<table>`` through pandas ``Styler``: text escaped, numbers formatted at
 the last step, percentage columns drawn as in-cell bars. With ``sortable`` each number cell
-carries its raw value (``<span data-v="...">``) for the report's sorting script."""
+carries its raw value (``<span data-v="...">``) for the report's sorting script. Each table
+has its own id, new at every rendering unless one is given, so that the ``Styler`` rules of
+two tables on one page (``#T_<id>_row0_col3``) never reach each other."""
 
 from __future__ import annotations
 
 import html
 import re
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,8 +36,17 @@ def _escaped(format_cell: Formatter) -> Formatter:
     return lambda value: html.escape(format_cell(value))
 
 
-def render_html_table(view: View, *, sortable: bool = False, table_id: str = "view") -> str:
-    """The view's shown columns as an escaped HTML table (``id="T_<table_id>"``)."""
+def unique_id() -> str:
+    """A new element id: ``mp`` and 12 random hex digits (random rather than counted, so
+    that outputs of an earlier notebook kernel, still on the page, do not clash)."""
+    return f"mp{uuid.uuid4().hex[:12]}"
+
+
+def render_html_table(view: View, *, sortable: bool = False,
+                      table_id: str | None = None) -> str:
+    """The view's shown columns as an escaped HTML table (``id="T_<table_id>"``, a
+    :func:`unique_id` by default)."""
+    table_id = unique_id() if table_id is None else table_id
     specs = view.specs(view.data_columns)
     frame = view.frame.loc[:, list(specs)].copy()
     glyphs = RAW if view.raw else UNICODE

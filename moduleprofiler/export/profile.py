@@ -107,6 +107,10 @@ class Profile(ProfileData):
     def __str__(self) -> str:
         return str(self.tree())
 
+    def _repr_html_(self) -> str:
+        """The notebook form of :meth:`tree`."""
+        return self.tree()._repr_html_()
+
     def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
         """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""
         return export_profile(self, "json", buf, indent=indent)

@@ -14,6 +14,7 @@ import pandas as pd
 from moduleprofiler.export.columns import ColumnSpec, frame_specs
 from moduleprofiler.export.format_table import infer_format, render_view
 from moduleprofiler.export.io import Buffer, PathLike
+from moduleprofiler.export.notebook import notebook_html
 from moduleprofiler.export.text import supports_color
 
 ViewKind = Literal["tree", "table", "top", "summary", "compare"]
@@ -90,7 +91,9 @@ class View:
         return self.__str__()
 
     def _repr_html_(self) -> str:
-        return self.to_html() or ""
+        """The notebook form: title, table, totals and notes, under an id of its own
+        (:mod:`moduleprofiler.export.notebook`)."""
+        return notebook_html(self)
 
     # -- files -----------------------------------------------------------------------------
     def to_csv(self, buf: Buffer = None) -> str | None:

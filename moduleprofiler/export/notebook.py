@@ -1,0 +1,56 @@
+"""A view as it shows in a notebook (``_repr_html_``): its title, the HTML table, the totals
+and the notes, in one ``<div>`` whose id is new at every rendering.
+
+Each rendering draws a fresh random id, used by the wrapper and by the table's own ``Styler``
+rules (``#T_<id>_row0_col3``), and every rule of the small style sheet starts with it (number
+headers are right-aligned over their numbers by ``th.col<i>``, ``Styler``'s classes): two
+views on one page (or an output left from an earlier kernel) never style each other.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from moduleprofiler.export.cells import UNICODE, formatter
+from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.format_table import render_view
+from moduleprofiler.export.html_table import unique_id
+
+if TYPE_CHECKING:
+    from moduleprofiler.export.view import View
+
+_CSS = """
+#{id} {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 13px;
+         margin-bottom: 12px; }}
+#{id} .mp-title {{ font-weight: 600; margin: 4px 0; }}
+#{id} table {{ border-collapse: collapse; font-variant-numeric: tabular-nums; }}
+#{id} th {{ border-bottom: 1px solid #888; padding: 2px 10px; text-align: left; }}
+#{id} td {{ padding: 1px 10px; white-space: nowrap; }}
+#{id} .mp-foot {{ color: #555; margin: 4px 0; }}
+"""
+
+
+def _totals(view: View) -> str:
+    parts = [f"{column_spec(name).label} {formatter(column_spec(name), UNICODE)(value)}"
+             for name, value in view.totals.items()]
+    return "total: " + ", ".join(parts) if parts else ""
+
+
+def notebook_html(view: View) -> str:
+    """``view`` as one self-contained, uniquely identified ``<div>`` for a notebook cell."""
+    element = unique_id()
+    table = render_view(view, "html", table_id=element) or ""
+    foot = [line for line in (_totals(view), *(f"note: {note}" for note in view.notes))
+            if line]
+    specs = view.specs(view.data_columns).values()
+    numeric = "".join(f"#{element} th.col{index} {{ text-align: right; }}\n"
+                      for index, spec in enumerate(specs) if spec.numeric)
+    parts = [f'<div id="{element}" class="moduleprofiler">',
+             f"<style>{_CSS.format(id=element)}{numeric}</style>"]
+    if view.title:
+        parts.append(f'<div class="mp-title">{html.escape(view.title)}</div>')
+    parts.append(table)
+    parts.extend(f'<div class="mp-foot">{html.escape(line)}</div>' for line in foot)
+    parts.append("</div>")
+    return "\n".join(parts)
