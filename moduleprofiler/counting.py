@@ -30,7 +30,7 @@ from moduleprofiler.registry import (
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
-from moduleprofiler.shards import dtensor_class, holds_dtensor, on_local_shards
+from moduleprofiler.shards import holds_dtensor, on_local_shards, sharded_by
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
@@ -230,14 +230,15 @@ class CountingListener(Listener):
         self.unsupported_operators: dict[str, int] = {}
         self._hosts: frozenset[int] = frozenset()
         self._dtensor: type | None = None
-        """``DTensor`` when it is in use: operators are then counted on this rank's shards."""
+        """``DTensor`` when the model holds one: operators are then counted on this rank's
+        shards."""
         self.fallbacks: dict[str, str] = {}
         """Module path -> why its inherited formula was replaced by its operators."""
 
     # -- listener --------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         self._hosts = _hosts_of_unhooked(runner)
-        self._dtensor = dtensor_class()
+        self._dtensor = sharded_by(runner.modules)
 
     def observe(self, module: nn.Module) -> bool:
         if not self._maps.count_operators:
@@ -516,7 +517,7 @@ class BackwardCountingListener(Listener):
 
     def __init__(self, operators: OperatorMap) -> None:
         self._operators = operators
-        self._dtensor = dtensor_class()
+        self._dtensor: type | None = None
         self._formulas: dict[Any, Any] = {}
         self._ops: dict[int, int | float] = {}
         self._macs: dict[int, int | float] = {}
@@ -524,6 +525,9 @@ class BackwardCountingListener(Listener):
         """Backward ops not created by any module call (the loss, gradient accumulation)."""
         self.outside_macs: int | float = 0
         self.unsupported: dict[str, int] = {}
+
+    def start(self, runner: PassRunner) -> None:
+        self._dtensor = sharded_by(runner.modules)
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:

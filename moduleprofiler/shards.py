@@ -9,7 +9,7 @@ cannot be in use, so each is looked up in ``sys.modules`` and ``None`` means "no
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -26,6 +26,16 @@ def dtensor_class() -> type | None:
     """``torch.distributed.tensor.DTensor`` when some code imported it (else no DTensor
     exists in this process)."""
     return loaded_class("torch.distributed.tensor", "DTensor")
+
+
+def sharded_by(modules: Iterable[nn.Module]) -> type | None:
+    """``DTensor`` if one of ``modules`` holds a ``DTensor`` parameter, else ``None``: only
+    then do operators need counting on local shards (Transformers imports DTensor in every
+    process, so that it is loaded says nothing about the model)."""
+    dtensor = dtensor_class()
+    if dtensor is not None and any(holds_dtensor(m, dtensor) for m in modules):
+        return dtensor
+    return None
 
 
 def holds_dtensor(module: nn.Module, dtensor: type) -> bool:

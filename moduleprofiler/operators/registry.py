@@ -154,7 +154,10 @@ def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormul
     for key in (func, func.overloadpacket):
         if key in table:
             return table[key]
-    if (_FAMILY_LOADERS and load_families()) or (
-            func in _LATE_KEYS or func.overloadpacket in _LATE_KEYS):
-        return lookup(func)  # an optional library loaded after table was made
+    if _FAMILY_LOADERS:
+        load_families()
+    if func in _LATE_KEYS or func.overloadpacket in _LATE_KEYS:
+        # an optional library loaded after the table was made; an operator the table's owner
+        # removed on purpose stays missing
+        return lookup(func)
     return _MISSING
