@@ -35,6 +35,7 @@ from moduleprofiler.export.formats import export_profile
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
+from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
 from moduleprofiler.profiler import ModuleProfiler
 
 EXAMPLES = """\
@@ -44,6 +45,8 @@ examples:
   moduleprofiler torchvision.models:vit_b_16 -i 1x3x224x224 --meta --top 5 --depth 2
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --sort ops --min-pct 2
   moduleprofiler path/to/model.py:build -i 8x128:int64 --arg vocab=1000
+  moduleprofiler hf:llama -i 1x2048 --arg num_hidden_layers=2 --depth 2
+  moduleprofiler hf:path/to/config.json -i 4x512 --device cpu --what ops,time
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o report.html
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
   moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
@@ -76,13 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", help="package.module:factory, path/to/file.py:factory, "
+                                      "hf:MODEL_TYPE or hf:path/to/config.json (a Transformers "
+                                      "model, -i BATCHxTOKENS, --arg config overrides), "
                                       "or a profile saved as .json")
     parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
                         help="input shape such as 1x3x224x224, optionally :DTYPE "
                              "(8x128:int64); repeat for several inputs")
     parser.add_argument("--dtype", default="float32",
                         help="dtype of the model and of inputs without one (default float32)")
-    parser.add_argument("--device", default="cpu", help="device such as cpu or cuda:0")
+    parser.add_argument("--device", help="device such as cpu (default) or cuda:0; an hf: "
+                                         "model is built on meta unless a device is named")
     parser.add_argument("--meta", action="store_true",
                         help="build the model and inputs on the meta device (no memory, "
                              "no real compute)")
@@ -177,7 +183,11 @@ def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
 
 def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     """Call the factory (``weights=None`` added when it takes ``weights``)."""
-
+    if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
+        try:
+            return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
+        except (ValueError, TypeError, OSError, ImportError) as exc:
+            raise CliError(f"{spec}: {exc}") from exc
     factory = load_factory(spec)
     try:
         parameters = inspect.signature(factory).parameters
@@ -236,6 +246,14 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
     return tuple(inputs)
 
 
+def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[str, Any]:
+    """``-i BATCHxTOKENS`` (default 1x128) for a model by name: its token inputs."""
+    shape = parse_input_size(sizes[0])[0] if sizes else (1, 128)
+    if len(sizes) > 1 or len(shape) != 2 or 0 in shape:
+        raise CliError("an hf: model takes one --input-size BATCHxTOKENS, e.g. 1x128")
+    return text_inputs(model, shape[0], shape[1], labels=labels)
+
+
 def run_profile(options: argparse.Namespace) -> Any:
     """Load or compute the profile the options ask for."""
 
@@ -245,15 +263,17 @@ def run_profile(options: argparse.Namespace) -> Any:
             return Profile.from_json(options.model)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CliError(f"cannot read profile {options.model}: {exc}") from exc
-    if not options.input_size:
+    by_name = options.model.startswith(HF_PREFIX)
+    options.meta = options.meta or (by_name and options.device is None)
+    if not options.input_size and not by_name:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
     dtype = parse_dtype(options.dtype)
     try:
-        device = torch.device("meta" if options.meta else options.device)
+        device = torch.device("meta" if options.meta else options.device or "cpu")
     except RuntimeError as exc:
         raise CliError(f"bad --device {options.device!r}: {exc}") from exc
     try:
-        inputs = make_inputs(options.input_size, dtype, device)
+        inputs = make_inputs([] if by_name else options.input_size, dtype, device)
     except (RuntimeError, AssertionError, TypeError) as exc:
         raise CliError(f"cannot create the inputs on {device}: {exc}") from exc
     model = build_model(options.model, factory_kwargs(options.arg), options.meta)
@@ -267,6 +287,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     groups = {group.strip() for group in options.what.split(",")}
     backward = any(g == "backward" or g.startswith(("backward_", "inclusive_backward_"))
                    for g in groups)
+    if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
+        inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = ModuleProfiler()
     try:
         profile = profiler.profile(model, inputs, backward=backward)

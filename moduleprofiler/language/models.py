@@ -55,10 +55,9 @@ def hf_config(source: Any, **overrides: Any) -> Any:
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be a model type, a path or a PretrainedConfig, not "
                         f"{type(source).__name__}")
-    text = str(source)
+    text = str(source).removeprefix(HF_PREFIX)
     path = Path(text)
-    if not text.startswith(HF_PREFIX) and (path.suffix == ".json" or path.is_dir()
-                                           or os.sep in text or "/" in text):
+    if path.suffix == ".json" or path.is_dir() or os.sep in text or "/" in text:
         file = path / "config.json" if path.is_dir() else path
         if not file.is_file():
             raise FileNotFoundError(f"no configuration file at {file}")
@@ -67,7 +66,7 @@ def hf_config(source: Any, **overrides: Any) -> Any:
         if not model_type:
             raise ValueError(f"{file} has no model_type: not a Transformers configuration")
         return _for_model(transformers, model_type, {**fields, **overrides})
-    return _for_model(transformers, text.removeprefix(HF_PREFIX), overrides)
+    return _for_model(transformers, text, overrides)
 
 
 def _for_model(transformers: Any, model_type: str, fields: dict[str, Any]) -> Any:

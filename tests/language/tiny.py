@@ -19,13 +19,13 @@ import torch
 os.environ["HF_HUB_OFFLINE"] = "1"  # nothing here may reach the network
 pytest.importorskip("transformers")
 
-from moduleprofiler.language import hf_model  # noqa: E402
+from moduleprofiler.language import hf_model
 
 LAYERS, HIDDEN, HEADS, HEAD_DIM, KV_HEADS, VOCAB = 2, 64, 4, 16, 2, 100
 FLOAT32 = 4  # bytes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpt2() -> torch.nn.Module:
     torch.manual_seed(0)
     # bos/eos inside the tiny vocabulary (GPT-2's own 50256 is not)
@@ -33,7 +33,7 @@ def gpt2() -> torch.nn.Module:
                     vocab_size=VOCAB, n_positions=64, bos_token_id=0, eos_token_id=0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def llama() -> torch.nn.Module:
     torch.manual_seed(0)
     return hf_model("llama", device="cpu", num_hidden_layers=LAYERS, hidden_size=HIDDEN,
@@ -41,7 +41,7 @@ def llama() -> torch.nn.Module:
                     intermediate_size=128, vocab_size=VOCAB)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mixtral() -> torch.nn.Module:
     torch.manual_seed(0)
     return hf_model("mixtral", device="cpu", num_hidden_layers=LAYERS, hidden_size=HIDDEN,
@@ -50,7 +50,7 @@ def mixtral() -> torch.nn.Module:
                     num_experts_per_tok=2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def t5() -> torch.nn.Module:
     torch.manual_seed(0)
     return hf_model("t5", device="cpu", num_layers=LAYERS, d_model=HIDDEN, d_ff=128,

@@ -1,0 +1,59 @@
+"""The command line's hf: source: Transformers models by name or local config.json, on meta
+unless a device is named, with token inputs of -i BATCHxTOKENS."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from moduleprofiler.cli import main
+from tests.language.tiny import VOCAB
+
+TINY = ["--arg", "n_layer=2", "--arg", "n_embd=64", "--arg", "n_head=4",
+        "--arg", f"vocab_size={VOCAB}"]
+# GPT-2 over 8 tokens: 2 layers x 8 x 12 x 64^2 + attention 2 x 2 x 8 x 8 x 64
+# + lm_head 8 x 64 x 100 = 786,432 + 16,384 + 51,200 = 854,016 MACs
+MACS = 2 * 8 * 12 * 64 * 64 + 2 * 2 * 8 * 8 * 64 + 8 * 64 * VOCAB
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_model_by_name_on_meta(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert MACS == 854_016
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "-o",
+                           str(tmp_path / "gpt2.csv"))
+    assert status == 0, err
+    root = pd.read_csv(tmp_path / "gpt2.csv").iloc[0]
+    assert root["type"] == "GPT2LMHeadModel"
+    assert root["inclusive_macs"] == MACS
+
+
+def test_a_local_config_on_cpu_with_a_training_step(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4,
+              "vocab_size": VOCAB}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    status, out, err = run(capsys, f"hf:{tmp_path / 'config.json'}", "-i", "1x8",
+                           "--device", "cpu", "--what", "inclusive_macs,backward", "--depth", "0",
+                           "--format", "csv")
+    assert status == 0, err
+    root = pd.read_csv(io.StringIO(out)).iloc[0]
+    assert root["inclusive_macs"] == MACS
+    # with labels the model returns its loss; every matrix product has two gradient products
+    # of its size (inputs and weights), the embedding's gradient is an index add: 2 x MACS
+    assert root["inclusive_backward_macs"] == 2 * MACS
+
+
+def test_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "hf:no-such-model")
+    assert status == 2 and "unknown model type 'no-such-model'" in err
+    status, _, err = run(capsys, "hf:gpt2", "-i", "1x3x4")
+    assert status == 2 and "BATCHxTOKENS" in err
