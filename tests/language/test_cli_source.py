@@ -28,7 +28,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_a_model_by_name_on_meta(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert MACS == 854_016
-    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "-o",
+    status, _, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "-o",
                            str(tmp_path / "gpt2.csv"))
     assert status == 0, err
     root = pd.read_csv(tmp_path / "gpt2.csv").iloc[0]
