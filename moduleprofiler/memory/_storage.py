@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+from torch.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter
 
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.shards import dtensor_class
 
 
 def is_lazy(tensor: Tensor) -> bool:
@@ -28,6 +29,12 @@ def storage_of(tensor: Tensor) -> torch.UntypedStorage | None:
     nested and some wrapper-subclass tensors, lazy parameters not yet materialised)."""
     if is_lazy(tensor):
         return None
+    cls = type(tensor)
+    if cls is not Tensor and cls is not Parameter:
+        dtensor = dtensor_class()
+        if dtensor is not None and isinstance(tensor, dtensor):
+            # a DTensor's own storage has the global size: the memory is its local shard's
+            tensor = tensor._local_tensor  # type: ignore[attr-defined]
     try:
         return tensor.untyped_storage()
     except (RuntimeError, NotImplementedError, TypeError):

@@ -1,0 +1,172 @@
+"""``DistributedProfile``: every rank's :class:`~moduleprofiler.Profile` of one pass, and the
+views across ranks (per-rank frame, per-module spread, stragglers, totals)."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import pandas as pd
+
+from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.io import Buffer, PathLike, emit
+from moduleprofiler.export.json_io import profile_document, profile_from_document
+from moduleprofiler.export.profile import Profile
+
+DOCUMENT = "moduleprofiler.distributed_profile"
+STATISTICS = ("min", "median", "max", "sum")
+"""What :meth:`DistributedProfile.module_stats` gives for every numeric column, with ``skew``
+(``max / median``: 1.0 when the ranks are balanced)."""
+_TIME_COLUMNS = ("time_median_ms", "forward_ms", "comm_ms", "backward_time_median_ms")
+_KEYS = ("module", "type", "depth")
+
+
+@dataclass(frozen=True)
+class DistributedProfile:
+    """The profiles of one pass on every rank of a process group, indexed by group rank."""
+
+    profiles: tuple[Profile, ...]
+
+    def __post_init__(self) -> None:
+        if not self.profiles or not all(isinstance(p, Profile) for p in self.profiles):
+            raise TypeError("DistributedProfile needs one Profile per rank")
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks gathered."""
+        return len(self.profiles)
+
+    def totals(self) -> dict[str, int | float | None]:
+        """Whole-model totals of each rank summed over the ranks (``None`` where a rank has
+        none): the work the whole group did."""
+        names = ("total_params", "total_ops", "total_macs", "total_flops", "total_backward_ops",
+                 "total_backward_macs")
+        totals: dict[str, int | float | None] = {}
+        for name in names:
+            values = [getattr(profile, name) for profile in self.profiles]
+            totals[name] = None if any(v is None for v in values) else sum(values)
+        frame = self.to_df()
+        for column in ("comm_bytes", "comm_bus_bytes", "backward_comm_bytes",
+                       "backward_comm_bus_bytes", "comm_ms", "backward_comm_ms"):
+            if column in frame:
+                totals[column] = frame[column].sum()
+        return totals
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per rank and module (each rank's ``Profile.to_df("module")``), with a
+        ``rank`` column first."""
+        frames = []
+        for rank, profile in enumerate(self.profiles):
+            frame = profile.to_df("module")
+            frame.insert(0, "rank", rank)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+    def module_stats(self, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """One row per module: ``<column>_min``, ``_median``, ``_max``, ``_sum`` across ranks
+        and ``<column>_skew`` (``max / median``; ``None`` where the median is 0) for every
+        numeric column (or those named in ``columns``). Ranks without the module count as
+        missing, not as 0."""
+        frame = self.to_df()
+        if columns is None:
+            columns = [name for name in frame.columns if name not in ("rank", *_KEYS)
+                       and column_spec(name, frame[name].dtype).numeric
+                       and frame[name].dtype != bool]
+        else:
+            unknown = [name for name in columns if name not in frame]
+            if unknown:
+                raise KeyError(f"module_stats: no column {unknown}; the profiles have "
+                               f"{list(frame.columns)}")
+        grouped = frame.groupby("module", sort=False)
+        out = grouped[list(_KEYS[1:])].first()
+        for name in columns:
+            values = grouped[name].apply(lambda s: pd.to_numeric(s, errors="coerce")
+                                         .astype("float64"))
+            by_module = values.groupby(level=0, sort=False)
+            stats = by_module.agg(["min", "median", "max", "sum"])
+            for statistic in STATISTICS:
+                out[f"{name}_{statistic}"] = stats[statistic]
+            median = stats["median"].where(stats["median"] != 0)
+            out[f"{name}_skew"] = stats["max"] / median
+        return out.reset_index()
+
+    def stragglers(self, k: int = 5, by: str | None = None) -> pd.DataFrame:
+        """The ``k`` (module, rank) pairs whose ``by`` (default: the first time column the
+        profiles have: ``time_median_ms``, ``forward_ms``, ``comm_ms``) is furthest above that
+        module's median across ranks: ``module``, ``rank``, the value, the ``median``,
+        ``excess`` (value minus median) and ``ratio`` (value / median)."""
+        frame = self.to_df()
+        if by is None:
+            by = next((name for name in _TIME_COLUMNS if name in frame), None)
+            if by is None:
+                raise ValueError("stragglers: the profiles have no time column; attach timing "
+                                 "(Profile.with_timing) or profile with "
+                                 "CommunicationListener(timing=True), or name one with by=")
+        elif by not in frame:
+            raise KeyError(f"stragglers: no column {by!r} in the profiles")
+        values = pd.to_numeric(frame[by], errors="coerce").astype("float64")
+        median = values.groupby(frame["module"]).transform("median")
+        table = pd.DataFrame({"module": frame["module"], "rank": frame["rank"], by: values,
+                              "median": median, "excess": values - median,
+                              "ratio": values / median.where(median != 0)})
+        table = table[table["excess"] > 0].sort_values("excess", ascending=False)
+        return table.head(k).reset_index(drop=True)
+
+    # -- files -----------------------------------------------------------------------------
+    def to_csv(self, buf: Buffer = None) -> str | None:
+        """:meth:`to_df` (one row per rank and module) as CSV."""
+        return emit(self.to_df().to_csv(index=False), buf)
+
+    def to_json(self, buf: Buffer = None) -> str | None:
+        """Every rank's profile document (:meth:`Profile.to_json`) in one JSON document that
+        :meth:`from_json` reads back."""
+        document = {"document": DOCUMENT, "world_size": self.world_size,
+                    "profiles": [profile_document(profile) for profile in self.profiles]}
+        return emit(json.dumps(document, allow_nan=False) + "\n", buf)
+
+    @classmethod
+    def from_json(cls, source: str | PathLike | IO[str]) -> DistributedProfile:
+        """The distributed profile saved by :meth:`to_json` (a path, a file object or the
+        JSON text)."""
+        if isinstance(source, str) and source.lstrip().startswith("{"):
+            text = source
+        elif isinstance(source, str) or hasattr(source, "__fspath__"):
+            with open(source, encoding="utf-8") as handle:  # type: ignore[arg-type]
+                text = handle.read()
+        else:
+            text = source.read()  # type: ignore[union-attr]
+        document = json.loads(text)
+        if document.get("document") != DOCUMENT:
+            raise ValueError(f"not a moduleprofiler distributed profile (expected "
+                             f"\"document\": \"{DOCUMENT}\")")
+        return cls(tuple(profile_from_document(item, Profile)
+                         for item in document["profiles"]))
+
+    def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
+        """A self-contained HTML report: totals, the per-module spread across ranks, the
+        stragglers (when the profiles have times) and the per-rank table."""
+        heading = html.escape(title or f"moduleprofiler: {self.world_size} ranks")
+        sections = [("totals over ranks", pd.DataFrame([self.totals()])),
+                    ("per module across ranks", self.module_stats())]
+        try:
+            sections.append(("stragglers", self.stragglers()))
+        except ValueError:
+            pass
+        sections.append(("per rank", self.to_df()))
+        body = "".join(f"<h2>{html.escape(name)}</h2>\n{_table(frame)}\n"
+                       for name, frame in sections)
+        text = (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{heading}</title>"
+                f"</head>\n<body>\n<h1>{heading}</h1>\n{body}</body></html>\n")
+        return emit(text, buf)
+
+    def __repr__(self) -> str:
+        totals = self.totals()
+        return (f"DistributedProfile(world_size={self.world_size}, "
+                f"total_macs={totals['total_macs']}, total_ops={totals['total_ops']})")
+
+
+def _table(frame: pd.DataFrame) -> Any:
+    return frame.style.hide(axis="index").format(precision=3, na_rep="").to_html()
