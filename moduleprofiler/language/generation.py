@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
@@ -31,6 +32,11 @@ from moduleprofiler.records import COUNTED_SOURCES
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.state import preserved_state
 from moduleprofiler.validate import check_bool, check_listeners
+
+register_column(
+    "kv_cache_bytes", "bytes", "kv cache", aggregation="max", unit="bytes", additive=False,
+    description="bytes of the key/value cache an outermost call returned (keys and values of "
+                "every layer); per module the largest")
 
 Phase = Literal["encode", "prefill", "decode"]
 _TOKEN_KEYS = ("decoder_input_ids", "decoder_inputs_embeds", "input_ids", "inputs_embeds")
@@ -139,7 +145,8 @@ class GenerationProfile:
 
 class StepListener(Listener):
     """Reads, for every outermost call, the tokens it was given and the cache it returned
-    (measured at once: a dynamic cache grows in place afterwards)."""
+    (measured at once: a dynamic cache grows in place afterwards), which it also writes as
+    the call's ``kv_cache_bytes`` column."""
 
     def __init__(self) -> None:
         self.inputs: dict[int, tuple[int | None, int | None]] = {}
@@ -153,7 +160,10 @@ class StepListener(Listener):
              output: Any) -> None:
         if call.parent is None:
             cache = cache_of(output)
-            self.caches[call.index] = None if cache is None else kv_cache_size(cache)
+            size = None if cache is None else kv_cache_size(cache)
+            self.caches[call.index] = size
+            if size is not None:  # a column of the step's outermost call, in every view
+                call.values["kv_cache_bytes"] = size.total_bytes
 
 
 class _StepClock(Listener):

@@ -102,3 +102,16 @@ def test_bad_input_is_refused() -> None:
         predict_kv_cache_bytes(hf_config("gpt2"), -1)
     with pytest.raises(ValueError, match="batch_size"):
         predict_kv_cache_bytes(hf_config("gpt2"), 1, batch_size=0)
+
+
+def test_the_cache_column_in_the_step_views() -> None:
+    model = llama()
+    result = profile_generation(model, text_inputs(model, 1, 6), max_new_tokens=2,
+                                min_new_tokens=2)
+    step = result.steps[1]
+    # 2 x 2 x 2 x 16 x 7 tokens x 4 bytes = 3,584
+    assert step.profile.roots[0].metrics["kv_cache_bytes"] == formula(7) == 3_584
+    assert step.profile.to_df("module").loc[0, "kv_cache_bytes"] == 3_584
+    assert "kv cache" in step.profile.to_text(columns=["macs", "kv_cache_bytes"], max_depth=0)
+    # over the whole run the model's value is its largest: the last step's
+    assert result.profile.to_df("module").loc[0, "kv_cache_bytes"] == formula(7)
