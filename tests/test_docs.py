@@ -13,7 +13,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # Pages whose examples are executed here; exports.md and cli.md run in tests/export/test_docs.py.
 PAGES = [
     "index.md", "architecture.md", "conventions.md", "extending.md", "migration.md",
-    "operators.md", "memory.md", "timing.md", "efficiency.md",
+    "operators.md", "memory.md", "timing.md", "language_models.md", "efficiency.md",
     *sorted(str(p.relative_to(DOCS)) for p in (DOCS / "formulas").glob("*.md")),
 ]
 
