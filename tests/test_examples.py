@@ -23,6 +23,7 @@ EXPECTED = {
     "huggingface_transformer.py": "backward",
     "custom_formula.py": "(formula)",
     "meta_device.py": "FLOPs per 128 tokens",
+    "language_model.py": "per generated token",
 }
 
 
