@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from moduleprofiler.errors import FormulaError
 from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.memory._storage import is_lazy, new_storage_bytes
-from moduleprofiler.operators.registry import MISSING, OperatorMap, lookup_in
+from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas
 from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
 from moduleprofiler.registry import (
     formula_fits,
@@ -222,12 +222,12 @@ class CountingListener(Listener):
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._by_module: dict[int, _Resolved] = {}
         self._tallies: dict[int, _OperatorTally] = {}
-        self._formulas: dict[Any, Any] = {}  # operator lookups cached for this pass
+        self._formulas = PassFormulas(maps.operators)
         self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._input_shapes: dict[tuple[int, ...], tuple[tuple[int, ...]]] = {}
         self.outside = _OperatorTally()
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
-        self.unsupported_operators: dict[str, int] = {}
+        self.unsupported_operators = self._formulas.missing
         self._hosts: frozenset[int] = frozenset()
         self._dtensor: type | None = None
         """``DTensor`` when the model holds one: operators are then counted on this rank's
@@ -239,6 +239,9 @@ class CountingListener(Listener):
     def start(self, runner: PassRunner) -> None:
         self._hosts = _hosts_of_unhooked(runner)
         self._dtensor = sharded_by(runner.modules)
+        if self._dtensor is not None:
+            self._formulas = _on_shards(self._maps.operators, self._dtensor,
+                                        self._formulas.missing)
 
     def observe(self, module: nn.Module) -> bool:
         if not self._maps.count_operators:
@@ -343,16 +346,11 @@ class CountingListener(Listener):
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
-        formula = self._formulas.get(func, _NOT_LOOKED_UP)
-        if formula is _NOT_LOOKED_UP:
-            formula = self._formulas[func] = _local_formula(
-                lookup_in(self._maps.operators, func), self._dtensor)
+        formula = self._formulas.formula(func)
         if formula is None:  # free: views, copies, allocations
             return
         tally = self.outside if call is None else self._tally(call)
         if formula is MISSING:
-            name = str(func.overloadpacket)
-            self.unsupported_operators[name] = self.unsupported_operators.get(name, 0) + 1
             tally.unsupported += 1
             return
         try:
@@ -517,29 +515,23 @@ class BackwardCountingListener(Listener):
 
     def __init__(self, operators: OperatorMap) -> None:
         self._operators = operators
-        self._dtensor: type | None = None
-        self._formulas: dict[Any, Any] = {}
+        self._formulas = PassFormulas(operators)
         self._ops: dict[int, int | float] = {}
         self._macs: dict[int, int | float] = {}
         self.outside_ops: int | float = 0
         """Backward ops not created by any module call (the loss, gradient accumulation)."""
         self.outside_macs: int | float = 0
-        self.unsupported: dict[str, int] = {}
+        self.unsupported = self._formulas.missing
 
     def start(self, runner: PassRunner) -> None:
-        self._dtensor = sharded_by(runner.modules)
+        dtensor = sharded_by(runner.modules)
+        if dtensor is not None:
+            self._formulas = _on_shards(self._operators, dtensor, self.unsupported)
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
-        formula = self._formulas.get(func, _NOT_LOOKED_UP)
-        if formula is _NOT_LOOKED_UP:
-            formula = self._formulas[func] = _local_formula(
-                lookup_in(self._operators, func), self._dtensor)
-        if formula is None:
-            return
-        if formula is MISSING:
-            name = str(func.overloadpacket)
-            self.unsupported[name] = self.unsupported.get(name, 0) + 1
+        formula = self._formulas.formula(func)
+        if formula is None or formula is MISSING:
             return
         ops, macs = formula(args, kwargs, out)
         if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
@@ -557,7 +549,6 @@ class BackwardCountingListener(Listener):
             call.values["backward_macs"] = self._macs.get(call.index, 0)
 
 
-_NOT_LOOKED_UP = object()
 _EMPTY_TALLY = _OperatorTally()
 
 
@@ -571,12 +562,12 @@ def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...
     return found[0]
 
 
-def _local_formula(formula: Any, dtensor: type | None) -> Any:
-    """``formula`` evaluated on this rank's shards when ``DTensor`` is in use (looked up once
-    per operator and pass, so a pass without DTensors pays nothing)."""
-    if dtensor is None or formula is None or formula is MISSING:
-        return formula
-    return on_local_shards(formula, dtensor)
+def _on_shards(table: OperatorMap, dtensor: type, missing: dict[str, int]) -> PassFormulas:
+    """Lookups whose formulas count on this rank's local shards (a model holding DTensors),
+    recording missing operators in ``missing``; a model without them pays nothing."""
+    formulas = PassFormulas(table, lambda formula: on_local_shards(formula, dtensor))
+    formulas.missing = missing
+    return formulas
 
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:

@@ -34,8 +34,8 @@ from moduleprofiler.memory._storage import storage_key, storage_of
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorMap,
+    PassFormulas,
     get_default_operator_map,
-    lookup_in,
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
@@ -128,8 +128,8 @@ class TrafficListener(Listener):
     wants_nodes = True
 
     def __init__(self, operators: OperatorMap | None = None) -> None:
-        self._operators = get_default_operator_map() if operators is None else operators
-        self._formulas: dict[Any, Any] = {}
+        self._formulas = PassFormulas(
+            get_default_operator_map() if operators is None else operators)
         self._forward: dict[int, _Tally] = {}
         self._backward: dict[int, _Tally] = {}
         self._recompute: dict[int, _Tally] = {}
@@ -138,7 +138,7 @@ class TrafficListener(Listener):
         """Forward operators that ran outside every module call."""
         self.backward_outside = _Tally()
         """Backward operators of no module call (the loss, gradient accumulation)."""
-        self.unsupported_recompute: dict[str, int] = {}
+        self.unsupported_recompute = self._formulas.missing
         """Recomputed operators without an operator formula (their ops are a lower bound)."""
 
     def observe(self, module: nn.Module) -> bool:
@@ -177,14 +177,8 @@ class TrafficListener(Listener):
                          kwargs: dict[str, Any], out: Any, moved: int) -> None:
         tally.moved += moved
         tally.launches += 1
-        formula = self._formulas.get(func, _NOT_LOOKED_UP)
-        if formula is _NOT_LOOKED_UP:
-            formula = self._formulas[func] = lookup_in(self._operators, func)
-        if formula is None:
-            return
-        if formula is MISSING:
-            name = str(func.overloadpacket)
-            self.unsupported_recompute[name] = self.unsupported_recompute.get(name, 0) + 1
+        formula = self._formulas.formula(func)
+        if formula is None or formula is MISSING:
             return
         ops, macs = formula(args, kwargs, out)
         tally.ops += ops
@@ -205,9 +199,6 @@ class TrafficListener(Listener):
                 values["recompute_moved_bytes"] = recompute.moved
                 values["recompute_ops"] = recompute.ops
                 values["recompute_macs"] = recompute.macs
-
-
-_NOT_LOOKED_UP = object()
 
 
 def _tally(tallies: dict[int, _Tally], index: int) -> _Tally:

@@ -161,3 +161,36 @@ def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormul
         # removed on purpose stays missing
         return lookup(func)
     return _MISSING
+
+
+class PassFormulas:
+    """One pass's operator lookups in ``table`` (each operator looked up once) and the
+    operators that ran without a formula, by name with their counts (:attr:`missing`).
+
+    ``wrap`` adapts every formula found (counting on a rank's local shards)."""
+
+    __slots__ = ("_found", "_table", "_wrap", "missing")
+
+    def __init__(self, table: OperatorMap,
+                 wrap: Callable[[OperatorFormula], OperatorFormula] | None = None) -> None:
+        self._table = table
+        self._wrap = wrap
+        self._found: dict[Any, Any] = {}
+        self.missing: dict[str, int] = {}
+
+    def formula(self, func: torch._ops.OpOverload) -> Any:
+        """``func``'s formula, ``None`` when it is free, :data:`MISSING` (counted in
+        :attr:`missing`) when there is none."""
+        found = self._found.get(func, _NOT_LOOKED_UP)
+        if found is _NOT_LOOKED_UP:
+            found = lookup_in(self._table, func)
+            if self._wrap is not None and found is not None and found is not _MISSING:
+                found = self._wrap(found)  # type: ignore[arg-type]
+            self._found[func] = found
+        if found is _MISSING:
+            name = str(func.overloadpacket)
+            self.missing[name] = self.missing.get(name, 0) + 1
+        return found
+
+
+_NOT_LOOKED_UP = object()
