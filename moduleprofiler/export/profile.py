@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json
@@ -19,6 +20,8 @@ from moduleprofiler.memory import model_summary
 from moduleprofiler.records import Aggregate, ProfileData
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from moduleprofiler.export.io import Buffer, PathLike
     from moduleprofiler.export.view import View
     from moduleprofiler.memory import MemoryReport
@@ -110,6 +113,14 @@ class Profile(ProfileData):
     def _repr_html_(self) -> str:
         """The notebook form of :meth:`tree`."""
         return self.tree()._repr_html_()
+
+    def plot(self, kind: PlotKind = "type", metric: str = "ops", **options: Any) -> Figure:
+        """A matplotlib figure (the ``plot`` extra): ``kind`` ``"type"``, ``"module"``,
+        ``"layer"`` or ``"time_vs_flops"``; ``metric`` ``ops``, ``macs``, ``flops``,
+        ``params``, ``time``, ``memory`` or a column; options ``top``, ``depth``, ``ax``,
+        ``title``, ``path`` (.png .svg .pdf), ``figsize``
+        (:func:`moduleprofiler.export.figures.plot_profile`)."""
+        return plot_profile(self, kind, metric, **options)
 
     def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
         """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""

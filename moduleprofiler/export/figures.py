@@ -1,0 +1,259 @@
+"""Figures of a profile for papers and slides, drawn with matplotlib (the ``plot`` extra:
+``pip install "moduleprofiler[plot]"``); the HTML report draws its own charts without it.
+
+Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``time``,
+``memory`` or a column name):
+
+* ``"type"``: the own work of each module type, largest first (the rest in one bar);
+* ``"module"``: each module at ``depth`` (1: the top-level modules) with its children's work;
+* ``"layer"``: every leaf module in execution order, coloured by type;
+* ``"time_vs_flops"``: each leaf module's measured time against its FLOPs (log-log), for a
+  profile with timing attached (:meth:`Profile.with_timing`).
+
+Data comes from the views (``top``, ``tree``) and the module frame; unknown values are not
+drawn (never as 0) and the title says how many there are. Figures are
+``matplotlib.figure.Figure`` objects made without pyplot: no global state, shown by Jupyter,
+saved with ``path=`` (PNG, SVG or PDF) or ``figure.savefig``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import pandas as pd
+
+from moduleprofiler.export.cells import UNICODE, formatter
+from moduleprofiler.export.columns import column_spec, metric_columns
+from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.names import elide_name, module_name
+from moduleprofiler.export.select import top_view, tree_view
+from moduleprofiler.export.units import is_missing
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from moduleprofiler.records import ProfileData as Profile
+
+PlotKind = Literal["type", "module", "layer", "time_vs_flops"]
+PLOT_KINDS: tuple[str, ...] = ("type", "module", "layer", "time_vs_flops")
+FIGSIZE = (6.4, 4.8)
+"""matplotlib's default size in inches: what a slide or a paper column scales from."""
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+LABEL_CHARS = 28
+"""Names on an axis are shortened in their middle to this many characters."""
+TYPE_COLORS = 9
+"""Types coloured one by one in the per-layer and scatter charts; the rest share grey."""
+
+_METRICS: dict[str, tuple[str, str, str]] = {
+    # name -> (own column, inclusive column, axis label)
+    "ops": ("ops", "inclusive_ops", "ops"),
+    "macs": ("macs", "inclusive_macs", "MACs"),
+    "flops": ("flops", "inclusive_flops", "FLOPs (2·MACs)"),
+    "params": ("own_params", "params", "parameters"),
+    "time": ("self_time_median_ms", "time_median_ms", "time"),
+    "memory": ("self_saved_bytes", "saved_bytes", "saved for backward"),
+}
+_ZEROS = re.compile(r"\.0+(?=\D|$)")
+"""Zero decimals of an axis tick (``200.00M`` -> ``200M``)."""
+_NEEDS = {"time": "profile.with_timing(...)", "memory": "profile.with_memory(...)"}
+
+
+def _matplotlib() -> Any:
+    """The ``matplotlib.figure`` module, or an ImportError that names the extra."""
+    try:
+        from matplotlib import figure
+    except ImportError as exc:
+        raise ImportError('profile.plot needs matplotlib: pip install "moduleprofiler[plot]" '
+                          "(or pip install matplotlib)") from exc
+    return figure
+
+
+def _columns(metric: str, available: Sequence[str]) -> tuple[str, str, str]:
+    """``(own column, inclusive column, axis label)`` of ``metric``."""
+    if metric in _METRICS:
+        own, inclusive, label = _METRICS[metric]
+        if inclusive not in available:
+            need = _NEEDS.get(metric, "a profile that has it")
+            raise ValueError(f"metric {metric!r} needs the column {inclusive!r}: plot "
+                             f"{need}")
+        return own, inclusive, label
+    own, inclusive = metric_columns(metric, list(available))
+    if not column_spec(inclusive).numeric:
+        raise ValueError(f"metric {metric!r} is not a numeric column")
+    return own, inclusive, column_spec(inclusive).label
+
+
+def _known(labels: Sequence[str], values: Sequence[Any]) -> tuple[list[str], list[float], int]:
+    """Labels and values of the known values, and how many were unknown."""
+    pairs = [(label, float(value)) for label, value in zip(labels, values)
+             if not is_missing(value)]
+    return [p[0] for p in pairs], [p[1] for p in pairs], len(labels) - len(pairs)
+
+
+def _title(text: str, unknown: int) -> str:
+    return text if not unknown else f"{text}\n({unknown} unknown, not drawn)"
+
+
+def _value_axis(axis: Any, column: str) -> None:
+    """Ticks in human units (``1.5G``, ``2.00 ms``), few enough not to collide."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    text = formatter(column_spec(column), UNICODE)
+    axis.set_major_locator(MaxNLocator(nbins=5))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: _ZEROS.sub("", text(value))))
+
+
+def _log_axis(axis: Any, column: str) -> None:
+    """A log axis in human units at 1, 2 and 5 of each decade (unlabelled minor ticks)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    text = formatter(column_spec(column), UNICODE)
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=7))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: _ZEROS.sub("", text(value))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _bars(ax: Axes, labels: list[str], values: list[float], column: str, top: int | None) -> None:
+    """Horizontal bars, largest on top, the values after ``top`` summed into one bar."""
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    shown = [(labels[i], values[i]) for i in order]
+    if top is not None and len(shown) > top:
+        rest = shown[top:]
+        shown = [*shown[:top], (f"other ({len(rest)})", sum(v for _, v in rest))]
+    names = [elide_name(label, LABEL_CHARS) for label, _ in shown]
+    ax.barh(range(len(shown)), [v for _, v in shown], color="C0")
+    ax.set_yticks(range(len(shown)), names, fontsize=9)
+    ax.invert_yaxis()
+    _value_axis(ax.xaxis, column)
+
+
+def _leaves(profile: Profile, frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the called leaf modules, in the order they first ran."""
+    leaves = {info.path for info in profile.modules if info.is_leaf}
+    order = [module_name(path) for path in dict.fromkeys(r.path for r in profile.records)
+             if path in leaves]
+    return frame.set_index("module").loc[order].reset_index()
+
+
+def _type_colors(types: Sequence[str] | pd.Series) -> dict[str, Any]:
+    """A colour per type, the most frequent first; grey for the rest."""
+    ranked = pd.Series(list(types)).value_counts().index.tolist()
+    return {kind: f"C{i}" if i < TYPE_COLORS else "0.6" for i, kind in enumerate(ranked)}
+
+
+def _legend(ax: Axes, colors: dict[str, Any], own_figure: bool) -> None:
+    """The type colours: under the figure when it is ours (never over the data), else in
+    the axes."""
+    from matplotlib.patches import Patch
+
+    shown = list(colors.items())[:TYPE_COLORS]
+    handles = [Patch(color=color, label=kind) for kind, color in shown]
+    if len(colors) > TYPE_COLORS:
+        handles.append(Patch(color="0.6", label=f"other ({len(colors) - TYPE_COLORS})"))
+    if own_figure:
+        ax.figure.legend(handles=handles, fontsize=8, loc="outside lower center",
+                         ncols=min(len(handles), 4), frameon=False)
+    else:
+        ax.legend(handles=handles, fontsize=8, loc="best", frameon=False)
+
+
+def _layer_chart(ax: Axes, profile: Profile, own: str, label: str, own_figure: bool) -> str:
+    rows = _leaves(profile, module_frame(profile))
+    colors = _type_colors(rows["type"])
+    known = [i for i, value in enumerate(rows[own]) if not is_missing(value)]
+    ax.bar(known, [float(rows[own][i]) for i in known], width=0.8,
+           color=[colors[rows["type"][i]] for i in known])
+    # one name per slot of about 1.6 label heights along the axis: rotated labels never touch
+    fontsize = 7
+    length = ax.bbox.width / ax.figure.dpi * 72 * 0.9  # points; the layout shrinks it a bit
+    step = max(1, math.ceil(len(rows) * fontsize * 1.6 / length))
+    ticks = list(range(0, len(rows), step))
+    ax.set_xticks(ticks, [elide_name(str(rows["module"][i]), LABEL_CHARS) for i in ticks],
+                  rotation=90, fontsize=fontsize)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.set_ylabel(label)
+    _value_axis(ax.yaxis, own)
+    _legend(ax, colors, own_figure)
+    return _title(f"{label[:1].upper()}{label[1:]} per layer, in execution order",
+                  len(rows) - len(known))
+
+
+def _scatter(ax: Axes, profile: Profile, own_figure: bool) -> str:
+    frame = module_frame(profile)
+    own_time = _columns("time", list(frame.columns))[0]
+    rows = _leaves(profile, frame)
+    keep = [i for i in range(len(rows)) if not is_missing(rows["flops"][i])
+            and not is_missing(rows[own_time][i]) and rows["flops"][i] > 0
+            and rows[own_time][i] > 0]
+    colors = _type_colors(rows["type"][keep])
+    ax.scatter([float(rows["flops"][i]) for i in keep], [float(rows[own_time][i]) for i in keep],
+               c=[colors[rows["type"][i]] for i in keep], s=18)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _log_axis(ax.xaxis, "flops")
+    _log_axis(ax.yaxis, own_time)
+    ax.set_xlabel("FLOPs (2·MACs)")
+    ax.set_ylabel("time")
+    _legend(ax, colors, own_figure)
+    missing = len(rows) - len(keep)
+    heading = f"Time vs FLOPs per layer ({len(keep)} layers)"
+    return heading if not missing else \
+        f"{heading}\n({missing} more with no FLOPs or no time, not drawn)"
+
+
+def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops", *,
+                 top: int | None = 10, depth: int = 1, ax: Axes | None = None,
+                 title: str | None = None, path: str | os.PathLike[str] | None = None,
+                 figsize: tuple[float, float] = FIGSIZE) -> Figure:
+    """A figure of ``profile`` (see the module docstring for the ``kind``\\ s); ``metric``
+    is ``ops``, ``macs``, ``flops``, ``params``, ``time``, ``memory`` or a column name;
+    ``top`` bars at most in the ``type`` and ``module`` charts; ``depth`` of the ``module``
+    chart; ``ax`` draws into your own axes; ``path`` also saves it (``.png``, ``.svg`` or
+    ``.pdf``)."""
+    if kind not in PLOT_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(PLOT_KINDS)}, got {kind!r}")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise ValueError(f"top must be a positive int or None, got {top!r}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"depth must be an int >= 0, got {depth!r}")
+    suffix = os.path.splitext(os.fspath(path))[1].lower() if path is not None else None
+    if path is not None and suffix not in FIGURE_SUFFIXES:
+        raise ValueError(f"path {os.fspath(path)!r} (argument path): a figure is saved as "
+                         f"{', '.join(FIGURE_SUFFIXES)}")
+    figure_module = _matplotlib()
+    own_figure = ax is None
+    if ax is None:
+        figure = figure_module.Figure(figsize=figsize, layout="constrained")
+        ax = figure.add_subplot()
+    else:
+        figure = cast("Figure", ax.figure)
+    if kind == "time_vs_flops":
+        heading = _scatter(ax, profile, own_figure)
+    else:
+        own, inclusive, label = _columns(metric, list(module_frame(profile).columns))
+        if kind == "layer":
+            heading = _layer_chart(ax, profile, own, label, own_figure)
+        elif kind == "type":
+            frame = top_view(profile, None, by=own).frame
+            names, values, unknown = _known(list(frame["type"]), list(frame[own]))
+            _bars(ax, names, values, own, top)
+            ax.set_xlabel(f"{label} (own work)")
+            heading = _title(f"{label[:1].upper()}{label[1:]} by module type", unknown)
+        else:
+            frame = tree_view(profile, [inclusive], max_depth=depth).frame
+            frame = frame[frame["depth"] == depth]
+            names = [f"{m} ({t})" for m, t in zip(frame["module"], frame["type"])]
+            names, values, unknown = _known(names, list(frame[inclusive]))
+            _bars(ax, names, values, inclusive, top)
+            ax.set_xlabel(f"{label} (with children)")
+            where = "top-level module" if depth == 1 else f"module at depth {depth}"
+            heading = _title(f"{label[:1].upper()}{label[1:]} by {where}", unknown)
+    ax.set_title(title if title is not None else heading, fontsize=11)
+    if path is not None:
+        figure.savefig(path, dpi=200 if suffix == ".png" else None)
+    return figure

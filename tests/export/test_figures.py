@@ -1,0 +1,178 @@
+"""Figures (``profile.plot``) rendered with matplotlib's Agg backend: their size, their
+labels, the values of their bars, tick labels that never overlap in a 6.4 x 4.8 in figure,
+the files they save, and the clear error without matplotlib."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from moduleprofiler import ModuleProfiler, Profile
+from tests.export import real_profiles
+from tests.export.profiles import tiny
+
+pytest.importorskip("matplotlib")
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+def drawn(figure: Figure) -> Any:
+    """Draw ``figure`` with Agg; its renderer."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def tick_labels(axis: Any) -> list[str]:
+    return [label.get_text() for label in axis.get_ticklabels() if label.get_text()]
+
+
+def bars(figure: Figure) -> list[Any]:
+    return list(figure.axes[0].patches)
+
+
+def test_ops_by_type_match_an_independent_flop_count() -> None:
+    figure = real_profiles.resnet18().plot("type", "flops", top=None)
+    values = [bar.get_width() for bar in bars(figure)]
+    labels = tick_labels(figure.axes[0].yaxis)
+    assert labels[0] == "Conv2d" and "Linear" in labels
+    # FlopCounterMode counts 2 x MACs of the convolutions and of fc's matrix product (the
+    # convolutions have no bias; fc's bias is ignored by both)
+    from torchvision.models import resnet18
+
+    with FlopCounterMode(display=False) as counter:
+        resnet18(weights=None)(torch.randn(1, 3, 224, 224))
+    assert sum(values) == counter.get_total_flops()
+    # fc: 1 row x 512 inputs x 1000 outputs = 512,000 MACs = 1,024,000 FLOPs
+    assert values[labels.index("Linear")] == 1_024_000
+    assert figure.axes[0].get_title() == "FLOPs (2·MACs) by module type"
+
+
+def test_ops_by_top_level_module() -> None:
+    figure = real_profiles.resnet18().plot("module")
+    labels = tick_labels(figure.axes[0].yaxis)
+    values = dict(zip(labels, (bar.get_width() for bar in bars(figure))))
+    assert len(labels) == 10  # the 10 children of the root, none merged into "other"
+    assert labels[0] == "layer1 (Sequential)"  # the largest first
+    # fc: 1000 x (2 x 512 - 1) multiplies and adds, plus 1000 bias adds = 1,024,000 ops
+    assert values["fc (Linear)"] == 1_024_000
+    assert figure.axes[0].get_xlabel() == "ops (with children)"
+    top3 = real_profiles.resnet18().plot("module", "params", top=3)
+    assert tick_labels(top3.axes[0].yaxis)[-1] == "other (7)"
+
+
+def test_layers_in_execution_order() -> None:
+    figure = real_profiles.resnet18().plot("layer")
+    heights = [bar.get_height() for bar in bars(figure)]
+    # stem: conv1, bn1, relu, maxpool (4); 8 basic blocks x conv1, bn1, relu, conv2, bn2
+    # (40); 3 downsample convolutions and norms (6); avgpool, fc (2): 52 leaf modules
+    assert len(heights) == 52
+    labels = tick_labels(figure.axes[0].xaxis)
+    assert labels[:2] == ["conv1", "relu"]  # every second name fits under 52 bars
+    # conv1: 64 x 112 x 112 outputs x (2 x 3 x 7 x 7 - 1) = 235,225,088 ops; fc last
+    assert heights[0] == 64 * 112 * 112 * (2 * 3 * 7 * 7 - 1) and heights[-1] == 1_024_000
+
+
+def test_time_vs_flops_needs_timing_and_plots_it() -> None:
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    x = torch.randn(8, 64)
+    profiler = ModuleProfiler()
+    profile = profiler.profile(model, x)
+    with pytest.raises(ValueError, match="with_timing"):
+        profile.plot("time_vs_flops")
+    with pytest.raises(ValueError, match="with_timing"):
+        profile.plot("type", "time")
+    timed = profile.with_timing(profiler.time_modules(model, x, num_iters=5, drop_first=1,
+                                                      warmup_seconds=0.0))
+    figure = timed.plot("time_vs_flops")
+    points = figure.axes[0].collections[0].get_offsets()
+    # 8 rows x 64 x 256 = 131,072 MACs and 8 x 256 x 10 = 20,480 MACs; the ReLU has none
+    assert sorted(float(x) for x, _ in points) == [2 * 20_480, 2 * 131_072]
+    assert all(float(y) > 0 for _, y in points)
+    assert "1 more with no FLOPs or no time" in figure.axes[0].get_title()
+    by_type = timed.plot("type", "time")
+    assert {"Linear", "ReLU"} <= set(tick_labels(by_type.axes[0].yaxis))  # and the root
+
+
+def test_unknown_values_are_not_drawn_as_zero() -> None:
+    figure = tiny().plot("type")
+    assert "Custom" not in tick_labels(figure.axes[0].yaxis)
+    assert "unknown, not drawn" in figure.axes[0].get_title()
+
+
+CHARTS = [("resnet18", "type", "ops"), ("resnet18", "module", "params"),
+          ("resnet18", "layer", "ops"), ("gpt2", "type", "macs"), ("gpt2", "module", "ops"),
+          ("gpt2", "layer", "flops"), ("vit_b_16", "layer", "params")]
+
+
+@pytest.mark.parametrize(("model", "kind", "metric"), CHARTS)
+def test_tick_labels_never_overlap(model: str, kind: str, metric: str) -> None:
+    profile: Profile = getattr(real_profiles, model)()
+    figure = profile.plot(kind, metric)  # type: ignore[arg-type]
+    renderer = drawn(figure)
+    assert tuple(figure.get_size_inches()) == (6.4, 4.8)
+    ax = figure.axes[0]
+    assert ax.get_title() and (ax.get_xlabel() or ax.get_ylabel())
+    page = figure.bbox
+    for axis in (ax.xaxis, ax.yaxis):
+        low, high = sorted(axis.get_view_interval())
+        # matplotlib keeps labels for ticks beyond the axis ends, but does not draw them
+        labels = [label for location, label in zip(axis.get_ticklocs(), axis.get_ticklabels())
+                  if label.get_visible() and label.get_text() and low <= location <= high]
+        assert len(labels) >= 2
+        boxes = [label.get_window_extent(renderer) for label in labels]
+        for first, second in combinations(boxes, 2):
+            assert not first.overlaps(second), (model, kind, first, second)
+        for box in boxes:  # nothing cut off at the edge of the figure
+            assert box.x0 >= page.x0 - 1 and box.x1 <= page.x1 + 1
+            assert box.y0 >= page.y0 - 1 and box.y1 <= page.y1 + 1
+
+
+def test_save_png_svg_pdf(tmp_path: Path) -> None:
+    profile = real_profiles.resnet18()
+    profile.plot("module", path=tmp_path / "ops.png")
+    profile.plot("module", path=tmp_path / "ops.svg")
+    profile.plot("module", path=tmp_path / "ops.pdf")
+    png = (tmp_path / "ops.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (1280, 960)  # 6.4 x 4.8 in at 200 dpi
+    svg = (tmp_path / "ops.svg").read_text()
+    assert 'width="460.8pt" height="345.6pt"' in svg  # 6.4 x 72, 4.8 x 72
+    assert (tmp_path / "ops.pdf").read_bytes()[:5] == b"%PDF-"
+    with pytest.raises(ValueError, match="path"):
+        profile.plot("module", path=tmp_path / "ops.jpg")
+
+
+def test_bad_arguments_are_named() -> None:
+    profile = tiny()
+    with pytest.raises(ValueError, match="kind"):
+        profile.plot("pie")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="top"):
+        profile.plot("type", top=0)
+    with pytest.raises(ValueError, match="depth"):
+        profile.plot("module", depth=-1)
+    with pytest.raises(KeyError, match="unknown column"):
+        profile.plot("type", "bogus")
+
+
+def test_draws_into_given_axes() -> None:
+    figure = Figure(figsize=(8, 3))
+    left, right = figure.subplots(1, 2)
+    assert tiny().plot("module", ax=left) is figure
+    assert len(right.patches) == 0 and len(left.patches) > 0
+
+
+def test_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"moduleprofiler\[plot\]"):
+        tiny().plot()
+    page = tiny().to_html() or ""  # the HTML report draws its charts itself
+    assert page.count('<figure class="chart"') >= 2
