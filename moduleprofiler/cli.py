@@ -273,7 +273,7 @@ def run_profile(options: argparse.Namespace) -> Any:
     except RuntimeError as exc:
         raise CliError(f"bad --device {options.device!r}: {exc}") from exc
     try:
-        inputs = make_inputs([] if by_name else options.input_size, dtype, device)
+        inputs: Any = make_inputs([] if by_name else options.input_size, dtype, device)
     except (RuntimeError, AssertionError, TypeError) as exc:
         raise CliError(f"cannot create the inputs on {device}: {exc}") from exc
     model = build_model(options.model, factory_kwargs(options.arg), options.meta)
