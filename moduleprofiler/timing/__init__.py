@@ -9,7 +9,8 @@ Three separate passes, never mixed (hooks distort what they measure):
 
 The per-module passes are a :class:`ClockListener` on the pass runner
 (:class:`moduleprofiler.runner.PassRunner`); it also runs in any other pass's listeners. See
-``docs/timing.md`` for the methodology.
+``docs/timing.md`` for the methodology. :class:`RangeListener` (``ranges=True``) names every
+module call in the PyTorch profiler's trace and in NVTX.
 """
 
 from moduleprofiler.timing.backward import TrainingModuleStats, TrainingTiming, train_step_times
@@ -19,6 +20,7 @@ from moduleprofiler.timing.latency import LatencyResult, benchmark
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.live import TrainingProfiler, track
 from moduleprofiler.timing.overhead import CodePathWarning, HookCalibration, calibrate_hooks
+from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import ModuleStats
 from moduleprofiler.timing.stats import Summary, median_ci, summarize
 
@@ -29,6 +31,7 @@ __all__ = [
     "LatencyResult",
     "ModuleStats",
     "ModuleTiming",
+    "RangeListener",
     "Summary",
     "TrainingModuleStats",
     "TrainingProfiler",

@@ -38,6 +38,7 @@ from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks, split_rounds
 from moduleprofiler.timing.progress import Progress
+from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
@@ -338,6 +339,7 @@ def train_step_times(
     num_threads: int | None = None,
     confidence: float = 0.95,
     progress: bool | None = None,
+    ranges: bool = False,
 ) -> TrainingTiming:
     """Time forward and backward of every module over training steps.
 
@@ -357,8 +359,9 @@ def train_step_times(
         restore: put back ``.grad``, buffers (BatchNorm statistics) and, when an optimizer
             stepped, parameter values afterwards. The optimizer's own state is not restored.
         overhead_fraction: hook-free steps per round relative to each hooked kind.
-        warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress:
-            as in :func:`~moduleprofiler.timing.time_modules`.
+        warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress,
+            ranges: as in :func:`~moduleprofiler.timing.time_modules` (``ranges`` names the
+            backward of each call too).
 
     Raises:
         ProfilingError: the forward raised (the message names the module);
@@ -372,8 +375,9 @@ def train_step_times(
     invoke = make_invocation(module, input, pred_fn)
     calibration = calibrate_hooks(resolved, backward=True)
     stamps = make_stamps(resolved)
-    clocks = {"forward_hooks": ClockListener.on(module, stamps),
-              "backward_hooks": ClockListener.on(module, stamps, backward=True)}
+    outer = [RangeListener()] if ranges else []
+    clocks = {"forward_hooks": ClockListener.on(module, stamps, outer=outer),
+              "backward_hooks": ClockListener.on(module, stamps, backward=True, outer=outer)}
     rows = StepRows(ModelLayout.of(module))
     params = [p for p in module.parameters() if p.requires_grad]
     kept = num_iters - drop_first

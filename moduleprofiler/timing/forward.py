@@ -45,6 +45,7 @@ from moduleprofiler.timing.overhead import (
     split_rounds,
 )
 from moduleprofiler.timing.progress import Progress
+from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
@@ -220,6 +221,7 @@ def time_modules(
     num_threads: int | None = None,
     confidence: float = 0.95,
     progress: bool | None = None,
+    ranges: bool = False,
 ) -> ModuleTiming:
     """Time every module's forward, in situ, with hooks.
 
@@ -244,6 +246,9 @@ def time_modules(
         num_threads: intra-op threads while timing (restored afterwards).
         confidence: level of the median's confidence intervals.
         progress: show a progress line (default: on a terminal, after 2 s).
+        ranges: name every module call in the PyTorch profiler's trace and, with CUDA, in
+            NVTX (Nsight Systems): a :class:`~moduleprofiler.timing.RangeListener` outside
+            the clock.
 
     Returns:
         :class:`ModuleTiming`.
@@ -274,7 +279,8 @@ def time_modules(
 
     calibration = calibrate_hooks(resolved)
     stamps = make_stamps(resolved)
-    clock = ClockListener.on(module, stamps)
+    clock = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)] if ranges
+                             else ())
     layout = ModelLayout.of(module)
     raws = []
     plain: list[float] = []

@@ -21,7 +21,7 @@ in-place successors and fire early for a first layer whose input needs no gradie
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from threading import get_ident
 from typing import Any
@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from moduleprofiler.runner import ACCUMULATE_SEQUENCE_NR, Call, Listener, PassRunner
-from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.timing.clock import StampSource
+from moduleprofiler.timing.graph import call_graph
 from moduleprofiler.timing.iteration import (
     END,
     START,
@@ -72,10 +72,12 @@ class ClockListener(Listener):
         self._accumulate_nodes: dict[int, Any] = {}
 
     @classmethod
-    def on(cls, root: nn.Module, stamps: StampSource, backward: bool = False) -> ClockListener:
-        """A clock on a runner of its own over ``root`` (hooks not installed yet)."""
+    def on(cls, root: nn.Module, stamps: StampSource, backward: bool = False,
+           outer: Sequence[Listener] = ()) -> ClockListener:
+        """A clock on a runner of its own over ``root`` (hooks not installed yet), inside the
+        ``outer`` listeners (their work at a call's start and end stays outside its stamps)."""
         clock = cls(stamps, backward)
-        clock.attach(PassRunner(root, [clock]))
+        clock.attach(PassRunner(root, [*outer, clock]))
         return clock
 
     def attach(self, runner: PassRunner) -> None:
@@ -170,37 +172,17 @@ class ClockListener(Listener):
         """Hook the nodes created by the outermost call ``outer`` (see the module docstring)."""
         runner = self.runner
         assert runner is not None
-        roots = {id(t.grad_fn): t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None}
-        seen: set[int] = set()
-        found: list[tuple[int, Any, int]] = []  # (sequence number, node, owner call)
-        accumulate: list[tuple[Any, int]] = []  # (node, call that consumed the parameter)
-        frontier: list[tuple[Any, int]] = [(node, -1) for node in roots.values()]
-        while frontier:
-            node, consumer = frontier.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            number = int(node._sequence_nr())
-            if number == ACCUMULATE_SEQUENCE_NR:
-                accumulate.append((node, consumer))
-                continue
-            owner = runner.owner_of_node(node)
-            if owner is None or owner.index < outer.index:
-                continue  # created before this call, or outside every call: not its work
-            found.append((number, node, owner.index))
-            frontier.extend((child, owner.index) for child, _ in node.next_functions
-                            if child is not None)
-        if not found:
+        graph = call_graph(runner, outer, output)
+        if not graph.nodes:
             return
-        for node in roots.values():
+        for node in graph.roots:
             self._hook_entry(node)
-        found.sort(key=lambda item: item[0])
         previous = -1
-        for _, node, owner_index in found:
+        for _, node, owner_index in graph.nodes:
             if owner_index != previous:  # the run's first-created node ends it in backward
                 self._hook_node(node, owner_index)
             previous = owner_index
-        for node, consumer in accumulate:
+        for node, consumer in graph.accumulate:
             if id(node) not in self._accumulate_nodes:
                 self._accumulate_nodes[id(node)] = node
                 # A parameter's gradient accumulation is the consuming module's work; a leaf

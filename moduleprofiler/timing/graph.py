@@ -1,0 +1,56 @@
+"""The autograd nodes an outermost module call created, found by one walk of its graph.
+
+The listeners that act in the backward (the clock, the named ranges) hook the nodes each call
+created when the outermost call returns: its output's graph is walked from the output nodes,
+each node is given the call that created it by the runner's one map
+(:meth:`~moduleprofiler.runner.PassRunner.owner_of_node`), and the walk stops at nodes created
+before the call or outside every call (not its work). ``AccumulateGrad`` nodes (they write a
+leaf's ``.grad``) are set apart with the call that consumed the leaf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from moduleprofiler.runner import ACCUMULATE_SEQUENCE_NR, Call, PassRunner
+from moduleprofiler.shapes import iter_tensors
+
+
+@dataclass
+class CallGraph:
+    """What :func:`call_graph` found."""
+
+    roots: list[Any] = field(default_factory=list)
+    """The output's own nodes: the backward of the call starts at them."""
+    nodes: list[tuple[int, Any, int]] = field(default_factory=list)
+    """``(sequence number, node, index of the call that created it)``, in creation order."""
+    accumulate: list[tuple[Any, int]] = field(default_factory=list)
+    """``(AccumulateGrad node, index of the call that consumed its leaf or -1)``."""
+
+
+def call_graph(runner: PassRunner, outer: Call, output: Any) -> CallGraph:
+    """The nodes created during the outermost call ``outer``, reachable from ``output``."""
+    found = CallGraph()
+    roots = {id(t.grad_fn): t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None}
+    seen: set[int] = set()
+    frontier: list[tuple[Any, int]] = [(node, -1) for node in roots.values()]
+    while frontier:
+        node, consumer = frontier.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        number = int(node._sequence_nr())
+        if number == ACCUMULATE_SEQUENCE_NR:
+            found.accumulate.append((node, consumer))
+            continue
+        owner = runner.owner_of_node(node)
+        if owner is None or owner.index < outer.index:
+            continue  # created before this call, or outside every call: not its work
+        found.nodes.append((number, node, owner.index))
+        frontier.extend((child, owner.index) for child, _ in node.next_functions
+                        if child is not None)
+    if found.nodes:
+        found.roots = list(roots.values())
+        found.nodes.sort(key=lambda item: item[0])
+    return found

@@ -1,0 +1,106 @@
+"""Named ranges for GPU tools: every module call, forward and backward, labelled with its path.
+
+:class:`RangeListener` opens a ``torch.autograd.profiler.record_function`` range (the PyTorch
+profiler's trace, TensorBoard, Perfetto) and, where CUDA is available, an NVTX range (Nsight
+Systems) around every module call, named by the module path (``layer1.0.conv1``; the root is
+``__root__``). Forward ranges nest as the calls do.
+
+Backward (``backward=True``): when an outermost call returns, the nodes each call created are
+found by the same graph walk as the clock's (:func:`~.graph.call_graph`), and each gets a
+pre-hook that opens a range ``"<path> (backward)"`` and a post-hook that closes it. A node's
+pre- and post-hooks run on the thread that runs the node, just around it, so the ranges nest
+properly on every thread (NVTX ranges are per-thread stacks). A module's backward is then one
+range per autograd node it created; ranges do not nest across modules in the backward, since
+a parent's backward is not one interval around its children's. ``AccumulateGrad`` (the write
+of a parameter's ``.grad``) keeps torch's own name.
+
+Opt-in: ``time_modules(..., ranges=True)``, ``train_step_times(..., ranges=True)``, or
+``profile(..., listeners=[RangeListener()])``. A range costs a few microseconds of CPU per
+call or node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.autograd.profiler import record_function
+
+from moduleprofiler.records import display_path
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.timing.graph import call_graph
+
+BACKWARD_SUFFIX = " (backward)"
+"""Appended to the module path in the names of backward ranges."""
+
+
+class RangeListener(Listener):
+    """Wraps each module call (and, with ``backward``, each autograd node it created) in a
+    ``record_function`` range and, with ``nvtx``, an NVTX range named by the module path.
+
+    Args:
+        backward: also name the backward work of each call.
+        nvtx: push NVTX ranges too (default: when ``torch.cuda.is_available()``).
+    """
+
+    def __init__(self, backward: bool = True, nvtx: bool | None = None) -> None:
+        if not isinstance(backward, bool):
+            raise TypeError(f"backward must be a bool, got {type(backward).__name__}")
+        if nvtx is not None and not isinstance(nvtx, bool):
+            raise TypeError(f"nvtx must be a bool or None, got {type(nvtx).__name__}")
+        self.wants_nodes = backward
+        self.nvtx = torch.cuda.is_available() if nvtx is None else nvtx
+        self._runner: PassRunner | None = None
+        self._open: list[tuple[int, Any]] = []
+        """Forward ranges still open: ``(call index, record_function)``, innermost last."""
+
+    def start(self, runner: PassRunner) -> None:
+        """Remember the runner (its calls name the backward ranges)."""
+        self._runner = runner
+
+    def stop(self, runner: PassRunner) -> None:
+        """Close every forward range a raising forward left open, innermost first."""
+        while self._open:
+            self._close(self._open.pop()[1])
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Open the call's range."""
+        self._open.append((call.index, self._begin(display_path(call.path))))
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        """Close the call's range (and those of inner calls that raised and were caught);
+        after an outermost call, name the backward nodes it created."""
+        while self._open:
+            index, record = self._open.pop()
+            self._close(record)
+            if index == call.index:
+                break
+        if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
+            runner = self._runner
+            assert runner is not None
+            for _, node, owner in call_graph(runner, call, output).nodes:
+                self._name_node(node, display_path(runner.calls[owner].path) + BACKWARD_SUFFIX)
+
+    def _begin(self, name: str) -> Any:
+        if self.nvtx:
+            torch.cuda.nvtx.range_push(name)
+        return record_function(name).__enter__()
+
+    def _close(self, record: Any) -> None:
+        record.__exit__(None, None, None)
+        if self.nvtx:
+            torch.cuda.nvtx.range_pop()
+
+    def _name_node(self, node: Any, name: str) -> None:
+        running: list[Any] = []  # a node may run more than once (retain_graph)
+
+        def before(grad_outputs: Any) -> None:
+            running.append(self._begin(name))
+
+        def after(grad_inputs: Any, grad_outputs: Any) -> None:
+            if running:
+                self._close(running.pop())
+
+        node.register_prehook(before)
+        node.register_hook(after)
