@@ -82,15 +82,15 @@ def sweep(
 
 
 def plot_sweep(frame: pd.DataFrame, y: str = "flops", x: str = "seq_len", ax: Any = None) -> Any:
-    """A line per batch size of ``y`` against ``x`` from a :func:`sweep` table; returns the
-    matplotlib ``Figure``.
+    """A line per batch size of ``y`` against ``x`` from a :func:`sweep` table, on ``ax`` or a
+    new figure; returns the matplotlib ``Figure`` (``figure.savefig(path)`` writes it).
 
     Raises:
         ImportError: matplotlib is not installed.
         KeyError: ``x`` or ``y`` is not a column of ``frame``.
     """
-    try:
-        import matplotlib.pyplot as plt
+    try:  # a Figure of its own, not pyplot's global state
+        from matplotlib.figure import Figure
     except ImportError as exc:  # an optional dependency
         raise ImportError("plot_sweep needs matplotlib: pip install matplotlib") from exc
     for column in (x, y):
@@ -98,7 +98,7 @@ def plot_sweep(frame: pd.DataFrame, y: str = "flops", x: str = "seq_len", ax: An
             raise KeyError(f"{column!r} is not a column of the sweep (columns: "
                            f"{', '.join(str(c) for c in frame.columns)})")
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+        ax = Figure(figsize=(6, 4)).subplots()
     groups: Any = frame.groupby("batch_size") if "batch_size" in frame else [(None, frame)]
     for batch, rows in groups:
         rows = rows.sort_values(x)
