@@ -4,6 +4,7 @@ the files they save, and the clear error without matplotlib."""
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from itertools import combinations
@@ -176,3 +177,13 @@ def test_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
         tiny().plot()
     page = tiny().to_html() or ""  # the HTML report draws its charts itself
     assert page.count('<figure class="chart"') >= 2
+
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+@pytest.mark.skipif(not os.environ.get("UPDATE_SCREENSHOT"),
+                    reason="set UPDATE_SCREENSHOT=1 to refresh the figures in docs/img")
+def test_docs_figures() -> None:
+    real_profiles.gpt2().plot("layer", "flops", path=DOCS_IMG / "figure-gpt2-layers.png")
+    real_profiles.resnet18().plot("module", path=DOCS_IMG / "figure-resnet18-modules.png")

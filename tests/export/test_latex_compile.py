@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -121,3 +122,28 @@ def test_real_tables_fit_two_columns(tmp_path: Path) -> None:
     log = compile_document(tmp_path, FIT_PREAMBLE, "\n\\clearpage\n".join(texts),
                            options="twocolumn,a4paper")
     assert overfull(log) == []
+
+
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img" / "latex-tables.png"
+
+
+@pytest.mark.skipif(not os.environ.get("UPDATE_SCREENSHOT") or not shutil.which("pdftoppm"),
+                    reason="set UPDATE_SCREENSHOT=1 (and install pdftoppm) to refresh "
+                           "docs/img/latex-tables.png")
+def test_docs_page_image(tmp_path: Path) -> None:
+    resnet = real_profiles.resnet18()
+    text = ("The tables below are what \\texttt{to\\_latex} writes by default: each fits the "
+            "text block of a plain one-column \\texttt{article}. ") * 3
+    body = "\n".join([
+        text,
+        str(resnet.to_latex(max_depth=1, caption="ResNet-18 by top-level module",
+                            label="tab:resnet18", position="h")),
+        str(resnet.top(4).to_latex(caption="ResNet-18: top module types", position="h")),
+    ])
+    log = compile_document(tmp_path, PREAMBLE["t1"], body)
+    assert overfull(log) == []
+    # the text block of page 1 at 100 dpi
+    subprocess.run(["pdftoppm", "-png", "-r", "100", "-f", "1", "-l", "1", "-singlefile",
+                    "-x", "150", "-y", "120", "-W", "560", "-H", "600", "doc.pdf", "page"],
+                   cwd=tmp_path, check=True, timeout=60)
+    DOCS_IMG.write_bytes((tmp_path / "page.png").read_bytes())
