@@ -183,7 +183,6 @@ DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
 @pytest.mark.skipif(not os.environ.get("UPDATE_SCREENSHOT"),
-                    reason="set UPDATE_SCREENSHOT=1 to refresh the figures in docs/img")
+                    reason="set UPDATE_SCREENSHOT=1 to refresh docs/img/figure-gpt2-layers.png")
 def test_docs_figures() -> None:
     real_profiles.gpt2().plot("layer", "flops", path=DOCS_IMG / "figure-gpt2-layers.png")
-    real_profiles.resnet18().plot("module", path=DOCS_IMG / "figure-resnet18-modules.png")
