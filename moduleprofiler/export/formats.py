@@ -7,7 +7,7 @@ the one way a whole profile is written in any of them.
 | json | .json | (none) | the whole profile, reloadable |
 | markdown | .md .markdown | a pipe table, human units | ``profile.table()`` |
 | html | .html .htm | a ``<table>`` | the self-contained report |
-| latex | .tex .latex | a booktabs table | ``profile.table()`` |
+| latex | .tex .latex | a booktabs table that fits the page | ``profile.table()`` |
 | text | .txt .text | aligned text | ``profile.tree()`` |
 """
 
