@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -24,6 +25,7 @@ from torch import nn
 
 from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.fit import MIN_WIDTH
 from moduleprofiler.export.format_table import (
     format_name,
     get_format,
@@ -37,6 +39,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
 from moduleprofiler.profiler import ModuleProfiler
+from moduleprofiler.timing.overhead import CodePathWarning
 
 EXAMPLES = """\
 examples:
@@ -117,11 +120,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the terminal table (auto: a tty without NO_COLOR)")
     parser.add_argument("--unicode", action="store_true", help="draw the tree with box lines")
+    parser.add_argument("--width", type=int, metavar="N",
+                        help="fit text to N columns (default: the terminal's, COLUMNS, else 80; "
+                             "0: no limit): shapes shortened, columns hidden (named in a "
+                             "note), names elided in the middle")
+    parser.add_argument("--no-fold", action="store_true",
+                        help="show every block of the tree (default: identical numbered "
+                             "sibling blocks such as h.0 ... h.11 fold into one row, summed)")
     parser.add_argument("--title", help="title of the HTML report")
     parser.add_argument("--caption", help="LaTeX table caption")
     parser.add_argument("--label", help="LaTeX table label")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
+
+
+def check_options(options: argparse.Namespace) -> None:
+    """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
+    limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
+              ("--iters", options.iters, 2))
+    for flag, value, least in limits:
+        if value is not None and value < least:
+            raise CliError(f"{flag} must be at least {least}, got {value}")
+    if options.min_pct is not None and not 0 <= options.min_pct <= 100:
+        raise CliError(f"--min-pct must be a percentage from 0 to 100, got {options.min_pct:g}")
+    if options.width is not None and (options.width < 0 or 0 < options.width < MIN_WIDTH):
+        raise CliError(f"--width must be 0 (no limit) or at least {MIN_WIDTH}, "
+                       f"got {options.width}")
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -296,9 +320,13 @@ def run_profile(options: argparse.Namespace) -> Any:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
             else:
-                profile = profile.with_timing(
-                    profiler.time_modules(model, inputs, num_iters=options.iters,
-                                          drop_first=max(1, options.iters // 10)))
+                with warnings.catch_warnings():  # said below, with the other warnings
+                    warnings.simplefilter("ignore", CodePathWarning)
+                    timing = profiler.time_modules(model, inputs, num_iters=options.iters,
+                                                   drop_first=max(1, options.iters // 10))
+                for message in timing.warnings:
+                    print(f"moduleprofiler: warning: {message}", file=sys.stderr)
+                profile = profile.with_timing(timing)
         if "memory" in groups:
             profile = profile.with_memory(profiler.measure_memory(model, inputs, train=True))
     except Exception as exc:
@@ -349,7 +377,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
     target = options.output
     entry = get_format(fmt)
     given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode}
+             "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
     if entry.render_profile is not None:
         render, _ = split_options(given, entry.render_profile)
         text = export_profile(profile, fmt, **render) or ""
@@ -357,7 +385,8 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         view = make_view(profile, options)
         if fmt == "text" and target is None:
             color = {"always": True, "never": False}.get(options.color)
-            view.print(color=color, unicode=options.unicode)
+            view.print(color=color, unicode=options.unicode, width=options.width,
+                       fold=not options.no_fold)
             return
         render, _ = split_options(given, entry.render)
         text = render_view(view, fmt, **render) or ""
@@ -375,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status (0, or 2 after a one-line error)."""
     try:
         options = build_parser().parse_args(argv)
+        check_options(options)
         profile = run_profile(options)
         write_output(profile, options)
     except (CliError, ValueError, KeyError) as exc:

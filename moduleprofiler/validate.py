@@ -76,6 +76,28 @@ def check_choice(value: object, name: str, allowed: Sequence[object]) -> None:
                          f"got {_kind(value)}")
 
 
+def check_int(value: object, name: str, minimum: int, *, optional: bool = True) -> None:
+    """An ``int`` of at least ``minimum`` (or ``None`` when ``optional``): ``max_depth=-1``
+    is a ``ValueError``, ``max_depth=1.5`` a ``TypeError``."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int{' or None' if optional else ''}, "
+                        f"got {_kind(value)}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+def check_percent(value: object, name: str) -> None:
+    """``None`` or a number from 0 to 100."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number (a percentage) or None, got {_kind(value)}")
+    if not 0 <= float(value) <= 100:
+        raise ValueError(f"{name} must be a percentage from 0 to 100, got {value}")
+
+
 def check_device(value: object, name: str = "device") -> None:
     """``None``, a ``torch.device`` or a string torch accepts as a device."""
     if value is None or isinstance(value, torch.device):

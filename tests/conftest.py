@@ -64,3 +64,10 @@ def decomposed_flops(call: Callable[[], Any]) -> int:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text tables fit the terminal's width: 80 columns in every run, whatever terminal
+    runs the tests."""
+    monkeypatch.setenv("COLUMNS", "80")

@@ -14,6 +14,7 @@ import pytest
 from moduleprofiler import Profile
 from moduleprofiler.cli import main, parse_input_size
 from moduleprofiler.export.text import supports_color
+from moduleprofiler.timing import environment
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "tests/export/cli_models.py"
@@ -32,7 +33,9 @@ def test_tree_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     assert lines[0].split() == ["module", "params", "input", "output", "macs", "ops", "ops", "%"]
     assert lines[2].startswith("__root__ (Sequential)") and "58" in lines[2]  # 4*8+8 + 8*2+2
-    assert lines[3].startswith("|-- 0 (Linear)") and lines[-2].startswith("`-- 2 (Linear)")
+    assert lines[3].startswith("|-- 0 (Linear)") and lines[-3].startswith("`-- 2 (Linear)")
+    assert lines[-2] == "total: params 58, macs 96, flops 192, ops 208"  # flops = 2 * 96
+    assert lines[-1] == "ops = multiplies + adds; macs = multiply-accumulates; flops = 2 x macs"
     assert "\x1b[" not in out  # not a terminal: no colour
 
 
@@ -83,13 +86,14 @@ def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_time_and_memory_add_measured_columns(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "params,time,memory",
-                           "--iters", "10")
+                           "--iters", "10", "--width", "0")
     assert status == 0, err
     header = out.splitlines()[0]
     for label in ("params", "time median", "self time median", "saved", "max live"):
         assert label in header
     # every module row has a measured time with a unit
-    rows = [line for line in out.splitlines()[2:] if not line.startswith(("total", "note"))]
+    rows = [line for line in out.splitlines()[2:]
+            if not line.startswith(("total", "note", "ops = "))]
     assert rows and all(" us" in row or " ms" in row for row in rows)
 
 
@@ -160,6 +164,14 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--sort", "nope"], "unknown column(s) ['nope']"),
     ([TINY, "-i", "2x4", "--top", "2", "--sort", "nope"], "unknown column 'nope'"),
     ([TINY, "-i", "2x4", "--bogus"], "unrecognized arguments: --bogus"),
+    ([TINY, "-i", "2x4", "--depth", "-1"], "--depth must be at least 0, got -1"),
+    ([TINY, "-i", "2x4", "--top", "0"], "--top must be at least 1, got 0"),
+    ([TINY, "-i", "2x4", "--min-pct", "150"], "--min-pct must be a percentage from 0 to 100"),
+    ([TINY, "-i", "2x4", "--min-pct", "-1"], "--min-pct must be a percentage from 0 to 100"),
+    ([TINY, "-i", "2x4", "--iters", "1"], "--iters must be at least 2, got 1"),
+    ([TINY, "-i", "2x4", "--width", "10"], "--width must be 0 (no limit) or at least 40"),
+    ([TINY, "-i", "2x4", "--width", "-5"], "--width must be 0 (no limit) or at least 40"),
+    ([TINY, "-i", "2x4", "--depth", "x"], "argument --depth: invalid int value: 'x'"),
 ])
 def test_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                      message: str) -> None:
@@ -215,3 +227,27 @@ def test_what_backward_and_column_names(capsys: pytest.CaptureFixture[str]) -> N
     # input and weight grads 2 x 8 x 2 = 32 each: 128. Parameters: 58 float32 = 232 B.
     # FLOPs: 2 x (2 x 4 x 8 + 2 x 8 x 2) = 192
     assert root.split()[2] == "128" and "232 B" in root and root.split()[-1] == "192"
+
+
+def test_width_and_no_fold(capsys: pytest.CaptureFixture[str]) -> None:
+    # at 40 columns the shapes go, then numbers (the share last): no line is longer
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--width", "40")
+    assert status == 0 and max(len(line) for line in out.splitlines()) <= 40
+    assert out.splitlines()[0].split() == ["module", "params", "ops", "%"]
+    assert "note: hidden to fit 40 columns: input,\n  output, ops, macs" in out
+    status, wide, _ = run(capsys, TINY, "-i", "2x4", "--width", "0")
+    assert status == 0 and "input" in wide.splitlines()[0]
+    status, folded, _ = run(capsys, f"{ROOT / MODELS}:repeated", "-i", "2x4")
+    assert status == 0 and "`-- 0-2 (Linear) x3" in folded
+    status, unfolded, _ = run(capsys, f"{ROOT / MODELS}:repeated", "-i", "2x4", "--no-fold")
+    assert status == 0 and "|-- 1 (Linear)" in unfolded and "0-2" not in unfolded
+
+
+def test_time_prints_the_timing_warnings(capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # a load average far above the core count is what the Python API warns about
+    monkeypatch.setattr(environment, "loadavg", lambda: 1000.0)
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--what", "time", "--iters", "4")
+    assert status == 0
+    warnings = [line for line in err.splitlines() if line.startswith("moduleprofiler: warning:")]
+    assert any("load average 1000.00 exceeds" in line for line in warnings), err

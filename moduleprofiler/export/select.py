@@ -15,6 +15,7 @@ from moduleprofiler.export.columns import column_spec, is_extra_column, metric_c
 from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.view import View
+from moduleprofiler.validate import check_int, check_percent
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -142,6 +143,8 @@ def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None
                 include: Patterns = None, exclude: Patterns = None) -> pd.DataFrame:
     """The rows kept by every filter. For a tree, an excluded module takes its subtree with
     it and a kept module keeps its ancestors, so the tree stays connected."""
+    check_int(max_depth, "max_depth", 0)
+    check_percent(min_pct, "min_pct")
     keep = pd.Series(True, index=frame.index)
     if max_depth is not None:
         keep &= frame["depth"] <= max_depth
@@ -254,6 +257,7 @@ def profile_notes(profile: Profile) -> tuple[str, ...]:
 def _totals(profile: Profile) -> dict[str, int | float]:
     totals: dict[str, int | float] = {"params": profile.total_params,
                                       "inclusive_macs": profile.total_macs,
+                                      "inclusive_flops": profile.total_flops,
                                       "inclusive_ops": profile.total_ops}
     if profile.total_backward_macs is not None and profile.total_backward_ops is not None:
         totals["inclusive_backward_macs"] = profile.total_backward_macs
@@ -339,6 +343,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
         numeric = column_spec(sort_by, frame[sort_by].dtype).numeric
         order = (not numeric) if ascending is None else ascending
         frame = frame.sort_values(sort_by, ascending=order, kind="stable", na_position="last")
+    check_int(limit, "limit", 0)
     if limit is not None:
         frame = frame.head(limit)
     title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
@@ -356,6 +361,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     and the shares add up to the whole model; with ``depth=d`` only modules at depth ``d``
     count, each with everything it contains (``inclusive_ops``, ``inclusive_macs``,
     ``params``)."""
+    check_int(k, "k", 1)
+    check_int(depth, "depth", 0)
     modules = _modules(profile)
     pick = 1 if depth is not None else 0
     extras = extra_columns(modules)

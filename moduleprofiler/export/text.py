@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import textwrap
 from typing import IO, TYPE_CHECKING, Any
 
 from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter
 from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.fit import TextColumn, fit_columns, table_width, terminal_width
 from moduleprofiler.export.tree import (
     ASCII_BRANCHES,
     UNICODE_BRANCHES,
@@ -70,14 +71,6 @@ def _tree_labels(view: View, unicode: bool) -> tuple[list[str], list[str]]:
     return drawn, labels
 
 
-@dataclass
-class _Column:
-    header: str
-    cells: list[str]
-    right: bool
-    codes: list[str | None]
-
-
 def _code(kind: str, value: Any, cell: str, missing: str) -> str | None:
     """Dim for unknown; for shares below 100 %: red from 10 %, yellow from 1 %."""
     if cell == missing:
@@ -88,7 +81,7 @@ def _code(kind: str, value: Any, cell: str, missing: str) -> str | None:
     return None if share >= 100 else _RED if share >= 10 else _YELLOW if share >= 1 else None
 
 
-def _data_columns(view: View, glyphs: Glyphs) -> list[_Column]:
+def _data_columns(view: View, glyphs: Glyphs) -> list[TextColumn]:
     out = []
     for name, spec in view.specs().items():
         if view.kind == "tree" and name in ("module", "type"):
@@ -100,45 +93,81 @@ def _data_columns(view: View, glyphs: Glyphs) -> list[_Column]:
             cells = [_cut(cell, MAX_SHAPE_WIDTH) for cell in cells]
         codes = [_code(spec.kind, value, cell, glyphs.missing)
                  for value, cell in zip(values, cells)]
-        out.append(_Column(spec.label, cells, spec.numeric, codes))
+        out.append(TextColumn(name, spec.label, cells, spec.numeric, spec.kind, codes,
+                              identity=name in _NAMES and view.kind != "tree"))
     return out
 
 
-def render_text(view: View, *, color: bool = False, unicode: bool = False) -> str:
-    """The view as an aligned table; a tree view draws its modules as a tree."""
+def render_text(view: View, *, color: bool = False, unicode: bool = False,
+                width: int | None = None, fold: bool = True) -> str:
+    """The view as an aligned table; a tree view draws its modules as a tree.
+
+    ``width``: the most characters a line may have (``None``: the terminal's width, from
+    ``COLUMNS`` or the terminal, 80 when neither is known; ``0``: no limit). A table wider
+    than that shortens shapes, hides columns (named in a note) and elides names in the
+    middle (:mod:`moduleprofiler.export.fit`); notes are wrapped. ``fold``: a tree shows runs
+    of identical numbered sibling blocks as one row, their numbers summed
+    (:mod:`moduleprofiler.export.fold`); ``False`` shows every block."""
+    limit = terminal_width(width)
     glyphs = UNICODE if unicode else ASCII
+    if fold:
+        view = view.folded()
     columns = _data_columns(view, glyphs)
-    drawn: list[str] = []
-    labels: list[str] = []
     if view.kind == "tree":
         drawn, labels = _tree_labels(view, unicode)
         first = [d + label for d, label in zip(drawn, labels)]
-        columns.insert(0, _Column("module", first, False, [None] * len(first)))
-    widths = [max([len(c.header), *(len(cell) for cell in c.cells)]) for c in columns]
+        columns.insert(0, TextColumn("module", "module", first, False, "name",
+                                     [None] * len(first), identity=True, prefixes=drawn))
+    columns, hidden = fit_columns(columns, limit, view.optional)
+    widths = [c.width for c in columns]
 
-    def pad(text: str, width: int, right: bool) -> str:
-        return text.rjust(width) if right else text.ljust(width)
+    def pad(text: str, size: int, right: bool) -> str:
+        return text.rjust(size) if right else text.ljust(size)
 
     out = ["  ".join(_paint(pad(c.header, w, c.right), _BOLD, color)
                      for c, w in zip(columns, widths)).rstrip()]
-    out.append(_paint(("─" if unicode else "-") * (sum(widths) + 2 * (len(widths) - 1)),
-                      _DIM, color))
+    out.append(_paint(("─" if unicode else "-") * table_width(columns), _DIM, color))
     for row in range(len(view.frame)):
         parts = []
-        for index, (column, width) in enumerate(zip(columns, widths)):
-            cell = pad(column.cells[row], width, column.right)
-            if index == 0 and drawn and color:
-                rest = cell[len(drawn[row]) + len(labels[row]):]
-                cell = _paint(drawn[row], _DIM, color) + _paint(labels[row], _CYAN, color) + rest
+        for column, size in zip(columns, widths):
+            cell = pad(column.cells[row], size, column.right)
+            if column.prefixes and color:
+                drawn_part = column.prefixes[row]
+                label = column.cells[row][len(drawn_part):]
+                cell = _paint(drawn_part, _DIM, color) + _paint(label, _CYAN, color) \
+                    + cell[len(column.cells[row]):]
             else:
                 cell = _paint(cell, column.codes[row], color)
             parts.append(cell)
         out.append("  ".join(parts).rstrip())
-    out.extend(_paint(text, _DIM, color) for text in _footer(view, glyphs))
+    if view.frame.empty:
+        out.append("(no modules match the filters)")
+    out.extend(_paint(text, _DIM, color) for text in _footer(view, glyphs, hidden, limit))
     return "\n".join(out)
 
 
-def _footer(view: View, glyphs: Glyphs) -> list[str]:
+_NAMES = ("module", "type")
+"""The name columns of a flat table: elided in the middle, never hidden."""
+
+_CONVENTIONS = {
+    "ops": "ops = multiplies + adds",
+    "MACs": "macs = multiply-accumulates",
+    "FLOPs": "flops = 2 x macs",
+}
+"""What each compute unit counts (docs/conventions.md), stated under every table that shows
+one."""
+_KEEP = "\xa0"
+"""Joins the words of one phrase of a footer line so that wrapping never splits it."""
+
+
+def _conventions(view: View) -> str | None:
+    names = [*view.columns, *view.totals]
+    units = {column_spec(name.removesuffix("_pct")).unit for name in names}
+    shown = [text.replace(" ", _KEEP) for unit, text in _CONVENTIONS.items() if unit in units]
+    return "; ".join(shown) if shown else None
+
+
+def _footer(view: View, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
     lines = []
     if view.totals:
         parts = []
@@ -146,5 +175,15 @@ def _footer(view: View, glyphs: Glyphs) -> list[str]:
             spec = column_spec(name)
             parts.append(f"{spec.label} {formatter(spec, glyphs, raw=view.raw)(value)}")
         lines.append("total: " + ", ".join(parts))
+    convention = _conventions(view)
+    if convention and not view.raw:
+        lines.append(convention)
+    if hidden:
+        lines.append(f"note: hidden to fit {width} columns: {', '.join(hidden)} "
+                     "(a larger width shows them)")
     lines.extend(f"note: {note}" for note in view.notes)
-    return lines
+    if width is None:
+        return [line.replace(_KEEP, " ") for line in lines]
+    wrapped = [part for line in lines for part in textwrap.wrap(
+        line, width, subsequent_indent="  ", break_on_hyphens=False)]
+    return [line.replace(_KEEP, " ") for line in wrapped]

@@ -104,8 +104,29 @@ def human_number(value: float) -> str:
 
 def shape_text(tree: Any) -> str:
     """A shape tree as compact text: ``(1, 3, 224, 224)`` -> ``"1x3x224x224"``; a tuple of
-    shapes -> ``"2x3, 2x5"``; a dict -> ``"{x: 2x3, mask: -}"``; ``None`` -> ``"-"``."""
-    return _shape(tree, top=True)
+    shapes -> ``"2x3, 2x5"``; a dict -> ``"{x: 2x3}"``; ``None`` -> ``"-"``.
+
+    Values that hold no tensor (``None`` keyword arguments, flags left at their defaults: the
+    shape tree records them all as ``None``) are left out of dicts, and trailing ones out of
+    the argument tuple: ``(2x3, None, {mask: None})`` is ``"2x3"``. A ``None`` between two
+    positional tensors stays, as ``-``, to keep the positions."""
+    return _shape(_drop_empty(tree, top=True), top=True)
+
+
+def _drop_empty(tree: Any, top: bool = False) -> Any:
+    """``tree`` without the ``None`` entries of its dicts (and dicts left empty), and with
+    the trailing ``None`` items of the top-level tuple removed."""
+    if isinstance(tree, Mapping):
+        kept = {key: _drop_empty(item) for key, item in tree.items()}
+        return {key: item for key, item in kept.items() if item is not None} or None
+    if isinstance(tree, tuple) and not _is_shape(tree):
+        items = [_drop_empty(item) for item in tree]
+        while top and items and items[-1] is None:
+            items.pop()
+        return tuple(items) if items or not top else None
+    if isinstance(tree, list):
+        return [_drop_empty(item) for item in tree]
+    return tree
 
 
 def _is_shape(value: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import IO, Any, Literal
 import pandas as pd
 
 from moduleprofiler.export.columns import ColumnSpec, frame_specs
+from moduleprofiler.export.fold import fold_tree
 from moduleprofiler.export.format_table import infer_format, render_view
 from moduleprofiler.export.io import Buffer, PathLike
 from moduleprofiler.export.notebook import notebook_html
@@ -69,20 +70,33 @@ class View:
             return {name: replace(spec, label=name) for name, spec in chosen.items()}
         return chosen
 
+    def folded(self) -> View:
+        """A tree view with each run of identical numbered sibling blocks (``h.0`` ...
+        ``h.11``) folded into one subtree (``h.0-11``), the blocks' numbers summed
+        (:mod:`moduleprofiler.export.fold`); other views, and trees with nothing to fold, as
+        they are."""
+        if self.kind != "tree" or self.frame.empty:
+            return self
+        frame = fold_tree(self.frame, self.columns)
+        return self if frame is self.frame else replace(self, frame=frame)
+
     # -- text ----------------------------------------------------------------------------
-    def to_text(self, buf: Buffer = None, *, color: bool = False,
-                unicode: bool = False) -> str | None:
+    def to_text(self, buf: Buffer = None, *, color: bool = False, unicode: bool = False,
+                width: int | None = None, fold: bool = True) -> str | None:
         """Aligned text with human units (plain ASCII unless ``unicode``; ANSI colour if
-        ``color``)."""
-        return render_view(self, "text", buf, color=color, unicode=unicode)
+        ``color``), no line longer than ``width`` (``None``: the terminal's; ``0``: no
+        limit); ``fold=False`` shows every block of a tree instead of folding identical ones
+        (:meth:`folded`)."""
+        return render_view(self, "text", buf, color=color, unicode=unicode, width=width,
+                           fold=fold)
 
     def print(self, file: IO[str] | None = None, *, color: bool | None = None,
-              unicode: bool = False) -> None:
-        """Print to ``file`` (default stdout); ``color=None`` colours only a terminal that
-        accepts it (a tty, ``NO_COLOR`` unset, ``TERM`` not ``dumb``)."""
+              unicode: bool = False, width: int | None = None, fold: bool = True) -> None:
+        """Print to ``file`` (default stdout), as :meth:`to_text`; ``color=None`` colours
+        only a terminal that accepts it (a tty, ``NO_COLOR`` unset, ``TERM`` not ``dumb``)."""
         stream = file if file is not None else sys.stdout
         use = supports_color(stream) if color is None else color
-        print(self.to_text(color=use, unicode=unicode), file=stream)
+        print(self.to_text(color=use, unicode=unicode, width=width, fold=fold), file=stream)
 
     def __str__(self) -> str:
         return self.to_text() or ""

@@ -386,7 +386,7 @@ def train_step_times(
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
     raws: dict[str, list[Any]] = {kind: [] for kind in clocks}
     keep = [False]
-    bar = Progress("timing training steps", progress)
+    bar = Progress("timing training steps", progress, unit="steps")
 
     def loss_of(output: Any) -> Tensor:
         if loss_fn is None:
@@ -416,7 +416,7 @@ def train_step_times(
         raw = clock.snapshot()  # resolved after the timed loop
         if keep[0]:
             raws[kind].append(raw)
-            bar.update(f"{len(raws['backward_hooks'])}/{kept} steps")
+            bar.update(len(raws["backward_hooks"]), kept)
 
     def run_plain() -> None:
         stamps.reset()

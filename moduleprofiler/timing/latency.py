@@ -355,7 +355,7 @@ def benchmark(
                 if stop_reason is None and max_seconds is not None \
                         and time.perf_counter() - start >= max_seconds:
                     stop_reason = "max_seconds"
-                bar.update(f"n={n}, CI ±{100 * width:.2f}%" if target_ci else f"n={n}")
+                bar.update(n, keep_target, f"CI ±{100 * width:.2f}%" if target_ci else "")
             elapsed = time.perf_counter() - start
             faults_after = minor_faults()
     finally:

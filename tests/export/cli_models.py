@@ -11,6 +11,11 @@ def tiny(width: int = 8) -> nn.Module:
     return nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 2))
 
 
+def repeated() -> nn.Module:
+    """Three identical 4 -> 4 layers: their rows fold into one."""
+    return nn.Sequential(*(nn.Linear(4, 4) for _ in range(3)))
+
+
 def with_weights(*, weights: str | None = "download") -> nn.Module:
     """Fails unless the command line passed ``weights=None`` (as torchvision builders need)."""
     if weights is not None:

@@ -79,7 +79,7 @@ def test_cli_examples_run(command: str, shown: list[str], tmp_path: Path,
     out, err = capsys.readouterr()
     if shown and shown[0].startswith("moduleprofiler: error:"):
         assert status == 2
-        assert err.split(" raised ")[0] == shown[0].split(" raised ")[0]
+        assert err.split(" raised ")[0].rstrip("\n") == shown[0].split(" raised ")[0]
         return
     assert status == 0, err
     if shown:  # the header and the rule (or the first table lines) are as documented

@@ -38,9 +38,21 @@ def test_human_bytes_ms_percent() -> None:
 def test_shape_text() -> None:
     assert shape_text((1, 3, 224, 224)) == "1x3x224x224"
     assert shape_text(((2, 3), (2, 5))) == "2x3, 2x5"
-    assert shape_text(((2, 3), {"mask": None})) == "2x3, {mask: -}"
+    assert shape_text(((2, 3), {"mask": (2, 3)})) == "2x3, {mask: 2x3}"
     assert shape_text([(1,), None]) == "[1, -]" and shape_text(()) == "()"
     assert shape_text(None) == "-"
+
+
+def test_shape_text_hides_arguments_without_tensors() -> None:
+    # None keyword arguments and trailing None positionals (defaults, flags) are left out;
+    # a None between two tensors keeps its place
+    assert shape_text(((2, 3), {"mask": None})) == "2x3"
+    assert shape_text(((1, 16, 768), None, None, {"cache": None, "mask": (1, 16)})) \
+        == "1x16x768, -, -, {mask: 1x16}"
+    assert shape_text({"last_hidden_state": (1, 16, 768), "cache": None}) \
+        == "{last_hidden_state: 1x16x768}"
+    assert shape_text(((2, 3), None, (4,))) == "2x3, -, 4"
+    assert shape_text((None, {"a": None})) == "-"
 
 
 def test_missing_values_per_target() -> None:

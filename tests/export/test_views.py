@@ -101,7 +101,7 @@ def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("moduleprofiler.export.model_summary.module_frame", with_engines)
     tree = tiny().tree()
     assert {"forward_median_ms", "forward_std_ms", "peak_bytes"} <= set(tree.columns)
-    text = str(tree)
+    text = tree.to_text(width=0)
     assert "2.500 ms" in text and "250.0 us" in text and "400.0 ns" in text
     assert "4.00 KiB" in text and "forward median" in text
     assert column_spec("forward_median_ms").inclusive is True

@@ -1,0 +1,138 @@
+"""Fitting an aligned text table into a width: shapes shortened, columns chosen, names elided
+in the middle, so that no line is longer than the width and no row wraps.
+
+The steps, each taken only while the table is still too wide:
+
+1. shape cells longer than :data:`SHAPE_CELL` are cut;
+2. text columns are hidden: first those among the view's optional columns (defaults it chose
+   itself, :attr:`View.optional`), then the input shapes and dtypes, then the others (the
+   rightmost first);
+3. the names (a tree's labels, a table's module paths and types) are elided in the middle
+   (:func:`~moduleprofiler.export.names.elide_name`) down to :data:`NAME_FLOOR` characters;
+4. numeric columns are hidden: the optional ones in their order, then the rightmost first,
+   percentages last;
+5. the names are elided further, down to what is left.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from moduleprofiler.export.names import ELLIPSIS, elide_name
+
+MIN_WIDTH = 40
+"""The narrowest width a table is fitted to."""
+SHAPE_CELL = 20
+"""Shape cells are cut to this many characters when the table is too wide."""
+NAME_FLOOR = 24
+"""Step 3 elides names to no fewer characters than this (step 5 goes further)."""
+GAP = 2
+"""Spaces between two columns."""
+
+
+@dataclass
+class TextColumn:
+    """One column of a text table, as cells already formatted."""
+
+    name: str
+    header: str
+    cells: list[str]
+    right: bool
+    kind: str
+    codes: list[str | None]
+    identity: bool = False
+    """A name column (elided, never hidden)."""
+    prefixes: list[str] = field(default_factory=list)
+    """A tree column's drawing in front of each label (kept when the label is elided)."""
+
+    @property
+    def width(self) -> int:
+        return max([len(self.header), *(len(cell) for cell in self.cells)])
+
+
+def terminal_width(width: int | None) -> int | None:
+    """The width to fit: ``None`` -> the terminal's (``COLUMNS`` first, then the terminal, 80
+    when there is neither), ``0`` -> no limit (``None``), else ``width`` itself; a width below
+    :data:`MIN_WIDTH` is a ``ValueError`` when given, raised to it when it is the terminal's."""
+    if width is None:
+        return max(MIN_WIDTH, shutil.get_terminal_size((80, 24)).columns)
+    if isinstance(width, bool) or not isinstance(width, int):
+        raise TypeError(f"width must be an int (0 for no limit) or None, got {width!r}")
+    if width == 0:
+        return None
+    if width < MIN_WIDTH:
+        raise ValueError(f"width must be 0 (no limit) or at least {MIN_WIDTH}, got {width}")
+    return width
+
+
+def table_width(columns: list[TextColumn]) -> int:
+    """The width of the widest line of ``columns`` set side by side."""
+    return sum(c.width for c in columns) + GAP * max(0, len(columns) - 1)
+
+
+def _elide(column: TextColumn, target: int) -> None:
+    """Elide ``column``'s cells (after their tree prefix) to ``target`` characters."""
+    prefixes = column.prefixes or [""] * len(column.cells)
+    cells = []
+    for prefix, cell in zip(prefixes, column.cells):
+        label = cell[len(prefix):]
+        room = target - len(prefix)
+        if room < len(ELLIPSIS) + 2:  # a prefix deeper than the column: cut the whole cell
+            cells.append(elide_name(cell, target))
+        else:
+            cells.append(prefix + elide_name(label, room))
+    column.cells = cells
+    column.header = column.header[:target]
+
+
+def _shrink_names(columns: list[TextColumn], width: int, floor: int) -> None:
+    """Elide the name columns, widest first, until the table fits or each is at ``floor``."""
+    for column in sorted((c for c in columns if c.identity), key=lambda c: -c.width):
+        excess = table_width(columns) - width
+        if excess <= 0:
+            return
+        target = max(floor, column.width - excess, 1)
+        if target < column.width:
+            _elide(column, target)
+
+
+def _drop_order(columns: list[TextColumn],
+                optional: Sequence[str]) -> list[TextColumn | None]:
+    """The columns that may be hidden, in the order they are (steps 2 and 4); ``None``
+    marks where the names are elided to their floor (step 3)."""
+    hideable = [c for c in columns if not c.identity]
+    chosen = [c for name in optional for c in hideable if c.name == name]
+    texts = [c for c in hideable if not c.right and c not in chosen]
+    inputs = [c for c in texts if c.name.startswith("input")]
+    others = [c for c in reversed(texts) if c not in inputs]
+    numbers = [c for c in reversed(hideable) if c.right and c not in chosen]
+    plain = [c for c in numbers if c.kind not in ("percent", "fraction")]
+    shares = [c for c in numbers if c not in plain]
+    return [*(c for c in chosen if not c.right), *inputs, *others, None,
+            *(c for c in chosen if c.right), *plain, *shares]
+
+
+def fit_columns(columns: list[TextColumn], width: int | None,
+                optional: Sequence[str] = ()) -> tuple[list[TextColumn], list[str]]:
+    """``columns`` fitted into ``width`` (``None``: as they are); ``optional`` names the
+    columns to hide first. Returns the columns kept (cells shortened in place) and the
+    headers of the hidden ones."""
+    if width is None or table_width(columns) <= width:
+        return columns, []
+    for shape in (c for c in columns if c.kind == "shape"):
+        shape.cells = [cell if len(cell) <= SHAPE_CELL else
+                       cell[:SHAPE_CELL - len(ELLIPSIS)] + ELLIPSIS for cell in shape.cells]
+    kept = list(columns)
+    hidden: list[str] = []
+    for column in _drop_order(columns, optional):
+        if table_width(kept) <= width:
+            break
+        if column is None:
+            _shrink_names(kept, width, NAME_FLOOR)
+            continue
+        kept.remove(column)
+        hidden.append(column.header.strip() or column.name)
+    _shrink_names(kept, width, 1)
+    return kept, hidden

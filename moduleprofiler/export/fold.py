@@ -1,0 +1,158 @@
+"""Folding identical sibling blocks of a tree view into one row: GPT-2's twelve ``h.0`` ...
+``h.11`` blocks become ``h.0-11`` (``x12`` calls), their submodules ``h.0-11.ln_1`` ..., each
+row holding the blocks' numbers summed.
+
+Siblings fold when they are adjacent, numbered (``0``, ``1``, ... or ``layer_0``,
+``layer_1``, ...: one prefix, consecutive numbers), have the same type, and their shown
+subtrees match row by row: the same relative paths, the same :data:`IDENTITY` facts (type,
+status, calls, parameters, shapes, counted ops and MACs), the same values in every shown
+column that is not summed, and shown values known or unknown in the same places. Quantities that add up (counts, bytes, times, calls,
+percentages) are summed, maxima take the largest; any other column keeps its value where the
+blocks agree and is unknown where they do not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from moduleprofiler.export.aggregate import known
+from moduleprofiler.export.columns import ColumnSpec, column_spec
+from moduleprofiler.export.names import module_name, module_path
+from moduleprofiler.export.tree import parents, relative_name
+
+FOLD_MIN = 2
+"""The fewest identical siblings folded into one row."""
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+IDENTITY = ("type", "ops_source", "calls", "params", "own_params", "input_shapes",
+            "output_shapes", "ops", "macs")
+"""What blocks must share, row by row, to be identical whatever columns are shown: structure
+and the counted (deterministic) facts. Measured columns (times, memory) are summed without
+having to agree."""
+
+
+def _combine(spec: ColumnSpec) -> str:
+    """How folded blocks combine a column: ``sum``, ``max``, ``all`` or ``same``."""
+    if spec.kind in ("percent", "fraction"):
+        return "sum"
+    if spec.numeric and spec.aggregation in ("sum", "inclusive"):
+        return "sum"
+    if spec.aggregation in ("max", "all"):
+        return spec.aggregation
+    return "same"
+
+
+def _subtree_ends(parent_of: Sequence[int | None]) -> list[int]:
+    """For each row (pre-order), one past its last descendant."""
+    ends = list(range(1, len(parent_of) + 1))
+    for row in range(len(parent_of) - 1, -1, -1):
+        parent = parent_of[row]
+        if parent is not None:
+            ends[parent] = max(ends[parent], ends[row])
+    return ends
+
+
+def _cell_key(value: Any, how: str) -> Any:
+    """What of a cell must agree between folded blocks: its value, or whether it is known."""
+    if not known(value):
+        return None
+    return True if how != "same" else repr(value)
+
+
+def _signature(frame: pd.DataFrame, names: list[str], start: int, end: int,
+               checks: dict[str, str]) -> tuple[Any, ...]:
+    root = names[start]
+    rows = []
+    for row in range(start, end):
+        cells = tuple(_cell_key(frame[c].iat[row], how) for c, how in checks.items())
+        structure = tuple(repr(frame[c].iat[row]) for c in IDENTITY if c in frame)
+        rows.append((relative_name(names[row], root) if row != start else "", structure, cells))
+    return tuple(rows)
+
+
+def _runs(children: list[int], names: list[str], keys: dict[int, tuple[Any, ...]]) -> list[
+        list[int]]:
+    """Maximal runs of adjacent children with numbered names (one prefix, consecutive numbers)
+    and equal signatures."""
+    runs: list[list[int]] = []
+    for child in children:
+        match = _NUMBERED.match(names[child].rpartition(".")[2])
+        if runs and match:
+            last = runs[-1][-1]
+            before = _NUMBERED.match(names[last].rpartition(".")[2])
+            if before and before.group(1) == match.group(1) \
+                    and int(match.group(2)) == int(before.group(2)) + 1 \
+                    and keys[last] == keys[child]:
+                runs[-1].append(child)
+                continue
+        runs.append([child])
+    return [run for run in runs if len(run) >= FOLD_MIN]
+
+
+def _fold_value(values: list[Any], how: str) -> Any:
+    present = [value for value in values if known(value)]
+    if how == "sum":
+        return sum(present) if len(present) == len(values) else pd.NA
+    if how == "max":
+        return max(present) if present else pd.NA
+    if how == "all":
+        return all(bool(value) for value in present) if present else pd.NA
+    return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
+
+
+def fold_tree(frame: pd.DataFrame, shown: Sequence[str]) -> pd.DataFrame:
+    """``frame`` (a tree view's rows, pre-order) with runs of identical numbered siblings
+    folded into one subtree; ``shown`` are the columns whose values decide what is
+    identical. Returns ``frame`` itself when nothing folds."""
+    names = [str(name) for name in frame["module"]]
+    parent_of = parents(names)
+    ends = _subtree_ends(parent_of)
+    specs = {c: column_spec(c, frame[c].dtype) for c in frame.columns}
+    checks = {c: _combine(specs[c]) for c in shown if c in frame and c not in ("module", "type")}
+    children: dict[int | None, list[int]] = {}
+    for row, parent in enumerate(parent_of):
+        children.setdefault(parent, []).append(row)
+    heads: dict[int, list[int]] = {}
+    for kids in children.values():
+        candidates = [k for k in kids if _NUMBERED.match(names[k].rpartition(".")[2])]
+        keys = {k: _signature(frame, names, k, ends[k], checks) for k in candidates}
+        for run in _runs(kids, names, keys):
+            heads[run[0]] = run
+    if not heads:
+        return frame
+    rows: list[dict[str, Any]] = []
+    row = 0
+    while row < len(names):
+        head = heads.get(row)
+        if head is None:
+            rows.append({str(key): value for key, value in frame.iloc[row].items()})
+            row += 1
+            continue
+        rows.extend(_folded_rows(frame, names, head, ends, specs))
+        row = ends[head[-1]]
+    return pd.DataFrame(rows, columns=frame.columns).astype(frame.dtypes.to_dict())
+
+
+def _folded_rows(frame: pd.DataFrame, names: list[str], run: list[int], ends: list[int],
+                 specs: dict[str, ColumnSpec]) -> list[dict[str, Any]]:
+    """One row per row of the first block's subtree, the blocks' values combined."""
+    first, last = names[run[0]], names[run[-1]]
+    parent, _, first_name = module_path(first).rpartition(".")
+    number = _NUMBERED.match(last.rpartition(".")[2])
+    assert number is not None  # runs hold numbered names only
+    label = f"{first_name}-{number.group(2)}"
+    folded_path = f"{parent}.{label}" if parent else label
+    out = []
+    for offset in range(ends[run[0]] - run[0]):
+        row = {column: _fold_value([frame[column].iat[head + offset] for head in run],
+                                   _combine(spec))
+               for column, spec in specs.items()}
+        rest = module_path(names[run[0] + offset])[len(module_path(first)):]
+        row["module"] = module_name(folded_path + rest)
+        row["type"] = frame["type"].iat[run[0] + offset]
+        out.append(row)
+    return out

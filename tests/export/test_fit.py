@@ -1,0 +1,191 @@
+"""Text that fits the terminal: real models' trees and tables at 80 and 120 columns, folding of
+identical blocks (numbers summed), shapes without the arguments that hold no tensor, and the
+width and depth arguments checked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pandas as pd
+import pytest
+import torch
+import torchvision
+from torch import nn
+from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+
+from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.export.fit import MIN_WIDTH, terminal_width
+
+TOKENS = 16
+
+
+def _on_meta(build: Callable[[], nn.Module], *inputs: torch.Tensor) -> Profile:
+    """Profiled on the meta device: every count and shape, no memory, in a fraction of a
+    second."""
+    with torch.device("meta"):
+        model = build().eval()
+    return ModuleProfiler().profile(model, tuple(x.to("meta") for x in inputs))
+
+
+@pytest.fixture(scope="module")
+def models() -> dict[str, Profile]:
+    ids = torch.zeros(1, TOKENS, dtype=torch.long)
+    image = torch.zeros(1, 3, 224, 224)
+    return {
+        "gpt2": _on_meta(lambda: GPT2Model(GPT2Config(n_layer=3)), ids),
+        "bert": _on_meta(lambda: BertModel(BertConfig(num_hidden_layers=2)), ids),
+        "resnet18": _on_meta(lambda: torchvision.models.resnet18(weights=None), image),
+        "vit_b_16": _on_meta(lambda: torchvision.models.vit_b_16(weights=None), image),
+    }
+
+
+IO_OPS = ["params", "input_shapes", "output_shapes", "inclusive_macs", "inclusive_ops",
+          "inclusive_ops_pct"]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "resnet18", "vit_b_16"])
+def test_no_line_is_wider_than_the_width(models: dict[str, Profile], name: str,
+                                         width: int) -> None:
+    profile = models[name]
+    texts = {
+        "tree": profile.tree().to_text(width=width),
+        "tree with shapes": profile.tree(IO_OPS).to_text(width=width),
+        "every block": profile.tree(IO_OPS).to_text(width=width, fold=False),
+        "table": profile.table(sort_by="inclusive_ops", limit=10).to_text(width=width),
+        "calls": profile.table(aggregate="call").to_text(width=width),
+        "top": profile.top(5).to_text(width=width),
+    }
+    for kind, text in texts.items():
+        assert text is not None
+        too_long = [line for line in text.splitlines() if len(line) > width]
+        assert too_long == [], f"{name} {kind} at {width}: {too_long[:2]}"
+    rows = str(texts["tree with shapes"]).splitlines()
+    assert rows[0].startswith("module") and rows[2].startswith("__root__")
+
+
+def test_what_is_hidden_is_named_and_comes_back_wider(models: dict[str, Profile]) -> None:
+    tree = models["gpt2"].tree(IO_OPS)
+    narrow = tree.to_text(width=80)
+    assert narrow is not None
+    assert "note: hidden to fit 80 columns: input, output" in narrow
+    header = narrow.splitlines()[0].split()
+    assert header == ["module", "params", "macs", "ops", "ops", "%"]  # the numbers stay
+    full = tree.to_text(width=0)
+    assert full is not None and "hidden to fit" not in full
+    assert full.splitlines()[0].split()[:4] == ["module", "params", "input", "output"]
+
+
+def test_width_from_columns(monkeypatch: pytest.MonkeyPatch, models: dict[str, Profile]) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    assert terminal_width(None) == 120
+    text = str(models["bert"].tree(IO_OPS))
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "hidden to fit 120 columns: input" in text
+    monkeypatch.setenv("COLUMNS", "20")  # narrower than any table can be: the floor
+    assert terminal_width(None) == MIN_WIDTH
+
+
+def test_names_are_elided_in_the_middle(models: dict[str, Profile]) -> None:
+    # BERT's deepest labels do not fit 80 columns beside the numbers: the start of the name
+    # and the end of the label stay, the middle goes
+    text = models["bert"].tree().to_text(width=80)
+    assert text is not None
+    elided = [line for line in text.splitlines() if "..." in line]
+    assert elided and all(len(line) <= 80 for line in elided)
+    assert any("-- self ..." in line and "Attention) x2" in line for line in elided)
+
+
+def test_shapes_leave_out_arguments_without_tensors(models: dict[str, Profile]) -> None:
+    text = models["gpt2"].tree(["input_shapes", "output_shapes"]).to_text(width=0, fold=False)
+    assert text is not None
+    root = text.splitlines()[2]
+    assert root.split()[-2:] == ["{last_hidden_state:", "1x16x768}"]  # no "past_key_values: -"
+    block = next(line for line in text.splitlines() if line.startswith("|   |-- 0 (GPT2Block)"))
+    assert block.split()[4] == "1x16x768,"  # the hidden states come first
+    # None keyword arguments (masks, caches, flags at their defaults) are not listed
+    assert "encoder_attention_mask" not in text and "use_cache" not in text
+
+
+def _folded(profile: Profile, columns: list[str] | None = None) -> pd.DataFrame:
+    return profile.tree(columns).folded().frame.set_index("module")
+
+
+def test_gpt2_blocks_fold_with_their_numbers_summed(models: dict[str, Profile]) -> None:
+    profile = models["gpt2"]
+    whole = profile.tree().frame.set_index("module")
+    folded = _folded(profile)
+    assert "h.0-2" in folded.index and "h.1" not in folded.index
+    assert folded.loc["h.0-2", "calls"] == 3 and folded.loc["h.0-2", "type"] == "GPT2Block"
+    # per block: c_attn 16*768*2304 = 28,311,552 MACs; c_proj 16*768*768 = 9,437,184;
+    # the MLP 2 * 16*768*3072 = 75,497,472; QK^T and AV 2 * 12*16*16*64 = 393,216;
+    # 113,639,424 per block, 340,918,272 for three
+    assert folded.loc["h.0-2", "inclusive_macs"] == 340_918_272 == profile.total_macs
+    assert folded.loc["h.0-2.attn.c_attn", "inclusive_macs"] == 3 * 28_311_552
+    for column in ("params", "inclusive_macs", "inclusive_ops", "inclusive_ops_pct"):
+        blocks = [f"h.{i}" for i in range(3)]
+        assert folded.loc["h.0-2", column] == pytest.approx(whole.loc[blocks, column].sum())
+        children = [f"h.{i}.mlp.c_fc" for i in range(3)]
+        assert folded.loc["h.0-2.mlp.c_fc", column] == pytest.approx(
+            whole.loc[children, column].sum())
+    # the folded rows under h add up to h itself, as the unfolded blocks do
+    assert folded.loc["h.0-2", "inclusive_ops"] == whole.loc["h", "inclusive_ops"]
+    assert len(folded) == len(whole) - 2 * 13  # two of the three 13-row blocks are gone
+    text = profile.tree().to_text(width=80)
+    assert text is not None and "`-- 0-2 (GPT2Block) x3" in text
+
+
+def test_only_identical_blocks_fold(models: dict[str, Profile]) -> None:
+    folded = _folded(models["resnet18"], ["params", "inclusive_macs"])
+    assert "layer1.0-1" in folded.index  # two identical BasicBlocks
+    # layer2.0 downsamples (its own parameters and shapes), so layer2's blocks stay apart,
+    # and layer1 ... layer4 differ in width although their shown columns are all sums
+    assert {"layer2.0", "layer2.1", "layer1", "layer4"} <= set(folded.index)
+    # 2 blocks x (2 convs 64*64*9 + 2 BN 2*64) = 2 * 73,984 = 147,968 parameters
+    assert folded.loc["layer1.0-1", "params"] == 147_968
+    vit = _folded(models["vit_b_16"], ["params"])
+    assert "encoder.layers.encoder_layer_0-11" in vit.index
+    assert vit.loc["encoder.layers.encoder_layer_0-11.mlp.0", "calls"] == 12
+
+
+def test_nothing_to_fold_gives_the_same_view(models: dict[str, Profile]) -> None:
+    tree = models["resnet18"].tree(max_depth=1)
+    assert tree.folded() is tree
+
+
+def test_invalid_view_arguments_are_errors(models: dict[str, Profile]) -> None:
+    profile = models["resnet18"]
+    with pytest.raises(ValueError, match="max_depth must be at least 0, got -1"):
+        profile.tree(max_depth=-1)
+    with pytest.raises(TypeError, match="max_depth must be an int or None"):
+        profile.table(max_depth=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_pct must be a percentage from 0 to 100"):
+        profile.tree(min_pct=150)
+    with pytest.raises(ValueError, match="k must be at least 1, got 0"):
+        profile.top(0)
+    with pytest.raises(ValueError, match="depth must be at least 0"):
+        profile.top(3, depth=-2)
+    with pytest.raises(ValueError, match="limit must be at least 0"):
+        profile.table(limit=-1)
+    with pytest.raises(ValueError, match=r"width must be 0 \(no limit\) or at least 40, got 10"):
+        profile.tree().to_text(width=10)
+    with pytest.raises(TypeError, match="width must be an int"):
+        profile.to_text(width="80")
+
+
+def test_the_counting_convention_is_stated(models: dict[str, Profile]) -> None:
+    text = models["resnet18"].tree(["params", "inclusive_flops"], max_depth=0).to_text()
+    assert text is not None
+    lines = text.splitlines()
+    # 1.81G MACs, so 3.63G FLOPs = 2 x MACs in the totals
+    assert lines[-2] == "total: params 11.69M, macs 1.81G, flops 3.63G, ops 3.64G"
+    assert lines[-1] == "ops = multiplies + adds; macs = multiply-accumulates; flops = 2 x macs"
+
+
+def test_notes_are_wrapped(models: dict[str, Profile]) -> None:
+    text = models["vit_b_16"].tree().to_text(width=80)
+    assert text is not None
+    note = [line for line in text.splitlines() if line.startswith("note: never called")]
+    assert note and all(len(line) <= 80 for line in text.splitlines())
+    continued = text.splitlines()[text.splitlines().index(note[0]) + 1]
+    assert continued.startswith("  encoder.layers.encoder_layer_1")
