@@ -6,9 +6,9 @@ Siblings fold when they are adjacent, numbered (``0``, ``1``, ... or ``layer_0``
 ``layer_1``, ...: one prefix, consecutive numbers), have the same type, and their shown
 subtrees match row by row: the same relative paths, the same :data:`IDENTITY` facts (type,
 status, calls, parameters, shapes, counted ops and MACs), the same values in every shown
-column that is not summed, and shown values known or unknown in the same places. Quantities that add up (counts, bytes, times, calls,
-percentages) are summed, maxima take the largest; any other column keeps its value where the
-blocks agree and is unknown where they do not.
+column that is not summed, and shown values known or unknown in the same places. Quantities
+that add up (counts, bytes, times, calls, percentages) are summed, maxima take the largest; any
+other column keeps its value where the blocks agree and is unknown where they do not.
 """
 
 from __future__ import annotations
