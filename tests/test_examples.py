@@ -24,6 +24,7 @@ EXPECTED = {
     "custom_formula.py": "(formula)",
     "meta_device.py": "FLOPs per 128 tokens",
     "language_model.py": "per generated token",
+    "roofline.py": "modules drawn against",
 }
 
 

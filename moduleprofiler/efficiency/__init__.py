@@ -6,11 +6,13 @@
   memory bandwidth, from datasheets or measured;
 * :func:`with_efficiency`: per call and module, achieved FLOP/s and bytes/s, % of peak,
   roofline time and a compute / memory / overhead label;
-* :func:`utilization`: MFU and HFU of a forward or a training step.
+* :func:`utilization`: MFU and HFU of a forward or a training step;
+* :func:`plot_roofline`: the roofline figure (matplotlib, the ``plot`` extra).
 
 See ``docs/efficiency.md``.
 """
 
+from moduleprofiler.efficiency.figure import plot_roofline
 from moduleprofiler.efficiency.measure import measure_peaks
 from moduleprofiler.efficiency.peaks import (
     DEVICE_PEAKS,
@@ -46,6 +48,7 @@ __all__ = [
     "measure_peaks",
     "operator_bytes",
     "peak_dtype",
+    "plot_roofline",
     "roofline",
     "transformer_flops_per_token",
     "utilization",
