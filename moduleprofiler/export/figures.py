@@ -6,8 +6,9 @@ Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``t
 
 * ``"type"``: the own work of each module type, largest first (the rest in one bar);
 * ``"module"``: each module at ``depth`` (1: the top-level modules) with its children's work;
-* ``"layer"``: every leaf module in execution order, coloured by type;
-* ``"time_vs_flops"``: each leaf module's measured time against its FLOPs (log-log), for a
+* ``"layer"``: each layer's own work in execution order, coloured by type (a layer: a module
+  that calls no other module, or one with own work of its own, such as a residual add);
+* ``"time_vs_flops"``: each layer's measured own time against its own FLOPs (log-log), for a
   profile with timing attached (:meth:`Profile.with_timing`).
 
 Data comes from the views (``top``, ``tree``) and the module frame; unknown values are not
@@ -132,11 +133,16 @@ def _bars(ax: Axes, labels: list[str], values: list[float], column: str, top: in
     _value_axis(ax.xaxis, column)
 
 
-def _leaves(profile: Profile, frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the called leaf modules, in the order they first ran."""
-    leaves = {info.path for info in profile.modules if info.is_leaf}
+def _layers(profile: Profile, frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows of the layers in the order they first ran: the modules that call no other
+    module, and the others whose own ``column`` is known and not 0 (a block's residual add,
+    an attention's matrix products), so that no own work is left out."""
+    callers = {record.parent for record in profile.records}
+    calls_others = {record.path for record in profile.records if record.index in callers}
+    own = frame.set_index("module")[column]
     order = [module_name(path) for path in dict.fromkeys(r.path for r in profile.records)
-             if path in leaves]
+             if path not in calls_others
+             or (not is_missing(own[module_name(path)]) and own[module_name(path)] != 0)]
     return frame.set_index("module").loc[order].reset_index()
 
 
@@ -163,7 +169,7 @@ def _legend(ax: Axes, colors: dict[str, Any], own_figure: bool) -> None:
 
 
 def _layer_chart(ax: Axes, profile: Profile, own: str, label: str, own_figure: bool) -> str:
-    rows = _leaves(profile, module_frame(profile))
+    rows = _layers(profile, module_frame(profile), own)
     colors = _type_colors(rows["type"])
     known = [i for i, value in enumerate(rows[own]) if not is_missing(value)]
     ax.bar(known, [float(rows[own][i]) for i in known], width=0.8,
@@ -186,7 +192,7 @@ def _layer_chart(ax: Axes, profile: Profile, own: str, label: str, own_figure: b
 def _scatter(ax: Axes, profile: Profile, own_figure: bool) -> str:
     frame = module_frame(profile)
     own_time = _columns("time", list(frame.columns))[0]
-    rows = _leaves(profile, frame)
+    rows = _layers(profile, frame, "flops")
     keep = [i for i in range(len(rows)) if not is_missing(rows["flops"][i])
             and not is_missing(rows[own_time][i]) and rows["flops"][i] > 0
             and rows[own_time][i] > 0]

@@ -73,13 +73,19 @@ def test_ops_by_top_level_module() -> None:
 def test_layers_in_execution_order() -> None:
     figure = real_profiles.resnet18().plot("layer")
     heights = [bar.get_height() for bar in bars(figure)]
-    # stem: conv1, bn1, relu, maxpool (4); 8 basic blocks x conv1, bn1, relu, conv2, bn2
-    # (40); 3 downsample convolutions and norms (6); avgpool, fc (2): 52 leaf modules
-    assert len(heights) == 52
+    # modules that call no other: stem conv1, bn1, relu, maxpool (4); 8 basic blocks x conv1,
+    # bn1, relu, conv2, bn2 (40); 3 downsample convolutions and norms (6); avgpool, fc (2);
+    # plus the 8 blocks themselves, whose residual add is their own work: 60 layers
+    assert len(heights) == 60
     labels = tick_labels(figure.axes[0].xaxis)
-    assert labels[:2] == ["conv1", "relu"]  # every second name fits under 52 bars
+    assert labels[:2] == ["conv1", "maxpool"]  # every third name fits under 60 bars
     # conv1: 64 x 112 x 112 outputs x (2 x 3 x 7 x 7 - 1) = 235,225,088 ops; fc last
     assert heights[0] == 64 * 112 * 112 * (2 * 3 * 7 * 7 - 1) and heights[-1] == 1_024_000
+    # layer1.0, right after maxpool: its residual add, 64 x 56 x 56 = 200,704 ops
+    assert heights[4] == 64 * 56 * 56
+    assert sum(heights) == real_profiles.resnet18().total_ops  # no own work left out
+    # a block has no parameters of its own: by parameters, only the 52 modules that call none
+    assert len(bars(real_profiles.resnet18().plot("layer", "params"))) == 52
 
 
 def test_time_vs_flops_needs_timing_and_plots_it() -> None:
