@@ -11,15 +11,26 @@
   that requires grad, last layer), and each Linear of an MLP 4096-4096-8192-4096 on 4096 rows
   against the same layer's backward timed alone with CUDA events.
 
+Each accuracy check also prints what tells its causes apart: the module clock with and without
+the idle-stream prime (``CudaStamps.prime_us``), the kernel timed alone on a busy and on an
+idle GPU and back to back, the SM clock and power while each ran (``nvidia-smi``), and for the
+MLP's backward the same layer timed alone with the model's own activations and gradients and
+the kernels' CUPTI time in situ (hook-free steps, layers named by ``RangeListener``).
+
 ``--smoke`` runs tiny sizes on the CPU (checks the script, not the numbers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import shutil
+import statistics
+import subprocess
 import sys
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -35,7 +46,9 @@ from moduleprofiler.efficiency import (
     utilization,
     with_efficiency,
 )
-from moduleprofiler.timing import time_modules, train_step_times
+from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing import RangeListener, time_modules, train_step_times
+from moduleprofiler.timing.clock import CudaStamps
 
 SMOKE = "--smoke" in sys.argv
 DEVICE = torch.device("cuda" if torch.cuda.is_available() and not SMOKE else "cpu")
@@ -43,12 +56,85 @@ COLUMNS = ["self_time_median_ms", "achieved_tflops", "compute_fraction", "achiev
            "bandwidth_fraction", "bound"]
 
 
+PRIME_US = CudaStamps.prime_us
+"""The default prime; sections set ``CudaStamps.prime_us`` to compare and put it back."""
+
+
 def section(title: str, body: Callable[[], None]) -> None:
     print(f"\n=== {title} ===", flush=True)
+    began = time.perf_counter()
     try:
         body()
     except Exception:  # one failing section must not hide the others' numbers
         traceback.print_exc(file=sys.stdout)
+    finally:
+        CudaStamps.prime_us = PRIME_US
+    print(f"({time.perf_counter() - began:.1f} s)", flush=True)
+
+
+@contextlib.contextmanager
+def gpu_clock(label: str) -> Iterator[None]:
+    """Print the median SM clock and power ``nvidia-smi`` sampled while the block ran."""
+    tool = shutil.which("nvidia-smi") if DEVICE.type == "cuda" else None
+    sampler = subprocess.Popen(
+        [tool, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+         "-lms", "20"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) if tool else None
+    try:
+        yield
+    finally:
+        if sampler is not None:
+            sampler.terminate()
+            out, _ = sampler.communicate()
+            rows = [line.split(",") for line in out.splitlines() if line.count(",") == 1]
+            with contextlib.suppress(ValueError, statistics.StatisticsError):
+                mhz = statistics.median(float(a) for a, _ in rows)
+                watts = statistics.median(float(b) for _, b in rows)
+                print(f"    [{label}: SM clock {mhz:.0f} MHz, {watts:.0f} W, "
+                      f"{len(rows)} samples]")
+
+
+def module_ms(model: nn.Module, x: Tensor, prime_us: float, iters: int) -> tuple[Any, float,
+                                                                                float]:
+    """``time_modules`` of a one-module model with the given prime: the timing, the module's
+    median and the interleaved hook-free iteration's median (ms)."""
+    CudaStamps.prime_us = prime_us
+    with gpu_clock(f"time_modules, prime {prime_us:g} us"):
+        timing = time_modules(model, x, num_iters=iters, drop_first=3 if not SMOKE else 1)
+    CudaStamps.prime_us = PRIME_US
+    unhooked = timing.unhooked
+    return (timing, timing.module("").inclusive.median,
+            unhooked.median if unhooked is not None else float("nan"))
+
+
+def references(fn: Callable[[], Any]) -> dict[str, float]:
+    """The same work timed alone: CUDA events behind a spin (busy GPU), on an idle GPU, and
+    the mean of 20 back-to-back calls (sustained load)."""
+    out = {}
+    with torch.no_grad():
+        with gpu_clock("alone, busy GPU"):
+            out["alone (events, busy GPU)"] = gt.event_ms(fn, reps=20)
+        with gpu_clock("alone, idle GPU"):
+            out["alone (events, idle GPU)"] = gt.event_ms(fn, reps=20, primed=False)
+        with gpu_clock("back to back"):
+            out["back to back (mean of 20)"] = gt.block_ms(fn)
+    return out
+
+
+def variants(name: str, model: nn.Module, x: Tensor, fn: Callable[[], Any],
+             iters: int) -> tuple[Any, dict[str, float]]:
+    """Our module clock with the default prime and without, beside the references; the
+    default's timing is returned for the proof."""
+    timing, ours, plain = module_ms(model, x, PRIME_US, iters)
+    _, unprimed, plain0 = module_ms(model, x, 0.0, iters)
+    rows = {f"ours, prime {PRIME_US:g} us (default)": ours, "ours, no prime": unprimed,
+            "hook-free iterations, prime (interleaved)": plain,
+            "hook-free iterations, no prime": plain0, **references(fn)}
+    print(f"{name}: ms per call")
+    for label, ms in rows.items():
+        print(f"    {label:<46} {ms:8.4f}  ({ms / rows['alone (events, busy GPU)'] - 1:+.2%} "
+              "vs alone on a busy GPU)")
+    return timing, rows
 
 
 def profiled(model: nn.Module, inputs: Any, timing: Any, peaks: Any, dtype: Any = None,
@@ -87,32 +173,38 @@ def matmul_section() -> None:
     dtype = torch.bfloat16 if DEVICE.type == "cuda" else torch.float32
     model = MatMul(n, dtype).to(DEVICE)
     x = torch.randn(n, n, device=DEVICE, dtype=dtype)
-    timing = time_modules(model, x, num_iters=20 if not SMOKE else 3, drop_first=3
-                          if not SMOKE else 1)
+    timing, rows = variants("torch.mm 8192^3 bf16", model, x,
+                            lambda: torch.mm(x, model.weight), 20 if not SMOKE else 3)
     _, eff = profiled(model, x, timing, PEAKS)
     ours = eff.records[0].metrics
-    with torch.no_grad():
-        alone_ms = gt.event_ms(lambda: torch.mm(x, model.weight), reps=20)
-    reference = 2 * n**3 / (alone_ms / 1e3) / 1e12
-    print(f"ours {ours['achieved_tflops']:.1f} TFLOP/s ({ours['compute_fraction']:.1%} of peak, "
-          f"{ours['bound']}); torch.mm alone, CUDA events: {reference:.1f} TFLOP/s; "
-          f"difference {ours['achieved_tflops'] / reference - 1:+.2%}; above peak: "
-          f"{ours['above_peak']}")
+    for label in ("alone (events, busy GPU)", "hook-free iterations, prime (interleaved)"):
+        reference = 2 * n**3 / (rows[label] / 1e3) / 1e12
+        print(f"ours {ours['achieved_tflops']:.1f} TFLOP/s ({ours['compute_fraction']:.1%} of "
+              f"peak, {ours['bound']}); {label}: {reference:.1f} TFLOP/s; difference "
+              f"{ours['achieved_tflops'] / reference - 1:+.2%}; above peak: {ours['above_peak']}")
+
+
+class Scale(nn.Module):
+    """An elementwise module: reads and writes its input's bytes once, like a copy."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * 2.0
 
 
 def layernorm_section() -> None:
     rows, width = (65536, 4096) if not SMOKE else (256, 256)
-    model = nn.LayerNorm(width).to(DEVICE)
     x = torch.randn(rows, width, device=DEVICE)
-    timing = time_modules(model, x, num_iters=15 if not SMOKE else 3, drop_first=3
-                          if not SMOKE else 1)
-    _, eff = profiled(model, x, timing, PEAKS)
-    ours = eff.records[0].metrics
-    print(f"LayerNorm on {x.numel() * 4 / 2**30:.2f} GiB: moved "
-          f"{ours['moved_bytes'] / 2**30:.3f} GiB, {ours['achieved_gbs']:.0f} GB/s "
-          f"({ours['bandwidth_fraction']:.1%} of the table's bandwidth, {ours['bound']}); "
-          f"measured copy {MEASURED.bandwidth_gbs:.0f} GB/s: "
-          f"{ours['achieved_gbs'] / MEASURED.bandwidth_gbs - 1:+.2%}")
+    for name, model in (("LayerNorm", nn.LayerNorm(width).to(DEVICE)), ("x * 2", Scale())):
+        timing, found = variants(f"{name} on {x.numel() * 4 / 2**30:.2f} GiB", model, x,
+                                 lambda m=model: m(x), 15 if not SMOKE else 3)
+        _, eff = profiled(model, x, timing, PEAKS)
+        ours = eff.records[0].metrics
+        alone = ours["moved_bytes"] / (found["alone (events, busy GPU)"] / 1e3) / 1e9
+        print(f"{name}: moved {ours['moved_bytes'] / 2**30:.3f} GiB, ours "
+              f"{ours['achieved_gbs']:.0f} GB/s ({ours['bandwidth_fraction']:.1%} of the "
+              f"table's bandwidth, {ours['bound']}); measured copy {MEASURED.bandwidth_gbs:.0f} "
+              f"GB/s: {ours['achieved_gbs'] / MEASURED.bandwidth_gbs - 1:+.2%}; the kernel "
+              f"alone {alone:.0f} GB/s: {ours['achieved_gbs'] / alone - 1:+.2%}")
 
 
 def top(eff: Any, columns: list[str], k: int = 12) -> None:
@@ -200,32 +292,99 @@ def backward_chain_section() -> None:
           f"{errors[0]:+.2f}%, last {errors[-1]:+.2f}%")
 
 
+def in_situ_backward_ms(model: nn.Module, x: Tensor, steps: int) -> dict[str, float]:
+    """CUPTI kernel time of each layer's backward inside hook-free training steps (layers
+    named by ``RangeListener`` alone: no clock), per step, in ms."""
+    if DEVICE.type != "cuda":
+        return {}
+    runner = PassRunner(model, [RangeListener(nvtx=False)])
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with runner.installed():
+        for _ in range(3):
+            runner.run(lambda: model(x)).sum().backward()
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(steps):
+                runner.run(lambda: model(x)).sum().backward()
+            torch.cuda.synchronize()
+    totals: dict[str, float] = {}
+    for event in prof.events():
+        if event.name.endswith(" (backward)"):
+            key = event.name.removesuffix(" (backward)")
+            totals[key] = totals.get(key, 0.0) + event.device_time_total / 1e3 / steps
+    return totals
+
+
+def model_data(layers: list[nn.Linear], x: Tensor) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """Per layer: its input and output in the model (a leaf cut from the graph) and the
+    gradient its output receives from ``sum()`` through the later layers."""
+    found = []
+    h = x
+    for i, layer in enumerate(layers):
+        inp = h.detach().requires_grad_(i > 0)
+        out = layer(inp)
+        found.append([inp, out])
+        h = out
+    grad: Tensor = torch.ones((), device=DEVICE, dtype=x.dtype).expand_as(h)  # sum's backward
+    grads: list[Tensor] = []
+    for inp, out in reversed(found):
+        grads.append(grad)
+        if inp.requires_grad:
+            (grad,) = torch.autograd.grad(out, [inp], grad, retain_graph=True)
+    return [(inp, out, g) for (inp, out), g in zip(found, reversed(grads))]
+
+
 def mlp_section(dtype: torch.dtype) -> None:
     sizes = (4096, 4096, 8192, 4096) if not SMOKE else (64, 64, 128, 64)
     rows = 4096 if not SMOKE else 64
     layers = [nn.Linear(a, b) for a, b in itertools.pairwise(sizes)]
     model = nn.Sequential(*layers).to(DEVICE, dtype)
     x = torch.randn(rows, sizes[0], device=DEVICE, dtype=dtype)
-    timing = train_step_times(model, x, num_iters=20 if not SMOKE else 3,
-                              drop_first=4 if not SMOKE else 1)
-    rows_out = []
+    iters = 20 if not SMOKE else 3
+    measured = {}
+    for prime in (PRIME_US, 0.0):
+        CudaStamps.prime_us = prime
+        with gpu_clock(f"train_step_times, prime {prime:g} us"):
+            timing = train_step_times(model, x, num_iters=iters,
+                                      drop_first=4 if not SMOKE else 1)
+        measured[prime] = [timing.module(str(i)).backward.inclusive.median
+                           for i in range(len(layers))]
+    CudaStamps.prime_us = PRIME_US
+    with gpu_clock("in situ, CUPTI"):
+        in_situ = in_situ_backward_ms(model, x, 5)
+    data = model_data(layers, x)
+    table = []
     for i, layer in enumerate(layers):
         inp = torch.randn(rows, layer.in_features, device=DEVICE, dtype=dtype,
                           requires_grad=i > 0)  # the first layer's input needs no grad
         out = layer(inp)
-        grad = torch.ones_like(out)
+        ones = torch.ones_like(out)
         targets = [t for t in (inp, layer.weight, layer.bias) if t.requires_grad]
-        alone = gt.event_ms(lambda: torch.autograd.grad(out, targets, grad,  # noqa: B023
+        alone = gt.event_ms(lambda: torch.autograd.grad(out, targets, ones,  # noqa: B023
                                                         retain_graph=True), reps=15)
-        rows_out.append((f"{i} Linear {dtype}", timing.module(str(i)).backward.inclusive.median,
-                         alone))
-    gt.error_table(rows_out)
+        m_inp, m_out, m_grad = data[i]
+        m_targets = [t for t in (m_inp, layer.weight, layer.bias) if t.requires_grad]
+        own = gt.event_ms(lambda: torch.autograd.grad(m_out, m_targets, m_grad,  # noqa: B023
+                                                      retain_graph=True), reps=15)
+        table.append((i, alone, own, in_situ.get(str(i), float("nan"))))
+    print(f"{'layer':<22}{'ours':>9}{'no prime':>10}{'alone 1s':>10}{'err':>8}"
+          f"{'alone own':>10}{'err':>8}{'in situ':>9}{'err':>8}")
+    for (i, alone, own, situ), ours, unprimed in zip(table, measured[PRIME_US],
+                                                     measured[0.0]):
+        print(f"{f'{i} Linear {dtype}':<22}{ours:9.4f}{unprimed:10.4f}{alone:10.4f}"
+              f"{ours / alone - 1:+8.2%}{own:10.4f}{ours / own - 1:+8.2%}{situ:9.4f}"
+              f"{ours / situ - 1:+8.2%}")
+    print("alone 1s: the layer alone, gradient of ones, random input (the issue's reference); "
+          "alone own: alone with the model's own input and gradient (sum()'s stride-0 "
+          "gradient for the last); in situ: CUPTI kernel time inside hook-free steps")
 
 
 def main() -> None:
     print(f"torch {torch.__version__}, device "
           f"{torch.cuda.get_device_name(DEVICE) if DEVICE.type == 'cuda' else 'cpu'}")
     gt.DEVICE = DEVICE
+    gt.calibrate_sleep()  # the spin before "alone" timings lasts the intended 300 us
+    print(f"module clock prime (CudaStamps.prime_us): {PRIME_US:g} us")
     section("device peaks", peaks_section)
     section("bf16 matmul 8192^3", matmul_section)
     section("memory-bound LayerNorm", layernorm_section)

@@ -8,6 +8,16 @@ turns a batch of stamps into nanoseconds afterwards (``resolve()``):
 * :class:`CudaStamps`: the stamp is the index of a ``torch.cuda.Event`` from a pre-allocated
   pool, recorded on the *current* stream; ``resolve()`` synchronises once and reads every event
   against the first. Nothing synchronises inside the timed region.
+
+An event's time is when the GPU reaches it in its stream. On a busy GPU that is when the work
+queued before it ends, so two events enclose exactly the module's kernels; on an *idle* GPU it
+is when the CPU recorded it. Every timed iteration starts on an idle GPU (the previous one was
+read after a synchronisation), so the first module's start stamp was taken at CPU time, and
+its interval held the CPU's path to its first kernel (hooks, dispatch, the launch) as idle GPU
+time; a module called when the backward starts likewise. :meth:`CudaStamps.prime` closes that
+gap where it opens: on an idle stream it first queues a short GPU spin (``torch.cuda._sleep``),
+so the stamp is taken when the spin ends, by which time the CPU has queued what follows. The
+spin itself lies before the stamp and is never timed.
 """
 
 from __future__ import annotations
@@ -41,6 +51,11 @@ class StampSource(Protocol):
         """Forget the stamps handed out so far (start of an iteration)."""
         ...
 
+    def prime(self) -> None:
+        """Make the next stamp time the device's progress, not the CPU's (see the module
+        docstring); called where a timed stretch starts."""
+        ...
+
 
 def new_event() -> Any:
     """A ``torch.cuda.Event`` that records timing."""
@@ -66,15 +81,28 @@ class CpuStamps:
     def reset(self) -> None:
         """Nothing to forget."""
 
+    def prime(self) -> None:
+        """Nothing to do: the CPU clock is the CPU's progress."""
+
 
 class CudaStamps:
     """CUDA events from a pool that grows on demand; reuse needs one sync per iteration."""
 
     kind = "cuda-events"
 
+    prime_us: float = 100.0
+    """Length of the spin :meth:`prime` queues on an idle stream (0: never): long enough to
+    cover the CPU's path from a stamp to the next kernel launch (tens of microseconds under
+    the hooks), short enough that a launch-bound model's first modules are not read as if
+    the GPU had been ahead of the CPU."""
+
     def __init__(self, device: torch.device, reserve: int = 256) -> None:
         self.device = device
         self._index = device.index if device.index is not None else torch.cuda.current_device()
+        # ``torch.cuda._sleep`` spins for a number of GPU clock cycles; ``clock_rate`` is kHz
+        rate = getattr(torch.cuda.get_device_properties(self._index), "clock_rate", 0)
+        self._cycles_per_us = (rate or 1_500_000) / 1000
+        self._sleep = getattr(torch.cuda, "_sleep", None)
         self._events: list[Any] = []
         self._next = 0
         # Recording through the C base class on a cached stream object skips the wrapper's
@@ -135,8 +163,17 @@ class CudaStamps:
         return out
 
     def reset(self) -> None:
-        """Start handing out the pool from its first event again."""
+        """Start handing out the pool from its first event again (start of an iteration),
+        and :meth:`prime` the stream."""
         self._next = 0
+        self.prime()
+
+    def prime(self) -> None:
+        """On an idle current stream, queue a ``prime_us`` spin before the next stamp."""
+        if self._sleep is None or self.prime_us <= 0:
+            return
+        if torch.cuda.current_stream(self._index).query():  # nothing queued: idle
+            self._sleep(int(self.prime_us * self._cycles_per_us))
 
 
 def make_stamps(device: torch.device) -> StampSource:

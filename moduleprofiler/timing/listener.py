@@ -211,6 +211,9 @@ class ClockListener(Listener):
 
         def before(grad_outputs: Any) -> None:
             if self._generation == generation:
+                # the backward may start on a GPU that has finished the forward: prime it,
+                # or the first module read the CPU's way to its first kernel as its own time
+                self.stamps.prime()
                 self._events.append((0, START, self.stamp(), get_ident()))
 
         node.register_prehook(before)
