@@ -38,7 +38,9 @@ def _totals(view: View) -> str:
 
 
 def notebook_html(view: View) -> str:
-    """``view`` as one self-contained, uniquely identified ``<div>`` for a notebook cell."""
+    """``view`` as one self-contained, uniquely identified ``<div>`` for a notebook cell; a
+    tree folds identical sibling blocks as its text does (:meth:`View.folded`)."""
+    view = view.folded()
     element = unique_id()
     table = render_view(view, "html", table_id=element) or ""
     foot = [line for line in (_totals(view), *(f"note: {note}" for note in view.notes))

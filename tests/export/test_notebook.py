@@ -8,6 +8,7 @@ import re
 import pytest
 
 from moduleprofiler.export import compare, summary
+from tests.export import real_profiles
 from tests.export.profiles import SCRIPT, hostile, tiny
 
 RENDERINGS = {
@@ -50,3 +51,10 @@ def test_names_and_notes_are_escaped() -> None:
     # tiny's totals and its caveats (one module without a formula, one never called)
     assert "total: params 1.58K" in tiny_page
     assert "note: ops unknown or partial in 1 module(s): custom" in tiny_page
+
+
+def test_a_tree_folds_identical_blocks_as_its_text_does() -> None:
+    page = real_profiles.gpt2()._repr_html_()
+    # GPT-2's 12 identical blocks show once, as h.0-11 with their numbers summed
+    assert ">h.0-11<" in page and ">h.1<" not in page
+    assert page.count("<tr>") == len(real_profiles.gpt2().tree().folded().df) + 1
