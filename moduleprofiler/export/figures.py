@@ -14,7 +14,9 @@ Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``t
 Data comes from the views (``top``, ``tree``) and the module frame; unknown values are not
 drawn (never as 0) and the title says how many there are. Figures are
 ``matplotlib.figure.Figure`` objects made without pyplot: no global state, shown by Jupyter,
-saved with ``path=`` (PNG, SVG or PDF) or ``figure.savefig``.
+saved with ``path=`` (PNG, SVG or PDF) or ``figure.savefig``. Other figures of the package
+make, check and save theirs with :func:`figure_axes`, :func:`check_figure_path` and
+:func:`save_figure`, so all of them behave alike.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ PLOT_KINDS: tuple[str, ...] = ("type", "module", "layer", "time_vs_flops")
 FIGSIZE = (6.4, 4.8)
 """matplotlib's default size in inches: what a slide or a paper column scales from."""
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+PNG_DPI = 200
 LABEL_CHARS = 28
 """Names on an axis are shortened in their middle to this many characters."""
 TYPE_COLORS = 9
@@ -64,14 +67,35 @@ _ZEROS = re.compile(r"\.0+(?=\D|$)")
 _NEEDS = {"time": "profile.with_timing(...)", "memory": "profile.with_memory(...)"}
 
 
-def _matplotlib() -> Any:
-    """The ``matplotlib.figure`` module, or an ImportError that names the extra."""
+def figure_axes(ax: Axes | None, figsize: tuple[float, float] = FIGSIZE, *,
+                feature: str = "profile.plot") -> tuple[Figure, Axes]:
+    """``ax`` and its figure, or a new figure (constrained layout, no pyplot) with one axes;
+    an ImportError naming the ``plot`` extra when matplotlib is missing (``feature`` says
+    what needed it). Shared by every figure of the package."""
     try:
         from matplotlib import figure
     except ImportError as exc:
-        raise ImportError('profile.plot needs matplotlib: pip install "moduleprofiler[plot]" '
+        raise ImportError(f'{feature} needs matplotlib: pip install "moduleprofiler[plot]" '
                           "(or pip install matplotlib)") from exc
-    return figure
+    if ax is not None:
+        return cast("Figure", ax.figure), ax
+    new = figure.Figure(figsize=figsize, layout="constrained")
+    return new, new.add_subplot()
+
+
+def check_figure_path(path: str | os.PathLike[str] | None) -> None:
+    """A ValueError naming ``path`` unless it is ``None`` or ends in .png, .svg or .pdf."""
+    if path is not None and os.path.splitext(os.fspath(path))[1].lower() not in FIGURE_SUFFIXES:
+        raise ValueError(f"path {os.fspath(path)!r} (argument path): a figure is saved as "
+                         f"{', '.join(FIGURE_SUFFIXES)}")
+
+
+def save_figure(figure: Figure, path: str | os.PathLike[str] | None) -> None:
+    """Write ``figure`` to ``path`` (PNG at 200 dpi, SVG, PDF); nothing when ``None``."""
+    if path is not None:
+        check_figure_path(path)
+        png = os.fspath(path).lower().endswith(".png")
+        figure.savefig(path, dpi=PNG_DPI if png else None)
 
 
 def _columns(metric: str, available: Sequence[str]) -> tuple[str, str, str]:
@@ -227,17 +251,9 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
         raise ValueError(f"top must be a positive int or None, got {top!r}")
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth must be an int >= 0, got {depth!r}")
-    suffix = os.path.splitext(os.fspath(path))[1].lower() if path is not None else None
-    if path is not None and suffix not in FIGURE_SUFFIXES:
-        raise ValueError(f"path {os.fspath(path)!r} (argument path): a figure is saved as "
-                         f"{', '.join(FIGURE_SUFFIXES)}")
-    figure_module = _matplotlib()
+    check_figure_path(path)
     own_figure = ax is None
-    if ax is None:
-        figure = figure_module.Figure(figsize=figsize, layout="constrained")
-        ax = figure.add_subplot()
-    else:
-        figure = cast("Figure", ax.figure)
+    figure, ax = figure_axes(ax, figsize)
     if kind == "time_vs_flops":
         heading = _scatter(ax, profile, own_figure)
     else:
@@ -260,6 +276,5 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
             where = "top-level module" if depth == 1 else f"module at depth {depth}"
             heading = _title(f"{label[:1].upper()}{label[1:]} by {where}", unknown)
     ax.set_title(title if title is not None else heading, fontsize=11)
-    if path is not None:
-        figure.savefig(path, dpi=200 if suffix == ".png" else None)
+    save_figure(figure, path)
     return figure
