@@ -13,8 +13,10 @@ import ast
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ from torch import nn
 
 from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import column_spec
-from moduleprofiler.export.fit import MIN_WIDTH
+from moduleprofiler.export.fit import MIN_WIDTH, terminal_width
 from moduleprofiler.export.format_table import (
     format_name,
     get_format,
@@ -37,6 +39,7 @@ from moduleprofiler.export.formats import export_profile
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
+from moduleprofiler.language.generation import GenerationProfile, profile_generation
 from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.timing.overhead import CodePathWarning
@@ -50,6 +53,7 @@ examples:
   moduleprofiler path/to/model.py:build -i 8x128:int64 --arg vocab=1000
   moduleprofiler hf:llama -i 1x2048 --arg num_hidden_layers=2 --depth 2
   moduleprofiler hf:path/to/config.json -i 4x512 --device cpu --what ops,time
+  moduleprofiler hf:gpt2 -i 1x16 --arg n_layer=2 --device cpu --generate 8
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o report.html
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
   moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
@@ -101,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"column groups or column names, comma-separated (default "
                              f"{WHAT_DEFAULT}); backward runs a backward pass, time "
                              "per-module timing, memory a training-step memory pass")
+    parser.add_argument("--generate", type=int, metavar="N",
+                        help="profile generate() step by step for N new tokens (a Transformers "
+                             "model on a real --device): one row per prefill/decode step; "
+                             "--what time and memory add each step's time and live memory")
     parser.add_argument("--iters", type=int, default=50,
                         help="timed iterations for --what time (default 50; a tenth dropped)")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
@@ -137,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 def check_options(options: argparse.Namespace) -> None:
     """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
     limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
-              ("--iters", options.iters, 2))
+              ("--iters", options.iters, 2), ("--generate", options.generate, 1))
     for flag, value, least in limits:
         if value is not None and value < least:
             raise CliError(f"{flag} must be at least {least}, got {value}")
@@ -334,6 +342,58 @@ def run_profile(options: argparse.Namespace) -> Any:
     return profile
 
 
+def run_generation(options: argparse.Namespace) -> GenerationProfile:
+    """``--generate N``: the model's ``generate`` profiled step by step."""
+    if options.meta or options.device is None or options.device == "meta":
+        raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
+                       "shrink a large configuration with --arg num_hidden_layers=2)")
+    device = torch.device(options.device)
+    model = build_model(options.model, factory_kwargs(options.arg), False).to(device)
+    if not callable(getattr(model, "generate", None)):
+        raise CliError(f"--generate needs a model with generate(); {type(model).__name__} has "
+                       "none")
+    groups = {group.strip() for group in options.what.split(",")}
+    inputs = token_inputs(model, options.input_size, labels=False)
+    try:
+        return profile_generation(model, inputs, max_new_tokens=options.generate,
+                                  min_new_tokens=options.generate, time="time" in groups,
+                                  memory="memory" in groups)
+    except Exception as exc:
+        raise CliError(str(exc)) from exc
+
+
+def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
+    """The steps table (text, csv or json) and, in text, the run's totals per token."""
+    fmt = (format_name(options.format) if options.format
+           else infer_format(options.output) if options.output else "text")
+    frame = generation.to_df()
+    summary = generation.summary()
+    if fmt == "text":
+        totals = ", ".join(f"{key} {value:,.6g}" if isinstance(value, float) else
+                           f"{key} {value:,}" if isinstance(value, int)
+                           and not isinstance(value, bool) else f"{key} {value}"
+                           for key, value in summary.items() if value is not None)
+        shown = frame.dropna(axis="columns", how="all")  # time and memory only when asked
+        width = terminal_width(options.width)
+        wrapped = textwrap.fill(totals, width) if width else totals
+        text = f"{shown.fillna('-').to_string(index=False)}\n{wrapped}\n"
+    elif fmt == "csv":
+        text = frame.to_csv(index=False)
+    elif fmt == "json":
+        text = json.dumps({"steps": json.loads(frame.to_json(orient="records")),
+                           "summary": summary}, indent=2) + "\n"
+    else:
+        raise CliError(f"--generate writes text, csv or json, not {fmt}")
+    if options.output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(options.output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {options.output}: {exc.strerror or exc}") from exc
+    print(f"moduleprofiler: wrote {options.output} ({fmt})", file=sys.stderr)
+
+
 # -- the output -------------------------------------------------------------------------------
 def _columns(profile: Any, what: str) -> list[str]:
 
@@ -405,6 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = build_parser().parse_args(argv)
         check_options(options)
+        if options.generate is not None:
+            write_generation(run_generation(options), options)
+            return 0
         profile = run_profile(options)
         write_output(profile, options)
     except (CliError, ValueError, KeyError) as exc:

@@ -57,3 +57,32 @@ def test_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 2 and "unknown model type 'no-such-model'" in err
     status, _, err = run(capsys, "hf:gpt2", "-i", "1x3x4")
     assert status == 2 and "BATCHxTOKENS" in err
+
+
+def test_generation_step_by_step(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                         "--generate", "3", "-o", str(tmp_path / "steps.json"))
+    assert status == 0, err
+    written = json.loads((tmp_path / "steps.json").read_text())
+    steps = written["steps"]
+    assert [s["phase"] for s in steps] == ["prefill", "decode", "decode"]
+    assert [s["context_tokens"] for s in steps] == [8, 9, 10]
+    # generate keeps only the last position's logits: the prefill is the forward on the prompt
+    # less 7 positions of lm_head (7 x 64 x VOCAB)
+    assert steps[0]["macs"] == MACS - 7 * 64 * VOCAB
+    # a decode step: one token through 2 layers (12 x 64^2 each) and lm_head, plus attention
+    # over the context: 2 layers x 2 (scores and values) x 64 per cached token
+    for step in steps[1:]:
+        assert step["macs"] == 2 * 12 * 64 * 64 + 64 * VOCAB + 2 * 2 * 64 * step["context_tokens"]
+    assert written["summary"]["new_tokens"] == 3
+    assert written["summary"]["macs"] == sum(s["macs"] for s in steps)
+    status, out, _ = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                         "--generate", "2")
+    assert status == 0 and "prefill" in out and "decode" in out and "flops_per_token" in out
+
+
+def test_generation_needs_a_real_device(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--generate", "3")
+    assert status == 2 and "--generate runs the model: name a real --device" in err
+    status, _, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--generate", "0")
+    assert status == 2 and "--generate must be at least 1" in err
