@@ -17,6 +17,7 @@ ELSEWHERE = {
     "training_timing.py": "tests/timing/test_example.py",
     "html_report.py": "tests/export/test_docs.py",
     "latex_table.py": "tests/export/test_docs.py",
+    "distributed_torchrun.py": "tests/distributed/test_docs.py",
 }
 EXPECTED = {
     "torchvision_cnn.py": "complete: True",

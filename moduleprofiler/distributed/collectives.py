@@ -144,9 +144,11 @@ def _group_size(bound: dict[str, Any]) -> int | None:
     name = bound.get("group_name")
     if isinstance(name, torch.distributed.ProcessGroup):
         return int(name.size())
-    if isinstance(name, str):
+    # a functional collective names its group; torch resolves names with a private helper
+    resolve = getattr(torch.distributed.distributed_c10d, "_resolve_process_group", None)
+    if isinstance(name, str) and resolve is not None:
         try:
-            return int(torch.distributed.distributed_c10d._resolve_process_group(name).size())
-        except (AttributeError, KeyError, RuntimeError, ValueError):
+            return int(resolve(name).size())
+        except (KeyError, RuntimeError, ValueError):
             return None
     return None

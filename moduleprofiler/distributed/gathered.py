@@ -81,17 +81,15 @@ class DistributedProfile:
                 raise KeyError(f"module_stats: no column {unknown}; the profiles have "
                                f"{list(frame.columns)}")
         grouped = frame.groupby("module", sort=False)
-        out = grouped[list(_KEYS[1:])].first()
+        parts = [grouped[list(_KEYS[1:])].first()]
         for name in columns:
-            values = grouped[name].apply(lambda s: pd.to_numeric(s, errors="coerce")
-                                         .astype("float64"))
-            by_module = values.groupby(level=0, sort=False)
-            stats = by_module.agg(["min", "median", "max", "sum"])
-            for statistic in STATISTICS:
-                out[f"{name}_{statistic}"] = stats[statistic]
-            median = stats["median"].where(stats["median"] != 0)
-            out[f"{name}_skew"] = stats["max"] / median
-        return out.reset_index()
+            values = pd.to_numeric(frame[name], errors="coerce").astype("float64")
+            stats = values.groupby(frame["module"], sort=False).agg(list(STATISTICS))
+            stats.columns = [f"{name}_{statistic}" for statistic in STATISTICS]
+            median = stats[f"{name}_median"]
+            stats[f"{name}_skew"] = stats[f"{name}_max"] / median.where(median != 0)
+            parts.append(stats)
+        return pd.concat(parts, axis=1).reset_index()
 
     def stragglers(self, k: int = 5, by: str | None = None) -> pd.DataFrame:
         """The ``k`` (module, rank) pairs whose ``by`` (default: the first time column the

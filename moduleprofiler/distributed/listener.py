@@ -183,7 +183,9 @@ def _wait(func: Any, out: Any) -> None:
     functional = func.namespace != "c10d"
     for item in out if isinstance(out, (tuple, list)) else (out,):
         if isinstance(item, torch.ScriptObject):
-            torch._C._distributed_c10d.Work.unbox(item).wait()
+            work = torch._C._distributed_c10d.Work.unbox(item)
+            if work is not None:  # a blocking call (``async_op=False``) returns no work
+                work.wait()
         elif functional and isinstance(item, torch.Tensor):
             torch.ops._c10d_functional.wait_tensor(item)
 

@@ -1,0 +1,39 @@
+"""Profile every rank of a data-parallel training program and compare the ranks.
+
+    torchrun --nproc_per_node 2 examples/distributed_torchrun.py
+
+Runs on CPU with gloo when there is no GPU (one GPU per process with NCCL otherwise). Each rank
+profiles one forward and backward of its own batch with the communication listener, then
+rank 0 gathers the profiles and prints the per-module spread across ranks.
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.distributed import CommunicationListener, gather
+
+cuda = torch.cuda.is_available()
+dist.init_process_group("nccl" if cuda else "gloo")
+rank = dist.get_rank()
+device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+
+torch.manual_seed(0)  # the same weights on every rank
+model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 10)).to(device)
+model = nn.parallel.DistributedDataParallel(model)
+batch = torch.randn(8 * (1 + rank), 64, device=device)  # rank 1 has twice the rows
+
+listener = CommunicationListener()
+profile = ModuleProfiler().profile(model, batch, backward=True, listeners=[listener])
+assert (profile.rank, profile.world_size) == (rank, dist.get_world_size())
+
+result = gather(profile, dst=0)  # every rank calls it; rank 0 gets the DistributedProfile
+if result is not None:
+    stats = result.module_stats(["macs", "backward_comm_bytes"])
+    print(stats[["module", "macs_min", "macs_median", "macs_max", "macs_skew",
+                 "backward_comm_bytes_sum"]].to_string(index=False))
+    print(f"gradient all-reduce per rank: {profile.to_df()['backward_comm_bytes'].sum()} bytes")
+dist.destroy_process_group()
