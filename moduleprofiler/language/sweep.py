@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from moduleprofiler.export.figures import figure_axes
 from moduleprofiler.language.models import text_inputs
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.validate import check_bool
@@ -86,19 +87,14 @@ def plot_sweep(frame: pd.DataFrame, y: str = "flops", x: str = "seq_len", ax: An
     new figure; returns the matplotlib ``Figure`` (``figure.savefig(path)`` writes it).
 
     Raises:
-        ImportError: matplotlib is not installed.
+        ImportError: matplotlib is not installed (the ``plot`` extra).
         KeyError: ``x`` or ``y`` is not a column of ``frame``.
     """
-    try:  # a Figure of its own, not pyplot's global state
-        from matplotlib.figure import Figure
-    except ImportError as exc:  # an optional dependency
-        raise ImportError("plot_sweep needs matplotlib: pip install matplotlib") from exc
     for column in (x, y):
         if column not in frame:
             raise KeyError(f"{column!r} is not a column of the sweep (columns: "
                            f"{', '.join(str(c) for c in frame.columns)})")
-    if ax is None:
-        ax = Figure(figsize=(6, 4)).subplots()
+    figure, ax = figure_axes(ax, (6, 4), feature="plot_sweep")
     groups: Any = frame.groupby("batch_size") if "batch_size" in frame else [(None, frame)]
     for batch, rows in groups:
         rows = rows.sort_values(x)
@@ -108,7 +104,7 @@ def plot_sweep(frame: pd.DataFrame, y: str = "flops", x: str = "seq_len", ax: An
     ax.set_ylabel(y)
     if "batch_size" in frame:
         ax.legend()
-    return ax.figure
+    return figure
 
 
 def _sizes(values: Iterable[int], name: str) -> list[int]:
