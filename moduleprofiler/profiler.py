@@ -26,6 +26,7 @@ from moduleprofiler.registry import (
     get_default_ops_map,
 )
 from moduleprofiler.runner import Listener
+from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing import benchmark, time_modules, train_step_times
@@ -195,7 +196,10 @@ class ModuleProfiler(LegacyPasses):
         invoke = make_invocation(module, input, pred_fn)
         # a DDP or FSDP2 backward is a real one: its gradients are set aside and put back
         grads = backward and communicates_gradients(module)
-        with preserved_state(module, eval=eval, grads=grads), torch.set_grad_enabled(backward):
+        # (that backward also reaches input tensors that require grad: theirs are put back too)
+        with preserved_state(module, eval=eval, grads=grads,
+                             leaves=iter_tensors(input) if grads else ()), \
+                torch.set_grad_enabled(backward):
             if backward:
                 for rnn in _cudnn_rnns_in_eval(module):
                     rnn.training = True  # cuDNN has no RNN backward in eval mode

@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -86,7 +86,8 @@ def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, A
 
 @contextmanager
 def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
-                    grads: bool = False, buffers: bool | None = None) -> Iterator[None]:
+                    grads: bool = False, buffers: bool | None = None,
+                    leaves: Iterable[Tensor] = ()) -> Iterator[None]:
     """Run the block with ``root`` in eval mode (``eval=True``), in training mode
     (``train=True``) or as it is, and restore its state afterwards (see the module docstring).
 
@@ -95,6 +96,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         eval: switch every module to eval mode for the block.
         train: switch every module to training mode for the block.
         grads: set every ``.grad`` aside for the block and put it back afterwards.
+        leaves: with ``grads``, more tensors whose ``.grad`` is set aside the same way (the
+            inputs of a backward that accumulates into every leaf it reaches).
         buffers: restore buffer values afterwards (default); ``False`` leaves them as the
             block left them.
     """
@@ -102,7 +105,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         raise ValueError("preserved_state: eval and train are exclusive")
     modules = list(root.modules())  # one traversal, shared by everything below
     flags = [(module, module.training) for module in modules]
-    saved_grads: list[tuple[nn.Parameter, Tensor | None]] = []
+    saved_grads: list[tuple[Tensor, Tensor | None]] = []
     saved_buffers: list[tuple[Tensor, Tensor]] = []
     lazy_hooks = ExitStack()
     try:
@@ -120,6 +123,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     _lazy_snapshot(saved_buffers)))
         if grads:
             saved_grads = [(p, p.grad) for p in _parameters(root)]
+            saved_grads += [(t, t.grad) for t in leaves if t.is_leaf and t.requires_grad]
             for parameter, grad in saved_grads:
                 if grad is not None:
                     parameter.grad = None
