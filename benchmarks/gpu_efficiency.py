@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.autograd import DeviceType
 
 import benchmarks.gpu_timing as gt
 from moduleprofiler import ModuleProfiler
@@ -309,7 +310,9 @@ def in_situ_backward_ms(model: nn.Module, x: Tensor, steps: int) -> dict[str, fl
             torch.cuda.synchronize()
     totals: dict[str, float] = {}
     for event in prof.events():
-        if event.name.endswith(" (backward)"):
+        # the CPU ranges only: the trace repeats each range on the GPU's row (a user
+        # annotation spanning the same kernels), which would count them twice
+        if event.name.endswith(" (backward)") and event.device_type == DeviceType.CPU:
             key = event.name.removesuffix(" (backward)")
             totals[key] = totals.get(key, 0.0) + event.device_time_total / 1e3 / steps
     return totals

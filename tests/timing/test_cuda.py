@@ -28,6 +28,9 @@ def _event_ms(module: nn.Module, x: torch.Tensor, reps: int = 20) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(reps):
+        # behind a spin: the events enclose the kernel, not an idle GPU's wait for its
+        # launch (the module clock primes an idle stream the same way)
+        torch.cuda._sleep(1_000_000)
         start.record()
         module(x)
         end.record()
