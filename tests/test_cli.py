@@ -31,11 +31,11 @@ def test_tree_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, TINY, "-i", "2x4")
     assert status == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split() == ["module", "params", "input", "output", "macs", "ops", "ops", "%"]
+    assert lines[0].split() == ["module", "params", "input", "output", "MACs", "ops", "ops", "%"]
     assert lines[2].startswith("__root__ (Sequential)") and "58" in lines[2]  # 4*8+8 + 8*2+2
     assert lines[3].startswith("|-- 0 (Linear)") and lines[-3].startswith("`-- 2 (Linear)")
-    assert lines[-2] == "total: params 58, macs 96, flops 192, ops 208"  # flops = 2 * 96
-    assert lines[-1] == "ops = multiplies + adds; macs = multiply-accumulates; flops = 2 x macs"
+    assert lines[-2] == "total: params 58, MACs 96, FLOPs (2xMACs) 192, ops 208"  # 2 * 96
+    assert lines[-1] == "ops = multiplies + adds; MACs = multiply-accumulates; FLOPs = 2 x MACs"
     assert "\x1b[" not in out  # not a terminal: no colour
 
 
@@ -220,8 +220,8 @@ def test_what_backward_and_column_names(capsys: pytest.CaptureFixture[str]) -> N
     status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "backward,param_bytes,flops",
                            "--depth", "0")
     assert status == 0, err
-    assert out.splitlines()[0].split() == ["module", "backward", "macs", "backward", "ops",
-                                           "param", "bytes", "flops"]
+    assert out.splitlines()[0].split() == ["module", "backward", "MACs", "backward", "ops",
+                                           "param", "bytes", "FLOPs", "(2xMACs)"]
     root = out.splitlines()[2]
     # backward MACs: Linear(4, 8) weight grad 2 x 4 x 8 = 64 (the input needs none), Linear(8, 2)
     # input and weight grads 2 x 8 x 2 = 32 each: 128. Parameters: 58 float32 = 232 B.
@@ -234,7 +234,7 @@ def test_width_and_no_fold(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--width", "40")
     assert status == 0 and max(len(line) for line in out.splitlines()) <= 40
     assert out.splitlines()[0].split() == ["module", "params", "ops", "%"]
-    assert "note: hidden to fit 40 columns: input,\n  output, ops, macs" in out
+    assert "note: hidden to fit 40 columns: input,\n  output, ops, MACs" in out
     status, wide, _ = run(capsys, TINY, "-i", "2x4", "--width", "0")
     assert status == 0 and "input" in wide.splitlines()[0]
     status, folded, _ = run(capsys, f"{ROOT / MODELS}:repeated", "-i", "2x4")

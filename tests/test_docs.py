@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.documented import matches, run_page
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # Pages whose examples are executed here; exports.md and cli.md run in tests/export/test_docs.py.
 PAGES = [
@@ -23,10 +25,19 @@ def blocks(page: str) -> list[str]:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_docs_page_examples_run(page: str) -> None:
+def test_docs_page_examples_run(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples run in order; an output shown after one is what it prints now."""
+    monkeypatch.setenv("COLUMNS", "80")
     namespace: dict[str, object] = {"__name__": "__docs__"}
-    for index, block in enumerate(blocks(page)):
-        exec(compile(block, f"docs/{page} block {index}", "exec"), namespace)
+    run_page(DOCS / page, f"docs/{page}", namespace)
+
+
+def test_a_drifted_number_fails() -> None:
+    printed = "module  ops\nfc      312\nrelu     24\ntotal: ops 336\n"
+    assert matches("module  ops\nfc      312\nrelu     24\ntotal: ops 336\n", printed)
+    assert matches("module  ops\n...\ntotal: ops 336", printed)  # an elided middle
+    assert not matches("module  ops\nfc      311\n...\ntotal: ops 336\n", printed)
+    assert not matches("module  ops\nfc      312\n", printed)  # a missing end
 
 
 def test_every_page_with_examples_is_executed_somewhere() -> None:

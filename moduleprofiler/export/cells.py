@@ -36,9 +36,11 @@ class Glyphs:
     percent: str = "%"
     missing: str = "-"
     less: str = "<"
+    dot: str = "·"
+    """The multiplication dot of a header (``FLOPs (2·MACs)``)."""
 
 
-ASCII = Glyphs(micro="u")
+ASCII = Glyphs(micro="u", dot="x")
 UNICODE = Glyphs()
 LATEX = Glyphs(micro="\\textmu{}", percent="\\%", missing="--", less="$<$")
 
@@ -74,6 +76,11 @@ def _text_formatter(spec: ColumnSpec) -> Callable[[Any], str]:
     if spec.kind == "dtype":
         return dtype_text
     return str
+
+
+def header(spec: ColumnSpec, glyphs: Glyphs = ASCII) -> str:
+    """The column's label as a header in ``glyphs`` (``FLOPs (2xMACs)`` in plain ASCII)."""
+    return spec.label.replace("·", glyphs.dot)
 
 
 def raw_cell(value: Any) -> str:

@@ -181,6 +181,11 @@ def registered_columns() -> tuple[ColumnSpec, ...]:
 
 _MACS_TO_FLOPS = 2
 """FLOPs = 2 x MACs: one multiply and one add per multiply-accumulate (FlopCounterMode's unit)."""
+MACS = "MACs"
+FLOPS = "FLOPs (2·MACs)"
+"""The headers of the compute columns carry their convention (``ops``: multiplies and adds,
+docs/conventions.md): people compare with papers that count MACs or FLOPs. Plain-text views
+write the dot as ``x`` (:class:`~moduleprofiler.export.cells.Glyphs`)."""
 
 _BUILTINS: tuple[tuple[Any, ...], ...] = (
     # name, kind, label, aggregation, unit, additive, derive
@@ -206,23 +211,23 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
     ("param_bytes", "bytes", "param bytes", "inclusive", "bytes", True, None),
     ("buffer_bytes", "bytes", "buffer bytes", "inclusive", "bytes", True, None),
     ("ops", "count", "self ops", "sum", "ops", True, None),
-    ("macs", "count", "self macs", "sum", "MACs", True, None),
+    ("macs", "count", f"self {MACS}", "sum", "MACs", True, None),
     ("ops_source", "text", "ops from", "first", "", True, None),
     ("inclusive_ops", "count", "ops", "inclusive", "ops", True, None),
-    ("inclusive_macs", "count", "macs", "inclusive", "MACs", True, None),
+    ("inclusive_macs", "count", MACS, "inclusive", "MACs", True, None),
     ("complete", "flag", "complete", "all", "", True, None),
-    ("flops", "count", "self flops", "sum", "FLOPs", True, scaled("macs", _MACS_TO_FLOPS)),
-    ("inclusive_flops", "count", "flops", "inclusive", "FLOPs", True,
+    ("flops", "count", f"self {FLOPS}", "sum", "FLOPs", True, scaled("macs", _MACS_TO_FLOPS)),
+    ("inclusive_flops", "count", FLOPS, "inclusive", "FLOPs", True,
      scaled("inclusive_macs", _MACS_TO_FLOPS)),
     ("backward_ops", "count", "self backward ops", "sum", "ops", True, None),
-    ("backward_macs", "count", "self backward macs", "sum", "MACs", True, None),
-    ("backward_flops", "count", "self backward flops", "sum", "FLOPs", True,
+    ("backward_macs", "count", f"self backward {MACS}", "sum", "MACs", True, None),
+    ("backward_flops", "count", f"self backward {FLOPS}", "sum", "FLOPs", True,
      scaled("backward_macs", _MACS_TO_FLOPS)),
     ("inclusive_backward_ops", "count", "backward ops", "inclusive", "ops", True,
      inclusive_of("backward_ops")),
-    ("inclusive_backward_macs", "count", "backward macs", "inclusive", "MACs", True,
+    ("inclusive_backward_macs", "count", f"backward {MACS}", "inclusive", "MACs", True,
      inclusive_of("backward_macs")),
-    ("inclusive_backward_flops", "count", "backward flops", "inclusive", "FLOPs", True,
+    ("inclusive_backward_flops", "count", f"backward {FLOPS}", "inclusive", "FLOPs", True,
      scaled("inclusive_backward_macs", _MACS_TO_FLOPS)),
     ("ops_fraction", "fraction", "ops %", "none", "", True, None),
 )

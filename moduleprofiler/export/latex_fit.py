@@ -40,6 +40,7 @@ _GROUPS: tuple[tuple[str, float], ...] = (
 )
 _WIDTH = {char: width for chars, width in _GROUPS for char in chars}
 _WIDTH["µ"] = 5.56
+_WIDTH["·"] = 2.78  # \textperiodcentered, the dot of the FLOPs (2·MACs) header
 _UNKNOWN = 10.0
 """A character not in the table counts as one em: too wide rather than too narrow."""
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.frame import count_series, module_frame
 from moduleprofiler.export.select import column_total, extra_columns
 from moduleprofiler.export.view import View
@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
 
 SUMMARY_COLUMNS = ("model", "params", "macs", "flops", "ops")
-_LABELS = {"params": "params", "trainable_params": "trainable", "macs": "MACs",
-           "flops": "FLOPs", "ops": "ops"}
+_LABELS = {"params": "params", "trainable_params": "trainable", "macs": MACS,
+           "flops": FLOPS, "ops": "ops"}
 """Whole-model totals, so no "self" in their headers."""
 
 

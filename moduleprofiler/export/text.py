@@ -7,7 +7,7 @@ import textwrap
 from typing import IO, TYPE_CHECKING, Any
 
 from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
-from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter
+from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter, header
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width, terminal_width
 from moduleprofiler.export.tree import (
@@ -93,7 +93,7 @@ def _data_columns(view: View, glyphs: Glyphs) -> list[TextColumn]:
             cells = [_cut(cell, MAX_SHAPE_WIDTH) for cell in cells]
         codes = [_code(spec.kind, value, cell, glyphs.missing)
                  for value, cell in zip(values, cells)]
-        out.append(TextColumn(name, spec.label, cells, spec.numeric, spec.kind, codes,
+        out.append(TextColumn(name, header(spec, glyphs), cells, spec.numeric, spec.kind, codes,
                               identity=name in _NAMES and view.kind != "tree"))
     return out
 
@@ -151,8 +151,8 @@ _NAMES = ("module", "type")
 
 _CONVENTIONS = {
     "ops": "ops = multiplies + adds",
-    "MACs": "macs = multiply-accumulates",
-    "FLOPs": "flops = 2 x macs",
+    "MACs": "MACs = multiply-accumulates",
+    "FLOPs": "FLOPs = 2 x MACs",
 }
 """What each compute unit counts (docs/conventions.md), stated under every table that shows
 one."""
@@ -173,7 +173,7 @@ def _footer(view: View, glyphs: Glyphs, hidden: list[str], width: int | None) ->
         parts = []
         for name, value in view.totals.items():
             spec = column_spec(name)
-            parts.append(f"{spec.label} {formatter(spec, glyphs, raw=view.raw)(value)}")
+            parts.append(f"{header(spec, glyphs)} {formatter(spec, glyphs, raw=view.raw)(value)}")
         lines.append("total: " + ", ".join(parts))
     convention = _conventions(view)
     if convention and not view.raw:

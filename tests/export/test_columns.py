@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from io import StringIO
 
@@ -15,6 +16,7 @@ from torch import nn
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.cli import main
 from moduleprofiler.export import column_spec, register_column
+from moduleprofiler.export.cells import header
 from moduleprofiler.export.columns import BUILTIN
 from moduleprofiler.export.select import columns_for
 
@@ -80,6 +82,29 @@ def test_in_the_type_frame_and_top(profile: Profile, name: str) -> None:
         assert top["type"].tolist()[0] in ("Linear", "Mlp")
 
 
+def test_compute_headers_state_their_convention(profile: Profile) -> None:
+    """ops, MACs and FLOPs (2·MACs) in every view's header, beside their numbers: the root
+    does 96 + 48 = 144 MACs, so 288 FLOPs, and 312 ops (fc1 3 x 8 x (2 x 4) = 192, ReLU 24,
+    fc2 3 x 2 x (2 x 8) = 96)."""
+    tree = profile.tree(["inclusive_ops", "inclusive_macs", "inclusive_flops"])
+    text = str(tree).splitlines()  # plain ASCII: the dot is an x
+    assert re.split(r"\s{2,}", text[0]) == ["module", "ops", "MACs", "FLOPs (2xMACs)"]
+    assert text[2].split()[-3:] == ["312", "144", "288"]
+    assert re.split(r"\s{2,}", (tree.to_text(unicode=True) or "").splitlines()[0]) == [
+        "module", "ops", "MACs", "FLOPs (2·MACs)"]
+    markdown = (tree.to_markdown() or "").splitlines()
+    assert markdown[0] == "| module | type | ops | MACs | FLOPs (2·MACs) |"
+    assert markdown[2].endswith("| 312 | 144 | 288 |")
+    assert "module & type & ops & MACs & FLOPs (2·MACs) \\\\" in (tree.to_latex() or "")
+    html = tree.to_html() or ""
+    assert ">FLOPs (2·MACs)</th>" in html and ">288</td>" in html
+    assert ">FLOPs (2·MACs)</th>" in tree._repr_html_()
+    own = profile.table(["ops", "macs", "flops"])
+    assert own.df.set_index("module").loc["fc1"].tolist()[1:] == [192, 96, 192]  # 3x4x8 MACs
+    assert re.split(r"\s{2,}", _header(str(own))) == [
+        "module", "type", "self ops", "self MACs", "self FLOPs (2xMACs)"]
+
+
 def _header(text: str | None) -> str:
     assert text is not None
     return text.splitlines()[0]
@@ -95,19 +120,20 @@ def view(function: Callable[[Profile, str], None]) -> Callable[[Profile, str], N
 
 @view
 def tree(profile: Profile, name: str) -> None:
-    label = column_spec(name).label
-    assert label in _header(str(profile.tree([name])))
+    # plain-text views write the header in ASCII (FLOPs (2xMACs))
+    assert header(column_spec(name)) in _header(str(profile.tree([name])))
 
 
 @view
 def table(profile: Profile, name: str) -> None:
-    assert column_spec(name).label in _header(str(profile.table([name])))
+    assert header(column_spec(name)) in _header(str(profile.table([name])))
 
 
 @view
 def call_table(profile: Profile, name: str) -> None:
     if name != "calls":  # one row is one call
-        assert column_spec(name).label in _header(str(profile.table([name], aggregate="call")))
+        assert header(column_spec(name)) in _header(str(profile.table([name],
+                                                                      aggregate="call")))
 
 
 @view
@@ -124,6 +150,11 @@ def latex(profile: Profile, name: str) -> None:
 @view
 def html(profile: Profile, name: str) -> None:
     assert f">{column_spec(name).label}<" in (profile.table([name]).to_html() or "")
+
+
+@view
+def notebook(profile: Profile, name: str) -> None:
+    assert f">{column_spec(name).label}<" in profile.table([name])._repr_html_()
 
 
 @view
@@ -148,7 +179,7 @@ def command_line(profile: Profile, name: str, capsys: pytest.CaptureFixture[str]
     assert main([path, "--what", name]) == 0
     # a group of the same name (ops, flops, params) shows the group's columns
     shown = columns_for([name], profile.to_df("module"))[0]
-    assert column_spec(shown).label in _header(capsys.readouterr().out)
+    assert header(column_spec(shown)) in _header(capsys.readouterr().out)
 
 
 _SAVED: dict[int, str] = {}

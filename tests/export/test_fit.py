@@ -70,7 +70,7 @@ def test_what_is_hidden_is_named_and_comes_back_wider(models: dict[str, Profile]
     assert narrow is not None
     assert "note: hidden to fit 80 columns: input, output" in narrow
     header = narrow.splitlines()[0].split()
-    assert header == ["module", "params", "macs", "ops", "ops", "%"]  # the numbers stay
+    assert header == ["module", "params", "MACs", "ops", "ops", "%"]  # the numbers stay
     full = tree.to_text(width=0)
     assert full is not None and "hidden to fit" not in full
     assert full.splitlines()[0].split()[:4] == ["module", "params", "input", "output"]
@@ -178,8 +178,8 @@ def test_the_counting_convention_is_stated(models: dict[str, Profile]) -> None:
     assert text is not None
     lines = text.splitlines()
     # 1.81G MACs, so 3.63G FLOPs = 2 x MACs in the totals
-    assert lines[-2] == "total: params 11.69M, macs 1.81G, flops 3.63G, ops 3.64G"
-    assert lines[-1] == "ops = multiplies + adds; macs = multiply-accumulates; flops = 2 x macs"
+    assert lines[-2] == "total: params 11.69M, MACs 1.81G, FLOPs (2xMACs) 3.63G, ops 3.64G"
+    assert lines[-1] == "ops = multiplies + adds; MACs = multiply-accumulates; FLOPs = 2 x MACs"
 
 
 def test_notes_are_wrapped(models: dict[str, Profile]) -> None:
