@@ -28,7 +28,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.profiler import ModuleProfiler
-from moduleprofiler.records import COUNTED_SOURCES
+from moduleprofiler.records import COUNTED_SOURCES, display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.state import preserved_state
 from moduleprofiler.validate import check_bool, check_listeners
@@ -107,7 +107,7 @@ class GenerationProfile:
         for step in self.steps:
             profile = step.profile
             rows.append({
-                "step": step.index, "phase": step.phase, "module": step.path or "(model)",
+                "step": step.index, "phase": step.phase, "module": display_path(step.path),
                 "batch_size": step.batch_size, "input_tokens": step.input_tokens,
                 "context_tokens": step.context_tokens, "ops": profile.total_ops,
                 "macs": profile.total_macs, "flops": profile.total_flops,

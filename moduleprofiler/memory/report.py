@@ -177,9 +177,9 @@ class MemoryReport:
         }
 
     def to_df(self) -> pd.DataFrame:
-        """One row per call, in execution order: ``call``, ``parent``, ``depth``, ``module``,
-        ``type``, ``call_number`` and the byte columns of :class:`CallMemory` (nullable
-        integers; ``<NA>`` = not measured)."""
+        """One row per call, in execution order: ``call``, ``parent``, ``depth``, ``module``
+        (the root named ``__root__``), ``type``, ``call_number`` and the byte columns of
+        :class:`CallMemory` (nullable integers; ``<NA>`` = not measured)."""
         names = {"index": "call", "path": "module", "type_name": "type"}
         fields = [f.name for f in dataclasses.fields(CallMemory)]
         frame = pd.DataFrame(
@@ -189,6 +189,7 @@ class MemoryReport:
         for name in fields:
             if name in ("parent",) or name.endswith("_bytes"):
                 frame[name] = frame[name].astype("Int64")
+        frame["module"] = frame["module"].map(display_path)
         return frame
 
     def to_dict(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pandas as pd
 from torch import Tensor, nn
 
 from moduleprofiler.memory._storage import is_lazy, own_nbytes, storage_key, storage_of
+from moduleprofiler.records import display_path
 from moduleprofiler.shapes import dtype_name
 from moduleprofiler.tensors import module_tensors
 
@@ -83,7 +84,7 @@ def module_bytes(module: nn.Module) -> dict[str, ModuleBytes]:
 
 
 def parameter_memory(module: nn.Module) -> pd.DataFrame:
-    """One row per module (``named_modules()`` order; the root, path ``""``, is the total).
+    """One row per module (``named_modules()`` order; the root, ``__root__``, is the total).
 
     Columns: ``module``, ``type``, ``depth``, ``param_bytes``, ``own_param_bytes``,
     ``buffer_bytes``, ``trainable_param_bytes``, ``frozen_param_bytes``, then
@@ -102,7 +103,7 @@ def parameter_memory(module: nn.Module) -> pd.DataFrame:
     rows = []
     for path, item in stats.items():
         row: dict[str, object] = {
-            "module": path,
+            "module": display_path(path),
             "type": types[path],
             "depth": 0 if path == "" else path.count(".") + 1,
             "param_bytes": item.param_bytes,

@@ -76,7 +76,7 @@ def test_in_place_ops_and_views_allocate_nothing() -> None:
     linear_out = 2 * 8 * 4
     assert frame.loc["linear", "output_bytes"] == linear_out
     assert frame.loc["relu", "output_bytes"] == 0  # in place: the input's storage
-    assert frame.loc["", "output_bytes"] == linear_out  # a view of the Linear's output
+    assert frame.loc["__root__", "output_bytes"] == linear_out  # a view of the Linear's output
     assert report.inference.allocations == 1
     assert report.inference.peak_bytes == report.inference.baseline_bytes + linear_out
 

@@ -30,7 +30,7 @@ def _row(frame, path: str):
 
 def test_dtype_sizes_tied_weights_and_frozen() -> None:
     frame = parameter_memory(Mixed())
-    root = _row(frame, "")
+    root = _row(frame, "__root__")
     assert root["param_bytes"] == 16 + 160 + 24  # the tied head weight adds nothing
     assert root["trainable_param_bytes"] == 16 + 160
     assert root["frozen_param_bytes"] == 24
@@ -42,19 +42,19 @@ def test_dtype_sizes_tied_weights_and_frozen() -> None:
     head = _row(frame, "head")
     assert head["param_bytes"] == head["own_param_bytes"] == 160
     assert head["float16_param_bytes"] == 0
-    assert list(frame["module"]) == ["", "half", "embed", "head", "frozen"]
+    assert list(frame["module"]) == ["__root__", "half", "embed", "head", "frozen"]
 
 
 def test_distinct_parameters_on_the_same_storage_count_once() -> None:
     model = nn.Sequential(nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False))
     model[1].weight = nn.Parameter(model[0].weight.detach())  # another object, same memory
-    assert _row(parameter_memory(model), "")["param_bytes"] == 4 * 4 * 4
+    assert _row(parameter_memory(model), "__root__")["param_bytes"] == 4 * 4 * 4
 
 
 def test_a_submodule_registered_twice_counts_once() -> None:
     shared = nn.Linear(5, 5)  # 30 * 4 = 120 bytes
     model = nn.Sequential(shared, nn.ReLU(), shared)
-    assert _row(parameter_memory(model), "")["param_bytes"] == 120
+    assert _row(parameter_memory(model), "__root__")["param_bytes"] == 120
 
 
 def test_long_table_by_dtype() -> None:
@@ -68,7 +68,7 @@ def test_long_table_by_dtype() -> None:
 
 def test_lazy_parameters_count_zero_until_materialised() -> None:
     frame = parameter_memory(nn.Sequential(nn.LazyLinear(3)))
-    assert _row(frame, "")["param_bytes"] == 0
+    assert _row(frame, "__root__")["param_bytes"] == 0
 
 
 def test_state_dict_bytes_is_what_torch_save_writes() -> None:
