@@ -11,11 +11,13 @@ import torch
 from torch import nn
 
 from moduleprofiler.loss import LossFn
-from moduleprofiler.memory.passes import PassResult, run_pass
+from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
 from moduleprofiler.memory.report import CallMemory, MemoryReport
 from moduleprofiler.memory.static import module_bytes
+from moduleprofiler.progress import Progress
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.validate import check_bool
 
 
 def _run_device(module: nn.Module, input: Any, device: str | torch.device | None
@@ -69,6 +71,7 @@ def measure_memory(
     loss_fn: LossFn | None = None,
     device: str | torch.device | None = None,
     emulate: Literal["cuda"] | None = None,
+    progress: bool | None = None,
 ) -> MemoryReport:
     """Measure the memory of ``module`` on ``input``: parameter and buffer bytes, per-call output
     bytes, the peak of a no-grad forward and, with ``train=True``, the peak of forward + backward
@@ -92,6 +95,10 @@ def measure_memory(
             ``scaled_dot_product_attention`` take the kernels CUDA would run, which keep less
             for backward than the CPU/meta ones (:mod:`moduleprofiler.memory.emulate`).
             Ignored on CUDA; refused on other devices.
+        progress: a progress bar with the time left (``tqdm`` when installed) once the
+            passes have run for 2 s: ``None`` (default) on a terminal or in Jupyter only,
+            ``False`` never, ``True`` from the start. It counts module calls: the first pass's
+            without a total, then the training pass's forward and backward.
 
     On CUDA the peaks come from the caching allocator (``torch.cuda.max_memory_allocated``
     after ``reset_peak_memory_stats``); on CPU and meta from operator-level accounting of live
@@ -112,13 +119,25 @@ def measure_memory(
             f"emulate='cuda' runs CUDA's attention operators, which exist only on the meta and "
             f"cuda devices; got device {str(run_device)!r} (pass device='meta')"
         )
+    if progress is not None:
+        check_bool(progress, "progress")
     static = module_bytes(module)[""]
+    bar = Progress("measuring memory", progress, unit="calls")
     with placed_on(module, run_device):
         inputs = to_device(input, run_device)
         options: dict[str, Any] = {"pred_fn": pred_fn, "loss_fn": loss_fn, "device": run_device,
                                    "emulate_cuda": emulate == "cuda" and run_device.type == "meta"}
-        inference = run_pass(module, inputs, train=False, **options)
-        training = run_pass(module, inputs, train=True, **options) if train else None
+        try:
+            inference = run_pass(module, inputs, train=False, **options, progress=PassProgress(
+                bar, 0, None, "inference") if bar.enabled else None)
+            training = None
+            if train:  # the training pass: as many calls forward, and as many backward
+                calls = len(inference.calls)
+                training = run_pass(module, inputs, train=True, **options,
+                                    progress=PassProgress(bar, calls, 3 * calls, "training")
+                                    if bar.enabled else None)
+        finally:
+            bar.close()
     return MemoryReport(
         device=str(run_device),
         param_bytes=static.param_bytes,

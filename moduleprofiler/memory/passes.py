@@ -18,6 +18,7 @@ from moduleprofiler.memory.emulate import CudaKernelChoices
 from moduleprofiler.memory.peak import LiveBytesListener, Location
 from moduleprofiler.memory.report import PassMemory, PeakCall
 from moduleprofiler.memory.saved import SavedTensorsListener
+from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.state import preserved_state
 
@@ -43,9 +44,35 @@ class OutputBytesListener(Listener):
                                                         module._parameters, module._buffers)
 
 
+class PassProgress(Listener):
+    """Moves a progress bar by one step per module call of the forward and, in a training
+    pass, one per call whose backward has begun (the backward walks the calls in reverse, so
+    both halves take about as many steps). ``offset``: the steps done before this pass;
+    ``total``: the steps of every pass, ``None`` until the first pass has counted its calls."""
+
+    def __init__(self, bar: Progress, offset: int, total: int | None, text: str) -> None:
+        self.bar, self.offset, self.total, self.text = bar, offset, total, text
+        self.calls = 0
+        self.backward: set[int] = set()
+
+    @property
+    def done(self) -> int:
+        return self.offset + self.calls + len(self.backward)
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.calls += 1
+        self.bar.update(self.done, self.total, f"{self.text} forward")
+
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        if owner is not None and owner.index not in self.backward:
+            self.backward.add(owner.index)
+            self.bar.update(self.done, self.total, f"{self.text} backward")
+
+
 def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | None,
              train: bool, loss_fn: LossFn | None, device: torch.device,
-             emulate_cuda: bool = False) -> PassResult:
+             emulate_cuda: bool = False, progress: PassProgress | None = None) -> PassResult:
     """Run one metered pass of ``module`` on ``inputs`` (already on ``device``).
 
     Inference: eval mode, ``torch.no_grad()``. Training: train mode, grad enabled, the bytes
@@ -53,6 +80,7 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     :func:`moduleprofiler.loss.default_loss`) and a backward that accumulates ``.grad`` as a
     training step does. The model's state (flags, buffers, ``.grad``) is restored afterwards.
     ``emulate_cuda`` (meta device): take CUDA's kernel choices (:mod:`.emulate`).
+    ``progress``: a listener that moves a progress bar as the calls run.
 
     Raises:
         ProfilingError: the forward (naming the module), the loss or the backward raised;
@@ -60,8 +88,9 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     """
     meter = LiveBytesListener(inputs, device)
     saved = SavedTensorsListener(inputs) if train else None
-    runner = PassRunner(module, [meter, saved] if saved is not None
-                        else [OutputBytesListener(), meter])
+    listeners: list[Listener] = [meter, saved] if saved is not None \
+        else [OutputBytesListener(), meter]
+    runner = PassRunner(module, listeners if progress is None else [*listeners, progress])
     invoke = make_invocation(module, inputs, pred_fn)
     grad_bytes = None
     try:

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import default_loss
+from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import (
@@ -37,7 +38,6 @@ from moduleprofiler.timing.forward import validate_iterations
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks, split_rounds
-from moduleprofiler.timing.progress import Progress
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,

@@ -27,6 +27,7 @@ from torch import nn
 
 from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
+from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import make_stamps, resolve_device
 from moduleprofiler.timing.environment import (
@@ -44,7 +45,6 @@ from moduleprofiler.timing.overhead import (
     interleave,
     split_rounds,
 )
-from moduleprofiler.timing.progress import Progress
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.inputs import make_invocation
+from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import (
     first_batch_size,
@@ -40,7 +41,6 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
-from moduleprofiler.timing.progress import Progress
 from moduleprofiler.timing.stats import Summary, median_ci_ranks, relative_ci_halfwidth, summarize
 
 StopReason = Literal["target_ci", "max_seconds", "num_iters"]

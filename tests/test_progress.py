@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from moduleprofiler.timing import progress
-from moduleprofiler.timing.progress import Progress, eta_text
+from moduleprofiler import progress
+from moduleprofiler.progress import Progress, eta_text
 
 
 class Clock:
@@ -20,7 +20,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr("moduleprofiler.timing.progress.time.perf_counter", fake)
+    monkeypatch.setattr("moduleprofiler.progress.time.perf_counter", fake)
     return fake
 
 

@@ -1,6 +1,7 @@
-"""Progress with an estimated time left for runs longer than a couple of seconds: a ``tqdm``
-bar when ``tqdm`` is installed (``pip install moduleprofiler[progress]``; it also draws in
-Jupyter), else one ``\\r``-rewritten line on stderr."""
+"""Progress with an estimated time left for runs longer than a couple of seconds (timing and
+memory passes): a ``tqdm`` bar when ``tqdm`` is installed (``pip install
+moduleprofiler[progress]``; it also draws in Jupyter), else one ``\\r``-rewritten line on
+stderr."""
 
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ class Progress:
             self._bar = _tqdm_bar(self.label, total, self.unit,
                                   max(0.0, self.after_s - (now - self._start)))
         if self._bar is not None:
+            if total != self._bar.total:  # a total learnt on the way (the memory passes)
+                self._bar.total = total
             self._bar.update(done - self._bar.n)
             if text:
                 self._bar.set_postfix_str(text, refresh=False)
