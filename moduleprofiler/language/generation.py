@@ -208,9 +208,10 @@ def profile_generation(
             arguments (``input_ids``, ``attention_mask``...).
         run: instead of ``generate``, a callable with no arguments running your own decode
             loop; every outermost call of ``model`` (or of its submodules) it makes is a step.
-        max_new_tokens, use_cache: passed to ``generate`` (with ``do_sample=False`` unless
+        max_new_tokens: passed to ``generate`` (with ``do_sample=False`` unless
             ``generate_kwargs`` says otherwise); ignored with ``run``. Generation stops early
             at an end-of-sequence token: pass ``min_new_tokens`` for a fixed number of steps.
+        use_cache: passed to ``generate``, as ``max_new_tokens``.
         time: also time every step: ``repeats`` more generations after one warm-up, with only
             a clock on the model (the runner's hooks cost about 1.5 µs per module call);
             ``Step.time_ms`` is the median.
