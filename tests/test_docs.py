@@ -45,3 +45,25 @@ def test_every_page_with_examples_is_executed_somewhere() -> None:
     pages = (str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md"))
     with_examples = {page for page in pages if blocks(page)}
     assert with_examples <= executed
+
+
+def test_terminal_screenshots_are_as_wide_as_the_terminal(tmp_path: Path) -> None:
+    """docs/img/make_images.py draws text in a window of exactly its columns, and refuses a
+    line that would not fit."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("transformers")
+    import runpy
+
+    from matplotlib.image import imread
+
+    script = runpy.run_path(str(DOCS / "img" / "make_images.py"), run_name="__images__")
+    draw = script["terminal_png"]
+    draw("x" * 40 + "\nsecond line", 40, tmp_path / "narrow.png", "40 columns")
+    draw("x" * 40 + "\nsecond line", 80, tmp_path / "wide.png", "80 columns")
+    narrow, wide = imread(tmp_path / "narrow.png"), imread(tmp_path / "wide.png")
+    assert narrow.shape[0] == wide.shape[0]  # the same two lines
+    # the text area doubles (2 x 40 columns), the 8 pt margins (2 x 8 / 72 x 150 px) do not
+    margins = round(2 * 8 / 72 * 150)
+    assert abs((wide.shape[1] - margins) - 2 * (narrow.shape[1] - margins)) <= 2
+    with pytest.raises(ValueError, match="a line of 41 characters does not fit 40 columns"):
+        draw("x" * 41, 40, tmp_path / "too_wide.png", "40 columns")
