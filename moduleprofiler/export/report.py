@@ -15,7 +15,7 @@ from markupsafe import Markup
 from moduleprofiler._version import __version__
 from moduleprofiler.export.aggregate import UNCALLED, UNHOOKED
 from moduleprofiler.export.cells import UNICODE, formatter
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.html_table import render_html_table
 from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
 from moduleprofiler.export.select import (
@@ -159,13 +159,13 @@ def _cards(profile: Profile) -> list[dict[str, Any]]:
     modules = tree_view(profile, []).frame
     cards: list[tuple[str, str, Any]] = [
         ("params", "parameters", profile.total_params),
-        ("macs", "MACs", profile.total_macs),
-        ("flops", "FLOPs (2 x MACs)", profile.total_flops),
+        ("macs", MACS, profile.total_macs),
+        ("flops", FLOPS, profile.total_flops),
         ("ops", "ops", profile.total_ops),
     ]
     if profile.total_backward_macs is not None:
-        cards.append(("macs", "backward MACs", profile.total_backward_macs))
-        cards.append(("flops", "backward FLOPs", 2 * profile.total_backward_macs))
+        cards.append(("macs", f"backward {MACS}", profile.total_backward_macs))
+        cards.append(("flops", f"backward {FLOPS}", 2 * profile.total_backward_macs))
     for column in extra_columns(modules):
         total = column_total(modules, column, {})
         if total is not None:
