@@ -67,3 +67,20 @@ def test_terminal_screenshots_are_as_wide_as_the_terminal(tmp_path: Path) -> Non
     assert abs((wide.shape[1] - margins) - 2 * (narrow.shape[1] - margins)) <= 2
     with pytest.raises(ValueError, match="a line of 41 characters does not fit 40 columns"):
         draw("x" * 41, 40, tmp_path / "too_wide.png", "40 columns")
+
+
+def test_the_gpt2_tree_sizes_in_the_prose() -> None:
+    """The sizes exports.md gives for GPT-2's tree are measured: it fits 80 and 120 columns
+    folded, and is as wide and as long as stated without fitting or folding."""
+    pytest.importorskip("transformers")
+    import runpy
+
+    text = runpy.run_path(str(DOCS / "img" / "make_images.py"),
+                          run_name="__images__")["gpt2_tree_text"]
+    stated = re.search(r"the same tree is (\d+) columns wide and (\d+) lines long",
+                       " ".join((DOCS / "exports.md").read_text(encoding="utf-8").split()))
+    assert stated is not None
+    lines = text(0, fold=False).splitlines()
+    assert (max(map(len, lines)), len(lines)) == (int(stated[1]), int(stated[2]))
+    for columns in (80, 120):
+        assert max(map(len, text(columns).splitlines())) <= columns

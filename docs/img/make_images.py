@@ -33,13 +33,14 @@ DPI = 150
 BACKGROUND, FOREGROUND, BAR = "#1e1e1e", "#d4d4d4", "#3c3c3c"
 
 
-def gpt2_tree_text(columns: int) -> str:
-    """``print(profile)`` of GPT-2 (``GPT2Config()``, 1 x 16 tokens) in ``columns`` columns."""
+def gpt2_tree_text(columns: int, fold: bool = True) -> str:
+    """``print(profile)`` of GPT-2 (``GPT2Config()``, 1 x 16 tokens) in ``columns`` columns
+    (0: no limit)."""
     with torch.device("meta"):
         model = GPT2LMHeadModel(GPT2Config())
     ids = torch.zeros(1, 16, dtype=torch.long, device="meta")
     profile = ModuleProfiler().profile(model, {"input_ids": ids})
-    return profile.to_text(width=columns) or ""
+    return profile.to_text(width=columns, fold=fold) or ""
 
 
 def terminal_png(text: str, columns: int, path: Path, title: str) -> None:
