@@ -265,11 +265,19 @@ def _totals(profile: Profile) -> dict[str, int | float]:
     return totals
 
 
+_PER_MODULE_TIME = {"forward_ms": "time_median_ms", "self_forward_ms": "self_time_median_ms",
+                    "backward_ms": "backward_time_median_ms",
+                    "self_backward_ms": "self_backward_time_median_ms"}
+"""Per-call time column -> the per-module column of the same quantity (``with_timing`` attaches
+both); a module view shows the per-module median, not the sum of per-call medians beside it."""
+
+
 def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
     """A view's default columns: ``columns``, the backward ones when a backward pass was
-    profiled, then every listener's or measured quantity the frame holds."""
+    profiled, then every listener's or measured quantity the frame holds (each time once)."""
     backward = list(BACKWARD_COLUMNS) if profile.backward else []
-    return list(dict.fromkeys([*columns, *backward, *extra_columns(frame)]))
+    extras = [c for c in extra_columns(frame) if _PER_MODULE_TIME.get(c) not in frame]
+    return list(dict.fromkeys([*columns, *backward, *extras]))
 
 
 def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:

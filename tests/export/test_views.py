@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
+from torch import nn
 
+from moduleprofiler import ModuleProfiler
 from moduleprofiler.export import View, column_spec, compare, summary, summary_frame
 from moduleprofiler.export import select as select_module
 from moduleprofiler.export.frame import module_frame
@@ -113,3 +116,21 @@ def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 'id="chart-forward-median-ms"' in page and 'id="chart-peak-bytes"' in page
     assert list(summary([tiny()]).df.columns) == ["model", "params", "macs", "flops", "ops",
                                                   "forward_median_ms", "peak_bytes"]
+
+
+def test_a_timed_profile_shows_each_time_once_per_view() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(2, 8)
+    profiler = ModuleProfiler()
+    timed = profiler.profile(model, x).with_timing(
+        profiler.time_modules(model, x, num_iters=4, drop_first=1, warmup_seconds=0))
+    # per module: the median of each iteration's time (its calls summed), not beside it the
+    # sum of the per-call medians, which is the same quantity
+    tree = timed.tree()
+    assert "time_median_ms" in tree.columns and "self_time_median_ms" in tree.columns
+    assert "forward_ms" not in tree.columns and "self_forward_ms" not in tree.columns
+    # per call: the call's own times
+    calls = timed.table(aggregate="call")
+    assert "forward_ms" in calls.columns and "time_median_ms" not in calls.columns
+    # a column asked for by name is shown
+    assert "forward_ms" in timed.tree(["params", "forward_ms"]).columns
