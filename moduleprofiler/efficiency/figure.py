@@ -96,7 +96,8 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
             efficiency columns are computed here against ``peaks``.
         peaks: the device's :class:`~moduleprofiler.efficiency.DevicePeaks`.
         phase: ``"forward"`` or ``"backward"`` (a ``backward=True`` profile).
-        dtype, tf32: as in :func:`~moduleprofiler.efficiency.with_efficiency`.
+        dtype: as in :func:`~moduleprofiler.efficiency.with_efficiency`.
+        tf32: as in :func:`~moduleprofiler.efficiency.with_efficiency`.
         top: how many modules, those with the most self time, are named.
         ax: draw into these axes instead of a new figure.
         title: replaces the default title.
