@@ -66,7 +66,7 @@ _UNARY_ONE = (
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
     "erf", "erfc", "erfinv", "reciprocal", "sign", "sgn", "signbit", "floor", "ceil", "round",
     "trunc", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isneginf", "isposinf",
-    "nan_to_num", "lgamma", "digamma", "i0", "sinc", "deg2rad", "rad2deg",
+    "nan_to_num", "lgamma", "digamma", "i0", "sinc", "deg2rad", "rad2deg", "angle",
     # aliases that lower to one of the above
     "absolute", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "fix",
 )  # fmt: skip
@@ -84,6 +84,16 @@ register(*with_inplace(*_UNARY_ONE, *_BINARY_ONE))(per_element(1))
 register(*with_inplace("floor_divide", "xlogy"))(per_element(2))
 # hypot = sqrt(x*x + y*y): 2 multiplies, 1 add, 1 sqrt.
 register(*with_inplace("hypot"))(per_element(4))
+
+
+@register(*aten("equal"))
+def equal_ops(args: Args, out: Any) -> Count:
+    """numel(self): one comparison per element pair (0 when the shapes differ; NB: a kernel
+    may stop at the first difference, this counts them all)."""
+    first, second = args.get("self"), args.get("other")
+    return (int(first.numel()) if tuple(first.shape) == tuple(second.shape) else 0), 0
+
+
 # NB: negation flips a sign bit and costs nothing (as in the activation convention, where
 # sigmoid(x) = 1 / (1 + exp(-x)) is 3 ops); ``positive`` returns its input.
 register(*with_inplace("neg", "negative", "positive"))(per_element(0))

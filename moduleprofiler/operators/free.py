@@ -8,8 +8,9 @@ NB conventions that put an operator here:
 
 * a selection driven by a condition already computed (``where``, ``masked_fill``, ``tril``) is
   data movement: the comparison that made the condition was counted where it ran;
-* random draws (``rand``, ``uniform_``, ``normal_``) are free, as in the dropout convention,
-  where only the Bernoulli test ``u < p`` costs an op (``bernoulli`` is not free);
+* random draws (``rand``, ``uniform_``, ``normal_``, ``poisson``, ``binomial``) are free, as
+  in the dropout convention, where only the Bernoulli test ``u < p`` costs an op
+  (``bernoulli`` is not free);
 * filling a range (``arange``, ``linspace``) writes index values and counts as allocation.
 """
 
@@ -69,7 +70,8 @@ _ALLOCATIONS = (
     "full_like", "fill", "fill_", "zero_", "scalar_tensor", "arange", "range", "linspace",
     "logspace", "eye", "tril_indices", "triu_indices", "rand", "rand_like", "randn",
     "randn_like", "randint", "randint_like", "randperm", "uniform_", "normal", "normal_",
-    "random_", "exponential_", "set_", "resize_", "resize_as_", "_resize_output_",
+    "random_", "exponential_", "geometric_", "cauchy_", "log_normal_", "poisson", "binomial",
+    "_standard_gamma", "_sample_dirichlet", "set_", "resize_", "resize_as_", "_resize_output_",
 )  # fmt: skip
 _METADATA = (
     "_local_scalar_dense", "item", "sym_size", "sym_stride", "sym_numel",

@@ -49,6 +49,10 @@ Y = torch.randn(3)
         (lambda: torch.square(X), 6),
         (lambda: X.sigmoid(), 18),  # 3 per element, as nn.Sigmoid
         (lambda: X.tanh(), 42),  # 7 per element, as nn.Tanh
+        (lambda: X.angle(), 6),  # one elementary function per element
+        (lambda: torch.polar(X.abs(), X).angle(), 6 + 6 * 4 + 6),  # abs, polar (4), angle
+        (lambda: torch.equal(X, X.clone()), 6),  # 6 element comparisons
+        (lambda: torch.equal(X, Y), 0),  # shapes differ: nothing compared
     ],
 )
 def test_arithmetic(fn: Callable[[], Any], expected: int) -> None:

@@ -25,6 +25,7 @@ FREE_NAMES = (
     "as_strided", "unbind", "narrow", "split_with_sizes", "new_empty", "new_zeros",
     "scalar_tensor", "_local_scalar_dense", "sym_size", "where", "masked_fill", "gather",
     "embedding", "constant_pad_nd", "upsample_nearest2d", "tril", "to_padded_tensor",
+    "poisson", "binomial", "_standard_gamma", "_sample_dirichlet",  # random draws
 )  # fmt: skip
 
 
