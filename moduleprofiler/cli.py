@@ -353,13 +353,33 @@ def run_generation(options: argparse.Namespace) -> GenerationProfile:
         raise CliError(f"--generate needs a model with generate(); {type(model).__name__} has "
                        "none")
     groups = {group.strip() for group in options.what.split(",")}
-    inputs = token_inputs(model, options.input_size, labels=False)
+    # the prompt only: an encoder-decoder's decoder starts from its start token
+    inputs = {name: value for name, value in
+              token_inputs(model, options.input_size, labels=False).items()
+              if not name.startswith("decoder_")}
     try:
         return profile_generation(model, inputs, max_new_tokens=options.generate,
                                   min_new_tokens=options.generate, time="time" in groups,
-                                  memory="memory" in groups)
+                                  memory="memory" in groups, **_decoder_start(model))
     except Exception as exc:
         raise CliError(str(exc)) from exc
+
+
+def _decoder_start(model: nn.Module) -> dict[str, Any]:
+    """``decoder_start_token_id`` for an encoder-decoder whose built-in configuration names
+    none (T5's starts from its padding token): the padding token, else the first token."""
+    config = getattr(model, "config", None)
+    generation = getattr(model, "generation_config", None)
+    if not getattr(config, "is_encoder_decoder", False) or (
+            getattr(generation, "decoder_start_token_id", None) is not None
+            or getattr(config, "decoder_start_token_id", None) is not None):
+        return {}
+    for source, name in ((generation, "pad_token_id"), (config, "pad_token_id"),
+                         (generation, "bos_token_id"), (config, "bos_token_id")):
+        token = getattr(source, name, None)
+        if token is not None:
+            return {"decoder_start_token_id": token}
+    return {}
 
 
 def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:

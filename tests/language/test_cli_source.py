@@ -86,3 +86,16 @@ def test_generation_needs_a_real_device(capsys: pytest.CaptureFixture[str]) -> N
     assert status == 2 and "--generate runs the model: name a real --device" in err
     status, _, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--generate", "0")
     assert status == 2 and "--generate must be at least 1" in err
+
+
+def test_an_encoder_decoder_generates_from_its_padding_token(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "hf:t5", "-i", "1x6", "--arg", "num_layers=1",
+                           "--arg", "d_model=32", "--arg", "d_ff=64", "--arg", "num_heads=2",
+                           "--arg", "d_kv=16", "--arg", f"vocab_size={VOCAB}", "--device", "cpu",
+                           "--generate", "2", "-f", "csv")
+    assert status == 0, err
+    steps = pd.read_csv(io.StringIO(out))
+    # generate runs the encoder once, then one decoder step per new token
+    assert list(steps["phase"]) == ["encode", "prefill", "decode"]
+    assert list(steps["input_tokens"]) == [6, 1, 1]
