@@ -167,3 +167,28 @@ def test_a_loss_fn_that_returns_no_tensor_is_a_loss_error() -> None:
     with pytest.raises(LossError, match="loss_fn returned float"):
         ModuleProfiler().profile(nn.Linear(2, 1), torch.randn(3, 2), backward=True,
                                  loss_fn=lambda output: 1.0)
+
+
+class _Windows(nn.Module):
+    """``(x * w).unfold(1, size, step).sum()`` over 10 columns."""
+
+    def __init__(self, size: int, step: int) -> None:
+        super().__init__()
+        self.size, self.step = size, step
+        self.w = nn.Parameter(torch.ones(10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.w).unfold(1, self.size, self.step).sum()
+
+
+@pytest.mark.parametrize(("size", "step", "overlap_adds"), [
+    (4, 2, 2 * (4 * 4 - 10)),  # 4 windows of 4 cover the 10 columns: 6 adds per row
+    (3, 1, 2 * (8 * 3 - 10)),  # 8 windows of 3: 14 adds per row
+    (4, 4, 0),  # 2 windows side by side (columns 8, 9 uncovered): nothing overlaps
+    (2, 3, 0),  # gaps between windows
+])
+def test_unfold_backward_counts_the_overlap_adds(size: int, step: int, overlap_adds: int) -> None:
+    profile = ModuleProfiler().profile(_Windows(size, step), torch.randn(2, 10), backward=True)
+    # besides the overlap-add: w's gradient, 2 x 10 products and 10 adds over the batch
+    assert profile.total_backward_ops == 2 * 10 + 10 + overlap_adds
+    assert profile.backward_complete

@@ -237,4 +237,22 @@ def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
 
 
 free("select_backward", "slice_backward", "index_select_backward", "diagonal_backward",
-     "unfold_backward", "_unsafe_index_put", "new_zeros", "zeros_like")
+     "_unsafe_index_put", "new_zeros", "zeros_like")
+
+
+@register(*aten("unfold_backward"))
+def unfold_backward_ops(args: Args, out: Any) -> Count:
+    """Overlap-add of ``Tensor.unfold``'s windows: one add per window element landing on a
+    position an earlier window already wrote (windows x size - positions covered, per line);
+    0 when the windows do not overlap."""
+    sizes = [int(s) for s in args.get("input_sizes") or ()]
+    if not sizes:
+        return ZERO
+    dim, size, step = int(args.get("dim")), int(args.get("size")), int(args.get("step"))
+    dim = dim % len(sizes)
+    length = sizes[dim]
+    windows = (length - size) // step + 1 if length >= size else 0
+    covered = min(length, (windows - 1) * step + size) if step < size and windows else \
+        windows * size
+    lines = math.prod(sizes) // length if length else 0
+    return lines * (windows * size - covered), 0
