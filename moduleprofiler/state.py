@@ -9,9 +9,10 @@
   are snapshotted right after they materialise (in the pass), so they too are left as
   initialised, not as the pass's forward updated them (buffers only torch's own eval-mode batch
   and instance norms hold are not copied: those layers only read them);
-* with ``grads=True`` (passes that call ``backward()``), every parameter's ``.grad``: set aside
-  before the pass (the pass starts like a step after ``zero_grad(set_to_none=True)``) and put
-  back after it; gradients the pass created are dropped.
+* with ``grads=True`` (passes that call ``backward()``), every parameter's ``.grad`` (and that
+  of the input leaves a real ``loss.backward()`` reaches): set aside before the pass (the pass
+  starts like a step after ``zero_grad(set_to_none=True)``) and put back after it; gradients
+  the pass created are dropped.
 
 ``requires_grad`` is never changed by a pass; parameters are never written.
 """
