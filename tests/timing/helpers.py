@@ -106,6 +106,22 @@ def isolated_ms(module: nn.Module, x: Tensor, reps: int = 40) -> float:
     return samples[len(samples) // 2] / 1e6
 
 
+def gpu_event_ms(module: nn.Module, x: Tensor, reps: int = 20) -> float:
+    """Median CUDA-event time (ms) of ``module(x)`` alone, its start event recorded behind a
+    spin: the events enclose the kernel, not an idle GPU's wait for its launch (the module
+    clock primes an idle stream the same way). The GPU-bound ground truth."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        torch.cuda._sleep(1_000_000)
+        start.record()
+        module(x)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[reps // 2]
+
+
 def within_attempts(check: Any, tries: int = 3) -> None:
     """Run ``check()`` (which measures and returns a list of failure messages) up to ``tries``
     times and fail with the last messages if no attempt is clean. Timing on a shared machine

@@ -8,6 +8,7 @@ from torch import nn
 
 from moduleprofiler.timing import benchmark, time_modules, train_step_times
 from moduleprofiler.timing.clock import make_stamps, resolve_device
+from tests.timing.helpers import gpu_event_ms
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -24,21 +25,6 @@ class Sleep(nn.Module):
         return x
 
 
-def _event_ms(module: nn.Module, x: torch.Tensor, reps: int = 20) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        # behind a spin: the events enclose the kernel, not an idle GPU's wait for its
-        # launch (the module clock primes an idle stream the same way)
-        torch.cuda._sleep(1_000_000)
-        start.record()
-        module(x)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[reps // 2]
-
-
 def test_device_is_resolved_by_type():
     model = nn.Linear(2, 2).cuda()
     device = resolve_device(model)
@@ -49,8 +35,8 @@ def test_device_is_resolved_by_type():
 def test_sleep_modules_timed_with_events():
     x = torch.zeros(1, device="cuda")
     short, long = Sleep(200_000), Sleep(2_000_000)
-    _event_ms(long, x)  # warm the GPU up first: a cold first reading is ~10 % off
-    truth = {"0": _event_ms(short, x), "1": _event_ms(long, x)}
+    gpu_event_ms(long, x)  # warm the GPU up first: a cold first reading is ~10 % off
+    truth = {"0": gpu_event_ms(short, x), "1": gpu_event_ms(long, x)}
     timing = time_modules(nn.Sequential(short, long), x, num_iters=20, drop_first=5,
                           warmup_seconds=0.2, device="cuda")
     assert timing.clock == "cuda-events"

@@ -9,6 +9,7 @@ from torch import nn
 
 from moduleprofiler.timing import time_modules
 from moduleprofiler.timing.clock import CpuStamps, CudaStamps
+from tests.timing.helpers import gpu_event_ms
 
 
 class Spin(nn.Module):
@@ -30,25 +31,11 @@ def test_the_cpu_clock_has_nothing_to_prime():
     assert stamps.resolve([stamps.stamp()]).tolist() == [0.0]
 
 
-def busy_ms(module: nn.Module, x: torch.Tensor, reps: int = 15) -> float:
-    """The kernel alone, its start event recorded behind a spin (the GPU-bound truth)."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        torch.cuda._sleep(1_000_000)
-        start.record()
-        module(x)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[reps // 2]
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_first_module_on_an_idle_gpu_reads_its_kernel_not_the_launch():
     x = torch.zeros(1, device="cuda")
     model = nn.Sequential(Spin(400_000))  # about 0.2-0.3 ms
-    truth = busy_ms(model[0], x)
+    truth = gpu_event_ms(model[0], x, reps=15)
     readings = {}
     default = CudaStamps.prime_us
     try:
