@@ -25,7 +25,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.loss import LossFn
 from moduleprofiler.records import CallRecord, ModuleInfo
 from moduleprofiler.runner import Call, Listener, PassRunner
-from moduleprofiler.shards import communicates_gradients, process_rank
+from moduleprofiler.shards import process_rank
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))
 
@@ -55,9 +55,13 @@ def build_record(call: Call, info: ModuleInfo) -> CallRecord:
 
 def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
             backward: bool = False, loss_fn: LossFn | None = None,
-            listeners: Sequence[Listener] = ()) -> Profile:
+            listeners: Sequence[Listener] = (), every_leaf: bool = False) -> Profile:
     """Run ``invoke()`` (which calls ``root``) once under the counting listeners, optionally
     followed by a counted backward, and return its :class:`Profile`.
+
+    ``every_leaf``: the backward is a real ``loss.backward()`` (DDP and FSDP2 reduce gradients
+    in the backward's own hooks, which only a real backward runs); the caller sets the
+    gradients aside.
 
     Raises:
         ProfilingError: the forward or the backward raised (the message names the module whose
@@ -71,9 +75,7 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
                                *listeners])
     output = runner.forward(invoke)
     if backward:
-        # DDP and FSDP2 reduce gradients in the backward's own hooks: only a real backward
-        # runs them (the caller sets the gradients aside)
-        runner.backward(output, loss_fn, every_leaf=communicates_gradients(root))
+        runner.backward(output, loss_fn, every_leaf=every_leaf)
     del output
     runner.finish()
     if lazy:  # lazy modules materialised their parameters during the forward

@@ -194,17 +194,18 @@ class ModuleProfiler(LegacyPasses):
         module = unwrap_compiled(module)
         self._log(f"Profiling {type(module).__name__}")
         invoke = make_invocation(module, input, pred_fn)
-        # a DDP or FSDP2 backward is a real one: its gradients are set aside and put back
-        grads = backward and communicates_gradients(module)
-        # (that backward also reaches input tensors that require grad: theirs are put back too)
-        with preserved_state(module, eval=eval, grads=grads,
-                             leaves=iter_tensors(input) if grads else ()), \
+        # a DDP or FSDP2 backward is a real one (their gradient reductions run in its hooks):
+        # its gradients, and those of input tensors that require grad, are set aside and put back
+        real_backward = backward and communicates_gradients(module)
+        with preserved_state(module, eval=eval, grads=real_backward,
+                             leaves=iter_tensors(input) if real_backward else ()), \
                 torch.set_grad_enabled(backward):
             if backward:
                 for rnn in _cudnn_rnns_in_eval(module):
                     rnn.training = True  # cuDNN has no RNN backward in eval mode
             profile = collect(module, self._formula_maps(operators), invoke,
-                              backward=backward, loss_fn=loss_fn, listeners=listeners)
+                              backward=backward, loss_fn=loss_fn, listeners=listeners,
+                              every_leaf=real_backward)
         if strict and not profile.complete:
             raise ProfilingError(_incomplete(profile))
         return profile
