@@ -384,8 +384,7 @@ def _decoder_start(model: nn.Module) -> dict[str, Any]:
 
 def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
     """The steps table (text, csv or json) and, in text, the run's totals per token."""
-    fmt = (format_name(options.format) if options.format
-           else infer_format(options.output) if options.output else "text")
+    fmt = _output_format(options)
     frame = generation.to_df()
     summary = generation.summary()
     if fmt == "text":
@@ -404,14 +403,7 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace)
                            "summary": summary}, indent=2) + "\n"
     else:
         raise CliError(f"--generate writes text, csv or json, not {fmt}")
-    if options.output is None:
-        sys.stdout.write(text)
-        return
-    try:
-        Path(options.output).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write {options.output}: {exc.strerror or exc}") from exc
-    print(f"moduleprofiler: wrote {options.output} ({fmt})", file=sys.stderr)
+    _emit(text, options.output, fmt)
 
 
 # -- the output -------------------------------------------------------------------------------
@@ -447,13 +439,7 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
 def write_output(profile: Any, options: argparse.Namespace) -> None:
     """Render in the chosen format to ``-o`` or stdout: formats that hold a whole profile
     (JSON, the HTML report) render it, the others render the chosen view."""
-
-    if options.format:
-        fmt = format_name(options.format)
-    elif options.output:
-        fmt = infer_format(options.output)
-    else:
-        fmt = "text"
+    fmt = _output_format(options)
     target = options.output
     entry = get_format(fmt)
     given = {"title": options.title, "caption": options.caption, "label": options.label,
@@ -470,11 +456,25 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
             return
         render, _ = split_options(given, entry.render)
         text = render_view(view, fmt, **render) or ""
+    _emit(text, target, fmt)
+
+
+def _output_format(options: argparse.Namespace) -> str:
+    """``--format``, else the one ``-o``'s suffix names, else text."""
+    if options.format:
+        return format_name(options.format)
+    return infer_format(options.output) if options.output else "text"
+
+
+def _emit(text: str, target: str | None, fmt: str) -> None:
+    """``text`` (ending in one newline) to stdout, or written to ``target`` with a line on
+    stderr saying so."""
+    text = text if text.endswith("\n") else text + "\n"
     if target is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.write(text)
         return
     try:
-        Path(target).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        Path(target).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc.strerror or exc}") from exc
     print(f"moduleprofiler: wrote {target} ({fmt})", file=sys.stderr)
