@@ -565,9 +565,7 @@ def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...
 def _on_shards(table: OperatorMap, dtensor: type, missing: dict[str, int]) -> PassFormulas:
     """Lookups whose formulas count on this rank's local shards (a model holding DTensors),
     recording missing operators in ``missing``; a model without them pays nothing."""
-    formulas = PassFormulas(table, lambda formula: on_local_shards(formula, dtensor))
-    formulas.missing = missing
-    return formulas
+    return PassFormulas(table, lambda formula: on_local_shards(formula, dtensor), missing)
 
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:

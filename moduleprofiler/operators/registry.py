@@ -167,16 +167,18 @@ class PassFormulas:
     """One pass's operator lookups in ``table`` (each operator looked up once) and the
     operators that ran without a formula, by name with their counts (:attr:`missing`).
 
-    ``wrap`` adapts every formula found (counting on a rank's local shards)."""
+    ``wrap`` adapts every formula found (counting on a rank's local shards); ``missing`` is
+    the dict to record into (new by default)."""
 
     __slots__ = ("_found", "_table", "_wrap", "missing")
 
     def __init__(self, table: OperatorMap,
-                 wrap: Callable[[OperatorFormula], OperatorFormula] | None = None) -> None:
+                 wrap: Callable[[OperatorFormula], OperatorFormula] | None = None,
+                 missing: dict[str, int] | None = None) -> None:
         self._table = table
         self._wrap = wrap
         self._found: dict[Any, Any] = {}
-        self.missing: dict[str, int] = {}
+        self.missing: dict[str, int] = {} if missing is None else missing
 
     def formula(self, func: torch._ops.OpOverload) -> Any:
         """``func``'s formula, ``None`` when it is free, :data:`MISSING` (counted in
