@@ -391,6 +391,58 @@ def mlp_section(dtype: torch.dtype) -> None:
           "gradient for the last); in situ: CUPTI kernel time inside hook-free steps")
 
 
+def alone_kernel_ms(fn: Callable[[], Any], reps: int = 5) -> float:
+    """CUPTI kernel time of one ``fn()`` (mean over ``reps``), gaps between kernels excluded:
+    tells a slower kernel (clock, data) from time between kernels in an event interval."""
+    if DEVICE.type != "cuda":
+        return float("nan")
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    return sum(event.device_time_total for event in prof.events()
+               if event.device_type == DeviceType.CUDA) / 1e3 / reps
+
+
+def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 8) -> None:
+    """Each Linear's backward against the same layer's backward alone (the model's own input
+    and gradient, CUDA events), measured in alternating rounds so both see the same clock and
+    power state: a short ``train_step_times``, then every layer alone. Prints per layer the
+    median over rounds of ours / alone, its spread, and the alone kernels' CUPTI time."""
+    sizes = (4096, 4096, 8192, 4096) if not SMOKE else (64, 64, 128, 64)
+    rows = 4096 if not SMOKE else 64
+    layers = [nn.Linear(a, b) for a, b in itertools.pairwise(sizes)]
+    model = nn.Sequential(*layers).to(DEVICE, dtype)
+    x = torch.randn(rows, sizes[0], device=DEVICE, dtype=dtype)
+    data = model_data(layers, x)
+    alone_fns = []
+    for layer, (m_inp, m_out, m_grad) in zip(layers, data):
+        targets = [t for t in (m_inp, layer.weight, layer.bias) if t.requires_grad]
+        alone_fns.append(lambda o=m_out, t=targets, g=m_grad: torch.autograd.grad(
+            o, t, g, retain_graph=True))
+    ours: list[list[float]] = [[] for _ in layers]
+    alone: list[list[float]] = [[] for _ in layers]
+    with gpu_clock("interleaved rounds"):
+        for _ in range(rounds if not SMOKE else 2):
+            timing = train_step_times(model, x, num_iters=8 if not SMOKE else 2,
+                                      drop_first=2 if not SMOKE else 1, progress=False)
+            for i, fn in enumerate(alone_fns):
+                ours[i].append(timing.module(str(i)).backward.inclusive.median)
+                alone[i].append(gt.event_ms(fn, reps=9))
+    print(f"{'layer':<22}{'ours':>9}{'alone':>9}{'ratio-1 median':>16}{'min':>8}{'max':>8}"
+          f"{'alone kernels':>15}")
+    for i, fn in enumerate(alone_fns):
+        ratios = [a / b - 1 for a, b in zip(ours[i], alone[i])]
+        print(f"{f'{i} Linear {dtype}':<22}{statistics.median(ours[i]):9.4f}"
+              f"{statistics.median(alone[i]):9.4f}{statistics.median(ratios):+16.2%}"
+              f"{min(ratios):+8.2%}{max(ratios):+8.2%}{alone_kernel_ms(fn):15.4f}")
+    print("ours: median backward of the layer over a round's steps; alone: the layer's "
+          "backward with the model's own input and output gradient, CUDA events behind a "
+          "spin, median of 9; ratio: per round, then the median over rounds")
+
+
 def main() -> None:
     print(f"torch {torch.__version__}, device "
           f"{torch.cuda.get_device_name(DEVICE) if DEVICE.type == 'cuda' else 'cpu'}")
@@ -406,6 +458,10 @@ def main() -> None:
     section("backward of known-duration modules", backward_chain_section)
     section("MLP backward per Linear vs alone (fp32)", lambda: mlp_section(torch.float32))
     section("MLP backward per Linear vs alone (bf16)", lambda: mlp_section(torch.bfloat16))
+    section("MLP backward per Linear vs alone, interleaved rounds (bf16)",
+            lambda: mlp_interleaved_section(torch.bfloat16))
+    section("MLP backward per Linear vs alone, interleaved rounds (fp32)",
+            lambda: mlp_interleaved_section(torch.float32))
 
 
 PEAKS: Any = None

@@ -465,9 +465,13 @@ def resnet_batches() -> None:
 
 def hook_floors(model: nn.Module, x: Tensor) -> dict[str, float]:
     """What any per-module GPU clock pays, without moduleprofiler: an empty pre/post hook pair
-    on every module (``with_kwargs``, ``always_call``, as the runner installs them), and the
-    same pair recording one CUDA event each (the least a per-module event clock does). Whole
-    forwards timed by CUDA events, the three variants interleaved round by round."""
+    on every module (``with_kwargs``, ``always_call``, as the runner installs them); the same
+    pair recording one CUDA event each through ``Event.record()``; the same pair recording a
+    pooled event through the C base class on a cached stream object (the least a per-module
+    event clock can do: one ``cudaEventRecord`` per hook, no Python besides); and no hooks but
+    CUPTI kernel tracing (``torch.profiler`` with the CUDA activity only), the clock a
+    hook-light design would read instead. Whole forwards timed on the CPU after a
+    synchronisation, the variants interleaved round by round."""
     rounds = 30 if not SMOKE else 3
     pool = [torch.cuda.Event(enable_timing=True) for _ in range(4096)] if DEVICE.type == "cuda" \
         else []
@@ -487,7 +491,26 @@ def hook_floors(model: nn.Module, x: Tensor) -> dict[str, float]:
     def event_post(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         event_pre(module, args, kwargs)
 
+    record_on = getattr(getattr(torch._C, "_CudaEventBase", None), "record", None)
+    stream = torch.cuda.current_stream() if DEVICE.type == "cuda" else None
+
+    def raw_pre(module: nn.Module, args: Any, kwargs: Any) -> None:
+        if pool and record_on is not None:
+            record_on(pool[used[0] % len(pool)], stream)
+            used[0] += 1
+
+    def raw_post(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        raw_pre(module, args, kwargs)
+
     def run(pre: Any, post: Any) -> float:
+        if pre == "cupti":
+            activities = [torch.profiler.ProfilerActivity.CUDA]
+            with torch.no_grad(), torch.profiler.profile(activities=activities):
+                synchronize_device()
+                start = time.perf_counter()
+                model(x)
+                synchronize_device()
+                return time.perf_counter() - start
         handles = [] if pre is None else [
             h for m in model.modules() for h in (
                 m.register_forward_pre_hook(pre, with_kwargs=True),
@@ -504,7 +527,10 @@ def hook_floors(model: nn.Module, x: Tensor) -> dict[str, float]:
                 handle.remove()
 
     variants = {"bare": (None, None), "empty hooks": (empty_pre, empty_post),
-                "hooks + 1 event each": (event_pre, event_post)}
+                "hooks + 1 event each": (event_pre, event_post),
+                "hooks + 1 pooled C-level event each": (raw_pre, raw_post)}
+    if DEVICE.type == "cuda":
+        variants["CUPTI kernel trace, no hooks"] = ("cupti", None)
     for _ in range(3):
         for pre, post in variants.values():
             run(pre, post)
@@ -530,6 +556,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny sizes")
     parser.add_argument("--skip-models", action="store_true")
+    parser.add_argument("--floors-only", action="store_true",
+                        help="only the ResNet-50 overhead and floors by batch size")
     args = parser.parse_args()
     SMOKE = args.smoke
     if not SMOKE and not torch.cuda.is_available():
@@ -540,6 +568,9 @@ def main() -> int:
     print(f"torch {torch.__version__}, device "
           f"{torch.cuda.get_device_name() if DEVICE.type == 'cuda' else 'cpu'}")
     calibrate_sleep()
+    if args.floors_only:
+        resnet_batches()
+        return 0
     summary: dict[str, Any] = {}
     summary["sleeps"] = known_sleeps()
     summary["matmuls"] = matmuls()

@@ -1,6 +1,8 @@
 """Overhead of ``ModuleProfiler.profile()`` against a bare forward, side by side in one run with
-the floor every per-module profiler pays (an empty hook pair on every module, a no-op
-``TorchDispatchMode``), FlopCounterMode and the peer tools that are installed.
+the floor every per-module profiler pays (an empty hook pair on every module; the same pair reading
+the facts a per-call record needs while the tensors are alive: shapes, dtypes and storages of the
+output and the tensor arguments; a no-op ``TorchDispatchMode``), FlopCounterMode and the peer
+tools that are installed.
 
 One CPU thread, batch 1, ResNet-50 (torchvision, ``weights=None``) and GPT-2 small
 (``transformers``, built from ``GPT2Config()``, 128 tokens; nothing is downloaded). Every tool
@@ -121,6 +123,33 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
             for handle in handles:
                 handle.remove()
 
+    def fact_hooks() -> Sample:
+        # the least a per-call record needs while the tensors are alive: the call order, and
+        # the shape, dtype and storage of the output and of each tensor argument
+        facts: list[Any] = []
+
+        def pre(module: nn.Module, args: Any, kwargs: Any) -> None:
+            facts.append(module)
+
+        def post(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+            if type(output) is torch.Tensor:
+                facts.append((output.shape, output.dtype, output.untyped_storage()._cdata,
+                              [(a.shape, a.dtype, a.untyped_storage()._cdata) for a in args
+                               if type(a) is torch.Tensor]))
+            else:
+                facts.append(None)
+
+        handles = []
+        for module in model.modules():
+            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+            handles.append(module.register_forward_hook(post, with_kwargs=True,
+                                                        always_call=True))
+        try:
+            return timed(forward)
+        finally:
+            for handle in handles:
+                handle.remove()
+
     def no_op_mode() -> None:
         with _NoOpMode():
             forward()
@@ -132,6 +161,7 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
     tools = [
         Tool("bare forward", lambda: timed(forward)),
         Tool("empty hooks", empty_hooks),
+        Tool("hooks reading facts", fact_hooks),
         Tool("no-op dispatch mode", lambda: timed(no_op_mode)),
         Tool("profile()", lambda: timed(lambda: profiler.profile(model, example))),
         Tool("profile(operators=False)",
