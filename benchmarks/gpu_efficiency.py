@@ -406,7 +406,7 @@ def alone_kernel_ms(fn: Callable[[], Any], reps: int = 5) -> float:
                if event.device_type == DeviceType.CUDA) / 1e3 / reps
 
 
-def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 8) -> None:
+def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 6) -> None:
     """Each Linear's backward against the same layer's backward alone (the model's own input
     and gradient, CUDA events), measured in alternating rounds so both see the same clock and
     power state: a short ``train_step_times``, then every layer alone. Prints per layer the
@@ -426,8 +426,8 @@ def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 8) -> None:
     alone: list[list[float]] = [[] for _ in layers]
     with gpu_clock("interleaved rounds"):
         for _ in range(rounds if not SMOKE else 2):
-            timing = train_step_times(model, x, num_iters=8 if not SMOKE else 2,
-                                      drop_first=2 if not SMOKE else 1, progress=False)
+            timing = train_step_times(model, x, num_iters=20 if not SMOKE else 2,
+                                      drop_first=4 if not SMOKE else 1, progress=False)
             for i, fn in enumerate(alone_fns):
                 ours[i].append(timing.module(str(i)).backward.inclusive.median)
                 alone[i].append(gt.event_ms(fn, reps=9))
@@ -438,6 +438,8 @@ def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 8) -> None:
         print(f"{f'{i} Linear {dtype}':<22}{statistics.median(ours[i]):9.4f}"
               f"{statistics.median(alone[i]):9.4f}{statistics.median(ratios):+16.2%}"
               f"{min(ratios):+8.2%}{max(ratios):+8.2%}{alone_kernel_ms(fn):15.4f}")
+        print("    per round, ours / alone ms: " + ", ".join(
+            f"{a:.4f}/{b:.4f}" for a, b in zip(ours[i], alone[i])))
     print("ours: median backward of the layer over a round's steps; alone: the layer's "
           "backward with the model's own input and output gradient, CUDA events behind a "
           "spin, median of 9; ratio: per round, then the median over rounds")

@@ -14,9 +14,14 @@ sorted by creation, each run of nodes of one call gets a post-hook on its first-
 which backward runs last, and a node's time runs from the previous event on its thread, so one
 hook times the whole run. A pre-hook on the output nodes marks where backward starts.
 ``AccumulateGrad`` nodes (writing a parameter's ``.grad``) are kept by autograd across steps
-while a graph is alive, so they are hooked once and booked to the module whose call consumed
-the parameter. Full backward module hooks are never used: they wrap outputs in views that break
-in-place successors and fire early for a first layer whose input needs no gradient.
+while a graph is alive, so they are hooked once, booked to the module whose call consumed
+the parameter, and unhooked when the timing ends: a graph the caller keeps alive (a retained
+graph, a later profile's) would otherwise keep every earlier clock's hooks on the parameters'
+nodes, each stamping on its dead clock (a CUDA event, from a pool that grew by one per stamp)
+inside the later steps' backward, which then read slower with every earlier timing. Hooks of
+an earlier iteration check their iteration before they stamp, for the same reason.
+Full backward module hooks are never used: they wrap outputs in views that break in-place
+successors and fire early for a first layer whose input needs no gradient.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.timing.clock import StampSource
@@ -70,6 +76,7 @@ class ClockListener(Listener):
         self._accumulate_number: dict[int, int] = {}
         self._accumulate_module: list[int] = []
         self._accumulate_nodes: dict[int, Any] = {}
+        self._accumulate_hooks: list[RemovableHandle] = []
 
     @classmethod
     def on(cls, root: nn.Module, stamps: StampSource, backward: bool = False,
@@ -126,6 +133,9 @@ class ClockListener(Listener):
                 yield self
         finally:
             self._open = False
+            for handle in self._accumulate_hooks:  # nodes a live graph keeps outlive the timing
+                handle.remove()
+            self._accumulate_hooks.clear()
             self._accumulate_nodes.clear()  # let reused AccumulateGrad nodes be freed
 
     def begin(self, reset_runner: bool = True) -> None:
@@ -200,9 +210,8 @@ class ClockListener(Listener):
         generation = self._generation
 
         def after(grad_inputs: Any, grad_outputs: Any) -> None:
-            now = self.stamp()
-            if self._generation == generation:
-                self._events.append((number, END, now, get_ident()))
+            if self._generation == generation:  # a retained graph's later backward: no stamp
+                self._events.append((number, END, self.stamp(), get_ident()))
 
         node.register_hook(after)
 
@@ -228,8 +237,7 @@ class ClockListener(Listener):
         code = -1 - number
 
         def after(grad_inputs: Any, grad_outputs: Any) -> None:
-            now = self.stamp()
             if self._open:  # not tied to an iteration: the node may serve several
-                self._events.append((code, END, now, get_ident()))
+                self._events.append((code, END, self.stamp(), get_ident()))
 
-        node.register_hook(after)
+        self._accumulate_hooks.append(node.register_hook(after))

@@ -12,6 +12,7 @@ from torch import nn
 from moduleprofiler import ProfilingError
 from moduleprofiler.errors import LossError
 from moduleprofiler.timing import train_step_times
+from moduleprofiler.timing.listener import ClockListener
 from tests.timing.helpers import Boom, Spin, no_hooks_left, training_flags, within_attempts
 
 
@@ -235,3 +236,19 @@ def test_only_node_attribution_is_offered():
     with pytest.raises(ValueError, match="method"):
         train_step_times(nn.Linear(2, 2), torch.zeros(1, 2),
                          method="tensors")  # type: ignore[arg-type]
+
+
+def test_no_hook_outlives_the_timing_on_nodes_a_kept_graph_holds():
+    """A graph the caller keeps alive holds the parameters' ``AccumulateGrad`` nodes, which the
+    clock hooks. Each timing must take its hooks off them when it ends: a hook left there kept
+    its dead clock alive and stamped on it in every later backward through those nodes (on
+    CUDA a new event per stamp), so each later timing of the same model read slower."""
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    kept = model(torch.randn(5, 3)).sum()  # its graph holds both layers' AccumulateGrad nodes
+    for _ in range(2):
+        train_step_times(model, torch.randn(8, 3), num_iters=3, drop_first=1, num_threads=1)
+    gc.collect()
+    assert not [obj for obj in gc.get_objects() if isinstance(obj, ClockListener)]
+    kept.backward()  # the kept graph still works, and writes exactly its own gradient
+    assert model[1].bias.grad is not None and torch.equal(model[1].bias.grad,
+                                                          torch.full((2,), 5.0))
