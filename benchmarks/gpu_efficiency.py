@@ -78,25 +78,28 @@ def section(title: str, body: Callable[[], None]) -> None:
 
 
 @contextlib.contextmanager
-def gpu_clock(label: str) -> Iterator[None]:
-    """Print the median SM clock and power ``nvidia-smi`` sampled while the block ran."""
+def gpu_clock(label: str, quiet: bool = False) -> Iterator[dict[str, float]]:
+    """Print (unless ``quiet``) the median SM clock and power ``nvidia-smi`` sampled while the
+    block ran; also left in the yielded dict (``mhz``, ``watts``) after the block."""
     tool = shutil.which("nvidia-smi") if DEVICE.type == "cuda" else None
     sampler = subprocess.Popen(
         [tool, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
          "-lms", "20"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     ) if tool else None
+    found: dict[str, float] = {}
     try:
-        yield
+        yield found
     finally:
         if sampler is not None:
             sampler.terminate()
             out, _ = sampler.communicate()
             rows = [line.split(",") for line in out.splitlines() if line.count(",") == 1]
             with contextlib.suppress(ValueError, statistics.StatisticsError):
-                mhz = statistics.median(float(a) for a, _ in rows)
-                watts = statistics.median(float(b) for _, b in rows)
-                print(f"    [{label}: SM clock {mhz:.0f} MHz, {watts:.0f} W, "
-                      f"{len(rows)} samples]")
+                found["mhz"] = statistics.median(float(a) for a, _ in rows)
+                found["watts"] = statistics.median(float(b) for _, b in rows)
+                if not quiet:
+                    print(f"    [{label}: SM clock {found['mhz']:.0f} MHz, "
+                          f"{found['watts']:.0f} W, {len(rows)} samples]")
 
 
 def module_ms(model: nn.Module, x: Tensor, prime_us: float, iters: int) -> tuple[Any, float,
@@ -391,58 +394,120 @@ def mlp_section(dtype: torch.dtype) -> None:
           "gradient for the last); in situ: CUPTI kernel time inside hook-free steps")
 
 
-def alone_kernel_ms(fn: Callable[[], Any], reps: int = 5) -> float:
-    """CUPTI kernel time of one ``fn()`` (mean over ``reps``), gaps between kernels excluded:
-    tells a slower kernel (clock, data) from time between kernels in an event interval."""
+def alone_kernel_ms(layer: nn.Linear, inp: Tensor, grad: Tensor, reps: int = 5) -> float:
+    """CUPTI kernel time of the layer's backward alone (mean over ``reps``; the graphs are
+    built before tracing starts), gaps between kernels excluded: tells a slower kernel (clock,
+    data) from time between kernels in an event interval."""
     if DEVICE.type != "cuda":
         return float("nan")
-    fn()
+    targets = [t for t in (inp, layer.weight, layer.bias) if t.requires_grad]
+    outs = [layer(inp) for _ in range(reps)]
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps):
-            fn()
+        for out in outs:
+            torch.autograd.grad(out, targets, grad)
         torch.cuda.synchronize()
     return sum(event.device_time_total for event in prof.events()
                if event.device_type == DeviceType.CUDA) / 1e3 / reps
 
 
+def alone_backward_ms(layer: nn.Linear, inp: Tensor, grad: Tensor, reps: int = 9,
+                      spin_us: float = 2000, into_grad: bool = True) -> float:
+    """The layer's backward alone, as in a training step: a fresh graph per repetition (built
+    outside the timed interval and freed after it, so no graph outlives the repetition),
+    CUDA events around the backward behind a ``spin_us`` spin that outlasts the CPU's way
+    into the backward; median ms (CPU: wall). ``into_grad``: a backward into ``.grad`` (set
+    to ``None`` first, as ``zero_grad()`` does), so the gradient accumulation runs as in the
+    step (a weight gradient that arrives transposed is copied into the parameter's layout);
+    else ``autograd.grad``, which accumulates nothing."""
+    targets = [t for t in (inp, layer.weight, layer.bias) if t.requires_grad]
+    samples = []
+
+    def backward(out: Tensor) -> None:
+        if into_grad:
+            torch.autograd.backward(out, grad, inputs=targets)
+        else:
+            torch.autograd.grad(out, targets, grad)
+
+    for rep in range(reps + 2):
+        out = layer(inp)
+        for target in targets:
+            target.grad = None
+        if DEVICE.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(int(spin_us * gt.CYCLES_PER_US))
+            start.record()
+            backward(out)
+            end.record()
+            torch.cuda.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            began = time.perf_counter()
+            backward(out)
+            ms = (time.perf_counter() - began) * 1e3
+        if rep >= 2:  # two warm-up repetitions
+            samples.append(ms)
+        del out
+    for target in targets:
+        target.grad = None
+    return statistics.median(samples)
+
+
 def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 6) -> None:
     """Each Linear's backward against the same layer's backward alone (the model's own input
-    and gradient, CUDA events), measured in alternating rounds so both see the same clock and
-    power state: a short ``train_step_times``, then every layer alone. Prints per layer the
-    median over rounds of ours / alone, its spread, and the alone kernels' CUPTI time."""
+    and output gradient, CUDA events), measured in alternating rounds so both see the same
+    clock and power state: a short ``train_step_times``, then every layer alone. No graph is
+    kept between steps (a kept graph keeps the parameters' ``AccumulateGrad`` nodes alive,
+    which no training loop does). Prints per layer the median over rounds of ours / alone,
+    its spread, and the alone kernels' CUPTI time."""
     sizes = (4096, 4096, 8192, 4096) if not SMOKE else (64, 64, 128, 64)
     rows = 4096 if not SMOKE else 64
     layers = [nn.Linear(a, b) for a, b in itertools.pairwise(sizes)]
     model = nn.Sequential(*layers).to(DEVICE, dtype)
     x = torch.randn(rows, sizes[0], device=DEVICE, dtype=dtype)
-    data = model_data(layers, x)
-    alone_fns = []
-    for layer, (m_inp, m_out, m_grad) in zip(layers, data):
-        targets = [t for t in (m_inp, layer.weight, layer.bias) if t.requires_grad]
-        alone_fns.append(lambda o=m_out, t=targets, g=m_grad: torch.autograd.grad(
-            o, t, g, retain_graph=True))
+    # each layer's input (a leaf that requires grad after the first) and output gradient in
+    # the model, as plain tensors: the graphs that computed them are gone
+    # (the last layer's is ``sum()``'s stride-0 gradient, as in the model)
+    data = [(inp.detach().requires_grad_(inp.requires_grad), grad.detach())
+            for inp, _, grad in model_data(layers, x)]
     ours: list[list[float]] = [[] for _ in layers]
     alone: list[list[float]] = [[] for _ in layers]
-    with gpu_clock("interleaved rounds"):
-        for _ in range(rounds if not SMOKE else 2):
+    no_accumulation: list[list[float]] = [[] for _ in layers]
+    clocks: dict[str, list[float]] = {"ours": [], "alone": []}
+    for _ in range(rounds if not SMOKE else 2):
+        with gpu_clock("ours", quiet=True) as clock:
             timing = train_step_times(model, x, num_iters=20 if not SMOKE else 2,
                                       drop_first=4 if not SMOKE else 1, progress=False)
-            for i, fn in enumerate(alone_fns):
+        clocks["ours"].append(clock.get("mhz", float("nan")))
+        with gpu_clock("alone", quiet=True) as clock:
+            for i, (layer, (inp, grad)) in enumerate(zip(layers, data)):
                 ours[i].append(timing.module(str(i)).backward.inclusive.median)
-                alone[i].append(gt.event_ms(fn, reps=9))
+                alone[i].append(alone_backward_ms(layer, inp, grad))
+                no_accumulation[i].append(alone_backward_ms(layer, inp, grad, into_grad=False))
+        clocks["alone"].append(clock.get("mhz", float("nan")))
+    print("    median SM clock per round, ours / alone (MHz): " + ", ".join(
+        f"{a:.0f}/{b:.0f}" for a, b in zip(clocks["ours"], clocks["alone"])))
+    in_situ = in_situ_backward_ms(model, x, 5)
     print(f"{'layer':<22}{'ours':>9}{'alone':>9}{'ratio-1 median':>16}{'min':>8}{'max':>8}"
-          f"{'alone kernels':>15}")
-    for i, fn in enumerate(alone_fns):
+          f"{'autograd.grad':>15}{'alone kernels':>15}{'in situ kernels':>17}")
+    for i, (layer, (inp, grad)) in enumerate(zip(layers, data)):
         ratios = [a / b - 1 for a, b in zip(ours[i], alone[i])]
+        kernels = alone_kernel_ms(layer, inp, grad)
         print(f"{f'{i} Linear {dtype}':<22}{statistics.median(ours[i]):9.4f}"
               f"{statistics.median(alone[i]):9.4f}{statistics.median(ratios):+16.2%}"
-              f"{min(ratios):+8.2%}{max(ratios):+8.2%}{alone_kernel_ms(fn):15.4f}")
+              f"{min(ratios):+8.2%}{max(ratios):+8.2%}"
+              f"{statistics.median(no_accumulation[i]):15.4f}{kernels:15.4f}"
+              f"{in_situ.get(str(i), float('nan')):17.4f}")
         print("    per round, ours / alone ms: " + ", ".join(
             f"{a:.4f}/{b:.4f}" for a, b in zip(ours[i], alone[i])))
     print("ours: median backward of the layer over a round's steps; alone: the layer's "
-          "backward with the model's own input and output gradient, CUDA events behind a "
-          "spin, median of 9; ratio: per round, then the median over rounds")
+          "backward into .grad with the model's own input and output gradient, a fresh graph "
+          "per repetition, CUDA events behind a 2 ms spin, median of 9; ratio: per round, then "
+          "the median over rounds; autograd.grad: the same without the gradient accumulation; "
+          "alone kernels: CUPTI kernel time of the autograd.grad backward; in situ kernels: "
+          "CUPTI kernel time of the nodes the layer created, inside hook-free steps (the "
+          "accumulation into .grad not included)")
 
 
 def main() -> None:

@@ -75,12 +75,14 @@ class Sleep(nn.Module):
         return x
 
 
-def event_ms(fn: Callable[[], Any], reps: int = 30, primed: bool = True) -> float:
+def event_ms(fn: Callable[[], Any], reps: int = 30, primed: bool = True,
+             spin_us: float = 300) -> float:
     """Median time of ``fn`` alone: CUDA events around it, one sync per rep (CPU: wall).
 
-    ``primed``: a 300 us ``_sleep`` is queued first, so that the start event is recorded
+    ``primed``: a ``spin_us`` ``_sleep`` is queued first, so that the start event is recorded
     while the GPU is busy and the interval holds the kernels only, not the launch latency of
-    an idle GPU (the GPU-bound ground truth)."""
+    an idle GPU (the GPU-bound ground truth). The spin must outlast the CPU's way to ``fn``'s
+    first kernel (an autograd backward's start takes longer than a plain call's)."""
     for _ in range(3):
         fn()
     samples = []
@@ -89,7 +91,7 @@ def event_ms(fn: Callable[[], Any], reps: int = 30, primed: bool = True) -> floa
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             if primed:
-                torch.cuda._sleep(int(300 * CYCLES_PER_US))
+                torch.cuda._sleep(int(spin_us * CYCLES_PER_US))
             start.record()
             fn()
             end.record()

@@ -122,8 +122,10 @@ class TrainingTiming(TimedModules):
     @property
     def backward_coverage(self) -> float:
         """Median over steps of (sum of the modules' backward self times plus the loss's
-        nodes) / that step's backward phase; the rest is autograd engine time between nodes.
-        Per-step ratios keep a preemption inside the phase from skewing the figure."""
+        nodes) / that step's backward phase; the rest is autograd engine time between nodes
+        and, on CUDA, the clock's prime before the first backward node
+        (:attr:`~moduleprofiler.timing.clock.CudaStamps.prime_us`). Per-step ratios keep a
+        preemption inside the phase from skewing the figure."""
         phase = self.hooked_phases_ms.get("backward_hooks", {}).get("backward")
         if phase is None or phase.size == 0 or self.backward.iterations != phase.size:
             return math.nan

@@ -51,9 +51,10 @@ class StampSource(Protocol):
         """Forget the stamps handed out so far (start of an iteration)."""
         ...
 
-    def prime(self) -> None:
+    def prime(self, busy: bool = False) -> None:
         """Make the next stamp time the device's progress, not the CPU's (see the module
-        docstring); called where a timed stretch starts."""
+        docstring); called where a timed stretch starts. ``busy``: also when the device is
+        still working (it may finish before the CPU queues what follows)."""
         ...
 
 
@@ -81,7 +82,7 @@ class CpuStamps:
     def reset(self) -> None:
         """Nothing to forget."""
 
-    def prime(self) -> None:
+    def prime(self, busy: bool = False) -> None:
         """Nothing to do: the CPU clock is the CPU's progress."""
 
 
@@ -168,11 +169,20 @@ class CudaStamps:
         self._next = 0
         self.prime()
 
-    def prime(self) -> None:
-        """On an idle current stream, queue a ``prime_us`` spin before the next stamp."""
+    def prime(self, busy: bool = False) -> None:
+        """On an idle current stream (on any, with ``busy``), queue a ``prime_us`` spin
+        before the next stamp.
+
+        ``busy`` is for the start of the backward: the GPU is often still running the end of
+        the forward when the backward starts, and finishes it while the CPU is on its way to
+        the first backward kernel (the loss's backward, the autograd engine's start, the
+        hooks). Unprimed, that idle gap fell inside the first backward module's interval: +4
+        to +9 % for a 0.7 ms bf16 Linear on an H100. A spin queued behind the forward ends
+        after the CPU has caught up; it delays the step by ``prime_us`` but lies before the
+        stamp, outside every module's time."""
         if self._sleep is None or self.prime_us <= 0:
             return
-        if torch.cuda.current_stream(self._index).query():  # nothing queued: idle
+        if busy or torch.cuda.current_stream(self._index).query():  # query(): nothing queued
             self._sleep(int(self.prime_us * self._cycles_per_us))
 
 

@@ -220,9 +220,10 @@ class ClockListener(Listener):
 
         def before(grad_outputs: Any) -> None:
             if self._generation == generation:
-                # the backward may start on a GPU that has finished the forward: prime it,
-                # or the first module read the CPU's way to its first kernel as its own time
-                self.stamps.prime()
+                # the backward may start on a GPU that has finished the forward, or finishes it
+                # before the CPU launches the first backward kernel: prime it either way, or the
+                # first module read the CPU's way to its first kernel as its own time
+                self.stamps.prime(busy=True)
                 self._events.append((0, START, self.stamp(), get_ident()))
 
         node.register_prehook(before)
