@@ -11,6 +11,8 @@ a longer prime; and the CUPTI kernel time of each layer's backward in hook-free 
 
 from __future__ import annotations
 
+import copy
+import gc
 import itertools
 import sys
 
@@ -45,6 +47,10 @@ def main() -> int:
     print(f"{'setup':<44}{'layer 0':>9}{'layer 1':>9}{'layer 2':>9}")
     readings(model, x, "fresh model")
     readings(model, x, "again")
+    gc.collect()
+    readings(model, x, "after gc.collect()")
+    readings(copy.deepcopy(model), x, "a deep copy of the model")
+    readings(model, x, "the model again")
     for _ in range(60):
         torch.cuda._sleep(int(2 * cycles))
     torch.cuda.synchronize()
