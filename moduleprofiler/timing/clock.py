@@ -91,11 +91,13 @@ class CudaStamps:
 
     kind = "cuda-events"
 
-    prime_us: float = 100.0
+    prime_us: float = 300.0
     """Length of the spin :meth:`prime` queues on an idle stream (0: never): long enough to
-    cover the CPU's path from a stamp to the next kernel launch (tens of microseconds under
-    the hooks), short enough that a launch-bound model's first modules are not read as if
-    the GPU had been ahead of the CPU."""
+    cover the CPU's path from the prime to the first kernel launch (the rest of the
+    iteration's setup, the call, the hooks of the outer modules: 150-170 µs before a bf16
+    MLP's first matmul on a 16-core H100 host, whose GPU idled 50-70 µs after a 100 µs spin,
+    time its first module read as its own), short enough that a launch-bound model's first
+    modules are not read as if the GPU had been ahead of the CPU for long."""
 
     def __init__(self, device: torch.device, reserve: int = 256) -> None:
         self.device = device
