@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
 
 from moduleprofiler import FormulaError, ModuleProfiler, ProfilingError
+from moduleprofiler.collect import build_record
+from moduleprofiler.records import CallRecord, ModuleInfo
+from moduleprofiler.runner import Call
 from tests.fixtures.models import (
     ODD_MODELS,
     Boom,
@@ -296,3 +301,28 @@ def test_strict_raises_when_an_operator_has_no_formula() -> None:
     assert "" in profile.unsupported
     with pytest.raises(ProfilingError, match="special_zeta"):
         ModuleProfiler().profile(Odd(), torch.rand(3) + 2, strict=True)
+
+
+def test_records_are_the_constructor_s_records_and_stay_immutable() -> None:
+    """Records are filled slot by slot for speed: each must equal the one the dataclass's own
+    constructor builds from the same call, optional fields defaulted and extra columns in
+    ``metrics``, and must stay frozen."""
+    info = ModuleInfo(path="a.b", type_name="Conv2d", depth=2, params=7, own_params=5,
+                      trainable_params=7, buffers=0, is_leaf=True)
+    call = Call(3, 1, 2, nn.Identity(), "a.b", 1, None)
+    counted = dict(input_shapes=((1, 2),), input_dtypes=("float32",), output_shapes=(1, 2),
+                   output_dtypes=("float32",), output_bytes=8, input_size=(1, 2),
+                   output_size=(1, 2), ops=4, macs=2, ops_source="formula", inclusive_ops=4,
+                   inclusive_macs=2, complete=True)
+    position = dict(index=3, parent=1, depth=2, path="a.b", type_name="Conv2d",
+                    call_number=1, params=7, own_params=5)
+    call.values.update(counted, backward_ops=6, my_column=1.5)
+    record = build_record(call, info)
+    assert record == CallRecord(**position, **counted, backward_ops=6,
+                                metrics={"my_column": 1.5})
+    assert record.backward_macs is None  # an optional field no listener wrote: its default
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.ops = 5  # type: ignore[misc]
+    del call.values["ops"]  # a required field missing: the constructor's own error
+    with pytest.raises(TypeError, match="ops"):
+        build_record(call, info)
