@@ -53,6 +53,33 @@ from moduleprofiler.operators._common import (
     numel,
     register,
 )
+from moduleprofiler.operators.matmul import product_count
+
+# -- affine grids ------------------------------------------------------------------------------
+
+@register(*aten("affine_grid_generator"))
+def affine_grid_ops(args: Args, out: Any) -> Count:
+    """``F.affine_grid``: each of a grid point's ``d`` coordinates is a row of ``theta``
+    (``d x (d + 1)``) times the point's homogeneous base coordinates, a dot product of length
+    ``d + 1``: ops ``outputs * (2(d + 1) - 1)``, macs ``outputs * (d + 1)`` (``outputs = N x
+    points x d``; the decomposition's multiply and sum count the same ops). The base grid is
+    filled like ``linspace`` (free)."""
+    if not isinstance(out, Tensor) or out.dim() < 2:
+        return ZERO
+    return product_count(numel(out), int(out.shape[-1]) + 1)
+
+
+@register(*aten("affine_grid_generator_backward"))
+def affine_grid_backward_ops(args: Args, out: Any) -> Count:
+    """The gradient of ``theta`` (``N x d x (d + 1)``): each element sums, over the grid
+    points, a coordinate's gradient times a base coordinate: a dot product of length
+    ``points`` (``torch.bmm`` of the base grid and the gradient, as its decomposition runs)."""
+    grad = args.first()
+    if not isinstance(out, Tensor) or not isinstance(grad, Tensor) or out.dim() != 3:
+        return ZERO
+    points = numel(grad) // max(int(out.shape[0]) * int(grad.shape[-1]), 1)
+    return product_count(numel(out), points)
+
 
 # -- grid sampling -----------------------------------------------------------------------------
 

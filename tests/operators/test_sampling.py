@@ -195,3 +195,36 @@ def test_model_with_every_new_family_is_complete(backward: bool) -> None:
     assert profile.total_macs == 36
     if backward:
         assert profile.total_backward_ops is not None and profile.total_backward_ops > 0
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "grad"])
+def test_affine_grid(mode: str) -> None:
+    # 2-D: theta (2, 2, 3), size (2, 3, 4, 5): 2 * 4 * 5 points * 2 coordinates = 80 outputs,
+    # each a dot product of length 3: ops 80 * 5 = 400, macs 80 * 3 = 240
+    theta = torch.randn(2, 2, 3)
+    assert count(F.affine_grid, theta, (2, 3, 4, 5), align_corners=False, mode=mode) \
+        == (400, 240)
+    # 3-D: theta (2, 3, 4), size (2, 1, 2, 3, 4): 2 * 24 points * 3 = 144 outputs of length 4:
+    # ops 144 * 7 = 1008, macs 144 * 4 = 576
+    assert count(F.affine_grid, torch.randn(2, 3, 4), (2, 1, 2, 3, 4), align_corners=True,
+                 mode=mode) == (1008, 576)
+
+
+def test_affine_grid_against_its_decomposition() -> None:
+    """torch's decomposition multiplies and sums exactly these products; it also builds the
+    base grid by adding three padded ranges (120 adds here), which the kernel fills in place."""
+    decompositions = pytest.importorskip("torch._decomp.decompositions")
+    theta = torch.randn(2, 2, 3)
+    decomposed = count(lambda t: decompositions._affine_grid_generator_4d(
+        t, [2, 3, 4, 5], False), theta)[0]
+    base_grid = count(lambda t: decompositions._make_base_grid_4d(t, 4, 5, False), theta)[0]
+    assert decomposed - base_grid == count(F.affine_grid, theta, (2, 3, 4, 5),
+                                           align_corners=False)[0] == 400
+
+
+def test_affine_grid_backward_formula() -> None:
+    # grad (2, 4, 5, 2), theta's gradient (2, 2, 3): 12 outputs, each summing over the 20 grid
+    # points of one image: ops 12 * (2 * 20 - 1) = 468, macs 12 * 20 = 240
+    out = torch.empty(2, 2, 3)
+    assert formula_count(aten.affine_grid_generator_backward.default, torch.randn(2, 4, 5, 2),
+                         [2, 3, 4, 5], False, out=out) == (468, 240)
