@@ -16,7 +16,6 @@ import inspect
 import json
 import os
 import sys
-import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
 from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
+from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.timing.overhead import CodePathWarning
 
@@ -385,22 +385,13 @@ def _decoder_start(model: nn.Module) -> dict[str, Any]:
 def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
     """The steps table (text, csv or json) and, in text, the run's totals per token."""
     fmt = _output_format(options)
-    frame = generation.to_df()
-    summary = generation.summary()
     if fmt == "text":
-        totals = ", ".join(f"{key} {value:,.6g}" if isinstance(value, float) else
-                           f"{key} {value:,}" if isinstance(value, int)
-                           and not isinstance(value, bool) else f"{key} {value}"
-                           for key, value in summary.items() if value is not None)
-        shown = frame.dropna(axis="columns", how="all")  # time and memory only when asked
-        width = terminal_width(options.width)
-        wrapped = textwrap.fill(totals, width) if width else totals
-        text = f"{shown.fillna('-').to_string(index=False)}\n{wrapped}\n"
+        text = render_steps(generation, terminal_width(options.width))
     elif fmt == "csv":
-        text = frame.to_csv(index=False)
+        text = generation.to_df().to_csv(index=False)
     elif fmt == "json":
-        text = json.dumps({"steps": json.loads(frame.to_json(orient="records")),
-                           "summary": summary}, indent=2) + "\n"
+        text = json.dumps({"steps": json.loads(generation.to_df().to_json(orient="records")),
+                           "summary": generation.summary()}, indent=2) + "\n"
     else:
         raise CliError(f"--generate writes text, csv or json, not {fmt}")
     _emit(text, options.output, fmt)

@@ -99,3 +99,21 @@ def test_an_encoder_decoder_generates_from_its_padding_token(
     # generate runs the encoder once, then one decoder step per new token
     assert list(steps["phase"]) == ["encode", "prefill", "decode"]
     assert list(steps["input_tokens"]) == [6, 1, 1]
+
+
+def test_generation_table_fits_the_width(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                           "--generate", "2", "--width", "60")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 60
+    header = lines[0].split()
+    assert header[:3] == ["step", "phase", "module"] and "FLOPs" in header
+    # the prefill's FLOPs in SI units: 2 x (MACS - 7 x 64 x VOCAB) (see the test above)
+    prefill = lines[2].split()
+    assert prefill[:2] == ["0", "prefill"]
+    flops = 2 * (MACS - 7 * 64 * VOCAB)
+    assert f"{flops / 1e6:.2f}M" in prefill
+    # the columns that did not fit are named, and the exact totals follow
+    assert "hidden to fit 60 columns: complete, batch" in " ".join(out.split())
+    assert f"prefill_flops {flops:,}" in " ".join(out.split())

@@ -1,0 +1,90 @@
+"""The steps of a profiled generation as a text table that fits its width (what the command
+line's ``--generate`` prints): counts in SI units, bytes in IEC units, times in ms; a table
+wider than the width hides columns (named in a note), as the profile views do
+(:mod:`moduleprofiler.export.fit`); the run's exact totals and the units' conventions follow,
+wrapped to the width."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from moduleprofiler.export.fit import TextColumn, fit_columns, table_width
+from moduleprofiler.export.units import (
+    human_bytes,
+    human_count,
+    human_ms,
+    human_number,
+    is_missing,
+)
+from moduleprofiler.language.generation import GenerationProfile
+
+STEP_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "step": ("step", human_number),
+    "phase": ("phase", str),
+    "module": ("module", str),
+    "batch_size": ("batch", human_number),
+    "input_tokens": ("tokens", human_number),
+    "context_tokens": ("context", human_number),
+    "ops": ("ops", human_count),
+    "macs": ("MACs", human_count),
+    "flops": ("FLOPs", human_count),
+    "complete": ("complete", human_number),
+    "kv_cache_bytes": ("KV cache", human_bytes),
+    "time_ms": ("time", human_ms),
+    "max_live_bytes": ("max live", human_bytes),
+}
+"""Column of :meth:`GenerationProfile.to_df` -> its header and cell format."""
+_KEYS = ("step", "phase", "module")
+"""Columns that say which step a row is: never hidden."""
+HIDDEN_FIRST = ("complete", "batch_size", "input_tokens", "ops", "macs", "context_tokens")
+"""Columns a narrow table hides first, in this order (the totals below keep the complete flag
+and the MACs); then the others from the right: live memory, time, cache, FLOPs last."""
+CONVENTIONS = ("ops = multiplies + adds", "MACs = multiply-accumulates", "FLOPs = 2 x MACs")
+"""What each compute unit counts (docs/conventions.md), under the table."""
+_KEEP = "\xa0"
+"""Joins the words of one phrase so that wrapping never splits it."""
+
+
+def _total(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.6g}"
+    return str(value)
+
+
+def render_steps(generation: GenerationProfile, width: int | None) -> str:
+    """One row per step (columns no step has a value for, such as time when it was not
+    measured, left out), then the run's totals; no line longer than ``width`` (``None``: no
+    limit)."""
+    frame = generation.to_df().dropna(axis="columns", how="all")
+    columns = []
+    for name in frame.columns:
+        title, show = STEP_COLUMNS.get(name, (name, str))
+        cells = ["-" if is_missing(value) else show(value) for value in frame[name]]
+        text = name in ("phase", "module")
+        columns.append(TextColumn(name, title, cells, not text, "text" if text else "count",
+                                  [None] * len(cells), identity=name in _KEYS))
+    columns, hidden = fit_columns(columns, width, HIDDEN_FIRST)
+    widths = [column.width for column in columns]
+    lines = ["  ".join(column.header.rjust(size) if column.right else column.header.ljust(size)
+                       for column, size in zip(columns, widths)).rstrip(),
+             "-" * table_width(columns)]
+    for row in range(len(frame)):
+        lines.append("  ".join(
+            column.cells[row].rjust(size) if column.right else column.cells[row].ljust(size)
+            for column, size in zip(columns, widths)).rstrip())
+    footer = [", ".join(f"{key} {_total(value)}" for key, value in
+                        generation.summary().items() if value is not None),
+              "; ".join(phrase.replace(" ", _KEEP) for phrase in CONVENTIONS)]
+    if hidden:
+        footer.append(f"note: hidden to fit {width} columns: {', '.join(hidden)} "
+                      "(a larger width shows them)")
+    if width is not None:
+        footer = [part for line in footer for part in textwrap.wrap(
+            line, width, subsequent_indent="  ", break_on_hyphens=False)]
+    return "\n".join([*lines, *(line.replace(_KEEP, " ") for line in footer)]) + "\n"
