@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from moduleprofiler._version import __version__
+from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.fit import MIN_WIDTH, terminal_width
 from moduleprofiler.export.format_table import (
@@ -42,7 +43,6 @@ from moduleprofiler.language.generation import GenerationProfile, profile_genera
 from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.profiler import ModuleProfiler
-from moduleprofiler.timing.overhead import CodePathWarning
 
 EXAMPLES = """\
 examples:

@@ -4,12 +4,14 @@ pass, with the model left exactly as it was."""
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
 from torch import nn
 
+from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
@@ -122,6 +124,12 @@ def measure_memory(
     if progress is not None:
         check_bool(progress, "progress")
     static = module_bytes(module)[""]
+    changed = fast_path_changes(module, eval=True, grad_enabled=False)
+    if changed:
+        warnings.warn(
+            f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: the "
+            "inference pass measures the unfused path, which keeps intermediates the fused "
+            "kernel does not", CodePathWarning, stacklevel=2)
     bar = Progress("measuring memory", progress, unit="calls")
     with placed_on(module, run_device):
         inputs = to_device(input, run_device)

@@ -13,13 +13,14 @@ The per-module passes are a :class:`ClockListener` on the pass runner
 module call in the PyTorch profiler's trace and in NVTX.
 """
 
+from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.timing.backward import TrainingModuleStats, TrainingTiming, train_step_times
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.forward import ModuleTiming, time_modules
 from moduleprofiler.timing.latency import LatencyResult, benchmark
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.live import TrainingProfiler, track
-from moduleprofiler.timing.overhead import CodePathWarning, HookCalibration, calibrate_hooks
+from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import ModuleStats
 from moduleprofiler.timing.stats import Summary, median_ci, summarize

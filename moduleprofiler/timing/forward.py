@@ -25,6 +25,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
@@ -38,13 +39,7 @@ from moduleprofiler.timing.environment import (
     timing_context,
 )
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.overhead import (
-    CodePathWarning,
-    calibrate_hooks,
-    fast_path_changes,
-    interleave,
-    split_rounds,
-)
+from moduleprofiler.timing.overhead import calibrate_hooks, interleave, split_rounds
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,

@@ -6,8 +6,8 @@
   node reads.
 * :func:`interleave` runs hooked and hook-free blocks in alternating order, so that their
   whole-model times are compared under the same conditions (load, allocator, clocks).
-* :func:`fast_path_changes` finds modules whose code path changes when hooks are attached
-  (``TransformerEncoderLayer`` refuses its fused fast path if any submodule has forward hooks).
+
+What the hooks change (a fused fast path refused) is :mod:`moduleprofiler.codepaths`.
 """
 
 from __future__ import annotations
@@ -21,14 +21,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing.clock import make_stamps
 from moduleprofiler.timing.environment import timing_context
 from moduleprofiler.timing.listener import ClockListener
-
-
-class CodePathWarning(UserWarning):
-    """Hooks make the model run different kernels than it runs without them."""
 
 
 class _Empty(nn.Module):
@@ -161,31 +156,3 @@ def calibrate_hooks(device: torch.device, backward: bool = False,
                                   grad_per_call, backward_ns)
     _CACHE[key] = calibration
     return calibration
-
-
-def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[str]:
-    """Paths of ``TransformerEncoderLayer`` modules that would take their fused fast path
-    without hooks and cannot with them (the layer checks for hooks on its submodules).
-
-    The input-independent conditions of ``TransformerEncoderLayer.forward`` are checked; the
-    input ones (3-D input, supported device) are assumed to hold.
-    """
-    if grad_enabled:
-        return []
-    fastpath = getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None)
-    if fastpath is not None and not fastpath():
-        return []
-    if torch.is_autocast_enabled():
-        return []
-    found = []
-    for path, module in root.named_modules():
-        if not isinstance(module, nn.TransformerEncoderLayer):
-            continue
-        attn = module.self_attn
-        training = False if eval else module.training
-        if (not training and attn.batch_first and attn.in_proj_bias is not None
-                and attn._qkv_same_embed_dim
-                and getattr(module, "activation_relu_or_gelu", False)
-                and module.norm1.eps == module.norm2.eps and attn.num_heads % 2 == 0):
-            found.append(path or ROOT_NAME)
-    return found

@@ -1,0 +1,48 @@
+"""Code paths that hooks change: what a hooked pass runs that the model without hooks does not.
+
+``nn.TransformerEncoderLayer`` (in eval mode, without grad) takes a fused fast path
+(``torch._transformer_encoder_layer_fwd``) only when none of its submodules has forward hooks.
+A hooked pass, every pass of moduleprofiler, runs the unfused path instead: its times and its
+memory describe that path, not the one the model takes unhooked. Counting is not affected (the
+two paths do the same arithmetic). :func:`fast_path_changes` finds those layers, so that the
+timing and memory passes can say so.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from moduleprofiler.records import ROOT_NAME
+
+
+class CodePathWarning(UserWarning):
+    """Hooks make the model run different kernels than it runs without them."""
+
+
+def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[str]:
+    """Paths of ``TransformerEncoderLayer`` modules that would take their fused fast path
+    without hooks and cannot with them (the layer checks for hooks on its submodules).
+
+    The input-independent conditions of ``TransformerEncoderLayer.forward`` are checked; the
+    input ones (3-D input, supported device) are assumed to hold.
+    """
+    if grad_enabled:
+        return []
+    fastpath = getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None)
+    if fastpath is not None and not fastpath():
+        return []
+    if torch.is_autocast_enabled():
+        return []
+    found = []
+    for path, module in root.named_modules():
+        if not isinstance(module, nn.TransformerEncoderLayer):
+            continue
+        attn = module.self_attn
+        training = False if eval else module.training
+        if (not training and attn.batch_first and attn.in_proj_bias is not None
+                and attn._qkv_same_embed_dim
+                and getattr(module, "activation_relu_or_gelu", False)
+                and module.norm1.eps == module.norm2.eps and attn.num_heads % 2 == 0):
+            found.append(path or ROOT_NAME)
+    return found
