@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pandas as pd
 
 from moduleprofiler.export.cells import UNICODE, formatter
-from moduleprofiler.export.columns import column_spec, metric_columns
+from moduleprofiler.export.columns import FLOPS, MACS, column_spec, metric_columns
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.select import top_view, tree_view
@@ -56,8 +56,8 @@ TYPE_COLORS = 9
 _METRICS: dict[str, tuple[str, str, str]] = {
     # name -> (own column, inclusive column, axis label)
     "ops": ("ops", "inclusive_ops", "ops"),
-    "macs": ("macs", "inclusive_macs", "MACs"),
-    "flops": ("flops", "inclusive_flops", "FLOPs (2·MACs)"),
+    "macs": ("macs", "inclusive_macs", MACS),
+    "flops": ("flops", "inclusive_flops", FLOPS),
     "params": ("own_params", "params", "parameters"),
     "time": ("self_time_median_ms", "time_median_ms", "time"),
     "memory": ("self_saved_bytes", "saved_bytes", "saved for backward"),
@@ -227,7 +227,7 @@ def _scatter(ax: Axes, profile: Profile, own_figure: bool) -> str:
     ax.set_yscale("log")
     _log_axis(ax.xaxis, "flops")
     _log_axis(ax.yaxis, own_time)
-    ax.set_xlabel("FLOPs (2·MACs)")
+    ax.set_xlabel(FLOPS)
     ax.set_ylabel("time")
     _legend(ax, colors, own_figure)
     missing = len(rows) - len(keep)
