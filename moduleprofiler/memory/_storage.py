@@ -58,9 +58,15 @@ def storage_nbytes(storage: torch.UntypedStorage) -> int:
 
 
 def own_nbytes(tensor: Tensor) -> int:
-    """``numel * element_size``: the bytes of the tensor's own elements (0 for lazy ones)."""
+    """``numel * element_size``: the bytes of the tensor's own elements (0 for lazy ones); for
+    a ``DTensor``, of the shard this rank holds (its ``numel`` is the global tensor's)."""
     if is_lazy(tensor):
         return 0
+    cls = type(tensor)
+    if cls is not Tensor and cls is not Parameter:
+        dtensor = dtensor_class()
+        if dtensor is not None and isinstance(tensor, dtensor):
+            tensor = tensor._local_tensor  # type: ignore[attr-defined]
     return int(tensor.numel()) * tensor.element_size()
 
 

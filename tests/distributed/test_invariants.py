@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.distributed import CommunicationListener, DistributedError, gather
+from moduleprofiler.memory import module_bytes
 from tests.distributed.models import batch, mlp
 from tests.distributed.ranks import run_ranks
 
@@ -123,6 +124,8 @@ def _tp(rank: int, world_size: int) -> dict:
     x = batch(0)  # tensor parallelism: every rank sees the same batch
     profile = ModuleProfiler().profile(model, x, listeners=[listener])
     return {"macs": profile.total_macs, "complete": profile.complete,
+            "param_bytes": module_bytes(model)[""].param_bytes,
+            "layer_bytes": module_bytes(model)["2"].param_bytes,
             "single": ModuleProfiler().profile(mlp(), x).total_macs,
             "reduced": [(c.path, c.kind, c.bytes, c.group_size) for c in listener.collectives]}
 
@@ -135,6 +138,10 @@ def test_tensor_parallel_local_macs_sum_to_the_single_process_macs(ranks: list[d
     assert [result["macs"] for result in results] == [80, 80]
     for result in results:
         assert result["complete"]
+        # static bytes are this rank's shards: Linear(4, 8) column-parallel holds 4 of the 8
+        # rows of its weight and bias (16 + 4), Linear(8, 6) row-parallel half its weight's
+        # columns (24) and the whole bias (6): 50 floats, 200 bytes of the 376 in one process
+        assert (result["param_bytes"], result["layer_bytes"]) == (200, 120)
         # the row-parallel layer sums its partial outputs: 2 x 6 floats = 48 bytes
         assert result["reduced"] == [("2", "all_reduce", 48, 2)]
 
