@@ -122,15 +122,18 @@ def gpu_event_ms(module: nn.Module, x: Tensor, reps: int = 20) -> float:
     return sorted(times)[reps // 2]
 
 
-def within_attempts(check: Any, tries: int = 3) -> None:
+def within_attempts(check: Any, tries: int = 3, pause_s: float = 1.0) -> None:
     """Run ``check()`` (which measures and returns a list of failure messages) up to ``tries``
-    times and fail with the last messages if no attempt is clean. Timing on a shared machine
-    has bursts of load; a real error fails every attempt."""
+    times, ``pause_s`` apart, and fail with every attempt's messages if none is clean. Timing
+    on a shared machine has bursts of load lasting seconds; a real error fails every attempt."""
     import pytest
 
     failures: list[str] = []
-    for _ in range(tries):
-        failures = check()
-        if not failures:
+    for attempt in range(tries):
+        if attempt and pause_s:
+            time.sleep(pause_s)
+        found = check()
+        if not found:
             return
-    pytest.fail("; ".join(failures))
+        failures.append(f"attempt {attempt + 1}: " + "; ".join(found))
+    pytest.fail(" | ".join(failures))

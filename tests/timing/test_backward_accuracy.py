@@ -47,4 +47,6 @@ def test_every_layer_within_3_percent_first_with_a_leaf_input_and_last():
                                 f"({error:+.1%})")
         return failures
 
-    within_attempts(check)
+    # a burst of load on a shared 2-core machine lasts seconds and reads +30 us on every layer
+    # of all three back-to-back attempts: five, two seconds apart
+    within_attempts(check, tries=5, pause_s=2.0)
