@@ -47,6 +47,9 @@ def test_every_layer_within_3_percent_first_with_a_leaf_input_and_last():
                                 f"({error:+.1%})")
         return failures
 
-    # a burst of load on a shared 2-core machine lasts seconds and reads +30 us on every layer
-    # of all three back-to-back attempts: five, two seconds apart
-    within_attempts(check, tries=5, pause_s=2.0)
+    # On a shared 2-core machine the whole machine has slow spells lasting seconds to tens of
+    # seconds: a hook-free node then costs twice as much, and the hooked nodes read +20 to
+    # +35 us each (+3 to +8 % here), in every attempt of the spell. Repeated checks in one
+    # process alternate between such spells and quiet ones at about 1 %: eight attempts,
+    # three seconds apart (the pauses cost nothing when an attempt passes).
+    within_attempts(check, tries=8, pause_s=3.0)
