@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
@@ -160,11 +161,32 @@ _KEEP = "\xa0"
 """Joins the words of one phrase of a footer line so that wrapping never splits it."""
 
 
+def conventions_line(units: Iterable[str]) -> str | None:
+    """What the compute units among ``units`` count, as one footer line (``None``: none of
+    them shown); each phrase stays whole when :func:`wrap_footer` wraps the line."""
+    wanted = set(units)
+    shown = [text.replace(" ", _KEEP) for unit, text in _CONVENTIONS.items() if unit in wanted]
+    return "; ".join(shown) if shown else None
+
+
+def hidden_note(hidden: Sequence[str], width: int | None) -> str:
+    """The footer line naming the columns a table hid to fit ``width``."""
+    return (f"note: hidden to fit {width} columns: {', '.join(hidden)} "
+            "(a larger width shows them)")
+
+
+def wrap_footer(lines: Sequence[str], width: int | None) -> list[str]:
+    """Footer lines wrapped to ``width`` (``None``: as they are), continuation lines indented,
+    the phrases :func:`conventions_line` joined never split."""
+    if width is not None:
+        lines = [part for line in lines for part in textwrap.wrap(
+            line, width, subsequent_indent="  ", break_on_hyphens=False)]
+    return [line.replace(_KEEP, " ") for line in lines]
+
+
 def _conventions(view: View) -> str | None:
     names = [*view.columns, *view.totals]
-    units = {column_spec(name.removesuffix("_pct")).unit for name in names}
-    shown = [text.replace(" ", _KEEP) for unit, text in _CONVENTIONS.items() if unit in units]
-    return "; ".join(shown) if shown else None
+    return conventions_line(column_spec(name.removesuffix("_pct")).unit for name in names)
 
 
 def _footer(view: View, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
@@ -179,11 +201,6 @@ def _footer(view: View, glyphs: Glyphs, hidden: list[str], width: int | None) ->
     if convention and not view.raw:
         lines.append(convention)
     if hidden:
-        lines.append(f"note: hidden to fit {width} columns: {', '.join(hidden)} "
-                     "(a larger width shows them)")
+        lines.append(hidden_note(hidden, width))
     lines.extend(f"note: {note}" for note in view.notes)
-    if width is None:
-        return [line.replace(_KEEP, " ") for line in lines]
-    wrapped = [part for line in lines for part in textwrap.wrap(
-        line, width, subsequent_indent="  ", break_on_hyphens=False)]
-    return [line.replace(_KEEP, " ") for line in wrapped]
+    return wrap_footer(lines, width)

@@ -6,11 +6,12 @@ wrapped to the width."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from moduleprofiler.export.columns import MACS
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width
+from moduleprofiler.export.text import conventions_line, hidden_note, wrap_footer
 from moduleprofiler.export.units import (
     human_bytes,
     human_count,
@@ -28,7 +29,7 @@ STEP_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "input_tokens": ("tokens", human_number),
     "context_tokens": ("context", human_number),
     "ops": ("ops", human_count),
-    "macs": ("MACs", human_count),
+    "macs": (MACS, human_count),
     "flops": ("FLOPs", human_count),
     "complete": ("complete", human_number),
     "kv_cache_bytes": ("KV cache", human_bytes),
@@ -41,10 +42,9 @@ _KEYS = ("step", "phase", "module")
 HIDDEN_FIRST = ("complete", "batch_size", "input_tokens", "ops", "macs", "context_tokens")
 """Columns a narrow table hides first, in this order (the totals below keep the complete flag
 and the MACs); then the others from the right: live memory, time, cache, FLOPs last."""
-CONVENTIONS = ("ops = multiplies + adds", "MACs = multiply-accumulates", "FLOPs = 2 x MACs")
-"""What each compute unit counts (docs/conventions.md), under the table."""
-_KEEP = "\xa0"
-"""Joins the words of one phrase so that wrapping never splits it."""
+_UNITS = ("ops", "MACs", "FLOPs")
+"""The compute units the table shows (the column registry's units), whose conventions the
+footer states."""
 
 
 def _total(value: Any) -> str:
@@ -79,12 +79,10 @@ def render_steps(generation: GenerationProfile, width: int | None) -> str:
             column.cells[row].rjust(size) if column.right else column.cells[row].ljust(size)
             for column, size in zip(columns, widths)).rstrip())
     footer = [", ".join(f"{key} {_total(value)}" for key, value in
-                        generation.summary().items() if value is not None),
-              "; ".join(phrase.replace(" ", _KEEP) for phrase in CONVENTIONS)]
+                        generation.summary().items() if value is not None)]
+    convention = conventions_line(_UNITS)
+    if convention:
+        footer.append(convention)
     if hidden:
-        footer.append(f"note: hidden to fit {width} columns: {', '.join(hidden)} "
-                      "(a larger width shows them)")
-    if width is not None:
-        footer = [part for line in footer for part in textwrap.wrap(
-            line, width, subsequent_indent="  ", break_on_hyphens=False)]
-    return "\n".join([*lines, *(line.replace(_KEEP, " ") for line in footer)]) + "\n"
+        footer.append(hidden_note(hidden, width))
+    return "\n".join([*lines, *wrap_footer(footer, width)]) + "\n"
