@@ -46,8 +46,42 @@ def make_invocation(
         return lambda: target(**kwargs)
     if unpacks(input):
         args = tuple(input)
+        if isinstance(input, list):
+            return _spread_list(target, args)
         return lambda: target(*args)
     return lambda: target(input)
+
+
+LIST_HINT = ("hint: input was a list, so it was spread into {count} positional argument(s) "
+             "(module(*input)); a model that takes the list itself (torchvision's detection "
+             "models take a list of images) needs input=(the_list,)")
+"""Noted on an exception raised by a call whose ``input`` was a list: the unpacking rule that
+surprises users of list-taking models."""
+
+
+def _spread_list(target: Callable[..., Any], args: tuple[Any, ...]) -> Invocation:
+    def invoke() -> Any:
+        try:
+            return target(*args)
+        except Exception as exc:
+            add_note(exc, LIST_HINT.format(count=len(args)))
+            raise
+    return invoke
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` once (Python 3.11+; on 3.10 the same ``__notes__`` list, which
+    :class:`~moduleprofiler.errors.ProfilingError` messages show on every version)."""
+    notes = getattr(exc, "__notes__", None) or []
+    if note in notes:
+        return
+    try:
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:
+            exc.__notes__ = [*notes, note]  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # an exception type that takes no attributes
+        pass
 
 
 def unpacks(input: object) -> bool:

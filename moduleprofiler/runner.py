@@ -528,12 +528,14 @@ class PassRunner:
 
     # -- errors --------------------------------------------------------------------------------
     def _error_for(self, exc: Exception) -> ProfilingError:
+        # notes on the exception (a hint added by the invocation) end the message
+        notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
         if self.failed_path is None:
             return ProfilingError(
                 f"the profiled call raised {type(exc).__name__} outside any module's forward: "
-                f"{exc}")
+                f"{exc}{notes}")
         path = self.failed_path
         module = next(m for m in self.modules if self.paths[id(m)] == path)
         return ProfilingError(
             f"forward of module {display_path(path)!r} ({type(module).__name__}) raised "
-            f"{type(exc).__name__}: {exc}", path)
+            f"{type(exc).__name__}: {exc}{notes}", path)
