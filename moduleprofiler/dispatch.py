@@ -11,6 +11,12 @@ the mode onto, or pops it off, torch's dispatch-mode stack (about a quarter of t
 only when the state changes. :attr:`~OperatorObserver.muted` keeps the mode on the stack but
 stops the reports, for the short stretches (a listener's own work at the end of a call) where
 popping and pushing again would cost more than letting the few operators through.
+
+Higher-order operators (``torch.cond``, ``while_loop``, ``flex_attention``'s kernel) reach the
+mode too, and run as they are: the operators inside them are not seen, so each is reported as
+one operator, which has no formula: its work is unknown and listed, the totals lower bounds.
+A dispatch mode refuses them by default, which made a model calling ``torch.cond`` fail under
+the profiler.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ _pop_mode = torch._C._pop_torch_dispatch_stack
 
 class OperatorObserver(TorchDispatchMode):
     """Runs each operator, then calls ``callback(func, args, kwargs, out)`` (unless muted)."""
+
+    supports_higher_order_operators = True
 
     def __init__(self, callback: OperatorCallback) -> None:
         super().__init__()

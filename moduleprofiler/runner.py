@@ -76,6 +76,14 @@ def is_accumulation(node: Any) -> bool:
         return False
 
 
+_REFUSES_MODES = "non-infra torch dispatch mode present"
+"""What torch.compile says when it refuses to run under the operator observer."""
+_REFUSES_MODES_HINT = (
+    "; hint: this call compiles itself (flex_attention does) and torch.compile refuses to run "
+    "while operators are observed: profile with operators=False, or register a formula for "
+    "the module that makes the call, so that no operator is observed inside it")
+
+
 class Call:
     """One module call: where it sits in the runtime call stack, and what listeners wrote.
 
@@ -530,6 +538,8 @@ class PassRunner:
     def _error_for(self, exc: Exception) -> ProfilingError:
         # notes on the exception (a hint added by the invocation) end the message
         notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
+        if _REFUSES_MODES in str(exc):
+            notes += _REFUSES_MODES_HINT
         if self.failed_path is None:
             return ProfilingError(
                 f"the profiled call raised {type(exc).__name__} outside any module's forward: "

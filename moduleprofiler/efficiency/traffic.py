@@ -82,9 +82,10 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     its storage with an input is a view (nothing moved) unless the operator mutates its
     arguments (``add_``, ``copy_``: the target is read and written).
     """
-    if func.is_view or func.overloadpacket.__name__ in _ALLOCATIONS:
+    schema = getattr(func, "_schema", None)  # a higher-order operator has none
+    if schema is not None and (func.is_view or func.overloadpacket.__name__ in _ALLOCATIONS):
         return None
-    mutable = func._schema.is_mutable
+    mutable = schema is not None and schema.is_mutable
     read: dict[tuple[Any, ...], int] = {}
     storages: set[int] = set()
     # an ``out=`` tensor is written, not read

@@ -119,10 +119,22 @@ def load_families() -> bool:
     return len(_FAMILY_LOADERS) < waiting
 
 
+def packet_of(func: Any) -> Any:
+    """``func``'s overload packet (``aten.add`` for ``aten.add.Tensor``); a higher-order
+    operator (``torch.cond``'s ``cond``) is its own."""
+    return getattr(func, "overloadpacket", func)
+
+
+def operator_name(func: Any) -> str:
+    """How an operator is named in the lists of operators without a formula."""
+    packet = getattr(func, "overloadpacket", None)
+    return str(packet) if packet is not None else f"higher_order.{func.name()}"
+
+
 def lookup(func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """The formula for ``func``: its overload's, else its packet's; ``None`` when the operator
     is free; ``_MISSING`` (see :data:`MISSING`) when nothing is known about it."""
-    for key in (func, func.overloadpacket):
+    for key in (func, packet_of(func)):
         formula = OPERATOR_FORMULAS.get(key)
         if formula is not None:
             return formula
@@ -151,12 +163,12 @@ def get_default_operator_map() -> dict[OperatorKey, OperatorFormula | None]:
 def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """:func:`lookup` in ``table``: the overload's entry, else its packet's; ``None`` when the
     operator is free; :data:`MISSING` when the table does not know it."""
-    for key in (func, func.overloadpacket):
+    for key in (func, packet_of(func)):
         if key in table:
             return table[key]
     if _FAMILY_LOADERS:
         load_families()
-    if func in _LATE_KEYS or func.overloadpacket in _LATE_KEYS:
+    if func in _LATE_KEYS or packet_of(func) in _LATE_KEYS:
         # an optional library loaded after the table was made; an operator the table's owner
         # removed on purpose stays missing
         return lookup(func)
@@ -190,7 +202,7 @@ class PassFormulas:
                 found = self._wrap(found)  # type: ignore[arg-type]
             self._found[func] = found
         if found is _MISSING:
-            name = str(func.overloadpacket)
+            name = operator_name(func)
             self.missing[name] = self.missing.get(name, 0) + 1
         return found
 

@@ -1,0 +1,60 @@
+"""The operator observer and higher-order operators: a model calling ``torch.cond`` (or
+``flex_attention``) must still profile, with the work the observer cannot see listed as
+unknown, never counted as zero."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler, ProfilingError
+
+try:
+    from torch.nn.attention.flex_attention import flex_attention
+except ImportError:  # an older torch
+    flex_attention = None
+
+
+class Branches(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t - 1, (x,))
+
+
+def test_a_higher_order_operator_runs_and_is_listed_as_unknown() -> None:
+    x = torch.ones(4)
+    profile = ModuleProfiler().profile(Branches(), x)
+    # the predicate: a sum of 4 elements (3 adds) and one comparison; the branch runs inside
+    # the higher-order operator, which has no formula: unknown, listed, a lower bound
+    assert profile.total_ops == 4
+    assert profile.unsupported_ops == {"higher_order.cond": 1}
+    assert not profile.complete
+    assert torch.equal(Branches()(x), torch.full((4,), 2.0))
+
+
+class FlexAttention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.proj(flex_attention(q, k, v))
+
+
+@pytest.mark.skipif(flex_attention is None, reason="needs torch.nn.attention.flex_attention")
+def test_flex_attention_says_how_to_profile_it() -> None:
+    q = torch.randn(1, 2, 16, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            profile = ModuleProfiler().profile(FlexAttention(), (q, q, q))
+        except ProfilingError as error:  # it compiles itself, which torch refuses under a mode
+            assert "profile with operators=False" in str(error)
+        else:
+            assert not profile.complete
+        profile = ModuleProfiler().profile(FlexAttention(), (q, q, q), operators=False)
+    # the projection: 2 x 16 rows of Linear(8, 8): 32 x 8 x (2 x 8 - 1 + 1) = 4096 ops; the
+    # root's own attention is unknown
+    assert profile.total_ops == 4096 and profile.unsupported == ("",)
