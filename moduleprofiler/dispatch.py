@@ -13,8 +13,10 @@ stops the reports, for the short stretches (a listener's own work at the end of 
 popping and pushing again would cost more than letting the few operators through.
 
 Higher-order operators (``torch.cond``, ``while_loop``, ``flex_attention``'s kernel) reach the
-mode too, and run as they are: the operators inside them are not seen, so each is reported as
-one operator, which has no formula: its work is unknown and listed, the totals lower bounds.
+mode too, and run as they are: the operators inside them are not seen (modules called inside
+are still counted by their formulas), so each is reported as one operator, which has no
+formula: its work is unknown and listed, the totals lower bounds. With gradients on they are
+refused with a clear error: seen by the mode before autograd, they would lose their backward.
 A dispatch mode refuses them by default, which made a model calling ``torch.cond`` fail under
 the profiler.
 """
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._ops import HigherOrderOperator
 from torch.utils._python_dispatch import TorchDispatchMode
 
 OperatorCallback = Callable[[torch._ops.OpOverload, tuple[Any, ...], dict[str, Any], Any], None]
@@ -46,13 +49,37 @@ class OperatorObserver(TorchDispatchMode):
         """Whether the mode is on torch's dispatch-mode stack now (operators reach it)."""
         self.muted = False
         """While True, operators still run through the mode but are not reported."""
+        self.suspended = False
+        """While True (inside a higher-order operator), :meth:`set_active` changes nothing."""
 
     def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any,
                            args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
                            ) -> Any:
         if kwargs is None:
             kwargs = {}
+        if isinstance(func, HigherOrderOperator):
+            return self._run_higher_order(func, args, kwargs)
         out = func(*args, **kwargs)
+        if not self.muted:
+            self._callback(func, args, kwargs, out)
+        return out
+
+    def _run_higher_order(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                          ) -> Any:
+        if torch.is_grad_enabled():
+            # the mode sees it before autograd does: run from here, it would leave autograd
+            # (its output would not require grad), a silently different model
+            raise NotImplementedError(
+                f"the higher-order operator {func.name()!r} cannot be observed with gradients "
+                "on (its backward would be lost): profile its forward, without backward")
+        # torch popped the mode for this call; module calls inside it (a branch of
+        # ``torch.cond`` calling a submodule) must not push or pop it meanwhile
+        pushed, suspended = self.pushed, self.suspended
+        self.pushed, self.suspended = False, True
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self.pushed, self.suspended = pushed, suspended
         if not self.muted:
             self._callback(func, args, kwargs, out)
         return out
@@ -79,6 +106,8 @@ class OperatorObserver(TorchDispatchMode):
     def set_active(self, active: bool) -> None:
         """Observe (``True``) or not (``False``) from now on; between :meth:`start` and
         :meth:`stop` this only pushes or pops the mode, and only when the state changes."""
+        if self.suspended:
+            return
         if active:
             if not self.pushed or not self._entered:
                 self.start()

@@ -34,6 +34,32 @@ def test_a_higher_order_operator_runs_and_is_listed_as_unknown() -> None:
     assert torch.equal(Branches()(x), torch.full((4,), 2.0))
 
 
+class BranchesWithALayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: self.lin(t) * 2, lambda t: self.lin(t) - 1,
+                          (x,))
+
+
+def test_a_module_called_inside_a_higher_order_operator_is_counted() -> None:
+    model = BranchesWithALayer()
+    profile = ModuleProfiler().profile(model, torch.ones(2, 4))
+    # the predicate over 8 elements: 7 adds + 1 comparison; Linear(4, 4) on 2 rows by its
+    # formula: 2 x 4 x (2 x 4 - 1 + 1) = 64; the branch's own multiply is unknown
+    assert [(r.path, r.ops) for r in profile.records] == [("", 8), ("lin", 64)]
+    assert profile.unsupported_ops == {"higher_order.cond": 1}
+
+
+def test_with_gradients_on_a_higher_order_operator_is_refused_clearly() -> None:
+    model = BranchesWithALayer()
+    with pytest.raises(ProfilingError, match="cannot be observed with gradients on"):
+        ModuleProfiler().profile(model, torch.ones(2, 4), backward=True)
+    assert model.lin.weight.grad is None
+
+
 class FlexAttention(nn.Module):
     def __init__(self) -> None:
         super().__init__()
