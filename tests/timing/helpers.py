@@ -53,6 +53,19 @@ class Spin(nn.Module):
         return x
 
 
+class GpuSleep(nn.Module):
+    """One GPU kernel that keeps the GPU busy for ``cycles`` clock cycles
+    (``torch.cuda._sleep``); the input passes through."""
+
+    def __init__(self, cycles: int) -> None:
+        super().__init__()
+        self.cycles = cycles
+
+    def forward(self, x: Tensor) -> Tensor:
+        torch.cuda._sleep(self.cycles)
+        return x
+
+
 class Boom(nn.Module):
     """Raises on its ``fail_on``-th call (1-based), counting across the whole test."""
 

@@ -8,21 +8,9 @@ from torch import nn
 
 from moduleprofiler.timing import benchmark, time_modules, train_step_times
 from moduleprofiler.timing.clock import make_stamps, resolve_device
-from tests.timing.helpers import gpu_event_ms
+from tests.timing.helpers import GpuSleep, gpu_event_ms
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
-
-class Sleep(nn.Module):
-    """Keeps the GPU busy for ``cycles`` clock cycles (``torch.cuda._sleep``)."""
-
-    def __init__(self, cycles: int) -> None:
-        super().__init__()
-        self.cycles = cycles
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        torch.cuda._sleep(self.cycles)
-        return x
 
 
 def test_device_is_resolved_by_type():
@@ -34,7 +22,7 @@ def test_device_is_resolved_by_type():
 
 def test_sleep_modules_timed_with_events():
     x = torch.zeros(1, device="cuda")
-    short, long = Sleep(200_000), Sleep(2_000_000)
+    short, long = GpuSleep(200_000), GpuSleep(2_000_000)
     gpu_event_ms(long, x)  # warm the GPU up first: a cold first reading is ~10 % off
     truth = {"0": gpu_event_ms(short, x), "1": gpu_event_ms(long, x)}
     timing = time_modules(nn.Sequential(short, long), x, num_iters=20, drop_first=5,

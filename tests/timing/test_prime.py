@@ -9,19 +9,7 @@ from torch import nn
 
 from moduleprofiler.timing import time_modules
 from moduleprofiler.timing.clock import CpuStamps, CudaStamps
-from tests.timing.helpers import gpu_event_ms
-
-
-class Spin(nn.Module):
-    """One GPU kernel of ``cycles`` clock cycles (``torch.cuda._sleep``)."""
-
-    def __init__(self, cycles: int) -> None:
-        super().__init__()
-        self.cycles = cycles
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        torch.cuda._sleep(self.cycles)
-        return x
+from tests.timing.helpers import GpuSleep, gpu_event_ms
 
 
 def test_the_cpu_clock_has_nothing_to_prime():
@@ -34,7 +22,7 @@ def test_the_cpu_clock_has_nothing_to_prime():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_first_module_on_an_idle_gpu_reads_its_kernel_not_the_launch():
     x = torch.zeros(1, device="cuda")
-    model = nn.Sequential(Spin(400_000))  # about 0.2-0.3 ms
+    model = nn.Sequential(GpuSleep(400_000))  # about 0.2-0.3 ms
     truth = gpu_event_ms(model[0], x, reps=15)
     readings = {}
     default = CudaStamps.prime_us
