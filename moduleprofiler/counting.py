@@ -135,8 +135,6 @@ def scan_modules(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
                 for tensor in table.values():
                     if tensor is not None:
                         counts[id(tensor)] = counts.get(id(tensor), 0) + 1
-    if len(named) == len(occurrences) and len(counts) == sum(counts.values()):
-        return _scan_unshared(named)
     facts: dict[int, tuple[int, int, bool]] = {}
     # id(module) -> (params, param bytes, trainable, buffers, buffer bytes, shared params,
     # shared buffers) of its subtree
@@ -201,57 +199,6 @@ def scan_modules(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
             buffers=buffers, param_bytes=param_bytes, buffer_bytes=buffer_bytes,
             is_leaf=not any(child is not None for child in module._modules.values())))
     return tuple(infos), any(fact[2] for fact in facts.values())
-
-
-def _unshared_sums(tensors: Iterable[torch.Tensor | None]
-                   ) -> tuple[int, int, int, bool]:
-    """``(numel, bytes, trainable numel, lazy)`` of one module's own parameters (or buffers)
-    when each occurs once in the model; a lazy tensor counts 0 and sets ``lazy``."""
-    numel = size = trainable = 0
-    lazy = False
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        cls = type(tensor)
-        if cls is not nn.Parameter and cls is not torch.Tensor and is_lazy(tensor):
-            lazy = True
-            continue
-        count = tensor.numel()
-        numel += count
-        size += count * tensor.element_size()
-        if tensor.requires_grad:
-            trainable += count
-    return numel, size, trainable, lazy
-
-
-def _scan_unshared(named: list[tuple[str, nn.Module]]) -> tuple[tuple[ModuleInfo, ...], bool]:
-    """:func:`scan_modules` for the common model, where every module and every tensor occurs
-    once: a subtree's sums are its own tensors' plus its children's, with no identity sets
-    (two thirds of the cost of the general walk)."""
-    sums: dict[int, tuple[int, int, int, int, int]] = {}
-    infos: list[ModuleInfo] = []
-    any_lazy = False
-    for path, module in reversed(named):  # every descendant before its ancestors
-        params, param_bytes, trainable, lazy = _unshared_sums(module._parameters.values())
-        buffers, buffer_bytes, _, lazy_buffer = _unshared_sums(module._buffers.values())
-        any_lazy = any_lazy or lazy or lazy_buffer
-        own = params
-        leaf = True
-        for child in module._modules.values():
-            if child is not None:
-                leaf = False
-                part = sums[id(child)]
-                params += part[0]
-                param_bytes += part[1]
-                trainable += part[2]
-                buffers += part[3]
-                buffer_bytes += part[4]
-        sums[id(module)] = (params, param_bytes, trainable, buffers, buffer_bytes)
-        infos.append(ModuleInfo(path, type(module).__name__,
-                                0 if path == "" else path.count(".") + 1, params, own,
-                                trainable, buffers, leaf, param_bytes, buffer_bytes))
-    infos.reverse()
-    return tuple(infos), any_lazy
 
 
 class _OperatorTally:
