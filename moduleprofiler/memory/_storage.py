@@ -24,17 +24,23 @@ def is_lazy(tensor: Tensor) -> bool:
     return isinstance(tensor, (UninitializedParameter, UninitializedBuffer))
 
 
+def _local_shard(tensor: Tensor) -> Tensor:
+    """``tensor``, or for a ``DTensor`` the shard this rank holds: its own storage and
+    ``numel`` have the global size, while the memory is the shard's."""
+    cls = type(tensor)
+    if cls is not Tensor and cls is not Parameter:
+        dtensor = dtensor_class()
+        if dtensor is not None and isinstance(tensor, dtensor):
+            return tensor._local_tensor  # type: ignore[attr-defined, no-any-return]
+    return tensor
+
+
 def storage_of(tensor: Tensor) -> torch.UntypedStorage | None:
     """The storage behind ``tensor``, or ``None`` where there is none to inspect (sparse,
     nested and some wrapper-subclass tensors, lazy parameters not yet materialised)."""
     if is_lazy(tensor):
         return None
-    cls = type(tensor)
-    if cls is not Tensor and cls is not Parameter:
-        dtensor = dtensor_class()
-        if dtensor is not None and isinstance(tensor, dtensor):
-            # a DTensor's own storage has the global size: the memory is its local shard's
-            tensor = tensor._local_tensor  # type: ignore[attr-defined]
+    tensor = _local_shard(tensor)
     try:
         return tensor.untyped_storage()
     except (RuntimeError, NotImplementedError, TypeError):
@@ -62,11 +68,7 @@ def own_nbytes(tensor: Tensor) -> int:
     a ``DTensor``, of the shard this rank holds (its ``numel`` is the global tensor's)."""
     if is_lazy(tensor):
         return 0
-    cls = type(tensor)
-    if cls is not Tensor and cls is not Parameter:
-        dtensor = dtensor_class()
-        if dtensor is not None and isinstance(tensor, dtensor):
-            tensor = tensor._local_tensor  # type: ignore[attr-defined]
+    tensor = _local_shard(tensor)
     return int(tensor.numel()) * tensor.element_size()
 
 
