@@ -58,8 +58,9 @@ class OperatorObserver(TorchDispatchMode):
         if kwargs is None:
             kwargs = {}
         if isinstance(func, HigherOrderOperator):
-            return self._run_higher_order(func, args, kwargs)
-        out = func(*args, **kwargs)
+            out = self._run_higher_order(func, args, kwargs)
+        else:
+            out = func(*args, **kwargs)
         if not self.muted:
             self._callback(func, args, kwargs, out)
         return out
@@ -77,12 +78,9 @@ class OperatorObserver(TorchDispatchMode):
         pushed, suspended = self.pushed, self.suspended
         self.pushed, self.suspended = False, True
         try:
-            out = func(*args, **kwargs)
+            return func(*args, **kwargs)
         finally:
             self.pushed, self.suspended = pushed, suspended
-        if not self.muted:
-            self._callback(func, args, kwargs, out)
-        return out
 
     def start(self) -> None:
         """Enter the mode and observe (idempotent)."""
