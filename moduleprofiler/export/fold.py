@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from moduleprofiler.export.aggregate import known
@@ -134,7 +135,25 @@ def fold_tree(frame: pd.DataFrame, shown: Sequence[str]) -> pd.DataFrame:
             continue
         rows.extend(_folded_rows(frame, names, head, ends, specs))
         row = ends[head[-1]]
-    return pd.DataFrame(rows, columns=frame.columns).astype(frame.dtypes.to_dict())
+    out = pd.DataFrame(rows, columns=frame.columns)
+    return pd.DataFrame({column: _typed(out[column], dtype)
+                         for column, dtype in frame.dtypes.items()})
+
+
+def _typed(values: pd.Series, dtype: Any) -> pd.Series:
+    """Folded ``values`` as their column's type ``dtype``. A folded row is unknown where its
+    blocks' values do not combine (a child that never ran has no time to sum): a numpy
+    float column writes that as NaN, a numpy integer or bool column becomes nullable, so
+    the unknown stays unknown instead of failing the conversion or becoming a number."""
+    if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
+        return values.astype(dtype)
+    present = values.map(known).astype(bool)
+    if dtype.kind == "f":
+        return values.where(present, np.nan).astype(dtype)
+    if bool(present.all()):
+        return values.astype(dtype)
+    nullable = "boolean" if dtype.kind == "b" else "Int64"
+    return values.where(present, None).astype(nullable)
 
 
 def _folded_rows(frame: pd.DataFrame, names: list[str], run: list[int], ends: list[int],
