@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -39,9 +40,11 @@ from moduleprofiler.export.formats import export_profile
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
+from moduleprofiler.export.units import human_bytes
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
 from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
 from moduleprofiler.language.steps_text import render_steps
+from moduleprofiler.memory import MemoryReport
 from moduleprofiler.profiler import ModuleProfiler
 
 EXAMPLES = """\
@@ -336,10 +339,27 @@ def run_profile(options: argparse.Namespace) -> Any:
                     print(f"moduleprofiler: warning: {message}", file=sys.stderr)
                 profile = profile.with_timing(timing)
         if "memory" in groups:
-            profile = profile.with_memory(profiler.measure_memory(model, inputs, train=True))
+            memory = profiler.measure_memory(model, inputs, train=True)
+            profile = profile.with_memory(memory)
+            options.notes = memory_notes(memory)
     except Exception as exc:
         raise CliError(str(exc)) from exc
     return profile
+
+
+def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
+    """The peak of each measured pass and the module call that set it, training first (what
+    ``--what memory`` promises); the columns' headers name the same passes."""
+    notes = []
+    for name, columns, measured in (
+            ("training", "saved, train fwd/bwd max live", memory.training),
+            ("inference", "fwd max live", memory.inference)):
+        if measured is not None:
+            notes.append(f"{name} peak {human_bytes(measured.peak_bytes)} "
+                         f"(+{human_bytes(measured.increase_bytes)} above the parameters and "
+                         f"inputs) at {measured.peak_call or 'no module call'} "
+                         f"[columns: {columns}]")
+    return tuple(notes)
 
 
 def run_generation(options: argparse.Namespace) -> GenerationProfile:
@@ -435,11 +455,15 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
     entry = get_format(fmt)
     given = {"title": options.title, "caption": options.caption, "label": options.label,
              "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
+    notes: tuple[str, ...] = getattr(options, "notes", ())
     if entry.render_profile is not None:
         render, _ = split_options(given, entry.render_profile)
         text = export_profile(profile, fmt, **render) or ""
+        for note in notes:  # a whole-profile format has no place for them: said on stderr
+            print(f"moduleprofiler: {note}", file=sys.stderr)
     else:
         view = make_view(profile, options)
+        view = dataclasses.replace(view, notes=(*notes, *view.notes))
         if fmt == "text" and target is None:
             color = {"always": True, "never": False}.get(options.color)
             view.print(color=color, unicode=options.unicode, width=options.width,

@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from moduleprofiler import Profile
 from moduleprofiler.cli import main, parse_input_size
 from moduleprofiler.export.text import supports_color
+from moduleprofiler.memory import measure_memory
 from moduleprofiler.timing import environment
+from tests.export.cli_models import tiny
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "tests/export/cli_models.py"
@@ -89,12 +92,39 @@ def test_time_and_memory_add_measured_columns(capsys: pytest.CaptureFixture[str]
                            "--iters", "10", "--width", "0")
     assert status == 0, err
     header = out.splitlines()[0]
-    for label in ("params", "time median", "self time median", "saved", "max live"):
+    for label in ("params", "time median", "self time median", "saved", "fwd max live"):
         assert label in header
     # every module row has a measured time with a unit
     rows = [line for line in out.splitlines()[2:]
             if not line.startswith(("total", "note", "ops = "))]
     assert rows and all(" us" in row or " ms" in row for row in rows)
+
+
+def test_memory_shows_the_training_step_and_its_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "memory", "--width", "0")
+    assert status == 0, err
+    header = out.splitlines()[0]
+    for label in ("saved", "fwd max live", "train fwd max live", "train bwd max live"):
+        assert label in header
+    # The numbers are measure_memory(train=True)'s: its training peak, with its call, and the
+    # inference peak: parameters 58 * 4 = 232 B + the input 2*4*4 = 32 B, then the two
+    # 2x8 float activations of 64 B each: 392 B = 392 B.
+    memory = measure_memory(tiny(), torch.randn(2, 4), train=True)
+    assert memory.training is not None
+    assert memory.training.peak_bytes == 568
+    assert (f"note: training peak 568 B (+{568 - 264} B above the parameters and inputs) at "
+            f"{memory.training.peak_call}") in out
+    assert "note: inference peak 392 B (+128 B above the parameters and inputs) at 1 call 0" \
+        in out
+    row = next(line for line in out.splitlines() if line.startswith("|-- 0 (Linear)"))
+    assert row.split()[-1] == "B" and "568 B" in row  # that call's backward holds the peak
+
+
+def test_memory_peaks_of_a_whole_profile_format_go_to_stderr(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--what", "memory",
+                         "-o", str(tmp_path / "p.json"))
+    assert status == 0 and "moduleprofiler: training peak 568 B" in err
 
 
 def test_time_is_not_measured_on_meta(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import profile_frame, profile_to_dict
@@ -26,6 +27,22 @@ if TYPE_CHECKING:
     from moduleprofiler.export.view import View
     from moduleprofiler.memory import MemoryReport
     from moduleprofiler.timing import ModuleTiming, TrainingTiming
+
+
+TRAINING_MAXIMA = ("train_max_live_bytes", "backward_max_live_bytes")
+"""The training pass's live-memory columns :meth:`Profile.with_memory` attaches beside the
+report's own per-call columns (``saved_bytes``, ``self_saved_bytes``, ``max_live_bytes``)."""
+# Each live-memory column names its pass in its header: "max live" alone was read as the
+# training step's memory, which it is not (issue 23, item 3).
+for _name, _label in (("max_live_bytes", "fwd max live"),
+                      ("train_max_live_bytes", "train fwd max live"),
+                      ("backward_max_live_bytes", "train bwd max live")):
+    register_column(_name, "bytes", _label, aggregation="max", unit="bytes")
+
+
+def _larger(known: int | None, value: int | None) -> int | None:
+    """The larger of two maxima, ``None`` (unknown) ignored."""
+    return value if known is None else known if value is None else max(known, value)
 
 
 @dataclass(frozen=True, repr=False)
@@ -76,17 +93,36 @@ class Profile(ProfileData):
         return dataclasses.replace(self.with_metrics(timing.module_columns()), records=records)
 
     def with_memory(self, memory: MemoryReport) -> Profile:
-        """A copy that also shows what :meth:`ModuleProfiler.measure_memory` measured.
+        """A copy that also shows what :meth:`ModuleProfiler.measure_memory` measured, each
+        column labelled with the pass it comes from.
 
-        Per call, matched by module path and call number: ``saved_bytes`` (saved for backward
-        by the call and the calls inside it), ``self_saved_bytes`` (by its own operators) and
-        ``max_live_bytes`` (the most memory live while it ran). Per module, over its calls:
-        the saved bytes summed, ``max_live_bytes`` the largest."""
+        Per call, matched by module path and call number: ``max_live_bytes`` (the most memory
+        live while the call ran in the no-grad forward, header ``fwd max live``); from a
+        training pass (``train=True``) also ``saved_bytes`` (saved for backward by the call
+        and the calls inside it), ``self_saved_bytes`` (by its own operators),
+        ``train_max_live_bytes`` (the most live while it ran in the training forward,
+        ``train fwd max live``) and ``backward_max_live_bytes`` (while the backward of its own
+        operators ran, ``train bwd max live``). Per module, over its calls: the saved bytes
+        summed, the maxima the largest. The pass peaks and the calls that set them are
+        ``memory.training`` / ``memory.inference`` (``peak_bytes``, ``peak_call``)."""
         calls = memory.call_columns()
+        modules = memory.module_columns()
+        if memory.training is not None:
+            # the training pass's maxima, shown before the inference one: a view that must
+            # hide a column to fit hides the inference pass first
+            for call in memory.calls:
+                key = (call.path, call.call_number)
+                row, module = calls[key], modules[call.path]
+                inference, largest = row.pop("max_live_bytes"), module.pop("max_live_bytes")
+                calls[key] = {**row, **{name: getattr(call, name) for name in TRAINING_MAXIMA},
+                              "max_live_bytes": inference}
+                modules[call.path] = {**module, **{
+                    name: _larger(module.get(name), getattr(call, name))
+                    for name in TRAINING_MAXIMA}, "max_live_bytes": largest}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
             if (r.path, r.call_number) in calls else r for r in self.records)
-        return dataclasses.replace(self.with_metrics(memory.module_columns()), records=records)
+        return dataclasses.replace(self.with_metrics(modules), records=records)
 
     # -- export views ----------------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
