@@ -3,8 +3,12 @@
 Forward (:class:`CountingListener`): a call whose module has a formula (or is excluded) is
 counted by that formula alone; the runner's operator observer is off while such a call is the
 innermost one, so its operators are never counted twice and cost nothing, while a child without
-a formula (a custom block inside ``nn.Sequential``) is observed again. Every call also gets its
-shapes, dtypes, 0.0.4 io sizes and output bytes.
+a formula (a custom block inside ``nn.Sequential``) is observed again. A formula that returns
+``None`` ("unknown") for a call whose operators were not observed makes that call unknown
+(``ops=None``, totals lower bounds), never 0; a formula that knows beforehand which modules it
+cannot price says so with a ``covers(module)`` test (:data:`COVERS`), and those modules' operators
+are observed and counted instead. Every call also gets its shapes, dtypes, 0.0.4 io sizes and
+output bytes.
 
 Backward (:class:`BackwardCountingListener`): every backward operator is booked to the forward
 call that created the autograd node it runs for (:meth:`PassRunner.owner_of_node`).
@@ -25,6 +29,7 @@ from moduleprofiler.memory._storage import is_lazy, new_storage_bytes
 from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas
 from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
 from moduleprofiler.registry import (
+    COVERS,
     formula_fits,
     resolve_with_owner,
 )
@@ -229,15 +234,19 @@ class CountingListener(Listener):
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators = self._formulas.missing
         self._hosts: frozenset[int] = frozenset()
+        self._paths: dict[int, str] = {}
         self._dtensor: type | None = None
         """``DTensor`` when the model holds one: operators are then counted on this rank's
         shards."""
         self.fallbacks: dict[str, str] = {}
-        """Module path -> why its inherited formula was replaced by its operators."""
+        """Module path -> why its formula's count was not used: an inherited formula replaced
+        by the module's operators, or a formula that returned ``None`` for a call whose
+        operators were not observed (its ops are unknown)."""
 
     # -- listener --------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         self._hosts = _hosts_of_unhooked(runner)
+        self._paths = runner.paths
         self._dtensor = sharded_by(runner.modules)
         if self._dtensor is not None:
             self._formulas = _on_shards(self._maps.operators, self._dtensor,
@@ -430,6 +439,10 @@ class CountingListener(Listener):
             if macs is not None and (type(macs) is not int or macs < 0):
                 macs = self._checked(macs, macs_fn, call, "macs")
             return ops, macs, "formula"
+        if resolved.covered:
+            # the formula was trusted to price this call, so its operators were not observed:
+            # its own work is unknown, not the 0 of an empty tally
+            return self._declined(call, resolved.ops)
         return self._operator_counts(call)
 
     def _operator_counts(self, call: Call
@@ -449,6 +462,16 @@ class CountingListener(Listener):
             f"formula {formula_name(fn)!r} raised {type(exc).__name__}, counted by its operators")
         return self._operator_counts(call)
 
+    def _declined(self, call: Call, fn: Callable[..., Any]
+                  ) -> tuple[None, None, OpsSource]:
+        """A formula returned ``None`` for a call it covers: unknown, and say why."""
+        self.fallbacks.setdefault(
+            call.path, f"{display_path(call.path)} ({type(call.module).__name__}): formula "
+            f"{formula_name(fn)!r} returned None (unknown) and its operators were not observed, "
+            f"so its ops are unknown; a {COVERS}(module) test on the formula has such modules "
+            "counted by their operators instead")
+        return None, None, "unknown"
+
     def is_excluded(self, module: nn.Module) -> bool:
         """Whether ``module`` is excluded from ops counting."""
         return id(module) in self._maps.excluded_ids or (
@@ -463,6 +486,11 @@ class CountingListener(Listener):
                 # its unhooked TorchScript children run inside its call, or its parameters are
                 # sharded (its attributes describe the global layer): count its operators
                 resolved = replace(resolved, ops=_unknown, covered=False)
+            elif resolved.covered and not resolved.excluded and not _covers(
+                    resolved.ops, module, self._paths.get(id(module))):
+                # the formula cannot price this instance (it returns None for it): observe
+                # the module's operators so that they count instead
+                resolved = replace(resolved, covered=False)
             self._by_module[id(module)] = resolved
         return resolved
 
@@ -566,6 +594,20 @@ def _on_shards(table: OperatorMap, dtensor: type, missing: dict[str, int]) -> Pa
     """Lookups whose formulas count on this rank's local shards (a model holding DTensors),
     recording missing operators in ``missing``; a model without them pays nothing."""
     return PassFormulas(table, lambda formula: on_local_shards(formula, dtensor), missing)
+
+
+def _covers(formula: Callable[..., Any], module: nn.Module, path: str | None) -> bool:
+    """Whether ``formula`` prices ``module`` (its :data:`COVERS` test; True without one)."""
+    test = getattr(formula, COVERS, None)
+    if test is None:
+        return True
+    try:
+        return bool(test(module))
+    except Exception as exc:
+        where = "" if path is None else f"module {display_path(path)!r} "
+        raise FormulaError(
+            f"{COVERS} test of formula {formula_name(formula)!r} for {where}"
+            f"({type(module).__name__}) raised {type(exc).__name__}: {exc}", path) from exc
 
 
 def _unknown(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:

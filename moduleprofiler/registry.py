@@ -33,6 +33,13 @@ from moduleprofiler.validate import (
 Count = int | float | None
 """What an ops/macs formula returns: a count, or ``None`` for "unknown"."""
 
+COVERS = "covers"
+"""Name of the optional attribute of an ops formula: ``covers(module) -> bool``, whether the
+formula prices this module instance. A formula covers every call of its types (their operators
+are not observed), so a ``None`` it returns makes the call unknown; where its test says False
+(a transformer layer whose activation is a function the formula has no cost for), the module's
+own operators are observed, and counted when the formula returns ``None`` for its calls."""
+
 Formula = Callable[[nn.Module, tuple[Any, ...], Any], Count]
 IoSizeFunction = Callable[[nn.Module, tuple[Any, ...], Any], tuple[Any, Any]]
 Key = type | str

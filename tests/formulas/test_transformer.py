@@ -87,8 +87,43 @@ def test_unknown_activation_function_leaves_the_layer_to_operator_accounting() -
     alone = ModuleProfiler().profile(layer, x, operators=False)
     assert alone.records[0].ops is None
     assert not alone.complete
-    # ... so, with operator accounting on, the layer's own operators are counted instead.
-    assert profile_of(layer, x).records[0].ops_source != "formula"
+    # ... so, with operator accounting on, the layer's own operators are counted instead:
+    # 2 residual adds * 48 + sigmoid 6 rows * 16 * 3 = 96 + 288 = 384
+    counted = profile_of(layer, x)
+    assert (counted.records[0].ops, counted.records[0].ops_source) == (384, "operator")
+    assert counted.complete
+    assert counted.total_ops == ENCODER_LAYER_OPS - 192 + 384 == 7920
+
+
+def _without_layer_formula() -> ModuleProfiler:
+    profiler = ModuleProfiler()
+    del profiler.ops_fn_map[nn.TransformerEncoderLayer]
+    del profiler.macs_fn_map[nn.TransformerEncoderLayer]
+    return profiler
+
+
+def test_silu_function_is_counted_not_lost() -> None:
+    """Issue 23 item 1: with ``activation=F.silu`` the layer's own work was a silent 0 and the
+    total, "complete", was lower than with ReLU."""
+    x = torch.randn(2, 5, 16)  # 10 rows of 16: 160 elements
+    relu = profile_of(nn.TransformerEncoderLayer(16, 2, 32, activation=F.relu,
+                                                 batch_first=True), x)
+    silu_layer = nn.TransformerEncoderLayer(16, 2, 32, activation=F.silu, batch_first=True)
+    silu = profile_of(silu_layer, x)
+    # ReLU, by the formula: 2 residual adds * 160 + 10 rows * 32 * 1 = 640
+    assert (relu.records[0].ops, relu.records[0].ops_source) == (640, "formula")
+    # SiLU, by its operators: 2 * 160 + 10 * 32 * 4 (x * sigmoid(x)) = 320 + 1280 = 1600
+    assert (silu.records[0].ops, silu.records[0].ops_source) == (1600, "operator")
+    assert silu.complete
+    # the children are the same: the totals differ by 10 * 32 * (4 - 1) = 960
+    assert relu.total_ops == 47400
+    assert silu.total_ops == relu.total_ops + 960 == 48360
+    # the independent count: the same layer with no formula at all, counted by its operators
+    unregistered = _without_layer_formula().profile(silu_layer, x)
+    assert unregistered.records[0].ops == 1600
+    assert unregistered.total_ops == silu.total_ops
+    # and the MACs (matmuls only) agree with FlopCounterMode
+    assert silu.total_flops == decomposed_flops(lambda: silu_layer(x))
 
 
 def test_decoder_layer() -> None:

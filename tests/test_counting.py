@@ -1,0 +1,80 @@
+"""The counting listener: what a formula's ``None`` ("unknown") means for a call.
+
+A formula covers its module's calls (their operators are not observed), so a ``None`` it returns
+is unknown, never 0; a formula whose ``covers(module)`` test says False has the module's
+operators observed, and they count instead of its ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.errors import FormulaError
+
+
+class Odd(nn.Module):
+    """``x * 2 + 1``: one multiply and one add per element."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 + 1
+
+
+def declines(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+    return None
+
+
+def test_unregistered_module_is_counted_by_its_operators() -> None:
+    # the independent count: 3 * 4 = 12 elements, a mul and an add each: 24
+    profile = ModuleProfiler().profile(Odd(), torch.randn(3, 4))
+    assert (profile.total_ops, profile.records[0].ops_source) == (24, "operator")
+
+
+def test_a_formula_returning_none_is_unknown_not_zero() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Odd] = declines
+    profile = profiler.profile(nn.Sequential(nn.Linear(4, 4), Odd()), torch.randn(3, 4))
+    odd = profile.calls("1")[0]
+    # its operators were not observed (a formula covers the module): unknown, never 0
+    assert (odd.ops, odd.macs, odd.ops_source) == (None, None, "unknown")
+    assert profile.unsupported == ("1",)
+    assert not profile.ops_complete and not profile.complete
+    # the Linear alone, a lower bound: 3 rows * 4 outputs * (2 * 4 - 1 + 1) = 96
+    assert profile.total_ops == 96
+    assert any("'declines' returned None" in note for note in profile.formula_fallbacks)
+
+
+def test_a_formula_that_does_not_cover_an_instance_has_its_operators_counted() -> None:
+    def odd_ops(module: Odd, inputs: tuple[Any, ...], output: Any) -> int | None:
+        return None if module.training else 2 * inputs[0].numel()
+
+    odd_ops.covers = lambda module: not module.training  # type: ignore[attr-defined]
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Odd] = odd_ops
+    x = torch.randn(3, 4)
+    # eval: the formula prices it, 2 * 12 = 24
+    in_eval = profiler.profile(Odd(), x).records[0]
+    assert (in_eval.ops, in_eval.ops_source) == (24, "formula")
+    # training: the test says no, so its operators are observed and count: 12 muls + 12 adds
+    in_training = profiler.profile(Odd(), x, eval=False)
+    assert (in_training.records[0].ops, in_training.records[0].ops_source) == (24, "operator")
+    assert in_training.complete
+    # without operator counting the same call is unknown
+    alone = profiler.profile(Odd(), x, eval=False, operators=False)
+    assert alone.records[0].ops is None and not alone.complete
+
+
+def test_a_covers_test_that_raises_names_the_module() -> None:
+    def odd_ops(module: Odd, inputs: tuple[Any, ...], output: Any) -> int:
+        return 2 * inputs[0].numel()
+
+    odd_ops.covers = lambda module: module.missing  # type: ignore[attr-defined]
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Odd] = odd_ops
+    with pytest.raises(FormulaError, match=r"covers test of formula 'odd_ops' for module "
+                                           r"'1' \(Odd\) raised AttributeError"):
+        profiler.profile(nn.Sequential(nn.Identity(), Odd()), torch.randn(3, 4))
