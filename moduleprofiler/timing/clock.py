@@ -235,3 +235,8 @@ def first_batch_size(input: Any) -> int | None:
     for tensor in iter_tensors(input):
         return int(tensor.shape[0]) if tensor.dim() > 0 else None
     return None
+
+
+class TimingWarning(UserWarning):
+    """A timing result needs a caveat (a clock fell back, the run was noisy...): issued
+    through :mod:`warnings` as well as kept in the result's ``warnings``."""

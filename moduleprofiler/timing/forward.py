@@ -30,7 +30,15 @@ from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.booking import busy_ns
+from moduleprofiler.timing.clock import (
+    TimingWarning,
+    make_stamps,
+    resolve_device,
+    synchronize,
+)
+from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
+from moduleprofiler.timing.device_trace import ClockName, choose_clock, device_trace
 from moduleprofiler.timing.environment import (
     capture_environment,
     environment_warnings,
@@ -38,6 +46,7 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
+from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import calibrate_hooks, interleave, split_rounds
 from moduleprofiler.timing.ranges import RangeListener
@@ -77,6 +86,11 @@ class ModuleTiming(TimedModules):
     """Whole iteration (the ``input``/``pred_fn`` call) with hooks, per kept iteration."""
     unhooked_ms: NDArray[np.float64]
     """Whole iteration without hooks, measured in the interleaved rounds."""
+    host: PhaseSamples | None = None
+    """Kernel clock: host time samples (wall time between each call's hooks); ``forward``
+    then holds the device times. ``None`` with the other clocks."""
+    device_times: DeviceTimes | None = None
+    """Kernel clock: launches, the device's idle share per module, the hook-free trace."""
 
     # -- model-level figures ---------------------------------------------------------------
     @property
@@ -108,8 +122,18 @@ class ModuleTiming(TimedModules):
 
     # -- per module and per call -----------------------------------------------------------
     def modules(self) -> tuple[ModuleStats, ...]:
-        """:class:`ModuleStats` of every module, ``named_modules()`` order."""
-        return self.forward.module_stats(
+        """:class:`ModuleStats` of every module, ``named_modules()`` order: device time
+        under the kernel clock (kernel durations carry no hook error), else the clock's."""
+        if self.device_times is not None:
+            return self.forward.module_stats(self.layout, 0.0, 0.0, self.confidence)
+        return self.host_modules()
+
+    def host_modules(self) -> tuple[ModuleStats, ...]:
+        """:class:`ModuleStats` of the host times (the CPU clock's; under the kernel clock
+        its host samples), with the calibrated hook cost taken off in the ``corrected``
+        medians."""
+        samples = self.host if self.host is not None else self.forward
+        return samples.module_stats(
             self.layout, self.calibration.attribution_ns / 1e6,
             self.calibration.per_call_ns / 1e6, self.confidence, correct=True)
 
@@ -127,18 +151,46 @@ class ModuleTiming(TimedModules):
             self.forward.call_module == self.layout.index(path)]
         return out
 
-    def module_columns(self) -> dict[str, dict[str, float | None]]:
-        """Per module path: ``time_median_ms`` (with its children) and
-        ``self_time_median_ms`` (its own code), medians per iteration."""
-        return {s.path: {"time_median_ms": s.inclusive.median if s.inclusive else None,
-                         "self_time_median_ms": s.exclusive.median if s.exclusive else None}
-                for s in self.modules()}
+    def module_columns(self) -> dict[str, dict[str, Any]]:
+        """Per module path, medians per iteration: ``time_median_ms`` (with its children)
+        and ``self_time_median_ms`` (its own code); under the kernel clock instead
+        ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
+        calibrated hook cost), ``device_launches``, ``device_idle_share`` and ``time_bound``."""
+        if self.device_times is None:
+            return {s.path: {"time_median_ms": s.inclusive.median if s.inclusive else None,
+                             "self_time_median_ms": s.exclusive.median if s.exclusive
+                             else None}
+                    for s in self.modules()}
+        launches = self.device_times.module_launches()
+        idle = self.device_times.module_idle_share()
+        out: dict[str, dict[str, Any]] = {}
+        for i, (device, host) in enumerate(zip(self.modules(), self.host_modules())):
+            values = device_host_values(
+                device.inclusive.median if device.inclusive else None,
+                device.exclusive.median if device.exclusive else None,
+                host.corrected_median_ms, host.self_corrected_median_ms)
+            if device.called:
+                values["device_launches"] = float(launches[i])
+                values["device_idle_share"] = None if math.isnan(idle[i]) else float(idle[i])
+            out[device.path] = values
+        return out
 
-    def call_columns(self) -> dict[tuple[str, int], dict[str, float]]:
-        """Per call ``(path, call_number)``: ``forward_ms`` and ``self_forward_ms``, medians
-        over the kept iterations."""
-        return {key: {"forward_ms": incl, "self_forward_ms": excl}
-                for key, (incl, excl) in self.forward.call_medians(self.layout).items()}
+    def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """Per call ``(path, call_number)``, medians over the kept iterations:
+        ``forward_ms`` and ``self_forward_ms``; under the kernel clock instead
+        ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
+        calibrated hook cost of the call itself) and ``time_bound``."""
+        device = self.forward.call_medians(self.layout)
+        if self.host is None:
+            return {key: {"forward_ms": incl, "self_forward_ms": excl}
+                    for key, (incl, excl) in device.items()}
+        error = self.calibration.attribution_ns / 1e6
+        host = self.host.call_medians(self.layout)
+        return {key: device_host_values(
+                    incl, excl,
+                    *((max(0.0, host[key][0] - error), max(0.0, host[key][1] - error))
+                      if key in host else (None, None)))
+                for key, (incl, excl) in device.items()}
 
     # -- views -----------------------------------------------------------------------------
     def to_df(self) -> pd.DataFrame:
@@ -168,6 +220,11 @@ class ModuleTiming(TimedModules):
         data["self_expected_error_ms"] = [s.self_expected_error_ms for s in stats]
         data["low_confidence"] = [s.low_confidence for s in stats]
         data["self_low_confidence"] = [s.self_low_confidence for s in stats]
+        if self.device_times is not None:  # the statistics above are device times
+            columns = self.module_columns()
+            for name in ("host_ms", "self_host_ms", "device_launches", "device_idle_share",
+                         "time_bound"):
+                data[name] = [columns[s.path].get(name) for s in stats]
         return pd.DataFrame(data)
 
     def summary(self) -> str:
@@ -186,18 +243,48 @@ class ModuleTiming(TimedModules):
             f"cost per call ~{self.calibration.per_call_ns / 1e3:.2f} us",
             *self.warnings,
         ]
+        share = [100 * s.exclusive.median / root if s.exclusive and root > 0 else None
+                 for s in stats]
+        if self.device_times is not None:  # torchprof's four times, shares of the device's
+            notes[1] = (f"hooked / hook-free whole model: {self.overhead_ratio:.3f} (host "
+                        f"times only); device time booked to modules: "
+                        f"{100 * self.device_times.booked_share:.1f} %; host times less the "
+                        f"hooks' cost (~{self.calibration.attribution_ns / 1e3:.2f} us a call)")
+            names = ("self_host_ms", "host_ms", "self_device_ms", "device_ms", "time_bound")
+            shown: dict[str, list[Any]] = {
+                name: [columns[s.path].get(name) for s in stats] for name in names}
+            shown["self_device_pct"] = share
+            return tree_text(self.layout, [s.calls_per_iter for s in stats], shown, notes,
+                             "module forward times: host and device")
         return tree_text(self.layout, [s.calls_per_iter for s in stats], {
             "time_median_ms": [columns[s.path]["time_median_ms"] for s in stats],
             "self_time_median_ms": [columns[s.path]["self_time_median_ms"] for s in stats],
-            "self_pct": [100 * s.exclusive.median / root if s.exclusive and root > 0
-                         else None for s in stats],
+            "self_pct": share,
             "low_confidence": [s.self_low_confidence for s in stats],
         }, notes, "module forward times")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: model-level figures plus one dict per module."""
-        return {**super().to_dict(), "overhead_ratio": self.overhead_ratio,
-                "coverage": self.coverage, "leaf_coverage": self.leaf_coverage}
+        out = {**super().to_dict(), "overhead_ratio": self.overhead_ratio,
+               "coverage": self.coverage, "leaf_coverage": self.leaf_coverage}
+        trace = self.device_times.hook_free if self.device_times is not None else None
+        if trace is not None:
+            out.update(bound=trace.bound, device_busy_share=trace.busy_share,
+                       launches_per_iter=trace.launches,
+                       host_per_launch_us=trace.host_per_launch_us)
+        return out
+
+
+def device_host_values(device_ms: float | None, self_device_ms: float | None,
+                       host_ms: float | None, self_host_ms: float | None) -> dict[str, Any]:
+    """The kernel clock's four times of a call or module, and its ``time_bound``: ``"host"``
+    when issuing its work took the host longer than the device took to run it (the device
+    then waits for launches), else ``"device"``."""
+    bound = None
+    if device_ms is not None and host_ms is not None:
+        bound = "host" if host_ms > device_ms else "device"
+    return {"device_ms": device_ms, "self_device_ms": self_device_ms, "host_ms": host_ms,
+            "self_host_ms": self_host_ms, "time_bound": bound}
 
 
 def time_modules(
@@ -217,8 +304,14 @@ def time_modules(
     confidence: float = 0.95,
     progress: bool | None = None,
     ranges: bool = False,
+    clock: ClockName = "auto",
 ) -> ModuleTiming:
     """Time every module's forward, in situ, with hooks.
+
+    On CUDA the default clock is the *kernel clock*: each call's device time is the summed
+    duration of the kernels, copies and sets it launched, from the GPU's own records (the
+    PyTorch profiler's CUPTI backend), and its host time is the wall time between its hooks;
+    both are right whether the host or the device is the bottleneck. On the CPU, wall time.
 
     Args:
         module: the model; left as found (hooks removed, every ``training`` flag and, if it
@@ -244,6 +337,10 @@ def time_modules(
         ranges: name every module call in the PyTorch profiler's trace and, with CUDA, in
             NVTX (Nsight Systems): a :class:`~moduleprofiler.timing.RangeListener` outside
             the clock.
+        clock: ``"auto"`` (kernels on CUDA where the kernel records can be had, else CUDA
+            events with a :class:`TimingWarning`; wall time on the CPU), ``"kernels"``,
+            ``"events"`` (CUDA events at the hooks, as before 0.2: right only while the GPU
+            has queued work) or ``"cpu"``.
 
     Returns:
         :class:`ModuleTiming`.
@@ -272,22 +369,35 @@ def time_modules(
         notes.append(message)
         warnings.warn(message, CodePathWarning, stacklevel=2)
 
-    calibration = calibrate_hooks(resolved)
-    stamps = make_stamps(resolved)
-    clock = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)] if ranges
-                             else ())
+    mode, fallback = choose_clock(resolved, clock)
+    if fallback is not None:
+        notes.append(fallback)
+        warnings.warn(fallback, TimingWarning, stacklevel=2)
+    kernels = mode == "kernels"
+    # the kernel clock's host times come from the CPU clock, calibrated on the CPU
+    host = torch.device("cpu") if kernels else resolved
+    calibration = calibrate_hooks(host)
+    stamps = make_stamps(host)
+    clock_listener = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)]
+                                      if ranges else ())
+    kernel_clock = KernelClock.on(module) if kernels else None
     layout = ModelLayout.of(module)
     raws = []
     plain: list[float] = []
+    issued: list[float] = []
+    traced: list[DeviceIteration] = []
+    outside = [0.0]
     keep = [False]
     bar = Progress("timing modules", progress)
 
     def run_hooked() -> None:
-        clock.begin()
-        clock.mark("start")
-        clock.run(invoke)
-        clock.mark("end")
-        raw = clock.snapshot()  # resolved after the timed loop
+        clock_listener.begin()
+        clock_listener.mark("start")
+        clock_listener.run(invoke)
+        if kernels:  # host stamps: the iteration ends when the device is done
+            synchronize(resolved)
+        clock_listener.mark("end")
+        raw = clock_listener.snapshot()  # resolved after the timed loop
         if keep[0]:
             raws.append(raw)
             bar.update(len(raws), kept)
@@ -296,59 +406,99 @@ def time_modules(
         stamps.reset()
         first = stamps.stamp()
         invoke()
+        handed = stamps.stamp()
+        if kernels:
+            synchronize(resolved)
         last = stamps.stamp()
-        a, b = stamps.resolve([first, last])
+        a, b, c = stamps.resolve([first, handed, last])
         if keep[0]:
-            plain.append(float(b - a))
+            plain.append(float(c - a))
+            issued.append(float(b - a))
 
+    def run_traced(count: int) -> None:
+        assert kernel_clock is not None
+        with kernel_clock.installed(), kernel_clock.traced(resolved) as block:
+            for _ in range(count):
+                kernel_clock.run(invoke)
+        if keep[0] and block.iterations is not None:
+            traced.extend(block.iterations)
+            outside[0] += block.outside_ns
+
+    traced_round = [max(1, n // 4) for n in per_round] if kernels else []
+    extra = (traced_round, run_traced) if kernels else None
     env: dict[str, Any] = {}
     faults: float | None = None
+    hook_free: HookFreeTrace | None = None
     try:
         with preserved_state(module, eval=eval), torch.no_grad(), timing_context(num_threads):
             env = capture_environment(resolved)
+            if kernels:
+                run_traced(1)  # the first profiler session starts CUPTI: seconds, not kept
             deadline = time.perf_counter() + warmup_seconds
             while time.perf_counter() < deadline:
-                interleave([1], [1], clock.installed, run_hooked, run_plain)
-            with clock.installed():
+                interleave([1], [1], clock_listener.installed, run_hooked, run_plain)
+            with clock_listener.installed():
                 for _ in range(drop_first):
                     run_hooked()
             keep[0] = True
             faults_before = minor_faults()
-            interleave(per_round, plain_round, clock.installed, run_hooked, run_plain)
+            interleave(per_round, plain_round, clock_listener.installed, run_hooked, run_plain,
+                       extra)
             faults_after = minor_faults()
             if faults_before is not None and faults_after is not None:
                 faults = (faults_after - faults_before) / (kept + sum(plain_round))
+            if kernels and plain:
+                with device_trace(resolved) as records:
+                    invoke()
+                hook_free = HookFreeTrace(
+                    host_ms=float(np.median(issued)) / 1e6,
+                    device_ms=busy_ns(records.activities) / 1e6,
+                    launches=len(records.activities),
+                    latency_ms=float(np.median(plain)) / 1e6)
     finally:
         bar.close()
-    resolved_iterations = [clock.resolve(raw) for raw in raws]
+    resolved_iterations = [clock_listener.resolve(raw) for raw in raws]
     env["minor_faults_per_iter"] = faults
     notes.extend(environment_warnings(env, faults, resolved))
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6
     plain_ms = np.asarray(plain) / 1e6
-    notes.extend(_spread_warnings(hooked_ms, plain_ms, resolved))
+    notes.extend(_spread_warnings(hooked_ms, plain_ms, resolved, kernels))
+    if hook_free is not None:
+        notes.append(hook_free.sentence())
+    host_samples = PhaseSamples.collect("forward", resolved_iterations, len(layout.paths))
+    device_times = (DeviceTimes.collect(traced, layout, False, outside[0], hook_free)
+                    if kernels else None)
     return ModuleTiming(
         layout=layout,
-        forward=PhaseSamples.collect("forward", resolved_iterations, len(layout.paths)),
+        forward=device_times.samples if device_times is not None else host_samples,
         hooked_ms=hooked_ms,
         unhooked_ms=plain_ms,
         calibration=calibration,
         device=str(resolved),
-        clock=stamps.kind,
+        clock="cuda-kernels" if kernels else stamps.kind,
         dropped=drop_first,
         confidence=confidence,
         environment=env,
         hardware=get_hardware_specs(),
         warnings=tuple(notes),
+        host=host_samples if kernels else None,
+        device_times=device_times,
     )
 
 
 def _spread_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
-                     device: torch.device) -> list[str]:
+                     device: torch.device, kernels: bool = False) -> list[str]:
     notes = []
     if hooked_ms.size and plain_ms.size:
         ratio = float(np.median(hooked_ms) / np.median(plain_ms))
-        if ratio > 1.05 and device.type == "cuda":
+        if ratio > 1.05 and kernels:
+            notes.append(
+                f"hooks slow the whole model down {ratio:.3f}x: host times include the hooks' "
+                "share (see low_confidence); device times come from the kernel records and "
+                "do not depend on it"
+            )
+        elif ratio > 1.05 and device.type == "cuda":
             notes.append(
                 f"hooks slow the whole model down {ratio:.3f}x (> 1.05): with hooks the CPU "
                 "no longer keeps ahead of the GPU (launch-bound), so GPU-timeline times include "

@@ -81,34 +81,19 @@ def _stamps_ns(raw: RawIteration) -> Floats:
 
 def resolve_iteration(raw: RawIteration, module_index: dict[int, int]) -> IterationTimes:
     """The times of one iteration; ``module_index`` maps ``id(module)`` to its position."""
-    n_mod = len(module_index)
     n = len(raw.calls)
     ns = _stamps_ns(raw)
-    call_module = np.fromiter((module_index[id(c.module)] for c in raw.calls), np.int64, n)
     call_parent = np.fromiter((-1 if c.parent is None else c.parent for c in raw.calls),
                               np.int64, n)
     done = np.fromiter((i in raw.end for i in range(n)), bool, n)
     inclusive = np.where(done, ns[n:2 * n] - ns[:n], 0.0)
     exclusive = inclusive - _child_sums(call_parent, inclusive)
-    offset = 2 * n + len(raw.marks)
-    times = IterationTimes(
-        call_module=call_module,
-        call_number=np.fromiter((c.call_number for c in raw.calls), np.int64, n),
-        call_parent=call_parent,
-        call_done=done,
-        call_fwd_inclusive=inclusive,
-        call_fwd_exclusive=exclusive,
-        call_bwd_inclusive=np.full(n, np.nan),
-        call_bwd_exclusive=np.full(n, np.nan),
-        calls=np.bincount(call_module, weights=done, minlength=n_mod).astype(np.int64),
-        fwd_inclusive=_per_module(call_module, inclusive, n_mod, call_parent),
-        fwd_exclusive=_bincount(call_module, exclusive, n_mod),
-        bwd_inclusive=np.full(n_mod, np.nan),
-        bwd_exclusive=np.full(n_mod, np.nan),
-        marks={name: float(ns[2 * n + k]) for k, (name, _) in enumerate(raw.marks)},
-    )
+    # stamps are whole nanoseconds: adding the self times back up gives the inclusive times
+    # exactly
+    times = iteration_of_own(raw.calls, module_index, exclusive, done=done)
+    times.marks = {name: float(ns[2 * n + k]) for k, (name, _) in enumerate(raw.marks)}
     if raw.events:
-        _resolve_backward(times, raw, ns[offset:], n_mod)
+        _resolve_backward(times, raw, ns[2 * n + len(raw.marks):], len(module_index))
     return times
 
 
@@ -131,16 +116,60 @@ def _resolve_backward(times: IterationTimes, raw: RawIteration, event_ns: Floats
         else:  # AccumulateGrad: the first call, this iteration, of the consuming module
             owner = first_call.get(raw.accumulate_module[-1 - code], -1)
         own[owner if owner >= 0 else n] += t - before
-    inclusive = own[:n].copy()
-    for call in range(n - 1, -1, -1):  # children come after their parent
-        parent = times.call_parent[call]
-        if parent >= 0:
-            inclusive[parent] += inclusive[call]
+    inclusive = inclusive_of_own(times.call_parent, own[:n])
     times.call_bwd_exclusive = own[:n]
     times.call_bwd_inclusive = inclusive
     times.bwd_exclusive = _bincount(call_module, own[:n], n_mod)
-    times.bwd_inclusive = _per_module(call_module, inclusive, n_mod, times.call_parent)
+    times.bwd_inclusive = per_module_sum(call_module, inclusive, n_mod, times.call_parent)
     times.bwd_unattributed = float(own[n])
+
+
+def inclusive_of_own(call_parent: Ints, own: Floats) -> Floats:
+    """Each call's ``own`` value plus that of every call made inside it."""
+    inclusive = own.astype(np.float64, copy=True)
+    for call in range(len(own) - 1, -1, -1):  # children come after their parent
+        parent = call_parent[call]
+        if parent >= 0:
+            inclusive[parent] += inclusive[call]
+    return inclusive
+
+
+def iteration_of_own(calls: list[Call], module_index: dict[int, int], forward_own: Floats,
+                     backward_own: Floats | None = None,
+                     done: NDArray[np.bool_] | None = None) -> IterationTimes:
+    """One iteration from each call's *own* time (ns), forward and optionally backward:
+    inclusive times add the calls made inside. ``done``: the calls whose forward returned
+    (default: those that did not fail)."""
+    n_mod = len(module_index)
+    n = len(calls)
+    call_module = np.fromiter((module_index[id(c.module)] for c in calls), np.int64, n)
+    call_parent = np.fromiter((-1 if c.parent is None else c.parent for c in calls),
+                              np.int64, n)
+    if done is None:
+        done = np.fromiter((not c.failed for c in calls), bool, n)
+    forward = inclusive_of_own(call_parent, forward_own)
+    times = IterationTimes(
+        call_module=call_module,
+        call_number=np.fromiter((c.call_number for c in calls), np.int64, n),
+        call_parent=call_parent,
+        call_done=done,
+        call_fwd_inclusive=forward,
+        call_fwd_exclusive=forward_own,
+        call_bwd_inclusive=np.full(n, np.nan),
+        call_bwd_exclusive=np.full(n, np.nan),
+        calls=np.bincount(call_module, weights=done, minlength=n_mod).astype(np.int64),
+        fwd_inclusive=per_module_sum(call_module, forward, n_mod, call_parent),
+        fwd_exclusive=_bincount(call_module, forward_own, n_mod),
+        bwd_inclusive=np.full(n_mod, np.nan),
+        bwd_exclusive=np.full(n_mod, np.nan),
+    )
+    if backward_own is not None:
+        backward = inclusive_of_own(call_parent, backward_own)
+        times.call_bwd_exclusive = backward_own
+        times.call_bwd_inclusive = backward
+        times.bwd_exclusive = _bincount(call_module, backward_own, n_mod)
+        times.bwd_inclusive = per_module_sum(call_module, backward, n_mod, call_parent)
+    return times
 
 
 def _bincount(index: Ints, weights: Floats, length: int) -> Floats:
@@ -155,7 +184,7 @@ def _child_sums(call_parent: Ints, values: Floats) -> Floats:
     return _bincount(call_parent[has_parent], values[has_parent], n)[:n]
 
 
-def _per_module(call_module: Ints, values: Floats, n_mod: int, call_parent: Ints) -> Floats:
+def per_module_sum(call_module: Ints, values: Floats, n_mod: int, call_parent: Ints) -> Floats:
     """Sum of a module's calls, skipping a call nested inside another call of the same module
     (recursion would otherwise count the inner call twice)."""
     n = len(call_module)

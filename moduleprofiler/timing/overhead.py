@@ -72,20 +72,32 @@ def split_rounds(kept: int, rounds: int | None, default: int,
 
 def interleave(hooked: list[int], plain: list[int],
                install: Callable[[], AbstractContextManager[object]],
-               run_hooked: Callable[[], None], run_plain: Callable[[], None]) -> None:
-    """Rounds of ``hooked[r]`` instrumented and ``plain[r]`` hook-free iterations; the order
-    of the two blocks alternates from round to round. Hooks are installed for the
-    instrumented block only, so the hook-free block runs the model's fast paths."""
-    for round_number, (n_hooked, n_plain) in enumerate(zip(hooked, plain)):
-        blocks = ("hooked", "plain") if round_number % 2 == 0 else ("plain", "hooked")
-        for block in blocks:
-            if block == "hooked" and n_hooked:
-                with install():
-                    for _ in range(n_hooked):
-                        run_hooked()
-            elif block == "plain":
-                for _ in range(n_plain):
-                    run_plain()
+               run_hooked: Callable[[], None], run_plain: Callable[[], None],
+               extra: tuple[list[int], Callable[[int], None]] | None = None) -> None:
+    """Rounds of ``hooked[r]`` instrumented and ``plain[r]`` hook-free iterations (and, with
+    ``extra = (counts, run_block)``, one more block of ``counts[r]`` iterations, such as the
+    kernel clock's traced ones); the order of the blocks rotates from round to round. Hooks
+    are installed for the instrumented block only, so the hook-free block runs the model's
+    fast paths."""
+
+    def hooked_block(count: int) -> None:
+        with install():
+            for _ in range(count):
+                run_hooked()
+
+    def plain_block(count: int) -> None:
+        for _ in range(count):
+            run_plain()
+
+    blocks: list[tuple[list[int], Callable[[int], None]]] = [(hooked, hooked_block),
+                                                             (plain, plain_block)]
+    if extra is not None:
+        blocks.append(extra)
+    for round_number in range(len(hooked)):
+        shift = round_number % len(blocks)
+        for counts, run_block in blocks[shift:] + blocks[:shift]:
+            if counts[round_number]:
+                run_block(counts[round_number])
 
 
 def _measure(model: nn.Module, x: Tensor, device: torch.device, backward: bool,

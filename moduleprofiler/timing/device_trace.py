@@ -1,0 +1,194 @@
+"""One PyTorch profiler session that records the host ranges, the launches and the device's own
+activity records (CUPTI through kineto), returned as the plain records of :mod:`.booking`.
+
+Only what booking needs is read from the profiler's raw results (``kineto_results.events()``);
+the profiler's own event tree (``prof.events()``, slow to build) is never made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from moduleprofiler.timing.booking import Activity, ActivityKind, Launch, Range
+
+RANGE_PREFIX = "moduleprofiler:"
+"""Names of the kernel clock's ranges start with this; the rest is the range's label."""
+
+_RUNTIME_PREFIXES = ("cu", "hip")
+"""Host-side runtime calls that launch device work (``cudaLaunchKernel``, ``cuLaunchKernel``,
+``cudaMemcpyAsync``, ``hipLaunchKernel``...)."""
+
+
+class KernelClockUnavailable(RuntimeError):
+    """The device's kernel records cannot be had here (no CUPTI, or a profiler is running)."""
+
+
+def profiler_running() -> bool:
+    """Whether a PyTorch profiler session (the user's own, say) is active in this process."""
+    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+    return bool(enabled()) if enabled is not None else False
+
+
+def kernel_records_unavailable(device: torch.device) -> str | None:
+    """Why the kernel clock cannot run on ``device`` (``None``: it can)."""
+    if device.type != "cuda":
+        return f"the kernel clock times CUDA devices; {device} has its own clock"
+    if torch.profiler.ProfilerActivity.CUDA not in torch.profiler.supported_activities():
+        return "this PyTorch build cannot read the GPU's kernel records (no CUPTI/kineto)"
+    if profiler_running():
+        return ("a PyTorch profiler session is already running, and kineto records one "
+                "session at a time")
+    return None
+
+
+@dataclass
+class TraceRecords:
+    """What one session recorded."""
+
+    ranges: list[Range] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    activities: list[Activity] = field(default_factory=list)
+
+
+def _kind(name: str) -> ActivityKind:
+    if name.startswith("Memcpy"):
+        return "memcpy"
+    if name.startswith("Memset"):
+        return "memset"
+    return "kernel"
+
+
+def _start_ns(event: Any) -> int:
+    start = getattr(event, "start_ns", None)
+    return int(start()) if start is not None else int(event.start_us() * 1000)
+
+
+def _duration_ns(event: Any) -> int:
+    duration = getattr(event, "duration_ns", None)
+    return int(duration()) if duration is not None else int(event.duration_us() * 1000)
+
+
+def records_of(events: Any) -> TraceRecords:
+    """The ranges, launches and device activities among kineto ``events``.
+
+    A device record and the host launch that made it share a correlation id and the id of the
+    innermost host operator around the launch (``linked_correlation_id``); host operators have
+    their own id space, so a launch is the host record with the same pair (or, for work
+    launched outside every operator, with the same id and a runtime API name).
+    """
+    records = TraceRecords()
+    cpu = torch._C._autograd.DeviceType.CPU
+    hosts: dict[tuple[int, int], Any] = {}
+    unlinked: dict[int, Any] = {}
+    device_events = []
+    for event in events:
+        name = event.name()
+        if event.device_type() == cpu:
+            if name.startswith(RANGE_PREFIX):
+                start = _start_ns(event)
+                records.ranges.append(Range(name[len(RANGE_PREFIX):], event.start_thread_id(),
+                                            start, start + _duration_ns(event)))
+                continue
+            linked = event.linked_correlation_id()
+            if linked:
+                hosts[(event.correlation_id(), linked)] = event
+            elif name.startswith(_RUNTIME_PREFIXES):
+                unlinked[event.correlation_id()] = event
+        else:
+            annotation = getattr(event, "is_user_annotation", None)
+            if annotation is None or not annotation():
+                device_events.append(event)
+    for event in device_events:
+        correlation = event.correlation_id()
+        linked = event.linked_correlation_id()
+        host = hosts.get((correlation, linked)) if linked else unlinked.get(correlation)
+        if host is None:
+            continue  # no launch: a device-side annotation of an older torch, not work
+        start = _start_ns(event)
+        name = event.name()
+        resource = getattr(event, "device_resource_id", None)
+        records.activities.append(Activity(correlation, start, start + _duration_ns(event),
+                                           int(resource()) if resource else 0, _kind(name),
+                                           name))
+        records.launches.append(Launch(correlation, host.start_thread_id(), _start_ns(host)))
+    return records
+
+
+@contextmanager
+def device_trace(device: torch.device) -> Iterator[TraceRecords]:
+    """Record the block's host ranges and device activity; the yielded records are filled
+    when the block ends (after the device has finished its work)."""
+    reason = kernel_records_unavailable(device)
+    if reason is not None:
+        raise KernelClockUnavailable(reason)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    records = TraceRecords()
+    session = torch.profiler.profile(activities=activities)
+    session.__enter__()
+    try:
+        yield records
+    finally:
+        torch.cuda.synchronize(device)
+        session.__exit__(None, None, None)
+    filled = records_of(session.profiler.kineto_results.events())  # type: ignore[union-attr]
+    records.ranges, records.launches = filled.ranges, filled.launches
+    records.activities = filled.activities
+
+
+_fast_range: Any = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+
+
+def open_range(label: str) -> Any:
+    """Open a range named ``RANGE_PREFIX + label`` on this thread; close it with
+    :func:`close_range`. ``_RecordFunctionFast`` costs about as much as an empty hook where it
+    exists; ``record_function`` (a dispatcher call) elsewhere."""
+    scope = (_fast_range(RANGE_PREFIX + label) if _fast_range is not None
+             else torch.autograd.profiler.record_function(RANGE_PREFIX + label))
+    scope.__enter__()
+    return scope
+
+
+def close_range(scope: Any) -> None:
+    """Close a range :func:`open_range` opened."""
+    scope.__exit__(None, None, None)
+
+
+ClockName = Literal["auto", "kernels", "events", "cpu"]
+"""Per-module clocks: ``"kernels"`` (CUDA: device time from the kernel records, host time
+from the CPU clock), ``"events"`` (CUDA: events at the hooks; right only while the device has
+queued work), ``"cpu"`` (wall time on the host). ``"auto"``: kernels on CUDA where the
+records can be had, else events; the CPU clock on the CPU."""
+
+CLOCKS: tuple[str, ...] = ("auto", "kernels", "events", "cpu")
+
+
+def choose_clock(device: torch.device, clock: str) -> tuple[str, str | None]:
+    """The clock to use on ``device`` for ``clock`` and, when ``"auto"`` had to fall back, a
+    note saying why; ``ValueError`` for a clock the device does not have,
+    :class:`KernelClockUnavailable` when ``"kernels"`` was asked for and cannot run."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(map(repr, CLOCKS))}, got {clock!r}")
+    if device.type != "cuda":
+        if clock in ("kernels", "events"):
+            raise ValueError(f"clock={clock!r} times CUDA devices; {device} uses clock='cpu'")
+        return "cpu", None
+    if clock == "cpu":
+        raise ValueError("clock='cpu' would time CUDA launches, not the work: use 'kernels' "
+                         "or 'events'")
+    if clock == "events":
+        return "events", None
+    reason = kernel_records_unavailable(device)
+    if reason is None:
+        return "kernels", None
+    if clock == "kernels":
+        raise KernelClockUnavailable(
+            f"clock='kernels' cannot run: {reason}. Time outside the profiler session, or "
+            "pass clock='events' (right only while the GPU has queued work)")
+    return "events", (f"device times come from CUDA events at the hooks, not from kernel "
+                      f"records ({reason}): in host-bound stretches they include the time "
+                      "the GPU waited for launches")

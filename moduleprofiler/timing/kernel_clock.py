@@ -1,0 +1,218 @@
+"""The kernel clock: each module call's *device* time from the device's own kernel records.
+
+The listener names every module call with a host range (``<iteration>:f<call index>``) and,
+with ``backward``, the autograd nodes each call created (``<iteration>:b<call index>``; the
+``AccumulateGrad`` node of a parameter ``<iteration>:a<module index>``, booked to that module's
+first call). A block of iterations runs inside one PyTorch profiler session (CUPTI through
+kineto); afterwards every kernel, copy and set the device ran is booked to the innermost range
+around its launch (:mod:`.booking`), and a call's device time is the summed duration of what it
+launched. Kernel durations do not depend on how far ahead of the device the host was, so the
+numbers hold whether the run is host-bound or device-bound, and whatever the ranges and the
+profiler cost the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
+from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
+from moduleprofiler.timing.graph import call_graph
+from moduleprofiler.timing.iteration import IterationTimes, iteration_of_own
+
+
+@dataclass
+class DeviceIteration:
+    """One traced iteration: device times (ns) per call and module, launches and busy time."""
+
+    times: IterationTimes
+    """Forward (and backward) device time, own and inclusive, as for any clock."""
+    call_launches: NDArray[np.int64]
+    """Device activities (kernels, copies, sets) each call launched in its forward, with its
+    children's."""
+    call_busy_ns: NDArray[np.float64]
+    """Time the device ran at least one of the call's forward activities (children's too)."""
+    call_span_ns: NDArray[np.float64]
+    """From the start of the call's first forward activity to the end of its last."""
+    total_ns: float
+    """Device time booked to the iteration's calls."""
+
+
+class KernelClock(Listener):
+    """Names module calls (and their backward nodes) with ranges the device's kernel records
+    are booked to. Usage: ``clock = KernelClock.on(model, backward)``, then
+    ``with clock.installed(), clock.traced(device) as block:`` any number of
+    ``clock.run(invoke)``; after the ``with``, ``block.iterations`` holds the results."""
+
+    def __init__(self, backward: bool = False) -> None:
+        self.wants_nodes = backward
+        self.runner: PassRunner | None = None
+        self.module_index: dict[int, int] = {}
+        self._iteration = 0
+        self._open: list[tuple[int, Any]] = []
+        self._calls: list[list[Call]] = []
+        self._accumulate: dict[int, tuple[RemovableHandle, RemovableHandle]] = {}
+
+    @classmethod
+    def on(cls, root: nn.Module, backward: bool = False) -> KernelClock:
+        """A kernel clock on a runner of its own over ``root`` (hooks not installed yet)."""
+        clock = cls(backward)
+        clock.runner = PassRunner(root, [clock])
+        clock.module_index = {id(m): i for i, m in enumerate(clock.runner.modules)}
+        return clock
+
+    # -- the runner's events (hot path) ----------------------------------------------------
+    def stop(self, runner: PassRunner) -> None:
+        """Close the ranges a raising forward left open, innermost first."""
+        while self._open:
+            close_range(self._open.pop()[1])
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Open the call's range."""
+        self._open.append((call.index, open_range(f"{self._iteration}:f{call.index}")))
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        """Close the call's range (and those of inner calls that raised and were caught);
+        after an outermost call, name the backward nodes it created."""
+        while self._open:
+            index, scope = self._open.pop()
+            close_range(scope)
+            if index == call.index:
+                break
+        if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
+            self._name_graph(call, output)
+
+    # -- iterations ------------------------------------------------------------------------
+    @contextmanager
+    def installed(self) -> Iterator[KernelClock]:
+        """Keep the hooks installed for the block; parameters' accumulation nodes (which a
+        live graph keeps across iterations) are unhooked when it ends."""
+        assert self.runner is not None, "KernelClock.on(...) first"
+        try:
+            with self.runner.installed():
+                yield self
+        finally:
+            for handles in self._accumulate.values():
+                for handle in handles:
+                    handle.remove()
+            self._accumulate.clear()
+
+    def run(self, invoke: Callable[[], Any]) -> Any:
+        """One iteration: ``invoke()`` with every call named; a failing forward names its
+        module."""
+        runner = self.runner
+        assert runner is not None
+        runner.reset()
+        self._iteration = len(self._calls)
+        self._calls.append(runner.calls)
+        return runner.run(invoke)
+
+    @contextmanager
+    def traced(self, device: torch.device) -> Iterator[TracedBlock]:
+        """Run the block's iterations inside one profiler session; its results are booked
+        when the block ends."""
+        self._calls = []
+        block = TracedBlock()
+        with device_trace(device) as records:
+            yield block
+        booking = book(records.ranges, records.launches, records.activities)
+        block.iterations = [self._iteration_of(k, calls, booking)
+                            for k, calls in enumerate(self._calls)]
+        block.outside_ns = float(sum(a.duration for a in booking.outside))
+
+    # -- booking ---------------------------------------------------------------------------
+    def _iteration_of(self, k: int, calls: list[Call], booking: Booking) -> DeviceIteration:
+        n = len(calls)
+        forward = [booking.own.get(f"{k}:f{i}", []) for i in range(n)]
+        times = iteration_of_own(calls, self.module_index,
+                                 np.asarray([sum(a.duration for a in acts) for acts in forward],
+                                            dtype=np.float64),
+                                 self._backward_own(k, calls, booking))
+        # each call's forward activities with its children's: children come after parents
+        inclusive: list[list[Activity]] = [list(acts) for acts in forward]
+        for call in range(n - 1, -1, -1):
+            parent = calls[call].parent
+            if parent is not None:
+                inclusive[parent].extend(inclusive[call])
+        spans = [max(a.end for a in acts) - min(a.start for a in acts) if acts else 0
+                 for acts in inclusive]
+        mine = f"{k}:"
+        return DeviceIteration(
+            times=times,
+            call_launches=np.asarray([len(acts) for acts in inclusive], dtype=np.int64),
+            call_busy_ns=np.asarray([busy_ns(acts) for acts in inclusive], dtype=np.float64),
+            call_span_ns=np.asarray(spans, dtype=np.float64),
+            total_ns=float(sum(a.duration for label, acts in booking.own.items()
+                                   if label.startswith(mine) for a in acts)),
+        )
+
+    def _backward_own(self, k: int, calls: list[Call],
+                      booking: Booking) -> NDArray[np.float64] | None:
+        if not self.wants_nodes:
+            return None
+        own = np.asarray([booking.own_ns(f"{k}:b{i}") for i in range(len(calls))],
+                         dtype=np.float64)
+        first_call: dict[int, int] = {}
+        for call in calls:
+            first_call.setdefault(self.module_index[id(call.module)], call.index)
+        prefix = f"{k}:a"
+        for label, acts in booking.own.items():
+            if label.startswith(prefix):
+                call_index = first_call.get(int(label[len(prefix):]))
+                if call_index is not None:
+                    own[call_index] += sum(a.duration for a in acts)
+        return own
+
+    # -- backward ranges -------------------------------------------------------------------
+    def _name_graph(self, outer: Call, output: Any) -> None:
+        runner = self.runner
+        assert runner is not None
+        graph = call_graph(runner, outer, output)
+        iteration = self._iteration
+        for _, node, owner in graph.nodes:
+            self._name_node(node, f"{iteration}:b{owner}".__str__)
+        for node, consumer in graph.accumulate:
+            owned = consumer >= 0 and runner.owner_of_node(node) is not None
+            if not owned or id(node) in self._accumulate:
+                continue  # an input's .grad is the caller's work; hooked nodes stay hooked
+            module = self.module_index.get(id(runner.calls[consumer].module), -1)
+            # the node outlives the iteration: its label reads the iteration when it runs
+            self._accumulate[id(node)] = self._name_node(node, self._accumulate_label(module))
+
+    def _accumulate_label(self, module: int) -> Callable[[], str]:
+        return lambda: f"{self._iteration}:a{module}"
+
+    @staticmethod
+    def _name_node(node: Any, label: Callable[[], str]
+                   ) -> tuple[RemovableHandle, RemovableHandle]:
+        running: list[Any] = []  # a node may run more than once (retain_graph)
+
+        def before(grad_outputs: Any) -> None:
+            running.append(open_range(label()))
+
+        def after(grad_inputs: Any, grad_outputs: Any) -> None:
+            if running:
+                close_range(running.pop())
+
+        return (node.register_prehook(before), node.register_hook(after))
+
+
+@dataclass
+class TracedBlock:
+    """The iterations of one :meth:`KernelClock.traced` block, filled when it ends."""
+
+    iterations: list[DeviceIteration] | None = None
+    outside_ns: float = 0.0
+    """Device time of activities launched outside every range (the loss, the optimizer, the
+    input's copy...)."""
