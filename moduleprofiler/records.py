@@ -3,7 +3,7 @@ module, and the :class:`Profile` that holds them. Everything else is a view of t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,6 +26,44 @@ Aggregate = Literal["call", "module", "type"]
 ROOT_NAME = "__root__"
 """How every output (tables, files, messages, the 0.0.4 dicts) names the root module, whose
 ``named_modules()`` path is ``""`` (why this name: :mod:`moduleprofiler.export.names`)."""
+
+
+ModuleStatus = Literal["called", "grouping", "uncalled", "unhooked"]
+"""A module's status: called, a grouping of called descendants, never run, or a TorchScript
+submodule that carries no hooks (its work is in its nearest hooked ancestor's calls)."""
+CALLED: ModuleStatus = "called"
+GROUPING: ModuleStatus = "grouping"
+UNCALLED: ModuleStatus = "uncalled"
+UNHOOKED: ModuleStatus = "unhooked"
+
+
+def ancestor_paths(path: str) -> list[str]:
+    """``"a.b.c"`` -> ``["", "a", "a.b"]`` (the root ``""`` has none)."""
+    if not path:
+        return []
+    parts = path.split(".")
+    return ["", *(".".join(parts[:i]) for i in range(1, len(parts)))]
+
+
+def module_statuses(paths: Iterable[str], called: Collection[str],
+                    unhooked: Collection[str] = ()) -> dict[str, ModuleStatus]:
+    """The status of each module of ``paths``: the one definition of "never called" that
+    every result (profiles, timings) and view uses.
+
+    A module in ``called`` is :data:`CALLED`; one in ``unhooked`` :data:`UNHOOKED`; one never
+    called itself but with a called descendant (by path: a ``ModuleList``, a ``ModuleDict``, a
+    root whose ``pred_fn`` calls its children) is a :data:`GROUPING`, which did run through
+    its children; any other is :data:`UNCALLED`."""
+    holding = {above for path in called for above in ancestor_paths(path)}
+    out: dict[str, ModuleStatus] = {}
+    for path in paths:
+        if path in called:
+            out[path] = CALLED
+        elif path in unhooked:
+            out[path] = UNHOOKED
+        else:
+            out[path] = GROUPING if path in holding else UNCALLED
+    return out
 
 
 def display_path(path: str) -> str:
@@ -275,14 +313,22 @@ class ProfileData:
             dict.fromkeys(r.type_name for r in self.records if r.ops_source not in _COUNTED)
         )
 
+    def statuses(self) -> dict[str, ModuleStatus]:
+        """Every module's :data:`ModuleStatus` by path (:func:`module_statuses`)."""
+        return module_statuses((info.path for info in self.modules),
+                               {record.path for record in self.records}, set(self.unhooked))
+
     @property
     def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules that were never called during the pass (TorchScript submodules,
-        which carry no hooks, are in :attr:`unhooked` instead)."""
-        called = {record.path for record in self.records}
-        unhooked = set(self.unhooked)
-        return tuple(info.path for info in self.modules
-                     if info.path not in called and info.path not in unhooked)
+        """Paths of modules that never ran during the pass: not called and holding no called
+        descendant. A grouping whose children ran (GPT-2's ``transformer.h``) is in
+        :attr:`groupings` instead, a TorchScript submodule (no hooks) in :attr:`unhooked`."""
+        return tuple(path for path, status in self.statuses().items() if status == UNCALLED)
+
+    @property
+    def groupings(self) -> tuple[str, ...]:
+        """Paths of modules never called themselves whose descendants ran."""
+        return tuple(path for path, status in self.statuses().items() if status == GROUPING)
 
     def __repr__(self) -> str:
         return (

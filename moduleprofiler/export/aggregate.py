@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+# the statuses are defined once, in records.py; the views import them from here
+from moduleprofiler.records import CALLED as CALLED
+from moduleprofiler.records import GROUPING as GROUPING
+from moduleprofiler.records import UNCALLED as UNCALLED
+from moduleprofiler.records import UNHOOKED as UNHOOKED
+from moduleprofiler.records import ModuleStatus, ancestor_paths
+
 if TYPE_CHECKING:
     from moduleprofiler.export.columns import Aggregation
     from moduleprofiler.records import ProfileData
-
-CALLED, GROUPING, UNCALLED, UNHOOKED = "called", "grouping", "uncalled", "unhooked"
-"""A module's status: called, a grouping of called descendants, never run, or a TorchScript
-submodule that carries no hooks (its work is in its nearest hooked ancestor's calls)."""
 
 
 def plain(values: Iterable[Any]) -> list[Any]:
@@ -70,14 +73,6 @@ def all_known(values: Iterable[Any]) -> Any:
     return all(present) if present else None
 
 
-def _ancestor_paths(path: str) -> list[str]:
-    """``"a.b.c"`` -> ``["", "a", "a.b"]`` (the root ``""`` has none)."""
-    if not path:
-        return []
-    parts = path.split(".")
-    return ["", *(".".join(parts[:i]) for i in range(1, len(parts)))]
-
-
 def _under(path: str, group: str) -> bool:
     return group == "" or path == group or path.startswith(group + ".")
 
@@ -94,15 +89,12 @@ class CallTree:
     """Grouping path -> rows of every call of its descendants."""
     group_top: dict[str, list[int]] = field(default_factory=dict)
     """Grouping path -> rows of its topmost descendant calls (not inside one another)."""
-    unhooked: frozenset[str] = frozenset()
+    statuses: dict[str, ModuleStatus] = field(default_factory=dict)
+    """Module path -> its status (:func:`moduleprofiler.records.module_statuses`)."""
 
-    def status(self, path: str) -> str:
+    def status(self, path: str) -> ModuleStatus:
         """:data:`CALLED`, :data:`GROUPING`, :data:`UNCALLED` or :data:`UNHOOKED`."""
-        if self.rows.get(path):
-            return CALLED
-        if path in self.unhooked:
-            return UNHOOKED
-        return GROUPING if path in self.group_rows else UNCALLED
+        return self.statuses.get(path, CALLED if self.rows.get(path) else UNCALLED)
 
 
 def call_tree(profile: ProfileData) -> CallTree:
@@ -110,11 +102,10 @@ def call_tree(profile: ProfileData) -> CallTree:
     records = profile.records
     position = {record.index: row for row, record in enumerate(records)}
     parent_row = [position.get(r.parent) if r.parent is not None else None for r in records]
-    tree = CallTree(unhooked=frozenset(profile.unhooked))
+    tree = CallTree(statuses=profile.statuses())
     for row, record in enumerate(records):
         tree.rows.setdefault(record.path, []).append(row)
-    uncalled = {info.path for info in profile.modules
-                if info.path not in tree.rows and info.path not in tree.unhooked}
+    groups = {path for path, status in tree.statuses.items() if status == GROUPING}
 
     def ancestors(row: int) -> Iterable[str]:
         above = parent_row[row]
@@ -124,8 +115,8 @@ def call_tree(profile: ProfileData) -> CallTree:
 
     for row, record in enumerate(records):
         tree.outermost.append(record.path not in ancestors(row))
-        for group in _ancestor_paths(record.path):
-            if group not in uncalled:
+        for group in ancestor_paths(record.path):
+            if group not in groups:
                 continue
             tree.group_rows.setdefault(group, []).append(row)
             if not any(_under(path, group) for path in ancestors(row)):
@@ -169,18 +160,17 @@ def outermost_of_type(paths: Sequence[str], types: Sequence[str]) -> list[bool]:
     """Per module: no ancestor module (by path) has the same type, so its inclusive values
     are not already inside another module of its type."""
     type_of = dict(zip(paths, types))
-    return [not any(type_of.get(above) == kind for above in _ancestor_paths(path))
+    return [not any(type_of.get(above) == kind for above in ancestor_paths(path))
             for path, kind in zip(paths, types)]
 
 
 def never_called(profile: ProfileData) -> tuple[str, ...]:
-    """Paths of the modules that never ran: not called, holding no called descendant, and
-    not a TorchScript submodule (whose work its hooked ancestor's calls count)."""
-    tree = call_tree(profile)
-    return tuple(info.path for info in profile.modules if tree.status(info.path) == UNCALLED)
+    """Paths of the modules that never ran (:attr:`ProfileData.uncalled
+    <moduleprofiler.records.ProfileData.uncalled>`)."""
+    return profile.uncalled
 
 
 def groupings(profile: ProfileData) -> tuple[str, ...]:
-    """Paths of the modules never called themselves whose descendants ran."""
-    tree = call_tree(profile)
-    return tuple(info.path for info in profile.modules if tree.status(info.path) == GROUPING)
+    """Paths of the modules never called themselves whose descendants ran
+    (:attr:`ProfileData.groupings <moduleprofiler.records.ProfileData.groupings>`)."""
+    return profile.groupings

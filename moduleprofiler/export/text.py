@@ -11,6 +11,7 @@ from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter, header
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width, terminal_width
+from moduleprofiler.export.names import module_path
 from moduleprofiler.export.tree import (
     ASCII_BRANCHES,
     UNICODE_BRANCHES,
@@ -18,6 +19,7 @@ from moduleprofiler.export.tree import (
     prefixes,
     relative_name,
 )
+from moduleprofiler.records import module_statuses
 
 if TYPE_CHECKING:
     from moduleprofiler.export.view import View
@@ -52,8 +54,12 @@ def _tree_labels(view: View, unicode: bool) -> tuple[list[str], list[str]]:
     names = [str(p) for p in view.frame["module"]]
     types = [str(t) for t in view.frame["type"]]
     calls = list(view.frame["calls"]) if "calls" in view.frame else [1] * len(names)
-    sources = list(view.frame["ops_source"]) if "ops_source" in view.frame else [None] * len(
-        names)
+    if "ops_source" in view.frame:  # a profile's frame: the status of a module never called
+        sources = list(view.frame["ops_source"])
+    else:  # a timing tree's: the same definition, from the calls of the rows
+        paths = [module_path(name) for name in names]
+        statuses = module_statuses(paths, {p for p, c in zip(paths, calls) if c})
+        sources = [statuses[path] for path in paths]
     parent_of = parents(names)
     drawn = prefixes(names, UNICODE_BRANCHES if unicode else ASCII_BRANCHES)
     labels = []

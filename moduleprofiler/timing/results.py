@@ -20,7 +20,7 @@ from torch import nn
 
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.view import View
-from moduleprofiler.records import ROOT_NAME
+from moduleprofiler.records import ROOT_NAME, UNCALLED, module_statuses
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import Summary, summarize
@@ -265,9 +265,13 @@ class TimedModules:
 
     @property
     def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules never called in the kept iterations (e.g. MHA's ``out_proj``)."""
-        called = self.forward.calls.sum(axis=0) > 0
-        return tuple(p for p, c in zip(self.layout.paths, called) if not c)
+        """Paths of modules that never ran in the kept iterations (e.g. MHA's ``out_proj``);
+        a grouping whose children ran is not one (one definition for every result:
+        :func:`moduleprofiler.records.module_statuses`)."""
+        ran = self.forward.calls.sum(axis=0) > 0
+        statuses = module_statuses(self.layout.paths,
+                                   {p for p, c in zip(self.layout.paths, ran) if c})
+        return tuple(p for p, status in statuses.items() if status == UNCALLED)
 
     def to_df(self) -> pd.DataFrame:
         """One row per module (each result says which columns)."""
