@@ -263,6 +263,8 @@ def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
     if not shape or any(dim < 0 for dim in shape):
         raise CliError(f"bad --input-size {text!r}: expected sizes joined by x, "
                        "e.g. 1x3x224x224 or 8x128:int64")
+    if 0 in shape:  # a tensor without elements runs no work: a 0-op profile answers nothing
+        raise CliError(f"bad --input-size {text!r}: every size must be at least 1")
     return shape, dtype or None
 
 

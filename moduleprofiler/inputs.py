@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from moduleprofiler.validate import check_callable
@@ -46,9 +47,17 @@ def make_invocation(
         return lambda: target(**kwargs)
     if unpacks(input):
         args = tuple(input)
+        if args and all(_is_size(value) for value in args):  # the torchinfo habit: a shape
+            return _hinted(target, args, SHAPE_HINT.format(shape=args, count=len(args)))
         if isinstance(input, list):
-            return _spread_list(target, args)
+            return _hinted(target, args, LIST_HINT.format(count=len(args)))
         return lambda: target(*args)
+    if input is None:
+        if pred_fn is None and _requires_argument(module):
+            raise TypeError(f"no input given, and {type(module).__name__}.forward requires an "
+                            "argument: pass input= (a tensor, tuple or dict) or "
+                            "input_size=(1, 3, 224, 224) for a random tensor of that shape")
+        return _hinted(target, (None,), NO_INPUT_HINT)
     return lambda: target(input)
 
 
@@ -59,14 +68,82 @@ LIST_HINT = ("hint: input was a list, so it was spread into {count} positional a
 surprises users of list-taking models."""
 
 
-def _spread_list(target: Callable[..., Any], args: tuple[Any, ...]) -> Invocation:
+NO_INPUT_HINT = ("hint: no input was given, so the model was called with None; pass "
+                 "input= (a tensor, tuple or dict) or input_size=(1, 3, 224, 224) for a random "
+                 "tensor of that shape")
+"""Noted on an exception raised by a call made without ``input``."""
+
+SHAPE_HINT = ("hint: input={shape} was spread into {count} int argument(s); for a random "
+              "tensor of that shape pass input_size={shape}")
+"""Noted on an exception raised by a call whose ``input`` was a tuple or list of ints: a shape
+meant as ``input_size`` (torchinfo's, ptflops' and DeepSpeed's habit)."""
+
+
+def _requires_argument(module: nn.Module) -> bool:
+    """Whether ``module.forward`` has a positional parameter without a default."""
+    signature = _forward_signature(type(module))
+    if signature is None:
+        return False
+    parameters = list(signature.parameters.values())[1:]  # drop ``self``
+    return any(p.default is inspect.Parameter.empty and p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for p in parameters)
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _hinted(target: Callable[..., Any], args: tuple[Any, ...], hint: str) -> Invocation:
+    """``target(*args)``, with ``hint`` noted on any exception it raises."""
     def invoke() -> Any:
         try:
             return target(*args)
         except Exception as exc:
-            add_note(exc, LIST_HINT.format(count=len(args)))
+            add_note(exc, hint)
             raise
     return invoke
+
+
+InputSize = Sequence[int] | Sequence[Sequence[int]]
+"""One shape, ``(1, 3, 224, 224)``, or one shape per argument, ``[(2, 4), (2, 5)]``."""
+
+
+def random_input(module: nn.Module, input_size: InputSize) -> Tensor | tuple[Tensor, ...]:
+    """Random input of ``input_size`` for ``module``, as torchinfo and ptflops make it: one
+    tensor for one shape (``(1, 3, 224, 224)``), a tuple of tensors for a sequence of shapes
+    (``[(2, 4), (2, 5)]``, called as ``module(x, y)``). Values are standard normal (seed 0,
+    the global generator untouched), of the dtype of the model's first floating parameter or
+    buffer (else float32), on the device of its first parameter or buffer (else the CPU).
+
+    Raises:
+        TypeError: ``input_size`` is not a sequence of ints or of sequences of ints.
+        ValueError: a size is below 1 (a tensor with no elements profiles as 0 ops).
+    """
+    if isinstance(input_size, (str, bytes, Tensor)) or not isinstance(input_size, Sequence) \
+            or not input_size:
+        raise TypeError(f"input_size must be a shape such as (1, 3, 224, 224), or a list of "
+                        f"shapes for several inputs, got {input_size!r}")
+    several = not all(_is_size(size) for size in input_size)
+    given: list[Any] = list(input_size) if several else [input_size]
+    shapes: list[tuple[int, ...]] = []
+    for shape in given:
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not shape \
+                or not all(_is_size(size) for size in shape):
+            raise TypeError(f"input_size must be a shape such as (1, 3, 224, 224), or a list "
+                            f"of shapes for several inputs, got {input_size!r}")
+        if any(size < 1 for size in shape):
+            raise ValueError(f"input_size {tuple(shape)} has a size below 1: a tensor without "
+                             "elements runs no work")
+        shapes.append(tuple(shape))
+    tensors = [*module.parameters(), *module.buffers()]
+    floating = next((t.dtype for t in tensors if t.is_floating_point()), torch.float32)
+    device = tensors[0].device if tensors else torch.device("cpu")
+    generator = torch.Generator().manual_seed(0)
+    made = tuple(torch.empty(shape, dtype=floating, device=device) if device.type == "meta"
+                 else torch.randn(shape, generator=generator, dtype=floating).to(device)
+                 for shape in shapes)
+    return made if several else made[0]
 
 
 def add_note(exc: BaseException, note: str) -> None:

@@ -15,7 +15,7 @@ from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.inputs import make_invocation, unwrap_compiled
+from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.legacy import LegacyPasses
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
@@ -145,6 +145,7 @@ class ModuleProfiler(LegacyPasses):
         backward: bool = False,
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
         listeners: Sequence[Listener] = (),
+        input_size: InputSize | None = None,
     ) -> Profile:
         """Run one hooked forward pass under ``torch.no_grad()`` (grad mode with
         ``backward=True``) and return its :class:`Profile`.
@@ -154,6 +155,9 @@ class ModuleProfiler(LegacyPasses):
                 ``training`` flag restored, parameters, buffers and grads untouched.
             input: a tensor (``module(x)``), a tuple or list (``module(*input)``), a dict
                 (``module(**input)``), or anything else (``module(input)``).
+            input_size: instead of ``input``, a shape such as ``(1, 3, 224, 224)`` (or a list
+                of shapes, one per argument): a random tensor of that shape, of the model's
+                dtype and on its device (:func:`moduleprofiler.inputs.random_input`).
             pred_fn: a callable run instead of ``module`` with the same unpacking of ``input``;
                 it must call ``module`` (the same instance) to be profiled.
             eval: put the model in eval mode for the pass.
@@ -192,6 +196,10 @@ class ModuleProfiler(LegacyPasses):
                 "hooks: profile the original nn.Module (count_params works on either)"
             )
         module = unwrap_compiled(module)
+        if input_size is not None:
+            if input is not None:
+                raise ValueError("pass input or input_size, not both")
+            input = random_input(module, input_size)
         self._log(f"Profiling {type(module).__name__}")
         invoke = make_invocation(module, input, pred_fn)
         # a DDP or FSDP2 backward is a real one (their gradient reductions run in its hooks):

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler, ProfilingError
-from moduleprofiler.inputs import LIST_HINT, add_note
+from moduleprofiler.inputs import LIST_HINT, add_note, random_input
 
 
 class TakesList(nn.Module):
@@ -47,3 +47,41 @@ def test_a_note_is_added_once() -> None:
     add_note(error, LIST_HINT.format(count=2))
     add_note(error, LIST_HINT.format(count=2))
     assert error.__notes__ == [LIST_HINT.format(count=2)]
+
+
+def test_input_size_makes_a_random_tensor_of_the_models_dtype() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten()).to(torch.float64)
+    profile = ModuleProfiler().profile(model, input_size=(1, 3, 8, 8))
+    # output 1 x 4 x 6 x 6 = 144 values, each 27 multiplies + 26 adds + 1 bias add = 54 ops
+    assert profile.total_ops == 144 * 54 == 7776
+    assert profile.records[1].input_dtypes == ("float64",)
+    two = ModuleProfiler().profile(TakesTwo(), input_size=[(2, 4), (2, 4)])
+    assert two.total_ops == 8  # 2 x 4 adds
+    x = random_input(nn.Linear(2, 2), (3, 2))
+    assert isinstance(x, torch.Tensor) and x.shape == (3, 2) and x.dtype == torch.float32
+
+
+@pytest.mark.parametrize(("input_size", "error", "message"), [
+    ((1, 0, 8), ValueError, "input_size .* has a size below 1"),
+    ("1x3", TypeError, "input_size must be a shape"),
+    ([(1, 2), "a"], TypeError, "input_size must be a shape"),
+    ((1.5, 2), TypeError, "input_size must be a shape"),
+])
+def test_bad_input_size_names_the_argument(input_size: object, error: type[Exception],
+                                           message: str) -> None:
+    with pytest.raises(error, match=message):
+        ModuleProfiler().profile(nn.Linear(2, 2), input_size=input_size)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="input or input_size, not both"):
+        ModuleProfiler().profile(nn.Linear(2, 2), torch.ones(2), input_size=(2,))
+
+
+def test_no_input_and_a_shape_as_input_hint_at_input_size() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten())
+    with pytest.raises(TypeError, match=r"no input given, and Sequential.forward requires an "
+                                        r"argument: pass input= .* or input_size="):
+        ModuleProfiler().profile(model)
+    with pytest.raises(ProfilingError, match=r"takes 2 positional arguments but 5 were given; "
+                                             r"hint: input=\(1, 3, 8, 8\) was spread into 4 "
+                                             r"int argument\(s\); .* "
+                                             r"pass input_size=\(1, 3, 8, 8\)"):
+        ModuleProfiler().profile(model, (1, 3, 8, 8))

@@ -24,13 +24,14 @@ def test_with_memory_shows_the_training_pass_and_labels_each_pass() -> None:
     for record, call in zip(profile.records, memory.calls):
         assert record.metrics["train_max_live_bytes"] == call.train_max_live_bytes
         assert record.metrics["backward_max_live_bytes"] == call.backward_max_live_bytes
-    # The training peak (the first Linear's weight gradient, in the backward) is the largest
-    # training value of any row, above every inference value.
+    # The training peak (in the first Linear's backward) is the largest training value of
+    # any row, above every inference value.
     backward = [r.metrics["backward_max_live_bytes"] for r in profile.records]
-    assert memory.training is not None and max(b for b in backward if b) == \
-        memory.training.peak_bytes == 568
+    assert memory.training is not None and memory.training.peak_call is not None
+    peak = memory.training.peak_bytes
+    assert max(b for b in backward if b) == peak > 392
     frame = profile.to_df("module").set_index("module")
-    assert frame.loc["0", "backward_max_live_bytes"] == 568
+    assert frame.loc[memory.training.peak_call.path, "backward_max_live_bytes"] == peak
     header = profile.tree(["max_live_bytes", "train_max_live_bytes",
                            "backward_max_live_bytes"]).to_text(width=0).splitlines()[0]
     assert "fwd max live" in header and "train fwd max live" in header
