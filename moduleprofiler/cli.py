@@ -297,9 +297,16 @@ def run_profile(options: argparse.Namespace) -> Any:
 
     if options.model.endswith(".json") and ":" not in options.model:
         try:
-            return Profile.from_json(options.model)
+            saved = Profile.from_json(options.model)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CliError(f"cannot read profile {options.model}: {exc}") from exc
+        frame = module_frame(saved)
+        for group in ("time", "memory"):
+            if group in _items(options.what) and not columns_for([group], frame):
+                raise CliError(f"--what {group}: the saved profile {options.model} holds no "
+                               f"{group} measurements (they are not computed from a saved "
+                               f"profile): run the model with --what {group}")
+        return saved
     by_name = options.model.startswith(HF_PREFIX)
     options.meta = options.meta or (by_name and options.device is None)
     if not options.input_size and not by_name:
@@ -420,9 +427,13 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace)
 
 
 # -- the output -------------------------------------------------------------------------------
-def _columns(profile: Any, what: str) -> list[str]:
+def _items(what: str) -> list[str]:
+    """The comma-separated items of ``--what``."""
+    return [item.strip() for item in what.split(",") if item.strip()]
 
-    items = [item.strip() for item in what.split(",") if item.strip()]
+
+def _columns(profile: Any, what: str) -> list[str]:
+    items = _items(what)
     frame = module_frame(profile)
     unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
                and item.removesuffix("_pct") not in frame]

@@ -160,6 +160,24 @@ def test_json_round_trip_and_rendering_a_saved_profile(capsys: pytest.CaptureFix
     assert status == 0 and out.startswith("| module | type |")
 
 
+@pytest.mark.parametrize("group", ["time", "memory"])
+def test_a_saved_profile_has_no_time_or_memory(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path, group: str) -> None:
+    saved = tmp_path / "tiny.json"
+    assert run(capsys, TINY, "-i", "2x4", "-o", str(saved))[0] == 0
+    status, out, err = run(capsys, str(saved), "--what", f"params,{group}")
+    assert status == 2 and out == ""
+    assert f"--what {group}: the saved profile {saved} holds no {group} measurements" in err
+
+
+def test_a_saved_profile_keeps_memory_it_was_saved_with(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    saved = tmp_path / "tiny.json"
+    assert run(capsys, TINY, "-i", "2x4", "--what", "memory", "-o", str(saved))[0] == 0
+    status, out, _ = run(capsys, str(saved), "--what", "memory", "--width", "0")
+    assert status == 0 and "fwd max live" in out.splitlines()[0]
+
+
 def test_colour_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--color", "always", "--unicode")
     assert status == 0 and "\x1b[1m" in out and "├─" in out
