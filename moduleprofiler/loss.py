@@ -7,8 +7,9 @@ Rule, in order:
    outputs given ``labels``), if that is a one-element tensor that requires grad;
 3. else the sum of every floating-point tensor that requires grad found in the output (through
    tuples, lists, mappings and dataclasses, as the shape traces do);
-4. else no loss can be derived: :class:`~moduleprofiler.errors.LossError` asks for ``loss_fn``.
-   A profile never reports a silent zero for a backward it could not run.
+4. else no loss can be derived: :class:`~moduleprofiler.errors.LossError` asks for ``loss_fn``,
+   or, where the output was computed under ``torch.inference_mode()`` (no ``loss_fn`` can help
+   then), says so. A profile never reports a silent zero for a backward it could not run.
 """
 
 from __future__ import annotations
@@ -43,8 +44,14 @@ def default_loss(output: Any) -> Tensor:
     loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
     if isinstance(loss, Tensor) and _scalar_with_grad(loss):
         return loss
-    parts = [t.sum() for t in iter_tensors(output) if t.is_floating_point() and t.requires_grad]
+    tensors = list(iter_tensors(output))
+    parts = [t.sum() for t in tensors if t.is_floating_point() and t.requires_grad]
     if not parts:
+        if torch.is_inference_mode_enabled() or any(t.is_inference() for t in tensors):
+            raise LossError(
+                f"cannot derive a loss from the model's output ({type(output).__name__}): it was "
+                "computed under torch.inference_mode(), which records no autograd graph; run "
+                "the backward pass outside the inference_mode block")
         raise LossError(
             f"cannot derive a loss from the model's output ({type(output).__name__}): it holds "
             "no floating-point tensor that requires grad; pass loss_fn=, a function from the "

@@ -76,6 +76,29 @@ def is_accumulation(node: Any) -> bool:
         return False
 
 
+def leaves_of(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The leaf tensors that require grad and that ``loss`` depends on, in the order the
+    autograd graph reaches them: what ``loss.backward()`` accumulates gradients into (the
+    trainable parameters the forward used, and input tensors that require grad). One walk of
+    the graph's nodes, each visited once."""
+    if loss.grad_fn is None:
+        return [loss] if loss.requires_grad else []
+    leaves: list[torch.Tensor] = []
+    seen: set[int] = set()
+    pending: list[Any] = [loss.grad_fn]
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor) and is_accumulation(node):
+            leaves.append(variable)
+            continue
+        pending.extend(edge[0] for edge in node.next_functions)
+    return leaves
+
+
 _REFUSES_MODES = "non-infra torch dispatch mode present"
 """What torch.compile says when it refuses to run under the operator observer."""
 _REFUSES_MODES_HINT = (
@@ -475,32 +498,51 @@ class PassRunner:
                  inputs: Iterable[torch.Tensor] | None = None, *,
                  accumulate: bool = False, every_leaf: bool = False) -> None:
         """Differentiate ``loss_fn(output)`` (default :func:`~moduleprofiler.loss.default_loss`)
-        with respect to ``inputs`` (default: the model's trainable parameters) with
+        with respect to ``inputs`` (default: every leaf tensor that requires grad and that the
+        loss depends on, as ``loss.backward()`` would: the model's trainable parameters, and
+        input tensors that require grad, such as a loss's prediction) with
         ``torch.autograd.grad``, so no ``.grad`` is touched, while telling the listeners which
         forward call each backward operator works for. ``accumulate=True`` runs a training
         step's backward instead (``torch.autograd.backward``): the gradients are accumulated
-        into ``.grad`` (set them aside with ``preserved_state(grads=True)``). ``every_leaf=True``
-        is ``loss.backward()`` itself, into every leaf the loss depends on: the one backward
-        a wrapper that swaps its parameters during the pass can take (FSDP2 computes with
-        unsharded copies of the parameters it registers, and reduces their gradients in its
-        own hooks).
+        into ``.grad`` of the trainable parameters (set them aside with
+        ``preserved_state(grads=True)``). ``every_leaf=True`` is ``loss.backward()`` itself,
+        into every leaf the loss depends on: the one backward a wrapper that swaps its
+        parameters during the pass can take (FSDP2 computes with unsharded copies of the
+        parameters it registers, and reduces their gradients in its own hooks).
 
         Raises:
-            ProfilingError: no loss can be derived from ``output`` (pass ``loss_fn``), or the
-                backward pass raised.
+            LossError: no loss can be derived from ``output``: the message names the cause
+                (the pass ran under ``torch.inference_mode()``; nothing in it requires grad; or
+                the output holds no tensor that requires grad, so pass ``loss_fn``).
+            ProfilingError: the backward pass has nothing to differentiate, or it raised.
         """
-        loss = default_loss(output) if loss_fn is None else loss_fn(output)
-        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+        if torch.is_inference_mode_enabled():  # no graph was recorded: no loss can help
             raise LossError(
+                "the backward pass cannot run under torch.inference_mode(), which records no "
+                "autograd graph: profile outside the inference_mode block")
+        try:
+            loss = default_loss(output) if loss_fn is None else loss_fn(output)
+        except LossError as exc:
+            cause = self._nothing_requires_grad()
+            if cause is not None:  # "pass loss_fn=" cannot help: name the cause
+                raise LossError(cause) from exc
+            raise
+        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+            cause = self._nothing_requires_grad() if isinstance(loss, torch.Tensor) else None
+            raise LossError(cause or (
                 f"loss_fn returned {type(loss).__name__}"
                 + ("" if not isinstance(loss, torch.Tensor) else " that does not require grad")
-                + ": the backward pass needs a tensor that requires grad")
-        targets = [t for t in (self.root.parameters() if inputs is None else inputs)
-                   if t.requires_grad]
+                + ": the backward pass needs a tensor that requires grad"))
+        if inputs is None and not accumulate:
+            targets = leaves_of(loss)
+        else:
+            targets = [t for t in (self.root.parameters() if inputs is None else inputs)
+                       if t.requires_grad]
         if not targets:
             raise ProfilingError(
                 "the backward pass has nothing to differentiate: no parameter of the model "
-                "requires grad")
+                "requires grad" + (" (a training step's backward accumulates into parameters "
+                                   "only)" if accumulate and inputs is None else ""))
         observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
             else None
         try:
@@ -521,6 +563,20 @@ class PassRunner:
         except Exception as exc:
             raise ProfilingError(
                 f"the backward pass raised {type(exc).__name__}: {exc}") from exc
+
+    def _nothing_requires_grad(self) -> str | None:
+        """Why no loss requires grad, when the cause is the pass rather than the output: no
+        parameter of the model requires grad (and, since the output does not either, no input
+        that requires grad reached it). ``None`` when some parameter requires grad."""
+        parameters = list(self.root.parameters())
+        if any(p.requires_grad for p in parameters):
+            return None
+        model = ("has no parameters" if not parameters
+                 else f"has {len(parameters)} parameter tensor(s), none of which requires grad")
+        return (f"nothing in the pass requires grad: the model {model}, and no input tensor "
+                "that requires grad reaches its output; call requires_grad_() on an input "
+                "(a loss's prediction, a parameter-free block's input) or on the parameters "
+                "to differentiate")
 
     def _on_backward_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                               out: Any) -> None:

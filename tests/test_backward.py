@@ -192,3 +192,85 @@ def test_unfold_backward_counts_the_overlap_adds(size: int, step: int, overlap_a
     # besides the overlap-add: w's gradient, 2 x 10 products and 10 adds over the batch
     assert profile.total_backward_ops == 2 * 10 + 10 + overlap_adds
     assert profile.backward_complete
+
+
+# -- inputs that require grad (issue 23 item 6) ------------------------------------------------
+
+class Einsum(nn.Module):
+    """A parameter-free block: a batched matmul of its two inputs."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bij,bjk->bik", a, b)
+
+
+class Regression(nn.Module):
+    """``MSELoss(Linear(x), y)``: the loss's prediction comes from a parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.loss = nn.Linear(3, 5), nn.MSELoss()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.loss(self.linear(x), y)
+
+
+def test_a_parameter_free_loss_with_a_prediction_that_requires_grad_is_counted() -> None:
+    pred = torch.randn(4, 5).requires_grad_()
+    target = torch.randn(4, 5)
+    profile = ModuleProfiler().profile(nn.MSELoss(), (pred, target), backward=True)
+    # forward, mse_loss: 20 elements * 2 (subtract, square) + mean's 20 (19 adds, 1 divide) = 60
+    # backward, mse_loss_backward: 20 * 3 (subtract, scale by 2 / n, times the gradient) = 60
+    loss = profile.records[0]
+    assert (loss.ops, loss.backward_ops, loss.backward_macs) == (60, 60, 0)
+    assert profile.backward_complete and profile.complete
+    assert pred.grad is None and pred.requires_grad  # autograd.grad: no .grad written
+    # cross-check: the same loss fed by a layer with parameters (the path that always ran)
+    # books the same 60 backward ops to the loss call
+    fed = ModuleProfiler().profile(Regression(), (torch.randn(4, 3), target), backward=True)
+    assert fed.calls("loss")[0].backward_ops == 60
+
+
+def test_a_parameter_free_block_differentiates_its_input_as_flop_counter_does() -> None:
+    a, b = torch.randn(2, 3, 4).requires_grad_(), torch.randn(2, 4, 5)
+    profile = ModuleProfiler().profile(Einsum(), (a, b), backward=True)
+    # grad of a only: (2 x 3 x 5) @ (2 x 5 x 4) = 2 * 3 * 4 * 5 = 120 MACs (b needs none)
+    assert profile.total_backward_macs == 120
+    loss = Einsum()(a.detach().requires_grad_(), b).sum()
+    with FlopCounterMode(display=False) as counter:
+        loss.backward()  # type: ignore[no-untyped-call]
+    assert 2 * profile.total_backward_macs == counter.get_total_flops() == 240
+
+
+def test_an_input_that_requires_grad_is_differentiated_beside_the_parameters() -> None:
+    model, x = nn.Linear(3, 2), torch.randn(4, 3).requires_grad_()
+    profile = ModuleProfiler().profile(model, x, backward=True)
+    # grad_weight (2 x 4) @ (4 x 3) = 24 MACs, and now grad_input (4 x 2) @ (2 x 3) = 24 MACs,
+    # as loss.backward() computes them
+    assert profile.total_backward_macs == 48
+    loss = model(x.detach().requires_grad_()).sum()
+    with FlopCounterMode(display=False) as counter:
+        loss.backward()  # type: ignore[no-untyped-call]
+    assert 2 * profile.total_backward_macs == counter.get_total_flops()
+
+
+@pytest.mark.parametrize(("model", "what"), [
+    (nn.MSELoss(), "has no parameters"),
+    (nn.Bilinear(5, 5, 1).requires_grad_(False), "has 2 parameter tensor"),
+])
+def test_nothing_requiring_grad_is_named_as_the_cause(model: nn.Module, what: str) -> None:
+    with pytest.raises(LossError, match=f"nothing in the pass requires grad: the model {what}.*"
+                                        r"call requires_grad_\(\) on an input") as info:
+        ModuleProfiler().profile(model, (torch.randn(4, 5), torch.randn(4, 5)), backward=True)
+    assert "loss_fn" not in str(info.value)  # a loss function cannot help
+
+
+@pytest.mark.parametrize("loss_fn", [None, lambda output: output.sum()])
+def test_inference_mode_is_named_as_the_cause(loss_fn: object) -> None:
+    model = nn.Linear(3, 2)
+    before = snapshot(model)
+    with torch.inference_mode(), pytest.raises(
+            LossError, match=r"cannot run under torch.inference_mode\(\)") as info:
+        ModuleProfiler().profile(model, torch.randn(4, 3), backward=True,
+                                 loss_fn=loss_fn)  # type: ignore[arg-type]
+    assert "loss_fn" not in str(info.value)
+    assert_unchanged(model, before)

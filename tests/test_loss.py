@@ -38,3 +38,12 @@ def test_no_loss_is_a_clear_error():
             default_loss(output)
         # a profiling error and a TypeError, so both kinds of handler catch it
         assert isinstance(info.value, ProfilingError) and isinstance(info.value, TypeError)
+
+
+def test_an_output_of_inference_mode_names_it_instead_of_asking_for_loss_fn():
+    with torch.inference_mode():
+        output = torch.ones(2) * 2
+    # outside the block too: the output is an inference tensor, no loss_fn can help
+    with pytest.raises(LossError, match=r"computed under torch.inference_mode\(\)") as info:
+        default_loss(output)
+    assert "loss_fn" not in str(info.value)
