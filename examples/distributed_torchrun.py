@@ -32,8 +32,12 @@ assert (profile.rank, profile.world_size) == (rank, dist.get_world_size())
 
 result = gather(profile, dst=0)  # every rank calls it; rank 0 gets the DistributedProfile
 if result is not None:
-    stats = result.module_stats(["macs", "backward_comm_bytes"])
-    print(stats[["module", "macs_min", "macs_median", "macs_max", "macs_skew",
-                 "backward_comm_bytes_sum"]].to_string(index=False))
+    # inclusive MACs: the DDP wrapper (__root__) and the model (module) do no work of their own,
+    # their rows show the work of the calls inside them
+    stats = result.module_stats(["inclusive_macs", "backward_comm_bytes"])
+    print(stats[["module", "inclusive_macs_min", "inclusive_macs_median", "inclusive_macs_max",
+                 "inclusive_macs_skew", "backward_comm_bytes_sum"]].to_string(index=False))
+    print(f"forward MACs over the ranks: {result.total_macs}, of the model's "
+          f"{result.total_params} parameters")
     print(f"gradient all-reduce per rank: {profile.to_df()['backward_comm_bytes'].sum()} bytes")
 dist.destroy_process_group()

@@ -7,7 +7,7 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import pandas as pd
 
@@ -22,6 +22,46 @@ STATISTICS = ("min", "median", "max", "sum")
 (``max / median``: 1.0 when the ranks are balanced)."""
 _TIME_COLUMNS = ("time_median_ms", "forward_ms", "comm_ms", "backward_time_median_ms")
 _KEYS = ("module", "type", "depth")
+
+
+TOTALS = ("total_params", "total_buffers", "total_ops", "total_macs", "total_flops",
+          "total_backward_ops", "total_backward_macs")
+"""The totals of :class:`~moduleprofiler.Profile` that :class:`DistributedProfile` has too."""
+
+Rule = Literal["work", "model", "exact"]
+
+
+class _OverRanks:
+    """One of :class:`~moduleprofiler.Profile`'s totals or flags, taken over the ranks:
+
+    * ``work`` (ops, MACs, FLOPs, backward): summed, the work the whole group did; ``None``
+      (unknown) where a rank has none (no backward profiled);
+    * ``model`` (parameters, buffers): the model's count, which every rank of a DDP, FSDP2 or
+      tensor-parallel group reports alike (a ``DTensor`` counts at its global size); ``None``
+      where the ranks differ (each holds a different model, as pipeline stages do), since a
+      sum would count every replica once per rank;
+    * ``exact`` (``complete`` and its parts): true only where true on every rank; ``None``
+      where no rank profiled a backward.
+    """
+
+    def __init__(self, name: str, rule: Rule) -> None:
+        self.name, self.rule = name, rule
+        self.__doc__ = {"work": f"``Profile.{name}`` summed over the ranks.",
+                        "model": f"``Profile.{name}`` of the model, the same on every rank "
+                                 "(``None`` where the ranks differ).",
+                        "exact": f"``Profile.{name}`` on every rank."}[rule]
+
+    def __get__(self, instance: DistributedProfile | None, owner: type) -> Any:
+        if instance is None:
+            return self
+        values = [getattr(profile, self.name) for profile in instance.profiles]
+        if any(value is None for value in values):
+            return None
+        if self.rule == "work":
+            return sum(values)
+        if self.rule == "model":
+            return values[0] if len(set(values)) == 1 else None
+        return all(values)
 
 
 @dataclass(frozen=True)
@@ -39,20 +79,35 @@ class DistributedProfile:
         """The number of ranks gathered."""
         return len(self.profiles)
 
+    # -- totals: Profile's names, over the ranks (one rule each, in _OverRanks) --------------
+    total_ops = _OverRanks("total_ops", "work")
+    total_macs = _OverRanks("total_macs", "work")
+    total_flops = _OverRanks("total_flops", "work")
+    total_backward_ops = _OverRanks("total_backward_ops", "work")
+    total_backward_macs = _OverRanks("total_backward_macs", "work")
+    total_params = _OverRanks("total_params", "model")
+    total_buffers = _OverRanks("total_buffers", "model")
+    ops_complete = _OverRanks("ops_complete", "exact")
+    macs_complete = _OverRanks("macs_complete", "exact")
+    backward_complete = _OverRanks("backward_complete", "exact")
+    complete = _OverRanks("complete", "exact")
+
+    @property
+    def lower_bounds(self) -> tuple[str, ...]:
+        """The totals that are lower bounds on some rank (``Profile.lower_bounds`` of every
+        rank, each name once)."""
+        return tuple(dict.fromkeys(name for profile in self.profiles
+                                   for name in profile.lower_bounds))
+
     def totals(self) -> dict[str, int | float | None]:
-        """Whole-model totals of each rank summed over the ranks (``None`` where a rank has
-        none): the work the whole group did."""
-        names = ("total_params", "total_ops", "total_macs", "total_flops", "total_backward_ops",
-                 "total_backward_macs")
-        totals: dict[str, int | float | None] = {}
-        for name in names:
-            values = [getattr(profile, name) for profile in self.profiles]
-            totals[name] = None if any(v is None for v in values) else sum(values)
+        """Every total (:data:`TOTALS`, as the attributes of the same names) and the
+        communication columns summed over the ranks and modules."""
+        totals: dict[str, int | float | None] = {name: getattr(self, name) for name in TOTALS}
         frame = self.to_df()
         for column in ("comm_bytes", "comm_bus_bytes", "backward_comm_bytes",
                        "backward_comm_bus_bytes", "comm_ms", "backward_comm_ms"):
             if column in frame:
-                totals[column] = frame[column].sum()
+                totals[column] = _plain(frame[column].sum())
         return totals
 
     def to_df(self) -> pd.DataFrame:
@@ -88,6 +143,8 @@ class DistributedProfile:
             stats.columns = [f"{name}_{statistic}" for statistic in STATISTICS]
             median = stats[f"{name}_median"]
             stats[f"{name}_skew"] = stats[f"{name}_max"] / median.where(median != 0)
+            if pd.api.types.is_integer_dtype(frame[name].dtype):
+                _keep_integers(stats)
             parts.append(stats)
         return pd.concat(parts, axis=1).reset_index()
 
@@ -161,9 +218,23 @@ class DistributedProfile:
         return emit(text, buf)
 
     def __repr__(self) -> str:
-        totals = self.totals()
         return (f"DistributedProfile(world_size={self.world_size}, "
-                f"total_macs={totals['total_macs']}, total_ops={totals['total_ops']})")
+                f"total_macs={self.total_macs}, total_ops={self.total_ops})")
+
+
+def _keep_integers(stats: pd.DataFrame) -> None:
+    """Show the statistics of an integer column as integers (nullable ``Int64``): min, max and
+    sum always are; the median where every value is whole (of two ranks it is a mean)."""
+    for column in stats.columns[:len(STATISTICS)]:
+        values = stats[column]
+        known = values.dropna()
+        if (known == known.round()).all():
+            stats[column] = values.round().astype("Int64")
+
+
+def _plain(value: Any) -> int | float:
+    """A numpy scalar as the Python ``int`` or ``float`` of its dtype."""
+    return value.item() if hasattr(value, "item") else value  # type: ignore[no-any-return]
 
 
 def _table(frame: pd.DataFrame) -> Any:

@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 import torch
+from torch import nn
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.distributed import DistributedProfile
@@ -75,3 +76,55 @@ def test_bad_input_is_a_typed_error() -> None:
         DistributedProfile(())
     with pytest.raises(KeyError, match="no column"):
         _gathered().module_stats(["nope"])
+
+
+def test_the_totals_have_profiles_names() -> None:
+    gathered = _gathered()
+    # mlp(): Linear(4, 8) 32 MACs per row, Linear(8, 6) 48 per row; 2 + 3 + 7 = 12 rows
+    assert gathered.total_macs == 12 * (32 + 48) == 960
+    assert gathered.total_flops == 2 * 960
+    # ops per row: Linear(4, 8) 8 * (2 * 4 - 1) + 8 = 64, ReLU 8, Linear(8, 6) 6 * 15 + 6 = 96
+    assert gathered.total_ops == 12 * (64 + 8 + 96) == 2016
+    # the model's parameters, the same on every rank: 4 * 8 + 8 + 8 * 6 + 6 = 94 (not 3 * 94)
+    assert gathered.total_params == 94 and gathered.total_buffers == 0
+    assert gathered.total_backward_ops is None  # no backward profiled: unknown, never 0
+    assert gathered.complete and gathered.lower_bounds == ()
+    totals = gathered.totals()
+    for name in ("total_params", "total_buffers", "total_ops", "total_macs", "total_flops",
+                 "total_backward_ops", "total_backward_macs"):
+        assert totals[name] == getattr(gathered, name), name
+
+
+def test_parameters_that_differ_between_ranks_are_unknown() -> None:
+    # pipeline-like: each rank a different model (94 and 4 * 2 + 2 = 10 parameters): the
+    # group's parameter count is not one rank's, and a sum would count replicas twice
+    gathered = DistributedProfile((ModuleProfiler().profile(mlp(), torch.randn(2, 4)),
+                                   ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(2, 4))))
+    assert gathered.total_params is None
+    # the work still adds up: 2 * 80 + 2 * 8 = 176 MACs
+    assert gathered.total_macs == 176
+
+
+def test_module_stats_show_integer_counts_as_integers() -> None:
+    stats = _gathered().module_stats(["macs", "inclusive_macs"]).set_index("module")
+    # integer columns keep integers: min, max and sum, and the median where it is whole
+    for column in ("macs_min", "macs_median", "macs_max", "macs_sum"):
+        assert str(stats[column].dtype) == "Int64", column
+    assert str(stats["macs_skew"].dtype) == "float64"
+    # the root's inclusive MACs are the whole model's: 80 per row -> 160, 240, 560
+    root = stats.loc["__root__"]
+    assert (root["inclusive_macs_min"], root["inclusive_macs_median"],
+            root["inclusive_macs_max"], root["inclusive_macs_sum"]) == (160, 240, 560, 960)
+    assert "160" in stats.to_string() and "160.0" not in stats.to_string()
+
+
+def test_a_median_between_two_ranks_stays_exact() -> None:
+    gathered = DistributedProfile(tuple(ModuleProfiler().profile(mlp(), torch.randn(rows, 4))
+                                        for rows in (1, 2)))
+    stats = gathered.module_stats(["macs"]).set_index("module")
+    # Linear(4, 8): 32 and 64 MACs, median 48 (whole); Linear(8, 6): 48 and 96, median 72
+    assert stats.loc["0", "macs_median"] == 48 and str(stats["macs_median"].dtype) == "Int64"
+    uneven = DistributedProfile(tuple(ModuleProfiler().profile(nn.Linear(1, 1), torch.randn(r, 1))
+                                      for r in (1, 2)))
+    # 1 and 2 MACs: the median 1.5 is not whole, so that column stays float
+    assert uneven.module_stats(["macs"]).set_index("module").loc["__root__", "macs_median"] == 1.5
