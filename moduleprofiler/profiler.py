@@ -254,18 +254,22 @@ class ModuleProfiler(LegacyPasses):
         device: str | torch.device | None = None,
         emulate: Literal["cuda"] | None = None,
         progress: bool | None = None,
+        keep_output: bool = True,
     ) -> MemoryReport:
         """Parameter/buffer bytes, per-call output and saved-for-backward bytes, and the peak of
         inference (with ``train=True`` also of forward + backward) with the module call running
         at the peak. Works on CPU, CUDA and the meta device (see ``docs/memory.md`` and
-        :func:`moduleprofiler.memory.measure_memory`; ``progress`` as for timing)."""
+        :func:`moduleprofiler.memory.measure_memory`; ``progress`` as for timing;
+        ``keep_output``: the training step holds the model's output through its backward, as
+        ``out = model(x); loss_fn(out).backward()`` does, or frees it first)."""
         check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
         check_device(device)
         check_choice(emulate, "emulate", ("cuda", None))
 
         self._log(f"Measuring memory of {type(module).__name__}")
         return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
-                              device=device, emulate=emulate, progress=progress)
+                              device=device, emulate=emulate, progress=progress,
+                              keep_output=keep_output)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""

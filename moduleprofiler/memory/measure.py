@@ -74,6 +74,7 @@ def measure_memory(
     device: str | torch.device | None = None,
     emulate: Literal["cuda"] | None = None,
     progress: bool | None = None,
+    keep_output: bool = True,
 ) -> MemoryReport:
     """Measure the memory of ``module`` on ``input``: parameter and buffer bytes, per-call output
     bytes, the peak of a no-grad forward and, with ``train=True``, the peak of forward + backward
@@ -101,6 +102,13 @@ def measure_memory(
             passes have run for 2 s: ``None`` (default) on a terminal or in Jupyter only,
             ``False`` never, ``True`` from the start. It counts module calls: the first pass's
             without a total, then the training pass's forward and backward.
+        keep_output: the training pass holds the model's output until its backward is over,
+            as a loop that names it does (``out = model(**batch); out.loss.backward()``, or
+            ``output = model(x); loss = criterion(output, y); loss.backward()``): the output's
+            bytes count towards the backward's peak unless autograd keeps them anyway.
+            ``False``: the output is freed once the loss is taken, as in
+            ``criterion(model(x), y).backward()``. The default is the loop most code writes,
+            and the larger prediction of the two. :attr:`PassMemory.output_kept` says which.
 
     On CUDA the peaks come from the caching allocator (``torch.cuda.max_memory_allocated``
     after ``reset_peak_memory_stats``); on CPU and meta from operator-level accounting of live
@@ -123,6 +131,7 @@ def measure_memory(
         )
     if progress is not None:
         check_bool(progress, "progress")
+    check_bool(keep_output, "keep_output")
     static = module_bytes(module)[""]
     changed = fast_path_changes(module, eval=True, grad_enabled=False)
     if changed:
@@ -141,8 +150,9 @@ def measure_memory(
             training = None
             if train:  # the training pass: as many calls forward, and as many backward
                 calls = len(inference.calls)
-                training = run_pass(module, inputs, train=True, **options,
-                                    progress=PassProgress(bar, calls, 3 * calls, "training")
+                training = run_pass(module, inputs, train=True, keep_output=keep_output,
+                                    **options, progress=PassProgress(
+                                        bar, calls, 3 * calls, "training")
                                     if bar.enabled else None)
         finally:
             bar.close()

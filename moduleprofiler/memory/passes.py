@@ -72,13 +72,17 @@ class PassProgress(Listener):
 
 def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | None,
              train: bool, loss_fn: LossFn | None, device: torch.device,
-             emulate_cuda: bool = False, progress: PassProgress | None = None) -> PassResult:
+             emulate_cuda: bool = False, progress: PassProgress | None = None,
+             keep_output: bool = True) -> PassResult:
     """Run one metered pass of ``module`` on ``inputs`` (already on ``device``).
 
     Inference: eval mode, ``torch.no_grad()``. Training: train mode, grad enabled, the bytes
     saved for backward metered, ``loss_fn(output)`` (default: the one default loss,
     :func:`moduleprofiler.loss.default_loss`) and a backward that accumulates ``.grad`` as a
     training step does. The model's state (flags, buffers, ``.grad``) is restored afterwards.
+    ``keep_output``: hold the model's output until the backward is over, as ``out =
+    model(x); loss_fn(out).backward()`` does (``False``: freed once the loss is taken, as
+    ``loss_fn(model(x)).backward()`` does).
     ``emulate_cuda`` (meta device): take CUDA's kernel choices (:mod:`.emulate`).
     ``progress``: a listener that moves a progress bar as the calls run.
 
@@ -102,10 +106,19 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
                 stack.enter_context(CudaKernelChoices())
             if train:
                 # The loss is taken inside the pass (outside every module call), so that its
-                # operators are metered and the output is freed before the backward starts.
-                loss = runner.forward(lambda: (loss_fn or default_loss)(invoke()))
+                # operators are metered; the output lives through the backward only when kept.
+                held: list[Any] = []
+
+                def step() -> Tensor:
+                    output = invoke()
+                    if keep_output:
+                        held.append(output)
+                    return (loss_fn or default_loss)(output)
+
+                loss = runner.forward(step)
                 runner.backward(loss, _as_is, accumulate=True)
                 del loss
+                held.clear()
                 grad_bytes = distinct_bytes(p.grad for p in module.parameters()
                                             if p.grad is not None)
             else:
@@ -127,6 +140,7 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
         saved_param_bytes=saved.totals.parameter if saved is not None else None,
         saved_input_bytes=saved.totals.input if saved is not None else None,
         grad_bytes=grad_bytes,
+        output_kept=keep_output if train else None,
     )
     return PassResult(memory, tuple(
         {"index": call.index, "parent": call.parent, "depth": call.depth, "path": call.path,

@@ -68,6 +68,10 @@ class PassMemory:
     """Training: storages of the model's inputs saved for backward."""
     grad_bytes: int | None = None
     """Training: the parameters' gradients after the backward."""
+    output_kept: bool | None = None
+    """Training: whether the model's output was held until the backward was over (``out =
+    model(x); loss_fn(out).backward()``, ``measure_memory(keep_output=True)``) or freed once
+    the loss was taken (``loss_fn(model(x)).backward()``); ``None`` for inference."""
 
     @property
     def increase_bytes(self) -> int:
@@ -174,6 +178,7 @@ class MemoryReport:
             "saved_param_bytes": training.saved_param_bytes if training else None,
             "saved_input_bytes": training.saved_input_bytes if training else None,
             "grad_bytes": training.grad_bytes if training else None,
+            "training_output_kept": training.output_kept if training else None,
         }
 
     def to_df(self) -> pd.DataFrame:
@@ -211,6 +216,8 @@ class MemoryReport:
                 f"training peak {mib(self.training.peak_bytes)} "
                 f"(+{mib(self.training.increase_bytes)}) at {self.training.peak_call}; "
                 f"saved for backward {mib(self.training.saved_bytes)}, "
-                f"grads {mib(self.training.grad_bytes)}"
+                f"grads {mib(self.training.grad_bytes)}; the model's output "
+                + ("kept through the backward" if self.training.output_kept
+                   else "freed before the backward")
             )
         return "\n".join(lines)

@@ -102,9 +102,10 @@ def test_a_peak_set_while_accumulating_a_gradient_names_the_owning_call() -> Non
     assert training is not None and training.peak_call is not None
     assert (training.peak_call.path, training.peak_call.call_number, training.peak_call.phase,
             training.peak_call.accumulating) == ("0", 0, "backward", True)
-    # baseline W 512*512*4 = 1048576 and x 2048; the loss and its seed 4 + 4; W's gradient and
-    # the hook's doubled copy 2 * 1048576
-    assert training.peak_bytes == 1048576 + 2048 + 8 + 2 * 1048576
+    # baseline W 512*512*4 = 1048576 and x 2048; the loss and its seed 4 + 4; the model's
+    # output, kept through the backward (keep_output), 1 x 512 x 4 = 2048; W's gradient and the
+    # hook's doubled copy 2 * 1048576
+    assert training.peak_bytes == 1048576 + 2048 + 8 + 2048 + 2 * 1048576
 
 
 class Bessel(nn.Module):
