@@ -14,10 +14,11 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
 from moduleprofiler.formulas.pooling import adaptive_taps, expand
-from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.registry import COVERS, register_macs, register_ops
 
 # Separable interpolation: taps per dimension of each mode. Nearest modes copy one value.
 _TAPS = {"linear": 2, "bilinear": 2, "trilinear": 2, "bicubic": 4}
+_GATHERS = ("nearest", "nearest-exact")
 
 
 def interpolation_ops_per_output(taps: int, dims: int) -> int:
@@ -31,8 +32,11 @@ def interpolation_ops_per_output(taps: int, dims: int) -> int:
 
 
 @register_ops(nn.Upsample)
-def upsample_ops(module: nn.Upsample, inputs: tuple[Any, ...], output: Any) -> int:
-    """nearest: 0; linear 3, bilinear 9, trilinear 21, bicubic 35 per output; area: as avg pool."""
+def upsample_ops(module: nn.Upsample, inputs: tuple[Any, ...], output: Any) -> int | None:
+    """nearest: 0; linear 3, bilinear 9, trilinear 21, bicubic 35 per output; area: as avg pool.
+    Any other mode (a newer torch's): ``None``, and its operators are counted instead."""
+    if not _prices_mode(module):
+        return None
     if not isinstance(output, Tensor) or output.dim() < 3:
         return 0
     dims = output.dim() - 2  # (N, C, *spatial)
@@ -42,10 +46,18 @@ def upsample_ops(module: nn.Upsample, inputs: tuple[Any, ...], output: Any) -> i
             adaptive_taps(int(i), int(o)) for i, o in zip(x.shape[2:], output.shape[2:])
         )
         return int(output.shape[0]) * int(output.shape[1]) * taps
-    taps_per_dim = _TAPS.get(module.mode)
-    if taps_per_dim is None:  # nearest, nearest-exact: a gather
+    if module.mode in _GATHERS:
         return 0
-    return int(output.numel()) * interpolation_ops_per_output(taps_per_dim, dims)
+    return int(output.numel()) * interpolation_ops_per_output(_TAPS[module.mode], dims)
+
+
+def _prices_mode(module: nn.Upsample) -> bool:
+    """Whether :func:`upsample_ops` knows the module's mode (an unknown one is not a gather)."""
+    return module.mode in _TAPS or module.mode in _GATHERS or module.mode == "area"
+
+
+# a mode the formula does not know has the module's operators observed and counted
+setattr(upsample_ops, COVERS, _prices_mode)
 
 
 @register_ops(nn.PixelShuffle, nn.PixelUnshuffle, nn.ChannelShuffle, nn.Unfold)

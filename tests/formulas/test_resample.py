@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moduleprofiler.formulas.resample import interpolation_ops_per_output
+from moduleprofiler.formulas.resample import interpolation_ops_per_output, upsample_ops
+from moduleprofiler.registry import COVERS
 from tests.conftest import macs_of, ops_of
 
 
@@ -27,6 +28,20 @@ def test_interpolation_ops_per_output(taps: int, dims: int, expected: int) -> No
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
 def test_upsample_nearest_is_zero(mode: str) -> None:
     assert ops_of(nn.Upsample(scale_factor=2, mode=mode), torch.randn(1, 2, 3, 3)) == 0
+
+
+def test_an_upsample_mode_the_formula_does_not_know_is_unknown_not_a_free_gather() -> None:
+    up = nn.Upsample(scale_factor=2, mode="bilinear")
+    x = torch.randn(1, 2, 3, 3)
+    out = up(x)
+    up.mode = "lanczos"  # a mode a newer torch might add: F.interpolate of this one refuses it
+    # before: 0, as if it were a nearest-neighbour gather; now unknown, and the formula's
+    # covers test has such a module's operators observed and counted instead
+    assert upsample_ops(up, (x,), out) is None
+    assert getattr(upsample_ops, COVERS)(up) is False
+    assert all(getattr(upsample_ops, COVERS)(nn.Upsample(scale_factor=2, mode=mode))
+               for mode in ("nearest", "nearest-exact", "linear", "bilinear", "bicubic",
+                            "trilinear", "area"))
 
 
 def test_upsampling_nearest2d_is_zero() -> None:
