@@ -67,7 +67,8 @@ columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), f
   or any column name (e.g. backward_flops, ops_pct, output_bytes)
 """
 
-WHAT_DEFAULT = "params,io,ops"
+WHAT_SORTED = "params,io,ops"
+"""The columns after the sort column of ``--sort`` without ``--what``."""
 
 
 class CliError(Exception):
@@ -104,9 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "no real compute)")
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                         help="keyword argument for the factory (a Python literal or a string)")
-    parser.add_argument("--what", default=WHAT_DEFAULT,
-                        help=f"column groups or column names, comma-separated (default "
-                             f"{WHAT_DEFAULT}); backward runs a backward pass, time "
+    parser.add_argument("--what",
+                        help="column groups or column names, comma-separated (default: the "
+                             "columns of Python's profile.tree(): params, output shape, ops; "
+                             "shapes left out first to fit); backward runs a backward pass, time "
                              "per-module timing, memory a training-step memory pass")
     parser.add_argument("--generate", type=int, metavar="N",
                         help="profile generate() step by step for N new tokens (a Transformers "
@@ -302,7 +304,7 @@ def run_profile(options: argparse.Namespace) -> Any:
             raise CliError(f"cannot read profile {options.model}: {exc}") from exc
         frame = module_frame(saved)
         for group in ("time", "memory"):
-            if group in _items(options.what) and not columns_for([group], frame):
+            if group in _items(options.what or "") and not columns_for([group], frame):
                 raise CliError(f"--what {group}: the saved profile {options.model} holds no "
                                f"{group} measurements (they are not computed from a saved "
                                f"profile): run the model with --what {group}")
@@ -328,7 +330,7 @@ def run_profile(options: argparse.Namespace) -> Any:
             model = model.to(dtype)
     except Exception as exc:
         raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
-    groups = {group.strip() for group in options.what.split(",")}
+    groups = set(_items(options.what or ""))
     backward = any(g == "backward" or g.startswith(("backward_", "inclusive_backward_"))
                    for g in groups)
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
@@ -381,7 +383,7 @@ def run_generation(options: argparse.Namespace) -> GenerationProfile:
     if not callable(getattr(model, "generate", None)):
         raise CliError(f"--generate needs a model with generate(); {type(model).__name__} has "
                        "none")
-    groups = {group.strip() for group in options.what.split(",")}
+    groups = set(_items(options.what or ""))
     # the prompt only: an encoder-decoder's decoder starts from its start token
     inputs = {name: value for name, value in
               token_inputs(model, options.input_size, labels=False).items()
@@ -445,7 +447,9 @@ def _columns(profile: Any, what: str) -> list[str]:
 
 def make_view(profile: Any, options: argparse.Namespace) -> Any:
     """The tree (default), a flat table (``--sort``) or the top-k types (``--top``)."""
-    columns = _columns(profile, options.what)
+    # without --what, the view's own defaults: the same columns as Python's profile.tree()
+    # and profile.table(), whose shapes a width-fitting format (text, LaTeX) leaves out first
+    columns = _columns(profile, options.what or WHAT_SORTED)
     filters = {"max_depth": options.depth, "min_pct": options.min_pct,
                "include": options.include, "exclude": options.exclude}
     if options.top is not None:
@@ -457,7 +461,7 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
             sort.append(f"{options.sort}_pct")
         shown = ["calls", *sort, *(c for c in columns if c not in sort)]
         return profile.table(shown, sort_by=options.sort, **filters)
-    return profile.tree(columns, **filters)
+    return profile.tree(columns if options.what else None, **filters)
 
 
 def write_output(profile: Any, options: argparse.Namespace) -> None:
@@ -482,6 +486,8 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
             view.print(color=color, unicode=options.unicode, width=options.width,
                        fold=not options.no_fold)
             return
+        if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
+            given.pop("width")
         render, _ = split_options(given, entry.render)
         text = render_view(view, fmt, **render) or ""
     _emit(text, target, fmt)

@@ -34,7 +34,8 @@ def test_tree_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, TINY, "-i", "2x4")
     assert status == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0].split() == ["module", "params", "input", "output", "MACs", "ops", "ops", "%"]
+    # the columns of Python's profile.tree()
+    assert lines[0].split() == ["module", "params", "output", "MACs", "ops", "ops", "%"]
     assert lines[2].startswith("__root__ (Sequential)") and "58" in lines[2]  # 4*8+8 + 8*2+2
     assert lines[3].startswith("|-- 0 (Linear)") and lines[-3].startswith("`-- 2 (Linear)")
     assert lines[-2] == "total: params 58, MACs 96, FLOPs (2xMACs) 192, ops 208"  # 2 * 96
@@ -285,8 +286,8 @@ def test_width_and_no_fold(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--width", "40")
     assert status == 0 and max(len(line) for line in out.splitlines()) <= 40
     assert out.splitlines()[0].split() == ["module", "params", "ops", "%"]
-    assert "note: hidden to fit 40 columns: input,\n  output, ops, MACs" in out
-    status, wide, _ = run(capsys, TINY, "-i", "2x4", "--width", "0")
+    assert "note: hidden to fit 40 columns: output,\n  ops, MACs" in out
+    status, wide, _ = run(capsys, TINY, "-i", "2x4", "--width", "0", "--what", "params,io")
     assert status == 0 and "input" in wide.splitlines()[0]
     status, folded, _ = run(capsys, f"{ROOT / MODELS}:repeated", "-i", "2x4")
     assert status == 0 and "`-- 0-2 (Linear) x3" in folded
