@@ -168,9 +168,12 @@ class ModuleProfiler(LegacyPasses):
                 counted (a module or operator without a formula).
             backward: also run a backward pass (forward under grad mode, then the gradient of
                 ``loss_fn(output)`` — by default the sum of the floating outputs — with respect
-                to the trainable parameters) and attribute its operator counts to the module
-                call whose forward created the work (``CallRecord.backward_ops``/``_macs``).
-                Gradients are computed with ``torch.autograd.grad``: ``.grad`` is untouched.
+                to every leaf that requires grad, as ``loss.backward()`` would: the trainable
+                parameters, and input tensors that require grad, so a parameter-free loss or
+                block is differentiated through its input) and attribute its operator counts
+                to the module call whose forward created the work
+                (``CallRecord.backward_ops``/``_macs``). Gradients are computed with
+                ``torch.autograd.grad``: ``.grad`` is untouched.
             loss_fn: maps the model's output to a scalar for ``backward=True`` (default:
                 :func:`moduleprofiler.loss.default_loss`).
             listeners: extra :class:`~moduleprofiler.runner.Listener` objects run in the same
@@ -184,7 +187,8 @@ class ModuleProfiler(LegacyPasses):
                 forward failed and the original exception is chained.
             FormulaError: a formula raised or returned something that is not a count.
             LossError: ``backward=True`` and no loss can be derived from the output (pass
-                ``loss_fn``).
+                ``loss_fn``), nothing in the pass requires grad (no parameter, no input), or
+                the call runs under ``torch.inference_mode()``; the message says which.
             ProfilingError: with ``strict=True``, some work could not be counted.
         """
         check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, eval=eval, operators=operators,
