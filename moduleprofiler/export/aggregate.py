@@ -8,7 +8,11 @@ Two facts of the call tree decide what may be added up:
   inclusive values, so a module's inclusive value sums only its outermost calls;
 * a module that was never called itself but whose descendants ran (a ``ModuleList``, a
   ``ModuleDict``, a root whose ``pred_fn`` calls its children) is a *grouping*: it shows the
-  sum of its topmost descendant calls, and is not "never called".
+  sum of its topmost descendant calls, and is not "never called";
+* a module shared between blocks (one ``Linear`` registered in three blocks) has one path,
+  its first in ``named_modules()``, but its calls happen inside each block: a tree places
+  each call where it happened (:attr:`CallTree.placed`), so no child holds more work than
+  the block it is drawn under.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from moduleprofiler.records import ModuleStatus, ancestor_paths
 
 if TYPE_CHECKING:
     from moduleprofiler.export.columns import Aggregation
-    from moduleprofiler.records import ProfileData
+    from moduleprofiler.records import CallRecord, ProfileData
 
 
 def plain(values: Iterable[Any]) -> list[Any]:
@@ -89,6 +93,12 @@ class CallTree:
     """Grouping path -> rows of every call of its descendants."""
     group_top: dict[str, list[int]] = field(default_factory=dict)
     """Grouping path -> rows of its topmost descendant calls (not inside one another)."""
+    placed: list[str] = field(default_factory=list)
+    """Per row: the tree path the call is drawn at. Its module's path when the call ran
+    inside a call of the module's nearest called ancestor (by path); a call made outside
+    every such call (a shared module called by another block) is drawn under the call that
+    made it, as ``<caller's placed path>.<last part of its path>`` (``1.0`` for the shared
+    ``0.0`` called by block ``1``), and its descendants' calls follow it."""
     statuses: dict[str, ModuleStatus] = field(default_factory=dict)
     """Module path -> its status (:func:`moduleprofiler.records.module_statuses`)."""
 
@@ -113,6 +123,8 @@ def call_tree(profile: ProfileData) -> CallTree:
             yield records[above].path
             above = parent_row[above]
 
+    tree.placed = _placements(records, parent_row, set(tree.rows),
+                              {info.path for info in profile.modules})
     for row, record in enumerate(records):
         tree.outermost.append(record.path not in ancestors(row))
         for group in ancestor_paths(record.path):
@@ -122,6 +134,52 @@ def call_tree(profile: ProfileData) -> CallTree:
             if not any(_under(path, group) for path in ancestors(row)):
                 tree.group_top.setdefault(group, []).append(row)
     return tree
+
+
+def _placements(records: Sequence[CallRecord], parent_row: Sequence[int | None],
+                called: set[str], paths: set[str]) -> list[str]:
+    """:attr:`CallTree.placed` of each record (records in execution order, so a call's
+    enclosing calls are placed before it)."""
+    enclosing: list[int | None] = []  # the call of the nearest called ancestor around it
+    for row, record in enumerate(records):
+        anchor = next((above for above in reversed(ancestor_paths(record.path))
+                       if above in called), None)
+        above = parent_row[row] if anchor is not None else None
+        while above is not None and records[above].path != anchor:
+            above = parent_row[above]
+        enclosing.append(above)
+    # a module none of whose calls ran inside its ancestor's stays at its path: its own row
+    # is never left without the calls it made
+    outside = {record.path for row, record in enumerate(records)
+               if enclosing[row] is None and parent_row[row] is not None}
+    inside = {record.path for row, record in enumerate(records) if enclosing[row] is not None}
+    placed: list[str] = []
+    for row, record in enumerate(records):
+        path, around, caller = record.path, enclosing[row], parent_row[row]
+        if around is not None:  # follow the ancestor's call to where it is drawn
+            anchor = records[around].path
+            placed.append(_join(placed[around], path[len(anchor) + 1:] if anchor else path))
+        elif caller is None or path not in inside or path not in outside:
+            placed.append(path)
+        else:  # called from outside its ancestor's calls: drawn under the call that made it
+            name = _join(placed[caller], path.rpartition(".")[2])
+            if name in paths and name != path:  # another module's path: keep them apart
+                name = _join(placed[caller], path.replace(".", "/"))
+            placed.append(name)
+    return placed
+
+
+def _join(base: str, rest: str) -> str:
+    return f"{base}.{rest}" if base else rest
+
+
+def placed_calls(tree: CallTree, path: str) -> dict[str, list[int]]:
+    """The calls of the module at ``path`` by the tree path each is drawn at
+    (:attr:`CallTree.placed`): ``{path: rows}`` unless it is shared and called elsewhere."""
+    out: dict[str, list[int]] = {}
+    for row in tree.rows.get(path, []):
+        out.setdefault(tree.placed[row], []).append(row)
+    return out
 
 
 def combine(aggregation: Aggregation, values: Sequence[Any], rows: Sequence[int],

@@ -6,7 +6,8 @@ Siblings fold when they are adjacent, numbered (``0``, ``1``, ... or ``layer_0``
 ``layer_1``, ...: one prefix, consecutive numbers), have the same type, and their shown
 subtrees match row by row: the same relative paths, the same :data:`IDENTITY` facts (type,
 status, calls, parameters, shapes, counted ops and MACs), the same values in every shown
-column that is not summed, and shown values known or unknown in the same places. Quantities
+column that is not summed, and shown values known or unknown in the same places; and they
+hold no parameters or buffers in common (:data:`TENSOR_FACTS`). Quantities
 that add up (counts, bytes, times, calls, percentages) are summed, maxima take the largest; any
 other column keeps its value where the blocks agree and is unknown where they do not.
 """
@@ -34,6 +35,33 @@ IDENTITY = ("type", "ops_source", "calls", "params", "own_params", "input_shapes
 """What blocks must share, row by row, to be identical whatever columns are shown: structure
 and the counted (deterministic) facts. Measured columns (times, memory) are summed without
 having to agree."""
+
+
+TENSOR_FACTS = ("params", "trainable_params", "buffers", "param_bytes", "buffer_bytes")
+"""Columns that count tensors, each once per row: blocks that hold the same tensors (a
+module or a weight shared between them) cannot add theirs up. A run whose sum of one of
+them exceeds the value of the row it sits under shares tensors, and is not folded (each
+block keeps its own, true row)."""
+
+
+def _shares_tensors(frame: pd.DataFrame, run: list[int], parent: int | None,
+                    ends: list[int]) -> bool:
+    """Whether the blocks of ``run`` hold tensors in common: a shared module's calls drawn
+    inside them (rows whose tensor facts are unknown under a block whose are known: the
+    shared module's parameters are on its own row only), or their tensor counts adding up
+    to more than the row they sit under."""
+    for column in TENSOR_FACTS:
+        if column not in frame:
+            continue
+        values: list[Any] = [frame[column].iat[head] for head in run]
+        if not all(known(value) for value in values):
+            continue
+        drawn = any(not known(frame[column].iat[row])
+                    for head in run for row in range(head + 1, ends[head]))
+        whole: Any = frame[column].iat[parent] if parent is not None else None
+        if drawn or (known(whole) and sum(values) > whole):
+            return True
+    return False
 
 
 def _combine(spec: ColumnSpec) -> str:
@@ -122,7 +150,8 @@ def fold_tree(frame: pd.DataFrame, shown: Sequence[str]) -> pd.DataFrame:
         candidates = [k for k in kids if _NUMBERED.match(names[k].rpartition(".")[2])]
         keys = {k: _signature(frame, names, k, ends[k], checks) for k in candidates}
         for run in _runs(kids, names, keys):
-            heads[run[0]] = run
+            if not _shares_tensors(frame, run, parent_of[run[0]], ends):
+                heads[run[0]] = run
     if not heads:
         return frame
     rows: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ listeners wrote into ``CallRecord.metrics`` and every per-module column attached
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -20,6 +20,7 @@ import pandas as pd
 from moduleprofiler.export.aggregate import (
     CALLED,
     GROUPING,
+    CallTree,
     call_tree,
     combine,
     combine_group,
@@ -27,6 +28,7 @@ from moduleprofiler.export.aggregate import (
     max_known,
     never_called,
     outermost_of_type,
+    placed_calls,
     plain,
     sum_known,
 )
@@ -40,6 +42,7 @@ from moduleprofiler.export.columns import (
 from moduleprofiler.export.names import module_name, module_path
 
 if TYPE_CHECKING:
+    from moduleprofiler.export.columns import Aggregation
     from moduleprofiler.records import Aggregate, CallRecord, ModuleInfo
     from moduleprofiler.records import ProfileData as Profile
 
@@ -145,12 +148,17 @@ def _module_source(status: str, sources: list[str]) -> str:
     return kinds.pop() if len(kinds) == 1 else "unknown"
 
 
-def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
+                 by_caller: bool = False) -> pd.DataFrame:
     """One row per module (``named_modules()`` order, uncalled modules included). Each
     column combines the module's calls by its aggregation: own quantities are summed,
     inclusive ones summed over the outermost calls, shapes taken from the first call. A
     grouping (a container never called itself whose children ran) shows the sum of its
-    children's calls and ``ops_source == "grouping"``."""
+    children's calls and ``ops_source == "grouping"``.
+
+    ``by_caller`` (the tree's rows): a module shared between blocks has a row under each
+    block that called it, holding those calls (:attr:`CallTree.placed`); its parameters
+    (and buffers) are on its own row only, the others' are unknown (``<NA>``)."""
     calls = call_frame(profile) if calls is None else calls
     tree = call_tree(profile)
     specs = {name: column_spec(name, calls[name].dtype) for name in calls.columns
@@ -160,21 +168,28 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.Data
     values = {name: plain(calls[name]) for name in [*aggregations, "ops_source"]}
     sources = values["ops_source"]
     rows: list[dict[str, Any]] = []
+    elsewhere: list[dict[str, Any]] = []  # a shared module's calls drawn under their callers
     for info in profile.modules:
         status = tree.status(info.path)
-        own = tree.rows.get(info.path, [])
-        row: dict[str, Any] = {
-            "module": module_name(info.path), "type": info.type_name, "depth": info.depth,
-            "calls": len(own), **{name: getattr(info, name) for name in _MODULE_FACTS},
-        }
-        for name, aggregation in aggregations.items():
-            if status == GROUPING:
+        placed = placed_calls(tree, info.path) if by_caller else {}
+        own = placed.pop(info.path, []) if by_caller else tree.rows.get(info.path, [])
+        for at, rows_at in placed.items():
+            elsewhere.append({**_module_row(at, info, rows_at, tree, aggregations, values,
+                                            sources, facts=False), "_rows": rows_at,
+                              "_owner": info.path})
+        row = _module_row(info.path, info, own, tree, aggregations, values, sources)
+        if status == GROUPING:
+            for name, aggregation in aggregations.items():
                 row[name] = combine_group(aggregation, values[name], tree.group_top[info.path],
                                           tree.group_rows[info.path])
-            else:
-                row[name] = combine(aggregation, values[name], own, tree.outermost)
         row["ops_source"] = _module_source(status, [sources[i] for i in own])
-        rows.append(row)
+        rows.append({**row, "_owner": info.path})
+    split = {row["_owner"] for row in elsewhere}
+    for row in elsewhere:  # among the children of the module that made the calls
+        rows.insert(_position(rows, row, tree.rows), row)
+    owners = [row.pop("_owner") for row in rows]
+    for row in elsewhere:
+        del row["_rows"]
     order = ["module", "type", "depth", "calls", "params", "own_params", "trainable_params",
              "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes", "ops",
              "macs", "inclusive_ops", "inclusive_macs", "ops_source"]
@@ -186,10 +201,50 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None) -> pd.Data
         name for columns in profile.module_metrics.values() for name in columns))
     for name in attached:  # measured per-module columns (Profile.with_metrics) win
         combined = list(frame[name]) if name in frame else [None] * len(frame)
-        measured = [profile.module_metrics.get(info.path, {}).get(name, combined[row])
-                    for row, info in enumerate(profile.modules)]
+        # a shared module drawn under several callers: its per-module value covers all of
+        # their calls, so no one of its rows holds it (a per-call column still splits)
+        measured = [combined[row] if path in split
+                    else profile.module_metrics.get(path, {}).get(name, combined[row])
+                    for row, path in enumerate(owners)]
         frame[name] = typed_series(measured, value_spec(name, plain(measured)))
     return frame
+
+
+def _module_row(path: str, info: ModuleInfo, own: list[int], tree: CallTree,
+                aggregations: Mapping[str, Aggregation], values: dict[str, list[Any]],
+                sources: list[Any], facts: bool = True) -> dict[str, Any]:
+    """The row of ``info``'s calls ``own`` drawn at ``path``; ``facts=False``: parameters and
+    buffers unknown there (a shared module's are on its own row, once)."""
+    row: dict[str, Any] = {
+        "module": module_name(path), "type": info.type_name,
+        "depth": info.depth if path == info.path else path.count(".") + 1,
+        "calls": len(own),
+        **{name: getattr(info, name) if facts else None for name in _MODULE_FACTS},
+    }
+    for name, aggregation in aggregations.items():
+        row[name] = combine(aggregation, values[name], own, tree.outermost)
+    row["ops_source"] = _module_source(CALLED, [sources[i] for i in own])
+    return row
+
+
+def _position(rows: list[dict[str, Any]], drawn: dict[str, Any],
+              calls: dict[str, list[int]]) -> int:
+    """Where a shared module's row ``drawn`` goes among ``rows`` (pre-order): under the row
+    of the module that made its calls, before the first child of that row that started
+    later (children in the order they ran), else after that row's subtree."""
+    path = module_path(drawn["module"])
+    parent = path.rpartition(".")[0]
+    start = min(drawn["_rows"])
+    end = len(rows)
+    for index, row in enumerate(rows):
+        other = module_path(row["module"])
+        if other == parent or parent == "" or other.startswith(parent + "."):
+            end = index + 1
+            child = other.rpartition(".")[0] == parent and other != parent
+            first = row.get("_rows") or calls.get(other)
+            if child and first and min(first) > start:
+                return index
+    return end
 
 
 def _spec_of(name: str, calls: pd.DataFrame) -> ColumnSpec:

@@ -285,10 +285,20 @@ def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:
     return () if chosen else tuple(c for c in FIT_DROP_ORDER if c in shown)
 
 
-def _modules(profile: Profile) -> pd.DataFrame:
+def _modules(profile: Profile, by_caller: bool = False) -> pd.DataFrame:
     if not profile.modules:
         raise ValueError("the profile has no modules to show")
-    return module_frame(profile)
+    return module_frame(profile, by_caller=by_caller)
+
+
+def _shared_note(profile: Profile, frame: pd.DataFrame) -> tuple[str, ...]:
+    """The note under a tree that draws a shared module's calls under their callers."""
+    paths = {info.path for info in profile.modules}
+    drawn = [path for path in map(module_path, map(str, frame["module"])) if path not in paths]
+    if not drawn:
+        return ()
+    return (f"calls of a shared module drawn under the module that made them, its "
+            f"parameters on its own row only: {_listing(drawn)}",)
 
 
 # -- the views --------------------------------------------------------------------------------
@@ -302,7 +312,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
 
     ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
     total; ``include``/``exclude`` are glob patterns on module paths or type names."""
-    base = unknown_as_missing(_modules(profile))
+    base = unknown_as_missing(_modules(profile, by_caller=True))
     shown = list(columns) if columns is not None else _defaults(profile, TREE_COLUMNS, base)
     shown = [c for c in shown if c not in ("module", "type")]
     pct_column = f"{pct_of}_pct" if min_pct is not None else None
@@ -313,7 +323,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
                         pct_column=pct_column, include=include, exclude=exclude)
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
-                notes=profile_notes(profile),
+                notes=(*profile_notes(profile), *_shared_note(profile, base)),
                 optional=_optional(["type", *shown], columns is not None))
 
 

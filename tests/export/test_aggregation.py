@@ -105,3 +105,57 @@ def test_a_grouping_of_groupings() -> None:
     assert modules.loc["stages", "inclusive_ops"] == 72
     assert modules.loc["stages.0", "inclusive_ops"] == 64
     assert "never called" not in str(profile.tree())
+
+
+def _shared_blocks() -> tuple[nn.Module, Profile]:
+    """Issue 23, item 2: one Linear(8, 8) (8*8 + 8 = 72 parameters) in three blocks."""
+    shared = nn.Linear(8, 8)
+    blocks = nn.ModuleList([nn.Sequential(shared, nn.ReLU()) for _ in range(3)])
+
+    def run(x: Tensor) -> Tensor:
+        for block in blocks:
+            x = block(x)
+        return x
+
+    return blocks, ModuleProfiler().profile(blocks, torch.randn(4, 8), pred_fn=run)
+
+
+def test_a_shared_module_is_drawn_under_each_block_that_called_it() -> None:
+    _, profile = _shared_blocks()
+    tree = profile.tree(["calls", "params", "inclusive_ops"]).to_text(width=0, fold=False)
+    assert tree is not None
+    frame = profile.tree().frame.set_index("module")
+    # per call: Linear 4*8*(2*8-1) + 4*8 = 512 ops, ReLU 4*8 = 32; a block 544
+    for block in ("0", "1", "2"):
+        assert frame.loc[block, "inclusive_ops"] == 544 and frame.loc[block, "params"] == 72
+        assert frame.loc[f"{block}.0", "calls"] == 1  # all three sat under block 0 (x3, 1,536)
+        assert frame.loc[f"{block}.0", "inclusive_ops"] == 512
+    # its parameters once, on its own row; the rows drawn under blocks 1 and 2 have none
+    assert frame.loc["0.0", "params"] == 72
+    assert pd.isna(frame.loc["1.0", "params"]) and pd.isna(frame.loc["2.0", "params"])
+    assert list(frame.index) == ["__root__", "0", "0.0", "0.1", "1", "1.0", "1.1", "2",
+                                 "2.0", "2.1"]
+    assert "shared module" in tree and "1.0, 2.0" in tree
+    # the flat table keeps one row per module: the shared Linear's three calls together
+    table = profile.to_df(aggregate="module").set_index("module")
+    assert table.loc["0.0", "calls"] == 3 and table.loc["0.0", "inclusive_ops"] == 3 * 512
+
+
+def test_blocks_holding_a_shared_module_do_not_fold_into_more_parameters_than_the_model(
+        ) -> None:
+    _, profile = _shared_blocks()
+    folded = profile.tree().folded().frame.set_index("module")
+    # folded, "1-2 (Sequential) x2" showed 72 + 72 = 144 parameters of a 72-parameter model
+    assert (folded["params"].dropna() <= 72).all()
+    assert {"0", "1", "2"} <= set(folded.index) and "1-2" not in folded.index
+
+
+def test_tied_blocks_do_not_fold_their_parameters_twice() -> None:
+    # two blocks with the same weight tensor: each holds 16 + 4 = 20, the list 16 + 2 * 4
+    first, second = nn.Linear(4, 4), nn.Linear(4, 4)
+    second.weight = first.weight
+    blocks = nn.Sequential(nn.Sequential(first), nn.Sequential(second))
+    profile = ModuleProfiler().profile(blocks, torch.randn(2, 4))
+    folded = profile.tree().folded().frame.set_index("module")
+    assert folded.loc["__root__", "params"] == 24
+    assert "0-1" not in folded.index and folded.loc["0", "params"] == 20

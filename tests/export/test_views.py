@@ -93,8 +93,8 @@ def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
     """A timing and a memory column that no view knows about are shown, formatted by their
     suffix, totalled, charted and summarised."""
 
-    def with_engines(profile: object) -> pd.DataFrame:
-        frame = module_frame(profile)  # type: ignore[arg-type]
+    def with_engines(profile: object, **options: bool) -> pd.DataFrame:
+        frame = module_frame(profile, **options)  # type: ignore[arg-type]
         frame["forward_median_ms"] = [2.5, 1.0, 0.25, 1.0, 0.0004, 0.5, None, None]
         frame["forward_std_ms"] = 0.01
         frame["peak_bytes"] = [4096, 2048, 1024, 1024, 0, 1024, 0, None]
