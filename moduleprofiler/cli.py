@@ -91,7 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("model", help="package.module:factory, path/to/file.py:factory, "
                                       "hf:MODEL_TYPE or hf:path/to/config.json (a Transformers "
-                                      "model, -i BATCHxTOKENS, --arg config overrides), "
+                                      "model, -i BATCHxTOKENS, --arg config overrides; --arg "
+                                      "task=causal-lm|seq2seq-lm|base picks the head, default: "
+                                      "the base model of an encoder-only type such as bert, "
+                                      "else the first head the type has), "
                                       "or a profile saved as .json")
     parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
                         help="input shape such as 1x3x224x224, optionally :DTYPE "

@@ -20,8 +20,9 @@ from moduleprofiler.validate import check_choice
 
 Task = Literal["auto", "causal-lm", "seq2seq-lm", "base"]
 """Which head to build: ``causal-lm`` (``AutoModelForCausalLM``), ``seq2seq-lm``
-(``AutoModelForSeq2SeqLM``), ``base`` (``AutoModel``, no head); ``auto`` the first of these that
-knows the configuration."""
+(``AutoModelForSeq2SeqLM``), ``base`` (``AutoModel``, no head); ``auto`` the base model of an
+encoder-only type (BERT, RoBERTa: a masked-LM type that is no decoder), else the first of these
+that knows the configuration."""
 TASKS: tuple[str, ...] = ("auto", "causal-lm", "seq2seq-lm", "base")
 HF_PREFIX = "hf:"
 
@@ -76,6 +77,14 @@ def _for_model(transformers: Any, model_type: str, fields: dict[str, Any]) -> An
     return transformers.AutoConfig.for_model(model_type, **fields)
 
 
+def _encoder_only(transformers: Any, config: Any) -> bool:
+    """An encoder-only type: it has a masked-LM head, is not an encoder-decoder and its
+    configuration does not ask for a decoder."""
+    return (type(config) in transformers.AutoModelForMaskedLM._model_mapping
+            and not getattr(config, "is_encoder_decoder", False)
+            and not getattr(config, "is_decoder", False))
+
+
 def hf_model(source: Any, *, task: Task = "auto", device: str | torch.device = "meta",
              dtype: torch.dtype | None = None, **overrides: Any) -> nn.Module:
     """Build a Transformers model from its configuration (see :func:`hf_config`), in eval
@@ -95,6 +104,10 @@ def hf_model(source: Any, *, task: Task = "auto", device: str | torch.device = "
             "seq2seq-lm": transformers.AutoModelForSeq2SeqLM, "base": transformers.AutoModel}
     chosen = [task] if task != "auto" else [name for name in ("causal-lm", "seq2seq-lm", "base")
                                             if type(config) in auto[name]._model_mapping]
+    if task == "auto" and _encoder_only(transformers, config):
+        # BERT-like models also have a causal-LM head (BertLMHeadModel), which needs
+        # is_decoder=True and is not how they are used: their base model is the default
+        chosen = ["base"]
     if not chosen or type(config) not in auto[chosen[0]]._model_mapping:
         raise ValueError(f"transformers has no {task} model for {config.model_type!r}")
     kwargs = {} if dtype is None else {"dtype": dtype}

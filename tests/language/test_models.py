@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler.cli import main
 from moduleprofiler.language import hf_config, hf_model, text_inputs
 from tests.language.tiny import HIDDEN, VOCAB
 
@@ -100,3 +101,24 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
         hf_config(3)
     with pytest.raises(ValueError, match="seq_len"):
         text_inputs(hf_model("gpt2", n_layer=1), 1, 0)
+
+
+def test_encoder_only_types_default_to_their_base_model() -> None:
+    small = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+             "intermediate_size": 64, "vocab_size": VOCAB}
+    assert type(hf_model("bert", **small)).__name__ == "BertModel"
+    assert type(hf_model("roberta", **small)).__name__ == "RobertaModel"
+    # a decoder asked for, or a head named, is still built
+    assert type(hf_model("bert", is_decoder=True, **small)).__name__ == "BertLMHeadModel"
+    assert type(hf_model("bert", task="causal-lm", **small)).__name__ == "BertLMHeadModel"
+    # decoder-only types keep their causal-LM head
+    gpt2 = hf_model("gpt2", n_layer=1, n_embd=32, n_head=2, vocab_size=VOCAB)
+    assert type(gpt2).__name__ == "GPT2LMHeadModel"
+
+
+def test_task_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["hf:bert", "-i", "1x8", "--arg", "num_hidden_layers=1", "--arg", "hidden_size=32",
+            "--arg", "num_attention_heads=2", "--arg", "intermediate_size=64", "--depth", "0"]
+    assert main(argv) == 0 and "(BertModel)" in capsys.readouterr().out
+    assert main([*argv, "--arg", "task=causal-lm"]) == 0
+    assert "(BertLMHeadModel)" in capsys.readouterr().out
