@@ -39,7 +39,10 @@ def elide_name(name: str, limit: int) -> str:
 
     A dotted module path keeps its first part and its last two whole parts when they fit
     (``encoder...encoder_layer_11.mlp``): the leaf and its parent say what the module is, the
-    first part where it lives; otherwise (and for any other name) a quarter of the room goes to
+    first part where it lives. When that drops the last block index, which is what tells
+    repeated blocks apart, the path from that index on is kept whole and the start shortened
+    (``transfor...10.mlp.c_fc``, not ``transformer...mlp.c_fc`` for ``h.10`` and ``h.11``
+    alike); otherwise (and for any other name) a quarter of the room goes to
     the start and the rest to the end, where paths differ (``enc...ayer_0.self_attention``)."""
     if len(name) <= limit:
         return name
@@ -53,7 +56,14 @@ def elide_name(name: str, limit: int) -> str:
             if len(parts[0]) + len(part) + 1 + len(tail) > room:
                 break
             tail = f"{part}.{tail}"
-        if len(parts[0]) + len(tail) <= room:
+        # the block index (h.10 / h.11) is what tells repeated blocks apart: a tail that lost
+        # it keeps it, and the start gives up characters instead
+        index = next((i for i in range(len(parts) - 3, 0, -1) if parts[i].isdigit()), None)
+        if index is not None and not any(p.isdigit() for p in tail.split(".")):
+            numbered = ".".join(parts[index:])
+            if len(numbered) <= room:
+                return f"{name[:room - len(numbered)]}{ELLIPSIS}{numbered}"
+        elif len(parts[0]) + len(tail) <= room:
             return f"{parts[0]}{ELLIPSIS}{tail}"
     head = room // 4
     return f"{name[:head]}{ELLIPSIS}{name[len(name) - (room - head):]}"

@@ -48,6 +48,16 @@ def test_elide_name_keeps_the_ends() -> None:
     assert elide_name("encoder.layers.encoder_layer_11.self_attention", 30) == \
         "encode...yer_11.self_attention"  # 6 of 27 characters from the start, 21 from the end
     assert elide_name("short", 30) == "short"
+
+
+def test_elide_name_keeps_the_block_index_that_tells_rows_apart() -> None:
+    # "transformer...mlp.c_fc" (22 characters) was h.10's and h.11's name alike; the 11
+    # characters from the index on stay whole, the start gets the other 22 - 3 - 11 = 8
+    assert elide_name("transformer.h.10.mlp.c_fc", 22) == "transfor...10.mlp.c_fc"
+    assert elide_name("transformer.h.11.mlp.c_fc", 22) == "transfor...11.mlp.c_fc"
+    assert elide_name("transformer.h.11.mlp.c_fc", 16) == "tr...11.mlp.c_fc"
+    # a kept tail that already holds the index is left as it was
+    assert elide_name("model.layers.3.self_attn.q_proj", 30) == "model...3.self_attn.q_proj"
     assert all(len(elide_name("x" * 50, limit)) == limit for limit in (5, 12, 30))
 
 
