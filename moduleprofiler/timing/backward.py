@@ -8,8 +8,10 @@ activations, first layers, reused and identity modules all work.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +28,14 @@ from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import default_loss
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.clock import (
+    TimingWarning,
+    make_stamps,
+    resolve_device,
+    synchronize,
+)
+from moduleprofiler.timing.device_results import DeviceTimes
+from moduleprofiler.timing.device_trace import ClockName, choose_clock
 from moduleprofiler.timing.environment import (
     capture_environment,
     environment_warnings,
@@ -34,8 +43,9 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
-from moduleprofiler.timing.forward import validate_iterations
+from moduleprofiler.timing.forward import device_host_values, validate_iterations
 from moduleprofiler.timing.iteration import IterationTimes
+from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks, split_rounds
 from moduleprofiler.timing.ranges import RangeListener
@@ -95,6 +105,12 @@ class TrainingTiming(TimedModules):
     """Backward time of nodes created outside every module (the loss), per step."""
     method: str
     separate_passes: bool
+    host_forward: PhaseSamples | None = None
+    """Kernel clock: host time samples of the forward (``forward`` holds device times)."""
+    host_backward: PhaseSamples | None = None
+    """Kernel clock: host time samples of the backward (``backward`` holds device times)."""
+    device_times: DeviceTimes | None = None
+    """Kernel clock: launches, the device's idle share per module, booked share."""
 
     def _step_ratio(self, kind: str) -> float:
         hooked = self.hooked_phases_ms.get(kind, {}).get("step")
@@ -141,29 +157,56 @@ class TrainingTiming(TimedModules):
         return summarize(data, self.confidence) if data is not None else None
 
     def modules(self) -> tuple[TrainingModuleStats, ...]:
-        """Forward and backward statistics of every module, ``named_modules()`` order."""
+        """Forward and backward statistics of every module, ``named_modules()`` order: device
+        times under the kernel clock (no hook error in kernel durations), else the clock's."""
+        if self.device_times is not None:
+            return tuple(TrainingModuleStats(f, b) for f, b in zip(
+                self.forward.module_stats(self.layout, 0.0, 0.0, self.confidence),
+                self.backward.module_stats(self.layout, 0.0, 0.0, self.confidence)))
+        return self.host_modules()
+
+    def host_modules(self) -> tuple[TrainingModuleStats, ...]:
+        """Forward and backward statistics of the host times, with the calibrated hook cost
+        taken off in the ``corrected`` medians."""
         cal = self.calibration
+        forward = self.host_forward if self.host_forward is not None else self.forward
+        backward = self.host_backward if self.host_backward is not None else self.backward
         if self.separate_passes or math.isnan(cal.grad_per_call_ns):
-            fwd = self.forward.module_stats(self.layout, cal.attribution_ns / 1e6,
-                                            cal.per_call_ns / 1e6, self.confidence, True)
+            fwd = forward.module_stats(self.layout, cal.attribution_ns / 1e6,
+                                       cal.per_call_ns / 1e6, self.confidence, True)
         else:
             cost = cal.grad_per_call_ns / 1e6
-            fwd = self.forward.module_stats(self.layout, cost, cost, self.confidence)
+            fwd = forward.module_stats(self.layout, cost, cost, self.confidence, True)
         bwd_err = cal.backward_attribution_ns if not math.isnan(cal.backward_attribution_ns) \
             else 0.0
-        bwd = self.backward.module_stats(self.layout, bwd_err / 1e6, 0.0, self.confidence)
+        bwd = backward.module_stats(self.layout, bwd_err / 1e6, 0.0, self.confidence, True)
         return tuple(TrainingModuleStats(f, b) for f, b in zip(fwd, bwd))
 
     def module(self, path: str) -> TrainingModuleStats:
         """Statistics of the module at ``path`` (``""``/``"__root__"`` for the root)."""
         return self.modules()[self.layout.index(path)]
 
-    def module_columns(self) -> dict[str, dict[str, float | None]]:
+    def module_columns(self) -> dict[str, dict[str, Any]]:
         """Per module path: median forward (``time_median_ms``, ``self_time_median_ms``) and
-        backward (``backward_time_median_ms``, ``self_backward_time_median_ms``) times."""
+        backward (``backward_time_median_ms``, ``self_backward_time_median_ms``) times; under
+        the kernel clock instead the four host and device times of each phase
+        (``device_ms``, ``self_device_ms``, ``host_ms``, ``self_host_ms``, the backward's
+        prefixed ``backward_``) and each phase's ``time_bound``."""
         def median(summary: Summary | None) -> float | None:
             return summary.median if summary is not None else None
 
+        if self.device_times is not None:
+            out: dict[str, dict[str, Any]] = {}
+            for device, host in zip(self.modules(), self.host_modules()):
+                values = device_host_values(
+                    median(device.forward.inclusive), median(device.forward.exclusive),
+                    host.forward.corrected_median_ms, host.forward.self_corrected_median_ms)
+                backward = device_host_values(
+                    median(device.backward.inclusive), median(device.backward.exclusive),
+                    host.backward.corrected_median_ms, host.backward.self_corrected_median_ms)
+                values.update({f"backward_{k}": v for k, v in backward.items()})
+                out[device.path] = values
+            return out
         return {s.path: {"time_median_ms": median(s.forward.inclusive),
                          "self_time_median_ms": median(s.forward.exclusive),
                          "backward_time_median_ms": median(s.backward.inclusive),
@@ -172,10 +215,21 @@ class TrainingTiming(TimedModules):
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, float]]:
         """Per call ``(path, call_number)``: ``forward_ms``, ``self_forward_ms``,
-        ``backward_ms`` and ``self_backward_ms``, medians over the kept steps."""
+        ``backward_ms`` and ``self_backward_ms``, medians over the kept steps; under the
+        kernel clock ``device_ms``, ``self_device_ms``, ``host_ms``, ``self_host_ms`` and the
+        same prefixed ``backward_`` (host times raw, without the hook correction)."""
+        phases: list[tuple[PhaseSamples | None, tuple[str, str]]] = [
+            (self.forward, ("forward_ms", "self_forward_ms")),
+            (self.backward, ("backward_ms", "self_backward_ms"))]
+        if self.device_times is not None:
+            phases = [(self.forward, ("device_ms", "self_device_ms")),
+                      (self.backward, ("backward_device_ms", "self_backward_device_ms")),
+                      (self.host_forward, ("host_ms", "self_host_ms")),
+                      (self.host_backward, ("backward_host_ms", "self_backward_host_ms"))]
         out: dict[tuple[str, int], dict[str, float]] = {}
-        for phase, names in ((self.forward, ("forward_ms", "self_forward_ms")),
-                             (self.backward, ("backward_ms", "self_backward_ms"))):
+        for phase, names in phases:
+            if phase is None:
+                continue
             for key, values in phase.call_medians(self.layout).items():
                 out.setdefault(key, {}).update(zip(names, values))
         return out
@@ -342,6 +396,7 @@ def train_step_times(
     confidence: float = 0.95,
     progress: bool | None = None,
     ranges: bool = False,
+    clock: ClockName = "auto",
 ) -> TrainingTiming:
     """Time forward and backward of every module over training steps.
 
@@ -362,8 +417,10 @@ def train_step_times(
             stepped, parameter values afterwards. The optimizer's own state is not restored.
         overhead_fraction: hook-free steps per round relative to each hooked kind.
         warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress,
-            ranges: as in :func:`~moduleprofiler.timing.time_modules` (``ranges`` names the
-            backward of each call too).
+            ranges, clock: as in :func:`~moduleprofiler.timing.time_modules` (``ranges``
+            names the backward of each call too). Under the kernel clock (the default on
+            CUDA) a third kind of hooked step runs traced: the kernels each call's backward
+            nodes launch are its backward device time.
 
     Raises:
         ProfilingError: the forward raised (the message names the module);
@@ -375,8 +432,14 @@ def train_step_times(
     method_name = check_method(method)
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
-    calibration = calibrate_hooks(resolved, backward=True)
-    stamps = make_stamps(resolved)
+    mode, fallback = choose_clock(resolved, clock)
+    kernels = mode == "kernels"
+    host = torch.device("cpu") if kernels else resolved  # host times: the CPU clock
+    calibration = calibrate_hooks(host, backward=True)
+    stamps = make_stamps(host)
+    kernel_clock = KernelClock.on(module, backward=True) if kernels else None
+    traced: list[DeviceIteration] = []
+    outside = [0.0]
     outer = [RangeListener()] if ranges else []
     clocks = {"forward_hooks": ClockListener.on(module, stamps, outer=outer),
               "backward_hooks": ClockListener.on(module, stamps, backward=True, outer=outer)}
@@ -395,7 +458,12 @@ def train_step_times(
             return default_loss(output)
         return loss_fn(output, target) if target is not None else loss_fn(output)
 
-    def step(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
+    def step(stamp: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
+        def mark(name: str) -> None:
+            if kernels:  # host stamps: a phase ends when the device has done its work
+                synchronize(resolved)
+            stamp(name)
+
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
         for p in params:
@@ -430,6 +498,15 @@ def train_step_times(
                             names)
 
     def block(kind: str, count: int) -> None:
+        if kind == "traced":
+            assert kernel_clock is not None
+            with kernel_clock.installed(), kernel_clock.traced(resolved) as done:
+                for _ in range(count):
+                    step(lambda name: None, kernel_clock.run)
+            if keep[0] and done.iterations is not None:
+                traced.extend(done.iterations)
+                outside[0] += done.outside_ns
+            return
         if kind == "plain":
             for _ in range(count):
                 run_plain()
@@ -446,6 +523,8 @@ def train_step_times(
                 _preserved_parameters(module, restore and optimizer is not None), \
                 torch.enable_grad(), timing_context(num_threads):
             env = capture_environment(resolved)
+            if kernels:
+                block("traced", 1)  # the first profiler session starts CUPTI: not kept
             deadline = time.perf_counter() + warmup_seconds
             while time.perf_counter() < deadline:
                 for kind in ("forward_hooks", "backward_hooks", "plain"):
@@ -454,10 +533,13 @@ def train_step_times(
                 block(kind, drop_first)
             keep[0] = True
             before = minor_faults()
-            order = ["forward_hooks", "backward_hooks", "plain"]
+            order = ["forward_hooks", "backward_hooks", "plain"] + (["traced"] if kernels
+                                                                      else [])
             for r, (hooked, plain) in enumerate(zip(per_round, plain_round)):
-                for kind in order[r % 3:] + order[:r % 3]:
-                    block(kind, plain if kind == "plain" else hooked)
+                shift = r % len(order)
+                for kind in order[shift:] + order[:shift]:
+                    count = {"plain": plain, "traced": max(1, hooked // 4)}.get(kind, hooked)
+                    block(kind, count)
             after = minor_faults()
             if before is not None and after is not None:
                 faults = (after - before) / (2 * kept + sum(plain_round))
@@ -473,8 +555,19 @@ def train_step_times(
             rows.add_phases(kind, times.marks, names)
     env["minor_faults_per_iter"] = faults
     notes = environment_warnings(env, faults, resolved)
-    return rows.build(
+    if fallback is not None:
+        notes.insert(0, fallback)
+        warnings.warn(fallback, TimingWarning, stacklevel=2)
+    timing = rows.build(
         method=method_name, separate_passes=True, calibration=calibration,
         device=str(resolved), clock=stamps.kind, dropped=drop_first, confidence=confidence,
         environment=env, warnings=tuple(notes),
     )
+    if not kernels:
+        return timing
+    device_times = DeviceTimes.collect(traced, rows.layout, True, outside[0], None)
+    assert device_times.backward is not None
+    return dataclasses.replace(
+        timing, forward=device_times.samples, backward=device_times.backward,
+        host_forward=timing.forward, host_backward=timing.backward,
+        device_times=device_times, clock="cuda-kernels")

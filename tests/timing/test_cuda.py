@@ -26,7 +26,7 @@ def test_sleep_modules_timed_with_events():
     gpu_event_ms(long, x)  # warm the GPU up first: a cold first reading is ~10 % off
     truth = {"0": gpu_event_ms(short, x), "1": gpu_event_ms(long, x)}
     timing = time_modules(nn.Sequential(short, long), x, num_iters=20, drop_first=5,
-                          warmup_seconds=0.2, device="cuda")
+                          warmup_seconds=0.2, device="cuda", clock="events")
     assert timing.clock == "cuda-events"
     for path, expected in truth.items():
         measured = timing.module(path).inclusive.median
@@ -38,6 +38,6 @@ def test_sleep_modules_timed_with_events():
 def test_training_step_on_cuda():
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(inplace=True), nn.Linear(256, 10)).cuda()
     timing = train_step_times(model, torch.randn(64, 256, device="cuda"), num_iters=6,
-                              drop_first=2)
+                              drop_first=2, clock="events")
     assert timing.module("0").backward.inclusive.median > 0
     assert timing.clock == "cuda-events"

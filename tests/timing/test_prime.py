@@ -29,7 +29,8 @@ def test_first_module_on_an_idle_gpu_reads_its_kernel_not_the_launch():
     try:
         for prime in (default, 0.0):
             CudaStamps.prime_us = prime
-            timing = time_modules(model, x, num_iters=25, drop_first=5, warmup_seconds=0.1)
+            timing = time_modules(model, x, num_iters=25, drop_first=5, warmup_seconds=0.1,
+                                  clock="events")
             readings[prime] = timing.module("0").inclusive.median
     finally:
         CudaStamps.prime_us = default
