@@ -11,6 +11,7 @@ really holds, views and shared storages counted once.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -130,9 +131,13 @@ def cache_of(output: Any) -> Any:
 
 
 def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
-                           dtype: torch.dtype = torch.float32) -> int:
+                           dtype: torch.dtype | None = None) -> int:
     """``2 x layers x kv_heads x head_dim x tokens x batch_size x dtype size``: the bytes of a
     full-attention key/value cache of a decoder described by a Transformers ``config``.
+
+    ``dtype`` defaults to the configuration's own (``config.dtype``, ``torch_dtype`` in older
+    Transformers); a configuration that names none is assumed float32, with a
+    ``UserWarning`` saying so.
 
     NB: sliding-window layers hold at most their window, and latent-attention models (MLA)
     cache a compressed vector instead of keys and values: for those, measure a real cache with
@@ -154,8 +159,22 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = (getattr(text, "d_kv", None) or getattr(text, "head_dim", None)
                 or text.hidden_size // heads)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = torch.empty((), dtype=dtype or _config_dtype(config)).element_size()
     return 2 * layers * kv_heads * head_dim * tokens * batch_size * itemsize
+
+
+def _config_dtype(config: Any) -> torch.dtype:
+    """The dtype a configuration names, else float32 with a warning saying it was assumed."""
+    for name in ("dtype", "torch_dtype"):
+        value = config.__dict__.get(name) if hasattr(config, "__dict__") else None
+        if isinstance(value, str):
+            value = getattr(torch, value.removeprefix("torch."), None)
+        if isinstance(value, torch.dtype):
+            return value
+    warnings.warn(f"predict_kv_cache_bytes: the configuration ({type(config).__name__}) names "
+                  "no dtype, so float32 (4 bytes) was assumed; pass dtype= (e.g. "
+                  "torch.bfloat16) for the dtype the model runs in", UserWarning, stacklevel=3)
+    return torch.float32
 
 
 # -- reading the cache objects -------------------------------------------------------------------

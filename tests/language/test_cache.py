@@ -31,7 +31,8 @@ def test_dynamic_cache_with_grouped_query_attention() -> None:
     # 2 x 2 layers x 2 key/value heads (not the 4 query heads) x 16 x 8 tokens x batch 2
     # x 4 bytes = 8,192
     assert cache.total_bytes == formula(8, batch=2) == 8_192
-    assert cache.total_bytes == predict_kv_cache_bytes(model.config, 8, batch_size=2)
+    assert cache.total_bytes == predict_kv_cache_bytes(model.config, 8, batch_size=2,
+                                                       dtype=torch.float32)
     frame = cache.to_df()
     assert list(frame["kv_cache_bytes"]) == [4_096, 4_096]
     assert list(frame["key_bytes"]) == [2_048, 2_048]
@@ -90,9 +91,18 @@ def test_predictions_from_the_configuration() -> None:
     config = hf_config("llama")
     assert predict_kv_cache_bytes(config, 4_096, dtype=torch.float16) == 2 * 1024 ** 3
     # GPT-2 small: 12 layers x 12 heads x 64: 2 x 12 x 12 x 64 x 1,024 x 4 = 75,497,472
-    assert predict_kv_cache_bytes(hf_config("gpt2"), 1_024) == 75_497_472
+    assert predict_kv_cache_bytes(hf_config("gpt2"), 1_024, dtype=torch.float32) == 75_497_472
     # T5-small's decoder: 6 layers, 8 heads of d_kv 64
-    assert predict_kv_cache_bytes(hf_config("t5"), 100) == 2 * 6 * 8 * 64 * 100 * 4
+    assert predict_kv_cache_bytes(hf_config("t5"), 100, dtype=torch.float32) == \
+        2 * 6 * 8 * 64 * 100 * 4
+
+
+def test_the_dtype_is_the_configurations_else_the_assumption_is_said() -> None:
+    # the configuration's bfloat16: 2 bytes, 2 GiB for Llama-2-7B at 4,096 tokens (as above)
+    assert predict_kv_cache_bytes(hf_config("llama", dtype="bfloat16"), 4_096) == 2 * 1024 ** 3
+    # none named: float32 assumed, and said: 4 GiB
+    with pytest.warns(UserWarning, match="names no dtype, so float32 .* was assumed; pass dtype="):
+        assert predict_kv_cache_bytes(hf_config("llama"), 4_096) == 4 * 1024 ** 3
 
 
 def test_bad_input_is_refused() -> None:
