@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import warnings
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 
 from moduleprofiler.distributed.gathered import DistributedProfile
@@ -34,6 +38,13 @@ def gather(profile: Profile | BaseException, dst: int = 0,
             gloo backend (``monitored_barrier``); with other backends the process group's own
             timeout (``init_process_group(timeout=...)``) bounds the wait.
 
+    With NCCL the profiles travel through this rank's GPU: the group's bound device
+    (``init_process_group(device_id=...)``), else the current device
+    (``torch.cuda.set_device``). A rank that never chose one would send from ``cuda:0``, the
+    device of local rank 0, and both ranks would wait there for ever; ``gather`` then uses
+    ``cuda:LOCAL_RANK`` (set by ``torchrun``) and warns. Every rank leaves after a final
+    barrier, so none tears its process group down while another is still receiving.
+
     Raises:
         TypeError: ``profile`` is neither a ``Profile`` nor an exception.
         DistributedError: a rank failed, or did not arrive within ``timeout``.
@@ -45,6 +56,17 @@ def gather(profile: Profile | BaseException, dst: int = 0,
     if not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("gather: torch.distributed is not initialised "
                            "(call init_process_group first)")
+    device, warning = collective_device(
+        dist.get_backend(group), getattr(group or dist.group.WORLD, "bound_device_id", None),
+        _current_cuda_device(), _local_rank(), torch.cuda.device_count())
+    if warning is not None:
+        warnings.warn(warning, RuntimeWarning, stacklevel=2)
+    with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
+        return _gather(profile, dst, group, timeout)
+
+
+def _gather(profile: Profile | BaseException, dst: int, group: dist.ProcessGroup | None,
+            timeout: float | None) -> DistributedProfile | None:
     if timeout is not None:
         try:
             dist.monitored_barrier(group, timeout=timedelta(seconds=timeout),
@@ -64,6 +86,50 @@ def gather(profile: Profile | BaseException, dst: int = 0,
     me = dist.get_rank()
     texts: list[str] | None = [""] * dist.get_world_size(group) if me == dst else None
     dist.gather_object(json_text(profile, indent=None), texts, dst=dst, group=group)
+    # the other ranks wait until ``dst`` has every profile: one that left at once could destroy
+    # its process group under a transfer still in flight (gloo then aborts the process)
+    dist.barrier(group)
     if texts is None:
         return None
     return DistributedProfile(tuple(Profile.from_json(text) for text in texts))
+
+
+def collective_device(backend: str, bound: torch.device | None, current: int | None,
+                      local_rank: int | None, devices: int
+                      ) -> tuple[torch.device | None, str | None]:
+    """The CUDA device that this rank's object collectives must run on, and a warning when it
+    is not the current one: ``(None, None)`` where the group moves objects on the CPU (gloo,
+    or a ``cpu:gloo`` backend beside NCCL).
+
+    Args:
+        backend: ``dist.get_backend(group)``, e.g. ``"nccl"``, ``"gloo"``,
+            ``"cuda:nccl,cpu:gloo"``.
+        bound: the group's ``bound_device_id`` (``init_process_group(device_id=...)``).
+        current: ``torch.cuda.current_device()`` (``None`` without CUDA).
+        local_rank: ``LOCAL_RANK`` from the environment (``None`` when unset).
+        devices: ``torch.cuda.device_count()``.
+    """
+    if "nccl" not in backend or "cpu:" in backend:
+        return None, None
+    if bound is not None:
+        return bound, None
+    if current is None:
+        return None, None
+    if local_rank is not None and local_rank != current and current == 0 \
+            and local_rank < devices:
+        # cuda:0 is the default, not a choice: this rank never called set_device
+        return torch.device("cuda", local_rank), (
+            f"gather: local rank {local_rank} has cuda:0 as its current device, which local "
+            f"rank 0 uses too; its NCCL collectives would wait there for ever. gather runs "
+            f"them on cuda:{local_rank}; call torch.cuda.set_device(local_rank) before "
+            f"profiling so that every collective of your program runs there too")
+    return torch.device("cuda", current), None
+
+
+def _current_cuda_device() -> int | None:
+    return torch.cuda.current_device() if torch.cuda.is_available() else None
+
+
+def _local_rank() -> int | None:
+    value = os.environ.get("LOCAL_RANK", "")
+    return int(value) if value.isdigit() else None

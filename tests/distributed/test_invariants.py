@@ -80,9 +80,10 @@ def test_ddp_counts_per_rank_and_gradient_all_reduce_bytes(ranks: list[dict]) ->
 
 def _fsdp(rank: int, world_size: int) -> dict:
     model = mlp()
+    mesh = init_device_mesh("cpu", (world_size,))  # the default mesh is the GPU's, if any
     for layer in (model[0], model[2]):
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     listener = CommunicationListener()
     x = batch(rank)
     profile = ModuleProfiler().profile(model, x, backward=True, listeners=[listener])
