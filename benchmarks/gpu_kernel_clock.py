@@ -6,9 +6,11 @@ Run on a machine with CUDA (from the repository root)::
     PYTHONPATH=. python3 benchmarks/gpu_kernel_clock.py [--quick]
 
 Truth per block: hook-free iterations under the PyTorch profiler with one
-``record_function`` range per block (hooks on those few modules only), each block's kernel
-time read from the profiler's own event tree (the ``device_time_total`` of the operators
-inside the range): torch's attribution of kernels to operators, not our booking. Ours:
+``record_function`` range per block (hooks on those few modules only); each kernel goes to the
+block whose range holds the host operator torch linked it to (``linked_correlation_id``: the
+profiler's own link, not our booking by launch time); the backward's kernels go through the
+``evaluate_function`` node around their operator and its sequence number to the block whose
+forward created it. The first iteration of each profiler session is dropped. Ours:
 ``time_modules`` with default settings (the kernel clock), its
 ``device_ms`` per block. Also printed: the event clock's reading of the same blocks, the sum
 of self device times over the traced device time (coverage), the regime label, and the wall
@@ -30,11 +32,6 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from moduleprofiler.loss import default_loss
 from moduleprofiler.timing import time_modules, train_step_times
-
-
-def _device_us(event: Any) -> float:
-    total = getattr(event, "device_time_total", None)
-    return float(total if total is not None else event.cuda_time_total)
 
 
 class BlockRanges:
@@ -65,57 +62,90 @@ class BlockRanges:
 
 def traced_steps(step: Callable[[], None], iterations: int) -> list[Any]:
     """``iterations + 1`` steps in one profiler session, each inside a ``truth-step`` range;
-    the profiler's events of the steps after the first (the first of a session is dropped)."""
+    the profiler's raw (kineto) events. The first step of the session is dropped later."""
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(iterations + 1):
             with record_function("truth-step"):
                 step()
             torch.cuda.synchronize()
-    return list(prof.events())
+    return list(prof.profiler.kineto_results.events())  # type: ignore[union-attr]
 
 
-def _steps(events: list[Any]) -> list[tuple[float, float]]:
-    spans = sorted((e.time_range.start, e.time_range.end) for e in events
-                   if e.name == "truth-step")
-    return spans[1:]
+class RawTrace:
+    """The profiler's raw events, indexed the way torch links them: each kernel to the host
+    operator that was innermost when it launched (``linked_correlation_id``), each operator to
+    its thread and time."""
 
+    def __init__(self, events: list[Any]) -> None:
+        cpu = torch._C._autograd.DeviceType.CPU
+        self.ops: dict[int, Any] = {}
+        self.ranges: list[tuple[str, int, int, int]] = []  # (name, thread, start, end)
+        self.engine: list[tuple[int, int, int, int]] = []  # (sequence_nr, thread, start, end)
+        self.kernels: list[Any] = []
+        for event in events:
+            name = event.name()
+            start = event.start_ns()
+            end = start + event.duration_ns()
+            if event.device_type() == cpu:
+                if name.startswith("truth"):
+                    self.ranges.append((name, event.start_thread_id(), start, end))
+                elif name.startswith("autograd::engine::evaluate_function"):
+                    self.engine.append((event.sequence_nr(), event.start_thread_id(), start,
+                                        end))
+                if event.linked_correlation_id() == 0:  # an operator, not a runtime call
+                    self.ops[event.correlation_id()] = event
+            elif not event.is_user_annotation():
+                self.kernels.append(event)
+        steps = sorted((s, e) for n, _, s, e in self.ranges if n == "truth-step")
+        self.steps = steps[1:]  # the first step of the session is dropped
 
-def _step_of(event: Any, spans: list[tuple[float, float]]) -> int | None:
-    for k, (start, end) in enumerate(spans):
-        if start <= event.time_range.start <= end:
-            return k
-    return None  # the dropped first step, or outside every step
+    def step_of(self, time_ns: int) -> int | None:
+        for k, (start, end) in enumerate(self.steps):
+            if start <= time_ns <= end:
+                return k
+        return None
+
+    def block_at(self, thread: int, time_ns: int) -> str | None:
+        for name, range_thread, start, end in self.ranges:
+            if name.startswith("truth:") and range_thread == thread and start <= time_ns <= end:
+                return name[len("truth:"):]
+        return None
+
+    def launcher(self, kernel: Any) -> Any:
+        return self.ops.get(kernel.linked_correlation_id())
 
 
 def block_truth(model: nn.Module, x: Any, blocks: Sequence[str], iterations: int = 5,
                 ) -> dict[str, float]:
-    """Median per-iteration kernel time (ms) of each block in hook-free iterations: the
-    operators inside each block's range, each with its kernels and its children's (torch's
-    attribution; the range's own device_time_total also adds the span of its GPU-side
-    annotation, idle gaps included)."""
+    """Median per-iteration kernel time (ms) of each block in hook-free iterations: each
+    kernel goes to the block whose range holds the operator torch linked it to."""
     ranges = BlockRanges(model, blocks)
     try:
         with torch.no_grad():
             for _ in range(3):
                 invoke(model, x)
             torch.cuda.synchronize()
-            events = traced_steps(lambda: invoke(model, x), iterations)
+            trace = RawTrace(traced_steps(lambda: invoke(model, x), iterations))
     finally:
         ranges.remove()
-    spans = _steps(events)
-    sums = {name: [0.0] * len(spans) for name in blocks}
-    for event in events:
-        if event.name.startswith("truth:") and (k := _step_of(event, spans)) is not None:
-            sums[event.name[len("truth:"):]][k] += sum(
-                _device_us(child) for child in event.cpu_children) / 1e3
+    sums = {name: [0.0] * len(trace.steps) for name in blocks}
+    for kernel in trace.kernels:
+        op = trace.launcher(kernel)
+        if op is None:
+            continue
+        step = trace.step_of(op.start_ns())
+        block = trace.block_at(op.start_thread_id(), op.start_ns())
+        if step is not None and block is not None:
+            sums[block][step] += kernel.duration_ns() / 1e6
     return {name: statistics.median(values) for name, values in sums.items()}
 
 
 def backward_truth(model: nn.Module, x: Any, blocks: Sequence[str], iterations: int = 5,
                    ) -> dict[str, float]:
     """Median per-step backward kernel time (ms) of each block in hook-free training steps:
-    each ``autograd::engine::evaluate_function`` event goes to the block whose forward range
-    holds the operator of the same sequence number (torch's own forward/backward link)."""
+    a kernel launched inside an ``autograd::engine::evaluate_function`` event goes to the
+    block whose forward range holds the operator of the same sequence number (torch's own
+    forward/backward link)."""
     params = [p for p in model.parameters() if p.requires_grad]
 
     def step() -> None:
@@ -128,23 +158,28 @@ def backward_truth(model: nn.Module, x: Any, blocks: Sequence[str], iterations: 
         for _ in range(3):
             step()
         torch.cuda.synchronize()
-        events = traced_steps(step, iterations)
+        trace = RawTrace(traced_steps(step, iterations))
     finally:
         ranges.remove()
-    spans = _steps(events)
     owner: dict[int, str] = {}
-    frontier = [(e, e.name[len("truth:"):]) for e in events if e.name.startswith("truth:")]
-    while frontier:
-        event, name = frontier.pop()
-        if event.sequence_nr >= 0:
-            owner.setdefault(event.sequence_nr, name)
-        frontier.extend((child, name) for child in event.cpu_children)
-    sums = {name: [0.0] * len(spans) for name in blocks}
-    for event in events:
-        if (event.name.startswith("autograd::engine::evaluate_function")
-                and event.sequence_nr in owner
-                and (k := _step_of(event, spans)) is not None):
-            sums[owner[event.sequence_nr]][k] += _device_us(event) / 1e3
+    for op in trace.ops.values():
+        if op.sequence_nr() >= 0:
+            block = trace.block_at(op.start_thread_id(), op.start_ns())
+            if block is not None:
+                owner.setdefault(op.sequence_nr(), block)
+    sums = {name: [0.0] * len(trace.steps) for name in blocks}
+    for kernel in trace.kernels:
+        op = trace.launcher(kernel)
+        if op is None:
+            continue
+        thread, time_ns = op.start_thread_id(), op.start_ns()
+        inside = [e for e in trace.engine if e[1] == thread and e[2] <= time_ns <= e[3]]
+        if not inside:
+            continue
+        sequence = max(inside, key=lambda e: e[2])[0]  # the innermost node
+        step_index = trace.step_of(time_ns)
+        if sequence in owner and step_index is not None:
+            sums[owner[sequence]][step_index] += kernel.duration_ns() / 1e6
     return {name: statistics.median(values) for name, values in sums.items()}
 
 

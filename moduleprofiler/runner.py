@@ -50,6 +50,7 @@ import bisect
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -211,6 +212,26 @@ def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHan
             getattr(module, name).pop(key, None)
     for handle in handles:
         handle.remove()
+
+
+@dataclass(frozen=True)
+class SequenceMap:
+    """Which forward call created the autograd node of each sequence number, in one pass:
+    ``starts[i]`` is autograd's sequence counter at hook event ``i``, ``calls[i]`` the
+    innermost call from that event on (``None`` outside every call)."""
+
+    starts: list[int]
+    calls: list[Call | None]
+
+    @property
+    def first(self) -> int | None:
+        """The counter at the pass's first hook event (``None`` before any)."""
+        return self.starts[0] if self.starts else None
+
+    def owner(self, sequence: int) -> Call | None:
+        """The call that created the node numbered ``sequence`` (``None``: none did)."""
+        position = bisect.bisect_right(self.starts, sequence) - 1
+        return self.calls[position] if position >= 0 else None
 
 
 class PassRunner:
@@ -475,8 +496,12 @@ class PassRunner:
             return None
         if sequence == ACCUMULATE_SEQUENCE_NR:
             return self._owner_of_leaf(node)
-        position = bisect.bisect_right(self._seq_starts, sequence) - 1
-        return self._seq_calls[position] if position >= 0 else None
+        return self.sequence_map().owner(sequence)
+
+    def sequence_map(self) -> SequenceMap:
+        """The map from autograd sequence numbers to the calls of this pass (the lists are
+        replaced, not emptied, by :meth:`reset`: an earlier pass's map stays valid)."""
+        return SequenceMap(self._seq_starts, self._seq_calls)
 
     def _owner_of_leaf(self, node: Any) -> Call | None:
         if self._leaf_owners is None:  # built once, on the backward's first accumulation

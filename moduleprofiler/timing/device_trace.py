@@ -19,6 +19,13 @@ from moduleprofiler.timing.booking import Activity, ActivityKind, Launch, Range
 RANGE_PREFIX = "moduleprofiler:"
 """Names of the kernel clock's ranges start with this; the rest is the range's label."""
 
+ENGINE_PREFIX = "seq:"
+"""Label of an autograd node's evaluation (``autograd::engine::evaluate_function``, which also
+covers the engine's adding of gradients a tensor received from several consumers) followed by
+the node's sequence number: the runner's map gives the forward call that created it."""
+
+_ENGINE_EVENT = "autograd::engine::evaluate_function"
+
 _RUNTIME_PREFIXES = ("cu", "hip")
 """Host-side runtime calls that launch device work (``cudaLaunchKernel``, ``cuLaunchKernel``,
 ``cudaMemcpyAsync``, ``hipLaunchKernel``...)."""
@@ -89,10 +96,15 @@ def records_of(events: Any) -> TraceRecords:
     for event in events:
         name = event.name()
         if event.device_type() == cpu:
+            label = None
             if name.startswith(RANGE_PREFIX):
+                label = name[len(RANGE_PREFIX):]
+            elif name.startswith(_ENGINE_EVENT) and event.sequence_nr() >= 0:
+                label = f"{ENGINE_PREFIX}{event.sequence_nr()}"
+            if label is not None:
                 start = _start_ns(event)
-                records.ranges.append(Range(name[len(RANGE_PREFIX):], event.start_thread_id(),
-                                            start, start + _duration_ns(event)))
+                records.ranges.append(Range(label, event.start_thread_id(), start,
+                                            start + _duration_ns(event)))
                 continue
             linked = event.linked_correlation_id()
             if linked:

@@ -125,3 +125,62 @@ def test_clock_choice_on_the_cpu():
         choose_clock(torch.device("cpu"), "kernels")
     with pytest.raises(ValueError, match="clock must be one of"):
         choose_clock(torch.device("cpu"), "wall")
+
+
+def test_engine_ranges_carry_the_nodes_sequence_number():
+    cpu = torch._C._autograd.DeviceType.CPU
+    cuda = torch._C._autograd.DeviceType.CUDA
+    engine = _event("autograd::engine::evaluate_function: AddmmBackward0", cpu, 0, 100, 7,
+                    thread=2)
+    engine.sequence_nr = lambda: 42
+    accumulate = _event("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                        cpu, 200, 50, 8, thread=2)
+    accumulate.sequence_nr = lambda: -1  # AccumulateGrad has none: its own hooks name it
+    events = [engine, accumulate,
+              _event("aten::mm", cpu, 10, 50, 9, thread=2),
+              _event("cudaLaunchKernel", cpu, 20, 5, 30, linked=9, thread=2),
+              _event("gemm", cuda, 40, 6, 30, linked=9)]
+    records = records_of(events)
+    assert records.ranges == [Range("seq:42", 2, 0, 100)]
+    assert book(records.ranges, records.launches, records.activities).own_ns("seq:42") == 6
+
+
+class _Twice(torch.nn.Module):
+    """Uses its input twice: the engine adds the two gradients it receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(3, 3)
+        self.b = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.b(self.a(x)) * x
+
+
+def test_backward_device_time_goes_to_the_call_that_created_the_node():
+    from moduleprofiler.timing.booking import Booking
+    from moduleprofiler.timing.kernel_clock import KernelClock
+
+    model = _Twice()
+    clock = KernelClock.on(model, backward=True)
+    x = torch.randn(2, 3, requires_grad=True)
+    with clock.installed():
+        clock._calls, clock._sequences = [], []
+        output = clock.run(lambda: model(x))
+    calls = clock._calls[0]
+    by_path = {call.path: call.index for call in calls}
+    mul = output.grad_fn                                 # made by the root's own code
+    addmm_b = mul.next_functions[0][0]                   # b's Linear
+    addmm_a = next(node for node, _ in addmm_b.next_functions  # a's Linear, b's input
+                   if node is not None and node.name() == "AddmmBackward0")
+    booking = Booking()
+    for node, ns in ((mul, 5), (addmm_b, 7), (addmm_a, 11)):
+        booking.own[f"seq:{node._sequence_nr()}"] = [Activity(node._sequence_nr(), 0, ns)]
+    booking.own["seq:999999"] = [Activity(0, 0, 13)]    # a node made after the pass (a loss)
+    engine = clock._engine_ns(booking)
+    assert engine[0] == {by_path[""]: 5, by_path["b"]: 7, by_path["a"]: 11}
+    assert engine[-1] == {-1: 13}
+    # own backward device time per call, and inclusive: the root holds 5 + 7 + 11 = 23
+    times = clock._iteration_of(0, calls, booking, engine[0]).times
+    assert times.call_bwd_exclusive.tolist() == [5, 11, 7]
+    assert times.call_bwd_inclusive[by_path[""]] == 23
