@@ -46,3 +46,29 @@ def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[s
                 and module.norm1.eps == module.norm2.eps and attn.num_heads % 2 == 0):
             found.append(path or ROOT_NAME)
     return found
+
+
+def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
+    """The module whose calls a hooked timing pass times, and a note when it is not
+    ``module`` itself.
+
+    A ``torch.compile(model)`` wrapper runs one compiled graph; hooks on its modules break
+    that graph at every module, so per-module times of it would describe neither the compiled
+    model nor the eager one. Its original module (``_orig_mod``) is timed instead, eagerly,
+    and the note says so. A module compiled in place (``model.compile()``) cannot be unwrapped
+    without changing it: ``ValueError``.
+    """
+    original = getattr(module, "_orig_mod", None)
+    if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+        return original, (
+            "the model is torch.compile'd: hooks would break its compiled graph at every "
+            "module, so the per-module times are of its original module run eagerly "
+            "(_orig_mod); benchmark() of the compiled model gives its real latency")
+    for path, sub in module.named_modules():
+        if getattr(sub, "_compiled_call_impl", None) is not None:
+            raise ValueError(
+                f"module {path or ROOT_NAME!r} was compiled in place (.compile()): hooks "
+                "would break its compiled graph at every module and time pieces of it. Time "
+                "the model before calling .compile(), or torch.compile(model) (whose original "
+                "module is then timed eagerly, with a note)")
+    return module, None

@@ -85,13 +85,15 @@ def leaves_of(loss: torch.Tensor) -> list[torch.Tensor]:
     if loss.grad_fn is None:
         return [loss] if loss.requires_grad else []
     leaves: list[torch.Tensor] = []
-    seen: set[int] = set()
+    # visited nodes are kept alive: a node's Python object may be made anew on each access and
+    # freed after it, and a freed object's id is reused (seen on torch 2.11)
+    seen: dict[int, Any] = {}
     pending: list[Any] = [loss.grad_fn]
     while pending:
         node = pending.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor) and is_accumulation(node):
             leaves.append(variable)

@@ -60,7 +60,8 @@ def _points(profile: Profile, prefix: str, peaks: DevicePeaks, dtype: str | None
             "name": f"{module_name(path)} ({record.type_name})",
             "x": float(x), "y": float(y) * 1e12,
             "bound": metrics.get(prefix + "bound"),
-            "time": metrics.get(f"self_{prefix}time_median_ms") or 0.0,
+            "time": (metrics.get(f"self_{prefix}device_ms")
+                     or metrics.get(f"self_{prefix}time_median_ms") or 0.0),
             "dtype": dtype or compute_dtype((*record.output_dtypes, *record.input_dtypes),
                                             record.macs, peaks, tf32)})
     return points, missing

@@ -42,10 +42,21 @@ class EfficiencyWarning(UserWarning):
     """Some module's achieved rate exceeds the device's peak."""
 
 
-_PHASES = (("", "ops", "moved_bytes", "launches", "self_forward_ms", "self_time_median_ms"),
+_PHASES = (("", "ops", "moved_bytes", "launches", ("self_device_ms", "self_forward_ms"),
+            ("self_device_ms", "self_time_median_ms")),
            ("backward_", "backward_ops", "backward_moved_bytes", "backward_launches",
-            "self_backward_ms", "self_backward_time_median_ms"))
-"""(column prefix, ops, bytes, launches, per-call self time, per-module self time)."""
+            ("self_backward_device_ms", "self_backward_ms"),
+            ("self_backward_device_ms", "self_backward_time_median_ms")))
+"""(column prefix, ops, bytes, launches, per-call self time, per-module self time): the
+kernel clock's device time where the profile has it, else the clock's time."""
+
+
+def _first(values: dict[str, Any], names: tuple[str, ...]) -> Any:
+    """The value of the first of ``names`` that ``values`` holds (``None``: none)."""
+    for name in names:
+        if values.get(name) is not None:
+            return values[name]
+    return None
 
 for _prefix in ("", "backward_"):
     register_column(f"{_prefix}intensity", "number", f"{_prefix.replace('_', ' ')}FLOP/byte",
@@ -174,7 +185,7 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
             if prefix and values.get(moved) is None:
                 continue
             found = roofline(values.get(ops), values.get(moved), values.get(launches),
-                             values.get(seconds), flops_peak, peaks, overhead_share)
+                             _first(values, seconds), flops_peak, peaks, overhead_share)
             columns.update({prefix + name: value for name, value in found.items()})
         records.append(dataclasses.replace(record, metrics={**record.metrics, **columns}))
     modules: dict[str, dict[str, Any]] = {}
@@ -187,9 +198,9 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
                     for r in calls]
             if prefix and rows[0].get(moved) is None:
                 continue
-            time_ms = measured.get(module_seconds)
+            time_ms = _first(measured, module_seconds)
             if time_ms is None:
-                time_ms = sum_known(row.get(seconds) for row in rows)
+                time_ms = sum_known(_first(row, seconds) for row in rows)
             found = roofline(sum_known(row.get(ops) for row in rows),
                              sum_known(row.get(moved) for row in rows),
                              sum_known(row.get(launches) for row in rows), time_ms, flops_peak,

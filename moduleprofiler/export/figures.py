@@ -100,6 +100,8 @@ def save_figure(figure: Figure, path: str | os.PathLike[str] | None) -> None:
 
 def _columns(metric: str, available: Sequence[str]) -> tuple[str, str, str]:
     """``(own column, inclusive column, axis label)`` of ``metric``."""
+    if metric == "time" and "device_ms" in available:  # the kernel clock's device time
+        return "self_device_ms", "device_ms", "device time"
     if metric in _METRICS:
         own, inclusive, label = _METRICS[metric]
         if inclusive not in available:

@@ -186,7 +186,11 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
         "flops": ["inclusive_flops"],
         "backward": list(BACKWARD_COLUMNS),
         "bytes": ["param_bytes", "buffer_bytes", "output_bytes"],
-        "time": [c for c in measured if column_spec(c).kind == "time"],
+        # each time once (a per-call column whose per-module twin the frame holds is the
+        # same quantity), with the kernel clock's regime label
+        "time": [c for c in measured if column_spec(c).kind == "time"
+                 and _PER_MODULE_TIME.get(c) not in frame]
+        + [c for c in ("time_bound", "backward_time_bound") if c in frame],
         "memory": [c for c in measured if column_spec(c).kind == "bytes"],
     }
     out: list[str] = []

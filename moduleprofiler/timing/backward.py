@@ -23,6 +23,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
+from moduleprofiler.codepaths import CodePathWarning, eager_module
 from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import default_loss
@@ -204,7 +205,8 @@ class TrainingTiming(TimedModules):
                 backward = device_host_values(
                     median(device.backward.inclusive), median(device.backward.exclusive),
                     host.backward.corrected_median_ms, host.backward.self_corrected_median_ms)
-                values.update({f"backward_{k}": v for k, v in backward.items()})
+                values.update({(f"self_backward_{k[5:]}" if k.startswith("self_")
+                                else f"backward_{k}"): v for k, v in backward.items()})
                 out[device.path] = values
             return out
         return {s.path: {"time_median_ms": median(s.forward.inclusive),
@@ -430,6 +432,9 @@ def train_step_times(
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     method_name = check_method(method)
+    module, compiled = eager_module(module)
+    if compiled is not None:
+        warnings.warn(compiled, CodePathWarning, stacklevel=2)
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     mode, fallback = choose_clock(resolved, clock)
@@ -555,6 +560,8 @@ def train_step_times(
             rows.add_phases(kind, times.marks, names)
     env["minor_faults_per_iter"] = faults
     notes = environment_warnings(env, faults, resolved)
+    if compiled is not None:
+        notes.insert(0, compiled)
     if fallback is not None:
         notes.insert(0, fallback)
         warnings.warn(fallback, TimingWarning, stacklevel=2)
@@ -563,9 +570,16 @@ def train_step_times(
         device=str(resolved), clock=stamps.kind, dropped=drop_first, confidence=confidence,
         environment=env, warnings=tuple(notes),
     )
-    if not kernels:
+    return with_device_times(timing, traced, outside[0]) if kernels else timing
+
+
+def with_device_times(timing: TrainingTiming, traced: list[DeviceIteration],
+                      outside_ns: float) -> TrainingTiming:
+    """``timing`` (host times from the CPU clock) with the kernel clock's traced steps: the
+    device times become its forward and backward samples, the host times stay beside them."""
+    if not traced:
         return timing
-    device_times = DeviceTimes.collect(traced, rows.layout, True, outside[0], None)
+    device_times = DeviceTimes.collect(traced, timing.layout, True, outside_ns, None)
     assert device_times.backward is not None
     return dataclasses.replace(
         timing, forward=device_times.samples, backward=device_times.backward,

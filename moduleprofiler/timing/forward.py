@@ -25,7 +25,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
+from moduleprofiler.codepaths import CodePathWarning, eager_module, fast_path_changes
 from moduleprofiler.export.names import module_name
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
@@ -352,13 +352,16 @@ def time_modules(
     validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    module, compiled = eager_module(module)
+    if compiled is not None:
+        warnings.warn(compiled, CodePathWarning, stacklevel=2)
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     kept = num_iters - drop_first
     per_round, plain_round = split_rounds(kept, rounds, 8, overhead_fraction if
                                           measure_overhead else 0.0)
 
-    notes: list[str] = []
+    notes: list[str] = [compiled] if compiled is not None else []
     changed = fast_path_changes(module, eval, grad_enabled=False)
     if changed:
         message = (

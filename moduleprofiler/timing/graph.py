@@ -33,13 +33,15 @@ def call_graph(runner: PassRunner, outer: Call, output: Any) -> CallGraph:
     """The nodes created during the outermost call ``outer``, reachable from ``output``."""
     found = CallGraph()
     roots = {id(t.grad_fn): t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None}
-    seen: set[int] = set()
+    # visited nodes are kept alive: a node's Python object may be made anew on each access
+    # and freed after it, and a freed object's id is reused (seen on torch 2.11)
+    seen: dict[int, Any] = {}
     frontier: list[tuple[Any, int]] = [(node, -1) for node in roots.values()]
     while frontier:
         node, consumer = frontier.pop()
         if id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         number = int(node._sequence_nr())
         if number == ACCUMULATE_SEQUENCE_NR:
             found.accumulate.append((node, consumer))

@@ -119,16 +119,22 @@ class KernelClock(Listener):
                     handle.remove()
             self._accumulate.clear()
 
-    def run(self, invoke: Callable[[], Any]) -> Any:
-        """One iteration: ``invoke()`` with every call named; a failing forward names its
-        module."""
+    def begin(self) -> None:
+        """Start an iteration: the calls from now on (the model called directly, as in a
+        user's own training loop) are its calls."""
         runner = self.runner
         assert runner is not None
         runner.reset()
         self._iteration = len(self._calls)
         self._calls.append(runner.calls)
         self._sequences.append(runner.sequence_map())
-        return runner.run(invoke)
+
+    def run(self, invoke: Callable[[], Any]) -> Any:
+        """One iteration: ``invoke()`` with every call named; a failing forward names its
+        module."""
+        assert self.runner is not None
+        self.begin()
+        return self.runner.run(invoke)
 
     @contextmanager
     def traced(self, device: torch.device) -> Iterator[TracedBlock]:

@@ -22,6 +22,7 @@ profiled step ends with one device synchronisation (to read its events).
 
 from __future__ import annotations
 
+import warnings
 from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
@@ -35,9 +36,12 @@ from moduleprofiler.timing.backward import (
     StepRows,
     TrainingTiming,
     check_method,
+    with_device_times,
 )
-from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.clock import TimingWarning, make_stamps, resolve_device
+from moduleprofiler.timing.device_trace import ClockName, choose_clock
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
+from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock, TracedBlock
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.overhead import calibrate_hooks
 from moduleprofiler.timing.results import ModelLayout
@@ -57,11 +61,15 @@ class TrainingProfiler:
             backward hooks' cost; ``False`` takes both from every profiled step.
         device: whose clock to use (default: the model's).
         confidence: level of the medians' confidence intervals.
+        clock: as in :func:`~moduleprofiler.timing.time_modules`. Under the kernel clock (the
+            default on CUDA) every third profiled step runs inside a PyTorch profiler session
+            (the device times); the others give the host times.
     """
 
     def __init__(self, model: nn.Module, *, start_step: int = 0, stop_step: int | None = None,
                  method: BackwardMethod = "auto", alternate: bool = True,
-                 device: str | torch.device | None = None, confidence: float = 0.95) -> None:
+                 device: str | torch.device | None = None, confidence: float = 0.95,
+                 clock: ClockName = "auto") -> None:
         if start_step < 0 or (stop_step is not None and stop_step <= start_step):
             raise ValueError(
                 f"need 0 <= start_step < stop_step, got start_step={start_step}, "
@@ -75,15 +83,23 @@ class TrainingProfiler:
         self.device = resolve_device(model, None, device)
         self.confidence = confidence
         self.step_index = 0
-        self._stamps = make_stamps(self.device)
+        mode, self._fallback = choose_clock(self.device, clock)
+        if self._fallback is not None:
+            warnings.warn(self._fallback, TimingWarning, stacklevel=2)
+        host = torch.device("cpu") if mode == "kernels" else self.device
+        self._kernels = KernelClock.on(model, backward=True) if mode == "kernels" else None
+        self._block: TracedBlock | None = None
+        self._traced: list[DeviceIteration] = []
+        self._outside_ns = 0.0
+        self._stamps = make_stamps(host)
         self._forward = ClockListener.on(model, self._stamps)
         self._backward = ClockListener.on(model, self._stamps, backward=True)
         self._rows = StepRows(ModelLayout.of(model))
-        self._current: ClockListener | None = None
+        self._current: ClockListener | KernelClock | None = None
         self._hooks: ExitStack | None = None
         self._entered = False
         self._environment: dict[str, Any] = {}
-        self._calibration = calibrate_hooks(self.device, backward=True)
+        self._calibration = calibrate_hooks(host, backward=True)
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> TrainingProfiler:
@@ -108,7 +124,7 @@ class TrainingProfiler:
 
     def step(self) -> None:
         """Mark the end of a training step (call it once per step, after the optimizer)."""
-        self._flush()
+        self._flush(restart=False)
         self.step_index += 1
         self._sync_hooks()
 
@@ -121,11 +137,14 @@ class TrainingProfiler:
         notes = environment_warnings(env, None, self.device)
         if not self._rows.fwd and not self._rows.bwd:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
-        return self._rows.build(
+        if self._fallback is not None:
+            notes.insert(0, self._fallback)
+        timing = self._rows.build(
             method=self.method, separate_passes=self.alternate and bool(self._rows.fwd),
             calibration=self._calibration, device=str(self.device), clock=self._stamps.kind,
             dropped=0, confidence=self.confidence, environment=env, warnings=tuple(notes),
         )
+        return with_device_times(timing, self._traced, self._outside_ns)
 
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
@@ -141,27 +160,37 @@ class TrainingProfiler:
         return self.step_index >= self.start_step and (
             self.stop_step is None or self.step_index < self.stop_step)
 
-    def _wanted(self) -> ClockListener | None:
+    def _wanted(self) -> ClockListener | KernelClock | None:
         if not (self._entered and self._in_window()):
             return None
-        if not self.alternate:
-            return self._backward
-        # window steps 0, 2, 4, ...: backward hooks; 1, 3, 5, ...: forward hooks only. The
-        # first being a backward-hook step, a block without step() calls gets both.
-        return self._backward if (self.step_index - self.start_step) % 2 == 0 \
-            else self._forward
+        # window steps 0, 2, 4, ...: backward hooks; 1, 3, 5, ...: forward hooks only (the
+        # first being a backward-hook step, a block without step() calls gets both); under
+        # the kernel clock every third step is traced instead
+        kinds: list[ClockListener | KernelClock] = [self._backward]
+        if self.alternate:
+            kinds.append(self._forward)
+        if self._kernels is not None:
+            kinds.append(self._kernels)
+        return kinds[(self.step_index - self.start_step) % len(kinds)]
 
     def _sync_hooks(self) -> None:
         wanted = self._wanted()
-        if wanted is self._current:
+        if wanted is not None and wanted is self._current:
+            wanted.begin()  # the same clock goes on: the next step starts
+            if isinstance(wanted, ClockListener):
+                wanted.mark("start")
             return
         self._uninstall()
         if wanted is not None:
             self._hooks = ExitStack()
             self._hooks.enter_context(wanted.installed())
             self._current = wanted
-            wanted.begin()
-            wanted.mark("start")
+            if isinstance(wanted, KernelClock):
+                self._block = self._hooks.enter_context(wanted.traced(self.device))
+                wanted.begin()
+            else:
+                wanted.begin()
+                wanted.mark("start")
 
     def _uninstall(self) -> None:
         if self._hooks is not None:
@@ -173,6 +202,16 @@ class TrainingProfiler:
         """Close the open step: resolve its stamps and store it (if anything ran)."""
         clock = self._current
         if clock is None:
+            return
+        if isinstance(clock, KernelClock):  # the session ends: its steps are booked
+            self._uninstall()
+            block, self._block = self._block, None
+            if block is not None and block.iterations:
+                self._traced.extend(step for step in block.iterations
+                                    if step.call_launches.size)
+                self._outside_ns += block.outside_ns
+            if restart:
+                self._sync_hooks()
             return
         clock.mark("end")
         times = clock.resolve(clock.snapshot())

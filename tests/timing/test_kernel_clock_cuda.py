@@ -134,3 +134,38 @@ def test_backward_kernels_are_booked_to_the_call_that_created_their_node():
         assert columns[path]["backward_time_bound"] == "device"
     assert columns[""]["backward_device_ms"] == pytest.approx(sum(truth.values()), rel=0.03,
                                                               abs=0.02)
+
+
+def test_a_live_training_loop_gets_device_and_host_times():
+    from moduleprofiler.timing import TrainingProfiler
+
+    model = nn.Sequential(SpinBackward(1_000_000), nn.Linear(4, 4)).cuda()
+    x = torch.zeros(8, 4, device="cuda", requires_grad=True)
+    truth = gpu_event_ms(GpuSleep(1_000_000), x.detach())
+    with TrainingProfiler(model, start_step=1, stop_step=10) as prof:
+        for _ in range(12):
+            model(x).sum().backward()
+            prof.step()
+    timing = prof.result()
+    assert timing.clock == "cuda-kernels"
+    columns = timing.module_columns()
+    # 9 profiled steps: 3 each with backward hooks, forward hooks, and traced
+    assert timing.forward.iterations == 3
+    assert columns["0"]["backward_device_ms"] == pytest.approx(truth, rel=0.03, abs=0.01)
+    assert columns["0"]["backward_host_ms"] is not None
+    assert not model[0]._forward_hooks and not model._forward_pre_hooks
+
+
+def test_the_profile_views_show_host_and_device_time():
+    from moduleprofiler import ModuleProfiler
+
+    model = nn.Sequential(GpuSleep(1_000_000), nn.Sequential(GpuSleep(200_000)))
+    x = torch.zeros(1, device="cuda")
+    profiler = ModuleProfiler()
+    timed = profiler.profile(model, x).with_timing(time_modules(model, x, **FAST))
+    frame = timed.to_df("module").set_index("module")
+    for column in ("device_ms", "self_device_ms", "host_ms", "self_host_ms", "time_bound"):
+        assert column in frame.columns
+    assert frame.loc["1", "device_ms"] == pytest.approx(frame.loc["1.0", "device_ms"])
+    text = timed.tree(columns=["self_host_ms", "host_ms", "self_device_ms", "device_ms"])
+    assert "self device" in str(text) and "self host" in str(text)
