@@ -306,10 +306,10 @@ def main() -> None:
     resnet_blocks = ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3",
                      "layer4", "avgpool", "fc"]
     worst = []
-    for batch, dtype, channels_last, events in ((32, torch.float32, False, False),
-                                                (32, torch.bfloat16, True, False),
+    for batch, dtype, channels_last, events in ((32, torch.float32, False, True),
+                                                (32, torch.bfloat16, True, True),
                                                 (128, torch.float32, False, True),
-                                                (128, torch.bfloat16, True, False)):
+                                                (128, torch.bfloat16, True, True)):
         model, x = resnet50(batch, dtype, channels_last)
         layout = " channels_last" if channels_last else ""
         label = f"ResNet-50 batch {batch} {str(dtype)[6:]}{layout}"

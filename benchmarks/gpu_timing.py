@@ -1,4 +1,4 @@
-"""GPU proof of the timing engine: known-duration modules, real matmuls, ResNet-50 and GPT-2.
+"""GPU proof of the event clock: known-duration modules, real matmuls, ResNet-50 and GPT-2.
 
 Run on a machine with CUDA (from the repository root)::
 
@@ -26,11 +26,31 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.timing import benchmark, time_modules, train_step_times
+from moduleprofiler.timing import benchmark
+from moduleprofiler.timing import time_modules as _time_modules
+from moduleprofiler.timing import train_step_times as _train_step_times
 
 SMOKE = False
 DEVICE = torch.device("cpu")
 CYCLES_PER_US = 1000.0
+
+
+def _clock(kwargs: dict[str, Any]) -> str:
+    """This script proves the CUDA *event* clock (``benchmarks/gpu_kernel_clock.py`` proves
+    the kernel clock, the default since): events wherever the timed device is CUDA."""
+    device = kwargs.get("device")
+    on_cuda = DEVICE.type == "cuda" and (device is None or torch.device(device).type == "cuda")
+    return "events" if on_cuda else "auto"
+
+
+def time_modules(*args: Any, **kwargs: Any) -> Any:
+    """``time_modules`` on the event clock (see :func:`_clock`)."""
+    return _time_modules(*args, clock=_clock(kwargs), **kwargs)
+
+
+def train_step_times(*args: Any, **kwargs: Any) -> Any:
+    """``train_step_times`` on the event clock (see :func:`_clock`)."""
+    return _train_step_times(*args, clock=_clock(kwargs), **kwargs)
 
 
 # -- known-duration modules ------------------------------------------------------------------
