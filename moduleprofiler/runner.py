@@ -232,8 +232,14 @@ class SequenceMap:
 
     def owner(self, sequence: int) -> Call | None:
         """The call that created the node numbered ``sequence`` (``None``: none did)."""
-        position = bisect.bisect_right(self.starts, sequence) - 1
-        return self.calls[position] if position >= 0 else None
+        return owner_in(self.starts, self.calls, sequence)
+
+
+def owner_in(starts: list[int], calls: list[Call | None], sequence: int) -> Call | None:
+    """The innermost call from the last hook event at or before ``sequence`` (see
+    :class:`SequenceMap`)."""
+    position = bisect.bisect_right(starts, sequence) - 1
+    return calls[position] if position >= 0 else None
 
 
 class PassRunner:
@@ -498,7 +504,7 @@ class PassRunner:
             return None
         if sequence == ACCUMULATE_SEQUENCE_NR:
             return self._owner_of_leaf(node)
-        return self.sequence_map().owner(sequence)
+        return owner_in(self._seq_starts, self._seq_calls, sequence)
 
     def sequence_map(self) -> SequenceMap:
         """The map from autograd sequence numbers to the calls of this pass (the lists are
