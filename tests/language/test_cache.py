@@ -16,6 +16,10 @@ from moduleprofiler.language import (
 from tests.language.tiny import FLOAT32, HEAD_DIM, KV_HEADS, LAYERS, llama
 
 transformers = pytest.importorskip("transformers")
+NEEDS_TRANSFORMERS_5_24 = pytest.mark.skipif(
+    tuple(int(part) for part in transformers.__version__.split(".")[:2]) < (5, 24),
+    reason="the language extra needs transformers >= 5.24 (older versions build other "
+           "attention and cache code paths)")
 
 
 def formula(tokens: int, batch: int = 1, bytes_per_value: int = FLOAT32) -> int:
@@ -42,6 +46,7 @@ def test_dynamic_cache_with_grouped_query_attention() -> None:
     assert [step.kv_cache.tokens for step in result.steps if step.kv_cache] == [6, 7, 8]
 
 
+@NEEDS_TRANSFORMERS_5_24
 def test_static_cache_holds_its_full_length_from_the_start() -> None:
     model = llama()
     cache = transformers.StaticCache(config=model.config, max_cache_len=12)

@@ -15,6 +15,10 @@ from moduleprofiler.language import hf_config, hf_model, text_inputs
 from tests.language.tiny import HIDDEN, VOCAB
 
 transformers = pytest.importorskip("transformers")
+NEEDS_TRANSFORMERS_5_24 = pytest.mark.skipif(
+    tuple(int(part) for part in transformers.__version__.split(".")[:2]) < (5, 24),
+    reason="the language extra needs transformers >= 5.24 (older versions build other "
+           "attention and cache code paths)")
 
 TINY_LLAMA = {"num_hidden_layers": 2, "hidden_size": HIDDEN, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": VOCAB}
@@ -33,6 +37,7 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
+@NEEDS_TRANSFORMERS_5_24
 def test_by_name_on_meta_with_overrides() -> None:
     model = hf_model("llama", **TINY_LLAMA)
     assert type(model).__name__ == "LlamaForCausalLM"
