@@ -59,10 +59,12 @@ class DeviceIteration:
 
 
 class KernelClock(Listener):
-    """Names module calls (and their backward nodes) with ranges the device's kernel records
-    are booked to. Usage: ``clock = KernelClock.on(model, backward)``, then
-    ``with clock.installed(), clock.traced(device) as block:`` any number of
-    ``clock.run(invoke)``; after the ``with``, ``block.iterations`` holds the results."""
+    """Names module calls (and the ``AccumulateGrad`` nodes of their parameters) with ranges
+    the device's kernel records are booked to.
+
+    Usage: ``clock = KernelClock.on(model, backward)``, then ``with clock.installed(),
+    clock.traced(device) as block:`` any number of ``clock.run(invoke)``; after the
+    ``with``, ``block.iterations`` holds the results."""
 
     def __init__(self, backward: bool = False) -> None:
         self.wants_nodes = backward
@@ -72,7 +74,8 @@ class KernelClock(Listener):
         self._open: list[tuple[int, Any]] = []
         self._calls: list[list[Call]] = []
         self._sequences: list[SequenceMap] = []
-        self._accumulate: dict[int, tuple[RemovableHandle, RemovableHandle]] = {}
+        # by id(node): the node (kept alive, so that its id is not reused) and its two hooks
+        self._accumulate: dict[int, tuple[Any, RemovableHandle, RemovableHandle]] = {}
 
     @classmethod
     def on(cls, root: nn.Module, backward: bool = False) -> KernelClock:
@@ -95,7 +98,8 @@ class KernelClock(Listener):
     def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
              output: Any) -> None:
         """Close the call's range (and those of inner calls that raised and were caught);
-        after an outermost call, name the backward nodes it created."""
+        after an outermost call, name the ``AccumulateGrad`` nodes of the parameters it used
+        (every other node's evaluation the profiler names itself)."""
         while self._open:
             index, scope = self._open.pop()
             close_range(scope)
@@ -114,7 +118,7 @@ class KernelClock(Listener):
             with self.runner.installed():
                 yield self
         finally:
-            for handles in self._accumulate.values():
+            for _, *handles in self._accumulate.values():
                 for handle in handles:
                     handle.remove()
             self._accumulate.clear()
@@ -222,7 +226,8 @@ class KernelClock(Listener):
                 continue  # an input's .grad is the caller's work; hooked nodes stay hooked
             module = self.module_index.get(id(runner.calls[consumer].module), -1)
             # the node outlives the iteration: its label reads the iteration when it runs
-            self._accumulate[id(node)] = self._name_node(node, self._accumulate_label(module))
+            self._accumulate[id(node)] = (node, *self._name_node(
+                node, self._accumulate_label(module)))
 
     def _accumulate_label(self, module: int) -> Callable[[], str]:
         return lambda: f"{self._iteration}:a{module}"
