@@ -9,9 +9,15 @@ The steps, each taken only while the table is still too wide:
    rightmost first);
 3. the names (a tree's labels, a table's module paths and types) are elided in the middle
    (:func:`~moduleprofiler.export.names.elide_name`) down to :data:`NAME_FLOOR` characters;
-4. numeric columns are hidden: the optional ones in their order, then the rightmost first,
-   percentages last;
+4. numeric columns are hidden: the optional ones in their order; then, of each quantity
+   (the forward counts, the parameters, the backward counts, memory, time), every column but
+   its first, the rightmost first; then the first column of each quantity: backward counts,
+   memory, time, forward counts, parameters (so a tree with counts, times and memory keeps
+   one column of each); percentages last;
 5. the names are elided further, down to what is left.
+
+The columns a caller asked for (:attr:`View.keep`: named, sorted or ranked by, or named by a
+note under the table) go through the same steps only after every other column is gone.
 """
 
 from __future__ import annotations
@@ -98,27 +104,68 @@ def _shrink_names(columns: list[TextColumn], width: int, floor: int) -> None:
             _elide(column, target)
 
 
-def _drop_order(columns: list[TextColumn],
-                optional: Sequence[str]) -> list[TextColumn | None]:
+_LEAD_ORDER = ("backward", "bytes", "time", "count", "params")
+"""The quantities whose first column is hidden after every other column of every quantity,
+in the order they go: the backward counts first, then memory, time, the forward counts; the
+parameters (the leftmost number of every default view) stay longest."""
+
+
+def _quantity(column: TextColumn) -> str | None:
+    """The quantity of a numeric column (one of :data:`_LEAD_ORDER`), ``None`` for any
+    other (flags, ratios, indices): those are hidden with the second columns."""
+    if column.kind in ("time", "bytes"):
+        return column.kind
+    if column.kind != "count":
+        return None
+    if "backward" in column.name:
+        return "backward"
+    return "params" if column.name.endswith("params") else "count"
+
+
+def _numbers_order(numbers: list[TextColumn]) -> list[TextColumn]:
+    """Numeric columns (left to right) in the order step 4 hides them."""
+    leads: dict[str, TextColumn] = {}
+    for column in numbers:
+        quantity = _quantity(column)
+        if quantity is not None and column.kind not in ("percent", "fraction"):
+            leads.setdefault(quantity, column)
+    firsts = list(leads.values())
+    shares = [c for c in reversed(numbers) if c.kind in ("percent", "fraction")]
+    seconds = [c for c in reversed(numbers) if c not in firsts and c not in shares]
+    ranked = sorted(firsts, key=lambda c: _LEAD_ORDER.index(_quantity(c) or "count"))
+    return [*seconds, *ranked, *shares]
+
+
+def _drop_order(columns: list[TextColumn], optional: Sequence[str],
+                keep: Sequence[str] = ()) -> list[TextColumn | None]:
     """The columns that may be hidden, in the order they are (steps 2 and 4); ``None``
-    marks where the names are elided to their floor (step 3)."""
+    marks where the names are elided to their floor (step 3). The ``keep`` columns follow
+    every other, through the same steps."""
     hideable = [c for c in columns if not c.identity]
+    kept = [c for c in hideable if c.name in keep]
+    return [*_steps([c for c in hideable if c not in kept], optional), *_steps(kept, ())]
+
+
+def _steps(hideable: list[TextColumn], optional: Sequence[str]) -> list[TextColumn | None]:
+    """Steps 2 to 4 for ``hideable`` (nothing when it is empty)."""
+    if not hideable:
+        return []
     chosen = [c for name in optional for c in hideable if c.name == name]
     texts = [c for c in hideable if not c.right and c not in chosen]
     inputs = [c for c in texts if c.name.startswith("input")]
     others = [c for c in reversed(texts) if c not in inputs]
-    numbers = [c for c in reversed(hideable) if c.right and c not in chosen]
-    plain = [c for c in numbers if c.kind not in ("percent", "fraction")]
-    shares = [c for c in numbers if c not in plain]
+    numbers = [c for c in hideable if c.right and c not in chosen]
     return [*(c for c in chosen if not c.right), *inputs, *others, None,
-            *(c for c in chosen if c.right), *plain, *shares]
+            *(c for c in chosen if c.right), *_numbers_order(numbers)]
 
 
 def fit_columns(columns: list[TextColumn], width: int | None,
-                optional: Sequence[str] = ()) -> tuple[list[TextColumn], list[str]]:
+                optional: Sequence[str] = (),
+                keep: Sequence[str] = ()) -> tuple[list[TextColumn], list[str]]:
     """``columns`` fitted into ``width`` (``None``: as they are); ``optional`` names the
-    columns to hide first. Returns the columns kept (cells shortened in place) and the
-    headers of the hidden ones."""
+    columns to hide first, ``keep`` those to hide last (the ones the caller asked for).
+    Returns the columns kept (cells shortened in place) and the headers of the hidden
+    ones."""
     if width is None or table_width(columns) <= width:
         return columns, []
     for shape in (c for c in columns if c.kind == "shape"):
@@ -126,7 +173,7 @@ def fit_columns(columns: list[TextColumn], width: int | None,
                        cell[:SHAPE_CELL - len(ELLIPSIS)] + ELLIPSIS for cell in shape.cells]
     kept = list(columns)
     hidden: list[str] = []
-    for column in _drop_order(columns, optional):
+    for column in _drop_order(columns, optional, keep):
         if table_width(kept) <= width:
             break
         if column is None:

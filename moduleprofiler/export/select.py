@@ -289,6 +289,14 @@ def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:
     return () if chosen else tuple(c for c in FIT_DROP_ORDER if c in shown)
 
 
+def _asked(shown: Sequence[str], columns: Sequence[str] | None,
+           *also: str | None) -> tuple[str, ...]:
+    """The shown columns the caller asked for (named in ``columns``, or the ``also`` ones a
+    view sorts or filters by): the last a renderer hides (:attr:`View.keep`)."""
+    asked = [*(columns or ()), *(c for c in also if c)]
+    return tuple(c for c in dict.fromkeys(asked) if c in shown)
+
+
 def _modules(profile: Profile, by_caller: bool = False) -> pd.DataFrame:
     if not profile.modules:
         raise ValueError("the profile has no modules to show")
@@ -328,7 +336,8 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
                 notes=(*profile_notes(profile), *_shared_note(profile, base)),
-                optional=_optional(["type", *shown], columns is not None))
+                optional=_optional(["type", *shown], columns is not None),
+                keep=_asked(shown, columns, pct_column))
 
 
 def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
@@ -351,6 +360,8 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     shown = list(columns) if columns is not None else _defaults(profile, defaults, base)
     ids = ["module", "type"] if aggregate == "module" else ["call", "module", "type"]
     shown = [*[i for i in ids if i not in shown], *shown]
+    if sort_by is not None and sort_by not in shown:  # the value the rows are ranked by
+        shown.append(sort_by)
     if pct_of is None:
         quantity = sort_by is not None and sort_by in base \
             and column_spec(sort_by).inclusive is not None
@@ -371,7 +382,8 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
                 title=title, totals=_totals(profile), notes=profile_notes(profile),
-                optional=_optional(shown, columns is not None))
+                optional=_optional([c for c in shown if c != sort_by], columns is not None),
+                keep=_asked(shown, columns, sort_by, pct_column))
 
 
 def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
@@ -410,7 +422,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     where = "all depths, own work" if depth is None else f"depth {depth}, including children"
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=profile_notes(profile), optional=("modules", "calls"))
+                notes=profile_notes(profile), optional=("modules", "calls"),
+                keep=(target, pct))
 
 
 def _root_type(profile: Profile) -> str:

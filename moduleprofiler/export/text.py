@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -125,7 +126,7 @@ def render_text(view: View, *, color: bool = False, unicode: bool = False,
         first = [d + label for d, label in zip(drawn, labels)]
         columns.insert(0, TextColumn("module", "module", first, False, "name",
                                      [None] * len(first), identity=True, prefixes=drawn))
-    columns, hidden = fit_columns(columns, limit, view.optional)
+    columns, hidden = fit_columns(columns, limit, view.optional, kept_columns(view))
     widths = [c.width for c in columns]
 
     def pad(text: str, size: int, right: bool) -> str:
@@ -151,6 +152,15 @@ def render_text(view: View, *, color: bool = False, unicode: bool = False,
         out.append("(no modules match the filters)")
     out.extend(_paint(text, _DIM, color) for text in _footer(view, glyphs, hidden, limit))
     return "\n".join(out)
+
+
+def kept_columns(view: View) -> tuple[str, ...]:
+    """The shown columns hidden last: :attr:`View.keep` and every column a note names by
+    its snake_case name (``see low_confidence``): a note must not point at a column the
+    table hid. (A plain word such as ``ops`` in a note is prose, not a column's name.)"""
+    named = [name for name in view.columns if "_" in name
+             and any(re.search(rf"\b{re.escape(name)}\b", note) for note in view.notes)]
+    return tuple(dict.fromkeys([*view.keep, *named]))
 
 
 _NAMES = ("module", "type")

@@ -46,6 +46,9 @@ class View:
     optional: tuple[str, ...] = ()
     """Shown columns a renderer may leave out to fit a width, the first to go first: the
     defaults a view chose itself, never a column the caller named."""
+    keep: tuple[str, ...] = ()
+    """Shown columns a renderer hides last: those the caller named, sorted or ranked by (a
+    column a note names is kept as well, :func:`~moduleprofiler.export.text.render_text`)."""
 
     # -- data ------------------------------------------------------------------------------
     @property

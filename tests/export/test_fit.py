@@ -189,3 +189,84 @@ def test_notes_are_wrapped(models: dict[str, Profile]) -> None:
     assert note and all(len(line) <= 80 for line in text.splitlines())
     continued = text.splitlines()[text.splitlines().index(note[0]) + 1]
     assert continued.startswith("  encoder.layers.encoder_layer_1")
+
+
+# -- the columns asked about are the last to be hidden (issue 24, item 3) ----------------------
+def _timed_tiny() -> Profile:
+    """tests/export/profiles.tiny with per-module times: row i has time 1.5 * i ms and self
+    time 0.5 * i ms (root 0, conv 1, bn 2, block 3, block.act 4, block.fc 5, custom 6)."""
+    from tests.export.profiles import tiny
+
+    paths = ["", "conv", "bn", "block", "block.act", "block.fc", "custom"]
+    return tiny().with_metrics({path: {"time_median_ms": 1.5 * i, "self_time_median_ms": 0.5 * i}
+                                for i, path in enumerate(paths)})
+
+
+def _header(text: str | None) -> str:
+    assert text is not None
+    return text.splitlines()[0]
+
+
+def test_top_keeps_the_value_it_ranks_by() -> None:
+    view = _timed_tiny().top(5, by="self_time_median_ms")
+    text = view.to_text(width=60)
+    # before: "self time median" was hidden at 60 columns, only its % shown; now the
+    # other numbers go first (type 11 + own params 10 + self MACs 9 + 16 + 18 + 4 * 2 = 72)
+    assert _header(text).split() == ["type", "self", "time", "median", "self", "time",
+                                     "median", "%"]
+    assert text is not None and all(len(line) <= 60 for line in text.splitlines())
+    # Custom ranks first: self time 6 * 0.5 = 3 ms of 0.5 * (0+1+...+6) = 10.5 ms = 28.6 %
+    assert text.splitlines()[2].split() == ["Custom", "3.000", "ms", "28.6%"]
+
+
+def test_table_keeps_and_shows_its_sort_column() -> None:
+    profile = _timed_tiny()
+    text = profile.table(sort_by="self_time_median_ms").to_text(width=70)
+    assert _header(text).endswith("self time median")
+    # a sort column the columns named lack is shown: custom 6 * 0.5 = 3 ms first, then
+    # block 3 * 0.5 = 1.5 ms (depth 1 only)
+    table = profile.table(["params"], sort_by="self_time_median_ms", max_depth=1)
+    assert table.columns == ("module", "type", "params", "self_time_median_ms")
+    assert list(table.df["self_time_median_ms"])[:2] == [3.0, 1.5]
+
+
+def test_a_column_a_note_names_is_kept() -> None:
+    from moduleprofiler.export.view import View
+
+    frame = pd.DataFrame({"module": ["a_rather_long_module_name_" * 2], "type": ["Linear"],
+                          "calls": [1], "time_median_ms": [1.0], "self_time_median_ms": [1.0],
+                          "low_confidence": [True]})
+    columns = ("time_median_ms", "self_time_median_ms", "low_confidence")
+    # a tree, as the timing summary draws (moduleprofiler/timing/results.py tree_text)
+    plain = View(frame=frame, columns=columns, kind="tree")
+    noted = View(frame=frame, columns=columns, kind="tree",
+                 notes=("small modules: see low_confidence",))
+    # 60 columns do not hold the name elided to 24 and three columns (24 + 11 + 16 + 14 +
+    # 3 * 2 = 71): the rightmost goes, unless a note points at it
+    assert "low confidence" not in _header(plain.to_text(width=60))
+    assert _header(noted.to_text(width=60)).endswith("low confidence")
+
+
+def test_one_column_of_each_quantity_stays_longest() -> None:
+    from moduleprofiler.export.fit import TextColumn, fit_columns
+
+    def column(name: str, kind: str, cell: str) -> TextColumn:
+        return TextColumn(name, name, [cell], True, kind, [None])
+
+    names = TextColumn("module", "module", ["root (Net)"], False, "name", [None], identity=True)
+    columns = [names, column("params", "count", "19.21K"),
+               column("inclusive_macs", "count", "606.21K"),
+               column("inclusive_backward_macs", "count", "688.13K"),
+               column("inclusive_backward_ops", "count", "1.37M"),
+               column("saved_bytes", "bytes", "32.00 KiB"),
+               column("self_saved_bytes", "bytes", "32.00 KiB"),
+               column("time_median_ms", "time", "101.2 us"),
+               column("self_time_median_ms", "time", "101.2 us")]
+    kept, hidden = fit_columns(columns, 80)
+    # widths: module 10, params 6, inclusive_macs 14, backward macs 23, saved_bytes 11,
+    # time_median_ms 14, joined by 2 spaces: 10+6+14+23+11+14 + 5*2 = 88 > 80, so the
+    # backward counts' first column goes too: 88 - 25 = 63
+    assert [c.name for c in kept] == ["module", "params", "inclusive_macs", "saved_bytes",
+                                      "time_median_ms"]
+    assert hidden == ["self_time_median_ms", "self_saved_bytes", "inclusive_backward_ops",
+                      "inclusive_backward_macs"]
