@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
@@ -312,8 +312,37 @@ def type_frame(profile: Profile) -> pd.DataFrame:
                              na_position="last").reset_index(drop=True)
 
 
-def profile_frame(profile: Profile, aggregate: Aggregate = "call") -> pd.DataFrame:
-    """The tidy DataFrame for ``aggregate`` in ``"call"``, ``"module"`` or ``"type"``."""
+FrameColumns = Literal["data", "all"]
+"""Which columns a frame keeps: ``"data"`` those that hold data, ``"all"`` every one."""
+
+
+def _is_backward(name: str) -> bool:
+    return name.startswith(("backward_", "inclusive_backward_"))
+
+
+def data_columns(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """``frame`` without the columns that hold nothing to read: a column no row knows a value
+    of, among the backward columns of a profile that ran no backward pass and the columns
+    beyond the forward pass's own (a listener's, a time or memory column). The forward
+    counts, shapes and parameters stay even when unknown: their ``<NA>`` is an answer (the
+    ops of that module are unknown), as the backward columns' are after a backward pass."""
+    empty = [name for name in frame.columns
+             if (name not in BUILTIN or (_is_backward(name) and not profile.backward))
+             and not frame[name].notna().any()]
+    return frame.drop(columns=empty)
+
+
+def profile_frame(profile: Profile, aggregate: Aggregate = "call",
+                  columns: FrameColumns = "all") -> pd.DataFrame:
+    """The tidy DataFrame for ``aggregate`` in ``"call"``, ``"module"`` or ``"type"``;
+    ``columns="data"`` leaves out the columns that hold nothing (:func:`data_columns`)."""
+    if columns not in ("data", "all"):
+        raise ValueError(f"columns must be 'data' or 'all', got {columns!r}")
+    frame = _frame(profile, aggregate)
+    return data_columns(frame, profile) if columns == "data" else frame
+
+
+def _frame(profile: Profile, aggregate: Aggregate) -> pd.DataFrame:
     if aggregate == "call":
         return call_frame(profile)
     if aggregate == "module":

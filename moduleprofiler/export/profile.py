@@ -14,7 +14,7 @@ import pandas as pd
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
-from moduleprofiler.export.frame import profile_frame, profile_to_dict
+from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.memory import model_summary
@@ -57,11 +57,16 @@ class Profile(ProfileData):
         """Plain-Python view: totals, per-call records, modules, uncalled/unsupported lists."""
         return profile_to_dict(self)
 
-    def to_df(self, aggregate: Aggregate = "call") -> pd.DataFrame:
-        """Tidy DataFrame: one row per call, per module or per module type, with every
-        registered column and every column the listeners wrote; modules and types combine
-        their calls by each column's aggregation (:mod:`moduleprofiler.export.columns`)."""
-        return profile_frame(self, aggregate)
+    def to_df(self, aggregate: Aggregate = "call", *,
+              columns: FrameColumns = "data") -> pd.DataFrame:
+        """Tidy DataFrame: one row per call, per module or per module type, with the
+        registered columns and the columns the listeners wrote; modules and types combine
+        their calls by each column's aggregation (:mod:`moduleprofiler.export.columns`).
+
+        ``columns="data"`` (default) leaves out the columns that hold nothing: the backward
+        ones of a forward-only profile, a time or memory column no row has a value in
+        (unknown forward counts stay, as ``<NA>``); ``columns="all"`` gives every column."""
+        return profile_frame(self, aggregate, columns)
 
     def summary(self, memory: MemoryReport | None = None, latency: Any = None) -> pd.DataFrame:
         """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,

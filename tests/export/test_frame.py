@@ -1,0 +1,65 @@
+"""``Profile.to_df``: the columns that hold data by default, every column on request
+(issue 24, item 6)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.export.frame import data_columns
+
+BACKWARD = ["backward_ops", "backward_macs", "backward_flops", "inclusive_backward_ops",
+            "inclusive_backward_macs", "inclusive_backward_flops"]
+
+
+@pytest.fixture(scope="module")
+def quick_start() -> Profile:
+    """The README's quick start: Linear(8, 32), ReLU, Linear(32, 2) on a (4, 8) input."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    return ModuleProfiler().profile(model, torch.randn(4, 8))
+
+
+def test_a_forward_profile_shows_no_backward_columns(quick_start: Profile) -> None:
+    every = quick_start.to_df(columns="all")
+    shown = quick_start.to_df()
+    # the call frame has 31 columns; the 6 backward ones hold nothing without a backward pass
+    assert len(every.columns) == 31 and every[BACKWARD].isna().all().all()
+    assert list(shown.columns) == [c for c in every.columns if c not in BACKWARD]
+    assert len(shown.columns) == 25 and not shown.isna().all().any()
+    # 4 calls: the root, Linear 4*32*8 = 1024 MACs, ReLU 0, Linear 4*2*32 = 256
+    assert shown["macs"].tolist() == [0, 1024, 0, 256]
+    for aggregate in ("module", "type"):
+        assert not set(BACKWARD) & set(quick_start.to_df(aggregate).columns)
+        assert set(BACKWARD) <= set(quick_start.to_df(aggregate, columns="all").columns)
+
+
+def test_unknown_forward_counts_stay() -> None:
+    from tests.export.profiles import tiny
+
+    # every forward count of the custom leaf is unknown, and a column of unknowns is kept
+    # (its <NA> is an answer) when no other row knows a value either
+    profile = tiny()
+    frame = profile.to_df("module", columns="all")
+    custom = frame[frame["module"] == "custom"]
+    assert custom["ops"].isna().all() and custom["macs"].isna().all()
+    kept = data_columns(custom, profile)
+    assert {"ops", "macs", "flops"} <= set(kept.columns)
+    assert "backward_ops" not in kept
+
+
+def test_a_backward_profile_keeps_its_backward_columns() -> None:
+    model = nn.Linear(5, 7)
+    profile = ModuleProfiler().profile(model, torch.randn(2, 5), backward=True)
+    frame = profile.to_df()
+    # backward of Linear(5, 7) on (2, 5), an input that needs no grad: grad weight
+    # 7*2*5 = 70 MACs (the bias's grad is a sum: ops, no MACs)
+    assert frame.loc[0, "backward_macs"] == 70
+    assert set(BACKWARD) <= set(frame.columns)
+
+
+def test_columns_is_checked(quick_start: Profile) -> None:
+    with pytest.raises(ValueError, match="columns must be 'data' or 'all', got 'some'"):
+        quick_start.to_df(columns="some")  # type: ignore[arg-type]
