@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-
-from moduleprofiler.validate import check_callable
 
 Invocation = Callable[[], Any]
 
@@ -165,29 +162,6 @@ def unpacks(input: object) -> bool:
     """Whether :func:`make_invocation` spreads ``input`` into positional arguments: a tuple
     (not a namedtuple, which is one value) or a list."""
     return isinstance(input, (tuple, list)) and not _is_namedtuple(input)
-
-
-def legacy_pred_fn(input: Any, pred_fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
-    """``pred_fn`` adapted to moduleprofiler 0.0.4's convention, for the 0.0.4 methods: 0.0.4
-    called ``pred_fn(**input)`` for a dict and ``pred_fn(input)`` for anything else, a tuple or
-    list included (its users wrote ``pred_fn=lambda t: model(*t)``), where
-    :func:`make_invocation` calls ``pred_fn(*input)``. For a tuple or list input the returned
-    callable ignores the spread arguments and calls ``pred_fn(input)``; otherwise ``pred_fn``
-    is returned as it is.
-
-    Raises:
-        TypeError: ``pred_fn`` is neither ``None`` nor callable.
-    """
-    check_callable(pred_fn, "pred_fn", "a function that calls the module")
-    if pred_fn is None or not unpacks(input):
-        return pred_fn
-    whole = pred_fn
-
-    @functools.wraps(whole)
-    def call_with_whole_input(*spread: Any) -> Any:
-        return whole(input)
-
-    return call_with_whole_input
 
 
 def _is_namedtuple(value: object) -> bool:

@@ -1,4 +1,4 @@
-"""Formula registries: module type -> ops / macs formula, module type -> io-size function.
+"""Formula registries: module type -> ops / macs formula.
 
 A *formula* is a pure function with the forward-hook signature ``(module, inputs, output)``.
 ``inputs`` is the tuple of positional arguments the module received (keyword arguments that
@@ -10,8 +10,9 @@ Keys are ``nn.Module`` subclasses, or the dotted qualified name of a class
 class without importing its package. Lookup walks the method resolution order of the module's
 class, so a subclass of ``nn.Linear`` gets the Linear formula unless it has one of its own.
 
-The string keys ``"default"`` (used for types with no formula) and ``"excluded"`` (used for
-modules listed in ``exclude_from_ops``) are kept from moduleprofiler 0.0.4.
+The ops map's string keys ``"default"`` (used for types with no formula) and ``"excluded"``
+(used for modules listed in ``exclude_from_ops``) are kept from moduleprofiler 0.0.4, whose
+maps users pass in. The io-size registry is the 0.0.4 layer's (``moduleprofiler.compat``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any, TypeVar
 from torch import nn
 
 from moduleprofiler.errors import RegistryError
-from moduleprofiler.shapes import default_io_size
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
@@ -41,7 +41,6 @@ are not observed), so a ``None`` it returns makes the call unknown; where its te
 own operators are observed, and counted when the formula returns ``None`` for its calls."""
 
 Formula = Callable[[nn.Module, tuple[Any, ...], Any], Count]
-IoSizeFunction = Callable[[nn.Module, tuple[Any, ...], Any], tuple[Any, Any]]
 Key = type | str
 FormulaMap = dict[Any, Callable[..., Any]]
 
@@ -166,7 +165,6 @@ def types_in(keys: Iterable[Any]) -> list[type]:
 
 OPS_FORMULAS = FormulaRegistry("ops")
 MACS_FORMULAS = FormulaRegistry("macs")
-IO_SIZE_FUNCTIONS = FormulaRegistry("io-size")
 
 
 def register_ops(*types: Key) -> Callable[[F], F]:
@@ -194,22 +192,12 @@ def register_macs(*types: Key) -> Callable[[F], F]:
     return MACS_FORMULAS.register(*types)
 
 
-def register_io_size(*types: Key) -> Callable[[F], F]:
-    """Register ``(module, inputs, output) -> (input_size, output_size)`` for module types."""
-    return IO_SIZE_FUNCTIONS.register(*types)
-
-
 def unregister_ops(*types: Key) -> None:
     """Remove default ops (and macs, if any) formulas registered for ``types``."""
     OPS_FORMULAS.unregister(*types)
     for key in types:
         if key in MACS_FORMULAS:
             MACS_FORMULAS.unregister(key)
-
-
-def unregister_io_size(*types: Key) -> None:
-    """Remove default io-size functions registered for ``types``."""
-    IO_SIZE_FUNCTIONS.unregister(*types)
 
 
 def unknown_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
@@ -231,7 +219,3 @@ def get_default_macs_map() -> FormulaMap:
     """A new dict of the default multiply-accumulate formulas."""
     return MACS_FORMULAS.as_map()
 
-
-def get_default_io_size_map() -> FormulaMap:
-    """A new dict of the default io-size functions, with the 0.0.4 ``"default"`` key."""
-    return {**IO_SIZE_FUNCTIONS.as_map(), DEFAULT_KEY: default_io_size}

@@ -1,5 +1,6 @@
 """The package's shape: no import cycles, no imports hidden inside functions, and the layers
-import only downwards (the records never import the views, the engines never the 0.0.4 layer)."""
+import only downwards (the records never import the views, the core never the 0.0.4 layer in
+``compat/``), and no package imports another package's private (``_``-named) module."""
 
 from __future__ import annotations
 
@@ -95,12 +96,10 @@ def test_layers_import_only_downwards() -> None:
     graph = _graph()
     forbidden = {
         "moduleprofiler.records": ("moduleprofiler.export", "moduleprofiler.memory",
-                                   "moduleprofiler.timing", "moduleprofiler.legacy"),
-        "moduleprofiler.runner": ("moduleprofiler.export", "moduleprofiler.legacy"),
-        "moduleprofiler.export": ("moduleprofiler.legacy",),
-        "moduleprofiler.memory": ("moduleprofiler.legacy", "moduleprofiler.export",
-                                  "moduleprofiler.timing"),
-        "moduleprofiler.timing": ("moduleprofiler.legacy", "moduleprofiler.memory"),
+                                   "moduleprofiler.timing"),
+        "moduleprofiler.runner": ("moduleprofiler.export",),
+        "moduleprofiler.memory": ("moduleprofiler.export", "moduleprofiler.timing"),
+        "moduleprofiler.timing": ("moduleprofiler.memory",),
     }
     found = []
     for module, targets in graph.items():
@@ -108,3 +107,67 @@ def test_layers_import_only_downwards() -> None:
             if module == layer or module.startswith(layer + "."):
                 found.extend((module, t) for t in targets if t.startswith(banned))
     assert found == []
+
+
+FACES = {
+    "moduleprofiler",  # the public __init__: exports the ModuleProfiler that has both faces
+    "moduleprofiler.profiler",  # 0.0.4's documented path of ModuleProfiler
+    "moduleprofiler.utils",  # 0.0.4's path of its helpers
+    "moduleprofiler.legacy", "moduleprofiler.legacy_timing",  # deprecated re-exports
+}
+"""The modules that may import ``moduleprofiler.compat``: re-exports only, no code."""
+
+USERS_OF_THE_FACE = ("moduleprofiler.cli", "moduleprofiler.__main__", "moduleprofiler.language")
+"""Front ends that take or build a ``moduleprofiler.ModuleProfiler`` (through
+``moduleprofiler.profiler``); the engines below them never reach compat/."""
+
+
+def _in(module: str, prefixes: tuple[str, ...] | set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_core_never_imports_compat() -> None:
+    graph = _graph()
+    compat = ("moduleprofiler.compat",)
+    direct = sorted((module, target) for module, targets in graph.items()
+                    for target in targets
+                    if _in(target, compat) and not _in(module, compat) and module not in FACES)
+    assert direct == []
+    reaching = sorted(module for module in graph
+                      if not _in(module, compat) and module not in FACES
+                      and not _in(module, USERS_OF_THE_FACE)
+                      and any(_in(t, compat) for t in _reachable(graph, module)))
+    assert reaching == []
+
+
+def test_the_0_0_4_face_modules_are_re_exports_only() -> None:
+    """The old paths hold no code of their own: imports, ``__all__``, a docstring, aliases and
+    the deprecation warning."""
+    for name in FACES - {"moduleprofiler"}:
+        path = PACKAGE.parent.joinpath(*name.split(".")).with_suffix(".py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = [node.name for node in tree.body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
+        assert defined == [], name
+
+
+PRIVATE_IMPORTS_TO_REMOVE = {
+    # the storage helpers move to one public storage module (issue 22, item 4)
+    ("moduleprofiler.counting", "moduleprofiler.memory._storage"),
+    ("moduleprofiler.efficiency.traffic", "moduleprofiler.memory._storage"),
+    ("moduleprofiler.language.cache", "moduleprofiler.memory._storage"),
+}
+"""Known imports of another package's private module, to be removed; none may be added."""
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    graph = _graph()
+    found = set()
+    for module, targets in graph.items():
+        for target in targets:
+            *package, last = target.split(".")
+            if last.startswith("_") and not last.startswith("__") and package != ["moduleprofiler"]:
+                if not _in(module, (".".join(package),)):
+                    found.add((module, target))
+    assert found <= PRIVATE_IMPORTS_TO_REMOVE, sorted(found - PRIVATE_IMPORTS_TO_REMOVE)
+

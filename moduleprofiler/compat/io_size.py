@@ -1,0 +1,33 @@
+"""moduleprofiler 0.0.4's io-size map: module type -> ``(module, inputs, output) ->
+(input_size, output_size)``, with the ``"default"`` key for every other type.
+
+No type has a function of its own by default: every call's sizes come from
+:func:`moduleprofiler.shapes.default_io_size` (the first positional input's shape and the
+output's), which the core records for every call anyway. Functions registered here, or put in
+a profiler's ``io_size_fn_map``, replace it for their types (and subclasses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from moduleprofiler.registry import F, FormulaMap, FormulaRegistry, Key
+from moduleprofiler.shapes import default_io_size
+from moduleprofiler.validate import DEFAULT_KEY
+
+IO_SIZE_FUNCTIONS = FormulaRegistry("io-size")
+
+
+def register_io_size(*types: Key) -> Callable[[F], F]:
+    """Register ``(module, inputs, output) -> (input_size, output_size)`` for module types."""
+    return IO_SIZE_FUNCTIONS.register(*types)
+
+
+def unregister_io_size(*types: Key) -> None:
+    """Remove default io-size functions registered for ``types``."""
+    IO_SIZE_FUNCTIONS.unregister(*types)
+
+
+def get_default_io_size_map() -> FormulaMap:
+    """A new dict of the default io-size functions, with the 0.0.4 ``"default"`` key."""
+    return {**IO_SIZE_FUNCTIONS.as_map(), DEFAULT_KEY: default_io_size}

@@ -1,0 +1,371 @@
+"""``ModuleProfiler``: the core :class:`~moduleprofiler.core.Profiler` plus moduleprofiler
+0.0.4's constructor and its 25 passes (5 analyses x dict/DataFrame/CSV/HTML/LaTeX), same names,
+keywords, defaults, keys and columns, as thin views over :class:`Profile` and the timer.
+What changed, bug by bug, is listed in ``CHANGELOG.md``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.nn.parameter import is_lazy
+
+from moduleprofiler.compat.io_size import get_default_io_size_map
+from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
+from moduleprofiler.core import Profiler
+from moduleprofiler.export.aggregate import call_tree, sum_known
+from moduleprofiler.export.frame import count_series
+from moduleprofiler.export.names import module_name
+from moduleprofiler.export.tables import PathLike, frame_text, write_frame
+from moduleprofiler.inputs import unpacks, unwrap_compiled
+from moduleprofiler.operators.registry import OperatorMap
+from moduleprofiler.registry import FormulaMap
+from moduleprofiler.validate import (
+    check_callable,
+    check_formula_map,
+    check_pass,
+    check_str,
+)
+
+_COUNT_COLUMNS = ("ops", "macs", "inclusive_ops", "inclusive_macs")
+_STATS_COLUMNS = (
+    "inference_time_mean_ms", "inference_time_max_ms", "inference_time_min_ms",
+    "inference_time_std_ms", "inference_time_median_ms",
+)
+
+
+def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """0.0.4's table layout: a ``module`` column, then the dict's keys in order, RangeIndex.
+
+    Count columns become nullable integers so that unknown stays ``<NA>`` and known counts stay
+    ints (0.0.4 turned them into floats or ``None`` objects).
+    """
+    rows = [{"module": name, **values} for name, values in result.items()]
+    frame = pd.DataFrame(rows)
+    for column in _COUNT_COLUMNS:
+        if column in frame.columns:
+            frame[column] = count_series([row[column] for row in rows], column)
+    return frame
+
+
+def _dtype_summary(
+    params: list[torch.nn.Parameter],
+) -> torch.dtype | tuple[torch.dtype, ...] | None:
+    dtypes = tuple(dict.fromkeys(p.dtype for p in params))
+    if not dtypes:
+        return None
+    return dtypes[0] if len(dtypes) == 1 else dtypes
+
+
+def _numel(tensor: torch.Tensor) -> int:
+    """Elements of ``tensor``; 0 for a lazy module's not yet materialised parameter or buffer
+    (its shape is unknown until the first forward)."""
+    return 0 if is_lazy(tensor) else tensor.numel()
+
+
+def _bits(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() * 8 for t in tensors if not is_lazy(t))
+
+
+def _same_or_list(values: list[Any]) -> Any:
+    """One value when every call agrees, else the list of per-call values."""
+    if not values:
+        return None
+    first = values[0]
+    return first if all(value == first for value in values[1:]) else values
+
+
+def legacy_pred_fn(input: Any, pred_fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """``pred_fn`` adapted to 0.0.4's convention: 0.0.4 called ``pred_fn(**input)`` for a dict
+    and ``pred_fn(input)`` for anything else, a tuple or list included (its users wrote
+    ``pred_fn=lambda t: model(*t)``), where ``Profiler.profile`` calls ``pred_fn(*input)``. For
+    a tuple or list input the returned callable ignores the spread arguments and calls
+    ``pred_fn(input)``; otherwise ``pred_fn`` is returned as it is.
+
+    Raises:
+        TypeError: ``pred_fn`` is neither ``None`` nor callable.
+    """
+    check_callable(pred_fn, "pred_fn", "a function that calls the module")
+    if pred_fn is None or not unpacks(input):
+        return pred_fn
+    whole = pred_fn
+
+    @functools.wraps(whole)
+    def call_with_whole_input(*spread: Any) -> Any:
+        return whole(input)
+
+    return call_with_whole_input
+
+
+Writer = Callable[..., None]
+
+
+def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Callable[..., str]]:
+    """The ``<analysis>_csv``, ``_html`` and ``_latex`` methods: ``<analysis>_df`` written
+    through the format table (the frame as it is, columns by name; ``.csv``/``.html`` added to
+    a file name without it; the LaTeX a bare booktabs ``tabular`` that compiles)."""
+
+    def frame(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
+        return getattr(self, f"{analysis}_df")(*args, **kwargs)
+
+    def to_csv(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        write_frame(frame(self, args, kwargs), file, "csv")
+
+    def to_html(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
+        write_frame(frame(self, args, kwargs), file, "html")
+
+    def to_latex(self: Any, *args: Any, index: bool = False, **kwargs: Any) -> str:
+        return frame_text(frame(self, args, kwargs), "latex", index=index)
+
+    docs = {
+        to_csv: f"Write :meth:`{analysis}_df` to ``file`` (``.csv`` added if missing).",
+        to_html: f"Write :meth:`{analysis}_df` to ``file`` as HTML (``.html`` added if "
+                 "missing); names escaped.",
+        to_latex: f":meth:`{analysis}_df` as a booktabs LaTeX tabular that compiles"
+                  f"{' ' + latex_note if latex_note else ''}.",
+    }
+    for method, doc in docs.items():
+        suffix = method.__name__.removeprefix("to_")
+        method.__name__ = f"{analysis}_{suffix}"
+        method.__qualname__ = f"ModuleProfiler.{analysis}_{suffix}"
+        method.__doc__ = doc
+    return to_csv, to_html, to_latex
+
+
+class ModuleProfiler(Profiler):
+    """Profiles any ``nn.Module``: the core :class:`~moduleprofiler.core.Profiler` (``profile``,
+    ``benchmark``, ``time_modules``, ``train_step_times``, ``measure_memory``,
+    ``parameter_memory_df``), with moduleprofiler 0.0.4's constructor and 25 methods.
+
+    Args:
+        input_size_attr: accepted for compatibility with moduleprofiler 0.0.4 and unused, as
+            are ``output_size_attr``, ``ops_attr``, ``inference_start_attr`` and
+            ``inference_end_attr``: this version never writes attributes onto your modules.
+        output_size_attr: see ``input_size_attr``.
+        ops_attr: see ``input_size_attr``.
+        inference_start_attr: see ``input_size_attr``.
+        inference_end_attr: see ``input_size_attr``.
+        io_size_fn_map: module type -> ``(module, inputs, output) -> (input_size, output_size)``.
+            Defaults to a fresh :func:`~moduleprofiler.get_default_io_size_map` per profiler.
+        ops_fn_map: module type -> ``(module, inputs, output) -> int | None``. Defaults to a fresh
+            :func:`~moduleprofiler.get_default_ops_map` per profiler.
+        exclude_from_ops: module classes (and subclasses) or module instances whose ops are not
+            counted; they are reported as excluded, not unknown.
+        ts_fmt: timestamp format of verbose log lines.
+        verbose: log each pass to stderr.
+        macs_fn_map: module type -> multiply-accumulate formula. Defaults to
+            :func:`~moduleprofiler.get_default_macs_map`.
+        operator_fn_map: aten operator -> ``(args, kwargs, out) -> (ops, macs)``, ``None`` for
+            a free operator. Defaults to a fresh
+            :func:`~moduleprofiler.operators.get_default_operator_map` per profiler, so
+            entries added here change this profiler only.
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> profile = ModuleProfiler().profile(nn.Linear(5, 7), torch.randn(2, 3, 5))
+        >>> profile.total_ops  # 2 * 3 rows * 7 outputs * (2 * 5 - 1 + 1 bias add)
+        420
+    """
+
+    _MAP_CHECKS: ClassVar[dict[str, Callable[[Any, str], None]]] = {
+        **Profiler._MAP_CHECKS, "io_size_fn_map": check_formula_map,
+    }
+
+    def __init__(
+        self,
+        input_size_attr: str = "__input_size__",
+        output_size_attr: str = "__output_size__",
+        ops_attr: str = "__ops__",
+        inference_start_attr: str = "__inference_start__",
+        inference_end_attr: str = "__inference_end__",
+        io_size_fn_map: FormulaMap | None = None,
+        ops_fn_map: FormulaMap | None = None,
+        exclude_from_ops: Iterable[type[nn.Module] | nn.Module] | None = None,
+        ts_fmt: str = "%Y-%m-%d %H:%M:%S",
+        verbose: bool = False,
+        *,
+        macs_fn_map: FormulaMap | None = None,
+        operator_fn_map: OperatorMap | None = None,
+    ) -> None:
+        for name, value in (("input_size_attr", input_size_attr),
+                            ("output_size_attr", output_size_attr), ("ops_attr", ops_attr),
+                            ("inference_start_attr", inference_start_attr),
+                            ("inference_end_attr", inference_end_attr), ("ts_fmt", ts_fmt)):
+            check_str(value, name)
+        if io_size_fn_map is not None:
+            check_formula_map(io_size_fn_map, "io_size_fn_map")
+        self.io_size_fn_map: FormulaMap = (
+            get_default_io_size_map() if io_size_fn_map is None else io_size_fn_map
+        )
+        self.ts_fmt = ts_fmt
+        super().__init__(ops_fn_map=ops_fn_map, exclude_from_ops=exclude_from_ops,
+                         verbose=verbose, macs_fn_map=macs_fn_map,
+                         operator_fn_map=operator_fn_map)
+
+    def _io_size_fns(self) -> FormulaMap:
+        return self.io_size_fn_map
+
+    # -- count_params ----------------------------------------------------------------------
+    def count_params(self, module: nn.Module, param_size: bool = True, param_dtype: bool = True,
+                     percent: bool = True) -> dict[str, dict[str, Any]]:
+        """Parameters of every module (each including its descendants), trainable or not.
+
+        Shared/tied parameters are counted once per module; ``*_dtype`` is the dtype, or a tuple
+        of dtypes when they are mixed; ``*_size_bits`` sums each tensor's own bits; ``*_percent``
+        is a fraction of the root's parameters (0.0 for a parameter-less model). Buffers are
+        reported separately in ``buffers`` and ``buffers_size_bits``.
+
+        A lazy module's parameters and buffers that have not been materialised yet (no
+        forward has run: ``nn.LazyLinear`` before its first call) count 0 elements and 0 bits;
+        their dtype is reported. Run one forward first to count them.
+        """
+        check_pass(module, param_size=param_size, param_dtype=param_dtype, percent=percent)
+        module = unwrap_compiled(module)
+        self._log(f"Counting parameters of {type(module).__name__}")
+        root_total = sum(_numel(p) for p in module.parameters())
+        result: dict[str, dict[str, Any]] = {}
+        for path, submodule in module.named_modules():
+            params = list(submodule.parameters())
+            trainable = [p for p in params if p.requires_grad]
+            frozen = [p for p in params if not p.requires_grad]
+            buffers = list(submodule.buffers())
+            row: dict[str, Any] = {"type": type(submodule).__name__}
+            for prefix, group in (("trainable", trainable), ("nontrainable", frozen)):
+                row[f"{prefix}_params"] = sum(_numel(p) for p in group)
+                row[f"{prefix}_params_dtype"] = _dtype_summary(group) if param_dtype else None
+                row[f"{prefix}_params_size_bits"] = _bits(list(group)) if param_size else 0
+            if percent:
+                for prefix in ("trainable", "nontrainable"):
+                    count = row[f"{prefix}_params"]
+                    row[f"{prefix}_params_percent"] = count / root_total if root_total else 0.0
+            row["buffers"] = sum(_numel(b) for b in buffers)
+            row["buffers_size_bits"] = _bits(buffers) if param_size else 0
+            result[module_name(path)] = row
+        return result
+
+    def count_params_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`count_params` as a DataFrame (``module`` column first)."""
+        return dict_to_frame(self.count_params(*args, **kwargs))
+
+    (count_params_csv, count_params_html,
+     count_params_latex) = _writers("count_params")
+
+    # -- trace_io_sizes --------------------------------------------------------------------
+    def trace_io_sizes(self, module: nn.Module, input: Any,
+                       pred_fn: Callable[..., Any] | None = None,
+                       eval: bool = False) -> dict[str, dict[str, Any]]:
+        """``input_size``/``output_size`` of every module (``None`` when never called).
+
+        A module called several times with different sizes gets the list of per-call sizes.
+        """
+        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
+        calls = profile.calls_by_module()
+        result: dict[str, dict[str, Any]] = {}
+        for info in profile.modules:
+            records = calls[info.path]
+            result[module_name(info.path)] = {
+                "type": info.type_name,
+                "input_size": _same_or_list([r.input_size for r in records]),
+                "output_size": _same_or_list([r.output_size for r in records]),
+            }
+        return result
+
+    def trace_io_sizes_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`trace_io_sizes` as a DataFrame."""
+        return dict_to_frame(self.trace_io_sizes(*args, **kwargs))
+
+    (trace_io_sizes_csv, trace_io_sizes_html,
+     trace_io_sizes_latex) = _writers("trace_io_sizes")
+
+    # -- estimate_ops ----------------------------------------------------------------------
+    def estimate_ops(self, module: nn.Module, input: Any,
+                     pred_fn: Callable[..., Any] | None = None,
+                     eval: bool = True) -> dict[str, dict[str, Any]]:
+        """Own ops of every module, summed over its calls; ``None`` when unknown, excluded or
+        never called. Extra keys: ``macs``, ``inclusive_ops`` (the module and everything it
+        called) and ``calls``."""
+        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
+        calls = profile.calls_by_module()
+        tree = call_tree(profile)  # a call inside another call of its module is inside it
+        result: dict[str, dict[str, Any]] = {}
+        for info in profile.modules:
+            records = calls[info.path]
+            outer = [profile.records[row].inclusive_ops for row in tree.rows.get(info.path, [])
+                     if tree.outermost[row]]
+            result[module_name(info.path)] = {
+                "type": info.type_name,
+                "ops": sum_known(r.ops for r in records),
+                "macs": sum_known(r.macs for r in records),
+                "inclusive_ops": sum_known(outer),
+                "calls": len(records),
+            }
+        return result
+
+    def estimate_ops_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`estimate_ops` as a DataFrame (counts as nullable integers)."""
+        return dict_to_frame(self.estimate_ops(*args, **kwargs))
+
+    (estimate_ops_csv, estimate_ops_html,
+     estimate_ops_latex) = _writers("estimate_ops")
+
+    # -- estimate_inference_time -----------------------------------------------------------
+    def estimate_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
+                                num_iters: int = 1000, drop_first: int = 100, *,
+                                pred_fn: Callable[..., Any] | None = None
+                                ) -> dict[str, dict[str, Any]]:
+        """Per-module forward time in ms over ``num_iters`` hooked forwards, the first
+        ``drop_first`` dropped. A module called several times per forward gets the sum of its
+        calls per iteration."""
+        pred_fn = legacy_pred_fn(input, pred_fn)
+        self._log(f"Measuring inference time of {type(module).__name__}")
+        with self._located_errors("estimate_inference_time", module, input,
+                                  {"pred_fn": pred_fn, "eval": eval}):
+            return inference_time_dict(module, input, eval=eval, num_iters=num_iters,
+                                       drop_first=drop_first, pred_fn=pred_fn)
+
+    def estimate_inference_time_df(self, *args: Any, aggr: bool = True,
+                                   **kwargs: Any) -> pd.DataFrame:
+        """:meth:`estimate_inference_time` as a DataFrame: statistics per module
+        (``aggr=True``) or one row per module and iteration (``aggr=False``)."""
+        return _timing_frame(self.estimate_inference_time(*args, **kwargs), aggr)
+
+    (estimate_inference_time_csv, estimate_inference_time_html,
+     estimate_inference_time_latex) = _writers("estimate_inference_time")
+
+    # -- estimate_total_inference_time -----------------------------------------------------
+    def estimate_total_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
+                                      num_iters: int = 1000, drop_first: int = 100, *,
+                                      pred_fn: Callable[..., Any] | None = None
+                                      ) -> dict[str, dict[str, Any]]:
+        """Whole-model forward time in ms (no hooks installed), the first ``drop_first`` of
+        ``num_iters`` iterations dropped; only the ``"__root__"`` entry."""
+        pred_fn = legacy_pred_fn(input, pred_fn)
+        self._log(f"Measuring total inference time of {type(module).__name__}")
+        with self._located_errors("estimate_total_inference_time", module, input,
+                                  {"pred_fn": pred_fn, "eval": eval}):
+            return total_inference_time_dict(module, input, eval=eval, num_iters=num_iters,
+                                             drop_first=drop_first, pred_fn=pred_fn)
+
+    def estimate_total_inference_time_df(self, *args: Any, aggr: bool = False,
+                                         **kwargs: Any) -> pd.DataFrame:
+        """:meth:`estimate_total_inference_time` as a DataFrame (note: ``aggr`` defaults to
+        False here, as in 0.0.4)."""
+        return _timing_frame(self.estimate_total_inference_time(*args, **kwargs), aggr)
+
+    (estimate_total_inference_time_csv, estimate_total_inference_time_html,
+     estimate_total_inference_time_latex) = _writers(
+        "estimate_total_inference_time",
+        latex_note="(0.0.4 returned the per-layer table here by mistake)")
+
+
+def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame:
+    frame = dict_to_frame(result)
+    if aggr:
+        return frame.drop(columns=["inference_time_ms"])
+    frame = frame.drop(columns=[c for c in _STATS_COLUMNS if c in frame.columns])
+    return frame.explode("inference_time_ms").reset_index(drop=True)

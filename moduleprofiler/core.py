@@ -1,0 +1,340 @@
+"""The core profiler: configuration plus the passes a new user needs, each a thin view over
+the engines. ``moduleprofiler.ModuleProfiler`` is this class plus moduleprofiler 0.0.4's
+methods and constructor (``moduleprofiler/compat/``); this module never imports that layer."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import pandas as pd
+import torch
+from torch import nn
+
+import moduleprofiler.formulas  # noqa: F401  (the formula families register on import)
+from moduleprofiler.collect import collect
+from moduleprofiler.counting import FormulaMaps
+from moduleprofiler.errors import ProfilingError
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
+from moduleprofiler.memory import measure_memory, parameter_memory
+from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
+from moduleprofiler.registry import FormulaMap, get_default_macs_map, get_default_ops_map
+from moduleprofiler.runner import Listener
+from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.shards import communicates_gradients
+from moduleprofiler.state import preserved_state
+from moduleprofiler.timing import benchmark, time_modules, train_step_times
+from moduleprofiler.validate import (
+    CheckedMaps,
+    check_bool,
+    check_choice,
+    check_device,
+    check_exclusions,
+    check_formula_map,
+    check_listeners,
+    check_operator_map,
+    check_pass,
+)
+
+if TYPE_CHECKING:
+    from moduleprofiler.memory import MemoryReport
+    from moduleprofiler.timing import LatencyResult, ModuleTiming, TrainingTiming
+
+
+class Profiler:
+    """Profiles any ``nn.Module``: ops and shapes of every module call, time and memory.
+
+    Args:
+        ops_fn_map: module type -> ``(module, inputs, output) -> int | None``. Defaults to a fresh
+            :func:`~moduleprofiler.get_default_ops_map` per profiler.
+        exclude_from_ops: module classes (and subclasses) or module instances whose ops are not
+            counted; they are reported as excluded, not unknown.
+        verbose: log each pass to stderr.
+        macs_fn_map: module type -> multiply-accumulate formula. Defaults to
+            :func:`~moduleprofiler.get_default_macs_map`.
+        operator_fn_map: aten operator -> ``(args, kwargs, out) -> (ops, macs)``, ``None`` for
+            a free operator. Defaults to a fresh
+            :func:`~moduleprofiler.operators.get_default_operator_map` per profiler, so
+            entries added here change this profiler only.
+
+    Use :class:`moduleprofiler.ModuleProfiler`: it is this class, plus the constructor keywords
+    and the 25 methods of moduleprofiler 0.0.4.
+
+    Example:
+        >>> import torch
+        >>> from torch import nn
+        >>> profile = Profiler().profile(nn.Linear(5, 7), torch.randn(2, 3, 5))
+        >>> profile.total_ops  # 2 * 3 rows * 7 outputs * (2 * 5 - 1 + 1 bias add)
+        420
+    """
+
+    ts_fmt: str = "%Y-%m-%d %H:%M:%S"
+    """Timestamp format of the ``verbose`` log lines."""
+
+    _MAP_CHECKS: ClassVar[Mapping[str, Callable[[Any, str], None]]] = {
+        "ops_fn_map": check_formula_map, "macs_fn_map": check_formula_map,
+        "operator_fn_map": check_operator_map,
+    }
+    """The formula maps this profiler keeps as public attributes, with the check of each."""
+
+    def __init__(
+        self,
+        *,
+        ops_fn_map: FormulaMap | None = None,
+        exclude_from_ops: Iterable[type[nn.Module] | nn.Module] | None = None,
+        verbose: bool = False,
+        macs_fn_map: FormulaMap | None = None,
+        operator_fn_map: OperatorMap | None = None,
+    ) -> None:
+        check_bool(verbose, "verbose")
+        given = {"ops_fn_map": ops_fn_map, "macs_fn_map": macs_fn_map,
+                 "operator_fn_map": operator_fn_map}
+        for name, table in given.items():
+            if table is not None:
+                self._MAP_CHECKS[name](table, name)
+        self.ops_fn_map: FormulaMap = get_default_ops_map() if ops_fn_map is None else ops_fn_map
+        self.macs_fn_map: FormulaMap = (
+            get_default_macs_map() if macs_fn_map is None else macs_fn_map
+        )
+        self.operator_fn_map: dict[Any, Any] = (
+            get_default_operator_map() if operator_fn_map is None else dict(operator_fn_map)
+        )
+        self.exclude_from_ops: list[type[nn.Module] | nn.Module] = check_exclusions(
+            exclude_from_ops)
+        self.verbose = verbose
+        self._checked = CheckedMaps()
+        self._remember_maps()
+
+    # -- the new entry point ---------------------------------------------------------------
+    def profile(
+        self,
+        module: nn.Module,
+        input: Any = None,
+        pred_fn: Callable[..., Any] | None = None,
+        eval: bool = True,
+        *,
+        operators: bool = True,
+        strict: bool = False,
+        backward: bool = False,
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
+        listeners: Sequence[Listener] = (),
+        input_size: InputSize | None = None,
+    ) -> Profile:
+        """Run one hooked forward pass under ``torch.no_grad()`` (grad mode with
+        ``backward=True``) and return its :class:`Profile`.
+
+        Args:
+            module: the model. It is left exactly as it was: hooks released, every module's
+                ``training`` flag restored, parameters, buffers and grads untouched.
+            input: a tensor (``module(x)``), a tuple or list (``module(*input)``), a dict
+                (``module(**input)``), or anything else (``module(input)``).
+            input_size: instead of ``input``, a shape such as ``(1, 3, 224, 224)`` (or a list
+                of shapes, one per argument): a random tensor of that shape, of the model's
+                dtype and on its device (:func:`moduleprofiler.inputs.random_input`).
+            pred_fn: a callable run instead of ``module`` with the same unpacking of ``input``;
+                it must call ``module`` (the same instance) to be profiled.
+            eval: put the model in eval mode for the pass.
+            operators: count the aten operators that run where no module formula covers the
+                work (custom modules, functional code in any forward: residual adds, ``@``,
+                softmax, attention). Off, such work is unknown (``None``).
+            strict: raise instead of returning a partial profile when some work could not be
+                counted (a module or operator without a formula).
+            backward: also run a backward pass (forward under grad mode, then the gradient of
+                ``loss_fn(output)`` — by default the sum of the floating outputs — with respect
+                to every leaf that requires grad, as ``loss.backward()`` would: the trainable
+                parameters, and input tensors that require grad, so a parameter-free loss or
+                block is differentiated through its input) and attribute its operator counts
+                to the module call whose forward created the work
+                (``CallRecord.backward_ops``/``_macs``). Gradients are computed with
+                ``torch.autograd.grad``: ``.grad`` is untouched.
+            loss_fn: maps the model's output to a scalar for ``backward=True`` (default:
+                :func:`moduleprofiler.loss.default_loss`).
+            listeners: extra :class:`~moduleprofiler.runner.Listener` objects run in the same
+                pass; what they write into ``call.values`` becomes columns of the records
+                (``CallRecord.metrics``) and of every view.
+
+        Raises:
+            TypeError, ValueError: an argument is not what this method takes (the message
+                names it).
+            ProfilingError: the forward raised; the message names the module path whose
+                forward failed and the original exception is chained.
+            FormulaError: a formula raised or returned something that is not a count.
+            LossError: ``backward=True`` and no loss can be derived from the output (pass
+                ``loss_fn``), nothing in the pass requires grad (no parameter, no input), or
+                the call runs under ``torch.inference_mode()``; the message says which.
+            ProfilingError: with ``strict=True``, some work could not be counted.
+        """
+        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, eval=eval, operators=operators,
+                   strict=strict, backward=backward)
+        listeners = check_listeners(listeners)
+        if isinstance(module, torch.jit.ScriptModule):
+            raise ProfilingError(
+                f"{type(module).__name__} is a TorchScript module, which cannot carry Python "
+                "hooks: profile the original nn.Module (count_params works on either)"
+            )
+        module = unwrap_compiled(module)
+        if input_size is not None:
+            if input is not None:
+                raise ValueError("pass input or input_size, not both")
+            input = random_input(module, input_size)
+        self._log(f"Profiling {type(module).__name__}")
+        invoke = make_invocation(module, input, pred_fn)
+        # a DDP or FSDP2 backward is a real one (their gradient reductions run in its hooks):
+        # its gradients, and those of input tensors that require grad, are set aside and put back
+        real_backward = backward and communicates_gradients(module)
+        with preserved_state(module, eval=eval, grads=real_backward,
+                             leaves=iter_tensors(input) if real_backward else ()), \
+                torch.set_grad_enabled(backward):
+            if backward:
+                for rnn in _cudnn_rnns_in_eval(module):
+                    rnn.training = True  # cuDNN has no RNN backward in eval mode
+            profile = collect(module, self._formula_maps(operators), invoke,
+                              backward=backward, loss_fn=loss_fn, listeners=listeners,
+                              every_leaf=real_backward)
+        if strict and not profile.complete:
+            raise ProfilingError(_incomplete(profile))
+        return profile
+
+    # -- timing ----------------------------------------------------------------------------
+    def benchmark(self, module: nn.Module, input: Any = None, **kwargs: Any) -> LatencyResult:
+        """Whole-model latency and throughput with no hooks installed: warm-up by count and
+        time, then fixed or adaptive iterations (95 % CI of the median within a target).
+        Keyword arguments are those of :func:`moduleprofiler.timing.benchmark`."""
+        self._log(f"Benchmarking {type(module).__name__}")
+        with self._located_errors("benchmark", module, input, kwargs):
+            return benchmark(module, input, **kwargs)
+
+    def time_modules(self, module: nn.Module, input: Any = None, **kwargs: Any) -> ModuleTiming:
+        """Per-module forward time (inclusive and self, per call) with the hooks' own cost
+        measured and reported. Keyword arguments: :func:`moduleprofiler.timing.time_modules`."""
+        self._log(f"Timing the modules of {type(module).__name__}")
+        with self._located_errors("time_modules", module, input, kwargs):
+            return time_modules(module, input, **kwargs)
+
+    def train_step_times(self, module: nn.Module, input: Any = None,
+                         **kwargs: Any) -> TrainingTiming:
+        """Per-module forward and backward time of training steps. Keyword arguments:
+        :func:`moduleprofiler.timing.train_step_times`."""
+        self._log(f"Timing training steps of {type(module).__name__}")
+        with self._located_errors("train_step_times", module, input, kwargs):
+            return train_step_times(module, input, **kwargs)
+
+    # -- memory ----------------------------------------------------------------------------
+    def measure_memory(
+        self,
+        module: nn.Module,
+        input: Any = None,
+        pred_fn: Callable[..., Any] | None = None,
+        *,
+        train: bool = False,
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
+        device: str | torch.device | None = None,
+        emulate: Literal["cuda"] | None = None,
+        progress: bool | None = None,
+        keep_output: bool = True,
+    ) -> MemoryReport:
+        """Parameter/buffer bytes, per-call output and saved-for-backward bytes, and the peak of
+        inference (with ``train=True`` also of forward + backward) with the module call running
+        at the peak. Works on CPU, CUDA and the meta device (see ``docs/memory.md`` and
+        :func:`moduleprofiler.memory.measure_memory`; ``progress`` as for timing;
+        ``keep_output``: the training step holds the model's output through its backward, as
+        ``out = model(x); loss_fn(out).backward()`` does, or frees it first)."""
+        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
+        check_device(device)
+        check_choice(emulate, "emulate", ("cuda", None))
+
+        self._log(f"Measuring memory of {type(module).__name__}")
+        return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
+                              device=device, emulate=emulate, progress=progress,
+                              keep_output=keep_output)
+
+    def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
+        """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
+        return parameter_memory(check_pass(module))
+
+    # -- helpers ---------------------------------------------------------------------------
+    @contextmanager
+    def _located_errors(self, what: str, module: nn.Module, input: Any,
+                        options: dict[str, Any]) -> Iterator[None]:
+        """Check the arguments every pass shares, then turn a forward failure inside a pass
+        that keeps no call stack of its own (the timers) into a :class:`ProfilingError` naming
+        the module whose forward failed: on the error path only, one forward with the
+        collector's hooks locates it. Errors that are not the forward's (bad arguments)
+        propagate unchanged."""
+        check_pass(module, pred_fn=options.get("pred_fn"), loss_fn=options.get("loss_fn"),
+                   **{name: options[name] for name in _PASS_FLAGS if name in options})
+        try:
+            yield
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            try:
+                self.profile(module, input, pred_fn=options.get("pred_fn"),
+                             eval=options.get("eval", True), operators=False)
+            except ProfilingError as located:
+                raise ProfilingError(f"{what}: {located}", located.path) from exc
+            except Exception:
+                pass  # the forward cannot even be started here: report the original error
+            raise
+
+    def _remember_maps(self) -> None:
+        """Mark the maps as checked (they were checked, or built here, at construction)."""
+        for name in self._MAP_CHECKS:
+            self._checked.remember(name, getattr(self, name))
+
+    def _io_size_fns(self) -> FormulaMap:
+        """The io-size functions (``{}``: every call gets the default first-input/output
+        shapes; the 0.0.4 face passes its ``io_size_fn_map``)."""
+        return {}
+
+    def _formula_maps(self, operators: bool = True) -> FormulaMaps:
+        # the maps and exclusions are public attributes users edit between passes
+        for name, checker in self._MAP_CHECKS.items():
+            self._checked.check(name, getattr(self, name), checker)
+        excluded = check_exclusions(self.exclude_from_ops)
+        types = tuple(item for item in excluded if isinstance(item, type))
+        ids = frozenset(id(item) for item in excluded if isinstance(item, nn.Module))
+        return FormulaMaps(
+            operators=self.operator_fn_map,
+            ops=self.ops_fn_map,
+            macs=self.macs_fn_map,
+            io_size=self._io_size_fns(),
+            excluded_types=types,
+            excluded_ids=ids,
+            count_operators=operators,
+        )
+
+    def _log(self, message: str) -> None:
+        if self.verbose:
+            print(f"[{time.strftime(self.ts_fmt)}] {message}", file=sys.stderr)
+
+
+def _incomplete(profile: Profile) -> str:
+    """Why ``profile`` is not complete: which totals are lower bounds and what is unknown."""
+    unknown_macs = list(dict.fromkeys(r.path for r in profile.records
+                                      if r.ops is not None and r.macs is None))
+    parts = [f"modules {list(profile.unsupported)}" if profile.unsupported else "",
+             f"operators {profile.unsupported_ops}" if profile.unsupported_ops else "",
+             f"macs of modules {unknown_macs}" if unknown_macs else "",
+             f"backward operators {profile.backward_unsupported_ops}"
+             if profile.backward_unsupported_ops else ""]
+    return (f"strict=True and the {', '.join(profile.lower_bounds)} totals are lower bounds: "
+            f"no formula for {'; '.join(part for part in parts if part)}")
+
+
+_PASS_FLAGS = ("eval", "train", "restore")
+"""On/off options of the timing passes, checked at the boundary like ``profile``'s."""
+
+
+def _cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:
+    """RNN modules on CUDA in eval mode: cuDNN refuses their backward outside training mode.
+
+    Their math is the same in training mode unless they have inter-layer dropout, so
+    ``backward=True`` runs them in training mode (flags are restored afterwards)."""
+    return [module for module in root.modules()
+            if isinstance(module, nn.RNNBase) and not module.training
+            and any(p.is_cuda for p in module.parameters(recurse=False))]

@@ -1,0 +1,43 @@
+"""The core ``Profiler`` holds the passes a new user needs; ``ModuleProfiler`` adds 0.0.4's."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.core import Profiler
+
+CORE_METHODS = ["benchmark", "measure_memory", "parameter_memory_df", "profile",
+                "time_modules", "train_step_times"]
+
+
+def _public_methods(cls: type) -> list[str]:
+    return sorted(name for name in dir(cls)
+                  if not name.startswith("_") and callable(getattr(cls, name)))
+
+
+def test_the_core_has_the_new_user_methods_only() -> None:
+    assert _public_methods(Profiler) == CORE_METHODS
+    # 5 analyses x (dict, _df, _csv, _html, _latex) = 25 more on ModuleProfiler
+    legacy = set(_public_methods(ModuleProfiler)) - set(CORE_METHODS)
+    assert len(legacy) == 25 and issubclass(ModuleProfiler, Profiler)
+    assert list(inspect.signature(Profiler).parameters) == [
+        "ops_fn_map", "exclude_from_ops", "verbose", "macs_fn_map", "operator_fn_map"]
+
+
+def test_the_core_counts_and_records_shapes_without_an_io_size_map() -> None:
+    profile = Profiler().profile(nn.Linear(5, 7), torch.randn(2, 3, 5))
+    # rows 2 * 3 = 6; per row 7 * (2 * 5 - 1) + 7 bias adds = 70; 6 * 70 = 420
+    assert profile.total_ops == 420
+    record = profile.records[0]
+    assert (record.input_size, record.output_size) == ((2, 3, 5), (2, 3, 7))
+    assert not hasattr(Profiler(), "io_size_fn_map")
+
+
+def test_the_0_0_4_constructor_strings_are_accepted_and_not_kept() -> None:
+    profiler = ModuleProfiler(ops_attr="__my_ops__", ts_fmt="%H:%M")
+    assert not hasattr(profiler, "ops_attr") and profiler.ts_fmt == "%H:%M"
+    assert "default" in profiler.io_size_fn_map
