@@ -46,6 +46,7 @@ from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.profiler import ModuleProfiler
+from moduleprofiler.timing import TimingWarning
 
 EXAMPLES = """\
 examples:
@@ -116,9 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--generate", type=int, metavar="N",
                         help="profile generate() step by step for N new tokens (a Transformers "
                              "model on a real --device): one row per prefill/decode step; "
-                             "--what time and memory add each step's time and live memory")
-    parser.add_argument("--iters", type=int, default=50,
-                        help="timed iterations for --what time (default 50; a tenth dropped)")
+                             "--what time and memory add each step's time and live memory "
+                             "(the module options --depth, --sort, --top, --min-pct, "
+                             "--include, --exclude do not apply)")
+    parser.add_argument("--iters", type=int, default=None,
+                        help="timed iterations for --what time, a tenth dropped (default: "
+                             "adaptive, as in Python: rounds until the median's 95%% CI is "
+                             "within 1%%, at most 10 s)")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
@@ -347,8 +352,10 @@ def run_profile(options: argparse.Namespace) -> Any:
             else:
                 with warnings.catch_warnings():  # said below, with the other warnings
                     warnings.simplefilter("ignore", CodePathWarning)
-                    timing = profiler.time_modules(model, inputs, num_iters=options.iters,
-                                                   drop_first=max(1, options.iters // 10))
+                    warnings.simplefilter("ignore", TimingWarning)
+                    timing = profiler.time_modules(
+                        model, inputs, num_iters=options.iters,
+                        drop_first=None if options.iters is None else max(1, options.iters // 10))
                 for message in timing.warnings:
                     print(f"moduleprofiler: warning: {message}", file=sys.stderr)
                 profile = profile.with_timing(timing)
@@ -376,8 +383,32 @@ def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
     return tuple(notes)
 
 
+GENERATE_WHAT = ("time", "memory")
+"""The ``--what`` groups ``--generate`` adds to its steps table."""
+_NOT_FOR_GENERATE = (("--depth", "depth"), ("--sort", "sort"), ("--top", "top"),
+                     ("--min-pct", "min_pct"), ("--include", "include"),
+                     ("--exclude", "exclude"))
+"""Options of the module views that a steps table (one row per step) has no use for."""
+
+
+def check_generation_options(options: argparse.Namespace) -> None:
+    """Refuse the options ``--generate`` would otherwise ignore: the module views' filters
+    and ``--what`` groups other than time and memory."""
+    given = [flag for flag, name in _NOT_FOR_GENERATE if getattr(options, name) is not None]
+    if given:
+        raise CliError(f"--generate prints one row per generation step, not modules: "
+                       f"{', '.join(given)} does not apply (drop --generate for the module "
+                       f"tree)")
+    other = [item for item in _items(options.what or "") if item not in GENERATE_WHAT]
+    if other:
+        raise CliError(f"--generate --what takes {' and/or '.join(GENERATE_WHAT)} (each "
+                       f"step's time and live memory; every step shows its MACs and FLOPs), "
+                       f"not {','.join(other)}")
+
+
 def run_generation(options: argparse.Namespace) -> GenerationProfile:
     """``--generate N``: the model's ``generate`` profiled step by step."""
+    check_generation_options(options)
     if options.meta or options.device is None or options.device == "meta":
         raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
                        "shrink a large configuration with --arg num_hidden_layers=2)")

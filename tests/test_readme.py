@@ -47,3 +47,34 @@ def test_readme_command_lines_run(tmp_path: Path) -> None:
     # the console script the README uses is installed beside the interpreter
     assert Path(sys.executable).with_name("moduleprofiler").exists() or shutil.which(
         "moduleprofiler")
+
+
+def _install_line(text: str) -> str:
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+             for line in block.splitlines() if line.startswith("pip install \".[")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_one_install_story() -> None:
+    """README and docs/index.md give the same install command, and its extras bring in every
+    package the examples of both pages import (issue 24, item 14)."""
+    import tomllib
+
+    index = (README.parent / "docs" / "index.md").read_text(encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
+    line = _install_line(readme)
+    assert line == _install_line(index) == 'pip install ".[plot,progress,vision,language]"'
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"]["optional-dependencies"]
+    named = re.search(r"\[(.*)\]", line)
+    assert named is not None
+    installed = {"torch", "pandas", "jinja2", "moduleprofiler"}
+    for extra in named.group(1).split(","):
+        installed |= {re.split(r"[<>=\[ ]", requirement)[0] for requirement in extras[extra]}
+    code = "\n".join(re.findall(r"```python\n(.*?)```", readme + index, re.S))
+    imported = set(re.findall(r"^\s*(?:import|from) ([a-z_]+)", code, re.M))
+    stdlib = {"math", "os", "sys", "json", "pathlib", "tempfile", "warnings", "io", "re",
+              "contextlib", "dataclasses", "functools", "itertools", "collections", "typing"}
+    assert "torchvision" in imported and "torchvision" in installed
+    assert imported - stdlib <= installed

@@ -88,6 +88,22 @@ def test_generation_needs_a_real_device(capsys: pytest.CaptureFixture[str]) -> N
     assert status == 2 and "--generate must be at least 1" in err
 
 
+def test_generation_refuses_the_options_it_would_ignore(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # before: --depth and --what ops were silently ignored and the steps table printed
+    # (issue 24, item 14); refused before the model is built
+    base = ["hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu", "--generate", "2"]
+    status, out, err = run(capsys, *base, "--depth", "1")
+    assert status == 2 and out == ""
+    assert "--generate prints one row per generation step, not modules: --depth does not " \
+        "apply" in err
+    status, _, err = run(capsys, *base, "--top", "3", "--include", "h.*")
+    assert status == 2 and "--top, --include does not apply" in err
+    status, _, err = run(capsys, *base, "--what", "time,ops")
+    assert status == 2 and "--generate --what takes time and/or memory" in err
+    assert err.rstrip().endswith("not ops")
+
+
 def test_an_encoder_decoder_generates_from_its_padding_token(
         capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, "hf:t5", "-i", "1x6", "--arg", "num_layers=1",
