@@ -17,7 +17,7 @@ maps users pass in. The io-size registry is the 0.0.4 layer's (``moduleprofiler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from torch import nn
@@ -156,11 +156,6 @@ def formula_fits(cls: type, registered_for: type) -> bool:
         if "forward" in vars(klass) and not klass.__module__.startswith("torch."):
             return False
     return True
-
-
-def types_in(keys: Iterable[Any]) -> list[type]:
-    """The class keys of a map (string keys dropped), for listing what is supported."""
-    return [key for key in keys if isinstance(key, type)]
 
 
 OPS_FORMULAS = FormulaRegistry("ops")

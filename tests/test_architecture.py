@@ -171,3 +171,19 @@ def test_no_package_imports_another_packages_private_module() -> None:
                     found.add((module, target))
     assert found <= PRIVATE_IMPORTS_TO_REMOVE, sorted(found - PRIVATE_IMPORTS_TO_REMOVE)
 
+
+def test_removed_dead_code_stays_out() -> None:
+    """Helpers nothing called (issue 22, item 6), and ``NotImplementedError`` stubs standing in
+    for methods of another class in the profiler and its 0.0.4 face."""
+    dead = {"types_in", "iter_groups"}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name in dead:
+                found.append((_module_name(path), node.name))
+            if (_in(_module_name(path), ("moduleprofiler.compat", "moduleprofiler.core"))
+                    and isinstance(node, ast.Raise) and node.exc is not None
+                    and "NotImplementedError" == ast.unparse(node.exc).removesuffix("()")):
+                found.append((_module_name(path), "raise NotImplementedError"))
+    assert found == []

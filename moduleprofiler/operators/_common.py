@@ -10,7 +10,7 @@ an argument by its schema name whatever way it was passed, and falls back to the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -318,9 +318,3 @@ def _decomposed(op: torch._ops.OpOverload) -> OperatorFormula:
     formula.__name__ = f"{name}_by_decomposition"
     formula.__doc__ = f"Sum of the operator formulas of {op}'s decomposition."
     return formula
-
-
-def iter_groups(items: list[Any], size: int) -> Iterator[list[Any]]:
-    """``items`` in consecutive groups of ``size``."""
-    for start in range(0, len(items) - size + 1, size):
-        yield items[start : start + size]
