@@ -11,10 +11,14 @@ The per-module passes are a :class:`ClockListener` on the pass runner
 (:class:`moduleprofiler.runner.PassRunner`); it also runs in any other pass's listeners. See
 ``docs/timing.md`` for the methodology. :class:`RangeListener` (``ranges=True``) names every
 module call in the PyTorch profiler's trace and in NVTX.
+
+Every caveat a result keeps in its ``warnings`` is also issued as a :class:`TimingWarning`
+(``warnings.simplefilter("ignore", TimingWarning)`` silences them; the result keeps them).
 """
 
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.timing.backward import TrainingModuleStats, TrainingTiming, train_step_times
+from moduleprofiler.timing.clock import TimingWarning
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.forward import ModuleTiming, time_modules
 from moduleprofiler.timing.latency import LatencyResult, benchmark
@@ -34,6 +38,7 @@ __all__ = [
     "ModuleTiming",
     "RangeListener",
     "Summary",
+    "TimingWarning",
     "TrainingModuleStats",
     "TrainingProfiler",
     "TrainingTiming",

@@ -23,7 +23,8 @@ spin itself lies before the stamp and is never timed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -240,3 +241,11 @@ def first_batch_size(input: Any) -> int | None:
 class TimingWarning(UserWarning):
     """A timing result needs a caveat (a clock fell back, the run was noisy...): issued
     through :mod:`warnings` as well as kept in the result's ``warnings``."""
+
+
+def issue_warnings(messages: Iterable[str], stacklevel: int = 3) -> None:
+    """Issue each of ``messages`` once, in order, as a :class:`TimingWarning` (a result keeps
+    them in its ``warnings`` as well). ``stacklevel=3`` points at the caller of the function
+    that calls this one, the line a user wrote."""
+    for message in dict.fromkeys(messages):
+        warnings.warn(message, TimingWarning, stacklevel=stacklevel)

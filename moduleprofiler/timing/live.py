@@ -38,7 +38,12 @@ from moduleprofiler.timing.backward import (
     check_method,
     with_device_times,
 )
-from moduleprofiler.timing.clock import TimingWarning, make_stamps, resolve_device
+from moduleprofiler.timing.clock import (
+    TimingWarning,
+    issue_warnings,
+    make_stamps,
+    resolve_device,
+)
 from moduleprofiler.timing.device_trace import ClockName, choose_clock
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
 from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock, TracedBlock
@@ -100,6 +105,7 @@ class TrainingProfiler:
         self._entered = False
         self._environment: dict[str, Any] = {}
         self._calibration = calibrate_hooks(host, backward=True)
+        self._issued: set[str] = set()  # result() may be asked often: each warning once
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> TrainingProfiler:
@@ -130,13 +136,21 @@ class TrainingProfiler:
 
     # -- results ---------------------------------------------------------------------------
     def result(self) -> TrainingTiming:
-        """The profiled steps so far (the open step is closed first if it recorded calls)."""
+        """The profiled steps so far (the open step is closed first if it recorded calls).
+        Its warnings are also issued as
+        :class:`~moduleprofiler.timing.clock.TimingWarning`, each once per profiler."""
+        return self._result()
+
+    def _result(self) -> TrainingTiming:
+        """:meth:`result`, called by a public method (its warnings point at the user's line)."""
         if self.active:
             self._flush(restart=True)
         env = dict(self._environment)
         notes = environment_warnings(env, None, self.device)
         if not self._rows.fwd and not self._rows.bwd:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
+        issue_warnings([note for note in notes if note not in self._issued], stacklevel=4)
+        self._issued.update(notes)
         if self._fallback is not None:
             notes.insert(0, self._fallback)
         timing = self._rows.build(
@@ -149,11 +163,11 @@ class TrainingProfiler:
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
         :meth:`TrainingTiming.layerwise_summary`)."""
-        return self.result().layerwise_summary()
+        return self._result().layerwise_summary()
 
     def to_df(self) -> pd.DataFrame:
         """One row per module (see :meth:`TrainingTiming.to_df`)."""
-        return self.result().to_df()
+        return self._result().to_df()
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:

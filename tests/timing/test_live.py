@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.timing import TrainingProfiler, track
+from moduleprofiler.timing import TimingWarning, TrainingProfiler, track
 from tests.timing.helpers import Spin, no_hooks_left, training_flags
 
 
@@ -76,4 +78,10 @@ def test_validation_and_empty_result():
     with TrainingProfiler(model, start_step=5) as prof:
         model(torch.randn(1, 2)).sum().backward()
         prof.step()
-    assert any("no step was profiled" in w for w in prof.result().warnings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert any("no step was profiled" in w for w in prof.result().warnings)
+        prof.layerwise_summary()  # asks for the result again: no second warning
+    empty = [w for w in caught if "no step was profiled" in str(w.message)]
+    assert [w.category for w in empty] == [TimingWarning]
+    assert empty[0].filename == __file__
