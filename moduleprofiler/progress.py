@@ -64,9 +64,11 @@ class Progress:
         self._tqdm_tried = False
 
     def _eta(self, now: float, done: int, total: int | None) -> float | None:
-        """Seconds left at the rate since the first update (``None`` before any rate)."""
+        """Seconds left at the rate since the first update with steps done (``None``
+        before any rate): updates at 0 (warm-up, calibration) do not count as progress."""
         if self._first is None:
-            self._first = (now, done)
+            if done > 0:
+                self._first = (now, done)
             return None
         since, done_then = self._first
         if total is None or done <= done_then:

@@ -68,3 +68,19 @@ def test_tqdm_bar_when_installed(clock: Clock, monkeypatch: pytest.MonkeyPatch) 
     bar.update(7, 40, "CI ±1.00%")
     assert made and made[0].n == 7 and made[0].total == 40  # type: ignore[attr-defined]
     bar.close()
+
+
+def test_warm_up_updates_do_not_count_towards_the_rate(clock: Clock,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(progress, "_tqdm_bar", lambda *args: None)
+    bar = Progress("timing modules", True)
+    bar.update(0, 100, "warming up")  # shown from the start, no rate yet
+    clock.now += 30.0  # a long warm-up: not progress
+    bar.update(10, 100)  # the rate is measured from here
+    clock.now += 10.0
+    bar.update(20, 100)  # 10 iterations in 10 s: 80 left take 80 s = 1:20 (not 2:00)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "\rtiming modules: 0/100 iterations, warming up [0.0 s]" in err
+    assert "\rtiming modules: 20/100 iterations [40.0 s, ETA 1:20]" in err

@@ -31,6 +31,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import (
     TimingWarning,
+    issue_warnings,
     make_stamps,
     resolve_device,
     synchronize,
@@ -44,11 +45,21 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
-from moduleprofiler.timing.forward import device_host_values, validate_iterations
-from moduleprofiler.timing.iteration import IterationTimes
+from moduleprofiler.timing.forward import (
+    ADAPTIVE_DROP_FIRST,
+    device_host_values,
+    validate_iterations,
+)
+from moduleprofiler.timing.iteration import IterationTimes, marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks, split_rounds
+from moduleprofiler.timing.overhead import (
+    HookCalibration,
+    calibrate_hooks,
+    plain_count,
+    run_rounds,
+    split_rounds,
+)
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
@@ -58,7 +69,13 @@ from moduleprofiler.timing.results import (
     stats_columns,
     tree_text,
 )
-from moduleprofiler.timing.stats import Summary, summarize
+from moduleprofiler.timing.stats import (
+    StoppingRule,
+    StopReason,
+    Summary,
+    ci_halfwidth,
+    summarize,
+)
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -336,7 +353,9 @@ class StepRows:
 
     def build(self, *, method: str, separate_passes: bool, calibration: HookCalibration,
               device: str, clock: str, dropped: int, confidence: float,
-              environment: dict[str, Any], warnings: tuple[str, ...]) -> TrainingTiming:
+              environment: dict[str, Any], warnings: tuple[str, ...],
+              stop_reason: StopReason | None = None,
+              elapsed_s: float | None = None) -> TrainingTiming:
         """The :class:`TrainingTiming` of the stored steps."""
         width = len(self.layout.paths)
         arrays = {kind: {k: np.asarray(v) for k, v in phases.items()}
@@ -360,6 +379,8 @@ class StepRows:
             environment={**environment, "step_kinds": tuple(arrays)},
             hardware=get_hardware_specs(),
             warnings=warnings,
+            stop_reason=stop_reason,
+            elapsed_s=elapsed_s,
         )
 
 
@@ -384,9 +405,12 @@ def train_step_times(
     loss_fn: Callable[..., Tensor] | None = None,
     pred_fn: Callable[..., Any] | None = None,
     optimizer: torch.optim.Optimizer | None = None,
-    num_iters: int = 50,
-    drop_first: int = 5,
+    num_iters: int | None = None,
+    drop_first: int | None = None,
     warmup_seconds: float = 0.0,
+    target_ci: float | None = 0.01,
+    max_seconds: float | None = 10.0,
+    min_iters: int = 10,
     rounds: int | None = None,
     measure_overhead: bool = True,
     overhead_fraction: float = 1.0,
@@ -411,8 +435,19 @@ def train_step_times(
     samples), with backward hooks too (the backward samples) and, with ``measure_overhead``,
     without hooks (the step phases and the overhead ratios).
 
+    By default the run is adaptive, as :func:`~moduleprofiler.timing.time_modules`'s: rounds
+    are added until the CI of the median step is within ``target_ci`` in both hooked kinds,
+    or ``max_seconds`` have passed (``stop_reason`` says which).
+
     Args:
-        num_iters: steps of each hooked kind, ``drop_first`` of them discarded.
+        num_iters: ``None`` (default): adaptive. An int: exactly that many steps of each
+            hooked kind, ``drop_first`` of them discarded (``target_ci`` and
+            ``max_seconds`` then unused).
+        drop_first: first steps of each hooked kind to discard (default: 5 with
+            ``num_iters``, :data:`~moduleprofiler.timing.forward.ADAPTIVE_DROP_FIRST` in an
+            adaptive run).
+        target_ci, max_seconds, min_iters: the adaptive run's stopping rule, as in
+            :func:`~moduleprofiler.timing.time_modules`.
         method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
         train: run in training mode (flags restored afterwards).
         restore: put back ``.grad``, buffers (BatchNorm statistics) and, when an optimizer
@@ -424,13 +459,30 @@ def train_step_times(
             CUDA) a third kind of hooked step runs traced: the kernels each call's backward
             nodes launch are its backward device time.
 
+    Returns:
+        :class:`TrainingTiming`. Its ``warnings`` are also issued as
+        :class:`~moduleprofiler.timing.clock.TimingWarning`.
+
     Raises:
         ProfilingError: the forward raised (the message names the module);
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
+    bar = Progress("timing training steps", progress, unit="steps")  # from the start
+    fixed = num_iters is not None
+    if drop_first is None:
+        drop_first = 5 if fixed else ADAPTIVE_DROP_FIRST
     validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if rounds is not None and not fixed:
+        raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
+                         f"sizes its rounds by time, got rounds={rounds!r}")
+    kept = num_iters - drop_first if num_iters is not None else None
+    rule = (StoppingRule(count=kept) if kept is not None else
+            StoppingRule(target_ci=target_ci, max_seconds=max_seconds, min_samples=min_iters,
+                         confidence=confidence))
+    sizes = split_rounds(kept, rounds, 5, 0.0)[0] if kept is not None else None
+    fraction = overhead_fraction if measure_overhead else 0.0
     method_name = check_method(method)
     module, compiled = eager_module(module)
     if compiled is not None:
@@ -440,6 +492,7 @@ def train_step_times(
     mode, fallback = choose_clock(resolved, clock)
     kernels = mode == "kernels"
     host = torch.device("cpu") if kernels else resolved  # host times: the CPU clock
+    bar.update(0, kept, "calibrating the hooks")
     calibration = calibrate_hooks(host, backward=True)
     stamps = make_stamps(host)
     kernel_clock = KernelClock.on(module, backward=True) if kernels else None
@@ -450,13 +503,11 @@ def train_step_times(
               "backward_hooks": ClockListener.on(module, stamps, backward=True, outer=outer)}
     rows = StepRows(ModelLayout.of(module))
     params = [p for p in module.parameters() if p.requires_grad]
-    kept = num_iters - drop_first
-    per_round, plain_round = split_rounds(kept, rounds, 5, overhead_fraction if
-                                          measure_overhead else 0.0)
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
     raws: dict[str, list[Any]] = {kind: [] for kind in clocks}
+    spans: dict[str, list[float]] = {kind: [] for kind in clocks}  # whole steps (ns)
+    plain_steps = [0]
     keep = [False]
-    bar = Progress("timing training steps", progress, unit="steps")
 
     def loss_of(output: Any) -> Tensor:
         if loss_fn is None:
@@ -491,7 +542,11 @@ def train_step_times(
         raw = clock.snapshot()  # resolved after the timed loop
         if keep[0]:
             raws[kind].append(raw)
-            bar.update(len(raws["backward_hooks"]), kept)
+            spans[kind].append(marks_span_ns(raw))
+            bar.update(len(raws["backward_hooks"]), kept,
+                       rule.progress_text() if kept is None else "")
+        else:
+            bar.update(0, kept, "warming up")
 
     def run_plain() -> None:
         stamps.reset()
@@ -499,6 +554,7 @@ def train_step_times(
         step(lambda name: taken.append((name, stamps.stamp())), lambda invoke: invoke())
         ns = stamps.resolve([stamp for _, stamp in taken])
         if keep[0]:
+            plain_steps[0] += 1
             rows.add_phases("plain", {name: float(t) for (name, _), t in zip(taken, ns)},
                             names)
 
@@ -534,20 +590,27 @@ def train_step_times(
             while time.perf_counter() < deadline:
                 for kind in ("forward_hooks", "backward_hooks", "plain"):
                     block(kind, 1)
+            rule.restart()  # the budget covers the dropped steps, as benchmark()'s
             for kind in ("forward_hooks", "backward_hooks"):
                 block(kind, drop_first)
             keep[0] = True
             before = minor_faults()
             order = ["forward_hooks", "backward_hooks", "plain"] + (["traced"] if kernels
                                                                       else [])
-            for r, (hooked, plain) in enumerate(zip(per_round, plain_round)):
-                shift = r % len(order)
+
+            def run_round(number: int, count: int) -> None:
+                shift = number % len(order)  # the blocks of a round, rotated
                 for kind in order[shift:] + order[:shift]:
-                    count = {"plain": plain, "traced": max(1, hooked // 4)}.get(kind, hooked)
-                    block(kind, count)
+                    size = {"plain": plain_count(count, fraction),
+                            "traced": max(1, count // 4)}.get(kind, count)
+                    if size:
+                        block(kind, size)
+
+            run_rounds(run_round, rule, lambda: tuple(spans.values()), sizes)
             after = minor_faults()
+            elapsed = rule.elapsed
             if before is not None and after is not None:
-                faults = (after - before) / (2 * kept + sum(plain_round))
+                faults = (after - before) / (sum(map(len, raws.values())) + plain_steps[0])
     finally:
         bar.close()
     for kind, kind_raws in raws.items():
@@ -559,7 +622,14 @@ def train_step_times(
                 rows.add_backward(times)
             rows.add_phases(kind, times.marks, names)
     env["minor_faults_per_iter"] = faults
-    notes = environment_warnings(env, faults, resolved)
+    steps = np.concatenate([np.asarray(v) for v in spans.values()]) / 1e6
+    notes = environment_warnings(env, faults, resolved,
+                                 float(np.median(steps)) if steps.size else None)
+    widths = [ci_halfwidth(v, confidence) for v in spans.values()]
+    shortfall = rule.shortfall(max(widths))
+    if shortfall is not None:
+        notes.append(shortfall)
+    issue_warnings(notes)
     if compiled is not None:
         notes.insert(0, compiled)
     if fallback is not None:
@@ -568,7 +638,7 @@ def train_step_times(
     timing = rows.build(
         method=method_name, separate_passes=True, calibration=calibration,
         device=str(resolved), clock=stamps.kind, dropped=drop_first, confidence=confidence,
-        environment=env, warnings=tuple(notes),
+        environment=env, warnings=tuple(notes), stop_reason=rule.reason, elapsed_s=elapsed,
     )
     return with_device_times(timing, traced, outside[0]) if kernels else timing
 

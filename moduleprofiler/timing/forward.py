@@ -33,6 +33,7 @@ from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.booking import busy_ns
 from moduleprofiler.timing.clock import (
     TimingWarning,
+    issue_warnings,
     make_stamps,
     resolve_device,
     synchronize,
@@ -46,9 +47,16 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
+from moduleprofiler.timing.iteration import marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.overhead import calibrate_hooks, interleave, split_rounds
+from moduleprofiler.timing.overhead import (
+    calibrate_hooks,
+    interleave,
+    plain_count,
+    run_rounds,
+    split_rounds,
+)
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
@@ -58,14 +66,16 @@ from moduleprofiler.timing.results import (
     stats_columns,
     tree_text,
 )
-from moduleprofiler.timing.stats import Summary, summarize
+from moduleprofiler.timing.stats import StoppingRule, Summary, summarize
 
 
-def validate_iterations(num_iters: int, drop_first: int) -> None:
-    """``num_iters >= 1`` and ``0 <= drop_first < num_iters``, else ``ValueError``."""
-    if not isinstance(num_iters, int) or num_iters < 1:
-        raise ValueError(f"num_iters must be a positive int, got {num_iters!r}")
-    if not isinstance(drop_first, int) or not 0 <= drop_first < num_iters:
+def validate_iterations(num_iters: int | None, drop_first: int) -> None:
+    """``num_iters >= 1`` (or ``None``: adaptive) and ``0 <= drop_first < num_iters``, else
+    ``ValueError`` naming the argument."""
+    if num_iters is not None and (not isinstance(num_iters, int) or num_iters < 1):
+        raise ValueError(f"num_iters must be a positive int or None, got {num_iters!r}")
+    if not isinstance(drop_first, int) or drop_first < 0 or (
+            num_iters is not None and drop_first >= num_iters):
         raise ValueError(
             f"drop_first must be an int with 0 <= drop_first < num_iters ({num_iters}), "
             f"got {drop_first!r}: at least one timed iteration must be kept"
@@ -287,15 +297,23 @@ def device_host_values(device_ms: float | None, self_device_ms: float | None,
             "self_host_ms": self_host_ms, "time_bound": bound}
 
 
+ADAPTIVE_DROP_FIRST = 2
+"""Hooked iterations an adaptive run (``num_iters=None``) drops after its time-based warm-up
+(a fixed count keeps 0.0.4's default of 20)."""
+
+
 def time_modules(
     module: nn.Module,
     input: Any = None,
     *,
     pred_fn: Callable[..., Any] | None = None,
     eval: bool = True,
-    num_iters: int = 200,
-    drop_first: int = 20,
+    num_iters: int | None = None,
+    drop_first: int | None = None,
     warmup_seconds: float = 0.5,
+    target_ci: float | None = 0.01,
+    max_seconds: float | None = 10.0,
+    min_iters: int = 10,
     rounds: int | None = None,
     measure_overhead: bool = True,
     overhead_fraction: float = 1.0,
@@ -313,6 +331,11 @@ def time_modules(
     PyTorch profiler's CUPTI backend), and its host time is the wall time between its hooks;
     both are right whether the host or the device is the bottleneck. On the CPU, wall time.
 
+    By default the run is adaptive: interleaved rounds are added until the ``confidence``
+    interval of the median hooked iteration (the root's time) is within ``target_ci`` of it,
+    or ``max_seconds`` have passed; ``stop_reason`` says which. ``num_iters`` asks for a fixed
+    count instead (0.0.4's meaning).
+
     Args:
         module: the model; left as found (hooks removed, every ``training`` flag and, if it
             ran in training mode, every buffer restored), also when its forward raises.
@@ -321,11 +344,20 @@ def time_modules(
         pred_fn: called instead of ``module`` with the same unpacking; it must call
             ``module`` itself (the hooked instance).
         eval: run in eval mode (restored afterwards). Always under ``torch.no_grad()``.
-        num_iters: hooked iterations in total, ``drop_first`` of them discarded (0.0.4's
-            meaning); ``num_iters - drop_first`` are kept.
-        drop_first: first hooked iterations to discard.
+        num_iters: ``None`` (default): adaptive. An int: exactly that many hooked iterations,
+            ``drop_first`` of them discarded (0.0.4's meaning); ``target_ci`` and
+            ``max_seconds`` are then not used.
+        drop_first: first hooked iterations to discard (default: 20 with ``num_iters``, as
+            0.0.4; :data:`ADAPTIVE_DROP_FIRST` in an adaptive run, after its warm-up).
         warmup_seconds: run (hooked and hook-free alternately) at least this long before.
-        rounds: interleaved rounds (default ``min(8, kept)``).
+        target_ci: adaptive: stop once the median's CI is within this fraction of it
+            (0.01 = ±1 %); ``None``: run until the budget ends.
+        max_seconds: adaptive: budget of the timed phase in seconds (dropped iterations
+            included; warm-up and calibration not); ``None``: none. The run ends within the
+            budget plus one round.
+        min_iters: adaptive: never stop on the CI with fewer kept iterations.
+        rounds: interleaved rounds of a fixed ``num_iters`` (default ``min(8, kept)``); an
+            adaptive run sizes its rounds by time.
         measure_overhead: also run hook-free iterations, interleaved, for ``overhead_ratio``.
         overhead_fraction: hook-free iterations per round as a fraction of the hooked ones
             (at least one per round).
@@ -333,7 +365,8 @@ def time_modules(
             not moved.
         num_threads: intra-op threads while timing (restored afterwards).
         confidence: level of the median's confidence intervals.
-        progress: show a progress line (default: on a terminal, after 2 s).
+        progress: show a progress line (default: on a terminal, after 2 s of the call,
+            warm-up included).
         ranges: name every module call in the PyTorch profiler's trace and, with CUDA, in
             NVTX (Nsight Systems): a :class:`~moduleprofiler.timing.RangeListener` outside
             the clock.
@@ -343,23 +376,35 @@ def time_modules(
             has queued work) or ``"cpu"``.
 
     Returns:
-        :class:`ModuleTiming`.
+        :class:`ModuleTiming`. Its ``warnings`` are also issued as
+        :class:`~moduleprofiler.timing.clock.TimingWarning` (a changed code path as
+        :class:`~moduleprofiler.codepaths.CodePathWarning`).
 
     Raises:
         ProfilingError: the forward raised; the message names the module whose forward
             failed.
     """
+    bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
+    fixed = num_iters is not None
+    if drop_first is None:
+        drop_first = 20 if fixed else ADAPTIVE_DROP_FIRST
     validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if rounds is not None and not fixed:
+        raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
+                         f"sizes its rounds by time, got rounds={rounds!r}")
+    kept = num_iters - drop_first if num_iters is not None else None
+    rule = (StoppingRule(count=kept) if kept is not None else
+            StoppingRule(target_ci=target_ci, max_seconds=max_seconds, min_samples=min_iters,
+                         confidence=confidence))
+    sizes = (split_rounds(kept, rounds, 8, 0.0)[0] if kept is not None else None)
+    fraction = overhead_fraction if measure_overhead else 0.0
     module, compiled = eager_module(module)
     if compiled is not None:
         warnings.warn(compiled, CodePathWarning, stacklevel=2)
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
-    kept = num_iters - drop_first
-    per_round, plain_round = split_rounds(kept, rounds, 8, overhead_fraction if
-                                          measure_overhead else 0.0)
 
     notes: list[str] = [compiled] if compiled is not None else []
     changed = fast_path_changes(module, eval, grad_enabled=False)
@@ -379,6 +424,7 @@ def time_modules(
     kernels = mode == "kernels"
     # the kernel clock's host times come from the CPU clock, calibrated on the CPU
     host = torch.device("cpu") if kernels else resolved
+    bar.update(0, kept, "calibrating the hooks")
     calibration = calibrate_hooks(host)
     stamps = make_stamps(host)
     clock_listener = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)]
@@ -386,12 +432,12 @@ def time_modules(
     kernel_clock = KernelClock.on(module) if kernels else None
     layout = ModelLayout.of(module)
     raws = []
+    spans: list[float] = []  # whole hooked iterations (ns), for the stopping rule
     plain: list[float] = []
     issued: list[float] = []
     traced: list[DeviceIteration] = []
     outside = [0.0]
     keep = [False]
-    bar = Progress("timing modules", progress)
 
     def run_hooked() -> None:
         clock_listener.begin()
@@ -403,7 +449,10 @@ def time_modules(
         raw = clock_listener.snapshot()  # resolved after the timed loop
         if keep[0]:
             raws.append(raw)
-            bar.update(len(raws), kept)
+            spans.append(marks_span_ns(raw))
+            bar.update(len(raws), kept, rule.progress_text() if kept is None else "")
+        else:
+            bar.update(0, kept, "warming up")
 
     def run_plain() -> None:
         stamps.reset()
@@ -427,8 +476,12 @@ def time_modules(
             traced.extend(block.iterations)
             outside[0] += block.outside_ns
 
-    traced_round = [max(1, n // 4) for n in per_round] if kernels else []
-    extra = (traced_round, run_traced) if kernels else None
+    def run_round(number: int, count: int) -> None:
+        # a round: hooked block, hook-free block and (kernel clock) traced block, rotated
+        extra = ([max(1, count // 4)], run_traced) if kernels else None
+        interleave([count], [plain_count(count, fraction)], clock_listener.installed,
+                   run_hooked, run_plain, extra, offset=number)
+
     env: dict[str, Any] = {}
     faults: float | None = None
     hook_free: HookFreeTrace | None = None
@@ -440,16 +493,17 @@ def time_modules(
             deadline = time.perf_counter() + warmup_seconds
             while time.perf_counter() < deadline:
                 interleave([1], [1], clock_listener.installed, run_hooked, run_plain)
+            rule.restart()  # the budget covers the dropped iterations, as benchmark()'s
             with clock_listener.installed():
                 for _ in range(drop_first):
                     run_hooked()
             keep[0] = True
             faults_before = minor_faults()
-            interleave(per_round, plain_round, clock_listener.installed, run_hooked, run_plain,
-                       extra)
+            run_rounds(run_round, rule, lambda: (spans,), sizes)
             faults_after = minor_faults()
+            elapsed = rule.elapsed
             if faults_before is not None and faults_after is not None:
-                faults = (faults_after - faults_before) / (kept + sum(plain_round))
+                faults = (faults_after - faults_before) / (len(raws) + len(plain))
             if kernels and plain:
                 with device_trace(resolved) as records:
                     invoke()
@@ -462,11 +516,19 @@ def time_modules(
         bar.close()
     resolved_iterations = [clock_listener.resolve(raw) for raw in raws]
     env["minor_faults_per_iter"] = faults
-    notes.extend(environment_warnings(env, faults, resolved))
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6
     plain_ms = np.asarray(plain) / 1e6
-    notes.extend(_spread_warnings(hooked_ms, plain_ms, resolved, kernels))
+    both = np.concatenate([hooked_ms, plain_ms])
+    raised = environment_warnings(env, faults, resolved,
+                                  float(np.median(both)) if both.size else None)
+    raised.extend(_spread_warnings(hooked_ms, plain_ms, resolved, kernels))
+    whole = summarize(hooked_ms, confidence)
+    shortfall = rule.shortfall(whole.ci_halfwidth_rel if whole is not None else math.inf)
+    if shortfall is not None:
+        raised.append(shortfall)
+    issue_warnings(raised)
+    notes.extend(raised)
     if hook_free is not None:
         notes.append(hook_free.sentence())
     host_samples = PhaseSamples.collect("forward", resolved_iterations, len(layout.paths))
@@ -487,6 +549,8 @@ def time_modules(
         warnings=tuple(notes),
         host=host_samples if kernels else None,
         device_times=device_times,
+        stop_reason=rule.reason,
+        elapsed_s=elapsed,
     )
 
 

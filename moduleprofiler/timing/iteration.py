@@ -70,6 +70,18 @@ class IterationTimes:
     """Backward time of nodes created outside every module call (the loss)."""
 
 
+def marks_span_ns(raw: RawIteration) -> float:
+    """Nanoseconds from an iteration's first named mark to its last (the whole iteration),
+    read without resolving its calls: what a stopping rule looks at between rounds. The same
+    span as the marks of :func:`resolve_iteration`; ``nan`` with fewer than two marks."""
+    if len(raw.marks) < 2:
+        return math.nan
+    if raw.resolved_ns is not None:  # CUDA: start, end, then the marks, already read
+        first = 2 * len(raw.start)
+        return float(raw.resolved_ns[first + len(raw.marks) - 1] - raw.resolved_ns[first])
+    return float(raw.marks[-1][1] - raw.marks[0][1])
+
+
 def _stamps_ns(raw: RawIteration) -> Floats:
     if raw.resolved_ns is not None:
         return raw.resolved_ns

@@ -18,7 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import (
     first_batch_size,
+    issue_warnings,
     new_event,
     resolve_device,
     synchronize,
@@ -41,9 +42,8 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
-from moduleprofiler.timing.stats import Summary, median_ci_ranks, relative_ci_halfwidth, summarize
-
-StopReason = Literal["target_ci", "max_seconds", "num_iters"]
+from moduleprofiler.timing.forward import validate_iterations
+from moduleprofiler.timing.stats import StoppingRule, StopReason, Summary, summarize
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,16 +235,6 @@ class _IterationTimer:
         return (time.perf_counter_ns() - begin) / self.calls
 
 
-def _ci_reached(samples: list[float], target: float, confidence: float) -> tuple[bool, float]:
-    ranks = median_ci_ranks(len(samples), confidence)
-    if ranks is None:
-        return False, math.inf
-    ordered = np.sort(np.asarray(samples))
-    median = float(np.median(ordered))
-    width = relative_ci_halfwidth(median, float(ordered[ranks[0]]), float(ordered[ranks[1]]))
-    return width <= target, width
-
-
 def benchmark(
     module: nn.Module,
     input: Any = None,
@@ -297,25 +287,16 @@ def benchmark(
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    if num_iters is not None and (not isinstance(num_iters, int) or num_iters < 1):
-        raise ValueError(f"num_iters must be a positive int or None, got {num_iters!r}")
-    if not isinstance(drop_first, int) or drop_first < 0 or (
-            num_iters is not None and drop_first >= num_iters):
-        raise ValueError(
-            f"drop_first must be an int with 0 <= drop_first < num_iters ({num_iters}), "
-            f"got {drop_first!r}"
-        )
-    if target_ci is not None and not target_ci > 0:
-        raise ValueError(f"target_ci must be > 0 or None, got {target_ci!r}")
-    if num_iters is None and target_ci is None and max_seconds is None:
-        raise ValueError("give num_iters, target_ci or max_seconds: nothing would stop the run")
+    validate_iterations(num_iters, drop_first)
+    keep_target = None if num_iters is None else num_iters - drop_first
+    rule = StoppingRule(count=keep_target, target_ci=target_ci, max_seconds=max_seconds,
+                        min_samples=min_iters, confidence=confidence)
     if calls_per_sample < 1:
         raise ValueError(f"calls_per_sample must be >= 1, got {calls_per_sample}")
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     timer = _IterationTimer(resolved, invoke, calls_per_sample)
     cold_timer = _IterationTimer(resolved, invoke, 1)
-    keep_target = None if num_iters is None else num_iters - drop_first
     bar = Progress("benchmark", progress)
     samples: list[float] = []
     cold_ns: float | None = None
@@ -333,30 +314,19 @@ def benchmark(
                 warm_count += 1
                 if warm_count % 8 == 0:
                     synchronize(resolved)
+                bar.update(0, keep_target, "warming up")
             synchronize(resolved)
             warm_elapsed = time.perf_counter() - warm_start
             faults_before = minor_faults()
-            start = time.perf_counter()
+            rule.restart()
             for _ in range(drop_first):
                 timer()
             stop_reason: StopReason | None = None
-            next_check = max(min_iters, 6)
-            width = math.inf
             while stop_reason is None:
                 samples.append(timer())
-                n = len(samples)
-                if keep_target is not None and n >= keep_target:
-                    stop_reason = "num_iters"
-                elif target_ci is not None and n >= next_check:
-                    reached, width = _ci_reached(samples, target_ci, confidence)
-                    if reached:
-                        stop_reason = "target_ci"
-                    next_check = max(n + 1, int(n * 1.05))
-                if stop_reason is None and max_seconds is not None \
-                        and time.perf_counter() - start >= max_seconds:
-                    stop_reason = "max_seconds"
-                bar.update(n, keep_target, f"CI ±{100 * width:.2f}%" if target_ci else "")
-            elapsed = time.perf_counter() - start
+                stop_reason = rule.check(samples)
+                bar.update(len(samples), keep_target, rule.progress_text())
+            elapsed = rule.elapsed
             faults_after = minor_faults()
     finally:
         bar.close()
@@ -364,16 +334,16 @@ def benchmark(
     if faults_before is not None and faults_after is not None:
         faults = (faults_after - faults_before) / (len(samples) + drop_first) / calls_per_sample
     env["minor_faults_per_iter"] = faults
-    notes = environment_warnings(env, faults, resolved)
     samples_ms = np.asarray(samples) / 1e6
     summary = summarize(samples_ms, confidence)
-    if stop_reason == "max_seconds" and target_ci is not None and summary is not None:
-        notes.append(
-            f"the time budget ({max_seconds} s) ended the run before the median's CI reached "
-            f"±{100 * target_ci:g}% (it is ±{100 * summary.ci_halfwidth_rel:.2f}%)"
-        )
+    notes = environment_warnings(env, faults, resolved,
+                                 summary.median if summary is not None else None)
+    shortfall = rule.shortfall(summary.ci_halfwidth_rel if summary is not None else math.inf)
+    if shortfall is not None:
+        notes.append(shortfall)
     if summary is not None and summary.n >= 4 and summary.iqr_rel > 0.10:
         notes.append(f"latencies are spread out (IQR/median {summary.iqr_rel:.2f} > 0.10)")
+    issue_warnings(notes)
     return LatencyResult(
         samples_ms=samples_ms,
         stop_reason=stop_reason,

@@ -5,7 +5,9 @@
   and the whole-model cost of one hooked call; with gradients, the time a trivial backward
   node reads.
 * :func:`interleave` runs hooked and hook-free blocks in alternating order, so that their
-  whole-model times are compared under the same conditions (load, allocator, clocks).
+  whole-model times are compared under the same conditions (load, allocator, clocks);
+  :func:`run_rounds` repeats such rounds for a fixed count or until a
+  :class:`~moduleprofiler.timing.stats.StoppingRule` says enough.
 
 What the hooks change (a fused fast path refused) is :mod:`moduleprofiler.codepaths`.
 """
@@ -13,7 +15,8 @@ What the hooks change (a fused fast path refused) is :mod:`moduleprofiler.codepa
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -24,6 +27,13 @@ from torch import Tensor, nn
 from moduleprofiler.timing.clock import make_stamps
 from moduleprofiler.timing.environment import timing_context
 from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.stats import StoppingRule, StopReason
+
+ROUND_SHARE = 0.05
+"""An adaptive run's rounds grow to about this share of its time budget (20 rounds in it):
+the block order rotates often, and the budget is overrun by at most one round."""
+UNBUDGETED_ROUND_S = 0.5
+"""Length an adaptive round grows to when the run has no time budget."""
 
 
 class _Empty(nn.Module):
@@ -59,24 +69,65 @@ class HookCalibration:
 _CACHE: dict[tuple[str, bool], HookCalibration] = {}
 
 
+def plain_count(hooked: int, plain_fraction: float) -> int:
+    """Hook-free iterations beside ``hooked`` instrumented ones: ``plain_fraction`` of them,
+    at least one; none for a fraction of 0."""
+    return max(1, math.ceil(plain_fraction * hooked)) if plain_fraction > 0 else 0
+
+
 def split_rounds(kept: int, rounds: int | None, default: int,
                  plain_fraction: float) -> tuple[list[int], list[int]]:
     """Hooked iterations per round (``kept`` spread over ``min(rounds or default, kept)``
-    rounds) and hook-free ones (``plain_fraction`` of them, at least one; none for 0)."""
+    rounds) and hook-free ones (:func:`plain_count` of each)."""
     n_rounds = max(1, min(rounds if rounds is not None else default, kept))
     hooked = [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
-    plain = [max(1, math.ceil(plain_fraction * n)) if plain_fraction > 0 else 0
-             for n in hooked]
-    return hooked, plain
+    return hooked, [plain_count(n, plain_fraction) for n in hooked]
+
+
+def run_rounds(run_round: Callable[[int, int], None], rule: StoppingRule,
+               samples: Callable[[], Sequence[Sequence[float]]],
+               sizes: Sequence[int] | None = None) -> StopReason:
+    """Run rounds until done; round ``r`` is ``run_round(r, n)`` with ``n`` instrumented
+    iterations (a round of :func:`interleave`).
+
+    With ``sizes`` (a fixed count, from :func:`split_rounds`) exactly those rounds run:
+    ``"num_iters"``. Otherwise the run is adaptive: the first round has one iteration of
+    each block; each later one is sized from the rate so far to last about
+    :data:`ROUND_SHARE` of the budget (at most twice the previous round, and no more than
+    the budget has left, one iteration at least); after each round ``rule.check(*samples())``
+    decides, so the run ends within the budget plus one round."""
+    round_s = (ROUND_SHARE * rule.max_seconds if rule.max_seconds is not None
+               else UNBUDGETED_ROUND_S)
+    size = 1
+    number = 0
+    while True:
+        count = sizes[number] if sizes is not None else size
+        began = time.perf_counter()
+        run_round(number, count)
+        per_iteration = (time.perf_counter() - began) / count
+        number += 1
+        if sizes is not None:
+            if number == len(sizes):
+                rule.reason = "num_iters"
+                return "num_iters"
+            continue
+        reason = rule.check(*samples())
+        if reason is not None:
+            return reason
+        wanted = round_s / per_iteration if per_iteration > 0 else math.inf
+        left = rule.remaining / per_iteration if per_iteration > 0 else math.inf
+        size = int(max(1.0, min(2.0 * count, wanted, left)))
 
 
 def interleave(hooked: list[int], plain: list[int],
                install: Callable[[], AbstractContextManager[object]],
                run_hooked: Callable[[], None], run_plain: Callable[[], None],
-               extra: tuple[list[int], Callable[[int], None]] | None = None) -> None:
+               extra: tuple[list[int], Callable[[int], None]] | None = None,
+               offset: int = 0) -> None:
     """Rounds of ``hooked[r]`` instrumented and ``plain[r]`` hook-free iterations (and, with
     ``extra = (counts, run_block)``, one more block of ``counts[r]`` iterations, such as the
-    kernel clock's traced ones); the order of the blocks rotates from round to round. Hooks
+    kernel clock's traced ones); the order of the blocks rotates from round to round
+    (``offset``: the number of the first round, for rounds run one call at a time). Hooks
     are installed for the instrumented block only, so the hook-free block runs the model's
     fast paths."""
 
@@ -94,7 +145,7 @@ def interleave(hooked: list[int], plain: list[int],
     if extra is not None:
         blocks.append(extra)
     for round_number in range(len(hooked)):
-        shift = round_number % len(blocks)
+        shift = (offset + round_number) % len(blocks)
         for counts, run_block in blocks[shift:] + blocks[:shift]:
             if counts[round_number]:
                 run_block(counts[round_number])

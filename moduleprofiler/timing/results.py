@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from moduleprofiler.export.view import View
 from moduleprofiler.records import ROOT_NAME, UNCALLED, module_statuses
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
-from moduleprofiler.timing.stats import Summary, summarize
+from moduleprofiler.timing.stats import StopReason, Summary, summarize
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
                "iqr", "ci_low", "ci_high")
@@ -257,6 +257,13 @@ class TimedModules:
     environment: dict[str, Any]
     hardware: dict[str, Any]
     warnings: tuple[str, ...]
+    stop_reason: StopReason | None = field(default=None, kw_only=True)
+    """What ended the run: ``"target_ci"`` (the median's CI was within the target),
+    ``"max_seconds"`` (the time budget ran out) or ``"num_iters"`` (a fixed count);
+    ``None`` for live profiling, which the user's loop ends."""
+    elapsed_s: float | None = field(default=None, kw_only=True)
+    """Wall time of the timed phase (dropped iterations and every round's blocks included);
+    ``None`` for live profiling."""
 
     @property
     def iterations(self) -> int:
@@ -284,6 +291,8 @@ class TimedModules:
             "clock": self.clock,
             "iterations": self.iterations,
             "dropped": self.dropped,
+            "stop_reason": self.stop_reason,
+            "elapsed_s": self.elapsed_s,
             "uncalled": list(self.uncalled),
             "calibration": vars(self.calibration).copy(),
             "warnings": list(self.warnings),

@@ -8,10 +8,11 @@ kept for 0.0.4 compatibility and because the tail is real latency. Nothing is tr
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -200,3 +201,112 @@ def throughput(batch_size: float, durations_s: Sequence[float] | NDArray[np.floa
     if array.size == 0 or total <= 0:
         return math.nan
     return batch_size * array.size / total
+
+
+def ci_halfwidth(samples: ArrayLike, confidence: float = 0.95) -> float:
+    """The larger side of the median's CI over the median (:func:`relative_ci_halfwidth` of
+    :func:`median_ci`); ``inf`` with too few samples for an interval."""
+    array = as_samples(samples)
+    low, high = median_ci(array, confidence)
+    return relative_ci_halfwidth(float(np.median(array)) if array.size else math.nan,
+                                 low, high)
+
+
+StopReason = Literal["target_ci", "max_seconds", "num_iters"]
+"""Why a repeated measurement stopped: its median's CI was tight enough, its time budget ran
+out, or a fixed number of iterations was asked for."""
+
+
+class StoppingRule:
+    """When a repeated measurement has enough samples: the one stopping rule of
+    :func:`~moduleprofiler.timing.benchmark` (asked after every sample),
+    :func:`~moduleprofiler.timing.time_modules` and
+    :func:`~moduleprofiler.timing.train_step_times` (asked after every round).
+
+    :meth:`check` answers ``"num_iters"`` once ``count`` samples are in; ``"target_ci"`` once
+    the ``confidence`` interval of the median is within ``target_ci`` of it on both sides
+    (every series given must reach it; asked from ``min_samples`` samples on, then each time
+    the count has grown by 5 %, so the sorting stays cheap); ``"max_seconds"`` once
+    ``max_seconds`` have passed since :meth:`restart` (or construction); else ``None``.
+
+    Raises:
+        ValueError: a bad argument (named), or none of the three that could stop the run.
+    """
+
+    def __init__(self, *, count: int | None = None, target_ci: float | None = 0.01,
+                 max_seconds: float | None = 10.0, min_samples: int = 10,
+                 confidence: float = 0.95) -> None:
+        if count is not None and (not isinstance(count, int) or count < 1):
+            raise ValueError(f"num_iters must be a positive int or None, got {count!r}")
+        if target_ci is not None and not (isinstance(target_ci, (int, float))
+                                          and target_ci > 0):
+            raise ValueError(f"target_ci must be > 0 or None, got {target_ci!r}")
+        if max_seconds is not None and not (isinstance(max_seconds, (int, float))
+                                            and max_seconds > 0):
+            raise ValueError(f"max_seconds must be > 0 or None, got {max_seconds!r}")
+        if not isinstance(min_samples, int) or min_samples < 1:
+            raise ValueError(f"min_iters must be a positive int, got {min_samples!r}")
+        if count is None and target_ci is None and max_seconds is None:
+            raise ValueError("give num_iters, target_ci or max_seconds: nothing would stop "
+                             "the run")
+        self.count = count
+        self.target_ci = target_ci
+        self.max_seconds = max_seconds
+        self.confidence = confidence
+        self.width = math.inf
+        """The CI's relative half-width at the last check (``inf`` before one)."""
+        self.reason: StopReason | None = None
+        self._first_check = max(min_samples, 6)  # no 95 % interval below 6 samples
+        self._next_check = self._first_check
+        self.start = time.perf_counter()
+
+    def restart(self) -> None:
+        """Start the time budget now (at the start of the timed phase)."""
+        self.start = time.perf_counter()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since :meth:`restart`."""
+        return time.perf_counter() - self.start
+
+    @property
+    def remaining(self) -> float:
+        """Seconds of the budget left (``inf`` without a budget)."""
+        if self.max_seconds is None:
+            return math.inf
+        return self.max_seconds - self.elapsed
+
+    def check(self, *series: Sequence[float]) -> StopReason | None:
+        """Whether to stop now, given every series of samples so far (their shortest sets
+        the count); the reason is kept in :attr:`reason`."""
+        n = min((len(s) for s in series), default=0)
+        if self.count is not None and n >= self.count:
+            self.reason = "num_iters"
+        elif self.target_ci is not None and n >= self._next_check:
+            self.width = max(ci_halfwidth(s, self.confidence) for s in series)
+            if self.width <= self.target_ci:
+                self.reason = "target_ci"
+            self._next_check = max(n + 1, int(n * 1.05))
+        if self.reason is None and self.remaining <= 0:
+            self.reason = "max_seconds"
+        return self.reason
+
+    def progress_text(self) -> str:
+        """``"CI ±2.31% (target ±1%), 7.2 s left"`` for a progress line (empty without a
+        target or budget)."""
+        parts = []
+        if self.target_ci is not None:
+            width = f"±{100 * self.width:.2f}%" if math.isfinite(self.width) else "-"
+            parts.append(f"CI {width} (target ±{100 * self.target_ci:g}%)")
+        if self.max_seconds is not None:
+            parts.append(f"{max(0.0, self.remaining):.1f} s left")
+        return ", ".join(parts)
+
+    def shortfall(self, width: float) -> str | None:
+        """The warning when the budget ended the run before the target (``width``: the
+        CI's relative half-width of the result), else ``None``."""
+        if self.reason != "max_seconds" or self.target_ci is None:
+            return None
+        shown = f"±{100 * width:.2f}%" if math.isfinite(width) else "undefined: too few samples"
+        return (f"the time budget ({self.max_seconds:g} s) ended the run before the median's "
+                f"CI reached ±{100 * self.target_ci:g}% (it is {shown})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from torch import nn
 
 from moduleprofiler import ProfilingError
 from moduleprofiler.errors import LossError
-from moduleprofiler.timing import train_step_times
+from moduleprofiler.timing import TimingWarning, train_step_times
 from moduleprofiler.timing.listener import ClockListener
 from tests.timing.helpers import Boom, Spin, no_hooks_left, training_flags, within_attempts
 
@@ -252,3 +253,29 @@ def test_no_hook_outlives_the_timing_on_nodes_a_kept_graph_holds():
     kept.backward()  # the kept graph still works, and writes exactly its own gradient
     assert model[1].bias.grad is not None and torch.equal(model[1].bias.grad,
                                                           torch.full((2,), 5.0))
+
+
+def test_adaptive_steps_stop_on_the_ci_or_the_budget():
+    model = nn.Sequential(Spin(200, 300, param=True), Spin(100, 100))
+
+    def check() -> list[str]:
+        timing = train_step_times(model, torch.randn(4), target_ci=0.03, max_seconds=5.0,
+                                  num_threads=1, progress=False)
+        return [] if timing.stop_reason == "target_ci" and timing.iterations >= 10 \
+            else [f"{timing.stop_reason} after {timing.iterations} steps"]
+
+    within_attempts(check)
+    # an unreachable target: the 0.3 s budget ends the run and says so, as a TimingWarning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        timing = train_step_times(model, torch.randn(4), target_ci=1e-9, max_seconds=0.3,
+                                  num_threads=1, progress=False)
+    assert timing.stop_reason == "max_seconds" and timing.dropped == 2
+    # a step of both hooked kinds and a hook-free one is ~2 ms: rounds of ~15 ms
+    assert 0.3 <= timing.elapsed_s <= 0.3 + 0.1
+    budget = [w for w in caught if "time budget" in str(w.message)]
+    assert [w.category for w in budget] == [TimingWarning]
+    assert str(budget[0].message) in timing.warnings
+    # an explicit count: 0.0.4's meaning, 5 dropped by default
+    timing = train_step_times(model, torch.randn(4), num_iters=8, progress=False)
+    assert timing.stop_reason == "num_iters" and timing.iterations == 3 and timing.dropped == 5

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gc
+import inspect
+import random
+import re
 import warnings
 
 import numpy as np
@@ -10,13 +13,22 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.timing import CodePathWarning, ModuleTiming, calibrate_hooks, time_modules
+from moduleprofiler.cli import build_parser
+from moduleprofiler.timing import (
+    CodePathWarning,
+    ModuleTiming,
+    TimingWarning,
+    calibrate_hooks,
+    time_modules,
+)
+from moduleprofiler.timing.overhead import ROUND_SHARE
 from tests.timing.helpers import (
     Boom,
     Spin,
     isolated_ms,
     no_hooks_left,
     rel_err,
+    spin,
     training_flags,
     within_attempts,
 )
@@ -203,10 +215,14 @@ def test_drop_first_validated():
 
 def test_transformer_fast_path_change_is_warned():
     layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
-    with pytest.warns(CodePathWarning, match="fast path"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         timing = time_modules(layer, torch.zeros(2, 3, 16), num_iters=3, drop_first=1,
                               warmup_seconds=0)
     assert any("fast path" in w for w in timing.warnings)
+    # issued once, as a CodePathWarning (not again as a TimingWarning)
+    fast = [w for w in caught if "fast path" in str(w.message)]
+    assert [w.category for w in fast] == [CodePathWarning]
     # MHA's out_proj is used functionally: never called as a module
     assert "self_attn.out_proj" in timing.uncalled
     slow = nn.TransformerEncoderLayer(16, 2, 32, batch_first=False)  # no fast path anyway
@@ -218,3 +234,120 @@ def test_transformer_fast_path_change_is_warned():
         warnings.simplefilter("error", CodePathWarning)
         time_modules(layer, torch.zeros(2, 3, 16), eval=False, num_iters=3, drop_first=1,
                      warmup_seconds=0)
+
+
+class Jitter(nn.Module):
+    """Busy-waits a random 50-1000 us per call: a median whose CI stays wide."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.random = random.Random(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spin(int(self.random.uniform(50e3, 1000e3)))
+        return x
+
+
+def test_one_adaptive_default_everywhere():
+    assert inspect.signature(time_modules).parameters["num_iters"].default is None
+    assert inspect.signature(time_modules).parameters["max_seconds"].default == 10.0
+    assert build_parser().parse_args(["m:f"]).iters is None  # the CLI follows the library
+
+
+def test_adaptive_run_stops_on_the_ci_of_a_steady_module():
+    def check() -> list[str]:
+        timing = time_modules(Spin(300), torch.zeros(1), target_ci=0.02, max_seconds=5.0,
+                              warmup_seconds=0.05, num_threads=1, progress=False)
+        found = []
+        if timing.stop_reason != "target_ci":
+            found.append(f"stopped by {timing.stop_reason}")
+        width = timing.whole.ci_halfwidth_rel if timing.whole else float("inf")
+        if not width <= 0.02:
+            found.append(f"CI ±{width:.3%}")
+        if timing.iterations < 10:  # min_iters
+            found.append(f"{timing.iterations} iterations")
+        return found
+
+    within_attempts(check)
+
+
+def test_adaptive_run_stops_on_the_budget_of_a_noisy_module():
+    # uniform 50-1000 us: the median's CI at ±1 % needs ~10^4 samples, far beyond 0.5 s
+    with pytest.warns(TimingWarning, match="time budget"):
+        timing = time_modules(Jitter(), torch.zeros(1), max_seconds=0.5, warmup_seconds=0.05,
+                              num_threads=1, progress=False)
+    assert timing.stop_reason == "max_seconds" and timing.dropped == 2
+    # rounds grow to ROUND_SHARE of the budget (25 ms) and the last is cut to what is left:
+    # the run ends within the budget plus one round (here at most two, for a preemption)
+    assert 0.5 <= timing.elapsed_s <= 0.5 + 2 * ROUND_SHARE * 0.5
+    assert timing.unhooked_ms.size >= timing.iterations >= 100  # ~0.5 ms a hooked iteration
+
+
+def test_adaptive_run_of_a_slow_module_ends_one_round_after_the_budget():
+    # 60 ms a forward: a round of one hooked and one hook-free iteration takes 120 ms, more
+    # than the 25 ms a round should; the 0.3 s budget (2 dropped iterations included) ends
+    # after 2-3 rounds, the last of one iteration each
+    timing = time_modules(Spin(60_000), torch.zeros(1), max_seconds=0.3, warmup_seconds=0,
+                          progress=False)
+    assert timing.stop_reason == "max_seconds"
+    assert 0.3 <= timing.elapsed_s <= 0.3 + 0.12 + 0.05  # budget + one round + slack
+    assert timing.to_dict()["stop_reason"] == "max_seconds"
+
+
+def test_an_explicit_count_keeps_its_0_0_4_meaning():
+    # 30 iterations of 2 ms take 60 ms, past a 10 ms budget: the count wins, no budget
+    timing = time_modules(Spin(2000), torch.zeros(1), num_iters=30, drop_first=0,
+                          max_seconds=0.01, warmup_seconds=0, progress=False)
+    assert timing.stop_reason == "num_iters" and timing.iterations == 30
+    # the 0.0.4 default of drop_first with an explicit count: 20 (21 - 20 = 1 kept)
+    timing = time_modules(nn.Identity(), torch.zeros(1), num_iters=21, warmup_seconds=0,
+                          progress=False)
+    assert timing.dropped == 20 and timing.iterations == 1
+    with pytest.raises(ValueError, match="rounds"):
+        time_modules(nn.Identity(), torch.zeros(1), rounds=4)
+    with pytest.raises(ValueError, match="max_seconds"):
+        time_modules(nn.Identity(), torch.zeros(1), max_seconds=0)
+
+
+def test_timing_warnings_are_issued_and_can_be_filtered():
+    def run() -> ModuleTiming:
+        return time_modules(Spin(100), torch.zeros(1), target_ci=1e-9, max_seconds=0.2,
+                            warmup_seconds=0, progress=False)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        timing = run()
+    budget = [w for w in caught if "time budget" in str(w.message)]
+    assert [w.category for w in budget] == [TimingWarning]  # once, filterable by category
+    assert str(budget[0].message) in timing.warnings
+    assert budget[0].filename == __file__  # points at the line that called time_modules
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", TimingWarning)
+        timing = run()
+    assert not [w for w in caught if issubclass(w.category, TimingWarning)]
+    assert any("time budget" in w for w in timing.warnings)  # the result still says so
+
+
+def test_progress_is_shown_from_the_start(monkeypatch):
+    seen: list[tuple[int, str]] = []
+
+    class Recorder:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def update(self, done: int, total: int | None = None, text: str = "") -> None:
+            seen.append((done, text))
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr("moduleprofiler.timing.forward.Progress", Recorder)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimingWarning)
+        time_modules(Jitter(), torch.zeros(1), max_seconds=0.2, warmup_seconds=0.02)
+    texts = [text for done, text in seen if done == 0]
+    assert texts[0] == "calibrating the hooks" and "warming up" in texts
+    kept = [text for done, text in seen if done > 0]
+    assert re.fullmatch(r"CI - \(target ±1%\), 0\.\d s left", kept[0])  # none before 10
+    assert re.fullmatch(r"CI ±\d+\.\d\d% \(target ±1%\), 0\.\d s left", kept[-1])

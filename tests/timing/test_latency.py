@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.timing import benchmark
+from moduleprofiler.timing import TimingWarning, benchmark
 from moduleprofiler.timing import latency as latency_module
 from tests.timing.helpers import Spin, isolated_ms, rel_err, training_flags, within_attempts
 
@@ -67,10 +68,18 @@ def test_slow_first_iterations_are_dropped(fake_clock):
 
 def test_time_budget_stops_and_says_so(fake_clock):
     fake_clock.script = _lognormal_ns(1)
-    result = benchmark(nn.Identity(), torch.zeros(1), warmup_iters=0, warmup_seconds=0,
-                       target_ci=1e-6, max_seconds=0.05)
+    with pytest.warns(TimingWarning, match="time budget") as caught:
+        result = benchmark(nn.Identity(), torch.zeros(1), warmup_iters=0, warmup_seconds=0,
+                           target_ci=1e-6, max_seconds=0.05)
     assert result.stop_reason == "max_seconds"
     assert any("time budget" in w for w in result.warnings)
+    assert len([w for w in caught if "time budget" in str(w.message)]) == 1
+    with warnings.catch_warnings(record=True) as quiet:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", TimingWarning)
+        benchmark(nn.Identity(), torch.zeros(1), warmup_iters=0, warmup_seconds=0,
+                  target_ci=1e-6, max_seconds=0.05)
+    assert not [w for w in quiet if issubclass(w.category, TimingWarning)]
 
 
 def test_real_spin_latency_and_restored_state():

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from moduleprofiler.timing.stats import (
+    StoppingRule,
+    ci_halfwidth,
     median_ci,
     median_ci_ranks,
     percentile,
@@ -91,3 +93,43 @@ def test_throughput_is_total_items_over_total_time():
     # not mean(8 / t) = (80 + 40 + 26.67) / 3 = 48.9
     assert throughput(8, [0.1, 0.2, 0.3]) != pytest.approx(np.mean([80, 40, 80 / 3]))
     assert math.isnan(throughput(8, []))
+
+
+def test_ci_halfwidth_is_the_larger_side_over_the_median():
+    # n = 10, ranks (1, 8) of 1..10: CI [2, 9], median 5.5 -> max(3.5, 3.5) / 5.5
+    assert ci_halfwidth(np.arange(1.0, 11.0)) == pytest.approx(3.5 / 5.5)
+    assert ci_halfwidth([1.0, 2.0, 3.0]) == math.inf  # no 95 % interval below 6 samples
+
+
+def test_stopping_rule_count_ci_and_budget(monkeypatch: pytest.MonkeyPatch):
+    now = [100.0]
+    monkeypatch.setattr("moduleprofiler.timing.stats.time.perf_counter", lambda: now[0])
+    assert StoppingRule(count=3).check([1.0, 1.0]) is None
+    assert StoppingRule(count=3).check([1.0, 1.0, 1.0]) == "num_iters"
+    # 10 samples 100..109: ranks (1, 8) -> CI [101, 108] around the median 104.5:
+    # max(3.5, 3.5) / 104.5 = 3.35 % -> a 5 % target is reached, a 3 % one is not
+    steady = [100.0 + i for i in range(10)]
+    assert StoppingRule(target_ci=0.05, max_seconds=None).check(steady) == "target_ci"
+    rule = StoppingRule(target_ci=0.03, max_seconds=2.0)
+    assert rule.check(steady) is None and rule.width == pytest.approx(3.5 / 104.5)
+    assert rule.progress_text() == "CI ±3.35% (target ±3%), 2.0 s left"
+    # every series must reach the target: the second one is spread out (CI [1, 8] of 4.5)
+    assert StoppingRule(target_ci=0.05, max_seconds=None).check(
+        steady, [float(i) for i in range(10)]) is None
+    # min_iters: no CI before 12 samples even when it would be tight
+    assert StoppingRule(target_ci=0.05, min_samples=12).check(steady) is None
+    now[0] += 2.0  # the budget is spent
+    assert rule.check(steady) == "max_seconds" and rule.reason == "max_seconds"
+    assert rule.shortfall(0.0335) == ("the time budget (2 s) ended the run before the "
+                                      "median's CI reached ±3% (it is ±3.35%)")
+    assert StoppingRule(count=1).shortfall(0.5) is None
+
+
+def test_stopping_rule_validation_names_the_argument():
+    for kwargs, name in (({"count": 0}, "num_iters"), ({"target_ci": 0}, "target_ci"),
+                         ({"max_seconds": -1.0}, "max_seconds"),
+                         ({"min_samples": 0}, "min_iters")):
+        with pytest.raises(ValueError, match=name):
+            StoppingRule(**kwargs)
+    with pytest.raises(ValueError, match="nothing would stop"):
+        StoppingRule(target_ci=None, max_seconds=None)
