@@ -178,7 +178,7 @@ def environment_warnings(env_before: dict[str, Any], faults_per_iter: float | No
         share = fault_share(faults_per_iter, iteration_ms)
         if share > FAULT_SHARE_LIMIT:
             warnings.append(
-                f"{faults_per_iter:.0f} minor page faults per timed iteration, about "
+                f"{faults_per_iter:.3g} minor page faults per timed iteration, about "
                 f"{100 * share:.1f} % of the {iteration_ms:.3g} ms median iteration (at "
                 f"~{MINOR_FAULT_US:g} us a fault): the allocator returns and re-maps buffers, "
                 "which moves time between modules; consider jemalloc/tcmalloc or "

@@ -36,6 +36,10 @@ def test_page_faults_warn_only_above_one_percent_of_the_iteration():
                               "the 13 ms median iteration (at ~3 us a fault)")
     # a short iteration: 2 faults (6 us) of a 0.1 ms iteration are 6 %
     assert "6.0 %" in environment_warnings(QUIET, 2.0, CPU, 0.1)[0]
+    # a fault every 7th iteration is counted as such, not rounded to "0": 0.15 x 3 us =
+    # 0.45 us of a 9 us iteration = 5.0 %
+    assert environment_warnings(QUIET, 0.15, CPU, 0.009)[0].startswith(
+        "0.15 minor page faults per timed iteration, about 5.0 % of the 0.009 ms")
     # unknown iteration time or unknown faults: no share can be told, nothing is said
     assert environment_warnings(QUIET, 500.0, CPU, None) == []
     assert environment_warnings(QUIET, None, CPU, 0.1) == []
