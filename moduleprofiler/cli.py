@@ -41,8 +41,9 @@ from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.export.units import human_bytes
+from moduleprofiler.language.cache import config_dtype, predict_kv_cache_bytes
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
-from moduleprofiler.language.models import HF_PREFIX, hf_model, text_inputs
+from moduleprofiler.language.models import HF_PREFIX, hf_config, hf_model, text_inputs
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.profiler import ModuleProfiler
@@ -100,8 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
                         help="input shape such as 1x3x224x224, optionally :DTYPE "
                              "(8x128:int64); repeat for several inputs")
-    parser.add_argument("--dtype", default="float32",
-                        help="dtype of the model and of inputs without one (default float32)")
+    parser.add_argument("--dtype",
+                        help="dtype of the model and of inputs without one (default float32; "
+                             "for --kv-cache, the configuration's, else float32)")
     parser.add_argument("--device", help="device such as cpu (default) or cuda:0; an hf: "
                                          "model is built on meta unless a device is named")
     parser.add_argument("--meta", action="store_true",
@@ -124,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="timed iterations for --what time, a tenth dropped (default: "
                              "adaptive, as in Python: rounds until the median's 95%% CI is "
                              "within 1%%, at most 10 s)")
+    parser.add_argument("--kv-cache", type=int, metavar="TOKENS",
+                        help="an hf: model's predicted key/value cache: bytes per token and "
+                             "for a context of TOKENS tokens (one sequence), in the "
+                             "configuration's dtype or --dtype; nothing is built or run")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout")
     parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
@@ -321,7 +327,7 @@ def run_profile(options: argparse.Namespace) -> Any:
     options.meta = options.meta or (by_name and options.device is None)
     if not options.input_size and not by_name:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
-    dtype = parse_dtype(options.dtype)
+    dtype = parse_dtype(options.dtype or "float32")
     try:
         device = torch.device("meta" if options.meta else options.device or "cpu")
     except RuntimeError as exc:
@@ -447,6 +453,43 @@ def _decoder_start(model: nn.Module) -> dict[str, Any]:
     return {}
 
 
+def kv_cache_text(options: argparse.Namespace) -> str:
+    """``--kv-cache TOKENS``: the predicted key/value cache of an ``hf:`` configuration, per
+    token and for ``TOKENS`` tokens (:func:`~moduleprofiler.language.predict_kv_cache_bytes`:
+    full attention in every layer)."""
+    if not options.model.startswith(HF_PREFIX):
+        raise CliError("--kv-cache needs an hf: model (its configuration gives the layers, "
+                       "key/value heads and head size), e.g. hf:llama --kv-cache 4096")
+    if options.kv_cache < 1:
+        raise CliError(f"--kv-cache must be at least 1, got {options.kv_cache}")
+    if options.generate is not None:
+        raise CliError("--kv-cache predicts from the configuration; --generate measures a run: "
+                       "use one of them")
+    overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
+    try:
+        config = hf_config(options.model, **overrides)
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        raise CliError(f"{options.model}: {exc}") from exc
+    named = config_dtype(config)
+    if options.dtype is not None:
+        dtype, said = parse_dtype(options.dtype), "--dtype"
+    elif named is not None:
+        dtype, said = named, "the configuration's"
+    else:
+        dtype, said = torch.float32, "assumed: the configuration names none; --dtype sets it"
+    try:
+        per_token = predict_kv_cache_bytes(config, 1, dtype=dtype)
+        total = predict_kv_cache_bytes(config, options.kv_cache, dtype=dtype)
+    except ValueError as exc:
+        raise CliError(f"--kv-cache: {exc}") from exc
+    name = str(dtype).removeprefix("torch.")
+    return (f"KV cache of {options.model} ({type(config).__name__}), one sequence, full "
+            f"attention in every layer\n"
+            f"dtype: {name} ({said})\n"
+            f"per token: {per_token:,} bytes ({human_bytes(per_token)})\n"
+            f"{options.kv_cache:,} tokens: {total:,} bytes ({human_bytes(total)})\n")
+
+
 def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
     """The steps table (text, csv or json) and, in text, the run's totals per token."""
     fmt = _output_format(options)
@@ -553,6 +596,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = build_parser().parse_args(argv)
         check_options(options)
+        if options.kv_cache is not None:
+            _emit(kv_cache_text(options), options.output, "text")
+            return 0
         if options.generate is not None:
             write_generation(run_generation(options), options)
             return 0

@@ -163,14 +163,23 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     return 2 * layers * kv_heads * head_dim * tokens * batch_size * itemsize
 
 
-def _config_dtype(config: Any) -> torch.dtype:
-    """The dtype a configuration names, else float32 with a warning saying it was assumed."""
+def config_dtype(config: Any) -> torch.dtype | None:
+    """The dtype a Transformers configuration names (``dtype``, ``torch_dtype`` in older
+    Transformers), ``None`` when it names none."""
     for name in ("dtype", "torch_dtype"):
         value = config.__dict__.get(name) if hasattr(config, "__dict__") else None
         if isinstance(value, str):
             value = getattr(torch, value.removeprefix("torch."), None)
         if isinstance(value, torch.dtype):
             return value
+    return None
+
+
+def _config_dtype(config: Any) -> torch.dtype:
+    """The dtype a configuration names, else float32 with a warning saying it was assumed."""
+    named = config_dtype(config)
+    if named is not None:
+        return named
     warnings.warn(f"predict_kv_cache_bytes: the configuration ({type(config).__name__}) names "
                   "no dtype, so float32 (4 bytes) was assumed; pass dtype= (e.g. "
                   "torch.bfloat16) for the dtype the model runs in", UserWarning, stacklevel=3)

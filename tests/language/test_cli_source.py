@@ -133,3 +133,41 @@ def test_generation_table_fits_the_width(capsys: pytest.CaptureFixture[str]) -> 
     # the columns that did not fit are named, and the exact totals follow
     assert "hidden to fit 60 columns: complete, batch" in " ".join(out.split())
     assert f"prefill_flops {flops:,}" in " ".join(out.split())
+
+
+def test_kv_cache_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 24, item 12: Llama-2-7B's configuration, 32 layers x 32 key/value heads x head
+    # size 128: 2 x 32 x 32 x 128 = 262,144 values a token; float16 2 bytes = 524,288 bytes,
+    # x 4,096 tokens = 2,147,483,648 bytes = 2 GiB
+    status, out, _ = run(capsys, "hf:llama", "--kv-cache", "4096", "--dtype", "float16")
+    assert status == 0
+    assert out.splitlines()[1:] == ["dtype: float16 (--dtype)",
+                                    "per token: 524,288 bytes (512.00 KiB)",
+                                    "4,096 tokens: 2,147,483,648 bytes (2.00 GiB)"]
+    # no dtype in the configuration, none given: float32 assumed, and said
+    status, out, _ = run(capsys, "hf:gpt2", "--kv-cache", "1024", "--arg", "n_layer=2")
+    # 2 x 2 layers x 12 heads x 64 x 4 bytes = 12,288 a token; x 1,024 = 12,582,912
+    assert status == 0 and "dtype: float32 (assumed: the configuration names none" in out
+    assert "1,024 tokens: 12,582,912 bytes (12.00 MiB)" in out
+
+
+def test_kv_cache_takes_the_configurations_dtype(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    from moduleprofiler.language import hf_config
+
+    config = hf_config("llama", num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, hidden_size=64)
+    config.dtype = "bfloat16"
+    config.save_pretrained(tmp_path)
+    status, out, _ = run(capsys, f"hf:{tmp_path / 'config.json'}", "--kv-cache", "8")
+    # 2 x 2 layers x 2 kv heads x 16 x 2 bytes = 256 a token; x 8 = 2,048
+    assert status == 0 and out.splitlines()[1:] == [
+        "dtype: bfloat16 (the configuration's)", "per token: 256 bytes (256 B)",
+        "8 tokens: 2,048 bytes (2.00 KiB)"]
+
+
+def test_kv_cache_needs_a_configuration(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "torchvision.models:resnet18", "--kv-cache", "10")
+    assert status == 2 and "--kv-cache needs an hf: model" in err
+    status, _, err = run(capsys, "hf:llama", "--kv-cache", "0")
+    assert status == 2 and "--kv-cache must be at least 1, got 0" in err
