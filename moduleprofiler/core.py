@@ -1,6 +1,7 @@
 """The core profiler: configuration plus the passes a new user needs, each a thin view over
-the engines. ``moduleprofiler.ModuleProfiler`` is this class plus moduleprofiler 0.0.4's
-methods and constructor (``moduleprofiler/compat/``); this module never imports that layer."""
+the engines. ``moduleprofiler.ModuleProfiler`` is this class plus the compatibility face in
+``moduleprofiler/compat/`` (older constructor keywords and methods); this module never imports
+that package."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ class Profiler:
             :func:`~moduleprofiler.operators.get_default_operator_map` per profiler, so
             entries added here change this profiler only.
 
-    Use :class:`moduleprofiler.ModuleProfiler`: it is this class, plus the constructor keywords
-    and the 25 methods of moduleprofiler 0.0.4.
+    Use :class:`moduleprofiler.ModuleProfiler`: it is this class, plus the older constructor
+    keywords and methods of :mod:`moduleprofiler.compat`.
 
     Example:
         >>> import torch
@@ -288,7 +289,7 @@ class Profiler:
 
     def _io_size_fns(self) -> FormulaMap:
         """The io-size functions (``{}``: every call gets the default first-input/output
-        shapes; the 0.0.4 face passes its ``io_size_fn_map``)."""
+        shapes; :mod:`moduleprofiler.compat` passes its ``io_size_fn_map``)."""
         return {}
 
     def _formula_maps(self, operators: bool = True) -> FormulaMaps:
