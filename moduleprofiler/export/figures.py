@@ -5,7 +5,8 @@ Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``t
 ``memory`` or a column name):
 
 * ``"type"``: the own work of each module type, largest first (the rest in one bar);
-* ``"module"``: each module at ``depth`` (1: the top-level modules) with its children's work;
+* ``"module"``: each module at ``depth`` (1: the top-level modules) with its children's work
+  (in both bar charts, rows whose value is 0 are left out, and the title says how many);
 * ``"layer"``: each layer's own work in execution order, coloured by type (a layer: a module
   that calls no other module, or one with own work of its own, such as a residual add);
 * ``"time_vs_flops"``: each layer's measured own time against its own FLOPs (log-log), for a
@@ -122,8 +123,22 @@ def _known(labels: Sequence[str], values: Sequence[Any]) -> tuple[list[str], lis
     return [p[0] for p in pairs], [p[1] for p in pairs], len(labels) - len(pairs)
 
 
-def _title(text: str, unknown: int) -> str:
-    return text if not unknown else f"{text}\n({unknown} unknown, not drawn)"
+def _nonzero(labels: Sequence[str], values: Sequence[float]) -> tuple[list[str], list[float], int]:
+    """Labels and values of the values that are not 0, and how many were 0: a bar chart of
+    where the work goes has no use for empty bars (BERT's FLOPs by type: 8 of 10)."""
+    pairs = [(label, value) for label, value in zip(labels, values) if value != 0]
+    return [p[0] for p in pairs], [p[1] for p in pairs], len(labels) - len(pairs)
+
+
+def _title(text: str, unknown: int, zero: int = 0, noun: str = "") -> str:
+    """``text`` and, on a second line, what was not drawn: ``zero`` rows (of ``noun``) whose
+    value is 0 and ``unknown`` ones."""
+    notes = []
+    if zero:
+        notes.append(f"{zero} {noun}{'s' if zero != 1 else ''} with none, left out")
+    if unknown:
+        notes.append(f"{unknown} unknown, not drawn")
+    return text if not notes else f"{text}\n({'; '.join(notes)})"
 
 
 def _value_axis(axis: Any, column: str) -> None:
@@ -265,18 +280,22 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
         elif kind == "type":
             frame = top_view(profile, None, by=own).frame
             names, values, unknown = _known(list(frame["type"]), list(frame[own]))
+            names, values, zero = _nonzero(names, values)
             _bars(ax, names, values, own, top)
             ax.set_xlabel(f"{label} (own work)")
-            heading = _title(f"{label[:1].upper()}{label[1:]} by module type", unknown)
+            heading = _title(f"{label[:1].upper()}{label[1:]} by module type", unknown, zero,
+                             "type")
         else:
             frame = tree_view(profile, [inclusive], max_depth=depth).frame
             frame = frame[frame["depth"] == depth]
             names = [f"{m} ({t})" for m, t in zip(frame["module"], frame["type"])]
             names, values, unknown = _known(names, list(frame[inclusive]))
+            names, values, zero = _nonzero(names, values)
             _bars(ax, names, values, inclusive, top)
             ax.set_xlabel(f"{label} (with children)")
             where = "top-level module" if depth == 1 else f"module at depth {depth}"
-            heading = _title(f"{label[:1].upper()}{label[1:]} by {where}", unknown)
+            heading = _title(f"{label[:1].upper()}{label[1:]} by {where}", unknown, zero,
+                             "module")
     ax.set_title(title if title is not None else heading, fontsize=11)
     save_figure(figure, path)
     return figure

@@ -54,7 +54,28 @@ def test_ops_by_type_match_an_independent_flop_count() -> None:
     assert sum(values) == counter.get_total_flops()
     # fc: 1 row x 512 inputs x 1000 outputs = 512,000 MACs = 1,024,000 FLOPs
     assert values[labels.index("Linear")] == 1_024_000
-    assert figure.axes[0].get_title() == "FLOPs (2·MACs) by module type"
+    # the 7 other types (BatchNorm2d, ReLU, MaxPool2d, the containers...) do no MAC: no bar
+    assert labels == ["Conv2d", "Linear"]
+    assert figure.axes[0].get_title() == ("FLOPs (2·MACs) by module type\n"
+                                          "(7 types with none, left out)")
+
+
+def test_zero_rows_are_left_out_and_counted() -> None:
+    # GPT-2 small, 16 tokens: of its 10 module types only Conv1D (the projections) and
+    # GPT2Attention (its two matrix products) do MACs; the other 8 drew empty bars
+    figure = real_profiles.gpt2().plot("type", "flops")
+    assert tick_labels(figure.axes[0].yaxis) == ["Conv1D", "GPT2Attention"]
+    # attention's products per layer: 2 x 12 heads x 16 x 16 x 64 MACs = 393,216 MACs,
+    # x 12 layers x 2 = 9,437,184 FLOPs
+    assert [bar.get_width() for bar in bars(figure)][1] == 2 * 12 * 2 * 12 * 16 * 16 * 64
+    assert figure.axes[0].get_title() == ("FLOPs (2·MACs) by module type\n"
+                                          "(8 types with none, left out)")
+    # by top-level module: resnet18's bn1, relu, maxpool and avgpool do no MAC: 6 bars of 10
+    by_module = real_profiles.resnet18().plot("module", "macs")
+    assert tick_labels(by_module.axes[0].yaxis) == [
+        "layer1 (Sequential)", "layer2 (Sequential)", "layer3 (Sequential)",
+        "layer4 (Sequential)", "conv1 (Conv2d)", "fc (Linear)"]
+    assert by_module.axes[0].get_title().endswith("(4 modules with none, left out)")
 
 
 def test_ops_by_top_level_module() -> None:
@@ -67,7 +88,8 @@ def test_ops_by_top_level_module() -> None:
     assert values["fc (Linear)"] == 1_024_000
     assert figure.axes[0].get_xlabel() == "ops (with children)"
     top3 = real_profiles.resnet18().plot("module", "params", top=3)
-    assert tick_labels(top3.axes[0].yaxis)[-1] == "other (7)"
+    # relu, maxpool and avgpool hold no parameter: 7 bars, the 3 largest and "other (4)"
+    assert tick_labels(top3.axes[0].yaxis)[-1] == "other (4)"
 
 
 def test_layers_in_execution_order() -> None:
