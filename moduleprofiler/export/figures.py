@@ -12,6 +12,10 @@ Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``t
 * ``"time_vs_flops"``: each layer's measured own time against its own FLOPs (log-log), for a
   profile with timing attached (:meth:`Profile.with_timing`).
 
+:func:`plot_summary` draws several models side by side: one panel per quantity of the
+multi-model summary (parameters, MACs, FLOPs, and the whole-model latency or memory when the
+profiles have them), one bar per model, labelled with the summary table's headers.
+
 Data comes from the views (``top``, ``tree``) and the module frame; unknown values are not
 drawn (never as 0) and the title says how many there are. Figures are
 ``matplotlib.figure.Figure`` objects made without pyplot: no global state, shown by Jupyter,
@@ -30,14 +34,17 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pandas as pd
 
-from moduleprofiler.export.cells import UNICODE, formatter
+from moduleprofiler.export.cells import UNICODE, formatter, header
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec, metric_columns
 from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.model_summary import summary_view
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.select import top_view, tree_view
 from moduleprofiler.export.units import is_missing
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
@@ -297,5 +304,66 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
             heading = _title(f"{label[:1].upper()}{label[1:]} by {where}", unknown, zero,
                              "module")
     ax.set_title(title if title is not None else heading, fontsize=11)
+    save_figure(figure, path)
+    return figure
+
+
+SUMMARY_METRICS = ("params", "macs", "flops")
+"""The quantities :func:`plot_summary` draws by default, before any whole-model latency or
+memory column of the summary (``ops`` is in the summary table; it is 2 x MACs plus the
+work without multiply-accumulates, so a panel of it would repeat the FLOPs one)."""
+
+
+def plot_summary(profiles: Mapping[str, Profile] | Sequence[Profile],
+                 metrics: Sequence[str] | None = None, *, title: str | None = None,
+                 path: str | os.PathLike[str] | None = None,
+                 figsize: tuple[float, float] = FIGSIZE) -> Figure:
+    """Several models side by side (the figure of :func:`moduleprofiler.export.summary`):
+    one panel per quantity, one bar per model in the same colour in every panel.
+
+    ``profiles`` is a mapping name -> profile (or a sequence, named by their model types);
+    ``metrics`` are columns of the summary frame (default: ``params``, ``macs``, ``flops``,
+    then the whole-model latency and memory columns the profiles carry); ``path`` also
+    saves it (``.png``, ``.svg`` or ``.pdf``). Each panel's axis label is the summary
+    table's header of its column; unknown values are not drawn (never as 0) and the label
+    says how many."""
+    check_figure_path(path)
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics must be a sequence of column names, not the string "
+                        f"{metrics!r} (argument metrics): pass [{metrics!r}]")
+    if not profiles:
+        raise ValueError("profiles (argument profiles) is empty: give at least one profile")
+    view = summary_view(profiles)
+    default = [*SUMMARY_METRICS, *(c for c in view.columns
+                                   if c not in ("model", "ops", *SUMMARY_METRICS))]
+    chosen = list(metrics) if metrics is not None else default
+    if not chosen:
+        raise ValueError("metrics (argument metrics) is empty: name at least one column")
+    missing = [c for c in chosen if c not in view.frame or c == "model"
+               or not column_spec(c).numeric]
+    if missing:
+        numeric = [c for c in view.frame.columns if c != "model" and column_spec(c).numeric]
+        raise KeyError(f"metrics (argument metrics): unknown column(s) {missing}; "
+                       f"available: {numeric}")
+    specs = view.specs(tuple(chosen))
+    figure, first = figure_axes(None, figsize, feature="plot_summary")
+    figure.delaxes(first)
+    columns = 1 if len(chosen) <= 3 else 2
+    rows = math.ceil(len(chosen) / columns)
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
+    models = [str(name) for name in view.frame["model"]]
+    colors = {name: f"C{i % 10}" for i, name in enumerate(models)}
+    for ax, column in zip(axes, chosen):
+        names, values, unknown = _known(models, list(view.frame[column]))
+        ax.barh(range(len(names)), values, color=[colors[name] for name in names])
+        ax.set_yticks(range(len(names)), [elide_name(n, LABEL_CHARS) for n in names],
+                      fontsize=9)
+        ax.set_ylim(len(names) - 0.5, -0.5)  # the first model on top, as in the table
+        _value_axis(ax.xaxis, column)
+        label = header(specs[column], UNICODE)
+        ax.set_xlabel(label if not unknown else f"{label} ({unknown} unknown, not drawn)")
+    for ax in axes[len(chosen):]:
+        figure.delaxes(ax)
+    figure.suptitle(title if title is not None else "Model comparison", fontsize=11)
     save_figure(figure, path)
     return figure

@@ -203,6 +203,10 @@ def test_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"moduleprofiler\[plot\]"):
         tiny().plot()
+    from moduleprofiler.export.figures import plot_summary
+
+    with pytest.raises(ImportError, match=r"plot_summary needs matplotlib.*moduleprofiler\[plot\]"):
+        plot_summary([tiny()])
     page = tiny().to_html() or ""  # the HTML report draws its charts itself
     assert page.count('<figure class="chart"') >= 2
 
@@ -214,3 +218,47 @@ DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
                     reason="set UPDATE_SCREENSHOT=1 to refresh docs/img/figure-gpt2-layers.png")
 def test_docs_figures() -> None:
     real_profiles.gpt2().plot("layer", "flops", path=DOCS_IMG / "figure-gpt2-layers.png")
+
+
+def test_summary_figure_one_panel_per_quantity(tmp_path: Path) -> None:
+    from moduleprofiler.export.figures import plot_summary
+
+    small = ModuleProfiler().profile(nn.Linear(5, 7), torch.randn(2, 5))
+    big = ModuleProfiler().profile(nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3)),
+                                   torch.randn(2, 5))
+    figure = plot_summary({"small": small, "big": big}, path=tmp_path / "models.svg")
+    assert [ax.get_xlabel() for ax in figure.axes] == ["params", "MACs", "FLOPs (2·MACs)"]
+    for ax in figure.axes:  # one bar per model, in the table's order, same colour everywhere
+        assert tick_labels(ax.yaxis) == ["small", "big"]
+        assert [bar.get_facecolor() for bar in ax.patches] == \
+            [bar.get_facecolor() for bar in figure.axes[0].patches]
+    widths = [[float(bar.get_width()) for bar in ax.patches] for ax in figure.axes]
+    # params: 5 x 7 + 7 = 42; 42 + 7 x 3 + 3 = 66
+    # MACs: 2 rows x 5 x 7 = 70; 70 + 2 x 7 x 3 = 112; FLOPs twice that
+    assert widths == [[42, 66], [70, 112], [140, 224]]
+    assert figure.get_suptitle() == "Model comparison"
+    assert (tmp_path / "models.svg").read_text().startswith("<?xml")
+
+
+def test_summary_figure_draws_latency_when_present_and_names_bad_arguments() -> None:
+    from moduleprofiler.export.figures import plot_summary
+
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU()), torch.randn(4, 8)
+    profiler = ModuleProfiler()
+    timed = profiler.profile(model, x).with_timing(
+        profiler.time_modules(model, x, num_iters=3, drop_first=1, warmup_seconds=0.0))
+    figure = plot_summary([timed, tiny()])
+    labels = [ax.get_xlabel() for ax in figure.axes]
+    assert labels[:3] == ["params", "MACs", "FLOPs (2·MACs)"] and len(labels) > 3
+    time_panel = next(ax for ax in figure.axes if ax.get_xlabel().startswith("time"))
+    # tiny() has no timing: its latency is unknown, not a bar of 0
+    assert len(time_panel.patches) == 1 and "(1 unknown, not drawn)" in time_panel.get_xlabel()
+    assert tick_labels(time_panel.yaxis) == ["Sequential"]
+    with pytest.raises(KeyError, match="argument metrics"):
+        plot_summary([tiny()], ["bogus"])
+    with pytest.raises(TypeError, match="argument metrics"):
+        plot_summary([tiny()], "params")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="argument profiles"):
+        plot_summary([])
+    with pytest.raises(ValueError, match="path"):
+        plot_summary([tiny()], path="models.jpg")
