@@ -9,6 +9,7 @@ from moduleprofiler.compat import (
 )
 from moduleprofiler.errors import FormulaError, LossError, ProfilingError, RegistryError
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.records import CallRecord, ModuleInfo
 from moduleprofiler.registry import (
     get_default_macs_map,
@@ -28,6 +29,7 @@ __all__ = [
     "LossError",
     "ModuleInfo",
     "ModuleProfiler",
+    "OperatorListener",
     "PassRunner",
     "Profile",
     "ProfilingError",

@@ -10,7 +10,7 @@ import moduleprofiler
 def test_all_is_exact() -> None:
     assert sorted(moduleprofiler.__all__) == sorted([
         "Call", "CallRecord", "FormulaError", "Listener", "LossError", "ModuleInfo",
-        "ModuleProfiler", "PassRunner", "Profile", "ProfilingError",
+        "ModuleProfiler", "OperatorListener", "PassRunner", "Profile", "ProfilingError",
         "RegistryError", "TrainingProfiler", "__version__", "get_default_io_size_map",
         "get_default_macs_map", "get_default_ops_map", "register_io_size", "register_macs",
         "register_ops", "unregister_io_size", "unregister_ops",

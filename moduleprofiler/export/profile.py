@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
@@ -147,6 +148,14 @@ class Profile(ProfileData):
         """The ``k`` module types with the most ``by``, over all modules' own work or over
         the modules at ``depth`` (:func:`moduleprofiler.export.select.top_view`)."""
         return top_view(self, k, by=by, depth=depth)
+
+    def by_operator(self, module: str | None = None) -> View:
+        """One row per aten operator (fvcore's ``by_operator``): calls, ops, MACs, FLOPs and
+        bytes read and written, with each operator's share; ``module="layer1"`` counts only
+        that module's calls and the calls inside them. Needs a profile made with
+        ``listeners=[OperatorListener()]``
+        (:func:`moduleprofiler.export.by_operator.by_operator_view`)."""
+        return by_operator_view(self, module)
 
     def __str__(self) -> str:
         return str(self.tree())
