@@ -28,6 +28,7 @@ from torch import nn
 from moduleprofiler._version import __version__
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import MIN_WIDTH, terminal_width
 from moduleprofiler.export.format_table import (
     format_name,
@@ -62,8 +63,12 @@ examples:
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o report.html
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
   moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --what flops -o flops.png
 
 formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
+figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the first of
+  --what's ops, flops, params, time, memory, else ops) by top-level module (--depth: by module
+  at that depth; --top K: the K module types)
 columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
   backward (runs a backward pass), bytes (parameter, buffer and output bytes), time, memory,
   or any column name (e.g. backward_flops, ops_pct, output_bytes)
@@ -125,13 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--iters", type=int, default=None,
                         help="timed iterations for --what time, a tenth dropped (default: "
                              "adaptive, as in Python: rounds until the median's 95%% CI is "
-                             "within 1%%, at most 10 s)")
+                             "within 1%%, at most 5 s)")
     parser.add_argument("--kv-cache", type=int, metavar="TOKENS",
                         help="an hf: model's predicted key/value cache: bytes per token and "
                              "for a context of TOKENS tokens (one sequence), in the "
                              "configuration's dtype or --dtype; nothing is built or run")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
-    parser.add_argument("-o", "--output", help="write to this file instead of stdout")
+    parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
+                                               ".svg, .pdf: a figure of the shown metric)")
     parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
                                                   "with --top, the level aggregated")
     parser.add_argument("--sort", metavar="COLUMN",
@@ -154,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-fold", action="store_true",
                         help="show every block of the tree (default: identical numbered "
                              "sibling blocks such as h.0 ... h.11 fold into one row, summed)")
-    parser.add_argument("--title", help="title of the HTML report")
+    parser.add_argument("--title", help="title of the HTML report or the figure")
     parser.add_argument("--caption", help="LaTeX table caption")
     parser.add_argument("--label", help="LaTeX table label")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -541,9 +547,45 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     return profile.tree(columns if options.what else None, **filters)
 
 
+FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
+"""The ``--what`` items a figure (``-o figure.png``) can draw; without ``--sort`` the first one
+named is drawn, else ``ops``."""
+
+
+def _is_figure(options: argparse.Namespace) -> bool:
+    """``-o`` names a figure file (.png, .svg, .pdf) and no ``--format`` says otherwise."""
+    suffix = os.path.splitext(options.output or "")[1].lower()
+    return not options.format and suffix in FIGURE_SUFFIXES
+
+
+def write_figure(profile: Any, options: argparse.Namespace) -> None:
+    """``-o figure.png`` (or .svg, .pdf): the figure of the shown metric (``--sort``, else
+    the first of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
+    module types, else the modules at ``--depth`` (default 1, the top-level ones)."""
+    named = [item for item in _items(options.what or "") if item in FIGURE_METRICS]
+    metric = options.sort or (named[0] if named else "ops")
+    if options.top is not None:
+        kind, settings = "type", {"top": options.top}
+    else:
+        kind, settings = "module", {"depth": options.depth or 1}
+    try:
+        profile.plot(kind, metric, title=options.title, path=options.output, **settings)
+    except ImportError as exc:
+        raise CliError(f"-o {options.output}: a figure needs matplotlib, the plot extra: "
+                       'pip install "moduleprofiler[plot]"') from exc
+    except OSError as exc:
+        raise CliError(f"cannot write {options.output}: {exc.strerror or exc}") from exc
+    print(f"moduleprofiler: wrote {options.output} (figure of {metric} by {kind})",
+          file=sys.stderr)
+
+
 def write_output(profile: Any, options: argparse.Namespace) -> None:
     """Render in the chosen format to ``-o`` or stdout: formats that hold a whole profile
-    (JSON, the HTML report) render it, the others render the chosen view."""
+    (JSON, the HTML report) render it, a figure file gets the figure of the shown metric
+    (:func:`write_figure`), the others render the chosen view."""
+    if _is_figure(options):
+        write_figure(profile, options)
+        return
     fmt = _output_format(options)
     target = options.output
     entry = get_format(fmt)

@@ -409,7 +409,7 @@ def train_step_times(
     drop_first: int | None = None,
     warmup_seconds: float = 0.0,
     target_ci: float | None = 0.01,
-    max_seconds: float | None = 10.0,
+    max_seconds: float | None = 5.0,
     min_iters: int = 10,
     rounds: int | None = None,
     measure_overhead: bool = True,

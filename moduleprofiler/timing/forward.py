@@ -312,7 +312,7 @@ def time_modules(
     drop_first: int | None = None,
     warmup_seconds: float = 0.5,
     target_ci: float | None = 0.01,
-    max_seconds: float | None = 10.0,
+    max_seconds: float | None = 5.0,
     min_iters: int = 10,
     rounds: int | None = None,
     measure_overhead: bool = True,

@@ -20,6 +20,7 @@ from moduleprofiler.timing import (
     TimingWarning,
     calibrate_hooks,
     time_modules,
+    train_step_times,
 )
 from moduleprofiler.timing.overhead import ROUND_SHARE
 from tests.timing.helpers import (
@@ -250,7 +251,10 @@ class Jitter(nn.Module):
 
 def test_one_adaptive_default_everywhere():
     assert inspect.signature(time_modules).parameters["num_iters"].default is None
-    assert inspect.signature(time_modules).parameters["max_seconds"].default == 10.0
+    # a budget of seconds: with the warm-up, the hook calibration and (on CUDA) the profiler's
+    # start, ResNet-50 at batch 32 on an H100 took 11 s with 10 s; 5 s keeps it under 10
+    assert inspect.signature(time_modules).parameters["max_seconds"].default == 5.0
+    assert inspect.signature(train_step_times).parameters["max_seconds"].default == 5.0
     assert build_parser().parse_args(["m:f"]).iters is None  # the CLI follows the library
 
 
