@@ -7,6 +7,7 @@ profiles one forward and backward of its own batch with the communication listen
 rank 0 gathers the profiles and prints the per-module spread across ranks.
 """
 
+import gc
 import os
 
 import torch
@@ -60,4 +61,9 @@ def main() -> None:
 try:
     main()
 finally:
+    # DistributedDataParallel holds reference cycles (its hooks refer back to it): free it
+    # now, while its process group exists. Left to a later garbage collection, its reducer
+    # would be destroyed after destroy_process_group, and a rank aborted ("terminate called
+    # without an active exception") on a loaded machine
+    gc.collect()
     dist.destroy_process_group()
