@@ -1,0 +1,77 @@
+"""``moduleprofiler MODEL -o figure.png`` (.svg, .pdf): the figure of the shown metric, checked
+through the Axes it drew, and the error naming the ``plot`` extra without matplotlib."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moduleprofiler.cli import main
+from moduleprofiler.export import figures
+
+pytest.importorskip("matplotlib")
+
+TINY = "tests.export.cli_models:tiny"
+"""4 -> 8 -> 2 MLP (Linear, ReLU, Linear) on a 2x4 input."""
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures the command saved (their Axes are checked, not their pixels)."""
+    saved: list[Any] = []
+    original = figures.save_figure
+
+    def keep(figure: Any, path: Any) -> None:
+        saved.append(figure)
+        original(figure, path)
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    return saved
+
+
+def _labels(ax: Any) -> list[str]:
+    return [label.get_text() for label in ax.get_yticklabels() if label.get_text()]
+
+
+def test_png_by_top_level_module(tmp_path: Path, drawn: list[Any],
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "ops.png"
+    assert main([TINY, "-i", "2x4", "-o", str(target)]) == 0
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "wrote" in capsys.readouterr().err
+    ax = drawn[0].axes[0]
+    assert _labels(ax) == ["0 (Linear)", "2 (Linear)", "1 (ReLU)"]
+    # ops: 2 rows x 8 x (2 x 4 - 1) + 2 x 8 bias = 128; 2 x 2 x (2 x 8 - 1) + 2 x 2 = 64;
+    # the ReLU's 2 x 8 = 16 comparisons
+    assert [bar.get_width() for bar in ax.patches] == [128, 64, 16]
+    assert ax.get_xlabel() == "ops (with children)"
+
+
+def test_the_shown_metric_and_top_types(tmp_path: Path, drawn: list[Any]) -> None:
+    # --what params,flops: the first metric named, params; the ReLU holds none: left out
+    assert main([TINY, "-i", "2x4", "--what", "io,params,flops", "-o",
+                 str(tmp_path / "params.svg")]) == 0
+    ax = drawn[-1].axes[0]
+    # 4 x 8 + 8 = 40 and 8 x 2 + 2 = 18 parameters
+    assert [bar.get_width() for bar in ax.patches] == [40, 18]
+    assert ax.get_title() == "Parameters by top-level module\n(1 module with none, left out)"
+    # --sort and --top: the module types ranked by their own FLOPs (2 x MACs)
+    assert main([TINY, "-i", "2x4", "--top", "2", "--sort", "flops", "--title", "MLP",
+                 "-o", str(tmp_path / "flops.pdf")]) == 0
+    assert (tmp_path / "flops.pdf").read_bytes()[:5] == b"%PDF-"
+    ax = drawn[-1].axes[0]
+    # Linear: 2 x 4 x 8 + 2 x 8 x 2 = 96 MACs = 192 FLOPs; ReLU and Sequential none
+    assert _labels(ax) == ["Linear"] and [bar.get_width() for bar in ax.patches] == [192]
+    assert ax.get_title() == "MLP"
+
+
+def test_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main([TINY, "-i", "2x4", "-o", str(tmp_path / "ops.png")]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib" in err and 'moduleprofiler[plot]' in err
+    assert not (tmp_path / "ops.png").exists()
