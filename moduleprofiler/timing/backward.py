@@ -46,9 +46,8 @@ from moduleprofiler.timing.environment import (
     timing_context,
 )
 from moduleprofiler.timing.forward import (
-    ADAPTIVE_DROP_FIRST,
     device_host_values,
-    validate_iterations,
+    plan_iterations,
 )
 from moduleprofiler.timing.iteration import IterationTimes, marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
@@ -58,7 +57,6 @@ from moduleprofiler.timing.overhead import (
     calibrate_hooks,
     plain_count,
     run_rounds,
-    split_rounds,
 )
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
@@ -70,7 +68,6 @@ from moduleprofiler.timing.results import (
     tree_text,
 )
 from moduleprofiler.timing.stats import (
-    StoppingRule,
     StopReason,
     Summary,
     ci_halfwidth,
@@ -468,20 +465,12 @@ def train_step_times(
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
-    fixed = num_iters is not None
-    if drop_first is None:
-        drop_first = 5 if fixed else ADAPTIVE_DROP_FIRST
-    validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    if rounds is not None and not fixed:
-        raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
-                         f"sizes its rounds by time, got rounds={rounds!r}")
-    kept = num_iters - drop_first if num_iters is not None else None
-    rule = (StoppingRule(count=kept) if kept is not None else
-            StoppingRule(target_ci=target_ci, max_seconds=max_seconds, min_samples=min_iters,
-                         confidence=confidence))
-    sizes = split_rounds(kept, rounds, 5, 0.0)[0] if kept is not None else None
+    drop_first, kept, rule, sizes = plan_iterations(
+        num_iters, drop_first, rounds, fixed_drop_first=5, fixed_rounds=5,
+        target_ci=target_ci, max_seconds=max_seconds, min_iters=min_iters,
+        confidence=confidence)
     fraction = overhead_fraction if measure_overhead else 0.0
     method_name = check_method(method)
     module, compiled = eager_module(module)

@@ -285,6 +285,30 @@ class ModuleTiming(TimedModules):
         return out
 
 
+def plan_iterations(num_iters: int | None, drop_first: int | None, rounds: int | None, *,
+                    fixed_drop_first: int, fixed_rounds: int, target_ci: float | None,
+                    max_seconds: float | None, min_iters: int, confidence: float
+                    ) -> tuple[int, int | None, StoppingRule, list[int] | None]:
+    """The checked iteration plan of a per-module timing run: ``drop_first`` (default
+    ``fixed_drop_first`` for a fixed ``num_iters``, :data:`ADAPTIVE_DROP_FIRST` for an adaptive
+    run), the kept count (``None``: adaptive), the stopping rule and the fixed rounds' sizes
+    (``None``: adaptive). ``ValueError`` naming the argument for a bad combination."""
+    fixed = num_iters is not None
+    if drop_first is None:
+        drop_first = fixed_drop_first if fixed else ADAPTIVE_DROP_FIRST
+    validate_iterations(num_iters, drop_first)
+    if rounds is not None and not fixed:
+        raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
+                         f"sizes its rounds by time, got rounds={rounds!r}")
+    if num_iters is None:
+        return drop_first, None, StoppingRule(
+            target_ci=target_ci, max_seconds=max_seconds, min_samples=min_iters,
+            confidence=confidence), None
+    kept = num_iters - drop_first
+    return drop_first, kept, StoppingRule(count=kept), split_rounds(
+        kept, rounds, fixed_rounds, 0.0)[0]
+
+
 def device_host_values(device_ms: float | None, self_device_ms: float | None,
                        host_ms: float | None, self_host_ms: float | None) -> dict[str, Any]:
     """The kernel clock's four times of a call or module, and its ``time_bound``: ``"host"``
@@ -385,20 +409,12 @@ def time_modules(
             failed.
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
-    fixed = num_iters is not None
-    if drop_first is None:
-        drop_first = 20 if fixed else ADAPTIVE_DROP_FIRST
-    validate_iterations(num_iters, drop_first)
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    if rounds is not None and not fixed:
-        raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
-                         f"sizes its rounds by time, got rounds={rounds!r}")
-    kept = num_iters - drop_first if num_iters is not None else None
-    rule = (StoppingRule(count=kept) if kept is not None else
-            StoppingRule(target_ci=target_ci, max_seconds=max_seconds, min_samples=min_iters,
-                         confidence=confidence))
-    sizes = (split_rounds(kept, rounds, 8, 0.0)[0] if kept is not None else None)
+    drop_first, kept, rule, sizes = plan_iterations(
+        num_iters, drop_first, rounds, fixed_drop_first=20, fixed_rounds=8,
+        target_ci=target_ci, max_seconds=max_seconds, min_iters=min_iters,
+        confidence=confidence)
     fraction = overhead_fraction if measure_overhead else 0.0
     module, compiled = eager_module(module)
     if compiled is not None:
