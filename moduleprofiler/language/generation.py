@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.export.units import human_count, human_ms
 from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.profiler import ModuleProfiler
@@ -79,6 +80,24 @@ class GenerationProfile:
     output: Any = dataclasses.field(default=None, repr=False, compare=False)
     """What the generation returned (``generate``'s token ids)."""
 
+    def __repr__(self) -> str:
+        """One line: the model, its steps, the tokens and the run's totals (the dataclass's
+        own repr dumped every step's profile)."""
+        model = self.profile.modules[0].type_name if self.profile.modules else "model"
+        phases = ", ".join(f"{count} {phase}" for phase, count in (
+            ("encode", sum(1 for s in self.steps if s.phase == "encode")),
+            ("prefill", sum(1 for s in self.steps if s.phase == "prefill")),
+            ("decode", len(self.decode))) if count)
+        totals = self.summary()
+        parts = [f"{len(self.steps)} steps ({phases})" if phases else "0 steps",
+                 f"{self.new_tokens} new tokens x batch {self.batch_size}",
+                 f"{human_count(totals['flops'])} FLOPs"]
+        if totals["time_ms"] is not None:
+            parts.append(human_ms(totals["time_ms"], "u"))
+        if not totals["complete"]:
+            parts.append("incomplete")
+        return f"<GenerationProfile {model}: {', '.join(parts)}>"
+
     @property
     def prefill(self) -> tuple[Step, ...]:
         """The encode and prefill steps."""
@@ -102,7 +121,8 @@ class GenerationProfile:
     def to_df(self) -> pd.DataFrame:
         """One row per step: ``step``, ``phase``, ``module``, ``batch_size``, ``input_tokens``,
         ``context_tokens``, ``ops``, ``macs``, ``flops``, ``complete``, ``kv_cache_bytes``,
-        ``time_ms``, ``max_live_bytes`` (unknown: empty)."""
+        ``time_ms``, ``max_live_bytes`` (unknown: empty; ``time_ms`` is a float column, NaN
+        for an untimed step)."""
         rows = []
         for step in self.steps:
             profile = step.profile
@@ -114,7 +134,10 @@ class GenerationProfile:
                 "complete": profile.complete,
                 "kv_cache_bytes": step.kv_cache.total_bytes if step.kv_cache else None,
                 "time_ms": step.time_ms, "max_live_bytes": step.max_live_bytes})
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        if "time_ms" in frame:  # None in an object column otherwise, where floats need NaN
+            frame["time_ms"] = frame["time_ms"].astype("float64")
+        return frame
 
     def summary(self) -> dict[str, Any]:
         """Totals of the run: steps, tokens generated, FLOPs and MACs of prefill and decode,

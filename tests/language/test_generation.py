@@ -3,6 +3,8 @@ cache on and off, a user decode loop, encoder-decoders, time and memory."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -144,6 +146,22 @@ def test_time_and_memory_when_asked() -> None:
     assert summary["ms_per_token"] == pytest.approx(frame["time_ms"].sum() / 3)
     untimed = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=2)
     assert untimed.to_df()["time_ms"].isna().all() and untimed.summary()["time_ms"] is None
+    # untimed steps hold NaN in a float column (they held None, in an object column)
+    times = untimed.to_df()["time_ms"]
+    assert times.dtype == "float64" and all(math.isnan(value) for value in times.tolist())
+    assert repr(result).startswith("<GenerationProfile GPT2LMHeadModel: 3 steps (1 prefill, "
+                                   "2 decode), 3 new tokens x batch 1, ")
+    assert repr(result).endswith(" ms>") or repr(result).endswith("us>")
+
+
+def test_repr_is_one_line_of_totals() -> None:
+    model = gpt2()
+    result = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=NEW)
+    # MACs: prefill 504,320; decode at contexts 6, 7, 8: 2 x (49,152 + 2 x c x 64) + 6,400
+    # each = 3 x 104,704 + 256 x 21 = 319,488; FLOPs 2 x 823,808 = 1,647,616 = 1.65M
+    assert gpt2_step_macs(5, 5) + sum(gpt2_step_macs(1, c) for c in (6, 7, 8)) == 823_808
+    assert repr(result) == ("<GenerationProfile GPT2LMHeadModel: 4 steps (1 prefill, "
+                            "3 decode), 4 new tokens x batch 1, 1.65M FLOPs>")
 
 
 def test_bad_arguments_are_named() -> None:
