@@ -47,6 +47,7 @@ from moduleprofiler.language.generation import GenerationProfile, profile_genera
 from moduleprofiler.language.models import HF_PREFIX, hf_config, hf_model, text_inputs
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
+from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.timing import TimingWarning
 
@@ -144,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="flat table sorted by COLUMN (e.g. ops, inclusive_ops, params); "
                              "with --top, the quantity ranked (ops, macs, params)")
     parser.add_argument("--top", type=int, metavar="K", help="the K module types with most ops")
+    parser.add_argument("--by-operator", nargs="?", const="", metavar="MODULE",
+                        help="one row per aten operator (calls, ops, MACs, FLOPs, bytes) of "
+                             "the whole model, or of the calls inside MODULE")
     parser.add_argument("--min-pct", type=float, metavar="P",
                         help="only modules with at least P%% of the ops")
     parser.add_argument("--include", action="append", metavar="PATTERN",
@@ -179,6 +183,16 @@ def check_options(options: argparse.Namespace) -> None:
     if options.width is not None and (options.width < 0 or 0 < options.width < MIN_WIDTH):
         raise CliError(f"--width must be 0 (no limit) or at least {MIN_WIDTH}, "
                        f"got {options.width}")
+    if options.by_operator is not None:
+        given = [flag for flag, value in (
+            ("--top", options.top), ("--sort", options.sort), ("--depth", options.depth),
+            ("--what", options.what), ("--min-pct", options.min_pct),
+            ("--include", options.include), ("--exclude", options.exclude),
+            ("--generate", options.generate), ("--kv-cache", options.kv_cache),
+            ("-o FIGURE", _is_figure(options) or None)) if value is not None]
+        if given:
+            raise CliError(f"--by-operator shows one table of operators: {', '.join(given)} "
+                           "cannot apply to it")
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -357,7 +371,9 @@ def run_profile(options: argparse.Namespace) -> Any:
         inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = ModuleProfiler()
     try:
-        profile = profiler.profile(model, inputs, backward=backward)
+        profile = profiler.profile(model, inputs, backward=backward, listeners=[
+            OperatorListener(profiler.operator_fn_map)] if options.by_operator is not None
+            else [])
         if "time" in groups:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
@@ -532,6 +548,8 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     """The tree (default), a flat table (``--sort``) or the top-k types (``--top``)."""
     # without --what, the view's own defaults: the same columns as Python's profile.tree()
     # and profile.table(), whose shapes a width-fitting format (text, LaTeX) leaves out first
+    if options.by_operator is not None:
+        return profile.by_operator(options.by_operator or None)
     columns = _columns(profile, options.what or WHAT_SORTED)
     filters = {"max_depth": options.depth, "min_pct": options.min_pct,
                "include": options.include, "exclude": options.exclude}

@@ -303,3 +303,20 @@ def test_time_prints_the_timing_warnings(capsys: pytest.CaptureFixture[str],
     assert status == 0
     warnings = [line for line in err.splitlines() if line.startswith("moduleprofiler: warning:")]
     assert any("load average 1000.00 exceeds" in line for line in warnings), err
+
+
+def test_by_operator(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, TINY, "--input-size", "2x4", "--by-operator", "--width", "0")
+    assert status == 0
+    # tiny: Linear(4, 8) then Linear(8, 2) on 2 rows, both addmm with bias:
+    # 2 x 8 x (2 x 4 - 1) + 16 = 128 ops and 2 x 2 x (2 x 8 - 1) + 4 = 64: 192 ops;
+    # MACs 2 x 8 x 4 + 2 x 2 x 8 = 96; relu 16 ops; total 208
+    addmm = next(line for line in out.splitlines() if line.startswith("aten.addmm"))
+    assert addmm.split()[1:4] == ["2", "192", "96"]
+    assert "total: ops 208, MACs 96" in out
+    status, out, _ = run(capsys, TINY, "--input-size", "2x4", "--by-operator", "2")
+    # module 2 alone: its addmm, 64 ops and 32 MACs
+    addmm = next(line for line in out.splitlines() if line.startswith("aten.addmm"))
+    assert status == 0 and addmm.split()[1:4] == ["1", "64", "32"]
+    status, _, err = run(capsys, TINY, "--input-size", "2x4", "--by-operator", "--top", "3")
+    assert status == 2 and "--by-operator shows one table of operators: --top" in err
