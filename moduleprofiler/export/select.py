@@ -167,9 +167,12 @@ def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None
 # -- columns ----------------------------------------------------------------------------------
 def extra_columns(frame: pd.DataFrame) -> list[str]:
     """Quantities in ``frame`` beyond this layer's own columns (timing, memory, backward
-    ops, ...) that hold at least one known value: the views add them to their defaults."""
+    ops, ...) that hold at least one known value: the views add them to their defaults. Each
+    quantity once: a per-call time whose per-module median the frame also holds (a module
+    view of a timed profile) is left to it."""
     return [name for name in frame.columns
-            if is_extra_column(name) and frame[name].notna().any()]
+            if is_extra_column(name) and frame[name].notna().any()
+            and _PER_MODULE_TIME.get(name) not in frame]
 
 
 def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
@@ -280,8 +283,7 @@ def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> 
     """A view's default columns: ``columns``, the backward ones when a backward pass was
     profiled, then every listener's or measured quantity the frame holds (each time once)."""
     backward = list(BACKWARD_COLUMNS) if profile.backward else []
-    extras = [c for c in extra_columns(frame) if _PER_MODULE_TIME.get(c) not in frame]
-    return list(dict.fromkeys([*columns, *backward, *extras]))
+    return list(dict.fromkeys([*columns, *backward, *extra_columns(frame)]))
 
 
 def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:
