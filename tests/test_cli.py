@@ -116,8 +116,8 @@ def test_memory_shows_the_training_step_and_its_peak(capsys: pytest.CaptureFixtu
     peak = training.peak_bytes
     assert (f"note: training peak {peak} B (+{peak - 264} B above the parameters and inputs) "
             f"at {training.peak_call}") in out
-    assert "note: inference peak 392 B (+128 B above the parameters and inputs) at 1 call 0" \
-        in out
+    assert ("note: inference peak 392 B (+128 B above the parameters and inputs) at 1 (ReLU), "
+            "call 1 of 1, forward") in out
     row = next(line for line in out.splitlines() if line.startswith("|-- 0 (Linear)"))
     assert f"{peak} B" in row  # that call's backward holds the peak
 

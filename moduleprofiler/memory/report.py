@@ -29,14 +29,26 @@ class PeakCall:
     accumulating: bool = False
     """The peak was set while accumulating the gradient of a parameter of ``path`` (whose
     first call the accumulation belongs to)."""
+    type_name: str | None = None
+    """The module's type (filled in by :class:`MemoryReport` from its calls)."""
+    calls: int | None = None
+    """How many times the module was called in the pass (filled in as ``type_name``)."""
 
     def __str__(self) -> str:
+        """``0 (Linear), call 1 of 2, backward``: the module path and type, which call
+        (counted from 1), the phase."""
         if self.path is None:
             return f"outside every module call ({self.phase})"
         name = display_path(self.path)
+        if self.type_name is not None:
+            name = f"{name} ({self.type_name})"
         if self.accumulating:
-            return f"{name} (gradient accumulation, backward)"
-        return f"{name} call {self.call_number} ({self.phase})"
+            return f"{name}, gradient accumulation, backward"
+        if self.call_number is None:
+            return f"{name}, {self.phase}"
+        which = f"call {self.call_number + 1}" + (
+            f" of {self.calls}" if self.calls is not None else "")
+        return f"{name}, {which}, {self.phase}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,21 @@ class MemoryReport:
     inference: PassMemory
     training: PassMemory | None
     calls: tuple[CallMemory, ...]
+
+    def __post_init__(self) -> None:
+        # the peaks name their module's type and call count, which only the calls know
+        types = {call.path: call.type_name for call in self.calls}
+        counts: dict[str, int] = {}
+        for call in self.calls:
+            counts[call.path] = counts.get(call.path, 0) + 1
+        for name in ("inference", "training"):
+            measured: PassMemory | None = getattr(self, name)
+            peak = measured.peak_call if measured is not None else None
+            if measured is None or peak is None or peak.path not in types:
+                continue
+            peak = dataclasses.replace(peak, type_name=types[peak.path],
+                                       calls=counts[peak.path])
+            object.__setattr__(self, name, dataclasses.replace(measured, peak_call=peak))
 
     @property
     def model_size_bytes(self) -> int:

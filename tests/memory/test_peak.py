@@ -162,3 +162,21 @@ def test_pred_fn_and_dict_inputs() -> None:
     assert wrapped.inference.peak_bytes == direct.inference.peak_bytes + 2 * 5 * 4
     assert wrapped.inference.peak_call is not None
     assert wrapped.inference.peak_call.path is None  # the ``* 2`` outside every module call
+
+
+def test_peak_label_names_the_module_its_type_and_which_call() -> None:
+    from moduleprofiler.memory.report import PeakCall
+
+    # 2x4 -> Linear -> ReLU -> the same Linear: the ReLU's output, made while its input is
+    # still held, sets the inference peak; the report fills in its type and call count
+    shared = nn.Linear(4, 4)
+    report = measure_memory(nn.Sequential(shared, nn.ReLU(), shared), torch.randn(2, 4))
+    assert str(report.inference.peak_call) == "1 (ReLU), call 1 of 1, forward"
+    assert "at 1 (ReLU), call 1 of 1, forward" in str(report)
+    assert str(PeakCall("0", 1, 2, "forward", type_name="Linear", calls=2)) == \
+        "0 (Linear), call 2 of 2, forward"
+    assert str(PeakCall("0", 0, 0, "backward", type_name="Linear", calls=1)) == \
+        "0 (Linear), call 1 of 1, backward"  # was "0 call 0 (backward)"
+    assert str(PeakCall("0", 0, 0, "backward", accumulating=True, type_name="Linear",
+                        calls=2)) == "0 (Linear), gradient accumulation, backward"
+    assert str(PeakCall(None, None, None, "backward")) == "outside every module call (backward)"
