@@ -132,22 +132,27 @@ class Profile(ProfileData):
 
     # -- export views ----------------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).
-    def tree(self, columns: Sequence[str] | None = None, **options: Any) -> View:
+    def tree(self, columns: Sequence[str] | None = None, *, width: int | None = None,
+             **options: Any) -> View:
         """The module tree annotated with ``columns`` and % of the total; options:
         ``max_depth``, ``min_pct``, ``pct_of``, ``include``, ``exclude``
-        (:func:`moduleprofiler.export.select.tree_view`)."""
-        return tree_view(self, columns, **options)
+        (:func:`moduleprofiler.export.select.tree_view`); ``width``: its text width, as in
+        :meth:`View.to_text <moduleprofiler.export.view.View.to_text>`."""
+        return _with_width(tree_view(self, columns, **options), width)
 
-    def table(self, columns: Sequence[str] | None = None, **options: Any) -> View:
+    def table(self, columns: Sequence[str] | None = None, *, width: int | None = None,
+              **options: Any) -> View:
         """A flat table; options: ``aggregate``, ``max_depth``, ``min_pct``, ``pct_of``,
         ``sort_by``, ``ascending``, ``include``, ``exclude``, ``limit``
-        (:func:`moduleprofiler.export.select.table_view`)."""
-        return table_view(self, columns, **options)
+        (:func:`moduleprofiler.export.select.table_view`); ``width`` as in :meth:`tree`."""
+        return _with_width(table_view(self, columns, **options), width)
 
-    def top(self, k: int | None = 10, *, by: str = "ops", depth: int | None = None) -> View:
+    def top(self, k: int | None = 10, *, by: str = "ops", depth: int | None = None,
+            width: int | None = None) -> View:
         """The ``k`` module types with the most ``by``, over all modules' own work or over
-        the modules at ``depth`` (:func:`moduleprofiler.export.select.top_view`)."""
-        return top_view(self, k, by=by, depth=depth)
+        the modules at ``depth`` (:func:`moduleprofiler.export.select.top_view`); ``width``
+        as in :meth:`tree`."""
+        return _with_width(top_view(self, k, by=by, depth=depth), width)
 
     def by_operator(self, module: str | None = None) -> View:
         """One row per aten operator (fvcore's ``by_operator``): calls, ops, MACs, FLOPs and
@@ -209,3 +214,12 @@ class Profile(ProfileData):
         :data:`moduleprofiler.export.FORMATS`: .json .csv .md .html .tex .txt); ``options``
         go to the matching ``to_*`` method."""
         save_profile(self, path, format, **options)
+
+
+def _with_width(view: View, width: int | None) -> View:
+    """``view`` with its text width (unchanged for ``None``); a typed error for a bad one."""
+    if width is None:
+        return view
+    if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+        raise ValueError(f"width must be a non-negative int (0: no limit), got {width!r}")
+    return dataclasses.replace(view, width=width)

@@ -49,6 +49,9 @@ class View:
     keep: tuple[str, ...] = ()
     """Shown columns a renderer hides last: those the caller named, sorted or ranked by (a
     column a note names is kept as well, :func:`~moduleprofiler.export.text.render_text`)."""
+    width: int | None = None
+    """The text width when :meth:`to_text` is given none (``None``: the terminal's; ``0``: no
+    limit): ``profile.tree(width=120)`` then prints 120 columns wide."""
 
     # -- data ------------------------------------------------------------------------------
     @property
@@ -90,8 +93,8 @@ class View:
         ``color``), no line longer than ``width`` (``None``: the terminal's; ``0``: no
         limit); ``fold=False`` shows every block of a tree instead of folding identical ones
         (:meth:`folded`)."""
-        return render_view(self, "text", buf, color=color, unicode=unicode, width=width,
-                           fold=fold)
+        return render_view(self, "text", buf, color=color, unicode=unicode,
+                           width=self.width if width is None else width, fold=fold)
 
     def print(self, file: IO[str] | None = None, *, color: bool | None = None,
               unicode: bool = False, width: int | None = None, fold: bool = True) -> None:

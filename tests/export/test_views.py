@@ -134,3 +134,16 @@ def test_a_timed_profile_shows_each_time_once_per_view() -> None:
     assert "forward_ms" in calls.columns and "time_median_ms" not in calls.columns
     # a column asked for by name is shown
     assert "forward_ms" in timed.tree(["params", "forward_ms"]).columns
+
+
+def test_a_views_text_width_is_given_where_the_view_is_made() -> None:
+    profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()),
+                                       torch.randn(2, 4))
+    for view in (profile.tree(width=44), profile.table(width=44), profile.top(2, width=44)):
+        lines = str(view).splitlines()
+        assert max(len(line) for line in lines) <= 44
+        # the same as to_text(width=44), and to_text's own width still wins
+        assert str(view) == view.to_text(width=44)
+        assert max(len(line) for line in view.to_text(width=0).splitlines()) > 44
+    with pytest.raises(ValueError, match="width"):
+        profile.tree(width=-1)
