@@ -171,3 +171,13 @@ def test_kv_cache_needs_a_configuration(capsys: pytest.CaptureFixture[str]) -> N
     assert status == 2 and "--kv-cache needs an hf: model" in err
     status, _, err = run(capsys, "hf:llama", "--kv-cache", "0")
     assert status == 2 and "--kv-cache must be at least 1, got 0" in err
+
+
+def test_the_steps_totals_line_has_one_number_format() -> None:
+    from moduleprofiler.language.steps_text import _total
+
+    # a per-token mean beside an integer total: separators, no exponent (it read 7.10242e+06)
+    assert _total(21_307_264) == "21,307,264"
+    assert _total(21_307_264 / 3) == "7,102,421.3"
+    assert _total(10_240.0) == "10,240"
+    assert _total(0.0123456789) == "0.0123457"
