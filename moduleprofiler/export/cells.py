@@ -19,6 +19,7 @@ from moduleprofiler.export.units import (
     human_count,
     human_ms,
     human_number,
+    human_params,
     human_percent,
     is_missing,
     shape_text,
@@ -50,7 +51,7 @@ Formatter = Callable[[Any], str]
 def _number_formatter(spec: ColumnSpec, glyphs: Glyphs) -> Callable[[Any], str]:
     kind = spec.kind
     if kind == "count":
-        return human_count
+        return human_params if spec.unit == "params" else human_count
     if kind == "bytes":
         return human_bytes
     if kind == "time":

@@ -54,6 +54,18 @@ def human_count(value: float) -> str:
     return number + unit
 
 
+_PARAMS = ("", "K", "M", "B", "T")
+"""Parameter counts in the units people write them in (a 6.74B model, not 6.74G)."""
+
+
+def human_params(value: float) -> str:
+    """A parameter count: ``124439808`` -> ``"124.44M"``, ``6.74e9`` -> ``"6.74B"``."""
+    if abs(value) < 1000:
+        return human_count(value)
+    number, unit = _scaled(float(value), 1000.0, _PARAMS, 2)
+    return number + unit
+
+
 def human_bytes(value: float) -> str:
     """``512`` -> ``"512 B"``, ``1536`` -> ``"1.50 KiB"`` (IEC, 1024)."""
     if abs(value) < 1024:

@@ -82,3 +82,15 @@ def test_register_column_overrides_the_guess() -> None:
     assert column_spec("backward_total_ms_test") == spec and spec.label == "backward"
     with pytest.raises(ValueError, match="unknown column kind"):
         register_column("x", "furlongs")  # type: ignore[arg-type]
+
+
+def test_parameter_counts_read_as_people_write_them() -> None:
+    from moduleprofiler.export.units import human_params
+
+    # Llama-2-7B: 6,738,415,616 parameters: "6.74B" (SI's G is for ops and FLOPs)
+    assert human_params(6_738_415_616) == "6.74B"
+    assert human_params(124_439_808) == "124.44M"
+    assert human_params(1_500_000_000_000) == "1.50T"
+    assert human_params(999) == "999"
+    assert formatter(column_spec("params"))(6_738_415_616) == "6.74B"
+    assert formatter(column_spec("ops"))(6_738_415_616) == "6.74G"
