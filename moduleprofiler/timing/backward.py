@@ -100,7 +100,7 @@ class TrainingModuleStats:
         return self.forward.path
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TrainingTiming(TimedModules):
     """Per-module forward and backward times of training steps, plus step-level phases.
 

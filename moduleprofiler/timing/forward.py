@@ -82,7 +82,7 @@ def validate_iterations(num_iters: int | None, drop_first: int) -> None:
         )
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class ModuleTiming(TimedModules):
     """Per-module forward times of one model, with the evidence needed to trust them.
 

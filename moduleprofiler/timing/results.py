@@ -242,7 +242,7 @@ class PhaseSamples:
         return total / float(np.median(root))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TimedModules:
     """What every per-module timing result holds besides its own samples: the module tree,
     the forward samples, and the evidence needed to trust them."""
@@ -269,6 +269,18 @@ class TimedModules:
     def iterations(self) -> int:
         """Kept (timed, not dropped) iterations with forward samples."""
         return self.forward.iterations
+
+    def __repr__(self) -> str:
+        """One line: the result's kind, device and clock, modules, iterations, the root's
+        median and how the run ended (the samples are in the fields; ``summary()`` draws
+        the tree)."""
+        root = self.forward.column(0) if self.forward.iterations else None
+        median = (f", root {float(np.median(root)):.4g} ms"
+                  if root is not None and root.size else "")
+        ended = f", stopped by {self.stop_reason}" if self.stop_reason else ""
+        return (f"<{type(self).__name__} {self.device} ({self.clock}): "
+                f"{len(self.layout.paths)} modules, {self.iterations} iterations"
+                f"{median}{ended}>")
 
     @property
     def uncalled(self) -> tuple[str, ...]:

@@ -355,3 +355,13 @@ def test_progress_is_shown_from_the_start(monkeypatch):
     kept = [text for done, text in seen if done > 0]
     assert re.fullmatch(r"CI - \(target ±1%\), 0\.\d s left", kept[0])  # none before 10
     assert re.fullmatch(r"CI ±\d+\.\d\d% \(target ±1%\), 0\.\d s left", kept[-1])
+
+
+def test_repr_is_one_line():
+    timing = time_modules(Spin(50), torch.zeros(1), num_iters=4, drop_first=1,
+                          warmup_seconds=0, progress=False)
+    text = repr(timing)
+    # it was the dataclass dump of every sample array (17 KB for GPT-2)
+    assert "\n" not in text and len(text) < 200
+    assert text.startswith("<ModuleTiming cpu (cpu-wall): 2 modules, 3 iterations, root ")
+    assert text.endswith("stopped by num_iters>")
