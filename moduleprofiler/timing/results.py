@@ -278,8 +278,9 @@ class TimedModules:
         median = (f", root {float(np.median(root)):.4g} ms"
                   if root is not None and root.size else "")
         ended = f", stopped by {self.stop_reason}" if self.stop_reason else ""
+        modules = len(self.layout.paths)
         return (f"<{type(self).__name__} {self.device} ({self.clock}): "
-                f"{len(self.layout.paths)} modules, {self.iterations} iterations"
+                f"{modules} module{'s' if modules != 1 else ''}, {self.iterations} iterations"
                 f"{median}{ended}>")
 
     @property
