@@ -231,8 +231,9 @@ def _listing(items: Sequence[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def profile_notes(profile: Profile) -> tuple[str, ...]:
-    """Caveats that belong under any table of ``profile``."""
+def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ...]:
+    """Caveats that belong under any table of ``profile`` (``uncalled_note=False``: without
+    the list of modules never called, which only the views of every module show)."""
     notes = []
     if profile.unsupported:
         notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
@@ -240,9 +241,12 @@ def profile_notes(profile: Profile) -> tuple[str, ...]:
     if profile.unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
         notes.append(f"operators without a formula: {_listing(ops)}")
-    uncalled = never_called(profile)
+    uncalled = never_called(profile) if uncalled_note else ()
     if uncalled:
-        notes.append(f"never called ({len(uncalled)}): {_listing(uncalled)}")
+        notes.append(f"never called ({len(uncalled)}): {_listing(uncalled)}"
+                     + ("; the work a parent does with their weights (MultiheadAttention's "
+                        "out_proj) is in the parent's own count"
+                        if _called_parent(profile, uncalled) else ""))
     if profile.excluded:
         notes.append(f"excluded from ops: {_listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
@@ -424,8 +428,14 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     where = "all depths, own work" if depth is None else f"depth {depth}, including children"
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=profile_notes(profile), optional=("modules", "calls"),
-                keep=(target, pct))
+                notes=profile_notes(profile, uncalled_note=False),
+                optional=("modules", "calls"), keep=(target, pct))
+
+
+def _called_parent(profile: Profile, paths: Sequence[str]) -> bool:
+    """Whether some module of ``paths`` has a parent that ran."""
+    called = {record.path for record in profile.records}
+    return any(path.rpartition(".")[0] in called for path in paths if path)
 
 
 def _root_type(profile: Profile) -> str:

@@ -147,3 +147,21 @@ def test_a_views_text_width_is_given_where_the_view_is_made() -> None:
         assert max(len(line) for line in view.to_text(width=0).splitlines()) > 44
     with pytest.raises(ValueError, match="width"):
         profile.tree(width=-1)
+
+
+def test_the_never_called_note_is_under_the_views_of_every_module_only() -> None:
+    class WithSpare(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.used = nn.Linear(4, 4)
+            self.spare = nn.Linear(4, 4)  # its weights unused: no work anywhere
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.used(x)
+
+    profile = ModuleProfiler().profile(WithSpare(), torch.randn(2, 4))
+    note = ("never called (1): spare; the work a parent does with their weights "
+            "(MultiheadAttention's out_proj) is in the parent's own count")
+    assert note in profile.tree().notes and note in profile.table().notes
+    # a ranking of types has no row for it: the note was noise there
+    assert not any(n.startswith("never called") for n in profile.top(3).notes)
