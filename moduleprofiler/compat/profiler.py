@@ -6,8 +6,9 @@ What changed, bug by bug, is listed in ``CHANGELOG.md``."""
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pandas as pd
 import torch
@@ -112,11 +113,20 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
     def frame(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> pd.DataFrame:
         return getattr(self, f"{analysis}_df")(*args, **kwargs)
 
+    def checked(file: Any, args: tuple[Any, ...]) -> PathLike:
+        if isinstance(file, nn.Module):  # the model first: 0.0.4's order is file, model
+            hint = (f" (swap them: {analysis}_csv(file, module, ...))"
+                    if args and isinstance(args[0], (str, os.PathLike)) else "")
+            raise TypeError(f"file must be a path, got the model {type(file).__name__}{hint}")
+        return cast(PathLike, file)
+
     def to_csv(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        write_frame(frame(self, args, kwargs), file, "csv")
+        path = checked(file, args)  # before the frame: its own error would name the module
+        write_frame(frame(self, args, kwargs), path, "csv")
 
     def to_html(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
-        write_frame(frame(self, args, kwargs), file, "html")
+        path = checked(file, args)
+        write_frame(frame(self, args, kwargs), path, "html")
 
     def to_latex(self: Any, *args: Any, index: bool = False, **kwargs: Any) -> str:
         return frame_text(frame(self, args, kwargs), "latex", index=index)

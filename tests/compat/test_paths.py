@@ -42,3 +42,18 @@ def test_0_0_4_paths_work_without_a_warning() -> None:
         assert getattr(utils, name) is getattr(compat_utils, name)
     assert profiler.ModuleProfiler is moduleprofiler.ModuleProfiler  # type: ignore[attr-defined]
     assert moduleprofiler.ModuleProfiler is compat_profiler.ModuleProfiler
+
+
+def test_a_writer_given_the_model_first_says_to_swap_them(tmp_path) -> None:
+    import pytest
+    from torch import nn
+
+    from moduleprofiler import ModuleProfiler
+
+    model = nn.Linear(3, 2)
+    path = str(tmp_path / "params")
+    with pytest.raises(TypeError, match=r"file must be a path, got the model Linear \(swap "
+                                        r"them: count_params_csv\(file, module"):
+        ModuleProfiler().count_params_csv(model, path)
+    ModuleProfiler().count_params_csv(path, model)  # 0.0.4's order: file, then the model
+    assert (tmp_path / "params.csv").read_text().startswith("module")
