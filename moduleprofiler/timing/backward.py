@@ -292,14 +292,25 @@ class TrainingTiming(TimedModules):
                           f"with backward hooks {self.backward_overhead_ratio:.3f}")
         notes.append("; ".join(extras))
         notes.extend(self.warnings)
-        names = ("time_median_ms", "self_time_median_ms", "backward_time_median_ms",
-                 "self_backward_time_median_ms")
-        table: dict[str, list[Any]] = {name: [columns[s.path][name] for s in stats]
+        if self.device_times is not None:  # device times first, then host time and regime
+            names: tuple[str, ...] = (
+                "self_device_ms", "device_ms", "self_backward_device_ms", "backward_device_ms",
+                "self_host_ms", "self_backward_host_ms", "backward_time_bound")
+        else:
+            names = ("time_median_ms", "self_time_median_ms", "backward_time_median_ms",
+                     "self_backward_time_median_ms")
+        table: dict[str, list[Any]] = {name: [columns[s.path].get(name) for s in stats]
                                        for name in names}
-        table["low_confidence"] = [s.forward.low_confidence or s.backward.low_confidence
-                                   for s in stats]
+        if self.device_times is None:  # kernel durations carry no hook error
+            table["low_confidence"] = [s.forward.low_confidence or s.backward.low_confidence
+                                       for s in stats]
         return tree_text(self.layout, [s.forward.calls_per_iter for s in stats], table, notes,
                          "module training-step times")
+
+    def summary(self) -> str:
+        """The model tree with forward and backward times per step, as ``ModuleTiming``'s
+        ``summary()`` (the same text as :meth:`layerwise_summary`, nnprofiler's name)."""
+        return self.layerwise_summary()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures and one dict per module."""

@@ -165,6 +165,10 @@ class TrainingProfiler:
         :meth:`TrainingTiming.layerwise_summary`)."""
         return self._result().layerwise_summary()
 
+    def summary(self) -> str:
+        """The same text as :meth:`layerwise_summary`, by the name every timing result uses."""
+        return self.layerwise_summary()
+
     def to_df(self) -> pd.DataFrame:
         """One row per module (see :meth:`TrainingTiming.to_df`)."""
         return self._result().to_df()

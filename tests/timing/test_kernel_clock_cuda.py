@@ -154,6 +154,8 @@ def test_a_live_training_loop_gets_device_and_host_times():
     assert columns["0"]["backward_device_ms"] == pytest.approx(truth, rel=0.03, abs=0.01)
     assert columns["0"]["backward_host_ms"] is not None
     assert not model[0]._forward_hooks and not model._forward_pre_hooks
+    text = prof.summary()  # the tree of device and host times
+    assert "self device" in text and "bwd device" in text and text == timing.summary()
 
 
 def test_the_profile_views_show_host_and_device_time():

@@ -85,3 +85,12 @@ def test_validation_and_empty_result():
     empty = [w for w in caught if "no step was profiled" in str(w.message)]
     assert [w.category for w in empty] == [TimingWarning]
     assert empty[0].filename == __file__
+
+
+def test_summary_is_the_layerwise_summary_by_the_name_every_timing_result_uses():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with TrainingProfiler(model) as prof:
+        model(torch.randn(2, 4)).sum().backward()
+    assert prof.summary() == prof.layerwise_summary()
+    assert prof.result().summary() == prof.result().layerwise_summary()
+    assert "backward time median" in prof.summary()
