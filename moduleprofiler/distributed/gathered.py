@@ -20,7 +20,10 @@ DOCUMENT = "moduleprofiler.distributed_profile"
 STATISTICS = ("min", "median", "max", "sum")
 """What :meth:`DistributedProfile.module_stats` gives for every numeric column, with ``skew``
 (``max / median``: 1.0 when the ranks are balanced)."""
-_TIME_COLUMNS = ("time_median_ms", "forward_ms", "comm_ms", "backward_time_median_ms")
+_TIME_COLUMNS = ("time_median_ms", "device_ms", "forward_ms", "comm_ms",
+                 "backward_time_median_ms", "backward_device_ms")
+"""The time a straggler search ranks by when none is named: the first the profiles have (the
+kernel clock's ``device_ms`` on CUDA)."""
 _KEYS = ("module", "type", "depth")
 
 
