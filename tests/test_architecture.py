@@ -152,7 +152,7 @@ def test_the_0_0_4_face_modules_are_re_exports_only() -> None:
 
 
 PRIVATE_IMPORTS_TO_REMOVE = {
-    # the storage helpers move to one public storage module (issue 22, item 4)
+    # the storage helpers are to move to one public storage module
     ("moduleprofiler.counting", "moduleprofiler.memory._storage"),
     ("moduleprofiler.efficiency.traffic", "moduleprofiler.memory._storage"),
     ("moduleprofiler.language.cache", "moduleprofiler.memory._storage"),
@@ -173,7 +173,7 @@ def test_no_package_imports_another_packages_private_module() -> None:
 
 
 def test_removed_dead_code_stays_out() -> None:
-    """Helpers nothing called (issue 22, item 6), and ``NotImplementedError`` stubs standing in
+    """Helpers nothing called, and ``NotImplementedError`` stubs standing in
     for methods of another class in the profiler and its 0.0.4 face."""
     dead = {"types_in", "iter_groups"}
     found = []

@@ -194,7 +194,7 @@ def test_unfold_backward_counts_the_overlap_adds(size: int, step: int, overlap_a
     assert profile.backward_complete
 
 
-# -- inputs that require grad (issue 23 item 6) ------------------------------------------------
+# -- inputs that require grad --------------------------------------------------------------
 
 class Einsum(nn.Module):
     """A parameter-free block: a batched matmul of its two inputs."""

@@ -58,7 +58,7 @@ def _install_line(text: str) -> str:
 
 def test_one_install_story() -> None:
     """README and docs/index.md give the same install command, and its extras bring in every
-    package the examples of both pages import (issue 24, item 14)."""
+    package the examples of both pages import."""
     import tomllib
 
     index = (README.parent / "docs" / "index.md").read_text(encoding="utf-8")

@@ -34,7 +34,7 @@ TRAINING_MAXIMA = ("train_max_live_bytes", "backward_max_live_bytes")
 """The training pass's live-memory columns :meth:`Profile.with_memory` attaches beside the
 report's own per-call columns (``saved_bytes``, ``self_saved_bytes``, ``max_live_bytes``)."""
 # Each live-memory column names its pass in its header: "max live" alone was read as the
-# training step's memory, which it is not (issue 23, item 3).
+# training step's memory, which it is not.
 for _name, _label in (("max_live_bytes", "fwd max live"),
                       ("train_max_live_bytes", "train fwd max live"),
                       ("backward_max_live_bytes", "train bwd max live")):

@@ -10,15 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import ModuleProfiler, OperatorListener, Profile
 from moduleprofiler.operators.registry import get_default_operator_map
-
-
-class Functional(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = nn.Parameter(torch.randn(4, 3))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x @ self.w) + 1
+from tests.test_operator_listener import Functional
 
 
 class Double(nn.Module):

@@ -191,7 +191,7 @@ def test_notes_are_wrapped(models: dict[str, Profile]) -> None:
     assert continued.startswith("  encoder.layers.encoder_layer_1")
 
 
-# -- the columns asked about are the last to be hidden (issue 24, item 3) ----------------------
+# -- the columns asked about are the last to be hidden ----------------------------------------
 def _timed_tiny() -> Profile:
     """tests/export/profiles.tiny with per-module times: row i has time 1.5 * i ms and self
     time 0.5 * i ms (root 0, conv 1, bn 2, block 3, block.act 4, block.fc 5, custom 6)."""

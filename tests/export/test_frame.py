@@ -1,5 +1,4 @@
-"""``Profile.to_df``: the columns that hold data by default, every column on request
-(issue 24, item 6)."""
+"""``Profile.to_df``: the columns that hold data by default, every column on request."""
 
 from __future__ import annotations
 

@@ -90,8 +90,8 @@ def test_generation_needs_a_real_device(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_generation_refuses_the_options_it_would_ignore(
         capsys: pytest.CaptureFixture[str]) -> None:
-    # before: --depth and --what ops were silently ignored and the steps table printed
-    # (issue 24, item 14); refused before the model is built
+    # before: --depth and --what ops were silently ignored and the steps table printed; they
+    # are refused before the model is built
     base = ["hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu", "--generate", "2"]
     status, out, err = run(capsys, *base, "--depth", "1")
     assert status == 2 and out == ""
@@ -136,7 +136,7 @@ def test_generation_table_fits_the_width(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_kv_cache_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    # issue 24, item 12: Llama-2-7B's configuration, 32 layers x 32 key/value heads x head
+    # Llama-2-7B's configuration, 32 layers x 32 key/value heads x head
     # size 128: 2 x 32 x 32 x 128 = 262,144 values a token; float16 2 bytes = 524,288 bytes,
     # x 4,096 tokens = 2,147,483,648 bytes = 2 GiB
     status, out, _ = run(capsys, "hf:llama", "--kv-cache", "4096", "--dtype", "float16")

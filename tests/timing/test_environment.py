@@ -26,7 +26,7 @@ def test_fault_share_on_synthetic_numbers():
 
 
 def test_page_faults_warn_only_above_one_percent_of_the_iteration():
-    # the GPT-2-on-a-CPU case of issue 24: 2 faults per 13 ms iteration -> silent
+    # GPT-2 on a CPU: 2 faults per 13 ms iteration -> silent
     assert environment_warnings(QUIET, 2.0, CPU, 13.0) == []
     # the limit: 1 % of 13 ms = 130 us = 43.3 faults at 3 us; 43 stay silent, 44 warn
     assert environment_warnings(QUIET, 43.0, CPU, 13.0) == []

@@ -35,8 +35,8 @@ from tests.timing.helpers import (
 )
 
 # Truth: each spin's nominal duration plus its own Python call cost (the isolated median of
-# a zero-length spin; busy-waiting itself is exact to a clock read). Bands from TIMING.md
-# section 5 (hooks on CPU: <= 5 % at >= 20 us, <= 1.5 % at >= 100 us) for the
+# a zero-length spin; busy-waiting itself is exact to a clock read). Bands measured before
+# (hooks on CPU: <= 5 % at >= 20 us, <= 1.5 % at >= 100 us) for the
 # overhead-corrected medians; raw medians also carry the hooks' attribution error (1-2.5 us
 # per call on this VM). Widened a little for a shared 2-core VM where other processes
 # preempt us; medians are compared.
