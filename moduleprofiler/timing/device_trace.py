@@ -7,6 +7,7 @@ the profiler's own event tree (``prof.events()``, slow to build) is never made.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -140,13 +141,19 @@ def device_trace(device: torch.device) -> Iterator[TraceRecords]:
         raise KernelClockUnavailable(reason)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     records = TraceRecords()
-    session = torch.profiler.profile(activities=activities)
-    session.__enter__()
+    with warnings.catch_warnings():
+        # torch's note that a session keeps the events of its last cycle only: one cycle here
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        session = torch.profiler.profile(activities=activities)
+        session.__enter__()
     try:
         yield records
     finally:
         torch.cuda.synchronize(device)
-        session.__exit__(None, None, None)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events",
+                                    category=UserWarning)
+            session.__exit__(None, None, None)
     filled = records_of(session.profiler.kineto_results.events())  # type: ignore[union-attr]
     records.ranges, records.launches = filled.ranges, filled.launches
     records.activities = filled.activities
