@@ -1,0 +1,342 @@
+"""The profiling window a training-framework callback drives: the shared core of the
+integrations (``docs/integrations/``).
+
+A callback calls :meth:`StepWindow.start` once, :meth:`StepWindow.before_step` and
+:meth:`StepWindow.after_step` around every training step, and :meth:`StepWindow.finish` when
+training ends. The window
+
+* counts once, on its first step's batch: ``Profiler().profile(model, forward_args(batch),
+  backward=True)``, in the model's own training mode, with the random number generators
+  (CPU and CUDA) saved before and put back after, so the pass draws nothing from them;
+* times steps ``start_step <= step < start_step + num_steps`` per module with
+  :class:`~moduleprofiler.timing.TrainingProfiler`, and up to ``num_steps`` hook-free steps
+  just before them as whole steps (``step_ms``, the MFU's time);
+* builds a :class:`WindowResult`: the profile with the times attached, the flat scalars a
+  logger takes, and (under ``torch.distributed``) every rank's profile gathered on rank 0.
+
+It never changes training: parameters, buffers, ``.grad``, training flags and the random
+number generators are as they would be without it (the pass runner's one state restore does
+the model; the optimizer is never seen). This module imports no training framework.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from moduleprofiler.core import Profiler
+from moduleprofiler.distributed import DistributedProfile, gather
+from moduleprofiler.efficiency import DevicePeaks, device_peaks, utilization
+from moduleprofiler.errors import ProfilingError
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.timing import TrainingProfiler, TrainingTiming
+
+PREFIX = "moduleprofiler"
+"""The first part of every logged key."""
+
+REPORT_NAME = "moduleprofiler_report.html"
+"""The HTML report's file name in the log directory."""
+
+PROFILE_NAME = "moduleprofiler_profile.json"
+"""The JSON profile's file name in the log directory."""
+
+COUNT_COLUMNS = {"params": "params", "ops": "inclusive_ops", "flops": "inclusive_flops",
+                 "backward_flops": "inclusive_backward_flops"}
+"""Logged count column -> the ``Profile.to_df("module")`` column it comes from (a module's
+numbers include its children's, as its times do)."""
+
+
+@dataclass
+class WindowResult:
+    """What one profiling window found (on rank 0 under ``torch.distributed``)."""
+
+    profile: Profile
+    """This rank's counted profile with the window's times attached
+    (:meth:`Profile.with_timing`)."""
+    timing: TrainingTiming
+    """The per-module times of the window's steps."""
+    scalars: dict[str, float]
+    """Flat ``{"moduleprofiler/...": value}`` for a logger; unknown values are left out."""
+    step_ms: float | None
+    """Median wall time of the hook-free steps before the window (``None``: none ran)."""
+    mfu: float | None
+    """Model FLOPs utilisation in that time (``None``: no device peak, or no step time)."""
+    distributed: DistributedProfile | None = None
+    """Every rank's profile, when the window ran under ``torch.distributed`` with several
+    ranks."""
+    files: tuple[Path, ...] = field(default=())
+    """The files :meth:`write` wrote."""
+
+    def write(self, directory: str | PathLike[str]) -> tuple[Path, Path]:
+        """Write :data:`REPORT_NAME` (the HTML report) and :data:`PROFILE_NAME` (the JSON; the
+        gathered ranks' under ``torch.distributed``) into ``directory`` (created if missing);
+        return their paths."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        report, document = folder / REPORT_NAME, folder / PROFILE_NAME
+        source: Profile | DistributedProfile = (
+            self.distributed if self.distributed is not None else self.profile)
+        source.to_html(report)
+        source.to_json(document)
+        self.files = (report, document)
+        return report, document
+
+
+def identity(batch: Any) -> Any:
+    """The batch as the model's input (``model(batch)``; a tuple is unpacked, a dict is passed
+    as keywords: :meth:`Profiler.profile`'s rules)."""
+    return batch
+
+
+class StepWindow:
+    """Profiles training steps ``start_step … start_step + num_steps - 1`` of a training loop.
+
+    Args:
+        start_step: the first profiled step (0-based, as numbered by the caller of
+            :meth:`before_step`). Up to ``num_steps`` steps before it are timed whole, without
+            hooks, for ``step_ms`` and MFU.
+        num_steps: how many steps the per-module clock watches.
+        depth: log the modules down to this depth (1: the root's children).
+        forward_args: ``batch -> input`` of the model, as :meth:`Profiler.profile` takes it
+            (a tensor, a tuple of positional arguments, a dict of keyword arguments).
+        loss_fn: ``output -> scalar`` for the counting pass's backward (default: the one
+            default loss, :func:`moduleprofiler.loss.default_loss`).
+        peaks: the device's peaks for MFU: a :class:`DevicePeaks` or a table name; default
+            the CUDA device's from the table. On a CPU, or a device not in the table, MFU is
+            not logged.
+        gather: under ``torch.distributed`` with several ranks, gather every rank's profile
+            on rank 0 (a collective: every rank's window must close at the same step).
+
+    Raises:
+        ValueError, TypeError: a bad argument (the message names it).
+    """
+
+    def __init__(self, *, start_step: int = 5, num_steps: int = 5, depth: int = 1,
+                 forward_args: Callable[[Any], Any] = identity,
+                 loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                 peaks: DevicePeaks | str | None = None, gather: bool = True) -> None:
+        for name, value, least in (("start_step", start_step, 0), ("num_steps", num_steps, 1),
+                                   ("depth", depth, 0)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+            if value < least:
+                raise ValueError(f"{name} must be >= {least}, got {value}")
+        if not callable(forward_args):
+            raise TypeError("forward_args must be a callable batch -> model input")
+        if loss_fn is not None and not callable(loss_fn):
+            raise TypeError("loss_fn must be a callable output -> scalar tensor, or None")
+        if peaks is not None and not isinstance(peaks, (DevicePeaks, str)):
+            raise TypeError(f"peaks must be a DevicePeaks, a table name or None, got "
+                            f"{type(peaks).__name__}")
+        self.start_step = start_step
+        self.num_steps = num_steps
+        self.depth = depth
+        self.forward_args = forward_args
+        self.loss_fn = loss_fn
+        self.peaks = peaks
+        self.gather = gather
+        self.result: WindowResult | None = None
+        """The window's result once it closed (``None`` before, and on ranks other than 0
+        under ``torch.distributed``)."""
+        self.closed = False
+        self._model: nn.Module | None = None
+        self._profile: Profile | None = None
+        self._profiler: TrainingProfiler | None = None
+        self._profiled = 0
+        self._plain_ms: list[float] = []
+        self._plain_start: float | None = None
+
+    @property
+    def stop_step(self) -> int:
+        """The first step after the window."""
+        return self.start_step + self.num_steps
+
+    # -- the four calls a callback makes ----------------------------------------------------
+    def start(self, model: nn.Module) -> None:
+        """Training starts: watch ``model`` (the module whose forward the batch feeds)."""
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        self._model = model
+
+    def before_step(self, step: int, batch: Any) -> None:
+        """Step ``step`` is about to run on ``batch``: the first window step counts the model
+        on it and installs the clock's hooks."""
+        if self.closed or self._model is None:
+            return
+        if self.start_step - self.num_steps <= step < self.start_step:
+            self._synchronize()
+            self._plain_start = time.perf_counter()
+        elif self._profiler is None and self.start_step <= step < self.stop_step:
+            self._profile = self._count(self._model, batch)
+            self._profiler = TrainingProfiler(self._model, start_step=0,
+                                              stop_step=self.num_steps)
+            self._profiler.__enter__()
+
+    def after_step(self, step: int) -> WindowResult | None:
+        """Step ``step`` ended (after the optimizer). Returns the result when this step closed
+        the window (``None`` on ranks other than 0 under ``torch.distributed``)."""
+        if self.closed:
+            return None
+        if self._plain_start is not None:
+            self._synchronize()
+            self._plain_ms.append((time.perf_counter() - self._plain_start) * 1e3)
+            self._plain_start = None
+        elif self._profiler is not None:
+            self._profiler.step()
+            self._profiled += 1
+            if self._profiled >= self.num_steps:
+                return self._close()
+        return None
+
+    def finish(self) -> WindowResult | None:
+        """Training ended: close a window it cut short (its profiled steps are the result;
+        ``None`` if no step was profiled). Idempotent."""
+        if self.closed or self._profiler is None:
+            self.release()
+            return self.result
+        return self._close()
+
+    def release(self) -> None:
+        """Remove the clock's hooks without building a result (training raised)."""
+        profiler, self._profiler = self._profiler, None
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+        self.closed = True
+
+    # -- internals -------------------------------------------------------------------------
+    def _synchronize(self) -> None:
+        # the step's kernels must be done before its end is read (CUDA runs asynchronously)
+        device = _device_of(self._model)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    def _count(self, model: nn.Module, batch: Any) -> Profile:
+        """The counting pass, in the model's own mode, leaving the RNG states as they were:
+        a Dropout in it would otherwise shift every later random draw of the training."""
+        device = _device_of(model)
+        cuda = [device] if device.type == "cuda" else []
+        try:
+            inputs = self.forward_args(batch)
+        except Exception as exc:
+            raise ProfilingError(f"forward_args raised on the batch of step {self.start_step}: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        with torch.random.fork_rng(devices=cuda):
+            try:
+                return Profiler().profile(model, inputs, backward=True, eval=False,
+                                          loss_fn=self.loss_fn)
+            except ProfilingError as exc:
+                raise ProfilingError(f"counting the model on the batch of step "
+                                     f"{self.start_step} failed (check forward_args): "
+                                     f"{exc}") from exc
+
+    def _close(self) -> WindowResult | None:
+        profiler = self._profiler
+        assert profiler is not None and self._profile is not None
+        outcome: WindowResult | BaseException
+        try:
+            self.release()
+            timing = profiler.result()
+            outcome = self._build(self._profile.with_timing(timing), timing)
+        except Exception as exc:  # every rank must reach the gather, or the others wait
+            outcome = exc
+        distributed = self._gather(outcome)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if distributed is None and self._distributed():
+            return None  # not rank 0: the result lives there
+        outcome.distributed = distributed
+        self.result = outcome
+        return outcome
+
+    def _distributed(self) -> bool:
+        return self.gather and dist.is_available() and dist.is_initialized() \
+            and dist.get_world_size() > 1
+
+    def _gather(self, outcome: WindowResult | BaseException) -> DistributedProfile | None:
+        if not self._distributed():
+            return None
+        return gather(outcome.profile if isinstance(outcome, WindowResult) else outcome,
+                      dst=0)
+
+    def _build(self, profile: Profile, timing: TrainingTiming) -> WindowResult:
+        step_ms = statistics.median(self._plain_ms) if self._plain_ms else None
+        mfu = self._mfu(profile, step_ms)
+        scalars: dict[str, float] = {}
+        if step_ms is not None:
+            scalars[f"{PREFIX}/step_ms"] = step_ms
+        if mfu is not None:
+            scalars[f"{PREFIX}/mfu"] = mfu
+        scalars.update(module_scalars(profile, timing, self.depth))
+        return WindowResult(profile, timing, scalars, step_ms, mfu)
+
+    def _mfu(self, profile: Profile, step_ms: float | None) -> float | None:
+        if step_ms is None or not step_ms > 0:
+            return None
+        device = _device_of(self._model)
+        if self.peaks is None and device.type != "cuda":
+            return None  # a CPU has no peak
+        try:
+            peaks = device_peaks(self.peaks if self.peaks is not None else device)
+        except ValueError:
+            return None  # a device the peak table does not know: no MFU, never 0
+        try:
+            return utilization(profile, step_ms, peaks).mfu
+        except ValueError:
+            return None  # no peak for the model's dtype
+
+
+def module_scalars(profile: Profile, timing: TrainingTiming, depth: int) -> dict[str, float]:
+    """``moduleprofiler/<path>/<column>`` of the modules at depths ``1 … depth``: the times
+    the clock gave (``time_median_ms`` and ``backward_time_median_ms`` on a CPU; ``device_ms``,
+    ``host_ms`` and their ``backward_`` twins under the CUDA kernel clock; each a module with
+    its children) and :data:`COUNT_COLUMNS`. Unknown values are left out."""
+    frame = profile.to_df("module")
+    times = timing.module_columns()
+    out: dict[str, float] = {}
+    for row in frame.to_dict("records"):
+        path = str(row["module"])
+        if not 1 <= int(row["depth"]) <= depth:
+            continue
+        values: dict[str, Any] = {
+            name: times.get(path, {}).get(name) for name in times.get(path, {})
+            if not name.startswith("self_")}
+        values.update({name: row.get(source)
+                       for name, source in COUNT_COLUMNS.items()})
+        for name, value in values.items():
+            number = _number(value)
+            if number is not None:
+                out[f"{PREFIX}/{path}/{name}"] = number
+    return out
+
+
+def _number(value: Any) -> float | None:
+    """A finite real number as a float; ``None`` for unknown (None, NA, NaN) or a label."""
+    if value is None or isinstance(value, (bool, str)):
+        return None
+    try:
+        if pd.isna(value):
+            return None
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _device_of(model: nn.Module | None) -> torch.device:
+    if model is not None:
+        for parameter in model.parameters():
+            return parameter.device
+        for buffer in model.buffers():
+            return buffer.device
+    return torch.device("cpu")

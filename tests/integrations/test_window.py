@@ -1,0 +1,188 @@
+"""The shared core of the training integrations, driven by a plain training loop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import Profile
+from moduleprofiler.efficiency import device_peaks
+from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME, StepWindow, WindowResult
+
+
+def _model() -> nn.Sequential:
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def _train(model: nn.Module, window: StepWindow | None, steps: int = 5,
+           optimizer: torch.optim.Optimizer | None = None) -> list[WindowResult]:
+    """A plain loop over ``steps`` batches of 3 rows; the window (if any) around each step."""
+    optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=0.1)
+    results = []
+    if window is not None:
+        window.start(model)
+    for step in range(steps):
+        x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+        if window is not None:
+            window.before_step(step, (x, y))
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if window is not None and (result := window.after_step(step)) is not None:
+            results.append(result)
+    if window is not None and (result := window.finish()) is not None:
+        results.append(result)
+    return results
+
+
+def _first(batch: Any) -> Any:
+    return batch[0]
+
+
+def test_logged_keys_and_counts() -> None:
+    torch.manual_seed(0)
+    window = StepWindow(start_step=2, num_steps=2, forward_args=_first)
+    results = _train(_model(), window)
+    # after_step returns the result when step 3 closes the window; finish() returns it again
+    assert len(results) == 2 and results[0] is results[1] is window.result
+    scalars = results[0].scalars
+    times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
+    counts = ("params", "ops", "flops", "backward_flops")
+    assert set(scalars) == {"moduleprofiler/step_ms"} | {
+        f"moduleprofiler/{path}/{column}" for path in "012" for column in times + counts}
+    # Linear(4, 8) on 3 rows: params 4 * 8 + 8 = 40; ops 3 * 8 * (2 * 4 - 1) + 3 * 8 = 192;
+    # flops 2 * MACs = 2 * 3 * 4 * 8 = 192; backward: the weight gradient only (the batch
+    # needs no gradient), 2 * 3 * 4 * 8 = 192
+    assert [scalars[f"moduleprofiler/0/{c}"] for c in counts] == [40, 192, 192, 192]
+    # ReLU: 3 * 8 = 24 comparisons, no multiply-accumulate
+    assert [scalars[f"moduleprofiler/1/{c}"] for c in counts] == [0, 24, 0, 0]
+    # Linear(8, 2): params 8 * 2 + 2 = 18; ops 3 * 2 * 15 + 6 = 96; flops 2 * 3 * 8 * 2 = 96;
+    # backward: input gradient 96 + weight gradient 96 = 192
+    assert [scalars[f"moduleprofiler/2/{c}"] for c in counts] == [18, 96, 96, 192]
+    assert all(scalars[f"moduleprofiler/{p}/{t}"] > 0 for p in "012" for t in times)
+    # two hook-free steps (0 and 1) timed whole
+    assert results[0].step_ms == scalars["moduleprofiler/step_ms"] > 0
+    # a CPU has no peak: no MFU, never a 0
+    assert results[0].mfu is None and "moduleprofiler/mfu" not in scalars
+    assert results[0].timing.forward.iterations >= 1
+    assert results[0].profile.to_df("module")["time_median_ms"].notna().all()
+
+
+def test_depth_and_the_mfu_of_a_named_peak() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), nn.Linear(8, 2))
+    window = StepWindow(start_step=1, num_steps=1, depth=2, forward_args=_first,
+                        peaks="H100 SXM")
+    (result, _) = _train(model, window, steps=3)
+    paths = {key.split("/")[1] for key in result.scalars} - {"step_ms", "mfu"}
+    assert paths == {"0", "0.0", "0.1", "1"}
+    # the block's numbers include its children's: 192 + 24 ops
+    assert result.scalars["moduleprofiler/0/ops"] == 216
+    # model FLOPs of a step: forward 192 + 96 = 288, backward 192 + 192 = 384, 672 in all;
+    # fp32 peak of an H100 SXM 67 TFLOP/s
+    assert result.step_ms is not None
+    expected = 672 / (result.step_ms / 1e3 * 67e12)
+    assert result.mfu == pytest.approx(expected, rel=1e-12)
+    assert result.scalars["moduleprofiler/mfu"] == result.mfu
+    assert result.mfu == utilization_mfu(result)
+
+
+def utilization_mfu(result: WindowResult) -> float:
+    from moduleprofiler.efficiency import utilization
+
+    assert result.step_ms is not None
+    return utilization(result.profile, result.step_ms, device_peaks("H100 SXM")).mfu
+
+
+def test_no_hook_free_step_no_step_time() -> None:
+    torch.manual_seed(0)
+    (result, _) = _train(_model(), StepWindow(start_step=0, num_steps=1, depth=0,
+                                              forward_args=_first, peaks="H100 SXM"), steps=2)
+    # nothing ran before the window: step time and MFU unknown, so not logged; depth 0
+    # logs no module
+    assert result.step_ms is None and result.mfu is None and result.scalars == {}
+
+
+def test_files_written(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    (result, _) = _train(_model(), StepWindow(start_step=1, num_steps=2, forward_args=_first))
+    report, document = result.write(tmp_path / "run")
+    assert (report, document) == (tmp_path / "run" / REPORT_NAME, tmp_path / "run" / PROFILE_NAME)
+    assert result.files == (report, document)
+    assert report.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+    loaded = Profile.from_json(document)
+    # 40 + 18 parameters; forward flops 192 + 96
+    assert (loaded.total_params, loaded.total_flops) == (58, 288)
+    assert json.loads(document.read_text(encoding="utf-8"))  # plain JSON
+    assert loaded.to_df("module")["time_median_ms"].notna().all()  # the times went along
+
+
+def test_window_cut_short_by_the_end_of_training() -> None:
+    torch.manual_seed(0)
+    window = StepWindow(start_step=3, num_steps=5, forward_args=_first)
+    (result,) = _train(_model(), window, steps=5)
+    # steps 3 and 4 ran with hooks: one backward-hook step and one forward-hook step
+    assert result.timing.backward.iterations == 1 and result.timing.forward.iterations == 1
+    assert window.closed and window.finish() is result
+
+
+def test_window_never_reached() -> None:
+    window = StepWindow(start_step=10, num_steps=2, forward_args=_first)
+    assert _train(_model(), window, steps=3) == [] and window.result is None
+
+
+def _training_state(window: StepWindow | None) -> tuple[dict[str, torch.Tensor], Any, torch.Tensor]:
+    torch.manual_seed(1)
+    # Dropout draws from the RNG, BatchNorm updates buffers: the counting pass, in training
+    # mode, must leave both as they were
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.5), nn.Linear(8, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    _train(model, window, steps=6, optimizer=optimizer)
+    return model.state_dict(), optimizer.state_dict(), torch.get_rng_state()
+
+
+def test_training_with_the_window_equals_training_without() -> None:
+    plain_model, plain_optimizer, plain_rng = _training_state(None)
+    model, optimizer, rng = _training_state(
+        StepWindow(start_step=2, num_steps=3, forward_args=_first))
+    assert plain_model.keys() == model.keys()
+    assert all(torch.equal(plain_model[key], model[key]) for key in model)
+    assert torch.equal(plain_rng, rng)
+    assert optimizer["param_groups"] == plain_optimizer["param_groups"]
+    for index, state in optimizer["state"].items():
+        for name, value in state.items():
+            assert torch.equal(value, plain_optimizer["state"][index][name]), (index, name)
+
+
+def test_the_counting_pass_leaves_grads_and_flags() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5))
+    model[1].eval()  # a deliberately frozen submodule stays frozen
+    model(torch.randn(2, 4)).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    window = StepWindow(start_step=0, num_steps=1)
+    window.start(model)
+    window.before_step(0, torch.randn(2, 4))
+    assert [p.grad for p in model.parameters()] and all(
+        torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads) if p.grad is not None)
+    assert (model.training, model[0].training, model[1].training) == (True, True, False)
+    window.release()  # the clock's hooks, installed for step 0, are gone
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize(("kwargs", "error", "name"), [
+    ({"start_step": -1}, ValueError, "start_step"),
+    ({"num_steps": 0}, ValueError, "num_steps"),
+    ({"depth": 1.5}, TypeError, "depth"),
+    ({"forward_args": 3}, TypeError, "forward_args"),
+    ({"peaks": 3}, TypeError, "peaks"),
+])
+def test_bad_arguments_name_themselves(kwargs: dict[str, Any], error: type[Exception],
+                                       name: str) -> None:
+    with pytest.raises(error, match=name):
+        StepWindow(**kwargs)
