@@ -18,11 +18,13 @@ from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json
 from moduleprofiler.export.select import table_view, top_view, tree_view
+from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.memory import model_summary
 from moduleprofiler.records import Aggregate, ProfileData
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from torch.utils.tensorboard import SummaryWriter
 
     from moduleprofiler.export.io import Buffer, PathLike
     from moduleprofiler.export.view import View
@@ -208,6 +210,15 @@ class Profile(ProfileData):
     def to_text(self, buf: Buffer = None, **options: Any) -> str | None:
         """:meth:`tree` (same options) as text; also ``unicode`` and ``color``."""
         return export_profile(self, "text", buf, **options)
+
+    def to_tensorboard(self, writer: SummaryWriter, step: int = 0, *,
+                       prefix: str = "moduleprofiler", depth: int = 1,
+                       columns: Sequence[str] | None = None) -> None:
+        """Write to a ``torch.utils.tensorboard.SummaryWriter`` (the ``tensorboard`` extra)
+        at ``step``: scalars ``<prefix>/<module>/<column>`` of the modules at ``depth``,
+        ``<prefix>/total/<column>``, the tree and the report summary as text; unknown values
+        are skipped (:func:`moduleprofiler.export.tensorboard.write_tensorboard`)."""
+        write_tensorboard(self, writer, step, prefix=prefix, depth=depth, columns=columns)
 
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
         """Write in ``format`` (default: from the suffix of ``path``, see
