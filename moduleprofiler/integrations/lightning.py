@@ -1,0 +1,153 @@
+"""A PyTorch Lightning ``Callback`` that profiles chosen training steps
+(``docs/integrations/lightning.md``; the ``lightning`` extra).
+
+::
+
+    from moduleprofiler.integrations.lightning import ModuleProfilerCallback
+
+    trainer = lightning.Trainer(callbacks=[ModuleProfilerCallback(start_step=5, num_steps=5)])
+
+Works with both import names, ``lightning`` and ``pytorch_lightning``: the callback is an
+instance of each installed package's ``Callback``, so either package's ``Trainer`` takes it.
+The work is :class:`~moduleprofiler.integrations.StepWindow`'s; this module only wires it to
+Lightning's hooks, loggers and log directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from moduleprofiler.efficiency import DevicePeaks
+from moduleprofiler.integrations.window import StepWindow, WindowResult
+
+_BASES: list[type] = []
+try:
+    from lightning.pytorch import Callback as _LightningCallback
+
+    _BASES.append(_LightningCallback)
+except ImportError:  # pragma: no cover - the other name may be installed
+    pass
+try:
+    from pytorch_lightning import Callback as _PLCallback
+
+    _BASES.append(_PLCallback)
+except ImportError:  # pragma: no cover
+    pass
+if not _BASES:  # pragma: no cover - exercised only without the extra
+    raise ImportError("moduleprofiler.integrations.lightning needs PyTorch Lightning: "
+                      "pip install 'moduleprofiler[lightning]' (or lightning / "
+                      "pytorch_lightning)")
+
+
+def first_item(batch: Any) -> Any:
+    """The model's input in a Lightning batch: the first item of a tuple or list (the
+    ``(inputs, targets)`` convention), anything else as it is (a tensor is ``model(x)``, a dict
+    is ``model(**batch)``)."""
+    return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+class _Hooks:
+    """The callback's hooks; mixed into every installed package's ``Callback`` below."""
+
+    def __init__(self, start_step: int = 5, num_steps: int = 5, depth: int = 1,
+                 log_dir: str | PathLike[str] | None = None, *,
+                 forward_args: Callable[[Any], Any] = first_item,
+                 loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                 peaks: DevicePeaks | str | None = None) -> None:
+        if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
+            raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
+        # validates the arguments now, not at the first training step
+        StepWindow(start_step=start_step, num_steps=num_steps, depth=depth,
+                   forward_args=forward_args, loss_fn=loss_fn, peaks=peaks)
+        self.start_step = start_step
+        self.num_steps = num_steps
+        self.depth = depth
+        self.log_dir = log_dir
+        self.forward_args = forward_args
+        self.loss_fn = loss_fn
+        self.peaks = peaks
+        self.result: WindowResult | None = None
+        """The last fit's result (on global rank 0; ``None`` elsewhere and before)."""
+        self.window: StepWindow | None = None
+        self._step = 0
+        self._directory: Path | None = None
+        self._emitted = False
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        """A fit starts: a fresh window on the LightningModule."""
+        self.window = StepWindow(start_step=self.start_step, num_steps=self.num_steps,
+                                 depth=self.depth, forward_args=self.forward_args,
+                                 loss_fn=self.loss_fn, peaks=self.peaks)
+        self.window.start(pl_module)
+        self.result, self._step, self._emitted = None, 0, False
+        # read here, on every rank: under DDP trainer.log_dir is a broadcast from rank 0
+        self._directory = Path(self.log_dir if self.log_dir is not None
+                               else trainer.log_dir or trainer.default_root_dir)
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
+                             batch_idx: int) -> None:
+        """Counts training batches (``start_step`` is in batches from the fit's start)."""
+        if self.window is not None:
+            self.window.before_step(self._step, batch)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        """The window's last step logs the result and writes the files."""
+        if self.window is None:
+            return
+        result = self.window.after_step(self._step)
+        self._step += 1
+        if result is not None:
+            self._emit(trainer, result)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        """A fit that ended inside the window reports the steps it profiled."""
+        if self.window is not None and not self._emitted:
+            result = self.window.finish()
+            if result is not None:
+                self._emit(trainer, result)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        """Training raised: the clock's hooks come off the model."""
+        if self.window is not None:
+            self.window.release()
+
+    def _emit(self, trainer: Any, result: WindowResult) -> None:
+        self.result, self._emitted = result, True
+        for logger in trainer.loggers:
+            logger.log_metrics(result.scalars, step=trainer.global_step)
+        assert self._directory is not None
+        result.write(self._directory)
+
+
+class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]
+    """Profiles training steps ``start_step … start_step + num_steps - 1`` of a fit.
+
+    On the first of them it counts the LightningModule once on that batch (parameters,
+    operations, FLOPs, forward and backward); it times every module over the window
+    (host time on a CPU; device and host time on CUDA) and the whole steps just before it.
+    At the window's end it logs ``moduleprofiler/step_ms``, ``moduleprofiler/mfu`` (where the
+    device's peak is known) and ``moduleprofiler/<module>/<column>`` to every logger of the
+    trainer, and writes ``moduleprofiler_report.html`` and ``moduleprofiler_profile.json``
+    into ``log_dir`` (default: ``trainer.log_dir``). Under DDP every rank profiles and rank 0
+    gathers: it logs its own numbers and writes every rank's profile. Training is unchanged.
+
+    Args:
+        start_step: the first profiled training batch (0-based, counted from the fit's start).
+        num_steps: how many batches the per-module clock watches.
+        depth: log the modules down to this depth (1: the LightningModule's children).
+        log_dir: where the files go (default: ``trainer.log_dir``).
+        forward_args: ``batch -> input`` of the LightningModule's ``forward`` for the count
+            (default: :func:`first_item`).
+        loss_fn: ``output -> scalar`` for the count's backward (default: the sum of the
+            floating outputs).
+        peaks: the device's peaks for MFU (see :class:`StepWindow`).
+    """
+
+
+__all__ = ["ModuleProfilerCallback", "first_item"]

@@ -1,0 +1,143 @@
+"""The Lightning callback in real ``Trainer.fit`` runs on CPU: one process, and two DDP ranks."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+L = pytest.importorskip("lightning")
+pl = pytest.importorskip("pytorch_lightning")
+
+from lightning.pytorch.loggers import CSVLogger  # noqa: E402
+
+from moduleprofiler import Profile  # noqa: E402
+from moduleprofiler.distributed import DistributedProfile  # noqa: E402
+from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME  # noqa: E402
+from moduleprofiler.integrations.lightning import (  # noqa: E402
+    ModuleProfilerCallback,
+    first_item,
+)
+from tests.integrations.lightning_models import Tiny  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fit(tmp_path: Path, callback: ModuleProfilerCallback | None,
+         max_steps: int = 5) -> tuple[Tiny, Any]:
+    L.seed_everything(0)
+    model = Tiny()
+    trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=CSVLogger(tmp_path),
+                        callbacks=[callback] if callback is not None else [],
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, deterministic=True)
+    trainer.fit(model)
+    return model, trainer
+
+
+def _metrics(trainer: Any) -> list[dict[str, str]]:
+    with open(Path(trainer.log_dir) / "metrics.csv", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_logged_keys_and_files(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    _, trainer = _fit(tmp_path, callback)
+    rows = _metrics(trainer)
+    times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
+    counts = ("params", "ops", "flops", "backward_flops")
+    expected = {"moduleprofiler/step_ms"} | {f"moduleprofiler/net/{c}" for c in times + counts}
+    assert expected <= set(rows[0]) and "moduleprofiler/mfu" not in rows[0]  # no CPU peak
+    (row,) = [row for row in rows if row["moduleprofiler/step_ms"]]
+    # logged once, at the end of the window's last batch (index 3): 4 optimizer steps done
+    assert row["step"] == "4"
+    # net on 8 rows: params 4 * 8 + 8 + 8 * 2 + 2 = 58; ops Linear(4, 8) 8 * 8 * 7 + 64 = 512,
+    # ReLU 64, Dropout 3 per element 192, Linear(8, 2) 8 * 2 * 15 + 16 = 256: 1024;
+    # flops 2 * (8 * 4 * 8 + 8 * 8 * 2) = 768; backward: weight gradient of the first
+    # 2 * 8 * 4 * 8 = 512, input and weight gradients of the second 2 * 256 = 512: 1024
+    assert [float(row[f"moduleprofiler/net/{c}"]) for c in counts] == [58, 1024, 768, 1024]
+    assert all(float(row[f"moduleprofiler/net/{t}"]) > 0 for t in times)
+    assert float(row["moduleprofiler/step_ms"]) > 0
+    assert callback.result is not None and callback.result.scalars["moduleprofiler/step_ms"] \
+        == pytest.approx(float(row["moduleprofiler/step_ms"]))
+    folder = Path(trainer.log_dir)
+    assert callback.result.files == (folder / REPORT_NAME, folder / PROFILE_NAME)
+    assert Profile.from_json(folder / PROFILE_NAME).total_params == 58
+    assert "<html" in (folder / REPORT_NAME).read_text(encoding="utf-8").lower()
+
+
+def _state(model: Tiny, trainer: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    return model.state_dict(), trainer.optimizers[0].state_dict()
+
+
+def test_training_with_the_callback_equals_training_without(tmp_path: Path) -> None:
+    plain_model, plain_optimizer = _state(*_fit(tmp_path / "plain", None))
+    model, optimizer = _state(*_fit(tmp_path / "profiled", ModuleProfilerCallback(
+        start_step=1, num_steps=3, log_dir=tmp_path / "files")))
+    assert (tmp_path / "files" / PROFILE_NAME).exists()  # log_dir given: the files go there
+    assert plain_model.keys() == model.keys()
+    assert all(torch.equal(plain_model[key], model[key]) for key in model)
+    assert optimizer["param_groups"] == plain_optimizer["param_groups"]
+    assert optimizer["state"].keys() == plain_optimizer["state"].keys()
+    for index, state in optimizer["state"].items():
+        for name, value in state.items():
+            assert torch.equal(value, plain_optimizer["state"][index][name]), (index, name)
+
+
+def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback(start_step=2, num_steps=10, depth=0)
+    _, trainer = _fit(tmp_path, callback, max_steps=4)
+    # batches 2 and 3 were profiled: one backward-hook and one forward-hook batch
+    assert callback.result is not None
+    assert callback.result.timing.backward.iterations == 1
+    assert set(callback.result.scalars) == {"moduleprofiler/step_ms"}  # depth 0: no module
+    assert (Path(trainer.log_dir) / REPORT_NAME).exists()
+
+
+def test_both_import_names_take_it() -> None:
+    callback = ModuleProfilerCallback()
+    assert isinstance(callback, L.pytorch.Callback) and isinstance(callback, pl.Callback)
+    trainer = pl.Trainer(max_steps=1, accelerator="cpu", logger=False, callbacks=[callback],
+                         enable_checkpointing=False, enable_progress_bar=False)
+    assert callback in trainer.callbacks
+
+
+def test_first_item_and_bad_arguments() -> None:
+    x = torch.ones(1)
+    assert first_item((x, 0)) is x and first_item([x]) is x and first_item(x) is x
+    assert first_item({"a": x}) == {"a": x}
+    with pytest.raises(ValueError, match="num_steps"):
+        ModuleProfilerCallback(num_steps=0)
+    with pytest.raises(TypeError, match="log_dir"):
+        ModuleProfilerCallback(log_dir=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not torch.distributed.is_available()
+                    or not torch.distributed.is_gloo_available(), reason="needs gloo")
+def test_ddp_on_two_cpu_ranks_gathers_on_rank_0(tmp_path: Path) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "tests/integrations/lightning_ddp.py", str(tmp_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # rank 0 holds both ranks' profiles and wrote them; rank 1 holds nothing
+    found = re.search(r"^rank 0: result True, ranks 2, files \['(.*?)', '(.*?)'\]",
+                      result.stdout, re.M)
+    assert found is not None, result.stdout + result.stderr[-3000:]
+    assert "rank 1: result False, ranks None, files []" in result.stdout
+    report, document = Path(found[1]), Path(found[2])
+    assert (report.name, document.name) == (REPORT_NAME, PROFILE_NAME)
+    assert report.parent.is_relative_to(tmp_path)
+    gathered = DistributedProfile.from_json(document)
+    # each rank's profile: the same 58-parameter model, 768 forward FLOPs on its 8 rows
+    assert gathered.world_size == 2
+    assert [(p.total_params, p.total_flops) for p in gathered.profiles] == [(58, 768)] * 2
+    metrics = (report.parent / "metrics.csv").read_text(encoding="utf-8")
+    assert "moduleprofiler/net/flops" in metrics.splitlines()[0]
