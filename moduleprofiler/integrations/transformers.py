@@ -1,0 +1,191 @@
+"""A Hugging Face ``TrainerCallback`` that profiles chosen training steps
+(``docs/integrations/transformers.md``; the ``trainer`` extra).
+
+::
+
+    from moduleprofiler.integrations.transformers import ModuleProfilerCallback
+
+    trainer = Trainer(model=model, args=args, train_dataset=data,
+                      callbacks=[ModuleProfilerCallback(start_step=5, num_steps=5)])
+
+The work is :class:`~moduleprofiler.integrations.StepWindow`'s; this module wires it to the
+``Trainer``'s events. Two things differ from Lightning, both because of what the ``Trainer``
+gives a callback:
+
+* a callback never sees the batch, so the batch is taken from the model's own call in the
+  step before the window (a forward pre-hook, removed as soon as it has it) and the model is
+  counted on it when the window starts: with a fixed batch size and sequence length it is the
+  window's shape (``start_step`` must be at least 1);
+* the ``Trainer`` calls its reporting integrations (TensorBoard, W&B...) before any callback
+  passed to it, and gives callbacks no way to log through them; so the callback writes its
+  numbers where they are read: an entry of ``trainer.state.log_history`` (in
+  ``trainer_state.json``), TensorBoard scalars (:func:`tensorboard_dir`) when ``report_to``
+  names TensorBoard, and the HTML report and JSON profile in ``args.output_dir``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from moduleprofiler.efficiency import DevicePeaks
+from moduleprofiler.integrations.window import StepWindow, WindowResult
+
+try:
+    from transformers import TrainerCallback
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("moduleprofiler.integrations.transformers needs Transformers: "
+                      "pip install 'moduleprofiler[trainer]'") from exc
+
+
+def _detached(value: Any) -> Any:
+    """A copy of a batch that the training step cannot change afterwards."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {key: _detached(item) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detached(item) for item in value)
+    return value
+
+
+def tensorboard_dir(args: Any) -> str:
+    """Where the callback's TensorBoard events go: the arguments' ``logging_dir`` where the
+    Transformers version has one, else ``TENSORBOARD_LOGGING_DIR`` (the Trainer's own
+    TensorBoard directory when set), else ``<output_dir>/runs/moduleprofiler`` (a run of its
+    own beside the Trainer's in ``<output_dir>/runs``)."""
+    return str(getattr(args, "logging_dir", None) or os.getenv("TENSORBOARD_LOGGING_DIR")
+               or Path(args.output_dir) / "runs" / "moduleprofiler")
+
+
+class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
+    """Profiles training steps ``start_step … start_step + num_steps - 1`` of
+    ``Trainer.train()``.
+
+    It counts the model once (parameters, operations, FLOPs, forward and backward) on the
+    batch of the step before the window, times every module over the window (host time on a
+    CPU; device and host time on CUDA) and the whole steps just before it, and at the window's
+    end writes ``moduleprofiler/step_ms``, ``moduleprofiler/mfu`` (where the device's peak is
+    known) and ``moduleprofiler/<module>/<column>``: into ``state.log_history``, into
+    TensorBoard (:func:`tensorboard_dir`) when ``args.report_to`` names it, and as
+    ``moduleprofiler_report.html`` and ``moduleprofiler_profile.json`` in ``log_dir``
+    (default ``args.output_dir``). Under DDP every rank profiles and rank 0 gathers. Training
+    is unchanged.
+
+    Args:
+        start_step: the first profiled optimizer step (0-based; at least 1).
+        num_steps: how many steps the per-module clock watches.
+        depth: log the modules down to this depth (1: the model's children).
+        log_dir: where the files go (default: ``args.output_dir``).
+        loss_fn: ``output -> scalar`` for the count's backward (default: the output's
+            ``loss`` when the batch has labels, else the sum of its floating tensors).
+        peaks: the device's peaks for MFU (see :class:`StepWindow`).
+
+    Raises:
+        ValueError, TypeError: a bad argument (the message names it).
+    """
+
+    def __init__(self, start_step: int = 5, num_steps: int = 5, depth: int = 1,
+                 log_dir: str | PathLike[str] | None = None, *,
+                 loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                 peaks: DevicePeaks | str | None = None) -> None:
+        # validates every argument now, not at the first training step
+        StepWindow(start_step=start_step, num_steps=num_steps, depth=depth, loss_fn=loss_fn,
+                   peaks=peaks)
+        if isinstance(start_step, int) and start_step < 1:
+            raise ValueError("start_step must be >= 1: the Trainer shows a callback no batch, "
+                             "so the window's model is counted on the batch of the step "
+                             f"before it; got {start_step}")
+        if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
+            raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
+        self.start_step = start_step
+        self.num_steps = num_steps
+        self.depth = depth
+        self.log_dir = log_dir
+        self.loss_fn = loss_fn
+        self.peaks = peaks
+        self.result: WindowResult | None = None
+        """The last run's result (on the main process; ``None`` elsewhere and before)."""
+        self.window: StepWindow | None = None
+        self._batch: Any = None
+        self._capture: RemovableHandle | None = None
+        self._emitted = False
+
+    # -- the Trainer's events --------------------------------------------------------------
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
+                       **kwargs: Any) -> None:
+        """Training starts: a fresh window on the model."""
+        if model is None:
+            raise ValueError("ModuleProfilerCallback needs the Trainer's model")
+        self.window = StepWindow(start_step=self.start_step, num_steps=self.num_steps,
+                                 depth=self.depth, loss_fn=self.loss_fn, peaks=self.peaks)
+        self.window.start(model)
+        self.result, self._batch, self._emitted = None, None, False
+
+    def on_step_begin(self, args: Any, state: Any, control: Any,
+                      model: nn.Module | None = None, **kwargs: Any) -> None:
+        """The step before the window keeps its batch; every step tells the window."""
+        window = self.window
+        if window is None:
+            return
+        step = state.global_step
+        if step == self.start_step - 1 and model is not None and self._capture is None:
+            self._capture = model.register_forward_pre_hook(self._keep_batch, with_kwargs=True)
+        window.before_step(step, self._batch if step == self.start_step else None)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The window's last step writes the result (``global_step`` already counts it)."""
+        self._release_capture()
+        if self.window is None:
+            return
+        result = self.window.after_step(state.global_step - 1)
+        if result is not None:
+            self._emit(args, state, result)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Training that ended inside the window reports the steps it profiled."""
+        self._release_capture()
+        if self.window is not None and not self._emitted:
+            result = self.window.finish()
+            if result is not None:
+                self._emit(args, state, result)
+
+    # -- internals -------------------------------------------------------------------------
+    def _keep_batch(self, module: nn.Module, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> None:
+        if self._batch is None:  # gradient accumulation calls the model several times a step
+            self._batch = _detached(kwargs if kwargs else args)
+        self._release_capture()
+
+    def _release_capture(self) -> None:
+        if self._capture is not None:
+            self._capture.remove()
+            self._capture = None
+
+    def _emit(self, args: Any, state: Any, result: WindowResult) -> None:
+        self._emitted = True
+        if not state.is_world_process_zero:
+            return
+        self.result = result
+        state.log_history.append({**result.scalars, "step": state.global_step})
+        report_to = args.report_to if isinstance(args.report_to, (list, tuple)) \
+            else [args.report_to]
+        if "tensorboard" in report_to or "all" in report_to:
+            from torch.utils.tensorboard import SummaryWriter
+
+            writer = SummaryWriter(log_dir=tensorboard_dir(args))
+            try:
+                result.profile.to_tensorboard(writer, state.global_step, depth=self.depth)
+                for key, value in result.scalars.items():
+                    if key.count("/") == 1:  # step time, MFU: the model's, not a module's
+                        writer.add_scalar(key, value, state.global_step, new_style=True)
+            finally:
+                writer.close()
+        result.write(Path(self.log_dir if self.log_dir is not None else args.output_dir))

@@ -1,0 +1,111 @@
+"""The Hugging Face Trainer callback, with a real ``Trainer.train()`` of a tiny GPT-2 on CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME  # noqa: E402
+from moduleprofiler.integrations.transformers import ModuleProfilerCallback  # noqa: E402
+
+# 2 layers, 32 wide, 2 heads, a vocabulary of 64, 12 tokens, 4 sequences a step
+CONFIG = {"vocab_size": 64, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 2}
+ROWS, TOKENS = 4, 12
+
+
+class Tokens(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Random token ids that are their own labels."""
+
+    def __init__(self) -> None:
+        generator = torch.Generator().manual_seed(0)
+        self.ids = torch.randint(0, CONFIG["vocab_size"], (32, TOKENS), generator=generator)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.ids[index], "labels": self.ids[index]}
+
+
+def train(tmp_path: Path, callbacks: list[Any], steps: int = 6,
+          report_to: list[str] | None = None) -> tuple[Any, Any]:
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=steps,
+        per_device_train_batch_size=ROWS, report_to=report_to or [], logging_steps=1,
+        use_cpu=True, seed=0, data_seed=0, save_strategy="no", disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(),
+                                   callbacks=callbacks)
+    trainer.train()
+    return model, trainer
+
+
+def test_a_real_training_run_is_profiled_and_unchanged(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback(start_step=3, num_steps=2)
+    model, trainer = train(tmp_path / "with", [callback])
+    plain, plain_trainer = train(tmp_path / "without", [])
+    # training is unchanged: every parameter and the optimizer's state as without it
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 plain.state_dict().values()))
+    for mine, theirs in zip(trainer.optimizer.state.values(),
+                            plain_trainer.optimizer.state.values()):
+        assert all(torch.equal(mine[k], theirs[k]) for k in mine if torch.is_tensor(mine[k]))
+    result = callback.result
+    # two window steps: one with the backward's hooks, one with the forward's only
+    assert result is not None
+    assert (result.timing.forward.iterations, result.timing.backward.iterations) == (1, 1)
+    # the count: GPT-2's parameters (wte 64 x 32 + wpe 16 x 32 + 2 blocks + ln_f; lm_head tied)
+    params = sum(p.numel() for p in model.parameters())
+    assert result.profile.total_params == params
+    # the blocks' forward work, by hand: per token and block q/k/v 32 x 96, proj 32 x 32, MLP
+    # 32 x 128 + 128 x 32 multiply-accumulates; 4 x 12 = 48 tokens
+    block_macs = 48 * (32 * 96 + 32 * 32 + 2 * 32 * 128)
+    block = result.profile.to_df("module").set_index("module").loc["transformer.h.0"]
+    assert block["inclusive_macs"] >= block_macs  # plus attention's q @ k and weights @ v
+    assert block["inclusive_macs"] == block_macs + 2 * ROWS * 2 * TOKENS * TOKENS * 16
+    # the log history holds the numbers, at the window's last step (3 + 2 = 5)
+    entry = next(e for e in trainer.state.log_history if "moduleprofiler/step_ms" in e)
+    assert entry["step"] == 5 and entry["moduleprofiler/step_ms"] > 0
+    assert entry["moduleprofiler/transformer/params"] == sum(
+        p.numel() for p in model.transformer.parameters())
+    assert "moduleprofiler/mfu" not in entry  # a CPU has no peak: not logged, never 0
+    # the files
+    out = tmp_path / "with" / "out"
+    assert (out / REPORT_NAME).read_text().startswith("<!DOCTYPE html>")
+    saved = json.loads((out / PROFILE_NAME).read_text())
+    assert saved["totals"]["params"] == params
+    # the backward of a training step: 2 x the forward's multiply-accumulates (input and weight
+    # gradients) for every matmul-type layer, the counted total
+    assert saved["totals"]["backward_macs"] == 2 * saved["totals"]["macs"] \
+        == result.profile.total_backward_macs
+
+
+def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1)
+    train(tmp_path, [callback], steps=3, report_to=["tensorboard"])
+    runs = tmp_path / "out" / "runs" / "moduleprofiler"  # beside the Trainer's own run
+    events = EventAccumulator(str(runs), size_guidance={"tensors": 0})
+    events.Reload()
+    tags = set(events.Tags()["tensors"]) | set(events.Tags()["scalars"])
+    assert "moduleprofiler/step_ms" in tags
+    assert any(tag.startswith("moduleprofiler/transformer/") for tag in tags)
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ValueError, match="start_step must be >= 1"):
+        ModuleProfilerCallback(start_step=0)
+    with pytest.raises(TypeError, match="num_steps"):
+        ModuleProfilerCallback(num_steps=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="log_dir"):
+        ModuleProfilerCallback(log_dir=3)  # type: ignore[arg-type]
