@@ -106,7 +106,8 @@ class StepWindow:
         start_step: the first profiled step (0-based, as numbered by the caller of
             :meth:`before_step`). Up to ``num_steps`` steps before it are timed whole, without
             hooks, for ``step_ms`` and MFU.
-        num_steps: how many steps the per-module clock watches.
+        num_steps: how many steps the per-module clock watches (on CUDA at least 3 for
+            device times: the kernel clock traces every third one).
         depth: log the modules down to this depth (1: the root's children).
         forward_args: ``batch -> input`` of the model, as :meth:`Profiler.profile` takes it
             (a tensor, a tuple of positional arguments, a dict of keyword arguments).

@@ -22,5 +22,8 @@ if __name__ == "__main__":
     result = callback.result
     ranks = None if result is None or result.distributed is None else \
         result.distributed.world_size
-    print(f"rank {trainer.global_rank}: result {result is not None}, ranks {ranks}, "
-          f"files {[str(path) for path in result.files] if result else []}", flush=True)
+    files = [str(path) for path in result.files] if result else []
+    # one write per line: the ranks share stdout
+    sys.stdout.write(f"rank {trainer.global_rank}: result {result is not None}, "
+                     f"ranks {ranks}, files {files}\n")
+    sys.stdout.flush()
