@@ -109,3 +109,31 @@ def test_bad_arguments_are_named() -> None:
         ModuleProfilerCallback(num_steps=1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="log_dir"):
         ModuleProfilerCallback(log_dir=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not torch.distributed.is_available()
+                    or not torch.distributed.is_gloo_available(), reason="needs gloo")
+def test_ddp_on_two_cpu_ranks_gathers_on_rank_0(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from moduleprofiler.distributed import DistributedProfile
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(root)}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "tests/integrations/transformers_ddp.py", str(tmp_path)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # rank 0 holds both ranks' profiles; rank 1 holds none (shared stdout: no line anchors)
+    assert "rank 0: result True, ranks 2" in result.stdout, result.stdout
+    assert "rank 1: result False, ranks None" in result.stdout, result.stdout
+    gathered = DistributedProfile.from_json(tmp_path / PROFILE_NAME)
+    # each rank counted the same model on its own 4 x 12 batch
+    params = sum(p.numel() for p in transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(**CONFIG)).parameters())
+    assert gathered.world_size == 2
+    assert [p.total_params for p in gathered.profiles] == [params] * 2
+    assert gathered.profiles[0].total_macs == gathered.profiles[1].total_macs
