@@ -58,12 +58,12 @@ class _Hooks:
                  log_dir: str | PathLike[str] | None = None, *,
                  forward_args: Callable[[Any], Any] = first_item,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 peaks: DevicePeaks | str | None = None) -> None:
+                 peaks: DevicePeaks | str | None = None, memory: bool = True) -> None:
         if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
             raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
         # validates the arguments now, not at the first training step
         StepWindow(start_step=start_step, num_steps=num_steps, depth=depth,
-                   forward_args=forward_args, loss_fn=loss_fn, peaks=peaks)
+                   forward_args=forward_args, loss_fn=loss_fn, peaks=peaks, memory=memory)
         self.start_step = start_step
         self.num_steps = num_steps
         self.depth = depth
@@ -71,6 +71,7 @@ class _Hooks:
         self.forward_args = forward_args
         self.loss_fn = loss_fn
         self.peaks = peaks
+        self.memory = memory
         self.result: WindowResult | None = None
         """The last fit's result (on global rank 0; ``None`` elsewhere and before)."""
         self.window: StepWindow | None = None
@@ -82,7 +83,7 @@ class _Hooks:
         """A fit starts: a fresh window on the LightningModule."""
         self.window = StepWindow(start_step=self.start_step, num_steps=self.num_steps,
                                  depth=self.depth, forward_args=self.forward_args,
-                                 loss_fn=self.loss_fn, peaks=self.peaks)
+                                 loss_fn=self.loss_fn, peaks=self.peaks, memory=self.memory)
         self.window.start(pl_module)
         self.result, self._step, self._emitted = None, 0, False
         # read here, on every rank: under DDP trainer.log_dir is a broadcast from rank 0
@@ -147,6 +148,8 @@ class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]
         loss_fn: ``output -> scalar`` for the count's backward (default: the sum of the
             floating outputs).
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
+        memory: also measure the training step's memory on the counted batch (the peak,
+            bytes saved for the backward and live per module).
     """
 
 

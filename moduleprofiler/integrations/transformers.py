@@ -87,6 +87,8 @@ class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
         loss_fn: ``output -> scalar`` for the count's backward (default: the output's
             ``loss`` when the batch has labels, else the sum of its floating tensors).
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
+        memory: also measure the training step's memory on the counted batch (the peak,
+            bytes saved for the backward and live per module).
 
     Raises:
         ValueError, TypeError: a bad argument (the message names it).
@@ -95,10 +97,10 @@ class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
     def __init__(self, start_step: int = 5, num_steps: int = 5, depth: int = 1,
                  log_dir: str | PathLike[str] | None = None, *,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 peaks: DevicePeaks | str | None = None) -> None:
+                 peaks: DevicePeaks | str | None = None, memory: bool = True) -> None:
         # validates every argument now, not at the first training step
         StepWindow(start_step=start_step, num_steps=num_steps, depth=depth, loss_fn=loss_fn,
-                   peaks=peaks)
+                   peaks=peaks, memory=memory)
         if isinstance(start_step, int) and start_step < 1:
             raise ValueError("start_step must be >= 1: the Trainer shows a callback no batch, "
                              "so the window's model is counted on the batch of the step "
@@ -111,6 +113,7 @@ class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
         self.log_dir = log_dir
         self.loss_fn = loss_fn
         self.peaks = peaks
+        self.memory = memory
         self.result: WindowResult | None = None
         """The last run's result (on the main process; ``None`` elsewhere and before)."""
         self.window: StepWindow | None = None
@@ -125,7 +128,8 @@ class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
         if model is None:
             raise ValueError("ModuleProfilerCallback needs the Trainer's model")
         self.window = StepWindow(start_step=self.start_step, num_steps=self.num_steps,
-                                 depth=self.depth, loss_fn=self.loss_fn, peaks=self.peaks)
+                                 depth=self.depth, loss_fn=self.loss_fn, peaks=self.peaks,
+                                 memory=self.memory)
         self.window.start(model)
         self.result, self._batch, self._emitted = None, None, False
 

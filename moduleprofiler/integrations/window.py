@@ -40,6 +40,7 @@ from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, device_peaks, utilization
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.memory import MemoryReport
 from moduleprofiler.timing import TrainingProfiler, TrainingTiming
 
 PREFIX = "moduleprofiler"
@@ -52,9 +53,11 @@ PROFILE_NAME = "moduleprofiler_profile.json"
 """The JSON profile's file name in the log directory."""
 
 COUNT_COLUMNS = {"params": "params", "ops": "inclusive_ops", "flops": "inclusive_flops",
-                 "backward_flops": "inclusive_backward_flops"}
+                 "backward_flops": "inclusive_backward_flops",
+                 "saved_bytes": "saved_bytes", "max_live_bytes": "train_max_live_bytes"}
 """Logged count column -> the ``Profile.to_df("module")`` column it comes from (a module's
-numbers include its children's, as its times do)."""
+numbers include its children's, as its times do; the memory ones are the training step's:
+bytes saved for the backward, and the most memory live while the module ran)."""
 
 
 @dataclass
@@ -75,6 +78,8 @@ class WindowResult:
     distributed: DistributedProfile | None = None
     """Every rank's profile, when the window ran under ``torch.distributed`` with several
     ranks."""
+    memory: MemoryReport | None = None
+    """The training step's memory on the counted batch (``None`` with ``memory=False``)."""
     files: tuple[Path, ...] = field(default=())
     """The files :meth:`write` wrote."""
 
@@ -116,6 +121,8 @@ class StepWindow:
         peaks: the device's peaks for MFU: a :class:`DevicePeaks` or a table name; default
             the CUDA device's from the table. On a CPU, or a device not in the table, MFU is
             not logged.
+        memory: also measure the training step's memory on the counted batch (bytes saved
+            for the backward and live per module, the peak and the call that set it).
         gather: under ``torch.distributed`` with several ranks, gather every rank's profile
             on rank 0 (a collective: every rank's window must close at the same step).
 
@@ -126,7 +133,8 @@ class StepWindow:
     def __init__(self, *, start_step: int = 5, num_steps: int = 5, depth: int = 1,
                  forward_args: Callable[[Any], Any] = identity,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 peaks: DevicePeaks | str | None = None, gather: bool = True) -> None:
+                 peaks: DevicePeaks | str | None = None, gather: bool = True,
+                 memory: bool = True) -> None:
         for name, value, least in (("start_step", start_step, 0), ("num_steps", num_steps, 1),
                                    ("depth", depth, 0)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -147,6 +155,10 @@ class StepWindow:
         self.loss_fn = loss_fn
         self.peaks = peaks
         self.gather = gather
+        if not isinstance(memory, bool):
+            raise TypeError(f"memory must be a bool, got {type(memory).__name__}")
+        self.memory = memory
+        self._memory: MemoryReport | None = None
         self.result: WindowResult | None = None
         """The window's result once it closed (``None`` before, and on ranks other than 0
         under ``torch.distributed``)."""
@@ -234,8 +246,16 @@ class StepWindow:
                                  f"{type(exc).__name__}: {exc}") from exc
         with torch.random.fork_rng(devices=cuda):
             try:
-                return Profiler().profile(model, inputs, backward=True, eval=False,
-                                          loss_fn=self.loss_fn)
+                profiler = Profiler()
+                profile = profiler.profile(model, inputs, backward=True, eval=False,
+                                           loss_fn=self.loss_fn)
+                if not self.memory:
+                    return profile
+                # the training step's memory: saved for the backward and live per module,
+                # the peak and the call that set it (one more forward and backward)
+                self._memory = profiler.measure_memory(model, inputs, train=True,
+                                                       loss_fn=self.loss_fn)
+                return profile.with_memory(self._memory)
             except ProfilingError as exc:
                 raise ProfilingError(f"counting the model on the batch of step "
                                      f"{self.start_step} failed (check forward_args): "
@@ -278,8 +298,10 @@ class StepWindow:
             scalars[f"{PREFIX}/step_ms"] = step_ms
         if mfu is not None:
             scalars[f"{PREFIX}/mfu"] = mfu
+        if self._memory is not None:
+            scalars[f"{PREFIX}/peak_bytes"] = float(self._memory.peak_bytes)
         scalars.update(module_scalars(profile, timing, self.depth))
-        return WindowResult(profile, timing, scalars, step_ms, mfu)
+        return WindowResult(profile, timing, scalars, step_ms, mfu, memory=self._memory)
 
     def _mfu(self, profile: Profile, step_ms: float | None) -> float | None:
         if step_ms is None or not step_ms > 0:

@@ -97,7 +97,8 @@ def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
     # batches 2 and 3 were profiled: one backward-hook and one forward-hook batch
     assert callback.result is not None
     assert callback.result.timing.backward.iterations == 1
-    assert set(callback.result.scalars) == {"moduleprofiler/step_ms"}  # depth 0: no module
+    # depth 0: no module; the step time and the training step's memory peak
+    assert set(callback.result.scalars) == {"moduleprofiler/step_ms", "moduleprofiler/peak_bytes"}
     assert (Path(trainer.log_dir) / REPORT_NAME).exists()
 
 

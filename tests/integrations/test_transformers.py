@@ -77,6 +77,10 @@ def test_a_real_training_run_is_profiled_and_unchanged(tmp_path: Path) -> None:
     assert entry["moduleprofiler/transformer/params"] == sum(
         p.numel() for p in model.transformer.parameters())
     assert "moduleprofiler/mfu" not in entry  # a CPU has no peak: not logged, never 0
+    # the training step's memory, measured on the counted batch
+    assert result.memory is not None
+    assert entry["moduleprofiler/peak_bytes"] == result.memory.peak_bytes > 0
+    assert entry["moduleprofiler/transformer/saved_bytes"] > 0
     # the files
     out = tmp_path / "with" / "out"
     assert (out / REPORT_NAME).read_text().startswith("<!DOCTYPE html>")

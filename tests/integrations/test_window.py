@@ -53,8 +53,17 @@ def test_logged_keys_and_counts() -> None:
     scalars = results[0].scalars
     times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
     counts = ("params", "ops", "flops", "backward_flops")
-    assert set(scalars) == {"moduleprofiler/step_ms"} | {
-        f"moduleprofiler/{path}/{column}" for path in "012" for column in times + counts}
+    memory = ("saved_bytes", "max_live_bytes")  # the training step's
+    assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/peak_bytes"} | {
+        f"moduleprofiler/{path}/{column}" for path in "012"
+        for column in times + counts + memory}
+    # saved for the backward: ReLU keeps its 3 x 8 float32 output, 96 bytes; the second
+    # Linear's saved input is that same tensor (counted once, at ReLU); the first Linear's
+    # input is the batch, which the model did not make
+    assert [scalars[f"moduleprofiler/{p}/saved_bytes"] for p in "012"] == [0, 96, 0]
+    assert results[0].memory is not None
+    assert scalars["moduleprofiler/peak_bytes"] == results[0].memory.peak_bytes > 0
+    assert all(scalars[f"moduleprofiler/{p}/max_live_bytes"] > 0 for p in "012")
     # Linear(4, 8) on 3 rows: params 4 * 8 + 8 = 40; ops 3 * 8 * (2 * 4 - 1) + 3 * 8 = 192;
     # flops 2 * MACs = 2 * 3 * 4 * 8 = 192; backward: the weight gradient only (the batch
     # needs no gradient), 2 * 3 * 4 * 8 = 192
@@ -79,7 +88,7 @@ def test_depth_and_the_mfu_of_a_named_peak() -> None:
     window = StepWindow(start_step=1, num_steps=1, depth=2, forward_args=_first,
                         peaks="H100 SXM")
     (result, _) = _train(model, window, steps=3)
-    paths = {key.split("/")[1] for key in result.scalars} - {"step_ms", "mfu"}
+    paths = {key.split("/")[1] for key in result.scalars} - {"step_ms", "mfu", "peak_bytes"}
     assert paths == {"0", "0.0", "0.1", "1"}
     # the block's numbers include its children's: 192 + 24 ops
     assert result.scalars["moduleprofiler/0/ops"] == 216
@@ -104,8 +113,9 @@ def test_no_hook_free_step_no_step_time() -> None:
     (result, _) = _train(_model(), StepWindow(start_step=0, num_steps=1, depth=0,
                                               forward_args=_first, peaks="H100 SXM"), steps=2)
     # nothing ran before the window: step time and MFU unknown, so not logged; depth 0
-    # logs no module
-    assert result.step_ms is None and result.mfu is None and result.scalars == {}
+    # logs no module, only the training step's memory peak
+    assert result.step_ms is None and result.mfu is None
+    assert set(result.scalars) == {"moduleprofiler/peak_bytes"}
 
 
 def test_files_written(tmp_path: Path) -> None:
