@@ -30,7 +30,7 @@ from typing import IO, Any, TypeVar
 from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
 from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
-from moduleprofiler.export.io import Buffer, PathLike, emit
+from moduleprofiler.export.io import PathLike
 from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData
 
 P = TypeVar("P", bound=ProfileData)
@@ -118,12 +118,6 @@ def _native(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(key): _native(item) for key, item in value.items()}
     return encode(value)
-
-
-def profile_to_json(profile: ProfileData, buf: Buffer = None, *,
-                    indent: int | None = 2) -> str | None:
-    """``profile`` as JSON text (``buf=None``) or written to a path / file object."""
-    return emit(json_text(profile, indent=indent), buf)
 
 
 def json_text(profile: ProfileData, *, indent: int | None = 2) -> str:

@@ -80,10 +80,16 @@ by sequence number), the only one; ``"auto"`` picks it."""
 _TABLE_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p95", "ci_low", "ci_high")
 
 
-def check_method(method: BackwardMethod) -> str:
-    """The backward attribution ``method`` names (``"nodes"``), or ``ValueError``."""
+def check_method(method: BackwardMethod | None) -> str:
+    """The backward attribution (``"nodes"``, the only one). ``method`` has no choice to make:
+    passing it is deprecated (a ``DeprecationWarning``), and anything but ``"auto"`` or
+    ``"nodes"`` is a ``ValueError``."""
+    if method is None:
+        return "nodes"
     if method not in ("auto", "nodes"):
         raise ValueError(f"method must be 'auto' or 'nodes', got {method!r}")
+    warnings.warn("method= has one value ('nodes'), the only backward attribution; leave it "
+                  "out: it will be removed", DeprecationWarning, stacklevel=3)
     return "nodes"
 
 
@@ -422,7 +428,7 @@ def train_step_times(
     rounds: int | None = None,
     measure_overhead: bool = True,
     overhead_fraction: float = 1.0,
-    method: BackwardMethod = "auto",
+    method: BackwardMethod | None = None,
     train: bool = True,
     restore: bool = True,
     device: str | torch.device | None = None,

@@ -72,7 +72,7 @@ class TrainingProfiler:
     """
 
     def __init__(self, model: nn.Module, *, start_step: int = 0, stop_step: int | None = None,
-                 method: BackwardMethod = "auto", alternate: bool = True,
+                 method: BackwardMethod | None = None, alternate: bool = True,
                  device: str | torch.device | None = None, confidence: float = 0.95,
                  clock: ClockName = "auto") -> None:
         if start_step < 0 or (stop_step is not None and stop_step <= start_step):

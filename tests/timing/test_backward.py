@@ -237,6 +237,11 @@ def test_only_node_attribution_is_offered():
     with pytest.raises(ValueError, match="method"):
         train_step_times(nn.Linear(2, 2), torch.zeros(1, 2),
                          method="tensors")  # type: ignore[arg-type]
+    # the one value still works, and says the keyword is on its way out
+    with pytest.warns(DeprecationWarning, match="method= has one value"):
+        timing = train_step_times(nn.Linear(2, 2), torch.zeros(1, 2), method="nodes",
+                                  num_iters=2, drop_first=1, measure_overhead=False)
+    assert timing.method == "nodes"
 
 
 def test_no_hook_outlives_the_timing_on_nodes_a_kept_graph_holds():
