@@ -64,6 +64,7 @@ from moduleprofiler.timing.results import (
     ModuleStats,
     PhaseSamples,
     TimedModules,
+    calls_column,
     stats_columns,
     tree_text,
 )
@@ -263,7 +264,7 @@ class TrainingTiming(TimedModules):
             "module": [module_name(s.path) for s in stats],
             "type": [s.forward.type_name for s in stats],
             "depth": [s.forward.depth for s in stats],
-            "calls": [s.forward.calls_per_iter for s in stats],
+            "calls": calls_column([s.forward.calls_per_iter for s in stats]),
         }
         for prefix, summaries in (
                 ("forward_", [s.forward.inclusive for s in stats]),

@@ -63,6 +63,7 @@ from moduleprofiler.timing.results import (
     ModuleStats,
     PhaseSamples,
     TimedModules,
+    calls_column,
     stats_columns,
     tree_text,
 )
@@ -214,7 +215,7 @@ class ModuleTiming(TimedModules):
             "type": [s.type_name for s in stats],
             "depth": [s.depth for s in stats],
             "is_leaf": [s.is_leaf for s in stats],
-            "calls": [s.calls_per_iter for s in stats],
+            "calls": calls_column([s.calls_per_iter for s in stats]),
         }
         data.update(stats_columns("inclusive_", [s.inclusive for s in stats]))
         data.update(stats_columns("self_", [s.exclusive for s in stats]))

@@ -315,6 +315,14 @@ class TimedModules:
         }
 
 
+def calls_column(calls_per_iter: Sequence[float]) -> pd.Series:
+    """Calls per iteration as a frame column: integers (``Int64``, as a profile's ``calls``)
+    when every module made the same number of calls in every kept iteration, the mean as a
+    float when some did not."""
+    values = pd.Series(list(calls_per_iter), dtype="float64")
+    return values.astype("Int64") if (values % 1 == 0).all() else values
+
+
 def stats_columns(prefix: str, summaries: Sequence[Summary | None],
                   fields: Sequence[str] = STAT_FIELDS) -> dict[str, list[Any]]:
     """DataFrame columns ``{prefix}{field}_ms`` from summaries (``None`` -> NaN)."""

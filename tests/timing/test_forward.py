@@ -365,3 +365,16 @@ def test_repr_is_one_line():
     assert "\n" not in text and len(text) < 200
     assert text.startswith("<ModuleTiming cpu (cpu-wall): 3 modules, 3 iterations, root ")
     assert text.endswith("stopped by num_iters>")
+
+
+def test_calls_are_integers_when_every_iteration_made_the_same_calls():
+    from moduleprofiler.timing.results import calls_column
+
+    shared = nn.Linear(2, 2)
+    timing = time_modules(nn.Sequential(shared, nn.ReLU(), shared), torch.zeros(1, 2),
+                          num_iters=4, drop_first=1, warmup_seconds=0, progress=False)
+    frame = timing.to_df().set_index("module")
+    # the shared Linear runs twice an iteration; it was a float column (2.0)
+    assert str(frame["calls"].dtype) == "Int64" and frame.loc["0", "calls"] == 2
+    # a module that ran in some iterations only keeps its mean
+    assert calls_column([1.0, 0.5]).tolist() == [1.0, 0.5]
