@@ -139,14 +139,3 @@ def busy_ns(activities: Sequence[Activity]) -> int:
             cursor = end
     return total
 
-
-def idle_share(activities: Sequence[Activity]) -> float | None:
-    """Share of the span from the first activity's start to the last one's end in which the
-    device ran none of them (``None`` without activities; 0 for back-to-back work)."""
-    if not activities:
-        return None
-    span = max(a.end for a in activities) - min(a.start for a in activities)
-    if span <= 0:
-        return 0.0
-    return max(0.0, 1.0 - busy_ns(activities) / span)
-

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from moduleprofiler.timing.booking import Activity, Launch, Range, book, busy_ns, idle_share
+from moduleprofiler.timing.booking import Activity, Launch, Range, book, busy_ns
 from moduleprofiler.timing.device_trace import RANGE_PREFIX, choose_clock, records_of
 
 
@@ -56,8 +56,6 @@ def test_copies_sets_and_several_streams_are_device_work_too():
     assert booking.own_ns("0:f0") == 65
     # busy time counts the overlap of the two streams once: [0, 40] and [50, 55] = 45
     assert busy_ns(booking.own["0:f0"]) == 45
-    # span 0..55 = 55 ns, idle 10 of it: 10 / 55
-    assert idle_share(booking.own["0:f0"]) == pytest.approx(10 / 55)
 
 
 def test_a_launch_without_a_range_or_without_a_launch_record_is_outside():
@@ -79,9 +77,10 @@ def test_back_to_back_ranges_touching_at_a_boundary():
     assert booking.own_ns("0:f1") == 0
 
 
-def test_idle_share_of_no_work_is_unknown_and_of_back_to_back_work_zero():
-    assert idle_share([]) is None
-    assert idle_share([Activity(1, 0, 10), Activity(2, 10, 30)]) == 0.0
+def test_busy_time_of_no_work_is_zero_and_of_back_to_back_work_their_sum():
+    assert busy_ns([]) == 0
+    # [0, 10] then [10, 30]: no gap, no overlap: 10 + 20 = 30
+    assert busy_ns([Activity(1, 0, 10), Activity(2, 10, 30)]) == 30
 
 
 def _event(name, device, start, duration, correlation, linked=0, thread=1,
@@ -180,7 +179,17 @@ def test_backward_device_time_goes_to_the_call_that_created_the_node():
     engine = clock._engine_ns(booking)
     assert engine[0] == {by_path[""]: 5, by_path["b"]: 7, by_path["a"]: 11}
     assert engine[-1] == {-1: 13}
+    # forward work of b on two streams: [0, 40] and [10, 30] overlap, [50, 55] after a gap
+    booking.own[f"0:f{by_path['b']}"] = [Activity(1, 0, 40), Activity(2, 10, 30),
+                                         Activity(3, 50, 55)]
+    device = clock._iteration_of(0, calls, booking, engine[0])
+    # busy 40 + 5 = 45 of a 55 ns span: the device sat idle 10 / 55 of it; the root's
+    # forward holds the same work
+    for path in ("b", ""):
+        assert device.call_busy_ns[by_path[path]] == 45
+        assert device.call_span_ns[by_path[path]] == 55
+        assert device.call_launches[by_path[path]] == 3
     # own backward device time per call, and inclusive: the root holds 5 + 7 + 11 = 23
-    times = clock._iteration_of(0, calls, booking, engine[0]).times
+    times = device.times
     assert times.call_bwd_exclusive.tolist() == [5, 11, 7]
     assert times.call_bwd_inclusive[by_path[""]] == 23
