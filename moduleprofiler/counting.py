@@ -25,7 +25,6 @@ from torch import Tensor, nn
 
 from moduleprofiler.errors import FormulaError
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.memory._storage import is_lazy, new_storage_bytes
 from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas
 from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
 from moduleprofiler.registry import (
@@ -36,6 +35,7 @@ from moduleprofiler.registry import (
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
 from moduleprofiler.shards import holds_dtensor, on_local_shards, sharded_by
+from moduleprofiler.storage import is_lazy, new_storage_bytes
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,

@@ -151,12 +151,7 @@ def test_the_0_0_4_face_modules_are_re_exports_only() -> None:
         assert defined == [], name
 
 
-PRIVATE_IMPORTS_TO_REMOVE = {
-    # the storage helpers are to move to one public storage module
-    ("moduleprofiler.counting", "moduleprofiler.memory._storage"),
-    ("moduleprofiler.efficiency.traffic", "moduleprofiler.memory._storage"),
-    ("moduleprofiler.language.cache", "moduleprofiler.memory._storage"),
-}
+PRIVATE_IMPORTS_TO_REMOVE: set[tuple[str, str]] = set()
 """Known imports of another package's private module, to be removed; none may be added."""
 
 

@@ -14,9 +14,9 @@ from torch.nn.parameter import UninitializedParameter
 from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.counting import module_infos, scan_modules
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.memory._storage import new_storage_bytes, own_nbytes
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import dtypes_of, shape_tree
+from moduleprofiler.storage import new_storage_bytes, own_nbytes
 from moduleprofiler.tensors import module_tensors
 
 

@@ -30,7 +30,6 @@ import torch
 from torch import nn
 
 from moduleprofiler.export.columns import Derived, Kind, inclusive_of, register_column, scaled
-from moduleprofiler.memory._storage import storage_key, storage_of
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorMap,
@@ -39,6 +38,7 @@ from moduleprofiler.operators.registry import (
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.storage import storage_key, storage_of
 
 _COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None], ...] = (
     ("moved_bytes", "bytes", "self moved", "bytes", None),

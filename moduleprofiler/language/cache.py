@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from moduleprofiler.memory._storage import distinct_bytes
+from moduleprofiler.storage import distinct_bytes
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from torch import Tensor, nn
 
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import LossFn, default_loss
-from moduleprofiler.memory._storage import distinct_bytes, new_storage_bytes
 from moduleprofiler.memory.emulate import CudaKernelChoices
 from moduleprofiler.memory.peak import LiveBytesListener, Location
 from moduleprofiler.memory.report import PassMemory, PeakCall
@@ -21,6 +20,7 @@ from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.state import preserved_state
+from moduleprofiler.storage import distinct_bytes, new_storage_bytes
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.memory._storage import own_nbytes, storage_key, storage_nbytes, storage_of
 from moduleprofiler.memory.report import Phase
 from moduleprofiler.runner import Call, Listener, PassRunner, is_accumulation
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
 from moduleprofiler.tensors import module_tensors
 
 Location = tuple[Call | None, Phase, bool]

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.memory._storage import is_lazy
+from moduleprofiler.storage import is_lazy
 
 
 def _moved(tensor: Tensor, device: torch.device) -> Tensor:

@@ -17,9 +17,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from moduleprofiler.memory._storage import own_nbytes, storage_key, storage_nbytes, storage_of
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
 from moduleprofiler.tensors import module_tensors
 
 SavedKind = Literal["activation", "parameter", "input"]

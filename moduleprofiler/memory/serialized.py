@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.memory._storage import storage_key, storage_nbytes, storage_of
+from moduleprofiler.storage import storage_key, storage_nbytes, storage_of
 
 
 class CountingWriter:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 from torch import Tensor, nn
 
-from moduleprofiler.memory._storage import is_lazy, own_nbytes, storage_key, storage_of
 from moduleprofiler.records import display_path
 from moduleprofiler.shapes import dtype_name
+from moduleprofiler.storage import is_lazy, own_nbytes, storage_key, storage_of
 from moduleprofiler.tensors import module_tensors
 
 

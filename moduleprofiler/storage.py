@@ -1,4 +1,4 @@
-"""Identifying the memory behind tensors: one storage, counted once.
+"""Identifying the memory behind tensors: one storage, counted once (used by every package).
 
 A storage is identified by the address of its C++ ``StorageImpl`` (``untyped_storage()._cdata``),
 which exists on every device, the meta device included (where ``data_ptr()`` is 0). Two tensors
