@@ -41,7 +41,6 @@ from moduleprofiler.validate import (
     EXCLUDED_KEY,
     count_value,
     formula_name,
-    operator_counts,
 )
 
 
@@ -223,7 +222,9 @@ class CountingListener(Listener):
     shapes, dtypes, io sizes and output bytes (``call.values``)."""
 
     def __init__(self, maps: FormulaMaps) -> None:
-        self._maps = maps
+        self.maps = maps
+        """The tables this listener counts with (other listeners of the pass read its operator
+        formulas from here)."""
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._by_module: dict[int, _Resolved] = {}
         self._tallies: dict[int, _OperatorTally] = {}
@@ -248,12 +249,11 @@ class CountingListener(Listener):
         self._hosts = _hosts_of_unhooked(runner)
         self._paths = runner.paths
         self._dtensor = sharded_by(runner.modules)
-        if self._dtensor is not None:
-            self._formulas = _on_shards(self._maps.operators, self._dtensor,
-                                        self._formulas.missing)
+        self._formulas = pass_formulas(self.maps.operators, self._dtensor,
+                                       self._formulas.missing)
 
     def observe(self, module: nn.Module) -> bool:
-        if not self._maps.count_operators:
+        if not self.maps.count_operators:
             return False
         resolved = self._by_module.get(id(module))
         if resolved is None:
@@ -261,7 +261,7 @@ class CountingListener(Listener):
         return not resolved.covered
 
     def observe_outside(self) -> bool:
-        return self._maps.count_operators
+        return self.maps.count_operators
 
     def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
              output: Any) -> None:
@@ -355,25 +355,15 @@ class CountingListener(Listener):
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
-        formula = self._formulas.formula(func)
-        if formula is None:  # free: views, copies, allocations
+        counts = self._formulas.count(func, args, kwargs, out, call)
+        if counts is None:  # free: views, copies, allocations
             return
         tally = self.outside if call is None else self._tally(call)
-        if formula is MISSING:
+        if counts is MISSING:
             tally.unsupported += 1
             return
-        try:
-            ops, macs = formula(args, kwargs, out)
-        except Exception as exc:
-            where = "outside every module call" if call is None else (
-                f"in module {display_path(call.path)!r} ({type(call.module).__name__})")
-            raise FormulaError(
-                f"operator formula for {func} {where} raised {type(exc).__name__}: {exc}",
-                None if call is None else call.path) from exc
-        if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
-            ops, macs = operator_counts(ops, macs, func, call)
-        tally.ops += ops
-        tally.macs += macs
+        tally.ops += counts[0]
+        tally.macs += counts[1]
         tally.counted += 1
 
     def finish(self, runner: PassRunner) -> None:
@@ -449,7 +439,7 @@ class CountingListener(Listener):
                          ) -> tuple[int | float | None, int | float | None, OpsSource]:
         """Own ops and macs from the operators the call ran (unknown without them)."""
         tally = self._tallies.get(call.index) or _EMPTY_TALLY
-        if not self._maps.count_operators or (tally.unsupported and not tally.counted):
+        if not self.maps.count_operators or (tally.unsupported and not tally.counted):
             return None, None, "unknown"
         source: OpsSource = "mixed" if tally.unsupported else "operator"
         return tally.ops, tally.macs, source
@@ -474,8 +464,8 @@ class CountingListener(Listener):
 
     def is_excluded(self, module: nn.Module) -> bool:
         """Whether ``module`` is excluded from ops counting."""
-        return id(module) in self._maps.excluded_ids or (
-            bool(self._maps.excluded_types) and isinstance(module, self._maps.excluded_types))
+        return id(module) in self.maps.excluded_ids or (
+            bool(self.maps.excluded_types) and isinstance(module, self.maps.excluded_types))
 
     def _resolve(self, module: nn.Module) -> _Resolved:
         resolved = self._by_module.get(id(module))
@@ -499,7 +489,7 @@ class CountingListener(Listener):
         key = (type(module), excluded)
         resolved = self._resolved.get(key)
         if resolved is None:
-            maps = self._maps
+            maps = self.maps
             cls = type(module)
             found = resolve_with_owner(maps.ops, cls)
             formula = found[0] if found is not None and formula_fits(cls, found[1]) else None
@@ -552,18 +542,15 @@ class BackwardCountingListener(Listener):
         self.unsupported = self._formulas.missing
 
     def start(self, runner: PassRunner) -> None:
-        dtensor = sharded_by(runner.modules)
-        if dtensor is not None:
-            self._formulas = _on_shards(self._operators, dtensor, self.unsupported)
+        self._formulas = pass_formulas(self._operators, sharded_by(runner.modules),
+                                       self.unsupported)
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
-        formula = self._formulas.formula(func)
-        if formula is None or formula is MISSING:
+        counts = self._formulas.count(func, args, kwargs, out, owner, backward=True)
+        if counts is None or counts is MISSING:
             return
-        ops, macs = formula(args, kwargs, out)
-        if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
-            ops, macs = operator_counts(ops, macs, func, owner, backward=True)
+        ops, macs = counts
         if owner is None:
             self.outside_ops += ops
             self.outside_macs += macs
@@ -590,9 +577,13 @@ def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...
     return found[0]
 
 
-def _on_shards(table: OperatorMap, dtensor: type, missing: dict[str, int]) -> PassFormulas:
-    """Lookups whose formulas count on this rank's local shards (a model holding DTensors),
-    recording missing operators in ``missing``; a model without them pays nothing."""
+def pass_formulas(table: OperatorMap, dtensor: type | None, missing: dict[str, int]
+                  ) -> PassFormulas:
+    """The operator formulas of ``table`` for one pass, recording missing operators in
+    ``missing``; with ``dtensor`` (the model holds DTensors: :func:`sharded_by`) they count on
+    this rank's local shards (a model without them pays nothing)."""
+    if dtensor is None:
+        return PassFormulas(table, missing=missing)
     return PassFormulas(table, lambda formula: on_local_shards(formula, dtensor), missing)
 
 

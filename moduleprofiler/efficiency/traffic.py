@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from moduleprofiler.counting import CountingListener, pass_formulas
 from moduleprofiler.export.columns import Derived, Kind, inclusive_of, register_column, scaled
 from moduleprofiler.operators.registry import (
     MISSING,
@@ -38,7 +39,9 @@ from moduleprofiler.operators.registry import (
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.shards import sharded_by
 from moduleprofiler.storage import storage_key, storage_of
+from moduleprofiler.validate import check_operator_map
 
 _COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None], ...] = (
     ("moved_bytes", "bytes", "self moved", "bytes", None),
@@ -122,15 +125,21 @@ class TrafficListener(Listener):
     module docstring); pass it in ``ModuleProfiler().profile(..., listeners=[...])``.
 
     Args:
-        operators: the operator formulas used to count recomputed forward work (default:
-            :func:`~moduleprofiler.operators.get_default_operator_map`).
+        operators: the operator formulas used to count recomputed forward work (default: those
+            the pass counts with, the profiler's ``operator_fn_map``; outside a counted pass
+            :func:`~moduleprofiler.operators.get_default_operator_map`). They are applied
+            and checked exactly as the counting applies them.
     """
 
     wants_nodes = True
 
     def __init__(self, operators: OperatorMap | None = None) -> None:
-        self._formulas = PassFormulas(
-            get_default_operator_map() if operators is None else operators)
+        if operators is not None:
+            check_operator_map(operators, "operators")
+        self._operators = operators
+        self.unsupported_recompute: dict[str, int] = {}
+        """Recomputed operators without an operator formula (their ops are a lower bound)."""
+        self._formulas = PassFormulas(operators, missing=self.unsupported_recompute)
         self._forward: dict[int, _Tally] = {}
         self._backward: dict[int, _Tally] = {}
         self._recompute: dict[int, _Tally] = {}
@@ -139,8 +148,15 @@ class TrafficListener(Listener):
         """Forward operators that ran outside every module call."""
         self.backward_outside = _Tally()
         """Backward operators of no module call (the loss, gradient accumulation)."""
-        self.unsupported_recompute = self._formulas.missing
-        """Recomputed operators without an operator formula (their ops are a lower bound)."""
+
+    def start(self, runner: PassRunner) -> None:
+        table = self._operators
+        if table is None:  # the counting's own table, else the registered formulas
+            table = next((lst.maps.operators for lst in runner.listeners
+                          if isinstance(lst, CountingListener)), None)
+        self._formulas = pass_formulas(
+            get_default_operator_map() if table is None else table,
+            sharded_by(runner.modules), self.unsupported_recompute)
 
     def observe(self, module: nn.Module) -> bool:
         return True
@@ -169,21 +185,19 @@ class TrafficListener(Listener):
             # a backward runs with grad mode off; forward operators re-run inside it by an
             # activation checkpoint (to rebuild what was not saved) run with it on
             if torch.is_grad_enabled() and torch._C._current_autograd_node() is not None:
-                self._count_recompute(_tally(self._recompute, owner.index), func, args,
-                                      kwargs, out, moved)
+                self._count_recompute(_tally(self._recompute, owner.index), owner, func,
+                                      args, kwargs, out, moved)
         tally.moved += moved
         tally.launches += 1
 
-    def _count_recompute(self, tally: _Tally, func: Any, args: tuple[Any, ...],
+    def _count_recompute(self, tally: _Tally, owner: Call, func: Any, args: tuple[Any, ...],
                          kwargs: dict[str, Any], out: Any, moved: int) -> None:
         tally.moved += moved
         tally.launches += 1
-        formula = self._formulas.formula(func)
-        if formula is None or formula is MISSING:
-            return
-        ops, macs = formula(args, kwargs, out)
-        tally.ops += ops
-        tally.macs += macs
+        counts = self._formulas.count(func, args, kwargs, out, owner)
+        if counts is not None and counts is not MISSING:
+            tally.ops += counts[0]
+            tally.macs += counts[1]
 
     def finish(self, runner: PassRunner) -> None:
         empty = _Tally()

@@ -15,14 +15,16 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
+from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorCount,
     OperatorFormula,
-    lookup,
+    OperatorMap,
+    PassFormulas,
     register_free,
     register_operator,
 )
@@ -235,32 +237,27 @@ def ints(value: Any, n: int, default: int) -> list[int]:
 
 # -- counting through a decomposition ----------------------------------------------------------
 
-class OperatorCounter(TorchDispatchMode):  # type: ignore[no-untyped-call]
-    """Adds up the operator formulas of every aten operator it sees (used by tests and by
-    :func:`decomposition_count`). Every call is tallied in ``calls``; operators without a
-    formula also in ``missing``."""
+class OperatorCounter(OperatorObserver):
+    """Adds up the operator formulas of every aten operator it sees, applied as a pass applies
+    them (:meth:`PassFormulas.count`; used by tests and by :func:`decomposition_count`), with
+    the registered formulas (default) or ``table``. Every call is tallied in ``calls``;
+    operators without a formula also in ``missing``."""
 
-    def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+    def __init__(self, table: OperatorMap | None = None) -> None:
+        super().__init__(self._count)
         self.ops = 0
         self.macs = 0
         self.missing: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
+        self._formulas = PassFormulas(table, missing=self.missing)
 
-    def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any,
-                           args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
-                           ) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+    def _count(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+               ) -> None:
         self.calls[str(func)] += 1
-        formula = lookup(func)
-        if formula is MISSING:
-            self.missing[str(func)] += 1
-        elif formula is not None:
-            ops, macs = formula(args, kwargs, out)  # type: ignore[operator]
-            self.ops += ops
-            self.macs += macs
-        return out
+        counts = self._formulas.count(func, args, kwargs, out)
+        if counts is not None and counts is not MISSING:
+            self.ops += counts[0]
+            self.macs += counts[1]
 
 
 def _to_meta(value: Any) -> Any:

@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 
 import torch
 
-from moduleprofiler.errors import RegistryError
+from moduleprofiler.errors import FormulaError, RegistryError
+from moduleprofiler.records import display_path
+from moduleprofiler.validate import operator_counts
 
 OperatorCount = tuple[int, int]
 """``(ops, macs)`` of one operator call."""
@@ -176,15 +178,16 @@ def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormul
 
 
 class PassFormulas:
-    """One pass's operator lookups in ``table`` (each operator looked up once) and the
-    operators that ran without a formula, by name with their counts (:attr:`missing`).
+    """The one way an operator formula is applied: one pass's lookups in ``table`` (each
+    operator looked up once; ``None``: the live registry), each formula's result checked, and
+    the operators that ran without a formula, by name with their counts (:attr:`missing`).
 
     ``wrap`` adapts every formula found (counting on a rank's local shards); ``missing`` is
     the dict to record into (new by default)."""
 
     __slots__ = ("_found", "_table", "_wrap", "missing")
 
-    def __init__(self, table: OperatorMap,
+    def __init__(self, table: OperatorMap | None,
                  wrap: Callable[[OperatorFormula], OperatorFormula] | None = None,
                  missing: dict[str, int] | None = None) -> None:
         self._table = table
@@ -197,7 +200,7 @@ class PassFormulas:
         :attr:`missing`) when there is none."""
         found = self._found.get(func, _NOT_LOOKED_UP)
         if found is _NOT_LOOKED_UP:
-            found = lookup_in(self._table, func)
+            found = lookup(func) if self._table is None else lookup_in(self._table, func)
             if self._wrap is not None and found is not None and found is not _MISSING:
                 found = self._wrap(found)  # type: ignore[arg-type]
             self._found[func] = found
@@ -205,6 +208,30 @@ class PassFormulas:
             name = operator_name(func)
             self.missing[name] = self.missing.get(name, 0) + 1
         return found
+
+    def count(self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
+              out: Any, call: Any = None, backward: bool = False) -> Any:
+        """``(ops, macs)`` of one operator call, two non-negative ints; ``None`` when the
+        operator is free; :data:`MISSING` when it has no formula. ``call`` (the module call it
+        ran in, ``None``: outside every call) and ``backward`` name it in a
+        :class:`~moduleprofiler.errors.FormulaError` when the formula raises or returns
+        something that is not a count."""
+        formula = self.formula(func)
+        if formula is None or formula is _MISSING:
+            return formula
+        try:
+            ops, macs = formula(args, kwargs, out)
+        except FormulaError:
+            raise
+        except Exception as exc:
+            where = "outside every module call" if call is None else (
+                f"in module {display_path(call.path)!r} ({type(call.module).__name__})")
+            raise FormulaError(
+                f"{'backward ' if backward else ''}operator formula for {func} {where} raised "
+                f"{type(exc).__name__}: {exc}", None if call is None else call.path) from exc
+        if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
+            ops, macs = operator_counts(ops, macs, func, call, backward)
+        return ops, macs
 
 
 _NOT_LOOKED_UP = object()

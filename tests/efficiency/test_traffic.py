@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import FormulaError, ModuleProfiler
 from moduleprofiler.efficiency import TrafficListener, operator_bytes
 
 
@@ -77,26 +78,28 @@ def test_without_backward_no_backward_columns():
     assert "backward_moved_bytes" not in metrics  # not run: unknown, never 0
 
 
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _Block()
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(checkpoint(self.block, x, use_reentrant=False))
+
+
 def test_checkpoint_recomputation_is_counted_in_its_own_column():
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a = nn.Linear(4, 4)
-            self.b = nn.Linear(4, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.b(torch.relu(self.a(x)))
-
-    class Model(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.block = Block()
-            self.out = nn.Linear(4, 1)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.out(checkpoint(self.block, x, use_reentrant=False))
-
-    profile = traffic(Model(), torch.randn(2, 4), backward=True)
+    profile = traffic(_Checkpointed(), torch.randn(2, 4), backward=True)
     recompute = {r.path: r.metrics["recompute_macs"] for r in profile.records}
     # the backward of block.b re-runs block.a's addmm (2 rows x 4 x 4 = 32 MACs) and the relu,
     # then stops: what it needs is rebuilt
@@ -105,3 +108,20 @@ def test_checkpoint_recomputation_is_counted_in_its_own_column():
     # its own backward (grad input 32 + grad weight 32 MACs) plus the recomputation
     assert b.backward_macs == 32 + 32 + 32
     assert b.metrics["recompute_moved_bytes"] > 0
+
+
+def test_recomputation_is_counted_with_the_profilers_own_operator_formulas():
+    profiler = ModuleProfiler()
+    profiler.operator_fn_map[torch.ops.aten.addmm] = lambda args, kwargs, out: (1000, 10)
+    profile = profiler.profile(_Checkpointed(), torch.randn(2, 4), backward=True,
+                               listeners=[TrafficListener()])
+    # block.b's backward re-runs block.a's one addmm: the profiler's formula says 10 MACs
+    assert profile.calls("block.b")[0].metrics["recompute_macs"] == 10
+
+
+def test_a_recomputed_operators_formula_result_is_checked():
+    table = {torch.ops.aten.addmm: lambda args, kwargs, out: (1.5, 0)}
+    with pytest.raises(FormulaError, match=r"operator formula for aten.addmm.default \(ops\) "
+                                           r"for module 'block.b' \(Linear\) returned float 1.5"):
+        ModuleProfiler().profile(_Checkpointed(), torch.randn(2, 4), backward=True,
+                                 listeners=[TrafficListener(table)])
