@@ -1,0 +1,408 @@
+"""``calibrate()``: micro-benchmarks that measure how fast this GPU, and the CPU driving it, run
+each class of operator; the prediction model (:mod:`.device_model`, :mod:`.host_model`) reads
+the result.
+
+Device times are the device's own kernel records (the summed duration of the kernels one
+operator launched, from the PyTorch profiler's CUPTI backend, booked by correlation id to a
+labelled range around the operator), never host clocks: a small kernel's launch costs the host
+more than the kernel costs the device. Each shape is run once before the recorded session (so
+cuBLAS and cuDNN have made their choices) and then ``repeats`` times inside it; the median of
+the repeats is kept.
+
+Host times are wall-clock times of tight loops of the same operators on tiny CUDA tensors,
+where the host cannot keep ahead of nothing: the median over rounds of the time per call.
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from moduleprofiler.efficiency.peaks import match_device
+from moduleprofiler.prediction.calibration import Calibration, HostCosts
+from moduleprofiler.timing.booking import book
+from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
+
+_TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+GEMM_M: tuple[int, ...] = tuple(2 ** i for i in range(17))
+GEMM_NK: tuple[int, ...] = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144,
+                            8192, 12288, 16384)
+GEMM_FLOP_CAP = 2 * 2 ** 37
+"""GEMMs above this many FLOPs are left out: at that size the achieved rate is flat, and the
+model extends the largest measured shapes proportionally."""
+
+_Bench = Callable[[], Any]
+
+
+class _Sweep:
+    """Labelled benchmarks run in one profiler session; device time per label."""
+
+    def __init__(self, device: torch.device, repeats: int) -> None:
+        self.device = device
+        self.repeats = repeats
+        self._runs: list[tuple[str, _Bench]] = []
+
+    def add(self, label: str, bench: _Bench) -> None:
+        self._runs.append((label, bench))
+
+    def run(self) -> dict[str, float]:
+        """Median device microseconds per label."""
+        for _, bench in self._runs:  # warm-up: algorithm choices, allocations, lazy init
+            bench()
+        torch.cuda.synchronize(self.device)
+        with device_trace(self.device) as records:
+            for label, bench in self._runs:
+                for repeat in range(self.repeats):
+                    scope = open_range(f"{label}#{repeat}")
+                    bench()
+                    close_range(scope)
+        booking = book(records.ranges, records.launches, records.activities)
+        result: dict[str, float] = {}
+        for label, _ in self._runs:
+            samples = [booking.own_ns(f"{label}#{r}") / 1e3 for r in range(self.repeats)]
+            result[label] = statistics.median(samples)
+        self._runs.clear()
+        return result
+
+
+@contextmanager
+def _tf32(enabled: bool) -> Iterator[None]:
+    """TF32 for fp32 matmuls and convolutions, as ``torch.set_float32_matmul_precision('high')``
+    gives, restored afterwards."""
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
+def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int]]:
+    ms = GEMM_M[::2] if quick else GEMM_M
+    nks = GEMM_NK[::3] if quick else GEMM_NK
+    shapes = [(m, n, k) for m in ms for n in nks for k in nks if 2 * m * n * k <= GEMM_FLOP_CAP]
+    largest_a = max(m * k for m, _, k in shapes)
+    largest_b = max(k * n for _, n, k in shapes)
+    a_store = torch.randn(largest_a, device=sweep.device, dtype=dtype)
+    b_store = torch.randn(largest_b, device=sweep.device, dtype=dtype)
+    for m, n, k in shapes:
+        a, b = a_store[:m * k].view(m, k), b_store[:k * n].view(k, n)
+        sweep.add(f"gemm:{m}:{n}:{k}", lambda a=a, b=b: torch.mm(a, b))
+    return shapes
+
+
+def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int, int]]:
+    sides = (64, 256, 1024) if quick else (64, 128, 256, 512, 1024, 2048)
+    batches = (4, 64) if quick else (1, 4, 16, 64, 256)
+    shapes = [(b, m, n, k) for b in batches for m in sides for n in sides for k in sides
+              if 2 * b * m * n * k <= GEMM_FLOP_CAP]
+    for b, m, n, k in shapes:
+        x = torch.randn(b, m, k, device=sweep.device, dtype=dtype)
+        y = torch.randn(b, k, n, device=sweep.device, dtype=dtype)
+        sweep.add(f"bmm:{b}:{m}:{n}:{k}", lambda x=x, y=y: torch.bmm(x, y))
+    return shapes
+
+
+ConvShape = tuple[int, int, int, int, int, int, int]
+"""(batch, in channels, out channels, height = width, kernel, stride, groups)."""
+
+
+def conv_shapes(quick: bool) -> list[ConvShape]:
+    """The convolutions :func:`calibrate` measures: pointwise, dense 3x3, depthwise 3x3 to 7x7,
+    stems and patchifying convolutions, over batch sizes, channels and resolutions."""
+    batches = (1, 64) if quick else (1, 8, 64)
+    sides = (14, 56) if quick else (7, 14, 28, 56, 112)
+    channels = (32, 256) if quick else (16, 32, 64, 128, 256, 512, 1024, 2048)
+    shapes: list[ConvShape] = []
+    for n in batches:
+        for h in sides:
+            for c in channels:
+                for out in {c // 4, c, 4 * c}:
+                    if 16 <= out <= 2048:
+                        shapes.append((n, c, out, h, 1, 1, 1))
+                if c <= 512:
+                    for stride in (1, 2):
+                        shapes.append((n, c, c, h, 3, stride, 1))
+                if c <= 1152:
+                    for kernel in (3, 5, 7):
+                        for stride in (1, 2):
+                            shapes.append((n, c, c, h, kernel, stride, c))
+        for stem in ((3, 64, 224, 7, 2), (3, 32, 224, 3, 2), (3, 16, 224, 3, 2),
+                     (3, 768, 224, 16, 16), (3, 96, 224, 4, 4), (3, 128, 224, 4, 4)):
+            cin, cout, h, kernel, stride = stem
+            shapes.append((n, cin, cout, h, kernel, stride, 1))
+    limit = 2 * 2 ** 36
+    return [s for s in shapes
+            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= limit]
+
+
+def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> list[ConvShape]:
+    shapes = conv_shapes(quick)
+    for shape in shapes:
+        n, cin, cout, h, kernel, stride, groups = shape
+        x = torch.randn(n, cin, h, h, device=sweep.device, dtype=dtype,
+                        requires_grad=backward)
+        w = torch.randn(cout, cin // groups, kernel, kernel, device=sweep.device, dtype=dtype,
+                        requires_grad=backward)
+        pad = kernel // 2 if stride < kernel else 0
+        label = "conv:" + ":".join(map(str, shape))
+        sweep.add(label, lambda x=x, w=w, s=stride, p=pad, g=groups: F.conv2d(
+            x, w, None, s, p, 1, g))
+        if backward:
+            y = F.conv2d(x, w, None, stride, pad, 1, groups)
+            grad = torch.randn_like(y)
+            sweep.add("conv_bwd:" + ":".join(map(str, shape)),
+                      lambda y=y, x=x, w=w, g=grad: torch.autograd.grad(
+                          y, (x, w), g, retain_graph=True))
+    return shapes
+
+
+AttentionShape = tuple[int, int, int, int, int]
+"""(batch, heads, sequence, head dim, causal)."""
+
+
+def attention_shapes(quick: bool) -> list[AttentionShape]:
+    """The attention shapes :func:`calibrate` measures."""
+    batches = (1, 64) if quick else (1, 8, 64)
+    seqs = (128, 1024) if quick else (64, 128, 256, 512, 1024, 2048)
+    return [(b, h, s, d, c) for b in batches for h in (12,) for s in seqs for d in (64, 128)
+            for c in (0, 1) if b * s <= 64 * 1024]
+
+
+def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
+                backward: bool) -> list[AttentionShape]:
+    shapes = attention_shapes(quick)
+    for shape in shapes:
+        b, h, s, d, causal = shape
+        q, k, v = (torch.randn(b, h, s, d, device=sweep.device, dtype=dtype,
+                               requires_grad=backward) for _ in range(3))
+        sweep.add("attention:" + ":".join(map(str, shape)),
+                  lambda q=q, k=k, v=v, c=bool(causal): F.scaled_dot_product_attention(
+                      q, k, v, is_causal=c))
+        if backward:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+            grad = torch.randn_like(out)
+            sweep.add("attention_bwd:" + ":".join(map(str, shape)),
+                      lambda o=out, q=q, k=k, v=v, g=grad: torch.autograd.grad(
+                          o, (q, k, v), g, retain_graph=True))
+    return shapes
+
+
+MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
+                                 "batch_norm", "copy", "transpose_copy", "gather", "cat")
+"""The memory-bound operator kinds :func:`calibrate` measures, each over sizes."""
+
+
+def _memory_bench(kind: str, numel: int, device: torch.device,
+                  dtype: torch.dtype) -> tuple[_Bench, int]:
+    """A benchmark of ``kind`` on about ``numel`` elements and the bytes it reads and writes."""
+    size = torch.tensor([], dtype=dtype).element_size()
+    rows = max(1, numel // 1024)
+    x = torch.randn(rows, 1024, device=device, dtype=dtype)
+    moved = 2 * x.numel() * size
+    if kind == "unary":
+        return (lambda: F.gelu(x)), moved
+    if kind == "binary":
+        y = torch.randn_like(x)
+        return (lambda: x + y), 3 * x.numel() * size
+    if kind == "reduction":
+        return (lambda: x.sum(-1)), x.numel() * size + rows * size
+    if kind == "softmax":
+        return (lambda: torch.softmax(x, -1)), moved
+    if kind == "layer_norm":
+        norm = nn.LayerNorm(1024, device=device, dtype=dtype)
+        return (lambda: F.layer_norm(x, (1024,), norm.weight, norm.bias)), moved
+    if kind == "batch_norm":
+        images = x.view(-1, 64, 4, 4) if x.numel() % 1024 == 0 else x
+        mean = torch.zeros(images.shape[1], device=device, dtype=dtype)
+        var = torch.ones_like(mean)
+        return (lambda: F.batch_norm(images, mean, var, training=False)), moved
+    if kind == "copy":
+        return (lambda: x.clone()), moved
+    if kind == "transpose_copy":
+        return (lambda: x.t().contiguous()), moved
+    if kind == "gather":
+        table = torch.randn(50000, 256, device=device, dtype=dtype)
+        index = torch.randint(0, 50000, (max(1, numel // 256),), device=device)
+        return (lambda: F.embedding(index, table)), 2 * index.numel() * 256 * size
+    if kind == "cat":
+        half = x[: max(1, rows // 2)]
+        return (lambda: torch.cat([half, half])), moved
+    raise ValueError(f"unknown memory kind {kind!r}")
+
+
+def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[int]]:
+    step = 2 if quick else 1
+    sizes = [2 ** i for i in range(10, 29, step)]
+    moved: dict[str, list[int]] = {}
+    for kind in MEMORY_KINDS:
+        moved[kind] = []
+        for numel in sizes:
+            bench, nbytes = _memory_bench(kind, numel, sweep.device, dtype)
+            moved[kind].append(nbytes)
+            sweep.add(f"mem:{kind}:{nbytes}", bench)
+    return moved
+
+
+HOST_BENCHES: tuple[str, ...] = ("view", "unary", "binary", "gemm", "conv", "batch_norm",
+                                 "layer_norm", "softmax", "reduction", "attention", "gather",
+                                 "copy", "module_call", "cpu_op")
+"""The host costs :func:`calibrate` measures (µs per call, the host cannot keep ahead)."""
+
+
+def _host_benches(device: torch.device) -> dict[str, _Bench]:
+    x = torch.randn(2, 8, device=device)
+    w = torch.randn(8, 8, device=device)
+    b = torch.randn(8, device=device)
+    image = torch.randn(1, 4, 4, 4, device=device)
+    kernel = torch.randn(4, 4, 3, 3, device=device)
+    stats = torch.zeros(4, device=device), torch.ones(4, device=device)
+    q = torch.randn(1, 2, 4, 8, device=device)
+    index = torch.randint(0, 8, (4,), device=device)
+    relu = nn.ReLU()
+    cpu = torch.randn(2, 8)
+    return {
+        "view": lambda: x.view(8, 2),
+        "unary": lambda: torch.relu(x),
+        "binary": lambda: x + x,
+        "gemm": lambda: F.linear(x, w, b),
+        "conv": lambda: F.conv2d(image, kernel, None, 1, 1),
+        "batch_norm": lambda: F.batch_norm(image, *stats, training=False),
+        "layer_norm": lambda: F.layer_norm(x, (8,)),
+        "softmax": lambda: torch.softmax(x, -1),
+        "reduction": lambda: x.mean(-1),
+        "attention": lambda: F.scaled_dot_product_attention(q, q, q),
+        "gather": lambda: F.embedding(index, w),
+        "copy": lambda: x.t().contiguous(),
+        "module_call": lambda: relu(x),
+        "cpu_op": lambda: cpu + cpu,
+    }
+
+
+def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> HostCosts:
+    """Host microseconds per call of each :data:`HOST_BENCHES` entry on ``device`` (CUDA:
+    launches; ``module_call`` is an ``nn.ReLU`` called as a module, less a bare ``relu``)."""
+    benches = _host_benches(device)
+    for bench in benches.values():
+        for _ in range(20):
+            bench()
+    samples: dict[str, list[float]] = {name: [] for name in benches}
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, bench in benches.items():  # interleaved: drift spreads over all
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    bench()
+                samples[name].append((time.perf_counter() - start) / calls * 1e6)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+    finally:
+        if enabled:
+            gc.enable()
+    costs = {name: statistics.median(values) for name, values in samples.items()}
+    costs["module_call"] = max(0.0, costs["module_call"] - costs["unary"])
+    return HostCosts(cpu=_cpu_name(), us=costs)
+
+
+def _cpu_name() -> str:
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return name
+
+
+def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ...] = (
+        "fp32", "bf16"), quick: bool = False, backward: bool = True,
+        repeats: int = 3) -> Calibration:
+    """Measure this CUDA device (and the CPU driving it) for the prediction model.
+
+    Args:
+        device: the CUDA device (default: the current one).
+        dtypes: ``"fp32"`` (matmuls and convolutions in TF32, as
+            ``torch.set_float32_matmul_precision("high")``), ``"bf16"``, ``"fp16"``.
+        quick: a sparse grid (about a tenth of the shapes) for a smoke test.
+        backward: also measure convolution and attention backwards.
+        repeats: recorded runs of each shape (the median is kept).
+
+    Returns:
+        A :class:`~moduleprofiler.prediction.Calibration`; ``save()`` it and pass it (or its
+        path) to ``predict(device=...)``.
+
+    Raises:
+        RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
+        ValueError: an unknown dtype.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("calibrate() measures a CUDA device, and CUDA is not available")
+    cuda = torch.device("cuda", torch.cuda.current_device()) if device is None \
+        else torch.device(device)
+    if cuda.type != "cuda":
+        raise ValueError(f"device must be a CUDA device, got {cuda}")
+    unknown = [d for d in dtypes if d not in _TORCH_DTYPE]
+    if unknown:
+        raise ValueError(f"dtypes: unknown {unknown}; use {', '.join(_TORCH_DTYPE)}")
+    props = torch.cuda.get_device_properties(cuda)
+    tables: dict[str, dict[str, list[list[float]]]] = {}
+    with torch.cuda.device(cuda), _tf32(True):
+        for name in dtypes:
+            dtype = _TORCH_DTYPE[name]
+            table = tables.setdefault(name, {})
+            sweep = _Sweep(cuda, repeats)
+            gemms = _gemms(sweep, dtype, quick)
+            bmms = _bmms(sweep, dtype, quick)
+            times = sweep.run()
+            table["gemm"] = [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]
+            table["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]]
+                            for b, m, n, k in bmms]
+            _free()
+            convs = _convs(sweep, dtype, quick, backward)
+            times = sweep.run()
+            key = ":".join
+            table["conv"] = [[*s, times["conv:" + key(map(str, s))]] for s in convs]
+            if backward:
+                table["conv_backward"] = [[*s, times["conv_bwd:" + key(map(str, s))]]
+                                          for s in convs]
+            _free()
+            attentions = _attentions(sweep, dtype, quick, backward)
+            times = sweep.run()
+            table["attention"] = [[*s, times["attention:" + key(map(str, s))]]
+                                  for s in attentions]
+            if backward:
+                table["attention_backward"] = [
+                    [*s, times["attention_bwd:" + key(map(str, s))]] for s in attentions]
+            _free()
+            moved = _memory(sweep, dtype, quick)
+            times = sweep.run()
+            for kind, sizes in moved.items():
+                table[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]]
+                                        for nbytes in sizes]
+            _free()
+        host = measure_host(cuda)
+    return Calibration(
+        name=match_device(props.name) or props.name, device_name=props.name,
+        sms=props.multi_processor_count, torch_version=torch.__version__,
+        created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick)
+
+
+def _free() -> None:
+    gc.collect()
+    torch.cuda.empty_cache()

@@ -1,0 +1,78 @@
+"""The measurements the prediction model reads: one :class:`Calibration` per device, saved as
+JSON. The package ships the calibrations measured on the GPUs it was tested on
+(``moduleprofiler/prediction/calibrations/``); :func:`~moduleprofiler.prediction.calibrate`
+measures another."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+SHIPPED_PACKAGE = "moduleprofiler.prediction.calibrations"
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """Host microseconds per call by operator class (:data:`.calibrate.HOST_BENCHES`), measured
+    on the CPU named ``cpu`` while it drove a CUDA device; ``cpu_op`` is a tiny operator on CPU
+    tensors on the same CPU (the ratio to it carries the costs to another CPU)."""
+
+    cpu: str
+    us: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured operator times of one device, by dtype and table.
+
+    ``tables[dtype][table]`` is a list of rows; the last entry of a row is device microseconds:
+
+    * ``gemm``: ``[m, n, k, us]`` for ``(m x k) @ (k x n)``; ``bmm``: ``[batch, m, n, k, us]``;
+    * ``conv`` / ``conv_backward``: ``[batch, in, out, side, kernel, stride, groups, us]``;
+    * ``attention`` / ``attention_backward``: ``[batch, heads, seq, head_dim, causal, us]``;
+    * ``mem_<kind>``: ``[bytes moved, us]`` (:data:`.calibrate.MEMORY_KINDS`).
+    """
+
+    name: str
+    """The peak-table name (``"H100 SXM"``) or the device's own name."""
+    device_name: str
+    sms: int
+    torch_version: str
+    created: str
+    tables: dict[str, dict[str, list[list[float]]]]
+    host: HostCosts | None = None
+    quick: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> str:
+        """The calibration as JSON text."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    def save(self, path: str | Path) -> None:
+        """Write the calibration to ``path`` (JSON)."""
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        """A calibration from the dict its JSON holds."""
+        host = data.get("host")
+        return cls(**{**data, "host": HostCosts(**host) if host else None,
+                      "notes": tuple(data.get("notes", ()))})
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        """Read a calibration :meth:`save` wrote."""
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def shipped_calibrations() -> dict[str, Calibration]:
+    """The calibrations shipped with the package, by device name (``"H100 SXM"``)."""
+    found: dict[str, Calibration] = {}
+    for entry in resources.files(SHIPPED_PACKAGE).iterdir():
+        if entry.name.endswith(".json"):
+            calibration = Calibration.from_dict(json.loads(entry.read_text(encoding="utf-8")))
+            found[calibration.name] = calibration
+    return found
