@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import BATCHES, DTYPES, TRAIN_BATCHES, TRAINED, ZOO, ZooModel, by_name  # noqa: E402
+from models import BATCHES, DTYPES, TRAIN_BATCHES, TRAINED, ZOO, ZooModel, by_name
 
-from moduleprofiler.timing.booking import book  # noqa: E402
-from moduleprofiler.timing.device_trace import close_range, open_range, records_of  # noqa: E402
+from moduleprofiler.timing.booking import book
+from moduleprofiler.timing.device_trace import close_range, open_range, records_of
 
 
 def _call(model: nn.Module, inputs: Any) -> Any:
@@ -74,7 +74,7 @@ class ModuleRanges:
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
-        _sync(device)
+        torch.cuda.synchronize(device)
 
 
 def traced(step: Any, model: nn.Module, device: torch.device, iterations: int = 3,
@@ -160,7 +160,7 @@ def measure(zoo: ZooModel, batch: int, dtype_name: str, train: bool,
         row["roofline_runtime_estimator_ms"] = roofline_estimate(zoo, batch, device, dtype, train)
     except Exception as exc:  # its own limits: reported, not fatal
         row["roofline_runtime_estimator_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    del model, inputs
+    del step
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

@@ -45,27 +45,30 @@ _Bench = Callable[[], Any]
 
 
 class _Sweep:
-    """Labelled benchmarks run in one profiler session; device time per label."""
+    """Labelled benchmarks run in one profiler session; device time per label.
+
+    A benchmark is added as a factory: its tensors are made when it runs and freed after, so
+    a sweep holds one shape's tensors at a time."""
 
     def __init__(self, device: torch.device, repeats: int) -> None:
         self.device = device
         self.repeats = repeats
-        self._runs: list[tuple[str, _Bench]] = []
+        self._runs: list[tuple[str, Callable[[], _Bench]]] = []
 
-    def add(self, label: str, bench: _Bench) -> None:
-        self._runs.append((label, bench))
+    def add(self, label: str, make: Callable[[], _Bench]) -> None:
+        self._runs.append((label, make))
 
     def run(self) -> dict[str, float]:
         """Median device microseconds per label."""
-        for _, bench in self._runs:  # warm-up: algorithm choices, allocations, lazy init
-            bench()
-        torch.cuda.synchronize(self.device)
         with device_trace(self.device) as records:
-            for label, bench in self._runs:
+            for label, make in self._runs:
+                bench = make()
+                bench()  # warm-up, outside every range: algorithm choices, lazy init
                 for repeat in range(self.repeats):
                     scope = open_range(f"{label}#{repeat}")
                     bench()
                     close_range(scope)
+                del bench
         booking = book(records.ranges, records.launches, records.activities)
         result: dict[str, float] = {}
         for label, _ in self._runs:
@@ -97,7 +100,7 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     b_store = torch.randn(largest_b, device=sweep.device, dtype=dtype)
     for m, n, k in shapes:
         a, b = a_store[:m * k].view(m, k), b_store[:k * n].view(k, n)
-        sweep.add(f"gemm:{m}:{n}:{k}", lambda a=a, b=b: torch.mm(a, b))
+        sweep.add(f"gemm:{m}:{n}:{k}", lambda a=a, b=b: lambda: torch.mm(a, b))
     return shapes
 
 
@@ -107,9 +110,11 @@ def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int
     shapes = [(b, m, n, k) for b in batches for m in sides for n in sides for k in sides
               if 2 * b * m * n * k <= GEMM_FLOP_CAP]
     for b, m, n, k in shapes:
-        x = torch.randn(b, m, k, device=sweep.device, dtype=dtype)
-        y = torch.randn(b, k, n, device=sweep.device, dtype=dtype)
-        sweep.add(f"bmm:{b}:{m}:{n}:{k}", lambda x=x, y=y: torch.bmm(x, y))
+        def make(b: int = b, m: int = m, n: int = n, k: int = k) -> _Bench:
+            x = torch.randn(b, m, k, device=sweep.device, dtype=dtype)
+            y = torch.randn(b, k, n, device=sweep.device, dtype=dtype)
+            return lambda: torch.bmm(x, y)
+        sweep.add(f"bmm:{b}:{m}:{n}:{k}", make)
     return shapes
 
 
@@ -149,22 +154,27 @@ def conv_shapes(quick: bool) -> list[ConvShape]:
 def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> list[ConvShape]:
     shapes = conv_shapes(quick)
     for shape in shapes:
-        n, cin, cout, h, kernel, stride, groups = shape
-        x = torch.randn(n, cin, h, h, device=sweep.device, dtype=dtype,
-                        requires_grad=backward)
-        w = torch.randn(cout, cin // groups, kernel, kernel, device=sweep.device, dtype=dtype,
-                        requires_grad=backward)
-        pad = kernel // 2 if stride < kernel else 0
-        label = "conv:" + ":".join(map(str, shape))
-        sweep.add(label, lambda x=x, w=w, s=stride, p=pad, g=groups: F.conv2d(
-            x, w, None, s, p, 1, g))
+        sweep.add("conv:" + ":".join(map(str, shape)),
+                  lambda shape=shape: _conv_bench(shape, sweep.device, dtype, False))
         if backward:
-            y = F.conv2d(x, w, None, stride, pad, 1, groups)
-            grad = torch.randn_like(y)
             sweep.add("conv_bwd:" + ":".join(map(str, shape)),
-                      lambda y=y, x=x, w=w, g=grad: torch.autograd.grad(
-                          y, (x, w), g, retain_graph=True))
+                      lambda shape=shape: _conv_bench(shape, sweep.device, dtype, True))
     return shapes
+
+
+def _conv_bench(shape: ConvShape, device: torch.device, dtype: torch.dtype,
+                backward: bool) -> _Bench:
+    """One convolution's forward, or its backward (input and weight gradients)."""
+    n, cin, cout, h, kernel, stride, groups = shape
+    x = torch.randn(n, cin, h, h, device=device, dtype=dtype, requires_grad=backward)
+    w = torch.randn(cout, cin // groups, kernel, kernel, device=device, dtype=dtype,
+                    requires_grad=backward)
+    pad = kernel // 2 if stride < kernel else 0
+    if not backward:
+        return lambda: F.conv2d(x, w, None, stride, pad, 1, groups)
+    y = F.conv2d(x, w, None, stride, pad, 1, groups)
+    grad = torch.randn_like(y)
+    return lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True)
 
 
 AttentionShape = tuple[int, int, int, int, int]
@@ -183,19 +193,25 @@ def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
                 backward: bool) -> list[AttentionShape]:
     shapes = attention_shapes(quick)
     for shape in shapes:
-        b, h, s, d, causal = shape
-        q, k, v = (torch.randn(b, h, s, d, device=sweep.device, dtype=dtype,
-                               requires_grad=backward) for _ in range(3))
         sweep.add("attention:" + ":".join(map(str, shape)),
-                  lambda q=q, k=k, v=v, c=bool(causal): F.scaled_dot_product_attention(
-                      q, k, v, is_causal=c))
+                  lambda shape=shape: _attention_bench(shape, sweep.device, dtype, False))
         if backward:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-            grad = torch.randn_like(out)
             sweep.add("attention_bwd:" + ":".join(map(str, shape)),
-                      lambda o=out, q=q, k=k, v=v, g=grad: torch.autograd.grad(
-                          o, (q, k, v), g, retain_graph=True))
+                      lambda shape=shape: _attention_bench(shape, sweep.device, dtype, True))
     return shapes
+
+
+def _attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.dtype,
+                     backward: bool) -> _Bench:
+    """``scaled_dot_product_attention``'s forward, or its backward."""
+    b, h, s, d, causal = shape
+    q, k, v = (torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=backward)
+               for _ in range(3))
+    if not backward:
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+    grad = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
@@ -248,9 +264,10 @@ def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[in
     for kind in MEMORY_KINDS:
         moved[kind] = []
         for numel in sizes:
-            bench, nbytes = _memory_bench(kind, numel, sweep.device, dtype)
+            nbytes = _memory_bench(kind, numel, torch.device("meta"), dtype)[1]
             moved[kind].append(nbytes)
-            sweep.add(f"mem:{kind}:{nbytes}", bench)
+            sweep.add(f"mem:{kind}:{nbytes}", lambda kind=kind, numel=numel: _memory_bench(
+                kind, numel, sweep.device, dtype)[0])
     return moved
 
 
