@@ -36,6 +36,7 @@ from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
 from moduleprofiler.shards import holds_dtensor, on_local_shards, sharded_by
 from moduleprofiler.storage import is_lazy, new_storage_bytes
+from moduleprofiler.tensors import module_facts
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
@@ -72,137 +73,47 @@ class _Resolved:
     observed too, and count instead of the formula if the formula fails on this module."""
 
 
-def _tensor_facts(tensor: torch.Tensor) -> tuple[int, int, bool]:
-    """``(numel, bytes, lazy)`` of a parameter or buffer; a lazy module's tensors have no shape
-    until its first forward and count 0."""
-    cls = type(tensor)
-    if (cls is not nn.Parameter and cls is not torch.Tensor) and is_lazy(tensor):
-        return 0, 0, True
-    numel = tensor.numel()
-    return numel, numel * tensor.element_size(), False
-
-
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
     """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
     shared between submodules counts once per module)."""
     return scan_modules(root)[0]
 
 
-def _own_sums(tensors: Iterable[torch.Tensor | None], occurrences: dict[int, int],
-              facts: dict[int, tuple[int, int, bool]]
-              ) -> tuple[int, int, int, dict[int, torch.Tensor] | None]:
-    """``(numel, bytes, trainable numel, shared)`` of one module's own parameters (or buffers):
-    tensors that occur once in the model are summed, shared ones returned by identity."""
-    numel = size = trainable = 0
-    shared: dict[int, torch.Tensor] | None = None
-    for tensor in tensors:
-        if tensor is None:
-            continue
-        key = id(tensor)
-        fact = facts.get(key)
-        if fact is None:
-            fact = facts[key] = _tensor_facts(tensor)
-        if occurrences[key] > 1:
-            if shared is None:
-                shared = {}
-            shared[key] = tensor
-        else:
-            numel += fact[0]
-            size += fact[1]
-            if tensor.requires_grad:
-                trainable += fact[0]
-    return numel, size, trainable, shared
-
-
 def scan_modules(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
-    """:func:`module_infos`, and whether some parameter or buffer is lazy (its facts are only
-    known after the first forward).
-
-    Two linear passes and plain integer sums, children before parents: only tensors that occur
-    more than once in the model (tied weights, a module registered twice) are kept by identity,
-    so each is counted once per module that holds it; the cost grows with the number of modules
-    and tensors, not with depth times tensors.
-    """
-    occurrences = list(root.named_modules(remove_duplicate=False))
-    # ``named_modules()`` order: the first occurrence of each module (a module's later
-    # occurrences, and so their subtrees, are exactly the ones it leaves out)
-    named: list[tuple[str, nn.Module]] = []
-    firsts: set[int] = set()
-    counts: dict[int, int] = {}  # tensor id -> occurrences as a parameter or buffer
-    for entry in occurrences:
-        module = entry[1]
-        if id(module) not in firsts:
-            firsts.add(id(module))
-            named.append(entry)
-        for table in (module._parameters, module._buffers):
-            if table:
-                for tensor in table.values():
-                    if tensor is not None:
-                        counts[id(tensor)] = counts.get(id(tensor), 0) + 1
-    facts: dict[int, tuple[int, int, bool]] = {}
-    # id(module) -> (params, param bytes, trainable, buffers, buffer bytes, shared params,
-    # shared buffers) of its subtree
-    sums: dict[int, tuple[int, int, int, int, int, dict[int, torch.Tensor] | None,
-                          dict[int, torch.Tensor] | None]] = {}
-    own_params: dict[int, int] = {}
-    for _, module in reversed(occurrences):  # every descendant before its ancestors
-        if id(module) in sums:
-            continue
-        if module._parameters:
-            params, param_bytes, trainable, shared_params = _own_sums(
-                module._parameters.values(), counts, facts)
-            own = params
-            if shared_params:  # each distinct shared tensor once
-                own += sum(facts[key][0] for key in shared_params)
-        else:
-            params = param_bytes = trainable = own = 0
-            shared_params = None
-        own_params[id(module)] = own
-        if module._buffers:
-            buffers, buffer_bytes, _, shared_buffers = _own_sums(
-                module._buffers.values(), counts, facts)
-        else:
-            buffers = buffer_bytes = 0
-            shared_buffers = None
-        for child in module._modules.values():
-            if child is None:
-                continue
-            # a child registered twice holds only shared tensors: its plain sums are 0
-            part = sums[id(child)]
-            params += part[0]
-            param_bytes += part[1]
-            trainable += part[2]
-            buffers += part[3]
-            buffer_bytes += part[4]
-            if part[5]:
-                shared_params = {**shared_params, **part[5]} if shared_params else part[5]
-            if part[6]:
-                shared_buffers = {**shared_buffers, **part[6]} if shared_buffers else part[6]
-        sums[id(module)] = (params, param_bytes, trainable, buffers, buffer_bytes,
-                            shared_params, shared_buffers)
+    """:func:`module_infos` from the one walk of module facts
+    (:func:`~moduleprofiler.tensors.module_facts`), and whether some parameter or buffer is lazy
+    (its facts are only known after the first forward). Each tensor's size is read once."""
+    sizes: dict[int, tuple[int, int, int, bool]] = {}
     infos = []
-    for path, module in named:
-        params, param_bytes, trainable, buffers, buffer_bytes, shared_params, shared_buffers = (
-            sums[id(module)])
-        if shared_params:
-            for key, param in shared_params.items():
-                numel, size, _ = facts[key]
-                params += numel
-                param_bytes += size
-                if param.requires_grad:
-                    trainable += numel
-        if shared_buffers:
-            for key in shared_buffers:
-                numel, size, _ = facts[key]
-                buffers += numel
-                buffer_bytes += size
+    for fact in module_facts(root):
+        params, param_bytes, trainable = _sums(fact.params, sizes)
+        buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
         infos.append(ModuleInfo(
-            path=path, type_name=type(module).__name__,
-            depth=0 if path == "" else path.count(".") + 1,
-            params=params, own_params=own_params[id(module)], trainable_params=trainable,
-            buffers=buffers, param_bytes=param_bytes, buffer_bytes=buffer_bytes,
-            is_leaf=not any(child is not None for child in module._modules.values())))
-    return tuple(infos), any(fact[2] for fact in facts.values())
+            fact.path, type(fact.module).__name__, fact.depth, params,
+            _sums(fact.own_params, sizes)[0] if fact.own_params else 0, trainable, buffers,
+            fact.is_leaf, param_bytes, buffer_bytes))
+    return tuple(infos), any(size[3] for size in sizes.values())
+
+
+def _sums(tensors: Iterable[Tensor], sizes: dict[int, tuple[int, int, int, bool]]
+          ) -> tuple[int, int, int]:
+    """``(numel, bytes, trainable numel)`` of ``tensors``; ``sizes`` caches each tensor's
+    ``(numel, bytes, trainable numel, lazy)`` by id (a lazy one counts 0 until its first
+    forward)."""
+    count = size = trainable = 0
+    for tensor in tensors:
+        known = sizes.get(id(tensor))
+        if known is None:
+            if is_lazy(tensor):
+                known = sizes[id(tensor)] = (0, 0, 0, True)
+            else:
+                numel = tensor.numel()
+                known = sizes[id(tensor)] = (numel, numel * tensor.element_size(),
+                                             numel if tensor.requires_grad else 0, False)
+        count += known[0]
+        size += known[1]
+        trainable += known[2]
+    return count, size, trainable
 
 
 class _OperatorTally:

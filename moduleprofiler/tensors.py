@@ -1,35 +1,107 @@
-"""Which parameter and buffer tensors each module holds, with its descendants."""
+"""The one walk of a model's module facts: each module's path, parent, depth, whether it is a
+leaf, and the parameter and buffer tensors it holds with its descendants, each tensor once.
+
+Counting (:func:`moduleprofiler.counting.module_infos`), static memory
+(:func:`moduleprofiler.memory.module_bytes`), 0.0.4's ``count_params`` and the timing layout read
+their per-module numbers from this walk; the sums below are the ones they share.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
 from torch import Tensor, nn
 
-TensorSets = dict[int, dict[int, Tensor]]
-"""``id(module)`` -> ``{id(tensor): tensor}`` of the module and all its descendants."""
+from moduleprofiler.shapes import dtype_name
+from moduleprofiler.storage import is_lazy, own_nbytes, storage_key, storage_of
 
 
-def module_tensors(root: nn.Module) -> tuple[TensorSets, TensorSets]:
-    """Parameters and buffers of every module of ``root``, each tensor once per module.
+@dataclass(frozen=True, slots=True)
+class ModuleFacts:
+    """Static facts of one module of the walk (``named_modules()`` order, root first)."""
 
-    One traversal, children before parents: a module's set is its own tensors joined with its
-    children's sets, so a tensor shared between submodules (tied weights, a module registered
-    twice) appears once at every level. Iterative on purpose: a recursive closure would be a
-    reference cycle keeping these dicts, and so the tensors, alive until the garbage collector
-    runs.
+    path: str
+    """Dotted path as in ``named_modules()``; the root is ``""``."""
+    module: nn.Module
+    parent: int
+    """Index of the parent module in the walk (-1 for the root)."""
+    depth: int
+    is_leaf: bool
+    """No child modules."""
+    params: Collection[Tensor]
+    """Parameters of the module and its descendants, each tensor once, in ``parameters()``
+    order."""
+    buffers: Collection[Tensor]
+    """Buffers of the module and its descendants, each tensor once."""
+    own_params: Collection[Tensor]
+    """Parameters registered directly on the module, each tensor once."""
+
+
+def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
+    """:class:`ModuleFacts` of every module of ``root``, in ``named_modules()`` order.
+
+    One traversal, children before parents: a module's tensors are its own joined with its
+    children's (own first, then each child's in order: ``parameters()`` order), so a tensor
+    shared between submodules (tied weights, a module registered twice) appears once at every
+    level. Iterative on purpose: a recursive closure would be a reference cycle keeping these
+    dicts, and so the tensors, alive until the garbage collector runs.
     """
-    params: TensorSets = {}
-    buffers: TensorSets = {}
-    for _, module in reversed(list(root.named_modules(remove_duplicate=False))):
+    occurrences = list(root.named_modules(remove_duplicate=False))
+    params: dict[int, dict[int, Tensor]] = {}
+    buffers: dict[int, dict[int, Tensor]] = {}
+    for _, module in reversed(occurrences):
         key = id(module)
         if key in params:
             continue
-        own_params: dict[int, Tensor] = {
-            id(p): p for p in module._parameters.values() if p is not None}
-        own_buffers: dict[int, Tensor] = {
-            id(b): b for b in module._buffers.values() if b is not None}
+        mine = {id(p): p for p in module._parameters.values() if p is not None}
+        own_buffers = {id(b): b for b in module._buffers.values() if b is not None}
         for child in module._modules.values():
             if child is not None:
-                own_params.update(params[id(child)])
+                mine.update(params[id(child)])
                 own_buffers.update(buffers[id(child)])
-        params[key], buffers[key] = own_params, own_buffers
-    return params, buffers
+        params[key], buffers[key] = mine, own_buffers
+    facts: list[ModuleFacts] = []
+    index: dict[str, int] = {}
+    seen: set[int] = set()
+    for path, module in occurrences:
+        if id(module) in seen:  # ``named_modules()`` keeps each module's first occurrence
+            continue
+        seen.add(id(module))
+        index[path] = len(facts)
+        own = module._parameters
+        facts.append(ModuleFacts(
+            path, module, -1 if path == "" else index.get(path.rpartition(".")[0], 0),
+            0 if path == "" else path.count(".") + 1,
+            not any(child is not None for child in module._modules.values()),
+            params[id(module)].values(), buffers[id(module)].values(),
+            {id(p): p for p in own.values() if p is not None}.values() if own else ()))
+    return tuple(facts)
+
+
+def numel(tensor: Tensor) -> int:
+    """Elements of a parameter or buffer; 0 for a lazy one not materialised yet (its shape is
+    unknown until the module's first forward)."""
+    return 0 if is_lazy(tensor) else int(tensor.numel())
+
+
+def distinct(tensors: Iterable[Tensor]) -> list[Tensor]:
+    """``tensors`` with aliases left out: two distinct tensor objects that are the same
+    elements of one storage (the same view of it) count once."""
+    seen: dict[tuple[object, ...], Tensor] = {}
+    for tensor in tensors:
+        storage = storage_of(tensor)
+        key: tuple[object, ...] = ("id", id(tensor)) if storage is None else (
+            storage_key(storage), tensor.storage_offset(), tuple(tensor.shape),
+            tuple(tensor.stride()), tensor.dtype)
+        seen.setdefault(key, tensor)
+    return list(seen.values())
+
+
+def bytes_by_dtype(tensors: Iterable[Tensor]) -> dict[str, int]:
+    """Bytes of ``tensors`` (``numel * element_size`` each) by dtype name."""
+    totals: dict[str, int] = {}
+    for tensor in tensors:
+        name = dtype_name(tensor.dtype)
+        totals[name] = totals.get(name, 0) + own_nbytes(tensor)
+    return totals

@@ -17,7 +17,6 @@ from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import dtypes_of, shape_tree
 from moduleprofiler.storage import new_storage_bytes, own_nbytes
-from moduleprofiler.tensors import module_tensors
 
 
 def _dispatch_depth() -> int:
@@ -233,21 +232,19 @@ def test_owner_of_node() -> None:
 # -- the hot path's helpers against the general ones ------------------------------------------
 def _module_infos_reference(root: nn.Module) -> tuple[Any, ...]:
     """Per module: the set-based sums the fast scan must equal."""
-    params, buffers = module_tensors(root)
-
     def numel(tensor: torch.Tensor) -> int:
         return 0 if isinstance(tensor, UninitializedParameter) else tensor.numel()
 
     rows = []
     for path, module in root.named_modules():
-        mine = params[id(module)].values()
+        mine = list(module.parameters())  # each tensor once
+        buffers = list(module.buffers())
         rows.append((path, sum(numel(p) for p in mine),
-                     sum(numel(p) for p in {id(p): p for p in module._parameters.values()
-                                            if p is not None}.values()),
+                     sum(numel(p) for p in module.parameters(recurse=False)),
                      sum(numel(p) for p in mine if p.requires_grad),
-                     sum(numel(b) for b in buffers[id(module)].values()),
+                     sum(numel(b) for b in buffers),
                      sum(own_nbytes(p) for p in mine),
-                     sum(own_nbytes(b) for b in buffers[id(module)].values())))
+                     sum(own_nbytes(b) for b in buffers)))
     return tuple(rows)
 
 

@@ -13,7 +13,6 @@ from typing import Any, ClassVar, cast
 import pandas as pd
 import torch
 from torch import nn
-from torch.nn.parameter import is_lazy
 
 from moduleprofiler.compat.io_size import get_default_io_size_map
 from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
@@ -25,6 +24,8 @@ from moduleprofiler.export.tables import PathLike, frame_text, write_frame
 from moduleprofiler.inputs import unpacks, unwrap_compiled
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.registry import FormulaMap
+from moduleprofiler.storage import is_lazy
+from moduleprofiler.tensors import module_facts, numel
 from moduleprofiler.validate import (
     check_callable,
     check_formula_map,
@@ -54,7 +55,7 @@ def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 
 def _dtype_summary(
-    params: list[torch.nn.Parameter],
+    params: list[torch.Tensor],
 ) -> torch.dtype | tuple[torch.dtype, ...] | None:
     dtypes = tuple(dict.fromkeys(p.dtype for p in params))
     if not dtypes:
@@ -62,13 +63,7 @@ def _dtype_summary(
     return dtypes[0] if len(dtypes) == 1 else dtypes
 
 
-def _numel(tensor: torch.Tensor) -> int:
-    """Elements of ``tensor``; 0 for a lazy module's not yet materialised parameter or buffer
-    (its shape is unknown until the first forward)."""
-    return 0 if is_lazy(tensor) else tensor.numel()
-
-
-def _bits(tensors: list[torch.Tensor]) -> int:
+def _bits(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() * 8 for t in tensors if not is_lazy(t))
 
 
@@ -237,25 +232,24 @@ class ModuleProfiler(Profiler):
         check_pass(module, param_size=param_size, param_dtype=param_dtype, percent=percent)
         module = unwrap_compiled(module)
         self._log(f"Counting parameters of {type(module).__name__}")
-        root_total = sum(_numel(p) for p in module.parameters())
+        facts = module_facts(module)
+        root_total = sum(numel(p) for p in facts[0].params)
         result: dict[str, dict[str, Any]] = {}
-        for path, submodule in module.named_modules():
-            params = list(submodule.parameters())
-            trainable = [p for p in params if p.requires_grad]
-            frozen = [p for p in params if not p.requires_grad]
-            buffers = list(submodule.buffers())
-            row: dict[str, Any] = {"type": type(submodule).__name__}
+        for fact in facts:
+            trainable = [p for p in fact.params if p.requires_grad]
+            frozen = [p for p in fact.params if not p.requires_grad]
+            row: dict[str, Any] = {"type": type(fact.module).__name__}
             for prefix, group in (("trainable", trainable), ("nontrainable", frozen)):
-                row[f"{prefix}_params"] = sum(_numel(p) for p in group)
+                row[f"{prefix}_params"] = sum(numel(p) for p in group)
                 row[f"{prefix}_params_dtype"] = _dtype_summary(group) if param_dtype else None
-                row[f"{prefix}_params_size_bits"] = _bits(list(group)) if param_size else 0
+                row[f"{prefix}_params_size_bits"] = _bits(group) if param_size else 0
             if percent:
                 for prefix in ("trainable", "nontrainable"):
                     count = row[f"{prefix}_params"]
                     row[f"{prefix}_params_percent"] = count / root_total if root_total else 0.0
-            row["buffers"] = sum(_numel(b) for b in buffers)
-            row["buffers_size_bits"] = _bits(buffers) if param_size else 0
-            result[module_name(path)] = row
+            row["buffers"] = sum(numel(b) for b in fact.buffers)
+            row["buffers_size_bits"] = _bits(fact.buffers) if param_size else 0
+            result[module_name(fact.path)] = row
         return result
 
     def count_params_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:

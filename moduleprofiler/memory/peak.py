@@ -24,7 +24,6 @@ from moduleprofiler.memory.report import Phase
 from moduleprofiler.runner import Call, Listener, PassRunner, is_accumulation
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
-from moduleprofiler.tensors import module_tensors
 
 Location = tuple[Call | None, Phase, bool]
 """``(running call or None, phase "forward"/"backward", accumulating a parameter's grad)``."""
@@ -165,9 +164,7 @@ class LiveBytesListener(Listener):
         self.backward_ran = False
 
     def start(self, runner: PassRunner) -> None:
-        params, buffers = module_tensors(runner.root)
-        root = id(runner.root)
-        self.live.add_baseline([*params[root].values(), *buffers[root].values()])
+        self.live.add_baseline([*runner.root.parameters(), *runner.root.buffers()])
         self.live.add_baseline(iter_tensors(self._inputs))
         self._inputs = None
         self.peak = self.live.current

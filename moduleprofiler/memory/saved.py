@@ -20,7 +20,6 @@ from torch import Tensor
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
-from moduleprofiler.tensors import module_tensors
 
 SavedKind = Literal["activation", "parameter", "input"]
 
@@ -60,9 +59,7 @@ class SavedTensorsListener(Listener):
 
     def start(self, runner: PassRunner) -> None:
         self._stack = runner.stack
-        params, buffers = module_tensors(runner.root)
-        root = id(runner.root)
-        self._classify("parameter", [*params[root].values(), *buffers[root].values()])
+        self._classify("parameter", [*runner.root.parameters(), *runner.root.buffers()])
         self._classify("input", iter_tensors(self._inputs))
         self._inputs = None
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)

@@ -7,16 +7,15 @@ two distinct ``Parameter`` objects that are the same view of one storage count o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pandas as pd
-from torch import Tensor, nn
+from torch import nn
 
 from moduleprofiler.records import display_path
 from moduleprofiler.shapes import dtype_name
-from moduleprofiler.storage import is_lazy, own_nbytes, storage_key, storage_of
-from moduleprofiler.tensors import module_tensors
+from moduleprofiler.storage import own_nbytes
+from moduleprofiler.tensors import bytes_by_dtype, distinct, module_facts, numel
 
 
 @dataclass(frozen=True)
@@ -33,52 +32,24 @@ class ModuleBytes:
     buffer_bytes_by_dtype: dict[str, int] = field(default_factory=dict)
 
 
-def _alias_key(tensor: Tensor) -> tuple[object, ...]:
-    """Same key for tensors that are the same elements of the same storage."""
-    storage = storage_of(tensor)
-    if storage is None:
-        return ("id", id(tensor))
-    return (storage_key(storage), tensor.storage_offset(), tuple(tensor.shape),
-            tuple(tensor.stride()), tensor.dtype)
-
-
-def _unique(tensors: Iterable[Tensor]) -> list[Tensor]:
-    seen: dict[tuple[object, ...], Tensor] = {}
-    for tensor in tensors:
-        seen.setdefault(_alias_key(tensor), tensor)
-    return list(seen.values())
-
-
-def _by_dtype(tensors: Iterable[Tensor]) -> dict[str, int]:
-    totals: dict[str, int] = {}
-    for tensor in tensors:
-        name = dtype_name(tensor.dtype)
-        totals[name] = totals.get(name, 0) + own_nbytes(tensor)
-    return totals
-
-
 def module_bytes(module: nn.Module) -> dict[str, ModuleBytes]:
-    """:class:`ModuleBytes` for every module path of ``module`` (``named_modules()`` order).
-
-    One traversal: each module's tensor set is its own tensors joined with its children's
-    sets, so a tensor shared between submodules is counted once at every level."""
-    params, buffers = module_tensors(module)
-
+    """:class:`ModuleBytes` for every module path of ``module`` (``named_modules()`` order),
+    from the one walk of module facts (:func:`~moduleprofiler.tensors.module_facts`): a tensor
+    shared between submodules is counted once at every level, and aliases once."""
     result: dict[str, ModuleBytes] = {}
-    for path, current in module.named_modules():
-        module_params = _unique(params[id(current)].values())
-        module_buffers = _unique(buffers[id(current)].values())
-        own = _unique(p for p in current._parameters.values() if p is not None)
-        trainable = sum(own_nbytes(p) for p in module_params if p.requires_grad)
-        total = sum(own_nbytes(p) for p in module_params)
-        result[path] = ModuleBytes(
+    for fact in module_facts(module):
+        params = distinct(fact.params)
+        buffers = distinct(fact.buffers)
+        trainable = sum(own_nbytes(p) for p in params if p.requires_grad)
+        total = sum(own_nbytes(p) for p in params)
+        result[fact.path] = ModuleBytes(
             param_bytes=total,
-            own_param_bytes=sum(own_nbytes(p) for p in own),
-            buffer_bytes=sum(own_nbytes(b) for b in module_buffers),
+            own_param_bytes=sum(own_nbytes(p) for p in distinct(fact.own_params)),
+            buffer_bytes=sum(own_nbytes(b) for b in buffers),
             trainable_param_bytes=trainable,
             frozen_param_bytes=total - trainable,
-            param_bytes_by_dtype=_by_dtype(module_params),
-            buffer_bytes_by_dtype=_by_dtype(module_buffers),
+            param_bytes_by_dtype=bytes_by_dtype(params),
+            buffer_bytes_by_dtype=bytes_by_dtype(buffers),
         )
     return result
 
@@ -125,15 +96,14 @@ def memory_by_dtype(module: nn.Module) -> pd.DataFrame:
     ``tensors``, ``numel`` and ``bytes``; ``kind`` is ``"param"`` or ``"buffer"``, ``trainable``
     is ``requires_grad`` (always False for buffers)."""
     groups: dict[tuple[str, str, bool], list[int]] = {}
-    named = (("param", _unique(module.parameters())), ("buffer", _unique(module.buffers())))
+    named = (("param", distinct(module.parameters())), ("buffer", distinct(module.buffers())))
     for kind, tensors in named:
         for tensor in tensors:
             key = (kind, dtype_name(tensor.dtype), kind == "param" and tensor.requires_grad)
-            numel = 0 if is_lazy(tensor) \
-                else int(tensor.numel())
+            count = numel(tensor)
             group = groups.setdefault(key, [0, 0, 0])
             group[0] += 1
-            group[1] += numel
+            group[1] += count
             group[2] += own_nbytes(tensor)
     return pd.DataFrame(
         [{"kind": kind, "dtype": dtype, "trainable": trainable, "tensors": counts[0],

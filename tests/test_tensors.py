@@ -1,0 +1,35 @@
+"""The one walk of module facts: paths, parents, depths, leaves and each module's tensors."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from moduleprofiler.tensors import bytes_by_dtype, distinct, module_facts
+
+
+def test_module_facts_of_a_tied_model() -> None:
+    embedding, linear = nn.Embedding(5, 3), nn.Linear(3, 5)
+    linear.weight = embedding.weight  # tied: one 5 x 3 tensor in two modules
+    model = nn.Sequential(embedding, nn.Sequential(linear, nn.BatchNorm1d(5)))
+    facts = module_facts(model)
+    assert [f.path for f in facts] == ["", "0", "1", "1.0", "1.1"]
+    assert [f.parent for f in facts] == [-1, 0, 0, 2, 2]
+    assert [f.depth for f in facts] == [0, 1, 1, 2, 2]
+    assert [f.is_leaf for f in facts] == [False, True, False, True, True]
+    # the root holds the shared weight once, the Linear's bias (5) and the BatchNorm's 5 + 5
+    assert [p.numel() for p in facts[0].params] == [15, 5, 5, 5]
+    assert list(facts[0].params) == list(model.parameters())
+    # running mean 5, running var 5, num_batches_tracked 1
+    assert [b.numel() for b in facts[0].buffers] == [5, 5, 1]
+    assert [p.numel() for p in facts[3].own_params] == [15, 5]
+    assert list(facts[2].own_params) == []
+
+
+def test_aliases_count_once_and_bytes_by_dtype() -> None:
+    base = torch.zeros(4, dtype=torch.float64)
+    same = base.view(4)  # another tensor object, the same elements
+    other = torch.zeros(3, dtype=torch.float16)
+    assert len(distinct([base, same, other])) == 2
+    # 4 * 8 = 32 float64 bytes; 3 * 2 = 6 float16 bytes
+    assert bytes_by_dtype(distinct([base, same, other])) == {"float64": 32, "float16": 6}
