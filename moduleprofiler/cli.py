@@ -37,7 +37,7 @@ from moduleprofiler.export.format_table import (
     render_view,
     split_options,
 )
-from moduleprofiler.export.formats import export_profile
+from moduleprofiler.export.formats import export_profile, profile_renderer
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
@@ -610,8 +610,9 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
     given = {"title": options.title, "caption": options.caption, "label": options.label,
              "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
     notes: tuple[str, ...] = getattr(options, "notes", ())
-    if entry.render_profile is not None:
-        render, _ = split_options(given, entry.render_profile)
+    document = profile_renderer(entry)
+    if document is not None:
+        render, _ = split_options(given, document)
         text = export_profile(profile, fmt, **render) or ""
         for note in notes:  # a whole-profile format has no place for them: said on stderr
             print(f"moduleprofiler: {note}", file=sys.stderr)

@@ -3,12 +3,11 @@ trees and dtypes as Python literals such as ``(1, 3, 224, 224)``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
+from moduleprofiler.export.view_data import ViewData
 
 
 def _cell(value: Any) -> Any:
@@ -27,6 +26,6 @@ def printable(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def render_csv(view: View) -> str:
+def render_csv(view: ViewData) -> str:
     """The view's shown columns as CSV, one header row of column names."""
     return str(printable(view.df).to_csv(index=False))

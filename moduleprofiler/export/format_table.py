@@ -1,9 +1,10 @@
-"""The format table: every output format's name, file suffixes and renderers, in one mapping.
+"""The format table: every output format's name, file suffixes and renderer, in one mapping.
 
 ``Profile.save``/``to_*``, ``View.save``/``to_*``, the command line and the 0.0.4 writers
 all look formats up here, so a new format is one renderer plus one :func:`register_format`
-entry (the built-in entries are in :mod:`moduleprofiler.export.formats`). A renderer's
-keyword-only parameters are its options; every other option goes to the view.
+entry. A renderer is a function of a view's data (:class:`ViewData`); its keyword-only
+parameters are its options, every other option goes to the view. The built-in entries are
+written out below: the table is whole as soon as this module is imported.
 """
 
 from __future__ import annotations
@@ -12,16 +13,23 @@ import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, get_args
 
+from moduleprofiler.export.csv_table import render_csv
+from moduleprofiler.export.html_table import render_html_table
 from moduleprofiler.export.io import Buffer, emit
+from moduleprofiler.export.latex import render_latex
+from moduleprofiler.export.markdown import render_markdown
+from moduleprofiler.export.text import render_text
+from moduleprofiler.export.view_data import ViewData
 
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
-
-ProfileView = Literal["tree", "table", "frame"]
-"""Which view of a profile a format shows: the module tree, the module table, or the tidy
-frame with every column (``aggregate=`` picks calls, modules or types)."""
+ProfileView = Literal["tree", "table", "frame", "report", "json"]
+"""What a profile is written as in a format: one of its views (the module tree, the module
+table, or the tidy frame with every column, ``aggregate=`` picking calls, modules or types),
+or a whole-profile document (the HTML report, the reloadable JSON document), written by
+:func:`moduleprofiler.export.formats.export_profile`."""
+DOCUMENTS: tuple[ProfileView, ...] = ("report", "json")
+"""The :data:`ProfileView` values that are whole-profile documents rather than views."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +43,22 @@ class Format:
     """``render(view, **options) -> str``; ``None`` when the format only holds a whole
     profile (JSON)."""
     view: ProfileView = "table"
-    """The view of a profile that ``Profile.to_<name>`` and ``Profile.save`` render."""
+    """What ``Profile.to_<name>`` and ``Profile.save`` write: a view of the profile, or a
+    whole-profile document."""
     render_profile: Callable[..., str] | None = None
-    """``render_profile(profile, **options) -> str`` for formats that hold the whole profile
-    rather than a view of it (JSON, the HTML report)."""
+    """``render_profile(profile, **options) -> str``: a format of your own that writes the
+    whole profile itself rather than a view of it."""
 
 
-FORMATS: dict[str, Format] = {}
-"""Format name -> :class:`Format`, in registration order."""
+FORMATS: dict[str, Format] = {entry.name: entry for entry in (
+    Format("csv", (".csv",), render_csv, view="frame"),
+    Format("json", (".json",), None, view="json"),
+    Format("markdown", (".md", ".markdown"), render_markdown),
+    Format("html", (".html", ".htm"), render_html_table, view="report"),
+    Format("latex", (".tex", ".latex"), render_latex),
+    Format("text", (".txt", ".text"), render_text, view="tree"),
+)}
+"""Format name -> :class:`Format`: the built-in formats, then those registered."""
 
 
 def register_format(name: str, suffixes: tuple[str, ...], render: Callable[..., str] | None,
@@ -53,10 +69,10 @@ def register_format(name: str, suffixes: tuple[str, ...], render: Callable[..., 
     text; ``render_profile`` a whole profile."""
     if not name.isidentifier():
         raise ValueError(f"format name must be an identifier, got {name!r}")
-    if render is None and render_profile is None:
+    if view not in get_args(ProfileView):
+        raise ValueError(f"view must be one of {get_args(ProfileView)}, got {view!r}")
+    if render is None and render_profile is None and view not in DOCUMENTS:
         raise ValueError(f"format {name!r} needs render or render_profile")
-    if view not in ("tree", "table", "frame"):
-        raise ValueError(f"view must be 'tree', 'table' or 'frame', got {view!r}")
     if name in FORMATS and not replace:
         raise ValueError(f"format {name!r} is already registered; pass replace=True")
     taken = {suffix: other.name for other in FORMATS.values() if other.name != name
@@ -113,7 +129,7 @@ def split_options(options: Mapping[str, Any],
     return ours, {key: value for key, value in options.items() if key not in names}
 
 
-def render_view(view: View, name: str, buf: Buffer = None, **options: Any) -> str | None:
+def render_view(view: ViewData, name: str, buf: Buffer = None, **options: Any) -> str | None:
     """``view`` in format ``name``, returned (``buf=None``) or written to ``buf``."""
     entry = get_format(name)
     if entry.render is None:

@@ -1,5 +1,5 @@
-"""The built-in formats (entries of :data:`~moduleprofiler.export.format_table.FORMATS`) and
-the one way a whole profile is written in any of them.
+"""The one way a whole profile is written in any format of the table
+(:data:`~moduleprofiler.export.format_table.FORMATS`).
 
 | format | suffixes | a view | a profile |
 |---|---|---|---|
@@ -13,37 +13,26 @@ the one way a whole profile is written in any of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from moduleprofiler.export.csv_table import render_csv
 from moduleprofiler.export.format_table import (
     FORMATS,
+    Format,
     get_format,
     infer_format,
-    register_format,
     split_options,
 )
 from moduleprofiler.export.frame import profile_frame
-from moduleprofiler.export.html_table import render_html_table
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import json_text
-from moduleprofiler.export.latex import render_latex
-from moduleprofiler.export.markdown import render_markdown
 from moduleprofiler.export.report import report_text
 from moduleprofiler.export.select import table_view, tree_view
-from moduleprofiler.export.text import render_text
 from moduleprofiler.export.view import View
 
 if TYPE_CHECKING:
     from moduleprofiler.records import Aggregate
     from moduleprofiler.records import ProfileData as Profile
-
-register_format("csv", (".csv",), render_csv, view="frame")
-register_format("json", (".json",), None, render_profile=json_text)
-register_format("markdown", (".md", ".markdown"), render_markdown)
-register_format("html", (".html", ".htm"), render_html_table, render_profile=report_text)
-register_format("latex", (".tex", ".latex"), render_latex)
-register_format("text", (".txt", ".text"), render_text, view="tree")
 
 
 def frame_view(profile: Profile, aggregate: Aggregate = "call") -> View:
@@ -52,7 +41,18 @@ def frame_view(profile: Profile, aggregate: Aggregate = "call") -> View:
     return View(frame=frame, columns=tuple(frame.columns), kind="table")
 
 
-_PROFILE_VIEWS = {"tree": tree_view, "table": table_view, "frame": frame_view}
+_VIEWS = {"tree": tree_view, "table": table_view, "frame": frame_view}
+"""The views of a profile a format can show (:attr:`Format.view`)."""
+_DOCUMENTS: dict[str, Callable[..., str]] = {"report": report_text, "json": json_text}
+"""The whole-profile documents (:data:`~moduleprofiler.export.format_table.DOCUMENTS`)."""
+
+
+def profile_renderer(format: str | Format) -> Callable[..., str] | None:
+    """The function that writes a whole profile in ``format`` (the HTML report, the JSON
+    document, or a registered format's own ``render_profile``); ``None`` when the format
+    writes a view of the profile."""
+    entry = format if isinstance(format, Format) else get_format(format)
+    return entry.render_profile or _DOCUMENTS.get(entry.view)
 
 
 def export_profile(profile: Profile, format: str, buf: Buffer = None,
@@ -61,11 +61,12 @@ def export_profile(profile: Profile, format: str, buf: Buffer = None,
     renderer (its keyword-only parameters: ``caption``, ``unicode``, ``title``...) or to the
     view (``max_depth``, ``columns``, ``aggregate``...)."""
     entry = get_format(format)
-    if entry.render_profile is not None:
-        return emit(entry.render_profile(profile, **options), buf)
+    document = profile_renderer(entry)
+    if document is not None:
+        return emit(document(profile, **options), buf)
     assert entry.render is not None  # register_format requires one of the two
     render, view_options = split_options(options, entry.render)
-    view = _PROFILE_VIEWS[entry.view](profile, **view_options)  # type: ignore[operator]
+    view = _VIEWS[entry.view](profile, **view_options)  # type: ignore[operator]
     return emit(entry.render(view, **render), buf)
 
 
@@ -76,4 +77,4 @@ def save_profile(profile: Profile, path: PathLike, format: str | None = None,
                    **options)
 
 
-__all__ = ["FORMATS", "export_profile", "frame_view", "save_profile"]
+__all__ = ["FORMATS", "export_profile", "frame_view", "profile_renderer", "save_profile"]

@@ -9,15 +9,13 @@ from __future__ import annotations
 import html
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from moduleprofiler.export.cells import UNICODE, Formatter, Glyphs, formatter
 from moduleprofiler.export.units import is_missing
-
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
+from moduleprofiler.export.view_data import ViewData
 
 BAR_COLOR = "#9ecae1"
 RAW = Glyphs(missing="")
@@ -42,7 +40,7 @@ def unique_id() -> str:
     return f"mp{uuid.uuid4().hex[:12]}"
 
 
-def render_html_table(view: View, *, sortable: bool = False,
+def render_html_table(view: ViewData, *, sortable: bool = False,
                       table_id: str | None = None) -> str:
     """The view's shown columns as an escaped HTML table (``id="T_<table_id>"``, a
     :func:`unique_id` by default)."""

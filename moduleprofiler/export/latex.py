@@ -12,14 +12,12 @@ values print ``--``. By default the table fits ``\\linewidth`` of a one-column `
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moduleprofiler.export.cells import LATEX, formatter
 from moduleprofiler.export.latex_fit import LINEWIDTH_PT, MEASURE, WIDE_PT, Fit, fit_table
 from moduleprofiler.export.names import elide_name
-
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
+from moduleprofiler.export.view_data import ViewData
 
 _LATEX_SPECIAL = {
     "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
@@ -33,7 +31,7 @@ def escape_latex(text: str) -> str:
     return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
 
 
-def _fit(view: View, width: float) -> Fit:
+def _fit(view: ViewData, width: float) -> Fit:
     """Which columns and name lengths make ``view`` fit ``width`` points."""
     specs = view.specs(view.data_columns)
     cells = {name: [formatter(spec, MEASURE)(value) for value in view.frame[name]]
@@ -50,7 +48,7 @@ def _scaled(text: str) -> str:
     return text.replace("\\end{tabular}\n", "\\end{tabular}}\n", 1)
 
 
-def render_latex(view: View, *, caption: str | None = None, label: str | None = None,
+def render_latex(view: ViewData, *, caption: str | None = None, label: str | None = None,
                  position: str | None = "htbp", environment: str | None = None,
                  escape_caption: bool = True, floating: bool = True, wide: bool = False,
                  fit: bool = True, width: float | None = None) -> str:

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from moduleprofiler.export.cells import UNICODE, formatter
-
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
+from moduleprofiler.export.view_data import ViewData
 
 _SPECIAL = re.compile(r"([\\`*_\[\]|~$])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -22,7 +19,7 @@ def escape_markdown(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-def render_markdown(view: View) -> str:
+def render_markdown(view: ViewData) -> str:
     """One header row, an alignment row (numbers right-aligned), one row per module."""
     specs = view.specs(view.data_columns)
     headers = [escape_markdown(spec.label) for spec in specs.values()]

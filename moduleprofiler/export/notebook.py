@@ -10,15 +10,11 @@ views on one page (or an output left from an earlier kernel) never style each ot
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
 from moduleprofiler.export.cells import UNICODE, formatter
 from moduleprofiler.export.columns import column_spec
-from moduleprofiler.export.format_table import render_view
-from moduleprofiler.export.html_table import unique_id
-
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
+from moduleprofiler.export.html_table import render_html_table, unique_id
+from moduleprofiler.export.view_data import ViewData
 
 _CSS = """
 #{id} {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 13px;
@@ -31,18 +27,18 @@ _CSS = """
 """
 
 
-def _totals(view: View) -> str:
+def _totals(view: ViewData) -> str:
     parts = [f"{column_spec(name).label} {formatter(column_spec(name), UNICODE)(value)}"
              for name, value in view.totals.items()]
     return "total: " + ", ".join(parts) if parts else ""
 
 
-def notebook_html(view: View) -> str:
+def notebook_html(view: ViewData) -> str:
     """``view`` as one self-contained, uniquely identified ``<div>`` for a notebook cell; a
     tree folds identical sibling blocks as its text does (:meth:`View.folded`)."""
     view = view.folded()
     element = unique_id()
-    table = render_view(view, "html", table_id=element) or ""
+    table = render_html_table(view, table_id=element)
     foot = [line for line in (_totals(view), *(f"note: {note}" for note in view.notes))
             if line]
     specs = view.specs(view.data_columns).values()

@@ -6,7 +6,7 @@ import os
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter, header
@@ -20,10 +20,8 @@ from moduleprofiler.export.tree import (
     prefixes,
     relative_name,
 )
+from moduleprofiler.export.view_data import ViewData
 from moduleprofiler.records import module_statuses
-
-if TYPE_CHECKING:
-    from moduleprofiler.export.view import View
 
 MAX_SHAPE_WIDTH = 40
 """Shape cells longer than this are cut with ``...`` (the data keeps the whole tree)."""
@@ -48,7 +46,7 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _tree_labels(view: View, unicode: bool) -> tuple[list[str], list[str]]:
+def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
     """``(prefix, label)`` per row: ``name (Type)``, ``xN`` for modules called N > 1 times,
     ``[not called]`` for modules that never ran (a grouping of called children did run),
     ``[not hooked]`` for TorchScript submodules (counted in their ancestor)."""
@@ -89,7 +87,7 @@ def _code(kind: str, value: Any, cell: str, missing: str) -> str | None:
     return None if share >= 100 else _RED if share >= 10 else _YELLOW if share >= 1 else None
 
 
-def _data_columns(view: View, glyphs: Glyphs) -> list[TextColumn]:
+def _data_columns(view: ViewData, glyphs: Glyphs) -> list[TextColumn]:
     out = []
     for name, spec in view.specs().items():
         if view.kind == "tree" and name in ("module", "type"):
@@ -106,7 +104,7 @@ def _data_columns(view: View, glyphs: Glyphs) -> list[TextColumn]:
     return out
 
 
-def render_text(view: View, *, color: bool = False, unicode: bool = False,
+def render_text(view: ViewData, *, color: bool = False, unicode: bool = False,
                 width: int | None = None, fold: bool = True) -> str:
     """The view as an aligned table; a tree view draws its modules as a tree.
 
@@ -154,7 +152,7 @@ def render_text(view: View, *, color: bool = False, unicode: bool = False,
     return "\n".join(out)
 
 
-def kept_columns(view: View) -> tuple[str, ...]:
+def kept_columns(view: ViewData) -> tuple[str, ...]:
     """The shown columns hidden last: :attr:`View.keep` and every column a note names by
     its snake_case name (``see low_confidence``): a note must not point at a column the
     table hid. (A plain word such as ``ops`` in a note is prose, not a column's name.)"""
@@ -200,12 +198,12 @@ def wrap_footer(lines: Sequence[str], width: int | None) -> list[str]:
     return [line.replace(_KEEP, " ") for line in lines]
 
 
-def _conventions(view: View) -> str | None:
+def _conventions(view: ViewData) -> str | None:
     names = [*view.columns, *view.totals]
     return conventions_line(column_spec(name.removesuffix("_pct")).unit for name in names)
 
 
-def _footer(view: View, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
+def _footer(view: ViewData, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
     lines = []
     if view.totals:
         parts = []

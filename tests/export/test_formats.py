@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -15,6 +16,12 @@ from torch import nn
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.cli import main
 from moduleprofiler.export import FORMATS, View, register_format
+from moduleprofiler.export.format_table import render_view
+from moduleprofiler.export.formats import profile_renderer
+from moduleprofiler.export.json_io import json_text
+from moduleprofiler.export.markdown import render_markdown
+from moduleprofiler.export.report import report_text
+from moduleprofiler.export.view_data import ViewData
 from tests.export.cli_models import tiny as tiny_model
 from tests.export.profiles import tiny
 
@@ -99,3 +106,29 @@ def test_every_format_names_the_root_the_same() -> None:
         assert "(root)" not in text and "<root>" not in text, name
     assert list(profile.to_df("module")["module"]) == ["__root__", "0"]
     assert "__root__" in ModuleProfiler().estimate_ops(model, torch.randn(1, 4))
+
+
+def test_a_view_s_data_renders_through_the_table_without_view_methods() -> None:
+    """Renderers are functions of a view's data: the table renders a bare ``ViewData``."""
+    data = ViewData(frame=pd.DataFrame({"module": ["__root__", "fc"],
+                                        "type": ["Sequential", "Linear"],
+                                        "params": [1576, 40]}),
+                    columns=("module", "type", "params"))
+    assert render_view(data, "csv") == (
+        "module,type,params\n__root__,Sequential,1576\nfc,Linear,40\n")
+    # 1576 parameters print as 1.58K; Markdown escapes the underscores of the root's name
+    assert render_view(data, "markdown") == (
+        "| module | type | params |\n| :--- | :--- | ---: |\n"
+        "| \\_\\_root\\_\\_ | Sequential | 1.58K |\n| fc | Linear | 40 |\n")
+    assert not hasattr(data, "to_text")
+
+
+def test_the_built_in_formats_are_in_the_table_itself() -> None:
+    """The whole-profile documents are named by the entry (``view``) and written by
+    ``export_profile``; every view format's renderer is in the entry."""
+    assert {name: entry.view for name, entry in FORMATS.items()} == {
+        "csv": "frame", "json": "json", "markdown": "table", "html": "report",
+        "latex": "table", "text": "tree"}
+    assert profile_renderer("html") is report_text
+    assert profile_renderer(".json") is json_text
+    assert profile_renderer("md") is None and FORMATS["markdown"].render is render_markdown
