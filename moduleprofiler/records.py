@@ -67,7 +67,8 @@ def module_statuses(paths: Iterable[str], called: Collection[str],
 
 
 def display_path(path: str) -> str:
-    """How a module path is named in messages (the root's path is the empty string)."""
+    """How the module at ``path`` is named in every output and message: ``""`` (the root's
+    path) -> :data:`ROOT_NAME`, any other path as it is."""
     return ROOT_NAME if path == "" else path
 
 

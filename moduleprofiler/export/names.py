@@ -15,7 +15,7 @@ unheard of) would share the name; its path in the records stays distinct.
 
 from __future__ import annotations
 
-from moduleprofiler.records import ROOT_NAME
+from moduleprofiler.records import ROOT_NAME, display_path
 
 __all__ = ["ELLIPSIS", "ROOT_NAME", "elide_name", "module_name", "module_path"]
 
@@ -24,9 +24,9 @@ ELLIPSIS = "..."
 every format)."""
 
 
-def module_name(path: str) -> str:
-    """The name of the module at ``path`` in outputs: ``""`` -> ``"__root__"``."""
-    return ROOT_NAME if path == "" else path
+module_name = display_path
+"""The name of the module at ``path`` in outputs: ``""`` -> ``"__root__"`` (the one
+definition is :func:`moduleprofiler.records.display_path`)."""
 
 
 def module_path(name: str) -> str:

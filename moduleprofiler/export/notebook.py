@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import html
 
-from moduleprofiler.export.cells import UNICODE, formatter
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.cells import UNICODE
 from moduleprofiler.export.html_table import render_html_table, unique_id
+from moduleprofiler.export.text import totals_line
 from moduleprofiler.export.view_data import ViewData
 
 _CSS = """
@@ -27,19 +27,13 @@ _CSS = """
 """
 
 
-def _totals(view: ViewData) -> str:
-    parts = [f"{column_spec(name).label} {formatter(column_spec(name), UNICODE)(value)}"
-             for name, value in view.totals.items()]
-    return "total: " + ", ".join(parts) if parts else ""
-
-
 def notebook_html(view: ViewData) -> str:
     """``view`` as one self-contained, uniquely identified ``<div>`` for a notebook cell; a
     tree folds identical sibling blocks as its text does (:meth:`View.folded`)."""
     view = view.folded()
     element = unique_id()
     table = render_html_table(view, table_id=element)
-    foot = [line for line in (_totals(view), *(f"note: {note}" for note in view.notes))
+    foot = [line for line in (totals_line(view, UNICODE), *(f"note: {note}" for note in view.notes))
             if line]
     specs = view.specs(view.data_columns).values()
     numeric = "".join(f"#{element} th.col{index} {{ text-align: right; }}\n"

@@ -203,14 +203,17 @@ def _conventions(view: ViewData) -> str | None:
     return conventions_line(column_spec(name.removesuffix("_pct")).unit for name in names)
 
 
+def totals_line(view: ViewData, glyphs: Glyphs) -> str | None:
+    """The ``total: ...`` line under a view (``None`` when it has no totals)."""
+    parts = []
+    for name, value in view.totals.items():
+        spec = column_spec(name)
+        parts.append(f"{header(spec, glyphs)} {formatter(spec, glyphs, raw=view.raw)(value)}")
+    return "total: " + ", ".join(parts) if parts else None
+
+
 def _footer(view: ViewData, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
-    lines = []
-    if view.totals:
-        parts = []
-        for name, value in view.totals.items():
-            spec = column_spec(name)
-            parts.append(f"{header(spec, glyphs)} {formatter(spec, glyphs, raw=view.raw)(value)}")
-        lines.append("total: " + ", ".join(parts))
+    lines = [line for line in [totals_line(view, glyphs)] if line]
     convention = _conventions(view)
     if convention and not view.raw:
         lines.append(convention)

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.export.select import profile_totals
 
 
 class Recursive(nn.Module):
@@ -159,3 +160,53 @@ def test_tied_blocks_do_not_fold_their_parameters_twice() -> None:
     folded = profile.tree().folded().frame.set_index("module")
     assert folded.loc["__root__", "params"] == 24
     assert "0-1" not in folded.index and folded.loc["0", "params"] == 20
+
+
+class _Blocks(nn.Module):
+    """A ModuleList whose blocks run (a grouping, never called itself) and a Linear that
+    never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.unused = nn.Linear(4, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_one_uncalled_in_the_profile_its_dict_and_its_views() -> None:
+    profile = ModuleProfiler().profile(_Blocks(), torch.randn(2, 4))
+    assert profile.uncalled == ("unused",)
+    assert profile.groupings == ("blocks",)
+    as_dict = profile.to_dict()
+    assert as_dict["uncalled"] == list(profile.uncalled) == ["unused"]
+    assert as_dict["groupings"] == ["blocks"]
+    text = profile.tree().to_text(width=0) or ""
+    # the only row marked: unused's 4 x 4 + 4 = 20 parameters, no ops (it never ran)
+    assert [line.split()[1:6] for line in text.splitlines() if "[not called]" in line] == [
+        ["unused", "(Linear)", "[not", "called]", "20"]]
+    assert "blocks (ModuleList) x" not in text and "blocks (ModuleList)" in text
+
+
+def test_the_totals_under_a_view_are_the_profile_totals() -> None:
+    profile = ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(3, 4), backward=True)
+    totals = profile_totals(profile)
+    # 4 x 2 + 2 = 10 parameters; 3 rows x 2 outputs x 4 inputs = 24 MACs, 48 FLOPs;
+    # ops 3 x 2 x (2 x 4 - 1) + 3 x 2 (bias) = 48
+    assert {name: totals[name] for name in ("params", "own_params", "inclusive_macs",
+                                            "inclusive_flops", "inclusive_ops")} == {
+        "params": 10, "own_params": 10, "inclusive_macs": 24, "inclusive_flops": 48,
+        "inclusive_ops": 48}
+    # the weight's gradient: 3 rows x 4 inputs x 2 outputs = 24 MACs (the input needs none)
+    backward_macs = profile.total_backward_macs
+    assert backward_macs == 24
+    assert totals["backward_flops"] == totals["inclusive_backward_flops"] == 2 * backward_macs
+    assert dict(profile.tree().totals) == {
+        "params": 10, "inclusive_macs": 24, "inclusive_flops": 48, "inclusive_ops": 48,
+        "inclusive_backward_macs": backward_macs,
+        "inclusive_backward_ops": profile.total_backward_ops}
+    assert dict(ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(3, 4)).tree().totals) == {
+        "params": 10, "inclusive_macs": 24, "inclusive_flops": 48, "inclusive_ops": 48}
