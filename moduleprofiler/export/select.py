@@ -43,20 +43,28 @@ WHAT_GROUPS = ("params", "io", "ops", "flops", "backward", "bytes", "time", "mem
 def profile_totals(profile: Profile) -> dict[str, int | float]:
     """Whole-profile totals of the known quantities, by column name (own and inclusive
     columns of one quantity share the same total)."""
-    totals: dict[str, int | float] = {
-        "params": profile.total_params, "own_params": profile.total_params,
-        "ops": profile.total_ops, "inclusive_ops": profile.total_ops,
-        "macs": profile.total_macs, "inclusive_macs": profile.total_macs,
-        "flops": profile.total_flops, "inclusive_flops": profile.total_flops,
-    }
-    backward = {"ops": profile.total_backward_ops, "macs": profile.total_backward_macs}
-    for name, value in backward.items():
+    backward_macs = profile.total_backward_macs
+    quantities = {"params": profile.total_params, "ops": profile.total_ops,
+                  "macs": profile.total_macs, "flops": profile.total_flops,
+                  "backward_ops": profile.total_backward_ops, "backward_macs": backward_macs,
+                  "backward_flops": None if backward_macs is None else 2 * backward_macs}
+    totals: dict[str, int | float] = {}
+    for name, value in quantities.items():
         if value is not None:
-            totals[f"backward_{name}"] = totals[f"inclusive_backward_{name}"] = value
-    if profile.total_backward_macs is not None:
-        flops = 2 * profile.total_backward_macs
-        totals["backward_flops"] = totals["inclusive_backward_flops"] = flops
+            totals[name] = totals[f"inclusive_{name}"] = value
+    totals["own_params"] = totals.pop("inclusive_params")  # "params" is the inclusive one
     return totals
+
+
+SHOWN_TOTALS = ("params", "inclusive_macs", "inclusive_flops", "inclusive_ops",
+                "inclusive_backward_macs", "inclusive_backward_ops")
+"""The totals printed under every view of a profile, those of :func:`profile_totals` that
+are known (the backward ones only when a backward pass ran)."""
+
+
+def _totals(profile: Profile) -> dict[str, int | float]:
+    known = profile_totals(profile)
+    return {name: known[name] for name in SHOWN_TOTALS if name in known}
 
 
 def column_total(frame: pd.DataFrame, column: str,
@@ -265,17 +273,6 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
                      "their work is counted in the module that calls them")
     notes.extend(profile.formula_fallbacks)
     return tuple(notes)
-
-
-def _totals(profile: Profile) -> dict[str, int | float]:
-    totals: dict[str, int | float] = {"params": profile.total_params,
-                                      "inclusive_macs": profile.total_macs,
-                                      "inclusive_flops": profile.total_flops,
-                                      "inclusive_ops": profile.total_ops}
-    if profile.total_backward_macs is not None and profile.total_backward_ops is not None:
-        totals["inclusive_backward_macs"] = profile.total_backward_macs
-        totals["inclusive_backward_ops"] = profile.total_backward_ops
-    return totals
 
 
 def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
