@@ -110,7 +110,7 @@ def module_ms(model: nn.Module, x: Tensor, prime_us: float, iters: int) -> tuple
     with gpu_clock(f"time_modules, prime {prime_us:g} us"):
         timing = time_modules(model, x, num_iters=iters, drop_first=3 if not SMOKE else 1)
     CudaStamps.prime_us = PRIME_US
-    unhooked = timing.unhooked
+    unhooked = timing.hook_free
     return (timing, timing.module("").inclusive.median,
             unhooked.median if unhooked is not None else float("nan"))
 

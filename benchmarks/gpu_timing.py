@@ -460,7 +460,7 @@ def real_model(name: str, model: nn.Module, inputs: Any, batch: int) -> dict[str
           f"{train.backward_coverage:.3f} ({train.method}); forward-hook step ratio "
           f"{train.overhead_ratio:.3f}, gradient-hook step ratio "
           f"{train.backward_overhead_ratio:.3f}")
-    stats = sorted((s for s in train.modules() if s.backward.exclusive is not None
+    stats = sorted((s for s in train.module_stats() if s.backward.exclusive is not None
                     and s.path), key=lambda s: -s.backward.exclusive.median)[:3]
     for s in stats:
         print(f"  backward self {s.path:<40}{s.backward.exclusive.median:>9.4f} ms")
@@ -477,7 +477,7 @@ def resnet_batches() -> None:
             timing = time_modules(model, torch.randn(batch, 3, side, side, device=DEVICE),
                                   num_iters=30 if not SMOKE else 3, drop_first=5 if not SMOKE
                                   else 1, warmup_seconds=0.5 if not SMOKE else 0)
-        print(f"batch {batch}: hook-free {timing.unhooked.median:.3f} ms, hooked "
+        print(f"batch {batch}: hook-free {timing.hook_free.median:.3f} ms, hooked "
               f"{timing.whole.median:.3f} ms, ratio {timing.overhead_ratio:.4f}, coverage "
               f"{timing.coverage:.4f}")
         floors = hook_floors(model, torch.randn(batch, 3, side, side, device=DEVICE))

@@ -201,7 +201,7 @@ def main() -> None:
                           num_threads=1)
     cal = timing.calibration
     print(f"\nresnet18 (1x3x{side}x{side}): hooked / hook-free whole model "
-          f"{timing.overhead_ratio:.3f} (hook-free median {timing.unhooked.median:.2f} ms, "
+          f"{timing.overhead_ratio:.3f} (hook-free median {timing.hook_free.median:.2f} ms, "
           f"{len(timing.layout.paths)} modules, {int(timing.forward.calls[0].sum())} calls); "
           f"coverage {timing.coverage:.3f}; per-call cost {cal.per_call_ns / 1e3:.2f} us, "
           f"attribution {cal.attribution_ns / 1e3:.2f} us")

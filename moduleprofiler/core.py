@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import moduleprofiler.formulas  # noqa: F401  (the formula families register on import)
+from moduleprofiler import memory_columns  # noqa: F401  (the memory columns register on import)
 from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError

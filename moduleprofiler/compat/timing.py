@@ -91,7 +91,7 @@ def inference_time_dict(
     threads = {key: timing.environment[key] for key in ("intraop_threads", "interop_threads")}
     hardware = get_hardware_specs()
     result: dict[str, dict[str, Any]] = {}
-    for index, stats in enumerate(timing.modules()):
+    for index, stats in enumerate(timing.module_stats()):
         called = timing.forward.calls[:, index] > 0
         calls = stats.calls_per_iter
         result[module_name(stats.path)] = {

@@ -107,6 +107,12 @@ class ColumnSpec:
     """How the column is computed from other per-call columns (``None``: a listener writes it
     or it is a module fact)."""
     description: str = ""
+    needs: str = ""
+    """What makes a profile hold the column (``"time_modules()"``): a view asked for it on a
+    profile without it says so. Declared by the column's producer; the views name no producer."""
+    per_module: str | None = None
+    """The column that holds the same quantity measured per module (a per-call median's
+    per-module median): module views show that one instead of combining the calls."""
 
     @property
     def inclusive(self) -> bool | None:
@@ -144,13 +150,15 @@ def _check(name: str, kind: str, aggregation: str) -> None:
 def register_column(name: str, kind: Kind = "number", label: str | None = None,
                     inclusive: bool | None = None, *, aggregation: Aggregation | None = None,
                     unit: str = "", additive: bool = True, derive: Derived | None = None,
-                    description: str = "", replace: bool = False) -> ColumnSpec:
+                    description: str = "", needs: str = "", per_module: str | None = None,
+                    replace: bool = False) -> ColumnSpec:
     """Declare column ``name`` and return its spec; every view then shows it.
 
     ``aggregation`` says how calls combine (:data:`Aggregation`); without it, ``inclusive=True``
     means ``"inclusive"``, ``inclusive=False`` means ``"sum"``, and ``None`` keeps what the name
     suggests. ``derive`` computes the column from other per-call columns
-    (:func:`scaled`, :func:`inclusive_of`). Declaring a name again with the same kind, unit and
+    (:func:`scaled`, :func:`inclusive_of`); ``needs`` and ``per_module`` as in
+    :class:`ColumnSpec`. Declaring a name again with the same kind, unit and
     aggregation returns the new spec; a different declaration raises ``ValueError`` unless
     ``replace=True`` (two listeners must not give one name two meanings).
     """
@@ -159,7 +167,7 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
             else _guess(name).aggregation
     _check(name, kind, aggregation)
     spec = ColumnSpec(name, kind, label if label is not None else _default_label(name),
-                      aggregation, unit, additive, derive, description)
+                      aggregation, unit, additive, derive, description, needs, per_module)
     old = _REGISTRY.get(name)
     if old is not None and not replace and (old.kind, old.aggregation, old.unit) != (
             spec.kind, spec.aggregation, spec.unit):
@@ -330,19 +338,57 @@ def frame_specs(frame: pd.DataFrame, columns: list[str] | None = None) -> dict[s
             for name, spec in specs.items()}
 
 
-METRIC_COLUMNS: dict[str, tuple[str, str]] = {
-    "params": ("own_params", "params"),
+@dataclass(frozen=True)
+class Quantity:
+    """A quantity the figures and views name in a word (``"time"``): its own and inclusive
+    columns and its axis label."""
+
+    own: str
+    inclusive: str
+    label: str
+
+
+_QUANTITIES: dict[str, list[Quantity]] = {
+    "ops": [Quantity("ops", "inclusive_ops", "ops")],
+    "macs": [Quantity("macs", "inclusive_macs", MACS)],
+    "flops": [Quantity("flops", "inclusive_flops", FLOPS)],
+    "params": [Quantity("own_params", "params", "parameters")],
 }
-"""Metric name -> (own column, inclusive column) where the names do not follow the
-``<metric>`` / ``inclusive_<metric>`` pattern."""
+
+
+def register_quantity(name: str, own: str, inclusive: str, label: str, *,
+                      prefer: bool = False) -> None:
+    """Declare quantity ``name`` (``plot(metric=name)``) as the columns ``own`` and
+    ``inclusive``; a second declaration of the same name is an alternative, tried after the
+    first (``prefer=True``: before it) when a profile has both."""
+    alternatives = _QUANTITIES.setdefault(name, [])
+    quantity = Quantity(own, inclusive, label)
+    if quantity not in alternatives:
+        alternatives.insert(0 if prefer else len(alternatives), quantity)
+
+
+def quantity(name: str, available: Sequence[str]) -> Quantity | None:
+    """The first declaration of quantity ``name`` whose inclusive column is ``available``;
+    ``None`` when ``name`` is no declared quantity. A ``ValueError`` saying what the column
+    needs (:attr:`ColumnSpec.needs`) when none of its declarations is available."""
+    alternatives = _QUANTITIES.get(name)
+    if not alternatives:
+        return None
+    for declared in alternatives:
+        if declared.inclusive in available:
+            return declared
+    column = alternatives[-1].inclusive
+    need = column_spec(column).needs or "a profile that has it"
+    raise ValueError(f"metric {name!r} needs the column {column!r}: use {need}")
 
 
 def metric_columns(metric: str, available: list[str]) -> tuple[str, str]:
-    """``(own, inclusive)`` columns of ``metric``: ``params``/``own_params``, else
-    ``<metric>``/``inclusive_<metric>`` or ``self_<metric>``/``<metric>`` partners when present,
-    else the column itself for both."""
-    if metric in METRIC_COLUMNS:
-        return METRIC_COLUMNS[metric]
+    """``(own, inclusive)`` columns of ``metric``: a declared quantity's (``params``:
+    ``own_params``/``params``), else ``<metric>``/``inclusive_<metric>`` or
+    ``self_<metric>``/``<metric>`` partners when present, else the column itself for both."""
+    chosen = next((q for q in _QUANTITIES.get(metric, ()) if q.inclusive in available), None)
+    if chosen is not None:
+        return chosen.own, chosen.inclusive
     if metric not in available:
         raise KeyError(f"unknown column {metric!r}; choose ops, macs, flops, params or one of "
                        f"{available}")

@@ -1,8 +1,8 @@
 """Figures of a profile for papers and slides, drawn with matplotlib (the ``plot`` extra:
 ``pip install "moduleprofiler[plot]"``); the HTML report draws its own charts without it.
 
-Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``time``,
-``memory`` or a column name):
+Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, one its producer
+declared, such as ``time`` or ``memory``, or a column name):
 
 * ``"type"``: the own work of each module type, largest first (the rest in one bar);
 * ``"module"``: each module at ``depth`` (1: the top-level modules) with its children's work
@@ -10,7 +10,7 @@ Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, ``t
 * ``"layer"``: each layer's own work in execution order, coloured by type (a layer: a module
   that calls no other module, or one with own work of its own, such as a residual add);
 * ``"time_vs_flops"``: each layer's measured own time against its own FLOPs (log-log), for a
-  profile with timing attached (:meth:`Profile.with_timing`).
+  profile that holds both (the quantity ``"time"``, whichever columns declared it).
 
 :func:`plot_summary` draws several models side by side: one panel per quantity of the
 multi-model summary (parameters, MACs, FLOPs, and the whole-model latency or memory when the
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pandas as pd
 
 from moduleprofiler.export.cells import UNICODE, formatter, header
-from moduleprofiler.export.columns import FLOPS, MACS, column_spec, metric_columns
+from moduleprofiler.export.columns import FLOPS, column_spec, metric_columns, quantity
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.model_summary import summary_view
 from moduleprofiler.export.names import elide_name, module_name
@@ -61,18 +61,8 @@ LABEL_CHARS = 28
 TYPE_COLORS = 9
 """Types coloured one by one in the per-layer and scatter charts; the rest share grey."""
 
-_METRICS: dict[str, tuple[str, str, str]] = {
-    # name -> (own column, inclusive column, axis label)
-    "ops": ("ops", "inclusive_ops", "ops"),
-    "macs": ("macs", "inclusive_macs", MACS),
-    "flops": ("flops", "inclusive_flops", FLOPS),
-    "params": ("own_params", "params", "parameters"),
-    "time": ("self_time_median_ms", "time_median_ms", "time"),
-    "memory": ("self_saved_bytes", "saved_bytes", "saved for backward"),
-}
 _ZEROS = re.compile(r"\.0+(?=\D|$)")
 """Zero decimals of an axis tick (``200.00M`` -> ``200M``)."""
-_NEEDS = {"time": "profile.with_timing(...)", "memory": "profile.with_memory(...)"}
 
 
 def figure_axes(ax: Axes | None, figsize: tuple[float, float] = FIGSIZE, *,
@@ -107,16 +97,11 @@ def save_figure(figure: Figure, path: str | os.PathLike[str] | None) -> None:
 
 
 def _columns(metric: str, available: Sequence[str]) -> tuple[str, str, str]:
-    """``(own column, inclusive column, axis label)`` of ``metric``."""
-    if metric == "time" and "device_ms" in available:  # the kernel clock's device time
-        return "self_device_ms", "device_ms", "device time"
-    if metric in _METRICS:
-        own, inclusive, label = _METRICS[metric]
-        if inclusive not in available:
-            need = _NEEDS.get(metric, "a profile that has it")
-            raise ValueError(f"metric {metric!r} needs the column {inclusive!r}: plot "
-                             f"{need}")
-        return own, inclusive, label
+    """``(own column, inclusive column, axis label)`` of ``metric``: a declared quantity
+    (:func:`~moduleprofiler.export.columns.register_quantity`) or a column."""
+    declared = quantity(metric, available)
+    if declared is not None:
+        return declared.own, declared.inclusive, declared.label
     own, inclusive = metric_columns(metric, list(available))
     if not column_spec(inclusive).numeric:
         raise ValueError(f"metric {metric!r} is not a numeric column")

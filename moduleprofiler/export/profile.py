@@ -5,6 +5,7 @@ only joins the two, so the records never import the views."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -12,15 +13,14 @@ from typing import IO, TYPE_CHECKING, Any
 import pandas as pd
 
 from moduleprofiler.export.by_operator import by_operator_view
-from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
-from moduleprofiler.memory import model_summary
 from moduleprofiler.records import Aggregate, ProfileData
+from moduleprofiler.summary_row import model_summary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -28,24 +28,6 @@ if TYPE_CHECKING:
 
     from moduleprofiler.export.io import Buffer, PathLike
     from moduleprofiler.export.view import View
-    from moduleprofiler.memory import MemoryReport
-    from moduleprofiler.timing import ModuleTiming, TrainingTiming
-
-
-TRAINING_MAXIMA = ("train_max_live_bytes", "backward_max_live_bytes")
-"""The training pass's live-memory columns :meth:`Profile.with_memory` attaches beside the
-report's own per-call columns (``saved_bytes``, ``self_saved_bytes``, ``max_live_bytes``)."""
-# Each live-memory column names its pass in its header: "max live" alone was read as the
-# training step's memory, which it is not.
-for _name, _label in (("max_live_bytes", "fwd max live"),
-                      ("train_max_live_bytes", "train fwd max live"),
-                      ("backward_max_live_bytes", "train bwd max live")):
-    register_column(_name, "bytes", _label, aggregation="max", unit="bytes")
-
-
-def _larger(known: int | None, value: int | None) -> int | None:
-    """The larger of two maxima, ``None`` (unknown) ignored."""
-    return value if known is None else known if value is None else max(known, value)
 
 
 @dataclass(frozen=True, repr=False)
@@ -71,10 +53,10 @@ class Profile(ProfileData):
         (unknown forward counts stay, as ``<NA>``); ``columns="all"`` gives every column."""
         return profile_frame(self, aggregate, columns)
 
-    def summary(self, memory: MemoryReport | None = None, latency: Any = None) -> pd.DataFrame:
+    def summary(self, memory: Any = None, latency: Any = None) -> pd.DataFrame:
         """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,
-        latency and throughput (memory and latency columns filled when given a
-        :class:`~moduleprofiler.memory.MemoryReport` and a latency result)."""
+        latency and throughput (memory and latency columns filled when given the result of
+        :meth:`ModuleProfiler.measure_memory` and a latency result)."""
         return model_summary(self, memory, latency)
 
     def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
@@ -84,53 +66,29 @@ class Profile(ProfileData):
             merged.setdefault(path, {}).update(columns)
         return dataclasses.replace(self, module_metrics=merged, _by_path={})
 
-    def with_timing(self, timing: ModuleTiming | TrainingTiming) -> Profile:
-        """A copy that also shows measured times (:meth:`ModuleProfiler.time_modules`,
-        :meth:`ModuleProfiler.train_step_times` or ``TrainingProfiler.result()``), medians over
-        the timed iterations.
-
-        Per call, matched by module path and call number: ``forward_ms`` (the call with its
-        children) and ``self_forward_ms`` (its own code); from training steps also
-        ``backward_ms`` and ``self_backward_ms``. Per module, all its calls in an iteration
-        summed: ``time_median_ms`` and ``self_time_median_ms``; from training steps also
-        ``backward_time_median_ms`` and ``self_backward_time_median_ms``."""
-        calls = timing.call_columns()
+    def merge(self, other: ProfileData) -> Profile:
+        """A copy that also shows the columns of ``other``, a profile of another pass over the
+        same model and input (:meth:`ModuleProfiler.time_modules`, ``train_step_times``,
+        ``TrainingProfiler.result()``, ``measure_memory``...): each call's columns are matched
+        by module path and call number (the k-th call of a module takes the other pass's
+        k-th call), the per-module columns by path. The counts stay this profile's."""
+        calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
             if (r.path, r.call_number) in calls else r for r in self.records)
-        return dataclasses.replace(self.with_metrics(timing.module_columns()), records=records)
+        return dataclasses.replace(self.with_metrics(other.module_metrics), records=records)
 
-    def with_memory(self, memory: MemoryReport) -> Profile:
-        """A copy that also shows what :meth:`ModuleProfiler.measure_memory` measured, each
-        column labelled with the pass it comes from.
+    def with_timing(self, timing: ProfileData) -> Profile:
+        """Deprecated: :meth:`merge` (a timing result is a profile)."""
+        warnings.warn("Profile.with_timing(timing) is deprecated: use profile.merge(timing)",
+                      DeprecationWarning, stacklevel=2)
+        return self.merge(timing)
 
-        Per call, matched by module path and call number: ``max_live_bytes`` (the most memory
-        live while the call ran in the no-grad forward, header ``fwd max live``); from a
-        training pass (``train=True``) also ``saved_bytes`` (saved for backward by the call
-        and the calls inside it), ``self_saved_bytes`` (by its own operators),
-        ``train_max_live_bytes`` (the most live while it ran in the training forward,
-        ``train fwd max live``) and ``backward_max_live_bytes`` (while the backward of its own
-        operators ran, ``train bwd max live``). Per module, over its calls: the saved bytes
-        summed, the maxima the largest. The pass peaks and the calls that set them are
-        ``memory.training`` / ``memory.inference`` (``peak_bytes``, ``peak_call``)."""
-        calls = memory.call_columns()
-        modules = memory.module_columns()
-        if memory.training is not None:
-            # the training pass's maxima, shown before the inference one: a view that must
-            # hide a column to fit hides the inference pass first
-            for call in memory.calls:
-                key = (call.path, call.call_number)
-                row, module = calls[key], modules[call.path]
-                inference, largest = row.pop("max_live_bytes"), module.pop("max_live_bytes")
-                calls[key] = {**row, **{name: getattr(call, name) for name in TRAINING_MAXIMA},
-                              "max_live_bytes": inference}
-                modules[call.path] = {**module, **{
-                    name: _larger(module.get(name), getattr(call, name))
-                    for name in TRAINING_MAXIMA}, "max_live_bytes": largest}
-        records = tuple(
-            dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
-            if (r.path, r.call_number) in calls else r for r in self.records)
-        return dataclasses.replace(self.with_metrics(modules), records=records)
+    def with_memory(self, memory: ProfileData) -> Profile:
+        """Deprecated: :meth:`merge` (a memory report is a profile)."""
+        warnings.warn("Profile.with_memory(memory) is deprecated: use profile.merge(memory)",
+                      DeprecationWarning, stacklevel=2)
+        return self.merge(memory)
 
     # -- export views ----------------------------------------------------------------------
     # Thin delegations: the logic lives in moduleprofiler.export (docs/exports.md).

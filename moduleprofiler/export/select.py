@@ -180,7 +180,7 @@ def extra_columns(frame: pd.DataFrame) -> list[str]:
     view of a timed profile) is left to it."""
     return [name for name in frame.columns
             if is_extra_column(name) and frame[name].notna().any()
-            and _PER_MODULE_TIME.get(name) not in frame]
+            and column_spec(name).per_module not in frame]
 
 
 def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
@@ -190,6 +190,11 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
     buffer and output bytes; ``time`` and ``memory`` the measured ``*_ms`` and ``*_bytes``
     columns; any other item is a column name (``my_count``, ``backward_flops``, ``ops_pct``)."""
     measured = [c for c in frame.columns if is_extra_column(c)]
+    # each time once (a per-call column whose per-module twin the frame holds is the same
+    # quantity), with the text columns measured beside the times (the regime label)
+    times = [c for c in measured if column_spec(c).kind == "time"
+             and column_spec(c).per_module not in frame]
+    needs = {column_spec(c).needs for c in times} - {""}
     groups = {
         "params": ["params"],
         "io": ["input_shapes", "output_shapes"],
@@ -197,11 +202,8 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
         "flops": ["inclusive_flops"],
         "backward": list(BACKWARD_COLUMNS),
         "bytes": ["param_bytes", "buffer_bytes", "output_bytes"],
-        # each time once (a per-call column whose per-module twin the frame holds is the
-        # same quantity), with the kernel clock's regime label
-        "time": [c for c in measured if column_spec(c).kind == "time"
-                 and _PER_MODULE_TIME.get(c) not in frame]
-        + [c for c in ("time_bound", "backward_time_bound") if c in frame],
+        "time": times + [c for c in frame.columns if column_spec(c).kind == "text"
+                         and column_spec(c).needs in needs],
         "memory": [c for c in measured if column_spec(c).kind == "bytes"],
     }
     out: list[str] = []
@@ -271,13 +273,6 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
                      "their work is counted in the module that calls them")
     notes.extend(profile.formula_fallbacks)
     return tuple(notes)
-
-
-_PER_MODULE_TIME = {"forward_ms": "time_median_ms", "self_forward_ms": "self_time_median_ms",
-                    "backward_ms": "backward_time_median_ms",
-                    "self_backward_ms": "self_backward_time_median_ms"}
-"""Per-call time column -> the per-module column of the same quantity (``with_timing`` attaches
-both); a module view shows the per-module median, not the sum of per-call medians beside it."""
 
 
 def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
+from moduleprofiler.counting import module_infos
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
@@ -157,6 +158,7 @@ def measure_memory(
         finally:
             bar.close()
     return MemoryReport(
+        records=(), modules=module_infos(module),
         device=str(run_device),
         param_bytes=static.param_bytes,
         buffer_bytes=static.buffer_bytes,

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from moduleprofiler.records import CallPosition, display_path
+from moduleprofiler.records import CallPosition, CallRecord, ProfileData, display_path
 
 Phase = Literal["forward", "backward"]
 Method = Literal["operator", "allocator"]
@@ -113,12 +113,19 @@ class CallMemory(CallPosition):
 
 
 PROFILE_COLUMNS = ("saved_bytes", "self_saved_bytes", "max_live_bytes")
-"""The per-call columns :meth:`Profile.with_memory` attaches."""
+"""The per-call columns of every memory profile."""
+TRAINING_MAXIMA = ("train_max_live_bytes", "backward_max_live_bytes")
+"""The training pass's live-memory columns, shown before the inference pass's
+``max_live_bytes``: a view that must hide a column to fit hides the inference pass first."""
 
 
-@dataclass(frozen=True)
-class MemoryReport:
-    """Static and measured memory of one model on one input."""
+@dataclass(frozen=True, repr=False, kw_only=True)
+class MemoryReport(ProfileData):
+    """Static and measured memory of one model on one input: the profile data of the measured
+    passes (``Profile.merge`` takes it), one record per call of the inference pass with its memory columns
+    (:data:`PROFILE_COLUMNS`, and from a training pass :data:`TRAINING_MAXIMA`), and the
+    passes' evidence: the peaks and the calls that set them. Counts are not measured here
+    (``merge`` it into a counted profile to see both)."""
 
     device: str
     param_bytes: int
@@ -126,9 +133,13 @@ class MemoryReport:
     trainable_param_bytes: int
     inference: PassMemory
     training: PassMemory | None
-    calls: tuple[CallMemory, ...]
+    # the report's name for its calls (a profile's calls(path) is its records of one module)
+    calls: tuple[CallMemory, ...]  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.calls and not self.records:
+            self._set_records()
         # the peaks name their module's type and call count, which only the calls know
         types = {call.path: call.type_name for call in self.calls}
         counts: dict[str, int] = {}
@@ -142,6 +153,34 @@ class MemoryReport:
             peak = dataclasses.replace(peak, type_name=types[peak.path],
                                        calls=counts[peak.path])
             object.__setattr__(self, name, dataclasses.replace(measured, peak_call=peak))
+
+    def _set_records(self) -> None:
+        """The profile's records and per-module columns, from :attr:`calls`."""
+        names = (*PROFILE_COLUMNS[:2], *(TRAINING_MAXIMA if self.training else ()),
+                 PROFILE_COLUMNS[2])
+        infos = {info.path: info for info in self.modules}
+        records = tuple(CallRecord(
+            index=c.index, parent=c.parent, depth=c.depth, path=c.path, type_name=c.type_name,
+            call_number=c.call_number, input_shapes=None, input_dtypes=(), output_shapes=None,
+            output_dtypes=(), output_bytes=c.output_bytes,  # type: ignore[arg-type]
+            input_size=None, output_size=None,
+            params=infos[c.path].params if c.path in infos else 0,
+            own_params=infos[c.path].own_params if c.path in infos else 0, ops=None,
+            macs=None, ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False,
+            metrics={name: getattr(c, name) for name in names}) for c in self.calls)
+        modules = self.module_columns()
+        if self.training is not None:  # the maxima of its calls, before the inference one
+            for path, row in modules.items():
+                largest = row.pop("max_live_bytes")
+                for name in TRAINING_MAXIMA:
+                    row[name] = max((v for c in self.calls if c.path == path
+                                     and (v := getattr(c, name)) is not None), default=None)
+                row["max_live_bytes"] = largest
+        root = self.modules[0] if self.modules else None
+        for name, value in (("records", records), ("module_metrics", modules),
+                            ("total_params", root.params if root else 0),
+                            ("total_buffers", root.buffers if root else 0)):
+            object.__setattr__(self, name, value)
 
     @property
     def model_size_bytes(self) -> int:
@@ -225,8 +264,13 @@ class MemoryReport:
         return frame
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything as plain Python."""
-        return dataclasses.asdict(self)
+        """The report as plain Python: device, static bytes, both passes and every call."""
+        return {"device": self.device, "param_bytes": self.param_bytes,
+                "buffer_bytes": self.buffer_bytes,
+                "trainable_param_bytes": self.trainable_param_bytes,
+                "inference": dataclasses.asdict(self.inference),
+                "training": None if self.training is None else dataclasses.asdict(self.training),
+                "calls": [dataclasses.asdict(call) for call in self.calls]}
 
     def __str__(self) -> str:
         def mib(value: int | None) -> str:

@@ -66,6 +66,7 @@ from moduleprofiler.timing.results import (
     TimedModules,
     calls_column,
     stats_columns,
+    timed_profile,
     tree_text,
 )
 from moduleprofiler.timing.stats import (
@@ -107,7 +108,7 @@ class TrainingModuleStats:
         return self.forward.path
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class TrainingTiming(TimedModules):
     """Per-module forward and backward times of training steps, plus step-level phases.
 
@@ -120,7 +121,7 @@ class TrainingTiming(TimedModules):
     the same for each kind of hooked step (``"forward_hooks"``, ``"backward_hooks"``).
     """
 
-    backward: PhaseSamples
+    backward: PhaseSamples  # type: ignore[assignment]  # truthy: a backward was timed
     phases_ms: dict[str, NDArray[np.float64]]
     hooked_phases_ms: dict[str, dict[str, NDArray[np.float64]]]
     unattributed_ms: NDArray[np.float64]
@@ -178,7 +179,7 @@ class TrainingTiming(TimedModules):
         data = self.phases_ms.get(name)
         return summarize(data, self.confidence) if data is not None else None
 
-    def modules(self) -> tuple[TrainingModuleStats, ...]:
+    def module_stats(self) -> tuple[TrainingModuleStats, ...]:
         """Forward and backward statistics of every module, ``named_modules()`` order: device
         times under the kernel clock (no hook error in kernel durations), else the clock's."""
         if self.device_times is not None:
@@ -204,9 +205,9 @@ class TrainingTiming(TimedModules):
         bwd = backward.module_stats(self.layout, bwd_err / 1e6, 0.0, self.confidence, True)
         return tuple(TrainingModuleStats(f, b) for f, b in zip(fwd, bwd))
 
-    def module(self, path: str) -> TrainingModuleStats:
+    def module(self, path: str) -> TrainingModuleStats:  # type: ignore[override]
         """Statistics of the module at ``path`` (``""``/``"__root__"`` for the root)."""
-        return self.modules()[self.layout.index(path)]
+        return self.module_stats()[self.layout.index(path)]
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
         """Per module path: median forward (``time_median_ms``, ``self_time_median_ms``) and
@@ -219,7 +220,7 @@ class TrainingTiming(TimedModules):
 
         if self.device_times is not None:
             out: dict[str, dict[str, Any]] = {}
-            for device, host in zip(self.modules(), self.host_modules()):
+            for device, host in zip(self.module_stats(), self.host_modules()):
                 values = device_host_values(
                     median(device.forward.inclusive), median(device.forward.exclusive),
                     host.forward.corrected_median_ms, host.forward.self_corrected_median_ms)
@@ -234,7 +235,7 @@ class TrainingTiming(TimedModules):
                          "self_time_median_ms": median(s.forward.exclusive),
                          "backward_time_median_ms": median(s.backward.inclusive),
                          "self_backward_time_median_ms": median(s.backward.exclusive)}
-                for s in self.modules()}
+                for s in self.module_stats()}
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, float]]:
         """Per call ``(path, call_number)``: ``forward_ms``, ``self_forward_ms``,
@@ -257,9 +258,9 @@ class TrainingTiming(TimedModules):
                 out.setdefault(key, {}).update(zip(names, values))
         return out
 
-    def to_df(self) -> pd.DataFrame:
+    def stats_frame(self) -> pd.DataFrame:
         """One row per module: calls, forward and backward inclusive/self statistics (ms)."""
-        stats = self.modules()
+        stats = self.module_stats()
         data: dict[str, Any] = {
             "module": [module_name(s.path) for s in stats],
             "type": [s.forward.type_name for s in stats],
@@ -279,7 +280,7 @@ class TrainingTiming(TimedModules):
     def layerwise_summary(self) -> str:
         """The model tree annotated with median forward and backward times (ms per step,
         inclusive and self), calls per step, and the step-level evidence."""
-        stats = self.modules()
+        stats = self.module_stats()
         columns = self.module_columns()
         notes = [f"{self.iterations} steps kept per pass ({self.dropped} dropped) on "
                  f"{self.device} ({self.clock}); backward attribution: {self.method}; "
@@ -314,7 +315,7 @@ class TrainingTiming(TimedModules):
         return tree_text(self.layout, [s.forward.calls_per_iter for s in stats], table, notes,
                          "module training-step times")
 
-    def summary(self) -> str:
+    def summary(self) -> str:  # type: ignore[override]
         """The model tree with forward and backward times per step, as ``ModuleTiming``'s
         ``summary()`` (the same text as :meth:`layerwise_summary`, nnprofiler's name)."""
         return self.layerwise_summary()
@@ -377,7 +378,9 @@ class StepRows:
                   for kind, phases in self.phases.items()}
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
             iter(arrays.values()), {})
-        return TrainingTiming(
+        first = next(iter(self.fwd or self.fwd_fallback or self.bwd), None)
+        return timed_profile(TrainingTiming(
+            records=(), modules=(),
             layout=self.layout,
             forward=PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
             backward=PhaseSamples.collect("backward", self.bwd, width, backward=True),
@@ -396,7 +399,7 @@ class StepRows:
             warnings=warnings,
             stop_reason=stop_reason,
             elapsed_s=elapsed_s,
-        )
+        ), first)
 
 
 @contextmanager
@@ -658,7 +661,7 @@ def with_device_times(timing: TrainingTiming, traced: list[DeviceIteration],
         return timing
     device_times = DeviceTimes.collect(traced, timing.layout, True, outside_ns, None)
     assert device_times.backward is not None
-    return dataclasses.replace(
+    return timed_profile(dataclasses.replace(
         timing, forward=device_times.samples, backward=device_times.backward,
         host_forward=timing.forward, host_backward=timing.backward,
-        device_times=device_times, clock="cuda-kernels")
+        device_times=device_times, clock="cuda-kernels", _by_path={}))

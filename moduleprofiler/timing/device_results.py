@@ -12,31 +12,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from moduleprofiler.export.columns import register_column
 from moduleprofiler.timing.iteration import per_module_sum
 from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.results import ModelLayout, PhaseSamples
-
-for _prefix, _phase in (("", ""), ("backward_", "bwd ")):
-    register_column(f"{_prefix}device_ms", "time", f"{_phase}device", aggregation="inclusive",
-                    unit="ms", description="summed duration of the kernels, copies and sets "
-                    "the call launched (the kernel clock), with its children's")
-    register_column(f"self_{_prefix}device_ms", "time", f"{_phase}self device",
-                    aggregation="sum", unit="ms",
-                    description="device time of the work the call launched itself")
-    register_column(f"{_prefix}host_ms", "time", f"{_phase}host", aggregation="inclusive",
-                    unit="ms", description="wall time on the host between the call's hooks, "
-                    "less the calibrated hook cost, with its children's")
-    register_column(f"self_{_prefix}host_ms", "time", f"{_phase}self host", aggregation="sum",
-                    unit="ms", description="host time of the call's own code")
-    register_column(f"{_prefix}time_bound", "text", f"{_phase}bound by", aggregation="none",
-                    description="host: issuing the work took the host longer than the device "
-                    "took to run it; device: the other way round")
-register_column("device_launches", "count", "launches", aggregation="inclusive",
-                description="kernels, copies and sets the forward launched, with its children's")
-register_column("device_idle_share", "fraction", "device idle", aggregation="none",
-                description="share of the span of the call's device work in which the device "
-                "ran none of it")
 
 DEVICE_BOUND_BUSY = 0.8
 """A model whose device is busy at least this share of the hook-free forward is device-bound:

@@ -65,6 +65,7 @@ from moduleprofiler.timing.results import (
     TimedModules,
     calls_column,
     stats_columns,
+    timed_profile,
     tree_text,
 )
 from moduleprofiler.timing.stats import StoppingRule, Summary, summarize
@@ -83,7 +84,7 @@ def validate_iterations(num_iters: int | None, drop_first: int) -> None:
         )
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class ModuleTiming(TimedModules):
     """Per-module forward times of one model, with the evidence needed to trust them.
 
@@ -127,12 +128,13 @@ class ModuleTiming(TimedModules):
         return summarize(self.hooked_ms, self.confidence)
 
     @property
-    def unhooked(self) -> Summary | None:
-        """Statistics of the hook-free whole-iteration time."""
+    def hook_free(self) -> Summary | None:
+        """Statistics of the hook-free whole-iteration time (was ``unhooked``, which on a
+        profile names the TorchScript submodules that carry no hooks)."""
         return summarize(self.unhooked_ms, self.confidence)
 
     # -- per module and per call -----------------------------------------------------------
-    def modules(self) -> tuple[ModuleStats, ...]:
+    def module_stats(self) -> tuple[ModuleStats, ...]:
         """:class:`ModuleStats` of every module, ``named_modules()`` order: device time
         under the kernel clock (kernel durations carry no hook error), else the clock's."""
         if self.device_times is not None:
@@ -148,9 +150,9 @@ class ModuleTiming(TimedModules):
             self.layout, self.calibration.attribution_ns / 1e6,
             self.calibration.per_call_ns / 1e6, self.confidence, correct=True)
 
-    def module(self, path: str) -> ModuleStats:
+    def module(self, path: str) -> ModuleStats:  # type: ignore[override]
         """Statistics of the module at ``path`` (``""`` or ``"__root__"`` for the root)."""
-        return self.modules()[self.layout.index(path)]
+        return self.module_stats()[self.layout.index(path)]
 
     def samples(self, path: str, exclusive: bool = False) -> NDArray[np.float64]:
         """Per-iteration samples (ms) of one module, inclusive or self."""
@@ -171,11 +173,11 @@ class ModuleTiming(TimedModules):
             return {s.path: {"time_median_ms": s.inclusive.median if s.inclusive else None,
                              "self_time_median_ms": s.exclusive.median if s.exclusive
                              else None}
-                    for s in self.modules()}
+                    for s in self.module_stats()}
         launches = self.device_times.module_launches()
         idle = self.device_times.module_idle_share()
         out: dict[str, dict[str, Any]] = {}
-        for i, (device, host) in enumerate(zip(self.modules(), self.host_modules())):
+        for i, (device, host) in enumerate(zip(self.module_stats(), self.host_modules())):
             values = device_host_values(
                 device.inclusive.median if device.inclusive else None,
                 device.exclusive.median if device.exclusive else None,
@@ -204,11 +206,11 @@ class ModuleTiming(TimedModules):
                 for key, (incl, excl) in device.items()}
 
     # -- views -----------------------------------------------------------------------------
-    def to_df(self) -> pd.DataFrame:
+    def stats_frame(self) -> pd.DataFrame:
         """One row per module (``named_modules()`` order, root ``"__root__"``, uncalled modules
         included with NaN): calls per iteration, inclusive and self statistics in ms, the
         share of the root's time, the expected instrumentation error and confidence flags."""
-        stats = self.modules()
+        stats = self.module_stats()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
         data: dict[str, Any] = {
             "module": [module_name(s.path) for s in stats],
@@ -238,11 +240,11 @@ class ModuleTiming(TimedModules):
                 data[name] = [columns[s.path].get(name) for s in stats]
         return pd.DataFrame(data)
 
-    def summary(self) -> str:
+    def summary(self) -> str:  # type: ignore[override]
         """The model tree with median inclusive and self times, share of the root, calls and
         the low-confidence flag (within 10x of the hooks' expected error), followed by the
         model-level evidence."""
-        stats = self.modules()
+        stats = self.module_stats()
         columns = self.module_columns()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
         notes = [
@@ -551,7 +553,8 @@ def time_modules(
     host_samples = PhaseSamples.collect("forward", resolved_iterations, len(layout.paths))
     device_times = (DeviceTimes.collect(traced, layout, False, outside[0], hook_free)
                     if kernels else None)
-    return ModuleTiming(
+    return timed_profile(ModuleTiming(
+        records=(), modules=(),
         layout=layout,
         forward=device_times.samples if device_times is not None else host_samples,
         hooked_ms=hooked_ms,
@@ -568,7 +571,7 @@ def time_modules(
         device_times=device_times,
         stop_reason=rule.reason,
         elapsed_s=elapsed,
-    )
+    ), resolved_iterations[0] if resolved_iterations else None)
 
 
 def _spread_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],

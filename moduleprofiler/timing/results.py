@@ -8,19 +8,30 @@ demand; the module tree is drawn by the export layer's tree view, like every oth
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.counting import module_infos
+from moduleprofiler.export.frame import FrameColumns
 from moduleprofiler.export.names import module_name
+from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
-from moduleprofiler.records import ROOT_NAME, UNCALLED, module_statuses
+from moduleprofiler.records import (
+    ROOT_NAME,
+    UNCALLED,
+    Aggregate,
+    CallRecord,
+    ModuleInfo,
+    module_statuses,
+)
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
@@ -31,28 +42,40 @@ STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95",
 
 @dataclass(frozen=True)
 class ModelLayout:
-    """The static module tree, in ``named_modules()`` order (root first, path ``""``)."""
+    """The static module tree, in ``named_modules()`` order (root first, path ``""``): the
+    modules' facts (:func:`moduleprofiler.counting.module_infos`) with each one's parent."""
 
-    paths: tuple[str, ...]
-    types: tuple[str, ...]
-    depths: tuple[int, ...]
-    is_leaf: tuple[bool, ...]
+    infos: tuple[ModuleInfo, ...]
     parents: tuple[int, ...]
     """Index of each module's parent in this layout (-1 for the root)."""
 
     @classmethod
     def of(cls, root: nn.Module) -> ModelLayout:
         """The layout of ``root``."""
-        named = list(root.named_modules())
-        index = {path: i for i, (path, _) in enumerate(named)}
-        return cls(
-            paths=tuple(path for path, _ in named),
-            types=tuple(type(module).__name__ for _, module in named),
-            depths=tuple(0 if path == "" else path.count(".") + 1 for path, _ in named),
-            is_leaf=tuple(next(iter(module.children()), None) is None for _, module in named),
-            parents=tuple(-1 if path == "" else index.get(path.rpartition(".")[0], 0)
-                          for path, _ in named),
-        )
+        infos = module_infos(root)
+        index = {info.path: i for i, info in enumerate(infos)}
+        return cls(infos, tuple(-1 if info.path == "" else index.get(
+            info.path.rpartition(".")[0], 0) for info in infos))
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Module paths."""
+        return tuple(info.path for info in self.infos)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Module type names."""
+        return tuple(info.type_name for info in self.infos)
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        """Depth of each module in the tree (the root: 0)."""
+        return tuple(info.depth for info in self.infos)
+
+    @property
+    def is_leaf(self) -> tuple[bool, ...]:
+        """Whether each module has no children."""
+        return tuple(info.is_leaf for info in self.infos)
 
     def index(self, path: str) -> int:
         """Position of ``path`` (``"__root__"`` and ``""`` both name the root)."""
@@ -242,10 +265,14 @@ class PhaseSamples:
         return total / float(np.median(root))
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class TimedModules:
-    """What every per-module timing result holds besides its own samples: the module tree,
-    the forward samples, and the evidence needed to trust them."""
+@dataclass(frozen=True, eq=False, repr=False, kw_only=True)
+class TimedModules(Profile):
+    """A timing pass's profile: one record per call of the first kept iteration, each with
+    its median times (``forward_ms``, ``self_forward_ms``...), and per module the median over
+    the kept iterations of its calls summed (``time_median_ms``...); plus what every
+    per-module timing result holds as evidence: the module tree, the forward samples, the
+    hooks' calibration, the environment. Counts are not measured here (``merge`` it into a
+    counted profile to see both)."""
 
     layout: ModelLayout
     forward: PhaseSamples
@@ -293,8 +320,25 @@ class TimedModules:
                                    {p for p, c in zip(self.layout.paths, ran) if c})
         return tuple(p for p, status in statuses.items() if status == UNCALLED)
 
-    def to_df(self) -> pd.DataFrame:
-        """One row per module (each result says which columns)."""
+    def to_df(self, aggregate: Aggregate | None = None, *,
+              columns: FrameColumns = "data") -> pd.DataFrame:
+        """No ``aggregate``: one row per module with the timing statistics (each result says
+        which columns); ``"call"``, ``"module"`` or ``"type"``: the profile's frame
+        (:meth:`Profile.to_df <moduleprofiler.Profile.to_df>`)."""
+        if aggregate is None:
+            return self.stats_frame()
+        return super().to_df(aggregate, columns=columns)
+
+    def stats_frame(self) -> pd.DataFrame:
+        """One row per module with the timing statistics."""
+        raise NotImplementedError
+
+    def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """Per call ``(path, call_number)``: its median times."""
+        raise NotImplementedError
+
+    def module_columns(self) -> dict[str, dict[str, Any]]:
+        """Per module path: the medians of its calls summed per iteration."""
         raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
@@ -311,8 +355,40 @@ class TimedModules:
             "warnings": list(self.warnings),
             "environment": self.environment,
             "hardware": self.hardware,
-            "modules": self.to_df().to_dict(orient="records"),
+            "modules": self.stats_frame().to_dict(orient="records"),
         }
+
+
+Timed = TypeVar("Timed", bound=TimedModules)
+
+
+def timed_profile(timing: Timed, first: IterationTimes | None = None) -> Timed:
+    """``timing`` as the profile of its pass: one record per finished call of ``first`` (the
+    first kept iteration; ``None``: keep the records it has), each with its call's median
+    times, and the per-module medians."""
+    layout, calls = timing.layout, timing.call_columns()
+    records = list(timing.records)
+    if first is not None:
+        index: dict[int, int] = {}  # a call's position in the iteration -> its record
+        records = []
+        for position in np.flatnonzero(first.call_done).tolist():
+            info = layout.infos[int(first.call_module[position])]
+            parent = index.get(int(first.call_parent[position]))
+            index[position] = len(records)
+            records.append(CallRecord(
+                index=len(records), parent=parent,
+                depth=0 if parent is None else records[parent].depth + 1, path=info.path,
+                type_name=info.type_name, call_number=int(first.call_number[position]),
+                input_shapes=None, input_dtypes=(), output_shapes=None, output_dtypes=(),
+                output_bytes=None, input_size=None, output_size=None,  # type: ignore[arg-type]
+                params=info.params, own_params=info.own_params, ops=None, macs=None,
+                ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False))
+    records = [dataclasses.replace(r, metrics=calls.get((r.path, r.call_number), {}))
+               for r in records]
+    root = layout.infos[0]
+    return dataclasses.replace(timing, records=tuple(records), modules=layout.infos,
+                               total_params=root.params, total_buffers=root.buffers,
+                               module_metrics=timing.module_columns(), _by_path={})
 
 
 def calls_column(calls_per_iter: Sequence[float]) -> pd.Series:

@@ -1,0 +1,80 @@
+"""The model-level summary table: one row, as in the PyTorch profiling tutorial's metrics table
+(parameters, model size, peak activations, MACs, FLOPs, latency, throughput). Below both the
+memory package and the export layer (``Profile.summary`` and ``moduleprofiler.memory`` share
+it): it reads a memory report through its attributes and imports neither."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from moduleprofiler.records import ProfileData as Profile
+
+SUMMARY_COLUMNS = (
+    "model", "params", "trainable_params", "model_size_bytes", "param_bytes", "buffer_bytes",
+    "peak_activation_bytes", "inference_peak_bytes", "training_peak_bytes", "saved_bytes",
+    "macs", "flops", "latency_ms", "throughput",
+)
+_INTEGER_COLUMNS = SUMMARY_COLUMNS[1:12]
+
+
+def _latency_ms(latency: Any) -> float:
+    """Median latency in ms of a duck-typed result: ``median_ms`` (moduleprofiler's
+    ``LatencyResult``), else ``median`` in seconds (``torch.utils.benchmark.Measurement``)."""
+    if latency is None:
+        return math.nan
+    value = getattr(latency, "median_ms", None)
+    if value is not None:
+        return float(value)
+    value = getattr(latency, "median", None)
+    return math.nan if value is None else float(value) * 1e3
+
+
+def _throughput(latency: Any) -> float:
+    value = getattr(latency, "throughput", None) if latency is not None else None
+    return math.nan if value is None else float(value)
+
+
+def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> pd.DataFrame:
+    """One row: ``model`` (root type), ``params``, ``trainable_params``, ``model_size_bytes``,
+    ``param_bytes``, ``buffer_bytes``, ``peak_activation_bytes`` (inference peak above the
+    baseline), ``inference_peak_bytes``, ``training_peak_bytes``, ``saved_bytes``, ``macs``,
+    ``flops``, ``latency_ms`` (median), ``throughput`` (items per second).
+
+    Byte columns other than ``param_bytes`` / ``buffer_bytes`` (taken from the profile) are
+    ``<NA>`` without a ``memory`` report (:func:`~moduleprofiler.memory.measure_memory`) (``training_peak_bytes`` and
+    ``saved_bytes`` also without its training pass); ``latency_ms`` and ``throughput`` are NaN
+    without ``latency``, an object with ``median_ms`` (or ``median`` in seconds) and
+    ``throughput`` attributes such as :class:`~moduleprofiler.timing.latency.LatencyResult`.
+    """
+    root = profile.modules[0] if profile.modules else None
+    training = memory.training if memory is not None else None
+    row: dict[str, Any] = {
+        "model": root.type_name if root is not None else "model",
+        "params": profile.total_params,
+        "trainable_params": root.trainable_params if root is not None else None,
+        "model_size_bytes": memory.model_size_bytes if memory is not None else None,
+        "param_bytes": memory.param_bytes if memory is not None
+        else (root.param_bytes if root is not None else None),
+        "buffer_bytes": memory.buffer_bytes if memory is not None
+        else (root.buffer_bytes if root is not None else None),
+        "peak_activation_bytes": memory.peak_activation_bytes if memory is not None else None,
+        "inference_peak_bytes": memory.inference.peak_bytes if memory is not None else None,
+        "training_peak_bytes": training.peak_bytes if training is not None else None,
+        "saved_bytes": training.saved_bytes if training is not None else None,
+        "macs": profile.total_macs,
+        "flops": profile.total_flops,
+        "latency_ms": _latency_ms(latency),
+        "throughput": _throughput(latency),
+    }
+    frame = pd.DataFrame([row], columns=list(SUMMARY_COLUMNS))
+    for column in _INTEGER_COLUMNS:
+        value = row[column]
+        dtype = "Float64" if isinstance(value, float) else "Int64"
+        frame[column] = pd.Series([value], dtype=dtype)
+    frame["latency_ms"] = frame["latency_ms"].astype("float64")
+    frame["throughput"] = frame["throughput"].astype("float64")
+    return frame

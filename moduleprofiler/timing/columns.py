@@ -1,0 +1,57 @@
+"""The columns the timing passes write, declared once: per call the median time of that call,
+per module the median over the kept iterations of the module's calls summed
+(``time_median_ms``), and the kernel clock's host and device times. Each declares what makes
+a profile hold it, so a view asked for a time on a profile without one can say so."""
+
+from __future__ import annotations
+
+from moduleprofiler.export.columns import register_column, register_quantity
+
+TIME_NEEDS = ("a profile from time_modules(), train_step_times() or TrainingProfiler, or one "
+              "merged with it: profile.merge(timing) (was profile.with_timing(timing))")
+"""What every time column needs (views say it when a time is asked for and missing)."""
+
+for _phase, _label in (("forward", ""), ("backward", "backward ")):
+    _module = "time_median_ms" if _phase == "forward" else "backward_time_median_ms"
+    register_column(f"{_phase}_ms", "time", f"{_phase}", aggregation="inclusive", unit="ms",
+                    needs=TIME_NEEDS, per_module=_module,
+                    description=f"median {_phase} time of the call with its children's")
+    register_column(f"self_{_phase}_ms", "time", f"self {_phase}", aggregation="sum",
+                    unit="ms", needs=TIME_NEEDS, per_module=f"self_{_module}",
+                    description=f"median {_phase} time of the call's own code")
+    register_column(_module, "time", f"{_label}time median", aggregation="inclusive",
+                    unit="ms", needs=TIME_NEEDS,
+                    description=f"median over the kept iterations of the module's {_phase} "
+                    "calls summed, with their children's")
+    register_column(f"self_{_module}", "time", f"self {_label}time median", aggregation="sum",
+                    unit="ms", needs=TIME_NEEDS,
+                    description=f"median over the kept iterations of the module's own "
+                    f"{_phase} time")
+
+for _prefix, _phase in (("", ""), ("backward_", "bwd ")):
+    register_column(f"{_prefix}device_ms", "time", f"{_phase}device", aggregation="inclusive",
+                    unit="ms", needs=TIME_NEEDS,
+                    description="summed duration of the kernels, copies and sets the call "
+                    "launched (the kernel clock), with its children's")
+    register_column(f"self_{_prefix}device_ms", "time", f"{_phase}self device",
+                    aggregation="sum", unit="ms", needs=TIME_NEEDS,
+                    description="device time of the work the call launched itself")
+    register_column(f"{_prefix}host_ms", "time", f"{_phase}host", aggregation="inclusive",
+                    unit="ms", needs=TIME_NEEDS,
+                    description="wall time on the host between the call's hooks, less the "
+                    "calibrated hook cost, with its children's")
+    register_column(f"self_{_prefix}host_ms", "time", f"{_phase}self host", aggregation="sum",
+                    unit="ms", needs=TIME_NEEDS, description="host time of the call's own code")
+    register_column(f"{_prefix}time_bound", "text", f"{_phase}bound by", aggregation="none",
+                    needs=TIME_NEEDS,
+                    description="host: issuing the work took the host longer than the device "
+                    "took to run it; device: the other way round")
+register_column("device_launches", "count", "launches", aggregation="inclusive",
+                needs=TIME_NEEDS, description="kernels, copies and sets the forward launched, "
+                "with its children's")
+register_column("device_idle_share", "fraction", "device idle", aggregation="none",
+                needs=TIME_NEEDS, description="share of the span of the call's device work in "
+                "which the device ran none of it")
+
+register_quantity("time", "self_time_median_ms", "time_median_ms", "time")
+register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)
