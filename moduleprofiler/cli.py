@@ -386,10 +386,10 @@ def run_profile(options: argparse.Namespace) -> Any:
                         drop_first=None if options.iters is None else max(1, options.iters // 10))
                 for message in timing.warnings:
                     print(f"moduleprofiler: warning: {message}", file=sys.stderr)
-                profile = profile.with_timing(timing)
+                profile = profile.merge(timing)
         if "memory" in groups:
             memory = profiler.measure_memory(model, inputs, train=True)
-            profile = profile.with_memory(memory)
+            profile = profile.merge(memory)
             options.notes = memory_notes(memory)
     except Exception as exc:
         raise CliError(str(exc)) from exc

@@ -66,7 +66,7 @@ class WindowResult:
 
     profile: Profile
     """This rank's counted profile with the window's times attached
-    (:meth:`Profile.with_timing`)."""
+    (:meth:`Profile.merge`)."""
     timing: TrainingTiming
     """The per-module times of the window's steps."""
     scalars: dict[str, float]
@@ -255,7 +255,7 @@ class StepWindow:
                 # the peak and the call that set it (one more forward and backward)
                 self._memory = profiler.measure_memory(model, inputs, train=True,
                                                        loss_fn=self.loss_fn)
-                return profile.with_memory(self._memory)
+                return profile.merge(self._memory)
             except ProfilingError as exc:
                 raise ProfilingError(f"counting the model on the batch of step "
                                      f"{self.start_step} failed (check forward_args): "
@@ -268,7 +268,7 @@ class StepWindow:
         try:
             self.release()
             timing = profiler.result()
-            outcome = self._build(self._profile.with_timing(timing), timing)
+            outcome = self._build(self._profile.merge(timing), timing)
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)

@@ -1,0 +1,94 @@
+"""Timing and memory results are profiles: one record per call with registered columns,
+joined to a counted profile by ``Profile.merge``."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.export.columns import column_spec, quantity
+from moduleprofiler.records import ProfileData
+
+FAST = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "measure_overhead": False}
+
+
+def _shared() -> tuple[nn.Module, torch.Tensor]:
+    """A Linear(4, 4) called twice around a ReLU: four calls in all."""
+    linear = nn.Linear(4, 4)
+    return nn.Sequential(linear, nn.ReLU(), linear), torch.randn(3, 4)
+
+
+def test_time_modules_returns_a_profile_of_its_calls() -> None:
+    model, x = _shared()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = ModuleProfiler().time_modules(model, x, **FAST)
+    assert isinstance(timing, Profile)
+    # named_modules() drops the second registration of the shared Linear: root, "0", "1";
+    # the calls: the root, then "0" (its first call), "1", "0" again (its second call)
+    assert [(r.path, r.call_number, r.parent, r.depth) for r in timing.records] == [
+        ("", 0, None, 0), ("0", 0, 0, 1), ("1", 0, 0, 1), ("0", 1, 0, 1)]
+    for record in timing.records:
+        assert set(record.metrics) == {"forward_ms", "self_forward_ms"}
+        assert record.metrics["forward_ms"] >= record.metrics["self_forward_ms"] >= 0
+        assert record.ops is None and record.ops_source == "unknown"  # timing counts nothing
+    # 4 x 4 weights + 4 biases = 20 parameters, the shared Linear's once
+    assert timing.total_params == 20 and timing.records[1].params == 20
+    # per module: the median over the 4 - 1 = 3 kept iterations of both calls summed (the
+    # middle one of the three sums), not the sum of the two calls' medians
+    both = timing.samples("0")
+    assert both.size == 3
+    assert timing.module_metrics["0"]["time_median_ms"] == pytest.approx(sorted(both)[1])
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0", "calls"] == 2 and frame.loc["0", "time_median_ms"] > 0
+    assert timing.to_df().columns[0] == "module"  # no aggregate: the statistics frame
+
+
+def test_timing_columns_declare_what_they_need_and_their_per_module_twin() -> None:
+    assert column_spec("forward_ms").per_module == "time_median_ms"
+    assert column_spec("self_backward_ms").per_module == "self_backward_time_median_ms"
+    assert "time_modules()" in column_spec("time_median_ms").needs
+    assert "measure_memory()" in column_spec("saved_bytes").needs
+    with pytest.raises(ValueError, match=r"needs the column 'time_median_ms'.*time_modules"):
+        quantity("time", ["ops", "inclusive_ops"])
+    # the kernel clock's device time is preferred where a profile has it
+    assert quantity("time", ["time_median_ms", "device_ms"]).inclusive == "device_ms"
+
+
+def test_merge_joins_times_to_counts_and_the_old_joins_warn() -> None:
+    model, x = _shared()
+    profiler = ModuleProfiler()
+    counted = profiler.profile(model, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = profiler.time_modules(model, x, **FAST)
+    merged = counted.merge(timing)
+    # the counts stay: the first Linear call, 3 rows x 4 outputs x (2 x 4 - 1 + 1) = 96 ops
+    assert merged.records[1].ops == counted.records[1].ops == 96
+    assert merged.records[3].metrics["forward_ms"] == timing.records[3].metrics["forward_ms"]
+    assert merged.module_metrics["0"] == timing.module_metrics["0"]
+    with pytest.warns(DeprecationWarning, match=r"profile\.merge\(timing\)"):
+        old = counted.with_timing(timing)
+    assert old.records == merged.records and old.module_metrics == merged.module_metrics
+
+
+def test_measure_memory_returns_profile_data_with_its_columns() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    x = torch.randn(3, 4)
+    report = ModuleProfiler().measure_memory(model, x, train=True)
+    assert isinstance(report, ProfileData)
+    relu = report.records[2]
+    assert (relu.path, relu.call_number) == ("1", 0)
+    # ReLU saves its 3 x 8 float32 output for backward: 3 * 8 * 4 = 96 bytes
+    assert relu.metrics["self_saved_bytes"] == relu.metrics["saved_bytes"] == 96
+    # the training maxima come before the inference pass's, which a narrow view hides first
+    assert list(relu.metrics) == ["saved_bytes", "self_saved_bytes", "train_max_live_bytes",
+                                  "backward_max_live_bytes", "max_live_bytes"]
+    merged = ModuleProfiler().profile(model, x).merge(report)
+    assert merged.records[2].metrics["saved_bytes"] == 96
+    assert merged.module_metrics["1"]["saved_bytes"] == 96
+    assert report.calls[2].saved_bytes == 96 and report.peak_bytes >= report.inference.peak_bytes
