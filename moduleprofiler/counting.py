@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn import Parameter
 
 from moduleprofiler.errors import FormulaError
 from moduleprofiler.inputs import formula_inputs
@@ -136,6 +137,7 @@ class CountingListener(Listener):
         self.maps = maps
         """The tables this listener counts with (other listeners of the pass read its operator
         formulas from here)."""
+        self._excludes = bool(maps.excluded_ids or maps.excluded_types)
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._by_module: dict[int, _Resolved] = {}
         self._tallies: dict[int, _OperatorTally] = {}
@@ -256,10 +258,7 @@ class CountingListener(Listener):
         values["input_dtypes"] = one_dtype(first.dtype)
         values["output_shapes"] = output_shape
         values["output_dtypes"] = one_dtype(output.dtype)
-        # the module's direct parameters and buffers only: an output aliasing them (``return
-        # self.weight``) is not new memory; a descendant's are checked at the descendant's call
-        values["output_bytes"] = new_storage_bytes(
-            output, args, module._parameters.values(), module._buffers.values())
+        values["output_bytes"] = _new_bytes(module, first, output)
         values["ops"] = ops
         values["macs"] = macs
         values["ops_source"] = source
@@ -396,7 +395,7 @@ class CountingListener(Listener):
         return resolved
 
     def _resolve_type(self, module: nn.Module) -> _Resolved:
-        excluded = self.is_excluded(module)
+        excluded = self._excludes and self.is_excluded(module)
         key = (type(module), excluded)
         resolved = self._resolved.get(key)
         if resolved is None:
@@ -476,6 +475,29 @@ class BackwardCountingListener(Listener):
 
 
 _EMPTY_TALLY = _OperatorTally()
+
+
+def _new_bytes(module: nn.Module, first: Tensor, output: Tensor) -> int:
+    """:func:`~moduleprofiler.storage.new_storage_bytes` of a one-tensor call, inlined for
+    plain tensors (a quarter of its cost): 0 when the output shares its storage with the input
+    or with one of the module's direct parameters and buffers (``return self.weight``; a
+    descendant's are checked at the descendant's call)."""
+    try:
+        storage = output.untyped_storage()
+        key = storage._cdata
+        if key == first.untyped_storage()._cdata:
+            return 0
+        for table in (module._parameters, module._buffers):
+            for tensor in table.values():
+                if type(tensor) is Parameter or type(tensor) is Tensor:  # neither is lazy
+                    if tensor.untyped_storage()._cdata == key:
+                        return 0
+                elif tensor is not None:  # a subclass (lazy, sharded): the general path
+                    raise TypeError
+        return int(storage.nbytes())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return new_storage_bytes(output, (first,), module._parameters.values(),
+                                 module._buffers.values())
 
 
 def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:

@@ -350,3 +350,22 @@ def test_one_tensor_calls_record_what_the_general_path_computes() -> None:
         assert record.output_shapes == record.output_size == (2, 4)
         assert type(record.input_shapes) is tuple and type(record.output_shapes) is tuple
     assert [r.output_bytes for r in records] == [32, 32, 0, 32]
+
+
+def test_one_tensor_calls_returning_their_own_weight_or_buffer_allocate_nothing() -> None:
+    class OwnWeight(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(3))
+            self.register_buffer("scale", torch.ones(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.sum() > 0:
+                return self.weight.detach()  # the parameter's storage
+            return self.scale[:2]  # a view of the buffer's storage
+
+    model = OwnWeight()
+    assert ModuleProfiler().profile(model, torch.ones(3)).records[0].output_bytes == 0
+    assert ModuleProfiler().profile(model, -torch.ones(3)).records[0].output_bytes == 0
+    # a fresh 2 x 3 float32 output: 24 bytes
+    assert ModuleProfiler().profile(nn.ReLU(), torch.ones(2, 3)).records[0].output_bytes == 24
