@@ -15,8 +15,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-import moduleprofiler.formulas  # noqa: F401  (the formula families register on import)
-from moduleprofiler import memory_columns  # noqa: F401  (the memory columns register on import)
+# imported for what they register: the formula families and the memory columns
+import moduleprofiler.formulas
+import moduleprofiler.memory_columns  # noqa: F401
 from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
