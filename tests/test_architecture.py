@@ -111,12 +111,7 @@ def test_no_import_cycle_between_modules_not_even_through_type_checking() -> Non
     assert on_a_cycle <= KNOWN_MODULE_CYCLES, sorted(on_a_cycle - KNOWN_MODULE_CYCLES)
 
 
-KNOWN_PACKAGE_CYCLES = {
-    # export/profile.py names timing's result classes for Profile.with_timing (under
-    # TYPE_CHECKING) while timing/results.py builds export views: it goes when timing returns
-    # Profiles, the one result model
-    "moduleprofiler.export", "moduleprofiler.timing",
-}
+KNOWN_PACKAGE_CYCLES: set[str] = set()
 """Packages on an import cycle through type-checking imports, still to be untangled; none
 may be added."""
 
