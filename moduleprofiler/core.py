@@ -25,6 +25,17 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
+from moduleprofiler.prediction.listener import PredictionListener
+from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
+from moduleprofiler.prediction.predict import (
+    DeviceSpec,
+    HostSpec,
+    PredictedProfile,
+    dtype_of,
+    finish_prediction,
+    resolve_device,
+    resolve_host,
+)
 from moduleprofiler.registry import FormulaMap, get_default_macs_map, get_default_ops_map
 from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
@@ -254,6 +265,68 @@ class Profiler:
         return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
                               device=device, emulate=emulate, progress=progress,
                               keep_output=keep_output)
+
+    # -- prediction ------------------------------------------------------------------------
+    def predict(
+        self,
+        module: nn.Module,
+        input: Any = None,
+        device: DeviceSpec = "H100 SXM",
+        host: HostSpec = None,
+        dtype: str | torch.dtype | None = None,
+        backward: bool = False,
+        *,
+        eval: bool | None = None,
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
+        input_size: InputSize | None = None,
+    ) -> PredictedProfile:
+        """Predict the latency of ``module`` on ``input`` for a GPU, module by module, without
+        running it: the pass runs on the meta device (no memory, no computation), each aten
+        operator is timed from a calibration of the device and the host that issues it, and
+        the pass's latency combines the host chain and the device chain
+        (``docs/prediction.md``).
+
+        Args:
+            module, input, input_size: as for :meth:`profile`; the model and its input are
+                copied to the meta device (your model is not touched, nothing is allocated).
+            device: a calibrated device (``"H100 SXM"``), a device with datasheet peaks only
+                (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its
+                peaks, said in the notes), a :class:`~moduleprofiler.prediction.Calibration` or
+                its JSON path, or :class:`~moduleprofiler.efficiency.DevicePeaks`.
+            host: ``None``: the device time alone, a lower bound labelled as such;
+                ``"calibrated"``: the CPU that drove the calibrated GPU; ``"this"``: this
+                machine's CPU; or :class:`~moduleprofiler.prediction.HostCosts`.
+            dtype: cast the model's floating parameters and inputs (``"bf16"``, ``"fp32"``:
+                matmuls and convolutions in TF32).
+            backward: predict forward and backward (the training step without the optimizer).
+            eval: the model's mode for the pass (default: eval for a forward, train with
+                ``backward=True``).
+            loss_fn: as for :meth:`profile` with ``backward=True``.
+
+        Returns:
+            A :class:`~moduleprofiler.prediction.PredictedProfile`: every view shows
+            ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
+            ``predicted_latency_ms`` is the whole pass.
+        """
+        device_model, notes = resolve_device(device)
+        host_model, host_notes = resolve_host(host, device_model)
+        model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
+        if input_size is not None:
+            if input is not None:
+                raise ValueError("pass input or input_size, not both")
+            input = random_input(model, input_size)
+        listener = PredictionListener(device_model, host_model)
+
+        def fused(*args: Any, **kwargs: Any) -> Any:
+            with FusedAttentionOnMeta():
+                return model(*args, **kwargs)
+
+        self._log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
+        profile = self.profile(model, meta_input(input, dtype_of(dtype)), pred_fn=fused,
+                               eval=not backward if eval is None else eval, backward=backward,
+                               loss_fn=loss_fn, listeners=[listener])
+        return finish_prediction(profile, listener, device_model, host_model,
+                                 notes + host_notes)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""

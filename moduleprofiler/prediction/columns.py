@@ -1,0 +1,37 @@
+"""The prediction's per-call columns, registered like any listener's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from moduleprofiler.export.columns import Derived, inclusive_of, register_column
+
+
+def _bound(prefix: str) -> Derived:
+    device, host = f"predicted_{prefix}device_ms", f"predicted_{prefix}host_ms"
+
+    def derive(calls: pd.DataFrame) -> list[Any]:
+        if host not in calls:
+            return [None] * len(calls)
+        return [None if pd.isna(d) or pd.isna(h) else "host" if h > d else "device"
+                for d, h in zip(calls[device], calls[host])]
+    return Derived((device, host), derive)
+
+
+for _prefix, _phase in (("", ""), ("backward_", "backward ")):
+    for _what in ("device", "host"):
+        register_column(f"self_predicted_{_prefix}{_what}_ms", "time",
+                        f"{_phase}self predicted {_what}", aggregation="sum", unit="ms",
+                        description=f"predicted {_phase}{_what} time of the call's own "
+                                    "operators", needs="run predict() first")
+        register_column(f"predicted_{_prefix}{_what}_ms", "time",
+                        f"{_phase}predicted {_what}", aggregation="inclusive", unit="ms",
+                        derive=inclusive_of(f"self_predicted_{_prefix}{_what}_ms"),
+                        description=f"predicted {_phase}{_what} time of the call and "
+                                    "everything it called", needs="run predict() first")
+    register_column(f"predicted_{_prefix}bound", "text", f"{_phase}predicted bound",
+                    aggregation="none", derive=_bound(_prefix),
+                    description="host: the host takes longer to issue the call's work than "
+                                "the device to run it", needs="run predict() first")

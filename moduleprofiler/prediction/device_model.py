@@ -1,0 +1,144 @@
+"""Device time of one operator from a calibration: the measured shapes nearest to it, each
+scaled by the ratio of the two shapes' roofline times.
+
+For an operator with work ``roof`` (``max(flops / peak, bytes / bandwidth)`` on the device's
+datasheet peaks) the prediction is the weighted geometric mean, over the ``k`` nearest
+measured shapes of its table (distance in the table's log2 features), of
+``us_i * (roof + floor) / (roof_i + floor)``, where ``floor`` is the table's fastest
+measurement: a large operator runs at its neighbours' achieved fraction of the peak (wave
+quantisation and tile occupancy are in the neighbours' times), a tiny one takes about as long as
+its tiny neighbours (launch-bound kernels do not get faster with less work).
+
+A device measured by :func:`~moduleprofiler.prediction.calibrate` uses its own tables; a
+device with datasheet peaks only uses a reference calibration's achieved fractions on its own
+peaks (``transferred``), which is what the prediction's notes then say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from moduleprofiler.efficiency.peaks import DevicePeaks
+from moduleprofiler.prediction.calibration import Calibration
+from moduleprofiler.prediction.op_classes import OpWork, attention_features, conv_features
+
+NEIGHBOURS = 4
+
+
+@dataclass
+class _Table:
+    features: NDArray[np.float64]
+    us: NDArray[np.float64]
+    roof_us: NDArray[np.float64]
+    floor_us: float
+
+
+_COMPUTE_TABLES = {"gemm", "bmm", "conv", "conv_backward", "attention", "attention_backward"}
+
+
+_ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _row_work(table: str, row: list[float],
+              size: int) -> tuple[tuple[float, ...], float, float]:
+    """Features, FLOPs and bytes of one calibration row (the last entry, µs, excluded) of
+    elements of ``size`` bytes."""
+    log2 = np.log2
+    if table == "gemm":
+        m, n, k = row[:3]
+        return (log2(m), log2(n), log2(k)), 2 * m * n * k, size * (m * k + k * n + m * n)
+    if table == "bmm":
+        b, m, n, k = row[:4]
+        return ((log2(b), log2(m), log2(n), log2(k)), 2 * b * m * n * k,
+                size * b * (m * k + k * n + m * n))
+    if table in ("conv", "conv_backward"):
+        n, cin, cout, h, kernel, stride, groups = (int(v) for v in row[:7])
+        out = max(1, h // stride)
+        flops = 2.0 * n * out * out * cout * (cin // groups) * kernel * kernel
+        nbytes = size * (n * cin * h * h + cout * (cin // groups) * kernel ** 2
+                        + n * cout * out * out)
+        factor = 2.0 if table == "conv_backward" else 1.0
+        return (conv_features(n, cin, cout, h, kernel, stride, groups), factor * flops,
+                factor * nbytes)
+    if table in ("attention", "attention_backward"):
+        b, h, s, d, causal = (int(v) for v in row[:5])
+        factor = 2.5 if table == "attention_backward" else 1.0
+        return (attention_features(b * h, s, d, bool(causal)), factor * 4.0 * b * h * s * s * d,
+                factor * 4.0 * b * h * s * d * size)
+    return (log2(max(row[0], 1.0)),), 0.0, row[0]
+
+
+@dataclass
+class DeviceModel:
+    """Predicts device microseconds per operator for one device."""
+
+    calibration: Calibration
+    """The measured tables (the device's own, or a reference device's)."""
+    peaks: DevicePeaks
+    """The device's datasheet peaks: the roofline the tables' ratios apply to."""
+    reference_peaks: DevicePeaks
+    """The peaks of the device the calibration measured."""
+    _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
+        default_factory=dict, repr=False)
+
+    @property
+    def transferred(self) -> bool:
+        """Whether the tables come from another device (scaled by the peaks)."""
+        return self.peaks.name != self.reference_peaks.name
+
+    def _rate(self, peaks: DevicePeaks, table: str, dtype: str) -> tuple[float, float]:
+        """(FLOP/s, bytes/s) of ``peaks`` for ``table`` in ``dtype``; fp32 matmuls and
+        convolutions run in TF32."""
+        name = "tf32" if dtype == "fp32" and table in _COMPUTE_TABLES else dtype
+        flops = peaks.flops_per_s(name) or peaks.flops_per_s("fp32") or 1e12
+        return flops, peaks.bytes_per_s
+
+    def _roof_us(self, peaks: DevicePeaks, table: str, dtype: str, flops: float,
+                 nbytes: float) -> float:
+        flop_rate, byte_rate = self._rate(peaks, table, dtype)
+        return max(flops / flop_rate, nbytes / byte_rate) * 1e6
+
+    def _table(self, table: str, dtype: str) -> _Table | None:
+        key = (table, dtype)
+        if key not in self._tables:
+            tables = self.calibration.tables
+            source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32")
+            rows = (source or {}).get(table)
+            if not rows:
+                self._tables[key] = None
+            else:
+                size = _ELEMENT_BYTES.get(dtype, 4)
+                works = [_row_work(table, row, size) for row in rows]
+                roofs = [self._roof_us(self.reference_peaks, table, dtype, f, b)
+                         for _, f, b in works]
+                us = np.array([row[-1] for row in rows], dtype=np.float64)
+                self._tables[key] = _Table(np.array([w[0] for w in works], dtype=np.float64),
+                                           us, np.array(roofs), float(us.min()))
+        return self._tables[key]
+
+    def op_us(self, work: OpWork) -> float | None:
+        """Predicted device microseconds of ``work`` (0 for an operator that launches
+        nothing; ``None`` when the calibration has no table for it)."""
+        if work.table is None:
+            return 0.0
+        key = (work.table, work.dtype, work.features, work.flops, work.moved_bytes)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        table = self._table(work.table, work.dtype)
+        if table is None:
+            return None
+        roof = self._roof_us(self.peaks, work.table, work.dtype, work.flops, work.moved_bytes)
+        query = np.array(work.features, dtype=np.float64)
+        distance = np.sqrt(((table.features - query) ** 2).sum(axis=1))
+        nearest = np.argsort(distance)[:NEIGHBOURS]
+        weights = 1.0 / (distance[nearest] ** 2 + 1e-3)
+        floor = table.floor_us
+        scaled = table.us[nearest] * (roof + floor) / (table.roof_us[nearest] + floor)
+        predicted = float(np.exp((weights * np.log(scaled)).sum() / weights.sum()))
+        self._cache[key] = predicted
+        return predicted

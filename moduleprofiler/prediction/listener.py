@@ -1,0 +1,82 @@
+"""``PredictionListener``: every aten operator of the pass, in issue order, with its predicted
+host and device microseconds, booked to the module call that ran it (backward operators to the
+call whose forward created their autograd node)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from moduleprofiler.prediction.chain import Step
+from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.host_model import HostModel
+from moduleprofiler.prediction.op_classes import classify
+from moduleprofiler.runner import Call, Listener, PassRunner
+
+_PHASES = ("", "backward_")
+
+
+class PredictionListener(Listener):
+    """Predicts each operator as it runs (on the meta device: nothing is computed) and writes
+    per call ``self_predicted_device_ms`` / ``self_predicted_host_ms`` (and the
+    ``backward_`` ones); the pass's issue order is kept for the chain model."""
+
+    wants_nodes = True
+
+    def __init__(self, device: DeviceModel, host: HostModel | None) -> None:
+        self.device = device
+        self.host = host
+        self.steps: dict[str, list[Step]] = {phase: [] for phase in _PHASES}
+        """Issue-ordered host/device steps per phase (``""``: forward)."""
+        self.unknown: dict[str, int] = {}
+        """Operators no calibration table times, with their call counts."""
+        self._own: dict[tuple[str, int], list[float | None]] = {}
+
+    def observe(self, module: nn.Module) -> bool:
+        return True
+
+    def observe_outside(self) -> bool:
+        return True
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self.host is not None:
+            cost = self.host.module_call_us
+            self.steps[""].append(Step(cost, 0.0))
+            self._book("", call, cost, 0.0)
+
+    def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], out: Any) -> None:
+        self._record("", call, func, args, kwargs, out)
+
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        self._record("backward_", owner, func, args, kwargs, out)
+
+    def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any], out: Any) -> None:
+        work = classify(func, args, kwargs, out)
+        device_us = self.device.op_us(work)
+        if device_us is None:
+            self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
+        host_us = self.host.op_us(work) if self.host is not None else 0.0
+        self.steps[phase].append(Step(host_us, device_us or 0.0, work.syncs))
+        self._book(phase, call, host_us, device_us)
+
+    def _book(self, phase: str, call: Call | None, host_us: float,
+              device_us: float | None) -> None:
+        if call is None:
+            return
+        own = self._own.setdefault((phase, call.index), [0.0, 0.0])
+        own[0] = None if own[0] is None or device_us is None else own[0] + device_us
+        own[1] = (own[1] or 0.0) + host_us
+
+    def finish(self, runner: PassRunner) -> None:
+        for call in runner.calls:
+            for phase in _PHASES if any(self.steps["backward_"]) else ("",):
+                device_us, host_us = self._own.get((phase, call.index), [0.0, 0.0])
+                call.values[f"self_predicted_{phase}device_ms"] = \
+                    None if device_us is None else device_us / 1e3
+                if self.host is not None:
+                    call.values[f"self_predicted_{phase}host_ms"] = (host_us or 0.0) / 1e3
+        self._own.clear()

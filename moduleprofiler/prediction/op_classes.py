@@ -1,0 +1,209 @@
+"""What one aten operator asks of a GPU: its class (the calibration table that times it), the
+features that place it in that table, and the host-cost class of its launch."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from moduleprofiler.efficiency.traffic import operator_bytes
+from moduleprofiler.shapes import iter_tensors
+
+VIEW = "view"
+"""Host class of operators that launch nothing (views, metadata, allocations)."""
+
+
+@dataclass(frozen=True)
+class OpWork:
+    """One operator call as the prediction model sees it."""
+
+    name: str
+    """The operator's name (``aten.mm``)."""
+    table: str | None
+    """The calibration table that times it (``gemm``, ``conv``, ``mem_binary``...);
+    ``None``: it launches no device work."""
+    features: tuple[float, ...]
+    """Its coordinates in that table (log2 sizes, see :func:`classify`)."""
+    dtype: str
+    """``fp32``, ``bf16`` or ``fp16``: the dtype table that times it."""
+    flops: float
+    moved_bytes: float
+    host: str
+    """The host-cost class of its launch (:data:`.calibrate.HOST_BENCHES`)."""
+    syncs: bool = False
+    """It waits for the device (``.item()``, ``nonzero``)."""
+
+
+_DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+_UNARY = {"relu", "relu_", "gelu", "silu", "silu_", "sigmoid", "tanh", "hardswish",
+          "hardswish_", "hardsigmoid", "hardsigmoid_", "neg", "exp", "rsqrt", "sqrt", "erf",
+          "clamp", "clamp_", "clamp_min", "hardtanh", "hardtanh_", "native_dropout", "pow",
+          "abs", "log", "sin", "cos", "reciprocal", "threshold_backward", "gelu_backward",
+          "silu_backward", "sigmoid_backward", "tanh_backward", "hardswish_backward",
+          "hardsigmoid_backward", "native_dropout_backward", "fill_", "zero_", "zeros",
+          "ones", "full", "zeros_like", "ones_like", "full_like", "scalar_tensor", "tril",
+          "triu", "arange", "masked_fill", "masked_fill_", "leaky_relu", "elu", "mish",
+          "upsample_nearest2d", "upsample_bilinear2d", "constant_pad_nd", "roll", "flip",
+          "logical_not", "bitwise_not", "eq", "ne", "lt", "gt", "le", "ge", "cumsum"}
+_BINARY = {"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "where", "maximum",
+           "minimum", "addcmul", "addcmul_", "addcdiv", "addcdiv_", "lerp", "lerp_",
+           "logical_and", "logical_or", "bitwise_and", "bitwise_or", "rsub", "masked_scatter",
+           "index_add", "index_add_"}
+_REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var_mean",
+              "var", "std", "std_mean", "norm", "linalg_vector_norm", "prod", "any", "all",
+              "max_pool2d_with_indices", "avg_pool2d", "_adaptive_avg_pool2d",
+              "adaptive_max_pool2d", "max_pool2d_with_indices_backward", "avg_pool2d_backward",
+              "_adaptive_avg_pool2d_backward", "_log_softmax_backward_data", "nll_loss_forward",
+              "nll_loss_backward"}
+_SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax", "_softmax_backward_data"}
+_LAYER_NORM = {"native_layer_norm", "native_layer_norm_backward", "native_group_norm",
+               "native_group_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward"}
+# Batch norm goes by the elementwise rule: an inference batch norm reads and writes each
+# element once, as a unary operator does.
+_BATCH_NORM = {"native_batch_norm", "_native_batch_norm_legit_no_training",
+               "_native_batch_norm_legit", "cudnn_batch_norm", "native_batch_norm_backward",
+               "cudnn_batch_norm_backward", "_native_batch_norm_legit_functional"}
+_COPY = {"clone", "copy_", "_to_copy", "contiguous", "_copy_from", "index_put", "index_put_",
+         "slice_scatter", "select_scatter", "new_zeros", "new_ones"}
+_GATHER = {"embedding", "index_select", "index", "gather", "embedding_dense_backward",
+           "scatter", "scatter_add", "scatter_add_", "take"}
+_CAT = {"cat", "stack"}
+_SYNCS = {"_local_scalar_dense", "nonzero", "masked_select", "item", "unique",
+          "_unique2"}
+_GEMM = {"mm", "addmm", "_addmm_activation"}
+_BMM = {"bmm", "baddbmm"}
+_ATTENTION = {"_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+              "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
+              "_efficient_attention_forward"}
+_ATTENTION_BACKWARD = {f"{name}_backward" for name in _ATTENTION}
+_CAUSAL_ARGUMENT = {"_scaled_dot_product_efficient_attention": 6,
+                    "_scaled_dot_product_flash_attention": 4,
+                    "_scaled_dot_product_efficient_attention_backward": 11,
+                    "_scaled_dot_product_flash_attention_backward": 11}
+"""Where each attention operator takes ``is_causal`` positionally."""
+_MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "reduction",
+                "mem_softmax": "softmax", "mem_layer_norm": "layer_norm",
+                "mem_batch_norm": "batch_norm", "mem_copy": "copy",
+                "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy"}
+
+
+def _log2(value: float) -> float:
+    return math.log2(max(value, 1.0))
+
+
+def _dtype_of(args: Any, out: Any) -> str:
+    for tensor in iter_tensors((out, args)):
+        if tensor.is_floating_point():
+            return _DTYPES.get(tensor.dtype, "fp32")
+    return "fp32"
+
+
+def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, ...], float]:
+    if name in _GEMM:
+        a, b = (args[1], args[2]) if name != "mm" else (args[0], args[1])
+        m, k, n = a.shape[0], a.shape[1], b.shape[1]
+        return "gemm", (_log2(m), _log2(n), _log2(k)), 2.0 * m * n * k
+    a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
+    batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
+    return "bmm", (_log2(batch), _log2(m), _log2(n), _log2(k)), 2.0 * batch * m * n * k
+
+
+def conv_features(batch: int, cin: int, cout: int, side: float, kernel: float, stride: float,
+                  groups: int) -> tuple[float, ...]:
+    """A convolution's coordinates in the ``conv`` tables: output pixels, channels per group,
+    output channels, kernel side and stride, and whether it is depthwise (set far apart)."""
+    out_side = max(1.0, side / stride)
+    depthwise = 8.0 if groups > 1 and groups == cin else 0.0
+    return (_log2(batch * out_side * out_side), _log2(cin / groups), _log2(cout), kernel,
+            stride, depthwise, _log2(groups))
+
+
+def _conv(args: tuple[Any, ...], output_shape: torch.Size | None
+          ) -> tuple[tuple[float, ...], float]:
+    x, weight = args[0], args[1]
+    stride = args[3] if len(args) > 3 else (1,)
+    groups = int(args[8]) if len(args) > 8 else 1
+    spatial = list(x.shape[2:]) or [1]
+    side = math.prod(spatial) ** (1.0 / len(spatial)) if spatial else 1.0
+    kernel = math.prod(weight.shape[2:]) ** (1.0 / max(1, weight.dim() - 2))
+    step = math.prod(stride) ** (1.0 / len(stride)) if stride else 1.0
+    cout, cin = weight.shape[0], weight.shape[1] * groups
+    out_pixels = math.prod(output_shape[2:]) if output_shape is not None else \
+        math.prod(spatial) / step ** len(spatial)
+    flops = 2.0 * x.shape[0] * out_pixels * cout * weight.shape[1] * math.prod(weight.shape[2:])
+    return conv_features(int(x.shape[0]), int(cin), int(cout), side, kernel, step,
+                         groups), flops
+
+
+def attention_features(batch_heads: int, seq: int, head_dim: int,
+                       causal: bool) -> tuple[float, ...]:
+    """An attention call's coordinates in the ``attention`` tables."""
+    return (_log2(batch_heads), _log2(seq), _log2(head_dim), 4.0 if causal else 0.0)
+
+
+def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> OpWork:
+    """The work of one aten operator call (a view or an allocation launches nothing)."""
+    packet = getattr(func, "overloadpacket", None)
+    name = packet.__name__ if packet is not None else str(func)
+    label = f"aten.{name}"
+    moved = operator_bytes(func, args, kwargs, out)
+    dtype = _dtype_of(args, out)
+    if name in _SYNCS:
+        return OpWork(label, "mem_copy", (_log2(moved or 1),), dtype, 0.0, float(moved or 0),
+                      "copy", syncs=True)
+    if name in _GEMM or name in _BMM:
+        table, features, flops = _gemm_features(name, args)
+        return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
+    if name == "convolution":
+        out_shape = out.shape if isinstance(out, torch.Tensor) else None
+        features, flops = _conv(args, out_shape)
+        return OpWork(label, "conv", features, dtype, flops, float(moved or 0), "conv")
+    if name == "convolution_backward":
+        grad, x, weight = args[0], args[1], args[2]
+        conv_args = (x, weight, None, *args[4:7], args[7], args[8], args[9])
+        features, flops = _conv(conv_args, grad.shape)
+        mask = args[10] if len(args) > 10 else (True, True, True)
+        share = (0.5 if mask[0] else 0.0) + (0.5 if mask[1] else 0.0)
+        return OpWork(label, "conv_backward", features, dtype, 2.0 * flops * share,
+                      float(moved or 0), "conv")
+    if name in _ATTENTION or name in _ATTENTION_BACKWARD:
+        q = args[0] if name in _ATTENTION else args[1]
+        position = _CAUSAL_ARGUMENT.get(name)
+        causal = bool(args[position]) if position is not None and len(args) > position \
+            else bool(kwargs.get("is_causal", False))
+        b, h, s, d = q.shape
+        table = "attention" if name in _ATTENTION else "attention_backward"
+        flops = 4.0 * b * h * s * s * d * (2.5 if table == "attention_backward" else 1.0)
+        return OpWork(label, table, attention_features(b * h, s, d, causal), dtype,
+                      flops, float(moved or 0), "attention")
+    if moved is None:
+        return OpWork(label, None, (), dtype, 0.0, 0.0, VIEW)
+    kind = _memory_kind(name, args)
+    return OpWork(label, kind, (_log2(moved),), dtype, 0.0, float(moved), _MEMORY_HOST[kind])
+
+
+def _memory_kind(name: str, args: tuple[Any, ...]) -> str:
+    if name in _BINARY:
+        return "mem_binary"
+    if name in _REDUCTION:
+        return "mem_reduction"
+    if name in _SOFTMAX:
+        return "mem_softmax"
+    if name in _LAYER_NORM:
+        return "mem_layer_norm"
+    if name in _BATCH_NORM:
+        return "mem_unary"
+    if name in _GATHER:
+        return "mem_gather"
+    if name in _CAT:
+        return "mem_cat"
+    if name in _COPY:
+        source = args[1] if name == "copy_" and len(args) > 1 else args[0] if args else None
+        if isinstance(source, torch.Tensor) and not source.is_contiguous():
+            return "mem_transpose_copy"
+        return "mem_copy"
+    return "mem_unary"  # the elementwise rule by bytes: also for operators not listed

@@ -1,0 +1,162 @@
+"""``predict()``: per-module latency predicted for a GPU, on the meta device (no memory, no
+GPU, no computation): every aten operator of the pass is classified, timed on the device from a
+calibration (:mod:`.device_model`) and on the host from host costs (:mod:`.host_model`), and
+the pass's latency comes from the two chains together (:mod:`.chain`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from moduleprofiler.efficiency.peaks import DEVICE_PEAKS, DevicePeaks, device_peaks
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.prediction import columns  # noqa: F401  (registers the columns)
+from moduleprofiler.prediction.calibrate import measure_host
+from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
+from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
+from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.host_model import HostModel
+from moduleprofiler.prediction.listener import PredictionListener
+
+REFERENCE = "H100 SXM"
+"""The shipped calibration whose achieved fractions a datasheet-only device borrows."""
+
+_DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+
+DeviceSpec = str | Calibration | DevicePeaks | Path
+HostSpec = str | HostCosts | None
+
+
+@dataclass(frozen=True, repr=False)
+class PredictedProfile(Profile):
+    """A :class:`~moduleprofiler.Profile` whose calls carry predicted times
+    (``predicted_device_ms``, ``predicted_host_ms``, ``predicted_bound`` and their ``self_``
+    and ``backward_`` forms), and the pass's prediction."""
+
+    predicted_latency_ms: float | None = None
+    """The whole pass (forward, or forward and backward), host and device chains together;
+    with ``host=None`` the device time alone, a lower bound."""
+    predicted_device_ms: float | None = None
+    """The device's busy time in the pass."""
+    predicted_host_ms: float | None = None
+    """The host's time to issue the pass (``None`` with ``host=None``)."""
+    predicted_for: str = ""
+    """The device (and the host) the prediction is for."""
+    prediction_notes: tuple[str, ...] = ()
+    """What the prediction rests on and where it is a bound."""
+
+    @property
+    def predicted_regime(self) -> str | None:
+        """``"host-bound"`` when the device would be idle over half the pass, else
+        ``"device-bound"`` (``None`` without a host model)."""
+        if self.predicted_host_ms is None or self.predicted_latency_ms is None:
+            return None
+        assert self.predicted_device_ms is not None
+        return "host-bound" if self.predicted_device_ms < 0.5 * self.predicted_latency_ms \
+            else "device-bound"
+
+
+def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
+    """The device model for ``device``: a shipped calibration's name, a datasheet name
+    (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its peaks), a
+    :class:`Calibration` or its JSON path, or :class:`DevicePeaks`."""
+    shipped = shipped_calibrations()
+    notes: list[str] = []
+    if isinstance(device, (str, Path)) and str(device).endswith(".json"):
+        device = Calibration.load(device)
+    if isinstance(device, Calibration):
+        peaks = device_peaks(device.name) if device.name in DEVICE_PEAKS else \
+            device_peaks(device.device_name)
+        return DeviceModel(device, peaks, peaks), notes
+    peaks = device if isinstance(device, DevicePeaks) else device_peaks(device)
+    if peaks.name in shipped:
+        return DeviceModel(shipped[peaks.name], peaks, peaks), notes
+    if REFERENCE not in shipped:
+        raise ValueError(f"no calibration for {peaks.name!r} and no reference calibration "
+                         "shipped: measure one with moduleprofiler.prediction.calibrate()")
+    notes.append(f"{peaks.name} has datasheet peaks only: its operator times are the "
+                 f"{REFERENCE} calibration's achieved fractions of the peak applied to its "
+                 "own peaks (run moduleprofiler.prediction.calibrate() on one to measure it)")
+    reference = shipped[REFERENCE]
+    return DeviceModel(reference, peaks, device_peaks(REFERENCE)), notes
+
+
+def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None, list[str]]:
+    """The host model: ``None`` (device only: a lower bound), ``"calibrated"`` (the CPU that
+    drove the calibrated device), ``"this"`` (this machine's CPU: measured on its CUDA device
+    if it has one, else the calibrated costs scaled by this CPU's speed on a tiny operator),
+    or :class:`HostCosts`."""
+    if host is None:
+        return None, ["host=None: the device time alone, a lower bound on the latency "
+                      "(eager PyTorch is often bound by its host)"]
+    if isinstance(host, HostCosts):
+        return HostModel(host, source=host.cpu), []
+    reference = device.calibration.host
+    if host == "calibrated":
+        if reference is None:
+            raise ValueError("host='calibrated': this calibration has no host costs")
+        return HostModel(reference, source=reference.cpu), []
+    if host == "this":
+        if torch.cuda.is_available():
+            costs = measure_host(torch.device("cuda"))
+            return HostModel(costs, source=f"{costs.cpu} (measured here)"), []
+        if reference is None:
+            raise ValueError("host='this' without CUDA scales a calibration's host costs, "
+                             "and this calibration has none")
+        here = measure_host(torch.device("cpu"), calls=100, rounds=7).us["cpu_op"]
+        scale = here / reference.us["cpu_op"]
+        return HostModel(reference, scale, f"this CPU ({scale:.2f}x {reference.cpu})"), [
+            f"host='this' on a machine without CUDA: {reference.cpu}'s launch costs "
+            f"scaled by {scale:.2f}, this CPU's time on a tiny operator relative to it"]
+    raise ValueError(f"host must be None, 'calibrated', 'this' or HostCosts, got {host!r}")
+
+
+def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """``dtype`` as a torch dtype (``"bf16"``, ``torch.bfloat16``; ``None`` keeps the
+    model's)."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(_DTYPES)} or a torch dtype, "
+                         f"got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def finish_prediction(profile: Profile, listener: PredictionListener, device: DeviceModel,
+                      host: HostModel | None, notes: list[str]) -> PredictedProfile:
+    """The profile with the pass's prediction: the forward's (and backward's) steps through
+    the two chains."""
+    steps: list[Step] = [*listener.steps[""], *listener.steps["backward_"]]
+    result: ChainResult = run_chain(steps)
+    if listener.unknown:
+        notes.append("no calibration table times "
+                     + ", ".join(f"{name} ({count}x)" for name, count in
+                                 sorted(listener.unknown.items()))
+                     + ": their device time is unknown and the totals are lower bounds")
+    if device.transferred:
+        pass  # said by resolve_device
+    target = device.peaks.name + (f", host {host.source}" if host is not None else "")
+    fields = {f.name: getattr(profile, f.name) for f in dataclasses.fields(profile)
+              if f.init}
+    return PredictedProfile(
+        **fields,
+        predicted_latency_ms=result.latency_us / 1e3,
+        predicted_device_ms=result.device_us / 1e3,
+        predicted_host_ms=result.host_us / 1e3 if host is not None else None,
+        predicted_for=target, prediction_notes=tuple(notes))
+
+
+def scale_by_devices(measured: Any, ratio: Callable[[str], float | None]) -> dict[str, float]:
+    """Per module path: ``measured`` device ms times ``ratio(path)``."""
+    found: dict[str, float] = {}
+    for path, value in measured.items():
+        factor = ratio(path)
+        if factor is not None and value is not None:
+            found[path] = float(value) * factor
+    return found
