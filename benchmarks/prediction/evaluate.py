@@ -115,8 +115,9 @@ def quantiles(values: list[float]) -> str:
     if not values:
         return "n/a"
     ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-    return f"median {100 * statistics.median(ordered):5.1f} %, p90 {100 * p90:5.1f} % (n={len(ordered)})"
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return (f"median {100 * statistics.median(ordered):5.1f} %, p90 {100 * p90:5.1f} % "
+            f"(n={len(ordered)})")
 
 
 def main() -> None:

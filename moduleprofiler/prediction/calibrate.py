@@ -37,6 +37,7 @@ _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 GEMM_M: tuple[int, ...] = tuple(2 ** i for i in range(17))
 GEMM_NK: tuple[int, ...] = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144,
                             8192, 12288, 16384)
+UNALIGNED_N: tuple[int, ...] = (1000, 30522, 32001, 50257)
 GEMM_FLOP_CAP = 2 * 2 ** 37
 """GEMMs above this many FLOPs are left out: at that size the achieved rate is flat, and the
 model extends the largest measured shapes proportionally."""
@@ -94,6 +95,9 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     ms = GEMM_M[::2] if quick else GEMM_M
     nks = GEMM_NK[::3] if quick else GEMM_NK
     shapes = [(m, n, k) for m in ms for n in nks for k in nks if 2 * m * n * k <= GEMM_FLOP_CAP]
+    # vocabulary-sized and other odd widths: no tensor-core tile fits them evenly
+    shapes += [(m, n, k) for m in ms[::2] for n in UNALIGNED_N for k in (768, 1024, 4096)
+               if 2 * m * n * k <= GEMM_FLOP_CAP]
     largest_a = max(m * k for m, _, k in shapes)
     largest_b = max(k * n for _, n, k in shapes)
     a_store = torch.randn(largest_a, device=sweep.device, dtype=dtype)
@@ -215,7 +219,7 @@ def _attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.d
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
-                                 "batch_norm", "copy", "transpose_copy", "gather", "cat")
+                                 "batch_norm_2d", "copy", "transpose_copy", "gather", "cat")
 """The memory-bound operator kinds :func:`calibrate` measures, each over sizes."""
 
 
@@ -238,8 +242,11 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
     if kind == "layer_norm":
         norm = nn.LayerNorm(1024, device=device, dtype=dtype)
         return (lambda: F.layer_norm(x, (1024,), norm.weight, norm.bias)), moved
-    if kind == "batch_norm":
-        images = x.view(-1, 64, 4, 4) if x.numel() % 1024 == 0 else x
+    if kind == "batch_norm_2d":  # feature maps of 28 x 28, 256 channels where they fit
+        batch = numel // (256 * 784)
+        images = torch.randn(batch, 256, 28, 28, device=device, dtype=dtype) if batch else \
+            torch.randn(1, max(1, numel // 784), 28, 28, device=device, dtype=dtype)
+        moved = 2 * images.numel() * size
         mean = torch.zeros(images.shape[1], device=device, dtype=dtype)
         var = torch.ones_like(mean)
         return (lambda: F.batch_norm(images, mean, var, training=False)), moved

@@ -23,7 +23,12 @@ from numpy.typing import NDArray
 
 from moduleprofiler.efficiency.peaks import DevicePeaks
 from moduleprofiler.prediction.calibration import Calibration
-from moduleprofiler.prediction.op_classes import OpWork, attention_features, conv_features
+from moduleprofiler.prediction.op_classes import (
+    OpWork,
+    attention_features,
+    conv_features,
+    gemm_features,
+)
 
 NEIGHBOURS = 4
 
@@ -35,6 +40,9 @@ class _Table:
     roof_us: NDArray[np.float64]
     floor_us: float
 
+
+_FALLBACK = {"mem_batch_norm_2d": "mem_unary"}
+"""A table an older calibration lacks, and the one to use instead."""
 
 _COMPUTE_TABLES = {"gemm", "bmm", "conv", "conv_backward", "attention", "attention_backward"}
 
@@ -49,7 +57,7 @@ def _row_work(table: str, row: list[float],
     log2 = np.log2
     if table == "gemm":
         m, n, k = row[:3]
-        return (log2(m), log2(n), log2(k)), 2 * m * n * k, size * (m * k + k * n + m * n)
+        return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
     if table == "bmm":
         b, m, n, k = row[:4]
         return ((log2(b), log2(m), log2(n), log2(k)), 2 * b * m * n * k,
@@ -107,7 +115,7 @@ class DeviceModel:
         if key not in self._tables:
             tables = self.calibration.tables
             source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32")
-            rows = (source or {}).get(table)
+            rows = (source or {}).get(table) or (source or {}).get(_FALLBACK.get(table, ""))
             if not rows:
                 self._tables[key] = None
             else:

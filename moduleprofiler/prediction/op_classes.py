@@ -62,8 +62,6 @@ _REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "
 _SOFTMAX = {"_softmax", "_log_softmax", "_safe_softmax", "_softmax_backward_data"}
 _LAYER_NORM = {"native_layer_norm", "native_layer_norm_backward", "native_group_norm",
                "native_group_norm_backward", "_fused_rms_norm", "_fused_rms_norm_backward"}
-# Batch norm goes by the elementwise rule: an inference batch norm reads and writes each
-# element once, as a unary operator does.
 _BATCH_NORM = {"native_batch_norm", "_native_batch_norm_legit_no_training",
                "_native_batch_norm_legit", "cudnn_batch_norm", "native_batch_norm_backward",
                "cudnn_batch_norm_backward", "_native_batch_norm_legit_functional"}
@@ -87,7 +85,7 @@ _CAUSAL_ARGUMENT = {"_scaled_dot_product_efficient_attention": 6,
 """Where each attention operator takes ``is_causal`` positionally."""
 _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "reduction",
                 "mem_softmax": "softmax", "mem_layer_norm": "layer_norm",
-                "mem_batch_norm": "batch_norm", "mem_copy": "copy",
+                "mem_batch_norm_2d": "batch_norm", "mem_copy": "copy",
                 "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy"}
 
 
@@ -102,11 +100,19 @@ def _dtype_of(args: Any, out: Any) -> str:
     return "fp32"
 
 
+def gemm_features(m: float, n: float, k: float, element_size: int) -> tuple[float, ...]:
+    """A matrix product's coordinates in the ``gemm`` tables: its three sizes, and whether a
+    row of either operand misses 16-byte alignment (set far apart: such widths, a
+    vocabulary's, keep the fastest tensor-core kernels out)."""
+    misaligned = (n * element_size) % 16 != 0 or (k * element_size) % 16 != 0
+    return _log2(m), _log2(n), _log2(k), 6.0 if misaligned else 0.0
+
+
 def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, ...], float]:
     if name in _GEMM:
         a, b = (args[1], args[2]) if name != "mm" else (args[0], args[1])
         m, k, n = a.shape[0], a.shape[1], b.shape[1]
-        return "gemm", (_log2(m), _log2(n), _log2(k)), 2.0 * m * n * k
+        return "gemm", gemm_features(m, n, k, a.element_size()), 2.0 * m * n * k
     a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
     batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
     return "bmm", (_log2(batch), _log2(m), _log2(n), _log2(k)), 2.0 * batch * m * n * k
@@ -196,7 +202,7 @@ def _memory_kind(name: str, args: tuple[Any, ...]) -> str:
     if name in _LAYER_NORM:
         return "mem_layer_norm"
     if name in _BATCH_NORM:
-        return "mem_unary"
+        return "mem_batch_norm_2d"
     if name in _GATHER:
         return "mem_gather"
     if name in _CAT:
