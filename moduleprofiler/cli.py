@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an hf: model's predicted key/value cache: bytes per token and "
                              "for a context of TOKENS tokens (one sequence), in the "
                              "configuration's dtype or --dtype; nothing is built or run")
+    parser.add_argument("--predict", metavar="GPU",
+                        help="predict per-module latency for this GPU instead of measuring "
+                             "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
+    parser.add_argument("--host", choices=("none", "calibrated", "this"), default="calibrated",
+                        help="with --predict: the host issuing the launches (none: the "
+                             "device time alone, a lower bound)")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
                                                ".svg, .pdf: a figure of the shown metric)")
@@ -344,7 +350,7 @@ def run_profile(options: argparse.Namespace) -> Any:
                                f"profile): run the model with --what {group}")
         return saved
     by_name = options.model.startswith(HF_PREFIX)
-    options.meta = options.meta or (by_name and options.device is None)
+    options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
     if not options.input_size and not by_name:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
     dtype = parse_dtype(options.dtype or "float32")
@@ -370,6 +376,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
         inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = ModuleProfiler()
+    if options.predict:
+        return predicted_profile(profiler, model, inputs, backward, options)
     try:
         profile = profiler.profile(model, inputs, backward=backward, listeners=[
             OperatorListener(profiler.operator_fn_map)] if options.by_operator is not None
@@ -394,6 +402,29 @@ def run_profile(options: argparse.Namespace) -> Any:
     except Exception as exc:
         raise CliError(str(exc)) from exc
     return profile
+
+
+PREDICTED_WHAT = "ops,predicted_device_ms,predicted_host_ms"
+"""The columns ``--predict`` shows unless ``--what`` names others."""
+
+
+def predicted_profile(profiler: ModuleProfiler, model: Any, inputs: Any, backward: bool,
+                      options: argparse.Namespace) -> Any:
+    """``--predict GPU``: the prediction's profile, its latency and notes said under the view."""
+    try:
+        predicted = profiler.predict(model, inputs, device=options.predict,
+                                     host=None if options.host == "none" else options.host,
+                                     backward=backward)
+    except Exception as exc:
+        raise CliError(f"--predict {options.predict}: {exc}") from exc
+    if not options.what:
+        options.what = PREDICTED_WHAT if options.host != "none" else \
+            "ops,predicted_device_ms"
+    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
+    options.notes = (f"predicted latency on {predicted.predicted_for}: "
+                     f"{predicted.predicted_latency_ms:.3f} ms{regime}",
+                     *predicted.prediction_notes)
+    return predicted
 
 
 def memory_notes(memory: MemoryReport) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from torch import nn
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.core import Profiler
 
-CORE_METHODS = ["benchmark", "measure_memory", "parameter_memory_df", "profile",
+CORE_METHODS = ["benchmark", "measure_memory", "parameter_memory_df", "predict", "profile",
                 "time_modules", "train_step_times"]
 
 

@@ -15,6 +15,7 @@ where the host cannot keep ahead of nothing: the median over rounds of the time 
 
 from __future__ import annotations
 
+import bisect
 import gc
 import platform
 import statistics
@@ -29,7 +30,6 @@ from torch import nn
 
 from moduleprofiler.efficiency.peaks import match_device
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
-from moduleprofiler.timing.booking import book
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
 
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -70,10 +70,20 @@ class _Sweep:
                     bench()
                     close_range(scope)
                 del bench
-        booking = book(records.ranges, records.launches, records.activities)
+        # by launch time, on any thread: a backward's kernels are launched by the autograd
+        # engine's thread while this one waits inside the range
+        launched = {launch.correlation: launch.time for launch in records.launches}
+        times = sorted((launched[a.correlation], a.duration) for a in records.activities
+                       if a.correlation in launched)
+        starts = [time for time, _ in times]
+        spans = {item.label: (item.start, item.end) for item in records.ranges}
         result: dict[str, float] = {}
         for label, _ in self._runs:
-            samples = [booking.own_ns(f"{label}#{r}") / 1e3 for r in range(self.repeats)]
+            samples = []
+            for repeat in range(self.repeats):
+                start, end = spans[f"{label}#{repeat}"]
+                first, last = bisect.bisect_left(starts, start), bisect.bisect_right(starts, end)
+                samples.append(sum(duration for _, duration in times[first:last]) / 1e3)
             result[label] = statistics.median(samples)
         self._runs.clear()
         return result

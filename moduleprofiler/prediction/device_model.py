@@ -116,6 +116,7 @@ class DeviceModel:
             tables = self.calibration.tables
             source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32")
             rows = (source or {}).get(table) or (source or {}).get(_FALLBACK.get(table, ""))
+            rows = [row for row in rows or () if row[-1] > 0]  # no kernel: nothing to learn
             if not rows:
                 self._tables[key] = None
             else:

@@ -30,7 +30,7 @@ _DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat
            "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
 DeviceSpec = str | Calibration | DevicePeaks | Path
-HostSpec = str | HostCosts | None
+HostSpec = str | HostCosts | HostModel | None
 
 
 @dataclass(frozen=True, repr=False)
@@ -95,6 +95,8 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     if host is None:
         return None, ["host=None: the device time alone, a lower bound on the latency "
                       "(eager PyTorch is often bound by its host)"]
+    if isinstance(host, HostModel):
+        return host, []
     if isinstance(host, HostCosts):
         return HostModel(host, source=host.cpu), []
     reference = device.calibration.host

@@ -1,0 +1,67 @@
+"""The device model on a small synthetic calibration, with hand-computed expectations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from moduleprofiler.efficiency.peaks import device_peaks
+from moduleprofiler.prediction.calibration import Calibration
+from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.op_classes import OpWork, gemm_features
+
+
+def _calibration(rows: list[list[float]]) -> Calibration:
+    return Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {"gemm": rows,
+                       "mem_unary": [[1e3, 2.0], [1e9, 500.0]]}})
+
+
+def _gemm(m: int, n: int, k: int) -> OpWork:
+    return OpWork("aten.mm", "gemm", gemm_features(m, n, k, 2), "bf16", 2.0 * m * n * k,
+                  2.0 * (m * k + k * n + m * n), "gemm")
+
+
+def test_a_measured_shape_is_predicted_as_measured() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_calibration([[4096, 4096, 4096, 200.0], [64, 64, 64, 3.0]]), peaks,
+                        peaks)
+    # the exact shape is its own nearest neighbour, at distance 0: weight 1000 against
+    # the other's 1 / (6^2 * 3 + 1e-3); its scaling ratio is 1
+    assert model.op_us(_gemm(4096, 4096, 4096)) == pytest.approx(200.0, rel=0.01)
+
+
+def test_a_larger_gemm_scales_by_its_roofline() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_calibration([[4096, 4096, 4096, 200.0]]), peaks, peaks)
+    # one neighbour: us * (roof + floor) / (roof_i + floor), floor = 200 (the table's
+    # fastest); roof of 2 * 8192 * 4096 * 4096 FLOPs at 989.4 TFLOP/s = 277.8 us, the
+    # neighbour's 138.9 us
+    roof, roof_i = 2 * 8192 * 4096 ** 2 / 989.4e6, 2 * 4096 ** 3 / 989.4e6
+    expected = 200.0 * (roof + 200.0) / (roof_i + 200.0)
+    assert model.op_us(_gemm(8192, 4096, 4096)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_datasheet_device_uses_the_reference_fractions_on_its_own_peaks() -> None:
+    h100, a100 = device_peaks("H100 SXM"), device_peaks("A100 80GB SXM")
+    model = DeviceModel(_calibration([[4096, 4096, 4096, 200.0]]), a100, h100)
+    assert model.transferred
+    # on the A100 (312 TFLOP/s bf16) the same GEMM's roof is 440.5 us against 138.9 us
+    roof, roof_i = 2 * 4096 ** 3 / 312e6, 2 * 4096 ** 3 / 989.4e6
+    assert model.op_us(_gemm(4096, 4096, 4096)) == pytest.approx(
+        200.0 * (roof + 200) / (roof_i + 200), rel=1e-6)
+
+
+def test_launching_nothing_costs_no_device_time_and_a_missing_table_is_unknown() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_calibration([[64, 64, 64, 3.0]]), peaks, peaks)
+    assert model.op_us(OpWork("aten.view", None, (), "bf16", 0, 0, "view")) == 0.0
+    assert model.op_us(OpWork("aten.convolution", "conv", (1.0,) * 7, "bf16", 1, 1,
+                              "conv")) is None
+
+
+def test_memory_bound_operators_follow_the_bytes() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_calibration([[64, 64, 64, 3.0]]), peaks, peaks)
+    work = OpWork("aten.relu", "mem_unary", (math.log2(1e9),), "bf16", 0.0, 1e9, "unary")
+    assert model.op_us(work) == pytest.approx(500.0, rel=0.01)

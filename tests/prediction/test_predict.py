@@ -1,0 +1,91 @@
+"""``predict()`` end to end on the meta device, against a small calibration whose every number
+is known, so the chain's result is computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.prediction import Calibration, HostCosts
+
+HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
+                              "module_call": 2.0, "cpu_op": 1.0})
+
+
+def _calibration() -> Calibration:
+    return Calibration("H100 SXM", "test", 132, "x", "today",
+                       {"bf16": {"gemm": [[64, 64, 64, 3.0]],
+                                 "mem_unary": [[1e3, 2.0], [1e9, 500.0]]}}, HOST)
+
+
+def test_a_linear_layer_predicted_by_hand() -> None:
+    model = nn.Linear(64, 64)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    profile = ModuleProfiler().predict(model, torch.randn(64, 64), device=_calibration(),
+                                       host="calibrated", dtype="bf16")
+    # host: module call 2 us, the transpose view 1 us, the addmm 11 - 1 = 10 us -> 13 us;
+    # device: the addmm is the calibrated 64 x 64 x 64 GEMM, 3 us, issued at 13 us, started
+    # 2 us later (launch latency) -> the pass ends at 18 us
+    assert profile.predicted_host_ms == pytest.approx(0.013)
+    assert profile.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert profile.predicted_latency_ms == pytest.approx(0.018, rel=1e-3)
+    assert profile.predicted_regime == "host-bound"
+    row = profile.to_df("call").iloc[0]
+    assert row["predicted_host_ms"] == pytest.approx(0.013)
+    assert row["predicted_device_ms"] == pytest.approx(0.003, rel=1e-3)
+    assert row["predicted_bound"] == "host"
+    # the user's model: on the CPU, in fp32, its values and hooks as they were
+    assert all(p.device.type == "cpu" and p.dtype == torch.float32
+               for p in model.parameters())
+    assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_host_none_is_a_labelled_lower_bound() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+    # the device alone: 3 us of kernel after the 2 us launch latency
+    assert profile.predicted_latency_ms == pytest.approx(0.005, rel=1e-3)
+    assert profile.predicted_host_ms is None and profile.predicted_regime is None
+    assert any("lower bound" in note for note in profile.prediction_notes)
+    assert "predicted_host_ms" not in profile.to_df("call")
+
+
+def test_the_backward_is_booked_to_the_calls_that_made_it() -> None:
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
+    profile = ModuleProfiler().predict(model, torch.randn(64, 64), device="H100 SXM",
+                                       host="calibrated", dtype="bf16", backward=True)
+    frame = profile.to_df("call").set_index("module")
+    # the Linear's backward: the input gradient and the weight gradient are GEMMs
+    assert frame.loc["0", "predicted_backward_device_ms"] > 0
+    assert profile.predicted_latency_ms > profile.to_df("call").iloc[0]["predicted_device_ms"]
+    assert model.training  # the mode the model came in
+
+
+def test_a_device_with_datasheet_peaks_only_says_so() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(8, 64),
+                                       device="A100 80GB SXM", dtype="bf16")
+    assert any("datasheet peaks only" in note for note in profile.prediction_notes)
+    assert profile.predicted_for.startswith("A100 80GB SXM")
+
+
+def test_attention_is_predicted_as_one_fused_operator() -> None:
+    class Attention(nn.Module):
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            return nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    profile = ModuleProfiler().predict(Attention(), torch.randn(2, 12, 128, 64),
+                                       device="H100 SXM", dtype="bf16")
+    assert set(profile.unsupported_ops) <= {"aten._scaled_dot_product_efficient_attention"}
+    assert profile.predicted_device_ms > 0
+
+
+def test_bad_arguments_name_themselves() -> None:
+    with pytest.raises(ValueError, match="dtype"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), dtype="fp8x")
+    with pytest.raises(ValueError, match="not in the peak table"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="Z9000")
+    with pytest.raises(ValueError, match="host"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), host="fast")
