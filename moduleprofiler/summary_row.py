@@ -45,10 +45,11 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     ``flops``, ``latency_ms`` (median), ``throughput`` (items per second).
 
     Byte columns other than ``param_bytes`` / ``buffer_bytes`` (taken from the profile) are
-    ``<NA>`` without a ``memory`` report (:func:`~moduleprofiler.memory.measure_memory`) (``training_peak_bytes`` and
-    ``saved_bytes`` also without its training pass); ``latency_ms`` and ``throughput`` are NaN
-    without ``latency``, an object with ``median_ms`` (or ``median`` in seconds) and
-    ``throughput`` attributes such as :class:`~moduleprofiler.timing.latency.LatencyResult`.
+    ``<NA>`` without a ``memory`` report (:func:`~moduleprofiler.memory.measure_memory`)
+    (``training_peak_bytes`` and ``saved_bytes`` also without its training pass);
+    ``latency_ms`` and ``throughput`` are NaN without ``latency``, an object with
+    ``median_ms`` (or ``median`` in seconds) and ``throughput`` attributes such as
+    :class:`~moduleprofiler.timing.latency.LatencyResult`.
     """
     root = profile.modules[0] if profile.modules else None
     training = memory.training if memory is not None else None

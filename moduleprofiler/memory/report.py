@@ -122,10 +122,10 @@ TRAINING_MAXIMA = ("train_max_live_bytes", "backward_max_live_bytes")
 @dataclass(frozen=True, repr=False, kw_only=True)
 class MemoryReport(ProfileData):
     """Static and measured memory of one model on one input: the profile data of the measured
-    passes (``Profile.merge`` takes it), one record per call of the inference pass with its memory columns
-    (:data:`PROFILE_COLUMNS`, and from a training pass :data:`TRAINING_MAXIMA`), and the
-    passes' evidence: the peaks and the calls that set them. Counts are not measured here
-    (``merge`` it into a counted profile to see both)."""
+    passes (``Profile.merge`` takes it), one record per call of the inference pass with its
+    memory columns (:data:`PROFILE_COLUMNS`, and from a training pass
+    :data:`TRAINING_MAXIMA`), and the passes' evidence: the peaks and the calls that set them.
+    Counts are not measured here (``merge`` it into a counted profile to see both)."""
 
     device: str
     param_bytes: int

@@ -16,6 +16,7 @@ where the host cannot keep ahead of nothing: the median over rounds of the time 
 from __future__ import annotations
 
 import bisect
+import functools
 import gc
 import platform
 import statistics
@@ -114,8 +115,12 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     b_store = torch.randn(largest_b, device=sweep.device, dtype=dtype)
     for m, n, k in shapes:
         a, b = a_store[:m * k].view(m, k), b_store[:k * n].view(k, n)
-        sweep.add(f"gemm:{m}:{n}:{k}", lambda a=a, b=b: lambda: torch.mm(a, b))
+        sweep.add(f"gemm:{m}:{n}:{k}", functools.partial(_matmul_bench, a, b))
     return shapes
+
+
+def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
+    return lambda: torch.mm(a, b)
 
 
 def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int, int]]:
@@ -169,10 +174,10 @@ def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> li
     shapes = conv_shapes(quick)
     for shape in shapes:
         sweep.add("conv:" + ":".join(map(str, shape)),
-                  lambda shape=shape: _conv_bench(shape, sweep.device, dtype, False))
+                  functools.partial(_conv_bench, shape, sweep.device, dtype, False))
         if backward:
             sweep.add("conv_bwd:" + ":".join(map(str, shape)),
-                      lambda shape=shape: _conv_bench(shape, sweep.device, dtype, True))
+                      functools.partial(_conv_bench, shape, sweep.device, dtype, True))
     return shapes
 
 
@@ -208,10 +213,10 @@ def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
     shapes = attention_shapes(quick)
     for shape in shapes:
         sweep.add("attention:" + ":".join(map(str, shape)),
-                  lambda shape=shape: _attention_bench(shape, sweep.device, dtype, False))
+                  functools.partial(_attention_bench, shape, sweep.device, dtype, False))
         if backward:
             sweep.add("attention_bwd:" + ":".join(map(str, shape)),
-                      lambda shape=shape: _attention_bench(shape, sweep.device, dtype, True))
+                      functools.partial(_attention_bench, shape, sweep.device, dtype, True))
     return shapes
 
 
@@ -274,6 +279,10 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
     raise ValueError(f"unknown memory kind {kind!r}")
 
 
+def _memory_maker(kind: str, numel: int, device: torch.device, dtype: torch.dtype) -> _Bench:
+    return _memory_bench(kind, numel, device, dtype)[0]
+
+
 def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[int]]:
     step = 2 if quick else 1
     sizes = [2 ** i for i in range(10, 29, step)]
@@ -283,8 +292,8 @@ def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[in
         for numel in sizes:
             nbytes = _memory_bench(kind, numel, torch.device("meta"), dtype)[1]
             moved[kind].append(nbytes)
-            sweep.add(f"mem:{kind}:{nbytes}", lambda kind=kind, numel=numel: _memory_bench(
-                kind, numel, sweep.device, dtype)[0])
+            sweep.add(f"mem:{kind}:{nbytes}", functools.partial(
+                _memory_maker, kind, numel, sweep.device, dtype))
     return moved
 
 

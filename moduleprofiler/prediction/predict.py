@@ -74,7 +74,7 @@ def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
         peaks = device_peaks(device.name) if device.name in DEVICE_PEAKS else \
             device_peaks(device.device_name)
         return DeviceModel(device, peaks, peaks), notes
-    peaks = device if isinstance(device, DevicePeaks) else device_peaks(device)
+    peaks = device if isinstance(device, DevicePeaks) else device_peaks(str(device))
     if peaks.name in shipped:
         return DeviceModel(shipped[peaks.name], peaks, peaks), notes
     if REFERENCE not in shipped:
