@@ -170,14 +170,21 @@ def conv_shapes(quick: bool) -> list[ConvShape]:
             if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= limit]
 
 
+def _add_passes(sweep: _Sweep, name: str, shapes: list[Any], bench: Callable[..., _Bench],
+                dtype: torch.dtype, backward: bool) -> None:
+    """Each shape's forward (``name:shape``) and, with ``backward``, its backward
+    (``name_bwd:shape``)."""
+    for shape in shapes:
+        label = ":".join(map(str, shape))
+        sweep.add(f"{name}:{label}", functools.partial(bench, shape, sweep.device, dtype, False))
+        if backward:
+            sweep.add(f"{name}_bwd:{label}",
+                      functools.partial(bench, shape, sweep.device, dtype, True))
+
+
 def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> list[ConvShape]:
     shapes = conv_shapes(quick)
-    for shape in shapes:
-        sweep.add("conv:" + ":".join(map(str, shape)),
-                  functools.partial(_conv_bench, shape, sweep.device, dtype, False))
-        if backward:
-            sweep.add("conv_bwd:" + ":".join(map(str, shape)),
-                      functools.partial(_conv_bench, shape, sweep.device, dtype, True))
+    _add_passes(sweep, "conv", shapes, _conv_bench, dtype, backward)
     return shapes
 
 
@@ -211,12 +218,7 @@ def attention_shapes(quick: bool) -> list[AttentionShape]:
 def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
                 backward: bool) -> list[AttentionShape]:
     shapes = attention_shapes(quick)
-    for shape in shapes:
-        sweep.add("attention:" + ":".join(map(str, shape)),
-                  functools.partial(_attention_bench, shape, sweep.device, dtype, False))
-        if backward:
-            sweep.add("attention_bwd:" + ":".join(map(str, shape)),
-                      functools.partial(_attention_bench, shape, sweep.device, dtype, True))
+    _add_passes(sweep, "attention", shapes, _attention_bench, dtype, backward)
     return shapes
 
 
