@@ -6,10 +6,8 @@ the pass's latency comes from the two chains together (:mod:`.chain`)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -141,8 +139,6 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      + ", ".join(f"{name} ({count}x)" for name, count in
                                  sorted(listener.unknown.items()))
                      + ": their device time is unknown and the totals are lower bounds")
-    if device.transferred:
-        pass  # said by resolve_device
     target = device.peaks.name + (f", host {host.source}" if host is not None else "")
     fields = {f.name: getattr(profile, f.name) for f in dataclasses.fields(profile)
               if f.init}
@@ -152,13 +148,3 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
         predicted_device_ms=result.device_us / 1e3,
         predicted_host_ms=result.host_us / 1e3 if host is not None else None,
         predicted_for=target, prediction_notes=tuple(notes))
-
-
-def scale_by_devices(measured: Any, ratio: Callable[[str], float | None]) -> dict[str, float]:
-    """Per module path: ``measured`` device ms times ``ratio(path)``."""
-    found: dict[str, float] = {}
-    for path, value in measured.items():
-        factor = ratio(path)
-        if factor is not None and value is not None:
-            found[path] = float(value) * factor
-    return found
