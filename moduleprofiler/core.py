@@ -287,8 +287,9 @@ class Profiler:
         (``docs/prediction.md``).
 
         Args:
-            module, input, input_size: as for :meth:`profile`; the model and its input are
-                copied to the meta device (your model is not touched, nothing is allocated).
+            module: the model; it is copied to the meta device (your model is not touched,
+                nothing is allocated).
+            input: as for :meth:`profile`, copied to the meta device.
             device: a calibrated device (``"H100 SXM"``), a device with datasheet peaks only
                 (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its
                 peaks, said in the notes), a :class:`~moduleprofiler.prediction.Calibration` or
@@ -302,6 +303,7 @@ class Profiler:
             eval: the model's mode for the pass (default: eval for a forward, train with
                 ``backward=True``).
             loss_fn: as for :meth:`profile` with ``backward=True``.
+            input_size: instead of ``input``, a shape, as for :meth:`profile`.
 
         Returns:
             A :class:`~moduleprofiler.prediction.PredictedProfile`: every view shows
