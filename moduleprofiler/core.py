@@ -306,7 +306,7 @@ class Profiler:
             input_size: instead of ``input``, a shape, as for :meth:`profile`.
 
         Returns:
-            A :class:`~moduleprofiler.prediction.PredictedProfile`: every view shows
+            A :class:`~moduleprofiler.prediction.predict.PredictedProfile`: every view shows
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
             ``predicted_latency_ms`` is the whole pass.
         """

@@ -3,7 +3,5 @@ calibrated by micro-benchmarks (:func:`calibrate`)."""
 
 from moduleprofiler.prediction.calibrate import calibrate, measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
-from moduleprofiler.prediction.predict import PredictedProfile
 
-__all__ = ["Calibration", "HostCosts", "PredictedProfile", "calibrate", "measure_host",
-           "shipped_calibrations"]
+__all__ = ["Calibration", "HostCosts", "calibrate", "measure_host", "shipped_calibrations"]
