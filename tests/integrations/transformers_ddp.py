@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import torch
@@ -27,3 +28,9 @@ if __name__ == "__main__":
     sys.stdout.write(f"rank {trainer.args.process_index}: result {result is not None}, "
                      f"ranks {ranks}\n")
     sys.stdout.flush()
+    # the process group goes down before the interpreter: gloo's threads otherwise race its
+    # exit ("terminate called without an active exception")
+    del trainer, callback, result
+    gc.collect()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
