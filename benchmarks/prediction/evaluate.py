@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import DTYPES, by_name
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler.prediction.meta_copy import meta_copy
 from moduleprofiler.prediction.op_classes import classify
 from moduleprofiler.prediction.predict import resolve_device
 from moduleprofiler.runner import Call, Listener
@@ -55,7 +56,7 @@ class RooflineListener(Listener):
     def _add(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         work = classify(func, args, kwargs, out)
         if work.table is not None:
-            self.us += self.model._roof_us(self.model.peaks, work.table, work.dtype, work.flops,
+            self.us += self.model.roof_us(self.model.peaks, work.table, work.dtype, work.flops,
                                            work.moved_bytes)
 
 
@@ -103,7 +104,6 @@ def predict_row(row: dict[str, Any], device: str, host: str | None) -> dict[str,
 
 
 def _meta_model(model: torch.nn.Module, dtype: str) -> torch.nn.Module:
-    from moduleprofiler.prediction.meta_copy import meta_copy
     return meta_copy(model, DTYPES[dtype])
 
 

@@ -5,6 +5,7 @@ measures another."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -68,8 +69,10 @@ class Calibration:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
+@functools.cache
 def shipped_calibrations() -> dict[str, Calibration]:
-    """The calibrations shipped with the package, by device name (``"H100 SXM"``)."""
+    """The calibrations shipped with the package, by device name (``"H100 SXM"``); read once
+    per process (treat them as read-only)."""
     found: dict[str, Calibration] = {}
     for entry in resources.files(SHIPPED_PACKAGE).iterdir():
         if entry.name.endswith(".json"):

@@ -105,8 +105,9 @@ class DeviceModel:
         flops = peaks.flops_per_s(name) or peaks.flops_per_s("fp32") or 1e12
         return flops, peaks.bytes_per_s
 
-    def _roof_us(self, peaks: DevicePeaks, table: str, dtype: str, flops: float,
+    def roof_us(self, peaks: DevicePeaks, table: str, dtype: str, flops: float,
                  nbytes: float) -> float:
+        """The roofline time ``max(flops / peak, bytes / bandwidth)`` on ``peaks``, µs."""
         flop_rate, byte_rate = self._rate(peaks, table, dtype)
         return max(flops / flop_rate, nbytes / byte_rate) * 1e6
 
@@ -122,7 +123,7 @@ class DeviceModel:
             else:
                 size = _ELEMENT_BYTES.get(dtype, 4)
                 works = [_row_work(table, row, size) for row in rows]
-                roofs = [self._roof_us(self.reference_peaks, table, dtype, f, b)
+                roofs = [self.roof_us(self.reference_peaks, table, dtype, f, b)
                          for _, f, b in works]
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
                 self._tables[key] = _Table(np.array([w[0] for w in works], dtype=np.float64),
@@ -141,7 +142,7 @@ class DeviceModel:
         table = self._table(work.table, work.dtype)
         if table is None:
             return None
-        roof = self._roof_us(self.peaks, work.table, work.dtype, work.flops, work.moved_bytes)
+        roof = self.roof_us(self.peaks, work.table, work.dtype, work.flops, work.moved_bytes)
         query = np.array(work.features, dtype=np.float64)
         distance = np.sqrt(((table.features - query) ** 2).sum(axis=1))
         nearest = np.argsort(distance)[:NEIGHBOURS]

@@ -11,30 +11,30 @@ from moduleprofiler.prediction.op_classes import VIEW, OpWork
 
 @dataclass(frozen=True)
 class HostModel:
-    """Host microseconds per operator launch and per module call on one CPU."""
+    """Host microseconds per operator launch and per module call on one CPU.
+
+    The costs are the calibration's tight loops, as measured: a factor for launches inside a
+    model, fitted on three models' host-bound forwards, came out 1.07 (medians) and 0.84
+    (minima), within the host's own run-to-run spread (``docs/prediction.md``)."""
 
     costs: HostCosts
     scale: float = 1.0
     """Applied to every cost: this CPU's speed relative to the one ``costs`` measured."""
     source: str = ""
     """Where the costs come from (the calibration's CPU, or "measured here")."""
-    in_situ_factor: float = 1.0
-    """Launch costs inside a model relative to the calibration's tight loops. Left at 1:
-    fitted on three models' host-bound forwards it came out 1.07 (medians) and 0.84 (minima),
-    within the host's own run-to-run spread (``docs/prediction.md``)."""
 
     @property
     def module_call_us(self) -> float:
         """The cost of calling a module (``__call__``, hooks dispatch, ``forward``) around
         the operators it runs."""
-        return self.costs.us["module_call"] * self.scale * self.in_situ_factor
+        return self.costs.us["module_call"] * self.scale
 
     def op_us(self, work: OpWork) -> float:
         """Host microseconds to issue ``work``."""
         us = self.costs.us
         if work.host == VIEW:
-            return us["view"] * self.scale * self.in_situ_factor
+            return us["view"] * self.scale
         cost = us.get(work.host, us["unary"])
         if work.host == "gemm":  # the benchmark was F.linear: a transpose view and the matmul
             cost -= us["view"]
-        return max(cost, us["view"]) * self.scale * self.in_situ_factor
+        return max(cost, us["view"]) * self.scale
