@@ -25,6 +25,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
+from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.listener import PredictionListener
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
 from moduleprofiler.prediction.predict import (
@@ -33,9 +34,11 @@ from moduleprofiler.prediction.predict import (
     PredictedProfile,
     dtype_of,
     finish_prediction,
+    measured_device,
     resolve_device,
     resolve_host,
 )
+from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import FormulaMap, get_default_macs_map, get_default_ops_map
 from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
@@ -279,6 +282,8 @@ class Profiler:
         eval: bool | None = None,
         loss_fn: Callable[[Any], torch.Tensor] | None = None,
         input_size: InputSize | None = None,
+        measured: ProfileData | None = None,
+        measured_on: DeviceSpec | None = None,
     ) -> PredictedProfile:
         """Predict the latency of ``module`` on ``input`` for a GPU, module by module, without
         running it: the pass runs on the meta device (no memory, no computation), each aten
@@ -304,6 +309,12 @@ class Profiler:
                 ``backward=True``).
             loss_fn: as for :meth:`profile` with ``backward=True``.
             input_size: instead of ``input``, a shape, as for :meth:`profile`.
+            measured: a :meth:`time_modules` profile of the same model and input measured on
+                another CUDA device: each call gets ``scaled_device_ms``, its measured device
+                time times the ratio of this device's prediction for it to that device's, and
+                the measured columns are shown beside the predicted ones.
+            measured_on: the device ``measured`` ran on (default: the one its hardware
+                record names).
 
         Returns:
             A :class:`~moduleprofiler.prediction.predict.PredictedProfile`: every view shows
@@ -327,8 +338,14 @@ class Profiler:
         profile = self.profile(model, meta_input(input, dtype_of(dtype)), pred_fn=fused,
                                eval=not backward if eval is None else eval, backward=backward,
                                loss_fn=loss_fn, listeners=[listener])
-        return finish_prediction(profile, listener, device_model, host_model,
-                                 notes + host_notes)
+        predicted = finish_prediction(profile, listener, device_model, host_model,
+                                      notes + host_notes)
+        if measured is None:
+            return predicted
+        source = self.predict(module, input, measured_device(measured, measured_on),
+                              dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
+                              input_size=input_size)
+        return scaled(predicted, source, measured)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from moduleprofiler.efficiency.peaks import DEVICE_PEAKS, DevicePeaks, device_peaks
+import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
+from moduleprofiler.efficiency.peaks import DEVICE_PEAKS, DevicePeaks, device_peaks, match_device
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.prediction import columns  # noqa: F401  (registers the columns)
 from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
@@ -115,6 +116,18 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
             f"host='this' on a machine without CUDA: {reference.cpu}'s launch costs "
             f"scaled by {scale:.2f}, this CPU's time on a tiny operator relative to it"]
     raise ValueError(f"host must be None, 'calibrated', 'this' or HostCosts, got {host!r}")
+
+
+def measured_device(measured: Any, measured_on: DeviceSpec | None) -> DeviceSpec:
+    """The device a measured profile ran on: ``measured_on``, else the device its hardware
+    record names (a ``time_modules`` profile records it)."""
+    if measured_on is not None:
+        return measured_on
+    name = getattr(measured, "hardware", {}).get("device_name")
+    if not name or match_device(str(name)) is None:
+        raise ValueError("measured_on: the measured profile does not name a known GPU "
+                         f"({name!r}); pass measured_on='H100 SXM' (or another device)")
+    return str(match_device(str(name)))
 
 
 def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:

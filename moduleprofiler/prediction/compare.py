@@ -1,0 +1,116 @@
+"""Predicted against measured: a measured profile scaled from the device it ran on to another
+(each call's measured device time times the ratio of the two devices' predictions for it, the
+idea of Habitat applied per module call), the ratio column that compares the two, and the
+figure of one against the other."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+import moduleprofiler.prediction.columns  # noqa: F401  (predicted_device_ms first: derived in order)
+from moduleprofiler.export.columns import Derived, register_column
+from moduleprofiler.export.figures import figure_axes, save_figure
+from moduleprofiler.records import ProfileData
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from moduleprofiler.prediction.predict import PredictedProfile
+
+MEASURED = "device_ms"
+"""The measured column predictions are compared with: the kernel clock's device time of
+:meth:`~moduleprofiler.ModuleProfiler.time_modules` on CUDA."""
+
+
+def _ratio(calls: pd.DataFrame) -> list[Any]:
+    return [None if pd.isna(p) or pd.isna(m) or not m > 0 else p / m
+            for p, m in zip(calls["predicted_device_ms"], calls[MEASURED])]
+
+
+register_column("scaled_device_ms", "time", "scaled device", aggregation="inclusive",
+                unit="ms", description="the measured device time of the call times the ratio "
+                "of the two devices' predictions for it", needs="run predict(measured=...)")
+register_column("predicted_to_measured", "ratio", "predicted / measured", aggregation="none",
+                derive=Derived(("predicted_device_ms", MEASURED), _ratio),
+                description="predicted device time over the measured one (1: exact)",
+                needs="merge a timing profile into a prediction")
+
+
+def scaled(target: PredictedProfile, source: PredictedProfile,
+           measured: ProfileData) -> PredictedProfile:
+    """``target`` with each call's ``scaled_device_ms``: the call's measured device time (in
+    ``measured``, a profile of the same model and input on the source device) times
+    ``target``'s prediction for the call over ``source``'s; and ``measured``'s own columns
+    beside the predicted ones.
+
+    Raises:
+        ValueError: ``measured`` has no device time (a CPU timing, or counts only).
+    """
+    times = {(r.path, r.call_number): r.metrics.get(MEASURED) for r in measured.records}
+    if not any(value is not None for value in times.values()):
+        raise ValueError(f"measured: the profile has no {MEASURED!r} column (time the model "
+                         "with time_modules on a CUDA device, whose kernel clock gives it)")
+    # one pass over one model and input: the two predictions have the same calls in order
+    ratio = {(r.path, r.call_number): t / s for r, t, s in zip(
+        target.records, target.to_df("call")["predicted_device_ms"],
+        source.to_df("call")["predicted_device_ms"]) if not (pd.isna(t) or pd.isna(s)) and s > 0}
+    records = []
+    for record in target.records:
+        key = (record.path, record.call_number)
+        value, factor = times.get(key), ratio.get(key)
+        extra = {} if value is None or factor is None else {"scaled_device_ms": value * factor}
+        records.append(dataclasses.replace(record, metrics={**record.metrics, **extra}))
+    with_scaled = dataclasses.replace(target, records=tuple(records))
+    return with_scaled.merge(measured)  # type: ignore[return-value]
+
+
+def plot_prediction(profile: PredictedProfile, *, ax: Axes | None = None,
+                    path: str | os.PathLike[str] | None = None,
+                    title: str | None = None) -> Figure:
+    """Predicted against measured device time, one point per module (log-log), with the
+    line of equality and a ±25 % band. ``profile``: a prediction with a measured profile
+    merged in (``predict(...).merge(timing)``, or ``predict(..., measured=timing)``).
+
+    Raises:
+        ValueError: no module has both times.
+        ImportError: matplotlib is not installed.
+    """
+    frame = profile.to_df("module")
+    if MEASURED not in frame or "predicted_device_ms" not in frame:
+        raise ValueError("profile: no module has both a predicted and a measured device time "
+                         "(merge a time_modules profile measured on CUDA into the prediction)")
+    points = frame[(frame[MEASURED] > 0) & (frame["predicted_device_ms"] > 0)]
+    if points.empty:
+        raise ValueError("profile: no module has both a predicted and a measured device time")
+    figure, ax = figure_axes(ax, feature="plot_prediction")
+    measured = points[MEASURED].astype(float)
+    predicted = points["predicted_device_ms"].astype(float)
+    low = min(measured.min(), predicted.min()) / 1.5
+    high = max(measured.max(), predicted.max()) * 1.5
+    ax.fill_between([low, high], [low / 1.25, high / 1.25], [low * 1.25, high * 1.25],
+                    color="0.9", label="±25 %")
+    ax.plot([low, high], [low, high], color="0.4", linewidth=1, label="predicted = measured")
+    ax.scatter(measured, predicted, s=18, zorder=3)
+    for name, x, y in sorted(zip(points["module"], measured, predicted),
+                             key=lambda p: -p[1])[:5]:
+        ax.annotate(name, (x, y), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel("measured device time (ms)")
+    ax.set_ylabel("predicted device time (ms)")
+    errors = [abs(p / m - 1) for p, m in zip(predicted, measured)]
+    median = sorted(errors)[len(errors) // 2] if errors else math.nan
+    ax.set_title(title or f"{profile.predicted_for}: median |error| {100 * median:.0f} % "
+                          f"over {len(errors)} modules")
+    ax.legend(loc="upper left", fontsize=8)
+    save_figure(figure, path)
+    return figure
