@@ -310,7 +310,7 @@ class Profiler:
             loss_fn: as for :meth:`profile` with ``backward=True``.
             input_size: instead of ``input``, a shape, as for :meth:`profile`.
             measured: a :meth:`time_modules` profile of the same model and input measured on
-                another CUDA device: each call gets ``scaled_device_ms``, its measured device
+                another CUDA device: each module gets ``scaled_device_ms``, its measured device
                 time times the ratio of this device's prediction for it to that device's, and
                 the measured columns are shown beside the predicted ones.
             measured_on: the device ``measured`` ran on (default: the one its hardware

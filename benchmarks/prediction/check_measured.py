@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,7 +51,7 @@ def main() -> None:
         errors = [abs(p / m - 1) for p, m in zip(shown["predicted_device_ms"],
                                                   shown["device_ms"])]
         same = [abs(s / m - 1) for s, m in zip(frame["scaled_device_ms"], frame["device_ms"])
-                if m == m and s == s and m > 0]
+                if not (pd.isna(m) or pd.isna(s)) and m > 0]
         print(f"{name} b{batch} {dtype}: time_modules {wall:.1f} s; per module (>= 5 % of "
               f"device time) median |predicted/measured - 1| {100 * statistics.median(errors):.1f} "
               f"% over {len(errors)}; scaled to the same GPU: max |scaled/measured - 1| "

@@ -1,11 +1,10 @@
 """Predicted against measured: a measured profile scaled from the device it ran on to another
-(each call's measured device time times the ratio of the two devices' predictions for it, the
-idea of Habitat applied per module call), the ratio column that compares the two, and the
+(each module's measured device time times the ratio of the two devices' predictions for it,
+the idea of Habitat applied per module), the ratio column that compares the two, and the
 figure of one against the other."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,7 @@ import pandas as pd
 import moduleprofiler.prediction.columns  # noqa: F401  (predicted_device_ms first: derived in order)
 from moduleprofiler.export.columns import Derived, register_column
 from moduleprofiler.export.figures import figure_axes, save_figure
-from moduleprofiler.records import ProfileData
+from moduleprofiler.records import ROOT_NAME, ProfileData
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -34,40 +33,44 @@ def _ratio(calls: pd.DataFrame) -> list[Any]:
 
 
 register_column("scaled_device_ms", "time", "scaled device", aggregation="inclusive",
-                unit="ms", description="the measured device time of the call times the ratio "
-                "of the two devices' predictions for it", needs="run predict(measured=...)")
+                unit="ms", description="the module's measured device time times the ratio of "
+                "the two devices' predictions for it", needs="run predict(measured=...)")
 register_column("predicted_to_measured", "ratio", "predicted / measured", aggregation="none",
                 derive=Derived(("predicted_device_ms", MEASURED), _ratio),
                 description="predicted device time over the measured one (1: exact)",
                 needs="merge a timing profile into a prediction")
 
 
+def _per_module(profile: ProfileData, frame: pd.DataFrame, column: str) -> dict[str, float]:
+    """Per module path, ``column`` of a module frame (``None`` and NaN left out)."""
+    if column not in frame:
+        return {}
+    paths = ["" if name == ROOT_NAME else name for name in frame["module"]]
+    return {path: float(value) for path, value in zip(paths, frame[column])
+            if not pd.isna(value)}
+
+
 def scaled(target: PredictedProfile, source: PredictedProfile,
            measured: ProfileData) -> PredictedProfile:
-    """``target`` with each call's ``scaled_device_ms``: the call's measured device time (in
-    ``measured``, a profile of the same model and input on the source device) times
-    ``target``'s prediction for the call over ``source``'s; and ``measured``'s own columns
-    beside the predicted ones.
+    """``target`` with each module's ``scaled_device_ms``: its measured device time (in
+    ``measured``, a timing profile of the same model and input on the source device: the
+    median over iterations) times ``target``'s prediction for the module over ``source``'s;
+    and ``measured``'s own columns beside the predicted ones.
 
     Raises:
         ValueError: ``measured`` has no device time (a CPU timing, or counts only).
     """
-    times = {(r.path, r.call_number): r.metrics.get(MEASURED) for r in measured.records}
-    if not any(value is not None for value in times.values()):
+    merged = target.merge(measured)
+    times = _per_module(merged, merged.to_df("module"), MEASURED)
+    if not times:
         raise ValueError(f"measured: the profile has no {MEASURED!r} column (time the model "
                          "with time_modules on a CUDA device, whose kernel clock gives it)")
-    # one pass over one model and input: the two predictions have the same calls in order
-    ratio = {(r.path, r.call_number): t / s for r, t, s in zip(
-        target.records, target.to_df("call")["predicted_device_ms"],
-        source.to_df("call")["predicted_device_ms"]) if not (pd.isna(t) or pd.isna(s)) and s > 0}
-    records = []
-    for record in target.records:
-        key = (record.path, record.call_number)
-        value, factor = times.get(key), ratio.get(key)
-        extra = {} if value is None or factor is None else {"scaled_device_ms": value * factor}
-        records.append(dataclasses.replace(record, metrics={**record.metrics, **extra}))
-    with_scaled = dataclasses.replace(target, records=tuple(records))
-    return with_scaled.merge(measured)  # type: ignore[return-value]
+    wanted = _per_module(target, target.to_df("module"), "predicted_device_ms")
+    have = _per_module(source, source.to_df("module"), "predicted_device_ms")
+    metrics = {path: {"scaled_device_ms": value * wanted[path] / have[path]}
+               for path, value in times.items()
+               if path in wanted and have.get(path, 0.0) > 0}
+    return merged.with_metrics(metrics)  # type: ignore[return-value]
 
 
 def plot_prediction(profile: PredictedProfile, *, ax: Axes | None = None,

@@ -28,18 +28,19 @@ def _measured(model: nn.Module, x: torch.Tensor, device_ms: float | None) -> Pro
         dataclasses.replace(r, metrics={**r.metrics, **metrics}) for r in counted.records))
 
 
-def test_a_measured_call_is_scaled_by_the_ratio_of_the_two_predictions() -> None:
+def test_a_measured_module_is_scaled_by_the_ratio_of_the_two_predictions() -> None:
     model, x = nn.Linear(64, 64), torch.randn(64, 64)
     # the Linear's only kernel is the 64 x 64 x 64 GEMM: 3 us on the source, 6 us on the
-    # target (each its own measured shape), so every call scales by 6 / 3 = 2
+    # target (each its own measured shape), so the module scales by 6 / 3 = 2
     predicted = ModuleProfiler().predict(model, x, device=_device("A100 80GB SXM", 6.0),
                                          dtype="bf16", measured=_measured(model, x, 0.010),
                                          measured_on=_device("H100 SXM", 3.0))
-    row = predicted.to_df("call").iloc[0]
-    assert row["scaled_device_ms"] == pytest.approx(0.020, rel=0.01)
-    assert row["device_ms"] == pytest.approx(0.010)  # the measured column, beside
-    # predicted 6 us over the measured 10 us
-    assert row["predicted_to_measured"] == pytest.approx(0.6, rel=0.01)
+    module = predicted.to_df("module").iloc[0]
+    assert module["scaled_device_ms"] == pytest.approx(0.020, rel=0.01)
+    assert module["device_ms"] == pytest.approx(0.010)  # the measured column, beside
+    # per call: predicted 6 us over the measured 10 us
+    assert predicted.to_df("call").iloc[0]["predicted_to_measured"] == pytest.approx(
+        0.6, rel=0.01)
     assert predicted.predicted_for.startswith("A100 80GB SXM")
 
 
