@@ -26,7 +26,7 @@ from torch import nn
 from moduleprofiler.export.names import module_name
 from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing import benchmark, get_hardware_specs, time_modules
-from moduleprofiler.timing.forward import validate_iterations
+from moduleprofiler.timing.loop import validate_iterations
 
 LEGACY_MODULE_KEYS = (
     "type", "inference_time_ms", "inference_time_mean_ms", "inference_time_max_ms",

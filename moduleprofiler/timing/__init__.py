@@ -7,7 +7,9 @@ Three separate passes, never mixed (hooks distort what they measure):
 * :func:`train_step_times` / :class:`TrainingProfiler` — per-module forward and backward time
   of training steps.
 
-The per-module passes are a :class:`ClockListener` on the pass runner
+Every repeated-run pass is the one measurement loop (:mod:`moduleprofiler.timing.loop`) with
+its own step; :class:`TimingOptions` carries its keywords as one object. The per-module passes
+are a :class:`ClockListener` on the pass runner
 (:class:`moduleprofiler.runner.PassRunner`); it also runs in any other pass's listeners. See
 ``docs/timing.md`` for the methodology. :class:`RangeListener` (``ranges=True``) names every
 module call in the PyTorch profiler's trace and in NVTX.
@@ -25,6 +27,7 @@ from moduleprofiler.timing.forward import ModuleTiming, time_modules
 from moduleprofiler.timing.latency import LatencyResult, benchmark
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.live import TrainingProfiler, track
+from moduleprofiler.timing.loop import TimingOptions
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import ModuleStats
@@ -39,6 +42,7 @@ __all__ = [
     "ModuleTiming",
     "RangeListener",
     "Summary",
+    "TimingOptions",
     "TimingWarning",
     "TrainingModuleStats",
     "TrainingProfiler",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -32,32 +32,18 @@ from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import (
     TimingWarning,
     issue_warnings,
-    make_stamps,
     resolve_device,
     synchronize,
 )
 from moduleprofiler.timing.device_results import DeviceTimes
-from moduleprofiler.timing.device_trace import ClockName, choose_clock
-from moduleprofiler.timing.environment import (
-    capture_environment,
-    environment_warnings,
-    get_hardware_specs,
-    minor_faults,
-    timing_context,
-)
-from moduleprofiler.timing.forward import (
-    device_host_values,
-    plan_iterations,
-)
-from moduleprofiler.timing.iteration import IterationTimes, marks_span_ns
-from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
+from moduleprofiler.timing.device_trace import ClockName
+from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.forward import device_host_values
+from moduleprofiler.timing.iteration import IterationTimes, RawIteration, marks_span_ns
+from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.overhead import (
-    HookCalibration,
-    calibrate_hooks,
-    plain_count,
-    run_rounds,
-)
+from moduleprofiler.timing.loop import Block, TimingOptions, measure, plain_count
+from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
@@ -69,12 +55,8 @@ from moduleprofiler.timing.results import (
     timed_profile,
     tree_text,
 )
-from moduleprofiler.timing.stats import (
-    StopReason,
-    Summary,
-    ci_halfwidth,
-    summarize,
-)
+from moduleprofiler.timing.setup import HookedClocks
+from moduleprofiler.timing.stats import StopReason, Summary, summarize
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -441,6 +423,7 @@ def train_step_times(
     progress: bool | None = None,
     ranges: bool = False,
     clock: ClockName = "auto",
+    options: TimingOptions | None = None,
 ) -> TrainingTiming:
     """Time forward and backward of every module over training steps.
 
@@ -462,7 +445,7 @@ def train_step_times(
             hooked kind, ``drop_first`` of them discarded (``target_ci`` and
             ``max_seconds`` then unused).
         drop_first: first steps of each hooked kind to discard (default: 5 with
-            ``num_iters``, :data:`~moduleprofiler.timing.forward.ADAPTIVE_DROP_FIRST` in an
+            ``num_iters``, :data:`~moduleprofiler.timing.loop.ADAPTIVE_DROP_FIRST` in an
             adaptive run).
         target_ci, max_seconds, min_iters: the adaptive run's stopping rule, as in
             :func:`~moduleprofiler.timing.time_modules`.
@@ -476,6 +459,8 @@ def train_step_times(
             names the backward of each call too). Under the kernel clock (the default on
             CUDA) a third kind of hooked step runs traced: the kernels each call's backward
             nodes launch are its backward device time.
+        options: the timing keywords as one :class:`~moduleprofiler.timing.TimingOptions`,
+            as in :func:`~moduleprofiler.timing.time_modules`.
 
     Returns:
         :class:`TrainingTiming`. Its ``warnings`` are also issued as
@@ -488,36 +473,26 @@ def train_step_times(
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    drop_first, kept, rule, sizes = plan_iterations(
-        num_iters, drop_first, rounds, fixed_drop_first=5, fixed_rounds=5,
-        target_ci=target_ci, max_seconds=max_seconds, min_iters=min_iters,
-        confidence=confidence)
-    fraction = overhead_fraction if measure_overhead else 0.0
+    opts = TimingOptions.of_call(train_step_times, locals(), options)
+    plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)
     module, compiled = eager_module(module)
     if compiled is not None:
         warnings.warn(compiled, CodePathWarning, stacklevel=2)
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
-    mode, fallback = choose_clock(resolved, clock)
-    kernels = mode == "kernels"
-    host = torch.device("cpu") if kernels else resolved  # host times: the CPU clock
-    bar.update(0, kept, "calibrating the hooks")
-    calibration = calibrate_hooks(host, backward=True)
-    stamps = make_stamps(host)
-    kernel_clock = KernelClock.on(module, backward=True) if kernels else None
-    traced: list[DeviceIteration] = []
-    outside = [0.0]
+    bar.update(0, plan.kept, "calibrating the hooks")
+    clocks = HookedClocks.choose(module, resolved, clock, backward=True)
+    kernels = clocks.kernels is not None
+    stamps = clocks.stamps
     outer = [RangeListener()] if ranges else []
-    clocks = {"forward_hooks": ClockListener.on(module, stamps, outer=outer),
-              "backward_hooks": ClockListener.on(module, stamps, backward=True, outer=outer)}
+    listeners = {"forward_hooks": ClockListener.on(module, stamps, outer=outer),
+                 "backward_hooks": ClockListener.on(module, stamps, backward=True, outer=outer)}
     rows = StepRows(ModelLayout.of(module))
     params = [p for p in module.parameters() if p.requires_grad]
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
-    raws: dict[str, list[Any]] = {kind: [] for kind in clocks}
-    spans: dict[str, list[float]] = {kind: [] for kind in clocks}  # whole steps (ns)
-    plain_steps = [0]
-    keep = [False]
+    raws: dict[str, list[RawIteration]] = {kind: [] for kind in listeners}
+    spans: dict[str, list[float]] = {kind: [] for kind in listeners}  # whole steps (ns)
 
     def loss_of(output: Any) -> Tensor:
         if loss_fn is None:
@@ -545,112 +520,65 @@ def train_step_times(
             optimizer.step()
             mark("optimizer")
 
-    def run_hooked(kind: str) -> None:
-        clock = clocks[kind]
-        clock.begin()
-        step(clock.mark, clock.run)
-        raw = clock.snapshot()  # resolved after the timed loop
-        if keep[0]:
-            raws[kind].append(raw)
-            spans[kind].append(marks_span_ns(raw))
-            bar.update(len(raws["backward_hooks"]), kept,
-                       rule.progress_text() if kept is None else "")
-        else:
-            bar.update(0, kept, "warming up")
+    def hooked(kind: str, count: int, keep: bool) -> None:
+        listener = listeners[kind]
+        with listener.installed():
+            for _ in range(count):
+                listener.begin()
+                step(listener.mark, listener.run)
+                raw = listener.snapshot()  # resolved after the timed loop
+                if keep:
+                    raws[kind].append(raw)
+                    spans[kind].append(marks_span_ns(raw))
 
-    def run_plain() -> None:
-        stamps.reset()
+    def plain(count: int, keep: bool) -> None:
         taken: list[tuple[str, int]] = []
-        step(lambda name: taken.append((name, stamps.stamp())), lambda invoke: invoke())
-        ns = stamps.resolve([stamp for _, stamp in taken])
-        if keep[0]:
-            plain_steps[0] += 1
-            rows.add_phases("plain", {name: float(t) for (name, _), t in zip(taken, ns)},
-                            names)
+        for _ in range(count):
+            stamps.reset()
+            taken.clear()
+            step(lambda name: taken.append((name, stamps.stamp())), lambda invoke: invoke())
+            ns = stamps.resolve([stamp for _, stamp in taken])
+            if keep:
+                rows.add_phases("plain", {name: float(t) for (name, _), t in zip(taken, ns)},
+                                names)
 
-    def block(kind: str, count: int) -> None:
-        if kind == "traced":
-            assert kernel_clock is not None
-            with kernel_clock.installed(), kernel_clock.traced(resolved) as done:
-                for _ in range(count):
-                    step(lambda name: None, kernel_clock.run)
-            if keep[0] and done.iterations is not None:
-                traced.extend(done.iterations)
-                outside[0] += done.outside_ns
-            return
-        if kind == "plain":
-            for _ in range(count):
-                run_plain()
-            return
-        with clocks[kind].installed():
-            for _ in range(count):
-                run_hooked(kind)
-
-    env: dict[str, Any] = {}
-    faults: float | None = None
-    try:
-        with preserved_state(module, train=train, grads=restore,
-                             buffers=None if restore else False), \
-                _preserved_parameters(module, restore and optimizer is not None), \
-                torch.enable_grad(), timing_context(num_threads):
-            env = capture_environment(resolved)
-            if kernels:
-                block("traced", 1)  # the first profiler session starts CUPTI: not kept
-            deadline = time.perf_counter() + warmup_seconds
-            while time.perf_counter() < deadline:
-                for kind in ("forward_hooks", "backward_hooks", "plain"):
-                    block(kind, 1)
-            rule.restart()  # the budget covers the dropped steps, as benchmark()'s
-            for kind in ("forward_hooks", "backward_hooks"):
-                block(kind, drop_first)
-            keep[0] = True
-            before = minor_faults()
-            order = ["forward_hooks", "backward_hooks", "plain"] + (["traced"] if kernels
-                                                                      else [])
-
-            def run_round(number: int, count: int) -> None:
-                shift = number % len(order)  # the blocks of a round, rotated
-                for kind in order[shift:] + order[:shift]:
-                    size = {"plain": plain_count(count, fraction),
-                            "traced": max(1, count // 4)}.get(kind, count)
-                    if size:
-                        block(kind, size)
-
-            run_rounds(run_round, rule, lambda: tuple(spans.values()), sizes)
-            after = minor_faults()
-            elapsed = rule.elapsed
-            if before is not None and after is not None:
-                faults = (after - before) / (sum(map(len, raws.values())) + plain_steps[0])
-    finally:
-        bar.close()
+    blocks = [Block(partial(hooked, "forward_hooks"), dropped=True),
+              Block(partial(hooked, "backward_hooks"), dropped=True),
+              Block(plain, share=partial(plain_count, plain_fraction=opts.plain_fraction))]
+    if kernels:
+        blocks.append(Block(partial(clocks.trace, step=lambda clock: step(
+            lambda name: None, clock.run)), share=lambda count: max(1, count // 4), warm=False))
+    state: list[AbstractContextManager[Any]] = [preserved_state(module, train=train, grads=restore,
+                             buffers=None if restore else False),
+             _preserved_parameters(module, restore and optimizer is not None),
+             torch.enable_grad()]
+    run = measure(plan, blocks, lambda: {"steps with forward hooks": spans["forward_hooks"],
+                                         "steps with backward hooks": spans["backward_hooks"]},
+                  resolved, bar, opts, state=state,
+                  # the first profiler session starts CUPTI: seconds, not kept
+                  prime=partial(blocks[-1].run, 1, False) if kernels else None)
     for kind, kind_raws in raws.items():
         for raw in kind_raws:
-            times = clocks[kind].resolve(raw)
+            times = listeners[kind].resolve(raw)
             if kind == "forward_hooks":
                 rows.add_forward(times)
             else:
                 rows.add_backward(times)
             rows.add_phases(kind, times.marks, names)
-    env["minor_faults_per_iter"] = faults
-    steps = np.concatenate([np.asarray(v) for v in spans.values()]) / 1e6
-    notes = environment_warnings(env, faults, resolved,
-                                 float(np.median(steps)) if steps.size else None)
-    widths = [ci_halfwidth(v, confidence) for v in spans.values()]
-    shortfall = rule.shortfall(max(widths))
-    if shortfall is not None:
-        notes.append(shortfall)
+    notes = list(run.notes)
     issue_warnings(notes)
     if compiled is not None:
         notes.insert(0, compiled)
-    if fallback is not None:
-        notes.insert(0, fallback)
-        warnings.warn(fallback, TimingWarning, stacklevel=2)
+    if clocks.fallback is not None:
+        notes.insert(0, clocks.fallback)
+        warnings.warn(clocks.fallback, TimingWarning, stacklevel=2)
     timing = rows.build(
-        method=method_name, separate_passes=True, calibration=calibration,
-        device=str(resolved), clock=stamps.kind, dropped=drop_first, confidence=confidence,
-        environment=env, warnings=tuple(notes), stop_reason=rule.reason, elapsed_s=elapsed,
+        method=method_name, separate_passes=True, calibration=clocks.calibration,
+        device=str(resolved), clock=stamps.kind, dropped=plan.drop_first,
+        confidence=opts.confidence, environment=run.environment, warnings=tuple(notes),
+        stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
     )
-    return with_device_times(timing, traced, outside[0]) if kernels else timing
+    return with_device_times(timing, clocks.traced, clocks.outside_ns) if kernels else timing
 
 
 def with_device_times(timing: TrainingTiming, traced: list[DeviceIteration],

@@ -1,22 +1,19 @@
 """Per-module forward time: a clock listener on the pass runner, one sample per call per
 iteration, the hooks installed once per block of iterations.
 
-``time_modules`` runs, under ``torch.no_grad()`` and with the garbage collector paused:
-
-1. optional time-based warm-up (hooked and hook-free iterations alternate);
-2. ``drop_first`` hooked iterations, discarded (0.0.4's warm-up);
-3. ``rounds`` rounds, each a block of hooked iterations (kept: the per-module samples) and a
-   block of hook-free iterations of the same size (the reference for the overhead ratio), in
-   alternating order.
+``time_modules`` is the measurement loop (:mod:`moduleprofiler.timing.loop`) under
+``torch.no_grad()`` with its blocks: hooked iterations (kept: the per-module samples), dropped
+first; hook-free iterations (the reference for the overhead ratio); under the kernel clock,
+traced iterations (the device times).
 """
 
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,28 +31,20 @@ from moduleprofiler.timing.booking import busy_ns
 from moduleprofiler.timing.clock import (
     TimingWarning,
     issue_warnings,
-    make_stamps,
     resolve_device,
     synchronize,
 )
 from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
-from moduleprofiler.timing.device_trace import ClockName, choose_clock, device_trace
-from moduleprofiler.timing.environment import (
-    capture_environment,
-    environment_warnings,
-    get_hardware_specs,
-    minor_faults,
-    timing_context,
-)
-from moduleprofiler.timing.iteration import marks_span_ns
-from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock
+from moduleprofiler.timing.device_trace import ClockName, device_trace
+from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.overhead import (
-    calibrate_hooks,
-    interleave,
+from moduleprofiler.timing.loop import (
+    Block,
+    TimingOptions,
+    measure,
     plain_count,
-    run_rounds,
-    split_rounds,
+    spread_note,
 )
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
@@ -68,20 +57,8 @@ from moduleprofiler.timing.results import (
     timed_profile,
     tree_text,
 )
-from moduleprofiler.timing.stats import StoppingRule, Summary, summarize
-
-
-def validate_iterations(num_iters: int | None, drop_first: int) -> None:
-    """``num_iters >= 1`` (or ``None``: adaptive) and ``0 <= drop_first < num_iters``, else
-    ``ValueError`` naming the argument."""
-    if num_iters is not None and (not isinstance(num_iters, int) or num_iters < 1):
-        raise ValueError(f"num_iters must be a positive int or None, got {num_iters!r}")
-    if not isinstance(drop_first, int) or drop_first < 0 or (
-            num_iters is not None and drop_first >= num_iters):
-        raise ValueError(
-            f"drop_first must be an int with 0 <= drop_first < num_iters ({num_iters}), "
-            f"got {drop_first!r}: at least one timed iteration must be kept"
-        )
+from moduleprofiler.timing.setup import HookedClocks
+from moduleprofiler.timing.stats import Summary, summarize
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
@@ -288,30 +265,6 @@ class ModuleTiming(TimedModules):
         return out
 
 
-def plan_iterations(num_iters: int | None, drop_first: int | None, rounds: int | None, *,
-                    fixed_drop_first: int, fixed_rounds: int, target_ci: float | None,
-                    max_seconds: float | None, min_iters: int, confidence: float
-                    ) -> tuple[int, int | None, StoppingRule, list[int] | None]:
-    """The checked iteration plan of a per-module timing run: ``drop_first`` (default
-    ``fixed_drop_first`` for a fixed ``num_iters``, :data:`ADAPTIVE_DROP_FIRST` for an adaptive
-    run), the kept count (``None``: adaptive), the stopping rule and the fixed rounds' sizes
-    (``None``: adaptive). ``ValueError`` naming the argument for a bad combination."""
-    fixed = num_iters is not None
-    if drop_first is None:
-        drop_first = fixed_drop_first if fixed else ADAPTIVE_DROP_FIRST
-    validate_iterations(num_iters, drop_first)
-    if rounds is not None and not fixed:
-        raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
-                         f"sizes its rounds by time, got rounds={rounds!r}")
-    if num_iters is None:
-        return drop_first, None, StoppingRule(
-            target_ci=target_ci, max_seconds=max_seconds, min_samples=min_iters,
-            confidence=confidence), None
-    kept = num_iters - drop_first
-    return drop_first, kept, StoppingRule(count=kept), split_rounds(
-        kept, rounds, fixed_rounds, 0.0)[0]
-
-
 def device_host_values(device_ms: float | None, self_device_ms: float | None,
                        host_ms: float | None, self_host_ms: float | None) -> dict[str, Any]:
     """The kernel clock's four times of a call or module, and its ``time_bound``: ``"host"``
@@ -322,11 +275,6 @@ def device_host_values(device_ms: float | None, self_device_ms: float | None,
         bound = "host" if host_ms > device_ms else "device"
     return {"device_ms": device_ms, "self_device_ms": self_device_ms, "host_ms": host_ms,
             "self_host_ms": self_host_ms, "time_bound": bound}
-
-
-ADAPTIVE_DROP_FIRST = 2
-"""Hooked iterations an adaptive run (``num_iters=None``) drops after its time-based warm-up
-(a fixed count keeps 0.0.4's default of 20)."""
 
 
 def time_modules(
@@ -350,6 +298,7 @@ def time_modules(
     progress: bool | None = None,
     ranges: bool = False,
     clock: ClockName = "auto",
+    options: TimingOptions | None = None,
 ) -> ModuleTiming:
     """Time every module's forward, in situ, with hooks.
 
@@ -375,7 +324,8 @@ def time_modules(
             ``drop_first`` of them discarded (0.0.4's meaning); ``target_ci`` and
             ``max_seconds`` are then not used.
         drop_first: first hooked iterations to discard (default: 20 with ``num_iters``, as
-            0.0.4; :data:`ADAPTIVE_DROP_FIRST` in an adaptive run, after its warm-up).
+            0.0.4; :data:`~moduleprofiler.timing.loop.ADAPTIVE_DROP_FIRST` in an adaptive
+            run, after its warm-up).
         warmup_seconds: run (hooked and hook-free alternately) at least this long before.
         target_ci: adaptive: stop once the median's CI is within this fraction of it
             (0.01 = ±1 %); ``None``: run until the budget ends.
@@ -401,6 +351,9 @@ def time_modules(
             events with a :class:`TimingWarning`; wall time on the CPU), ``"kernels"``,
             ``"events"`` (CUDA events at the hooks, as before 0.2: right only while the GPU
             has queued work) or ``"cpu"``.
+        options: the timing keywords (``num_iters`` ... ``progress``) as one
+            :class:`~moduleprofiler.timing.TimingOptions`; a keyword given as well (not at
+            its default) wins.
 
     Returns:
         :class:`ModuleTiming`. Its ``warnings`` are also issued as
@@ -414,11 +367,8 @@ def time_modules(
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    drop_first, kept, rule, sizes = plan_iterations(
-        num_iters, drop_first, rounds, fixed_drop_first=20, fixed_rounds=8,
-        target_ci=target_ci, max_seconds=max_seconds, min_iters=min_iters,
-        confidence=confidence)
-    fraction = overhead_fraction if measure_overhead else 0.0
+    opts = TimingOptions.of_call(time_modules, locals(), options)
+    plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
     module, compiled = eager_module(module)
     if compiled is not None:
         warnings.warn(compiled, CodePathWarning, stacklevel=2)
@@ -435,123 +385,82 @@ def time_modules(
         )
         notes.append(message)
         warnings.warn(message, CodePathWarning, stacklevel=2)
-
-    mode, fallback = choose_clock(resolved, clock)
-    if fallback is not None:
-        notes.append(fallback)
-        warnings.warn(fallback, TimingWarning, stacklevel=2)
-    kernels = mode == "kernels"
-    # the kernel clock's host times come from the CPU clock, calibrated on the CPU
-    host = torch.device("cpu") if kernels else resolved
-    bar.update(0, kept, "calibrating the hooks")
-    calibration = calibrate_hooks(host)
-    stamps = make_stamps(host)
-    clock_listener = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)]
-                                      if ranges else ())
-    kernel_clock = KernelClock.on(module) if kernels else None
+    bar.update(0, plan.kept, "calibrating the hooks")
+    clocks = HookedClocks.choose(module, resolved, clock)
+    if clocks.fallback is not None:
+        notes.append(clocks.fallback)
+        warnings.warn(clocks.fallback, TimingWarning, stacklevel=2)
+    kernels = clocks.kernels is not None
+    stamps = clocks.stamps
+    listener = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)]
+                                if ranges else ())
     layout = ModelLayout.of(module)
-    raws = []
+    raws: list[RawIteration] = []
     spans: list[float] = []  # whole hooked iterations (ns), for the stopping rule
     plain: list[float] = []
     issued: list[float] = []
-    traced: list[DeviceIteration] = []
-    outside = [0.0]
-    keep = [False]
+    hook_free: list[HookFreeTrace] = []
 
-    def run_hooked() -> None:
-        clock_listener.begin()
-        clock_listener.mark("start")
-        clock_listener.run(invoke)
-        if kernels:  # host stamps: the iteration ends when the device is done
-            synchronize(resolved)
-        clock_listener.mark("end")
-        raw = clock_listener.snapshot()  # resolved after the timed loop
-        if keep[0]:
-            raws.append(raw)
-            spans.append(marks_span_ns(raw))
-            bar.update(len(raws), kept, rule.progress_text() if kept is None else "")
-        else:
-            bar.update(0, kept, "warming up")
-
-    def run_plain() -> None:
-        stamps.reset()
-        first = stamps.stamp()
-        invoke()
-        handed = stamps.stamp()
-        if kernels:
-            synchronize(resolved)
-        last = stamps.stamp()
-        a, b, c = stamps.resolve([first, handed, last])
-        if keep[0]:
-            plain.append(float(c - a))
-            issued.append(float(b - a))
-
-    def run_traced(count: int) -> None:
-        assert kernel_clock is not None
-        with kernel_clock.installed(), kernel_clock.traced(resolved) as block:
+    def run_hooked(count: int, keep: bool) -> None:
+        with listener.installed():
             for _ in range(count):
-                kernel_clock.run(invoke)
-        if keep[0] and block.iterations is not None:
-            traced.extend(block.iterations)
-            outside[0] += block.outside_ns
+                listener.begin()
+                listener.mark("start")
+                listener.run(invoke)
+                if kernels:  # host stamps: the iteration ends when the device is done
+                    synchronize(resolved)
+                listener.mark("end")
+                raw = listener.snapshot()  # resolved after the timed loop
+                if keep:
+                    raws.append(raw)
+                    spans.append(marks_span_ns(raw))
 
-    def run_round(number: int, count: int) -> None:
-        # a round: hooked block, hook-free block and (kernel clock) traced block, rotated
-        extra = ([max(1, count // 4)], run_traced) if kernels else None
-        interleave([count], [plain_count(count, fraction)], clock_listener.installed,
-                   run_hooked, run_plain, extra, offset=number)
-
-    env: dict[str, Any] = {}
-    faults: float | None = None
-    hook_free: HookFreeTrace | None = None
-    try:
-        with preserved_state(module, eval=eval), torch.no_grad(), timing_context(num_threads):
-            env = capture_environment(resolved)
+    def run_plain(count: int, keep: bool) -> None:
+        for _ in range(count):
+            stamps.reset()
+            first = stamps.stamp()
+            invoke()
+            handed = stamps.stamp()
             if kernels:
-                run_traced(1)  # the first profiler session starts CUPTI: seconds, not kept
-            deadline = time.perf_counter() + warmup_seconds
-            while time.perf_counter() < deadline:
-                interleave([1], [1], clock_listener.installed, run_hooked, run_plain)
-            rule.restart()  # the budget covers the dropped iterations, as benchmark()'s
-            with clock_listener.installed():
-                for _ in range(drop_first):
-                    run_hooked()
-            keep[0] = True
-            faults_before = minor_faults()
-            run_rounds(run_round, rule, lambda: (spans,), sizes)
-            faults_after = minor_faults()
-            elapsed = rule.elapsed
-            if faults_before is not None and faults_after is not None:
-                faults = (faults_after - faults_before) / (len(raws) + len(plain))
-            if kernels and plain:
-                with device_trace(resolved) as records:
-                    invoke()
-                hook_free = HookFreeTrace(
-                    host_ms=float(np.median(issued)) / 1e6,
-                    device_ms=busy_ns(records.activities) / 1e6,
-                    launches=len(records.activities),
-                    latency_ms=float(np.median(plain)) / 1e6)
-    finally:
-        bar.close()
-    resolved_iterations = [clock_listener.resolve(raw) for raw in raws]
-    env["minor_faults_per_iter"] = faults
+                synchronize(resolved)
+            last = stamps.stamp()
+            a, b, c = stamps.resolve([first, handed, last])
+            if keep:
+                plain.append(float(c - a))
+                issued.append(float(b - a))
+
+    def trace_hook_free() -> None:
+        if kernels and plain:
+            with device_trace(resolved) as records:
+                invoke()
+            hook_free.append(HookFreeTrace(
+                host_ms=float(np.median(issued)) / 1e6,
+                device_ms=busy_ns(records.activities) / 1e6,
+                launches=len(records.activities),
+                latency_ms=float(np.median(plain)) / 1e6))
+
+    # a round: hooked block, hook-free block and (kernel clock) traced block, rotated
+    blocks = [Block(run_hooked, dropped=True),
+              Block(run_plain, share=partial(plain_count, plain_fraction=opts.plain_fraction))]
+    if kernels:
+        blocks.append(Block(partial(clocks.trace, step=lambda clock: clock.run(invoke)),
+                            share=lambda count: max(1, count // 4), warm=False))
+    run = measure(plan, blocks, lambda: {"hooked whole-model times": spans}, resolved, bar,
+                  opts, state=[preserved_state(module, eval=eval), torch.no_grad()],
+                  # the first profiler session starts CUPTI: seconds, not kept
+                  prime=partial(blocks[-1].run, 1, False) if kernels else None,
+                  finish=trace_hook_free)
+    resolved_iterations = [listener.resolve(raw) for raw in raws]
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6
     plain_ms = np.asarray(plain) / 1e6
-    both = np.concatenate([hooked_ms, plain_ms])
-    raised = environment_warnings(env, faults, resolved,
-                                  float(np.median(both)) if both.size else None)
-    raised.extend(_spread_warnings(hooked_ms, plain_ms, resolved, kernels))
-    whole = summarize(hooked_ms, confidence)
-    shortfall = rule.shortfall(whole.ci_halfwidth_rel if whole is not None else math.inf)
-    if shortfall is not None:
-        raised.append(shortfall)
+    raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, resolved, kernels)]
     issue_warnings(raised)
     notes.extend(raised)
-    if hook_free is not None:
-        notes.append(hook_free.sentence())
+    notes.extend(trace.sentence() for trace in hook_free)
     host_samples = PhaseSamples.collect("forward", resolved_iterations, len(layout.paths))
-    device_times = (DeviceTimes.collect(traced, layout, False, outside[0], hook_free)
+    device_times = (DeviceTimes.collect(clocks.traced, layout, False, clocks.outside_ns,
+                                        hook_free[0] if hook_free else None)
                     if kernels else None)
     return timed_profile(ModuleTiming(
         records=(), modules=(),
@@ -559,23 +468,23 @@ def time_modules(
         forward=device_times.samples if device_times is not None else host_samples,
         hooked_ms=hooked_ms,
         unhooked_ms=plain_ms,
-        calibration=calibration,
+        calibration=clocks.calibration,
         device=str(resolved),
-        clock="cuda-kernels" if kernels else stamps.kind,
-        dropped=drop_first,
-        confidence=confidence,
-        environment=env,
+        clock=clocks.kind,
+        dropped=plan.drop_first,
+        confidence=opts.confidence,
+        environment=run.environment,
         hardware=get_hardware_specs(),
         warnings=tuple(notes),
         host=host_samples if kernels else None,
         device_times=device_times,
-        stop_reason=rule.reason,
-        elapsed_s=elapsed,
+        stop_reason=run.stop_reason,
+        elapsed_s=run.elapsed_s,
     ), resolved_iterations[0] if resolved_iterations else None)
 
 
-def _spread_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
-                     device: torch.device, kernels: bool = False) -> list[str]:
+def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
+                       device: torch.device, kernels: bool = False) -> list[str]:
     notes = []
     if hooked_ms.size and plain_ms.size:
         ratio = float(np.median(hooked_ms) / np.median(plain_ms))
@@ -596,11 +505,5 @@ def _spread_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float6
                 f"hooks slow the whole model down {ratio:.3f}x (> 1.05): small modules' "
                 "times include a noticeable share of instrumentation; see low_confidence"
             )
-    for name, data in (("hooked", hooked_ms), ("hook-free", plain_ms)):
-        summary = summarize(data)
-        if summary is not None and summary.n >= 4 and summary.iqr_rel > 0.10:
-            notes.append(
-                f"{name} whole-model times are spread out (IQR/median {summary.iqr_rel:.2f} "
-                "> 0.10): the machine is noisy; medians are still usable, means are not"
-            )
-    return notes
+    note = spread_note("hook-free whole-model times", plain_ms)
+    return [*notes, *([note] if note is not None else [])]

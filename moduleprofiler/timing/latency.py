@@ -1,7 +1,9 @@
-"""Whole-model latency and throughput, with no hooks installed.
+"""Whole-model latency and throughput, with no hooks installed: the measurement loop
+(:mod:`moduleprofiler.timing.loop`) with one block, the timed calls.
 
-Warm-up runs until both ``warmup_iters`` iterations and ``warmup_seconds`` have passed and is
-discarded; then timed iterations run until the stopping rule says enough:
+Warm-up runs until both ``warmup_iters`` samples and ``warmup_seconds`` have passed and is
+discarded; then timed iterations run, the stopping rule asked after each, until it says
+enough:
 
 * ``"target_ci"``: the 95 % (``confidence``) interval of the median, a distribution-free
   order-statistic interval, is within ``target_ci`` of the median on both sides;
@@ -28,22 +30,10 @@ from torch import nn
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import (
-    first_batch_size,
-    issue_warnings,
-    new_event,
-    resolve_device,
-    synchronize,
-)
-from moduleprofiler.timing.environment import (
-    capture_environment,
-    environment_warnings,
-    get_hardware_specs,
-    minor_faults,
-    timing_context,
-)
-from moduleprofiler.timing.forward import validate_iterations
-from moduleprofiler.timing.stats import StoppingRule, StopReason, Summary, summarize
+from moduleprofiler.timing.clock import first_batch_size, issue_warnings, new_event, resolve_device
+from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.loop import Block, TimingOptions, measure
+from moduleprofiler.timing.stats import StopReason, Summary, summarize
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,6 +246,7 @@ def benchmark(
     confidence: float = 0.95,
     calls_per_sample: int = 1,
     no_grad: bool = True,
+    options: TimingOptions | None = None,
 ) -> LatencyResult:
     """Measure whole-model latency and throughput without hooks.
 
@@ -281,86 +272,57 @@ def benchmark(
         calls_per_sample: calls per sample (for sub-100 µs GPU work); percentiles are then
             of per-block means.
         no_grad: run under ``torch.no_grad()``.
+        options: the timing keywords as one :class:`~moduleprofiler.timing.TimingOptions`
+            (here ``drop_first=None`` is 0); a keyword given as well (not at its default)
+            wins.
 
     Returns:
         :class:`LatencyResult`.
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-    validate_iterations(num_iters, drop_first)
-    keep_target = None if num_iters is None else num_iters - drop_first
-    rule = StoppingRule(count=keep_target, target_ci=target_ci, max_seconds=max_seconds,
-                        min_samples=min_iters, confidence=confidence)
+    opts = TimingOptions.of_call(benchmark, locals(), options)
+    plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     if calls_per_sample < 1:
         raise ValueError(f"calls_per_sample must be >= 1, got {calls_per_sample}")
     resolved = resolve_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     timer = _IterationTimer(resolved, invoke, calls_per_sample)
-    cold_timer = _IterationTimer(resolved, invoke, 1)
-    bar = Progress("benchmark", progress)
     samples: list[float] = []
-    cold_ns: float | None = None
-    grad = torch.no_grad() if no_grad else torch.enable_grad()
-    try:
-        with preserved_state(module, eval=eval), grad, timing_context(num_threads):
-            env = capture_environment(resolved)
-            threads = (torch.get_num_threads(), torch.get_num_interop_threads())
-            if cold:
-                cold_ns = cold_timer()
-            warm_start = time.perf_counter()
-            warm_count = 0
-            while warm_count < warmup_iters or time.perf_counter() - warm_start < warmup_seconds:
-                invoke()
-                warm_count += 1
-                if warm_count % 8 == 0:
-                    synchronize(resolved)
-                bar.update(0, keep_target, "warming up")
-            synchronize(resolved)
-            warm_elapsed = time.perf_counter() - warm_start
-            faults_before = minor_faults()
-            rule.restart()
-            for _ in range(drop_first):
-                timer()
-            stop_reason: StopReason | None = None
-            while stop_reason is None:
-                samples.append(timer())
-                stop_reason = rule.check(samples)
-                bar.update(len(samples), keep_target, rule.progress_text())
-            elapsed = rule.elapsed
-            faults_after = minor_faults()
-    finally:
-        bar.close()
-    faults = None
-    if faults_before is not None and faults_after is not None:
-        faults = (faults_after - faults_before) / (len(samples) + drop_first) / calls_per_sample
-    env["minor_faults_per_iter"] = faults
-    samples_ms = np.asarray(samples) / 1e6
-    summary = summarize(samples_ms, confidence)
-    notes = environment_warnings(env, faults, resolved,
-                                 summary.median if summary is not None else None)
-    shortfall = rule.shortfall(summary.ci_halfwidth_rel if summary is not None else math.inf)
-    if shortfall is not None:
-        notes.append(shortfall)
-    if summary is not None and summary.n >= 4 and summary.iqr_rel > 0.10:
-        notes.append(f"latencies are spread out (IQR/median {summary.iqr_rel:.2f} > 0.10)")
-    issue_warnings(notes)
+    cold_ns: list[float] = []
+
+    def timed(count: int, keep: bool) -> None:
+        for _ in range(count):
+            sample = timer()
+            if keep:
+                samples.append(sample)
+
+    run = measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
+                  lambda: {"latencies": samples}, resolved,
+                  Progress("benchmark", opts.progress), opts,
+                  state=[preserved_state(module, eval=eval),
+                         torch.no_grad() if no_grad else torch.enable_grad()],
+                  prime=(lambda: cold_ns.append(_IterationTimer(resolved, invoke, 1)()))
+                  if cold else None)
+    issue_warnings(run.notes)
+    env = run.environment
     return LatencyResult(
-        samples_ms=samples_ms,
-        stop_reason=stop_reason,
-        dropped=drop_first,
-        warmup_iters=warm_count,
-        warmup_seconds=warm_elapsed,
-        elapsed_s=elapsed,
-        cold_ms=cold_ns / 1e6 if cold_ns is not None else None,
+        samples_ms=np.asarray(samples) / 1e6,
+        stop_reason=run.stop_reason,
+        dropped=plan.drop_first,
+        warmup_iters=run.warmup_iters,
+        warmup_seconds=run.warmup_s,
+        elapsed_s=run.elapsed_s,
+        cold_ms=cold_ns[0] / 1e6 if cold_ns else None,
         batch_size=batch_size if batch_size is not None else first_batch_size(input),
         calls_per_sample=calls_per_sample,
-        target_ci=target_ci,
-        confidence=confidence,
+        target_ci=opts.target_ci,
+        confidence=opts.confidence,
         device=str(resolved),
-        intraop_threads=threads[0],
-        interop_threads=threads[1],
+        intraop_threads=env["intraop_threads"],
+        interop_threads=env["interop_threads"],
         torch_version=torch.__version__,
         hardware=get_hardware_specs(),
         environment=env,
-        warnings=tuple(notes),
+        warnings=tuple(run.notes),
     )

@@ -38,18 +38,13 @@ from moduleprofiler.timing.backward import (
     check_method,
     with_device_times,
 )
-from moduleprofiler.timing.clock import (
-    TimingWarning,
-    issue_warnings,
-    make_stamps,
-    resolve_device,
-)
-from moduleprofiler.timing.device_trace import ClockName, choose_clock
+from moduleprofiler.timing.clock import TimingWarning, issue_warnings, resolve_device
+from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
-from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock, TracedBlock
+from moduleprofiler.timing.kernel_clock import KernelClock, TracedBlock
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.overhead import calibrate_hooks
 from moduleprofiler.timing.results import ModelLayout
+from moduleprofiler.timing.setup import HookedClocks
 
 
 class TrainingProfiler:
@@ -88,15 +83,12 @@ class TrainingProfiler:
         self.device = resolve_device(model, None, device)
         self.confidence = confidence
         self.step_index = 0
-        mode, self._fallback = choose_clock(self.device, clock)
-        if self._fallback is not None:
-            warnings.warn(self._fallback, TimingWarning, stacklevel=2)
-        host = torch.device("cpu") if mode == "kernels" else self.device
-        self._kernels = KernelClock.on(model, backward=True) if mode == "kernels" else None
+        self._clocks = HookedClocks.choose(model, self.device, clock, backward=True)
+        if self._clocks.fallback is not None:
+            warnings.warn(self._clocks.fallback, TimingWarning, stacklevel=2)
+        self._kernels = self._clocks.kernels
         self._block: TracedBlock | None = None
-        self._traced: list[DeviceIteration] = []
-        self._outside_ns = 0.0
-        self._stamps = make_stamps(host)
+        self._stamps = self._clocks.stamps
         self._forward = ClockListener.on(model, self._stamps)
         self._backward = ClockListener.on(model, self._stamps, backward=True)
         self._rows = StepRows(ModelLayout.of(model))
@@ -104,7 +96,6 @@ class TrainingProfiler:
         self._hooks: ExitStack | None = None
         self._entered = False
         self._environment: dict[str, Any] = {}
-        self._calibration = calibrate_hooks(host, backward=True)
         self._issued: set[str] = set()  # result() may be asked often: each warning once
 
     # -- context manager -------------------------------------------------------------------
@@ -151,14 +142,15 @@ class TrainingProfiler:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
         issue_warnings([note for note in notes if note not in self._issued], stacklevel=4)
         self._issued.update(notes)
-        if self._fallback is not None:
-            notes.insert(0, self._fallback)
+        if self._clocks.fallback is not None:
+            notes.insert(0, self._clocks.fallback)
         timing = self._rows.build(
             method=self.method, separate_passes=self.alternate and bool(self._rows.fwd),
-            calibration=self._calibration, device=str(self.device), clock=self._stamps.kind,
-            dropped=0, confidence=self.confidence, environment=env, warnings=tuple(notes),
+            calibration=self._clocks.calibration, device=str(self.device),
+            clock=self._stamps.kind, dropped=0, confidence=self.confidence, environment=env,
+            warnings=tuple(notes),
         )
-        return with_device_times(timing, self._traced, self._outside_ns)
+        return with_device_times(timing, self._clocks.traced, self._clocks.outside_ns)
 
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
@@ -224,10 +216,8 @@ class TrainingProfiler:
         if isinstance(clock, KernelClock):  # the session ends: its steps are booked
             self._uninstall()
             block, self._block = self._block, None
-            if block is not None and block.iterations:
-                self._traced.extend(step for step in block.iterations
-                                    if step.call_launches.size)
-                self._outside_ns += block.outside_ns
+            if block is not None:
+                self._clocks.keep(block)
             if restart:
                 self._sync_hooks()
             return

@@ -22,7 +22,7 @@ from moduleprofiler.timing import (
     time_modules,
     train_step_times,
 )
-from moduleprofiler.timing.overhead import ROUND_SHARE
+from moduleprofiler.timing.loop import ROUND_SHARE
 from tests.timing.helpers import (
     Boom,
     Spin,

@@ -1,0 +1,327 @@
+"""The one measurement loop of every repeated-run pass: ``time_modules``, ``train_step_times``,
+``benchmark``, the hooks' calibration and generation timing.
+
+A pass is configuration (:class:`TimingOptions`) plus its own step: it hands :func:`measure`
+one :class:`Block` per kind of iteration (hooked, hook-free, traced...; each runs ``count``
+iterations of the pass's step) and the series its stopping rule watches. The loop does the
+rest, the same way for all:
+
+1. pins the intra-op threads and pauses the garbage collector (both restored), enters the
+   pass's own state contexts and captures the environment;
+2. ``prime`` once (a profiler session's start: seconds, never kept);
+3. warm-up: one iteration of every warm block in turn, until ``warmup_iters`` rounds and
+   ``warmup_seconds`` have passed;
+4. ``drop_first`` iterations of each dropped block, discarded (the time budget starts here);
+5. rounds until the stopping rule says enough, the blocks' order rotated from round to round
+   so that their times are compared under the same conditions (load, allocator, clocks),
+   with minor page faults counted over them; ``finish`` once, still inside the state;
+6. the notes the conditions call for: load, page faults, noisy samples, a budget that ended
+   the run before its target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike
+
+from moduleprofiler.progress import Progress
+from moduleprofiler.timing.environment import (
+    capture_environment,
+    environment_warnings,
+    minor_faults,
+    timing_context,
+)
+from moduleprofiler.timing.stats import StoppingRule, StopReason, ci_halfwidth, summarize
+
+ROUND_SHARE = 0.05
+"""An adaptive run's rounds grow to about this share of its time budget (20 rounds in it):
+the block order rotates often, and the budget is overrun by at most one round."""
+UNBUDGETED_ROUND_S = 0.5
+"""Length an adaptive round grows to when the run has no time budget."""
+ADAPTIVE_DROP_FIRST = 2
+"""Hooked iterations an adaptive run (``num_iters=None``) drops after its time-based warm-up
+(a fixed count keeps 0.0.4's default of 20)."""
+SPREAD_LIMIT = 0.10
+"""IQR / median above which samples are called noisy (``torch.utils.benchmark``'s limit)."""
+
+
+def validate_iterations(num_iters: int | None, drop_first: int) -> None:
+    """``num_iters >= 1`` (or ``None``: adaptive) and ``0 <= drop_first < num_iters``, else
+    ``ValueError`` naming the argument."""
+    if num_iters is not None and (not isinstance(num_iters, int) or num_iters < 1):
+        raise ValueError(f"num_iters must be a positive int or None, got {num_iters!r}")
+    if not isinstance(drop_first, int) or drop_first < 0 or (
+            num_iters is not None and drop_first >= num_iters):
+        raise ValueError(
+            f"drop_first must be an int with 0 <= drop_first < num_iters ({num_iters}), "
+            f"got {drop_first!r}: at least one timed iteration must be kept"
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many iterations a run keeps and what stops it."""
+
+    drop_first: int
+    kept: int | None
+    """Kept iterations of a fixed count (``None``: adaptive)."""
+    rule: StoppingRule
+    sizes: list[int] | None
+    """Iterations per round of a fixed count (``None``: rounds sized by time)."""
+    max_round: int | None = None
+    """Most iterations in one round (1: the rule is asked after every sample)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingOptions:
+    """The timing keywords of every repeated-run pass, as one object (``time_modules``,
+    ``train_step_times``, ``benchmark``): pass ``options=`` to share them between calls; a
+    keyword given to the call as well (not at its default) wins.
+
+    The defaults are :func:`~moduleprofiler.timing.time_modules`'s; each pass's own
+    documentation says what a keyword means there."""
+
+    num_iters: int | None = None
+    """``None``: adaptive (rounds until ``target_ci`` or ``max_seconds``); an int: a fixed
+    count, ``drop_first`` of it discarded (0.0.4's meaning)."""
+    drop_first: int | None = None
+    """First iterations to discard (``None``: the pass's default)."""
+    warmup_seconds: float = 0.5
+    warmup_iters: int = 0
+    target_ci: float | None = 0.01
+    max_seconds: float | None = 5.0
+    min_iters: int = 10
+    rounds: int | None = None
+    measure_overhead: bool = True
+    overhead_fraction: float = 1.0
+    num_threads: int | None = None
+    confidence: float = 0.95
+    progress: bool | None = None
+
+    @classmethod
+    def of_call(cls, function: Callable[..., Any], arguments: Mapping[str, Any],
+                options: TimingOptions | None) -> TimingOptions:
+        """The options of a call of ``function`` (its ``arguments``, e.g. ``locals()``):
+        ``options`` where given, overridden by every keyword not at ``function``'s default."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        given = {name: arguments[name] for name in names if name in arguments}
+        if options is None:
+            return cls(**given)
+        defaults = inspect.signature(function).parameters
+        return dataclasses.replace(options, **{
+            name: value for name, value in given.items()
+            if value is not defaults[name].default and value != defaults[name].default})
+
+    @property
+    def plain_fraction(self) -> float:
+        """Hook-free iterations per round as a share of the hooked ones (0: none)."""
+        return self.overhead_fraction if self.measure_overhead else 0.0
+
+    def plan(self, fixed_drop_first: int, fixed_rounds: int = 1, *,
+             adaptive_drop_first: int = ADAPTIVE_DROP_FIRST, capped: bool = False) -> Plan:
+        """The :class:`Plan` of these options, validated (``ValueError`` naming the keyword).
+
+        A fixed ``num_iters`` runs exactly that many iterations in ``rounds`` rounds
+        (default ``fixed_rounds``), ``target_ci`` and ``max_seconds`` unused; with
+        ``capped`` (``benchmark``) it is a cap beside them, and the rule is asked after
+        every sample."""
+        drop_first = self.drop_first
+        if drop_first is None:
+            drop_first = fixed_drop_first if self.num_iters is not None else adaptive_drop_first
+        validate_iterations(self.num_iters, drop_first)
+        kept = None if self.num_iters is None else self.num_iters - drop_first
+        if capped:
+            return Plan(drop_first, kept, StoppingRule(
+                count=kept, target_ci=self.target_ci, max_seconds=self.max_seconds,
+                min_samples=self.min_iters, confidence=self.confidence), None, max_round=1)
+        if self.rounds is not None and kept is None:
+            raise ValueError("rounds splits a fixed num_iters; an adaptive run (num_iters=None) "
+                             f"sizes its rounds by time, got rounds={self.rounds!r}")
+        if kept is None:
+            return Plan(drop_first, None, StoppingRule(
+                target_ci=self.target_ci, max_seconds=self.max_seconds,
+                min_samples=self.min_iters, confidence=self.confidence), None)
+        return Plan(drop_first, kept, StoppingRule(count=kept),
+                    split_rounds(kept, self.rounds, fixed_rounds))
+
+
+def _whole(count: int) -> int:
+    return count
+
+
+@dataclass(frozen=True)
+class Block:
+    """One kind of iteration: ``run(count, keep)`` runs ``count`` iterations of the pass's
+    step (keeping their samples when ``keep``)."""
+
+    run: Callable[[int, bool], None]
+    share: Callable[[int], int] = _whole
+    """Iterations of this kind in a round of ``n`` (0: none)."""
+    warm: bool = True
+    """Runs in the warm-up."""
+    dropped: bool = False
+    """Runs the ``drop_first`` discarded iterations."""
+    calls: int = 1
+    """Model calls per iteration (page faults are counted per call)."""
+
+
+@dataclass(frozen=True)
+class LoopRun:
+    """What the loop saw besides the pass's own samples."""
+
+    environment: dict[str, Any]
+    """:func:`~moduleprofiler.timing.environment.capture_environment`, with
+    ``minor_faults_per_iter`` over the rounds."""
+    stop_reason: StopReason
+    elapsed_s: float
+    """Wall time of the timed phase (dropped iterations and every round's blocks)."""
+    warmup_iters: int
+    warmup_s: float
+    notes: list[str]
+
+
+def plain_count(hooked: int, plain_fraction: float) -> int:
+    """Hook-free iterations beside ``hooked`` instrumented ones: ``plain_fraction`` of them,
+    at least one; none for a fraction of 0."""
+    return max(1, math.ceil(plain_fraction * hooked)) if plain_fraction > 0 else 0
+
+
+def split_rounds(kept: int, rounds: int | None, default: int) -> list[int]:
+    """Iterations per round: ``kept`` spread over ``min(rounds or default, kept)`` rounds."""
+    n_rounds = max(1, min(rounds if rounds is not None else default, kept))
+    return [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
+
+
+def run_round(blocks: Sequence[Block], number: int, count: int) -> int:
+    """Round ``number``: every block's share of ``count`` iterations, the blocks' order
+    rotated by ``number``; returns the model calls made."""
+    shift = number % len(blocks)
+    calls = 0
+    for block in [*blocks[shift:], *blocks[:shift]]:
+        size = block.share(count)
+        if size:
+            block.run(size, True)
+            calls += size * block.calls
+    return calls
+
+
+def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
+               samples: Callable[[], Sequence[Sequence[float]]],
+               sizes: Sequence[int] | None = None, max_round: int | None = None) -> StopReason:
+    """Run rounds until done; round ``r`` is ``round_of(r, n)`` with ``n`` iterations.
+
+    With ``sizes`` (a fixed count, from :func:`split_rounds`) exactly those rounds run:
+    ``"num_iters"``. Otherwise the run is adaptive: the first round has one iteration; each
+    later one is sized from the rate so far to last about :data:`ROUND_SHARE` of the budget
+    (at most twice the previous round, ``max_round`` and what the budget has left, one
+    iteration at least); after each round ``rule.check(*samples())`` decides, so the run
+    ends within the budget plus one round."""
+    round_s = (ROUND_SHARE * rule.max_seconds if rule.max_seconds is not None
+               else UNBUDGETED_ROUND_S)
+    size = 1
+    number = 0
+    while True:
+        count = sizes[number] if sizes is not None else size
+        began = time.perf_counter()
+        round_of(number, count)
+        per_iteration = (time.perf_counter() - began) / count
+        number += 1
+        if sizes is not None:
+            if number == len(sizes):
+                rule.reason = "num_iters"
+                return "num_iters"
+            continue
+        reason = rule.check(*samples())
+        if reason is not None:
+            return reason
+        wanted = round_s / per_iteration if per_iteration > 0 else math.inf
+        left = rule.remaining / per_iteration if per_iteration > 0 else math.inf
+        size = int(max(1.0, min(2.0 * count, wanted, left, max_round or math.inf)))
+
+
+def spread_note(name: str, samples: ArrayLike) -> str | None:
+    """The note for noisy samples (IQR / median above :data:`SPREAD_LIMIT`, from 4 samples),
+    else ``None``."""
+    summary = summarize(samples)
+    if summary is None or summary.n < 4 or summary.iqr_rel <= SPREAD_LIMIT:
+        return None
+    return (f"{name} are spread out (IQR/median {summary.iqr_rel:.2f} > {SPREAD_LIMIT:.2f}): "
+            "the machine is noisy; medians are still usable, means are not")
+
+
+def measure(plan: Plan, blocks: Sequence[Block],
+            watched: Callable[[], Mapping[str, Sequence[float]]], device: torch.device,
+            bar: Progress, options: TimingOptions, *,
+            state: Sequence[AbstractContextManager[Any]] = (),
+            prime: Callable[[], None] | None = None,
+            finish: Callable[[], None] | None = None) -> LoopRun:
+    """Run a pass's blocks through warm-up, dropped iterations and rounds (module docstring).
+
+    ``watched`` names the series (nanoseconds per iteration) the stopping rule checks and
+    the notes judge; ``state``: the pass's own contexts (model state, grad mode), entered
+    inside the thread and GC pinning. ``bar`` is closed at the end, also on an error."""
+    rule = plan.rule
+
+    def series() -> tuple[Sequence[float], ...]:
+        return tuple(watched().values())
+
+    def round_of(number: int, count: int) -> None:
+        calls[0] += run_round(blocks, number, count)
+        bar.update(min(map(len, series()), default=0), plan.kept,
+                   rule.progress_text() if plan.sizes is None else "")
+
+    calls = [0]
+    try:
+        with timing_context(options.num_threads), contextlib.ExitStack() as stack:
+            for context in state:
+                stack.enter_context(context)
+            environment = capture_environment(device)
+            if prime is not None:
+                prime()
+            warm_start = time.perf_counter()
+            warm = 0
+            while (warm < options.warmup_iters
+                   or time.perf_counter() - warm_start < options.warmup_seconds):
+                for block in blocks:
+                    if block.warm:
+                        block.run(1, False)
+                warm += 1
+                bar.update(0, plan.kept, "warming up")
+            warm_s = time.perf_counter() - warm_start
+            rule.restart()  # the budget covers the dropped iterations
+            for block in blocks:
+                if block.dropped and plan.drop_first:
+                    block.run(plan.drop_first, False)
+            before = minor_faults()
+            reason = run_rounds(round_of, rule, series, plan.sizes, plan.max_round)
+            after = minor_faults()
+            elapsed = rule.elapsed
+            if finish is not None:
+                finish()
+    finally:
+        bar.close()
+    faults = (after - before) / calls[0] if before is not None and after is not None \
+        and calls[0] else None
+    environment["minor_faults_per_iter"] = faults
+    named = {name: np.asarray(values, dtype=np.float64) for name, values in watched().items()}
+    every = np.concatenate(list(named.values())) if named else np.zeros(0)
+    notes = environment_warnings(environment, faults, device,
+                                 float(np.median(every)) / 1e6 if every.size else None)
+    notes.extend(note for name, values in named.items()
+                 if (note := spread_note(name, values)) is not None)
+    shortfall = rule.shortfall(max((ci_halfwidth(values, options.confidence)
+                                    for values in named.values()), default=math.inf))
+    if shortfall is not None:
+        notes.append(shortfall)
+    return LoopRun(environment, reason, elapsed, warm, warm_s, notes)

@@ -1,0 +1,144 @@
+"""The one measurement loop: its rounds (fixed counts, adaptive sizing by time, the stopping
+rule, the rotation of the blocks inside a round), its phases and its options object."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler.progress import Progress
+from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
+from moduleprofiler.timing.loop import (
+    ADAPTIVE_DROP_FIRST,
+    Block,
+    measure,
+    run_round,
+    run_rounds,
+    split_rounds,
+)
+from moduleprofiler.timing.stats import StoppingRule
+
+
+class FakeClock:
+    """``perf_counter`` of the loop and the rule; each iteration of a round takes 1/64 s
+    (a binary fraction: the sums stay exact)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 0.0
+        for where in ("moduleprofiler.timing.loop.time.perf_counter",
+                      "moduleprofiler.timing.stats.time.perf_counter"):
+            monkeypatch.setattr(where, lambda: self.now)
+
+
+def test_adaptive_rounds_are_sized_by_time_and_end_with_the_budget(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    rule = StoppingRule(target_ci=None, max_seconds=1.0)
+    sizes: list[int] = []
+
+    def run_round(number: int, count: int) -> None:
+        assert number == len(sizes)
+        sizes.append(count)
+        clock.now += count / 64
+
+    assert run_rounds(run_round, rule, lambda: ([],)) == "max_seconds"
+    # rounds grow to 5 % of the 1 s budget: 0.05 / (1/64) = 3.2 -> 3 iterations, at most
+    # doubling (1, 2, 3); at 63/64 s one iteration is left in the budget, and the run ends
+    # at 64/64 s exactly: 1 + 2 + 3 + 19 x 3 + 1 = 64 iterations
+    assert sizes == [1, 2, 3] + [3] * 19 + [1]
+    assert rule.elapsed == 1.0
+
+
+def test_adaptive_rounds_stop_on_the_ci(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    rule = StoppingRule(target_ci=0.01, max_seconds=1.0, min_samples=10)
+    samples: list[float] = []
+
+    def run_round(number: int, count: int) -> None:
+        samples.extend([2.0] * count)  # a steady module: the CI is 0 wide
+        clock.now += count / 64
+
+    assert run_rounds(run_round, rule, lambda: (samples,)) == "target_ci"
+    # 1, 2, 3, 3, 3 iterations: 12 samples, the first count >= min_iters (10)
+    assert len(samples) == 12 and rule.width == 0.0
+
+
+def test_fixed_rounds_run_exactly(monkeypatch):
+    FakeClock(monkeypatch)
+    sizes = split_rounds(8, None, 3)  # 8 kept over 3 rounds: 3, 3, 2
+    seen: list[int] = []
+    rule = StoppingRule(count=8)
+    assert run_rounds(lambda number, count: seen.append(count), rule, lambda: ([],),
+                      sizes) == "num_iters"
+    assert seen == [3, 3, 2] and rule.reason == "num_iters"
+
+
+def test_a_round_is_hooked_plain_traced_rotated_by_its_number():
+    order: list[str] = []
+
+    def block(name: str) -> Block:
+        return Block(lambda count, keep: order.append(name))
+
+    def round_of(number: int) -> list[str]:
+        order.clear()
+        run_round([block("hooked"), block("plain"), block("traced")], number, 1)
+        return list(order)
+
+    assert round_of(0) == ["hooked", "plain", "traced"]
+    assert round_of(1) == ["plain", "traced", "hooked"]
+    assert round_of(2) == ["traced", "hooked", "plain"]
+    assert round_of(3) == ["hooked", "plain", "traced"]
+
+
+def test_one_options_object_carries_the_timing_keywords():
+    options = TimingOptions(num_iters=4, drop_first=1, warmup_seconds=0.0, progress=False)
+    # 4 iterations, 1 dropped: 3 kept, in every pass that takes the options
+    timing = time_modules(nn.Identity(), torch.zeros(1), options=options)
+    assert (timing.iterations, timing.dropped, timing.stop_reason) == (3, 1, "num_iters")
+    steps = train_step_times(nn.Linear(2, 1), torch.zeros(3, 2), options=options)
+    assert (steps.iterations, steps.dropped) == (3, 1)
+    latency = benchmark(nn.Identity(), torch.zeros(1), options=options, warmup_iters=0)
+    assert (latency.n, latency.dropped) == (3, 1)
+    # a keyword given as well wins: 6 - 1 = 5 kept
+    assert time_modules(nn.Identity(), torch.zeros(1), num_iters=6, options=options
+                        ).iterations == 5
+
+
+def test_options_are_validated_where_the_run_is_planned():
+    with pytest.raises(ValueError, match="drop_first"):
+        TimingOptions(num_iters=2, drop_first=2).plan(fixed_drop_first=20)
+    with pytest.raises(ValueError, match="rounds"):
+        TimingOptions(rounds=3).plan(fixed_drop_first=20)
+    # a fixed count: its rounds split it (10 kept over 4 rounds: 3, 3, 2, 2), nothing else
+    # stops it; adaptive: ADAPTIVE_DROP_FIRST dropped and the rule has the budget
+    plan = TimingOptions(num_iters=12, drop_first=2, rounds=4).plan(fixed_drop_first=20)
+    assert (plan.kept, plan.sizes, plan.rule.count) == (10, [3, 3, 2, 2], 10)
+    plan = TimingOptions().plan(fixed_drop_first=20)
+    assert (plan.drop_first, plan.kept, plan.rule.max_seconds) == (ADAPTIVE_DROP_FIRST, None, 5.0)
+    # benchmark's capped count: the rule asked after every sample, the budget kept
+    plan = TimingOptions(num_iters=5, drop_first=0).plan(0, capped=True)
+    assert (plan.max_round, plan.rule.count, plan.rule.max_seconds) == (1, 5, 5.0)
+
+
+def test_the_loop_warms_drops_and_rotates_its_blocks():
+    runs: list[tuple[str, int, bool]] = []
+    kept: list[float] = []
+
+    def block(name: str, **kwargs: object) -> Block:
+        def run(count: int, keep: bool) -> None:
+            runs.append((name, count, keep))
+            if keep and name == "a":
+                kept.extend([1.0] * count)
+        return Block(run, **kwargs)  # type: ignore[arg-type]
+
+    options = TimingOptions(num_iters=5, drop_first=1, rounds=2, warmup_iters=2,
+                            warmup_seconds=0.0, progress=False)
+    run = measure(options.plan(0), [block("a", dropped=True), block("b", share=lambda n: 1)],
+                  lambda: {"a": kept}, torch.device("cpu"), Progress("test", False), options)
+    # warm-up: 2 rounds of one iteration each; 1 dropped of "a"; 4 kept over 2 rounds (2, 2),
+    # the second round's order rotated (b first)
+    assert runs == [("a", 1, False), ("b", 1, False), ("a", 1, False), ("b", 1, False),
+                    ("a", 1, False),
+                    ("a", 2, True), ("b", 1, True), ("b", 1, True), ("a", 2, True)]
+    assert (run.stop_reason, run.warmup_iters, len(kept)) == ("num_iters", 2, 4)
+    assert "minor_faults_per_iter" in run.environment
