@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,9 +28,13 @@ from moduleprofiler.export.units import human_count, human_ms
 from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.profiler import ModuleProfiler
+from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Call, Listener
 from moduleprofiler.state import preserved_state
+from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.loop import Block, TimingOptions, measure
 from moduleprofiler.validate import check_bool, check_listeners
 
 register_column(
@@ -189,26 +192,6 @@ class StepListener(Listener):
                 call.values["kv_cache_bytes"] = size.total_bytes
 
 
-class _StepClock(Listener):
-    """Wall time of every outermost call (the device synchronised at both ends)."""
-
-    def __init__(self, sync: Callable[[], None]) -> None:
-        self.sync = sync
-        self.times: list[float] = []
-        self._start = 0
-
-    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if call.parent is None:
-            self.sync()
-            self._start = time.perf_counter_ns()
-
-    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
-             output: Any) -> None:
-        if call.parent is None:
-            self.sync()
-            self.times.append((time.perf_counter_ns() - self._start) / 1e6)
-
-
 def profile_generation(
     model: nn.Module,
     inputs: Any = None,
@@ -235,9 +218,10 @@ def profile_generation(
             ``generate_kwargs`` says otherwise); ignored with ``run``. Generation stops early
             at an end-of-sequence token: pass ``min_new_tokens`` for a fixed number of steps.
         use_cache: passed to ``generate``, as ``max_new_tokens``.
-        time: also time every step: ``repeats`` more generations after one warm-up, with only
-            a clock on the model (the runner's hooks cost about 1.5 µs per module call);
-            ``Step.time_ms`` is the median.
+        time: also time every step: ``repeats`` more generations after one warm-up, in the
+            measurement loop of every timing pass, with only a clock on the model (the
+            runner's hooks and two clock reads, a few µs per module call); ``Step.time_ms`` is
+            the median.
         memory: also measure the memory live during each step (``Step.max_live_bytes``).
         repeats: timed generations for ``time=True``.
         profiler: the :class:`~moduleprofiler.ModuleProfiler` whose formulas count (default: a
@@ -339,27 +323,32 @@ def _steps(whole: Profile, listener: StepListener,
 
 
 def _step_times(model: nn.Module, run: Callable[[], Any], repeats: int) -> list[float | None]:
-    """Median wall time per step over ``repeats`` generations after one warm-up."""
-    parameter = next(model.parameters(), None)
-    device = parameter.device if parameter is not None else torch.device("cpu")
+    """Median time per step over ``repeats`` generations after one warm-up: the measurement
+    loop with one block, the generation under a clock listener (each step is an outermost
+    call; wall time on the CPU, CUDA events on a GPU)."""
+    device = resolve_device(model)
     if device.type == "meta":
         return []
-    if device.type == "cuda":
-        def sync() -> None:
-            torch.cuda.synchronize(device)
-    else:
-        def sync() -> None:
-            pass
-    clock = _StepClock(sync)
-    runner = PassRunner(model, [clock])
+    clock = ClockListener.on(model, make_stamps(device))
     samples: list[list[float]] = []
-    with preserved_state(model, eval=True), torch.no_grad(), runner.installed():
-        for iteration in range(repeats + 1):
-            clock.times = []
-            runner.run(run)
-            runner.reset()
-            if iteration:  # the first generation warms up
-                samples.append(clock.times)
+    totals: list[float] = []  # whole generations (ns): the loop's series
+
+    def generate(count: int, keep: bool) -> None:
+        with clock.installed():
+            for _ in range(count):
+                clock.begin()
+                clock.run(run)
+                times = clock.resolve(clock.snapshot())
+                if keep:
+                    steps = times.call_fwd_inclusive[times.call_parent < 0]
+                    samples.append([float(ns) / 1e6 for ns in steps])
+                    totals.append(float(steps.sum()))
+
+    options = TimingOptions(num_iters=repeats + 1, drop_first=1, warmup_seconds=0.0,
+                            progress=False)
+    measure(options.plan(1), [Block(generate, dropped=True)], lambda: {"generations": totals},
+            device, Progress("timing generation steps", False), options,
+            state=[preserved_state(model, eval=True), torch.no_grad()])
     longest = max(len(times) for times in samples)
     return [statistics.median(times[step] for times in samples if step < len(times))
             for step in range(longest)]

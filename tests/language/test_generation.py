@@ -12,6 +12,7 @@ from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.language import profile_generation, text_inputs
 from tests.conftest import decomposed_flops
 from tests.language.tiny import FLOAT32, HEAD_DIM, HEADS, HIDDEN, LAYERS, VOCAB, gpt2, t5
+from tests.timing.helpers import Spin, no_hooks_left
 
 PROMPT = 5
 NEW = 4
@@ -188,3 +189,14 @@ def test_the_model_is_left_as_it_was() -> None:
     assert all(torch.equal(before[name], p) for name, p in model.named_parameters())
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
     model.eval()
+
+
+def test_step_times_of_known_duration_come_from_the_measurement_loop() -> None:
+    model = Spin(300)  # a 300 us busy-wait per call
+    x = torch.zeros(1, 2)
+    result = profile_generation(model, run=lambda: [model(x) for _ in range(3)], time=True,
+                                repeats=3)
+    times = [step.time_ms for step in result.steps]
+    # three calls, three steps, each its 300 us (plus its call and two clock reads)
+    assert len(times) == 3 and all(t is not None and 0.3 <= t < 0.3 * 1.5 + 0.2 for t in times)
+    assert no_hooks_left(model) and torch.is_grad_enabled()
