@@ -38,6 +38,16 @@ def _throughput(latency: Any) -> float:
     return math.nan if value is None else float(value)
 
 
+def model_row(profile: Profile) -> dict[str, Any]:
+    """The counts every one-row model summary starts from: ``model`` (root type), ``params``,
+    ``trainable_params`` (the root's), ``macs`` and ``flops``."""
+    root = profile.modules[0] if profile.modules else None
+    return {"model": root.type_name if root is not None else "model",
+            "params": profile.total_params,
+            "trainable_params": root.trainable_params if root is not None else None,
+            "macs": profile.total_macs, "flops": profile.total_flops}
+
+
 def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> pd.DataFrame:
     """One row: ``model`` (root type), ``params``, ``trainable_params``, ``model_size_bytes``,
     ``param_bytes``, ``buffer_bytes``, ``peak_activation_bytes`` (inference peak above the
@@ -52,28 +62,21 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     :class:`~moduleprofiler.timing.latency.LatencyResult`.
     """
     root = profile.modules[0] if profile.modules else None
-    training = memory.training if memory is not None else None
-    row: dict[str, Any] = {
-        "model": root.type_name if root is not None else "model",
-        "params": profile.total_params,
-        "trainable_params": root.trainable_params if root is not None else None,
-        "model_size_bytes": memory.model_size_bytes if memory is not None else None,
-        "param_bytes": memory.param_bytes if memory is not None
-        else (root.param_bytes if root is not None else None),
-        "buffer_bytes": memory.buffer_bytes if memory is not None
-        else (root.buffer_bytes if root is not None else None),
-        "peak_activation_bytes": memory.peak_activation_bytes if memory is not None else None,
-        "inference_peak_bytes": memory.inference.peak_bytes if memory is not None else None,
-        "training_peak_bytes": training.peak_bytes if training is not None else None,
-        "saved_bytes": training.saved_bytes if training is not None else None,
-        "macs": profile.total_macs,
-        "flops": profile.total_flops,
-        "latency_ms": _latency_ms(latency),
-        "throughput": _throughput(latency),
-    }
+    row: dict[str, Any] = {**model_row(profile), "latency_ms": _latency_ms(latency),
+                           "throughput": _throughput(latency)}
+    if root is not None:
+        row.update(param_bytes=root.param_bytes, buffer_bytes=root.buffer_bytes)
+    if memory is not None:
+        row.update(model_size_bytes=memory.model_size_bytes, param_bytes=memory.param_bytes,
+                   buffer_bytes=memory.buffer_bytes,
+                   peak_activation_bytes=memory.peak_activation_bytes,
+                   inference_peak_bytes=memory.inference.peak_bytes)
+        if memory.training is not None:
+            row.update(training_peak_bytes=memory.training.peak_bytes,
+                       saved_bytes=memory.training.saved_bytes)
     frame = pd.DataFrame([row], columns=list(SUMMARY_COLUMNS))
     for column in _INTEGER_COLUMNS:
-        value = row[column]
+        value = row.get(column)
         dtype = "Float64" if isinstance(value, float) else "Int64"
         frame[column] = pd.Series([value], dtype=dtype)
     frame["latency_ms"] = frame["latency_ms"].astype("float64")

@@ -13,6 +13,7 @@ from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.frame import count_series, module_frame
 from moduleprofiler.export.select import column_total, extra_columns
 from moduleprofiler.export.view import View
+from moduleprofiler.summary_row import model_row
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -52,13 +53,9 @@ def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.Dat
     rows: list[dict[str, Any]] = []
     for name, profile in _named(profiles):
         modules = module_frame(profile)
-        root = modules[modules["depth"] == 0]
         row: dict[str, Any] = {
+            **model_row(profile),
             "model": name,
-            "params": profile.total_params,
-            "trainable_params": int(root["trainable_params"].sum()) if not root.empty else 0,
-            "macs": profile.total_macs,
-            "flops": profile.total_flops,
             "ops": profile.total_ops,
             "calls": len(profile.records),
             "modules": len(profile.modules),
