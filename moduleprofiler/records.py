@@ -3,9 +3,12 @@ module, and the :class:`Profile` that holds them. Everything else is a view of t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+import operator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+_T = TypeVar("_T")
 
 OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
 """Where a call's own ops came from:
@@ -64,6 +67,21 @@ def module_statuses(paths: Iterable[str], called: Collection[str],
         else:
             out[path] = GROUPING if path in holding else UNCALLED
     return out
+
+
+def subtree_totals(own: Sequence[_T | None], parents: Sequence[int | None],
+                   combine: Callable[[_T, _T], _T] = operator.add) -> list[_T | None]:
+    """For each call in execution order (``parents[i]``: the position of call ``i``'s parent,
+    or ``None``), its own value combined (summed, or ``max``) with those of every call inside
+    it. Unknown (``None``) values count as nothing; a call whose subtree knows none stays
+    unknown."""
+    totals = list(own)
+    for row in range(len(totals) - 1, -1, -1):  # children start after their parent
+        value, parent = totals[row], parents[row]
+        if value is not None and parent is not None:
+            above = totals[parent]
+            totals[parent] = value if above is None else combine(above, value)
+    return totals
 
 
 def display_path(path: str) -> str:

@@ -22,6 +22,8 @@ from typing import Any, Literal, get_args
 
 import pandas as pd
 
+from moduleprofiler.records import subtree_totals
+
 Kind = Literal[
     "name", "text", "int", "count", "bytes", "time", "percent", "fraction", "shape", "dtype",
     "flag", "number", "ratio",
@@ -78,16 +80,10 @@ def inclusive_of(column: str) -> Derived:
 def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
     """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
     position = {int(index): row for row, index in enumerate(calls["call"])}
-    totals: list[Any] = [None if pd.isna(value) else value for value in calls[column]]
-    parents = list(calls["parent"])
-    for row in range(len(totals) - 1, -1, -1):  # children start after their parent
-        parent = parents[row]
-        if totals[row] is None or pd.isna(parent):
-            continue
-        above = position.get(int(parent))
-        if above is not None:
-            totals[above] = totals[row] if totals[above] is None else totals[above] + totals[row]
-    return totals
+    parents = [None if pd.isna(parent) else position.get(int(parent))
+               for parent in calls["parent"]]
+    return subtree_totals([None if pd.isna(value) else value for value in calls[column]],
+                          parents)
 
 
 @dataclass(frozen=True)

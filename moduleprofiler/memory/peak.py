@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler.memory.report import Phase
+from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Call, Listener, PassRunner, is_accumulation
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
@@ -210,14 +211,10 @@ class LiveBytesListener(Listener):
             self.cuda_peak_at = _location(call, phase)
 
     def finish(self, runner: PassRunner) -> None:
-        calls = runner.calls
-        inclusive = dict(self._forward)
-        for call in reversed(calls):  # children start after their parents
-            if call.parent is not None and call in inclusive:
-                parent = calls[call.parent]
-                inclusive[parent] = max(inclusive.get(parent, 0), inclusive[call])
-        for call in calls:
-            call.values["max_live_bytes"] = inclusive.get(call)
+        inclusive = subtree_totals([self._forward.get(call) for call in runner.calls],
+                                   [call.parent for call in runner.calls], max)
+        for call, max_live in zip(runner.calls, inclusive):
+            call.values["max_live_bytes"] = max_live
             if self.backward_ran:
                 call.values["backward_max_live_bytes"] = self._backward.get(call)
         if self.cuda is not None:

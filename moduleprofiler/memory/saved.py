@@ -17,6 +17,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
@@ -76,16 +77,12 @@ class SavedTensorsListener(Listener):
             self._classify("input", iter_tensors((args, kwargs)))
 
     def finish(self, runner: PassRunner) -> None:
-        calls = runner.calls
-        inclusive = {call: totals.activation for call, totals in self.by_call.items()}
-        for call in reversed(calls):  # children start after their parents
-            if call.parent is not None and call in inclusive:
-                parent = calls[call.parent]
-                inclusive[parent] = inclusive.get(parent, 0) + inclusive[call]
-        for call in calls:
-            own = self.by_call.get(call)
+        owns = [self.by_call.get(call) for call in runner.calls]
+        inclusive = subtree_totals([own.activation if own is not None else None for own in owns],
+                                   [call.parent for call in runner.calls])
+        for call, own, saved in zip(runner.calls, owns, inclusive):
             call.values["self_saved_bytes"] = own.activation if own is not None else 0
-            call.values["saved_bytes"] = inclusive.get(call, 0)
+            call.values["saved_bytes"] = saved or 0
             call.values["self_saved_param_bytes"] = own.parameter if own is not None else 0
         self._kinds.clear()
         self._keep.clear()
