@@ -77,6 +77,29 @@ def check_method(method: BackwardMethod | None) -> str:
     return "nodes"
 
 
+class BackwardFlag(int):
+    """A training timing's ``backward`` field: 0, so False as on every profile whose backward
+    was not counted (its backward ops are unknown, not 0), and written as such to JSON. Its
+    attributes are those of the backward samples, which ``backward`` used to name:
+    deprecated, use ``backward_samples``."""
+
+    def __new__(cls, samples: PhaseSamples) -> BackwardFlag:
+        flag = super().__new__(cls, 0)
+        flag.__dict__["_samples"] = samples
+        return flag
+
+    def __repr__(self) -> str:
+        return "False"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        warnings.warn("TrainingTiming.backward is the profile's flag (False: no backward was "
+                      "counted); the backward samples are TrainingTiming.backward_samples",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(self.__dict__["_samples"], name)
+
+
 @dataclass(frozen=True)
 class TrainingModuleStats:
     """Forward and backward statistics of one module (ms per step, calls summed)."""
@@ -103,7 +126,9 @@ class TrainingTiming(TimedModules):
     the same for each kind of hooked step (``"forward_hooks"``, ``"backward_hooks"``).
     """
 
-    backward: PhaseSamples  # type: ignore[assignment]  # truthy: a backward was timed
+    backward_samples: PhaseSamples
+    """The backward time samples (was ``backward``, which on a profile says whether a
+    backward was counted)."""
     phases_ms: dict[str, NDArray[np.float64]]
     hooked_phases_ms: dict[str, dict[str, NDArray[np.float64]]]
     unattributed_ms: NDArray[np.float64]
@@ -113,9 +138,16 @@ class TrainingTiming(TimedModules):
     host_forward: PhaseSamples | None = None
     """Kernel clock: host time samples of the forward (``forward`` holds device times)."""
     host_backward: PhaseSamples | None = None
-    """Kernel clock: host time samples of the backward (``backward`` holds device times)."""
+    """Kernel clock: host time samples of the backward (``backward_samples`` holds device
+    times)."""
     device_times: DeviceTimes | None = None
     """Kernel clock: launches, the device's idle share per module, booked share."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # a timing counts nothing: its backward ops are unknown, so the profile's flag is
+        # False (views showed backward totals of 0); the old path to the samples stays
+        object.__setattr__(self, "backward", BackwardFlag(self.backward_samples))
 
     def _step_ratio(self, kind: str) -> float:
         hooked = self.hooked_phases_ms.get(kind, {}).get("step")
@@ -148,9 +180,9 @@ class TrainingTiming(TimedModules):
         (:attr:`~moduleprofiler.timing.clock.CudaStamps.prime_us`). Per-step ratios keep a
         preemption inside the phase from skewing the figure."""
         phase = self.hooked_phases_ms.get("backward_hooks", {}).get("backward")
-        if phase is None or phase.size == 0 or self.backward.iterations != phase.size:
+        if phase is None or phase.size == 0 or self.backward_samples.iterations != phase.size:
             return math.nan
-        attributed = np.nansum(self.backward.exclusive_ms, axis=1)
+        attributed = np.nansum(self.backward_samples.exclusive_ms, axis=1)
         if self.unattributed_ms.size == attributed.size:
             attributed = attributed + np.nan_to_num(self.unattributed_ms)
         ratios = attributed[phase > 0] / phase[phase > 0]
@@ -167,7 +199,7 @@ class TrainingTiming(TimedModules):
         if self.device_times is not None:
             return tuple(TrainingModuleStats(f, b) for f, b in zip(
                 self.forward.module_stats(self.layout, 0.0, 0.0, self.confidence),
-                self.backward.module_stats(self.layout, 0.0, 0.0, self.confidence)))
+                self.backward_samples.module_stats(self.layout, 0.0, 0.0, self.confidence)))
         return self.host_modules()
 
     def host_modules(self) -> tuple[TrainingModuleStats, ...]:
@@ -175,7 +207,8 @@ class TrainingTiming(TimedModules):
         taken off in the ``corrected`` medians."""
         cal = self.calibration
         forward = self.host_forward if self.host_forward is not None else self.forward
-        backward = self.host_backward if self.host_backward is not None else self.backward
+        backward = (self.host_backward if self.host_backward is not None
+                    else self.backward_samples)
         if self.separate_passes or math.isnan(cal.grad_per_call_ns):
             fwd = forward.module_stats(self.layout, cal.attribution_ns / 1e6,
                                        cal.per_call_ns / 1e6, self.confidence, True)
@@ -226,10 +259,11 @@ class TrainingTiming(TimedModules):
         same prefixed ``backward_`` (host times raw, without the hook correction)."""
         phases: list[tuple[PhaseSamples | None, tuple[str, str]]] = [
             (self.forward, ("forward_ms", "self_forward_ms")),
-            (self.backward, ("backward_ms", "self_backward_ms"))]
+            (self.backward_samples, ("backward_ms", "self_backward_ms"))]
         if self.device_times is not None:
             phases = [(self.forward, ("device_ms", "self_device_ms")),
-                      (self.backward, ("backward_device_ms", "self_backward_device_ms")),
+                      (self.backward_samples, ("backward_device_ms",
+                                                "self_backward_device_ms")),
                       (self.host_forward, ("host_ms", "self_host_ms")),
                       (self.host_backward, ("backward_host_ms", "self_backward_host_ms"))]
         out: dict[tuple[str, int], dict[str, float]] = {}
@@ -365,7 +399,7 @@ class StepRows:
             records=(), modules=(),
             layout=self.layout,
             forward=PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
-            backward=PhaseSamples.collect("backward", self.bwd, width, backward=True),
+            backward_samples=PhaseSamples.collect("backward", self.bwd, width, backward=True),
             phases_ms=plain,
             hooked_phases_ms={k: v for k, v in arrays.items() if k != "plain"},
             unattributed_ms=np.asarray([t.bwd_unattributed for t in self.bwd]) / 1e6,
@@ -590,6 +624,6 @@ def with_device_times(timing: TrainingTiming, traced: list[DeviceIteration],
     device_times = DeviceTimes.collect(traced, timing.layout, True, outside_ns, None)
     assert device_times.backward is not None
     return timed_profile(dataclasses.replace(
-        timing, forward=device_times.samples, backward=device_times.backward,
-        host_forward=timing.forward, host_backward=timing.backward,
+        timing, forward=device_times.samples, backward_samples=device_times.backward,
+        host_forward=timing.forward, host_backward=timing.backward_samples,
         device_times=device_times, clock="cuda-kernels", _by_path={}))

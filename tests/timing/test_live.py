@@ -33,7 +33,7 @@ def test_start_stop_window_and_alternation():
     assert no_hooks_left(model) and training_flags(model) == flags
     timing = prof.result()
     # 6 profiled steps: 3 with gradient hooks, 3 with forward hooks only
-    assert timing.forward.iterations == 3 and timing.backward.iterations == 3
+    assert timing.forward.iterations == 3 and timing.backward_samples.iterations == 3
     assert timing.separate_passes
     first = timing.module("0")
     # the first layer's backward is its 150 us spin (its input needs no grad), not ~0
@@ -56,7 +56,7 @@ def test_without_step_calls_the_block_is_one_step():
         summary = prof.layerwise_summary()  # inside the block, as with nnprofiler
     assert "2 (Spin)" in summary
     timing = prof.result()
-    assert timing.backward.iterations == 1 and timing.forward.iterations == 1
+    assert timing.backward_samples.iterations == 1 and timing.forward.iterations == 1
     assert not timing.separate_passes
     assert timing.module("2").backward.inclusive.median >= 0.97 * 0.25
     assert no_hooks_left(model)

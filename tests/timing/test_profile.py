@@ -3,6 +3,7 @@ joined to a counted profile by ``Profile.merge``."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -12,6 +13,7 @@ from torch import nn
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.export.columns import column_spec, quantity
 from moduleprofiler.records import ProfileData
+from moduleprofiler.timing import TimingWarning
 
 FAST = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "measure_overhead": False}
 
@@ -92,3 +94,19 @@ def test_measure_memory_returns_profile_data_with_its_columns() -> None:
     assert merged.records[2].metrics["saved_bytes"] == 96
     assert merged.module_metrics["1"]["saved_bytes"] == 96
     assert report.calls[2].saved_bytes == 96 and report.peak_bytes >= report.inference.peak_bytes
+
+
+def test_a_training_timing_counts_no_backward_and_keeps_its_samples_apart() -> None:
+    model, x = _shared()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimingWarning)
+        timing = ModuleProfiler().train_step_times(model, x, **FAST)
+    # nothing was counted: the profile's backward flag is False and its backward totals
+    # unknown (the samples in that field made them read 0)
+    assert not timing.backward and timing.backward == False  # noqa: E712
+    assert timing.total_backward_ops is None and timing.backward_complete is None
+    assert json.loads(timing.to_json())["backward"] == 0
+    # 4 steps of each kind, 1 dropped: 3 kept
+    assert timing.backward_samples.iterations == 3
+    with pytest.warns(DeprecationWarning, match="backward_samples"):
+        assert timing.backward.iterations == 3  # the old path still reads the samples
