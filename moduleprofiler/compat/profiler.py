@@ -156,18 +156,10 @@ class ModuleProfiler(Profiler):
         inference_end_attr: see ``input_size_attr``.
         io_size_fn_map: module type -> ``(module, inputs, output) -> (input_size, output_size)``.
             Defaults to a fresh :func:`~moduleprofiler.get_default_io_size_map` per profiler.
-        ops_fn_map: module type -> ``(module, inputs, output) -> int | None``. Defaults to a fresh
-            :func:`~moduleprofiler.get_default_ops_map` per profiler.
-        exclude_from_ops: module classes (and subclasses) or module instances whose ops are not
-            counted; they are reported as excluded, not unknown.
         ts_fmt: timestamp format of verbose log lines.
-        verbose: log each pass to stderr.
-        macs_fn_map: module type -> multiply-accumulate formula. Defaults to
-            :func:`~moduleprofiler.get_default_macs_map`.
-        operator_fn_map: aten operator -> ``(args, kwargs, out) -> (ops, macs)``, ``None`` for
-            a free operator. Defaults to a fresh
-            :func:`~moduleprofiler.operators.get_default_operator_map` per profiler, so
-            entries added here change this profiler only.
+
+    ``ops_fn_map``, ``exclude_from_ops``, ``verbose``, ``macs_fn_map`` and ``operator_fn_map``
+    are :class:`~moduleprofiler.core.Profiler`'s.
 
     Example:
         >>> import torch
