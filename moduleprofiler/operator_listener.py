@@ -27,7 +27,6 @@ from typing import Any
 from torch import nn
 
 from moduleprofiler.efficiency.traffic import operator_bytes
-from moduleprofiler.errors import FormulaError
 from moduleprofiler.export.by_operator import OPERATORS_COLUMN
 from moduleprofiler.operators.registry import (
     MISSING,
@@ -36,9 +35,8 @@ from moduleprofiler.operators.registry import (
     get_default_operator_map,
     operator_name,
 )
-from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
-from moduleprofiler.validate import check_operator_map, operator_counts
+from moduleprofiler.validate import check_operator_map
 
 
 class _Tally:
@@ -90,24 +88,12 @@ class OperatorListener(Listener):
         moved = operator_bytes(func, args, kwargs, out)
         if moved is not None:
             tally.bytes += moved
-        formula = self._formulas.formula(func)
-        if formula is None:  # free: views, copies, allocations
-            return
-        if formula is MISSING:
+        counted = self._formulas.count(func, args, kwargs, out, call)
+        if counted is MISSING:
             tally.ops = tally.macs = None  # one call without a formula: the sum is unknown
-            return
-        try:
-            ops, macs = formula(args, kwargs, out)
-        except Exception as exc:
-            raise FormulaError(
-                f"operator formula for {func} in module {display_path(call.path)!r} "
-                f"({type(call.module).__name__}) raised {type(exc).__name__}: {exc}",
-                call.path) from exc
-        if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
-            ops, macs = operator_counts(ops, macs, func, call)
-        if tally.ops is not None and tally.macs is not None:
-            tally.ops += ops
-            tally.macs += macs
+        elif counted is not None and tally.ops is not None and tally.macs is not None:
+            tally.ops += counted[0]  # None: free (views, copies, allocations)
+            tally.macs += counted[1]
 
     def finish(self, runner: PassRunner) -> None:
         for call in runner.calls:
