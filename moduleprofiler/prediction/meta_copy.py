@@ -4,6 +4,8 @@ computation), optionally cast to a dtype; the user's model is not touched."""
 from __future__ import annotations
 
 import copy
+import inspect
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,27 @@ def meta_input(value: Any, dtype: torch.dtype | None = None) -> Any:
     return tree_map(convert, value)
 
 
+def _never(*_: Any) -> bool:
+    return False
+
+
+def _body_of(func: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of the Python function ``func`` whose own torch-function check is off (torch
+    itself is not changed): called with the mode entered, the mode sees the calls inside it."""
+    code = getattr(func, "__code__")  # noqa: B009  (a Python function of torch.nn.functional)
+    body = types.FunctionType(code, {**func.__globals__, "has_torch_function": _never},
+                              func.__name__, func.__defaults__,
+                              func.__closure__)
+    body.__kwdefaults__ = func.__kwdefaults__
+    return body
+
+
+_ATTENTION_INSIDE = {F.multi_head_attention_forward: _body_of(F.multi_head_attention_forward)}
+"""Python functions that run attention inside them: a mode is off while it handles a call, so
+their body runs again with the mode on (``nn.MultiheadAttention``, the ``nn.Transformer``
+layers)."""
+
+
 class FusedAttentionOnMeta(TorchFunctionMode):
     """On the meta device ``scaled_dot_product_attention`` would run its unfused math
     (matmuls and a softmax), where a GPU runs one fused kernel: run the fused operator's meta
@@ -54,7 +77,49 @@ class FusedAttentionOnMeta(TorchFunctionMode):
             fused = _fused_attention(*args, **kwargs)
             if fused is not None:
                 return fused
+        if func is F.multi_head_attention_forward:
+            fast = _fast_path_attention(*args, **kwargs)
+            if fast is not None:
+                return fast
+        body = _ATTENTION_INSIDE.get(func)
+        if body is not None:
+            with self:
+                return body(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+_MHA = inspect.signature(F.multi_head_attention_forward)
+
+
+def _fast_path_attention(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, None] | None:
+    """What a GPU runs for ``nn.MultiheadAttention`` in inference where its fast path applies
+    (self-attention, no gradient, no weights asked for, no masks or extra biases, an even
+    number of heads): the packed input projection, one kernel that splits it into heads, fused
+    attention, a copy back to tokens and the output projection; ``None`` where the fast path
+    does not apply (the ordinary path then runs, as it does on a GPU). Whether the module is
+    ``batch_first`` (also required) cannot be seen here: it is assumed."""
+    bound = _MHA.bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    query = a["query"]
+    if not (query is a["key"] is a["value"] and query.device.type == "meta"
+            and query.dim() == 3 and not a["training"] and not a["need_weights"]
+            and not torch.is_grad_enabled() and a["attn_mask"] is None
+            and a["key_padding_mask"] is None and a["bias_k"] is None and a["bias_v"] is None
+            and not a["use_separate_proj_weight"] and a["num_heads"] % 2 == 0
+            and not a["add_zero_attn"]):
+        return None
+    length, batch, width = query.shape
+    heads = a["num_heads"]
+    packed = F.linear(query, a["in_proj_weight"], a["in_proj_bias"])
+    split = packed.clone()  # the kernel that adds the bias and splits the heads: reads, writes
+    q, k, v = split.view(length, batch, 3, heads, width // heads).permute(2, 1, 3, 0, 4)
+    attended = _fused_attention(q, k, v, is_causal=bool(a["is_causal"]))
+    if attended is None:
+        return None
+    tokens = attended.transpose(1, 2).reshape(batch, length, width)
+    out = F.linear(tokens, a["out_proj_weight"], a["out_proj_bias"])
+    return out.transpose(0, 1), None
 
 
 def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -1,0 +1,62 @@
+"""On the meta device the prediction sees the attention operators a GPU runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.operator_listener import OperatorListener
+from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
+
+
+def _operators(model: nn.Module, x: torch.Tensor, backward: bool) -> dict[str, int]:
+    copy, inputs = meta_copy(model), meta_input(x)
+
+    def fused(*args: Any) -> Any:
+        with FusedAttentionOnMeta():
+            return copy(*args)
+
+    listener = OperatorListener()
+    profile = ModuleProfiler().profile(copy, inputs, pred_fn=fused, eval=not backward,
+                                       backward=backward, listeners=[listener])
+    calls: dict[str, int] = {}
+    for record in profile.records:
+        for name, tally in record.metrics.get("operators", {}).items():
+            calls[name] = calls.get(name, 0) + tally["calls"]
+    return calls
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_multihead_attention_runs_one_fused_attention(backward: bool) -> None:
+    model = nn.MultiheadAttention(64, 4, batch_first=True)
+    names = _operators(nn.Sequential(_SelfAttention(model)), torch.randn(2, 10, 64), backward)
+    assert "aten._scaled_dot_product_efficient_attention" in names
+    assert "aten.bmm" not in names and "aten._safe_softmax" not in names
+
+
+def test_inference_takes_the_fast_path_and_training_the_ordinary_one() -> None:
+    model = nn.Sequential(_SelfAttention(nn.MultiheadAttention(64, 4, batch_first=True)))
+    inference = _operators(model, torch.randn(2, 10, 64), False)
+    # the fast path: the packed projection and the output projection (one matmul each: mm
+    # with the bias added after it on the 3-d input, addmm on the 2-d one), one copy
+    # splitting the heads and one gathering them back; nothing else copies
+    assert inference["aten.mm"] + inference["aten.addmm"] == 2
+    assert inference["aten.clone"] == 2
+    assert inference["aten._scaled_dot_product_efficient_attention"] == 1
+    training = _operators(model, torch.randn(2, 10, 64), True)
+    # the ordinary path, as a GPU runs it in training: the packed projection's heads are
+    # made contiguous apart, and q, k and v are selected from it
+    assert training["aten.clone"] == 3 and training["aten.select"] == 3
+
+
+class _SelfAttention(nn.Module):
+    def __init__(self, attention: nn.MultiheadAttention) -> None:
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x, need_weights=False)[0]
