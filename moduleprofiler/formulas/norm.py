@@ -27,30 +27,34 @@ from moduleprofiler.formulas._common import no_macs
 from moduleprofiler.registry import register_macs, register_ops
 
 _VARIANCE_PER_GROUP = 2  # var = E[x²] - mean²: one square, one subtract
-_STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
+STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
 _NORMALISE_PER_ELEMENT = 2  # (x - mean) / std
 
 
-def _statistics_ops(groups: int, size: int) -> int:
-    """Mean (``M``), mean of squares (``2M``) and variance (2) of ``groups`` groups of ``size``."""
-    return groups * (3 * size + _VARIANCE_PER_GROUP)
-
-
-def _affine_ops(module: nn.Module, numel: int) -> int:
-    """One multiply per element for a weight, one add per element for a bias."""
-    per_element = int(getattr(module, "weight", None) is not None)
-    per_element += int(getattr(module, "bias", None) is not None)
-    return per_element * numel
-
-
-def _standardise_ops(numel: int, stat_groups: int, std_groups: int, batch_stats: bool) -> int:
-    """Statistics (when computed from the input), ``sqrt(var + eps)`` and ``(x - mean) / std``."""
-    if numel == 0:
+def norm_ops(elements: int, stat_groups: int, std_groups: int, batch_stats: bool,
+             weight: bool, bias: bool) -> int:
+    """Statistics of ``stat_groups`` groups (mean ``M``, mean of squares ``2M``, variance 2;
+    when computed from the input), ``sqrt(var + eps)`` of ``std_groups`` groups,
+    ``(x - mean) / std`` of every element, and one op per element each for a weight and a
+    bias."""
+    if elements == 0:
         return 0
-    ops = std_groups * _STD_PER_GROUP + numel * _NORMALISE_PER_ELEMENT
+    ops = std_groups * STD_PER_GROUP + elements * _NORMALISE_PER_ELEMENT
     if batch_stats and stat_groups > 0:
-        ops += _statistics_ops(stat_groups, numel // stat_groups)
-    return ops
+        ops += stat_groups * (3 * (elements // stat_groups) + _VARIANCE_PER_GROUP)
+    return ops + (int(weight) + int(bias)) * elements
+
+
+def rms_ops(elements: int, size: int, weight: bool) -> int:
+    """rows*(3E+2): mean of squares 2E, + eps and sqrt 2, divide E; + E with a weight."""
+    rows = elements // size if size else 0
+    return rows * (2 * size + STD_PER_GROUP) + elements * (1 + int(weight))
+
+
+def _affine(module: nn.Module) -> tuple[bool, bool]:
+    """Whether the module has a weight and a bias."""
+    return (getattr(module, "weight", None) is not None,
+            getattr(module, "bias", None) is not None)
 
 
 def _uses_batch_stats(module: nn.Module) -> bool:
@@ -68,8 +72,7 @@ def batchnorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> in
     x: Tensor = inputs[0]
     numel = int(x.numel())
     channels = int(x.shape[1]) if x.dim() >= 2 else numel
-    ops = _standardise_ops(numel, channels, channels, _uses_batch_stats(module))
-    return ops + _affine_ops(module, numel)
+    return norm_ops(numel, channels, channels, _uses_batch_stats(module), *_affine(module))
 
 
 def _instance_count(module: nn.Module, x: Tensor) -> tuple[int, int]:
@@ -89,23 +92,15 @@ def instancenorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) ->
     # torch's F.instance_norm: use_input_stats = training or not track_running_stats
     input_stats = module.training or not module.track_running_stats
     std_groups = instances if input_stats else channels
-    ops = _standardise_ops(numel, instances, std_groups, input_stats)
-    return ops + _affine_ops(module, numel)
-
-
-def _rows(x: Tensor, normalized_shape: tuple[int, ...]) -> tuple[int, int]:
-    """(rows, row size E) for a norm over the trailing ``normalized_shape``."""
-    size = int(torch.Size(normalized_shape).numel())
-    return (int(x.numel()) // size if size else 0), size
+    return norm_ops(numel, instances, std_groups, input_stats, *_affine(module))
 
 
 @register_ops(nn.LayerNorm)
 def layernorm_ops(module: nn.LayerNorm, inputs: tuple[Any, ...], output: Any) -> int:
     """rows*(5E+4); rows*(6E+4) with a weight only; rows*(7E+4) with weight and bias."""
-    x: Tensor = inputs[0]
-    rows, _ = _rows(x, tuple(module.normalized_shape))
-    numel = int(x.numel())
-    return _standardise_ops(numel, rows, rows, True) + _affine_ops(module, numel)
+    numel, size = int(inputs[0].numel()), int(torch.Size(module.normalized_shape).numel())
+    rows = numel // size if size else 0
+    return norm_ops(numel, rows, rows, True, *_affine(module))
 
 
 @register_ops(nn.GroupNorm)
@@ -114,7 +109,7 @@ def groupnorm_ops(module: nn.GroupNorm, inputs: tuple[Any, ...], output: Any) ->
     x: Tensor = inputs[0]
     numel = int(x.numel())
     groups = (int(x.shape[0]) if x.dim() >= 1 else 1) * module.num_groups
-    return _standardise_ops(numel, groups, groups, True) + _affine_ops(module, numel)
+    return norm_ops(numel, groups, groups, True, *_affine(module))
 
 
 _rms_norm_cls: type[nn.Module] | None = getattr(nn, "RMSNorm", None)  # torch >= 2.4
@@ -124,12 +119,8 @@ if _rms_norm_cls is not None:
     @register_ops(_rms_norm_cls)
     def rmsnorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
         """rows*(3E+2): mean of squares 2E, +eps and sqrt 2, divide E; +E with a weight."""
-        x: Tensor = inputs[0]
-        shape = tuple(module.normalized_shape)  # type: ignore[arg-type]
-        rows, size = _rows(x, shape)
-        mean_square = rows * 2 * size
-        ops = mean_square + rows * _STD_PER_GROUP + int(x.numel())  # x / rms
-        return ops + _affine_ops(module, int(x.numel()))
+        size = int(torch.Size(module.normalized_shape).numel())  # type: ignore[arg-type]
+        return rms_ops(int(inputs[0].numel()), size, _affine(module)[0])
 
     register_macs(_rms_norm_cls)(no_macs)
 

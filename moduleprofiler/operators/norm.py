@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import Tensor
 
+from moduleprofiler.formulas.norm import norm_ops, rms_ops
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
@@ -27,31 +28,10 @@ from moduleprofiler.operators._common import (
     register,
 )
 
-_STATISTICS_EXTRA = 2  # var = E[x²] - mean²: one square, one subtract (per group)
-_STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
-_NORMALISE_PER_ELEMENT = 2  # (x - mean) / std
-
-
-def standardise_ops(elements: int, stat_groups: int, std_groups: int, batch_stats: bool) -> int:
-    """Statistics of ``stat_groups`` groups (when computed from the input), ``sqrt(var + eps)``
-    of ``std_groups`` groups and ``(x - mean) / std`` of every element."""
-    if elements == 0:
-        return 0
-    ops = std_groups * _STD_PER_GROUP + elements * _NORMALISE_PER_ELEMENT
-    if batch_stats and stat_groups > 0:
-        ops += stat_groups * (3 * (elements // stat_groups) + _STATISTICS_EXTRA)
-    return ops
-
-
-def affine_ops(elements: int, weight: bool, bias: bool) -> int:
-    """One multiply per element for a weight, one add per element for a bias."""
-    return (int(weight) + int(bias)) * elements
-
 
 def layer_norm_count(rows: int, size: int, weight: bool, bias: bool) -> Count:
     """rows*(5E+4), + rows*E for a weight and rows*E for a bias (E = size); macs 0."""
-    elements = rows * size
-    return standardise_ops(elements, rows, rows, True) + affine_ops(elements, weight, bias), 0
+    return norm_ops(rows * size, rows, rows, True, weight, bias), 0
 
 
 def _affine(args: Args) -> tuple[bool, bool]:
@@ -78,8 +58,7 @@ def _batch_norm(always_batch_stats: bool) -> BoundFormula:
         batch_stats = (
             always_batch_stats or args.flag("training") or args.tensor("running_mean") is None
         )
-        ops = standardise_ops(elements, channels, channels, batch_stats)
-        return ops + affine_ops(elements, *_affine(args)), 0
+        return norm_ops(elements, channels, channels, batch_stats, *_affine(args)), 0
 
     formula.__name__ = "batch_norm_ops"
     formula.__doc__ = (
@@ -100,10 +79,8 @@ register(*aten("_batch_norm_with_update", "_batch_norm_with_update_functional"))
 )
 
 
-def _group_norm_count(x: Tensor, groups: int, weight: bool, bias: bool) -> Count:
-    elements = numel(x)
-    ops = standardise_ops(elements, groups, groups, True) + affine_ops(elements, weight, bias)
-    return ops, 0
+def _group_norm_count(x: Tensor, groups: int, args: Args) -> Count:
+    return norm_ops(numel(x), groups, groups, True, *_affine(args)), 0
 
 
 @register(*aten("native_group_norm"))
@@ -113,7 +90,7 @@ def native_group_norm_ops(args: Args, out: Any) -> Count:
     if not isinstance(x, Tensor):
         return ZERO
     groups = int(args.get("N", 1)) * int(args.get("group", 1))
-    return _group_norm_count(x, groups, *_affine(args))
+    return _group_norm_count(x, groups, args)
 
 
 @register(*aten("group_norm"))
@@ -123,7 +100,7 @@ def group_norm_ops(args: Args, out: Any) -> Count:
     if not isinstance(x, Tensor):
         return ZERO
     batch = int(x.shape[0]) if x.dim() >= 1 else 1
-    return _group_norm_count(x, batch * int(args.get("num_groups", 1)), *_affine(args))
+    return _group_norm_count(x, batch * int(args.get("num_groups", 1)), args)
 
 
 @register(*aten("rms_norm", "_fused_rms_norm"))
@@ -133,10 +110,7 @@ def rms_norm_ops(args: Args, out: Any) -> Count:
     size = math.prod(int(s) for s in args.get("normalized_shape") or ())
     if not isinstance(x, Tensor) or size == 0:
         return ZERO
-    elements = numel(x)
-    rows = elements // size
-    ops = rows * (2 * size + _STD_PER_GROUP) + elements
-    return ops + affine_ops(elements, args.tensor("weight") is not None, False), 0
+    return rms_ops(numel(x), size, args.tensor("weight") is not None), 0
 
 
 # F.instance_norm lowers to batch norm over a (1, N*C, ...) view; count it as that.
