@@ -80,35 +80,34 @@ def adaptive_taps(length: int, outputs: int) -> int:
     )
 
 
-def _shapes(module: nn.Module, x: Tensor, out: Tensor) -> tuple[list[int], list[int], int]:
-    """(input spatial sizes, output spatial sizes, leading batch*channel count)."""
-    n = spatial_dims(module)
-    in_sizes = [int(s) for s in x.shape[x.dim() - n :]]
-    out_sizes = [int(s) for s in out.shape[out.dim() - n :]]
+def pooled_elements(x: Tensor, out: Tensor, dims: int,
+                    windows: tuple[Sequence[int], ...] | None = None) -> int:
+    """Real input elements summed over all windows of a pool of ``x``'s last ``dims`` dims into
+    ``out``'s: strided windows when ``windows`` is ``(kernel, stride, padding, dilation)``, one
+    int per dim each; adaptive ones when ``None``."""
+    in_sizes = [int(s) for s in x.shape[x.dim() - dims :]]
+    out_sizes = [int(s) for s in out.shape[out.dim() - dims :]]
     per_map = math.prod(out_sizes)
     lead = int(out.numel()) // per_map if per_map else 0
-    return in_sizes, out_sizes, lead
+    if windows is None:
+        return lead * math.prod(adaptive_taps(i, o) for i, o in zip(in_sizes, out_sizes))
+    return lead * math.prod(real_taps(in_sizes[d], out_sizes[d], *(w[d] for w in windows))
+                            for d in range(dims))
 
 
 def _window_elements(module: nn.Module, x: Tensor, out: Tensor) -> int:
     """Real input elements summed over all output windows of a strided (optionally padded) pool."""
-    in_sizes, out_sizes, lead = _shapes(module, x, out)
-    n = len(in_sizes)
+    n = spatial_dims(module)
     kernel = expand(module.kernel_size, n, ())  # type: ignore[arg-type]
     stride = expand(module.stride, n, kernel)  # type: ignore[arg-type]
     padding = expand(getattr(module, "padding", 0), n, (0,) * n)
     dilation = expand(getattr(module, "dilation", 1), n, (1,) * n)
-    per_dim = [
-        real_taps(in_sizes[d], out_sizes[d], kernel[d], stride[d], padding[d], dilation[d])
-        for d in range(n)
-    ]
-    return lead * math.prod(per_dim)
+    return pooled_elements(x, out, n, (kernel, stride, padding, dilation))
 
 
 def adaptive_window_elements(module: nn.Module, x: Tensor, out: Tensor) -> int:
     """Input elements summed over all output windows of an adaptive pool."""
-    in_sizes, out_sizes, lead = _shapes(module, x, out)
-    return lead * math.prod(adaptive_taps(i, o) for i, o in zip(in_sizes, out_sizes))
+    return pooled_elements(x, out, spatial_dims(module))
 
 
 _WindowFn = Callable[[nn.Module, Tensor, Tensor], int]

@@ -8,12 +8,13 @@ by every channel and batch entry, and are not counted. Reference: ``docs/formula
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
-from moduleprofiler.formulas.pooling import adaptive_taps, expand
+from moduleprofiler.formulas.pooling import expand, pooled_elements
 from moduleprofiler.registry import COVERS, register_macs, register_ops
 
 # Separable interpolation: taps per dimension of each mode. Nearest modes copy one value.
@@ -41,11 +42,7 @@ def upsample_ops(module: nn.Upsample, inputs: tuple[Any, ...], output: Any) -> i
         return 0
     dims = output.dim() - 2  # (N, C, *spatial)
     if module.mode == "area":  # F.interpolate runs adaptive average pooling
-        x: Tensor = inputs[0]
-        taps = math.prod(
-            adaptive_taps(int(i), int(o)) for i, o in zip(x.shape[2:], output.shape[2:])
-        )
-        return int(output.shape[0]) * int(output.shape[1]) * taps
+        return pooled_elements(inputs[0], output, dims)
     if module.mode in _GATHERS:
         return 0
     return int(output.numel()) * interpolation_ops_per_output(_TAPS[module.mode], dims)
@@ -79,16 +76,11 @@ def _block_contributions(size: int, kernel: int, stride: int, padding: int,
     return counts
 
 
-@register_ops(nn.Fold)
-def fold_ops(module: nn.Fold, inputs: tuple[Any, ...], output: Any) -> int:
-    """N*C * sum over output pixels of (contributions - 1) (pixels no block touches: 0)."""
-    if not isinstance(output, Tensor) or output.dim() < 2:
-        return 0
+def fold_adds(output: Tensor, kernel: Sequence[int], stride: Sequence[int],
+              padding: Sequence[int], dilation: Sequence[int]) -> int:
+    """N*C * sum over output pixels of (contributions - 1) of a fold into ``output``'s last two
+    dims (pixels no block touches: 0)."""
     sizes = [int(s) for s in output.shape[-2:]]
-    kernel, dilation, padding, stride = (
-        expand(value, 2, ())
-        for value in (module.kernel_size, module.dilation, module.padding, module.stride)
-    )
     per_dim = [
         _block_contributions(sizes[d], kernel[d], stride[d], padding[d], dilation[d])
         for d in range(2)
@@ -98,6 +90,18 @@ def fold_ops(module: nn.Fold, inputs: tuple[Any, ...], output: Any) -> int:
     covered = math.prod(sum(1 for c in counts if c) for counts in per_dim)
     maps = int(output.numel()) // (sizes[0] * sizes[1]) if sizes[0] * sizes[1] else 0
     return maps * (total - covered)
+
+
+@register_ops(nn.Fold)
+def fold_ops(module: nn.Fold, inputs: tuple[Any, ...], output: Any) -> int:
+    """N*C * sum over output pixels of (contributions - 1) (pixels no block touches: 0)."""
+    if not isinstance(output, Tensor) or output.dim() < 2:
+        return 0
+    kernel, dilation, padding, stride = (
+        expand(value, 2, ())
+        for value in (module.kernel_size, module.dilation, module.padding, module.stride)
+    )
+    return fold_adds(output, kernel, stride, padding, dilation)
 
 
 register_macs(

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from moduleprofiler.formulas.pooling import adaptive_taps, real_taps
-from moduleprofiler.formulas.resample import _block_contributions, interpolation_ops_per_output
+from moduleprofiler.formulas.pooling import pooled_elements
+from moduleprofiler.formulas.resample import fold_adds, interpolation_ops_per_output
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
@@ -33,46 +33,24 @@ from moduleprofiler.operators._common import (
 )
 
 
-def _spatial(args: Args, out: Any, dims: int) -> tuple[list[int], list[int], int] | None:
-    """(input sizes, output sizes, batch*channel count) of a pool over the last ``dims`` dims."""
+def window_elements(args: Args, out: Any, dims: int, adaptive: bool = False) -> int:
+    """Real input elements summed over all windows of a strided, padded, dilated pool (or of an
+    adaptive one) over the last ``dims`` dims."""
     x, pooled = args.first(), first_tensor(out)
     if not isinstance(x, Tensor) or pooled is None or x.dim() < dims or pooled.dim() < dims:
-        return None
-    in_sizes = [int(s) for s in x.shape[x.dim() - dims :]]
-    out_sizes = [int(s) for s in pooled.shape[pooled.dim() - dims :]]
-    per_map = math.prod(out_sizes)
-    return in_sizes, out_sizes, (numel(pooled) // per_map if per_map else 0)
-
-
-def window_elements(args: Args, out: Any, dims: int) -> int:
-    """Real input elements summed over all windows of a strided, padded, dilated pool."""
-    shapes = _spatial(args, out, dims)
-    if shapes is None:
         return 0
-    in_sizes, out_sizes, lead = shapes
+    if adaptive:
+        return pooled_elements(x, pooled, dims)
     kernel = ints(args.get("kernel_size"), dims, 1)
-    stride = ints(args.get("stride"), dims, 0)
-    stride = [s or k for s, k in zip(stride, kernel)]  # stride=[] means the kernel size
+    stride = [s or k for s, k in zip(ints(args.get("stride"), dims, 0), kernel)]  # []: kernel
     padding = ints(args.get("padding"), dims, 0)
     dilation = ints(args.get("dilation"), dims, 1)
-    taps = [real_taps(in_sizes[d], out_sizes[d], kernel[d], stride[d], padding[d], dilation[d])
-            for d in range(dims)]
-    return lead * math.prod(taps)
-
-
-def adaptive_elements(args: Args, out: Any, dims: int) -> int:
-    """Input elements summed over all windows of an adaptive pool."""
-    shapes = _spatial(args, out, dims)
-    if shapes is None:
-        return 0
-    in_sizes, out_sizes, lead = shapes
-    return lead * math.prod(adaptive_taps(i, o) for i, o in zip(in_sizes, out_sizes))
+    return pooled_elements(x, pooled, dims, (kernel, stride, padding, dilation))
 
 
 def _pool(dims: int, adaptive: bool, max_pool: bool) -> BoundFormula:
     def formula(args: Args, out: Any) -> Count:
-        windows = adaptive_elements if adaptive else window_elements
-        ops = windows(args, out, dims)
+        ops = window_elements(args, out, dims, adaptive)
         if max_pool and ops:
             ops -= numel(first_tensor(out))
         return ops, 0
@@ -152,19 +130,11 @@ def col2im_ops(args: Args, out: Any) -> Count:
     folded = first_tensor(out)
     if folded is None or folded.dim() < 2:
         return ZERO
-    sizes = [int(s) for s in folded.shape[-2:]]
     kernel, dilation, padding, stride = (
         ints(args.get(name), 2, default)
         for name, default in (("kernel_size", 1), ("dilation", 1), ("padding", 0), ("stride", 1))
     )
-    per_dim = [
-        _block_contributions(sizes[d], kernel[d], stride[d], padding[d], dilation[d])
-        for d in range(2)
-    ]
-    total = math.prod(sum(counts) for counts in per_dim)
-    covered = math.prod(sum(1 for c in counts if c) for counts in per_dim)
-    maps = numel(folded) // (sizes[0] * sizes[1]) if sizes[0] * sizes[1] else 0
-    return maps * (total - covered), 0
+    return fold_adds(folded, kernel, stride, padding, dilation), 0
 
 
 # -- embeddings --------------------------------------------------------------------------------
