@@ -79,7 +79,8 @@ _BINARY_ONE = (
     "copysign", "heaviside", "nextafter", "clamp_min", "clamp_max", "bernoulli",
 )  # fmt: skip
 # NB: bernoulli's random draw is free (as in the dropout convention); the ``u < p`` test is 1.
-register(*with_inplace(*_UNARY_ONE, *_BINARY_ONE))(per_element(1))
+# ``square`` is one multiply (x * x).
+register(*with_inplace(*_UNARY_ONE, *_BINARY_ONE, "square"))(per_element(1))
 # NB: floor_divide is a divide and a floor; xlogy a log and a multiply.
 register(*with_inplace("floor_divide", "xlogy"))(per_element(2))
 # hypot = sqrt(x*x + y*y): 2 multiplies, 1 add, 1 sqrt.
@@ -140,12 +141,6 @@ def pow_ops(args: Args, out: Any) -> Count:
     return out_numel(out), 0
 
 
-@register(*with_inplace("square"))
-def square_ops(args: Args, out: Any) -> Count:
-    """numel(out): one multiply (x * x)."""
-    return out_numel(out), 0
-
-
 @register(*with_inplace("clamp", "clip"))
 def clamp_ops(args: Args, out: Any) -> Count:
     """numel(out) per bound given: one comparison for min, one for max."""
@@ -159,10 +154,8 @@ def addcmul_ops(args: Args, out: Any) -> Count:
     return (2 + _scale_ops(args.get("value", 1))) * out_numel(out), 0
 
 
-@register(*with_inplace("lerp"))
-def lerp_ops(args: Args, out: Any) -> Count:
-    """numel(out) * 3: start + weight * (end - start)."""
-    return 3 * out_numel(out), 0
+# lerp = start + weight * (end - start): 3 per element.
+register(*with_inplace("lerp"))(per_element(3))
 
 
 # -- activations -------------------------------------------------------------------------------
@@ -214,10 +207,8 @@ def gelu_ops(args: Args, out: Any) -> Count:
     return per * out_numel(out), 0
 
 
-@register(*aten("glu"))
-def glu_ops(args: Args, out: Any) -> Count:
-    """numel(out) * 4: a * sigmoid(b) for the two halves a, b of the input."""
-    return GLU_PER_OUTPUT * out_numel(out), 0
+# glu: a * sigmoid(b) for the two halves a, b of the input, per output element.
+register(*aten("glu"))(per_element(GLU_PER_OUTPUT))
 
 
 @register(*with_inplace("rrelu_with_noise", "rrelu"))
