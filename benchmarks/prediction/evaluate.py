@@ -140,12 +140,14 @@ def main() -> None:
         ours = predict_row(row, args.device, args.host)
         entry = {"model": row["model"], "batch": row["batch"], "dtype": row["dtype"],
                  "pass": row["pass"], "measured_ms": measured,
+                 "measured_min_ms": row["latency"]["min_ms"],
                  "busy": kernels_ms / measured, "kernels_ms": kernels_ms,
                  "ours_ms": ours["latency_ms"], "ours_device_ms": ours["device_ms"],
                  "roofline_ms": ours["roofline_ms"],
                  "runtime_estimator_ms": row.get("roofline_runtime_estimator_ms")}
         other = repeat.get(key(row))
         entry["repeat_ms"] = other["latency"]["median_ms"] if other else None
+        entry["repeat_min_ms"] = other["latency"]["min_ms"] if other else None
         truth_modules = inclusive(row.get("modules", {}))
         total = truth_modules.get("", 0.0)
         for path, measured_us in truth_modules.items():
@@ -171,6 +173,10 @@ def main() -> None:
             values = [e for p, m in zip(subset[column], subset.measured_ms)
                       if (e := error(None if pd.isna(p) else p, m)) is not None]
             print(f"  {name:>22}: {quantiles(values)}")
+        for column, name in (("ours_ms", "ours"), ("repeat_min_ms", "a second measured run")):
+            values = [e for p, m in zip(subset[column], subset.measured_min_ms)
+                      if (e := error(None if pd.isna(p) else p, m)) is not None]
+            print(f"  {name:>22}: {quantiles(values)} against the minimum over iterations")
     device_errors = [e for p, k in zip(frame.ours_device_ms, frame.kernels_ms)
                      if (e := error(p, k)) is not None]
     print(f"device time of the pass (ours vs the kernels' sum): {quantiles(device_errors)}")
