@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.prediction import Calibration, HostCosts
 
 HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
@@ -89,3 +89,12 @@ def test_bad_arguments_name_themselves() -> None:
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="Z9000")
     with pytest.raises(ValueError, match="host"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), host="fast")
+
+
+def test_a_forward_that_reads_values_is_named() -> None:
+    class Branchy(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if x.max() > 0 else x  # a value: the meta device has none
+
+    with pytest.raises(ProfilingError, match="module '0'"):
+        ModuleProfiler().predict(nn.Sequential(Branchy()), torch.randn(2, 3))
