@@ -20,7 +20,7 @@ from moduleprofiler.memory.report import CallMemory, MemoryReport
 from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.progress import Progress
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.validate import check_bool
+from moduleprofiler.validate import check_bool, check_choice, check_module
 
 
 def _run_device(module: nn.Module, input: Any, device: str | torch.device | None
@@ -120,11 +120,9 @@ def measure_memory(
         LossError: ``train=True`` without ``loss_fn`` and no loss can be derived from the
             output.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    check_module(module)
+    check_choice(emulate, "emulate", ("cuda", None))
     run_device = _run_device(module, input, device)
-    if emulate not in (None, "cuda"):
-        raise ValueError(f"emulate must be None or 'cuda', got {emulate!r}")
     if emulate == "cuda" and run_device.type not in ("meta", "cuda"):
         raise ValueError(
             f"emulate='cuda' runs CUDA's attention operators, which exist only on the meta and "
