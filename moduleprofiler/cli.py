@@ -90,7 +90,6 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (its ``--help`` ends with examples)."""
-
     parser = _Parser(
         prog="moduleprofiler",
         description="Profile a PyTorch model module by module: parameters, shapes, ops.",
@@ -180,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
 def check_options(options: argparse.Namespace) -> None:
     """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
     limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
-              ("--iters", options.iters, 2), ("--generate", options.generate, 1))
+              ("--iters", options.iters, 2), ("--generate", options.generate, 1),
+              ("--kv-cache", options.kv_cache, 1))
     for flag, value, least in limits:
         if value is not None and value < least:
             raise CliError(f"{flag} must be at least {least}, got {value}")
@@ -287,7 +287,6 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
 
 def parse_dtype(name: str) -> Any:
     """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name)."""
-
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
         raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, int64)")
@@ -312,7 +311,6 @@ def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
 
 def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...]:
     """Random floating inputs (seed 0), zeros for integer and bool dtypes."""
-
     torch.manual_seed(0)
     inputs = []
     for text in sizes:
@@ -335,8 +333,6 @@ def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[s
 
 def run_profile(options: argparse.Namespace) -> Any:
     """Load or compute the profile the options ask for."""
-
-
     if options.model.endswith(".json") and ":" not in options.model:
         try:
             saved = Profile.from_json(options.model)
@@ -513,8 +509,6 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     if not options.model.startswith(HF_PREFIX):
         raise CliError("--kv-cache needs an hf: model (its configuration gives the layers, "
                        "key/value heads and head size), e.g. hf:llama --kv-cache 4096")
-    if options.kv_cache < 1:
-        raise CliError(f"--kv-cache must be at least 1, got {options.kv_cache}")
     if options.generate is not None:
         raise CliError("--kv-cache predicts from the configuration; --generate measures a run: "
                        "use one of them")
@@ -587,7 +581,6 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     if options.top is not None:
         return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
     if options.sort is not None:
-
         sort = [options.sort]
         if column_spec(options.sort).inclusive is not None:
             sort.append(f"{options.sort}_pct")
