@@ -62,8 +62,18 @@ SHOWN_TOTALS = ("params", "inclusive_macs", "inclusive_flops", "inclusive_ops",
 are known (the backward ones only when a backward pass ran)."""
 
 
+_COUNTED_TOTALS = ("inclusive_macs", "inclusive_flops", "inclusive_ops")
+
+
+def _counted_nothing(profile: Profile) -> bool:
+    """A pass that counted nothing (a timing or memory pass): its count totals are not 0."""
+    return bool(profile.records) and all(record.ops is None for record in profile.records)
+
+
 def _totals(profile: Profile) -> dict[str, int | float]:
     known = profile_totals(profile)
+    if _counted_nothing(profile):
+        known = {name: value for name, value in known.items() if name not in _COUNTED_TOTALS}
     return {name: known[name] for name in SHOWN_TOTALS if name in known}
 
 
@@ -245,7 +255,10 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
     """Caveats that belong under any table of ``profile`` (``uncalled_note=False``: without
     the list of modules never called, which only the views of every module show)."""
     notes = []
-    if profile.unsupported:
+    if _counted_nothing(profile):
+        notes.append("this pass counts no ops: merge it into a profile() result "
+                     "(profile.merge(this)) to see both")
+    elif profile.unsupported:
         notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
                      f"{_listing(profile.unsupported)}; ops totals are lower bounds")
     if profile.unsupported_ops:

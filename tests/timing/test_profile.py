@@ -110,3 +110,17 @@ def test_a_training_timing_counts_no_backward_and_keeps_its_samples_apart() -> N
     assert timing.backward_samples.iterations == 3
     with pytest.warns(DeprecationWarning, match="backward_samples"):
         assert timing.backward.iterations == 3  # the old path still reads the samples
+
+
+def test_a_timing_profile_shows_no_count_totals_it_never_counted() -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    timing = ModuleProfiler().time_modules(model, torch.randn(2, 8), num_iters=12,
+                                           drop_first=2, measure_overhead=False)
+    text = timing.tree().to_text()
+    # params 8 * 8 + 8 = 72 are facts of the model; ops were not counted: no "ops 0"
+    assert "total: params 72\n" in text
+    assert "ops 0" not in text and "MACs 0" not in text
+    assert "this pass counts no ops" in text
+    counted = ModuleProfiler().profile(model, torch.randn(2, 8)).merge(timing)
+    # 2 rows * 8 * (2 * 8 - 1) + 2 * 8 bias = 256 ops; relu 16 compares: 272
+    assert "ops 272" in counted.tree().to_text()
