@@ -128,10 +128,7 @@ class Profiler:
 
     # -- the new entry point ---------------------------------------------------------------
     def profile(
-        self,
-        module: nn.Module,
-        input: Any = None,
-        pred_fn: Callable[..., Any] | None = None,
+        self, module: nn.Module, input: Any = None, pred_fn: Callable[..., Any] | None = None,
         eval: bool = True,
         *,
         operators: bool = True,
@@ -242,10 +239,7 @@ class Profiler:
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(
-        self,
-        module: nn.Module,
-        input: Any = None,
-        pred_fn: Callable[..., Any] | None = None,
+        self, module: nn.Module, input: Any = None, pred_fn: Callable[..., Any] | None = None,
         *,
         train: bool = False,
         loss_fn: Callable[[Any], torch.Tensor] | None = None,

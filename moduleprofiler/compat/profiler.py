@@ -141,6 +141,20 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
     return to_csv, to_html, to_latex
 
 
+def _views(analysis: str, note: str = "") -> tuple[Callable[..., pd.DataFrame], Writer, Writer,
+                                                   Callable[..., str]]:
+    """The ``<analysis>_df`` method (the dict as :func:`dict_to_frame` lays it out) and the
+    :func:`_writers` of it."""
+
+    def to_df(self: Any, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        return dict_to_frame(getattr(self, analysis)(*args, **kwargs))
+
+    to_df.__name__ = f"{analysis}_df"
+    to_df.__qualname__ = f"ModuleProfiler.{analysis}_df"
+    to_df.__doc__ = f":meth:`{analysis}` as a DataFrame{note}."
+    return (to_df, *_writers(analysis))
+
+
 class ModuleProfiler(Profiler):
     """Profiles any ``nn.Module``: the core :class:`~moduleprofiler.core.Profiler` (``profile``,
     ``benchmark``, ``time_modules``, ``train_step_times``, ``measure_memory``,
@@ -164,8 +178,8 @@ class ModuleProfiler(Profiler):
     Example:
         >>> import torch
         >>> from torch import nn
-        >>> profile = ModuleProfiler().profile(nn.Linear(5, 7), torch.randn(2, 3, 5))
-        >>> profile.total_ops  # 2 * 3 rows * 7 outputs * (2 * 5 - 1 + 1 bias add)
+        >>> ops = ModuleProfiler().estimate_ops(nn.Linear(5, 7), torch.randn(2, 3, 5))
+        >>> ops["__root__"]["ops"]  # 0.0.4's dict, keyed by module name (see Profiler's example)
         420
     """
 
@@ -244,12 +258,8 @@ class ModuleProfiler(Profiler):
             result[module_name(fact.path)] = row
         return result
 
-    def count_params_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        """:meth:`count_params` as a DataFrame (``module`` column first)."""
-        return dict_to_frame(self.count_params(*args, **kwargs))
-
-    (count_params_csv, count_params_html,
-     count_params_latex) = _writers("count_params")
+    (count_params_df, count_params_csv, count_params_html,
+     count_params_latex) = _views("count_params", " (``module`` column first)")
 
     # -- trace_io_sizes --------------------------------------------------------------------
     def trace_io_sizes(self, module: nn.Module, input: Any,
@@ -271,12 +281,8 @@ class ModuleProfiler(Profiler):
             }
         return result
 
-    def trace_io_sizes_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        """:meth:`trace_io_sizes` as a DataFrame."""
-        return dict_to_frame(self.trace_io_sizes(*args, **kwargs))
-
-    (trace_io_sizes_csv, trace_io_sizes_html,
-     trace_io_sizes_latex) = _writers("trace_io_sizes")
+    (trace_io_sizes_df, trace_io_sizes_csv, trace_io_sizes_html,
+     trace_io_sizes_latex) = _views("trace_io_sizes")
 
     # -- estimate_ops ----------------------------------------------------------------------
     def estimate_ops(self, module: nn.Module, input: Any,
@@ -302,12 +308,8 @@ class ModuleProfiler(Profiler):
             }
         return result
 
-    def estimate_ops_df(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        """:meth:`estimate_ops` as a DataFrame (counts as nullable integers)."""
-        return dict_to_frame(self.estimate_ops(*args, **kwargs))
-
-    (estimate_ops_csv, estimate_ops_html,
-     estimate_ops_latex) = _writers("estimate_ops")
+    (estimate_ops_df, estimate_ops_csv, estimate_ops_html,
+     estimate_ops_latex) = _views("estimate_ops", " (counts as nullable integers)")
 
     # -- estimate_inference_time -----------------------------------------------------------
     def estimate_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
@@ -317,12 +319,8 @@ class ModuleProfiler(Profiler):
         """Per-module forward time in ms over ``num_iters`` hooked forwards, the first
         ``drop_first`` dropped. A module called several times per forward gets the sum of its
         calls per iteration."""
-        pred_fn = legacy_pred_fn(input, pred_fn)
-        self._log(f"Measuring inference time of {type(module).__name__}")
-        with self._located_errors("estimate_inference_time", module, input,
-                                  {"pred_fn": pred_fn, "eval": eval}):
-            return inference_time_dict(module, input, eval=eval, num_iters=num_iters,
-                                       drop_first=drop_first, pred_fn=pred_fn)
+        return self._timed(inference_time_dict, "estimate_inference_time", module, input, eval,
+                           num_iters, drop_first, pred_fn)
 
     def estimate_inference_time_df(self, *args: Any, aggr: bool = True,
                                    **kwargs: Any) -> pd.DataFrame:
@@ -340,12 +338,19 @@ class ModuleProfiler(Profiler):
                                       ) -> dict[str, dict[str, Any]]:
         """Whole-model forward time in ms (no hooks installed), the first ``drop_first`` of
         ``num_iters`` iterations dropped; only the ``"__root__"`` entry."""
+        return self._timed(total_inference_time_dict, "estimate_total_inference_time", module,
+                           input, eval, num_iters, drop_first, pred_fn)
+
+    def _timed(self, timer: Callable[..., dict[str, dict[str, Any]]], name: str,
+               module: nn.Module, input: Any, eval: bool, num_iters: int, drop_first: int,
+               pred_fn: Callable[..., Any] | None) -> dict[str, dict[str, Any]]:
+        """One of the two timing passes: ``timer`` run with errors naming the pass ``name``."""
         pred_fn = legacy_pred_fn(input, pred_fn)
-        self._log(f"Measuring total inference time of {type(module).__name__}")
-        with self._located_errors("estimate_total_inference_time", module, input,
-                                  {"pred_fn": pred_fn, "eval": eval}):
-            return total_inference_time_dict(module, input, eval=eval, num_iters=num_iters,
-                                             drop_first=drop_first, pred_fn=pred_fn)
+        self._log(f"Measuring {name.removeprefix('estimate_').replace('_', ' ')} of "
+                  f"{type(module).__name__}")
+        with self._located_errors(name, module, input, {"pred_fn": pred_fn, "eval": eval}):
+            return timer(module, input, eval=eval, num_iters=num_iters, drop_first=drop_first,
+                         pred_fn=pred_fn)
 
     def estimate_total_inference_time_df(self, *args: Any, aggr: bool = False,
                                          **kwargs: Any) -> pd.DataFrame:

@@ -69,13 +69,8 @@ def _time_keys(samples: list[float]) -> dict[str, Any]:
 
 
 def inference_time_dict(
-    module: nn.Module,
-    input: Any,
-    *,
-    eval: bool = True,
-    num_iters: int = 1000,
-    drop_first: int = 100,
-    pred_fn: Callable[..., Any] | None = None,
+    module: nn.Module, input: Any, *, eval: bool = True, num_iters: int = 1000,
+    drop_first: int = 100, pred_fn: Callable[..., Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """0.0.4's ``estimate_inference_time``: per-module forward times in ms, from
     :func:`~moduleprofiler.timing.time_modules` (no warm-up beyond ``drop_first``, as 0.0.4).
@@ -108,13 +103,8 @@ def inference_time_dict(
 
 
 def total_inference_time_dict(
-    module: nn.Module,
-    input: Any,
-    *,
-    eval: bool = True,
-    num_iters: int = 1000,
-    drop_first: int = 100,
-    pred_fn: Callable[..., Any] | None = None,
+    module: nn.Module, input: Any, *, eval: bool = True, num_iters: int = 1000,
+    drop_first: int = 100, pred_fn: Callable[..., Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """0.0.4's ``estimate_total_inference_time``: whole-model latency in ms, no hooks, from
     :func:`~moduleprofiler.timing.benchmark` (exactly ``num_iters`` iterations, the first

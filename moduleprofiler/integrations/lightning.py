@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from moduleprofiler.efficiency import DevicePeaks
-from moduleprofiler.integrations.window import StepWindow, WindowResult
+from moduleprofiler.integrations.window import WindowCallback, WindowResult
 
 _BASES: list[type] = []
 try:
@@ -51,7 +51,7 @@ def first_item(batch: Any) -> Any:
     return batch[0] if isinstance(batch, (tuple, list)) else batch
 
 
-class _Hooks:
+class _Hooks(WindowCallback):
     """The callback's hooks; mixed into every installed package's ``Callback`` below."""
 
     def __init__(self, start_step: int = 5, num_steps: int = 5, depth: int = 1,
@@ -59,33 +59,15 @@ class _Hooks:
                  forward_args: Callable[[Any], Any] = first_item,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
                  peaks: DevicePeaks | str | None = None, memory: bool = True) -> None:
-        if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
-            raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
-        # validates the arguments now, not at the first training step
-        StepWindow(start_step=start_step, num_steps=num_steps, depth=depth,
-                   forward_args=forward_args, loss_fn=loss_fn, peaks=peaks, memory=memory)
-        self.start_step = start_step
-        self.num_steps = num_steps
-        self.depth = depth
-        self.log_dir = log_dir
-        self.forward_args = forward_args
-        self.loss_fn = loss_fn
-        self.peaks = peaks
-        self.memory = memory
-        self.result: WindowResult | None = None
-        """The last fit's result (on global rank 0; ``None`` elsewhere and before)."""
-        self.window: StepWindow | None = None
+        super().__init__(log_dir, start_step=start_step, num_steps=num_steps, depth=depth,
+                         forward_args=forward_args, loss_fn=loss_fn, peaks=peaks, memory=memory)
         self._step = 0
         self._directory: Path | None = None
-        self._emitted = False
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         """A fit starts: a fresh window on the LightningModule."""
-        self.window = StepWindow(start_step=self.start_step, num_steps=self.num_steps,
-                                 depth=self.depth, forward_args=self.forward_args,
-                                 loss_fn=self.loss_fn, peaks=self.peaks, memory=self.memory)
-        self.window.start(pl_module)
-        self.result, self._step, self._emitted = None, 0, False
+        self._new_window(pl_module)
+        self._step = 0
         # read here, on every rank: under DDP trainer.log_dir is a broadcast from rank 0
         self._directory = Path(self.log_dir if self.log_dir is not None
                                else trainer.log_dir or trainer.default_root_dir)

@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.efficiency import DevicePeaks
-from moduleprofiler.integrations.window import StepWindow, WindowResult
+from moduleprofiler.integrations.window import WindowCallback, WindowResult
 
 try:
     from transformers import TrainerCallback
@@ -65,7 +65,7 @@ def tensorboard_dir(args: Any) -> str:
                or Path(args.output_dir) / "runs" / "moduleprofiler")
 
 
-class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
+class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[misc]
     """Profiles training steps ``start_step … start_step + num_steps - 1`` of
     ``Trainer.train()``.
 
@@ -98,28 +98,14 @@ class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
                  log_dir: str | PathLike[str] | None = None, *,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
                  peaks: DevicePeaks | str | None = None, memory: bool = True) -> None:
-        # validates every argument now, not at the first training step
-        StepWindow(start_step=start_step, num_steps=num_steps, depth=depth, loss_fn=loss_fn,
-                   peaks=peaks, memory=memory)
+        super().__init__(log_dir, start_step=start_step, num_steps=num_steps, depth=depth,
+                         loss_fn=loss_fn, peaks=peaks, memory=memory)
         if isinstance(start_step, int) and start_step < 1:
             raise ValueError("start_step must be >= 1: the Trainer shows a callback no batch, "
                              "so the window's model is counted on the batch of the step "
                              f"before it; got {start_step}")
-        if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
-            raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
-        self.start_step = start_step
-        self.num_steps = num_steps
-        self.depth = depth
-        self.log_dir = log_dir
-        self.loss_fn = loss_fn
-        self.peaks = peaks
-        self.memory = memory
-        self.result: WindowResult | None = None
-        """The last run's result (on the main process; ``None`` elsewhere and before)."""
-        self.window: StepWindow | None = None
         self._batch: Any = None
         self._capture: RemovableHandle | None = None
-        self._emitted = False
 
     # -- the Trainer's events --------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
@@ -127,11 +113,8 @@ class ModuleProfilerCallback(TrainerCallback):  # type: ignore[misc]
         """Training starts: a fresh window on the model."""
         if model is None:
             raise ValueError("ModuleProfilerCallback needs the Trainer's model")
-        self.window = StepWindow(start_step=self.start_step, num_steps=self.num_steps,
-                                 depth=self.depth, loss_fn=self.loss_fn, peaks=self.peaks,
-                                 memory=self.memory)
-        self.window.start(model)
-        self.result, self._batch, self._emitted = None, None, False
+        self._new_window(model)
+        self._batch = None
 
     def on_step_begin(self, args: Any, state: Any, control: Any,
                       model: nn.Module | None = None, **kwargs: Any) -> None:

@@ -319,6 +319,40 @@ class StepWindow:
             return None  # no peak for the model's dtype
 
 
+class WindowCallback:
+    """What every framework's callback keeps: the window's settings, checked when the callback
+    is made (not at the first training step), the log directory, and the last result.
+
+    ``start_step``, ``num_steps``, ``depth``, ``loss_fn``, ``peaks``, ``memory`` (and
+    ``forward_args`` where the callback takes it) read the settings.
+    """
+
+    def __init__(self, log_dir: str | PathLike[str] | None, **settings: Any) -> None:
+        self._settings = settings
+        StepWindow(**settings)  # checks every setting now
+        if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
+            raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
+        self.log_dir = log_dir
+        self.result: WindowResult | None = None
+        """The last training run's result (on the main process; ``None`` elsewhere and
+        before)."""
+        self.window: StepWindow | None = None
+        self._emitted = False
+
+    def __getattr__(self, name: str) -> Any:
+        settings = self.__dict__.get("_settings", {})
+        if name in settings:
+            return settings[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _new_window(self, model: nn.Module) -> StepWindow:
+        """A fresh window watching ``model``, for a training run that starts."""
+        self.window = StepWindow(**self._settings)
+        self.window.start(model)
+        self.result, self._emitted = None, False
+        return self.window
+
+
 def module_scalars(profile: Profile, timing: TrainingTiming, depth: int) -> dict[str, float]:
     """``moduleprofiler/<path>/<column>`` of the modules at depths ``1 … depth``: the times
     the clock gave (``time_median_ms`` and ``backward_time_median_ms`` on a CPU; ``device_ms``,

@@ -20,7 +20,6 @@ from moduleprofiler.formulas.norm import norm_ops, rms_ops
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
-    BoundFormula,
     Count,
     aten,
     by_decomposition,
@@ -38,45 +37,46 @@ def _affine(args: Args) -> tuple[bool, bool]:
     return args.tensor("weight") is not None, args.tensor("bias") is not None
 
 
+def _normalized(args: Args) -> tuple[int, int]:
+    """(elements of the input, elements of ``normalized_shape``); (0, 0) without a tensor."""
+    x = args.first()
+    size = math.prod(int(s) for s in args.get("normalized_shape") or ())
+    return (numel(x), size) if isinstance(x, Tensor) else (0, 0)
+
+
 @register(*aten("native_layer_norm", "layer_norm"))
 def layer_norm_ops(args: Args, out: Any) -> Count:
     """rows*(5E+4); rows*(6E+4) with a weight only; rows*(7E+4) with weight and bias."""
+    elements, size = _normalized(args)
+    return layer_norm_count(elements // size, size, *_affine(args)) if size else ZERO
+
+
+def _batch_norm_count(args: Args, always_batch_stats: bool) -> Count:
     x = args.first()
-    size = math.prod(int(s) for s in args.get("normalized_shape") or ())
-    if not isinstance(x, Tensor) or size == 0:
+    if not isinstance(x, Tensor):
         return ZERO
-    return layer_norm_count(numel(x) // size, size, *_affine(args))
+    elements = numel(x)
+    channels = int(x.shape[1]) if x.dim() >= 2 else elements
+    batch_stats = always_batch_stats or args.flag("training") or args.tensor("running_mean") is None
+    return norm_ops(elements, channels, channels, batch_stats, *_affine(args)), 0
 
 
-def _batch_norm(always_batch_stats: bool) -> BoundFormula:
-    def formula(args: Args, out: Any) -> Count:
-        x = args.first()
-        if not isinstance(x, Tensor):
-            return ZERO
-        elements = numel(x)
-        channels = int(x.shape[1]) if x.dim() >= 2 else elements
-        batch_stats = (
-            always_batch_stats or args.flag("training") or args.tensor("running_mean") is None
-        )
-        return norm_ops(elements, channels, channels, batch_stats, *_affine(args)), 0
-
-    formula.__name__ = "batch_norm_ops"
-    formula.__doc__ = (
-        "Batch statistics (training, or no running stats): C*(5M+4); running statistics: "
-        "C*2 + 2*C*M; + C*M each for weight and bias (M = elements per channel)."
-    )
-    return formula
-
-
-register(*aten(
+@register(*aten(
     "native_batch_norm", "batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm",
     "miopen_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
     "_native_batch_norm_legit_functional", "_batch_norm_no_update",
-))(_batch_norm(always_batch_stats=False))  # fmt: skip
+))  # fmt: skip
+def batch_norm_ops(args: Args, out: Any) -> Count:
+    """Batch statistics (training, or no running stats): C*(5M+4); running statistics:
+    C*2 + 2*C*M; + C*M each for weight and bias (M = elements per channel)."""
+    return _batch_norm_count(args, always_batch_stats=False)
+
+
 # _batch_norm_with_update is what batch_norm lowers to in training: it always uses batch stats.
-register(*aten("_batch_norm_with_update", "_batch_norm_with_update_functional"))(
-    _batch_norm(always_batch_stats=True)
-)
+@register(*aten("_batch_norm_with_update", "_batch_norm_with_update_functional"))
+def batch_norm_with_update_ops(args: Args, out: Any) -> Count:
+    """C*(5M+4), + C*M each for weight and bias (batch statistics always)."""
+    return _batch_norm_count(args, always_batch_stats=True)
 
 
 def _group_norm_count(x: Tensor, groups: int, args: Args) -> Count:
@@ -106,11 +106,8 @@ def group_norm_ops(args: Args, out: Any) -> Count:
 @register(*aten("rms_norm", "_fused_rms_norm"))
 def rms_norm_ops(args: Args, out: Any) -> Count:
     """rows*(3E+2): mean of squares 2E, + eps and rsqrt 2, x * rsqrt E; + rows*E with a weight."""
-    x = args.first()
-    size = math.prod(int(s) for s in args.get("normalized_shape") or ())
-    if not isinstance(x, Tensor) or size == 0:
-        return ZERO
-    return rms_ops(numel(x), size, args.tensor("weight") is not None), 0
+    elements, size = _normalized(args)
+    return (rms_ops(elements, size, args.tensor("weight") is not None), 0) if size else ZERO
 
 
 # F.instance_norm lowers to batch norm over a (1, N*C, ...) view; count it as that.

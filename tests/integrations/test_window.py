@@ -13,6 +13,7 @@ from torch import nn
 from moduleprofiler import Profile
 from moduleprofiler.efficiency import device_peaks
 from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME, StepWindow, WindowResult
+from moduleprofiler.integrations.window import WindowCallback
 
 
 def _model() -> nn.Sequential:
@@ -196,3 +197,15 @@ def test_bad_arguments_name_themselves(kwargs: dict[str, Any], error: type[Excep
                                        name: str) -> None:
     with pytest.raises(error, match=name):
         StepWindow(**kwargs)
+
+
+def test_window_callback_checks_and_reads_its_settings() -> None:
+    callback = WindowCallback(None, start_step=3, num_steps=2, depth=0)
+    assert (callback.start_step, callback.num_steps, callback.depth) == (3, 2, 0)
+    assert callback.result is None and callback.window is None
+    with pytest.raises(AttributeError, match="no attribute 'peaks'"):
+        callback.peaks  # noqa: B018 (not a setting this callback was given)
+    with pytest.raises(ValueError, match="num_steps must be >= 1"):
+        WindowCallback(None, num_steps=0)
+    with pytest.raises(TypeError, match="log_dir must be a path or None"):
+        WindowCallback(3)  # type: ignore[arg-type]
