@@ -260,10 +260,24 @@ def _shared_models() -> list[nn.Module]:
     twice.w = nn.Parameter(torch.ones(3))
     twice.register_buffer("counter", torch.zeros(2, dtype=torch.float64))
     lazy = nn.Sequential(nn.LazyLinear(4), nn.BatchNorm1d(4))
-    return [reused, tied, frozen, twice, lazy]
+    # a tree whose tensors are registered at several places: a weight tied two levels apart
+    # and registered twice on the root, a buffer and a bias each registered twice on one module
+    aliased = nn.Module()
+    aliased.a = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 2)))
+    aliased.a[1][0].weight = aliased.a[0].weight
+    aliased.register_parameter("w", aliased.a[0].weight)
+    aliased.register_parameter("v", aliased.a[0].weight)
+    aliased.norm = nn.BatchNorm1d(2)
+    aliased.c = nn.Module()
+    aliased.c.register_buffer("mean", aliased.norm.running_mean)
+    aliased.c.register_buffer("again", aliased.norm.running_mean)
+    aliased.c.register_parameter("bias", aliased.a[0].bias)
+    aliased.c.register_parameter("same", aliased.a[0].bias)
+    aliased.a[0].bias.requires_grad_(False)
+    return [reused, tied, frozen, twice, lazy, aliased]
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(6))
 def test_module_scan_equals_the_set_based_sums(index: int) -> None:
     model = _shared_models()[index]
     infos, lazy = scan_modules(model)
