@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,6 @@ from moduleprofiler.timing.clock import (
 from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import get_hardware_specs
-from moduleprofiler.timing.forward import device_host_values
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration, marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.listener import ClockListener
@@ -48,12 +47,12 @@ from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
+    Phase,
     PhaseSamples,
     TimedModules,
     calls_column,
     stats_columns,
     timed_profile,
-    tree_text,
 )
 from moduleprofiler.timing.setup import HookedClocks
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
@@ -140,8 +139,9 @@ class TrainingTiming(TimedModules):
     host_backward: PhaseSamples | None = None
     """Kernel clock: host time samples of the backward (``backward_samples`` holds device
     times)."""
-    device_times: DeviceTimes | None = None
-    """Kernel clock: launches, the device's idle share per module, booked share."""
+    FIGURES: ClassVar[tuple[str, ...]] = (
+        "method", "separate_passes", "overhead_ratio", "backward_overhead_ratio",
+        "forward_coverage", "backward_coverage")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -193,86 +193,30 @@ class TrainingTiming(TimedModules):
         data = self.phases_ms.get(name)
         return summarize(data, self.confidence) if data is not None else None
 
+    def timed_phases(self) -> tuple[Phase, ...]:
+        """Forward and backward, each with the hooks' error in its host times: a forward
+        measured in steps with backward hooks (not ``separate_passes``) carries the cost
+        of a hooked call that creates an autograd node."""
+        cal = self.calibration
+        if self.separate_passes or math.isnan(cal.grad_per_call_ns):
+            forward_error = (cal.attribution_ns / 1e6, cal.per_call_ns / 1e6)
+        else:
+            forward_error = (cal.grad_per_call_ns / 1e6, cal.grad_per_call_ns / 1e6)
+        backward_error = (0.0 if math.isnan(cal.backward_attribution_ns)
+                          else cal.backward_attribution_ns / 1e6)
+        return (Phase("forward", self.forward, self.host_forward, *forward_error),
+                Phase("backward", self.backward_samples, self.host_backward, backward_error,
+                      0.0))
+
     def module_stats(self) -> tuple[TrainingModuleStats, ...]:
         """Forward and backward statistics of every module, ``named_modules()`` order: device
         times under the kernel clock (no hook error in kernel durations), else the clock's."""
-        if self.device_times is not None:
-            return tuple(TrainingModuleStats(f, b) for f, b in zip(
-                self.forward.module_stats(self.layout, 0.0, 0.0, self.confidence),
-                self.backward_samples.module_stats(self.layout, 0.0, 0.0, self.confidence)))
-        return self.host_modules()
+        return tuple(TrainingModuleStats(f, b) for f, b in zip(*self.phase_stats()))
 
     def host_modules(self) -> tuple[TrainingModuleStats, ...]:
         """Forward and backward statistics of the host times, with the calibrated hook cost
         taken off in the ``corrected`` medians."""
-        cal = self.calibration
-        forward = self.host_forward if self.host_forward is not None else self.forward
-        backward = (self.host_backward if self.host_backward is not None
-                    else self.backward_samples)
-        if self.separate_passes or math.isnan(cal.grad_per_call_ns):
-            fwd = forward.module_stats(self.layout, cal.attribution_ns / 1e6,
-                                       cal.per_call_ns / 1e6, self.confidence, True)
-        else:
-            cost = cal.grad_per_call_ns / 1e6
-            fwd = forward.module_stats(self.layout, cost, cost, self.confidence, True)
-        bwd_err = cal.backward_attribution_ns if not math.isnan(cal.backward_attribution_ns) \
-            else 0.0
-        bwd = backward.module_stats(self.layout, bwd_err / 1e6, 0.0, self.confidence, True)
-        return tuple(TrainingModuleStats(f, b) for f, b in zip(fwd, bwd))
-
-    def module(self, path: str) -> TrainingModuleStats:  # type: ignore[override]
-        """Statistics of the module at ``path`` (``""``/``"__root__"`` for the root)."""
-        return self.module_stats()[self.layout.index(path)]
-
-    def module_columns(self) -> dict[str, dict[str, Any]]:
-        """Per module path: median forward (``time_median_ms``, ``self_time_median_ms``) and
-        backward (``backward_time_median_ms``, ``self_backward_time_median_ms``) times; under
-        the kernel clock instead the four host and device times of each phase
-        (``device_ms``, ``self_device_ms``, ``host_ms``, ``self_host_ms``, the backward's
-        prefixed ``backward_``) and each phase's ``time_bound``."""
-        def median(summary: Summary | None) -> float | None:
-            return summary.median if summary is not None else None
-
-        if self.device_times is not None:
-            out: dict[str, dict[str, Any]] = {}
-            for device, host in zip(self.module_stats(), self.host_modules()):
-                values = device_host_values(
-                    median(device.forward.inclusive), median(device.forward.exclusive),
-                    host.forward.corrected_median_ms, host.forward.self_corrected_median_ms)
-                backward = device_host_values(
-                    median(device.backward.inclusive), median(device.backward.exclusive),
-                    host.backward.corrected_median_ms, host.backward.self_corrected_median_ms)
-                values.update({(f"self_backward_{k[5:]}" if k.startswith("self_")
-                                else f"backward_{k}"): v for k, v in backward.items()})
-                out[device.path] = values
-            return out
-        return {s.path: {"time_median_ms": median(s.forward.inclusive),
-                         "self_time_median_ms": median(s.forward.exclusive),
-                         "backward_time_median_ms": median(s.backward.inclusive),
-                         "self_backward_time_median_ms": median(s.backward.exclusive)}
-                for s in self.module_stats()}
-
-    def call_columns(self) -> dict[tuple[str, int], dict[str, float]]:
-        """Per call ``(path, call_number)``: ``forward_ms``, ``self_forward_ms``,
-        ``backward_ms`` and ``self_backward_ms``, medians over the kept steps; under the
-        kernel clock ``device_ms``, ``self_device_ms``, ``host_ms``, ``self_host_ms`` and the
-        same prefixed ``backward_`` (host times raw, without the hook correction)."""
-        phases: list[tuple[PhaseSamples | None, tuple[str, str]]] = [
-            (self.forward, ("forward_ms", "self_forward_ms")),
-            (self.backward_samples, ("backward_ms", "self_backward_ms"))]
-        if self.device_times is not None:
-            phases = [(self.forward, ("device_ms", "self_device_ms")),
-                      (self.backward_samples, ("backward_device_ms",
-                                                "self_backward_device_ms")),
-                      (self.host_forward, ("host_ms", "self_host_ms")),
-                      (self.host_backward, ("backward_host_ms", "self_backward_host_ms"))]
-        out: dict[tuple[str, int], dict[str, float]] = {}
-        for phase, names in phases:
-            if phase is None:
-                continue
-            for key, values in phase.call_medians(self.layout).items():
-                out.setdefault(key, {}).update(zip(names, values))
-        return out
+        return tuple(TrainingModuleStats(f, b) for f, b in zip(*self.phase_stats(host=True)))
 
     def stats_frame(self) -> pd.DataFrame:
         """One row per module: calls, forward and backward inclusive/self statistics (ms)."""
@@ -297,7 +241,6 @@ class TrainingTiming(TimedModules):
         """The model tree annotated with median forward and backward times (ms per step,
         inclusive and self), calls per step, and the step-level evidence."""
         stats = self.module_stats()
-        columns = self.module_columns()
         notes = [f"{self.iterations} steps kept per pass ({self.dropped} dropped) on "
                  f"{self.device} ({self.clock}); backward attribution: {self.method}; "
                  "medians per step"]
@@ -317,19 +260,16 @@ class TrainingTiming(TimedModules):
         notes.append("; ".join(extras))
         notes.extend(self.warnings)
         if self.device_times is not None:  # device times first, then host time and regime
-            names: tuple[str, ...] = (
+            return self._tree([s.forward for s in stats], (
                 "self_device_ms", "device_ms", "self_backward_device_ms", "backward_device_ms",
-                "self_host_ms", "self_backward_host_ms", "backward_time_bound")
-        else:
-            names = ("time_median_ms", "self_time_median_ms", "backward_time_median_ms",
-                     "self_backward_time_median_ms")
-        table: dict[str, list[Any]] = {name: [columns[s.path].get(name) for s in stats]
-                                       for name in names}
-        if self.device_times is None:  # kernel durations carry no hook error
-            table["low_confidence"] = [s.forward.low_confidence or s.backward.low_confidence
-                                       for s in stats]
-        return tree_text(self.layout, [s.forward.calls_per_iter for s in stats], table, notes,
-                         "module training-step times")
+                "self_host_ms", "self_backward_host_ms", "backward_time_bound"), {}, notes,
+                "module training-step times")
+        # low_confidence only here: kernel durations carry no hook error
+        return self._tree([s.forward for s in stats], (
+            "time_median_ms", "self_time_median_ms", "backward_time_median_ms",
+            "self_backward_time_median_ms"), {
+            "low_confidence": [s.forward.low_confidence or s.backward.low_confidence
+                               for s in stats]}, notes, "module training-step times")
 
     def summary(self) -> str:  # type: ignore[override]
         """The model tree with forward and backward times per step, as ``ModuleTiming``'s
@@ -337,18 +277,10 @@ class TrainingTiming(TimedModules):
         return self.layerwise_summary()
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python summary: step-level figures and one dict per module."""
-        return {
-            **super().to_dict(),
-            "method": self.method,
-            "separate_passes": self.separate_passes,
-            "overhead_ratio": self.overhead_ratio,
-            "backward_overhead_ratio": self.backward_overhead_ratio,
-            "forward_coverage": self.forward_coverage,
-            "backward_coverage": self.backward_coverage,
-            "phases_median_ms": {k: float(np.median(v)) for k, v in self.phases_ms.items()
-                                 if v.size},
-        }
+        """Plain-Python summary: step-level figures, one dict per module and the median of
+        each step phase."""
+        return {**super().to_dict(), "phases_median_ms": {
+            k: float(np.median(v)) for k, v in self.phases_ms.items() if v.size}}
 
 
 class StepRows:

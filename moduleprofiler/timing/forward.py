@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -50,12 +50,12 @@ from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
     ModuleStats,
+    Phase,
     PhaseSamples,
     TimedModules,
     calls_column,
     stats_columns,
     timed_profile,
-    tree_text,
 )
 from moduleprofiler.timing.setup import HookedClocks
 from moduleprofiler.timing.stats import Summary, summarize
@@ -78,8 +78,7 @@ class ModuleTiming(TimedModules):
     host: PhaseSamples | None = None
     """Kernel clock: host time samples (wall time between each call's hooks); ``forward``
     then holds the device times. ``None`` with the other clocks."""
-    device_times: DeviceTimes | None = None
-    """Kernel clock: launches, the device's idle share per module, the hook-free trace."""
+    FIGURES: ClassVar[tuple[str, ...]] = ("overhead_ratio", "coverage", "leaf_coverage")
 
     # -- model-level figures ---------------------------------------------------------------
     @property
@@ -111,25 +110,22 @@ class ModuleTiming(TimedModules):
         return summarize(self.unhooked_ms, self.confidence)
 
     # -- per module and per call -----------------------------------------------------------
+    def timed_phases(self) -> tuple[Phase, ...]:
+        """The forward: the clock's samples, the host's beside them under the kernel clock."""
+        cal = self.calibration
+        return (Phase("forward", self.forward, self.host, cal.attribution_ns / 1e6,
+                      cal.per_call_ns / 1e6),)
+
     def module_stats(self) -> tuple[ModuleStats, ...]:
         """:class:`ModuleStats` of every module, ``named_modules()`` order: device time
         under the kernel clock (kernel durations carry no hook error), else the clock's."""
-        if self.device_times is not None:
-            return self.forward.module_stats(self.layout, 0.0, 0.0, self.confidence)
-        return self.host_modules()
+        return self.phase_stats()[0]
 
     def host_modules(self) -> tuple[ModuleStats, ...]:
         """:class:`ModuleStats` of the host times (the CPU clock's; under the kernel clock
         its host samples), with the calibrated hook cost taken off in the ``corrected``
         medians."""
-        samples = self.host if self.host is not None else self.forward
-        return samples.module_stats(
-            self.layout, self.calibration.attribution_ns / 1e6,
-            self.calibration.per_call_ns / 1e6, self.confidence, correct=True)
-
-    def module(self, path: str) -> ModuleStats:  # type: ignore[override]
-        """Statistics of the module at ``path`` (``""`` or ``"__root__"`` for the root)."""
-        return self.module_stats()[self.layout.index(path)]
+        return self.phase_stats(host=True)[0]
 
     def samples(self, path: str, exclusive: bool = False) -> NDArray[np.float64]:
         """Per-iteration samples (ms) of one module, inclusive or self."""
@@ -142,45 +138,18 @@ class ModuleTiming(TimedModules):
         return out
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
-        """Per module path, medians per iteration: ``time_median_ms`` (with its children)
-        and ``self_time_median_ms`` (its own code); under the kernel clock instead
-        ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
-        calibrated hook cost), ``device_launches``, ``device_idle_share`` and ``time_bound``."""
-        if self.device_times is None:
-            return {s.path: {"time_median_ms": s.inclusive.median if s.inclusive else None,
-                             "self_time_median_ms": s.exclusive.median if s.exclusive
-                             else None}
-                    for s in self.module_stats()}
-        launches = self.device_times.module_launches()
-        idle = self.device_times.module_idle_share()
-        out: dict[str, dict[str, Any]] = {}
-        for i, (device, host) in enumerate(zip(self.module_stats(), self.host_modules())):
-            values = device_host_values(
-                device.inclusive.median if device.inclusive else None,
-                device.exclusive.median if device.exclusive else None,
-                host.corrected_median_ms, host.self_corrected_median_ms)
-            if device.called:
-                values["device_launches"] = float(launches[i])
-                values["device_idle_share"] = None if math.isnan(idle[i]) else float(idle[i])
-            out[device.path] = values
+        """:meth:`TimedModules.module_columns`; under the kernel clock with each called
+        module's ``device_launches`` and ``device_idle_share`` too."""
+        out = super().module_columns()
+        if self.device_times is not None:
+            launches = self.device_times.module_launches()
+            idle = self.device_times.module_idle_share()
+            for i, stats in enumerate(self.module_stats()):
+                if stats.called:
+                    out[stats.path]["device_launches"] = float(launches[i])
+                    out[stats.path]["device_idle_share"] = (None if math.isnan(idle[i])
+                                                            else float(idle[i]))
         return out
-
-    def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
-        """Per call ``(path, call_number)``, medians over the kept iterations:
-        ``forward_ms`` and ``self_forward_ms``; under the kernel clock instead
-        ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
-        calibrated hook cost of the call itself) and ``time_bound``."""
-        device = self.forward.call_medians(self.layout)
-        if self.host is None:
-            return {key: {"forward_ms": incl, "self_forward_ms": excl}
-                    for key, (incl, excl) in device.items()}
-        error = self.calibration.attribution_ns / 1e6
-        host = self.host.call_medians(self.layout)
-        return {key: device_host_values(
-                    incl, excl,
-                    *((max(0.0, host[key][0] - error), max(0.0, host[key][1] - error))
-                      if key in host else (None, None)))
-                for key, (incl, excl) in device.items()}
 
     # -- views -----------------------------------------------------------------------------
     def stats_frame(self) -> pd.DataFrame:
@@ -222,7 +191,6 @@ class ModuleTiming(TimedModules):
         the low-confidence flag (within 10x of the hooks' expected error), followed by the
         model-level evidence."""
         stats = self.module_stats()
-        columns = self.module_columns()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
         notes = [
             f"device {self.device} ({self.clock}); {self.iterations} iterations kept, "
@@ -240,41 +208,23 @@ class ModuleTiming(TimedModules):
                         f"times only); device time booked to modules: "
                         f"{100 * self.device_times.booked_share:.1f} %; host times less the "
                         f"hooks' cost (~{self.calibration.attribution_ns / 1e3:.2f} us a call)")
-            names = ("self_host_ms", "host_ms", "self_device_ms", "device_ms", "time_bound")
-            shown: dict[str, list[Any]] = {
-                name: [columns[s.path].get(name) for s in stats] for name in names}
-            shown["self_device_pct"] = share
-            return tree_text(self.layout, [s.calls_per_iter for s in stats], shown, notes,
-                             "module forward times: host and device")
-        return tree_text(self.layout, [s.calls_per_iter for s in stats], {
-            "time_median_ms": [columns[s.path]["time_median_ms"] for s in stats],
-            "self_time_median_ms": [columns[s.path]["self_time_median_ms"] for s in stats],
-            "self_pct": share,
-            "low_confidence": [s.self_low_confidence for s in stats],
+            return self._tree(stats, ("self_host_ms", "host_ms", "self_device_ms", "device_ms",
+                                      "time_bound"), {"self_device_pct": share}, notes,
+                              "module forward times: host and device")
+        return self._tree(stats, ("time_median_ms", "self_time_median_ms"), {
+            "self_pct": share, "low_confidence": [s.self_low_confidence for s in stats],
         }, notes, "module forward times")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python summary: model-level figures plus one dict per module."""
-        out = {**super().to_dict(), "overhead_ratio": self.overhead_ratio,
-               "coverage": self.coverage, "leaf_coverage": self.leaf_coverage}
+        """Plain-Python summary: model-level figures plus one dict per module; under the
+        kernel clock the hook-free trace's regime too."""
+        out = super().to_dict()
         trace = self.device_times.hook_free if self.device_times is not None else None
         if trace is not None:
             out.update(bound=trace.bound, device_busy_share=trace.busy_share,
                        launches_per_iter=trace.launches,
                        host_per_launch_us=trace.host_per_launch_us)
         return out
-
-
-def device_host_values(device_ms: float | None, self_device_ms: float | None,
-                       host_ms: float | None, self_host_ms: float | None) -> dict[str, Any]:
-    """The kernel clock's four times of a call or module, and its ``time_bound``: ``"host"``
-    when issuing its work took the host longer than the device took to run it (the device
-    then waits for launches), else ``"device"``."""
-    bound = None
-    if device_ms is not None and host_ms is not None:
-        bound = "host" if host_ms > device_ms else "device"
-    return {"device_ms": device_ms, "self_device_ms": self_device_ms, "host_ms": host_ms,
-            "self_host_ms": self_host_ms, "time_bound": bound}
 
 
 def time_modules(

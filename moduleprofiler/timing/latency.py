@@ -36,6 +36,20 @@ from moduleprofiler.timing.loop import Block, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
 
 
+class _Statistic:
+    """A statistic of a :class:`LatencyResult`'s samples, read from its ``stats``
+    (:class:`~moduleprofiler.timing.stats.Summary`): ``median_ms`` is ``stats.median``."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = name.removesuffix("_ms")
+
+    def __get__(self, result: Any, owner: type | None = None) -> Any:
+        return self if result is None else getattr(result.stats, self.field)
+
+
 @dataclass(frozen=True, eq=False)
 class LatencyResult:
     """Hook-free whole-model latency. Raw samples are kept (``samples_ms``, one per timed
@@ -69,81 +83,22 @@ class LatencyResult:
             raise ValueError("a LatencyResult needs at least one sample")
         object.__setattr__(self, "stats", summary)
 
-    # -- statistics (ms) -------------------------------------------------------------------
-    @property
-    def n(self) -> int:
-        """Number of kept samples."""
-        return self.stats.n
-
-    @property
-    def mean_ms(self) -> float:
-        """Mean latency."""
-        return self.stats.mean
-
-    @property
-    def median_ms(self) -> float:
-        """Median latency: the headline number."""
-        return self.stats.median
-
-    @property
-    def std_ms(self) -> float:
-        """Sample standard deviation (ddof=1)."""
-        return self.stats.std
-
-    @property
-    def min_ms(self) -> float:
-        """Fastest iteration."""
-        return self.stats.min
-
-    @property
-    def max_ms(self) -> float:
-        """Slowest iteration (not trimmed: the tail is real latency)."""
-        return self.stats.max
-
-    @property
-    def p5_ms(self) -> float:
-        """5th percentile."""
-        return self.stats.p5
-
-    @property
-    def p25_ms(self) -> float:
-        """25th percentile."""
-        return self.stats.p25
-
-    @property
-    def p75_ms(self) -> float:
-        """75th percentile."""
-        return self.stats.p75
-
-    @property
-    def p95_ms(self) -> float:
-        """95th percentile."""
-        return self.stats.p95
-
-    @property
-    def p99_ms(self) -> float:
-        """99th percentile."""
-        return self.stats.p99
-
-    @property
-    def iqr_ms(self) -> float:
-        """Interquartile range."""
-        return self.stats.iqr
-
-    @property
-    def ci_low_ms(self) -> float:
-        """Lower bound of the median's confidence interval."""
-        return self.stats.ci_low
-
-    @property
-    def ci_high_ms(self) -> float:
-        """Upper bound of the median's confidence interval."""
-        return self.stats.ci_high
-
-    @property
-    def ci_halfwidth_rel(self) -> float:
-        """Larger side of the median's CI over the median."""
-        return self.stats.ci_halfwidth_rel
+    # -- statistics (ms), each read from ``stats`` ------------------------------------------
+    n = _Statistic("Number of kept samples.")
+    mean_ms = _Statistic("Mean latency.")
+    median_ms = _Statistic("Median latency: the headline number.")
+    std_ms = _Statistic("Sample standard deviation (ddof=1).")
+    min_ms = _Statistic("Fastest iteration.")
+    max_ms = _Statistic("Slowest iteration (not trimmed: the tail is real latency).")
+    p5_ms = _Statistic("5th percentile.")
+    p25_ms = _Statistic("25th percentile.")
+    p75_ms = _Statistic("75th percentile.")
+    p95_ms = _Statistic("95th percentile.")
+    p99_ms = _Statistic("99th percentile.")
+    iqr_ms = _Statistic("Interquartile range.")
+    ci_low_ms = _Statistic("Lower bound of the median's confidence interval.")
+    ci_high_ms = _Statistic("Upper bound of the median's confidence interval.")
+    ci_halfwidth_rel = _Statistic("Larger side of the median's CI over the median.")
 
     @property
     def throughput(self) -> float:

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,9 @@ from moduleprofiler.records import (
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
+
+if TYPE_CHECKING:  # device_results builds on this module's samples
+    from moduleprofiler.timing.device_results import DeviceTimes
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
                "iqr", "ci_low", "ci_high")
@@ -61,21 +64,6 @@ class ModelLayout:
     def paths(self) -> tuple[str, ...]:
         """Module paths."""
         return tuple(info.path for info in self.infos)
-
-    @property
-    def types(self) -> tuple[str, ...]:
-        """Module type names."""
-        return tuple(info.type_name for info in self.infos)
-
-    @property
-    def depths(self) -> tuple[int, ...]:
-        """Depth of each module in the tree (the root: 0)."""
-        return tuple(info.depth for info in self.infos)
-
-    @property
-    def is_leaf(self) -> tuple[bool, ...]:
-        """Whether each module has no children."""
-        return tuple(info.is_leaf for info in self.infos)
 
     def index(self, path: str) -> int:
         """Position of ``path`` (``"__root__"`` and ``""`` both name the root)."""
@@ -210,7 +198,7 @@ class PhaseSamples:
         mean_calls = self.calls.mean(axis=0) if self.iterations else np.zeros(len(layout.paths))
         children = [layout.children(i) for i in range(len(layout.paths))]
         out = []
-        for i, path in enumerate(layout.paths):
+        for i, info in enumerate(layout.infos):
             calls = float(mean_calls[i])
             inclusive = summarize(self.column(i), confidence) if calls > 0 else None
             exclusive = summarize(self.column(i, True), confidence) if calls > 0 else None
@@ -223,10 +211,10 @@ class PhaseSamples:
                 self_corrected = max(0.0, exclusive.median - error
                                      - child_calls * max(0.0, per_call_ms - attribution_ms))
             out.append(ModuleStats(
-                path=path,
-                type_name=layout.types[i],
-                depth=layout.depths[i],
-                is_leaf=layout.is_leaf[i],
+                path=info.path,
+                type_name=info.type_name,
+                depth=info.depth,
+                is_leaf=info.is_leaf,
                 calls_per_iter=calls,
                 inclusive=inclusive,
                 exclusive=exclusive,
@@ -259,7 +247,7 @@ class PhaseSamples:
         if root.size == 0 or float(np.median(root)) <= 0:
             return math.nan
         total = sum(float(np.median(col)) for i in range(len(layout.paths))
-                    if layout.is_leaf[i] and i != 0 and (col := self.column(i)).size)
+                    if layout.infos[i].is_leaf and i != 0 and (col := self.column(i)).size)
         if len(layout.paths) == 1:
             return 1.0
         return total / float(np.median(root))
@@ -291,6 +279,8 @@ class TimedModules(Profile):
     elapsed_s: float | None = field(default=None, kw_only=True)
     """Wall time of the timed phase (dropped iterations and every round's blocks included);
     ``None`` for live profiling."""
+    device_times: DeviceTimes | None = None
+    """Kernel clock: launches, the device's idle share per module, the booked share."""
 
     @property
     def iterations(self) -> int:
@@ -329,20 +319,94 @@ class TimedModules(Profile):
             return self.stats_frame()
         return super().to_df(aggregate, columns=columns)
 
+    FIGURES: ClassVar[tuple[str, ...]] = ()
+    """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
+
+    def timed_phases(self) -> tuple[Phase, ...]:
+        """The timed phases: forward, and a training timing's backward."""
+        raise NotImplementedError
+
     def stats_frame(self) -> pd.DataFrame:
         """One row per module with the timing statistics."""
         raise NotImplementedError
 
-    def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
-        """Per call ``(path, call_number)``: its median times."""
+    def module_stats(self) -> Sequence[Any]:
+        """Statistics of every module, ``named_modules()`` order (each result says which)."""
         raise NotImplementedError
+
+    def module(self, path: str) -> Any:  # type: ignore[override]
+        """The :meth:`module_stats` entry of the module at ``path`` (``""`` or
+        ``"__root__"`` for the root)."""
+        return self.module_stats()[self.layout.index(path)]
+
+    def phase_stats(self, host: bool = False) -> list[tuple[ModuleStats, ...]]:
+        """Per phase, :class:`ModuleStats` of every module: device times under the kernel
+        clock (kernel durations carry no hook error), else (or with ``host``) the host
+        times, with the calibrated hook error taken off in the ``corrected`` medians."""
+        out = []
+        for phase in self.timed_phases():
+            if host or self.device_times is None:
+                samples = phase.host if phase.host is not None else phase.samples
+                out.append(samples.module_stats(self.layout, phase.attribution_ms,
+                                                phase.per_call_ms, self.confidence, True))
+            else:
+                out.append(phase.samples.module_stats(self.layout, 0.0, 0.0, self.confidence))
+        return out
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
-        """Per module path: the medians of its calls summed per iteration."""
-        raise NotImplementedError
+        """Per module path, medians per iteration of each phase (the backward's names
+        prefixed ``backward_``): ``time_median_ms`` (with its children) and
+        ``self_time_median_ms`` (its own code); under the kernel clock instead
+        ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
+        calibrated hook cost) and ``time_bound`` (:func:`device_host_values`)."""
+        out: dict[str, dict[str, Any]] = {path: {} for path in self.layout.paths}
+        kernels = self.device_times is not None
+        clock = self.phase_stats()
+        hosts = self.phase_stats(host=True) if kernels else clock
+        for phase, stats, host in zip(self.timed_phases(), clock, hosts):
+            p = phase.prefix
+            for device, values in zip(stats, host):
+                incl = device.inclusive.median if device.inclusive else None
+                excl = device.exclusive.median if device.exclusive else None
+                out[device.path].update(device_host_values(
+                    incl, excl, values.corrected_median_ms, values.self_corrected_median_ms,
+                    p) if kernels else {f"{p}time_median_ms": incl,
+                                        f"self_{p}time_median_ms": excl})
+        return out
+
+    def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """Per call ``(path, call_number)``, medians over the kept iterations of each phase:
+        ``forward_ms`` and ``self_forward_ms`` (``backward_ms``...); under the kernel clock
+        instead the names of :meth:`module_columns` (host times less the calibrated hook
+        error of the call itself)."""
+        out: dict[tuple[str, int], dict[str, Any]] = {}
+        for phase in self.timed_phases():
+            device = phase.samples.call_medians(self.layout)
+            if self.device_times is None:
+                for key, (incl, excl) in device.items():
+                    out.setdefault(key, {}).update({f"{phase.name}_ms": incl,
+                                                    f"self_{phase.name}_ms": excl})
+                continue
+            host = phase.host.call_medians(self.layout) if phase.host is not None else {}
+            error = phase.attribution_ms
+            for key, (incl, excl) in device.items():
+                own, self_own = (max(0.0, t - error) for t in host[key]) if key in host \
+                    else (None, None)
+                out.setdefault(key, {}).update(
+                    device_host_values(incl, excl, own, self_own, phase.prefix))
+        return out
+
+    def _tree(self, stats: Sequence[ModuleStats], names: Sequence[str],
+              extra: Mapping[str, Sequence[Any]], notes: Sequence[str], title: str) -> str:
+        """:func:`tree_text` of the :meth:`module_columns` ``names`` and then ``extra``."""
+        columns = self.module_columns()
+        shown = {name: [columns[s.path].get(name) for s in stats] for name in names}
+        return tree_text(self.layout, [s.calls_per_iter for s in stats], {**shown, **extra},
+                         notes, title)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python summary: the run's figures and evidence, and one dict per module."""
+        """Plain-Python summary: the run's evidence, one dict per module and the
+        model-level figures."""
         return {
             "device": self.device,
             "clock": self.clock,
@@ -356,7 +420,40 @@ class TimedModules(Profile):
             "environment": self.environment,
             "hardware": self.hardware,
             "modules": self.stats_frame().to_dict(orient="records"),
+            **{name: getattr(self, name) for name in self.FIGURES},
         }
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One timed phase of a result: its samples (device times under the kernel clock), the
+    host samples beside them then, and the hooks' expected error in its host times."""
+
+    name: str
+    """``"forward"`` or ``"backward"``."""
+    samples: PhaseSamples
+    host: PhaseSamples | None
+    attribution_ms: float
+    per_call_ms: float
+
+    @property
+    def prefix(self) -> str:
+        """Of its column names: ``""`` for the forward, ``"backward_"``."""
+        return "" if self.name == "forward" else f"{self.name}_"
+
+
+def device_host_values(device_ms: float | None, self_device_ms: float | None,
+                       host_ms: float | None, self_host_ms: float | None,
+                       prefix: str = "") -> dict[str, Any]:
+    """The kernel clock's four times of a call or module (names after ``prefix``), and its
+    ``time_bound``: ``"host"`` when issuing its work took the host longer than the device
+    took to run it (the device then waits for launches), else ``"device"``."""
+    bound = None
+    if device_ms is not None and host_ms is not None:
+        bound = "host" if host_ms > device_ms else "device"
+    return {f"{prefix}device_ms": device_ms, f"self_{prefix}device_ms": self_device_ms,
+            f"{prefix}host_ms": host_ms, f"self_{prefix}host_ms": self_host_ms,
+            f"{prefix}time_bound": bound}
 
 
 Timed = TypeVar("Timed", bound=TimedModules)
@@ -415,7 +512,9 @@ def tree_text(layout: ModelLayout, calls_per_iter: Sequence[float],
     """The module tree with ``columns`` (any registered or name-typed columns, e.g.
     ``time_median_ms``), drawn by the export layer's text tree; ``notes`` go underneath."""
     calls = [int(c) if float(c).is_integer() else round(float(c), 2) for c in calls_per_iter]
-    frame = pd.DataFrame({"module": [module_name(p) for p in layout.paths], "type": layout.types,
-                          "depth": layout.depths, "calls": calls, **columns})
+    frame = pd.DataFrame({"module": [module_name(p) for p in layout.paths],
+                          "type": [info.type_name for info in layout.infos],
+                          "depth": [info.depth for info in layout.infos], "calls": calls,
+                          **columns})
     return str(View(frame=frame, columns=tuple(columns), kind="tree", title=title,
                     notes=tuple(notes)))
