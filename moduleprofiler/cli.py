@@ -132,9 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "adaptive, as in Python: rounds until the median's 95%% CI is "
                              "within 1%%, at most 5 s)")
     parser.add_argument("--kv-cache", type=int, metavar="TOKENS",
-                        help="an hf: model's predicted key/value cache: bytes per token and "
-                             "for a context of TOKENS tokens (one sequence), in the "
-                             "configuration's dtype or --dtype; nothing is built or run")
+                        help="an hf: model's predicted key/value cache: bytes per token and for "
+                             "a context of TOKENS tokens (one sequence), in the configuration's "
+                             "dtype or --dtype; nothing is built or run")
     parser.add_argument("--predict", metavar="GPU",
                         help="predict per-module latency for this GPU instead of measuring "
                              "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
@@ -161,11 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hide modules whose path or type matches the glob PATTERN")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the terminal table (auto: a tty without NO_COLOR)")
-    parser.add_argument("--unicode", action="store_true", help="draw the tree with box lines")
     parser.add_argument("--width", type=int, metavar="N",
                         help="fit text to N columns (default: the terminal's, COLUMNS, else 80; "
-                             "0: no limit): shapes shortened, columns hidden (named in a "
-                             "note), names elided in the middle")
+                             "0: no limit): shapes shortened, columns hidden (named in a note), "
+                             "names elided in the middle")
+    parser.add_argument("--unicode", action="store_true", help="draw the tree with box lines")
     parser.add_argument("--no-fold", action="store_true",
                         help="show every block of the tree (default: identical numbered "
                              "sibling blocks such as h.0 ... h.11 fold into one row, summed)")
@@ -174,6 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", help="LaTeX table label")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
+
+
+_MODULE_VIEW_FLAGS = ("--top", "--sort", "--depth", "--min-pct", "--include", "--exclude")
+"""Options that shape the module views (a table of operators or of steps has no use for them)."""
+
+
+def _given(options: argparse.Namespace, *flags: str) -> list[str]:
+    """The ``flags`` set on the command line (``--min-pct`` is ``options.min_pct``)."""
+    return [flag for flag in flags
+            if getattr(options, flag.removeprefix("--").replace("-", "_")) is not None]
 
 
 def check_options(options: argparse.Namespace) -> None:
@@ -190,12 +200,8 @@ def check_options(options: argparse.Namespace) -> None:
         raise CliError(f"--width must be 0 (no limit) or at least {MIN_WIDTH}, "
                        f"got {options.width}")
     if options.by_operator is not None:
-        given = [flag for flag, value in (
-            ("--top", options.top), ("--sort", options.sort), ("--depth", options.depth),
-            ("--what", options.what), ("--min-pct", options.min_pct),
-            ("--include", options.include), ("--exclude", options.exclude),
-            ("--generate", options.generate), ("--kv-cache", options.kv_cache),
-            ("-o FIGURE", _is_figure(options) or None)) if value is not None]
+        given = _given(options, *_MODULE_VIEW_FLAGS, "--what", "--generate", "--kv-cache")
+        given += ["-o FIGURE"] if _is_figure(options) else []
         if given:
             raise CliError(f"--by-operator shows one table of operators: {', '.join(given)} "
                            "cannot apply to it")
@@ -440,16 +446,12 @@ def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
 
 GENERATE_WHAT = ("time", "memory")
 """The ``--what`` groups ``--generate`` adds to its steps table."""
-_NOT_FOR_GENERATE = (("--depth", "depth"), ("--sort", "sort"), ("--top", "top"),
-                     ("--min-pct", "min_pct"), ("--include", "include"),
-                     ("--exclude", "exclude"))
-"""Options of the module views that a steps table (one row per step) has no use for."""
 
 
 def check_generation_options(options: argparse.Namespace) -> None:
     """Refuse the options ``--generate`` would otherwise ignore: the module views' filters
     and ``--what`` groups other than time and memory."""
-    given = [flag for flag, name in _NOT_FOR_GENERATE if getattr(options, name) is not None]
+    given = _given(options, *_MODULE_VIEW_FLAGS)
     if given:
         raise CliError(f"--generate prints one row per generation step, not modules: "
                        f"{', '.join(given)} does not apply (drop --generate for the module "
