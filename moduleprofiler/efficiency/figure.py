@@ -19,27 +19,24 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from moduleprofiler.efficiency.peaks import DevicePeaks, peak_dtype
-from moduleprofiler.efficiency.roofline import compute_dtype, with_efficiency
-from moduleprofiler.export.figures import FIGSIZE, FIGURE_SUFFIXES, LABEL_CHARS
+from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument
+from moduleprofiler.efficiency.roofline import call_dtype, with_efficiency
+from moduleprofiler.export.figures import (
+    FIGSIZE,
+    LABEL_CHARS,
+    check_figure_path,
+    figure_axes,
+    save_figure,
+)
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.validate import check_choice, check_int
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 BOUND_COLORS = {"compute": "C3", "memory": "C0", "overhead": "0.55"}
-
-
-def _matplotlib() -> Any:
-    """The ``matplotlib.figure`` module, or an ImportError that names the extra."""
-    try:
-        from matplotlib import figure
-    except ImportError as exc:
-        raise ImportError('plot_roofline needs matplotlib: pip install "moduleprofiler[plot]" '
-                          "(or pip install matplotlib)") from exc
-    return figure
 
 
 def _points(profile: Profile, prefix: str, peaks: DevicePeaks, dtype: str | None,
@@ -62,8 +59,7 @@ def _points(profile: Profile, prefix: str, peaks: DevicePeaks, dtype: str | None
             "bound": metrics.get(prefix + "bound"),
             "time": (metrics.get(f"self_{prefix}device_ms")
                      or metrics.get(f"self_{prefix}time_median_ms") or 0.0),
-            "dtype": dtype or compute_dtype((*record.output_dtypes, *record.input_dtypes),
-                                            record.macs, peaks, tf32)})
+            "dtype": call_dtype(record, peaks, dtype, tf32)})
     return points, missing
 
 
@@ -93,7 +89,7 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
 
     Args:
         profile: profiled with a :class:`~moduleprofiler.efficiency.TrafficListener`, times
-            attached with ``Profile.with_timing`` (training-step times for the backward); the
+            merged in with ``Profile.merge`` (training-step times for the backward); the
             efficiency columns are computed here against ``peaks``.
         peaks: the device's :class:`~moduleprofiler.efficiency.DevicePeaks`.
         phase: ``"forward"`` or ``"backward"`` (a ``backward=True`` profile).
@@ -109,31 +105,18 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
             intensity and a measured time.
         ImportError: matplotlib is not installed.
     """
-    if phase not in ("forward", "backward"):
-        raise ValueError(f"phase must be 'forward' or 'backward', got {phase!r}")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
-        raise ValueError(f"top must be an int >= 0, got {top!r}")
-    suffix = os.path.splitext(os.fspath(path))[1].lower() if path is not None else None
-    if path is not None and suffix not in FIGURE_SUFFIXES:
-        raise ValueError(f"path {os.fspath(path)!r} (argument path): a figure is saved as "
-                         f"{', '.join(FIGURE_SUFFIXES)}")
-    fixed = None if dtype is None else peak_dtype(dtype)
-    if dtype is not None and fixed is None:
-        raise ValueError(f"dtype {dtype!r} has no peak; use one of fp64, fp32, tf32, bf16, "
-                         "fp16, fp8, int8")
+    check_choice(phase, "phase", ("forward", "backward"))
+    check_int(top, "top", 0, optional=False)
+    check_figure_path(path)
+    fixed = dtype_argument(dtype)
     prefix = "" if phase == "forward" else "backward_"
     efficient = with_efficiency(profile, peaks, dtype=fixed, tf32=tf32)
     points, missing = _points(efficient, prefix, peaks, fixed, tf32)
     if not points:
         raise ValueError(f"no module has both FLOPs per byte and a measured {phase} time: "
-                         "attach times with profile.with_timing(...)"
+                         "merge times into it with profile.merge(timing)"
                          + (" from train_step_times" if phase == "backward" else ""))
-    figure_module = _matplotlib()
-    if ax is None:
-        figure = figure_module.Figure(figsize=figsize, layout="constrained")
-        ax = figure.add_subplot()
-    else:
-        figure = ax.figure
+    figure, ax = figure_axes(ax, figsize, feature="plot_roofline")
     xs = [p["x"] for p in points]
     low, high = min(xs) / 4, max(xs) * 4
     _roofs(ax, peaks, sorted({p["dtype"] for p in points if p["dtype"]}), low, high)
@@ -157,6 +140,5 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
     if missing:
         heading += f"\n({missing} more with no FLOPs, bytes or time, not drawn)"
     ax.set_title(title if title is not None else heading, fontsize=10)
-    if path is not None:
-        figure.savefig(path, dpi=200 if suffix == ".png" else None)
-    return figure  # type: ignore[no-any-return]
+    save_figure(figure, path)
+    return figure

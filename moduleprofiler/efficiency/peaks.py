@@ -35,6 +35,15 @@ def peak_dtype(dtype: str | torch.dtype) -> str | None:
     return name if name in DTYPES else _TORCH_DTYPES.get(name)
 
 
+def dtype_argument(dtype: str | torch.dtype | None) -> str | None:
+    """A ``dtype=`` argument as its peak-table name (``None`` stays ``None``); a ValueError
+    when it has no peak."""
+    name = None if dtype is None else peak_dtype(dtype)
+    if dtype is not None and name is None:
+        raise ValueError(f"dtype {dtype!r} has no peak; use one of {', '.join(DTYPES)}")
+    return name
+
+
 @dataclass(frozen=True)
 class DevicePeaks:
     """Peak rates of one device.

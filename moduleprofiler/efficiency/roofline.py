@@ -1,8 +1,8 @@
 """Per-module efficiency: achieved FLOP/s and bytes/s, % of peak, roofline time and a label.
 
 :func:`with_efficiency` takes a profile that has operator traffic (:class:`TrafficListener`) and
-measured times (``Profile.with_timing``) and adds, per call and per module, for the module's own
-work (children excluded) against its self time:
+measured times (merged in with ``Profile.merge``) and adds, per call and per module, for the
+module's own work (children excluded) against its self time:
 
 * ``intensity``: FLOPs per byte moved (FLOPs = the profile's ``ops``: every multiply and add);
 * ``roofline_ms``: ``max(FLOPs / peak FLOP/s, bytes / bandwidth)``, the time the work needs at
@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.efficiency.peaks import DevicePeaks, peak_dtype
+from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument, peak_dtype
 from moduleprofiler.export.aggregate import sum_known
-from moduleprofiler.export.columns import register_column
+from moduleprofiler.export.columns import Kind, register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.records import CallRecord, display_path
 
@@ -58,25 +58,23 @@ def _first(values: dict[str, Any], names: tuple[str, ...]) -> Any:
             return values[name]
     return None
 
+
+_COLUMNS: tuple[tuple[str, Kind, str, str, str], ...] = (
+    # name, kind, label, unit, description
+    ("intensity", "number", "FLOP/byte", "FLOP/byte", "FLOPs (ops) per byte moved"),
+    ("roofline_ms", "time", "roofline", "ms", "max(FLOPs / peak, bytes / bandwidth)"),
+    ("achieved_tflops", "number", "TFLOP/s", "TFLOP/s", ""),
+    ("achieved_gbs", "number", "GB/s", "GB/s", ""),
+    ("compute_fraction", "fraction", "% peak FLOP/s", "", ""),
+    ("bandwidth_fraction", "fraction", "% peak GB/s", "", ""),
+    ("bound", "text", "bound", "", ""),
+    ("above_peak", "flag", "above peak", "", ""))
 for _prefix in ("", "backward_"):
-    register_column(f"{_prefix}intensity", "number", f"{_prefix.replace('_', ' ')}FLOP/byte",
-                    aggregation="none", unit="FLOP/byte",
-                    description="FLOPs (ops) per byte moved")
-    register_column(f"{_prefix}roofline_ms", "time", f"{_prefix.replace('_', ' ')}roofline",
-                    aggregation="sum", unit="ms",
-                    description="max(FLOPs / peak, bytes / bandwidth)")
-    register_column(f"{_prefix}achieved_tflops", "number",
-                    f"{_prefix.replace('_', ' ')}TFLOP/s", aggregation="none", unit="TFLOP/s")
-    register_column(f"{_prefix}achieved_gbs", "number", f"{_prefix.replace('_', ' ')}GB/s",
-                    aggregation="none", unit="GB/s")
-    register_column(f"{_prefix}compute_fraction", "fraction",
-                    f"{_prefix.replace('_', ' ')}% peak FLOP/s", aggregation="none")
-    register_column(f"{_prefix}bandwidth_fraction", "fraction",
-                    f"{_prefix.replace('_', ' ')}% peak GB/s", aggregation="none")
-    register_column(f"{_prefix}bound", "text", f"{_prefix.replace('_', ' ')}bound",
-                    aggregation="none")
-    register_column(f"{_prefix}above_peak", "flag", f"{_prefix.replace('_', ' ')}above peak",
-                    aggregation="none")
+    for _name, _kind, _label, _unit, _description in _COLUMNS:
+        # the roofline time is work: a module sums its calls'; the rates are per piece of work
+        register_column(_prefix + _name, _kind, _prefix.replace("_", " ") + _label,
+                        aggregation="sum" if _name == "roofline_ms" else "none", unit=_unit,
+                        description=_description)
 
 
 def roofline(ops: float | None, moved: float | None, launches: float | None,
@@ -85,9 +83,7 @@ def roofline(ops: float | None, moved: float | None, launches: float | None,
     """The efficiency columns (without prefix) of one piece of work: ``ops`` FLOPs and
     ``moved`` bytes in ``launches`` operators, measured at ``milliseconds`` (``None``:
     unknown), on a device with ``flops_peak`` FLOP/s for its dtype and ``peaks``' bandwidth."""
-    out: dict[str, Any] = dict.fromkeys(
-        ("intensity", "roofline_ms", "achieved_tflops", "achieved_gbs", "compute_fraction",
-         "bandwidth_fraction", "bound", "above_peak"))
+    out: dict[str, Any] = dict.fromkeys(column[0] for column in _COLUMNS)
     if moved is None:
         return out
     compute_s = None if ops is None or flops_peak is None else ops / flops_peak
@@ -131,8 +127,10 @@ def compute_dtype(dtypes: Iterable[str], macs: float | None, peaks: DevicePeaks,
     return None
 
 
-def _dtype_of(record: CallRecord, peaks: DevicePeaks, dtype: str | None,
-              tf32: bool | None) -> str | None:
+def call_dtype(record: CallRecord, peaks: DevicePeaks, dtype: str | None = None,
+               tf32: bool | None = None) -> str | None:
+    """The peak-table dtype of ``record``'s work: ``dtype`` when given, else
+    :func:`compute_dtype` of its output then input dtypes."""
     if dtype is not None:
         return dtype
     return compute_dtype((*record.output_dtypes, *record.input_dtypes), record.macs, peaks,
@@ -147,8 +145,8 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
 
     Args:
         profile: profiled with a :class:`~moduleprofiler.efficiency.TrafficListener` (and
-            ``backward=True`` for the backward columns), with times attached by
-            ``Profile.with_timing`` (without them, only intensity, roofline time and the
+            ``backward=True`` for the backward columns), with times merged in by
+            ``Profile.merge`` (without them, only intensity, roofline time and the
             roofline's label are given).
         peaks: the device's :class:`DevicePeaks` (:func:`device_peaks`, :func:`measure_peaks`).
         dtype: the dtype whose peak applies to every call (default: each call's own output
@@ -166,50 +164,29 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
         raise TypeError(f"peaks must be a DevicePeaks, got {type(peaks).__name__}")
     if not 0 <= overhead_share <= 1:
         raise ValueError(f"overhead_share must be between 0 and 1, got {overhead_share!r}")
-    fixed = None if dtype is None else peak_dtype(dtype)
-    if dtype is not None and fixed is None:
-        raise ValueError(f"dtype {dtype!r} has no peak; use one of fp64, fp32, tf32, bf16, "
-                         "fp16, fp8, int8")
+    fixed = dtype_argument(dtype)
     if not any("moved_bytes" in record.metrics for record in profile.records):
         raise ValueError("with_efficiency needs the bytes moved: profile with "
                          "listeners=[TrafficListener()]")
-    flagged: list[str] = []
+    def peak_of(record: CallRecord) -> float | None:
+        name = call_dtype(record, peaks, fixed, tf32)
+        return None if name is None else peaks.flops_per_s(name)
+
     records = []
     grouped: dict[str, list[CallRecord]] = {}
     for record in profile.records:
         grouped.setdefault(record.path, []).append(record)
-        flops_peak = _peak(peaks, _dtype_of(record, peaks, fixed, tf32))
-        columns: dict[str, Any] = {}
-        for prefix, ops, moved, launches, seconds, _ in _PHASES:
-            values = {**record.metrics, "ops": record.ops, "backward_ops": record.backward_ops}
-            if prefix and values.get(moved) is None:
-                continue
-            found = roofline(values.get(ops), values.get(moved), values.get(launches),
-                             _first(values, seconds), flops_peak, peaks, overhead_share)
-            columns.update({prefix + name: value for name, value in found.items()})
-        records.append(dataclasses.replace(record, metrics={**record.metrics, **columns}))
+        found = _phases([record], {}, peak_of(record), peaks, overhead_share)
+        records.append(dataclasses.replace(record, metrics={**record.metrics, **found}))
+    flagged: list[str] = []
     modules: dict[str, dict[str, Any]] = {}
     for path, calls in grouped.items():
-        flops_peak = _peak(peaks, _dtype_of(calls[0], peaks, fixed, tf32))
-        measured = profile.module_metrics.get(path, {})
-        columns = {}
-        for prefix, ops, moved, launches, seconds, module_seconds in _PHASES:
-            rows = [{**r.metrics, "ops": r.ops, "backward_ops": r.backward_ops}
-                    for r in calls]
-            if prefix and rows[0].get(moved) is None:
-                continue
-            time_ms = _first(measured, module_seconds)
-            if time_ms is None:
-                time_ms = sum_known(_first(row, seconds) for row in rows)
-            found = roofline(sum_known(row.get(ops) for row in rows),
-                             sum_known(row.get(moved) for row in rows),
-                             sum_known(row.get(launches) for row in rows), time_ms, flops_peak,
-                             peaks, overhead_share)
-            if found["above_peak"]:
+        modules[path] = _phases(calls, profile.module_metrics.get(path, {}),
+                                peak_of(calls[0]), peaks, overhead_share)
+        for prefix in ("", "backward_"):
+            if modules[path].get(prefix + "above_peak"):
                 phase = (prefix or "forward_").rstrip("_")
-                flagged.append(f"{display_path(path)} ({phase}: {_excess(found)})")
-            columns.update({prefix + name: value for name, value in found.items()})
-        modules[path] = columns
+                flagged.append(f"{display_path(path)} ({phase}: {_excess(modules[path], prefix)})")
     if flagged:
         warnings.warn(EfficiencyWarning(
             f"achieved rate above the peak of {peaks.name} for: {'; '.join(flagged)}. Either "
@@ -218,14 +195,30 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
     return dataclasses.replace(profile, records=tuple(records)).with_metrics(modules)
 
 
-def _peak(peaks: DevicePeaks, dtype: str | None) -> float | None:
-    return None if dtype is None else peaks.flops_per_s(dtype)
+def _phases(calls: list[CallRecord], measured: dict[str, Any], flops_peak: float | None,
+            peaks: DevicePeaks, overhead_share: float) -> dict[str, Any]:
+    """The efficiency columns (prefixed) of the summed work of ``calls`` (one call, or a
+    module's calls) at the self time of ``measured`` (a module's measured columns), else at
+    the calls' summed self times."""
+    rows = [{**r.metrics, "ops": r.ops, "backward_ops": r.backward_ops} for r in calls]
+    out: dict[str, Any] = {}
+    for prefix, ops, moved, launches, seconds, module_seconds in _PHASES:
+        if prefix and rows[0].get(moved) is None:
+            continue
+        time_ms = _first(measured, module_seconds)
+        if time_ms is None:
+            time_ms = sum_known(_first(row, seconds) for row in rows)
+        total = {c: sum_known(row.get(c) for row in rows) for c in (ops, moved, launches)}
+        found = roofline(total[ops], total[moved], total[launches], time_ms, flops_peak, peaks,
+                         overhead_share)
+        out.update({prefix + name: value for name, value in found.items()})
+    return out
 
 
-def _excess(found: dict[str, Any]) -> str:
+def _excess(found: dict[str, Any], prefix: str) -> str:
     parts = []
-    if (found["compute_fraction"] or 0) > 1:
-        parts.append(f"{found['compute_fraction']:.0%} of peak FLOP/s")
-    if (found["bandwidth_fraction"] or 0) > 1:
-        parts.append(f"{found['bandwidth_fraction']:.0%} of peak bandwidth")
+    if (found[prefix + "compute_fraction"] or 0) > 1:
+        parts.append(f"{found[prefix + 'compute_fraction']:.0%} of peak FLOP/s")
+    if (found[prefix + "bandwidth_fraction"] or 0) > 1:
+        parts.append(f"{found[prefix + 'bandwidth_fraction']:.0%} of peak bandwidth")
     return ", ".join(parts)

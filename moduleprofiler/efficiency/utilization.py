@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, peak_dtype
-from moduleprofiler.efficiency.roofline import compute_dtype
+from moduleprofiler.efficiency.roofline import call_dtype
 from moduleprofiler.records import ProfileData
 
 
@@ -82,8 +82,7 @@ def _main_dtype(profile: ProfileData, peaks: DevicePeaks) -> str | None:
     weights: dict[str, float] = {}
     for record in profile.records:
         if record.macs:
-            name = compute_dtype((*record.output_dtypes, *record.input_dtypes), record.macs,
-                                 peaks)
+            name = call_dtype(record, peaks)
             if name is not None:
                 weights[name] = weights.get(name, 0) + record.macs
     return max(weights, key=lambda key: weights[key]) if weights else None

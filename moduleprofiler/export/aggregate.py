@@ -24,12 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-# the statuses are defined once, in records.py; the views import them from here
-from moduleprofiler.records import CALLED as CALLED
-from moduleprofiler.records import GROUPING as GROUPING
-from moduleprofiler.records import UNCALLED as UNCALLED
-from moduleprofiler.records import UNHOOKED as UNHOOKED
-from moduleprofiler.records import ModuleStatus, ancestor_paths
+from moduleprofiler.records import CALLED, GROUPING, UNCALLED, ModuleStatus, ancestor_paths
 
 if TYPE_CHECKING:
     from moduleprofiler.export.columns import Aggregation
@@ -77,7 +72,8 @@ def all_known(values: Iterable[Any]) -> Any:
     return all(present) if present else None
 
 
-def _under(path: str, group: str) -> bool:
+def is_under(path: str, group: str) -> bool:
+    """Whether the module at ``path`` is the one at ``group`` or inside it."""
     return group == "" or path == group or path.startswith(group + ".")
 
 
@@ -131,7 +127,7 @@ def call_tree(profile: ProfileData) -> CallTree:
             if group not in groups:
                 continue
             tree.group_rows.setdefault(group, []).append(row)
-            if not any(_under(path, group) for path in ancestors(row)):
+            if not any(is_under(path, group) for path in ancestors(row)):
                 tree.group_top.setdefault(group, []).append(row)
     return tree
 
@@ -221,14 +217,3 @@ def outermost_of_type(paths: Sequence[str], types: Sequence[str]) -> list[bool]:
     return [not any(type_of.get(above) == kind for above in ancestor_paths(path))
             for path, kind in zip(paths, types)]
 
-
-def never_called(profile: ProfileData) -> tuple[str, ...]:
-    """Paths of the modules that never ran (:attr:`ProfileData.uncalled
-    <moduleprofiler.records.ProfileData.uncalled>`)."""
-    return profile.uncalled
-
-
-def groupings(profile: ProfileData) -> tuple[str, ...]:
-    """Paths of the modules never called themselves whose descendants ran
-    (:attr:`ProfileData.groupings <moduleprofiler.records.ProfileData.groupings>`)."""
-    return profile.groupings

@@ -11,9 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from moduleprofiler.export.aggregate import sum_known
 from moduleprofiler.export.columns import FLOPS, MACS, ColumnSpec, register_column
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name, module_path
+from moduleprofiler.export.select import listing
 from moduleprofiler.export.view import View
 from moduleprofiler.records import CallRecord, ProfileData
 
@@ -54,17 +56,6 @@ def _calls_under(records: Iterable[CallRecord], path: str) -> list[CallRecord]:
     return chosen
 
 
-def _sum(known: int | float | None, value: int | float | None) -> int | float | None:
-    """Unknown stays unknown: one unknown part makes the sum unknown."""
-    return None if known is None or value is None else known + value
-
-
-def _listing(items: list[str]) -> str:
-    shown = ", ".join(items[:_NOTE_ITEMS])
-    more = len(items) - _NOTE_ITEMS
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
 def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
     """One row per aten operator: calls, ops, MACs, FLOPs (2 x MACs), bytes read and written,
     and each row's share of the table's ops and bytes.
@@ -102,8 +93,8 @@ def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
                 continue
             row["calls"] += tally["calls"]
             row["bytes"] += tally["bytes"]
-            row["ops"] = _sum(row["ops"], tally["ops"])
-            row["macs"] = _sum(row["macs"], tally["macs"])
+            row["ops"] = sum_known((row["ops"], tally["ops"]))  # one unknown: unknown
+            row["macs"] = sum_known((row["macs"], tally["macs"]))
     names = list(rows)
     ops = [rows[n]["ops"] for n in names]
     macs = [rows[n]["macs"] for n in names]
@@ -144,8 +135,9 @@ def _notes(profile: ProfileData, records: list[CallRecord], whole: bool, names: 
     notes = []
     unknown = [name for name, value in zip(names, ops, strict=True) if value is None]
     if unknown:
-        notes.append(f"operators without a formula (ops unknown): {_listing(unknown)}; the "
-                     "ops, MACs and FLOPs totals are lower bounds")
+        notes.append(f"operators without a formula (ops unknown): "
+                     f"{listing(unknown, _NOTE_ITEMS)}; the ops, MACs and FLOPs totals are "
+                     "lower bounds")
     table_ops = sum(value for value in ops if value is not None)
     module_ops = sum(r.ops for r in records if r.ops is not None)
     if not unknown and table_ops != module_ops:

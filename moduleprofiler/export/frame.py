@@ -18,15 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from moduleprofiler.export.aggregate import (
-    CALLED,
-    GROUPING,
     CallTree,
     call_tree,
     combine,
     combine_group,
-    groupings,
-    max_known,
-    never_called,
     outermost_of_type,
     placed_calls,
     plain,
@@ -40,6 +35,7 @@ from moduleprofiler.export.columns import (
     value_spec,
 )
 from moduleprofiler.export.names import module_name, module_path
+from moduleprofiler.records import CALLED, GROUPING
 
 if TYPE_CHECKING:
     from moduleprofiler.export.columns import Aggregation
@@ -275,10 +271,8 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None) -
             picked = [[values[r] for r in members[k]
                        if spec.aggregation == "sum" or outermost[r]] for k in order]
             combined = [_sum_of_known(group) for group in picked]
-        elif spec.aggregation == "max":
-            combined = [max_known(values[r] for r in members[k]) for k in order]
-        elif spec.aggregation == "all":
-            combined = [combine("all", values, members[k], outermost) for k in order]
+        elif spec.aggregation in ("max", "all"):
+            combined = [combine(spec.aggregation, values, members[k], outermost) for k in order]
         else:
             continue
         out[name] = typed_series(combined, spec)
@@ -387,8 +381,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         "columns": declared_columns(profile),
         "records": [dataclasses.asdict(record) for record in profile.records],
         "modules": [dataclasses.asdict(info) for info in profile.modules],
-        "uncalled": list(never_called(profile)),
-        "groupings": list(groupings(profile)),
+        "uncalled": list(profile.uncalled),
+        "groupings": list(profile.groupings),
         "unsupported": list(profile.unsupported),
         "excluded": list(profile.excluded),
     }

@@ -13,14 +13,13 @@ import jinja2
 from markupsafe import Markup
 
 from moduleprofiler._version import __version__
-from moduleprofiler.export.aggregate import UNCALLED, UNHOOKED
 from moduleprofiler.export.cells import UNICODE, formatter
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.html_table import render_html_table
 from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
 from moduleprofiler.export.select import (
-    BACKWARD_COLUMNS,
     column_total,
+    default_columns,
     extra_columns,
     profile_notes,
     table_view,
@@ -29,14 +28,20 @@ from moduleprofiler.export.select import (
 )
 from moduleprofiler.export.tree import parents, relative_name
 from moduleprofiler.export.units import is_missing
+from moduleprofiler.records import UNCALLED, UNHOOKED
 
 if TYPE_CHECKING:
+    from moduleprofiler.export.view import View
     from moduleprofiler.records import ProfileData as Profile
 
 CHART_BARS = 10
 """Bars per chart; the rest are summed into one "other" bar."""
 OPEN_DEPTH = 1
 """Tree nodes up to this depth start expanded."""
+TABLE_COLUMNS = ("module", "type", "calls", "params", "input_shapes", "output_shapes", "macs",
+                 "ops", "inclusive_ops", "inclusive_ops_pct")
+"""The table of every module starts with these; every other quantity of the profile and the
+ops source follow."""
 
 
 @dataclass
@@ -121,17 +126,9 @@ def _charts(profile: Profile) -> list[Chart]:
     return [chart for chart in charts if chart is not None]
 
 
-def _more_columns(profile: Profile) -> list[str]:
-    """The backward columns of a profile with a backward pass, then every listener's or
-    measured quantity: the report shows them all."""
-    backward = list(BACKWARD_COLUMNS) if profile.backward else []
-    return [*backward, *extra_columns(tree_view(profile, []).frame)]
-
-
-def _tree(profile: Profile) -> list[Node]:
-    columns = ["params", "output_shapes", "inclusive_macs", "inclusive_ops", "inclusive_ops_pct",
-               *_more_columns(profile)]
-    frame = tree_view(profile, columns).frame
+def _tree(view: View) -> list[Node]:
+    """The nodes of a tree view with its default columns (every quantity of the profile)."""
+    frame, columns = view.frame, view.columns
     paths = [str(path) for path in frame["module"]]
     parent_of = parents(paths)
     nodes: list[Node] = []
@@ -187,9 +184,9 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
     subtitle = f"{len(profile.records)} module calls · {len(profile.modules)} modules"
     if inputs is not None:
         subtitle = f"input {_text('input_shapes', inputs)} · " + subtitle
-    table = table_view(profile, ["module", "type", "calls", "params", "input_shapes",
-                                 "output_shapes", "macs", "ops", "inclusive_ops",
-                                 "inclusive_ops_pct", *_more_columns(profile), "ops_source"])
+    tree = tree_view(profile)
+    table = table_view(profile, [*default_columns(profile, TABLE_COLUMNS, tree.frame),
+                                 "ops_source"])
     return {
         "title": title if title is not None else f"{root_type} profile",
         "subtitle": subtitle,
@@ -197,7 +194,7 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
         "cards": _cards(profile),
         "notes": list(profile_notes(profile)),
         "charts": _charts(profile),
-        "tree": _tree(profile),
+        "tree": _tree(tree),
         "tree_caption": "Numbers of a module include its children; bars show its share of ops.",
         "table": Markup(render_html_table(table, sortable=True, table_id="modules")),
         "css": Markup(CSS),

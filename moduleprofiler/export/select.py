@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
-from moduleprofiler.export.aggregate import GROUPING, never_called
+from moduleprofiler.export.aggregate import is_under
 from moduleprofiler.export.columns import column_spec, is_extra_column, metric_columns
 from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.view import View
+from moduleprofiler.records import GROUPING, ancestor_paths
 from moduleprofiler.validate import check_int, check_percent
 
 if TYPE_CHECKING:
@@ -143,19 +144,6 @@ def match_names(frame: pd.DataFrame, patterns: Patterns) -> pd.Series:
     return pd.Series(hits, index=frame.index, dtype=bool)
 
 
-def _ancestors(name: str) -> list[str]:
-    """Output names of the ancestors of the module named ``name``."""
-    path = module_path(name)
-    parts = path.split(".") if path else []
-    paths = [""] + [".".join(parts[:i]) for i in range(1, len(parts))] if parts else []
-    return [module_name(above) for above in paths]
-
-
-def _is_under(name: str, roots: set[str]) -> bool:
-    path = module_path(name)
-    return any(path == root or root == "" or path.startswith(root + ".") for root in roots)
-
-
 def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None,
                 min_pct: float | None = None, pct_column: str | None = None,
                 include: Patterns = None, exclude: Patterns = None) -> pd.DataFrame:
@@ -174,10 +162,12 @@ def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None
         dropped = match_names(frame, exclude)
         if tree:
             roots = {module_path(name) for name in frame.loc[dropped, "module"]}
-            dropped = frame["module"].map(lambda path: _is_under(path, roots)).astype(bool)
+            dropped = frame["module"].map(lambda name: any(
+                is_under(module_path(name), root) for root in roots)).astype(bool)
         keep &= ~dropped
     if tree:
-        needed = {a for path in frame.loc[keep, "module"] for a in _ancestors(path)}
+        needed = {module_name(above) for name in frame.loc[keep, "module"]
+                  for above in ancestor_paths(module_path(name))}
         keep |= frame["module"].isin(needed)
     return frame.loc[keep]
 
@@ -245,9 +235,10 @@ NOTE_ITEMS = 5
 """Names listed per note before "and N more"."""
 
 
-def _listing(items: Sequence[str]) -> str:
-    shown = ", ".join(module_name(item) for item in items[:NOTE_ITEMS])
-    more = len(items) - NOTE_ITEMS
+def listing(items: Sequence[str], limit: int = NOTE_ITEMS) -> str:
+    """The first ``limit`` of ``items`` (module paths as output names) and "and N more"."""
+    shown = ", ".join(module_name(item) for item in items[:limit])
+    more = len(items) - limit
     return f"{shown} and {more} more" if more > 0 else shown
 
 
@@ -260,35 +251,35 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
                      "(profile.merge(this)) to see both")
     elif profile.unsupported:
         notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
-                     f"{_listing(profile.unsupported)}; ops totals are lower bounds")
+                     f"{listing(profile.unsupported)}; ops totals are lower bounds")
     if profile.unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
-        notes.append(f"operators without a formula: {_listing(ops)}")
-    uncalled = never_called(profile) if uncalled_note else ()
+        notes.append(f"operators without a formula: {listing(ops)}")
+    uncalled = profile.uncalled if uncalled_note else ()
     if uncalled:
-        notes.append(f"never called ({len(uncalled)}): {_listing(uncalled)}"
+        notes.append(f"never called ({len(uncalled)}): {listing(uncalled)}"
                      + ("; the work a parent does with their weights (MultiheadAttention's "
                         "out_proj) is in the parent's own count"
                         if _called_parent(profile, uncalled) else ""))
     if profile.excluded:
-        notes.append(f"excluded from ops: {_listing(profile.excluded)}")
+        notes.append(f"excluded from ops: {listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
         r.path for r in profile.records if r.ops is not None and r.macs is None))
     if macs_unknown:
         notes.append(f"macs unknown in {len(macs_unknown)} module(s) with known ops: "
-                     f"{_listing(macs_unknown)}; macs and flops totals are lower bounds")
+                     f"{listing(macs_unknown)}; macs and flops totals are lower bounds")
     if profile.backward_unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.backward_unsupported_ops.items()]
-        notes.append(f"backward operators without a formula: {_listing(ops)}; backward "
+        notes.append(f"backward operators without a formula: {listing(ops)}; backward "
                      "totals are lower bounds")
     if profile.unhooked:
-        notes.append(f"TorchScript submodules carry no hooks: {_listing(profile.unhooked)}; "
+        notes.append(f"TorchScript submodules carry no hooks: {listing(profile.unhooked)}; "
                      "their work is counted in the module that calls them")
     notes.extend(profile.formula_fallbacks)
     return tuple(notes)
 
 
-def _defaults(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
+def default_columns(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
     """A view's default columns: ``columns``, the backward ones when a backward pass was
     profiled, then every listener's or measured quantity the frame holds (each time once)."""
     backward = list(BACKWARD_COLUMNS) if profile.backward else []
@@ -321,7 +312,7 @@ def _shared_note(profile: Profile, frame: pd.DataFrame) -> tuple[str, ...]:
     if not drawn:
         return ()
     return (f"calls of a shared module drawn under the module that made them, its "
-            f"parameters on its own row only: {_listing(drawn)}",)
+            f"parameters on its own row only: {listing(drawn)}",)
 
 
 # -- the views --------------------------------------------------------------------------------
@@ -336,7 +327,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
     total; ``include``/``exclude`` are glob patterns on module paths or type names."""
     base = unknown_as_missing(_modules(profile, by_caller=True))
-    shown = list(columns) if columns is not None else _defaults(profile, TREE_COLUMNS, base)
+    shown = list(columns) if columns is not None else default_columns(profile, TREE_COLUMNS, base)
     shown = [c for c in shown if c not in ("module", "type")]
     pct_column = f"{pct_of}_pct" if min_pct is not None else None
     wanted = [*shown, *([pct_column] if pct_column else [])]
@@ -368,7 +359,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     base = unknown_as_missing(
         _modules(profile) if aggregate == "module" else call_frame(profile))
     defaults = TABLE_COLUMNS if aggregate == "module" else CALL_COLUMNS
-    shown = list(columns) if columns is not None else _defaults(profile, defaults, base)
+    shown = list(columns) if columns is not None else default_columns(profile, defaults, base)
     ids = ["module", "type"] if aggregate == "module" else ["call", "module", "type"]
     shown = [*[i for i in ids if i not in shown], *shown]
     if sort_by is not None and sort_by not in shown:  # the value the rows are ranked by

@@ -8,7 +8,6 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
-from moduleprofiler.export.aggregate import GROUPING, UNHOOKED
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter, header
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width, terminal_width
@@ -21,7 +20,7 @@ from moduleprofiler.export.tree import (
     relative_name,
 )
 from moduleprofiler.export.view_data import ViewData
-from moduleprofiler.records import module_statuses
+from moduleprofiler.records import GROUPING, UNHOOKED, module_statuses
 
 MAX_SHAPE_WIDTH = 40
 """Shape cells longer than this are cut with ``...`` (the data keeps the whole tree)."""
