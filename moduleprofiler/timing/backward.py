@@ -23,16 +23,12 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-from moduleprofiler.codepaths import CodePathWarning, eager_module
 from moduleprofiler.export.names import module_name
-from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import default_loss
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import (
-    TimingWarning,
     issue_warnings,
-    resolve_device,
     synchronize,
 )
 from moduleprofiler.timing.device_results import DeviceTimes
@@ -40,7 +36,7 @@ from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration, marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration
-from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import Block, TimingOptions, measure, plain_count
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.ranges import RangeListener
@@ -54,8 +50,9 @@ from moduleprofiler.timing.results import (
     stats_columns,
     timed_profile,
 )
-from moduleprofiler.timing.setup import HookedClocks
+from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
+from moduleprofiler.validate import check_module
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -437,28 +434,23 @@ def train_step_times(
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    check_module(module)
     opts = TimingOptions.of_call(train_step_times, locals(), options)
     plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)
-    module, compiled = eager_module(module)
-    if compiled is not None:
-        warnings.warn(compiled, CodePathWarning, stacklevel=2)
-    resolved = resolve_device(module, input, device)
-    invoke = make_invocation(module, input, pred_fn)
-    bar.update(0, plan.kept, "calibrating the hooks")
-    clocks = HookedClocks.choose(module, resolved, clock, backward=True)
+    timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept,
+                             backward=True)
+    module, resolved, invoke, clocks = timed.module, timed.device, timed.invoke, timed.clocks
     kernels = clocks.kernels is not None
-    stamps = clocks.stamps
     outer = [RangeListener()] if ranges else []
-    listeners = {"forward_hooks": ClockListener.on(module, stamps, outer=outer),
-                 "backward_hooks": ClockListener.on(module, stamps, backward=True, outer=outer)}
+    listeners = {"forward_hooks": ClockListener.on(module, clocks.stamps, outer=outer),
+                 "backward_hooks": ClockListener.on(module, clocks.stamps, backward=True,
+                                                    outer=outer)}
     rows = StepRows(ModelLayout.of(module))
     params = [p for p in module.parameters() if p.requires_grad]
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
     raws: dict[str, list[RawIteration]] = {kind: [] for kind in listeners}
-    spans: dict[str, list[float]] = {kind: [] for kind in listeners}  # whole steps (ns)
+    plain: list[dict[str, float]] = []  # hook-free steps' marks (ns)
 
     def loss_of(output: Any) -> Tensor:
         if loss_fn is None:
@@ -486,31 +478,9 @@ def train_step_times(
             optimizer.step()
             mark("optimizer")
 
-    def hooked(kind: str, count: int, keep: bool) -> None:
-        listener = listeners[kind]
-        with listener.installed():
-            for _ in range(count):
-                listener.begin()
-                step(listener.mark, listener.run)
-                raw = listener.snapshot()  # resolved after the timed loop
-                if keep:
-                    raws[kind].append(raw)
-                    spans[kind].append(marks_span_ns(raw))
-
-    def plain(count: int, keep: bool) -> None:
-        taken: list[tuple[str, int]] = []
-        for _ in range(count):
-            stamps.reset()
-            taken.clear()
-            step(lambda name: taken.append((name, stamps.stamp())), lambda invoke: invoke())
-            ns = stamps.resolve([stamp for _, stamp in taken])
-            if keep:
-                rows.add_phases("plain", {name: float(t) for (name, _), t in zip(taken, ns)},
-                                names)
-
-    blocks = [Block(partial(hooked, "forward_hooks"), dropped=True),
-              Block(partial(hooked, "backward_hooks"), dropped=True),
-              Block(plain, share=partial(plain_count, plain_fraction=opts.plain_fraction))]
+    blocks = [Block(listeners[kind].block(step, raws[kind]), dropped=True) for kind in raws]
+    blocks.append(Block(stamped_block(clocks.stamps, step, plain),
+                        share=partial(plain_count, plain_fraction=opts.plain_fraction)))
     if kernels:
         blocks.append(Block(partial(clocks.trace, step=lambda clock: step(
             lambda name: None, clock.run)), share=lambda count: max(1, count // 4), warm=False))
@@ -518,11 +488,13 @@ def train_step_times(
                              buffers=None if restore else False),
              _preserved_parameters(module, restore and optimizer is not None),
              torch.enable_grad()]
-    run = measure(plan, blocks, lambda: {"steps with forward hooks": spans["forward_hooks"],
-                                         "steps with backward hooks": spans["backward_hooks"]},
-                  resolved, bar, opts, state=state,
+    run = measure(plan, blocks, lambda: {
+        f"steps with {kind.replace('_', ' ')}": [marks_span_ns(raw) for raw in kind_raws]
+        for kind, kind_raws in raws.items()}, resolved, bar, opts, state=state,
                   # the first profiler session starts CUPTI: seconds, not kept
                   prime=partial(blocks[-1].run, 1, False) if kernels else None)
+    for marks in plain:
+        rows.add_phases("plain", marks, names)
     for kind, kind_raws in raws.items():
         for raw in kind_raws:
             times = listeners[kind].resolve(raw)
@@ -531,18 +503,13 @@ def train_step_times(
             else:
                 rows.add_backward(times)
             rows.add_phases(kind, times.marks, names)
-    notes = list(run.notes)
-    issue_warnings(notes)
-    if compiled is not None:
-        notes.insert(0, compiled)
-    if clocks.fallback is not None:
-        notes.insert(0, clocks.fallback)
-        warnings.warn(clocks.fallback, TimingWarning, stacklevel=2)
+    issue_warnings(run.notes)
     timing = rows.build(
         method=method_name, separate_passes=True, calibration=clocks.calibration,
-        device=str(resolved), clock=stamps.kind, dropped=plan.drop_first,
-        confidence=opts.confidence, environment=run.environment, warnings=tuple(notes),
-        stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
+        device=str(resolved), clock=clocks.stamps.kind, dropped=plan.drop_first,
+        confidence=opts.confidence, environment=run.environment,
+        warnings=(*timed.notes, *run.notes), stop_reason=run.stop_reason,
+        elapsed_s=run.elapsed_s,
     )
     return with_device_times(timing, clocks.traced, clocks.outside_ns) if kernels else timing
 

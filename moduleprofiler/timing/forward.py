@@ -22,23 +22,20 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from moduleprofiler.codepaths import CodePathWarning, eager_module, fast_path_changes
+from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.export.names import module_name
-from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.booking import busy_ns
 from moduleprofiler.timing.clock import (
-    TimingWarning,
     issue_warnings,
-    resolve_device,
     synchronize,
 )
 from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.device_trace import ClockName, device_trace
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
-from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import (
     Block,
     TimingOptions,
@@ -57,8 +54,9 @@ from moduleprofiler.timing.results import (
     stats_columns,
     timed_profile,
 )
-from moduleprofiler.timing.setup import HookedClocks
+from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
+from moduleprofiler.validate import check_module
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
@@ -315,17 +313,12 @@ def time_modules(
             failed.
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    check_module(module)
     opts = TimingOptions.of_call(time_modules, locals(), options)
     plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
-    module, compiled = eager_module(module)
-    if compiled is not None:
-        warnings.warn(compiled, CodePathWarning, stacklevel=2)
-    resolved = resolve_device(module, input, device)
-    invoke = make_invocation(module, input, pred_fn)
-
-    notes: list[str] = [compiled] if compiled is not None else []
+    timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept)
+    module, resolved, invoke, clocks = timed.module, timed.device, timed.invoke, timed.clocks
+    notes = timed.notes
     changed = fast_path_changes(module, eval, grad_enabled=False)
     if changed:
         message = (
@@ -335,75 +328,50 @@ def time_modules(
         )
         notes.append(message)
         warnings.warn(message, CodePathWarning, stacklevel=2)
-    bar.update(0, plan.kept, "calibrating the hooks")
-    clocks = HookedClocks.choose(module, resolved, clock)
-    if clocks.fallback is not None:
-        notes.append(clocks.fallback)
-        warnings.warn(clocks.fallback, TimingWarning, stacklevel=2)
     kernels = clocks.kernels is not None
-    stamps = clocks.stamps
-    listener = ClockListener.on(module, stamps, outer=[RangeListener(backward=False)]
+    listener = ClockListener.on(module, clocks.stamps, outer=[RangeListener(backward=False)]
                                 if ranges else ())
     layout = ModelLayout.of(module)
     raws: list[RawIteration] = []
-    spans: list[float] = []  # whole hooked iterations (ns), for the stopping rule
-    plain: list[float] = []
-    issued: list[float] = []
+    plain: list[dict[str, float]] = []  # hook-free iterations' marks (ns)
     hook_free: list[HookFreeTrace] = []
 
-    def run_hooked(count: int, keep: bool) -> None:
-        with listener.installed():
-            for _ in range(count):
-                listener.begin()
-                listener.mark("start")
-                listener.run(invoke)
-                if kernels:  # host stamps: the iteration ends when the device is done
-                    synchronize(resolved)
-                listener.mark("end")
-                raw = listener.snapshot()  # resolved after the timed loop
-                if keep:
-                    raws.append(raw)
-                    spans.append(marks_span_ns(raw))
-
-    def run_plain(count: int, keep: bool) -> None:
-        for _ in range(count):
-            stamps.reset()
-            first = stamps.stamp()
-            invoke()
-            handed = stamps.stamp()
-            if kernels:
-                synchronize(resolved)
-            last = stamps.stamp()
-            a, b, c = stamps.resolve([first, handed, last])
-            if keep:
-                plain.append(float(c - a))
-                issued.append(float(b - a))
+    def step(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
+        mark("start")
+        run(invoke)
+        mark("issued")
+        if kernels:  # host stamps: the iteration ends when the device is done
+            synchronize(resolved)
+        mark("end")
 
     def trace_hook_free() -> None:
         if kernels and plain:
             with device_trace(resolved) as records:
                 invoke()
             hook_free.append(HookFreeTrace(
-                host_ms=float(np.median(issued)) / 1e6,
+                host_ms=float(np.median([m["issued"] - m["start"] for m in plain])) / 1e6,
                 device_ms=busy_ns(records.activities) / 1e6,
                 launches=len(records.activities),
-                latency_ms=float(np.median(plain)) / 1e6))
+                latency_ms=float(np.median([m["end"] - m["start"] for m in plain])) / 1e6))
 
     # a round: hooked block, hook-free block and (kernel clock) traced block, rotated
-    blocks = [Block(run_hooked, dropped=True),
-              Block(run_plain, share=partial(plain_count, plain_fraction=opts.plain_fraction))]
+    blocks = [Block(listener.block(step, raws), dropped=True),
+              Block(stamped_block(clocks.stamps, step, plain),
+                    share=partial(plain_count, plain_fraction=opts.plain_fraction))]
     if kernels:
         blocks.append(Block(partial(clocks.trace, step=lambda clock: clock.run(invoke)),
                             share=lambda count: max(1, count // 4), warm=False))
-    run = measure(plan, blocks, lambda: {"hooked whole-model times": spans}, resolved, bar,
-                  opts, state=[preserved_state(module, eval=eval), torch.no_grad()],
+    run = measure(plan, blocks,
+                  lambda: {"hooked whole-model times": [marks_span_ns(raw) for raw in raws]},
+                  resolved, bar, opts,
+                  state=[preserved_state(module, eval=eval), torch.no_grad()],
                   # the first profiler session starts CUPTI: seconds, not kept
                   prime=partial(blocks[-1].run, 1, False) if kernels else None,
                   finish=trace_hook_free)
     resolved_iterations = [listener.resolve(raw) for raw in raws]
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6
-    plain_ms = np.asarray(plain) / 1e6
+    plain_ms = np.asarray([m["end"] - m["start"] for m in plain]) / 1e6
     raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, resolved, kernels)]
     issue_warnings(raised)
     notes.extend(raised)

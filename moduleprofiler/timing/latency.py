@@ -34,6 +34,7 @@ from moduleprofiler.timing.clock import first_batch_size, issue_warnings, new_ev
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
+from moduleprofiler.validate import check_module
 
 
 class _Statistic:
@@ -234,8 +235,7 @@ def benchmark(
     Returns:
         :class:`LatencyResult`.
     """
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    check_module(module)
     opts = TimingOptions.of_call(benchmark, locals(), options)
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     if calls_per_sample < 1:

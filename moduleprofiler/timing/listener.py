@@ -46,6 +46,31 @@ from moduleprofiler.timing.iteration import (
     resolve_iteration,
 )
 
+Step = Callable[[Callable[[str], None], Callable[[Callable[[], Any]], Any]], None]
+"""One iteration of a timing pass, ``step(mark, run)``: it stamps its named points with
+``mark(name)`` and calls the model through ``run(invoke)``, so that one step serves the
+hooked block (:meth:`ClockListener.block`) and the hook-free one (:func:`stamped_block`)."""
+
+
+def stamped_block(stamps: StampSource, step: Step,
+                  kept: list[dict[str, float]]) -> Callable[[int, bool], None]:
+    """The hook-free block of ``step``: ``mark(name)`` takes a stamp of ``stamps`` and
+    ``run(invoke)`` is ``invoke()``; each kept iteration's marks (ns) appended to ``kept``."""
+    def run_block(count: int, keep: bool) -> None:
+        taken: list[tuple[str, int]] = []
+        for _ in range(count):
+            stamps.reset()
+            taken.clear()
+            step(lambda name: taken.append((name, stamps.stamp())), _call)
+            ns = stamps.resolve([stamp for _, stamp in taken])
+            if keep:
+                kept.append({name: float(t) for (name, _), t in zip(taken, ns)})
+    return run_block
+
+
+def _call(invoke: Callable[[], Any]) -> Any:
+    return invoke()
+
 
 class ClockListener(Listener):
     """Stamps module calls (and, with ``backward``, the backward nodes they created).
@@ -176,6 +201,21 @@ class ClockListener(Listener):
     def resolve(self, raw: RawIteration) -> IterationTimes:
         """The per-call and per-module times of a :meth:`snapshot`."""
         return resolve_iteration(raw, self.module_index)
+
+    def block(self, step: Step, kept: list[RawIteration]) -> Callable[[int, bool], None]:
+        """The hooked block of a pass's ``step`` for the measurement loop
+        (:class:`~moduleprofiler.timing.loop.Block`): ``count`` iterations of
+        ``step(self.mark, self.run)`` with the hooks installed, each kept one's
+        :meth:`snapshot` appended to ``kept`` (resolved after the timed loop)."""
+        def run_block(count: int, keep: bool) -> None:
+            with self.installed():
+                for _ in range(count):
+                    self.begin()
+                    step(self.mark, self.run)
+                    raw = self.snapshot()
+                    if keep:
+                        kept.append(raw)
+        return run_block
 
     # -- backward --------------------------------------------------------------------------
     def _hook_graph(self, outer: Call, output: Any) -> None:

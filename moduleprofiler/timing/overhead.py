@@ -13,7 +13,9 @@ What the hooks change (a fused fast path refused) is :mod:`moduleprofiler.codepa
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,7 +23,8 @@ from torch import Tensor, nn
 
 from moduleprofiler.progress import Progress
 from moduleprofiler.timing.clock import make_stamps
-from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
+from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import Block, TimingOptions, measure
 
 
@@ -65,43 +68,28 @@ def _measure(model: nn.Module, x: Tensor, device: torch.device, backward: bool,
     for one module (forward, or with ``backward`` the median backward time of one node)."""
     stamps = make_stamps(device)
     clock = ClockListener.on(model, stamps, backward)
-    hooked: list[float] = []
-    plain: list[float] = []
-    per_module: list[float] = []
+    raws: list[RawIteration] = []
+    plain: list[dict[str, float]] = []
 
-    def run_hooked(count: int, keep: bool) -> None:
-        with clock.installed():
-            for _ in range(count):
-                clock.begin()
-                clock.mark("start")
-                out = model(x)
-                clock.mark("forward")
-                if backward:
-                    out.sum().backward()
-                times = clock.resolve(clock.snapshot())
-                if keep:
-                    hooked.append(times.marks["forward"] - times.marks["start"])
-                    per_module.append(float(np.nanmedian(times.bwd_exclusive[1:])) if backward
-                                      else float(np.mean(times.fwd_inclusive[1:])))
-
-    def run_plain(count: int, keep: bool) -> None:
-        for _ in range(count):
-            stamps.reset()
-            first = stamps.stamp()
-            out = model(x)
-            last = stamps.stamp()
-            if backward:
-                out.sum().backward()
-            a, b = stamps.resolve([first, last])
-            if keep:
-                plain.append(float(b - a))
+    def step(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
+        mark("start")
+        out = run(lambda: model(x))
+        mark("forward")
+        if backward:
+            out.sum().backward()
 
     options = TimingOptions(num_iters=rounds * per_block, drop_first=0, rounds=rounds,
                             warmup_seconds=0.0, warmup_iters=per_block // 2, progress=False)
-    measure(options.plan(0, rounds), [Block(run_hooked), Block(run_plain)],
-            lambda: {"hooked": hooked}, device, Progress("calibrating the hooks", False),
-            options, state=[torch.enable_grad() if backward else torch.no_grad()])
-    return hooked, plain, per_module
+    measure(options.plan(0, rounds),
+            [Block(clock.block(step, raws)), Block(stamped_block(stamps, step, plain))],
+            lambda: {"hooked": [marks_span_ns(raw) for raw in raws]}, device,
+            Progress("calibrating the hooks", False), options,
+            state=[torch.enable_grad() if backward else torch.no_grad()])
+    times = [clock.resolve(raw) for raw in raws]
+    per_module = [float(np.nanmedian(t.bwd_exclusive[1:])) if backward
+                  else float(np.mean(t.fwd_inclusive[1:])) for t in times]
+    return ([t.marks["forward"] - t.marks["start"] for t in times],
+            [m["forward"] - m["start"] for m in plain], per_module)
 
 
 def calibrate_hooks(device: torch.device, backward: bool = False,

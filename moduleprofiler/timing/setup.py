@@ -1,16 +1,22 @@
 """What a hooked timing pass times with (``time_modules``, ``train_step_times``,
 ``TrainingProfiler``): the clock chosen for the device, the hooks' calibration on the host
-clock, the stamps, and under the kernel clock its traced iterations."""
+clock, the stamps, and under the kernel clock its traced iterations; and what the two
+repeated-run passes start from (:class:`HookedPass`)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
-from moduleprofiler.timing.clock import StampSource, make_stamps
+from moduleprofiler.codepaths import CodePathWarning, eager_module
+from moduleprofiler.inputs import make_invocation
+from moduleprofiler.progress import Progress
+from moduleprofiler.timing.clock import StampSource, TimingWarning, make_stamps, resolve_device
 from moduleprofiler.timing.device_trace import ClockName, choose_clock
 from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock, TracedBlock
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
@@ -64,3 +70,36 @@ class HookedClocks:
         if block.iterations:
             self.traced.extend(step for step in block.iterations if step.call_launches.size)
             self.outside_ns += block.outside_ns
+
+
+@dataclass(frozen=True)
+class HookedPass:
+    """What ``time_modules`` and ``train_step_times`` start from: the model whose calls are
+    timed (a compiled wrapper's eager module), the device whose clock is read, one
+    iteration's call of the model, the clocks, and the notes so far (each already warned)."""
+
+    module: nn.Module
+    device: torch.device
+    invoke: Callable[[], Any]
+    clocks: HookedClocks
+    notes: list[str]
+
+    @classmethod
+    def start(cls, module: nn.Module, input: Any, pred_fn: Callable[..., Any] | None,
+              device: str | torch.device | None, clock: ClockName, bar: Progress,
+              kept: int | None, backward: bool = False) -> HookedPass:
+        """Resolve the model, device and call, and choose and calibrate the clocks (the
+        progress line says so); a compiled model or an unavailable clock is warned at the
+        pass's caller."""
+        module, compiled = eager_module(module)
+        notes = [compiled] if compiled is not None else []
+        if compiled is not None:
+            warnings.warn(compiled, CodePathWarning, stacklevel=3)
+        resolved = resolve_device(module, input, device)
+        invoke = make_invocation(module, input, pred_fn)
+        bar.update(0, kept, "calibrating the hooks")
+        clocks = HookedClocks.choose(module, resolved, clock, backward=backward)
+        if clocks.fallback is not None:
+            notes.append(clocks.fallback)
+            warnings.warn(clocks.fallback, TimingWarning, stacklevel=3)
+        return cls(module, resolved, invoke, clocks, notes)
