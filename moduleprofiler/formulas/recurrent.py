@@ -7,7 +7,7 @@ state size ``s`` (``H``, or ``proj_size`` for a projected LSTM) costs
 * ``g*H*(2*in - 1)``: the input matmul ``W_i x`` (a dot product of length ``in`` per gate unit),
 * ``g*H*(2*s - 1)``: the recurrent matmul ``W_h h``,
 * ``2*g*H`` with bias: the two bias vectors ``b_i`` and ``b_h``,
-* ``H * pointwise``: the gate arithmetic after the matmuls (see ``_POINTWISE_OPS``),
+* ``H * pointwise``: the gate arithmetic after the matmuls (see ``POINTWISE_OPS``),
 * ``proj*(2*H - 1)``: an LSTM projection ``h = W_hr h``, when ``proj_size`` is set.
 
 Element-wise functions cost what their module formulas in ``activation.py`` cost: sigmoid 3
@@ -35,9 +35,10 @@ from moduleprofiler.formulas.linear import leading_rows
 from moduleprofiler.formulas.zero import DROPOUT_ELEMENT_OPS, DROPOUT_MASK_OPS
 from moduleprofiler.registry import register_macs, register_ops
 
-_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 3, "LSTM": 4}
+GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 3, "LSTM": 4}
+"""Gates per hidden unit of each recurrent mode (torch's ``mode`` names)."""
 
-_POINTWISE_OPS = {
+POINTWISE_OPS = {
     # h' = tanh(a_i + a_h): 1 add + tanh
     "RNN_TANH": 1 + TANH,
     # h' = relu(a_i + a_h): 1 add + relu
@@ -57,19 +58,19 @@ RNN tanh 8, RNN relu 2, GRU 21, LSTM 31.
 """
 
 
-def _step_ops(mode: str, in_size: int, hidden: int, state: int, proj: int, bias: bool) -> int:
+def step_ops(mode: str, in_size: int, hidden: int, state: int, proj: int, bias: bool) -> int:
     """Ops of one step for one batch row: matmuls, bias adds, gate arithmetic, projection."""
-    gates = _GATES[mode]
+    gates = GATES[mode]
     ops = gates * hidden * ((2 * in_size - 1) + (2 * state - 1))
     if bias:
         ops += 2 * gates * hidden
-    ops += hidden * _POINTWISE_OPS[mode]
+    ops += hidden * POINTWISE_OPS[mode]
     return ops + proj * (2 * hidden - 1)
 
 
-def _step_macs(mode: str, in_size: int, hidden: int, state: int, proj: int) -> int:
+def step_macs(mode: str, in_size: int, hidden: int, state: int, proj: int) -> int:
     """Multiply-accumulates of one step for one batch row: ``g*H*(in + s) + proj*H``."""
-    return _GATES[mode] * hidden * (in_size + state) + proj * hidden
+    return GATES[mode] * hidden * (in_size + state) + proj * hidden
 
 
 def _rows(x: Any) -> int:
@@ -111,7 +112,7 @@ def rnn_ops(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> int:
     rows = _rows(inputs[0]) if inputs else 0
     steps = rows * _stack_cost(
         module,
-        lambda in_size, state, proj: _step_ops(
+        lambda in_size, state, proj: step_ops(
             module.mode, in_size, module.hidden_size, state, proj, module.bias
         ),
     )
@@ -124,7 +125,7 @@ def rnn_macs(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> int:
     rows = _rows(inputs[0]) if inputs else 0
     return rows * _stack_cost(
         module,
-        lambda in_size, state, proj: _step_macs(
+        lambda in_size, state, proj: step_macs(
             module.mode, in_size, module.hidden_size, state, proj
         ),
     )
@@ -144,7 +145,7 @@ def rnn_cell_ops(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -
     rows = _rows(inputs[0]) if inputs else 0
     hidden = module.hidden_size
     # ``module.bias`` is a bool here (0.0.4 tested ``is not None`` and always counted bias: B3).
-    return rows * _step_ops(_cell_mode(module), module.input_size, hidden, hidden, 0, module.bias)
+    return rows * step_ops(_cell_mode(module), module.input_size, hidden, hidden, 0, module.bias)
 
 
 @register_macs(nn.RNNCell, nn.GRUCell, nn.LSTMCell)
@@ -152,4 +153,4 @@ def rnn_cell_macs(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) 
     """rows * gates * H * (input_size + H)."""
     rows = _rows(inputs[0]) if inputs else 0
     hidden = module.hidden_size
-    return rows * _step_macs(_cell_mode(module), module.input_size, hidden, hidden, 0)
+    return rows * step_macs(_cell_mode(module), module.input_size, hidden, hidden, 0)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from torch import Tensor
 
-from moduleprofiler.formulas.recurrent import _GATES, _POINTWISE_OPS, _step_macs, _step_ops
+from moduleprofiler.formulas.recurrent import GATES, POINTWISE_OPS, step_macs, step_ops
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
@@ -44,12 +44,12 @@ class Layer(NamedTuple):
 
 def step_count(mode: str, layer: Layer) -> Count:
     """(ops, macs) of one step of one row through ``layer``."""
-    ops = _step_ops(mode, layer.in_size, layer.hidden, layer.state, layer.proj, layer.bias)
-    return ops, _step_macs(mode, layer.in_size, layer.hidden, layer.state, layer.proj)
+    ops = step_ops(mode, layer.in_size, layer.hidden, layer.state, layer.proj, layer.bias)
+    return ops, step_macs(mode, layer.in_size, layer.hidden, layer.state, layer.proj)
 
 
 def _layer(mode: str, w_ih: Tensor, w_hh: Tensor, w_hr: Tensor | None, bias: bool) -> Layer:
-    hidden = int(w_ih.shape[0]) // _GATES[mode]
+    hidden = int(w_ih.shape[0]) // GATES[mode]
     proj = int(w_hr.shape[0]) if w_hr is not None else 0
     return Layer(int(w_ih.shape[1]), hidden, int(w_hh.shape[1]), proj, bias)
 
@@ -146,7 +146,7 @@ def _cell(mode: str) -> BoundFormula:
         biases = int(args.tensor("b_ih") is not None) + int(args.tensor("b_hh") is not None)
         layer = _layer(mode, w_ih, w_hh, None, bias=False)
         ops, macs = step_count(mode, layer)
-        ops += biases * _GATES[mode] * layer.hidden
+        ops += biases * GATES[mode] * layer.hidden
         rows = _rows(args.first())
         return rows * ops, rows * macs
 
@@ -161,7 +161,7 @@ for _mode, _name in (("LSTM", "lstm_cell"), ("GRU", "gru_cell"), ("RNN_TANH", "r
 
 
 def _fused_cell(mode: str) -> BoundFormula:
-    gates = _GATES[mode]
+    gates = GATES[mode]
 
     def formula(args: Args, out: Any) -> Count:
         input_gates = args.first()
@@ -171,11 +171,11 @@ def _fused_cell(mode: str) -> BoundFormula:
         rows = _rows(input_gates)
         biases = int(args.tensor("input_bias") is not None)
         biases += int(args.tensor("hidden_bias") is not None)
-        return rows * hidden * (_POINTWISE_OPS[mode] + biases * gates), 0
+        return rows * hidden * (POINTWISE_OPS[mode] + biases * gates), 0
 
     formula.__name__ = f"fused_{mode.lower()}_cell_ops"
     formula.__doc__ = (
-        f"rows * H * ({_POINTWISE_OPS[mode]} + {gates} per bias): the {mode} gate arithmetic "
+        f"rows * H * ({POINTWISE_OPS[mode]} + {gates} per bias): the {mode} gate arithmetic "
         "after the two matmuls, which run as separate mm operators."
     )
     return formula
