@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import CALLED, GROUPING, UNCALLED, ModuleStatus, ancestor_paths
 
 if TYPE_CHECKING:
@@ -43,9 +43,9 @@ def plain(values: Iterable[Any]) -> list[Any]:
 
 
 def known(value: Any) -> bool:
-    """Whether ``value`` is a value (not ``None``, ``pd.NA`` or NaN)."""
-    return value is not None and not (isinstance(value, float) and value != value) \
-        and value is not pd.NA
+    """Whether ``value`` is a value (:func:`~moduleprofiler.export.units.is_missing` is false:
+    not ``None``, ``pd.NA`` or NaN)."""
+    return not is_missing(value)
 
 
 def sum_known(values: Iterable[Any]) -> Any:

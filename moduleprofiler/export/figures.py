@@ -41,6 +41,7 @@ from moduleprofiler.export.model_summary import summary_view
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.select import top_view, tree_view
 from moduleprofiler.export.units import is_missing
+from moduleprofiler.validate import check_choice, check_int
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -133,23 +134,17 @@ def _title(text: str, unknown: int, zero: int = 0, noun: str = "") -> str:
     return text if not notes else f"{text}\n({'; '.join(notes)})"
 
 
-def _value_axis(axis: Any, column: str) -> None:
-    """Ticks in human units (``1.5G``, ``2.00 ms``), few enough not to collide."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+def _value_axis(axis: Any, column: str, log: bool = False) -> None:
+    """Ticks in human units (``1.5G``, ``2.00 ms``), few enough not to collide; a ``log``
+    axis has them at 1, 2 and 5 of each decade (unlabelled minor ticks)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     text = formatter(column_spec(column), UNICODE)
-    axis.set_major_locator(MaxNLocator(nbins=5))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=7) if log
+                           else MaxNLocator(nbins=5))
     axis.set_major_formatter(FuncFormatter(lambda value, _: _ZEROS.sub("", text(value))))
-
-
-def _log_axis(axis: Any, column: str) -> None:
-    """A log axis in human units at 1, 2 and 5 of each decade (unlabelled minor ticks)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    text = formatter(column_spec(column), UNICODE)
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=7))
-    axis.set_major_formatter(FuncFormatter(lambda value, _: _ZEROS.sub("", text(value))))
-    axis.set_minor_formatter(NullFormatter())
+    if log:
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _bars(ax: Axes, labels: list[str], values: list[float], column: str, top: int | None) -> None:
@@ -234,8 +229,8 @@ def _scatter(ax: Axes, profile: Profile, own_figure: bool) -> str:
                c=[colors[rows["type"][i]] for i in keep], s=18)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _log_axis(ax.xaxis, "flops")
-    _log_axis(ax.yaxis, own_time)
+    _value_axis(ax.xaxis, "flops", log=True)
+    _value_axis(ax.yaxis, own_time, log=True)
     ax.set_xlabel(FLOPS)
     ax.set_ylabel("time")
     _legend(ax, colors, own_figure)
@@ -254,12 +249,9 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
     ``top`` bars at most in the ``type`` and ``module`` charts; ``depth`` of the ``module``
     chart; ``ax`` draws into your own axes; ``path`` also saves it (``.png``, ``.svg`` or
     ``.pdf``)."""
-    if kind not in PLOT_KINDS:
-        raise ValueError(f"kind must be one of {', '.join(PLOT_KINDS)}, got {kind!r}")
-    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-        raise ValueError(f"top must be a positive int or None, got {top!r}")
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise ValueError(f"depth must be an int >= 0, got {depth!r}")
+    check_choice(kind, "kind", PLOT_KINDS)
+    check_int(top, "top", 1)
+    check_int(depth, "depth", 0, optional=False)
     check_figure_path(path)
     own_figure = ax is None
     figure, ax = figure_axes(ax, figsize)

@@ -46,7 +46,6 @@ SCHEMA_VERSION = 2
 """Version of :func:`profile_to_dict`'s layout. 2: ``records[].metrics`` holds the listeners'
 columns (always an object) and ``columns`` declares the ones this package does not define.
 Version 1 documents are still read."""
-_AGGREGATES = ("call", "module", "type")
 
 _RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("call", "index"), ("parent", "parent"), ("depth", "depth"), ("module", "path"),
@@ -332,18 +331,11 @@ def profile_frame(profile: Profile, aggregate: Aggregate = "call",
     ``columns="data"`` leaves out the columns that hold nothing (:func:`data_columns`)."""
     if columns not in ("data", "all"):
         raise ValueError(f"columns must be 'data' or 'all', got {columns!r}")
-    frame = _frame(profile, aggregate)
+    frames = {"call": call_frame, "module": module_frame, "type": type_frame}
+    if aggregate not in frames:
+        raise ValueError(f"aggregate must be one of {tuple(frames)}, got {aggregate!r}")
+    frame = frames[aggregate](profile)
     return data_columns(frame, profile) if columns == "data" else frame
-
-
-def _frame(profile: Profile, aggregate: Aggregate) -> pd.DataFrame:
-    if aggregate == "call":
-        return call_frame(profile)
-    if aggregate == "module":
-        return module_frame(profile)
-    if aggregate == "type":
-        return type_frame(profile)
-    raise ValueError(f"aggregate must be one of {_AGGREGATES}, got {aggregate!r}")
 
 
 def declared_columns(profile: Profile) -> dict[str, dict[str, Any]]:
