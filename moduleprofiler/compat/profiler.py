@@ -179,8 +179,9 @@ class ModuleProfiler(Profiler):
         >>> import torch
         >>> from torch import nn
         >>> ops = ModuleProfiler().estimate_ops(nn.Linear(5, 7), torch.randn(2, 3, 5))
-        >>> ops["__root__"]["ops"]  # 0.0.4's dict, keyed by module name (see Profiler's example)
-        420
+        >>> root = ops["__root__"]  # 0.0.4's dict, keyed by module name
+        >>> root["ops"], root["calls"]  # 2 * 3 rows * 7 outputs * (2 * 5 - 1 + 1 bias add)
+        (420, 1)
     """
 
     _MAP_CHECKS: ClassVar[dict[str, Callable[[Any, str], None]]] = {

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
@@ -53,8 +54,8 @@ def expand(value: int | Sequence[int] | None, n: int, default: Sequence[int]) ->
     """``value`` as an ``n``-tuple of ints (an int repeats; ``None``/``[]`` give ``default``)."""
     if value is None:
         return tuple(default)
-    if isinstance(value, int):
-        return (value,) * n
+    if isinstance(value, (int, torch.SymInt)):
+        return (int(value),) * n
     values = tuple(int(v) for v in value)
     if not values:
         return tuple(default)

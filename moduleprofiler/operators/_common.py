@@ -9,9 +9,10 @@ an argument by its schema name whatever way it was passed, and falls back to the
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -19,6 +20,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from moduleprofiler.dispatch import OperatorObserver
+from moduleprofiler.formulas.pooling import expand
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorCount,
@@ -34,6 +36,8 @@ Count = OperatorCount
 OpKey = torch._ops.OpOverloadPacket | torch._ops.OpOverload
 BoundFormula = Callable[["Args", Any], Count]
 """A formula written against named arguments: ``(args, out) -> (ops, macs)``."""
+
+Formula = TypeVar("Formula", bound=Callable[..., Count])
 
 ZERO: Count = (0, 0)
 
@@ -117,13 +121,18 @@ class Args:
 
 
 def _bind(fn: BoundFormula, spec: _Spec) -> OperatorFormula:
+    @functools.wraps(fn)
     def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
         return fn(Args(spec, args, kwargs), out)
 
-    formula.__name__ = fn.__name__
-    formula.__qualname__ = fn.__qualname__
-    formula.__doc__ = fn.__doc__
-    formula.__wrapped__ = fn  # type: ignore[attr-defined]
+    return formula
+
+
+def named(formula: Formula, name: str | None, doc: str) -> Formula:
+    """``formula``, made by a factory, with its own ``__name__`` (kept when ``None``) and
+    docstring (the formula it computes), as a ``def`` would have them."""
+    formula.__name__ = name or formula.__name__
+    formula.__doc__ = doc
     return formula
 
 
@@ -218,21 +227,9 @@ def out_numel(out: Any) -> int:
     return numel(first_tensor(out))
 
 
-def dot_ops(length: int) -> int:
-    """One dot product of ``length`` terms: ``length`` multiplies + ``length - 1`` adds."""
-    return 2 * length - 1 if length > 0 else 0
-
-
 def ints(value: Any, n: int, default: int) -> list[int]:
     """An int or int list argument as ``n`` ints (a single value repeats; empty -> default)."""
-    if value is None:
-        return [default] * n
-    if isinstance(value, (int, torch.SymInt)):
-        return [int(value)] * n
-    values = [int(v) for v in value]
-    if not values:
-        return [default] * n
-    return values * n if len(values) == 1 else values
+    return list(expand(value, n, (default,) * n))
 
 
 # -- counting through a decomposition ----------------------------------------------------------
@@ -311,7 +308,5 @@ def _decomposed(op: torch._ops.OpOverload) -> OperatorFormula:
     def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
         return decomposition_count(op, args, kwargs)
 
-    name = str(op).split(".")[0]
-    formula.__name__ = f"{name}_by_decomposition"
-    formula.__doc__ = f"Sum of the operator formulas of {op}'s decomposition."
-    return formula
+    return named(formula, f"{str(op).split('.')[0]}_by_decomposition",
+                 f"Sum of the operator formulas of {op}'s decomposition.")

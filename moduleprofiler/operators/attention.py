@@ -31,13 +31,14 @@ from typing import Any, NamedTuple
 from torch import Tensor, nn
 
 from moduleprofiler.formulas.activation import GELU_ERF, PER_ELEMENT, softmax_ops
+from moduleprofiler.formulas.distance import dot_ops
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
     BoundFormula,
     Count,
     aten,
-    dot_ops,
+    named,
     numel,
     register,
 )
@@ -110,12 +111,9 @@ def _sdpa(mask_name: str | None) -> BoundFormula:
         scaled_keys = numel(k) if args.get("enable_gqa") is False else None
         return sdpa_count(_problem(q, k, v), masked, dropout, scaled_keys)
 
-    formula.__name__ = "sdpa_ops"
-    formula.__doc__ = (
-        "B*(L+S)*E (scale) + B*L*S*(2E-1) + [B*L*S mask] + B*L*(4S-1) + [3*B*L*S dropout] "
-        "+ B*L*Ev*(2S-1); macs B*L*S*(E+Ev)."
-    )
-    return formula
+    return named(formula, "sdpa_ops",
+                 "B*(L+S)*E (scale) + B*L*S*(2E-1) + [B*L*S mask] + B*L*(4S-1) + "
+                 "[3*B*L*S dropout] + B*L*Ev*(2S-1); macs B*L*S*(E+Ev).")
 
 
 register(*aten(

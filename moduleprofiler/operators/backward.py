@@ -18,7 +18,7 @@ from typing import Any
 
 from torch import Tensor
 
-from moduleprofiler.operators._common import ZERO, Args, Count, aten, free, numel, register
+from moduleprofiler.operators._common import ZERO, Args, Count, aten, free, named, numel, register
 
 # Per-element cost of each activation's derivative times the incoming gradient.
 ACTIVATION_BACKWARD: dict[str, int] = {
@@ -79,8 +79,7 @@ def _elementwise_backward(per_element: int) -> Any:
     def formula(args: Args, out: Any) -> Count:
         return per_element * numel(args.first()), 0
 
-    formula.__doc__ = f"{per_element} ops per element of the gradient."
-    return formula
+    return named(formula, None, f"{per_element} ops per element of the gradient.")
 
 
 for _name, _cost in ACTIVATION_BACKWARD.items():
@@ -142,8 +141,7 @@ def _avg_pool_backward(dims: int) -> Any:
         window = kernel[0] ** dims if len(kernel) == 1 else math.prod(kernel)
         return numel(args.first()) * (window + 1), 0
 
-    formula.__doc__ = "Each output gradient is divided once and added into its window."
-    return formula
+    return named(formula, None, "Each output gradient is divided once and added into its window.")
 
 
 register(*aten("avg_pool2d_backward"))(_avg_pool_backward(2))

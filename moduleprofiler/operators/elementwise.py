@@ -40,6 +40,7 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
+    named,
     numel,
     out_numel,
     register,
@@ -55,9 +56,7 @@ def per_element(cost: int) -> BoundFormula:
     def formula(args: Args, out: Any) -> Count:
         return cost * out_numel(out), 0
 
-    formula.__name__ = f"per_element_{cost}"
-    formula.__doc__ = f"numel(out) * {cost}."
-    return formula
+    return named(formula, f"per_element_{cost}", f"numel(out) * {cost}.")
 
 
 # Unary functions evaluated once per element: 1 op each (the convention's "elementary function").
@@ -274,12 +273,9 @@ def _dropout(alpha: bool, feature: bool) -> BoundFormula:
         return mask_cost * mask + apply_cost * numel(x), 0
 
     kind = ("alpha_" if alpha else "") + ("feature_" if feature else "")
-    formula.__name__ = f"{kind}dropout_ops"
-    formula.__doc__ = (
-        f"train and p > 0: {mask_cost} * mask + {apply_cost} * numel "
-        f"(mask = {'N * C' if feature else 'numel'}); else 0."
-    )
-    return formula
+    return named(formula, f"{kind}dropout_ops",
+                 f"train and p > 0: {mask_cost} * mask + {apply_cost} * numel "
+                 f"(mask = {'N * C' if feature else 'numel'}); else 0.")
 
 
 # NB: native_dropout's ``train=None`` means training (the kernel drops), so only False is eval.
@@ -301,17 +297,11 @@ def reduction(per_group: Callable[[int], int], doc: str) -> BoundFormula:
             return ZERO
         return groups * per_group(total // groups), 0
 
-    formula.__name__ = "reduction_ops"
-    formula.__doc__ = f"outputs * ({doc}), n = inputs per output."
-    return formula
-
-
-def _compare_n(n: int) -> int:
-    return n - 1
+    return named(formula, "reduction_ops", f"outputs * ({doc}), n = inputs per output.")
 
 
 register(*aten("sum", "nansum", "prod", "amax", "amin", "argmax", "argmin", "any", "all"))(
-    reduction(_compare_n, "n - 1: adds, multiplies or comparisons")
+    reduction(lambda n: n - 1, "n - 1: adds, multiplies or comparisons")
 )
 
 
@@ -328,7 +318,7 @@ def _max_min_overloads(binary: bool) -> list[torch._ops.OpOverload]:
     return found
 
 
-register(*_max_min_overloads(binary=False))(reduction(_compare_n, "n - 1 comparisons"))
+register(*_max_min_overloads(binary=False))(reduction(lambda n: n - 1, "n - 1 comparisons"))
 register(*_max_min_overloads(binary=True))(per_element(1))
 register(*aten("mean", "nanmean"))(reduction(lambda n: n, "n: n - 1 adds + 1 divide"))
 register(*aten("aminmax"))(reduction(lambda n: 2 * (n - 1), "2 * (n - 1) comparisons"))

@@ -38,6 +38,7 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
+    named,
     numel,
     register,
 )
@@ -66,8 +67,7 @@ def _pointwise_loss(per_element: int) -> Any:
         n = _loss_numel(args)
         return per_element * n + reduction_ops(n, args.get("reduction", MEAN)), 0
 
-    formula.__doc__ = f"{per_element} * n + reduction."
-    return formula
+    return named(formula, None, f"{per_element} * n + reduction.")
 
 
 def _pointwise_gradient(per_element: int, mean_extra: int) -> Any:
@@ -76,8 +76,7 @@ def _pointwise_gradient(per_element: int, mean_extra: int) -> Any:
         return per * _loss_numel(args), 0
 
     extra = f", {per_element + mean_extra} with 'mean'" if mean_extra else ""
-    formula.__doc__ = f"{per_element} * n{extra}."
-    return formula
+    return named(formula, None, f"{per_element} * n{extra}.")
 
 
 # -- element-wise losses -----------------------------------------------------------------------

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas.activation import GELU_TANH, PER_ELEMENT
 from moduleprofiler.formulas.conv import transposed_reach
+from moduleprofiler.formulas.distance import dot_ops
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
@@ -31,8 +32,8 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
-    dot_ops,
     ints,
+    named,
     numel,
     out_numel,
     register,
@@ -283,12 +284,10 @@ def conv(transposed: bool | None) -> BoundFormula:
         ops, macs = product_count(outputs, numel(weight[0]))
         return ops + bias_ops, macs
 
-    formula.__name__ = "conv_transpose_ops" if transposed else "conv_ops"
-    formula.__doc__ = (
-        "outputs * (2 * (Cin/g) * K - 1) (+ outputs with bias); macs outputs * (Cin/g) * K. "
-        "Transposed: N*Cout * (2*(Cin/g)*landed - covered) (+ bias); macs inputs * (Cout/g) * K."
-    )
-    return formula
+    return named(formula, "conv_transpose_ops" if transposed else "conv_ops",
+                 "outputs * (2 * (Cin/g) * K - 1) (+ outputs with bias); macs outputs * (Cin/g) "
+                 "* K. Transposed: N*Cout * (2*(Cin/g)*landed - covered) (+ bias); macs inputs "
+                 "* (Cout/g) * K.")
 
 
 register(*aten(

@@ -28,6 +28,7 @@ from moduleprofiler.operators._common import (
     first_tensor,
     free,
     ints,
+    named,
     numel,
     register,
 )
@@ -56,12 +57,9 @@ def _pool(dims: int, adaptive: bool, max_pool: bool) -> BoundFormula:
         return ops, 0
 
     kind = ("adaptive " if adaptive else "") + ("max" if max_pool else "average")
-    formula.__name__ = f"{kind.replace(' ', '_')}_pool{dims}d_ops"
-    formula.__doc__ = (
-        f"{kind} pool over {dims} dims: sum over outputs of "
-        + ("(w - 1) comparisons." if max_pool else "w (w - 1 adds, 1 divide).")
-    )
-    return formula
+    return named(formula, f"{kind.replace(' ', '_')}_pool{dims}d_ops",
+                 f"{kind} pool over {dims} dims: sum over outputs of "
+                 + ("(w - 1) comparisons." if max_pool else "w (w - 1 adds, 1 divide)."))
 
 
 _POOLS: dict[int, dict[str, tuple[str, ...]]] = {
@@ -106,9 +104,8 @@ def _interpolation(taps: int, dims: int) -> BoundFormula:
     def formula(args: Args, out: Any) -> Count:
         return numel(first_tensor(out)) * per_output, 0
 
-    formula.__name__ = f"interpolate_{taps}tap_{dims}d_ops"
-    formula.__doc__ = f"numel(out) * {per_output}: separable {taps}-tap sums over {dims} dims."
-    return formula
+    return named(formula, f"interpolate_{taps}tap_{dims}d_ops",
+                 f"numel(out) * {per_output}: separable {taps}-tap sums over {dims} dims.")
 
 
 # NB: the antialiased kernels (_aa) widen their filters when downsampling; they are priced as

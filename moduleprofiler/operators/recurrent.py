@@ -24,6 +24,7 @@ from moduleprofiler.operators._common import (
     BoundFormula,
     Count,
     aten,
+    named,
     numel,
     register,
 )
@@ -101,12 +102,10 @@ def _sequence(mode: str) -> BoundFormula:
         layers = _layers(mode, params, args.flag("has_biases"))
         return _stack_count(mode, _rows(x), layers)
 
-    formula.__name__ = f"{mode.lower()}_ops"
-    formula.__doc__ = (
-        f"rows * sum over layers and directions of the {mode} step (as nn.{mode.split('_')[0]}); "
-        "rows = timesteps * batch, or sum(batch_sizes) when packed."
-    )
-    return formula
+    return named(formula, f"{mode.lower()}_ops",
+                 f"rows * sum over layers and directions of the {mode} step (as "
+                 f"nn.{mode.split('_')[0]}); rows = timesteps * batch, or sum(batch_sizes) when "
+                 "packed.")
 
 
 for _mode, _name in (("LSTM", "lstm"), ("GRU", "gru"), ("RNN_TANH", "rnn_tanh"),
@@ -150,9 +149,8 @@ def _cell(mode: str) -> BoundFormula:
         rows = _rows(args.first())
         return rows * ops, rows * macs
 
-    formula.__name__ = f"{mode.lower()}_cell_ops"
-    formula.__doc__ = f"rows * {mode} step (as nn.{mode.split('_')[0]}Cell); rows = batch."
-    return formula
+    return named(formula, f"{mode.lower()}_cell_ops",
+                 f"rows * {mode} step (as nn.{mode.split('_')[0]}Cell); rows = batch.")
 
 
 for _mode, _name in (("LSTM", "lstm_cell"), ("GRU", "gru_cell"), ("RNN_TANH", "rnn_tanh_cell"),
@@ -173,12 +171,9 @@ def _fused_cell(mode: str) -> BoundFormula:
         biases += int(args.tensor("hidden_bias") is not None)
         return rows * hidden * (POINTWISE_OPS[mode] + biases * gates), 0
 
-    formula.__name__ = f"fused_{mode.lower()}_cell_ops"
-    formula.__doc__ = (
-        f"rows * H * ({POINTWISE_OPS[mode]} + {gates} per bias): the {mode} gate arithmetic "
-        "after the two matmuls, which run as separate mm operators."
-    )
-    return formula
+    return named(formula, f"fused_{mode.lower()}_cell_ops",
+                 f"rows * H * ({POINTWISE_OPS[mode]} + {gates} per bias): the {mode} gate "
+                 "arithmetic after the two matmuls, which run as separate mm operators.")
 
 
 register(*aten("_thnn_fused_lstm_cell"))(_fused_cell("LSTM"))
