@@ -1,6 +1,5 @@
-"""The columns the memory passes write, declared once with what makes a profile hold them.
-Declared here, beside the memory package rather than in it: the memory package sits below the
-export layer and imports none of it."""
+"""The columns the memory passes write, declared once with what makes a profile hold them
+(imported by :mod:`moduleprofiler.memory.report`, so every memory report has them)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from moduleprofiler.memory.report import CallMemory, MemoryReport, PassMemory, P
 from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.memory.serialized import state_dict_bytes
 from moduleprofiler.memory.static import memory_by_dtype, module_bytes, parameter_memory
-from moduleprofiler.memory.summary import model_summary
+from moduleprofiler.summary_row import model_summary
 
 __all__ = [
     "CallMemory",

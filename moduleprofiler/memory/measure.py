@@ -3,9 +3,10 @@ pass, with the model left exactly as it was."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import torch
@@ -16,9 +17,10 @@ from moduleprofiler.counting import module_infos
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
-from moduleprofiler.memory.report import CallMemory, MemoryReport
+from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport, module_columns
 from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.progress import Progress
+from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.validate import check_bool, check_choice, check_module
 
@@ -38,31 +40,30 @@ def _run_device(module: nn.Module, input: Any, device: str | torch.device | None
     return chosen
 
 
-_TRAINING_COLUMNS = {  # CallMemory field <- the training pass's column
-    "self_saved_bytes": "self_saved_bytes",
-    "saved_bytes": "saved_bytes",
-    "self_saved_param_bytes": "self_saved_param_bytes",
-    "train_max_live_bytes": "max_live_bytes",
-    "backward_max_live_bytes": "backward_max_live_bytes",
-}
-
-
-def _calls(inference: PassResult, training: PassResult | None) -> tuple[CallMemory, ...]:
-    """One row per call of the inference pass, with the same call's training columns (calls
-    matched by module path and call number)."""
+def _records(inference: PassResult, training: PassResult | None,
+             infos: Sequence[ModuleInfo]) -> tuple[CallRecord, ...]:
+    """One record per call of the inference pass with its memory columns
+    (:data:`MEMORY_COLUMNS`), the training ones from the same call of the training pass
+    (matched by module path and call number); no counts (``ops`` unknown)."""
     trained = {(call["path"], call["call_number"]): call
                for call in (training.calls if training is not None else ())}
-    rows = []
+    by_path = {info.path: info for info in infos}
+    records = []
     for call in inference.calls:
-        match = trained.get((call["path"], call["call_number"]))
-        rows.append(CallMemory(
-            index=call["index"], parent=call["parent"], depth=call["depth"], path=call["path"],
-            type_name=call["type_name"], call_number=call["call_number"],
-            output_bytes=call.get("output_bytes"), max_live_bytes=call.get("max_live_bytes"),
-            **({} if match is None else
-               {name: match.get(column) for name, column in _TRAINING_COLUMNS.items()}),
-        ))
-    return tuple(rows)
+        match = trained.get((call["path"], call["call_number"]), {})
+        metrics = {**match, "train_max_live_bytes": match.get("max_live_bytes"),
+                   "max_live_bytes": call.get("max_live_bytes")}
+        names = MEMORY_COLUMNS if training is not None else (*MEMORY_COLUMNS[:2],
+                                                             "max_live_bytes")
+        info = by_path.get(call["path"])
+        records.append(CallRecord(
+            **{f.name: call[f.name] for f in dataclasses.fields(CallPosition)},
+            input_shapes=None, input_dtypes=(), output_shapes=None, output_dtypes=(),
+            output_bytes=call["output_bytes"], input_size=None, output_size=None,
+            params=info.params if info else 0, own_params=info.own_params if info else 0,
+            ops=None, macs=None, ops_source="unknown", inclusive_ops=0, inclusive_macs=0,
+            complete=False, metrics={name: metrics.get(name) for name in names}))
+    return tuple(records)
 
 
 def measure_memory(
@@ -155,13 +156,15 @@ def measure_memory(
                                     if bar.enabled else None)
         finally:
             bar.close()
+    infos = module_infos(module)
+    records = _records(inference, training, infos)
     return MemoryReport(
-        records=(), modules=module_infos(module),
+        records=records, modules=infos, total_params=infos[0].params,
+        total_buffers=infos[0].buffers, module_metrics=module_columns(records),
         device=str(run_device),
         param_bytes=static.param_bytes,
         buffer_bytes=static.buffer_bytes,
         trainable_param_bytes=static.trainable_param_bytes,
         inference=inference.memory,
         training=training.memory if training is not None else None,
-        calls=_calls(inference, training),
     )

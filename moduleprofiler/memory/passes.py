@@ -3,7 +3,7 @@ backward accumulating ``.grad``), under the memory listeners."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +132,8 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
         baseline_bytes=meter.cuda.baseline_bytes if meter.cuda is not None
         else meter.live.baseline_bytes,
         peak_bytes=meter.cuda.peak if meter.cuda is not None else meter.peak,
-        peak_call=_peak_call(meter.cuda_peak_at if meter.cuda is not None else meter.peak_at),
+        peak_call=_peak_call(meter.cuda_peak_at if meter.cuda is not None else meter.peak_at,
+                             runner.calls),
         operator_baseline_bytes=meter.live.baseline_bytes,
         operator_peak_bytes=meter.peak,
         allocations=meter.live.allocations,
@@ -154,10 +155,13 @@ def _as_is(loss: Tensor) -> Tensor:
     return loss
 
 
-def _peak_call(where: Location | None) -> PeakCall | None:
+def _peak_call(where: Location | None, calls: Sequence[Call]) -> PeakCall | None:
+    """The call running at the peak, with its module's type and number of calls."""
     if where is None:
         return None
     call, phase, accumulating = where
     if call is None:
         return PeakCall(None, None, None, phase)
-    return PeakCall(call.path, call.call_number, call.index, phase, accumulating=accumulating)
+    return PeakCall(call.path, call.call_number, call.index, phase, accumulating=accumulating,
+                    type_name=type(call.module).__name__,
+                    calls=sum(other.path == call.path for other in calls))

@@ -1,13 +1,20 @@
-"""The result of :func:`~moduleprofiler.memory.measure_memory`: immutable, with a tidy view."""
+"""The result of :func:`~moduleprofiler.memory.measure_memory`: a profile whose records carry
+the memory columns (:mod:`moduleprofiler.memory_columns`), with the measured passes' evidence
+(the peaks and the calls that set them) attached."""
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import pandas as pd
-
+import moduleprofiler.memory_columns  # noqa: F401  (declares the memory columns)
+from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.export.units import human_bytes
+from moduleprofiler.export.view import View
 from moduleprofiler.records import CallPosition, CallRecord, ProfileData, display_path
 
 Phase = Literal["forward", "backward"]
@@ -24,15 +31,16 @@ class PeakCall:
     call_number: int | None
     """0 for the module's first call, ...; ``None`` outside every module call."""
     index: int | None
-    """Position of the call in :attr:`MemoryReport.calls`; ``None`` outside every call."""
+    """Position of the call in its pass (``report.records[index]`` for the inference pass);
+    ``None`` outside every call."""
     phase: Phase
     accumulating: bool = False
     """The peak was set while accumulating the gradient of a parameter of ``path`` (whose
     first call the accumulation belongs to)."""
     type_name: str | None = None
-    """The module's type (filled in by :class:`MemoryReport` from its calls)."""
+    """The module's type."""
     calls: int | None = None
-    """How many times the module was called in the pass (filled in as ``type_name``)."""
+    """How many times the module was called in the pass."""
 
     def __str__(self) -> str:
         """``0 (Linear), call 1 of 2, backward``: the module path and type, which call
@@ -73,6 +81,7 @@ class PassMemory:
     allocations: int
     """Storages the operators allocated."""
     saved_bytes: int | None = None
+    self_saved_param_bytes: int | None = None
     """Training: distinct activation storages autograd saved for backward."""
     saved_param_bytes: int | None = None
     """Training: parameter and buffer storages saved for backward (not activation memory)."""
@@ -91,41 +100,37 @@ class PassMemory:
         return self.peak_bytes - self.baseline_bytes
 
 
-@dataclass(frozen=True)
-class CallMemory(CallPosition):
-    """Memory of one module call (``None`` = not measured in that pass)."""
-
-    output_bytes: int | None
-    """New storages among the outputs (views, in-place results, aliases of inputs, parameters
-    and buffers excluded), in the inference pass."""
-    max_live_bytes: int | None
-    """Highest live memory while the call (or anything inside it) ran, inference pass."""
-    self_saved_bytes: int | None = None
-    """Activation bytes saved for backward by the call's own operators (children excluded)."""
-    saved_bytes: int | None = None
-    """``self_saved_bytes`` plus the ``saved_bytes`` of the calls inside it."""
-    self_saved_param_bytes: int | None = None
-    """Parameter/buffer bytes first saved for backward by the call's own operators."""
-    train_max_live_bytes: int | None = None
-    """Highest live memory while the call ran in the training forward."""
-    backward_max_live_bytes: int | None = None
-    """Highest live memory while the backward of the call's own operators ran."""
+MEMORY_COLUMNS = ("saved_bytes", "self_saved_bytes", "train_max_live_bytes",
+                  "backward_max_live_bytes", "max_live_bytes", "self_saved_param_bytes")
+"""The per-call columns of a memory report, in the order its records hold them (the
+listeners' names; the training forward's ``max_live_bytes`` is ``train_max_live_bytes``): the
+training pass's before the inference pass's ``max_live_bytes``, so that a view that must hide
+a column to fit hides the parameters saved first, then the inference pass. Without a training
+pass, only ``max_live_bytes`` and the saved bytes (unknown)."""
 
 
-PROFILE_COLUMNS = ("saved_bytes", "self_saved_bytes", "max_live_bytes")
-"""The per-call columns of every memory profile."""
-TRAINING_MAXIMA = ("train_max_live_bytes", "backward_max_live_bytes")
-"""The training pass's live-memory columns, shown before the inference pass's
-``max_live_bytes``: a view that must hide a column to fit hides the inference pass first."""
+def module_columns(records: Sequence[CallRecord]) -> dict[str, dict[str, Any]]:
+    """Per module path, the memory columns of its calls combined: the maxima the largest,
+    the others summed (``None`` where no call measured it)."""
+    columns: dict[str, dict[str, Any]] = {}
+    for record in records:
+        row = columns.setdefault(record.path, dict.fromkeys(record.metrics))
+        for name, value in record.metrics.items():
+            known = row.get(name)
+            if value is not None:
+                row[name] = value if known is None else (
+                    max(known, value) if column_spec(name).aggregation == "max"
+                    else known + value)
+    return columns
 
 
 @dataclass(frozen=True, repr=False, kw_only=True)
-class MemoryReport(ProfileData):
-    """Static and measured memory of one model on one input: the profile data of the measured
-    passes (``Profile.merge`` takes it), one record per call of the inference pass with its
-    memory columns (:data:`PROFILE_COLUMNS`, and from a training pass
-    :data:`TRAINING_MAXIMA`), and the passes' evidence: the peaks and the calls that set them.
-    Counts are not measured here (``merge`` it into a counted profile to see both)."""
+class MemoryReport(Profile):
+    """Static and measured memory of one model on one input: a profile with one record per
+    call of the inference pass, its memory columns in ``record.metrics``
+    (:data:`MEMORY_COLUMNS`), and the passes' evidence: the peaks
+    and the calls that set them. Counts are not measured here (``merge`` it into a counted
+    profile to see both)."""
 
     device: str
     param_bytes: int
@@ -133,54 +138,6 @@ class MemoryReport(ProfileData):
     trainable_param_bytes: int
     inference: PassMemory
     training: PassMemory | None
-    # the report's name for its calls (a profile's calls(path) is its records of one module)
-    calls: tuple[CallMemory, ...]  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.calls and not self.records:
-            self._set_records()
-        # the peaks name their module's type and call count, which only the calls know
-        types = {call.path: call.type_name for call in self.calls}
-        counts: dict[str, int] = {}
-        for call in self.calls:
-            counts[call.path] = counts.get(call.path, 0) + 1
-        for name in ("inference", "training"):
-            measured: PassMemory | None = getattr(self, name)
-            peak = measured.peak_call if measured is not None else None
-            if measured is None or peak is None or peak.path not in types:
-                continue
-            peak = dataclasses.replace(peak, type_name=types[peak.path],
-                                       calls=counts[peak.path])
-            object.__setattr__(self, name, dataclasses.replace(measured, peak_call=peak))
-
-    def _set_records(self) -> None:
-        """The profile's records and per-module columns, from :attr:`calls`."""
-        names = (*PROFILE_COLUMNS[:2], *(TRAINING_MAXIMA if self.training else ()),
-                 PROFILE_COLUMNS[2])
-        infos = {info.path: info for info in self.modules}
-        records = tuple(CallRecord(
-            index=c.index, parent=c.parent, depth=c.depth, path=c.path, type_name=c.type_name,
-            call_number=c.call_number, input_shapes=None, input_dtypes=(), output_shapes=None,
-            output_dtypes=(), output_bytes=c.output_bytes,  # type: ignore[arg-type]
-            input_size=None, output_size=None,
-            params=infos[c.path].params if c.path in infos else 0,
-            own_params=infos[c.path].own_params if c.path in infos else 0, ops=None,
-            macs=None, ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False,
-            metrics={name: getattr(c, name) for name in names}) for c in self.calls)
-        modules = self.module_columns()
-        if self.training is not None:  # the maxima of its calls, before the inference one
-            for path, row in modules.items():
-                largest = row.pop("max_live_bytes")
-                for name in TRAINING_MAXIMA:
-                    row[name] = max((v for c in self.calls if c.path == path
-                                     and (v := getattr(c, name)) is not None), default=None)
-                row["max_live_bytes"] = largest
-        root = self.modules[0] if self.modules else None
-        for name, value in (("records", records), ("module_metrics", modules),
-                            ("total_params", root.params if root else 0),
-                            ("total_buffers", root.buffers if root else 0)):
-            object.__setattr__(self, name, value)
 
     @property
     def model_size_bytes(self) -> int:
@@ -202,25 +159,22 @@ class MemoryReport(ProfileData):
         """Inference peak above the baseline: the activations a forward needs at most."""
         return self.inference.increase_bytes
 
-    def call_columns(self) -> dict[tuple[str, int], dict[str, int | None]]:
-        """Per call ``(path, call_number)``: the columns a profile's records take
-        (:data:`PROFILE_COLUMNS`)."""
-        return {(call.path, call.call_number): {name: getattr(call, name)
-                                                for name in PROFILE_COLUMNS}
-                for call in self.calls}
+    @property
+    def calls(self) -> _Calls:  # type: ignore[override]
+        """``calls(path)``: every record of the module at ``path``, as on every profile
+        (read as a tuple, the deprecated :class:`CallMemory` list)."""
+        return _Calls(self)
 
-    def module_columns(self) -> dict[str, dict[str, int | None]]:
-        """Per module path, its calls combined: ``saved_bytes`` and ``self_saved_bytes``
-        summed, ``max_live_bytes`` the largest (``None`` where no call measured it)."""
-        columns: dict[str, dict[str, int | None]] = {}
-        for call in self.calls:
-            row = columns.setdefault(call.path, dict.fromkeys(PROFILE_COLUMNS))
-            for name in PROFILE_COLUMNS:
-                value, known = getattr(call, name), row[name]
-                if value is not None:
-                    row[name] = value if known is None else (
-                        max(known, value) if name == "max_live_bytes" else known + value)
-        return columns
+    def module_columns(self) -> dict[str, dict[str, Any]]:
+        """Per module path, its calls' memory columns combined (:attr:`module_metrics`)."""
+        return self.module_metrics
+
+    def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """Deprecated: each record's ``metrics``, by ``(path, call_number)``."""
+        warnings.warn("MemoryReport.call_columns() is deprecated: use {(r.path, "
+                      "r.call_number): r.metrics for r in report.records}",
+                      DeprecationWarning, stacklevel=2)
+        return {(r.path, r.call_number): r.metrics for r in self.records}
 
     def totals(self) -> dict[str, Any]:
         """Whole-model numbers as a flat dict (``None`` where not measured)."""
@@ -247,48 +201,99 @@ class MemoryReport(ProfileData):
             "training_output_kept": training.output_kept if training else None,
         }
 
-    def to_df(self) -> pd.DataFrame:
-        """One row per call, in execution order: ``call``, ``parent``, ``depth``, ``module``
-        (the root named ``__root__``), ``type``, ``call_number`` and the byte columns of
-        :class:`CallMemory` (nullable integers; ``<NA>`` = not measured)."""
-        names = {"index": "call", "path": "module", "type_name": "type"}
-        fields = [f.name for f in dataclasses.fields(CallMemory)]
-        frame = pd.DataFrame(
-            {names.get(name, name): [getattr(call, name) for call in self.calls]
-             for name in fields}
-        )
-        for name in fields:
-            if name in ("parent",) or name.endswith("_bytes"):
-                frame[name] = frame[name].astype("Int64")
-        frame["module"] = frame["module"].map(display_path)
-        return frame
-
     def to_dict(self) -> dict[str, Any]:
-        """The report as plain Python: device, static bytes, both passes and every call."""
-        return {"device": self.device, "param_bytes": self.param_bytes,
+        """The profile's plain-Python view, with the device, the static bytes and both
+        passes."""
+        return {**super().to_dict(), "device": self.device, "param_bytes": self.param_bytes,
                 "buffer_bytes": self.buffer_bytes,
                 "trainable_param_bytes": self.trainable_param_bytes,
                 "inference": dataclasses.asdict(self.inference),
-                "training": None if self.training is None else dataclasses.asdict(self.training),
-                "calls": [dataclasses.asdict(call) for call in self.calls]}
+                "training": None if self.training is None else dataclasses.asdict(self.training)}
 
-    def __str__(self) -> str:
-        def mib(value: int | None) -> str:
-            return "n/a" if value is None else f"{value / 2**20:.1f} MiB"
+    def notes(self) -> tuple[str, ...]:
+        """The evidence in words: the static bytes, each pass's peak and the call that set
+        it; for training also the bytes saved for backward and the gradients, and whether the
+        model's output was kept through the backward."""
+        def size(value: int | None) -> str:
+            return "n/a" if value is None else human_bytes(value)
 
-        lines = [
-            f"device {self.device}: parameters {mib(self.param_bytes)}, "
-            f"buffers {mib(self.buffer_bytes)}",
-            f"inference peak {mib(self.inference.peak_bytes)} "
-            f"(+{mib(self.inference.increase_bytes)}) at {self.inference.peak_call}",
-        ]
+        lines = [f"device {self.device}: parameters {size(self.param_bytes)}, "
+                 f"buffers {size(self.buffer_bytes)}"]
+        for measured in (self.inference, self.training):
+            if measured is not None:
+                lines.append(f"{measured.kind} peak {size(measured.peak_bytes)} "
+                             f"(+{size(measured.increase_bytes)}) at {measured.peak_call}")
         if self.training is not None:
-            lines.append(
-                f"training peak {mib(self.training.peak_bytes)} "
-                f"(+{mib(self.training.increase_bytes)}) at {self.training.peak_call}; "
-                f"saved for backward {mib(self.training.saved_bytes)}, "
-                f"grads {mib(self.training.grad_bytes)}; the model's output "
-                + ("kept through the backward" if self.training.output_kept
-                   else "freed before the backward")
-            )
-        return "\n".join(lines)
+            lines.append(f"training: saved for backward {size(self.training.saved_bytes)}, "
+                         f"gradients {size(self.training.grad_bytes)}")
+            lines.append("the model's output " + (
+                "kept through the backward" if self.training.output_kept
+                else "freed before the backward"))
+        return tuple(lines)
+
+    def tree(self, columns: Sequence[str] | None = None, *, width: int | None = None,
+             **options: Any) -> View:
+        """:meth:`Profile.tree` (by default with the memory columns measured: saved bytes and
+        the live maxima, training first), the evidence (:meth:`notes`) under it."""
+        if columns is None:
+            measured = {name for r in self.records for name, v in r.metrics.items()
+                        if v is not None}
+            columns = [name for name in MEMORY_COLUMNS[:5] if name in measured]
+        view = super().tree(columns, width=width, **options)
+        return dataclasses.replace(view, notes=(*self.notes(), *view.notes))
+
+
+@dataclass(frozen=True)
+class CallMemory(CallPosition):
+    """Deprecated: the memory of one module call, as ``report.calls`` listed it; each call is
+    now a record of the report (``report.records``), its columns in ``record.metrics``."""
+
+    output_bytes: int | None
+    """New storages among the outputs, in the inference pass (``CallRecord.output_bytes``)."""
+    max_live_bytes: int | None
+    self_saved_bytes: int | None = None
+    saved_bytes: int | None = None
+    self_saved_param_bytes: int | None = None
+    train_max_live_bytes: int | None = None
+    backward_max_live_bytes: int | None = None
+
+
+class _Calls(tuple[CallMemory, ...]):
+    """``report.calls``: ``report.calls(path)`` as on every profile; read as the tuple of
+    :class:`CallMemory` it was, it still works and warns (deprecated)."""
+
+    _report: MemoryReport
+
+    def __new__(cls, report: MemoryReport) -> _Calls:
+        calls = tuple.__new__(cls, map(_call_memory, report.records))
+        calls._report = report
+        return calls
+
+    def __call__(self, path: str) -> tuple[CallRecord, ...]:
+        return ProfileData.calls(self._report, path)
+
+    def __getitem__(self, index: Any) -> Any:
+        _warn()
+        return super().__getitem__(index)
+
+    def __iter__(self) -> Iterator[CallMemory]:
+        _warn()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        _warn()
+        return super().__len__()
+
+
+def _call_memory(record: CallRecord) -> CallMemory:
+    values: dict[str, Any] = {f.name: getattr(record, f.name)
+                              for f in dataclasses.fields(CallPosition)}
+    values.update({name: record.metrics.get(name) for name in MEMORY_COLUMNS},
+                  output_bytes=record.output_bytes)
+    return CallMemory(**values)
+
+
+def _warn() -> None:
+    warnings.warn("MemoryReport.calls as a tuple of CallMemory is deprecated: use "
+                  "report.records (each call's memory columns in record.metrics) or "
+                  "report.to_df()", DeprecationWarning, stacklevel=3)

@@ -49,16 +49,16 @@ class Twice(nn.Module):
 def test_with_memory_joins_per_call_and_per_module() -> None:
     model, x = Twice(), torch.randn(2, 4)
     memory = measure_memory(model, x, train=True)
-    profile = ModuleProfiler().profile(model, x).with_memory(memory)
-    by_call = {(c.path, c.call_number): c for c in memory.calls}
+    profile = ModuleProfiler().profile(model, x).merge(memory)
+    by_call = {(c.path, c.call_number): c.metrics for c in memory.records}
     for record in profile.records:
         expected = by_call[(record.path, record.call_number)]
-        assert record.metrics["saved_bytes"] == expected.saved_bytes
-        assert record.metrics["max_live_bytes"] == expected.max_live_bytes
+        assert record.metrics["saved_bytes"] == expected["saved_bytes"]
+        assert record.metrics["max_live_bytes"] == expected["max_live_bytes"]
     first, second = profile.calls("linear")
     # tanh (in the root's own forward) saves its result, 2 * 4 * 4 = 32 bytes, charged to the
     # root; the second call's addmm saves that result too (already charged): 0 more.
-    assert memory.calls[0].self_saved_bytes == 32
+    assert memory.records[0].metrics["self_saved_bytes"] == 32
     module = profile.module_metrics["linear"]
     assert module["saved_bytes"] == first.metrics["saved_bytes"] + second.metrics["saved_bytes"]
     assert module["max_live_bytes"] == max(first.metrics["max_live_bytes"],

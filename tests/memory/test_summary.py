@@ -11,7 +11,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.memory import measure_memory, model_summary
-from moduleprofiler.memory.summary import SUMMARY_COLUMNS
+from moduleprofiler.summary_row import SUMMARY_COLUMNS
 
 
 def _model_and_input() -> tuple[nn.Module, torch.Tensor]:
