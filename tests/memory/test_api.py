@@ -28,3 +28,22 @@ def test_report_views() -> None:
     assert report.to_dict()["training"]["kind"] == "training"
     frame = report.to_df()
     assert list(frame.columns[:6]) == ["call", "parent", "depth", "module", "type", "call_number"]
+
+
+def test_report_is_a_profile_and_its_old_calls_tuple_warns() -> None:
+    import pytest
+    import torch
+    from torch import nn
+
+    from moduleprofiler import Profile
+
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    report = memory.measure_memory(model, torch.randn(3, 4), train=True)
+    assert isinstance(report, Profile)
+    # calls(path), as on every profile: the ReLU's one record, which saves its 3 x 8 float32
+    # output for backward, 3 * 8 * 4 = 96 bytes
+    (relu,) = report.calls("1")
+    assert relu.metrics["self_saved_bytes"] == 96
+    with pytest.warns(DeprecationWarning, match="report.records"):
+        assert report.calls[2].self_saved_bytes == 96
+    assert "training peak" in report.notes()[2] and "training peak" in str(report)
