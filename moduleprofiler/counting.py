@@ -98,69 +98,76 @@ def scan_modules(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
     sizes: dict[int, tuple[int, int, int, bool]] = {}
     count = len(occurrences)
     parent = [-1] * count
-    # per table (parameters, buffers): tensor id -> its first module, and for the tensors
-    # registered more than once, every module registering them
+    # per module: own sums of the tensors registered once (numel, bytes and trainable numel of
+    # parameters; numel and bytes of buffers); a tensor seen again goes to ``shared``, with
+    # every module registering it, and leaves its first module's sums
+    params, param_bytes, trainable = [0] * count, [0] * count, [0] * count
+    buffers, buffer_bytes = [0] * count, [0] * count
     first: tuple[dict[int, int], dict[int, int]] = ({}, {})
     shared: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
     for i, (_, module) in enumerate(occurrences):
-        for child in module._modules.values():
-            if child is not None:
-                parent[position[id(child)]] = i
+        if module._modules:
+            for child in module._modules.values():
+                if child is not None:
+                    parent[position[id(child)]] = i
         for kind, table in enumerate((module._parameters, module._buffers)):
             seen, again = first[kind], shared[kind]
             for tensor in table.values():
                 if tensor is None:
                     continue
                 key = id(tensor)
-                _size(tensor, sizes)
                 if key in seen:
-                    again.setdefault(key, [seen[key]]).append(i)
-                else:
-                    seen[key] = i
-    # numel, bytes and trainable numel of parameters; numel and bytes of buffers; own numel
-    totals = [[0, 0, 0, 0, 0, 0] for _ in range(count)]
-    for kind in (0, 1):
-        again = shared[kind]
-        for key, i in first[kind].items():
-            if key not in again:
-                size, row = sizes[key], totals[i]
-                if kind:
-                    row[3] += size[0]
-                    row[4] += size[1]
-                else:
-                    row[0] += size[0]
-                    row[1] += size[1]
-                    row[2] += size[2]
-                    row[5] += size[0]
+                    holders = again.get(key)
+                    if holders is None:
+                        holders = again[key] = [seen[key]]
+                        _add(-1, sizes[key], kind, seen[key], params, param_bytes, trainable,
+                             buffers, buffer_bytes)
+                    holders.append(i)
+                    continue
+                seen[key] = i
+                _add(1, _size(tensor, sizes), kind, i, params, param_bytes, trainable,
+                     buffers, buffer_bytes)
+    own = params[:]
     for i in range(count - 1, 0, -1):  # children come after their parent
-        row, up = totals[i], totals[parent[i]]
-        for column in range(5):
-            up[column] += row[column]
+        up = parent[i]
+        params[up] += params[i]
+        param_bytes[up] += param_bytes[i]
+        trainable[up] += trainable[i]
+        buffers[up] += buffers[i]
+        buffer_bytes[up] += buffer_bytes[i]
     for kind in (0, 1):
         for key, holders in shared[kind].items():
             size = sizes[key]
             reached: set[int] = set()
             for i in dict.fromkeys(holders):
                 if not kind:
-                    totals[i][5] += size[0]
+                    own[i] += size[0]
                 while i != -1 and i not in reached:  # each module above, once
                     reached.add(i)
-                    row = totals[i]
-                    if kind:
-                        row[3] += size[0]
-                        row[4] += size[1]
-                    else:
-                        row[0] += size[0]
-                        row[1] += size[1]
-                        row[2] += size[2]
+                    _add(1, size, kind, i, params, param_bytes, trainable, buffers,
+                         buffer_bytes)
                     i = parent[i]
     infos = tuple(
         ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
-                   row[0], row[5], row[2], row[3],
-                   not any(child is not None for child in module._modules.values()),
-                   row[1], row[4])
-        for (path, module), row in zip(occurrences, totals))
+                   params[i], own[i], trainable[i], buffers[i],
+                   not module._modules or all(c is None for c in module._modules.values()),
+                   param_bytes[i], buffer_bytes[i])
+        for i, (path, module) in enumerate(occurrences))
     return infos, any(size[3] for size in sizes.values())
+
+
+def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params: list[int],
+         param_bytes: list[int], trainable: list[int], buffers: list[int],
+         buffer_bytes: list[int]) -> None:
+    """Add (``sign=1``) or take away (``-1``) one tensor's ``size`` in the sums of module
+    ``i``: a parameter's (``kind`` 0) or a buffer's (1)."""
+    if kind:
+        buffers[i] += sign * size[0]
+        buffer_bytes[i] += sign * size[1]
+    else:
+        params[i] += sign * size[0]
+        param_bytes[i] += sign * size[1]
+        trainable[i] += sign * size[2]
 
 
 def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:

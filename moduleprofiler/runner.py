@@ -190,10 +190,6 @@ def _overrides(listener: Listener, name: str) -> bool:
     return getattr(type(listener), name) is not getattr(Listener, name)
 
 
-_PRE_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
-_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
-
-
 _DIRECT: dict[type, bool] = {}
 
 
@@ -210,9 +206,12 @@ def _hooks_directly(module: nn.Module) -> bool:
 
 
 def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle]) -> None:
-    for module in hooked:
-        for name in (*_PRE_HOOK_DICTS, *_HOOK_DICTS):
-            getattr(module, name).pop(key, None)
+    for module in hooked:  # the five tables ``_install`` wrote, by name (once per module)
+        module._forward_pre_hooks.pop(key, None)
+        module._forward_pre_hooks_with_kwargs.pop(key, None)
+        module._forward_hooks.pop(key, None)
+        module._forward_hooks_with_kwargs.pop(key, None)
+        module._forward_hooks_always_called.pop(key, None)
     for handle in handles:
         handle.remove()
 
