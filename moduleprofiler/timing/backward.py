@@ -33,12 +33,10 @@ from moduleprofiler.timing.clock import (
 )
 from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.device_trace import ClockName
-from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration, marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import Block, TimingOptions, measure, plain_count
-from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
@@ -51,7 +49,7 @@ from moduleprofiler.timing.results import (
     timed_profile,
 )
 from moduleprofiler.timing.setup import HookedPass
-from moduleprofiler.timing.stats import StopReason, Summary, summarize
+from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_module
 
 BackwardMethod = Literal["auto", "nodes"]
@@ -312,12 +310,10 @@ class StepRows:
         if names[0] in marks and names[-1] in marks:
             phases.setdefault("step", []).append((marks[names[-1]] - marks[names[0]]) / 1e6)
 
-    def build(self, *, method: str, separate_passes: bool, calibration: HookCalibration,
-              device: str, clock: str, dropped: int, confidence: float,
-              environment: dict[str, Any], warnings: tuple[str, ...],
-              stop_reason: StopReason | None = None,
-              elapsed_s: float | None = None) -> TrainingTiming:
-        """The :class:`TrainingTiming` of the stored steps."""
+    def build(self, *, environment: dict[str, Any], **evidence: Any) -> TrainingTiming:
+        """The :class:`TrainingTiming` of the stored steps, with ``environment`` (the step
+        kinds added) and the ``evidence`` of its run (the other fields: ``method``,
+        ``calibration``, ``device``...)."""
         width = len(self.layout.paths)
         arrays = {kind: {k: np.asarray(v) for k, v in phases.items()}
                   for kind, phases in self.phases.items()}
@@ -325,25 +321,14 @@ class StepRows:
             iter(arrays.values()), {})
         first = next(iter(self.fwd or self.fwd_fallback or self.bwd), None)
         return timed_profile(TrainingTiming(
-            records=(), modules=(),
             layout=self.layout,
             forward=PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
             backward_samples=PhaseSamples.collect("backward", self.bwd, width, backward=True),
             phases_ms=plain,
             hooked_phases_ms={k: v for k, v in arrays.items() if k != "plain"},
             unattributed_ms=np.asarray([t.bwd_unattributed for t in self.bwd]) / 1e6,
-            method=method,
-            separate_passes=separate_passes,
-            calibration=calibration,
-            device=device,
-            clock=clock,
-            dropped=dropped,
-            confidence=confidence,
             environment={**environment, "step_kinds": tuple(arrays)},
-            hardware=get_hardware_specs(),
-            warnings=warnings,
-            stop_reason=stop_reason,
-            elapsed_s=elapsed_s,
+            **evidence,
         ), first)
 
 

@@ -33,7 +33,6 @@ from moduleprofiler.timing.clock import (
 )
 from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.device_trace import ClockName, device_trace
-from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
 from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import (
@@ -381,7 +380,6 @@ def time_modules(
                                         hook_free[0] if hook_free else None)
                     if kernels else None)
     return timed_profile(ModuleTiming(
-        records=(), modules=(),
         layout=layout,
         forward=device_times.samples if device_times is not None else host_samples,
         hooked_ms=hooked_ms,
@@ -392,7 +390,6 @@ def time_modules(
         dropped=plan.drop_first,
         confidence=opts.confidence,
         environment=run.environment,
-        hardware=get_hardware_specs(),
         warnings=tuple(notes),
         host=host_samples if kernels else None,
         device_times=device_times,

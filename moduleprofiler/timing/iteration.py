@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Call
 
 START, END = 0, 1
@@ -128,22 +129,24 @@ def _resolve_backward(times: IterationTimes, raw: RawIteration, event_ns: Floats
         else:  # AccumulateGrad: the first call, this iteration, of the consuming module
             owner = first_call.get(raw.accumulate_module[-1 - code], -1)
         own[owner if owner >= 0 else n] += t - before
-    inclusive = inclusive_of_own(times.call_parent, own[:n])
-    times.call_bwd_exclusive = own[:n]
-    times.call_bwd_inclusive = inclusive
-    times.bwd_exclusive = _bincount(call_module, own[:n], n_mod)
-    times.bwd_inclusive = per_module_sum(call_module, inclusive, n_mod, times.call_parent)
+    _set_backward(times, own[:n], n_mod)
     times.bwd_unattributed = float(own[n])
 
 
+def _set_backward(times: IterationTimes, own: Floats, n_mod: int) -> None:
+    """Fill the backward times of ``times`` from each call's own backward time."""
+    inclusive = inclusive_of_own(times.call_parent, own)
+    times.call_bwd_exclusive = own
+    times.call_bwd_inclusive = inclusive
+    times.bwd_exclusive = _bincount(times.call_module, own, n_mod)
+    times.bwd_inclusive = per_module_sum(times.call_module, inclusive, n_mod, times.call_parent)
+
+
 def inclusive_of_own(call_parent: Ints, own: Floats) -> Floats:
-    """Each call's ``own`` value plus that of every call made inside it."""
-    inclusive = own.astype(np.float64, copy=True)
-    for call in range(len(own) - 1, -1, -1):  # children come after their parent
-        parent = call_parent[call]
-        if parent >= 0:
-            inclusive[parent] += inclusive[call]
-    return inclusive
+    """Each call's ``own`` value plus that of every call made inside it
+    (:func:`~moduleprofiler.records.subtree_totals`)."""
+    parents = [None if parent < 0 else parent for parent in call_parent.tolist()]
+    return np.asarray(subtree_totals(own.tolist(), parents), dtype=np.float64)
 
 
 def iteration_of_own(calls: list[Call], module_index: dict[int, int], forward_own: Floats,
@@ -176,11 +179,7 @@ def iteration_of_own(calls: list[Call], module_index: dict[int, int], forward_ow
         bwd_exclusive=np.full(n_mod, np.nan),
     )
     if backward_own is not None:
-        backward = inclusive_of_own(call_parent, backward_own)
-        times.call_bwd_exclusive = backward_own
-        times.call_bwd_inclusive = backward
-        times.bwd_exclusive = _bincount(call_module, backward_own, n_mod)
-        times.bwd_inclusive = per_module_sum(call_module, backward, n_mod, call_parent)
+        _set_backward(times, backward_own, n_mod)
     return times
 
 

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from moduleprofiler.runner import Call, Listener, PassRunner, SequenceMap
+from moduleprofiler.runner import Call, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
 from moduleprofiler.timing.device_trace import (
     ENGINE_PREFIX,
@@ -39,6 +39,7 @@ from moduleprofiler.timing.device_trace import (
 )
 from moduleprofiler.timing.graph import call_graph
 from moduleprofiler.timing.iteration import IterationTimes, iteration_of_own
+from moduleprofiler.timing.ranges import CallRanges
 
 
 @dataclass
@@ -58,7 +59,7 @@ class DeviceIteration:
     """Device time booked to the iteration's calls, forward and backward."""
 
 
-class KernelClock(Listener):
+class KernelClock(CallRanges):
     """Names module calls (and the ``AccumulateGrad`` nodes of their parameters) with ranges
     the device's kernel records are booked to.
 
@@ -67,11 +68,10 @@ class KernelClock(Listener):
     ``with``, ``block.iterations`` holds the results."""
 
     def __init__(self, backward: bool = False) -> None:
-        self.wants_nodes = backward
+        super().__init__(backward)
         self.runner: PassRunner | None = None
         self.module_index: dict[int, int] = {}
         self._iteration = 0
-        self._open: list[tuple[int, Any]] = []
         self._calls: list[list[Call]] = []
         self._sequences: list[SequenceMap] = []
         # by id(node): the node (kept alive, so that its id is not reused) and its two hooks
@@ -85,28 +85,12 @@ class KernelClock(Listener):
         clock.module_index = {id(m): i for i, m in enumerate(clock.runner.modules)}
         return clock
 
-    # -- the runner's events (hot path) ----------------------------------------------------
-    def stop(self, runner: PassRunner) -> None:
-        """Close the ranges a raising forward left open, innermost first."""
-        while self._open:
-            close_range(self._open.pop()[1])
+    # -- the runner's events (hot path): ranges opened and closed by CallRanges ----------
+    _begin = staticmethod(open_range)
+    _close = staticmethod(close_range)
 
-    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Open the call's range."""
-        self._open.append((call.index, open_range(f"{self._iteration}:f{call.index}")))
-
-    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
-             output: Any) -> None:
-        """Close the call's range (and those of inner calls that raised and were caught);
-        after an outermost call, name the ``AccumulateGrad`` nodes of the parameters it used
-        (every other node's evaluation the profiler names itself)."""
-        while self._open:
-            index, scope = self._open.pop()
-            close_range(scope)
-            if index == call.index:
-                break
-        if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
-            self._name_graph(call, output)
+    def _label(self, call: Call) -> str:
+        return f"{self._iteration}:f{call.index}"
 
     # -- iterations ------------------------------------------------------------------------
     @contextmanager
@@ -231,20 +215,6 @@ class KernelClock(Listener):
 
     def _accumulate_label(self, module: int) -> Callable[[], str]:
         return lambda: f"{self._iteration}:a{module}"
-
-    @staticmethod
-    def _name_node(node: Any, label: Callable[[], str]
-                   ) -> tuple[RemovableHandle, RemovableHandle]:
-        running: list[Any] = []  # a node may run more than once (retain_graph)
-
-        def before(grad_outputs: Any) -> None:
-            running.append(open_range(label()))
-
-        def after(grad_inputs: Any, grad_outputs: Any) -> None:
-            if running:
-                close_range(running.pop())
-
-        return (node.register_prehook(before), node.register_hook(after))
 
 
 @dataclass

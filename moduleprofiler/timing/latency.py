@@ -16,6 +16,7 @@ on the current stream and read after one device synchronisation per iteration.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings, new_event, resolve_device
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, TimingOptions, measure
-from moduleprofiler.timing.stats import StopReason, Summary, summarize
+from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
 from moduleprofiler.validate import check_module
 
 
@@ -106,13 +107,12 @@ class LatencyResult:
         """Items per second: ``batch_size * n / sum(t)`` (``nan`` without a batch size)."""
         if self.batch_size is None:
             return math.nan
-        return self.batch_size * self.iterations_per_second
+        return throughput(self.batch_size, self.samples_ms / 1e3)
 
     @property
     def iterations_per_second(self) -> float:
         """Calls per second: ``n / sum(t)``."""
-        total = float(self.samples_ms.sum()) / 1e3
-        return self.n / total if total > 0 else math.nan
+        return throughput(1, self.samples_ms / 1e3)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain Python: statistics (``*_ms``), throughput, settings,
@@ -122,29 +122,14 @@ class LatencyResult:
             for name, value in self.stats.to_dict().items()
             if name not in ("ci_halfwidth_rel", "iqr_rel")
         }
-        out.update(
-            ci_halfwidth_rel=self.ci_halfwidth_rel,
-            iqr_rel=self.stats.iqr_rel,
-            throughput=self.throughput,
-            iterations_per_second=self.iterations_per_second,
-            batch_size=self.batch_size,
-            stop_reason=self.stop_reason,
-            target_ci=self.target_ci,
-            dropped=self.dropped,
-            warmup_iters=self.warmup_iters,
-            warmup_seconds=self.warmup_seconds,
-            elapsed_s=self.elapsed_s,
-            cold_ms=self.cold_ms,
-            calls_per_sample=self.calls_per_sample,
-            device=self.device,
-            intraop_threads=self.intraop_threads,
-            interop_threads=self.interop_threads,
-            torch_version=self.torch_version,
-            hardware=dict(self.hardware),
-            environment=dict(self.environment),
-            warnings=list(self.warnings),
-            samples_ms=self.samples_ms.tolist(),
-        )
+        out.update(ci_halfwidth_rel=self.ci_halfwidth_rel, iqr_rel=self.stats.iqr_rel,
+                   throughput=self.throughput, iterations_per_second=self.iterations_per_second)
+        for item in dataclasses.fields(self):  # the settings and evidence, samples last
+            value = getattr(self, item.name)
+            if item.name not in ("samples_ms", "stats", "confidence"):
+                out[item.name] = list(value) if isinstance(value, tuple) else (
+                    dict(value) if isinstance(value, dict) else value)
+        out["samples_ms"] = self.samples_ms.tolist()
         return out
 
     def __repr__(self) -> str:

@@ -21,10 +21,12 @@ call or node.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.autograd.profiler import record_function
+from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
@@ -34,7 +36,60 @@ BACKWARD_SUFFIX = " (backward)"
 """Appended to the module path in the names of backward ranges."""
 
 
-class RangeListener(Listener):
+class CallRanges(Listener):
+    """Wraps every module call in a range: the bookkeeping :class:`RangeListener` and the
+    kernel clock share. A subclass says how a range opens (``_begin(label)``) and closes
+    (``_close(scope)``), how a call is labelled (``_label``) and, with ``wants_nodes``, what
+    it names in the graph an outermost call created (``_name_graph``)."""
+
+    def __init__(self, backward: bool) -> None:
+        self.wants_nodes = backward
+        self._open: list[tuple[int, Any]] = []
+        """Forward ranges still open: ``(call index, scope)``, innermost last."""
+
+    _begin: Callable[[str], Any]
+    _close: Callable[[Any], None]
+    _label: Callable[[Call], str]
+    _name_graph: Callable[[Call, Any], None]
+
+    def stop(self, runner: PassRunner) -> None:
+        """Close every forward range a raising forward left open, innermost first."""
+        while self._open:
+            self._close(self._open.pop()[1])
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Open the call's range."""
+        self._open.append((call.index, self._begin(self._label(call))))
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        """Close the call's range (and those of inner calls that raised and were caught);
+        after an outermost call, name the backward work it created."""
+        while self._open:
+            index, scope = self._open.pop()
+            self._close(scope)
+            if index == call.index:
+                break
+        if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
+            self._name_graph(call, output)
+
+    def _name_node(self, node: Any, label: Callable[[], str]
+                   ) -> tuple[RemovableHandle, RemovableHandle]:
+        """A range ``label()`` around every run of an autograd node (its pre- and post-hook
+        run on the node's thread, just around it, so ranges nest on every thread)."""
+        running: list[Any] = []  # a node may run more than once (retain_graph)
+
+        def before(grad_outputs: Any) -> None:
+            running.append(self._begin(label()))
+
+        def after(grad_inputs: Any, grad_outputs: Any) -> None:
+            if running:
+                self._close(running.pop())
+
+        return node.register_prehook(before), node.register_hook(after)
+
+
+class RangeListener(CallRanges):
     """Wraps each module call (and, with ``backward``, each autograd node it created) in a
     ``record_function`` range and, with ``nvtx``, an NVTX range named by the module path.
 
@@ -48,39 +103,23 @@ class RangeListener(Listener):
             raise TypeError(f"backward must be a bool, got {type(backward).__name__}")
         if nvtx is not None and not isinstance(nvtx, bool):
             raise TypeError(f"nvtx must be a bool or None, got {type(nvtx).__name__}")
-        self.wants_nodes = backward
+        super().__init__(backward)
         self.nvtx = torch.cuda.is_available() if nvtx is None else nvtx
         self._runner: PassRunner | None = None
-        self._open: list[tuple[int, Any]] = []
-        """Forward ranges still open: ``(call index, record_function)``, innermost last."""
 
     def start(self, runner: PassRunner) -> None:
         """Remember the runner (its calls name the backward ranges)."""
         self._runner = runner
 
-    def stop(self, runner: PassRunner) -> None:
-        """Close every forward range a raising forward left open, innermost first."""
-        while self._open:
-            self._close(self._open.pop()[1])
+    def _label(self, call: Call) -> str:
+        return display_path(call.path)
 
-    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Open the call's range."""
-        self._open.append((call.index, self._begin(display_path(call.path))))
-
-    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
-             output: Any) -> None:
-        """Close the call's range (and those of inner calls that raised and were caught);
-        after an outermost call, name the backward nodes it created."""
-        while self._open:
-            index, record = self._open.pop()
-            self._close(record)
-            if index == call.index:
-                break
-        if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
-            runner = self._runner
-            assert runner is not None
-            for _, node, owner in call_graph(runner, call, output).nodes:
-                self._name_node(node, display_path(runner.calls[owner].path) + BACKWARD_SUFFIX)
+    def _name_graph(self, outer: Call, output: Any) -> None:
+        runner = self._runner
+        assert runner is not None
+        for _, node, owner in call_graph(runner, outer, output).nodes:
+            name = display_path(runner.calls[owner].path) + BACKWARD_SUFFIX
+            self._name_node(node, lambda name=name: name)  # type: ignore[misc]
 
     def _begin(self, name: str) -> Any:
         if self.nvtx:
@@ -91,16 +130,3 @@ class RangeListener(Listener):
         record.__exit__(None, None, None)
         if self.nvtx:
             torch.cuda.nvtx.range_pop()
-
-    def _name_node(self, node: Any, name: str) -> None:
-        running: list[Any] = []  # a node may run more than once (retain_graph)
-
-        def before(grad_outputs: Any) -> None:
-            running.append(self._begin(name))
-
-        def after(grad_inputs: Any, grad_outputs: Any) -> None:
-            if running:
-                self._close(running.pop())
-
-        node.register_prehook(before)
-        node.register_hook(after)

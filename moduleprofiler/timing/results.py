@@ -32,6 +32,7 @@ from moduleprofiler.records import (
     ModuleInfo,
     module_statuses,
 )
+from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
@@ -262,6 +263,9 @@ class TimedModules(Profile):
     hooks' calibration, the environment. Counts are not measured here (``merge`` it into a
     counted profile to see both)."""
 
+    records: tuple[CallRecord, ...] = ()
+    """Filled by :func:`timed_profile`, as ``modules``."""
+    modules: tuple[ModuleInfo, ...] = ()
     layout: ModelLayout
     forward: PhaseSamples
     calibration: HookCalibration
@@ -270,7 +274,7 @@ class TimedModules(Profile):
     dropped: int
     confidence: float
     environment: dict[str, Any]
-    hardware: dict[str, Any]
+    hardware: dict[str, Any] = field(default_factory=get_hardware_specs)
     warnings: tuple[str, ...]
     stop_reason: StopReason | None = field(default=None, kw_only=True)
     """What ended the run: ``"target_ci"`` (the median's CI was within the target),
