@@ -17,15 +17,10 @@ def _cell(value: Any) -> Any:
     return str(value)
 
 
-def printable(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy whose object cells are scalars, ready for a text format."""
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object:
-            out[column] = out[column].map(_cell)
-    return out
-
-
 def render_csv(view: ViewData) -> str:
     """The view's shown columns as CSV, one header row of column names."""
-    return str(printable(view.df).to_csv(index=False))
+    frame = view.df  # a new frame: its object cells become scalars
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            frame[column] = frame[column].map(_cell)
+    return str(frame.to_csv(index=False))

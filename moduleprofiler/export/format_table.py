@@ -113,18 +113,12 @@ def get_format(name: str) -> Format:
     return FORMATS[format_name(name)]
 
 
-def renderer_options(render: Callable[..., Any] | None) -> frozenset[str]:
-    """The option names a renderer takes (its keyword-only parameters)."""
-    if render is None:
-        return frozenset()
-    parameters = inspect.signature(render).parameters.values()
-    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
-
-
 def split_options(options: Mapping[str, Any],
                   render: Callable[..., Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(renderer options, view options)`` of ``options``."""
-    names = renderer_options(render)
+    """``(renderer options, view options)`` of ``options``: the renderer's options are its
+    keyword-only parameters."""
+    parameters = inspect.signature(render).parameters.values() if render is not None else ()
+    names = {p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
     ours = {key: value for key, value in options.items() if key in names}
     return ours, {key: value for key, value in options.items() if key not in names}
 
