@@ -21,6 +21,7 @@ the model; the optimizer is never seen). This module imports no training framewo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -104,6 +105,7 @@ def identity(batch: Any) -> Any:
     return batch
 
 
+@dataclass(kw_only=True, eq=False)
 class StepWindow:
     """Profiles training steps ``start_step … start_step + num_steps - 1`` of a training loop.
 
@@ -130,34 +132,31 @@ class StepWindow:
         ValueError, TypeError: a bad argument (the message names it).
     """
 
-    def __init__(self, *, start_step: int = 5, num_steps: int = 5, depth: int = 1,
-                 forward_args: Callable[[Any], Any] = identity,
-                 loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 peaks: DevicePeaks | str | None = None, gather: bool = True,
-                 memory: bool = True) -> None:
-        for name, value, least in (("start_step", start_step, 0), ("num_steps", num_steps, 1),
-                                   ("depth", depth, 0)):
+    start_step: int = 5
+    num_steps: int = 5
+    depth: int = 1
+    forward_args: Callable[[Any], Any] = identity
+    loss_fn: Callable[[Any], torch.Tensor] | None = None
+    peaks: DevicePeaks | str | None = None
+    gather: bool = True
+    memory: bool = True
+
+    def __post_init__(self) -> None:
+        for name, least in (("start_step", 0), ("num_steps", 1), ("depth", 0)):
+            value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
             if value < least:
                 raise ValueError(f"{name} must be >= {least}, got {value}")
-        if not callable(forward_args):
+        if not callable(self.forward_args):
             raise TypeError("forward_args must be a callable batch -> model input")
-        if loss_fn is not None and not callable(loss_fn):
+        if self.loss_fn is not None and not callable(self.loss_fn):
             raise TypeError("loss_fn must be a callable output -> scalar tensor, or None")
-        if peaks is not None and not isinstance(peaks, (DevicePeaks, str)):
+        if self.peaks is not None and not isinstance(self.peaks, (DevicePeaks, str)):
             raise TypeError(f"peaks must be a DevicePeaks, a table name or None, got "
-                            f"{type(peaks).__name__}")
-        self.start_step = start_step
-        self.num_steps = num_steps
-        self.depth = depth
-        self.forward_args = forward_args
-        self.loss_fn = loss_fn
-        self.peaks = peaks
-        self.gather = gather
-        if not isinstance(memory, bool):
-            raise TypeError(f"memory must be a bool, got {type(memory).__name__}")
-        self.memory = memory
+                            f"{type(self.peaks).__name__}")
+        if not isinstance(self.memory, bool):
+            raise TypeError(f"memory must be a bool, got {type(self.memory).__name__}")
         self._memory: MemoryReport | None = None
         self.result: WindowResult | None = None
         """The window's result once it closed (``None`` before, and on ranks other than 0
@@ -319,17 +318,19 @@ class StepWindow:
             return None  # no peak for the model's dtype
 
 
+_SETTINGS = frozenset(setting.name for setting in dataclasses.fields(StepWindow))
+
+
 class WindowCallback:
     """What every framework's callback keeps: the window's settings, checked when the callback
     is made (not at the first training step), the log directory, and the last result.
 
-    ``start_step``, ``num_steps``, ``depth``, ``loss_fn``, ``peaks``, ``memory`` (and
-    ``forward_args`` where the callback takes it) read the settings.
+    ``start_step``, ``num_steps``, ``depth``, ``loss_fn``, ``peaks``, ``memory`` (every
+    :class:`StepWindow` field) read the settings.
     """
 
     def __init__(self, log_dir: str | PathLike[str] | None, **settings: Any) -> None:
-        self._settings = settings
-        StepWindow(**settings)  # checks every setting now
+        self._template = StepWindow(**settings)  # checks every setting now
         if log_dir is not None and not isinstance(log_dir, (str, PathLike)):
             raise TypeError(f"log_dir must be a path or None, got {type(log_dir).__name__}")
         self.log_dir = log_dir
@@ -340,14 +341,14 @@ class WindowCallback:
         self._emitted = False
 
     def __getattr__(self, name: str) -> Any:
-        settings = self.__dict__.get("_settings", {})
-        if name in settings:
-            return settings[name]
+        template = self.__dict__.get("_template")
+        if template is not None and name in _SETTINGS:
+            return getattr(template, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _new_window(self, model: nn.Module) -> StepWindow:
         """A fresh window watching ``model``, for a training run that starts."""
-        self.window = StepWindow(**self._settings)
+        self.window = dataclasses.replace(self._template)
         self.window.start(model)
         self.result, self._emitted = None, False
         return self.window

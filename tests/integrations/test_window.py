@@ -202,9 +202,10 @@ def test_bad_arguments_name_themselves(kwargs: dict[str, Any], error: type[Excep
 def test_window_callback_checks_and_reads_its_settings() -> None:
     callback = WindowCallback(None, start_step=3, num_steps=2, depth=0)
     assert (callback.start_step, callback.num_steps, callback.depth) == (3, 2, 0)
+    assert callback.peaks is None and callback.memory is True  # StepWindow's defaults
     assert callback.result is None and callback.window is None
-    with pytest.raises(AttributeError, match="no attribute 'peaks'"):
-        callback.peaks  # noqa: B018 (not a setting this callback was given)
+    with pytest.raises(AttributeError, match="no attribute 'span'"):
+        callback.span  # noqa: B018 (not a setting)
     with pytest.raises(ValueError, match="num_steps must be >= 1"):
         WindowCallback(None, num_steps=0)
     with pytest.raises(TypeError, match="log_dir must be a path or None"):
