@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -77,6 +78,35 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
             params[id(module)].values(), buffers[id(module)].values(),
             {id(p): p for p in own.values() if p is not None}.values() if own else ()))
     return tuple(facts)
+
+
+_MODULE_GETATTR = nn.Module.__getattr__
+_TABLE_READS: dict[tuple[type, str], bool] = {}
+
+
+def module_tensor(module: nn.Module, name: str) -> Any:
+    """``getattr(module, name, None)``, quicker for a parameter or buffer (``module.bias``).
+
+    Ordinary attribute lookup never finds those: it falls back to ``nn.Module.__getattr__``,
+    which costs about 0.6 us a read, and formulas read them on every call. Where neither the
+    instance nor its class defines ``name`` and the class keeps ``nn.Module``'s
+    ``__getattr__``, that fallback is what ``getattr`` would run, so the parameter and buffer
+    tables are read here directly, in its order (the class is checked once per name); anything
+    else is ``getattr`` itself.
+    """
+    own = module.__dict__
+    if name not in own:
+        cls = type(module)
+        direct = _TABLE_READS.get((cls, name))
+        if direct is None:
+            direct = _TABLE_READS[(cls, name)] = (
+                cls.__getattr__ is _MODULE_GETATTR and not hasattr(cls, name))
+        if direct:
+            for table_name in ("_parameters", "_buffers"):
+                table = own.get(table_name)
+                if table is not None and name in table:
+                    return table[name]
+    return getattr(module, name, None)
 
 
 def numel(tensor: Tensor) -> int:

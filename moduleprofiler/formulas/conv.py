@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from torch.nn.modules.conv import _ConvNd, _ConvTransposeNd
 
 from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.tensors import module_tensor
 
 
 def _kernel_volume(module: _ConvNd) -> int:
@@ -35,7 +36,7 @@ def _dot_length(module: _ConvNd) -> int:
 def conv_ops(module: _ConvNd, inputs: tuple[Any, ...], output: Tensor) -> int:
     """outputs * (2 * (Cin / groups) * K - 1), plus outputs with bias (outputs = N*Cout*spatial)."""
     per_output = 2 * _dot_length(module) - 1
-    if module.bias is not None:
+    if module_tensor(module, "bias") is not None:
         per_output += 1
     return int(output.numel()) * per_output
 

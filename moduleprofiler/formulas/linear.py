@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
 from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.tensors import module_tensor
 
 
 def leading_rows(x: Tensor) -> int:
@@ -32,7 +33,7 @@ def linear_ops(module: nn.Linear, inputs: tuple[Any, ...], output: Any) -> int:
     # One dot product of length ``in`` per output element: ``in`` multiplies, ``in - 1`` adds;
     # an empty dot product (``in_features=0``) costs nothing.
     per_row = module.out_features * max(2 * module.in_features - 1, 0)
-    if module.bias is not None:
+    if module_tensor(module, "bias") is not None:
         per_row += module.out_features
     return leading_rows(inputs[0]) * per_row
 

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
 from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.tensors import module_tensor
 
 _VARIANCE_PER_GROUP = 2  # var = E[x²] - mean²: one square, one subtract
 STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
@@ -53,16 +54,16 @@ def rms_ops(elements: int, size: int, weight: bool) -> int:
 
 def _affine(module: nn.Module) -> tuple[bool, bool]:
     """Whether the module has a weight and a bias."""
-    return (getattr(module, "weight", None) is not None,
-            getattr(module, "bias", None) is not None)
+    return (module_tensor(module, "weight") is not None,
+            module_tensor(module, "bias") is not None)
 
 
 def _uses_batch_stats(module: nn.Module) -> bool:
     """torch's ``bn_training``: batch statistics in training mode or without running buffers."""
     if module.training:
         return True
-    return getattr(module, "running_mean", None) is None and (
-        getattr(module, "running_var", None) is None
+    return module_tensor(module, "running_mean") is None and (
+        module_tensor(module, "running_var") is None
     )
 
 
