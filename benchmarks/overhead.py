@@ -16,6 +16,7 @@ header says how noisy the machine was: load averages and the bare forward's spre
     python benchmarks/overhead.py            # 21 rounds, peers included
     python benchmarks/overhead.py --quick    # 15 rounds, without the peers
     python benchmarks/overhead.py --models resnet50 --rounds 31
+    python benchmarks/overhead.py --fixed    # the per-pass cost outside the forward only
 
 The targets: ``runner, no listener`` at most 5 us per module call above ``empty hooks``;
 ``profile()`` at most 1.08x the bare forward on ResNet-50 and 1.04x on GPT-2 (minimum over the
@@ -306,6 +307,19 @@ def report(name: str, tools: list[Tool], calls: int, modules: int) -> None:
               f"{(low - bare_min) / calls * 1e6:11.1f} {(mid - bare_med) / calls * 1e6:11.1f}")
 
 
+def fixed_cost(model: nn.Module, example: Any, rounds: int) -> None:
+    """The per-pass cost of ``profile()`` outside the forward (module scan, hooks installed
+    and released, state kept, records and Profile built): a ``pred_fn`` that does not call
+    the model, so no module call is profiled; minimum and median over ``rounds`` x 20 calls."""
+    profiler = ModuleProfiler()
+    samples = []
+    for _ in range(rounds * 20):
+        samples.append(timed(lambda: profiler.profile(model, example,
+                                                      pred_fn=lambda *a, **k: None))[0])
+    print(f"  fixed per pass: min {min(samples) * 1e3:.3f} ms, median "
+          f"{statistics.median(samples) * 1e3:.3f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["resnet50", "gpt2"],
@@ -317,6 +331,8 @@ def main() -> None:
                         help="15 rounds, without the peers")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fixed", action="store_true",
+                        help="time only the per-pass cost outside the forward")
     args = parser.parse_args()
     rounds = args.rounds or (15 if args.quick else 21)
     peers = not (args.quick or args.no_peers)
@@ -331,6 +347,10 @@ def main() -> None:
           "same ratios of thread CPU time; us/call: (tool - bare) / module calls")
     for name in args.models:
         model, example = build(name)
+        if args.fixed:
+            print(f"\n{name}: {sum(1 for _ in model.modules())} modules")
+            fixed_cost(model, example, rounds)
+            continue
         calls = len(ModuleProfiler().profile(model, example).records)
         modules = sum(1 for _ in model.modules())
         tools = tools_for(model, example, peers)
