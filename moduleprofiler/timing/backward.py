@@ -266,10 +266,9 @@ class TrainingTiming(TimedModules):
             "low_confidence": [s.forward.low_confidence or s.backward.low_confidence
                                for s in stats]}, notes, "module training-step times")
 
-    def summary(self) -> str:  # type: ignore[override]
-        """The model tree with forward and backward times per step, as ``ModuleTiming``'s
-        ``summary()`` (the same text as :meth:`layerwise_summary`, nnprofiler's name)."""
-        return self.layerwise_summary()
+    summary = layerwise_summary  # type: ignore[assignment]
+    """The model tree with forward and backward times per step, as ``ModuleTiming``'s
+    ``summary()`` (:meth:`layerwise_summary` is nnprofiler's name)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures, one dict per module and the median of

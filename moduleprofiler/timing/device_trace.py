@@ -133,6 +133,15 @@ def records_of(events: Any) -> TraceRecords:
 
 
 @contextmanager
+def _one_cycle() -> Iterator[None]:
+    """Silence torch's note that a session keeps the events of its last cycle only: one
+    cycle here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        yield
+
+
+@contextmanager
 def device_trace(device: torch.device) -> Iterator[TraceRecords]:
     """Record the block's host ranges and device activity; the yielded records are filled
     when the block ends (after the device has finished its work)."""
@@ -141,18 +150,14 @@ def device_trace(device: torch.device) -> Iterator[TraceRecords]:
         raise KernelClockUnavailable(reason)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     records = TraceRecords()
-    with warnings.catch_warnings():
-        # torch's note that a session keeps the events of its last cycle only: one cycle here
-        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+    with _one_cycle():
         session = torch.profiler.profile(activities=activities)
         session.__enter__()
     try:
         yield records
     finally:
         torch.cuda.synchronize(device)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*Profiler clears events",
-                                    category=UserWarning)
+        with _one_cycle():
             session.__exit__(None, None, None)
     filled = records_of(session.profiler.kineto_results.events())  # type: ignore[union-attr]
     records.ranges, records.launches = filled.ranges, filled.launches

@@ -164,18 +164,14 @@ class ModuleTiming(TimedModules):
         }
         data.update(stats_columns("inclusive_", [s.inclusive for s in stats]))
         data.update(stats_columns("self_", [s.exclusive for s in stats]))
-        data["inclusive_corrected_median_ms"] = [
-            s.corrected_median_ms if s.corrected_median_ms is not None else math.nan
-            for s in stats]
-        data["self_corrected_median_ms"] = [
-            s.self_corrected_median_ms if s.self_corrected_median_ms is not None else math.nan
-            for s in stats]
+        for name in ("corrected_median_ms", "self_corrected_median_ms"):
+            data[name if name.startswith("self_") else f"inclusive_{name}"] = [
+                math.nan if (value := getattr(s, name)) is None else value for s in stats]
         data["self_share"] = [s.exclusive.median / root if s.exclusive else math.nan
                               for s in stats]
-        data["expected_error_ms"] = [s.expected_error_ms for s in stats]
-        data["self_expected_error_ms"] = [s.self_expected_error_ms for s in stats]
-        data["low_confidence"] = [s.low_confidence for s in stats]
-        data["self_low_confidence"] = [s.self_low_confidence for s in stats]
+        for name in ("expected_error_ms", "self_expected_error_ms", "low_confidence",
+                     "self_low_confidence"):
+            data[name] = [getattr(s, name) for s in stats]
         if self.device_times is not None:  # the statistics above are device times
             columns = self.module_columns()
             for name in ("host_ms", "self_host_ms", "device_launches", "device_idle_share",

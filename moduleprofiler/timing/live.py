@@ -157,9 +157,8 @@ class TrainingProfiler:
         :meth:`TrainingTiming.layerwise_summary`)."""
         return self._result().layerwise_summary()
 
-    def summary(self) -> str:
-        """The same text as :meth:`layerwise_summary`, by the name every timing result uses."""
-        return self.layerwise_summary()
+    summary = layerwise_summary
+    """The same text as :meth:`layerwise_summary`, by the name every timing result uses."""
 
     def to_df(self) -> pd.DataFrame:
         """One row per module (see :meth:`TrainingTiming.to_df`)."""

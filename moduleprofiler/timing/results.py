@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -234,24 +234,22 @@ class PhaseSamples:
 
         Per iteration the self times add up to the root's time exactly; the ratio of medians
         tells how consistent the per-module medians are with the whole (expect 1 +- 0.03)."""
-        root = self.column(0)
-        if root.size == 0 or float(np.median(root)) <= 0:
-            return math.nan
-        total = sum(float(np.median(col)) for i in range(len(layout.paths))
-                    if (col := self.column(i, True)).size)
-        return total / float(np.median(root))
+        return self._over_root(self.column(i, True) for i in range(len(layout.paths)))
 
     def leaf_coverage(self, layout: ModelLayout) -> float:
         """Sum of the leaf modules' median inclusive times over the root's median: how much
         of the model runs inside leaves (transformers: much less than 1)."""
+        share = self._over_root(self.column(i) for i in range(1, len(layout.paths))
+                                if layout.infos[i].is_leaf)
+        return 1.0 if len(layout.paths) == 1 and not math.isnan(share) else share
+
+    def _over_root(self, columns: Iterable[NDArray[np.float64]]) -> float:
+        """Sum of the medians of ``columns`` over the root's median inclusive time (``nan``
+        without one)."""
         root = self.column(0)
         if root.size == 0 or float(np.median(root)) <= 0:
             return math.nan
-        total = sum(float(np.median(col)) for i in range(len(layout.paths))
-                    if layout.infos[i].is_leaf and i != 0 and (col := self.column(i)).size)
-        if len(layout.paths) == 1:
-            return 1.0
-        return total / float(np.median(root))
+        return sum(float(np.median(col)) for col in columns if col.size) / float(np.median(root))
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
