@@ -288,14 +288,17 @@ class StepRows:
         self.bwd: list[IterationTimes] = []
         self.phases: dict[str, dict[str, list[float]]] = {}
 
-    def add_forward(self, times: IterationTimes, fallback: bool = False) -> None:
-        """Store one step's forward times (``fallback``: from a backward-hook step, used only
-        if no step with forward hooks alone was stored)."""
-        (self.fwd_fallback if fallback else self.fwd).append(times)
-
-    def add_backward(self, times: IterationTimes) -> None:
-        """Store one step's backward times."""
-        self.bwd.append(times)
+    def add(self, kind: str, times: IterationTimes, names: tuple[str, ...],
+            alternate: bool = True) -> None:
+        """Store one hooked step of ``kind`` (``"forward_hooks"`` or ``"backward_hooks"``):
+        its forward times (a backward-hook step's, while steps ``alternate``, only as a
+        fallback for when no step with forward hooks alone is stored), its backward times
+        and its phases (:meth:`add_phases`)."""
+        backward = kind == "backward_hooks"
+        (self.fwd_fallback if backward and alternate else self.fwd).append(times)
+        if backward:
+            self.bwd.append(times)
+        self.add_phases(kind, times.marks, names)
 
     def add_phases(self, kind: str, marks: dict[str, float], names: tuple[str, ...]) -> None:
         """Store one step's phase times (ns marks): each mark after the first ends the phase
@@ -481,12 +484,7 @@ def train_step_times(
         rows.add_phases("plain", marks, names)
     for kind, kind_raws in raws.items():
         for raw in kind_raws:
-            times = listeners[kind].resolve(raw)
-            if kind == "forward_hooks":
-                rows.add_forward(times)
-            else:
-                rows.add_backward(times)
-            rows.add_phases(kind, times.marks, names)
+            rows.add(kind, listeners[kind].resolve(raw), names)
     issue_warnings(run.notes)
     timing = rows.build(
         method=method_name, separate_passes=True, calibration=clocks.calibration,

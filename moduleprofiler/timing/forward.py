@@ -397,24 +397,16 @@ def time_modules(
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
                        device: torch.device, kernels: bool = False) -> list[str]:
     notes = []
-    if hooked_ms.size and plain_ms.size:
-        ratio = float(np.median(hooked_ms) / np.median(plain_ms))
-        if ratio > 1.05 and kernels:
-            notes.append(
-                f"hooks slow the whole model down {ratio:.3f}x: host times include the hooks' "
-                "share (see low_confidence); device times come from the kernel records and "
-                "do not depend on it"
-            )
-        elif ratio > 1.05 and device.type == "cuda":
-            notes.append(
-                f"hooks slow the whole model down {ratio:.3f}x (> 1.05): with hooks the CPU "
-                "no longer keeps ahead of the GPU (launch-bound), so GPU-timeline times include "
-                "idle gaps waiting for launches; a larger batch makes the model GPU-bound again"
-            )
-        elif ratio > 1.05:
-            notes.append(
-                f"hooks slow the whole model down {ratio:.3f}x (> 1.05): small modules' "
-                "times include a noticeable share of instrumentation; see low_confidence"
-            )
+    ratio = (float(np.median(hooked_ms) / np.median(plain_ms)) if hooked_ms.size
+             and plain_ms.size else math.nan)
+    if ratio > 1.05:
+        notes.append(f"hooks slow the whole model down {ratio:.3f}x" + (
+            ": host times include the hooks' share (see low_confidence); device times come "
+            "from the kernel records and do not depend on it" if kernels else
+            " (> 1.05): with hooks the CPU no longer keeps ahead of the GPU (launch-bound), so "
+            "GPU-timeline times include idle gaps waiting for launches; a larger batch makes "
+            "the model GPU-bound again" if device.type == "cuda" else
+            " (> 1.05): small modules' times include a noticeable share of instrumentation; "
+            "see low_confidence"))
     note = spread_note("hook-free whole-model times", plain_ms)
     return [*notes, *([note] if note is not None else [])]

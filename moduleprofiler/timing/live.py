@@ -224,10 +224,7 @@ class TrainingProfiler:
         times = clock.resolve(clock.snapshot())
         if times.calls.sum() > 0:
             kind = "backward_hooks" if clock is self._backward else "forward_hooks"
-            self._rows.add_forward(times, fallback=kind == "backward_hooks" and self.alternate)
-            if kind == "backward_hooks":
-                self._rows.add_backward(times)
-            self._rows.add_phases(kind, times.marks, ("start", "end"))
+            self._rows.add(kind, times, ("start", "end"), self.alternate)
         if restart:
             clock.begin()
             clock.mark("start")
