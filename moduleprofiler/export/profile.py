@@ -21,6 +21,7 @@ from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData
 from moduleprofiler.summary_row import model_summary
+from moduleprofiler.validate import check_int
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -187,8 +188,5 @@ class Profile(ProfileData):
 
 def _with_width(view: View, width: int | None) -> View:
     """``view`` with its text width (unchanged for ``None``); a typed error for a bad one."""
-    if width is None:
-        return view
-    if isinstance(width, bool) or not isinstance(width, int) or width < 0:
-        raise ValueError(f"width must be a non-negative int (0: no limit), got {width!r}")
-    return dataclasses.replace(view, width=width)
+    check_int(width, "width", 0)
+    return view if width is None else dataclasses.replace(view, width=width)
