@@ -12,9 +12,8 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -33,10 +32,10 @@ from moduleprofiler.timing.clock import (
 )
 from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.device_trace import ClockName
-from moduleprofiler.timing.iteration import IterationTimes, RawIteration, marks_span_ns
+from moduleprofiler.timing.iteration import IterationTimes, RawIteration
 from moduleprofiler.timing.kernel_clock import DeviceIteration
-from moduleprofiler.timing.listener import ClockListener, stamped_block
-from moduleprofiler.timing.loop import Block, TimingOptions, measure, plain_count
+from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.loop import TimingOptions
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
@@ -465,21 +464,11 @@ def train_step_times(
             optimizer.step()
             mark("optimizer")
 
-    blocks = [Block(listeners[kind].block(step, raws[kind]), dropped=True) for kind in raws]
-    blocks.append(Block(stamped_block(clocks.stamps, step, plain),
-                        share=partial(plain_count, plain_fraction=opts.plain_fraction)))
-    if kernels:
-        blocks.append(Block(partial(clocks.trace, step=lambda clock: step(
-            lambda name: None, clock.run)), share=lambda count: max(1, count // 4), warm=False))
-    state: list[AbstractContextManager[Any]] = [preserved_state(module, train=train, grads=restore,
-                             buffers=None if restore else False),
-             _preserved_parameters(module, restore and optimizer is not None),
-             torch.enable_grad()]
-    run = measure(plan, blocks, lambda: {
-        f"steps with {kind.replace('_', ' ')}": [marks_span_ns(raw) for raw in kind_raws]
-        for kind, kind_raws in raws.items()}, resolved, bar, opts, state=state,
-                  # the first profiler session starts CUPTI: seconds, not kept
-                  prime=partial(blocks[-1].run, 1, False) if kernels else None)
+    watched = {f"steps with {kind.replace('_', ' ')}": (listeners[kind], raws[kind])
+               for kind in raws}
+    run = timed.measure(step, watched, plain, plan, opts, bar, [
+        preserved_state(module, train=train, grads=restore, buffers=None if restore else False),
+        _preserved_parameters(module, restore and optimizer is not None), torch.enable_grad()])
     for marks in plain:
         rows.add_phases("plain", marks, names)
     for kind, kind_raws in raws.items():

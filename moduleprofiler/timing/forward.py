@@ -13,7 +13,6 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -33,13 +32,10 @@ from moduleprofiler.timing.clock import (
 )
 from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.device_trace import ClockName, device_trace
-from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
-from moduleprofiler.timing.listener import ClockListener, stamped_block
+from moduleprofiler.timing.iteration import RawIteration
+from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import (
-    Block,
     TimingOptions,
-    measure,
-    plain_count,
     spread_note,
 )
 from moduleprofiler.timing.ranges import RangeListener
@@ -349,20 +345,9 @@ def time_modules(
                 launches=len(records.activities),
                 latency_ms=float(np.median([m["end"] - m["start"] for m in plain])) / 1e6))
 
-    # a round: hooked block, hook-free block and (kernel clock) traced block, rotated
-    blocks = [Block(listener.block(step, raws), dropped=True),
-              Block(stamped_block(clocks.stamps, step, plain),
-                    share=partial(plain_count, plain_fraction=opts.plain_fraction))]
-    if kernels:
-        blocks.append(Block(partial(clocks.trace, step=lambda clock: clock.run(invoke)),
-                            share=lambda count: max(1, count // 4), warm=False))
-    run = measure(plan, blocks,
-                  lambda: {"hooked whole-model times": [marks_span_ns(raw) for raw in raws]},
-                  resolved, bar, opts,
-                  state=[preserved_state(module, eval=eval), torch.no_grad()],
-                  # the first profiler session starts CUPTI: seconds, not kept
-                  prime=partial(blocks[-1].run, 1, False) if kernels else None,
-                  finish=trace_hook_free)
+    run = timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
+                        opts, bar, [preserved_state(module, eval=eval), torch.no_grad()],
+                        finish=trace_hook_free)
     resolved_iterations = [listener.resolve(raw) for raw in raws]
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6

@@ -6,8 +6,10 @@ repeated-run passes start from (:class:`HookedPass`)."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -18,7 +20,10 @@ from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.timing.clock import StampSource, TimingWarning, make_stamps, resolve_device
 from moduleprofiler.timing.device_trace import ClockName, choose_clock
+from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
 from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock, TracedBlock
+from moduleprofiler.timing.listener import ClockListener, Step, stamped_block
+from moduleprofiler.timing.loop import Block, LoopRun, Plan, TimingOptions, measure, plain_count
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
 
 
@@ -103,3 +108,26 @@ class HookedPass:
             notes.append(clocks.fallback)
             warnings.warn(clocks.fallback, TimingWarning, stacklevel=3)
         return cls(module, resolved, invoke, clocks, notes)
+
+    def measure(self, step: Step, hooked: Mapping[str, tuple[ClockListener, list[RawIteration]]],
+                plain: list[dict[str, float]], plan: Plan, options: TimingOptions,
+                bar: Progress, state: Sequence[AbstractContextManager[Any]],
+                finish: Callable[[], None] | None = None) -> LoopRun:
+        """The pass's rounds on the one measurement loop, blocks rotated: for each watched
+        series (by name) a hooked block of ``step`` whose kept raw iterations go to the list
+        given; the hook-free block (its marks in ``plain``); under the kernel clock, traced
+        iterations of ``step`` (a quarter of a round's count, none in the warm-up; one run
+        first, not kept: the first profiler session starts CUPTI, which takes seconds)."""
+        blocks = [Block(listener.block(step, raws), dropped=True)
+                  for listener, raws in hooked.values()]
+        blocks.append(Block(stamped_block(self.clocks.stamps, step, plain),
+                            share=partial(plain_count, plain_fraction=options.plain_fraction)))
+        prime = None
+        if self.clocks.kernels is not None:
+            blocks.append(Block(partial(self.clocks.trace, step=lambda clock: step(
+                lambda name: None, clock.run)), share=lambda count: max(1, count // 4),
+                warm=False))  # a traced iteration's device times need no marks
+            prime = partial(blocks[-1].run, 1, False)
+        return measure(plan, blocks, lambda: {
+            name: [marks_span_ns(raw) for raw in raws] for name, (_, raws) in hooked.items()},
+            self.device, bar, options, state=state, prime=prime, finish=finish)
