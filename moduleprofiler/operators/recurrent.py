@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from torch import Tensor
 
+from moduleprofiler.formulas.linear import leading_rows
 from moduleprofiler.formulas.recurrent import GATES, POINTWISE_OPS, step_macs, step_ops
 from moduleprofiler.operators._common import (
     ZERO,
@@ -25,7 +26,6 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     named,
-    numel,
     register,
 )
 
@@ -87,10 +87,10 @@ def _stack_count(mode: str, rows: int, layers: Iterator[Layer]) -> Count:
 
 
 def _rows(x: Any) -> int:
-    """Rows (timesteps x batch) of a ``(..., in)`` input or ``(sum(batch_sizes), in)`` data."""
-    if not isinstance(x, Tensor) or x.dim() == 0:
-        return 0
-    return numel(x) // int(x.shape[-1]) if int(x.shape[-1]) else 0
+    """Rows (timesteps x batch) of a ``(..., in)`` input or ``(sum(batch_sizes), in)`` data;
+    0 without a feature dim."""
+    usable = isinstance(x, Tensor) and x.dim() > 0 and int(x.shape[-1]) > 0
+    return leading_rows(x) if usable else 0
 
 
 def _sequence(mode: str) -> BoundFormula:
