@@ -139,22 +139,21 @@ class PhaseSamples:
         def flat(rows: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
             return np.concatenate(rows).astype(dtype) if rows else np.zeros(0, dtype)
 
-        done = [t.call_done for t in iterations]
-        inclusive = [t.bwd_inclusive if backward else t.fwd_inclusive for t in iterations]
-        exclusive = [t.bwd_exclusive if backward else t.fwd_exclusive for t in iterations]
-        call_incl = [(t.call_bwd_inclusive if backward else t.call_fwd_inclusive)[d]
-                     for t, d in zip(iterations, done)]
-        call_excl = [(t.call_bwd_exclusive if backward else t.call_fwd_exclusive)[d]
-                     for t, d in zip(iterations, done)]
+        def calls(field: str, dtype: type) -> NDArray[Any]:  # finished calls only
+            return flat([getattr(t, field)[t.call_done] for t in iterations], dtype)
+
+        phase = "bwd" if backward else "fwd"
         return cls(
             name=name,
-            inclusive_ms=stack(inclusive, np.float64) / 1e6,
-            exclusive_ms=stack(exclusive, np.float64) / 1e6,
+            inclusive_ms=stack([getattr(t, f"{phase}_inclusive") for t in iterations],
+                               np.float64) / 1e6,
+            exclusive_ms=stack([getattr(t, f"{phase}_exclusive") for t in iterations],
+                               np.float64) / 1e6,
             calls=stack([t.calls for t in iterations], np.int64),
-            call_module=flat([t.call_module[d] for t, d in zip(iterations, done)], np.int64),
-            call_number=flat([t.call_number[d] for t, d in zip(iterations, done)], np.int64),
-            call_inclusive_ms=flat(call_incl, np.float64) / 1e6,
-            call_exclusive_ms=flat(call_excl, np.float64) / 1e6,
+            call_module=calls("call_module", np.int64),
+            call_number=calls("call_number", np.int64),
+            call_inclusive_ms=calls(f"call_{phase}_inclusive", np.float64) / 1e6,
+            call_exclusive_ms=calls(f"call_{phase}_exclusive", np.float64) / 1e6,
         )
 
     def call_medians(self, layout: ModelLayout) -> dict[tuple[str, int], tuple[float, float]]:
