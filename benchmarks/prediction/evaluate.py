@@ -4,7 +4,7 @@ calibration, predicted against measured.
 
     python benchmarks/prediction/evaluate.py benchmarks/results/prediction/truth_h100_run1.jsonl
         [--device "H100 SXM"] [--repeat OTHER_TRUTH.jsonl] [--csv out.csv]
-    python benchmarks/prediction/evaluate.py benchmarks/results/prediction/truth_h200_run1.jsonl \
+    python benchmarks/prediction/evaluate.py benchmarks/results/prediction/truth_h200_run1.jsonl \\
         --device H200 --csv out.csv
 
 (``--device``: the shipped calibration to predict from, that of the GPU the truth ran on.)
