@@ -93,14 +93,20 @@ def implicit_softmax_dim(ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def _rows_and_size(x: Tensor, dim: int | None) -> tuple[int, int]:
-    """(rows, D) for a reduction of ``x`` along ``dim`` (``None``: torch's implicit dim)."""
+def rows_along(x: Tensor, dim: int | None) -> tuple[int, int]:
+    """``(rows, n)`` of an operation along ``dim`` of ``x``: ``n`` its size there, ``rows =
+    numel / n``; ``dim=None`` takes every element as one row, a 0-dim tensor is ``(1, 1)``."""
     if x.dim() == 0:
         return 1, 1
     if dim is None:
-        dim = implicit_softmax_dim(x.dim())
-    size = int(x.shape[dim])
-    return (int(x.numel()) // size if size else 0), size
+        return 1, int(x.numel())
+    n = int(x.shape[int(dim)])
+    return (int(x.numel()) // n if n else 0), n
+
+
+def _rows_and_size(x: Tensor, dim: int | None) -> tuple[int, int]:
+    """(rows, D) for a softmax of ``x`` along ``dim`` (``None``: torch's implicit dim)."""
+    return rows_along(x, implicit_softmax_dim(x.dim()) if dim is None else dim)
 
 
 def _softmax_dim(module: nn.Module) -> int | None:

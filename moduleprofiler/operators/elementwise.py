@@ -30,6 +30,7 @@ from moduleprofiler.formulas.activation import (
     SIGMOID,
     SOFTPLUS,
     TANH,
+    rows_along,
     softmax_ops,
 )
 from moduleprofiler.formulas.distance import pnorm_ops
@@ -221,16 +222,11 @@ def rrelu_ops(args: Args, out: Any) -> Count:
 
 def _softmax_rows(args: Args) -> tuple[int, int]:
     """(rows, D) of a softmax of the first argument along ``dim``."""
-    x = args.first()
+    x, dim = args.first(), args.get("dim")
     if not isinstance(x, Tensor):
         return 0, 0
-    if x.dim() == 0:
-        return 1, 1
-    dim = args.get("dim")
-    if not isinstance(dim, int):  # only _masked_softmax takes dim=None: the last dim
-        dim = -1
-    size = int(x.shape[dim])
-    return (numel(x) // size if size else 0), size
+    # only _masked_softmax takes dim=None: the last dim
+    return rows_along(x, dim if isinstance(dim, int) else -1)
 
 
 @register(*aten("_softmax", "softmax", "_safe_softmax", "_masked_softmax", "special_softmax"))

@@ -39,7 +39,6 @@ reflection).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from torch import Tensor
@@ -54,6 +53,7 @@ from moduleprofiler.operators._common import (
     register,
 )
 from moduleprofiler.operators.matmul import product_count
+from moduleprofiler.operators.selection import log2_ceil
 
 # -- affine grids ------------------------------------------------------------------------------
 
@@ -242,13 +242,9 @@ def polar_ops(args: Args, out: Any) -> Count:
 # -- membership --------------------------------------------------------------------------------
 
 
-def _log2_ceil(value: int) -> int:
-    return math.ceil(math.log2(value)) if value > 1 else 0
-
-
 def _sort_ops(n: int) -> int:
     """A merge sort of ``n`` values (the selection family's convention)."""
-    return n * _log2_ceil(n)
+    return n * log2_ceil(n)
 
 
 def isin_uses_sorting(elements: int, tests: int) -> bool:
@@ -299,9 +295,9 @@ def multinomial_ops(args: Args, out: Any) -> Count:
     rows = numel(weights) // n if n else 0
     k = int(args.get("num_samples", 1))
     if args.flag("replacement") and k > 1:
-        per_row = (n - 1) + n + k * max(1, _log2_ceil(n + 1))
+        per_row = (n - 1) + n + k * max(1, log2_ceil(n + 1))
     elif k == 1:
         per_row = n + (n - 1)
     else:
-        per_row = n + n * max(1, _log2_ceil(k + 1))
+        per_row = n + n * max(1, log2_ceil(k + 1))
     return rows * per_row, 0

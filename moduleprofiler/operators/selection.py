@@ -15,20 +15,12 @@ from typing import Any
 
 from torch import Tensor
 
+from moduleprofiler.formulas.activation import rows_along
 from moduleprofiler.operators._common import ZERO, Args, Count, aten, register
 
 
-def _rows_and_length(x: Tensor, dim: Any) -> tuple[int, int]:
-    """``(rows, n)`` for an operation along ``dim`` (all elements when ``dim`` is None)."""
-    if x.dim() == 0:
-        return 1, 1
-    if dim is None:
-        return 1, int(x.numel())
-    n = int(x.shape[int(dim)])
-    return (int(x.numel()) // n if n else 0), n
-
-
-def _log2_ceil(value: int) -> int:
+def log2_ceil(value: int) -> int:
+    """``ceil(log2(value))``, 0 for 1 or less: the comparison depth of a sort or a search."""
     return math.ceil(math.log2(value)) if value > 1 else 0
 
 
@@ -38,8 +30,8 @@ def sort_ops(args: Args, out: Any) -> Count:
     x = args.first()
     if not isinstance(x, Tensor):
         return ZERO
-    rows, n = _rows_and_length(x, args.get("dim", -1) if x.dim() else None)
-    return rows * n * _log2_ceil(n), 0
+    rows, n = rows_along(x, args.get("dim", -1) if x.dim() else None)
+    return rows * n * log2_ceil(n), 0
 
 
 @register(*aten("topk"))
@@ -48,9 +40,9 @@ def topk_ops(args: Args, out: Any) -> Count:
     x = args.first()
     if not isinstance(x, Tensor):
         return ZERO
-    rows, n = _rows_and_length(x, args.get("dim", -1) if x.dim() else None)
+    rows, n = rows_along(x, args.get("dim", -1) if x.dim() else None)
     k = int(args.get("k", 1))
-    return rows * n * max(1, _log2_ceil(k + 1)), 0
+    return rows * n * max(1, log2_ceil(k + 1)), 0
 
 
 @register(*aten("kthvalue", "median", "nanmedian", "mode"))
@@ -59,7 +51,7 @@ def order_statistic_ops(args: Args, out: Any) -> Count:
     x = args.first()
     if not isinstance(x, Tensor):
         return ZERO
-    rows, n = _rows_and_length(x, args.get("dim") if x.dim() else None)
+    rows, n = rows_along(x, args.get("dim") if x.dim() else None)
     return rows * n, 0
 
 
@@ -78,7 +70,7 @@ def unique_ops(args: Args, out: Any) -> Count:
     if not isinstance(x, Tensor):
         return ZERO
     n = int(x.numel())
-    return n * _log2_ceil(n) + n, 0
+    return n * log2_ceil(n) + n, 0
 
 
 @register(*aten("searchsorted", "bucketize"))
@@ -90,4 +82,4 @@ def search_ops(args: Args, out: Any) -> Count:
     if not isinstance(sorted_seq, Tensor) or not isinstance(out, Tensor):
         return ZERO
     n = int(sorted_seq.shape[-1]) if sorted_seq.dim() else 1
-    return int(out.numel()) * max(1, _log2_ceil(n + 1)), 0
+    return int(out.numel()) * max(1, log2_ceil(n + 1)), 0

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from moduleprofiler.operators._common import ZERO, Args, Count, numel, register
 from moduleprofiler.operators.registry import OPERATOR_FORMULAS, register_family_loader
+from moduleprofiler.operators.selection import log2_ceil
 
 SAMPLE_WEIGHTS = 10   # floor, fraction, complement per coordinate (6) + 4 products
 INTERPOLATE = 7       # w1*v1 + w2*v2 + w3*v3 + w4*v4
@@ -36,10 +37,6 @@ OFFSET_ADD = 2        # deform_conv2d: the learned offset added to each coordina
 IOU = 13              # 4 max/min, 2 subtracts, 2 clamps at 0, area product, union (2), divide,
 #                       comparison with the threshold
 BOX_AREA = 3          # (x2 - x1) * (y2 - y1)
-
-
-def _log2_ceil(value: int) -> int:
-    return math.ceil(math.log2(value)) if value > 1 else 0
 
 
 # -- non-maximum suppression -------------------------------------------------------------------
@@ -53,7 +50,7 @@ def nms_ops(args: Args, out: Any) -> Count:
     """
     boxes = args.tensor("dets")
     n = int(boxes.shape[0]) if boxes is not None and boxes.dim() else 0
-    return BOX_AREA * n + n * _log2_ceil(n) + IOU * (n * (n - 1) // 2), 0
+    return BOX_AREA * n + n * log2_ceil(n) + IOU * (n * (n - 1) // 2), 0
 
 
 # -- ROI align ---------------------------------------------------------------------------------
