@@ -222,6 +222,11 @@ def first_tensor(out: Any) -> Tensor | None:
     return None
 
 
+def add_counts(*counts: Count) -> Count:
+    """The sum of ``(ops, macs)`` counts."""
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
 def out_numel(out: Any) -> int:
     """Elements of the (first) tensor an operator returned."""
     return numel(first_tensor(out))

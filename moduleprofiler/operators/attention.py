@@ -37,6 +37,7 @@ from moduleprofiler.operators._common import (
     Args,
     BoundFormula,
     Count,
+    add_counts,
     aten,
     named,
     numel,
@@ -184,10 +185,6 @@ def linear_count(rows: int, in_features: int, out_features: int, bias: bool) -> 
     return outputs * (dot_ops(in_features) + int(bias)), outputs * in_features
 
 
-def _add(*counts: Count) -> Count:
-    return sum(c[0] for c in counts), sum(c[1] for c in counts)
-
-
 class _Sequence(NamedTuple):
     batch: int
     target: int
@@ -212,7 +209,7 @@ def mha_count(seq: _Sequence, embed: int, heads: int, in_bias: bool, out_bias: b
     head_dim = embed // heads if heads else 0
     core_ops, core_macs = core_count(Problem(n * heads, tgt, src, head_dim, head_dim), masks,
                                      dropout=False)
-    ops, macs = _add(
+    ops, macs = add_counts(
         linear_count(n * tgt, embed, embed, in_bias),
         linear_count(n * src, embed, embed, in_bias),
         linear_count(n * src, embed, embed, in_bias),
@@ -237,7 +234,7 @@ def native_multi_head_attention_ops(args: Args, out: Any) -> Count:
     average = args.flag("need_weights") and args.flag("average_attn_weights")
     in_bias = args.tensor("qkv_bias") is not None
     out_bias = args.tensor("proj_bias") is not None
-    return _add(*(
+    return add_counts(*(
         mha_count(seq, embed, heads, in_bias, out_bias, masks, average)
         for seq in _sequences(query, args.tensor("key"))
     ))
@@ -274,5 +271,5 @@ def transformer_encoder_layer_ops(args: Args, out: Any) -> Count:
             linear_count(rows, feedforward, embed, bias_2),
             (rows * feedforward * activation + 2 * rows * embed, 0),
         ]
-    return _add(*counts)
+    return add_counts(*counts)
 

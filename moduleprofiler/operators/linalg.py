@@ -42,6 +42,7 @@ from moduleprofiler.operators._common import (
     ZERO,
     Args,
     Count,
+    add_counts,
     aten,
     aten_overload,
     by_decomposition,
@@ -77,9 +78,8 @@ def lu_count(m: int, n: int) -> Count:
 def lu_solve_count(n: int, columns: int) -> Count:
     """Solves with an LU factorisation: a unit-lower and an upper triangular solve per column,
     ``n(n-1)`` multiply-adds and ``n`` divisions."""
-    lower = triangular_solve_count(n, columns, unit=True)
-    upper = triangular_solve_count(n, columns)
-    return lower[0] + upper[0], lower[1] + upper[1]
+    return add_counts(triangular_solve_count(n, columns, unit=True),
+                      triangular_solve_count(n, columns))
 
 
 def cholesky_count(n: int) -> Count:
@@ -206,9 +206,8 @@ def lu_solve_ops(args: Args, out: Any) -> Count:
 def solve_ops(args: Args, out: Any) -> Count:
     """LU of A (per matrix of A's batch) and the LU solve of every right-hand side."""
     batch, _, n = _matrices(args.tensor("A"))
-    factor = _scaled(lu_count(n, n), batch)
-    solve = lu_solve_count(n, _columns(first_tensor(out), n))
-    return factor[0] + solve[0], factor[1] + solve[1]
+    return add_counts(_scaled(lu_count(n, n), batch),
+                      lu_solve_count(n, _columns(first_tensor(out), n)))
 
 
 @register(*aten("linalg_inv_ex"))
@@ -216,9 +215,7 @@ def inv_ops(args: Args, out: Any) -> Count:
     """As torch computes it, ``solve(A, I)``: LU plus ``n`` right-hand sides:
     ``8n**3/3`` ops leading."""
     batch, _, n = _matrices(args.first())
-    per_matrix = lu_count(n, n)
-    solve = lu_solve_count(n, n)
-    return _scaled((per_matrix[0] + solve[0], per_matrix[1] + solve[1]), batch)
+    return _scaled(add_counts(lu_count(n, n), lu_solve_count(n, n)), batch)
 
 
 @register(*aten("_linalg_det"))
