@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 # Re-exported: the attention softmax is priced exactly like ``nn.Softmax``, rows * (4D - 1).
 from moduleprofiler.formulas.activation import softmax_ops
+from moduleprofiler.formulas.linear import linear_layer_ops
 from moduleprofiler.formulas.zero import DROPOUT_ELEMENT_OPS, DROPOUT_MASK_OPS
 from moduleprofiler.registry import register_macs, register_ops
 
@@ -44,11 +45,6 @@ __all__ = ["multihead_attention_macs", "multihead_attention_ops", "softmax_ops"]
 
 # Positions of ``MultiheadAttention.forward``'s parameters in ``inputs``.
 _KEY, _KEY_PADDING_MASK, _NEED_WEIGHTS, _ATTN_MASK, _AVERAGE = 1, 3, 4, 5, 6
-
-
-def _linear_ops(rows: int, in_features: int, out_features: int, bias: bool) -> int:
-    """rows * out * (2 * in - 1), plus rows * out with bias: the ``nn.Linear`` convention."""
-    return rows * out_features * (2 * in_features - 1 + int(bias))
 
 
 def _arg(inputs: tuple[Any, ...], index: int, default: Any) -> Any:
@@ -93,15 +89,15 @@ def _attention_ops(module: nn.MultiheadAttention, shape: _Shape, masks: int,
     in_bias = module.in_proj_bias is not None
     score_rows = n * heads * tgt
     ops = (
-        _linear_ops(n * tgt, embed, embed, in_bias)
-        + _linear_ops(n * src, int(module.kdim), embed, in_bias)
-        + _linear_ops(n * src, int(module.vdim), embed, in_bias)
+        linear_layer_ops(n * tgt, embed, embed, in_bias)
+        + linear_layer_ops(n * src, int(module.kdim), embed, in_bias)
+        + linear_layer_ops(n * src, int(module.vdim), embed, in_bias)
         + n * tgt * embed  # q * head_dim ** -0.5
         + score_rows * keys * (2 * head_dim - 1)  # Q·Kᵀ
         + masks * score_rows * keys  # each mask is added to every score
         + softmax_ops(score_rows, keys)
         + score_rows * head_dim * (2 * keys - 1)  # A·V
-        + _linear_ops(n * tgt, embed, embed, module.out_proj.bias is not None)
+        + linear_layer_ops(n * tgt, embed, embed, module.out_proj.bias is not None)
     )
     if average_heads:
         # (h - 1) adds and 1 division for each of the N*L*S' averaged weights.

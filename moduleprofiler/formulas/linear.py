@@ -12,6 +12,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
+from moduleprofiler.formulas.distance import dot_ops
 from moduleprofiler.registry import register_macs, register_ops
 from moduleprofiler.tensors import module_tensor
 
@@ -25,6 +26,12 @@ def leading_rows(x: Tensor) -> int:
     if features == 0:
         return int(x.shape[:-1].numel())
     return int(x.numel()) // features
+
+
+def linear_layer_ops(rows: int, in_features: int, out_features: int, bias: bool) -> int:
+    """``rows`` rows through a Linear layer: rows * out * (2 * in - 1), plus rows * out with
+    bias (the convention of :func:`linear_ops`; an empty dot product costs nothing)."""
+    return rows * out_features * (dot_ops(in_features) + int(bias))
 
 
 @register_ops(nn.Linear)

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas.activation import GELU_ERF, PER_ELEMENT, softmax_ops
 from moduleprofiler.formulas.distance import dot_ops
+from moduleprofiler.formulas.linear import linear_layer_ops
 from moduleprofiler.operators._common import (
     ZERO,
     Args,
@@ -163,7 +164,7 @@ def flash_attention_forward_ops(args: Args, out: Any) -> Count:
     masked, dropout = args.flag("is_causal"), args.number("dropout_p", 0.0) > 0
     counts = [sdpa_count(p, masked, dropout)
               for p in _varlen_problems(args, "cum_seq_q", "cum_seq_k", "max_q", "max_k")]
-    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+    return add_counts(*counts)
 
 
 @register(*aten("_efficient_attention_forward"))
@@ -174,15 +175,15 @@ def efficient_attention_forward_ops(args: Args, out: Any) -> Count:
     problems = _varlen_problems(args, "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
                                 "max_seqlen_k")
     counts = [sdpa_count(p, masked, dropout) for p in problems]
-    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+    return add_counts(*counts)
 
 
 # -- nn.MultiheadAttention's and nn.TransformerEncoderLayer's fused kernels ---------------------
 
 def linear_count(rows: int, in_features: int, out_features: int, bias: bool) -> Count:
     """``rows`` rows through a Linear layer: rows*out*(2*in - 1) (+ rows*out); macs rows*in*out."""
-    outputs = rows * out_features
-    return outputs * (dot_ops(in_features) + int(bias)), outputs * in_features
+    macs = rows * in_features * out_features
+    return linear_layer_ops(rows, in_features, out_features, bias), macs
 
 
 class _Sequence(NamedTuple):
