@@ -24,23 +24,24 @@ def log2_ceil(value: int) -> int:
     return math.ceil(math.log2(value)) if value > 1 else 0
 
 
+def _rows(args: Args, default_dim: int | None) -> tuple[int, int]:
+    """``(rows, n)`` of the first argument along ``dim`` (``None``: every element); (0, 0)
+    without a tensor."""
+    x = args.first()
+    return rows_along(x, args.get("dim", default_dim)) if isinstance(x, Tensor) else (0, 0)
+
+
 @register(*aten("sort", "argsort", "msort"))
 def sort_ops(args: Args, out: Any) -> Count:
     """rows * n * ceil(log2 n) comparisons."""
-    x = args.first()
-    if not isinstance(x, Tensor):
-        return ZERO
-    rows, n = rows_along(x, args.get("dim", -1) if x.dim() else None)
+    rows, n = _rows(args, -1)
     return rows * n * log2_ceil(n), 0
 
 
 @register(*aten("topk"))
 def topk_ops(args: Args, out: Any) -> Count:
     """rows * n * ceil(log2(k + 1)) comparisons."""
-    x = args.first()
-    if not isinstance(x, Tensor):
-        return ZERO
-    rows, n = rows_along(x, args.get("dim", -1) if x.dim() else None)
+    rows, n = _rows(args, -1)
     k = int(args.get("k", 1))
     return rows * n * max(1, log2_ceil(k + 1)), 0
 
@@ -48,10 +49,7 @@ def topk_ops(args: Args, out: Any) -> Count:
 @register(*aten("kthvalue", "median", "nanmedian", "mode"))
 def order_statistic_ops(args: Args, out: Any) -> Count:
     """n comparisons per row (all elements when no ``dim`` is given)."""
-    x = args.first()
-    if not isinstance(x, Tensor):
-        return ZERO
-    rows, n = rows_along(x, args.get("dim") if x.dim() else None)
+    rows, n = _rows(args, None)
     return rows * n, 0
 
 
