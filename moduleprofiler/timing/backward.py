@@ -133,6 +133,8 @@ class TrainingTiming(TimedModules):
     host_backward: PhaseSamples | None = None
     """Kernel clock: host time samples of the backward (``backward_samples`` holds device
     times)."""
+    device_times: DeviceTimes | None = None
+    """Kernel clock: launches, the device's idle share per module, booked share."""
     FIGURES: ClassVar[tuple[str, ...]] = (
         "method", "separate_passes", "overhead_ratio", "backward_overhead_ratio",
         "forward_coverage", "backward_coverage")

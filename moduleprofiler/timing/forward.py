@@ -71,6 +71,8 @@ class ModuleTiming(TimedModules):
     host: PhaseSamples | None = None
     """Kernel clock: host time samples (wall time between each call's hooks); ``forward``
     then holds the device times. ``None`` with the other clocks."""
+    device_times: DeviceTimes | None = None
+    """Kernel clock: launches, the device's idle share per module, the hook-free trace."""
     FIGURES: ClassVar[tuple[str, ...]] = ("overhead_ratio", "coverage", "leaf_coverage")
 
     # -- model-level figures ---------------------------------------------------------------

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -36,9 +36,6 @@ from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
-
-if TYPE_CHECKING:  # device_results builds on this module's samples
-    from moduleprofiler.timing.device_results import DeviceTimes
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
                "iqr", "ci_low", "ci_high")
@@ -280,8 +277,6 @@ class TimedModules(Profile):
     elapsed_s: float | None = field(default=None, kw_only=True)
     """Wall time of the timed phase (dropped iterations and every round's blocks included);
     ``None`` for live profiling."""
-    device_times: DeviceTimes | None = None
-    """Kernel clock: launches, the device's idle share per module, the booked share."""
 
     @property
     def iterations(self) -> int:
@@ -346,7 +341,7 @@ class TimedModules(Profile):
         times, with the calibrated hook error taken off in the ``corrected`` medians."""
         out = []
         for phase in self.timed_phases():
-            if host or self.device_times is None:
+            if host or phase.host is None:
                 samples = phase.host if phase.host is not None else phase.samples
                 out.append(samples.module_stats(self.layout, phase.attribution_ms,
                                                 phase.per_call_ms, self.confidence, True))
@@ -361,7 +356,7 @@ class TimedModules(Profile):
         ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
         calibrated hook cost) and ``time_bound`` (:func:`device_host_values`)."""
         out: dict[str, dict[str, Any]] = {path: {} for path in self.layout.paths}
-        kernels = self.device_times is not None
+        kernels = any(phase.host is not None for phase in self.timed_phases())
         clock = self.phase_stats()
         hosts = self.phase_stats(host=True) if kernels else clock
         for phase, stats, host in zip(self.timed_phases(), clock, hosts):
@@ -383,7 +378,7 @@ class TimedModules(Profile):
         out: dict[tuple[str, int], dict[str, Any]] = {}
         for phase in self.timed_phases():
             device = phase.samples.call_medians(self.layout)
-            if self.device_times is None:
+            if phase.host is None:
                 for key, (incl, excl) in device.items():
                     out.setdefault(key, {}).update({f"{phase.name}_ms": incl,
                                                     f"self_{phase.name}_ms": excl})
@@ -428,7 +423,8 @@ class TimedModules(Profile):
 @dataclass(frozen=True)
 class Phase:
     """One timed phase of a result: its samples (device times under the kernel clock), the
-    host samples beside them then, and the hooks' expected error in its host times."""
+    host samples beside them then (``None`` with any other clock), and the hooks' expected
+    error in its host times."""
 
     name: str
     """``"forward"`` or ``"backward"``."""
