@@ -96,7 +96,8 @@ class TimingOptions:
     """``None``: adaptive (rounds until ``target_ci`` or ``max_seconds``); an int: a fixed
     count, ``drop_first`` of it discarded (0.0.4's meaning)."""
     drop_first: int | None = None
-    """First iterations to discard (``None``: the pass's default)."""
+    """First iterations to discard (``None``: the pass's default, or half of a fixed
+    ``num_iters`` that is not above that default)."""
     warmup_seconds: float = 0.5
     warmup_iters: int = 0
     target_ci: float | None = 0.01
@@ -138,7 +139,10 @@ class TimingOptions:
         every sample."""
         drop_first = self.drop_first
         if drop_first is None:
-            drop_first = fixed_drop_first if self.num_iters is not None else adaptive_drop_first
+            drop_first = adaptive_drop_first if self.num_iters is None else (
+                # a count below the default drop keeps its second half rather than refusing a
+                # drop the caller never asked for
+                fixed_drop_first if fixed_drop_first < self.num_iters else self.num_iters // 2)
         validate_iterations(self.num_iters, drop_first)
         kept = None if self.num_iters is None else self.num_iters - drop_first
         if capped:

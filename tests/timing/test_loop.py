@@ -115,6 +115,12 @@ def test_options_are_validated_where_the_run_is_planned():
     assert (plan.kept, plan.sizes, plan.rule.count) == (10, [3, 3, 2, 2], 10)
     plan = TimingOptions().plan(fixed_drop_first=20)
     assert (plan.drop_first, plan.kept, plan.rule.max_seconds) == (ADAPTIVE_DROP_FIRST, None, 5.0)
+    # no drop_first given and a count not above the default drop of 20: its first half is
+    # dropped (5 // 2 = 2 dropped, 3 kept; 20 // 2 = 10 and 10) instead of an error; 21 keeps 1
+    assert (TimingOptions(num_iters=5).plan(fixed_drop_first=20).drop_first,
+            TimingOptions(num_iters=5).plan(fixed_drop_first=20).kept) == (2, 3)
+    assert TimingOptions(num_iters=20).plan(fixed_drop_first=20).kept == 10
+    assert TimingOptions(num_iters=21).plan(fixed_drop_first=20).kept == 1
     # benchmark's capped count: the rule asked after every sample, the budget kept
     plan = TimingOptions(num_iters=5, drop_first=0).plan(0, capped=True)
     assert (plan.max_round, plan.rule.count, plan.rule.max_seconds) == (1, 5, 5.0)
