@@ -26,6 +26,7 @@ from moduleprofiler.loss import LossFn
 from moduleprofiler.records import CallRecord, ModuleInfo
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shards import process_rank
+from moduleprofiler.tensors import ModuleWalk, walk_modules
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))
 _FROM_CALL = ("index", "parent", "depth", "path", "call_number")
@@ -80,24 +81,28 @@ def build_record(call: Call, info: ModuleInfo) -> CallRecord:
 
 def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
             backward: bool = False, loss_fn: LossFn | None = None,
-            listeners: Sequence[Listener] = (), every_leaf: bool = False) -> Profile:
+            listeners: Sequence[Listener] = (), every_leaf: bool = False,
+            walk: ModuleWalk | None = None) -> Profile:
     """Run ``invoke()`` (which calls ``root``) once under the counting listeners, optionally
     followed by a counted backward, and return its :class:`Profile`.
 
     ``every_leaf``: the backward is a real ``loss.backward()`` (DDP and FSDP2 reduce gradients
     in the backward's own hooks, which only a real backward runs); the caller sets the
-    gradients aside.
+    gradients aside. ``walk``: the caller's :func:`~moduleprofiler.tensors.walk_modules` of
+    ``root``, shared by the module scan and the runner (else made here).
 
     Raises:
         ProfilingError: the forward or the backward raised (the message names the module whose
             forward failed), or no loss could be derived for ``backward=True``.
         FormulaError: a formula raised or returned something that is not a count.
     """
-    infos, lazy = scan_modules(root)
+    if walk is None:
+        walk = walk_modules(root)
+    infos, lazy = scan_modules(root, walk)
     counting = CountingListener(maps)
     backward_counting = BackwardCountingListener(maps.operators) if backward else None
     runner = PassRunner(root, [counting, *([backward_counting] if backward_counting else []),
-                               *listeners])
+                               *listeners], walk=walk)
     output = runner.forward(invoke)
     if backward:
         runner.backward(output, loss_fn, every_leaf=every_leaf)

@@ -44,6 +44,7 @@ from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
+from moduleprofiler.tensors import walk_modules
 from moduleprofiler.timing import benchmark, time_modules, train_step_times
 from moduleprofiler.validate import (
     CheckedMaps,
@@ -200,15 +201,17 @@ class Profiler:
         # a DDP or FSDP2 backward is a real one (their gradient reductions run in its hooks):
         # its gradients, and those of input tensors that require grad, are set aside and put back
         real_backward = backward and communicates_gradients(module)
+        walk = walk_modules(module)  # one walk of the tree: state kept, module scan, hooks
         with preserved_state(module, eval=eval, grads=real_backward,
-                             leaves=iter_tensors(input) if real_backward else ()), \
+                             leaves=iter_tensors(input) if real_backward else (),
+                             modules=walk.modules), \
                 torch.set_grad_enabled(backward):
             if backward:
                 for rnn in _cudnn_rnns_in_eval(module):
                     rnn.training = True  # cuDNN has no RNN backward in eval mode
             profile = collect(module, self._formula_maps(operators), invoke,
                               backward=backward, loss_fn=loss_fn, listeners=listeners,
-                              every_leaf=real_backward)
+                              every_leaf=real_backward, walk=walk)
         if strict and not profile.complete:
             raise ProfilingError(_incomplete(profile))
         return profile

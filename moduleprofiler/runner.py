@@ -52,7 +52,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -62,6 +62,9 @@ from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss
 from moduleprofiler.records import display_path
+
+if TYPE_CHECKING:
+    from moduleprofiler.tensors import ModuleWalk
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
@@ -247,16 +250,23 @@ class PassRunner:
 
     Usage: ``runner = PassRunner(model, [listener, ...]); output = runner.forward(invoke)``,
     then optionally ``runner.backward(output, loss_fn)``; ``runner.calls`` lists every call.
+    ``walk``: a :func:`~moduleprofiler.tensors.walk_modules` of ``root`` the caller made anyway
+    (else the runner walks the tree itself).
     """
 
-    def __init__(self, root: nn.Module, listeners: Sequence[Listener]) -> None:
+    def __init__(self, root: nn.Module, listeners: Sequence[Listener], *,
+                 walk: ModuleWalk | None = None) -> None:
         self.root = root
         self.listeners = tuple(listeners)
-        self.paths: dict[int, str] = {}
-        self.modules: list[nn.Module] = []
-        for path, module in root.named_modules():
-            self.paths[id(module)] = path
-            self.modules.append(module)
+        self.paths: dict[int, str]
+        self.modules: list[nn.Module]
+        if walk is not None:  # the caller's walk of ``root`` (read only here)
+            self.paths, self.modules = walk.paths, walk.modules
+        else:
+            self.paths, self.modules = {}, []
+            for path, module in root.named_modules():
+                self.paths[id(module)] = path
+                self.modules.append(module)
         self.calls: list[Call] = []
         self.stack: list[Call] = []
         self.failed_path: str | None = None

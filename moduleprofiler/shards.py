@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import Parameter
 
 
 def loaded_class(module: str, name: str) -> type | None:
@@ -33,8 +34,14 @@ def sharded_by(modules: Iterable[nn.Module]) -> type | None:
     then do operators need counting on local shards (Transformers imports DTensor in every
     process, so that it is loaded says nothing about the model)."""
     dtensor = dtensor_class()
-    if dtensor is not None and any(holds_dtensor(m, dtensor) for m in modules):
-        return dtensor
+    if dtensor is None:
+        return None
+    # :func:`holds_dtensor` unrolled: one flat loop, a plain parameter skipped by its type
+    # (a generator per module cost 70 us a pass on ResNet-50)
+    for module in modules:
+        for parameter in module._parameters.values():
+            if type(parameter) is not Parameter and isinstance(parameter, dtensor):
+                return dtensor
     return None
 
 

@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -40,16 +40,26 @@ def _reads_only(module: nn.Module) -> bool:
             and type(module).forward in _TORCH_NORM_FORWARDS)
 
 
-def _buffers(modules: list[nn.Module]) -> list[Tensor]:
+def _buffers(modules: Sequence[nn.Module]) -> tuple[list[Tensor], list[nn.Module]]:
     """Every distinct buffer a pass could write: all of them but those only read by eval-mode
-    norm layers (a buffer shared with any other module is kept)."""
+    norm layers (a buffer shared with any other module is kept); and the modules holding a lazy
+    buffer not materialised yet. One loop over the modules with buffers."""
     unique: dict[int, Tensor] = {}
+    lazy: list[nn.Module] = []
     for module in modules:
-        if module._buffers and not _reads_only(module):
-            for buffer in module._buffers.values():
-                if buffer is not None:
-                    unique.setdefault(id(buffer), buffer)
-    return list(unique.values())
+        table = module._buffers
+        if not table:
+            continue
+        kept = not _reads_only(module)
+        for buffer in table.values():
+            if buffer is None:
+                continue
+            if kept:
+                unique.setdefault(id(buffer), buffer)
+            if type(buffer) is not Tensor and isinstance(buffer, UninitializedBuffer) and (
+                    not lazy or lazy[-1] is not module):
+                lazy.append(module)
+    return list(unique.values()), lazy
 
 
 def _parameters(root: nn.Module) -> list[nn.Parameter]:
@@ -64,11 +74,6 @@ def _snapshot(buffers: list[Tensor]) -> list[tuple[Tensor, Tensor]]:
     return [(buffer, buffer.detach().to("cpu", copy=True)) for buffer in buffers
             if buffer.device.type != "meta"
             and not isinstance(buffer, (UninitializedBuffer, UninitializedParameter))]
-
-
-def _with_lazy_buffers(modules: list[nn.Module]) -> list[nn.Module]:
-    return [module for module in modules if module._buffers
-            and any(isinstance(b, UninitializedBuffer) for b in module._buffers.values())]
 
 
 def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, Any], None]:
@@ -88,7 +93,8 @@ def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, A
 @contextmanager
 def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     grads: bool = False, buffers: bool | None = None,
-                    leaves: Iterable[Tensor] = ()) -> Iterator[None]:
+                    leaves: Iterable[Tensor] = (),
+                    modules: Sequence[nn.Module] | None = None) -> Iterator[None]:
     """Run the block with ``root`` in eval mode (``eval=True``), in training mode
     (``train=True``) or as it is, and restore its state afterwards (see the module docstring).
 
@@ -101,24 +107,29 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             inputs of a backward that accumulates into every leaf it reaches).
         buffers: restore buffer values afterwards (default); ``False`` leaves them as the
             block left them.
+        modules: ``list(root.modules())`` when the caller has walked the tree already (read
+            only here).
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
-    modules = list(root.modules())  # one traversal, shared by everything below
-    flags = [(module, module.training) for module in modules]
+    if modules is None:
+        modules = list(root.modules())  # one traversal, shared by everything below
+    # one bool per module (no tuple each: fewer objects for the garbage collector to count)
+    flags = [module.training for module in modules]
     saved_grads: list[tuple[Tensor, Tensor | None]] = []
     saved_buffers: list[tuple[Tensor, Tensor]] = []
     lazy_hooks = ExitStack()
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
         # ``mode``: an inference model in eval mode costs no recursive walk
-        if eval and any(training for _, training in flags):
+        if eval and True in flags:
             root.eval()
-        elif train and not all(training for _, training in flags):
+        elif train and False in flags:
             root.train()
         if buffers is not False:
-            saved_buffers = _snapshot(_buffers(modules))
-            for module in _with_lazy_buffers(modules):
+            written, lazy = _buffers(modules)
+            saved_buffers = _snapshot(written)
+            for module in lazy:
                 # runs after the module's own lazy-initialisation pre-hook, before its forward
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
                     _lazy_snapshot(saved_buffers)))
@@ -139,7 +150,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                 for buffer, value in saved_buffers:
                     if buffer.shape == value.shape:
                         buffer.copy_(value)
-        for module, training in flags:
+        for module, training in zip(modules, flags):
             if module.training is not training:
                 module.training = training
 

@@ -39,6 +39,37 @@ class ModuleFacts:
     """Parameters registered directly on the module, each tensor once."""
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleWalk:
+    """One walk of a model's module tree, shared by what a pass sets up (the module scan, the
+    hooks, the state kept): each ``named_modules()`` traversal costs about 70 us on ResNet-50."""
+
+    occurrences: list[tuple[str, nn.Module]]
+    """``named_modules(remove_duplicate=False)``: a module registered at several places is
+    listed at each."""
+    modules: list[nn.Module]
+    """Each module once, at its first place: ``modules()`` order."""
+    paths: dict[int, str]
+    """``id(module)`` -> its ``named_modules()`` path (its first place)."""
+
+
+def walk_modules(root: nn.Module) -> ModuleWalk:
+    """The :class:`ModuleWalk` of ``root``, from one traversal. Keeping each module's first
+    occurrence gives ``named_modules()`` exactly: both walks are the same depth-first order,
+    and a subtree ``named_modules()`` skips (its root was seen) was walked in full before."""
+    occurrences = list(root.named_modules(remove_duplicate=False))
+    paths = {id(module): path for path, module in occurrences}
+    if len(paths) == len(occurrences):
+        return ModuleWalk(occurrences, [module for _, module in occurrences], paths)
+    paths = {}
+    modules: list[nn.Module] = []
+    for path, module in occurrences:
+        if id(module) not in paths:
+            paths[id(module)] = path
+            modules.append(module)
+    return ModuleWalk(occurrences, modules, paths)
+
+
 def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
     """:class:`ModuleFacts` of every module of ``root``, in ``named_modules()`` order.
 

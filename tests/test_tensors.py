@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from moduleprofiler.tensors import bytes_by_dtype, distinct, module_facts, module_tensor
+from moduleprofiler.tensors import (
+    bytes_by_dtype,
+    distinct,
+    module_facts,
+    module_tensor,
+    walk_modules,
+)
 
 
 def test_module_facts_of_a_tied_model() -> None:
@@ -64,3 +70,18 @@ def test_module_tensor_reads_what_getattr_reads() -> None:
     assert module_tensor(plain, "weight") is plain.weight
     assert module_tensor(Looked(3, 2), "ghost") == "mine"
     assert torch.equal(module_tensor(shadowed, "bias"), torch.full((2,), 7.0))
+
+
+def test_walk_modules_keeps_named_modules_order_and_first_paths() -> None:
+    # a block registered at two places, one of them inside a child registered twice itself
+    shared = nn.Linear(2, 2)
+    inner = nn.Sequential(shared, nn.ReLU())
+    model = nn.Sequential(inner, shared, nn.Sequential(inner, nn.Tanh()))
+    walk = walk_modules(model)
+    # occurrences: root, 0, 0.0, 0.1, 1, 2, 2.0, 2.0.0, 2.0.1, 2.1 = 10 places, 6 modules
+    assert [path for path, _ in walk.occurrences] == [
+        "", "0", "0.0", "0.1", "1", "2", "2.0", "2.0.0", "2.0.1", "2.1"]
+    assert walk.modules == list(model.modules())
+    assert walk.paths == {id(module): path for path, module in model.named_modules()}
+    plain = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    assert walk_modules(plain).modules == list(plain.modules())
