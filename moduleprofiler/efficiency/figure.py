@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument
 from moduleprofiler.efficiency.roofline import call_dtype, with_efficiency
+from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.figures import (
     FIGSIZE,
     LABEL_CHARS,
@@ -28,7 +29,7 @@ from moduleprofiler.export.figures import (
     figure_axes,
     save_figure,
 )
-from moduleprofiler.export.names import elide_name, module_name
+from moduleprofiler.export.names import elide_name, module_name, module_path
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.validate import check_choice, check_int
 
@@ -46,9 +47,12 @@ def _points(profile: Profile, prefix: str, peaks: DevicePeaks, dtype: str | None
     first: dict[str, Any] = {}
     for record in profile.records:
         first.setdefault(record.path, record)
+    frame = profile.to_df("module", columns="all")
+    modules = {module_path(str(row.pop("module"))): dict(zip(row, plain(row.values())))
+               for row in frame.to_dict(orient="records")}
     points, missing = [], 0
     for path, record in first.items():
-        metrics = profile.module_metrics.get(path, {})
+        metrics = modules.get(path, {})
         x, y = metrics.get(prefix + "intensity"), metrics.get(prefix + "achieved_tflops")
         if x is None or y is None or not x > 0 or not y > 0:
             missing += 1

@@ -32,8 +32,9 @@ from typing import Any
 import torch
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument, peak_dtype
-from moduleprofiler.export.aggregate import sum_known
+from moduleprofiler.export.aggregate import plain, sum_known
 from moduleprofiler.export.columns import Kind, register_column
+from moduleprofiler.export.names import module_path
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.records import CallRecord, display_path
 
@@ -180,8 +181,9 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
         records.append(dataclasses.replace(record, metrics={**record.metrics, **found}))
     flagged: list[str] = []
     modules: dict[str, dict[str, Any]] = {}
+    measured = _module_times(profile)
     for path, calls in grouped.items():
-        modules[path] = _phases(calls, profile.module_metrics.get(path, {}),
+        modules[path] = _phases(calls, measured.get(path, {}),
                                 peak_of(calls[0]), peaks, overhead_share)
         for prefix in ("", "backward_"):
             if modules[path].get(prefix + "above_peak"):
@@ -193,6 +195,18 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
             "the peak is for the wrong dtype (pass dtype= or tf32=), the counts are too high, "
             "or data came from cache (bytes/s above bandwidth)"), stacklevel=2)
     return dataclasses.replace(profile, records=tuple(records)).with_metrics(modules)
+
+
+def _module_times(profile: Profile) -> dict[str, dict[str, Any]]:
+    """Per module path, its measured per-module self times (the module view's medians over
+    the kept iterations, and any attached with ``with_metrics``)."""
+    frame = profile.to_df("module", columns="all")
+    names = [name for phase in _PHASES for name in phase[5] if name in frame]
+    out = {module_path(str(row["module"])): {name: plain([row[name]])[0] for name in names}
+           for _, row in frame.iterrows()}
+    for path, columns in profile.module_metrics.items():
+        out.setdefault(path, {}).update(columns)
+    return out
 
 
 def _phases(calls: list[CallRecord], measured: dict[str, Any], flops_peak: float | None,

@@ -20,18 +20,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+import numpy as np
 import pandas as pd
 
 from moduleprofiler.records import subtree_totals
 
 Kind = Literal[
     "name", "text", "int", "count", "bytes", "time", "percent", "fraction", "shape", "dtype",
-    "flag", "number", "ratio",
+    "flag", "number", "ratio", "samples",
 ]
 """How a value is shown: ``name`` a module name, ``int`` a plain integer (indices, depths, call
 counts), ``count`` K/M/G, ``bytes`` KiB/MiB, ``time`` milliseconds shown in ns/µs/ms/s,
 ``percent`` 0-100, ``fraction`` 0-1 shown as a percentage, ``ratio`` a factor (``2.00x``),
-``shape`` a shape tree, ``dtype`` dtype names, ``flag`` yes/no, ``number`` any other number."""
+``shape`` a shape tree, ``dtype`` dtype names, ``flag`` yes/no, ``number`` any other number;
+``samples`` a call's per-iteration values (a tuple), kept on the record for the
+:class:`Statistic` columns and never shown."""
 
 Aggregation = Literal["sum", "inclusive", "max", "first", "all", "none"]
 """How the calls of one module (and the modules of one type) combine into one value:
@@ -64,6 +67,33 @@ class Derived:
     """The columns it needs; it is computed for every profile whose calls have them all."""
     compute: Callable[[pd.DataFrame], Sequence[Any] | pd.Series]
     """Per-call frame -> one value per row."""
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A per-module column computed from the per-iteration samples its module's calls keep
+    (``samples`` columns): a module's value is not a combination of its calls' values (the
+    median of a sum is no sum of medians) but ``compute`` of its per-iteration totals.
+
+    Each sample column is totalled per iteration by its own aggregation (``inclusive``: the
+    outermost calls, ``sum``: every call); an iteration in which none of the module's calls
+    has a sample is left out. A module without calls (uncalled, a grouping) has none."""
+
+    samples: tuple[str, ...]
+    """The sample columns it reads, in the order ``compute`` takes their totals."""
+    compute: Callable[..., Any]
+    """One per-iteration totals array per sample column (aligned) -> the module's value."""
+
+
+def median_of(totals: Any) -> float | None:
+    """The median of ``totals`` (``None`` when there are none): the 50th percentile, as every
+    timing summary's median."""
+    return float(np.percentile(totals, 50)) if len(totals) else None
+
+
+def median_statistic(samples: str) -> Statistic:
+    """The median over the kept iterations of a module's totals of ``samples``."""
+    return Statistic((samples,), median_of)
 
 
 def scaled(column: str, factor: int | float) -> Derived:
@@ -109,6 +139,9 @@ class ColumnSpec:
     per_module: str | None = None
     """The column that holds the same quantity measured per module (a per-call median's
     per-module median): module views show that one instead of combining the calls."""
+    statistic: Statistic | None = dataclasses.field(default=None, compare=False)
+    """How a module's value is computed from its calls' samples (:class:`Statistic`) instead
+    of by ``aggregation``, which then only combines modules into types."""
 
     @property
     def inclusive(self) -> bool | None:
@@ -147,13 +180,13 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
                     inclusive: bool | None = None, *, aggregation: Aggregation | None = None,
                     unit: str = "", additive: bool = True, derive: Derived | None = None,
                     description: str = "", needs: str = "", per_module: str | None = None,
-                    replace: bool = False) -> ColumnSpec:
+                    statistic: Statistic | None = None, replace: bool = False) -> ColumnSpec:
     """Declare column ``name`` and return its spec; every view then shows it.
 
     ``aggregation`` says how calls combine (:data:`Aggregation`); without it, ``inclusive=True``
     means ``"inclusive"``, ``inclusive=False`` means ``"sum"``, and ``None`` keeps what the name
     suggests. ``derive`` computes the column from other per-call columns
-    (:func:`scaled`, :func:`inclusive_of`); ``needs`` and ``per_module`` as in
+    (:func:`scaled`, :func:`inclusive_of`); ``needs``, ``per_module`` and ``statistic`` as in
     :class:`ColumnSpec`. Declaring a name again with the same kind, unit and
     aggregation returns the new spec; a different declaration raises ``ValueError`` unless
     ``replace=True`` (two listeners must not give one name two meanings).
@@ -163,7 +196,8 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
             else _guess(name).aggregation
     _check(name, kind, aggregation)
     spec = ColumnSpec(name, kind, label if label is not None else _default_label(name),
-                      aggregation, unit, additive, derive, description, needs, per_module)
+                      aggregation, unit, additive, derive, description, needs, per_module,
+                      statistic)
     old = _REGISTRY.get(name)
     if old is not None and not replace and (old.kind, old.aggregation, old.unit) != (
             spec.kind, spec.aggregation, spec.unit):

@@ -6,7 +6,9 @@ Every registered column is in every frame it applies to (``backward_*`` stay ``<
 backward pass was profiled, so the columns never depend on options), then every column the
 listeners wrote into ``CallRecord.metrics`` and every per-module column attached with
 ``Profile.with_metrics``. Modules and types combine their calls by each column's aggregation
-(:mod:`moduleprofiler.export.aggregate`).
+(:mod:`moduleprofiler.export.aggregate`); a column with a
+:class:`~moduleprofiler.export.columns.Statistic` (a per-module median time) is computed for
+each module from its calls' per-iteration samples instead.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from moduleprofiler.export.aggregate import (
@@ -131,7 +134,9 @@ def call_frame(profile: Profile) -> pd.DataFrame:
     _derive(frame, [spec for spec in registered if spec.name in BUILTIN])
     for name in metric_names(records):
         values = [(record.metrics or {}).get(name) for record in records]
-        frame[name] = typed_series(values, value_spec(name, values))
+        spec = value_spec(name, values)
+        if spec.kind != "samples":  # kept for the per-module statistics, never shown
+            frame[name] = typed_series(values, spec)
     _derive(frame, [spec for spec in registered if spec.name not in BUILTIN])
     return frame
 
@@ -189,6 +194,14 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
              "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes", "ops",
              "macs", "inclusive_ops", "inclusive_macs", "ops_source"]
     names = [*order, *(n for n in (rows[0] if rows else {}) if n not in order)]
+    statistics = _statistics(profile.records)
+    names += [spec.name for spec in statistics if spec.name not in names]
+    for row, owner in zip(rows, owners):
+        if owner in split:  # a shared module drawn under several callers: its statistic
+            continue  # covers all of their calls, so no one of its rows holds it
+        for spec in statistics:
+            row[spec.name] = module_statistic(spec, profile.records, tree.rows.get(owner, []),
+                                              tree.outermost)
     frame = pd.DataFrame({name: typed_series([row.get(name) for row in rows],
                                              specs.get(name) or _spec_of(name, calls))
                           for name in names})
@@ -203,6 +216,44 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
                     for row, path in enumerate(owners)]
         frame[name] = typed_series(measured, value_spec(name, plain(measured)))
     return frame
+
+
+def _statistics(records: Sequence[CallRecord]) -> list[ColumnSpec]:
+    """The registered :class:`Statistic` columns whose sample columns the records keep."""
+    kept = set(metric_names(records))
+    return [spec for spec in registered_columns() if spec.statistic is not None
+            and all(name in kept for name in spec.statistic.samples)]
+
+
+def module_statistic(spec: ColumnSpec, records: Sequence[CallRecord], rows: Sequence[int],
+                     outermost: Sequence[bool]) -> Any:
+    """One module's value of a :class:`Statistic` column from its calls ``rows``: each sample
+    column totalled per iteration (the outermost calls of an ``inclusive`` one, every call of
+    a ``sum`` one), the iterations in which none of the calls has a sample left out."""
+    assert spec.statistic is not None
+    totals = []
+    for name in spec.statistic.samples:
+        whole = column_spec(name).aggregation == "inclusive"
+        kept = [records[row].metrics.get(name) for row in rows if outermost[row] or not whole]
+        total = iteration_totals([samples for samples in kept if samples is not None])
+        if total is None:
+            return None
+        totals.append(total[~np.isnan(total)])
+    return spec.statistic.compute(*totals)
+
+
+def iteration_totals(samples: Sequence[Sequence[float]]) -> np.ndarray | None:
+    """Per iteration, the sum of the calls' samples (``nan`` where no call has one), added in
+    call order; ``None`` without calls or when their iterations differ."""
+    if not samples or len({len(one) for one in samples}) != 1:
+        return None
+    calls = np.asarray(samples, dtype=np.float64)
+    missing = np.isnan(calls)
+    total = np.zeros(calls.shape[1])
+    for values, absent in zip(calls, missing):
+        total += np.where(absent, 0.0, values)
+    total[missing.all(axis=0)] = np.nan
+    return total
 
 
 def _module_row(path: str, info: ModuleInfo, own: list[int], tree: CallTree,

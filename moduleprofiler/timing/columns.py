@@ -1,18 +1,56 @@
-"""The columns the timing passes write, declared once: per call the median time of that call,
-per module the median over the kept iterations of the module's calls summed
-(``time_median_ms``), and the kernel clock's host and device times. Each declares what makes
-a profile hold it, so a view asked for a time on a profile without one can say so."""
+"""The columns the timing passes write, declared once: per call the median time of that call
+and its samples over the kept iterations; per module the median over the kept iterations of
+the module's calls summed (``time_median_ms``), computed from those samples; and the kernel
+clock's host and device times. Each declares what makes a profile hold it, so a view asked
+for a time on a profile without one can say so."""
 
 from __future__ import annotations
 
-from moduleprofiler.export.columns import register_column, register_quantity
+from typing import Any
+
+from moduleprofiler.export.columns import (
+    Aggregation,
+    Statistic,
+    median_of,
+    median_statistic,
+    register_column,
+    register_quantity,
+)
 
 TIME_NEEDS = ("a profile from time_modules(), train_step_times() or TrainingProfiler, or one "
               "merged with it: profile.merge(timing) (was profile.with_timing(timing))")
 """What every time column needs (views say it when a time is asked for and missing)."""
 
+
+def _samples(name: str, what: str) -> None:
+    """Declare the sample columns ``name`` (with its children's calls) and ``self_name``."""
+    sides: tuple[tuple[str, Aggregation, str], ...] = (("", "inclusive", ""),
+                                                       ("self_", "sum", "own "))
+    for prefix, aggregation, own in sides:
+        register_column(f"{prefix}{name}", "samples", aggregation=aggregation, unit="ms",
+                        needs=TIME_NEEDS,
+                        description=f"the call's {own}{what} in each kept iteration")
+
+
+def _corrected(samples: str) -> Statistic:
+    """The median of a module's host samples (already less the hooks' error), at least 0."""
+    def compute(totals: Any) -> float | None:
+        median = median_of(totals)
+        return None if median is None else max(0.0, median)
+    return Statistic((samples,), compute)
+
+
+def _bound(device: Any, host: Any) -> str | None:
+    """``"host"`` when the module's median host time exceeds its median device time."""
+    device_ms, host_ms = median_of(device), median_of(host)
+    if device_ms is None or host_ms is None:
+        return None
+    return "host" if max(0.0, host_ms) > device_ms else "device"
+
+
 for _phase, _label in (("forward", ""), ("backward", "backward ")):
     _module = "time_median_ms" if _phase == "forward" else "backward_time_median_ms"
+    _samples(f"{_phase}_samples_ms", f"{_phase} time")
     register_column(f"{_phase}_ms", "time", f"{_phase}", aggregation="inclusive", unit="ms",
                     needs=TIME_NEEDS, per_module=_module,
                     description=f"median {_phase} time of the call with its children's")
@@ -21,29 +59,41 @@ for _phase, _label in (("forward", ""), ("backward", "backward ")):
                     description=f"median {_phase} time of the call's own code")
     register_column(_module, "time", f"{_label}time median", aggregation="inclusive",
                     unit="ms", needs=TIME_NEEDS,
+                    statistic=median_statistic(f"{_phase}_samples_ms"),
                     description=f"median over the kept iterations of the module's {_phase} "
                     "calls summed, with their children's")
     register_column(f"self_{_module}", "time", f"self {_label}time median", aggregation="sum",
                     unit="ms", needs=TIME_NEEDS,
+                    statistic=median_statistic(f"self_{_phase}_samples_ms"),
                     description=f"median over the kept iterations of the module's own "
                     f"{_phase} time")
 
+# Under the kernel clock a call's time is the median of its samples, a module's the median of
+# its calls' samples summed per iteration.
 for _prefix, _phase in (("", ""), ("backward_", "bwd ")):
+    _samples(f"{_prefix}device_samples_ms", "device time")
+    _samples(f"{_prefix}host_samples_ms", "host time less the hooks' calibrated error")
     register_column(f"{_prefix}device_ms", "time", f"{_phase}device", aggregation="inclusive",
                     unit="ms", needs=TIME_NEEDS,
+                    statistic=median_statistic(f"{_prefix}device_samples_ms"),
                     description="summed duration of the kernels, copies and sets the call "
                     "launched (the kernel clock), with its children's")
     register_column(f"self_{_prefix}device_ms", "time", f"{_phase}self device",
                     aggregation="sum", unit="ms", needs=TIME_NEEDS,
+                    statistic=median_statistic(f"self_{_prefix}device_samples_ms"),
                     description="device time of the work the call launched itself")
     register_column(f"{_prefix}host_ms", "time", f"{_phase}host", aggregation="inclusive",
                     unit="ms", needs=TIME_NEEDS,
+                    statistic=_corrected(f"{_prefix}host_samples_ms"),
                     description="wall time on the host between the call's hooks, less the "
                     "calibrated hook cost, with its children's")
     register_column(f"self_{_prefix}host_ms", "time", f"{_phase}self host", aggregation="sum",
-                    unit="ms", needs=TIME_NEEDS, description="host time of the call's own code")
+                    unit="ms", needs=TIME_NEEDS,
+                    statistic=_corrected(f"self_{_prefix}host_samples_ms"),
+                    description="host time of the call's own code")
     register_column(f"{_prefix}time_bound", "text", f"{_phase}bound by", aggregation="none",
-                    needs=TIME_NEEDS,
+                    needs=TIME_NEEDS, statistic=Statistic(
+                        (f"{_prefix}device_samples_ms", f"{_prefix}host_samples_ms"), _bound),
                     description="host: issuing the work took the host longer than the device "
                     "took to run it; device: the other way round")
 register_column("device_launches", "count", "launches", aggregation="inclusive",

@@ -170,6 +170,26 @@ class PhaseSamples:
                                                        float(np.nanmedian(excl)))
         return out
 
+    def call_samples(self, layout: ModelLayout, error_ms: Mapping[tuple[str, int], tuple[
+            float, float]] | None = None) -> dict[tuple[str, int], tuple[tuple[float, ...], ...]]:
+        """Each call's inclusive and self samples over the kept iterations (``nan`` where the
+        call was not made), keyed by ``(path, call_number)`` as :meth:`call_medians`; less
+        ``error_ms[key]`` (inclusive, self) where given."""
+        ends = np.cumsum(self.calls.sum(axis=1))  # the flat call arrays, iteration by iteration
+        out: dict[tuple[str, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        for iteration, (start, end) in enumerate(zip([0, *ends[:-1].tolist()], ends.tolist())):
+            for position in range(start, end):
+                key = (layout.paths[self.call_module[position]],
+                       int(self.call_number[position]))
+                if key not in out:
+                    out[key] = (np.full(self.iterations, np.nan), np.full(self.iterations, np.nan))
+                out[key][0][iteration] = self.call_inclusive_ms[position]
+                out[key][1][iteration] = self.call_exclusive_ms[position]
+        errors = error_ms or {}
+        return {key: tuple(tuple((values - error).tolist()) for values, error in zip(
+                    pair, errors.get(key, (0.0, 0.0))))
+                for key, pair in out.items() if not np.isnan(pair[0]).all()}
+
     @property
     def iterations(self) -> int:
         """Number of kept iterations."""
@@ -477,12 +497,55 @@ def timed_profile(timing: Timed, first: IterationTimes | None = None) -> Timed:
                 output_bytes=None, input_size=None, output_size=None,  # type: ignore[arg-type]
                 params=info.params, own_params=info.own_params, ops=None, macs=None,
                 ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False))
-    records = [dataclasses.replace(r, metrics=calls.get((r.path, r.call_number), {}))
+    samples = sample_columns(timing, records)
+    records = [dataclasses.replace(r, metrics={**calls.get((r.path, r.call_number), {}),
+                                               **samples.get((r.path, r.call_number), {})})
                for r in records]
     root = layout.infos[0]
     return dataclasses.replace(timing, records=tuple(records), modules=layout.infos,
                                total_params=root.params, total_buffers=root.buffers,
-                               module_metrics=timing.module_columns(), _by_path={})
+                               module_metrics=_launches(timing), _by_path={})
+
+
+def sample_columns(timing: TimedModules, records: Sequence[CallRecord]
+                   ) -> dict[tuple[str, int], dict[str, tuple[float, ...]]]:
+    """Per call ``(path, call_number)``, its samples over the kept iterations of each phase,
+    from which the module views compute the per-module medians (:mod:`.columns`): the clock's
+    ``forward_samples_ms`` and ``self_forward_samples_ms`` (``backward_...``); under the
+    kernel clock ``device_samples_ms`` ... and the host's ``host_samples_ms`` ... less the
+    calibrated hook error (of the call, and for its self time of its direct child calls'
+    hooks, which run inside it)."""
+    children: dict[tuple[str, int], int] = {}
+    for record in records:
+        if record.parent is not None:
+            above = records[record.parent]
+            key = (above.path, above.call_number)
+            children[key] = children.get(key, 0) + 1
+    out: dict[tuple[str, int], dict[str, tuple[float, ...]]] = {}
+    for phase in timing.timed_phases():
+        names = ((f"{phase.prefix}device", phase.samples), (f"{phase.prefix}host", phase.host)) \
+            if phase.host is not None else ((phase.name, phase.samples),)
+        for name, samples in names:
+            errors = None
+            if samples is phase.host:
+                share = max(0.0, phase.per_call_ms - phase.attribution_ms)
+                errors = {(r.path, r.call_number): (phase.attribution_ms, phase.attribution_ms
+                          + children.get((r.path, r.call_number), 0) * share) for r in records}
+            for key, (incl, excl) in samples.call_samples(timing.layout, errors).items():
+                out.setdefault(key, {}).update({f"{name}_samples_ms": incl,
+                                                f"self_{name}_samples_ms": excl})
+    return out
+
+
+def _launches(timing: TimedModules) -> dict[str, dict[str, Any]]:
+    """Under the kernel clock, each called module's ``device_launches`` and
+    ``device_idle_share`` (medians of per-module sums the traced iterations keep)."""
+    if getattr(timing, "device_times", None) is None:
+        return {}
+    columns = timing.module_columns()
+    return {path: {name: values[name] for name in ("device_launches", "device_idle_share")
+                   if name in values} for path, values in columns.items()
+            if "device_launches" in values}
 
 
 def calls_column(calls_per_iter: Sequence[float]) -> pd.Series:

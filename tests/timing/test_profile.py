@@ -35,7 +35,10 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
     assert [(r.path, r.call_number, r.parent, r.depth) for r in timing.records] == [
         ("", 0, None, 0), ("0", 0, 0, 1), ("1", 0, 0, 1), ("0", 1, 0, 1)]
     for record in timing.records:
-        assert set(record.metrics) == {"forward_ms", "self_forward_ms"}
+        # the call's medians, and its samples the per-module medians are computed from
+        assert set(record.metrics) == {"forward_ms", "self_forward_ms", "forward_samples_ms",
+                                       "self_forward_samples_ms"}
+        assert len(record.metrics["forward_samples_ms"]) == 3  # 4 - 1 kept iterations
         assert record.metrics["forward_ms"] >= record.metrics["self_forward_ms"] >= 0
         assert record.ops is None and record.ops_source == "unknown"  # timing counts nothing
     # 4 x 4 weights + 4 biases = 20 parameters, the shared Linear's once
@@ -44,8 +47,9 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
     # middle one of the three sums), not the sum of the two calls' medians
     both = timing.samples("0")
     assert both.size == 3
-    assert timing.module_metrics["0"]["time_median_ms"] == pytest.approx(sorted(both)[1])
     frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0", "time_median_ms"] == pytest.approx(sorted(both)[1])
+    assert timing.module_columns()["0"]["time_median_ms"] == pytest.approx(sorted(both)[1])
     assert frame.loc["0", "calls"] == 2 and frame.loc["0", "time_median_ms"] > 0
     assert timing.to_df().columns[0] == "module"  # no aggregate: the statistics frame
 
@@ -72,7 +76,10 @@ def test_merge_joins_times_to_counts_and_the_old_joins_warn() -> None:
     # the counts stay: the first Linear call, 3 rows x 4 outputs x (2 x 4 - 1 + 1) = 96 ops
     assert merged.records[1].ops == counted.records[1].ops == 96
     assert merged.records[3].metrics["forward_ms"] == timing.records[3].metrics["forward_ms"]
-    assert merged.module_metrics["0"] == timing.module_metrics["0"]
+    modules = merged.to_df("module").set_index("module")
+    timed = timing.to_df("module").set_index("module")
+    for name in ("time_median_ms", "self_time_median_ms"):
+        assert modules.loc["0", name] == timed.loc["0", name]
     with pytest.warns(DeprecationWarning, match=r"profile\.merge\(timing\)"):
         old = counted.with_timing(timing)
     assert old.records == merged.records and old.module_metrics == merged.module_metrics
