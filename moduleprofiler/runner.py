@@ -38,7 +38,8 @@ when the innermost call's state changes: around each formula-covered call inside
 one (174 pairs in a ResNet-50 forward), never elsewhere. Inside a real forward the same Python
 work costs 2-3 times as much (in situ, 37 µs per ResNet-50 call with counting, plus about 7 µs
 for torch's hooked call path itself), since it runs between convolution kernels. Per pass, on
-ResNet-50: module facts 0.65 ms, hook install and release 0.2 ms, the records 0.4 ms.
+ResNet-50: one module walk 0.08 ms (shared by the module facts, the hooks and the state kept),
+module facts 0.35 ms, hook install and release 0.12 ms, the records 0.4 ms.
 Anything that can be computed after the forward (totals, inclusive sums, per-module
 aggregation, rendering) is left to the records and the views; what needs the live tensors
 (shapes, dtypes, storage identity, formula results) is read once, and shape and dtype tuples
@@ -193,19 +194,24 @@ def _overrides(listener: Listener, name: str) -> bool:
     return getattr(type(listener), name) is not getattr(Listener, name)
 
 
-_DIRECT: dict[type, bool] = {}
+_DIRECT, _REGISTER, _SCRIPTED = 0, 1, 2
+"""How a module class is hooked: its hook tables written directly (it registers hooks the way
+``nn.Module`` does) or through its own registration methods (it overrides one); plus
+``_SCRIPTED`` for TorchScript, which carries no Python hooks (left unhooked below the root)."""
+_HOOK_WAYS: dict[type[nn.Module], int] = {}
 
 
-def _hooks_directly(module: nn.Module) -> bool:
-    """Whether ``module`` registers hooks the way ``nn.Module`` does (its class overrides
-    neither registration method), so the runner may write the hook tables itself."""
-    cls = type(module)
-    direct = _DIRECT.get(cls)
-    if direct is None:
-        direct = _DIRECT[cls] = (
-            cls.register_forward_pre_hook is nn.Module.register_forward_pre_hook
-            and cls.register_forward_hook is nn.Module.register_forward_hook)
-    return direct
+def _hook_way(cls: type[nn.Module]) -> int:
+    """:data:`_DIRECT` or :data:`_REGISTER`, plus :data:`_SCRIPTED` for a TorchScript class,
+    for module class ``cls`` (worked out once per class)."""
+    way = _HOOK_WAYS.get(cls)
+    if way is None:
+        direct = (cls.register_forward_pre_hook is nn.Module.register_forward_pre_hook
+                  and cls.register_forward_hook is nn.Module.register_forward_hook)
+        way = _HOOK_WAYS[cls] = ((_DIRECT if direct else _REGISTER)
+                                 + (_SCRIPTED if issubclass(cls, torch.jit.ScriptModule)
+                                    else 0))
+    return way
 
 
 def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle]) -> None:
@@ -367,13 +373,18 @@ class PassRunner:
         handles: list[RemovableHandle] = []
         cleanup.callback(_release_hooks, key, hooked, handles)
         enter, exit_ = self._enter, self._exit
-        for module in self.modules:
-            path = self.paths[id(module)]
-            if isinstance(module, torch.jit.ScriptModule) and module is not self.root:
-                unhooked.append(path)
-                continue
+        ways = _HOOK_WAYS
+        for module in self.modules:  # one class lookup per module; paths only when needed
+            way = ways.get(type(module))
+            if way is None:
+                way = _hook_way(type(module))
+            if way >= _SCRIPTED:
+                if module is not self.root:
+                    unhooked.append(self.paths[id(module)])
+                    continue
+                way -= _SCRIPTED
             try:
-                if _hooks_directly(module):
+                if way == _DIRECT:
                     hooked.append(module)
                     module._forward_pre_hooks[key] = enter
                     module._forward_pre_hooks_with_kwargs[key] = True
@@ -385,6 +396,7 @@ class PassRunner:
                     handles.append(module.register_forward_hook(
                         exit_, with_kwargs=True, always_call=True))
             except Exception as exc:
+                path = self.paths[id(module)]
                 raise ProfilingError(
                     f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
                     f"{exc}", path) from exc
