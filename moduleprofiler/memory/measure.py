@@ -17,7 +17,7 @@ from moduleprofiler.counting import module_infos
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
-from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport, module_columns
+from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport
 from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
@@ -160,7 +160,7 @@ def measure_memory(
     records = _records(inference, training, infos)
     return MemoryReport(
         records=records, modules=infos, total_params=infos[0].params,
-        total_buffers=infos[0].buffers, module_metrics=module_columns(records),
+        total_buffers=infos[0].buffers,
         device=str(run_device),
         param_bytes=static.param_bytes,
         buffer_bytes=static.buffer_bytes,

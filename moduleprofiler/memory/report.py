@@ -166,8 +166,9 @@ class MemoryReport(Profile):
         return _Calls(self)
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
-        """Per module path, its calls' memory columns combined (:attr:`module_metrics`)."""
-        return self.module_metrics
+        """Per module path, its calls' memory columns combined (:func:`module_columns`; the
+        module views combine them by the same aggregations)."""
+        return module_columns(self.records)
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Deprecated: each record's ``metrics``, by ``(path, call_number)``."""

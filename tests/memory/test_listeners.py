@@ -59,7 +59,7 @@ def test_with_memory_joins_per_call_and_per_module() -> None:
     # tanh (in the root's own forward) saves its result, 2 * 4 * 4 = 32 bytes, charged to the
     # root; the second call's addmm saves that result too (already charged): 0 more.
     assert memory.records[0].metrics["self_saved_bytes"] == 32
-    module = profile.module_metrics["linear"]
+    module = profile.to_df("module").set_index("module").loc["linear"]
     assert module["saved_bytes"] == first.metrics["saved_bytes"] + second.metrics["saved_bytes"]
     assert module["max_live_bytes"] == max(first.metrics["max_live_bytes"],
                                            second.metrics["max_live_bytes"])

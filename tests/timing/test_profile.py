@@ -100,7 +100,7 @@ def test_measure_memory_returns_profile_data_with_its_columns() -> None:
                                   "self_saved_param_bytes"]
     merged = ModuleProfiler().profile(model, x).merge(report)
     assert merged.records[2].metrics["saved_bytes"] == 96
-    assert merged.module_metrics["1"]["saved_bytes"] == 96
+    assert merged.to_df("module").set_index("module").loc["1", "saved_bytes"] == 96
     assert report.calls[2].saved_bytes == 96 and report.peak_bytes >= report.inference.peak_bytes
 
 
