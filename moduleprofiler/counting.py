@@ -17,7 +17,7 @@ call that created the autograd node it runs for (:meth:`PassRunner.owner_of_node
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -172,9 +172,9 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
                          buffer_bytes)
                     i = parent[i]
     infos = tuple(
-        _new_info(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
-                  params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
-                  buffer_bytes[i])
+        ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
+                    params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+                   buffer_bytes[i])
         for i, (path, module) in enumerate(occurrences))
     return infos, lazy
 
@@ -191,44 +191,6 @@ def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params:
         params[i] += sign * size[0]
         param_bytes[i] += sign * size[1]
         trainable[i] += sign * size[2]
-
-
-_INFO_FIELDS = ("path", "type_name", "depth", "params", "own_params", "trainable_params",
-                "buffers", "is_leaf", "param_bytes", "buffer_bytes")
-""":class:`ModuleInfo`'s fields in the order :func:`_new_info` takes them."""
-
-
-def _info_maker() -> Callable[..., ModuleInfo]:
-    """``ModuleInfo(*values)``, filled slot by slot: the frozen dataclass's ``__init__`` (one
-    ``object.__setattr__`` per field) costs 1.1 us a module, this 0.6 us (the same immutable,
-    equal object). Where the fields are not :data:`_INFO_FIELDS`, the constructor itself."""
-    if tuple(field.name for field in fields(ModuleInfo)) != _INFO_FIELDS:
-        return ModuleInfo
-    (set_path, set_type, set_depth, set_params, set_own, set_trainable, set_buffers, set_leaf,
-     set_param_bytes, set_buffer_bytes) = (getattr(ModuleInfo, name).__set__
-                                           for name in _INFO_FIELDS)
-    new = object.__new__
-
-    def make(path: str, type_name: str, depth: int, params: int, own_params: int,
-             trainable_params: int, buffers: int, is_leaf: bool, param_bytes: int,
-             buffer_bytes: int) -> ModuleInfo:
-        info = new(ModuleInfo)
-        set_path(info, path)
-        set_type(info, type_name)
-        set_depth(info, depth)
-        set_params(info, params)
-        set_own(info, own_params)
-        set_trainable(info, trainable_params)
-        set_buffers(info, buffers)
-        set_leaf(info, is_leaf)
-        set_param_bytes(info, param_bytes)
-        set_buffer_bytes(info, buffer_bytes)
-        return info
-
-    return make
-
-
-_new_info = _info_maker()
 
 
 def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
