@@ -133,18 +133,23 @@ class ModuleTiming(TimedModules):
         return out
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
-        """:meth:`TimedModules.module_columns`; under the kernel clock with each called
-        module's ``device_launches`` and ``device_idle_share`` too."""
+        """:meth:`TimedModules.module_columns`, with :meth:`launch_columns`."""
         out = super().module_columns()
-        if self.device_times is not None:
-            launches = self.device_times.module_launches()
-            idle = self.device_times.module_idle_share()
-            for i, stats in enumerate(self.module_stats()):
-                if stats.called:
-                    out[stats.path]["device_launches"] = float(launches[i])
-                    out[stats.path]["device_idle_share"] = (None if math.isnan(idle[i])
-                                                            else float(idle[i]))
+        for path, values in self.launch_columns().items():
+            out[path].update(values)
         return out
+
+    def launch_columns(self) -> dict[str, dict[str, Any]]:
+        """Under the kernel clock, each called module's ``device_launches`` and
+        ``device_idle_share`` (medians of the per-module sums of the traced iterations);
+        empty otherwise."""
+        if self.device_times is None:
+            return {}
+        launches = self.device_times.module_launches()
+        idle = self.device_times.module_idle_share()
+        return {stats.path: {"device_launches": float(launches[i]),
+                             "device_idle_share": None if math.isnan(idle[i]) else float(idle[i])}
+                for i, stats in enumerate(self.module_stats()) if stats.called}
 
     # -- views -----------------------------------------------------------------------------
     def stats_frame(self) -> pd.DataFrame:

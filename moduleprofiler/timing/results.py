@@ -374,21 +374,19 @@ class TimedModules(Profile):
         prefixed ``backward_``): ``time_median_ms`` (with its children) and
         ``self_time_median_ms`` (its own code); under the kernel clock instead
         ``device_ms`` / ``self_device_ms``, ``host_ms`` / ``self_host_ms`` (less the
-        calibrated hook cost) and ``time_bound`` (:func:`device_host_values`)."""
-        out: dict[str, dict[str, Any]] = {path: {} for path in self.layout.paths}
+        calibrated hook cost) and ``time_bound`` (:func:`device_host_values`).
+
+        Read from the module frame (``to_df("module")``), where each is the statistic of the
+        calls' kept samples: one computation of a module's medians."""
         kernels = any(phase.host is not None for phase in self.timed_phases())
-        clock = self.phase_stats()
-        hosts = self.phase_stats(host=True) if kernels else clock
-        for phase, stats, host in zip(self.timed_phases(), clock, hosts):
-            p = phase.prefix
-            for device, values in zip(stats, host):
-                incl = device.inclusive.median if device.inclusive else None
-                excl = device.exclusive.median if device.exclusive else None
-                out[device.path].update(device_host_values(
-                    incl, excl, values.corrected_median_ms, values.self_corrected_median_ms,
-                    p) if kernels else {f"{p}time_median_ms": incl,
-                                        f"self_{p}time_median_ms": excl})
-        return out
+        names = [name for phase in self.timed_phases() for name in (
+            device_host_values(None, None, None, None, phase.prefix) if kernels
+            else (f"{phase.prefix}time_median_ms", f"self_{phase.prefix}time_median_ms"))]
+        frame = self.to_df("module", columns="all")
+        rows = dict(zip(frame["module"], frame[[n for n in names if n in frame]].to_dict(
+            "records")))
+        return {path: {name: _value(rows.get(module_name(path), {}).get(name))
+                       for name in names} for path in self.layout.paths}
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Per call ``(path, call_number)``, medians over the kept iterations of each phase:
@@ -473,6 +471,13 @@ def device_host_values(device_ms: float | None, self_device_ms: float | None,
             f"{prefix}time_bound": bound}
 
 
+def _value(value: Any) -> Any:
+    """A frame cell as Python: ``None`` for a missing value, a NumPy number as a float."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
 Timed = TypeVar("Timed", bound=TimedModules)
 
 
@@ -539,13 +544,9 @@ def sample_columns(timing: TimedModules, records: Sequence[CallRecord]
 
 def _launches(timing: TimedModules) -> dict[str, dict[str, Any]]:
     """Under the kernel clock, each called module's ``device_launches`` and
-    ``device_idle_share`` (medians of per-module sums the traced iterations keep)."""
-    if getattr(timing, "device_times", None) is None:
-        return {}
-    columns = timing.module_columns()
-    return {path: {name: values[name] for name in ("device_launches", "device_idle_share")
-                   if name in values} for path, values in columns.items()
-            if "device_launches" in values}
+    ``device_idle_share`` (``launch_columns`` of a forward timing)."""
+    launch_columns = getattr(timing, "launch_columns", None)
+    return {} if launch_columns is None else launch_columns()
 
 
 def calls_column(calls_per_iter: Sequence[float]) -> pd.Series:
