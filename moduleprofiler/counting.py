@@ -173,7 +173,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
                     i = parent[i]
     infos = tuple(
         ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
-                    params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+                   params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
                    buffer_bytes[i])
         for i, (path, module) in enumerate(occurrences))
     return infos, lazy
