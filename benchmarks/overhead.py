@@ -28,9 +28,10 @@ taken moments apart, so drift cancels in it.
 
 The targets: ``runner, no listener`` at most 5 us per module call above ``empty hooks``
 (``us/call`` columns); ``profile()`` at most 1.08x the bare forward on ResNet-50 and 1.04x on
-GPT-2, read from the ``pair med`` column (the median of the paired thread-CPU ratios). On a quiet
-host it agrees with the ratio of minima (``x bare`` of the minimum, ``cpu min``), which earlier
-results quoted and which is kept so that they stay comparable.
+GPT-2, read as the targets define them: the ratio of minima over the rounds (``x bare`` of the
+minimum; ``cpu min`` for thread CPU time). ``pair med`` (the median of the paired thread-CPU
+ratios) is printed beside it as the check against drift: where the two disagree, the host was
+not quiet enough for the minimum to decide.
 
 Peers (skipped when not installed: ``pip install -e ".[bench]"``): fvcore, ptflops, thop,
 torchinfo. Each peer gets its own deep copy of the model, since some of them leave buffers or
