@@ -15,10 +15,10 @@ from tests.export.profiles import SCRIPT, hostile_model
 
 def test_export_all_is_exact() -> None:
     assert sorted(export.__all__) == sorted([
-        "FORMATS", "ROOT_NAME", "ColumnSpec", "Derived", "Format", "View", "column_spec",
-        "compare", "format_name", "inclusive_of", "infer_format", "load_json",
-        "register_column", "register_format", "registered_columns", "scaled", "summary",
-        "summary_frame",
+        "FORMATS", "ROOT_NAME", "ColumnSpec", "Derived", "Format", "Statistic", "View",
+        "column_spec", "compare", "format_name", "inclusive_of", "infer_format", "load_json",
+        "median_statistic", "register_column", "register_format", "registered_columns",
+        "scaled", "summary", "summary_frame",
     ])
     for name in export.__all__:
         assert hasattr(export, name)
