@@ -81,7 +81,6 @@ class PassMemory:
     allocations: int
     """Storages the operators allocated."""
     saved_bytes: int | None = None
-    self_saved_param_bytes: int | None = None
     """Training: distinct activation storages autograd saved for backward."""
     saved_param_bytes: int | None = None
     """Training: parameter and buffer storages saved for backward (not activation memory)."""
