@@ -376,6 +376,24 @@ def data_columns(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     return frame.drop(columns=empty)
 
 
+def module_values(profile: Profile, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per module path (every module, ``named_modules()`` order), the module frame's values of
+    ``names`` as Python (``None`` where missing): a result's per-module columns read from the
+    one place that combines its calls."""
+    frame = module_frame(profile)
+    shown = [name for name in names if name in frame]
+    rows = dict(zip(frame["module"].map(module_path), frame[shown].to_dict("records")))
+    return {info.path: {name: _python(rows.get(info.path, {}).get(name)) for name in names}
+            for info in profile.modules}
+
+
+def _python(value: Any) -> Any:
+    """A frame cell as Python: ``None`` for a missing value, a NumPy number as a Python one."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def profile_frame(profile: Profile, aggregate: Aggregate = "call",
                   columns: FrameColumns = "all") -> pd.DataFrame:
     """The tidy DataFrame for ``aggregate`` in ``"call"``, ``"module"`` or ``"type"``;

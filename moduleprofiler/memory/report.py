@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import moduleprofiler.memory_columns  # noqa: F401  (declares the memory columns)
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.export.view import View
@@ -108,21 +108,6 @@ a column to fit hides the parameters saved first, then the inference pass. Witho
 pass, only ``max_live_bytes`` and the saved bytes (unknown)."""
 
 
-def module_columns(records: Sequence[CallRecord]) -> dict[str, dict[str, Any]]:
-    """Per module path, the memory columns of its calls combined: the maxima the largest,
-    the others summed (``None`` where no call measured it)."""
-    columns: dict[str, dict[str, Any]] = {}
-    for record in records:
-        row = columns.setdefault(record.path, dict.fromkeys(record.metrics))
-        for name, value in record.metrics.items():
-            known = row.get(name)
-            if value is not None:
-                row[name] = value if known is None else (
-                    max(known, value) if column_spec(name).aggregation == "max"
-                    else known + value)
-    return columns
-
-
 @dataclass(frozen=True, repr=False, kw_only=True)
 class MemoryReport(Profile):
     """Static and measured memory of one model on one input: a profile with one record per
@@ -165,9 +150,12 @@ class MemoryReport(Profile):
         return _Calls(self)
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
-        """Per module path, its calls' memory columns combined (:func:`module_columns`; the
-        module views combine them by the same aggregations)."""
-        return module_columns(self.records)
+        """Per module path, its calls' memory columns combined by each column's aggregation
+        (the module frame's values: the maxima the largest, the saved bytes summed)."""
+        names = list(dict.fromkeys(name for record in self.records for name in record.metrics))
+        called = {record.path for record in self.records}
+        return {path: values for path, values in module_values(self, names).items()
+                if path in called}
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Deprecated: each record's ``metrics``, by ``(path, call_number)``."""

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.counting import module_infos
-from moduleprofiler.export.frame import FrameColumns
+from moduleprofiler.export.frame import FrameColumns, module_values
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
@@ -382,11 +382,7 @@ class TimedModules(Profile):
         names = [name for phase in self.timed_phases() for name in (
             device_host_values(None, None, None, None, phase.prefix) if kernels
             else (f"{phase.prefix}time_median_ms", f"self_{phase.prefix}time_median_ms"))]
-        frame = self.to_df("module", columns="all")
-        rows = dict(zip(frame["module"], frame[[n for n in names if n in frame]].to_dict(
-            "records")))
-        return {path: {name: _value(rows.get(module_name(path), {}).get(name))
-                       for name in names} for path in self.layout.paths}
+        return module_values(self, names)
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Per call ``(path, call_number)``, medians over the kept iterations of each phase:
@@ -469,13 +465,6 @@ def device_host_values(device_ms: float | None, self_device_ms: float | None,
     return {f"{prefix}device_ms": device_ms, f"self_{prefix}device_ms": self_device_ms,
             f"{prefix}host_ms": host_ms, f"self_{prefix}host_ms": self_host_ms,
             f"{prefix}time_bound": bound}
-
-
-def _value(value: Any) -> Any:
-    """A frame cell as Python: ``None`` for a missing value, a NumPy number as a float."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value.item() if isinstance(value, np.generic) else value
 
 
 Timed = TypeVar("Timed", bound=TimedModules)
