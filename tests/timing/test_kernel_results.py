@@ -1,0 +1,79 @@
+"""The kernel clock's result, assembled on the CPU from made-up device and host iterations: the
+per-call sample columns, the per-module statistics of the module frame, ``module_columns()``,
+the launches and idle share, the regime per module. (The clock itself needs CUDA: its tests are
+in ``test_kernel_clock_cuda.py``; this checks what is built from its numbers.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.device_results import DeviceTimes
+from moduleprofiler.timing.forward import ModuleTiming
+from moduleprofiler.timing.iteration import iteration_of_own
+from moduleprofiler.timing.kernel_clock import DeviceIteration
+from moduleprofiler.timing.overhead import HookCalibration
+from moduleprofiler.timing.results import ModelLayout, PhaseSamples, timed_profile
+
+# own device time (ns) of each call, in execution order: the root, Linear 0, ReLU 1, Linear 2;
+# three traced iterations
+DEVICE_OWN = [[100.0, 300.0, 200.0, 400.0],
+              [100.0, 500.0, 200.0, 400.0],
+              [100.0, 300.0, 600.0, 400.0]]
+HOST_FACTOR = 3.0  # the host took 3x as long as the device: every module host-bound
+
+
+def _timing() -> ModuleTiming:
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+    runner = PassRunner(model, [])
+    with torch.no_grad():
+        runner.forward(lambda: model(torch.randn(2, 4)))
+    runner.release()
+    calls = runner.calls
+    index = {id(module): i for i, (_, module) in enumerate(model.named_modules())}
+    device = [iteration_of_own(calls, index, np.asarray(own)) for own in DEVICE_OWN]
+    host = [iteration_of_own(calls, index, HOST_FACTOR * np.asarray(own)) for own in DEVICE_OWN]
+    traced = [DeviceIteration(
+        times=times,
+        call_launches=np.asarray([3, 1, 1, 1]),  # each call one kernel, the root's with theirs
+        call_busy_ns=times.call_fwd_inclusive,
+        call_span_ns=times.call_fwd_inclusive * 1.25,  # idle a fifth of each span
+        total_ns=float(times.call_fwd_exclusive.sum())) for times in device]
+    layout = ModelLayout.of(model)
+    return timed_profile(ModuleTiming(
+        layout=layout, forward=PhaseSamples.collect("device forward", device, 4),
+        hooked_ms=np.asarray([1.0, 1.0, 1.0]), unhooked_ms=np.asarray([1.0, 1.0, 1.0]),
+        calibration=HookCalibration("cuda:0", attribution_ns=0.0, per_call_ns=0.0),
+        device="cuda:0", clock="kernels", dropped=0, confidence=0.95, environment={},
+        warnings=(), host=PhaseSamples.collect("forward", host, 4),
+        device_times=DeviceTimes.collect(traced, layout, False, 0.0, None)), host[0])
+
+
+def test_module_device_and_host_times_are_medians_of_per_iteration_totals() -> None:
+    timing = _timing()
+    modules = timing.to_df("module").set_index("module")
+    # Linear 0: 300, 500, 300 ns -> median 300 ns; the root with its children: 1000, 1200,
+    # 1300 ns -> 1200 ns; its own code 100 ns
+    assert modules.loc["0", "device_ms"] == 300 / 1e6
+    assert modules.loc["__root__", "device_ms"] == 1200 / 1e6
+    assert modules.loc["__root__", "self_device_ms"] == 100 / 1e6
+    # host: three times each (no hook error calibrated)
+    assert abs(modules.loc["__root__", "host_ms"] - 3 * 1200 / 1e6) < 1e-15
+    assert abs(modules.loc["1", "self_host_ms"] - 3 * 200 / 1e6) < 1e-15
+    assert set(modules["time_bound"]) == {"host"}
+    # one computation: module_columns() reads the same frame; the kernel clock's launches
+    # (the root launched 3 kernels with its children's) and idle share (1 - 1 / 1.25 = 0.2)
+    columns = timing.module_columns()
+    assert columns[""]["device_ms"] == 1200 / 1e6
+    assert columns[""]["device_launches"] == 3.0
+    assert abs(columns["0"]["device_idle_share"] - 0.2) < 1e-12
+
+
+def test_each_call_keeps_its_device_and_host_samples() -> None:
+    timing = _timing()
+    linear = timing.calls("0")[0].metrics
+    assert linear["device_samples_ms"] == (300 / 1e6, 500 / 1e6, 300 / 1e6)
+    assert linear["device_ms"] == 300 / 1e6  # the call's own median
+    assert "device_samples_ms" not in timing.to_df("call").columns  # samples never shown
