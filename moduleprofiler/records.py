@@ -206,8 +206,9 @@ class ProfileData:
     world_size: int | None = None
     """The number of ranks of that group (``None`` outside a distributed program)."""
     module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Measured per-module columns attached by :meth:`with_timing` / :meth:`with_memory`
-    (module path -> column -> value); every module view shows them."""
+    """Your own per-module columns, attached with ``Profile.with_metrics`` (module path ->
+    column -> value); every module view shows them. A pass's own per-module values are not
+    kept here: the module views compute them from its call records."""
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from moduleprofiler.export.columns import (
     Aggregation,
     Statistic,
@@ -96,12 +98,34 @@ for _prefix, _phase in (("", ""), ("backward_", "bwd ")):
                         (f"{_prefix}device_samples_ms", f"{_prefix}host_samples_ms"), _bound),
                     description="host: issuing the work took the host longer than the device "
                     "took to run it; device: the other way round")
+
+for _name, _unit, _what in (
+        ("device_launches_samples", "", "kernels, copies and sets its forward launched"),
+        ("device_busy_samples_ms", "ms", "time the device ran some of its forward's work"),
+        ("device_span_samples_ms", "ms", "span from its forward's first device work to the "
+         "end of its last")):
+    register_column(_name, "samples", aggregation="inclusive", unit=_unit, needs=TIME_NEEDS,
+                    description=f"the call's {_what} (with its children's) in each traced "
+                    "iteration")
+
+
+def _idle_share(busy: Any, span: Any) -> float | None:
+    """The median over the traced iterations of the share of a module's device span in which
+    the device ran none of its work (iterations in which it launched nothing left out)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        idle = np.clip(1.0 - np.asarray(busy) / np.asarray(span), 0.0, 1.0)
+    return median_of(idle[np.isfinite(idle)])
+
+
 register_column("device_launches", "count", "launches", aggregation="inclusive",
-                needs=TIME_NEEDS, description="kernels, copies and sets the forward launched, "
-                "with its children's")
+                needs=TIME_NEEDS, statistic=median_statistic("device_launches_samples"),
+                description="kernels, copies and sets the forward launched, with its "
+                "children's (median over the traced iterations)")
 register_column("device_idle_share", "fraction", "device idle", aggregation="none",
-                needs=TIME_NEEDS, description="share of the span of the call's device work in "
-                "which the device ran none of it")
+                needs=TIME_NEEDS, statistic=Statistic(
+                    ("device_busy_samples_ms", "device_span_samples_ms"), _idle_share),
+                description="share of the span of the call's device work in which the device "
+                "ran none of it")
 
 register_quantity("time", "self_time_median_ms", "time_median_ms", "time")
 register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)

@@ -4,7 +4,6 @@ share inside each module, and the model's regime (host-bound or device-bound).""
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from moduleprofiler.timing.iteration import per_module_sum
 from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.results import ModelLayout, PhaseSamples
 
@@ -65,16 +63,19 @@ class HookFreeTrace:
 @dataclass(frozen=True, eq=False)
 class DeviceTimes:
     """Kernel-clock results of a timing run: device time samples (the same statistics as any
-    clock's), per iteration and module launches and busy/span times, and the hook-free
+    clock's), each call's launches and busy/span times per traced iteration, and the hook-free
     trace."""
 
     samples: PhaseSamples
     """Device time per iteration: forward in ``samples``, backward in ``backward``."""
     backward: PhaseSamples | None
-    launches: NDArray[np.float64]
-    """``(iterations, modules)``: device activities each module's forward launched."""
-    busy_ms: NDArray[np.float64]
-    span_ms: NDArray[np.float64]
+    call_launches: NDArray[np.float64]
+    """Per call, laid out as ``samples``' ``call_*`` arrays: device activities its forward
+    launched, with its children's."""
+    call_busy_ms: NDArray[np.float64]
+    """Time the device ran at least one of the call's forward activities (children's too)."""
+    call_span_ms: NDArray[np.float64]
+    """From the start of the call's first forward activity to the end of its last."""
     booked_ms: float
     """Device time booked to module calls over the traced iterations."""
     total_ms: float
@@ -89,47 +90,33 @@ class DeviceTimes:
         width = len(layout.paths)
         times = [it.times for it in iterations]
 
-        def per_module(values: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
-            rows = [per_module_sum(t.call_module, v.astype(np.float64), width, t.call_parent)
-                    for t, v in zip(times, values)]
-            return np.vstack(rows) if rows else np.zeros((0, width))
+        def per_call(values: Sequence[NDArray[Any]]) -> NDArray[np.float64]:
+            rows = [v[t.call_done].astype(np.float64) for t, v in zip(times, values)]
+            return np.concatenate(rows) if rows else np.zeros(0)
 
         booked = sum(it.total_ns for it in iterations)
         return cls(
             samples=PhaseSamples.collect("device forward", times, width),
             backward=(PhaseSamples.collect("device backward", times, width, backward=True)
                       if backward else None),
-            launches=per_module([it.call_launches for it in iterations]),
-            busy_ms=per_module([it.call_busy_ns for it in iterations]) / 1e6,
-            span_ms=per_module([it.call_span_ns for it in iterations]) / 1e6,
+            call_launches=per_call([it.call_launches for it in iterations]),
+            call_busy_ms=per_call([it.call_busy_ns for it in iterations]) / 1e6,
+            call_span_ms=per_call([it.call_span_ns for it in iterations]) / 1e6,
             booked_ms=booked / 1e6,
             total_ms=(booked + outside_ns) / 1e6,
             hook_free=hook_free,
         )
 
+    def call_samples(self, layout: ModelLayout) -> dict[tuple[str, int], dict[str, Any]]:
+        """Per call ``(path, call_number)``, its launches, busy and span time in each traced
+        iteration: the samples the module views' ``device_launches`` and
+        ``device_idle_share`` are computed from."""
+        names = ("device_launches_samples", "device_busy_samples_ms", "device_span_samples_ms")
+        return {key: {name: tuple(values.tolist()) for name, values in zip(names, series)}
+                for key, series in self.samples.call_series(
+                    layout, (self.call_launches, self.call_busy_ms, self.call_span_ms)).items()}
+
     @property
     def booked_share(self) -> float:
         """Share of the traced device time that ran inside some module call."""
         return self.booked_ms / self.total_ms if self.total_ms > 0 else math.nan
-
-    def module_launches(self) -> NDArray[np.float64]:
-        """Median launches per iteration of each module (with its children's)."""
-        return _median(self.launches)
-
-    def module_idle_share(self) -> NDArray[np.float64]:
-        """Per module: the share of the span of its device work (first start to last end,
-        summed over its calls) in which the device ran none of it; the median over
-        iterations (``nan`` for modules that launched nothing)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            idle = 1.0 - self.busy_ms / self.span_ms
-        idle[~np.isfinite(idle)] = np.nan
-        return _median(np.clip(idle, 0.0, 1.0))
-
-
-def _median(matrix: NDArray[np.float64]) -> NDArray[np.float64]:
-    if matrix.shape[0] == 0:
-        return np.full(matrix.shape[1], np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-nan column's median is nan
-        out: NDArray[np.float64] = np.nanmedian(matrix, axis=0)
-    return out

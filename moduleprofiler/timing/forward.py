@@ -132,25 +132,6 @@ class ModuleTiming(TimedModules):
             self.forward.call_module == self.layout.index(path)]
         return out
 
-    def module_columns(self) -> dict[str, dict[str, Any]]:
-        """:meth:`TimedModules.module_columns`, with :meth:`launch_columns`."""
-        out = super().module_columns()
-        for path, values in self.launch_columns().items():
-            out[path].update(values)
-        return out
-
-    def launch_columns(self) -> dict[str, dict[str, Any]]:
-        """Under the kernel clock, each called module's ``device_launches`` and
-        ``device_idle_share`` (medians of the per-module sums of the traced iterations);
-        empty otherwise."""
-        if self.device_times is None:
-            return {}
-        launches = self.device_times.module_launches()
-        idle = self.device_times.module_idle_share()
-        return {stats.path: {"device_launches": float(launches[i]),
-                             "device_idle_share": None if math.isnan(idle[i]) else float(idle[i])}
-                for i, stats in enumerate(self.module_stats()) if stats.called}
-
     # -- views -----------------------------------------------------------------------------
     def stats_frame(self) -> pd.DataFrame:
         """One row per module (``named_modules()`` order, root ``"__root__"``, uncalled modules

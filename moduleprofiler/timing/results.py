@@ -175,20 +175,30 @@ class PhaseSamples:
         """Each call's inclusive and self samples over the kept iterations (``nan`` where the
         call was not made), keyed by ``(path, call_number)`` as :meth:`call_medians`; less
         ``error_ms[key]`` (inclusive, self) where given."""
+        errors = error_ms or {}
+        return {key: tuple(tuple((values - error).tolist()) for values, error in zip(
+                    pair, errors.get(key, (0.0, 0.0))))
+                for key, pair in self.call_series(
+                    layout, (self.call_inclusive_ms, self.call_exclusive_ms)).items()
+                if not np.isnan(pair[0]).all()}
+
+    def call_series(self, layout: ModelLayout, values: Sequence[NDArray[Any]]
+                    ) -> dict[tuple[str, int], list[NDArray[np.float64]]]:
+        """Per call ``(path, call_number)``, each of ``values`` (flat per-call arrays laid out
+        as this phase's ``call_*`` arrays) as one value per kept iteration (``nan`` where the
+        call was not made)."""
         ends = np.cumsum(self.calls.sum(axis=1))  # the flat call arrays, iteration by iteration
-        out: dict[tuple[str, int], tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
+        out: dict[tuple[str, int], list[NDArray[np.float64]]] = {}
         for iteration, (start, end) in enumerate(zip([0, *ends[:-1].tolist()], ends.tolist())):
             for position in range(start, end):
                 key = (layout.paths[self.call_module[position]],
                        int(self.call_number[position]))
-                if key not in out:
-                    out[key] = (np.full(self.iterations, np.nan), np.full(self.iterations, np.nan))
-                out[key][0][iteration] = self.call_inclusive_ms[position]
-                out[key][1][iteration] = self.call_exclusive_ms[position]
-        errors = error_ms or {}
-        return {key: tuple(tuple((values - error).tolist()) for values, error in zip(
-                    pair, errors.get(key, (0.0, 0.0))))
-                for key, pair in out.items() if not np.isnan(pair[0]).all()}
+                series = out.get(key)
+                if series is None:
+                    series = out[key] = [np.full(self.iterations, np.nan) for _ in values]
+                for one, array in zip(series, values):
+                    one[iteration] = array[position]
+        return out
 
     @property
     def iterations(self) -> int:
@@ -382,6 +392,8 @@ class TimedModules(Profile):
         names = [name for phase in self.timed_phases() for name in (
             device_host_values(None, None, None, None, phase.prefix) if kernels
             else (f"{phase.prefix}time_median_ms", f"self_{phase.prefix}time_median_ms"))]
+        if kernels:
+            names += ["device_launches", "device_idle_share"]
         return module_values(self, names)
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
@@ -498,7 +510,7 @@ def timed_profile(timing: Timed, first: IterationTimes | None = None) -> Timed:
     root = layout.infos[0]
     return dataclasses.replace(timing, records=tuple(records), modules=layout.infos,
                                total_params=root.params, total_buffers=root.buffers,
-                               module_metrics=_launches(timing), _by_path={})
+                               _by_path={})
 
 
 def sample_columns(timing: TimedModules, records: Sequence[CallRecord]
@@ -528,14 +540,11 @@ def sample_columns(timing: TimedModules, records: Sequence[CallRecord]
             for key, (incl, excl) in samples.call_samples(timing.layout, errors).items():
                 out.setdefault(key, {}).update({f"{name}_samples_ms": incl,
                                                 f"self_{name}_samples_ms": excl})
+    device_times = getattr(timing, "device_times", None)
+    if device_times is not None:
+        for key, values in device_times.call_samples(timing.layout).items():
+            out.setdefault(key, {}).update(values)
     return out
-
-
-def _launches(timing: TimedModules) -> dict[str, dict[str, Any]]:
-    """Under the kernel clock, each called module's ``device_launches`` and
-    ``device_idle_share`` (``launch_columns`` of a forward timing)."""
-    launch_columns = getattr(timing, "launch_columns", None)
-    return {} if launch_columns is None else launch_columns()
 
 
 def calls_column(calls_per_iter: Sequence[float]) -> pd.Series:
