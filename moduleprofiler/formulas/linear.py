@@ -39,10 +39,8 @@ def linear_ops(module: nn.Linear, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * out * (2 * in - 1), plus rows * out with bias (0 work for ``in == 0``)."""
     # One dot product of length ``in`` per output element: ``in`` multiplies, ``in - 1`` adds;
     # an empty dot product (``in_features=0``) costs nothing.
-    per_row = module.out_features * max(2 * module.in_features - 1, 0)
-    if module_tensor(module, "bias") is not None:
-        per_row += module.out_features
-    return leading_rows(inputs[0]) * per_row
+    return linear_layer_ops(leading_rows(inputs[0]), module.in_features, module.out_features,
+                            module_tensor(module, "bias") is not None)
 
 
 @register_macs(nn.Linear)
