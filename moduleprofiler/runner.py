@@ -53,7 +53,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -63,9 +63,7 @@ from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss
 from moduleprofiler.records import display_path
-
-if TYPE_CHECKING:
-    from moduleprofiler.tensors import ModuleWalk
+from moduleprofiler.tensors import ModuleWalk, walk_modules
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
@@ -264,15 +262,11 @@ class PassRunner:
                  walk: ModuleWalk | None = None) -> None:
         self.root = root
         self.listeners = tuple(listeners)
-        self.paths: dict[int, str]
-        self.modules: list[nn.Module]
-        if walk is not None:  # the caller's walk of ``root`` (read only here)
-            self.paths, self.modules = walk.paths, walk.modules
-        else:
-            self.paths, self.modules = {}, []
-            for path, module in root.named_modules():
-                self.paths[id(module)] = path
-                self.modules.append(module)
+        if walk is None:
+            walk = walk_modules(root)
+        # the walk's own tables, read only here
+        self.paths: dict[int, str] = walk.paths
+        self.modules: list[nn.Module] = walk.modules
         self.calls: list[Call] = []
         self.stack: list[Call] = []
         self.failed_path: str | None = None
