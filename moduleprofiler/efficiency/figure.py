@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument
 from moduleprofiler.efficiency.roofline import call_dtype, with_efficiency
-from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.figures import (
     FIGSIZE,
     LABEL_CHARS,
@@ -29,7 +28,8 @@ from moduleprofiler.export.figures import (
     figure_axes,
     save_figure,
 )
-from moduleprofiler.export.names import elide_name, module_name, module_path
+from moduleprofiler.export.frame import module_values
+from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.validate import check_choice, check_int
 
@@ -47,9 +47,9 @@ def _points(profile: Profile, prefix: str, peaks: DevicePeaks, dtype: str | None
     first: dict[str, Any] = {}
     for record in profile.records:
         first.setdefault(record.path, record)
-    frame = profile.to_df("module", columns="all")
-    modules = {module_path(str(row.pop("module"))): dict(zip(row, plain(row.values())))
-               for row in frame.to_dict(orient="records")}
+    modules = module_values(profile, [prefix + "intensity", prefix + "achieved_tflops",
+                                      prefix + "bound", f"self_{prefix}device_ms",
+                                      f"self_{prefix}time_median_ms"])
     points, missing = [], 0
     for path, record in first.items():
         metrics = modules.get(path, {})

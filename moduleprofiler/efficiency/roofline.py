@@ -32,9 +32,9 @@ from typing import Any
 import torch
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument, peak_dtype
-from moduleprofiler.export.aggregate import plain, sum_known
+from moduleprofiler.export.aggregate import sum_known
 from moduleprofiler.export.columns import Kind, register_column
-from moduleprofiler.export.names import module_path
+from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.records import CallRecord, display_path
 
@@ -200,10 +200,7 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
 def _module_times(profile: Profile) -> dict[str, dict[str, Any]]:
     """Per module path, its measured per-module self times (the module view's medians over
     the kept iterations, and any attached with ``with_metrics``)."""
-    frame = profile.to_df("module", columns="all")
-    names = [name for phase in _PHASES for name in phase[5] if name in frame]
-    out = {module_path(str(row["module"])): {name: plain([row[name]])[0] for name in names}
-           for _, row in frame.iterrows()}
+    out = module_values(profile, [name for phase in _PHASES for name in phase[5]])
     for path, columns in profile.module_metrics.items():
         out.setdefault(path, {}).update(columns)
     return out

@@ -383,15 +383,9 @@ def module_values(profile: Profile, names: Sequence[str]) -> dict[str, dict[str,
     frame = module_frame(profile)
     shown = [name for name in names if name in frame]
     rows = dict(zip(frame["module"].map(module_path), frame[shown].to_dict("records")))
-    return {info.path: {name: _python(rows.get(info.path, {}).get(name)) for name in names}
+    return {info.path: dict(zip(names, plain(rows.get(info.path, {}).get(name)
+                                             for name in names)))
             for info in profile.modules}
-
-
-def _python(value: Any) -> Any:
-    """A frame cell as Python: ``None`` for a missing value, a NumPy number as a Python one."""
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return None
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def profile_frame(profile: Profile, aggregate: Aggregate = "call",
