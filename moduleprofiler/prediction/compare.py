@@ -14,12 +14,14 @@ import pandas as pd
 import moduleprofiler.prediction.columns  # noqa: F401  (predicted_device_ms first: derived in order)
 from moduleprofiler.export.columns import Derived, register_column
 from moduleprofiler.export.figures import figure_axes, save_figure
-from moduleprofiler.records import ROOT_NAME, ProfileData
+from moduleprofiler.export.frame import module_values
+from moduleprofiler.records import ProfileData
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from moduleprofiler.export.profile import Profile
     from moduleprofiler.prediction.predict import PredictedProfile
 
 MEASURED = "device_ms"
@@ -41,13 +43,10 @@ register_column("predicted_to_measured", "ratio", "predicted / measured", aggreg
                 needs="merge a timing profile into a prediction")
 
 
-def _per_module(profile: ProfileData, frame: pd.DataFrame, column: str) -> dict[str, float]:
-    """Per module path, ``column`` of a module frame (``None`` and NaN left out)."""
-    if column not in frame:
-        return {}
-    paths = ["" if name == ROOT_NAME else name for name in frame["module"]]
-    return {path: float(value) for path, value in zip(paths, frame[column])
-            if not pd.isna(value)}
+def _per_module(profile: Profile, column: str) -> dict[str, float]:
+    """Per module path, ``column`` of the module frame (missing values left out)."""
+    return {path: float(values[column]) for path, values in module_values(
+        profile, [column]).items() if values[column] is not None}
 
 
 def scaled(target: PredictedProfile, source: PredictedProfile,
@@ -61,12 +60,12 @@ def scaled(target: PredictedProfile, source: PredictedProfile,
         ValueError: ``measured`` has no device time (a CPU timing, or counts only).
     """
     merged = target.merge(measured)
-    times = _per_module(merged, merged.to_df("module"), MEASURED)
+    times = _per_module(merged, MEASURED)
     if not times:
         raise ValueError(f"measured: the profile has no {MEASURED!r} column (time the model "
                          "with time_modules on a CUDA device, whose kernel clock gives it)")
-    wanted = _per_module(target, target.to_df("module"), "predicted_device_ms")
-    have = _per_module(source, source.to_df("module"), "predicted_device_ms")
+    wanted = _per_module(target, "predicted_device_ms")
+    have = _per_module(source, "predicted_device_ms")
     metrics = {path: {"scaled_device_ms": value * wanted[path] / have[path]}
                for path, value in times.items()
                if path in wanted and have.get(path, 0.0) > 0}
