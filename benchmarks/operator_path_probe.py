@@ -36,23 +36,17 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import NoOpMode
+
 from moduleprofiler import ModuleProfiler, counting
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.runner import Call, Listener, PassRunner
 
 UNCOVERED = {"GPT2Attention", "GPT2Block", "GPT2MLP", "NewGELUActivation", "GPT2Model"}
 """The GPT-2 module types without a module formula: the counting listener observes these."""
-
-
-class NoOp(TorchDispatchMode):
-    """Runs each operator, nothing else."""
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
-        return func(*args, **(kwargs or {}))
 
 
 class NopOps(Listener):
@@ -95,7 +89,7 @@ def build() -> dict[str, Callable[[], Any]]:
             return model(x)
 
     def noop_mode() -> None:
-        with NoOp():
+        with NoOpMode():
             bare()
 
     def started_inactive() -> None:

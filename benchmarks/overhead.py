@@ -104,7 +104,9 @@ def call(model: nn.Module, example: Any) -> Any:
     return model(**example) if isinstance(example, dict) else model(example)
 
 
-class _NoOpMode(TorchDispatchMode):
+class NoOpMode(TorchDispatchMode):
+    """Runs each operator, nothing else: the floor of any Python dispatch mode."""
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         return func(*args, **(kwargs or {}))
@@ -170,7 +172,7 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
                 handle.remove()
 
     def no_op_mode() -> None:
-        with _NoOpMode():
+        with NoOpMode():
             forward()
 
     def flop_counter() -> None:
