@@ -169,6 +169,21 @@ class CallRecord(CallPosition):
     """Columns that other listeners wrote for this call (memory, timing, your own listener's),
     by column name (:mod:`moduleprofiler.export.columns` says how each one renders)."""
 
+    @classmethod
+    def uncounted(cls, position: CallPosition, params: int, own_params: int, *,
+                  output_bytes: int | None = None,
+                  metrics: dict[str, Any] | None = None) -> CallRecord:
+        """The record of a call in a pass that counted nothing (timing, memory): its place,
+        its module's parameters, ``metrics``; no shapes, ``ops`` unknown."""
+        return cls(
+            position.index, position.parent, position.depth, position.path,
+            position.type_name, position.call_number, input_shapes=None, input_dtypes=(),
+            output_shapes=None, output_dtypes=(),
+            output_bytes=output_bytes,  # type: ignore[arg-type]  # not measured: None
+            input_size=None, output_size=None, params=params, own_params=own_params, ops=None,
+            macs=None, ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False,
+            metrics={} if metrics is None else metrics)
+
 
 @dataclass(frozen=True)
 class ProfileData:

@@ -56,13 +56,11 @@ def _records(inference: PassResult, training: PassResult | None,
         names = MEMORY_COLUMNS if training is not None else (*MEMORY_COLUMNS[:2],
                                                              "max_live_bytes")
         info = by_path.get(call["path"])
-        records.append(CallRecord(
-            **{f.name: call[f.name] for f in dataclasses.fields(CallPosition)},
-            input_shapes=None, input_dtypes=(), output_shapes=None, output_dtypes=(),
-            output_bytes=call["output_bytes"], input_size=None, output_size=None,
-            params=info.params if info else 0, own_params=info.own_params if info else 0,
-            ops=None, macs=None, ops_source="unknown", inclusive_ops=0, inclusive_macs=0,
-            complete=False, metrics={name: metrics.get(name) for name in names}))
+        records.append(CallRecord.uncounted(
+            CallPosition(**{f.name: call[f.name] for f in dataclasses.fields(CallPosition)}),
+            info.params if info else 0, info.own_params if info else 0,
+            output_bytes=call["output_bytes"],
+            metrics={name: metrics.get(name) for name in names}))
     return tuple(records)
 
 

@@ -28,6 +28,7 @@ from moduleprofiler.records import (
     ROOT_NAME,
     UNCALLED,
     Aggregate,
+    CallPosition,
     CallRecord,
     ModuleInfo,
     module_statuses,
@@ -495,14 +496,11 @@ def timed_profile(timing: Timed, first: IterationTimes | None = None) -> Timed:
             info = layout.infos[int(first.call_module[position])]
             parent = index.get(int(first.call_parent[position]))
             index[position] = len(records)
-            records.append(CallRecord(
+            records.append(CallRecord.uncounted(CallPosition(
                 index=len(records), parent=parent,
                 depth=0 if parent is None else records[parent].depth + 1, path=info.path,
-                type_name=info.type_name, call_number=int(first.call_number[position]),
-                input_shapes=None, input_dtypes=(), output_shapes=None, output_dtypes=(),
-                output_bytes=None, input_size=None, output_size=None,  # type: ignore[arg-type]
-                params=info.params, own_params=info.own_params, ops=None, macs=None,
-                ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False))
+                type_name=info.type_name, call_number=int(first.call_number[position])),
+                info.params, info.own_params))
     samples = sample_columns(timing, records)
     records = [dataclasses.replace(r, metrics={**calls.get((r.path, r.call_number), {}),
                                                **samples.get((r.path, r.call_number), {})})
