@@ -228,18 +228,38 @@ def _statistics(records: Sequence[CallRecord]) -> list[ColumnSpec]:
 def module_statistic(spec: ColumnSpec, records: Sequence[CallRecord], rows: Sequence[int],
                      outermost: Sequence[bool]) -> Any:
     """One module's value of a :class:`Statistic` column from its calls ``rows``: each sample
-    column totalled per iteration (the outermost calls of an ``inclusive`` one, every call of
-    a ``sum`` one), the iterations in which none of the calls has a sample left out."""
+    column totalled per iteration (:func:`sample_totals`), the iterations in which none of
+    the calls has a sample left out."""
     assert spec.statistic is not None
     totals = []
     for name in spec.statistic.samples:
-        whole = column_spec(name).aggregation == "inclusive"
-        kept = [records[row].metrics.get(name) for row in rows if outermost[row] or not whole]
-        total = iteration_totals([samples for samples in kept if samples is not None])
+        total = sample_totals(records, rows, outermost, name)
         if total is None:
             return None
         totals.append(total[~np.isnan(total)])
     return spec.statistic.compute(*totals)
+
+
+def sample_totals(records: Sequence[CallRecord], rows: Sequence[int],
+                  outermost: Sequence[bool], name: str) -> np.ndarray | None:
+    """One module's per-iteration totals of the sample column ``name`` over its calls
+    ``rows`` (:func:`iteration_totals` of the outermost calls of an ``inclusive`` column, of
+    every call of a ``sum`` one); ``None`` when none of them keeps it."""
+    whole = column_spec(name).aggregation == "inclusive"
+    kept = [(records[row].metrics or {}).get(name) for row in rows
+            if outermost[row] or not whole]
+    return iteration_totals([samples for samples in kept if samples is not None])
+
+
+def module_totals(profile: Profile, name: str, records: Sequence[CallRecord] | None = None
+                  ) -> list[np.ndarray | None]:
+    """Per module (``profile.modules`` order), :func:`sample_totals` of all its calls: the
+    per-iteration totals its :class:`Statistic` columns summarize (``nan`` in an iteration
+    none of its calls has a sample of). ``records``: the same calls with other samples."""
+    tree = call_tree(profile)
+    records = profile.records if records is None else records
+    return [sample_totals(records, tree.rows.get(info.path, []), tree.outermost, name)
+            for info in profile.modules]
 
 
 def iteration_totals(samples: Sequence[Sequence[float]]) -> np.ndarray | None:
