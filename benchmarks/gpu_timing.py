@@ -325,7 +325,7 @@ def backward_sleeps() -> dict[str, float]:
     for method in ("nodes",):  # the one attribution: autograd node -> creating call
         timing = train_step_times(model, x, num_iters=40 if not SMOKE else 6,
                                   drop_first=5 if not SMOKE else 1)
-        first = timing.backward.column(0 + timing.layout.index("0"))
+        first = timing.samples("0", phase="backward")
         print(f"first layer backward p10/p50/p90: {np.percentile(first, [10, 50, 90]).round(4)}")
         print(f"method {method}:")
         errors = error_table([(p, timing.module(p).backward.inclusive.median, t)

@@ -86,12 +86,11 @@ def inference_time_dict(
     threads = {key: timing.environment[key] for key in ("intraop_threads", "interop_threads")}
     hardware = get_hardware_specs()
     result: dict[str, dict[str, Any]] = {}
-    for index, stats in enumerate(timing.module_stats()):
-        called = timing.forward.calls[:, index] > 0
+    for stats in timing.module_stats():
         calls = stats.calls_per_iter
         result[module_name(stats.path)] = {
             "type": stats.type_name,
-            **_time_keys([float(v) for v in timing.forward.inclusive_ms[called, index]]),
+            **_time_keys([float(v) for v in timing.samples(stats.path)]),
             **threads,
             **hardware,
             "calls": int(calls) if float(calls).is_integer() else calls,

@@ -166,7 +166,7 @@ class TrainingTiming(TimedModules):
     @property
     def forward_coverage(self) -> float:
         """Sum of median forward self times over the root's median forward time."""
-        return self.forward.coverage(self.layout)
+        return self._forward_coverage()
 
     @property
     def backward_coverage(self) -> float:
@@ -178,7 +178,9 @@ class TrainingTiming(TimedModules):
         phase = self.hooked_phases_ms.get("backward_hooks", {}).get("backward")
         if phase is None or phase.size == 0 or self.backward_samples.iterations != phase.size:
             return math.nan
-        attributed = np.nansum(self.backward_samples.exclusive_ms, axis=1)
+        own = [one for one in self.phase_totals(self.timed_phases()[1])[1] if one is not None]
+        attributed = (np.nansum(own, axis=0) if own
+                      else np.zeros(self.backward_samples.iterations))
         if self.unattributed_ms.size == attributed.size:
             attributed = attributed + np.nan_to_num(self.unattributed_ms)
         ratios = attributed[phase > 0] / phase[phase > 0]

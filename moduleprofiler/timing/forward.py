@@ -60,8 +60,8 @@ class ModuleTiming(TimedModules):
 
     Times are milliseconds per iteration; a module called k times per iteration reports the
     sum of its k calls (``calls_per_iter`` says k). Raw samples are kept in ``forward``
-    (``(iterations, modules)`` matrices, modules in ``layout`` order, and every call's
-    inclusive and self time) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
+    (every call's inclusive and self time, which its record keeps; ``samples(path)`` gives a
+    module's) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
     """
 
     hooked_ms: NDArray[np.float64]
@@ -86,12 +86,12 @@ class ModuleTiming(TimedModules):
     @property
     def coverage(self) -> float:
         """Sum of the modules' median self times over the root's median (expect 1 +- 0.03)."""
-        return self.forward.coverage(self.layout)
+        return self._forward_coverage()
 
     @property
     def leaf_coverage(self) -> float:
         """Sum of the leaves' median inclusive times over the root's median."""
-        return self.forward.leaf_coverage(self.layout)
+        return self._forward_coverage(leaves=True)
 
     @property
     def whole(self) -> Summary | None:
@@ -121,10 +121,6 @@ class ModuleTiming(TimedModules):
         its host samples), with the calibrated hook cost taken off in the ``corrected``
         medians."""
         return self.phase_stats(host=True)[0]
-
-    def samples(self, path: str, exclusive: bool = False) -> NDArray[np.float64]:
-        """Per-iteration samples (ms) of one module, inclusive or self."""
-        return self.forward.column(self.layout.index(path), exclusive)
 
     def call_samples(self, path: str) -> NDArray[np.float64]:
         """Inclusive time of every single call (ms) of one module, in call order."""

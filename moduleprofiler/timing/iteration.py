@@ -1,11 +1,10 @@
-"""One timed iteration: the clock's raw stamps turned into per-call and per-module times.
+"""One timed iteration: the clock's raw stamps turned into per-call times.
 
 Forward: a call's inclusive time is its end stamp minus its start stamp; its self time is that
 minus its direct child calls' inclusive time. Backward: a hooked node's time runs from the
 previous event on its thread to its own end stamp and belongs to the call that created it
-(self time); a call's inclusive backward time adds its descendants'. A module's time in the
-iteration is the sum over its calls, except that a call nested inside another call of the
-same module (recursion) is not counted twice in inclusive time.
+(self time); a call's inclusive backward time adds its descendants'. A module's time is its
+calls' totalled by the profile they become (:func:`moduleprofiler.export.frame.module_totals`).
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ class RawIteration:
 
 @dataclass
 class IterationTimes:
-    """One iteration in nanoseconds: per call (execution order) and per module (arrays
-    indexed like ``named_modules()``). Backward values are ``nan`` without backward events."""
+    """One iteration in nanoseconds, per call (execution order); ``calls`` per module (indexed
+    like ``named_modules()``). Backward values are ``nan`` without backward events."""
 
     call_module: Ints
     call_number: Ints
@@ -61,10 +60,6 @@ class IterationTimes:
     call_bwd_exclusive: Floats
     calls: Ints
     """Finished calls per module."""
-    fwd_inclusive: Floats
-    fwd_exclusive: Floats
-    bwd_inclusive: Floats
-    bwd_exclusive: Floats
     marks: dict[str, float] = field(default_factory=dict)
     """Named marks, ns from the iteration's first stamp."""
     bwd_unattributed: float = math.nan
@@ -106,12 +101,11 @@ def resolve_iteration(raw: RawIteration, module_index: dict[int, int]) -> Iterat
     times = iteration_of_own(raw.calls, module_index, exclusive, done=done)
     times.marks = {name: float(ns[2 * n + k]) for k, (name, _) in enumerate(raw.marks)}
     if raw.events:
-        _resolve_backward(times, raw, ns[2 * n + len(raw.marks):], len(module_index))
+        _resolve_backward(times, raw, ns[2 * n + len(raw.marks):])
     return times
 
 
-def _resolve_backward(times: IterationTimes, raw: RawIteration, event_ns: Floats,
-                      n_mod: int) -> None:
+def _resolve_backward(times: IterationTimes, raw: RawIteration, event_ns: Floats) -> None:
     call_module = times.call_module
     n = len(call_module)
     first_call: dict[int, int] = {}
@@ -129,17 +123,14 @@ def _resolve_backward(times: IterationTimes, raw: RawIteration, event_ns: Floats
         else:  # AccumulateGrad: the first call, this iteration, of the consuming module
             owner = first_call.get(raw.accumulate_module[-1 - code], -1)
         own[owner if owner >= 0 else n] += t - before
-    _set_backward(times, own[:n], n_mod)
+    _set_backward(times, own[:n])
     times.bwd_unattributed = float(own[n])
 
 
-def _set_backward(times: IterationTimes, own: Floats, n_mod: int) -> None:
+def _set_backward(times: IterationTimes, own: Floats) -> None:
     """Fill the backward times of ``times`` from each call's own backward time."""
-    inclusive = inclusive_of_own(times.call_parent, own)
     times.call_bwd_exclusive = own
-    times.call_bwd_inclusive = inclusive
-    times.bwd_exclusive = _bincount(times.call_module, own, n_mod)
-    times.bwd_inclusive = per_module_sum(times.call_module, inclusive, n_mod, times.call_parent)
+    times.call_bwd_inclusive = inclusive_of_own(times.call_parent, own)
 
 
 def inclusive_of_own(call_parent: Ints, own: Floats) -> Floats:
@@ -155,57 +146,34 @@ def iteration_of_own(calls: list[Call], module_index: dict[int, int], forward_ow
     """One iteration from each call's *own* time (ns), forward and optionally backward:
     inclusive times add the calls made inside. ``done``: the calls whose forward returned
     (default: those that did not fail)."""
-    n_mod = len(module_index)
     n = len(calls)
     call_module = np.fromiter((module_index[id(c.module)] for c in calls), np.int64, n)
     call_parent = np.fromiter((-1 if c.parent is None else c.parent for c in calls),
                               np.int64, n)
     if done is None:
         done = np.fromiter((not c.failed for c in calls), bool, n)
-    forward = inclusive_of_own(call_parent, forward_own)
     times = IterationTimes(
         call_module=call_module,
         call_number=np.fromiter((c.call_number for c in calls), np.int64, n),
         call_parent=call_parent,
         call_done=done,
-        call_fwd_inclusive=forward,
+        call_fwd_inclusive=inclusive_of_own(call_parent, forward_own),
         call_fwd_exclusive=forward_own,
         call_bwd_inclusive=np.full(n, np.nan),
         call_bwd_exclusive=np.full(n, np.nan),
-        calls=np.bincount(call_module, weights=done, minlength=n_mod).astype(np.int64),
-        fwd_inclusive=per_module_sum(call_module, forward, n_mod, call_parent),
-        fwd_exclusive=_bincount(call_module, forward_own, n_mod),
-        bwd_inclusive=np.full(n_mod, np.nan),
-        bwd_exclusive=np.full(n_mod, np.nan),
+        calls=np.bincount(call_module, weights=done,
+                          minlength=len(module_index)).astype(np.int64),
     )
     if backward_own is not None:
-        _set_backward(times, backward_own, n_mod)
+        _set_backward(times, backward_own)
     return times
-
-
-def _bincount(index: Ints, weights: Floats, length: int) -> Floats:
-    out: Floats = np.bincount(index, weights=weights, minlength=length).astype(np.float64)
-    return out
 
 
 def _child_sums(call_parent: Ints, values: Floats) -> Floats:
     """For each call, the sum of ``values`` over its direct children."""
     n = len(call_parent)
     has_parent = call_parent >= 0
-    return _bincount(call_parent[has_parent], values[has_parent], n)[:n]
+    out: Floats = np.bincount(call_parent[has_parent], weights=values[has_parent],
+                              minlength=n).astype(np.float64)[:n]
+    return out
 
-
-def per_module_sum(call_module: Ints, values: Floats, n_mod: int, call_parent: Ints) -> Floats:
-    """Sum of a module's calls, skipping a call nested inside another call of the same module
-    (recursion would otherwise count the inner call twice)."""
-    n = len(call_module)
-    keep = np.ones(n, dtype=bool)
-    if n and len(np.unique(call_module)) < n:
-        for call in range(n):
-            parent = call_parent[call]
-            while parent >= 0:
-                if call_module[parent] == call_module[call]:
-                    keep[call] = False
-                    break
-                parent = call_parent[parent]
-    return _bincount(call_module[keep], values[keep], n_mod)

@@ -86,8 +86,9 @@ def _measure(model: nn.Module, x: Tensor, device: torch.device, backward: bool,
             Progress("calibrating the hooks", False), options,
             state=[torch.enable_grad() if backward else torch.no_grad()])
     times = [clock.resolve(raw) for raw in raws]
-    per_module = [float(np.nanmedian(t.bwd_exclusive[1:])) if backward
-                  else float(np.mean(t.fwd_inclusive[1:])) for t in times]
+    # each module of the chain runs once, right after the root's call: its call's time
+    per_module = [float(np.nanmedian(t.call_bwd_exclusive[1:])) if backward
+                  else float(np.mean(t.call_fwd_inclusive[1:])) for t in times]
     return ([t.marks["forward"] - t.marks["start"] for t in times],
             [m["forward"] - m["start"] for m in plain], per_module)
 

@@ -1,16 +1,17 @@
-"""Per-module samples of one phase (forward or backward) and the statistics derived from them.
+"""Per-call samples of one phase (forward or backward) and the statistics derived from them.
 
-Samples are kept raw: a ``(iterations, modules)`` matrix of per-iteration times (a module
-called k times in an iteration contributes the *sum* of its k calls) for inclusive and for
-exclusive ("self") time, and every call's own sample. Everything else is computed from them on
-demand; the module tree is drawn by the export layer's tree view, like every other column.
+Samples are kept raw: every call's inclusive and exclusive ("self") time in every kept
+iteration, as its record's sample columns; a module's per-iteration time totals its calls' (a
+module called k times contributes the *sum* of its k calls) as the module frame's statistics
+do (:func:`moduleprofiler.export.frame.module_totals`). Everything else is computed from them
+on demand; the module tree is drawn by the export layer's tree view, like every other column.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -20,7 +21,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.counting import module_infos
-from moduleprofiler.export.frame import FrameColumns, module_values
+from moduleprofiler.export.frame import FrameColumns, module_totals, module_values
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
@@ -34,7 +35,7 @@ from moduleprofiler.records import (
     module_statuses,
 )
 from moduleprofiler.timing.environment import get_hardware_specs
-from moduleprofiler.timing.iteration import IterationTimes
+from moduleprofiler.timing.iteration import Floats, IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
 
@@ -112,15 +113,18 @@ class ModuleStats:
         return self.calls_per_iter > 0
 
 
+def _kept(totals: Floats | None) -> Floats:
+    """Per-iteration totals without the iterations in which the module made no call."""
+    return np.zeros(0) if totals is None else totals[~np.isnan(totals)]
+
+
 @dataclass(frozen=True, eq=False)
 class PhaseSamples:
-    """Raw samples of one phase, in milliseconds: per iteration and module, shape
-    ``(iterations, M)`` (``nan`` where a module had no time in this phase), and per call,
-    flat over the kept iterations (``call_*``, in execution order)."""
+    """Raw samples of one phase, in milliseconds, per call flat over the kept iterations
+    (``call_*``, in execution order), and the finished calls of each module in each
+    iteration (``calls``, shape ``(iterations, M)``)."""
 
     name: str
-    inclusive_ms: NDArray[np.float64]
-    exclusive_ms: NDArray[np.float64]
     calls: NDArray[np.int64]
     call_module: NDArray[np.int64]
     call_number: NDArray[np.int64]
@@ -131,9 +135,6 @@ class PhaseSamples:
     def collect(cls, name: str, iterations: Sequence[IterationTimes], width: int,
                 backward: bool = False) -> PhaseSamples:
         """The forward (or ``backward``) samples of resolved iterations."""
-        def stack(rows: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
-            return np.vstack(rows).astype(dtype) if rows else np.zeros((0, width), dtype)
-
         def flat(rows: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
             return np.concatenate(rows).astype(dtype) if rows else np.zeros(0, dtype)
 
@@ -143,11 +144,8 @@ class PhaseSamples:
         phase = "bwd" if backward else "fwd"
         return cls(
             name=name,
-            inclusive_ms=stack([getattr(t, f"{phase}_inclusive") for t in iterations],
-                               np.float64) / 1e6,
-            exclusive_ms=stack([getattr(t, f"{phase}_exclusive") for t in iterations],
-                               np.float64) / 1e6,
-            calls=stack([t.calls for t in iterations], np.int64),
+            calls=(np.vstack([t.calls for t in iterations]).astype(np.int64) if iterations
+                   else np.zeros((0, width), np.int64)),
             call_module=calls("call_module", np.int64),
             call_number=calls("call_number", np.int64),
             call_inclusive_ms=calls(f"call_{phase}_inclusive", np.float64) / 1e6,
@@ -155,26 +153,15 @@ class PhaseSamples:
         )
 
     def call_medians(self, layout: ModelLayout) -> dict[tuple[str, int], tuple[float, float]]:
-        """Median inclusive and self time of each call, keyed by ``(path, call_number)``:
-        the k-th call of a module in one iteration is matched with its k-th call in every
-        other iteration."""
-        groups: dict[tuple[int, int], list[int]] = {}
-        for position, key in enumerate(zip(self.call_module.tolist(),
-                                           self.call_number.tolist())):
-            groups.setdefault(key, []).append(position)
-        out = {}
-        for (module, number), positions in groups.items():
-            incl = self.call_inclusive_ms[positions]
-            excl = self.call_exclusive_ms[positions]
-            if not np.isnan(incl).all():
-                out[(layout.paths[module], number)] = (float(np.nanmedian(incl)),
-                                                       float(np.nanmedian(excl)))
-        return out
+        """Median inclusive and self time of each call over its :meth:`call_samples`."""
+        return {key: (float(np.nanmedian(incl)), float(np.nanmedian(excl)))
+                for key, (incl, excl) in self.call_samples(layout).items()}
 
     def call_samples(self, layout: ModelLayout, error_ms: Mapping[tuple[str, int], tuple[
             float, float]] | None = None) -> dict[tuple[str, int], tuple[tuple[float, ...], ...]]:
         """Each call's inclusive and self samples over the kept iterations (``nan`` where the
-        call was not made), keyed by ``(path, call_number)`` as :meth:`call_medians`; less
+        call was not made), keyed by ``(path, call_number)``: the k-th call of a module in
+        one iteration is matched with its k-th call in every other iteration. Less
         ``error_ms[key]`` (inclusive, self) where given."""
         errors = error_ms or {}
         return {key: tuple(tuple((values - error).tolist()) for values, error in zip(
@@ -204,19 +191,14 @@ class PhaseSamples:
     @property
     def iterations(self) -> int:
         """Number of kept iterations."""
-        return int(self.inclusive_ms.shape[0])
+        return int(self.calls.shape[0])
 
-    def column(self, i: int, exclusive: bool = False) -> NDArray[np.float64]:
-        """Module ``i``'s samples (iterations where it was called and has a value)."""
-        data = self.exclusive_ms if exclusive else self.inclusive_ms
-        called = self.calls[:, i] > 0
-        values = data[called, i]
-        out: NDArray[np.float64] = values[~np.isnan(values)]
-        return out
-
-    def module_stats(self, layout: ModelLayout, attribution_ms: float, per_call_ms: float,
-                     confidence: float = 0.95, correct: bool = False) -> tuple[ModuleStats, ...]:
-        """:class:`ModuleStats` for every module of ``layout``.
+    def module_stats(self, layout: ModelLayout, totals: tuple[Sequence[Floats | None],
+                                                              Sequence[Floats | None]],
+                     attribution_ms: float, per_call_ms: float, confidence: float = 0.95,
+                     correct: bool = False) -> tuple[ModuleStats, ...]:
+        """:class:`ModuleStats` for every module of ``layout`` from its inclusive and self
+        per-iteration ``totals`` (:meth:`TimedModules.phase_totals`).
 
         Expected error per iteration: ``calls * attribution`` for inclusive time (the part of
         a hook's own cost that falls between its two stamps), plus ``child calls * per-call
@@ -228,8 +210,8 @@ class PhaseSamples:
         out = []
         for i, info in enumerate(layout.infos):
             calls = float(mean_calls[i])
-            inclusive = summarize(self.column(i), confidence) if calls > 0 else None
-            exclusive = summarize(self.column(i, True), confidence) if calls > 0 else None
+            inclusive, exclusive = (summarize(_kept(one[i]), confidence) if calls > 0 else None
+                                    for one in totals)
             child_calls = float(sum(mean_calls[j] for j in children[i]))
             error = calls * attribution_ms
             self_error = error + child_calls * per_call_ms
@@ -255,28 +237,6 @@ class PhaseSamples:
                 self_corrected_median_ms=self_corrected,
             ))
         return tuple(out)
-
-    def coverage(self, layout: ModelLayout) -> float:
-        """Sum over modules of the median self time, over the root's median inclusive time.
-
-        Per iteration the self times add up to the root's time exactly; the ratio of medians
-        tells how consistent the per-module medians are with the whole (expect 1 +- 0.03)."""
-        return self._over_root(self.column(i, True) for i in range(len(layout.paths)))
-
-    def leaf_coverage(self, layout: ModelLayout) -> float:
-        """Sum of the leaf modules' median inclusive times over the root's median: how much
-        of the model runs inside leaves (transformers: much less than 1)."""
-        share = self._over_root(self.column(i) for i in range(1, len(layout.paths))
-                                if layout.infos[i].is_leaf)
-        return 1.0 if len(layout.paths) == 1 and not math.isnan(share) else share
-
-    def _over_root(self, columns: Iterable[NDArray[np.float64]]) -> float:
-        """Sum of the medians of ``columns`` over the root's median inclusive time (``nan``
-        without one)."""
-        root = self.column(0)
-        if root.size == 0 or float(np.median(root)) <= 0:
-            return math.nan
-        return sum(float(np.median(col)) for col in columns if col.size) / float(np.median(root))
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
@@ -318,9 +278,9 @@ class TimedModules(Profile):
         """One line: the result's kind, device and clock, modules, iterations, the root's
         median and how the run ended (the samples are in the fields; ``summary()`` draws
         the tree)."""
-        root = self.forward.column(0) if self.forward.iterations else None
-        median = (f", root {float(np.median(root)):.4g} ms"
-                  if root is not None and root.size else "")
+        inclusive = self.phase_totals(self.timed_phases()[0])[0] if self.modules else []
+        root = _kept(inclusive[0]) if inclusive else np.zeros(0)
+        median = f", root {float(np.median(root)):.4g} ms" if root.size else ""
         ended = f", stopped by {self.stop_reason}" if self.stop_reason else ""
         modules = len(self.layout.paths)
         return (f"<{type(self).__name__} {self.device} ({self.clock}): "
@@ -366,19 +326,56 @@ class TimedModules(Profile):
         ``"__root__"`` for the root)."""
         return self.module_stats()[self.layout.index(path)]
 
+    def phase_totals(self, phase: Phase, host: bool = False
+                     ) -> tuple[list[Floats | None], list[Floats | None]]:
+        """Per module (``named_modules()`` order), the per-iteration totals of ``phase``'s
+        inclusive and self samples (``nan`` where it made no call, ``None`` for a module
+        never called): the records' sample columns (:meth:`Phase.sample_columns`) totalled
+        as the module frame's statistics total them
+        (:func:`~moduleprofiler.export.frame.module_totals`). With ``host`` under the kernel
+        clock the host times as measured (the records keep them less the hooks' error)."""
+        names = phase.sample_columns(host)
+        records = self.records
+        if host and phase.host is not None:
+            measured = phase.host.call_samples(self.layout)
+            records = tuple(dataclasses.replace(r, metrics=dict(zip(names, measured.get(
+                (r.path, r.call_number), (None, None))))) for r in records)
+        return module_totals(self, names[0], records), module_totals(self, names[1], records)
+
     def phase_stats(self, host: bool = False) -> list[tuple[ModuleStats, ...]]:
         """Per phase, :class:`ModuleStats` of every module: device times under the kernel
         clock (kernel durations carry no hook error), else (or with ``host``) the host
         times, with the calibrated hook error taken off in the ``corrected`` medians."""
         out = []
         for phase in self.timed_phases():
-            if host or phase.host is None:
-                samples = phase.host if phase.host is not None else phase.samples
-                out.append(samples.module_stats(self.layout, phase.attribution_ms,
-                                                phase.per_call_ms, self.confidence, True))
-            else:
-                out.append(phase.samples.module_stats(self.layout, 0.0, 0.0, self.confidence))
+            measured = host or phase.host is None  # host times: the hooks' error is in them
+            samples = phase.host if measured and phase.host is not None else phase.samples
+            errors = (phase.attribution_ms, phase.per_call_ms) if measured else (0.0, 0.0)
+            out.append(samples.module_stats(self.layout, self.phase_totals(phase, host),
+                                            *errors, self.confidence, measured))
         return out
+
+    def samples(self, path: str, exclusive: bool = False, phase: str = "forward"
+                ) -> NDArray[np.float64]:
+        """Per-iteration samples (ms) of one module in ``phase`` (``"forward"``, or a training
+        timing's ``"backward"``), inclusive or self: its calls' totalled per iteration
+        (:meth:`phase_totals`), the iterations in which it made no call left out."""
+        timed = next(one for one in self.timed_phases() if one.name == phase)
+        return _kept(self.phase_totals(timed)[exclusive][self.layout.index(path)])
+
+    def _forward_coverage(self, leaves: bool = False) -> float:
+        """Sum of the modules' median forward self times (``leaves``: of the leaves' median
+        inclusive times) over the root's median forward time (``nan`` without one)."""
+        inclusive, exclusive = ([_kept(one) for one in totals]
+                                for totals in self.phase_totals(self.timed_phases()[0]))
+        root = inclusive[0] if inclusive else np.zeros(0)
+        if root.size == 0 or float(np.median(root)) <= 0:
+            return math.nan
+        if leaves and len(inclusive) == 1:
+            return 1.0
+        parts = [one for one, info in zip(inclusive[1:], self.layout.infos[1:])
+                 if info.is_leaf] if leaves else exclusive
+        return sum(float(np.median(one)) for one in parts if one.size) / float(np.median(root))
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
         """Per module path, medians per iteration of each phase (the backward's names
@@ -465,6 +462,13 @@ class Phase:
         """Of its column names: ``""`` for the forward, ``"backward_"``."""
         return "" if self.name == "forward" else f"{self.name}_"
 
+    def sample_columns(self, host: bool = False) -> tuple[str, str]:
+        """The records' columns of its inclusive and self samples: the clock's
+        (``forward_samples_ms``...), under the kernel clock the device's
+        (``device_samples_ms``...) or with ``host`` the host's."""
+        name = self.name if self.host is None else f"{self.prefix}{'host' if host else 'device'}"
+        return f"{name}_samples_ms", f"self_{name}_samples_ms"
+
 
 def device_host_values(device_ms: float | None, self_device_ms: float | None,
                        host_ms: float | None, self_host_ms: float | None,
@@ -527,17 +531,17 @@ def sample_columns(timing: TimedModules, records: Sequence[CallRecord]
             children[key] = children.get(key, 0) + 1
     out: dict[tuple[str, int], dict[str, tuple[float, ...]]] = {}
     for phase in timing.timed_phases():
-        names = ((f"{phase.prefix}device", phase.samples), (f"{phase.prefix}host", phase.host)) \
-            if phase.host is not None else ((phase.name, phase.samples),)
-        for name, samples in names:
+        for host, samples in ((False, phase.samples), (True, phase.host)):
+            if samples is None:
+                continue
             errors = None
-            if samples is phase.host:
+            if host:
                 share = max(0.0, phase.per_call_ms - phase.attribution_ms)
                 errors = {(r.path, r.call_number): (phase.attribution_ms, phase.attribution_ms
                           + children.get((r.path, r.call_number), 0) * share) for r in records}
-            for key, (incl, excl) in samples.call_samples(timing.layout, errors).items():
-                out.setdefault(key, {}).update({f"{name}_samples_ms": incl,
-                                                f"self_{name}_samples_ms": excl})
+            names = phase.sample_columns(host)
+            for key, pair in samples.call_samples(timing.layout, errors).items():
+                out.setdefault(key, {}).update(zip(names, pair))
     device_times = getattr(timing, "device_times", None)
     if device_times is not None:
         for key, values in device_times.call_samples(timing.layout).items():
