@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import warnings
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -52,6 +54,51 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
     assert timing.module_columns()["0"]["time_median_ms"] == pytest.approx(sorted(both)[1])
     assert frame.loc["0", "calls"] == 2 and frame.loc["0", "time_median_ms"] > 0
     assert timing.to_df().columns[0] == "module"  # no aggregate: the statistics frame
+
+
+class _SharedAndRepeated(nn.Module):
+    """One Linear at two places (``shared`` inside ``a`` and ``b``), a Tanh called twice, a
+    Linear never called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared = nn.Linear(4, 4)
+        self.a = nn.Sequential(self.shared, nn.ReLU())
+        self.b = nn.Sequential(nn.Linear(4, 4), self.shared)
+        self.rep = nn.Tanh()
+        self.unused = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rep(self.b(self.rep(self.a(x))))
+
+
+def test_the_statistics_table_and_the_module_frame_share_their_medians() -> None:
+    # the statistics table (to_df()) and the module frame (to_df("module")) total each
+    # module's calls per iteration with one function: the shared Linear's two calls (one in
+    # "a", one in "b") and the Tanh's two calls are summed before the median in both, so
+    # every module's medians are the same numbers, not merely close
+    model, x = _SharedAndRepeated(), torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        forward = ModuleProfiler().time_modules(model, x, **FAST)
+        training = ModuleProfiler().train_step_times(model, x, num_iters=4, drop_first=1)
+    pairs = [(forward, {"inclusive_median_ms": "time_median_ms",
+                        "self_median_ms": "self_time_median_ms"}),
+             (training, {"forward_median_ms": "time_median_ms",
+                         "forward_self_median_ms": "self_time_median_ms",
+                         "backward_median_ms": "backward_time_median_ms",
+                         "backward_self_median_ms": "self_backward_time_median_ms"})]
+    for timing, names in pairs:
+        stats = timing.to_df().set_index("module")
+        modules = timing.to_df("module").set_index("module")
+        assert stats.loc["shared", "calls"] == 2 and stats.loc["rep", "calls"] == 2
+        for module in stats.index:
+            for table, frame in names.items():
+                if module == "unused":  # never called: no median in either
+                    assert np.isnan(stats.loc[module, table])
+                    assert pd.isna(modules.loc[module, frame])
+                    continue
+                assert stats.loc[module, table] == modules.loc[module, frame], (module, table)
 
 
 def test_timing_columns_declare_what_they_need_and_their_per_module_twin() -> None:
