@@ -324,7 +324,6 @@ class StepRows:
                   for kind, phases in self.phases.items()}
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
             iter(arrays.values()), {})
-        first = next(iter(self.fwd or self.fwd_fallback or self.bwd), None)
         return timed_profile(TrainingTiming(
             layout=self.layout,
             forward=PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
@@ -334,7 +333,7 @@ class StepRows:
             unattributed_ms=np.asarray([t.bwd_unattributed for t in self.bwd]) / 1e6,
             environment={**environment, "step_kinds": tuple(arrays)},
             **evidence,
-        ), first)
+        ), self.fwd or self.fwd_fallback or self.bwd)
 
 
 @contextmanager

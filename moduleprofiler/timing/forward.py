@@ -360,7 +360,7 @@ def time_modules(
         device_times=device_times,
         stop_reason=run.stop_reason,
         elapsed_s=run.elapsed_s,
-    ), resolved_iterations[0] if resolved_iterations else None)
+    ), resolved_iterations)
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],

@@ -38,6 +38,7 @@ from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import Floats, IterationTimes
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
+from moduleprofiler.validate import check_choice
 
 STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99",
                "iqr", "ci_low", "ci_high")
@@ -241,7 +242,7 @@ class PhaseSamples:
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class TimedModules(Profile):
-    """A timing pass's profile: one record per call of the first kept iteration, each with
+    """A timing pass's profile: one record per call made in the kept iterations, each with
     its median times (``forward_ms``, ``self_forward_ms``...), and per module the median over
     the kept iterations of its calls summed (``time_median_ms``...); plus what every
     per-module timing result holds as evidence: the module tree, the forward samples, the
@@ -360,8 +361,9 @@ class TimedModules(Profile):
         """Per-iteration samples (ms) of one module in ``phase`` (``"forward"``, or a training
         timing's ``"backward"``), inclusive or self: its calls' totalled per iteration
         (:meth:`phase_totals`), the iterations in which it made no call left out."""
-        timed = next(one for one in self.timed_phases() if one.name == phase)
-        return _kept(self.phase_totals(timed)[exclusive][self.layout.index(path)])
+        phases = {one.name: one for one in self.timed_phases()}
+        check_choice(phase, "phase", tuple(phases))
+        return _kept(self.phase_totals(phases[phase])[exclusive][self.layout.index(path)])
 
     def _forward_coverage(self, leaves: bool = False) -> float:
         """Sum of the modules' median forward self times (``leaves``: of the leaves' median
@@ -487,24 +489,13 @@ def device_host_values(device_ms: float | None, self_device_ms: float | None,
 Timed = TypeVar("Timed", bound=TimedModules)
 
 
-def timed_profile(timing: Timed, first: IterationTimes | None = None) -> Timed:
-    """``timing`` as the profile of its pass: one record per finished call of ``first`` (the
-    first kept iteration; ``None``: keep the records it has), each with its call's median
-    times, and the per-module medians."""
+def timed_profile(timing: Timed, iterations: Sequence[IterationTimes] = ()) -> Timed:
+    """``timing`` as the profile of its pass: one record per finished call of the kept
+    ``iterations`` (:func:`call_records`; none given: keep the records it has), each with its
+    call's median times and its samples, from which the module views compute the per-module
+    statistics."""
     layout, calls = timing.layout, timing.call_columns()
-    records = list(timing.records)
-    if first is not None:
-        index: dict[int, int] = {}  # a call's position in the iteration -> its record
-        records = []
-        for position in np.flatnonzero(first.call_done).tolist():
-            info = layout.infos[int(first.call_module[position])]
-            parent = index.get(int(first.call_parent[position]))
-            index[position] = len(records)
-            records.append(CallRecord.uncounted(CallPosition(
-                index=len(records), parent=parent,
-                depth=0 if parent is None else records[parent].depth + 1, path=info.path,
-                type_name=info.type_name, call_number=int(first.call_number[position])),
-                info.params, info.own_params))
+    records = call_records(layout, iterations) if iterations else list(timing.records)
     samples = sample_columns(timing, records)
     records = [dataclasses.replace(r, metrics={**calls.get((r.path, r.call_number), {}),
                                                **samples.get((r.path, r.call_number), {})})
@@ -513,6 +504,42 @@ def timed_profile(timing: Timed, first: IterationTimes | None = None) -> Timed:
     return dataclasses.replace(timing, records=tuple(records), modules=layout.infos,
                                total_params=root.params, total_buffers=root.buffers,
                                _by_path={})
+
+
+def call_records(layout: ModelLayout, iterations: Sequence[IterationTimes]
+                 ) -> list[CallRecord]:
+    """One record per finished call ``(path, call number)`` of the kept ``iterations``: the
+    first iteration's calls in the order they ran, then each call first made in a later
+    iteration (data-dependent control flow: a layer skipped at random, a branch taken on some
+    steps), under the record of its caller there. Without them, a module that the first
+    iteration did not call would have no time at all."""
+    records: list[CallRecord] = []
+    by_key: dict[tuple[str, int], int] = {}
+    first = iterations[0]
+    for number, times in enumerate(iterations):
+        if number and _same_calls(times, first):
+            continue  # the usual case: every iteration made the same calls
+        index: dict[int, int] = {}  # a call's position in this iteration -> its record
+        for position in np.flatnonzero(times.call_done).tolist():
+            info = layout.infos[int(times.call_module[position])]
+            key = (info.path, int(times.call_number[position]))
+            known = by_key.get(key)
+            if known is None:
+                parent = index.get(int(times.call_parent[position]))
+                known = by_key[key] = len(records)
+                records.append(CallRecord.uncounted(CallPosition(
+                    index=known, parent=parent,
+                    depth=0 if parent is None else records[parent].depth + 1, path=info.path,
+                    type_name=info.type_name, call_number=key[1]),
+                    info.params, info.own_params))
+            index[position] = known
+    return records
+
+
+def _same_calls(times: IterationTimes, other: IterationTimes) -> bool:
+    return (np.array_equal(times.call_module, other.call_module)
+            and np.array_equal(times.call_number, other.call_number)
+            and np.array_equal(times.call_done, other.call_done))
 
 
 def sample_columns(timing: TimedModules, records: Sequence[CallRecord]

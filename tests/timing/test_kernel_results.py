@@ -48,7 +48,7 @@ def _timing() -> ModuleTiming:
         calibration=HookCalibration("cuda:0", attribution_ns=0.0, per_call_ns=0.0),
         device="cuda:0", clock="kernels", dropped=0, confidence=0.95, environment={},
         warnings=(), host=PhaseSamples.collect("forward", host, 4),
-        device_times=DeviceTimes.collect(traced, layout, False, 0.0, None)), host[0])
+        device_times=DeviceTimes.collect(traced, layout, False, 0.0, None)), host)
 
 
 def test_module_device_and_host_times_are_medians_of_per_iteration_totals() -> None:

@@ -1,0 +1,94 @@
+"""A timing result's call records cover every call made in the kept iterations, also one that
+the first kept iteration did not make (data-dependent control flow), so that every module that
+ran has its times."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.forward import ModuleTiming
+from moduleprofiler.timing.iteration import IterationTimes, iteration_of_own
+from moduleprofiler.timing.overhead import HookCalibration
+from moduleprofiler.timing.results import ModelLayout, PhaseSamples, timed_profile
+
+
+class _Branchy(nn.Module):
+    """``head``, then ``extra`` only while ``take_extra`` is set (the test sets it, as a
+    layer-drop or routing decision would), then ``tail``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head, self.extra, self.tail = nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)
+        self.take_extra = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.head(x)
+        if self.take_extra:
+            x = self.extra(x)
+        return self.tail(x)
+
+
+def _iteration(model: _Branchy, take_extra: bool, own_ns: list[float]) -> IterationTimes:
+    model.take_extra = take_extra
+    runner = PassRunner(model, [])
+    with torch.no_grad():
+        runner.forward(lambda: model(torch.randn(2, 4)))
+    index = {id(module): i for i, (_, module) in enumerate(model.named_modules())}
+    return iteration_of_own(runner.calls, index, np.asarray(own_ns))
+
+
+def _timing(iterations: list[IterationTimes], model: nn.Module) -> ModuleTiming:
+    samples = PhaseSamples.collect("forward", iterations, 4)
+    return timed_profile(ModuleTiming(
+        layout=ModelLayout.of(model), forward=samples, hooked_ms=np.ones(len(iterations)),
+        unhooked_ms=np.ones(len(iterations)),
+        calibration=HookCalibration("cpu", attribution_ns=0.0, per_call_ns=0.0),
+        device="cpu", clock="cpu", dropped=0, confidence=0.95, environment={},
+        warnings=()), iterations)
+
+
+def test_a_call_first_made_in_a_later_iteration_gets_a_record_and_its_times() -> None:
+    model = _Branchy()
+    # own times (ns) in call order: without extra root, head, tail; with it root, head,
+    # extra, tail
+    iterations = [_iteration(model, False, [100.0, 1000.0, 3000.0]),
+                  _iteration(model, True, [100.0, 1000.0, 2000.0, 3000.0]),
+                  _iteration(model, True, [100.0, 1000.0, 4000.0, 3000.0])]
+    timing = _timing(iterations, model)
+    # the first iteration's calls in their order, then extra under the root that called it
+    assert [(r.path, r.call_number, r.parent, r.depth) for r in timing.records] == [
+        ("", 0, None, 0), ("head", 0, 0, 1), ("tail", 0, 0, 1), ("extra", 0, 0, 1)]
+    extra = timing.calls("extra")[0].metrics
+    samples = extra["forward_samples_ms"]
+    assert math.isnan(samples[0]) and samples[1:] == (2000 / 1e6, 4000 / 1e6)
+    modules = timing.to_df("module").set_index("module")
+    # extra ran in two of three iterations: the median of 2000 and 4000 ns is 3000 ns
+    assert modules.loc["extra", "time_median_ms"] == 3000 / 1e6
+    assert timing.module("extra").inclusive.median == 3000 / 1e6
+    # the root: 4100, 6100 and 8100 ns -> 6100 ns
+    assert modules.loc["__root__", "time_median_ms"] == 6100 / 1e6
+    assert "extra" not in timing.uncalled
+
+
+def test_iterations_with_the_same_calls_give_the_first_iterations_records() -> None:
+    model = _Branchy()
+    iterations = [_iteration(model, True, [100.0, 1000.0, 2000.0, 3000.0]) for _ in range(3)]
+    timing = _timing(iterations, model)
+    assert [(r.path, r.parent) for r in timing.records] == [
+        ("", None), ("head", 0), ("extra", 0), ("tail", 0)]
+    assert timing.calls("extra")[0].metrics["forward_samples_ms"] == (2000 / 1e6,) * 3
+
+
+def test_samples_name_an_unknown_phase() -> None:
+    model = _Branchy()
+    timing = _timing([_iteration(model, False, [100.0, 1000.0, 3000.0])], model)
+    # head's per-iteration samples: one iteration, 1000 ns
+    assert timing.samples("head").tolist() == [1000 / 1e6]
+    with pytest.raises(ValueError, match="phase"):
+        timing.samples("head", phase="backward")  # a forward timing has no backward
