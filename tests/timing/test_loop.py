@@ -3,6 +3,10 @@ rule, the rotation of the blocks inside a round), its phases and its options obj
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import pairwise
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch import nn
@@ -11,6 +15,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
 from moduleprofiler.timing.loop import (
     ADAPTIVE_DROP_FIRST,
+    ROUND_SHARE,
     Block,
     measure,
     run_round,
@@ -21,35 +26,103 @@ from moduleprofiler.timing.stats import StoppingRule
 
 
 class FakeClock:
-    """``perf_counter`` of the loop and the rule; each iteration of a round takes 1/64 s
-    (a binary fraction: the sums stay exact)."""
+    """The clock of the loop and the rule (their ``time`` module replaced, not the
+    interpreter's): it stands still until a test's rounds advance it."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = 0.0
-        for where in ("moduleprofiler.timing.loop.time.perf_counter",
-                      "moduleprofiler.timing.stats.time.perf_counter"):
-            monkeypatch.setattr(where, lambda: self.now)
+        clock = SimpleNamespace(perf_counter=lambda: self.now)
+        for where in ("moduleprofiler.timing.loop.time", "moduleprofiler.timing.stats.time"):
+            monkeypatch.setattr(where, clock)
 
 
-def test_adaptive_rounds_are_sized_by_time_and_end_with_the_budget(monkeypatch):
+class Rounds:
+    """Adaptive rounds on a :class:`FakeClock`: iteration ``i`` of round ``r`` takes
+    ``seconds(r)``; each round is kept as ``(iterations, start, end)``."""
+
+    def __init__(self, clock: FakeClock, seconds: Callable[[int], float]) -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self.log: list[tuple[int, float, float]] = []
+
+    def __call__(self, number: int, count: int) -> None:
+        assert number == len(self.log)
+        start = self.clock.now
+        self.clock.now += count * self.seconds(number)
+        self.log.append((count, start, self.clock.now))
+
+    @property
+    def sizes(self) -> list[int]:
+        return [count for count, _, _ in self.log]
+
+    def assert_the_loop_promise(self, budget: float) -> None:
+        """The sizing rules and the end of :func:`run_rounds`, round by round: the first
+        round is one iteration; a later one is at most twice the one before, at most
+        ``ROUND_SHARE`` of the budget and at most what the budget has left, both at the
+        previous round's rate (one iteration at least); every round but the last ends
+        inside the budget and the last one past it: the budget plus one round."""
+        assert self.log[0][0] == 1
+        for (count, start, end), (later, began, _) in pairwise(self.log):
+            rate = (end - start) / count
+            assert began == end  # the next round is decided at once
+            assert later <= 2 * count
+            assert later <= max(1.0, ROUND_SHARE * budget / rate)
+            assert later <= max(1.0, (budget - began) / rate)
+        assert all(end < budget for _, _, end in self.log[:-1])
+        assert self.log[-1][1] < budget <= self.log[-1][2]
+
+
+def test_adaptive_rounds_are_sized_by_time_and_end_with_the_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock(monkeypatch)
     rule = StoppingRule(target_ci=None, max_seconds=1.0)
-    sizes: list[int] = []
-
-    def run_round(number: int, count: int) -> None:
-        assert number == len(sizes)
-        sizes.append(count)
-        clock.now += count / 64
-
-    assert run_rounds(run_round, rule, lambda: ([],)) == "max_seconds"
+    rounds = Rounds(clock, lambda number: 1 / 64)  # a binary fraction: the sums stay exact
+    assert run_rounds(rounds, rule, lambda: ([],)) == "max_seconds"
     # rounds grow to 5 % of the 1 s budget: 0.05 / (1/64) = 3.2 -> 3 iterations, at most
     # doubling (1, 2, 3); at 63/64 s one iteration is left in the budget, and the run ends
     # at 64/64 s exactly: 1 + 2 + 3 + 19 x 3 + 1 = 64 iterations
-    assert sizes == [1, 2, 3] + [3] * 19 + [1]
+    assert rounds.sizes == [1, 2, 3] + [3] * 19 + [1]
     assert rule.elapsed == 1.0
+    rounds.assert_the_loop_promise(1.0)
 
 
-def test_adaptive_rounds_stop_on_the_ci(monkeypatch):
+def test_a_slow_round_shrinks_the_next_and_they_double_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(monkeypatch)
+    rule = StoppingRule(target_ci=None, max_seconds=1.0)
+    # an iteration takes 1/1024 s, but round 7 is 16 times slower (the machine is loaded)
+    rounds = Rounds(clock, lambda number: 1 / 64 if number == 7 else 1 / 1024)
+    assert run_rounds(rounds, rule, lambda: ([],)) == "max_seconds"
+    # 5 % of the budget is 0.05 * 1024 = 51.2 -> 51 iterations, reached by doubling:
+    # 1, 2, 4, 8, 16, 32 (ends at 63/1024 s), 51 (64 > 51.2; ends at 114/1024 s);
+    # round 7 plans 51 more but takes 51 * 16 = 816/1024 s, ending at 930/1024 s;
+    # round 8 is sized at that rate: 0.05 * 64 = 3.2 -> 3 (94/1024 s left: 5.9 slow ones);
+    # the machine is quick again, so the rounds double back: 6, 12, 24, 48 (ends at
+    # 933 + 6 + 12 + 24 + 48 = 1023/1024 s; 48 <= 51.2 and the 49 left);
+    # round 13: 1/1024 s left -> 1 iteration (not 96 or 51), ending at 1024/1024 = 1 s
+    assert rounds.sizes == [1, 2, 4, 8, 16, 32, 51, 51, 3, 6, 12, 24, 48, 1]
+    assert rule.elapsed == 1.0
+    rounds.assert_the_loop_promise(1.0)
+
+
+def test_a_slow_last_round_overruns_the_budget_by_at_most_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(monkeypatch)
+    rule = StoppingRule(target_ci=None, max_seconds=1.0)
+    # as above, but the slow round is the one the budget runs out in
+    rounds = Rounds(clock, lambda number: 1 / 64 if number == 20 else 1 / 1024)
+    assert run_rounds(rounds, rule, lambda: ([],)) == "max_seconds"
+    # 1, 2, 4, 8, 16, 32, then 51s: round 20 starts at (63 + 14 * 51)/1024 = 777/1024 s
+    # with 247 iterations of budget left, plans 51 and takes 51 * 16 = 816/1024 s: the run
+    # ends at 1593/1024 s = 1.556 s, 0.556 s past the 1 s budget (a fixed overshoot bound
+    # cannot hold) but within its last round (0.797 s), and no round runs after it
+    assert rounds.sizes == [1, 2, 4, 8, 16, 32] + [51] * 15
+    assert rule.elapsed == 1593 / 1024
+    assert rule.elapsed - 1.0 <= rounds.log[-1][2] - rounds.log[-1][1]
+    rounds.assert_the_loop_promise(1.0)
+
+
+def test_adaptive_rounds_stop_on_the_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeClock(monkeypatch)
     rule = StoppingRule(target_ci=0.01, max_seconds=1.0, min_samples=10)
     samples: list[float] = []
@@ -63,7 +136,7 @@ def test_adaptive_rounds_stop_on_the_ci(monkeypatch):
     assert len(samples) == 12 and rule.width == 0.0
 
 
-def test_fixed_rounds_run_exactly(monkeypatch):
+def test_fixed_rounds_run_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     FakeClock(monkeypatch)
     sizes = split_rounds(8, None, 3)  # 8 kept over 3 rounds: 3, 3, 2
     seen: list[int] = []
@@ -73,7 +146,7 @@ def test_fixed_rounds_run_exactly(monkeypatch):
     assert seen == [3, 3, 2] and rule.reason == "num_iters"
 
 
-def test_a_round_is_hooked_plain_traced_rotated_by_its_number():
+def test_a_round_is_hooked_plain_traced_rotated_by_its_number() -> None:
     order: list[str] = []
 
     def block(name: str) -> Block:
@@ -90,7 +163,7 @@ def test_a_round_is_hooked_plain_traced_rotated_by_its_number():
     assert round_of(3) == ["hooked", "plain", "traced"]
 
 
-def test_one_options_object_carries_the_timing_keywords():
+def test_one_options_object_carries_the_timing_keywords() -> None:
     options = TimingOptions(num_iters=4, drop_first=1, warmup_seconds=0.0, progress=False)
     # 4 iterations, 1 dropped: 3 kept, in every pass that takes the options
     timing = time_modules(nn.Identity(), torch.zeros(1), options=options)
@@ -104,7 +177,7 @@ def test_one_options_object_carries_the_timing_keywords():
                         ).iterations == 5
 
 
-def test_options_are_validated_where_the_run_is_planned():
+def test_options_are_validated_where_the_run_is_planned() -> None:
     with pytest.raises(ValueError, match="drop_first"):
         TimingOptions(num_iters=2, drop_first=2).plan(fixed_drop_first=20)
     with pytest.raises(ValueError, match="rounds"):
@@ -126,7 +199,7 @@ def test_options_are_validated_where_the_run_is_planned():
     assert (plan.max_round, plan.rule.count, plan.rule.max_seconds) == (1, 5, 5.0)
 
 
-def test_the_loop_warms_drops_and_rotates_its_blocks():
+def test_the_loop_warms_drops_and_rotates_its_blocks() -> None:
     runs: list[tuple[str, int, bool]] = []
     kept: list[float] = []
 
