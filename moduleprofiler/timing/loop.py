@@ -227,8 +227,8 @@ def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
 
     With ``sizes`` (a fixed count, from :func:`split_rounds`) exactly those rounds run:
     ``"num_iters"``. Otherwise the run is adaptive: the first round has one iteration; each
-    later one is sized from the rate so far to last about :data:`ROUND_SHARE` of the budget
-    (at most twice the previous round, ``max_round`` and what the budget has left, one
+    later one is sized from the last round's rate to last about :data:`ROUND_SHARE` of the
+    budget (at most twice the previous round, ``max_round`` and what the budget has left, one
     iteration at least); after each round ``rule.check(*samples())`` decides, so the run
     ends within the budget plus one round."""
     round_s = (ROUND_SHARE * rule.max_seconds if rule.max_seconds is not None
