@@ -19,7 +19,7 @@ from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_
 from moduleprofiler.export.json_io import profile_from_json
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
-from moduleprofiler.records import Aggregate, ProfileData
+from moduleprofiler.records import Aggregate, ProfileData, display_path
 from moduleprofiler.summary_row import model_summary
 from moduleprofiler.validate import check_int
 
@@ -72,11 +72,24 @@ class Profile(ProfileData):
         same model and input (:meth:`ModuleProfiler.time_modules`, ``train_step_times``,
         ``TrainingProfiler.result()``, ``measure_memory``...): each call's columns are matched
         by module path and call number (the k-th call of a module takes the other pass's
-        k-th call), the per-module columns by path. The counts stay this profile's."""
+        k-th call), the per-module columns by path. The counts stay this profile's.
+
+        A call of ``other`` that this pass did not make (data-dependent control flow: a branch
+        that another pass's iterations took) has no row here; a ``UserWarning`` names it."""
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
             if (r.path, r.call_number) in calls else r for r in self.records)
+        missing = calls.keys() - {(r.path, r.call_number) for r in self.records}
+        if missing:
+            named = ", ".join(f"{display_path(path)!r} call {number + 1}"
+                              for path, number in sorted(missing)[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            warnings.warn(
+                f"merge: {len(missing)} call{'s' if len(missing) > 1 else ''} of the other "
+                f"pass {'were' if len(missing) > 1 else 'was'} not made in this one, so "
+                f"{'their' if len(missing) > 1 else 'its'} columns are left out: {named}{more} "
+                "(the model takes a different path on different passes)", stacklevel=2)
         return dataclasses.replace(self.with_metrics(other.module_metrics), records=records)
 
     def with_timing(self, timing: ProfileData) -> Profile:

@@ -132,6 +132,39 @@ def test_merge_joins_times_to_counts_and_the_old_joins_warn() -> None:
     assert old.records == merged.records and old.module_metrics == merged.module_metrics
 
 
+class _Branch(nn.Module):
+    """``head``, then ``extra`` only while ``take_extra`` is set (set by the test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head, self.extra = nn.Linear(4, 4), nn.ReLU()
+        self.take_extra = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.head(x)
+        return self.extra(x) if self.take_extra else x
+
+
+def test_merge_names_the_calls_this_pass_did_not_make() -> None:
+    model, x = _Branch(), torch.randn(3, 4)
+    profiler = ModuleProfiler()
+    counted = profiler.profile(model, x)  # the root and head: extra not taken
+    model.take_extra = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = profiler.time_modules(model, x, **FAST)
+    assert [r.path for r in timing.records] == ["", "head", "extra"]
+    with pytest.warns(UserWarning, match=r"merge: 1 call of the other pass was not made in "
+                                         r"this one.*'extra' call 1"):
+        merged = counted.merge(timing)
+    assert [r.path for r in merged.records] == ["", "head"]
+    assert "forward_ms" in merged.records[1].metrics  # head's call is joined
+    model.take_extra = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same calls: nothing to say
+        counted.merge(profiler.profile(model, x))
+
+
 def test_measure_memory_returns_profile_data_with_its_columns() -> None:
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
     x = torch.randn(3, 4)
