@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
-from benchmarks.overhead import build, call, cpu_name, load
+from benchmarks.overhead import build, call, cpu_name, hooks_on, load
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.counting import CountingListener, scan_modules
 from moduleprofiler.runner import Listener, PassRunner
@@ -81,17 +81,9 @@ def variants(model: nn.Module, example: Any) -> dict[str, Callable[[], Any]]:
         return call(model, example)
 
     def empty_hooks() -> None:
-        handles = []
-        for module in model.modules():
-            handles.append(module.register_forward_pre_hook(
-                lambda module, args, kwargs: None, with_kwargs=True))
-            handles.append(module.register_forward_hook(
-                lambda module, args, kwargs, output: None, with_kwargs=True, always_call=True))
-        try:
+        with hooks_on(model, lambda module, args, kwargs: None,
+                      lambda module, args, kwargs, output: None):
             forward()
-        finally:
-            for handle in handles:
-                handle.remove()
 
     formulas: dict[type, tuple[Callable[..., Any], Callable[..., Any] | None]] = {}
     for module in model.modules():
@@ -112,16 +104,8 @@ def variants(model: nn.Module, example: Any) -> dict[str, Callable[[], Any]]:
             kept.append((ops(module, args, output), macs and macs(module, args, output),
                          output.shape, output.dtype, output.untyped_storage()._cdata))
 
-        handles = []
-        for module in model.modules():
-            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(module.register_forward_hook(post, with_kwargs=True,
-                                                        always_call=True))
-        try:
+        with hooks_on(model, pre, post):
             forward()
-        finally:
-            for handle in handles:
-                handle.remove()
         kept.append([(name, sum(p.numel() for p in module.parameters(recurse=False)))
                      for name, module in model.named_modules()])
 

@@ -52,7 +52,7 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,22 @@ class _Logits(nn.Module):
         return self.model(input_ids=ids, use_cache=False).logits
 
 
+@contextlib.contextmanager
+def hooks_on(model: nn.Module, pre: Callable[..., Any], post: Callable[..., Any]
+             ) -> Iterator[None]:
+    """``pre`` and ``post`` as a forward pre-hook and an always-called forward hook, both with
+    kwargs, on every module of ``model`` for the block (how a per-module profiler hooks)."""
+    handles = []
+    for module in model.modules():
+        handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(module.register_forward_hook(post, with_kwargs=True, always_call=True))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
     """Every tool that can run here."""
     profiler = ModuleProfiler()
@@ -132,17 +148,9 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
             return call(model, example)
 
     def empty_hooks() -> Sample:
-        handles = []
-        for module in model.modules():
-            handles.append(module.register_forward_pre_hook(
-                lambda module, args, kwargs: None, with_kwargs=True))
-            handles.append(module.register_forward_hook(
-                lambda module, args, kwargs, output: None, with_kwargs=True, always_call=True))
-        try:
+        with hooks_on(model, lambda module, args, kwargs: None,
+                      lambda module, args, kwargs, output: None):
             return timed(forward)
-        finally:
-            for handle in handles:
-                handle.remove()
 
     def fact_hooks() -> Sample:
         # the least a per-call record needs while the tensors are alive: the call order, and
@@ -160,16 +168,8 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
             else:
                 facts.append(None)
 
-        handles = []
-        for module in model.modules():
-            handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-            handles.append(module.register_forward_hook(post, with_kwargs=True,
-                                                        always_call=True))
-        try:
+        with hooks_on(model, pre, post):
             return timed(forward)
-        finally:
-            for handle in handles:
-                handle.remove()
 
     def no_op_mode() -> None:
         with NoOpMode():
