@@ -24,12 +24,11 @@ which tells how much of a call's cost in the forward is the cold cache it runs i
 
 from __future__ import annotations
 
-import gc
-import random
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,17 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
-from benchmarks.overhead import build, call, cpu_name, hooks_on, load
+from benchmarks.overhead import (
+    Tool,
+    build,
+    call,
+    cpu_name,
+    hooks_on,
+    load,
+    measure,
+    paired_ratios,
+    timed,
+)
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.counting import CountingListener, scan_modules
 from moduleprofiler.runner import Listener, PassRunner
@@ -128,29 +137,21 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model, example = build(name)
-    runs = variants(model, example)
-    samples: dict[str, list[int]] = {key: [] for key in runs}
-    rng = random.Random(0)
-    order = list(runs)
+    tools = [Tool(key, partial(timed, run)) for key, run in variants(model, example).items()]
     print(f"{name}: {cpu_name()}, torch {torch.__version__}, {rounds} rounds after 2, "
           f"load {load()}")
     with torch.no_grad():
-        for index in range(rounds + 2):
-            rng.shuffle(order)
-            for key in order:
-                gc.collect()
-                start = time.thread_time_ns()
-                runs[key]()
-                if index >= 2:
-                    samples[key].append(time.thread_time_ns() - start)
-        bare = samples["bare forward"]
+        measure(tools, rounds, warmup=2, seed=0)  # overhead.py's interleaved rounds
+        bare = tools[0]
+        base = [cpu for _, cpu in bare.samples]
         print(f"{'variant':28s} {'min ms':>9s} {'+ms min':>8s} {'x min':>7s} {'x med':>7s} "
               f"{'pair med':>8s}")
-        for key, values in samples.items():
-            pair = statistics.median(v / b for v, b in zip(values, bare))
-            print(f"{key:28s} {min(values) / 1e6:9.3f} {(min(values) - min(bare)) / 1e6:8.3f} "
-                  f"{min(values) / min(bare):7.4f} "
-                  f"{statistics.median(values) / statistics.median(bare):7.4f} {pair:8.4f}")
+        for tool in tools:
+            cpus = [cpu for _, cpu in tool.samples]
+            pair = statistics.median(paired_ratios(tool, bare))
+            print(f"{tool.name:28s} {min(cpus) * 1e3:9.3f} {(min(cpus) - min(base)) * 1e3:8.3f} "
+                  f"{min(cpus) / min(base):7.4f} "
+                  f"{statistics.median(cpus) / statistics.median(base):7.4f} {pair:8.4f}")
         in_situ, replay = [], []
         for _ in range(7):
             listener = _TimedExit(ModuleProfiler()._formula_maps(False))
