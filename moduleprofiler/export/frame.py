@@ -251,15 +251,17 @@ def sample_totals(records: Sequence[CallRecord], rows: Sequence[int],
     return iteration_totals([samples for samples in kept if samples is not None])
 
 
-def module_totals(profile: Profile, name: str, records: Sequence[CallRecord] | None = None
-                  ) -> list[np.ndarray | None]:
-    """Per module (``profile.modules`` order), :func:`sample_totals` of all its calls: the
-    per-iteration totals its :class:`Statistic` columns summarize (``nan`` in an iteration
-    none of its calls has a sample of). ``records``: the same calls with other samples."""
+def module_totals(profile: Profile, names: Sequence[str],
+                  records: Sequence[CallRecord] | None = None
+                  ) -> list[list[np.ndarray | None]]:
+    """Per sample column of ``names``, per module (``profile.modules`` order),
+    :func:`sample_totals` of all its calls: the per-iteration totals its :class:`Statistic`
+    columns summarize (``nan`` in an iteration none of its calls has a sample of); the call
+    tree is built once for all of them. ``records``: the same calls with other samples."""
     tree = call_tree(profile)
     records = profile.records if records is None else records
-    return [sample_totals(records, tree.rows.get(info.path, []), tree.outermost, name)
-            for info in profile.modules]
+    return [[sample_totals(records, tree.rows.get(info.path, []), tree.outermost, name)
+             for info in profile.modules] for name in names]
 
 
 def iteration_totals(samples: Sequence[Sequence[float]]) -> np.ndarray | None:

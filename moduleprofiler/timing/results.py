@@ -341,7 +341,8 @@ class TimedModules(Profile):
             measured = phase.host.call_samples(self.layout)
             records = tuple(dataclasses.replace(r, metrics=dict(zip(names, measured.get(
                 (r.path, r.call_number), (None, None))))) for r in records)
-        return module_totals(self, names[0], records), module_totals(self, names[1], records)
+        inclusive, exclusive = module_totals(self, names, records)
+        return inclusive, exclusive
 
     def phase_stats(self, host: bool = False) -> list[tuple[ModuleStats, ...]]:
         """Per phase, :class:`ModuleStats` of every module: device times under the kernel
