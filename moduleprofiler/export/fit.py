@@ -11,9 +11,11 @@ The steps, each taken only while the table is still too wide:
    (:func:`~moduleprofiler.export.names.elide_name`) down to :data:`NAME_FLOOR` characters;
 4. numeric columns are hidden: the optional ones in their order; then, of each quantity
    (the forward counts, the parameters, the backward counts, memory, time), every column but
-   its first, the rightmost first; then the first column of each quantity: backward counts,
-   memory, time, forward counts, parameters (so a tree with counts, times and memory keeps
-   one column of each); percentages last;
+   its first, the rightmost first (device times after every other: the kernel clock's
+   ``device_ms`` outlasts the host times left of it, and a device time is the time's first
+   column); then the first column of each quantity: backward counts, memory, time, forward
+   counts, parameters (so a tree with counts, times and memory keeps one column of each);
+   percentages last;
 5. the names are elided further, down to what is left.
 
 The columns a caller asked for (:attr:`View.keep`: named, sorted or ranked by, or named by a
@@ -122,16 +124,25 @@ def _quantity(column: TextColumn) -> str | None:
     return "params" if column.name.endswith("params") else "count"
 
 
+def _device_time(column: TextColumn) -> bool:
+    """A time the device took (the kernel clock's ``device_ms``, ``self_device_ms``...)."""
+    return column.kind == "time" and "device" in column.name
+
+
 def _numbers_order(numbers: list[TextColumn]) -> list[TextColumn]:
     """Numeric columns (left to right) in the order step 4 hides them."""
     leads: dict[str, TextColumn] = {}
-    for column in numbers:
+    # the device's times lead the time quantity and are its last seconds to go: on a GPU
+    # they are what the profile is read for, and the host times beside them come first
+    # in the tree (the kernel clock's summary showed host times and hid "device" at 80)
+    for column in [*filter(_device_time, numbers), *numbers]:
         quantity = _quantity(column)
         if quantity is not None and column.kind not in ("percent", "fraction"):
             leads.setdefault(quantity, column)
     firsts = list(leads.values())
     shares = [c for c in reversed(numbers) if c.kind in ("percent", "fraction")]
-    seconds = [c for c in reversed(numbers) if c not in firsts and c not in shares]
+    seconds = sorted((c for c in reversed(numbers) if c not in firsts and c not in shares),
+                     key=_device_time)
     ranked = sorted(firsts, key=lambda c: _LEAD_ORDER.index(_quantity(c) or "count"))
     return [*seconds, *ranked, *shares]
 

@@ -5,12 +5,16 @@ in ``test_kernel_clock_cuda.py``; this checks what is built from its numbers.)""
 
 from __future__ import annotations
 
+import re
+from collections import OrderedDict
+
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 from moduleprofiler.runner import PassRunner
-from moduleprofiler.timing.device_results import DeviceTimes
+from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.forward import ModuleTiming
 from moduleprofiler.timing.iteration import iteration_of_own
 from moduleprofiler.timing.kernel_clock import DeviceIteration
@@ -25,8 +29,10 @@ DEVICE_OWN = [[100.0, 300.0, 200.0, 400.0],
 HOST_FACTOR = 3.0  # the host took 3x as long as the device: every module host-bound
 
 
-def _timing() -> ModuleTiming:
-    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+def _timing(hook_free: HookFreeTrace | None = None,
+            names: tuple[str, str, str] = ("0", "1", "2")) -> ModuleTiming:
+    model = nn.Sequential(OrderedDict(zip(names, (nn.Linear(4, 4), nn.ReLU(),
+                                                  nn.Linear(4, 4)))))
     runner = PassRunner(model, [])
     with torch.no_grad():
         runner.forward(lambda: model(torch.randn(2, 4)))
@@ -48,7 +54,7 @@ def _timing() -> ModuleTiming:
         calibration=HookCalibration("cuda:0", attribution_ns=0.0, per_call_ns=0.0),
         device="cuda:0", clock="kernels", dropped=0, confidence=0.95, environment={},
         warnings=(), host=PhaseSamples.collect("forward", host, 4),
-        device_times=DeviceTimes.collect(traced, layout, False, 0.0, None)), host)
+        device_times=DeviceTimes.collect(traced, layout, False, 0.0, hook_free)), host)
 
 
 def test_module_device_and_host_times_are_medians_of_per_iteration_totals() -> None:
@@ -77,3 +83,25 @@ def test_each_call_keeps_its_device_and_host_samples() -> None:
     assert linear["device_samples_ms"] == (300 / 1e6, 500 / 1e6, 300 / 1e6)
     assert linear["device_ms"] == 300 / 1e6  # the call's own median
     assert "device_samples_ms" not in timing.to_df("call").columns  # samples never shown
+
+
+# Without hooks the device is busy 92 % of the iteration (ResNet-50 at batch 32 in fp32 on an
+# H200): device-bound, while every hooked call (the root's too) took the host 3x its device time
+DEVICE_BOUND = HookFreeTrace(host_ms=4.4, device_ms=4.97, launches=249, latency_ms=5.4)
+
+
+def test_device_time_is_not_the_first_column_hidden_at_80(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    # names as long as a real model's (ResNet's "layer1.0.downsample.0" at depth 3): the tree
+    # with its six columns does not fit 80 columns
+    timing = _timing(DEVICE_BOUND, ("patch_embedding_convolution", "activation_function",
+                                    "classification_head_projection"))
+    summary = timing.summary()
+    hidden = re.search(r"hidden to fit 80 columns: ([^(]*)", " ".join(summary.split()))
+    assert hidden is not None
+    # before: "bound by, device": the device's inclusive time went first, the host's stayed
+    assert hidden.group(1).strip() == "bound by, host"
+    assert summary.splitlines()[0].split() == ["module", "self", "host", "self", "device",
+                                               "device", "self", "device", "%"]
+    assert all(len(line) <= 80 for line in summary.splitlines())
