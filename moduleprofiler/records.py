@@ -223,7 +223,8 @@ class ProfileData:
     module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Your own per-module columns, attached with ``Profile.with_metrics`` (module path ->
     column -> value); every module view shows them. A pass's own per-module values are not
-    kept here: the module views compute them from its call records."""
+    kept here: the module views compute them from its call records (the one exception: a
+    kernel-clock timing's model row ``time_bound``, the hook-free regime no call measured)."""
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

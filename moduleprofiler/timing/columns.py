@@ -96,8 +96,10 @@ for _prefix, _phase in (("", ""), ("backward_", "bwd ")):
     register_column(f"{_prefix}time_bound", "text", f"{_phase}bound by", aggregation="none",
                     needs=TIME_NEEDS, statistic=Statistic(
                         (f"{_prefix}device_samples_ms", f"{_prefix}host_samples_ms"), _bound),
-                    description="host: issuing the work took the host longer than the device "
-                    "took to run it; device: the other way round")
+                    description="host: issuing the work took the host longer (under hooks, "
+                    "whose cost is in the host time) than the device took to run it; device: "
+                    "the other way round. The model's row: the regime of the hook-free "
+                    "iteration (time_modules)")
 
 for _name, _unit, _what in (
         ("device_launches_samples", "", "kernels, copies and sets its forward launched"),

@@ -181,6 +181,11 @@ class ModuleTiming(TimedModules):
                         f"times only); device time booked to modules: "
                         f"{100 * self.device_times.booked_share:.1f} %; host times less the "
                         f"hooks' cost (~{self.calibration.attribution_ns / 1e3:.2f} us a call)")
+            trace = self.device_times.hook_free
+            if trace is not None:
+                notes.insert(2, f"bound by: the model's row is the hook-free regime "
+                             f"({trace.bound}-bound); each module's compares its host time "
+                             "under hooks with its device time")
             return self._tree(stats, ("self_host_ms", "host_ms", "self_device_ms", "device_ms",
                                       "time_bound"), {"self_device_pct": share}, notes,
                               "module forward times: host and device")

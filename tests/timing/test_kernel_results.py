@@ -90,6 +90,27 @@ def test_each_call_keeps_its_device_and_host_samples() -> None:
 DEVICE_BOUND = HookFreeTrace(host_ms=4.4, device_ms=4.97, launches=249, latency_ms=5.4)
 
 
+def test_the_model_row_has_the_hook_free_regime() -> None:
+    timing = _timing(DEVICE_BOUND)
+    assert timing.to_dict()["bound"] == "device"  # 4.97 / 5.4 = 92 % busy
+    # before: the root row said "host" (its hooked host time, 3 x 1200 ns, holds the hooks'
+    # cost) beside the summary's "device-bound" line
+    modules = timing.to_df("module").set_index("module")
+    assert modules.loc["__root__", "time_bound"] == "device"
+    assert timing.module_columns()[""]["time_bound"] == "device"
+    assert timing.to_df().set_index("module").loc["__root__", "time_bound"] == "device"
+    # each module's own label stays its hooked comparison, and the summary says so
+    assert set(modules.drop(index="__root__")["time_bound"]) == {"host"}
+    summary = " ".join(timing.summary().split())
+    assert ("bound by: the model's row is the hook-free regime (device-bound); each "
+            "module's compares its host time under hooks with its device time") in summary
+
+
+def test_without_a_hook_free_trace_the_model_row_keeps_its_own_label() -> None:
+    modules = _timing().to_df("module").set_index("module")
+    assert modules.loc["__root__", "time_bound"] == "host"
+
+
 def test_device_time_is_not_the_first_column_hidden_at_80(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "80")
