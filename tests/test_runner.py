@@ -236,11 +236,13 @@ def _module_infos_reference(root: nn.Module) -> tuple[Any, ...]:
         return 0 if isinstance(tensor, UninitializedParameter) else tensor.numel()
 
     rows = []
+    owned: set[int] = set()  # a parameter is its first holder's own (named_modules order)
     for path, module in root.named_modules():
         mine = list(module.parameters())  # each tensor once
         buffers = list(module.buffers())
-        rows.append((path, sum(numel(p) for p in mine),
-                     sum(numel(p) for p in module.parameters(recurse=False)),
+        own = [p for p in module.parameters(recurse=False) if id(p) not in owned]
+        owned.update(id(p) for p in own)
+        rows.append((path, sum(numel(p) for p in mine), sum(numel(p) for p in own),
                      sum(numel(p) for p in mine if p.requires_grad),
                      sum(numel(b) for b in buffers),
                      sum(own_nbytes(p) for p in mine),
