@@ -385,3 +385,12 @@ def test_one_tensor_calls_returning_their_own_weight_or_buffer_allocate_nothing(
     assert ModuleProfiler().profile(model, -torch.ones(3)).records[0].output_bytes == 0
     # a fresh 2 x 3 float32 output: 24 bytes
     assert ModuleProfiler().profile(nn.ReLU(), torch.ones(2, 3)).records[0].output_bytes == 24
+
+
+def test_observes_all_answers_both_questions() -> None:
+    class Everything(Listener):
+        observes_all = True
+
+    # the default listener wants no operator; one that observes all wants every one
+    assert not Listener().observe(nn.ReLU()) and not Listener().observe_outside()
+    assert Everything().observe(nn.ReLU()) and Everything().observe_outside()
