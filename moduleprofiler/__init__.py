@@ -1,4 +1,7 @@
-"""moduleprofiler: where every parameter, operation and millisecond of a PyTorch model goes."""
+"""moduleprofiler: where every parameter, operation and millisecond of a PyTorch model goes.
+
+Start with :class:`Profiler` (``Profiler().profile(model, x)``); :class:`ModuleProfiler` is
+the same class plus the 0.0.4 methods and keywords."""
 
 from moduleprofiler._version import __version__
 from moduleprofiler.compat import (
@@ -7,6 +10,7 @@ from moduleprofiler.compat import (
     register_io_size,
     unregister_io_size,
 )
+from moduleprofiler.core import Profiler
 from moduleprofiler.errors import FormulaError, LossError, ProfilingError, RegistryError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.operator_listener import OperatorListener
@@ -19,7 +23,7 @@ from moduleprofiler.registry import (
     unregister_ops,
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
-from moduleprofiler.timing import TrainingProfiler
+from moduleprofiler.timing import TimingOptions, TrainingProfiler
 
 __all__ = [
     "Call",
@@ -32,8 +36,10 @@ __all__ = [
     "OperatorListener",
     "PassRunner",
     "Profile",
+    "Profiler",
     "ProfilingError",
     "RegistryError",
+    "TimingOptions",
     "TrainingProfiler",
     "__version__",
     "get_default_io_size_map",

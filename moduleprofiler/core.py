@@ -22,6 +22,7 @@ from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.failure import located_error
 from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
@@ -45,7 +46,8 @@ from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
 from moduleprofiler.tensors import walk_modules
-from moduleprofiler.timing import benchmark, time_modules, train_step_times
+from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
+from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.validate import (
     CheckedMaps,
     check_bool,
@@ -217,28 +219,56 @@ class Profiler:
         return profile
 
     # -- timing ----------------------------------------------------------------------------
-    def benchmark(self, module: nn.Module, input: Any = None, **kwargs: Any) -> LatencyResult:
+    def benchmark(self, module: nn.Module, input: Any = None,
+                  options: TimingOptions | None = None, *,
+                  pred_fn: Callable[..., Any] | None = None, eval: bool = True,
+                  device: str | torch.device | None = None, batch_size: int | None = None,
+                  cold: bool = False, calls_per_sample: int = 1,
+                  no_grad: bool = True) -> LatencyResult:
         """Whole-model latency and throughput with no hooks installed: warm-up by count and
         time, then fixed or adaptive iterations (95 % CI of the median within a target).
-        Keyword arguments are those of :func:`moduleprofiler.timing.benchmark`."""
+        ``options``: how long and how to measure (:class:`~moduleprofiler.timing.TimingOptions`,
+        the one channel for the loop's settings); the keywords are those of
+        :func:`moduleprofiler.timing.benchmark`."""
         self._log(f"Benchmarking {type(module).__name__}")
-        with self._located_errors("benchmark", module, input, kwargs):
-            return benchmark(module, input, **kwargs)
+        check_pass(module, pred_fn=pred_fn, eval=eval)
+        with located_errors("benchmark", module):
+            return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
+                             batch_size=batch_size, cold=cold,
+                             calls_per_sample=calls_per_sample, no_grad=no_grad,
+                             options=options)
 
-    def time_modules(self, module: nn.Module, input: Any = None, **kwargs: Any) -> ModuleTiming:
+    def time_modules(self, module: nn.Module, input: Any = None,
+                     options: TimingOptions | None = None, *,
+                     pred_fn: Callable[..., Any] | None = None, eval: bool = True,
+                     device: str | torch.device | None = None, clock: ClockName = "auto",
+                     ranges: bool = False) -> ModuleTiming:
         """Per-module forward time (inclusive and self, per call) with the hooks' own cost
-        measured and reported. Keyword arguments: :func:`moduleprofiler.timing.time_modules`."""
+        measured and reported. ``options``: how long and how to measure
+        (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
+        :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        with self._located_errors("time_modules", module, input, kwargs):
-            return time_modules(module, input, **kwargs)
+        check_pass(module, pred_fn=pred_fn, eval=eval)
+        return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
+                            clock=clock, ranges=ranges,
+                            options=options)
 
     def train_step_times(self, module: nn.Module, input: Any = None,
-                         **kwargs: Any) -> TrainingTiming:
-        """Per-module forward and backward time of training steps. Keyword arguments:
-        :func:`moduleprofiler.timing.train_step_times`."""
+                         options: TimingOptions | None = None, *, target: Any = None,
+                         loss_fn: Callable[..., torch.Tensor] | None = None,
+                         pred_fn: Callable[..., Any] | None = None,
+                         optimizer: torch.optim.Optimizer | None = None, train: bool = True,
+                         restore: bool = True, device: str | torch.device | None = None,
+                         clock: ClockName = "auto", ranges: bool = False) -> TrainingTiming:
+        """Per-module forward and backward time of training steps. ``options``: how long and
+        how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
+        those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        with self._located_errors("train_step_times", module, input, kwargs):
-            return train_step_times(module, input, **kwargs)
+        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
+        return train_step_times(module, input, target=target, loss_fn=loss_fn,
+                                pred_fn=pred_fn, optimizer=optimizer, train=train,
+                                restore=restore, device=device, clock=clock, ranges=ranges,
+                                options=options)
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(
@@ -349,30 +379,6 @@ class Profiler:
         return parameter_memory(check_pass(module))
 
     # -- helpers ---------------------------------------------------------------------------
-    @contextmanager
-    def _located_errors(self, what: str, module: nn.Module, input: Any,
-                        options: dict[str, Any]) -> Iterator[None]:
-        """Check the arguments every pass shares, then turn a forward failure inside a pass
-        that keeps no call stack of its own (the timers) into a :class:`ProfilingError` naming
-        the module whose forward failed: on the error path only, one forward with the
-        collector's hooks locates it. Errors that are not the forward's (bad arguments)
-        propagate unchanged."""
-        check_pass(module, pred_fn=options.get("pred_fn"), loss_fn=options.get("loss_fn"),
-                   **{name: options[name] for name in _PASS_FLAGS if name in options})
-        try:
-            yield
-        except ProfilingError:
-            raise
-        except Exception as exc:
-            try:
-                self.profile(module, input, pred_fn=options.get("pred_fn"),
-                             eval=options.get("eval", True), operators=False)
-            except ProfilingError as located:
-                raise ProfilingError(f"{what}: {located}", located.path) from exc
-            except Exception:
-                pass  # the forward cannot even be started here: report the original error
-            raise
-
     def _remember_maps(self) -> None:
         """Mark the maps as checked (they were checked, or built here, at construction)."""
         for name in self._MAP_CHECKS:
@@ -418,8 +424,23 @@ def _incomplete(profile: Profile) -> str:
             f"no formula for {'; '.join(part for part in parts if part)}")
 
 
-_PASS_FLAGS = ("eval", "train", "restore")
-"""On/off options of the timing passes, checked at the boundary like ``profile``'s."""
+@contextmanager
+def located_errors(what: str, module: nn.Module) -> Iterator[None]:
+    """Turn a forward failure inside a pass that keeps no call stack of its own (the
+    hook-free timers) into a :class:`ProfilingError` naming the module whose forward failed,
+    read from the traceback (:mod:`moduleprofiler.failure`): the model is not run again.
+    Errors raised outside every module (bad arguments) propagate unchanged."""
+    try:
+        yield
+    except ProfilingError:
+        raise
+    except Exception as exc:
+        located = located_error(what, exc, module)
+        if located is None:
+            raise
+        raise located from exc
+
+
 
 
 def _cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:

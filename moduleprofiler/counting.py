@@ -76,7 +76,8 @@ class _Resolved:
 
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
     """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
-    shared between submodules counts once per module)."""
+    shared between submodules counts once in each module holding it, and is owned by the
+    first: :attr:`ModuleInfo.own_params`, :attr:`ModuleInfo.shared_with`)."""
     return scan_modules(root)[0]
 
 
@@ -159,13 +160,16 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
         trainable[up] += trainable[i]
         buffers[up] += buffers[i]
         buffer_bytes[up] += buffer_bytes[i]
+    owners: dict[int, dict[str, None]] = {}  # module -> the first holders of its tied params
     for kind in (0, 1):
         for key, holders in shared[kind].items():
             known = sizes[key]
             reached: set[int] = set()
             for i in dict.fromkeys(holders):
-                if not kind:
+                if not kind and i == holders[0]:  # owned once, by its first holder
                     own[i] += known[0]
+                elif not kind:
+                    owners.setdefault(i, {})[display_path(occurrences[holders[0]][0])] = None
                 while i != -1 and i not in reached:  # each module above, once
                     reached.add(i)
                     _add(1, known, kind, i, params, param_bytes, trainable, buffers,
@@ -174,7 +178,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
     infos = tuple(
         ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
                    params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
-                   buffer_bytes[i])
+                   buffer_bytes[i], ", ".join(owners[i]) if i in owners else None)
         for i, (path, module) in enumerate(occurrences))
     return infos, lazy
 
@@ -203,7 +207,7 @@ def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
         infos.append(ModuleInfo(
             fact.path, type(fact.module).__name__, fact.depth, params,
             _sums(fact.own_params, sizes)[0] if fact.own_params else 0, trainable, buffers,
-            fact.is_leaf, param_bytes, buffer_bytes))
+            fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None))
     return tuple(infos), any(size[3] for size in sizes.values())
 
 

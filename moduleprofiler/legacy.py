@@ -1,9 +1,8 @@
 """Deprecated: moved to :mod:`moduleprofiler.compat.profiler` (this module re-exports it and
 warns). Use ``from moduleprofiler import ModuleProfiler``."""
 
-import warnings
-
 from moduleprofiler.compat.profiler import ModuleProfiler, dict_to_frame
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.names import module_name as legacy_name
 
 LegacyPasses = ModuleProfiler
@@ -11,6 +10,5 @@ LegacyPasses = ModuleProfiler
 
 __all__ = ["LegacyPasses", "dict_to_frame", "legacy_name"]
 
-warnings.warn("moduleprofiler.legacy is deprecated: the 0.0.4 methods are in "
-              "moduleprofiler.compat.profiler (use moduleprofiler.ModuleProfiler)",
-              DeprecationWarning, stacklevel=2)
+warn_deprecated("moduleprofiler.legacy", "the 0.0.4 methods are in "
+                "moduleprofiler.compat.profiler (use moduleprofiler.ModuleProfiler)")

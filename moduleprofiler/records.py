@@ -101,7 +101,9 @@ class ModuleInfo:
     params: int
     """Parameters of the module and its descendants, each tensor counted once."""
     own_params: int
-    """Parameters registered directly on the module (``recurse=False``)."""
+    """Parameters registered directly on the module (``recurse=False``) that no module
+    before it in ``named_modules()`` order registered: a tied weight is owned once, by the
+    first module holding it, so own parameters add up to the model's parameters."""
     trainable_params: int
     """Of ``params``, those with ``requires_grad``."""
     buffers: int
@@ -111,6 +113,10 @@ class ModuleInfo:
     """Bytes of ``params`` (``numel * element_size``, each tensor once)."""
     buffer_bytes: int = 0
     """Bytes of ``buffers``."""
+    shared_with: str | None = None
+    """The names (comma-separated paths, the root as ``__root__``) of the modules owning
+    parameters that this module registers too (a tied output layer: ``"transformer.wte"``);
+    ``None`` when it shares none. Its ``params`` include them, its ``own_params`` do not."""
 
 
 @dataclass(frozen=True, slots=True)

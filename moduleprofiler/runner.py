@@ -153,6 +153,9 @@ class Listener:
 
     wants_nodes: bool = False
     """Whether this listener needs :meth:`PassRunner.owner_of_node` (autograd attribution)."""
+    observes_all: bool = False
+    """Whether this listener wants every aten operator of the pass, inside every module call
+    and outside them (what :meth:`observe` and :meth:`observe_outside` answer by default)."""
 
     def start(self, runner: PassRunner) -> None:
         """The hooks are installed and the pass is about to run."""
@@ -162,12 +165,13 @@ class Listener:
 
     def observe(self, module: nn.Module) -> bool:
         """Whether operators that run while ``module`` is the innermost call are wanted
-        (asked once per module per pass)."""
-        return False
+        (asked once per module per pass); by default :attr:`observes_all`."""
+        return self.observes_all
 
     def observe_outside(self) -> bool:
-        """Whether operators that run outside every module call are wanted."""
-        return False
+        """Whether operators that run outside every module call are wanted; by default
+        :attr:`observes_all`."""
+        return self.observes_all
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """A module call starts."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from moduleprofiler.records import display_path
 from moduleprofiler.shapes import dtype_name
 from moduleprofiler.storage import is_lazy, own_nbytes, storage_key, storage_of
 
@@ -36,7 +37,11 @@ class ModuleFacts:
     buffers: Collection[Tensor]
     """Buffers of the module and its descendants, each tensor once."""
     own_params: Collection[Tensor]
-    """Parameters registered directly on the module, each tensor once."""
+    """Parameters registered directly on the module, each tensor once, less those a module
+    before it registered (a tied weight is owned by its first holder only)."""
+    shared_with: tuple[str, ...] = ()
+    """Names of the modules owning the parameters registered here that are not its own
+    (their paths, the root as ``__root__``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,18 +101,28 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
     facts: list[ModuleFacts] = []
     index: dict[str, int] = {}
     seen: set[int] = set()
+    owner: dict[int, str] = {}  # parameter id -> path of the first module registering it
     for path, module in occurrences:
         if id(module) in seen:  # ``named_modules()`` keeps each module's first occurrence
             continue
         seen.add(id(module))
         index[path] = len(facts)
-        own = module._parameters
+        own: dict[int, Tensor] = {}
+        others: dict[str, None] = {}
+        for tensor in module._parameters.values():
+            if tensor is None:
+                continue
+            first = owner.setdefault(id(tensor), path)
+            if first == path:
+                own[id(tensor)] = tensor
+            else:
+                others[display_path(first)] = None
         facts.append(ModuleFacts(
             path, module, -1 if path == "" else index.get(path.rpartition(".")[0], 0),
             0 if path == "" else path.count(".") + 1,
             not any(child is not None for child in module._modules.values()),
-            params[id(module)].values(), buffers[id(module)].values(),
-            {id(p): p for p in own.values() if p is not None}.values() if own else ()))
+            params[id(module)].values(), buffers[id(module)].values(), own.values(),
+            tuple(others)))
     return tuple(facts)
 
 

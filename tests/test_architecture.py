@@ -231,3 +231,16 @@ def test_removed_dead_code_stays_out() -> None:
                     and "NotImplementedError" == ast.unparse(node.exc).removesuffix("()")):
                 found.append((_module_name(path), "raise NotImplementedError"))
     assert found == []
+
+
+def test_every_deprecation_goes_through_one_helper() -> None:
+    """A ``DeprecationWarning`` is raised by ``deprecation.warn_deprecated`` only, so every one
+    names what to use instead and the release that removes it."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "deprecation.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [(_module_name(path), node.lineno) for node in ast.walk(tree)
+                  if isinstance(node, ast.Name) and node.id == "DeprecationWarning"]
+    assert found == []

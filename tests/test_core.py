@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.core import Profiler
 
 CORE_METHODS = ["benchmark", "measure_memory", "parameter_memory_df", "predict", "profile",
@@ -41,3 +42,27 @@ def test_the_0_0_4_constructor_strings_are_accepted_and_not_kept() -> None:
     profiler = ModuleProfiler(ops_attr="__my_ops__", ts_fmt="%H:%M")
     assert not hasattr(profiler, "ops_attr") and profiler.ts_fmt == "%H:%M"
     assert "default" in profiler.io_size_fn_map
+
+
+def test_a_hook_free_failure_names_its_module_without_running_the_model_again() -> None:
+    calls: list[int] = []
+
+    class Fails(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls.append(1)
+            raise RuntimeError("boom")
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), Fails()))
+    with pytest.raises(ProfilingError, match=r"benchmark: forward of module '1\.1' \(Fails\) "
+                       r"raised RuntimeError: boom") as info:
+        Profiler().benchmark(model, torch.randn(2, 4))
+    assert info.value.path == "1.1"
+    assert len(calls) == 1  # the failing forward ran once: no second pass to locate it
+
+
+def test_a_failure_outside_every_module_stays_what_it_was() -> None:
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        raise KeyError("not a module's")
+
+    with pytest.raises(KeyError):
+        Profiler().benchmark(nn.Linear(4, 4), torch.randn(2, 4), pred_fn=broken)

@@ -10,8 +10,9 @@ import moduleprofiler
 def test_all_is_exact() -> None:
     assert sorted(moduleprofiler.__all__) == sorted([
         "Call", "CallRecord", "FormulaError", "Listener", "LossError", "ModuleInfo",
-        "ModuleProfiler", "OperatorListener", "PassRunner", "Profile", "ProfilingError",
-        "RegistryError", "TrainingProfiler", "__version__", "get_default_io_size_map",
+        "ModuleProfiler", "OperatorListener", "PassRunner", "Profile", "Profiler",
+        "ProfilingError", "RegistryError", "TimingOptions", "TrainingProfiler", "__version__",
+        "get_default_io_size_map",
         "get_default_macs_map", "get_default_ops_map", "register_io_size", "register_macs",
         "register_ops", "unregister_io_size", "unregister_ops",
     ])
@@ -51,3 +52,24 @@ def test_constructor_keeps_the_legacy_keywords_and_defaults() -> None:
         "inference_end_attr", "io_size_fn_map", "ops_fn_map", "exclude_from_ops", "ts_fmt",
         "verbose",
     ]
+
+
+def test_the_front_door_is_small() -> None:
+    """``Profiler``: at most 10 public methods, at most 12 keywords each, the loop's settings
+    through ``options`` only (the long keyword lists stay on the 0.0.4 ``ModuleProfiler``)."""
+    from moduleprofiler import ModuleProfiler, Profiler
+
+    methods = {name: member for name, member in vars(Profiler).items()
+               if callable(member) and not name.startswith("_")}
+    assert 1 <= len(methods) <= 10, sorted(methods)
+    for name, method in methods.items():
+        keywords = [p for p in inspect.signature(method).parameters.values()
+                    if p.name not in ("self", "module", "input")]
+        assert len(keywords) <= 12, (name, [p.name for p in keywords])
+        assert all(p.kind is not p.VAR_KEYWORD for p in keywords), name
+    assert issubclass(ModuleProfiler, Profiler)
+    for name in ("benchmark", "time_modules", "train_step_times"):
+        assert "options" in inspect.signature(getattr(Profiler, name)).parameters
+        # the 0.0.4 face still takes every keyword of the timing functions
+        assert any(p.kind is p.VAR_KEYWORD
+                   for p in inspect.signature(getattr(ModuleProfiler, name)).parameters.values())

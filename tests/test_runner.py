@@ -236,11 +236,13 @@ def _module_infos_reference(root: nn.Module) -> tuple[Any, ...]:
         return 0 if isinstance(tensor, UninitializedParameter) else tensor.numel()
 
     rows = []
+    owned: set[int] = set()  # a parameter is its first holder's own (named_modules order)
     for path, module in root.named_modules():
         mine = list(module.parameters())  # each tensor once
         buffers = list(module.buffers())
-        rows.append((path, sum(numel(p) for p in mine),
-                     sum(numel(p) for p in module.parameters(recurse=False)),
+        own = [p for p in module.parameters(recurse=False) if id(p) not in owned]
+        owned.update(id(p) for p in own)
+        rows.append((path, sum(numel(p) for p in mine), sum(numel(p) for p in own),
                      sum(numel(p) for p in mine if p.requires_grad),
                      sum(numel(b) for b in buffers),
                      sum(own_nbytes(p) for p in mine),
@@ -383,3 +385,12 @@ def test_one_tensor_calls_returning_their_own_weight_or_buffer_allocate_nothing(
     assert ModuleProfiler().profile(model, -torch.ones(3)).records[0].output_bytes == 0
     # a fresh 2 x 3 float32 output: 24 bytes
     assert ModuleProfiler().profile(nn.ReLU(), torch.ones(2, 3)).records[0].output_bytes == 24
+
+
+def test_observes_all_answers_both_questions() -> None:
+    class Everything(Listener):
+        observes_all = True
+
+    # the default listener wants no operator; one that observes all wants every one
+    assert not Listener().observe(nn.ReLU()) and not Listener().observe_outside()
+    assert Everything().observe(nn.ReLU()) and Everything().observe_outside()

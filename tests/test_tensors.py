@@ -28,8 +28,15 @@ def test_module_facts_of_a_tied_model() -> None:
     assert list(facts[0].params) == list(model.parameters())
     # running mean 5, running var 5, num_batches_tracked 1
     assert [b.numel() for b in facts[0].buffers] == [5, 5, 1]
-    assert [p.numel() for p in facts[3].own_params] == [15, 5]
+    # the tied 5 x 3 weight is owned by its first holder, the Embedding "0"; the Linear
+    # "1.0" owns only its bias (5) and names the owner of the rest
+    assert [p.numel() for p in facts[1].own_params] == [15]
+    assert [p.numel() for p in facts[3].own_params] == [5]
+    assert facts[3].shared_with == ("0",)
+    assert [f.shared_with for f in facts if f.path != "1.0"] == [()] * 4
     assert list(facts[2].own_params) == []
+    # own parameters add up to the model's: 15 + 5 + 5 + 5 = 30
+    assert sum(p.numel() for f in facts for p in f.own_params) == 30
 
 
 def test_aliases_count_once_and_bytes_by_dtype() -> None:

@@ -16,7 +16,7 @@ from torch import nn
 
 from moduleprofiler.compat.io_size import get_default_io_size_map
 from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
-from moduleprofiler.core import Profiler
+from moduleprofiler.core import Profiler, located_errors
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name
@@ -26,6 +26,15 @@ from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.registry import FormulaMap
 from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import module_facts, numel
+from moduleprofiler.timing import (
+    LatencyResult,
+    ModuleTiming,
+    TimingOptions,
+    TrainingTiming,
+    benchmark,
+    time_modules,
+    train_step_times,
+)
 from moduleprofiler.validate import (
     check_callable,
     check_formula_map,
@@ -312,6 +321,37 @@ class ModuleProfiler(Profiler):
     (estimate_ops_df, estimate_ops_csv, estimate_ops_html,
      estimate_ops_latex) = _views("estimate_ops", " (counts as nullable integers)")
 
+    # -- the timing passes with every keyword of their functions ---------------------------
+    def benchmark(self, module: nn.Module, input: Any = None,
+                  options: TimingOptions | None = None, **kwargs: Any) -> LatencyResult:
+        """:meth:`Profiler.benchmark <moduleprofiler.core.Profiler.benchmark>`, also taking
+        every keyword of :func:`moduleprofiler.timing.benchmark` (``max_seconds=``...) beside
+        ``options``."""
+        self._log(f"Benchmarking {type(module).__name__}")
+        check_pass(module, pred_fn=kwargs.get("pred_fn"), eval=kwargs.get("eval", True))
+        with located_errors("benchmark", module):
+            return benchmark(module, input, options=options, **kwargs)
+
+    def time_modules(self, module: nn.Module, input: Any = None,
+                     options: TimingOptions | None = None, **kwargs: Any) -> ModuleTiming:
+        """:meth:`Profiler.time_modules <moduleprofiler.core.Profiler.time_modules>`, also
+        taking every keyword of :func:`moduleprofiler.timing.time_modules` beside
+        ``options``."""
+        self._log(f"Timing the modules of {type(module).__name__}")
+        check_pass(module, pred_fn=kwargs.get("pred_fn"), eval=kwargs.get("eval", True))
+        return time_modules(module, input, options=options, **kwargs)
+
+    def train_step_times(self, module: nn.Module, input: Any = None,
+                         options: TimingOptions | None = None,
+                         **kwargs: Any) -> TrainingTiming:
+        """:meth:`Profiler.train_step_times <moduleprofiler.core.Profiler.train_step_times>`,
+        also taking every keyword of :func:`moduleprofiler.timing.train_step_times` beside
+        ``options``."""
+        self._log(f"Timing training steps of {type(module).__name__}")
+        check_pass(module, pred_fn=kwargs.get("pred_fn"), loss_fn=kwargs.get("loss_fn"),
+                   train=kwargs.get("train", True), restore=kwargs.get("restore", True))
+        return train_step_times(module, input, options=options, **kwargs)
+
     # -- estimate_inference_time -----------------------------------------------------------
     def estimate_inference_time(self, module: nn.Module, input: Any, eval: bool = True,
                                 num_iters: int = 1000, drop_first: int = 100, *,
@@ -349,7 +389,8 @@ class ModuleProfiler(Profiler):
         pred_fn = legacy_pred_fn(input, pred_fn)
         self._log(f"Measuring {name.removeprefix('estimate_').replace('_', ' ')} of "
                   f"{type(module).__name__}")
-        with self._located_errors(name, module, input, {"pred_fn": pred_fn, "eval": eval}):
+        check_pass(module, pred_fn=pred_fn, eval=eval)
+        with located_errors(name, module):
             return timer(module, input, eval=eval, num_iters=num_iters, drop_first=drop_first,
                          pred_fn=pred_fn)
 

@@ -67,6 +67,7 @@ class CommunicationListener(Listener):
     """
 
     wants_nodes = True
+    observes_all = True
 
     def __init__(self, *, timing: bool = False) -> None:
         if not isinstance(timing, bool):
@@ -100,12 +101,6 @@ class CommunicationListener(Listener):
     def _before_hooks(self, module: nn.Module, args: Any) -> None:
         self._pending = module
         self._held = []
-
-    def observe(self, module: nn.Module) -> bool:
-        return True
-
-    def observe_outside(self) -> bool:
-        return True
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._pending is call.module:

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
 from moduleprofiler.counting import CountingListener, pass_formulas
 from moduleprofiler.export.columns import Derived, Kind, inclusive_of, register_column, scaled
@@ -132,6 +131,7 @@ class TrafficListener(Listener):
     """
 
     wants_nodes = True
+    observes_all = True
 
     def __init__(self, operators: OperatorMap | None = None) -> None:
         if operators is not None:
@@ -157,12 +157,6 @@ class TrafficListener(Listener):
         self._formulas = pass_formulas(
             get_default_operator_map() if table is None else table,
             sharded_by(runner.modules), self.unsupported_recompute)
-
-    def observe(self, module: nn.Module) -> bool:
-        return True
-
-    def observe_outside(self) -> bool:
-        return True
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:

@@ -244,6 +244,7 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
     ("output_bytes", "bytes", "output bytes", "sum", "bytes", False, None),
     ("params", "count", "params", "inclusive", "params", True, None),
     ("own_params", "count", "own params", "sum", "params", True, None),
+    ("shared_with", "text", "shared with", "first", "", True, None),
     ("trainable_params", "count", "trainable", "inclusive", "params", True, None),
     ("buffers", "count", "buffers", "inclusive", "elements", True, None),
     ("param_bytes", "bytes", "param bytes", "inclusive", "bytes", True, None),

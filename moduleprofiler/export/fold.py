@@ -3,13 +3,14 @@
 row holding the blocks' numbers summed.
 
 Siblings fold when they are adjacent, numbered (``0``, ``1``, ... or ``layer_0``,
-``layer_1``, ...: one prefix, consecutive numbers), have the same type, and their shown
-subtrees match row by row: the same relative paths, the same :data:`IDENTITY` facts (type,
-status, calls, parameters, shapes, counted ops and MACs), the same values in every shown
-column that is not summed, and shown values known or unknown in the same places; and they
-hold no parameters or buffers in common (:data:`TENSOR_FACTS`). Quantities
-that add up (counts, bytes, times, calls, percentages) are summed, maxima take the largest; any
-other column keeps its value where the blocks agree and is unknown where they do not.
+``layer_1``, ...: one prefix, consecutive numbers), have the same type, and their subtrees
+match row by row: the same relative paths and the same :data:`IDENTITY` facts (type, status,
+calls, parameters, tensors, shapes, counted ops and MACs); and they hold no parameters or
+buffers in common (:data:`TENSOR_FACTS`). Only these deterministic facts decide, never a
+measured column (a time, a bound label, a confidence flag): the same model folds the same
+way in every run and in every view, whatever columns are shown. Quantities that add up
+(counts, bytes, times, calls, percentages) are summed, maxima take the largest; any other
+column keeps its value where the blocks agree and is unknown where they do not.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ FOLD_MIN = 2
 """The fewest identical siblings folded into one row."""
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
-IDENTITY = ("type", "ops_source", "calls", "params", "own_params", "input_shapes",
-            "output_shapes", "ops", "macs")
-"""What blocks must share, row by row, to be identical whatever columns are shown: structure
-and the counted (deterministic) facts. Measured columns (times, memory) are summed without
-having to agree."""
+IDENTITY = ("type", "ops_source", "calls", "params", "own_params", "trainable_params",
+            "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes",
+            "input_dtypes", "output_dtypes", "ops", "macs")
+"""What blocks must share, row by row, to fold: structure and the counted (deterministic)
+facts, the only facts that decide. Measured columns (times, memory, labels derived from them)
+are combined without having to agree, so whether blocks fold never depends on a run."""
 
 
 TENSOR_FACTS = ("params", "trainable_params", "buffers", "param_bytes", "buffer_bytes")
@@ -85,22 +87,15 @@ def _subtree_ends(parent_of: Sequence[int | None]) -> list[int]:
     return ends
 
 
-def _cell_key(value: Any, how: str) -> Any:
-    """What of a cell must agree between folded blocks: its value, or whether it is known."""
-    if not known(value):
-        return None
-    return True if how != "same" else repr(value)
-
-
-def _signature(frame: pd.DataFrame, names: list[str], start: int, end: int,
-               checks: dict[str, str]) -> tuple[Any, ...]:
+def _signature(frame: pd.DataFrame, names: list[str], start: int,
+               end: int) -> tuple[Any, ...]:
+    """The block at ``start`` as what decides folding: each row's relative path and its
+    :data:`IDENTITY` facts."""
     root = names[start]
-    rows = []
-    for row in range(start, end):
-        cells = tuple(_cell_key(frame[c].iat[row], how) for c, how in checks.items())
-        structure = tuple(repr(frame[c].iat[row]) for c in IDENTITY if c in frame)
-        rows.append((relative_name(names[row], root) if row != start else "", structure, cells))
-    return tuple(rows)
+    facts = [column for column in IDENTITY if column in frame]
+    return tuple((relative_name(names[row], root) if row != start else "",
+                  tuple(repr(frame[column].iat[row]) for column in facts))
+                 for row in range(start, end))
 
 
 def _runs(children: list[int], names: list[str], keys: dict[int, tuple[Any, ...]]) -> list[
@@ -133,22 +128,21 @@ def _fold_value(values: list[Any], how: str) -> Any:
     return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
 
 
-def fold_tree(frame: pd.DataFrame, shown: Sequence[str]) -> pd.DataFrame:
-    """``frame`` (a tree view's rows, pre-order) with runs of identical numbered siblings
-    folded into one subtree; ``shown`` are the columns whose values decide what is
-    identical. Returns ``frame`` itself when nothing folds."""
+def fold_tree(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (a tree view's rows, pre-order, with every column) with runs of identical
+    numbered siblings folded into one subtree. Returns ``frame`` itself when nothing
+    folds."""
     names = [str(name) for name in frame["module"]]
     parent_of = parents(names)
     ends = _subtree_ends(parent_of)
     specs = {c: column_spec(c, frame[c].dtype) for c in frame.columns}
-    checks = {c: _combine(specs[c]) for c in shown if c in frame and c not in ("module", "type")}
     children: dict[int | None, list[int]] = {}
     for row, parent in enumerate(parent_of):
         children.setdefault(parent, []).append(row)
     heads: dict[int, list[int]] = {}
     for kids in children.values():
         candidates = [k for k in kids if _NUMBERED.match(names[k].rpartition(".")[2])]
-        keys = {k: _signature(frame, names, k, ends[k], checks) for k in candidates}
+        keys = {k: _signature(frame, names, k, ends[k]) for k in candidates}
         for run in _runs(kids, names, keys):
             if not _shares_tensors(frame, run, parent_of[run[0]], ends):
                 heads[run[0]] = run

@@ -68,6 +68,15 @@ _COUNTS: tuple[tuple[str, str], ...] = (
 _NOT_PER_MODULE = frozenset({"module", "type", "depth", "ops_source"})
 """Call columns a module row gets from its :class:`ModuleInfo` or its own rule."""
 _MODULE_FACTS = ("params", "own_params", *_FACTS)
+_SHARED = "shared_with"
+"""The module fact naming a tied parameter's owner: a column only of models that tie one."""
+
+
+def _facts(profile: Profile) -> tuple[str, ...]:
+    """:data:`_FACTS`, with ``shared_with`` when some module registers a parameter that
+    another module owns (a tied weight)."""
+    shared = any(info.shared_with for info in profile.modules)
+    return (*_FACTS, _SHARED) if shared else _FACTS
 
 
 def count_series(values: Sequence[int | float | None], name: str) -> pd.Series:
@@ -122,7 +131,7 @@ def call_frame(profile: Profile) -> pd.DataFrame:
     for name, attribute in _RECORD_COLUMNS:
         columns[name] = [getattr(record, attribute) for record in records]
     columns["module"] = [module_name(path) for path in columns["module"]]
-    for name in _FACTS:
+    for name in _facts(profile):
         columns[name] = [getattr(infos[r.path], name) if r.path in infos else None
                          for r in records]
     for name, attribute in _COUNTS:
@@ -162,7 +171,7 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
     calls = call_frame(profile) if calls is None else calls
     tree = call_tree(profile)
     specs = {name: column_spec(name, calls[name].dtype) for name in calls.columns
-             if name not in _NOT_PER_MODULE and name not in _MODULE_FACTS}
+             if name not in _NOT_PER_MODULE and name not in _MODULE_FACTS and name != _SHARED}
     aggregations = {name: spec.aggregation for name, spec in specs.items()
                     if spec.aggregation != "none"}
     values = {name: plain(calls[name]) for name in [*aggregations, "ops_source"]}
@@ -194,6 +203,8 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
              "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes", "ops",
              "macs", "inclusive_ops", "inclusive_macs", "ops_source"]
     names = [*order, *(n for n in (rows[0] if rows else {}) if n not in order)]
+    if _SHARED in _facts(profile):
+        names.insert(names.index("own_params") + 1, _SHARED)
     statistics = _statistics(profile.records)
     names += [spec.name for spec in statistics if spec.name not in names]
     for row, owner in zip(rows, owners):
@@ -289,6 +300,8 @@ def _module_row(path: str, info: ModuleInfo, own: list[int], tree: CallTree,
         "calls": len(own),
         **{name: getattr(info, name) if facts else None for name in _MODULE_FACTS},
     }
+    if info.shared_with and facts:
+        row[_SHARED] = info.shared_with
     for name, aggregation in aggregations.items():
         row[name] = combine(aggregation, values[name], own, tree.outermost)
     row["ops_source"] = _module_source(CALLED, [sources[i] for i in own])

@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
@@ -94,14 +95,12 @@ class Profile(ProfileData):
 
     def with_timing(self, timing: ProfileData) -> Profile:
         """Deprecated: :meth:`merge` (a timing result is a profile)."""
-        warnings.warn("Profile.with_timing(timing) is deprecated: use profile.merge(timing)",
-                      DeprecationWarning, stacklevel=2)
+        warn_deprecated("Profile.with_timing(timing)", "use profile.merge(timing)")
         return self.merge(timing)
 
     def with_memory(self, memory: ProfileData) -> Profile:
         """Deprecated: :meth:`merge` (a memory report is a profile)."""
-        warnings.warn("Profile.with_memory(memory) is deprecated: use profile.merge(memory)",
-                      DeprecationWarning, stacklevel=2)
+        warn_deprecated("Profile.with_memory(memory)", "use profile.merge(memory)")
         return self.merge(memory)
 
     # -- export views ----------------------------------------------------------------------

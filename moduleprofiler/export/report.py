@@ -16,6 +16,7 @@ from moduleprofiler._version import __version__
 from moduleprofiler.export.cells import UNICODE, formatter
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.html_table import render_html_table
+from moduleprofiler.export.names import module_path
 from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
 from moduleprofiler.export.select import (
     column_total,
@@ -101,6 +102,15 @@ def _chart(chart_id: str, title: str, labels: Sequence[str], values: Sequence[An
     return Chart(id=chart_id, title=title, bars=bars)
 
 
+def _params_held_once(profile: Profile, tops: Sequence[str]) -> list[int]:
+    """The parameters of each top-level module's subtree, each tensor counted once in the
+    whole model (its owner's :attr:`~moduleprofiler.records.ModuleInfo.own_params`): a tied
+    output layer holds none of its own, so the bars add up to the model's parameters."""
+    return [sum(info.own_params for info in profile.modules
+                if info.path == top or info.path.startswith(top + "."))
+            for top in tops]
+
+
 def _charts(profile: Profile) -> list[Chart]:
     """Ops by module type (own work), ops and parameters by top-level module, and one chart
     per timing/memory quantity that has a total."""
@@ -111,11 +121,16 @@ def _charts(profile: Profile) -> list[Chart]:
     top = tree_view(profile, ["inclusive_ops", "inclusive_ops_pct", "params", "params_pct"],
                     max_depth=1).frame
     top = top[top["depth"] == 1]
-    labels = [f"{path} ({kind})" for path, kind in zip(top["module"], top["type"])]
+    shared = top["shared_with"] if "shared_with" in top else [None] * len(top)
+    labels = [f"{path} ({kind})" + (f" [shared with {owner}]" if isinstance(owner, str) else "")
+              for path, kind, owner in zip(top["module"], top["type"], shared)]
     charts.append(_chart("ops-by-module", "Ops by top-level module", labels,
                          list(top["inclusive_ops"]), list(top["inclusive_ops_pct"]), "ops"))
-    charts.append(_chart("params-by-module", "Parameters by top-level module", labels,
-                         list(top["params"]), list(top["params_pct"]), "params"))
+    held = _params_held_once(profile, [module_path(name) for name in top["module"]])
+    total = profile.total_params
+    charts.append(_chart("params-by-module", "Parameters by top-level module", labels, held,
+                         [100.0 * count / total if total else None for count in held],
+                         "params"))
     for column in extra_columns(top):
         if column_spec(column).inclusive:
             frame = tree_view(profile, [column, f"{column}_pct"], max_depth=1).frame

@@ -48,7 +48,8 @@ def _cut(text: str, width: int) -> str:
 def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
     """``(prefix, label)`` per row: ``name (Type)``, ``xN`` for modules called N > 1 times,
     ``[not called]`` for modules that never ran (a grouping of called children did run),
-    ``[not hooked]`` for TorchScript submodules (counted in their ancestor)."""
+    ``[not hooked]`` for TorchScript submodules (counted in their ancestor), ``[shared with
+    owner]`` for a module registering a parameter another module owns (a tied weight)."""
     names = [str(p) for p in view.frame["module"]]
     types = [str(t) for t in view.frame["type"]]
     calls = list(view.frame["calls"]) if "calls" in view.frame else [1] * len(names)
@@ -58,6 +59,7 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
         paths = [module_path(name) for name in names]
         statuses = module_statuses(paths, {p for p, c in zip(paths, calls) if c})
         sources = [statuses[path] for path in paths]
+    shared = list(view.frame["shared_with"]) if "shared_with" in view.frame else [None] * len(names)
     parent_of = parents(names)
     drawn = prefixes(names, UNICODE_BRANCHES if unicode else ASCII_BRANCHES)
     labels = []
@@ -72,6 +74,8 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
             label += " [not called]"
         elif count > 1:
             label += f" x{count}"
+        if isinstance(shared[index], str):  # its params include another module's
+            label += f" [shared with {shared[index]}]"
         labels.append(label)
     return drawn, labels
 

@@ -76,5 +76,5 @@ class ViewData:
         they are (of the same class)."""
         if self.kind != "tree" or self.frame.empty:
             return self
-        frame = fold_tree(self.frame, self.columns)
+        frame = fold_tree(self.frame)
         return self if frame is self.frame else replace(self, frame=frame)

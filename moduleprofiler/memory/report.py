@@ -5,12 +5,12 @@ the memory columns (:mod:`moduleprofiler.memory_columns`), with the measured pas
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import moduleprofiler.memory_columns  # noqa: F401  (declares the memory columns)
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_bytes
@@ -159,9 +159,8 @@ class MemoryReport(Profile):
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Deprecated: each record's ``metrics``, by ``(path, call_number)``."""
-        warnings.warn("MemoryReport.call_columns() is deprecated: use {(r.path, "
-                      "r.call_number): r.metrics for r in report.records}",
-                      DeprecationWarning, stacklevel=2)
+        warn_deprecated("MemoryReport.call_columns()", "use {(r.path, r.call_number): "
+                        "r.metrics for r in report.records}")
         return {(r.path, r.call_number): r.metrics for r in self.records}
 
     def totals(self) -> dict[str, Any]:
@@ -282,6 +281,5 @@ def _call_memory(record: CallRecord) -> CallMemory:
 
 
 def _warn() -> None:
-    warnings.warn("MemoryReport.calls as a tuple of CallMemory is deprecated: use "
-                  "report.records (each call's memory columns in record.metrics) or "
-                  "report.to_df()", DeprecationWarning, stacklevel=3)
+    warn_deprecated("MemoryReport.calls as a tuple of CallMemory", "use report.records (each "
+                    "call's memory columns in record.metrics) or report.to_df()", stacklevel=3)

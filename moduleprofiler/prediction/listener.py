@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch import nn
-
 from moduleprofiler.prediction.chain import Step
 from moduleprofiler.prediction.device_model import DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
@@ -23,6 +21,7 @@ class PredictionListener(Listener):
     ``backward_`` ones); the pass's issue order is kept for the chain model."""
 
     wants_nodes = True
+    observes_all = True
 
     def __init__(self, device: DeviceModel, host: HostModel | None) -> None:
         self.device = device
@@ -32,12 +31,6 @@ class PredictionListener(Listener):
         self.unknown: dict[str, int] = {}
         """Operators no calibration table times, with their call counts."""
         self._own: dict[tuple[str, int], list[float | None]] = {}
-
-    def observe(self, module: nn.Module) -> bool:
-        return True
-
-    def observe_outside(self) -> bool:
-        return True
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.host is not None:

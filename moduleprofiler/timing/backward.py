@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.names import module_name
 from moduleprofiler.loss import default_loss
 from moduleprofiler.progress import Progress
@@ -65,8 +65,8 @@ def check_method(method: BackwardMethod | None) -> str:
         return "nodes"
     if method not in ("auto", "nodes"):
         raise ValueError(f"method must be 'auto' or 'nodes', got {method!r}")
-    warnings.warn("method= has one value ('nodes'), the only backward attribution; leave it "
-                  "out: it will be removed", DeprecationWarning, stacklevel=3)
+    warn_deprecated("method=", "it has one value ('nodes'), the only backward attribution: "
+                    "leave it out", stacklevel=3)
     return "nodes"
 
 
@@ -87,9 +87,9 @@ class BackwardFlag(int):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        warnings.warn("TrainingTiming.backward is the profile's flag (False: no backward was "
-                      "counted); the backward samples are TrainingTiming.backward_samples",
-                      DeprecationWarning, stacklevel=2)
+        warn_deprecated("TrainingTiming.backward as the backward samples",
+                        "it is the profile's flag (False: no backward was counted); the "
+                        "backward samples are TrainingTiming.backward_samples")
         return getattr(self.__dict__["_samples"], name)
 
 

@@ -23,7 +23,9 @@ from moduleprofiler.export.select import columns_for
 NOT_PER_MODULE = {"call", "parent", "call_number", "model", "modules", "unknown_calls",
                   "ops_fraction"}
 """Facts of one call (index, parent), of a type or of a summary row only."""
-MODULE_COLUMNS = sorted(BUILTIN - NOT_PER_MODULE - {"module", "type"})
+ONLY_WHEN_TIED = {"shared_with"}
+"""Columns of models that tie a parameter only (tests/export/test_shared_params.py)."""
+MODULE_COLUMNS = sorted(BUILTIN - NOT_PER_MODULE - ONLY_WHEN_TIED - {"module", "type"})
 QUANTITIES = [name for name in MODULE_COLUMNS
               if column_spec(name).aggregation in ("sum", "inclusive", "max", "all")]
 """The columns a module type has a value of (shapes and text have none)."""

@@ -37,7 +37,7 @@ def test_a_child_that_never_ran_folds_to_unknown_in_a_numpy_float_column() -> No
         "calls": [1, 1, 1, 0, 1, 1, 0],
         "time_median_ms": [5.0, 2.0, 1.5, math.nan, 2.5, 1.0, math.nan],
     })
-    folded = fold_tree(frame, ["time_median_ms"]).set_index("module")
+    folded = fold_tree(frame).set_index("module")
     assert list(folded.index) == ["__root__", "0-1", "0-1.0", "0-1.1"]
     assert folded["time_median_ms"].dtype == np.float64
     # 2.0 + 2.5 = 4.5 and 1.5 + 1.0 = 2.5; the Dropout has no time to sum: unknown, not 0
@@ -45,6 +45,40 @@ def test_a_child_that_never_ran_folds_to_unknown_in_a_numpy_float_column() -> No
     assert folded.loc["0-1.0", "time_median_ms"] == 2.5
     assert math.isnan(folded.loc["0-1.1", "time_median_ms"])
     assert list(folded["calls"]) == [1, 2, 2, 0]
+
+
+def _twelve_blocks(bound: list[str], params: list[int] | None = None) -> pd.DataFrame:
+    """A tree frame of twelve numbered blocks under ``h``, each with a ``time_bound`` label
+    (a measured column) and parameters."""
+    count = len(bound)
+    params = params or [10] * count
+    return pd.DataFrame({
+        "module": ["__root__", "h", *[f"h.{i}" for i in range(count)]],
+        "type": ["GPT", "ModuleList", *["Block"] * count],
+        "calls": [1, 0, *[1] * count],
+        "params": [sum(params), sum(params), *params],
+        "time_median_ms": [float(count), 0.0, *[1.0] * count],
+        "time_bound": ["device", pd.NA, *bound],
+    })
+
+
+def test_measured_columns_never_decide_what_folds() -> None:
+    # the same twelve blocks, one run labelling block 7 host-bound and another not: both fold
+    # into h.0-11 (the label is unknown where the blocks disagree), never 0-6 / 8-11
+    for bound in (["device"] * 12, ["device"] * 7 + ["host"] + ["device"] * 4):
+        folded = fold_tree(_twelve_blocks(bound)).set_index("module")
+        assert list(folded.index) == ["__root__", "h", "h.0-11"]
+        # twelve blocks of 1.0 ms: 12.0 ms
+        assert folded.loc["h.0-11", "time_median_ms"] == 12.0
+        assert folded.loc["h.0-11", "calls"] == 12
+    assert pd.isna(fold_tree(_twelve_blocks(["device"] * 7 + ["host"] + ["device"] * 4))
+                   .set_index("module").loc["h.0-11", "time_bound"])
+
+
+def test_blocks_of_one_type_with_different_parameters_do_not_fold() -> None:
+    # layer2 / layer3 / layer4 of a ResNet: one type, 0.5M / 2.1M / 8.4M parameters
+    frame = _twelve_blocks(["device"] * 3, params=[525_568, 2_099_712, 8_393_728])
+    assert list(fold_tree(frame)["module"]) == ["__root__", "h", "h.0", "h.1", "h.2"]
 
 
 def test_module_timing_summary_folds_blocks_with_a_child_that_never_ran() -> None:

@@ -40,7 +40,12 @@ def test_dtype_sizes_tied_weights_and_frozen() -> None:
     assert root["float32_param_bytes"] == 160 + 24
     assert root["int64_buffer_bytes"] == 24
     head = _row(frame, "head")
-    assert head["param_bytes"] == head["own_param_bytes"] == 160
+    # the head holds the tied 160 bytes; the Embedding before it owns them
+    assert head["param_bytes"] == 160
+    assert head["own_param_bytes"] == 0
+    assert _row(frame, "embed")["own_param_bytes"] == 160
+    # own bytes add up to the model's: 16 + 160 + 0 + 24
+    assert frame["own_param_bytes"].sum() == root["param_bytes"]
     assert head["float16_param_bytes"] == 0
     assert list(frame["module"]) == ["__root__", "half", "embed", "head", "frozen"]
 

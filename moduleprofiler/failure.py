@@ -1,0 +1,39 @@
+"""Which module's forward raised, read from the exception's traceback: the hook-free passes
+(``benchmark``, the 0.0.4 timers) keep no call stack of their own, and running the model
+again to find out would repeat whatever the failure cost (and may not fail the same way)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from torch import nn
+
+from moduleprofiler.errors import ProfilingError
+from moduleprofiler.records import display_path
+
+
+def failing_module(exc: BaseException, root: nn.Module) -> tuple[str, nn.Module] | None:
+    """``(path, module)`` of the innermost module of ``root`` whose method was running when
+    ``exc`` was raised (a frame whose ``self`` is one of ``root``'s modules), or ``None``
+    when the failure happened outside every one of them."""
+    paths = {id(module): path for path, module in root.named_modules()}
+    found: tuple[str, nn.Module] | None = None
+    trace: TracebackType | None = exc.__traceback__
+    while trace is not None:  # outermost frame first: the last match is the innermost
+        owner = trace.tb_frame.f_locals.get("self")
+        if isinstance(owner, nn.Module) and id(owner) in paths:
+            found = (paths[id(owner)], owner)
+        trace = trace.tb_next
+    return found
+
+
+def located_error(what: str, exc: Exception, root: nn.Module) -> ProfilingError | None:
+    """A :class:`ProfilingError` naming the module whose forward raised ``exc`` during the
+    pass ``what`` (as the hooked passes name it), or ``None`` when no module of ``root`` was
+    running."""
+    failed = failing_module(exc, root)
+    if failed is None:
+        return None
+    path, module = failed
+    return ProfilingError(f"{what}: forward of module {display_path(path)!r} "
+                          f"({type(module).__name__}) raised {type(exc).__name__}: {exc}", path)

@@ -1,0 +1,81 @@
+"""Tied parameters: owned once, by their first holder, in every share and per-type view, and
+marked where they are held again (``shared_with``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.export.report import _charts
+from tests.export.test_columns import VIEWS, command_line
+
+
+class TiedHead(nn.Module):
+    """An embedding, a middle layer and an output layer tied to the embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(100, 16)  # 100 x 16 = 1,600
+        self.mid = nn.Linear(16, 16)  # 16 x 16 + 16 = 272
+        self.out = nn.Linear(16, 100, bias=False)
+        self.out.weight = self.emb.weight  # tied: the same 1,600
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.mid(self.emb(x)))
+
+
+@pytest.fixture(scope="module")
+def profile() -> Profile:
+    torch.manual_seed(0)
+    return ModuleProfiler().profile(TiedHead(), torch.randint(0, 100, (2, 5)))
+
+
+def test_own_parameters_add_up_to_the_model(profile: Profile) -> None:
+    modules = profile.to_df("module").set_index("module")
+    # 1,600 + 272 = 1,872 parameters; the tied weight is the Embedding's own, once
+    assert profile.total_params == 1872
+    assert list(modules["own_params"]) == [0, 1600, 272, 0]
+    assert modules["own_params"].sum() == 1872  # was 3,472: the tie counted twice
+    # the output layer still holds the weight (its params), and names its owner
+    assert modules.loc["out", "params"] == 1600
+    assert modules.loc["out", "shared_with"] == "emb"
+    assert modules["shared_with"].isna().sum() == 3
+
+
+def test_per_type_own_parameters_add_up_to_the_model(profile: Profile) -> None:
+    types = profile.to_df("type").set_index("type")
+    # Linear: mid's 272 (out owns none); Embedding: 1,600; the root owns none
+    assert types.loc["Linear", "own_params"] == 272
+    assert types.loc["Embedding", "own_params"] == 1600
+    assert types["own_params"].sum() == 1872
+
+
+def test_the_tree_marks_the_tied_layer(profile: Profile) -> None:
+    text = profile.tree(width=0).to_text()
+    assert "out (Linear) [shared with emb]" in text
+    assert "mid (Linear) [shared" not in text
+
+
+def test_the_report_bars_add_up_to_the_model(profile: Profile) -> None:
+    chart = next(c for c in _charts(profile) if c is not None and c.id == "params-by-module")
+    labels = [bar.label for bar in chart.bars]
+    # emb 1,600 (85.5 %) and mid 272 (14.5 %); out owns none and draws no bar
+    assert labels == ["emb (Embedding)", "mid (Linear)"]
+    assert [bar.pct for bar in chart.bars] == ["85.5%", "14.5%"]
+
+
+def test_a_model_without_ties_has_no_shared_column() -> None:
+    plain = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
+    assert "shared_with" not in plain.to_df("module")
+    assert "shared_with" not in plain.to_df("call")
+
+
+@pytest.mark.parametrize("view_name", list(VIEWS))
+def test_shared_with_in_every_view(profile: Profile, view_name: str,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    if view_name == "command_line":
+        command_line(profile, "shared_with", capsys)
+    else:
+        VIEWS[view_name](profile, "shared_with")

@@ -1,0 +1,38 @@
+"""Every deprecated name warns once per use, names its replacement and its removal release."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.deprecation import REMOVAL_VERSION, warn_deprecated
+
+
+def test_the_message_names_the_removal_release_and_the_caller() -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        warn_deprecated("old()", "use new()", stacklevel=1)  # 1: this line itself
+    assert str(caught[0].message) == (
+        f"old() is deprecated and will be removed in moduleprofiler {REMOVAL_VERSION}; "
+        "use new()")
+    assert caught[0].filename == __file__
+
+
+def test_profile_with_timing_names_the_removal_release() -> None:
+    profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.warns(DeprecationWarning, match=rf"removed in moduleprofiler {REMOVAL_VERSION}"
+                      r"; use profile\.merge\(memory\)") as caught:
+        profile.with_memory(profile)
+    assert caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("name", ["moduleprofiler.legacy", "moduleprofiler.legacy_timing"])
+def test_the_moved_modules_name_the_removal_release(name: str) -> None:
+    sys.modules.pop(name, None)
+    with pytest.warns(DeprecationWarning, match=rf"^{name} is deprecated and will be removed "
+                      rf"in moduleprofiler {REMOVAL_VERSION}"):
+        importlib.import_module(name)
