@@ -161,10 +161,10 @@ class CallRecord(CallPosition):
     macs: int | float | None
     """Multiply-accumulates of this call's own matmul/conv-type work; ``None`` = unknown."""
     ops_source: OpsSource
-    inclusive_ops: int | float
+    inclusive_ops: int | float | None
     """``ops`` plus the inclusive ops of every child call (unknown parts count as 0;
-    see ``complete``)."""
-    inclusive_macs: int | float
+    see ``complete``); ``None`` in a pass that counted nothing (timing, memory)."""
+    inclusive_macs: int | float | None
     complete: bool
     """Whether this call and every call inside it have known ops."""
     backward_ops: int | float | None = None
@@ -180,14 +180,16 @@ class CallRecord(CallPosition):
                   output_bytes: int | None = None,
                   metrics: dict[str, Any] | None = None) -> CallRecord:
         """The record of a call in a pass that counted nothing (timing, memory): its place,
-        its module's parameters, ``metrics``; no shapes, ``ops`` unknown."""
+        its module's parameters, ``metrics``; no shapes, ``ops`` and ``inclusive_ops``
+        unknown (``None``, never 0: nothing was counted)."""
         return cls(
             position.index, position.parent, position.depth, position.path,
             position.type_name, position.call_number, input_shapes=None, input_dtypes=(),
             output_shapes=None, output_dtypes=(),
             output_bytes=output_bytes,  # type: ignore[arg-type]  # not measured: None
             input_size=None, output_size=None, params=params, own_params=own_params, ops=None,
-            macs=None, ops_source="unknown", inclusive_ops=0, inclusive_macs=0, complete=False,
+            macs=None, ops_source="unknown", inclusive_ops=None, inclusive_macs=None,
+            complete=False,
             metrics={} if metrics is None else metrics)
 
 

@@ -28,3 +28,17 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert result.returncode == 0, log
     assert "WARNING" not in log, log  # strict mode aborts on them; none may hide
     assert (tmp_path / "site" / "index.html").exists()
+
+
+def test_the_glossary_is_the_registry() -> None:
+    """docs/glossary.md is generated from the column registry; it names every registered
+    column once (``python docs/make_glossary.py`` rewrites it)."""
+    result = subprocess.run([sys.executable, "docs/make_glossary.py", "--check"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    from moduleprofiler.export.columns import registered_columns
+
+    page = (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    for spec in registered_columns():
+        assert page.count(f"| `{spec.name}` |") == 1, spec.name

@@ -226,7 +226,10 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
                     else profile.module_metrics.get(path, {}).get(name, combined[row])
                     for row, path in enumerate(owners)]
         frame[name] = typed_series(measured, value_spec(name, plain(measured)))
-    return frame
+    # one name per quantity: a per-call median whose per-module twin is here (``forward_ms``
+    # beside ``time_median_ms``) held the same numbers under a second name
+    twins = [name for name in frame.columns if column_spec(name).per_module in frame]
+    return frame.drop(columns=twins) if twins else frame
 
 
 def _statistics(records: Sequence[CallRecord]) -> list[ColumnSpec]:

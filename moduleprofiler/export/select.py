@@ -208,6 +208,7 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
     }
     out: list[str] = []
     for item in what:
+        item = per_module_name(frame, item)
         if item in groups:
             out.extend(c for c in groups[item] if c not in out)
         elif item in frame or _pct_of_existing(frame, item):
@@ -218,7 +219,16 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
     return out
 
 
+def per_module_name(frame: pd.DataFrame, name: str) -> str:
+    """``name``, or the column of ``frame`` holding its quantity per module when ``name`` is
+    a per-call median that a module frame holds under its per-module name (``forward_ms``:
+    ``time_median_ms``)."""
+    twin = column_spec(name).per_module if name not in frame else None
+    return twin if twin is not None and twin in frame else name
+
+
 def _resolve_columns(frame: pd.DataFrame, requested: Sequence[str]) -> list[str]:
+    requested = [per_module_name(frame, name) for name in requested]
     missing = [c for c in dict.fromkeys(requested)
                if c not in frame and not _pct_of_existing(frame, c)]
     if missing:

@@ -241,7 +241,8 @@ def test_only_node_attribution_is_offered():
         train_step_times(nn.Linear(2, 2), torch.zeros(1, 2),
                          method="tensors")  # type: ignore[arg-type]
     # the one value still works, and says the keyword is on its way out
-    with pytest.warns(DeprecationWarning, match="method= has one value"):
+    with pytest.warns(DeprecationWarning, match=r"method= is deprecated and will be removed in "
+                      r"moduleprofiler 0\.3\.0; it has one value"):
         timing = train_step_times(nn.Linear(2, 2), torch.zeros(1, 2), method="nodes",
                                   num_iters=2, drop_first=1, measure_overhead=False)
     assert timing.method == "nodes"
