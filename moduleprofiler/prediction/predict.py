@@ -118,16 +118,36 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     raise ValueError(f"host must be None, 'calibrated', 'this' or HostCosts, got {host!r}")
 
 
+def measured_gpu(measured: Any) -> str | None:
+    """The name of the GPU a measured profile ran on, as CUDA reported it (``None``: it names
+    none). A ``time_modules`` result records the timed device in its environment
+    (``device_name``, read from that device's properties) and every GPU of the machine in its
+    hardware columns (0.0.4's ``gpu``, a list of names); a result with hardware columns only
+    names its GPU when the machine had one kind."""
+    environment = getattr(measured, "environment", None) or {}
+    if str(environment.get("device", "")).startswith("cuda"):
+        # on the CPU, device_name is the processor: only a CUDA run's names a GPU
+        return str(environment.get("device_name") or "") or None
+    gpus = (getattr(measured, "hardware", None) or {}).get("gpu")
+    names = {str(name) for name in gpus} if isinstance(gpus, (list, tuple)) else set()
+    return names.pop() if len(names) == 1 else None
+
+
 def measured_device(measured: Any, measured_on: DeviceSpec | None) -> DeviceSpec:
-    """The device a measured profile ran on: ``measured_on``, else the device its hardware
-    record names (a ``time_modules`` profile records it)."""
+    """The device a measured profile ran on: ``measured_on``, else the peak-table name of the
+    GPU it recorded (:func:`measured_gpu`).
+
+    Raises:
+        ValueError: ``measured_on`` is needed: the profile names no GPU of the peak table.
+    """
     if measured_on is not None:
         return measured_on
-    name = getattr(measured, "hardware", {}).get("device_name")
-    if not name or match_device(str(name)) is None:
+    name = measured_gpu(measured)
+    table_name = match_device(name) if name else None
+    if table_name is None:
         raise ValueError("measured_on: the measured profile does not name a known GPU "
                          f"({name!r}); pass measured_on='H100 SXM' (or another device)")
-    return str(match_device(str(name)))
+    return table_name
 
 
 def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
