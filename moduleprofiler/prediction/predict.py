@@ -13,7 +13,12 @@ from typing import Any
 import torch
 
 import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
-from moduleprofiler.efficiency.peaks import DEVICE_PEAKS, DevicePeaks, device_peaks, match_device
+from moduleprofiler.efficiency.peaks import (
+    DEVICE_PEAKS,
+    DevicePeaks,
+    device_peaks,
+    matching_devices,
+)
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
@@ -143,11 +148,12 @@ def measured_device(measured: Any, measured_on: DeviceSpec | None) -> DeviceSpec
     if measured_on is not None:
         return measured_on
     name = measured_gpu(measured)
-    table_name = match_device(name) if name else None
-    if table_name is None:
+    table_names = matching_devices(name) if name else ()
+    if len(table_names) != 1:
+        known = f" (any of {', '.join(table_names)})" if table_names else ""
         raise ValueError("measured_on: the measured profile does not name a known GPU "
-                         f"({name!r}); pass measured_on='H100 SXM' (or another device)")
-    return table_name
+                         f"({name!r}{known}); pass measured_on='H100 SXM' (or another device)")
+    return table_names[0]
 
 
 def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:

@@ -117,6 +117,10 @@ def test_the_hardware_columns_name_the_gpu_without_an_environment() -> None:
     two = SimpleNamespace(hardware={"gpu": ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]})
     with pytest.raises(ValueError, match="measured_on"):
         measured_device(two, None)
+    # a name that does not say the card: measured_on is asked for, not a card guessed
+    bare = SimpleNamespace(environment={"device": "cuda:0", "device_name": "NVIDIA H100"})
+    with pytest.raises(ValueError, match=r"measured_on: .*H100 SXM, H100 PCIe, H100 NVL"):
+        measured_device(bare, None)
     # a CPU timing names its processor, never a GPU
     cpu = SimpleNamespace(environment={"device": "cpu", "device_name": "x86_64"},
                           hardware={"gpu": "unavailable"})

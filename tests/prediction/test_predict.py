@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.prediction import Calibration, HostCosts
 
 HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
@@ -89,6 +90,13 @@ def test_bad_arguments_name_themselves() -> None:
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="Z9000")
     with pytest.raises(ValueError, match="host"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), host="fast")
+
+
+def test_a_device_name_of_several_cards_is_refused() -> None:
+    # "H100" was taken for the SXM card; the PCIe card has 2000 GB/s of HBM bandwidth, not
+    # 3350, so a memory-bound pass would be predicted 3350 / 2000 = 1.7x too fast for it
+    with pytest.raises(AmbiguousDeviceError, match="H100 SXM, H100 PCIe, H100 NVL"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="H100")
 
 
 def test_a_forward_that_reads_values_is_named() -> None:
