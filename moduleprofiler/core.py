@@ -29,6 +29,7 @@ from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.listener import PredictionListener
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
 from moduleprofiler.prediction.predict import (
+    DEFAULT_HOST,
     DeviceSpec,
     HostSpec,
     PredictedProfile,
@@ -272,7 +273,7 @@ class Profiler:
         module: nn.Module,
         input: Any = None,
         device: DeviceSpec = "H100 SXM",
-        host: HostSpec = None,
+        host: HostSpec = DEFAULT_HOST,
         dtype: str | torch.dtype | None = None,
         backward: bool = False,
         *,
@@ -296,9 +297,10 @@ class Profiler:
                 (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its
                 peaks, said in the notes), a :class:`~moduleprofiler.prediction.Calibration` or
                 its JSON path, or :class:`~moduleprofiler.efficiency.DevicePeaks`.
-            host: ``None``: the device time alone, a lower bound labelled as such;
-                ``"calibrated"``: the CPU that drove the calibrated GPU; ``"this"``: this
-                machine's CPU; or :class:`~moduleprofiler.prediction.HostCosts`.
+            host: ``"calibrated"`` (default, as ``--predict``): the CPU that drove the
+                calibrated GPU; ``"this"``: this machine's CPU;
+                :class:`~moduleprofiler.prediction.HostCosts`; or ``None``: the device's
+                time alone (``predicted_device_ms``), a lower bound, and no latency.
             dtype: cast the model's floating parameters and inputs (``"bf16"``, ``"fp32"``:
                 matmuls and convolutions in TF32).
             backward: predict forward and backward (the training step without the optimizer).
@@ -316,7 +318,7 @@ class Profiler:
         Returns:
             A :class:`~moduleprofiler.prediction.predict.PredictedProfile`: every view shows
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
-            ``predicted_latency_ms`` is the whole pass.
+            ``predicted_latency_ms`` is the whole pass (``None`` with ``host=None``).
         """
         device_model, notes = resolve_device(device)
         host_model, host_notes = resolve_host(host, device_model)

@@ -36,6 +36,11 @@ _DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat
 DeviceSpec = str | Calibration | DevicePeaks | Path
 HostSpec = str | HostCosts | HostModel | None
 
+DEFAULT_HOST = "calibrated"
+"""The host ``predict()`` and ``--predict`` assume: the CPU that drove the calibrated GPU. A
+latency is what people ask for, and eager PyTorch is often bound by its host; ``host=None``
+predicts the device's time alone, never called a latency."""
+
 
 @dataclass(frozen=True, repr=False)
 class PredictedProfile(Profile):
@@ -44,8 +49,9 @@ class PredictedProfile(Profile):
     and ``backward_`` forms), and the pass's prediction."""
 
     predicted_latency_ms: float | None = None
-    """The whole pass (forward, or forward and backward), host and device chains together;
-    with ``host=None`` the device time alone, a lower bound."""
+    """The whole pass (forward, or forward and backward), host and device chains together
+    (``None`` with ``host=None``: without a host there is no latency, only
+    ``predicted_device_ms``, a lower bound on it)."""
     predicted_device_ms: float | None = None
     """The device's busy time in the pass."""
     predicted_host_ms: float | None = None
@@ -92,13 +98,14 @@ def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
 
 
 def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None, list[str]]:
-    """The host model: ``None`` (device only: a lower bound), ``"calibrated"`` (the CPU that
-    drove the calibrated device), ``"this"`` (this machine's CPU: measured on its CUDA device
-    if it has one, else the calibrated costs scaled by this CPU's speed on a tiny operator),
-    or :class:`HostCosts`."""
+    """The host model: ``"calibrated"`` (the default: the CPU that drove the calibrated
+    device), ``None`` (the device time alone: a lower bound, no latency), ``"this"`` (this
+    machine's CPU: measured on its CUDA device if it has one, else the calibrated costs scaled
+    by this CPU's speed on a tiny operator), or :class:`HostCosts`."""
     if host is None:
-        return None, ["host=None: the device time alone, a lower bound on the latency "
-                      "(eager PyTorch is often bound by its host)"]
+        return None, ["host=None: the device's time alone (predicted_device_ms), a lower "
+                      "bound on the latency, which is not predicted (eager PyTorch is often "
+                      "bound by its host)"]
     if isinstance(host, HostModel):
         return host, []
     if isinstance(host, HostCosts):
@@ -106,7 +113,9 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     reference = device.calibration.host
     if host == "calibrated":
         if reference is None:
-            raise ValueError("host='calibrated': this calibration has no host costs")
+            raise ValueError("host='calibrated' (the default): this calibration has no host "
+                             "costs; pass host=None for the device's time alone, or "
+                             "host='this'")
         return HostModel(reference, source=reference.cpu), []
     if host == "this":
         if torch.cuda.is_available():
@@ -183,7 +192,8 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
               if f.init}
     return PredictedProfile(
         **fields,
-        predicted_latency_ms=result.latency_us / 1e3,
+        # without a host the chain's end is the device's alone: not a latency
+        predicted_latency_ms=result.latency_us / 1e3 if host is not None else None,
         predicted_device_ms=result.device_us / 1e3,
         predicted_host_ms=result.host_us / 1e3 if host is not None else None,
         predicted_for=target, prediction_notes=tuple(notes))

@@ -44,13 +44,26 @@ def test_a_linear_layer_predicted_by_hand() -> None:
     assert not model._forward_hooks and not model._forward_pre_hooks
 
 
-def test_host_none_is_a_labelled_lower_bound() -> None:
+def test_the_default_host_is_the_calibrated_one() -> None:
+    # as on the command line: the latency people ask for has the host in it
     profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
                                        device=_calibration(), dtype="bf16")
-    # the device alone: 3 us of kernel after the 2 us launch latency
-    assert profile.predicted_latency_ms == pytest.approx(0.005, rel=1e-3)
+    # the same chain as test_a_linear_layer_predicted_by_hand: host 13 us, then the 3 us
+    # GEMM 2 us after its launch -> 13 + 2 + 3 = 18 us
+    assert profile.predicted_host_ms == pytest.approx(0.013)
+    assert profile.predicted_latency_ms == pytest.approx(0.018, rel=1e-3)
+    assert profile.predicted_for == "H100 SXM, host test cpu"
+
+
+def test_host_none_predicts_the_device_time_never_a_latency() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), host=None, dtype="bf16")
+    # the device alone: the 3 us GEMM; a time without the host is not called a latency
+    assert profile.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert profile.predicted_latency_ms is None
     assert profile.predicted_host_ms is None and profile.predicted_regime is None
-    assert any("lower bound" in note for note in profile.prediction_notes)
+    assert any("host=None" in note and "lower bound" in note
+               for note in profile.prediction_notes)
     assert "predicted_host_ms" not in profile.to_df("call")
 
 
