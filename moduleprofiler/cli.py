@@ -143,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --predict: the host issuing the launches (default, as in "
                              "Python: calibrated; none: the device's time alone, a lower "
                              "bound, not a latency)")
+    parser.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --predict: fp32 matmuls and convolutions on TF32 tensor "
+                             "cores, or (--no-tf32) at the plain FP32 peak (default: torch's "
+                             "settings: plain FP32 matmuls, TF32 convolutions); the notes say "
+                             "which")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
                                                ".svg, .pdf: a figure of the shown metric)")
@@ -418,7 +423,7 @@ def predicted_profile(profiler: ModuleProfiler, model: Any, inputs: Any, backwar
     try:
         predicted = profiler.predict(model, inputs, device=options.predict,
                                      host=None if options.host == "none" else options.host,
-                                     backward=backward)
+                                     backward=backward, tf32=options.tf32)
     except Exception as exc:
         raise CliError(f"--predict {options.predict}: {exc}") from exc
     if not options.what:

@@ -157,6 +157,17 @@ def test_predict_without_a_host_says_device_time(capsys: pytest.CaptureFixture[s
     assert "predicted latency" not in said
 
 
+def test_predict_says_how_fp32_matmuls_run(capsys: pytest.CaptureFixture[str]) -> None:
+    # tiny() is fp32: its Linears run at the plain FP32 peak unless TF32 is asked for, as in
+    # a fresh process (torch's default matmul precision "highest")
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM")
+    said = " ".join(out.split())
+    assert status == 0 and "fp32 matmuls on plain FP32, 67 TFLOP/s peak" in said
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--tf32")
+    said = " ".join(out.split())
+    assert status == 0 and "fp32 matmuls on TF32 tensor cores, 494.7 TFLOP/s peak" in said
+
+
 @pytest.mark.parametrize("suffix", ["csv", "md", "tex", "txt", "json", "html"])
 def test_output_file_format_from_suffix(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                         suffix: str) -> None:

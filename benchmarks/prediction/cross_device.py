@@ -62,7 +62,8 @@ def predict(row: dict[str, Any], device: DeviceSpec) -> PredictedProfile:
     with torch.device("meta"):  # built with no values: the prediction needs shapes only
         model = zoo.build()
     return ModuleProfiler().predict(model, inputs, device=device, host=None, dtype=row["dtype"],
-                                    backward=train, loss_fn=zoo.loss if train else None)
+                                    backward=train, loss_fn=zoo.loss if train else None,
+                                    tf32=True)  # as measure.py ran fp32
 
 
 def measured_ms(row: dict[str, Any]) -> dict[str, float]:

@@ -31,6 +31,8 @@ class PredictionListener(Listener):
         """Issue-ordered host/device steps per phase (``""``: forward)."""
         self.unknown: dict[str, int] = {}
         """Operators no calibration table times, with their call counts."""
+        self.fp32_tables: set[str] = set()
+        """The calibration tables fp32 operators of the pass used (TF32 or not: the notes)."""
         self._own: dict[tuple[str, int], list[float | None]] = {}
 
     def observe(self, module: nn.Module) -> bool:
@@ -57,6 +59,8 @@ class PredictionListener(Listener):
                 kwargs: dict[str, Any], out: Any) -> None:
         work = classify(func, args, kwargs, out)
         device_us = self.device.op_us(work)
+        if work.dtype == "fp32" and work.table is not None:
+            self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
         host_us = self.host.op_us(work) if self.host is not None else 0.0

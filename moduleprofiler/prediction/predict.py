@@ -23,7 +23,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
-from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.device_model import CONV_TABLES, MATMUL_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.prediction.listener import PredictionListener
 
@@ -95,6 +95,52 @@ def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
                  "own peaks (run moduleprofiler.prediction.calibrate() on one to measure it)")
     reference = shipped[REFERENCE]
     return DeviceModel(reference, peaks, device_peaks(REFERENCE)), notes
+
+
+def with_fp32_math(device: DeviceModel, tf32: bool | None) -> DeviceModel:
+    """``device`` running fp32 matmuls and convolutions as a real run would: in TF32 when
+    ``tf32`` says so, else as torch's settings say now: the matmul precision
+    (``torch.set_float32_matmul_precision``: ``"highest"``, torch's default, is plain FP32;
+    ``"high"`` and ``"medium"`` are TF32) and cuDNN's (TF32 by default)."""
+    if tf32 is not None:
+        return dataclasses.replace(device, matmul_tf32=tf32, conv_tf32=tf32)
+    # read from the backends, which both precision APIs set; get_float32_matmul_precision()
+    # raises once the newer per-backend API has been used
+    return dataclasses.replace(device, matmul_tf32=_precision("cuda.matmul") == "tf32",
+                               conv_tf32=_precision("cudnn.conv") == "tf32")
+
+
+def _precision(backend: str) -> str:
+    """torch's fp32 precision for ``"cuda.matmul"`` or ``"cudnn.conv"``: ``"tf32"`` or
+    ``"ieee"`` (``"none"``, inherited from an unset root, is ``"ieee"``)."""
+    # cudnn.conv is set on the module at import: its stubs do not declare it
+    settings: Any = torch.backends.cuda.matmul if backend == "cuda.matmul" \
+        else torch.backends.cudnn.conv  # type: ignore[attr-defined]
+    value = str(settings.fp32_precision)
+    return "ieee" if value == "none" else value
+
+
+def fp32_notes(device: DeviceModel, tables: set[str], tf32: bool | None) -> list[str]:
+    """What the prediction assumed for the fp32 matmuls and convolutions of the pass
+    (``tables``: the calibration tables its fp32 operators used)."""
+    notes = []
+    for what, family, on, backend in (
+            ("matmuls", MATMUL_TABLES, device.matmul_tf32, "cuda.matmul"),
+            ("convolutions", CONV_TABLES, device.conv_tf32, "cudnn.conv")):
+        if not tables & family:
+            continue
+        rate = device.peaks.flops_per_s("tf32" if on else "fp32")
+        peak = f", {rate / 1e12:g} TFLOP/s peak" if rate else ""
+        why = f"tf32={tf32}" if tf32 is not None else \
+            f"torch.backends.{backend}.fp32_precision is {_precision(backend)!r}"
+        if on:
+            notes.append(f"fp32 {what} on TF32 tensor cores{peak} ({why})")
+        else:
+            notes.append(f"fp32 {what} on plain FP32{peak} ({why}; TF32 with "
+                         "torch.set_float32_matmul_precision('high') or tf32=True): the "
+                         "calibration measured TF32, so their times are its achieved "
+                         "fractions of the peak on the FP32 peak")
+    return notes
 
 
 def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None, list[str]]:
@@ -177,11 +223,14 @@ def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def finish_prediction(profile: Profile, listener: PredictionListener, device: DeviceModel,
-                      host: HostModel | None, notes: list[str]) -> PredictedProfile:
+                      host: HostModel | None, notes: list[str],
+                      tf32: bool | None = None) -> PredictedProfile:
     """The profile with the pass's prediction: the forward's (and backward's) steps through
-    the two chains."""
+    the two chains; ``tf32``: the ``predict`` keyword the device's fp32 math came from
+    (``None``: torch's settings)."""
     steps: list[Step] = [*listener.steps[""], *listener.steps["backward_"]]
     result: ChainResult = run_chain(steps)
+    notes = [*notes, *fp32_notes(device, listener.fp32_tables, tf32)]
     if listener.unknown:
         notes.append("no calibration table times "
                      + ", ".join(f"{name} ({count}x)" for name, count in

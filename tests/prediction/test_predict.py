@@ -3,6 +3,9 @@ is known, so the chain's result is computed by hand."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -10,6 +13,7 @@ from torch import nn
 from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.prediction import Calibration, HostCosts
+from moduleprofiler.prediction.predict import PredictedProfile
 
 HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
                               "module_call": 2.0, "cpu_op": 1.0})
@@ -103,6 +107,8 @@ def test_bad_arguments_name_themselves() -> None:
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="Z9000")
     with pytest.raises(ValueError, match="host"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), host="fast")
+    with pytest.raises(TypeError, match="tf32 must be True or False"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), tf32="no")
 
 
 def test_a_device_name_of_several_cards_is_refused() -> None:
@@ -119,3 +125,67 @@ def test_a_forward_that_reads_values_is_named() -> None:
 
     with pytest.raises(ProfilingError, match="module '0'"):
         ModuleProfiler().predict(nn.Sequential(Branchy()), torch.randn(2, 3))
+
+
+def _fp32_calibration() -> Calibration:
+    # one fp32 GEMM row, measured (as calibrate() measures fp32) with TF32 on: 300 us
+    return Calibration("H100 SXM", "test", 132, "x", "today",
+                       {"fp32": {"gemm": [[4096, 4096, 4096, 300.0]]}}, HOST)
+
+
+def _gemm(**options: Any) -> PredictedProfile:
+    with torch.device("meta"):  # 64 MiB of weight: never allocated
+        model = nn.Linear(4096, 4096, bias=False)
+    return ModuleProfiler().predict(model, torch.empty(4096, 4096, device="meta"),
+                                    device=_fp32_calibration(), host=None, **options)
+
+
+@pytest.fixture
+def matmul_precision() -> Iterator[None]:
+    """Whatever a test sets, torch's fp32 matmul precision as it was."""
+    before = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.usefixtures("matmul_precision")
+def test_fp32_matmuls_follow_torchs_matmul_precision() -> None:
+    # the 4096^3 GEMM, 2 * 4096^3 = 137,438,953,472 FLOPs, is compute-bound on the H100 SXM:
+    # TF32 494.7 TFLOP/s -> roof 277.82 us; plain FP32 67 TFLOP/s -> roof 2051.33 us (its
+    # 4 * 3 * 4096^2 = 201 MB take 60 us at 3350 GB/s). The row is the shape itself, so the
+    # time is 300 us * (roof + 300) / (277.82 + 300), the floor being the row's 300 us
+    torch.set_float32_matmul_precision("highest")  # torch's default: no TF32 for matmuls
+    plain = _gemm()
+    # 300 * (2051.33 + 300) / (277.82 + 300) = 300 * 2351.33 / 577.82 = 1220.8 us
+    assert plain.predicted_device_ms == pytest.approx(1.2208, rel=1e-3)
+    assert any("fp32 matmuls on plain FP32" in note and "67 TFLOP/s" in note
+               and "fp32_precision" in note for note in plain.prediction_notes)
+    torch.set_float32_matmul_precision("high")  # TF32 tensor cores
+    tf32 = _gemm()
+    assert tf32.predicted_device_ms == pytest.approx(0.300, rel=1e-3)  # as measured
+    assert any("fp32 matmuls on TF32" in note and "494.7 TFLOP/s" in note
+               for note in tf32.prediction_notes)
+    # the keyword wins over torch's setting, both ways
+    assert _gemm(tf32=False).predicted_device_ms == pytest.approx(1.2208, rel=1e-3)
+    torch.set_float32_matmul_precision("highest")
+    forced = _gemm(tf32=True)
+    assert forced.predicted_device_ms == pytest.approx(0.300, rel=1e-3)
+    assert any("tf32=True" in note for note in forced.prediction_notes)
+
+
+def test_bf16_says_nothing_of_tf32() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+    assert not any("TF32" in note for note in profile.prediction_notes)
+
+
+def test_fp32_convolutions_follow_cudnns_setting() -> None:
+    # cuDNN's fp32 convolutions default to TF32 (torch.backends.cudnn.conv.fp32_precision
+    # "tf32") while matmuls do not: a real run of an fp32 CNN mixes the two
+    model, x = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.LazyLinear(4)), \
+        torch.randn(2, 3, 8, 8)
+    model(x)  # the lazy layer takes its shape
+    notes = ModuleProfiler().predict(model, x, device="H100 SXM").prediction_notes
+    assert any("fp32 convolutions on TF32" in note for note in notes)
+    off = ModuleProfiler().predict(model, x, device="H100 SXM", tf32=False).prediction_notes
+    assert any("fp32 convolutions on plain FP32" in note for note in off)
