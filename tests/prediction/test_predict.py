@@ -12,6 +12,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.efficiency import AmbiguousDeviceError
+from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction import Calibration, HostCosts
 from moduleprofiler.prediction.predict import PredictedProfile
 
@@ -189,3 +190,25 @@ def test_fp32_convolutions_follow_cudnns_setting() -> None:
     assert any("fp32 convolutions on TF32" in note for note in notes)
     off = ModuleProfiler().predict(model, x, device="H100 SXM", tf32=False).prediction_notes
     assert any("fp32 convolutions on plain FP32" in note for note in off)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+def test_an_input_a_gpu_would_refuse_is_refused(dtype: torch.dtype) -> None:
+    # a real run raises "mat1 and mat2 must have the same dtype" (on a GPU as on the CPU);
+    # the meta device computes nothing and let it pass, predicting 2 * 32 * (2 * 16 - 1)
+    # + 2 * 32 = 2,048 ops of a Linear that never runs
+    model = nn.Sequential(nn.Linear(16, 32))
+    with pytest.raises(DeviceDtypeError, match=rf"module '0' \(Linear\): aten\.addmm mixes "
+                                               rf"torch\.float32 and {dtype}") as error:
+        ModuleProfiler().predict(model, torch.ones(2, 16, dtype=dtype))
+    assert error.value.path == "0"
+    assert set(error.value.dtypes) == {dtype, torch.float32}
+
+
+def test_integer_matrix_products_are_refused() -> None:
+    class IntegerMatmul(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.mm(x, x.T)  # an int64 GEMM: no GPU kernel ("not implemented")
+
+    with pytest.raises(DeviceDtypeError, match=r"module '__root__' .*torch\.int64"):
+        ModuleProfiler().predict(IntegerMatmul(), torch.ones(4, 4, dtype=torch.int64))
