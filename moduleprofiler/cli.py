@@ -48,6 +48,7 @@ from moduleprofiler.language.models import HF_PREFIX, hf_config, hf_model, text_
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
+from moduleprofiler.prediction.predict import DEFAULT_HOST
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.timing import TimingWarning
 
@@ -138,9 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--predict", metavar="GPU",
                         help="predict per-module latency for this GPU instead of measuring "
                              "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
-    parser.add_argument("--host", choices=("none", "calibrated", "this"), default="calibrated",
-                        help="with --predict: the host issuing the launches (none: the "
-                             "device time alone, a lower bound)")
+    parser.add_argument("--host", choices=("none", "calibrated", "this"), default=DEFAULT_HOST,
+                        help="with --predict: the host issuing the launches (default, as in "
+                             "Python: calibrated; none: the device's time alone, a lower "
+                             "bound, not a latency)")
+    parser.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --predict: fp32 matmuls and convolutions on TF32 tensor "
+                             "cores, or (--no-tf32) at the plain FP32 peak (default: torch's "
+                             "settings: plain FP32 matmuls, TF32 convolutions); the notes say "
+                             "which")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
                                                ".svg, .pdf: a figure of the shown metric)")
@@ -416,16 +423,19 @@ def predicted_profile(profiler: ModuleProfiler, model: Any, inputs: Any, backwar
     try:
         predicted = profiler.predict(model, inputs, device=options.predict,
                                      host=None if options.host == "none" else options.host,
-                                     backward=backward)
+                                     backward=backward, tf32=options.tf32)
     except Exception as exc:
         raise CliError(f"--predict {options.predict}: {exc}") from exc
     if not options.what:
         options.what = PREDICTED_WHAT if options.host != "none" else \
             "ops,predicted_device_ms"
     regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
-    options.notes = (f"predicted latency on {predicted.predicted_for}: "
-                     f"{predicted.predicted_latency_ms:.3f} ms{regime}",
-                     *predicted.prediction_notes)
+    said = (f"predicted latency on {predicted.predicted_for}: "
+            f"{predicted.predicted_latency_ms:.3f} ms{regime}"
+            if predicted.predicted_latency_ms is not None else  # --host none: no latency
+            f"predicted device time on {predicted.predicted_for}: "
+            f"{predicted.predicted_device_ms:.3f} ms")
+    options.notes = (said, *predicted.prediction_notes)
     return predicted
 
 

@@ -30,6 +30,7 @@ from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.listener import PredictionListener
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
 from moduleprofiler.prediction.predict import (
+    DEFAULT_HOST,
     DeviceSpec,
     HostSpec,
     PredictedProfile,
@@ -38,6 +39,7 @@ from moduleprofiler.prediction.predict import (
     measured_device,
     resolve_device,
     resolve_host,
+    with_fp32_math,
 )
 from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import FormulaMap, get_default_macs_map, get_default_ops_map
@@ -302,7 +304,7 @@ class Profiler:
         module: nn.Module,
         input: Any = None,
         device: DeviceSpec = "H100 SXM",
-        host: HostSpec = None,
+        host: HostSpec = DEFAULT_HOST,
         dtype: str | torch.dtype | None = None,
         backward: bool = False,
         *,
@@ -311,6 +313,7 @@ class Profiler:
         input_size: InputSize | None = None,
         measured: ProfileData | None = None,
         measured_on: DeviceSpec | None = None,
+        tf32: bool | None = None,
     ) -> PredictedProfile:
         """Predict the latency of ``module`` on ``input`` for a GPU, module by module, without
         running it: the pass runs on the meta device (no memory, no computation), each aten
@@ -326,11 +329,11 @@ class Profiler:
                 (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its
                 peaks, said in the notes), a :class:`~moduleprofiler.prediction.Calibration` or
                 its JSON path, or :class:`~moduleprofiler.efficiency.DevicePeaks`.
-            host: ``None``: the device time alone, a lower bound labelled as such;
-                ``"calibrated"``: the CPU that drove the calibrated GPU; ``"this"``: this
-                machine's CPU; or :class:`~moduleprofiler.prediction.HostCosts`.
-            dtype: cast the model's floating parameters and inputs (``"bf16"``, ``"fp32"``:
-                matmuls and convolutions in TF32).
+            host: ``"calibrated"`` (default, as ``--predict``): the CPU that drove the
+                calibrated GPU; ``"this"``: this machine's CPU;
+                :class:`~moduleprofiler.prediction.HostCosts`; or ``None``: the device's
+                time alone (``predicted_device_ms``), a lower bound, and no latency.
+            dtype: cast the model's floating parameters and inputs (``"bf16"``, ``"fp32"``).
             backward: predict forward and backward (the training step without the optimizer).
             eval: the model's mode for the pass (default: eval for a forward, train with
                 ``backward=True``).
@@ -342,13 +345,21 @@ class Profiler:
                 the measured columns are shown beside the predicted ones.
             measured_on: the device ``measured`` ran on (default: the one its hardware
                 record names).
+            tf32: fp32 matmuls and convolutions on TF32 tensor cores (``True``) or at the
+                plain FP32 peak (``False``); default: as torch's settings say now, as a real
+                run would (``torch.set_float32_matmul_precision``: ``"highest"``, torch's
+                default, is plain FP32 for matmuls, ``"high"`` TF32; cuDNN convolutions
+                default to TF32). The notes say which.
 
         Returns:
             A :class:`~moduleprofiler.prediction.predict.PredictedProfile`: every view shows
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
-            ``predicted_latency_ms`` is the whole pass.
+            ``predicted_latency_ms`` is the whole pass (``None`` with ``host=None``).
         """
+        if tf32 is not None:
+            check_bool(tf32, "tf32")
         device_model, notes = resolve_device(device)
+        device_model = with_fp32_math(device_model, tf32)
         host_model, host_notes = resolve_host(host, device_model)
         model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
         if input_size is not None:
@@ -366,12 +377,12 @@ class Profiler:
                                eval=not backward if eval is None else eval, backward=backward,
                                loss_fn=loss_fn, listeners=[listener])
         predicted = finish_prediction(profile, listener, device_model, host_model,
-                                      notes + host_notes)
+                                      notes + host_notes, tf32)
         if measured is None:
             return predicted
         source = self.predict(module, input, measured_device(measured, measured_on),
                               dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
-                              input_size=input_size)
+                              input_size=input_size, tf32=tf32)
         return scaled(predicted, source, measured)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
