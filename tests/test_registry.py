@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import (
     ModuleProfiler,
@@ -133,13 +134,17 @@ def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
     def scale_ops(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
         return inputs[0].numel()  # one multiply per element
 
+    model, x = nn.Sequential(nn.Linear(4, 3), Scale()), torch.randn(2, 4)
     try:
-        profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 3), Scale()),
-                                           torch.randn(2, 4))
+        counted = ModuleProfiler().profile(model, x)
+        profile = ModuleProfiler().profile(model, x, operators=False)
     finally:
         unregister_ops(Scale)
     # Linear: 2 rows * 3 outputs * (2 * 4) = 48 ops, 2 * 3 * 4 = 24 MACs; Scale: 2 * 3 = 6 ops
-    # and no MACs formula, so its MACs are unknown (None), not 0
+    # and no MACs formula: its MACs are those of its operators (a mul: 0), exact
+    assert counted.calls("1")[0].macs == 0
+    assert (counted.total_ops, counted.total_macs, counted.complete) == (54, 24, True)
+    # without operators they are unknown (None), not 0
     assert profile.calls("1")[0].macs is None
     assert profile.total_ops == 54 and profile.ops_complete
     assert profile.total_macs == 24 and not profile.macs_complete
@@ -198,9 +203,10 @@ def test_strict_names_the_modules_whose_macs_are_unknown() -> None:
     model = nn.Sequential(nn.Linear(4, 3), Scale())
     with pytest.raises(ProfilingError, match=r"strict=True and the macs totals are lower "
                                              r"bounds: no formula for macs of modules \['1'\]"):
-        profiler.profile(model, torch.randn(2, 4), strict=True)
+        profiler.profile(model, torch.randn(2, 4), strict=True, operators=False)
     profiler.macs_fn_map[Scale] = lambda module, inputs, output: 0
-    assert profiler.profile(model, torch.randn(2, 4), strict=True).total_macs == 24
+    assert profiler.profile(model, torch.randn(2, 4), strict=True,
+                            operators=False).total_macs == 24
 
 
 # -- a profiler sees the registry as it is at each pass (issue 33) ------------------------------
@@ -330,3 +336,67 @@ def test_an_operator_registration_made_after_the_profiler_is_seen_by_it() -> Non
         unregister_operator(torch.ops.registry_tests.triple)
     assert profiler.profile(Triple(), torch.randn(5)).unsupported_ops == {
         "registry_tests.triple": 1}
+
+
+# -- an ops formula without a MACs formula keeps the operators' MACs (issue 33) -----------------
+
+class Gate(nn.Module):
+    """sigmoid(x @ w) * x: one (rows, 16) x (16, 16) product and element-wise work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x @ self.w) * x
+
+
+def gate_ops(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
+    """rows * 16 * (2 * 16 - 1) for the product, + 3 (sigmoid) + 1 (multiply) per element."""
+    rows = inputs[0].shape[0]
+    return rows * 16 * (2 * 16 - 1) + 4 * output.numel()
+
+
+def test_an_ops_formula_keeps_the_macs_its_operators_count() -> None:
+    model, x = nn.Sequential(nn.Linear(16, 16), Gate()), torch.randn(4, 16)
+    before = ModuleProfiler().profile(model, x)
+    register_ops(Gate)(gate_ops)
+    try:
+        profile = ModuleProfiler().profile(model, x)
+    finally:
+        unregister_ops(Gate)
+    gate = profile.calls("1")[0]
+    # Gate's ops by its formula: 4 * 16 * 31 + 4 * 64 = 2240; its MACs from the mm it ran,
+    # 4 * 16 * 16 = 1024 (exact), as without the formula
+    assert (gate.ops, gate.ops_source, gate.macs) == (2240, "formula", 1024)
+    assert before.calls("1")[0].macs == 1024
+    # Linear(16, 16): 4 * 16 * 16 = 1024 MACs; 2048 in all, and exact
+    assert (profile.total_macs, profile.complete) == (2048, True)
+    # FlopCounterMode counts 2 * MACs of the two products: 2 * 2048 = 4096
+    with FlopCounterMode(display=False) as oracle, torch.no_grad():
+        model(x)
+    assert profile.total_flops == oracle.get_total_flops() == 4096
+
+
+class BesselGate(nn.Module):
+    """x @ w, then an operator without an operator formula."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.bessel_j0(x @ self.w)
+
+
+def test_an_ops_formula_over_an_operator_without_formula_has_unknown_macs() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[BesselGate] = lambda module, inputs, output: 9
+    profile = profiler.profile(BesselGate(), torch.randn(2, 4))
+    # the ops are the formula's (exact); the MACs cannot be told from operators one of which
+    # has no formula: unknown, and the operator is not listed (the ops do not miss it)
+    assert (profile.records[0].ops, profile.records[0].macs) == (9, None)
+    assert profile.unsupported_ops == {} and profile.lower_bounds == ("macs",)
+    # without observing operators the MACs are unknown too
+    assert profiler.profile(BesselGate(), torch.randn(2, 4), operators=False).records[0].macs \
+        is None
