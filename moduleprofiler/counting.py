@@ -3,8 +3,9 @@
 Forward (:class:`CountingListener`): a call whose module has a formula (or is excluded) is
 counted by that formula alone; the runner's operator observer is off while such a call is the
 innermost one, so its operators are never counted twice and cost nothing, while a child without
-a formula (a custom block inside ``nn.Sequential``) is observed again. A formula that returns
-``None`` ("unknown") for a call whose operators were not observed makes that call unknown
+a formula (a custom block inside ``nn.Sequential``) is observed again. The exception is an ops
+formula without a MACs formula: its calls' operators are observed for their MACs only. A
+formula that returns ``None`` ("unknown") for a call it covers makes that call unknown
 (``ops=None``, totals lower bounds), never 0; a formula that knows beforehand which modules it
 cannot price says so with a ``covers(module)`` test (:data:`COVERS`), and those modules' operators
 are observed and counted instead. Every call also gets its shapes, dtypes, 0.0.4 io sizes and
@@ -472,8 +473,8 @@ class CountingListener(Listener):
                 macs = self._checked(macs, macs_fn, call, "macs")
             return ops, macs, "formula"
         if resolved.covered:
-            # the formula was trusted to price this call, so its operators were not observed:
-            # its own work is unknown, not the 0 of an empty tally
+            # the formula was trusted to price this call, so its operators were not counted
+            # (at most observed for their MACs): its own work is unknown, not the 0 of a tally
             return self._declined(call, resolved.ops)
         return self._operator_counts(call)
 
@@ -504,7 +505,7 @@ class CountingListener(Listener):
         """A formula returned ``None`` for a call it covers: unknown, and say why."""
         self.fallbacks.setdefault(
             call.path, f"{display_path(call.path)} ({type(call.module).__name__}): formula "
-            f"{formula_name(fn)!r} returned None (unknown) and its operators were not observed, "
+            f"{formula_name(fn)!r} returned None (unknown) and its operators were not counted, "
             f"so its ops are unknown; a {COVERS}(module) test on the formula has such modules "
             "counted by their operators instead")
         return None, None, "unknown"
