@@ -299,6 +299,11 @@ def _asked(shown: Sequence[str], columns: Sequence[str] | None,
     return tuple(c for c in dict.fromkeys(asked) if c in shown)
 
 
+def _unfiltered(*filters: object) -> bool:
+    """No row filter given: the view shows every module (:attr:`View.all_rows`)."""
+    return all(value is None for value in filters)
+
+
 def _modules(profile: Profile, by_caller: bool = False) -> pd.DataFrame:
     if not profile.modules:
         raise ValueError("the profile has no modules to show")
@@ -339,7 +344,8 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
                 notes=(*profile_notes(profile), *_shared_note(profile, base)),
                 optional=_optional(["type", *shown], columns is not None),
-                keep=_asked(shown, columns, pct_column))
+                keep=_asked(shown, columns, pct_column), module_order=True,
+                all_rows=_unfiltered(max_depth, min_pct, include, exclude))
 
 
 def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
@@ -385,7 +391,10 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
                 title=title, totals=_totals(profile), notes=profile_notes(profile),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
-                keep=_asked(shown, columns, sort_by, pct_column))
+                keep=_asked(shown, columns, sort_by, pct_column),
+                module_order=aggregate == "module" and sort_by is None,
+                all_rows=aggregate == "module" and sort_by is None
+                and _unfiltered(max_depth, min_pct, include, exclude, limit))
 
 
 def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
