@@ -281,9 +281,20 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
 
 def default_columns(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
     """A view's default columns: ``columns``, the backward ones when a backward pass was
-    profiled, then every listener's or measured quantity the frame holds (each time once)."""
+    profiled, then every listener's or measured quantity the frame holds (each time once).
+    A default column that no row has a value in (the counts and shapes of a timing pass) is
+    left out, and so is its percentage: a column of ``-`` says nothing, and the footer would
+    define a unit the table does not show. Columns the caller names are shown whatever."""
     backward = list(BACKWARD_COLUMNS) if profile.backward else []
-    return list(dict.fromkeys([*columns, *backward, *extra_columns(frame)]))
+    chosen = dict.fromkeys([*columns, *backward, *extra_columns(frame)])
+    return [name for name in chosen if _has_values(frame, name)]
+
+
+def _has_values(frame: pd.DataFrame, name: str) -> bool:
+    """Whether a row of ``frame`` has a value for ``name`` (a percentage: for its base
+    column; a name the frame does not hold, ``module``/``type``: yes, it is not data)."""
+    base = name.removesuffix("_pct") if name.endswith("_pct") else name
+    return base not in frame or frame.empty or bool(frame[base].notna().any())
 
 
 def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:
