@@ -34,6 +34,7 @@ from moduleprofiler.export.format_table import (
     format_name,
     get_format,
     infer_format,
+    known_formats,
     render_view,
     split_options,
 )
@@ -671,7 +672,19 @@ def _output_format(options: argparse.Namespace) -> str:
     """``--format``, else the one ``-o``'s suffix names, else text."""
     if options.format:
         return format_name(options.format)
-    return infer_format(options.output) if options.output else "text"
+    if not options.output:
+        return "text"
+    suffix = os.path.splitext(options.output)[1]
+    try:
+        return infer_format(options.output)
+    except ValueError as exc:
+        if not suffix:
+            raise
+        # -o also writes figures, which are not formats of the table: list both, each from
+        # its own table, so that a format registered later is listed too
+        figures = ", ".join(known.lstrip(".") for known in FIGURE_SUFFIXES)
+        raise CliError(f"unknown format {suffix!r} for -o {options.output} (known: "
+                       f"{', '.join(known_formats())}; figures: {figures})") from exc
 
 
 def _emit(text: str, target: str | None, fmt: str) -> None:

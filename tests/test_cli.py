@@ -244,6 +244,9 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--what", "flops,bogus"], "unknown --what bogus"),
     ([TINY, "-i", "2x4", "--format", "pdf"], "unknown format 'pdf'"),
     ([TINY, "-i", "2x4", "-o", "out.xyz"], "unknown format '.xyz'"),
+    # every format of the format table and every figure -o writes, from their own tables
+    ([TINY, "-i", "2x4", "-o", "out.xlsx"], "(known: csv, htm, html, json, latex, markdown, "
+                                            "md, tex, text, txt; figures: png, svg, pdf)"),
     ([TINY, "-i", "2x4", "--sort", "nope"], "unknown column(s) ['nope']"),
     ([TINY, "-i", "2x4", "--top", "2", "--sort", "nope"], "unknown column 'nope'"),
     ([TINY, "-i", "2x4", "--bogus"], "unrecognized arguments: --bogus"),

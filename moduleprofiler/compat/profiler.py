@@ -20,7 +20,7 @@ from moduleprofiler.core import Profiler, located_errors
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name
-from moduleprofiler.export.tables import PathLike, frame_text, write_frame
+from moduleprofiler.export.tables import PathLike, frame_text, with_suffix, write_frame
 from moduleprofiler.inputs import unpacks, unwrap_compiled
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
@@ -132,15 +132,22 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
         path = checked(file, args)
         write_frame(frame(self, args, kwargs), path, "html")
 
-    def to_latex(self: Any, *args: Any, index: bool = False, **kwargs: Any) -> str:
-        return frame_text(frame(self, args, kwargs), "latex", index=index)
+    def to_latex(self: Any, *args: Any, index: bool = False, file: PathLike | None = None,
+                 **kwargs: Any) -> str:
+        text = frame_text(frame(self, args, kwargs), "latex", index=index)
+        if file is not None:  # as the csv and html writers do (0.0.4 had no file here)
+            path = with_suffix(checked(file, args), ".tex")
+            with open(path, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        return text
 
     docs = {
         to_csv: f"Write :meth:`{analysis}_df` to ``file`` (``.csv`` added if missing).",
         to_html: f"Write :meth:`{analysis}_df` to ``file`` as HTML (``.html`` added if "
                  "missing); names escaped.",
-        to_latex: f":meth:`{analysis}_df` as a booktabs LaTeX tabular that compiles"
-                  f"{' ' + latex_note if latex_note else ''}.",
+        to_latex: f":meth:`{analysis}_df` as a booktabs LaTeX tabular that compiles and fits "
+                  f"the line{' ' + latex_note if latex_note else ''}; also written to ``file`` "
+                  "(``.tex`` added if missing) when given.",
     }
     for method, doc in docs.items():
         suffix = method.__name__.removeprefix("to_")
