@@ -34,6 +34,7 @@ from moduleprofiler.export.format_table import (
     format_name,
     get_format,
     infer_format,
+    known_formats,
     render_view,
     split_options,
 )
@@ -48,6 +49,7 @@ from moduleprofiler.language.models import HF_PREFIX, hf_config, hf_model, text_
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
+from moduleprofiler.prediction.predict import DEFAULT_HOST
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.timing import TimingWarning
 
@@ -138,9 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--predict", metavar="GPU",
                         help="predict per-module latency for this GPU instead of measuring "
                              "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
-    parser.add_argument("--host", choices=("none", "calibrated", "this"), default="calibrated",
-                        help="with --predict: the host issuing the launches (none: the "
-                             "device time alone, a lower bound)")
+    parser.add_argument("--host", choices=("none", "calibrated", "this"), default=DEFAULT_HOST,
+                        help="with --predict: the host issuing the launches (default, as in "
+                             "Python: calibrated; none: the device's time alone, a lower "
+                             "bound, not a latency)")
+    parser.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --predict: fp32 matmuls and convolutions on TF32 tensor "
+                             "cores, or (--no-tf32) at the plain FP32 peak (default: torch's "
+                             "settings: plain FP32 matmuls, TF32 convolutions); the notes say "
+                             "which")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
                                                ".svg, .pdf: a figure of the shown metric)")
@@ -416,16 +424,19 @@ def predicted_profile(profiler: ModuleProfiler, model: Any, inputs: Any, backwar
     try:
         predicted = profiler.predict(model, inputs, device=options.predict,
                                      host=None if options.host == "none" else options.host,
-                                     backward=backward)
+                                     backward=backward, tf32=options.tf32)
     except Exception as exc:
         raise CliError(f"--predict {options.predict}: {exc}") from exc
     if not options.what:
         options.what = PREDICTED_WHAT if options.host != "none" else \
             "ops,predicted_device_ms"
     regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
-    options.notes = (f"predicted latency on {predicted.predicted_for}: "
-                     f"{predicted.predicted_latency_ms:.3f} ms{regime}",
-                     *predicted.prediction_notes)
+    said = (f"predicted latency on {predicted.predicted_for}: "
+            f"{predicted.predicted_latency_ms:.3f} ms{regime}"
+            if predicted.predicted_latency_ms is not None else  # --host none: no latency
+            f"predicted device time on {predicted.predicted_for}: "
+            f"{predicted.predicted_device_ms:.3f} ms")
+    options.notes = (said, *predicted.prediction_notes)
     return predicted
 
 
@@ -661,7 +672,19 @@ def _output_format(options: argparse.Namespace) -> str:
     """``--format``, else the one ``-o``'s suffix names, else text."""
     if options.format:
         return format_name(options.format)
-    return infer_format(options.output) if options.output else "text"
+    if not options.output:
+        return "text"
+    suffix = os.path.splitext(options.output)[1]
+    try:
+        return infer_format(options.output)
+    except ValueError as exc:
+        if not suffix:
+            raise
+        # -o also writes figures, which are not formats of the table: list both, each from
+        # its own table, so that a format registered later is listed too
+        figures = ", ".join(known.lstrip(".") for known in FIGURE_SUFFIXES)
+        raise CliError(f"unknown format {suffix!r} for -o {options.output} (known: "
+                       f"{', '.join(known_formats())}; figures: {figures})") from exc
 
 
 def _emit(text: str, target: str | None, fmt: str) -> None:

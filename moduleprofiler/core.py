@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -25,11 +25,12 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.failure import located_error
 from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
-from moduleprofiler.operators.registry import OperatorMap, get_default_operator_map
+from moduleprofiler.operators.registry import OperatorMap, live_operator_map
 from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.listener import PredictionListener
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
 from moduleprofiler.prediction.predict import (
+    DEFAULT_HOST,
     DeviceSpec,
     HostSpec,
     PredictedProfile,
@@ -38,9 +39,15 @@ from moduleprofiler.prediction.predict import (
     measured_device,
     resolve_device,
     resolve_host,
+    with_fp32_math,
 )
 from moduleprofiler.records import ProfileData
-from moduleprofiler.registry import FormulaMap, get_default_macs_map, get_default_ops_map
+from moduleprofiler.registry import (
+    FormulaMap,
+    LiveFormulaMap,
+    live_macs_map,
+    live_ops_map,
+)
 from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
@@ -69,17 +76,22 @@ class Profiler:
     """Profiles any ``nn.Module``: ops and shapes of every module call, time and memory.
 
     Args:
-        ops_fn_map: module type -> ``(module, inputs, output) -> int | None``. Defaults to a fresh
-            :func:`~moduleprofiler.get_default_ops_map` per profiler.
+        ops_fn_map: module type -> ``(module, inputs, output) -> int | None``: this profiler's
+            own entries (the map is kept, not copied). They win over the registered formulas
+            (:func:`~moduleprofiler.register_ops`), which are looked up live beneath them: a
+            formula registered after the profiler was made counts from then on.
         exclude_from_ops: module classes (and subclasses) or module instances whose ops are not
             counted; they are reported as excluded, not unknown.
         verbose: log each pass to stderr.
-        macs_fn_map: module type -> multiply-accumulate formula. Defaults to
-            :func:`~moduleprofiler.get_default_macs_map`.
+        macs_fn_map: module type -> multiply-accumulate formula: own entries over the live
+            :func:`~moduleprofiler.register_macs` registry, as ``ops_fn_map``.
         operator_fn_map: aten operator -> ``(args, kwargs, out) -> (ops, macs)``, ``None`` for
-            a free operator. Defaults to a fresh
-            :func:`~moduleprofiler.operators.get_default_operator_map` per profiler, so
-            entries added here change this profiler only.
+            a free operator: own entries (copied) over the live operator registry.
+
+    Each map is a :class:`~moduleprofiler.registry.LiveFormulaMap`: reading it sees the
+    registry through the profiler's own entries, setting a key changes this profiler only, and
+    deleting a key hides the registry's entry for this profiler. A plain dict assigned to the
+    attribute later means the same (own entries over the live registry).
 
     Use :class:`moduleprofiler.ModuleProfiler`: it is this class, plus the older constructor
     keywords and methods of :mod:`moduleprofiler.compat`.
@@ -116,13 +128,10 @@ class Profiler:
         for name, table in given.items():
             if table is not None:
                 self._MAP_CHECKS[name](table, name)
-        self.ops_fn_map: FormulaMap = get_default_ops_map() if ops_fn_map is None else ops_fn_map
-        self.macs_fn_map: FormulaMap = (
-            get_default_macs_map() if macs_fn_map is None else macs_fn_map
-        )
-        self.operator_fn_map: dict[Any, Any] = (
-            get_default_operator_map() if operator_fn_map is None else dict(operator_fn_map)
-        )
+        self.ops_fn_map: MutableMapping[Any, Any] = live_ops_map(ops_fn_map)
+        self.macs_fn_map: MutableMapping[Any, Any] = live_macs_map(macs_fn_map)
+        self.operator_fn_map: MutableMapping[Any, Any] = live_operator_map(
+            None if operator_fn_map is None else dict(operator_fn_map))
         self.exclude_from_ops: list[type[nn.Module] | nn.Module] = check_exclusions(
             exclude_from_ops)
         self.verbose = verbose
@@ -302,7 +311,7 @@ class Profiler:
         module: nn.Module,
         input: Any = None,
         device: DeviceSpec = "H100 SXM",
-        host: HostSpec = None,
+        host: HostSpec = DEFAULT_HOST,
         dtype: str | torch.dtype | None = None,
         backward: bool = False,
         *,
@@ -311,6 +320,7 @@ class Profiler:
         input_size: InputSize | None = None,
         measured: ProfileData | None = None,
         measured_on: DeviceSpec | None = None,
+        tf32: bool | None = None,
     ) -> PredictedProfile:
         """Predict the latency of ``module`` on ``input`` for a GPU, module by module, without
         running it: the pass runs on the meta device (no memory, no computation), each aten
@@ -326,11 +336,11 @@ class Profiler:
                 (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its
                 peaks, said in the notes), a :class:`~moduleprofiler.prediction.Calibration` or
                 its JSON path, or :class:`~moduleprofiler.efficiency.DevicePeaks`.
-            host: ``None``: the device time alone, a lower bound labelled as such;
-                ``"calibrated"``: the CPU that drove the calibrated GPU; ``"this"``: this
-                machine's CPU; or :class:`~moduleprofiler.prediction.HostCosts`.
-            dtype: cast the model's floating parameters and inputs (``"bf16"``, ``"fp32"``:
-                matmuls and convolutions in TF32).
+            host: ``"calibrated"`` (default, as ``--predict``): the CPU that drove the
+                calibrated GPU; ``"this"``: this machine's CPU;
+                :class:`~moduleprofiler.prediction.HostCosts`; or ``None``: the device's
+                time alone (``predicted_device_ms``), a lower bound, and no latency.
+            dtype: cast the model's floating parameters and inputs (``"bf16"``, ``"fp32"``).
             backward: predict forward and backward (the training step without the optimizer).
             eval: the model's mode for the pass (default: eval for a forward, train with
                 ``backward=True``).
@@ -342,13 +352,21 @@ class Profiler:
                 the measured columns are shown beside the predicted ones.
             measured_on: the device ``measured`` ran on (default: the one its hardware
                 record names).
+            tf32: fp32 matmuls and convolutions on TF32 tensor cores (``True``) or at the
+                plain FP32 peak (``False``); default: as torch's settings say now, as a real
+                run would (``torch.set_float32_matmul_precision``: ``"highest"``, torch's
+                default, is plain FP32 for matmuls, ``"high"`` TF32; cuDNN convolutions
+                default to TF32). The notes say which.
 
         Returns:
             A :class:`~moduleprofiler.prediction.predict.PredictedProfile`: every view shows
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
-            ``predicted_latency_ms`` is the whole pass.
+            ``predicted_latency_ms`` is the whole pass (``None`` with ``host=None``).
         """
+        if tf32 is not None:
+            check_bool(tf32, "tf32")
         device_model, notes = resolve_device(device)
+        device_model = with_fp32_math(device_model, tf32)
         host_model, host_notes = resolve_host(host, device_model)
         model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
         if input_size is not None:
@@ -366,12 +384,12 @@ class Profiler:
                                eval=not backward if eval is None else eval, backward=backward,
                                loss_fn=loss_fn, listeners=[listener])
         predicted = finish_prediction(profile, listener, device_model, host_model,
-                                      notes + host_notes)
+                                      notes + host_notes, tf32)
         if measured is None:
             return predicted
         source = self.predict(module, input, measured_device(measured, measured_on),
                               dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
-                              input_size=input_size)
+                              input_size=input_size, tf32=tf32)
         return scaled(predicted, source, measured)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
@@ -379,28 +397,42 @@ class Profiler:
         return parameter_memory(check_pass(module))
 
     # -- helpers ---------------------------------------------------------------------------
+    _LIVE: ClassVar[Mapping[str, Callable[[Any], LiveFormulaMap]]] = {
+        "ops_fn_map": live_ops_map, "macs_fn_map": live_macs_map,
+        "operator_fn_map": live_operator_map,
+    }
+    """How each map attribute is read: its own entries over the live registry."""
+
     def _remember_maps(self) -> None:
         """Mark the maps as checked (they were checked, or built here, at construction)."""
         for name in self._MAP_CHECKS:
-            self._checked.remember(name, getattr(self, name))
+            self._checked.remember(name, _own(getattr(self, name)))
 
-    def _io_size_fns(self) -> FormulaMap:
+    def _live(self, name: str) -> LiveFormulaMap:
+        """The map attribute ``name``, checked, as own entries over the live registry (the
+        registry's entries were checked when they were registered)."""
+        table = getattr(self, name)
+        self._checked.check(name, _own(table), self._MAP_CHECKS[name])
+        return self._LIVE[name](table)
+
+    def _io_size_fns(self) -> Mapping[Any, Callable[..., Any]]:
         """The io-size functions (``{}``: every call gets the default first-input/output
         shapes; :mod:`moduleprofiler.compat` passes its ``io_size_fn_map``)."""
         return {}
 
     def _formula_maps(self, operators: bool = True) -> FormulaMaps:
         # the maps and exclusions are public attributes users edit between passes
-        for name, checker in self._MAP_CHECKS.items():
-            self._checked.check(name, getattr(self, name), checker)
+        ops, macs = self._live("ops_fn_map"), self._live("macs_fn_map")
+        operator_map = self._live("operator_fn_map")
+        io_size = self._io_size_fns()
         excluded = check_exclusions(self.exclude_from_ops)
         types = tuple(item for item in excluded if isinstance(item, type))
         ids = frozenset(id(item) for item in excluded if isinstance(item, nn.Module))
         return FormulaMaps(
-            operators=self.operator_fn_map,
-            ops=self.ops_fn_map,
-            macs=self.macs_fn_map,
-            io_size=self._io_size_fns(),
+            operators=operator_map,
+            ops=ops,
+            macs=macs,
+            io_size=io_size,
             excluded_types=types,
             excluded_ids=ids,
             count_operators=operators,
@@ -409,6 +441,12 @@ class Profiler:
     def _log(self, message: str) -> None:
         if self.verbose:
             print(f"[{time.strftime(self.ts_fmt)}] {message}", file=sys.stderr)
+
+
+def _own(table: object) -> Any:
+    """The entries a profiler's map attribute holds itself: a live map's own entries, else the
+    attribute as it is (a plain mapping, or something a check refuses)."""
+    return table.own if isinstance(table, LiveFormulaMap) else table
 
 
 def _incomplete(profile: Profile) -> str:

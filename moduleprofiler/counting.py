@@ -3,8 +3,9 @@
 Forward (:class:`CountingListener`): a call whose module has a formula (or is excluded) is
 counted by that formula alone; the runner's operator observer is off while such a call is the
 innermost one, so its operators are never counted twice and cost nothing, while a child without
-a formula (a custom block inside ``nn.Sequential``) is observed again. A formula that returns
-``None`` ("unknown") for a call whose operators were not observed makes that call unknown
+a formula (a custom block inside ``nn.Sequential``) is observed again. The exception is an ops
+formula without a MACs formula: its calls' operators are observed for their MACs only. A
+formula that returns ``None`` ("unknown") for a call it covers makes that call unknown
 (``ops=None``, totals lower bounds), never 0; a formula that knows beforehand which modules it
 cannot price says so with a ``covers(module)`` test (:data:`COVERS`), and those modules' operators
 are observed and counted instead. Every call also gets its shapes, dtypes, 0.0.4 io sizes and
@@ -72,6 +73,10 @@ class _Resolved:
     fallback: bool = False
     """The formula was registered for a base class (outside torch): the module's operators are
     observed too, and count instead of the formula if the formula fails on this module."""
+    macs_from_operators: bool = False
+    """An ops formula without a MACs formula: the call's MACs are those of the operators it
+    runs (exact for the products they count), so its operators are observed for them, without
+    listing those that have no formula as missing (the formula prices the ops)."""
 
 
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
@@ -264,6 +269,11 @@ class CountingListener(Listener):
         self._by_module: dict[int, _Resolved] = {}
         self._tallies: dict[int, _OperatorTally] = {}
         self._formulas = PassFormulas(maps.operators)
+        self._macs_formulas = PassFormulas(maps.operators)
+        """The operator formulas for the calls whose ops a formula gives and whose MACs their
+        operators do (:attr:`_Resolved.macs_from_operators`): a missing one is not listed."""
+        self._macs_only: set[int] = set()
+        """Ids of the modules whose calls are observed for their MACs only."""
         self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._input_shapes: dict[tuple[int, ...], tuple[tuple[int, ...]]] = {}
         self.outside = _OperatorTally()
@@ -286,6 +296,7 @@ class CountingListener(Listener):
         self._dtensor = sharded_by(runner.modules)
         self._formulas = pass_formulas(self.maps.operators, self._dtensor,
                                        self._formulas.missing)
+        self._macs_formulas = pass_formulas(self.maps.operators, self._dtensor, {})
 
     def observe(self, module: nn.Module) -> bool:
         if not self.maps.count_operators:
@@ -293,7 +304,7 @@ class CountingListener(Listener):
         resolved = self._by_module.get(id(module))
         if resolved is None:
             resolved = self._resolve(module)
-        return not resolved.covered
+        return not resolved.covered or resolved.macs_from_operators
 
     def observe_outside(self) -> bool:
         return self.maps.count_operators
@@ -387,7 +398,10 @@ class CountingListener(Listener):
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
-        counts = self._formulas.count(func, args, kwargs, out, call)
+        formulas = self._formulas
+        if self._macs_only and call is not None and id(call.module) in self._macs_only:
+            formulas = self._macs_formulas
+        counts = formulas.count(func, args, kwargs, out, call)
         if counts is None:  # free: views, copies, allocations
             return
         tally = self.outside if call is None else self._tally(call)
@@ -450,7 +464,8 @@ class CountingListener(Listener):
         if ops is not None:
             macs_fn = resolved.macs
             if macs_fn is None:
-                return ops, None, "formula"
+                return ops, self._operator_macs(call) if resolved.macs_from_operators else None, \
+                    "formula"
             try:
                 macs = macs_fn(module, inputs, output)
             except Exception as exc:
@@ -462,8 +477,8 @@ class CountingListener(Listener):
                 macs = self._checked(macs, macs_fn, call, "macs")
             return ops, macs, "formula"
         if resolved.covered:
-            # the formula was trusted to price this call, so its operators were not observed:
-            # its own work is unknown, not the 0 of an empty tally
+            # the formula was trusted to price this call, so its operators were not counted
+            # (at most observed for their MACs): its own work is unknown, not the 0 of a tally
             return self._declined(call, resolved.ops)
         return self._operator_counts(call)
 
@@ -475,6 +490,11 @@ class CountingListener(Listener):
             return None, None, "unknown"
         source: OpsSource = "mixed" if tally.unsupported else "operator"
         return tally.ops, tally.macs, source
+
+    def _operator_macs(self, call: Call) -> int | float | None:
+        """The MACs of the operators the call ran (unknown when one of them has no formula)."""
+        tally = self._tallies.get(call.index) or _EMPTY_TALLY
+        return None if tally.unsupported else tally.macs
 
     def _fall_back(self, call: Call, fn: Callable[..., Any], exc: Exception
                    ) -> tuple[int | float | None, int | float | None, OpsSource]:
@@ -489,7 +509,7 @@ class CountingListener(Listener):
         """A formula returned ``None`` for a call it covers: unknown, and say why."""
         self.fallbacks.setdefault(
             call.path, f"{display_path(call.path)} ({type(call.module).__name__}): formula "
-            f"{formula_name(fn)!r} returned None (unknown) and its operators were not observed, "
+            f"{formula_name(fn)!r} returned None (unknown) and its operators were not counted, "
             f"so its ops are unknown; a {COVERS}(module) test on the formula has such modules "
             "counted by their operators instead")
         return None, None, "unknown"
@@ -513,6 +533,8 @@ class CountingListener(Listener):
                 # the formula cannot price this instance (it returns None for it): observe
                 # the module's operators so that they count instead
                 resolved = replace(resolved, covered=False)
+            if resolved.covered and resolved.macs_from_operators:
+                self._macs_only.add(id(module))
             self._by_module[id(module)] = resolved
         return resolved
 
@@ -531,14 +553,17 @@ class CountingListener(Listener):
             ops_fn = (
                 maps.ops.get(EXCLUDED_KEY) if excluded else formula
             ) or maps.ops.get(DEFAULT_KEY) or _unknown
+            macs_fn = _fitting(maps.macs, cls) if formula is not None else None
             resolved = _Resolved(
                 ops=ops_fn,
-                macs=_fitting(maps.macs, cls) if formula is not None else None,
+                macs=macs_fn,
                 io_size=_fitting(maps.io_size, cls) or maps.io_size.get(DEFAULT_KEY)
                 or default_io_size,
                 excluded=excluded,
                 covered=excluded or (formula is not None and not fallback),
                 fallback=fallback and not excluded,
+                macs_from_operators=(formula is not None and macs_fn is None and not excluded
+                                     and maps.count_operators),
             )
             self._resolved[key] = resolved
         return resolved

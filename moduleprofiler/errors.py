@@ -26,3 +26,14 @@ class RegistryError(ValueError):
 class LossError(ProfilingError, TypeError):
     """A backward pass found no loss: the model's output holds no floating-point tensor that
     requires grad, and no ``loss_fn`` was given (or it returned something else)."""
+
+
+class DeviceDtypeError(ProfilingError, TypeError):
+    """An operator that a device would refuse for its tensors' dtypes (a matrix product or
+    convolution of mixed or integer dtypes), found where nothing checks them (the meta
+    device of :meth:`~moduleprofiler.ModuleProfiler.predict`). ``path`` names the module
+    whose forward ran it, ``dtypes`` the dtypes of its operands."""
+
+    def __init__(self, message: str, path: str | None, dtypes: tuple[object, ...]) -> None:
+        super().__init__(message, path)
+        self.dtypes = dtypes

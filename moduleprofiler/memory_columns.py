@@ -15,6 +15,9 @@ register_column("saved_bytes", "bytes", "saved", aggregation="inclusive", unit="
 register_column("self_saved_bytes", "bytes", "self saved", aggregation="sum", unit="bytes",
                 needs=MEMORY_NEEDS, description="activation bytes saved for backward by the "
                 "call's own operators")
+register_column("self_saved_param_bytes", "bytes", "self saved param", aggregation="sum",
+                unit="bytes", needs=MEMORY_NEEDS, description="parameter bytes saved for "
+                "backward by the call's own operators (not activations: they are the weights)")
 # Each live-memory column names its pass in its header: "max live" alone was read as the
 # training step's memory, which it is not.
 for _name, _label in (("max_live_bytes", "fwd max live"),

@@ -25,7 +25,9 @@ def _tqdm_bar(label: str, total: int | None, unit: str, delay: float) -> Any:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc=label, unit=f" {unit}", delay=delay, leave=False,
+    # tqdm writes its unit after a rate, glued to it ("3.61s/iteration", "12.50iteration/s"):
+    # one step, no space; the plain line writes it after a count ("5/10 iterations")
+    return tqdm(total=total, desc=label, unit=unit.removesuffix("s"), delay=delay, leave=False,
                 file=sys.stderr, dynamic_ncols=True)
 
 

@@ -17,7 +17,8 @@ maps users pass in. The io-size registry is the 0.0.4 layer's (``moduleprofiler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from torch import nn
@@ -109,11 +110,100 @@ class FormulaRegistry:
         """A fresh dict copy of the table (mutating it never affects the registry)."""
         return dict(self._table)
 
+    @property
+    def table(self) -> Mapping[Key, Callable[..., Any]]:
+        """The live table, read-only: it follows every later registration."""
+        return MappingProxyType(self._table)
+
     def __contains__(self, key: object) -> bool:
         return key in self._table
 
     def __len__(self) -> int:
         return len(self._table)
+
+
+_ABSENT = object()
+
+
+class LiveFormulaMap(MutableMapping[Any, Any]):
+    """A profiler's formula map: its own entries over the registry's live table.
+
+    A key is looked up in :attr:`own` first, then in the registry as it is at that moment: a
+    formula registered (or unregistered) after the profiler was made counts from then on,
+    unless the profiler has an entry of its own for that key. Setting a key writes an own
+    entry; deleting one hides the registry's entry too, as deleting from a dict would.
+    ``dict(live)`` is the merged table, as a pass sees it now.
+    """
+
+    __slots__ = ("_defaults", "_hidden", "own")
+
+    def __init__(self, own: MutableMapping[Any, Any] | None,
+                 *defaults: Mapping[Any, Any]) -> None:
+        self.own: MutableMapping[Any, Any] = {} if own is None else own
+        """This profiler's entries (the map given to its constructor, kept as it is)."""
+        self._defaults = defaults
+        self._hidden: set[Any] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        # the one lookup path (``[]`` and ``in`` go through it): lookups are per type per pass
+        own = self.own
+        if key in own:
+            return own[key]
+        if self._hidden and key in self._hidden:
+            return default
+        for table in self._defaults:
+            if key in table:
+                return table[key]
+        return default
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, _ABSENT) is not _ABSENT
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.own[key] = value
+        self._hidden.discard(key)
+
+    def __delitem__(self, key: Any) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self.own.pop(key, None)
+        if any(key in table for table in self._defaults):
+            self._hidden.add(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        seen = set(self.own)
+        yield from list(self.own)
+        for table in self._defaults:
+            for key in list(table):
+                if key not in seen and key not in self._hidden:
+                    seen.add(key)
+                    yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def copy(self) -> FormulaMap:
+        """The merged table as a plain dict, as a pass would see it now."""
+        return dict(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(own={dict(self.own)!r}, {len(self)} entries in all)"
+
+
+def live_map(table: Mapping[Any, Any] | None, *defaults: Mapping[Any, Any]
+             ) -> LiveFormulaMap:
+    """``table`` as a profiler's own entries over ``defaults`` (a :class:`LiveFormulaMap` is
+    returned as it is; a plain mapping is kept, not copied)."""
+    if isinstance(table, LiveFormulaMap):
+        return table
+    own = table if table is None or isinstance(table, MutableMapping) else dict(table)
+    return LiveFormulaMap(own, *defaults)
 
 
 def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:
@@ -213,4 +303,19 @@ def get_default_ops_map() -> FormulaMap:
 def get_default_macs_map() -> FormulaMap:
     """A new dict of the default multiply-accumulate formulas."""
     return MACS_FORMULAS.as_map()
+
+
+_OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {DEFAULT_KEY: unknown_ops, EXCLUDED_KEY: excluded_ops})
+
+
+def live_ops_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
+    """A profiler's ops map: ``own`` entries over the live ops registry (and the 0.0.4
+    ``"default"``/``"excluded"`` keys of :func:`get_default_ops_map`)."""
+    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table)
+
+
+def live_macs_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
+    """A profiler's macs map: ``own`` entries over the live macs registry."""
+    return live_map(own, MACS_FORMULAS.table)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from moduleprofiler import Profile
+from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.cli import main, parse_input_size
 from moduleprofiler.export.text import supports_color
 from moduleprofiler.memory import measure_memory
@@ -137,6 +137,37 @@ def test_time_is_not_measured_on_meta(capsys: pytest.CaptureFixture[str]) -> Non
     assert out.splitlines()[0].split() == ["module", "params"]
 
 
+def test_predict_has_pythons_default_host(capsys: pytest.CaptureFixture[str]) -> None:
+    # one question, one answer: --predict and Python's predict() take the calibrated host
+    # by default, and say the same latency for the same shapes (2 x 4 into tiny())
+    python = ModuleProfiler().predict(tiny(), torch.randn(2, 4), device="H100 SXM")
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM")
+    assert status == 0
+    assert f"predicted latency on {python.predicted_for}: " \
+           f"{python.predicted_latency_ms:.3f} ms" in " ".join(out.split())
+
+
+def test_predict_without_a_host_says_device_time(capsys: pytest.CaptureFixture[str]) -> None:
+    python = ModuleProfiler().predict(tiny(), torch.randn(2, 4), device="H100 SXM", host=None)
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--host", "none")
+    assert status == 0
+    said = " ".join(out.split())
+    # the device's time alone is never called a latency
+    assert f"predicted device time on H100 SXM: {python.predicted_device_ms:.3f} ms" in said
+    assert "predicted latency" not in said
+
+
+def test_predict_says_how_fp32_matmuls_run(capsys: pytest.CaptureFixture[str]) -> None:
+    # tiny() is fp32: its Linears run at the plain FP32 peak unless TF32 is asked for, as in
+    # a fresh process (torch's default matmul precision "highest")
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM")
+    said = " ".join(out.split())
+    assert status == 0 and "fp32 matmuls on plain FP32, 67 TFLOP/s peak" in said
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--tf32")
+    said = " ".join(out.split())
+    assert status == 0 and "fp32 matmuls on TF32 tensor cores, 494.7 TFLOP/s peak" in said
+
+
 @pytest.mark.parametrize("suffix", ["csv", "md", "tex", "txt", "json", "html"])
 def test_output_file_format_from_suffix(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                         suffix: str) -> None:
@@ -213,6 +244,9 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--what", "flops,bogus"], "unknown --what bogus"),
     ([TINY, "-i", "2x4", "--format", "pdf"], "unknown format 'pdf'"),
     ([TINY, "-i", "2x4", "-o", "out.xyz"], "unknown format '.xyz'"),
+    # every format of the format table and every figure -o writes, from their own tables
+    ([TINY, "-i", "2x4", "-o", "out.xlsx"], "(known: csv, htm, html, json, latex, markdown, "
+                                            "md, tex, text, txt; figures: png, svg, pdf)"),
     ([TINY, "-i", "2x4", "--sort", "nope"], "unknown column(s) ['nope']"),
     ([TINY, "-i", "2x4", "--top", "2", "--sort", "nope"], "unknown column 'nope'"),
     ([TINY, "-i", "2x4", "--bogus"], "unrecognized arguments: --bogus"),

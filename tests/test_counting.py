@@ -1,6 +1,6 @@
 """The counting listener: what a formula's ``None`` ("unknown") means for a call.
 
-A formula covers its module's calls (their operators are not observed), so a ``None`` it returns
+A formula covers its module's calls (their operators are not counted), so a ``None`` it returns
 is unknown, never 0; a formula whose ``covers(module)`` test says False has the module's
 operators observed, and they count instead of its ``None``.
 """
@@ -39,7 +39,7 @@ def test_a_formula_returning_none_is_unknown_not_zero() -> None:
     profiler.ops_fn_map[Odd] = declines
     profile = profiler.profile(nn.Sequential(nn.Linear(4, 4), Odd()), torch.randn(3, 4))
     odd = profile.calls("1")[0]
-    # its operators were not observed (a formula covers the module): unknown, never 0
+    # its operators were not counted (a formula covers the module): unknown, never 0
     assert (odd.ops, odd.macs, odd.ops_source) == (None, None, "unknown")
     assert profile.unsupported == ("1",)
     assert not profile.ops_complete and not profile.complete

@@ -84,3 +84,16 @@ def test_warm_up_updates_do_not_count_towards_the_rate(clock: Clock,
     err = capsys.readouterr().err
     assert "\rtiming modules: 0/100 iterations, warming up [0.0 s]" in err
     assert "\rtiming modules: 20/100 iterations [40.0 s, ETA 1:20]" in err
+
+
+def test_tqdm_rate_reads_per_iteration() -> None:
+    pytest.importorskip("tqdm")
+    bar = progress._tqdm_bar("timing modules", 10, "iterations", 0.0)
+    try:
+        # slow steps: seconds per iteration; fast ones: iterations per second
+        slow = bar.format_meter(1, 10, 3.61, unit=bar.unit)
+        fast = bar.format_meter(25, 100, 2.0, unit=bar.unit)
+    finally:
+        bar.close()
+    assert "3.61s/iteration" in slow and "s/ " not in slow  # before: "3.61s/ iterations"
+    assert "12.50iteration/s" in fast

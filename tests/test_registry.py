@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import (
     ModuleProfiler,
@@ -15,8 +16,10 @@ from moduleprofiler import (
     register_io_size,
     register_macs,
     register_ops,
+    unregister_io_size,
     unregister_ops,
 )
+from moduleprofiler.operators import register_operator, unregister_operator
 from moduleprofiler.registry import FormulaRegistry, qualified_name, resolve
 
 
@@ -131,13 +134,17 @@ def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
     def scale_ops(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
         return inputs[0].numel()  # one multiply per element
 
+    model, x = nn.Sequential(nn.Linear(4, 3), Scale()), torch.randn(2, 4)
     try:
-        profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 3), Scale()),
-                                           torch.randn(2, 4))
+        counted = ModuleProfiler().profile(model, x)
+        profile = ModuleProfiler().profile(model, x, operators=False)
     finally:
         unregister_ops(Scale)
     # Linear: 2 rows * 3 outputs * (2 * 4) = 48 ops, 2 * 3 * 4 = 24 MACs; Scale: 2 * 3 = 6 ops
-    # and no MACs formula, so its MACs are unknown (None), not 0
+    # and no MACs formula: its MACs are those of its operators (a mul: 0), exact
+    assert counted.calls("1")[0].macs == 0
+    assert (counted.total_ops, counted.total_macs, counted.complete) == (54, 24, True)
+    # without operators they are unknown (None), not 0
     assert profile.calls("1")[0].macs is None
     assert profile.total_ops == 54 and profile.ops_complete
     assert profile.total_macs == 24 and not profile.macs_complete
@@ -196,6 +203,200 @@ def test_strict_names_the_modules_whose_macs_are_unknown() -> None:
     model = nn.Sequential(nn.Linear(4, 3), Scale())
     with pytest.raises(ProfilingError, match=r"strict=True and the macs totals are lower "
                                              r"bounds: no formula for macs of modules \['1'\]"):
-        profiler.profile(model, torch.randn(2, 4), strict=True)
+        profiler.profile(model, torch.randn(2, 4), strict=True, operators=False)
     profiler.macs_fn_map[Scale] = lambda module, inputs, output: 0
-    assert profiler.profile(model, torch.randn(2, 4), strict=True).total_macs == 24
+    assert profiler.profile(model, torch.randn(2, 4), strict=True,
+                            operators=False).total_macs == 24
+
+
+# -- a profiler sees the registry as it is at each pass (issue 33) ------------------------------
+
+class Weighted(nn.Module):
+    """The README's Scale: one multiply per element by a learned weight."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight
+
+
+def thousand_and_one_per_element(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
+    return 1000 + output.numel()
+
+
+def test_a_registration_made_after_the_profiler_is_seen_by_it() -> None:
+    profiler = ModuleProfiler()
+    register_ops(Weighted)(thousand_and_one_per_element)
+    try:
+        # 1000 + 3 * 4 = 1012, as a profiler made now counts
+        assert profiler.profile(Weighted(4), torch.randn(3, 4)).total_ops == 1012
+        assert ModuleProfiler().profile(Weighted(4), torch.randn(3, 4)).total_ops == 1012
+        assert profiler.ops_fn_map[Weighted] is thousand_and_one_per_element
+    finally:
+        unregister_ops(Weighted)
+    # unregistered after the profiler was made: counted by its operators again, 3 * 4 = 12
+    # multiplies
+    record = profiler.profile(Weighted(4), torch.randn(3, 4)).records[0]
+    assert (record.ops, record.ops_source) == (12, "operator")
+    assert Weighted not in profiler.ops_fn_map
+
+
+def test_a_profilers_own_entry_wins_over_a_later_registration() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Weighted] = lambda module, inputs, output: output.numel()
+    register_ops(Weighted)(thousand_and_one_per_element)
+    try:
+        # its own entry: 3 * 4 = 12; the registry's, in a new profiler: 1000 + 12 = 1012
+        assert profiler.profile(Weighted(4), torch.randn(3, 4)).total_ops == 12
+        assert ModuleProfiler().profile(Weighted(4), torch.randn(3, 4)).total_ops == 1012
+    finally:
+        unregister_ops(Weighted)
+
+
+def test_a_map_given_to_the_constructor_is_the_profilers_own_entries_over_the_registry() -> None:
+    own = {Weighted: lambda module, inputs, output: output.numel()}
+    profiler = ModuleProfiler(ops_fn_map=own)
+    register_ops(Custom)(lambda module, inputs, output: 7)
+    try:
+        # Weighted by its own entry (3 * 4 = 12), Custom by the later registration (7), Linear
+        # by the registry's formula: 3 rows * 2 outputs * (2 * 4) = 48
+        model = nn.Sequential(Weighted(4), Custom(), nn.Linear(4, 2))
+        profile = profiler.profile(model, torch.randn(3, 4))
+        assert [r.ops for r in profile.records[1:]] == [12, 7, 48]
+        assert [r.ops_source for r in profile.records[1:]] == ["formula"] * 3
+    finally:
+        unregister_ops(Custom)
+    own[Custom] = lambda module, inputs, output: 5  # the given map is kept, not copied
+    assert profiler.ops_fn_map[Custom](None, (), None) == 5
+
+
+def test_deleting_a_profilers_entry_hides_the_registrys_as_a_dict_would() -> None:
+    profiler = ModuleProfiler()
+    del profiler.ops_fn_map[nn.ReLU]
+    assert nn.ReLU not in profiler.ops_fn_map and nn.ReLU in ModuleProfiler().ops_fn_map
+    # ReLU counted by its operator instead: 2 * 3 = 6 comparisons
+    record = profiler.profile(nn.ReLU(), torch.randn(2, 3)).records[0]
+    assert (record.ops, record.ops_source) == (6, "operator")
+    profiler.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 1
+    assert profiler.profile(nn.ReLU(), torch.randn(2, 3)).total_ops == 1
+
+
+def test_a_macs_registration_made_after_the_profiler_is_seen_by_it() -> None:
+    profiler = ModuleProfiler()
+    register_ops(Weighted)(lambda module, inputs, output: output.numel())
+    register_macs(Weighted)(lambda module, inputs, output: 100)
+    try:
+        assert profiler.profile(Weighted(4), torch.randn(3, 4)).total_macs == 100
+    finally:
+        unregister_ops(Weighted)
+
+
+def test_an_io_size_registration_made_after_the_profiler_is_seen_by_it() -> None:
+    profiler = ModuleProfiler()
+    register_io_size(Custom)(lambda module, inputs, output: ("in", "out"))
+    try:
+        sizes = profiler.trace_io_sizes(Custom(), torch.zeros(2))["__root__"]
+        assert (sizes["input_size"], sizes["output_size"]) == ("in", "out")
+    finally:
+        unregister_io_size(Custom)
+    sizes = profiler.trace_io_sizes(Custom(), torch.zeros(2))["__root__"]
+    assert (sizes["input_size"], sizes["output_size"]) == ((2,), (2,))
+
+
+@torch.library.custom_op("registry_tests::triple", mutates_args=())
+def triple(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+@triple.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Triple(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return triple(x)  # type: ignore[no-any-return]
+
+
+def test_an_operator_registration_made_after_the_profiler_is_seen_by_it() -> None:
+    profiler = ModuleProfiler()
+    own = ModuleProfiler()
+    own.operator_fn_map[torch.ops.registry_tests.triple] = lambda args, kwargs, out: (2, 0)
+    assert profiler.profile(Triple(), torch.randn(5)).unsupported_ops == {
+        "registry_tests.triple": 1}
+    register_operator(torch.ops.registry_tests.triple)(
+        lambda args, kwargs, out: (out.numel(), 0))  # one multiply per element
+    try:
+        profile = profiler.profile(Triple(), torch.randn(5))
+        assert (profile.total_ops, profile.complete) == (5, True)
+        assert own.profile(Triple(), torch.randn(5)).total_ops == 2  # its own entry wins
+    finally:
+        unregister_operator(torch.ops.registry_tests.triple)
+    assert profiler.profile(Triple(), torch.randn(5)).unsupported_ops == {
+        "registry_tests.triple": 1}
+
+
+# -- an ops formula without a MACs formula keeps the operators' MACs (issue 33) -----------------
+
+class Gate(nn.Module):
+    """sigmoid(x @ w) * x: one (rows, 16) x (16, 16) product and element-wise work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x @ self.w) * x
+
+
+def gate_ops(module: nn.Module, inputs: tuple, output: torch.Tensor) -> int:
+    """rows * 16 * (2 * 16 - 1) for the product, + 3 (sigmoid) + 1 (multiply) per element."""
+    rows = inputs[0].shape[0]
+    return rows * 16 * (2 * 16 - 1) + 4 * output.numel()
+
+
+def test_an_ops_formula_keeps_the_macs_its_operators_count() -> None:
+    model, x = nn.Sequential(nn.Linear(16, 16), Gate()), torch.randn(4, 16)
+    before = ModuleProfiler().profile(model, x)
+    register_ops(Gate)(gate_ops)
+    try:
+        profile = ModuleProfiler().profile(model, x)
+    finally:
+        unregister_ops(Gate)
+    gate = profile.calls("1")[0]
+    # Gate's ops by its formula: 4 * 16 * 31 + 4 * 64 = 2240; its MACs from the mm it ran,
+    # 4 * 16 * 16 = 1024 (exact), as without the formula
+    assert (gate.ops, gate.ops_source, gate.macs) == (2240, "formula", 1024)
+    assert before.calls("1")[0].macs == 1024
+    # Linear(16, 16): 4 * 16 * 16 = 1024 MACs; 2048 in all, and exact
+    assert (profile.total_macs, profile.complete) == (2048, True)
+    # FlopCounterMode counts 2 * MACs of the two products: 2 * 2048 = 4096
+    with FlopCounterMode(display=False) as oracle, torch.no_grad():
+        model(x)
+    assert profile.total_flops == oracle.get_total_flops() == 4096
+
+
+class BesselGate(nn.Module):
+    """x @ w, then an operator without an operator formula."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.bessel_j0(x @ self.w)
+
+
+def test_an_ops_formula_over_an_operator_without_formula_has_unknown_macs() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[BesselGate] = lambda module, inputs, output: 9
+    profile = profiler.profile(BesselGate(), torch.randn(2, 4))
+    # the ops are the formula's (exact); the MACs cannot be told from operators one of which
+    # has no formula: unknown, and the operator is not listed (the ops do not miss it)
+    assert (profile.records[0].ops, profile.records[0].macs) == (9, None)
+    assert profile.unsupported_ops == {} and profile.lower_bounds == ("macs",)
+    # without observing operators the MACs are unknown too
+    assert profiler.profile(BesselGate(), torch.randn(2, 4), operators=False).records[0].macs \
+        is None

@@ -61,8 +61,9 @@ def predict(row: dict[str, Any], device: DeviceSpec) -> PredictedProfile:
     inputs = zoo.make_input(row["batch"], torch.device("meta"), DTYPES[row["dtype"]])
     with torch.device("meta"):  # built with no values: the prediction needs shapes only
         model = zoo.build()
-    return ModuleProfiler().predict(model, inputs, device=device, dtype=row["dtype"],
-                                    backward=train, loss_fn=zoo.loss if train else None)
+    return ModuleProfiler().predict(model, inputs, device=device, host=None, dtype=row["dtype"],
+                                    backward=train, loss_fn=zoo.loss if train else None,
+                                    tf32=True)  # as measure.py ran fp32
 
 
 def measured_ms(row: dict[str, Any]) -> dict[str, float]:

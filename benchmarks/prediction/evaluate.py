@@ -60,8 +60,8 @@ class RooflineListener(Listener):
     def _add(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         work = classify(func, args, kwargs, out)
         if work.table is not None:
-            self.us += self.model.roof_us(self.model.peaks, work.table, work.dtype, work.flops,
-                                           work.moved_bytes)
+            self.us += self.model.roof_us(self.model.peaks, work.dtype, work.flops,
+                                          work.moved_bytes, self.model.tf32(work.table))
 
 
 def read(path: str) -> list[dict[str, Any]]:
@@ -93,8 +93,9 @@ def predict_row(row: dict[str, Any], device: str, host: str | None) -> dict[str,
     roofline = RooflineListener(device)
     profiler = ModuleProfiler()
     loss_fn = zoo.loss if train else None
+    # measure.py ran fp32 with TF32 on (set_float32_matmul_precision("high"))
     predicted = profiler.predict(model, inputs, device=device, host=host, dtype=row["dtype"],
-                                 backward=train, loss_fn=loss_fn)
+                                 backward=train, loss_fn=loss_fn, tf32=True)
     profiler.profile(_meta_model(model, row["dtype"]), inputs, backward=train, loss_fn=loss_fn,
                      eval=not train, listeners=[roofline])
     modules = predicted.to_df("module")

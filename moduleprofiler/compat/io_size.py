@@ -9,9 +9,11 @@ a profiler's ``io_size_fn_map``, replace it for their types (and subclasses).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
 
-from moduleprofiler.registry import F, FormulaMap, FormulaRegistry, Key
+from moduleprofiler.registry import F, FormulaMap, FormulaRegistry, Key, LiveFormulaMap, live_map
 from moduleprofiler.shapes import default_io_size
 from moduleprofiler.validate import DEFAULT_KEY
 
@@ -31,3 +33,13 @@ def unregister_io_size(*types: Key) -> None:
 def get_default_io_size_map() -> FormulaMap:
     """A new dict of the default io-size functions, with the 0.0.4 ``"default"`` key."""
     return {**IO_SIZE_FUNCTIONS.as_map(), DEFAULT_KEY: default_io_size}
+
+
+_DEFAULT_IO_SIZE: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {DEFAULT_KEY: default_io_size})
+
+
+def live_io_size_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
+    """A profiler's io-size map: ``own`` entries over the live io-size registry (and the 0.0.4
+    ``"default"`` key)."""
+    return live_map(own, _DEFAULT_IO_SIZE, IO_SIZE_FUNCTIONS.table)

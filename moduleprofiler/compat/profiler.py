@@ -7,23 +7,23 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, ClassVar, cast
 
 import pandas as pd
 import torch
 from torch import nn
 
-from moduleprofiler.compat.io_size import get_default_io_size_map
+from moduleprofiler.compat.io_size import live_io_size_map
 from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
 from moduleprofiler.core import Profiler, located_errors
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name
-from moduleprofiler.export.tables import PathLike, frame_text, write_frame
+from moduleprofiler.export.tables import PathLike, frame_text, with_suffix, write_frame
 from moduleprofiler.inputs import unpacks, unwrap_compiled
 from moduleprofiler.operators.registry import OperatorMap
-from moduleprofiler.registry import FormulaMap
+from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import module_facts, numel
 from moduleprofiler.timing import (
@@ -132,15 +132,22 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
         path = checked(file, args)
         write_frame(frame(self, args, kwargs), path, "html")
 
-    def to_latex(self: Any, *args: Any, index: bool = False, **kwargs: Any) -> str:
-        return frame_text(frame(self, args, kwargs), "latex", index=index)
+    def to_latex(self: Any, *args: Any, index: bool = False, file: PathLike | None = None,
+                 **kwargs: Any) -> str:
+        text = frame_text(frame(self, args, kwargs), "latex", index=index)
+        if file is not None:  # as the csv and html writers do (0.0.4 had no file here)
+            path = with_suffix(checked(file, args), ".tex")
+            with open(path, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+        return text
 
     docs = {
         to_csv: f"Write :meth:`{analysis}_df` to ``file`` (``.csv`` added if missing).",
         to_html: f"Write :meth:`{analysis}_df` to ``file`` as HTML (``.html`` added if "
                  "missing); names escaped.",
-        to_latex: f":meth:`{analysis}_df` as a booktabs LaTeX tabular that compiles"
-                  f"{' ' + latex_note if latex_note else ''}.",
+        to_latex: f":meth:`{analysis}_df` as a booktabs LaTeX tabular that compiles and fits "
+                  f"the line{' ' + latex_note if latex_note else ''}; also written to ``file`` "
+                  "(``.tex`` added if missing) when given.",
     }
     for method, doc in docs.items():
         suffix = method.__name__.removeprefix("to_")
@@ -177,8 +184,9 @@ class ModuleProfiler(Profiler):
         ops_attr: see ``input_size_attr``.
         inference_start_attr: see ``input_size_attr``.
         inference_end_attr: see ``input_size_attr``.
-        io_size_fn_map: module type -> ``(module, inputs, output) -> (input_size, output_size)``.
-            Defaults to a fresh :func:`~moduleprofiler.get_default_io_size_map` per profiler.
+        io_size_fn_map: module type -> ``(module, inputs, output) -> (input_size, output_size)``:
+            own entries over the live :func:`~moduleprofiler.register_io_size` registry, as
+            ``ops_fn_map``.
         ts_fmt: timestamp format of verbose log lines.
 
     ``ops_fn_map``, ``exclude_from_ops``, ``verbose``, ``macs_fn_map`` and ``operator_fn_map``
@@ -195,6 +203,9 @@ class ModuleProfiler(Profiler):
 
     _MAP_CHECKS: ClassVar[dict[str, Callable[[Any, str], None]]] = {
         **Profiler._MAP_CHECKS, "io_size_fn_map": check_formula_map,
+    }
+    _LIVE: ClassVar[dict[str, Callable[[Any], LiveFormulaMap]]] = {
+        **Profiler._LIVE, "io_size_fn_map": live_io_size_map,
     }
 
     def __init__(
@@ -220,16 +231,14 @@ class ModuleProfiler(Profiler):
             check_str(value, name)
         if io_size_fn_map is not None:
             check_formula_map(io_size_fn_map, "io_size_fn_map")
-        self.io_size_fn_map: FormulaMap = (
-            get_default_io_size_map() if io_size_fn_map is None else io_size_fn_map
-        )
+        self.io_size_fn_map: MutableMapping[Any, Any] = live_io_size_map(io_size_fn_map)
         self.ts_fmt = ts_fmt
         super().__init__(ops_fn_map=ops_fn_map, exclude_from_ops=exclude_from_ops,
                          verbose=verbose, macs_fn_map=macs_fn_map,
                          operator_fn_map=operator_fn_map)
 
-    def _io_size_fns(self) -> FormulaMap:
-        return self.io_size_fn_map
+    def _io_size_fns(self) -> Mapping[Any, Callable[..., Any]]:
+        return self._live("io_size_fn_map")
 
     # -- count_params ----------------------------------------------------------------------
     def count_params(self, module: nn.Module, param_size: bool = True, param_dtype: bool = True,

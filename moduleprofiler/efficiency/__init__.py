@@ -17,6 +17,7 @@ from moduleprofiler.efficiency.measure import measure_peaks
 from moduleprofiler.efficiency.peaks import (
     DEVICE_PEAKS,
     DTYPES,
+    AmbiguousDeviceError,
     DevicePeaks,
     device_peaks,
     match_device,
@@ -38,6 +39,7 @@ from moduleprofiler.efficiency.utilization import (
 __all__ = [
     "DEVICE_PEAKS",
     "DTYPES",
+    "AmbiguousDeviceError",
     "DevicePeaks",
     "EfficiencyWarning",
     "TrafficListener",

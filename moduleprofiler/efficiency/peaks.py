@@ -122,30 +122,64 @@ DEVICE_PEAKS: dict[str, DevicePeaks] = {peaks.name: peaks for peaks in (
 )}
 """Datasheet peaks by table name (see ``docs/efficiency.md`` for the sources)."""
 
-_PATTERNS: tuple[tuple[str, str], ...] = (
-    # (regular expression on the device name, table name); most specific first
-    (r"H100.*NVL", "H100 NVL"),
-    (r"H100.*PCI", "H100 PCIe"),
-    (r"H100", "H100 SXM"),
-    (r"H200", "H200"),
-    (r"B200", "B200"),
-    (r"A100.*80\s*GB.*PCI|A100.*PCI.*80\s*GB", "A100 80GB PCIe"),
-    (r"A100.*80\s*GB", "A100 80GB SXM"),
-    (r"A100", "A100 40GB"),
-    (r"L40S", "L40S"),
-    (r"\bL4\b", "L4"),
-    (r"\bA10\b(?!0)", "A10"),
-    (r"MI300X", "MI300X"),
+_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # (regular expression on the device name, the table names it may mean); first match wins,
+    # so the names that say the card come before the bare chip names. Several table names:
+    # the name does not say which card (their peaks differ), and match_device refuses it.
+    (r"H100.*NVL", ("H100 NVL",)),
+    (r"H100.*PCI", ("H100 PCIe",)),
+    (r"H100.*(SXM|HBM3)", ("H100 SXM",)),  # CUDA names the SXM card "NVIDIA H100 80GB HBM3"
+    (r"H100", ("H100 SXM", "H100 PCIe", "H100 NVL")),
+    (r"\bH200\b(?!.*NVL)", ("H200",)),  # the SXM card; not the H200 NVL, not Grace's GH200
+    (r"\bB200\b", ("B200",)),  # not Grace's GB200
+    (r"A100.*80\s*GB.*PCI|A100.*PCI.*80\s*GB", ("A100 80GB PCIe",)),
+    (r"A100.*80\s*GB.*SXM|A100.*SXM.*80\s*GB", ("A100 80GB SXM",)),
+    (r"A100.*40\s*GB", ("A100 40GB",)),  # SXM and PCIe: the same peaks
+    (r"A100.*80\s*GB", ("A100 80GB SXM", "A100 80GB PCIe")),
+    (r"A100.*SXM", ("A100 40GB", "A100 80GB SXM")),
+    (r"A100.*PCI", ("A100 40GB", "A100 80GB PCIe")),
+    (r"A100", ("A100 40GB", "A100 80GB SXM", "A100 80GB PCIe")),
+    (r"L40S", ("L40S",)),
+    (r"\bL4\b", ("L4",)),
+    (r"\bA10\b(?!0)", ("A10",)),
+    (r"MI300X", ("MI300X",)),
 )
+
+
+class AmbiguousDeviceError(ValueError):
+    """A device name that several cards of the peak table answer to (``"H100"``: the SXM,
+    PCIe and NVL cards, whose peaks differ); :attr:`candidates` are their table names."""
+
+    def __init__(self, name: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(f"device {name!r} could be any of {', '.join(candidates)}, whose "
+                         "peaks differ: name the card (e.g. device="
+                         f"{candidates[0]!r})")
+        self.name = name
+        self.candidates = candidates
+
+
+def matching_devices(name: str) -> tuple[str, ...]:
+    """The table names ``name`` may mean: one, several (the name does not say which card) or
+    none (not in the table)."""
+    if name in DEVICE_PEAKS:
+        return (name,)
+    for pattern, table_names in _PATTERNS:
+        if re.search(pattern, name, flags=re.IGNORECASE):
+            return table_names
+    return ()
 
 
 def match_device(name: str) -> str | None:
     """The table name for a device name as CUDA reports it (``"NVIDIA H100 80GB HBM3"`` ->
-    ``"H100 SXM"``), or ``None`` when the device is not in the table."""
-    for pattern, table_name in _PATTERNS:
-        if re.search(pattern, name, flags=re.IGNORECASE):
-            return table_name
-    return None
+    ``"H100 SXM"``), or ``None`` when the device is not in the table.
+
+    Raises:
+        AmbiguousDeviceError: the name does not say which card (``"H100"``, ``"A100 80GB"``).
+    """
+    table_names = matching_devices(name)
+    if len(table_names) > 1:
+        raise AmbiguousDeviceError(name, table_names)
+    return table_names[0] if table_names else None
 
 
 def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
@@ -162,6 +196,8 @@ def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
         ValueError: the device is not in the table (measure it with
             :func:`~moduleprofiler.efficiency.measure_peaks` or build a :class:`DevicePeaks`),
             or an override names no field.
+        AmbiguousDeviceError: a ``ValueError``: the name fits several cards of the table
+            (``"H100"``: SXM, PCIe or NVL) and does not say which.
         RuntimeError: ``device`` is ``None`` or a CUDA device and CUDA is not available.
     """
     if isinstance(device, DevicePeaks):
@@ -169,7 +205,7 @@ def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
     else:
         name = device if isinstance(device, str) and not device.startswith("cuda") \
             else _cuda_name(device)
-        table_name = name if name in DEVICE_PEAKS else match_device(name)
+        table_name = match_device(name)
         if table_name is None:
             raise ValueError(f"device {name!r} is not in the peak table (known: "
                              f"{', '.join(DEVICE_PEAKS)}): pass a DevicePeaks, or measure "

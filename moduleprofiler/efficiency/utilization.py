@@ -50,6 +50,12 @@ class Utilization:
         """Model TFLOP/s."""
         return self.model_flops / self.seconds / 1e12
 
+    @property
+    def peak_tflops(self) -> float:
+        """The peak the utilisation is measured against (the device's for ``dtype``),
+        TFLOP/s."""
+        return self.peak_flops_per_s / 1e12
+
 
 def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
                 dtype: str | torch.dtype | None = None) -> Utilization:

@@ -94,8 +94,13 @@ def format_name(name: str) -> str:
     for entry in FORMATS.values():
         if "." + key in entry.suffixes:
             return entry.name
-    known = sorted({*FORMATS, *(s.lstrip(".") for f in FORMATS.values() for s in f.suffixes)})
-    raise ValueError(f"unknown format {name!r} (known: {', '.join(known)})")
+    raise ValueError(f"unknown format {name!r} (known: {', '.join(known_formats())})")
+
+
+def known_formats() -> list[str]:
+    """Every name and suffix (without its dot) of the formats in :data:`FORMATS`, sorted:
+    what an error about an unknown format lists."""
+    return sorted({*FORMATS, *(s.lstrip(".") for f in FORMATS.values() for s in f.suffixes)})
 
 
 def infer_format(path: str | os.PathLike[str]) -> str:

@@ -5,15 +5,20 @@ and T1 encodings for each character, measured with pdflatex), plus ``\\tabcolsep
 on each side of every inner column edge (the tables start and end with ``@{}``). Kerning is
 covered by a small margin. A table that is still too wide once the optional columns are gone
 and the names are as short as they may get is scaled down to the width (``\\resizebox``).
+Names are shortened at dots only (:func:`~moduleprofiler.export.names.elide_path`).
+
+Heights are those of a booktabs ``tabular`` in a float, measured with pdflatex: 12 pt a row,
+the rules, the caption and the note line under the table (:func:`float_height`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from moduleprofiler.export.cells import Glyphs
-from moduleprofiler.export.names import elide_name
+from moduleprofiler.export.names import elide_path
 
 LINEWIDTH_PT = 345.0
 """``\\linewidth`` of a one-column ``article`` at 10 pt (letter or A4 paper)."""
@@ -26,6 +31,24 @@ SAFETY = 1.02
 NAME_LIMITS = (30, 24, 20, 16, 12)
 """Characters a name may keep: the first limit applies before any column is left out, the
 others one after another once the optional columns are gone."""
+
+TEXTHEIGHT_PT = 550.0
+"""``\\textheight`` of an ``article`` at 10 pt on letter paper, one column or two (598 pt on
+A4): the tallest a float may be before LaTeX says "Float too large" and drops what is below."""
+ROW_PT = 12.0
+"""One row of a ``tabular`` (``\\baselineskip`` at 10 pt); a header on several lines takes
+one of these a line."""
+RULES_PT = 11.2
+"""booktabs' top, middle and bottom rules with their separations (11.14 pt measured)."""
+CAPTION_SKIP_PT = 8.0
+"""A caption's ``\\abovecaptionskip`` (10 pt) less what its first line takes below 12 pt
+(a one-line caption adds 19.9 pt, measured)."""
+NOTE_SKIP_PT = 3.0
+"""The ``\\smallskip`` above the note line under a table."""
+NOTE_LINE_PT = 9.5
+"""One line of the note (``\\footnotesize``: 8 pt type on 9.5 pt)."""
+NOTE_SCALE = 0.8
+"""The note's type size relative to the table's (8 pt against 10 pt)."""
 
 MEASURE = Glyphs(micro="µ", percent="%", missing="–", less="<")
 """The glyphs cells are measured with (each as wide as what the LaTeX glyphs typeset)."""
@@ -56,7 +79,7 @@ class Fit:
 
     columns: tuple[str, ...]
     name_limit: int | None
-    """Characters each name keeps (:func:`~moduleprofiler.export.names.elide_name`);
+    """Characters each name keeps (:func:`~moduleprofiler.export.names.elide_path`);
     ``None``: names whole."""
     scale: bool
     """Still too wide: scale the table down to the width."""
@@ -72,7 +95,7 @@ def table_width(headers: Mapping[str, str], cells: Mapping[str, Sequence[str]],
     for name, header in headers.items():
         texts = cells[name]
         if name_limit is not None and name in names:
-            texts = [elide_name(text, name_limit) for text in texts]
+            texts = [elide_path(text, name_limit) for text in texts]
         total += max([text_width(header), *(text_width(text) for text in texts)])
     return total * SAFETY
 
@@ -95,3 +118,24 @@ def fit_table(headers: Mapping[str, str], cells: Mapping[str, Sequence[str]], wi
     # Scaled anyway: names keep the first limit rather than shrinking the scale a little.
     limit = NAME_LIMITS[0]
     return Fit(tuple(kept), limit, True, table_width(kept, cells, names, limit))
+
+
+def text_lines(text: str, width: float, scale: float = 1.0) -> int:
+    """The lines ``text`` takes when set as a paragraph ``width`` points wide, its type
+    ``scale`` times 10 pt (0 for no text)."""
+    if not text:
+        return 0
+    return max(1, math.ceil(text_width(text) * scale * SAFETY / width))
+
+
+def float_height(rows: int, *, header_lines: int = 1, caption_lines: int = 0,
+                 note_lines: int = 0) -> float:
+    """Points a booktabs ``tabular`` of ``rows`` rows takes in a float: its header on
+    ``header_lines`` lines, a caption of ``caption_lines`` lines above it and a note of
+    ``note_lines`` lines below it (each 0 for none)."""
+    height = ROW_PT * (rows + header_lines) + RULES_PT
+    if caption_lines:
+        height += CAPTION_SKIP_PT + ROW_PT * caption_lines
+    if note_lines:
+        height += NOTE_SKIP_PT + NOTE_LINE_PT * note_lines
+    return height

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from moduleprofiler.records import ROOT_NAME, display_path
 
-__all__ = ["ELLIPSIS", "ROOT_NAME", "elide_name", "module_name", "module_path"]
+__all__ = ["ELLIPSIS", "ROOT_NAME", "elide_name", "elide_path", "module_name", "module_path"]
 
 ELLIPSIS = "..."
 """What stands for the elided middle of a shortened name (plain ASCII: it typesets as is in
@@ -67,3 +67,40 @@ def elide_name(name: str, limit: int) -> str:
             return f"{parts[0]}{ELLIPSIS}{tail}"
     head = room // 4
     return f"{name[:head]}{ELLIPSIS}{name[len(name) - (room - head):]}"
+
+
+def _is_index(part: str) -> bool:
+    """A block index (``11``) or a folded run of them (``0-11``)."""
+    return part.replace("-", "").isdigit()
+
+
+def elide_path(name: str, limit: int) -> str:
+    """``name`` in at most ``limit`` characters where possible, shortened only at dots: whole
+    middle parts of a dotted path are replaced by :data:`ELLIPSIS`, never part of a word
+    (``transformer...0-11.mlp.c_fc``), so a typeset name stays readable.
+
+    The last two parts (what the module is) are kept before the first one (where it lives),
+    and the last block index in the middle (``h.10``/``h.11``, which tells repeated blocks
+    apart) before either. A name with nothing to drop (one part, or a last part longer than
+    ``limit``) keeps what it must and may stay longer than ``limit``: a word is never cut."""
+    if len(name) <= limit:
+        return name
+    parts = name.split(".")
+    if len(parts) < 2:
+        return name
+    middle = [i for i in range(1, len(parts) - 1) if _is_index(parts[i])]
+    # the tail may start no later than the block index, when there is one
+    last_start = middle[-1] if middle else len(parts) - 1
+    starts = range(1, last_start + 1)
+    # preferred first: the last two parts (what the module is) with the first part (where it
+    # lives), then without it; then the last part alone; the longest tail first in each
+    pairs = [s for s in starts if s <= len(parts) - 2]
+    forms = [f"{parts[0]}{ELLIPSIS}{'.'.join(parts[s:])}" for s in pairs if s > 1]
+    forms += [f"{ELLIPSIS}{'.'.join(parts[s:])}" for s in pairs]
+    if last_start == len(parts) - 1:
+        forms += [f"{parts[0]}{ELLIPSIS}{parts[-1]}", f"{ELLIPSIS}{parts[-1]}"]
+    fitting = [form for form in forms if len(form) <= limit]
+    if fitting:
+        return fitting[0]
+    shortest = min(forms, key=len)  # over the limit rather than a word cut or a block lost
+    return shortest if len(shortest) < len(name) else name

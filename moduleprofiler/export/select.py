@@ -291,9 +291,20 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
 
 def default_columns(profile: Profile, columns: Sequence[str], frame: pd.DataFrame) -> list[str]:
     """A view's default columns: ``columns``, the backward ones when a backward pass was
-    profiled, then every listener's or measured quantity the frame holds (each time once)."""
+    profiled, then every listener's or measured quantity the frame holds (each time once).
+    A default column that no row has a value in (the counts and shapes of a timing pass) is
+    left out, and so is its percentage: a column of ``-`` says nothing, and the footer would
+    define a unit the table does not show. Columns the caller names are shown whatever."""
     backward = list(BACKWARD_COLUMNS) if profile.backward else []
-    return list(dict.fromkeys([*columns, *backward, *extra_columns(frame)]))
+    chosen = dict.fromkeys([*columns, *backward, *extra_columns(frame)])
+    return [name for name in chosen if _has_values(frame, name)]
+
+
+def _has_values(frame: pd.DataFrame, name: str) -> bool:
+    """Whether a row of ``frame`` has a value for ``name`` (a percentage: for its base
+    column; a name the frame does not hold, ``module``/``type``: yes, it is not data)."""
+    base = name.removesuffix("_pct") if name.endswith("_pct") else name
+    return base not in frame or frame.empty or bool(frame[base].notna().any())
 
 
 def _optional(shown: Sequence[str], chosen: bool) -> tuple[str, ...]:
@@ -307,6 +318,11 @@ def _asked(shown: Sequence[str], columns: Sequence[str] | None,
     view sorts or filters by): the last a renderer hides (:attr:`View.keep`)."""
     asked = [*(columns or ()), *(c for c in also if c)]
     return tuple(c for c in dict.fromkeys(asked) if c in shown)
+
+
+def _unfiltered(*filters: object) -> bool:
+    """No row filter given: the view shows every module (:attr:`View.all_rows`)."""
+    return all(value is None for value in filters)
 
 
 def _modules(profile: Profile, by_caller: bool = False) -> pd.DataFrame:
@@ -349,7 +365,8 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
                 notes=(*profile_notes(profile), *_shared_note(profile, base)),
                 optional=_optional(["type", *shown], columns is not None),
-                keep=_asked(shown, columns, pct_column))
+                keep=_asked(shown, columns, pct_column), module_order=True,
+                all_rows=_unfiltered(max_depth, min_pct, include, exclude))
 
 
 def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
@@ -395,7 +412,10 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
                 title=title, totals=_totals(profile), notes=profile_notes(profile),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
-                keep=_asked(shown, columns, sort_by, pct_column))
+                keep=_asked(shown, columns, sort_by, pct_column),
+                module_order=aggregate == "module" and sort_by is None,
+                all_rows=aggregate == "module" and sort_by is None
+                and _unfiltered(max_depth, min_pct, include, exclude, limit))
 
 
 def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",

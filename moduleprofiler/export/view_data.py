@@ -43,6 +43,13 @@ class ViewData:
     keep: tuple[str, ...] = ()
     """Shown columns a renderer hides last: those the caller named, sorted or ranked by (a
     column a note names is kept as well, :func:`~moduleprofiler.export.text.render_text`)."""
+    module_order: bool = False
+    """The rows are modules in module order (pre-order, one row each): runs of identical
+    blocks can be folded (a tree, or an unsorted table of modules)."""
+    all_rows: bool = False
+    """The rows are every module, none left out by the caller (no ``max_depth``,
+    ``min_pct``, ``include``, ``exclude``, ``limit``): a renderer that must fit a height (a
+    LaTeX float on one page) may show fewer depths, and says so."""
     width: int | None = None
     """The text width when :meth:`View.to_text` is given none (``None``: the terminal's;
     ``0``: no limit): ``profile.tree(width=120)`` then prints 120 columns wide."""

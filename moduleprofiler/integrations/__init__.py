@@ -10,7 +10,9 @@ from moduleprofiler.integrations.window import (
     REPORT_NAME,
     StepWindow,
     WindowResult,
+    WindowWarning,
     module_scalars,
 )
 
-__all__ = ["PROFILE_NAME", "REPORT_NAME", "StepWindow", "WindowResult", "module_scalars"]
+__all__ = ["PROFILE_NAME", "REPORT_NAME", "StepWindow", "WindowResult", "WindowWarning",
+           "module_scalars"]

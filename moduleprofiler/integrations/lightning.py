@@ -64,41 +64,57 @@ class _Hooks(WindowCallback):
         self._step = 0
         self._directory: Path | None = None
 
+    # Every hook goes through WindowCallback._guarded: a profiling failure warns with its
+    # cause and turns the callback off, never stopping the fit it watches.
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        """A fit starts: a fresh window on the LightningModule."""
-        self._new_window(pl_module)
-        self._step = 0
-        # read here, on every rank: under DDP trainer.log_dir is a broadcast from rank 0
-        self._directory = Path(self.log_dir if self.log_dir is not None
-                               else trainer.log_dir or trainer.default_root_dir)
+        """A fit starts: a fresh window on the LightningModule, counted in the trainer's
+        precision (``precision="bf16-mixed"``: its autocast), as the training step runs."""
+        self._guarded("starting the profiling window", self._start, trainer, pl_module)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
         """Counts training batches (``start_step`` is in batches from the fit's start)."""
         if self.window is not None:
-            self.window.before_step(self._step, batch)
+            self._guarded(f"profiling training batch {self._step}", self.window.before_step,
+                          self._step, batch)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         """The window's last step logs the result and writes the files."""
         if self.window is None:
             return
-        result = self.window.after_step(self._step)
-        self._step += 1
-        if result is not None:
-            self._emit(trainer, result)
+        step, self._step = self._step, self._step + 1
+        self._guarded(f"profiling training batch {step}", self._after_step, trainer, step)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        """A fit that ended inside the window reports the steps it profiled."""
+        """A fit that ended inside the window reports the steps it profiled; one that ended
+        before it says so (a :class:`~moduleprofiler.integrations.window.WindowWarning`)."""
         if self.window is not None and not self._emitted:
-            result = self.window.finish()
-            if result is not None:
-                self._emit(trainer, result)
+            self._guarded("closing the profiling window", self._finish, trainer)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         """Training raised: the clock's hooks come off the model."""
         if self.window is not None:
-            self.window.release()
+            self._guarded("removing the profiler's hooks", self.window.release)
+
+    def _start(self, trainer: Any, pl_module: Any) -> None:
+        self._step = 0
+        self._new_window(pl_module, trainer.precision_plugin.train_step_context)
+        # read here, on every rank: under DDP trainer.log_dir is a broadcast from rank 0
+        self._directory = Path(self.log_dir if self.log_dir is not None
+                               else trainer.log_dir or trainer.default_root_dir)
+
+    def _after_step(self, trainer: Any, step: int) -> None:
+        assert self.window is not None
+        result = self.window.after_step(step)
+        if result is not None:
+            self._emit(trainer, result)
+
+    def _finish(self, trainer: Any) -> None:
+        assert self.window is not None
+        result = self.window.finish()
+        if result is not None:
+            self._emit(trainer, result)
 
     def _emit(self, trainer: Any, result: WindowResult) -> None:
         self.result, self._emitted = result, True

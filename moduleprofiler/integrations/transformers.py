@@ -25,8 +25,10 @@ gives a callback:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,19 @@ def tensorboard_dir(args: Any) -> str:
     own beside the Trainer's in ``<output_dir>/runs``)."""
     return str(getattr(args, "logging_dir", None) or os.getenv("TENSORBOARD_LOGGING_DIR")
                or Path(args.output_dir) / "runs" / "moduleprofiler")
+
+
+def step_context(args: Any, model: nn.Module) -> Callable[[], AbstractContextManager[Any]] | None:
+    """The autocast a training step runs in under ``args.bf16`` / ``args.fp16`` (mixed
+    precision), on the model's device; ``None`` without them. The Trainer's ``Accelerator``
+    usually wraps the model's ``forward`` in the same autocast, but not on every path
+    (DeepSpeed, FSDP): entered again, an autocast of the same dtype changes nothing."""
+    dtype = torch.bfloat16 if getattr(args, "bf16", False) else \
+        torch.float16 if getattr(args, "fp16", False) else None
+    if dtype is None:
+        return None
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    return functools.partial(torch.autocast, device.type, dtype=dtype)
 
 
 class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[misc]
@@ -108,13 +123,14 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         self._capture: RemovableHandle | None = None
 
     # -- the Trainer's events --------------------------------------------------------------
+    # Every event goes through WindowCallback._guarded: a profiling failure warns with its
+    # cause and turns the callback off, never stopping the training it watches.
     def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
                        **kwargs: Any) -> None:
-        """Training starts: a fresh window on the model."""
-        if model is None:
-            raise ValueError("ModuleProfilerCallback needs the Trainer's model")
-        self._new_window(model)
+        """Training starts: a fresh window on the model, counted in the step's precision
+        (``bf16``/``fp16``: their autocast)."""
         self._batch = None
+        self._guarded("starting the profiling window", self._start, args, model)
 
     def on_step_begin(self, args: Any, state: Any, control: Any,
                       model: nn.Module | None = None, **kwargs: Any) -> None:
@@ -125,28 +141,50 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         step = state.global_step
         if step == self.start_step - 1 and model is not None and self._capture is None:
             self._capture = model.register_forward_pre_hook(self._keep_batch, with_kwargs=True)
-        window.before_step(step, self._batch if step == self.start_step else None)
+        self._guarded(f"profiling training step {step}", window.before_step, step,
+                      self._batch if step == self.start_step else None)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """The window's last step writes the result (``global_step`` already counts it)."""
         self._release_capture()
-        if self.window is None:
-            return
-        result = self.window.after_step(state.global_step - 1)
+        if self.window is not None:
+            step = state.global_step - 1
+            self._guarded(f"profiling training step {step}", self._after_step, args, state,
+                          step)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Training that ended inside the window reports the steps it profiled; training
+        that ended before it says so (a
+        :class:`~moduleprofiler.integrations.window.WindowWarning`)."""
+        self._release_capture()
+        if self.window is not None and not self._emitted:
+            self._guarded("closing the profiling window", self._finish, args, state)
+
+    # -- internals -------------------------------------------------------------------------
+    def _start(self, args: Any, model: nn.Module | None) -> None:
+        if model is None:
+            raise ValueError("ModuleProfilerCallback needs the Trainer's model")
+        self._new_window(model, step_context(args, model))
+
+    def _after_step(self, args: Any, state: Any, step: int) -> None:
+        assert self.window is not None
+        result = self.window.after_step(step)
         if result is not None:
             self._emit(args, state, result)
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Training that ended inside the window reports the steps it profiled."""
-        self._release_capture()
-        if self.window is not None and not self._emitted:
-            result = self.window.finish()
-            if result is not None:
-                self._emit(args, state, result)
+    def _finish(self, args: Any, state: Any) -> None:
+        assert self.window is not None
+        result = self.window.finish()
+        if result is not None:
+            self._emit(args, state, result)
 
-    # -- internals -------------------------------------------------------------------------
     def _keep_batch(self, module: nn.Module, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> None:
+        # a forward pre-hook on the user's model: a failure here would stop the step itself
+        self._guarded("keeping the batch of the step before the window", self._keep,
+                      args, kwargs)
+
+    def _keep(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._batch is None:  # gradient accumulation calls the model several times a step
             self._batch = _detached(kwargs if kwargs else args)
         self._release_capture()

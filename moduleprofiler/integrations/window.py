@@ -21,15 +21,20 @@ the model; the optimizer is never seen). This module imports no training framewo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
+import sys
 import time
+import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
 import pandas as pd
 import torch
@@ -38,7 +43,7 @@ from torch import nn
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.distributed import DistributedProfile, gather
-from moduleprofiler.efficiency import DevicePeaks, device_peaks, utilization
+from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.memory import MemoryReport
@@ -53,12 +58,40 @@ REPORT_NAME = "moduleprofiler_report.html"
 PROFILE_NAME = "moduleprofiler_profile.json"
 """The JSON profile's file name in the log directory."""
 
-COUNT_COLUMNS = {"params": "params", "ops": "inclusive_ops", "flops": "inclusive_flops",
-                 "backward_flops": "inclusive_backward_flops",
-                 "saved_bytes": "saved_bytes", "max_live_bytes": "train_max_live_bytes"}
-"""Logged count column -> the ``Profile.to_df("module")`` column it comes from (a module's
-numbers include its children's, as its times do; the memory ones are the training step's:
-bytes saved for the backward, and the most memory live while the module ran)."""
+MODEL_SCALARS = ("step_ms", "mfu", "peak_tflops", "peak_bytes")
+"""The model's scalars (``moduleprofiler/<name>``), each named as the field holding it:
+:attr:`WindowResult.step_ms`, :attr:`WindowResult.mfu`,
+:attr:`Utilization.peak_tflops <moduleprofiler.efficiency.Utilization.peak_tflops>` (the
+peak MFU is measured against) and :attr:`MemoryReport.peak_bytes
+<moduleprofiler.memory.MemoryReport.peak_bytes>`."""
+
+
+class WindowWarning(UserWarning):
+    """The profiling window did not profile what it was asked to: the profiling failed (the
+    callback then turns itself off), or training ended before the window. Training goes on."""
+
+COUNT_COLUMNS = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backward_flops",
+                 "saved_bytes", "train_max_live_bytes")
+"""The ``Profile.to_df("module")`` columns logged per module, under their own names (one
+name per number: docs/conventions.md). A module's numbers include its children's, as its
+times do; the memory ones are the training step's: bytes saved for the backward, and the
+most memory live while the module ran."""
+
+_FRAMEWORKS = frozenset({"moduleprofiler", "lightning", "pytorch_lightning", "lightning_fabric",
+                         "transformers", "accelerate", "torch", "contextlib"})
+"""Top-level packages whose frames a warning skips to point at the user's code."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning issued by the caller of this function point at
+    the first frame outside moduleprofiler and the training frameworks calling it (the user's
+    ``trainer.fit(...)`` or loop); 2 (the caller's caller) when every frame is theirs."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and \
+            str(frame.f_globals.get("__name__", "")).split(".")[0] in _FRAMEWORKS:
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2
 
 
 @dataclass
@@ -76,6 +109,10 @@ class WindowResult:
     """Median wall time of the hook-free steps before the window (``None``: none ran)."""
     mfu: float | None
     """Model FLOPs utilisation in that time (``None``: no device peak, or no step time)."""
+    utilization: Utilization | None = None
+    """What ``mfu`` was computed from: the model FLOPs, the step time, and the peak it was
+    measured against (``utilization.dtype``, ``utilization.peak_tflops``: the dtype the step
+    ran its multiply-accumulates in, under autocast the autocast dtype)."""
     distributed: DistributedProfile | None = None
     """Every rank's profile, when the window ran under ``torch.distributed`` with several
     ranks."""
@@ -168,6 +205,9 @@ class StepWindow:
         self._profiled = 0
         self._plain_ms: list[float] = []
         self._plain_start: float | None = None
+        self._context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
+        self._failure: Exception | None = None
+        self._steps = 0
 
     @property
     def stop_step(self) -> int:
@@ -175,22 +215,43 @@ class StepWindow:
         return self.start_step + self.num_steps
 
     # -- the four calls a callback makes ----------------------------------------------------
-    def start(self, model: nn.Module) -> None:
-        """Training starts: watch ``model`` (the module whose forward the batch feeds)."""
+    def start(self, model: nn.Module,
+              context: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
+        """Training starts: watch ``model`` (the module whose forward the batch feeds).
+
+        ``context``: makes the context the training step's forward runs in, when the loop
+        enters one the window does not see (the trainer's autocast or precision,
+        ``lambda: torch.autocast("cuda", dtype=torch.bfloat16)``). The count runs in it, so
+        it sees the dtypes the step computes in, and MFU takes the peak of those: counted
+        outside a bf16 autocast, a model with float32 parameters would be measured against
+        the float32 peak, about 15 times lower on an H100."""
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+        if context is not None and not callable(context):
+            raise TypeError("context must be a callable returning a context manager, or None")
         self._model = model
+        self._context = context if context is not None else contextlib.nullcontext
 
     def before_step(self, step: int, batch: Any) -> None:
         """Step ``step`` is about to run on ``batch``: the first window step counts the model
         on it and installs the clock's hooks."""
         if self.closed or self._model is None:
             return
+        self._steps = max(self._steps, step + 1)
         if self.start_step - self.num_steps <= step < self.start_step:
             self._synchronize()
             self._plain_start = time.perf_counter()
-        elif self._profiler is None and self.start_step <= step < self.stop_step:
-            self._profile = self._count(self._model, batch)
+        elif self._profiler is None and self._failure is None \
+                and self.start_step <= step < self.stop_step:
+            try:
+                self._profile = self._count(self._model, batch)
+            except Exception as exc:
+                if not self._distributed():
+                    raise
+                # every rank must still reach the window's gather, which then tells every
+                # rank that this one failed, instead of leaving the others waiting there
+                self._failure = exc
+                return
             self._profiler = TrainingProfiler(self._model, start_step=0,
                                               stop_step=self.num_steps)
             self._profiler.__enter__()
@@ -204,8 +265,9 @@ class StepWindow:
             self._synchronize()
             self._plain_ms.append((time.perf_counter() - self._plain_start) * 1e3)
             self._plain_start = None
-        elif self._profiler is not None:
-            self._profiler.step()
+        elif self._profiler is not None or self._failure is not None:
+            if self._profiler is not None:
+                self._profiler.step()
             self._profiled += 1
             if self._profiled >= self.num_steps:
                 return self._close()
@@ -213,8 +275,16 @@ class StepWindow:
 
     def finish(self) -> WindowResult | None:
         """Training ended: close a window it cut short (its profiled steps are the result;
-        ``None`` if no step was profiled). Idempotent."""
-        if self.closed or self._profiler is None:
+        ``None`` if no step was profiled, with a :class:`WindowWarning` when training ended
+        before the window's first step). Idempotent."""
+        if not self.closed and self._profiler is None and self._failure is None \
+                and self._model is not None and self._steps <= self.start_step:
+            warnings.warn(WindowWarning(
+                f"moduleprofiler: training ended after {self._steps} steps, before the "
+                f"profiling window (start_step={self.start_step}, num_steps="
+                f"{self.num_steps}): nothing was profiled or logged; pass a start_step "
+                f"below {self._steps}"), stacklevel=user_stacklevel())
+        if self.closed or (self._profiler is None and self._failure is None):
             self.release()
             return self.result
         return self._close()
@@ -243,7 +313,9 @@ class StepWindow:
         except Exception as exc:
             raise ProfilingError(f"forward_args raised on the batch of step {self.start_step}: "
                                  f"{type(exc).__name__}: {exc}") from exc
-        with torch.random.fork_rng(devices=cuda):
+        # in the step's own context (the trainer's autocast): the count sees the dtypes the
+        # step computes in, and MFU takes their peak
+        with torch.random.fork_rng(devices=cuda), self._context():
             try:
                 profiler = Profiler()
                 profile = profiler.profile(model, inputs, backward=True, eval=False,
@@ -262,10 +334,12 @@ class StepWindow:
 
     def _close(self) -> WindowResult | None:
         profiler = self._profiler
-        assert profiler is not None and self._profile is not None
         outcome: WindowResult | BaseException
         try:
             self.release()
+            if self._failure is not None:
+                raise self._failure
+            assert profiler is not None and self._profile is not None
             timing = profiler.result()
             outcome = self._build(self._profile.merge(timing), timing)
         except Exception as exc:  # every rank must reach the gather, or the others wait
@@ -291,18 +365,25 @@ class StepWindow:
 
     def _build(self, profile: Profile, timing: TrainingTiming) -> WindowResult:
         step_ms = statistics.median(self._plain_ms) if self._plain_ms else None
-        mfu = self._mfu(profile, step_ms)
+        found = self._utilization(profile, step_ms)
         scalars: dict[str, float] = {}
         if step_ms is not None:
             scalars[f"{PREFIX}/step_ms"] = step_ms
-        if mfu is not None:
-            scalars[f"{PREFIX}/mfu"] = mfu
+        if found is not None:
+            scalars[f"{PREFIX}/mfu"] = found.mfu
+            scalars[f"{PREFIX}/peak_tflops"] = found.peak_tflops
         if self._memory is not None:
             scalars[f"{PREFIX}/peak_bytes"] = float(self._memory.peak_bytes)
         scalars.update(module_scalars(profile, timing, self.depth))
-        return WindowResult(profile, timing, scalars, step_ms, mfu, memory=self._memory)
+        return WindowResult(profile, timing, scalars, step_ms,
+                            None if found is None else found.mfu, found, memory=self._memory)
 
-    def _mfu(self, profile: Profile, step_ms: float | None) -> float | None:
+    def _utilization(self, profile: Profile, step_ms: float | None) -> Utilization | None:
+        """MFU against the peak of the dtype most multiply-accumulates ran in (the count
+        ran in the step's context, so under autocast the autocast dtype; float32 matmuls
+        count as TF32 where ``torch.backends.cuda.matmul.allow_tf32`` lets them use tensor
+        cores, as Lightning's and the Trainer's ``tf32``/``float32_matmul_precision``
+        settings do)."""
         if step_ms is None or not step_ms > 0:
             return None
         device = _device_of(self._model)
@@ -313,11 +394,12 @@ class StepWindow:
         except ValueError:
             return None  # a device the peak table does not know: no MFU, never 0
         try:
-            return utilization(profile, step_ms, peaks).mfu
+            return utilization(profile, step_ms, peaks)
         except ValueError:
             return None  # no peak for the model's dtype
 
 
+_T = TypeVar("_T")
 _SETTINGS = frozenset(setting.name for setting in dataclasses.fields(StepWindow))
 
 
@@ -346,12 +428,33 @@ class WindowCallback:
             return getattr(template, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def _new_window(self, model: nn.Module) -> StepWindow:
-        """A fresh window watching ``model``, for a training run that starts."""
+    def _new_window(self, model: nn.Module,
+                    context: Callable[[], AbstractContextManager[Any]] | None = None
+                    ) -> StepWindow:
+        """A fresh window watching ``model``, for a training run that starts (``context``:
+        the step's precision context, :meth:`StepWindow.start`)."""
         self.window = dataclasses.replace(self._template)
-        self.window.start(model)
         self.result, self._emitted = None, False
+        self.window.start(model, context)
         return self.window
+
+    def _guarded(self, what: str, call: Callable[..., _T], *args: Any) -> _T | None:
+        """``call(*args)``, for a framework hook. Where it raises, the callback never stops
+        the training it watches: the window's hooks come off, the callback is off for the
+        rest of the run, and a :class:`WindowWarning` pointing at the user's code names the
+        cause. Returns ``None`` then."""
+        try:
+            return call(*args)
+        except Exception as exc:
+            window, self.window = self.window, None
+            if window is not None:
+                with contextlib.suppress(Exception):  # already failing: the cause is below
+                    window.release()
+            warnings.warn(WindowWarning(
+                f"moduleprofiler: {what} failed ({type(exc).__name__}: {exc}); the profiler "
+                "is off for the rest of this run, and training goes on"),
+                stacklevel=user_stacklevel())
+            return None
 
 
 def module_scalars(profile: Profile, timing: TrainingTiming, depth: int) -> dict[str, float]:
@@ -369,8 +472,7 @@ def module_scalars(profile: Profile, timing: TrainingTiming, depth: int) -> dict
         values: dict[str, Any] = {
             name: times.get(path, {}).get(name) for name in times.get(path, {})
             if not name.startswith("self_")}
-        values.update({name: row.get(source)
-                       for name, source in COUNT_COLUMNS.items()})
+        values.update({name: row.get(name) for name in COUNT_COLUMNS})
         for name, value in values.items():
             number = _number(value)
             if number is not None:

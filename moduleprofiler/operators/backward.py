@@ -93,6 +93,17 @@ def gelu_backward_ops(args: Args, out: Any) -> Count:
     return cost * numel(args.first()), 0
 
 
+LOGIT_BACKWARD = 3  # g / (x * (1 - x)): subtract, multiply, divide
+LOGIT_EPS_TEST = 2  # with ``eps`` the gradient is 0 outside [eps, 1 - eps]: two comparisons
+
+
+@register(*aten("logit_backward"))
+def logit_backward_ops(args: Args, out: Any) -> Count:
+    """3 ops per element, + 2 with ``eps``."""
+    per_element = LOGIT_BACKWARD + LOGIT_EPS_TEST * int(args.get("eps") is not None)
+    return per_element * numel(args.first()), 0
+
+
 @register(*aten("_softmax_backward_data", "_log_softmax_backward_data"))
 def softmax_backward_ops(args: Args, out: Any) -> Count:
     """4 ops per element."""

@@ -86,6 +86,16 @@ register(*with_inplace("floor_divide", "xlogy"))(per_element(2))
 # hypot = sqrt(x*x + y*y): 2 multiplies, 1 add, 1 sqrt.
 register(*with_inplace("hypot"))(per_element(4))
 
+LOGIT = 3  # log(x / (1 - x)): subtract, divide, log
+CLAMP_TO_EPS = 2  # logit's ``eps``: clamp x to [eps, 1 - eps], one comparison per bound
+
+
+@register(*with_inplace("logit"))
+def logit_ops(args: Args, out: Any) -> Count:
+    """numel(out) * 3, + 2 per element with ``eps`` (BCE's gradient for its target is
+    ``-logit(p)``)."""
+    return (LOGIT + CLAMP_TO_EPS * int(args.get("eps") is not None)) * out_numel(out), 0
+
 
 @register(*aten("equal"))
 def equal_ops(args: Args, out: Any) -> Count:

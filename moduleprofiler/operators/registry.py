@@ -10,13 +10,15 @@ Custom operators made with ``torch.library`` register the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import torch
 
 from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
+from moduleprofiler.registry import LiveFormulaMap, live_map
 from moduleprofiler.validate import operator_counts
 
 OperatorCount = tuple[int, int]
@@ -162,14 +164,41 @@ def get_default_operator_map() -> dict[OperatorKey, OperatorFormula | None]:
     return table
 
 
+class _FreeOperators(Mapping[OperatorKey, None]):
+    """:data:`FREE_OPERATORS`, live, as a table mapping each to ``None`` (free)."""
+
+    def __getitem__(self, key: OperatorKey) -> None:
+        if key not in FREE_OPERATORS:
+            raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in FREE_OPERATORS
+
+    def __iter__(self) -> Iterator[OperatorKey]:
+        return iter(list(FREE_OPERATORS))
+
+    def __len__(self) -> int:
+        return len(FREE_OPERATORS)
+
+
+def live_operator_map(own: OperatorMap | None = None) -> LiveFormulaMap:
+    """A profiler's operator map: ``own`` entries over the live operator registry (formulas
+    and free operators), so an operator registered after the profiler was made is counted."""
+    load_families()
+    return live_map(own, MappingProxyType(OPERATOR_FORMULAS), _FreeOperators())
+
+
 def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """:func:`lookup` in ``table``: the overload's entry, else its packet's; ``None`` when the
     operator is free; :data:`MISSING` when the table does not know it."""
     for key in (func, packet_of(func)):
         if key in table:
             return table[key]
-    if _FAMILY_LOADERS:
-        load_families()
+    loaded = bool(_FAMILY_LOADERS) and load_families()
+    if isinstance(table, LiveFormulaMap):
+        # the registry is live under it: a family loaded now is in it, and an operator the
+        # table's owner removed on purpose stays missing
+        return lookup_in(table, func) if loaded else _MISSING
     if func in _LATE_KEYS or packet_of(func) in _LATE_KEYS:
         # an optional library loaded after the table was made; an operator the table's owner
         # removed on purpose stays missing

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moduleprofiler.efficiency.peaks import match_device
+from moduleprofiler.efficiency.peaks import matching_devices
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
 
@@ -442,8 +442,10 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
                                         for nbytes in sizes]
             _free()
         host = measure_host(cuda)
+    # the table's name when CUDA's says the card; else CUDA's, never a guess among cards
+    table_names = matching_devices(props.name)
     return Calibration(
-        name=match_device(props.name) or props.name, device_name=props.name,
+        name=table_names[0] if len(table_names) == 1 else props.name, device_name=props.name,
         sms=props.multi_processor_count, torch_version=torch.__version__,
         created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick)
 

@@ -44,7 +44,16 @@ class _Table:
 _FALLBACK = {"mem_batch_norm_2d": "mem_unary"}
 """A table an older calibration lacks, and the one to use instead."""
 
-_COMPUTE_TABLES = {"gemm", "bmm", "conv", "conv_backward", "attention", "attention_backward"}
+MATMUL_TABLES = frozenset({"gemm", "bmm"})
+"""Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
+(``torch.backends.cuda.matmul.fp32_precision``)."""
+CONV_TABLES = frozenset({"conv", "conv_backward"})
+"""Tables of fp32 work that TF32 runs on tensor cores as cuDNN's setting says
+(``torch.backends.cudnn.conv.fp32_precision``)."""
+_COMPUTE_TABLES = MATMUL_TABLES | CONV_TABLES | {"attention", "attention_backward"}
+"""Tables whose fp32 rows :func:`~moduleprofiler.prediction.calibrate` measured in TF32 (it
+turns TF32 on for matmuls and convolutions); fused attention's fp32 kernels are taken as
+measured whatever the settings."""
 
 
 _ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -89,6 +98,11 @@ class DeviceModel:
     """The device's datasheet peaks: the roofline the tables' ratios apply to."""
     reference_peaks: DevicePeaks
     """The peaks of the device the calibration measured."""
+    matmul_tf32: bool = True
+    """fp32 matmuls (:data:`MATMUL_TABLES`) run in TF32: at the TF32 tensor-core peak, as
+    calibrated; else at the plain FP32 peak."""
+    conv_tf32: bool = True
+    """fp32 convolutions (:data:`CONV_TABLES`) run in TF32; else at the plain FP32 peak."""
     _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
         default_factory=dict, repr=False)
@@ -98,17 +112,26 @@ class DeviceModel:
         """Whether the tables come from another device (scaled by the peaks)."""
         return self.peaks.name != self.reference_peaks.name
 
-    def _rate(self, peaks: DevicePeaks, table: str, dtype: str) -> tuple[float, float]:
-        """(FLOP/s, bytes/s) of ``peaks`` for ``table`` in ``dtype``; fp32 matmuls and
-        convolutions run in TF32."""
-        name = "tf32" if dtype == "fp32" and table in _COMPUTE_TABLES else dtype
+    def tf32(self, table: str) -> bool:
+        """Whether fp32 work of ``table`` runs on TF32 tensor cores on this device."""
+        if table in MATMUL_TABLES:
+            return self.matmul_tf32
+        if table in CONV_TABLES:
+            return self.conv_tf32
+        return table in _COMPUTE_TABLES
+
+    @staticmethod
+    def _rate(peaks: DevicePeaks, dtype: str, tf32: bool) -> tuple[float, float]:
+        """(FLOP/s, bytes/s) of ``peaks`` in ``dtype`` (fp32 at the TF32 rate with ``tf32``)."""
+        name = "tf32" if dtype == "fp32" and tf32 else dtype
         flops = peaks.flops_per_s(name) or peaks.flops_per_s("fp32") or 1e12
         return flops, peaks.bytes_per_s
 
-    def roof_us(self, peaks: DevicePeaks, table: str, dtype: str, flops: float,
-                 nbytes: float) -> float:
+    @classmethod
+    def roof_us(cls, peaks: DevicePeaks, dtype: str, flops: float, nbytes: float,
+                tf32: bool) -> float:
         """The roofline time ``max(flops / peak, bytes / bandwidth)`` on ``peaks``, µs."""
-        flop_rate, byte_rate = self._rate(peaks, table, dtype)
+        flop_rate, byte_rate = cls._rate(peaks, dtype, tf32)
         return max(flops / flop_rate, nbytes / byte_rate) * 1e6
 
     def _table(self, table: str, dtype: str) -> _Table | None:
@@ -123,8 +146,9 @@ class DeviceModel:
             else:
                 size = _ELEMENT_BYTES.get(dtype, 4)
                 works = [_row_work(table, row, size) for row in rows]
-                roofs = [self.roof_us(self.reference_peaks, table, dtype, f, b)
-                         for _, f, b in works]
+                # the rows' roofs as they were measured: fp32 compute in TF32
+                roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
+                                      table in _COMPUTE_TABLES) for _, f, b in works]
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
                 self._tables[key] = _Table(np.array([w[0] for w in works], dtype=np.float64),
                                            us, np.array(roofs), float(us.min()))
@@ -142,7 +166,9 @@ class DeviceModel:
         table = self._table(work.table, work.dtype)
         if table is None:
             return None
-        roof = self.roof_us(self.peaks, work.table, work.dtype, work.flops, work.moved_bytes)
+        # plain fp32 on a TF32-measured row: its achieved fraction of the peak, on the FP32 peak
+        roof = self.roof_us(self.peaks, work.dtype, work.flops, work.moved_bytes,
+                            self.tf32(work.table))
         query = np.array(work.features, dtype=np.float64)
         distance = np.sqrt(((table.features - query) ** 2).sum(axis=1))
         nearest = np.argsort(distance)[:NEIGHBOURS]

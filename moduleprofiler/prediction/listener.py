@@ -6,13 +6,46 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction.chain import Step
 from moduleprofiler.prediction.device_model import DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.prediction.op_classes import classify
+from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = ("", "backward_")
+
+_ONE_DTYPE_TABLES = frozenset({"gemm", "bmm", "conv", "conv_backward", "attention"})
+"""Tables of operators whose device kernels (cuBLAS, cuDNN, fused attention) take their data
+operands, the first three arguments (``mm``'s two matrices; ``addmm``'s bias and matrices; a
+convolution's input, weight and bias; its backward's gradient, input and weight; attention's
+query, key and value), in one floating dtype: mixed or integer operands raise on a device,
+never on the meta device. An attention backward's other tensors (its log-sum-exp in fp32, its
+random seed in int64) are of other dtypes by design, and its forward was checked."""
+
+
+def check_operand_dtypes(name: str, args: tuple[Any, ...], call: Call | None) -> None:
+    """Raise as a device would for a matrix product, convolution or attention ``name`` whose
+    data operands (:data:`_ONE_DTYPE_TABLES`) are not of one floating dtype.
+
+    Raises:
+        DeviceDtypeError: naming the module ``call`` and the dtypes.
+    """
+    dtypes = tuple(dict.fromkeys(arg.dtype for arg in args[:3]
+                                 if isinstance(arg, torch.Tensor)))
+    if not dtypes or (len(dtypes) == 1 and dtypes[0].is_floating_point):
+        return
+    where = (f"module {display_path(call.path)!r} ({type(call.module).__name__})"
+             if call is not None else "outside any module")
+    what = (f"mixes {' and '.join(str(d) for d in dtypes)} tensors, which a device refuses"
+            if len(dtypes) > 1 else f"on {dtypes[0]} tensors, which a device has no kernel for")
+    raise DeviceDtypeError(
+        f"{where}: {name} {what} (a real run raises here; the meta device does not check): "
+        "cast the input to the model's dtype",
+        None if call is None else call.path, dtypes)
 
 
 class PredictionListener(Listener):
@@ -30,6 +63,8 @@ class PredictionListener(Listener):
         """Issue-ordered host/device steps per phase (``""``: forward)."""
         self.unknown: dict[str, int] = {}
         """Operators no calibration table times, with their call counts."""
+        self.fp32_tables: set[str] = set()
+        """The calibration tables fp32 operators of the pass used (TF32 or not: the notes)."""
         self._own: dict[tuple[str, int], list[float | None]] = {}
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -49,7 +84,11 @@ class PredictionListener(Listener):
     def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any], out: Any) -> None:
         work = classify(func, args, kwargs, out)
+        if work.table in _ONE_DTYPE_TABLES:
+            check_operand_dtypes(work.name, args, call)
         device_us = self.device.op_us(work)
+        if work.dtype == "fp32" and work.table is not None:
+            self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
         host_us = self.host.op_us(work) if self.host is not None else 0.0

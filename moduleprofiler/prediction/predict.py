@@ -13,12 +13,17 @@ from typing import Any
 import torch
 
 import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
-from moduleprofiler.efficiency.peaks import DEVICE_PEAKS, DevicePeaks, device_peaks, match_device
+from moduleprofiler.efficiency.peaks import (
+    DEVICE_PEAKS,
+    DevicePeaks,
+    device_peaks,
+    matching_devices,
+)
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
-from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.device_model import CONV_TABLES, MATMUL_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.prediction.listener import PredictionListener
 
@@ -31,6 +36,11 @@ _DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat
 DeviceSpec = str | Calibration | DevicePeaks | Path
 HostSpec = str | HostCosts | HostModel | None
 
+DEFAULT_HOST = "calibrated"
+"""The host ``predict()`` and ``--predict`` assume: the CPU that drove the calibrated GPU. A
+latency is what people ask for, and eager PyTorch is often bound by its host; ``host=None``
+predicts the device's time alone, never called a latency."""
+
 
 @dataclass(frozen=True, repr=False)
 class PredictedProfile(Profile):
@@ -39,8 +49,9 @@ class PredictedProfile(Profile):
     and ``backward_`` forms), and the pass's prediction."""
 
     predicted_latency_ms: float | None = None
-    """The whole pass (forward, or forward and backward), host and device chains together;
-    with ``host=None`` the device time alone, a lower bound."""
+    """The whole pass (forward, or forward and backward), host and device chains together
+    (``None`` with ``host=None``: without a host there is no latency, only
+    ``predicted_device_ms``, a lower bound on it)."""
     predicted_device_ms: float | None = None
     """The device's busy time in the pass."""
     predicted_host_ms: float | None = None
@@ -86,14 +97,61 @@ def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
     return DeviceModel(reference, peaks, device_peaks(REFERENCE)), notes
 
 
+def with_fp32_math(device: DeviceModel, tf32: bool | None) -> DeviceModel:
+    """``device`` running fp32 matmuls and convolutions as a real run would: in TF32 when
+    ``tf32`` says so, else as torch's settings say now: the matmul precision
+    (``torch.set_float32_matmul_precision``: ``"highest"``, torch's default, is plain FP32;
+    ``"high"`` and ``"medium"`` are TF32) and cuDNN's (TF32 by default)."""
+    if tf32 is not None:
+        return dataclasses.replace(device, matmul_tf32=tf32, conv_tf32=tf32)
+    # read from the backends, which both precision APIs set; get_float32_matmul_precision()
+    # raises once the newer per-backend API has been used
+    return dataclasses.replace(device, matmul_tf32=_precision("cuda.matmul") == "tf32",
+                               conv_tf32=_precision("cudnn.conv") == "tf32")
+
+
+def _precision(backend: str) -> str:
+    """torch's fp32 precision for ``"cuda.matmul"`` or ``"cudnn.conv"``: ``"tf32"`` or
+    ``"ieee"`` (``"none"``, inherited from an unset root, is ``"ieee"``)."""
+    # cudnn.conv is set on the module at import: its stubs do not declare it
+    settings: Any = torch.backends.cuda.matmul if backend == "cuda.matmul" \
+        else torch.backends.cudnn.conv  # type: ignore[attr-defined]
+    value = str(settings.fp32_precision)
+    return "ieee" if value == "none" else value
+
+
+def fp32_notes(device: DeviceModel, tables: set[str], tf32: bool | None) -> list[str]:
+    """What the prediction assumed for the fp32 matmuls and convolutions of the pass
+    (``tables``: the calibration tables its fp32 operators used)."""
+    notes = []
+    for what, family, on, backend in (
+            ("matmuls", MATMUL_TABLES, device.matmul_tf32, "cuda.matmul"),
+            ("convolutions", CONV_TABLES, device.conv_tf32, "cudnn.conv")):
+        if not tables & family:
+            continue
+        rate = device.peaks.flops_per_s("tf32" if on else "fp32")
+        peak = f", {rate / 1e12:g} TFLOP/s peak" if rate else ""
+        why = f"tf32={tf32}" if tf32 is not None else \
+            f"torch.backends.{backend}.fp32_precision is {_precision(backend)!r}"
+        if on:
+            notes.append(f"fp32 {what} on TF32 tensor cores{peak} ({why})")
+        else:
+            notes.append(f"fp32 {what} on plain FP32{peak} ({why}; TF32 with "
+                         "torch.set_float32_matmul_precision('high') or tf32=True): the "
+                         "calibration measured TF32, so their times are its achieved "
+                         "fractions of the peak on the FP32 peak")
+    return notes
+
+
 def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None, list[str]]:
-    """The host model: ``None`` (device only: a lower bound), ``"calibrated"`` (the CPU that
-    drove the calibrated device), ``"this"`` (this machine's CPU: measured on its CUDA device
-    if it has one, else the calibrated costs scaled by this CPU's speed on a tiny operator),
-    or :class:`HostCosts`."""
+    """The host model: ``"calibrated"`` (the default: the CPU that drove the calibrated
+    device), ``None`` (the device time alone: a lower bound, no latency), ``"this"`` (this
+    machine's CPU: measured on its CUDA device if it has one, else the calibrated costs scaled
+    by this CPU's speed on a tiny operator), or :class:`HostCosts`."""
     if host is None:
-        return None, ["host=None: the device time alone, a lower bound on the latency "
-                      "(eager PyTorch is often bound by its host)"]
+        return None, ["host=None: the device's time alone (predicted_device_ms), a lower "
+                      "bound on the latency, which is not predicted (eager PyTorch is often "
+                      "bound by its host)"]
     if isinstance(host, HostModel):
         return host, []
     if isinstance(host, HostCosts):
@@ -101,7 +159,9 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     reference = device.calibration.host
     if host == "calibrated":
         if reference is None:
-            raise ValueError("host='calibrated': this calibration has no host costs")
+            raise ValueError("host='calibrated' (the default): this calibration has no host "
+                             "costs; pass host=None for the device's time alone, or "
+                             "host='this'")
         return HostModel(reference, source=reference.cpu), []
     if host == "this":
         if torch.cuda.is_available():
@@ -118,16 +178,37 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     raise ValueError(f"host must be None, 'calibrated', 'this' or HostCosts, got {host!r}")
 
 
+def measured_gpu(measured: Any) -> str | None:
+    """The name of the GPU a measured profile ran on, as CUDA reported it (``None``: it names
+    none). A ``time_modules`` result records the timed device in its environment
+    (``device_name``, read from that device's properties) and every GPU of the machine in its
+    hardware columns (0.0.4's ``gpu``, a list of names); a result with hardware columns only
+    names its GPU when the machine had one kind."""
+    environment = getattr(measured, "environment", None) or {}
+    if str(environment.get("device", "")).startswith("cuda"):
+        # on the CPU, device_name is the processor: only a CUDA run's names a GPU
+        return str(environment.get("device_name") or "") or None
+    gpus = (getattr(measured, "hardware", None) or {}).get("gpu")
+    names = {str(name) for name in gpus} if isinstance(gpus, (list, tuple)) else set()
+    return names.pop() if len(names) == 1 else None
+
+
 def measured_device(measured: Any, measured_on: DeviceSpec | None) -> DeviceSpec:
-    """The device a measured profile ran on: ``measured_on``, else the device its hardware
-    record names (a ``time_modules`` profile records it)."""
+    """The device a measured profile ran on: ``measured_on``, else the peak-table name of the
+    GPU it recorded (:func:`measured_gpu`).
+
+    Raises:
+        ValueError: ``measured_on`` is needed: the profile names no GPU of the peak table.
+    """
     if measured_on is not None:
         return measured_on
-    name = getattr(measured, "hardware", {}).get("device_name")
-    if not name or match_device(str(name)) is None:
+    name = measured_gpu(measured)
+    table_names = matching_devices(name) if name else ()
+    if len(table_names) != 1:
+        known = f" (any of {', '.join(table_names)})" if table_names else ""
         raise ValueError("measured_on: the measured profile does not name a known GPU "
-                         f"({name!r}); pass measured_on='H100 SXM' (or another device)")
-    return str(match_device(str(name)))
+                         f"({name!r}{known}); pass measured_on='H100 SXM' (or another device)")
+    return table_names[0]
 
 
 def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
@@ -142,11 +223,14 @@ def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def finish_prediction(profile: Profile, listener: PredictionListener, device: DeviceModel,
-                      host: HostModel | None, notes: list[str]) -> PredictedProfile:
+                      host: HostModel | None, notes: list[str],
+                      tf32: bool | None = None) -> PredictedProfile:
     """The profile with the pass's prediction: the forward's (and backward's) steps through
-    the two chains."""
+    the two chains; ``tf32``: the ``predict`` keyword the device's fp32 math came from
+    (``None``: torch's settings)."""
     steps: list[Step] = [*listener.steps[""], *listener.steps["backward_"]]
     result: ChainResult = run_chain(steps)
+    notes = [*notes, *fp32_notes(device, listener.fp32_tables, tf32)]
     if listener.unknown:
         notes.append("no calibration table times "
                      + ", ".join(f"{name} ({count}x)" for name, count in
@@ -157,7 +241,8 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
               if f.init}
     return PredictedProfile(
         **fields,
-        predicted_latency_ms=result.latency_us / 1e3,
+        # without a host the chain's end is the device's alone: not a latency
+        predicted_latency_ms=result.latency_us / 1e3 if host is not None else None,
         predicted_device_ms=result.device_us / 1e3,
         predicted_host_ms=result.host_us / 1e3 if host is not None else None,
         predicted_for=target, prediction_notes=tuple(notes))

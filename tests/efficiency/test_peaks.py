@@ -7,6 +7,7 @@ import torch
 
 from moduleprofiler.efficiency import (
     DEVICE_PEAKS,
+    AmbiguousDeviceError,
     DevicePeaks,
     device_peaks,
     match_device,
@@ -29,9 +30,42 @@ from moduleprofiler.efficiency import (
     ("NVIDIA A10", "A10"),
     ("AMD Instinct MI300X", "MI300X"),
     ("NVIDIA GeForce RTX 4090", None),
+    # cards of another name the table does not hold: not taken for the one they contain
+    ("NVIDIA H200 NVL", None),  # the H200's NVL card: lower clocks than the table's SXM
+    ("NVIDIA GH200 480GB", None),  # Grace Hopper: not an H200
+    ("NVIDIA GB200", None),  # Grace Blackwell: not a B200
+    ("A10G", None),
 ])
 def test_device_names_as_cuda_reports_them(reported, table):
     assert match_device(reported) == table
+
+
+@pytest.mark.parametrize(("typed", "cards"), [
+    ("H100", ["H100 SXM", "H100 PCIe", "H100 NVL"]),
+    ("nvidia h100 80GB", ["H100 SXM", "H100 PCIe", "H100 NVL"]),
+    ("A100", ["A100 40GB", "A100 80GB SXM", "A100 80GB PCIe"]),
+    ("A100 80GB", ["A100 80GB SXM", "A100 80GB PCIe"]),
+    ("A100 SXM", ["A100 40GB", "A100 80GB SXM"]),
+    ("A100 PCIe", ["A100 40GB", "A100 80GB PCIe"]),
+])
+def test_a_name_several_cards_answer_to_is_refused(typed, cards):
+    # "H100" is three cards whose peaks differ (HBM bandwidth 3350, 2000 and 3900 GB/s):
+    # taking one silently moved a prediction by up to 3350 / 2000 = 1.7x
+    with pytest.raises(AmbiguousDeviceError, match="device") as error:
+        device_peaks(typed)
+    assert error.value.candidates == tuple(cards)
+    assert all(card in str(error.value) for card in cards)
+    with pytest.raises(AmbiguousDeviceError):
+        match_device(typed)
+
+
+@pytest.mark.parametrize(("typed", "table"), [
+    ("h100 sxm", "H100 SXM"), ("H100 SXM5", "H100 SXM"), ("H100 PCIe", "H100 PCIe"),
+    ("H100 NVL", "H100 NVL"), ("H200", "H200"), ("A100 40GB", "A100 40GB"),
+    ("A100 80GB SXM", "A100 80GB SXM"), ("A100 PCIe 80GB", "A100 80GB PCIe"),
+])
+def test_a_name_that_says_the_card_is_taken(typed, table):
+    assert device_peaks(typed).name == table
 
 
 def test_peak_lookup_by_dtype():

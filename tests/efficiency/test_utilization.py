@@ -60,3 +60,9 @@ def test_bad_arguments():
 def test_transformer_estimate():
     # 6 * 100 + 12 * 2 layers * 3 heads * 4 head size * 5 tokens = 600 + 1440
     assert transformer_flops_per_token(100, 2, 3, 4, 5) == 2040
+
+
+def test_peak_tflops_is_the_peak_used():
+    profile = ModuleProfiler().profile(nn.Linear(4, 8, bias=False), torch.randn(3, 4))
+    # the toy device's fp32 peak: 1e-6 TFLOP/s = 1e6 FLOP/s
+    assert utilization(profile, 1.0, PEAKS).peak_tflops == pytest.approx(1e-6)

@@ -79,10 +79,14 @@ def test_options_reach_the_renderer_through_save(tmp_path: Path) -> None:
     assert tiny().to_latex(max_depth=1, fit=False).count("&") > narrow.count("&")
 
 
-def test_chosen_columns_stay_and_raw_tables_are_untouched() -> None:
+def test_chosen_columns_stay_and_raw_tables_keep_their_values() -> None:
     chosen = hostile().to_latex(columns=["type", "output_shapes", "params"])
     assert "output" in chosen and "type" in chosen
     frame = pd.DataFrame({"module": ["a" * 80], "ops": [1]})
     raw = frame_text(frame, "latex")  # the 0.0.4 writers' bare tabular
-    assert "a" * 80 in raw and "resizebox" not in raw and "@{}" not in raw
+    # its value stays whole and its columns as 0.0.4 wrote them; too wide, it is scaled
+    assert "a" * 80 in raw and "@{}" not in raw.replace("[b]{@{}", "")
+    assert "\\resizebox{\\linewidth}" in raw and "\\begin{tabular}{lr}" in raw
+    narrow = frame_text(pd.DataFrame({"module": ["a"], "ops": [1]}), "latex")
+    assert "resizebox" not in narrow and narrow.startswith("\\begin{tabular}{lr}")
     assert LINEWIDTH_PT == 345.0

@@ -165,3 +165,20 @@ def test_the_never_called_note_is_under_the_views_of_every_module_only() -> None
     assert note in profile.tree().notes and note in profile.table().notes
     # a ranking of types has no row for it: the note was noise there
     assert not any(n.startswith("never called") for n in profile.top(3).notes)
+
+
+def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
+    import warnings
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a busy machine's timing warnings
+        timing = ModuleProfiler().time_modules(model, torch.randn(1, 4), num_iters=4)
+    tree = timing.tree()
+    # a timing pass counts nothing and records no shapes: before, MACs, ops, ops % and output
+    # showed a column of "-" each, and the footer defined ops and MACs
+    assert not {"inclusive_macs", "inclusive_ops", "inclusive_ops_pct",
+                "output_shapes"} & set(tree.columns)
+    text = tree.to_text(width=0) or ""
+    assert "time median" in text and "MACs" not in text and "multiplies" not in text
+    assert "inclusive_ops" in timing.tree(["inclusive_ops"]).columns  # named: still shown

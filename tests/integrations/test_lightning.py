@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 L = pytest.importorskip("lightning")
 pl = pytest.importorskip("pytorch_lightning")
@@ -25,19 +26,21 @@ from moduleprofiler.integrations.lightning import (  # noqa: E402
     ModuleProfilerCallback,
     first_item,
 )
+from moduleprofiler.integrations.window import WindowWarning  # noqa: E402
 from tests.integrations.lightning_models import Tiny  # noqa: E402
+from tests.integrations.test_window import misnamed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fit(tmp_path: Path, callback: ModuleProfilerCallback | None,
-         max_steps: int = 5) -> tuple[Tiny, Any]:
+         max_steps: int = 5, module: type[Tiny] = Tiny, **settings: Any) -> tuple[Tiny, Any]:
     L.seed_everything(0)
-    model = Tiny()
+    model = module()
     trainer = L.Trainer(max_steps=max_steps, accelerator="cpu", logger=CSVLogger(tmp_path),
                         callbacks=[callback] if callback is not None else [],
                         enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, deterministic=True)
+                        enable_model_summary=False, deterministic=True, **settings)
     trainer.fit(model)
     return model, trainer
 
@@ -52,7 +55,7 @@ def test_logged_keys_and_files(tmp_path: Path) -> None:
     _, trainer = _fit(tmp_path, callback)
     rows = _metrics(trainer)
     times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
-    counts = ("params", "ops", "flops", "backward_flops")
+    counts = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backward_flops")
     expected = {"moduleprofiler/step_ms"} | {f"moduleprofiler/net/{c}" for c in times + counts}
     assert expected <= set(rows[0]) and "moduleprofiler/mfu" not in rows[0]  # no CPU peak
     (row,) = [row for row in rows if row["moduleprofiler/step_ms"]]
@@ -102,6 +105,61 @@ def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
     assert (Path(trainer.log_dir) / REPORT_NAME).exists()
 
 
+def test_every_logged_name_is_a_column_or_a_model_scalar(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2, peaks="H100 SXM")
+    _, trainer = _fit(tmp_path, callback)
+    logged = {key for key in _metrics(trainer)[0] if key.startswith("moduleprofiler/")}
+    assert callback.result is not None and logged == set(callback.result.scalars)
+    # each module's number is the frame's value of the column it is named after: net's
+    # inclusive_flops is 768, its own flops 0 (a Sequential does no work of its own)
+    assert misnamed(callback.result) == []
+
+
+def test_bf16_mixed_mfu_uses_the_bf16_peak(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2, peaks="H100 SXM")
+    _fit(tmp_path, callback, precision="bf16-mixed")
+    result = callback.result
+    assert result is not None and result.step_ms is not None
+    # the step ran its Linear layers in bfloat16 under the trainer's autocast, and so did the
+    # count: the bf16 dense peak of an H100 SXM, 989.4 TFLOP/s, not the fp32 67; model FLOPs
+    # forward 768 + backward 1024 = 1792 (test_logged_keys_and_files)
+    assert result.utilization is not None and result.utilization.dtype == "bf16"
+    assert result.scalars["moduleprofiler/peak_tflops"] == pytest.approx(989.4)
+    assert result.mfu == pytest.approx(1792 / (result.step_ms / 1e3 * 989.4e12), rel=1e-12)
+
+
+class NoForward(Tiny):
+    """A LightningModule whose ``training_step`` calls its layers: it has no ``forward``."""
+
+    forward = L.LightningModule.forward
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor],
+                      batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+
+def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
+    plain, _ = _fit(tmp_path / "plain", None, module=NoForward)
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    with pytest.warns(WindowWarning, match=r"(?s)step 2.*forward.*training goes on") as caught:
+        model, trainer = _fit(tmp_path / "profiled", callback, module=NoForward)
+    assert [w.filename for w in caught if issubclass(w.category, WindowWarning)] == [__file__]
+    # the fit ran to its end, trained as without the callback, with no hook left behind
+    assert trainer.global_step == 5 and callback.result is None and callback.window is None
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 plain.state_dict().values()))
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_a_fit_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback()  # start_step=5
+    with pytest.warns(WindowWarning, match=r"after 3 steps.*start_step=5") as caught:
+        _fit(tmp_path, callback, max_steps=3)
+    assert [w.filename for w in caught if issubclass(w.category, WindowWarning)] == [__file__]
+    assert callback.result is None
+
+
 def test_both_import_names_take_it() -> None:
     callback = ModuleProfilerCallback()
     assert isinstance(callback, L.pytorch.Callback) and isinstance(callback, pl.Callback)
@@ -142,4 +200,4 @@ def test_ddp_on_two_cpu_ranks_gathers_on_rank_0(tmp_path: Path) -> None:
     assert gathered.world_size == 2
     assert [(p.total_params, p.total_flops) for p in gathered.profiles] == [(58, 768)] * 2
     metrics = (report.parent / "metrics.csv").read_text(encoding="utf-8")
-    assert "moduleprofiler/net/flops" in metrics.splitlines()[0]
+    assert "moduleprofiler/net/inclusive_flops" in metrics.splitlines()[0]

@@ -12,8 +12,11 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
+from moduleprofiler.export.columns import is_registered  # noqa: E402
 from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME  # noqa: E402
 from moduleprofiler.integrations.transformers import ModuleProfilerCallback  # noqa: E402
+from moduleprofiler.integrations.window import MODEL_SCALARS, WindowWarning  # noqa: E402
+from tests.integrations.test_window import misnamed  # noqa: E402
 
 # 2 layers, 32 wide, 2 heads, a vocabulary of 64, 12 tokens, 4 sequences a step
 CONFIG = {"vocab_size": 64, "n_positions": 16, "n_embd": 32, "n_layer": 2, "n_head": 2}
@@ -35,13 +38,13 @@ class Tokens(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 
 def train(tmp_path: Path, callbacks: list[Any], steps: int = 6,
-          report_to: list[str] | None = None) -> tuple[Any, Any]:
+          report_to: list[str] | None = None, **settings: Any) -> tuple[Any, Any]:
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "out"), max_steps=steps,
         per_device_train_batch_size=ROWS, report_to=report_to or [], logging_steps=1,
-        use_cpu=True, seed=0, data_seed=0, save_strategy="no", disable_tqdm=True)
+        use_cpu=True, seed=0, data_seed=0, save_strategy="no", disable_tqdm=True, **settings)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(),
                                    callbacks=callbacks)
     trainer.train()
@@ -96,14 +99,57 @@ def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: P
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    callback = ModuleProfilerCallback(start_step=1, num_steps=1)
-    train(tmp_path, [callback], steps=3, report_to=["tensorboard"])
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, peaks="H100 SXM")
+    _, trainer = train(tmp_path, [callback], steps=3, report_to=["tensorboard"])
     runs = tmp_path / "out" / "runs" / "moduleprofiler"  # beside the Trainer's own run
     events = EventAccumulator(str(runs), size_guidance={"tensors": 0})
     events.Reload()
     tags = set(events.Tags()["tensors"]) | set(events.Tags()["scalars"])
     assert "moduleprofiler/step_ms" in tags
     assert any(tag.startswith("moduleprofiler/transformer/") for tag in tags)
+    # one vocabulary: a module's tag and a module's logged scalar end in the name of the
+    # frame column holding the number, a model's is one of MODEL_SCALARS
+    scalars = {tag for tag in tags  # the text plugin's tags hold the tree and the report
+               if not tag.startswith(("moduleprofiler/tree/", "moduleprofiler/report/"))}
+    for tag in scalars:
+        _, *path, name = tag.split("/")
+        assert is_registered(name) if path else name in MODEL_SCALARS, tag
+    assert "moduleprofiler/transformer/inclusive_flops" in scalars
+    entry = next(e for e in trainer.state.log_history if "moduleprofiler/step_ms" in e)
+    assert callback.result is not None and misnamed(callback.result) == []
+    assert {key for key in entry if key.startswith("moduleprofiler/")} \
+        == set(callback.result.scalars)
+
+
+def test_bf16_mfu_uses_the_bf16_peak(tmp_path: Path) -> None:
+    callback = ModuleProfilerCallback(start_step=2, num_steps=1, peaks="H100 SXM", memory=False)
+    train(tmp_path, [callback], steps=3, bf16=True)
+    result = callback.result
+    assert result is not None and result.step_ms is not None
+    # the step ran its matmuls in bfloat16 under the Trainer's autocast, and so did the
+    # count: the bf16 dense peak of an H100 SXM, 989.4 TFLOP/s
+    assert result.utilization is not None and result.utilization.dtype == "bf16"
+    assert result.scalars["moduleprofiler/peak_tflops"] == pytest.approx(989.4)
+    flops = result.utilization.model_flops
+    assert result.mfu == pytest.approx(flops / (result.step_ms / 1e3 * 989.4e12), rel=1e-12)
+
+
+def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
+    def broken(output: Any) -> torch.Tensor:
+        raise KeyError("no loss here")
+
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, loss_fn=broken)
+    with pytest.warns(WindowWarning, match=r"(?s)KeyError.*no loss here.*training goes on"
+                      ) as caught:
+        _, trainer = train(tmp_path, [callback], steps=3)
+    assert [w.filename for w in caught if issubclass(w.category, WindowWarning)] == [__file__]
+    assert trainer.state.global_step == 3 and callback.result is None
+    assert callback.window is None
+
+
+def test_a_run_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
+    with pytest.warns(WindowWarning, match=r"after 2 steps.*start_step=5"):
+        train(tmp_path, [ModuleProfilerCallback()], steps=2)
 
 
 def test_bad_arguments_are_named() -> None:

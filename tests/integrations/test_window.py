@@ -11,9 +11,12 @@ import torch
 from torch import nn
 
 from moduleprofiler import Profile
+from moduleprofiler.distributed import DistributedError
 from moduleprofiler.efficiency import device_peaks
+from moduleprofiler.errors import ProfilingError
+from moduleprofiler.export.columns import is_registered
 from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME, StepWindow, WindowResult
-from moduleprofiler.integrations.window import WindowCallback
+from moduleprofiler.integrations.window import MODEL_SCALARS, WindowCallback, WindowWarning
 
 
 def _model() -> nn.Sequential:
@@ -53,8 +56,8 @@ def test_logged_keys_and_counts() -> None:
     assert len(results) == 2 and results[0] is results[1] is window.result
     scalars = results[0].scalars
     times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
-    counts = ("params", "ops", "flops", "backward_flops")
-    memory = ("saved_bytes", "max_live_bytes")  # the training step's
+    counts = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backward_flops")
+    memory = ("saved_bytes", "train_max_live_bytes")  # the training step's
     assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/peak_bytes"} | {
         f"moduleprofiler/{path}/{column}" for path in "012"
         for column in times + counts + memory}
@@ -64,7 +67,7 @@ def test_logged_keys_and_counts() -> None:
     assert [scalars[f"moduleprofiler/{p}/saved_bytes"] for p in "012"] == [0, 96, 0]
     assert results[0].memory is not None
     assert scalars["moduleprofiler/peak_bytes"] == results[0].memory.peak_bytes > 0
-    assert all(scalars[f"moduleprofiler/{p}/max_live_bytes"] > 0 for p in "012")
+    assert all(scalars[f"moduleprofiler/{p}/train_max_live_bytes"] > 0 for p in "012")
     # Linear(4, 8) on 3 rows: params 4 * 8 + 8 = 40; ops 3 * 8 * (2 * 4 - 1) + 3 * 8 = 192;
     # flops 2 * MACs = 2 * 3 * 4 * 8 = 192; backward: the weight gradient only (the batch
     # needs no gradient), 2 * 3 * 4 * 8 = 192
@@ -89,16 +92,19 @@ def test_depth_and_the_mfu_of_a_named_peak() -> None:
     window = StepWindow(start_step=1, num_steps=1, depth=2, forward_args=_first,
                         peaks="H100 SXM")
     (result, _) = _train(model, window, steps=3)
-    paths = {key.split("/")[1] for key in result.scalars} - {"step_ms", "mfu", "peak_bytes"}
+    paths = {key.split("/")[1] for key in result.scalars} - set(MODEL_SCALARS)
     assert paths == {"0", "0.0", "0.1", "1"}
     # the block's numbers include its children's: 192 + 24 ops
-    assert result.scalars["moduleprofiler/0/ops"] == 216
+    assert result.scalars["moduleprofiler/0/inclusive_ops"] == 216
     # model FLOPs of a step: forward 192 + 96 = 288, backward 192 + 192 = 384, 672 in all;
     # fp32 peak of an H100 SXM 67 TFLOP/s
     assert result.step_ms is not None
     expected = 672 / (result.step_ms / 1e3 * 67e12)
     assert result.mfu == pytest.approx(expected, rel=1e-12)
     assert result.scalars["moduleprofiler/mfu"] == result.mfu
+    # the peak it was measured against is logged beside it
+    assert result.scalars["moduleprofiler/peak_tflops"] == 67
+    assert result.utilization is not None and result.utilization.dtype == "fp32"
     assert result.mfu == utilization_mfu(result)
 
 
@@ -142,9 +148,120 @@ def test_window_cut_short_by_the_end_of_training() -> None:
     assert window.closed and window.finish() is result
 
 
-def test_window_never_reached() -> None:
+def test_window_never_reached_says_so() -> None:
     window = StepWindow(start_step=10, num_steps=2, forward_args=_first)
-    assert _train(_model(), window, steps=3) == [] and window.result is None
+    # training ran steps 0, 1 and 2 and ended before the window's first step, 10
+    with pytest.warns(WindowWarning, match=r"after 3 steps.*start_step=10.*nothing") as caught:
+        assert _train(_model(), window, steps=3) == [] and window.result is None
+    assert caught[0].filename == __file__  # pointed at the loop that called finish()
+
+
+def test_a_window_that_ran_warns_nothing_at_the_end(recwarn: pytest.WarningsRecorder) -> None:
+    torch.manual_seed(0)
+    _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first), steps=3)
+    assert not [w for w in recwarn if issubclass(w.category, WindowWarning)]
+
+
+def misnamed(result: WindowResult) -> list[str]:
+    """The keys of ``result.scalars`` that break the one vocabulary (empty: none). A module's
+    scalar ``moduleprofiler/<module>/<name>`` is the value of the profile-frame column
+    ``<name>`` (a registered column) in that module's row; a model's ``moduleprofiler/<name>``
+    is one of :data:`MODEL_SCALARS`, each named as the field that holds it."""
+    frame = result.profile.to_df("module").set_index("module")
+    fields = {"step_ms": result.step_ms, "mfu": result.mfu,
+              "peak_tflops": result.utilization.peak_tflops if result.utilization else None,
+              "peak_bytes": result.memory.peak_bytes if result.memory else None}
+    assert set(fields) == set(MODEL_SCALARS)
+    wrong = []
+    for key, value in result.scalars.items():
+        prefix, *path, name = key.split("/")
+        assert prefix == "moduleprofiler" and len(path) <= 1, key
+        if path:
+            right = is_registered(name) and name in frame \
+                and frame.loc[path[0], name] == pytest.approx(value)
+        else:
+            right = fields.get(name) == value
+        if not right:
+            wrong.append(key)
+    return wrong
+
+
+def test_every_scalar_is_named_as_its_column() -> None:
+    torch.manual_seed(0)
+    # a block with children: its own counts (0: a Sequential does no work itself) and its
+    # inclusive ones (192 + 24 ops) differ, so a scalar named after one but holding the other
+    # shows
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), nn.Linear(8, 2))
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
+    (result, _) = _train(model, window, steps=3)
+    assert "moduleprofiler/mfu" in result.scalars and misnamed(result) == []
+
+
+def test_tf32_matmuls_are_measured_against_the_tf32_peak() -> None:
+    torch.manual_seed(0)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # FP32 matmuls may run on tensor cores
+    try:
+        window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
+        (result, _) = _train(_model(), window, steps=3)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    # the step's model FLOPs (test_depth_and_the_mfu_of_a_named_peak): 672; the TF32 dense
+    # peak of an H100 SXM, 494.7 TFLOP/s
+    assert result.step_ms is not None and result.utilization is not None
+    assert result.utilization.dtype == "tf32"
+    assert result.scalars["moduleprofiler/peak_tflops"] == pytest.approx(494.7)
+    assert result.mfu == pytest.approx(672 / (result.step_ms / 1e3 * 494.7e12), rel=1e-12)
+
+
+def test_the_count_runs_in_the_step_context() -> None:
+    torch.manual_seed(0)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window.start(model, context=lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    for step in range(3):
+        x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+        window.before_step(step, (x, y))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        window.after_step(step)
+    result = window.result
+    assert result is not None and result.step_ms is not None
+    # the Linear layers ran in bfloat16 under autocast, as the step's did: the bf16 dense peak
+    # of an H100 SXM, 989.4 TFLOP/s, against 672 FLOPs (the parameters stay float32)
+    frame = result.profile.to_df("module").set_index("module")
+    assert frame.loc["0", "output_dtypes"] == ("bfloat16",)
+    assert result.utilization is not None and result.utilization.dtype == "bf16"
+    assert result.scalars["moduleprofiler/peak_tflops"] == pytest.approx(989.4)
+    assert result.mfu == pytest.approx(672 / (result.step_ms / 1e3 * 989.4e12), rel=1e-12)
+
+
+class _NoForward(nn.Module):
+    """Layers called by the training loop, no ``forward`` (a LightningModule's habit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = _model()
+
+
+def test_a_failing_window_warns_and_the_callback_turns_itself_off() -> None:
+    callback = WindowCallback(None, start_step=1, num_steps=1, forward_args=_first)
+    model = _NoForward()
+    window = callback._new_window(model)
+    with pytest.raises(ProfilingError):  # the window itself raises: its driver decides
+        window.before_step(1, (torch.randn(3, 4), None))
+    window = callback._new_window(model)
+    with pytest.warns(WindowWarning, match=r"(?s)step 1.*NotImplementedError.*training goes"
+                      ) as caught:
+        callback._guarded("counting the model", window.before_step, 1,
+                          (torch.randn(3, 4), None))
+    assert caught[0].filename == __file__
+    assert callback.window is None and window.closed  # off, its hooks gone
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
 def _training_state(window: StepWindow | None) -> tuple[dict[str, torch.Tensor], Any, torch.Tensor]:
@@ -210,3 +327,27 @@ def test_window_callback_checks_and_reads_its_settings() -> None:
         WindowCallback(None, num_steps=0)
     with pytest.raises(TypeError, match="log_dir must be a path or None"):
         WindowCallback(3)  # type: ignore[arg-type]
+
+
+def test_under_ddp_a_failed_count_still_reaches_the_gather(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # two ranks, as gather() sees them: a rank that failed sends its exception, and every
+    # rank then raises; a rank that raised at once would leave the others waiting there
+    sent: list[Any] = []
+
+    def gather(window: StepWindow, outcome: Any) -> None:
+        sent.append(outcome)
+        if isinstance(outcome, BaseException):
+            raise DistributedError(f"gather: profiling failed on rank 0 ({outcome})")
+
+    monkeypatch.setattr(StepWindow, "_distributed", lambda window: True)
+    monkeypatch.setattr(StepWindow, "_gather", gather)
+    window = StepWindow(start_step=1, num_steps=2)
+    window.start(_NoForward())
+    for step in (0, 1):
+        window.before_step(step, torch.randn(3, 4))  # the count fails at step 1, quietly
+        assert window.after_step(step) is None and sent == []
+    window.before_step(2, torch.randn(3, 4))
+    with pytest.raises(DistributedError, match="NotImplementedError"):
+        window.after_step(2)  # the window's last step: the gather hears of the failure
+    assert len(sent) == 1 and isinstance(sent[0], ProfilingError) and window.closed

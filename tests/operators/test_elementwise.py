@@ -49,6 +49,8 @@ Y = torch.randn(3)
         (lambda: torch.square(X), 6),
         (lambda: X.sigmoid(), 18),  # 3 per element, as nn.Sigmoid
         (lambda: X.tanh(), 42),  # 7 per element, as nn.Tanh
+        (lambda: X.logit(), 18),  # log(x / (1 - x)): subtract, divide, log: 3 * 6
+        (lambda: X.logit(eps=1e-6), 30),  # + the clamp to [eps, 1 - eps]: 5 * 6
         (lambda: X.angle(), 6),  # one elementary function per element
         (lambda: torch.polar(X.abs(), X).angle(), 6 + 6 * 4 + 6),  # abs, polar (4), angle
         (lambda: torch.equal(X, X.clone()), 6),  # 6 element comparisons
@@ -57,6 +59,16 @@ Y = torch.randn(3)
 )
 def test_arithmetic(fn: Callable[[], Any], expected: int) -> None:
     assert count(fn) == (expected, 0)
+
+
+@pytest.mark.parametrize(("eps", "per_element"), [(None, 3), (1e-6, 5)])
+def test_logit_backward(eps: float | None, per_element: int) -> None:
+    # forward logit (3 or 5 per element, above) and sum (5 adds), then the backward:
+    # logit_backward g / (x * (1 - x)) is subtract, multiply, divide, + 2 comparisons with eps
+    # (the gradient is 0 outside [eps, 1 - eps]): 6 * per_element each way
+    x = torch.rand(2, 3, requires_grad=True)
+    assert count(lambda: torch.logit(x, eps).sum().backward(), mode="grad") == (
+        6 * per_element + 5 + 6 * per_element, 0)
 
 
 @pytest.mark.parametrize(

@@ -210,6 +210,43 @@ def test_bce_with_logits_backward_is_element_wise() -> None:
     assert backward_count(lambda x: F.binary_cross_entropy_with_logits(x, T), X) == (6 * 20, 0)
 
 
+def _bce_backward_with_target_grad(weight: Tensor | None) -> Count:
+    """(ops, macs) of the backward of BCE whose prediction and target both require grad."""
+    p, t = P.clone().requires_grad_(), T.clone().requires_grad_()
+    loss = F.binary_cross_entropy(p, t, weight=weight)
+    counter = OperatorCounter()
+    with counter:
+        loss.backward()
+    assert not counter.missing, dict(counter.missing)
+    return counter.ops, counter.macs
+
+
+def test_bce_backward_with_a_target_that_requires_grad() -> None:
+    # d/dp: binary_cross_entropy_backward, 6 per element + 1 for 'mean': 7 * 20 = 140.
+    # d/dt = -logit(p) * g / n: logit 3 per element (1 - p, divide, log: 60), neg_ free,
+    # mul by the incoming gradient (20), div_ by n for 'mean' (20): 100. Total 240
+    assert _bce_backward_with_target_grad(None) == (140 + 100, 0)
+    # with a weight: + 1 per element in binary_cross_entropy_backward (20), and the target's
+    # gradient is multiplied by it (mul, 20)
+    assert _bce_backward_with_target_grad(W.expand(N, C)) == (240 + 20 + 20, 0)
+
+
+def test_bce_loss_module_with_a_target_that_requires_grad_is_complete() -> None:
+    class Bce(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.loss = nn.BCELoss()
+
+        def forward(self, p: Tensor, t: Tensor) -> Tensor:
+            return self.loss(p, t)  # type: ignore[no-any-return]
+
+    inputs = (P.clone().requires_grad_(), T.clone().requires_grad_())
+    profile = ModuleProfiler().profile(Bce(), inputs, backward=True, loss_fn=lambda out: out)
+    assert profile.backward_unsupported_ops == {} and profile.complete
+    # forward 8 * 20 + 20 (see FORWARD); backward 240 (test above)
+    assert (profile.total_ops, profile.total_backward_ops) == (180, 240)
+
+
 # -- the loss modules, profiled ----------------------------------------------------------------
 
 class LossModel(nn.Module):

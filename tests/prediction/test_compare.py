@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -11,6 +13,8 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.prediction import Calibration, HostCosts, plot_prediction
+from moduleprofiler.prediction.predict import measured_device
+from moduleprofiler.timing.environment import capture_environment, get_hardware_specs
 
 HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "gemm": 11.0, "module_call": 2.0,
                               "cpu_op": 1.0})
@@ -65,3 +69,60 @@ def test_the_figure_puts_every_module_with_both_times(tmp_path: Path) -> None:
     assert ax.get_xlabel() == "measured device time (ms)"
     assert "over 3 modules" in ax.get_title()
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def _timed_on_an_h200(monkeypatch: pytest.MonkeyPatch, model: nn.Module,
+                      x: torch.Tensor) -> Any:
+    """A ``time_modules`` result as a run on one H200 builds it: timed here on the CPU, then
+    its environment and hardware captured by the functions ``time_modules`` calls, with CUDA
+    reporting one H200 (``torch.cuda`` patched, nothing else), and the kernel clock's samples
+    (``device_samples_ms``) taken from the wall clock's."""
+    timing = ModuleProfiler().time_modules(model, x, num_iters=3)
+    props = SimpleNamespace(name="NVIDIA H200", multi_processor_count=132)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: props.name)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=None: props)
+    environment = capture_environment(torch.device("cuda:0"))
+    hardware = get_hardware_specs()
+    monkeypatch.undo()
+    records = tuple(dataclasses.replace(r, metrics={
+        **r.metrics, "device_samples_ms": r.metrics["forward_samples_ms"],
+        "self_device_samples_ms": r.metrics["self_forward_samples_ms"]})
+        for r in timing.records)
+    return dataclasses.replace(timing, records=records, device="cuda:0",
+                               environment=environment, hardware=hardware)
+
+
+def test_a_timing_result_names_the_gpu_it_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, x = nn.Linear(64, 64), torch.randn(64, 64)
+    timing = _timed_on_an_h200(monkeypatch, model, x)
+    # what a real run records: the timed device's name in the environment, every GPU's in
+    # the hardware columns (0.0.4's "gpu"), no "device_name" among the hardware columns
+    assert timing.environment["device_name"] == "NVIDIA H200"
+    assert timing.hardware["gpu"] == ["NVIDIA H200"]
+    assert measured_device(timing, None) == "H200"
+    # the documented call, without measured_on: the H200 run scaled to the H100 SXM
+    predicted = ModuleProfiler().predict(model, x, device="H100 SXM", host="calibrated",
+                                         dtype="bf16", measured=timing)
+    assert predicted.to_df("module").iloc[0]["scaled_device_ms"] > 0
+
+
+def test_the_hardware_columns_name_the_gpu_without_an_environment() -> None:
+    # a result with 0.0.4's hardware columns only (a latency result): its one GPU
+    only_hardware = SimpleNamespace(hardware={"gpu": ["NVIDIA H100 80GB HBM3"]})
+    assert measured_device(only_hardware, None) == "H100 SXM"
+    # two different GPUs and no environment saying which one ran: not guessed
+    two = SimpleNamespace(hardware={"gpu": ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]})
+    with pytest.raises(ValueError, match="measured_on"):
+        measured_device(two, None)
+    # a name that does not say the card: measured_on is asked for, not a card guessed
+    bare = SimpleNamespace(environment={"device": "cuda:0", "device_name": "NVIDIA H100"})
+    with pytest.raises(ValueError, match=r"measured_on: .*H100 SXM, H100 PCIe, H100 NVL"):
+        measured_device(bare, None)
+    # a CPU timing names its processor, never a GPU
+    cpu = SimpleNamespace(environment={"device": "cpu", "device_name": "x86_64"},
+                          hardware={"gpu": "unavailable"})
+    with pytest.raises(ValueError, match="measured_on"):
+        measured_device(cpu, None)

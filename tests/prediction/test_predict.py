@@ -3,12 +3,18 @@ is known, so the chain's result is computed by hand."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler.efficiency import AmbiguousDeviceError
+from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction import Calibration, HostCosts
+from moduleprofiler.prediction.predict import PredictedProfile
 
 HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
                               "module_call": 2.0, "cpu_op": 1.0})
@@ -43,13 +49,26 @@ def test_a_linear_layer_predicted_by_hand() -> None:
     assert not model._forward_hooks and not model._forward_pre_hooks
 
 
-def test_host_none_is_a_labelled_lower_bound() -> None:
+def test_the_default_host_is_the_calibrated_one() -> None:
+    # as on the command line: the latency people ask for has the host in it
     profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
                                        device=_calibration(), dtype="bf16")
-    # the device alone: 3 us of kernel after the 2 us launch latency
-    assert profile.predicted_latency_ms == pytest.approx(0.005, rel=1e-3)
+    # the same chain as test_a_linear_layer_predicted_by_hand: host 13 us, then the 3 us
+    # GEMM 2 us after its launch -> 13 + 2 + 3 = 18 us
+    assert profile.predicted_host_ms == pytest.approx(0.013)
+    assert profile.predicted_latency_ms == pytest.approx(0.018, rel=1e-3)
+    assert profile.predicted_for == "H100 SXM, host test cpu"
+
+
+def test_host_none_predicts_the_device_time_never_a_latency() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), host=None, dtype="bf16")
+    # the device alone: the 3 us GEMM; a time without the host is not called a latency
+    assert profile.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert profile.predicted_latency_ms is None
     assert profile.predicted_host_ms is None and profile.predicted_regime is None
-    assert any("lower bound" in note for note in profile.prediction_notes)
+    assert any("host=None" in note and "lower bound" in note
+               for note in profile.prediction_notes)
     assert "predicted_host_ms" not in profile.to_df("call")
 
 
@@ -89,6 +108,15 @@ def test_bad_arguments_name_themselves() -> None:
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="Z9000")
     with pytest.raises(ValueError, match="host"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), host="fast")
+    with pytest.raises(TypeError, match="tf32 must be True or False"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), tf32="no")
+
+
+def test_a_device_name_of_several_cards_is_refused() -> None:
+    # "H100" was taken for the SXM card; the PCIe card has 2000 GB/s of HBM bandwidth, not
+    # 3350, so a memory-bound pass would be predicted 3350 / 2000 = 1.7x too fast for it
+    with pytest.raises(AmbiguousDeviceError, match="H100 SXM, H100 PCIe, H100 NVL"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="H100")
 
 
 def test_a_forward_that_reads_values_is_named() -> None:
@@ -98,3 +126,89 @@ def test_a_forward_that_reads_values_is_named() -> None:
 
     with pytest.raises(ProfilingError, match="module '0'"):
         ModuleProfiler().predict(nn.Sequential(Branchy()), torch.randn(2, 3))
+
+
+def _fp32_calibration() -> Calibration:
+    # one fp32 GEMM row, measured (as calibrate() measures fp32) with TF32 on: 300 us
+    return Calibration("H100 SXM", "test", 132, "x", "today",
+                       {"fp32": {"gemm": [[4096, 4096, 4096, 300.0]]}}, HOST)
+
+
+def _gemm(**options: Any) -> PredictedProfile:
+    with torch.device("meta"):  # 64 MiB of weight: never allocated
+        model = nn.Linear(4096, 4096, bias=False)
+    return ModuleProfiler().predict(model, torch.empty(4096, 4096, device="meta"),
+                                    device=_fp32_calibration(), host=None, **options)
+
+
+@pytest.fixture
+def matmul_precision() -> Iterator[None]:
+    """Whatever a test sets, torch's fp32 matmul precision as it was."""
+    before = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.usefixtures("matmul_precision")
+def test_fp32_matmuls_follow_torchs_matmul_precision() -> None:
+    # the 4096^3 GEMM, 2 * 4096^3 = 137,438,953,472 FLOPs, is compute-bound on the H100 SXM:
+    # TF32 494.7 TFLOP/s -> roof 277.82 us; plain FP32 67 TFLOP/s -> roof 2051.33 us (its
+    # 4 * 3 * 4096^2 = 201 MB take 60 us at 3350 GB/s). The row is the shape itself, so the
+    # time is 300 us * (roof + 300) / (277.82 + 300), the floor being the row's 300 us
+    torch.set_float32_matmul_precision("highest")  # torch's default: no TF32 for matmuls
+    plain = _gemm()
+    # 300 * (2051.33 + 300) / (277.82 + 300) = 300 * 2351.33 / 577.82 = 1220.8 us
+    assert plain.predicted_device_ms == pytest.approx(1.2208, rel=1e-3)
+    assert any("fp32 matmuls on plain FP32" in note and "67 TFLOP/s" in note
+               and "fp32_precision" in note for note in plain.prediction_notes)
+    torch.set_float32_matmul_precision("high")  # TF32 tensor cores
+    tf32 = _gemm()
+    assert tf32.predicted_device_ms == pytest.approx(0.300, rel=1e-3)  # as measured
+    assert any("fp32 matmuls on TF32" in note and "494.7 TFLOP/s" in note
+               for note in tf32.prediction_notes)
+    # the keyword wins over torch's setting, both ways
+    assert _gemm(tf32=False).predicted_device_ms == pytest.approx(1.2208, rel=1e-3)
+    torch.set_float32_matmul_precision("highest")
+    forced = _gemm(tf32=True)
+    assert forced.predicted_device_ms == pytest.approx(0.300, rel=1e-3)
+    assert any("tf32=True" in note for note in forced.prediction_notes)
+
+
+def test_bf16_says_nothing_of_tf32() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+    assert not any("TF32" in note for note in profile.prediction_notes)
+
+
+def test_fp32_convolutions_follow_cudnns_setting() -> None:
+    # cuDNN's fp32 convolutions default to TF32 (torch.backends.cudnn.conv.fp32_precision
+    # "tf32") while matmuls do not: a real run of an fp32 CNN mixes the two
+    model, x = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.LazyLinear(4)), \
+        torch.randn(2, 3, 8, 8)
+    model(x)  # the lazy layer takes its shape
+    notes = ModuleProfiler().predict(model, x, device="H100 SXM").prediction_notes
+    assert any("fp32 convolutions on TF32" in note for note in notes)
+    off = ModuleProfiler().predict(model, x, device="H100 SXM", tf32=False).prediction_notes
+    assert any("fp32 convolutions on plain FP32" in note for note in off)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+def test_an_input_a_gpu_would_refuse_is_refused(dtype: torch.dtype) -> None:
+    # a real run raises "mat1 and mat2 must have the same dtype" (on a GPU as on the CPU);
+    # the meta device computes nothing and let it pass, predicting 2 * 32 * (2 * 16 - 1)
+    # + 2 * 32 = 2,048 ops of a Linear that never runs
+    model = nn.Sequential(nn.Linear(16, 32))
+    with pytest.raises(DeviceDtypeError, match=rf"module '0' \(Linear\): aten\.addmm mixes "
+                                               rf"torch\.float32 and {dtype}") as error:
+        ModuleProfiler().predict(model, torch.ones(2, 16, dtype=dtype))
+    assert error.value.path == "0"
+    assert set(error.value.dtypes) == {dtype, torch.float32}
+
+
+def test_integer_matrix_products_are_refused() -> None:
+    class IntegerMatmul(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.mm(x, x.T)  # an int64 GEMM: no GPU kernel ("not implemented")
+
+    with pytest.raises(DeviceDtypeError, match=r"module '__root__' .*torch\.int64"):
+        ModuleProfiler().predict(IntegerMatmul(), torch.ones(4, 4, dtype=torch.int64))

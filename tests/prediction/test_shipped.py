@@ -24,7 +24,7 @@ def _gemm_us(device: DeviceSpec) -> tuple[float, tuple[str, ...]]:
     with torch.device("meta"):  # 512 MiB of weight: never allocated
         model = nn.Linear(INNER, OUT, bias=False)
     profile = ModuleProfiler().predict(model, torch.empty(ROWS, INNER, device="meta"),
-                                       device=device, dtype="fp32")
+                                       device=device, dtype="fp32", tf32=True)
     assert profile.predicted_device_ms is not None
     return profile.predicted_device_ms * 1e3, profile.prediction_notes
 
