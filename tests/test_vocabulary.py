@@ -21,20 +21,23 @@ QUICK = TimingOptions(num_iters=4, drop_first=1, warmup_seconds=0.0, progress=Fa
 
 
 def _model() -> nn.Module:
+    # deep enough that the training forward's live memory (activations saved for backward)
+    # differs from inference's in some row: two quantities, two names
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Sequential(nn.Linear(16, 4)))
+    return nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(),
+                         nn.Sequential(nn.Linear(64, 4)))
 
 
 RESULTS: dict[str, Callable[[], ProfileData]] = {
-    "profile": lambda: Profiler().profile(_model(), torch.randn(4, 8)),
-    "profile_backward": lambda: Profiler().profile(_model(), torch.randn(4, 8),
+    "profile": lambda: Profiler().profile(_model(), torch.randn(32, 8)),
+    "profile_backward": lambda: Profiler().profile(_model(), torch.randn(32, 8),
                                                    backward=True),
-    "time_modules": lambda: Profiler().time_modules(_model(), torch.randn(4, 8), QUICK),
-    "train_step_times": lambda: Profiler().train_step_times(_model(), torch.randn(4, 8),
+    "time_modules": lambda: Profiler().time_modules(_model(), torch.randn(32, 8), QUICK),
+    "train_step_times": lambda: Profiler().train_step_times(_model(), torch.randn(32, 8),
                                                             QUICK),
-    "measure_memory": lambda: Profiler().measure_memory(_model(), torch.randn(4, 8),
+    "measure_memory": lambda: Profiler().measure_memory(_model(), torch.randn(32, 8),
                                                         train=True),
-    "predict": lambda: Profiler().predict(_model(), torch.randn(4, 8), "H100 SXM"),
+    "predict": lambda: Profiler().predict(_model(), torch.randn(32, 8), "H100 SXM"),
 }
 
 
