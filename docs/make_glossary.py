@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 # every package that declares columns, so that the registry is whole
-import moduleprofiler  # noqa: F401
+import moduleprofiler
 import moduleprofiler.distributed
 import moduleprofiler.efficiency
 import moduleprofiler.export.by_operator
