@@ -51,7 +51,13 @@ from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.language.cache import config_dtype, predict_kv_cache_bytes
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
-from moduleprofiler.language.models import HF_PREFIX, hf_config, hf_model, text_inputs
+from moduleprofiler.language.models import (
+    HF_PREFIX,
+    ConfigFieldError,
+    hf_config,
+    hf_model,
+    text_inputs,
+)
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
@@ -110,6 +116,8 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
         try:
             return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
+        except ConfigFieldError as exc:  # a typo in --arg: name the flag and the key
+            raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
         except (ValueError, TypeError, OSError, ImportError) as exc:
             raise CliError(f"{spec}: {exc}") from exc
     factory = load_factory(spec)
@@ -322,6 +330,8 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
     try:
         config = hf_config(options.model, **overrides)
+    except ConfigFieldError as exc:
+        raise CliError(f"{options.model}: --arg {','.join(exc.fields)}: {exc}") from exc
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise CliError(f"{options.model}: {exc}") from exc
     named = config_dtype(config)
