@@ -420,7 +420,8 @@ def write_figure(profile: Any, options: argparse.Namespace) -> None:
         profile.plot(kind, metric, title=options.title, path=options.output, **settings)
     except ImportError as exc:
         raise CliError(f"-o {options.output}: a figure needs matplotlib, the plot extra: "
-                       'pip install "moduleprofiler[plot]"') from exc
+                       'pip install matplotlib (from a moduleprofiler checkout: '
+                       'pip install ".[plot]")') from exc
     except OSError as exc:
         raise CliError(f"cannot write {options.output}: {exc.strerror or exc}") from exc
     print(f"moduleprofiler: wrote {options.output} (figure of {metric} by {kind})",
