@@ -66,7 +66,9 @@ class Command:
     def imports_torch(self) -> bool:
         done = subprocess.run([self.argv[0], "-X", "importtime", *self.argv[1:]], cwd=ROOT,
                               capture_output=True, text=True, env=_env())
-        return any(line.rstrip().endswith("| torch") for line in done.stderr.splitlines())
+        # the name column is indented by import depth: torch under moduleprofiler is nested
+        return any(line.startswith("import time:") and line.rpartition("|")[2].strip() == "torch"
+                   for line in done.stderr.splitlines())
 
 
 def _env() -> dict[str, str]:
