@@ -1,5 +1,5 @@
 """``python -m moduleprofiler``: the command line (see ``moduleprofiler --help``)."""
 
-from moduleprofiler.cli import main
+from moduleprofiler.cli_options import main
 
 raise SystemExit(main())

@@ -9,7 +9,6 @@ status 2 and one line on stderr.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import importlib
 import importlib.util
@@ -20,16 +19,25 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 from torch import nn
 
-from moduleprofiler._version import __version__
+from moduleprofiler.cli_options import (  # the parser and checks: no torch (cli_options.py)
+    CliError,
+    _is_figure,
+    _items,
+    factory_kwargs,
+    parse_input_size,
+)
+from moduleprofiler.cli_options import build_parser as build_parser  # re-exported: their home
+from moduleprofiler.cli_options import check_options as check_options  # was here until 0.1
+from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
-from moduleprofiler.export.fit import MIN_WIDTH, terminal_width
+from moduleprofiler.export.fit import terminal_width
 from moduleprofiler.export.format_table import (
     format_name,
     get_format,
@@ -45,174 +53,21 @@ from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.language.cache import config_dtype, predict_kv_cache_bytes
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
-from moduleprofiler.language.models import HF_PREFIX, hf_config, hf_model, text_inputs
+from moduleprofiler.language.models import (
+    HF_PREFIX,
+    ConfigFieldError,
+    hf_config,
+    hf_model,
+    text_inputs,
+)
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
-from moduleprofiler.prediction.predict import DEFAULT_HOST
 from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.timing import TimingWarning
 
-EXAMPLES = """\
-examples:
-  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224
-  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --depth 1 --what params,io,ops
-  moduleprofiler torchvision.models:vit_b_16 -i 1x3x224x224 --meta --top 5 --depth 2
-  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --sort ops --min-pct 2
-  moduleprofiler path/to/model.py:build -i 8x128:int64 --arg vocab=1000
-  moduleprofiler hf:llama -i 1x2048 --arg num_hidden_layers=2 --depth 2
-  moduleprofiler hf:path/to/config.json -i 4x512 --device cpu --what ops,time
-  moduleprofiler hf:gpt2 -i 1x16 --arg n_layer=2 --device cpu --generate 8
-  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o report.html
-  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
-  moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
-  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --what flops -o flops.png
-
-formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
-figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the first of
-  --what's ops, flops, params, time, memory, else ops) by top-level module (--depth: by module
-  at that depth; --top K: the K module types)
-columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
-  backward (runs a backward pass), bytes (parameter, buffer and output bytes), time, memory,
-  or any column name (e.g. backward_flops, ops_pct, output_bytes)
-"""
-
 WHAT_SORTED = "params,io,ops"
 """The columns after the sort column of ``--sort`` without ``--what``."""
-
-
-class CliError(Exception):
-    """A user error: printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise CliError(f"{message} (see --help)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (its ``--help`` ends with examples)."""
-    parser = _Parser(
-        prog="moduleprofiler",
-        description="Profile a PyTorch model module by module: parameters, shapes, ops.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("model", help="package.module:factory, path/to/file.py:factory, "
-                                      "hf:MODEL_TYPE or hf:path/to/config.json (a Transformers "
-                                      "model, -i BATCHxTOKENS, --arg config overrides; --arg "
-                                      "task=causal-lm|seq2seq-lm|base picks the head, default: "
-                                      "the base model of an encoder-only type such as bert, "
-                                      "else the first head the type has), "
-                                      "or a profile saved as .json")
-    parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
-                        help="input shape such as 1x3x224x224, optionally :DTYPE "
-                             "(8x128:int64); repeat for several inputs")
-    parser.add_argument("--dtype",
-                        help="dtype of the model and of inputs without one (default float32; "
-                             "for --kv-cache, the configuration's, else float32)")
-    parser.add_argument("--device", help="device such as cpu (default) or cuda:0; an hf: "
-                                         "model is built on meta unless a device is named")
-    parser.add_argument("--meta", action="store_true",
-                        help="build the model and inputs on the meta device (no memory, "
-                             "no real compute)")
-    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="keyword argument for the factory (a Python literal or a string)")
-    parser.add_argument("--what",
-                        help="column groups or column names, comma-separated (default: the "
-                             "columns of Python's profile.tree(): params, output shape, ops; "
-                             "shapes left out first to fit); backward runs a backward pass, time "
-                             "per-module timing, memory a training-step memory pass")
-    parser.add_argument("--generate", type=int, metavar="N",
-                        help="profile generate() step by step for N new tokens (a Transformers "
-                             "model on a real --device): one row per prefill/decode step; "
-                             "--what time and memory add each step's time and live memory "
-                             "(the module options --depth, --sort, --top, --min-pct, "
-                             "--include, --exclude do not apply)")
-    parser.add_argument("--iters", type=int, default=None,
-                        help="timed iterations for --what time, a tenth dropped (default: "
-                             "adaptive, as in Python: rounds until the median's 95%% CI is "
-                             "within 1%%, at most 5 s)")
-    parser.add_argument("--kv-cache", type=int, metavar="TOKENS",
-                        help="an hf: model's predicted key/value cache: bytes per token and for "
-                             "a context of TOKENS tokens (one sequence), in the configuration's "
-                             "dtype or --dtype; nothing is built or run")
-    parser.add_argument("--predict", metavar="GPU",
-                        help="predict per-module latency for this GPU instead of measuring "
-                             "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
-    parser.add_argument("--host", choices=("none", "calibrated", "this"), default=DEFAULT_HOST,
-                        help="with --predict: the host issuing the launches (default, as in "
-                             "Python: calibrated; none: the device's time alone, a lower "
-                             "bound, not a latency)")
-    parser.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
-                        help="with --predict: fp32 matmuls and convolutions on TF32 tensor "
-                             "cores, or (--no-tf32) at the plain FP32 peak (default: torch's "
-                             "settings: plain FP32 matmuls, TF32 convolutions); the notes say "
-                             "which")
-    parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
-    parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
-                                               ".svg, .pdf: a figure of the shown metric)")
-    parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
-                                                  "with --top, the level aggregated")
-    parser.add_argument("--sort", metavar="COLUMN",
-                        help="flat table sorted by COLUMN (e.g. ops, inclusive_ops, params); "
-                             "with --top, the quantity ranked (ops, macs, params)")
-    parser.add_argument("--top", type=int, metavar="K", help="the K module types with most ops")
-    parser.add_argument("--by-operator", nargs="?", const="", metavar="MODULE",
-                        help="one row per aten operator (calls, ops, MACs, FLOPs, bytes) of "
-                             "the whole model, or of the calls inside MODULE")
-    parser.add_argument("--min-pct", type=float, metavar="P",
-                        help="only modules with at least P%% of the ops")
-    parser.add_argument("--include", action="append", metavar="PATTERN",
-                        help="only modules whose path or type matches the glob PATTERN")
-    parser.add_argument("--exclude", action="append", metavar="PATTERN",
-                        help="hide modules whose path or type matches the glob PATTERN")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the terminal table (auto: a tty without NO_COLOR)")
-    parser.add_argument("--width", type=int, metavar="N",
-                        help="fit text to N columns (default: the terminal's, COLUMNS, else 80; "
-                             "0: no limit): shapes shortened, columns hidden (named in a note), "
-                             "names elided in the middle")
-    parser.add_argument("--unicode", action="store_true", help="draw the tree with box lines")
-    parser.add_argument("--no-fold", action="store_true",
-                        help="show every block of the tree (default: identical numbered "
-                             "sibling blocks such as h.0 ... h.11 fold into one row, summed)")
-    parser.add_argument("--title", help="title of the HTML report or the figure")
-    parser.add_argument("--caption", help="LaTeX table caption")
-    parser.add_argument("--label", help="LaTeX table label")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    return parser
-
-
-_MODULE_VIEW_FLAGS = ("--top", "--sort", "--depth", "--min-pct", "--include", "--exclude")
-"""Options that shape the module views (a table of operators or of steps has no use for them)."""
-
-
-def _given(options: argparse.Namespace, *flags: str) -> list[str]:
-    """The ``flags`` set on the command line (``--min-pct`` is ``options.min_pct``)."""
-    return [flag for flag in flags
-            if getattr(options, flag.removeprefix("--").replace("-", "_")) is not None]
-
-
-def check_options(options: argparse.Namespace) -> None:
-    """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
-    limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
-              ("--iters", options.iters, 2), ("--generate", options.generate, 1),
-              ("--kv-cache", options.kv_cache, 1))
-    for flag, value, least in limits:
-        if value is not None and value < least:
-            raise CliError(f"{flag} must be at least {least}, got {value}")
-    if options.min_pct is not None and not 0 <= options.min_pct <= 100:
-        raise CliError(f"--min-pct must be a percentage from 0 to 100, got {options.min_pct:g}")
-    if options.width is not None and (options.width < 0 or 0 < options.width < MIN_WIDTH):
-        raise CliError(f"--width must be 0 (no limit) or at least {MIN_WIDTH}, "
-                       f"got {options.width}")
-    if options.by_operator is not None:
-        given = _given(options, *_MODULE_VIEW_FLAGS, "--what", "--generate", "--kv-cache")
-        given += ["-o FIGURE"] if _is_figure(options) else []
-        if given:
-            raise CliError(f"--by-operator shows one table of operators: {', '.join(given)} "
-                           "cannot apply to it")
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -258,25 +113,13 @@ def _import_file(path: Path) -> Any:
     return module
 
 
-def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
-    """``["depth=3", "name=tiny"]`` -> ``{"depth": 3, "name": "tiny"}``."""
-    out: dict[str, Any] = {}
-    for item in args:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise CliError(f"--arg {item!r} must look like KEY=VALUE")
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
-
-
 def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     """Call the factory (``weights=None`` added when it takes ``weights``)."""
     if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
         try:
             return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
+        except ConfigFieldError as exc:  # a typo in --arg: name the flag and the key
+            raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
         except (ValueError, TypeError, OSError, ImportError) as exc:
             raise CliError(f"{spec}: {exc}") from exc
     factory = load_factory(spec)
@@ -305,22 +148,6 @@ def parse_dtype(name: str) -> Any:
     if not isinstance(dtype, torch.dtype):
         raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, int64)")
     return dtype
-
-
-def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
-    """``"1x3x224x224"`` -> ``((1, 3, 224, 224), None)``; ``"8x128:int64"`` -> dtype too."""
-    shape_text, _, dtype = text.partition(":")
-    parts = shape_text.lower().replace("×", "x").replace(",", "x").split("x")
-    try:
-        shape = tuple(int(part) for part in parts)
-    except ValueError:
-        shape = ()
-    if not shape or any(dim < 0 for dim in shape):
-        raise CliError(f"bad --input-size {text!r}: expected sizes joined by x, "
-                       "e.g. 1x3x224x224 or 8x128:int64")
-    if 0 in shape:  # a tensor without elements runs no work: a 0-op profile answers nothing
-        raise CliError(f"bad --input-size {text!r}: every size must be at least 1")
-    return shape, dtype or None
 
 
 def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...]:
@@ -455,28 +282,8 @@ def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
     return tuple(notes)
 
 
-GENERATE_WHAT = ("time", "memory")
-"""The ``--what`` groups ``--generate`` adds to its steps table."""
-
-
-def check_generation_options(options: argparse.Namespace) -> None:
-    """Refuse the options ``--generate`` would otherwise ignore: the module views' filters
-    and ``--what`` groups other than time and memory."""
-    given = _given(options, *_MODULE_VIEW_FLAGS)
-    if given:
-        raise CliError(f"--generate prints one row per generation step, not modules: "
-                       f"{', '.join(given)} does not apply (drop --generate for the module "
-                       f"tree)")
-    other = [item for item in _items(options.what or "") if item not in GENERATE_WHAT]
-    if other:
-        raise CliError(f"--generate --what takes {' and/or '.join(GENERATE_WHAT)} (each "
-                       f"step's time and live memory; every step shows its MACs and FLOPs), "
-                       f"not {','.join(other)}")
-
-
 def run_generation(options: argparse.Namespace) -> GenerationProfile:
     """``--generate N``: the model's ``generate`` profiled step by step."""
-    check_generation_options(options)
     if options.meta or options.device is None or options.device == "meta":
         raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
                        "shrink a large configuration with --arg num_hidden_layers=2)")
@@ -528,6 +335,8 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
     try:
         config = hf_config(options.model, **overrides)
+    except ConfigFieldError as exc:
+        raise CliError(f"{options.model}: --arg {','.join(exc.fields)}: {exc}") from exc
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise CliError(f"{options.model}: {exc}") from exc
     named = config_dtype(config)
@@ -566,11 +375,6 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace)
 
 
 # -- the output -------------------------------------------------------------------------------
-def _items(what: str) -> list[str]:
-    """The comma-separated items of ``--what``."""
-    return [item.strip() for item in what.split(",") if item.strip()]
-
-
 def _columns(profile: Any, what: str) -> list[str]:
     items = _items(what)
     frame = module_frame(profile)
@@ -607,12 +411,6 @@ FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
 named is drawn, else ``ops``."""
 
 
-def _is_figure(options: argparse.Namespace) -> bool:
-    """``-o`` names a figure file (.png, .svg, .pdf) and no ``--format`` says otherwise."""
-    suffix = os.path.splitext(options.output or "")[1].lower()
-    return not options.format and suffix in FIGURE_SUFFIXES
-
-
 def write_figure(profile: Any, options: argparse.Namespace) -> None:
     """``-o figure.png`` (or .svg, .pdf): the figure of the shown metric (``--sort``, else
     the first of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
@@ -627,7 +425,8 @@ def write_figure(profile: Any, options: argparse.Namespace) -> None:
         profile.plot(kind, metric, title=options.title, path=options.output, **settings)
     except ImportError as exc:
         raise CliError(f"-o {options.output}: a figure needs matplotlib, the plot extra: "
-                       'pip install "moduleprofiler[plot]"') from exc
+                       'pip install matplotlib (from a moduleprofiler checkout: '
+                       'pip install ".[plot]")') from exc
     except OSError as exc:
         raise CliError(f"cannot write {options.output}: {exc.strerror or exc}") from exc
     print(f"moduleprofiler: wrote {options.output} (figure of {metric} by {kind})",
@@ -701,29 +500,17 @@ def _emit(text: str, target: str | None, fmt: str) -> None:
     print(f"moduleprofiler: wrote {target} ({fmt})", file=sys.stderr)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; returns the exit status (0, or 2 after a one-line error)."""
-    try:
-        options = build_parser().parse_args(argv)
-        check_options(options)
-        if options.kv_cache is not None:
-            _emit(kv_cache_text(options), options.output, "text")
-            return 0
-        if options.generate is not None:
-            write_generation(run_generation(options), options)
-            return 0
-        profile = run_profile(options)
-        write_output(profile, options)
-    except (CliError, ValueError, KeyError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        text = " ".join(str(message).split())
-        print(f"moduleprofiler: error: {text}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        return 130
-    return 0
+def run(options: argparse.Namespace) -> None:
+    """Run the command :func:`~moduleprofiler.cli_options.main` parsed and checked (errors
+    are raised, and ``main`` prints them as one line)."""
+    if options.kv_cache is not None:
+        _emit(kv_cache_text(options), options.output, "text")
+        return
+    if options.generate is not None:
+        write_generation(run_generation(options), options)
+        return
+    profile = run_profile(options)
+    write_output(profile, options)
 
 
 if __name__ == "__main__":

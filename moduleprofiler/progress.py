@@ -1,6 +1,6 @@
 """Progress with an estimated time left for runs longer than a couple of seconds (timing and
 memory passes): a ``tqdm`` bar when ``tqdm`` is installed (``pip install
-moduleprofiler[progress]``; it also draws in Jupyter), else one ``\\r``-rewritten line on
+".[progress]"`` in a checkout; it also draws in Jupyter), else one ``\\r``-rewritten line on
 stderr."""
 
 from __future__ import annotations

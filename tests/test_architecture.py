@@ -47,11 +47,13 @@ def _imports(path: Path, type_checking: bool = False) -> tuple[set[str], list[st
 def _graph(type_checking: bool = False) -> dict[str, set[str]]:
     """Module -> the modules it imports at module level (with ``type_checking``, also inside
     ``if TYPE_CHECKING:``). A package's ``__init__`` that Python runs before any of its
-    submodules is not an edge: only what a module names."""
+    submodules is not an edge: only what a module names. Nor is the ``if TYPE_CHECKING:``
+    block of ``moduleprofiler/__init__.py``: it declares the public names for type checkers,
+    which ``__getattr__`` loads on first use; at run time the package imports none of them."""
     modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        top, _ = _imports(path, type_checking)
+        top, _ = _imports(path, type_checking and name != "moduleprofiler")
         graph[name] = {target for target in top if target in modules and target != name}
     return graph
 
@@ -61,13 +63,19 @@ def _package(module: str) -> str:
     return ".".join(parts[:2])
 
 
+DEFERRED_IMPORTS = {"moduleprofiler.cli_options": ["moduleprofiler.cli", "moduleprofiler.cli.run"]}
+"""The one import inside a function, on purpose: the command line's front answers
+``--version``, ``--help`` and argument errors with the standard library alone and imports the
+command (torch, pandas, Transformers: seconds) only once the options are fine (issue 33)."""
+
+
 def test_no_imports_hidden_inside_functions() -> None:
     hidden = {
         _module_name(path): nested
         for path in PACKAGE.rglob("*.py")
         if (nested := _imports(path)[1])
     }
-    assert hidden == {}
+    assert hidden == DEFERRED_IMPORTS
 
 
 def test_no_import_cycle_between_packages() -> None:

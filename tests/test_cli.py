@@ -354,3 +354,68 @@ def test_by_operator(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 0 and addmm.split()[1:4] == ["1", "64", "32"]
     status, _, err = run(capsys, TINY, "--input-size", "2x4", "--by-operator", "--top", "3")
     assert status == 2 and "--by-operator shows one table of operators: --top" in err
+
+
+# -- what the command answers before torch loads ------------------------------------------------
+HEAVY = ("torch", "pandas", "jinja2", "matplotlib", "transformers")
+"""Packages ``--version``, ``--help`` and argument errors must not import (issue 33: seconds
+each; ``benchmarks/cli_startup.py`` times it)."""
+
+
+def _entry_points() -> list[list[str]]:
+    """``python -m moduleprofiler`` and the console script's ``module:function``, called as the
+    installed script calls it."""
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    module, _, function = pyproject["project"]["scripts"]["moduleprofiler"].partition(":")
+    script = f"import sys; from {module} import {function}; sys.exit({function}())"
+    return [["-m", "moduleprofiler"], ["-c", script]]
+
+
+def _heavy_imports(entry: list[str], *argv: str) -> tuple[subprocess.CompletedProcess[str],
+                                                          list[str]]:
+    """Run the command with ``-X importtime``: its result and the heavy packages it imported."""
+    result = subprocess.run([sys.executable, "-X", "importtime", *entry, *argv], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    return result, [name for name in HEAVY if name in imported]
+
+
+@pytest.mark.parametrize("entry", _entry_points(), ids=["dash-m", "script"])
+@pytest.mark.parametrize(("argv", "status", "said"), [
+    (["--version"], 0, "moduleprofiler "),
+    (["--help"], 0, "examples:"),
+    (["m:f", "--bogus"], 2, "unrecognized arguments: --bogus"),
+    (["m:f", "--color", "purple"], 2, "argument --color: invalid choice: 'purple'"),
+    (["m:f", "-i", "1x2", "--arg", "novalue"], 2, "--arg 'novalue' must look like KEY=VALUE"),
+    (["m:f", "-i", "1xZ"], 2, "bad --input-size '1xZ'"),
+    (["m:f", "-i", "1x2", "--width", "5"], 2, "--width must be 0 (no limit) or at least 40"),
+    (["m:f", "-i", "1x2", "--by-operator", "-o", "x.png"], 2, "-o FIGURE cannot apply"),
+], ids=["version", "help", "unknown-flag", "bad-choice", "bad-arg", "bad-input-size",
+        "bad-width", "by-operator-figure"])
+def test_answers_without_importing_torch(entry: list[str], argv: list[str], status: int,
+                                         said: str) -> None:
+    result, heavy = _heavy_imports(entry, *argv)
+    assert result.returncode == status, result.stderr[-2000:]
+    assert said in result.stdout + result.stderr
+    assert heavy == []
+
+
+def test_a_model_run_still_imports_what_it_needs() -> None:
+    # the light front hands over to the rest: the same answer as before, torch and pandas loaded
+    result, heavy = _heavy_imports(["-m", "moduleprofiler"], f"{MODELS}:tiny", "-i", "2x4",
+                                   "--depth", "0", "--what", "params")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[2].split() == ["__root__", "(Sequential)", "58"]
+    assert "torch" in heavy and "pandas" in heavy
+
+
+def test_the_command_lines_default_host_is_pythons() -> None:
+    # cli_options may not import the prediction package (torch): its default is a copy
+    from moduleprofiler.cli_options import build_parser as light_parser
+    from moduleprofiler.prediction.predict import DEFAULT_HOST
+
+    assert light_parser().parse_args(["m:f"]).host == DEFAULT_HOST

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
 
 import moduleprofiler
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_all_is_exact() -> None:
@@ -73,3 +83,44 @@ def test_the_front_door_is_small() -> None:
         # the 0.0.4 face still takes every keyword of the timing functions
         assert any(p.kind is p.VAR_KEYWORD
                    for p in inspect.signature(getattr(ModuleProfiler, name)).parameters.values())
+
+
+def _run(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env={"PATH": "/usr/bin:/bin",
+                                                         "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
+def test_import_moduleprofiler_alone_imports_no_torch() -> None:
+    # the command line's --version and argument errors rely on it (issue 33)
+    assert _run("import sys, moduleprofiler; print(sorted({'torch', 'pandas'} & "
+                "set(sys.modules)))") == "[]"
+    assert _run("import sys, moduleprofiler; moduleprofiler.Profile; "
+                "print('torch' in sys.modules)") == "True"
+
+
+def test_public_names_load_from_the_modules_their_type_checking_imports_name() -> None:
+    tree = ast.parse(Path(moduleprofiler.__file__).read_text(encoding="utf-8"))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If))
+    declared = {alias.name: node.module for node in guarded.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert declared == moduleprofiler._EXPORTS
+    assert {*declared, "__version__"} == set(moduleprofiler.__all__)
+
+
+def test_a_saved_timing_profile_read_with_the_export_package_alone(tmp_path: Path) -> None:
+    # its derived time columns are registered by the timing package, which the package's
+    # eager __init__ used to import before anything else; load_json still loads it
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    inputs = torch.randn(2, 4)
+    profiler = moduleprofiler.ModuleProfiler()
+    saved = tmp_path / "timed.json"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a busy host's timing warnings say nothing here
+        timing = profiler.time_modules(model, inputs, num_iters=4)
+    profiler.profile(model, inputs).merge(timing).to_json(saved)
+    shown = _run(f"import moduleprofiler.export as e; "
+                 f"print(e.load_json({str(saved)!r}).tree(['time_median_ms']))")
+    assert shown.splitlines()[0].split()[:2] == ["module", "time"]

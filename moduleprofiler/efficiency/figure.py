@@ -1,5 +1,5 @@
 """The roofline figure: each module by arithmetic intensity and achieved FLOP/s, against the
-device's roofs (matplotlib, the ``plot`` extra: ``pip install "moduleprofiler[plot]"``).
+device's roofs (matplotlib, the ``plot`` extra: ``pip install ".[plot]"`` in a checkout).
 
 A point is one module's own work (children excluded) in one phase: x its FLOPs per byte moved,
 y its FLOPs over its measured self time, both on log scales, coloured by its label (compute,

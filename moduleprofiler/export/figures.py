@@ -1,5 +1,5 @@
 """Figures of a profile for papers and slides, drawn with matplotlib (the ``plot`` extra:
-``pip install "moduleprofiler[plot]"``); the HTML report draws its own charts without it.
+``pip install ".[plot]"`` in a checkout); the HTML report draws its own charts without it.
 
 Four charts, each of any quantity (``ops``, ``macs``, ``flops``, ``params``, one its producer
 declared, such as ``time`` or ``memory``, or a column name):
@@ -74,8 +74,8 @@ def figure_axes(ax: Axes | None, figsize: tuple[float, float] = FIGSIZE, *,
     try:
         from matplotlib import figure
     except ImportError as exc:
-        raise ImportError(f'{feature} needs matplotlib: pip install "moduleprofiler[plot]" '
-                          "(or pip install matplotlib)") from exc
+        raise ImportError(f"{feature} needs matplotlib: pip install matplotlib (the plot "
+                          'extra; from a moduleprofiler checkout: pip install ".[plot]")') from exc
     if ax is not None:
         return cast("Figure", ax.figure), ax
     new = figure.Figure(figsize=figsize, layout="constrained")

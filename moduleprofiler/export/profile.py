@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
+import moduleprofiler
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.figures import PlotKind, plot_profile
@@ -157,6 +158,10 @@ class Profile(ProfileData):
     @classmethod
     def from_json(cls, source: str | PathLike | IO[str]) -> Profile:
         """The profile saved by :meth:`to_json` (a path, a file object, or the JSON text)."""
+        # its derived columns (time statistics, memory, prediction) are registered by their
+        # producers, which `import moduleprofiler` no longer imports up front (it is lazy, so
+        # that the command line starts without torch): load them as it used to
+        moduleprofiler._load_public_names()
         return profile_from_json(source, cls)
 
     def to_csv(self, buf: Buffer = None, *, aggregate: Aggregate = "call") -> str | None:

@@ -15,7 +15,7 @@ from moduleprofiler.export.columns import column_spec, is_extra_column, metric_c
 from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.view import View
-from moduleprofiler.records import GROUPING, ancestor_paths
+from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths
 from moduleprofiler.validate import check_int, check_percent
 
 if TYPE_CHECKING:
@@ -268,9 +268,7 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
     uncalled = profile.uncalled if uncalled_note else ()
     if uncalled:
         notes.append(f"never called ({len(uncalled)}): {listing(uncalled)}"
-                     + ("; the work a parent does with their weights (MultiheadAttention's "
-                        "out_proj) is in the parent's own count"
-                        if _called_parent(profile, uncalled) else ""))
+                     + _uncalled_clause(profile, uncalled))
     if profile.excluded:
         notes.append(f"excluded from ops: {listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
@@ -458,10 +456,31 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
                 optional=("modules", "calls"), keep=(target, pct))
 
 
-def _called_parent(profile: Profile, paths: Sequence[str]) -> bool:
-    """Whether some module of ``paths`` has a parent that ran."""
+MULTIHEAD_ATTENTION = "MultiheadAttention"
+"""``nn.MultiheadAttention``'s type name: it computes with its ``out_proj``'s weights and never
+calls it, the common case of a module whose work is in its parent's count."""
+
+
+def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
+    """What the note on modules never called adds: where one with parameters has a parent that
+    ran, that the parent may have done its work with their weights; naming MultiheadAttention's
+    ``out_proj`` only when a module of ``uncalled`` is, or is inside, a MultiheadAttention (a
+    GPT-2's never-called dropouts have no weights, and no MultiheadAttention: nothing to add)."""
     called = {record.path for record in profile.records}
-    return any(path.rpartition(".")[0] in called for path in paths if path)
+    modules = {module.path: module for module in profile.modules}
+    weighted = [path for path in uncalled if path and path.rpartition(".")[0] in called
+                and path in modules and modules[path].params]
+    if not weighted:
+        return ""
+    in_attention = any(_is_or_is_inside(modules, path, MULTIHEAD_ATTENTION) for path in uncalled)
+    example = f" ({MULTIHEAD_ATTENTION}'s out_proj)" if in_attention else ""
+    return f"; the work a parent does with their weights{example} is in the parent's own count"
+
+
+def _is_or_is_inside(modules: dict[str, ModuleInfo], path: str, type_name: str) -> bool:
+    """Whether the module at ``path`` or one of its ancestors has type ``type_name``."""
+    return any(modules[each].type_name == type_name
+               for each in (*ancestor_paths(path), path) if each in modules)
 
 
 def _root_type(profile: Profile) -> str:

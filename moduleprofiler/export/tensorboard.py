@@ -58,8 +58,8 @@ def _summary_writer_type() -> type[SummaryWriter]:
     try:
         from torch.utils.tensorboard import SummaryWriter as Writer
     except ImportError as exc:
-        raise ImportError('profile.to_tensorboard needs tensorboard: pip install '
-                          '"moduleprofiler[tensorboard]" (or pip install tensorboard)') from exc
+        raise ImportError("profile.to_tensorboard needs tensorboard: pip install tensorboard "
+                          '(from a moduleprofiler checkout: pip install ".[tensorboard]")') from exc
     return Writer
 
 

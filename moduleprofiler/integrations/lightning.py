@@ -40,8 +40,8 @@ except ImportError:  # pragma: no cover
     pass
 if not _BASES:  # pragma: no cover - exercised only without the extra
     raise ImportError("moduleprofiler.integrations.lightning needs PyTorch Lightning: "
-                      "pip install 'moduleprofiler[lightning]' (or lightning / "
-                      "pytorch_lightning)")
+                      "pip install lightning (or pytorch_lightning; from a moduleprofiler "
+                      "checkout: pip install '.[lightning]')")
 
 
 def first_item(batch: Any) -> Any:

@@ -44,7 +44,8 @@ try:
     from transformers import TrainerCallback
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("moduleprofiler.integrations.transformers needs Transformers: "
-                      "pip install 'moduleprofiler[trainer]'") from exc
+                      "pip install transformers accelerate (from a moduleprofiler checkout: "
+                      "pip install '.[trainer]')") from exc
 
 
 def _detached(value: Any) -> Any:

@@ -15,12 +15,13 @@ from moduleprofiler.language.generation import (
     StepListener,
     profile_generation,
 )
-from moduleprofiler.language.models import hf_config, hf_model, text_inputs
+from moduleprofiler.language.models import ConfigFieldError, hf_config, hf_model, text_inputs
 from moduleprofiler.language.moe import ExpertLoad, MoEParameters, moe_parameters
 from moduleprofiler.language.sweep import plot_sweep, sweep
 
 __all__ = [
     "CacheLayer",
+    "ConfigFieldError",
     "ExpertLoad",
     "GenerationProfile",
     "KVCacheSize",

@@ -8,6 +8,8 @@ from the classes installed with ``transformers``, and a local file is read as JS
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import os
 from pathlib import Path
@@ -25,6 +27,23 @@ encoder-only type (BERT, RoBERTa: a masked-LM type that is no decoder), else the
 that knows the configuration."""
 TASKS: tuple[str, ...] = ("auto", "causal-lm", "seq2seq-lm", "base")
 HF_PREFIX = "hf:"
+
+
+class ConfigFieldError(ValueError):
+    """A configuration override names a field the configuration class does not define (a
+    typo such as ``nlayer`` for GPT-2's ``n_layer``), which Transformers would keep as an
+    unused attribute while building the default-sized model."""
+
+    def __init__(self, config_class: str, fields: tuple[str, ...],
+                 close: dict[str, list[str]]) -> None:
+        named = ", ".join(f"{field!r}" + (f" (did you mean {' or '.join(map(repr, close[field]))}?)"
+                                          if close.get(field) else "") for field in fields)
+        super().__init__(f"{config_class} defines no {named}")
+        self.config_class = config_class
+        self.fields = fields
+        """The overrides it does not define, in the order given."""
+        self.close = close
+        """Each of ``fields`` -> the defined names closest to it (possibly none)."""
 
 
 def _transformers() -> Any:
@@ -51,6 +70,7 @@ def hf_config(source: Any, **overrides: Any) -> Any:
     """
     transformers = _transformers()
     if isinstance(source, transformers.PretrainedConfig):
+        _check_overrides(type(source), overrides)
         fields = {**source.to_dict(), **overrides}
         return type(source).from_dict(fields)
     if not isinstance(source, (str, os.PathLike)):
@@ -66,15 +86,58 @@ def hf_config(source: Any, **overrides: Any) -> Any:
         model_type = fields.pop("model_type", None) if isinstance(fields, dict) else None
         if not model_type:
             raise ValueError(f"{file} has no model_type: not a Transformers configuration")
-        return _for_model(transformers, model_type, {**fields, **overrides})
-    return _for_model(transformers, text, overrides)
+        # the file's own keys are its business (old names, extra metadata): only the
+        # overrides given here are checked
+        return _for_model(transformers, model_type, fields, overrides)
+    return _for_model(transformers, text, {}, overrides)
 
 
-def _for_model(transformers: Any, model_type: str, fields: dict[str, Any]) -> Any:
+def _for_model(transformers: Any, model_type: str, fields: dict[str, Any],
+               overrides: dict[str, Any]) -> Any:
     if model_type not in transformers.CONFIG_MAPPING:
         raise ValueError(f"unknown model type {model_type!r}: transformers "
                          f"{transformers.__version__} has no configuration class of that name")
-    return transformers.AutoConfig.for_model(model_type, **fields)
+    _check_overrides(transformers.CONFIG_MAPPING[model_type], overrides)
+    return transformers.AutoConfig.for_model(model_type, **{**fields, **overrides})
+
+
+def _check_overrides(config_class: type, overrides: dict[str, Any]) -> None:
+    """Refuse overrides ``config_class`` does not define: a ``PretrainedConfig`` accepts any
+    keyword and keeps an unknown one as an attribute nothing reads, so a typo would build the
+    default-sized model without a word. Defined: its fields, the generic names its
+    ``attribute_map`` maps (``num_hidden_layers`` -> ``n_layer``), what a default instance
+    holds, its attributes and properties (``num_labels``, ``attn_implementation``) and
+    :data:`GENERIC_KEYWORDS`."""
+    unknown = [key for key in overrides if not _defines(config_class, key)]
+    if not unknown:
+        return
+    known = _defined_names(config_class)
+    close = {key: difflib.get_close_matches(key, known, n=2) for key in unknown}
+    raise ConfigFieldError(config_class.__name__, tuple(unknown), close)
+
+
+GENERIC_KEYWORDS = ("torch_dtype", "rope_scaling", "rope_theta", "name_or_path",
+                    "per_layer_config")
+"""Keywords every configuration reads in ``PretrainedConfig.__post_init__`` (Transformers
+5.24) without a field or attribute of that name."""
+
+
+def _defines(config_class: type, key: str) -> bool:
+    # class attributes and properties (num_labels, output_attentions), and keywords stored
+    # under a private name (attn_implementation -> _attn_implementation)
+    return (key in GENERIC_KEYWORDS or hasattr(config_class, key)
+            or hasattr(config_class, f"_{key}") or key in _defined_names(config_class))
+
+
+def _defined_names(config_class: type) -> list[str]:
+    fields = [f.name for f in dataclasses.fields(config_class)] \
+        if dataclasses.is_dataclass(config_class) else []
+    try:
+        held = config_class().to_dict()
+    except Exception:  # a configuration whose defaults need arguments: its fields still say
+        held = {}
+    return sorted({*fields, *getattr(config_class, "attribute_map", {}), *held}
+                  - {"model_type"})
 
 
 def _encoder_only(transformers: Any, config: Any) -> bool:

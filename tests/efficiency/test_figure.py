@@ -136,5 +136,5 @@ def test_errors_name_the_argument(timed: Any) -> None:
 def test_without_matplotlib_the_error_names_the_extra(timed: Any,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r"moduleprofiler\[plot\]"):
+    with pytest.raises(ImportError, match=r'pip install matplotlib .*pip install "\.\[plot\]"'):
         quiet(timed, TOY)

@@ -73,5 +73,5 @@ def test_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main([TINY, "-i", "2x4", "-o", str(tmp_path / "ops.png")]) == 2
     err = capsys.readouterr().err
-    assert "matplotlib" in err and 'moduleprofiler[plot]' in err
+    assert "pip install matplotlib" in err and 'pip install ".[plot]"' in err
     assert not (tmp_path / "ops.png").exists()

@@ -201,11 +201,12 @@ def test_draws_into_given_axes() -> None:
 
 def test_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=r"moduleprofiler\[plot\]"):
+    with pytest.raises(ImportError, match=r'pip install matplotlib .*pip install "\.\[plot\]"'):
         tiny().plot()
     from moduleprofiler.export.figures import plot_summary
 
-    with pytest.raises(ImportError, match=r"plot_summary needs matplotlib.*moduleprofiler\[plot\]"):
+    with pytest.raises(ImportError, match=r'plot_summary needs matplotlib: pip install '
+                                          r'matplotlib .*pip install "\.\[plot\]"'):
         plot_summary([tiny()])
     page = tiny().to_html() or ""  # the HTML report draws its charts itself
     assert page.count('<figure class="chart"') >= 2

@@ -166,7 +166,8 @@ def test_bad_arguments(tmp_path: Path) -> None:
 
 def test_without_tensorboard(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
-    with pytest.raises(ImportError, match=r"moduleprofiler\[tensorboard\]"):
+    with pytest.raises(ImportError,
+                       match=r'pip install tensorboard .*pip install "\.\[tensorboard\]"'):
         mlp_profile().to_tensorboard(object())  # type: ignore[arg-type]
 
 

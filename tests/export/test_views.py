@@ -160,8 +160,9 @@ def test_the_never_called_note_is_under_the_views_of_every_module_only() -> None
             return self.used(x)
 
     profile = ModuleProfiler().profile(WithSpare(), torch.randn(2, 4))
-    note = ("never called (1): spare; the work a parent does with their weights "
-            "(MultiheadAttention's out_proj) is in the parent's own count")
+    # no MultiheadAttention in the model: the note names none (issue 33)
+    note = "never called (1): spare; the work a parent does with their weights is in the " \
+           "parent's own count"
     assert note in profile.tree().notes and note in profile.table().notes
     # a ranking of types has no row for it: the note was noise there
     assert not any(n.startswith("never called") for n in profile.top(3).notes)
@@ -182,3 +183,35 @@ def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
     text = tree.to_text(width=0) or ""
     assert "time median" in text and "MACs" not in text and "multiplies" not in text
     assert "inclusive_ops" in timing.tree(["inclusive_ops"]).columns  # named: still shown
+
+
+def test_the_never_called_note_of_a_weightless_dropout_adds_no_clause() -> None:
+    # GPT-2's and BERT's attention dropouts are never called under SDPA: no weights, so the
+    # clause about a parent doing their work, and MultiheadAttention, has nothing to say
+    class SkipsDropout(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+            self.dropout = nn.Dropout(0.1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x)
+
+    notes = ModuleProfiler().profile(SkipsDropout(), torch.randn(2, 4)).tree().notes
+    assert [n for n in notes if n.startswith("never called")] == ["never called (1): dropout"]
+
+
+def test_the_never_called_note_names_multihead_attention_only_inside_one() -> None:
+    class Attends(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    notes = ModuleProfiler().profile(Attends(), torch.randn(1, 3, 8)).tree().notes
+    # MultiheadAttention computes with out_proj's weights and never calls it
+    assert [n for n in notes if n.startswith("never called")] == [
+        "never called (1): attn.out_proj; the work a parent does with their weights "
+        "(MultiheadAttention's out_proj) is in the parent's own count"]

@@ -11,7 +11,7 @@ import torch
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.cli import main
-from moduleprofiler.language import hf_config, hf_model, text_inputs
+from moduleprofiler.language import ConfigFieldError, hf_config, hf_model, text_inputs
 from tests.language.tiny import HIDDEN, VOCAB
 
 transformers = pytest.importorskip("transformers")
@@ -127,3 +127,31 @@ def test_task_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 0 and "(BertModel)" in capsys.readouterr().out
     assert main([*argv, "--arg", "task=causal-lm"]) == 0
     assert "(BertLMHeadModel)" in capsys.readouterr().out
+
+
+def test_an_override_the_configuration_does_not_define_is_refused(tmp_path: Path) -> None:
+    # `nlayer` (a typo of n_layer) used to build the full 124M-parameter GPT-2, silently
+    with pytest.raises(ConfigFieldError, match=r"GPT2Config defines no 'nlayer' \(did you "
+                                               r"mean 'n_layer'\?\)") as caught:
+        hf_config("gpt2", nlayer=2)
+    assert caught.value.fields == ("nlayer",) and isinstance(caught.value, ValueError)
+    with pytest.raises(ConfigFieldError, match="nlayer"):
+        hf_model("gpt2", nlayer=2)
+    # the generic names a configuration maps (num_hidden_layers -> n_layer) are fields too
+    assert hf_config("gpt2", num_hidden_layers=2, attn_implementation="eager").n_layer == 2
+    # a config.json's overrides, and a configuration object's, are checked the same way
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 3}))
+    with pytest.raises(ConfigFieldError, match="'hiden_size' \\(did you mean 'hidden_size'"):
+        hf_config(tmp_path, hiden_size=8)
+    with pytest.raises(ConfigFieldError, match="zzz"):
+        hf_config(hf_config(tmp_path), zzz=1)
+    # keys of the file itself are the file's business: only what we add is checked
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_ctx": 64}))
+    assert hf_config(tmp_path, n_layer=1).n_layer == 1
+
+
+def test_the_command_line_names_the_mistyped_arg(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hf:gpt2", "-i", "1x8", "--arg", "nlayer=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moduleprofiler: error: hf:gpt2: --arg nlayer: GPT2Config defines "
+                          "no 'nlayer' (did you mean 'n_layer'?)"), err

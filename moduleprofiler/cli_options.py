@@ -1,0 +1,282 @@
+"""The command line's front door: its options, the checks that need no model, and ``main``.
+
+Everything here imports the standard library only, so ``--version``, ``--help`` and an
+argument error (an unknown flag, a bad choice, a malformed ``--arg`` or ``--input-size``, an
+out-of-range number) are answered in the time Python takes to start, not the seconds torch,
+pandas and Transformers take to import (issue 33; ``benchmarks/cli_startup.py`` times it).
+``main`` then hands the checked options to :func:`moduleprofiler.cli.run`, which imports them.
+The console script and ``python -m moduleprofiler`` both enter here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from moduleprofiler._version import __version__
+
+EXAMPLES = """\
+examples:
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --depth 1 --what params,io,ops
+  moduleprofiler torchvision.models:vit_b_16 -i 1x3x224x224 --meta --top 5 --depth 2
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --sort ops --min-pct 2
+  moduleprofiler path/to/model.py:build -i 8x128:int64 --arg vocab=1000
+  moduleprofiler hf:llama -i 1x2048 --arg num_hidden_layers=2 --depth 2
+  moduleprofiler hf:path/to/config.json -i 4x512 --device cpu --what ops,time
+  moduleprofiler hf:gpt2 -i 1x16 --arg n_layer=2 --device cpu --generate 8
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o report.html
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
+  moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
+  moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --what flops -o flops.png
+
+formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
+figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the first of
+  --what's ops, flops, params, time, memory, else ops) by top-level module (--depth: by module
+  at that depth; --top K: the K module types)
+columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
+  backward (runs a backward pass), bytes (parameter, buffer and output bytes), time, memory,
+  or any column name (e.g. backward_flops, ops_pct, output_bytes)
+"""
+
+MIN_WIDTH = 40
+"""The narrowest ``--width`` (``moduleprofiler.export.fit.MIN_WIDTH``, repeated here so that
+checking ``--width`` imports no pandas; tests/test_cli.py holds the two equal)."""
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+"""Output suffixes that ask for a figure (``moduleprofiler.export.figures.FIGURE_SUFFIXES``,
+repeated here for the same reason; held equal by the same test)."""
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (its ``--help`` ends with examples)."""
+    parser = _Parser(
+        prog="moduleprofiler",
+        description="Profile a PyTorch model module by module: parameters, shapes, ops.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", help="package.module:factory, path/to/file.py:factory, "
+                                      "hf:MODEL_TYPE or hf:path/to/config.json (a Transformers "
+                                      "model, -i BATCHxTOKENS, --arg config overrides; --arg "
+                                      "task=causal-lm|seq2seq-lm|base picks the head, default: "
+                                      "the base model of an encoder-only type such as bert, "
+                                      "else the first head the type has), "
+                                      "or a profile saved as .json")
+    parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
+                        help="input shape such as 1x3x224x224, optionally :DTYPE "
+                             "(8x128:int64); repeat for several inputs")
+    parser.add_argument("--dtype",
+                        help="dtype of the model and of inputs without one (default float32; "
+                             "for --kv-cache, the configuration's, else float32)")
+    parser.add_argument("--device", help="device such as cpu (default) or cuda:0; an hf: "
+                                         "model is built on meta unless a device is named")
+    parser.add_argument("--meta", action="store_true",
+                        help="build the model and inputs on the meta device (no memory, "
+                             "no real compute)")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument for the factory (a Python literal or a string)")
+    parser.add_argument("--what",
+                        help="column groups or column names, comma-separated (default: the "
+                             "columns of Python's profile.tree(): params, output shape, ops; "
+                             "shapes left out first to fit); backward runs a backward pass, time "
+                             "per-module timing, memory a training-step memory pass")
+    parser.add_argument("--generate", type=int, metavar="N",
+                        help="profile generate() step by step for N new tokens (a Transformers "
+                             "model on a real --device): one row per prefill/decode step; "
+                             "--what time and memory add each step's time and live memory "
+                             "(the module options --depth, --sort, --top, --min-pct, "
+                             "--include, --exclude do not apply)")
+    parser.add_argument("--iters", type=int, default=None,
+                        help="timed iterations for --what time, a tenth dropped (default: "
+                             "adaptive, as in Python: rounds until the median's 95%% CI is "
+                             "within 1%%, at most 5 s)")
+    parser.add_argument("--kv-cache", type=int, metavar="TOKENS",
+                        help="an hf: model's predicted key/value cache: bytes per token and for "
+                             "a context of TOKENS tokens (one sequence), in the configuration's "
+                             "dtype or --dtype; nothing is built or run")
+    parser.add_argument("--predict", metavar="GPU",
+                        help="predict per-module latency for this GPU instead of measuring "
+                             "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
+    # the default is prediction.predict.DEFAULT_HOST (a test holds them equal): that module
+    # imports torch, which this one must not
+    parser.add_argument("--host", choices=("none", "calibrated", "this"), default="calibrated",
+                        help="with --predict: the host issuing the launches (default, as in "
+                             "Python: calibrated; none: the device's time alone, a lower "
+                             "bound, not a latency)")
+    parser.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                        help="with --predict: fp32 matmuls and convolutions on TF32 tensor "
+                             "cores, or (--no-tf32) at the plain FP32 peak (default: torch's "
+                             "settings: plain FP32 matmuls, TF32 convolutions); the notes say "
+                             "which")
+    parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
+    parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
+                                               ".svg, .pdf: a figure of the shown metric)")
+    parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
+                                                  "with --top, the level aggregated")
+    parser.add_argument("--sort", metavar="COLUMN",
+                        help="flat table sorted by COLUMN (e.g. ops, inclusive_ops, params); "
+                             "with --top, the quantity ranked (ops, macs, params)")
+    parser.add_argument("--top", type=int, metavar="K", help="the K module types with most ops")
+    parser.add_argument("--by-operator", nargs="?", const="", metavar="MODULE",
+                        help="one row per aten operator (calls, ops, MACs, FLOPs, bytes) of "
+                             "the whole model, or of the calls inside MODULE")
+    parser.add_argument("--min-pct", type=float, metavar="P",
+                        help="only modules with at least P%% of the ops")
+    parser.add_argument("--include", action="append", metavar="PATTERN",
+                        help="only modules whose path or type matches the glob PATTERN")
+    parser.add_argument("--exclude", action="append", metavar="PATTERN",
+                        help="hide modules whose path or type matches the glob PATTERN")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the terminal table (auto: a tty without NO_COLOR)")
+    parser.add_argument("--width", type=int, metavar="N",
+                        help="fit text to N columns (default: the terminal's, COLUMNS, else 80; "
+                             "0: no limit): shapes shortened, columns hidden (named in a note), "
+                             "names elided in the middle")
+    parser.add_argument("--unicode", action="store_true", help="draw the tree with box lines")
+    parser.add_argument("--no-fold", action="store_true",
+                        help="show every block of the tree (default: identical numbered "
+                             "sibling blocks such as h.0 ... h.11 fold into one row, summed)")
+    parser.add_argument("--title", help="title of the HTML report or the figure")
+    parser.add_argument("--caption", help="LaTeX table caption")
+    parser.add_argument("--label", help="LaTeX table label")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+_MODULE_VIEW_FLAGS = ("--top", "--sort", "--depth", "--min-pct", "--include", "--exclude")
+"""Options that shape the module views (a table of operators or of steps has no use for them)."""
+
+
+def _given(options: argparse.Namespace, *flags: str) -> list[str]:
+    """The ``flags`` set on the command line (``--min-pct`` is ``options.min_pct``)."""
+    return [flag for flag in flags
+            if getattr(options, flag.removeprefix("--").replace("-", "_")) is not None]
+
+
+def check_options(options: argparse.Namespace) -> None:
+    """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
+    limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
+              ("--iters", options.iters, 2), ("--generate", options.generate, 1),
+              ("--kv-cache", options.kv_cache, 1))
+    for flag, value, least in limits:
+        if value is not None and value < least:
+            raise CliError(f"{flag} must be at least {least}, got {value}")
+    if options.min_pct is not None and not 0 <= options.min_pct <= 100:
+        raise CliError(f"--min-pct must be a percentage from 0 to 100, got {options.min_pct:g}")
+    if options.width is not None and (options.width < 0 or 0 < options.width < MIN_WIDTH):
+        raise CliError(f"--width must be 0 (no limit) or at least {MIN_WIDTH}, "
+                       f"got {options.width}")
+    if options.by_operator is not None:
+        given = _given(options, *_MODULE_VIEW_FLAGS, "--what", "--generate", "--kv-cache")
+        given += ["-o FIGURE"] if _is_figure(options) else []
+        if given:
+            raise CliError(f"--by-operator shows one table of operators: {', '.join(given)} "
+                           "cannot apply to it")
+    if options.generate is not None:
+        check_generation_options(options)
+
+
+GENERATE_WHAT = ("time", "memory")
+"""The ``--what`` groups ``--generate`` adds to its steps table."""
+
+
+def check_generation_options(options: argparse.Namespace) -> None:
+    """Refuse the options ``--generate`` would otherwise ignore: the module views' filters
+    and ``--what`` groups other than time and memory."""
+    given = _given(options, *_MODULE_VIEW_FLAGS)
+    if given:
+        raise CliError(f"--generate prints one row per generation step, not modules: "
+                       f"{', '.join(given)} does not apply (drop --generate for the module "
+                       f"tree)")
+    other = [item for item in _items(options.what or "") if item not in GENERATE_WHAT]
+    if other:
+        raise CliError(f"--generate --what takes {' and/or '.join(GENERATE_WHAT)} (each "
+                       f"step's time and live memory; every step shows its MACs and FLOPs), "
+                       f"not {','.join(other)}")
+
+
+def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
+    """``["depth=3", "name=tiny"]`` -> ``{"depth": 3, "name": "tiny"}``."""
+    out: dict[str, Any] = {}
+    for item in args:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise CliError(f"--arg {item!r} must look like KEY=VALUE")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
+    """``"1x3x224x224"`` -> ``((1, 3, 224, 224), None)``; ``"8x128:int64"`` -> dtype too."""
+    shape_text, _, dtype = text.partition(":")
+    parts = shape_text.lower().replace("×", "x").replace(",", "x").split("x")
+    try:
+        shape = tuple(int(part) for part in parts)
+    except ValueError:
+        shape = ()
+    if not shape or any(dim < 0 for dim in shape):
+        raise CliError(f"bad --input-size {text!r}: expected sizes joined by x, "
+                       "e.g. 1x3x224x224 or 8x128:int64")
+    if 0 in shape:  # a tensor without elements runs no work: a 0-op profile answers nothing
+        raise CliError(f"bad --input-size {text!r}: every size must be at least 1")
+    return shape, dtype or None
+
+
+def _items(what: str) -> list[str]:
+    """The comma-separated items of ``--what``."""
+    return [item.strip() for item in what.split(",") if item.strip()]
+
+
+def _is_figure(options: argparse.Namespace) -> bool:
+    """``-o`` names a figure file (.png, .svg, .pdf) and no ``--format`` says otherwise."""
+    suffix = os.path.splitext(options.output or "")[1].lower()
+    return not options.format and suffix in FIGURE_SUFFIXES
+
+
+def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line parsed and checked: every error that needs no model or torch
+    (``--dtype`` and ``--device`` names are torch's, checked when the command runs)."""
+    options = build_parser().parse_args(argv)
+    check_options(options)
+    factory_kwargs(options.arg)
+    for size in options.input_size:
+        parse_input_size(size)
+    return options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status (0, or 2 after a one-line error)."""
+    try:
+        options = parse_options(argv)
+        # imported only now (the one import inside a function, tests/test_architecture.py):
+        # the options are fine, so the command needs torch, pandas and the rest
+        from moduleprofiler.cli import run
+
+        run(options)
+    except (CliError, ValueError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        text = " ".join(str(message).split())
+        print(f"moduleprofiler: error: {text}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0
