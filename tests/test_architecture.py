@@ -231,3 +231,12 @@ def test_removed_dead_code_stays_out() -> None:
                     and "NotImplementedError" == ast.unparse(node.exc).removesuffix("()")):
                 found.append((_module_name(path), "raise NotImplementedError"))
     assert found == []
+
+
+def test_warnings_go_through_the_helper_that_names_the_users_line() -> None:
+    """Every warning issued during a call goes through :func:`moduleprofiler.warn.warn`, whose
+    stacklevel walks out of the package; only the import-time deprecations of the legacy
+    modules call ``warnings.warn`` themselves (Python attributes those to the import)."""
+    direct = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
+              if "warnings.warn(" in path.read_text(encoding="utf-8")}
+    assert direct == {"warn.py", "legacy.py", "legacy_timing.py"}

@@ -5,7 +5,6 @@ the memory columns (:mod:`moduleprofiler.memory_columns`), with the measured pas
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,6 +15,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.export.view import View
 from moduleprofiler.records import CallPosition, CallRecord, ProfileData, display_path
+from moduleprofiler.warn import warn
 
 Phase = Literal["forward", "backward"]
 Method = Literal["operator", "allocator"]
@@ -159,9 +159,8 @@ class MemoryReport(Profile):
 
     def call_columns(self) -> dict[tuple[str, int], dict[str, Any]]:
         """Deprecated: each record's ``metrics``, by ``(path, call_number)``."""
-        warnings.warn("MemoryReport.call_columns() is deprecated: use {(r.path, "
-                      "r.call_number): r.metrics for r in report.records}",
-                      DeprecationWarning, stacklevel=2)
+        warn("MemoryReport.call_columns() is deprecated: use {(r.path, "
+             "r.call_number): r.metrics for r in report.records}", DeprecationWarning)
         return {(r.path, r.call_number): r.metrics for r in self.records}
 
     def totals(self) -> dict[str, Any]:
@@ -282,6 +281,6 @@ def _call_memory(record: CallRecord) -> CallMemory:
 
 
 def _warn() -> None:
-    warnings.warn("MemoryReport.calls as a tuple of CallMemory is deprecated: use "
-                  "report.records (each call's memory columns in record.metrics) or "
-                  "report.to_df()", DeprecationWarning, stacklevel=3)
+    warn("MemoryReport.calls as a tuple of CallMemory is deprecated: use report.records "
+         "(each call's memory columns in record.metrics) or report.to_df()",
+         DeprecationWarning)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from moduleprofiler.timing.results import (
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_module
+from moduleprofiler.warn import warn
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -65,8 +65,8 @@ def check_method(method: BackwardMethod | None) -> str:
         return "nodes"
     if method not in ("auto", "nodes"):
         raise ValueError(f"method must be 'auto' or 'nodes', got {method!r}")
-    warnings.warn("method= has one value ('nodes'), the only backward attribution; leave it "
-                  "out: it will be removed", DeprecationWarning, stacklevel=3)
+    warn("method= has one value ('nodes'), the only backward attribution; leave it out: it "
+         "will be removed", DeprecationWarning)
     return "nodes"
 
 
@@ -87,9 +87,9 @@ class BackwardFlag(int):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        warnings.warn("TrainingTiming.backward is the profile's flag (False: no backward was "
-                      "counted); the backward samples are TrainingTiming.backward_samples",
-                      DeprecationWarning, stacklevel=2)
+        warn("TrainingTiming.backward is the profile's flag (False: no backward was "
+             "counted); the backward samples are TrainingTiming.backward_samples",
+             DeprecationWarning)
         return getattr(self.__dict__["_samples"], name)
 
 

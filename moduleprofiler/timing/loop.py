@@ -15,8 +15,8 @@ rest, the same way for all:
 5. rounds until the stopping rule says enough, the blocks' order rotated from round to round
    so that their times are compared under the same conditions (load, allocator, clocks),
    with minor page faults counted over them; ``finish`` once, still inside the state;
-6. the notes the conditions call for: load, page faults, noisy samples, a budget that ended
-   the run before its target.
+6. the notes the conditions call for: load and noisy samples (one note), page faults, a
+   budget that ended the run before its target.
 """
 
 from __future__ import annotations
@@ -254,14 +254,14 @@ def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
         size = int(max(1.0, min(2.0 * count, wanted, left, max_round or math.inf)))
 
 
-def spread_note(name: str, samples: ArrayLike) -> str | None:
-    """The note for noisy samples (IQR / median above :data:`SPREAD_LIMIT`, from 4 samples),
-    else ``None``."""
-    summary = summarize(samples)
-    if summary is None or summary.n < 4 or summary.iqr_rel <= SPREAD_LIMIT:
-        return None
-    return (f"{name} are spread out (IQR/median {summary.iqr_rel:.2f} > {SPREAD_LIMIT:.2f}): "
-            "the machine is noisy; medians are still usable, means are not")
+def noisiest(series: Mapping[str, ArrayLike]) -> tuple[str, float] | None:
+    """The series whose IQR / median is largest, with that ratio, when it is above
+    :data:`SPREAD_LIMIT` (judged from 4 samples on), else ``None``: all noisy series have one
+    cause, and the note names the worst."""
+    spreads = {name: summary.iqr_rel for name, values in series.items()
+               if (summary := summarize(values)) is not None and summary.n >= 4}
+    name = max(spreads, key=spreads.__getitem__, default=None)
+    return (name, spreads[name]) if name is not None and spreads[name] > SPREAD_LIMIT else None
 
 
 def measure(plan: Plan, blocks: Sequence[Block],
@@ -269,12 +269,14 @@ def measure(plan: Plan, blocks: Sequence[Block],
             bar: Progress, options: TimingOptions, *,
             state: Sequence[AbstractContextManager[Any]] = (),
             prime: Callable[[], None] | None = None,
-            finish: Callable[[], None] | None = None) -> LoopRun:
+            finish: Callable[[], None] | None = None,
+            judged: Callable[[], Mapping[str, Sequence[float]]] | None = None) -> LoopRun:
     """Run a pass's blocks through warm-up, dropped iterations and rounds (module docstring).
 
     ``watched`` names the series (nanoseconds per iteration) the stopping rule checks and
-    the notes judge; ``state``: the pass's own contexts (model state, grad mode), entered
-    inside the thread and GC pinning. ``bar`` is closed at the end, also on an error."""
+    the notes judge, ``judged`` more series the notes judge (hook-free times); ``state``: the
+    pass's own contexts (model state, grad mode), entered inside the thread and GC pinning.
+    ``bar`` is closed at the end, also on an error."""
     rule = plan.rule
 
     def series() -> tuple[Sequence[float], ...]:
@@ -320,10 +322,9 @@ def measure(plan: Plan, blocks: Sequence[Block],
     environment["minor_faults_per_iter"] = faults
     named = {name: np.asarray(values, dtype=np.float64) for name, values in watched().items()}
     every = np.concatenate(list(named.values())) if named else np.zeros(0)
-    notes = environment_warnings(environment, faults, device,
-                                 float(np.median(every)) / 1e6 if every.size else None)
-    notes.extend(note for name, values in named.items()
-                 if (note := spread_note(name, values)) is not None)
+    notes = environment_warnings(
+        environment, faults, device, float(np.median(every)) / 1e6 if every.size else None,
+        noisiest({**named, **(judged() if judged is not None else {})}))
     shortfall = rule.shortfall(max((ci_halfwidth(values, options.confidence)
                                     for values in named.values()), default=math.inf))
     if shortfall is not None:
