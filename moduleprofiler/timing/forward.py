@@ -249,9 +249,10 @@ def time_modules(
         warmup_seconds: run (hooked and hook-free alternately) at least this long before.
         target_ci: adaptive: stop once the median's CI is within this fraction of it
             (0.01 = ±1 %); ``None``: run until the budget ends.
-        max_seconds: adaptive: budget of the timed phase in seconds (dropped iterations
-            included; warm-up and calibration not); ``None``: none. The run ends within the
-            budget plus one round.
+        max_seconds: adaptive: budget of the whole call in seconds (the hooks' calibration,
+            warm-up, dropped iterations and rounds; ``budget`` says how it went); ``None``:
+            none. The call ends within it plus one iteration of a round; the warm-up takes
+            at most a quarter of it.
         min_iters: adaptive: never stop on the CI with fewer kept iterations.
         rounds: interleaved rounds of a fixed ``num_iters`` (default ``min(8, kept)``); an
             adaptive run sizes its rounds by time.
@@ -348,7 +349,7 @@ def time_modules(
         calibration=clocks.calibration,
         device=str(resolved),
         clock=clocks.kind,
-        dropped=plan.drop_first,
+        dropped=run.dropped,
         confidence=opts.confidence,
         environment=run.environment,
         warnings=tuple(notes),
@@ -356,6 +357,7 @@ def time_modules(
         device_times=device_times,
         stop_reason=run.stop_reason,
         elapsed_s=run.elapsed_s,
+        budget=run.budget,
     ), resolved_iterations)
 
 
