@@ -11,4 +11,5 @@ LegacyPasses = ModuleProfiler
 __all__ = ["LegacyPasses", "dict_to_frame", "legacy_name"]
 
 warn_deprecated("moduleprofiler.legacy", "the 0.0.4 methods are in "
-                "moduleprofiler.compat.profiler (use moduleprofiler.ModuleProfiler)")
+                "moduleprofiler.compat.profiler (use moduleprofiler.ModuleProfiler)",
+                stacklevel=2)  # the importing line

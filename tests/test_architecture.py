@@ -252,3 +252,13 @@ def test_every_deprecation_goes_through_one_helper() -> None:
         found += [(_module_name(path), node.lineno) for node in ast.walk(tree)
                   if isinstance(node, ast.Name) and node.id == "DeprecationWarning"]
     assert found == []
+
+
+def test_warnings_go_through_the_helper_that_names_the_users_line() -> None:
+    """Every warning issued during a call goes through :func:`moduleprofiler.warn.warn`, whose
+    stacklevel walks out of the package, or :func:`moduleprofiler.deprecation.warn_deprecated`
+    (which uses it, and takes an explicit level for the import-time deprecations of the
+    legacy modules: Python attributes those to the import)."""
+    direct = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
+              if "warnings.warn(" in path.read_text(encoding="utf-8")}
+    assert direct == {"warn.py", "deprecation.py"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
 from datetime import timedelta
 
 import torch
@@ -15,6 +14,7 @@ from moduleprofiler.distributed.gathered import DistributedProfile
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.json_io import json_text
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.warn import warn
 
 
 class DistributedError(ProfilingError):
@@ -60,7 +60,7 @@ def gather(profile: Profile | BaseException, dst: int = 0,
         dist.get_backend(group), getattr(group or dist.group.WORLD, "bound_device_id", None),
         _current_cuda_device(), _local_rank(), torch.cuda.device_count())
     if warning is not None:
-        warnings.warn(warning, RuntimeWarning, stacklevel=2)
+        warn(warning, RuntimeWarning)
     with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
         return _gather(profile, dst, group, timeout)
 

@@ -25,7 +25,6 @@ computed for the backward with a ``backward_`` prefix.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,6 +36,7 @@ from moduleprofiler.export.columns import Kind, register_column
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.records import CallRecord, display_path
+from moduleprofiler.warn import warn
 
 
 class EfficiencyWarning(UserWarning):
@@ -190,10 +190,9 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
                 phase = (prefix or "forward_").rstrip("_")
                 flagged.append(f"{display_path(path)} ({phase}: {_excess(modules[path], prefix)})")
     if flagged:
-        warnings.warn(EfficiencyWarning(
-            f"achieved rate above the peak of {peaks.name} for: {'; '.join(flagged)}. Either "
-            "the peak is for the wrong dtype (pass dtype= or tf32=), the counts are too high, "
-            "or data came from cache (bytes/s above bandwidth)"), stacklevel=2)
+        warn(f"achieved rate above the peak of {peaks.name} for: {'; '.join(flagged)}. Either "
+             "the peak is for the wrong dtype (pass dtype= or tf32=), the counts are too high, "
+             "or data came from cache (bytes/s above bandwidth)", EfficiencyWarning)
     return dataclasses.replace(profile, records=tuple(records)).with_metrics(modules)
 
 

@@ -15,7 +15,6 @@ table says what it left out); rows the caller chose that are taller than a page 
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -38,6 +37,7 @@ from moduleprofiler.export.latex_fit import (
 )
 from moduleprofiler.export.names import elide_path
 from moduleprofiler.export.view_data import ViewData
+from moduleprofiler.warn import warn
 
 _LATEX_SPECIAL = {
     "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
@@ -185,12 +185,11 @@ def _fit_height(view: ViewData, environment: str | None, rows: Rows, runs: dict[
     limit = f"{len(view.frame)} rows do not fit one page ({height:g} pt)"
     if environment is None:
         if cut:
-            warnings.warn(f"{limit} even at depth 1: written as a longtable across pages "
-                          "(needs \\usepackage{longtable})", LatexFitWarning, stacklevel=4)
+            warn(f"{limit} even at depth 1: written as a longtable across pages "
+                          "(needs \\usepackage{longtable})", LatexFitWarning)
         return _Page(view, "longtable", note)
-    warnings.warn(f"{limit}: a {environment} float that tall is dropped by LaTeX (\"Float "
-                  "too large\"); pass environment='longtable', or max_depth=", LatexFitWarning,
-                  stacklevel=4)
+    warn(f"{limit}: a {environment} float that tall is dropped by LaTeX (\"Float "
+                  "too large\"); pass environment='longtable', or max_depth=", LatexFitWarning)
     return _Page(view, environment, note)
 
 
@@ -300,17 +299,17 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
     ))
     if plan is not None and plan.scale:
         if environment == "longtable":
-            warnings.warn(f"the longtable is {plan.width - line:.0f} pt wider than the line "
+            warn(f"the longtable is {plan.width - line:.0f} pt wider than the line "
                           f"({line:g} pt) and a longtable cannot be scaled: pass columns= or "
-                          "max_depth=", LatexFitWarning, stacklevel=3)
+                          "max_depth=", LatexFitWarning)
         else:
             text = _scaled(text)
     if view.raw and fit and not boxed:
         header = max((len(header_lines(str(name))) for name in specs), default=1)
         if float_height(len(frame), header_lines=header) > page:
-            warnings.warn(f"the tabular's {len(frame)} rows are taller than a page "
+            warn(f"the tabular's {len(frame)} rows are taller than a page "
                           f"({page:g} pt) and a tabular does not break across pages: "
-                          "profile.to_latex() fits a page", LatexFitWarning, stacklevel=3)
+                          "profile.to_latex() fits a page", LatexFitWarning)
     if environment == "longtable":
         text = "% needs \\usepackage{longtable} (and booktabs)\n" + text
     return _with_note(text, note, environment)

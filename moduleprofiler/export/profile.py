@@ -5,7 +5,6 @@ only joins the two, so the records never import the views."""
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
 from moduleprofiler.summary_row import model_summary
 from moduleprofiler.validate import check_int
+from moduleprofiler.warn import warn
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -87,11 +87,11 @@ class Profile(ProfileData):
             named = ", ".join(f"{display_path(path)!r} call {number + 1}"
                               for path, number in sorted(missing)[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            warnings.warn(
-                f"merge: {len(missing)} call{'s' if len(missing) > 1 else ''} of the other "
-                f"pass {'were' if len(missing) > 1 else 'was'} not made in this one, so "
-                f"{'their' if len(missing) > 1 else 'its'} columns are left out: {named}{more} "
-                "(the model takes a different path on different passes)", stacklevel=2)
+            warn(f"merge: {len(missing)} call{'s' if len(missing) > 1 else ''} of the other "
+                 f"pass {'were' if len(missing) > 1 else 'was'} not made in this one, so "
+                 f"{'their' if len(missing) > 1 else 'its'} columns are left out: "
+                 f"{named}{more} (the model takes a different path on different passes)",
+                 UserWarning)
         return dataclasses.replace(self.with_metrics(other.module_metrics), records=records)
 
     def with_timing(self, timing: ProfileData) -> Profile:

@@ -25,15 +25,12 @@ import contextlib
 import dataclasses
 import math
 import statistics
-import sys
 import time
-import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from types import FrameType
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -48,6 +45,7 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.timing import TrainingProfiler, TrainingTiming
+from moduleprofiler.warn import warn
 
 PREFIX = "moduleprofiler"
 """The first part of every logged key."""
@@ -76,23 +74,6 @@ COUNT_COLUMNS = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backwa
 name per number: docs/conventions.md). A module's numbers include its children's, as its
 times do; the memory ones are the training step's: bytes saved for the backward, and the
 most memory live while the module ran."""
-
-_FRAMEWORKS = frozenset({"moduleprofiler", "lightning", "pytorch_lightning", "lightning_fabric",
-                         "transformers", "accelerate", "torch", "contextlib"})
-"""Top-level packages whose frames a warning skips to point at the user's code."""
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` that makes a warning issued by the caller of this function point at
-    the first frame outside moduleprofiler and the training frameworks calling it (the user's
-    ``trainer.fit(...)`` or loop); 2 (the caller's caller) when every frame is theirs."""
-    frame: FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and \
-            str(frame.f_globals.get("__name__", "")).split(".")[0] in _FRAMEWORKS:
-        frame, level = frame.f_back, level + 1
-    return level if frame is not None else 2
-
 
 @dataclass
 class WindowResult:
@@ -279,11 +260,11 @@ class StepWindow:
         before the window's first step). Idempotent."""
         if not self.closed and self._profiler is None and self._failure is None \
                 and self._model is not None and self._steps <= self.start_step:
-            warnings.warn(WindowWarning(
+            warn(WindowWarning(
                 f"moduleprofiler: training ended after {self._steps} steps, before the "
                 f"profiling window (start_step={self.start_step}, num_steps="
                 f"{self.num_steps}): nothing was profiled or logged; pass a start_step "
-                f"below {self._steps}"), stacklevel=user_stacklevel())
+                f"below {self._steps}"))
         if self.closed or (self._profiler is None and self._failure is None):
             self.release()
             return self.result
@@ -450,10 +431,9 @@ class WindowCallback:
             if window is not None:
                 with contextlib.suppress(Exception):  # already failing: the cause is below
                     window.release()
-            warnings.warn(WindowWarning(
+            warn(WindowWarning(
                 f"moduleprofiler: {what} failed ({type(exc).__name__}: {exc}); the profiler "
-                "is off for the rest of this run, and training goes on"),
-                stacklevel=user_stacklevel())
+                "is off for the rest of this run, and training goes on"))
             return None
 
 

@@ -11,7 +11,6 @@ really holds, views and shared storages counted once.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ import torch
 from torch import Tensor
 
 from moduleprofiler.storage import distinct_bytes
+from moduleprofiler.warn import warn
 
 
 @dataclass(frozen=True)
@@ -180,9 +180,9 @@ def _config_dtype(config: Any) -> torch.dtype:
     named = config_dtype(config)
     if named is not None:
         return named
-    warnings.warn(f"predict_kv_cache_bytes: the configuration ({type(config).__name__}) names "
-                  "no dtype, so float32 (4 bytes) was assumed; pass dtype= (e.g. "
-                  "torch.bfloat16) for the dtype the model runs in", UserWarning, stacklevel=3)
+    warn(f"predict_kv_cache_bytes: the configuration ({type(config).__name__}) names no "
+         "dtype, so float32 (4 bytes) was assumed; pass dtype= (e.g. torch.bfloat16) for the "
+         "dtype the model runs in", UserWarning)
     return torch.float32
 
 

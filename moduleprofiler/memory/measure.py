@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -23,6 +22,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.validate import check_bool, check_choice, check_module
+from moduleprofiler.warn import warn
 
 
 def _run_device(module: nn.Module, input: Any, device: str | torch.device | None
@@ -133,10 +133,9 @@ def measure_memory(
     static = module_bytes(module)[""]
     changed = fast_path_changes(module, eval=True, grad_enabled=False)
     if changed:
-        warnings.warn(
-            f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: the "
-            "inference pass measures the unfused path, which keeps intermediates the fused "
-            "kernel does not", CodePathWarning, stacklevel=2)
+        warn(f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: the "
+             "inference pass measures the unfused path, which keeps intermediates the fused "
+             "kernel does not", CodePathWarning)
     bar = Progress("measuring memory", progress, unit="calls")
     with placed_on(module, run_device):
         inputs = to_device(input, run_device)

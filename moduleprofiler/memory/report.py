@@ -282,4 +282,4 @@ def _call_memory(record: CallRecord) -> CallMemory:
 
 def _warn() -> None:
     warn_deprecated("MemoryReport.calls as a tuple of CallMemory", "use report.records (each "
-                    "call's memory columns in record.metrics) or report.to_df()", stacklevel=3)
+                    "call's memory columns in record.metrics) or report.to_df()")

@@ -66,7 +66,7 @@ def check_method(method: BackwardMethod | None) -> str:
     if method not in ("auto", "nodes"):
         raise ValueError(f"method must be 'auto' or 'nodes', got {method!r}")
     warn_deprecated("method=", "it has one value ('nodes'), the only backward attribution: "
-                    "leave it out", stacklevel=3)
+                    "leave it out")
     return "nodes"
 
 
@@ -480,10 +480,10 @@ def train_step_times(
     issue_warnings(run.notes)
     timing = rows.build(
         method=method_name, separate_passes=True, calibration=clocks.calibration,
-        device=str(resolved), clock=clocks.stamps.kind, dropped=plan.drop_first,
+        device=str(resolved), clock=clocks.stamps.kind, dropped=run.dropped,
         confidence=opts.confidence, environment=run.environment,
         warnings=(*timed.notes, *run.notes), stop_reason=run.stop_reason,
-        elapsed_s=run.elapsed_s,
+        elapsed_s=run.elapsed_s, budget=run.budget,
     )
     return with_device_times(timing, clocks.traced, clocks.outside_ns) if kernels else timing
 

@@ -23,7 +23,6 @@ spin itself lies before the stamp and is never timed.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -33,6 +32,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.warn import warn
 
 
 class StampSource(Protocol):
@@ -243,9 +243,9 @@ class TimingWarning(UserWarning):
     through :mod:`warnings` as well as kept in the result's ``warnings``."""
 
 
-def issue_warnings(messages: Iterable[str], stacklevel: int = 3) -> None:
+def issue_warnings(messages: Iterable[str]) -> None:
     """Issue each of ``messages`` once, in order, as a :class:`TimingWarning` (a result keeps
-    them in its ``warnings`` as well). ``stacklevel=3`` points at the caller of the function
-    that calls this one, the line a user wrote."""
+    them in its ``warnings`` as well), attributed to the line the user wrote
+    (:func:`moduleprofiler.warn.warn`), however deep in the package this is called."""
     for message in dict.fromkeys(messages):
-        warnings.warn(message, TimingWarning, stacklevel=stacklevel)
+        warn(message, TimingWarning)

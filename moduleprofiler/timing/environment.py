@@ -153,26 +153,29 @@ def fault_share(faults_per_iter: float, iteration_ms: float) -> float:
 
 
 def environment_warnings(env_before: dict[str, Any], faults_per_iter: float | None,
-                         device: torch.device,
-                         iteration_ms: float | None = None) -> list[str]:
-    """Plain-language warnings about the conditions of a run.
+                         device: torch.device, iteration_ms: float | None = None,
+                         spread: tuple[str, float] | None = None) -> list[str]:
+    """Plain-language warnings about the conditions of a run, one per cause, each one line
+    and a short hint (docs/timing.md explains them).
 
-    Minor page faults (CPU only) are mentioned only when they cost a measurable share of the
-    ``iteration_ms`` median: :func:`fault_share` above :data:`FAULT_SHARE_LIMIT`. Without an
-    iteration time their share is unknown and nothing is said (the count stays in the
-    environment's ``minor_faults_per_iter``)."""
+    A loaded machine and noisy samples (``spread``: the noisiest series' name and its
+    IQR / median, when above the limit) are one cause, one note. Minor page faults (CPU only)
+    are mentioned only when they cost a measurable share of the ``iteration_ms`` median:
+    :func:`fault_share` above :data:`FAULT_SHARE_LIMIT`. Without an iteration time their
+    share is unknown and nothing is said (the count stays in the environment's
+    ``minor_faults_per_iter``)."""
     warnings: list[str] = []
     load = env_before.get("loadavg")
     cores = env_before.get("cpu_count") or 1
+    noisy = f" (IQR/median {spread[1]:.2f} in {spread[0]})" if spread is not None else ""
     if load is not None and load > cores:
         threads = env_before.get("intraop_threads") or 1
-        advice = (f"; with {threads} intra-op threads, parallel regions stall whenever one "
-                  "thread is descheduled (num_threads=1 avoids it)"
-                  if device.type == "cpu" and threads > 1 else "")
-        warnings.append(
-            f"load average {load:.2f} exceeds the {cores} CPU cores: other processes "
-            f"compete for the CPU, so expect inflated and noisy times{advice}"
-        )
+        advice = ("; num_threads=1 helps" if device.type == "cpu" and threads > 1
+                  else "; use medians, not means")
+        warnings.append(f"load average {load:.2f} exceeds the {cores} CPU cores: times are "
+                        f"inflated and noisy{noisy}{advice}")
+    elif spread is not None:
+        warnings.append(f"the machine is noisy{noisy}: use medians, not means")
     if (device.type == "cpu" and faults_per_iter is not None and iteration_ms is not None
             and not math.isnan(iteration_ms)):
         share = fault_share(faults_per_iter, iteration_ms)
@@ -180,8 +183,5 @@ def environment_warnings(env_before: dict[str, Any], faults_per_iter: float | No
             warnings.append(
                 f"{faults_per_iter:.3g} minor page faults per timed iteration, about "
                 f"{100 * share:.1f} % of the {iteration_ms:.3g} ms median iteration (at "
-                f"~{MINOR_FAULT_US:g} us a fault): the allocator returns and re-maps buffers, "
-                "which moves time between modules; consider jemalloc/tcmalloc or "
-                "MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ (docs/timing.md)"
-            )
+                f"~{MINOR_FAULT_US:g} us a fault); see docs/timing.md, allocators")
     return warnings

@@ -10,7 +10,6 @@ traced iterations (the device times).
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -34,10 +33,7 @@ from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.device_trace import ClockName, device_trace
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.loop import (
-    TimingOptions,
-    spread_note,
-)
+from moduleprofiler.timing.loop import TimingOptions
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import (
     ModelLayout,
@@ -52,6 +48,7 @@ from moduleprofiler.timing.results import (
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_module
+from moduleprofiler.warn import warn
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
@@ -257,9 +254,10 @@ def time_modules(
         warmup_seconds: run (hooked and hook-free alternately) at least this long before.
         target_ci: adaptive: stop once the median's CI is within this fraction of it
             (0.01 = ±1 %); ``None``: run until the budget ends.
-        max_seconds: adaptive: budget of the timed phase in seconds (dropped iterations
-            included; warm-up and calibration not); ``None``: none. The run ends within the
-            budget plus one round.
+        max_seconds: adaptive: budget of the whole call in seconds (the hooks' calibration,
+            warm-up, dropped iterations and rounds; ``budget`` says how it went); ``None``:
+            none. The call ends within it plus one iteration of a round; the warm-up takes
+            at most a quarter of it.
         min_iters: adaptive: never stop on the CI with fewer kept iterations.
         rounds: interleaved rounds of a fixed ``num_iters`` (default ``min(8, kept)``); an
             adaptive run sizes its rounds by time.
@@ -303,11 +301,10 @@ def time_modules(
     if changed:
         message = (
             f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: "
-            "the per-module times describe the slower unfused path; overhead_ratio shows "
-            "the difference and benchmark() measures the real (hook-free) latency"
+            "times are of the unfused path; benchmark() gives the real latency"
         )
         notes.append(message)
-        warnings.warn(message, CodePathWarning, stacklevel=2)
+        warn(message, CodePathWarning)
     kernels = clocks.kernels is not None
     listener = ClockListener.on(module, clocks.stamps, outer=[RangeListener(backward=False)]
                                 if ranges else ())
@@ -357,7 +354,7 @@ def time_modules(
         calibration=clocks.calibration,
         device=str(resolved),
         clock=clocks.kind,
-        dropped=plan.drop_first,
+        dropped=run.dropped,
         confidence=opts.confidence,
         environment=run.environment,
         warnings=tuple(notes),
@@ -365,22 +362,20 @@ def time_modules(
         device_times=device_times,
         stop_reason=run.stop_reason,
         elapsed_s=run.elapsed_s,
+        budget=run.budget,
     ), resolved_iterations)
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
                        device: torch.device, kernels: bool = False) -> list[str]:
-    notes = []
+    """The note when the hooks slow the whole model down more than 5 % (noisy hook-free
+    times are the loop's noise note)."""
     ratio = (float(np.median(hooked_ms) / np.median(plain_ms)) if hooked_ms.size
              and plain_ms.size else math.nan)
-    if ratio > 1.05:
-        notes.append(f"hooks slow the whole model down {ratio:.3f}x" + (
-            ": host times include the hooks' share (see low_confidence); device times come "
-            "from the kernel records and do not depend on it" if kernels else
-            " (> 1.05): with hooks the CPU no longer keeps ahead of the GPU (launch-bound), so "
-            "GPU-timeline times include idle gaps waiting for launches; a larger batch makes "
-            "the model GPU-bound again" if device.type == "cuda" else
-            " (> 1.05): small modules' times include a noticeable share of instrumentation; "
-            "see low_confidence"))
-    note = spread_note("hook-free whole-model times", plain_ms)
-    return [*notes, *([note] if note is not None else [])]
+    if not ratio > 1.05:
+        return []
+    return [f"hooks slow the whole model down {ratio:.3f}x (> 1.05): " + (
+        "host times include the hooks' share; device times do not" if kernels else
+        "launch-bound with hooks, so GPU-timeline times include launch gaps; a larger batch "
+        "helps" if device.type == "cuda" else
+        "small modules' times include the hooks' share; see low_confidence")]

@@ -33,7 +33,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings, new_event, resolve_device
 from moduleprofiler.timing.environment import get_hardware_specs
-from moduleprofiler.timing.loop import Block, TimingOptions, measure
+from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
 from moduleprofiler.validate import check_module
 
@@ -77,6 +77,9 @@ class LatencyResult:
     hardware: dict[str, Any]
     environment: dict[str, Any]
     warnings: tuple[str, ...]
+    budget: BudgetUse | None = field(default=None, kw_only=True)
+    """How the call's time budget went (set-up, warm-up, kept rounds) and whether it cut
+    the run short (``budget.low_confidence``); ``None`` where not recorded."""
     stats: Summary = field(init=False)
 
     def __post_init__(self) -> None:
@@ -128,7 +131,8 @@ class LatencyResult:
             value = getattr(self, item.name)
             if item.name not in ("samples_ms", "stats", "confidence"):
                 out[item.name] = list(value) if isinstance(value, tuple) else (
-                    dict(value) if isinstance(value, dict) else value)
+                    dict(value) if isinstance(value, dict) else
+                    value.to_dict() if isinstance(value, BudgetUse) else value)
         out["samples_ms"] = self.samples_ms.tolist()
         return out
 
@@ -201,7 +205,9 @@ def benchmark(
         drop_first: first timed iterations to discard (after the warm-up).
         target_ci: stop once the median's CI is within this fraction of it (0.01 = 1 %);
             ``None`` for a fixed count.
-        max_seconds: budget of the timed phase; ``None`` for none.
+        max_seconds: budget of the whole call in seconds (warm-up included; ``budget`` says
+            how it went); ``None`` for none. The call ends within it plus one iteration.
+            The warm-up takes at most a quarter of it.
         min_iters: never stop on the CI with fewer kept samples.
         num_threads: intra-op threads while timing (restored afterwards).
         batch_size: items per call, for ``throughput`` (default: the leading dimension of the
@@ -249,7 +255,7 @@ def benchmark(
     return LatencyResult(
         samples_ms=np.asarray(samples) / 1e6,
         stop_reason=run.stop_reason,
-        dropped=plan.drop_first,
+        dropped=run.dropped,
         warmup_iters=run.warmup_iters,
         warmup_seconds=run.warmup_s,
         elapsed_s=run.elapsed_s,
@@ -265,4 +271,5 @@ def benchmark(
         hardware=get_hardware_specs(),
         environment=env,
         warnings=tuple(run.notes),
+        budget=run.budget,
     )

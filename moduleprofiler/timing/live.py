@@ -22,7 +22,6 @@ profiled step ends with one device synchronisation (to read its events).
 
 from __future__ import annotations
 
-import warnings
 from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
@@ -45,6 +44,7 @@ from moduleprofiler.timing.kernel_clock import KernelClock, TracedBlock
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.results import ModelLayout
 from moduleprofiler.timing.setup import HookedClocks
+from moduleprofiler.warn import warn
 
 
 class TrainingProfiler:
@@ -85,7 +85,7 @@ class TrainingProfiler:
         self.step_index = 0
         self._clocks = HookedClocks.choose(model, self.device, clock, backward=True)
         if self._clocks.fallback is not None:
-            warnings.warn(self._clocks.fallback, TimingWarning, stacklevel=2)
+            warn(self._clocks.fallback, TimingWarning)
         self._kernels = self._clocks.kernels
         self._block: TracedBlock | None = None
         self._stamps = self._clocks.stamps
@@ -133,14 +133,14 @@ class TrainingProfiler:
         return self._result()
 
     def _result(self) -> TrainingTiming:
-        """:meth:`result`, called by a public method (its warnings point at the user's line)."""
+        """:meth:`result`, shared by the public methods that build one."""
         if self.active:
             self._flush(restart=True)
         env = dict(self._environment)
         notes = environment_warnings(env, None, self.device)
         if not self._rows.fwd and not self._rows.bwd:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
-        issue_warnings([note for note in notes if note not in self._issued], stacklevel=4)
+        issue_warnings([note for note in notes if note not in self._issued])
         self._issued.update(notes)
         if self._clocks.fallback is not None:
             notes.insert(0, self._clocks.fallback)

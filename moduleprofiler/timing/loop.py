@@ -11,12 +11,22 @@ rest, the same way for all:
 2. ``prime`` once (a profiler session's start: seconds, never kept);
 3. warm-up: one iteration of every warm block in turn, until ``warmup_iters`` rounds and
    ``warmup_seconds`` have passed;
-4. ``drop_first`` iterations of each dropped block, discarded (the time budget starts here);
+4. ``drop_first`` iterations of each dropped block, discarded;
 5. rounds until the stopping rule says enough, the blocks' order rotated from round to round
    so that their times are compared under the same conditions (load, allocator, clocks),
    with minor page faults counted over them; ``finish`` once, still inside the state;
-6. the notes the conditions call for: load, page faults, noisy samples, a budget that ended
-   the run before its target.
+6. the notes the conditions call for: load and noisy samples (one note), page faults, a
+   budget that ended the run before its target.
+
+The time budget (``max_seconds``) is the wall time of the whole call: it starts when the pass
+makes its plan (:meth:`TimingOptions.plan`, first thing in the call), so the hooks'
+calibration, the clock's set-up and the profiler's start count against it; the warm-up and
+the dropped iterations together take at most :data:`WARMUP_SHARE` of what is left when the
+loop starts, and the rounds the rest. At least one iteration of each kind warms up and one
+round is kept whatever the budget; apart from those, the call ends within its budget plus
+one iteration of a round (when iteration times are steady: a round planned at one rate and
+run at a slower one overruns by the difference), plus building the result.
+:class:`BudgetUse` says where the time went.
 """
 
 from __future__ import annotations
@@ -52,6 +62,10 @@ UNBUDGETED_ROUND_S = 0.5
 ADAPTIVE_DROP_FIRST = 2
 """Hooked iterations an adaptive run (``num_iters=None``) drops after its time-based warm-up
 (a fixed count keeps 0.0.4's default of 20)."""
+WARMUP_SHARE = 0.25
+"""Most of the budget left when the loop starts that its warm-up and dropped iterations may
+take together (each runs at least once when asked for): a slow model's ``warmup_iters`` or a
+``warmup_seconds`` near the budget would otherwise leave the rounds nothing."""
 SPREAD_LIMIT = 0.10
 """IQR / median above which samples are called noisy (``torch.utils.benchmark``'s limit)."""
 
@@ -136,7 +150,10 @@ class TimingOptions:
         A fixed ``num_iters`` runs exactly that many iterations in ``rounds`` rounds
         (default ``fixed_rounds``), ``target_ci`` and ``max_seconds`` unused; with
         ``capped`` (``benchmark``) it is a cap beside them, and the rule is asked after
-        every sample."""
+        every sample.
+
+        The time budget starts here (the rule's clock): a pass makes its plan first thing,
+        so that the budget is the wall time of the whole call."""
         drop_first = self.drop_first
         if drop_first is None:
             drop_first = adaptive_drop_first if self.num_iters is None else (
@@ -181,6 +198,56 @@ class Block:
 
 
 @dataclass(frozen=True)
+class BudgetUse:
+    """How a run's wall time went, phase by phase, from the start of the call (when its plan
+    was made) to the end of the loop; a result keeps it as ``budget``."""
+
+    max_seconds: float | None
+    """The budget (``None``: none)."""
+    setup_s: float
+    """Before the loop: the hooks' calibration, the clock's choice, the environment, the
+    profiler's start."""
+    warmup_s: float
+    """Warm-up and dropped iterations (nothing kept)."""
+    rounds_s: float
+    """The interleaved rounds: every kind's kept iterations (hook-free and traced too)."""
+    finish_s: float
+    """After the rounds, inside the loop (a hook-free trace under the kernel clock)."""
+    kept: int
+    """Kept samples (of the shortest watched series)."""
+    min_kept: int
+    """Fewest kept samples the stopping rule trusts (``min_iters``)."""
+    warmup_cut: bool
+    """The budget ended the warm-up or the dropped iterations before their own targets."""
+    cut_short: bool
+    """The budget ended the rounds with fewer than ``min_kept`` samples."""
+
+    @property
+    def total_s(self) -> float:
+        """Wall time of the call up to the end of the loop (the result is built after)."""
+        return self.setup_s + self.warmup_s + self.rounds_s + self.finish_s
+
+    @property
+    def low_confidence(self) -> bool:
+        """Too few samples to trust: the budget cut the run short (:attr:`cut_short`)."""
+        return self.cut_short
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, :attr:`total_s` and :attr:`low_confidence`, as plain Python."""
+        return {**dataclasses.asdict(self), "total_s": self.total_s,
+                "low_confidence": self.low_confidence}
+
+    def note(self) -> str | None:
+        """The warning when the budget cut the rounds short, else ``None``."""
+        if not self.cut_short:
+            return None
+        return (f"the time budget ({self.max_seconds:g} s) ended the run after {self.kept} "
+                f"kept sample{'s' if self.kept != 1 else ''}, fewer than min_iters "
+                f"({self.min_kept}): low confidence (set-up took {self.setup_s:.2f} s, "
+                f"warm-up {self.warmup_s:.2f} s); raise max_seconds")
+
+
+@dataclass(frozen=True)
 class LoopRun:
     """What the loop saw besides the pass's own samples."""
 
@@ -192,7 +259,12 @@ class LoopRun:
     """Wall time of the timed phase (dropped iterations and every round's blocks)."""
     warmup_iters: int
     warmup_s: float
+    """Wall time of the warm-up (the dropped iterations not included)."""
     notes: list[str]
+    dropped: int
+    """Iterations of each dropped block discarded: ``drop_first``, or fewer where the budget
+    ended them."""
+    budget: BudgetUse
 
 
 def plain_count(hooked: int, plain_fraction: float) -> int:
@@ -254,14 +326,14 @@ def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
         size = int(max(1.0, min(2.0 * count, wanted, left, max_round or math.inf)))
 
 
-def spread_note(name: str, samples: ArrayLike) -> str | None:
-    """The note for noisy samples (IQR / median above :data:`SPREAD_LIMIT`, from 4 samples),
-    else ``None``."""
-    summary = summarize(samples)
-    if summary is None or summary.n < 4 or summary.iqr_rel <= SPREAD_LIMIT:
-        return None
-    return (f"{name} are spread out (IQR/median {summary.iqr_rel:.2f} > {SPREAD_LIMIT:.2f}): "
-            "the machine is noisy; medians are still usable, means are not")
+def noisiest(series: Mapping[str, ArrayLike]) -> tuple[str, float] | None:
+    """The series whose IQR / median is largest, with that ratio, when it is above
+    :data:`SPREAD_LIMIT` (judged from 4 samples on), else ``None``: all noisy series have one
+    cause, and the note names the worst."""
+    spreads = {name: summary.iqr_rel for name, values in series.items()
+               if (summary := summarize(values)) is not None and summary.n >= 4}
+    name = max(spreads, key=spreads.__getitem__, default=None)
+    return (name, spreads[name]) if name is not None and spreads[name] > SPREAD_LIMIT else None
 
 
 def measure(plan: Plan, blocks: Sequence[Block],
@@ -269,12 +341,15 @@ def measure(plan: Plan, blocks: Sequence[Block],
             bar: Progress, options: TimingOptions, *,
             state: Sequence[AbstractContextManager[Any]] = (),
             prime: Callable[[], None] | None = None,
-            finish: Callable[[], None] | None = None) -> LoopRun:
+            finish: Callable[[], None] | None = None,
+            judged: Callable[[], Mapping[str, Sequence[float]]] | None = None) -> LoopRun:
     """Run a pass's blocks through warm-up, dropped iterations and rounds (module docstring).
 
     ``watched`` names the series (nanoseconds per iteration) the stopping rule checks and
-    the notes judge; ``state``: the pass's own contexts (model state, grad mode), entered
-    inside the thread and GC pinning. ``bar`` is closed at the end, also on an error."""
+    the notes judge, ``judged`` more series the notes judge (hook-free times); ``state``: the
+    pass's own contexts (model state, grad mode), entered inside the thread and GC pinning.
+    ``bar`` is closed at the end, also on an error. The time budget runs from ``plan``'s
+    making (its rule's start), not from this call."""
     rule = plan.rule
 
     def series() -> tuple[Sequence[float], ...]:
@@ -294,38 +369,60 @@ def measure(plan: Plan, blocks: Sequence[Block],
             if prime is not None:
                 prime()
             warm_start = time.perf_counter()
+            # the warm-up and the dropped iterations share WARMUP_SHARE of what is left; the
+            # first of each runs anyway (a kept first call would be a cold one)
+            cap = WARMUP_SHARE * max(0.0, rule.remaining)
             warm = 0
+            cut = False
             while (warm < options.warmup_iters
                    or time.perf_counter() - warm_start < options.warmup_seconds):
+                if warm and time.perf_counter() - warm_start >= cap:
+                    cut = True
+                    break
                 for block in blocks:
                     if block.warm:
                         block.run(1, False)
                 warm += 1
                 bar.update(0, plan.kept, "warming up")
-            warm_s = time.perf_counter() - warm_start
-            rule.restart()  # the budget covers the dropped iterations
-            for block in blocks:
-                if block.dropped and plan.drop_first:
-                    block.run(plan.drop_first, False)
+            timed_start = time.perf_counter()
+            dropped = 0
+            while dropped < plan.drop_first:
+                if (warm or dropped) and time.perf_counter() - warm_start >= cap:
+                    cut = True
+                    break
+                for block in blocks:  # one of each at a time, so that the cap can cut them
+                    if block.dropped:
+                        block.run(1, False)
+                dropped += 1
+            rounds_start = time.perf_counter()
             before = minor_faults()
             reason = run_rounds(round_of, rule, series, plan.sizes, plan.max_round)
             after = minor_faults()
-            elapsed = rule.elapsed
+            rounds_end = time.perf_counter()
             if finish is not None:
                 finish()
+            finish_end = time.perf_counter()
     finally:
         bar.close()
     faults = (after - before) / calls[0] if before is not None and after is not None \
         and calls[0] else None
     environment["minor_faults_per_iter"] = faults
     named = {name: np.asarray(values, dtype=np.float64) for name, values in watched().items()}
+    kept = min((values.size for values in named.values()), default=0)
+    budget = BudgetUse(
+        max_seconds=rule.max_seconds, setup_s=warm_start - rule.start,
+        warmup_s=rounds_start - warm_start, rounds_s=rounds_end - rounds_start,
+        finish_s=finish_end - rounds_end, kept=kept, min_kept=options.min_iters,
+        warmup_cut=cut, cut_short=reason == "max_seconds" and kept < options.min_iters)
     every = np.concatenate(list(named.values())) if named else np.zeros(0)
-    notes = environment_warnings(environment, faults, device,
-                                 float(np.median(every)) / 1e6 if every.size else None)
-    notes.extend(note for name, values in named.items()
-                 if (note := spread_note(name, values)) is not None)
-    shortfall = rule.shortfall(max((ci_halfwidth(values, options.confidence)
-                                    for values in named.values()), default=math.inf))
+    notes = environment_warnings(
+        environment, faults, device, float(np.median(every)) / 1e6 if every.size else None,
+        noisiest({**named, **(judged() if judged is not None else {})}))
+    # one note for the budget: too few samples, else a CI short of its target
+    shortfall = budget.note() or rule.shortfall(max(
+        (ci_halfwidth(values, options.confidence) for values in named.values()),
+        default=math.inf))
     if shortfall is not None:
         notes.append(shortfall)
-    return LoopRun(environment, reason, elapsed, warm, warm_s, notes)
+    return LoopRun(environment, reason, rounds_end - timed_start, warm,
+                   timed_start - warm_start, notes, dropped, budget)

@@ -36,6 +36,7 @@ from moduleprofiler.records import (
 )
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import Floats, IterationTimes
+from moduleprofiler.timing.loop import BudgetUse
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.stats import StopReason, Summary, summarize
 from moduleprofiler.validate import check_choice
@@ -269,6 +270,9 @@ class TimedModules(Profile):
     elapsed_s: float | None = field(default=None, kw_only=True)
     """Wall time of the timed phase (dropped iterations and every round's blocks included);
     ``None`` for live profiling."""
+    budget: BudgetUse | None = field(default=None, kw_only=True)
+    """How the call's time budget went (set-up, warm-up, kept rounds) and whether it cut the
+    run short (``budget.low_confidence``); ``None`` for live profiling."""
 
     @property
     def iterations(self) -> int:
@@ -437,6 +441,7 @@ class TimedModules(Profile):
             "dropped": self.dropped,
             "stop_reason": self.stop_reason,
             "elapsed_s": self.elapsed_s,
+            "budget": self.budget.to_dict() if self.budget is not None else None,
             "uncalled": list(self.uncalled),
             "calibration": vars(self.calibration).copy(),
             "warnings": list(self.warnings),

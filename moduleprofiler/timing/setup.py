@@ -5,7 +5,6 @@ repeated-run passes start from (:class:`HookedPass`)."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from moduleprofiler.timing.kernel_clock import DeviceIteration, KernelClock, Tra
 from moduleprofiler.timing.listener import ClockListener, Step, stamped_block
 from moduleprofiler.timing.loop import Block, LoopRun, Plan, TimingOptions, measure, plain_count
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
+from moduleprofiler.warn import warn
 
 
 @dataclass
@@ -99,14 +99,14 @@ class HookedPass:
         module, compiled = eager_module(module)
         notes = [compiled] if compiled is not None else []
         if compiled is not None:
-            warnings.warn(compiled, CodePathWarning, stacklevel=3)
+            warn(compiled, CodePathWarning)
         resolved = resolve_device(module, input, device)
         invoke = make_invocation(module, input, pred_fn)
         bar.update(0, kept, "calibrating the hooks")
         clocks = HookedClocks.choose(module, resolved, clock, backward=backward)
         if clocks.fallback is not None:
             notes.append(clocks.fallback)
-            warnings.warn(clocks.fallback, TimingWarning, stacklevel=3)
+            warn(clocks.fallback, TimingWarning)
         return cls(module, resolved, invoke, clocks, notes)
 
     def measure(self, step: Step, hooked: Mapping[str, tuple[ClockListener, list[RawIteration]]],
@@ -130,4 +130,6 @@ class HookedPass:
             prime = partial(blocks[-1].run, 1, False)
         return measure(plan, blocks, lambda: {
             name: [marks_span_ns(raw) for raw in raws] for name, (_, raws) in hooked.items()},
-            self.device, bar, options, state=state, prime=prime, finish=finish)
+            self.device, bar, options, state=state, prime=prime, finish=finish,
+            judged=lambda: {"hook-free iterations": [  # the step's last mark ends it
+                max(marks.values()) - marks["start"] for marks in plain]})

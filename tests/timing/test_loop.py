@@ -12,10 +12,17 @@ import torch
 from torch import nn
 
 from moduleprofiler.progress import Progress
-from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
+from moduleprofiler.timing import (
+    TimingOptions,
+    benchmark,
+    setup,
+    time_modules,
+    train_step_times,
+)
 from moduleprofiler.timing.loop import (
     ADAPTIVE_DROP_FIRST,
     ROUND_SHARE,
+    WARMUP_SHARE,
     Block,
     measure,
     run_round,
@@ -223,3 +230,97 @@ def test_the_loop_warms_drops_and_rotates_its_blocks() -> None:
                     ("a", 2, True), ("b", 1, True), ("b", 1, True), ("a", 2, True)]
     assert (run.stop_reason, run.warmup_iters, len(kept)) == ("num_iters", 2, 4)
     assert "minor_faults_per_iter" in run.environment
+
+
+def ticking_block(clock: FakeClock, seconds: float, kept: list[float] | None = None) -> Block:
+    """A block whose iterations each take ``seconds`` on the fake clock (kept ones append a
+    sample to ``kept``)."""
+    def run(count: int, keep: bool) -> None:
+        clock.now += count * seconds
+        if keep and kept is not None:
+            kept.extend([1.0] * count)
+    return Block(run, dropped=True)
+
+
+def test_the_budget_is_the_whole_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 33: warm-up and calibration were outside the budget (benchmark(max_seconds=3)
+    # took 9.9 s). The call starts at 0 (the plan is made first), its setup (the hooks'
+    # calibration) takes 0.3 s, and it asks for a 2 s warm-up of a 1 s budget
+    clock = FakeClock(monkeypatch)
+    options = TimingOptions(max_seconds=1.0, target_ci=None, warmup_seconds=2.0,
+                            progress=False)
+    plan = options.plan(fixed_drop_first=20)
+    clock.now += 0.3
+    kept: list[float] = []
+    run = measure(plan, [ticking_block(clock, 1 / 64, kept)], lambda: {"a": kept},
+                  torch.device("cpu"), Progress("test", False), options)
+    # the rounds end the call within the budget plus one iteration
+    assert run.stop_reason == "max_seconds"
+    assert 1.0 <= clock.now <= 1.0 + 1 / 64
+    # the warm-up and the dropped iterations got WARMUP_SHARE of the 0.7 s left (plus the
+    # iteration that crosses it), not 2 s; the rounds the rest
+    spent = run.budget
+    assert spent.warmup_cut and spent.setup_s == 0.3
+    assert WARMUP_SHARE * 0.7 <= spent.warmup_s <= WARMUP_SHARE * 0.7 + 1 / 64
+    # every second of the call is booked to one phase
+    assert spent.total_s == pytest.approx(clock.now)
+    assert spent.setup_s + spent.warmup_s + spent.rounds_s + spent.finish_s == \
+        pytest.approx(spent.total_s)
+    assert spent.kept == len(kept) >= options.min_iters and not spent.low_confidence
+
+
+def test_a_budget_too_short_for_min_iters_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0.1 s an iteration, 0.5 s of a 1 s budget gone before the loop: a handful of samples
+    clock = FakeClock(monkeypatch)
+    options = TimingOptions(max_seconds=1.0, warmup_seconds=0.0, min_iters=10,
+                            progress=False)
+    plan = options.plan(fixed_drop_first=20)
+    clock.now += 0.5
+    kept: list[float] = []
+    run = measure(plan, [ticking_block(clock, 0.1, kept)], lambda: {"a": kept},
+                  torch.device("cpu"), Progress("test", False), options)
+    assert run.stop_reason == "max_seconds"
+    assert 1 <= run.budget.kept == len(kept) < 10 and run.budget.low_confidence
+    budget_notes = [note for note in run.notes if "budget" in note]
+    assert len(budget_notes) == 1  # one note for the one cause
+    assert f"{len(kept)} kept" in budget_notes[0] and "min_iters" in budget_notes[0]
+
+
+class Tick(nn.Module):
+    """Each forward takes ``seconds`` on the fake clock."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        self.clock = clock
+        self.seconds = seconds
+        self.weight = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.now += self.seconds
+        return x * self.weight
+
+
+@pytest.mark.parametrize("kind", ["benchmark", "time_modules", "train_step_times"])
+def test_every_pass_ends_within_its_budget(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the passes with their default warm-ups; the hooks' calibration takes 0.4 s of the 1 s
+    clock = FakeClock(monkeypatch)
+    calibrate = setup.calibrate_hooks
+
+    def slow_calibration(*args: object, **kwargs: object) -> object:
+        clock.now += 0.4
+        return calibrate(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(setup, "calibrate_hooks", slow_calibration)
+    tick = 1 / 64
+    model = Tick(clock, tick)
+    pass_ = {"benchmark": benchmark, "time_modules": time_modules,
+             "train_step_times": train_step_times}[kind]
+    result = pass_(model, torch.zeros(1), max_seconds=1.0, progress=False)  # type: ignore[operator]
+    # one iteration of a round: the hooked kinds and the hook-free one
+    iteration = tick * {"benchmark": 1, "time_modules": 2, "train_step_times": 3}[kind]
+    assert result.stop_reason in ("max_seconds", "target_ci")
+    assert clock.now <= 1.0 + iteration
+    spent = result.budget
+    assert spent.total_s == pytest.approx(clock.now)
+    if kind != "benchmark":
+        assert spent.setup_s >= 0.4
