@@ -123,10 +123,20 @@ GENERIC_KEYWORDS = ("torch_dtype", "rope_scaling", "rope_theta", "name_or_path",
 
 
 def _defines(config_class: type, key: str) -> bool:
-    # class attributes and properties (num_labels, output_attentions), and keywords stored
-    # under a private name (attn_implementation -> _attn_implementation)
+    # class attributes and properties (num_labels, output_attentions), keywords stored under
+    # a private name (attn_implementation -> _attn_implementation), and generation settings
+    # (decoder_start_token_id): a configuration keeps them for generate(), which reads them
     return (key in GENERIC_KEYWORDS or hasattr(config_class, key)
-            or hasattr(config_class, f"_{key}") or key in _defined_names(config_class))
+            or hasattr(config_class, f"_{key}") or key in _defined_names(config_class)
+            or key in _generation_names())
+
+
+def _generation_names() -> set[str]:
+    """What a default ``GenerationConfig`` holds (``decoder_start_token_id``, ...)."""
+    try:
+        return set(_transformers().GenerationConfig().to_dict())
+    except Exception:  # an older or newer Transformers without it: the class's names decide
+        return set()
 
 
 def _defined_names(config_class: type) -> list[str]:
