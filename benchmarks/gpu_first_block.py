@@ -36,11 +36,9 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(__file__))
 from gpu_kernel_clock import (
-    BlockRanges,
-    RawTrace,
     block_truth,
+    hook_free_trace,
     invoke,
-    traced_steps,
 )
 
 import moduleprofiler.timing.device_trace as device_trace_module
@@ -83,15 +81,7 @@ def truth_kernels(model: nn.Module, x: Any, block: str, iterations: int = 5,
                   ) -> list[list[tuple[str, int]]]:
     """Per hook-free step, the kernels (name, ns) torch links to operators inside ``block``'s
     range, in start order."""
-    ranges = BlockRanges(model, [block])
-    try:
-        with torch.no_grad():
-            for _ in range(3):
-                invoke(model, x)
-            torch.cuda.synchronize()
-            trace = RawTrace(traced_steps(lambda: invoke(model, x), iterations))
-    finally:
-        ranges.remove()
+    trace = hook_free_trace(model, x, [block], iterations)
     steps: list[list[tuple[int, str, int]]] = [[] for _ in trace.steps]
     for kernel in trace.kernels:
         op = trace.launcher(kernel)

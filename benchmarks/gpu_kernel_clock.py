@@ -115,19 +115,26 @@ class RawTrace:
         return self.ops.get(kernel.linked_correlation_id())
 
 
-def block_truth(model: nn.Module, x: Any, blocks: Sequence[str], iterations: int = 5,
-                ) -> dict[str, float]:
-    """Median per-iteration kernel time (ms) of each block in hook-free iterations: each
-    kernel goes to the block whose range holds the operator torch linked it to."""
+def hook_free_trace(model: nn.Module, x: Any, blocks: Sequence[str],
+                    iterations: int) -> RawTrace:
+    """The kernel records of ``iterations`` hook-free steps (after 3 warm-up ones), with a
+    named range around each of ``blocks`` (removed again)."""
     ranges = BlockRanges(model, blocks)
     try:
         with torch.no_grad():
             for _ in range(3):
                 invoke(model, x)
             torch.cuda.synchronize()
-            trace = RawTrace(traced_steps(lambda: invoke(model, x), iterations))
+            return RawTrace(traced_steps(lambda: invoke(model, x), iterations))
     finally:
         ranges.remove()
+
+
+def block_truth(model: nn.Module, x: Any, blocks: Sequence[str], iterations: int = 5,
+                ) -> dict[str, float]:
+    """Median per-iteration kernel time (ms) of each block in hook-free iterations: each
+    kernel goes to the block whose range holds the operator torch linked it to."""
+    trace = hook_free_trace(model, x, blocks, iterations)
     sums = {name: [0.0] * len(trace.steps) for name in blocks}
     for kernel in trace.kernels:
         op = trace.launcher(kernel)
