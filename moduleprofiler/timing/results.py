@@ -198,22 +198,27 @@ class PhaseSamples:
     def module_stats(self, layout: ModelLayout, totals: tuple[Sequence[Floats | None],
                                                               Sequence[Floats | None]],
                      attribution_ms: float, per_call_ms: float, confidence: float = 0.95,
-                     correct: bool = False) -> tuple[ModuleStats, ...]:
+                     correct: bool = False, min_samples: int = 0) -> tuple[ModuleStats, ...]:
         """:class:`ModuleStats` for every module of ``layout`` from its inclusive and self
         per-iteration ``totals`` (:meth:`TimedModules.phase_totals`).
 
         Expected error per iteration: ``calls * attribution`` for inclusive time (the part of
         a hook's own cost that falls between its two stamps), plus ``child calls * per-call
         cost`` for self time (the children's hooks run inside the parent's interval). With
-        ``correct``, the medians minus those expected errors are reported too.
+        ``correct``, the medians minus those expected errors are reported too. A module is
+        low-confidence when its median is below ten times its expected error, or when it
+        kept fewer than ``min_samples`` samples (the loop's ``min_iters``: a budget that cut
+        the run short, a layer that ran in a few iterations only).
         """
         mean_calls = self.calls.mean(axis=0) if self.iterations else np.zeros(len(layout.paths))
         children = [layout.children(i) for i in range(len(layout.paths))]
         out = []
         for i, info in enumerate(layout.infos):
             calls = float(mean_calls[i])
-            inclusive, exclusive = (summarize(_kept(one[i]), confidence) if calls > 0 else None
-                                    for one in totals)
+            kept = [_kept(one[i]) for one in totals]
+            inclusive, exclusive = (summarize(values, confidence) if calls > 0 else None
+                                    for values in kept)
+            few = len(kept[0]) < min_samples
             child_calls = float(sum(mean_calls[j] for j in children[i]))
             error = calls * attribution_ms
             self_error = error + child_calls * per_call_ms
@@ -232,9 +237,10 @@ class PhaseSamples:
                 exclusive=exclusive,
                 expected_error_ms=error,
                 self_expected_error_ms=self_error,
-                low_confidence=None if inclusive is None else inclusive.median < 10 * error,
+                low_confidence=(None if inclusive is None
+                                else few or inclusive.median < 10 * error),
                 self_low_confidence=(None if exclusive is None
-                                     else exclusive.median < 10 * self_error),
+                                     else few or exclusive.median < 10 * self_error),
                 corrected_median_ms=corrected,
                 self_corrected_median_ms=self_corrected,
             ))
@@ -352,13 +358,17 @@ class TimedModules(Profile):
         """Per phase, :class:`ModuleStats` of every module: device times under the kernel
         clock (kernel durations carry no hook error), else (or with ``host``) the host
         times, with the calibrated hook error taken off in the ``corrected`` medians."""
+        # an adaptive run trusts no fewer samples than its min_iters; a fixed count is the
+        # caller's own choice, its spread shown by the CI columns
+        minimum = self.budget.min_kept if self.budget is not None \
+            and self.stop_reason != "num_iters" else 0
         out = []
         for phase in self.timed_phases():
             measured = host or phase.host is None  # host times: the hooks' error is in them
             samples = phase.host if measured and phase.host is not None else phase.samples
             errors = (phase.attribution_ms, phase.per_call_ms) if measured else (0.0, 0.0)
             out.append(samples.module_stats(self.layout, self.phase_totals(phase, host),
-                                            *errors, self.confidence, measured))
+                                            *errors, self.confidence, measured, minimum))
         return out
 
     def samples(self, path: str, exclusive: bool = False, phase: str = "forward"

@@ -383,3 +383,22 @@ def test_calls_are_integers_when_every_iteration_made_the_same_calls():
     assert str(frame["calls"].dtype) == "Int64" and frame.loc["0", "calls"] == 2
     # a module that ran in some iterations only keeps its mean
     assert calls_column([1.0, 0.5]).tolist() == [1.0, 0.5]
+
+
+def test_a_run_the_budget_cut_short_is_low_confidence_in_every_row() -> None:
+    # 40 ms a forward and a 0.2 s budget: at most a few kept samples, fewer than min_iters
+    # (10): every module that ran says low confidence, not "no" (its median is far above the
+    # hooks' error, which alone would call it confident)
+    model = nn.Sequential(Spin(20_000), Spin(20_000))
+    timing = time_modules(model, torch.zeros(1), max_seconds=0.2, target_ci=1e-9,
+                          warmup_seconds=0, measure_overhead=False, progress=False)
+    assert timing.stop_reason == "max_seconds" and timing.iterations < 10
+    assert [timing.module(path).low_confidence for path in ("", "0", "1")] == [True] * 3
+
+
+def test_a_fixed_count_keeps_its_own_confidence() -> None:
+    # num_iters=4 is the caller's choice: a 20 ms module is confident (20 ms >> hook error)
+    timing = time_modules(nn.Sequential(Spin(20_000)), torch.zeros(1), num_iters=4,
+                          drop_first=1, warmup_seconds=0, measure_overhead=False,
+                          progress=False)
+    assert timing.stop_reason == "num_iters" and timing.module("0").low_confidence is False
