@@ -287,7 +287,7 @@ class TimedModules(Profile):
 
     def __repr__(self) -> str:
         """One line: the result's kind, device and clock, modules, iterations, the root's
-        median and how the run ended (the samples are in the fields; ``summary()`` draws
+        median and how the run ended (the samples are in the fields; ``report()`` draws
         the tree)."""
         inclusive = self.phase_totals(self.timed_phases()[0])[0] if self.modules else []
         root = _kept(inclusive[0]) if inclusive else np.zeros(0)
@@ -332,9 +332,10 @@ class TimedModules(Profile):
         """Statistics of every module, ``named_modules()`` order (each result says which)."""
         raise NotImplementedError
 
-    def module(self, path: str) -> Any:  # type: ignore[override]
-        """The :meth:`module_stats` entry of the module at ``path`` (``""`` or
-        ``"__root__"`` for the root)."""
+    def stats(self, path: str) -> Any:
+        """The timing statistics of the module at ``path`` (``""`` or ``"__root__"`` for the
+        root): its :meth:`module_stats` entry. :meth:`module` is the module's facts, as on
+        every profile."""
         return self.module_stats()[self.layout.index(path)]
 
     def phase_totals(self, phase: Phase, host: bool = False
