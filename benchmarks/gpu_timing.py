@@ -434,7 +434,7 @@ def real_model(name: str, model: nn.Module, inputs: Any, batch: int) -> dict[str
     with torch.no_grad():
         timing = time_modules(model, inputs, num_iters=iters, drop_first=10 if not SMOKE else 1,
                               warmup_seconds=1.0 if not SMOKE else 0)
-    frame = timing.to_df()
+    frame = timing.stats_frame()
     leaves = frame[frame["is_leaf"] & (frame["calls"] > 0)]
     top = leaves.sort_values("self_median_ms", ascending=False).head(5)
     cal = timing.calibration

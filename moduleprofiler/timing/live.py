@@ -168,8 +168,9 @@ class TrainingProfiler:
         return self.report()
 
     def to_df(self) -> pd.DataFrame:
-        """One row per module (see :meth:`TrainingTiming.to_df`)."""
-        return self._result().to_df()
+        """One row per module with the timing statistics (see
+        :meth:`TrainingTiming.stats_frame`)."""
+        return self._result().stats_frame()
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:

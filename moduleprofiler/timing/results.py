@@ -21,14 +21,13 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.counting import module_infos
-from moduleprofiler.export.frame import FrameColumns, module_totals, module_values
+from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
 from moduleprofiler.records import (
     ROOT_NAME,
     UNCALLED,
-    Aggregate,
     CallPosition,
     CallRecord,
     ModuleInfo,
@@ -307,15 +306,6 @@ class TimedModules(Profile):
         statuses = module_statuses(self.layout.paths,
                                    {p for p, c in zip(self.layout.paths, ran) if c})
         return tuple(p for p, status in statuses.items() if status == UNCALLED)
-
-    def to_df(self, aggregate: Aggregate | None = None, *,
-              columns: FrameColumns = "data") -> pd.DataFrame:
-        """No ``aggregate``: one row per module with the timing statistics (each result says
-        which columns); ``"call"``, ``"module"`` or ``"type"``: the profile's frame
-        (:meth:`Profile.to_df <moduleprofiler.Profile.to_df>`)."""
-        if aggregate is None:
-            return self.stats_frame()
-        return super().to_df(aggregate, columns=columns)
 
     FIGURES: ClassVar[tuple[str, ...]] = ()
     """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""

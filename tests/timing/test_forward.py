@@ -152,7 +152,7 @@ def test_overhead_and_confidence_reported(timing):
     assert timing.stats("1.2").low_confidence  # Identity: nothing but hook cost
     assert timing.stats("3").low_confidence is False
     assert timing.stats("").self_low_confidence  # a container's self time is hook cost
-    frame = timing.to_df()
+    frame = timing.stats_frame()
     assert list(frame["module"])[:3] == ["__root__", "0", "1"]
     assert {"inclusive_median_ms", "self_median_ms", "inclusive_ci_low_ms", "calls",
             "low_confidence", "self_share"} <= set(frame.columns)
@@ -176,7 +176,7 @@ def test_uncalled_modules_reported_not_crashing():
     assert timing.uncalled == ("unused",)
     stats = timing.stats("unused")
     assert stats.inclusive is None and stats.low_confidence is None and not stats.called
-    assert np.isnan(timing.to_df().set_index("module").loc["unused", "inclusive_median_ms"])
+    assert np.isnan(timing.stats_frame().set_index("module").loc["unused", "inclusive_median_ms"])
 
 
 def test_tuple_dict_and_pred_fn_inputs():
@@ -378,7 +378,7 @@ def test_calls_are_integers_when_every_iteration_made_the_same_calls():
     shared = nn.Linear(2, 2)
     timing = time_modules(nn.Sequential(shared, nn.ReLU(), shared), torch.zeros(1, 2),
                           num_iters=4, drop_first=1, warmup_seconds=0, progress=False)
-    frame = timing.to_df().set_index("module")
+    frame = timing.stats_frame().set_index("module")
     # the shared Linear runs twice an iteration; it was a float column (2.0)
     assert str(frame["calls"].dtype) == "Int64" and frame.loc["0", "calls"] == 2
     # a module that ran in some iterations only keeps its mean

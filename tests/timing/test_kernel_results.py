@@ -98,7 +98,7 @@ def test_the_model_row_has_the_hook_free_regime() -> None:
     modules = timing.to_df("module").set_index("module")
     assert modules.loc["__root__", "time_bound"] == "device"
     assert timing.module_columns()[""]["time_bound"] == "device"
-    assert timing.to_df().set_index("module").loc["__root__", "time_bound"] == "device"
+    assert timing.stats_frame().set_index("module").loc["__root__", "time_bound"] == "device"
     # each module's own label stays its hooked comparison, and the summary says so
     assert set(modules.drop(index="__root__")["time_bound"]) == {"host"}
     summary = " ".join(timing.report().split())
