@@ -261,7 +261,7 @@ def check(label: str, model: nn.Module, x: Any, blocks: Sequence[str], truth_ite
     print(f"   regime {summary.get('bound')} (busy {100 * summary['device_busy_share']:.0f} %);"
           f" root row time_bound {root['time_bound']}; host {root['host_ms']:.3f} ms, "
           f"device {root['device_ms']:.3f} ms")
-    print(timing.summary())
+    print(timing.report())
     return errors, truth
 
 

@@ -221,20 +221,20 @@ def known_sleeps() -> dict[str, float]:
     with torch.no_grad():
         timing = time_modules(model, x, num_iters=120 if not SMOKE else 12, drop_first=20
                               if not SMOKE else 2, warmup_seconds=0.5 if not SMOKE else 0)
-    errors = error_table([(p, timing.module(p).inclusive.median, t) for p, t in truths.items()])
+    errors = error_table([(p, timing.stats(p).inclusive.median, t) for p, t in truths.items()])
     print(f"sum of self / root (coverage): {timing.coverage:.4f}; "
           f"hooked / hook-free whole model: {timing.overhead_ratio:.4f}; "
-          f"calls per iteration of the reused module: {timing.module('2.1').calls_per_iter:g}")
+          f"calls per iteration of the reused module: {timing.stats('2.1').calls_per_iter:g}")
     if DEVICE.type == "cuda":
         idle = nn.Sequential(Sleep(20))
         cold = time_modules(idle, x, num_iters=40, drop_first=5, warmup_seconds=0)
         print(f"launch-bound (idle GPU before the module): Sleep(20) reads "
-              f"{cold.module('0').inclusive.median:.4f} ms against a kernel of "
+              f"{cold.stats('0').inclusive.median:.4f} ms against a kernel of "
               f"{truths['1']:.4f} ms: GPU-timeline time includes the launch gap")
         cpu = time_modules(model, x, num_iters=40, drop_first=5, warmup_seconds=0,
                            device="cpu")
         print("cpu-clock (no sync) on the same GPU model, as nnprofiler/0.0.4 read it:")
-        error_table([(p, cpu.module(p).inclusive.median, t) for p, t in truths.items()])
+        error_table([(p, cpu.stats(p).inclusive.median, t) for p, t in truths.items()])
     return {"max_abs_error_pct": max(abs(e) for e in errors), "coverage": timing.coverage,
             "overhead": timing.overhead_ratio}
 
@@ -265,7 +265,7 @@ def matmuls() -> dict[str, float]:
                               drop_first=10 if not SMOKE else 2,
                               warmup_seconds=0.5 if not SMOKE else 0)
     print("chain starting on an idle GPU (launch-bound between small kernels):")
-    error_table([(f"{p} ({type(chain[int(p)]).__name__})", idle.module(p).inclusive.median, t)
+    error_table([(f"{p} ({type(chain[int(p)]).__name__})", idle.stats(p).inclusive.median, t)
                  for p, t in truths.items()])
     print(f"hooked / hook-free {idle.overhead_ratio:.4f}")
     try:
@@ -275,12 +275,12 @@ def matmuls() -> dict[str, float]:
         kernels = {}
     print("same chain behind a 600 us sleep (GPU-bound), against isolated blocks:")
     errors = error_table([(f"{p} ({type(chain[int(p)]).__name__})",
-                           timing.module(chain_paths[p]).inclusive.median, t)
+                           timing.stats(chain_paths[p]).inclusive.median, t)
                           for p, t in truths.items()])
     if kernels:
         print("same GPU-bound chain against CUPTI kernel time in situ, no hooks:")
         errors = error_table([(f"{p} ({type(chain[int(p)]).__name__})",
-                               timing.module(chain_paths[p]).inclusive.median, kernels[p])
+                               timing.stats(chain_paths[p]).inclusive.median, kernels[p])
                               for p in truths if p in kernels])
         truths = {p: kernels[p] for p in truths if p in kernels}
     big = [e for (_, t), e in zip(truths.items(), errors) if t >= 0.018]
@@ -328,11 +328,11 @@ def backward_sleeps() -> dict[str, float]:
         first = timing.samples("0", phase="backward")
         print(f"first layer backward p10/p50/p90: {np.percentile(first, [10, 50, 90]).round(4)}")
         print(f"method {method}:")
-        errors = error_table([(p, timing.module(p).backward.inclusive.median, t)
+        errors = error_table([(p, timing.stats(p).backward.inclusive.median, t)
                               for p, t in truths.items()])
         big = [e for (p, _), e in zip(truths.items(), errors) if p != "4.short"]
         print(f"max |error| without the shortcut: {max(abs(e) for e in big):.2f}%")
-        identity = timing.module("2.2").backward.inclusive
+        identity = timing.stats("2.2").backward.inclusive
         print(f"identity Dropout backward: {identity.median if identity else math.nan:.4f} ms; "
               f"backward coverage {timing.backward_coverage:.3f}; step with gradient hooks / "
               f"hook-free {timing.backward_overhead_ratio:.3f}")
@@ -344,8 +344,8 @@ def backward_sleeps() -> dict[str, float]:
         alt_timing = train_step_times(alt, torch.zeros(1024, device=DEVICE), num_iters=30
                                       if not SMOKE else 4, drop_first=5 if not SMOKE else 1)
         print(f"variant, input without grad: first layer "
-              f"{alt_timing.module('0').backward.inclusive.median:.4f} ms, last layer "
-              f"{alt_timing.module('2').backward.inclusive.median:.4f} ms (truths "
+              f"{alt_timing.stats('0').backward.inclusive.median:.4f} ms, last layer "
+              f"{alt_timing.stats('2').backward.inclusive.median:.4f} ms (truths "
               f"{truths['0']:.4f}, {truths['5']:.4f})")
     return {f"backward_max_abs_error_pct_{k}": v for k, v in results.items()}
 
@@ -434,13 +434,13 @@ def real_model(name: str, model: nn.Module, inputs: Any, batch: int) -> dict[str
     with torch.no_grad():
         timing = time_modules(model, inputs, num_iters=iters, drop_first=10 if not SMOKE else 1,
                               warmup_seconds=1.0 if not SMOKE else 0)
-    frame = timing.to_df()
+    frame = timing.stats_frame()
     leaves = frame[frame["is_leaf"] & (frame["calls"] > 0)]
     top = leaves.sort_values("self_median_ms", ascending=False).head(5)
     cal = timing.calibration
     print(f"hook calibration on this device: attribution {cal.attribution_ns / 1e3:.2f} us, "
           f"whole-model cost {cal.per_call_ns / 1e3:.2f} us per hooked call")
-    print(f"root median {timing.module('').inclusive.median:.3f} ms over {timing.iterations} "
+    print(f"root median {timing.stats('').inclusive.median:.3f} ms over {timing.iterations} "
           f"iterations; coverage {timing.coverage:.4f}; leaf coverage "
           f"{timing.leaf_coverage:.3f}; hooked / hook-free {timing.overhead_ratio:.4f}; "
           f"uncalled modules {len(timing.uncalled)}; warnings {len(timing.warnings)}")

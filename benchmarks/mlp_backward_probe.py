@@ -29,7 +29,7 @@ def readings(model: nn.Module, x: torch.Tensor, label: str, drop_first: int = 4)
     with ge.gpu_clock(label, quiet=True) as clock:
         timing = train_step_times(model, x, num_iters=16 + drop_first, drop_first=drop_first,
                                   progress=False)
-    values = [timing.module(str(i)).backward.inclusive.median for i in range(3)]
+    values = [timing.stats(str(i)).backward.inclusive.median for i in range(3)]
     print(f"{label:<44}" + "".join(f"{v:9.4f}" for v in values)
           + f"   {clock.get('mhz', float('nan')):.0f} MHz")
 

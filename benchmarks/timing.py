@@ -129,7 +129,7 @@ def agreement(name: str, model: nn.Module, x: Tensor, iters: int) -> tuple[float
           f"{'h/iso':>8}{'h/prof':>8}")
     vs_iso, vs_prof, large_iso, large_prof = [], [], [], []
     for path in leaves:
-        stats = timing.module(path)
+        stats = timing.stats(path)
         if stats.inclusive is None or stats.inclusive.median < 0.05:
             continue
         ours = stats.inclusive.median / stats.calls_per_iter

@@ -49,7 +49,7 @@ def main() -> None:
                           drop_first=5 if FAST else 20, warmup_seconds=0 if FAST else 0.5,
                           num_threads=1)
     print()
-    print(timing.summary())
+    print(timing.report())
 
     # 3. a real training loop; steps 2..(stop-1) are profiled, alternating forward-hook and
     #    gradient-hook steps

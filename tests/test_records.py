@@ -48,7 +48,7 @@ def test_a_grouping_whose_children_ran_is_not_uncalled_anywhere() -> None:
                           measure_overhead=False)
     assert timing.uncalled == ("unused",)  # listed "h" too
     assert timing.to_dict()["uncalled"] == ["unused"]
-    summary = timing.summary()
+    summary = timing.report()
     assert "h (ModuleList) [not called]" not in summary  # the timing tree said so
     assert "|-- h (ModuleList)" in summary and "`-- unused (ReLU) [not called]" in summary
 

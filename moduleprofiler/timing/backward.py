@@ -269,9 +269,13 @@ class TrainingTiming(TimedModules):
             "low_confidence": [s.forward.low_confidence or s.backward.low_confidence
                                for s in stats]}, notes, "module training-step times")
 
-    summary = layerwise_summary  # type: ignore[assignment]
-    """The model tree with forward and backward times per step, as ``ModuleTiming``'s
-    ``summary()`` (:meth:`layerwise_summary` is nnprofiler's name)."""
+    report = layerwise_summary
+    """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
+    timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
+    summary, as on every profile."""
+
+    def __str__(self) -> str:
+        return self.report()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures, one dict per module and the median of

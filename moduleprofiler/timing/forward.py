@@ -156,10 +156,14 @@ class ModuleTiming(TimedModules):
                 data[name] = [columns[s.path].get(name) for s in stats]
         return pd.DataFrame(data)
 
-    def summary(self) -> str:  # type: ignore[override]
+    def __str__(self) -> str:
+        return self.report()
+
+    def report(self) -> str:
         """The model tree with median inclusive and self times, share of the root, calls and
         the low-confidence flag (within 10x of the hooks' expected error), followed by the
-        model-level evidence."""
+        model-level evidence (also ``print(timing)``). :meth:`summary` is the one-row
+        model summary, as on every profile."""
         stats = self.module_stats()
         root = stats[0].inclusive.median if stats[0].inclusive else math.nan
         notes = [

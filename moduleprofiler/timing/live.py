@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.timing.backward import (
     BackwardMethod,
     StepRows,
@@ -157,12 +158,19 @@ class TrainingProfiler:
         :meth:`TrainingTiming.layerwise_summary`)."""
         return self._result().layerwise_summary()
 
-    summary = layerwise_summary
+    report = layerwise_summary
     """The same text as :meth:`layerwise_summary`, by the name every timing result uses."""
 
+    def summary(self) -> str:
+        """Deprecated: :meth:`report` (a result's ``summary()`` is its one-row model
+        summary)."""
+        warn_deprecated("TrainingProfiler.summary()", "use report() (the same text)")
+        return self.report()
+
     def to_df(self) -> pd.DataFrame:
-        """One row per module (see :meth:`TrainingTiming.to_df`)."""
-        return self._result().to_df()
+        """One row per module with the timing statistics (see
+        :meth:`TrainingTiming.stats_frame`)."""
+        return self._result().stats_frame()
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:

@@ -21,14 +21,13 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.counting import module_infos
-from moduleprofiler.export.frame import FrameColumns, module_totals, module_values
+from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
 from moduleprofiler.records import (
     ROOT_NAME,
     UNCALLED,
-    Aggregate,
     CallPosition,
     CallRecord,
     ModuleInfo,
@@ -198,22 +197,27 @@ class PhaseSamples:
     def module_stats(self, layout: ModelLayout, totals: tuple[Sequence[Floats | None],
                                                               Sequence[Floats | None]],
                      attribution_ms: float, per_call_ms: float, confidence: float = 0.95,
-                     correct: bool = False) -> tuple[ModuleStats, ...]:
+                     correct: bool = False, min_samples: int = 0) -> tuple[ModuleStats, ...]:
         """:class:`ModuleStats` for every module of ``layout`` from its inclusive and self
         per-iteration ``totals`` (:meth:`TimedModules.phase_totals`).
 
         Expected error per iteration: ``calls * attribution`` for inclusive time (the part of
         a hook's own cost that falls between its two stamps), plus ``child calls * per-call
         cost`` for self time (the children's hooks run inside the parent's interval). With
-        ``correct``, the medians minus those expected errors are reported too.
+        ``correct``, the medians minus those expected errors are reported too. A module is
+        low-confidence when its median is below ten times its expected error, or when it
+        kept fewer than ``min_samples`` samples (the loop's ``min_iters``: a budget that cut
+        the run short, a layer that ran in a few iterations only).
         """
         mean_calls = self.calls.mean(axis=0) if self.iterations else np.zeros(len(layout.paths))
         children = [layout.children(i) for i in range(len(layout.paths))]
         out = []
         for i, info in enumerate(layout.infos):
             calls = float(mean_calls[i])
-            inclusive, exclusive = (summarize(_kept(one[i]), confidence) if calls > 0 else None
-                                    for one in totals)
+            kept = [_kept(one[i]) for one in totals]
+            inclusive, exclusive = (summarize(values, confidence) if calls > 0 else None
+                                    for values in kept)
+            few = len(kept[0]) < min_samples
             child_calls = float(sum(mean_calls[j] for j in children[i]))
             error = calls * attribution_ms
             self_error = error + child_calls * per_call_ms
@@ -232,9 +236,10 @@ class PhaseSamples:
                 exclusive=exclusive,
                 expected_error_ms=error,
                 self_expected_error_ms=self_error,
-                low_confidence=None if inclusive is None else inclusive.median < 10 * error,
+                low_confidence=(None if inclusive is None
+                                else few or inclusive.median < 10 * error),
                 self_low_confidence=(None if exclusive is None
-                                     else exclusive.median < 10 * self_error),
+                                     else few or exclusive.median < 10 * self_error),
                 corrected_median_ms=corrected,
                 self_corrected_median_ms=self_corrected,
             ))
@@ -281,7 +286,7 @@ class TimedModules(Profile):
 
     def __repr__(self) -> str:
         """One line: the result's kind, device and clock, modules, iterations, the root's
-        median and how the run ended (the samples are in the fields; ``summary()`` draws
+        median and how the run ended (the samples are in the fields; ``report()`` draws
         the tree)."""
         inclusive = self.phase_totals(self.timed_phases()[0])[0] if self.modules else []
         root = _kept(inclusive[0]) if inclusive else np.zeros(0)
@@ -302,15 +307,6 @@ class TimedModules(Profile):
                                    {p for p, c in zip(self.layout.paths, ran) if c})
         return tuple(p for p, status in statuses.items() if status == UNCALLED)
 
-    def to_df(self, aggregate: Aggregate | None = None, *,
-              columns: FrameColumns = "data") -> pd.DataFrame:
-        """No ``aggregate``: one row per module with the timing statistics (each result says
-        which columns); ``"call"``, ``"module"`` or ``"type"``: the profile's frame
-        (:meth:`Profile.to_df <moduleprofiler.Profile.to_df>`)."""
-        if aggregate is None:
-            return self.stats_frame()
-        return super().to_df(aggregate, columns=columns)
-
     FIGURES: ClassVar[tuple[str, ...]] = ()
     """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
 
@@ -326,9 +322,10 @@ class TimedModules(Profile):
         """Statistics of every module, ``named_modules()`` order (each result says which)."""
         raise NotImplementedError
 
-    def module(self, path: str) -> Any:  # type: ignore[override]
-        """The :meth:`module_stats` entry of the module at ``path`` (``""`` or
-        ``"__root__"`` for the root)."""
+    def stats(self, path: str) -> Any:
+        """The timing statistics of the module at ``path`` (``""`` or ``"__root__"`` for the
+        root): its :meth:`module_stats` entry. :meth:`module` is the module's facts, as on
+        every profile."""
         return self.module_stats()[self.layout.index(path)]
 
     def phase_totals(self, phase: Phase, host: bool = False
@@ -352,13 +349,17 @@ class TimedModules(Profile):
         """Per phase, :class:`ModuleStats` of every module: device times under the kernel
         clock (kernel durations carry no hook error), else (or with ``host``) the host
         times, with the calibrated hook error taken off in the ``corrected`` medians."""
+        # an adaptive run trusts no fewer samples than its min_iters; a fixed count is the
+        # caller's own choice, its spread shown by the CI columns
+        minimum = self.budget.min_kept if self.budget is not None \
+            and self.stop_reason != "num_iters" else 0
         out = []
         for phase in self.timed_phases():
             measured = host or phase.host is None  # host times: the hooks' error is in them
             samples = phase.host if measured and phase.host is not None else phase.samples
             errors = (phase.attribution_ms, phase.per_call_ms) if measured else (0.0, 0.0)
             out.append(samples.module_stats(self.layout, self.phase_totals(phase, host),
-                                            *errors, self.confidence, measured))
+                                            *errors, self.confidence, measured, minimum))
         return out
 
     def samples(self, path: str, exclusive: bool = False, phase: str = "forward"

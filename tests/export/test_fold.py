@@ -85,7 +85,7 @@ def test_module_timing_summary_folds_blocks_with_a_child_that_never_ran() -> Non
     torch.manual_seed(0)
     timing = time_modules(_blocks(), torch.randn(2, 4), num_iters=3, drop_first=0,
                           warmup_seconds=0, measure_overhead=False)
-    text = timing.summary()  # raised TypeError (float() of pd.NA) in fold.py
+    text = timing.report()  # raised TypeError (float() of pd.NA) in fold.py
     lines = text.splitlines()
     assert any(line.startswith("`-- 0-2 (_FirstOnly) x3") for line in lines)
     assert any("|-- 0 (Spin) x3" in line for line in lines)

@@ -40,7 +40,7 @@ def test_every_layer_within_3_percent_first_with_a_leaf_input_and_last():
         extra = _node_cost_us()
         failures = []
         for index, us in enumerate(BACKWARD_US):
-            measured_us = timing.module(str(index)).backward.inclusive.median * 1000
+            measured_us = timing.stats(str(index)).backward.inclusive.median * 1000
             error = rel_err(measured_us, us + extra)
             if abs(error) > 0.03:
                 failures.append(f"layer {index}: {measured_us:.1f} us for {us} + {extra:.1f} "

@@ -70,7 +70,7 @@ def test_a_call_first_made_in_a_later_iteration_gets_a_record_and_its_times() ->
     modules = timing.to_df("module").set_index("module")
     # extra ran in two of three iterations: the median of 2000 and 4000 ns is 3000 ns
     assert modules.loc["extra", "time_median_ms"] == 3000 / 1e6
-    assert timing.module("extra").inclusive.median == 3000 / 1e6
+    assert timing.stats("extra").inclusive.median == 3000 / 1e6
     # the root: 4100, 6100 and 8100 ns -> 6100 ns
     assert modules.loc["__root__", "time_median_ms"] == 6100 / 1e6
     assert "extra" not in timing.uncalled

@@ -29,7 +29,7 @@ def test_sleep_modules_timed_with_events():
                           warmup_seconds=0.2, device="cuda", clock="events")
     assert timing.clock == "cuda-events"
     for path, expected in truth.items():
-        measured = timing.module(path).inclusive.median
+        measured = timing.stats(path).inclusive.median
         assert abs(measured - expected) / expected < 0.05, (path, measured, expected)
     result = benchmark(nn.Sequential(short, long), x, warmup_seconds=0.1, max_seconds=2)
     assert result.median_ms >= 0.95 * (truth["0"] + truth["1"])
@@ -39,5 +39,5 @@ def test_training_step_on_cuda():
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(inplace=True), nn.Linear(256, 10)).cuda()
     timing = train_step_times(model, torch.randn(64, 256, device="cuda"), num_iters=6,
                               drop_first=2, clock="events")
-    assert timing.module("0").backward.inclusive.median > 0
+    assert timing.stats("0").backward.inclusive.median > 0
     assert timing.clock == "cuda-events"

@@ -86,7 +86,7 @@ def test_known_durations_within_bands():
         failures = []
         for path, us in nominal_us.items():
             truth = us / 1000 + call_cost * (2 if path == "1.1" else 1)
-            stats = timing.module(path)
+            stats = timing.stats(path)
             raw, corrected = stats.inclusive.median, stats.corrected_median_ms
             if abs(rel_err(raw, truth)) > band(us, RAW_BANDS):
                 failures.append(f"{path}: raw {raw:.5f} ms vs {truth:.5f}")
@@ -96,8 +96,8 @@ def test_known_durations_within_bands():
                 failures.append(f"{path}: correction did not lower the value")
         # the inner container runs 1.0 (200 us), one call of the shared spin (100 us) and an
         # Identity; beyond that only its children's hooks (self time) and its own
-        container = timing.module("1")
-        children = sum(timing.module(p).inclusive.median for p in ("1.0", "1.2")) + float(
+        container = timing.stats("1")
+        children = sum(timing.stats(p).inclusive.median for p in ("1.0", "1.2")) + float(
             np.median(timing.call_samples("1.1")))
         if abs(rel_err(container.inclusive.median, children + container.exclusive.median)) \
                 > 0.03:
@@ -130,12 +130,12 @@ def test_self_times_add_up(timing):
     assert np.allclose(total, timing.samples(""))
     assert timing.coverage == pytest.approx(1.0, abs=0.1)  # precise check: test above
     # containers do no work of their own: their self time is the children's hook cost
-    root_self = timing.module("").exclusive.median
+    root_self = timing.stats("").exclusive.median
     per_call_ms = timing.calibration.per_call_ns / 1e6
     # 6 child calls; a generous factor for load bursts (double counting would be ~ms)
     assert 0 < root_self <= 6 * per_call_ms * 5 + 0.05
     # leaves: self == inclusive
-    leaf = timing.module("3")
+    leaf = timing.stats("3")
     assert leaf.exclusive.median == pytest.approx(leaf.inclusive.median)
 
 
@@ -149,14 +149,14 @@ def test_overhead_and_confidence_reported(timing):
     assert 0.8 < timing.overhead_ratio < 1.5
     assert timing.calibration.attribution_ns > 0
     assert timing.calibration.per_call_ns >= timing.calibration.attribution_ns
-    assert timing.module("1.2").low_confidence  # Identity: nothing but hook cost
-    assert timing.module("3").low_confidence is False
-    assert timing.module("").self_low_confidence  # a container's self time is hook cost
-    frame = timing.to_df()
+    assert timing.stats("1.2").low_confidence  # Identity: nothing but hook cost
+    assert timing.stats("3").low_confidence is False
+    assert timing.stats("").self_low_confidence  # a container's self time is hook cost
+    frame = timing.stats_frame()
     assert list(frame["module"])[:3] == ["__root__", "0", "1"]
     assert {"inclusive_median_ms", "self_median_ms", "inclusive_ci_low_ms", "calls",
             "low_confidence", "self_share"} <= set(frame.columns)
-    text = timing.summary()  # the export layer's tree: names relative to their parent
+    text = timing.report()  # the export layer's tree: names relative to their parent
     assert "__root__ (Sequential)" in text and "coverage" in text and "1.1 (Spin)" not in text
     assert "`-- 4 (ReLU)" in text and "1 (Spin) x2" in text and "self time median" in text
 
@@ -174,9 +174,9 @@ def test_uncalled_modules_reported_not_crashing():
     timing = time_modules(Partial(), torch.zeros(2), num_iters=6, drop_first=1,
                           warmup_seconds=0)
     assert timing.uncalled == ("unused",)
-    stats = timing.module("unused")
+    stats = timing.stats("unused")
     assert stats.inclusive is None and stats.low_confidence is None and not stats.called
-    assert np.isnan(timing.to_df().set_index("module").loc["unused", "inclusive_median_ms"])
+    assert np.isnan(timing.stats_frame().set_index("module").loc["unused", "inclusive_median_ms"])
 
 
 def test_tuple_dict_and_pred_fn_inputs():
@@ -378,8 +378,27 @@ def test_calls_are_integers_when_every_iteration_made_the_same_calls():
     shared = nn.Linear(2, 2)
     timing = time_modules(nn.Sequential(shared, nn.ReLU(), shared), torch.zeros(1, 2),
                           num_iters=4, drop_first=1, warmup_seconds=0, progress=False)
-    frame = timing.to_df().set_index("module")
+    frame = timing.stats_frame().set_index("module")
     # the shared Linear runs twice an iteration; it was a float column (2.0)
     assert str(frame["calls"].dtype) == "Int64" and frame.loc["0", "calls"] == 2
     # a module that ran in some iterations only keeps its mean
     assert calls_column([1.0, 0.5]).tolist() == [1.0, 0.5]
+
+
+def test_a_run_the_budget_cut_short_is_low_confidence_in_every_row() -> None:
+    # 40 ms a forward and a 0.2 s budget: at most a few kept samples, fewer than min_iters
+    # (10): every module that ran says low confidence, not "no" (its median is far above the
+    # hooks' error, which alone would call it confident)
+    model = nn.Sequential(Spin(20_000), Spin(20_000))
+    timing = time_modules(model, torch.zeros(1), max_seconds=0.2, target_ci=1e-9,
+                          warmup_seconds=0, measure_overhead=False, progress=False)
+    assert timing.stop_reason == "max_seconds" and timing.iterations < 10
+    assert [timing.stats(path).low_confidence for path in ("", "0", "1")] == [True] * 3
+
+
+def test_a_fixed_count_keeps_its_own_confidence() -> None:
+    # num_iters=4 is the caller's choice: a 20 ms module is confident (20 ms >> hook error)
+    timing = time_modules(nn.Sequential(Spin(20_000)), torch.zeros(1), num_iters=4,
+                          drop_first=1, warmup_seconds=0, measure_overhead=False,
+                          progress=False)
+    assert timing.stop_reason == "num_iters" and timing.stats("0").low_confidence is False

@@ -69,7 +69,7 @@ def test_tiny_kernels_are_host_bound_and_their_device_time_is_the_kernels():
     assert columns["device_ms"] < columns["host_ms"]
     assert columns["device_idle_share"] > 0.5
     assert timing.to_dict()["bound"] == "host"
-    assert "host-bound" in timing.summary()
+    assert "host-bound" in timing.report()
 
 
 def test_inside_a_running_profiler_the_clock_says_so():
@@ -154,8 +154,8 @@ def test_a_live_training_loop_gets_device_and_host_times():
     assert columns["0"]["backward_device_ms"] == pytest.approx(truth, rel=0.03, abs=0.01)
     assert columns["0"]["backward_host_ms"] is not None
     assert not model[0]._forward_hooks and not model._forward_pre_hooks
-    text = prof.summary()  # the tree of device and host times
-    assert "self device" in text and "bwd device" in text and text == timing.summary()
+    text = prof.report()  # the tree of device and host times
+    assert "self device" in text and "bwd device" in text and text == timing.report()
 
 
 def test_the_profile_views_show_host_and_device_time():

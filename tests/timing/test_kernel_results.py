@@ -98,10 +98,10 @@ def test_the_model_row_has_the_hook_free_regime() -> None:
     modules = timing.to_df("module").set_index("module")
     assert modules.loc["__root__", "time_bound"] == "device"
     assert timing.module_columns()[""]["time_bound"] == "device"
-    assert timing.to_df().set_index("module").loc["__root__", "time_bound"] == "device"
+    assert timing.stats_frame().set_index("module").loc["__root__", "time_bound"] == "device"
     # each module's own label stays its hooked comparison, and the summary says so
     assert set(modules.drop(index="__root__")["time_bound"]) == {"host"}
-    summary = " ".join(timing.summary().split())
+    summary = " ".join(timing.report().split())
     assert ("bound by: the model's row is the hook-free regime (device-bound); each "
             "module's compares its host time under hooks with its device time") in summary
 
@@ -118,7 +118,7 @@ def test_device_time_is_not_the_first_column_hidden_at_80(
     # with its six columns does not fit 80 columns
     timing = _timing(DEVICE_BOUND, ("patch_embedding_convolution", "activation_function",
                                     "classification_head_projection"))
-    summary = timing.summary()
+    summary = timing.report()
     hidden = re.search(r"hidden to fit 80 columns: ([^(]*)", " ".join(summary.split()))
     assert hidden is not None
     # before: "bound by, device": the device's inclusive time went first, the host's stayed

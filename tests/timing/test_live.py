@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -35,11 +36,11 @@ def test_start_stop_window_and_alternation():
     # 6 profiled steps: 3 with gradient hooks, 3 with forward hooks only
     assert timing.forward.iterations == 3 and timing.backward_samples.iterations == 3
     assert timing.separate_passes
-    first = timing.module("0")
+    first = timing.stats("0")
     # the first layer's backward is its 150 us spin (its input needs no grad), not ~0
     assert 0.97 * 0.15 <= first.backward.inclusive.median <= 0.15 * 1.5 + 0.1
-    assert timing.module("2").backward.inclusive.median >= 0.97 * 0.25
-    assert timing.module("2").forward.inclusive.median >= 0.97 * 0.04
+    assert timing.stats("2").backward.inclusive.median >= 0.97 * 0.25
+    assert timing.stats("2").forward.inclusive.median >= 0.97 * 0.04
     text = prof.layerwise_summary()
     for name in ("__root__ (Sequential)", "0 (Spin)", "1 (ReLU)", "2 (Spin)", "time median",
                  "backward time median"):
@@ -58,7 +59,7 @@ def test_without_step_calls_the_block_is_one_step():
     timing = prof.result()
     assert timing.backward_samples.iterations == 1 and timing.forward.iterations == 1
     assert not timing.separate_passes
-    assert timing.module("2").backward.inclusive.median >= 0.97 * 0.25
+    assert timing.stats("2").backward.inclusive.median >= 0.97 * 0.25
     assert no_hooks_left(model)
 
 
@@ -87,10 +88,17 @@ def test_validation_and_empty_result():
     assert empty[0].filename == __file__
 
 
-def test_summary_is_the_layerwise_summary_by_the_name_every_timing_result_uses():
+def test_report_is_the_layerwise_summary_by_the_name_every_timing_result_uses():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     with TrainingProfiler(model) as prof:
         model(torch.randn(2, 4)).sum().backward()
-    assert prof.summary() == prof.layerwise_summary()
-    assert prof.result().summary() == prof.result().layerwise_summary()
-    assert "backward time median" in prof.summary()
+    assert prof.report() == prof.layerwise_summary()
+    result = prof.result()
+    assert result.report() == result.layerwise_summary() == str(result)
+    assert "backward time median" in prof.report()
+    # summary() means on a timing what it means on every profile: the one-row model table
+    assert isinstance(result.summary(), pd.DataFrame) and len(result.summary()) == 1
+    assert result.module("0").type_name == "Linear"  # the module's facts; stats(): its times
+    assert result.stats("0").backward.inclusive.median > 0
+    with pytest.warns(DeprecationWarning, match=r"TrainingProfiler\.summary\(\) is deprecated"):
+        assert prof.summary() == prof.report()

@@ -31,7 +31,7 @@ def test_first_module_on_an_idle_gpu_reads_its_kernel_not_the_launch():
             CudaStamps.prime_us = prime
             timing = time_modules(model, x, num_iters=25, drop_first=5, warmup_seconds=0.1,
                                   clock="events")
-            readings[prime] = timing.module("0").inclusive.median
+            readings[prime] = timing.stats("0").inclusive.median
     finally:
         CudaStamps.prime_us = default
     # primed: the kernel; unprimed the reading also holds the root's hooks and the launch

@@ -53,7 +53,9 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
     assert frame.loc["0", "time_median_ms"] == pytest.approx(sorted(both)[1])
     assert timing.module_columns()["0"]["time_median_ms"] == pytest.approx(sorted(both)[1])
     assert frame.loc["0", "calls"] == 2 and frame.loc["0", "time_median_ms"] > 0
-    assert timing.to_df().columns[0] == "module"  # no aggregate: the statistics frame
+    assert timing.stats_frame().columns[0] == "module"  # the statistics frame
+    # to_df() means what it means on every profile: one row per call
+    assert timing.to_df().equals(timing.to_df("call")) and "call" in timing.to_df()
 
 
 class _SharedAndRepeated(nn.Module):
@@ -89,7 +91,7 @@ def test_the_statistics_table_and_the_module_frame_share_their_medians() -> None
                          "backward_median_ms": "backward_time_median_ms",
                          "backward_self_median_ms": "self_backward_time_median_ms"})]
     for timing, names in pairs:
-        stats = timing.to_df().set_index("module")
+        stats = timing.stats_frame().set_index("module")
         modules = timing.to_df("module").set_index("module")
         assert stats.loc["shared", "calls"] == 2 and stats.loc["rep", "calls"] == 2
         for module in stats.index:
