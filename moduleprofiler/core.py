@@ -15,9 +15,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-# imported for what they register: the formula families and the memory columns
-import moduleprofiler.formulas
-import moduleprofiler.memory_columns  # noqa: F401
+# imported for what it registers: the formula families
+import moduleprofiler.formulas  # noqa: F401
 from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError

@@ -156,6 +156,10 @@ class Listener:
     observes_all: bool = False
     """Whether this listener wants every aten operator of the pass, inside every module call
     and outside them (what :meth:`observe` and :meth:`observe_outside` answer by default)."""
+    columns: tuple[Any, ...] = ()
+    """The columns this listener writes into ``call.values``, each a
+    :class:`~moduleprofiler.export.columns.ColumnSpec` registered in the class body
+    (``register_column(...)`` returns it): the metric and its columns are one class."""
 
     def start(self, runner: PassRunner) -> None:
         """The hooks are installed and the pass is about to run."""

@@ -20,7 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.export.columns import register_column
 from moduleprofiler.memory.report import Phase
+from moduleprofiler.memory.saved import MEMORY_NEEDS
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Call, Listener, PassRunner, is_accumulation
 from moduleprofiler.shapes import iter_tensors
@@ -150,6 +152,16 @@ class LiveBytesListener(Listener):
             first outermost module call).
         device: a CUDA device to sample the caching allocator on (others: ignored).
     """
+
+    # each live-memory column names its pass in its header: "max live" alone was read as the
+    # training step's memory, which it is not (``train_max_live_bytes`` is this column of the
+    # training pass, renamed by measure_memory)
+    columns = tuple(
+        register_column(name, "bytes", label, aggregation="max", unit="bytes",
+                        needs=MEMORY_NEEDS)
+        for name, label in (("max_live_bytes", "fwd max live"),
+                            ("train_max_live_bytes", "train fwd max live"),
+                            ("backward_max_live_bytes", "train bwd max live")))
 
     def __init__(self, inputs: Any = None, device: torch.device | None = None) -> None:
         self.live = LiveBytes()

@@ -1,5 +1,6 @@
 """The result of :func:`~moduleprofiler.memory.measure_memory`: a profile whose records carry
-the memory columns (:mod:`moduleprofiler.memory_columns`), with the measured passes' evidence
+the memory columns (declared by the listeners that write them: ``SavedTensorsListener.columns``,
+``LiveBytesListener.columns``), with the measured passes' evidence
 (the peaks and the calls that set them) attached."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import moduleprofiler.memory_columns  # noqa: F401  (declares the memory columns)
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from moduleprofiler.export.columns import register_column, register_quantity
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
@@ -34,6 +35,11 @@ class SavedTotals:
     input: int = 0
 
 
+MEMORY_NEEDS = ("a profile from measure_memory() (train=True for the saved and training "
+                "columns), or one merged with it: profile.merge(memory)")
+"""What every measured memory column needs (views say it when one is asked for and missing)."""
+
+
 class SavedTensorsListener(Listener):
     """Charges every storage autograd saves in the forward to the innermost running call.
 
@@ -46,6 +52,19 @@ class SavedTensorsListener(Listener):
         inputs: the model's inputs, counted as ``input`` (default: the arguments of the first
             outermost module call).
     """
+
+    columns = (
+        register_column("saved_bytes", "bytes", "saved", aggregation="inclusive",
+                        unit="bytes", needs=MEMORY_NEEDS, description="activation bytes "
+                        "saved for backward by the call and the calls inside it"),
+        register_column("self_saved_bytes", "bytes", "self saved", aggregation="sum",
+                        unit="bytes", needs=MEMORY_NEEDS, description="activation bytes "
+                        "saved for backward by the call's own operators"),
+        register_column("self_saved_param_bytes", "bytes", "self saved param",
+                        aggregation="sum", unit="bytes", needs=MEMORY_NEEDS,
+                        description="parameter bytes saved for backward by the call's own "
+                        "operators (not activations: they are the weights)"),
+    )
 
     def __init__(self, inputs: Any = None) -> None:
         self._inputs = inputs
@@ -126,3 +145,6 @@ class SavedTensorsListener(Listener):
 
 def _unpack(tensor: Tensor) -> Tensor:
     return tensor
+
+
+register_quantity("memory", "self_saved_bytes", "saved_bytes", "saved for backward")

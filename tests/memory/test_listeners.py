@@ -125,3 +125,18 @@ def test_memory_listeners_leave_the_counting_unchanged() -> None:
     assert measured.unsupported_ops == plain.unsupported_ops == {}
     assert measured.complete == plain.complete
     assert measured.total_ops == plain.total_ops == 2 * 4 * 7 + 2 * 4 + 7
+
+
+def test_the_memory_listeners_declare_the_columns_they_write() -> None:
+    # a metric is one class: its columns are registered where it is written, with the units
+    # and aggregations every view reads
+    from moduleprofiler.export.columns import column_spec, is_registered
+    from moduleprofiler.memory import LiveBytesListener, SavedTensorsListener
+
+    declared = [spec.name for spec in (*SavedTensorsListener.columns,
+                                       *LiveBytesListener.columns)]
+    assert declared == ["saved_bytes", "self_saved_bytes", "self_saved_param_bytes",
+                        "max_live_bytes", "train_max_live_bytes", "backward_max_live_bytes"]
+    assert all(is_registered(name) for name in declared)
+    assert column_spec("saved_bytes").aggregation == "inclusive"
+    assert column_spec("max_live_bytes").aggregation == "max"
