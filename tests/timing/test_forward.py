@@ -88,7 +88,12 @@ def test_known_durations_within_bands():
             truth = us / 1000 + call_cost * (2 if path == "1.1" else 1)
             stats = timing.stats(path)
             raw, corrected = stats.inclusive.median, stats.corrected_median_ms
-            if abs(rel_err(raw, truth)) > band(us, RAW_BANDS):
+            # each call carries one hook attribution (~2-5 us, more in a process that has run
+            # thousands of tests): the shared spin's two calls of 100 us get the band of one
+            # 100 us call, not that of 200 us (+4.9 % there failed a full CI run; corrected
+            # stays within the 200 us band below)
+            calls = 2 if path == "1.1" else 1
+            if abs(rel_err(raw, truth)) > band(us / calls, RAW_BANDS):
                 failures.append(f"{path}: raw {raw:.5f} ms vs {truth:.5f}")
             if abs(rel_err(corrected, truth)) > band(us, CORRECTED_BANDS):
                 failures.append(f"{path}: corrected {corrected:.5f} ms vs {truth:.5f}")
