@@ -7,7 +7,7 @@ Every command runs in a fresh subprocess, once per round, in a fresh random orde
 warm-up round that fills the file cache. For each command the script prints the minimum and
 the median wall time over the rounds, the same for the child's CPU time (user + system, less
 sensitive to other processes on a shared machine), whether it imported torch (``-X importtime``
-in one extra run) and its target (issue 33: ``--version`` and ``--help`` at most 0.5 s, an
+in one extra run) and its target (``--version`` and ``--help`` at most 0.5 s, an
 argument error at most 1 s). Both entry points are measured: ``python -m moduleprofiler`` and
 the console script's ``module:function`` from ``pyproject.toml`` (``[project.scripts]``),
 called as the installed script calls it.
@@ -112,7 +112,7 @@ def main() -> None:
     print(f"load average (1/5/15 min) at start: {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}; "
           f"at end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("wall and cpu (child user + system) in seconds; torch: imported torch; "
-          "target: issue 33's limit on the wall time")
+          "target: the limit on the wall time")
     print(f"{'command':34} {'wall min':>8} {'wall med':>8} {'cpu min':>8} {'cpu med':>8} "
           f"{'exit':>4} {'torch':>5} {'target':>6}")
     for command in todo:

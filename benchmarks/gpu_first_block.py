@@ -1,4 +1,4 @@
-"""Issue 33 items 5-7 on a CUDA GPU: the first block of each model on the kernel clock against
+"""On a CUDA GPU: the first block of each model on the kernel clock against
 its in-situ kernel truth, the kernel clock's per-kernel booking of that block, and the model's
 regime and 80-column summary.
 
@@ -16,7 +16,7 @@ or that booking dropped, and the first block's kernels beside those of the hook-
 
 ``--proof``: ``gpu_kernel_clock.check`` (the hook-free truth per block against
 ``time_modules``' ``device_ms``) for ResNet-50, ViT-B/16, MobileNetV3-Large and ConvNeXt-T at
-batch 32 in fp32 and bf16 (CNNs channels_last), plus the issue's ResNet-50 batch 128 fp32 and
+batch 32 in fp32 and bf16 (CNNs channels_last), plus ResNet-50 at batch 128 fp32 and
 ConvNeXt-T batch 64 bf16 channels_last; then each model's regime (``to_dict()['bound']``), its
 root row's ``time_bound`` and its summary.
 """
@@ -275,7 +275,7 @@ def proof(cases: Sequence[tuple[str, int, torch.dtype]], repeats: int,
             errors, truth = check(f"{label} (run {repeat + 1})", model, x, blocks,
                                   truth_iterations)
             firsts.append((f"{label} #{repeat + 1}", errors[0]))
-            # blocks of 0.1 ms or more (the issue's bar), the first block left out
+            # blocks of 0.1 ms or more (the kernel clock's 0.5 % accuracy bar), the first block left out
             big = [e for b, e in zip(blocks[1:], errors[1:]) if truth[b] >= 0.1]
             others.append((f"{label} #{repeat + 1}",
                            max((abs(e) for e in big), default=float("nan"))))

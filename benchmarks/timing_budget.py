@@ -1,4 +1,4 @@
-"""Does ``max_seconds`` bound the wall time of a timing call? (issue 33, item 15)
+"""Does ``max_seconds`` bound the wall time of a timing call?
 
 One command, from the repository root::
 

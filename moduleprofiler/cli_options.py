@@ -3,7 +3,7 @@
 Everything here imports the standard library only, so ``--version``, ``--help`` and an
 argument error (an unknown flag, a bad choice, a malformed ``--arg`` or ``--input-size``, an
 out-of-range number) are answered in the time Python takes to start, not the seconds torch,
-pandas and Transformers take to import (issue 33; ``benchmarks/cli_startup.py`` times it).
+pandas and Transformers take to import (``benchmarks/cli_startup.py`` times it).
 ``main`` then hands the checked options to :func:`moduleprofiler.cli.run`, which imports them.
 The console script and ``python -m moduleprofiler`` both enter here.
 """

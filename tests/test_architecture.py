@@ -66,7 +66,7 @@ def _package(module: str) -> str:
 DEFERRED_IMPORTS = {"moduleprofiler.cli_options": ["moduleprofiler.cli", "moduleprofiler.cli.run"]}
 """The one import inside a function, on purpose: the command line's front answers
 ``--version``, ``--help`` and argument errors with the standard library alone and imports the
-command (torch, pandas, Transformers: seconds) only once the options are fine (issue 33)."""
+command (torch, pandas, Transformers: seconds) only once the options are fine."""
 
 
 def test_no_imports_hidden_inside_functions() -> None:

@@ -358,8 +358,8 @@ def test_by_operator(capsys: pytest.CaptureFixture[str]) -> None:
 
 # -- what the command answers before torch loads ------------------------------------------------
 HEAVY = ("torch", "pandas", "jinja2", "matplotlib", "transformers")
-"""Packages ``--version``, ``--help`` and argument errors must not import (issue 33: seconds
-each; ``benchmarks/cli_startup.py`` times it)."""
+"""Packages ``--version``, ``--help`` and argument errors must not import (they take
+seconds each; ``benchmarks/cli_startup.py`` times it)."""
 
 
 def _entry_points() -> list[list[str]]:

@@ -1,5 +1,5 @@
 """No install command points at the package index's ``moduleprofiler``: that name holds the
-older 0.0.4 (issue 33), so ``pip install "moduleprofiler[plot]"`` in a fresh environment
+older 0.0.4, so ``pip install "moduleprofiler[plot]"`` in a fresh environment
 installs another package. Until a release exists, extras install from a checkout
 (``pip install ".[plot]"``) or from the repository (``"moduleprofiler[plot] @ git+..."``)."""
 

@@ -145,7 +145,7 @@ def test_csv_and_html_names_get_one_extension(tmp_path: Path) -> None:
 
 def test_latex_escapes_names_and_has_no_nan() -> None:
     latex = ModuleProfiler().count_params_latex(module=net())
-    # 0.0.4's columns under human headers, stacked to fit the line (issue 33: its raw names
+    # 0.0.4's columns under human headers, stacked to fit the line (the raw names
     # made ResNet-18's table 960 pt too wide); the escaped root name; no NaN
     assert r"\_\_root\_\_ & Sequential & 354" in latex
     assert r"trainable \\ params \\ size bits" in latex

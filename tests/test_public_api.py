@@ -94,7 +94,7 @@ def _run(code: str) -> str:
 
 
 def test_import_moduleprofiler_alone_imports_no_torch() -> None:
-    # the command line's --version and argument errors rely on it (issue 33)
+    # the command line's --version and argument errors rely on it
     assert _run("import sys, moduleprofiler; print(sorted({'torch', 'pandas'} & "
                 "set(sys.modules)))") == "[]"
     assert _run("import sys, moduleprofiler; moduleprofiler.Profile; "

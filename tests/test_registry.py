@@ -209,7 +209,7 @@ def test_strict_names_the_modules_whose_macs_are_unknown() -> None:
                             operators=False).total_macs == 24
 
 
-# -- a profiler sees the registry as it is at each pass (issue 33) ------------------------------
+# -- a profiler sees the registry as it is at each pass ---------------------------------------
 
 class Weighted(nn.Module):
     """The README's Scale: one multiply per element by a learned weight."""
@@ -338,7 +338,7 @@ def test_an_operator_registration_made_after_the_profiler_is_seen_by_it() -> Non
         "registry_tests.triple": 1}
 
 
-# -- an ops formula without a MACs formula keeps the operators' MACs (issue 33) -----------------
+# -- an ops formula without a MACs formula keeps the operators' MACs ----------------------------
 
 class Gate(nn.Module):
     """sigmoid(x @ w) * x: one (rows, 16) x (16, 16) product and element-wise work."""

@@ -160,7 +160,7 @@ def test_the_never_called_note_is_under_the_views_of_every_module_only() -> None
             return self.used(x)
 
     profile = ModuleProfiler().profile(WithSpare(), torch.randn(2, 4))
-    # no MultiheadAttention in the model: the note names none (issue 33)
+    # no MultiheadAttention in the model: the note names none
     note = "never called (1): spare; the work a parent does with their weights is in the " \
            "parent's own count"
     assert note in profile.tree().notes and note in profile.table().notes

@@ -243,7 +243,7 @@ def ticking_block(clock: FakeClock, seconds: float, kept: list[float] | None = N
 
 
 def test_the_budget_is_the_whole_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    # issue 33: warm-up and calibration were outside the budget (benchmark(max_seconds=3)
+    # warm-up and calibration were outside the budget (benchmark(max_seconds=3)
     # took 9.9 s). The call starts at 0 (the plan is made first), its setup (the hooks'
     # calibration) takes 0.3 s, and it asks for a 2 s warm-up of a 1 s budget
     clock = FakeClock(monkeypatch)

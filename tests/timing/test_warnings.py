@@ -1,5 +1,5 @@
 """The warnings a timing call issues: each points at the line the user wrote (not into the
-package), one per cause, and short (issue 33, item 16)."""
+package), one per cause, and short."""
 
 from __future__ import annotations
 
