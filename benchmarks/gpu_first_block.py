@@ -275,7 +275,7 @@ def proof(cases: Sequence[tuple[str, int, torch.dtype]], repeats: int,
             errors, truth = check(f"{label} (run {repeat + 1})", model, x, blocks,
                                   truth_iterations)
             firsts.append((f"{label} #{repeat + 1}", errors[0]))
-            # blocks of 0.1 ms or more (the kernel clock's 0.5 % accuracy bar), the first block left out
+            # blocks of 0.1 ms or more (the kernel clock's accuracy bar), not the first block
             big = [e for b, e in zip(blocks[1:], errors[1:]) if truth[b] >= 0.1]
             others.append((f"{label} #{repeat + 1}",
                            max((abs(e) for e in big), default=float("nan"))))
