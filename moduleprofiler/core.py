@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pandas as pd
@@ -21,7 +20,7 @@ from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.failure import located_error
+from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
@@ -459,25 +458,6 @@ def _incomplete(profile: Profile) -> str:
              if profile.backward_unsupported_ops else ""]
     return (f"strict=True and the {', '.join(profile.lower_bounds)} totals are lower bounds: "
             f"no formula for {'; '.join(part for part in parts if part)}")
-
-
-@contextmanager
-def located_errors(what: str, module: nn.Module) -> Iterator[None]:
-    """Turn a forward failure inside a pass that keeps no call stack of its own (the
-    hook-free timers) into a :class:`ProfilingError` naming the module whose forward failed,
-    read from the traceback (:mod:`moduleprofiler.failure`): the model is not run again.
-    Errors raised outside every module (bad arguments) propagate unchanged."""
-    try:
-        yield
-    except ProfilingError:
-        raise
-    except Exception as exc:
-        located = located_error(what, exc, module)
-        if located is None:
-            raise
-        raise located from exc
-
-
 
 
 def _cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:

@@ -4,6 +4,8 @@ again to find out would repeat whatever the failure cost (and may not fail the s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 from torch import nn
@@ -37,3 +39,20 @@ def located_error(what: str, exc: Exception, root: nn.Module) -> ProfilingError 
     path, module = failed
     return ProfilingError(f"{what}: forward of module {display_path(path)!r} "
                           f"({type(module).__name__}) raised {type(exc).__name__}: {exc}", path)
+
+
+@contextmanager
+def located_errors(what: str, module: nn.Module) -> Iterator[None]:
+    """Turn a forward failure inside a pass that keeps no call stack of its own (the
+    hook-free timers) into a :class:`ProfilingError` naming the module whose forward failed
+    (:func:`located_error`): the model is not run again. Errors raised outside every module
+    (bad arguments) propagate unchanged."""
+    try:
+        yield
+    except ProfilingError:
+        raise
+    except Exception as exc:
+        located = located_error(what, exc, module)
+        if located is None:
+            raise
+        raise located from exc

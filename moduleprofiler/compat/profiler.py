@@ -16,11 +16,12 @@ from torch import nn
 
 from moduleprofiler.compat.io_size import live_io_size_map
 from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
-from moduleprofiler.core import Profiler, located_errors
+from moduleprofiler.core import Profiler
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, with_suffix, write_frame
+from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import unpacks, unwrap_compiled
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
