@@ -20,7 +20,7 @@ from moduleprofiler.core import Profiler
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name
-from moduleprofiler.export.tables import PathLike, frame_text, with_suffix, write_frame
+from moduleprofiler.export.tables import PathLike, frame_text, write_frame, write_text
 from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import unpacks, unwrap_compiled
 from moduleprofiler.operators.registry import OperatorMap
@@ -137,9 +137,7 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
                  **kwargs: Any) -> str:
         text = frame_text(frame(self, args, kwargs), "latex", index=index)
         if file is not None:  # as the csv and html writers do (0.0.4 had no file here)
-            path = with_suffix(checked(file, args), ".tex")
-            with open(path, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+            write_text(text, checked(file, args), "latex")
         return text
 
     docs = {

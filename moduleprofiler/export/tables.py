@@ -39,7 +39,13 @@ def frame_text(frame: pd.DataFrame, format: str, *, index: bool = False) -> str:
 def write_frame(frame: pd.DataFrame, file: PathLike, format: str) -> str:
     """Write ``frame`` to ``file`` in ``format``, the format's suffix added when missing
     (``"ops"`` -> ``"ops.csv"``); returns the path written."""
+    return write_text(frame_text(frame, format), file, format)
+
+
+def write_text(text: str, file: PathLike, format: str) -> str:
+    """Write ``text`` (a table rendered in ``format``) to ``file``, the format's suffix added
+    when missing; returns the path written."""
     path = with_suffix(file, get_format(format).suffixes[0])
     with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(frame_text(frame, format))
+        handle.write(text)
     return path
