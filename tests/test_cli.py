@@ -419,3 +419,13 @@ def test_the_command_lines_default_host_is_pythons() -> None:
     from moduleprofiler.prediction.predict import DEFAULT_HOST
 
     assert light_parser().parse_args(["m:f"]).host == DEFAULT_HOST
+
+
+def test_the_command_lines_copies_of_export_constants_agree() -> None:
+    # cli_options may not import the export package (pandas): it keeps copies of these two
+    from moduleprofiler import cli_options
+    from moduleprofiler.export.figures import FIGURE_SUFFIXES
+    from moduleprofiler.export.fit import MIN_WIDTH
+
+    assert cli_options.FIGURE_SUFFIXES == FIGURE_SUFFIXES
+    assert cli_options.MIN_WIDTH == MIN_WIDTH
