@@ -23,6 +23,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
+from moduleprofiler.modules import walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
 from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.listener import PredictionListener
@@ -50,7 +51,6 @@ from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
-from moduleprofiler.tensors import walk_modules
 from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.validate import (
