@@ -43,8 +43,6 @@ from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.validate import (
     CheckedMaps,
     check_bool,
-    check_choice,
-    check_device,
     check_exclusions,
     check_formula_map,
     check_listeners,
@@ -222,7 +220,6 @@ class Profiler:
         the one channel for the loop's settings); the keywords are those of
         :func:`moduleprofiler.timing.benchmark`."""
         self._log(f"Benchmarking {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, eval=eval)
         with located_errors("benchmark", module):
             return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
                              batch_size=batch_size, cold=cold,
@@ -239,7 +236,6 @@ class Profiler:
         (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
         :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, eval=eval)
         return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
                             clock=clock, ranges=ranges,
                             options=options)
@@ -255,7 +251,6 @@ class Profiler:
         how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
         those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
         return train_step_times(module, input, target=target, loss_fn=loss_fn,
                                 pred_fn=pred_fn, optimizer=optimizer, train=train,
                                 restore=restore, device=device, clock=clock, ranges=ranges,
@@ -278,10 +273,6 @@ class Profiler:
         :func:`moduleprofiler.memory.measure_memory`; ``progress`` as for timing;
         ``keep_output``: the training step holds the model's output through its backward, as
         ``out = model(x); loss_fn(out).backward()`` does, or frees it first)."""
-        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
-        check_device(device)
-        check_choice(emulate, "emulate", ("cuda", None))
-
         self._log(f"Measuring memory of {type(module).__name__}")
         return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
                               device=device, emulate=emulate, progress=progress,
@@ -352,7 +343,7 @@ class Profiler:
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
-        return parameter_memory(check_pass(module))
+        return parameter_memory(module)
 
     # -- helpers ---------------------------------------------------------------------------
     _LIVE: ClassVar[Mapping[str, Callable[[Any], LiveFormulaMap]]] = {
