@@ -217,8 +217,7 @@ def run_profile(options: argparse.Namespace) -> Any:
         return predicted_profile(profiler, model, inputs, backward, options)
     try:
         profile = profiler.profile(model, inputs, backward=backward, listeners=[
-            OperatorListener(profiler.operator_fn_map)] if options.by_operator is not None
-            else [])
+            OperatorListener()] if options.by_operator is not None else [])
         if "time" in groups:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
