@@ -266,3 +266,43 @@ def test_warnings_go_through_the_helper_that_names_the_users_line() -> None:
     direct = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
               if "warnings.warn(" in path.read_text(encoding="utf-8")}
     assert direct == {"warn.py", "deprecation.py"}
+
+
+def test_no_subclass_changes_a_methods_meaning() -> None:
+    """A ``# type: ignore[override]`` says a subclass is another class under the same name:
+    none in the package."""
+    found = [(_module_name(path), number) for path in PACKAGE.rglob("*.py")
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "type: ignore[override]" in line]
+    assert found == []
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _subclasses(direct))]
+
+
+def test_every_result_summary_module_and_to_df_mean_what_a_profiles_do() -> None:
+    """Every result type (timing, memory, prediction: each a ``Profile``) has
+    ``summary()``, ``module()`` and ``to_df()`` of one signature and one return type, the
+    profile's: a model table, a module's facts and a per-call frame by default."""
+    import inspect
+    import typing
+
+    import moduleprofiler.memory
+    import moduleprofiler.prediction
+    import moduleprofiler.timing  # noqa: F401  (the result types are their subclasses)
+    from moduleprofiler.export.profile import Profile
+
+    results = _subclasses(Profile)
+    names = {cls.__name__ for cls in results}
+    assert {"ModuleTiming", "TrainingTiming", "MemoryReport", "PredictedProfile"} <= names
+    differ = []
+    for method in ("summary", "module", "to_df"):
+        base = getattr(Profile, method)
+        expected = (inspect.signature(base), typing.get_type_hints(base).get("return"))
+        for cls in results:
+            own = getattr(cls, method)
+            got = (inspect.signature(own), typing.get_type_hints(own).get("return"))
+            if got != expected:
+                differ.append(f"{cls.__name__}.{method}{got[0]}")
+    assert differ == []
