@@ -118,6 +118,13 @@ class ModuleInfo:
     parameters that this module registers too (a tied output layer: ``"transformer.wte"``);
     ``None`` when it shares none. Its ``params`` include them, its ``own_params`` do not."""
 
+    @property
+    def parent(self) -> str | None:
+        """Path of the module holding this one (``None`` for the root): its path's prefix, as
+        ``named_modules()`` lists a module registered at several places at its first place,
+        inside its parent's first place."""
+        return None if self.path == "" else self.path.rpartition(".")[0]
+
 
 @dataclass(frozen=True, slots=True)
 class CallPosition:
