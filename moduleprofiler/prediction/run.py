@@ -51,7 +51,8 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
     device_model, notes = resolve_device(device)
     device_model = with_fp32_math(device_model, tf32)
     host_model, host_notes = resolve_host(host, device_model)
-    model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
+    cast = dtype_of(dtype)
+    model = meta_copy(unwrap_compiled(check_pass(module)), cast)
     listener = PredictionListener(device_model, host_model)
 
     def fused(*args: Any, **kwargs: Any) -> Any:
@@ -60,7 +61,7 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
 
     if log is not None:
         log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
-    profile = count(model, meta_input(given_input(model, input, input_size), dtype_of(dtype)),
+    profile = count(model, meta_input(given_input(model, input, input_size), cast),
                     pred_fn=fused, eval=not backward if eval is None else eval,
                     backward=backward, loss_fn=loss_fn, listeners=[listener])
     predicted = finish_prediction(profile, listener, device_model, host_model,
