@@ -39,6 +39,7 @@ from moduleprofiler.prediction.predict import (
     resolve_host,
     with_fp32_math,
 )
+from moduleprofiler.prediction.sweep import InputFn, PredictionSweep, sweep_predictions
 from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import (
     FormulaMap,
@@ -389,6 +390,18 @@ class Profiler:
                               dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
                               input_size=input_size, tf32=tf32)
         return scaled(predicted, source, measured)
+
+    def sweep(self, module: nn.Module, input: Any = None, device: DeviceSpec = "H100 SXM",
+              batch_sizes: Iterable[int] | int = (1, 8, 64, 256),
+              dtypes: Sequence[str | torch.dtype] | str | torch.dtype = ("bf16", "fp32"), *,
+              input_fn: InputFn | None = None, **options: Any) -> PredictionSweep:
+        """What-if answers: :meth:`predict` at every batch size and dtype, with predicted
+        peak memory, the batch at which the pass turns device-bound and the largest batch
+        that fits the card (``docs/prediction.md``; arguments and ``options`` as for
+        :func:`moduleprofiler.prediction.sweep.sweep_predictions`)."""
+        return sweep_predictions(self.predict, module, input, device=device,
+                                 batch_sizes=batch_sizes, dtypes=dtypes, input_fn=input_fn,
+                                 **options)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
