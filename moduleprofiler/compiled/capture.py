@@ -19,7 +19,10 @@ Inductor's and functorch's ``config.patch`` contexts around this backend's own c
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import types
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,12 +170,29 @@ def compiled_original(module: nn.Module) -> tuple[nn.Module, dict[str, Any], str
     return None
 
 
+def _call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """``module``'s own call (its hooks and forward), past any compiled call it carries."""
+    return module._call_impl(*args, **kwargs)
+
+
+_compiles = itertools.count()
+
+
 def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None,
                      dynamic: bool | None = False) -> tuple[Any, GraphRecorder]:
     """``module`` compiled by a :class:`GraphRecorder` (compiling happens at the first call,
-    as with ``torch.compile``): the callable and its recorder. ``module``'s own call
-    (``_call_impl``) is compiled, as ``module.compile()`` does, so a model compiled in place is
-    compiled afresh rather than through its own compiled call."""
+    as with ``torch.compile``): the callable and its recorder.
+
+    What is compiled is a new function object each time, calling ``module``'s own call
+    (``_call_impl``, as ``module.compile()`` does, so a model compiled in place is compiled
+    afresh rather than through its compiled call): Dynamo keeps compiled code on the code
+    object it traced, so each recorder's compiled code goes with its function instead of
+    piling up on ``nn.Module``'s (where Dynamo's limit of recompilations per code object would
+    soon send the user's own compiled modules back to eager).
+    """
     known = {path for path, _ in module.named_modules()}
     recorder = GraphRecorder(known, dict(options or {}))
-    return torch.compile(module._call_impl, backend=recorder, dynamic=dynamic), recorder
+    code = _call.__code__.replace(co_name=f"moduleprofiler_compiled_{next(_compiles)}")
+    fresh = types.FunctionType(code, _call.__globals__, code.co_name)
+    compiled = torch.compile(fresh, backend=recorder, dynamic=dynamic)
+    return functools.partial(compiled, module), recorder
