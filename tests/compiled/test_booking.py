@@ -94,7 +94,7 @@ def test_cpu_kernel_ranges_carry_a_graph_prefix():
 
 def test_top_level_ops_are_those_directly_inside_a_call():
     calls, ops, _ = _two_iterations()
-    found = top_level_ops(calls, ops + [HostOp("aten::empty", 1, 5_000, 5_010)])
+    found = top_level_ops(calls, [*ops, HostOp("aten::empty", 1, 5_000, 5_010)])
     assert [op.start for op in found[calls[0]]] == [10, 300]
     assert [op.start for op in found[calls[1]]] == [10_010, 10_300]
     assert len(found) == 2
