@@ -21,24 +21,12 @@ from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.failure import located_errors
-from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
+from moduleprofiler.inputs import InputSize, given_input, make_invocation, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
+from moduleprofiler.modules import walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
-from moduleprofiler.prediction.compare import scaled
-from moduleprofiler.prediction.listener import PredictionListener
-from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
-from moduleprofiler.prediction.predict import (
-    DEFAULT_HOST,
-    DeviceSpec,
-    HostSpec,
-    PredictedProfile,
-    dtype_of,
-    finish_prediction,
-    measured_device,
-    resolve_device,
-    resolve_host,
-    with_fp32_math,
-)
+from moduleprofiler.prediction.predict import DEFAULT_HOST, DeviceSpec, HostSpec, PredictedProfile
+from moduleprofiler.prediction.run import predict as run_prediction
 from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import (
     FormulaMap,
@@ -50,7 +38,6 @@ from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
-from moduleprofiler.tensors import walk_modules
 from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.validate import (
@@ -201,10 +188,7 @@ class Profiler:
                 "hooks: profile the original nn.Module (count_params works on either)"
             )
         module = unwrap_compiled(module)
-        if input_size is not None:
-            if input is not None:
-                raise ValueError("pass input or input_size, not both")
-            input = random_input(module, input_size)
+        input = given_input(module, input, input_size)
         self._log(f"Profiling {type(module).__name__}")
         invoke = make_invocation(module, input, pred_fn)
         # a DDP or FSDP2 backward is a real one (their gradient reductions run in its hooks):
@@ -361,34 +345,10 @@ class Profiler:
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
             ``predicted_latency_ms`` is the whole pass (``None`` with ``host=None``).
         """
-        if tf32 is not None:
-            check_bool(tf32, "tf32")
-        device_model, notes = resolve_device(device)
-        device_model = with_fp32_math(device_model, tf32)
-        host_model, host_notes = resolve_host(host, device_model)
-        model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
-        if input_size is not None:
-            if input is not None:
-                raise ValueError("pass input or input_size, not both")
-            input = random_input(model, input_size)
-        listener = PredictionListener(device_model, host_model)
-
-        def fused(*args: Any, **kwargs: Any) -> Any:
-            with FusedAttentionOnMeta():
-                return model(*args, **kwargs)
-
-        self._log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
-        profile = self.profile(model, meta_input(input, dtype_of(dtype)), pred_fn=fused,
-                               eval=not backward if eval is None else eval, backward=backward,
-                               loss_fn=loss_fn, listeners=[listener])
-        predicted = finish_prediction(profile, listener, device_model, host_model,
-                                      notes + host_notes, tf32)
-        if measured is None:
-            return predicted
-        source = self.predict(module, input, measured_device(measured, measured_on),
-                              dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
-                              input_size=input_size, tf32=tf32)
-        return scaled(predicted, source, measured)
+        return run_prediction(self.profile, module, input, device, host, dtype, backward,
+                              eval=eval, loss_fn=loss_fn, input_size=input_size,
+                              measured=measured, measured_on=measured_on, tf32=tf32,
+                              log=self._log)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""

@@ -23,10 +23,11 @@ from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, write_frame, write_text
 from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import unpacks, unwrap_compiled
+from moduleprofiler.modules import module_facts
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
-from moduleprofiler.tensors import module_facts, numel
+from moduleprofiler.tensors import numel
 from moduleprofiler.timing import (
     LatencyResult,
     ModuleTiming,

@@ -12,12 +12,12 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
-from moduleprofiler.counting import module_infos
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
 from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport
 from moduleprofiler.memory.static import module_bytes
+from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
 from moduleprofiler.shapes import iter_tensors

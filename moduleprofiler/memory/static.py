@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 from torch import nn
 
+from moduleprofiler.modules import module_facts
 from moduleprofiler.records import display_path
 from moduleprofiler.shapes import dtype_name
 from moduleprofiler.storage import own_nbytes
-from moduleprofiler.tensors import bytes_by_dtype, distinct, module_facts, numel
+from moduleprofiler.tensors import bytes_by_dtype, distinct, numel
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ModuleBytes:
 
 def module_bytes(module: nn.Module) -> dict[str, ModuleBytes]:
     """:class:`ModuleBytes` for every module path of ``module`` (``named_modules()`` order),
-    from the one walk of module facts (:func:`~moduleprofiler.tensors.module_facts`): a tensor
+    from the one walk of module facts (:func:`~moduleprofiler.modules.module_facts`): a tensor
     shared between submodules is counted once at every level, and aliases once."""
     result: dict[str, ModuleBytes] = {}
     for fact in module_facts(module):

@@ -20,11 +20,11 @@ import pandas as pd
 from numpy.typing import NDArray
 from torch import nn
 
-from moduleprofiler.counting import module_infos
 from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.view import View
+from moduleprofiler.modules import module_infos
 from moduleprofiler.records import (
     ROOT_NAME,
     UNCALLED,
@@ -47,7 +47,7 @@ STAT_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p25", "p75", "p95",
 @dataclass(frozen=True)
 class ModelLayout:
     """The static module tree, in ``named_modules()`` order (root first, path ``""``): the
-    modules' facts (:func:`moduleprofiler.counting.module_infos`) with each one's parent."""
+    modules' facts (:func:`moduleprofiler.modules.module_infos`) with each one's parent."""
 
     infos: tuple[ModuleInfo, ...]
     parents: tuple[int, ...]
