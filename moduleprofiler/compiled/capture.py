@@ -39,6 +39,7 @@ from moduleprofiler.compiled.kernels import (
     CompiledKernel,
     graph_kernels,
     innermost_module,
+    module_path,
 )
 
 GRAPH_RANGE = "## Call CompiledFxGraph "
@@ -65,6 +66,11 @@ class CompiledGraph:
     backward: bool
     kernels: list[CompiledKernel]
     """Its kernel calls in order, each with its modules (empty: no provenance was kept)."""
+    first: str = ""
+    """The module of the first operation of the graph Dynamo traced (``""``: the root)."""
+    last: str = ""
+    """The module of its last operation: a graph break follows it, when another graph
+    does."""
 
 
 @dataclass
@@ -74,19 +80,30 @@ class GraphRecorder:
 
     known: Collection[str]
     """The model's module paths (``named_modules()``), to resolve Dynamo's spelling of them."""
+    owners: Mapping[int, str] = field(default_factory=dict)
+    """The module path of each parameter and buffer of the model, by ``id``: a graph traced
+    after a graph break starts in a submodule's frame, whose paths Dynamo spells from that
+    submodule; a parameter the graph reads says which submodule it is."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """Inductor options (what ``torch.compile``'s ``mode`` and ``options`` set)."""
     graphs: list[CompiledGraph] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        modules = {node.name: innermost_module(node.meta.get("nn_module_stack"), self.known)
-                   for node in gm.graph.nodes}
+        relative = {node.name: innermost_module(node.meta.get("nn_module_stack"))
+                    for node in gm.graph.nodes}
+        prefix = self._frame(gm, example_inputs, relative)
+        modules = {name: module_path(".".join(p for p in (prefix, path) if p), self.known)
+                   for name, path in relative.items()}
         views = {node.name for node in gm.graph.nodes if _only_views(node)}
+        work = [modules[node.name] for node in gm.graph.nodes
+                if node.op in ("call_function", "call_method", "call_module")]
+        span = (work[0], work[-1]) if work else ("", "")
 
         def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
             compiled = compile_fx_inner(graph, inputs, **kwargs)
-            self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)))
+            self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
+                         span)
             return compiled
 
         # functorch's own cache would hand back a compiled graph without calling ``inner``
@@ -95,6 +112,22 @@ class GraphRecorder:
         with functorch_config.patch(uncached), inductor_config.patch(self._patches()):
             return compile_fx(gm, example_inputs, inner_compile=inner,
                               config_patches=dict(self.options))
+
+    def _frame(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
+               relative: Mapping[str, str]) -> str:
+        """The path of the module whose frame Dynamo traced ``gm`` from (``""``: the root's,
+        or no parameter says otherwise)."""
+        placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        for node, example in zip(placeholders, example_inputs, strict=False):
+            owner = self.owners.get(id(example))
+            inner = relative.get(node.name, "")
+            if owner is None or not inner:
+                continue
+            if owner == inner:
+                return ""
+            if owner.endswith("." + inner):
+                return owner[: -len(inner) - 1]
+        return ""
 
     def _patches(self) -> dict[str, Any]:
         patches: dict[str, Any] = {"cpp.enable_kernel_profile": True}
@@ -108,7 +141,7 @@ class GraphRecorder:
         return patches
 
     def _record(self, compiled: Any, modules: Mapping[str, str], views: set[str],
-                backward: bool) -> None:
+                backward: bool, span: tuple[str, str]) -> None:
         key = str(getattr(compiled, "_fx_graph_cache_key", None))
         text = getattr(compiled, "inductor_provenance_mapping_str", None)
         kernels: list[CompiledKernel] = []
@@ -117,7 +150,7 @@ class GraphRecorder:
         else:
             self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
                               "so its time is not booked to modules")
-        self.graphs.append(CompiledGraph(key, backward, kernels))
+        self.graphs.append(CompiledGraph(key, backward, kernels, *span))
 
     def by_key(self) -> dict[str, list[CompiledKernel]]:
         """Each recorded graph's kernels by its key."""
@@ -191,7 +224,9 @@ def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None
     soon send the user's own compiled modules back to eager).
     """
     known = {path for path, _ in module.named_modules()}
-    recorder = GraphRecorder(known, dict(options or {}))
+    owners = {id(tensor): path for path, sub in module.named_modules()
+              for tensor in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))}
+    recorder = GraphRecorder(known, owners, dict(options or {}))
     code = _call.__code__.replace(co_name=f"moduleprofiler_compiled_{next(_compiles)}")
     fresh = types.FunctionType(code, _call.__globals__, code.co_name)
     compiled = torch.compile(fresh, backend=recorder, dynamic=dynamic)

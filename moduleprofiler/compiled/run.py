@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 
 from moduleprofiler.compiled.booking import CompiledBooking, KernelKey, book_compiled
 from moduleprofiler.compiled.capture import CompiledGraph, compiled_original, recorded_compile
@@ -56,10 +58,19 @@ class CompiledTiming:
     """Median per iteration of the kernel time inside the compiled graphs' calls."""
     iteration_ms: float
     """Median wall time of one traced iteration on the host."""
+    outside_ms: float
+    """CUDA: kernel time per iteration launched outside the compiled graphs' calls (eager
+    code between graphs after a graph break, copies); 0 on a CPU, whose eager operators are
+    not read."""
     compile_s: float
     """Seconds the first call took (compiling, or loading from Inductor's cache)."""
     graphs: int
     """Compiled graphs of the forward (more than one: the graph breaks)."""
+    regions: list[tuple[str, str, str]] = field(default_factory=list)
+    """The forward's compiled graphs in order: ``(key, first module, last module)``; between
+    two of them the graph breaks (eager Python runs)."""
+    break_reasons: dict[str, int] = field(default_factory=dict)
+    """Why Dynamo broke the graph while compiling it: reason -> times."""
     unmatched: dict[str, float] = field(default_factory=dict)
     """Kernels in a graph's call that matched none of its kernels: name -> ms per iteration."""
     notes: list[str] = field(default_factory=list)
@@ -138,12 +149,14 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
     compiled, recorder = recorded_compile(original, inductor)
     device = _device_of(original, args)
     context = nullcontext() if grad else torch.no_grad()
+    breaks_before = Counter(counters["graph_break"])
     with context:
         started = time.perf_counter()
         compiled(*args, **kwargs)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         compile_s = time.perf_counter() - started
+        breaks = Counter(counters["graph_break"]) - breaks_before
         for _ in range(max(warmup - 1, 0)):
             compiled(*args, **kwargs)
         trace = trace_compiled(lambda: compiled(*args, **kwargs), iterations, device)
@@ -163,6 +176,9 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
         coverage=booking.coverage,
         compiled_ms=statistics.median(booking.in_graph_ns) / 1e6,
         iteration_ms=statistics.median(trace.iteration_ns) / 1e6,
+        outside_ms=booking.outside_ns / iterations / 1e6,
         compile_s=compile_s, graphs=len(forward),
+        regions=[(graph.key, graph.first, graph.last) for graph in forward],
+        break_reasons=dict(breaks),
         unmatched={name: ns / iterations / 1e6 for name, ns in booking.unmatched.items()},
         notes=notes)

@@ -83,3 +83,28 @@ def test_a_model_compiled_in_place_is_timed_compiled():
 def test_iterations_must_be_positive():
     with pytest.raises(ValueError, match="iterations must be at least 1"):
         time_compiled(_model(), torch.randn(8, 16), iterations=0)
+
+
+class Breaks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.a(x)
+        print(end="")  # Dynamo cannot trace print: the graph breaks here
+        return self.b(x).relu()
+
+
+def test_graph_breaks_are_reported_by_module():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), Breaks())
+    result = time_compiled(torch.compile(model), torch.randn(8, 16), iterations=2, warmup=1)
+    # the graphs after the break are traced from Breaks' own frame: their paths still read
+    # from the root (a parameter each graph reads names the submodule)
+    assert [(first, last) for _, first, last in result.regions][-2:] == [
+        ("1.a", "1.a"), ("1.b", "1")]
+    assert any("print" in reason for reason in result.break_reasons)
+    assert {"1.a", "1.b"} <= set(result.own_ms)
+    assert result.coverage == pytest.approx(1.0, abs=0.01)
