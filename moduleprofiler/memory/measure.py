@@ -23,7 +23,7 @@ from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.validate import check_bool, check_choice, check_module
+from moduleprofiler.validate import check_bool, check_choice, check_device, check_pass
 from moduleprofiler.warn import warn
 
 
@@ -124,7 +124,8 @@ def measure_memory(
         LossError: ``train=True`` without ``loss_fn`` and no loss can be derived from the
             output.
     """
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, keep_output=keep_output)
+    check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
     run_device = _run_device(module, input, device)
     if emulate == "cuda" and run_device.type not in ("meta", "cuda"):
@@ -134,7 +135,6 @@ def measure_memory(
         )
     if progress is not None:
         check_bool(progress, "progress")
-    check_bool(keep_output, "keep_output")
     static = module_bytes(module)[""]
     changed = fast_path_changes(module, eval=True, grad_enabled=False)
     if changed:

@@ -35,3 +35,19 @@ for _prefix, _phase in (("", ""), ("backward_", "backward ")):
                     aggregation="none", derive=_bound(_prefix),
                     description="host: the host takes longer to issue the call's work than "
                                 "the device to run it", needs="run predict() first")
+
+
+# the sweep's pass-level columns (prediction.sweep): one row per batch size and dtype
+register_column("predicted_latency_ms", "time", "predicted latency", aggregation="none",
+                unit="ms", description="predicted latency of the whole pass, host and device "
+                "together", needs="run sweep() first")
+register_column("predicted_throughput", "number", "predicted items/s", aggregation="none",
+                unit="items/s", description="the batch size over the predicted latency",
+                needs="run sweep() first")
+register_column("predicted_peak_bytes", "bytes", "predicted peak", aggregation="none",
+                unit="bytes", description="the pass's peak of live tensors on the device, "
+                "planned on the meta device (the CUDA context and the allocator's "
+                "fragmentation not included)", needs="run sweep() first")
+register_column("predicted_regime", "text", "predicted regime", aggregation="none",
+                description="host-bound: the device would be idle over half the predicted "
+                "pass; else device-bound", needs="run sweep() first")
