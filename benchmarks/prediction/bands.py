@@ -14,7 +14,6 @@ passes. Models whose library is not installed here are skipped and named.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,12 @@ def main() -> None:
     parser.add_argument("truth")
     parser.add_argument("--device", default="H100 SXM")
     parser.add_argument("--csv", default=None)
+    parser.add_argument("--summarise", action="store_true",
+                        help="summarise a CSV this script wrote (the positional argument)")
     args = parser.parse_args()
+    if args.summarise:
+        summarise(pd.read_csv(args.truth))
+        return
     table, skipped = [], set()
     for row in read(args.truth):
         if "error" in row or row["model"] in skipped:
@@ -71,21 +75,32 @@ def main() -> None:
     if args.csv:
         frame.to_csv(args.csv, index=False)
     print()
+    summarise(frame)
+    if skipped:
+        print(f"skipped (library not installed here): {', '.join(sorted(skipped))}")
+
+
+def _p90(values: pd.Series) -> float:
+    return float(values.quantile(0.9, interpolation="nearest"))
+
+
+def summarise(frame: pd.DataFrame) -> None:
+    """Per subset: how often the measured device time is inside the band, the band's width,
+    and the prediction's |error|."""
+    families = {"decoder-only LLMs": frame.model.isin(["gpt2", "llama_8x1024"])}
     for label, subset in (("all", frame), ("forward", frame[frame["pass"] == "forward"]),
-                          ("training step", frame[frame["pass"] == "train"])):
+                          ("training step", frame[frame["pass"] == "train"]),
+                          *((name, frame[rows]) for name, rows in families.items())):
         if subset.empty:
             continue
-        width = [(h - lo) / (2 * d) for lo, h, d in
-                 zip(subset.low_ms, subset.high_ms, subset.device_ms)]
+        width = (subset.high_ms - subset.low_ms) / (2 * subset.device_ms)
+        error = ((subset.device_ms - subset.kernels_ms) / subset.kernels_ms).abs()
         below = int((subset.kernels_ms < subset.low_ms).sum())
         above = int((subset.kernels_ms > subset.high_ms).sum())
         print(f"{label}: measured inside the band in {int(subset.inside.sum())} of "
               f"{len(subset)} ({100 * subset.inside.mean():.0f} %; {below} below, {above} "
-              f"above); the band's half-width is a median {100 * statistics.median(width):.1f} "
-              "% of the prediction")
-    if skipped:
-        print(f"skipped (library not installed here): {', '.join(sorted(skipped))}")
-
+              f"above); band half-width median {100 * width.median():.1f} %; device time "
+              f"|error| median {100 * error.median():.1f} %, p90 {100 * _p90(error):.1f} %")
 
 if __name__ == "__main__":
     main()
