@@ -36,6 +36,7 @@ from moduleprofiler.cli_options import build_parser as build_parser  # re-export
 from moduleprofiler.cli_options import check_options as check_options  # was here until 0.1
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
+from moduleprofiler.core import Profiler
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
@@ -65,8 +66,7 @@ from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.sweep import PredictionSweep
-from moduleprofiler.profiler import ModuleProfiler
-from moduleprofiler.timing import TimingWarning
+from moduleprofiler.timing import TimingOptions, TimingWarning
 
 WHAT_SORTED = "params,io,ops"
 """The columns after the sort column of ``--sort`` without ``--what``."""
@@ -215,15 +215,14 @@ def run_profile(options: argparse.Namespace) -> Any:
                    for g in groups)
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
         inputs = token_inputs(model, options.input_size, labels=backward)
-    profiler = ModuleProfiler()
+    profiler = Profiler()
     if options.predict and options.batch:
         return predicted_sweep(profiler, model, inputs, backward, options)
     if options.predict:
         return predicted_profile(profiler, model, inputs, backward, options)
     try:
         profile = profiler.profile(model, inputs, backward=backward, listeners=[
-            OperatorListener(profiler.operator_fn_map)] if options.by_operator is not None
-            else [])
+            OperatorListener()] if options.by_operator is not None else [])
         if "time" in groups:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
@@ -231,9 +230,9 @@ def run_profile(options: argparse.Namespace) -> Any:
                 with warnings.catch_warnings():  # said below, with the other warnings
                     warnings.simplefilter("ignore", CodePathWarning)
                     warnings.simplefilter("ignore", TimingWarning)
-                    timing = profiler.time_modules(
-                        model, inputs, num_iters=options.iters,
-                        drop_first=None if options.iters is None else max(1, options.iters // 10))
+                    timing = profiler.time_modules(model, inputs, TimingOptions(
+                        num_iters=options.iters,
+                        drop_first=None if options.iters is None else max(1, options.iters // 10)))
                 for message in timing.warnings:
                     print(f"moduleprofiler: warning: {message}", file=sys.stderr)
                 profile = profile.merge(timing)
@@ -251,7 +250,7 @@ PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms
 """The columns ``--predict`` shows unless ``--what`` names others."""
 
 
-def predicted_profile(profiler: ModuleProfiler, model: Any, inputs: Any, backward: bool,
+def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: bool,
                       options: argparse.Namespace) -> Any:
     """``--predict GPU``: the prediction's profile, its latency and notes said under the view."""
     try:
@@ -278,7 +277,7 @@ def predicted_profile(profiler: ModuleProfiler, model: Any, inputs: Any, backwar
     return predicted
 
 
-def predicted_sweep(profiler: ModuleProfiler, model: Any, inputs: Any, backward: bool,
+def predicted_sweep(profiler: Profiler, model: Any, inputs: Any, backward: bool,
                     options: argparse.Namespace) -> PredictionSweep:
     """``--predict GPU --batch 1,8,64``: the prediction at each batch size and ``--dtype``."""
     dtypes = [item.strip() for item in (options.dtype or "bf16,fp32").split(",")

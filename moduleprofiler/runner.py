@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +62,8 @@ from torch.utils.hooks import RemovableHandle
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss
+from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
-from moduleprofiler.tensors import ModuleWalk, walk_modules
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
@@ -138,6 +138,17 @@ class Call:
 
     def __repr__(self) -> str:
         return f"Call(index={self.index}, path={self.path!r}, call_number={self.call_number})"
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What the code that runs a pass tells all its listeners (``runner.context``), so that no
+    listener searches the runner for another one to learn it."""
+
+    operators: Mapping[Any, Any] | None = None
+    """The aten-operator formulas the pass counts with (a profiler's ``operator_fn_map``);
+    ``None`` outside a counted pass: a listener that prices operators then takes the
+    registered ones."""
 
 
 class Listener:
@@ -262,14 +273,16 @@ class PassRunner:
 
     Usage: ``runner = PassRunner(model, [listener, ...]); output = runner.forward(invoke)``,
     then optionally ``runner.backward(output, loss_fn)``; ``runner.calls`` lists every call.
-    ``walk``: a :func:`~moduleprofiler.tensors.walk_modules` of ``root`` the caller made anyway
-    (else the runner walks the tree itself).
+    ``walk``: a :func:`~moduleprofiler.modules.walk_modules` of ``root`` the caller made anyway
+    (else the runner walks the tree itself); ``context``: what every listener may read of the
+    pass (:class:`PassContext`).
     """
 
     def __init__(self, root: nn.Module, listeners: Sequence[Listener], *,
-                 walk: ModuleWalk | None = None) -> None:
+                 walk: ModuleWalk | None = None, context: PassContext = PassContext()) -> None:
         self.root = root
         self.listeners = tuple(listeners)
+        self.context = context
         if walk is None:
             walk = walk_modules(root)
         # the walk's own tables, read only here

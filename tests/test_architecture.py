@@ -151,18 +151,25 @@ def test_the_format_table_is_whole_when_imported() -> None:
 
 def test_layers_import_only_downwards() -> None:
     graph = _graph()
+    counting = "moduleprofiler.counting"
     forbidden = {
+        # the records are data: below the runner that fills them and the views that show them
         "moduleprofiler.records": ("moduleprofiler.export", "moduleprofiler.memory",
-                                   "moduleprofiler.timing"),
+                                   "moduleprofiler.timing", "moduleprofiler.runner"),
         "moduleprofiler.runner": ("moduleprofiler.export",),
-        "moduleprofiler.memory": ("moduleprofiler.timing",),
-        "moduleprofiler.timing": ("moduleprofiler.memory",),
+        # the views name no producer
+        "moduleprofiler.export": ("moduleprofiler.timing", "moduleprofiler.memory",
+                                  "moduleprofiler.prediction", counting),
+        # the module tree is the base layer's (moduleprofiler.modules), not the counting pass's
+        "moduleprofiler.memory": ("moduleprofiler.timing", counting),
+        "moduleprofiler.timing": ("moduleprofiler.memory", counting),
+        "moduleprofiler.efficiency": (counting,),
     }
     found = []
     for module, targets in graph.items():
         for layer, banned in forbidden.items():
-            if module == layer or module.startswith(layer + "."):
-                found.extend((module, t) for t in targets if t.startswith(banned))
+            if _in(module, (layer,)):
+                found.extend((module, t) for t in targets if _in(t, banned))
     assert found == []
 
 
@@ -174,16 +181,14 @@ FACES = {
 }
 """The modules that may import ``moduleprofiler.compat``: re-exports only, no code."""
 
-USERS_OF_THE_FACE = ("moduleprofiler.cli", "moduleprofiler.__main__", "moduleprofiler.language")
-"""Front ends that take or build a ``moduleprofiler.ModuleProfiler`` (through
-``moduleprofiler.profiler``); the engines below them never reach compat/."""
-
-
 def _in(module: str, prefixes: tuple[str, ...] | set[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def test_the_core_never_imports_compat() -> None:
+    """Nothing but the 0.0.4 paths reaches ``compat/``, not even through another module: the
+    engines, and the front ends built on :class:`moduleprofiler.core.Profiler` (the command
+    line, ``language/``, the integrations)."""
     graph = _graph()
     compat = ("moduleprofiler.compat",)
     direct = sorted((module, target) for module, targets in graph.items()
@@ -192,7 +197,6 @@ def test_the_core_never_imports_compat() -> None:
     assert direct == []
     reaching = sorted(module for module in graph
                       if not _in(module, compat) and module not in FACES
-                      and not _in(module, USERS_OF_THE_FACE)
                       and any(_in(t, compat) for t in _reachable(graph, module)))
     assert reaching == []
 
@@ -262,3 +266,43 @@ def test_warnings_go_through_the_helper_that_names_the_users_line() -> None:
     direct = {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
               if "warnings.warn(" in path.read_text(encoding="utf-8")}
     assert direct == {"warn.py", "deprecation.py"}
+
+
+def test_no_subclass_changes_a_methods_meaning() -> None:
+    """A ``# type: ignore[override]`` says a subclass is another class under the same name:
+    none in the package."""
+    found = [(_module_name(path), number) for path in PACKAGE.rglob("*.py")
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "type: ignore[override]" in line]
+    assert found == []
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _subclasses(direct))]
+
+
+def test_every_result_summary_module_and_to_df_mean_what_a_profiles_do() -> None:
+    """Every result type (timing, memory, prediction: each a ``Profile``) has
+    ``summary()``, ``module()`` and ``to_df()`` of one signature and one return type, the
+    profile's: a model table, a module's facts and a per-call frame by default."""
+    import inspect
+    import typing
+
+    import moduleprofiler.memory
+    import moduleprofiler.prediction
+    import moduleprofiler.timing  # noqa: F401  (the result types are their subclasses)
+    from moduleprofiler.export.profile import Profile
+
+    results = _subclasses(Profile)
+    names = {cls.__name__ for cls in results}
+    assert {"ModuleTiming", "TrainingTiming", "MemoryReport", "PredictedProfile"} <= names
+    differ = []
+    for method in ("summary", "module", "to_df"):
+        base = getattr(Profile, method)
+        expected = (inspect.signature(base), typing.get_type_hints(base).get("return"))
+        for cls in results:
+            own = getattr(cls, method)
+            got = (inspect.signature(own), typing.get_type_hints(own).get("return"))
+            if got != expected:
+                differ.append(f"{cls.__name__}.{method}{got[0]}")
+    assert differ == []

@@ -22,12 +22,12 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.core import Profiler
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
 from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
-from moduleprofiler.profiler import ModuleProfiler
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
 from moduleprofiler.runner import Call, Listener
@@ -202,7 +202,7 @@ def profile_generation(
     time: bool = False,
     memory: bool = False,
     repeats: int = 3,
-    profiler: ModuleProfiler | None = None,
+    profiler: Profiler | None = None,
     listeners: Sequence[Listener] = (),
     **generate_kwargs: Any,
 ) -> GenerationProfile:
@@ -224,8 +224,8 @@ def profile_generation(
             the median.
         memory: also measure the memory live during each step (``Step.max_live_bytes``).
         repeats: timed generations for ``time=True``.
-        profiler: the :class:`~moduleprofiler.ModuleProfiler` whose formulas count (default: a
-            new one).
+        profiler: the :class:`~moduleprofiler.Profiler` (or
+            :class:`~moduleprofiler.ModuleProfiler`) whose formulas count (default: a new one).
         listeners: extra listeners for the counted pass (e.g.
             :class:`~moduleprofiler.language.ExpertLoad`).
         generate_kwargs: more keyword arguments for ``generate``.
@@ -266,7 +266,7 @@ def profile_generation(
         outputs.append(invoke())
         return outputs[-1]
 
-    whole = (profiler or ModuleProfiler()).profile(model, (), pred_fn=remember,
+    whole = (profiler or Profiler()).profile(model, (), pred_fn=remember,
                                                   listeners=extra)
     times = _step_times(model, run, repeats) if time else None
     return GenerationProfile(steps=_steps(whole, steps, times), profile=whole,

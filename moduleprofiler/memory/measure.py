@@ -12,16 +12,16 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
-from moduleprofiler.counting import module_infos
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.placement import placed_on, to_device
 from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport
 from moduleprofiler.memory.static import module_bytes
+from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.validate import check_bool, check_choice, check_module
+from moduleprofiler.validate import check_bool, check_choice, check_device, check_pass
 from moduleprofiler.warn import warn
 
 
@@ -119,7 +119,8 @@ def measure_memory(
         LossError: ``train=True`` without ``loss_fn`` and no loss can be derived from the
             output.
     """
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, keep_output=keep_output)
+    check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
     run_device = _run_device(module, input, device)
     if emulate == "cuda" and run_device.type not in ("meta", "cuda"):
@@ -129,7 +130,6 @@ def measure_memory(
         )
     if progress is not None:
         check_bool(progress, "progress")
-    check_bool(keep_output, "keep_output")
     static = module_bytes(module)[""]
     changed = fast_path_changes(module, eval=True, grad_enabled=False)
     if changed:

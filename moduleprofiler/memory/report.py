@@ -6,7 +6,7 @@ the memory columns (declared by the listeners that write them: ``SavedTensorsLis
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,7 +15,7 @@ from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.export.view import View
-from moduleprofiler.records import CallPosition, CallRecord, ProfileData, display_path
+from moduleprofiler.records import CallPosition, display_path
 
 Phase = Literal["forward", "backward"]
 Method = Literal["operator", "allocator"]
@@ -143,12 +143,6 @@ class MemoryReport(Profile):
         """Inference peak above the baseline: the activations a forward needs at most."""
         return self.inference.increase_bytes
 
-    @property
-    def calls(self) -> _Calls:  # type: ignore[override]
-        """``calls(path)``: every record of the module at ``path``, as on every profile
-        (read as a tuple, the deprecated :class:`CallMemory` list)."""
-        return _Calls(self)
-
     def module_columns(self) -> dict[str, dict[str, Any]]:
         """Per module path, its calls' memory columns combined by each column's aggregation
         (the module frame's values: the maxima the largest, the saved bytes summed)."""
@@ -243,43 +237,3 @@ class CallMemory(CallPosition):
     self_saved_param_bytes: int | None = None
     train_max_live_bytes: int | None = None
     backward_max_live_bytes: int | None = None
-
-
-class _Calls(tuple[CallMemory, ...]):
-    """``report.calls``: ``report.calls(path)`` as on every profile; read as the tuple of
-    :class:`CallMemory` it was, it still works and warns (deprecated)."""
-
-    _report: MemoryReport
-
-    def __new__(cls, report: MemoryReport) -> _Calls:
-        calls = tuple.__new__(cls, map(_call_memory, report.records))
-        calls._report = report
-        return calls
-
-    def __call__(self, path: str) -> tuple[CallRecord, ...]:
-        return ProfileData.calls(self._report, path)
-
-    def __getitem__(self, index: Any) -> Any:
-        _warn()
-        return super().__getitem__(index)
-
-    def __iter__(self) -> Iterator[CallMemory]:
-        _warn()
-        return super().__iter__()
-
-    def __len__(self) -> int:
-        _warn()
-        return super().__len__()
-
-
-def _call_memory(record: CallRecord) -> CallMemory:
-    values: dict[str, Any] = {f.name: getattr(record, f.name)
-                              for f in dataclasses.fields(CallPosition)}
-    values.update({name: record.metrics.get(name) for name in MEMORY_COLUMNS},
-                  output_bytes=record.output_bytes)
-    return CallMemory(**values)
-
-
-def _warn() -> None:
-    warn_deprecated("MemoryReport.calls as a tuple of CallMemory", "use report.records (each "
-                    "call's memory columns in record.metrics) or report.to_df()")

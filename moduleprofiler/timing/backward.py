@@ -49,7 +49,7 @@ from moduleprofiler.timing.results import (
 )
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -427,7 +427,7 @@ def train_step_times(
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
     opts = TimingOptions.of_call(train_step_times, locals(), options)
     plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)

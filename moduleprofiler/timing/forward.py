@@ -47,7 +47,7 @@ from moduleprofiler.timing.results import (
 )
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 from moduleprofiler.warn import warn
 
 
@@ -295,7 +295,7 @@ def time_modules(
             failed.
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, eval=eval)
     opts = TimingOptions.of_call(time_modules, locals(), options)
     plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept)

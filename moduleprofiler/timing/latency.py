@@ -35,7 +35,7 @@ from moduleprofiler.timing.clock import first_batch_size, issue_warnings, new_ev
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 
 
 class _Statistic:
@@ -226,7 +226,7 @@ def benchmark(
     Returns:
         :class:`LatencyResult`.
     """
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, eval=eval)
     opts = TimingOptions.of_call(benchmark, locals(), options)
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     if calls_per_sample < 1:
