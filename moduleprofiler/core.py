@@ -27,6 +27,7 @@ from moduleprofiler.modules import walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
 from moduleprofiler.prediction.predict import DEFAULT_HOST, DeviceSpec, HostSpec, PredictedProfile
 from moduleprofiler.prediction.run import predict as run_prediction
+from moduleprofiler.prediction.sweep import InputFn, PredictionSweep, sweep_predictions
 from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import (
     FormulaMap,
@@ -340,6 +341,21 @@ class Profiler:
                               eval=eval, loss_fn=loss_fn, input_size=input_size,
                               measured=measured, measured_on=measured_on, tf32=tf32,
                               log=self._log)
+
+    def sweep(self, module: nn.Module, input: Any = None, device: DeviceSpec = "H100 SXM",
+              batch_sizes: Iterable[int] | int = (1, 8, 64, 256),
+              dtypes: Sequence[str | torch.dtype] | str | torch.dtype = ("bf16", "fp32"), *,
+              input_fn: InputFn | None = None, host: HostSpec = DEFAULT_HOST,
+              backward: bool = False, tf32: bool | None = None,
+              memory_bytes: int | None = None) -> PredictionSweep:
+        """What-if answers: :meth:`predict` at every batch size and dtype, with predicted
+        peak memory, the batch at which the pass turns device-bound and the largest batch
+        that fits the card (``docs/prediction.md``; the arguments are those of
+        :func:`moduleprofiler.prediction.sweep.sweep_predictions`)."""
+        return sweep_predictions(self.predict, module, input, device=device,
+                                 batch_sizes=batch_sizes, dtypes=dtypes, input_fn=input_fn,
+                                 host=host, backward=backward, tf32=tf32,
+                                 memory_bytes=memory_bytes)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
