@@ -240,7 +240,10 @@ def is_container(module: nn.Module) -> bool:
     """Whether ``module``'s class keeps ``nn.Module``'s unimplemented ``forward`` (looked up
     through its class hierarchy: a ``ModuleList``, a ``ModuleDict``, or a subclass of one that
     adds no ``forward``): :attr:`ModuleInfo.container`."""
-    return type(module).forward is nn.Module.forward
+    try:
+        return type(module).forward is nn.Module.forward
+    except AttributeError:  # TorchScript's forward: a descriptor that fails on the class
+        return False
 
 
 def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params: list[int],
