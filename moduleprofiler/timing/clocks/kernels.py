@@ -32,8 +32,7 @@ from torch.utils.hooks import RemovableHandle
 from moduleprofiler import devices
 from moduleprofiler.runner import Call, Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
-from moduleprofiler.timing.clocks.host import HostClock
-from moduleprofiler.timing.clocks.protocol import Readings
+from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_results import DeviceIteration, DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.device_trace import (
     ENGINE_PREFIX,
@@ -218,7 +217,7 @@ def _no_mark(name: str) -> None:
     """A traced iteration's device times need no marks."""
 
 
-class KernelClock(HostClock):
+class KernelClock(Clock):
     """Device time from the device's own kernel records, host time from the CPU clock: the
     :class:`~.protocol.Clock` for CUDA where the records can be had.
 

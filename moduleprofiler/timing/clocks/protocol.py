@@ -8,11 +8,11 @@ measurement loop its hooked blocks, a hook-free block stamped the same way, and 
 ``blocks()``; it asks the clock for the result's samples (``readings()``). It never asks which
 clock it has: every difference between clocks is an answer to one of the questions below.
 
-A new clock is one file in this folder (a class with these members; :class:`HostClock` has
-the defaults of a clock that reads its stamps and nothing else) plus the block of registered
-columns its per-call samples fill, and one line where :func:`~.choice.make_clock` picks it::
+A new clock is one file in this folder (a subclass of :class:`Clock`, whose answers are those
+of a clock that reads its stamps and nothing else) plus the block of registered columns its
+per-call samples fill, and one line where :func:`~.choice.make_clock` picks it::
 
-    class CompiledGraphClock(HostClock):
+    class CompiledGraphClock(Clock):
         \"\"\"Device time of a compiled graph's kernels, booked to modules.\"\"\"
 
         name = "compiled-graph"
@@ -47,16 +47,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
 from moduleprofiler.runner import Listener, PassRunner
-from moduleprofiler.timing.clocks.stamps import StampSource
+from moduleprofiler.timing.clocks.stamps import StampSource, make_stamps
 from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.listener import Step
 from moduleprofiler.timing.loop import Block
-from moduleprofiler.timing.overhead import HookCalibration
+from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
 from moduleprofiler.timing.results import ModelLayout, PhaseSamples
 
 
@@ -78,55 +78,54 @@ class Readings:
     """What the result should say about these times."""
 
 
-class Clock(Protocol):
+class Clock:
     """What a timed pass asks of its clock (module docstring: how a pass uses it, and what a
-    new clock's file looks like)."""
+    new clock's file looks like). The answers here are those of a clock that reads its
+    stamps and nothing else (on ``device``'s stamp source, the hooks calibrated on it, with
+    ``backward`` their backward cost too); a clock overrides what it does otherwise."""
 
-    name: str
+    name = "cpu-wall"
     """The clock's name in a result: ``"cpu-wall"``, ``"cuda-events"``, ``"cuda-kernels"``."""
-    device: torch.device
-    """The device whose work it times."""
-    stamps: StampSource
-    """What the hooks and the hook-free iterations stamp: the host's times (the device's own
-    under CUDA events)."""
-    calibration: HookCalibration
-    """The hooks' cost on the ``stamps``' clock."""
-    notes: list[str]
-    """What every result of this clock says (why an asked-for clock fell back...)."""
-    overhead_caveat: str
+    overhead_caveat = "small modules' times include the hooks' share; see low_confidence"
     """What the hooks' cost does to its times, said when hooks slow the model down."""
+
+    def __init__(self, device: torch.device, backward: bool = False) -> None:
+        self.device = device
+        """The device whose work it times."""
+        self.stamps: StampSource = make_stamps(device)
+        """What the hooks and the hook-free iterations stamp."""
+        self.calibration: HookCalibration = calibrate_hooks(device, backward=backward)
+        """The hooks' cost on the ``stamps``' clock."""
+        self.notes: list[str] = []
+        """What every result of this clock says (why an asked-for clock fell back...)."""
 
     def listeners(self) -> Sequence[Listener]:
         """Its own listeners, attached to the pass's one runner (active only in its
         ``blocks()``)."""
-        ...
+        return ()
 
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Its own kinds of iteration of the pass's ``step`` on ``runner``, for the loop."""
-        ...
+        return []
 
     def prime(self) -> None:
         """Once before the warm-up (start what takes seconds once, never kept)."""
-        ...
 
     def settle(self) -> None:
         """Before each named mark of a step: make the host's stamp mean the work is done
         (a device clock waits for its device)."""
-        ...
 
-    def session(self, runner: PassRunner
-                ) -> AbstractContextManager[Callable[[], None]] | None:
+    def session(self, runner: PassRunner) -> AbstractContextManager[Callable[[], None]] | None:
         """A block of iterations the user drives (``TrainingProfiler``), timed its own way:
         yields the function that starts each iteration; kept when the block ends. ``None``:
         the clock has no kind of its own."""
-        ...
+        return None
 
     def finish(self, invoke: Callable[[], Any], plain: list[dict[str, float]]) -> None:
         """After the rounds, still inside the pass's state: with the hook-free iterations'
         marks in ``plain``, read what only a hook-free call can tell."""
-        ...
 
     def readings(self, layout: ModelLayout, forward: PhaseSamples,
                  backward: PhaseSamples | None = None) -> Readings:
         """The result's samples, from the ``stamps``' own ``forward`` (and ``backward``)."""
-        ...
+        return Readings(forward, backward, clock=self.name)
