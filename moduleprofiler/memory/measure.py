@@ -14,8 +14,10 @@ from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
+from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.memory.placement import placed_on, to_device
-from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport
+from moduleprofiler.memory.report import MemoryReport
+from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
@@ -26,9 +28,14 @@ from moduleprofiler.warn import warn
 
 def _records(inference: PassResult, training: PassResult | None,
              infos: Sequence[ModuleInfo]) -> tuple[CallRecord, ...]:
-    """One record per call of the inference pass with its memory columns
-    (:data:`MEMORY_COLUMNS`), the training ones from the same call of the training pass
-    (matched by module path and call number); no counts (``ops`` unknown)."""
+    """One record per call of the inference pass with its memory columns, the training ones
+    from the same call of the training pass (matched by module path and call number); no
+    counts (``ops`` unknown). The columns are those the listeners declare
+    (:attr:`SavedTensorsListener.columns`, then :attr:`LiveBytesListener.columns`); without a
+    training pass, the saved bytes (unknown) and the inference pass's ``max_live_bytes``."""
+    saved = tuple(spec.name for spec in SavedTensorsListener.columns)
+    names = (*saved, *(spec.name for spec in LiveBytesListener.columns)) \
+        if training is not None else (*saved, "max_live_bytes")
     trained = {(call["path"], call["call_number"]): call
                for call in (training.calls if training is not None else ())}
     by_path = {info.path: info for info in infos}
@@ -37,8 +44,6 @@ def _records(inference: PassResult, training: PassResult | None,
         match = trained.get((call["path"], call["call_number"]), {})
         metrics = {**match, "train_max_live_bytes": match.get("max_live_bytes"),
                    "max_live_bytes": call.get("max_live_bytes")}
-        names = MEMORY_COLUMNS if training is not None else (*MEMORY_COLUMNS[:2],
-                                                             "max_live_bytes")
         info = by_path.get(call["path"])
         records.append(CallRecord.uncounted(
             CallPosition(**{f.name: call[f.name] for f in dataclasses.fields(CallPosition)}),

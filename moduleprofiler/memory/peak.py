@@ -134,13 +134,19 @@ class LiveBytesListener(Listener):
 
     # each live-memory column names its pass in its header: "max live" alone was read as the
     # training step's memory, which it is not (``train_max_live_bytes`` is this column of the
-    # training pass, renamed by measure_memory)
+    # training pass, renamed by measure_memory). Declared training pass first, the order a
+    # memory report shows them in: a view that must hide one to fit hides the inference
+    # pass's first.
     columns = tuple(
         register_column(name, "bytes", label, aggregation="max", unit="bytes",
-                        needs=MEMORY_NEEDS)
-        for name, label in (("max_live_bytes", "fwd max live"),
-                            ("train_max_live_bytes", "train fwd max live"),
-                            ("backward_max_live_bytes", "train bwd max live")))
+                        needs=MEMORY_NEEDS, description=description)
+        for name, label, description in (
+            ("train_max_live_bytes", "train fwd max live", "as max_live_bytes, in the "
+             "forward of the training pass (grad enabled)"),
+            ("backward_max_live_bytes", "train bwd max live", "the highest live memory, "
+             "baseline included, while the backward of the call's own operators ran"),
+            ("max_live_bytes", "fwd max live", "the highest live memory, baseline included, "
+             "while the call or anything inside it ran in the no-grad forward")))
 
     def __init__(self, inputs: Any = None, device: torch.device | None = None) -> None:
         self.live = LiveBytes()

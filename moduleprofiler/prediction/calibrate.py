@@ -16,6 +16,7 @@ where the host cannot keep ahead of nothing: the median over rounds of the time 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import gc
 import platform
@@ -37,8 +38,9 @@ from moduleprofiler.devices import (
     properties,
     synchronize,
 )
-from moduleprofiler.efficiency.peaks import matching_devices
+from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
+from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
 
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -396,7 +398,8 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
 
     Returns:
         A :class:`~moduleprofiler.prediction.Calibration`; ``save()`` it and pass it (or its
-        path) to ``predict(device=...)``.
+        path) to ``predict(device=...)``. Its ``held_out`` residuals (each shape predicted
+        from the others) give every prediction from it its error band.
 
     Raises:
         RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
@@ -449,10 +452,16 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         host = measure_host(cuda)
     # the table's name when CUDA's says the card; else CUDA's, never a guess among cards
     table_names = matching_devices(props.name)
-    return Calibration(
+    calibration = Calibration(
         name=table_names[0] if len(table_names) == 1 else props.name, device_name=props.name,
         sms=props.multi_processor_count, torch_version=torch.__version__,
         created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick)
+    if len(table_names) != 1:  # no datasheet peaks for the roofline ratios: no band
+        return dataclasses.replace(calibration, notes=(
+            f"{props.name} has no datasheet peaks: no held-out residuals, so predictions "
+            "from this calibration carry no error band",))
+    return dataclasses.replace(calibration, held_out=held_out_residuals(
+        calibration, device_peaks(table_names[0])))
 
 
 def _free() -> None:
