@@ -30,20 +30,19 @@ import pandas as pd
 import torch
 from torch import nn
 
+from moduleprofiler.counting import module_infos
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.timing.backward import (
     BackwardMethod,
     StepRows,
     TrainingTiming,
     check_method,
-    with_device_times,
 )
 from moduleprofiler.timing.clock import TimingWarning, issue_warnings, resolve_device
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
 from moduleprofiler.timing.kernel_clock import KernelClock, TracedBlock
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.results import ModelLayout
 from moduleprofiler.timing.setup import HookedClocks
 from moduleprofiler.warn import warn
 
@@ -92,7 +91,7 @@ class TrainingProfiler:
         self._stamps = self._clocks.stamps
         self._forward = ClockListener.on(model, self._stamps)
         self._backward = ClockListener.on(model, self._stamps, backward=True)
-        self._rows = StepRows(ModelLayout.of(model))
+        self._rows = StepRows(module_infos(model))
         self._current: ClockListener | KernelClock | None = None
         self._hooks: ExitStack | None = None
         self._entered = False
@@ -145,13 +144,14 @@ class TrainingProfiler:
         self._issued.update(notes)
         if self._clocks.fallback is not None:
             notes.insert(0, self._clocks.fallback)
-        timing = self._rows.build(
+        traced = self._clocks.traced if self._kernels is not None else []
+        return self._rows.build(
             method=self.method, separate_passes=self.alternate and bool(self._rows.fwd),
-            calibration=self._clocks.calibration, device=str(self.device),
-            clock=self._stamps.kind, dropped=0, confidence=self.confidence, environment=env,
-            warnings=tuple(notes),
+            calibration=self._clocks.calibration, traced=traced,
+            outside_ns=self._clocks.outside_ns, device=str(self.device),
+            clock="cuda-kernels" if traced else self._stamps.kind, dropped=0,
+            confidence=self.confidence, environment=env, warnings=tuple(notes),
         )
-        return with_device_times(timing, self._clocks.traced, self._clocks.outside_ns)
 
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
@@ -168,9 +168,9 @@ class TrainingProfiler:
         return self.report()
 
     def to_df(self) -> pd.DataFrame:
-        """One row per module with the timing statistics (see
-        :meth:`TrainingTiming.stats_frame`)."""
-        return self._result().stats_frame()
+        """One row per module with the timing statistics: the result's module frame,
+        ``result().to_df("module")``."""
+        return self._result().to_df("module")
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:
