@@ -48,9 +48,9 @@ from benchmarks.overhead import (
     timed,
 )
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.counting import CountingListener, scan_modules
+from moduleprofiler.counting import CountingListener
+from moduleprofiler.modules import scan_modules, walk_modules
 from moduleprofiler.runner import Listener, PassRunner
-from moduleprofiler.tensors import walk_modules
 
 
 class _EmptyListener(Listener):

@@ -18,15 +18,13 @@ from moduleprofiler.counting import (
     BackwardCountingListener,
     CountingListener,
     FormulaMaps,
-    module_infos,
-    scan_modules,
 )
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.loss import LossFn
+from moduleprofiler.modules import ModuleWalk, module_infos, scan_modules, walk_modules
 from moduleprofiler.records import CallRecord, ModuleInfo
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Call, Listener, PassContext, PassRunner
 from moduleprofiler.shards import process_rank
-from moduleprofiler.tensors import ModuleWalk, walk_modules
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))
 _FROM_CALL = ("index", "parent", "depth", "path", "call_number")
@@ -88,7 +86,7 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
 
     ``every_leaf``: the backward is a real ``loss.backward()`` (DDP and FSDP2 reduce gradients
     in the backward's own hooks, which only a real backward runs); the caller sets the
-    gradients aside. ``walk``: the caller's :func:`~moduleprofiler.tensors.walk_modules` of
+    gradients aside. ``walk``: the caller's :func:`~moduleprofiler.modules.walk_modules` of
     ``root``, shared by the module scan and the runner (else made here).
 
     Raises:
@@ -102,7 +100,8 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
     counting = CountingListener(maps)
     backward_counting = BackwardCountingListener(maps.operators) if backward else None
     runner = PassRunner(root, [counting, *([backward_counting] if backward_counting else []),
-                               *listeners], walk=walk)
+                               *listeners], walk=walk,
+                        context=PassContext(operators=maps.operators))
     output = runner.forward(invoke)
     if backward:
         runner.backward(output, loss_fn, every_leaf=every_leaf)

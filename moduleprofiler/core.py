@@ -21,24 +21,13 @@ from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.failure import located_errors
-from moduleprofiler.inputs import InputSize, make_invocation, random_input, unwrap_compiled
+from moduleprofiler.inputs import InputSize, given_input, make_invocation, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
+from moduleprofiler.modules import walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
-from moduleprofiler.prediction.compare import scaled
-from moduleprofiler.prediction.listener import PredictionListener
-from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
-from moduleprofiler.prediction.predict import (
-    DEFAULT_HOST,
-    DeviceSpec,
-    HostSpec,
-    PredictedProfile,
-    dtype_of,
-    finish_prediction,
-    measured_device,
-    resolve_device,
-    resolve_host,
-    with_fp32_math,
-)
+from moduleprofiler.prediction.predict import DEFAULT_HOST, DeviceSpec, HostSpec, PredictedProfile
+from moduleprofiler.prediction.run import predict as run_prediction
+from moduleprofiler.prediction.sweep import InputFn, PredictionSweep, sweep_predictions
 from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import (
     FormulaMap,
@@ -50,14 +39,11 @@ from moduleprofiler.runner import Listener
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
-from moduleprofiler.tensors import walk_modules
 from moduleprofiler.timing import TimingOptions, benchmark, time_modules, train_step_times
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.validate import (
     CheckedMaps,
     check_bool,
-    check_choice,
-    check_device,
     check_exclusions,
     check_formula_map,
     check_listeners,
@@ -201,10 +187,7 @@ class Profiler:
                 "hooks: profile the original nn.Module (count_params works on either)"
             )
         module = unwrap_compiled(module)
-        if input_size is not None:
-            if input is not None:
-                raise ValueError("pass input or input_size, not both")
-            input = random_input(module, input_size)
+        input = given_input(module, input, input_size)
         self._log(f"Profiling {type(module).__name__}")
         invoke = make_invocation(module, input, pred_fn)
         # a DDP or FSDP2 backward is a real one (their gradient reductions run in its hooks):
@@ -238,7 +221,6 @@ class Profiler:
         the one channel for the loop's settings); the keywords are those of
         :func:`moduleprofiler.timing.benchmark`."""
         self._log(f"Benchmarking {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, eval=eval)
         with located_errors("benchmark", module):
             return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
                              batch_size=batch_size, cold=cold,
@@ -255,7 +237,6 @@ class Profiler:
         (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
         :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, eval=eval)
         return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
                             clock=clock, ranges=ranges,
                             options=options)
@@ -271,7 +252,6 @@ class Profiler:
         how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
         those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
         return train_step_times(module, input, target=target, loss_fn=loss_fn,
                                 pred_fn=pred_fn, optimizer=optimizer, train=train,
                                 restore=restore, device=device, clock=clock, ranges=ranges,
@@ -294,10 +274,6 @@ class Profiler:
         :func:`moduleprofiler.memory.measure_memory`; ``progress`` as for timing;
         ``keep_output``: the training step holds the model's output through its backward, as
         ``out = model(x); loss_fn(out).backward()`` does, or frees it first)."""
-        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
-        check_device(device)
-        check_choice(emulate, "emulate", ("cuda", None))
-
         self._log(f"Measuring memory of {type(module).__name__}")
         return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
                               device=device, emulate=emulate, progress=progress,
@@ -361,38 +337,29 @@ class Profiler:
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
             ``predicted_latency_ms`` is the whole pass (``None`` with ``host=None``).
         """
-        if tf32 is not None:
-            check_bool(tf32, "tf32")
-        device_model, notes = resolve_device(device)
-        device_model = with_fp32_math(device_model, tf32)
-        host_model, host_notes = resolve_host(host, device_model)
-        model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
-        if input_size is not None:
-            if input is not None:
-                raise ValueError("pass input or input_size, not both")
-            input = random_input(model, input_size)
-        listener = PredictionListener(device_model, host_model)
+        return run_prediction(self.profile, module, input, device, host, dtype, backward,
+                              eval=eval, loss_fn=loss_fn, input_size=input_size,
+                              measured=measured, measured_on=measured_on, tf32=tf32,
+                              log=self._log)
 
-        def fused(*args: Any, **kwargs: Any) -> Any:
-            with FusedAttentionOnMeta():
-                return model(*args, **kwargs)
-
-        self._log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
-        profile = self.profile(model, meta_input(input, dtype_of(dtype)), pred_fn=fused,
-                               eval=not backward if eval is None else eval, backward=backward,
-                               loss_fn=loss_fn, listeners=[listener])
-        predicted = finish_prediction(profile, listener, device_model, host_model,
-                                      notes + host_notes, tf32)
-        if measured is None:
-            return predicted
-        source = self.predict(module, input, measured_device(measured, measured_on),
-                              dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
-                              input_size=input_size, tf32=tf32)
-        return scaled(predicted, source, measured)
+    def sweep(self, module: nn.Module, input: Any = None, device: DeviceSpec = "H100 SXM",
+              batch_sizes: Iterable[int] | int = (1, 8, 64, 256),
+              dtypes: Sequence[str | torch.dtype] | str | torch.dtype = ("bf16", "fp32"), *,
+              input_fn: InputFn | None = None, host: HostSpec = DEFAULT_HOST,
+              backward: bool = False, tf32: bool | None = None,
+              memory_bytes: int | None = None) -> PredictionSweep:
+        """What-if answers: :meth:`predict` at every batch size and dtype, with predicted
+        peak memory, the batch at which the pass turns device-bound and the largest batch
+        that fits the card (``docs/prediction.md``; the arguments are those of
+        :func:`moduleprofiler.prediction.sweep.sweep_predictions`)."""
+        return sweep_predictions(self.predict, module, input, device=device,
+                                 batch_sizes=batch_sizes, dtypes=dtypes, input_fn=input_fn,
+                                 host=host, backward=backward, tf32=tf32,
+                                 memory_bytes=memory_bytes)
 
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
-        return parameter_memory(check_pass(module))
+        return parameter_memory(module)
 
     # -- helpers ---------------------------------------------------------------------------
     _LIVE: ClassVar[Mapping[str, Callable[[Any], LiveFormulaMap]]] = {

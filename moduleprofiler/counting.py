@@ -17,7 +17,7 @@ call that created the autograd node it runs for (:meth:`PassRunner.owner_of_node
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,8 +27,8 @@ from torch.nn import Parameter
 
 from moduleprofiler.errors import FormulaError
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas
-from moduleprofiler.records import COUNTED_SOURCES, ModuleInfo, OpsSource, display_path
+from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas, pass_formulas
+from moduleprofiler.records import COUNTED_SOURCES, OpsSource, display_path
 from moduleprofiler.registry import (
     COVERS,
     formula_fits,
@@ -36,9 +36,8 @@ from moduleprofiler.registry import (
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
-from moduleprofiler.shards import holds_dtensor, on_local_shards, sharded_by
-from moduleprofiler.storage import is_lazy, new_storage_bytes
-from moduleprofiler.tensors import ModuleWalk, module_facts, walk_modules
+from moduleprofiler.shards import holds_dtensor, sharded_by
+from moduleprofiler.storage import new_storage_bytes
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
@@ -79,171 +78,6 @@ class _Resolved:
     listing those that have no formula as missing (the formula prices the ops)."""
 
 
-def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
-    """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
-    shared between submodules counts once in each module holding it, and is owned by the
-    first: :attr:`ModuleInfo.own_params`, :attr:`ModuleInfo.shared_with`)."""
-    return scan_modules(root)[0]
-
-
-def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
-                 ) -> tuple[tuple[ModuleInfo, ...], bool]:
-    """:func:`module_infos`, and whether some parameter or buffer is lazy (its facts are only
-    known after the first forward). Each tensor's size is read once. ``walk``: the caller's
-    :func:`~moduleprofiler.tensors.walk_modules` of ``root`` (else made here).
-
-    The sums are those of the one walk of module facts
-    (:func:`~moduleprofiler.tensors.module_facts`: each module's tensors with its descendants',
-    each tensor once), computed without building each module's set of tensors, which cost
-    1 ms per pass on ResNet-50: when every module sits at one place in the tree, a tensor
-    registered once is added up the tree with its module's sums, and one registered more than
-    once (a tied weight) is added once to each module above any of its registrations. A model
-    that registers one module at two places takes the walk itself."""
-    if walk is None:
-        walk = walk_modules(root)
-    occurrences, modules = walk.occurrences, walk.modules
-    if len(modules) < len(occurrences):
-        return _scan_facts(root)
-    # numel, bytes, trainable numel and lazy of each tensor registered more than once, by id
-    sizes: dict[int, tuple[int, int, int, bool]] = {}
-    count = len(modules)
-    position = {id(module): i for i, module in enumerate(modules)}
-    parent = [-1] * count
-    leaf = [True] * count
-    # per module: own sums of the tensors registered once (numel, bytes and trainable numel of
-    # parameters; numel and bytes of buffers); a tensor seen again goes to ``shared``, with
-    # every module registering it, and leaves its first module's sums. The loop is written
-    # out (no helper call per tensor): it reads every tensor of the model on every pass.
-    params, param_bytes, trainable = [0] * count, [0] * count, [0] * count
-    buffers, buffer_bytes = [0] * count, [0] * count
-    first: tuple[dict[int, int], dict[int, int]] = ({}, {})
-    shared: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
-    lazy = False
-    for i, module in enumerate(modules):
-        if module._modules:
-            for child in module._modules.values():
-                if child is not None:
-                    parent[position[id(child)]] = i
-                    leaf[i] = False
-        for kind, table in ((0, module._parameters), (1, module._buffers)):
-            if not table:
-                continue
-            seen = first[kind]
-            for tensor in table.values():
-                if tensor is None:
-                    continue
-                key = id(tensor)
-                if key in seen:
-                    again = shared[kind]
-                    holders = again.get(key)
-                    if holders is None:
-                        holders = again[key] = [seen[key]]
-                        _add(-1, _size(tensor, sizes), kind, seen[key], params, param_bytes,
-                             trainable, buffers, buffer_bytes)
-                    holders.append(i)
-                    continue
-                seen[key] = i
-                cls = type(tensor)
-                if cls is not Parameter and cls is not Tensor and is_lazy(tensor):
-                    lazy = True  # counts 0 until its first forward
-                    continue
-                numel = tensor.numel()
-                size = numel * tensor.element_size()
-                if kind:
-                    buffers[i] += numel
-                    buffer_bytes[i] += size
-                else:
-                    params[i] += numel
-                    param_bytes[i] += size
-                    if tensor.requires_grad:
-                        trainable[i] += numel
-    own = params[:]
-    for i in range(count - 1, 0, -1):  # children come after their parent
-        up = parent[i]
-        params[up] += params[i]
-        param_bytes[up] += param_bytes[i]
-        trainable[up] += trainable[i]
-        buffers[up] += buffers[i]
-        buffer_bytes[up] += buffer_bytes[i]
-    owners: dict[int, dict[str, None]] = {}  # module -> the first holders of its tied params
-    for kind in (0, 1):
-        for key, holders in shared[kind].items():
-            known = sizes[key]
-            reached: set[int] = set()
-            for i in dict.fromkeys(holders):
-                if not kind and i == holders[0]:  # owned once, by its first holder
-                    own[i] += known[0]
-                elif not kind:
-                    owners.setdefault(i, {})[display_path(occurrences[holders[0]][0])] = None
-                while i != -1 and i not in reached:  # each module above, once
-                    reached.add(i)
-                    _add(1, known, kind, i, params, param_bytes, trainable, buffers,
-                         buffer_bytes)
-                    i = parent[i]
-    infos = tuple(
-        ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
-                   params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
-                   buffer_bytes[i], ", ".join(owners[i]) if i in owners else None)
-        for i, (path, module) in enumerate(occurrences))
-    return infos, lazy
-
-
-def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params: list[int],
-         param_bytes: list[int], trainable: list[int], buffers: list[int],
-         buffer_bytes: list[int]) -> None:
-    """Add (``sign=1``) or take away (``-1``) one tensor's ``size`` in the sums of module
-    ``i``: a parameter's (``kind`` 0) or a buffer's (1)."""
-    if kind:
-        buffers[i] += sign * size[0]
-        buffer_bytes[i] += sign * size[1]
-    else:
-        params[i] += sign * size[0]
-        param_bytes[i] += sign * size[1]
-        trainable[i] += sign * size[2]
-
-
-def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
-    """:func:`scan_modules` from :func:`~moduleprofiler.tensors.module_facts` itself."""
-    sizes: dict[int, tuple[int, int, int, bool]] = {}
-    infos = []
-    for fact in module_facts(root):
-        params, param_bytes, trainable = _sums(fact.params, sizes)
-        buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
-        infos.append(ModuleInfo(
-            fact.path, type(fact.module).__name__, fact.depth, params,
-            _sums(fact.own_params, sizes)[0] if fact.own_params else 0, trainable, buffers,
-            fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None))
-    return tuple(infos), any(size[3] for size in sizes.values())
-
-
-def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]
-          ) -> tuple[int, int, int, bool]:
-    """``(numel, bytes, trainable numel, lazy)`` of ``tensor``, read once per pass into
-    ``sizes`` (by id); a lazy tensor counts 0 until its first forward."""
-    known = sizes.get(id(tensor))
-    if known is None:
-        cls = type(tensor)
-        if cls is not Parameter and cls is not Tensor and is_lazy(tensor):
-            known = sizes[id(tensor)] = (0, 0, 0, True)
-        else:
-            numel = tensor.numel()
-            known = sizes[id(tensor)] = (numel, numel * tensor.element_size(),
-                                         numel if tensor.requires_grad else 0, False)
-    return known
-
-
-def _sums(tensors: Iterable[Tensor], sizes: dict[int, tuple[int, int, int, bool]]
-          ) -> tuple[int, int, int]:
-    """``(numel, bytes, trainable numel)`` of ``tensors`` (each size read once: :func:`_size`)."""
-    count = size = trainable = 0
-    for tensor in tensors:
-        known = _size(tensor, sizes)
-        count += known[0]
-        size += known[1]
-        trainable += known[2]
-    return count, size, trainable
-
-
 class _OperatorTally:
     """Operator counts of one call's own work (or of the work outside every call)."""
 
@@ -262,8 +96,7 @@ class CountingListener(Listener):
 
     def __init__(self, maps: FormulaMaps) -> None:
         self.maps = maps
-        """The tables this listener counts with (other listeners of the pass read its operator
-        formulas from here)."""
+        """The tables this listener counts with."""
         self._excludes = bool(maps.excluded_ids or maps.excluded_types)
         self._resolved: dict[tuple[type, bool], _Resolved] = {}
         self._by_module: dict[int, _Resolved] = {}
@@ -655,16 +488,6 @@ def _fitting(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...
     if found is None or not formula_fits(cls, found[1]):
         return None
     return found[0]
-
-
-def pass_formulas(table: OperatorMap, dtensor: type | None, missing: dict[str, int]
-                  ) -> PassFormulas:
-    """The operator formulas of ``table`` for one pass, recording missing operators in
-    ``missing``; with ``dtensor`` (the model holds DTensors: :func:`sharded_by`) they count on
-    this rank's local shards (a model without them pays nothing)."""
-    if dtensor is None:
-        return PassFormulas(table, missing=missing)
-    return PassFormulas(table, lambda formula: on_local_shards(formula, dtensor), missing)
 
 
 def _covers(formula: Callable[..., Any], module: nn.Module, path: str | None) -> bool:

@@ -106,6 +106,20 @@ InputSize = Sequence[int] | Sequence[Sequence[int]]
 """One shape, ``(1, 3, 224, 224)``, or one shape per argument, ``[(2, 4), (2, 5)]``."""
 
 
+def given_input(module: nn.Module, input: Any, input_size: InputSize | None) -> Any:
+    """What a pass runs ``module`` on: ``input``, or instead a :func:`random_input` of
+    ``input_size``.
+
+    Raises:
+        ValueError: both are given.
+    """
+    if input_size is None:
+        return input
+    if input is not None:
+        raise ValueError("pass input or input_size, not both")
+    return random_input(module, input_size)
+
+
 def random_input(module: nn.Module, input_size: InputSize) -> Tensor | tuple[Tensor, ...]:
     """Random input of ``input_size`` for ``module``, as torchinfo and ptflops make it: one
     tensor for one shape (``(1, 3, 224, 224)``), a tuple of tensors for a sequence of shapes

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import bisect
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -62,8 +62,8 @@ from torch.utils.hooks import RemovableHandle
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss
+from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
-from moduleprofiler.tensors import ModuleWalk, walk_modules
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
@@ -138,6 +138,17 @@ class Call:
 
     def __repr__(self) -> str:
         return f"Call(index={self.index}, path={self.path!r}, call_number={self.call_number})"
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """What the code that runs a pass tells all its listeners (``runner.context``), so that no
+    listener searches the runner for another one to learn it."""
+
+    operators: Mapping[Any, Any] | None = None
+    """The aten-operator formulas the pass counts with (a profiler's ``operator_fn_map``);
+    ``None`` outside a counted pass: a listener that prices operators then takes the
+    registered ones."""
 
 
 class Listener:
@@ -262,14 +273,16 @@ class PassRunner:
 
     Usage: ``runner = PassRunner(model, [listener, ...]); output = runner.forward(invoke)``,
     then optionally ``runner.backward(output, loss_fn)``; ``runner.calls`` lists every call.
-    ``walk``: a :func:`~moduleprofiler.tensors.walk_modules` of ``root`` the caller made anyway
-    (else the runner walks the tree itself).
+    ``walk``: a :func:`~moduleprofiler.modules.walk_modules` of ``root`` the caller made anyway
+    (else the runner walks the tree itself); ``context``: what every listener may read of the
+    pass (:class:`PassContext`).
     """
 
     def __init__(self, root: nn.Module, listeners: Sequence[Listener], *,
-                 walk: ModuleWalk | None = None) -> None:
+                 walk: ModuleWalk | None = None, context: PassContext = PassContext()) -> None:
         self.root = root
         self.listeners = tuple(listeners)
+        self.context = context
         if walk is None:
             walk = walk_modules(root)
         # the walk's own tables, read only here
@@ -281,17 +294,27 @@ class PassRunner:
         self.unhooked: tuple[str, ...] = ()
         """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self._counts: dict[int, int] = {}
-        self._enter_listeners = [lst for lst in self.listeners if _overrides(lst, "enter")]
+        self._dispatch(self.listeners)
+        # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
+        # ``_seq_calls[i]`` the innermost call from that event on
+        self._seq_starts: list[int] = []
+        self._seq_calls: list[Call | None] = []
+        self._leaf_owners: dict[int, Call] | None = None
+
+    def _dispatch(self, listeners: Sequence[Listener]) -> None:
+        """Tell ``listeners`` (of this runner's) of the events from now on."""
+        self.active = tuple(listeners)
+        self._enter_listeners = [lst for lst in self.active if _overrides(lst, "enter")]
         # exit in reverse order: the last listener is the innermost, so a clock listener put
         # last stamps after every other listener's enter work and before their exit work
-        self._exit_listeners = [lst for lst in reversed(self.listeners)
+        self._exit_listeners = [lst for lst in reversed(self.active)
                                 if _overrides(lst, "exit")]
-        self._operator_listeners = [lst for lst in self.listeners if _overrides(lst, "operator")]
+        self._operator_listeners = [lst for lst in self.active if _overrides(lst, "operator")]
         self._only_watcher = tuple(self._operator_listeners[:1])
-        self._backward_listeners = [lst for lst in self.listeners
+        self._backward_listeners = [lst for lst in self.active
                                     if _overrides(lst, "backward_operator")]
         self._track_nodes = _get_sequence_nr is not None and any(
-            lst.wants_nodes or lst in self._backward_listeners for lst in self.listeners)
+            lst.wants_nodes or lst in self._backward_listeners for lst in self.active)
         self._observed: dict[int, bool] = {}
         # per module, the listeners that asked for its operators: only they are told of them
         self._watchers: dict[int, tuple[Listener, ...]] = {}
@@ -300,11 +323,6 @@ class PassRunner:
         self._observe_outside = bool(self._outside_watchers)
         self._observer = (OperatorObserver(self._on_operator) if self._operator_listeners
                           else None)
-        # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
-        # ``_seq_calls[i]`` the innermost call from that event on
-        self._seq_starts: list[int] = []
-        self._seq_calls: list[Call | None] = []
-        self._leaf_owners: dict[int, Call] | None = None
 
     # -- the forward -----------------------------------------------------------------------
     def forward(self, invoke: Callable[[], Any]) -> Any:
@@ -318,13 +336,18 @@ class PassRunner:
             return self.run(invoke)
 
     @contextmanager
-    def installed(self) -> Iterator[PassRunner]:
+    def installed(self, only: Sequence[Listener] | None = None) -> Iterator[PassRunner]:
         """Keep the hooks installed for the block, for any number of :meth:`run` calls or
         forwards the caller makes itself (timing's iterations, a live training loop); every
-        hook is released on exit, also when the block raises."""
+        hook is released on exit, also when the block raises. ``only``: the runner's
+        listeners told of this block's events (a timed pass runs one kind of iteration per
+        block on its one runner); default: all."""
         with ExitStack() as cleanup:
+            if only is not None:
+                self._dispatch(only)
+                cleanup.callback(self._dispatch, self.listeners)
             self._install(cleanup)
-            for listener in self.listeners:
+            for listener in self.active:
                 listener.start(self)
                 cleanup.callback(listener.stop, self)
             if self._observer is not None:

@@ -151,18 +151,25 @@ def test_the_format_table_is_whole_when_imported() -> None:
 
 def test_layers_import_only_downwards() -> None:
     graph = _graph()
+    counting = "moduleprofiler.counting"
     forbidden = {
+        # the records are data: below the runner that fills them and the views that show them
         "moduleprofiler.records": ("moduleprofiler.export", "moduleprofiler.memory",
-                                   "moduleprofiler.timing"),
+                                   "moduleprofiler.timing", "moduleprofiler.runner"),
         "moduleprofiler.runner": ("moduleprofiler.export",),
-        "moduleprofiler.memory": ("moduleprofiler.timing",),
-        "moduleprofiler.timing": ("moduleprofiler.memory",),
+        # the views name no producer
+        "moduleprofiler.export": ("moduleprofiler.timing", "moduleprofiler.memory",
+                                  "moduleprofiler.prediction", counting),
+        # the module tree is the base layer's (moduleprofiler.modules), not the counting pass's
+        "moduleprofiler.memory": ("moduleprofiler.timing", counting),
+        "moduleprofiler.timing": ("moduleprofiler.memory", counting),
+        "moduleprofiler.efficiency": (counting,),
     }
     found = []
-    for module, targets in graph.items():
+    for module in graph:  # not even through another module
         for layer, banned in forbidden.items():
-            if module == layer or module.startswith(layer + "."):
-                found.extend((module, t) for t in targets if t.startswith(banned))
+            if _in(module, (layer,)):
+                found.extend((module, t) for t in _reachable(graph, module) if _in(t, banned))
     assert found == []
 
 
@@ -174,16 +181,14 @@ FACES = {
 }
 """The modules that may import ``moduleprofiler.compat``: re-exports only, no code."""
 
-USERS_OF_THE_FACE = ("moduleprofiler.cli", "moduleprofiler.__main__", "moduleprofiler.language")
-"""Front ends that take or build a ``moduleprofiler.ModuleProfiler`` (through
-``moduleprofiler.profiler``); the engines below them never reach compat/."""
-
-
 def _in(module: str, prefixes: tuple[str, ...] | set[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
 def test_the_core_never_imports_compat() -> None:
+    """Nothing but the 0.0.4 paths reaches ``compat/``, not even through another module: the
+    engines, and the front ends built on :class:`moduleprofiler.core.Profiler` (the command
+    line, ``language/``, the integrations)."""
     graph = _graph()
     compat = ("moduleprofiler.compat",)
     direct = sorted((module, target) for module, targets in graph.items()
@@ -192,7 +197,6 @@ def test_the_core_never_imports_compat() -> None:
     assert direct == []
     reaching = sorted(module for module in graph
                       if not _in(module, compat) and module not in FACES
-                      and not _in(module, USERS_OF_THE_FACE)
                       and any(_in(t, compat) for t in _reachable(graph, module)))
     assert reaching == []
 
@@ -302,3 +306,47 @@ def test_every_result_summary_module_and_to_df_mean_what_a_profiles_do() -> None
             if got != expected:
                 differ.append(f"{cls.__name__}.{method}{got[0]}")
     assert differ == []
+
+
+def test_only_the_devices_module_calls_torch_cuda() -> None:
+    """What differs per device is asked of :mod:`moduleprofiler.devices`: no other module
+    reads ``torch.cuda`` (docstrings may name it)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(node, ast.Attribute) and ast.unparse(node) == "torch.cuda"
+               for node in ast.walk(tree)):
+            found.add(path.relative_to(PACKAGE).as_posix())
+    assert found == {"devices.py"}
+
+
+CLOCKS = PACKAGE / "timing" / "clocks"
+CLOCK_SHAPES = {"Clock", "Readings", "StampSource"}
+"""The clocks package's shared shapes, which every pass may name; its other classes are
+particular clocks (and their stamp sources and listeners), named only inside it."""
+
+
+def test_passes_talk_to_the_clock_protocol_only() -> None:
+    """No module outside ``timing/clocks`` names a particular clock: a pass asks its clock
+    (``clock.settle()``, ``clock.readings(...)``), never which clock it has (the ``if
+    clocks.kernels is not None`` branches the kernel clock once threaded through the passes)."""
+    particular = {node.name for path in CLOCKS.glob("*.py")
+                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.ClassDef)} - CLOCK_SHAPES
+    assert {"CpuClock", "EventClock", "KernelClock", "CudaStamps"} <= particular
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if CLOCKS in path.parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([node.id] if isinstance(node, ast.Name) else
+                     [node.attr] if isinstance(node, ast.Attribute) else
+                     [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom)
+                     else [])
+            found += [(_module_name(path), name) for name in names if name in particular]
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
+                    and node.left.attr == "kernels"
+                    and isinstance(node.ops[0], (ast.Is, ast.IsNot))):  # a clock as a flag
+                found.append((_module_name(path), ast.unparse(node)))
+    assert found == []

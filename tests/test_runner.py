@@ -9,14 +9,12 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from torch.nn.parameter import UninitializedParameter
 
 from moduleprofiler import ModuleProfiler, ProfilingError
-from moduleprofiler.counting import module_infos, scan_modules
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Call, Listener, PassContext, PassRunner
 from moduleprofiler.shapes import dtypes_of, shape_tree
-from moduleprofiler.storage import new_storage_bytes, own_nbytes
+from moduleprofiler.storage import new_storage_bytes
 
 
 def _dispatch_depth() -> int:
@@ -85,6 +83,32 @@ def test_events_in_call_order_and_exits_in_reverse_listener_order() -> None:
     assert order == ["second:0", "first:0", "second:1", "first:1", "second:", "first:"]
     calls = [(c.index, c.parent, c.depth, c.path, c.call_number) for c in runner.calls]
     assert calls == [(0, None, 0, "", 0), (1, 0, 1, "0", 0), (2, 0, 1, "1", 0)]
+
+
+def test_listeners_read_the_passs_operator_formulas_from_its_context() -> None:
+    """A listener learns the pass's operator table from ``runner.context``, not by looking
+    for the counting listener: a profile hands its profiler's ``operator_fn_map`` to every
+    listener, and a bare runner hands none."""
+    seen: list[Any] = []
+
+    class Reader(Listener):
+        def start(self, runner: PassRunner) -> None:
+            seen.append(runner.context.operators)
+
+    def mine(args: Any, kwargs: Any, out: Any) -> tuple[int, int]:
+        return 1000, 10
+
+    profiler = ModuleProfiler()
+    profiler.operator_fn_map[torch.ops.aten.addmm] = mine
+    profiler.profile(nn.Linear(2, 2), torch.ones(1, 2), listeners=[Reader()])
+    assert seen[0][torch.ops.aten.addmm] is mine
+    model = nn.Linear(2, 2)
+    PassRunner(model, [Reader()]).forward(lambda: model(torch.ones(1, 2)))
+    assert seen[1] is None
+    table = {torch.ops.aten.addmm.default: None}
+    PassRunner(model, [Reader()], context=PassContext(operators=table)).forward(
+        lambda: model(torch.ones(1, 2)))
+    assert seen[2] is table
 
 
 def test_reused_module_gets_call_numbers() -> None:
@@ -230,67 +254,6 @@ def test_owner_of_node() -> None:
 
 
 # -- the hot path's helpers against the general ones ------------------------------------------
-def _module_infos_reference(root: nn.Module) -> tuple[Any, ...]:
-    """Per module: the set-based sums the fast scan must equal."""
-    def numel(tensor: torch.Tensor) -> int:
-        return 0 if isinstance(tensor, UninitializedParameter) else tensor.numel()
-
-    rows = []
-    owned: set[int] = set()  # a parameter is its first holder's own (named_modules order)
-    for path, module in root.named_modules():
-        mine = list(module.parameters())  # each tensor once
-        buffers = list(module.buffers())
-        own = [p for p in module.parameters(recurse=False) if id(p) not in owned]
-        owned.update(id(p) for p in own)
-        rows.append((path, sum(numel(p) for p in mine), sum(numel(p) for p in own),
-                     sum(numel(p) for p in mine if p.requires_grad),
-                     sum(numel(b) for b in buffers),
-                     sum(own_nbytes(p) for p in mine),
-                     sum(own_nbytes(b) for b in buffers)))
-    return tuple(rows)
-
-
-def _shared_models() -> list[nn.Module]:
-    linear = nn.Linear(3, 4)
-    reused = nn.Sequential(linear, nn.ReLU(), linear, nn.Sequential(linear, nn.BatchNorm1d(4)))
-    tied = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5))
-    tied[1].weight = tied[0].weight
-    frozen = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2, bias=False))
-    frozen[0].weight.requires_grad_(False)
-    twice = nn.Module()
-    twice.a = twice.b = nn.Linear(2, 2)
-    twice.w = nn.Parameter(torch.ones(3))
-    twice.register_buffer("counter", torch.zeros(2, dtype=torch.float64))
-    lazy = nn.Sequential(nn.LazyLinear(4), nn.BatchNorm1d(4))
-    # a tree whose tensors are registered at several places: a weight tied two levels apart
-    # and registered twice on the root, a buffer and a bias each registered twice on one module
-    aliased = nn.Module()
-    aliased.a = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 2)))
-    aliased.a[1][0].weight = aliased.a[0].weight
-    aliased.register_parameter("w", aliased.a[0].weight)
-    aliased.register_parameter("v", aliased.a[0].weight)
-    aliased.norm = nn.BatchNorm1d(2)
-    aliased.c = nn.Module()
-    aliased.c.register_buffer("mean", aliased.norm.running_mean)
-    aliased.c.register_buffer("again", aliased.norm.running_mean)
-    aliased.c.register_parameter("bias", aliased.a[0].bias)
-    aliased.c.register_parameter("same", aliased.a[0].bias)
-    aliased.a[0].bias.requires_grad_(False)
-    return [reused, tied, frozen, twice, lazy, aliased]
-
-
-@pytest.mark.parametrize("index", range(6))
-def test_module_scan_equals_the_set_based_sums(index: int) -> None:
-    model = _shared_models()[index]
-    infos, lazy = scan_modules(model)
-    assert infos == module_infos(model)
-    assert lazy == (index == 4)
-    got = tuple((i.path, i.params, i.own_params, i.trainable_params, i.buffers, i.param_bytes,
-                 i.buffer_bytes) for i in infos)
-    assert got == _module_infos_reference(model)
-    assert [i.path for i in infos] == [path for path, _ in model.named_modules()]
-
-
 def test_formula_inputs_bind_once_per_call_pattern() -> None:
     class Varargs(nn.Module):
         def forward(self, x: Any, *rest: Any, y: Any = 3, z: Any, **extra: Any) -> Any:

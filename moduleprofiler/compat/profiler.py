@@ -23,10 +23,11 @@ from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, write_frame, write_text
 from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import unpacks, unwrap_compiled
+from moduleprofiler.modules import module_facts
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
-from moduleprofiler.tensors import module_facts, numel
+from moduleprofiler.tensors import numel
 from moduleprofiler.timing import (
     LatencyResult,
     ModuleTiming,
@@ -336,7 +337,6 @@ class ModuleProfiler(Profiler):
         every keyword of :func:`moduleprofiler.timing.benchmark` (``max_seconds=``...) beside
         ``options``."""
         self._log(f"Benchmarking {type(module).__name__}")
-        check_pass(module, pred_fn=kwargs.get("pred_fn"), eval=kwargs.get("eval", True))
         with located_errors("benchmark", module):
             return benchmark(module, input, options=options, **kwargs)
 
@@ -346,7 +346,6 @@ class ModuleProfiler(Profiler):
         taking every keyword of :func:`moduleprofiler.timing.time_modules` beside
         ``options``."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        check_pass(module, pred_fn=kwargs.get("pred_fn"), eval=kwargs.get("eval", True))
         return time_modules(module, input, options=options, **kwargs)
 
     def train_step_times(self, module: nn.Module, input: Any = None,
@@ -356,8 +355,6 @@ class ModuleProfiler(Profiler):
         also taking every keyword of :func:`moduleprofiler.timing.train_step_times` beside
         ``options``."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        check_pass(module, pred_fn=kwargs.get("pred_fn"), loss_fn=kwargs.get("loss_fn"),
-                   train=kwargs.get("train", True), restore=kwargs.get("restore", True))
         return train_step_times(module, input, options=options, **kwargs)
 
     # -- estimate_inference_time -----------------------------------------------------------

@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.counting import CountingListener, pass_formulas
 from moduleprofiler.export.columns import Derived, Kind, inclusive_of, register_column, scaled
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorMap,
     PassFormulas,
     get_default_operator_map,
+    pass_formulas,
 )
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
@@ -151,9 +151,8 @@ class TrafficListener(Listener):
 
     def start(self, runner: PassRunner) -> None:
         table = self._operators
-        if table is None:  # the counting's own table, else the registered formulas
-            table = next((lst.maps.operators for lst in runner.listeners
-                          if isinstance(lst, CountingListener)), None)
+        if table is None:  # the pass's own table, else the registered formulas
+            table = runner.context.operators
         self._formulas = pass_formulas(
             get_default_operator_map() if table is None else table,
             sharded_by(runner.modules), self.unsupported_recompute)

@@ -28,7 +28,7 @@ _TOP_K_NAMES = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_expert
 class ExpertLoad(Listener):
     """Per-expert token counts of every MoE experts call of a pass.
 
-    Pass it to :meth:`ModuleProfiler.profile` (or ``profile_generation``) in ``listeners``;
+    Pass it to :meth:`Profiler.profile` (or ``profile_generation``) in ``listeners``;
     afterwards :meth:`to_df` has one row per (layer, expert) and :meth:`balance` one row per
     layer. On the meta device the router's choice has no values: the counts are unknown and
     the layers are listed in :attr:`unknown`.

@@ -4,6 +4,7 @@ sequence length."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -11,13 +12,14 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from moduleprofiler.core import Profiler
 from moduleprofiler.export.figures import figure_axes
 from moduleprofiler.language.models import text_inputs
-from moduleprofiler.profiler import ModuleProfiler
+from moduleprofiler.timing import TimingOptions
 from moduleprofiler.validate import check_bool
 
 InputFactory = Callable[[int, int], Any]
-"""``(batch_size, seq_len) -> input`` as :meth:`ModuleProfiler.profile` takes it."""
+"""``(batch_size, seq_len) -> input`` as :meth:`Profiler.profile` takes it."""
 
 
 def sweep(
@@ -29,7 +31,7 @@ def sweep(
     backward: bool = False,
     time: bool = False,
     memory: bool = False,
-    profiler: ModuleProfiler | None = None,
+    profiler: Profiler | None = None,
     **benchmark_options: Any,
 ) -> pd.DataFrame:
     """Profile ``model`` at every ``(batch_size, seq_len)`` of the grid.
@@ -40,10 +42,11 @@ def sweep(
         seq_lens, batch_sizes: the grid (every pair is profiled).
         make_input: ``(batch_size, seq_len) -> input`` for other models.
         backward: also count a backward pass (``backward_flops``).
-        time: also measure the whole-model latency (:meth:`ModuleProfiler.benchmark`, options
-            in ``benchmark_options``): ``time_ms`` is its median.
+        time: also measure the whole-model latency (:meth:`Profiler.benchmark`, its keywords
+            and those of :class:`~moduleprofiler.timing.TimingOptions` in
+            ``benchmark_options``): ``time_ms`` is its median.
         memory: also measure the inference peak (``peak_bytes``, training peak with
-            ``backward``) with :meth:`ModuleProfiler.measure_memory`.
+            ``backward``) with :meth:`Profiler.measure_memory`.
         profiler: the profiler whose formulas count (default: a new one).
 
     Returns:
@@ -60,7 +63,10 @@ def sweep(
     if make_input is None:
         def make_input(batch: int, length: int) -> Any:
             return text_inputs(model, batch, length, labels=backward)
-    profiler = profiler or ModuleProfiler()
+    profiler = profiler or Profiler()
+    fields = {field.name for field in dataclasses.fields(TimingOptions)}
+    timing = TimingOptions(**{k: v for k, v in benchmark_options.items() if k in fields})
+    benchmark_options = {k: v for k, v in benchmark_options.items() if k not in fields}
     rows = []
     for batch, length in itertools.product(batches, lengths):
         given = make_input(batch, length)
@@ -75,7 +81,8 @@ def sweep(
             macs = profile.total_backward_macs
             row["backward_flops"] = None if macs is None else 2 * macs
         if time:
-            row["time_ms"] = profiler.benchmark(model, given, **benchmark_options).stats.median
+            row["time_ms"] = profiler.benchmark(model, given, timing,
+                                                 **benchmark_options).stats.median
         if memory:
             row["peak_bytes"] = profiler.measure_memory(model, given, train=backward).peak_bytes
         rows.append(row)

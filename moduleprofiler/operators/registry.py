@@ -19,6 +19,7 @@ import torch
 from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
 from moduleprofiler.registry import LiveFormulaMap, live_map
+from moduleprofiler.shards import on_local_shards
 from moduleprofiler.validate import operator_counts
 
 OperatorCount = tuple[int, int]
@@ -261,6 +262,17 @@ class PassFormulas:
         if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
             ops, macs = operator_counts(ops, macs, func, call, backward)
         return ops, macs
+
+
+def pass_formulas(table: OperatorMap, dtensor: type | None, missing: dict[str, int]
+                  ) -> PassFormulas:
+    """The operator formulas of ``table`` for one pass, recording missing operators in
+    ``missing``; with ``dtensor`` (the model holds DTensors:
+    :func:`~moduleprofiler.shards.sharded_by`) they count on this rank's local shards (a model
+    without them pays nothing)."""
+    if dtensor is None:
+        return PassFormulas(table, missing=missing)
+    return PassFormulas(table, lambda formula: on_local_shards(formula, dtensor), missing)
 
 
 _NOT_LOOKED_UP = object()

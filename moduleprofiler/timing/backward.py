@@ -20,29 +20,26 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
-from moduleprofiler.counting import module_infos
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.loss import default_loss
+from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import (
-    issue_warnings,
-    synchronize,
-)
+from moduleprofiler.timing.clock import issue_warnings
+from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration
-from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.loop import TimingOptions
+from moduleprofiler.timing.loop import BudgetUse, TimingOptions
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -233,13 +230,13 @@ class StepRows:
         if names[0] in marks and names[-1] in marks:
             phases.setdefault("step", []).append((marks[names[-1]] - marks[names[0]]) / 1e6)
 
-    def build(self, *, calibration: HookCalibration, traced: Sequence[DeviceIteration],
-              outside_ns: float, environment: dict[str, Any], separate_passes: bool,
+    def build(self, readings: Callable[[], Readings], *, calibration: HookCalibration,
+              environment: dict[str, Any], separate_passes: bool, budget: BudgetUse | None = None,
               **facts: Any) -> TrainingTiming:
-        """The :class:`TrainingTiming` of the stored steps (under the kernel clock with its
-        ``traced`` steps' device times, ``outside_ns`` of device time outside every call),
-        with ``environment`` (the step kinds added) and the other ``facts`` of its run
-        (``method``, ``device``...)."""
+        """The :class:`TrainingTiming` of the stored steps, with what the clock read beyond
+        their stamps (``readings()``: under the kernel clock the traced steps, whose device
+        times become the result's), ``environment`` (the step kinds added) and the other
+        ``facts`` of its run (``method``, ``device``...)."""
         arrays = {kind: {k: tuple(v) for k, v in phases.items()}
                   for kind, phases in self.phases.items()}
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
@@ -252,19 +249,22 @@ class StepRows:
         backward_error = (0.0 if math.isnan(cal.backward_attribution_ns)
                           else cal.backward_attribution_ns / 1e6, 0.0)
         forward = self.fwd or self.fwd_fallback
-        booked = sum(it.total_ns for it in traced)
+        read = readings()
         return timed_profile(TrainingTiming, self.infos, TimedCalls(
             forward=forward, forward_error=forward_error, backward=self.bwd,
-            backward_error=backward_error, traced=traced), TimingFacts(
-            calibration=dataclasses.asdict(cal), separate_passes=separate_passes,
+            backward_error=backward_error, traced=read.traced), TimingFacts(
+            clock=read.clock, calibration=dataclasses.asdict(cal),
+            separate_passes=separate_passes,
             environment={**environment, "step_kinds": tuple(arrays)},
             device_name=environment.get("device_name"), hardware=get_hardware_specs(),
-            iterations=len(traced) if traced else len(forward),
+            iterations=len(read.traced) if read.traced else len(forward),
+            budget=dataclasses.asdict(budget) if budget is not None else None,
             phases_ms=plain, hooked_phases_ms={k: v for k, v in arrays.items()
                                                if k != "plain"},
             unattributed_ms=tuple(t.bwd_unattributed / 1e6 for t in self.bwd),
-            device_booked_ms=booked / 1e6 if traced else None,
-            device_total_ms=(booked + outside_ns) / 1e6 if traced else None, **facts))
+            hook_free=read.hook_free, device_booked_ms=read.booked_ms,
+            device_total_ms=read.total_ms,
+            **{**facts, "warnings": (*facts.get("warnings", ()), *read.notes)}))
 
 
 @contextmanager
@@ -305,7 +305,7 @@ def train_step_times(
     confidence: float = 0.95,
     progress: bool | None = None,
     ranges: bool = False,
-    clock: ClockName = "auto",
+    clock: ClockName | Clock = "auto",
     options: TimingOptions | None = None,
 ) -> TrainingTiming:
     """Time forward and backward of every module over training steps.
@@ -354,18 +354,16 @@ def train_step_times(
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
     opts = TimingOptions.of_call(train_step_times, locals(), options)
     plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept,
                              backward=True)
-    module, resolved, invoke, clocks = timed.module, timed.device, timed.invoke, timed.clocks
-    kernels = clocks.kernels is not None
-    outer = [RangeListener()] if ranges else []
-    listeners = {"forward_hooks": ClockListener.on(module, clocks.stamps, outer=outer),
-                 "backward_hooks": ClockListener.on(module, clocks.stamps, backward=True,
-                                                    outer=outer)}
+    module, resolved, invoke, chosen = timed.module, timed.device, timed.invoke, timed.clock
+    listeners = {"forward_hooks": ClockListener(chosen.stamps),
+                 "backward_hooks": ClockListener(chosen.stamps, backward=True)}
+    timed.runner(list(listeners.values()), [RangeListener()] if ranges else ())
     rows = StepRows(module_infos(module))
     params = [p for p in module.parameters() if p.requires_grad]
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
@@ -379,8 +377,7 @@ def train_step_times(
 
     def step(stamp: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
         def mark(name: str) -> None:
-            if kernels:  # host stamps: a phase ends when the device has done its work
-                synchronize(resolved)
+            chosen.settle()
             stamp(name)
 
         if optimizer is not None:
@@ -410,11 +407,9 @@ def train_step_times(
             rows.add(kind, listeners[kind].resolve(raw), names)
     issue_warnings(run.notes)
     return rows.build(
-        method=method_name, separate_passes=True, calibration=clocks.calibration,
-        traced=clocks.traced if kernels else [], outside_ns=clocks.outside_ns,
-        device=str(resolved),
-        clock="cuda-kernels" if kernels and clocks.traced else clocks.stamps.kind,
-        dropped=run.dropped, confidence=opts.confidence, environment=run.environment,
+        chosen.readings, method=method_name, separate_passes=True,
+        calibration=chosen.calibration, device=str(resolved), dropped=run.dropped,
+        confidence=opts.confidence, environment=run.environment,
         warnings=(*timed.notes, *run.notes), stop_reason=run.stop_reason,
-        elapsed_s=run.elapsed_s,
-        budget=dataclasses.asdict(run.budget) if run.budget is not None else None)
+        elapsed_s=run.elapsed_s, budget=run.budget,
+    )

@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,16 +22,13 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
-from moduleprofiler.counting import module_infos
-from moduleprofiler.facts import HookFreeTrace, TimingFacts
+from moduleprofiler.facts import TimingFacts
+from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.booking import busy_ns
-from moduleprofiler.timing.clock import (
-    issue_warnings,
-    synchronize,
-)
-from moduleprofiler.timing.device_trace import ClockName, device_trace
+from moduleprofiler.timing.clock import issue_warnings
+from moduleprofiler.timing.clocks.protocol import Clock
+from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
@@ -39,7 +37,7 @@ from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 from moduleprofiler.warn import warn
 
 
@@ -166,7 +164,7 @@ def time_modules(
     confidence: float = 0.95,
     progress: bool | None = None,
     ranges: bool = False,
-    clock: ClockName = "auto",
+    clock: ClockName | Clock = "auto",
     options: TimingOptions | None = None,
 ) -> ModuleTiming:
     """Time every module's forward, in situ, with hooks.
@@ -220,7 +218,8 @@ def time_modules(
         clock: ``"auto"`` (kernels on CUDA where the kernel records can be had, else CUDA
             events with a :class:`TimingWarning`; wall time on the CPU), ``"kernels"``,
             ``"events"`` (CUDA events at the hooks, as before 0.2: right only while the GPU
-            has queued work) or ``"cpu"``.
+            has queued work), ``"cpu"``, or a clock object
+            (:class:`~moduleprofiler.timing.clocks.protocol.Clock`).
         options: the timing keywords (``num_iters`` ... ``progress``) as one
             :class:`~moduleprofiler.timing.TimingOptions`; a keyword given as well (not at
             its default) wins.
@@ -235,11 +234,11 @@ def time_modules(
             failed.
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, eval=eval)
     opts = TimingOptions.of_call(time_modules, locals(), options)
     plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept)
-    module, resolved, invoke, clocks = timed.module, timed.device, timed.invoke, timed.clocks
+    module, resolved, invoke, chosen = timed.module, timed.device, timed.invoke, timed.clock
     notes = timed.notes
     changed = fast_path_changes(module, eval, grad_enabled=False)
     if changed:
@@ -249,73 +248,51 @@ def time_modules(
         )
         notes.append(message)
         warn(message, CodePathWarning)
-    kernels = clocks.kernels is not None
-    listener = ClockListener.on(module, clocks.stamps, outer=[RangeListener(backward=False)]
-                                if ranges else ())
+    listener = ClockListener(chosen.stamps)
+    timed.runner([listener], [RangeListener(backward=False)] if ranges else ())
     raws: list[RawIteration] = []
     plain: list[dict[str, float]] = []  # hook-free iterations' marks (ns)
-    hook_free: list[HookFreeTrace] = []
 
     def step(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
         mark("start")
         run(invoke)
         mark("issued")
-        if kernels:  # host stamps: the iteration ends when the device is done
-            synchronize(resolved)
+        chosen.settle()
         mark("end")
-
-    def trace_hook_free() -> None:
-        if kernels and plain:
-            with device_trace(resolved) as records:
-                invoke()
-            hook_free.append(HookFreeTrace(
-                host_ms=float(np.median([m["issued"] - m["start"] for m in plain])) / 1e6,
-                device_ms=busy_ns(records.activities) / 1e6,
-                launches=len(records.activities),
-                latency_ms=float(np.median([m["end"] - m["start"] for m in plain])) / 1e6))
 
     run = timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
                         opts, bar, [preserved_state(module, eval=eval), torch.no_grad()],
-                        finish=trace_hook_free)
+                        finish=partial(chosen.finish, invoke, plain))
     resolved_iterations = [listener.resolve(raw) for raw in raws]
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6
     plain_ms = np.asarray([m["end"] - m["start"] for m in plain]) / 1e6
-    raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, resolved, kernels)]
+    raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, chosen.overhead_caveat)]
     issue_warnings(raised)
-    notes.extend(raised)
-    notes.extend(trace.sentence() for trace in hook_free)
-    cal = clocks.calibration
-    traced = clocks.traced if kernels else []
-    booked = sum(it.total_ns for it in traced)
+    readings = chosen.readings()
+    cal = chosen.calibration
     return timed_profile(ModuleTiming, module_infos(module), TimedCalls(
         forward=resolved_iterations,
-        forward_error=(cal.attribution_ns / 1e6, cal.per_call_ns / 1e6), traced=traced),
-        TimingFacts(
-            clock=clocks.kind, device=str(resolved),
+        forward_error=(cal.attribution_ns / 1e6, cal.per_call_ns / 1e6),
+        traced=readings.traced), TimingFacts(
+            clock=readings.clock, device=str(resolved),
             device_name=run.environment.get("device_name"),
             calibration=dataclasses.asdict(cal), environment=run.environment,
             hardware=get_hardware_specs(), confidence=opts.confidence,
-            iterations=len(traced) if kernels else len(resolved_iterations),
+            iterations=len(readings.traced) if readings.traced else len(resolved_iterations),
             dropped=run.dropped, stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
             budget=dataclasses.asdict(run.budget) if run.budget is not None else None,
             hooked_ms=tuple(hooked_ms.tolist()), hook_free_ms=tuple(plain_ms.tolist()),
-            hook_free=hook_free[0] if hook_free else None,
-            device_booked_ms=booked / 1e6 if kernels else None,
-            device_total_ms=(booked + clocks.outside_ns) / 1e6 if kernels else None,
-            warnings=tuple(notes)))
+            hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
+            device_total_ms=readings.total_ms, warnings=(*notes, *raised, *readings.notes)))
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
-                       device: torch.device, kernels: bool = False) -> list[str]:
-    """The note when the hooks slow the whole model down more than 5 % (noisy hook-free
-    times are the loop's noise note)."""
+                       caveat: str) -> list[str]:
+    """The note when the hooks slow the whole model down more than 5 %, with the clock's
+    ``caveat`` (noisy hook-free times are the loop's noise note)."""
     ratio = (float(np.median(hooked_ms) / np.median(plain_ms)) if hooked_ms.size
              and plain_ms.size else math.nan)
     if not ratio > 1.05:
         return []
-    return [f"hooks slow the whole model down {ratio:.3f}x (> 1.05): " + (
-        "host times include the hooks' share; device times do not" if kernels else
-        "launch-bound with hooks, so GPU-timeline times include launch gaps; a larger batch "
-        "helps" if device.type == "cuda" else
-        "small modules' times include the hooks' share; see low_confidence")]
+    return [f"hooks slow the whole model down {ratio:.3f}x (> 1.05): {caveat}"]

@@ -28,8 +28,8 @@ from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import ROOT_NAME, CallPosition, CallRecord, ModuleInfo
+from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.iteration import Floats, IterationTimes
-from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.loop import BudgetUse
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.validate import check_choice

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.counting import module_infos
 from moduleprofiler.facts import TimingFacts
+from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.forward import ModuleTiming
 from moduleprofiler.timing.iteration import IterationTimes, iteration_of_own

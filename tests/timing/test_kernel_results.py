@@ -14,12 +14,12 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.counting import module_infos
 from moduleprofiler.facts import HookFreeTrace, TimingFacts
+from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.forward import ModuleTiming
 from moduleprofiler.timing.iteration import iteration_of_own
-from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.results import TimedCalls, timed_profile
 

@@ -1,0 +1,214 @@
+"""Booking a compiled model's kernel records to the kernels of its graphs, and so to modules.
+
+A compiled graph runs as one host range (``## Call CompiledFxGraph <key> ##``). Inside it, a
+kernel Inductor generated shows up under its own name (on CUDA the device kernel's name; on a
+CPU the kernel's host range, ``graph_0_cpp_fused_add_relu_1``); an extern kernel shows up as the
+ATen operator's range (``aten::convolution``) directly inside the graph's range, with the device
+kernels it launched (cuDNN, cuBLAS...) inside that. The n-th occurrence of a name in one call of
+a graph is the n-th kernel of that name in the graph's call order (:mod:`.kernels`).
+
+This module is pure: plain records in, per-module sums out, so that the rules are tested
+without compiling or profiling.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from moduleprofiler.compiled.kernels import CompiledKernel
+
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+"""The prefix a CPU kernel's profiler range puts before the kernel's name."""
+
+
+@dataclass(frozen=True)
+class GraphCall:
+    """One call of compiled graph ``key``: ``[start, end]`` ns on ``thread``, in iteration
+    ``iteration`` of the traced block."""
+
+    key: str
+    thread: int
+    start: int
+    end: int
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class HostOp:
+    """An operator's host range (``aten::mm``...) on ``thread``."""
+
+    name: str
+    thread: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """A kernel's measured duration, with the host point (thread, time) that launched it: on
+    CUDA its launch call, on a CPU the start of its own host range."""
+
+    name: str
+    duration: int
+    thread: int
+    time: int
+
+
+@dataclass(frozen=True)
+class KernelKey:
+    """A kernel of a compiled graph: the graph's key and the kernel's position in it."""
+
+    graph: str
+    position: int
+
+
+@dataclass
+class CompiledBooking:
+    """Kernel time per module, per iteration, and what could not be booked."""
+
+    iterations: int
+    module_ns: dict[str, list[int]] = field(default_factory=dict)
+    """Per module path, its own kernel time in each iteration."""
+    kernel_ns: dict[KernelKey, list[int]] = field(default_factory=dict)
+    """Per graph kernel, its time in each iteration."""
+    kernel_launches: dict[KernelKey, int] = field(default_factory=lambda: defaultdict(int))
+    """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
+    in_graph_ns: list[int] = field(default_factory=list)
+    """Per iteration, the time of every kernel launched inside a compiled graph's call."""
+    unmatched: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Kernels inside a graph's call that matched none of its kernels: name -> time."""
+    outside_ns: int = 0
+    """Kernel time launched outside every graph call (inputs' copies, eager code between
+    graphs...)."""
+
+    @property
+    def booked_ns(self) -> list[int]:
+        """Per iteration, the kernel time booked to modules."""
+        return [sum(times[k] for times in self.module_ns.values())
+                for k in range(self.iterations)]
+
+    @property
+    def coverage(self) -> float | None:
+        """Booked share of the compiled graphs' kernel time (``None`` when none ran)."""
+        total = sum(self.in_graph_ns)
+        return sum(self.booked_ns) / total if total else None
+
+
+def _innermost(spans: Sequence[tuple[int, int, int]], starts: Sequence[int],
+               time: int) -> int | None:
+    """Index of the last span (sorted by start) that started at or before ``time`` and is still
+    open then; spans of one kind do not nest, so that is the one."""
+    at = bisect_right(starts, time) - 1
+    if at >= 0 and spans[at][1] >= time:
+        return spans[at][2]
+    return None
+
+
+def _spans(calls: Sequence[GraphCall]) -> tuple[dict[int, list[tuple[int, int, int]]],
+                                                 dict[int, list[int]]]:
+    """Per thread, the calls' ``(start, end, index)`` sorted by start, and the starts."""
+    spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for index, call in enumerate(calls):
+        spans[call.thread].append((call.start, call.end, index))
+    for thread_spans in spans.values():
+        thread_spans.sort()
+    return spans, {t: [s[0] for s in thread_spans] for t, thread_spans in spans.items()}
+
+
+def top_level_ops(calls: Sequence[GraphCall],
+                  ops: Iterable[HostOp]) -> dict[GraphCall, list[HostOp]]:
+    """The operators directly inside each graph call (not inside another operator of it),
+    in order: a CPU's kernels, and every platform's extern kernels."""
+    spans, starts = _spans(calls)
+    found: dict[GraphCall, list[HostOp]] = defaultdict(list)
+    for op in sorted(ops, key=lambda o: (o.start, -o.end)):
+        if op.thread not in spans:
+            continue
+        index = _innermost(spans[op.thread], starts[op.thread], op.start)
+        if index is None or op.end > calls[index].end:
+            continue
+        siblings = found[calls[index]]
+        if siblings and siblings[-1].end >= op.end:
+            continue  # nested inside the previous operator of this call
+        siblings.append(op)
+    return found
+
+
+def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterable[GraphCall],
+                  ops: Iterable[HostOp], kernels: Iterable[KernelRecord],
+                  iterations: int) -> CompiledBooking:
+    """Book every kernel record to its graph's kernel and that kernel's module.
+
+    ``graphs``: each compiled graph's kernels by its key; ``calls``: the graphs' calls;
+    ``ops``: the host operator ranges (only those directly inside a graph call count, the
+    extern kernels); ``kernels``: what ran, with its launch point.
+    """
+    calls = sorted(calls, key=lambda c: (c.thread, c.start))
+    call_spans, call_starts = _spans(calls)
+    by_call = top_level_ops(calls, ops)
+    extern_of: dict[tuple[int, int], CompiledKernel] = {}  # (thread, op start) -> kernel
+    op_spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    op_ids: list[tuple[int, int]] = []
+    for call, siblings in by_call.items():
+        queues = _queues(graphs.get(call.key, ()), extern=True)
+        for op in siblings:
+            queue = queues.get(op.name)
+            if queue:
+                extern_of[(op.thread, op.start)] = queue.pop(0)
+                op_spans[op.thread].append((op.start, op.end, len(op_ids)))
+                op_ids.append((op.thread, op.start))
+    for spans in op_spans.values():
+        spans.sort()
+    op_starts = {t: [s[0] for s in spans] for t, spans in op_spans.items()}
+
+    booking = CompiledBooking(iterations, in_graph_ns=[0] * iterations)
+    generated: dict[int, dict[str, list[CompiledKernel]]] = {}
+    for record in sorted(kernels, key=lambda r: r.time):
+        index = (_innermost(call_spans[record.thread], call_starts[record.thread], record.time)
+                 if record.thread in call_spans else None)
+        if index is None:
+            booking.outside_ns += record.duration
+            continue
+        call = calls[index]
+        if not 0 <= call.iteration < iterations:
+            booking.outside_ns += record.duration
+            continue
+        booking.in_graph_ns[call.iteration] += record.duration
+        if index not in generated:
+            generated[index] = _queues(graphs.get(call.key, ()), extern=False)
+        queues = generated[index]
+        kernel: CompiledKernel | None = None
+        queue = queues.get(_GRAPH_PREFIX.sub("", record.name))
+        if queue:
+            kernel = queue.pop(0)
+        elif record.thread in op_spans:
+            around = _innermost(op_spans[record.thread], op_starts[record.thread],
+                                record.time)
+            if around is not None:
+                kernel = extern_of[op_ids[around]]
+        if kernel is None:
+            booking.unmatched[record.name] += record.duration
+            continue
+        key = KernelKey(call.key, kernel.position)
+        booking.kernel_ns.setdefault(key, [0] * iterations)[call.iteration] += record.duration
+        booking.kernel_launches[key] += 1
+        times = booking.module_ns.setdefault(kernel.module, [0] * iterations)
+        times[call.iteration] += record.duration
+    return booking
+
+
+def _queues(kernels: Iterable[CompiledKernel], extern: bool) -> dict[str, list[CompiledKernel]]:
+    """A graph's kernels by the name a record carries (an extern kernel's ATen operator, a
+    generated kernel's own name), in call order."""
+    queues: dict[str, list[CompiledKernel]] = defaultdict(list)
+    for kernel in sorted(kernels, key=lambda k: k.position):
+        op = kernel.extern_op
+        if extern and op is not None:
+            queues[op].append(kernel)
+        elif not extern and op is None:
+            queues[kernel.name].append(kernel)
+    return queues

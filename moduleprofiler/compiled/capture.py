@@ -1,0 +1,233 @@
+"""Compiling a model so that every kernel of its compiled graphs can be named by module.
+
+:class:`GraphRecorder` is a ``torch.compile`` backend: Inductor (``compile_fx``) with the
+compile options of the model's own ``torch.compile``, plus Inductor's provenance tracking on, and
+a recording inner compiler. For each graph Dynamo traced it keeps the innermost module of every
+node (``nn_module_stack``); for each graph Inductor compiled (forward, backward) it keeps the
+graph's key, the name its calls carry in the profiler (``## Call CompiledFxGraph <key> ##``), and
+its kernels with their modules (:func:`~moduleprofiler.compiled.kernels.graph_kernels`).
+
+Why a compile of its own: provenance is written when a graph is compiled, and a model compiled
+without it keeps none. The recorder's graphs are cached apart from the model's own (its
+post-grad pass does nothing but give the cache key a name), so a second run finds them in
+Inductor's cache with their provenance, and the model's own cache entries are left as they are.
+The program is the same: the same graph, options and Inductor.
+
+Nothing is written on the user's modules and torch is not patched: the options are set with
+Inductor's and functorch's ``config.patch`` contexts around this backend's own compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import types
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch._functorch.config as functorch_config
+import torch._inductor.config as inductor_config
+from torch import fx, nn
+from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from moduleprofiler.compiled.kernels import (
+    VIEW_OPS,
+    CompiledKernel,
+    graph_kernels,
+    innermost_module,
+    module_path,
+)
+
+GRAPH_RANGE = "## Call CompiledFxGraph "
+"""How the profiler names one call of a compiled graph: this, its key, `` ##``."""
+
+
+class _CacheName(CustomGraphPass):
+    """A post-grad pass that changes nothing: its uuid keeps the recorder's compiled graphs
+    (which carry provenance) apart from the model's own in Inductor's cache."""
+
+    def __call__(self, graph: fx.Graph) -> None:
+        return None
+
+    def uuid(self) -> str:
+        return "moduleprofiler.compiled provenance 1"
+
+
+@dataclass
+class CompiledGraph:
+    """One graph Inductor compiled for the model."""
+
+    key: str
+    """Its cache key, which the profiler's range around each of its calls carries."""
+    backward: bool
+    kernels: list[CompiledKernel]
+    """Its kernel calls in order, each with its modules (empty: no provenance was kept)."""
+    first: str = ""
+    """The module of the first operation of the graph Dynamo traced (``""``: the root)."""
+    last: str = ""
+    """The module of its last operation: a graph break follows it, when another graph
+    does."""
+
+
+@dataclass
+class GraphRecorder:
+    """A ``torch.compile`` backend that compiles with Inductor and records, per compiled graph,
+    which modules each kernel comes from."""
+
+    known: Collection[str]
+    """The model's module paths (``named_modules()``), to resolve Dynamo's spelling of them."""
+    owners: Mapping[int, str] = field(default_factory=dict)
+    """The module path of each parameter and buffer of the model, by ``id``: a graph traced
+    after a graph break starts in a submodule's frame, whose paths Dynamo spells from that
+    submodule; a parameter the graph reads says which submodule it is."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Inductor options (what ``torch.compile``'s ``mode`` and ``options`` set)."""
+    graphs: list[CompiledGraph] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        relative = {node.name: innermost_module(node.meta.get("nn_module_stack"))
+                    for node in gm.graph.nodes}
+        prefix = self._frame(gm, example_inputs, relative)
+        modules = {name: module_path(".".join(p for p in (prefix, path) if p), self.known)
+                   for name, path in relative.items()}
+        views = {node.name for node in gm.graph.nodes if _only_views(node)}
+        work = [modules[node.name] for node in gm.graph.nodes
+                if node.op in ("call_function", "call_method", "call_module")]
+        span = (work[0], work[-1]) if work else ("", "")
+
+        def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
+            compiled = compile_fx_inner(graph, inputs, **kwargs)
+            self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
+                         span)
+            return compiled
+
+        # functorch's own cache would hand back a compiled graph without calling ``inner``
+        uncached = ({"enable_autograd_cache": False}
+                    if hasattr(functorch_config, "enable_autograd_cache") else {})
+        with functorch_config.patch(uncached), inductor_config.patch(self._patches()):
+            return compile_fx(gm, example_inputs, inner_compile=inner,
+                              config_patches=dict(self.options))
+
+    def _frame(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
+               relative: Mapping[str, str]) -> str:
+        """The path of the module whose frame Dynamo traced ``gm`` from (``""``: the root's,
+        or no parameter says otherwise)."""
+        placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        for node, example in zip(placeholders, example_inputs, strict=False):
+            owner = self.owners.get(id(example))
+            inner = relative.get(node.name, "")
+            if owner is None or not inner:
+                continue
+            if owner == inner:
+                return ""
+            if owner.endswith("." + inner):
+                return owner[: -len(inner) - 1]
+        return ""
+
+    def _patches(self) -> dict[str, Any]:
+        patches: dict[str, Any] = {"cpp.enable_kernel_profile": True}
+        if hasattr(inductor_config.trace, "provenance_tracking_level"):
+            patches["trace.provenance_tracking_level"] = 1
+        else:
+            patches["trace.provenance_tracking"] = True
+        if inductor_config.post_grad_custom_post_pass is None and \
+                "post_grad_custom_post_pass" not in self.options:
+            patches["post_grad_custom_post_pass"] = _CacheName()
+        return patches
+
+    def _record(self, compiled: Any, modules: Mapping[str, str], views: set[str],
+                backward: bool, span: tuple[str, str]) -> None:
+        key = str(getattr(compiled, "_fx_graph_cache_key", None))
+        text = getattr(compiled, "inductor_provenance_mapping_str", None)
+        kernels: list[CompiledKernel] = []
+        if text:
+            kernels = graph_kernels(json.loads(text), modules, self.known, views)
+        else:
+            self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
+                              "so its time is not booked to modules")
+        self.graphs.append(CompiledGraph(key, backward, kernels, *span))
+
+    def by_key(self) -> dict[str, list[CompiledKernel]]:
+        """Each recorded graph's kernels by its key."""
+        return {graph.key: graph.kernels for graph in self.graphs}
+
+
+def _only_views(node: fx.Node) -> bool:
+    """Whether Dynamo's ``node`` only reshapes or selects (a method or function named in
+    :data:`~moduleprofiler.compiled.kernels.VIEW_OPS`)."""
+    if node.op not in ("call_method", "call_function"):
+        return False
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name in VIEW_OPS
+
+
+def _inductor_options(compiled: Any) -> tuple[dict[str, Any], str | None]:
+    """The Inductor options of a ``torch.compile`` wrapper (read, never changed) and a note
+    when they cannot be read (then Inductor's defaults are used)."""
+    context = getattr(compiled, "dynamo_ctx", None)
+    if context is None:  # module.compile(): the context is held by the compiled call
+        for cell in getattr(compiled, "__closure__", None) or ():
+            if hasattr(cell.cell_contents, "callback"):
+                context = cell.cell_contents
+    backend = getattr(context, "callback", None)
+    for _ in range(8):
+        if backend is None:
+            break
+        if getattr(backend, "compiler_name", None) == "inductor":
+            return dict(getattr(backend, "config", {}) or {}), None
+        if getattr(backend, "compiler_name", None) is not None:
+            return {}, (f"the model is compiled with the {backend.compiler_name!r} backend; "
+                        "the compiled clock times it as compiled by Inductor")
+        backend = (getattr(backend, "_torchdynamo_orig_backend", None)
+                   or getattr(backend, "_torchdynamo_orig_callable", None))
+    return {}, "the model's compile options could not be read: Inductor's defaults are used"
+
+
+def compiled_original(module: nn.Module) -> tuple[nn.Module, dict[str, Any], str | None] | None:
+    """For a compiled model (``torch.compile(model)``, or ``model.compile()``): the module
+    that was compiled, its Inductor options and a note; ``None`` for a model not compiled."""
+    original = getattr(module, "_orig_mod", None)
+    if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+        options, note = _inductor_options(module)
+        return original, options, note
+    in_place = getattr(module, "_compiled_call_impl", None)
+    if in_place is not None:
+        options, note = _inductor_options(in_place)
+        return module, options, note
+    return None
+
+
+def _call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """``module``'s own call (its hooks and forward), past any compiled call it carries."""
+    return module._call_impl(*args, **kwargs)
+
+
+_compiles = itertools.count()
+
+
+def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None,
+                     dynamic: bool | None = False) -> tuple[Any, GraphRecorder]:
+    """``module`` compiled by a :class:`GraphRecorder` (compiling happens at the first call,
+    as with ``torch.compile``): the callable and its recorder.
+
+    What is compiled is a new function object each time, calling ``module``'s own call
+    (``_call_impl``, as ``module.compile()`` does, so a model compiled in place is compiled
+    afresh rather than through its compiled call): Dynamo keeps compiled code on the code
+    object it traced, so each recorder's compiled code goes with its function instead of
+    piling up on ``nn.Module``'s (where Dynamo's limit of recompilations per code object would
+    soon send the user's own compiled modules back to eager).
+    """
+    known = {path for path, _ in module.named_modules()}
+    owners = {id(tensor): path for path, sub in module.named_modules()
+              for tensor in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))}
+    recorder = GraphRecorder(known, owners, dict(options or {}))
+    code = _call.__code__.replace(co_name=f"moduleprofiler_compiled_{next(_compiles)}")
+    fresh = types.FunctionType(code, _call.__globals__, code.co_name)
+    compiled = torch.compile(fresh, backend=recorder, dynamic=dynamic)
+    return functools.partial(compiled, module), recorder

@@ -1,0 +1,107 @@
+"""One profiler session over iterations of a compiled model, read into the plain records of
+:mod:`.booking`.
+
+On CUDA the kernels are the device's own records (through :func:`moduleprofiler.timing.
+device_trace.records_of`), each with the host point that launched it. On a CPU the kernels are
+host ranges: those directly inside a compiled graph's call (a generated kernel's own range,
+which Inductor emits when compiled with ``cpp.enable_kernel_profile``; an extern kernel's
+operator).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from moduleprofiler.compiled.booking import GraphCall, HostOp, KernelRecord, top_level_ops
+from moduleprofiler.compiled.capture import GRAPH_RANGE
+from moduleprofiler.devices import synchronize
+from moduleprofiler.timing.device_trace import kernel_records_unavailable, records_of
+
+ITERATION_RANGE = "moduleprofiler:compiled:"
+"""Name of the range around each traced iteration, followed by its number."""
+
+
+@dataclass
+class CompiledTrace:
+    """What one session recorded."""
+
+    iterations: int
+    calls: list[GraphCall] = field(default_factory=list)
+    ops: list[HostOp] = field(default_factory=list)
+    kernels: list[KernelRecord] = field(default_factory=list)
+    iteration_ns: list[int] = field(default_factory=list)
+    """Wall time of each iteration on the host."""
+
+
+def _ns(event: Any) -> tuple[int, int]:
+    start = getattr(event, "start_ns", None)
+    begin = int(start()) if start is not None else int(event.start_us() * 1000)
+    duration = getattr(event, "duration_ns", None)
+    length = int(duration()) if duration is not None else int(event.duration_us() * 1000)
+    return begin, begin + length
+
+
+def _host_records(events: Iterable[Any], iterations: int) -> CompiledTrace:
+    trace = CompiledTrace(iterations, iteration_ns=[0] * iterations)
+    cpu = torch._C._autograd.DeviceType.CPU
+    spans: list[tuple[int, int, int, int]] = []  # (thread, start, end, iteration)
+    raw_calls: list[tuple[str, int, int, int]] = []
+    for event in events:
+        if event.device_type() != cpu:
+            continue
+        name = event.name()
+        start, end = _ns(event)
+        thread = event.start_thread_id()
+        if name.startswith(ITERATION_RANGE):
+            k = int(name[len(ITERATION_RANGE):])
+            spans.append((thread, start, end, k))
+            if 0 <= k < iterations:
+                trace.iteration_ns[k] = end - start
+        elif name.startswith(GRAPH_RANGE):
+            raw_calls.append((name[len(GRAPH_RANGE):].removesuffix(" ##"), thread, start, end))
+        else:
+            trace.ops.append(HostOp(name, thread, start, end))
+    for key, thread, start, end in raw_calls:
+        k = next((i for t, s, e, i in spans if t == thread and s <= start <= e), -1)
+        trace.calls.append(GraphCall(key, thread, start, end, k))
+    return trace
+
+
+def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device) -> CompiledTrace:
+    """``run()`` ``iterations`` times inside one profiler session, each inside a numbered
+    range; on CUDA the device's kernel records, on a CPU the kernels' host ranges."""
+    cuda = device.type == "cuda"
+    if cuda:
+        reason = kernel_records_unavailable(device)
+        if reason is not None:
+            raise RuntimeError(f"the compiled clock cannot read kernel records: {reason}")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        with torch.profiler.profile(activities=activities) as session:
+            for k in range(iterations):
+                with torch.profiler.record_function(f"{ITERATION_RANGE}{k}"):
+                    run()
+            synchronize(device)
+    events = list(session.profiler.kineto_results.events())  # type: ignore[union-attr]
+    trace = _host_records(events, iterations)
+    if cuda:
+        records = records_of(events)
+        launch = {item.correlation: item for item in records.launches}
+        for activity in records.activities:
+            at = launch.get(activity.correlation)
+            if at is not None:
+                trace.kernels.append(KernelRecord(activity.name, activity.duration,
+                                                  at.thread, at.time))
+    else:
+        for ops in top_level_ops(trace.calls, trace.ops).values():
+            trace.kernels.extend(KernelRecord(op.name, op.end - op.start, op.thread, op.start)
+                                 for op in ops)
+    return trace

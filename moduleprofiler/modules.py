@@ -1,0 +1,300 @@
+"""The module facts every pass stands on: one walk of a model's module tree (each module's
+path, parent, depth, whether it is a leaf, and the parameter and buffer tensors it holds with
+its descendants, each tensor once) and the :class:`~moduleprofiler.records.ModuleInfo` of every
+module built from it.
+
+This is the base layer: counting, timing, memory and 0.0.4's ``count_params`` read the module
+tree and its per-module numbers from here, never from one another's passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+from torch.nn import Parameter
+
+from moduleprofiler.records import ModuleInfo, display_path
+from moduleprofiler.storage import is_lazy
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleFacts:
+    """Static facts of one module of the walk (``named_modules()`` order, root first)."""
+
+    path: str
+    """Dotted path as in ``named_modules()``; the root is ``""``."""
+    module: nn.Module
+    parent: int
+    """Index of the parent module in the walk (-1 for the root)."""
+    depth: int
+    is_leaf: bool
+    """No child modules."""
+    params: Collection[Tensor]
+    """Parameters of the module and its descendants, each tensor once, in ``parameters()``
+    order."""
+    buffers: Collection[Tensor]
+    """Buffers of the module and its descendants, each tensor once."""
+    own_params: Collection[Tensor]
+    """Parameters registered directly on the module, each tensor once, less those a module
+    before it registered (a tied weight is owned by its first holder only)."""
+    shared_with: tuple[str, ...] = ()
+    """Names of the modules owning the parameters registered here that are not its own
+    (their paths, the root as ``__root__``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleWalk:
+    """One walk of a model's module tree, shared by what a pass sets up (the module scan, the
+    hooks, the state kept): each ``named_modules()`` traversal costs about 70 us on ResNet-50."""
+
+    occurrences: list[tuple[str, nn.Module]]
+    """``named_modules(remove_duplicate=False)``: a module registered at several places is
+    listed at each."""
+    modules: list[nn.Module]
+    """Each module once, at its first place: ``modules()`` order."""
+    paths: dict[int, str]
+    """``id(module)`` -> its ``named_modules()`` path (its first place)."""
+
+
+def walk_modules(root: nn.Module) -> ModuleWalk:
+    """The :class:`ModuleWalk` of ``root``, from one traversal. Keeping each module's first
+    occurrence gives ``named_modules()`` exactly: both walks are the same depth-first order,
+    and a subtree ``named_modules()`` skips (its root was seen) was walked in full before."""
+    occurrences = list(root.named_modules(remove_duplicate=False))
+    paths = {id(module): path for path, module in occurrences}
+    if len(paths) == len(occurrences):
+        return ModuleWalk(occurrences, [module for _, module in occurrences], paths)
+    paths = {}
+    modules: list[nn.Module] = []
+    for path, module in occurrences:
+        if id(module) not in paths:
+            paths[id(module)] = path
+            modules.append(module)
+    return ModuleWalk(occurrences, modules, paths)
+
+
+def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
+    """:class:`ModuleFacts` of every module of ``root``, in ``named_modules()`` order.
+
+    One traversal, children before parents: a module's tensors are its own joined with its
+    children's (own first, then each child's in order: ``parameters()`` order), so a tensor
+    shared between submodules (tied weights, a module registered twice) appears once at every
+    level. Iterative on purpose: a recursive closure would be a reference cycle keeping these
+    dicts, and so the tensors, alive until the garbage collector runs.
+    """
+    occurrences = list(root.named_modules(remove_duplicate=False))
+    params: dict[int, dict[int, Tensor]] = {}
+    buffers: dict[int, dict[int, Tensor]] = {}
+    for _, module in reversed(occurrences):
+        key = id(module)
+        if key in params:
+            continue
+        mine = {id(p): p for p in module._parameters.values() if p is not None}
+        own_buffers = {id(b): b for b in module._buffers.values() if b is not None}
+        for child in module._modules.values():
+            if child is not None:
+                mine.update(params[id(child)])
+                own_buffers.update(buffers[id(child)])
+        params[key], buffers[key] = mine, own_buffers
+    facts: list[ModuleFacts] = []
+    index: dict[str, int] = {}
+    seen: set[int] = set()
+    owner: dict[int, str] = {}  # parameter id -> path of the first module registering it
+    for path, module in occurrences:
+        if id(module) in seen:  # ``named_modules()`` keeps each module's first occurrence
+            continue
+        seen.add(id(module))
+        index[path] = len(facts)
+        own: dict[int, Tensor] = {}
+        others: dict[str, None] = {}
+        for tensor in module._parameters.values():
+            if tensor is None:
+                continue
+            first = owner.setdefault(id(tensor), path)
+            if first == path:
+                own[id(tensor)] = tensor
+            else:
+                others[display_path(first)] = None
+        facts.append(ModuleFacts(
+            path, module, -1 if path == "" else index.get(path.rpartition(".")[0], 0),
+            0 if path == "" else path.count(".") + 1,
+            not any(child is not None for child in module._modules.values()),
+            params[id(module)].values(), buffers[id(module)].values(), own.values(),
+            tuple(others)))
+    return tuple(facts)
+
+
+def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
+    """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
+    shared between submodules counts once in each module holding it, and is owned by the
+    first: :attr:`ModuleInfo.own_params`, :attr:`ModuleInfo.shared_with`)."""
+    return scan_modules(root)[0]
+
+
+def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
+                 ) -> tuple[tuple[ModuleInfo, ...], bool]:
+    """:func:`module_infos`, and whether some parameter or buffer is lazy (its facts are only
+    known after the first forward). Each tensor's size is read once. ``walk``: the caller's
+    :func:`~moduleprofiler.modules.walk_modules` of ``root`` (else made here).
+
+    The sums are those of the one walk of module facts
+    (:func:`~moduleprofiler.modules.module_facts`: each module's tensors with its descendants',
+    each tensor once), computed without building each module's set of tensors, which cost
+    1 ms per pass on ResNet-50: when every module sits at one place in the tree, a tensor
+    registered once is added up the tree with its module's sums, and one registered more than
+    once (a tied weight) is added once to each module above any of its registrations. A model
+    that registers one module at two places takes the walk itself."""
+    if walk is None:
+        walk = walk_modules(root)
+    occurrences, modules = walk.occurrences, walk.modules
+    if len(modules) < len(occurrences):
+        return _scan_facts(root)
+    # numel, bytes, trainable numel and lazy of each tensor registered more than once, by id
+    sizes: dict[int, tuple[int, int, int, bool]] = {}
+    count = len(modules)
+    position = {id(module): i for i, module in enumerate(modules)}
+    parent = [-1] * count
+    leaf = [True] * count
+    # per module: own sums of the tensors registered once (numel, bytes and trainable numel of
+    # parameters; numel and bytes of buffers); a tensor seen again goes to ``shared``, with
+    # every module registering it, and leaves its first module's sums. The loop is written
+    # out (no helper call per tensor): it reads every tensor of the model on every pass.
+    params, param_bytes, trainable = [0] * count, [0] * count, [0] * count
+    buffers, buffer_bytes = [0] * count, [0] * count
+    first: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    shared: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
+    lazy = False
+    for i, module in enumerate(modules):
+        if module._modules:
+            for child in module._modules.values():
+                if child is not None:
+                    parent[position[id(child)]] = i
+                    leaf[i] = False
+        for kind, table in ((0, module._parameters), (1, module._buffers)):
+            if not table:
+                continue
+            seen = first[kind]
+            for tensor in table.values():
+                if tensor is None:
+                    continue
+                key = id(tensor)
+                if key in seen:
+                    again = shared[kind]
+                    holders = again.get(key)
+                    if holders is None:
+                        holders = again[key] = [seen[key]]
+                        _add(-1, _size(tensor, sizes), kind, seen[key], params, param_bytes,
+                             trainable, buffers, buffer_bytes)
+                    holders.append(i)
+                    continue
+                seen[key] = i
+                cls = type(tensor)
+                if cls is not Parameter and cls is not Tensor and is_lazy(tensor):
+                    lazy = True  # counts 0 until its first forward
+                    continue
+                numel = tensor.numel()
+                size = numel * tensor.element_size()
+                if kind:
+                    buffers[i] += numel
+                    buffer_bytes[i] += size
+                else:
+                    params[i] += numel
+                    param_bytes[i] += size
+                    if tensor.requires_grad:
+                        trainable[i] += numel
+    own = params[:]
+    for i in range(count - 1, 0, -1):  # children come after their parent
+        up = parent[i]
+        params[up] += params[i]
+        param_bytes[up] += param_bytes[i]
+        trainable[up] += trainable[i]
+        buffers[up] += buffers[i]
+        buffer_bytes[up] += buffer_bytes[i]
+    owners: dict[int, dict[str, None]] = {}  # module -> the first holders of its tied params
+    for kind in (0, 1):
+        for key, holders in shared[kind].items():
+            known = sizes[key]
+            reached: set[int] = set()
+            for i in dict.fromkeys(holders):
+                if not kind and i == holders[0]:  # owned once, by its first holder
+                    own[i] += known[0]
+                elif not kind:
+                    owners.setdefault(i, {})[display_path(occurrences[holders[0]][0])] = None
+                while i != -1 and i not in reached:  # each module above, once
+                    reached.add(i)
+                    _add(1, known, kind, i, params, param_bytes, trainable, buffers,
+                         buffer_bytes)
+                    i = parent[i]
+    infos = tuple(
+        ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
+                   params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+                   buffer_bytes[i], ", ".join(owners[i]) if i in owners else None,
+                   is_container(module))
+        for i, (path, module) in enumerate(occurrences))
+    return infos, lazy
+
+
+def is_container(module: nn.Module) -> bool:
+    """Whether ``module``'s class keeps ``nn.Module``'s unimplemented ``forward`` (looked up
+    through its class hierarchy: a ``ModuleList``, a ``ModuleDict``, or a subclass of one that
+    adds no ``forward``): :attr:`ModuleInfo.container`."""
+    return type(module).forward is nn.Module.forward
+
+
+def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params: list[int],
+         param_bytes: list[int], trainable: list[int], buffers: list[int],
+         buffer_bytes: list[int]) -> None:
+    """Add (``sign=1``) or take away (``-1``) one tensor's ``size`` in the sums of module
+    ``i``: a parameter's (``kind`` 0) or a buffer's (1)."""
+    if kind:
+        buffers[i] += sign * size[0]
+        buffer_bytes[i] += sign * size[1]
+    else:
+        params[i] += sign * size[0]
+        param_bytes[i] += sign * size[1]
+        trainable[i] += sign * size[2]
+
+
+def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
+    """:func:`scan_modules` from :func:`~moduleprofiler.modules.module_facts` itself."""
+    sizes: dict[int, tuple[int, int, int, bool]] = {}
+    infos = []
+    for fact in module_facts(root):
+        params, param_bytes, trainable = _sums(fact.params, sizes)
+        buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
+        infos.append(ModuleInfo(
+            fact.path, type(fact.module).__name__, fact.depth, params,
+            _sums(fact.own_params, sizes)[0] if fact.own_params else 0, trainable, buffers,
+            fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
+            is_container(fact.module)))
+    return tuple(infos), any(size[3] for size in sizes.values())
+
+
+def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]
+          ) -> tuple[int, int, int, bool]:
+    """``(numel, bytes, trainable numel, lazy)`` of ``tensor``, read once per pass into
+    ``sizes`` (by id); a lazy tensor counts 0 until its first forward."""
+    known = sizes.get(id(tensor))
+    if known is None:
+        cls = type(tensor)
+        if cls is not Parameter and cls is not Tensor and is_lazy(tensor):
+            known = sizes[id(tensor)] = (0, 0, 0, True)
+        else:
+            numel = tensor.numel()
+            known = sizes[id(tensor)] = (numel, numel * tensor.element_size(),
+                                         numel if tensor.requires_grad else 0, False)
+    return known
+
+
+def _sums(tensors: Iterable[Tensor], sizes: dict[int, tuple[int, int, int, bool]]
+          ) -> tuple[int, int, int]:
+    """``(numel, bytes, trainable numel)`` of ``tensors`` (each size read once: :func:`_size`)."""
+    count = size = trainable = 0
+    for tensor in tensors:
+        known = _size(tensor, sizes)
+        count += known[0]
+        size += known[1]
+        trainable += known[2]
+    return count, size, trainable

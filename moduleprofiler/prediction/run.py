@@ -1,0 +1,73 @@
+"""How a prediction runs: the model copied to the meta device, one counted pass with the
+:class:`~moduleprofiler.prediction.listener.PredictionListener` on it, the pass's steps through
+the host and device chains, and, given a profile measured on another GPU, its times scaled by
+the two devices' predictions. :meth:`moduleprofiler.Profiler.predict` documents the arguments
+and calls :func:`predict` with its own counted pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from moduleprofiler.export.profile import Profile
+from moduleprofiler.inputs import InputSize, given_input, unwrap_compiled
+from moduleprofiler.prediction.compare import scaled
+from moduleprofiler.prediction.listener import PredictionListener
+from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
+from moduleprofiler.prediction.predict import (
+    DEFAULT_HOST,
+    DeviceSpec,
+    HostSpec,
+    PredictedProfile,
+    dtype_of,
+    finish_prediction,
+    measured_device,
+    resolve_device,
+    resolve_host,
+    with_fp32_math,
+)
+from moduleprofiler.records import ProfileData
+from moduleprofiler.validate import check_bool, check_pass
+
+CountedPass = Callable[..., Profile]
+"""A profiler's ``profile`` method: the pass the prediction rides on, counted with that
+profiler's formulas (``(model, input, pred_fn=, eval=, backward=, loss_fn=, listeners=)``)."""
+
+
+def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
+            device: DeviceSpec = "H100 SXM", host: HostSpec = DEFAULT_HOST,
+            dtype: str | torch.dtype | None = None, backward: bool = False, *,
+            eval: bool | None = None, loss_fn: Callable[[Any], torch.Tensor] | None = None,
+            input_size: InputSize | None = None, measured: ProfileData | None = None,
+            measured_on: DeviceSpec | None = None, tf32: bool | None = None,
+            log: Callable[[str], None] | None = None) -> PredictedProfile:
+    """The :class:`PredictedProfile` of ``module`` on ``input`` for ``device`` (the arguments
+    are those of :meth:`moduleprofiler.Profiler.predict`), its pass run by ``count``;
+    ``log``: told what is predicted for which device."""
+    if tf32 is not None:
+        check_bool(tf32, "tf32")
+    device_model, notes = resolve_device(device)
+    device_model = with_fp32_math(device_model, tf32)
+    host_model, host_notes = resolve_host(host, device_model)
+    model = meta_copy(unwrap_compiled(check_pass(module)), dtype_of(dtype))
+    listener = PredictionListener(device_model, host_model)
+
+    def fused(*args: Any, **kwargs: Any) -> Any:
+        with FusedAttentionOnMeta():
+            return model(*args, **kwargs)
+
+    if log is not None:
+        log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
+    profile = count(model, meta_input(given_input(model, input, input_size), dtype_of(dtype)),
+                    pred_fn=fused, eval=not backward if eval is None else eval,
+                    backward=backward, loss_fn=loss_fn, listeners=[listener])
+    predicted = finish_prediction(profile, listener, device_model, host_model,
+                                  notes + host_notes, tf32)
+    if measured is None:
+        return predicted
+    source = predict(count, module, input, measured_device(measured, measured_on),
+                     dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
+                     input_size=input_size, tf32=tf32, log=log)
+    return scaled(predicted, source, measured)

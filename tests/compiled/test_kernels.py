@@ -1,0 +1,116 @@
+"""Kernels to modules: Dynamo's spelling of module paths, the deepest common ancestor, and a
+graph's kernels from Inductor's provenance."""
+
+from __future__ import annotations
+
+import pytest
+
+from moduleprofiler.compiled.kernels import (
+    CompiledKernel,
+    common_ancestor,
+    graph_kernels,
+    innermost_module,
+    module_path,
+)
+
+KNOWN = {"", "layer1", "layer1.0", "layer1.0.conv1", "layer1.0.bn1", "blocks", "blocks.2",
+         "blocks.2.fc"}
+
+
+@pytest.mark.parametrize(("traced", "path"), [
+    ("L['self'].layer1.0.conv1", "layer1.0.conv1"),
+    ("L['fn'].__self__.layer1.0", "layer1.0"),  # a compiled module._call_impl
+    ("L['self']._orig_mod.layer1", "layer1"),  # torch.compile's wrapper
+    ("L['self'].blocks[2].fc", "blocks.2.fc"),
+    ("L['self']._modules['blocks']._modules['2']", "blocks.2"),
+    ("L['self']", ""),
+])
+def test_module_path_reads_dynamos_spellings(traced, path):
+    assert module_path(traced, KNOWN) == path
+
+
+def test_an_unknown_path_is_cut_back_to_its_longest_known_prefix():
+    assert module_path("L['self'].layer1.0.relu", KNOWN) == "layer1.0"
+    assert module_path("L['self'].layer1.0.relu") == "layer1.0.relu"
+
+
+def test_innermost_module_is_the_last_entry_of_the_stack():
+    stack = {"a": ("L['self'].layer1", object), "b": ("L['self'].layer1.0.bn1", object)}
+    assert innermost_module(stack, KNOWN) == "layer1.0.bn1"
+    assert innermost_module({}, KNOWN) == ""
+    assert innermost_module(None) == ""
+
+
+def test_common_ancestor():
+    assert common_ancestor(["layer1.0.conv1", "layer1.0.bn1"]) == "layer1.0"
+    assert common_ancestor(["layer1.0.bn1", "layer1.0"]) == "layer1.0"
+    assert common_ancestor(["layer1.0", "layer10.0"]) == ""  # segments, not characters
+    assert common_ancestor(["fc"]) == "fc"
+    assert common_ancestor([]) == ""
+
+
+PROVENANCE = {
+    "postToPre": {"convolution": ["conv2d"], "add": ["bn"], "relu": ["relu"],
+                  "view": ["flatten"], "mm": ["linear"], "cat": ["cat"]},
+    "cppCodeToPost": {
+        "extern_kernels.convolution:1": ["convolution"],
+        "triton_poi_fused_add_relu_0:2": ["add", "relu"],
+        "extern_kernels.mm:3": ["mm", "view"],
+        "triton_poi_fused_cat_1:4": ["cat"],
+    },
+}
+PRE = {"conv2d": "layer1.0.conv1", "bn": "layer1.0.bn1", "relu": "layer1.0",
+       "flatten": "", "linear": "blocks.2.fc"}
+
+
+def test_graph_kernels_join_provenance_and_module_stacks():
+    kernels = graph_kernels(PROVENANCE, PRE, KNOWN, views={"flatten"})
+    assert [(k.name, k.position) for k in kernels] == [
+        ("extern_kernels.convolution", 1), ("triton_poi_fused_add_relu_0", 2),
+        ("extern_kernels.mm", 3), ("triton_poi_fused_cat_1", 4)]
+    conv, fused, mm, cat = kernels
+    assert conv.module == "layer1.0.conv1" and conv.fused_across == ()
+    assert conv.extern_op == "aten::convolution"
+    # the batch norm's add and the block's ReLU: booked to the block, marked fused
+    assert fused.module == "layer1.0"
+    assert fused.fused_across == ("layer1.0", "layer1.0.bn1")
+    assert fused.extern_op is None
+    # the root's flatten is a view the matrix product reads: the product is fc's alone
+    assert mm.modules == ("blocks.2.fc",)
+    # a kernel none of whose nodes Dynamo's graph names is the root's
+    assert cat.modules == ("",) and cat.module == ""
+
+
+def test_a_kernel_of_views_only_keeps_their_modules():
+    provenance = {"postToPre": {"view": ["flatten"]},
+                  "cppCodeToPost": {"triton_poi_fused_view_0:1": ["view"]}}
+    (kernel,) = graph_kernels(provenance, {"flatten": "layer1"}, KNOWN, views={"flatten"})
+    assert kernel.modules == ("layer1",)
+
+
+def test_provenance_without_positions_numbers_kernels_in_order():
+    provenance = {"postToPre": {"mm": ["linear"]},
+                  "cppCodeToPost": {"extern_kernels.mm": ["mm"], "triton_poi_x_0": []}}
+    kernels = graph_kernels(provenance, {"linear": "blocks.2.fc"})
+    assert [(k.name, k.position) for k in kernels] == [("extern_kernels.mm", 0),
+                                                        ("triton_poi_x_0", 1)]
+
+
+def test_extern_op_of_a_fallback_kernel():
+    kernel = CompiledKernel("torch.ops.aten._scaled_dot_product_cudnn_attention.default", 5,
+                            ("h.0.attn",))
+    assert kernel.extern_op == "aten::_scaled_dot_product_cudnn_attention"
+
+
+def test_an_extern_kernel_is_the_work_of_its_deepest_modules():
+    # an attention whose mask the enclosing model built: the attention's own module's work
+    provenance = {"postToPre": {"sdpa": ["attention", "mask"]},
+                  "cppCodeToPost": {"torch.ops.aten._scaled_dot_product_cudnn_attention"
+                                    ".default:3": ["sdpa"]}}
+    known = {"", "h", "h.0", "h.0.attn"}
+    (kernel,) = graph_kernels(provenance, {"attention": "h.0.attn", "mask": ""}, known)
+    assert kernel.modules == ("h.0.attn",) and kernel.fused_across == ()
+    # a generated kernel with the same nodes keeps both, booked to their common ancestor
+    provenance["cppCodeToPost"] = {"triton_poi_fused_where_0:3": ["sdpa"]}
+    (kernel,) = graph_kernels(provenance, {"attention": "h.0.attn", "mask": ""}, known)
+    assert kernel.modules == ("", "h.0.attn") and kernel.module == ""
