@@ -36,10 +36,8 @@ per-call samples fill, and one line where :func:`~.choice.make_clock` picks it::
                     self.traced.extend(book_graph(rec, runner))
             return [Block(traced, share=lambda count: max(1, count // 4), warm=False)]
 
-        def readings(self, layout, forward, backward=None) -> Readings:
-            times = DeviceTimes.collect(self.traced, layout, backward is not None, 0.0, None)
-            return Readings(times.samples, times.backward, forward, backward, times,
-                            clock=self.name)
+        def readings(self) -> Readings:
+            return Readings(self.traced, clock=self.name)
 """
 
 from __future__ import annotations
@@ -51,27 +49,29 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.facts import HookFreeTrace
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.timing.clocks.stamps import StampSource, make_stamps
-from moduleprofiler.timing.device_results import DeviceTimes
+from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.listener import Step
 from moduleprofiler.timing.loop import Block
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
-from moduleprofiler.timing.results import ModelLayout, PhaseSamples
 
 
 @dataclass
 class Readings:
-    """What a clock read over a pass's kept iterations: the samples its result's per-call
-    sample columns are filled from (``forward`` and ``backward`` are the times the views
-    show; ``host_*`` the host's beside them where the clock reads the device apart)."""
+    """What a clock read over a pass's kept iterations beyond the stamps' own (which the pass
+    hands the result builder itself): a device clock's traced iterations (their device
+    times become the result's times, the stamps' the host's beside them), the device time
+    booked to calls and in all, the hook-free regime, and the clock's name and notes."""
 
-    forward: PhaseSamples
-    backward: PhaseSamples | None = None
-    host_forward: PhaseSamples | None = None
-    host_backward: PhaseSamples | None = None
-    device_times: DeviceTimes | None = None
-    """Launches, the device's idle share per call, the hook-free regime (device clocks)."""
+    traced: Sequence[DeviceIteration] = ()
+    booked_ms: float | None = None
+    """Device time booked to module calls over the traced iterations (device clocks)."""
+    total_ms: float | None = None
+    """All device time over the traced sessions (device clocks)."""
+    hook_free: HookFreeTrace | None = None
+    """The hook-free iteration's regime (device clocks)."""
     clock: str = ""
     """The clock's name in the result (``"cuda-kernels"``...)."""
     notes: list[str] = field(default_factory=list)
@@ -125,7 +125,7 @@ class Clock:
         """After the rounds, still inside the pass's state: with the hook-free iterations'
         marks in ``plain``, read what only a hook-free call can tell."""
 
-    def readings(self, layout: ModelLayout, forward: PhaseSamples,
-                 backward: PhaseSamples | None = None) -> Readings:
-        """The result's samples, from the ``stamps``' own ``forward`` (and ``backward``)."""
-        return Readings(forward, backward, clock=self.name)
+    def readings(self) -> Readings:
+        """What it read beyond the ``stamps``' own iterations (which the pass hands the
+        result builder with these). A stamps-only clock read nothing more."""
+        return Readings(clock=self.name)
