@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.autograd import DeviceType
@@ -111,7 +112,7 @@ def module_ms(model: nn.Module, x: Tensor, prime_us: float, iters: int) -> tuple
         timing = time_modules(model, x, num_iters=iters, drop_first=3 if not SMOKE else 1)
     CudaStamps.prime_us = PRIME_US
     unhooked = timing.hook_free
-    return (timing, timing.stats("").inclusive.median,
+    return (timing, float(np.median(timing.samples(""))),
             unhooked.median if unhooked is not None else float("nan"))
 
 
@@ -232,7 +233,7 @@ def resnet_section() -> None:
     profile, eff = profiled(model, x, timing, PEAKS)
     top(eff, COLUMNS)
     bounds = eff.to_df("module")["bound"].value_counts().to_dict()
-    forward_ms = timing.stats("").inclusive.median
+    forward_ms = float(np.median(timing.samples("")))
     found = utilization(profile, forward_ms, PEAKS, "bf16")
     print(f"labels: {bounds}; forward {forward_ms:.3f} ms, MFU {found.mfu:.1%}")
 
@@ -294,7 +295,7 @@ def backward_chain_section() -> None:
     scale = gt.event_ms(lambda: gt._busy(100)) / 0.1 if DEVICE.type == "cuda" else 1.0
     timing = train_step_times(model, x, num_iters=30 if not SMOKE else 3,
                               drop_first=5 if not SMOKE else 1)
-    errors = gt.error_table([(str(i), timing.stats(str(i)).backward.inclusive.median,
+    errors = gt.error_table([(str(i), float(np.median(timing.samples(str(i), phase="backward"))),
                               b / 1000 * scale) for i, b in enumerate(us)])
     print(f"max |error| (modules >= 50 us): {max(abs(e) for e in errors):.2f}%; first layer "
           f"{errors[0]:+.2f}%, last {errors[-1]:+.2f}%")
@@ -357,7 +358,7 @@ def mlp_section(dtype: torch.dtype) -> None:
         with gpu_clock(f"train_step_times, prime {prime:g} us"):
             timing = train_step_times(model, x, num_iters=iters,
                                       drop_first=4 if not SMOKE else 1)
-        measured[prime] = [timing.stats(str(i)).backward.inclusive.median
+        measured[prime] = [float(np.median(timing.samples(str(i), phase="backward")))
                            for i in range(len(layers))]
     CudaStamps.prime_us = PRIME_US
     with gpu_clock("in situ, CUPTI"):
@@ -482,7 +483,7 @@ def mlp_interleaved_section(dtype: torch.dtype, rounds: int = 6) -> None:
         clocks["ours"].append(clock.get("mhz", float("nan")))
         with gpu_clock("alone", quiet=True) as clock:
             for i, (layer, (inp, grad)) in enumerate(zip(layers, data)):
-                ours[i].append(timing.stats(str(i)).backward.inclusive.median)
+                ours[i].append(float(np.median(timing.samples(str(i), phase="backward"))))
                 alone[i].append(alone_backward_ms(layer, inp, grad))
                 no_accumulation[i].append(alone_backward_ms(layer, inp, grad, into_grad=False))
         clocks["alone"].append(clock.get("mhz", float("nan")))

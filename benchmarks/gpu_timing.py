@@ -221,20 +221,20 @@ def known_sleeps() -> dict[str, float]:
     with torch.no_grad():
         timing = time_modules(model, x, num_iters=120 if not SMOKE else 12, drop_first=20
                               if not SMOKE else 2, warmup_seconds=0.5 if not SMOKE else 0)
-    errors = error_table([(p, timing.stats(p).inclusive.median, t) for p, t in truths.items()])
+    errors = error_table([(p, float(np.median(timing.samples(p))), t) for p, t in truths.items()])
     print(f"sum of self / root (coverage): {timing.coverage:.4f}; "
           f"hooked / hook-free whole model: {timing.overhead_ratio:.4f}; "
-          f"calls per iteration of the reused module: {timing.stats('2.1').calls_per_iter:g}")
+          f"calls per iteration of the reused module: {len(timing.calls('2.1'))}")
     if DEVICE.type == "cuda":
         idle = nn.Sequential(Sleep(20))
         cold = time_modules(idle, x, num_iters=40, drop_first=5, warmup_seconds=0)
         print(f"launch-bound (idle GPU before the module): Sleep(20) reads "
-              f"{cold.stats('0').inclusive.median:.4f} ms against a kernel of "
+              f"{float(np.median(cold.samples('0'))):.4f} ms against a kernel of "
               f"{truths['1']:.4f} ms: GPU-timeline time includes the launch gap")
         cpu = time_modules(model, x, num_iters=40, drop_first=5, warmup_seconds=0,
                            device="cpu")
         print("cpu-clock (no sync) on the same GPU model, as nnprofiler/0.0.4 read it:")
-        error_table([(p, cpu.stats(p).inclusive.median, t) for p, t in truths.items()])
+        error_table([(p, float(np.median(cpu.samples(p))), t) for p, t in truths.items()])
     return {"max_abs_error_pct": max(abs(e) for e in errors), "coverage": timing.coverage,
             "overhead": timing.overhead_ratio}
 
@@ -265,7 +265,7 @@ def matmuls() -> dict[str, float]:
                               drop_first=10 if not SMOKE else 2,
                               warmup_seconds=0.5 if not SMOKE else 0)
     print("chain starting on an idle GPU (launch-bound between small kernels):")
-    error_table([(f"{p} ({type(chain[int(p)]).__name__})", idle.stats(p).inclusive.median, t)
+    error_table([(f"{p} ({type(chain[int(p)]).__name__})", float(np.median(idle.samples(p))), t)
                  for p, t in truths.items()])
     print(f"hooked / hook-free {idle.overhead_ratio:.4f}")
     try:
@@ -275,12 +275,12 @@ def matmuls() -> dict[str, float]:
         kernels = {}
     print("same chain behind a 600 us sleep (GPU-bound), against isolated blocks:")
     errors = error_table([(f"{p} ({type(chain[int(p)]).__name__})",
-                           timing.stats(chain_paths[p]).inclusive.median, t)
+                           float(np.median(timing.samples(chain_paths[p]))), t)
                           for p, t in truths.items()])
     if kernels:
         print("same GPU-bound chain against CUPTI kernel time in situ, no hooks:")
         errors = error_table([(f"{p} ({type(chain[int(p)]).__name__})",
-                               timing.stats(chain_paths[p]).inclusive.median, kernels[p])
+                               float(np.median(timing.samples(chain_paths[p]))), kernels[p])
                               for p in truths if p in kernels])
         truths = {p: kernels[p] for p in truths if p in kernels}
     big = [e for (_, t), e in zip(truths.items(), errors) if t >= 0.018]
@@ -328,12 +328,13 @@ def backward_sleeps() -> dict[str, float]:
         first = timing.samples("0", phase="backward")
         print(f"first layer backward p10/p50/p90: {np.percentile(first, [10, 50, 90]).round(4)}")
         print(f"method {method}:")
-        errors = error_table([(p, timing.stats(p).backward.inclusive.median, t)
+        errors = error_table([(p, float(np.median(timing.samples(p, phase="backward"))), t)
                               for p, t in truths.items()])
         big = [e for (p, _), e in zip(truths.items(), errors) if p != "4.short"]
         print(f"max |error| without the shortcut: {max(abs(e) for e in big):.2f}%")
-        identity = timing.stats("2.2").backward.inclusive
-        print(f"identity Dropout backward: {identity.median if identity else math.nan:.4f} ms; "
+        identity = timing.samples("2.2", phase="backward")
+        print(f"identity Dropout backward: "
+              f"{float(np.median(identity)) if identity.size else math.nan:.4f} ms; "
               f"backward coverage {timing.backward_coverage:.3f}; step with gradient hooks / "
               f"hook-free {timing.backward_overhead_ratio:.3f}")
         results[method] = max(abs(e) for e in errors)
@@ -343,9 +344,10 @@ def backward_sleeps() -> dict[str, float]:
                             Sleep(30, 500)).to(DEVICE)
         alt_timing = train_step_times(alt, torch.zeros(1024, device=DEVICE), num_iters=30
                                       if not SMOKE else 4, drop_first=5 if not SMOKE else 1)
-        print(f"variant, input without grad: first layer "
-              f"{alt_timing.stats('0').backward.inclusive.median:.4f} ms, last layer "
-              f"{alt_timing.stats('2').backward.inclusive.median:.4f} ms (truths "
+        first, last = (float(np.median(alt_timing.samples(p, phase="backward")))
+                       for p in ("0", "2"))
+        print(f"variant, input without grad: first layer {first:.4f} ms, last layer "
+              f"{last:.4f} ms (truths "
               f"{truths['0']:.4f}, {truths['5']:.4f})")
     return {f"backward_max_abs_error_pct_{k}": v for k, v in results.items()}
 
@@ -434,18 +436,18 @@ def real_model(name: str, model: nn.Module, inputs: Any, batch: int) -> dict[str
     with torch.no_grad():
         timing = time_modules(model, inputs, num_iters=iters, drop_first=10 if not SMOKE else 1,
                               warmup_seconds=1.0 if not SMOKE else 0)
-    frame = timing.stats_frame()
-    leaves = frame[frame["is_leaf"] & (frame["calls"] > 0)]
-    top = leaves.sort_values("self_median_ms", ascending=False).head(5)
+    frame = timing.to_df("module")
+    leaves = frame[[info.is_leaf for info in timing.modules] & (frame["calls"] > 0)]
+    top = leaves.sort_values("self_time_median_ms", ascending=False).head(5)
     cal = timing.calibration
     print(f"hook calibration on this device: attribution {cal.attribution_ns / 1e3:.2f} us, "
           f"whole-model cost {cal.per_call_ns / 1e3:.2f} us per hooked call")
-    print(f"root median {timing.stats('').inclusive.median:.3f} ms over {timing.iterations} "
+    print(f"root median {float(np.median(timing.samples(''))):.3f} ms over {timing.iterations} "
           f"iterations; coverage {timing.coverage:.4f}; leaf coverage "
           f"{timing.leaf_coverage:.3f}; hooked / hook-free {timing.overhead_ratio:.4f}; "
           f"uncalled modules {len(timing.uncalled)}; warnings {len(timing.warnings)}")
     for _, row in top.iterrows():
-        print(f"  {row['module']:<42}{row['type']:<22}{row['self_median_ms']:>9.4f} ms "
+        print(f"  {row['module']:<42}{row['type']:<22}{row['self_time_median_ms']:>9.4f} ms "
               f"x{row['calls']:g}{' low-confidence' if row['low_confidence'] else ''}")
     latency = benchmark(model, inputs, warmup_seconds=1.0 if not SMOKE else 0,
                         max_seconds=10 if not SMOKE else 1, target_ci=0.005)
@@ -460,10 +462,11 @@ def real_model(name: str, model: nn.Module, inputs: Any, batch: int) -> dict[str
           f"{train.backward_coverage:.3f} ({train.method}); forward-hook step ratio "
           f"{train.overhead_ratio:.3f}, gradient-hook step ratio "
           f"{train.backward_overhead_ratio:.3f}")
-    stats = sorted((s for s in train.module_stats() if s.backward.exclusive is not None
-                    and s.path), key=lambda s: -s.backward.exclusive.median)[:3]
-    for s in stats:
-        print(f"  backward self {s.path:<40}{s.backward.exclusive.median:>9.4f} ms")
+    own = train.to_df("module").iloc[1:].dropna(subset=["self_backward_time_median_ms"])
+    for _, row in own.sort_values("self_backward_time_median_ms", ascending=False).head(
+            3).iterrows():
+        print(f"  backward self {row['module']:<40}"
+              f"{row['self_backward_time_median_ms']:>9.4f} ms")
     return {"coverage": timing.coverage, "overhead": timing.overhead_ratio,
             "backward_coverage": train.backward_coverage}
 

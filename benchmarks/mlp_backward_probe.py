@@ -16,6 +16,7 @@ import gc
 import itertools
 import sys
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -29,7 +30,7 @@ def readings(model: nn.Module, x: torch.Tensor, label: str, drop_first: int = 4)
     with ge.gpu_clock(label, quiet=True) as clock:
         timing = train_step_times(model, x, num_iters=16 + drop_first, drop_first=drop_first,
                                   progress=False)
-    values = [timing.stats(str(i)).backward.inclusive.median for i in range(3)]
+    values = [float(np.median(timing.samples(str(i), phase="backward"))) for i in range(3)]
     print(f"{label:<44}" + "".join(f"{v:9.4f}" for v in values)
           + f"   {clock.get('mhz', float('nan')):.0f} MHz")
 

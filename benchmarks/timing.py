@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.export.names import module_name
 from moduleprofiler.timing import benchmark, time_modules
 
 
@@ -129,10 +130,10 @@ def agreement(name: str, model: nn.Module, x: Tensor, iters: int) -> tuple[float
           f"{'h/iso':>8}{'h/prof':>8}")
     vs_iso, vs_prof, large_iso, large_prof = [], [], [], []
     for path in leaves:
-        stats = timing.stats(path)
+        stats = timing.to_df("module").set_index("module").loc[module_name(path)]
         if stats.inclusive is None or stats.inclusive.median < 0.05:
             continue
-        ours = stats.inclusive.median / stats.calls_per_iter
+        ours = stats["time_median_ms"] / stats["calls"]
         a = ours / iso[path]
         b = ours / prof[path] if prof.get(path) else math.nan
         vs_iso.append(a)
@@ -202,7 +203,7 @@ def main() -> None:
     cal = timing.calibration
     print(f"\nresnet18 (1x3x{side}x{side}): hooked / hook-free whole model "
           f"{timing.overhead_ratio:.3f} (hook-free median {timing.hook_free.median:.2f} ms, "
-          f"{len(timing.layout.paths)} modules, {int(timing.forward.calls[0].sum())} calls); "
+          f"{len(timing.modules)} modules, {len(timing.records)} calls); "
           f"coverage {timing.coverage:.3f}; per-call cost {cal.per_call_ns / 1e3:.2f} us, "
           f"attribution {cal.attribution_ns / 1e3:.2f} us")
     results = {

@@ -33,8 +33,7 @@ def default_device() -> torch.device:
 
 
 def _where(module: nn.Module, input: Any) -> list[tuple[str, torch.device]]:
-    """The first parameter or buffer's device (``"the model"``) and the first input tensor's
-    (``"input"``): the two places a pass's device can come from."""
+    """Where the model's first parameter (or buffer) and the first input tensor are."""
     places = [("the model", tensor.device) for tensor in itertools.islice(
         itertools.chain(module.parameters(), module.buffers()), 1)]
     places += [("input", tensor.device) for tensor in itertools.islice(iter_tensors(input), 1)]
@@ -69,13 +68,10 @@ def resolve_device(module: nn.Module, input: Any = None,
                 + "; move them to one device or pass device= to say which to use")
         else:
             resolved = places[0][1] if places else CPU
-    if resolved.type == "cuda":
-        if not cuda_available():
-            raise RuntimeError(f"device {resolved} asked for, but torch.cuda.is_available() "
-                               "is False")
-        if resolved.index is None:
-            resolved = torch.device("cuda", torch.cuda.current_device())
-    return resolved
+    if resolved.type == "cuda" and not cuda_available():
+        raise RuntimeError(f"device {resolved} asked for, but torch.cuda.is_available() is "
+                           "False")
+    return torch.device("cuda", device_index(resolved)) if resolved.type == "cuda" else resolved
 
 
 def device_index(device: torch.device) -> int:
@@ -83,18 +79,22 @@ def device_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
+def cuda_index() -> int | None:
+    """The current CUDA device's index (``None`` without CUDA)."""
+    return torch.cuda.current_device() if cuda_available() else None
+
+
 def synchronize(device: torch.device | None = None) -> None:
-    """Wait for the work queued on ``device`` (a no-op on the CPU and meta). ``None``: the
-    current CUDA device, where CUDA has been initialised in this process."""
-    if device is None:
-        if cuda_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-    elif device.type == "cuda":
+    """Wait for the work queued on ``device`` (nothing to wait for off CUDA); ``None``: the
+    current CUDA device, once CUDA is initialised."""
+    if device is None and cuda_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    elif device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 def new_event() -> Any:
-    """A CUDA event that records timing (``torch.cuda.Event(enable_timing=True)``)."""
+    """A CUDA event that records timing."""
     return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
 
@@ -104,40 +104,26 @@ def current_stream(device: torch.device) -> Any:
 
 
 def spin() -> Any:
-    """``torch.cuda._sleep`` (keeps the current stream busy for a number of GPU cycles) where
-    this build has it, else ``None``."""
+    """``torch.cuda._sleep`` (busy the current stream for some GPU cycles), or ``None``."""
     return getattr(torch.cuda, "_sleep", None)
 
 
 def device_context(device: torch.device | None) -> contextlib.AbstractContextManager[Any]:
-    """Make ``device`` the current one inside the block (nothing to do off CUDA or for
-    ``None``)."""
+    """``device`` current inside the block (nothing to do off CUDA or for ``None``)."""
     if device is None or device.type != "cuda":
         return contextlib.nullcontext()
     return torch.cuda.device(device)
 
 
 def properties(device: torch.device) -> Any:
-    """The CUDA device properties of ``device`` (``name``, ``multi_processor_count``,
-    ``clock_rate``...)."""
+    """The CUDA properties of ``device`` (``name``, ``multi_processor_count``...)."""
     return torch.cuda.get_device_properties(device_index(device))
 
 
 def device_name(device: torch.device | None = None) -> str:
-    """The name the device reports (``"NVIDIA H100 80GB HBM3"``); the processor's on the CPU.
-    ``None``: the current CUDA device (``RuntimeError`` without CUDA)."""
-    if device is None:
-        if not cuda_available():
-            raise RuntimeError("no device named and CUDA is not available")
-        device = default_device()
-    if device.type == "cuda":
-        return str(properties(device).name)
-    return "cpu"
-
-
-def cuda_index() -> int | None:
-    """The current CUDA device's index (``None`` without CUDA)."""
-    return torch.cuda.current_device() if cuda_available() else None
+    """The name the device reports (``"cpu"`` off CUDA); ``None``: the current CUDA device."""
+    device = default_device() if device is None else device
+    return str(properties(device).name) if device.type == "cuda" else "cpu"
 
 
 def device_count() -> int:
@@ -147,42 +133,36 @@ def device_count() -> int:
 
 def device_names() -> list[str]:
     """The name of every CUDA device of this process (empty without CUDA)."""
-    if not cuda_available():
-        return []
-    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return [torch.cuda.get_device_name(i) for i in range(device_count())] \
+        if cuda_available() else []
 
 
 def clock_rate_mhz(device: torch.device) -> int:
-    """The GPU's current clock (MHz; needs pynvml)."""
+    """The GPU's current clock in MHz (needs pynvml)."""
     return int(torch.cuda.clock_rate(device_index(device)))
 
 
 def empty_cache() -> None:
-    """Give the CUDA caching allocator's free blocks back (nothing off CUDA)."""
+    """Give the CUDA caching allocator's free blocks back."""
     if cuda_available():
         torch.cuda.empty_cache()
 
 
 class AllocatorPeak:
-    """The caching allocator's peak of allocated bytes on a CUDA ``device`` from now on.
-
-    ``torch.cuda.max_memory_allocated`` is a host-side counter: reading it needs no
-    synchronisation."""
+    """The caching allocator's peak of allocated bytes on CUDA ``device`` from now on (a
+    host-side counter: reading it needs no synchronisation)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
-        self.baseline_bytes = int(torch.cuda.memory_allocated(device))
-        self.peak = self.baseline_bytes
+        self.peak = self.baseline_bytes = int(torch.cuda.memory_allocated(device))
 
     def sample(self) -> bool:
         """Read the allocator's peak; whether it rose since the last sample."""
         peak = int(torch.cuda.max_memory_allocated(self.device))
-        if peak > self.peak:
-            self.peak = peak
-            return True
-        return False
+        rose, self.peak = peak > self.peak, max(peak, self.peak)
+        return rose
 
 
 def range_push(name: str) -> None:
@@ -191,6 +171,5 @@ def range_push(name: str) -> None:
 
 
 def range_pop() -> None:
-    """Close the innermost NVTX range of this thread."""
+    """Close this thread's innermost NVTX range."""
     torch.cuda.nvtx.range_pop()
-

@@ -8,6 +8,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from moduleprofiler.facts import TimingFacts
+
 _T = TypeVar("_T")
 
 OpsSource = Literal["formula", "operator", "mixed", "excluded", "unknown"]
@@ -260,6 +262,9 @@ class ProfileData:
     column -> value); every module view shows them. A pass's own per-module values are not
     kept here: the module views compute them from its call records (the one exception: a
     kernel-clock timing's model row ``time_bound``, the hook-free regime no call measured)."""
+    facts: TimingFacts | None = None
+    """What a timing pass found about its run (clock, device, calibration, kept and dropped
+    iterations...); ``None`` for a pass that timed nothing."""
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from torch import nn
 
 from moduleprofiler.export.names import module_name
@@ -85,20 +86,27 @@ def inference_time_dict(
                           drop_first=drop_first, warmup_seconds=0.0, overhead_fraction=0.25)
     threads = {key: timing.environment[key] for key in ("intraop_threads", "interop_threads")}
     hardware = get_hardware_specs()
+    frame = timing.to_df("module")
+    own = "self_device_ms" if "self_device_ms" in frame else "self_time_median_ms"
     result: dict[str, dict[str, Any]] = {}
-    for stats in timing.module_stats():
-        calls = stats.calls_per_iter
-        result[module_name(stats.path)] = {
-            "type": stats.type_name,
-            **_time_keys([float(v) for v in timing.samples(stats.path)]),
+    for info, row in zip(timing.modules, frame.to_dict(orient="records")):
+        calls = row["calls"]
+        result[module_name(info.path)] = {
+            "type": info.type_name,
+            **_time_keys([float(v) for v in timing.samples(info.path)]),
             **threads,
             **hardware,
-            "calls": int(calls) if float(calls).is_integer() else calls,
-            "self_time_median_ms": stats.exclusive.median if stats.exclusive else None,
-            "low_confidence": stats.low_confidence,
+            "calls": int(calls) if not _missing(calls) else 0,
+            "self_time_median_ms": None if _missing(row.get(own)) else float(row[own]),
+            "low_confidence": (None if _missing(row.get("low_confidence"))
+                               else bool(row["low_confidence"])),
             "hook_overhead_ratio": timing.overhead_ratio,
         }
     return result
+
+
+def _missing(value: Any) -> bool:
+    return value is None or bool(pd.isna(value))
 
 
 def total_inference_time_dict(

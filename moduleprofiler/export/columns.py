@@ -82,7 +82,11 @@ class Statistic:
     samples: tuple[str, ...]
     """The sample columns it reads, in the order ``compute`` takes their totals."""
     compute: Callable[..., Any]
-    """One per-iteration totals array per sample column (aligned) -> the module's value."""
+    """One per-iteration totals array per sample column (aligned) -> the module's value; with
+    :attr:`facts`, the profile's ``facts`` as the keyword ``facts`` too."""
+    facts: bool = False
+    """Whether ``compute`` reads the pass's facts (its confidence level, its fewest trusted
+    samples)."""
 
 
 def median_of(totals: Any) -> float | None:
@@ -142,6 +146,9 @@ class ColumnSpec:
     statistic: Statistic | None = dataclasses.field(default=None, compare=False)
     """How a module's value is computed from its calls' samples (:class:`Statistic`) instead
     of by ``aggregation``, which then only combines modules into types."""
+    detail: bool = False
+    """A statistic shown only when asked for (a percentile, a CI bound): the views' defaults
+    leave it out, the module frame holds it."""
 
     @property
     def inclusive(self) -> bool | None:
@@ -180,13 +187,15 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
                     inclusive: bool | None = None, *, aggregation: Aggregation | None = None,
                     unit: str = "", additive: bool = True, derive: Derived | None = None,
                     description: str = "", needs: str = "", per_module: str | None = None,
-                    statistic: Statistic | None = None, replace: bool = False) -> ColumnSpec:
+                    statistic: Statistic | None = None, detail: bool = False,
+                    replace: bool = False) -> ColumnSpec:
     """Declare column ``name`` and return its spec; every view then shows it.
 
     ``aggregation`` says how calls combine (:data:`Aggregation`); without it, ``inclusive=True``
     means ``"inclusive"``, ``inclusive=False`` means ``"sum"``, and ``None`` keeps what the name
     suggests. ``derive`` computes the column from other per-call columns
-    (:func:`scaled`, :func:`inclusive_of`); ``needs``, ``per_module`` and ``statistic`` as in
+    (:func:`scaled`, :func:`inclusive_of`); ``needs``, ``per_module``, ``statistic`` and
+    ``detail`` as in
     :class:`ColumnSpec`. Declaring a name again with the same kind, unit and
     aggregation returns the new spec; a different declaration raises ``ValueError`` unless
     ``replace=True`` (two listeners must not give one name two meanings).
@@ -197,7 +206,7 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
     _check(name, kind, aggregation)
     spec = ColumnSpec(name, kind, label if label is not None else _default_label(name),
                       aggregation, unit, additive, derive, description, needs, per_module,
-                      statistic)
+                      statistic, detail)
     old = _REGISTRY.get(name)
     if old is not None and not replace and (old.kind, old.aggregation, old.unit) != (
             spec.kind, spec.aggregation, spec.unit):
@@ -433,4 +442,5 @@ def metric_columns(metric: str, available: list[str]) -> tuple[str, str]:
 def is_extra_column(name: str) -> bool:
     """A quantity that is not one of this package's own columns (a listener's, a timing or
     memory column, registered or not): views show it without being told."""
-    return name not in BUILTIN and column_spec(name).kind in ADDITIVE_KINDS | {"number"}
+    spec = column_spec(name)
+    return name not in BUILTIN and spec.kind in ADDITIVE_KINDS | {"number"} and not spec.detail

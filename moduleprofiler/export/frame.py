@@ -212,7 +212,7 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
             continue  # covers all of their calls, so no one of its rows holds it
         for spec in statistics:
             row[spec.name] = module_statistic(spec, profile.records, tree.rows.get(owner, []),
-                                              tree.outermost)
+                                              tree.outermost, profile.facts)
     frame = pd.DataFrame({name: typed_series([row.get(name) for row in rows],
                                              specs.get(name) or _spec_of(name, calls))
                           for name in names})
@@ -240,7 +240,7 @@ def _statistics(records: Sequence[CallRecord]) -> list[ColumnSpec]:
 
 
 def module_statistic(spec: ColumnSpec, records: Sequence[CallRecord], rows: Sequence[int],
-                     outermost: Sequence[bool]) -> Any:
+                     outermost: Sequence[bool], facts: Any = None) -> Any:
     """One module's value of a :class:`Statistic` column from its calls ``rows``: each sample
     column totalled per iteration (:func:`sample_totals`), the iterations in which none of
     the calls has a sample left out."""
@@ -251,6 +251,8 @@ def module_statistic(spec: ColumnSpec, records: Sequence[CallRecord], rows: Sequ
         if total is None:
             return None
         totals.append(total[~np.isnan(total)])
+    if spec.statistic.facts:
+        return spec.statistic.compute(*totals, facts=facts)
     return spec.statistic.compute(*totals)
 
 

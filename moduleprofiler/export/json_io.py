@@ -3,7 +3,8 @@
 The document is :func:`~moduleprofiler.export.frame.profile_to_dict` (``schema_version``,
 ``totals``, ``columns``, ``records``, ``modules``, ...) plus what a :class:`Profile` needs to
 be rebuilt (every other :class:`Profile` field: ``unsupported_ops``, ``outside_ops``, the
-backward results). Each record's ``metrics`` holds the columns listeners wrote for that call;
+backward results, a timing pass's ``facts``). Each record's ``metrics`` holds the columns
+listeners wrote for that call;
 ``columns`` says how the ones this package does not define are shown and combined, and
 reading the document registers those that are not registered yet, so a saved profile renders
 the same in another process. Records and modules keep PyTorch's module paths (the root is
@@ -31,6 +32,7 @@ from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
 from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
 from moduleprofiler.export.io import PathLike
+from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData, ancestor_paths
 
 P = TypeVar("P", bound=ProfileData)
@@ -104,6 +106,8 @@ def profile_document(profile: ProfileData) -> dict[str, Any]:
     document.update(profile_to_dict(profile))
     for name in _PROFILE_FIELDS:  # unsupported_ops, outside_ops, backward results, ...
         value = getattr(profile, name)
+        if isinstance(value, TimingFacts):
+            value = value.to_dict()
         document[name] = dict(value) if isinstance(value, Mapping) else value
     for key in _TABLES:
         document[key] = [{name: encode(value) for name, value in row.items()}
@@ -171,7 +175,8 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
         excluded=tuple(document.get("excluded", ())),
         total_params=totals.get("params", 0),
         total_buffers=totals.get("buffers", 0),
-        **{name: _field_value(document[name]) for name in _PROFILE_FIELDS if name in document},
+        **{name: _field_value(document[name], name) for name in _PROFILE_FIELDS
+           if name in document},
     )
 
 
@@ -185,7 +190,9 @@ def _modules(rows: Sequence[Mapping[str, Any]], called: set[str]) -> tuple[Modul
         "module") for row in rows)
 
 
-def _field_value(value: Any) -> Any:
+def _field_value(value: Any, name: str = "") -> Any:
+    if name == "facts" and isinstance(value, dict):
+        return TimingFacts.from_dict(decode(value))
     # JSON has no tuples: tuple-valued profile fields come back as lists
     if isinstance(value, list):
         return tuple(value)

@@ -74,7 +74,8 @@ class Profile(ProfileData):
         same model and input (:meth:`ModuleProfiler.time_modules`, ``train_step_times``,
         ``TrainingProfiler.result()``, ``measure_memory``...): each call's columns are matched
         by module path and call number (the k-th call of a module takes the other pass's
-        k-th call), the per-module columns by path. The counts stay this profile's.
+        k-th call), the per-module columns by path, and its pass's facts (``facts``) where this
+        profile has none. The counts stay this profile's.
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
         that another pass's iterations took) has no row here; a ``UserWarning`` names it."""
@@ -92,7 +93,8 @@ class Profile(ProfileData):
                  f"{'their' if len(missing) > 1 else 'its'} columns are left out: "
                  f"{named}{more} (the model takes a different path on different passes)",
                  UserWarning)
-        return dataclasses.replace(self.with_metrics(other.module_metrics), records=records)
+        return dataclasses.replace(self.with_metrics(other.module_metrics), records=records,
+                                   facts=self.facts if self.facts is not None else other.facts)
 
     def with_timing(self, timing: ProfileData) -> Profile:
         """Deprecated: :meth:`merge` (a timing result is a profile)."""

@@ -45,7 +45,7 @@ from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, ut
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.memory import MemoryReport
-from moduleprofiler.timing import TrainingProfiler, TrainingTiming
+from moduleprofiler.timing import TrainingProfiler
 from moduleprofiler.warn import warn
 
 PREFIX = "moduleprofiler"
@@ -81,10 +81,8 @@ class WindowResult:
     """What one profiling window found (on rank 0 under ``torch.distributed``)."""
 
     profile: Profile
-    """This rank's counted profile with the window's times attached
-    (:meth:`Profile.merge`)."""
-    timing: TrainingTiming
-    """The per-module times of the window's steps."""
+    """This rank's counted profile with the window's per-module times merged in
+    (:meth:`Profile.merge`): one profile, its timing pass's facts in ``profile.facts``."""
     scalars: dict[str, float]
     """Flat ``{"moduleprofiler/...": value}`` for a logger; unknown values are left out."""
     step_ms: float | None
@@ -320,8 +318,7 @@ class StepWindow:
             if self._failure is not None:
                 raise self._failure
             assert profiler is not None and self._profile is not None
-            timing = profiler.result()
-            outcome = self._build(self._profile.merge(timing), timing)
+            outcome = self._build(self._profile.merge(profiler.result()))
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)
@@ -343,7 +340,7 @@ class StepWindow:
         return gather(outcome.profile if isinstance(outcome, WindowResult) else outcome,
                       dst=0)
 
-    def _build(self, profile: Profile, timing: TrainingTiming) -> WindowResult:
+    def _build(self, profile: Profile) -> WindowResult:
         step_ms = statistics.median(self._plain_ms) if self._plain_ms else None
         found = self._utilization(profile, step_ms)
         scalars: dict[str, float] = {}
@@ -354,8 +351,8 @@ class StepWindow:
             scalars[f"{PREFIX}/peak_tflops"] = found.peak_tflops
         if self._memory is not None:
             scalars[f"{PREFIX}/peak_bytes"] = float(self._memory.peak_bytes)
-        scalars.update(module_scalars(profile, timing, self.depth))
-        return WindowResult(profile, timing, scalars, step_ms,
+        scalars.update(module_scalars(profile, self.depth))
+        return WindowResult(profile, scalars, step_ms,
                             None if found is None else found.mfu, found, memory=self._memory)
 
     def _utilization(self, profile: Profile, step_ms: float | None) -> Utilization | None:
@@ -436,22 +433,25 @@ class WindowCallback:
             return None
 
 
-def module_scalars(profile: Profile, timing: TrainingTiming, depth: int) -> dict[str, float]:
+TIME_COLUMNS = ("time_median_ms", "backward_time_median_ms", "device_ms", "host_ms",
+                "backward_device_ms", "backward_host_ms", "device_launches",
+                "device_idle_share")
+"""The module frame's times logged per module, those the clock gave: each a module with its
+children's (the self times are left to the report)."""
+
+
+def module_scalars(profile: Profile, depth: int) -> dict[str, float]:
     """``moduleprofiler/<path>/<column>`` of the modules at depths ``1 … depth``: the times
     the clock gave (``time_median_ms`` and ``backward_time_median_ms`` on a CPU; ``device_ms``,
     ``host_ms`` and their ``backward_`` twins under the CUDA kernel clock; each a module with
     its children) and :data:`COUNT_COLUMNS`. Unknown values are left out."""
     frame = profile.to_df("module")
-    times = timing.module_columns()
     out: dict[str, float] = {}
     for row in frame.to_dict("records"):
         path = str(row["module"])
         if not 1 <= int(row["depth"]) <= depth:
             continue
-        values: dict[str, Any] = {
-            name: times.get(path, {}).get(name) for name in times.get(path, {})
-            if not name.startswith("self_")}
-        values.update({name: row.get(name) for name in COUNT_COLUMNS})
+        values = {name: row.get(name) for name in (*TIME_COLUMNS, *COUNT_COLUMNS)}
         for name, value in values.items():
             number = _number(value)
             if number is not None:

@@ -20,7 +20,7 @@ Every caveat a result keeps in its ``warnings`` is also issued as a :class:`Timi
 
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.timing import columns as _columns  # noqa: F401  (declares the time columns)
-from moduleprofiler.timing.backward import TrainingModuleStats, TrainingTiming, train_step_times
+from moduleprofiler.timing.backward import TrainingTiming, train_step_times
 from moduleprofiler.timing.clock import TimingWarning
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.forward import ModuleTiming, time_modules
@@ -30,7 +30,6 @@ from moduleprofiler.timing.live import TrainingProfiler, track
 from moduleprofiler.timing.loop import TimingOptions
 from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
 from moduleprofiler.timing.ranges import RangeListener
-from moduleprofiler.timing.results import ModuleStats
 from moduleprofiler.timing.stats import Summary, median_ci, summarize
 
 __all__ = [
@@ -38,13 +37,11 @@ __all__ = [
     "CodePathWarning",
     "HookCalibration",
     "LatencyResult",
-    "ModuleStats",
     "ModuleTiming",
     "RangeListener",
     "Summary",
     "TimingOptions",
     "TimingWarning",
-    "TrainingModuleStats",
     "TrainingProfiler",
     "TrainingTiming",
     "benchmark",

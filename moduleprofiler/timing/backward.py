@@ -8,41 +8,35 @@ activations, first layers, reused and identity modules all work.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import pandas as pd
 import torch
 from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.export.names import module_name
+from moduleprofiler.facts import TimingFacts
 from moduleprofiler.loss import default_loss
+from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
+from moduleprofiler.records import ModuleInfo
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
-from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.device_trace import ClockName
+from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.loop import TimingOptions
+from moduleprofiler.timing.loop import BudgetUse, TimingOptions
+from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.ranges import RangeListener
-from moduleprofiler.timing.results import (
-    ModelLayout,
-    ModuleStats,
-    Phase,
-    PhaseSamples,
-    TimedModules,
-    calls_column,
-    stats_columns,
-    timed_profile,
-)
+from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_pass
@@ -50,7 +44,6 @@ from moduleprofiler.validate import check_pass
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
 by sequence number), the only one; ``"auto"`` picks it."""
-_TABLE_FIELDS = ("median", "mean", "std", "min", "max", "p5", "p95", "ci_low", "ci_high")
 
 
 def check_method(method: BackwardMethod | None) -> str:
@@ -66,80 +59,49 @@ def check_method(method: BackwardMethod | None) -> str:
     return "nodes"
 
 
-class BackwardFlag(int):
-    """A training timing's ``backward`` field: 0, so False as on every profile whose backward
-    was not counted (its backward ops are unknown, not 0), and written as such to JSON. Its
-    attributes are those of the backward samples, which ``backward`` used to name:
-    deprecated, use ``backward_samples``."""
-
-    def __new__(cls, samples: PhaseSamples) -> BackwardFlag:
-        flag = super().__new__(cls, 0)
-        flag.__dict__["_samples"] = samples
-        return flag
-
-    def __repr__(self) -> str:
-        return "False"
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        warn_deprecated("TrainingTiming.backward as the backward samples",
-                        "it is the profile's flag (False: no backward was counted); the "
-                        "backward samples are TrainingTiming.backward_samples")
-        return getattr(self.__dict__["_samples"], name)
-
-
-@dataclass(frozen=True)
-class TrainingModuleStats:
-    """Forward and backward statistics of one module (ms per step, calls summed)."""
-
-    forward: ModuleStats
-    backward: ModuleStats
-
-    @property
-    def path(self) -> str:
-        """Module path (``""`` for the root)."""
-        return self.forward.path
-
-
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)
 class TrainingTiming(TimedModules):
     """Per-module forward and backward times of training steps, plus step-level phases.
 
-    ``forward`` samples come from steps with forward hooks only, ``backward`` samples from
-    steps that also hook the autograd nodes (whose forward cost is larger and is not reported),
-    so each is measured with the least instrumentation it needs (``separate_passes``; live
-    profiling with ``alternate=False`` takes both from the same steps). ``phases_ms`` holds
-    per-step wall times of the marked phases (``"forward"``, ``"loss"``, ``"backward"``,
+    Forward samples come from steps with forward hooks only, backward samples from steps that
+    also hook the autograd nodes (whose forward cost is larger and is not reported), so each
+    is measured with the least instrumentation it needs (``separate_passes``; live profiling
+    with ``alternate=False`` takes both from the same steps). ``phases_ms`` holds per-step
+    wall times of the marked phases (``"forward"``, ``"loss"``, ``"backward"``,
     ``"optimizer"``, ``"step"``) of hook-free steps when there are any; ``hooked_phases_ms``
     the same for each kind of hooked step (``"forward_hooks"``, ``"backward_hooks"``).
+    ``backward`` is the profile's flag (False: a timing counts no backward ops).
     """
 
-    backward_samples: PhaseSamples
-    """The backward time samples (was ``backward``, which on a profile says whether a
-    backward was counted)."""
-    phases_ms: dict[str, NDArray[np.float64]]
-    hooked_phases_ms: dict[str, dict[str, NDArray[np.float64]]]
-    unattributed_ms: NDArray[np.float64]
-    """Backward time of nodes created outside every module (the loss), per step."""
-    method: str
-    separate_passes: bool
-    host_forward: PhaseSamples | None = None
-    """Kernel clock: host time samples of the forward (``forward`` holds device times)."""
-    host_backward: PhaseSamples | None = None
-    """Kernel clock: host time samples of the backward (``backward_samples`` holds device
-    times)."""
-    device_times: DeviceTimes | None = None
-    """Kernel clock: launches, the device's idle share per module, booked share."""
     FIGURES: ClassVar[tuple[str, ...]] = (
         "method", "separate_passes", "overhead_ratio", "backward_overhead_ratio",
         "forward_coverage", "backward_coverage")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        # a timing counts nothing: its backward ops are unknown, so the profile's flag is
-        # False (views showed backward totals of 0); the old path to the samples stays
-        object.__setattr__(self, "backward", BackwardFlag(self.backward_samples))
+    @property
+    def phases_ms(self) -> dict[str, NDArray[np.float64]]:
+        """Per-step times of the marked phases of hook-free steps (ms)."""
+        return {k: np.asarray(v, dtype=np.float64) for k, v in self.timing.phases_ms.items()}
+
+    @property
+    def hooked_phases_ms(self) -> dict[str, dict[str, NDArray[np.float64]]]:
+        """The same for each kind of hooked step."""
+        return {kind: {k: np.asarray(v, dtype=np.float64) for k, v in phases.items()}
+                for kind, phases in self.timing.hooked_phases_ms.items()}
+
+    @property
+    def unattributed_ms(self) -> NDArray[np.float64]:
+        """Backward time of nodes created outside every module (the loss), per step."""
+        return np.asarray(self.timing.unattributed_ms, dtype=np.float64)
+
+    @property
+    def method(self) -> str:
+        """The backward attribution (``"nodes"``)."""
+        return self.timing.method or "nodes"
+
+    @property
+    def separate_passes(self) -> bool:
+        """Whether forward and backward samples come from different kinds of step."""
+        return bool(self.timing.separate_passes)
 
     def _step_ratio(self, kind: str) -> float:
         hooked = self.hooked_phases_ms.get(kind, {}).get("step")
@@ -162,21 +124,22 @@ class TrainingTiming(TimedModules):
     @property
     def forward_coverage(self) -> float:
         """Sum of median forward self times over the root's median forward time."""
-        return self._forward_coverage()
+        return self._coverage()
 
     @property
     def backward_coverage(self) -> float:
         """Median over steps of (sum of the modules' backward self times plus the loss's
         nodes) / that step's backward phase; the rest is autograd engine time between nodes
         and, on CUDA, the clock's prime before the first backward node
-        (:attr:`~moduleprofiler.timing.clocks.stamps.CudaStamps.prime_us`). Per-step ratios keep a
+        (:attr:`~moduleprofiler.timing.clock.CudaStamps.prime_us`). Per-step ratios keep a
         preemption inside the phase from skewing the figure."""
         phase = self.hooked_phases_ms.get("backward_hooks", {}).get("backward")
-        if phase is None or phase.size == 0 or self.backward_samples.iterations != phase.size:
+        name = self.sample_column("backward", exclusive=True)
+        own = [np.asarray(r.metrics[name], dtype=np.float64) for r in self.records
+               if name in r.metrics]
+        if phase is None or phase.size == 0 or not own or own[0].size != phase.size:
             return math.nan
-        own = [one for one in self.phase_totals(self.timed_phases()[1])[1] if one is not None]
-        attributed = (np.nansum(own, axis=0) if own
-                      else np.zeros(self.backward_samples.iterations))
+        attributed = np.nansum(own, axis=0)
         if self.unattributed_ms.size == attributed.size:
             attributed = attributed + np.nan_to_num(self.unattributed_ms)
         ratios = attributed[phase > 0] / phase[phase > 0]
@@ -187,54 +150,9 @@ class TrainingTiming(TimedModules):
         data = self.phases_ms.get(name)
         return summarize(data, self.confidence) if data is not None else None
 
-    def timed_phases(self) -> tuple[Phase, ...]:
-        """Forward and backward, each with the hooks' error in its host times: a forward
-        measured in steps with backward hooks (not ``separate_passes``) carries the cost
-        of a hooked call that creates an autograd node."""
-        cal = self.calibration
-        if self.separate_passes or math.isnan(cal.grad_per_call_ns):
-            forward_error = (cal.attribution_ns / 1e6, cal.per_call_ns / 1e6)
-        else:
-            forward_error = (cal.grad_per_call_ns / 1e6, cal.grad_per_call_ns / 1e6)
-        backward_error = (0.0 if math.isnan(cal.backward_attribution_ns)
-                          else cal.backward_attribution_ns / 1e6)
-        return (Phase("forward", self.forward, self.host_forward, *forward_error),
-                Phase("backward", self.backward_samples, self.host_backward, backward_error,
-                      0.0))
-
-    def module_stats(self) -> tuple[TrainingModuleStats, ...]:
-        """Forward and backward statistics of every module, ``named_modules()`` order: device
-        times under the kernel clock (no hook error in kernel durations), else the clock's."""
-        return tuple(TrainingModuleStats(f, b) for f, b in zip(*self.phase_stats()))
-
-    def host_modules(self) -> tuple[TrainingModuleStats, ...]:
-        """Forward and backward statistics of the host times, with the calibrated hook cost
-        taken off in the ``corrected`` medians."""
-        return tuple(TrainingModuleStats(f, b) for f, b in zip(*self.phase_stats(host=True)))
-
-    def stats_frame(self) -> pd.DataFrame:
-        """One row per module: calls, forward and backward inclusive/self statistics (ms)."""
-        stats = self.module_stats()
-        data: dict[str, Any] = {
-            "module": [module_name(s.path) for s in stats],
-            "type": [s.forward.type_name for s in stats],
-            "depth": [s.forward.depth for s in stats],
-            "calls": calls_column([s.forward.calls_per_iter for s in stats]),
-        }
-        for prefix, summaries in (
-                ("forward_", [s.forward.inclusive for s in stats]),
-                ("forward_self_", [s.forward.exclusive for s in stats]),
-                ("backward_", [s.backward.inclusive for s in stats]),
-                ("backward_self_", [s.backward.exclusive for s in stats])):
-            data.update(stats_columns(prefix, summaries, _TABLE_FIELDS))
-        data["forward_low_confidence"] = [s.forward.low_confidence for s in stats]
-        data["backward_low_confidence"] = [s.backward.low_confidence for s in stats]
-        return pd.DataFrame(data)
-
     def layerwise_summary(self) -> str:
         """The model tree annotated with median forward and backward times (ms per step,
         inclusive and self), calls per step, and the step-level evidence."""
-        stats = self.module_stats()
         notes = [f"{self.iterations} steps kept per pass ({self.dropped} dropped) on "
                  f"{self.device} ({self.clock}); backward attribution: {self.method}; "
                  "medians per step"]
@@ -253,25 +171,22 @@ class TrainingTiming(TimedModules):
                           f"with backward hooks {self.backward_overhead_ratio:.3f}")
         notes.append("; ".join(extras))
         notes.extend(self.warnings)
-        if self.device_times is not None:  # device times first, then host time and regime
-            return self._tree([s.forward for s in stats], (
+        if self.kernels:  # device times first, then host time and regime
+            return self._tree((
                 "self_device_ms", "device_ms", "self_backward_device_ms", "backward_device_ms",
-                "self_host_ms", "self_backward_host_ms", "backward_time_bound"), {}, notes,
+                "self_host_ms", "self_backward_host_ms", "backward_time_bound"), notes,
                 "module training-step times")
         # low_confidence only here: kernel durations carry no hook error
-        return self._tree([s.forward for s in stats], (
+        return self._tree((
             "time_median_ms", "self_time_median_ms", "backward_time_median_ms",
-            "self_backward_time_median_ms"), {
-            "low_confidence": [s.forward.low_confidence or s.backward.low_confidence
-                               for s in stats]}, notes, "module training-step times")
+            "self_backward_time_median_ms", "low_confidence", "backward_low_confidence"),
+            notes, "module training-step times")
 
-    report = layerwise_summary
-    """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
-    timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
-    summary, as on every profile."""
-
-    def __str__(self) -> str:
-        return self.report()
+    def report(self) -> str:
+        """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
+        timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
+        summary, as on every profile."""
+        return self.layerwise_summary()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures, one dict per module and the median of
@@ -284,8 +199,8 @@ class StepRows:
     """Collects resolved steps: forward samples, backward samples and phase times, each from
     whichever kind of step provides them."""
 
-    def __init__(self, layout: ModelLayout) -> None:
-        self.layout = layout
+    def __init__(self, infos: Sequence[ModuleInfo]) -> None:
+        self.infos = infos
         self.fwd: list[IterationTimes] = []
         self.fwd_fallback: list[IterationTimes] = []
         self.bwd: list[IterationTimes] = []
@@ -315,34 +230,41 @@ class StepRows:
         if names[0] in marks and names[-1] in marks:
             phases.setdefault("step", []).append((marks[names[-1]] - marks[names[0]]) / 1e6)
 
-    def build(self, readings: Callable[[ModelLayout, PhaseSamples, PhaseSamples], Readings],
-              *, environment: dict[str, Any], **evidence: Any) -> TrainingTiming:
-        """The :class:`TrainingTiming` of the stored steps, with the samples the clock's
-        ``readings`` make of their times, ``environment`` (the step kinds added) and the
-        ``evidence`` of its run (the other fields: ``method``, ``calibration``, ``device``...)."""
-        width = len(self.layout.paths)
-        arrays = {kind: {k: np.asarray(v) for k, v in phases.items()}
+    def build(self, readings: Callable[[], Readings], *, calibration: HookCalibration,
+              environment: dict[str, Any], separate_passes: bool, budget: BudgetUse | None = None,
+              **facts: Any) -> TrainingTiming:
+        """The :class:`TrainingTiming` of the stored steps, with what the clock read beyond
+        their stamps (``readings()``: under the kernel clock the traced steps, whose device
+        times become the result's), ``environment`` (the step kinds added) and the other
+        ``facts`` of its run (``method``, ``device``...)."""
+        arrays = {kind: {k: tuple(v) for k, v in phases.items()}
                   for kind, phases in self.phases.items()}
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
             iter(arrays.values()), {})
-        read = readings(
-            self.layout, PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
-            PhaseSamples.collect("backward", self.bwd, width, backward=True))
-        assert read.backward is not None
-        return timed_profile(TrainingTiming(
-            layout=self.layout,
-            forward=read.forward,
-            backward_samples=read.backward,
-            host_forward=read.host_forward,
-            host_backward=read.host_backward,
-            device_times=read.device_times,
-            clock=read.clock,
-            phases_ms=plain,
-            hooked_phases_ms={k: v for k, v in arrays.items() if k != "plain"},
-            unattributed_ms=np.asarray([t.bwd_unattributed for t in self.bwd]) / 1e6,
+        cal = calibration
+        if separate_passes or math.isnan(cal.grad_per_call_ns):
+            forward_error = (cal.attribution_ns / 1e6, cal.per_call_ns / 1e6)
+        else:  # forward times of steps with backward hooks: a hooked call makes a node
+            forward_error = (cal.grad_per_call_ns / 1e6, cal.grad_per_call_ns / 1e6)
+        backward_error = (0.0 if math.isnan(cal.backward_attribution_ns)
+                          else cal.backward_attribution_ns / 1e6, 0.0)
+        forward = self.fwd or self.fwd_fallback
+        read = readings()
+        return timed_profile(TrainingTiming, self.infos, TimedCalls(
+            forward=forward, forward_error=forward_error, backward=self.bwd,
+            backward_error=backward_error, traced=read.traced), TimingFacts(
+            clock=read.clock, calibration=dataclasses.asdict(cal),
+            separate_passes=separate_passes,
             environment={**environment, "step_kinds": tuple(arrays)},
-            **evidence,
-        ), self.fwd or self.fwd_fallback or self.bwd)
+            device_name=environment.get("device_name"), hardware=get_hardware_specs(),
+            iterations=len(read.traced) if read.traced else len(forward),
+            budget=dataclasses.asdict(budget) if budget is not None else None,
+            phases_ms=plain, hooked_phases_ms={k: v for k, v in arrays.items()
+                                               if k != "plain"},
+            unattributed_ms=tuple(t.bwd_unattributed / 1e6 for t in self.bwd),
+            hook_free=read.hook_free, device_booked_ms=read.booked_ms,
+            device_total_ms=read.total_ms,
+            **{**facts, "warnings": (*facts.get("warnings", ()), *read.notes)}))
 
 
 @contextmanager
@@ -442,7 +364,7 @@ def train_step_times(
     listeners = {"forward_hooks": ClockListener(chosen.stamps),
                  "backward_hooks": ClockListener(chosen.stamps, backward=True)}
     timed.runner(list(listeners.values()), [RangeListener()] if ranges else ())
-    rows = StepRows(ModelLayout.of(module))
+    rows = StepRows(module_infos(module))
     params = [p for p in module.parameters() if p.requires_grad]
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
     raws: dict[str, list[RawIteration]] = {kind: [] for kind in listeners}

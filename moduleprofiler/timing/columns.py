@@ -6,6 +6,7 @@ for a time on a profile without one can say so."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from moduleprofiler.export.columns import (
     register_column,
     register_quantity,
 )
+from moduleprofiler.timing.stats import summarize
 
 TIME_NEEDS = ("a profile from time_modules(), train_step_times() or TrainingProfiler, or one "
               "merged with it: profile.merge(timing) (was profile.with_timing(timing))")
@@ -128,6 +130,82 @@ register_column("device_idle_share", "fraction", "device idle", aggregation="non
                     ("device_busy_samples_ms", "device_span_samples_ms"), _idle_share),
                 description="share of the span of the call's device work in which the device "
                 "ran none of it")
+
+
+def _summary(field: str) -> Callable[..., float | None]:
+    """One field of :func:`~moduleprofiler.timing.stats.summarize` of a module's totals, at
+    the pass's confidence level (the CI bounds)."""
+    def compute(totals: Any, facts: Any = None) -> float | None:
+        summary = summarize(totals, facts.confidence if facts is not None else 0.95)
+        return None if summary is None else float(getattr(summary, field))
+    return compute
+
+
+def _low_confidence(totals: Any, error: Any, facts: Any = None) -> bool | None:
+    """Whether a module's median is within 10x of the hooks' expected error in it, or it kept
+    fewer samples than the run trusts (``facts.min_samples``: the loop's ``min_iters``)."""
+    median = median_of(totals)
+    if median is None:
+        return None
+    few = len(totals) < (facts.min_samples if facts is not None else 0)
+    return bool(few or median < 10 * (median_of(error) or 0.0))
+
+
+def _less_error(totals: Any, error: Any) -> float | None:
+    """The median of a module's totals less the hooks' error in each, at least 0."""
+    if not len(totals) or len(error) != len(totals):
+        return median_of(totals)
+    return max(0.0, float(np.percentile(np.asarray(totals) - np.asarray(error), 50)))
+
+
+STATISTICS = ("mean", "std", "min", "max", "p5", "p25", "p75", "p95", "p99", "iqr", "ci_low",
+              "ci_high")
+"""The statistics of every timed quantity beside its median, as module columns
+``<quantity>_<statistic>_ms`` (``time_p95_ms``, ``self_device_ci_high_ms``...), shown when asked
+for."""
+
+for _stem, _samples_name in (
+        ("time", "forward_samples_ms"), ("backward_time", "backward_samples_ms"),
+        ("device", "device_samples_ms"), ("backward_device", "backward_device_samples_ms")):
+    for _own in ("", "self_"):
+        for _field in STATISTICS:
+            register_column(f"{_own}{_stem}_{_field}_ms", "time", aggregation="none",
+                            unit="ms", needs=TIME_NEEDS, detail=True, statistic=Statistic(
+                                (f"{_own}{_samples_name}",), _summary(_field), facts=True),
+                            description=f"{_field} over the kept iterations of the module's "
+                            f"{_own.replace('self_', 'own ')}{_stem.replace('_', ' ')} per "
+                            "iteration")
+
+for _phase in ("forward", "backward"):
+    _prefix = "" if _phase == "forward" else "backward_"
+    for _own, _what in (("", "with its children's"), ("self_", "of its own code")):
+        register_column(f"{_own}{_phase}_error_samples_ms", "samples",
+                        aggregation="inclusive" if not _own else "sum", unit="ms",
+                        needs=TIME_NEEDS, description=f"the hooks' calibrated error in the "
+                        f"call's {_phase} time {_what}, in each kept iteration")
+        _pair = (f"{_own}{_phase}_samples_ms", f"{_own}{_phase}_error_samples_ms")
+        if _phase == "forward":  # a backward node's error is its own: self = inclusive
+            register_column(f"{_own}expected_error_ms", "time", aggregation="none",
+                            unit="ms", needs=TIME_NEEDS, detail=True,
+                            statistic=median_statistic(_pair[1]),
+                            description="the hooks' calibrated error in the module's forward "
+                            f"time {_what} (median per iteration)")
+        register_column(f"{_own}{_prefix}time_corrected_median_ms", "time", aggregation="none",
+                        unit="ms", needs=TIME_NEEDS, detail=True,
+                        statistic=Statistic(_pair, _less_error),
+                        description=f"median {_phase} time {_what} less the hooks' calibrated "
+                        "error, at least 0; shown beside the raw median, never instead")
+        # a text column (its yes/no a label): a narrow terminal hides it before eliding names
+        register_column(f"{_own}{_prefix}low_confidence", "text", aggregation="none",
+                        needs=TIME_NEEDS, statistic=Statistic(_pair, _low_confidence,
+                                                              facts=True),
+                        description=f"the module's median {_phase} time {_what} is within "
+                        "10x of the hooks' expected error, or it kept fewer samples than the "
+                        "run's min_iters")
+
+register_column("self_share", "fraction", "self %", aggregation="none", needs=TIME_NEEDS,
+                description="the module's median time in its own code over the model's median "
+                "time (a timing result's text report)")
 
 register_quantity("time", "self_time_median_ms", "time_median_ms", "time")
 register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)

@@ -9,6 +9,7 @@ traced iterations (the device times).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,33 +17,24 @@ from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import torch
 from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
-from moduleprofiler.export.names import module_name
+from moduleprofiler.facts import TimingFacts
+from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock
-from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.device_trace import ClockName
+from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import TimingOptions
 from moduleprofiler.timing.ranges import RangeListener
-from moduleprofiler.timing.results import (
-    ModelLayout,
-    ModuleStats,
-    Phase,
-    PhaseSamples,
-    TimedModules,
-    calls_column,
-    stats_columns,
-    timed_profile,
-)
+from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_pass
@@ -54,21 +46,22 @@ class ModuleTiming(TimedModules):
     """Per-module forward times of one model, with the evidence needed to trust them.
 
     Times are milliseconds per iteration; a module called k times per iteration reports the
-    sum of its k calls (``calls_per_iter`` says k). Raw samples are kept in ``forward``
-    (every call's inclusive and self time, which its record keeps; ``samples(path)`` gives a
-    module's) and the whole-iteration times ``hooked_ms`` / ``unhooked_ms``.
+    sum of its k calls. Every call's samples are in its record (``samples(path)`` gives a
+    module's per-iteration totals), every statistic in ``to_df("module")``, and the
+    whole-iteration times with and without hooks in :attr:`facts`.
     """
 
-    hooked_ms: NDArray[np.float64]
-    """Whole iteration (the ``input``/``pred_fn`` call) with hooks, per kept iteration."""
-    unhooked_ms: NDArray[np.float64]
-    """Whole iteration without hooks, measured in the interleaved rounds."""
-    host: PhaseSamples | None = None
-    """Kernel clock: host time samples (wall time between each call's hooks); ``forward``
-    then holds the device times. ``None`` with the other clocks."""
-    device_times: DeviceTimes | None = None
-    """Kernel clock: launches, the device's idle share per module, the hook-free trace."""
     FIGURES: ClassVar[tuple[str, ...]] = ("overhead_ratio", "coverage", "leaf_coverage")
+
+    @property
+    def hooked_ms(self) -> NDArray[np.float64]:
+        """Whole iteration (the ``input``/``pred_fn`` call) with hooks, per kept iteration."""
+        return np.asarray(self.timing.hooked_ms, dtype=np.float64)
+
+    @property
+    def unhooked_ms(self) -> NDArray[np.float64]:
+        """Whole iteration without hooks, measured in the interleaved rounds."""
+        return np.asarray(self.timing.hook_free_ms, dtype=np.float64)
 
     # -- model-level figures ---------------------------------------------------------------
     @property
@@ -81,12 +74,12 @@ class ModuleTiming(TimedModules):
     @property
     def coverage(self) -> float:
         """Sum of the modules' median self times over the root's median (expect 1 +- 0.03)."""
-        return self._forward_coverage()
+        return self._coverage()
 
     @property
     def leaf_coverage(self) -> float:
         """Sum of the leaves' median inclusive times over the root's median."""
-        return self._forward_coverage(leaves=True)
+        return self._coverage(leaves=True)
 
     @property
     def whole(self) -> Summary | None:
@@ -99,104 +92,51 @@ class ModuleTiming(TimedModules):
         profile names the TorchScript submodules that carry no hooks)."""
         return summarize(self.unhooked_ms, self.confidence)
 
-    # -- per module and per call -----------------------------------------------------------
-    def timed_phases(self) -> tuple[Phase, ...]:
-        """The forward: the clock's samples, the host's beside them under the kernel clock."""
-        cal = self.calibration
-        return (Phase("forward", self.forward, self.host, cal.attribution_ns / 1e6,
-                      cal.per_call_ns / 1e6),)
-
-    def module_stats(self) -> tuple[ModuleStats, ...]:
-        """:class:`ModuleStats` of every module, ``named_modules()`` order: device time
-        under the kernel clock (kernel durations carry no hook error), else the clock's."""
-        return self.phase_stats()[0]
-
-    def host_modules(self) -> tuple[ModuleStats, ...]:
-        """:class:`ModuleStats` of the host times (the CPU clock's; under the kernel clock
-        its host samples), with the calibrated hook cost taken off in the ``corrected``
-        medians."""
-        return self.phase_stats(host=True)[0]
-
     def call_samples(self, path: str) -> NDArray[np.float64]:
-        """Inclusive time of every single call (ms) of one module, in call order."""
-        out: NDArray[np.float64] = self.forward.call_inclusive_ms[
-            self.forward.call_module == self.layout.index(path)]
-        return out
+        """Inclusive time (ms) of every single call of one module: its calls in call order,
+        each over the kept iterations in which it was made."""
+        name = self.sample_column()
+        values = [v for r in self.calls(path) for v in r.metrics.get(name, ())]
+        out = np.asarray(values, dtype=np.float64)
+        return out[~np.isnan(out)]
 
     # -- views -----------------------------------------------------------------------------
-    def stats_frame(self) -> pd.DataFrame:
-        """One row per module (``named_modules()`` order, root ``"__root__"``, uncalled modules
-        included with NaN): calls per iteration, inclusive and self statistics in ms, the
-        share of the root's time, the expected instrumentation error and confidence flags."""
-        stats = self.module_stats()
-        root = stats[0].inclusive.median if stats[0].inclusive else math.nan
-        data: dict[str, Any] = {
-            "module": [module_name(s.path) for s in stats],
-            "type": [s.type_name for s in stats],
-            "depth": [s.depth for s in stats],
-            "is_leaf": [s.is_leaf for s in stats],
-            "calls": calls_column([s.calls_per_iter for s in stats]),
-        }
-        data.update(stats_columns("inclusive_", [s.inclusive for s in stats]))
-        data.update(stats_columns("self_", [s.exclusive for s in stats]))
-        for name in ("corrected_median_ms", "self_corrected_median_ms"):
-            data[name if name.startswith("self_") else f"inclusive_{name}"] = [
-                math.nan if (value := getattr(s, name)) is None else value for s in stats]
-        data["self_share"] = [s.exclusive.median / root if s.exclusive else math.nan
-                              for s in stats]
-        for name in ("expected_error_ms", "self_expected_error_ms", "low_confidence",
-                     "self_low_confidence"):
-            data[name] = [getattr(s, name) for s in stats]
-        if self.device_times is not None:  # the statistics above are device times
-            columns = self.module_columns()
-            for name in ("host_ms", "self_host_ms", "device_launches", "device_idle_share",
-                         "time_bound"):
-                data[name] = [columns[s.path].get(name) for s in stats]
-        return pd.DataFrame(data)
-
-    def __str__(self) -> str:
-        return self.report()
-
     def report(self) -> str:
         """The model tree with median inclusive and self times, share of the root, calls and
         the low-confidence flag (within 10x of the hooks' expected error), followed by the
-        model-level evidence (also ``print(timing)``). :meth:`summary` is the one-row
-        model summary, as on every profile."""
-        stats = self.module_stats()
-        root = stats[0].inclusive.median if stats[0].inclusive else math.nan
+        model-level evidence (also ``print(timing)``). :meth:`summary` is the one-row model
+        summary, as on every profile."""
+        cal = self.calibration
         notes = [
             f"device {self.device} ({self.clock}); {self.iterations} iterations kept, "
             f"{self.dropped} dropped; times are medians per iteration",
             f"hooked / hook-free whole model: {self.overhead_ratio:.3f}; "
             f"coverage (sum of self / root): {self.coverage:.3f}; "
-            f"hook error per call ~{self.calibration.attribution_ns / 1e3:.2f} us, "
-            f"cost per call ~{self.calibration.per_call_ns / 1e3:.2f} us",
+            f"hook error per call ~{cal.attribution_ns / 1e3:.2f} us, "
+            f"cost per call ~{cal.per_call_ns / 1e3:.2f} us",
             *self.warnings,
         ]
-        share = [100 * s.exclusive.median / root if s.exclusive and root > 0 else None
-                 for s in stats]
-        if self.device_times is not None:  # torchprof's four times, shares of the device's
+        if self.kernels:  # torchprof's four times, shares of the device's
             notes[1] = (f"hooked / hook-free whole model: {self.overhead_ratio:.3f} (host "
                         f"times only); device time booked to modules: "
-                        f"{100 * self.device_times.booked_share:.1f} %; host times less the "
-                        f"hooks' cost (~{self.calibration.attribution_ns / 1e3:.2f} us a call)")
-            trace = self.device_times.hook_free
+                        f"{100 * self.timing.booked_share:.1f} %; host times less the "
+                        f"hooks' cost (~{cal.attribution_ns / 1e3:.2f} us a call)")
+            trace = self.timing.hook_free
             if trace is not None:
                 notes.insert(2, f"bound by: the model's row is the hook-free regime "
                              f"({trace.bound}-bound); each module's compares its host time "
                              "under hooks with its device time")
-            return self._tree(stats, ("self_host_ms", "host_ms", "self_device_ms", "device_ms",
-                                      "time_bound"), {"self_device_pct": share}, notes,
+            return self._tree(("self_host_ms", "host_ms", "self_device_ms", "device_ms",
+                               "time_bound", "self_device_ms_pct"), notes,
                               "module forward times: host and device")
-        return self._tree(stats, ("time_median_ms", "self_time_median_ms"), {
-            "self_pct": share, "low_confidence": [s.self_low_confidence for s in stats],
-        }, notes, "module forward times")
+        return self._tree(("time_median_ms", "self_time_median_ms", "self_low_confidence"),
+                          notes, "module forward times", share="self_time_median_ms")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: model-level figures plus one dict per module; under the
         kernel clock the hook-free trace's regime too."""
         out = super().to_dict()
-        trace = self.device_times.hook_free if self.device_times is not None else None
+        trace = self.timing.hook_free
         if trace is not None:
             out.update(bound=trace.bound, device_busy_share=trace.busy_share,
                        launches_per_iter=trace.launches,
@@ -310,7 +250,6 @@ def time_modules(
         warn(message, CodePathWarning)
     listener = ClockListener(chosen.stamps)
     timed.runner([listener], [RangeListener(backward=False)] if ranges else ())
-    layout = ModelLayout.of(module)
     raws: list[RawIteration] = []
     plain: list[dict[str, float]] = []  # hook-free iterations' marks (ns)
 
@@ -330,26 +269,22 @@ def time_modules(
     plain_ms = np.asarray([m["end"] - m["start"] for m in plain]) / 1e6
     raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, chosen.overhead_caveat)]
     issue_warnings(raised)
-    readings = chosen.readings(layout, PhaseSamples.collect("forward", resolved_iterations,
-                                                            len(layout.paths)))
-    return timed_profile(ModuleTiming(
-        layout=layout,
-        forward=readings.forward,
-        hooked_ms=hooked_ms,
-        unhooked_ms=plain_ms,
-        calibration=chosen.calibration,
-        device=str(resolved),
-        clock=readings.clock,
-        dropped=run.dropped,
-        confidence=opts.confidence,
-        environment=run.environment,
-        warnings=(*notes, *raised, *readings.notes),
-        host=readings.host_forward,
-        device_times=readings.device_times,
-        stop_reason=run.stop_reason,
-        elapsed_s=run.elapsed_s,
-        budget=run.budget,
-    ), resolved_iterations)
+    readings = chosen.readings()
+    cal = chosen.calibration
+    return timed_profile(ModuleTiming, module_infos(module), TimedCalls(
+        forward=resolved_iterations,
+        forward_error=(cal.attribution_ns / 1e6, cal.per_call_ns / 1e6),
+        traced=readings.traced), TimingFacts(
+            clock=readings.clock, device=str(resolved),
+            device_name=run.environment.get("device_name"),
+            calibration=dataclasses.asdict(cal), environment=run.environment,
+            hardware=get_hardware_specs(), confidence=opts.confidence,
+            iterations=len(readings.traced) if readings.traced else len(resolved_iterations),
+            dropped=run.dropped, stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
+            budget=dataclasses.asdict(run.budget) if run.budget is not None else None,
+            hooked_ms=tuple(hooked_ms.tolist()), hook_free_ms=tuple(plain_ms.tolist()),
+            hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
+            device_total_ms=readings.total_ms, warnings=(*notes, *raised, *readings.notes)))
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],

@@ -195,7 +195,7 @@ class ClockListener(Listener):
         self._open = False
         raw = RawIteration(self.runner.calls, self._start, self._end, self._marks,
                            self._events, self._node_owner, tuple(self._accumulate_module))
-        if self.stamps.kind == "cuda-events":
+        if not self.stamps.deferred:
             raw.resolved_ns = self.stamps.resolve(
                 [*raw.start, *(raw.end.get(i, 0) for i in range(len(raw.start))),
                  *(stamp for _, stamp in raw.marks), *(event[2] for event in raw.events)])

@@ -34,6 +34,7 @@ from torch import nn
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import resolve_device
+from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.backward import BackwardMethod, StepRows, TrainingTiming, check_method
 from moduleprofiler.timing.clock import TimingWarning, issue_warnings
@@ -42,7 +43,6 @@ from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.results import ModelLayout
 from moduleprofiler.warn import warn
 
 Session = Callable[[], AbstractContextManager[Callable[[], None]] | None]
@@ -97,7 +97,7 @@ class TrainingProfiler:
         session = self._clock.session(runner)
         self._session: Session | None = None if session is None else partial(
             self._clock.session, runner)
-        self._rows = StepRows(ModelLayout.of(model))
+        self._rows = StepRows(module_infos(model))
         self._current: ClockListener | Session | None = None
         self._begin: Callable[[], None] | None = None
         self._hooks: ExitStack | None = None
@@ -172,9 +172,9 @@ class TrainingProfiler:
         return self.report()
 
     def to_df(self) -> pd.DataFrame:
-        """One row per module with the timing statistics (see
-        :meth:`TrainingTiming.stats_frame`)."""
-        return self._result().stats_frame()
+        """One row per module with the timing statistics: the result's module frame,
+        ``result().to_df("module")``."""
+        return self._result().to_df("module")
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:

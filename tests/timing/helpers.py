@@ -150,3 +150,12 @@ def within_attempts(check: Any, tries: int = 3, pause_s: float = 1.0) -> None:
             return
         failures.append(f"attempt {attempt + 1}: " + "; ".join(found))
     pytest.fail(" | ".join(failures))
+
+
+def module_row(timing: Any, path: str) -> dict[str, Any]:
+    """The module frame's row of ``path`` (``""``: the root) in a timing result: every
+    statistic of the module is a column there (``time_median_ms``, ``time_p95_ms``,
+    ``backward_time_median_ms``, ``low_confidence``...)."""
+    frame = timing.to_df("module")
+    row: dict[str, Any] = frame.iloc[[info.path for info in timing.modules].index(path)].to_dict()
+    return row

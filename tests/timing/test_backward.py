@@ -17,7 +17,14 @@ from moduleprofiler.errors import LossError
 from moduleprofiler.timing import TimingWarning, loop, train_step_times
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.stats import StoppingRule, StopReason
-from tests.timing.helpers import Boom, Spin, no_hooks_left, training_flags, within_attempts
+from tests.timing.helpers import (
+    Boom,
+    Spin,
+    module_row,
+    no_hooks_left,
+    training_flags,
+    within_attempts,
+)
 
 
 def known_model() -> nn.Module:
@@ -51,19 +58,19 @@ def test_backward_of_known_durations():
                                   num_threads=1, overhead_fraction=0.2)
         failures = []
         for path, us in BACKWARD_US.items():
-            stats = timing.stats(path)
-            calls = int(stats.forward.calls_per_iter)
+            row = module_row(timing, path)
+            calls = int(row["calls"])
             # the first layer also accumulates its parameter's gradient
-            if not _in_band(stats.backward.inclusive.median, us, calls,
+            if not _in_band(row["backward_time_median_ms"], us, calls,
                             100 if path == "0" else 60):
-                failures.append(f"{path} backward {stats.backward.inclusive.median:.4f} ms")
+                failures.append(f"{path} backward {row['backward_time_median_ms']:.4f} ms")
             # the first module of a training forward runs cold (+10-50 us here, with or
             # without hooks): only gross errors are checked there
             slack = 150 if path == "0" else 60
-            if not _in_band(stats.forward.inclusive.median, FORWARD_US[path], calls, slack):
-                failures.append(f"{path} forward {stats.forward.inclusive.median:.4f} ms")
+            if not _in_band(row["time_median_ms"], FORWARD_US[path], calls, slack):
+                failures.append(f"{path} forward {row['time_median_ms']:.4f} ms")
         # the nested container: its children's backward plus little of its own
-        inner = timing.stats("2").backward.inclusive.median
+        inner = module_row(timing, "2")["backward_time_median_ms"]
         if not 0.97 * 0.3 <= inner <= 0.3 * 1.1 + 0.15:  # 100 + one 200 us call + Dropout
             failures.append(f"container backward {inner:.4f} ms")
         if not 0.5 <= timing.backward_coverage <= 1.05:
@@ -77,14 +84,13 @@ def test_calls_identity_and_in_place():
     model = known_model()
     timing = train_step_times(model, torch.randn(16), num_iters=6, drop_first=1,
                               num_threads=1)
-    assert (timing.forward.calls[:, timing.layout.index("2.1")] == 2).all()
-    assert (timing.forward.calls[:, timing.layout.index("1")] == 1).all()
-    dropout = timing.stats("2.2").backward.inclusive
-    assert dropout is not None and dropout.max == 0.0  # identity: no backward work at all
-    relu = timing.stats("1").backward.inclusive  # in-place successor of the first layer
-    assert relu is not None and 0.0 <= relu.median < 0.2
+    assert len(timing.calls("2.1")) == 2 and len(timing.calls("1")) == 1
+    dropout = module_row(timing, "2.2")
+    assert dropout["backward_time_max_ms"] == 0.0  # identity: no backward work at all
+    relu = module_row(timing, "1")  # in-place successor of the first layer
+    assert 0.0 <= relu["backward_time_median_ms"] < 0.2
     # root = everything: its inclusive backward is at least the sum of the known spins
-    assert timing.stats("").backward.inclusive.median >= 0.97 * 1.3
+    assert module_row(timing, "")["backward_time_median_ms"] >= 0.97 * 1.3
     text = timing.layerwise_summary()
     assert "backward time median" in text and "2 (Dropout)" in text
     assert "backward attribution: nodes" in " ".join(text.split())  # notes wrap to the width
@@ -94,7 +100,7 @@ def test_per_call_columns_separate_the_calls_of_a_reused_module():
     model = known_model()
     timing = train_step_times(model, torch.randn(16), num_iters=6, drop_first=1,
                               num_threads=1)
-    calls = timing.call_columns()
+    calls = {(r.path, r.call_number): r.metrics for r in timing.records}
     # the shared spin runs twice per step (inside "2" and as "3"): two calls, each its own
     # 60 us forward and 200 us backward
     first, second = calls[("2.1", 0)], calls[("2.1", 1)]
@@ -127,7 +133,7 @@ def test_graph_attribution_separates_branches():
                                   num_threads=1, overhead_fraction=0.2)
         failures = []
         for path, us in (("1.main", 300), ("1.short", 100), ("0", 200), ("2", 150)):
-            measured = timing.stats(path).backward.inclusive.median
+            measured = module_row(timing, path)["backward_time_median_ms"]
             if not _in_band(measured, us, 1, 100 if path == "0" else 60):
                 failures.append(f"{path}: {measured:.4f} ms")
         return failures
@@ -148,8 +154,8 @@ def test_first_conv_of_a_real_cnn_is_not_near_zero():
         timing = train_step_times(model, x, num_iters=10, drop_first=2, num_threads=1,
                                   overhead_fraction=0.2)
         # the first conv's input needs no grad: full backward hooks read it ~0
-        first = timing.stats("0").backward.inclusive.median
-        second = timing.stats("3").backward.inclusive.median
+        first = module_row(timing, "0")["backward_time_median_ms"]
+        second = module_row(timing, "3")["backward_time_median_ms"]
         if not first > 0.2 * second:
             failures.append(f"first conv {first:.4f} vs second {second:.4f} ms")
         if not 0.5 <= timing.backward_coverage <= 1.05:
@@ -164,8 +170,7 @@ def test_attention_backward_is_attributed():
     timing = train_step_times(layer, torch.randn(4, 10, 32), num_iters=6, drop_first=1,
                               num_threads=1)
     # MHA computes attention functionally: its own nodes count as its self time
-    attention = timing.stats("self_attn").backward
-    assert attention.exclusive is not None and attention.exclusive.median > 0
+    assert module_row(timing, "self_attn")["self_backward_time_median_ms"] > 0
     assert "self_attn.out_proj" in timing.uncalled  # weights used functionally
     assert 0.5 <= timing.backward_coverage <= 1.05
 
@@ -230,8 +235,8 @@ def test_default_loss_sums_every_output_and_asks_for_loss_fn():
     # the one default loss sums both heads, so both get a backward
     timing = train_step_times(TwoHeads(), torch.randn(4, requires_grad=True), num_iters=4,
                               drop_first=1, num_threads=1, measure_overhead=False)
-    assert timing.stats("b").backward.inclusive.median >= 0.97 * 0.2
-    assert timing.stats("a").backward.inclusive.median >= 0.97 * 0.1
+    assert module_row(timing, "b")["backward_time_median_ms"] >= 0.97 * 0.2
+    assert module_row(timing, "a")["backward_time_median_ms"] >= 0.97 * 0.1
     with pytest.raises(LossError, match="loss_fn"):
         train_step_times(nn.Identity(), torch.zeros(2), num_iters=2, drop_first=1)
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.timing import train_step_times
-from tests.timing.helpers import Spin, rel_err, within_attempts
+from tests.timing.helpers import Spin, module_row, rel_err, within_attempts
 
 BACKWARD_US = (400, 800, 600, 1000)
 
@@ -40,7 +40,7 @@ def test_every_layer_within_3_percent_first_with_a_leaf_input_and_last():
         extra = _node_cost_us()
         failures = []
         for index, us in enumerate(BACKWARD_US):
-            measured_us = timing.stats(str(index)).backward.inclusive.median * 1000
+            measured_us = module_row(timing, str(index))["backward_time_median_ms"] * 1000
             error = rel_err(measured_us, us + extra)
             if abs(error) > 0.03:
                 failures.append(f"layer {index}: {measured_us:.1f} us for {us} + {extra:.1f} "

@@ -21,7 +21,7 @@ def test_a_compiled_wrapper_is_timed_as_its_eager_original_and_says_so():
     with pytest.warns(CodePathWarning, match="original module run eagerly"):
         timing = time_modules(compiled, torch.randn(2, 4), **FAST)
     # the eager original's tree: its paths, not the wrapper's "_orig_mod." ones
-    assert timing.layout.paths == ("", "0", "1")
+    assert tuple(info.path for info in timing.modules) == ("", "0", "1")
     assert any("torch.compile" in note for note in timing.warnings)
     assert not compiled._forward_hooks and not model[0]._forward_hooks
 

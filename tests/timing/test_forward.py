@@ -9,6 +9,7 @@ import re
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -77,6 +78,12 @@ def _measure_known() -> ModuleTiming:
                         warmup_seconds=0.05, num_threads=1)
 
 
+def _row(timing: ModuleTiming, path: str) -> dict:
+    """The module frame's row of ``path``: every statistic of the module is a column there."""
+    frame = timing.to_df("module")
+    return frame.iloc[[info.path for info in timing.modules].index(path)].to_dict()
+
+
 def test_known_durations_within_bands():
     _, nominal_us = known_model()
 
@@ -86,8 +93,8 @@ def test_known_durations_within_bands():
         failures = []
         for path, us in nominal_us.items():
             truth = us / 1000 + call_cost * (2 if path == "1.1" else 1)
-            stats = timing.stats(path)
-            raw, corrected = stats.inclusive.median, stats.corrected_median_ms
+            row = _row(timing, path)
+            raw, corrected = row["time_median_ms"], row["time_corrected_median_ms"]
             # each call carries one hook attribution (~2-5 us, more in a process that has run
             # thousands of tests): the shared spin's two calls of 100 us get the band of one
             # 100 us call, not that of 200 us (+4.9 % there failed a full CI run; corrected
@@ -101,13 +108,13 @@ def test_known_durations_within_bands():
                 failures.append(f"{path}: correction did not lower the value")
         # the inner container runs 1.0 (200 us), one call of the shared spin (100 us) and an
         # Identity; beyond that only its children's hooks (self time) and its own
-        container = timing.stats("1")
-        children = sum(timing.stats(p).inclusive.median for p in ("1.0", "1.2")) + float(
+        container = _row(timing, "1")
+        children = sum(_row(timing, p)["time_median_ms"] for p in ("1.0", "1.2")) + float(
             np.median(timing.call_samples("1.1")))
-        if abs(rel_err(container.inclusive.median, children + container.exclusive.median)) \
-                > 0.03:
-            failures.append(f"container 1: {container.inclusive.median:.5f} ms vs children "
-                            f"{children:.5f} + self {container.exclusive.median:.5f}")
+        inclusive, own = container["time_median_ms"], container["self_time_median_ms"]
+        if abs(rel_err(inclusive, children + own)) > 0.03:
+            failures.append(f"container 1: {inclusive:.5f} ms vs children "
+                            f"{children:.5f} + self {own:.5f}")
         if abs(timing.coverage - 1.0) > 0.03:
             failures.append(f"coverage {timing.coverage:.4f}")
         return failures
@@ -116,12 +123,14 @@ def test_known_durations_within_bands():
 
 
 def test_exact_call_counts(timing):
-    calls = timing.forward.calls
-    assert calls.shape == (40, 8)
     expected = {"": 1, "0": 1, "1": 1, "1.0": 1, "1.1": 2, "1.2": 1, "3": 1, "4": 1}
     for path, count in expected.items():
-        column = calls[:, timing.layout.index(path)]
-        assert (column == count).all(), path
+        # one record per call of an iteration, each with a sample in every kept iteration
+        calls = timing.calls(path)
+        assert len(calls) == count, path
+        for call in calls:
+            samples = np.asarray(call.metrics["forward_samples_ms"])
+            assert samples.shape == (40,) and not np.isnan(samples).any(), path
     assert timing.call_samples("1.1").size == 2 * 40
     # one call of the shared spin lasts 100 us
     assert abs(rel_err(float(np.median(timing.call_samples("1.1"))), 0.1)) <= 0.10
@@ -130,18 +139,18 @@ def test_exact_call_counts(timing):
 def test_self_times_add_up(timing):
     # per iteration, self times add up to the root exactly (every module runs in every
     # iteration); coverage compares medians
-    total = np.sum([timing.samples(path, exclusive=True) for path in timing.layout.paths],
+    total = np.sum([timing.samples(info.path, exclusive=True) for info in timing.modules],
                    axis=0)
     assert np.allclose(total, timing.samples(""))
     assert timing.coverage == pytest.approx(1.0, abs=0.1)  # precise check: test above
     # containers do no work of their own: their self time is the children's hook cost
-    root_self = timing.stats("").exclusive.median
+    root_self = _row(timing, "")["self_time_median_ms"]
     per_call_ms = timing.calibration.per_call_ns / 1e6
     # 6 child calls; a generous factor for load bursts (double counting would be ~ms)
     assert 0 < root_self <= 6 * per_call_ms * 5 + 0.05
     # leaves: self == inclusive
-    leaf = timing.stats("3")
-    assert leaf.exclusive.median == pytest.approx(leaf.inclusive.median)
+    leaf = _row(timing, "3")
+    assert leaf["self_time_median_ms"] == pytest.approx(leaf["time_median_ms"])
 
 
 def test_drop_first_and_iterations(timing):
@@ -154,13 +163,16 @@ def test_overhead_and_confidence_reported(timing):
     assert 0.8 < timing.overhead_ratio < 1.5
     assert timing.calibration.attribution_ns > 0
     assert timing.calibration.per_call_ns >= timing.calibration.attribution_ns
-    assert timing.stats("1.2").low_confidence  # Identity: nothing but hook cost
-    assert timing.stats("3").low_confidence is False
-    assert timing.stats("").self_low_confidence  # a container's self time is hook cost
-    frame = timing.stats_frame()
+    assert _row(timing, "1.2")["low_confidence"]  # Identity: nothing but hook cost
+    assert not _row(timing, "3")["low_confidence"]
+    assert _row(timing, "")["self_low_confidence"]  # a container's self time is hook cost
+    frame = timing.to_df("module")  # every statistic is a column of the module frame
     assert list(frame["module"])[:3] == ["__root__", "0", "1"]
-    assert {"inclusive_median_ms", "self_median_ms", "inclusive_ci_low_ms", "calls",
-            "low_confidence", "self_share"} <= set(frame.columns)
+    assert {"time_median_ms", "self_time_median_ms", "time_ci_low_ms", "time_p95_ms",
+            "calls", "low_confidence", "expected_error_ms"} <= set(frame.columns)
+    # the expected error of a module called once: the hooks' calibrated share in one call
+    assert _row(timing, "3")["expected_error_ms"] == pytest.approx(
+        timing.calibration.attribution_ns / 1e6)
     text = timing.report()  # the export layer's tree: names relative to their parent
     assert "__root__ (Sequential)" in text and "coverage" in text and "1.1 (Spin)" not in text
     assert "`-- 4 (ReLU)" in text and "1 (Spin) x2" in text and "self time median" in text
@@ -179,9 +191,9 @@ def test_uncalled_modules_reported_not_crashing():
     timing = time_modules(Partial(), torch.zeros(2), num_iters=6, drop_first=1,
                           warmup_seconds=0)
     assert timing.uncalled == ("unused",)
-    stats = timing.stats("unused")
-    assert stats.inclusive is None and stats.low_confidence is None and not stats.called
-    assert np.isnan(timing.stats_frame().set_index("module").loc["unused", "inclusive_median_ms"])
+    row = _row(timing, "unused")
+    assert pd.isna(row["time_median_ms"]) and pd.isna(row["low_confidence"])
+    assert not timing.calls("unused")
 
 
 def test_tuple_dict_and_pred_fn_inputs():
@@ -189,11 +201,11 @@ def test_tuple_dict_and_pred_fn_inputs():
     x, y = torch.zeros(5, 3), torch.zeros(5, 4)
     for value in ((x, y), {"input1": x, "input2": y}):
         timing = time_modules(model, value, num_iters=4, drop_first=1, warmup_seconds=0)
-        assert (timing.forward.calls[:, 0] == 1).all()
+        assert len(timing.calls("")) == 1 and timing.samples("").size == 3  # 4 - 1 dropped
     # pred_fn calls the model twice per iteration: the root reports the sum of both calls
     timing = time_modules(model, x, pred_fn=lambda a: model(model(a, y)[:, :1].repeat(1, 3), y),
                           num_iters=4, drop_first=1, warmup_seconds=0)
-    assert (timing.forward.calls[:, 0] == 2).all()
+    assert len(timing.calls("")) == 2 and timing.samples("").size == 3
 
 
 def test_model_left_untouched_even_after_an_exception():
@@ -378,16 +390,12 @@ def test_repr_is_one_line():
 
 
 def test_calls_are_integers_when_every_iteration_made_the_same_calls():
-    from moduleprofiler.timing.results import calls_column
-
     shared = nn.Linear(2, 2)
     timing = time_modules(nn.Sequential(shared, nn.ReLU(), shared), torch.zeros(1, 2),
                           num_iters=4, drop_first=1, warmup_seconds=0, progress=False)
-    frame = timing.stats_frame().set_index("module")
+    frame = timing.to_df("module").set_index("module")
     # the shared Linear runs twice an iteration; it was a float column (2.0)
     assert str(frame["calls"].dtype) == "Int64" and frame.loc["0", "calls"] == 2
-    # a module that ran in some iterations only keeps its mean
-    assert calls_column([1.0, 0.5]).tolist() == [1.0, 0.5]
 
 
 def test_a_run_the_budget_cut_short_is_low_confidence_in_every_row() -> None:
@@ -398,7 +406,7 @@ def test_a_run_the_budget_cut_short_is_low_confidence_in_every_row() -> None:
     timing = time_modules(model, torch.zeros(1), max_seconds=0.2, target_ci=1e-9,
                           warmup_seconds=0, measure_overhead=False, progress=False)
     assert timing.stop_reason == "max_seconds" and timing.iterations < 10
-    assert [timing.stats(path).low_confidence for path in ("", "0", "1")] == [True] * 3
+    assert [_row(timing, path)["low_confidence"] for path in ("", "0", "1")] == [True] * 3
 
 
 def test_a_fixed_count_keeps_its_own_confidence() -> None:
@@ -406,4 +414,4 @@ def test_a_fixed_count_keeps_its_own_confidence() -> None:
     timing = time_modules(nn.Sequential(Spin(20_000)), torch.zeros(1), num_iters=4,
                           drop_first=1, warmup_seconds=0, measure_overhead=False,
                           progress=False)
-    assert timing.stop_reason == "num_iters" and timing.stats("0").low_confidence is False
+    assert timing.stop_reason == "num_iters" and not _row(timing, "0")["low_confidence"]

@@ -52,7 +52,7 @@ def test_device_time_of_known_kernels_nested_and_reused():
     assert columns["0.1"]["device_launches"] == 1
     assert timing.to_dict()["bound"] == "device"
     # per call: each call of the shared module has its own device time
-    calls = timing.call_columns()
+    calls = {(r.path, r.call_number): r.metrics for r in timing.records}
     assert calls[("0.0", 0)]["device_ms"] == pytest.approx(truth["short"], rel=0.05)
     assert calls[("0.0", 1)]["device_ms"] == pytest.approx(truth["short"], rel=0.05)
 

@@ -5,6 +5,7 @@ in ``test_kernel_clock_cuda.py``; this checks what is built from its numbers.)""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import OrderedDict
 
@@ -13,12 +14,14 @@ import pytest
 import torch
 from torch import nn
 
+from moduleprofiler.facts import HookFreeTrace, TimingFacts
+from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
-from moduleprofiler.timing.device_results import DeviceIteration, DeviceTimes, HookFreeTrace
+from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.forward import ModuleTiming
 from moduleprofiler.timing.iteration import iteration_of_own
 from moduleprofiler.timing.overhead import HookCalibration
-from moduleprofiler.timing.results import ModelLayout, PhaseSamples, timed_profile
+from moduleprofiler.timing.results import TimedCalls, timed_profile
 
 # own device time (ns) of each call, in execution order: the root, Linear 0, ReLU 1, Linear 2;
 # three traced iterations
@@ -46,14 +49,14 @@ def _timing(hook_free: HookFreeTrace | None = None,
         call_busy_ns=times.call_fwd_inclusive,
         call_span_ns=times.call_fwd_inclusive * 1.25,  # idle a fifth of each span
         total_ns=float(times.call_fwd_exclusive.sum())) for times in device]
-    layout = ModelLayout.of(model)
-    return timed_profile(ModuleTiming(
-        layout=layout, forward=PhaseSamples.collect("device forward", device, 4),
-        hooked_ms=np.asarray([1.0, 1.0, 1.0]), unhooked_ms=np.asarray([1.0, 1.0, 1.0]),
-        calibration=HookCalibration("cuda:0", attribution_ns=0.0, per_call_ns=0.0),
-        device="cuda:0", clock="kernels", dropped=0, confidence=0.95, environment={},
-        warnings=(), host=PhaseSamples.collect("forward", host, 4),
-        device_times=DeviceTimes.collect(traced, layout, False, 0.0, hook_free)), host)
+    # what the pass hands its result: the host iterations, the traced ones, the facts
+    return timed_profile(ModuleTiming, module_infos(model), TimedCalls(
+        forward=host, forward_error=(0.0, 0.0), traced=traced), TimingFacts(
+        clock="cuda-kernels", device="cuda:0", calibration=dataclasses.asdict(
+            HookCalibration("cuda:0", attribution_ns=0.0, per_call_ns=0.0)),
+        iterations=3, hooked_ms=(1.0,) * 3, hook_free_ms=(1.0,) * 3, hook_free=hook_free,
+        device_booked_ms=sum(t.total_ns for t in traced) / 1e6,
+        device_total_ms=sum(t.total_ns for t in traced) / 1e6))
 
 
 def test_module_device_and_host_times_are_medians_of_per_iteration_totals() -> None:
@@ -97,7 +100,9 @@ def test_the_model_row_has_the_hook_free_regime() -> None:
     modules = timing.to_df("module").set_index("module")
     assert modules.loc["__root__", "time_bound"] == "device"
     assert timing.module_columns()[""]["time_bound"] == "device"
-    assert timing.stats_frame().set_index("module").loc["__root__", "time_bound"] == "device"
+    with pytest.warns(DeprecationWarning, match="to_df"):  # the module frame, deprecated
+        assert timing.stats_frame().set_index("module").loc["__root__",
+                                                            "time_bound"] == "device"
     # each module's own label stays its hooked comparison, and the summary says so
     assert set(modules.drop(index="__root__")["time_bound"]) == {"host"}
     summary = " ".join(timing.report().split())

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.timing import TimingWarning, TrainingProfiler, track
-from tests.timing.helpers import Spin, no_hooks_left, training_flags
+from tests.timing.helpers import Spin, module_row, no_hooks_left, training_flags
 
 
 def _model() -> nn.Module:
@@ -34,20 +34,20 @@ def test_start_stop_window_and_alternation():
     assert no_hooks_left(model) and training_flags(model) == flags
     timing = prof.result()
     # 6 profiled steps: 3 with gradient hooks, 3 with forward hooks only
-    assert timing.forward.iterations == 3 and timing.backward_samples.iterations == 3
+    assert timing.iterations == 3 and timing.samples("", phase="backward").size == 3
     assert timing.separate_passes
-    first = timing.stats("0")
+    first = module_row(timing, "0")["backward_time_median_ms"]
     # the first layer's backward is its 150 us spin (its input needs no grad), not ~0
-    assert 0.97 * 0.15 <= first.backward.inclusive.median <= 0.15 * 1.5 + 0.1
-    assert timing.stats("2").backward.inclusive.median >= 0.97 * 0.25
-    assert timing.stats("2").forward.inclusive.median >= 0.97 * 0.04
+    assert 0.97 * 0.15 <= first <= 0.15 * 1.5 + 0.1
+    assert module_row(timing, "2")["backward_time_median_ms"] >= 0.97 * 0.25
+    assert module_row(timing, "2")["time_median_ms"] >= 0.97 * 0.04
     text = prof.layerwise_summary()
     for name in ("__root__ (Sequential)", "0 (Spin)", "1 (ReLU)", "2 (Spin)", "time median",
                  "backward time median"):
         assert name in text
     frame = prof.to_df()
     assert list(frame["module"]) == ["__root__", "0", "1", "2"]
-    assert frame["backward_median_ms"].iloc[3] >= 0.97 * 0.25
+    assert frame["backward_time_median_ms"].iloc[3] >= 0.97 * 0.25
 
 
 def test_without_step_calls_the_block_is_one_step():
@@ -57,9 +57,9 @@ def test_without_step_calls_the_block_is_one_step():
         summary = prof.layerwise_summary()  # inside the block, as with nnprofiler
     assert "2 (Spin)" in summary
     timing = prof.result()
-    assert timing.backward_samples.iterations == 1 and timing.forward.iterations == 1
+    assert timing.samples("", phase="backward").size == 1 and timing.iterations == 1
     assert not timing.separate_passes
-    assert timing.stats("2").backward.inclusive.median >= 0.97 * 0.25
+    assert module_row(timing, "2")["backward_time_median_ms"] >= 0.97 * 0.25
     assert no_hooks_left(model)
 
 
@@ -98,7 +98,7 @@ def test_report_is_the_layerwise_summary_by_the_name_every_timing_result_uses():
     assert "backward time median" in prof.report()
     # summary() means on a timing what it means on every profile: the one-row model table
     assert isinstance(result.summary(), pd.DataFrame) and len(result.summary()) == 1
-    assert result.module("0").type_name == "Linear"  # the module's facts; stats(): its times
-    assert result.stats("0").backward.inclusive.median > 0
+    assert result.module("0").type_name == "Linear"  # the module's facts (times: to_df)
+    assert module_row(result, "0")["backward_time_median_ms"] > 0
     with pytest.warns(DeprecationWarning, match=r"TrainingProfiler\.summary\(\) is deprecated"):
         assert prof.summary() == prof.report()

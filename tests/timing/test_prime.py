@@ -9,7 +9,7 @@ from torch import nn
 
 from moduleprofiler.timing import time_modules
 from moduleprofiler.timing.clocks.stamps import CpuStamps, CudaStamps
-from tests.timing.helpers import GpuSleep, gpu_event_ms
+from tests.timing.helpers import GpuSleep, gpu_event_ms, module_row
 
 
 def test_the_cpu_clock_has_nothing_to_prime():
@@ -31,7 +31,7 @@ def test_first_module_on_an_idle_gpu_reads_its_kernel_not_the_launch():
             CudaStamps.prime_us = prime
             timing = time_modules(model, x, num_iters=25, drop_first=5, warmup_seconds=0.1,
                                   clock="events")
-            readings[prime] = timing.stats("0").inclusive.median
+            readings[prime] = module_row(timing, "0")["time_median_ms"]
     finally:
         CudaStamps.prime_us = default
     # primed: the kernel; unprimed the reading also holds the root's hooks and the launch

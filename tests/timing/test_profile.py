@@ -39,7 +39,8 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
     for record in timing.records:
         # the call's medians, and its samples the per-module medians are computed from
         assert set(record.metrics) == {"forward_ms", "self_forward_ms", "forward_samples_ms",
-                                       "self_forward_samples_ms"}
+                                       "self_forward_samples_ms", "forward_error_samples_ms",
+                                       "self_forward_error_samples_ms"}
         assert len(record.metrics["forward_samples_ms"]) == 3  # 4 - 1 kept iterations
         assert record.metrics["forward_ms"] >= record.metrics["self_forward_ms"] >= 0
         assert record.ops is None and record.ops_source == "unknown"  # timing counts nothing
@@ -53,7 +54,9 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
     assert frame.loc["0", "time_median_ms"] == pytest.approx(sorted(both)[1])
     assert timing.module_columns()["0"]["time_median_ms"] == pytest.approx(sorted(both)[1])
     assert frame.loc["0", "calls"] == 2 and frame.loc["0", "time_median_ms"] > 0
-    assert timing.stats_frame().columns[0] == "module"  # the statistics frame
+    # the statistics are columns of the module frame; the old table is deprecated
+    with pytest.warns(DeprecationWarning, match="to_df"):
+        assert timing.stats_frame().equals(timing.to_df("module"))
     # to_df() means what it means on every profile: one row per call
     assert timing.to_df().equals(timing.to_df("call")) and "call" in timing.to_df()
 
@@ -74,33 +77,34 @@ class _SharedAndRepeated(nn.Module):
         return self.rep(self.b(self.rep(self.a(x))))
 
 
-def test_the_statistics_table_and_the_module_frame_share_their_medians() -> None:
-    # the statistics table (to_df()) and the module frame (to_df("module")) total each
-    # module's calls per iteration with one function: the shared Linear's two calls (one in
-    # "a", one in "b") and the Tanh's two calls are summed before the median in both, so
-    # every module's medians are the same numbers, not merely close
+def test_every_statistic_of_the_module_frame_is_of_the_modules_per_iteration_totals() -> None:
+    # each statistic column is computed from the module's calls' samples totalled per
+    # iteration (samples(path)): the shared Linear's two calls (one in "a", one in "b") and
+    # the Tanh's two calls are summed before the median and the percentiles, so every
+    # module's statistics are exactly those of its totals
     model, x = _SharedAndRepeated(), torch.randn(3, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         forward = ModuleProfiler().time_modules(model, x, **FAST)
         training = ModuleProfiler().train_step_times(model, x, num_iters=4, drop_first=1)
-    pairs = [(forward, {"inclusive_median_ms": "time_median_ms",
-                        "self_median_ms": "self_time_median_ms"}),
-             (training, {"forward_median_ms": "time_median_ms",
-                         "forward_self_median_ms": "self_time_median_ms",
-                         "backward_median_ms": "backward_time_median_ms",
-                         "backward_self_median_ms": "self_backward_time_median_ms"})]
-    for timing, names in pairs:
-        stats = timing.stats_frame().set_index("module")
+    for timing, phases in ((forward, ("",)), (training, ("", "backward_"))):
         modules = timing.to_df("module").set_index("module")
-        assert stats.loc["shared", "calls"] == 2 and stats.loc["rep", "calls"] == 2
-        for module in stats.index:
-            for table, frame in names.items():
-                if module == "unused":  # never called: no median in either
-                    assert np.isnan(stats.loc[module, table])
-                    assert pd.isna(modules.loc[module, frame])
-                    continue
-                assert stats.loc[module, table] == modules.loc[module, frame], (module, table)
+        assert modules.loc["shared", "calls"] == 2 and modules.loc["rep", "calls"] == 2
+        for info, module in zip(timing.modules, modules.index):
+            for prefix in phases:
+                phase = "backward" if prefix else "forward"
+                for own in ("", "self_"):
+                    name = f"{own}{prefix}time"
+                    if module == "unused":  # never called: no statistic at all
+                        assert pd.isna(modules.loc[module, f"{name}_median_ms"])
+                        assert pd.isna(modules.loc[module, f"{name}_p95_ms"])
+                        continue
+                    totals = timing.samples(info.path, exclusive=bool(own), phase=phase)
+                    assert totals.size == 3  # 4 - 1 kept iterations
+                    for statistic, q in (("median", 50), ("p25", 25), ("p95", 95)):
+                        assert modules.loc[module, f"{name}_{statistic}_ms"] == \
+                            np.percentile(totals, q), (module, name, statistic)
+                    assert modules.loc[module, f"{name}_max_ms"] == totals.max()
 
 
 def test_timing_columns_declare_what_they_need_and_their_per_module_twin() -> None:
@@ -200,9 +204,7 @@ def test_a_training_timing_counts_no_backward_and_keeps_its_samples_apart() -> N
     assert timing.total_backward_ops is None and timing.backward_complete is None
     assert json.loads(timing.to_json())["backward"] == 0
     # 4 steps of each kind, 1 dropped: 3 kept
-    assert timing.backward_samples.iterations == 3
-    with pytest.warns(DeprecationWarning, match="backward_samples"):
-        assert timing.backward.iterations == 3  # the old path still reads the samples
+    assert timing.samples("", phase="backward").size == 3
 
 
 def test_a_timing_profile_shows_no_count_totals_it_never_counted() -> None:

@@ -30,11 +30,11 @@ from numpy.typing import NDArray
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler import devices
+from moduleprofiler.facts import HookFreeTrace
 from moduleprofiler.runner import Call, Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
-from moduleprofiler.timing.clocks.host import HostClock
-from moduleprofiler.timing.clocks.protocol import Readings
-from moduleprofiler.timing.device_results import DeviceIteration, DeviceTimes, HookFreeTrace
+from moduleprofiler.timing.clocks.protocol import Clock, Readings
+from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.device_trace import (
     ENGINE_PREFIX,
     TraceRecords,
@@ -47,7 +47,6 @@ from moduleprofiler.timing.iteration import iteration_of_own
 from moduleprofiler.timing.listener import Step
 from moduleprofiler.timing.loop import Block
 from moduleprofiler.timing.ranges import CallRanges
-from moduleprofiler.timing.results import ModelLayout, PhaseSamples
 
 Trace = Callable[[torch.device], AbstractContextManager[TraceRecords]]
 """A profiler session on a device that yields its records, filled when it ends
@@ -218,7 +217,7 @@ def _no_mark(name: str) -> None:
     """A traced iteration's device times need no marks."""
 
 
-class KernelClock(HostClock):
+class KernelClock(Clock):
     """Device time from the device's own kernel records, host time from the CPU clock: the
     :class:`~.protocol.Clock` for CUDA where the records can be had.
 
@@ -289,14 +288,12 @@ class KernelClock(HostClock):
             launches=len(records.activities),
             latency_ms=float(np.median([m["end"] - m["start"] for m in plain])) / 1e6)
 
-    def readings(self, layout: ModelLayout, forward: PhaseSamples,
-                 backward: PhaseSamples | None = None) -> Readings:
-        """Device times as the result's samples, the host's beside them (without traced
-        iterations, the host's alone)."""
+    def readings(self) -> Readings:
+        """The traced iterations (their device times become the result's, the host's
+        stamps beside them; without traced iterations, the host's alone)."""
         if not self.traced:
-            return Readings(forward, backward, clock=self.stamps.kind)
-        times = DeviceTimes.collect(self.traced, layout, backward is not None, self.outside_ns,
-                                    self.hook_free)
-        return Readings(times.samples, times.backward, forward, backward, times,
+            return Readings(clock=self.stamps.kind)
+        booked = sum(it.total_ns for it in self.traced) / 1e6
+        return Readings(self.traced, booked, booked + self.outside_ns / 1e6, self.hook_free,
                         clock=self.name, notes=[self.hook_free.sentence()]
                         if self.hook_free is not None else [])

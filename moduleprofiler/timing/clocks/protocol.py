@@ -8,11 +8,11 @@ measurement loop its hooked blocks, a hook-free block stamped the same way, and 
 ``blocks()``; it asks the clock for the result's samples (``readings()``). It never asks which
 clock it has: every difference between clocks is an answer to one of the questions below.
 
-A new clock is one file in this folder (a class with these members; :class:`HostClock` has
-the defaults of a clock that reads its stamps and nothing else) plus the block of registered
-columns its per-call samples fill, and one line where :func:`~.choice.make_clock` picks it::
+A new clock is one file in this folder (a subclass of :class:`Clock`, whose answers are those
+of a clock that reads its stamps and nothing else) plus the block of registered columns its
+per-call samples fill, and one line where :func:`~.choice.make_clock` picks it::
 
-    class CompiledGraphClock(HostClock):
+    class CompiledGraphClock(Clock):
         \"\"\"Device time of a compiled graph's kernels, booked to modules.\"\"\"
 
         name = "compiled-graph"
@@ -36,10 +36,8 @@ columns its per-call samples fill, and one line where :func:`~.choice.make_clock
                     self.traced.extend(book_graph(rec, runner))
             return [Block(traced, share=lambda count: max(1, count // 4), warm=False)]
 
-        def readings(self, layout, forward, backward=None) -> Readings:
-            times = DeviceTimes.collect(self.traced, layout, backward is not None, 0.0, None)
-            return Readings(times.samples, times.backward, forward, backward, times,
-                            clock=self.name)
+        def readings(self) -> Readings:
+            return Readings(self.traced, clock=self.name)
 """
 
 from __future__ import annotations
@@ -47,86 +45,87 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
+from moduleprofiler.facts import HookFreeTrace
 from moduleprofiler.runner import Listener, PassRunner
-from moduleprofiler.timing.clocks.stamps import StampSource
-from moduleprofiler.timing.device_results import DeviceTimes
+from moduleprofiler.timing.clocks.stamps import StampSource, make_stamps
+from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.listener import Step
 from moduleprofiler.timing.loop import Block
-from moduleprofiler.timing.overhead import HookCalibration
-from moduleprofiler.timing.results import ModelLayout, PhaseSamples
+from moduleprofiler.timing.overhead import HookCalibration, calibrate_hooks
 
 
 @dataclass
 class Readings:
-    """What a clock read over a pass's kept iterations: the samples its result's per-call
-    sample columns are filled from (``forward`` and ``backward`` are the times the views
-    show; ``host_*`` the host's beside them where the clock reads the device apart)."""
+    """What a clock read over a pass's kept iterations beyond the stamps' own (which the pass
+    hands the result builder itself): a device clock's traced iterations (their device
+    times become the result's times, the stamps' the host's beside them), the device time
+    booked to calls and in all, the hook-free regime, and the clock's name and notes."""
 
-    forward: PhaseSamples
-    backward: PhaseSamples | None = None
-    host_forward: PhaseSamples | None = None
-    host_backward: PhaseSamples | None = None
-    device_times: DeviceTimes | None = None
-    """Launches, the device's idle share per call, the hook-free regime (device clocks)."""
+    traced: Sequence[DeviceIteration] = ()
+    booked_ms: float | None = None
+    """Device time booked to module calls over the traced iterations (device clocks)."""
+    total_ms: float | None = None
+    """All device time over the traced sessions (device clocks)."""
+    hook_free: HookFreeTrace | None = None
+    """The hook-free iteration's regime (device clocks)."""
     clock: str = ""
     """The clock's name in the result (``"cuda-kernels"``...)."""
     notes: list[str] = field(default_factory=list)
     """What the result should say about these times."""
 
 
-class Clock(Protocol):
+class Clock:
     """What a timed pass asks of its clock (module docstring: how a pass uses it, and what a
-    new clock's file looks like)."""
+    new clock's file looks like). The answers here are those of a clock that reads its
+    stamps and nothing else (on ``device``'s stamp source, the hooks calibrated on it, with
+    ``backward`` their backward cost too); a clock overrides what it does otherwise."""
 
-    name: str
+    name = "cpu-wall"
     """The clock's name in a result: ``"cpu-wall"``, ``"cuda-events"``, ``"cuda-kernels"``."""
-    device: torch.device
-    """The device whose work it times."""
-    stamps: StampSource
-    """What the hooks and the hook-free iterations stamp: the host's times (the device's own
-    under CUDA events)."""
-    calibration: HookCalibration
-    """The hooks' cost on the ``stamps``' clock."""
-    notes: list[str]
-    """What every result of this clock says (why an asked-for clock fell back...)."""
-    overhead_caveat: str
+    overhead_caveat = "small modules' times include the hooks' share; see low_confidence"
     """What the hooks' cost does to its times, said when hooks slow the model down."""
+
+    def __init__(self, device: torch.device, backward: bool = False) -> None:
+        self.device = device
+        """The device whose work it times."""
+        self.stamps: StampSource = make_stamps(device)
+        """What the hooks and the hook-free iterations stamp."""
+        self.calibration: HookCalibration = calibrate_hooks(device, backward=backward)
+        """The hooks' cost on the ``stamps``' clock."""
+        self.notes: list[str] = []
+        """What every result of this clock says (why an asked-for clock fell back...)."""
 
     def listeners(self) -> Sequence[Listener]:
         """Its own listeners, attached to the pass's one runner (active only in its
         ``blocks()``)."""
-        ...
+        return ()
 
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Its own kinds of iteration of the pass's ``step`` on ``runner``, for the loop."""
-        ...
+        return []
 
     def prime(self) -> None:
         """Once before the warm-up (start what takes seconds once, never kept)."""
-        ...
 
     def settle(self) -> None:
         """Before each named mark of a step: make the host's stamp mean the work is done
         (a device clock waits for its device)."""
-        ...
 
-    def session(self, runner: PassRunner
-                ) -> AbstractContextManager[Callable[[], None]] | None:
+    def session(self, runner: PassRunner) -> AbstractContextManager[Callable[[], None]] | None:
         """A block of iterations the user drives (``TrainingProfiler``), timed its own way:
         yields the function that starts each iteration; kept when the block ends. ``None``:
         the clock has no kind of its own."""
-        ...
+        return None
 
     def finish(self, invoke: Callable[[], Any], plain: list[dict[str, float]]) -> None:
         """After the rounds, still inside the pass's state: with the hook-free iterations'
         marks in ``plain``, read what only a hook-free call can tell."""
-        ...
 
-    def readings(self, layout: ModelLayout, forward: PhaseSamples,
-                 backward: PhaseSamples | None = None) -> Readings:
-        """The result's samples, from the ``stamps``' own ``forward`` (and ``backward``)."""
-        ...
+    def readings(self) -> Readings:
+        """What it read beyond the ``stamps``' own iterations (which the pass hands the
+        result builder with these). A stamps-only clock read nothing more."""
+        return Readings(clock=self.name)

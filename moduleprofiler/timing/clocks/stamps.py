@@ -41,6 +41,9 @@ class StampSource(Protocol):
 
     kind: str
     """``"cpu-wall"`` or ``"cuda-events"``."""
+    deferred: bool
+    """Whether an iteration's stamps may be resolved after later iterations ran (a pool's
+    events are reused: read before the next iteration)."""
 
     stamp: Callable[[], int]
     """Mark now; return an opaque integer stamp (a plain attribute so hooks call it directly)."""
@@ -65,6 +68,7 @@ class CpuStamps:
     """``perf_counter_ns`` stamps."""
 
     kind = "cpu-wall"
+    deferred = True
 
     def __init__(self) -> None:
         self.stamp: Callable[[], int] = time.perf_counter_ns
@@ -88,6 +92,7 @@ class CudaStamps:
     """CUDA events from a pool that grows on demand; reuse needs one sync per iteration."""
 
     kind = "cuda-events"
+    deferred = False
 
     prime_us: float = 300.0
     """Length of the spin :meth:`prime` queues on an idle stream (0: never): long enough to

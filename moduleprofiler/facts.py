@@ -1,0 +1,147 @@
+"""What a timing pass found about the run as a whole, beside its per-call records: the one
+typed attachment of a timed profile (:attr:`moduleprofiler.records.ProfileData.facts`),
+written to its JSON and read back by ``Profile.from_json``.
+
+Plain data (numbers, strings, tuples, dicts), so the records can hold it without importing
+the timing package; the timing results give it its typed faces (``calibration``,
+``budget``...)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEVICE_BOUND_BUSY = 0.8
+"""A model whose device is busy at least this share of the hook-free forward is device-bound:
+the host keeps ahead, and faster kernels would make it faster."""
+
+
+@dataclass(frozen=True)
+class HookFreeTrace:
+    """One traced iteration without hooks: how busy the device is when nothing is measured."""
+
+    host_ms: float
+    """Host time to issue the iteration (the call returns before the device finishes)."""
+    device_ms: float
+    """Time the device ran at least one of the iteration's activities."""
+    launches: int
+    """Kernels, copies and sets the iteration ran."""
+    latency_ms: float
+    """The hook-free iteration's median latency (measured in the interleaved rounds)."""
+
+    @property
+    def busy_share(self) -> float:
+        """Device busy time over latency."""
+        return self.device_ms / self.latency_ms if self.latency_ms > 0 else math.nan
+
+    @property
+    def host_per_launch_us(self) -> float:
+        """Host time per device launch (Python, dispatch, the launch itself)."""
+        return 1e3 * self.host_ms / self.launches if self.launches else math.nan
+
+    @property
+    def bound(self) -> str:
+        """``"device"`` when the device is busy at least :data:`DEVICE_BOUND_BUSY` of the
+        forward, else ``"host"``."""
+        return "device" if self.busy_share >= DEVICE_BOUND_BUSY else "host"
+
+    def sentence(self) -> str:
+        """One line: the regime, its evidence and what would change it."""
+        evidence = (f"the GPU is busy {100 * self.busy_share:.0f} % of the hook-free "
+                    f"iteration ({self.latency_ms:.3f} ms; {self.launches} launches, "
+                    f"{self.host_per_launch_us:.1f} us of host time per launch)")
+        if self.bound == "device":
+            return (f"device-bound: {evidence}; faster kernels (lower precision, fused "
+                    "operators, a better layout) make it faster")
+        return (f"host-bound: {evidence}; the GPU waits for launches: a larger batch, CUDA "
+                "graphs or torch.compile (fewer, larger launches) would keep it busy")
+
+
+@dataclass(frozen=True)
+class TimingFacts:
+    """The facts of one timing pass (times in ms): its clock and device, the hooks'
+    calibration, the environment, the whole-iteration times with and without hooks, how many
+    iterations were kept and dropped and why the run stopped, the hook-free regime under the
+    kernel clock, a training timing's step phases, and the warnings it issued."""
+
+    clock: str
+    device: str
+    device_name: str | None = None
+    """The device's own name (a GPU's ``"NVIDIA H200"``; the processor on the CPU)."""
+    calibration: dict[str, Any] = field(default_factory=dict)
+    """The hooks' per-call costs in ns (``HookCalibration``'s fields)."""
+    environment: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    confidence: float = 0.95
+    """Level of the medians' confidence intervals."""
+    iterations: int = 0
+    """Kept iterations of the samples the records hold (the forward's)."""
+    dropped: int = 0
+    stop_reason: str | None = None
+    """``"target_ci"``, ``"max_seconds"``, ``"num_iters"``; ``None`` for live profiling."""
+    elapsed_s: float | None = None
+    budget: dict[str, Any] | None = None
+    """How the time budget went (``BudgetUse``'s fields); ``None`` for live profiling."""
+    hooked_ms: tuple[float, ...] = ()
+    """Whole iteration with hooks, per kept iteration."""
+    hook_free_ms: tuple[float, ...] = ()
+    """Whole iteration without hooks, measured in the interleaved rounds."""
+    hook_free: HookFreeTrace | None = None
+    """Kernel clock: the traced hook-free iteration (the model's regime)."""
+    device_booked_ms: float | None = None
+    """Kernel clock: device time booked to module calls over the traced iterations."""
+    device_total_ms: float | None = None
+    """Kernel clock: all device time over the traced session."""
+    phases_ms: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Training: per-step times of the marked phases of hook-free steps (``"forward"``,
+    ``"loss"``, ``"backward"``, ``"optimizer"``, ``"step"``)."""
+    hooked_phases_ms: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict)
+    """Training: the same for each kind of hooked step (``"forward_hooks"``...)."""
+    unattributed_ms: tuple[float, ...] = ()
+    """Training: backward time of nodes created outside every module (the loss), per step."""
+    method: str | None = None
+    """Training: the backward attribution (``"nodes"``)."""
+    separate_passes: bool | None = None
+    """Training: forward and backward samples from different kinds of step."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def min_samples(self) -> int:
+        """Fewest samples a module may keep and be trusted: an adaptive run's ``min_iters``
+        (a fixed count is the caller's own choice, its spread shown by the CI columns)."""
+        if self.budget is None or self.stop_reason == "num_iters":
+            return 0
+        return int(self.budget.get("min_kept", 0))
+
+    @property
+    def booked_share(self) -> float:
+        """Kernel clock: share of the traced device time that ran inside some module call."""
+        if self.device_booked_ms is None or not self.device_total_ms:
+            return math.nan
+        return self.device_booked_ms / self.device_total_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as plain Python (the hook-free trace a dict)."""
+        return {f.name: (dataclasses.asdict(value) if isinstance(
+                    value := getattr(self, f.name), HookFreeTrace) else value)
+                for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TimingFacts:
+        """The inverse of :meth:`to_dict` (fields it does not know are left out)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in data.items() if key in names}
+        trace = values.get("hook_free")
+        if isinstance(trace, Mapping):
+            values["hook_free"] = HookFreeTrace(**trace)
+        for name in ("hooked_ms", "hook_free_ms", "unattributed_ms", "warnings"):
+            if name in values:
+                values[name] = tuple(values[name])
+        values["phases_ms"] = {k: tuple(v) for k, v in values.get("phases_ms", {}).items()}
+        values["hooked_phases_ms"] = {k: {n: tuple(v) for n, v in phases.items()}
+                                      for k, phases in values.get("hooked_phases_ms",
+                                                                  {}).items()}
+        return cls(**values)
