@@ -69,3 +69,78 @@ def test_no_quantity_under_two_names(result: ProfileData) -> None:
              if frame[a].astype(float).equals(frame[b].astype(float))
              and frame[a].fillna(0).astype(float).abs().sum() > 0]
     assert twins == []
+
+
+# -- one name, one quantity: result attributes named like a column ----------------------------
+_QUANTITY_KINDS = frozenset({"count", "bytes", "time", "number", "ratio", "fraction", "percent"})
+_PACKAGES = ("moduleprofiler", "moduleprofiler.timing", "moduleprofiler.memory",
+             "moduleprofiler.efficiency", "moduleprofiler.prediction", "moduleprofiler.language",
+             "moduleprofiler.distributed", "moduleprofiler.export", "moduleprofiler.integrations",
+             "moduleprofiler.compat")
+SAME_QUANTITY: dict[str, str] = {
+    "CallRecord.*": "a call's record: the per-call frame's columns are its fields",
+    "ModuleInfo.*": "a module's facts: the module frame's columns are its fields",
+    "CallMemory.*": "the deprecated per-call view of a memory report's records",
+    "MemoryReport.param_bytes": "the model's: the root's value of the column",
+    "MemoryReport.buffer_bytes": "the model's: the root's value of the column",
+    "PassMemory.saved_bytes": "the pass's: the root call's value of the column",
+    "Utilization.recompute_flops": "the step's: the column summed over the calls",
+    "Step.max_live_bytes": "the step's: its outermost call's value of the column",
+    "Step.time_ms": "the step's: the column of the step table",
+}
+"""Every public result attribute that bears the name of a registered quantity column, and why
+it is that quantity (reviewed by hand: a new one fails until it is listed here)."""
+
+
+def _named_like_columns() -> dict[str, set[str]]:
+    """Public result class -> its fields and properties named like a quantity column."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    import moduleprofiler
+
+    moduleprofiler._load_public_names()  # every producer's columns
+    for package in _PACKAGES:
+        importlib.import_module(package)
+    quantities = {spec.name for spec in registered_columns() if spec.kind in _QUANTITY_KINDS}
+    found: dict[str, set[str]] = {}
+    for package in _PACKAGES:
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", ()):
+            cls = getattr(module, name, None)
+            if not inspect.isclass(cls):
+                continue
+            attributes = {attribute for attribute in dir(cls) if not attribute.startswith("_")
+                          and isinstance(inspect.getattr_static(cls, attribute), property)}
+            if dataclasses.is_dataclass(cls):
+                attributes |= {field.name for field in dataclasses.fields(cls)}
+            if attributes & quantities:
+                found[cls.__name__] = attributes & quantities
+    return found
+
+
+def test_a_result_attribute_named_like_a_column_is_that_quantity() -> None:
+    # Utilization.achieved_tflops (the model FLOPs of a whole step per second) shared its name
+    # with the achieved_tflops column (one call's own ops per second of its self time): one
+    # name, two quantities. Such an attribute is listed in SAME_QUANTITY, or renamed.
+    unreviewed = sorted(f"{cls}.{attribute}" for cls, attributes in _named_like_columns().items()
+                        for attribute in attributes
+                        if f"{cls}.{attribute}" not in SAME_QUANTITY
+                        and f"{cls}.*" not in SAME_QUANTITY)
+    assert unreviewed == []
+
+
+def test_the_same_quantity_list_holds_no_stale_entry() -> None:
+    found = _named_like_columns()
+    stale = [entry for entry in SAME_QUANTITY
+             if entry.partition(".")[0] not in found or (
+                 not entry.endswith(".*")
+                 and entry.partition(".")[2] not in found[entry.partition(".")[0]])]
+    assert stale == []
+
+
+def test_every_registered_column_is_described() -> None:
+    # the glossary's meaning column: unit, own or inclusive and which pass, for each name
+    _named_like_columns()  # loads every producer's columns
+    assert [spec.name for spec in registered_columns() if not spec.description.strip()] == []
