@@ -245,7 +245,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     return profile
 
 
-PREDICTED_WHAT = "ops,predicted_device_ms,predicted_host_ms"
+PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"
+                  "predicted_device_ms_high")
 """The columns ``--predict`` shows unless ``--what`` names others."""
 
 
@@ -260,14 +261,19 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
         raise CliError(f"--predict {options.predict}: {exc}") from exc
     if not options.what:
         options.what = PREDICTED_WHAT if options.host != "none" else \
-            "ops,predicted_device_ms"
+            PREDICTED_WHAT.replace(",predicted_host_ms", "")
     regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
     said = (f"predicted latency on {predicted.predicted_for}: "
             f"{predicted.predicted_latency_ms:.3f} ms{regime}"
             if predicted.predicted_latency_ms is not None else  # --host none: no latency
             f"predicted device time on {predicted.predicted_for}: "
             f"{predicted.predicted_device_ms:.3f} ms")
-    options.notes = (said, *predicted.prediction_notes)
+    low, high = predicted.predicted_device_ms_low, predicted.predicted_device_ms_high
+    band = (f"expected device time {low:.3f} to {high:.3f} ms (predicted "
+            f"{predicted.predicted_device_ms:.3f} ms; the 10th to 90th percentile of its "
+            "operators' held-out calibration residuals)" if low is not None and high is not None
+            else "no expected error band: the calibration holds no held-out residuals")
+    options.notes = (said, band, *predicted.prediction_notes)
     return predicted
 
 

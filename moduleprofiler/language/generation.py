@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler.core import Profiler
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
@@ -32,7 +33,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
 from moduleprofiler.runner import Call, Listener
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import Block, TimingOptions, measure
 from moduleprofiler.validate import check_bool, check_listeners

@@ -4,7 +4,6 @@ pass, with the model left exactly as it was."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -12,6 +11,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.peak import LiveBytesListener
@@ -22,24 +22,8 @@ from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
-from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.validate import check_bool, check_choice, check_device, check_pass
 from moduleprofiler.warn import warn
-
-
-def _run_device(module: nn.Module, input: Any, device: str | torch.device | None
-                ) -> torch.device:
-    if device is not None:
-        chosen = torch.device(device)
-    elif any(t.device.type == "meta" for t in iter_tensors(input)):
-        chosen = torch.device("meta")  # meta inputs: a plan, whatever the model's device
-    else:
-        first = next(itertools.chain(module.parameters(), module.buffers(),
-                                     iter_tensors(input)), None)
-        chosen = first.device if first is not None else torch.device("cpu")
-    if chosen.type == "cuda" and chosen.index is None:
-        chosen = torch.device("cuda", torch.cuda.current_device())
-    return chosen
 
 
 def _records(inference: PassResult, training: PassResult | None,
@@ -127,7 +111,7 @@ def measure_memory(
     check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, keep_output=keep_output)
     check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
-    run_device = _run_device(module, input, device)
+    run_device = resolve_device(module, input, device)
     if emulate == "cuda" and run_device.type not in ("meta", "cuda"):
         raise ValueError(
             f"emulate='cuda' runs CUDA's attention operators, which exist only on the meta and "

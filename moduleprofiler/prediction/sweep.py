@@ -56,8 +56,8 @@ an H100 is 79.6 GiB), by peak-table name; a card not listed has no capacity (pas
 ``memory_bytes``)."""
 
 SWEEP_COLUMNS = ("batch_size", "dtype", "predicted_latency_ms", "predicted_device_ms",
-                 "predicted_host_ms", "predicted_throughput", "predicted_peak_bytes",
-                 "predicted_regime")
+                 "predicted_device_ms_low", "predicted_device_ms_high", "predicted_host_ms",
+                 "predicted_throughput", "predicted_peak_bytes", "predicted_regime")
 """The sweep table's columns, in order."""
 
 _OVERRIDES = {"batch_size": ColumnSpec("batch_size", "int", "batch", "none"),
@@ -79,7 +79,8 @@ class PredictionSweep:
     """A model predicted over batch sizes and dtypes on one device.
 
     ``frame``: one row per ``(batch_size, dtype)`` (:data:`SWEEP_COLUMNS`): the predicted
-    latency, device and host time of the pass (ms), ``predicted_throughput`` (items per second:
+    latency, device time (with its expected error band, ``predicted_device_ms_low`` and
+    ``_high``) and host time of the pass (ms), ``predicted_throughput`` (items per second:
     the batch over the latency), ``predicted_peak_bytes`` (the pass's peak of live tensors,
     planned on the meta device) and ``predicted_regime`` (``host-bound`` / ``device-bound``)."""
 
@@ -301,6 +302,8 @@ def sweep_predictions(predict: PredictFn, module: nn.Module, input: Any = None, 
             latency = profile.predicted_latency_ms
             rows.append({"batch_size": batch, "dtype": dtype, "predicted_latency_ms": latency,
                          "predicted_device_ms": profile.predicted_device_ms,
+                         "predicted_device_ms_low": profile.predicted_device_ms_low,
+                         "predicted_device_ms_high": profile.predicted_device_ms_high,
                          "predicted_host_ms": profile.predicted_host_ms,
                          "predicted_throughput": batch / (latency / 1e3) if latency else None,
                          "predicted_peak_bytes": peak,
@@ -317,7 +320,8 @@ def sweep_predictions(predict: PredictFn, module: nn.Module, input: Any = None, 
                      "the caching allocator's fragmentation come on top, so the largest batch "
                      "that fits is an upper bound")
     frame = pd.DataFrame(rows, columns=list(SWEEP_COLUMNS))
-    for column in ("predicted_latency_ms", "predicted_host_ms", "predicted_throughput"):
+    for column in ("predicted_latency_ms", "predicted_device_ms_low", "predicted_device_ms_high",
+                   "predicted_host_ms", "predicted_throughput"):
         frame[column] = frame[column].astype("float64")
     return PredictionSweep(frame, predicted_for, turning, largest, memory_bytes, tuple(notes))
 
