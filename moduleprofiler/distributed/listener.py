@@ -41,14 +41,23 @@ for _phase, _prefix in _PHASES.items():
                     f"{_prefix.replace('_', ' ')}bus bytes", aggregation="sum", unit="bytes",
                     description="bytes each rank sends and receives (bandwidth-optimal)")
     register_column(f"{_prefix}collectives", "count", f"{_prefix.replace('_', ' ')}collectives",
-                    aggregation="sum", unit="calls")
+                    aggregation="sum", unit="calls",
+                    description=f"collectives (all_reduce, all_gather, ...) the call's own "
+                                f"{_phase} work issued")
     register_column(f"{_prefix}comm_kinds", "text", f"{_prefix.replace('_', ' ')}comm",
-                    aggregation="first")
+                    aggregation="first",
+                    description=f"the kinds of the collectives of the call's own {_phase} "
+                                "work, each with its count (all_reduce x2)")
     register_column(f"{_prefix}comm_ms", "time", f"{_prefix.replace('_', ' ')}comm time",
-                    aggregation="sum", unit="ms")
+                    aggregation="sum", unit="ms",
+                    description=f"time of the collectives of the call's own {_phase} work, "
+                                "each from its start to its completion "
+                                "(CommunicationListener(timing=True), which makes them "
+                                "synchronous)")
     register_column(f"inclusive_{_prefix}comm_bytes", "bytes",
                     f"{_prefix.replace('_', ' ')}comm bytes incl.", aggregation="inclusive",
-                    unit="bytes", derive=inclusive_of(f"{_prefix}comm_bytes"))
+                    unit="bytes", derive=inclusive_of(f"{_prefix}comm_bytes"),
+                    description=f"{_prefix}comm_bytes of the call and every call inside it")
 
 
 class CommunicationListener(Listener):

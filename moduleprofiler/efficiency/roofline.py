@@ -61,21 +61,37 @@ def _first(values: dict[str, Any], names: tuple[str, ...]) -> Any:
 
 
 _COLUMNS: tuple[tuple[str, Kind, str, str, str], ...] = (
-    # name, kind, label, unit, description
-    ("intensity", "number", "FLOP/byte", "FLOP/byte", "FLOPs (ops) per byte moved"),
-    ("roofline_ms", "time", "roofline", "ms", "max(FLOPs / peak, bytes / bandwidth)"),
-    ("achieved_tflops", "number", "TFLOP/s", "TFLOP/s", ""),
-    ("achieved_gbs", "number", "GB/s", "GB/s", ""),
-    ("compute_fraction", "fraction", "% peak FLOP/s", "", ""),
-    ("bandwidth_fraction", "fraction", "% peak GB/s", "", ""),
-    ("bound", "text", "bound", "", ""),
-    ("above_peak", "flag", "above peak", "", ""))
-for _prefix in ("", "backward_"):
+    # name, kind, label, unit, description ({work}: the call's own forward or backward work,
+    # children excluded; {time}: its measured self time, the device time where the profile
+    # has the kernel clock's)
+    ("intensity", "number", "FLOP/byte", "FLOP/byte",
+     "ops (FLOPs: every multiply and add) per byte moved of {work}"),
+    ("roofline_ms", "time", "roofline", "ms",
+     "the time {work} needs at the device's peaks for its dtype: max(ops / peak FLOP/s, "
+     "moved bytes / bandwidth)"),
+    ("achieved_tflops", "number", "TFLOP/s", "TFLOP/s",
+     "ops (FLOPs: every multiply and add) of {work} per second of {time}, in 1e12/s"),
+    ("achieved_gbs", "number", "GB/s", "GB/s",
+     "bytes moved by {work} per second of {time}, in 1e9/s"),
+    ("compute_fraction", "fraction", "% peak FLOP/s", "",
+     "achieved_tflops over the device's peak FLOP/s for the dtype {work} ran in, 0-1"),
+    ("bandwidth_fraction", "fraction", "% peak GB/s", "",
+     "achieved_gbs over the device's memory bandwidth, 0-1"),
+    ("bound", "text", "bound", "",
+     "compute or memory: the larger of the two roofs of {work}; overhead when its launches "
+     "alone take longer than the roofline or the roofline explains less than overhead_share "
+     "of {time}"),
+    ("above_peak", "flag", "above peak", "",
+     "whether {work} ran faster than the peaks allow (FLOP/s above the peak: a wrong dtype "
+     "peak or overcounted work; bytes/s above the bandwidth: data served from cache)"))
+for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
     for _name, _kind, _label, _unit, _description in _COLUMNS:
         # the roofline time is work: a module sums its calls'; the rates are per piece of work
         register_column(_prefix + _name, _kind, _prefix.replace("_", " ") + _label,
                         aggregation="sum" if _name == "roofline_ms" else "none", unit=_unit,
-                        description=_description)
+                        description=_description.format(
+                            work=f"the call's own {_phase} work",
+                            time=f"its measured {_phase} self time"))
 
 
 def roofline(ops: float | None, moved: float | None, launches: float | None,

@@ -42,21 +42,38 @@ from moduleprofiler.shards import sharded_by
 from moduleprofiler.storage import storage_key, storage_of
 from moduleprofiler.validate import check_operator_map
 
-_COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None], ...] = (
-    ("moved_bytes", "bytes", "self moved", "bytes", None),
-    ("inclusive_moved_bytes", "bytes", "moved", "bytes", inclusive_of("moved_bytes")),
-    ("launches", "count", "self launches", "operators", None),
-    ("backward_moved_bytes", "bytes", "self backward moved", "bytes", None),
+_COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None, str], ...] = (
+    # name, kind, label, unit, derive, description
+    ("moved_bytes", "bytes", "self moved", "bytes", None,
+     "bytes the call's own forward operators read and wrote (each distinct input once, each "
+     "output once; views move nothing): a lower bound on its memory traffic"),
+    ("inclusive_moved_bytes", "bytes", "moved", "bytes", inclusive_of("moved_bytes"),
+     "moved_bytes of the call and every call inside it"),
+    ("launches", "count", "self launches", "operators", None,
+     "the call's own forward operators that touch memory (about one kernel launch each on a "
+     "GPU)"),
+    ("backward_moved_bytes", "bytes", "self backward moved", "bytes", None,
+     "bytes read and written by the backward operators autograd ran for the call's own "
+     "forward operators (recomputation included)"),
     ("inclusive_backward_moved_bytes", "bytes", "backward moved", "bytes",
-     inclusive_of("backward_moved_bytes")),
-    ("backward_launches", "count", "self backward launches", "operators", None),
-    ("recompute_moved_bytes", "bytes", "recompute moved", "bytes", None),
-    ("recompute_ops", "count", "recompute ops", "ops", None),
-    ("recompute_macs", "count", "recompute macs", "MACs", None),
-    ("recompute_flops", "count", "recompute flops", "FLOPs", scaled("recompute_macs", 2)))
-for _name, _kind, _label, _unit, _derive in _COLUMNS:
+     inclusive_of("backward_moved_bytes"),
+     "backward_moved_bytes of the call and every call inside it"),
+    ("backward_launches", "count", "self backward launches", "operators", None,
+     "backward operators that touch memory, run for the call's own forward operators"),
+    ("recompute_moved_bytes", "bytes", "recompute moved", "bytes", None,
+     "bytes moved by forward work re-run in the backward by activation checkpointing, booked "
+     "to the call whose backward triggered it (already in backward_moved_bytes)"),
+    ("recompute_ops", "count", "recompute ops", "ops", None,
+     "ops of the forward work re-run in the backward by activation checkpointing (one multiply "
+     "= 1 op, one add = 1 op), booked to the call whose backward triggered it"),
+    ("recompute_macs", "count", "recompute macs", "MACs", None,
+     "multiply-accumulates of the forward work re-run in the backward by activation "
+     "checkpointing, booked to the call whose backward triggered it"),
+    ("recompute_flops", "count", "recompute flops", "FLOPs", scaled("recompute_macs", 2),
+     "2 x recompute_macs: the FLOPs hardware FLOP utilisation (HFU) adds"))
+for _name, _kind, _label, _unit, _derive, _description in _COLUMNS:
     register_column(_name, _kind, _label, aggregation="inclusive" if _name.startswith(
-        "inclusive_") else "sum", unit=_unit, derive=_derive)
+        "inclusive_") else "sum", unit=_unit, derive=_derive, description=_description)
 
 _ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
                           "new_empty_strided", "empty_permuted"})

@@ -46,8 +46,10 @@ class Utilization:
         return self.hardware_flops / (self.seconds * self.peak_flops_per_s)
 
     @property
-    def achieved_tflops(self) -> float:
-        """Model TFLOP/s."""
+    def model_tflops(self) -> float:
+        """The rate of the model FLOPs (``model_flops``, ``2 x MACs`` of the whole forward or
+        training step) over ``seconds``, in TFLOP/s: ``mfu`` times ``peak_tflops``. Not the
+        ``achieved_tflops`` column, which is one call's own ops over its self time."""
         return self.model_flops / self.seconds / 1e12
 
     @property

@@ -279,8 +279,66 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
      scaled("inclusive_backward_macs", _MACS_TO_FLOPS)),
     ("ops_fraction", "fraction", "ops %", "none", "", True, None),
 )
+_OPS = "one multiply = 1 op, one add = 1 op, batch included"
+_DESCRIPTIONS: dict[str, str] = {
+    "module": "the module's dotted path as in named_modules(); the root is __root__",
+    "model": "the profiled model's class name (the one-row model table)",
+    "type": "the module's class name",
+    "call": "position of the call in execution order (the order calls started in), from 0",
+    "parent": "the call column of the call that was running when this one started (empty for "
+              "an outermost call)",
+    "depth": "nesting depth of the module in the model's tree; the root is 0",
+    "call_number": "which call of its module this is, from 0",
+    "calls": "module calls made in the pass: a module's, or a type's summed over its modules",
+    "modules": "modules of the type (per-type tables)",
+    "unknown_calls": "calls of the type whose own ops are unknown (no formula, operator "
+                     "accounting off)",
+    "input_shapes": "shapes of the call's tensor arguments (per module: its first call's)",
+    "input_dtypes": "dtypes of the call's tensor arguments (per module: its first call's)",
+    "output_shapes": "shapes of the call's tensor outputs (per module: its first call's)",
+    "output_dtypes": "dtypes of the call's tensor outputs (per module: its first call's)",
+    "output_bytes": "bytes of the storages among the forward call's outputs that did not exist "
+                    "before it (views and in-place results of its inputs, parameters or "
+                    "buffers count 0); not a share of a total: a container's output is also "
+                    "its last child's",
+    "params": "parameter elements of the module and its descendants, each tensor counted once "
+              "(inclusive, as in 0.0.4; own_params is the own count)",
+    "own_params": "parameter elements registered on the module itself that no module before "
+                  "it in named_modules() order registered (a tied weight is owned once), so "
+                  "they add up to the model's total",
+    "shared_with": "the modules owning parameters this module registers too (a tied output "
+                   "layer: transformer.wte); empty when it shares none",
+    "trainable_params": "of params, the elements of parameters with requires_grad (inclusive)",
+    "buffers": "buffer elements of the module and its descendants, each tensor counted once",
+    "param_bytes": "bytes of params (numel x element size, each tensor once; inclusive)",
+    "buffer_bytes": "bytes of buffers (numel x element size, each tensor once; inclusive)",
+    "ops": f"forward ops of the call's own work, children excluded ({_OPS}); empty when "
+           "unknown",
+    "macs": "forward multiply-accumulates of the call's own work, children excluded",
+    "ops_source": "where the call's own ops came from: formula, operator, mixed (some "
+                  "operators without a formula: a lower bound), excluded or unknown; per "
+                  "module also uncalled, grouping or unhooked",
+    "inclusive_ops": f"forward ops of the call and every call inside it ({_OPS})",
+    "inclusive_macs": "forward multiply-accumulates of the call and every call inside it",
+    "complete": "whether the ops of the call and of every call inside it are known (False: "
+                "the inclusive counts are lower bounds)",
+    "flops": "2 x macs of the call's own forward work: what torch's FlopCounterMode counts",
+    "inclusive_flops": "2 x inclusive_macs: forward FLOPs of the call and every call inside it",
+    "backward_ops": f"ops of the backward work autograd did for the call's own forward "
+                    f"operators ({_OPS}; profile(backward=True))",
+    "backward_macs": "multiply-accumulates of the backward work autograd did for the call's "
+                     "own forward operators",
+    "backward_flops": "2 x backward_macs of the call's own backward work",
+    "inclusive_backward_ops": "backward_ops of the call and every call inside it",
+    "inclusive_backward_macs": "backward_macs of the call and every call inside it",
+    "inclusive_backward_flops": "2 x inclusive_backward_macs: backward FLOPs of the call and "
+                                "every call inside it",
+    "ops_fraction": "the type's share of the model's total ops (its modules' own ops), 0-1",
+}
+"""What each built-in column holds (docs/glossary.md)."""
 for _name, _kind, _label, _aggregation, _unit, _additive, _derive in _BUILTINS:
-    _REGISTRY[_name] = ColumnSpec(_name, _kind, _label, _aggregation, _unit, _additive, _derive)
+    _REGISTRY[_name] = ColumnSpec(_name, _kind, _label, _aggregation, _unit, _additive, _derive,
+                                  _DESCRIPTIONS[_name])
 BUILTIN: frozenset[str] = frozenset(_REGISTRY)
 """The columns of this package's own frames; the views list the ones they show by name."""
 

@@ -114,11 +114,19 @@ def metric_names(records: Sequence[CallRecord]) -> list[str]:
 
 
 def _derive(frame: pd.DataFrame, specs: Sequence[ColumnSpec]) -> None:
-    for spec in specs:
-        derive = spec.derive
-        if derive is None or spec.name in frame or not all(c in frame for c in derive.inputs):
-            continue
-        frame[spec.name] = typed_series(list(derive.compute(frame)), spec)
+    """Add every derived column of ``specs`` whose inputs ``frame`` holds, those derived from
+    other derived columns after them, whatever order the columns were registered in."""
+    pending = [spec for spec in specs if spec.derive is not None and spec.name not in frame]
+    while pending:
+        ready = [spec for spec in pending
+                 if spec.derive is not None and all(c in frame for c in spec.derive.inputs)]
+        if not ready:
+            return
+        for spec in ready:
+            assert spec.derive is not None
+            frame[spec.name] = typed_series(list(spec.derive.compute(frame)), spec)
+        done = {spec.name for spec in ready}
+        pending = [spec for spec in pending if spec.name not in done]
 
 
 def call_frame(profile: Profile) -> pd.DataFrame:

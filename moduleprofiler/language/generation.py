@@ -80,7 +80,8 @@ class GenerationProfile:
                         description="encode (an encoder-decoder's encoder), prefill (the "
                         "model's first call, on the prompt) or decode (each later call)"),
         register_column("batch_size", "int", "batch", aggregation="first",
-                        description="sequences the step's call was given side by side"),
+                        description="items processed side by side: the batch dimension of the "
+                        "inputs (a generation step's sequences)"),
         register_column("input_tokens", "int", "tokens", aggregation="first",
                         description="tokens per sequence the step's call was given (1 for a "
                         "decode step with the cache on)"),

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-import moduleprofiler.prediction.columns  # noqa: F401  (predicted_device_ms first: derived in order)
 from moduleprofiler.export.columns import Derived, register_column
 from moduleprofiler.export.figures import figure_axes, save_figure
 from moduleprofiler.export.frame import module_values

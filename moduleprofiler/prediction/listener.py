@@ -10,6 +10,7 @@ import torch
 
 from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction.chain import Step
+from moduleprofiler.prediction.columns import CALL_COLUMNS
 from moduleprofiler.prediction.device_model import DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.prediction.op_classes import classify
@@ -60,6 +61,7 @@ class PredictionListener(Listener):
 
     wants_nodes = True
     observes_all = True
+    columns = CALL_COLUMNS
 
     def __init__(self, device: DeviceModel, host: HostModel | None) -> None:
         self.device = device

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
 from moduleprofiler.devices import cuda_available, default_device
 from moduleprofiler.efficiency.peaks import (
     DEVICE_PEAKS,

@@ -14,18 +14,18 @@ import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_map
 
-import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.export.figures import FIGSIZE, check_figure_path, figure_axes, save_figure
 from moduleprofiler.export.view import View
 from moduleprofiler.memory.measure import measure_memory
+from moduleprofiler.prediction.columns import PASS_COLUMNS
 from moduleprofiler.prediction.meta_copy import meta_copy, meta_input
 from moduleprofiler.prediction.predict import (
     DEFAULT_HOST,
@@ -84,6 +84,9 @@ class PredictionSweep:
     the batch over the latency), ``predicted_peak_bytes`` (the pass's peak of live tensors,
     planned on the meta device) and ``predicted_regime`` (``host-bound`` / ``device-bound``)."""
 
+    columns: ClassVar[tuple[ColumnSpec, ...]] = PASS_COLUMNS
+    """The pass-level columns the sweep declares (the per-call ones are the prediction
+    listener's)."""
     frame: pd.DataFrame
     device: str
     """The device (and host) predicted for."""

@@ -66,3 +66,13 @@ def test_peak_tflops_is_the_peak_used():
     profile = ModuleProfiler().profile(nn.Linear(4, 8, bias=False), torch.randn(3, 4))
     # the toy device's fp32 peak: 1e-6 TFLOP/s = 1e6 FLOP/s
     assert utilization(profile, 1.0, PEAKS).peak_tflops == pytest.approx(1e-6)
+
+
+def test_model_tflops_is_the_model_flops_rate():
+    profile = ModuleProfiler().profile(nn.Linear(4, 8, bias=False), torch.randn(3, 4),
+                                       backward=True)
+    found = utilization(profile, 2.0, PEAKS)
+    # 384 FLOPs (as above) in 2 ms: 384 / 2e-3 = 192,000 FLOP/s = 1.92e-7 TFLOP/s, which is
+    # MFU (0.192) times the 1e-6 TFLOP/s peak
+    assert found.model_tflops == pytest.approx(1.92e-7)
+    assert found.model_tflops == pytest.approx(found.mfu * found.peak_tflops)

@@ -62,3 +62,17 @@ def test_a_backward_profile_keeps_its_backward_columns() -> None:
 def test_columns_is_checked(quick_start: Profile) -> None:
     with pytest.raises(ValueError, match="columns must be 'data' or 'all', got 'some'"):
         quick_start.to_df(columns="some")  # type: ignore[arg-type]
+
+
+def test_a_column_derived_from_a_derived_column_whatever_the_registration_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from moduleprofiler.export import columns
+
+    monkeypatch.setattr(columns, "_REGISTRY", dict(columns._REGISTRY))  # this test's own
+    # registered before the column it is derived from: it was left out of the frame
+    columns.register_column("quadruple_macs", "count", derive=columns.scaled("double_macs", 2))
+    columns.register_column("double_macs", "count", derive=columns.scaled("macs", 2))
+    profile = ModuleProfiler().profile(nn.Linear(4, 8, bias=False), torch.randn(3, 4))
+    frame = profile.to_df()
+    # 3 rows * 4 * 8 = 96 MACs; doubled 192, quadrupled 384
+    assert list(frame["double_macs"]) == [192] and list(frame["quadruple_macs"]) == [384]
