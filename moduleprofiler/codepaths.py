@@ -63,7 +63,8 @@ def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
         return original, (
             "the model is torch.compile'd: hooks would break its compiled graph at every "
             "module, so the per-module times are of its original module run eagerly "
-            "(_orig_mod); benchmark() of the compiled model gives its real latency")
+            "(_orig_mod); benchmark() of the compiled model gives its real latency, and "
+            "moduleprofiler.compiled.time_compiled its per-module time compiled")
     for path, sub in module.named_modules():
         if getattr(sub, "_compiled_call_impl", None) is not None:
             raise ValueError(

@@ -138,6 +138,13 @@ class ModuleInfo:
     modules that are called directly, and is never called itself
     (:func:`module_statuses`)."""
 
+    @property
+    def parent(self) -> str | None:
+        """Path of the module holding this one (``None`` for the root): its path's prefix, as
+        ``named_modules()`` lists a module registered at several places at its first place,
+        inside its parent's first place."""
+        return None if self.path == "" else self.path.rpartition(".")[0]
+
 
 @dataclass(frozen=True, slots=True)
 class CallPosition:

@@ -16,7 +16,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = [
     "index.md", "architecture.md", "conventions.md", "extending.md", "migration.md",
     "operators.md", "memory.md", "timing.md", "language_models.md", "efficiency.md",
-    "prediction.md",
+    "prediction.md", "compiled.md",
     *sorted(str(p.relative_to(DOCS)) for p in (DOCS / "formulas").glob("*.md")),
     *sorted(str(p.relative_to(DOCS)) for p in (DOCS / "integrations").glob("*.md")),
 ]

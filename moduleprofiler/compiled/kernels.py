@@ -93,12 +93,11 @@ class CompiledKernel:
     def extern_op(self) -> str | None:
         """For an extern kernel, the ATen operator the profiler names it by
         (``aten::convolution``); ``None`` for a generated one."""
+        if not _extern(self.name):
+            return None
         if self.name.startswith(EXTERN_PREFIX):
             return "aten::" + self.name[len(EXTERN_PREFIX):]
-        name = self.name.removeprefix("torch.ops.")
-        if name.startswith("aten."):
-            return "aten::" + name.split(".")[1]
-        return None
+        return "aten::" + self.name.removeprefix("torch.ops.").split(".")[1]
 
 
 def _split_position(key: str) -> tuple[str, int | None]:
@@ -116,6 +115,16 @@ VIEW_OPS = frozenset({
 ``call_function`` targets): a node of these is not work of its module's own."""
 
 
+def _extern(name: str) -> bool:
+    return name.startswith(EXTERN_PREFIX) or name.removeprefix("torch.ops.").startswith("aten.")
+
+
+def _deepest(modules: set[str]) -> set[str]:
+    """``modules`` less those that contain another of them."""
+    return {m for m in modules
+            if not any(other != m and (not m or other.startswith(m + ".")) for other in modules)}
+
+
 def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, str],
                   known: Collection[str] | None = None,
                   views: Collection[str] = ()) -> list[CompiledKernel]:
@@ -127,8 +136,10 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
     of Dynamo's nodes that only reshape or select (:data:`VIEW_OPS`). A kernel's modules are
     those of its nodes that compute: a convolution that reads a view made in its caller is the
     convolution's module's work, not the caller's too; a kernel of views only keeps their
-    modules. A post-grad node that Dynamo's graph does not name (one its passes created)
-    keeps no module; a kernel none of whose nodes has one is booked to the root.
+    modules. An extern kernel is one ATen operator: it is the work of its deepest modules (an
+    attention's mask or a product's input made in an enclosing module is an input it reads).
+    A post-grad node that Dynamo's graph does not name (one its passes created) keeps no
+    module; a kernel none of whose nodes has one is booked to the root.
     """
     post_to_pre: Mapping[str, Sequence[str]] = provenance.get("postToPre", {})
     kernels = []
@@ -138,6 +149,8 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
                 if pre in pre_grad_modules}
         working = {pre for pre in pres if pre not in views} or pres
         modules = {pre_grad_modules[pre] for pre in working}
+        if _extern(name):
+            modules = _deepest(modules)
         if known is not None:
             modules = {module_path(m, known) if m not in known else m for m in modules}
         kernels.append(CompiledKernel(name, order if position is None else position,

@@ -30,6 +30,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from moduleprofiler.devices import (
+    cuda_available,
+    default_device,
+    device_context,
+    empty_cache,
+    properties,
+    synchronize,
+)
 from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.residuals import held_out_residuals
@@ -349,14 +357,12 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> Ho
     try:
         for _ in range(rounds):
             for name, bench in benches.items():  # interleaved: drift spreads over all
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                synchronize(device)
                 start = time.perf_counter()
                 for _ in range(calls):
                     bench()
                 samples[name].append((time.perf_counter() - start) / calls * 1e6)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            synchronize(device)
     finally:
         if enabled:
             gc.enable()
@@ -399,18 +405,17 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
         ValueError: an unknown dtype.
     """
-    if not torch.cuda.is_available():
+    if not cuda_available():
         raise RuntimeError("calibrate() measures a CUDA device, and CUDA is not available")
-    cuda = torch.device("cuda", torch.cuda.current_device()) if device is None \
-        else torch.device(device)
+    cuda = default_device() if device is None else torch.device(device)
     if cuda.type != "cuda":
         raise ValueError(f"device must be a CUDA device, got {cuda}")
     unknown = [d for d in dtypes if d not in _TORCH_DTYPE]
     if unknown:
         raise ValueError(f"dtypes: unknown {unknown}; use {', '.join(_TORCH_DTYPE)}")
-    props = torch.cuda.get_device_properties(cuda)
+    props = properties(cuda)
     tables: dict[str, dict[str, list[list[float]]]] = {}
-    with torch.cuda.device(cuda), _tf32(True):
+    with device_context(cuda), _tf32(True):
         for name in dtypes:
             dtype = _TORCH_DTYPE[name]
             table = tables.setdefault(name, {})
@@ -461,4 +466,4 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
 
 def _free() -> None:
     gc.collect()
-    torch.cuda.empty_cache()
+    empty_cache()

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
+from moduleprofiler.devices import cuda_available, default_device
 from moduleprofiler.efficiency.peaks import (
     DEVICE_PEAKS,
     DevicePeaks,
@@ -170,8 +171,8 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
                              "host='this'")
         return HostModel(reference, source=reference.cpu), []
     if host == "this":
-        if torch.cuda.is_available():
-            costs = measure_host(torch.device("cuda"))
+        if cuda_available():
+            costs = measure_host(default_device())
             return HostModel(costs, source=f"{costs.cpu} (measured here)"), []
         if reference is None:
             raise ValueError("host='this' without CUDA scales a calibration's host costs, "

@@ -100,3 +100,17 @@ def test_extern_op_of_a_fallback_kernel():
     kernel = CompiledKernel("torch.ops.aten._scaled_dot_product_cudnn_attention.default", 5,
                             ("h.0.attn",))
     assert kernel.extern_op == "aten::_scaled_dot_product_cudnn_attention"
+
+
+def test_an_extern_kernel_is_the_work_of_its_deepest_modules():
+    # an attention whose mask the enclosing model built: the attention's own module's work
+    provenance = {"postToPre": {"sdpa": ["attention", "mask"]},
+                  "cppCodeToPost": {"torch.ops.aten._scaled_dot_product_cudnn_attention"
+                                    ".default:3": ["sdpa"]}}
+    known = {"", "h", "h.0", "h.0.attn"}
+    (kernel,) = graph_kernels(provenance, {"attention": "h.0.attn", "mask": ""}, known)
+    assert kernel.modules == ("h.0.attn",) and kernel.fused_across == ()
+    # a generated kernel with the same nodes keeps both, booked to their common ancestor
+    provenance["cppCodeToPost"] = {"triton_poi_fused_where_0:3": ["sdpa"]}
+    (kernel,) = graph_kernels(provenance, {"attention": "h.0.attn", "mask": ""}, known)
+    assert kernel.modules == ("", "h.0.attn") and kernel.module == ""
