@@ -49,7 +49,7 @@ from moduleprofiler.efficiency import (
 )
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing import RangeListener, time_modules, train_step_times
-from moduleprofiler.timing.clock import CudaStamps
+from moduleprofiler.timing.clocks.stamps import CudaStamps
 
 SMOKE = "--smoke" in sys.argv
 ONLY = [arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--only=")]

@@ -42,10 +42,11 @@ from gpu_kernel_clock import (
 )
 
 import moduleprofiler.timing.device_trace as device_trace_module
+from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing import time_modules
 from moduleprofiler.timing.booking import Launch, Range, innermost_ranges
+from moduleprofiler.timing.clocks.kernels import KernelRanges
 from moduleprofiler.timing.device_trace import RANGE_PREFIX
-from moduleprofiler.timing.kernel_clock import KernelClock
 
 
 def build(name: str, batch: int, dtype: torch.dtype) -> tuple[nn.Module, Any, list[str]]:
@@ -226,11 +227,12 @@ def diagnose(name: str, batch: int, dtype: torch.dtype,
     first = blocks[0]
     print(f"\n== diagnose {layout_name(name, batch, dtype)}: first block {first}")
     truth = truth_kernels(model, x, first)
-    clock = KernelClock.on(model)
+    clock = KernelRanges(backward=False)
+    runner = PassRunner(model, [clock])
     device = torch.device("cuda")
     with Captured() as captured, torch.no_grad():
         for s, count in enumerate(sessions):
-            with clock.installed(), clock.traced(device) as block:
+            with runner.installed(), clock.traced(device) as block:
                 for _ in range(count):
                     clock.run(lambda: invoke(model, x))
                     torch.cuda.synchronize()

@@ -21,7 +21,7 @@ from torch import nn
 
 import benchmarks.gpu_efficiency as ge
 from moduleprofiler.timing import train_step_times
-from moduleprofiler.timing.clock import CudaStamps
+from moduleprofiler.timing.clocks.stamps import CudaStamps
 from moduleprofiler.timing.overhead import _CACHE
 
 

@@ -29,6 +29,7 @@ from moduleprofiler.cli_options import (  # the parser and checks: no torch (cli
     _is_figure,
     _items,
     factory_kwargs,
+    parse_batch_sizes,
     parse_input_size,
 )
 from moduleprofiler.cli_options import build_parser as build_parser  # re-exported: their home
@@ -64,6 +65,7 @@ from moduleprofiler.language.models import (
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
+from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.timing import TimingOptions, TimingWarning
 
 WHAT_SORTED = "params,io,ops"
@@ -190,7 +192,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
     if not options.input_size and not by_name:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
-    dtype = parse_dtype(options.dtype or "float32")
+    # a sweep casts to each of its dtypes itself: the model is built as it comes
+    dtype = parse_dtype("float32" if options.batch else options.dtype or "float32")
     try:
         device = torch.device("meta" if options.meta else options.device or "cpu")
     except RuntimeError as exc:
@@ -213,12 +216,13 @@ def run_profile(options: argparse.Namespace) -> Any:
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
         inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = Profiler()
+    if options.predict and options.batch:
+        return predicted_sweep(profiler, model, inputs, backward, options)
     if options.predict:
         return predicted_profile(profiler, model, inputs, backward, options)
     try:
         profile = profiler.profile(model, inputs, backward=backward, listeners=[
-            OperatorListener(profiler.operator_fn_map)] if options.by_operator is not None
-            else [])
+            OperatorListener()] if options.by_operator is not None else [])
         if "time" in groups:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
@@ -241,7 +245,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     return profile
 
 
-PREDICTED_WHAT = "ops,predicted_device_ms,predicted_host_ms"
+PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"
+                  "predicted_device_ms_high")
 """The columns ``--predict`` shows unless ``--what`` names others."""
 
 
@@ -256,15 +261,63 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
         raise CliError(f"--predict {options.predict}: {exc}") from exc
     if not options.what:
         options.what = PREDICTED_WHAT if options.host != "none" else \
-            "ops,predicted_device_ms"
+            PREDICTED_WHAT.replace(",predicted_host_ms", "")
     regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
     said = (f"predicted latency on {predicted.predicted_for}: "
             f"{predicted.predicted_latency_ms:.3f} ms{regime}"
             if predicted.predicted_latency_ms is not None else  # --host none: no latency
             f"predicted device time on {predicted.predicted_for}: "
             f"{predicted.predicted_device_ms:.3f} ms")
-    options.notes = (said, *predicted.prediction_notes)
+    low, high = predicted.predicted_device_ms_low, predicted.predicted_device_ms_high
+    band = (f"expected device time {low:.3f} to {high:.3f} ms (predicted "
+            f"{predicted.predicted_device_ms:.3f} ms; the 10th to 90th percentile of its "
+            "operators' held-out calibration residuals)" if low is not None and high is not None
+            else "no expected error band: the calibration holds no held-out residuals")
+    options.notes = (said, band, *predicted.prediction_notes)
     return predicted
+
+
+def predicted_sweep(profiler: Profiler, model: Any, inputs: Any, backward: bool,
+                    options: argparse.Namespace) -> PredictionSweep:
+    """``--predict GPU --batch 1,8,64``: the prediction at each batch size and ``--dtype``."""
+    dtypes = [item.strip() for item in (options.dtype or "bf16,fp32").split(",")
+              if item.strip()]
+    try:
+        return profiler.sweep(model, inputs, options.predict, parse_batch_sizes(options.batch),
+                              dtypes, host=None if options.host == "none" else options.host,
+                              backward=backward, tf32=options.tf32)
+    except Exception as exc:
+        raise CliError(f"--predict {options.predict} --batch {options.batch}: {exc}") from exc
+
+
+def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
+    """The sweep's table in the chosen format (JSON: :meth:`PredictionSweep.to_json`), or its
+    figure for ``-o`` .png, .svg or .pdf."""
+    if _is_figure(options):
+        try:
+            sweep.plot(path=options.output, title=options.title)
+        except ImportError as exc:
+            raise CliError(f"-o {options.output}: a figure needs matplotlib, the plot extra: "
+                           "pip install matplotlib") from exc
+        except OSError as exc:
+            raise CliError(f"cannot write {options.output}: {exc.strerror or exc}") from exc
+        print(f"moduleprofiler: wrote {options.output} (figure of the sweep)", file=sys.stderr)
+        return
+    fmt = _output_format(options)
+    if fmt == "json":
+        _emit(sweep.to_json(), options.output, fmt)
+        return
+    view = sweep.view()
+    if fmt == "text" and options.output is None:
+        color = {"always": True, "never": False}.get(options.color)
+        view.print(color=color, unicode=options.unicode, width=options.width)
+        return
+    given = {"title": options.title, "caption": options.caption, "label": options.label,
+             "unicode": options.unicode, "width": options.width}
+    if fmt == "latex":
+        given.pop("width")
+    render, _ = split_options(given, get_format(fmt).render)
+    _emit(render_view(view, fmt, **render) or "", options.output, fmt)
 
 
 def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
@@ -510,6 +563,9 @@ def run(options: argparse.Namespace) -> None:
         write_generation(run_generation(options), options)
         return
     profile = run_profile(options)
+    if isinstance(profile, PredictionSweep):
+        write_sweep(profile, options)
+        return
     write_output(profile, options)
 
 

@@ -33,6 +33,7 @@ examples:
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 -o resnet18.json
   moduleprofiler resnet18.json --depth 1 -o table.tex --caption "ResNet-18"
   moduleprofiler torchvision.models:resnet18 -i 1x3x224x224 --what flops -o flops.png
+  moduleprofiler torchvision.models:resnet50 -i 1x3x224x224 --predict H200 --batch 1,8,64
 
 formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
 figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the first of
@@ -122,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "cores, or (--no-tf32) at the plain FP32 peak (default: torch's "
                              "settings: plain FP32 matmuls, TF32 convolutions); the notes say "
                              "which")
+    parser.add_argument("--batch", metavar="SIZES",
+                        help="with --predict: predict at each of these batch sizes (1,8,64,256)"
+                             " and each --dtype of a comma list (default bf16,fp32): a table "
+                             "of latency, device time, throughput, peak memory and regime, the "
+                             "batch at which the pass turns device-bound and the largest that "
+                             "fits the card; -i is the example input, its first dimension "
+                             "resized; -o .png draws them")
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
                                                ".svg, .pdf: a figure of the shown metric)")
@@ -188,6 +196,33 @@ def check_options(options: argparse.Namespace) -> None:
                            "cannot apply to it")
     if options.generate is not None:
         check_generation_options(options)
+    if options.batch is not None:
+        check_sweep_options(options)
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    """``"1,8,64"`` -> ``[1, 8, 64]`` (``--batch``)."""
+    try:
+        sizes = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(size < 1 for size in sizes):
+        raise CliError(f"bad --batch {text!r}: expected positive batch sizes joined by commas, "
+                       "e.g. 1,8,64,256")
+    return sizes
+
+
+def check_sweep_options(options: argparse.Namespace) -> None:
+    """``--batch`` predicts: it needs ``--predict`` and has no use for the module views."""
+    parse_batch_sizes(options.batch)
+    if not options.predict:
+        raise CliError("--batch sweeps a prediction: add --predict GPU (e.g. --predict "
+                       "\"H100 SXM\")")
+    given = _given(options, *_MODULE_VIEW_FLAGS, "--what", "--by-operator", "--generate",
+                   "--kv-cache")
+    if given:
+        raise CliError(f"--batch prints one row per batch size and dtype, not modules: "
+                       f"{', '.join(given)} does not apply")
 
 
 GENERATE_WHAT = ("time", "memory")

@@ -27,6 +27,7 @@ from moduleprofiler.modules import walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
 from moduleprofiler.prediction.predict import DEFAULT_HOST, DeviceSpec, HostSpec, PredictedProfile
 from moduleprofiler.prediction.run import predict as run_prediction
+from moduleprofiler.prediction.sweep import InputFn, PredictionSweep, sweep_predictions
 from moduleprofiler.records import ProfileData
 from moduleprofiler.registry import (
     FormulaMap,
@@ -43,8 +44,6 @@ from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.validate import (
     CheckedMaps,
     check_bool,
-    check_choice,
-    check_device,
     check_exclusions,
     check_formula_map,
     check_listeners,
@@ -222,7 +221,6 @@ class Profiler:
         the one channel for the loop's settings); the keywords are those of
         :func:`moduleprofiler.timing.benchmark`."""
         self._log(f"Benchmarking {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, eval=eval)
         with located_errors("benchmark", module):
             return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
                              batch_size=batch_size, cold=cold,
@@ -239,7 +237,6 @@ class Profiler:
         (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
         :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, eval=eval)
         return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
                             clock=clock, ranges=ranges,
                             options=options)
@@ -255,7 +252,6 @@ class Profiler:
         how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
         those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
         return train_step_times(module, input, target=target, loss_fn=loss_fn,
                                 pred_fn=pred_fn, optimizer=optimizer, train=train,
                                 restore=restore, device=device, clock=clock, ranges=ranges,
@@ -278,10 +274,6 @@ class Profiler:
         :func:`moduleprofiler.memory.measure_memory`; ``progress`` as for timing;
         ``keep_output``: the training step holds the model's output through its backward, as
         ``out = model(x); loss_fn(out).backward()`` does, or frees it first)."""
-        check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train)
-        check_device(device)
-        check_choice(emulate, "emulate", ("cuda", None))
-
         self._log(f"Measuring memory of {type(module).__name__}")
         return measure_memory(module, input, pred_fn=pred_fn, train=train, loss_fn=loss_fn,
                               device=device, emulate=emulate, progress=progress,
@@ -350,9 +342,24 @@ class Profiler:
                               measured=measured, measured_on=measured_on, tf32=tf32,
                               log=self._log)
 
+    def sweep(self, module: nn.Module, input: Any = None, device: DeviceSpec = "H100 SXM",
+              batch_sizes: Iterable[int] | int = (1, 8, 64, 256),
+              dtypes: Sequence[str | torch.dtype] | str | torch.dtype = ("bf16", "fp32"), *,
+              input_fn: InputFn | None = None, host: HostSpec = DEFAULT_HOST,
+              backward: bool = False, tf32: bool | None = None,
+              memory_bytes: int | None = None) -> PredictionSweep:
+        """What-if answers: :meth:`predict` at every batch size and dtype, with predicted
+        peak memory, the batch at which the pass turns device-bound and the largest batch
+        that fits the card (``docs/prediction.md``; the arguments are those of
+        :func:`moduleprofiler.prediction.sweep.sweep_predictions`)."""
+        return sweep_predictions(self.predict, module, input, device=device,
+                                 batch_sizes=batch_sizes, dtypes=dtypes, input_fn=input_fn,
+                                 host=host, backward=backward, tf32=tf32,
+                                 memory_bytes=memory_bytes)
+
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
-        return parameter_memory(check_pass(module))
+        return parameter_memory(module)
 
     # -- helpers ---------------------------------------------------------------------------
     _LIVE: ClassVar[Mapping[str, Callable[[Any], LiveFormulaMap]]] = {

@@ -37,3 +37,9 @@ class DeviceDtypeError(ProfilingError, TypeError):
     def __init__(self, message: str, path: str | None, dtypes: tuple[object, ...]) -> None:
         super().__init__(message, path)
         self.dtypes = dtypes
+
+
+class MixedDeviceError(ValueError):
+    """A pass cannot tell which device it runs on: the model and its input are on devices of
+    different types (a model on ``cuda`` called with a CPU tensor). The message names where
+    each is; ``device=`` says which to use."""

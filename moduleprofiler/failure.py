@@ -17,7 +17,10 @@ from moduleprofiler.records import display_path
 def failing_module(exc: BaseException, root: nn.Module) -> tuple[str, nn.Module] | None:
     """``(path, module)`` of the innermost module of ``root`` whose method was running when
     ``exc`` was raised (a frame whose ``self`` is one of ``root``'s modules), or ``None``
-    when the failure happened outside every one of them."""
+    when the failure happened outside every one of them (or ``root`` is no module: the pass's
+    argument check names that)."""
+    if not isinstance(root, nn.Module):
+        return None
     paths = {id(module): path for path, module in root.named_modules()}
     found: tuple[str, nn.Module] | None = None
     trace: TracebackType | None = exc.__traceback__

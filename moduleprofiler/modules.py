@@ -230,9 +230,17 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
     infos = tuple(
         ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
                    params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
-                   buffer_bytes[i], ", ".join(owners[i]) if i in owners else None)
+                   buffer_bytes[i], ", ".join(owners[i]) if i in owners else None,
+                   is_container(module))
         for i, (path, module) in enumerate(occurrences))
     return infos, lazy
+
+
+def is_container(module: nn.Module) -> bool:
+    """Whether ``module``'s class keeps ``nn.Module``'s unimplemented ``forward`` (looked up
+    through its class hierarchy: a ``ModuleList``, a ``ModuleDict``, or a subclass of one that
+    adds no ``forward``): :attr:`ModuleInfo.container`."""
+    return type(module).forward is nn.Module.forward
 
 
 def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params: list[int],
@@ -259,7 +267,8 @@ def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
         infos.append(ModuleInfo(
             fact.path, type(fact.module).__name__, fact.depth, params,
             _sums(fact.own_params, sizes)[0] if fact.own_params else 0, trainable, buffers,
-            fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None))
+            fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
+            is_container(fact.module)))
     return tuple(infos), any(size[3] for size in sizes.values())
 
 

@@ -57,17 +57,21 @@ class OperatorListener(Listener):
     and read the table with ``profile.by_operator()``.
 
     Args:
-        operators: the operator formulas (default: the registered ones,
-            :func:`~moduleprofiler.operators.registry.get_default_operator_map`); pass your
-            profiler's ``operator_fn_map`` when you extended it.
+        operators: the operator formulas (default: those the pass counts with, the
+            profiler's ``operator_fn_map``; outside a counted pass the registered ones,
+            :func:`~moduleprofiler.operators.registry.get_default_operator_map`).
     """
 
     def __init__(self, operators: OperatorMap | None = None) -> None:
         if operators is not None:
             check_operator_map(operators, "operators")
-        self._formulas = PassFormulas(
-            get_default_operator_map() if operators is None else operators)
+        self._operators = operators
+        self._formulas = PassFormulas(operators)
         self._tallies: dict[int, dict[str, _Tally]] = {}
+
+    def start(self, runner: PassRunner) -> None:
+        table = self._operators if self._operators is not None else runner.context.operators
+        self._formulas = PassFormulas(get_default_operator_map() if table is None else table)
 
     def observe(self, module: nn.Module) -> bool:
         # every call, also those a module formula covers: their operators are the table's rows

@@ -48,18 +48,23 @@ def ancestor_paths(path: str) -> list[str]:
     return ["", *(".".join(parts[:i]) for i in range(1, len(parts)))]
 
 
-def module_statuses(paths: Iterable[str], called: Collection[str],
+def module_statuses(modules: Iterable[ModuleInfo], called: Collection[str],
                     unhooked: Collection[str] = ()) -> dict[str, ModuleStatus]:
-    """The status of each module of ``paths``: the one definition of "never called" that
+    """The status of each module of ``modules``: the one definition of "never called" that
     every result (profiles, timings) and view uses.
 
-    A module in ``called`` is :data:`CALLED`; one in ``unhooked`` :data:`UNHOOKED`; one never
-    called itself but with a called descendant (by path: a ``ModuleList``, a ``ModuleDict``, a
-    root whose ``pred_fn`` calls its children) is a :data:`GROUPING`, which did run through
-    its children; any other is :data:`UNCALLED`."""
-    holding = {above for path in called for above in ancestor_paths(path)}
+    A module in ``called`` is :data:`CALLED`; one in ``unhooked`` :data:`UNHOOKED`. A module
+    never called itself is a :data:`GROUPING` when it could not have been called (a
+    :attr:`ModuleInfo.container`: a ``ModuleList``, a ``ModuleDict``) or is the root (whose
+    ``pred_fn`` calls its children), and a descendant of it ran; any other is
+    :data:`UNCALLED`, whatever its children did: a module whose own ``forward`` never ran
+    while another method of it called its children is never called."""
+    modules = tuple(modules)
+    groupable = {info.path for info in modules if info.container or info.path == ""}
+    holding = {above for path in called for above in ancestor_paths(path) if above in groupable}
     out: dict[str, ModuleStatus] = {}
-    for path in paths:
+    for info in modules:
+        path = info.path
         if path in called:
             out[path] = CALLED
         elif path in unhooked:
@@ -67,6 +72,16 @@ def module_statuses(paths: Iterable[str], called: Collection[str],
         else:
             out[path] = GROUPING if path in holding else UNCALLED
     return out
+
+
+def ran_without(path: str, called: Iterable[str]) -> tuple[str, ...]:
+    """The modules of ``called`` below ``path`` whose nearest ancestor in ``called`` is above
+    ``path`` (or who have none): the topmost descendants of a module never called that ran
+    without it (called through another method of it, or from outside it)."""
+    ran = dict.fromkeys(called)  # in the caller's order
+    inside = path + "."
+    return tuple(each for each in ran if each.startswith(inside) and not any(
+        above.startswith(inside) and above in ran for above in ancestor_paths(each)))
 
 
 def subtree_totals(own: Sequence[_T | None], parents: Sequence[int | None],
@@ -117,6 +132,18 @@ class ModuleInfo:
     """The names (comma-separated paths, the root as ``__root__``) of the modules owning
     parameters that this module registers too (a tied output layer: ``"transformer.wte"``);
     ``None`` when it shares none. Its ``params`` include them, its ``own_params`` do not."""
+    container: bool = False
+    """True when the module's class keeps ``nn.Module``'s unimplemented ``forward`` (a
+    ``ModuleList``, a ``ModuleDict``, a subclass of one that adds no ``forward``): it holds
+    modules that are called directly, and is never called itself
+    (:func:`module_statuses`)."""
+
+    @property
+    def parent(self) -> str | None:
+        """Path of the module holding this one (``None`` for the root): its path's prefix, as
+        ``named_modules()`` lists a module registered at several places at its first place,
+        inside its parent's first place."""
+        return None if self.path == "" else self.path.rpartition(".")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,19 +386,22 @@ class ProfileData:
 
     def statuses(self) -> dict[str, ModuleStatus]:
         """Every module's :data:`ModuleStatus` by path (:func:`module_statuses`)."""
-        return module_statuses((info.path for info in self.modules),
-                               {record.path for record in self.records}, set(self.unhooked))
+        return module_statuses(self.modules, {record.path for record in self.records},
+                               set(self.unhooked))
 
     @property
     def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules that never ran during the pass: not called and holding no called
-        descendant. A grouping whose children ran (GPT-2's ``transformer.h``) is in
+        """Paths of modules whose ``forward`` never ran during the pass (whatever their
+        children did: a child called through another method of its parent ran without it).
+        A grouping whose children ran (GPT-2's ``transformer.h``, a ``ModuleList``) is in
         :attr:`groupings` instead, a TorchScript submodule (no hooks) in :attr:`unhooked`."""
         return tuple(path for path, status in self.statuses().items() if status == UNCALLED)
 
     @property
     def groupings(self) -> tuple[str, ...]:
-        """Paths of modules never called themselves whose descendants ran."""
+        """Paths of the modules that cannot be called (``ModuleList``, ``ModuleDict``: see
+        :attr:`ModuleInfo.container`), and of a root run through ``pred_fn``, whose
+        descendants ran."""
         return tuple(path for path, status in self.statuses().items() if status == GROUPING)
 
     def __repr__(self) -> str:

@@ -294,17 +294,27 @@ class PassRunner:
         self.unhooked: tuple[str, ...] = ()
         """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self._counts: dict[int, int] = {}
-        self._enter_listeners = [lst for lst in self.listeners if _overrides(lst, "enter")]
+        self._dispatch(self.listeners)
+        # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
+        # ``_seq_calls[i]`` the innermost call from that event on
+        self._seq_starts: list[int] = []
+        self._seq_calls: list[Call | None] = []
+        self._leaf_owners: dict[int, Call] | None = None
+
+    def _dispatch(self, listeners: Sequence[Listener]) -> None:
+        """Tell ``listeners`` (of this runner's) of the events from now on."""
+        self.active = tuple(listeners)
+        self._enter_listeners = [lst for lst in self.active if _overrides(lst, "enter")]
         # exit in reverse order: the last listener is the innermost, so a clock listener put
         # last stamps after every other listener's enter work and before their exit work
-        self._exit_listeners = [lst for lst in reversed(self.listeners)
+        self._exit_listeners = [lst for lst in reversed(self.active)
                                 if _overrides(lst, "exit")]
-        self._operator_listeners = [lst for lst in self.listeners if _overrides(lst, "operator")]
+        self._operator_listeners = [lst for lst in self.active if _overrides(lst, "operator")]
         self._only_watcher = tuple(self._operator_listeners[:1])
-        self._backward_listeners = [lst for lst in self.listeners
+        self._backward_listeners = [lst for lst in self.active
                                     if _overrides(lst, "backward_operator")]
         self._track_nodes = _get_sequence_nr is not None and any(
-            lst.wants_nodes or lst in self._backward_listeners for lst in self.listeners)
+            lst.wants_nodes or lst in self._backward_listeners for lst in self.active)
         self._observed: dict[int, bool] = {}
         # per module, the listeners that asked for its operators: only they are told of them
         self._watchers: dict[int, tuple[Listener, ...]] = {}
@@ -313,11 +323,6 @@ class PassRunner:
         self._observe_outside = bool(self._outside_watchers)
         self._observer = (OperatorObserver(self._on_operator) if self._operator_listeners
                           else None)
-        # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
-        # ``_seq_calls[i]`` the innermost call from that event on
-        self._seq_starts: list[int] = []
-        self._seq_calls: list[Call | None] = []
-        self._leaf_owners: dict[int, Call] | None = None
 
     # -- the forward -----------------------------------------------------------------------
     def forward(self, invoke: Callable[[], Any]) -> Any:
@@ -331,13 +336,18 @@ class PassRunner:
             return self.run(invoke)
 
     @contextmanager
-    def installed(self) -> Iterator[PassRunner]:
+    def installed(self, only: Sequence[Listener] | None = None) -> Iterator[PassRunner]:
         """Keep the hooks installed for the block, for any number of :meth:`run` calls or
         forwards the caller makes itself (timing's iterations, a live training loop); every
-        hook is released on exit, also when the block raises."""
+        hook is released on exit, also when the block raises. ``only``: the runner's
+        listeners told of this block's events (a timed pass runs one kind of iteration per
+        block on its one runner); default: all."""
         with ExitStack() as cleanup:
+            if only is not None:
+                self._dispatch(only)
+                cleanup.callback(self._dispatch, self.listeners)
             self._install(cleanup)
-            for listener in self.listeners:
+            for listener in self.active:
                 listener.start(self)
                 cleanup.callback(listener.stop, self)
             if self._observer is not None:

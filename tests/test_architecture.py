@@ -166,10 +166,10 @@ def test_layers_import_only_downwards() -> None:
         "moduleprofiler.efficiency": (counting,),
     }
     found = []
-    for module, targets in graph.items():
+    for module in graph:  # not even through another module
         for layer, banned in forbidden.items():
             if _in(module, (layer,)):
-                found.extend((module, t) for t in targets if _in(t, banned))
+                found.extend((module, t) for t in _reachable(graph, module) if _in(t, banned))
     assert found == []
 
 
@@ -306,3 +306,47 @@ def test_every_result_summary_module_and_to_df_mean_what_a_profiles_do() -> None
             if got != expected:
                 differ.append(f"{cls.__name__}.{method}{got[0]}")
     assert differ == []
+
+
+def test_only_the_devices_module_calls_torch_cuda() -> None:
+    """What differs per device is asked of :mod:`moduleprofiler.devices`: no other module
+    reads ``torch.cuda`` (docstrings may name it)."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(node, ast.Attribute) and ast.unparse(node) == "torch.cuda"
+               for node in ast.walk(tree)):
+            found.add(path.relative_to(PACKAGE).as_posix())
+    assert found == {"devices.py"}
+
+
+CLOCKS = PACKAGE / "timing" / "clocks"
+CLOCK_SHAPES = {"Clock", "Readings", "StampSource"}
+"""The clocks package's shared shapes, which every pass may name; its other classes are
+particular clocks (and their stamp sources and listeners), named only inside it."""
+
+
+def test_passes_talk_to_the_clock_protocol_only() -> None:
+    """No module outside ``timing/clocks`` names a particular clock: a pass asks its clock
+    (``clock.settle()``, ``clock.readings(...)``), never which clock it has (the ``if
+    clocks.kernels is not None`` branches the kernel clock once threaded through the passes)."""
+    particular = {node.name for path in CLOCKS.glob("*.py")
+                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.ClassDef)} - CLOCK_SHAPES
+    assert {"CpuClock", "EventClock", "KernelClock", "CudaStamps"} <= particular
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if CLOCKS in path.parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([node.id] if isinstance(node, ast.Name) else
+                     [node.attr] if isinstance(node, ast.Attribute) else
+                     [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom)
+                     else [])
+            found += [(_module_name(path), name) for name in names if name in particular]
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
+                    and node.left.attr == "kernels"
+                    and isinstance(node.ops[0], (ast.Is, ast.IsNot))):  # a clock as a flag
+                found.append((_module_name(path), ast.unparse(node)))
+    assert found == []

@@ -12,7 +12,7 @@ from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.core import Profiler
 
 CORE_METHODS = ["benchmark", "measure_memory", "parameter_memory_df", "predict", "profile",
-                "time_modules", "train_step_times"]
+                "sweep", "time_modules", "train_step_times"]
 
 
 def _public_methods(cls: type) -> list[str]:

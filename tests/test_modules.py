@@ -113,3 +113,16 @@ def test_module_scan_equals_the_set_based_sums(index: int) -> None:
                  i.buffer_bytes) for i in infos)
     assert got == _module_infos_reference(model)
     assert [i.path for i in infos] == [path for path, _ in model.named_modules()]
+
+
+def test_every_module_infos_parent_is_listed_before_it() -> None:
+    # a block registered at two places is listed once, at its first place ("0.0"), inside
+    # its parent's first place
+    shared = nn.Linear(2, 2)
+    inner = nn.Sequential(shared, nn.ReLU())
+    model = nn.Sequential(inner, shared, nn.Sequential(inner, nn.Tanh()))
+    infos = module_infos(model)
+    assert [(i.path, i.parent) for i in infos] == [
+        ("", None), ("0", ""), ("0.0", "0"), ("0.1", "0"), ("2", ""), ("2.1", "2")]
+    paths = [i.path for i in infos]
+    assert all(paths.index(i.parent) < paths.index(i.path) for i in infos[1:])

@@ -66,6 +66,16 @@ def test_an_operator_without_a_formula_is_unknown_not_zero() -> None:
     assert operators["aten.relu"]["ops"] == 6
 
 
+def test_by_default_the_profilers_own_operator_formulas_count() -> None:
+    # the pass hands its operator_fn_map to every listener: a formula the profiler was given
+    # prices the listener's rows too
+    profiler = ModuleProfiler()
+    profiler.operator_fn_map[torch.ops.aten.mm] = lambda args, kwargs, out: (1000, 10)
+    profile = profiler.profile(Functional(), torch.randn(2, 4), listeners=[OperatorListener()])
+    assert profile.records[0].metrics["operators"]["aten.mm"] == {
+        "calls": 1, "ops": 1000, "macs": 10, "bytes": 104}
+
+
 def test_a_bad_operator_map_is_named() -> None:
     with pytest.raises(TypeError, match="operators must be a mapping"):
         OperatorListener("aten.mm")  # type: ignore[arg-type]

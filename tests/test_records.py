@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.records import module_statuses
+from moduleprofiler.records import ModuleInfo, module_statuses, ran_without
 from moduleprofiler.timing import time_modules
 
 
@@ -25,11 +27,127 @@ class _Stack(nn.Module):
         return x
 
 
+def _info(path: str, container: bool = False) -> ModuleInfo:
+    return ModuleInfo(path, "M", path.count(".") + 1 if path else 0, 0, 0, 0, 0, False,
+                      container=container)
+
+
 def test_module_statuses_one_definition() -> None:
-    statuses = module_statuses(["", "h", "h.0", "h.1", "unused", "script.sub"],
-                               called={"", "h.0"}, unhooked={"script.sub"})
+    modules = [_info(""), _info("h", container=True), _info("h.0"), _info("h.1"),
+               _info("unused"), _info("script.sub"), _info("inner"), _info("inner.fc")]
+    statuses = module_statuses(modules, called={"", "h.0", "inner.fc"},
+                               unhooked={"script.sub"})
+    # "inner" holds a called child like "h" does, but its class has a forward of its own
+    # that never ran: never called, where the container "h" is a grouping
     assert statuses == {"": "called", "h": "grouping", "h.0": "called", "h.1": "uncalled",
-                        "unused": "uncalled", "script.sub": "unhooked"}
+                        "unused": "uncalled", "script.sub": "unhooked", "inner": "uncalled",
+                        "inner.fc": "called"}
+
+
+def test_module_statuses_a_root_run_through_pred_fn_groups_its_children() -> None:
+    # the root is a grouping whatever its class, and never called when nothing in it ran
+    modules = [_info(""), _info("a")]
+    assert module_statuses(modules, called={"a"}) == {"": "grouping", "a": "called"}
+    assert module_statuses(modules, called=set()) == {"": "uncalled", "a": "uncalled"}
+
+
+def test_ran_without_names_the_topmost_descendants_that_ran() -> None:
+    called = ["", "submod.fc", "submod.block", "submod.block.fc", "other.fc", "submodx.fc"]
+    # submod.block.fc ran inside submod.block; submodx.fc is not under submod
+    assert ran_without("submod", called) == ("submod.fc", "submod.block")
+    assert ran_without("unused", called) == ()
+
+
+class _Inner(nn.Module):
+    """A module whose parent calls another of its methods, never its ``forward``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def other_func(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+class _NonForwardNet(nn.Module):
+    """fvcore's ``NonForwardNet``: ``submod.fc`` runs, ``submod``'s ``forward`` does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submod = _Inner()
+        self.fc = nn.Linear(10, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.submod.other_func(self.fc(x))
+
+
+def test_a_module_whose_forward_never_ran_is_uncalled_in_every_view() -> None:
+    model = _NonForwardNet()
+    x = torch.randn(1, 10)
+    profile = ModuleProfiler().profile(model, x)
+    assert profile.uncalled == ("submod",) and profile.groupings == ()  # was () and ("submod",)
+    # the counts do not change: fc 10 * 10 = 100 MACs, submod.fc 10 * 1 = 10; 110 in all
+    assert profile.total_macs == 110
+    assert [r.macs for r in profile.calls("submod.fc")] == [10]
+    assert profile.to_dict()["uncalled"] == ["submod"]
+    assert profile.to_dict()["groupings"] == []
+    tree = profile.tree().to_text(width=0)
+    assert tree is not None and "|-- submod (_Inner) [not called]" in tree
+    assert "never called (1): submod; its forward never ran; submod.fc ran without it" in tree
+    # the note about a parent using its child's weights is not this case: submod.fc ran
+    assert "the work a parent does with their weights" not in tree
+    frame = profile.to_df("module").set_index("module")
+    assert frame.loc["submod", "ops_source"] == "uncalled"
+    assert frame.loc["submod", "calls"] == 0
+    again = type(profile).from_json(profile.to_json())
+    assert again.uncalled == ("submod",) and again.groupings == ()
+
+    timing = time_modules(model, x, num_iters=3, drop_first=0, warmup_seconds=0,
+                          measure_overhead=False)
+    assert timing.uncalled == ("submod",)
+    assert "submod (_Inner) [not called]" in timing.report()
+
+
+class _Blocks(nn.ModuleList):
+    """A ``ModuleList`` subclass that adds no ``forward``: still a container."""
+
+
+class _Named(nn.Module):
+    """A ``ModuleList`` subclass and a ``ModuleDict`` whose members the parent calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = _Blocks([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 2)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.heads["a"](x) + self.heads["b"](x)
+
+
+def test_a_module_list_and_a_module_dict_whose_members_ran_are_groupings() -> None:
+    profile = ModuleProfiler().profile(_Named(), torch.randn(2, 4))
+    assert profile.groupings == ("blocks", "heads") and profile.uncalled == ()
+    assert [info.container for info in profile.modules] == [
+        False, True, False, False, True, False, False]
+    tree = profile.tree().to_text(width=0)
+    assert tree is not None and "[not called]" not in tree and "ran without it" not in tree
+    again = type(profile).from_json(profile.to_json())
+    assert again.groupings == ("blocks", "heads")
+
+
+def test_a_document_without_container_flags_reads_as_its_writer_did() -> None:
+    # written before modules said whether they are containers: a module never called with
+    # a called descendant was a grouping then, and stays one
+    profile = ModuleProfiler().profile(_NonForwardNet(), torch.randn(1, 10))
+    document = json.loads(str(profile.to_json()))
+    for row in document["modules"]:
+        del row["container"]
+    assert type(profile).from_json(json.dumps(document)).groupings == ("submod",)
 
 
 def test_a_grouping_whose_children_ran_is_not_uncalled_anywhere() -> None:

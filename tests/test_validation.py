@@ -13,7 +13,15 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import FormulaError, Listener, ModuleProfiler
+from moduleprofiler import (
+    FormulaError,
+    Listener,
+    ModuleProfiler,
+    Profiler,
+    TimingOptions,
+    memory,
+    timing,
+)
 from moduleprofiler.operators import register_operator
 from moduleprofiler.utils import realtime_factor
 from tests.fixtures.state import assert_unchanged, snapshot
@@ -27,9 +35,20 @@ def model() -> nn.Module:
 
 
 def entry_points(module: Any, pred_fn: Any = None) -> dict[str, Callable[[], Any]]:
-    """Every public pass of a profiler, called with ``module`` and ``pred_fn``."""
-    p = ModuleProfiler()
+    """Every public pass of a profiler, of the front door and of the engines' own functions
+    (which are the one place that checks them), called with ``module`` and ``pred_fn``."""
+    p, front = ModuleProfiler(), Profiler()
+    fast = TimingOptions(**FAST)
     return {
+        "Profiler.time_modules": lambda: front.time_modules(module, X, fast, pred_fn=pred_fn),
+        "Profiler.benchmark": lambda: front.benchmark(module, X, fast, pred_fn=pred_fn),
+        "Profiler.train_step_times": lambda: front.train_step_times(module, X, fast,
+                                                                    pred_fn=pred_fn),
+        "timing.time_modules": lambda: timing.time_modules(module, X, pred_fn=pred_fn, **FAST),
+        "timing.benchmark": lambda: timing.benchmark(module, X, pred_fn=pred_fn, **FAST),
+        "timing.train_step_times": lambda: timing.train_step_times(module, X, pred_fn=pred_fn,
+                                                                   **FAST),
+        "memory.measure_memory": lambda: memory.measure_memory(module, X, pred_fn=pred_fn),
         "profile": lambda: p.profile(module, X, pred_fn=pred_fn),
         "trace_io_sizes": lambda: p.trace_io_sizes(module, X, pred_fn=pred_fn),
         "estimate_ops": lambda: p.estimate_ops(module, X, pred_fn=pred_fn),
@@ -98,6 +117,12 @@ def test_flags_must_be_booleans() -> None:
         ModuleProfiler().count_params(model(), percent="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="eval must be True or False"):
         ModuleProfiler().time_modules(model(), X, eval=None, **FAST)
+    with pytest.raises(TypeError, match="eval must be True or False"):
+        timing.benchmark(model(), X, eval=None, **FAST)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="restore must be True or False"):
+        timing.train_step_times(model(), X, restore="no", **FAST)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="keep_output must be True or False"):
+        memory.measure_memory(model(), X, keep_output=None)  # type: ignore[arg-type]
 
 
 def test_listeners_must_be_listener_instances() -> None:
@@ -119,6 +144,8 @@ def test_measure_memory_options_are_checked() -> None:
         p.measure_memory(model(), X, device=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="device='gpu0' is not a device torch knows"):
         p.measure_memory(model(), X, device="gpu0")
+    with pytest.raises(TypeError, match=r"device must be a str, a torch\.device or None"):
+        memory.measure_memory(model(), X, device=3)  # type: ignore[arg-type]
 
 
 # -- the constructor's maps ----------------------------------------------------------------------

@@ -337,7 +337,6 @@ class ModuleProfiler(Profiler):
         every keyword of :func:`moduleprofiler.timing.benchmark` (``max_seconds=``...) beside
         ``options``."""
         self._log(f"Benchmarking {type(module).__name__}")
-        check_pass(module, pred_fn=kwargs.get("pred_fn"), eval=kwargs.get("eval", True))
         with located_errors("benchmark", module):
             return benchmark(module, input, options=options, **kwargs)
 
@@ -347,7 +346,6 @@ class ModuleProfiler(Profiler):
         taking every keyword of :func:`moduleprofiler.timing.time_modules` beside
         ``options``."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        check_pass(module, pred_fn=kwargs.get("pred_fn"), eval=kwargs.get("eval", True))
         return time_modules(module, input, options=options, **kwargs)
 
     def train_step_times(self, module: nn.Module, input: Any = None,
@@ -357,8 +355,6 @@ class ModuleProfiler(Profiler):
         also taking every keyword of :func:`moduleprofiler.timing.train_step_times` beside
         ``options``."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        check_pass(module, pred_fn=kwargs.get("pred_fn"), loss_fn=kwargs.get("loss_fn"),
-                   train=kwargs.get("train", True), restore=kwargs.get("restore", True))
         return train_step_times(module, input, options=options, **kwargs)
 
     # -- estimate_inference_time -----------------------------------------------------------

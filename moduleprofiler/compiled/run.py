@@ -23,6 +23,7 @@ from torch._dynamo.utils import counters
 from moduleprofiler.compiled.booking import CompiledBooking, KernelKey, book_compiled
 from moduleprofiler.compiled.capture import CompiledGraph, compiled_original, recorded_compile
 from moduleprofiler.compiled.trace import trace_compiled
+from moduleprofiler.devices import resolve_device, synchronize
 from moduleprofiler.records import display_path
 
 
@@ -118,13 +119,6 @@ def _rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[KernelR
     return rows
 
 
-def _device_of(module: nn.Module, args: tuple[Any, ...]) -> torch.device:
-    for tensor in (*module.parameters(), *module.buffers(),
-                   *(a for a in args if isinstance(a, torch.Tensor))):
-        return tensor.device
-    return torch.device("cpu")
-
-
 def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: int = 3,
                   grad: bool = False, options: Mapping[str, Any] | None = None,
                   **kwargs: Any) -> CompiledTiming:
@@ -147,14 +141,13 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
         if note is not None:
             notes.append(note)
     compiled, recorder = recorded_compile(original, inductor)
-    device = _device_of(original, args)
+    device = resolve_device(original, args)
     context = nullcontext() if grad else torch.no_grad()
     breaks_before = Counter(counters["graph_break"])
     with context:
         started = time.perf_counter()
         compiled(*args, **kwargs)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(device)
         compile_s = time.perf_counter() - started
         breaks = Counter(counters["graph_break"]) - breaks_before
         for _ in range(max(warmup - 1, 0)):

@@ -19,6 +19,7 @@ import torch
 
 from moduleprofiler.compiled.booking import GraphCall, HostOp, KernelRecord, top_level_ops
 from moduleprofiler.compiled.capture import GRAPH_RANGE
+from moduleprofiler.devices import synchronize
 from moduleprofiler.timing.device_trace import kernel_records_unavailable, records_of
 
 ITERATION_RANGE = "moduleprofiler:compiled:"
@@ -88,8 +89,7 @@ def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device
             for k in range(iterations):
                 with torch.profiler.record_function(f"{ITERATION_RANGE}{k}"):
                     run()
-            if cuda:
-                torch.cuda.synchronize(device)
+            synchronize(device)
     events = list(session.profiler.kineto_results.events())  # type: ignore[union-attr]
     trace = _host_records(events, iterations)
     if cuda:

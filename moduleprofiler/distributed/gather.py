@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from moduleprofiler.devices import cuda_index, device_context, device_count
 from moduleprofiler.distributed.gathered import DistributedProfile
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.json_io import json_text
@@ -58,10 +58,10 @@ def gather(profile: Profile | BaseException, dst: int = 0,
                            "(call init_process_group first)")
     device, warning = collective_device(
         dist.get_backend(group), getattr(group or dist.group.WORLD, "bound_device_id", None),
-        _current_cuda_device(), _local_rank(), torch.cuda.device_count())
+        cuda_index(), _local_rank(), device_count())
     if warning is not None:
         warn(warning, RuntimeWarning)
-    with torch.cuda.device(device) if device is not None else contextlib.nullcontext():
+    with device_context(device):
         return _gather(profile, dst, group, timeout)
 
 
@@ -124,10 +124,6 @@ def collective_device(backend: str, bound: torch.device | None, current: int | N
             f"them on cuda:{local_rank}; call torch.cuda.set_device(local_rank) before "
             f"profiling so that every collective of your program runs there too")
     return torch.device("cuda", current), None
-
-
-def _current_cuda_device() -> int | None:
-    return torch.cuda.current_device() if torch.cuda.is_available() else None
 
 
 def _local_rank() -> int | None:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed.collectives import Collective, describe, is_communication
 from moduleprofiler.export.columns import inclusive_of, register_column
 from moduleprofiler.runner import Call, Listener, PassRunner
@@ -161,8 +162,7 @@ class CommunicationListener(Listener):
 
     def _stamp(self) -> float:
         """Finish the device's queued work and mark the time: the next operator starts now."""
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+        synchronize()
         self._started, self._last = self._last, time.perf_counter()
         return self._last
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
+from moduleprofiler.devices import default_device, device_name, synchronize
 from moduleprofiler.efficiency.peaks import DTYPES, DevicePeaks
 
 _TORCH = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
@@ -37,14 +38,13 @@ def _tf32(enabled: bool) -> Iterator[None]:
 def _best_seconds(device: torch.device, work: Callable[[], object], reps: int) -> float:
     """Shortest wall time of ``work()`` over ``reps`` runs after one warm-up, the device
     synchronised around each."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda *_: None)
     work()
-    sync(device)
+    synchronize(device)
     best = float("inf")
     for _ in range(reps):
         start = time.perf_counter()
         work()
-        sync(device)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -67,8 +67,7 @@ def measure_peaks(device: str | torch.device | None = None, *,
     Raises:
         ValueError: an unknown dtype name or a non-positive size.
     """
-    resolved = torch.device(device if device is not None else
-                            ("cuda" if torch.cuda.is_available() else "cpu"))
+    resolved = torch.device(device) if device is not None else default_device()
     unknown = [name for name in dtypes if name not in _TORCH]
     if unknown:
         raise ValueError(f"measure_peaks: dtypes must be among {', '.join(_TORCH)}, got "
@@ -99,6 +98,6 @@ def measure_peaks(device: str | torch.device | None = None, *,
             one.add_(1)
 
     launch = _best_seconds(resolved, tiny, reps) / launches * 1e6
-    name = torch.cuda.get_device_name(resolved) if cuda else "cpu"
+    name = device_name(resolved)
     return DevicePeaks(f"measured {name}", dense, bandwidth, launch_us=launch,
                        source="measured")

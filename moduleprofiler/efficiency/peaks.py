@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.devices import cuda_available, device_name
+
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 """The dtype names of the peak tables."""
 
@@ -223,9 +225,9 @@ def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
 
 
 def _cuda_name(device: str | int | torch.device | None) -> str:
-    if not torch.cuda.is_available():
+    if not cuda_available():
         raise RuntimeError("device_peaks() without a table name reads the CUDA device's name, "
                            "but CUDA is not available: pass a table name such as 'H100 SXM'")
-    index = torch.device(device).index if isinstance(device, (str, torch.device)) else device
-    return str(torch.cuda.get_device_properties(
-        torch.cuda.current_device() if index is None else index).name)
+    if device is None or isinstance(device, int):
+        return device_name(None if device is None else torch.device("cuda", device))
+    return device_name(torch.device(device))

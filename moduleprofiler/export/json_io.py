@@ -24,14 +24,14 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any, TypeVar
 
 from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
 from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
 from moduleprofiler.export.io import PathLike
-from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData
+from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData, ancestor_paths
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -164,14 +164,25 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
                          f"({__version__}) reads versions up to {SCHEMA_VERSION}")
     _declare(document.get("columns") or {})
     totals = document.get("totals", {})
+    records = tuple(_build(CallRecord, r, "record") for r in document["records"])
     return factory(
-        records=tuple(_build(CallRecord, r, "record") for r in document["records"]),
-        modules=tuple(_build(ModuleInfo, m, "module") for m in document["modules"]),
+        records=records,
+        modules=_modules(document["modules"], {record.path for record in records}),
         excluded=tuple(document.get("excluded", ())),
         total_params=totals.get("params", 0),
         total_buffers=totals.get("buffers", 0),
         **{name: _field_value(document[name]) for name in _PROFILE_FIELDS if name in document},
     )
+
+
+def _modules(rows: Sequence[Mapping[str, Any]], called: set[str]) -> tuple[ModuleInfo, ...]:
+    """The modules of a document. One written before modules said whether they are
+    containers (``container``) says it the way its writer's statuses did: a module never
+    called with a called descendant was a grouping."""
+    holding = {above for path in called for above in ancestor_paths(path)}
+    return tuple(_build(ModuleInfo, row if "container" in row else {
+        **row, "container": row.get("path") not in called and row.get("path") in holding},
+        "module") for row in rows)
 
 
 def _field_value(value: Any) -> Any:

@@ -15,7 +15,7 @@ from moduleprofiler.export.columns import column_spec, is_extra_column, metric_c
 from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.view import View
-from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths
+from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
 from moduleprofiler.validate import check_int, check_percent
 
 if TYPE_CHECKING:
@@ -268,6 +268,7 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
     uncalled = profile.uncalled if uncalled_note else ()
     if uncalled:
         notes.append(f"never called ({len(uncalled)}): {listing(uncalled)}"
+                     + _ran_without_clause(profile, uncalled)
                      + _uncalled_clause(profile, uncalled))
     if profile.excluded:
         notes.append(f"excluded from ops: {listing(profile.excluded)}")
@@ -461,6 +462,27 @@ MULTIHEAD_ATTENTION = "MultiheadAttention"
 calls it, the common case of a module whose work is in its parent's count."""
 
 
+def _ran_without_clause(profile: Profile, uncalled: Sequence[str], limit: int = 3) -> str:
+    """What the note on modules never called adds for one whose descendants ran all the same
+    (called through another of its methods, or from outside it): that its ``forward`` never
+    ran while they did (``; its forward never ran; submod.fc ran without it``), for the first
+    ``limit`` such modules."""
+    called = [record.path for record in profile.records]
+    clauses = []
+    for path in uncalled:
+        ran = ran_without(path, called)
+        if ran:
+            clauses.append((path, ran))
+    if not clauses:
+        return ""
+    if len(uncalled) == 1:
+        return f"; its forward never ran; {listing(clauses[0][1])} ran without it"
+    said = "".join(f"; {module_name(path)}'s forward never ran; {listing(ran)} ran without it"
+                   for path, ran in clauses[:limit])
+    more = len(clauses) - limit
+    return said + (f"; and {more} more module(s) like these" if more > 0 else "")
+
+
 def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
     """What the note on modules never called adds: where one with parameters has a parent that
     ran, that the parent may have done its work with their weights; naming MultiheadAttention's
@@ -469,7 +491,7 @@ def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
     called = {record.path for record in profile.records}
     modules = {module.path: module for module in profile.modules}
     weighted = [path for path in uncalled if path and path.rpartition(".")[0] in called
-                and path in modules and modules[path].params]
+                and path in modules and modules[path].params and not ran_without(path, called)]
     if not weighted:
         return ""
     in_attention = any(_is_or_is_inside(modules, path, MULTIHEAD_ATTENTION) for path in uncalled)

@@ -11,7 +11,6 @@ from typing import IO, Any
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter, header
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width, terminal_width
-from moduleprofiler.export.names import module_path
 from moduleprofiler.export.tree import (
     ASCII_BRANCHES,
     UNICODE_BRANCHES,
@@ -20,7 +19,7 @@ from moduleprofiler.export.tree import (
     relative_name,
 )
 from moduleprofiler.export.view_data import ViewData
-from moduleprofiler.records import GROUPING, UNHOOKED, module_statuses
+from moduleprofiler.records import GROUPING, UNCALLED, UNHOOKED
 
 MAX_SHAPE_WIDTH = 40
 """Shape cells longer than this are cut with ``...`` (the data keeps the whole tree)."""
@@ -53,12 +52,10 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
     names = [str(p) for p in view.frame["module"]]
     types = [str(t) for t in view.frame["type"]]
     calls = list(view.frame["calls"]) if "calls" in view.frame else [1] * len(names)
-    if "ops_source" in view.frame:  # a profile's frame: the status of a module never called
-        sources = list(view.frame["ops_source"])
-    else:  # a timing tree's: the same definition, from the calls of the rows
-        paths = [module_path(name) for name in names]
-        statuses = module_statuses(paths, {p for p, c in zip(paths, calls) if c})
-        sources = [statuses[path] for path in paths]
+    # the status of a module never called (:func:`moduleprofiler.records.module_statuses`),
+    # which every module frame carries; in a frame without it, a row of no calls never ran
+    sources = list(view.frame["ops_source"]) if "ops_source" in view.frame else [
+        UNCALLED] * len(names)
     shared = list(view.frame["shared_with"]) if "shared_with" in view.frame else [None] * len(names)
     parent_of = parents(names)
     drawn = prefixes(names, UNICODE_BRANCHES if unicode else ASCII_BRANCHES)

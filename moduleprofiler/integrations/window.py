@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 from moduleprofiler.core import Profiler
+from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.errors import ProfilingError
@@ -280,9 +281,7 @@ class StepWindow:
     # -- internals -------------------------------------------------------------------------
     def _synchronize(self) -> None:
         # the step's kernels must be done before its end is read (CUDA runs asynchronously)
-        device = _device_of(self._model)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(_device_of(self._model))
 
     def _count(self, model: nn.Module, batch: Any) -> Profile:
         """The counting pass, in the model's own mode, leaving the RNG states as they were:

@@ -16,14 +16,15 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
 from moduleprofiler.core import Profiler
-from moduleprofiler.export.columns import register_column
+from moduleprofiler.devices import resolve_device
+from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
 from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
@@ -32,15 +33,10 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
 from moduleprofiler.runner import Call, Listener
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import Block, TimingOptions, measure
 from moduleprofiler.validate import check_bool, check_listeners
-
-register_column(
-    "kv_cache_bytes", "bytes", "kv cache", aggregation="max", unit="bytes", additive=False,
-    description="bytes of the key/value cache an outermost call returned (keys and values of "
-                "every layer); per module the largest")
 
 Phase = Literal["encode", "prefill", "decode"]
 _TOKEN_KEYS = ("decoder_input_ids", "decoder_inputs_embeds", "input_ids", "inputs_embeds")
@@ -76,6 +72,27 @@ class Step:
 @dataclass(frozen=True)
 class GenerationProfile:
     """Every step of one generation, and the whole run's profile."""
+
+    columns: ClassVar[tuple[ColumnSpec, ...]] = (
+        register_column("step", "int", "step", aggregation="none",
+                        description="position of the step in the generation, from 0"),
+        register_column("phase", "text", "phase", aggregation="first",
+                        description="encode (an encoder-decoder's encoder), prefill (the "
+                        "model's first call, on the prompt) or decode (each later call)"),
+        register_column("batch_size", "int", "batch", aggregation="first",
+                        description="sequences the step's call was given side by side"),
+        register_column("input_tokens", "int", "tokens", aggregation="first",
+                        description="tokens per sequence the step's call was given (1 for a "
+                        "decode step with the cache on)"),
+        register_column("context_tokens", "int", "context", aggregation="first",
+                        description="tokens per sequence attended to after the step: the "
+                        "cache's length, else the input's"),
+        register_column("time_ms", "time", "time", aggregation="inclusive", unit="ms",
+                        description="median wall time of the step's model call, with "
+                        "everything it called, over the timed generations"),
+    )
+    """The columns of :meth:`to_df` that are the steps' own (the counts, the cache and the
+    live memory are the profiles' columns), declared with the result that writes them."""
 
     steps: tuple[Step, ...]
     profile: Profile
@@ -173,6 +190,11 @@ class StepListener(Listener):
     """Reads, for every outermost call, the tokens it was given and the cache it returned
     (measured at once: a dynamic cache grows in place afterwards), which it also writes as
     the call's ``kv_cache_bytes`` column."""
+
+    columns = (register_column(
+        "kv_cache_bytes", "bytes", "KV cache", aggregation="max", unit="bytes", additive=False,
+        description="bytes of the key/value cache an outermost call returned (keys and values "
+                    "of every layer); per module the largest"),)
 
     def __init__(self) -> None:
         self.inputs: dict[int, tuple[int | None, int | None]] = {}

@@ -6,37 +6,14 @@ wrapped to the width."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from moduleprofiler.export.columns import MACS
+from moduleprofiler.export.cells import formatter, header
+from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width
 from moduleprofiler.export.text import conventions_line, hidden_note, wrap_footer
-from moduleprofiler.export.units import (
-    human_bytes,
-    human_count,
-    human_ms,
-    human_number,
-    is_missing,
-)
 from moduleprofiler.language.generation import GenerationProfile
 
-STEP_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
-    "step": ("step", human_number),
-    "phase": ("phase", str),
-    "module": ("module", str),
-    "batch_size": ("batch", human_number),
-    "input_tokens": ("tokens", human_number),
-    "context_tokens": ("context", human_number),
-    "ops": ("ops", human_count),
-    "macs": (MACS, human_count),
-    "flops": ("FLOPs", human_count),
-    "complete": ("complete", human_number),
-    "kv_cache_bytes": ("KV cache", human_bytes),
-    "time_ms": ("time", human_ms),
-    "max_live_bytes": ("max live", human_bytes),
-}
-"""Column of :meth:`GenerationProfile.to_df` -> its header and cell format."""
 _KEYS = ("step", "phase", "module")
 """Columns that say which step a row is: never hidden."""
 HIDDEN_FIRST = ("complete", "batch_size", "input_tokens", "ops", "macs", "context_tokens")
@@ -45,6 +22,13 @@ and the MACs); then the others from the right: live memory, time, cache, FLOPs l
 _UNITS = ("ops", "MACs", "FLOPs")
 """The compute units the table shows (the column registry's units), whose conventions the
 footer states."""
+
+
+def _header(spec: ColumnSpec) -> str:
+    """A column's header: a count by its unit (``ops``, ``MACs``, ``FLOPs``: a step's row holds
+    the step's whole count, where the label, ``self ops``, names a module's own), any other
+    column by its label."""
+    return spec.unit if spec.kind == "count" and spec.unit else header(spec)
 
 
 def _total(value: Any) -> str:
@@ -69,11 +53,12 @@ def render_steps(generation: GenerationProfile, width: int | None) -> str:
     frame = generation.to_df().dropna(axis="columns", how="all")
     columns = []
     for name in frame.columns:
-        title, show = STEP_COLUMNS.get(name, (name, str))
-        cells = ["-" if is_missing(value) else show(value) for value in frame[name]]
-        text = name in ("phase", "module")
-        columns.append(TextColumn(name, title, cells, not text, "text" if text else "count",
-                                  [None] * len(cells), identity=name in _KEYS))
+        spec = column_spec(name, frame[name].dtype)  # declared by the step or the profile
+        show = formatter(spec)
+        cells = [show(value) for value in frame[name]]
+        columns.append(TextColumn(name, _header(spec), cells, spec.numeric,
+                                  "count" if spec.numeric else "text", [None] * len(cells),
+                                  identity=name in _KEYS))
     columns, hidden = fit_columns(columns, width, HIDDEN_FIRST)
     widths = [column.width for column in columns]
     lines = ["  ".join(column.header.rjust(size) if column.right else column.header.ljust(size)

@@ -4,7 +4,6 @@ pass, with the model left exactly as it was."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -12,39 +11,31 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
+from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.memory.placement import placed_on, to_device
-from moduleprofiler.memory.report import MEMORY_COLUMNS, MemoryReport
+from moduleprofiler.memory.report import MemoryReport
+from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
-from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.validate import check_bool, check_choice, check_module
+from moduleprofiler.validate import check_bool, check_choice, check_device, check_pass
 from moduleprofiler.warn import warn
-
-
-def _run_device(module: nn.Module, input: Any, device: str | torch.device | None
-                ) -> torch.device:
-    if device is not None:
-        chosen = torch.device(device)
-    elif any(t.device.type == "meta" for t in iter_tensors(input)):
-        chosen = torch.device("meta")  # meta inputs: a plan, whatever the model's device
-    else:
-        first = next(itertools.chain(module.parameters(), module.buffers(),
-                                     iter_tensors(input)), None)
-        chosen = first.device if first is not None else torch.device("cpu")
-    if chosen.type == "cuda" and chosen.index is None:
-        chosen = torch.device("cuda", torch.cuda.current_device())
-    return chosen
 
 
 def _records(inference: PassResult, training: PassResult | None,
              infos: Sequence[ModuleInfo]) -> tuple[CallRecord, ...]:
-    """One record per call of the inference pass with its memory columns
-    (:data:`MEMORY_COLUMNS`), the training ones from the same call of the training pass
-    (matched by module path and call number); no counts (``ops`` unknown)."""
+    """One record per call of the inference pass with its memory columns, the training ones
+    from the same call of the training pass (matched by module path and call number); no
+    counts (``ops`` unknown). The columns are those the listeners declare
+    (:attr:`SavedTensorsListener.columns`, then :attr:`LiveBytesListener.columns`); without a
+    training pass, the saved bytes (unknown) and the inference pass's ``max_live_bytes``."""
+    saved = tuple(spec.name for spec in SavedTensorsListener.columns)
+    names = (*saved, *(spec.name for spec in LiveBytesListener.columns)) \
+        if training is not None else (*saved, "max_live_bytes")
     trained = {(call["path"], call["call_number"]): call
                for call in (training.calls if training is not None else ())}
     by_path = {info.path: info for info in infos}
@@ -53,8 +44,6 @@ def _records(inference: PassResult, training: PassResult | None,
         match = trained.get((call["path"], call["call_number"]), {})
         metrics = {**match, "train_max_live_bytes": match.get("max_live_bytes"),
                    "max_live_bytes": call.get("max_live_bytes")}
-        names = MEMORY_COLUMNS if training is not None else (*MEMORY_COLUMNS[:2],
-                                                             "max_live_bytes")
         info = by_path.get(call["path"])
         records.append(CallRecord.uncounted(
             CallPosition(**{f.name: call[f.name] for f in dataclasses.fields(CallPosition)}),
@@ -119,9 +108,10 @@ def measure_memory(
         LossError: ``train=True`` without ``loss_fn`` and no loss can be derived from the
             output.
     """
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, keep_output=keep_output)
+    check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
-    run_device = _run_device(module, input, device)
+    run_device = resolve_device(module, input, device)
     if emulate == "cuda" and run_device.type not in ("meta", "cuda"):
         raise ValueError(
             f"emulate='cuda' runs CUDA's attention operators, which exist only on the meta and "
@@ -129,7 +119,6 @@ def measure_memory(
         )
     if progress is not None:
         check_bool(progress, "progress")
-    check_bool(keep_output, "keep_output")
     static = module_bytes(module)[""]
     changed = fast_path_changes(module, eval=True, grad_enabled=False)
     if changed:

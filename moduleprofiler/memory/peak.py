@@ -6,9 +6,9 @@ them when the storage dies (a weak reference on the storage; its Python object l
 long as the ``StorageImpl``, so this works on CPU, CUDA and the meta device alike, where
 ``data_ptr()`` is 0). :class:`LiveBytesListener` feeds it every operator of the forward (the
 runner's observer, on everywhere) and of the backward, keeps the maximum per call and where the
-pass's peak was set; on CUDA :class:`CudaPeak` reads ``torch.cuda.max_memory_allocated`` after
-every operator and at every call's start, so it knows which call was running when the
-allocator's peak rose.
+pass's peak was set; on CUDA the allocator's peak (:class:`~moduleprofiler.devices.AllocatorPeak`)
+is read after every operator and at every call's start, so it knows which call was running
+when the allocator's peak rose.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.devices import AllocatorPeak, synchronize
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.memory.report import Phase
 from moduleprofiler.memory.saved import MEMORY_NEEDS
@@ -118,28 +119,6 @@ class LiveBytes:
         return release
 
 
-class CudaPeak:
-    """The CUDA caching allocator's peak over a pass.
-
-    ``torch.cuda.max_memory_allocated`` is a host-side counter: reading it needs no
-    synchronisation."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        self.baseline_bytes = int(torch.cuda.memory_allocated(device))
-        self.peak = self.baseline_bytes
-
-    def sample(self) -> bool:
-        """Read the allocator's peak; whether it rose since the last sample."""
-        peak = int(torch.cuda.max_memory_allocated(self.device))
-        if peak > self.peak:
-            self.peak = peak
-            return True
-        return False
-
-
 class LiveBytesListener(Listener):
     """Live bytes per call and the pass's peak (on CUDA also the allocator's).
 
@@ -155,20 +134,26 @@ class LiveBytesListener(Listener):
 
     # each live-memory column names its pass in its header: "max live" alone was read as the
     # training step's memory, which it is not (``train_max_live_bytes`` is this column of the
-    # training pass, renamed by measure_memory)
+    # training pass, renamed by measure_memory). Declared training pass first, the order a
+    # memory report shows them in: a view that must hide one to fit hides the inference
+    # pass's first.
     columns = tuple(
         register_column(name, "bytes", label, aggregation="max", unit="bytes",
-                        needs=MEMORY_NEEDS)
-        for name, label in (("max_live_bytes", "fwd max live"),
-                            ("train_max_live_bytes", "train fwd max live"),
-                            ("backward_max_live_bytes", "train bwd max live")))
+                        needs=MEMORY_NEEDS, description=description)
+        for name, label, description in (
+            ("train_max_live_bytes", "train fwd max live", "as max_live_bytes, in the "
+             "forward of the training pass (grad enabled)"),
+            ("backward_max_live_bytes", "train bwd max live", "the highest live memory, "
+             "baseline included, while the backward of the call's own operators ran"),
+            ("max_live_bytes", "fwd max live", "the highest live memory, baseline included, "
+             "while the call or anything inside it ran in the no-grad forward")))
 
     def __init__(self, inputs: Any = None, device: torch.device | None = None) -> None:
         self.live = LiveBytes()
         self._inputs = inputs
         self._inputs_pending = inputs is None
         self._device = device if device is not None and device.type == "cuda" else None
-        self.cuda: CudaPeak | None = None
+        self.cuda: AllocatorPeak | None = None
         self.peak = 0
         self.peak_at: Location | None = None
         self.cuda_peak_at: Location | None = None
@@ -182,7 +167,7 @@ class LiveBytesListener(Listener):
         self._inputs = None
         self.peak = self.live.current
         if self._device is not None:
-            self.cuda = CudaPeak(self._device)
+            self.cuda = AllocatorPeak(self._device)
 
     def observe(self, module: nn.Module) -> bool:
         return True
@@ -230,7 +215,7 @@ class LiveBytesListener(Listener):
             if self.backward_ran:
                 call.values["backward_max_live_bytes"] = self._backward.get(call)
         if self.cuda is not None:
-            torch.cuda.synchronize(self.cuda.device)
+            synchronize(self.cuda.device)
             if self.cuda.sample():
                 self.cuda_peak_at = (None, "backward" if self.backward_ran else "forward", False)
         self.release()

@@ -15,6 +15,7 @@ from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.export.view import View
+from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.records import CallPosition, display_path
 
 Phase = Literal["forward", "backward"]
@@ -99,20 +100,12 @@ class PassMemory:
         return self.peak_bytes - self.baseline_bytes
 
 
-MEMORY_COLUMNS = ("saved_bytes", "self_saved_bytes", "train_max_live_bytes",
-                  "backward_max_live_bytes", "max_live_bytes", "self_saved_param_bytes")
-"""The per-call columns of a memory report, in the order its records hold them (the
-listeners' names; the training forward's ``max_live_bytes`` is ``train_max_live_bytes``): the
-training pass's before the inference pass's ``max_live_bytes``, so that a view that must hide
-a column to fit hides the parameters saved first, then the inference pass. Without a training
-pass, only ``max_live_bytes`` and the saved bytes (unknown)."""
-
-
 @dataclass(frozen=True, repr=False, kw_only=True)
 class MemoryReport(Profile):
     """Static and measured memory of one model on one input: a profile with one record per
-    call of the inference pass, its memory columns in ``record.metrics``
-    (:data:`MEMORY_COLUMNS`), and the passes' evidence: the peaks
+    call of the inference pass, its memory columns in ``record.metrics`` (those the two
+    listeners declare: ``SavedTensorsListener.columns``, ``LiveBytesListener.columns``), and
+    the passes' evidence: the peaks
     and the calls that set them. Counts are not measured here (``merge`` it into a counted
     profile to see both)."""
 
@@ -216,10 +209,12 @@ class MemoryReport(Profile):
              **options: Any) -> View:
         """:meth:`Profile.tree` (by default with the memory columns measured: saved bytes and
         the live maxima, training first), the evidence (:meth:`notes`) under it."""
-        if columns is None:
+        if columns is None:  # the activation columns measured, in the records' order
             measured = {name for r in self.records for name, v in r.metrics.items()
                         if v is not None}
-            columns = [name for name in MEMORY_COLUMNS[:5] if name in measured]
+            order = self.records[0].metrics if self.records else {}
+            columns = [name for name in order if name in measured
+                       and name != SavedTensorsListener.param_column.name]
         view = super().tree(columns, width=width, **options)
         return dataclasses.replace(view, notes=(*self.notes(), *view.notes))
 

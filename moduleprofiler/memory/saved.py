@@ -53,6 +53,12 @@ class SavedTensorsListener(Listener):
             outermost module call).
     """
 
+    param_column = register_column(
+        "self_saved_param_bytes", "bytes", "self saved param", aggregation="sum", unit="bytes",
+        needs=MEMORY_NEEDS, description="parameter bytes saved for backward by the call's own "
+        "operators (not activations: they are the weights)")
+    """The column of the parameters saved: weights, which exist anyway, so the views of
+    activation memory (a memory report's default tree) leave it out."""
     columns = (
         register_column("saved_bytes", "bytes", "saved", aggregation="inclusive",
                         unit="bytes", needs=MEMORY_NEEDS, description="activation bytes "
@@ -60,10 +66,7 @@ class SavedTensorsListener(Listener):
         register_column("self_saved_bytes", "bytes", "self saved", aggregation="sum",
                         unit="bytes", needs=MEMORY_NEEDS, description="activation bytes "
                         "saved for backward by the call's own operators"),
-        register_column("self_saved_param_bytes", "bytes", "self saved param",
-                        aggregation="sum", unit="bytes", needs=MEMORY_NEEDS,
-                        description="parameter bytes saved for backward by the call's own "
-                        "operators (not activations: they are the weights)"),
+        param_column,
     )
 
     def __init__(self, inputs: Any = None) -> None:

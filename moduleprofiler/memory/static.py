@@ -17,6 +17,7 @@ from moduleprofiler.records import display_path
 from moduleprofiler.shapes import dtype_name
 from moduleprofiler.storage import own_nbytes
 from moduleprofiler.tensors import bytes_by_dtype, distinct, numel
+from moduleprofiler.validate import check_module
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def parameter_memory(module: nn.Module) -> pd.DataFrame:
         >>> parameter_memory(nn.Linear(3, 2)).loc[0, "param_bytes"]  # (3 * 2 + 2) * 4
         32
     """
-    stats = module_bytes(module)
+    stats = module_bytes(check_module(module))
     types = {path: type(m).__name__ for path, m in module.named_modules()}
     param_dtypes = sorted({d for s in stats.values() for d in s.param_bytes_by_dtype})
     buffer_dtypes = sorted({d for s in stats.values() for d in s.buffer_bytes_by_dtype})

@@ -16,6 +16,7 @@ where the host cannot keep ahead of nothing: the median over rounds of the time 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import gc
 import platform
@@ -29,8 +30,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from moduleprofiler.efficiency.peaks import matching_devices
+from moduleprofiler.devices import (
+    cuda_available,
+    default_device,
+    device_context,
+    empty_cache,
+    properties,
+    synchronize,
+)
+from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
+from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
 
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -347,14 +357,12 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> Ho
     try:
         for _ in range(rounds):
             for name, bench in benches.items():  # interleaved: drift spreads over all
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
+                synchronize(device)
                 start = time.perf_counter()
                 for _ in range(calls):
                     bench()
                 samples[name].append((time.perf_counter() - start) / calls * 1e6)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            synchronize(device)
     finally:
         if enabled:
             gc.enable()
@@ -390,24 +398,24 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
 
     Returns:
         A :class:`~moduleprofiler.prediction.Calibration`; ``save()`` it and pass it (or its
-        path) to ``predict(device=...)``.
+        path) to ``predict(device=...)``. Its ``held_out`` residuals (each shape predicted
+        from the others) give every prediction from it its error band.
 
     Raises:
         RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
         ValueError: an unknown dtype.
     """
-    if not torch.cuda.is_available():
+    if not cuda_available():
         raise RuntimeError("calibrate() measures a CUDA device, and CUDA is not available")
-    cuda = torch.device("cuda", torch.cuda.current_device()) if device is None \
-        else torch.device(device)
+    cuda = default_device() if device is None else torch.device(device)
     if cuda.type != "cuda":
         raise ValueError(f"device must be a CUDA device, got {cuda}")
     unknown = [d for d in dtypes if d not in _TORCH_DTYPE]
     if unknown:
         raise ValueError(f"dtypes: unknown {unknown}; use {', '.join(_TORCH_DTYPE)}")
-    props = torch.cuda.get_device_properties(cuda)
+    props = properties(cuda)
     tables: dict[str, dict[str, list[list[float]]]] = {}
-    with torch.cuda.device(cuda), _tf32(True):
+    with device_context(cuda), _tf32(True):
         for name in dtypes:
             dtype = _TORCH_DTYPE[name]
             table = tables.setdefault(name, {})
@@ -444,12 +452,18 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         host = measure_host(cuda)
     # the table's name when CUDA's says the card; else CUDA's, never a guess among cards
     table_names = matching_devices(props.name)
-    return Calibration(
+    calibration = Calibration(
         name=table_names[0] if len(table_names) == 1 else props.name, device_name=props.name,
         sms=props.multi_processor_count, torch_version=torch.__version__,
         created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick)
+    if len(table_names) != 1:  # no datasheet peaks for the roofline ratios: no band
+        return dataclasses.replace(calibration, notes=(
+            f"{props.name} has no datasheet peaks: no held-out residuals, so predictions "
+            "from this calibration carry no error band",))
+    return dataclasses.replace(calibration, held_out=held_out_residuals(
+        calibration, device_peaks(table_names[0])))
 
 
 def _free() -> None:
     gc.collect()
-    torch.cuda.empty_cache()
+    empty_cache()

@@ -47,6 +47,12 @@ class Calibration:
     host: HostCosts | None = None
     quick: bool = False
     notes: tuple[str, ...] = field(default=())
+    held_out: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """How far the model is from this device's own measurements, by dtype and table:
+    ``[p10, p50, p90, rows]`` of measured over predicted time of each row predicted from the
+    table's other rows (:func:`~moduleprofiler.prediction.residuals.held_out_residuals`); the
+    error band of every prediction from this calibration. Empty in a calibration made before
+    it was kept."""
 
     def to_json(self) -> str:
         """The calibration as JSON text."""

@@ -169,12 +169,41 @@ class DeviceModel:
         # plain fp32 on a TF32-measured row: its achieved fraction of the peak, on the FP32 peak
         roof = self.roof_us(self.peaks, work.dtype, work.flops, work.moved_bytes,
                             self.tf32(work.table))
-        query = np.array(work.features, dtype=np.float64)
-        distance = np.sqrt(((table.features - query) ** 2).sum(axis=1))
-        nearest = np.argsort(distance)[:NEIGHBOURS]
-        weights = 1.0 / (distance[nearest] ** 2 + 1e-3)
-        floor = table.floor_us
-        scaled = table.us[nearest] * (roof + floor) / (table.roof_us[nearest] + floor)
-        predicted = float(np.exp((weights * np.log(scaled)).sum() / weights.sum()))
+        predicted = interpolate(table, np.array(work.features, dtype=np.float64), roof)
         self._cache[key] = predicted
         return predicted
+
+    def error_band(self, work: OpWork) -> tuple[float, float] | None:
+        """The factors by which the truth of ``work``'s predicted time is expected to lie
+        (the 10th and 90th percentiles of measured over predicted time of its table's shapes
+        held out of the calibration, :attr:`Calibration.held_out`); ``(1, 1)`` for an
+        operator that launches nothing; ``None`` when the calibration holds no residuals for
+        its table."""
+        if work.table is None:
+            return 1.0, 1.0
+        held_out = self.calibration.held_out
+        source = held_out.get(work.dtype) or held_out.get(
+            "bf16" if work.dtype == "fp16" else "fp32") or {}
+        row = source.get(work.table) or source.get(_FALLBACK.get(work.table, ""))
+        return (row[0], row[2]) if row else None
+
+    def table(self, table: str, dtype: str) -> _Table | None:
+        """The measured rows of ``table`` in ``dtype`` with their features and roofline
+        times (``None``: the calibration has none)."""
+        return self._table(table, dtype)
+
+
+def interpolate(table: _Table, query: NDArray[np.float64], roof: float,
+                exclude: int | None = None) -> float:
+    """The time of an operator at ``query`` (features) with roofline time ``roof``: the
+    weighted geometric mean over the nearest rows of ``table`` of their times scaled by the
+    ratio of roofline times (the module docstring); ``exclude``: a row left out (to predict
+    it from the others)."""
+    distance = np.sqrt(((table.features - query) ** 2).sum(axis=1))
+    if exclude is not None:
+        distance[exclude] = np.inf
+    nearest = np.argsort(distance)[:NEIGHBOURS]
+    weights = 1.0 / (distance[nearest] ** 2 + 1e-3)
+    floor = table.floor_us
+    scaled = table.us[nearest] * (roof + floor) / (table.roof_us[nearest] + floor)
+    return float(np.exp((weights * np.log(scaled)).sum() / weights.sum()))

@@ -48,6 +48,11 @@ def check_operand_dtypes(name: str, args: tuple[Any, ...], call: Call | None) ->
         None if call is None else call.path, dtypes)
 
 
+def _plus(total: float | None, value: float | None) -> float | None:
+    """``total + value``, unknown (``None``) once either is."""
+    return None if total is None or value is None else total + value
+
+
 class PredictionListener(Listener):
     """Predicts each operator as it runs (on the meta device: nothing is computed) and writes
     per call ``self_predicted_device_ms`` / ``self_predicted_host_ms`` (and the
@@ -65,6 +70,11 @@ class PredictionListener(Listener):
         """Operators no calibration table times, with their call counts."""
         self.fp32_tables: set[str] = set()
         """The calibration tables fp32 operators of the pass used (TF32 or not: the notes)."""
+        self.band_us: dict[str, list[float | None]] = {phase: [0.0, 0.0] for phase in _PHASES}
+        """Per phase, the pass's device time at the low and the high end of its operators'
+        error bands (``None``: an operator has no band)."""
+        self.no_band: set[str] = set()
+        """Tables whose operators ran without held-out residuals to give a band."""
         self._own: dict[tuple[str, int], list[float | None]] = {}
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -93,22 +103,34 @@ class PredictionListener(Listener):
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
         host_us = self.host.op_us(work) if self.host is not None else 0.0
         self.steps[phase].append(Step(host_us, device_us or 0.0, work.syncs))
-        self._book(phase, call, host_us, device_us)
+        band = self.device.error_band(work)
+        if band is None and work.table is not None:
+            self.no_band.add(work.table)
+        low, high = (None, None) if band is None or device_us is None else \
+            (device_us * band[0], device_us * band[1])
+        totals = self.band_us[phase]
+        totals[0] = _plus(totals[0], low)
+        totals[1] = _plus(totals[1], high)
+        self._book(phase, call, host_us, device_us, low, high)
 
-    def _book(self, phase: str, call: Call | None, host_us: float,
-              device_us: float | None) -> None:
+    def _book(self, phase: str, call: Call | None, host_us: float, device_us: float | None,
+              low_us: float | None = 0.0, high_us: float | None = 0.0) -> None:
         if call is None:
             return
-        own = self._own.setdefault((phase, call.index), [0.0, 0.0])
-        own[0] = None if own[0] is None or device_us is None else own[0] + device_us
+        own = self._own.setdefault((phase, call.index), [0.0, 0.0, 0.0, 0.0])
+        own[0] = _plus(own[0], device_us)
         own[1] = (own[1] or 0.0) + host_us
+        own[2] = _plus(own[2], low_us)
+        own[3] = _plus(own[3], high_us)
 
     def finish(self, runner: PassRunner) -> None:
         for call in runner.calls:
             for phase in _PHASES if any(self.steps["backward_"]) else ("",):
-                device_us, host_us = self._own.get((phase, call.index), [0.0, 0.0])
-                call.values[f"self_predicted_{phase}device_ms"] = \
-                    None if device_us is None else device_us / 1e3
+                device_us, host_us, low_us, high_us = self._own.get(
+                    (phase, call.index), [0.0, 0.0, 0.0, 0.0])
+                for suffix, value in (("", device_us), ("_low", low_us), ("_high", high_us)):
+                    call.values[f"self_predicted_{phase}device_ms{suffix}"] = \
+                        None if value is None else value / 1e3
                 if self.host is not None:
                     call.values[f"self_predicted_{phase}host_ms"] = (host_us or 0.0) / 1e3
         self._own.clear()

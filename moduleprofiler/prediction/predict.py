@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 import moduleprofiler.prediction.columns  # noqa: F401  (registers the columns)
+from moduleprofiler.devices import cuda_available, default_device
 from moduleprofiler.efficiency.peaks import (
     DEVICE_PEAKS,
     DevicePeaks,
@@ -54,6 +55,12 @@ class PredictedProfile(Profile):
     ``predicted_device_ms``, a lower bound on it)."""
     predicted_device_ms: float | None = None
     """The device's busy time in the pass."""
+    predicted_device_ms_low: float | None = None
+    """The device's busy time at the low end of the expected error: each operator's time
+    times the 10th percentile of measured over predicted time of its calibration table's
+    held-out shapes (``None``: the calibration holds no residuals for a table the pass used)."""
+    predicted_device_ms_high: float | None = None
+    """The same at the high end (the 90th percentile)."""
     predicted_host_ms: float | None = None
     """The host's time to issue the pass (``None`` with ``host=None``)."""
     predicted_for: str = ""
@@ -164,8 +171,8 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
                              "host='this'")
         return HostModel(reference, source=reference.cpu), []
     if host == "this":
-        if torch.cuda.is_available():
-            costs = measure_host(torch.device("cuda"))
+        if cuda_available():
+            costs = measure_host(default_device())
             return HostModel(costs, source=f"{costs.cpu} (measured here)"), []
         if reference is None:
             raise ValueError("host='this' without CUDA scales a calibration's host costs, "
@@ -236,6 +243,13 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      + ", ".join(f"{name} ({count}x)" for name, count in
                                  sorted(listener.unknown.items()))
                      + ": their device time is unknown and the totals are lower bounds")
+    if listener.no_band:
+        notes.append("the calibration holds no held-out residuals for "
+                     + ", ".join(sorted(listener.no_band))
+                     + ": no expected error band (predicted_device_ms_low / _high unknown)")
+    low, high = (None if any(band[i] is None for band in listener.band_us.values())
+                 else sum(band[i] or 0.0 for band in listener.band_us.values()) / 1e3
+                 for i in (0, 1))
     target = device.peaks.name + (f", host {host.source}" if host is not None else "")
     fields = {f.name: getattr(profile, f.name) for f in dataclasses.fields(profile)
               if f.init}
@@ -244,5 +258,6 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
         # without a host the chain's end is the device's alone: not a latency
         predicted_latency_ms=result.latency_us / 1e3 if host is not None else None,
         predicted_device_ms=result.device_us / 1e3,
+        predicted_device_ms_low=low, predicted_device_ms_high=high,
         predicted_host_ms=result.host_us / 1e3 if host is not None else None,
         predicted_for=target, prediction_notes=tuple(notes))

@@ -8,7 +8,6 @@ activations, first layers, reused and identity modules all work.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,14 +25,11 @@ from moduleprofiler.export.names import module_name
 from moduleprofiler.loss import default_loss
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import (
-    issue_warnings,
-    synchronize,
-)
+from moduleprofiler.timing.clock import issue_warnings
+from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_results import DeviceTimes
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration
-from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import TimingOptions
 from moduleprofiler.timing.ranges import RangeListener
@@ -49,7 +45,7 @@ from moduleprofiler.timing.results import (
 )
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 
 BackwardMethod = Literal["auto", "nodes"]
 """Backward attribution: ``"nodes"`` (each autograd node to the forward call that created it,
@@ -173,7 +169,7 @@ class TrainingTiming(TimedModules):
         """Median over steps of (sum of the modules' backward self times plus the loss's
         nodes) / that step's backward phase; the rest is autograd engine time between nodes
         and, on CUDA, the clock's prime before the first backward node
-        (:attr:`~moduleprofiler.timing.clock.CudaStamps.prime_us`). Per-step ratios keep a
+        (:attr:`~moduleprofiler.timing.clocks.stamps.CudaStamps.prime_us`). Per-step ratios keep a
         preemption inside the phase from skewing the figure."""
         phase = self.hooked_phases_ms.get("backward_hooks", {}).get("backward")
         if phase is None or phase.size == 0 or self.backward_samples.iterations != phase.size:
@@ -319,19 +315,28 @@ class StepRows:
         if names[0] in marks and names[-1] in marks:
             phases.setdefault("step", []).append((marks[names[-1]] - marks[names[0]]) / 1e6)
 
-    def build(self, *, environment: dict[str, Any], **evidence: Any) -> TrainingTiming:
-        """The :class:`TrainingTiming` of the stored steps, with ``environment`` (the step
-        kinds added) and the ``evidence`` of its run (the other fields: ``method``,
-        ``calibration``, ``device``...)."""
+    def build(self, readings: Callable[[ModelLayout, PhaseSamples, PhaseSamples], Readings],
+              *, environment: dict[str, Any], **evidence: Any) -> TrainingTiming:
+        """The :class:`TrainingTiming` of the stored steps, with the samples the clock's
+        ``readings`` make of their times, ``environment`` (the step kinds added) and the
+        ``evidence`` of its run (the other fields: ``method``, ``calibration``, ``device``...)."""
         width = len(self.layout.paths)
         arrays = {kind: {k: np.asarray(v) for k, v in phases.items()}
                   for kind, phases in self.phases.items()}
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
             iter(arrays.values()), {})
+        read = readings(
+            self.layout, PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
+            PhaseSamples.collect("backward", self.bwd, width, backward=True))
+        assert read.backward is not None
         return timed_profile(TrainingTiming(
             layout=self.layout,
-            forward=PhaseSamples.collect("forward", self.fwd or self.fwd_fallback, width),
-            backward_samples=PhaseSamples.collect("backward", self.bwd, width, backward=True),
+            forward=read.forward,
+            backward_samples=read.backward,
+            host_forward=read.host_forward,
+            host_backward=read.host_backward,
+            device_times=read.device_times,
+            clock=read.clock,
             phases_ms=plain,
             hooked_phases_ms={k: v for k, v in arrays.items() if k != "plain"},
             unattributed_ms=np.asarray([t.bwd_unattributed for t in self.bwd]) / 1e6,
@@ -378,7 +383,7 @@ def train_step_times(
     confidence: float = 0.95,
     progress: bool | None = None,
     ranges: bool = False,
-    clock: ClockName = "auto",
+    clock: ClockName | Clock = "auto",
     options: TimingOptions | None = None,
 ) -> TrainingTiming:
     """Time forward and backward of every module over training steps.
@@ -427,18 +432,16 @@ def train_step_times(
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
     opts = TimingOptions.of_call(train_step_times, locals(), options)
     plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept,
                              backward=True)
-    module, resolved, invoke, clocks = timed.module, timed.device, timed.invoke, timed.clocks
-    kernels = clocks.kernels is not None
-    outer = [RangeListener()] if ranges else []
-    listeners = {"forward_hooks": ClockListener.on(module, clocks.stamps, outer=outer),
-                 "backward_hooks": ClockListener.on(module, clocks.stamps, backward=True,
-                                                    outer=outer)}
+    module, resolved, invoke, chosen = timed.module, timed.device, timed.invoke, timed.clock
+    listeners = {"forward_hooks": ClockListener(chosen.stamps),
+                 "backward_hooks": ClockListener(chosen.stamps, backward=True)}
+    timed.runner(list(listeners.values()), [RangeListener()] if ranges else ())
     rows = StepRows(ModelLayout.of(module))
     params = [p for p in module.parameters() if p.requires_grad]
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
@@ -452,8 +455,7 @@ def train_step_times(
 
     def step(stamp: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
         def mark(name: str) -> None:
-            if kernels:  # host stamps: a phase ends when the device has done its work
-                synchronize(resolved)
+            chosen.settle()
             stamp(name)
 
         if optimizer is not None:
@@ -482,25 +484,10 @@ def train_step_times(
         for raw in kind_raws:
             rows.add(kind, listeners[kind].resolve(raw), names)
     issue_warnings(run.notes)
-    timing = rows.build(
-        method=method_name, separate_passes=True, calibration=clocks.calibration,
-        device=str(resolved), clock=clocks.stamps.kind, dropped=run.dropped,
+    return rows.build(
+        chosen.readings, method=method_name, separate_passes=True,
+        calibration=chosen.calibration, device=str(resolved), dropped=run.dropped,
         confidence=opts.confidence, environment=run.environment,
         warnings=(*timed.notes, *run.notes), stop_reason=run.stop_reason,
         elapsed_s=run.elapsed_s, budget=run.budget,
     )
-    return with_device_times(timing, clocks.traced, clocks.outside_ns) if kernels else timing
-
-
-def with_device_times(timing: TrainingTiming, traced: list[DeviceIteration],
-                      outside_ns: float) -> TrainingTiming:
-    """``timing`` (host times from the CPU clock) with the kernel clock's traced steps: the
-    device times become its forward and backward samples, the host times stay beside them."""
-    if not traced:
-        return timing
-    device_times = DeviceTimes.collect(traced, timing.layout, True, outside_ns, None)
-    assert device_times.backward is not None
-    return timed_profile(dataclasses.replace(
-        timing, forward=device_times.samples, backward_samples=device_times.backward,
-        host_forward=timing.forward, host_backward=timing.backward_samples,
-        device_times=device_times, clock="cuda-kernels", _by_path={}))

@@ -1,6 +1,6 @@
 """Booking the device's own activity records to the ranges that launched them.
 
-The kernel clock (:mod:`.kernel_clock`) names every module call, and the backward work of
+The kernel clock (:mod:`.clocks.kernels`) names every module call, and the backward work of
 every call, with a range on the host thread that runs it. The device's records (kernels,
 memory copies and sets) carry a correlation id; the host-side launch with the same id (a
 ``cudaLaunchKernel``, ``cudaMemcpyAsync``... on some thread, at some time) is inside the

@@ -11,12 +11,29 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from moduleprofiler.timing.kernel_clock import DeviceIteration
+from moduleprofiler.timing.iteration import IterationTimes
 from moduleprofiler.timing.results import ModelLayout, PhaseSamples
 
 DEVICE_BOUND_BUSY = 0.8
 """A model whose device is busy at least this share of the hook-free forward is device-bound:
 the host keeps ahead, and faster kernels would make it faster."""
+
+
+@dataclass
+class DeviceIteration:
+    """One traced iteration: device times (ns) per call and module, launches and busy time."""
+
+    times: IterationTimes
+    """Forward (and backward) device time, own and inclusive, as for any clock."""
+    call_launches: NDArray[np.int64]
+    """Device activities (kernels, copies, sets) each call launched in its forward, with its
+    children's."""
+    call_busy_ns: NDArray[np.float64]
+    """Time the device ran at least one of the call's forward activities (children's too)."""
+    call_span_ns: NDArray[np.float64]
+    """From the start of the call's first forward activity to the end of its last."""
+    total_ns: float
+    """Device time booked to the iteration's calls, forward and backward."""
 
 
 @dataclass(frozen=True)

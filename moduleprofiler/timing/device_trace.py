@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import torch
 
+from moduleprofiler.devices import synchronize
 from moduleprofiler.timing.booking import Activity, ActivityKind, Launch, Range
 
 RANGE_PREFIX = "moduleprofiler:"
@@ -156,7 +157,7 @@ def device_trace(device: torch.device) -> Iterator[TraceRecords]:
     try:
         yield records
     finally:
-        torch.cuda.synchronize(device)
+        synchronize(device)
         with _one_cycle():
             session.__exit__(None, None, None)
     filled = records_of(session.profiler.kineto_results.events())  # type: ignore[union-attr]

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.devices import clock_rate_mhz, cuda_available, device_names, properties
+
 _ALLOCATOR_VARS = ("LD_PRELOAD", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_",
                    "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES",
                    "PYTORCH_CUDA_ALLOC_CONF")
@@ -41,8 +43,8 @@ def get_hardware_specs() -> dict[str, Any]:
     """
     memory = _total_memory_mb()
     gpu: str | list[str] = "unavailable"
-    if torch.cuda.is_available():
-        gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    if cuda_available():
+        gpu = device_names()
     return {
         "host_name": socket.gethostname(),
         "os": platform.system(),
@@ -92,8 +94,7 @@ def capture_environment(device: torch.device) -> dict[str, Any]:
         "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
     }
     if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        props = torch.cuda.get_device_properties(index)
+        props = properties(device)
         env.update(
             device_name=props.name,
             cuda_version=torch.version.cuda,
@@ -103,7 +104,7 @@ def capture_environment(device: torch.device) -> dict[str, Any]:
             multi_processor_count=props.multi_processor_count,
         )
         with contextlib.suppress(Exception):  # needs pynvml
-            env["gpu_clock_mhz"] = torch.cuda.clock_rate(index)
+            env["gpu_clock_mhz"] = clock_rate_mhz(device)
     else:
         env["device_name"] = platform.processor() or platform.machine()
     return env

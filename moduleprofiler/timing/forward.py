@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,13 +25,10 @@ from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.export.names import module_name
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.booking import busy_ns
-from moduleprofiler.timing.clock import (
-    issue_warnings,
-    synchronize,
-)
-from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
-from moduleprofiler.timing.device_trace import ClockName, device_trace
+from moduleprofiler.timing.clock import issue_warnings
+from moduleprofiler.timing.clocks.protocol import Clock
+from moduleprofiler.timing.device_results import DeviceTimes
+from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import TimingOptions
@@ -47,7 +45,7 @@ from moduleprofiler.timing.results import (
 )
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 from moduleprofiler.warn import warn
 
 
@@ -226,7 +224,7 @@ def time_modules(
     confidence: float = 0.95,
     progress: bool | None = None,
     ranges: bool = False,
-    clock: ClockName = "auto",
+    clock: ClockName | Clock = "auto",
     options: TimingOptions | None = None,
 ) -> ModuleTiming:
     """Time every module's forward, in situ, with hooks.
@@ -280,7 +278,8 @@ def time_modules(
         clock: ``"auto"`` (kernels on CUDA where the kernel records can be had, else CUDA
             events with a :class:`TimingWarning`; wall time on the CPU), ``"kernels"``,
             ``"events"`` (CUDA events at the hooks, as before 0.2: right only while the GPU
-            has queued work) or ``"cpu"``.
+            has queued work), ``"cpu"``, or a clock object
+            (:class:`~moduleprofiler.timing.clocks.protocol.Clock`).
         options: the timing keywords (``num_iters`` ... ``progress``) as one
             :class:`~moduleprofiler.timing.TimingOptions`; a keyword given as well (not at
             its default) wins.
@@ -295,11 +294,11 @@ def time_modules(
             failed.
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, eval=eval)
     opts = TimingOptions.of_call(time_modules, locals(), options)
     plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept)
-    module, resolved, invoke, clocks = timed.module, timed.device, timed.invoke, timed.clocks
+    module, resolved, invoke, chosen = timed.module, timed.device, timed.invoke, timed.clock
     notes = timed.notes
     changed = fast_path_changes(module, eval, grad_enabled=False)
     if changed:
@@ -309,61 +308,44 @@ def time_modules(
         )
         notes.append(message)
         warn(message, CodePathWarning)
-    kernels = clocks.kernels is not None
-    listener = ClockListener.on(module, clocks.stamps, outer=[RangeListener(backward=False)]
-                                if ranges else ())
+    listener = ClockListener(chosen.stamps)
+    timed.runner([listener], [RangeListener(backward=False)] if ranges else ())
     layout = ModelLayout.of(module)
     raws: list[RawIteration] = []
     plain: list[dict[str, float]] = []  # hook-free iterations' marks (ns)
-    hook_free: list[HookFreeTrace] = []
 
     def step(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
         mark("start")
         run(invoke)
         mark("issued")
-        if kernels:  # host stamps: the iteration ends when the device is done
-            synchronize(resolved)
+        chosen.settle()
         mark("end")
-
-    def trace_hook_free() -> None:
-        if kernels and plain:
-            with device_trace(resolved) as records:
-                invoke()
-            hook_free.append(HookFreeTrace(
-                host_ms=float(np.median([m["issued"] - m["start"] for m in plain])) / 1e6,
-                device_ms=busy_ns(records.activities) / 1e6,
-                launches=len(records.activities),
-                latency_ms=float(np.median([m["end"] - m["start"] for m in plain])) / 1e6))
 
     run = timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
                         opts, bar, [preserved_state(module, eval=eval), torch.no_grad()],
-                        finish=trace_hook_free)
+                        finish=partial(chosen.finish, invoke, plain))
     resolved_iterations = [listener.resolve(raw) for raw in raws]
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6
     plain_ms = np.asarray([m["end"] - m["start"] for m in plain]) / 1e6
-    raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, resolved, kernels)]
+    raised = [*run.notes, *_overhead_warnings(hooked_ms, plain_ms, chosen.overhead_caveat)]
     issue_warnings(raised)
-    notes.extend(raised)
-    notes.extend(trace.sentence() for trace in hook_free)
-    host_samples = PhaseSamples.collect("forward", resolved_iterations, len(layout.paths))
-    device_times = (DeviceTimes.collect(clocks.traced, layout, False, clocks.outside_ns,
-                                        hook_free[0] if hook_free else None)
-                    if kernels else None)
+    readings = chosen.readings(layout, PhaseSamples.collect("forward", resolved_iterations,
+                                                            len(layout.paths)))
     return timed_profile(ModuleTiming(
         layout=layout,
-        forward=device_times.samples if device_times is not None else host_samples,
+        forward=readings.forward,
         hooked_ms=hooked_ms,
         unhooked_ms=plain_ms,
-        calibration=clocks.calibration,
+        calibration=chosen.calibration,
         device=str(resolved),
-        clock=clocks.kind,
+        clock=readings.clock,
         dropped=run.dropped,
         confidence=opts.confidence,
         environment=run.environment,
-        warnings=tuple(notes),
-        host=host_samples if kernels else None,
-        device_times=device_times,
+        warnings=(*notes, *raised, *readings.notes),
+        host=readings.host_forward,
+        device_times=readings.device_times,
         stop_reason=run.stop_reason,
         elapsed_s=run.elapsed_s,
         budget=run.budget,
@@ -371,15 +353,11 @@ def time_modules(
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],
-                       device: torch.device, kernels: bool = False) -> list[str]:
-    """The note when the hooks slow the whole model down more than 5 % (noisy hook-free
-    times are the loop's noise note)."""
+                       caveat: str) -> list[str]:
+    """The note when the hooks slow the whole model down more than 5 %, with the clock's
+    ``caveat`` (noisy hook-free times are the loop's noise note)."""
     ratio = (float(np.median(hooked_ms) / np.median(plain_ms)) if hooked_ms.size
              and plain_ms.size else math.nan)
     if not ratio > 1.05:
         return []
-    return [f"hooks slow the whole model down {ratio:.3f}x (> 1.05): " + (
-        "host times include the hooks' share; device times do not" if kernels else
-        "launch-bound with hooks, so GPU-timeline times include launch gaps; a larger batch "
-        "helps" if device.type == "cuda" else
-        "small modules' times include the hooks' share; see low_confidence")]
+    return [f"hooks slow the whole model down {ratio:.3f}x (> 1.05): {caveat}"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,14 +27,16 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
-from moduleprofiler.timing.clock import first_batch_size, issue_warnings, new_event, resolve_device
+from moduleprofiler.timing.clock import first_batch_size, issue_warnings
+from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
-from moduleprofiler.validate import check_module
+from moduleprofiler.validate import check_pass
 
 
 class _Statistic:
@@ -145,29 +146,24 @@ class LatencyResult:
 
 
 class _IterationTimer:
-    """Times ``calls`` calls of ``invoke`` per sample on ``device``; returns ns per call."""
+    """Times ``calls`` calls of ``invoke`` per sample on ``device``'s stamp source (the one
+    the hooked passes stamp); returns ns per call."""
 
     def __init__(self, device: torch.device, invoke: Callable[[], Any], calls: int) -> None:
         self.invoke = invoke
         self.calls = calls
-        self.device = device
-        if device.type == "cuda":
-            self.start = new_event()
-            self.end = new_event()
+        self.stamps = make_stamps(device)
 
     def __call__(self) -> float:
-        invoke = self.invoke
-        if self.device.type == "cuda":
-            self.start.record()
-            for _ in range(self.calls):
-                invoke()
-            self.end.record()
-            torch.cuda.synchronize(self.device)
-            return float(self.start.elapsed_time(self.end)) * 1e6 / self.calls
-        begin = time.perf_counter_ns()
+        invoke, stamps = self.invoke, self.stamps
+        # a sample starts when the host starts the call: a latency includes the launch, so
+        # the stream is not primed
+        stamps.reset(prime=False)
+        first = stamps.stamp()
         for _ in range(self.calls):
             invoke()
-        return (time.perf_counter_ns() - begin) / self.calls
+        start, end = stamps.resolve([first, stamps.stamp()])
+        return float(end - start) / self.calls
 
 
 def benchmark(
@@ -226,7 +222,7 @@ def benchmark(
     Returns:
         :class:`LatencyResult`.
     """
-    check_module(module)
+    check_pass(module, pred_fn=pred_fn, eval=eval)
     opts = TimingOptions.of_call(benchmark, locals(), options)
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     if calls_per_sample < 1:

@@ -36,7 +36,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.runner import Call, Listener, PassRunner
-from moduleprofiler.timing.clock import StampSource
+from moduleprofiler.timing.clocks.stamps import StampSource
 from moduleprofiler.timing.graph import call_graph
 from moduleprofiler.timing.iteration import (
     END,
@@ -88,6 +88,7 @@ class ClockListener(Listener):
         self.stamp: Callable[[], int] = stamps.stamp
         self.wants_nodes = backward
         self.runner: PassRunner | None = None
+        self._only: list[Listener] = [self]
         self.module_index: dict[int, int] = {}
         """``id(module)`` -> position in ``named_modules()`` (the runner's module order)."""
         self._start: list[int] = []
@@ -109,19 +110,21 @@ class ClockListener(Listener):
         """A clock on a runner of its own over ``root`` (hooks not installed yet), inside the
         ``outer`` listeners (their work at a call's start and end stays outside its stamps)."""
         clock = cls(stamps, backward)
-        clock.attach(PassRunner(root, [*outer, clock]))
+        clock.attach(PassRunner(root, [*outer, clock]), outer)
         return clock
 
-    def attach(self, runner: PassRunner) -> None:
-        """Remember ``runner`` and its module order."""
+    def attach(self, runner: PassRunner, outer: Sequence[Listener] = ()) -> None:
+        """Remember ``runner`` and its module order; its blocks run the ``outer`` listeners
+        (of the runner's) and this one, no other."""
         self.runner = runner
         self.module_index = {id(module): i for i, module in enumerate(runner.modules)}
+        self._only = [*outer, self]
 
     # -- the runner's events (hot path) ----------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         """The hooks are installed: start an iteration."""
         if runner is not self.runner:
-            self.attach(runner)
+            self.attach(runner, [lst for lst in runner.active if lst is not self])
         self.begin(reset_runner=False)
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -154,7 +157,7 @@ class ClockListener(Listener):
         """Keep the runner's hooks installed for the block (any number of iterations)."""
         assert self.runner is not None, "ClockListener.on(...) or attach() first"
         try:
-            with self.runner.installed():
+            with self.runner.installed(only=self._only):
                 yield self
         finally:
             self._open = False

@@ -22,7 +22,9 @@ profiled step ends with one device synchronisation (to read its events).
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from functools import partial
 from types import TracebackType
 from typing import Any
 
@@ -31,21 +33,21 @@ import torch
 from torch import nn
 
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.timing.backward import (
-    BackwardMethod,
-    StepRows,
-    TrainingTiming,
-    check_method,
-    with_device_times,
-)
-from moduleprofiler.timing.clock import TimingWarning, issue_warnings, resolve_device
+from moduleprofiler.devices import resolve_device
+from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.backward import BackwardMethod, StepRows, TrainingTiming, check_method
+from moduleprofiler.timing.clock import TimingWarning, issue_warnings
+from moduleprofiler.timing.clocks.choice import make_clock
+from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
-from moduleprofiler.timing.kernel_clock import KernelClock, TracedBlock
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.results import ModelLayout
-from moduleprofiler.timing.setup import HookedClocks
 from moduleprofiler.warn import warn
+
+Session = Callable[[], AbstractContextManager[Callable[[], None]] | None]
+"""A clock's own kind of step (:meth:`~.clocks.protocol.Clock.session`), opened when its
+steps begin."""
 
 
 class TrainingProfiler:
@@ -70,7 +72,7 @@ class TrainingProfiler:
     def __init__(self, model: nn.Module, *, start_step: int = 0, stop_step: int | None = None,
                  method: BackwardMethod | None = None, alternate: bool = True,
                  device: str | torch.device | None = None, confidence: float = 0.95,
-                 clock: ClockName = "auto") -> None:
+                 clock: ClockName | Clock = "auto") -> None:
         if start_step < 0 or (stop_step is not None and stop_step <= start_step):
             raise ValueError(
                 f"need 0 <= start_step < stop_step, got start_step={start_step}, "
@@ -84,16 +86,20 @@ class TrainingProfiler:
         self.device = resolve_device(model, None, device)
         self.confidence = confidence
         self.step_index = 0
-        self._clocks = HookedClocks.choose(model, self.device, clock, backward=True)
-        if self._clocks.fallback is not None:
-            warn(self._clocks.fallback, TimingWarning)
-        self._kernels = self._clocks.kernels
-        self._block: TracedBlock | None = None
-        self._stamps = self._clocks.stamps
-        self._forward = ClockListener.on(model, self._stamps)
-        self._backward = ClockListener.on(model, self._stamps, backward=True)
+        self._clock = make_clock(self.device, clock, backward=True)
+        for note in self._clock.notes:
+            warn(note, TimingWarning)
+        self._forward = ClockListener(self._clock.stamps)
+        self._backward = ClockListener(self._clock.stamps, backward=True)
+        runner = PassRunner(model, [*self._clock.listeners(), self._forward, self._backward])
+        self._forward.attach(runner)
+        self._backward.attach(runner)
+        session = self._clock.session(runner)
+        self._session: Session | None = None if session is None else partial(
+            self._clock.session, runner)
         self._rows = StepRows(ModelLayout.of(model))
-        self._current: ClockListener | KernelClock | None = None
+        self._current: ClockListener | Session | None = None
+        self._begin: Callable[[], None] | None = None
         self._hooks: ExitStack | None = None
         self._entered = False
         self._environment: dict[str, Any] = {}
@@ -143,15 +149,13 @@ class TrainingProfiler:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
         issue_warnings([note for note in notes if note not in self._issued])
         self._issued.update(notes)
-        if self._clocks.fallback is not None:
-            notes.insert(0, self._clocks.fallback)
-        timing = self._rows.build(
-            method=self.method, separate_passes=self.alternate and bool(self._rows.fwd),
-            calibration=self._clocks.calibration, device=str(self.device),
-            clock=self._stamps.kind, dropped=0, confidence=self.confidence, environment=env,
-            warnings=tuple(notes),
+        return self._rows.build(
+            self._clock.readings, method=self.method,
+            separate_passes=self.alternate and bool(self._rows.fwd),
+            calibration=self._clock.calibration, device=str(self.device), dropped=0,
+            confidence=self.confidence, environment=env,
+            warnings=(*self._clock.notes, *notes),
         )
-        return with_device_times(timing, self._clocks.traced, self._clocks.outside_ns)
 
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
@@ -177,54 +181,57 @@ class TrainingProfiler:
         return self.step_index >= self.start_step and (
             self.stop_step is None or self.step_index < self.stop_step)
 
-    def _wanted(self) -> ClockListener | KernelClock | None:
+    def _wanted(self) -> ClockListener | Session | None:
         if not (self._entered and self._in_window()):
             return None
         # window steps 0, 2, 4, ...: backward hooks; 1, 3, 5, ...: forward hooks only (the
-        # first being a backward-hook step, a block without step() calls gets both); under
-        # the kernel clock every third step is traced instead
-        kinds: list[ClockListener | KernelClock] = [self._backward]
+        # first being a backward-hook step, a block without step() calls gets both); a clock
+        # with a kind of its own (the kernel clock's traced steps) takes every third step
+        kinds: list[ClockListener | Session] = [self._backward]
         if self.alternate:
             kinds.append(self._forward)
-        if self._kernels is not None:
-            kinds.append(self._kernels)
+        if self._session is not None:
+            kinds.append(self._session)
         return kinds[(self.step_index - self.start_step) % len(kinds)]
 
     def _sync_hooks(self) -> None:
         wanted = self._wanted()
         if wanted is not None and wanted is self._current:
-            wanted.begin()  # the same clock goes on: the next step starts
-            if isinstance(wanted, ClockListener):
-                wanted.mark("start")
+            self._start_step()  # the same kind goes on: the next step starts
             return
         self._uninstall()
         if wanted is not None:
             self._hooks = ExitStack()
-            self._hooks.enter_context(wanted.installed())
             self._current = wanted
-            if isinstance(wanted, KernelClock):
-                self._block = self._hooks.enter_context(wanted.traced(self.device))
-                wanted.begin()
+            if isinstance(wanted, ClockListener):
+                self._hooks.enter_context(wanted.installed())
             else:
-                wanted.begin()
-                wanted.mark("start")
+                session = wanted()
+                assert session is not None
+                self._begin = self._hooks.enter_context(session)
+            self._start_step()
+
+    def _start_step(self) -> None:
+        current = self._current
+        if isinstance(current, ClockListener):
+            current.begin()
+            current.mark("start")
+        elif self._begin is not None:
+            self._begin()
 
     def _uninstall(self) -> None:
         if self._hooks is not None:
             hooks, self._hooks = self._hooks, None
-            self._current = None
-            hooks.close()
+            self._current = self._begin = None
+            hooks.close()  # a clock's own kind keeps its steps when it closes
 
     def _flush(self, restart: bool = True) -> None:
         """Close the open step: resolve its stamps and store it (if anything ran)."""
         clock = self._current
         if clock is None:
             return
-        if isinstance(clock, KernelClock):  # the session ends: its steps are booked
+        if not isinstance(clock, ClockListener):  # the clock's own kind: its block ends
             self._uninstall()
-            block, self._block = self._block, None
-            if block is not None:
-                self._clocks.keep(block)
             if restart:
                 self._sync_hooks()
             return

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler.progress import Progress
-from moduleprofiler.timing.clock import make_stamps
+from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
 from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import Block, TimingOptions, measure

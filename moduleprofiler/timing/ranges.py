@@ -28,6 +28,7 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.utils.hooks import RemovableHandle
 
+from moduleprofiler.devices import cuda_available, range_pop, range_push
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
 from moduleprofiler.timing.graph import call_graph
@@ -104,7 +105,7 @@ class RangeListener(CallRanges):
         if nvtx is not None and not isinstance(nvtx, bool):
             raise TypeError(f"nvtx must be a bool or None, got {type(nvtx).__name__}")
         super().__init__(backward)
-        self.nvtx = torch.cuda.is_available() if nvtx is None else nvtx
+        self.nvtx = cuda_available() if nvtx is None else nvtx
         self._runner: PassRunner | None = None
 
     def start(self, runner: PassRunner) -> None:
@@ -123,10 +124,10 @@ class RangeListener(CallRanges):
 
     def _begin(self, name: str) -> Any:
         if self.nvtx:
-            torch.cuda.nvtx.range_push(name)
+            range_push(name)
         return record_function(name).__enter__()
 
     def _close(self, record: Any) -> None:
         record.__exit__(None, None, None)
         if self.nvtx:
-            torch.cuda.nvtx.range_pop()
+            range_pop()

@@ -303,7 +303,7 @@ class TimedModules(Profile):
         a grouping whose children ran is not one (one definition for every result:
         :func:`moduleprofiler.records.module_statuses`)."""
         ran = self.forward.calls.sum(axis=0) > 0
-        statuses = module_statuses(self.layout.paths,
+        statuses = module_statuses(self.layout.infos,
                                    {p for p, c in zip(self.layout.paths, ran) if c})
         return tuple(p for p, status in statuses.items() if status == UNCALLED)
 
@@ -625,9 +625,10 @@ def tree_text(layout: ModelLayout, calls_per_iter: Sequence[float],
     """The module tree with ``columns`` (any registered or name-typed columns, e.g.
     ``time_median_ms``), drawn by the export layer's text tree; ``notes`` go underneath."""
     calls = [int(c) if float(c).is_integer() else round(float(c), 2) for c in calls_per_iter]
+    statuses = module_statuses(layout.infos, {p for p, c in zip(layout.paths, calls) if c})
     frame = pd.DataFrame({"module": [module_name(p) for p in layout.paths],
                           "type": [info.type_name for info in layout.infos],
                           "depth": [info.depth for info in layout.infos], "calls": calls,
-                          **columns})
+                          "ops_source": [statuses[p] for p in layout.paths], **columns})
     return str(View(frame=frame, columns=tuple(columns), kind="tree", title=title,
                     notes=tuple(notes)))

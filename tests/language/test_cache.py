@@ -127,6 +127,6 @@ def test_the_cache_column_in_the_step_views() -> None:
     # 2 x 2 x 2 x 16 x 7 tokens x 4 bytes = 3,584
     assert step.profile.roots[0].metrics["kv_cache_bytes"] == formula(7) == 3_584
     assert step.profile.to_df("module").loc[0, "kv_cache_bytes"] == 3_584
-    assert "kv cache" in step.profile.to_text(columns=["macs", "kv_cache_bytes"], max_depth=0)
+    assert "KV cache" in step.profile.to_text(columns=["macs", "kv_cache_bytes"], max_depth=0)
     # over the whole run the model's value is its largest: the last step's
     assert result.profile.to_df("module").loc[0, "kv_cache_bytes"] == formula(7)

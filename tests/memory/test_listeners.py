@@ -136,7 +136,7 @@ def test_the_memory_listeners_declare_the_columns_they_write() -> None:
     declared = [spec.name for spec in (*SavedTensorsListener.columns,
                                        *LiveBytesListener.columns)]
     assert declared == ["saved_bytes", "self_saved_bytes", "self_saved_param_bytes",
-                        "max_live_bytes", "train_max_live_bytes", "backward_max_live_bytes"]
+                        "train_max_live_bytes", "backward_max_live_bytes", "max_live_bytes"]
     assert all(is_registered(name) for name in declared)
     assert column_spec("saved_bytes").aggregation == "inclusive"
     assert column_spec("max_live_bytes").aggregation == "max"

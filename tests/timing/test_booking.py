@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.booking import Activity, Launch, Range, book, busy_ns
 from moduleprofiler.timing.device_trace import RANGE_PREFIX, choose_clock, records_of
 
@@ -158,12 +159,13 @@ class _Twice(torch.nn.Module):
 
 def test_backward_device_time_goes_to_the_call_that_created_the_node():
     from moduleprofiler.timing.booking import Booking
-    from moduleprofiler.timing.kernel_clock import KernelClock
+    from moduleprofiler.timing.clocks.kernels import KernelRanges
 
     model = _Twice()
-    clock = KernelClock.on(model, backward=True)
+    clock = KernelRanges(backward=True)
+    runner = PassRunner(model, [clock])
     x = torch.randn(2, 3, requires_grad=True)
-    with clock.installed():
+    with runner.installed():
         clock._calls, clock._sequences = [], []
         output = clock.run(lambda: model(x))
     calls = clock._calls[0]

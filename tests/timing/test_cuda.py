@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.timing import benchmark, time_modules, train_step_times
-from moduleprofiler.timing.clock import make_stamps, resolve_device
+from moduleprofiler.timing.clocks.stamps import make_stamps
 from tests.timing.helpers import GpuSleep, gpu_event_ms
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

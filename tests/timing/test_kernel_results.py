@@ -14,10 +14,9 @@ import torch
 from torch import nn
 
 from moduleprofiler.runner import PassRunner
-from moduleprofiler.timing.device_results import DeviceTimes, HookFreeTrace
+from moduleprofiler.timing.device_results import DeviceIteration, DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.forward import ModuleTiming
 from moduleprofiler.timing.iteration import iteration_of_own
-from moduleprofiler.timing.kernel_clock import DeviceIteration
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.results import ModelLayout, PhaseSamples, timed_profile
 

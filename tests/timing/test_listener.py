@@ -8,7 +8,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.timing import ClockListener, time_modules, train_step_times
-from moduleprofiler.timing.clock import CpuStamps
+from moduleprofiler.timing.clocks.stamps import CpuStamps
 from tests.timing.helpers import Spin, no_hooks_left
 
 

@@ -15,10 +15,10 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.timing import (
     TimingOptions,
     benchmark,
-    setup,
     time_modules,
     train_step_times,
 )
+from moduleprofiler.timing.clocks import host
 from moduleprofiler.timing.loop import (
     ADAPTIVE_DROP_FIRST,
     ROUND_SHARE,
@@ -304,13 +304,13 @@ class Tick(nn.Module):
 def test_every_pass_ends_within_its_budget(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the passes with their default warm-ups; the hooks' calibration takes 0.4 s of the 1 s
     clock = FakeClock(monkeypatch)
-    calibrate = setup.calibrate_hooks
+    calibrate = host.calibrate_hooks
 
     def slow_calibration(*args: object, **kwargs: object) -> object:
         clock.now += 0.4
         return calibrate(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(setup, "calibrate_hooks", slow_calibration)
+    monkeypatch.setattr(host, "calibrate_hooks", slow_calibration)
     tick = 1 / 64
     model = Tick(clock, tick)
     pass_ = {"benchmark": benchmark, "time_modules": time_modules,

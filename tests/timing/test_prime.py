@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.timing import time_modules
-from moduleprofiler.timing.clock import CpuStamps, CudaStamps
+from moduleprofiler.timing.clocks.stamps import CpuStamps, CudaStamps
 from tests.timing.helpers import GpuSleep, gpu_event_ms
 
 

@@ -18,54 +18,49 @@ profiler cost the host.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from moduleprofiler.runner import Call, PassRunner, SequenceMap
+from moduleprofiler import devices
+from moduleprofiler.runner import Call, Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
+from moduleprofiler.timing.clocks.host import HostClock
+from moduleprofiler.timing.clocks.protocol import Readings
+from moduleprofiler.timing.device_results import DeviceIteration, DeviceTimes, HookFreeTrace
 from moduleprofiler.timing.device_trace import (
     ENGINE_PREFIX,
+    TraceRecords,
     close_range,
     device_trace,
     open_range,
 )
 from moduleprofiler.timing.graph import call_graph
-from moduleprofiler.timing.iteration import IterationTimes, iteration_of_own
+from moduleprofiler.timing.iteration import iteration_of_own
+from moduleprofiler.timing.listener import Step
+from moduleprofiler.timing.loop import Block
 from moduleprofiler.timing.ranges import CallRanges
+from moduleprofiler.timing.results import ModelLayout, PhaseSamples
+
+Trace = Callable[[torch.device], AbstractContextManager[TraceRecords]]
+"""A profiler session on a device that yields its records, filled when it ends
+(:func:`~moduleprofiler.timing.device_trace.device_trace`)."""
 
 
-@dataclass
-class DeviceIteration:
-    """One traced iteration: device times (ns) per call and module, launches and busy time."""
-
-    times: IterationTimes
-    """Forward (and backward) device time, own and inclusive, as for any clock."""
-    call_launches: NDArray[np.int64]
-    """Device activities (kernels, copies, sets) each call launched in its forward, with its
-    children's."""
-    call_busy_ns: NDArray[np.float64]
-    """Time the device ran at least one of the call's forward activities (children's too)."""
-    call_span_ns: NDArray[np.float64]
-    """From the start of the call's first forward activity to the end of its last."""
-    total_ns: float
-    """Device time booked to the iteration's calls, forward and backward."""
-
-
-class KernelClock(CallRanges):
+class KernelRanges(CallRanges):
     """Names module calls (and the ``AccumulateGrad`` nodes of their parameters) with ranges
     the device's kernel records are booked to.
 
-    Usage: ``clock = KernelClock.on(model, backward)``, then ``with clock.installed(),
-    clock.traced(device) as block:`` any number of ``clock.run(invoke)``; after the
-    ``with``, ``block.iterations`` holds the results."""
+    Usage: on a runner, ``with runner.installed(only=[ranges]), ranges.traced(device) as
+    block:`` any number of ``ranges.run(invoke)``; after the ``with``, ``block.iterations``
+    holds the results."""
 
     def __init__(self, backward: bool = False) -> None:
         super().__init__(backward)
@@ -77,14 +72,6 @@ class KernelClock(CallRanges):
         # by id(node): the node (kept alive, so that its id is not reused) and its two hooks
         self._accumulate: dict[int, tuple[Any, RemovableHandle, RemovableHandle]] = {}
 
-    @classmethod
-    def on(cls, root: nn.Module, backward: bool = False) -> KernelClock:
-        """A kernel clock on a runner of its own over ``root`` (hooks not installed yet)."""
-        clock = cls(backward)
-        clock.runner = PassRunner(root, [clock])
-        clock.module_index = {id(m): i for i, m in enumerate(clock.runner.modules)}
-        return clock
-
     # -- the runner's events (hot path): ranges opened and closed by CallRanges ----------
     _begin = staticmethod(open_range)
     _close = staticmethod(close_range)
@@ -93,19 +80,19 @@ class KernelClock(CallRanges):
         return f"{self._iteration}:f{call.index}"
 
     # -- iterations ------------------------------------------------------------------------
-    @contextmanager
-    def installed(self) -> Iterator[KernelClock]:
-        """Keep the hooks installed for the block; parameters' accumulation nodes (which a
-        live graph keeps across iterations) are unhooked when it ends."""
-        assert self.runner is not None, "KernelClock.on(...) first"
-        try:
-            with self.runner.installed():
-                yield self
-        finally:
-            for _, *handles in self._accumulate.values():
-                for handle in handles:
-                    handle.remove()
-            self._accumulate.clear()
+    def start(self, runner: PassRunner) -> None:
+        """The hooks are installed: remember the runner and its module order."""
+        self.runner = runner
+        self.module_index = {id(m): i for i, m in enumerate(runner.modules)}
+
+    def stop(self, runner: PassRunner) -> None:
+        """Close what a raising forward left open; unhook the parameters' accumulation nodes
+        (which a live graph keeps across iterations)."""
+        super().stop(runner)
+        for _, *handles in self._accumulate.values():
+            for handle in handles:
+                handle.remove()
+        self._accumulate.clear()
 
     def begin(self) -> None:
         """Start an iteration: the calls from now on (the model called directly, as in a
@@ -125,12 +112,12 @@ class KernelClock(CallRanges):
         return self.runner.run(invoke)
 
     @contextmanager
-    def traced(self, device: torch.device) -> Iterator[TracedBlock]:
-        """Run the block's iterations inside one profiler session; its results are booked
-        when the block ends."""
+    def traced(self, device: torch.device, trace: Trace = device_trace) -> Iterator[TracedBlock]:
+        """Run the block's iterations inside one profiler session (``trace``); its results
+        are booked when the block ends."""
         self._calls, self._sequences = [], []
         block = TracedBlock()
-        with device_trace(device) as records:
+        with trace(device) as records:
             yield block
         booking = book(records.ranges, records.launches, records.activities)
         engine = self._engine_ns(booking) if self.wants_nodes else {}
@@ -219,9 +206,97 @@ class KernelClock(CallRanges):
 
 @dataclass
 class TracedBlock:
-    """The iterations of one :meth:`KernelClock.traced` block, filled when it ends."""
+    """The iterations of one :meth:`KernelRanges.traced` block, filled when it ends."""
 
     iterations: list[DeviceIteration] | None = None
     outside_ns: float = 0.0
     """Device time of activities launched outside every range (the loss, the optimizer, the
     input's copy...)."""
+
+
+def _no_mark(name: str) -> None:
+    """A traced iteration's device times need no marks."""
+
+
+class KernelClock(HostClock):
+    """Device time from the device's own kernel records, host time from the CPU clock: the
+    :class:`~.protocol.Clock` for CUDA where the records can be had.
+
+    Its listener names every call with a range (:class:`KernelRanges`); its own block runs a
+    quarter of each round's iterations inside one profiler session (``trace``; none in the
+    warm-up; one run first, not kept: the first session starts CUPTI, which takes seconds)."""
+
+    name = "cuda-kernels"
+    overhead_caveat = "host times include the hooks' share; device times do not"
+
+    def __init__(self, device: torch.device, backward: bool = False,
+                 trace: Trace = device_trace) -> None:
+        super().__init__(devices.CPU, backward)  # host times on the CPU's clock
+        self.device = device
+        self.ranges = KernelRanges(backward)
+        self.trace = trace
+        self.traced: list[DeviceIteration] = []
+        self.outside_ns = 0.0
+        """Device time of the kept traced iterations' work launched outside every call."""
+        self.hook_free: HookFreeTrace | None = None
+        self._prime: Callable[[], None] | None = None
+
+    def listeners(self) -> Sequence[Listener]:
+        """The ranges the kernel records are booked to."""
+        return (self.ranges,)
+
+    @contextmanager
+    def _session(self, runner: PassRunner, keep: bool) -> Iterator[Callable[[], None]]:
+        with runner.installed(only=[self.ranges]), \
+                self.ranges.traced(self.device, self.trace) as block:
+            yield self.ranges.begin
+        if keep and block.iterations:  # the iterations that made module calls
+            self.traced.extend(step for step in block.iterations if step.call_launches.size)
+            self.outside_ns += block.outside_ns
+
+    def session(self, runner: PassRunner) -> AbstractContextManager[Callable[[], None]]:
+        """Steps the user runs inside one profiler session, booked and kept when it ends."""
+        return self._session(runner, True)
+
+    def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
+        """Traced iterations of ``step``: a quarter of a round's count, none in the warm-up."""
+        def traced(count: int, keep: bool) -> None:
+            with self._session(runner, keep) as begin:
+                for _ in range(count):
+                    step(_no_mark, lambda invoke: (begin(), runner.run(invoke))[1])
+
+        self._prime = partial(traced, 1, False)
+        return [Block(traced, share=lambda count: max(1, count // 4), warm=False)]
+
+    def prime(self) -> None:
+        """One traced iteration, not kept: the first session starts CUPTI."""
+        if self._prime is not None:
+            self._prime()
+
+    def settle(self) -> None:
+        """Host stamps: a phase ends when the device has done its work."""
+        devices.synchronize(self.device)
+
+    def finish(self, invoke: Callable[[], Any], plain: list[dict[str, float]]) -> None:
+        """One traced hook-free call: how busy the device is when nothing is measured."""
+        if not plain:
+            return
+        with self.trace(self.device) as records:
+            invoke()
+        self.hook_free = HookFreeTrace(
+            host_ms=float(np.median([m["issued"] - m["start"] for m in plain])) / 1e6,
+            device_ms=busy_ns(records.activities) / 1e6,
+            launches=len(records.activities),
+            latency_ms=float(np.median([m["end"] - m["start"] for m in plain])) / 1e6)
+
+    def readings(self, layout: ModelLayout, forward: PhaseSamples,
+                 backward: PhaseSamples | None = None) -> Readings:
+        """Device times as the result's samples, the host's beside them (without traced
+        iterations, the host's alone)."""
+        if not self.traced:
+            return Readings(forward, backward, clock=self.stamps.kind)
+        times = DeviceTimes.collect(self.traced, layout, backward is not None, self.outside_ns,
+                                    self.hook_free)
+        return Readings(times.samples, times.backward, forward, backward, times,
+                        clock=self.name, notes=[self.hook_free.sentence()]
+                        if self.hook_free is not None else [])

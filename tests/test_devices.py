@@ -1,0 +1,89 @@
+"""One rule for the device a pass runs on, for every pass; the devices module's answers on the
+CPU. (The CUDA answers run where there is a GPU, in the last tests.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import devices
+from moduleprofiler.devices import resolve_device
+from moduleprofiler.errors import MixedDeviceError
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class _Free(nn.Module):
+    """No parameter or buffer: only the input says where it runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_the_model_and_its_input_agreeing_give_their_device() -> None:
+    assert resolve_device(nn.Linear(2, 2), torch.zeros(1, 2)) == torch.device("cpu")
+    assert resolve_device(nn.Linear(2, 2)) == torch.device("cpu")  # no input: the model's
+    assert resolve_device(_Free(), torch.zeros(1)) == torch.device("cpu")  # no tensor of its own
+    assert resolve_device(_Free()) == torch.device("cpu")  # nothing at all
+
+
+def test_a_buffer_says_where_a_model_without_parameters_is() -> None:
+    model = nn.BatchNorm1d(2, affine=False).to("meta")  # buffers only, on meta
+    assert resolve_device(model, None) == torch.device("meta")
+
+
+def test_meta_anywhere_is_a_plan() -> None:
+    # a meta input plans a CPU model; a meta model plans with CPU inputs (the pass moves
+    # the rest there)
+    assert resolve_device(nn.Linear(2, 2), torch.zeros(1, 2, device="meta")).type == "meta"
+    assert resolve_device(nn.Linear(2, 2).to("meta"), torch.zeros(1, 2)).type == "meta"
+
+
+def test_devices_of_two_types_are_a_typed_error_naming_both(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the CPU cannot hold a CUDA tensor: the walk that finds where the model and the input
+    # are is replaced, the rule is the real one (the GPU test below calls it on real tensors)
+    places = [("the model", torch.device("cpu")), ("input", torch.device("cuda", 0))]
+    monkeypatch.setattr(devices, "_where", lambda module, input: places)
+    with pytest.raises(MixedDeviceError, match=r"the model is on cpu but input is on cuda:0"):
+        resolve_device(nn.Linear(2, 2), torch.zeros(1, 2))
+    assert issubclass(MixedDeviceError, ValueError)
+
+
+def test_an_explicit_device_wins_and_cuda_without_cuda_says_so() -> None:
+    assert resolve_device(nn.Linear(2, 2), torch.zeros(1, 2), "meta") == torch.device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="is_available"):
+            resolve_device(nn.Linear(2, 2), None, "cuda")
+
+
+def test_synchronize_and_the_cache_are_no_ops_off_cuda() -> None:
+    devices.synchronize(torch.device("cpu"))
+    devices.synchronize(torch.device("meta"))
+    with devices.device_context(torch.device("cpu")), devices.device_context(None):
+        pass
+    assert devices.device_name(torch.device("cpu")) == "cpu"
+
+
+@needs_cuda
+def test_model_and_input_on_cuda_resolve_to_the_current_index() -> None:
+    model = nn.Linear(2, 2).cuda()
+    assert resolve_device(model, torch.zeros(1, 2, device="cuda")) == torch.device(
+        "cuda", torch.cuda.current_device())
+    assert resolve_device(_Free(), torch.zeros(1, device="cuda")).type == "cuda"
+
+
+@needs_cuda
+def test_a_cuda_model_with_a_cpu_input_is_mixed() -> None:
+    with pytest.raises(MixedDeviceError, match="the model is on cuda"):
+        resolve_device(nn.Linear(2, 2).cuda(), torch.zeros(1, 2))
+
+
+@needs_cuda
+def test_the_allocator_peak_counts_a_new_tensor() -> None:
+    device = torch.device("cuda", torch.cuda.current_device())
+    peak = devices.AllocatorPeak(device)
+    block = torch.empty(1 << 20, dtype=torch.uint8, device=device)  # 1 MiB
+    assert peak.sample() and peak.peak - peak.baseline_bytes >= 1 << 20
+    del block
