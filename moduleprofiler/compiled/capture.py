@@ -101,7 +101,10 @@ class GraphRecorder:
         span = (work[0], work[-1]) if work else ("", "")
 
         def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
-            compiled = compile_fx_inner(graph, inputs, **kwargs)
+            # again here: a backward graph is compiled at the first backward, after this
+            # backend has returned
+            with inductor_config.patch(self._patches()):
+                compiled = compile_fx_inner(graph, inputs, **kwargs)
             self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
                          span)
             return compiled

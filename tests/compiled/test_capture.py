@@ -1,0 +1,50 @@
+"""What the compiled clock reads of a compiled model before compiling it again: the module
+that was compiled and its Inductor options (wrapping compiles nothing)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from moduleprofiler.compiled.capture import compiled_original, recorded_compile
+
+
+def test_a_torch_compile_wrapper_gives_its_original_and_options():
+    model = nn.Linear(4, 4)
+    found = compiled_original(torch.compile(model, mode="max-autotune-no-cudagraphs"))
+    assert found is not None
+    original, options, note = found
+    assert original is model
+    assert options.get("max_autotune") is True and note is None
+
+
+def test_a_model_compiled_in_place_is_its_own_original():
+    model = nn.Linear(4, 4)
+    model.compile(options={"epilogue_fusion": False})
+    found = compiled_original(model)
+    assert found is not None
+    original, options, note = found
+    assert original is model
+    assert options == {"epilogue_fusion": False} and note is None
+
+
+def test_another_backend_is_said():
+    found = compiled_original(torch.compile(nn.Linear(4, 4), backend="eager"))
+    assert found is not None
+    assert found[1] == {} and "'eager' backend" in (found[2] or "")
+
+
+def test_a_plain_model_is_not_compiled():
+    assert compiled_original(nn.Linear(4, 4)) is None
+
+
+def test_each_recorded_compile_traces_a_function_of_its_own():
+    # Dynamo keeps compiled code on the traced code object: a shared one (nn.Module's
+    # _call_impl) would collect one entry per call and reach Dynamo's recompile limit
+    model = nn.Linear(4, 4)
+    first, _ = recorded_compile(model)
+    second, _ = recorded_compile(model)
+    codes = [compiled.func._torchdynamo_orig_callable.__code__ for compiled in (first, second)]
+    assert codes[0] is not codes[1]
+    assert nn.Module._call_impl.__code__ not in codes
+    assert first.args == (model,)
