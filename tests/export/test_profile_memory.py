@@ -21,9 +21,9 @@ def test_with_memory_shows_the_training_pass_and_labels_each_pass() -> None:
     # the first Linear adds 2*8*4 = 64 (328), the ReLU another 64 (392), its peak.
     assert [r.metrics["max_live_bytes"] for r in profile.records] == [392, 328, 392, 344]
     # The training pass's columns are there too, equal to the report's, call by call.
-    for record, call in zip(profile.records, memory.calls):
-        assert record.metrics["train_max_live_bytes"] == call.train_max_live_bytes
-        assert record.metrics["backward_max_live_bytes"] == call.backward_max_live_bytes
+    for record, call in zip(profile.records, memory.records):
+        for name in ("train_max_live_bytes", "backward_max_live_bytes"):
+            assert record.metrics[name] == call.metrics[name]
     # The training peak (in the first Linear's backward) is the largest training value of
     # any row, above every inference value.
     backward = [r.metrics["backward_max_live_bytes"] for r in profile.records]
