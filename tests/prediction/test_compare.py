@@ -91,8 +91,9 @@ def _timed_on_an_h200(monkeypatch: pytest.MonkeyPatch, model: nn.Module,
         **r.metrics, "device_samples_ms": r.metrics["forward_samples_ms"],
         "self_device_samples_ms": r.metrics["self_forward_samples_ms"]})
         for r in timing.records)
-    return dataclasses.replace(timing, records=records, device="cuda:0",
-                               environment=environment, hardware=hardware)
+    assert timing.facts is not None  # the pass's facts: one attachment
+    return dataclasses.replace(timing, records=records, facts=dataclasses.replace(
+        timing.facts, device="cuda:0", environment=environment, hardware=hardware))
 
 
 def test_a_timing_result_names_the_gpu_it_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
