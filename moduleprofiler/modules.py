@@ -240,10 +240,16 @@ def is_container(module: nn.Module) -> bool:
     """Whether ``module``'s class keeps ``nn.Module``'s unimplemented ``forward`` (looked up
     through its class hierarchy: a ``ModuleList``, a ``ModuleDict``, or a subclass of one that
     adds no ``forward``): :attr:`ModuleInfo.container`."""
-    try:
-        return type(module).forward is nn.Module.forward
-    except AttributeError:  # TorchScript's forward: a descriptor that fails on the class
-        return False
+    # read from the class dictionaries: a scripted module's ``forward`` is a descriptor that
+    # fails when read from its class
+    for cls in type(module).__mro__:
+        if "forward" in cls.__dict__:
+            return cls.__dict__["forward"] is _UNIMPLEMENTED
+    return False
+
+
+_UNIMPLEMENTED = nn.Module.__dict__["forward"]
+"""``nn.Module``'s own ``forward``, which raises: the class of a container keeps it."""
 
 
 def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params: list[int],
