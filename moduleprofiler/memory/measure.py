@@ -31,16 +31,14 @@ def _records(inference: PassResult, training: PassResult | None,
     """One record per call of the inference pass with its memory columns, the training ones
     from the same call of the training pass (matched by module path and call number); no
     counts (``ops`` unknown). The columns are those the listeners declare
-    (:attr:`SavedTensorsListener.columns`, then :attr:`LiveBytesListener.columns`), the
-    parameters saved last: a view that must hide a column to fit hides from the end, and
-    the weights saved matter least to activation memory (the peaks' notes name the live
-    columns). Without a training pass, the saved bytes (unknown) and the inference pass's
-    ``max_live_bytes``."""
-    param = SavedTensorsListener.param_column.name
-    saved = tuple(spec.name for spec in SavedTensorsListener.columns if spec.name != param)
-    live = tuple(spec.name for spec in LiveBytesListener.columns) \
-        if training is not None else ("max_live_bytes",)
-    names = (*saved, *live, param)
+    (:attr:`SavedTensorsListener.columns`, then :attr:`LiveBytesListener.columns`, the
+    parameters saved last); without a training pass, the saved activation bytes (unknown) and
+    the inference pass's ``max_live_bytes``."""
+    # the parameters saved last: a view that must hide a column to fit hides them first
+    weights = SavedTensorsListener.param_column.name
+    saved = tuple(spec.name for spec in SavedTensorsListener.columns if spec.name != weights)
+    names = (*saved, *(spec.name for spec in LiveBytesListener.columns), weights) \
+        if training is not None else (*saved, "max_live_bytes")
     trained = {(call["path"], call["call_number"]): call
                for call in (training.calls if training is not None else ())}
     by_path = {info.path: info for info in infos}
