@@ -56,7 +56,7 @@ def gpt2() -> tuple[nn.Module, Any, list[str]]:
 def eager_device_ms(model: nn.Module, x: Any) -> dict[str, float]:
     """Per module: its eager inclusive kernel time (median per call), from time_modules."""
     timing = time_modules(model, x, clock="kernels", max_seconds=8.0, progress=False)
-    frame = timing.stats_frame()
+    frame = timing.to_df("module")
     return dict(zip(frame["module"], frame["inclusive_median_ms"], strict=True))
 
 

@@ -150,7 +150,7 @@ def test_a_live_training_loop_gets_device_and_host_times():
     assert timing.clock == "cuda-kernels"
     columns = timing.module_columns()
     # 9 profiled steps: 3 each with backward hooks, forward hooks, and traced
-    assert timing.forward.iterations == 3
+    assert timing.iterations == 3
     assert columns["0"]["backward_device_ms"] == pytest.approx(truth, rel=0.03, abs=0.01)
     assert columns["0"]["backward_host_ms"] is not None
     assert not model[0]._forward_hooks and not model._forward_pre_hooks
