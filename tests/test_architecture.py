@@ -350,3 +350,37 @@ def test_passes_talk_to_the_clock_protocol_only() -> None:
                     and isinstance(node.ops[0], (ast.Is, ast.IsNot))):  # a clock as a flag
                 found.append((_module_name(path), ast.unparse(node)))
     assert found == []
+
+
+def _declares_columns(path: Path) -> bool:
+    """Whether the module registers columns when imported (a ``register_column`` or
+    ``register_quantity`` call outside its functions and classes)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = [node for node in tree.body
+           if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return any(isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
+        "register_column", "register_quantity", "_column")
+        for statement in top for node in ast.walk(statement))
+
+
+def test_no_module_is_imported_only_for_the_columns_it_registers() -> None:
+    """Columns register because the code that uses them imports their block (a clock's
+    ``columns``, a result's ``COLUMNS``), never through an import kept only for its side
+    effect (``# noqa: F401``): then whether a column exists would depend on what else had been
+    imported first."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            text = "\n".join(lines[node.lineno - 1:node.end_lineno])
+            if "noqa: F401" not in text:
+                continue
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)])
+            found += [(_module_name(path), name) for name in names
+                      if name in modules and _declares_columns(modules[name])]
+    assert found == []

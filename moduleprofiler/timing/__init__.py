@@ -19,7 +19,6 @@ Every caveat a result keeps in its ``warnings`` is also issued as a :class:`Timi
 """
 
 from moduleprofiler.codepaths import CodePathWarning
-from moduleprofiler.timing import columns as _columns  # noqa: F401  (declares the time columns)
 from moduleprofiler.timing.backward import TrainingTiming, train_step_times
 from moduleprofiler.timing.clock import TimingWarning
 from moduleprofiler.timing.environment import get_hardware_specs

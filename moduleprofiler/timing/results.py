@@ -6,7 +6,8 @@ times (:class:`~moduleprofiler.timing.iteration.IterationTimes`), and the facts.
 becomes one record whose sample columns hold its inclusive and self time in every kept
 iteration (``nan`` where it was not made), with the hooks' calibrated error beside them; every
 statistic of a module (median, percentiles, CI, corrected median, low confidence) is a
-registered column computed from its calls' samples (:mod:`moduleprofiler.timing.columns`),
+registered column computed from its calls' samples (:mod:`moduleprofiler.timing.columns`; the
+kernel clock's: :mod:`moduleprofiler.timing.clocks.kernel_columns`),
 totalled per iteration as the module frame totals them: a module called k times contributes
 the *sum* of its k calls.
 """
@@ -24,10 +25,17 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from moduleprofiler.deprecation import warn_deprecated
+from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import ROOT_NAME, CallPosition, CallRecord, ModuleInfo
+from moduleprofiler.timing.clocks.kernel_columns import (
+    DEVICE_COLUMNS,
+    TRACE_MODULE_COLUMNS,
+    TRACE_SAMPLES,
+)
+from moduleprofiler.timing.columns import TIME_COLUMNS
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.iteration import Floats, IterationTimes
 from moduleprofiler.timing.loop import BudgetUse
@@ -95,8 +103,9 @@ def _errors(times: IterationTimes, error: tuple[float, float]) -> tuple[Floats, 
 
 def _sample_columns(paths: Sequence[str], calls: TimedCalls) -> dict[Key, dict[str, Any]]:
     """Per call, its sample columns (:mod:`moduleprofiler.timing.columns`): the clock's
-    ``forward_samples_ms`` ... with the hooks' error beside them; under the kernel clock the
-    device's ``device_samples_ms`` ..., the host's ``host_samples_ms`` ... less that error, and
+    ``forward_samples_ms`` ... with the hooks' error beside them; under the kernel clock
+    (:mod:`moduleprofiler.timing.clocks.kernel_columns`) the device's ``device_samples_ms``
+    ..., the host's ``host_samples_ms`` ... less that error, and
     the launches, busy and span times of each traced iteration."""
     out: dict[Key, dict[str, Any]] = {}
 
@@ -134,7 +143,7 @@ def _sample_columns(paths: Sequence[str], calls: TimedCalls) -> dict[Key, dict[s
                 call_series(paths, [it.times for it in calls.traced], device))
     if kernels:
         traced = calls.traced
-        put(["device_launches_samples", "device_busy_samples_ms", "device_span_samples_ms"],
+        put(TRACE_SAMPLES,
             call_series(paths, [it.times for it in traced], lambda n, _: [
                 traced[n].call_launches.astype(np.float64), traced[n].call_busy_ns / 1e6,
                 traced[n].call_span_ns / 1e6]))
@@ -254,6 +263,10 @@ class TimedModules(Profile):
     records: tuple[CallRecord, ...] = ()
     modules: tuple[ModuleInfo, ...] = ()
     FIGURES: ClassVar[tuple[str, ...]] = ()
+    """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
+    COLUMNS: ClassVar[tuple[ColumnSpec, ...]] = (*TIME_COLUMNS, *DEVICE_COLUMNS)
+    """The registered columns its records and module frame can hold: the stamps' times and
+    the kernel clock's block, each declared once beside the clock that reads it."""
     """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
 
     # -- the pass's facts, typed -------------------------------------------------------------
@@ -406,7 +419,7 @@ class TimedModules(Profile):
             device_host_values(None, None, None, None, prefix) if self.kernels
             else (f"{prefix}time_median_ms", f"self_{prefix}time_median_ms"))]
         if self.kernels:
-            names += ["device_launches", "device_idle_share"]
+            names += TRACE_MODULE_COLUMNS
         return module_values(self, names)
 
     def stats_frame(self) -> pd.DataFrame:

@@ -17,6 +17,8 @@ from torch import nn
 from moduleprofiler.facts import HookFreeTrace, TimingFacts
 from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.clocks.kernels import KernelClock
+from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.forward import ModuleTiming
 from moduleprofiler.timing.iteration import iteration_of_own
@@ -130,3 +132,22 @@ def test_device_time_is_not_the_first_column_hidden_at_80(
     assert summary.splitlines()[0].split() == ["module", "self", "host", "self", "device",
                                                "device", "self", "device", "%"]
     assert all(len(line) <= 80 for line in summary.splitlines())
+
+
+def test_the_kernel_clocks_column_block_holds_every_column_its_result_fills() -> None:
+    """A clock is its file plus its column block: every timing column a kernel-clock result
+    fills (the records' samples and medians, the module frame's statistics) is declared in
+    ``KernelClock.columns``, none in the stamps' block, and the result declares both."""
+    timing = _timing()
+    block = {spec.name for spec in KernelClock.columns}
+    stamps = {spec.name for spec in Clock.columns}
+    timed = {spec.name for spec in ModuleTiming.COLUMNS}
+    frame = timing.to_df("module", columns="all")
+    filled = ({name for record in timing.records for name in record.metrics}
+              | set(frame.columns)) & timed
+    assert block | stamps == timed and not block & stamps
+    assert filled <= block
+    # the forward's device and host samples and medians, launches, idle share, regime and a
+    # statistic of the device samples: each filled
+    assert {"device_samples_ms", "host_samples_ms", "device_ms", "self_host_ms",
+            "device_launches", "device_idle_share", "time_bound", "device_p95_ms"} <= filled

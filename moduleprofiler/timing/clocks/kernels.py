@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -30,9 +30,11 @@ from numpy.typing import NDArray
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler import devices
+from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
 from moduleprofiler.runner import Call, Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
+from moduleprofiler.timing.clocks.kernel_columns import DEVICE_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.device_trace import (
@@ -227,6 +229,8 @@ class KernelClock(Clock):
 
     name = "cuda-kernels"
     overhead_caveat = "host times include the hooks' share; device times do not"
+    columns: ClassVar[tuple[ColumnSpec, ...]] = DEVICE_COLUMNS
+    """Its column block (:mod:`.kernel_columns`): device and host times, launches, idle."""
 
     def __init__(self, device: torch.device, backward: bool = False,
                  trace: Trace = device_trace) -> None:

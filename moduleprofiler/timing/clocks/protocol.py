@@ -10,12 +10,14 @@ clock it has: every difference between clocks is an answer to one of the questio
 
 A new clock is one file in this folder (a subclass of :class:`Clock`, whose answers are those
 of a clock that reads its stamps and nothing else) plus the block of registered columns its
-per-call samples fill, and one line where :func:`~.choice.make_clock` picks it::
+per-call samples fill, named as its ``columns`` (the kernel clock's: :mod:`.kernel_columns`),
+and one line where :func:`~.choice.make_clock` picks it::
 
     class CompiledGraphClock(Clock):
         \"\"\"Device time of a compiled graph's kernels, booked to modules.\"\"\"
 
         name = "compiled-graph"
+        columns = GRAPH_COLUMNS                      # its block: register_column(...) each
         overhead_caveat = "host times include the hooks' share; graph kernels do not"
 
         def __init__(self, device: torch.device, backward: bool = False) -> None:
@@ -45,13 +47,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
+from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.timing.clocks.stamps import StampSource, make_stamps
+from moduleprofiler.timing.columns import TIME_COLUMNS
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.listener import Step
 from moduleprofiler.timing.loop import Block
@@ -88,6 +92,9 @@ class Clock:
     """The clock's name in a result: ``"cpu-wall"``, ``"cuda-events"``, ``"cuda-kernels"``."""
     overhead_caveat = "small modules' times include the hooks' share; see low_confidence"
     """What the hooks' cost does to its times, said when hooks slow the model down."""
+    columns: ClassVar[tuple[ColumnSpec, ...]] = TIME_COLUMNS
+    """The block of registered columns its readings fill (a clock that reads its stamps and
+    nothing else: the stamps' times, :data:`~moduleprofiler.timing.columns.TIME_COLUMNS`)."""
 
     def __init__(self, device: torch.device, backward: bool = False) -> None:
         self.device = device

@@ -1,0 +1,116 @@
+"""The kernel clock's column block: the columns only its readings fill (device and host
+times, the regime each call is bound by, launches and the device's idle share), declared once
+beside the clock (:class:`~.kernels.KernelClock` names them as its ``columns``). Under the
+kernel clock a call's time is the median of its samples, a module's the median of its calls'
+samples summed per iteration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from moduleprofiler.export.columns import (
+    ColumnSpec,
+    Kind,
+    Statistic,
+    median_of,
+    median_statistic,
+    register_column,
+    register_quantity,
+)
+from moduleprofiler.timing.columns import (
+    TIME_NEEDS,
+    corrected_median,
+    sample_columns,
+    statistic_columns,
+)
+
+_declared: list[ColumnSpec] = []
+
+
+def _column(name: str, kind: Kind, label: str | None = None, **declared: Any) -> None:
+    """Register one of this block's columns and keep it in :data:`DEVICE_COLUMNS`."""
+    _declared.append(register_column(name, kind, label, **declared))
+
+
+def _bound(device: Any, host: Any) -> str | None:
+    """``"host"`` when the module's median host time exceeds its median device time."""
+    device_ms, host_ms = median_of(device), median_of(host)
+    if device_ms is None or host_ms is None:
+        return None
+    return "host" if max(0.0, host_ms) > device_ms else "device"
+
+
+for _prefix, _phase in (("", ""), ("backward_", "bwd ")):
+    _declared.extend(sample_columns(f"{_prefix}device_samples_ms", "device time"))
+    _declared.extend(sample_columns(f"{_prefix}host_samples_ms",
+                                    "host time less the hooks' calibrated error"))
+    _column(f"{_prefix}device_ms", "time", f"{_phase}device", aggregation="inclusive",
+            unit="ms", needs=TIME_NEEDS,
+            statistic=median_statistic(f"{_prefix}device_samples_ms"),
+            description="summed duration of the kernels, copies and sets the call "
+            "launched (the kernel clock), with its children's")
+    _column(f"self_{_prefix}device_ms", "time", f"{_phase}self device",
+            aggregation="sum", unit="ms", needs=TIME_NEEDS,
+            statistic=median_statistic(f"self_{_prefix}device_samples_ms"),
+            description="device time of the work the call launched itself")
+    _column(f"{_prefix}host_ms", "time", f"{_phase}host", aggregation="inclusive",
+            unit="ms", needs=TIME_NEEDS,
+            statistic=corrected_median(f"{_prefix}host_samples_ms"),
+            description="wall time on the host between the call's hooks, less the "
+            "calibrated hook cost, with its children's")
+    _column(f"self_{_prefix}host_ms", "time", f"{_phase}self host", aggregation="sum",
+            unit="ms", needs=TIME_NEEDS,
+            statistic=corrected_median(f"self_{_prefix}host_samples_ms"),
+            description="host time of the call's own code")
+    _column(f"{_prefix}time_bound", "text", f"{_phase}bound by", aggregation="none",
+            needs=TIME_NEEDS, statistic=Statistic(
+                (f"{_prefix}device_samples_ms", f"{_prefix}host_samples_ms"), _bound),
+            description="host: issuing the work took the host longer (under hooks, "
+            "whose cost is in the host time) than the device took to run it; device: "
+            "the other way round. The model's row: the regime of the hook-free "
+            "iteration (time_modules)")
+
+TRACE_SAMPLES = ("device_launches_samples", "device_busy_samples_ms", "device_span_samples_ms")
+"""The sample columns of each traced iteration's launches, busy time and span (per call, with
+its children's)."""
+
+for _name, _unit, _what in zip(TRACE_SAMPLES, ("", "ms", "ms"), (
+        "kernels, copies and sets its forward launched",
+        "time the device ran some of its forward's work",
+        "span from its forward's first device work to the end of its last")):
+    _column(_name, "samples", aggregation="inclusive", unit=_unit, needs=TIME_NEEDS,
+            description=f"the call's {_what} (with its children's) in each traced "
+            "iteration")
+
+
+def _idle_share(busy: Any, span: Any) -> float | None:
+    """The median over the traced iterations of the share of a module's device span in which
+    the device ran none of its work (iterations in which it launched nothing left out)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        idle = np.clip(1.0 - np.asarray(busy) / np.asarray(span), 0.0, 1.0)
+    return median_of(idle[np.isfinite(idle)])
+
+
+_column("device_launches", "count", "launches", aggregation="inclusive",
+        needs=TIME_NEEDS, statistic=median_statistic("device_launches_samples"),
+        description="kernels, copies and sets the forward launched, with its "
+        "children's (median over the traced iterations)")
+_column("device_idle_share", "fraction", "device idle", aggregation="none",
+        needs=TIME_NEEDS, statistic=Statistic(
+            ("device_busy_samples_ms", "device_span_samples_ms"), _idle_share),
+        description="share of the span of the call's device work in which the device "
+        "ran none of it")
+
+TRACE_MODULE_COLUMNS = ("device_launches", "device_idle_share")
+"""The per-module columns of the traced iterations beside the times."""
+
+for _stem, _samples_name in (("device", "device_samples_ms"),
+                             ("backward_device", "backward_device_samples_ms")):
+    _declared.extend(statistic_columns(_stem, _samples_name))
+
+register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)
+
+DEVICE_COLUMNS: tuple[ColumnSpec, ...] = tuple(_declared)
+"""Every column the kernel clock's readings fill, in their order."""
