@@ -2,9 +2,11 @@
 
 ``time_modules(torch.compile(model), x)`` times the compiled program through the compiled
 clock (:mod:`moduleprofiler.timing.clocks.compiled`): every kernel Inductor runs is booked to
-the module its graph nodes come from. :func:`time_compiled` is its earlier form.
+the module its graph nodes come from. :func:`compare_compiled` times a model eagerly and
+compiled, side by side; :func:`time_compiled` is the clock's earlier form.
 """
 
+from moduleprofiler.timing.compare import compare_compiled
 from moduleprofiler.timing.compiled.run import CompiledTiming, KernelRow, time_compiled
 
-__all__ = ["CompiledTiming", "KernelRow", "time_compiled"]
+__all__ = ["CompiledTiming", "KernelRow", "compare_compiled", "time_compiled"]

@@ -36,7 +36,7 @@ from moduleprofiler import devices
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.runner import Call, PassRunner
-from moduleprofiler.timing.clocks.kernel_columns import DEVICE_COLUMNS
+from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.compiled.booking import CompiledBooking, book_compiled
 from moduleprofiler.timing.compiled.capture import (
@@ -99,8 +99,9 @@ class CompiledClock(Clock):
     name = "compiled-kernels"
     overhead_caveat = ("host times are the eager module's under hooks; the compiled "
                        "program's kernel times carry no hook")
-    columns: ClassVar[tuple[ColumnSpec, ...]] = DEVICE_COLUMNS
-    """The kernel clock's block: the compiled program's kernel time is device time."""
+    columns: ClassVar[tuple[ColumnSpec, ...]] = COMPILED_COLUMNS
+    """Its block (:mod:`.compiled_columns`): the kernel clock's device columns (a compiled
+    program's kernel time is device time) and the fused kernels per module."""
 
     def __init__(self, device: torch.device, program: CompiledProgram,
                  backward: bool = False) -> None:
@@ -168,7 +169,7 @@ class CompiledClock(Clock):
                          + ", ".join(sorted(booking.unmatched)))
         return Readings(self.traced, sum(booking.booked_ns) / 1e6,
                         (sum(booking.in_graph_ns) + outside) / 1e6, clock=self.name,
-                        notes=notes)
+                        notes=notes, module_metrics=self._fused())
 
     # -- what only this clock tells ----------------------------------------------------------
     @property
@@ -199,6 +200,18 @@ class CompiledClock(Clock):
         return ("device times are the compiled program's kernels (booked to modules through "
                 "Inductor's provenance, fused kernels to the deepest module holding all they "
                 "fuse); host times and the hook-free times are the eager module's")
+
+    def _fused(self) -> dict[str, dict[str, Any]]:
+        """Per module, its fused kernels per iteration and the modules whose work they do."""
+        out: dict[str, dict[str, Any]] = {}
+        for row in self.fused_across():
+            metrics = out.setdefault(row.module, {"self_fused_kernels": 0.0,
+                                                  "fused_across": set()})
+            metrics["self_fused_kernels"] += row.launches
+            metrics["fused_across"].update(row.fused_across)
+        return {path: {"self_fused_kernels": round(m["self_fused_kernels"]),
+                       "fused_across": ", ".join(sorted(m["fused_across"]))}
+                for path, m in out.items()}
 
     def _run(self, invoke: Callable[[], Any]) -> Any:
         """The step's model call, made on the compiled program instead."""

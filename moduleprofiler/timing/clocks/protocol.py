@@ -81,6 +81,9 @@ class Readings:
     """The clock's name in the result (``"cuda-kernels"``...)."""
     notes: list[str] = field(default_factory=list)
     """What the result should say about these times."""
+    module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per-module columns only this clock reads (``{path: {column: value}}``, columns of its
+    block)."""
 
 
 class Clock:
