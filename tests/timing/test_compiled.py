@@ -126,3 +126,21 @@ def test_a_submodule_compiled_in_place_is_refused_naming_it():
     model[0].compile()
     with pytest.raises(ValueError, match="'0' was compiled in place"):
         time_modules(model, torch.randn(2, 4), **FAST)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_the_kernel_records_are_booked_to_modules():
+    model = _model().cuda()
+    x = torch.randn(64, 16, device="cuda")
+    compiled = torch.compile(model)
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    frame = timing.to_df("module").set_index("module")
+    assert timing.clock == "compiled-kernels" and clock.graphs == 1
+    # each Linear is one extern matrix product: one GEMM kernel (or a few) of its own
+    assert frame.loc["0.fc", "device_launches"] >= 1 and frame.loc["0.fc", "device_ms"] > 0
+    assert frame.loc["1", "device_ms"] == 0  # the LayerNorm is fused into the root's kernel
+    assert clock.coverage == pytest.approx(1.0)
+    own = [timing.samples(path, exclusive=True) for path, _ in model.named_modules()
+           if timing.samples(path, exclusive=True).size]
+    assert timing.samples("") == pytest.approx(sum(own))

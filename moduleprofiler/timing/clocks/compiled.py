@@ -35,6 +35,7 @@ from torch._dynamo.utils import counters
 from moduleprofiler import devices
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.inputs import make_invocation
+from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, PassRunner
 from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
@@ -210,7 +211,8 @@ class CompiledClock(Clock):
             metrics["self_fused_kernels"] += row.launches
             metrics["fused_across"].update(row.fused_across)
         return {path: {"self_fused_kernels": round(m["self_fused_kernels"]),
-                       "fused_across": ", ".join(sorted(m["fused_across"]))}
+                       "fused_across": ", ".join(sorted(map(display_path,
+                                                            m["fused_across"])))}
                 for path, m in out.items()}
 
     def _run(self, invoke: Callable[[], Any]) -> Any:
