@@ -165,6 +165,11 @@ class CompiledClock(Clock):
             notes.append(f"{self.graphs} compiled graphs: the graph breaks ("
                          + "; ".join(f"{reason} x{n}" for reason, n in
                                      self.break_reasons.most_common()) + ")")
+        coverage = booking.coverage
+        if coverage is not None and coverage < 0.99:
+            notes.append(f"only {100 * coverage:.1f} % of the compiled graphs' kernel time is "
+                         "booked to modules (mode='reduce-overhead' replays CUDA graphs "
+                         "outside the graphs' calls)")
         if booking.unmatched:
             notes.append("kernels of the compiled graphs booked to no module: "
                          + ", ".join(sorted(booking.unmatched)))

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch._dynamo.utils import counters
 
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import resolve_device, synchronize
 from moduleprofiler.records import display_path
 from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled
@@ -127,13 +128,16 @@ def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[K
 def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: int = 3,
                   grad: bool = False, options: Mapping[str, Any] | None = None,
                   **kwargs: Any) -> CompiledTiming:
-    """Time ``model(*args, **kwargs)`` compiled, per module.
+    """Deprecated (removed in 0.3.0): ``time_modules`` of the compiled model gives the same
+    booking as a timing profile. Time ``model(*args, **kwargs)`` compiled, per module.
 
     ``model`` is a ``torch.compile(model)`` wrapper, a model compiled in place
     (``model.compile()``), whose compile options are kept, or a plain model, compiled with
     Inductor and ``options``. ``warmup`` calls (the first compiles) precede ``iterations``
     traced ones; under ``torch.no_grad()`` unless ``grad``.
     """
+    warn_deprecated("moduleprofiler.compiled.time_compiled", "time_modules(torch.compile("
+                    "model), x) times the compiled program per module (the compiled clock)")
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     notes: list[str] = []
