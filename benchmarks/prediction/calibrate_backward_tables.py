@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from moduleprofiler.efficiency.peaks import device_peaks
-from moduleprofiler.prediction.calibrate_backward import measure_backward_tables
+from moduleprofiler.prediction.calibrate import measure_backward_tables
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.residuals import held_out_residuals
 

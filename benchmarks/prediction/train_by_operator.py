@@ -24,12 +24,12 @@ from evaluate import read
 from models import DTYPES, by_name
 
 from moduleprofiler import Profiler
+from moduleprofiler.prediction.backward_classes import step_work
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy
-from moduleprofiler.prediction.op_classes import classify
 from moduleprofiler.runner import Call
 
 _FAMILIES = {
-    "convolution": ("cudnn_convolution", "convolution", "_convolution"),
+    "convolution": ("cudnn_convolution", "convolution", "_convolution", "_conv_depthwise2d"),
     "batch_norm": ("cudnn_batch_norm", "native_batch_norm", "_native_batch_norm_legit",
                    "_native_batch_norm_legit_functional"),
     "batch_norm_backward": ("cudnn_batch_norm_backward", "native_batch_norm_backward"),
@@ -75,7 +75,7 @@ class TrainByOperator(ByOperator):
         self._add(func, args, kwargs, out, True)
 
     def _add(self, func: Any, args: Any, kwargs: Any, out: Any, backward: bool) -> None:
-        work = classify(func, args, kwargs, out)
+        work = step_work(func, args, kwargs, out, backward)
         name = family(work.name.replace("aten.", "aten::"))
         us = self.model.op_us(work) or 0.0
         self.us[name] += us

@@ -473,3 +473,19 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
 def _free() -> None:
     gc.collect()
     empty_cache()
+
+
+def measure_backward_tables(device: torch.device, dtypes: tuple[str, ...] = ("fp32", "bf16"),
+                            quick: bool = False, repeats: int = 3
+                            ) -> dict[str, dict[str, list[list[float]]]]:
+    """The training step's tables of ``device`` by dtype
+    (:func:`~moduleprofiler.prediction.calibrate_backward.backward_tables`), measured alone
+    (fp32 matmuls in TF32, as :func:`calibrate` measures them): what a calibration made before
+    they existed lacks."""
+    found: dict[str, dict[str, list[list[float]]]] = {}
+    with device_context(device), _tf32(True):
+        for name in dtypes:
+            found[name] = backward_tables(_Sweep(device, repeats), device, _TORCH_DTYPE[name],
+                                          quick)
+            _free()
+    return found

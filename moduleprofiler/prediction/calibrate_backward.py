@@ -20,8 +20,6 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from moduleprofiler.devices import device_context
-
 GEMM_LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn")
 """Which operand is stored transposed: neither, the second, the first."""
 
@@ -173,18 +171,3 @@ def backward_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
         tables[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]] for nbytes in sizes]
     return tables
 
-
-def measure_backward_tables(device: torch.device, dtypes: tuple[str, ...] = ("fp32", "bf16"),
-                            quick: bool = False, repeats: int = 3
-                            ) -> dict[str, dict[str, list[list[float]]]]:
-    """The training step's tables of ``device`` by dtype, measured alone (fp32 matmuls in
-    TF32, as :func:`~moduleprofiler.prediction.calibrate` measures them): what a calibration
-    made before they existed lacks."""
-    from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, _free, _Sweep, _tf32
-    found: dict[str, dict[str, list[list[float]]]] = {}
-    with device_context(device), _tf32(True):
-        for name in dtypes:
-            found[name] = backward_tables(_Sweep(device, repeats), device, _TORCH_DTYPE[name],
-                                          quick)
-            _free()
-    return found
