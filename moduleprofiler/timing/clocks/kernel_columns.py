@@ -110,6 +110,28 @@ for _stem, _samples_name in (("device", "device_samples_ms"),
                              ("backward_device", "backward_device_samples_ms")):
     _declared.extend(statistic_columns(_stem, _samples_name))
 
+
+def _few_traced(totals: Any, facts: Any = None) -> bool | None:
+    """Whether a module's device time comes from fewer traced samples than the traced block's
+    own minimum (``facts.min_traced_samples``). Only a share of the kept iterations is traced,
+    by design, so the loop's ``min_iters`` is not the measure; kernel durations carry no hook
+    error, so the count is the whole test."""
+    if median_of(totals) is None:
+        return None
+    return bool(len(totals) < (facts.min_traced_samples if facts is not None else 0))
+
+
+for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
+    for _own, _what in (("", "with its children's"), ("self_", "of its own code")):
+        # a text column (its yes/no a label); the timing trees hide it last (View.last)
+        _column(f"{_own}{_prefix}device_low_confidence", "text", aggregation="none",
+                needs=TIME_NEEDS, statistic=Statistic(
+                    (f"{_own}{_prefix}device_samples_ms",), _few_traced, facts=True),
+                description=f"the module's median {_phase} device time {_what} comes from "
+                "fewer traced iterations than the traced block's own minimum (a quarter of "
+                "min_iters, one at least; a quarter of each round's iterations is traced); "
+                "a fixed num_iters run is never flagged")
+
 register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)
 
 DEVICE_COLUMNS: tuple[ColumnSpec, ...] = tuple(_declared)
