@@ -22,6 +22,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from moduleprofiler.efficiency.peaks import DevicePeaks
+from moduleprofiler.prediction.backward_classes import (
+    FALLBACK,
+    GEMM_LAYOUT_TABLES,
+    ChannelWork,
+    layout_gemm_features,
+)
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.op_classes import (
     OpWork,
@@ -41,10 +47,10 @@ class _Table:
     floor_us: float
 
 
-_FALLBACK = {"mem_batch_norm_2d": "mem_unary"}
+_FALLBACK = {"mem_batch_norm_2d": "mem_unary", **FALLBACK}
 """A table an older calibration lacks, and the one to use instead."""
 
-MATMUL_TABLES = frozenset({"gemm", "bmm"})
+MATMUL_TABLES = frozenset({"gemm", "bmm"}) | GEMM_LAYOUT_TABLES
 """Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
 (``torch.backends.cuda.matmul.fp32_precision``)."""
 CONV_TABLES = frozenset({"conv", "conv_backward"})
@@ -64,6 +70,10 @@ def _row_work(table: str, row: list[float],
     """Features, FLOPs and bytes of one calibration row (the last entry, µs, excluded) of
     elements of ``size`` bytes."""
     log2 = np.log2
+    if table in GEMM_LAYOUT_TABLES:
+        m, n, k = row[:3]
+        return (layout_gemm_features(m, n, k, size, table.removeprefix("gemm_")),
+                2 * m * n * k, size * (m * k + k * n + m * n))
     if table == "gemm":
         m, n, k = row[:3]
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
@@ -138,14 +148,15 @@ class DeviceModel:
         key = (table, dtype)
         if key not in self._tables:
             tables = self.calibration.tables
-            source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32")
-            rows = (source or {}).get(table) or (source or {}).get(_FALLBACK.get(table, ""))
-            rows = [row for row in rows or () if row[-1] > 0]  # no kernel: nothing to learn
+            source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+            measured = table if source.get(table) else _FALLBACK.get(table, "")
+            # no kernel: nothing to learn
+            rows = [row for row in source.get(measured) or () if row[-1] > 0]
             if not rows:
                 self._tables[key] = None
             else:
                 size = _ELEMENT_BYTES.get(dtype, 4)
-                works = [_row_work(table, row, size) for row in rows]
+                works = [_row_work(measured, row, size) for row in rows]
                 # the rows' roofs as they were measured: fp32 compute in TF32
                 roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
                                       table in _COMPUTE_TABLES) for _, f, b in works]
@@ -157,6 +168,8 @@ class DeviceModel:
     def op_us(self, work: OpWork) -> float | None:
         """Predicted device microseconds of ``work`` (0 for an operator that launches
         nothing; ``None`` when the calibration has no table for it)."""
+        if isinstance(work, ChannelWork):
+            work = work.spread_over(self.calibration.sms)
         if work.table is None:
             return 0.0
         key = (work.table, work.dtype, work.features, work.flops, work.moved_bytes)
