@@ -7,7 +7,7 @@
   ``grad.t() @ x``, which reduces over every token of the batch. cuBLAS picks other kernels for
   each layout, and a row whose bytes are no multiple of 16 keeps the fast ones out: the
   alignment is read from the *stored* rows (a vocabulary-sized weight gradient stores the
-  vocabulary as its rows' length). Tables ``gemm_nn`` / ``gemm_nt`` / ``gemm_tn``.
+  vocabulary as its rows' length). Tables ``gemm_grad_nn`` / ``gemm_grad_nt`` / ``gemm_grad_tn``.
 * Batch norm in training computes its batch statistics before normalising
   (``mem_batch_norm_train``); batch and layer norm backward reduce over the saved input and the
   gradient, then write the input's gradient (``mem_batch_norm_backward``,
@@ -36,11 +36,11 @@ import torch
 
 from moduleprofiler.prediction.op_classes import OpWork, classify
 
-GEMM_LAYOUT_TABLES = frozenset({"gemm_nn", "gemm_nt", "gemm_tn"})
+GEMM_LAYOUT_TABLES = frozenset({"gemm_grad_nn", "gemm_grad_nt", "gemm_grad_tn"})
 """The tables of a backward's matrix products, by which operand is stored transposed."""
 
 FALLBACK: dict[str, str] = {
-    "gemm_nn": "gemm", "gemm_nt": "gemm", "gemm_tn": "gemm",
+    "gemm_grad_nn": "gemm", "gemm_grad_nt": "gemm", "gemm_grad_tn": "gemm",
     "mem_batch_norm_train": "mem_batch_norm_2d", "mem_batch_norm_backward": "mem_batch_norm_2d",
     "mem_layer_norm_backward": "mem_layer_norm", "mem_bias_grad": "mem_reduction",
     "mem_max_pool_backward": "mem_reduction"}
@@ -122,7 +122,7 @@ def _layout_work(work: OpWork, name: str, args: tuple[Any, ...]) -> OpWork:
     if layout == "tt":  # no such table: cuBLAS computes (B A)^T in the "nn" layout
         layout = "nn"
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
-    return dataclasses.replace(work, table=f"gemm_{layout}", features=layout_gemm_features(
+    return dataclasses.replace(work, table=f"gemm_grad_{layout}", features=layout_gemm_features(
         m, n, k, a.element_size(), layout))
 
 

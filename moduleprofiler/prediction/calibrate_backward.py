@@ -3,10 +3,10 @@
 layouts a backward runs them in, and the normalisation, pooling and bias-gradient kernels that
 only a training step launches (:mod:`.backward_classes` says which operator each table times).
 
-* ``gemm_nn`` / ``gemm_nt`` / ``gemm_tn``: ``[m, n, k, us]`` of ``(m x k) @ (k x n)`` with the
-  first (``t?``) or second (``?t``) operand stored transposed, on one grid that includes long
-  reductions (a weight gradient reduces over every token) and vocabulary-sized widths in each
-  of the three dimensions;
+* ``gemm_grad_nn`` / ``gemm_grad_nt`` / ``gemm_grad_tn``: ``[m, n, k, us]`` of
+  ``(m x k) @ (k x n)`` with the first (``t?``) or second (``?t``) operand stored
+  transposed, on one grid that includes long reductions (a weight gradient reduces over every
+  token) and vocabulary-sized widths in each of the three dimensions;
 * ``mem_<kind>``: ``[bytes moved, us]`` for each of :data:`BACKWARD_MEMORY_KINDS`, the bytes
   counted as :func:`~moduleprofiler.efficiency.traffic.operator_bytes` counts the operator's.
 """
@@ -83,7 +83,7 @@ def add_layout_gemms(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     for layout in GEMM_LAYOUTS:
         for m, n, k in shapes:
             a, b = _layout_operands(a_store, b_store, layout, m, n, k)
-            sweep.add(f"gemm_{layout}:{m}:{n}:{k}", functools.partial(_mm, a, b))
+            sweep.add(f"gemm_grad_{layout}:{m}:{n}:{k}", functools.partial(_mm, a, b))
     return shapes
 
 
@@ -163,7 +163,7 @@ def backward_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
     shapes = add_layout_gemms(sweep, device, dtype, quick)
     times = sweep.run()
     tables: dict[str, list[list[float]]] = {
-        f"gemm_{layout}": [[m, n, k, times[f"gemm_{layout}:{m}:{n}:{k}"]]
+        f"gemm_grad_{layout}": [[m, n, k, times[f"gemm_grad_{layout}:{m}:{n}:{k}"]]
                            for m, n, k in shapes] for layout in GEMM_LAYOUTS}
     moved = add_backward_memory(sweep, device, dtype, quick)
     times = sweep.run()

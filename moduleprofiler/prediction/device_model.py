@@ -72,7 +72,7 @@ def _row_work(table: str, row: list[float],
     log2 = np.log2
     if table in GEMM_LAYOUT_TABLES:
         m, n, k = row[:3]
-        return (layout_gemm_features(m, n, k, size, table.removeprefix("gemm_")),
+        return (layout_gemm_features(m, n, k, size, table.removeprefix("gemm_grad_")),
                 2 * m * n * k, size * (m * k + k * n + m * n))
     if table == "gemm":
         m, n, k = row[:3]

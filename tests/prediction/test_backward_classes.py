@@ -49,13 +49,13 @@ def test_a_weight_gradient_is_timed_by_the_transposed_table_in_the_backward_only
     args = (grad.t(), x)
     out = _meta(768, 3072)
     backward = step_work(aten.mm.default, args, {}, out, backward=True)
-    assert backward.table == "gemm_tn"
+    assert backward.table == "gemm_grad_tn"
     assert backward.features == (math.log2(768), math.log2(3072), math.log2(6304), 0.0)
     assert backward.flops == 2.0 * 768 * 3072 * 6304
     assert step_work(aten.mm.default, args, {}, out, backward=False).table == "gemm"
     # the input gradient grad @ W, W stored out x in: neither transposed
     assert step_work(aten.mm.default, (grad, _meta(768, 3072)), {}, x,
-                     backward=True).table == "gemm_nn"
+                     backward=True).table == "gemm_grad_nn"
 
 
 def test_batch_norm_in_training_and_its_backward_know_their_channels() -> None:
@@ -100,7 +100,7 @@ def test_a_bias_gradient_is_a_column_reduction() -> None:
 def test_a_calibration_without_the_training_tables_times_them_by_the_forward_ones() -> None:
     peaks = device_peaks("H100 SXM")
     calibration = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
-        "gemm": [[4096, 4096, 4096, 200.0]], "gemm_tn": [[4096, 4096, 4096, 300.0]],
+        "gemm": [[4096, 4096, 4096, 200.0]], "gemm_grad_tn": [[4096, 4096, 4096, 300.0]],
         "mem_batch_norm_2d": [[1e3, 2.0], [1e9, 500.0]]}})
     model = DeviceModel(calibration, peaks, peaks)
     grad, x = _meta(4096, 4096), _meta(4096, 4096)

@@ -55,10 +55,10 @@ def test_each_layout_stores_the_operand_it_names_transposed(monkeypatch: Any) ->
     sweep = _CpuSweep()
     tables = backward_tables(sweep, torch.device("cpu"), torch.float32, quick=False)
     # 2 sizes in each of m, n, k: 8 shapes per layout
-    assert [len(tables[f"gemm_{layout}"]) for layout in ("nn", "nt", "tn")] == [8, 8, 8]
-    assert tables["gemm_tn"][1] == [8, 8, 16, 1.0]
+    assert [len(tables[f"gemm_grad_{layout}"]) for layout in ("nn", "nt", "tn")] == [8, 8, 8]
+    assert tables["gemm_grad_tn"][1] == [8, 8, 16, 1.0]
     products = dict(sweep.results)
-    assert products["gemm_tn:8:16:8"].shape == (8, 16)
+    assert products["gemm_grad_tn:8:16:8"].shape == (8, 16)
     # two sizes of each memory kind, keyed by bytes: 1024 and 4096 elements of a layer norm's
     # gradient, input and input gradient (3 x 4 bytes each)
     assert tables["mem_layer_norm_backward"] == [[12288, 1.0], [49152, 1.0]]

@@ -235,8 +235,8 @@ def test_a_training_step_times_its_backward_by_the_training_tables() -> None:
     # grad.sum(0) reads 64 * 64 * 2 bytes and writes 64 * 2: 8320 bytes, the one
     # mem_bias_grad row, 1 us. The input needs no gradient: no input-gradient GEMM. (The
     # loss squares the output, so the gradient is a dense tensor, as inside a model.)
-    rows = {"gemm": [[64, 64, 64, 3.0]], "gemm_tn": [[64, 64, 64, 7.0]],
-            "gemm_nn": [[64, 64, 64, 5.0]], "mem_bias_grad": [[8320, 1.0]],
+    rows = {"gemm": [[64, 64, 64, 3.0]], "gemm_grad_tn": [[64, 64, 64, 7.0]],
+            "gemm_grad_nn": [[64, 64, 64, 5.0]], "mem_bias_grad": [[8320, 1.0]],
             "mem_reduction": [[8320, 0.5]], "mem_unary": [[1e3, 2.0], [1e9, 500.0]]}
     calibration = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": rows}, HOST)
     profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
