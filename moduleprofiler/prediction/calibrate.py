@@ -52,6 +52,13 @@ UNALIGNED_N: tuple[int, ...] = (1000, 30522, 32001, 50257)
 GEMM_FLOP_CAP = 2 * 2 ** 37
 """GEMMs above this many FLOPs are left out: at that size the achieved rate is flat, and the
 model extends the largest measured shapes proportionally."""
+LINEAR_NK: tuple[int, ...] = (256, 512, 1024, 2048, 3072, 4096, 8192)
+VOCABULARY_N: tuple[int, ...] = (1000, 30522, 32000, 32001, 50257, 128256)
+"""Output widths of classifier and language-model heads: a vocabulary is rarely a multiple of
+the tensor-core tile, and the last wave of tiles runs part-empty."""
+VOCABULARY_FLOP_CAP = 2 * 2 ** 40
+"""A head's GEMM runs far below the peak (misaligned rows, a part-empty last wave), so its
+rate is measured up to a batch of 64 sequences of 128 tokens."""
 
 _Bench = Callable[[], Any]
 
@@ -131,6 +138,32 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
 
 def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
     return lambda: torch.mm(a, b)
+
+
+def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
+    """The ``(m, n, k)`` of the ``gemm_nt`` table: ``x @ w.T`` with ``w`` of ``n x k``, the
+    layout of ``nn.Linear`` (cuBLAS runs other kernels than for ``a @ b``, up to a third
+    faster in TF32), with language-model heads' vocabulary widths up to larger batches."""
+    ms = GEMM_M[::4] if quick else GEMM_M
+    nks = LINEAR_NK[::3] if quick else LINEAR_NK
+    shapes = [(m, n, k) for m in ms for n in nks for k in nks if 2 * m * n * k <= GEMM_FLOP_CAP]
+    shapes += [(m, n, k) for m in ms[::2] for n in VOCABULARY_N for k in (768, 1024, 4096)
+               if 2 * m * n * k <= VOCABULARY_FLOP_CAP]
+    return shapes
+
+
+def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int]]:
+    shapes = linear_shapes(quick)
+    for m, n, k in shapes:
+        sweep.add(f"gemm_nt:{m}:{n}:{k}", functools.partial(
+            _linear_bench, m, n, k, sweep.device, dtype))
+    return shapes
+
+
+def _linear_bench(m: int, n: int, k: int, device: torch.device, dtype: torch.dtype) -> _Bench:
+    x = torch.randn(m, k, device=device, dtype=dtype)
+    w = torch.randn(n, k, device=device, dtype=dtype)
+    return lambda: torch.mm(x, w.t())
 
 
 def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int, int]]:
@@ -246,8 +279,37 @@ def _attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.d
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
-                                 "batch_norm_2d", "copy", "transpose_copy", "gather", "cat")
-"""The memory-bound operator kinds :func:`calibrate` measures, each over sizes."""
+                                 "batch_norm_2d", "copy", "transpose_copy", "gather", "cat",
+                                 "broadcast", "strided", "permute_copy", "convert",
+                                 "strided_cat", "strided_inner_cat")
+"""The memory-bound operator kinds :func:`calibrate` measures, each over sizes: elementwise
+kernels on contiguous operands (``unary``, ``binary``: vectorised loads), on a broadcast
+operand (``broadcast``: a norm's weight) and on permuted ones (``strided``: rotary embeddings
+on heads transposed from the sequence), which run without vector loads; copies of contiguous,
+transposed (``transpose_copy``: the innermost dimension strided), permuted
+(``permute_copy``: whole rows of the innermost dimension) tensors and copies that change the
+dtype (``convert``); concatenations of contiguous tensors (``cat``) and of permuted ones, along
+an outer dimension (``strided_cat``: a key/value cache) or the innermost one
+(``strided_inner_cat``: rotary's ``rotate_half``)."""
+
+HEAD_DIM = 64
+HEADS = 16
+
+
+def heads_view(numel: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """About ``numel`` elements as attention heads, ``(batch, heads, sequence, head_dim)``,
+    transposed from a ``(batch, sequence, heads, head_dim)`` tensor as attention layers
+    make them (whole rows of ``head_dim`` contiguous, the rest permuted)."""
+    sequence = min(128, max(1, numel // (HEADS * HEAD_DIM)))
+    batch = max(1, numel // (HEADS * HEAD_DIM * sequence))
+    return torch.randn(batch, sequence, HEADS, HEAD_DIM, device=device,
+                       dtype=dtype).transpose(1, 2)
+
+
+def _other_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a ``convert`` of ``dtype``'s table starts from: its output is ``dtype``, as
+    an operator's table is its output's (fp32 from bf16, bf16 and fp16 from fp32)."""
+    return torch.bfloat16 if dtype == torch.float32 else torch.float32
 
 
 def _memory_bench(kind: str, numel: int, device: torch.device,
@@ -288,6 +350,25 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
     if kind == "cat":
         half = x[: max(1, rows // 2)]
         return (lambda: torch.cat([half, half])), moved
+    if kind == "broadcast":  # a norm's weight times its normalised input
+        weight = torch.randn(1024, device=device, dtype=dtype)
+        return (lambda: weight * x), moved + weight.numel() * size
+    heads = heads_view(numel, device, dtype)
+    if kind == "strided":  # rotary: heads times a cosine table broadcast over them
+        table = torch.randn(1, 1, *heads.shape[2:], device=device, dtype=dtype)
+        return (lambda: heads * table), 2 * heads.numel() * size + table.numel() * size
+    if kind == "permute_copy":
+        return (lambda: heads.contiguous()), 2 * heads.numel() * size
+    if kind == "convert":
+        source = torch.randn(rows, 1024, device=device, dtype=_other_dtype(dtype))
+        return (lambda: source.to(dtype)), x.numel() * (size + source.element_size())
+    if kind == "strided_cat":  # a key/value cache's first step: nothing cached yet
+        empty = heads.new_empty(*heads.shape[:2], 0, heads.shape[3])
+        return (lambda: torch.cat([empty, heads], -2)), 2 * heads.numel() * size
+    if kind == "strided_inner_cat":  # rotate_half: (-second half, first half)
+        first = heads[..., : heads.shape[-1] // 2]
+        second = torch.randn(first.shape, device=device, dtype=dtype)
+        return (lambda: torch.cat([second, first], -1)), 2 * heads.numel() * size
     raise ValueError(f"unknown memory kind {kind!r}")
 
 
@@ -421,9 +502,12 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             table = tables.setdefault(name, {})
             sweep = _Sweep(cuda, repeats)
             gemms = _gemms(sweep, dtype, quick)
+            linears = _linears(sweep, dtype, quick)
             bmms = _bmms(sweep, dtype, quick)
             times = sweep.run()
             table["gemm"] = [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]
+            table["gemm_nt"] = [[m, n, k, times[f"gemm_nt:{m}:{n}:{k}"]]
+                                for m, n, k in linears]
             table["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]]
                             for b, m, n, k in bmms]
             _free()
