@@ -7,6 +7,8 @@ tables into a shipped calibration and recomputes its held-out residuals. Outputs
 ``benchmarks/results/prediction/``.
 
     PYTHONPATH=. python3 benchmarks/prediction/calibrate_llm.py measure --out tables.json
+    PYTHONPATH=. python3 benchmarks/prediction/calibrate_llm.py measure --tables linear \
+        --out linear.json
     python benchmarks/prediction/calibrate_llm.py merge tables.json \\
         moduleprofiler/prediction/calibrations/h200.json
     python benchmarks/prediction/calibrate_llm.py check tables.json --device H200
@@ -72,7 +74,9 @@ def _bench_of(kind: str, numel: int, device: torch.device, dtype: torch.dtype) -
     return held_out_bench(kind, numel, device, dtype)[0]
 
 
-def measure(out: str, repeats: int) -> None:
+def measure(out: str, repeats: int, tables: str) -> None:
+    """``tables``: ``all`` (the memory kinds and ``gemm_nt``) or ``linear`` (``gemm_nt`` and
+    ``gemm_bias_nt`` with the weights read from memory, as ``calibrate()`` now measures)."""
     device = torch.device("cuda")
     sizes = [2 ** i for i in range(10, 29)]
     found: dict[str, dict[str, list[list[float]]]] = {}
@@ -80,24 +84,26 @@ def measure(out: str, repeats: int) -> None:
     with _tf32(True):
         for name in ("fp32", "bf16"):
             dtype = _TORCH_DTYPE[name]
-            tables = found.setdefault(name, {})
+            tables_of = found.setdefault(name, {})
             sweep = _Sweep(device, repeats)
-            linears = _linears(sweep, dtype, False)
-            times = sweep.run()
-            tables["gemm_nt"] = [[m, n, k, times[f"gemm_nt:{m}:{n}:{k}"]]
-                                 for m, n, k in linears]
-            torch.cuda.empty_cache()
-            for kind in SHIPPED_KINDS + HELD_OUT_KINDS:
+            for bias in ((False, True) if tables == "linear" else (False,)):
+                table = "gemm_bias_nt" if bias else "gemm_nt"
+                linears = _linears(sweep, dtype, False, bias)
+                times = sweep.run()
+                tables_of[table] = [[m, n, k, times[f"{table}:{m}:{n}:{k}"]]
+                                    for m, n, k in linears]
+                torch.cuda.empty_cache()
+            for kind in (SHIPPED_KINDS + HELD_OUT_KINDS if tables == "all" else ()):
                 labels = []
                 for numel in sizes:
                     label = f"{MEASURED_AS.get(kind, kind)}:{numel}"
                     labels.append((numel, label))
                     sweep.add(label, functools.partial(_bench_of, kind, numel, device, dtype))
                 times = sweep.run()
-                tables[f"mem_{MEASURED_AS.get(kind, kind)}"] = [[numel, times[label]]
-                                                               for numel, label in labels]
+                tables_of[f"mem_{MEASURED_AS.get(kind, kind)}"] = [[numel, times[label]]
+                                                                  for numel, label in labels]
                 torch.cuda.empty_cache()
-            print(name, {k: len(v) for k, v in tables.items()},
+            print(name, {k: len(v) for k, v in tables_of.items()},
                   f"{time.perf_counter() - began:.1f} s", flush=True)
     header = {"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
               "note": "mem_* rows are [numel, us] here; merge turns them into [bytes, us]"}
@@ -115,16 +121,21 @@ def merge(tables_path: str, calibration_path: str) -> None:
     calibration = Calibration.load(calibration_path)
     merged = {dtype: dict(t) for dtype, t in calibration.tables.items()}
     for dtype, found in tables.items():
-        merged[dtype]["gemm_nt"] = found["gemm_nt"]
+        for name, rows in found.items():
+            if name in ("gemm_nt", "gemm_bias_nt"):
+                merged[dtype][name] = rows
         for kind in SHIPPED_KINDS:
-            merged[dtype][f"mem_{kind}"] = _bytes_rows(
-                kind, found[f"mem_{MEASURED_AS.get(kind, kind)}"], dtype)
+            if f"mem_{MEASURED_AS.get(kind, kind)}" in found:
+                merged[dtype][f"mem_{kind}"] = _bytes_rows(
+                    kind, found[f"mem_{MEASURED_AS.get(kind, kind)}"], dtype)
     calibration = dataclasses.replace(calibration, tables=merged)
     calibration = dataclasses.replace(calibration, held_out=held_out_residuals(
         calibration, device_peaks(calibration.name)))
     calibration.save(calibration_path)
     for dtype, found in calibration.held_out.items():
-        for name in ["gemm_nt", *(f"mem_{kind}" for kind in SHIPPED_KINDS)]:
+        for name in ["gemm_nt", "gemm_bias_nt", *(f"mem_{kind}" for kind in SHIPPED_KINDS)]:
+            if name not in found:
+                continue
             low, middle, high, count = found[name]
             print(f"{dtype} {name:>17}: held out, measured / predicted p10 {low:.3f}, "
                   f"median {middle:.3f}, p90 {high:.3f} ({count:.0f} shapes)")
@@ -160,6 +171,7 @@ def main() -> None:
     run = sub.add_parser("measure")
     run.add_argument("--out", required=True)
     run.add_argument("--repeats", type=int, default=3)
+    run.add_argument("--tables", choices=("all", "linear"), default="all")
     put = sub.add_parser("merge")
     put.add_argument("tables")
     put.add_argument("calibration")
@@ -168,7 +180,7 @@ def main() -> None:
     held.add_argument("--device", default="H200")
     args = parser.parse_args()
     if args.command == "measure":
-        measure(args.out, args.repeats)
+        measure(args.out, args.repeats, args.tables)
     elif args.command == "merge":
         merge(args.tables, args.calibration)
     else:

@@ -141,9 +141,10 @@ def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
 
 
 def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
-    """The ``(m, n, k)`` of the ``gemm_nt`` table: ``x @ w.T`` with ``w`` of ``n x k``, the
-    layout of ``nn.Linear`` (cuBLAS runs other kernels than for ``a @ b``, up to a third
-    faster in TF32), with language-model heads' vocabulary widths up to larger batches."""
+    """The ``(m, n, k)`` of the ``gemm_nt`` and ``gemm_bias_nt`` tables: ``x @ w.T`` with
+    ``w`` of ``n x k``, the layout of ``nn.Linear`` (cuBLAS runs other kernels than for
+    ``a @ b``, up to a third faster in TF32, and others again with a bias), with
+    language-model heads' vocabulary widths up to larger batches."""
     ms = GEMM_M[::4] if quick else GEMM_M
     nks = LINEAR_NK[::3] if quick else LINEAR_NK
     shapes = [(m, n, k) for m in ms for n in nks for k in nks if 2 * m * n * k <= GEMM_FLOP_CAP]
@@ -152,18 +153,51 @@ def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int]]:
+COLD_POOL_BYTES = 256 * 2 ** 20
+"""Weights of the linear tables are taken in turn from a pool this large (five times an
+H100's or H200's L2 cache), so each call reads its weight from memory, as a layer of a model
+does: a model's weights are read once per pass, never from a warm cache."""
+
+
+class _ColdPool:
+    """Consecutive regions of one large tensor, wrapping round: a region comes back only
+    after the whole pool has been read, long gone from the cache."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        size = torch.tensor([], dtype=dtype).element_size()
+        self.data = torch.randn(COLD_POOL_BYTES // size, device=device, dtype=dtype)
+        self.next = 0
+
+    def take(self, rows: int, columns: int) -> torch.Tensor:
+        """A ``rows x columns`` matrix not read recently (a fresh one if it is too large
+        for two in the pool: larger than the cache, it is read from memory anyway)."""
+        numel = rows * columns
+        if 2 * numel > self.data.numel():
+            return torch.randn(rows, columns, device=self.data.device, dtype=self.data.dtype)
+        if self.next + numel > self.data.numel():
+            self.next = 0
+        start, self.next = self.next, self.next + numel
+        return self.data[start:start + numel].view(rows, columns)
+
+
+def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool,
+             bias: bool = False) -> list[tuple[int, int, int]]:
     shapes = linear_shapes(quick)
+    pool = _ColdPool(sweep.device, dtype)
+    name = "gemm_bias_nt" if bias else "gemm_nt"
     for m, n, k in shapes:
-        sweep.add(f"gemm_nt:{m}:{n}:{k}", functools.partial(
-            _linear_bench, m, n, k, sweep.device, dtype))
+        sweep.add(f"{name}:{m}:{n}:{k}", functools.partial(_linear_bench, m, n, k, pool, bias))
     return shapes
 
 
-def _linear_bench(m: int, n: int, k: int, device: torch.device, dtype: torch.dtype) -> _Bench:
-    x = torch.randn(m, k, device=device, dtype=dtype)
-    w = torch.randn(n, k, device=device, dtype=dtype)
-    return lambda: torch.mm(x, w.t())
+def _linear_bench(m: int, n: int, k: int, pool: _ColdPool, bias: bool) -> _Bench:
+    """``F.linear`` (``x @ w.T``, with ``bias``: plus a bias) on ``m`` rows, each call on a
+    weight from ``pool`` (its input is fresh, as a layer's input was just written)."""
+    x = torch.randn(m, k, device=pool.data.device, dtype=pool.data.dtype)
+    b = torch.randn(n, device=pool.data.device, dtype=pool.data.dtype) if bias else None
+    large = 2 * n * k > pool.data.numel()
+    weight = pool.take(n, k) if large else None
+    return lambda: F.linear(x, weight if weight is not None else pool.take(n, k), b)
 
 
 def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int, int]]:
@@ -503,11 +537,12 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             sweep = _Sweep(cuda, repeats)
             gemms = _gemms(sweep, dtype, quick)
             linears = _linears(sweep, dtype, quick)
+            _linears(sweep, dtype, quick, bias=True)
             bmms = _bmms(sweep, dtype, quick)
             times = sweep.run()
             table["gemm"] = [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]
-            table["gemm_nt"] = [[m, n, k, times[f"gemm_nt:{m}:{n}:{k}"]]
-                                for m, n, k in linears]
+            for name in ("gemm_nt", "gemm_bias_nt"):
+                table[name] = [[m, n, k, times[f"{name}:{m}:{n}:{k}"]] for m, n, k in linears]
             table["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]]
                             for b, m, n, k in bmms]
             _free()

@@ -19,7 +19,8 @@ from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = ("", "backward_")
 
-_ONE_DTYPE_TABLES = frozenset({"gemm", "gemm_nt", "bmm", "conv", "conv_backward", "attention"})
+_ONE_DTYPE_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "bmm", "conv",
+                               "conv_backward", "attention"})
 """Tables of operators whose device kernels (cuBLAS, cuDNN, fused attention) take their data
 operands, the first three arguments (``mm``'s two matrices; ``addmm``'s bias and matrices; a
 convolution's input, weight and bias; its backward's gradient, input and weight; attention's

@@ -120,7 +120,7 @@ def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, 
     if name in _GEMM:
         a, b = (args[1], args[2]) if name != "mm" else (args[0], args[1])
         m, k, n = a.shape[0], a.shape[1], b.shape[1]
-        table = "gemm_nt" if _transposed(b) else "gemm"
+        table = "gemm" if not _transposed(b) else "gemm_nt" if name == "mm" else "gemm_bias_nt"
         return table, gemm_features(m, n, k, a.element_size()), 2.0 * m * n * k
     a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
     batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
@@ -230,6 +230,24 @@ def _priced_bytes(kind: str, name: str, args: tuple[Any, ...], out: Any, moved: 
     return moved
 
 
+def _dense(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` covers a block of memory without gaps or overlaps, in any order of
+    its dimensions (contiguous, or a permutation of a contiguous tensor)."""
+    expected = 1
+    for stride, size in sorted((s, n) for s, n in zip(tensor.stride(), tensor.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _same_layout(tensor: torch.Tensor, like: torch.Tensor) -> bool:
+    """Whether ``tensor`` has ``like``'s shape and strides (strides of size-1 dimensions,
+    which no element uses, aside)."""
+    return tensor.shape == like.shape and all(
+        a == b for a, b, n in zip(tensor.stride(), like.stride(), like.shape) if n != 1)
+
+
 def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
     """The table of an elementwise, copy or concatenation ``kind`` as its operands' layout
     asks: PyTorch's vectorised kernels need every operand contiguous and of the output's
@@ -241,11 +259,11 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
         return kind
     if kind in ("mem_unary", "mem_binary"):
         operands = [t for t in iter_tensors(args) if t.numel() > 1]
-        if not result.is_contiguous() or any(not t.is_contiguous() for t in operands):
-            return "mem_strided"
-        if any(t.shape != result.shape for t in operands):
+        if _dense(result) and all(_same_layout(t, result) for t in operands):
+            return kind  # one layout (contiguous or all permuted alike): vectorised
+        if result.is_contiguous() and all(t.is_contiguous() for t in operands):
             return "mem_broadcast"
-        return kind
+        return "mem_strided"
     if kind == "mem_cat":
         tensors = [t for t in iter_tensors(args[0] if args else ()) if t.numel() > 0]
         if all(t.is_contiguous() for t in tensors):

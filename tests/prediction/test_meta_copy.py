@@ -81,8 +81,16 @@ class _GroupedQuery(nn.Module):
 
 @pytest.mark.parametrize("backward", [False, True])
 def test_grouped_query_attention_runs_fused_on_its_own_heads(backward: bool) -> None:
-    names = _operators(_GroupedQuery(), torch.randn(2, 10, 64), backward)
+    model = _GroupedQuery().to(torch.bfloat16)
+    names = _operators(model, torch.randn(2, 10, 64, dtype=torch.bfloat16), backward)
     assert names["aten._scaled_dot_product_efficient_attention"] == 1
     # no unfused math, and no copy repeating the key/value heads to the query heads
     assert "aten.bmm" not in names and "aten._safe_softmax" not in names
     assert "aten.repeat_interleave" not in names and "aten.index_select" not in names
+
+
+def test_grouped_query_attention_in_fp32_runs_the_unfused_math() -> None:
+    # no fused kernel takes grouped heads in fp32: a GPU runs the math, as the meta device
+    names = _operators(_GroupedQuery(), torch.randn(2, 10, 64), False)
+    assert "aten._scaled_dot_product_efficient_attention" not in names
+    assert names["aten.bmm"] == 2

@@ -94,4 +94,16 @@ def test_a_linear_layers_transposed_weight_has_its_own_gemm_table() -> None:
     assert linear.flops == 2 * 8 * 32 * 64
     assert _work(aten.mm.default, x, weight.t().contiguous()).table == "gemm"
     bias = torch.empty(32, device=META, dtype=torch.bfloat16)
-    assert _work(aten.addmm.default, bias, x, weight.t()).table == "gemm_nt"
+    # with a bias cuBLAS runs yet other kernels (its epilogue adds the bias)
+    assert _work(aten.addmm.default, bias, x, weight.t()).table == "gemm_bias_nt"
+    assert _work(aten.addmm.default, bias, x, weight.t().contiguous()).table == "gemm"
+
+
+def test_operands_permuted_alike_stay_vectorised() -> None:
+    # channels-last feature maps: every operand and the output in one permuted layout
+    x = torch.empty(2, 8, 4, 4, device=META, dtype=torch.bfloat16).to(
+        memory_format=torch.channels_last)
+    assert _work(aten.add.Tensor, x, x.clone()).table == "mem_binary"
+    assert _work(aten.relu.default, x).table == "mem_unary"
+    scale = torch.empty(8, 1, 1, device=META, dtype=torch.bfloat16)
+    assert _work(aten.mul.Tensor, scale, x).table == "mem_strided"  # broadcast, permuted
