@@ -107,6 +107,12 @@ class DeviceModel:
     calibrated; else at the plain FP32 peak."""
     conv_tf32: bool = True
     """fp32 convolutions (:data:`CONV_TABLES`) run in TF32; else at the plain FP32 peak."""
+    donor: DeviceModel | None = None
+    """Another device's model whose tables stand in for those this calibration lacks (its
+    achieved fractions of the peak, applied to this device's peaks); ``None``: the tables of
+    :data:`_FALLBACK` stand in."""
+    borrowed: set[str] = field(default_factory=set)
+    """The tables taken from :attr:`donor` so far."""
     _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
         default_factory=dict, repr=False)
@@ -138,13 +144,26 @@ class DeviceModel:
         flop_rate, byte_rate = cls._rate(peaks, dtype, tf32)
         return max(flops / flop_rate, nbytes / byte_rate) * 1e6
 
+    def _rows(self, table: str, dtype: str, fallback: bool) -> list[list[float]]:
+        """The calibration's rows of ``table`` in ``dtype`` (with ``fallback``: those of the
+        table an older calibration has instead, :data:`_FALLBACK`)."""
+        tables = self.calibration.tables
+        source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+        rows = source.get(table) or (source.get(_FALLBACK.get(table, "")) if fallback else None)
+        return [row for row in rows or () if row[-1] > 0]  # no kernel: nothing to learn
+
     def _table(self, table: str, dtype: str) -> _Table | None:
         key = (table, dtype)
         if key not in self._tables:
-            tables = self.calibration.tables
-            source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32")
-            rows = (source or {}).get(table) or (source or {}).get(_FALLBACK.get(table, ""))
-            rows = [row for row in rows or () if row[-1] > 0]  # no kernel: nothing to learn
+            rows = self._rows(table, dtype, fallback=False)
+            if not rows and self.donor is not None and \
+                    self.donor._rows(table, dtype, fallback=False):
+                # the donor's rows with the donor's roofs: its achieved fractions, applied
+                # to this device's peaks by op_us
+                self._tables[key] = self.donor._table(table, dtype)
+                self.borrowed.add(table)
+                return self._tables[key]
+            rows = rows or self._rows(table, dtype, fallback=True)
             if not rows:
                 self._tables[key] = None
             else:
@@ -185,6 +204,8 @@ class DeviceModel:
         its table."""
         if work.table is None:
             return 1.0, 1.0
+        if work.table in self.borrowed and self.donor is not None:
+            return self.donor.error_band(work)
         held_out = self.calibration.held_out
         source = held_out.get(work.dtype) or held_out.get(
             "bf16" if work.dtype == "fp16" else "fp32") or {}
