@@ -8,7 +8,7 @@ tables into a shipped calibration and recomputes its held-out residuals. Outputs
 
     PYTHONPATH=. python3 benchmarks/prediction/calibrate_llm.py measure --out tables.json
     PYTHONPATH=. python3 benchmarks/prediction/calibrate_llm.py measure --tables linear \
-        --out linear.json
+        --out linear.json    # [--tables gemm_bias]
     python benchmarks/prediction/calibrate_llm.py merge tables.json \\
         moduleprofiler/prediction/calibrations/h200.json
     python benchmarks/prediction/calibrate_llm.py check tables.json --device H200
@@ -30,6 +30,7 @@ import torch
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibrate import (
     _TORCH_DTYPE,
+    LINEAR_TABLES,
     _linears,
     _memory_bench,
     _Sweep,
@@ -75,8 +76,9 @@ def _bench_of(kind: str, numel: int, device: torch.device, dtype: torch.dtype) -
 
 
 def measure(out: str, repeats: int, tables: str) -> None:
-    """``tables``: ``all`` (the memory kinds and ``gemm_nt``) or ``linear`` (``gemm_nt`` and
-    ``gemm_bias_nt`` with the weights read from memory, as ``calibrate()`` now measures)."""
+    """``tables``: ``all`` (the memory kinds and ``gemm_nt``, the first run), ``linear``
+    (``gemm_nt``, ``gemm_bias_nt`` and ``gemm_bias`` with the weights read from memory, as
+    ``calibrate()`` measures them) or ``gemm_bias`` alone (the third run)."""
     device = torch.device("cuda")
     sizes = [2 ** i for i in range(10, 29)]
     found: dict[str, dict[str, list[list[float]]]] = {}
@@ -86,9 +88,9 @@ def measure(out: str, repeats: int, tables: str) -> None:
             dtype = _TORCH_DTYPE[name]
             tables_of = found.setdefault(name, {})
             sweep = _Sweep(device, repeats)
-            for bias in ((False, True) if tables == "linear" else (False,)):
-                table = "gemm_bias_nt" if bias else "gemm_nt"
-                linears = _linears(sweep, dtype, False, bias)
+            for table in (LINEAR_TABLES if tables == "linear" else
+                          ("gemm_bias",) if tables == "gemm_bias" else ("gemm_nt",)):
+                linears = _linears(sweep, dtype, False, table)
                 times = sweep.run()
                 tables_of[table] = [[m, n, k, times[f"{table}:{m}:{n}:{k}"]]
                                     for m, n, k in linears]
@@ -122,7 +124,7 @@ def merge(tables_path: str, calibration_path: str) -> None:
     merged = {dtype: dict(t) for dtype, t in calibration.tables.items()}
     for dtype, found in tables.items():
         for name, rows in found.items():
-            if name in ("gemm_nt", "gemm_bias_nt"):
+            if name in LINEAR_TABLES:
                 merged[dtype][name] = rows
         for kind in SHIPPED_KINDS:
             if f"mem_{MEASURED_AS.get(kind, kind)}" in found:
@@ -133,7 +135,7 @@ def merge(tables_path: str, calibration_path: str) -> None:
         calibration, device_peaks(calibration.name)))
     calibration.save(calibration_path)
     for dtype, found in calibration.held_out.items():
-        for name in ["gemm_nt", "gemm_bias_nt", *(f"mem_{kind}" for kind in SHIPPED_KINDS)]:
+        for name in [*LINEAR_TABLES, *(f"mem_{kind}" for kind in SHIPPED_KINDS)]:
             if name not in found:
                 continue
             low, middle, high, count = found[name]
@@ -171,7 +173,7 @@ def main() -> None:
     run = sub.add_parser("measure")
     run.add_argument("--out", required=True)
     run.add_argument("--repeats", type=int, default=3)
-    run.add_argument("--tables", choices=("all", "linear"), default="all")
+    run.add_argument("--tables", choices=("all", "linear", "gemm_bias"), default="all")
     put = sub.add_parser("merge")
     put.add_argument("tables")
     put.add_argument("calibration")

@@ -141,10 +141,10 @@ def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
 
 
 def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
-    """The ``(m, n, k)`` of the ``gemm_nt`` and ``gemm_bias_nt`` tables: ``x @ w.T`` with
-    ``w`` of ``n x k``, the layout of ``nn.Linear`` (cuBLAS runs other kernels than for
-    ``a @ b``, up to a third faster in TF32, and others again with a bias), with
-    language-model heads' vocabulary widths up to larger batches."""
+    """The ``(m, n, k)`` of the tables of :data:`LINEAR_TABLES`: ``x @ w.T`` with ``w`` of
+    ``n x k``, the layout of ``nn.Linear`` (cuBLAS runs other kernels than for ``a @ b``, up
+    to a third faster in TF32, and others again with a bias), with language-model heads'
+    vocabulary widths up to larger batches."""
     ms = GEMM_M[::4] if quick else GEMM_M
     nks = LINEAR_NK[::3] if quick else LINEAR_NK
     shapes = [(m, n, k) for m in ms for n in nks for k in nks if 2 * m * n * k <= GEMM_FLOP_CAP]
@@ -180,24 +180,42 @@ class _ColdPool:
         return self.data[start:start + numel].view(rows, columns)
 
 
+LINEAR_TABLES: dict[str, tuple[bool, bool]] = {
+    "gemm_nt": (True, False), "gemm_bias_nt": (True, True), "gemm_bias": (False, True)}
+"""The tables of layers' matrix products, with their weights read from memory: by name,
+whether the weight is transposed (``nn.Linear``'s ``x @ w.T``; else ``x @ w``, as GPT-2's
+``Conv1D``) and whether a bias is added (``addmm``: cuBLAS adds it in the kernel's
+epilogue, another kernel)."""
+
+
 def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool,
-             bias: bool = False) -> list[tuple[int, int, int]]:
+             name: str = "gemm_nt") -> list[tuple[int, int, int]]:
     shapes = linear_shapes(quick)
     pool = _ColdPool(sweep.device, dtype)
-    name = "gemm_bias_nt" if bias else "gemm_nt"
+    transposed, bias = LINEAR_TABLES[name]
     for m, n, k in shapes:
-        sweep.add(f"{name}:{m}:{n}:{k}", functools.partial(_linear_bench, m, n, k, pool, bias))
+        sweep.add(f"{name}:{m}:{n}:{k}", functools.partial(
+            _linear_bench, m, n, k, pool, transposed, bias))
     return shapes
 
 
-def _linear_bench(m: int, n: int, k: int, pool: _ColdPool, bias: bool) -> _Bench:
-    """``F.linear`` (``x @ w.T``, with ``bias``: plus a bias) on ``m`` rows, each call on a
-    weight from ``pool`` (its input is fresh, as a layer's input was just written)."""
+def _linear_bench(m: int, n: int, k: int, pool: _ColdPool, transposed: bool,
+                  bias: bool) -> _Bench:
+    """``x @ w.T`` (``transposed``; else ``x @ w``), with ``bias`` plus a bias, on ``m`` rows,
+    each call on a weight from ``pool`` (its input is fresh, as a layer's input was just
+    written)."""
     x = torch.randn(m, k, device=pool.data.device, dtype=pool.data.dtype)
     b = torch.randn(n, device=pool.data.device, dtype=pool.data.dtype) if bias else None
+    rows, columns = (n, k) if transposed else (k, n)
     large = 2 * n * k > pool.data.numel()
-    weight = pool.take(n, k) if large else None
-    return lambda: F.linear(x, weight if weight is not None else pool.take(n, k), b)
+    fixed = pool.take(rows, columns) if large else None
+
+    def weight() -> torch.Tensor:
+        w = fixed if fixed is not None else pool.take(rows, columns)
+        return w.t() if transposed else w
+    if b is None:
+        return lambda: torch.mm(x, weight())
+    return lambda: torch.addmm(b, x, weight())
 
 
 def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int, int]]:
@@ -536,12 +554,12 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             table = tables.setdefault(name, {})
             sweep = _Sweep(cuda, repeats)
             gemms = _gemms(sweep, dtype, quick)
-            linears = _linears(sweep, dtype, quick)
-            _linears(sweep, dtype, quick, bias=True)
+            for name in LINEAR_TABLES:  # one grid of shapes for all three
+                linears = _linears(sweep, dtype, quick, name)
             bmms = _bmms(sweep, dtype, quick)
             times = sweep.run()
             table["gemm"] = [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]
-            for name in ("gemm_nt", "gemm_bias_nt"):
+            for name in LINEAR_TABLES:
                 table[name] = [[m, n, k, times[f"{name}:{m}:{n}:{k}"]] for m, n, k in linears]
             table["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]]
                             for b, m, n, k in bmms]

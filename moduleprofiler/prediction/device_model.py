@@ -42,13 +42,14 @@ class _Table:
 
 
 _FALLBACK = {"mem_batch_norm_2d": "mem_unary", "gemm_nt": "gemm", "gemm_bias_nt": "gemm",
+             "gemm_bias": "gemm",
              "mem_broadcast": "mem_binary",
              "mem_strided": "mem_binary", "mem_permute_copy": "mem_copy",
              "mem_convert": "mem_copy", "mem_strided_cat": "mem_cat",
              "mem_strided_inner_cat": "mem_cat"}
 """A table an older calibration lacks, and the one to use instead."""
 
-MATMUL_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "bmm"})
+MATMUL_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "gemm_bias", "bmm"})
 """Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
 (``torch.backends.cuda.matmul.fp32_precision``)."""
 CONV_TABLES = frozenset({"conv", "conv_backward"})
@@ -68,7 +69,7 @@ def _row_work(table: str, row: list[float],
     """Features, FLOPs and bytes of one calibration row (the last entry, µs, excluded) of
     elements of ``size`` bytes."""
     log2 = np.log2
-    if table in ("gemm", "gemm_nt", "gemm_bias_nt"):
+    if table in ("gemm", "gemm_nt", "gemm_bias_nt", "gemm_bias"):
         m, n, k = row[:3]
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
     if table == "bmm":

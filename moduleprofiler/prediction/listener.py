@@ -19,7 +19,7 @@ from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = ("", "backward_")
 
-_ONE_DTYPE_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "bmm", "conv",
+_ONE_DTYPE_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "gemm_bias", "bmm", "conv",
                                "conv_backward", "attention"})
 """Tables of operators whose device kernels (cuBLAS, cuDNN, fused attention) take their data
 operands, the first three arguments (``mm``'s two matrices; ``addmm``'s bias and matrices; a

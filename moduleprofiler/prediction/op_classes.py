@@ -74,6 +74,10 @@ _SYNCS = {"_local_scalar_dense", "nonzero", "masked_select", "item", "unique",
           "_unique2"}
 _GEMM = {"mm", "addmm", "_addmm_activation"}
 _BMM = {"bmm", "baddbmm"}
+_LINEAR_TABLE = {(False, False): "gemm", (True, False): "gemm_nt", (False, True): "gemm_bias",
+                 (True, True): "gemm_bias_nt"}
+"""A matrix product's table by (its second operand is a transposed weight, a bias is added
+in the kernel: ``addmm``)."""
 _ATTENTION = {"_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
               "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
               "_efficient_attention_forward"}
@@ -120,7 +124,7 @@ def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, 
     if name in _GEMM:
         a, b = (args[1], args[2]) if name != "mm" else (args[0], args[1])
         m, k, n = a.shape[0], a.shape[1], b.shape[1]
-        table = "gemm" if not _transposed(b) else "gemm_nt" if name == "mm" else "gemm_bias_nt"
+        table = _LINEAR_TABLE[(_transposed(b), name != "mm")]
         return table, gemm_features(m, n, k, a.element_size()), 2.0 * m * n * k
     a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
     batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]

@@ -96,7 +96,7 @@ def test_a_linear_layers_transposed_weight_has_its_own_gemm_table() -> None:
     bias = torch.empty(32, device=META, dtype=torch.bfloat16)
     # with a bias cuBLAS runs yet other kernels (its epilogue adds the bias)
     assert _work(aten.addmm.default, bias, x, weight.t()).table == "gemm_bias_nt"
-    assert _work(aten.addmm.default, bias, x, weight.t().contiguous()).table == "gemm"
+    assert _work(aten.addmm.default, bias, x, weight.t().contiguous()).table == "gemm_bias"
 
 
 def test_operands_permuted_alike_stay_vectorised() -> None:
