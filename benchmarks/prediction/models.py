@@ -1,4 +1,4 @@
-"""The model zoo of the prediction proof: 13 models built from code or config objects (no
+"""The model zoo of the prediction proof: 14 models built from code or config objects (no
 weights, nothing downloaded), each with an input maker for a batch size."""
 
 from __future__ import annotations
@@ -69,6 +69,13 @@ def _llama() -> nn.Module:
         num_key_value_heads=16, vocab_size=32000))
 
 
+def _llama_gqa() -> nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+    return LlamaForCausalLM(LlamaConfig(
+        hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+        num_key_value_heads=4, vocab_size=32000))
+
+
 ZOO: tuple[ZooModel, ...] = (
     ZooModel("resnet18", "torchvision CNN", _torchvision("resnet18"), _image),
     ZooModel("resnet50", "torchvision CNN", _torchvision("resnet50"), _image),
@@ -84,6 +91,7 @@ ZOO: tuple[ZooModel, ...] = (
     ZooModel("bert_base", "HF encoder", _bert, _tokens),
     ZooModel("gpt2", "HF decoder", _gpt2, _tokens),
     ZooModel("llama_8x1024", "HF decoder", _llama, _tokens),
+    ZooModel("llama_gqa_8x1024", "HF decoder", _llama_gqa, _tokens),
 )
 """The zoo, in the order the tables list it."""
 

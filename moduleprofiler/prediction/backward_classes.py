@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.prediction.op_classes import OpWork, classify
+from moduleprofiler.prediction.op_classes import GEMM_TABLES, OpWork, classify
 
 GEMM_LAYOUT_TABLES = frozenset({"gemm_grad_nn", "gemm_grad_nt", "gemm_grad_tn"})
 """The tables of a backward's matrix products, by which operand is stored transposed."""
@@ -136,7 +136,7 @@ def training_work(work: OpWork, func: Any, args: tuple[Any, ...], kwargs: dict[s
         table = "mem_batch_norm_train"
     elif not backward:
         return work
-    elif name in _MATMUL and work.table == "gemm":
+    elif name in _MATMUL and work.table in GEMM_TABLES:
         return _layout_work(work, name, args)
     elif name in _BATCH_NORM_BACKWARD:
         table = "mem_batch_norm_backward"

@@ -53,6 +53,13 @@ UNALIGNED_N: tuple[int, ...] = (1000, 30522, 32001, 50257)
 GEMM_FLOP_CAP = 2 * 2 ** 37
 """GEMMs above this many FLOPs are left out: at that size the achieved rate is flat, and the
 model extends the largest measured shapes proportionally."""
+LINEAR_NK: tuple[int, ...] = (256, 512, 1024, 2048, 3072, 4096, 8192)
+VOCABULARY_N: tuple[int, ...] = (1000, 30522, 32000, 32001, 50257, 128256)
+"""Output widths of classifier and language-model heads: a vocabulary is rarely a multiple of
+the tensor-core tile, and the last wave of tiles runs part-empty."""
+VOCABULARY_FLOP_CAP = 2 * 2 ** 40
+"""A head's GEMM runs far below the peak (misaligned rows, a part-empty last wave), so its
+rate is measured up to a batch of 64 sequences of 128 tokens."""
 
 _Bench = Callable[[], Any]
 
@@ -132,6 +139,84 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
 
 def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
     return lambda: torch.mm(a, b)
+
+
+def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
+    """The ``(m, n, k)`` of the tables of :data:`LINEAR_TABLES`: ``x @ w.T`` with ``w`` of
+    ``n x k``, the layout of ``nn.Linear`` (cuBLAS runs other kernels than for ``a @ b``, up
+    to a third faster in TF32, and others again with a bias), with language-model heads'
+    vocabulary widths up to larger batches."""
+    ms = GEMM_M[::4] if quick else GEMM_M
+    nks = LINEAR_NK[::3] if quick else LINEAR_NK
+    shapes = [(m, n, k) for m in ms for n in nks for k in nks if 2 * m * n * k <= GEMM_FLOP_CAP]
+    shapes += [(m, n, k) for m in ms[::2] for n in VOCABULARY_N for k in (768, 1024, 4096)
+               if 2 * m * n * k <= VOCABULARY_FLOP_CAP]
+    return shapes
+
+
+COLD_POOL_BYTES = 256 * 2 ** 20
+"""Weights of the linear tables are taken in turn from a pool this large (five times an
+H100's or H200's L2 cache), so each call reads its weight from memory, as a layer of a model
+does: a model's weights are read once per pass, never from a warm cache."""
+
+
+class _ColdPool:
+    """Consecutive regions of one large tensor, wrapping round: a region comes back only
+    after the whole pool has been read, long gone from the cache."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        size = torch.tensor([], dtype=dtype).element_size()
+        self.data = torch.randn(COLD_POOL_BYTES // size, device=device, dtype=dtype)
+        self.next = 0
+
+    def take(self, rows: int, columns: int) -> torch.Tensor:
+        """A ``rows x columns`` matrix not read recently (a fresh one if it is too large
+        for two in the pool: larger than the cache, it is read from memory anyway)."""
+        numel = rows * columns
+        if 2 * numel > self.data.numel():
+            return torch.randn(rows, columns, device=self.data.device, dtype=self.data.dtype)
+        if self.next + numel > self.data.numel():
+            self.next = 0
+        start, self.next = self.next, self.next + numel
+        return self.data[start:start + numel].view(rows, columns)
+
+
+LINEAR_TABLES: dict[str, tuple[bool, bool]] = {
+    "gemm_nt": (True, False), "gemm_bias_nt": (True, True), "gemm_bias": (False, True)}
+"""The tables of layers' matrix products, with their weights read from memory: by name,
+whether the weight is transposed (``nn.Linear``'s ``x @ w.T``; else ``x @ w``, as GPT-2's
+``Conv1D``) and whether a bias is added (``addmm``: cuBLAS adds it in the kernel's
+epilogue, another kernel)."""
+
+
+def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool,
+             name: str = "gemm_nt") -> list[tuple[int, int, int]]:
+    shapes = linear_shapes(quick)
+    pool = _ColdPool(sweep.device, dtype)
+    transposed, bias = LINEAR_TABLES[name]
+    for m, n, k in shapes:
+        sweep.add(f"{name}:{m}:{n}:{k}", functools.partial(
+            _linear_bench, m, n, k, pool, transposed, bias))
+    return shapes
+
+
+def _linear_bench(m: int, n: int, k: int, pool: _ColdPool, transposed: bool,
+                  bias: bool) -> _Bench:
+    """``x @ w.T`` (``transposed``; else ``x @ w``), with ``bias`` plus a bias, on ``m`` rows,
+    each call on a weight from ``pool`` (its input is fresh, as a layer's input was just
+    written)."""
+    x = torch.randn(m, k, device=pool.data.device, dtype=pool.data.dtype)
+    b = torch.randn(n, device=pool.data.device, dtype=pool.data.dtype) if bias else None
+    rows, columns = (n, k) if transposed else (k, n)
+    large = 2 * n * k > pool.data.numel()
+    fixed = pool.take(rows, columns) if large else None
+
+    def weight() -> torch.Tensor:
+        w = fixed if fixed is not None else pool.take(rows, columns)
+        return w.t() if transposed else w
+    if b is None:
+        return lambda: torch.mm(x, weight())
+    return lambda: torch.addmm(b, x, weight())
 
 
 def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int, int]]:
@@ -247,8 +332,37 @@ def _attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.d
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
-                                 "batch_norm_2d", "copy", "transpose_copy", "gather", "cat")
-"""The memory-bound operator kinds :func:`calibrate` measures, each over sizes."""
+                                 "batch_norm_2d", "copy", "transpose_copy", "gather", "cat",
+                                 "broadcast", "strided", "permute_copy", "convert",
+                                 "strided_cat", "strided_inner_cat")
+"""The memory-bound operator kinds :func:`calibrate` measures, each over sizes: elementwise
+kernels on contiguous operands (``unary``, ``binary``: vectorised loads), on a broadcast
+operand (``broadcast``: a norm's weight) and on permuted ones (``strided``: rotary embeddings
+on heads transposed from the sequence), which run without vector loads; copies of contiguous,
+transposed (``transpose_copy``: the innermost dimension strided), permuted
+(``permute_copy``: whole rows of the innermost dimension) tensors and copies that change the
+dtype (``convert``); concatenations of contiguous tensors (``cat``) and of permuted ones, along
+an outer dimension (``strided_cat``: a key/value cache) or the innermost one
+(``strided_inner_cat``: rotary's ``rotate_half``)."""
+
+HEAD_DIM = 64
+HEADS = 16
+
+
+def heads_view(numel: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """About ``numel`` elements as attention heads, ``(batch, heads, sequence, head_dim)``,
+    transposed from a ``(batch, sequence, heads, head_dim)`` tensor as attention layers
+    make them (whole rows of ``head_dim`` contiguous, the rest permuted)."""
+    sequence = min(128, max(1, numel // (HEADS * HEAD_DIM)))
+    batch = max(1, numel // (HEADS * HEAD_DIM * sequence))
+    return torch.randn(batch, sequence, HEADS, HEAD_DIM, device=device,
+                       dtype=dtype).transpose(1, 2)
+
+
+def _other_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a ``convert`` of ``dtype``'s table starts from: its output is ``dtype``, as
+    an operator's table is its output's (fp32 from bf16, bf16 and fp16 from fp32)."""
+    return torch.bfloat16 if dtype == torch.float32 else torch.float32
 
 
 def _memory_bench(kind: str, numel: int, device: torch.device,
@@ -289,6 +403,25 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
     if kind == "cat":
         half = x[: max(1, rows // 2)]
         return (lambda: torch.cat([half, half])), moved
+    if kind == "broadcast":  # a norm's weight times its normalised input
+        weight = torch.randn(1024, device=device, dtype=dtype)
+        return (lambda: weight * x), moved + weight.numel() * size
+    heads = heads_view(numel, device, dtype)
+    if kind == "strided":  # rotary: heads times a cosine table broadcast over them
+        table = torch.randn(1, 1, *heads.shape[2:], device=device, dtype=dtype)
+        return (lambda: heads * table), 2 * heads.numel() * size + table.numel() * size
+    if kind == "permute_copy":
+        return (lambda: heads.contiguous()), 2 * heads.numel() * size
+    if kind == "convert":
+        source = torch.randn(rows, 1024, device=device, dtype=_other_dtype(dtype))
+        return (lambda: source.to(dtype)), x.numel() * (size + source.element_size())
+    if kind == "strided_cat":  # a key/value cache's first step: nothing cached yet
+        empty = heads.new_empty(*heads.shape[:2], 0, heads.shape[3])
+        return (lambda: torch.cat([empty, heads], -2)), 2 * heads.numel() * size
+    if kind == "strided_inner_cat":  # rotate_half: (-second half, first half)
+        first = heads[..., : heads.shape[-1] // 2]
+        second = torch.randn(first.shape, device=device, dtype=dtype)
+        return (lambda: torch.cat([second, first], -1)), 2 * heads.numel() * size
     raise ValueError(f"unknown memory kind {kind!r}")
 
 
@@ -424,9 +557,13 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             table = tables.setdefault(name, {})
             sweep = _Sweep(cuda, repeats)
             gemms = _gemms(sweep, dtype, quick)
+            for name in LINEAR_TABLES:  # one grid of shapes for all three
+                linears = _linears(sweep, dtype, quick, name)
             bmms = _bmms(sweep, dtype, quick)
             times = sweep.run()
             table["gemm"] = [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]
+            for name in LINEAR_TABLES:
+                table[name] = [[m, n, k, times[f"{name}:{m}:{n}:{k}"]] for m, n, k in linears]
             table["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]]
                             for b, m, n, k in bmms]
             _free()

@@ -30,6 +30,7 @@ from moduleprofiler.prediction.backward_classes import (
 )
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.op_classes import (
+    GEMM_TABLES,
     OpWork,
     attention_features,
     conv_features,
@@ -47,10 +48,19 @@ class _Table:
     floor_us: float
 
 
-_FALLBACK = {"mem_batch_norm_2d": "mem_unary", **FALLBACK}
+LINEAR_TABLES = GEMM_TABLES - {"gemm"}
+"""The tables of ``nn.Linear``'s and ``addmm``'s products with a weight read from memory,
+timed apart from the plain ``gemm`` (their rows have its format)."""
+
+_FALLBACK = {"mem_batch_norm_2d": "mem_unary", "gemm_nt": "gemm", "gemm_bias_nt": "gemm",
+             "gemm_bias": "gemm",
+             "mem_broadcast": "mem_binary",
+             "mem_strided": "mem_binary", "mem_permute_copy": "mem_copy",
+             "mem_convert": "mem_copy", "mem_strided_cat": "mem_cat",
+             "mem_strided_inner_cat": "mem_cat", **FALLBACK}
 """A table an older calibration lacks, and the one to use instead."""
 
-MATMUL_TABLES = frozenset({"gemm", "bmm"}) | GEMM_LAYOUT_TABLES
+MATMUL_TABLES = frozenset({"gemm", "bmm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
 """Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
 (``torch.backends.cuda.matmul.fp32_precision``)."""
 CONV_TABLES = frozenset({"conv", "conv_backward"})
@@ -74,7 +84,7 @@ def _row_work(table: str, row: list[float],
         m, n, k = row[:3]
         return (layout_gemm_features(m, n, k, size, table.removeprefix("gemm_grad_")),
                 2 * m * n * k, size * (m * k + k * n + m * n))
-    if table == "gemm":
+    if table == "gemm" or table in LINEAR_TABLES:
         m, n, k = row[:3]
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
     if table == "bmm":
@@ -113,6 +123,12 @@ class DeviceModel:
     calibrated; else at the plain FP32 peak."""
     conv_tf32: bool = True
     """fp32 convolutions (:data:`CONV_TABLES`) run in TF32; else at the plain FP32 peak."""
+    donor: DeviceModel | None = None
+    """Another device's model whose tables stand in for those this calibration lacks (its
+    achieved fractions of the peak, applied to this device's peaks); ``None``: the tables of
+    :data:`_FALLBACK` stand in."""
+    borrowed: set[str] = field(default_factory=set)
+    """The tables taken from :attr:`donor` so far."""
     _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
         default_factory=dict, repr=False)
@@ -144,14 +160,29 @@ class DeviceModel:
         flop_rate, byte_rate = cls._rate(peaks, dtype, tf32)
         return max(flops / flop_rate, nbytes / byte_rate) * 1e6
 
+    def _rows(self, table: str, dtype: str, fallback: bool) -> tuple[str, list[list[float]]]:
+        """The calibration's rows of ``table`` in ``dtype`` (with ``fallback``: those of the
+        table an older calibration has instead, :data:`_FALLBACK`), after the name of the
+        table they are (their format)."""
+        tables = self.calibration.tables
+        source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+        measured = table if source.get(table) or not fallback else _FALLBACK.get(table, "")
+        rows = source.get(measured)
+        return measured, [row for row in rows or () if row[-1] > 0]  # no kernel: no lesson
+
     def _table(self, table: str, dtype: str) -> _Table | None:
         key = (table, dtype)
         if key not in self._tables:
-            tables = self.calibration.tables
-            source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
-            measured = table if source.get(table) else _FALLBACK.get(table, "")
-            # no kernel: nothing to learn
-            rows = [row for row in source.get(measured) or () if row[-1] > 0]
+            measured, rows = self._rows(table, dtype, fallback=False)
+            if not rows and self.donor is not None and \
+                    self.donor._rows(table, dtype, fallback=False)[1]:
+                # the donor's rows with the donor's roofs: its achieved fractions, applied
+                # to this device's peaks by op_us
+                self._tables[key] = self.donor._table(table, dtype)
+                self.borrowed.add(table)
+                return self._tables[key]
+            if not rows:
+                measured, rows = self._rows(table, dtype, fallback=True)
             if not rows:
                 self._tables[key] = None
             else:
@@ -194,6 +225,8 @@ class DeviceModel:
         its table."""
         if work.table is None:
             return 1.0, 1.0
+        if work.table in self.borrowed and self.donor is not None:
+            return self.donor.error_band(work)
         held_out = self.calibration.held_out
         source = held_out.get(work.dtype) or held_out.get(
             "bf16" if work.dtype == "fp16" else "fp32") or {}

@@ -12,7 +12,7 @@ from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction.backward_classes import GEMM_LAYOUT_TABLES, step_work
 from moduleprofiler.prediction.chain import Step
 from moduleprofiler.prediction.columns import CALL_COLUMNS
-from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.device_model import LINEAR_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
@@ -20,7 +20,7 @@ from moduleprofiler.runner import Call, Listener, PassRunner
 _PHASES = ("", "backward_")
 
 _ONE_DTYPE_TABLES = frozenset({"gemm", "bmm", "conv", "conv_backward", "attention"}) \
-    | GEMM_LAYOUT_TABLES
+    | LINEAR_TABLES | GEMM_LAYOUT_TABLES
 """Tables of operators whose device kernels (cuBLAS, cuDNN, fused attention) take their data
 operands, the first three arguments (``mm``'s two matrices; ``addmm``'s bias and matrices; a
 convolution's input, weight and bias; its backward's gradient, input and weight; attention's

@@ -126,8 +126,14 @@ def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
                      attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
                      is_causal: bool = False, scale: float | None = None,
                      enable_gqa: bool = False) -> torch.Tensor | None:
-    if query.device.type != "meta" or query.dim() != 4 or enable_gqa or \
-            key.shape[1] != query.shape[1]:
+    if query.device.type != "meta" or query.dim() != 4 or key.dim() != 4:
+        return None
+    # grouped-query attention (fewer key/value heads) runs fused on a GPU in half precision
+    # (flash and cuDNN attention take it; in fp32 only the unfused math does), the key/value
+    # heads read once each; the fused operator's meta kernel takes them as they are
+    grouped = (enable_gqa and query.shape[1] % key.shape[1] == 0
+               and query.dtype in (torch.float16, torch.bfloat16))
+    if key.shape[1] != query.shape[1] and not grouped:
         return None
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (query, key, value))

@@ -74,6 +74,12 @@ _SYNCS = {"_local_scalar_dense", "nonzero", "masked_select", "item", "unique",
           "_unique2"}
 _GEMM = {"mm", "addmm", "_addmm_activation"}
 _BMM = {"bmm", "baddbmm"}
+_LINEAR_TABLE = {(False, False): "gemm", (True, False): "gemm_nt", (False, True): "gemm_bias",
+                 (True, True): "gemm_bias_nt"}
+"""A matrix product's table by (its second operand is a transposed weight, a bias is added
+in the kernel: ``addmm``)."""
+GEMM_TABLES = frozenset(_LINEAR_TABLE.values())
+"""The tables of a forward's plain matrix products (``mm``, ``addmm``)."""
 _ATTENTION = {"_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
               "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
               "_efficient_attention_forward"}
@@ -86,7 +92,15 @@ _CAUSAL_ARGUMENT = {"_scaled_dot_product_efficient_attention": 6,
 _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "reduction",
                 "mem_softmax": "softmax", "mem_layer_norm": "layer_norm",
                 "mem_batch_norm_2d": "batch_norm", "mem_copy": "copy",
-                "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy"}
+                "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy",
+                "mem_broadcast": "binary", "mem_strided": "binary", "mem_permute_copy": "copy",
+                "mem_convert": "copy", "mem_strided_cat": "copy",
+                "mem_strided_inner_cat": "copy"}
+_ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
+"""Gathers that read only the rows (elements) they return, not the whole table."""
+_PER_ELEMENT = {"mem_broadcast", "mem_strided"}
+"""Elementwise kernels without vector loads: their index arithmetic, not their bytes, bounds
+them, so they are priced per output element (two elements' bytes each, as calibrated)."""
 
 
 def _log2(value: float) -> float:
@@ -112,10 +126,18 @@ def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, 
     if name in _GEMM:
         a, b = (args[1], args[2]) if name != "mm" else (args[0], args[1])
         m, k, n = a.shape[0], a.shape[1], b.shape[1]
-        return "gemm", gemm_features(m, n, k, a.element_size()), 2.0 * m * n * k
+        table = _LINEAR_TABLE[(_transposed(b), name != "mm")]
+        return table, gemm_features(m, n, k, a.element_size()), 2.0 * m * n * k
     a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
     batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
     return "bmm", (_log2(batch), _log2(m), _log2(n), _log2(k)), 2.0 * batch * m * n * k
+
+
+def _transposed(matrix: torch.Tensor) -> bool:
+    """Whether a matrix operand is the transpose of a contiguous one (``nn.Linear``'s
+    ``x @ w.T``): cuBLAS runs other kernels for it than for a row-major operand."""
+    return (matrix.dim() == 2 and matrix.shape[0] > 1 and matrix.shape[1] > 1
+            and matrix.stride(0) == 1 and matrix.stride(1) >= matrix.shape[0])
 
 
 def conv_features(batch: int, cin: int, cout: int, side: float, kernel: float, stride: float,
@@ -188,8 +210,84 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
                       flops, float(moved or 0), "attention")
     if moved is None:
         return OpWork(label, None, (), dtype, 0.0, 0.0, VIEW)
-    kind = _memory_kind(name, args)
+    kind = _access_kind(_memory_kind(name, args), name, args, out)
+    moved = _priced_bytes(kind, name, args, out, moved)
     return OpWork(label, kind, (_log2(moved),), dtype, 0.0, float(moved), _MEMORY_HOST[kind])
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    return next(iter_tensors(value), None)
+
+
+def _priced_bytes(kind: str, name: str, args: tuple[Any, ...], out: Any, moved: int) -> int:
+    """The bytes a memory-bound operator is priced on: its traffic, except for a gather (the
+    rows it returns, read once and written once, and its indices: never the whole table) and
+    the elementwise kernels of :data:`_PER_ELEMENT`."""
+    result = _first_tensor(out)
+    if result is None:
+        return moved
+    out_bytes = result.numel() * result.element_size()
+    if name in _ROW_GATHERS:
+        indices = sum(t.numel() * t.element_size() for t in iter_tensors(args)
+                      if not t.is_floating_point())
+        return 2 * out_bytes + indices
+    if kind in _PER_ELEMENT:
+        return 2 * out_bytes
+    return moved
+
+
+def _dense(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` covers a block of memory without gaps or overlaps, in any order of
+    its dimensions (contiguous, or a permutation of a contiguous tensor)."""
+    expected = 1
+    for stride, size in sorted((s, n) for s, n in zip(tensor.stride(), tensor.shape) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _same_layout(tensor: torch.Tensor, like: torch.Tensor) -> bool:
+    """Whether ``tensor`` has ``like``'s shape and strides (strides of size-1 dimensions,
+    which no element uses, aside)."""
+    return tensor.shape == like.shape and all(
+        a == b for a, b, n in zip(tensor.stride(), like.stride(), like.shape) if n != 1)
+
+
+def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
+    """The table of an elementwise, copy or concatenation ``kind`` as its operands' layout
+    asks: PyTorch's vectorised kernels need every operand contiguous and of the output's
+    shape; a broadcast or permuted operand, a copy of a permuted or transposed tensor, one that
+    changes the dtype and a concatenation of permuted tensors run other, slower kernels,
+    calibrated apart."""
+    result = _first_tensor(out)
+    if result is None:
+        return kind
+    if kind in ("mem_unary", "mem_binary"):
+        operands = [t for t in iter_tensors(args) if t.numel() > 1]
+        if _dense(result) and all(_same_layout(t, result) for t in operands):
+            return kind  # one layout (contiguous or all permuted alike): vectorised
+        if result.is_contiguous() and all(t.is_contiguous() for t in operands):
+            return "mem_broadcast"
+        return "mem_strided"
+    if kind == "mem_cat":
+        tensors = [t for t in iter_tensors(args[0] if args else ()) if t.numel() > 0]
+        if all(t.is_contiguous() for t in tensors):
+            return kind
+        dim = args[1] if len(args) > 1 else 0
+        inner = isinstance(dim, int) and dim in (-1, result.dim() - 1)
+        return "mem_strided_inner_cat" if inner else "mem_strided_cat"
+    if kind in ("mem_copy", "mem_transpose_copy"):
+        source = args[1] if name == "copy_" and len(args) > 1 else args[0] if args else None
+        if not isinstance(source, torch.Tensor):
+            return kind
+        target = args[0] if name == "copy_" else result
+        if source.is_contiguous() and target.is_contiguous():
+            return "mem_convert" if source.dtype != target.dtype else "mem_copy"
+        if source.dim() and source.stride(-1) != 1 and source.numel() > source.shape[-1]:
+            return "mem_transpose_copy"
+        return "mem_permute_copy"
+    return kind
 
 
 def _memory_kind(name: str, args: tuple[Any, ...]) -> str:

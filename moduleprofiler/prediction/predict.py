@@ -29,6 +29,9 @@ from moduleprofiler.prediction.listener import PredictionListener
 
 REFERENCE = "H100 SXM"
 """The shipped calibration whose achieved fractions a datasheet-only device borrows."""
+DONOR = "H200"
+"""The shipped calibration with every table: where another calibration lacks one (measured
+before ``calibrate()`` measured it), its achieved fractions stand in."""
 
 _DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
            "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -83,6 +86,17 @@ def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
     (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its peaks), a
     :class:`Calibration` or its JSON path, or :class:`DevicePeaks`."""
     shipped = shipped_calibrations()
+    model, notes = _resolve(device, shipped)
+    # a calibration the user made is their device's alone: only shipped ones borrow
+    by_name = model.calibration is shipped.get(model.calibration.name)
+    if DONOR in shipped and by_name and model.calibration is not shipped[DONOR]:
+        donor = device_peaks(DONOR)
+        model = dataclasses.replace(model, donor=DeviceModel(shipped[DONOR], donor, donor))
+    return model, notes
+
+
+def _resolve(device: DeviceSpec,
+             shipped: dict[str, Calibration]) -> tuple[DeviceModel, list[str]]:
     notes: list[str] = []
     if isinstance(device, (str, Path)) and str(device).endswith(".json"):
         device = Calibration.load(device)
@@ -238,6 +252,11 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
     steps: list[Step] = [*listener.steps[""], *listener.steps["backward_"]]
     result: ChainResult = run_chain(steps)
     notes = [*notes, *fp32_notes(device, listener.fp32_tables, tf32)]
+    if device.borrowed and device.donor is not None:
+        notes.append(f"the {device.calibration.name} calibration has no "
+                     f"{', '.join(sorted(device.borrowed))} tables: those operators are "
+                     f"timed from the {device.donor.calibration.name} calibration's achieved "
+                     "fractions of the peak, applied to this device's peaks")
     if listener.unknown:
         notes.append("no calibration table times "
                      + ", ".join(f"{name} ({count}x)" for name, count in

@@ -60,3 +60,37 @@ class _SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attention(x, x, x, need_weights=False)[0]
+
+
+class _GroupedQuery(nn.Module):
+    """Grouped-query attention: 8 query heads share 2 key/value heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.kv = nn.Linear(64, 64), nn.Linear(64, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, _ = x.shape
+        q = self.q(x).view(batch, length, 8, 8).transpose(1, 2)
+        kv = self.kv(x).view(batch, length, 4, 8).transpose(1, 2)
+        k, v = kv[:, :2], kv[:, 2:]
+        out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                         enable_gqa=True)
+        return out.transpose(1, 2).reshape(batch, length, 64)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_grouped_query_attention_runs_fused_on_its_own_heads(backward: bool) -> None:
+    model = _GroupedQuery().to(torch.bfloat16)
+    names = _operators(model, torch.randn(2, 10, 64, dtype=torch.bfloat16), backward)
+    assert names["aten._scaled_dot_product_efficient_attention"] == 1
+    # no unfused math, and no copy repeating the key/value heads to the query heads
+    assert "aten.bmm" not in names and "aten._safe_softmax" not in names
+    assert "aten.repeat_interleave" not in names and "aten.index_select" not in names
+
+
+def test_grouped_query_attention_in_fp32_runs_the_unfused_math() -> None:
+    # no fused kernel takes grouped heads in fp32: a GPU runs the math, as the meta device
+    names = _operators(_GroupedQuery(), torch.randn(2, 10, 64), False)
+    assert "aten._scaled_dot_product_efficient_attention" not in names
+    assert names["aten.bmm"] == 2

@@ -20,9 +20,21 @@ H200_US = 171.103  # the H200 calibration's row [64, 8192, 16384]
 H100_US = 214.849  # the H100 SXM calibration's row [64, 8192, 16384]
 
 
+class _MatMul(nn.Module):
+    """``x @ w`` with ``w`` row-major: the ``gemm`` table (``nn.Linear``'s ``x @ w.T`` has
+    its own, ``gemm_nt``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(INNER, OUT))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
 def _gemm_us(device: DeviceSpec) -> tuple[float, tuple[str, ...]]:
     with torch.device("meta"):  # 512 MiB of weight: never allocated
-        model = nn.Linear(INNER, OUT, bias=False)
+        model = _MatMul()
     profile = ModuleProfiler().predict(model, torch.empty(ROWS, INNER, device="meta"),
                                        device=device, dtype="fp32", tf32=True)
     assert profile.predicted_device_ms is not None
@@ -52,3 +64,29 @@ def test_h200_predicts_its_own_measurement_not_the_borrowed_one() -> None:
     assert borrowed == pytest.approx(214.849 * 113.16 / 162.14, rel=0.01)
     assert any("datasheet peaks only" in note for note in notes)
     assert borrowed < 0.9 * measured  # the measured H200 is 12 % slower than the sheet says
+
+
+def test_a_linear_layer_is_priced_from_the_h200s_own_linear_table() -> None:
+    # nn.Linear(8192, 8192) on 64 rows, fp32: x @ w.T, the H200's gemm_nt row
+    # [64, 8192, 8192, 72.575] (its gemm row for x @ w is 76.256 us)
+    with torch.device("meta"):
+        model = nn.Linear(8192, 8192, bias=False)
+    profile = ModuleProfiler().predict(model, torch.empty(64, 8192, device="meta"),
+                                       device="H200", dtype="fp32", tf32=True)
+    assert profile.predicted_device_ms is not None
+    assert profile.predicted_device_ms * 1e3 == pytest.approx(72.575, rel=0.01)
+
+
+def test_the_h100_borrows_the_tables_its_calibration_lacks_from_the_h200() -> None:
+    # the H100 calibration has no gemm_nt table: the H200's row [64, 8192, 8192, 72.575] on
+    # the H100's peaks. Memory-bound: 4 * (64 * 8192 + 8192 * 8192 + 64 * 8192) = 272,629,760
+    # bytes, 81.38 us at 3350 GB/s, 56.80 us at 4800 GB/s; with the table's floor (its
+    # fastest row, 2.176 us): 72.575 * (81.38 + 2.176) / (56.80 + 2.176) = 102.82 us
+    with torch.device("meta"):
+        model = nn.Linear(8192, 8192, bias=False)
+    profile = ModuleProfiler().predict(model, torch.empty(64, 8192, device="meta"),
+                                       device="H100 SXM", dtype="fp32", tf32=True)
+    assert profile.predicted_device_ms is not None
+    assert profile.predicted_device_ms * 1e3 == pytest.approx(102.82, rel=0.005)
+    assert any("no gemm_nt tables" in note and "H200" in note
+               for note in profile.prediction_notes)

@@ -1,0 +1,109 @@
+"""Operator classes of language-model blocks: the calibration table an operator is priced
+from follows the layout of its operands, and a gather is priced on the rows it returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from moduleprofiler.prediction.op_classes import OpWork, classify
+
+META = torch.device("meta")
+aten = torch.ops.aten
+
+
+def _work(func: Any, *args: Any) -> OpWork:
+    return classify(func, args, {}, func(*args))
+
+
+def _heads(batch: int = 2, seq: int = 8, heads: int = 4, dim: int = 16) -> torch.Tensor:
+    """(batch, heads, seq, dim) transposed from (batch, seq, heads, dim), as attention does."""
+    return torch.empty(batch, seq, heads, dim, device=META,
+                       dtype=torch.bfloat16).transpose(1, 2)
+
+
+def test_contiguous_elementwise_keeps_the_vectorised_tables() -> None:
+    x = torch.empty(4, 32, device=META, dtype=torch.bfloat16)
+    work = _work(aten.mul.Tensor, x, x.clone())
+    assert work.table == "mem_binary"
+    assert work.moved_bytes == 3 * 4 * 32 * 2  # two reads and a write of 128 bf16 elements
+    assert _work(aten.neg.default, x).table == "mem_unary"
+
+
+def test_a_broadcast_operand_is_priced_per_output_element() -> None:
+    x = torch.empty(4, 32, device=META, dtype=torch.bfloat16)
+    weight = torch.empty(32, device=META, dtype=torch.bfloat16)
+    work = _work(aten.mul.Tensor, weight, x)  # RMSNorm's weight * hidden
+    assert work.table == "mem_broadcast"
+    assert work.moved_bytes == 2 * 4 * 32 * 2  # 2 x the output's 128 bf16 elements
+    rows = torch.empty(4, 1, device=META, dtype=torch.bfloat16)
+    assert _work(aten.mul.Tensor, x, rows).table == "mem_broadcast"
+    # a one-element operand is a scalar to the kernel: still vectorised
+    one = torch.empty(1, device=META, dtype=torch.bfloat16)
+    assert _work(aten.mul.Tensor, x, one).table == "mem_binary"
+
+
+def test_a_permuted_operand_is_strided() -> None:
+    heads = _heads()
+    cos = torch.empty(1, 1, 8, 16, device=META, dtype=torch.bfloat16)
+    work = _work(aten.mul.Tensor, heads, cos)  # rotary: q * cos
+    assert work.table == "mem_strided"
+    assert work.moved_bytes == 2 * 2 * 4 * 8 * 16 * 2  # 2 x 1024 output elements x 2 bytes
+    assert _work(aten.add.Tensor, heads, heads.contiguous()).table == "mem_strided"
+    assert _work(aten.neg.default, heads[..., :8]).table == "mem_strided"  # rotate_half
+
+
+def test_copies_by_the_layout_and_dtype_of_their_source() -> None:
+    x = torch.empty(4, 32, device=META, dtype=torch.bfloat16)
+    assert _work(aten.clone.default, x).table == "mem_copy"
+    assert _work(aten.clone.default, _heads()).table == "mem_permute_copy"
+    assert _work(aten.clone.default, x.t()).table == "mem_transpose_copy"
+    up = classify(aten._to_copy.default, (x,), {"dtype": torch.float32},
+                  aten._to_copy.default(x, dtype=torch.float32))
+    assert up.table == "mem_convert" and up.dtype == "fp32"
+    assert up.moved_bytes == 4 * 32 * (2 + 4)  # read bf16, write fp32
+
+
+def test_concatenations_of_permuted_heads() -> None:
+    heads = _heads()
+    empty = torch.empty(2, 4, 0, 16, device=META, dtype=torch.bfloat16)
+    assert _work(aten.cat.default, [empty, heads], -2).table == "mem_strided_cat"  # KV cache
+    half = heads[..., :8]
+    assert _work(aten.cat.default, [half.contiguous(), half], -1).table == \
+        "mem_strided_inner_cat"  # rotate_half
+    x = torch.empty(4, 32, device=META, dtype=torch.bfloat16)
+    assert _work(aten.cat.default, [x, x]).table == "mem_cat"
+
+
+def test_an_embedding_is_priced_on_the_rows_it_gathers() -> None:
+    table = torch.empty(32000, 64, device=META, dtype=torch.bfloat16)
+    ids = torch.empty(2, 8, device=META, dtype=torch.int64)
+    work = _work(aten.embedding.default, table, ids)
+    assert work.table == "mem_gather"
+    # 16 rows of 64 bf16 read and written (2 * 16 * 64 * 2 = 4096) plus 16 int64 indices
+    # (128): never the table's 32000 * 64 * 2 = 4,096,000 bytes
+    assert work.moved_bytes == 4096 + 128
+
+
+def test_a_linear_layers_transposed_weight_has_its_own_gemm_table() -> None:
+    x = torch.empty(8, 64, device=META, dtype=torch.bfloat16)
+    weight = torch.empty(32, 64, device=META, dtype=torch.bfloat16)
+    linear = _work(aten.mm.default, x, weight.t())
+    assert linear.table == "gemm_nt"
+    assert linear.flops == 2 * 8 * 32 * 64
+    assert _work(aten.mm.default, x, weight.t().contiguous()).table == "gemm"
+    bias = torch.empty(32, device=META, dtype=torch.bfloat16)
+    # with a bias cuBLAS runs yet other kernels (its epilogue adds the bias)
+    assert _work(aten.addmm.default, bias, x, weight.t()).table == "gemm_bias_nt"
+    assert _work(aten.addmm.default, bias, x, weight.t().contiguous()).table == "gemm_bias"
+
+
+def test_operands_permuted_alike_stay_vectorised() -> None:
+    # channels-last feature maps: every operand and the output in one permuted layout
+    x = torch.empty(2, 8, 4, 4, device=META, dtype=torch.bfloat16).to(
+        memory_format=torch.channels_last)
+    assert _work(aten.add.Tensor, x, x.clone()).table == "mem_binary"
+    assert _work(aten.relu.default, x).table == "mem_unary"
+    scale = torch.empty(8, 1, 1, device=META, dtype=torch.bfloat16)
+    assert _work(aten.mul.Tensor, scale, x).table == "mem_strided"  # broadcast, permuted
