@@ -116,9 +116,10 @@ def _few_traced(totals: Any, facts: Any = None) -> bool | None:
     own minimum (``facts.min_traced_samples``). Only a share of the kept iterations is traced,
     by design, so the loop's ``min_iters`` is not the measure; kernel durations carry no hook
     error, so the count is the whole test."""
-    if median_of(totals) is None:
+    least = facts.min_traced_samples if facts is not None else 0
+    if median_of(totals) is None or least is None:  # no samples, or a minimum not known
         return None
-    return bool(len(totals) < (facts.min_traced_samples if facts is not None else 0))
+    return bool(len(totals) < least)
 
 
 for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
