@@ -87,9 +87,13 @@ for _name, _unit, _what in zip(TRACE_SAMPLES, ("", "ms", "ms"), (
 
 def _idle_share(busy: Any, span: Any) -> float | None:
     """The median over the traced iterations of the share of a module's device span in which
-    the device ran none of its work (iterations in which it launched nothing left out)."""
+    the device ran none of its work (iterations in which it launched nothing left out);
+    ``None`` where no span was read (the compiled clock reads none)."""
+    busy, span = np.asarray(busy, dtype=np.float64), np.asarray(span, dtype=np.float64)
+    if busy.shape != span.shape:
+        return None
     with np.errstate(invalid="ignore", divide="ignore"):
-        idle = np.clip(1.0 - np.asarray(busy) / np.asarray(span), 0.0, 1.0)
+        idle = np.clip(1.0 - busy / span, 0.0, 1.0)
     return median_of(idle[np.isfinite(idle)])
 
 
