@@ -119,8 +119,9 @@ class TimingFacts:
     @property
     def min_traced_samples(self) -> int | None:
         """Fewest traced samples a module's device time may come from and be trusted: the
-        traced block's own minimum in an adaptive run (a quarter of ``min_iters``, one at
-        least; the rest of the kept iterations are not traced, by design), 0 where
+        traced block's own minimum in an adaptive run (its share of ``min_iters``, one at
+        least: the kernel clock's quarter; the rest of the kept iterations are not traced,
+        by design), 0 where
         :attr:`min_samples` is; ``None`` where the run's budget does not say (a document
         written before the traced block had a minimum)."""
         if self.budget is None or self.stop_reason == "num_iters":

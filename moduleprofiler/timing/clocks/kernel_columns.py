@@ -133,9 +133,9 @@ for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
                 needs=TIME_NEEDS, statistic=Statistic(
                     (f"{_own}{_prefix}device_samples_ms",), _few_traced, facts=True),
                 description=f"the module's median {_phase} device time {_what} comes from "
-                "fewer traced iterations than the traced block's own minimum (a quarter of "
-                "min_iters, one at least; a quarter of each round's iterations is traced); "
-                "a fixed num_iters run is never flagged")
+                "fewer traced iterations than the traced block's own minimum (its share of "
+                "min_iters, one at least: the kernel clock traces a quarter of each round's "
+                "iterations, the compiled clock half); a fixed num_iters run is never flagged")
 
 register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)
 
