@@ -92,6 +92,12 @@ def _no_mark(name: str) -> None:
     """A traced iteration's kernel times need no marks."""
 
 
+def _half(count: int) -> int:
+    """Traced iterations beside ``count`` hooked ones: half, at least one. Also the traced
+    block's own minimum beside the loop's ``min_iters`` (``device_low_confidence``)."""
+    return max(1, count // 2)
+
+
 class CompiledClock(Clock):
     """The :class:`~.protocol.Clock` of a compiled model's program: each module's share of
     the compiled graphs' kernel time (the module docstring says how), host times from the
@@ -128,7 +134,8 @@ class CompiledClock(Clock):
 
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Traced iterations of the compiled program, no hook installed: half of a round's
-        count, none in the warm-up."""
+        count (:func:`_half`), none in the warm-up, at least half of ``min_iters`` in a run
+        that meets its target."""
         def traced(count: int, keep: bool) -> None:
             if not self._calls:
                 self._shape(runner)
@@ -138,7 +145,7 @@ class CompiledClock(Clock):
                                          trace.ops, trace.kernels, count))
 
         self._prime = partial(traced, 1, False)
-        return [Block(traced, share=lambda count: max(1, count // 2), warm=False)]
+        return [Block(traced, share=_half, warm=False, least=_half)]
 
     def prime(self) -> None:
         """Compile (the first call of the recorded program) and start the profiler once."""
