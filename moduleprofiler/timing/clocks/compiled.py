@@ -39,7 +39,7 @@ from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, PassRunner
 from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
-from moduleprofiler.timing.compiled.booking import CompiledBooking, book_compiled
+from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled
 from moduleprofiler.timing.compiled.capture import (
     GraphRecorder,
     compiled_original,
@@ -134,8 +134,9 @@ class CompiledClock(Clock):
                 self._shape(runner)
             trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
             if keep:
-                self._book(book_compiled(self.program.recorder.by_key(), trace.calls,
-                                         trace.ops, trace.kernels, count))
+                recorder = self.program.recorder
+                self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
+                                         trace.kernels, count, recorder.versions()))
 
         self._prime = partial(traced, 1, False)
         return [Block(traced, share=lambda count: max(1, count // 2), warm=False)]
@@ -260,11 +261,12 @@ class CompiledClock(Clock):
 
 def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[str, int]:
     """Kernels (device kernels, or CPU kernel ranges) booked to each module per iteration."""
-    module_of = {(graph.key, kernel.position): kernel.module
-                 for graph in recorder.graphs for kernel in graph.kernels}
+    module_of = {KernelKey(key, kernel.position, version): kernel.module
+                 for key, graphs in recorder.versions().items()
+                 for version, kernels in enumerate(graphs) for kernel in kernels}
     out: Counter[str] = Counter()
     for key, launches in booking.kernel_launches.items():
-        module = module_of.get((key.graph, key.position))
+        module = module_of.get(key)
         if module is not None:
             out[module] += launches
     iterations = max(booking.iterations, 1)
