@@ -92,6 +92,13 @@ def _no_mark(name: str) -> None:
     """A traced iteration's kernel times need no marks."""
 
 
+def compiled_share(count: int) -> int:
+    """Traced iterations of the compiled program beside ``count`` hooked ones: half, at
+    least one. Also its block's own minimum beside the loop's ``min_iters``: a module whose
+    compiled time comes from fewer is low-confidence (``device_low_confidence``)."""
+    return max(1, count // 2)
+
+
 class CompiledClock(Clock):
     """The :class:`~.protocol.Clock` of a compiled model's program: each module's share of
     the compiled graphs' kernel time (the module docstring says how), host times from the
@@ -128,7 +135,7 @@ class CompiledClock(Clock):
 
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Traced iterations of the compiled program, no hook installed: half of a round's
-        count, none in the warm-up."""
+        count (:func:`compiled_share`), none in the warm-up."""
         def traced(count: int, keep: bool) -> None:
             if not self._calls:
                 self._shape(runner)
@@ -139,7 +146,7 @@ class CompiledClock(Clock):
                                          trace.kernels, count, recorder.versions()))
 
         self._prime = partial(traced, 1, False)
-        return [Block(traced, share=lambda count: max(1, count // 2), warm=False)]
+        return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
 
     def prime(self) -> None:
         """Compile (the first call of the recorded program) and start the profiler once."""
