@@ -17,6 +17,7 @@ from torch import nn
 from moduleprofiler.facts import HookFreeTrace, TimingFacts
 from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.clocks.compiled import CompiledClock
 from moduleprofiler.timing.clocks.kernels import KernelClock
 from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -140,15 +141,18 @@ def test_device_time_is_not_the_first_column_hidden_at_80(
 def test_the_kernel_clocks_column_block_holds_every_column_its_result_fills() -> None:
     """A clock is its file plus its column block: every timing column a kernel-clock result
     fills (the records' samples and medians, the module frame's statistics) is declared in
-    ``KernelClock.columns``, none in the stamps' block, and the result declares both."""
+    ``KernelClock.columns``, none in the stamps' block, and the result declares both, with
+    the compiled clock's block (the kernel clock's and its fused-kernel columns)."""
     timing = _timing()
     block = {spec.name for spec in KernelClock.columns}
     stamps = {spec.name for spec in Clock.columns}
+    compiled = {spec.name for spec in CompiledClock.columns}
     timed = {spec.name for spec in ModuleTiming.COLUMNS}
+    assert block < compiled and compiled - block == {"self_fused_kernels", "fused_across"}
     frame = timing.to_df("module", columns="all")
     filled = ({name for record in timing.records for name in record.metrics}
               | set(frame.columns)) & timed
-    assert block | stamps == timed and not block & stamps
+    assert compiled | stamps == timed and not compiled & stamps
     assert filled <= block
     # the forward's device and host samples and medians, launches, idle share, regime and a
     # statistic of the device samples: each filled
