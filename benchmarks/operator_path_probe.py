@@ -20,7 +20,9 @@ dispatch mode is on" flags set, no operator observed); ``runner_none`` (the runn
 listener); ``runner_nopops`` / ``runner_keepops`` (a listener observing the modules the counting
 listener observes on GPT-2, doing nothing with the operators / keeping every output alive);
 ``prof_noops`` / ``prof_ops`` (``profile(operators=False)`` / ``profile()``); ``prof_ops_nocb``
-(``profile()`` with the counting listener's operator method replaced by a no-op for the call).
+(``profile()`` with the counting listener's operator method replaced by a no-op for the call);
+``prof_ops_mute`` (``profile()`` with the observer kept pushed through the whole pass and muted,
+instead of popped and pushed again, around the calls no listener observes).
 """
 
 from __future__ import annotations
@@ -109,6 +111,27 @@ def build() -> dict[str, Callable[[], Any]]:
         finally:
             counting.CountingListener.operator = original  # type: ignore[method-assign]
 
+    def prof_ops_mute() -> None:
+        # the observer stays pushed for the whole pass and is muted where no listener wants
+        # the operators, instead of popped and pushed again around every such call
+        original = OperatorObserver.set_active
+
+        def mute(self: OperatorObserver, active: bool) -> None:
+            if self.suspended:
+                return
+            if active:
+                if not self.pushed or not self._entered:
+                    self.start()
+                self.muted = False
+            elif self.pushed:
+                self.muted = True
+
+        OperatorObserver.set_active = mute  # type: ignore[method-assign]
+        try:
+            profiler.profile(model, x)
+        finally:
+            OperatorObserver.set_active = original  # type: ignore[method-assign]
+
     return {
         "bare": bare,
         "noop_mode": noop_mode,
@@ -119,6 +142,7 @@ def build() -> dict[str, Callable[[], Any]]:
         "prof_noops": lambda: profiler.profile(model, x, operators=False),
         "prof_ops": lambda: profiler.profile(model, x),
         "prof_ops_nocb": prof_ops_nocb,
+        "prof_ops_mute": prof_ops_mute,
         "_model": lambda: model,
     }
 

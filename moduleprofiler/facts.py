@@ -117,14 +117,17 @@ class TimingFacts:
         return int(self.budget.get("min_kept", 0))
 
     @property
-    def min_traced_samples(self) -> int:
+    def min_traced_samples(self) -> int | None:
         """Fewest traced samples a module's device time may come from and be trusted: the
-        traced block's own minimum in an adaptive run (a quarter of ``min_iters``, one at
-        least; the rest of the kept iterations are not traced, by design), 0 where
-        :attr:`min_samples` is."""
+        traced block's own minimum in an adaptive run (its share of ``min_iters``, one at
+        least: the kernel clock's quarter; the rest of the kept iterations are not traced,
+        by design), 0 where
+        :attr:`min_samples` is; ``None`` where the run's budget does not say (a document
+        written before the traced block had a minimum)."""
         if self.budget is None or self.stop_reason == "num_iters":
             return 0
-        return int(self.budget.get("min_traced", 0))
+        least = self.budget.get("min_traced")
+        return None if least is None else int(least)
 
     @property
     def booked_share(self) -> float:

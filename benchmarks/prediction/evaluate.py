@@ -133,9 +133,12 @@ def main() -> None:
     parser.add_argument("--repeat", default=None)
     parser.add_argument("--csv", default=None)
     parser.add_argument("--only", default=None)
+    parser.add_argument("--pass", dest="phase", choices=("forward", "train"), default=None,
+                        help="only the forward passes, or only the training steps")
     args = parser.parse_args()
     rows = [r for r in read(args.truth) if "error" not in r
-            and (not args.only or r["model"] in args.only.split(","))]
+            and (not args.only or r["model"] in args.only.split(","))
+            and (args.phase is None or r["pass"] == args.phase)]
     repeat = {key(r): r for r in read(args.repeat) if "error" not in r} if args.repeat else {}
     table = []
     module_errors: list[float] = []

@@ -133,7 +133,7 @@ def roofline_estimate(zoo: ZooModel, batch: int, device: torch.device, dtype: to
 
 
 def measure(zoo: ZooModel, batch: int, dtype_name: str, train: bool,
-            device: torch.device) -> dict[str, Any]:
+            device: torch.device, roofline: bool = True) -> dict[str, Any]:
     dtype = DTYPES[dtype_name]
     model = zoo.build().to(device=device, dtype=dtype)
     model.train(train)
@@ -157,7 +157,9 @@ def measure(zoo: ZooModel, batch: int, dtype_name: str, train: bool,
     row["operators"] = trace["operators"]
     row["modules"] = trace["own_device_us"]
     try:
-        row["roofline_runtime_estimator_ms"] = roofline_estimate(zoo, batch, device, dtype, train)
+        if roofline:
+            row["roofline_runtime_estimator_ms"] = roofline_estimate(zoo, batch, device, dtype,
+                                                                     train)
     except Exception as exc:  # its own limits: reported, not fatal
         row["roofline_runtime_estimator_error"] = f"{type(exc).__name__}: {exc}"[:300]
     del step
@@ -167,7 +169,13 @@ def measure(zoo: ZooModel, batch: int, dtype_name: str, train: bool,
     return row
 
 
-def configurations(quick: bool) -> list[tuple[ZooModel, int, str, bool]]:
+def configurations(quick: bool, trained_only: tuple[str, ...] = ()
+                   ) -> list[tuple[ZooModel, int, str, bool]]:
+    """The configurations to measure; ``trained_only``: the training steps of these models
+    alone."""
+    if trained_only:
+        return [(by_name(n), b, d, True) for n in trained_only for b in TRAIN_BATCHES
+                for d in DTYPES]
     zoo = ZOO[:2] + ZOO[-2:] if quick else ZOO
     found = [(m, b, d, False) for m in zoo for b in ((8,) if quick else BATCHES) for d in DTYPES]
     trained = TRAINED[:1] if quick else TRAINED
@@ -182,6 +190,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default=None, help="comma-separated model names")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--train-only", default="",
+                        help="comma-separated model names: their training steps alone")
+    parser.add_argument("--no-roofline", action="store_true",
+                        help="skip RuntimeEstimator's estimate")
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.set_float32_matmul_precision("high")  # fp32 runs in TF32, as the calibration
@@ -190,12 +202,13 @@ def main() -> None:
               "torch": torch.__version__}
     with out.open("a", encoding="utf-8") as sink:
         sink.write(json.dumps({"header": header}) + "\n")
-        for zoo, batch, dtype, train in configurations(args.quick):
+        trained_only = tuple(n for n in args.train_only.split(",") if n)
+        for zoo, batch, dtype, train in configurations(args.quick, trained_only):
             if args.only and zoo.name not in args.only.split(","):
                 continue
             began = time.perf_counter()
             try:
-                row = measure(zoo, batch, dtype, train, device)
+                row = measure(zoo, batch, dtype, train, device, not args.no_roofline)
             except Exception as exc:
                 row = {"model": zoo.name, "batch": batch, "dtype": dtype,
                        "pass": "train" if train else "forward",

@@ -39,6 +39,7 @@ from moduleprofiler.devices import (
     synchronize,
 )
 from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
+from moduleprofiler.prediction.calibrate_backward import backward_tables
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
@@ -526,7 +527,9 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         dtypes: ``"fp32"`` (matmuls and convolutions in TF32, as
             ``torch.set_float32_matmul_precision("high")``), ``"bf16"``, ``"fp16"``.
         quick: a sparse grid (about a tenth of the shapes) for a smoke test.
-        backward: also measure convolution and attention backwards.
+        backward: also measure what a training step runs: convolution and attention
+            backwards, matrix products in each transposed layout, normalisation, pooling
+            and bias-gradient backwards (:mod:`.calibrate_backward`).
         repeats: recorded runs of each shape (the median is kept).
 
     Returns:
@@ -580,6 +583,9 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
                 table["attention_backward"] = [
                     [*s, times["attention_bwd:" + key(map(str, s))]] for s in attentions]
             _free()
+            if backward:
+                table.update(backward_tables(sweep, cuda, dtype, quick))
+                _free()
             moved = _memory(sweep, dtype, quick)
             times = sweep.run()
             for kind, sizes in moved.items():
@@ -604,3 +610,19 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
 def _free() -> None:
     gc.collect()
     empty_cache()
+
+
+def measure_backward_tables(device: torch.device, dtypes: tuple[str, ...] = ("fp32", "bf16"),
+                            quick: bool = False, repeats: int = 3
+                            ) -> dict[str, dict[str, list[list[float]]]]:
+    """The training step's tables of ``device`` by dtype
+    (:func:`~moduleprofiler.prediction.calibrate_backward.backward_tables`), measured alone
+    (fp32 matmuls in TF32, as :func:`calibrate` measures them): what a calibration made before
+    they existed lacks."""
+    found: dict[str, dict[str, list[list[float]]]] = {}
+    with device_context(device), _tf32(True):
+        for name in dtypes:
+            found[name] = backward_tables(_Sweep(device, repeats), device, _TORCH_DTYPE[name],
+                                          quick)
+            _free()
+    return found

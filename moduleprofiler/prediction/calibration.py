@@ -34,7 +34,10 @@ class Calibration:
     * ``gemm``: ``[m, n, k, us]`` for ``(m x k) @ (k x n)``; ``bmm``: ``[batch, m, n, k, us]``;
     * ``conv`` / ``conv_backward``: ``[batch, in, out, side, kernel, stride, groups, us]``;
     * ``attention`` / ``attention_backward``: ``[batch, heads, seq, head_dim, causal, us]``;
-    * ``mem_<kind>``: ``[bytes moved, us]`` (:data:`.calibrate.MEMORY_KINDS`).
+    * ``mem_<kind>``: ``[bytes moved, us]`` (:data:`.calibrate.MEMORY_KINDS`);
+    * the training step's (:mod:`.calibrate_backward`): ``gemm_grad_nn`` / ``gemm_grad_nt`` /
+      ``gemm_grad_tn``: ``[m, n, k, us]`` with an operand stored transposed, and ``mem_<kind>``
+      for :data:`.calibrate_backward.BACKWARD_MEMORY_KINDS`.
     """
 
     name: str

@@ -22,8 +22,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from moduleprofiler.efficiency.peaks import DevicePeaks
+from moduleprofiler.prediction.backward_classes import (
+    FALLBACK,
+    GEMM_LAYOUT_TABLES,
+    ChannelWork,
+    layout_gemm_features,
+)
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.op_classes import (
+    GEMM_TABLES,
     OpWork,
     attention_features,
     conv_features,
@@ -41,15 +48,19 @@ class _Table:
     floor_us: float
 
 
+LINEAR_TABLES = GEMM_TABLES - {"gemm"}
+"""The tables of ``nn.Linear``'s and ``addmm``'s products with a weight read from memory,
+timed apart from the plain ``gemm`` (their rows have its format)."""
+
 _FALLBACK = {"mem_batch_norm_2d": "mem_unary", "gemm_nt": "gemm", "gemm_bias_nt": "gemm",
              "gemm_bias": "gemm",
              "mem_broadcast": "mem_binary",
              "mem_strided": "mem_binary", "mem_permute_copy": "mem_copy",
              "mem_convert": "mem_copy", "mem_strided_cat": "mem_cat",
-             "mem_strided_inner_cat": "mem_cat"}
+             "mem_strided_inner_cat": "mem_cat", **FALLBACK}
 """A table an older calibration lacks, and the one to use instead."""
 
-MATMUL_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "gemm_bias", "bmm"})
+MATMUL_TABLES = frozenset({"gemm", "bmm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
 """Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
 (``torch.backends.cuda.matmul.fp32_precision``)."""
 CONV_TABLES = frozenset({"conv", "conv_backward"})
@@ -69,7 +80,11 @@ def _row_work(table: str, row: list[float],
     """Features, FLOPs and bytes of one calibration row (the last entry, µs, excluded) of
     elements of ``size`` bytes."""
     log2 = np.log2
-    if table in ("gemm", "gemm_nt", "gemm_bias_nt", "gemm_bias"):
+    if table in GEMM_LAYOUT_TABLES:
+        m, n, k = row[:3]
+        return (layout_gemm_features(m, n, k, size, table.removeprefix("gemm_grad_")),
+                2 * m * n * k, size * (m * k + k * n + m * n))
+    if table == "gemm" or table in LINEAR_TABLES:
         m, n, k = row[:3]
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
     if table == "bmm":
@@ -145,31 +160,34 @@ class DeviceModel:
         flop_rate, byte_rate = cls._rate(peaks, dtype, tf32)
         return max(flops / flop_rate, nbytes / byte_rate) * 1e6
 
-    def _rows(self, table: str, dtype: str, fallback: bool) -> list[list[float]]:
+    def _rows(self, table: str, dtype: str, fallback: bool) -> tuple[str, list[list[float]]]:
         """The calibration's rows of ``table`` in ``dtype`` (with ``fallback``: those of the
-        table an older calibration has instead, :data:`_FALLBACK`)."""
+        table an older calibration has instead, :data:`_FALLBACK`), after the name of the
+        table they are (their format)."""
         tables = self.calibration.tables
         source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
-        rows = source.get(table) or (source.get(_FALLBACK.get(table, "")) if fallback else None)
-        return [row for row in rows or () if row[-1] > 0]  # no kernel: nothing to learn
+        measured = table if source.get(table) or not fallback else _FALLBACK.get(table, "")
+        rows = source.get(measured)
+        return measured, [row for row in rows or () if row[-1] > 0]  # no kernel: no lesson
 
     def _table(self, table: str, dtype: str) -> _Table | None:
         key = (table, dtype)
         if key not in self._tables:
-            rows = self._rows(table, dtype, fallback=False)
+            measured, rows = self._rows(table, dtype, fallback=False)
             if not rows and self.donor is not None and \
-                    self.donor._rows(table, dtype, fallback=False):
+                    self.donor._rows(table, dtype, fallback=False)[1]:
                 # the donor's rows with the donor's roofs: its achieved fractions, applied
                 # to this device's peaks by op_us
                 self._tables[key] = self.donor._table(table, dtype)
                 self.borrowed.add(table)
                 return self._tables[key]
-            rows = rows or self._rows(table, dtype, fallback=True)
+            if not rows:
+                measured, rows = self._rows(table, dtype, fallback=True)
             if not rows:
                 self._tables[key] = None
             else:
                 size = _ELEMENT_BYTES.get(dtype, 4)
-                works = [_row_work(table, row, size) for row in rows]
+                works = [_row_work(measured, row, size) for row in rows]
                 # the rows' roofs as they were measured: fp32 compute in TF32
                 roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
                                       table in _COMPUTE_TABLES) for _, f, b in works]
@@ -181,6 +199,8 @@ class DeviceModel:
     def op_us(self, work: OpWork) -> float | None:
         """Predicted device microseconds of ``work`` (0 for an operator that launches
         nothing; ``None`` when the calibration has no table for it)."""
+        if isinstance(work, ChannelWork):
+            work = work.spread_over(self.calibration.sms)
         if work.table is None:
             return 0.0
         key = (work.table, work.dtype, work.features, work.flops, work.moved_bytes)

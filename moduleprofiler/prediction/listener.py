@@ -9,18 +9,18 @@ from typing import Any
 import torch
 
 from moduleprofiler.errors import DeviceDtypeError
+from moduleprofiler.prediction.backward_classes import GEMM_LAYOUT_TABLES, step_work
 from moduleprofiler.prediction.chain import Step
 from moduleprofiler.prediction.columns import CALL_COLUMNS
-from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.device_model import LINEAR_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
-from moduleprofiler.prediction.op_classes import classify
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = ("", "backward_")
 
-_ONE_DTYPE_TABLES = frozenset({"gemm", "gemm_nt", "gemm_bias_nt", "gemm_bias", "bmm", "conv",
-                               "conv_backward", "attention"})
+_ONE_DTYPE_TABLES = frozenset({"gemm", "bmm", "conv", "conv_backward", "attention"}) \
+    | LINEAR_TABLES | GEMM_LAYOUT_TABLES
 """Tables of operators whose device kernels (cuBLAS, cuDNN, fused attention) take their data
 operands, the first three arguments (``mm``'s two matrices; ``addmm``'s bias and matrices; a
 convolution's input, weight and bias; its backward's gradient, input and weight; attention's
@@ -96,7 +96,7 @@ class PredictionListener(Listener):
 
     def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any], out: Any) -> None:
-        work = classify(func, args, kwargs, out)
+        work = step_work(func, args, kwargs, out, phase == "backward_")
         if work.table in _ONE_DTYPE_TABLES:
             check_operand_dtypes(work.name, args, call)
         device_us = self.device.op_us(work)

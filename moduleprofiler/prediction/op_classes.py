@@ -78,6 +78,8 @@ _LINEAR_TABLE = {(False, False): "gemm", (True, False): "gemm_nt", (False, True)
                  (True, True): "gemm_bias_nt"}
 """A matrix product's table by (its second operand is a transposed weight, a bias is added
 in the kernel: ``addmm``)."""
+GEMM_TABLES = frozenset(_LINEAR_TABLE.values())
+"""The tables of a forward's plain matrix products (``mm``, ``addmm``)."""
 _ATTENTION = {"_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
               "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
               "_efficient_attention_forward"}

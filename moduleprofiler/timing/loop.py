@@ -27,7 +27,9 @@ the dropped iterations together take at most :data:`WARMUP_SHARE` of what is lef
 loop starts, and the rounds the rest. At least one iteration of each kind warms up and one
 round is kept whatever the budget; apart from those, the call ends within its budget plus
 one iteration of a round (when iteration times are steady: a round planned at one rate and
-run at a slower one overruns by the difference), plus building the result.
+run at a slower one overruns by the difference), plus the iterations that bring a kind up to
+its own minimum when the target is met first (:attr:`Block.least`: a few traced ones), plus
+building the result.
 :class:`BudgetUse` says where the time went.
 """
 

@@ -227,3 +227,22 @@ def test_the_host_costs_inside_a_model_and_as_measured() -> None:
     assert HostModel(HOST).op_us(work) == pytest.approx(2.88)
     assert HostModel(HOST).module_call_us == pytest.approx(1.44)
     assert HostModel(HOST, scale=2.0).op_us(work) == pytest.approx(5.76)
+
+
+def test_a_training_step_times_its_backward_by_the_training_tables() -> None:
+    # 64 x 64 bf16 everywhere: the forward's GEMM 3 us; the weight gradient x.t() @ grad
+    # (x stored 64 x 64, read transposed) is the "tn" row, 7 us; the bias gradient
+    # grad.sum(0) reads 64 * 64 * 2 bytes and writes 64 * 2: 8320 bytes, the one
+    # mem_bias_grad row, 1 us. The input needs no gradient: no input-gradient GEMM. (The
+    # loss squares the output, so the gradient is a dense tensor, as inside a model.)
+    rows = {"gemm": [[64, 64, 64, 3.0]], "gemm_grad_tn": [[64, 64, 64, 7.0]],
+            "gemm_grad_nn": [[64, 64, 64, 5.0]], "mem_bias_grad": [[8320, 1.0]],
+            "mem_reduction": [[8320, 0.5]], "mem_unary": [[1e3, 2.0], [1e9, 500.0]]}
+    calibration = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": rows}, HOST)
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=calibration, host=None, dtype="bf16",
+                                       backward=True, loss_fn=lambda out: (out * out).sum())
+    row = profile.to_df("call").iloc[0]
+    assert row["predicted_device_ms"] == pytest.approx(0.003, rel=1e-4)
+    # 7 + 1 = 8 us (the forward's tables would say 3 + 0.5)
+    assert row["predicted_backward_device_ms"] == pytest.approx(0.008, rel=1e-4)

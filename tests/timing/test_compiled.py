@@ -144,3 +144,16 @@ def test_on_cuda_the_kernel_records_are_booked_to_modules():
     own = [timing.samples(path, exclusive=True) for path, _ in model.named_modules()
            if timing.samples(path, exclusive=True).size]
     assert timing.samples("") == pytest.approx(sum(own))
+
+
+def test_a_normal_adaptive_run_flags_no_compiled_device_time():
+    timing = time_modules(torch.compile(_model()), torch.randn(8, 16), min_iters=20,
+                          target_ci=1.0, max_seconds=None, warmup_seconds=0.0,
+                          progress=False, measure_overhead=False)
+    assert timing.clock == "compiled-kernels" and timing.stop_reason == "target_ci"
+    # the compiled block traces half of each round: its own minimum is half of min_iters
+    assert timing.timing.min_traced_samples == 10
+    assert len(timing.samples("0.fc")) >= 10
+    frame = timing.to_df("module").set_index("module")
+    flags = frame.loc[frame["device_ms"].notna(), "device_low_confidence"]
+    assert len(flags) >= 5 and not flags.any()

@@ -180,3 +180,18 @@ def test_training_device_times_are_flagged_by_their_traced_samples(
     assert flags == [False, False, True]
     monkeypatch.setenv("COLUMNS", "200")
     assert "backward device low confidence" in timing.report().splitlines()[0]
+
+
+def test_a_document_that_does_not_say_the_traced_minimum_leaves_the_flag_unknown() -> None:
+    import json
+
+    timing = _adaptive(_model(), 40)
+    document = json.loads(timing.to_json())
+    assert document["facts"]["budget"].pop("min_traced") == 10  # a quarter of 40
+    older = ModuleTiming.from_json(json.dumps(document))
+    # written before the traced block had a minimum: unknown in every row, never "no" (a
+    # column unknown in every row is left out of the frame)
+    frame = older.to_df("module")
+    assert "device_low_confidence" not in frame or frame["device_low_confidence"].isna().all()
+    assert _flags(ModuleTiming.from_json(timing.to_json()), "device_low_confidence",
+                  ("0",)) == [False]

@@ -12,7 +12,11 @@ from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
 from moduleprofiler.timing.clocks.host import CpuClock, EventClock
 from moduleprofiler.timing.clocks.kernels import KernelClock
 from moduleprofiler.timing.clocks.protocol import Clock
-from moduleprofiler.timing.device_trace import ClockName, choose_clock
+from moduleprofiler.timing.device_trace import (
+    ClockName,
+    choose_clock,
+    kernel_records_unavailable,
+)
 
 CLOCK_CLASSES: dict[str, type[CpuClock | EventClock | KernelClock]] = {
     "cpu": CpuClock, "events": EventClock, "kernels": KernelClock}
@@ -26,11 +30,13 @@ def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = 
     backward too); where ``"auto"`` had to fall back, its ``notes`` say why. A clock object
     is used as it is. A compiled ``model`` (``torch.compile(model)``, or compiled in place)
     called on ``input``: ``"auto"`` (a forward, no ``pred_fn``) and ``"compiled"`` time its
-    compiled program (:class:`~.compiled.CompiledClock`); any other clock times its
-    original module eagerly."""
+    compiled program (:class:`~.compiled.CompiledClock`; ``"auto"`` only where the device's
+    kernel records can be had); any other clock times its original module eagerly."""
     if not isinstance(clock, str):
         return clock
-    if clock == "compiled" or (clock == "auto" and pred_fn is None and not backward):
+    readable = device.type != "cuda" or kernel_records_unavailable(device) is None
+    if clock == "compiled" or (clock == "auto" and pred_fn is None and not backward
+                               and readable):
         program = CompiledProgram.of(model, input) if model is not None else None
         if clock == "compiled":
             if program is None:

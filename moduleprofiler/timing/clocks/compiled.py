@@ -39,7 +39,7 @@ from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, PassRunner
 from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
-from moduleprofiler.timing.compiled.booking import CompiledBooking, book_compiled
+from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled
 from moduleprofiler.timing.compiled.capture import (
     GraphRecorder,
     compiled_original,
@@ -92,6 +92,13 @@ def _no_mark(name: str) -> None:
     """A traced iteration's kernel times need no marks."""
 
 
+def compiled_share(count: int) -> int:
+    """Traced iterations of the compiled program beside ``count`` hooked ones: half, at
+    least one. Also its block's own minimum beside the loop's ``min_iters``: a module whose
+    compiled time comes from fewer is low-confidence (``device_low_confidence``)."""
+    return max(1, count // 2)
+
+
 class CompiledClock(Clock):
     """The :class:`~.protocol.Clock` of a compiled model's program: each module's share of
     the compiled graphs' kernel time (the module docstring says how), host times from the
@@ -128,17 +135,19 @@ class CompiledClock(Clock):
 
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Traced iterations of the compiled program, no hook installed: half of a round's
-        count, none in the warm-up."""
+        count (:func:`compiled_share`), none in the warm-up, at least half of
+        ``min_iters`` in a run that meets its target."""
         def traced(count: int, keep: bool) -> None:
             if not self._calls:
                 self._shape(runner)
             trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
             if keep:
-                self._book(book_compiled(self.program.recorder.by_key(), trace.calls,
-                                         trace.ops, trace.kernels, count))
+                recorder = self.program.recorder
+                self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
+                                         trace.kernels, count, recorder.versions()))
 
         self._prime = partial(traced, 1, False)
-        return [Block(traced, share=lambda count: max(1, count // 2), warm=False)]
+        return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
 
     def prime(self) -> None:
         """Compile (the first call of the recorded program) and start the profiler once."""
@@ -260,11 +269,12 @@ class CompiledClock(Clock):
 
 def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[str, int]:
     """Kernels (device kernels, or CPU kernel ranges) booked to each module per iteration."""
-    module_of = {(graph.key, kernel.position): kernel.module
-                 for graph in recorder.graphs for kernel in graph.kernels}
+    module_of = {KernelKey(key, kernel.position, version): kernel.module
+                 for key, graphs in recorder.versions().items()
+                 for version, kernels in enumerate(graphs) for kernel in kernels}
     out: Counter[str] = Counter()
     for key, launches in booking.kernel_launches.items():
-        module = module_of.get((key.graph, key.position))
+        module = module_of.get(key)
         if module is not None:
             out[module] += launches
     iterations = max(booking.iterations, 1)

@@ -120,9 +120,10 @@ def _few_traced(totals: Any, facts: Any = None) -> bool | None:
     own minimum (``facts.min_traced_samples``). Only a share of the kept iterations is traced,
     by design, so the loop's ``min_iters`` is not the measure; kernel durations carry no hook
     error, so the count is the whole test."""
-    if median_of(totals) is None:
+    least = facts.min_traced_samples if facts is not None else 0
+    if median_of(totals) is None or least is None:  # no samples, or a minimum not known
         return None
-    return bool(len(totals) < (facts.min_traced_samples if facts is not None else 0))
+    return bool(len(totals) < least)
 
 
 for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
@@ -132,9 +133,9 @@ for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
                 needs=TIME_NEEDS, statistic=Statistic(
                     (f"{_own}{_prefix}device_samples_ms",), _few_traced, facts=True),
                 description=f"the module's median {_phase} device time {_what} comes from "
-                "fewer traced iterations than the traced block's own minimum (a quarter of "
-                "min_iters, one at least; a quarter of each round's iterations is traced); "
-                "a fixed num_iters run is never flagged")
+                "fewer traced iterations than the traced block's own minimum (its share of "
+                "min_iters, one at least: the kernel clock traces a quarter of each round's "
+                "iterations, the compiled clock half); a fixed num_iters run is never flagged")
 
 register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)
 

@@ -60,10 +60,12 @@ class KernelRecord:
 
 @dataclass(frozen=True)
 class KernelKey:
-    """A kernel of a compiled graph: the graph's key and the kernel's position in it."""
+    """A kernel of a compiled graph: the graph's key, the kernel's position in it, and which
+    of the graphs sharing that key (0: the first compiled)."""
 
     graph: str
     position: int
+    version: int = 0
 
 
 @dataclass
@@ -140,21 +142,29 @@ def top_level_ops(calls: Sequence[GraphCall],
 
 def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterable[GraphCall],
                   ops: Iterable[HostOp], kernels: Iterable[KernelRecord],
-                  iterations: int) -> CompiledBooking:
+                  iterations: int,
+                  versions: Mapping[str, Sequence[Sequence[CompiledKernel]]] | None = None
+                  ) -> CompiledBooking:
     """Book every kernel record to its graph's kernel and that kernel's module.
 
     ``graphs``: each compiled graph's kernels by its key; ``calls``: the graphs' calls;
     ``ops``: the host operator ranges (only those directly inside a graph call count, the
-    extern kernels); ``kernels``: what ran, with its launch point.
+    extern kernels); ``kernels``: what ran, with its launch point. ``versions``: for a key
+    that several graphs share (the same code traced in several places, such as a block's
+    graph after a graph break in each of several blocks), each one's kernels in the order they
+    were compiled, which is the order of their first calls: the n-th call of that key in an
+    iteration is the n-th graph's.
     """
     calls = sorted(calls, key=lambda c: (c.thread, c.start))
+    of_call = _call_kernels(calls, graphs, versions or {})
     call_spans, call_starts = _spans(calls)
     by_call = top_level_ops(calls, ops)
+    index_of = {call: index for index, call in enumerate(calls)}
     extern_of: dict[tuple[int, int], CompiledKernel] = {}  # (thread, op start) -> kernel
     op_spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     op_ids: list[tuple[int, int]] = []
     for call, siblings in by_call.items():
-        queues = _queues(graphs.get(call.key, ()), extern=True)
+        queues = _queues(of_call[index_of[call]][0], extern=True)
         for op in siblings:
             queue = queues.get(op.name)
             if queue:
@@ -179,7 +189,7 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
             continue
         booking.in_graph_ns[call.iteration] += record.duration
         if index not in generated:
-            generated[index] = _queues(graphs.get(call.key, ()), extern=False)
+            generated[index] = _queues(of_call[index][0], extern=False)
         queues = generated[index]
         kernel: CompiledKernel | None = None
         queue = queues.get(_GRAPH_PREFIX.sub("", record.name))
@@ -193,12 +203,31 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
         if kernel is None:
             booking.unmatched[record.name] += record.duration
             continue
-        key = KernelKey(call.key, kernel.position)
+        key = KernelKey(call.key, kernel.position, of_call[index][1])
         booking.kernel_ns.setdefault(key, [0] * iterations)[call.iteration] += record.duration
         booking.kernel_launches[key] += 1
         times = booking.module_ns.setdefault(kernel.module, [0] * iterations)
         times[call.iteration] += record.duration
     return booking
+
+
+def _call_kernels(calls: Sequence[GraphCall], graphs: Mapping[str, Sequence[CompiledKernel]],
+                  versions: Mapping[str, Sequence[Sequence[CompiledKernel]]]
+                  ) -> list[tuple[Sequence[CompiledKernel], int]]:
+    """The kernels of each of ``calls``' graphs and which version of its key it is: for a key
+    several graphs share, the n-th call of it in an iteration (by start) is the n-th
+    version's (the last one's past the end)."""
+    out: list[tuple[Sequence[CompiledKernel], int]] = [(graphs.get(call.key, ()), 0)
+                                                        for call in calls]
+    seen: dict[tuple[int, str], int] = defaultdict(int)
+    for index in sorted(range(len(calls)), key=lambda i: (calls[i].iteration, calls[i].start)):
+        call = calls[index]
+        shared = versions.get(call.key)
+        if shared and len(shared) > 1:
+            n = min(seen[(call.iteration, call.key)], len(shared) - 1)
+            seen[(call.iteration, call.key)] += 1
+            out[index] = (shared[n], n)
+    return out
 
 
 def _queues(kernels: Iterable[CompiledKernel], extern: bool) -> dict[str, list[CompiledKernel]]:

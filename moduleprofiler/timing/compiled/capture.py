@@ -20,6 +20,7 @@ Inductor's and functorch's ``config.patch`` contexts around this backend's own c
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import types
@@ -48,13 +49,20 @@ GRAPH_RANGE = "## Call CompiledFxGraph "
 
 class _CacheName(CustomGraphPass):
     """A post-grad pass that changes nothing: its uuid keeps the recorder's compiled graphs
-    (which carry provenance) apart from the model's own in Inductor's cache."""
+    (which carry provenance) apart from the model's own in Inductor's cache, and apart from
+    each other where the graphs Dynamo traced name their nodes differently (``salt``): a
+    cached graph's provenance names the nodes of the graph that wrote it, so two graphs of
+    the same code traced in two places (one matrix product after a graph break in each of
+    two modules) must not share an entry."""
+
+    def __init__(self, salt: str = "") -> None:
+        self.salt = salt
 
     def __call__(self, graph: fx.Graph) -> None:
         return None
 
     def uuid(self) -> str:
-        return "moduleprofiler.compiled provenance 1"
+        return f"moduleprofiler.compiled provenance 2 {self.salt}"
 
 
 @dataclass
@@ -99,11 +107,13 @@ class GraphRecorder:
         work = [modules[node.name] for node in gm.graph.nodes
                 if node.op in ("call_function", "call_method", "call_module")]
         span = (work[0], work[-1]) if work else ("", "")
+        salt = hashlib.sha1("\n".join(node.name for node in gm.graph.nodes).encode(),
+                            usedforsecurity=False).hexdigest()[:16]
 
         def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
             # again here: a backward graph is compiled at the first backward, after this
             # backend has returned
-            with inductor_config.patch(self._patches()):
+            with inductor_config.patch(self._patches(salt)):
                 compiled = compile_fx_inner(graph, inputs, **kwargs)
             self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
                          span)
@@ -112,7 +122,7 @@ class GraphRecorder:
         # functorch's own cache would hand back a compiled graph without calling ``inner``
         uncached = ({"enable_autograd_cache": False}
                     if hasattr(functorch_config, "enable_autograd_cache") else {})
-        with functorch_config.patch(uncached), inductor_config.patch(self._patches()):
+        with functorch_config.patch(uncached), inductor_config.patch(self._patches(salt)):
             return compile_fx(gm, example_inputs, inner_compile=inner,
                               config_patches=dict(self.options))
 
@@ -132,7 +142,7 @@ class GraphRecorder:
                 return owner[: -len(inner) - 1]
         return ""
 
-    def _patches(self) -> dict[str, Any]:
+    def _patches(self, salt: str) -> dict[str, Any]:
         patches: dict[str, Any] = {"cpp.enable_kernel_profile": True}
         if hasattr(inductor_config.trace, "provenance_tracking_level"):
             patches["trace.provenance_tracking_level"] = 1
@@ -140,7 +150,7 @@ class GraphRecorder:
             patches["trace.provenance_tracking"] = True
         if inductor_config.post_grad_custom_post_pass is None and \
                 "post_grad_custom_post_pass" not in self.options:
-            patches["post_grad_custom_post_pass"] = _CacheName()
+            patches["post_grad_custom_post_pass"] = _CacheName(salt)
         return patches
 
     def _record(self, compiled: Any, modules: Mapping[str, str], views: set[str],
@@ -158,6 +168,14 @@ class GraphRecorder:
     def by_key(self) -> dict[str, list[CompiledKernel]]:
         """Each recorded graph's kernels by its key."""
         return {graph.key: graph.kernels for graph in self.graphs}
+
+    def versions(self) -> dict[str, list[list[CompiledKernel]]]:
+        """Each key's recorded graphs' kernels, in the order they were compiled (several
+        where graphs share a key: the same code traced in several places)."""
+        out: dict[str, list[list[CompiledKernel]]] = {}
+        for graph in self.graphs:
+            out.setdefault(graph.key, []).append(graph.kernels)
+        return out
 
 
 def _only_views(node: fx.Node) -> bool:

@@ -113,9 +113,11 @@ def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[K
     """One row per kernel of ``graphs`` that ran in the booked iterations, in graph order."""
     n = max(booking.iterations, 1)
     rows = []
+    versions: dict[str, int] = {}
     for graph in graphs:
+        version = versions[graph.key] = versions.get(graph.key, -1) + 1
         for kernel in graph.kernels:
-            key = KernelKey(graph.key, kernel.position)
+            key = KernelKey(graph.key, kernel.position, version)
             if key not in booking.kernel_ns:
                 continue
             rows.append(KernelRow(graph.key, kernel.position, kernel.name, kernel.module,
@@ -164,12 +166,8 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
         trace = trace_compiled(lambda: compiled(*args, **kwargs), iterations, device)
     forward = [graph for graph in recorder.graphs if not graph.backward]
     booking = book_compiled(recorder.by_key(), trace.calls, trace.ops, trace.kernels,
-                            iterations)
+                            iterations, recorder.versions())
     notes.extend(recorder.notes)
-    keys = [graph.key for graph in forward]
-    if len(set(keys)) < len(keys):
-        notes.append("several compiled graphs share one key (Inductor's cache is off?): "
-                     "their kernels cannot be told apart")
     return CompiledTiming(
         device=str(device), iterations=iterations,
         own_ms={module: statistics.median(times) / 1e6

@@ -98,3 +98,25 @@ def test_top_level_ops_are_those_directly_inside_a_call():
     assert [op.start for op in found[calls[0]]] == [10, 300]
     assert [op.start for op in found[calls[1]]] == [10_010, 10_300]
     assert len(found) == 2
+
+
+def test_graphs_sharing_a_key_are_told_apart_by_call_order():
+    # one matrix product after a graph break in each of two modules: the same code, one key;
+    # the first graph compiled (first called) is a's, the second b's
+    first = [CompiledKernel("extern_kernels.addmm", 0, ("a",))]
+    second = [CompiledKernel("extern_kernels.addmm", 0, ("b",))]
+    calls, ops, kernels = [], [], []
+    for k, base in enumerate((0, 10_000)):
+        for offset, ns in ((0, 7), (2_000, 11)):  # a's call, then b's, in each iteration
+            start = base + offset
+            calls.append(GraphCall("g", 1, start, start + 1000, k))
+            ops.append(HostOp("aten::addmm", 1, start + 10, start + 100))
+            kernels.append(KernelRecord("gemm", ns, 1, start + 50))
+    booking = book_compiled({"g": second}, calls, ops, kernels, iterations=2,
+                            versions={"g": [first, second]})
+    assert booking.module_ns == {"a": [7, 7], "b": [11, 11]}
+    assert booking.kernel_ns[KernelKey("g", 0, 0)] == [7, 7]
+    assert booking.kernel_ns[KernelKey("g", 0, 1)] == [11, 11]
+    # without the versions every call is the one graph's: b's (the bug this guards against)
+    assert book_compiled({"g": second}, calls, ops, kernels, iterations=2).module_ns == {
+        "b": [18, 18]}
