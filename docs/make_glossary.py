@@ -13,6 +13,7 @@ from pathlib import Path
 
 # every package that declares columns, so that the registry is whole
 import moduleprofiler
+import moduleprofiler.compiled
 import moduleprofiler.distributed
 import moduleprofiler.efficiency
 import moduleprofiler.export.by_operator

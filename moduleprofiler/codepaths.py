@@ -64,12 +64,14 @@ def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
             "the model is torch.compile'd: hooks would break its compiled graph at every "
             "module, so the per-module times are of its original module run eagerly "
             "(_orig_mod); benchmark() of the compiled model gives its real latency, and "
-            "moduleprofiler.compiled.time_compiled its per-module time compiled")
+            "time_modules with clock='auto' or 'compiled' its forward's per-module time "
+            "compiled")
     for path, sub in module.named_modules():
         if getattr(sub, "_compiled_call_impl", None) is not None:
             raise ValueError(
                 f"module {path or ROOT_NAME!r} was compiled in place (.compile()): hooks "
                 "would break its compiled graph at every module and time pieces of it. Time "
-                "the model before calling .compile(), or torch.compile(model) (whose original "
-                "module is then timed eagerly, with a note)")
+                "the model before calling .compile(), or compile the whole model "
+                "(torch.compile(model) or model.compile()), whose compiled program "
+                "time_modules times per module)")
     return module, None

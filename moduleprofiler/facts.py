@@ -117,6 +117,16 @@ class TimingFacts:
         return int(self.budget.get("min_kept", 0))
 
     @property
+    def min_traced_samples(self) -> int:
+        """Fewest traced samples a module's device time may come from and be trusted: the
+        traced block's own minimum in an adaptive run (a quarter of ``min_iters``, one at
+        least; the rest of the kept iterations are not traced, by design), 0 where
+        :attr:`min_samples` is."""
+        if self.budget is None or self.stop_reason == "num_iters":
+            return 0
+        return int(self.budget.get("min_traced", 0))
+
+    @property
     def booked_share(self) -> float:
         """Kernel clock: share of the traced device time that ran inside some module call."""
         if self.device_booked_ms is None or not self.device_total_ms:

@@ -24,7 +24,8 @@ def unwrap_compiled(module: nn.Module) -> nn.Module:
 
 
 def make_invocation(
-    module: nn.Module, input: Any, pred_fn: Callable[..., Any] | None = None
+    module: nn.Module, input: Any, pred_fn: Callable[..., Any] | None = None,
+    target: Callable[..., Any] | None = None,
 ) -> Invocation:
     """A zero-argument callable that runs the model on ``input``.
 
@@ -34,9 +35,12 @@ def make_invocation(
     * anything else -> ``module(input)``
 
     With ``pred_fn`` the same unpacking applies to ``pred_fn`` instead of ``module`` (``pred_fn``
-    must call the same module instance, whose hooks do the profiling).
+    must call the same module instance, whose hooks do the profiling). ``target``: another
+    callable of ``module``'s arguments called instead (its eager call past a compiled one, a
+    compiled program of it).
     """
-    target: Callable[..., Any] = pred_fn if pred_fn is not None else module
+    if target is None:
+        target = pred_fn if pred_fn is not None else module
     if isinstance(input, Tensor):
         return lambda: target(input)
     if isinstance(input, Mapping):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from torch import nn
 
@@ -84,7 +85,9 @@ class _NonForwardNet(nn.Module):
         return self.submod.other_func(self.fc(x))
 
 
-def test_a_module_whose_forward_never_ran_is_uncalled_in_every_view() -> None:
+def test_a_module_whose_forward_never_ran_is_uncalled_in_every_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # no name elided to fit
     model = _NonForwardNet()
     x = torch.randn(1, 10)
     profile = ModuleProfiler().profile(model, x)
@@ -150,7 +153,9 @@ def test_a_document_without_container_flags_reads_as_its_writer_did() -> None:
     assert type(profile).from_json(json.dumps(document)).groupings == ("submod",)
 
 
-def test_a_grouping_whose_children_ran_is_not_uncalled_anywhere() -> None:
+def test_a_grouping_whose_children_ran_is_not_uncalled_anywhere(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # no name elided to fit
     model = _Stack()
     x = torch.randn(2, 4)
     profile = ModuleProfiler().profile(model, x)

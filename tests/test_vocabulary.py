@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import Profiler, TimingOptions
+from moduleprofiler.compiled import compare_compiled
 from moduleprofiler.export.columns import registered_columns
 from moduleprofiler.records import ProfileData
 
@@ -43,6 +44,8 @@ RESULTS: dict[str, Callable[[], ProfileData]] = {
     "measure_memory": lambda: Profiler().measure_memory(_model(), torch.randn(32, 8),
                                                         train=True),
     "predict": lambda: Profiler().predict(_model(), torch.randn(32, 8), "H100 SXM"),
+    "compare_compiled": lambda: compare_compiled(torch.compile(_model()), torch.randn(32, 8),
+                                                 QUICK),
 }
 
 

@@ -37,7 +37,7 @@ def main() -> None:
     names = args.models.split(",")
     costs = shipped_calibrations()["H100 SXM"].host
     assert costs is not None
-    plain = HostModel(costs)  # the tight loops' costs
+    plain = HostModel(costs, in_model=1.0)  # the tight loops' costs
     rows_a, rows_b = [], []
     for path in args.truth:
         for row in read(path):

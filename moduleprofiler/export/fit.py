@@ -19,7 +19,8 @@ The steps, each taken only while the table is still too wide:
 5. the names are elided further, down to what is left.
 
 The columns a caller asked for (:attr:`View.keep`: named, sorted or ranked by, or named by a
-note under the table) go through the same steps only after every other column is gone.
+note under the table) go through the same steps only after every other column is gone, and
+the ``last`` ones (:attr:`View.last`: a timing tree's low-confidence flag) after those.
 """
 
 from __future__ import annotations
@@ -148,13 +149,15 @@ def _numbers_order(numbers: list[TextColumn]) -> list[TextColumn]:
 
 
 def _drop_order(columns: list[TextColumn], optional: Sequence[str],
-                keep: Sequence[str] = ()) -> list[TextColumn | None]:
+                keep: Sequence[str] = (), last: Sequence[str] = ()) -> list[TextColumn | None]:
     """The columns that may be hidden, in the order they are (steps 2 and 4); ``None``
     marks where the names are elided to their floor (step 3). The ``keep`` columns follow
-    every other, through the same steps."""
+    every other, through the same steps, and the ``last`` ones follow those."""
     hideable = [c for c in columns if not c.identity]
-    kept = [c for c in hideable if c.name in keep]
-    return [*_steps([c for c in hideable if c not in kept], optional), *_steps(kept, ())]
+    final = [c for c in hideable if c.name in last]
+    kept = [c for c in hideable if c.name in keep and c not in final]
+    others = [c for c in hideable if c not in kept and c not in final]
+    return [*_steps(others, optional), *_steps(kept, ()), *_steps(final, ())]
 
 
 def _steps(hideable: list[TextColumn], optional: Sequence[str]) -> list[TextColumn | None]:
@@ -172,9 +175,11 @@ def _steps(hideable: list[TextColumn], optional: Sequence[str]) -> list[TextColu
 
 def fit_columns(columns: list[TextColumn], width: int | None,
                 optional: Sequence[str] = (),
-                keep: Sequence[str] = ()) -> tuple[list[TextColumn], list[str]]:
+                keep: Sequence[str] = (),
+                last: Sequence[str] = ()) -> tuple[list[TextColumn], list[str]]:
     """``columns`` fitted into ``width`` (``None``: as they are); ``optional`` names the
-    columns to hide first, ``keep`` those to hide last (the ones the caller asked for).
+    columns to hide first, ``keep`` those to hide last (the ones the caller asked for) and
+    ``last`` those to hide after them (flags a reader must not lose).
     Returns the columns kept (cells shortened in place) and the headers of the hidden
     ones."""
     if width is None or table_width(columns) <= width:
@@ -184,7 +189,7 @@ def fit_columns(columns: list[TextColumn], width: int | None,
                        cell[:SHAPE_CELL - len(ELLIPSIS)] + ELLIPSIS for cell in shape.cells]
     kept = list(columns)
     hidden: list[str] = []
-    for column in _drop_order(columns, optional, keep):
+    for column in _drop_order(columns, optional, keep, last):
         if table_width(kept) <= width:
             break
         if column is None:

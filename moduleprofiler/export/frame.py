@@ -218,9 +218,10 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
     for row, owner in zip(rows, owners):
         if owner in split:  # a shared module drawn under several callers: its statistic
             continue  # covers all of their calls, so no one of its rows holds it
+        totals: dict[str, np.ndarray | None] = {}  # one module's, shared by its statistics
         for spec in statistics:
             row[spec.name] = module_statistic(spec, profile.records, tree.rows.get(owner, []),
-                                              tree.outermost, profile.facts)
+                                              tree.outermost, profile.facts, totals)
     frame = pd.DataFrame({name: typed_series([row.get(name) for row in rows],
                                              specs.get(name) or _spec_of(name, calls))
                           for name in names})
@@ -248,17 +249,27 @@ def _statistics(records: Sequence[CallRecord]) -> list[ColumnSpec]:
 
 
 def module_statistic(spec: ColumnSpec, records: Sequence[CallRecord], rows: Sequence[int],
-                     outermost: Sequence[bool], facts: Any = None) -> Any:
+                     outermost: Sequence[bool], facts: Any = None,
+                     cache: dict[str, np.ndarray | None] | None = None) -> Any:
     """One module's value of a :class:`Statistic` column from its calls ``rows``: each sample
     column totalled per iteration (:func:`sample_totals`), the iterations in which none of
-    the calls has a sample left out."""
+    the calls has a sample left out. ``cache``: the module's totals by sample column, filled
+    here, so that its statistics share one array of each (a module has about a dozen per
+    quantity, and a statistic that summarizes its totals can do so once per array)."""
     assert spec.statistic is not None
     totals = []
     for name in spec.statistic.samples:
-        total = sample_totals(records, rows, outermost, name)
+        if cache is not None and name in cache:
+            total = cache[name]
+        else:
+            total = sample_totals(records, rows, outermost, name)
+            if total is not None:
+                total = total[~np.isnan(total)]
+            if cache is not None:
+                cache[name] = total
         if total is None:
             return None
-        totals.append(total[~np.isnan(total)])
+        totals.append(total)
     if spec.statistic.facts:
         return spec.statistic.compute(*totals, facts=facts)
     return spec.statistic.compute(*totals)

@@ -124,7 +124,7 @@ def render_text(view: ViewData, *, color: bool = False, unicode: bool = False,
         first = [d + label for d, label in zip(drawn, labels)]
         columns.insert(0, TextColumn("module", "module", first, False, "name",
                                      [None] * len(first), identity=True, prefixes=drawn))
-    columns, hidden = fit_columns(columns, limit, view.optional, kept_columns(view))
+    columns, hidden = fit_columns(columns, limit, view.optional, kept_columns(view), view.last)
     widths = [c.width for c in columns]
 
     def pad(text: str, size: int, right: bool) -> str:

@@ -67,7 +67,8 @@ derived from them, forward then backward."""
 PASS_COLUMNS: tuple[ColumnSpec, ...] = (
     register_column("predicted_latency_ms", "time", "predicted latency", aggregation="none",
                     unit="ms", description="predicted latency of the whole pass, host and "
-                    "device together", needs="run sweep() first"),
+                    "device together: the minimum over runs (a host-bound pass's runs "
+                    "spread widely above it)", needs="run sweep() first"),
     register_column("predicted_throughput", "number", "predicted items/s", aggregation="none",
                     unit="items/s", description="the batch size over the predicted latency",
                     needs="run sweep() first"),

@@ -49,9 +49,9 @@ class PredictedProfile(Profile):
     and ``backward_`` forms), and the pass's prediction."""
 
     predicted_latency_ms: float | None = None
-    """The whole pass (forward, or forward and backward), host and device chains together
-    (``None`` with ``host=None``: without a host there is no latency, only
-    ``predicted_device_ms``, a lower bound on it)."""
+    """The whole pass (forward, or forward and backward), host and device chains together:
+    the minimum over runs, what the pass takes at best (``None`` with ``host=None``: without
+    a host there is no latency, only ``predicted_device_ms``, a lower bound on it)."""
     predicted_device_ms: float | None = None
     """The device's busy time in the pass."""
     predicted_device_ms_low: float | None = None
@@ -178,7 +178,8 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
                              "and this calibration has none")
         here = measure_host(torch.device("cpu"), calls=100, rounds=7).us["cpu_op"]
         scale = here / reference.us["cpu_op"]
-        return HostModel(reference, scale, f"this CPU ({scale:.2f}x {reference.cpu})"), [
+        source = f"this CPU ({scale:.2f}x {reference.cpu})"
+        return HostModel(reference, scale, source=source), [
             f"host='this' on a machine without CUDA: {reference.cpu}'s launch costs "
             f"scaled by {scale:.2f}, this CPU's time on a tiny operator relative to it"]
     raise ValueError(f"host must be None, 'calibrated', 'this' or HostCosts, got {host!r}")

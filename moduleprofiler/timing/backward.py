@@ -174,9 +174,9 @@ class TrainingTiming(TimedModules):
         if self.kernels:  # device times first, then host time and regime
             return self._tree((
                 "self_device_ms", "device_ms", "self_backward_device_ms", "backward_device_ms",
-                "self_host_ms", "self_backward_host_ms", "backward_time_bound"), notes,
+                "self_host_ms", "self_backward_host_ms", "backward_time_bound",
+                "device_low_confidence", "backward_device_low_confidence"), notes,
                 "module training-step times")
-        # low_confidence only here: kernel durations carry no hook error
         return self._tree((
             "time_median_ms", "self_time_median_ms", "backward_time_median_ms",
             "self_backward_time_median_ms", "low_confidence", "backward_low_confidence"),

@@ -23,7 +23,7 @@ from moduleprofiler.export.columns import (
     register_column,
     register_quantity,
 )
-from moduleprofiler.timing.stats import summarize
+from moduleprofiler.timing.stats import Summary, summarize
 
 TIME_NEEDS = ("a profile from time_modules(), train_step_times() or TrainingProfiler, or one "
               "merged with it: profile.merge(timing) (was profile.with_timing(timing))")
@@ -77,11 +77,28 @@ for _phase, _label in (("forward", ""), ("backward", "backward ")):
             f"{_phase} time")
 
 
+_last_summary: list[tuple[Any, float, Summary | None]] = []
+"""The last totals array summarized, its confidence level and its summary (one slot)."""
+
+
+def summary_of(totals: Any, confidence: float) -> Summary | None:
+    """:func:`~moduleprofiler.timing.stats.summarize` of ``totals``, once per array: the
+    module frame hands a module's statistic columns (a dozen per quantity) one array of its
+    totals, so the same array summarized last is summarized already. The slot holds the
+    array itself (so its identity is never reused) and is read and replaced whole."""
+    last = _last_summary[0] if _last_summary else None
+    if last is not None and last[0] is totals and last[1] == confidence:
+        return last[2]
+    summary = summarize(totals, confidence)
+    _last_summary[:] = [(totals, confidence, summary)]
+    return summary
+
+
 def _summary(field: str) -> Callable[..., float | None]:
-    """One field of :func:`~moduleprofiler.timing.stats.summarize` of a module's totals, at
-    the pass's confidence level (the CI bounds)."""
+    """One field of :func:`summary_of` a module's totals, at the pass's confidence level
+    (the CI bounds)."""
     def compute(totals: Any, facts: Any = None) -> float | None:
-        summary = summarize(totals, facts.confidence if facts is not None else 0.95)
+        summary = summary_of(totals, facts.confidence if facts is not None else 0.95)
         return None if summary is None else float(getattr(summary, field))
     return compute
 

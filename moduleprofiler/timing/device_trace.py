@@ -183,13 +183,15 @@ def close_range(scope: Any) -> None:
     scope.__exit__(None, None, None)
 
 
-ClockName = Literal["auto", "kernels", "events", "cpu"]
+ClockName = Literal["auto", "kernels", "events", "cpu", "compiled"]
 """Per-module clocks: ``"kernels"`` (CUDA: device time from the kernel records, host time
 from the CPU clock), ``"events"`` (CUDA: events at the hooks; right only while the device has
-queued work), ``"cpu"`` (wall time on the host). ``"auto"``: kernels on CUDA where the
-records can be had, else events; the CPU clock on the CPU."""
+queued work), ``"cpu"`` (wall time on the host), ``"compiled"`` (a ``torch.compile``d
+model's compiled program, its kernels booked to modules). ``"auto"``: the compiled clock for
+a compiled model's forward; else kernels on CUDA where the records can be had, else events;
+the CPU clock on the CPU."""
 
-CLOCKS: tuple[str, ...] = ("auto", "kernels", "events", "cpu")
+CLOCKS: tuple[str, ...] = ("auto", "kernels", "events", "cpu", "compiled")
 
 
 def choose_clock(device: torch.device, clock: str) -> tuple[str, str | None]:

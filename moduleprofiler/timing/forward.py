@@ -103,8 +103,10 @@ class ModuleTiming(TimedModules):
     # -- views -----------------------------------------------------------------------------
     def report(self) -> str:
         """The model tree with median inclusive and self times, share of the root, calls and
-        the low-confidence flag (within 10x of the hooks' expected error), followed by the
-        model-level evidence (also ``print(timing)``). :meth:`summary` is the one-row model
+        the low-confidence flag (within 10x of the hooks' expected error, or fewer samples
+        than ``min_iters``; under the kernel clock the device time's: fewer traced samples
+        than the traced block's own minimum), followed by the model-level evidence (also
+        ``print(timing)``). :meth:`summary` is the one-row model
         summary, as on every profile."""
         cal = self.calibration
         notes = [
@@ -127,7 +129,8 @@ class ModuleTiming(TimedModules):
                              f"({trace.bound}-bound); each module's compares its host time "
                              "under hooks with its device time")
             return self._tree(("self_host_ms", "host_ms", "self_device_ms", "device_ms",
-                               "time_bound", "self_device_ms_pct"), notes,
+                               "time_bound", "self_device_ms_pct",
+                               "device_low_confidence"), notes,
                               "module forward times: host and device")
         return self._tree(("time_median_ms", "self_time_median_ms", "self_low_confidence"),
                           notes, "module forward times", share="self_time_median_ms")
@@ -284,7 +287,8 @@ def time_modules(
             budget=dataclasses.asdict(run.budget) if run.budget is not None else None,
             hooked_ms=tuple(hooked_ms.tolist()), hook_free_ms=tuple(plain_ms.tolist()),
             hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
-            device_total_ms=readings.total_ms, warnings=(*notes, *raised, *readings.notes)))
+            device_total_ms=readings.total_ms, warnings=(*notes, *raised, *readings.notes)),
+        readings.module_metrics)
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],

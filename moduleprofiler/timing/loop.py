@@ -14,7 +14,9 @@ rest, the same way for all:
 4. ``drop_first`` iterations of each dropped block, discarded;
 5. rounds until the stopping rule says enough, the blocks' order rotated from round to round
    so that their times are compared under the same conditions (load, allocator, clocks),
-   with minor page faults counted over them; ``finish`` once, still inside the state;
+   with minor page faults counted over them; a run its rule ended on the target then runs
+   each block with an own minimum (:attr:`Block.least`) up to it; ``finish`` once, still
+   inside the state;
 6. the notes the conditions call for: load and noisy samples (one note), page faults, a
    budget that ended the run before its target.
 
@@ -195,6 +197,10 @@ class Block:
     """Runs the ``drop_first`` discarded iterations."""
     calls: int = 1
     """Model calls per iteration (page faults are counted per call)."""
+    least: Callable[[int], int] | None = None
+    """Its own minimum: the fewest kept iterations of this kind that a run whose stopping
+    rule trusts ``min_iters`` samples needs (``None``: none). A run the rule ends on its
+    target runs the kind up to it; a budget may end it short (:attr:`BudgetUse.min_traced`)."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,9 @@ class BudgetUse:
     """The budget ended the warm-up or the dropped iterations before their own targets."""
     cut_short: bool
     """The budget ended the rounds with fewer than ``min_kept`` samples."""
+    min_traced: int = 0
+    """Fewest kept iterations of a block with an own minimum (:attr:`Block.least` of
+    ``min_kept``: a device clock's traced ones); 0: no block has one."""
 
     @property
     def total_s(self) -> float:
@@ -279,16 +288,34 @@ def split_rounds(kept: int, rounds: int | None, default: int) -> list[int]:
     return [kept // n_rounds + (1 if r < kept % n_rounds else 0) for r in range(n_rounds)]
 
 
-def run_round(blocks: Sequence[Block], number: int, count: int) -> int:
+def run_round(blocks: Sequence[Block], number: int, count: int,
+              kept: list[int] | None = None) -> int:
     """Round ``number``: every block's share of ``count`` iterations, the blocks' order
-    rotated by ``number``; returns the model calls made."""
+    rotated by ``number``; returns the model calls made (each block's kept iterations added
+    to ``kept``, in the blocks' order)."""
     shift = number % len(blocks)
     calls = 0
-    for block in [*blocks[shift:], *blocks[:shift]]:
+    for position in [*range(shift, len(blocks)), *range(shift)]:
+        block = blocks[position]
         size = block.share(count)
         if size:
             block.run(size, True)
             calls += size * block.calls
+            if kept is not None:
+                kept[position] += size
+    return calls
+
+
+def top_up(blocks: Sequence[Block], kept: list[int], min_iters: int) -> int:
+    """Run each block with an own minimum (:attr:`Block.least` of ``min_iters``) up to it
+    from its ``kept`` count; returns the model calls made."""
+    calls = 0
+    for position, block in enumerate(blocks):
+        short = (block.least(min_iters) if block.least is not None else 0) - kept[position]
+        if short > 0:
+            block.run(short, True)
+            kept[position] += short
+            calls += short * block.calls
     return calls
 
 
@@ -356,11 +383,12 @@ def measure(plan: Plan, blocks: Sequence[Block],
         return tuple(watched().values())
 
     def round_of(number: int, count: int) -> None:
-        calls[0] += run_round(blocks, number, count)
+        calls[0] += run_round(blocks, number, count, kept_by_block)
         bar.update(min(map(len, series()), default=0), plan.kept,
                    rule.progress_text() if plan.sizes is None else "")
 
     calls = [0]
+    kept_by_block = [0] * len(blocks)
     try:
         with timing_context(options.num_threads), contextlib.ExitStack() as stack:
             for context in state:
@@ -397,6 +425,8 @@ def measure(plan: Plan, blocks: Sequence[Block],
             rounds_start = time.perf_counter()
             before = minor_faults()
             reason = run_rounds(round_of, rule, series, plan.sizes, plan.max_round)
+            if reason == "target_ci":  # enough hooked samples: each kind up to its own minimum
+                calls[0] += top_up(blocks, kept_by_block, options.min_iters)
             after = minor_faults()
             rounds_end = time.perf_counter()
             if finish is not None:
@@ -413,7 +443,9 @@ def measure(plan: Plan, blocks: Sequence[Block],
         max_seconds=rule.max_seconds, setup_s=warm_start - rule.start,
         warmup_s=rounds_start - warm_start, rounds_s=rounds_end - rounds_start,
         finish_s=finish_end - rounds_end, kept=kept, min_kept=options.min_iters,
-        warmup_cut=cut, cut_short=reason == "max_seconds" and kept < options.min_iters)
+        warmup_cut=cut, cut_short=reason == "max_seconds" and kept < options.min_iters,
+        min_traced=max((block.least(options.min_iters) for block in blocks
+                       if block.least is not None), default=0))
     every = np.concatenate(list(named.values())) if named else np.zeros(0)
     notes = environment_warnings(
         environment, faults, device, float(np.median(every)) / 1e6 if every.size else None,

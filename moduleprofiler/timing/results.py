@@ -30,8 +30,8 @@ from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import ROOT_NAME, CallPosition, CallRecord, ModuleInfo
+from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.kernel_columns import (
-    DEVICE_COLUMNS,
     TRACE_MODULE_COLUMNS,
     TRACE_SAMPLES,
 )
@@ -231,21 +231,25 @@ Timed = TypeVar("Timed", bound="TimedModules")
 
 
 def timed_profile(cls: type[Timed], infos: Sequence[ModuleInfo], calls: TimedCalls,
-                  facts: TimingFacts) -> Timed:
+                  facts: TimingFacts,
+                  module_metrics: Mapping[str, Mapping[str, Any]] | None = None) -> Timed:
     """The profile of a timing pass (of class ``cls``): one record per finished call of its
     kept iterations, each with its samples (:func:`_sample_columns`) and their medians
     (:func:`call_values`), and the pass's ``facts``. Under the kernel clock the model's row's
     ``time_bound`` is the hook-free regime: the root call's own label compares its host time
     *under hooks*, which holds every module's hook cost, with its device time (ResNet-50 at
     batch 32 on an H200 read "host" beside "device-bound: the GPU is busy 92 % of the
-    hook-free iteration"); a model has one regime, and no call record holds it."""
+    hook-free iteration"); a model has one regime, and no call record holds it.
+    ``module_metrics``: per-module columns the clock read (``{path: {column: value}}``)."""
     paths = [info.path for info in infos]
     samples = _sample_columns(paths, calls)
     records = tuple(dataclasses.replace(r, metrics={
         **call_values(samples.get((r.path, r.call_number), {})),
         **samples.get((r.path, r.call_number), {})}) for r in call_records(infos, calls.shape))
-    regime = ({"": {"time_bound": facts.hook_free.bound}} if facts.hook_free is not None
-              else {})
+    regime: dict[str, dict[str, Any]] = {path: dict(columns) for path, columns in
+                                         (module_metrics or {}).items()}
+    if facts.hook_free is not None:
+        regime.setdefault("", {})["time_bound"] = facts.hook_free.bound
     root = infos[0]
     return cls(records=records, modules=tuple(infos), total_params=root.params,
                total_buffers=root.buffers, module_metrics=regime, facts=facts)
@@ -264,9 +268,10 @@ class TimedModules(Profile):
     modules: tuple[ModuleInfo, ...] = ()
     FIGURES: ClassVar[tuple[str, ...]] = ()
     """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
-    COLUMNS: ClassVar[tuple[ColumnSpec, ...]] = (*TIME_COLUMNS, *DEVICE_COLUMNS)
+    COLUMNS: ClassVar[tuple[ColumnSpec, ...]] = (*TIME_COLUMNS, *COMPILED_COLUMNS)
     """The registered columns its records and module frame can hold: the stamps' times and
-    the kernel clock's block, each declared once beside the clock that reads it."""
+    the compiled clock's block (the kernel clock's and the fused kernels), each declared once
+    beside the clock that reads it."""
     """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
 
     # -- the pass's facts, typed -------------------------------------------------------------
@@ -445,7 +450,10 @@ class TimedModules(Profile):
                                              in values.items() if not pd.isna(v[share])})
                 shown.insert(2, "self_share")
         view = profile.tree(shown)
-        return str(dataclasses.replace(view, title=title, notes=(*notes, *view.notes)))
+        # a narrow terminal hides the low-confidence flags after every other column
+        flags = tuple(c for c in shown if c.endswith("low_confidence"))
+        return str(dataclasses.replace(view, title=title, notes=(*notes, *view.notes),
+                                       last=flags))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: the run's facts, one dict per module (the module frame) and

@@ -15,7 +15,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, eager_module
 from moduleprofiler.devices import resolve_device
-from moduleprofiler.inputs import make_invocation
+from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.timing.clock import TimingWarning
@@ -45,16 +45,24 @@ class HookedPass:
               device: str | torch.device | None, clock: ClockName | Clock, bar: Progress,
               kept: int | None, backward: bool = False) -> HookedPass:
         """Resolve the model, device and call, and choose and calibrate the clock (the
-        progress line says so); a compiled model or an unavailable clock is warned at the
-        pass's caller."""
-        module, compiled = eager_module(module)
-        notes = [compiled] if compiled is not None else []
-        if compiled is not None:
-            warn(compiled, CodePathWarning)
-        resolved = resolve_device(module, input, device)
-        invoke = make_invocation(module, input, pred_fn)
+        progress line says so). A compiled model's forward is timed by the compiled clock
+        (its records are its original module's calls); under another clock (or with
+        ``pred_fn``, which calls the model itself) its original module is timed eagerly and
+        warned at the pass's caller, as is an unavailable clock."""
+        resolved = resolve_device(unwrap_compiled(module), input, device)
         bar.update(0, kept, "calibrating the hooks")
-        made = make_clock(resolved, clock, backward=backward)
+        made = make_clock(resolved, clock, backward=backward, model=module, input=input,
+                          pred_fn=pred_fn)
+        notes: list[str] = []
+        chosen = made.model()
+        if chosen is not None:
+            module, invoke = chosen
+        else:
+            module, compiled = eager_module(module)
+            if compiled is not None:
+                notes.append(compiled)
+                warn(compiled, CodePathWarning)
+            invoke = make_invocation(module, input, pred_fn)
         for note in made.notes:
             notes.append(note)
             warn(note, TimingWarning)

@@ -247,6 +247,25 @@ def test_a_column_a_note_names_is_kept() -> None:
     assert _header(noted.to_text(width=60)).endswith("low confidence")
 
 
+def test_the_last_columns_outlast_the_kept_ones() -> None:
+    from moduleprofiler.export.view import View
+
+    frame = pd.DataFrame({"module": ["a_rather_long_module_name_" * 2], "type": ["Linear"],
+                          "calls": [1], "time_median_ms": [1.0], "self_time_median_ms": [1.0],
+                          "low_confidence": [True]})
+    columns = ("time_median_ms", "self_time_median_ms", "low_confidence")
+    # every column asked for (keep), the flag hidden last, as a timing tree asks: at 60
+    # columns the name elided to 24 and three columns need 71 (above); of the numbers the
+    # second time goes first: 24 + 11 + 14 + 2 * 2 = 53 fit
+    flagged = View(frame=frame, columns=columns, kind="tree", keep=columns,
+                   last=("low_confidence",))
+    assert _header(flagged.to_text(width=60)).split() == [
+        "module", "time", "median", "low", "confidence"]
+    # without it the flag, a text column, is the first hidden
+    plain = View(frame=frame, columns=columns, kind="tree", keep=columns)
+    assert "low confidence" not in _header(plain.to_text(width=60))
+
+
 def test_one_column_of_each_quantity_stays_longest() -> None:
     from moduleprofiler.export.fit import TextColumn, fit_columns
 

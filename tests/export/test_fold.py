@@ -81,7 +81,9 @@ def test_blocks_of_one_type_with_different_parameters_do_not_fold() -> None:
     assert list(fold_tree(frame)["module"]) == ["__root__", "h", "h.0", "h.1", "h.2"]
 
 
-def test_module_timing_summary_folds_blocks_with_a_child_that_never_ran() -> None:
+def test_module_timing_summary_folds_blocks_with_a_child_that_never_ran(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # no name elided to fit
     torch.manual_seed(0)
     timing = time_modules(_blocks(), torch.randn(2, 4), num_iters=3, drop_first=0,
                           warmup_seconds=0, measure_overhead=False)

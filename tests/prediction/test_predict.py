@@ -31,15 +31,16 @@ def test_a_linear_layer_predicted_by_hand() -> None:
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     profile = ModuleProfiler().predict(model, torch.randn(64, 64), device=_calibration(),
                                        host="calibrated", dtype="bf16")
-    # host: module call 2 us, the transpose view 1 us, the addmm 11 - 1 = 10 us -> 13 us;
-    # device: the addmm is the calibrated 64 x 64 x 64 GEMM, 3 us, issued at 13 us, started
-    # 2 us later (launch latency) -> the pass ends at 18 us
-    assert profile.predicted_host_ms == pytest.approx(0.013)
+    # host: module call 2 us, the transpose view 1 us, the addmm 11 - 1 = 10 us -> 13 us of
+    # tight-loop costs, times 0.72 inside a model (IN_SITU_HOST_FACTOR) -> 9.36 us;
+    # device: the addmm is the calibrated 64 x 64 x 64 GEMM, 3 us, issued at 9.36 us, started
+    # 2 us later (launch latency) -> the pass ends at 14.36 us
+    assert profile.predicted_host_ms == pytest.approx(0.00936)
     assert profile.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
-    assert profile.predicted_latency_ms == pytest.approx(0.018, rel=1e-3)
+    assert profile.predicted_latency_ms == pytest.approx(0.01436, rel=1e-3)
     assert profile.predicted_regime == "host-bound"
     row = profile.to_df("call").iloc[0]
-    assert row["predicted_host_ms"] == pytest.approx(0.013)
+    assert row["predicted_host_ms"] == pytest.approx(0.00936)
     assert row["predicted_device_ms"] == pytest.approx(0.003, rel=1e-3)
     assert row["predicted_bound"] == "host"
     # the user's model: on the CPU, in fp32, its values and hooks as they were
@@ -53,10 +54,10 @@ def test_the_default_host_is_the_calibrated_one() -> None:
     # as on the command line: the latency people ask for has the host in it
     profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
                                        device=_calibration(), dtype="bf16")
-    # the same chain as test_a_linear_layer_predicted_by_hand: host 13 us, then the 3 us
-    # GEMM 2 us after its launch -> 13 + 2 + 3 = 18 us
-    assert profile.predicted_host_ms == pytest.approx(0.013)
-    assert profile.predicted_latency_ms == pytest.approx(0.018, rel=1e-3)
+    # the same chain as test_a_linear_layer_predicted_by_hand: host 13 * 0.72 = 9.36 us, then
+    # the 3 us GEMM 2 us after its launch -> 9.36 + 2 + 3 = 14.36 us
+    assert profile.predicted_host_ms == pytest.approx(0.00936)
+    assert profile.predicted_latency_ms == pytest.approx(0.01436, rel=1e-3)
     assert profile.predicted_for == "H100 SXM, host test cpu"
 
 
@@ -212,3 +213,17 @@ def test_integer_matrix_products_are_refused() -> None:
 
     with pytest.raises(DeviceDtypeError, match=r"module '__root__' .*torch\.int64"):
         ModuleProfiler().predict(IntegerMatmul(), torch.ones(4, 4, dtype=torch.int64))
+
+
+def test_the_host_costs_inside_a_model_and_as_measured() -> None:
+    from moduleprofiler.prediction.host_model import IN_SITU_HOST_FACTOR, HostModel
+    from moduleprofiler.prediction.op_classes import classify
+
+    work = classify(torch.ops.aten.relu.default, (torch.randn(4),), {}, torch.randn(4))
+    # relu is a unary launch: HOST's 4 us in the tight loop, 4 * 0.72 = 2.88 us in a model;
+    # a module call 2 us -> 1.44 us; a CPU at half the speed (scale 2) doubles both
+    assert IN_SITU_HOST_FACTOR == 0.72
+    assert HostModel(HOST, in_model=1.0).op_us(work) == pytest.approx(4.0)
+    assert HostModel(HOST).op_us(work) == pytest.approx(2.88)
+    assert HostModel(HOST).module_call_us == pytest.approx(1.44)
+    assert HostModel(HOST, scale=2.0).op_us(work) == pytest.approx(5.76)

@@ -1,4 +1,6 @@
-"""Timing a torch.compile'd model: what is timed is said, never a silent distortion."""
+"""Timing a torch.compile'd model: the compiled clock books the compiled program's kernels to
+modules (on the CPU, Inductor's kernel ranges stand in for the GPU's kernel records); under
+another clock the eager original is timed, and the result says so."""
 
 from __future__ import annotations
 
@@ -7,27 +9,138 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning
-from moduleprofiler.timing import time_modules
+from moduleprofiler.core import Profiler
+from moduleprofiler.timing import TimingOptions, time_modules
+from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
 
 FAST = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "progress": False,
         "measure_overhead": False}
 
 
-def test_a_compiled_wrapper_is_timed_as_its_eager_original_and_says_so():
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.fc(x)) + x
+
+
+def _model() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(Block(), nn.LayerNorm(16), Block())
+
+
+@pytest.fixture(scope="module")
+def timed():
+    model = _model()
+    compiled = torch.compile(model)  # which marks the model itself (_is_torch_compile)
+    before = {path: dict(vars(sub)) for path, sub in model.named_modules()}
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    return model, before, clock, timing
+
+
+def test_a_compiled_model_is_timed_compiled_per_module(timed):
+    model, _, clock, timing = timed
+    assert timing.clock == "compiled-kernels"
+    # the records are the original module's calls: its paths, not "_orig_mod."'s
+    assert tuple(info.path for info in timing.modules) == tuple(p for p, _ in
+                                                                model.named_modules())
+    frame = timing.to_df("module").set_index("module")
+    # each Linear is one extern matrix product (addmm) of its own
+    assert frame.loc["0.fc", "device_launches"] == 1
+    assert frame.loc["2.fc", "device_launches"] == 1
+    assert frame.loc["0.fc", "self_device_ms"] > 0 and frame.loc["2.fc", "self_device_ms"] > 0
+    # Inductor fuses the first block's ReLU and residual add with the LayerNorm after it:
+    # that kernel is the root's (their deepest common ancestor), and nothing is 0.act's or 1's
+    assert frame.loc["0.act", "device_ms"] == 0 and frame.loc["1", "device_ms"] == 0
+    crossing = [row for row in clock.fused_across() if {"0.act", "1"} <= set(row.fused_across)]
+    assert len(crossing) == 1 and crossing[0].module == ""
+    assert frame.loc["__root__", "self_device_ms"] > 0
+    # one graph, no break: no hook was installed on what was compiled
+    assert clock.graphs == 1 and not clock.break_reasons
+    # every kernel of the compiled graph is booked to a module
+    assert clock.coverage == pytest.approx(1.0)
+    assert timing.timing.device_booked_ms == pytest.approx(timing.timing.device_total_ms)
+    # the root's device time holds every module's own, iteration by iteration
+    paths = [path for path, _ in model.named_modules()]
+    own = [timing.samples(path, exclusive=True) for path in paths
+           if timing.samples(path, exclusive=True).size]
+    assert timing.samples("") == pytest.approx(sum(own))
+    assert timing.iterations >= 2
+    # the span from a module's first kernel to its last is not read: unknown, not zero
+    assert "device_idle_share" not in frame or frame["device_idle_share"].isna().all()
+    assert any("compiled program's kernels" in note for note in timing.warnings)
+
+
+def test_the_model_is_left_as_it_was(timed):
+    model, before, _, _ = timed
+    assert {path: dict(vars(sub)) for path, sub in model.named_modules()} == before
+    assert model.training and not any(sub._forward_hooks or sub._forward_pre_hooks
+                                      for sub in model.modules())
+
+
+def test_auto_and_profiler_time_a_compiled_wrapper_compiled():
+    timing = Profiler().time_modules(torch.compile(_model()), torch.randn(8, 16),
+                                     TimingOptions(**FAST))
+    assert timing.clock == "compiled-kernels"
+    assert timing.to_df("module").set_index("module").loc["2.fc", "device_launches"] == 1
+
+
+def test_a_model_compiled_in_place_is_timed_compiled():
+    model = _model()
+    model.compile()
+    own_compiled_call = model._compiled_call_impl
+    timing = time_modules(model, torch.randn(8, 16), **FAST)
+    assert timing.clock == "compiled-kernels"
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0.fc", "device_launches"] == 1
+    assert model._compiled_call_impl is own_compiled_call
+    assert not model._forward_hooks
+
+
+def test_another_clock_times_the_eager_original_and_says_so():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     # torch.compile compiles lazily, on the first call: wrapping costs nothing here, and the
     # timing never calls the compiled graph
     compiled = torch.compile(model)
     with pytest.warns(CodePathWarning, match="original module run eagerly"):
-        timing = time_modules(compiled, torch.randn(2, 4), **FAST)
+        timing = time_modules(compiled, torch.randn(2, 4), clock="cpu", **FAST)
+    assert timing.clock == "cpu-wall"
     # the eager original's tree: its paths, not the wrapper's "_orig_mod." ones
     assert tuple(info.path for info in timing.modules) == ("", "0", "1")
     assert any("torch.compile" in note for note in timing.warnings)
     assert not compiled._forward_hooks and not model[0]._forward_hooks
 
 
-def test_a_module_compiled_in_place_is_refused_naming_it():
+def test_the_compiled_clock_needs_a_compiled_model():
+    with pytest.raises(ValueError, match="not compiled"):
+        time_modules(nn.Linear(4, 4), torch.randn(2, 4), clock="compiled", **FAST)
+
+
+def test_a_submodule_compiled_in_place_is_refused_naming_it():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     model[0].compile()
     with pytest.raises(ValueError, match="'0' was compiled in place"):
         time_modules(model, torch.randn(2, 4), **FAST)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_the_kernel_records_are_booked_to_modules():
+    model = _model().cuda()
+    x = torch.randn(64, 16, device="cuda")
+    compiled = torch.compile(model)
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    frame = timing.to_df("module").set_index("module")
+    assert timing.clock == "compiled-kernels" and clock.graphs == 1
+    # each Linear is one extern matrix product: one GEMM kernel (or a few) of its own
+    assert frame.loc["0.fc", "device_launches"] >= 1 and frame.loc["0.fc", "device_ms"] > 0
+    assert frame.loc["1", "device_ms"] == 0  # the LayerNorm is fused into the root's kernel
+    assert clock.coverage == pytest.approx(1.0)
+    own = [timing.samples(path, exclusive=True) for path, _ in model.named_modules()
+           if timing.samples(path, exclusive=True).size]
+    assert timing.samples("") == pytest.approx(sum(own))

@@ -415,3 +415,14 @@ def test_a_fixed_count_keeps_its_own_confidence() -> None:
                           drop_first=1, warmup_seconds=0, measure_overhead=False,
                           progress=False)
     assert timing.stop_reason == "num_iters" and not _row(timing, "0")["low_confidence"]
+
+
+def test_a_narrow_summary_keeps_the_low_confidence_flag(timing: ModuleTiming,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the tree's columns: time median, self time median, self %, self low confidence; at 50
+    # columns some must go, and the flag outlasts every number (before, a text column, it
+    # was the first hidden)
+    monkeypatch.setenv("COLUMNS", "50")
+    report = timing.report()
+    assert report.splitlines()[0].endswith("self low confidence")
+    assert "hidden to fit 50 columns" in " ".join(report.split())

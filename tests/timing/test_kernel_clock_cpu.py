@@ -12,10 +12,11 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.timing import time_modules, train_step_times
+from moduleprofiler.timing import ModuleTiming, time_modules, train_step_times
 from moduleprofiler.timing.booking import Activity, Launch
 from moduleprofiler.timing.clocks.kernels import KernelClock
 from moduleprofiler.timing.device_trace import TraceRecords, records_of
+from tests.timing.helpers import Spin
 
 KERNEL_NS = 1000
 
@@ -86,3 +87,96 @@ def test_the_hooked_and_traced_kinds_share_the_passs_one_runner() -> None:
     assert runner is not None
     assert [type(listener).__name__ for listener in runner.listeners] == [
         "KernelRanges", "ClockListener"]
+
+
+class _Sometimes(nn.Module):
+    """Runs its child on every third forward only (data-dependent control flow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rare = nn.ReLU()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.rare(x) if self.calls % 3 == 0 else x
+
+
+def _adaptive(model: nn.Module, min_iters: int) -> ModuleTiming:
+    """An adaptive run to its first check of a loose target, without a budget."""
+    clock = KernelClock(torch.device("cpu"), trace=one_kernel_per_range)
+    return time_modules(model, torch.randn(4, 8), clock=clock, min_iters=min_iters,
+                        target_ci=1.0, max_seconds=None, progress=False)
+
+
+def _flags(timing: ModuleTiming, column: str, paths: tuple[str, ...]) -> list[object]:
+    modules = timing.to_df("module").set_index("module")
+    return [modules.loc[path, column] for path in paths]
+
+
+def test_a_normal_run_flags_no_device_time_though_most_iterations_are_untraced() -> None:
+    timing = _adaptive(_model(), 40)
+    # the traced block's own minimum beside min_iters = 40: a quarter, 10
+    assert timing.timing.min_traced_samples == 10
+    traced = len(timing.samples("0"))
+    # only about a quarter of the kept iterations is traced, by design: fewer than min_iters
+    # (a rule of "fewer than min_iters" flagged every row), at least the block's minimum
+    assert 10 <= traced < 40 <= len(timing.timing.hooked_ms)
+    paths = ("__root__", "0", "1", "2")
+    assert _flags(timing, "device_low_confidence", paths) == [False] * 4
+    assert _flags(timing, "self_device_low_confidence", paths) == [False] * 4
+
+
+def test_a_module_traced_in_fewer_iterations_than_the_blocks_minimum_is_flagged() -> None:
+    model = nn.Sequential(nn.Linear(8, 8), _Sometimes(), nn.Linear(8, 2))
+    timing = _adaptive(model, 40)
+    # the ReLU runs in every third forward: in about a third of the traced iterations, fewer
+    # than the block's minimum of 10 (40 // 4); every other module in each of them
+    assert 1 <= len(timing.samples("1.rare")) < 10 <= len(timing.samples("1"))
+    flags = _flags(timing, "device_low_confidence", ("__root__", "0", "1", "1.rare", "2"))
+    assert flags == [False, False, False, True, False]
+
+
+def test_a_run_the_budget_cut_to_one_sample_flags_every_device_time() -> None:
+    # 40 ms a forward and a 0.2 s budget: one round of one hooked, one hook-free and one
+    # traced iteration; one traced sample, fewer than the block's minimum (10 // 4 = 2), so
+    # no row says "low confidence: no"
+    clock = KernelClock(torch.device("cpu"), trace=one_kernel_per_range)
+    timing = time_modules(nn.Sequential(Spin(20_000), Spin(20_000)), torch.zeros(1),
+                          clock=clock, max_seconds=0.2, target_ci=1e-9, warmup_seconds=0,
+                          progress=False)
+    assert timing.stop_reason == "max_seconds" and len(timing.samples("0")) == 1
+    assert _flags(timing, "device_low_confidence", ("__root__", "0", "1")) == [True] * 3
+
+
+def test_a_fixed_count_is_never_flagged() -> None:
+    clock = KernelClock(torch.device("cpu"), trace=one_kernel_per_range)
+    # 3 kept over 3 rounds of 1: 3 traced, the caller's own choice
+    timing = time_modules(_model(), torch.randn(4, 8), clock=clock, num_iters=4,
+                          drop_first=1, progress=False)
+    assert timing.timing.min_traced_samples == 0
+    assert _flags(timing, "device_low_confidence", ("__root__", "0")) == [False] * 2
+
+
+def test_the_kernel_tree_hides_the_device_flag_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = nn.Sequential(nn.Linear(8, 8), _Sometimes(), nn.Linear(8, 2))
+    timing = _adaptive(model, 40)
+    # at 50 columns the tree (module names, 21 wide) and the flag (21) with their gap make
+    # 44; any other column with its gap would not fit: only the flag is left
+    monkeypatch.setenv("COLUMNS", "50")
+    report = timing.report()
+    assert report.splitlines()[0].split() == ["module", "device", "low", "confidence"]
+    assert "self device %" in " ".join(report.split())  # named among the hidden
+
+
+def test_training_device_times_are_flagged_by_their_traced_samples(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    model = nn.Sequential(nn.Linear(8, 8), _Sometimes(), nn.Linear(8, 2))
+    clock = KernelClock(torch.device("cpu"), backward=True, trace=one_kernel_per_range)
+    timing = train_step_times(model, torch.randn(4, 8, requires_grad=True), clock=clock,
+                              min_iters=40, target_ci=1.0, max_seconds=None, progress=False)
+    # as in the forward run: the ReLU's backward nodes exist in a third of the traced steps
+    flags = _flags(timing, "backward_device_low_confidence", ("__root__", "0", "1.rare"))
+    assert flags == [False, False, True]
+    monkeypatch.setenv("COLUMNS", "200")
+    assert "backward device low confidence" in timing.report().splitlines()[0]

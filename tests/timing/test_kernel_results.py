@@ -17,6 +17,7 @@ from torch import nn
 from moduleprofiler.facts import HookFreeTrace, TimingFacts
 from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
+from moduleprofiler.timing.clocks.compiled import CompiledClock
 from moduleprofiler.timing.clocks.kernels import KernelClock
 from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -127,25 +128,31 @@ def test_device_time_is_not_the_first_column_hidden_at_80(
     summary = timing.report()
     hidden = re.search(r"hidden to fit 80 columns: ([^(]*)", " ".join(summary.split()))
     assert hidden is not None
-    # before: "bound by, device": the device's inclusive time went first, the host's stayed
-    assert hidden.group(1).strip() == "bound by, host"
-    assert summary.splitlines()[0].split() == ["module", "self", "host", "self", "device",
-                                               "device", "self", "device", "%"]
+    # before: "bound by, device": the device's inclusive time went first, the host's stayed.
+    # The device times go after the host's, and the low-confidence flag after every other:
+    # name 24 + self device 11 + self device % 13 + device low confidence 21 + 3 gaps of 2 =
+    # 75 columns fit; the inclusive device time (8) with its gap would make 85
+    assert hidden.group(1).strip() == "bound by, host, self host, device"
+    assert summary.splitlines()[0].split() == ["module", "self", "device", "self", "device",
+                                               "%", "device", "low", "confidence"]
     assert all(len(line) <= 80 for line in summary.splitlines())
 
 
 def test_the_kernel_clocks_column_block_holds_every_column_its_result_fills() -> None:
     """A clock is its file plus its column block: every timing column a kernel-clock result
     fills (the records' samples and medians, the module frame's statistics) is declared in
-    ``KernelClock.columns``, none in the stamps' block, and the result declares both."""
+    ``KernelClock.columns``, none in the stamps' block, and the result declares every clock's
+    block (the compiled clock's adds its fused-kernel columns to the kernel clock's)."""
     timing = _timing()
     block = {spec.name for spec in KernelClock.columns}
     stamps = {spec.name for spec in Clock.columns}
+    compiled = {spec.name for spec in CompiledClock.columns}
     timed = {spec.name for spec in ModuleTiming.COLUMNS}
+    assert block < compiled and compiled - block == {"self_fused_kernels", "fused_across"}
     frame = timing.to_df("module", columns="all")
     filled = ({name for record in timing.records for name in record.metrics}
               | set(frame.columns)) & timed
-    assert block | stamps == timed and not block & stamps
+    assert compiled | stamps == timed and not compiled & stamps
     assert filled <= block
     # the forward's device and host samples and medians, launches, idle share, regime and a
     # statistic of the device samples: each filled

@@ -324,3 +324,29 @@ def test_every_pass_ends_within_its_budget(kind: str, monkeypatch: pytest.Monkey
     assert spent.total_s == pytest.approx(clock.now)
     if kind != "benchmark":
         assert spent.setup_s >= 0.4
+
+
+def test_a_run_that_meets_its_target_tops_a_block_up_to_its_own_minimum(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # hooked iterations of 0.7 s and rounds of about 5 s (ROUND_SHARE of 100 s): rounds of
+    # 1, 2, 4, then 7 (not 8: 5 / 0.7 = 7.1); the rule's first check at 40 comes after
+    # 1 + 2 + 4 + 5 * 7 = 42. A quarter of each round traced, one at least: 8 rounds, 8
+    # traced, short of the block's own minimum, a quarter of 40 = 10: 2 more are run
+    clock = FakeClock(monkeypatch)
+    kept: list[float] = []
+    traced: list[tuple[int, bool]] = []
+    options = TimingOptions(max_seconds=100.0, target_ci=1.0, min_iters=40, drop_first=0,
+                            warmup_seconds=0.0, progress=False)
+    plan = options.plan(fixed_drop_first=20)
+
+    def quarter(count: int) -> int:
+        return max(1, count // 4)
+
+    blocks = [ticking_block(clock, 0.7, kept),
+              Block(lambda count, keep: traced.append((count, keep)), share=quarter,
+                    least=quarter)]
+    run = measure(plan, blocks, lambda: {"a": kept}, torch.device("cpu"),
+                  Progress("test", False), options)
+    assert run.stop_reason == "target_ci" and len(kept) == 42
+    assert traced == [(1, True)] * 8 + [(2, True)]
+    assert run.budget.min_traced == 10

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable
+from typing import Any
 
+import torch
+from torch import nn
+
+from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
 from moduleprofiler.timing.clocks.host import CpuClock, EventClock
 from moduleprofiler.timing.clocks.kernels import KernelClock
 from moduleprofiler.timing.clocks.protocol import Clock
@@ -14,13 +19,29 @@ CLOCK_CLASSES: dict[str, type[CpuClock | EventClock | KernelClock]] = {
 """The clock of each name :func:`~moduleprofiler.timing.device_trace.choose_clock` picks."""
 
 
-def make_clock(device: torch.device, clock: ClockName | Clock,
-               backward: bool = False) -> Clock:
+def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = False,
+               model: nn.Module | None = None, input: Any = None,
+               pred_fn: Callable[..., Any] | None = None) -> Clock:
     """The clock ``clock`` names on ``device`` (with ``backward``, its hooks calibrated for a
     backward too); where ``"auto"`` had to fall back, its ``notes`` say why. A clock object
-    is used as it is."""
+    is used as it is. A compiled ``model`` (``torch.compile(model)``, or compiled in place)
+    called on ``input``: ``"auto"`` (a forward, no ``pred_fn``) and ``"compiled"`` time its
+    compiled program (:class:`~.compiled.CompiledClock`); any other clock times its
+    original module eagerly."""
     if not isinstance(clock, str):
         return clock
+    if clock == "compiled" or (clock == "auto" and pred_fn is None and not backward):
+        program = CompiledProgram.of(model, input) if model is not None else None
+        if clock == "compiled":
+            if program is None:
+                raise ValueError("clock='compiled' times a torch.compile'd model (or one "
+                                 "compiled in place with .compile()); this model is not "
+                                 "compiled")
+            if pred_fn is not None:
+                raise ValueError("clock='compiled' calls the compiled program on input "
+                                 "itself; it takes no pred_fn")
+        if program is not None:
+            return CompiledClock(device, program, backward)
     name, fallback = choose_clock(device, clock)
     made: Clock = CLOCK_CLASSES[name](device, backward)
     if fallback is not None:

@@ -87,9 +87,13 @@ for _name, _unit, _what in zip(TRACE_SAMPLES, ("", "ms", "ms"), (
 
 def _idle_share(busy: Any, span: Any) -> float | None:
     """The median over the traced iterations of the share of a module's device span in which
-    the device ran none of its work (iterations in which it launched nothing left out)."""
+    the device ran none of its work (iterations in which it launched nothing left out);
+    ``None`` where no span was read (the compiled clock reads none)."""
+    busy, span = np.asarray(busy, dtype=np.float64), np.asarray(span, dtype=np.float64)
+    if busy.shape != span.shape:
+        return None
     with np.errstate(invalid="ignore", divide="ignore"):
-        idle = np.clip(1.0 - np.asarray(busy) / np.asarray(span), 0.0, 1.0)
+        idle = np.clip(1.0 - busy / span, 0.0, 1.0)
     return median_of(idle[np.isfinite(idle)])
 
 
@@ -109,6 +113,28 @@ TRACE_MODULE_COLUMNS = ("device_launches", "device_idle_share")
 for _stem, _samples_name in (("device", "device_samples_ms"),
                              ("backward_device", "backward_device_samples_ms")):
     _declared.extend(statistic_columns(_stem, _samples_name))
+
+
+def _few_traced(totals: Any, facts: Any = None) -> bool | None:
+    """Whether a module's device time comes from fewer traced samples than the traced block's
+    own minimum (``facts.min_traced_samples``). Only a share of the kept iterations is traced,
+    by design, so the loop's ``min_iters`` is not the measure; kernel durations carry no hook
+    error, so the count is the whole test."""
+    if median_of(totals) is None:
+        return None
+    return bool(len(totals) < (facts.min_traced_samples if facts is not None else 0))
+
+
+for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
+    for _own, _what in (("", "with its children's"), ("self_", "of its own code")):
+        # a text column (its yes/no a label); the timing trees hide it last (View.last)
+        _column(f"{_own}{_prefix}device_low_confidence", "text", aggregation="none",
+                needs=TIME_NEEDS, statistic=Statistic(
+                    (f"{_own}{_prefix}device_samples_ms",), _few_traced, facts=True),
+                description=f"the module's median {_phase} device time {_what} comes from "
+                "fewer traced iterations than the traced block's own minimum (a quarter of "
+                "min_iters, one at least; a quarter of each round's iterations is traced); "
+                "a fixed num_iters run is never flagged")
 
 register_quantity("time", "self_device_ms", "device_ms", "device time", prefer=True)
 

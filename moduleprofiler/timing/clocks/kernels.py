@@ -219,6 +219,13 @@ def _no_mark(name: str) -> None:
     """A traced iteration's device times need no marks."""
 
 
+def traced_share(count: int) -> int:
+    """Traced iterations beside ``count`` hooked ones: a quarter, at least one. Also the
+    traced block's own minimum beside the loop's ``min_iters``: a module whose device time
+    comes from fewer is low-confidence (``device_low_confidence``)."""
+    return max(1, count // 4)
+
+
 class KernelClock(Clock):
     """Device time from the device's own kernel records, host time from the CPU clock: the
     :class:`~.protocol.Clock` for CUDA where the records can be had.
@@ -262,14 +269,16 @@ class KernelClock(Clock):
         return self._session(runner, True)
 
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
-        """Traced iterations of ``step``: a quarter of a round's count, none in the warm-up."""
+        """Traced iterations of ``step``: a quarter of a round's count (:func:`traced_share`),
+        none in the warm-up, at least a quarter of ``min_iters`` in a run that meets its
+        target."""
         def traced(count: int, keep: bool) -> None:
             with self._session(runner, keep) as begin:
                 for _ in range(count):
                     step(_no_mark, lambda invoke: (begin(), runner.run(invoke))[1])
 
         self._prime = partial(traced, 1, False)
-        return [Block(traced, share=lambda count: max(1, count // 4), warm=False)]
+        return [Block(traced, share=traced_share, warm=False, least=traced_share)]
 
     def prime(self) -> None:
         """One traced iteration, not kept: the first session starts CUPTI."""

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
+from torch import nn
 
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
@@ -80,6 +81,9 @@ class Readings:
     """The clock's name in the result (``"cuda-kernels"``...)."""
     notes: list[str] = field(default_factory=list)
     """What the result should say about these times."""
+    module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per-module columns only this clock reads (``{path: {column: value}}``, columns of its
+    block)."""
 
 
 class Clock:
@@ -105,6 +109,13 @@ class Clock:
         """The hooks' cost on the ``stamps``' clock."""
         self.notes: list[str] = []
         """What every result of this clock says (why an asked-for clock fell back...)."""
+
+    def model(self) -> tuple[nn.Module, Callable[[], Any]] | None:
+        """The module whose calls the pass's hooked and hook-free blocks make, and their call
+        of it, when the clock decides them (a compiled model's original module, called
+        eagerly); ``None``: the model as given (a compiled one's original module, timed
+        eagerly with a note)."""
+        return None
 
     def listeners(self) -> Sequence[Listener]:
         """Its own listeners, attached to the pass's one runner (active only in its

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from moduleprofiler.compiled.capture import compiled_original, recorded_compile
+from moduleprofiler.timing.compiled.capture import compiled_original, recorded_compile
 
 
 def test_a_torch_compile_wrapper_gives_its_original_and_options():

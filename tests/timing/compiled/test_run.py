@@ -9,6 +9,9 @@ from torch import nn
 
 from moduleprofiler.compiled import time_compiled
 
+# time_compiled is deprecated (test_time_compiled_is_deprecated_naming_its_removal) and works
+pytestmark = pytest.mark.filterwarnings("ignore:moduleprofiler.compiled.time_compiled")
+
 
 class Block(nn.Module):
     def __init__(self) -> None:
@@ -108,3 +111,9 @@ def test_graph_breaks_are_reported_by_module():
     assert any("print" in reason for reason in result.break_reasons)
     assert {"1.a", "1.b"} <= set(result.own_ms)
     assert result.coverage == pytest.approx(1.0, abs=0.01)
+
+
+def test_time_compiled_is_deprecated_naming_its_removal():
+    with pytest.warns(DeprecationWarning, match=r"removed in moduleprofiler 0\.3\.0.*"
+                      r"time_modules\(torch\.compile"):
+        time_compiled(torch.compile(_model()), torch.randn(8, 16), iterations=1, warmup=1)

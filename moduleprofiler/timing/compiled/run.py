@@ -20,11 +20,16 @@ import torch
 from torch import nn
 from torch._dynamo.utils import counters
 
-from moduleprofiler.compiled.booking import CompiledBooking, KernelKey, book_compiled
-from moduleprofiler.compiled.capture import CompiledGraph, compiled_original, recorded_compile
-from moduleprofiler.compiled.trace import trace_compiled
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import resolve_device, synchronize
 from moduleprofiler.records import display_path
+from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled
+from moduleprofiler.timing.compiled.capture import (
+    CompiledGraph,
+    compiled_original,
+    recorded_compile,
+)
+from moduleprofiler.timing.compiled.trace import trace_compiled
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,8 @@ class CompiledTiming:
         return rows
 
 
-def _rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[KernelRow]:
+def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[KernelRow]:
+    """One row per kernel of ``graphs`` that ran in the booked iterations, in graph order."""
     n = max(booking.iterations, 1)
     rows = []
     for graph in graphs:
@@ -122,13 +128,16 @@ def _rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[KernelR
 def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: int = 3,
                   grad: bool = False, options: Mapping[str, Any] | None = None,
                   **kwargs: Any) -> CompiledTiming:
-    """Time ``model(*args, **kwargs)`` compiled, per module.
+    """Deprecated (removed in 0.3.0): ``time_modules`` of the compiled model gives the same
+    booking as a timing profile. Time ``model(*args, **kwargs)`` compiled, per module.
 
     ``model`` is a ``torch.compile(model)`` wrapper, a model compiled in place
     (``model.compile()``), whose compile options are kept, or a plain model, compiled with
     Inductor and ``options``. ``warmup`` calls (the first compiles) precede ``iterations``
     traced ones; under ``torch.no_grad()`` unless ``grad``.
     """
+    warn_deprecated("moduleprofiler.compiled.time_compiled", "time_modules(torch.compile("
+                    "model), x) times the compiled program per module (the compiled clock)")
     if iterations < 1:
         raise ValueError(f"iterations must be at least 1, got {iterations}")
     notes: list[str] = []
@@ -165,7 +174,7 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
         device=str(device), iterations=iterations,
         own_ms={module: statistics.median(times) / 1e6
                 for module, times in booking.module_ns.items()},
-        kernels=_rows(booking, recorder.graphs),
+        kernels=kernel_rows(booking, recorder.graphs),
         coverage=booking.coverage,
         compiled_ms=statistics.median(booking.in_graph_ns) / 1e6,
         iteration_ms=statistics.median(trace.iteration_ns) / 1e6,

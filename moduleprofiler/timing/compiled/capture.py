@@ -5,7 +5,7 @@ compile options of the model's own ``torch.compile``, plus Inductor's provenance
 a recording inner compiler. For each graph Dynamo traced it keeps the innermost module of every
 node (``nn_module_stack``); for each graph Inductor compiled (forward, backward) it keeps the
 graph's key, the name its calls carry in the profiler (``## Call CompiledFxGraph <key> ##``), and
-its kernels with their modules (:func:`~moduleprofiler.compiled.kernels.graph_kernels`).
+its kernels with their modules (:func:`~moduleprofiler.timing.compiled.kernels.graph_kernels`).
 
 Why a compile of its own: provenance is written when a graph is compiled, and a model compiled
 without it keeps none. The recorder's graphs are cached apart from the model's own (its
@@ -34,7 +34,7 @@ from torch import fx, nn
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-from moduleprofiler.compiled.kernels import (
+from moduleprofiler.timing.compiled.kernels import (
     VIEW_OPS,
     CompiledKernel,
     graph_kernels,
@@ -162,7 +162,7 @@ class GraphRecorder:
 
 def _only_views(node: fx.Node) -> bool:
     """Whether Dynamo's ``node`` only reshapes or selects (a method or function named in
-    :data:`~moduleprofiler.compiled.kernels.VIEW_OPS`)."""
+    :data:`~moduleprofiler.timing.compiled.kernels.VIEW_OPS`)."""
     if node.op not in ("call_method", "call_function"):
         return False
     target = node.target
@@ -209,6 +209,11 @@ def compiled_original(module: nn.Module) -> tuple[nn.Module, dict[str, Any], str
 def _call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
     """``module``'s own call (its hooks and forward), past any compiled call it carries."""
     return module._call_impl(*args, **kwargs)
+
+
+def eager_call(module: nn.Module) -> Any:
+    """``module``'s own eager call, past a compiled call it carries (``model.compile()``)."""
+    return functools.partial(_call, module)
 
 
 _compiles = itertools.count()

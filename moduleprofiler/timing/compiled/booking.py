@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from moduleprofiler.compiled.kernels import CompiledKernel
+from moduleprofiler.timing.compiled.kernels import CompiledKernel
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 """The prefix a CPU kernel's profiler range puts before the kernel's name."""

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.compiled.booking import GraphCall, HostOp, KernelRecord, top_level_ops
-from moduleprofiler.compiled.capture import GRAPH_RANGE
 from moduleprofiler.devices import synchronize
+from moduleprofiler.timing.compiled.booking import GraphCall, HostOp, KernelRecord, top_level_ops
+from moduleprofiler.timing.compiled.capture import GRAPH_RANGE
 from moduleprofiler.timing.device_trace import kernel_records_unavailable, records_of
 
 ITERATION_RANGE = "moduleprofiler:compiled:"

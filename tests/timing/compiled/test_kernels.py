@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from moduleprofiler.compiled.kernels import (
+from moduleprofiler.timing.compiled.kernels import (
     CompiledKernel,
     common_ancestor,
     graph_kernels,

@@ -3,7 +3,7 @@ per-module sums out."""
 
 from __future__ import annotations
 
-from moduleprofiler.compiled.booking import (
+from moduleprofiler.timing.compiled.booking import (
     GraphCall,
     HostOp,
     KernelKey,
@@ -11,7 +11,7 @@ from moduleprofiler.compiled.booking import (
     book_compiled,
     top_level_ops,
 )
-from moduleprofiler.compiled.kernels import CompiledKernel
+from moduleprofiler.timing.compiled.kernels import CompiledKernel
 
 GRAPH = {"g": [
     CompiledKernel("extern_kernels.convolution", 1, ("conv",)),

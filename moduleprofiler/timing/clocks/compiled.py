@@ -1,0 +1,300 @@
+"""The compiled clock: a ``torch.compile``d model's time, kernel by kernel, booked to modules.
+
+Hooks on a compiled model's modules would break its graph at every module, so this clock
+never hooks what it times. It compiles the model's original module once more with the
+model's own Inductor options and provenance tracking on (:mod:`~moduleprofiler.timing.
+compiled.capture`: the same graph, options and Inductor, plus the map from every kernel to its
+graph nodes and their modules), and its block runs that program with no hook installed inside
+one profiler session per block (:mod:`~moduleprofiler.timing.compiled.trace`). Each kernel
+record is booked to its graph's kernel and so to its module (:mod:`~moduleprofiler.timing.
+compiled.booking`); a kernel that fuses work of several modules is booked to their deepest
+common ancestor (listed by :meth:`CompiledClock.fused_across`).
+
+The records are the eager module's calls: one hooked eager iteration, once, gives the call
+tree, and a module's kernel time is its first call's own time in each traced iteration (a
+compiled graph knows modules, not calls). The pass's hooked and hook-free blocks still run
+the *eager* module (its host times, and the whole-model times without hooks); the device
+columns (``device_ms``, ``self_device_ms``, ``device_launches``) are the compiled program's.
+On CUDA a kernel's time is the device's own record; on a CPU it is the kernel's host range
+(Inductor's ``cpp.enable_kernel_profile``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+from torch._dynamo.utils import counters
+
+from moduleprofiler import devices
+from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.inputs import make_invocation
+from moduleprofiler.records import display_path
+from moduleprofiler.runner import Call, PassRunner
+from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
+from moduleprofiler.timing.clocks.protocol import Clock, Readings
+from moduleprofiler.timing.compiled.booking import CompiledBooking, book_compiled
+from moduleprofiler.timing.compiled.capture import (
+    GraphRecorder,
+    compiled_original,
+    eager_call,
+    recorded_compile,
+)
+from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
+from moduleprofiler.timing.compiled.trace import trace_compiled
+from moduleprofiler.timing.device_results import DeviceIteration
+from moduleprofiler.timing.iteration import iteration_of_own
+from moduleprofiler.timing.listener import Step
+from moduleprofiler.timing.loop import Block
+
+
+@dataclass
+class CompiledProgram:
+    """A compiled model taken apart: its original module, the model's own eager call of it
+    and a recorded compile of it (:func:`~moduleprofiler.timing.compiled.capture.recorded_compile`,
+    compiled at its first call), each called on one input."""
+
+    original: nn.Module
+    """The module that was compiled (a wrapper's ``_orig_mod``, or the model compiled in
+    place): its paths are the records' paths."""
+    eager: Callable[[], Any]
+    """One eager call of ``original`` on the input (past a compiled call it carries)."""
+    compiled: Callable[[], Any]
+    """One call of the recorded compile on the input."""
+    recorder: GraphRecorder
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, model: nn.Module, input: Any,
+           options: Mapping[str, Any] | None = None) -> CompiledProgram | None:
+        """``model`` (a ``torch.compile(model)`` wrapper, or a model whose root was compiled
+        in place) taken apart to be called on ``input`` (unpacked as ``time_modules``
+        unpacks it); ``None`` for a model that is not compiled. ``options``: Inductor
+        options over the model's own."""
+        found = compiled_original(model)
+        if found is None:
+            return None
+        original, inductor, note = found
+        compiled, recorder = recorded_compile(original, {**inductor, **(options or {})})
+        own = eager_call(original) if original is model else original
+        return cls(original, make_invocation(original, input, target=own),
+                   make_invocation(original, input, target=compiled), recorder,
+                   [note] if note is not None else [])
+
+
+def _no_mark(name: str) -> None:
+    """A traced iteration's kernel times need no marks."""
+
+
+class CompiledClock(Clock):
+    """The :class:`~.protocol.Clock` of a compiled model's program: each module's share of
+    the compiled graphs' kernel time (the module docstring says how), host times from the
+    CPU clock at the eager module's hooks."""
+
+    name = "compiled-kernels"
+    overhead_caveat = ("host times are the eager module's under hooks; the compiled "
+                       "program's kernel times carry no hook")
+    columns: ClassVar[tuple[ColumnSpec, ...]] = COMPILED_COLUMNS
+    """Its block (:mod:`.compiled_columns`): the kernel clock's device columns (a compiled
+    program's kernel time is device time) and the fused kernels per module."""
+
+    def __init__(self, device: torch.device, program: CompiledProgram,
+                 backward: bool = False) -> None:
+        if backward:
+            raise ValueError("the compiled clock times forwards only: a compiled training "
+                             "step's backward is not booked to modules")
+        super().__init__(devices.CPU, backward)  # host times on the CPU's clock
+        self.device = device
+        self.program = program
+        self.traced: list[DeviceIteration] = []
+        self.booking: CompiledBooking | None = None
+        """Every kept traced iteration's booking, merged (:meth:`kernels`)."""
+        self.break_reasons: Counter[str] = Counter()
+        """Why Dynamo broke the graph while compiling: reason -> times."""
+        self._calls: list[Call] = []
+        self._index: dict[int, int] = {}
+        self._prime: Callable[[], None] | None = None
+
+    # -- the pass's questions --------------------------------------------------------------
+    def model(self) -> tuple[nn.Module, Callable[[], Any]]:
+        """The original module, called eagerly: its calls are the records'."""
+        return self.program.original, self.program.eager
+
+    def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
+        """Traced iterations of the compiled program, no hook installed: half of a round's
+        count, none in the warm-up."""
+        def traced(count: int, keep: bool) -> None:
+            if not self._calls:
+                self._shape(runner)
+            trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
+            if keep:
+                self._book(book_compiled(self.program.recorder.by_key(), trace.calls,
+                                         trace.ops, trace.kernels, count))
+
+        self._prime = partial(traced, 1, False)
+        return [Block(traced, share=lambda count: max(1, count // 2), warm=False)]
+
+    def prime(self) -> None:
+        """Compile (the first call of the recorded program) and start the profiler once."""
+        before = Counter(counters["graph_break"])
+        self.program.compiled()
+        devices.synchronize(self.device)
+        self.break_reasons.update(Counter(counters["graph_break"]) - before)
+        if self._prime is not None:
+            self._prime()
+
+    def settle(self) -> None:
+        """Host stamps: a phase ends when the device has done its work."""
+        devices.synchronize(self.device)
+
+    def readings(self) -> Readings:
+        """The traced iterations (their kernel times become the result's device times),
+        the time booked to modules and all the compiled graphs' kernel time."""
+        booking = self.booking
+        notes = [*self.program.notes, *self.program.recorder.notes, self._what()]
+        if booking is None or not self.traced:
+            return Readings(clock=self.name, notes=notes)
+        outside = booking.outside_ns if self.device.type == "cuda" else 0
+        if self.break_reasons:
+            notes.append(f"{self.graphs} compiled graphs: the graph breaks ("
+                         + "; ".join(f"{reason} x{n}" for reason, n in
+                                     self.break_reasons.most_common()) + ")")
+        coverage = booking.coverage
+        if coverage is not None and coverage < 0.99:
+            notes.append(f"only {100 * coverage:.1f} % of the compiled graphs' kernel time is "
+                         "booked to modules (mode='reduce-overhead' replays CUDA graphs "
+                         "outside the graphs' calls)")
+        if booking.unmatched:
+            notes.append("kernels of the compiled graphs booked to no module: "
+                         + ", ".join(sorted(booking.unmatched)))
+        return Readings(self.traced, sum(booking.booked_ns) / 1e6,
+                        (sum(booking.in_graph_ns) + outside) / 1e6, clock=self.name,
+                        notes=notes, module_metrics=self._fused())
+
+    # -- what only this clock tells ----------------------------------------------------------
+    @property
+    def graphs(self) -> int:
+        """Compiled graphs of the forward (more than one: the graph broke)."""
+        return sum(not graph.backward for graph in self.program.recorder.graphs)
+
+    @property
+    def coverage(self) -> float | None:
+        """Share of the compiled graphs' kernel time booked to modules (``None``: none ran)."""
+        return self.booking.coverage if self.booking is not None else None
+
+    def kernels(self) -> list[KernelRow]:
+        """Every kernel of the compiled graphs that ran, with its module and its median time
+        per kept traced iteration."""
+        if self.booking is None:
+            return []
+        return kernel_rows(self.booking, self.program.recorder.graphs)
+
+    def fused_across(self) -> list[KernelRow]:
+        """The kernels that fuse work of several modules (booked to their deepest common
+        ancestor), longest first."""
+        return sorted((row for row in self.kernels() if row.fused_across),
+                      key=lambda row: -row.time_ms)
+
+    # -- inside ------------------------------------------------------------------------------
+    def _what(self) -> str:
+        return ("device times are the compiled program's kernels (booked to modules through "
+                "Inductor's provenance, fused kernels to the deepest module holding all they "
+                "fuse); host times and the hook-free times are the eager module's")
+
+    def _fused(self) -> dict[str, dict[str, Any]]:
+        """Per module, its fused kernels per iteration and the modules whose work they do."""
+        out: dict[str, dict[str, Any]] = {}
+        for row in self.fused_across():
+            metrics = out.setdefault(row.module, {"self_fused_kernels": 0.0,
+                                                  "fused_across": set()})
+            metrics["self_fused_kernels"] += row.launches
+            metrics["fused_across"].update(row.fused_across)
+        return {path: {"self_fused_kernels": round(m["self_fused_kernels"]),
+                       "fused_across": ", ".join(sorted(map(display_path,
+                                                            m["fused_across"])))}
+                for path, m in out.items()}
+
+    def _run(self, invoke: Callable[[], Any]) -> Any:
+        """The step's model call, made on the compiled program instead."""
+        return self.program.compiled()
+
+    def _shape(self, runner: PassRunner) -> None:
+        """One hooked eager call, no listener told: the call tree the records take."""
+        with runner.installed(only=[]):
+            runner.reset()
+            runner.run(self.program.eager)
+            self._calls = runner.calls
+        self._index = {id(module): i for i, module in enumerate(runner.modules)}
+
+    def _book(self, booking: CompiledBooking) -> None:
+        """Keep one traced block: each iteration's kernel time per module, on the first call
+        of the module (its descendants' added by the records' inclusive sums)."""
+        first: dict[str, int] = {}
+        for call in self._calls:
+            first.setdefault(call.path, call.index)
+        n = len(self._calls)
+        launches = _module_launches(booking, self.program.recorder)
+        for k in range(booking.iterations):
+            own = np.zeros(n)
+            count = np.zeros(n, dtype=np.int64)
+            for path, per_iteration in booking.module_ns.items():
+                at = first.get(path, 0)  # a module with no eager call: the root's
+                own[at] += per_iteration[k]
+                count[at] += launches.get(path, 0)
+            times = iteration_of_own(self._calls, self._index, own)
+            inclusive_count = _inclusive(self._calls, count)
+            self.traced.append(DeviceIteration(
+                times=times, call_launches=inclusive_count,
+                call_busy_ns=times.call_fwd_inclusive.copy(),
+                # kernels of one graph run one after another: busy is their sum; the span
+                # from a module's first kernel to its last is not read
+                call_span_ns=np.full(n, np.nan), total_ns=float(own.sum())))
+        self.booking = booking if self.booking is None else _merged(self.booking, booking)
+
+
+def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[str, int]:
+    """Kernels (device kernels, or CPU kernel ranges) booked to each module per iteration."""
+    module_of = {(graph.key, kernel.position): kernel.module
+                 for graph in recorder.graphs for kernel in graph.kernels}
+    out: Counter[str] = Counter()
+    for key, launches in booking.kernel_launches.items():
+        module = module_of.get((key.graph, key.position))
+        if module is not None:
+            out[module] += launches
+    iterations = max(booking.iterations, 1)
+    return {module: round(total / iterations) for module, total in out.items()}
+
+
+def _inclusive(calls: Sequence[Call], own: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Each call's ``own`` count plus its descendants' (children come after parents)."""
+    out = own.copy()
+    for call in reversed(calls):
+        if call.parent is not None:
+            out[call.parent] += out[call.index]
+    return out
+
+
+def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
+    """Two blocks' bookings as one of their iterations together."""
+    merged = CompiledBooking(first.iterations + second.iterations,
+                             in_graph_ns=[*first.in_graph_ns, *second.in_graph_ns],
+                             outside_ns=first.outside_ns + second.outside_ns)
+    for path in {*first.module_ns, *second.module_ns}:
+        merged.module_ns[path] = [*first.module_ns.get(path, [0] * first.iterations),
+                                  *second.module_ns.get(path, [0] * second.iterations)]
+    for kernel in {*first.kernel_ns, *second.kernel_ns}:
+        merged.kernel_ns[kernel] = [*first.kernel_ns.get(kernel, [0] * first.iterations),
+                                    *second.kernel_ns.get(kernel, [0] * second.iterations)]
+    for counts in (first.kernel_launches, second.kernel_launches):
+        for key, value in counts.items():
+            merged.kernel_launches[key] += value
+    for unmatched in (first.unmatched, second.unmatched):
+        for name, ns in unmatched.items():
+            merged.unmatched[name] += ns
+    return merged
