@@ -178,6 +178,9 @@ NO_BARE_PARTNER: dict[str, str] = {
                   "quantity",
     "self_saved_param_bytes": "parameters saved for the backward: only a module's own "
                               "parameters are its, so no subtree sum is reported",
+    "self_fused_kernels": "a per-module fact of the compiled clock (kernels fusing work of "
+                          "several submodules, booked once to the deepest module holding "
+                          "them), not a per-call value a subtree could be summed from",
 }
 """``self_`` columns without a bare twin, and why that is right (reviewed by hand)."""
 
