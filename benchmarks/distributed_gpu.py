@@ -243,9 +243,9 @@ def main() -> None:
     for block in model.h:
         parallelize_module(block, mesh, tp_plan())
     single = ModuleProfiler().profile(meta, idx.to("meta"))
-    sharded = sum(r.macs for r in single.records if r.path.startswith("h.") and r.type_name ==
+    sharded = sum(r.self_macs for r in single.records if r.path.startswith("h.") and r.type_name ==
                   "Linear")
-    attention = sum(r.macs for r in single.records if r.path.startswith("h.")
+    attention = sum(r.self_macs for r in single.records if r.path.startswith("h.")
                     and r.type_name == "Block")
     # sharded linears and attention (heads split) halve; embeddings, norms and lm_head do not
     local = single.total_macs - (sharded + attention) // world * (world - 1)

@@ -45,13 +45,13 @@ def main() -> None:
     if result is not None:
         # inclusive MACs: the DDP wrapper (__root__) and the model (module) do no work of
         # their own; their rows show the work of the calls inside them
-        stats = result.module_stats(["inclusive_macs", "backward_comm_bytes"])
-        print(stats[["module", "inclusive_macs_min", "inclusive_macs_median",
-                     "inclusive_macs_max", "inclusive_macs_skew",
-                     "backward_comm_bytes_sum"]].to_string(index=False))
+        stats = result.module_stats(["macs", "self_backward_comm_bytes"])
+        print(stats[["module", "macs_min", "macs_median",
+                     "macs_max", "macs_skew",
+                     "self_backward_comm_bytes_sum"]].to_string(index=False))
         print(f"forward MACs over the ranks: {result.total_macs}, of the model's "
               f"{result.total_params} parameters")
-        print(f"gradient all-reduce per rank: {profile.to_df()['backward_comm_bytes'].sum()} "
+        print(f"gradient all-reduce per rank: {profile.to_df()['self_backward_comm_bytes'].sum()} "
               "bytes")
     # leave together, then tear down: a rank that destroys its group while another still
     # communicates makes that one fail (gloo aborts the process)

@@ -21,7 +21,7 @@ def main() -> None:
     ids = torch.randint(0, config.vocab_size, (1, 64))
     profile = ModuleProfiler().profile(model, {"input_ids": ids}, backward=True)
     print(profile.top(6, by="ops"))
-    by_source = profile.to_df().groupby("ops_source")["ops"].sum()
+    by_source = profile.to_df().groupby("ops_source")["self_ops"].sum()
     print(by_source)  # formula (Conv1D, LayerNorm, ...) vs operator (attention, residual adds)
     print(f"forward {profile.total_flops:,} FLOPs, backward {2 * profile.total_backward_macs:,} "
           f"FLOPs, {profile.total_params:,} parameters (tied embedding once)")

@@ -68,7 +68,7 @@ def main() -> None:
         # a small layer whose data sits in cache can beat the DRAM copy: flagged, not hidden
         warnings.simplefilter("ignore", EfficiencyWarning)
         print(with_efficiency(timed, peaks).table(
-            ["ops", "moved_bytes", "self_time_median_ms", "intensity", "compute_fraction",
+            ["self_ops", "self_moved_bytes", "self_time_median_ms", "intensity", "compute_fraction",
              "bound"]))
         figure = plot_roofline(timed, peaks, path=sys.argv[1] if len(sys.argv) > 1
                                and sys.argv[1].endswith((".png", ".svg", ".pdf")) else None)

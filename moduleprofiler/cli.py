@@ -51,6 +51,7 @@ from moduleprofiler.export.format_table import (
 from moduleprofiler.export.formats import export_profile, profile_renderer
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.language.cache import config_dtype, predict_kv_cache_bytes
@@ -211,8 +212,8 @@ def run_profile(options: argparse.Namespace) -> Any:
     except Exception as exc:
         raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
     groups = set(_items(options.what or ""))
-    backward = any(g == "backward" or g.startswith(("backward_", "inclusive_backward_"))
-                   for g in groups)
+    backward = any(g == "backward" or g.startswith(
+        ("backward_", "self_backward_", "inclusive_backward_")) for g in groups)
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
         inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = Profiler()
@@ -429,7 +430,7 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace)
 
 # -- the output -------------------------------------------------------------------------------
 def _columns(profile: Any, what: str) -> list[str]:
-    items = _items(what)
+    items = current_names(_items(what))  # a name renamed in 0.2 warns once
     frame = module_frame(profile)
     unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
                and item.removesuffix("_pct") not in frame]
@@ -451,11 +452,12 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     if options.top is not None:
         return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
     if options.sort is not None:
-        sort = [options.sort]
-        if column_spec(options.sort).inclusive is not None:
-            sort.append(f"{options.sort}_pct")
+        sort_by = current_name(options.sort)  # a name renamed in 0.2 warns once
+        sort = [sort_by]
+        if column_spec(sort_by).inclusive is not None:
+            sort.append(f"{sort_by}_pct")
         shown = ["calls", *sort, *(c for c in columns if c not in sort)]
-        return profile.table(shown, sort_by=options.sort, **filters)
+        return profile.table(shown, sort_by=sort_by, **filters)
     return profile.tree(columns if options.what else None, **filters)
 
 

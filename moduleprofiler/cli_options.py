@@ -41,7 +41,7 @@ figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, 
   at that depth; --top K: the K module types)
 columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
   backward (runs a backward pass), bytes (parameter, buffer and output bytes), time, memory,
-  or any column name (e.g. backward_flops, ops_pct, output_bytes)
+  or any column name (e.g. self_backward_flops, ops_pct, output_bytes)
 """
 
 MIN_WIDTH = 40
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
                                                   "with --top, the level aggregated")
     parser.add_argument("--sort", metavar="COLUMN",
-                        help="flat table sorted by COLUMN (e.g. ops, inclusive_ops, params); "
+                        help="flat table sorted by COLUMN (e.g. ops, ops, params); "
                              "with --top, the quantity ranked (ops, macs, params)")
     parser.add_argument("--top", type=int, metavar="K", help="the K module types with most ops")
     parser.add_argument("--by-operator", nargs="?", const="", metavar="MODULE",

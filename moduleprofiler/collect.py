@@ -28,7 +28,7 @@ from moduleprofiler.shards import process_rank
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))
 _FROM_CALL = ("index", "parent", "depth", "path", "call_number")
-_FROM_INFO = ("type_name", "params", "own_params")
+_FROM_INFO = ("type_name", "params", "self_params")
 _OPTIONAL = {field.name: field.default for field in dataclasses.fields(CallRecord)
              if field.default is not dataclasses.MISSING}
 """Fields the listeners may leave out, with their defaults (``metrics`` is set apart)."""
@@ -60,7 +60,7 @@ def build_record(call: Call, info: ModuleInfo) -> CallRecord:
         return CallRecord(index=call.index, parent=call.parent, depth=call.depth,
                           path=call.path, type_name=info.type_name,
                           call_number=call.call_number, params=info.params,
-                          own_params=info.own_params, metrics=metrics, **fields)
+                          self_params=info.self_params, metrics=metrics, **fields)
     record = _new_record(CallRecord)
     _SET_INDEX(record, call.index)
     _SET_PARENT(record, call.parent)
@@ -69,7 +69,7 @@ def build_record(call: Call, info: ModuleInfo) -> CallRecord:
     _SET_CALL_NUMBER(record, call.call_number)
     _SET_TYPE_NAME(record, info.type_name)
     _SET_PARAMS(record, info.params)
-    _SET_OWN_PARAMS(record, info.own_params)
+    _SET_OWN_PARAMS(record, info.self_params)
     get = fields.get
     for name, setter, default in _SET_FROM_VALUES:
         setter(record, get(name, default))

@@ -159,7 +159,7 @@ class Profiler:
                 parameters, and input tensors that require grad, so a parameter-free loss or
                 block is differentiated through its input) and attribute its operator counts
                 to the module call whose forward created the work
-                (``CallRecord.backward_ops``/``_macs``). Gradients are computed with
+                (``CallRecord.self_backward_ops``/``_macs``). Gradients are computed with
                 ``torch.autograd.grad``: ``.grad`` is untouched.
             loss_fn: maps the model's output to a scalar for ``backward=True`` (default:
                 :func:`moduleprofiler.loss.default_loss`).
@@ -417,7 +417,7 @@ def _own(table: object) -> Any:
 def _incomplete(profile: Profile) -> str:
     """Why ``profile`` is not complete: which totals are lower bounds and what is unknown."""
     unknown_macs = list(dict.fromkeys(r.path for r in profile.records
-                                      if r.ops is not None and r.macs is None))
+                                      if r.self_ops is not None and r.self_macs is None))
     parts = [f"modules {list(profile.unsupported)}" if profile.unsupported else "",
              f"operators {profile.unsupported_ops}" if profile.unsupported_ops else "",
              f"macs of modules {unknown_macs}" if unknown_macs else "",

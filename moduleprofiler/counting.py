@@ -177,8 +177,8 @@ class CountingListener(Listener):
         values["output_dtypes"] = dtypes_of(output)
         values["output_bytes"] = new_storage_bytes(
             output, args, kwargs, module._parameters.values(), module._buffers.values())
-        values["ops"] = ops
-        values["macs"] = macs
+        values["self_ops"] = ops
+        values["self_macs"] = macs
         values["ops_source"] = source
 
     def _io_sizes(self, resolved: _Resolved, call: Call, inputs: tuple[Any, ...],
@@ -225,8 +225,8 @@ class CountingListener(Listener):
         values["output_shapes"] = output_shape
         values["output_dtypes"] = one_dtype(output.dtype)
         values["output_bytes"] = _new_bytes(module, first, output)
-        values["ops"] = ops
-        values["macs"] = macs
+        values["self_ops"] = ops
+        values["self_macs"] = macs
         values["ops_source"] = source
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
@@ -249,23 +249,23 @@ class CountingListener(Listener):
         """Inclusive ops and MACs, and completeness, from the parent links (children always
         start after their parent, so one reverse sweep adds each call into its parent)."""
         calls = runner.calls
-        inclusive_ops: list[int | float] = [0] * len(calls)
-        inclusive_macs: list[int | float] = [0] * len(calls)
+        ops: list[int | float] = [0] * len(calls)
+        macs: list[int | float] = [0] * len(calls)
         complete = [True] * len(calls)
         for call in reversed(calls):
             values = call.values
-            if call.failed or "ops" not in values:
+            if call.failed or "self_ops" not in values:
                 continue
             i = call.index
-            inclusive_ops[i] += values["ops"] or 0
-            inclusive_macs[i] += values["macs"] or 0
+            ops[i] += values["self_ops"] or 0
+            macs[i] += values["self_macs"] or 0
             complete[i] = complete[i] and values["ops_source"] in COUNTED_SOURCES
-            values["inclusive_ops"] = inclusive_ops[i]
-            values["inclusive_macs"] = inclusive_macs[i]
+            values["ops"] = ops[i]
+            values["macs"] = macs[i]
             values["complete"] = complete[i]
             if call.parent is not None:
-                inclusive_ops[call.parent] += inclusive_ops[i]
-                inclusive_macs[call.parent] += inclusive_macs[i]
+                ops[call.parent] += ops[i]
+                macs[call.parent] += macs[i]
                 complete[call.parent] = complete[call.parent] and complete[i]
         self._tallies.clear()
 
@@ -417,7 +417,7 @@ class CountingListener(Listener):
 
 class BackwardCountingListener(Listener):
     """Ops and MACs of the backward, booked to the forward call that created each autograd
-    node (``call.values["backward_ops"]`` / ``["backward_macs"]``)."""
+    node (``call.values["self_backward_ops"]`` / ``["self_backward_macs"]``)."""
 
     wants_nodes = True
 
@@ -450,8 +450,8 @@ class BackwardCountingListener(Listener):
 
     def finish(self, runner: PassRunner) -> None:
         for call in runner.calls:
-            call.values["backward_ops"] = self._ops.get(call.index, 0)
-            call.values["backward_macs"] = self._macs.get(call.index, 0)
+            call.values["self_backward_ops"] = self._ops.get(call.index, 0)
+            call.values["self_backward_macs"] = self._macs.get(call.index, 0)
 
 
 _EMPTY_TALLY = _OperatorTally()

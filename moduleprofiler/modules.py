@@ -36,7 +36,7 @@ class ModuleFacts:
     order."""
     buffers: Collection[Tensor]
     """Buffers of the module and its descendants, each tensor once."""
-    own_params: Collection[Tensor]
+    self_params: Collection[Tensor]
     """Parameters registered directly on the module, each tensor once, less those a module
     before it registered (a tied weight is owned by its first holder only)."""
     shared_with: tuple[str, ...] = ()
@@ -129,7 +129,7 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
 def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
     """Static parameter/buffer facts for every module, in ``named_modules()`` order (a tensor
     shared between submodules counts once in each module holding it, and is owned by the
-    first: :attr:`ModuleInfo.own_params`, :attr:`ModuleInfo.shared_with`)."""
+    first: :attr:`ModuleInfo.self_params`, :attr:`ModuleInfo.shared_with`)."""
     return scan_modules(root)[0]
 
 
@@ -275,7 +275,7 @@ def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
         infos.append(ModuleInfo(
             fact.path, type(fact.module).__name__, fact.depth, params,
-            _sums(fact.own_params, sizes)[0] if fact.own_params else 0, trainable, buffers,
+            _sums(fact.self_params, sizes)[0] if fact.self_params else 0, trainable, buffers,
             fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
             is_container(fact.module)))
     return tuple(infos), any(size[3] for size in sizes.values())

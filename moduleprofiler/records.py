@@ -117,7 +117,7 @@ class ModuleInfo:
     depth: int
     params: int
     """Parameters of the module and its descendants, each tensor counted once."""
-    own_params: int
+    self_params: int
     """Parameters registered directly on the module (``recurse=False``) that no module
     before it in ``named_modules()`` order registered: a tied weight is owned once, by the
     first module holding it, so own parameters add up to the model's parameters."""
@@ -133,7 +133,7 @@ class ModuleInfo:
     shared_with: str | None = None
     """The names (comma-separated paths, the root as ``__root__``) of the modules owning
     parameters that this module registers too (a tied output layer: ``"transformer.wte"``);
-    ``None`` when it shares none. Its ``params`` include them, its ``own_params`` do not."""
+    ``None`` when it shares none. Its ``params`` include them, its ``self_params`` do not."""
     container: bool = False
     """True when the module's class keeps ``nn.Module``'s unimplemented ``forward`` (a
     ``ModuleList``, a ``ModuleDict``, a subclass of one that adds no ``forward``): it holds
@@ -184,40 +184,40 @@ class CallRecord(CallPosition):
     output_size: Any
     """0.0.4's ``output_size``."""
     params: int
-    own_params: int
-    ops: int | float | None
+    self_params: int
+    self_ops: int | float | None
     """Operations of this call's own work (children excluded); ``None`` = unknown."""
-    macs: int | float | None
+    self_macs: int | float | None
     """Multiply-accumulates of this call's own matmul/conv-type work; ``None`` = unknown."""
     ops_source: OpsSource
-    inclusive_ops: int | float | None
-    """``ops`` plus the inclusive ops of every child call (unknown parts count as 0;
+    ops: int | float | None
+    """``self_ops`` plus the ops of every child call (unknown parts count as 0;
     see ``complete``); ``None`` in a pass that counted nothing (timing, memory)."""
-    inclusive_macs: int | float | None
+    macs: int | float | None
     complete: bool
     """Whether this call and every call inside it have known ops."""
-    backward_ops: int | float | None = None
+    self_backward_ops: int | float | None = None
     """Ops of the backward work that autograd did for this call's own forward operators
     (``profile(..., backward=True)``; ``None`` when backward was not run)."""
-    backward_macs: int | float | None = None
+    self_backward_macs: int | float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     """Columns that other listeners wrote for this call (memory, timing, your own listener's),
     by column name (:mod:`moduleprofiler.export.columns` says how each one renders)."""
 
     @classmethod
-    def uncounted(cls, position: CallPosition, params: int, own_params: int, *,
+    def uncounted(cls, position: CallPosition, params: int, self_params: int, *,
                   output_bytes: int | None = None,
                   metrics: dict[str, Any] | None = None) -> CallRecord:
         """The record of a call in a pass that counted nothing (timing, memory): its place,
-        its module's parameters, ``metrics``; no shapes, ``ops`` and ``inclusive_ops``
+        its module's parameters, ``metrics``; no shapes, ``self_ops`` and ``ops``
         unknown (``None``, never 0: nothing was counted)."""
         return cls(
             position.index, position.parent, position.depth, position.path,
             position.type_name, position.call_number, input_shapes=None, input_dtypes=(),
             output_shapes=None, output_dtypes=(),
             output_bytes=output_bytes,  # type: ignore[arg-type]  # not measured: None
-            input_size=None, output_size=None, params=params, own_params=own_params, ops=None,
-            macs=None, ops_source="unknown", inclusive_ops=None, inclusive_macs=None,
+            input_size=None, output_size=None, params=params, self_params=self_params,
+            self_ops=None, self_macs=None, ops_source="unknown", ops=None, macs=None,
             complete=False,
             metrics={} if metrics is None else metrics)
 
@@ -303,7 +303,7 @@ class ProfileData:
     @property
     def total_ops(self) -> int | float:
         """Sum of every call's own ops (a lower bound when ``ops_complete`` is False)."""
-        own = sum(record.ops for record in self.records if record.ops is not None)
+        own = sum(record.self_ops for record in self.records if record.self_ops is not None)
         return own + self.outside_ops
 
     @property
@@ -311,7 +311,8 @@ class ProfileData:
         """Sum of every call's own multiply-accumulates (a lower bound when ``macs_complete`` is
         False: a call whose ops are known but whose MACs are not, e.g. a type registered with
         an ops formula only, adds nothing here)."""
-        own = sum(record.macs for record in self.records if record.macs is not None)
+        own = sum(record.self_macs for record in self.records
+                  if record.self_macs is not None)
         return own + self.outside_macs
 
     @property
@@ -326,7 +327,7 @@ class ProfileData:
         when ``backward_complete`` is False)."""
         if not self.backward:
             return None
-        own = sum(record.backward_ops or 0 for record in self.records)
+        own = sum(record.self_backward_ops or 0 for record in self.records)
         return own + self.backward_outside_ops
 
     @property
@@ -335,7 +336,7 @@ class ProfileData:
         run; a lower bound when ``backward_complete`` is False)."""
         if not self.backward:
             return None
-        own = sum(record.backward_macs or 0 for record in self.records)
+        own = sum(record.self_backward_macs or 0 for record in self.records)
         return own + self.backward_outside_macs
 
     @property
@@ -350,7 +351,8 @@ class ProfileData:
         """True when ``total_macs`` (and ``total_flops``) is exact: the ops are complete and
         every call that was counted has known MACs."""
         return self.ops_complete and all(
-            record.macs is not None or record.ops_source == "excluded" for record in self.records)
+            record.self_macs is not None or record.ops_source == "excluded"
+            for record in self.records)
 
     @property
     def backward_complete(self) -> bool | None:

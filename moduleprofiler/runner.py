@@ -116,7 +116,7 @@ _REFUSES_MODES_HINT = (
 class Call:
     """One module call: where it sits in the runtime call stack, and what listeners wrote.
 
-    ``values`` holds the per-call fields and columns listeners computed (``ops``,
+    ``values`` holds the per-call fields and columns listeners computed (``self_ops``,
     ``output_bytes``, ``forward_ms``, a custom listener's column); the records are built from
     it after the pass.
     """

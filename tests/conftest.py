@@ -22,12 +22,12 @@ def profile_of(module: nn.Module, *inputs: Any, **kwargs: Any) -> Profile:
 
 def ops_of(module: nn.Module, *inputs: Any) -> int | float | None:
     """Own ops of the single call of the root module."""
-    return profile_of(module, *inputs).records[0].ops
+    return profile_of(module, *inputs).records[0].self_ops
 
 
 def macs_of(module: nn.Module, *inputs: Any) -> int | float | None:
     """Own macs of the single call of the root module."""
-    return profile_of(module, *inputs).records[0].macs
+    return profile_of(module, *inputs).records[0].self_macs
 
 
 def fcm_flops(module: nn.Module, *inputs: Any) -> int:

@@ -21,7 +21,7 @@ def fcm_backward_flops(model: nn.Module, x: torch.Tensor) -> int:
 def test_linear_chain_backward_macs_per_module() -> None:
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Linear(16, 4))
     profile = ModuleProfiler().profile(model, torch.randn(2, 8), backward=True)
-    macs = {r.path: r.backward_macs for r in profile.records}
+    macs = {r.path: r.self_backward_macs for r in profile.records}
     # first layer: its input needs no grad, so only grad_weight: 2 * 8 * 16 = 256
     # last layer: grad_input 2 * 4 * 16 = 128 plus grad_weight 128 = 256
     assert macs == {"": 0, "0": 256, "1": 0, "2": 256}
@@ -35,7 +35,7 @@ def test_reused_module_gets_backward_of_every_call() -> None:
     first, second = profile.calls("0")
     # 3 rows x 4 x 4 = 48 macs per matmul; the first call needs grad_weight only (48), the
     # second grad_input and grad_weight (96)
-    assert (first.backward_macs, second.backward_macs) == (48, 96)
+    assert (first.self_backward_macs, second.self_backward_macs) == (48, 96)
 
 
 def test_backward_leaves_grads_and_flags_untouched() -> None:
@@ -50,7 +50,7 @@ def test_backward_leaves_grads_and_flags_untouched() -> None:
 def test_no_backward_means_none() -> None:
     profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
     assert profile.total_backward_macs is None
-    assert profile.records[0].backward_ops is None
+    assert profile.records[0].self_backward_ops is None
 
 
 def test_dense_conv_backward_matches_flopcountermode() -> None:
@@ -59,7 +59,8 @@ def test_dense_conv_backward_matches_flopcountermode() -> None:
     profile = ModuleProfiler().profile(model, x, backward=True)
     # conv0: 2*8*8*8 outputs x 27 = 27648 macs, weight grad only (input needs no grad)
     # conv2: 2*4*6*6 outputs x 72 = 20736 macs, input and weight grads: 41472
-    assert [r.backward_macs for r in profile.records if r.type_name == "Conv2d"] == [27648, 41472]
+    assert [r.self_backward_macs for r in profile.records
+            if r.type_name == "Conv2d"] == [27648, 41472]
     assert 2 * profile.total_backward_macs == fcm_backward_flops(model, x)
 
 
@@ -70,8 +71,8 @@ def test_depthwise_conv_backward_is_twice_its_forward() -> None:
     profile = ModuleProfiler().profile(model, torch.randn(1, 3, 8, 8), backward=True)
     record = profile.calls("1")[0]
     # forward: 16 channels * 6 * 6 outputs * 9 taps = 5184 macs; backward input + weight
-    assert record.macs == 5184
-    assert record.backward_macs == 2 * 5184
+    assert record.self_macs == 5184
+    assert record.self_backward_macs == 2 * 5184
     assert fcm_backward_flops(model, torch.randn(1, 3, 8, 8)) > 2 * profile.total_backward_macs
 
 
@@ -80,7 +81,7 @@ def test_inplace_activation_backward_is_attributed_to_it() -> None:
     profile = ModuleProfiler().profile(model, torch.randn(5, 4), backward=True)
     relu = profile.calls("1")[0]
     # threshold_backward: one op per element of the 5 x 6 gradient
-    assert (relu.backward_ops, relu.backward_macs) == (30, 0)
+    assert (relu.self_backward_ops, relu.self_backward_macs) == (30, 0)
     assert profile.complete
 
 
@@ -89,7 +90,7 @@ def test_bilinear_upsampling_backward_is_counted() -> None:
     profile = ModuleProfiler().profile(model, torch.randn(1, 2, 4, 4), backward=True)
     up = profile.calls("1")[0]
     # each of the 2 * 8 * 8 = 128 output gradients is spread over 4 taps: 8 ops -> 1024
-    assert up.backward_ops == 1024
+    assert up.self_backward_ops == 1024
     assert profile.complete
 
 
@@ -221,13 +222,13 @@ def test_a_parameter_free_loss_with_a_prediction_that_requires_grad_is_counted()
     # forward, mse_loss: 20 elements * 2 (subtract, square) + mean's 20 (19 adds, 1 divide) = 60
     # backward, mse_loss_backward: 20 * 3 (subtract, scale by 2 / n, times the gradient) = 60
     loss = profile.records[0]
-    assert (loss.ops, loss.backward_ops, loss.backward_macs) == (60, 60, 0)
+    assert (loss.self_ops, loss.self_backward_ops, loss.self_backward_macs) == (60, 60, 0)
     assert profile.backward_complete and profile.complete
     assert pred.grad is None and pred.requires_grad  # autograd.grad: no .grad written
     # cross-check: the same loss fed by a layer with parameters (the path that always ran)
     # books the same 60 backward ops to the loss call
     fed = ModuleProfiler().profile(Regression(), (torch.randn(4, 3), target), backward=True)
-    assert fed.calls("loss")[0].backward_ops == 60
+    assert fed.calls("loss")[0].self_backward_ops == 60
 
 
 def test_a_parameter_free_block_differentiates_its_input_as_flop_counter_does() -> None:

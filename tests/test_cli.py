@@ -81,7 +81,7 @@ def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--top", "2")
     assert status == 0 and out.splitlines()[0].split()[:3] == ["type", "modules", "calls"]
     assert out.splitlines()[2].split()[:2] == ["Linear", "2"]
-    status, out, _ = run(capsys, TINY, "-i", "2x4", "--sort", "ops", "--exclude", "ReLU")
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--sort", "self_ops", "--exclude", "ReLU")
     rows = [line.split()[0] for line in out.splitlines()[2:5]]
     assert rows == ["0", "2", "__root__"]  # 2*8*8 = 128 > 2*2*16 = 64 > 0 own ops
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--min-pct", "50", "--include", "*")
@@ -186,7 +186,7 @@ def test_json_round_trip_and_rendering_a_saved_profile(capsys: pytest.CaptureFix
     saved = tmp_path / "tiny.json"
     assert main([TINY, "-i", "2x4", "-o", str(saved)]) == 0
     profile = Profile.from_json(saved)
-    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 2
+    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 3
     capsys.readouterr()
     status, out, _ = run(capsys, str(saved), "--format", "markdown", "--depth", "1")
     assert status == 0 and out.startswith("| module | type |")

@@ -130,7 +130,7 @@ def test_model_called_inside_an_except_block_is_not_mistaken_for_a_failure() -> 
 def test_unknown_type_is_none_and_listed_without_operator_accounting() -> None:
     profile = ModuleProfiler().profile(WithUnknownLeaf(), torch.randn(2, 3), operators=False)
     custom = profile.calls("custom")[0]
-    assert custom.ops is None and custom.ops_source == "unknown"
+    assert custom.self_ops is None and custom.ops_source == "unknown"
     assert "custom" in profile.unsupported
     assert "Unknown" in profile.unsupported_types
     assert not profile.complete
@@ -269,7 +269,7 @@ def test_operators_are_counted_inside_children_of_formula_containers() -> None:
     model = nn.Sequential(Residual(), Residual())
     profile = ModuleProfiler().profile(model, torch.randn(2, 4))
     blocks = [r for r in profile.records if r.type_name == "Residual"]
-    assert [(r.ops, r.ops_source) for r in blocks] == [(8, "operator"), (8, "operator")]
+    assert [(r.self_ops, r.ops_source) for r in blocks] == [(8, "operator"), (8, "operator")]
     # Linear(4, 4) on 2 rows: 2 * 4 * (2 * 4) = 64 ops each; total 2 * (64 + 8) = 144
     assert profile.total_ops == 144 and profile.complete
 
@@ -307,22 +307,22 @@ def test_records_are_the_constructor_s_records_and_stay_immutable() -> None:
     """Records are filled slot by slot for speed: each must equal the one the dataclass's own
     constructor builds from the same call, optional fields defaulted and extra columns in
     ``metrics``, and must stay frozen."""
-    info = ModuleInfo(path="a.b", type_name="Conv2d", depth=2, params=7, own_params=5,
+    info = ModuleInfo(path="a.b", type_name="Conv2d", depth=2, params=7, self_params=5,
                       trainable_params=7, buffers=0, is_leaf=True)
     call = Call(3, 1, 2, nn.Identity(), "a.b", 1, None)
     counted = dict(input_shapes=((1, 2),), input_dtypes=("float32",), output_shapes=(1, 2),
                    output_dtypes=("float32",), output_bytes=8, input_size=(1, 2),
-                   output_size=(1, 2), ops=4, macs=2, ops_source="formula", inclusive_ops=4,
-                   inclusive_macs=2, complete=True)
+                   output_size=(1, 2), self_ops=4, self_macs=2, ops_source="formula",
+                   ops=4, macs=2, complete=True)
     position = dict(index=3, parent=1, depth=2, path="a.b", type_name="Conv2d",
-                    call_number=1, params=7, own_params=5)
-    call.values.update(counted, backward_ops=6, my_column=1.5)
+                    call_number=1, params=7, self_params=5)
+    call.values.update(counted, self_backward_ops=6, my_column=1.5)
     record = build_record(call, info)
-    assert record == CallRecord(**position, **counted, backward_ops=6,
+    assert record == CallRecord(**position, **counted, self_backward_ops=6,
                                 metrics={"my_column": 1.5})
-    assert record.backward_macs is None  # an optional field no listener wrote: its default
+    assert record.self_backward_macs is None  # an optional field no listener wrote: its default
     with pytest.raises(dataclasses.FrozenInstanceError):
-        record.ops = 5  # type: ignore[misc]
+        record.self_ops = 5  # type: ignore[misc]
     del call.values["ops"]  # a required field missing: the constructor's own error
     with pytest.raises(TypeError, match="ops"):
         build_record(call, info)

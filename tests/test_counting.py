@@ -40,7 +40,7 @@ def test_a_formula_returning_none_is_unknown_not_zero() -> None:
     profile = profiler.profile(nn.Sequential(nn.Linear(4, 4), Odd()), torch.randn(3, 4))
     odd = profile.calls("1")[0]
     # its operators were not counted (a formula covers the module): unknown, never 0
-    assert (odd.ops, odd.macs, odd.ops_source) == (None, None, "unknown")
+    assert (odd.self_ops, odd.self_macs, odd.ops_source) == (None, None, "unknown")
     assert profile.unsupported == ("1",)
     assert not profile.ops_complete and not profile.complete
     # the Linear alone, a lower bound: 3 rows * 4 outputs * (2 * 4 - 1 + 1) = 96
@@ -58,14 +58,14 @@ def test_a_formula_that_does_not_cover_an_instance_has_its_operators_counted() -
     x = torch.randn(3, 4)
     # eval: the formula prices it, 2 * 12 = 24
     in_eval = profiler.profile(Odd(), x).records[0]
-    assert (in_eval.ops, in_eval.ops_source) == (24, "formula")
+    assert (in_eval.self_ops, in_eval.ops_source) == (24, "formula")
     # training: the test says no, so its operators are observed and count: 12 muls + 12 adds
     in_training = profiler.profile(Odd(), x, eval=False)
-    assert (in_training.records[0].ops, in_training.records[0].ops_source) == (24, "operator")
+    assert (in_training.records[0].self_ops, in_training.records[0].ops_source) == (24, "operator")
     assert in_training.complete
     # without operator counting the same call is unknown
     alone = profiler.profile(Odd(), x, eval=False, operators=False)
-    assert alone.records[0].ops is None and not alone.complete
+    assert alone.records[0].self_ops is None and not alone.complete
 
 
 def test_a_covers_test_that_raises_names_the_module() -> None:

@@ -62,7 +62,7 @@ def test_a_module_called_inside_a_higher_order_operator_is_counted() -> None:
     profile = ModuleProfiler().profile(model, torch.ones(2, 4))
     # the predicate over 8 elements: 7 adds + 1 comparison; Linear(4, 4) on 2 rows by its
     # formula: 2 x 4 x (2 x 4 - 1 + 1) = 64; the branch's own multiply is unknown
-    assert [(r.path, r.ops) for r in profile.records] == [("", 8), ("lin", 64)]
+    assert [(r.path, r.self_ops) for r in profile.records] == [("", 8), ("lin", 64)]
     assert profile.unsupported_ops == {"higher_order.cond": 1}
 
 

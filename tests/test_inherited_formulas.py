@@ -59,7 +59,7 @@ def test_conv_subclass_returning_a_tuple_is_counted_by_its_operators() -> None:
     assert record.ops_source == "operator" and profile.complete
     # main conv: 2 batches x 6 channels x 10 positions x (4 x 3) = 1440 MACs;
     # mask conv: 2 x 1 x 10 x (1 x 3) = 60 MACs
-    assert record.macs == 1440 + 60
+    assert record.self_macs == 1440 + 60
     assert 2 * profile.total_macs == fcm_flops(model, torch.randn(2, 4, 10))
 
 
@@ -119,7 +119,7 @@ def test_an_inherited_formula_that_fails_falls_back_to_operators() -> None:
     record = profile.records[0]
     # counted by its operators instead: addmm of 2 rows x 4 in x 3 out = 24 MACs, and the note
     # says why
-    assert (record.ops_source, record.macs) == ("operator", 24)
+    assert (record.ops_source, record.self_macs) == ("operator", 24)
     assert len(profile.formula_fallbacks) == 1
     assert "counted by its operators" in profile.formula_fallbacks[0]
     assert "inherited formula 'picky_ops' raised TypeError" in str(profile)

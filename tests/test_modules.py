@@ -30,13 +30,13 @@ def test_module_facts_of_a_tied_model() -> None:
     assert [b.numel() for b in facts[0].buffers] == [5, 5, 1]
     # the tied 5 x 3 weight is owned by its first holder, the Embedding "0"; the Linear
     # "1.0" owns only its bias (5) and names the owner of the rest
-    assert [p.numel() for p in facts[1].own_params] == [15]
-    assert [p.numel() for p in facts[3].own_params] == [5]
+    assert [p.numel() for p in facts[1].self_params] == [15]
+    assert [p.numel() for p in facts[3].self_params] == [5]
     assert facts[3].shared_with == ("0",)
     assert [f.shared_with for f in facts if f.path != "1.0"] == [()] * 4
-    assert list(facts[2].own_params) == []
+    assert list(facts[2].self_params) == []
     # own parameters add up to the model's: 15 + 5 + 5 + 5 = 30
-    assert sum(p.numel() for f in facts for p in f.own_params) == 30
+    assert sum(p.numel() for f in facts for p in f.self_params) == 30
 
 
 def test_walk_modules_keeps_named_modules_order_and_first_paths() -> None:
@@ -109,7 +109,7 @@ def test_module_scan_equals_the_set_based_sums(index: int) -> None:
     infos, lazy = scan_modules(model)
     assert infos == module_infos(model)
     assert lazy == (index == 4)
-    got = tuple((i.path, i.params, i.own_params, i.trainable_params, i.buffers, i.param_bytes,
+    got = tuple((i.path, i.params, i.self_params, i.trainable_params, i.buffers, i.param_bytes,
                  i.buffer_bytes) for i in infos)
     assert got == _module_infos_reference(model)
     assert [i.path for i in infos] == [path for path, _ in model.named_modules()]

@@ -94,7 +94,7 @@ def test_a_module_whose_forward_never_ran_is_uncalled_in_every_view(
     assert profile.uncalled == ("submod",) and profile.groupings == ()  # was () and ("submod",)
     # the counts do not change: fc 10 * 10 = 100 MACs, submod.fc 10 * 1 = 10; 110 in all
     assert profile.total_macs == 110
-    assert [r.macs for r in profile.calls("submod.fc")] == [10]
+    assert [r.self_macs for r in profile.calls("submod.fc")] == [10]
     assert profile.to_dict()["uncalled"] == ["submod"]
     assert profile.to_dict()["groupings"] == []
     tree = profile.tree().to_text(width=0)

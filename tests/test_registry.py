@@ -84,9 +84,9 @@ def test_register_ops_decorator_reaches_new_profilers() -> None:
         unregister_ops(Custom)
     # without the formula the operators are counted instead: the same 6 adds
     after = ModuleProfiler().profile(CustomChild(), torch.zeros(2, 3)).records[0]
-    assert (after.ops, after.ops_source) == (6, "operator")
+    assert (after.self_ops, after.ops_source) == (6, "operator")
     unknown = ModuleProfiler().profile(CustomChild(), torch.zeros(2, 3), operators=False)
-    assert unknown.records[0].ops is None
+    assert unknown.records[0].self_ops is None
 
 
 def test_default_maps_are_fresh_dicts_with_legacy_keys() -> None:
@@ -142,10 +142,10 @@ def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
         unregister_ops(Scale)
     # Linear: 2 rows * 3 outputs * (2 * 4) = 48 ops, 2 * 3 * 4 = 24 MACs; Scale: 2 * 3 = 6 ops
     # and no MACs formula: its MACs are those of its operators (a mul: 0), exact
-    assert counted.calls("1")[0].macs == 0
+    assert counted.calls("1")[0].self_macs == 0
     assert (counted.total_ops, counted.total_macs, counted.complete) == (54, 24, True)
     # without operators they are unknown (None), not 0
-    assert profile.calls("1")[0].macs is None
+    assert profile.calls("1")[0].self_macs is None
     assert profile.total_ops == 54 and profile.ops_complete
     assert profile.total_macs == 24 and not profile.macs_complete
     assert profile.lower_bounds == ("macs",)
@@ -173,7 +173,7 @@ def test_an_excluded_module_does_not_make_totals_lower_bounds() -> None:
         nn.Sequential(nn.Linear(4, 3), nn.ReLU()), torch.randn(2, 4))
     # excluded on purpose: its ops and MACs are None, and the totals (48 ops, 24 MACs) are
     # exactly those of everything that was asked for
-    assert profile.calls("1")[0].macs is None
+    assert profile.calls("1")[0].self_macs is None
     assert (profile.total_ops, profile.total_macs, profile.complete) == (48, 24, True)
 
 
@@ -239,7 +239,7 @@ def test_a_registration_made_after_the_profiler_is_seen_by_it() -> None:
     # unregistered after the profiler was made: counted by its operators again, 3 * 4 = 12
     # multiplies
     record = profiler.profile(Weighted(4), torch.randn(3, 4)).records[0]
-    assert (record.ops, record.ops_source) == (12, "operator")
+    assert (record.self_ops, record.ops_source) == (12, "operator")
     assert Weighted not in profiler.ops_fn_map
 
 
@@ -264,7 +264,7 @@ def test_a_map_given_to_the_constructor_is_the_profilers_own_entries_over_the_re
         # by the registry's formula: 3 rows * 2 outputs * (2 * 4) = 48
         model = nn.Sequential(Weighted(4), Custom(), nn.Linear(4, 2))
         profile = profiler.profile(model, torch.randn(3, 4))
-        assert [r.ops for r in profile.records[1:]] == [12, 7, 48]
+        assert [r.self_ops for r in profile.records[1:]] == [12, 7, 48]
         assert [r.ops_source for r in profile.records[1:]] == ["formula"] * 3
     finally:
         unregister_ops(Custom)
@@ -278,7 +278,7 @@ def test_deleting_a_profilers_entry_hides_the_registrys_as_a_dict_would() -> Non
     assert nn.ReLU not in profiler.ops_fn_map and nn.ReLU in ModuleProfiler().ops_fn_map
     # ReLU counted by its operator instead: 2 * 3 = 6 comparisons
     record = profiler.profile(nn.ReLU(), torch.randn(2, 3)).records[0]
-    assert (record.ops, record.ops_source) == (6, "operator")
+    assert (record.self_ops, record.ops_source) == (6, "operator")
     profiler.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 1
     assert profiler.profile(nn.ReLU(), torch.randn(2, 3)).total_ops == 1
 
@@ -368,8 +368,8 @@ def test_an_ops_formula_keeps_the_macs_its_operators_count() -> None:
     gate = profile.calls("1")[0]
     # Gate's ops by its formula: 4 * 16 * 31 + 4 * 64 = 2240; its MACs from the mm it ran,
     # 4 * 16 * 16 = 1024 (exact), as without the formula
-    assert (gate.ops, gate.ops_source, gate.macs) == (2240, "formula", 1024)
-    assert before.calls("1")[0].macs == 1024
+    assert (gate.self_ops, gate.ops_source, gate.self_macs) == (2240, "formula", 1024)
+    assert before.calls("1")[0].self_macs == 1024
     # Linear(16, 16): 4 * 16 * 16 = 1024 MACs; 2048 in all, and exact
     assert (profile.total_macs, profile.complete) == (2048, True)
     # FlopCounterMode counts 2 * MACs of the two products: 2 * 2048 = 4096
@@ -395,8 +395,8 @@ def test_an_ops_formula_over_an_operator_without_formula_has_unknown_macs() -> N
     profile = profiler.profile(BesselGate(), torch.randn(2, 4))
     # the ops are the formula's (exact); the MACs cannot be told from operators one of which
     # has no formula: unknown, and the operator is not listed (the ops do not miss it)
-    assert (profile.records[0].ops, profile.records[0].macs) == (9, None)
+    assert (profile.records[0].self_ops, profile.records[0].self_macs) == (9, None)
     assert profile.unsupported_ops == {} and profile.lower_bounds == ("macs",)
     # without observing operators the MACs are unknown too
-    assert profiler.profile(BesselGate(), torch.randn(2, 4), operators=False).records[0].macs \
+    assert profiler.profile(BesselGate(), torch.randn(2, 4), operators=False).records[0].self_macs \
         is None

@@ -249,7 +249,7 @@ def test_whole_numbers_in_any_form_are_counts(value: Any) -> None:
     profiler.ops_fn_map[Scale] = lambda module, inputs, output: value
     profile = profiler.profile(scale_model(), X)
     # Linear: 2 rows * 3 outputs * (2 * 4) = 48; Scale: 6 as an int
-    assert profile.calls("1")[0].ops == 6 and type(profile.calls("1")[0].ops) is int
+    assert profile.calls("1")[0].self_ops == 6 and type(profile.calls("1")[0].self_ops) is int
     assert profile.total_ops == 54
 
 
@@ -295,7 +295,7 @@ def test_a_scripted_child_is_counted_in_its_eager_parent() -> None:
     # 0: 2 rows * 8 outputs * (2 * 4) = 128 ops, 2 * 8 * 4 = 64 MACs (its own formula)
     # 1: no hooks, its addmm runs inside the Sequential's call: 2 * 3 * (2 * 8) = 96 ops,
     #    2 * 3 * 8 = 48 MACs, counted by operator accounting in the parent
-    assert {r.path: (r.ops, r.macs) for r in profile.records} == {
+    assert {r.path: (r.self_ops, r.self_macs) for r in profile.records} == {
         "": (96, 48), "0": (128, 64)}
     assert profile.records[0].ops_source == "operator"
     assert profile.total_ops == 224 and profile.total_macs == 112 and profile.complete
@@ -311,7 +311,7 @@ def test_a_scripted_child_without_operator_accounting_leaves_its_parent_unknown(
         warnings.simplefilter("ignore", FutureWarning)
         net = nn.Sequential(nn.Linear(4, 8), torch.jit.script(nn.Linear(8, 3)))
     profile = ModuleProfiler().profile(net, X, operators=False)
-    assert profile.records[0].ops is None  # the scripted work is not claimed to be 0
+    assert profile.records[0].self_ops is None  # the scripted work is not claimed to be 0
     assert profile.total_ops == 128 and profile.lower_bounds == ("ops", "macs")
 
 

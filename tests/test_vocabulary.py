@@ -170,3 +170,60 @@ def test_the_same_quantity_list_holds_no_stale_entry() -> None:
 def test_every_registered_column_is_described() -> None:
     # the glossary's meaning column: unit, own or inclusive and which pass, for each name
     assert [name for name, (_, text) in _package_columns().items() if not text.strip()] == []
+
+
+# -- one own/inclusive rule: a bare name is the subtree, self_ the module's own share ---------
+NO_BARE_PARTNER: dict[str, str] = {
+    "self_share": "a ratio (a module's self time over its time), not the own share of a "
+                  "quantity",
+    "self_saved_param_bytes": "parameters saved for the backward: only a module's own "
+                              "parameters are its, so no subtree sum is reported",
+    "self_fused_kernels": "a per-module fact of the compiled clock (kernels fusing work of "
+                          "several submodules, booked once to the deepest module holding "
+                          "them), not a per-call value a subtree could be summed from",
+}
+"""``self_`` columns without a bare twin, and why that is right (reviewed by hand)."""
+
+
+def test_no_registered_column_uses_the_old_own_or_inclusive_names() -> None:
+    # inclusive_ops was the inclusive count and own_params the own one: the bare name is the
+    # subtree now and self_ the own share; only the 0.0.4 face (its dicts, not the registry)
+    # keeps the old names
+    old = [name for name in _package_columns()
+           if name.startswith(("inclusive_", "own_"))]
+    assert old == []
+
+
+def test_every_self_column_has_its_inclusive_twin() -> None:
+    names = set(_package_columns())
+    orphans = sorted(name for name in names if name.startswith("self_")
+                     and name.removeprefix("self_") not in names
+                     and name not in NO_BARE_PARTNER)
+    assert orphans == []
+
+
+def test_the_no_bare_partner_list_holds_no_stale_entry() -> None:
+    names = set(_package_columns())
+    assert [name for name in NO_BARE_PARTNER
+            if name not in names or name.removeprefix("self_") in names] == []
+
+
+def test_own_and_inclusive_columns_aggregate_by_the_rule() -> None:
+    # the own count sums over rows to the model's total; the bare count is the subtree's
+    from moduleprofiler.export.columns import column_spec
+
+    for name in ("ops", "macs", "flops", "backward_ops", "params"):
+        assert column_spec(name).aggregation == "inclusive", name
+        assert column_spec(f"self_{name}").aggregation == "sum", name
+
+
+def test_own_shares_add_up_to_the_root_inclusive_count() -> None:
+    # Linear(8, 64): 32 rows * 64 * (2 * 8 - 1 + 1) = 32768 ops; Tanh 7 per element,
+    # 32 * 64 * 7 = 14336; Linear(64, 64): 32 * 64 * 128 = 262144; Tanh 14336;
+    # Linear(64, 4): 32 * 4 * 128 = 16384
+    profile = Profiler().profile(_model(), torch.randn(32, 8))
+    frame = profile.to_df("module").set_index("module")
+    total = 32768 + 14336 + 262144 + 14336 + 16384  # 339968
+    assert int(frame["self_ops"].sum()) == int(frame.loc["__root__", "ops"]) == total
+    assert int(frame.loc["4", "self_ops"]) == 0 and int(frame.loc["4", "ops"]) == 16384
+    assert int(frame["self_params"].sum()) == int(frame.loc["__root__", "params"])

@@ -316,12 +316,12 @@ class ModuleProfiler(Profiler):
         result: dict[str, dict[str, Any]] = {}
         for info in profile.modules:
             records = calls[info.path]
-            outer = [profile.records[row].inclusive_ops for row in tree.rows.get(info.path, [])
+            outer = [profile.records[row].ops for row in tree.rows.get(info.path, [])
                      if tree.outermost[row]]
             result[module_name(info.path)] = {
                 "type": info.type_name,
-                "ops": sum_known(r.ops for r in records),
-                "macs": sum_known(r.macs for r in records),
+                "ops": sum_known(r.self_ops for r in records),
+                "macs": sum_known(r.self_macs for r in records),
                 "inclusive_ops": sum_known(outer),
                 "calls": len(records),
             }

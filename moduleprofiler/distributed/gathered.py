@@ -107,10 +107,12 @@ class DistributedProfile:
         communication columns summed over the ranks and modules."""
         totals: dict[str, int | float | None] = {name: getattr(self, name) for name in TOTALS}
         frame = self.to_df()
-        for column in ("comm_bytes", "comm_bus_bytes", "backward_comm_bytes",
+        # own shares summed over every call: the whole model's value (self_comm_bytes: the
+        # model's comm_bytes)
+        for column in ("self_comm_bytes", "comm_bus_bytes", "self_backward_comm_bytes",
                        "backward_comm_bus_bytes", "comm_ms", "backward_comm_ms"):
             if column in frame:
-                totals[column] = _plain(frame[column].sum())
+                totals[column.removeprefix("self_")] = _plain(frame[column].sum())
         return totals
 
     def to_df(self) -> pd.DataFrame:

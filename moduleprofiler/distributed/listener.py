@@ -34,7 +34,8 @@ from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = {"forward": "", "backward": "backward_"}
 for _phase, _prefix in _PHASES.items():
-    register_column(f"{_prefix}comm_bytes", "bytes", f"{_prefix.replace('_', ' ')}comm bytes",
+    register_column(f"self_{_prefix}comm_bytes", "bytes",
+                    f"self {_prefix.replace('_', ' ')}comm bytes",
                     aggregation="sum", unit="bytes",
                     description=f"bytes of the collectives of the call's own {_phase} work")
     register_column(f"{_prefix}comm_bus_bytes", "bytes",
@@ -54,10 +55,10 @@ for _phase, _prefix in _PHASES.items():
                                 "each from its start to its completion "
                                 "(CommunicationListener(timing=True), which makes them "
                                 "synchronous)")
-    register_column(f"inclusive_{_prefix}comm_bytes", "bytes",
-                    f"{_prefix.replace('_', ' ')}comm bytes incl.", aggregation="inclusive",
-                    unit="bytes", derive=inclusive_of(f"{_prefix}comm_bytes"),
-                    description=f"{_prefix}comm_bytes of the call and every call inside it")
+    register_column(f"{_prefix}comm_bytes", "bytes",
+                    f"{_prefix.replace('_', ' ')}comm bytes", aggregation="inclusive",
+                    unit="bytes", derive=inclusive_of(f"self_{_prefix}comm_bytes"),
+                    description=f"self_{_prefix}comm_bytes of the call and every call inside it")
 
 
 class CommunicationListener(Listener):
@@ -65,7 +66,7 @@ class CommunicationListener(Listener):
     ``timing=True``) its time, per module call.
 
     Pass it to :meth:`ModuleProfiler.profile` (``listeners=[CommunicationListener()]``): each
-    call gets ``comm_bytes``, ``comm_bus_bytes``, ``collectives``, ``comm_kinds`` (and
+    call gets ``self_comm_bytes``, ``comm_bus_bytes``, ``collectives``, ``comm_kinds`` (and
     ``comm_ms``), the same with a ``backward_`` prefix for a profiled backward, and
     :attr:`collectives` lists every one in order.
 
@@ -150,7 +151,7 @@ class CommunicationListener(Listener):
             for call in runner.calls:
                 found = mine.get(call.index, [])
                 values = call.values
-                values[f"{prefix}comm_bytes"] = sum(c.bytes for c in found)
+                values[f"self_{prefix}comm_bytes"] = sum(c.bytes for c in found)
                 values[f"{prefix}comm_bus_bytes"] = sum(c.bus_bytes for c in found)
                 values[f"{prefix}collectives"] = len(found)
                 values[f"{prefix}comm_kinds"] = _kinds(found)

@@ -4,7 +4,7 @@
 measured times (merged in with ``Profile.merge``) and adds, per call and per module, for the
 module's own work (children excluded) against its self time:
 
-* ``intensity``: FLOPs per byte moved (FLOPs = the profile's ``ops``: every multiply and add);
+* ``intensity``: FLOPs per byte moved (FLOPs = the profile's ``self_ops``: every multiply and add);
 * ``roofline_ms``: ``max(FLOPs / peak FLOP/s, bytes / bandwidth)``, the time the work needs at
   the device's peaks for the dtype it ran in;
 * ``achieved_tflops`` / ``achieved_gbs``, and ``compute_fraction`` / ``bandwidth_fraction`` of
@@ -43,9 +43,9 @@ class EfficiencyWarning(UserWarning):
     """Some module's achieved rate exceeds the device's peak."""
 
 
-_PHASES = (("", "ops", "moved_bytes", "launches", ("self_device_ms", "self_forward_ms"),
+_PHASES = (("", "self_ops", "self_moved_bytes", "launches", ("self_device_ms", "self_forward_ms"),
             ("self_device_ms", "self_time_median_ms")),
-           ("backward_", "backward_ops", "backward_moved_bytes", "backward_launches",
+           ("backward_", "self_backward_ops", "self_backward_moved_bytes", "backward_launches",
             ("self_backward_device_ms", "self_backward_ms"),
             ("self_backward_device_ms", "self_backward_time_median_ms")))
 """(column prefix, ops, bytes, launches, per-call self time, per-module self time): the
@@ -97,7 +97,7 @@ for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
 def roofline(ops: float | None, moved: float | None, launches: float | None,
              milliseconds: float | None, flops_peak: float | None, peaks: DevicePeaks,
              overhead_share: float = 0.25) -> dict[str, Any]:
-    """The efficiency columns (without prefix) of one piece of work: ``ops`` FLOPs and
+    """The efficiency columns (without prefix) of one piece of work: ``self_ops`` FLOPs and
     ``moved`` bytes in ``launches`` operators, measured at ``milliseconds`` (``None``:
     unknown), on a device with ``flops_peak`` FLOP/s for its dtype and ``peaks``' bandwidth."""
     out: dict[str, Any] = dict.fromkeys(column[0] for column in _COLUMNS)
@@ -150,7 +150,7 @@ def call_dtype(record: CallRecord, peaks: DevicePeaks, dtype: str | None = None,
     :func:`compute_dtype` of its output then input dtypes."""
     if dtype is not None:
         return dtype
-    return compute_dtype((*record.output_dtypes, *record.input_dtypes), record.macs, peaks,
+    return compute_dtype((*record.output_dtypes, *record.input_dtypes), record.self_macs, peaks,
                          tf32)
 
 
@@ -182,7 +182,7 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
     if not 0 <= overhead_share <= 1:
         raise ValueError(f"overhead_share must be between 0 and 1, got {overhead_share!r}")
     fixed = dtype_argument(dtype)
-    if not any("moved_bytes" in record.metrics for record in profile.records):
+    if not any("self_moved_bytes" in record.metrics for record in profile.records):
         raise ValueError("with_efficiency needs the bytes moved: profile with "
                          "listeners=[TrafficListener()]")
     def peak_of(record: CallRecord) -> float | None:
@@ -226,7 +226,8 @@ def _phases(calls: list[CallRecord], measured: dict[str, Any], flops_peak: float
     """The efficiency columns (prefixed) of the summed work of ``calls`` (one call, or a
     module's calls) at the self time of ``measured`` (a module's measured columns), else at
     the calls' summed self times."""
-    rows = [{**r.metrics, "ops": r.ops, "backward_ops": r.backward_ops} for r in calls]
+    rows = [{**r.metrics, "self_ops": r.self_ops, "self_backward_ops": r.self_backward_ops}
+            for r in calls]
     out: dict[str, Any] = {}
     for prefix, ops, moved, launches, seconds, module_seconds in _PHASES:
         if prefix and rows[0].get(moved) is None:

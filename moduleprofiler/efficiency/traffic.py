@@ -13,9 +13,9 @@ operators it replaces, which is why the figure is per aten operator, the unit th
 operator of the forward, and with ``backward=True`` every backward operator, so it costs a dispatch
 per operator. It writes per call:
 
-* ``moved_bytes``: bytes read and written by the call's own operators (children excluded);
+* ``self_moved_bytes``: bytes read and written by the call's own operators (children excluded);
 * ``launches``: its own operators that touch memory (about one kernel launch each on a GPU);
-* with a backward: ``backward_moved_bytes`` / ``backward_launches``, the backward work autograd
+* with a backward: ``self_backward_moved_bytes`` / ``backward_launches``, the backward work autograd
   did for the call's operators, and ``recompute_moved_bytes`` / ``recompute_ops`` /
   ``recompute_macs``, forward work re-run during the backward by activation checkpointing
   (already inside the backward figures, and booked to the call whose backward node triggered the
@@ -44,25 +44,25 @@ from moduleprofiler.validate import check_operator_map
 
 _COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None, str], ...] = (
     # name, kind, label, unit, derive, description
-    ("moved_bytes", "bytes", "self moved", "bytes", None,
+    ("self_moved_bytes", "bytes", "self moved", "bytes", None,
      "bytes the call's own forward operators read and wrote (each distinct input once, each "
      "output once; views move nothing): a lower bound on its memory traffic"),
-    ("inclusive_moved_bytes", "bytes", "moved", "bytes", inclusive_of("moved_bytes"),
-     "moved_bytes of the call and every call inside it"),
+    ("moved_bytes", "bytes", "moved", "bytes", inclusive_of("self_moved_bytes"),
+     "self_moved_bytes of the call and every call inside it"),
     ("launches", "count", "self launches", "operators", None,
      "the call's own forward operators that touch memory (about one kernel launch each on a "
      "GPU)"),
-    ("backward_moved_bytes", "bytes", "self backward moved", "bytes", None,
+    ("self_backward_moved_bytes", "bytes", "self backward moved", "bytes", None,
      "bytes read and written by the backward operators autograd ran for the call's own "
      "forward operators (recomputation included)"),
-    ("inclusive_backward_moved_bytes", "bytes", "backward moved", "bytes",
-     inclusive_of("backward_moved_bytes"),
-     "backward_moved_bytes of the call and every call inside it"),
+    ("backward_moved_bytes", "bytes", "backward moved", "bytes",
+     inclusive_of("self_backward_moved_bytes"),
+     "self_backward_moved_bytes of the call and every call inside it"),
     ("backward_launches", "count", "self backward launches", "operators", None,
      "backward operators that touch memory, run for the call's own forward operators"),
     ("recompute_moved_bytes", "bytes", "recompute moved", "bytes", None,
      "bytes moved by forward work re-run in the backward by activation checkpointing, booked "
-     "to the call whose backward triggered it (already in backward_moved_bytes)"),
+     "to the call whose backward triggered it (already in self_backward_moved_bytes)"),
     ("recompute_ops", "count", "recompute ops", "ops", None,
      "ops of the forward work re-run in the backward by activation checkpointing (one multiply "
      "= 1 op, one add = 1 op), booked to the call whose backward triggered it"),
@@ -72,8 +72,9 @@ _COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None, str], ...] = (
     ("recompute_flops", "count", "recompute flops", "FLOPs", scaled("recompute_macs", 2),
      "2 x recompute_macs: the FLOPs hardware FLOP utilisation (HFU) adds"))
 for _name, _kind, _label, _unit, _derive, _description in _COLUMNS:
-    register_column(_name, _kind, _label, aggregation="inclusive" if _name.startswith(
-        "inclusive_") else "sum", unit=_unit, derive=_derive, description=_description)
+    register_column(_name, _kind, _label, aggregation="inclusive" if _name in (
+        "moved_bytes", "backward_moved_bytes") else "sum", unit=_unit, derive=_derive,
+        description=_description)
 
 _ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
                           "new_empty_strided", "empty_permuted"})
@@ -214,12 +215,12 @@ class TrafficListener(Listener):
         for call in runner.calls:
             values = call.values
             forward = self._forward.get(call.index, empty)
-            values["moved_bytes"] = forward.moved
+            values["self_moved_bytes"] = forward.moved
             values["launches"] = forward.launches
             if self._backward_ran:
                 backward = self._backward.get(call.index, empty)
                 recompute = self._recompute.get(call.index, empty)
-                values["backward_moved_bytes"] = backward.moved
+                values["self_backward_moved_bytes"] = backward.moved
                 values["backward_launches"] = backward.launches
                 values["recompute_moved_bytes"] = recompute.moved
                 values["recompute_ops"] = recompute.ops

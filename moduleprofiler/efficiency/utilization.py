@@ -89,10 +89,10 @@ def _main_dtype(profile: ProfileData, peaks: DevicePeaks) -> str | None:
     """The dtype in which most multiply-accumulates ran."""
     weights: dict[str, float] = {}
     for record in profile.records:
-        if record.macs:
+        if record.self_macs:
             name = call_dtype(record, peaks)
             if name is not None:
-                weights[name] = weights.get(name, 0) + record.macs
+                weights[name] = weights.get(name, 0) + record.self_macs
     return max(weights, key=lambda key: weights[key]) if weights else None
 
 

@@ -122,8 +122,8 @@ def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
     return View(
         frame=frame, columns=_COLUMNS, kind="table",
         title=f"Operators of {where}",
-        totals={"inclusive_ops": total_ops, "inclusive_macs": total_macs,
-                "inclusive_flops": 2 * total_macs, "operator_bytes": total_bytes},
+        totals={"ops": total_ops, "macs": total_macs,
+                "flops": 2 * total_macs, "operator_bytes": total_bytes},
         notes=_notes(profile, records, module is None, names, ops),
         overrides=_OVERRIDES, optional=("operator_bytes_pct", "calls", "flops"),
         keep=("operator", "ops", "ops_pct"))
@@ -139,7 +139,7 @@ def _notes(profile: ProfileData, records: list[CallRecord], whole: bool, names: 
                      f"{listing(unknown, _NOTE_ITEMS)}; the ops, MACs and FLOPs totals are "
                      "lower bounds")
     table_ops = sum(value for value in ops if value is not None)
-    module_ops = sum(r.ops for r in records if r.ops is not None)
+    module_ops = sum(r.self_ops for r in records if r.self_ops is not None)
     if not unknown and table_ops != module_ops:
         notes.append(f"the module rows count {module_ops:,} ops for these calls, the "
                      f"operators {table_ops:,}: some module formula prices its layer "

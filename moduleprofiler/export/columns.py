@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from moduleprofiler.export.renamed import current_name
 from moduleprofiler.records import subtree_totals
 
 Kind = Literal[
@@ -39,9 +40,9 @@ counts), ``count`` K/M/G, ``bytes`` KiB/MiB, ``time`` milliseconds shown in ns/Â
 Aggregation = Literal["sum", "inclusive", "max", "first", "all", "none"]
 """How the calls of one module (and the modules of one type) combine into one value:
 
-* ``sum``: each call holds its own share (``ops``, ``own_params``): a module sums its calls, a
+* ``sum``: each call holds its own share (``self_ops``, ``self_params``): a module sums its calls, a
   type its modules, and the rows of a table add up to the whole model;
-* ``inclusive``: a call's value contains the calls made inside it (``inclusive_ops``, a
+* ``inclusive``: a call's value contains the calls made inside it (``ops``, a
   forward time): a module sums its *outermost* calls (a call nested inside another call of the
   same module is already counted in it), a type its outermost modules; the whole model's value
   is the root's;
@@ -101,7 +102,7 @@ def median_statistic(samples: str) -> Statistic:
 
 
 def scaled(column: str, factor: int | float) -> Derived:
-    """``factor * column`` (``scaled("macs", 2)`` is ``flops``)."""
+    """``factor * column`` (``scaled("self_macs", 2)`` is ``self_flops``)."""
     return Derived((column,), lambda calls: calls[column] * factor)
 
 
@@ -252,31 +253,32 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
     ("output_dtypes", "dtype", "output dtype", "first", "", True, None),
     ("output_bytes", "bytes", "output bytes", "sum", "bytes", False, None),
     ("params", "count", "params", "inclusive", "params", True, None),
-    ("own_params", "count", "own params", "sum", "params", True, None),
+    ("self_params", "count", "self params", "sum", "params", True, None),
     ("shared_with", "text", "shared with", "first", "", True, None),
     ("trainable_params", "count", "trainable", "inclusive", "params", True, None),
     ("buffers", "count", "buffers", "inclusive", "elements", True, None),
     ("param_bytes", "bytes", "param bytes", "inclusive", "bytes", True, None),
     ("buffer_bytes", "bytes", "buffer bytes", "inclusive", "bytes", True, None),
-    ("ops", "count", "self ops", "sum", "ops", True, None),
-    ("macs", "count", f"self {MACS}", "sum", "MACs", True, None),
+    ("self_ops", "count", "self ops", "sum", "ops", True, None),
+    ("self_macs", "count", f"self {MACS}", "sum", "MACs", True, None),
     ("ops_source", "text", "ops from", "first", "", True, None),
-    ("inclusive_ops", "count", "ops", "inclusive", "ops", True, None),
-    ("inclusive_macs", "count", MACS, "inclusive", "MACs", True, None),
+    ("ops", "count", "ops", "inclusive", "ops", True, None),
+    ("macs", "count", MACS, "inclusive", "MACs", True, None),
     ("complete", "flag", "complete", "all", "", True, None),
-    ("flops", "count", f"self {FLOPS}", "sum", "FLOPs", True, scaled("macs", _MACS_TO_FLOPS)),
-    ("inclusive_flops", "count", FLOPS, "inclusive", "FLOPs", True,
-     scaled("inclusive_macs", _MACS_TO_FLOPS)),
-    ("backward_ops", "count", "self backward ops", "sum", "ops", True, None),
-    ("backward_macs", "count", f"self backward {MACS}", "sum", "MACs", True, None),
-    ("backward_flops", "count", f"self backward {FLOPS}", "sum", "FLOPs", True,
+    ("self_flops", "count", f"self {FLOPS}", "sum", "FLOPs", True,
+     scaled("self_macs", _MACS_TO_FLOPS)),
+    ("flops", "count", FLOPS, "inclusive", "FLOPs", True,
+     scaled("macs", _MACS_TO_FLOPS)),
+    ("self_backward_ops", "count", "self backward ops", "sum", "ops", True, None),
+    ("self_backward_macs", "count", f"self backward {MACS}", "sum", "MACs", True, None),
+    ("self_backward_flops", "count", f"self backward {FLOPS}", "sum", "FLOPs", True,
+     scaled("self_backward_macs", _MACS_TO_FLOPS)),
+    ("backward_ops", "count", "backward ops", "inclusive", "ops", True,
+     inclusive_of("self_backward_ops")),
+    ("backward_macs", "count", f"backward {MACS}", "inclusive", "MACs", True,
+     inclusive_of("self_backward_macs")),
+    ("backward_flops", "count", f"backward {FLOPS}", "inclusive", "FLOPs", True,
      scaled("backward_macs", _MACS_TO_FLOPS)),
-    ("inclusive_backward_ops", "count", "backward ops", "inclusive", "ops", True,
-     inclusive_of("backward_ops")),
-    ("inclusive_backward_macs", "count", f"backward {MACS}", "inclusive", "MACs", True,
-     inclusive_of("backward_macs")),
-    ("inclusive_backward_flops", "count", f"backward {FLOPS}", "inclusive", "FLOPs", True,
-     scaled("inclusive_backward_macs", _MACS_TO_FLOPS)),
     ("ops_fraction", "fraction", "ops %", "none", "", True, None),
 )
 _OPS = "one multiply = 1 op, one add = 1 op, batch included"
@@ -302,8 +304,8 @@ _DESCRIPTIONS: dict[str, str] = {
                     "buffers count 0); not a share of a total: a container's output is also "
                     "its last child's",
     "params": "parameter elements of the module and its descendants, each tensor counted once "
-              "(inclusive, as in 0.0.4; own_params is the own count)",
-    "own_params": "parameter elements registered on the module itself that no module before "
+              "(as in 0.0.4; self_params is the own count)",
+    "self_params": "parameter elements registered on the module itself that no module before "
                   "it in named_modules() order registered (a tied weight is owned once), so "
                   "they add up to the model's total",
     "shared_with": "the modules owning parameters this module registers too (a tied output "
@@ -312,26 +314,27 @@ _DESCRIPTIONS: dict[str, str] = {
     "buffers": "buffer elements of the module and its descendants, each tensor counted once",
     "param_bytes": "bytes of params (numel x element size, each tensor once; inclusive)",
     "buffer_bytes": "bytes of buffers (numel x element size, each tensor once; inclusive)",
-    "ops": f"forward ops of the call's own work, children excluded ({_OPS}); empty when "
+    "self_ops": f"forward ops of the call's own work, children excluded ({_OPS}); empty when "
            "unknown",
-    "macs": "forward multiply-accumulates of the call's own work, children excluded",
+    "self_macs": "forward multiply-accumulates of the call's own work, children excluded",
     "ops_source": "where the call's own ops came from: formula, operator, mixed (some "
                   "operators without a formula: a lower bound), excluded or unknown; per "
                   "module also uncalled, grouping or unhooked",
-    "inclusive_ops": f"forward ops of the call and every call inside it ({_OPS})",
-    "inclusive_macs": "forward multiply-accumulates of the call and every call inside it",
+    "ops": f"forward ops of the call and every call inside it ({_OPS})",
+    "macs": "forward multiply-accumulates of the call and every call inside it",
     "complete": "whether the ops of the call and of every call inside it are known (False: "
                 "the inclusive counts are lower bounds)",
-    "flops": "2 x macs of the call's own forward work: what torch's FlopCounterMode counts",
-    "inclusive_flops": "2 x inclusive_macs: forward FLOPs of the call and every call inside it",
-    "backward_ops": f"ops of the backward work autograd did for the call's own forward "
+    "self_flops": "2 x self_macs of the call's own forward work: what torch's FlopCounterMode "
+                  "counts",
+    "flops": "2 x macs: forward FLOPs of the call and every call inside it",
+    "self_backward_ops": f"ops of the backward work autograd did for the call's own forward "
                     f"operators ({_OPS}; profile(backward=True))",
-    "backward_macs": "multiply-accumulates of the backward work autograd did for the call's "
+    "self_backward_macs": "multiply-accumulates of the backward work autograd did for the call's "
                      "own forward operators",
-    "backward_flops": "2 x backward_macs of the call's own backward work",
-    "inclusive_backward_ops": "backward_ops of the call and every call inside it",
-    "inclusive_backward_macs": "backward_macs of the call and every call inside it",
-    "inclusive_backward_flops": "2 x inclusive_backward_macs: backward FLOPs of the call and "
+    "self_backward_flops": "2 x self_backward_macs of the call's own backward work",
+    "backward_ops": "self_backward_ops of the call and every call inside it",
+    "backward_macs": "self_backward_macs of the call and every call inside it",
+    "backward_flops": "2 x backward_macs: backward FLOPs of the call and "
                                 "every call inside it",
     "ops_fraction": "the type's share of the model's total ops (its modules' own ops), 0-1",
 }
@@ -447,10 +450,10 @@ class Quantity:
 
 
 _QUANTITIES: dict[str, list[Quantity]] = {
-    "ops": [Quantity("ops", "inclusive_ops", "ops")],
-    "macs": [Quantity("macs", "inclusive_macs", MACS)],
-    "flops": [Quantity("flops", "inclusive_flops", FLOPS)],
-    "params": [Quantity("own_params", "params", "parameters")],
+    "ops": [Quantity("self_ops", "ops", "ops")],
+    "macs": [Quantity("self_macs", "macs", MACS)],
+    "flops": [Quantity("self_flops", "flops", FLOPS)],
+    "params": [Quantity("self_params", "params", "parameters")],
 }
 
 
@@ -482,16 +485,15 @@ def quantity(name: str, available: Sequence[str]) -> Quantity | None:
 
 def metric_columns(metric: str, available: list[str]) -> tuple[str, str]:
     """``(own, inclusive)`` columns of ``metric``: a declared quantity's (``params``:
-    ``own_params``/``params``), else ``<metric>``/``inclusive_<metric>`` or
-    ``self_<metric>``/``<metric>`` partners when present, else the column itself for both."""
+    ``self_params``/``params``), else ``self_<metric>``/``<metric>`` partners when present,
+    else the column itself for both."""
+    metric = current_name(metric)
     chosen = next((q for q in _QUANTITIES.get(metric, ()) if q.inclusive in available), None)
     if chosen is not None:
         return chosen.own, chosen.inclusive
     if metric not in available:
         raise KeyError(f"unknown column {metric!r}; choose ops, macs, flops, params or one of "
                        f"{available}")
-    if f"inclusive_{metric}" in available:
-        return metric, f"inclusive_{metric}"
     if f"self_{metric}" in available:
         return f"self_{metric}", metric
     return metric, metric

@@ -16,7 +16,7 @@ from moduleprofiler.export.view import View
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
 
-COMPARE_COLUMNS = ("params", "inclusive_macs", "inclusive_ops")
+COMPARE_COLUMNS = ("params", "macs", "ops")
 
 
 def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPARE_COLUMNS, *,

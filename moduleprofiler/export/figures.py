@@ -220,12 +220,13 @@ def _layer_chart(ax: Axes, profile: Profile, own: str, label: str, own_figure: b
 def _scatter(ax: Axes, profile: Profile, own_figure: bool) -> str:
     frame = module_frame(profile)
     own_time = _columns("time", list(frame.columns))[0]
-    rows = _layers(profile, frame, "flops")
-    keep = [i for i in range(len(rows)) if not is_missing(rows["flops"][i])
-            and not is_missing(rows[own_time][i]) and rows["flops"][i] > 0
+    rows = _layers(profile, frame, "self_flops")
+    keep = [i for i in range(len(rows)) if not is_missing(rows["self_flops"][i])
+            and not is_missing(rows[own_time][i]) and rows["self_flops"][i] > 0
             and rows[own_time][i] > 0]
     colors = _type_colors(rows["type"][keep])
-    ax.scatter([float(rows["flops"][i]) for i in keep], [float(rows[own_time][i]) for i in keep],
+    ax.scatter([float(rows["self_flops"][i]) for i in keep],
+               [float(rows[own_time][i]) for i in keep],
                c=[colors[rows["type"][i]] for i in keep], s=18)
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -31,9 +31,9 @@ FOLD_MIN = 2
 """The fewest identical siblings folded into one row."""
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
-IDENTITY = ("type", "ops_source", "calls", "params", "own_params", "trainable_params",
+IDENTITY = ("type", "ops_source", "calls", "params", "self_params", "trainable_params",
             "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes",
-            "input_dtypes", "output_dtypes", "ops", "macs")
+            "input_dtypes", "output_dtypes", "self_ops", "self_macs")
 """What blocks must share, row by row, to fold: structure and the counted (deterministic)
 facts, the only facts that decide. Measured columns (times, memory, labels derived from them)
 are combined without having to agree, so whether blocks fold never depends on a run."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from moduleprofiler.records import Aggregate, CallRecord, ModuleInfo
     from moduleprofiler.records import ProfileData as Profile
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of :func:`profile_to_dict`'s layout. 2: ``records[].metrics`` holds the listeners'
 columns (always an object) and ``columns`` declares the ones this package does not define.
 Version 1 documents are still read."""
@@ -55,19 +55,19 @@ _RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("type", "type_name"), ("call_number", "call_number"), ("input_shapes", "input_shapes"),
     ("input_dtypes", "input_dtypes"), ("output_shapes", "output_shapes"),
     ("output_dtypes", "output_dtypes"), ("output_bytes", "output_bytes"), ("params", "params"),
-    ("own_params", "own_params"),
+    ("self_params", "self_params"),
 )
 _FACTS = ("trainable_params", "buffers", "param_bytes", "buffer_bytes")
 """Module facts (:class:`ModuleInfo` fields) repeated on each of its calls."""
 _COUNTS: tuple[tuple[str, str], ...] = (
-    ("ops", "ops"), ("macs", "macs"), ("ops_source", "ops_source"),
-    ("inclusive_ops", "inclusive_ops"), ("inclusive_macs", "inclusive_macs"),
-    ("complete", "complete"), ("backward_ops", "backward_ops"),
-    ("backward_macs", "backward_macs"),
+    ("self_ops", "self_ops"), ("self_macs", "self_macs"), ("ops_source", "ops_source"),
+    ("ops", "ops"), ("macs", "macs"),
+    ("complete", "complete"), ("self_backward_ops", "self_backward_ops"),
+    ("self_backward_macs", "self_backward_macs"),
 )
 _NOT_PER_MODULE = frozenset({"module", "type", "depth", "ops_source"})
 """Call columns a module row gets from its :class:`ModuleInfo` or its own rule."""
-_MODULE_FACTS = ("params", "own_params", *_FACTS)
+_MODULE_FACTS = ("params", "self_params", *_FACTS)
 _SHARED = "shared_with"
 """The module fact naming a tied parameter's owner: a column only of models that tie one."""
 
@@ -131,7 +131,7 @@ def _derive(frame: pd.DataFrame, specs: Sequence[ColumnSpec]) -> None:
 
 def call_frame(profile: Profile) -> pd.DataFrame:
     """One row per module call, in execution order: the record's fields, its module's facts,
-    the derived columns (``flops``, ``inclusive_backward_ops``, ...) and the listeners'
+    the derived columns (``self_flops``, ``backward_ops``, ...) and the listeners'
     columns (``CallRecord.metrics``)."""
     records = profile.records
     infos: dict[str, ModuleInfo] = {info.path: info for info in profile.modules}
@@ -207,12 +207,12 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
     owners = [row.pop("_owner") for row in rows]
     for row in elsewhere:
         del row["_rows"]
-    order = ["module", "type", "depth", "calls", "params", "own_params", "trainable_params",
-             "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes", "ops",
-             "macs", "inclusive_ops", "inclusive_macs", "ops_source"]
+    order = ["module", "type", "depth", "calls", "params", "self_params", "trainable_params",
+             "buffers", "param_bytes", "buffer_bytes", "input_shapes", "output_shapes", "self_ops",
+             "self_macs", "ops", "macs", "ops_source"]
     names = [*order, *(n for n in (rows[0] if rows else {}) if n not in order)]
     if _SHARED in _facts(profile):
-        names.insert(names.index("own_params") + 1, _SHARED)
+        names.insert(names.index("self_params") + 1, _SHARED)
     statistics = _statistics(profile.records)
     names += [spec.name for spec in statistics if spec.name not in names]
     for row, owner in zip(rows, owners):
@@ -409,9 +409,9 @@ def type_frame(profile: Profile) -> pd.DataFrame:
             record.ops_source == "unknown")
     frame["unknown_calls"] = [unknown.get(kind, 0) for kind in frame["type"]]
     total_ops = profile.total_ops
-    ops = pd.to_numeric(frame["ops"], errors="coerce").fillna(0).astype(float)
+    ops = pd.to_numeric(frame["self_ops"], errors="coerce").fillna(0).astype(float)
     frame["ops_fraction"] = ops / total_ops if total_ops else 0.0
-    return frame.sort_values("ops", ascending=False, kind="stable",
+    return frame.sort_values("self_ops", ascending=False, kind="stable",
                              na_position="last").reset_index(drop=True)
 
 
@@ -420,7 +420,7 @@ FrameColumns = Literal["data", "all"]
 
 
 def _is_backward(name: str) -> bool:
-    return name.startswith(("backward_", "inclusive_backward_"))
+    return name.startswith(("backward_", "self_backward_"))
 
 
 def data_columns(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -484,6 +484,7 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         "totals": {
             "params": profile.total_params,
             "buffers": profile.total_buffers,
+            # the model's values: its root's (and the sum of the self_ columns)
             "ops": profile.total_ops,
             "macs": profile.total_macs,
             "flops": profile.total_flops,

@@ -8,7 +8,9 @@ listeners wrote for that call;
 ``columns`` says how the ones this package does not define are shown and combined, and
 reading the document registers those that are not registered yet, so a saved profile renders
 the same in another process. Records and modules keep PyTorch's module paths (the root is
-``""``). Version 1 documents (no ``columns``, ``metrics`` null) are read too.
+``""``). Version 1 documents (no ``columns``, ``metrics`` null) are read too, and documents
+of versions 1 and 2 (own counts as ``ops``, inclusive ones as ``inclusive_ops``) under the
+names of version 3 with the same numbers (:mod:`moduleprofiler.export.renamed`).
 
 The values of the record and module fields (shape trees above all) keep their Python
 structure:
@@ -32,6 +34,7 @@ from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
 from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
 from moduleprofiler.export.io import PathLike
+from moduleprofiler.export.renamed import upgraded_names
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData, ancestor_paths
 
@@ -166,6 +169,8 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ValueError(f"profile JSON has schema_version {version!r}; this moduleprofiler "
                          f"({__version__}) reads versions up to {SCHEMA_VERSION}")
+    if version < 3:
+        document = _upgraded(document)
     _declare(document.get("columns") or {})
     totals = document.get("totals", {})
     records = tuple(_build(CallRecord, r, "record") for r in document["records"])
@@ -178,6 +183,28 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
         **{name: _field_value(document[name], name) for name in _PROFILE_FIELDS
            if name in document},
     )
+
+
+def _upgraded(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A document of schema version 1 or 2 with its fields and columns named as in version 3
+    (own ``ops`` -> ``self_ops``, ``inclusive_ops`` -> ``ops``, ``own_params`` ->
+    ``self_params``, ...); the numbers stay. Its totals are the model's and keep their
+    names."""
+    def record(row: Mapping[str, Any]) -> dict[str, Any]:
+        out = upgraded_names(row)
+        if isinstance(out.get("metrics"), Mapping):
+            out["metrics"] = upgraded_names(out["metrics"])
+        return out
+
+    upgraded = dict(document)
+    upgraded["records"] = [record(row) for row in document["records"]]
+    upgraded["modules"] = [upgraded_names(row) for row in document["modules"]]
+    if isinstance(document.get("columns"), Mapping):
+        upgraded["columns"] = upgraded_names(document["columns"])
+    if isinstance(document.get("module_metrics"), Mapping):
+        upgraded["module_metrics"] = {path: upgraded_names(values) if isinstance(
+            values, Mapping) else values for path, values in document["module_metrics"].items()}
+    return upgraded
 
 
 def _modules(rows: Sequence[Mapping[str, Any]], called: set[str]) -> tuple[ModuleInfo, ...]:

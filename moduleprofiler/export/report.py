@@ -39,8 +39,8 @@ CHART_BARS = 10
 """Bars per chart; the rest are summed into one "other" bar."""
 OPEN_DEPTH = 1
 """Tree nodes up to this depth start expanded."""
-TABLE_COLUMNS = ("module", "type", "calls", "params", "input_shapes", "output_shapes", "macs",
-                 "ops", "inclusive_ops", "inclusive_ops_pct")
+TABLE_COLUMNS = ("module", "type", "calls", "params", "input_shapes", "output_shapes",
+                 "self_macs", "self_ops", "ops", "ops_pct")
 """The table of every module starts with these; every other quantity of the profile and the
 ops source follow."""
 
@@ -96,7 +96,7 @@ def _chart(chart_id: str, title: str, labels: Sequence[str], values: Sequence[An
         shown.append((f"other ({len(rest)})", sum(v for _, v, _ in rest),
                       sum(rest_pct) if rest_pct else None))
     largest = max(float(value) for _, value, _ in shown)
-    bars = [Bar(label=label, text=_text(column, value), pct=_text("inclusive_ops_pct", pct),
+    bars = [Bar(label=label, text=_text(column, value), pct=_text("ops_pct", pct),
                 width=round(100.0 * float(value) / largest, 2))
             for label, value, pct in shown]
     return Chart(id=chart_id, title=title, bars=bars)
@@ -104,9 +104,9 @@ def _chart(chart_id: str, title: str, labels: Sequence[str], values: Sequence[An
 
 def _params_held_once(profile: Profile, tops: Sequence[str]) -> list[int]:
     """The parameters of each top-level module's subtree, each tensor counted once in the
-    whole model (its owner's :attr:`~moduleprofiler.records.ModuleInfo.own_params`): a tied
+    whole model (its owner's :attr:`~moduleprofiler.records.ModuleInfo.self_params`): a tied
     output layer holds none of its own, so the bars add up to the model's parameters."""
-    return [sum(info.own_params for info in profile.modules
+    return [sum(info.self_params for info in profile.modules
                 if info.path == top or info.path.startswith(top + "."))
             for top in tops]
 
@@ -117,15 +117,15 @@ def _charts(profile: Profile) -> list[Chart]:
     charts: list[Chart | None] = []
     by_type = top_view(profile, None, by="ops").frame
     charts.append(_chart("ops-by-type", "Ops by module type (own work)", list(by_type["type"]),
-                         list(by_type["ops"]), list(by_type["ops_pct"]), "ops"))
-    top = tree_view(profile, ["inclusive_ops", "inclusive_ops_pct", "params", "params_pct"],
+                         list(by_type["self_ops"]), list(by_type["self_ops_pct"]), "ops"))
+    top = tree_view(profile, ["ops", "ops_pct", "params", "params_pct"],
                     max_depth=1).frame
     top = top[top["depth"] == 1]
     shared = top["shared_with"] if "shared_with" in top else [None] * len(top)
     labels = [f"{path} ({kind})" + (f" [shared with {owner}]" if isinstance(owner, str) else "")
               for path, kind, owner in zip(top["module"], top["type"], shared)]
     charts.append(_chart("ops-by-module", "Ops by top-level module", labels,
-                         list(top["inclusive_ops"]), list(top["inclusive_ops_pct"]), "ops"))
+                         list(top["ops"]), list(top["ops_pct"]), "ops"))
     held = _params_held_once(profile, [module_path(name) for name in top["module"]])
     total = profile.total_params
     charts.append(_chart("params-by-module", "Parameters by top-level module", labels, held,
@@ -148,7 +148,7 @@ def _tree(view: View) -> list[Node]:
     parent_of = parents(paths)
     nodes: list[Node] = []
     roots: list[Node] = []
-    stat_columns = [c for c in columns if c != "inclusive_ops_pct"]
+    stat_columns = [c for c in columns if c != "ops_pct"]
     for index, row in enumerate(frame.to_dict("records")):
         parent = parent_of[index]
         name = relative_name(paths[index], paths[parent] if parent is not None else None)
@@ -157,9 +157,9 @@ def _tree(view: View) -> list[Node]:
             stats += " · not called" if row["ops_source"] == UNCALLED else " · not hooked"
         elif row["calls"] > 1:
             stats += f" · {row['calls']} calls"
-        pct = row["inclusive_ops_pct"]
+        pct = row["ops_pct"]
         node = Node(name=name, type=str(row["type"]), stats=stats,
-                    pct=_text("inclusive_ops_pct", pct),
+                    pct=_text("ops_pct", pct),
                     width=None if is_missing(pct) else round(min(float(pct), 100.0), 2),
                     open=int(row["depth"]) < OPEN_DEPTH)
         nodes.append(node)

@@ -14,6 +14,7 @@ from moduleprofiler.export.aggregate import is_under
 from moduleprofiler.export.columns import column_spec, is_extra_column, metric_columns
 from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
+from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
 from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
 from moduleprofiler.validate import check_int, check_percent
@@ -24,16 +25,16 @@ if TYPE_CHECKING:
 Patterns = str | Sequence[str] | None
 TableAggregate = Literal["module", "call"]
 
-TREE_COLUMNS = ("params", "output_shapes", "inclusive_macs", "inclusive_ops",
-                "inclusive_ops_pct")
-TABLE_COLUMNS = ("module", "type", "calls", "params", "output_shapes", "inclusive_macs",
-                 "inclusive_ops", "inclusive_ops_pct")
-CALL_COLUMNS = ("call", "module", "type", "input_shapes", "output_shapes", "ops", "macs",
-                "inclusive_ops", "inclusive_ops_pct")
-BACKWARD_COLUMNS = ("inclusive_backward_macs", "inclusive_backward_ops")
+TREE_COLUMNS = ("params", "output_shapes", "macs", "ops",
+                "ops_pct")
+TABLE_COLUMNS = ("module", "type", "calls", "params", "output_shapes", "macs",
+                 "ops", "ops_pct")
+CALL_COLUMNS = ("call", "module", "type", "input_shapes", "output_shapes", "self_ops",
+                "self_macs", "ops", "ops_pct")
+BACKWARD_COLUMNS = ("backward_macs", "backward_ops")
 """Added to the default columns of a profile with a backward pass."""
 FIT_DROP_ORDER = ("input_shapes", "output_shapes", "calls", "modules", "call",
-                  "inclusive_ops", "ops", "type")
+                  "ops", "self_ops", "type")
 """Default columns left out first when a table must fit a width (``View.optional``): the
 shapes, the call counts, ops beside MACs, then the type; names, MACs and shares stay."""
 WHAT_GROUPS = ("params", "io", "ops", "flops", "backward", "bytes", "time", "memory")
@@ -51,24 +52,23 @@ def profile_totals(profile: Profile) -> dict[str, int | float]:
                   "backward_flops": None if backward_macs is None else 2 * backward_macs}
     totals: dict[str, int | float] = {}
     for name, value in quantities.items():
-        if value is not None:
-            totals[name] = totals[f"inclusive_{name}"] = value
-    totals["own_params"] = totals.pop("inclusive_params")  # "params" is the inclusive one
+        if value is not None:  # the model's X is its root's; its self_X rows add up to it
+            totals[name] = totals[f"self_{name}"] = value
     return totals
 
 
-SHOWN_TOTALS = ("params", "inclusive_macs", "inclusive_flops", "inclusive_ops",
-                "inclusive_backward_macs", "inclusive_backward_ops")
+SHOWN_TOTALS = ("params", "macs", "flops", "ops",
+                "backward_macs", "backward_ops")
 """The totals printed under every view of a profile, those of :func:`profile_totals` that
 are known (the backward ones only when a backward pass ran)."""
 
 
-_COUNTED_TOTALS = ("inclusive_macs", "inclusive_flops", "inclusive_ops")
+_COUNTED_TOTALS = ("macs", "flops", "ops")
 
 
 def _counted_nothing(profile: Profile) -> bool:
     """A pass that counted nothing (a timing or memory pass): its count totals are not 0."""
-    return bool(profile.records) and all(record.ops is None for record in profile.records)
+    return bool(profile.records) and all(record.self_ops is None for record in profile.records)
 
 
 def _totals(profile: Profile) -> dict[str, int | float]:
@@ -118,8 +118,8 @@ def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
     count is 0 (nothing inside it was counted either) shows ``<NA>`` instead of that 0."""
     out = frame.copy()
     grouping = out["ops_source"].eq(GROUPING) if "ops_source" in out else False
-    for own, inclusive in (("ops", "inclusive_ops"), ("macs", "inclusive_macs"),
-                           ("flops", "inclusive_flops")):
+    for own, inclusive in (("self_ops", "ops"), ("self_macs", "macs"),
+                           ("self_flops", "flops")):
         if own in out and inclusive in out:
             unknown = out[own].isna() & out[inclusive].eq(0).fillna(False).astype(bool)
             out[inclusive] = out[inclusive].mask(unknown & ~grouping)
@@ -188,7 +188,8 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
     ``params``; ``io`` the input and output shapes; ``ops`` MACs, ops and % of the ops;
     ``flops`` FLOPs (2 x MACs); ``backward`` the backward MACs and ops; ``bytes`` parameter,
     buffer and output bytes; ``time`` and ``memory`` the measured ``*_ms`` and ``*_bytes``
-    columns; any other item is a column name (``my_count``, ``backward_flops``, ``ops_pct``)."""
+    columns; any other item is a column name (``my_count``, ``self_backward_flops``,
+    ``ops_pct``)."""
     measured = [c for c in frame.columns if is_extra_column(c)]
     # each time once (a per-call column whose per-module twin the frame holds is the same
     # quantity), with the text columns measured beside the times (the regime label)
@@ -198,8 +199,8 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
     groups = {
         "params": ["params"],
         "io": ["input_shapes", "output_shapes"],
-        "ops": ["inclusive_macs", "inclusive_ops", "inclusive_ops_pct"],
-        "flops": ["inclusive_flops"],
+        "ops": ["macs", "ops", "ops_pct"],
+        "flops": ["flops"],
         "backward": list(BACKWARD_COLUMNS),
         "bytes": ["param_bytes", "buffer_bytes", "output_bytes"],
         "time": times + [c for c in frame.columns if column_spec(c).kind == "text"
@@ -207,7 +208,7 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
         "memory": [c for c in measured if column_spec(c).kind == "bytes"],
     }
     out: list[str] = []
-    for item in what:
+    for item in current_names(what):
         item = per_module_name(frame, item)
         if item in groups:
             out.extend(c for c in groups[item] if c not in out)
@@ -217,6 +218,11 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
             raise ValueError(f"unknown column group or column {item!r} (groups: "
                              f"{', '.join(WHAT_GROUPS)}; or a column of the module frame)")
     return out
+
+
+def _current(columns: Sequence[str] | None) -> list[str] | None:
+    """``columns`` with the names renamed in 0.2 replaced (:func:`current_name` warns)."""
+    return None if columns is None else current_names(columns)
 
 
 def per_module_name(frame: pd.DataFrame, name: str) -> str:
@@ -273,7 +279,7 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
     if profile.excluded:
         notes.append(f"excluded from ops: {listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
-        r.path for r in profile.records if r.ops is not None and r.macs is None))
+        r.path for r in profile.records if r.self_ops is not None and r.self_macs is None))
     if macs_unknown:
         notes.append(f"macs unknown in {len(macs_unknown)} module(s) with known ops: "
                      f"{listing(macs_unknown)}; macs and flops totals are lower bounds")
@@ -343,7 +349,7 @@ def _shared_note(profile: Profile, frame: pd.DataFrame) -> tuple[str, ...]:
 # -- the views --------------------------------------------------------------------------------
 def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
               max_depth: int | None = None, min_pct: float | None = None,
-              pct_of: str = "inclusive_ops", include: Patterns = None,
+              pct_of: str = "ops", include: Patterns = None,
               exclude: Patterns = None) -> View:
     """The model's module tree (``named_modules()`` order, uncalled modules included), each
     module annotated with ``columns`` (default: params, output shape, macs, ops, % of the
@@ -351,6 +357,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
 
     ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
     total; ``include``/``exclude`` are glob patterns on module paths or type names."""
+    columns, pct_of = _current(columns), current_name(pct_of)
     base = unknown_as_missing(_modules(profile, by_caller=True))
     shown = list(columns) if columns is not None else default_columns(profile, TREE_COLUMNS, base)
     shown = [c for c in shown if c not in ("module", "type")]
@@ -378,10 +385,13 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
 
     ``sort_by`` names a column (numbers sort largest first unless ``ascending``); ``limit``
     keeps the first rows after sorting. ``min_pct`` applies to ``pct_of``, by default the
-    ``sort_by`` column when it is a quantity with a total, else ``inclusive_ops``; the other
+    ``sort_by`` column when it is a quantity with a total, else ``ops``; the other
     filters are as in :func:`tree_view`."""
     if aggregate not in ("module", "call"):
         raise ValueError(f"aggregate must be 'module' or 'call', got {aggregate!r}")
+    columns = _current(columns)
+    sort_by = None if sort_by is None else current_name(sort_by)
+    pct_of = None if pct_of is None else current_name(pct_of)
     base = unknown_as_missing(
         _modules(profile) if aggregate == "module" else call_frame(profile))
     defaults = TABLE_COLUMNS if aggregate == "module" else CALL_COLUMNS
@@ -393,7 +403,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     if pct_of is None:
         quantity = sort_by is not None and sort_by in base \
             and column_spec(sort_by).inclusive is not None
-        pct_of = sort_by if quantity and sort_by is not None else "inclusive_ops"
+        pct_of = sort_by if quantity and sort_by is not None else "ops"
     pct_column = f"{pct_of}_pct" if min_pct is not None else None
     wanted = [*shown, *(c for c in (pct_column, sort_by) if c)]
     frame = add_percentages(base, wanted, profile_totals(profile))
@@ -422,12 +432,13 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     """The ``k`` module types with the most ``by`` (``"ops"``, ``"macs"``, ``"params"`` or
     any numeric column), DeepSpeed's "top modules at depth d".
 
-    With ``depth=None`` each module counts its own work (``ops``, ``macs``, ``own_params``)
-    and the shares add up to the whole model; with ``depth=d`` only modules at depth ``d``
-    count, each with everything it contains (``inclusive_ops``, ``inclusive_macs``,
-    ``params``)."""
+    ``by`` is a quantity: with ``depth=None`` each module counts its own work (``self_ops``,
+    ``self_macs``, ``self_params``) and the shares add up to the whole model; with
+    ``depth=d`` only modules at depth ``d`` count, each with everything it contains (``ops``,
+    ``macs``, ``params``)."""
     check_int(k, "k", 1)
     check_int(depth, "depth", 0)
+    by = current_name(by)
     modules = _modules(profile)
     pick = 1 if depth is not None else 0
     extras = extra_columns(modules)

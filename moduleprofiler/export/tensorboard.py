@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.markdown import escape_markdown, render_markdown
+from moduleprofiler.export.renamed import current_names
 from moduleprofiler.export.report import report_context
 from moduleprofiler.export.select import (
     BACKWARD_COLUMNS,
@@ -47,7 +48,7 @@ __all__ = ["DEFAULT_PREFIX", "tensorboard_columns", "write_tensorboard"]
 DEFAULT_PREFIX = "moduleprofiler"
 """The first part of every tag this module writes."""
 
-COUNT_COLUMNS = ("params", "inclusive_macs", "inclusive_flops", "inclusive_ops")
+COUNT_COLUMNS = ("params", "macs", "flops", "ops")
 """The counts every profile has, each module's value including its children's."""
 
 
@@ -69,12 +70,13 @@ def tensorboard_columns(profile: Profile, columns: Sequence[str] | None = None) 
     every measured time, memory or listener quantity the profile holds a value of."""
     frame = module_frame(profile)
     if columns is None:
-        backward = [*BACKWARD_COLUMNS, "inclusive_backward_flops"] if profile.backward else []
+        backward = [*BACKWARD_COLUMNS, "backward_flops"] if profile.backward else []
         return [name for name in dict.fromkeys([*COUNT_COLUMNS, *backward,
                                                 *extra_columns(frame)])
                 if name in frame and column_spec(name, frame[name].dtype).numeric]
     if isinstance(columns, str) or not isinstance(columns, Sequence):
         raise TypeError(f"columns must be a list of column names or None, got {columns!r}")
+    columns = current_names(columns)
     for name in columns:
         if not isinstance(name, str) or name not in frame:
             raise ValueError(f"columns: {name!r} is not a column of this profile "
@@ -143,8 +145,8 @@ def report_markdown(profile: Profile, title: str | None = None) -> str:
     if context["notes"]:
         lines += ["", "**Caveats**", ""]
         lines += [f"* {escape_markdown(note)}" for note in context["notes"]]
-    table = table_view(profile, ["module", "type", "calls", "params", "macs", "ops",
-                                 "inclusive_ops", "inclusive_ops_pct",
+    table = table_view(profile, ["module", "type", "calls", "params", "self_macs", "self_ops",
+                                 "ops", "ops_pct",
                                  *extra_columns(module_frame(profile))])
     lines += ["", render_markdown(table)]
     return "\n".join(lines)

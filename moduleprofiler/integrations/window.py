@@ -69,7 +69,7 @@ class WindowWarning(UserWarning):
     """The profiling window did not profile what it was asked to: the profiling failed (the
     callback then turns itself off), or training ended before the window. Training goes on."""
 
-COUNT_COLUMNS = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backward_flops",
+COUNT_COLUMNS = ("params", "ops", "flops", "backward_flops",
                  "saved_bytes", "train_max_live_bytes")
 """The ``Profile.to_df("module")`` columns logged per module, under their own names (one
 name per number: docs/conventions.md). A module's numbers include its children's, as its

@@ -41,7 +41,7 @@ def sweep(
             :func:`~moduleprofiler.language.text_inputs` (with ``labels`` when ``backward``).
         seq_lens, batch_sizes: the grid (every pair is profiled).
         make_input: ``(batch_size, seq_len) -> input`` for other models.
-        backward: also count a backward pass (``backward_flops``).
+        backward: also count a backward pass (``self_backward_flops``).
         time: also measure the whole-model latency (:meth:`Profiler.benchmark`, its keywords
             and those of :class:`~moduleprofiler.timing.TimingOptions` in
             ``benchmark_options``): ``time_ms`` is its median.
@@ -51,7 +51,7 @@ def sweep(
 
     Returns:
         One row per size: ``batch_size``, ``seq_len``, ``tokens``, ``params``, ``ops``,
-        ``macs``, ``flops``, ``flops_per_token``, ``complete``, and ``backward_flops``,
+        ``macs``, ``flops``, ``flops_per_token``, ``complete``, and ``self_backward_flops``,
         ``time_ms``, ``peak_bytes`` when asked.
 
     Raises:
@@ -79,7 +79,7 @@ def sweep(
             "complete": profile.complete}
         if backward:
             macs = profile.total_backward_macs
-            row["backward_flops"] = None if macs is None else 2 * macs
+            row["self_backward_flops"] = None if macs is None else 2 * macs
         if time:
             row["time_ms"] = profiler.benchmark(model, given, timing,
                                                  **benchmark_options).stats.median

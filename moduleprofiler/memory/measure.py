@@ -50,7 +50,7 @@ def _records(inference: PassResult, training: PassResult | None,
         info = by_path.get(call["path"])
         records.append(CallRecord.uncounted(
             CallPosition(**{f.name: call[f.name] for f in dataclasses.fields(CallPosition)}),
-            info.params if info else 0, info.own_params if info else 0,
+            info.params if info else 0, info.self_params if info else 0,
             output_bytes=call["output_bytes"],
             metrics={name: metrics.get(name) for name in names}))
     return tuple(records)

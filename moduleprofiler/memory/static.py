@@ -46,7 +46,7 @@ def module_bytes(module: nn.Module) -> dict[str, ModuleBytes]:
         total = sum(own_nbytes(p) for p in params)
         result[fact.path] = ModuleBytes(
             param_bytes=total,
-            own_param_bytes=sum(own_nbytes(p) for p in distinct(fact.own_params)),
+            own_param_bytes=sum(own_nbytes(p) for p in distinct(fact.self_params)),
             buffer_bytes=sum(own_nbytes(b) for b in buffers),
             trainable_param_bytes=trainable,
             frozen_param_bytes=total - trainable,

@@ -216,7 +216,7 @@ def call_records(infos: Sequence[ModuleInfo], iterations: Sequence[IterationTime
                     index=known, parent=parent,
                     depth=0 if parent is None else records[parent].depth + 1, path=info.path,
                     type_name=info.type_name, call_number=key[1]),
-                    info.params, info.own_params))
+                    info.params, info.self_params))
             index[position] = known
     return records
 

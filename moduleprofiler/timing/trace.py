@@ -9,11 +9,11 @@ Holistic Trace Analysis show.
 
 Which numbers (the profile's per-call columns, :mod:`moduleprofiler.export.columns`):
 
-* a forward range: the call's counts (``inclusive_flops``, ``inclusive_macs``,
-  ``inclusive_ops`` and the own ``flops``, ``macs``, ``ops``), ``params``, ``output_bytes``,
+* a forward range: the call's counts (``flops``, ``macs``,
+  ``ops`` and the own ``self_flops``, ``self_macs``, ``self_ops``), ``params``, ``output_bytes``,
   and every measured time, memory or listener quantity it has (``forward_ms`` after
   ``with_timing``, a roofline's predicted time, bytes moved...);
-* a backward range: the call's own backward counts (``backward_flops``...) and its measured
+* a backward range: the call's own backward counts (``self_backward_flops``...) and its measured
   backward quantities (``backward_ms``...). A module's backward is one range per autograd node
   it created, and each carries the numbers of the module's whole backward.
 
@@ -50,9 +50,9 @@ RANGE_CATEGORIES = ("user_annotation", "gpu_user_annotation")
 """Trace categories of ``record_function`` ranges: on the host's timeline, and (CUDA) the
 same range on the device's timeline."""
 
-FORWARD_COUNTS = ("inclusive_flops", "inclusive_macs", "inclusive_ops", "flops", "macs", "ops",
+FORWARD_COUNTS = ("flops", "macs", "ops", "self_flops", "self_macs", "self_ops",
                   "params", "output_bytes")
-BACKWARD_COUNTS = ("backward_flops", "backward_macs", "backward_ops")
+BACKWARD_COUNTS = ("self_backward_flops", "self_backward_macs", "self_backward_ops")
 
 TracePath = str | os.PathLike[str]
 

@@ -22,7 +22,7 @@ def _gathered() -> DistributedProfile:
 
 
 def test_module_stats_min_median_max_sum_and_skew() -> None:
-    stats = _gathered().module_stats(["macs", "ops"]).set_index("module")
+    stats = _gathered().module_stats(["macs", "ops", "self_macs"]).set_index("module")
     first = stats.loc["0"]
     # MACs 64, 96, 224: min 64, median 96, max 224, sum 384, skew 224 / 96
     assert (first["macs_min"], first["macs_median"], first["macs_max"], first["macs_sum"]) \
@@ -31,12 +31,12 @@ def test_module_stats_min_median_max_sum_and_skew() -> None:
     # ReLU on rows x 8: 16, 24, 56 ops
     assert stats.loc["1", ["ops_min", "ops_median", "ops_max"]].tolist() == [16, 24, 56]
     # the root does no work of its own: median 0, so no skew
-    assert pd.isna(stats.loc["__root__", "macs_skew"])
+    assert pd.isna(stats.loc["__root__", "self_macs_skew"])
 
 
 def test_every_numeric_column_by_default() -> None:
     stats = _gathered().module_stats()
-    assert {"macs_median", "inclusive_flops_max", "params_sum"} <= set(stats.columns)
+    assert {"macs_median", "flops_max", "params_sum"} <= set(stats.columns)
     assert "module_median" not in stats.columns and "complete_min" not in stats.columns
 
 
@@ -49,7 +49,7 @@ def test_totals_sum_over_ranks() -> None:
 
 def test_stragglers_name_the_module_and_rank_above_the_median() -> None:
     gathered = _gathered()
-    table = gathered.stragglers(2, by="macs")
+    table = gathered.stragglers(2, by="self_macs")
     # the third rank's calls are furthest above the median: Linear(8, 6) 7*48 - 3*48 = 192,
     # then Linear(4, 8) 224 - 96 = 128
     assert table[["module", "rank", "excess"]].values.tolist() == [["2", 2, 192.0],
@@ -106,15 +106,15 @@ def test_parameters_that_differ_between_ranks_are_unknown() -> None:
 
 
 def test_module_stats_show_integer_counts_as_integers() -> None:
-    stats = _gathered().module_stats(["macs", "inclusive_macs"]).set_index("module")
+    stats = _gathered().module_stats(["self_macs", "macs"]).set_index("module")
     # integer columns keep integers: min, max and sum, and the median where it is whole
-    for column in ("macs_min", "macs_median", "macs_max", "macs_sum"):
+    for column in ("self_macs_min", "self_macs_median", "self_macs_max", "self_macs_sum"):
         assert str(stats[column].dtype) == "Int64", column
-    assert str(stats["macs_skew"].dtype) == "float64"
+    assert str(stats["self_macs_skew"].dtype) == "float64"
     # the root's inclusive MACs are the whole model's: 80 per row -> 160, 240, 560
     root = stats.loc["__root__"]
-    assert (root["inclusive_macs_min"], root["inclusive_macs_median"],
-            root["inclusive_macs_max"], root["inclusive_macs_sum"]) == (160, 240, 560, 960)
+    assert (root["macs_min"], root["macs_median"],
+            root["macs_max"], root["macs_sum"]) == (160, 240, 560, 960)
     assert "160" in stats.to_string() and "160.0" not in stats.to_string()
 
 

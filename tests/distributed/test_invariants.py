@@ -42,7 +42,7 @@ def _of(ranks: list[dict], name: str) -> list:
 
 def _counts(profile, prefix=""):
     """(path without the wrapper's prefix, ops, macs) of every call."""
-    return [(r.path.removeprefix(prefix), r.ops, r.macs) for r in profile.records
+    return [(r.path.removeprefix(prefix), r.self_ops, r.self_macs) for r in profile.records
             if r.path.startswith(prefix) and r.path != prefix.rstrip(".")]
 
 
@@ -55,7 +55,7 @@ def _ddp(rank: int, world_size: int) -> dict:
     return {
         "rank": (profile.rank, profile.world_size),
         "counts": _counts(profile, "module."), "single": _counts(single),
-        "backward_macs": sum(r.backward_macs for r in profile.records),
+        "self_backward_macs": sum(r.self_backward_macs for r in profile.records),
         "single_backward_macs": single.total_backward_macs,
         "all_reduce": sum(c.bytes for c in listener.collectives if c.kind == "all_reduce"),
         "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()
@@ -71,7 +71,7 @@ def test_ddp_counts_per_rank_and_gradient_all_reduce_bytes(ranks: list[dict]) ->
         # Linear(4, 8) on 2 + rank rows: (2 + rank) * 8 * 4 MACs
         assert result["counts"] == result["single"]
         assert result["counts"][0][2] == (2 + rank) * 8 * 4
-        assert result["backward_macs"] == result["single_backward_macs"]
+        assert result["self_backward_macs"] == result["single_backward_macs"]
         # the bucket all-reduce carries every trainable gradient once:
         # (4 * 8 + 8 + 8 * 6 + 6) = 94 parameters * 4 bytes = 376
         assert result["all_reduce"] == result["param_bytes"] == 376

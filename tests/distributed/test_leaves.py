@@ -22,7 +22,7 @@ def test_a_ddp_backward_leaves_the_inputs_and_parameters_grads_alone() -> None:
         profile = ModuleProfiler().profile(model, x, backward=True)
         # the backward ran: the weight gradient 4 x 2 x 3 = 24 MACs plus the input's (it
         # requires grad) 4 x 3 x 2 = 24
-        assert profile.calls("module")[0].backward_macs == 48
+        assert profile.calls("module")[0].self_backward_macs == 48
         assert torch.equal(x.grad, torch.ones(4, 3))
         assert torch.equal(model.module.bias.grad, torch.full((2,), 7.0))
         assert model.module.weight.grad is None

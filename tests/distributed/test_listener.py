@@ -49,9 +49,9 @@ def test_every_collective_on_its_call(timing: bool) -> None:
                      ("talks", "all_gather", 96, 72, 4),
                      ("talks", "reduce_scatter", 96, 72, 4)]
     frame = profile.to_df().set_index("module")
-    assert frame.loc["talks", "comm_bytes"] == 24 + 96 + 96
+    assert frame.loc["talks", "self_comm_bytes"] == 24 + 96 + 96
     assert frame.loc["talks", "comm_kinds"] == "all_reduce, all_gather, reduce_scatter"
-    assert frame.loc["__root__", "inclusive_comm_bytes"] == 24 + 24 + 96 + 96
+    assert frame.loc["__root__", "comm_bytes"] == 24 + 24 + 96 + 96
     assert frame.loc["after", "collectives"] == 0
     assert profile.complete  # communication costs no compute ops
     if timing:

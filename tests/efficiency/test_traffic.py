@@ -18,7 +18,7 @@ def traffic(model: nn.Module, x: torch.Tensor, **options: object):
 def test_mlp_forward_bytes_by_hand():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     profile = traffic(model, torch.randn(3, 4))
-    moved = {r.path: r.metrics["moved_bytes"] for r in profile.records}
+    moved = {r.path: r.metrics["self_moved_bytes"] for r in profile.records}
     # addmm(bias[8], x[3,4], W.t()[4,8]) (the transpose is a view: nothing moved):
     # reads 4 * (8 + 12 + 32) = 208, writes 4 * 3 * 8 = 96 -> 304
     assert moved["0"] == 304
@@ -28,7 +28,7 @@ def test_mlp_forward_bytes_by_hand():
     assert moved["2"] == 192
     assert moved[""] == 0  # the container runs no operator of its own
     calls = profile.to_df("call").set_index("module")
-    assert calls.loc["__root__", "inclusive_moved_bytes"] == 304 + 192 + 192
+    assert calls.loc["__root__", "moved_bytes"] == 304 + 192 + 192
     assert list(calls["launches"]) == [0, 1, 1, 1]
 
 
@@ -39,7 +39,7 @@ def test_views_move_nothing_and_a_repeated_input_is_read_once():
 
     # x + x reads x once (24 bytes) and writes 24; view and t are views: 48
     record = traffic(AddSelf(), torch.randn(2, 3)).records[0]
-    assert record.metrics == {"moved_bytes": 48, "launches": 1}
+    assert record.metrics == {"self_moved_bytes": 48, "launches": 1}
 
 
 def test_in_place_reads_and_writes_its_target():
@@ -48,7 +48,7 @@ def test_in_place_reads_and_writes_its_target():
             return x.add_(1)
 
     # add_ reads the 4 floats and writes them back: 16 + 16
-    assert traffic(Bump(), torch.randn(4)).records[0].metrics["moved_bytes"] == 32
+    assert traffic(Bump(), torch.randn(4)).records[0].metrics["self_moved_bytes"] == 32
 
 
 def test_operator_bytes_of_views_and_allocations_is_none():
@@ -64,18 +64,18 @@ def test_backward_bytes_by_hand_and_on_meta():
     profile = traffic(nn.Linear(4, 2, bias=False), torch.randn(3, 4), backward=True)
     metrics = profile.records[0].metrics
     # forward mm(x[3,4], W.t()[4,2]): 4 * (12 + 8) read + 4 * 6 written = 104
-    assert metrics["moved_bytes"] == 104
+    assert metrics["self_moved_bytes"] == 104
     # weight gradient mm(grad.t()[2,3], x[3,4]): 4 * (6 + 12) read + 4 * 8 written = 104; the
     # input needs no gradient
-    assert metrics["backward_moved_bytes"] == 104
+    assert metrics["self_backward_moved_bytes"] == 104
     assert metrics["backward_launches"] == 1
     meta = traffic(nn.Linear(4, 8, device="meta"), torch.randn(3, 4, device="meta"))
-    assert meta.records[0].metrics["moved_bytes"] == 304  # shapes alone, as on the CPU
+    assert meta.records[0].metrics["self_moved_bytes"] == 304  # shapes alone, as on the CPU
 
 
 def test_without_backward_no_backward_columns():
     metrics = traffic(nn.Linear(4, 2), torch.randn(3, 4)).records[0].metrics
-    assert "backward_moved_bytes" not in metrics  # not run: unknown, never 0
+    assert "self_backward_moved_bytes" not in metrics  # not run: unknown, never 0
 
 
 class _Block(nn.Module):
@@ -106,7 +106,7 @@ def test_checkpoint_recomputation_is_counted_in_its_own_column():
     assert recompute == {"": 0, "block": 0, "block.a": 0, "block.b": 32, "out": 0}
     b = profile.calls("block.b")[0]
     # its own backward (grad input 32 + grad weight 32 MACs) plus the recomputation
-    assert b.backward_macs == 32 + 32 + 32
+    assert b.self_backward_macs == 32 + 32 + 32
     assert b.metrics["recompute_moved_bytes"] > 0
 
 

@@ -29,7 +29,7 @@ class Module:
     path: str
     type_name: str
     params: int
-    own_params: int
+    self_params: int
     buffers: int = 0
     frozen: int = 0
 
@@ -52,14 +52,14 @@ def build(calls: Sequence[Call], modules: Sequence[Module], **extra: Any) -> Pro
     depth: list[int] = []
     for call in calls:
         depth.append(0 if call.parent is None else depth[call.parent] + 1)
-    inclusive_ops = [c.ops or 0 for c in calls]
-    inclusive_macs = [c.macs or 0 for c in calls]
+    ops = [c.ops or 0 for c in calls]
+    macs = [c.macs or 0 for c in calls]
     complete = [c.source in ("formula", "operator", "excluded") for c in calls]
     for index in range(len(calls) - 1, -1, -1):
         parent = calls[index].parent
         if parent is not None:
-            inclusive_ops[parent] += inclusive_ops[index]
-            inclusive_macs[parent] += inclusive_macs[index]
+            ops[parent] += ops[index]
+            macs[parent] += macs[index]
             complete[parent] = complete[parent] and complete[index]
     by_path = {m.path: m for m in modules}
     seen: dict[str, int] = {}
@@ -74,9 +74,10 @@ def build(calls: Sequence[Call], modules: Sequence[Module], **extra: Any) -> Pro
             "type_name": call.type_name, "call_number": number, "input_shapes": call.inputs,
             "input_dtypes": ("float32",), "output_shapes": call.output,
             "output_dtypes": ("float32",), "input_size": first_input, "output_size": call.output,
-            "params": info.params, "own_params": info.own_params, "ops": call.ops,
-            "macs": call.macs, "ops_source": call.source, "inclusive_ops": inclusive_ops[index],
-            "inclusive_macs": inclusive_macs[index], "complete": complete[index],
+            "params": info.params, "self_params": info.self_params,
+            "self_ops": call.ops, "self_macs": call.macs, "ops_source": call.source,
+            "ops": ops[index],
+            "macs": macs[index], "complete": complete[index],
         }
         values["output_bytes"] = _float32_bytes(call.output)
         names = {f.name for f in dataclasses.fields(CallRecord)}
@@ -84,7 +85,7 @@ def build(calls: Sequence[Call], modules: Sequence[Module], **extra: Any) -> Pro
     infos = tuple(
         ModuleInfo(path=m.path, type_name=m.type_name,
                    depth=0 if m.path == "" else m.path.count(".") + 1, params=m.params,
-                   own_params=m.own_params, trainable_params=m.params - m.frozen,
+                   self_params=m.self_params, trainable_params=m.params - m.frozen,
                    buffers=m.buffers,
                    is_leaf=not any(o.path.startswith(m.path + ".") or (m.path == "" and o.path)
                                    for o in modules))

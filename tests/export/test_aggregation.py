@@ -34,10 +34,10 @@ def test_a_module_calling_itself_counts_its_outermost_call_only() -> None:
     modules = profile.to_df("module").set_index("module")
     assert modules.loc["__root__", "calls"] == 3
     # the three root calls contain one another (192, 128 and 64): only the outer one counts
-    assert modules.loc["__root__", "inclusive_ops"] == 192
-    assert modules.loc["fc", "inclusive_ops"] == 192 and modules.loc["fc", "ops"] == 192
+    assert modules.loc["__root__", "ops"] == 192
+    assert modules.loc["fc", "ops"] == 192 and modules.loc["fc", "self_ops"] == 192
     tree = profile.tree().df.set_index("module")
-    assert tree.loc["__root__", "inclusive_ops_pct"] == 100.0  # not 200 %
+    assert tree.loc["__root__", "ops_pct"] == 100.0  # not 200 %
     assert "100.0%" in str(profile.tree()).splitlines()[2]
     assert ModuleProfiler().estimate_ops(Recursive(), torch.randn(2, 4))["__root__"][
         "inclusive_ops"] == 192
@@ -49,7 +49,7 @@ def test_a_type_nested_in_itself_counts_its_outermost_module() -> None:
     profile = ModuleProfiler().profile(model, torch.randn(2, 4))
     types = profile.to_df("type").set_index("type")
     # Linear 64 ops + ReLU 8 = 72 in the outer Sequential, which contains the inner one
-    assert types.loc["Sequential", "inclusive_ops"] == 72
+    assert types.loc["Sequential", "ops"] == 72
     assert types.loc["Sequential", "modules"] == 2
 
 
@@ -74,11 +74,11 @@ def test_containers_show_their_childrens_sums() -> None:
     # Linear(4, 2): 2 x 2 x 7 + 2 x 2 = 32 ops, 16 MACs; total 64 + 64 + 32 = 160 ops
     assert profile.total_ops == 160
     modules = profile.to_df("module").set_index("module")
-    assert modules.loc["layers", "inclusive_ops"] == 128
-    assert modules.loc["layers", "inclusive_macs"] == 64
-    assert modules.loc["heads", "inclusive_ops"] == 32
+    assert modules.loc["layers", "ops"] == 128
+    assert modules.loc["layers", "macs"] == 64
+    assert modules.loc["heads", "ops"] == 32
     assert modules.loc["layers", "calls"] == 0
-    assert modules.loc["layers", "ops"] == 0  # it never ran: no work of its own
+    assert modules.loc["layers", "self_ops"] == 0  # it never ran: no work of its own
     assert pd.isna(modules.loc["layers", "output_shapes"])
     assert modules.loc["layers", "ops_source"] == "grouping"
     assert modules.loc["spare", "ops_source"] == "uncalled"
@@ -102,9 +102,9 @@ def test_a_grouping_of_groupings() -> None:
     modules = profile.to_df("module").set_index("module")
     # the root itself is never called (pred_fn calls its grandchildren): a grouping too;
     # Linear 64 ops + ReLU 2 x 4 = 8 ops
-    assert modules.loc["__root__", "inclusive_ops"] == 72
-    assert modules.loc["stages", "inclusive_ops"] == 72
-    assert modules.loc["stages.0", "inclusive_ops"] == 64
+    assert modules.loc["__root__", "ops"] == 72
+    assert modules.loc["stages", "ops"] == 72
+    assert modules.loc["stages.0", "ops"] == 64
     assert "never called" not in str(profile.tree())
 
 
@@ -123,14 +123,14 @@ def _shared_blocks() -> tuple[nn.Module, Profile]:
 
 def test_a_shared_module_is_drawn_under_each_block_that_called_it() -> None:
     _, profile = _shared_blocks()
-    tree = profile.tree(["calls", "params", "inclusive_ops"]).to_text(width=0, fold=False)
+    tree = profile.tree(["calls", "params", "ops"]).to_text(width=0, fold=False)
     assert tree is not None
     frame = profile.tree().frame.set_index("module")
     # per call: Linear 4*8*(2*8-1) + 4*8 = 512 ops, ReLU 4*8 = 32; a block 544
     for block in ("0", "1", "2"):
-        assert frame.loc[block, "inclusive_ops"] == 544 and frame.loc[block, "params"] == 72
+        assert frame.loc[block, "ops"] == 544 and frame.loc[block, "params"] == 72
         assert frame.loc[f"{block}.0", "calls"] == 1  # all three sat under block 0 (x3, 1,536)
-        assert frame.loc[f"{block}.0", "inclusive_ops"] == 512
+        assert frame.loc[f"{block}.0", "ops"] == 512
     # its parameters once, on its own row; the rows drawn under blocks 1 and 2 have none
     assert frame.loc["0.0", "params"] == 72
     assert pd.isna(frame.loc["1.0", "params"]) and pd.isna(frame.loc["2.0", "params"])
@@ -139,7 +139,7 @@ def test_a_shared_module_is_drawn_under_each_block_that_called_it() -> None:
     assert "shared module" in tree and "1.0, 2.0" in tree
     # the flat table keeps one row per module: the shared Linear's three calls together
     table = profile.to_df(aggregate="module").set_index("module")
-    assert table.loc["0.0", "calls"] == 3 and table.loc["0.0", "inclusive_ops"] == 3 * 512
+    assert table.loc["0.0", "calls"] == 3 and table.loc["0.0", "ops"] == 3 * 512
 
 
 def test_blocks_holding_a_shared_module_do_not_fold_into_more_parameters_than_the_model(
@@ -196,17 +196,17 @@ def test_the_totals_under_a_view_are_the_profile_totals() -> None:
     totals = profile_totals(profile)
     # 4 x 2 + 2 = 10 parameters; 3 rows x 2 outputs x 4 inputs = 24 MACs, 48 FLOPs;
     # ops 3 x 2 x (2 x 4 - 1) + 3 x 2 (bias) = 48
-    assert {name: totals[name] for name in ("params", "own_params", "inclusive_macs",
-                                            "inclusive_flops", "inclusive_ops")} == {
-        "params": 10, "own_params": 10, "inclusive_macs": 24, "inclusive_flops": 48,
-        "inclusive_ops": 48}
+    assert {name: totals[name] for name in ("params", "self_params", "macs",
+                                            "flops", "ops")} == {
+        "params": 10, "self_params": 10, "macs": 24, "flops": 48,
+        "ops": 48}
     # the weight's gradient: 3 rows x 4 inputs x 2 outputs = 24 MACs (the input needs none)
-    backward_macs = profile.total_backward_macs
-    assert backward_macs == 24
-    assert totals["backward_flops"] == totals["inclusive_backward_flops"] == 2 * backward_macs
+    self_backward_macs = profile.total_backward_macs
+    assert self_backward_macs == 24
+    assert totals["self_backward_flops"] == totals["backward_flops"] == 2 * self_backward_macs
     assert dict(profile.tree().totals) == {
-        "params": 10, "inclusive_macs": 24, "inclusive_flops": 48, "inclusive_ops": 48,
-        "inclusive_backward_macs": backward_macs,
-        "inclusive_backward_ops": profile.total_backward_ops}
+        "params": 10, "macs": 24, "flops": 48, "ops": 48,
+        "backward_macs": self_backward_macs,
+        "backward_ops": profile.total_backward_ops}
     assert dict(ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(3, 4)).tree().totals) == {
-        "params": 10, "inclusive_macs": 24, "inclusive_flops": 48, "inclusive_ops": 48}
+        "params": 10, "macs": 24, "flops": 48, "ops": 48}

@@ -63,8 +63,8 @@ def test_whole_model_rows_and_totals() -> None:
     }
     # no module formula: the table's ops are the profile's, 42 + 12 + 6 + 6 + 6 = 72
     view = profile.by_operator()
-    assert profile.total_ops == 72 and view.totals["inclusive_ops"] == 72
-    assert view.totals["inclusive_flops"] == 48 and view.totals["operator_bytes"] == 344
+    assert profile.total_ops == 72 and view.totals["ops"] == 72
+    assert view.totals["flops"] == 48 and view.totals["operator_bytes"] == 344
     # shares of the table: mm 42 / 72 = 58.3 %, bytes 104 / 344 = 30.2 %
     first = view.df.iloc[0]
     assert first["operator"] == "aten.mm"
@@ -104,7 +104,7 @@ def test_resnet18_conv_rows_match_the_conv_modules_and_flop_counter() -> None:
     assert oracle["aten.convolution"] == rows.loc["aten.convolution", "flops"]
     assert oracle["aten.addmm"] == rows.loc["aten.addmm", "flops"] == 2 * 512 * 1000
     # resnet18's module formulas and operator formulas agree: one total
-    assert profile.by_operator().totals["inclusive_ops"] == profile.total_ops
+    assert profile.by_operator().totals["ops"] == profile.total_ops
 
 
 def test_a_module_formula_that_differs_is_said() -> None:
@@ -112,7 +112,7 @@ def test_a_module_formula_that_differs_is_said() -> None:
     profile = _profile(nn.CosineSimilarity(dim=1), (torch.randn(2, 5), torch.randn(2, 5)))
     view = profile.by_operator()
     # formula: 2 rows x (6 x 5 + 3) = 66; operators: 2 x (8 x 5 + 1) = 82
-    assert profile.total_ops == 66 and view.totals["inclusive_ops"] == 82
+    assert profile.total_ops == 66 and view.totals["ops"] == 82
     assert any("module rows count 66 ops" in note and "operators 82" in note
                for note in view.notes)
 
@@ -125,7 +125,7 @@ def test_unknown_operators_are_na_and_listed() -> None:
     row = view.df.set_index("operator").loc["aten.mm"]
     assert pd.isna(row["ops"]) and pd.isna(row["macs"]) and pd.isna(row["flops"])
     assert row["operator_bytes"] == 104
-    assert view.totals["inclusive_ops"] == 12  # relu 6 + add 6: a lower bound
+    assert view.totals["ops"] == 12  # relu 6 + add 6: a lower bound
     assert any("aten.mm" in note and "lower bounds" in note for note in view.notes)
     assert view.df["operator"].iloc[-1] == "aten.mm"  # unknown rows last
 

@@ -51,20 +51,20 @@ def profile() -> Profile:
 def test_the_numbers_by_hand(profile: Profile) -> None:
     modules = profile.to_df("module").set_index("module")
     # fc1: 3 rows x 4 in x 8 out = 96 MACs -> 192 FLOPs; fc2: 3 x 8 x 2 = 48 MACs -> 96 FLOPs
-    assert list(modules["flops"]) == [0, 192, 0, 96]
-    assert modules.loc["__root__", "inclusive_flops"] == 2 * (96 + 48)  # 288
+    assert list(modules["self_flops"]) == [0, 192, 0, 96]
+    assert modules.loc["__root__", "flops"] == 2 * (96 + 48)  # 288
     # backward: fc1 weight grad 3 x 4 x 8 = 96 (its input needs no grad); fc2 input grad and
     # weight grad 3 x 8 x 2 each = 96
-    assert list(modules["backward_macs"]) == [0, 96, 0, 96]
-    assert modules.loc["__root__", "inclusive_backward_macs"] == 192
-    assert modules.loc["fc2", "backward_flops"] == 192
-    assert modules.loc["__root__", "inclusive_backward_flops"] == 384
+    assert list(modules["self_backward_macs"]) == [0, 96, 0, 96]
+    assert modules.loc["__root__", "backward_macs"] == 192
+    assert modules.loc["fc2", "self_backward_flops"] == 192
+    assert modules.loc["__root__", "backward_flops"] == 384
     # parameters as float32: fc1 (4 x 8 + 8) x 4 B = 160 B, fc2 (8 x 2 + 2) x 4 B = 72 B
     assert list(modules["param_bytes"]) == [232, 160, 0, 72]
     assert list(modules["buffer_bytes"]) == [0, 0, 0, 0]
     # outputs: fc1 and act 3 x 8 x 4 B = 96 B each (ReLU is not in place), fc2 3 x 2 x 4 = 24
     assert list(modules["output_bytes"]) == [24, 96, 96, 24]
-    assert profile.tree(["backward_macs"]).df["backward_macs"].tolist() == [0, 96, 0, 96]
+    assert profile.tree(["self_backward_macs"]).df["self_backward_macs"].tolist() == [0, 96, 0, 96]
 
 
 @pytest.mark.parametrize("name", MODULE_COLUMNS)
@@ -88,7 +88,7 @@ def test_compute_headers_state_their_convention(profile: Profile) -> None:
     """ops, MACs and FLOPs (2·MACs) in every view's header, beside their numbers: the root
     does 96 + 48 = 144 MACs, so 288 FLOPs, and 312 ops (fc1 3 x 8 x (2 x 4) = 192, ReLU 24,
     fc2 3 x 2 x (2 x 8) = 96)."""
-    tree = profile.tree(["inclusive_ops", "inclusive_macs", "inclusive_flops"])
+    tree = profile.tree(["ops", "macs", "flops"])
     text = str(tree).splitlines()  # plain ASCII: the dot is an x
     assert re.split(r"\s{2,}", text[0]) == ["module", "ops", "MACs", "FLOPs (2xMACs)"]
     assert text[2].split()[-3:] == ["312", "144", "288"]
@@ -101,7 +101,7 @@ def test_compute_headers_state_their_convention(profile: Profile) -> None:
     html = tree.to_html() or ""
     assert ">FLOPs (2·MACs)</th>" in html and ">288</td>" in html
     assert ">FLOPs (2·MACs)</th>" in tree._repr_html_()
-    own = profile.table(["ops", "macs", "flops"])
+    own = profile.table(["self_ops", "self_macs", "self_flops"])
     assert own.df.set_index("module").loc["fc1"].tolist()[1:] == [192, 96, 192]  # 3x4x8 MACs
     assert re.split(r"\s{2,}", _header(str(own))) == [
         "module", "type", "self ops", "self MACs", "self FLOPs (2xMACs)"]
@@ -240,5 +240,5 @@ def test_registering_a_different_meaning_twice_is_refused() -> None:
 
 def test_tree_of_any_column_json_schema(profile: Profile) -> None:
     document = json.loads(profile.to_json() or "")
-    assert document["schema_version"] == 2
+    assert document["schema_version"] == 3
     assert all(isinstance(record["metrics"], dict) for record in document["records"])

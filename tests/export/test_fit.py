@@ -39,8 +39,8 @@ def models() -> dict[str, Profile]:
     }
 
 
-IO_OPS = ["params", "input_shapes", "output_shapes", "inclusive_macs", "inclusive_ops",
-          "inclusive_ops_pct"]
+IO_OPS = ["params", "input_shapes", "output_shapes", "macs", "ops",
+          "ops_pct"]
 
 
 @pytest.mark.parametrize("width", [80, 120])
@@ -52,7 +52,7 @@ def test_no_line_is_wider_than_the_width(models: dict[str, Profile], name: str,
         "tree": profile.tree().to_text(width=width),
         "tree with shapes": profile.tree(IO_OPS).to_text(width=width),
         "every block": profile.tree(IO_OPS).to_text(width=width, fold=False),
-        "table": profile.table(sort_by="inclusive_ops", limit=10).to_text(width=width),
+        "table": profile.table(sort_by="ops", limit=10).to_text(width=width),
         "calls": profile.table(aggregate="call").to_text(width=width),
         "top": profile.top(5).to_text(width=width),
     }
@@ -120,23 +120,23 @@ def test_gpt2_blocks_fold_with_their_numbers_summed(models: dict[str, Profile]) 
     # per block: c_attn 16*768*2304 = 28,311,552 MACs; c_proj 16*768*768 = 9,437,184;
     # the MLP 2 * 16*768*3072 = 75,497,472; QK^T and AV 2 * 12*16*16*64 = 393,216;
     # 113,639,424 per block, 340,918,272 for three
-    assert folded.loc["h.0-2", "inclusive_macs"] == 340_918_272 == profile.total_macs
-    assert folded.loc["h.0-2.attn.c_attn", "inclusive_macs"] == 3 * 28_311_552
-    for column in ("params", "inclusive_macs", "inclusive_ops", "inclusive_ops_pct"):
+    assert folded.loc["h.0-2", "macs"] == 340_918_272 == profile.total_macs
+    assert folded.loc["h.0-2.attn.c_attn", "macs"] == 3 * 28_311_552
+    for column in ("params", "macs", "ops", "ops_pct"):
         blocks = [f"h.{i}" for i in range(3)]
         assert folded.loc["h.0-2", column] == pytest.approx(whole.loc[blocks, column].sum())
         children = [f"h.{i}.mlp.c_fc" for i in range(3)]
         assert folded.loc["h.0-2.mlp.c_fc", column] == pytest.approx(
             whole.loc[children, column].sum())
     # the folded rows under h add up to h itself, as the unfolded blocks do
-    assert folded.loc["h.0-2", "inclusive_ops"] == whole.loc["h", "inclusive_ops"]
+    assert folded.loc["h.0-2", "ops"] == whole.loc["h", "ops"]
     assert len(folded) == len(whole) - 2 * 13  # two of the three 13-row blocks are gone
     text = profile.tree().to_text(width=80)
     assert text is not None and "`-- 0-2 (GPT2Block) x3" in text
 
 
 def test_only_identical_blocks_fold(models: dict[str, Profile]) -> None:
-    folded = _folded(models["resnet18"], ["params", "inclusive_macs"])
+    folded = _folded(models["resnet18"], ["params", "macs"])
     assert "layer1.0-1" in folded.index  # two identical BasicBlocks
     # layer2.0 downsamples (its own parameters and shapes), so layer2's blocks stay apart,
     # and layer1 ... layer4 differ in width although their shown columns are all sums
@@ -174,7 +174,7 @@ def test_invalid_view_arguments_are_errors(models: dict[str, Profile]) -> None:
 
 
 def test_the_counting_convention_is_stated(models: dict[str, Profile]) -> None:
-    text = models["resnet18"].tree(["params", "inclusive_flops"], max_depth=0).to_text()
+    text = models["resnet18"].tree(["params", "flops"], max_depth=0).to_text()
     assert text is not None
     lines = text.splitlines()
     # 1.81G MACs, so 3.63G FLOPs = 2 x MACs in the totals
@@ -211,7 +211,7 @@ def test_top_keeps_the_value_it_ranks_by() -> None:
     view = _timed_tiny().top(5, by="self_time_median_ms")
     text = view.to_text(width=60)
     # before: "self time median" was hidden at 60 columns, only its % shown; now the
-    # other numbers go first (type 11 + own params 10 + self MACs 9 + 16 + 18 + 4 * 2 = 72)
+    # other numbers go first (type 11 + self params 11 + self MACs 9 + 16 + 18 + 4 * 2 = 73)
     assert _header(text).split() == ["type", "self", "time", "median", "self", "time",
                                      "median", "%"]
     assert text is not None and all(len(line) <= 60 for line in text.splitlines())
@@ -269,23 +269,23 @@ def test_the_last_columns_outlast_the_kept_ones() -> None:
 def test_one_column_of_each_quantity_stays_longest() -> None:
     from moduleprofiler.export.fit import TextColumn, fit_columns
 
-    def column(name: str, kind: str, cell: str) -> TextColumn:
-        return TextColumn(name, name, [cell], True, kind, [None])
+    def column(name: str, kind: str, cell: str, label: str | None = None) -> TextColumn:
+        return TextColumn(name, label or name, [cell], True, kind, [None])
 
     names = TextColumn("module", "module", ["root (Net)"], False, "name", [None], identity=True)
     columns = [names, column("params", "count", "19.21K"),
-               column("inclusive_macs", "count", "606.21K"),
-               column("inclusive_backward_macs", "count", "688.13K"),
-               column("inclusive_backward_ops", "count", "1.37M"),
+               column("macs", "count", "606.21K", "macs with kids"),
+               column("backward_macs", "count", "688.13K", "backward macs with kids"),
+               column("backward_ops", "count", "1.37M", "backward ops with kids"),
                column("saved_bytes", "bytes", "32.00 KiB"),
                column("self_saved_bytes", "bytes", "32.00 KiB"),
                column("time_median_ms", "time", "101.2 us"),
                column("self_time_median_ms", "time", "101.2 us")]
     kept, hidden = fit_columns(columns, 80)
-    # widths: module 10, params 6, inclusive_macs 14, backward macs 23, saved_bytes 11,
+    # widths: module 10, params 6, macs 14, backward macs 23, saved_bytes 11,
     # time_median_ms 14, joined by 2 spaces: 10+6+14+23+11+14 + 5*2 = 88 > 80, so the
     # backward counts' first column goes too: 88 - 25 = 63
-    assert [c.name for c in kept] == ["module", "params", "inclusive_macs", "saved_bytes",
+    assert [c.name for c in kept] == ["module", "params", "macs", "saved_bytes",
                                       "time_median_ms"]
-    assert hidden == ["self_time_median_ms", "self_saved_bytes", "inclusive_backward_ops",
-                      "inclusive_backward_macs"]
+    assert hidden == ["self_time_median_ms", "self_saved_bytes", "backward ops with kids",
+                      "backward macs with kids"]

@@ -9,8 +9,8 @@ from torch import nn
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.export.frame import data_columns
 
-BACKWARD = ["backward_ops", "backward_macs", "backward_flops", "inclusive_backward_ops",
-            "inclusive_backward_macs", "inclusive_backward_flops"]
+BACKWARD = ["self_backward_ops", "self_backward_macs", "self_backward_flops", "backward_ops",
+            "backward_macs", "backward_flops"]
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,8 @@ def test_a_forward_profile_shows_no_backward_columns(quick_start: Profile) -> No
     assert list(shown.columns) == [c for c in every.columns if c not in BACKWARD]
     assert len(shown.columns) == 25 and not shown.isna().all().any()
     # 4 calls: the root, Linear 4*32*8 = 1024 MACs, ReLU 0, Linear 4*2*32 = 256
-    assert shown["macs"].tolist() == [0, 1024, 0, 256]
+    assert shown["self_macs"].tolist() == [0, 1024, 0, 256]
+    assert shown["macs"].tolist() == [1024 + 256, 1024, 0, 256]  # the root with its children
     for aggregate in ("module", "type"):
         assert not set(BACKWARD) & set(quick_start.to_df(aggregate).columns)
         assert set(BACKWARD) <= set(quick_start.to_df(aggregate, columns="all").columns)
@@ -43,10 +44,10 @@ def test_unknown_forward_counts_stay() -> None:
     profile = tiny()
     frame = profile.to_df("module", columns="all")
     custom = frame[frame["module"] == "custom"]
-    assert custom["ops"].isna().all() and custom["macs"].isna().all()
+    assert custom["self_ops"].isna().all() and custom["self_macs"].isna().all()
     kept = data_columns(custom, profile)
-    assert {"ops", "macs", "flops"} <= set(kept.columns)
-    assert "backward_ops" not in kept
+    assert {"self_ops", "self_macs", "self_flops"} <= set(kept.columns)
+    assert "self_backward_ops" not in kept
 
 
 def test_a_backward_profile_keeps_its_backward_columns() -> None:
@@ -55,7 +56,7 @@ def test_a_backward_profile_keeps_its_backward_columns() -> None:
     frame = profile.to_df()
     # backward of Linear(5, 7) on (2, 5), an input that needs no grad: grad weight
     # 7*2*5 = 70 MACs (the bias's grad is a sum: ops, no MACs)
-    assert frame.loc[0, "backward_macs"] == 70
+    assert frame.loc[0, "self_backward_macs"] == 70
     assert set(BACKWARD) <= set(frame.columns)
 
 

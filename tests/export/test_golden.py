@@ -13,8 +13,8 @@ from tests.export.profiles import hostile, tiny
 CASES: dict[str, Callable[[], str | None]] = {
     "tiny.txt": lambda: str(tiny()),
     "tiny_unicode.txt": lambda: tiny().tree().to_text(unicode=True),
-    "tiny_table.txt": lambda: str(tiny().table(["calls", "ops", "ops_pct", "params"],
-                                               sort_by="ops", limit=4)),
+    "tiny_table.txt": lambda: str(tiny().table(["calls", "self_ops", "self_ops_pct", "params"],
+                                               sort_by="self_ops", limit=4)),
     "tiny_top.txt": lambda: f"{tiny().top(3)}\n\n{tiny().top(3, by='macs', depth=1)}",
     "tiny.csv": lambda: tiny().to_csv(),
     "tiny_modules.csv": lambda: tiny().to_csv(aggregate="module"),

@@ -60,6 +60,6 @@ def test_format_names_and_errors(tmp_path: Path) -> None:
 
 
 def test_view_csv_keeps_raw_numbers() -> None:
-    csv = tiny().table(["inclusive_ops", "inclusive_ops_pct"]).to_csv() or ""
+    csv = tiny().table(["ops", "ops_pct"]).to_csv() or ""
     assert csv.splitlines()[1].startswith("__root__,Net,11406,100.0")
     assert "custom,Custom,,\n" in csv

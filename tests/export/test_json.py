@@ -75,7 +75,7 @@ def test_two_runs_compared_after_a_round_trip() -> None:
 
     after = ModuleProfiler().profile(model, torch.randn(6, 4))  # 3x the batch
     frame = compare(before, after).df.set_index("module")
-    assert frame.loc["__root__", "inclusive_ops_ratio"] == pytest.approx(3.0)
+    assert frame.loc["__root__", "ops_ratio"] == pytest.approx(3.0)
     assert frame.loc["shared", "params_delta"] == 0
 
 
@@ -95,9 +95,17 @@ def test_backward_results_round_trip() -> None:
 
 def test_version_1_documents_are_still_read() -> None:
     """Version 1 wrote ``"metrics": null`` and had no ``columns`` declaration."""
+    from moduleprofiler.export.renamed import SCHEMA_2_NAMES
+
+    old_name = {new: old for old, new in SCHEMA_2_NAMES.items()}  # own ops was "ops"
     document = json.loads(tiny().to_json() or "")
     document["schema_version"] = 1
     del document["columns"], document["groupings"]
+    document["records"] = [{old_name.get(key, key): value for key, value in record.items()}
+                           for record in document["records"]]
+    document["modules"] = [{old_name.get(key, key): value for key, value in module.items()}
+                           for module in document["modules"]]
+    assert "inclusive_ops" in document["records"][0] and "own_params" in document["modules"][0]
     for record in document["records"]:
         record["metrics"] = None
     again = Profile.from_json(json.dumps(document))

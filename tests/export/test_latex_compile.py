@@ -92,8 +92,8 @@ def test_real_tables_fit_one_column(tmp_path: Path) -> None:
         gpt2.to_latex(max_depth=3, environment="longtable", caption="GPT-2 small, depth 3"),
         resnet.top(5).to_latex(caption="ResNet-18 module types"),
         # named columns are never left out: this one has to be scaled down
-        gpt2.to_latex(columns=["type", "calls", "params", "output_shapes", "inclusive_macs",
-                       "inclusive_flops", "inclusive_ops", "inclusive_ops_pct",
+        gpt2.to_latex(columns=["type", "calls", "params", "output_shapes", "macs",
+                       "flops", "ops", "ops_pct",
                        "param_bytes"], max_depth=2, caption="Every column"),
     ]
     texts = [str(table) for table in tables]

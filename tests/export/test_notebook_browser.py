@@ -70,7 +70,7 @@ def test_two_views_keep_their_own_styles(tmp_path: Path) -> None:
     assert [align for align, _ in table] == ["left", "left", "right", "right", "left",
                                              "right", "right", "right"]
     assert [bar for _, bar in table] == [False] * 7 + [True]
-    # top: type, modules, calls, own params, self MACs, self ops, self ops % (bars)
+    # top: type, modules, calls, self params, self MACs, self ops, self ops % (bars)
     assert [align for align, _ in top] == ["left"] + ["right"] * 6
     assert [bar for _, bar in top] == [False] * 6 + [True]
     # number headers stand over their numbers: table (module, type, calls), top (type,

@@ -36,8 +36,8 @@ def test_own_parameters_add_up_to_the_model(profile: Profile) -> None:
     modules = profile.to_df("module").set_index("module")
     # 1,600 + 272 = 1,872 parameters; the tied weight is the Embedding's own, once
     assert profile.total_params == 1872
-    assert list(modules["own_params"]) == [0, 1600, 272, 0]
-    assert modules["own_params"].sum() == 1872  # was 3,472: the tie counted twice
+    assert list(modules["self_params"]) == [0, 1600, 272, 0]
+    assert modules["self_params"].sum() == 1872  # was 3,472: the tie counted twice
     # the output layer still holds the weight (its params), and names its owner
     assert modules.loc["out", "params"] == 1600
     assert modules.loc["out", "shared_with"] == "emb"
@@ -47,9 +47,9 @@ def test_own_parameters_add_up_to_the_model(profile: Profile) -> None:
 def test_per_type_own_parameters_add_up_to_the_model(profile: Profile) -> None:
     types = profile.to_df("type").set_index("type")
     # Linear: mid's 272 (out owns none); Embedding: 1,600; the root owns none
-    assert types.loc["Linear", "own_params"] == 272
-    assert types.loc["Embedding", "own_params"] == 1600
-    assert types["own_params"].sum() == 1872
+    assert types.loc["Linear", "self_params"] == 272
+    assert types.loc["Embedding", "self_params"] == 1600
+    assert types["self_params"].sum() == 1872
 
 
 def test_the_tree_marks_the_tied_layer(profile: Profile) -> None:

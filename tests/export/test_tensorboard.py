@@ -62,7 +62,7 @@ def test_per_module_scalars_and_totals(tmp_path: Path) -> None:
     # totals: params 58, MACs 144, FLOPs 288, ops 312
     values = {"0": (40, 96, 192, 192), "1": (0, 0, 0, 24), "2": (18, 48, 96, 96),
               "total": (58, 144, 288, 312)}
-    columns = ("params", "inclusive_macs", "inclusive_flops", "inclusive_ops")
+    columns = ("params", "macs", "flops", "ops")
     expected = {f"moduleprofiler/{module}/{column}": (7, float(value))
                 for module, row in values.items() for column, value in zip(columns, row)}
     assert scalars(written(mlp_profile(), tmp_path, step=7)) == expected
@@ -78,7 +78,7 @@ def test_the_scalar_dashboard_reads_them(tmp_path: Path) -> None:
     read = provider.read_scalars(context.RequestContext(), experiment_id="",
                                  plugin_name="scalars", downsample=10)
     (run,) = read.values()
-    assert run["moduleprofiler/total/inclusive_ops"][0].value == 312.0
+    assert run["moduleprofiler/total/ops"][0].value == 312.0
     assert run["moduleprofiler/0/params"][0].value == 40.0
 
 
@@ -86,11 +86,11 @@ def test_unknown_values_are_skipped_never_zero(tmp_path: Path) -> None:
     # tiny(): "custom" has no formula (its ops and MACs unknown), 0 parameters (known)
     tags = scalars(written(tiny(), tmp_path))
     assert tags["moduleprofiler/custom/params"] == (0, 0.0)
-    assert "moduleprofiler/custom/inclusive_macs" not in tags
-    assert "moduleprofiler/custom/inclusive_ops" not in tags
+    assert "moduleprofiler/custom/macs" not in tags
+    assert "moduleprofiler/custom/ops" not in tags
     # conv: 7,776 ops and 3,888 MACs (the fixture's counts); block: 144 + 2,890 + 10 ops
-    assert tags["moduleprofiler/conv/inclusive_macs"] == (0, 3_888.0)
-    assert tags["moduleprofiler/block/inclusive_ops"] == (0, 3_044.0)
+    assert tags["moduleprofiler/conv/macs"] == (0, 3_888.0)
+    assert tags["moduleprofiler/block/ops"] == (0, 3_044.0)
 
 
 def test_counts_are_exact_beyond_float32(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_depth_prefix_and_columns(tmp_path: Path) -> None:
                     "run/prof/block.fc/ops": (0, 2_890.0),
                     "run/prof/total/params": (0, 1_576.0), "run/prof/total/ops": (0, 11_406.0)}
     root = scalars(written(mlp_profile(), tmp_path / "root", depth=0))
-    assert root["moduleprofiler/__root__/inclusive_ops"] == (0, 312.0)
+    assert root["moduleprofiler/__root__/ops"] == (0, 312.0)
 
 
 def test_text_tags_render_in_tensorboard(tmp_path: Path) -> None:

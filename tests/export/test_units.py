@@ -66,8 +66,8 @@ def test_missing_values_per_target() -> None:
 
 
 @pytest.mark.parametrize(("name", "kind", "inclusive"), [
-    ("params", "count", True), ("own_params", "count", False), ("ops", "count", False),
-    ("inclusive_ops", "count", True), ("forward_median_ms", "time", True),
+    ("params", "count", True), ("self_params", "count", False), ("self_ops", "count", False),
+    ("ops", "count", True), ("forward_median_ms", "time", True),
     ("forward_self_median_ms", "time", False), ("forward_p95_ms", "time", None),
     ("peak_bytes", "bytes", True), ("ops_pct", "percent", None),
     ("output_shapes", "shape", None), ("weird_column", "text", None),

@@ -20,18 +20,18 @@ def test_tree_keeps_raw_numbers_and_percentages() -> None:
     assert isinstance(view, View) and view.kind == "tree"
     frame = view.df
     assert list(frame.columns) == ["module", "type", "params", "output_shapes",
-                                   "inclusive_macs", "inclusive_ops", "inclusive_ops_pct"]
+                                   "macs", "ops", "ops_pct"]
     root = frame.iloc[0]
     # 10 + 7776 + 576 + 144 + 2890 + 10 = 11406 ops in total
-    assert root["inclusive_ops"] == 11_406 and root["inclusive_ops_pct"] == 100.0
+    assert root["ops"] == 11_406 and root["ops_pct"] == 100.0
     conv = frame.set_index("module").loc["conv"]
-    assert conv["inclusive_ops_pct"] == pytest.approx(100 * 7_776 / 11_406)
+    assert conv["ops_pct"] == pytest.approx(100 * 7_776 / 11_406)
 
 
 def test_unknown_stays_unknown_not_zero() -> None:
     frame = tiny().tree().df.set_index("module")
-    assert pd.isna(frame.loc["custom", "inclusive_ops"])  # no formula, nothing inside
-    assert pd.isna(frame.loc["unused", "inclusive_ops"])  # never called
+    assert pd.isna(frame.loc["custom", "ops"])  # no formula, nothing inside
+    assert pd.isna(frame.loc["unused", "ops"])  # never called
     assert "custom (Custom)" in str(tiny()) and "[not called]" in str(tiny())
 
 
@@ -49,8 +49,8 @@ def test_tree_filters_keep_the_tree_connected() -> None:
 
 
 def test_table_sort_limit_and_columns() -> None:
-    view = tiny().table(["ops", "ops_pct"], sort_by="ops", limit=2)
-    assert list(view.df.columns) == ["module", "type", "ops", "ops_pct"]
+    view = tiny().table(["self_ops", "self_ops_pct"], sort_by="self_ops", limit=2)
+    assert list(view.df.columns) == ["module", "type", "self_ops", "self_ops_pct"]
     assert list(view.df["module"]) == ["conv", "block.fc"]
     assert list(tiny().table(sort_by="module", ascending=True).df["module"])[:3] == [
         "__root__", "block", "block.act"]
@@ -65,9 +65,9 @@ def test_table_sort_limit_and_columns() -> None:
 def test_top_by_type_all_depths_and_at_a_depth() -> None:
     top = tiny().top(2).df
     assert list(top["type"]) == ["Conv2d", "Linear"]
-    assert list(top.columns) == ["type", "modules", "calls", "own_params", "macs", "ops",
-                                 "ops_pct"]
-    assert top.loc[1, "own_params"] == 1_450 + 6  # block.fc and the uncalled Linear
+    assert list(top.columns) == ["type", "modules", "calls", "self_params", "self_macs",
+                                 "self_ops", "self_ops_pct"]
+    assert top.loc[1, "self_params"] == 1_450 + 6  # block.fc and the uncalled Linear
     at_one = tiny().top(None, by="params", depth=1).df
     assert list(at_one["type"])[:2] == ["Sequential", "Conv2d"]
     assert at_one.loc[0, "params_pct"] == pytest.approx(100 * 1_450 / 1_576)
@@ -85,8 +85,8 @@ def test_compare_two_runs() -> None:
     view = compare(tiny(), tiny(), changed_only=True)
     assert view.df.empty
     full = compare(tiny(), tiny()).df.set_index("module")
-    assert full.loc["conv", "inclusive_ops_delta"] == 0
-    assert full.loc["conv", "inclusive_ops_ratio"] == 1.0
+    assert full.loc["conv", "ops_delta"] == 0
+    assert full.loc["conv", "ops_ratio"] == 1.0
 
 
 def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,11 +178,11 @@ def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
     tree = timing.tree()
     # a timing pass counts nothing and records no shapes: before, MACs, ops, ops % and output
     # showed a column of "-" each, and the footer defined ops and MACs
-    assert not {"inclusive_macs", "inclusive_ops", "inclusive_ops_pct",
+    assert not {"macs", "ops", "ops_pct",
                 "output_shapes"} & set(tree.columns)
     text = tree.to_text(width=0) or ""
     assert "time median" in text and "MACs" not in text and "multiplies" not in text
-    assert "inclusive_ops" in timing.tree(["inclusive_ops"]).columns  # named: still shown
+    assert "ops" in timing.tree(["ops"]).columns  # named: still shown
 
 
 def test_the_never_called_note_of_a_weightless_dropout_adds_no_clause() -> None:

@@ -57,7 +57,7 @@ def test_unbatched_and_scalar_inputs() -> None:
 
 def test_rrelu_training_draws_slopes() -> None:
     # training: 4 + 3 (draw u, *(upper-lower), +lower) per element: 6 * 7 = 42
-    assert profile_of(nn.RReLU(), torch.randn(2, 3), eval=False).records[0].ops == 42
+    assert profile_of(nn.RReLU(), torch.randn(2, 3), eval=False).records[0].self_ops == 42
 
 
 def test_glu_halves_the_dim() -> None:

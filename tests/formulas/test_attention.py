@@ -50,13 +50,14 @@ def test_self_attention_with_weights() -> None:
 def test_need_weights_off_and_unaveraged_weights_skip_the_average() -> None:
     mha = nn.MultiheadAttention(8, 2)
     x = torch.randn(3, 2, 8)
-    assert profile_call(mha, x, x, x, need_weights=False).records[0].ops == 3744
-    assert profile_call(mha, x, x, x, average_attn_weights=False).records[0].ops == 3744
+    assert profile_call(mha, x, x, x, need_weights=False).records[0].self_ops == 3744
+    assert profile_call(mha, x, x, x, average_attn_weights=False).records[0].self_ops == 3744
 
 
 def test_macs() -> None:
     x = torch.randn(3, 2, 8)
-    assert profile_of(nn.MultiheadAttention(8, 2), x, x, x).records[0].macs == BASE_MACS == 1824
+    record = profile_of(nn.MultiheadAttention(8, 2), x, x, x).records[0]
+    assert record.self_macs == BASE_MACS == 1824
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
@@ -74,10 +75,11 @@ def test_masks_add_one_op_per_score_each() -> None:
     padding = torch.tensor([[False, False, True], [False, False, False]])
     causal = torch.ones(3, 3, dtype=torch.bool).triu(1)
     kw: dict[str, Any] = {"need_weights": False}
-    assert profile_call(mha, x, x, x, key_padding_mask=padding, **kw).records[0].ops == 3744 + 36
-    assert profile_call(mha, x, x, x, attn_mask=causal, **kw).records[0].ops == 3744 + 36
+    padded = profile_call(mha, x, x, x, key_padding_mask=padding, **kw)
+    assert padded.records[0].self_ops == 3744 + 36
+    assert profile_call(mha, x, x, x, attn_mask=causal, **kw).records[0].self_ops == 3744 + 36
     both = profile_call(mha, x, x, x, attn_mask=causal, key_padding_mask=padding, **kw)
-    assert both.records[0].ops == 3744 + 72
+    assert both.records[0].self_ops == 3744 + 72
 
 
 def test_cross_attention_with_kdim_vdim_and_other_source_length() -> None:
@@ -89,21 +91,21 @@ def test_cross_attention_with_kdim_vdim_and_other_source_length() -> None:
     mha = nn.MultiheadAttention(8, 2, kdim=5, vdim=7)
     q, k, v = torch.randn(3, 2, 8), torch.randn(4, 2, 5), torch.randn(4, 2, 7)
     record = profile_call(mha, q, k, v, need_weights=False).records[0]
-    assert (record.ops, record.macs) == (3972, 1920)
+    assert (record.self_ops, record.self_macs) == (3972, 1920)
 
 
 def test_weight_dropout_counts_in_training_only() -> None:
     # as nn.Dropout in training: 3 ops per attention weight, 3 * N*h*L*S = 3 * 36 = 108
     mha, x = nn.MultiheadAttention(8, 2, dropout=0.1), torch.randn(3, 2, 8)
-    assert profile_call(mha, x, x, x, need_weights=False).records[0].ops == 3744
-    assert profile_call(mha, x, x, x, eval=False, need_weights=False).records[0].ops == 3852
+    assert profile_call(mha, x, x, x, need_weights=False).records[0].self_ops == 3744
+    assert profile_call(mha, x, x, x, eval=False, need_weights=False).records[0].self_ops == 3852
 
 
 def test_no_bias() -> None:
     # every projection loses rows * E bias adds: 4 * 6 * 8 = 192 fewer; 3744 - 192 = 3552
     x = torch.randn(3, 2, 8)
     mha = nn.MultiheadAttention(8, 2, bias=False)
-    assert profile_call(mha, x, x, x, need_weights=False).records[0].ops == 3552
+    assert profile_call(mha, x, x, x, need_weights=False).records[0].self_ops == 3552
 
 
 def test_bias_kv_and_zero_attn_add_key_rows() -> None:
@@ -115,7 +117,7 @@ def test_bias_kv_and_zero_attn_add_key_rows() -> None:
     mha = nn.MultiheadAttention(8, 2, add_bias_kv=True, add_zero_attn=True)
     x = torch.randn(3, 2, 8)
     record = profile_of(mha, x, x, x).records[0]
-    assert (record.ops, record.macs) == (4260, 2016)
+    assert (record.self_ops, record.self_macs) == (4260, 2016)
 
 
 def test_unbatched_input_is_batch_one() -> None:

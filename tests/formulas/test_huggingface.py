@@ -45,8 +45,8 @@ def test_tiny_gpt2_conv1d_macs() -> None:
     # rows = 2*5 = 10; c_attn 32x96 + attn.c_proj 32x32 + c_fc 32x128 + mlp.c_proj 128x32
     # = 3072 + 1024 + 4096 + 4096 = 12288 per row; 10 rows -> 122880 macs, 245760 ops
     assert len(records) == 4
-    assert sum(r.macs for r in records) == 122880
-    assert sum(r.ops for r in records) == 245760
+    assert sum(r.self_macs for r in records) == 122880
+    assert sum(r.self_ops for r in records) == 245760
 
 
 def test_moduleprofiler_does_not_import_transformers() -> None:

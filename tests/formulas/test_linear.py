@@ -37,7 +37,7 @@ def test_linear_input_as_keyword() -> None:
     from moduleprofiler import ModuleProfiler
 
     profile = ModuleProfiler().profile(nn.Linear(2, 3), {"input": torch.randn(4, 2)})
-    assert profile.records[0].ops == 48
+    assert profile.records[0].self_ops == 48
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from tests.conftest import macs_of, ops_of, profile_of
 
 def train_ops(module: nn.Module, *inputs: torch.Tensor) -> int | float | None:
     """Own ops of the root call with the module left in training mode."""
-    return profile_of(module, *inputs, eval=False).records[0].ops
+    return profile_of(module, *inputs, eval=False).records[0].self_ops
 
 
 # -- BatchNorm ---------------------------------------------------------------------------------

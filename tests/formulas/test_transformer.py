@@ -45,7 +45,7 @@ def test_encoder_layer_total_ops_is_the_sum_of_its_parts(norm_first: bool,
                                                          batch_first: bool) -> None:
     layer = encoder_layer(norm_first=norm_first, batch_first=batch_first)
     profile = profile_of(layer, sequence(batch_first=batch_first))
-    assert profile.records[0].ops == 192  # own: 2*48 residual adds + 96 ReLUs
+    assert profile.records[0].self_ops == 192  # own: 2*48 residual adds + 96 ReLUs
     assert profile.complete
     assert profile.total_ops == ENCODER_LAYER_OPS == 7728
 
@@ -59,7 +59,7 @@ def test_encoder_layer_total_macs_equal_decomposed_flop_counter(norm_first: bool
     layer = encoder_layer(norm_first=norm_first, batch_first=batch_first)
     x = sequence(batch_first=batch_first)
     profile = profile_of(layer, x)
-    assert profile.records[0].macs == 0
+    assert profile.records[0].self_macs == 0
     # macs: attention 1824 + linear1 6*8*16 = 768 + linear2 768 = 3360
     assert profile.total_macs == 3360
     assert profile.total_flops == decomposed_flops(lambda: layer(x))
@@ -69,28 +69,28 @@ def test_gelu_as_function_or_module_counts_the_same() -> None:
     # "gelu" -> F.gelu, 5 ops per element (erf form, as nn.GELU): own 96 + 96*5 = 576
     # total 7728 - 192 + 576 = 8112
     by_name = profile_of(encoder_layer(activation="gelu"), sequence())
-    assert by_name.records[0].ops == 576
+    assert by_name.records[0].self_ops == 576
     assert by_name.total_ops == 8112
     # nn.GELU() is a child counted by its own formula (480); the layer keeps the 96 adds
     as_module = profile_of(encoder_layer(activation=nn.GELU()), sequence())
-    assert as_module.records[0].ops == 96
+    assert as_module.records[0].self_ops == 96
     assert as_module.total_ops == 8112
 
 
 def test_relu_function_passed_directly() -> None:
-    assert profile_of(encoder_layer(activation=F.relu), sequence()).records[0].ops == 192
+    assert profile_of(encoder_layer(activation=F.relu), sequence()).records[0].self_ops == 192
 
 
 def test_unknown_activation_function_leaves_the_layer_to_operator_accounting() -> None:
     # The formula declines (None) rather than miss the activation's work ...
     layer, x = encoder_layer(activation=torch.sigmoid), sequence()
     alone = ModuleProfiler().profile(layer, x, operators=False)
-    assert alone.records[0].ops is None
+    assert alone.records[0].self_ops is None
     assert not alone.complete
     # ... so, with operator accounting on, the layer's own operators are counted instead:
     # 2 residual adds * 48 + sigmoid 6 rows * 16 * 3 = 96 + 288 = 384
     counted = profile_of(layer, x)
-    assert (counted.records[0].ops, counted.records[0].ops_source) == (384, "operator")
+    assert (counted.records[0].self_ops, counted.records[0].ops_source) == (384, "operator")
     assert counted.complete
     assert counted.total_ops == ENCODER_LAYER_OPS - 192 + 384 == 7920
 
@@ -111,16 +111,16 @@ def test_silu_function_is_counted_not_lost() -> None:
     silu_layer = nn.TransformerEncoderLayer(16, 2, 32, activation=F.silu, batch_first=True)
     silu = profile_of(silu_layer, x)
     # ReLU, by the formula: 2 residual adds * 160 + 10 rows * 32 * 1 = 640
-    assert (relu.records[0].ops, relu.records[0].ops_source) == (640, "formula")
+    assert (relu.records[0].self_ops, relu.records[0].ops_source) == (640, "formula")
     # SiLU, by its operators: 2 * 160 + 10 * 32 * 4 (x * sigmoid(x)) = 320 + 1280 = 1600
-    assert (silu.records[0].ops, silu.records[0].ops_source) == (1600, "operator")
+    assert (silu.records[0].self_ops, silu.records[0].ops_source) == (1600, "operator")
     assert silu.complete
     # the children are the same: the totals differ by 10 * 32 * (4 - 1) = 960
     assert relu.total_ops == 47400
     assert silu.total_ops == relu.total_ops + 960 == 48360
     # the independent count: the same layer with no formula at all, counted by its operators
     unregistered = _without_layer_formula().profile(silu_layer, x)
-    assert unregistered.records[0].ops == 1600
+    assert unregistered.records[0].self_ops == 1600
     assert unregistered.total_ops == silu.total_ops
     # and the MACs (matmuls only) agree with FlopCounterMode
     assert silu.total_flops == decomposed_flops(lambda: silu_layer(x))
@@ -135,7 +135,7 @@ def test_decoder_layer() -> None:
     layer = nn.TransformerDecoderLayer(D_MODEL, NHEAD, FF, dropout=0.0)
     tgt, memory = sequence(3), sequence(4)
     profile = profile_of(layer, tgt, memory)
-    assert profile.records[0].ops == 240
+    assert profile.records[0].self_ops == 240
     assert profile.total_ops == 12620
     assert profile.total_flops == decomposed_flops(lambda: layer(tgt, memory))
 
@@ -146,7 +146,7 @@ def test_encoder_stack_counts_only_its_children() -> None:
                                   enable_nested_tensor=False)
     x = sequence()
     profile = profile_of(stack, x)
-    assert (profile.records[0].ops, profile.records[0].macs) == (0, 0)
+    assert (profile.records[0].self_ops, profile.records[0].self_macs) == (0, 0)
     assert profile.total_ops == 15816
     assert profile.total_flops == decomposed_flops(lambda: stack(x))
 
@@ -160,7 +160,7 @@ def test_transformer() -> None:
     model = nn.Transformer(D_MODEL, NHEAD, 1, 1, FF, dropout=0.0)
     src, tgt = sequence(), sequence()
     profile = profile_of(model, src, tgt)
-    own = {record.path: record.ops for record in profile.records}
+    own = {record.path: record.self_ops for record in profile.records}
     assert own[""] == own["encoder"] == own["decoder"] == 0
     assert profile.total_ops == 20328
     assert profile.total_flops == decomposed_flops(lambda: model(src, tgt))
@@ -177,5 +177,5 @@ def test_encoder_nested_tensor_path_counts_real_tokens() -> None:
     profile = ModuleProfiler().profile(
         stack, {"src": sequence(batch_first=True), "src_key_padding_mask": padding}
     )
-    own = {record.path: record.ops for record in profile.records}
+    own = {record.path: record.self_ops for record in profile.records}
     assert (own["layers.0"], own["layers.0.self_attn"]) == (160, 3044)

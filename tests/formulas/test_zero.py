@@ -11,7 +11,7 @@ from tests.conftest import macs_of, ops_of, profile_of
 
 def train_ops(module: nn.Module, x: torch.Tensor) -> int | float | None:
     """Own ops of the root call with the module left in training mode."""
-    return profile_of(module, x, eval=False).records[0].ops
+    return profile_of(module, x, eval=False).records[0].self_ops
 
 
 DROPOUTS = [
@@ -99,8 +99,8 @@ def test_sequential_own_ops_are_zero_children_counted() -> None:
     # the Sequential itself: 0 own ops; its ReLU child: 6 comparisons; inclusive 6
     profile = profile_of(nn.Sequential(nn.ReLU()), torch.randn(2, 3))
     root = profile.records[0]
-    assert root.ops == 0
-    assert root.inclusive_ops == 6
+    assert root.self_ops == 0
+    assert root.ops == 6
     assert root.complete
 
 

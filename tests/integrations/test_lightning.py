@@ -55,7 +55,7 @@ def test_logged_keys_and_files(tmp_path: Path) -> None:
     _, trainer = _fit(tmp_path, callback)
     rows = _metrics(trainer)
     times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
-    counts = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backward_flops")
+    counts = ("params", "ops", "flops", "backward_flops")
     expected = {"moduleprofiler/step_ms"} | {f"moduleprofiler/net/{c}" for c in times + counts}
     assert expected <= set(rows[0]) and "moduleprofiler/mfu" not in rows[0]  # no CPU peak
     (row,) = [row for row in rows if row["moduleprofiler/step_ms"]]
@@ -111,7 +111,7 @@ def test_every_logged_name_is_a_column_or_a_model_scalar(tmp_path: Path) -> None
     logged = {key for key in _metrics(trainer)[0] if key.startswith("moduleprofiler/")}
     assert callback.result is not None and logged == set(callback.result.scalars)
     # each module's number is the frame's value of the column it is named after: net's
-    # inclusive_flops is 768, its own flops 0 (a Sequential does no work of its own)
+    # flops is 768, its own flops 0 (a Sequential does no work of its own)
     assert misnamed(callback.result) == []
 
 
@@ -200,4 +200,4 @@ def test_ddp_on_two_cpu_ranks_gathers_on_rank_0(tmp_path: Path) -> None:
     assert gathered.world_size == 2
     assert [(p.total_params, p.total_flops) for p in gathered.profiles] == [(58, 768)] * 2
     metrics = (report.parent / "metrics.csv").read_text(encoding="utf-8")
-    assert "moduleprofiler/net/inclusive_flops" in metrics.splitlines()[0]
+    assert "moduleprofiler/net/flops" in metrics.splitlines()[0]

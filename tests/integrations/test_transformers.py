@@ -73,8 +73,8 @@ def test_a_real_training_run_is_profiled_and_unchanged(tmp_path: Path) -> None:
     # 32 x 128 + 128 x 32 multiply-accumulates; 4 x 12 = 48 tokens
     block_macs = 48 * (32 * 96 + 32 * 32 + 2 * 32 * 128)
     block = result.profile.to_df("module").set_index("module").loc["transformer.h.0"]
-    assert block["inclusive_macs"] >= block_macs  # plus attention's q @ k and weights @ v
-    assert block["inclusive_macs"] == block_macs + 2 * ROWS * 2 * TOKENS * TOKENS * 16
+    assert block["macs"] >= block_macs  # plus attention's q @ k and weights @ v
+    assert block["macs"] == block_macs + 2 * ROWS * 2 * TOKENS * TOKENS * 16
     # the log history holds the numbers, at the window's last step (3 + 2 = 5)
     entry = next(e for e in trainer.state.log_history if "moduleprofiler/step_ms" in e)
     assert entry["step"] == 5 and entry["moduleprofiler/step_ms"] > 0
@@ -115,7 +115,7 @@ def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: P
     for tag in scalars:
         _, *path, name = tag.split("/")
         assert is_registered(name) if path else name in MODEL_SCALARS, tag
-    assert "moduleprofiler/transformer/inclusive_flops" in scalars
+    assert "moduleprofiler/transformer/flops" in scalars
     entry = next(e for e in trainer.state.log_history if "moduleprofiler/step_ms" in e)
     assert callback.result is not None and misnamed(callback.result) == []
     assert {key for key in entry if key.startswith("moduleprofiler/")} \

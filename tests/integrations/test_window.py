@@ -56,7 +56,7 @@ def test_logged_keys_and_counts() -> None:
     assert len(results) == 2 and results[0] is results[1] is window.result
     scalars = results[0].scalars
     times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
-    counts = ("params", "inclusive_ops", "inclusive_flops", "inclusive_backward_flops")
+    counts = ("params", "ops", "flops", "backward_flops")
     memory = ("saved_bytes", "train_max_live_bytes")  # the training step's
     assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/peak_bytes"} | {
         f"moduleprofiler/{path}/{column}" for path in "012"
@@ -96,7 +96,7 @@ def test_depth_and_the_mfu_of_a_named_peak() -> None:
     paths = {key.split("/")[1] for key in result.scalars} - set(MODEL_SCALARS)
     assert paths == {"0", "0.0", "0.1", "1"}
     # the block's numbers include its children's: 192 + 24 ops
-    assert result.scalars["moduleprofiler/0/inclusive_ops"] == 216
+    assert result.scalars["moduleprofiler/0/ops"] == 216
     # model FLOPs of a step: forward 192 + 96 = 288, backward 192 + 192 = 384, 672 in all;
     # fp32 peak of an H100 SXM 67 TFLOP/s
     assert result.step_ms is not None

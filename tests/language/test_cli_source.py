@@ -33,7 +33,7 @@ def test_a_model_by_name_on_meta(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert status == 0, err
     root = pd.read_csv(tmp_path / "gpt2.csv").iloc[0]
     assert root["type"] == "GPT2LMHeadModel"
-    assert root["inclusive_macs"] == MACS
+    assert root["macs"] == MACS
 
 
 def test_a_local_config_on_cpu_with_a_training_step(capsys: pytest.CaptureFixture[str],
@@ -42,14 +42,14 @@ def test_a_local_config_on_cpu_with_a_training_step(capsys: pytest.CaptureFixtur
               "vocab_size": VOCAB}
     (tmp_path / "config.json").write_text(json.dumps(config))
     status, out, err = run(capsys, f"hf:{tmp_path / 'config.json'}", "-i", "1x8",
-                           "--device", "cpu", "--what", "inclusive_macs,backward", "--depth", "0",
+                           "--device", "cpu", "--what", "macs,backward", "--depth", "0",
                            "--format", "csv")
     assert status == 0, err
     root = pd.read_csv(io.StringIO(out)).iloc[0]
-    assert root["inclusive_macs"] == MACS
+    assert root["macs"] == MACS
     # with labels the model returns its loss; every matrix product has two gradient products
     # of its size (inputs and weights), the embedding's gradient is an index add: 2 x MACS
-    assert root["inclusive_backward_macs"] == 2 * MACS
+    assert root["backward_macs"] == 2 * MACS
 
 
 def test_errors(capsys: pytest.CaptureFixture[str]) -> None:

@@ -65,7 +65,7 @@ def test_expert_counts_are_the_router_assignments() -> None:
         assert row.max_over_mean == max(counts) / (TOKENS * TOP_K / EXPERTS)
         assert row.top_k == TOP_K and row.assignments == 32
     # the experts' MACs are those of the 32 assignments: 32 x (64 x 256 + 128 x 64) per layer
-    experts_macs = [record.macs for record in profile.records if record.type_name ==
+    experts_macs = [record.self_macs for record in profile.records if record.type_name ==
                     "MixtralExperts"]
     assert experts_macs == [TOKENS * TOP_K * (HIDDEN * 2 * INTERMEDIATE
                                               + INTERMEDIATE * HIDDEN)] * LAYERS

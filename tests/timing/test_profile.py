@@ -43,7 +43,7 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
                                        "self_forward_error_samples_ms"}
         assert len(record.metrics["forward_samples_ms"]) == 3  # 4 - 1 kept iterations
         assert record.metrics["forward_ms"] >= record.metrics["self_forward_ms"] >= 0
-        assert record.ops is None and record.ops_source == "unknown"  # timing counts nothing
+        assert record.self_ops is None and record.ops_source == "unknown"  # timing counts nothing
     # 4 x 4 weights + 4 biases = 20 parameters, the shared Linear's once
     assert timing.total_params == 20 and timing.records[1].params == 20
     # per module: the median over the 4 - 1 = 3 kept iterations of both calls summed (the
@@ -113,7 +113,7 @@ def test_timing_columns_declare_what_they_need_and_their_per_module_twin() -> No
     assert "time_modules()" in column_spec("time_median_ms").needs
     assert "measure_memory()" in column_spec("saved_bytes").needs
     with pytest.raises(ValueError, match=r"needs the column 'time_median_ms'.*time_modules"):
-        quantity("time", ["ops", "inclusive_ops"])
+        quantity("time", ["self_ops", "ops"])
     # the kernel clock's device time is preferred where a profile has it
     assert quantity("time", ["time_median_ms", "device_ms"]).inclusive == "device_ms"
 
@@ -127,7 +127,7 @@ def test_merge_joins_times_to_counts_and_the_old_joins_warn() -> None:
         timing = profiler.time_modules(model, x, **FAST)
     merged = counted.merge(timing)
     # the counts stay: the first Linear call, 3 rows x 4 outputs x (2 x 4 - 1 + 1) = 96 ops
-    assert merged.records[1].ops == counted.records[1].ops == 96
+    assert merged.records[1].self_ops == counted.records[1].self_ops == 96
     assert merged.records[3].metrics["forward_ms"] == timing.records[3].metrics["forward_ms"]
     modules = merged.to_df("module").set_index("module")
     timed = timing.to_df("module").set_index("module")

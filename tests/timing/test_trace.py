@@ -52,15 +52,15 @@ def test_module_ranges_carry_the_profile_numbers(tmp_path: Path) -> None:
         assert {"name", "ph", "ts", "pid", "tid"} <= event.keys(), event
         if event["ph"] == "X":
             assert isinstance(event["dur"], (int, float))
-    flops = result.to_df("call").set_index("module")["inclusive_flops"]
+    flops = result.to_df("call").set_index("module")["flops"]
     # Linear(4, 8) on 3 rows: 3*4*8 = 96 MACs, 192 FLOPs; ReLU: 0; Linear(8, 2): 3*8*2 = 48
     # MACs, 96 FLOPs; the root: 192 + 96 = 288. Ops: 3*8*(2*4 - 1) + 24 = 192, 3*8 = 24,
     # 3*2*(2*8 - 1) + 6 = 96, 312 in all
     for name, expected, ops, params in (("__root__", 288, 312, 58), ("0", 192, 192, 40),
                                         ("1", 0, 24, 0), ("2", 96, 96, 18)):
         (event,) = ranges(trace, name)
-        assert event["args"]["inclusive_flops"] == expected == flops[name]
-        assert event["args"]["inclusive_ops"] == ops
+        assert event["args"]["flops"] == expected == flops[name]
+        assert event["args"]["ops"] == ops
         assert event["args"]["params"] == params
         assert event["args"]["External id"] > 0  # torch's own args kept
     assert ranges(trace, "0")[0]["args"]["module_type"] == "Linear"
@@ -69,9 +69,9 @@ def test_module_ranges_carry_the_profile_numbers(tmp_path: Path) -> None:
     # Each of a module's backward ranges (one per autograd node) carries its whole backward
     for name, macs in (("0 (backward)", 96), ("2 (backward)", 96), ("1 (backward)", 0)):
         events = ranges(trace, name)
-        assert events and all(e["args"]["backward_macs"] == macs for e in events)
-        assert all(e["args"]["backward_flops"] == 2 * macs for e in events)
-        assert all("inclusive_flops" not in e["args"] for e in events)
+        assert events and all(e["args"]["self_backward_macs"] == macs for e in events)
+        assert all(e["args"]["self_backward_flops"] == 2 * macs for e in events)
+        assert all("flops" not in e["args"] for e in events)
     # other events are left as they were
     operators = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"]
     assert operators and all("module_type" not in e["args"] for e in operators)
@@ -89,9 +89,9 @@ def test_unknown_values_are_left_out(tmp_path: Path) -> None:
     trace = annotate_trace(tmp_path / "t.json", result)
     (custom,) = ranges(trace, "custom")
     assert custom["args"]["params"] == 0  # known
-    assert not {"ops", "macs", "flops", "inclusive_ops", "inclusive_flops"} & custom["args"].keys()
+    assert not {"self_ops", "self_macs", "self_flops", "ops", "flops"} & custom["args"].keys()
     (lin,) = ranges(trace, "lin")
-    assert lin["args"]["inclusive_macs"] == 2 * 3 * 3  # 18, known beside the unknown leaf
+    assert lin["args"]["macs"] == 2 * 3 * 3  # 18, known beside the unknown leaf
 
 
 class TwoSizes(nn.Module):
@@ -116,13 +116,13 @@ def test_a_module_called_twice_is_matched_in_order(tmp_path: Path) -> None:
     result = traced(two_passes, tmp_path / "t.json")
     trace = annotate_trace(tmp_path / "t.json", result)
     # fc on 3 rows: 3*4*4 = 48 MACs; on 1 row: 16; two passes: 4 ranges, in call order
-    assert [e["args"]["inclusive_macs"] for e in ranges(trace, "fc")] == [48, 16, 48, 16]
+    assert [e["args"]["macs"] for e in ranges(trace, "fc")] == [48, 16, 48, 16]
     assert [e["args"]["params"] for e in ranges(trace, "fc")] == [20] * 4  # the calls agree
     # 3 ranges cannot be whole passes: the numbers the calls disagree on are left out
     loaded = load_trace(tmp_path / "t.json")
     loaded["traceEvents"].remove(ranges(loaded, "fc")[-1])
     partial = annotate_trace(loaded, result)
-    assert [("inclusive_macs" in e["args"], e["args"]["params"])
+    assert [("macs" in e["args"], e["args"]["params"])
             for e in ranges(partial, "fc")] == [(False, 20)] * 3
     assert "module_type" not in ranges(loaded, "fc")[0]["args"]  # the input is not changed
 

@@ -1,0 +1,67 @@
+"""Column names that 0.2 gave new meanings, and the old names still read.
+
+One own/inclusive rule holds for every column: a bare name (``ops``, ``params``,
+``forward_ms``) is the module's whole subtree, its call and every call made inside it;
+``self_`` is the module's own share (``self_ops``, ``self_params``, ``self_forward_ms``), and
+the ``self_`` rows of a table add up to the model's total. Up to 0.1, counts followed the
+opposite rule (``ops`` own, ``inclusive_ops`` inclusive) and the own parameters were called
+``own_params``.
+
+Selecting a column by an old name (a view's ``columns``, ``sort_by``, ``pct_of``, ``top(by=)``,
+the command line's ``--what`` and ``--sort``) still works, with a ``DeprecationWarning`` naming
+the new column (:func:`current_name`); ``ops`` itself cannot warn, its meaning changed. A JSON
+document written before (schema version 2 or less) is read under the new names with the same
+numbers (:func:`upgraded_names`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from moduleprofiler.deprecation import warn_deprecated
+
+PAIRED: tuple[str, ...] = (
+    "ops", "macs", "flops", "backward_ops", "backward_macs", "backward_flops",
+    "moved_bytes", "backward_moved_bytes", "comm_bytes", "backward_comm_bytes",
+)
+"""The quantities whose own and inclusive columns were ``X`` and ``inclusive_X``: now
+``self_X`` and ``X``."""
+
+RENAMED: dict[str, str] = {
+    **{f"inclusive_{name}": name for name in PAIRED},
+    **{f"inclusive_{name}_pct": f"{name}_pct" for name in PAIRED},
+    "own_params": "self_params",
+    "own_params_pct": "self_params_pct",
+}
+"""Old name -> new name, for the names that no longer exist (selecting one warns)."""
+
+SCHEMA_2_NAMES: dict[str, str] = {
+    **{name: f"self_{name}" for name in PAIRED},
+    **{f"inclusive_{name}": name for name in PAIRED},
+    "own_params": "self_params",
+}
+"""How the fields and columns of a document of schema version 2 or less are named now (an
+own ``ops`` there is ``self_ops``)."""
+
+
+def current_name(name: str) -> str:
+    """``name``, or the column an old name became (with a ``DeprecationWarning`` naming it)."""
+    new = RENAMED.get(name)
+    if new is None:
+        return name
+    warn_deprecated(f"the column name {name!r}",
+                    f"use {new!r} (a bare name is the module with everything inside it, "
+                    "self_ its own share)")
+    return new
+
+
+def current_names(names: Iterable[str]) -> list[str]:
+    """:func:`current_name` of each of ``names``."""
+    return [current_name(name) for name in names]
+
+
+def upgraded_names(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``mapping`` (a schema-2 record, module, metrics or column table) with its
+    keys named as they are now."""
+    return {SCHEMA_2_NAMES.get(key, key): value for key, value in mapping.items()}
