@@ -441,6 +441,14 @@ class TimedModules(Profile):
         root's inclusive time after the first two columns."""
         frame = self.to_df("module")
         shown = [c for c in columns if c.removesuffix("_pct") in frame]
+        # a flag no module raises says nothing per row: one note says it instead (a flag
+        # that is unknown somewhere, a document written without it, stays a column)
+        quiet = [c for c in shown if c.endswith("low_confidence")
+                 and frame[c].map(lambda value: value is False or value is np.False_).all()]
+        shown = [c for c in shown if c not in quiet]
+        if quiet:
+            notes = (*notes, "low confidence: no module (each kept its loop's minimum of "
+                     "samples)")
         profile: Profile = self
         if share is not None and share in frame and len(shown) >= 2:
             values = module_values(self, [shown[1] if share == shown[0] else shown[0], share])
