@@ -159,3 +159,23 @@ def module_row(timing: Any, path: str) -> dict[str, Any]:
     frame = timing.to_df("module")
     row: dict[str, Any] = frame.iloc[[info.path for info in timing.modules].index(path)].to_dict()
     return row
+
+
+class ResidualBlock(nn.Module):
+    """``relu(fc(x)) + x``: a linear layer, an activation and an add that a compiler fuses
+    across the block's submodules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.act = nn.ReLU()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.act(self.fc(x)) + x
+
+
+def residual_model() -> nn.Sequential:
+    """Two :class:`ResidualBlock` around a ``LayerNorm(16)``, seeded: the compiled-model tests'
+    model (input ``(batch, 16)``)."""
+    torch.manual_seed(0)
+    return nn.Sequential(ResidualBlock(), nn.LayerNorm(16), ResidualBlock())

@@ -6,33 +6,18 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
-from torch import nn
 
 from moduleprofiler.compiled import compare_compiled
 from moduleprofiler.timing import TimingOptions
+from tests.timing.helpers import residual_model
 
 QUICK = TimingOptions(num_iters=4, drop_first=1, warmup_seconds=0.0, progress=False,
                       measure_overhead=False)
 
 
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(16, 16)
-        self.act = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.fc(x)) + x
-
-
-def _model() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(Block(), nn.LayerNorm(16), Block())
-
-
 @pytest.fixture(scope="module")
 def compared():
-    return compare_compiled(torch.compile(_model()), torch.randn(8, 16), QUICK)
+    return compare_compiled(torch.compile(residual_model()), torch.randn(8, 16), QUICK)
 
 
 def test_each_module_has_its_eager_and_compiled_time_and_speedup(compared):
@@ -58,7 +43,7 @@ def test_the_modules_fused_together_are_named_where_the_kernel_is_booked(compare
 
 
 def test_a_model_compiled_in_place_is_refused():
-    model = _model()
+    model = residual_model()
     model.compile()
     with pytest.raises(ValueError, match=r"compiled in\s+place"):
         compare_compiled(model, torch.randn(8, 16), QUICK)

@@ -12,29 +12,15 @@ from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
 from moduleprofiler.timing import TimingOptions, time_modules
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
+from tests.timing.helpers import residual_model
 
 FAST = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "progress": False,
         "measure_overhead": False}
 
 
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(16, 16)
-        self.act = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.fc(x)) + x
-
-
-def _model() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(Block(), nn.LayerNorm(16), Block())
-
-
 @pytest.fixture(scope="module")
 def timed():
-    model = _model()
+    model = residual_model()
     compiled = torch.compile(model)  # which marks the model itself (_is_torch_compile)
     before = {path: dict(vars(sub)) for path, sub in model.named_modules()}
     x = torch.randn(8, 16)
@@ -84,14 +70,14 @@ def test_the_model_is_left_as_it_was(timed):
 
 
 def test_auto_and_profiler_time_a_compiled_wrapper_compiled():
-    timing = Profiler().time_modules(torch.compile(_model()), torch.randn(8, 16),
+    timing = Profiler().time_modules(torch.compile(residual_model()), torch.randn(8, 16),
                                      TimingOptions(**FAST))
     assert timing.clock == "compiled-kernels"
     assert timing.to_df("module").set_index("module").loc["2.fc", "device_launches"] == 1
 
 
 def test_a_model_compiled_in_place_is_timed_compiled():
-    model = _model()
+    model = residual_model()
     model.compile()
     own_compiled_call = model._compiled_call_impl
     timing = time_modules(model, torch.randn(8, 16), **FAST)
@@ -116,7 +102,7 @@ def test_another_clock_times_the_eager_original_and_says_so():
     assert not compiled._forward_hooks and not model[0]._forward_hooks
 
 
-def test_the_compiled_clock_needs_a_compiled_model():
+def test_the_compiled_clock_needs_a_compiledresidual_model():
     with pytest.raises(ValueError, match="not compiled"):
         time_modules(nn.Linear(4, 4), torch.randn(2, 4), clock="compiled", **FAST)
 
@@ -130,7 +116,7 @@ def test_a_submodule_compiled_in_place_is_refused_naming_it():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_the_kernel_records_are_booked_to_modules():
-    model = _model().cuda()
+    model = residual_model().cuda()
     x = torch.randn(64, 16, device="cuda")
     compiled = torch.compile(model)
     clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x))
@@ -147,7 +133,7 @@ def test_on_cuda_the_kernel_records_are_booked_to_modules():
 
 
 def test_a_normal_adaptive_run_flags_no_compiled_device_time():
-    timing = time_modules(torch.compile(_model()), torch.randn(8, 16), min_iters=20,
+    timing = time_modules(torch.compile(residual_model()), torch.randn(8, 16), min_iters=20,
                           target_ci=1.0, max_seconds=None, warmup_seconds=0.0,
                           progress=False, measure_overhead=False)
     assert timing.clock == "compiled-kernels" and timing.stop_reason == "target_ci"

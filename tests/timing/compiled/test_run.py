@@ -8,29 +8,15 @@ import torch
 from torch import nn
 
 from moduleprofiler.compiled import time_compiled
+from tests.timing.helpers import residual_model
 
 # time_compiled is deprecated (test_time_compiled_is_deprecated_naming_its_removal) and works
 pytestmark = pytest.mark.filterwarnings("ignore:moduleprofiler.compiled.time_compiled")
 
 
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(16, 16)
-        self.act = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.fc(x)) + x
-
-
-def _model() -> nn.Sequential:
-    torch.manual_seed(0)
-    return nn.Sequential(Block(), nn.LayerNorm(16), Block())
-
-
 @pytest.fixture(scope="module")
 def timed():
-    model = _model()
+    model = residual_model()
     before = dict(vars(model[0]))
     compiled = torch.compile(model)
     result = time_compiled(compiled, torch.randn(8, 16), iterations=3, warmup=1)
@@ -73,7 +59,7 @@ def test_the_model_is_left_as_it_was(timed):
 
 
 def test_a_model_compiled_in_place_is_timed_compiled():
-    model = _model()
+    model = residual_model()
     model.compile()
     own_compiled_call = model._compiled_call_impl
     result = time_compiled(model, torch.randn(8, 16), iterations=2, warmup=1)
@@ -85,7 +71,7 @@ def test_a_model_compiled_in_place_is_timed_compiled():
 
 def test_iterations_must_be_positive():
     with pytest.raises(ValueError, match="iterations must be at least 1"):
-        time_compiled(_model(), torch.randn(8, 16), iterations=0)
+        time_compiled(residual_model(), torch.randn(8, 16), iterations=0)
 
 
 class Breaks(nn.Module):
@@ -116,4 +102,4 @@ def test_graph_breaks_are_reported_by_module():
 def test_time_compiled_is_deprecated_naming_its_removal():
     with pytest.warns(DeprecationWarning, match=r"removed in moduleprofiler 0\.3\.0.*"
                       r"time_modules\(torch\.compile"):
-        time_compiled(torch.compile(_model()), torch.randn(8, 16), iterations=1, warmup=1)
+        time_compiled(torch.compile(residual_model()), torch.randn(8, 16), iterations=1, warmup=1)
