@@ -92,7 +92,8 @@ SAME_QUANTITY: dict[str, str] = {
     "MemoryReport.param_bytes": "the model's: the root's value of the column",
     "MemoryReport.buffer_bytes": "the model's: the root's value of the column",
     "PassMemory.saved_bytes": "the pass's: the root call's value of the column",
-    "Utilization.recompute_flops": "the step's: the column summed over the calls",
+    "Utilization.recompute_flops": "the step's: the root's value of the column (the own "
+                                   "shares summed over the calls)",
     "Step.max_live_bytes": "the step's: its outermost call's value of the column",
     "Step.time_ms": "the step's: the column of the step table",
 }
@@ -107,18 +108,25 @@ moduleprofiler._load_public_names()
 for package in {_PACKAGES!r}:
     importlib.import_module(package)
 from moduleprofiler.export.columns import registered_columns
-print(json.dumps({{spec.name: [spec.kind, spec.description] for spec in registered_columns()}}))
+print(json.dumps({{spec.name: [spec.kind, spec.description, spec.aggregation]
+                  for spec in registered_columns()}}))
 """
 
 
 @functools.cache
-def _package_columns() -> dict[str, tuple[str, str]]:
-    """Every column the package registers, ``name -> (kind, description)``, read in a fresh
-    interpreter: in this one, other tests register columns of their own (and a profile read
-    from JSON declares its document's)."""
+def _registry() -> dict[str, tuple[str, str, str]]:
+    """Every column the package registers, ``name -> (kind, description, aggregation)``, read
+    in a fresh interpreter: in this one, other tests register columns of their own (and a
+    profile read from JSON declares its document's)."""
     done = subprocess.run([sys.executable, "-c", _REGISTRY_SCRIPT], capture_output=True,
                           text=True, check=True, cwd=Path(__file__).resolve().parents[1])
-    return {name: (kind, text) for name, (kind, text) in json.loads(done.stdout).items()}
+    return {name: (kind, text, aggregation)
+            for name, (kind, text, aggregation) in json.loads(done.stdout).items()}
+
+
+def _package_columns() -> dict[str, tuple[str, str]]:
+    """Every column the package registers, ``name -> (kind, description)``."""
+    return {name: (kind, text) for name, (kind, text, _) in _registry().items()}
 
 
 def _named_like_columns() -> dict[str, set[str]]:
@@ -208,11 +216,55 @@ def test_the_no_bare_partner_list_holds_no_stale_entry() -> None:
             if name not in names or name.removeprefix("self_") in names] == []
 
 
+OWN_WITHOUT_SELF: dict[str, str] = {
+    "calls": "how often the module was called, not a share of a quantity of its subtree (a "
+             "type's is summed over its modules)",
+    "modules": "how many modules a type has: a per-type count with no module subtree",
+    "unknown_calls": "a type's calls whose own ops are unknown: a per-type count with no "
+                     "module subtree",
+    "output_bytes": "the new storages among a call's outputs: a container's output is also "
+                    "its last child's, so no subtree sum of it means anything",
+    "operator_bytes": "a row of the per-operator table (bytes one aten operator reads and "
+                      "writes), no module column",
+}
+"""Registered ``sum`` (own share) columns without ``self_`` in their name, and why that is
+right (reviewed by hand)."""
+
+
+def test_every_own_share_column_is_named_self() -> None:
+    # launches, collectives, comm_ms, roofline_ms were own under bare names beside ops, the
+    # subtree's: a sum (own share) column is self_X, and X, its subtree, stands beside it
+    unnamed = sorted(name for name, (_, _, aggregation) in _registry().items()
+                     if aggregation == "sum" and not name.startswith("self_")
+                     and name not in OWN_WITHOUT_SELF)
+    assert unnamed == []
+
+
+def test_the_own_without_self_list_holds_no_stale_entry() -> None:
+    registry = _registry()
+    assert [name for name in OWN_WITHOUT_SELF
+            if name not in registry or registry[name][2] != "sum"] == []
+
+
+def test_every_self_column_is_an_own_share() -> None:
+    # self_ names the module's own share: the views sum it over the calls and modules (the
+    # self_ time statistics are per module, of the self samples)
+    misnamed = sorted(name for name, (kind, _, aggregation) in _registry().items()
+                      if name.startswith("self_") and aggregation not in ("sum", "none")
+                      and kind != "samples")
+    assert misnamed == []
+
+
 def test_own_and_inclusive_columns_aggregate_by_the_rule() -> None:
     # the own count sums over rows to the model's total; the bare count is the subtree's
+    import moduleprofiler.distributed
+    import moduleprofiler.efficiency  # noqa: F401  (their listeners' columns)
     from moduleprofiler.export.columns import column_spec
 
-    for name in ("ops", "macs", "flops", "backward_ops", "params"):
+    for name in ("ops", "macs", "flops", "backward_ops", "params", "launches",
+                 "backward_launches", "recompute_ops", "recompute_flops", "collectives",
+                 "comm_bus_bytes", "comm_ms", "backward_comm_ms", "roofline_ms",
+                 "backward_roofline_ms"):
         assert column_spec(name).aggregation == "inclusive", name
         assert column_spec(f"self_{name}").aggregation == "sum", name
 

@@ -109,8 +109,10 @@ class DistributedProfile:
         frame = self.to_df()
         # own shares summed over every call: the whole model's value (self_comm_bytes: the
         # model's comm_bytes)
-        for column in ("self_comm_bytes", "comm_bus_bytes", "self_backward_comm_bytes",
-                       "backward_comm_bus_bytes", "comm_ms", "backward_comm_ms"):
+        for column in ("self_comm_bytes", "self_comm_bus_bytes", "self_collectives",
+                       "self_comm_ms", "self_backward_comm_bytes",
+                       "self_backward_comm_bus_bytes", "self_backward_collectives",
+                       "self_backward_comm_ms"):
             if column in frame:
                 totals[column.removeprefix("self_")] = _plain(frame[column].sum())
         return totals

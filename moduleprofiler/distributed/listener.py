@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -34,31 +34,30 @@ from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = {"forward": "", "backward": "backward_"}
 for _phase, _prefix in _PHASES.items():
-    register_column(f"self_{_prefix}comm_bytes", "bytes",
-                    f"self {_prefix.replace('_', ' ')}comm bytes",
-                    aggregation="sum", unit="bytes",
-                    description=f"bytes of the collectives of the call's own {_phase} work")
-    register_column(f"{_prefix}comm_bus_bytes", "bytes",
-                    f"{_prefix.replace('_', ' ')}bus bytes", aggregation="sum", unit="bytes",
-                    description="bytes each rank sends and receives (bandwidth-optimal)")
-    register_column(f"{_prefix}collectives", "count", f"{_prefix.replace('_', ' ')}collectives",
-                    aggregation="sum", unit="calls",
-                    description=f"collectives (all_reduce, all_gather, ...) the call's own "
-                                f"{_phase} work issued")
-    register_column(f"{_prefix}comm_kinds", "text", f"{_prefix.replace('_', ' ')}comm",
-                    aggregation="first",
+    _words = _prefix.replace("_", " ")
+    _own: tuple[tuple[str, Literal["bytes", "count", "time"], str, str, str], ...] = (
+        # name (own: self_<name>; inclusive: <name>), kind, label, unit, the own share
+        (f"{_prefix}comm_bytes", "bytes", f"{_words}comm bytes", "bytes",
+         f"bytes of the collectives of the call's own {_phase} work"),
+        (f"{_prefix}comm_bus_bytes", "bytes", f"{_words}bus bytes", "bytes",
+         f"bytes each rank sends and receives (bandwidth-optimal) for the collectives of the "
+         f"call's own {_phase} work"),
+        (f"{_prefix}collectives", "count", f"{_words}collectives", "calls",
+         f"collectives (all_reduce, all_gather, ...) the call's own {_phase} work issued"),
+        (f"{_prefix}comm_ms", "time", f"{_words}comm time", "ms",
+         f"time of the collectives of the call's own {_phase} work, each from its start to "
+         "its completion (CommunicationListener(timing=True), which makes them synchronous)"))
+    for _name, _kind, _label, _unit, _description in _own:
+        register_column(f"self_{_name}", _kind, f"self {_label}", aggregation="sum", unit=_unit,
+                        description=_description)
+        # the collectives of a subtree, summed: a timed collective is synchronous, so their
+        # times add up as the bytes do
+        register_column(_name, _kind, _label, aggregation="inclusive", unit=_unit,
+                        derive=inclusive_of(f"self_{_name}"),
+                        description=f"self_{_name} of the call and every call inside it")
+    register_column(f"{_prefix}comm_kinds", "text", f"{_words}comm", aggregation="first",
                     description=f"the kinds of the collectives of the call's own {_phase} "
                                 "work, each with its count (all_reduce x2)")
-    register_column(f"{_prefix}comm_ms", "time", f"{_prefix.replace('_', ' ')}comm time",
-                    aggregation="sum", unit="ms",
-                    description=f"time of the collectives of the call's own {_phase} work, "
-                                "each from its start to its completion "
-                                "(CommunicationListener(timing=True), which makes them "
-                                "synchronous)")
-    register_column(f"{_prefix}comm_bytes", "bytes",
-                    f"{_prefix.replace('_', ' ')}comm bytes", aggregation="inclusive",
-                    unit="bytes", derive=inclusive_of(f"self_{_prefix}comm_bytes"),
-                    description=f"self_{_prefix}comm_bytes of the call and every call inside it")
 
 
 class CommunicationListener(Listener):
@@ -66,9 +65,10 @@ class CommunicationListener(Listener):
     ``timing=True``) its time, per module call.
 
     Pass it to :meth:`ModuleProfiler.profile` (``listeners=[CommunicationListener()]``): each
-    call gets ``self_comm_bytes``, ``comm_bus_bytes``, ``collectives``, ``comm_kinds`` (and
-    ``comm_ms``), the same with a ``backward_`` prefix for a profiled backward, and
-    :attr:`collectives` lists every one in order.
+    call gets its own ``self_comm_bytes``, ``self_comm_bus_bytes``, ``self_collectives``,
+    ``comm_kinds`` (and ``self_comm_ms``), each with its inclusive column (``comm_bytes``...:
+    the call with every call inside it), the same with ``backward_`` after ``self_`` for a
+    profiled backward, and :attr:`collectives` lists every one in order.
 
     Args:
         timing: wait for each collective where it is issued and time it from its start to its
@@ -152,11 +152,11 @@ class CommunicationListener(Listener):
                 found = mine.get(call.index, [])
                 values = call.values
                 values[f"self_{prefix}comm_bytes"] = sum(c.bytes for c in found)
-                values[f"{prefix}comm_bus_bytes"] = sum(c.bus_bytes for c in found)
-                values[f"{prefix}collectives"] = len(found)
+                values[f"self_{prefix}comm_bus_bytes"] = sum(c.bus_bytes for c in found)
+                values[f"self_{prefix}collectives"] = len(found)
                 values[f"{prefix}comm_kinds"] = _kinds(found)
                 if self.timing:
-                    values[f"{prefix}comm_ms"] = sum(c.ms or 0.0 for c in found)
+                    values[f"self_{prefix}comm_ms"] = sum(c.ms or 0.0 for c in found)
 
     # -- helpers ---------------------------------------------------------------------------
     def _record(self, call: Call | None, phase: str, func: Any, args: tuple[Any, ...],

@@ -5,12 +5,13 @@ measured times (merged in with ``Profile.merge``) and adds, per call and per mod
 module's own work (children excluded) against its self time:
 
 * ``intensity``: FLOPs per byte moved (FLOPs = the profile's ``self_ops``: every multiply and add);
-* ``roofline_ms``: ``max(FLOPs / peak FLOP/s, bytes / bandwidth)``, the time the work needs at
-  the device's peaks for the dtype it ran in;
+* ``self_roofline_ms``: ``max(FLOPs / peak FLOP/s, bytes / bandwidth)``, the time the work needs
+  at the device's peaks for the dtype it ran in (a module's: the sum of its calls'), and
+  ``roofline_ms``, the same of the call with every call inside it;
 * ``achieved_tflops`` / ``achieved_gbs``, and ``compute_fraction`` / ``bandwidth_fraction`` of
   the peaks;
 * ``bound``: ``"compute"`` or ``"memory"`` (the larger roof), or ``"overhead"`` when the
-  launches alone take longer than the roofline (``launches x launch_us``) or the roofline
+  launches alone take longer than the roofline (``self_launches x launch_us``) or the roofline
   explains less than ``overhead_share`` of the measured time (launch, Python, CPU or
   synchronisation costs dominate);
 * ``above_peak``: the achieved FLOP/s exceed the peak (a counting or dtype error: the wrong
@@ -32,7 +33,7 @@ import torch
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument, peak_dtype
 from moduleprofiler.export.aggregate import sum_known
-from moduleprofiler.export.columns import Kind, register_column
+from moduleprofiler.export.columns import Kind, inclusive_of, register_column
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.records import CallRecord, display_path
@@ -43,9 +44,9 @@ class EfficiencyWarning(UserWarning):
     """Some module's achieved rate exceeds the device's peak."""
 
 
-_PHASES = (("", "self_ops", "self_moved_bytes", "launches", ("self_device_ms", "self_forward_ms"),
-            ("self_device_ms", "self_time_median_ms")),
-           ("backward_", "self_backward_ops", "self_backward_moved_bytes", "backward_launches",
+_PHASES = (("", "self_ops", "self_moved_bytes", "self_launches",
+            ("self_device_ms", "self_forward_ms"), ("self_device_ms", "self_time_median_ms")),
+           ("backward_", "self_backward_ops", "self_backward_moved_bytes", "self_backward_launches",
             ("self_backward_device_ms", "self_backward_ms"),
             ("self_backward_device_ms", "self_backward_time_median_ms")))
 """(column prefix, ops, bytes, launches, per-call self time, per-module self time): the
@@ -66,9 +67,9 @@ _COLUMNS: tuple[tuple[str, Kind, str, str, str], ...] = (
     # has the kernel clock's)
     ("intensity", "number", "FLOP/byte", "FLOP/byte",
      "ops (FLOPs: every multiply and add) per byte moved of {work}"),
-    ("roofline_ms", "time", "roofline", "ms",
+    ("self_roofline_ms", "time", "self roofline", "ms",
      "the time {work} needs at the device's peaks for its dtype: max(ops / peak FLOP/s, "
-     "moved bytes / bandwidth)"),
+     "moved bytes / bandwidth); a module's is the sum of its calls'"),
     ("achieved_tflops", "number", "TFLOP/s", "TFLOP/s",
      "ops (FLOPs: every multiply and add) of {work} per second of {time}, in 1e12/s"),
     ("achieved_gbs", "number", "GB/s", "GB/s",
@@ -84,14 +85,34 @@ _COLUMNS: tuple[tuple[str, Kind, str, str, str], ...] = (
     ("above_peak", "flag", "above peak", "",
      "whether {work} ran faster than the peaks allow (FLOP/s above the peak: a wrong dtype "
      "peak or overcounted work; bytes/s above the bandwidth: data served from cache)"))
+
+
+def _phase_name(prefix: str, name: str, space: str = "_") -> str:
+    """``name`` (or a label, words joined by ``space``) of the phase ``prefix`` (``""`` or
+    ``"backward_"``): the prefix follows an own share's ``self_``
+    (``self_backward_roofline_ms``)."""
+    prefix, own = prefix.replace("_", space), f"self{space}"
+    return f"{own}{prefix}{name.removeprefix(own)}" if name.startswith(own) else prefix + name
+
+
 for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
     for _name, _kind, _label, _unit, _description in _COLUMNS:
         # the roofline time is work: a module sums its calls'; the rates are per piece of work
-        register_column(_prefix + _name, _kind, _prefix.replace("_", " ") + _label,
-                        aggregation="sum" if _name == "roofline_ms" else "none", unit=_unit,
-                        description=_description.format(
+        register_column(_phase_name(_prefix, _name), _kind,
+                        _phase_name(_prefix, _label, " "),
+                        aggregation="sum" if _name == "self_roofline_ms" else "none",
+                        unit=_unit, description=_description.format(
                             work=f"the call's own {_phase} work",
                             time=f"its measured {_phase} self time"))
+    # pieces of work run one after another, so a subtree's bound is the sum of its calls'
+    # own bounds (at least the roofline of their summed work, and tighter: each call is
+    # bound by its own larger roof)
+    register_column(f"{_prefix}roofline_ms", "time", f"{_prefix.replace('_', ' ')}roofline",
+                    aggregation="inclusive", unit="ms",
+                    derive=inclusive_of(f"self_{_prefix}roofline_ms"),
+                    description=f"self_{_prefix}roofline_ms of the call and every call inside "
+                                f"it: the {_phase} time the subtree's work needs at the "
+                                "device's peaks, each call at its own roof")
 
 
 def roofline(ops: float | None, moved: float | None, launches: float | None,
@@ -108,7 +129,7 @@ def roofline(ops: float | None, moved: float | None, launches: float | None,
     launch_s = (launches or 0) * peaks.launch_us * 1e-6
     out["intensity"] = ops / moved if ops is not None and moved else None
     roof_s = memory_s if compute_s is None else max(compute_s, memory_s)
-    out["roofline_ms"] = roof_s * 1e3
+    out["self_roofline_ms"] = roof_s * 1e3
     seconds = None if milliseconds is None or not milliseconds > 0 else milliseconds / 1e3
     bound = "compute" if compute_s is not None and compute_s >= memory_s else "memory"
     if launch_s > roof_s or (seconds is not None and roof_s < overhead_share * seconds):
@@ -202,6 +223,10 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
         modules[path] = _phases(calls, measured.get(path, {}),
                                 peak_of(calls[0]), peaks, overhead_share)
         for prefix in ("", "backward_"):
+            # a module's own bound is the sum of its calls' (each call at its own roof), which
+            # its calls' column gives: the roofline of their summed work would be lower
+            modules[path].pop(_phase_name(prefix, "self_roofline_ms"), None)
+        for prefix in ("", "backward_"):
             if modules[path].get(prefix + "above_peak"):
                 phase = (prefix or "forward_").rstrip("_")
                 flagged.append(f"{display_path(path)} ({phase}: {_excess(modules[path], prefix)})")
@@ -238,7 +263,7 @@ def _phases(calls: list[CallRecord], measured: dict[str, Any], flops_peak: float
         total = {c: sum_known(row.get(c) for row in rows) for c in (ops, moved, launches)}
         found = roofline(total[ops], total[moved], total[launches], time_ms, flops_peak, peaks,
                          overhead_share)
-        out.update({prefix + name: value for name, value in found.items()})
+        out.update({_phase_name(prefix, name): value for name, value in found.items()})
     return out
 
 

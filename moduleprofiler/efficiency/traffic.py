@@ -14,12 +14,17 @@ operator of the forward, and with ``backward=True`` every backward operator, so 
 per operator. It writes per call:
 
 * ``self_moved_bytes``: bytes read and written by the call's own operators (children excluded);
-* ``launches``: its own operators that touch memory (about one kernel launch each on a GPU);
-* with a backward: ``self_backward_moved_bytes`` / ``backward_launches``, the backward work autograd
-  did for the call's operators, and ``recompute_moved_bytes`` / ``recompute_ops`` /
-  ``recompute_macs``, forward work re-run during the backward by activation checkpointing
-  (already inside the backward figures, and booked to the call whose backward node triggered the
-  recomputation).
+* ``self_launches``: its own operators that touch memory (about one kernel launch each on a
+  GPU: an estimate from the operators, where the kernel clock's ``device_launches`` counts the
+  kernels the device ran);
+* with a backward: ``self_backward_moved_bytes`` / ``self_backward_launches``, the backward work
+  autograd did for the call's operators, and ``self_recompute_moved_bytes`` /
+  ``self_recompute_ops`` / ``self_recompute_macs``, forward work re-run during the backward by
+  activation checkpointing (already inside the backward figures, and booked to the call whose
+  backward node triggered the recomputation).
+
+Each has its inclusive column beside it (``moved_bytes``, ``launches``, ``recompute_ops``...):
+the call's value plus that of every call inside it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.export.columns import Derived, Kind, inclusive_of, register_column, scaled
+from moduleprofiler.export.columns import Kind, inclusive_of, register_column, scaled
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorMap,
@@ -42,39 +47,44 @@ from moduleprofiler.shards import sharded_by
 from moduleprofiler.storage import storage_key, storage_of
 from moduleprofiler.validate import check_operator_map
 
-_COLUMNS: tuple[tuple[str, Kind, str, str, Derived | None, str], ...] = (
-    # name, kind, label, unit, derive, description
-    ("self_moved_bytes", "bytes", "self moved", "bytes", None,
+_OWN: tuple[tuple[str, Kind, str, str, str], ...] = (
+    # name (own: self_<name>; inclusive: <name>), kind, label, unit, description of the own share
+    ("moved_bytes", "bytes", "moved", "bytes",
      "bytes the call's own forward operators read and wrote (each distinct input once, each "
      "output once; views move nothing): a lower bound on its memory traffic"),
-    ("moved_bytes", "bytes", "moved", "bytes", inclusive_of("self_moved_bytes"),
-     "self_moved_bytes of the call and every call inside it"),
-    ("launches", "count", "self launches", "operators", None,
-     "the call's own forward operators that touch memory (about one kernel launch each on a "
-     "GPU)"),
-    ("self_backward_moved_bytes", "bytes", "self backward moved", "bytes", None,
+    ("launches", "count", "op launches", "operators",
+     "the call's own forward operators that touch memory: about one kernel launch each on a "
+     "GPU, estimated from the operators (device_launches counts the kernels the device ran)"),
+    ("backward_moved_bytes", "bytes", "backward moved", "bytes",
      "bytes read and written by the backward operators autograd ran for the call's own "
      "forward operators (recomputation included)"),
-    ("backward_moved_bytes", "bytes", "backward moved", "bytes",
-     inclusive_of("self_backward_moved_bytes"),
-     "self_backward_moved_bytes of the call and every call inside it"),
-    ("backward_launches", "count", "self backward launches", "operators", None,
+    ("backward_launches", "count", "backward op launches", "operators",
      "backward operators that touch memory, run for the call's own forward operators"),
-    ("recompute_moved_bytes", "bytes", "recompute moved", "bytes", None,
+    ("recompute_moved_bytes", "bytes", "recompute moved", "bytes",
      "bytes moved by forward work re-run in the backward by activation checkpointing, booked "
      "to the call whose backward triggered it (already in self_backward_moved_bytes)"),
-    ("recompute_ops", "count", "recompute ops", "ops", None,
+    ("recompute_ops", "count", "recompute ops", "ops",
      "ops of the forward work re-run in the backward by activation checkpointing (one multiply "
      "= 1 op, one add = 1 op), booked to the call whose backward triggered it"),
-    ("recompute_macs", "count", "recompute macs", "MACs", None,
+    ("recompute_macs", "count", "recompute macs", "MACs",
      "multiply-accumulates of the forward work re-run in the backward by activation "
-     "checkpointing, booked to the call whose backward triggered it"),
-    ("recompute_flops", "count", "recompute flops", "FLOPs", scaled("recompute_macs", 2),
-     "2 x recompute_macs: the FLOPs hardware FLOP utilisation (HFU) adds"))
-for _name, _kind, _label, _unit, _derive, _description in _COLUMNS:
-    register_column(_name, _kind, _label, aggregation="inclusive" if _name in (
-        "moved_bytes", "backward_moved_bytes") else "sum", unit=_unit, derive=_derive,
-        description=_description)
+     "checkpointing, booked to the call whose backward triggered it"))
+"""The traffic listener's quantities: it writes each call's own share (``self_<name>``); the
+bare name is derived, the call with every call inside it."""
+for _name, _kind, _label, _unit, _description in _OWN:
+    register_column(f"self_{_name}", _kind, f"self {_label}", aggregation="sum", unit=_unit,
+                    description=_description)
+    register_column(_name, _kind, _label, aggregation="inclusive", unit=_unit,
+                    derive=inclusive_of(f"self_{_name}"),
+                    description=f"self_{_name} of the call and every call inside it")
+register_column("self_recompute_flops", "count", "self recompute flops", aggregation="sum",
+                unit="FLOPs", derive=scaled("self_recompute_macs", 2),
+                description="2 x self_recompute_macs: the FLOPs of the call's recomputed "
+                            "forward work that hardware FLOP utilisation (HFU) adds")
+register_column("recompute_flops", "count", "recompute flops", aggregation="inclusive",
+                unit="FLOPs", derive=scaled("recompute_macs", 2),
+                description="2 x recompute_macs: recomputed forward FLOPs of the call and "
+                            "every call inside it")
 
 _ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
                           "new_empty_strided", "empty_permuted"})
@@ -216,15 +226,15 @@ class TrafficListener(Listener):
             values = call.values
             forward = self._forward.get(call.index, empty)
             values["self_moved_bytes"] = forward.moved
-            values["launches"] = forward.launches
+            values["self_launches"] = forward.launches
             if self._backward_ran:
                 backward = self._backward.get(call.index, empty)
                 recompute = self._recompute.get(call.index, empty)
                 values["self_backward_moved_bytes"] = backward.moved
-                values["backward_launches"] = backward.launches
-                values["recompute_moved_bytes"] = recompute.moved
-                values["recompute_ops"] = recompute.ops
-                values["recompute_macs"] = recompute.macs
+                values["self_backward_launches"] = backward.launches
+                values["self_recompute_moved_bytes"] = recompute.moved
+                values["self_recompute_ops"] = recompute.ops
+                values["self_recompute_macs"] = recompute.macs
 
 
 def _tally(tallies: dict[int, _Tally], index: int) -> _Tally:

@@ -3,7 +3,7 @@
 * **Model FLOPs**: the work the model needs, ``2 x MACs`` of the forward plus, for a training
   step, of the backward (the convention of ``FlopCounterMode`` and of the ``6N`` estimate).
 * **Hardware FLOPs**: what the device really did: model FLOPs plus the forward work re-run in
-  the backward by activation checkpointing (``recompute_macs`` of a
+  the backward by activation checkpointing (``self_recompute_macs`` of a
   :class:`~moduleprofiler.efficiency.TrafficListener`).
 
 ``MFU = model FLOPs / (time x peak)``, ``HFU = hardware FLOPs / (time x peak)``.
@@ -75,7 +75,7 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
     peak = None if name is None else peaks.flops_per_s(name)
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
-    recompute = 2 * sum(r.metrics.get("recompute_macs") or 0 for r in profile.records)
+    recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)
     hardware = float(profile.total_flops)
     complete = profile.macs_complete
     if profile.backward:

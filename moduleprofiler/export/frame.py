@@ -45,10 +45,14 @@ if TYPE_CHECKING:
     from moduleprofiler.records import Aggregate, CallRecord, ModuleInfo
     from moduleprofiler.records import ProfileData as Profile
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of :func:`profile_to_dict`'s layout. 2: ``records[].metrics`` holds the listeners'
 columns (always an object) and ``columns`` declares the ones this package does not define.
-Version 1 documents are still read."""
+3: a bare name is the module with everything inside it, ``self_`` its own share
+(``self_ops``/``ops``, ``self_params``/``params``). 4: so are the last own-only columns
+(``self_launches``/``launches``, ``self_comm_ms``/``comm_ms``, ``self_roofline_ms``/
+``roofline_ms``...). Documents of every earlier version are still read, under the names of
+this one."""
 
 _RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
     ("call", "index"), ("parent", "parent"), ("depth", "depth"), ("module", "path"),

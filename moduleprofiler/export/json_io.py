@@ -9,8 +9,9 @@ listeners wrote for that call;
 reading the document registers those that are not registered yet, so a saved profile renders
 the same in another process. Records and modules keep PyTorch's module paths (the root is
 ``""``). Version 1 documents (no ``columns``, ``metrics`` null) are read too, and documents
-of versions 1 and 2 (own counts as ``ops``, inclusive ones as ``inclusive_ops``) under the
-names of version 3 with the same numbers (:mod:`moduleprofiler.export.renamed`).
+of versions 1 and 2 (own counts as ``ops``, inclusive ones as ``inclusive_ops``) and 3 (own
+``launches``, ``collectives``, ``roofline_ms``... without inclusive twins) under the names of
+version 4 with the same numbers (:mod:`moduleprofiler.export.renamed`).
 
 The values of the record and module fields (shape trees above all) keep their Python
 structure:
@@ -169,8 +170,8 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ValueError(f"profile JSON has schema_version {version!r}; this moduleprofiler "
                          f"({__version__}) reads versions up to {SCHEMA_VERSION}")
-    if version < 3:
-        document = _upgraded(document)
+    if version < 4:
+        document = _upgraded(document, version)
     _declare(document.get("columns") or {})
     totals = document.get("totals", {})
     records = tuple(_build(CallRecord, r, "record") for r in document["records"])
@@ -185,24 +186,27 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     )
 
 
-def _upgraded(document: Mapping[str, Any]) -> dict[str, Any]:
-    """A document of schema version 1 or 2 with its fields and columns named as in version 3
-    (own ``ops`` -> ``self_ops``, ``inclusive_ops`` -> ``ops``, ``own_params`` ->
-    ``self_params``, ...); the numbers stay. Its totals are the model's and keep their
-    names."""
+def _upgraded(document: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """A document of schema ``version`` 1, 2 or 3 with its fields and columns named as in
+    version 4 (own ``ops`` -> ``self_ops``, ``inclusive_ops`` -> ``ops``, ``own_params`` ->
+    ``self_params``; own ``launches`` -> ``self_launches``, ...); the numbers stay. Its totals
+    are the model's and keep their names."""
+    def renamed(mapping: Mapping[str, Any]) -> dict[str, Any]:
+        return upgraded_names(mapping, version)
+
     def record(row: Mapping[str, Any]) -> dict[str, Any]:
-        out = upgraded_names(row)
+        out = renamed(row)
         if isinstance(out.get("metrics"), Mapping):
-            out["metrics"] = upgraded_names(out["metrics"])
+            out["metrics"] = renamed(out["metrics"])
         return out
 
     upgraded = dict(document)
     upgraded["records"] = [record(row) for row in document["records"]]
-    upgraded["modules"] = [upgraded_names(row) for row in document["modules"]]
+    upgraded["modules"] = [renamed(row) for row in document["modules"]]
     if isinstance(document.get("columns"), Mapping):
-        upgraded["columns"] = upgraded_names(document["columns"])
+        upgraded["columns"] = renamed(document["columns"])
     if isinstance(document.get("module_metrics"), Mapping):
-        upgraded["module_metrics"] = {path: upgraded_names(values) if isinstance(
+        upgraded["module_metrics"] = {path: renamed(values) if isinstance(
             values, Mapping) else values for path, values in document["module_metrics"].items()}
     return upgraded
 

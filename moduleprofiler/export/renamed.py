@@ -5,13 +5,15 @@ One own/inclusive rule holds for every column: a bare name (``ops``, ``params``,
 ``self_`` is the module's own share (``self_ops``, ``self_params``, ``self_forward_ms``), and
 the ``self_`` rows of a table add up to the model's total. Up to 0.1, counts followed the
 opposite rule (``ops`` own, ``inclusive_ops`` inclusive) and the own parameters were called
-``own_params``.
+``own_params``; up to schema version 3 of the JSON files, the last own-only columns (``launches``,
+``recompute_ops``, ``collectives``, ``comm_bus_bytes``, ``comm_ms``, ``roofline_ms``...) had no
+inclusive twin and were own under their bare names (:data:`OWN_ONLY`).
 
 Selecting a column by an old name (a view's ``columns``, ``sort_by``, ``pct_of``, ``top(by=)``,
 the command line's ``--what`` and ``--sort``) still works, with a ``DeprecationWarning`` naming
-the new column (:func:`current_name`); ``ops`` itself cannot warn, its meaning changed. A JSON
-document written before (schema version 2 or less) is read under the new names with the same
-numbers (:func:`upgraded_names`).
+the new column (:func:`current_name`); ``ops`` (``launches``...) itself cannot warn, its meaning
+changed. A JSON document written before (schema version 3 or less) is read under the new names
+with the same numbers (:func:`upgraded_names`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ SCHEMA_2_NAMES: dict[str, str] = {
 own ``ops`` there is ``self_ops``)."""
 
 
+OWN_ONLY: tuple[str, ...] = (
+    "launches", "backward_launches",
+    "recompute_moved_bytes", "recompute_ops", "recompute_macs", "recompute_flops",
+    "collectives", "backward_collectives", "comm_bus_bytes", "backward_comm_bus_bytes",
+    "comm_ms", "backward_comm_ms", "roofline_ms", "backward_roofline_ms",
+)
+"""The quantities that were own under their bare name ``X`` until schema version 3: now
+``self_X``, and ``X`` is the call with every call inside it."""
+
+SCHEMA_3_NAMES: dict[str, str] = {name: f"self_{name}" for name in OWN_ONLY}
+"""How the fields and columns of a document of schema version 3 are named now (an own
+``launches`` there is ``self_launches``); a document of version 2 or less is renamed by
+:data:`SCHEMA_2_NAMES` first."""
+
+
 def current_name(name: str) -> str:
     """``name``, or the column an old name became (with a ``DeprecationWarning`` naming it)."""
     new = RENAMED.get(name)
@@ -61,7 +78,11 @@ def current_names(names: Iterable[str]) -> list[str]:
     return [current_name(name) for name in names]
 
 
-def upgraded_names(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``mapping`` (a schema-2 record, module, metrics or column table) with its
-    keys named as they are now."""
-    return {SCHEMA_2_NAMES.get(key, key): value for key, value in mapping.items()}
+def upgraded_names(mapping: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """A copy of ``mapping`` (a record, module, metrics or column table of a document of
+    schema ``version``, 3 or less) with its keys named as they are now."""
+    renames = (SCHEMA_2_NAMES, SCHEMA_3_NAMES) if version < 3 else (SCHEMA_3_NAMES,)
+    out = dict(mapping)
+    for names in renames:
+        out = {names.get(key, key): value for key, value in out.items()}
+    return out

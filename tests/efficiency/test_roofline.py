@@ -26,7 +26,7 @@ PEAKS = DevicePeaks("toy", {"fp32": 100.0, "tf32": 200.0, "bf16": 400.0}, 1000.0
 def test_compute_bound():
     # 1e9 FLOPs / 1e14 = 10 us; 1e6 bytes / 1e12 = 1 us; one launch 5 us: compute roof 10 us
     found = roofline(1e9, 1e6, 1, 0.02, 1e14, PEAKS)
-    assert found["roofline_ms"] == pytest.approx(0.01)
+    assert found["self_roofline_ms"] == pytest.approx(0.01)
     assert found["intensity"] == pytest.approx(1000)
     assert found["bound"] == "compute"
     assert found["achieved_tflops"] == pytest.approx(50)  # 1e9 FLOPs in 20 us
@@ -89,6 +89,34 @@ def test_with_efficiency_per_call_and_module_and_the_warning():
     modules = result.to_df("module").set_index("module")
     assert modules.loc["0", "above_peak"]
     assert modules.loc["1", "achieved_gbs"] == pytest.approx(192 / 1e-3 / 1e9)
+
+
+class _Twice(nn.Module):
+    """One Linear called twice, then a ReLU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4, bias=False)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.lin(self.lin(x)))
+
+
+def test_a_subtrees_roofline_is_the_sum_of_its_calls_own_bounds():
+    profile = ModuleProfiler().profile(_Twice(), torch.randn(3, 4), listeners=[TrafficListener()])
+    result = with_efficiency(profile, PEAKS, tf32=False)
+    # each lin call: mm reads 4 * (12 + 16) = 112 bytes and writes 4 * 12 = 48: 160 bytes at
+    # 1e12 B/s = 1.6e-10 s (its 3 * 4 * 7 = 84 FLOPs take 8.4e-13 s at 1e14): 1.6e-7 ms.
+    # relu reads and writes 48 bytes: 96 bytes, 0.96e-7 ms
+    modules = result.to_df("module").set_index("module")
+    assert modules.loc["lin", "self_roofline_ms"] == pytest.approx(2 * 1.6e-7)
+    assert modules.loc["act", "self_roofline_ms"] == pytest.approx(0.96e-7)
+    assert modules.loc["__root__", "self_roofline_ms"] == 0  # no work of its own
+    # the root's bound: every call at its own roof, 2 * 1.6e-7 + 0.96e-7
+    assert modules.loc["__root__", "roofline_ms"] == pytest.approx(4.16e-7)
+    assert modules["self_roofline_ms"].sum() == pytest.approx(modules.loc["__root__",
+                                                                         "roofline_ms"])
 
 
 def test_with_efficiency_needs_the_traffic_listener():

@@ -29,7 +29,9 @@ def test_mlp_forward_bytes_by_hand():
     assert moved[""] == 0  # the container runs no operator of its own
     calls = profile.to_df("call").set_index("module")
     assert calls.loc["__root__", "moved_bytes"] == 304 + 192 + 192
-    assert list(calls["launches"]) == [0, 1, 1, 1]
+    assert list(calls["self_launches"]) == [0, 1, 1, 1]
+    # the root's launches hold its three children's: 0 + 1 + 1 + 1
+    assert list(calls["launches"]) == [3, 1, 1, 1]
 
 
 def test_views_move_nothing_and_a_repeated_input_is_read_once():
@@ -39,7 +41,7 @@ def test_views_move_nothing_and_a_repeated_input_is_read_once():
 
     # x + x reads x once (24 bytes) and writes 24; view and t are views: 48
     record = traffic(AddSelf(), torch.randn(2, 3)).records[0]
-    assert record.metrics == {"self_moved_bytes": 48, "launches": 1}
+    assert record.metrics == {"self_moved_bytes": 48, "self_launches": 1}
 
 
 def test_in_place_reads_and_writes_its_target():
@@ -68,7 +70,7 @@ def test_backward_bytes_by_hand_and_on_meta():
     # weight gradient mm(grad.t()[2,3], x[3,4]): 4 * (6 + 12) read + 4 * 8 written = 104; the
     # input needs no gradient
     assert metrics["self_backward_moved_bytes"] == 104
-    assert metrics["backward_launches"] == 1
+    assert metrics["self_backward_launches"] == 1
     meta = traffic(nn.Linear(4, 8, device="meta"), torch.randn(3, 4, device="meta"))
     assert meta.records[0].metrics["self_moved_bytes"] == 304  # shapes alone, as on the CPU
 
@@ -100,14 +102,22 @@ class _Checkpointed(nn.Module):
 
 def test_checkpoint_recomputation_is_counted_in_its_own_column():
     profile = traffic(_Checkpointed(), torch.randn(2, 4), backward=True)
-    recompute = {r.path: r.metrics["recompute_macs"] for r in profile.records}
+    recompute = {r.path: r.metrics["self_recompute_macs"] for r in profile.records}
     # the backward of block.b re-runs block.a's addmm (2 rows x 4 x 4 = 32 MACs) and the relu,
     # then stops: what it needs is rebuilt
     assert recompute == {"": 0, "block": 0, "block.a": 0, "block.b": 32, "out": 0}
     b = profile.calls("block.b")[0]
     # its own backward (grad input 32 + grad weight 32 MACs) plus the recomputation
     assert b.self_backward_macs == 32 + 32 + 32
-    assert b.metrics["recompute_moved_bytes"] > 0
+    assert b.metrics["self_recompute_moved_bytes"] > 0
+    # the inclusive columns hold the subtree's: block and the root have block.b's 32 MACs,
+    # 2 x 32 = 64 FLOPs
+    modules = profile.to_df("module").set_index("module")
+    assert modules["recompute_macs"].to_dict() == {
+        "__root__": 32, "block": 32, "block.a": 0, "block.b": 32, "out": 0}
+    assert modules.loc["block", "recompute_flops"] == 64
+    assert modules.loc["block", "self_recompute_flops"] == 0
+    assert modules.loc["block", "recompute_moved_bytes"] == b.metrics["self_recompute_moved_bytes"]
 
 
 def test_recomputation_is_counted_with_the_profilers_own_operator_formulas():
@@ -116,7 +126,7 @@ def test_recomputation_is_counted_with_the_profilers_own_operator_formulas():
     profile = profiler.profile(_Checkpointed(), torch.randn(2, 4), backward=True,
                                listeners=[TrafficListener()])
     # block.b's backward re-runs block.a's one addmm: the profiler's formula says 10 MACs
-    assert profile.calls("block.b")[0].metrics["recompute_macs"] == 10
+    assert profile.calls("block.b")[0].metrics["self_recompute_macs"] == 10
 
 
 def test_a_recomputed_operators_formula_result_is_checked():

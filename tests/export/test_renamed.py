@@ -14,9 +14,18 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profile, Profiler
 from moduleprofiler.deprecation import REMOVAL_VERSION
-from moduleprofiler.export.renamed import RENAMED, current_name
+from moduleprofiler.export.frame import SCHEMA_VERSION
+from moduleprofiler.export.renamed import OWN_ONLY, RENAMED, current_name
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "profile_schema2.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURE = FIXTURES / "profile_schema2.json"
+SCHEMA_3 = FIXTURES / "profile_schema3.json"
+"""Written by 0.2.0.dev0 before the last own-only columns were renamed: a model of
+``first`` (Linear(4, 3)), ``block`` (Sequential(Linear(3, 3), ReLU()) under activation
+checkpointing), ``talks`` (an all-reduce of a copy of its input, then ``x * 2``) and ``out``
+(Linear(3, 2)) on a (2, 4) input, profiled with backward, a ``TrafficListener`` and a
+``CommunicationListener(timing=True)`` on the fake process group of 2 ranks, then
+``with_efficiency`` for the H100 SXM."""
 
 
 def _model() -> nn.Module:
@@ -95,6 +104,10 @@ def test_a_schema_2_file_reads_back_with_the_same_numbers_under_the_new_names() 
         assert record.self_params == row["own_params"]
         assert record.metrics["self_moved_bytes"] == row["metrics"]["moved_bytes"]
         assert "moved_bytes" not in record.metrics
+        # own-only until schema 3: launches is self_launches now
+        assert record.metrics["self_launches"] == row["metrics"]["launches"]
+        assert record.metrics["self_recompute_ops"] == row["metrics"]["recompute_ops"]
+        assert "launches" not in record.metrics
     modules = profile.to_df("module").set_index("module")
     # the inner Sequential ("2") does no work of its own; its Linear(3, 2) on 2 rows does
     # 2 * 2 * (2 * 3 - 1 + 1) = 24 ops, and the root 48 + 6 + 24 = 78
@@ -107,13 +120,65 @@ def test_a_schema_2_file_reads_back_with_the_same_numbers_under_the_new_names() 
     assert modules.loc["__root__", "moved_bytes"] == own_moved == 236
 
 
-def test_a_schema_2_file_round_trips_as_schema_3(tmp_path: Path) -> None:
+def test_a_schema_2_file_round_trips_as_the_current_schema(tmp_path: Path) -> None:
     profile = Profile.from_json(FIXTURE)
     profile.to_json(tmp_path / "again.json")
     document = json.loads((tmp_path / "again.json").read_text())
-    assert document["schema_version"] == 3
+    assert document["schema_version"] == SCHEMA_VERSION == 4
     assert "inclusive_ops" not in document["records"][0]
     assert "self_ops" in document["records"][0]
+    again = Profile.from_json(tmp_path / "again.json")
+    pd.testing.assert_frame_equal(again.to_df("module"), profile.to_df("module"))
+
+
+def test_a_schema_3_file_reads_back_with_the_same_numbers_under_the_new_names() -> None:
+    old = json.loads(SCHEMA_3.read_text())
+    assert old["schema_version"] == 3
+    profile = Profile.from_json(SCHEMA_3)
+    records = {r.path: r for r in profile.records}
+    renamed = [name for name in OWN_ONLY if name in old["records"][0]["metrics"]]
+    # every own-only column of the traffic, communication and efficiency columns is there
+    assert sorted(renamed) == sorted(name for name in OWN_ONLY if name != "recompute_flops")
+    for row in old["records"]:
+        metrics = records[row["path"]].metrics
+        for name in renamed:  # the own value, under its self_ name, the same number
+            assert metrics[f"self_{name}"] == row["metrics"][name], (row["path"], name)
+            assert name not in metrics
+        assert metrics["self_moved_bytes"] == row["metrics"]["self_moved_bytes"]
+    for path, columns in old["module_metrics"].items():
+        assert profile.module_metrics[path]["self_roofline_ms"] == columns["roofline_ms"]
+        assert "roofline_ms" not in profile.module_metrics[path]
+    modules = profile.to_df("module").set_index("module")
+    old_own = {row["path"] or "__root__": row["metrics"] for row in old["records"]}
+    # each module is called once: its own value is the file's; the bare name is the subtree
+    for name in ("launches", "backward_launches", "collectives", "comm_bus_bytes", "comm_ms",
+                 "recompute_ops", "recompute_macs", "recompute_moved_bytes"):
+        assert modules[f"self_{name}"].to_dict() == {path: old_own[path][name]
+                                                     for path in modules.index}, name
+        assert modules.loc["__root__", name] == pytest.approx(
+            sum(own[name] for own in old_own.values())), name
+    # launches by hand: first, block.0, block.1 and out run one operator each, talks two (the
+    # clone of its buffer and x * 2): the root holds 1 + 1 + 1 + 2 + 1 = 6, block 1 + 1 = 2
+    assert (modules.loc["__root__", "launches"], modules.loc["block", "launches"]) == (6, 2)
+    assert modules.loc["__root__", "self_launches"] == 0
+    # the one all-reduce of 2 x 3 floats (24 bytes) on 2 ranks is talks' and the root's
+    assert (modules.loc["talks", "self_collectives"], modules.loc["__root__", "collectives"]) \
+        == (1, 1)
+    assert modules.loc["__root__", "comm_ms"] == pytest.approx(old_own["talks"]["comm_ms"])
+    # block.1 (the ReLU) re-ran block.0's addmm in the backward: 2 rows x 3 x 3 = 18 MACs
+    assert modules.loc["block", "recompute_macs"] == 18 == old_own["block.1"]["recompute_macs"]
+    assert modules.loc["block", "recompute_flops"] == 36
+    assert modules.loc["__root__", "roofline_ms"] == pytest.approx(
+        sum(own["roofline_ms"] for own in old_own.values()))
+
+
+def test_a_schema_3_file_round_trips_as_the_current_schema(tmp_path: Path) -> None:
+    profile = Profile.from_json(SCHEMA_3)
+    profile.to_json(tmp_path / "again.json")
+    document = json.loads((tmp_path / "again.json").read_text())
+    assert document["schema_version"] == SCHEMA_VERSION
+    assert "self_launches" in document["records"][0]["metrics"]
+    assert "launches" not in document["records"][0]["metrics"]  # derived, not stored
     again = Profile.from_json(tmp_path / "again.json")
     pd.testing.assert_frame_equal(again.to_df("module"), profile.to_df("module"))
 

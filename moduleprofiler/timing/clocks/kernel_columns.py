@@ -97,10 +97,11 @@ def _idle_share(busy: Any, span: Any) -> float | None:
     return median_of(idle[np.isfinite(idle)])
 
 
-_column("device_launches", "count", "launches", aggregation="inclusive",
+_column("device_launches", "count", "device launches", aggregation="inclusive",
         needs=TIME_NEEDS, statistic=median_statistic("device_launches_samples"),
-        description="kernels, copies and sets the forward launched, with its "
-        "children's (median over the traced iterations)")
+        description="kernels, copies and sets the device ran for the forward, with its "
+        "children's (median over the traced iterations; launches is the estimate from the "
+        "operators)")
 _column("device_idle_share", "fraction", "device idle", aggregation="none",
         needs=TIME_NEEDS, statistic=Statistic(
             ("device_busy_samples_ms", "device_span_samples_ms"), _idle_share),
