@@ -19,6 +19,7 @@ from torch import nn
 
 from moduleprofiler import Profiler, TimingOptions
 from moduleprofiler.compiled import compare_compiled
+from moduleprofiler.efficiency import TrafficListener, device_peaks, with_efficiency
 from moduleprofiler.export.columns import registered_columns
 from moduleprofiler.records import ProfileData
 
@@ -46,6 +47,9 @@ RESULTS: dict[str, Callable[[], ProfileData]] = {
     "predict": lambda: Profiler().predict(_model(), torch.randn(32, 8), "H100 SXM"),
     "compare_compiled": lambda: compare_compiled(torch.compile(_model()), torch.randn(32, 8),
                                                  QUICK),
+    "with_efficiency": lambda: with_efficiency(
+        Profiler().profile(_model(), torch.randn(32, 8), backward=True,
+                           listeners=[TrafficListener()]), device_peaks("H100 SXM")),
 }
 
 
