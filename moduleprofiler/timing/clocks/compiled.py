@@ -46,6 +46,7 @@ from moduleprofiler.timing.compiled.capture import (
     eager_call,
     recorded_compile,
 )
+from moduleprofiler.timing.compiled.parts import PartlyCompiled, forced_eager
 from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -73,13 +74,18 @@ class CompiledProgram:
     @classmethod
     def of(cls, model: nn.Module, input: Any,
            options: Mapping[str, Any] | None = None) -> CompiledProgram | None:
-        """``model`` (a ``torch.compile(model)`` wrapper, or a model whose root was compiled
-        in place) taken apart to be called on ``input`` (unpacked as ``time_modules``
-        unpacks it); ``None`` for a model that is not compiled. ``options``: Inductor
-        options over the model's own."""
+        """``model`` (a ``torch.compile(model)`` wrapper, a model whose root was compiled
+        in place, or an eager model with compiled submodules) taken apart to be called on
+        ``input`` (unpacked as ``time_modules`` unpacks it); ``None`` for a model with nothing
+        compiled. ``options``: Inductor options over the model's own (a whole model's)."""
         found = compiled_original(model)
         if found is None:
-            return None
+            partly = PartlyCompiled.of(model)
+            if partly is None:
+                return None
+            return cls(model, make_invocation(model, input, target=forced_eager(model)),
+                       make_invocation(model, input, target=partly.shadow),
+                       partly.recorder, [partly.note()])
         original, inductor, note = found
         compiled, recorder = recorded_compile(original, {**inductor, **(options or {})})
         own = eager_call(original) if original is model else original
@@ -144,7 +150,8 @@ class CompiledClock(Clock):
             if keep:
                 recorder = self.program.recorder
                 self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
-                                         trace.kernels, count, recorder.versions()))
+                                         trace.kernels, count, recorder.versions(),
+                                         trace.ranges))
 
         self._prime = partial(traced, 1, False)
         return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
@@ -183,7 +190,8 @@ class CompiledClock(Clock):
             notes.append("kernels of the compiled graphs booked to no module: "
                          + ", ".join(sorted(booking.unmatched)))
         return Readings(self.traced, sum(booking.booked_ns) / 1e6,
-                        (sum(booking.in_graph_ns) + outside) / 1e6, clock=self.name,
+                        (sum(booking.in_graph_ns) + sum(booking.eager_ns) + outside) / 1e6,
+                        clock=self.name,
                         notes=notes, module_metrics=self._fused())
 
     # -- what only this clock tells ----------------------------------------------------------
@@ -277,6 +285,7 @@ def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[
         module = module_of.get(key)
         if module is not None:
             out[module] += launches
+    out.update(booking.eager_launches)
     iterations = max(booking.iterations, 1)
     return {module: round(total / iterations) for module, total in out.items()}
 
@@ -294,6 +303,7 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     """Two blocks' bookings as one of their iterations together."""
     merged = CompiledBooking(first.iterations + second.iterations,
                              in_graph_ns=[*first.in_graph_ns, *second.in_graph_ns],
+                             eager_ns=[*first.eager_ns, *second.eager_ns],
                              outside_ns=first.outside_ns + second.outside_ns)
     for path in {*first.module_ns, *second.module_ns}:
         merged.module_ns[path] = [*first.module_ns.get(path, [0] * first.iterations),
@@ -304,6 +314,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     for counts in (first.kernel_launches, second.kernel_launches):
         for key, value in counts.items():
             merged.kernel_launches[key] += value
+    for eager in (first.eager_launches, second.eager_launches):
+        for path, value in eager.items():
+            merged.eager_launches[path] += value
     for unmatched in (first.unmatched, second.unmatched):
         for name, ns in unmatched.items():
             merged.unmatched[name] += ns

@@ -38,6 +38,19 @@ class GraphCall:
 
 
 @dataclass(frozen=True)
+class ModuleRange:
+    """One call of an eager module of the timed program (compiled submodules inside an eager
+    model): ``[start, end]`` ns on ``thread``, in iteration ``iteration``; ranges nest as the
+    calls do."""
+
+    path: str
+    thread: int
+    start: int
+    end: int
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
 class HostOp:
     """An operator's host range (``aten::mm``...) on ``thread``."""
 
@@ -81,6 +94,11 @@ class CompiledBooking:
     """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
     in_graph_ns: list[int] = field(default_factory=list)
     """Per iteration, the time of every kernel launched inside a compiled graph's call."""
+    eager_ns: list[int] = field(default_factory=list)
+    """Per iteration, the time of every kernel launched by an eager module's code (outside
+    the compiled graphs' calls, inside a module's range): all booked to modules."""
+    eager_launches: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Per module path, kernels its eager code launched."""
     unmatched: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     """Kernels inside a graph's call that matched none of its kernels: name -> time."""
     outside_ns: int = 0
@@ -95,8 +113,9 @@ class CompiledBooking:
 
     @property
     def coverage(self) -> float | None:
-        """Booked share of the compiled graphs' kernel time (``None`` when none ran)."""
-        total = sum(self.in_graph_ns)
+        """Booked share of the compiled graphs' kernel time, and of the eager modules' where
+        there are some (``None`` when none ran)."""
+        total = sum(self.in_graph_ns) + sum(self.eager_ns)
         return sum(self.booked_ns) / total if total else None
 
 
@@ -121,6 +140,60 @@ def _spans(calls: Sequence[GraphCall]) -> tuple[dict[int, list[tuple[int, int, i
     return spans, {t: [s[0] for s in thread_spans] for t, thread_spans in spans.items()}
 
 
+_OPERATOR = re.compile(r"^\w+::\w")
+"""An operator's range (``aten::addmm``, ``mylib::op``), not a wrapper's (Dynamo's, Inductor's
+runtime ranges, the graphs' calls, the modules' ranges)."""
+
+
+def _innermost_range(ranges: Sequence[ModuleRange], starts: Sequence[int],
+                     time: int) -> ModuleRange | None:
+    """The innermost of nested ``ranges`` (one thread's, sorted by start) open at ``time``:
+    the latest-starting one that contains it."""
+    at = bisect_right(starts, time) - 1
+    while at >= 0:
+        if ranges[at].end >= time:
+            return ranges[at]
+        at -= 1
+    return None
+
+
+def _range_index(ranges: Iterable[ModuleRange]) -> dict[int, tuple[list[ModuleRange],
+                                                                    list[int]]]:
+    by_thread: dict[int, list[ModuleRange]] = defaultdict(list)
+    for item in ranges:
+        by_thread[item.thread].append(item)
+    out = {}
+    for thread, items in by_thread.items():
+        items.sort(key=lambda r: (r.start, -r.end))
+        out[thread] = (items, [r.start for r in items])
+    return out
+
+
+def eager_ops(ranges: Iterable[ModuleRange], calls: Sequence[GraphCall],
+              ops: Iterable[HostOp]) -> list[HostOp]:
+    """On a CPU, the eager modules' kernels: the operators that started inside a module's
+    range, outside every graph call, and inside no other operator (an operator's own time
+    holds the operators it calls)."""
+    index = _range_index(ranges)
+    spans, starts = _spans(calls)
+    found: list[HostOp] = []
+    last_end: dict[int, int] = {}
+    for op in sorted(ops, key=lambda o: (o.thread, o.start, -o.end)):
+        if op.thread not in index or not _OPERATOR.match(op.name):
+            continue
+        if op.end <= last_end.get(op.thread, -1):
+            continue  # inside the previous operator
+        last_end[op.thread] = op.end
+        if op.thread in spans and (
+                _innermost(spans[op.thread], starts[op.thread], op.start) is not None
+                or bisect_right(starts[op.thread], op.end) > bisect_right(
+                    starts[op.thread], op.start)):
+            continue  # a compiled graph's (or around one)
+        if _innermost_range(*index[op.thread], op.start) is not None:
+            found.append(op)
+    return found
+
+
 def top_level_ops(calls: Sequence[GraphCall],
                   ops: Iterable[HostOp]) -> dict[GraphCall, list[HostOp]]:
     """The operators directly inside each graph call (not inside another operator of it),
@@ -143,8 +216,8 @@ def top_level_ops(calls: Sequence[GraphCall],
 def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterable[GraphCall],
                   ops: Iterable[HostOp], kernels: Iterable[KernelRecord],
                   iterations: int,
-                  versions: Mapping[str, Sequence[Sequence[CompiledKernel]]] | None = None
-                  ) -> CompiledBooking:
+                  versions: Mapping[str, Sequence[Sequence[CompiledKernel]]] | None = None,
+                  ranges: Iterable[ModuleRange] = ()) -> CompiledBooking:
     """Book every kernel record to its graph's kernel and that kernel's module.
 
     ``graphs``: each compiled graph's kernels by its key; ``calls``: the graphs' calls;
@@ -154,6 +227,8 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
     graph after a graph break in each of several blocks), each one's kernels in the order they
     were compiled, which is the order of their first calls: the n-th call of that key in an
     iteration is the n-th graph's.
+    ``ranges``: the eager modules' calls (compiled submodules inside an eager model); a kernel
+    launched outside every graph call is booked to the innermost of them around its launch.
     """
     calls = sorted(calls, key=lambda c: (c.thread, c.start))
     of_call = _call_kernels(calls, graphs, versions or {})
@@ -175,13 +250,23 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
         spans.sort()
     op_starts = {t: [s[0] for s in spans] for t, spans in op_spans.items()}
 
-    booking = CompiledBooking(iterations, in_graph_ns=[0] * iterations)
+    booking = CompiledBooking(iterations, in_graph_ns=[0] * iterations,
+                              eager_ns=[0] * iterations)
+    eager = _range_index(ranges)
     generated: dict[int, dict[str, list[CompiledKernel]]] = {}
     for record in sorted(kernels, key=lambda r: r.time):
         index = (_innermost(call_spans[record.thread], call_starts[record.thread], record.time)
                  if record.thread in call_spans else None)
         if index is None:
-            booking.outside_ns += record.duration
+            launcher = (_innermost_range(*eager[record.thread], record.time)
+                        if record.thread in eager else None)
+            if launcher is not None and 0 <= launcher.iteration < iterations:
+                booking.eager_ns[launcher.iteration] += record.duration
+                booking.eager_launches[launcher.path] += 1
+                times = booking.module_ns.setdefault(launcher.path, [0] * iterations)
+                times[launcher.iteration] += record.duration
+            else:
+                booking.outside_ns += record.duration
             continue
         call = calls[index]
         if not 0 <= call.iteration < iterations:

@@ -96,12 +96,15 @@ class GraphRecorder:
     """Inductor options (what ``torch.compile``'s ``mode`` and ``options`` set)."""
     graphs: list[CompiledGraph] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prefix: str = ""
+    """The path of the compiled module in the model it is timed in (``""``: it is the
+    model): put before every module path the recorder finds."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         relative = {node.name: innermost_module(node.meta.get("nn_module_stack"))
                     for node in gm.graph.nodes}
         prefix = self._frame(gm, example_inputs, relative)
-        modules = {name: module_path(".".join(p for p in (prefix, path) if p), self.known)
+        modules = {name: _joined(self.prefix, module_path(_joined(prefix, path), self.known))
                    for name, path in relative.items()}
         views = {node.name for node in gm.graph.nodes if _only_views(node)}
         work = [modules[node.name] for node in gm.graph.nodes
@@ -159,7 +162,9 @@ class GraphRecorder:
         text = getattr(compiled, "inductor_provenance_mapping_str", None)
         kernels: list[CompiledKernel] = []
         if text:
-            kernels = graph_kernels(json.loads(text), modules, self.known, views)
+            known = ({_joined(self.prefix, path) for path in self.known} if self.prefix
+                     else self.known)
+            kernels = graph_kernels(json.loads(text), modules, known, views)
         else:
             self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
                               "so its time is not booked to modules")
@@ -176,6 +181,11 @@ class GraphRecorder:
         for graph in self.graphs:
             out.setdefault(graph.key, []).append(graph.kernels)
         return out
+
+
+def _joined(prefix: str, path: str) -> str:
+    """``path`` inside the module at ``prefix`` (``""``: the root)."""
+    return ".".join(part for part in (prefix, path) if part)
 
 
 def _only_views(node: fx.Node) -> bool:
@@ -238,9 +248,14 @@ _compiles = itertools.count()
 
 
 def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None,
-                     dynamic: bool | None = False) -> tuple[Any, GraphRecorder]:
+                     dynamic: bool | None = False, *, prefix: str = "",
+                     into: GraphRecorder | None = None) -> tuple[Any, GraphRecorder]:
     """``module`` compiled by a :class:`GraphRecorder` (compiling happens at the first call,
     as with ``torch.compile``): the callable and its recorder.
+
+    ``prefix``: ``module``'s path in the model it is timed in (a compiled submodule's), put
+    before the module paths recorded. ``into``: a recorder whose lists of graphs and notes
+    this one appends to (several compiled submodules of one model, recorded as one program).
 
     What is compiled is a new function object each time, calling ``module``'s own call
     (``_call_impl``, as ``module.compile()`` does, so a model compiled in place is compiled
@@ -252,7 +267,9 @@ def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None
     known = {path for path, _ in module.named_modules()}
     owners = {id(tensor): path for path, sub in module.named_modules()
               for tensor in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))}
-    recorder = GraphRecorder(known, owners, dict(options or {}))
+    recorder = GraphRecorder(known, owners, dict(options or {}), prefix=prefix)
+    if into is not None:
+        recorder.graphs, recorder.notes = into.graphs, into.notes
     code = _call.__code__.replace(co_name=f"moduleprofiler_compiled_{next(_compiles)}")
     fresh = types.FunctionType(code, _call.__globals__, code.co_name)
     compiled = torch.compile(fresh, backend=recorder, dynamic=dynamic)
