@@ -34,6 +34,7 @@ from torch._dynamo.utils import counters
 
 from moduleprofiler import devices
 from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.facts import CompiledFacts, Recompilation
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, PassRunner
@@ -47,6 +48,7 @@ from moduleprofiler.timing.compiled.capture import (
     recorded_compile,
 )
 from moduleprofiler.timing.compiled.parts import PartlyCompiled, forced_eager
+from moduleprofiler.timing.compiled.regions import recompilations_of, regions_of
 from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -70,6 +72,8 @@ class CompiledProgram:
     """One call of the recorded compile on the input."""
     recorder: GraphRecorder
     notes: list[str] = field(default_factory=list)
+    recompilations: tuple[Recompilation, ...] = ()
+    """The recompilations Dynamo recorded for the model's forwards before it was timed."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
@@ -85,13 +89,13 @@ class CompiledProgram:
                 return None
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
-                       partly.recorder, [partly.note()])
+                       partly.recorder, [partly.note()], recompilations_of(model))
         original, inductor, note = found
         compiled, recorder = recorded_compile(original, {**inductor, **(options or {})})
         own = eager_call(original) if original is model else original
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input, target=compiled), recorder,
-                   [note] if note is not None else [])
+                   [note] if note is not None else [], recompilations_of(original))
 
 
 def _no_mark(name: str) -> None:
@@ -177,10 +181,8 @@ class CompiledClock(Clock):
         if booking is None or not self.traced:
             return Readings(clock=self.name, notes=notes)
         outside = booking.outside_ns if self.device.type == "cuda" else 0
-        if self.break_reasons:
-            notes.append(f"{self.graphs} compiled graphs: the graph breaks ("
-                         + "; ".join(f"{reason} x{n}" for reason, n in
-                                     self.break_reasons.most_common()) + ")")
+        facts = self.facts()
+        notes.extend(facts.sentences())
         coverage = booking.coverage
         if coverage is not None and coverage < 0.99:
             notes.append(f"only {100 * coverage:.1f} % of the compiled graphs' kernel time is "
@@ -192,13 +194,19 @@ class CompiledClock(Clock):
         return Readings(self.traced, sum(booking.booked_ns) / 1e6,
                         (sum(booking.in_graph_ns) + sum(booking.eager_ns) + outside) / 1e6,
                         clock=self.name,
-                        notes=notes, module_metrics=self._fused())
+                        notes=notes, module_metrics=self._fused(), compiled=facts)
 
     # -- what only this clock tells ----------------------------------------------------------
     @property
     def graphs(self) -> int:
         """Compiled graphs of the forward (more than one: the graph broke)."""
         return sum(not graph.backward for graph in self.program.recorder.graphs)
+
+    def facts(self) -> CompiledFacts:
+        """The forward's compiled graphs (regions: what each covers, where and why the graph
+        breaks after it) and the recompilations Dynamo recorded for the model's forwards."""
+        return CompiledFacts(regions_of(self.program.recorder.graphs),
+                             self.program.recompilations)
 
     @property
     def coverage(self) -> float | None:

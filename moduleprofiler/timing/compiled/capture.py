@@ -23,6 +23,7 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 import types
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from moduleprofiler.timing.compiled.kernels import (
     VIEW_OPS,
     CompiledKernel,
     graph_kernels,
-    innermost_module,
+    innermost_spelling,
     module_path,
 )
 
@@ -79,6 +80,11 @@ class CompiledGraph:
     last: str = ""
     """The module of its last operation: a graph break follows it, when another graph
     does."""
+    reason: str | None = None
+    """Why Dynamo ended the graph when a graph break did (the first line of its reason);
+    ``None``: the traced code ended."""
+    at: str | None = None
+    """The line of the user's code the graph broke at (``file:line in function``)."""
 
 
 @dataclass
@@ -101,15 +107,18 @@ class GraphRecorder:
     model): put before every module path the recorder finds."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        relative = {node.name: innermost_module(node.meta.get("nn_module_stack"))
-                    for node in gm.graph.nodes}
-        prefix = self._frame(gm, example_inputs, relative)
-        modules = {name: _joined(self.prefix, module_path(_joined(prefix, path), self.known))
-                   for name, path in relative.items()}
+        spelled = {node.name: innermost_spelling(node.meta.get("nn_module_stack"))
+                   for node in gm.graph.nodes}
+        frames = self._frames(gm, example_inputs, spelled)
+        modules = {name: _joined(self.prefix, module_path(_joined(
+                       frames.get(_local(traced) or "self", frames.get("self", "")),
+                       module_path(traced)), self.known))
+                   for name, traced in spelled.items()}
         views = {node.name for node in gm.graph.nodes if _only_views(node)}
         work = [modules[node.name] for node in gm.graph.nodes
                 if node.op in ("call_function", "call_method", "call_module")]
         span = (work[0], work[-1]) if work else ("", "")
+        ended = _graph_break(gm)
         salt = hashlib.sha1("\n".join(node.name for node in gm.graph.nodes).encode(),
                             usedforsecurity=False).hexdigest()[:16]
 
@@ -119,7 +128,7 @@ class GraphRecorder:
             with inductor_config.patch(self._patches(salt)):
                 compiled = compile_fx_inner(graph, inputs, **kwargs)
             self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
-                         span)
+                         span, ended)
             return compiled
 
         # functorch's own cache would hand back a compiled graph without calling ``inner``
@@ -129,21 +138,28 @@ class GraphRecorder:
             return compile_fx(gm, example_inputs, inner_compile=inner,
                               config_patches=dict(self.options))
 
-    def _frame(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
-               relative: Mapping[str, str]) -> str:
-        """The path of the module whose frame Dynamo traced ``gm`` from (``""``: the root's,
-        or no parameter says otherwise)."""
+    def _frames(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
+                spelled: Mapping[str, str]) -> dict[str, str]:
+        """The path of the module each of the traced frame's locals is (``self``: the
+        module whose frame Dynamo traced ``gm`` from; ``___stack0``: a module a resumed frame
+        after a graph break was about to call), as the parameters the graph reads say;
+        a local no parameter names is left out (``self`` then: the root's)."""
+        frames: dict[str, str] = {}
         placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
         for node, example in zip(placeholders, example_inputs, strict=False):
             owner = self.owners.get(id(example))
-            inner = relative.get(node.name, "")
-            if owner is None or not inner:
+            traced = spelled.get(node.name, "")
+            local = _local(traced)
+            if owner is None or local is None or local in frames:
                 continue
+            inner = module_path(traced)
             if owner == inner:
-                return ""
-            if owner.endswith("." + inner):
-                return owner[: -len(inner) - 1]
-        return ""
+                frames[local] = ""
+            elif not inner:
+                frames[local] = owner
+            elif owner.endswith("." + inner):
+                frames[local] = owner[: -len(inner) - 1]
+        return frames
 
     def _patches(self, salt: str) -> dict[str, Any]:
         patches: dict[str, Any] = {"cpp.enable_kernel_profile": True}
@@ -157,7 +173,8 @@ class GraphRecorder:
         return patches
 
     def _record(self, compiled: Any, modules: Mapping[str, str], views: set[str],
-                backward: bool, span: tuple[str, str]) -> None:
+                backward: bool, span: tuple[str, str],
+                ended: tuple[str | None, str | None] = (None, None)) -> None:
         key = str(getattr(compiled, "_fx_graph_cache_key", None))
         text = getattr(compiled, "inductor_provenance_mapping_str", None)
         kernels: list[CompiledKernel] = []
@@ -168,7 +185,8 @@ class GraphRecorder:
         else:
             self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
                               "so its time is not booked to modules")
-        self.graphs.append(CompiledGraph(key, backward, kernels, *span))
+        self.graphs.append(CompiledGraph(key, backward, kernels, *span,
+                                         *(ended if not backward else (None, None))))
 
     def by_key(self) -> dict[str, list[CompiledKernel]]:
         """Each recorded graph's kernels by its key."""
@@ -181,6 +199,27 @@ class GraphRecorder:
         for graph in self.graphs:
             out.setdefault(graph.key, []).append(graph.kernels)
         return out
+
+
+_LOCAL = re.compile(r"^L\[['\"]([^'\"]*)['\"]\]")
+
+
+def _local(traced: str) -> str | None:
+    """The frame's local a spelling starts from (``self``, ``___stack0``), if any."""
+    found = _LOCAL.match(traced)
+    return found.group(1) if found else None
+
+
+def _graph_break(gm: fx.GraphModule) -> tuple[str | None, str | None]:
+    """Why Dynamo ended ``gm`` where a graph break did (the first line of its reason) and the
+    user's line it broke at; ``(None, None)`` where the traced code ended (Dynamo puts its
+    ``GraphCompileReason`` on the graph it hands a backend)."""
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is None or not getattr(reason, "graph_break", False):
+        return None, None
+    stack = getattr(reason, "user_stack", None) or []
+    at = f"{stack[-1].filename}:{stack[-1].lineno} in {stack[-1].name}" if stack else None
+    return str(reason.reason).strip().splitlines()[0], at
 
 
 def _joined(prefix: str, path: str) -> str:
