@@ -185,9 +185,13 @@ class CompiledClock(Clock):
         notes.extend(facts.sentences())
         coverage = booking.coverage
         if coverage is not None and coverage < 0.99:
-            notes.append(f"only {100 * coverage:.1f} % of the compiled graphs' kernel time is "
-                         "booked to modules (mode='reduce-overhead' replays CUDA graphs "
-                         "outside the graphs' calls)")
+            notes.append(f"only {100 * coverage:.1f} % of the compiled program's kernel time "
+                         "is booked to modules")
+        if booking.replays:
+            per = max(booking.iterations, 1)
+            notes.append(f"CUDA graphs: {booking.replayed / per:.0f} kernels per iteration "
+                         f"replayed in {booking.replays / per:.0f} graph launches, booked to "
+                         "modules in the order the device ran them")
         if booking.unmatched:
             notes.append("kernels of the compiled graphs booked to no module: "
                          + ", ".join(sorted(booking.unmatched)))
@@ -293,7 +297,7 @@ def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[
         module = module_of.get(key)
         if module is not None:
             out[module] += launches
-    out.update(booking.eager_launches)
+    out.update(booking.direct_launches)
     iterations = max(booking.iterations, 1)
     return {module: round(total / iterations) for module, total in out.items()}
 
@@ -312,6 +316,8 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     merged = CompiledBooking(first.iterations + second.iterations,
                              in_graph_ns=[*first.in_graph_ns, *second.in_graph_ns],
                              eager_ns=[*first.eager_ns, *second.eager_ns],
+                             replays=first.replays + second.replays,
+                             replayed=first.replayed + second.replayed,
                              outside_ns=first.outside_ns + second.outside_ns)
     for path in {*first.module_ns, *second.module_ns}:
         merged.module_ns[path] = [*first.module_ns.get(path, [0] * first.iterations),
@@ -322,9 +328,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     for counts in (first.kernel_launches, second.kernel_launches):
         for key, value in counts.items():
             merged.kernel_launches[key] += value
-    for eager in (first.eager_launches, second.eager_launches):
+    for eager in (first.direct_launches, second.direct_launches):
         for path, value in eager.items():
-            merged.eager_launches[path] += value
+            merged.direct_launches[path] += value
     for unmatched in (first.unmatched, second.unmatched):
         for name, ns in unmatched.items():
             merged.unmatched[name] += ns

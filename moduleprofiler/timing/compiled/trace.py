@@ -117,11 +117,11 @@ def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device
             at = launch.get(activity.correlation)
             if at is not None:
                 trace.kernels.append(KernelRecord(activity.name, activity.duration,
-                                                  at.thread, at.time))
+                                                  at.thread, at.time, activity.start))
     else:
         ops = [op for found in top_level_ops(trace.calls, trace.ops).values() for op in found]
         if trace.ranges:
             ops.extend(eager_ops(trace.ranges, trace.calls, trace.ops))
-        trace.kernels.extend(KernelRecord(op.name, op.end - op.start, op.thread, op.start)
-                             for op in ops)
+        trace.kernels.extend(KernelRecord(op.name, op.end - op.start, op.thread, op.start,
+                                          op.start) for op in ops)
     return trace
