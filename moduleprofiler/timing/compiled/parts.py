@@ -75,21 +75,26 @@ def compiled_parts(model: nn.Module) -> list[CompiledPart]:
     return parts
 
 
-class _Part:
+class _Part(nn.Module):
     """Stands for a compiled submodule in the shadow tree: calls its recorded compile inside
-    the submodule's range; anything else is read from the submodule."""
+    the submodule's range; anything else is read from the submodule. A module (with no
+    children of its own), so that containers take it (``ModuleList``'s slices build new
+    lists)."""
 
     def __init__(self, slot: nn.Module, call: Callable[..., Any], path: str) -> None:
-        self._slot = slot
-        self._call = call
-        self._range = MODULE_RANGE + path
+        super().__init__()
+        # not registered: the shadow's tree ends here
+        object.__setattr__(self, "_slot", slot)
+        object.__setattr__(self, "_call", call)
+        object.__setattr__(self, "_range", MODULE_RANGE + path)
+        object.__setattr__(self, "training", slot.training)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with record_function(self._range):
             return self._call(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._slot, name)
+        return getattr(self.__dict__["_slot"], name)
 
 
 def _ranged(path: str) -> tuple[Callable[..., None], Callable[..., None]]:

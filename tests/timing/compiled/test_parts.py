@@ -51,3 +51,28 @@ def test_a_module_registered_twice_has_one_shadow():
     partly = PartlyCompiled.of(model)
     assert partly is not None
     assert partly.shadow[0] is partly.shadow[2]
+
+
+class Sliced(nn.Module):
+    """Calls a slice of its layers, as Hugging Face decoders do (the slice is a new list)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers[:2]:
+            x = layer(x)
+        return x
+
+
+def test_a_slice_of_a_list_holding_a_compiled_part_is_called_through_it():
+    model = Sliced()
+    model.layers[1].compile()
+    partly = PartlyCompiled.of(model)
+    assert partly is not None
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert torch.allclose(partly.shadow(x), model(x))
+    assert len(partly.recorder.graphs) == 1  # layers.1 ran through the recorded compile
+    assert partly.shadow.layers[1].weight is model.layers[1].weight
