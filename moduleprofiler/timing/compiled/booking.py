@@ -264,7 +264,7 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
                 extern_of[(op.thread, op.start)] = queue.pop(0)
                 op_spans[op.thread].append((op.start, op.end, len(op_ids)))
                 op_ids.append((op.thread, op.start))
-            else:
+            elif _OPERATOR.match(op.name):  # not a runtime call (cudaGraphLaunch...)
                 other_spans[op.thread].append((op.start, op.end, index_of[call]))
     for spans in (*op_spans.values(), *other_spans.values()):
         spans.sort()
@@ -314,7 +314,11 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
                                 record.time)
             if around is not None:
                 kernel = extern_of[op_ids[around]]
-        if kernel is None and state.recorded and record.thread in other_spans and _innermost(
+        if kernel is None and launches[(record.thread, record.time)] > 1:
+            kernel = state.replayed()
+        elif kernel is not None:
+            state.ran(kernel)
+        elif state.recorded and record.thread in other_spans and _innermost(
                 other_spans[record.thread], other_starts[record.thread],
                 record.time) is not None:
             own = state.own  # an input's copy: the graph's own work
@@ -322,10 +326,6 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
             booking.module_ns.setdefault(own, [0] * iterations)[call.iteration] += \
                 record.duration
             continue
-        if kernel is None and launches[(record.thread, record.time)] > 1:
-            kernel = state.replayed()
-        elif kernel is not None:
-            state.ran(kernel)
         if kernel is None:
             booking.unmatched[record.name] += record.duration
             continue

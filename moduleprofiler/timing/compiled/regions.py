@@ -6,7 +6,9 @@ whose work its kernels do) and where it breaks: in the deepest module holding th
 last operation and the next region's first (a ``print`` between two submodule calls breaks in
 their parent), with Dynamo's reason and the user's line. :func:`recompilations_of` reads the
 guard failures Dynamo recorded for the forwards of the model's module classes: each is one
-recompilation of that forward (a new input shape under ``dynamic=False``...).
+recompilation of that forward (a new input shape under ``dynamic=False``...); a forward
+compiled again only because another ``torch.compile`` of it (another mode or backend) ran is
+not one.
 """
 
 from __future__ import annotations
@@ -50,5 +52,14 @@ def recompilations_of(model: nn.Module) -> tuple[Recompilation, ...]:
         if code is None or code in seen:
             continue
         seen.add(code)
-        found.extend(Recompilation(path, str(reason)) for reason in guard_failures.get(code, ()))
+        found.extend(Recompilation(path, str(reason)) for reason in guard_failures.get(code, ())
+                     if not _another_backend(str(reason)))
     return tuple(found)
+
+
+def _another_backend(reason: str) -> bool:
+    """Whether every cache entry of a failure failed only on its backend: the forward
+    compiled by another ``torch.compile`` (another wrapper, mode or backend; the clock's own
+    compile), not a guard of this one."""
+    lines = [line for line in reason.splitlines() if line.strip()]
+    return bool(lines) and all("BACKEND_MATCH" in line for line in lines)

@@ -169,7 +169,8 @@ REPLAYED = {"r": [CompiledKernel("extern_kernels.mm", 0, ("enc.fc",)),
 
 def test_a_cuda_graph_replay_books_its_extern_kernels_in_device_order():
     call = GraphCall("r", 1, 0, 1000)
-    ops = [HostOp("aten::_foreach_copy_", 1, 10, 40)]
+    # the copy's operator, and the runtime call that launched the replay (not an operator)
+    ops = [HostOp("aten::_foreach_copy_", 1, 10, 40), HostOp("cudaGraphLaunch", 1, 45, 60)]
     kernels = [KernelRecord("copy_kernel", 2, 1, 20, start=100),   # the input copy
                # the replay, in the order the device ran it
                KernelRecord("sgemm_64x64", 11, 1, 50, start=200),   # mm -> enc.fc

@@ -111,3 +111,18 @@ def test_a_recompilation_is_reported_with_its_guard():
     assert timing.timing.compiled.recompilations == found
     assert any(note.startswith("recompiled: the forward of module '__root__'")
                and "expected 4, actual 2" in note for note in timing.warnings)
+
+
+class Twice(Grown):
+    """A class of its own for the next test (its forward's failures are its own)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.fc(x))
+
+
+def test_a_compile_by_another_backend_is_not_a_recompilation():
+    model = Twice()
+    torch.compile(model, dynamic=False)(torch.randn(4, 8))
+    torch.compile(model, backend="eager", dynamic=False)(torch.randn(4, 8))
+    # the second wrapper's compile failed the first's backend check only
+    assert recompilations_of(model) == ()
