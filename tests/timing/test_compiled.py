@@ -205,3 +205,18 @@ def test_on_cuda_a_compiled_submodule_and_the_eager_rest_are_booked():
     own = [timing.samples(path, exclusive=True) for path, _ in model.named_modules()
            if timing.samples(path, exclusive=True).size]
     assert timing.samples("") == pytest.approx(sum(own))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_cuda_graph_replay_is_booked_to_modules():
+    model = residual_model().cuda()
+    x = torch.randn(64, 16, device="cuda")
+    compiled = torch.compile(model, mode="reduce-overhead")
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    frame = timing.to_df("module").set_index("module")
+    # each Linear's GEMM ran in the replay, with no operator's range: booked in device order
+    assert frame.loc["0.fc", "device_launches"] >= 1 and frame.loc["0.fc", "device_ms"] > 0
+    assert frame.loc["2.fc", "device_launches"] >= 1 and frame.loc["2.fc", "device_ms"] > 0
+    assert clock.coverage == pytest.approx(1.0)
+    assert any(note.startswith("CUDA graphs:") for note in timing.warnings)
