@@ -17,6 +17,13 @@ the *eager* module (its host times, and the whole-model times without hooks); th
 columns (``device_ms``, ``self_device_ms``, ``device_launches``) are the compiled program's.
 On CUDA a kernel's time is the device's own record; on a CPU it is the kernel's host range
 (Inductor's ``cpp.enable_kernel_profile``).
+
+An eager model with compiled submodules is timed as it runs (:mod:`~moduleprofiler.timing.
+compiled.parts`): the compiled parts through recorded compiles of them, the rest eagerly, in
+one program built beside the model, whose eager modules' kernels are booked to the module
+that launched them. :meth:`CompiledClock.facts` gives the compiled graphs as regions (what
+each covers, where and why the graph breaks) and Dynamo's recompilations of the model's
+forwards (:mod:`~moduleprofiler.timing.compiled.regions`).
 """
 
 from __future__ import annotations
