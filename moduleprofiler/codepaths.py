@@ -55,8 +55,8 @@ def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
     A ``torch.compile(model)`` wrapper runs one compiled graph; hooks on its modules break
     that graph at every module, so per-module times of it would describe neither the compiled
     model nor the eager one. Its original module (``_orig_mod``) is timed instead, eagerly,
-    and the note says so. A module compiled in place (``model.compile()``) cannot be unwrapped
-    without changing it: ``ValueError``.
+    and the note says so. A submodule compiled in place (``block.compile()``) cannot be
+    unwrapped without changing it: ``ValueError`` (the compiled clock times such a model).
     """
     original = getattr(module, "_orig_mod", None)
     if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
@@ -70,8 +70,8 @@ def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
         if getattr(sub, "_compiled_call_impl", None) is not None:
             raise ValueError(
                 f"module {path or ROOT_NAME!r} was compiled in place (.compile()): hooks "
-                "would break its compiled graph at every module and time pieces of it. Time "
-                "the model before calling .compile(), or compile the whole model "
-                "(torch.compile(model) or model.compile()), whose compiled program "
-                "time_modules times per module)")
+                "would break its compiled graph at every module and time pieces of it. "
+                "time_modules with clock='auto' or 'compiled' times the forward of a model "
+                "with compiled submodules per module, compiled; for this clock, time the "
+                "model before calling .compile()")
     return module, None

@@ -66,6 +66,74 @@ no spread (no confidence interval) to judge it by."""
 
 
 @dataclass(frozen=True)
+class GraphRegion:
+    """One compiled graph of a compiled forward, in call order: the modules whose work its
+    kernels do and, where the graph breaks after it, where and why."""
+
+    graph: str
+    """Inductor's key of the graph (its calls' profiler ranges carry it)."""
+    modules: tuple[str, ...]
+    """The modules whose work its kernels do (``""``: the root), sorted."""
+    first: str = ""
+    """The module of its first operation."""
+    last: str = ""
+    """The module of its last operation."""
+    breaks_in: str | None = None
+    """Where the graph breaks after it: the deepest module holding its last operation and the
+    next graph's first (``None``: no break follows)."""
+    reason: str | None = None
+    """Why Dynamo broke the graph there (the first line of its reason)."""
+    at: str | None = None
+    """The line of the user's code it broke at (``file:line in function``)."""
+
+
+@dataclass(frozen=True)
+class Recompilation:
+    """A module's forward that Dynamo compiled again because a guard of an earlier compile
+    failed."""
+
+    module: str
+    """The first module (path) whose class's forward it is (every instance shares it)."""
+    reason: str
+    """The guard that failed (``0/0: tensor 'x' size mismatch at index 0...``)."""
+
+
+@dataclass(frozen=True)
+class CompiledFacts:
+    """The compiled clock's facts of a compiled forward: its graphs (regions) and breaks, and
+    the recompilations Dynamo recorded for the model's forwards."""
+
+    regions: tuple[GraphRegion, ...] = ()
+    recompilations: tuple[Recompilation, ...] = ()
+
+    @property
+    def breaks(self) -> tuple[GraphRegion, ...]:
+        """The regions a graph break ends."""
+        return tuple(region for region in self.regions if region.breaks_in is not None)
+
+    def sentences(self) -> list[str]:
+        """The breaks and recompilations, one line each (none: no line)."""
+        lines = [f"the graph breaks in module {_shown(region.breaks_in)} after "
+                 f"{_shown(region.last)} (graph {n + 1} of {len(self.regions)}"
+                 + (f", at {region.at}" if region.at else "") + f"): {region.reason}"
+                 for n, region in enumerate(self.regions) if region.breaks_in is not None]
+        lines += [f"recompiled: the forward of module {_shown(item.module)} ({item.reason})"
+                  for item in self.recompilations]
+        return lines
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompiledFacts:
+        """The inverse of ``dataclasses.asdict``."""
+        return cls(tuple(GraphRegion(**{**region, "modules": tuple(region["modules"])})
+                         for region in data.get("regions", ())),
+                   tuple(Recompilation(**item) for item in data.get("recompilations", ())))
+
+
+def _shown(path: str | None) -> str:
+    return repr(path or "__root__")
+
+
+@dataclass(frozen=True)
 class TimingFacts:
     """The facts of one timing pass (times in ms): its clock and device, the hooks'
     calibration, the environment, the whole-iteration times with and without hooks, how many
@@ -111,6 +179,8 @@ class TimingFacts:
     """Training: the backward attribution (``"nodes"``)."""
     separate_passes: bool | None = None
     """Training: forward and backward samples from different kinds of step."""
+    compiled: CompiledFacts | None = None
+    """Compiled clock: the compiled graphs, their breaks, the recompilations."""
     warnings: tuple[str, ...] = ()
 
     @property
@@ -145,9 +215,9 @@ class TimingFacts:
         return self.device_booked_ms / self.device_total_ms
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as plain Python (the hook-free trace a dict)."""
+        """The fields as plain Python (the hook-free trace and the compiled facts dicts)."""
         return {f.name: (dataclasses.asdict(value) if isinstance(
-                    value := getattr(self, f.name), HookFreeTrace) else value)
+                    value := getattr(self, f.name), (HookFreeTrace, CompiledFacts)) else value)
                 for f in dataclasses.fields(self)}
 
     @classmethod
@@ -158,6 +228,9 @@ class TimingFacts:
         trace = values.get("hook_free")
         if isinstance(trace, Mapping):
             values["hook_free"] = HookFreeTrace(**trace)
+        compiled = values.get("compiled")
+        if isinstance(compiled, Mapping):
+            values["compiled"] = CompiledFacts.from_dict(compiled)
         for name in ("hooked_ms", "hook_free_ms", "unattributed_ms", "warnings"):
             if name in values:
                 values[name] = tuple(values[name])

@@ -14,6 +14,7 @@ from torch import nn
 from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.inputs import unwrap_compiled
+from moduleprofiler.timing.compiled.parts import compiled_parts
 from moduleprofiler.timing.forward import ModuleTiming, time_modules
 from moduleprofiler.timing.loop import TimingOptions
 
@@ -51,13 +52,19 @@ def compare_compiled(model: nn.Module, input: Any = None,
         ``device_launches``, ``self_fused_kernels`` and ``fused_across``.
 
     Raises:
-        ValueError: ``model`` was compiled in place (``model.compile()``): its eager module
-            cannot be called without changing it; pass the model before ``.compile()``.
+        ValueError: ``model`` was compiled in place (``model.compile()``), or some of its
+            submodules were compiled: its eager module cannot be called without changing it;
+            pass the model before compiling it (or them).
     """
     original = unwrap_compiled(model)
     if original is model and getattr(model, "_compiled_call_impl", None) is not None:
         raise ValueError("compare_compiled needs the eager model: model was compiled in "
                          "place (.compile()); pass it before .compile(), or torch.compile(it)")
+    parts = compiled_parts(original)
+    if parts:
+        raise ValueError("compare_compiled needs the eager model: its submodule "
+                         f"{parts[0].path!r} is compiled; pass the model before compiling "
+                         "its submodules (time_modules times the partly compiled model)")
     compiled: Any = model if original is not model else torch.compile(model)
     eager = time_modules(original, input, device=device, options=options)
     timed = time_modules(compiled, input, device=device, clock="compiled", options=options)

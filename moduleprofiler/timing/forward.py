@@ -291,7 +291,8 @@ def time_modules(
             budget=dataclasses.asdict(run.budget) if run.budget is not None else None,
             hooked_ms=tuple(hooked_ms.tolist()), hook_free_ms=tuple(plain_ms.tolist()),
             hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
-            device_total_ms=readings.total_ms, warnings=(*notes, *raised, *readings.notes)),
+            device_total_ms=readings.total_ms, compiled=readings.compiled,
+            warnings=(*notes, *raised, *readings.notes)),
         readings.module_metrics)
 
 

@@ -47,3 +47,11 @@ def test_a_model_compiled_in_place_is_refused():
     model.compile()
     with pytest.raises(ValueError, match=r"compiled in\s+place"):
         compare_compiled(model, torch.randn(8, 16), QUICK)
+
+
+def test_a_model_with_a_compiled_submodule_is_refused_naming_it():
+    # its "eager" run would otherwise time the partly compiled program
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    with pytest.raises(ValueError, match="submodule '2' is compiled"):
+        compare_compiled(model, torch.randn(8, 16), QUICK)

@@ -12,7 +12,7 @@ from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
 from moduleprofiler.timing import TimingOptions, time_modules
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
-from tests.timing.helpers import residual_model
+from tests.timing.helpers import no_hooks_left, residual_model
 
 FAST = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "progress": False,
         "measure_overhead": False}
@@ -102,16 +102,61 @@ def test_another_clock_times_the_eager_original_and_says_so():
     assert not compiled._forward_hooks and not model[0]._forward_hooks
 
 
-def test_the_compiled_clock_needs_a_compiledresidual_model():
-    with pytest.raises(ValueError, match="not compiled"):
+def test_the_compiled_clock_needs_a_compiled_model():
+    with pytest.raises(ValueError, match="nothing in this model is compiled"):
         time_modules(nn.Linear(4, 4), torch.randn(2, 4), clock="compiled", **FAST)
 
 
-def test_a_submodule_compiled_in_place_is_refused_naming_it():
+def test_under_another_clock_a_submodule_compiled_in_place_is_refused_naming_it():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     model[0].compile()
-    with pytest.raises(ValueError, match="'0' was compiled in place"):
-        time_modules(model, torch.randn(2, 4), **FAST)
+    with pytest.raises(ValueError, match=r"'0' was compiled in place.*clock='auto'"):
+        time_modules(model, torch.randn(2, 4), clock="cpu", **FAST)
+
+
+@pytest.mark.parametrize("form", ["wrapper", "in place"])
+def test_compiled_submodules_are_timed_compiled_and_the_rest_eagerly(form):
+    model = residual_model()
+    if form == "wrapper":
+        model[2] = torch.compile(model[2])
+        part = "2._orig_mod"
+    else:
+        model[2].compile()
+        part = "2"
+    before = {path: dict(vars(sub)) for path, sub in model.named_modules()}
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(model, x))
+    timing = time_modules(model, x, clock=clock, **FAST)
+    assert timing.clock == "compiled-kernels"
+    assert tuple(info.path for info in timing.modules) == tuple(p for p, _ in
+                                                                model.named_modules())
+    frame = timing.to_df("module").set_index("module")
+    # the compiled block: its Linear one extern addmm; its ReLU and residual add one fused
+    # kernel, booked to the block (their deepest common ancestor)
+    assert frame.loc[f"{part}.fc", "device_launches"] == 1
+    assert frame.loc[part, "self_fused_kernels"] == 1
+    assert frame.loc[part, "fused_across"] == f"{part}, {part}.act"
+    assert frame.loc[f"{part}.act", "device_ms"] == 0
+    # the eager block: one operator each for its Linear (aten::linear), its ReLU, and its own
+    # residual add; the eager LayerNorm one (aten::layer_norm)
+    assert frame.loc["0.fc", "device_launches"] == 1 and frame.loc["0.act", "device_launches"] == 1
+    assert frame.loc["0", "device_launches"] == 3 and frame.loc["0", "self_device_ms"] > 0
+    assert frame.loc["1", "device_launches"] == 1 and frame.loc["1", "device_ms"] > 0
+    # the root: 3 (eager block) + 1 (LayerNorm) + 2 (compiled block) = 6
+    assert frame.loc["__root__", "device_launches"] == 6
+    assert clock.graphs == 1 and clock.coverage == pytest.approx(1.0)
+    assert timing.timing.device_booked_ms == pytest.approx(timing.timing.device_total_ms)
+    assert any("compiled submodules ('2')" in note for note in timing.warnings)
+    assert {path: dict(vars(sub)) for path, sub in model.named_modules()} == before
+    assert no_hooks_left(model)
+
+
+def test_auto_times_a_model_with_a_compiled_submodule_compiled():
+    model = residual_model()
+    model[0].compile()
+    timing = time_modules(model, torch.randn(8, 16), **FAST)
+    assert timing.clock == "compiled-kernels"
+    assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -143,3 +188,35 @@ def test_a_normal_adaptive_run_flags_no_compiled_device_time():
     frame = timing.to_df("module").set_index("module")
     flags = frame.loc[frame["device_ms"].notna(), "device_low_confidence"]
     assert len(flags) >= 5 and not flags.any()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_compiled_submodule_and_the_eager_rest_are_booked():
+    model = residual_model().cuda()
+    model[2] = torch.compile(model[2])
+    x = torch.randn(64, 16, device="cuda")
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(model, x))
+    timing = time_modules(model, x, clock=clock, **FAST)
+    frame = timing.to_df("module").set_index("module")
+    # the compiled block's Linear: its GEMM kernel(s); the eager LayerNorm: its own kernel(s)
+    assert frame.loc["2._orig_mod.fc", "device_launches"] >= 1
+    assert frame.loc["1", "device_launches"] >= 1 and frame.loc["1", "device_ms"] > 0
+    assert clock.coverage == pytest.approx(1.0)
+    own = [timing.samples(path, exclusive=True) for path, _ in model.named_modules()
+           if timing.samples(path, exclusive=True).size]
+    assert timing.samples("") == pytest.approx(sum(own))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_cuda_graph_replay_is_booked_to_modules():
+    model = residual_model().cuda()
+    x = torch.randn(64, 16, device="cuda")
+    compiled = torch.compile(model, mode="reduce-overhead")
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    frame = timing.to_df("module").set_index("module")
+    # each Linear's GEMM ran in the replay, with no operator's range: booked in device order
+    assert frame.loc["0.fc", "device_launches"] >= 1 and frame.loc["0.fc", "device_ms"] > 0
+    assert frame.loc["2.fc", "device_launches"] >= 1 and frame.loc["2.fc", "device_ms"] > 0
+    assert clock.coverage == pytest.approx(1.0)
+    assert any(note.startswith("CUDA graphs:") for note in timing.warnings)

@@ -28,10 +28,11 @@ def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = 
                pred_fn: Callable[..., Any] | None = None) -> Clock:
     """The clock ``clock`` names on ``device`` (with ``backward``, its hooks calibrated for a
     backward too); where ``"auto"`` had to fall back, its ``notes`` say why. A clock object
-    is used as it is. A compiled ``model`` (``torch.compile(model)``, or compiled in place)
-    called on ``input``: ``"auto"`` (a forward, no ``pred_fn``) and ``"compiled"`` time its
-    compiled program (:class:`~.compiled.CompiledClock`; ``"auto"`` only where the device's
-    kernel records can be had); any other clock times its original module eagerly."""
+    is used as it is. A compiled ``model`` (``torch.compile(model)``, compiled in place, or
+    with compiled submodules) called on ``input``: ``"auto"`` (a forward, no ``pred_fn``)
+    and ``"compiled"`` time its compiled program (:class:`~.compiled.CompiledClock`;
+    ``"auto"`` only where the device's kernel records can be had); any other clock times its
+    original module eagerly."""
     if not isinstance(clock, str):
         return clock
     readable = device.type != "cuda" or kernel_records_unavailable(device) is None
@@ -41,8 +42,8 @@ def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = 
         if clock == "compiled":
             if program is None:
                 raise ValueError("clock='compiled' times a torch.compile'd model (or one "
-                                 "compiled in place with .compile()); this model is not "
-                                 "compiled")
+                                 "compiled in place with .compile(), or with compiled "
+                                 "submodules); nothing in this model is compiled")
             if pred_fn is not None:
                 raise ValueError("clock='compiled' calls the compiled program on input "
                                  "itself; it takes no pred_fn")

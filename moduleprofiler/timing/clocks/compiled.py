@@ -17,6 +17,13 @@ the *eager* module (its host times, and the whole-model times without hooks); th
 columns (``device_ms``, ``self_device_ms``, ``device_launches``) are the compiled program's.
 On CUDA a kernel's time is the device's own record; on a CPU it is the kernel's host range
 (Inductor's ``cpp.enable_kernel_profile``).
+
+An eager model with compiled submodules is timed as it runs (:mod:`~moduleprofiler.timing.
+compiled.parts`): the compiled parts through recorded compiles of them, the rest eagerly, in
+one program built beside the model, whose eager modules' kernels are booked to the module
+that launched them. :meth:`CompiledClock.facts` gives the compiled graphs as regions (what
+each covers, where and why the graph breaks) and Dynamo's recompilations of the model's
+forwards (:mod:`~moduleprofiler.timing.compiled.regions`).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from torch._dynamo.utils import counters
 
 from moduleprofiler import devices
 from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.facts import CompiledFacts, Recompilation
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Call, PassRunner
@@ -46,6 +54,8 @@ from moduleprofiler.timing.compiled.capture import (
     eager_call,
     recorded_compile,
 )
+from moduleprofiler.timing.compiled.parts import PartlyCompiled, forced_eager
+from moduleprofiler.timing.compiled.regions import recompilations_of, regions_of
 from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -69,23 +79,30 @@ class CompiledProgram:
     """One call of the recorded compile on the input."""
     recorder: GraphRecorder
     notes: list[str] = field(default_factory=list)
+    recompilations: tuple[Recompilation, ...] = ()
+    """The recompilations Dynamo recorded for the model's forwards before it was timed."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
            options: Mapping[str, Any] | None = None) -> CompiledProgram | None:
-        """``model`` (a ``torch.compile(model)`` wrapper, or a model whose root was compiled
-        in place) taken apart to be called on ``input`` (unpacked as ``time_modules``
-        unpacks it); ``None`` for a model that is not compiled. ``options``: Inductor
-        options over the model's own."""
+        """``model`` (a ``torch.compile(model)`` wrapper, a model whose root was compiled
+        in place, or an eager model with compiled submodules) taken apart to be called on
+        ``input`` (unpacked as ``time_modules`` unpacks it); ``None`` for a model with nothing
+        compiled. ``options``: Inductor options over the model's own (a whole model's)."""
         found = compiled_original(model)
         if found is None:
-            return None
+            partly = PartlyCompiled.of(model)
+            if partly is None:
+                return None
+            return cls(model, make_invocation(model, input, target=forced_eager(model)),
+                       make_invocation(model, input, target=partly.shadow),
+                       partly.recorder, [partly.note()], recompilations_of(model))
         original, inductor, note = found
         compiled, recorder = recorded_compile(original, {**inductor, **(options or {})})
         own = eager_call(original) if original is model else original
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input, target=compiled), recorder,
-                   [note] if note is not None else [])
+                   [note] if note is not None else [], recompilations_of(original))
 
 
 def _no_mark(name: str) -> None:
@@ -144,7 +161,8 @@ class CompiledClock(Clock):
             if keep:
                 recorder = self.program.recorder
                 self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
-                                         trace.kernels, count, recorder.versions()))
+                                         trace.kernels, count, recorder.versions(),
+                                         trace.ranges))
 
         self._prime = partial(traced, 1, False)
         return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
@@ -170,27 +188,36 @@ class CompiledClock(Clock):
         if booking is None or not self.traced:
             return Readings(clock=self.name, notes=notes)
         outside = booking.outside_ns if self.device.type == "cuda" else 0
-        if self.break_reasons:
-            notes.append(f"{self.graphs} compiled graphs: the graph breaks ("
-                         + "; ".join(f"{reason} x{n}" for reason, n in
-                                     self.break_reasons.most_common()) + ")")
+        facts = self.facts()
+        notes.extend(facts.sentences())
         coverage = booking.coverage
         if coverage is not None and coverage < 0.99:
-            notes.append(f"only {100 * coverage:.1f} % of the compiled graphs' kernel time is "
-                         "booked to modules (mode='reduce-overhead' replays CUDA graphs "
-                         "outside the graphs' calls)")
+            notes.append(f"only {100 * coverage:.1f} % of the compiled program's kernel time "
+                         "is booked to modules")
+        if booking.replays:
+            per = max(booking.iterations, 1)
+            notes.append(f"CUDA graphs: {booking.replayed / per:.0f} kernels per iteration "
+                         f"replayed in {booking.replays / per:.0f} graph launches, booked to "
+                         "modules in the order the device ran them")
         if booking.unmatched:
             notes.append("kernels of the compiled graphs booked to no module: "
                          + ", ".join(sorted(booking.unmatched)))
         return Readings(self.traced, sum(booking.booked_ns) / 1e6,
-                        (sum(booking.in_graph_ns) + outside) / 1e6, clock=self.name,
-                        notes=notes, module_metrics=self._fused())
+                        (sum(booking.in_graph_ns) + sum(booking.eager_ns) + outside) / 1e6,
+                        clock=self.name,
+                        notes=notes, module_metrics=self._fused(), compiled=facts)
 
     # -- what only this clock tells ----------------------------------------------------------
     @property
     def graphs(self) -> int:
         """Compiled graphs of the forward (more than one: the graph broke)."""
         return sum(not graph.backward for graph in self.program.recorder.graphs)
+
+    def facts(self) -> CompiledFacts:
+        """The forward's compiled graphs (regions: what each covers, where and why the graph
+        breaks after it) and the recompilations Dynamo recorded for the model's forwards."""
+        return CompiledFacts(regions_of(self.program.recorder.graphs),
+                             self.program.recompilations)
 
     @property
     def coverage(self) -> float | None:
@@ -277,6 +304,7 @@ def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[
         module = module_of.get(key)
         if module is not None:
             out[module] += launches
+    out.update(booking.direct_launches)
     iterations = max(booking.iterations, 1)
     return {module: round(total / iterations) for module, total in out.items()}
 
@@ -294,6 +322,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     """Two blocks' bookings as one of their iterations together."""
     merged = CompiledBooking(first.iterations + second.iterations,
                              in_graph_ns=[*first.in_graph_ns, *second.in_graph_ns],
+                             eager_ns=[*first.eager_ns, *second.eager_ns],
+                             replays=first.replays + second.replays,
+                             replayed=first.replayed + second.replayed,
                              outside_ns=first.outside_ns + second.outside_ns)
     for path in {*first.module_ns, *second.module_ns}:
         merged.module_ns[path] = [*first.module_ns.get(path, [0] * first.iterations),
@@ -304,6 +335,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     for counts in (first.kernel_launches, second.kernel_launches):
         for key, value in counts.items():
             merged.kernel_launches[key] += value
+    for eager in (first.direct_launches, second.direct_launches):
+        for path, value in eager.items():
+            merged.direct_launches[path] += value
     for unmatched in (first.unmatched, second.unmatched):
         for name, ns in unmatched.items():
             merged.unmatched[name] += ns

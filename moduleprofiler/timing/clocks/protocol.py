@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.export.columns import ColumnSpec
-from moduleprofiler.facts import HookFreeTrace
+from moduleprofiler.facts import CompiledFacts, HookFreeTrace
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.timing.clocks.stamps import StampSource, make_stamps
 from moduleprofiler.timing.columns import TIME_COLUMNS
@@ -84,6 +84,8 @@ class Readings:
     module_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per-module columns only this clock reads (``{path: {column: value}}``, columns of its
     block)."""
+    compiled: CompiledFacts | None = None
+    """The compiled clock: the compiled graphs, their breaks, the recompilations."""
 
 
 class Clock:

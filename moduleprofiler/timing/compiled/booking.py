@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from moduleprofiler.timing.compiled.kernels import CompiledKernel
+from moduleprofiler.timing.compiled.kernels import CompiledKernel, common_ancestor
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 """The prefix a CPU kernel's profiler range puts before the kernel's name."""
@@ -31,6 +31,19 @@ class GraphCall:
     ``iteration`` of the traced block."""
 
     key: str
+    thread: int
+    start: int
+    end: int
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class ModuleRange:
+    """One call of an eager module of the timed program (compiled submodules inside an eager
+    model): ``[start, end]`` ns on ``thread``, in iteration ``iteration``; ranges nest as the
+    calls do."""
+
+    path: str
     thread: int
     start: int
     end: int
@@ -50,12 +63,15 @@ class HostOp:
 @dataclass(frozen=True)
 class KernelRecord:
     """A kernel's measured duration, with the host point (thread, time) that launched it: on
-    CUDA its launch call, on a CPU the start of its own host range."""
+    CUDA its launch call, on a CPU the start of its own host range. ``start``: when it ran
+    (on CUDA the device's clock), which orders the kernels one launch made (a CUDA graph's
+    replay)."""
 
     name: str
     duration: int
     thread: int
     time: int
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,8 +97,18 @@ class CompiledBooking:
     """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
     in_graph_ns: list[int] = field(default_factory=list)
     """Per iteration, the time of every kernel launched inside a compiled graph's call."""
+    eager_ns: list[int] = field(default_factory=list)
+    """Per iteration, the time of every kernel launched by an eager module's code (outside
+    the compiled graphs' calls, inside a module's range): all booked to modules."""
+    direct_launches: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Per module path, kernels booked to it without a graph kernel of their own: those its
+    eager code launched, and a CUDA graph's copies of its inputs (the graph's own)."""
     unmatched: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     """Kernels inside a graph's call that matched none of its kernels: name -> time."""
+    replays: int = 0
+    """Host launches inside graph calls that ran several kernels: CUDA graphs' replays."""
+    replayed: int = 0
+    """Kernels those replays ran."""
     outside_ns: int = 0
     """Kernel time launched outside every graph call (inputs' copies, eager code between
     graphs...)."""
@@ -95,8 +121,9 @@ class CompiledBooking:
 
     @property
     def coverage(self) -> float | None:
-        """Booked share of the compiled graphs' kernel time (``None`` when none ran)."""
-        total = sum(self.in_graph_ns)
+        """Booked share of the compiled graphs' kernel time, and of the eager modules' where
+        there are some (``None`` when none ran)."""
+        total = sum(self.in_graph_ns) + sum(self.eager_ns)
         return sum(self.booked_ns) / total if total else None
 
 
@@ -121,6 +148,60 @@ def _spans(calls: Sequence[GraphCall]) -> tuple[dict[int, list[tuple[int, int, i
     return spans, {t: [s[0] for s in thread_spans] for t, thread_spans in spans.items()}
 
 
+_OPERATOR = re.compile(r"^\w+::\w")
+"""An operator's range (``aten::addmm``, ``mylib::op``), not a wrapper's (Dynamo's, Inductor's
+runtime ranges, the graphs' calls, the modules' ranges)."""
+
+
+def _innermost_range(ranges: Sequence[ModuleRange], starts: Sequence[int],
+                     time: int) -> ModuleRange | None:
+    """The innermost of nested ``ranges`` (one thread's, sorted by start) open at ``time``:
+    the latest-starting one that contains it."""
+    at = bisect_right(starts, time) - 1
+    while at >= 0:
+        if ranges[at].end >= time:
+            return ranges[at]
+        at -= 1
+    return None
+
+
+def _range_index(ranges: Iterable[ModuleRange]) -> dict[int, tuple[list[ModuleRange],
+                                                                    list[int]]]:
+    by_thread: dict[int, list[ModuleRange]] = defaultdict(list)
+    for item in ranges:
+        by_thread[item.thread].append(item)
+    out = {}
+    for thread, items in by_thread.items():
+        items.sort(key=lambda r: (r.start, -r.end))
+        out[thread] = (items, [r.start for r in items])
+    return out
+
+
+def eager_ops(ranges: Iterable[ModuleRange], calls: Sequence[GraphCall],
+              ops: Iterable[HostOp]) -> list[HostOp]:
+    """On a CPU, the eager modules' kernels: the operators that started inside a module's
+    range, outside every graph call, and inside no other operator (an operator's own time
+    holds the operators it calls)."""
+    index = _range_index(ranges)
+    spans, starts = _spans(calls)
+    found: list[HostOp] = []
+    last_end: dict[int, int] = {}
+    for op in sorted(ops, key=lambda o: (o.thread, o.start, -o.end)):
+        if op.thread not in index or not _OPERATOR.match(op.name):
+            continue
+        if op.end <= last_end.get(op.thread, -1):
+            continue  # inside the previous operator
+        last_end[op.thread] = op.end
+        if op.thread in spans and (
+                _innermost(spans[op.thread], starts[op.thread], op.start) is not None
+                or bisect_right(starts[op.thread], op.end) > bisect_right(
+                    starts[op.thread], op.start)):
+            continue  # a compiled graph's (or around one)
+        if _innermost_range(*index[op.thread], op.start) is not None:
+            found.append(op)
+    return found
+
+
 def top_level_ops(calls: Sequence[GraphCall],
                   ops: Iterable[HostOp]) -> dict[GraphCall, list[HostOp]]:
     """The operators directly inside each graph call (not inside another operator of it),
@@ -143,8 +224,8 @@ def top_level_ops(calls: Sequence[GraphCall],
 def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterable[GraphCall],
                   ops: Iterable[HostOp], kernels: Iterable[KernelRecord],
                   iterations: int,
-                  versions: Mapping[str, Sequence[Sequence[CompiledKernel]]] | None = None
-                  ) -> CompiledBooking:
+                  versions: Mapping[str, Sequence[Sequence[CompiledKernel]]] | None = None,
+                  ranges: Iterable[ModuleRange] = ()) -> CompiledBooking:
     """Book every kernel record to its graph's kernel and that kernel's module.
 
     ``graphs``: each compiled graph's kernels by its key; ``calls``: the graphs' calls;
@@ -154,6 +235,16 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
     graph after a graph break in each of several blocks), each one's kernels in the order they
     were compiled, which is the order of their first calls: the n-th call of that key in an
     iteration is the n-th graph's.
+    ``ranges``: the eager modules' calls (compiled submodules inside an eager model); a kernel
+    launched outside every graph call is booked to the innermost of them around its launch.
+
+    A CUDA graph's replay (``mode="reduce-overhead"``, ``"max-autotune"``) launches all of a
+    graph's kernels at one host point, with no ATen operator's range around its extern
+    kernels: there a kernel no name matches is the next extern kernel of the graph (in the
+    order the device ran them), or the one just booked (a GEMM's split-K reduction); a kernel
+    an operator of the call launched that is none of the graph's kernels (a CUDA graph's
+    copy of its inputs into its static buffers) is the graph's own work, booked to the
+    deepest module holding all of it.
     """
     calls = sorted(calls, key=lambda c: (c.thread, c.start))
     of_call = _call_kernels(calls, graphs, versions or {})
@@ -163,6 +254,8 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
     extern_of: dict[tuple[int, int], CompiledKernel] = {}  # (thread, op start) -> kernel
     op_spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     op_ids: list[tuple[int, int]] = []
+    # the other operators directly inside a call (a CUDA graph's copies of its inputs)
+    other_spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     for call, siblings in by_call.items():
         queues = _queues(of_call[index_of[call]][0], extern=True)
         for op in siblings:
@@ -171,28 +264,49 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
                 extern_of[(op.thread, op.start)] = queue.pop(0)
                 op_spans[op.thread].append((op.start, op.end, len(op_ids)))
                 op_ids.append((op.thread, op.start))
-    for spans in op_spans.values():
+            elif _OPERATOR.match(op.name):  # not a runtime call (cudaGraphLaunch...)
+                other_spans[op.thread].append((op.start, op.end, index_of[call]))
+    for spans in (*op_spans.values(), *other_spans.values()):
         spans.sort()
     op_starts = {t: [s[0] for s in spans] for t, spans in op_spans.items()}
+    other_starts = {t: [s[0] for s in spans] for t, spans in other_spans.items()}
 
-    booking = CompiledBooking(iterations, in_graph_ns=[0] * iterations)
-    generated: dict[int, dict[str, list[CompiledKernel]]] = {}
-    for record in sorted(kernels, key=lambda r: r.time):
+    booking = CompiledBooking(iterations, in_graph_ns=[0] * iterations,
+                              eager_ns=[0] * iterations)
+    eager = _range_index(ranges)
+    generated: dict[int, _Replay] = {}
+    kernels = sorted(kernels, key=lambda r: (r.time, r.start))
+    # a host point that launched several kernels: a CUDA graph's replay
+    launches = Counter((record.thread, record.time) for record in kernels)
+    replays: set[tuple[int, int]] = set()
+    for record in kernels:
         index = (_innermost(call_spans[record.thread], call_starts[record.thread], record.time)
                  if record.thread in call_spans else None)
         if index is None:
-            booking.outside_ns += record.duration
+            launcher = (_innermost_range(*eager[record.thread], record.time)
+                        if record.thread in eager else None)
+            if launcher is not None and 0 <= launcher.iteration < iterations:
+                booking.eager_ns[launcher.iteration] += record.duration
+                booking.direct_launches[launcher.path] += 1
+                times = booking.module_ns.setdefault(launcher.path, [0] * iterations)
+                times[launcher.iteration] += record.duration
+            else:
+                booking.outside_ns += record.duration
             continue
         call = calls[index]
         if not 0 <= call.iteration < iterations:
             booking.outside_ns += record.duration
             continue
         booking.in_graph_ns[call.iteration] += record.duration
+        if launches[(record.thread, record.time)] > 1:
+            booking.replayed += 1
+            booking.replays += (record.thread, record.time) not in replays
+            replays.add((record.thread, record.time))
         if index not in generated:
-            generated[index] = _queues(of_call[index][0], extern=False)
-        queues = generated[index]
+            generated[index] = _Replay(of_call[index][0])
+        state = generated[index]
         kernel: CompiledKernel | None = None
-        queue = queues.get(_GRAPH_PREFIX.sub("", record.name))
+        queue = state.queues.get(_GRAPH_PREFIX.sub("", record.name))
         if queue:
             kernel = queue.pop(0)
         elif record.thread in op_spans:
@@ -200,6 +314,18 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
                                 record.time)
             if around is not None:
                 kernel = extern_of[op_ids[around]]
+        if kernel is None and launches[(record.thread, record.time)] > 1:
+            kernel = state.replayed()
+        elif kernel is not None:
+            state.ran(kernel)
+        elif state.recorded and record.thread in other_spans and _innermost(
+                other_spans[record.thread], other_starts[record.thread],
+                record.time) is not None:
+            own = state.own  # an input's copy: the graph's own work
+            booking.direct_launches[own] += 1
+            booking.module_ns.setdefault(own, [0] * iterations)[call.iteration] += \
+                record.duration
+            continue
         if kernel is None:
             booking.unmatched[record.name] += record.duration
             continue
@@ -209,6 +335,45 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
         times = booking.module_ns.setdefault(kernel.module, [0] * iterations)
         times[call.iteration] += record.duration
     return booking
+
+
+class _Replay:
+    """One graph call's kernels still to come: its generated kernels by name, and, for the
+    kernels a CUDA graph's replay launched (no ATen operator's range around them), its extern
+    kernels in order."""
+
+    def __init__(self, kernels: Sequence[CompiledKernel]) -> None:
+        self.queues = _queues(kernels, extern=False)
+        self.externs = [kernel for kernel in sorted(kernels, key=lambda k: k.position)
+                        if kernel.extern_op is not None]
+        self.recorded = bool(kernels)
+        """Whether the graph's kernels are known (Inductor kept its provenance)."""
+        self.own = common_ancestor(module for kernel in kernels for module in kernel.modules)
+        """The deepest module holding all the graph's work."""
+        self.last = -1
+        self.last_extern: CompiledKernel | None = None
+
+    def ran(self, kernel: CompiledKernel) -> None:
+        """``kernel`` was booked: later replayed kernels come after it."""
+        self.last = max(self.last, kernel.position)
+        if kernel.extern_op is not None:
+            self.last_extern = kernel
+
+    def replayed(self) -> CompiledKernel | None:
+        """The extern kernel a replayed device kernel that no name matched belongs to: the
+        next extern kernel after the last booked kernel and before the next generated one;
+        none there, the extern kernel just booked (an operator may run several device
+        kernels, such as a GEMM and its split-K reduction)."""
+        following = min((queue[0].position for queue in self.queues.values() if queue),
+                        default=None)
+        for kernel in self.externs:
+            if kernel.position > self.last and (following is None
+                                                or kernel.position < following):
+                self.ran(kernel)
+                return kernel
+        if self.last_extern is not None and self.last_extern.position == self.last:
+            return self.last_extern
+        return None
 
 
 def _call_kernels(calls: Sequence[GraphCall], graphs: Mapping[str, Sequence[CompiledKernel]],

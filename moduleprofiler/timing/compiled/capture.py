@@ -23,6 +23,7 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 import types
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from moduleprofiler.timing.compiled.kernels import (
     VIEW_OPS,
     CompiledKernel,
     graph_kernels,
-    innermost_module,
+    innermost_spelling,
     module_path,
 )
 
@@ -79,6 +80,11 @@ class CompiledGraph:
     last: str = ""
     """The module of its last operation: a graph break follows it, when another graph
     does."""
+    reason: str | None = None
+    """Why Dynamo ended the graph when a graph break did (the first line of its reason);
+    ``None``: the traced code ended."""
+    at: str | None = None
+    """The line of the user's code the graph broke at (``file:line in function``)."""
 
 
 @dataclass
@@ -96,17 +102,23 @@ class GraphRecorder:
     """Inductor options (what ``torch.compile``'s ``mode`` and ``options`` set)."""
     graphs: list[CompiledGraph] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prefix: str = ""
+    """The path of the compiled module in the model it is timed in (``""``: it is the
+    model): put before every module path the recorder finds."""
 
     def __call__(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        relative = {node.name: innermost_module(node.meta.get("nn_module_stack"))
-                    for node in gm.graph.nodes}
-        prefix = self._frame(gm, example_inputs, relative)
-        modules = {name: module_path(".".join(p for p in (prefix, path) if p), self.known)
-                   for name, path in relative.items()}
+        spelled = {node.name: innermost_spelling(node.meta.get("nn_module_stack"))
+                   for node in gm.graph.nodes}
+        frames = self._frames(gm, example_inputs, spelled)
+        modules = {name: _joined(self.prefix, module_path(_joined(
+                       frames.get(_local(traced) or "self", frames.get("self", "")),
+                       module_path(traced)), self.known))
+                   for name, traced in spelled.items()}
         views = {node.name for node in gm.graph.nodes if _only_views(node)}
         work = [modules[node.name] for node in gm.graph.nodes
                 if node.op in ("call_function", "call_method", "call_module")]
         span = (work[0], work[-1]) if work else ("", "")
+        ended = _graph_break(gm)
         salt = hashlib.sha1("\n".join(node.name for node in gm.graph.nodes).encode(),
                             usedforsecurity=False).hexdigest()[:16]
 
@@ -116,7 +128,7 @@ class GraphRecorder:
             with inductor_config.patch(self._patches(salt)):
                 compiled = compile_fx_inner(graph, inputs, **kwargs)
             self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
-                         span)
+                         span, ended)
             return compiled
 
         # functorch's own cache would hand back a compiled graph without calling ``inner``
@@ -126,21 +138,28 @@ class GraphRecorder:
             return compile_fx(gm, example_inputs, inner_compile=inner,
                               config_patches=dict(self.options))
 
-    def _frame(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
-               relative: Mapping[str, str]) -> str:
-        """The path of the module whose frame Dynamo traced ``gm`` from (``""``: the root's,
-        or no parameter says otherwise)."""
+    def _frames(self, gm: fx.GraphModule, example_inputs: Sequence[Any],
+                spelled: Mapping[str, str]) -> dict[str, str]:
+        """The path of the module each of the traced frame's locals is (``self``: the
+        module whose frame Dynamo traced ``gm`` from; ``___stack0``: a module a resumed frame
+        after a graph break was about to call), as the parameters the graph reads say;
+        a local no parameter names is left out (``self`` then: the root's)."""
+        frames: dict[str, str] = {}
         placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
         for node, example in zip(placeholders, example_inputs, strict=False):
             owner = self.owners.get(id(example))
-            inner = relative.get(node.name, "")
-            if owner is None or not inner:
+            traced = spelled.get(node.name, "")
+            local = _local(traced)
+            if owner is None or local is None or local in frames:
                 continue
+            inner = module_path(traced)
             if owner == inner:
-                return ""
-            if owner.endswith("." + inner):
-                return owner[: -len(inner) - 1]
-        return ""
+                frames[local] = ""
+            elif not inner:
+                frames[local] = owner
+            elif owner.endswith("." + inner):
+                frames[local] = owner[: -len(inner) - 1]
+        return frames
 
     def _patches(self, salt: str) -> dict[str, Any]:
         patches: dict[str, Any] = {"cpp.enable_kernel_profile": True}
@@ -154,16 +173,20 @@ class GraphRecorder:
         return patches
 
     def _record(self, compiled: Any, modules: Mapping[str, str], views: set[str],
-                backward: bool, span: tuple[str, str]) -> None:
+                backward: bool, span: tuple[str, str],
+                ended: tuple[str | None, str | None] = (None, None)) -> None:
         key = str(getattr(compiled, "_fx_graph_cache_key", None))
         text = getattr(compiled, "inductor_provenance_mapping_str", None)
         kernels: list[CompiledKernel] = []
         if text:
-            kernels = graph_kernels(json.loads(text), modules, self.known, views)
+            known = ({_joined(self.prefix, path) for path in self.known} if self.prefix
+                     else self.known)
+            kernels = graph_kernels(json.loads(text), modules, known, views)
         else:
             self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
                               "so its time is not booked to modules")
-        self.graphs.append(CompiledGraph(key, backward, kernels, *span))
+        self.graphs.append(CompiledGraph(key, backward, kernels, *span,
+                                         *(ended if not backward else (None, None))))
 
     def by_key(self) -> dict[str, list[CompiledKernel]]:
         """Each recorded graph's kernels by its key."""
@@ -176,6 +199,32 @@ class GraphRecorder:
         for graph in self.graphs:
             out.setdefault(graph.key, []).append(graph.kernels)
         return out
+
+
+_LOCAL = re.compile(r"^L\[['\"]([^'\"]*)['\"]\]")
+
+
+def _local(traced: str) -> str | None:
+    """The frame's local a spelling starts from (``self``, ``___stack0``), if any."""
+    found = _LOCAL.match(traced)
+    return found.group(1) if found else None
+
+
+def _graph_break(gm: fx.GraphModule) -> tuple[str | None, str | None]:
+    """Why Dynamo ended ``gm`` where a graph break did (the first line of its reason) and the
+    user's line it broke at; ``(None, None)`` where the traced code ended (Dynamo puts its
+    ``GraphCompileReason`` on the graph it hands a backend)."""
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is None or not getattr(reason, "graph_break", False):
+        return None, None
+    stack = getattr(reason, "user_stack", None) or []
+    at = f"{stack[-1].filename}:{stack[-1].lineno} in {stack[-1].name}" if stack else None
+    return str(reason.reason).strip().splitlines()[0], at
+
+
+def _joined(prefix: str, path: str) -> str:
+    """``path`` inside the module at ``prefix`` (``""``: the root)."""
+    return ".".join(part for part in (prefix, path) if part)
 
 
 def _only_views(node: fx.Node) -> bool:
@@ -238,9 +287,14 @@ _compiles = itertools.count()
 
 
 def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None,
-                     dynamic: bool | None = False) -> tuple[Any, GraphRecorder]:
+                     dynamic: bool | None = False, *, prefix: str = "",
+                     into: GraphRecorder | None = None) -> tuple[Any, GraphRecorder]:
     """``module`` compiled by a :class:`GraphRecorder` (compiling happens at the first call,
     as with ``torch.compile``): the callable and its recorder.
+
+    ``prefix``: ``module``'s path in the model it is timed in (a compiled submodule's), put
+    before the module paths recorded. ``into``: a recorder whose lists of graphs and notes
+    this one appends to (several compiled submodules of one model, recorded as one program).
 
     What is compiled is a new function object each time, calling ``module``'s own call
     (``_call_impl``, as ``module.compile()`` does, so a model compiled in place is compiled
@@ -252,7 +306,9 @@ def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None
     known = {path for path, _ in module.named_modules()}
     owners = {id(tensor): path for path, sub in module.named_modules()
               for tensor in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))}
-    recorder = GraphRecorder(known, owners, dict(options or {}))
+    recorder = GraphRecorder(known, owners, dict(options or {}), prefix=prefix)
+    if into is not None:
+        recorder.graphs, recorder.notes = into.graphs, into.notes
     code = _call.__code__.replace(co_name=f"moduleprofiler_compiled_{next(_compiles)}")
     fresh = types.FunctionType(code, _call.__globals__, code.co_name)
     compiled = torch.compile(fresh, backend=recorder, dynamic=dynamic)

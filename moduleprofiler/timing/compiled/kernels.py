@@ -43,15 +43,20 @@ def module_path(traced: str, known: Collection[str] | None = None) -> str:
     return path
 
 
-def innermost_module(stack: Mapping[Any, Any] | None, known: Collection[str] | None = None) -> str:
-    """The path of the innermost module of a node's ``nn_module_stack`` (outermost first;
-    each value is ``(traced path, type)``); ``""`` (the root) for a node traced outside
-    every submodule."""
+def innermost_spelling(stack: Mapping[Any, Any] | None) -> str:
+    """Dynamo's spelling of the innermost module of a node's ``nn_module_stack`` (outermost
+    first; each value is ``(traced path, type)``): ``L['self'].layer1.0``, or
+    ``L['___stack0']`` in a frame resumed after a graph break; ``""`` for none."""
     if not stack:
         return ""
     traced = list(stack.values())[-1]
-    name = traced[0] if isinstance(traced, (tuple, list)) else str(traced)
-    return module_path(str(name), known)
+    return str(traced[0] if isinstance(traced, (tuple, list)) else traced)
+
+
+def innermost_module(stack: Mapping[Any, Any] | None, known: Collection[str] | None = None) -> str:
+    """The path of the innermost module of a node's ``nn_module_stack``; ``""`` (the root)
+    for a node traced outside every submodule."""
+    return module_path(innermost_spelling(stack), known)
 
 
 def common_ancestor(paths: Iterable[str]) -> str:

@@ -5,7 +5,8 @@ On CUDA the kernels are the device's own records (through :func:`moduleprofiler.
 device_trace.records_of`), each with the host point that launched it. On a CPU the kernels are
 host ranges: those directly inside a compiled graph's call (a generated kernel's own range,
 which Inductor emits when compiled with ``cpp.enable_kernel_profile``; an extern kernel's
-operator).
+operator), and, in a model with compiled submodules, the outermost operators its eager
+modules ran (inside their ranges, outside every graph call).
 """
 
 from __future__ import annotations
@@ -18,8 +19,16 @@ from typing import Any
 import torch
 
 from moduleprofiler.devices import synchronize
-from moduleprofiler.timing.compiled.booking import GraphCall, HostOp, KernelRecord, top_level_ops
+from moduleprofiler.timing.compiled.booking import (
+    GraphCall,
+    HostOp,
+    KernelRecord,
+    ModuleRange,
+    eager_ops,
+    top_level_ops,
+)
 from moduleprofiler.timing.compiled.capture import GRAPH_RANGE
+from moduleprofiler.timing.compiled.parts import MODULE_RANGE
 from moduleprofiler.timing.device_trace import kernel_records_unavailable, records_of
 
 ITERATION_RANGE = "moduleprofiler:compiled:"
@@ -34,6 +43,8 @@ class CompiledTrace:
     calls: list[GraphCall] = field(default_factory=list)
     ops: list[HostOp] = field(default_factory=list)
     kernels: list[KernelRecord] = field(default_factory=list)
+    ranges: list[ModuleRange] = field(default_factory=list)
+    """The eager modules' calls (a model with compiled submodules)."""
     iteration_ns: list[int] = field(default_factory=list)
     """Wall time of each iteration on the host."""
 
@@ -51,6 +62,7 @@ def _host_records(events: Iterable[Any], iterations: int) -> CompiledTrace:
     cpu = torch._C._autograd.DeviceType.CPU
     spans: list[tuple[int, int, int, int]] = []  # (thread, start, end, iteration)
     raw_calls: list[tuple[str, int, int, int]] = []
+    raw_ranges: list[tuple[str, int, int, int]] = []
     for event in events:
         if event.device_type() != cpu:
             continue
@@ -64,11 +76,17 @@ def _host_records(events: Iterable[Any], iterations: int) -> CompiledTrace:
                 trace.iteration_ns[k] = end - start
         elif name.startswith(GRAPH_RANGE):
             raw_calls.append((name[len(GRAPH_RANGE):].removesuffix(" ##"), thread, start, end))
+        elif name.startswith(MODULE_RANGE):
+            raw_ranges.append((name[len(MODULE_RANGE):], thread, start, end))
         else:
             trace.ops.append(HostOp(name, thread, start, end))
+    def iteration(thread: int, start: int) -> int:
+        return next((i for t, s, e, i in spans if t == thread and s <= start <= e), -1)
+
     for key, thread, start, end in raw_calls:
-        k = next((i for t, s, e, i in spans if t == thread and s <= start <= e), -1)
-        trace.calls.append(GraphCall(key, thread, start, end, k))
+        trace.calls.append(GraphCall(key, thread, start, end, iteration(thread, start)))
+    for path, thread, start, end in raw_ranges:
+        trace.ranges.append(ModuleRange(path, thread, start, end, iteration(thread, start)))
     return trace
 
 
@@ -99,9 +117,11 @@ def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device
             at = launch.get(activity.correlation)
             if at is not None:
                 trace.kernels.append(KernelRecord(activity.name, activity.duration,
-                                                  at.thread, at.time))
+                                                  at.thread, at.time, activity.start))
     else:
-        for ops in top_level_ops(trace.calls, trace.ops).values():
-            trace.kernels.extend(KernelRecord(op.name, op.end - op.start, op.thread, op.start)
-                                 for op in ops)
+        ops = [op for found in top_level_ops(trace.calls, trace.ops).values() for op in found]
+        if trace.ranges:
+            ops.extend(eager_ops(trace.ranges, trace.calls, trace.ops))
+        trace.kernels.extend(KernelRecord(op.name, op.end - op.start, op.thread, op.start,
+                                          op.start) for op in ops)
     return trace

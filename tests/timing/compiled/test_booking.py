@@ -8,7 +8,9 @@ from moduleprofiler.timing.compiled.booking import (
     HostOp,
     KernelKey,
     KernelRecord,
+    ModuleRange,
     book_compiled,
+    eager_ops,
     top_level_ops,
 )
 from moduleprofiler.timing.compiled.kernels import CompiledKernel
@@ -120,3 +122,74 @@ def test_graphs_sharing_a_key_are_told_apart_by_call_order():
     # without the versions every call is the one graph's: b's (the bug this guards against)
     assert book_compiled({"g": second}, calls, ops, kernels, iterations=2).module_ns == {
         "b": [18, 18]}
+
+
+# A model with a compiled submodule: the eager root calls eager "enc" (whose child "enc.fc" is
+# eager too), then the compiled part "dec" (graph "g" inside its range), on thread 1.
+RANGES = [ModuleRange("", 1, 0, 5000), ModuleRange("enc", 1, 10, 1000),
+          ModuleRange("enc.fc", 1, 20, 500), ModuleRange("dec", 1, 2000, 4000)]
+PART = {"g": [CompiledKernel("triton_poi_fused_relu_0", 1, ("dec.act",))]}
+
+
+def test_eager_kernels_go_to_the_innermost_module_range_and_graph_kernels_by_provenance():
+    calls = [GraphCall("g", 1, 2100, 3900)]
+    kernels = [KernelRecord("gemm", 7, 1, 100),      # launched in enc.fc
+               KernelRecord("add", 3, 1, 700),       # in enc, after enc.fc returned
+               KernelRecord("copy", 2, 1, 4500),     # the root's own, after dec
+               KernelRecord("triton_poi_fused_relu_0", 5, 1, 2500),  # dec's graph
+               KernelRecord("memset", 4, 1, 6000)]   # outside every range
+    booking = book_compiled(PART, calls, [], kernels, 1, ranges=RANGES)
+    assert booking.module_ns == {"enc.fc": [7], "enc": [3], "": [2], "dec.act": [5]}
+    assert booking.eager_ns == [7 + 3 + 2] and booking.in_graph_ns == [5]
+    assert dict(booking.direct_launches) == {"enc.fc": 1, "enc": 1, "": 1}
+    assert booking.outside_ns == 4
+    # booked 17 of the program's 5 + 12 = 17 ns in modules' ranges and graph calls
+    assert booking.coverage == 1.0
+
+
+def test_on_a_cpu_the_eager_kernels_are_the_outermost_operators_outside_graph_calls():
+    calls = [GraphCall("g", 1, 2100, 3900)]
+    ops = [HostOp("aten::linear", 1, 30, 400),
+           HostOp("aten::addmm", 1, 40, 390),          # inside aten::linear: not counted
+           HostOp("aten::add", 1, 600, 650),
+           HostOp("Torch-Compiled Region: 0/0", 1, 2050, 3950),  # a wrapper, not an operator
+           HostOp("aten::relu", 1, 2200, 2300),       # inside the graph call: the graph's
+           HostOp("aten::cat", 1, 5500, 5600)]        # outside every module range
+    found = eager_ops(RANGES, calls, ops)
+    assert [op.name for op in found] == ["aten::linear", "aten::add"]
+
+
+# A CUDA graph's replay: one host launch (thread 1 at 50) ran every kernel of graph "r"; an
+# input copy ran first, launched by an operator that is none of the graph's kernels.
+REPLAYED = {"r": [CompiledKernel("extern_kernels.mm", 0, ("enc.fc",)),
+                  CompiledKernel("triton_poi_fused_relu_0", 1, ("enc.act",)),
+                  CompiledKernel("extern_kernels.addmm", 2, ("head",)),
+                  CompiledKernel("triton_poi_fused_add_1", 3, ("enc", "head"))]}
+
+
+def test_a_cuda_graph_replay_books_its_extern_kernels_in_device_order():
+    call = GraphCall("r", 1, 0, 1000)
+    # the copy's operator, and the runtime call that launched the replay (not an operator)
+    ops = [HostOp("aten::_foreach_copy_", 1, 10, 40), HostOp("cudaGraphLaunch", 1, 45, 60)]
+    kernels = [KernelRecord("copy_kernel", 2, 1, 20, start=100),   # the input copy
+               # the replay, in the order the device ran it
+               KernelRecord("sgemm_64x64", 11, 1, 50, start=200),   # mm -> enc.fc
+               KernelRecord("splitKreduce", 3, 1, 50, start=210),   # the same mm's reduction
+               KernelRecord("triton_poi_fused_relu_0", 5, 1, 50, start=220),
+               KernelRecord("gemm_bias", 17, 1, 50, start=230),     # addmm -> head
+               KernelRecord("triton_poi_fused_add_1", 7, 1, 50, start=240)]
+    booking = book_compiled(REPLAYED, [call], ops, kernels, 1)
+    # enc.fc: 11 + 3 (its GEMM and the split-K reduction); the fused add (enc, head): root
+    assert booking.module_ns == {"": [2 + 7], "enc.fc": [14], "enc.act": [5], "head": [17]}
+    assert booking.kernel_launches[KernelKey("r", 0)] == 2
+    assert dict(booking.direct_launches) == {"": 1}
+    assert not booking.unmatched and booking.coverage == 1.0
+    # one graph launch ran the 5 kernels of the replay (not the copy)
+    assert booking.replays == 1 and booking.replayed == 5
+
+
+def test_outside_a_replay_a_kernel_no_name_matches_stays_unmatched():
+    # one launch point each: not a replay, so no extern kernel is guessed for it
+    booking = book_compiled(REPLAYED, [GraphCall("r", 1, 0, 1000)], [],
+                            [KernelRecord("mystery", 4, 1, 30, start=30)], 1)
+    assert dict(booking.unmatched) == {"mystery": 4} and booking.coverage == 0.0
