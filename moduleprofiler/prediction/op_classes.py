@@ -176,6 +176,16 @@ def _channels_last(tensor: Any) -> bool:
             and tensor.is_contiguous(memory_format=torch.channels_last))
 
 
+def _one_pixel_pointwise(args: tuple[Any, ...], output_shape: torch.Size | None) -> bool:
+    """Whether a convolution is a 1 x 1 one, ungrouped, of one pixel per image (a
+    squeeze-and-excitation block's): a matrix product of the batch's rows, which the
+    ``conv`` tables (7 x 7 pixels and up) do not measure."""
+    weight = args[1]
+    groups = int(args[8]) if len(args) > 8 else 1
+    return (output_shape is not None and len(output_shape) > 2 and groups == 1
+            and math.prod(output_shape[2:]) == 1 and math.prod(weight.shape[2:]) == 1)
+
+
 def _conv(args: tuple[Any, ...], output_shape: torch.Size | None
           ) -> tuple[tuple[float, ...], float]:
     x, weight = args[0], args[1]
@@ -228,6 +238,11 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None
+        if _one_pixel_pointwise(args, out_shape):
+            # a squeeze-and-excitation projection: (batch x in) @ (in x out), one GEMM
+            batch, cin, cout = args[0].shape[0], args[1].shape[1], args[1].shape[0]
+            return OpWork(label, "gemm", gemm_features(batch, cout, cin, args[0].element_size()),
+                          dtype, 2.0 * batch * cin * cout, float(moved or 0), "conv")
         features, flops = _conv(args, out_shape)
         return OpWork(label, "conv", features, dtype, flops, float(moved or 0), "conv")
     if name == "convolution_backward":

@@ -157,3 +157,14 @@ def test_a_batched_product_of_odd_sequences_is_misaligned() -> None:
     assert scores.table == "bmm" and scores.features[-1] == 6.0
     aligned = torch.empty(8, 48, 32, device=META)
     assert _work(aten.bmm.default, aligned, aligned.transpose(1, 2)).features[-1] == 0.0
+
+
+def test_a_pointwise_convolution_of_one_pixel_is_a_matrix_product() -> None:
+    pooled = torch.empty(8, 48, 1, 1, device=META)
+    weight = torch.empty(1152, 48, 1, 1, device=META)
+    args = (None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    work = _work(aten.convolution.default, pooled, weight, *args)
+    # (8 x 48) @ (48 x 1152): 2 * 8 * 48 * 1152 = 884736 FLOPs
+    assert (work.table, work.flops) == ("gemm", 884736.0)
+    image = torch.empty(8, 48, 7, 7, device=META)
+    assert _work(aten.convolution.default, image, weight, *args).table == "conv"
