@@ -30,11 +30,15 @@ from moduleprofiler.prediction.backward_classes import (
 )
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.op_classes import (
+    DEFAULT_WIDTH,
     GEMM_TABLES,
+    WIDTH_TABLES,
     OpWork,
     attention_features,
+    bmm_features,
     conv_features,
     gemm_features,
+    tiled_sequence,
 )
 
 NEIGHBOURS = 4
@@ -57,7 +61,7 @@ _FALLBACK = {"mem_batch_norm_2d": "mem_unary", "gemm_nt": "gemm", "gemm_bias_nt"
              "mem_broadcast": "mem_binary",
              "mem_strided": "mem_binary", "mem_permute_copy": "mem_copy",
              "mem_convert": "mem_copy", "mem_strided_cat": "mem_cat",
-             "mem_strided_inner_cat": "mem_cat", **FALLBACK}
+             "mem_strided_inner_cat": "mem_cat", "mem_roll": "mem_unary", **FALLBACK}
 """A table an older calibration lacks, and the one to use instead."""
 
 MATMUL_TABLES = frozenset({"gemm", "bmm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
@@ -89,23 +93,45 @@ def _row_work(table: str, row: list[float],
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
     if table == "bmm":
         b, m, n, k = row[:4]
-        return ((log2(b), log2(m), log2(n), log2(k)), 2 * b * m * n * k,
+        return (bmm_features(b, m, n, k, size), 2 * b * m * n * k,
                 size * b * (m * k + k * n + m * n))
     if table in ("conv", "conv_backward"):
         n, cin, cout, h, kernel, stride, groups = (int(v) for v in row[:7])
+        channels_last = len(row) > 8 and bool(row[7])
         out = max(1, h // stride)
         flops = 2.0 * n * out * out * cout * (cin // groups) * kernel * kernel
         nbytes = size * (n * cin * h * h + cout * (cin // groups) * kernel ** 2
                         + n * cout * out * out)
         factor = 2.0 if table == "conv_backward" else 1.0
-        return (conv_features(n, cin, cout, h, kernel, stride, groups), factor * flops,
-                factor * nbytes)
+        return (conv_features(n, cin, cout, h, kernel, stride, groups, channels_last),
+                factor * flops, factor * nbytes)
     if table in ("attention", "attention_backward"):
         b, h, s, d, causal = (int(v) for v in row[:5])
         factor = 2.5 if table == "attention_backward" else 1.0
-        return (attention_features(b * h, s, d, bool(causal)), factor * 4.0 * b * h * s * s * d,
+        tiled = tiled_sequence(s, table, "fp32" if size == 4 else "bf16")
+        return (attention_features(b * h, tiled, d, bool(causal)),
+                factor * 4.0 * b * h * tiled * tiled * d,
                 factor * 4.0 * b * h * s * d * size)
+    if table in WIDTH_TABLES:  # [bytes, us] rows are the main grid's, 1024 wide
+        width = row[1] if len(row) > 2 else DEFAULT_WIDTH
+        return (log2(max(row[0], 1.0)), log2(max(width, 1.0))), 0.0, row[0]
     return (log2(max(row[0], 1.0)),), 0.0, row[0]
+
+
+_KERNEL_CHOICE = {**{name: ("row widths", DEFAULT_WIDTH) for name in WIDTH_TABLES},
+                  "conv": ("channels-last layouts", 0.0),
+                  "conv_backward": ("channels-last layouts", 0.0)}
+"""Tables whose last feature says which kernel runs (a row's width, a channels-last layout),
+what it is, and its value in the rows of a calibration that did not measure it
+(:mod:`.calibrate_kernels`): such a table predicts without the feature."""
+
+
+def _without_kernel_choice(table: str, features: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``features`` without the last column where :data:`_KERNEL_CHOICE` names ``table`` and
+    every row has the same value in it (the calibration never measured another)."""
+    if table in _KERNEL_CHOICE and len(features) and np.ptp(features[:, -1]) == 0:
+        return features[:, :-1]
+    return features
 
 
 @dataclass
@@ -129,6 +155,9 @@ class DeviceModel:
     :data:`_FALLBACK` stand in."""
     borrowed: set[str] = field(default_factory=set)
     """The tables taken from :attr:`donor` so far."""
+    unmeasured: set[str] = field(default_factory=set)
+    """What the calibration's tables did not measure and operators priced so far asked for
+    (``"mem_layer_norm row widths"``): those were priced as the measured kernels."""
     _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
         default_factory=dict, repr=False)
@@ -192,8 +221,9 @@ class DeviceModel:
                 roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
                                       table in _COMPUTE_TABLES) for _, f, b in works]
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
-                self._tables[key] = _Table(np.array([w[0] for w in works], dtype=np.float64),
-                                           us, np.array(roofs), float(us.min()))
+                features = _without_kernel_choice(
+                    table, np.array([w[0] for w in works], dtype=np.float64))
+                self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()))
         return self._tables[key]
 
     def op_us(self, work: OpWork) -> float | None:
@@ -213,7 +243,13 @@ class DeviceModel:
         # plain fp32 on a TF32-measured row: its achieved fraction of the peak, on the FP32 peak
         roof = self.roof_us(self.peaks, work.dtype, work.flops, work.moved_bytes,
                             self.tf32(work.table))
-        predicted = interpolate(table, np.array(work.features, dtype=np.float64), roof)
+        query = np.array(work.features, dtype=np.float64)
+        if len(query) > table.features.shape[1]:  # a table without the kernel-choice feature
+            what, default = _KERNEL_CHOICE[work.table]
+            if query[-1] != (np.log2(default) if default else default):
+                self.unmeasured.add(f"{work.table} {what}")
+            query = query[: table.features.shape[1]]
+        predicted = interpolate(table, query, roof)
         self._cache[key] = predicted
         return predicted
 

@@ -47,7 +47,7 @@ _UNARY = {"relu", "relu_", "gelu", "silu", "silu_", "sigmoid", "tanh", "hardswis
           "hardsigmoid_backward", "native_dropout_backward", "fill_", "zero_", "zeros",
           "ones", "full", "zeros_like", "ones_like", "full_like", "scalar_tensor", "tril",
           "triu", "arange", "masked_fill", "masked_fill_", "leaky_relu", "elu", "mish",
-          "upsample_nearest2d", "upsample_bilinear2d", "constant_pad_nd", "roll", "flip",
+          "upsample_nearest2d", "upsample_bilinear2d", "constant_pad_nd", "flip",
           "logical_not", "bitwise_not", "eq", "ne", "lt", "gt", "le", "ge", "cumsum"}
 _BINARY = {"add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "where", "maximum",
            "minimum", "addcmul", "addcmul_", "addcdiv", "addcdiv_", "lerp", "lerp_",
@@ -95,12 +95,22 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy",
                 "mem_broadcast": "binary", "mem_strided": "binary", "mem_permute_copy": "copy",
                 "mem_convert": "copy", "mem_strided_cat": "copy",
-                "mem_strided_inner_cat": "copy"}
+                "mem_strided_inner_cat": "copy", "mem_roll": "unary"}
 _ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
 """Gathers that read only the rows (elements) they return, not the whole table."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
 """Elementwise kernels without vector loads: their index arithmetic, not their bytes, bounds
 them, so they are priced per output element (two elements' bytes each, as calibrated)."""
+
+
+WIDTH_TABLES = frozenset({"mem_layer_norm", "mem_layer_norm_backward", "mem_softmax"})
+"""Tables of kernels that reduce rows: their second feature is the row's width (a narrow row
+leaves most of a warp idle: a 48-wide layer norm moves its bytes ten times slower than a
+1024-wide one on an H200)."""
+DEFAULT_WIDTH = 1024
+"""The width of the rows a calibration made before widths were measured timed."""
+CHANNELS_LAST = 8.0
+"""A channels-last convolution's last feature (set far apart: cuDNN runs other kernels)."""
 
 
 def _log2(value: float) -> float:
@@ -130,7 +140,15 @@ def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, 
         return table, gemm_features(m, n, k, a.element_size()), 2.0 * m * n * k
     a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
     batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
-    return "bmm", (_log2(batch), _log2(m), _log2(n), _log2(k)), 2.0 * batch * m * n * k
+    return "bmm", bmm_features(batch, m, n, k, a.element_size()), 2.0 * batch * m * n * k
+
+
+def bmm_features(batch: float, m: float, n: float, k: float,
+                 element_size: int) -> tuple[float, ...]:
+    """A batched product's coordinates in the ``bmm`` table: its four sizes, and whether a
+    row misses 16-byte alignment (set far apart: attention scores over 49 or 197 tokens run
+    two to four times slower per FLOP than over 48 or 192)."""
+    return (_log2(batch), *gemm_features(m, n, k, element_size))
 
 
 def _transposed(matrix: torch.Tensor) -> bool:
@@ -141,13 +159,31 @@ def _transposed(matrix: torch.Tensor) -> bool:
 
 
 def conv_features(batch: int, cin: int, cout: int, side: float, kernel: float, stride: float,
-                  groups: int) -> tuple[float, ...]:
+                  groups: int, channels_last: bool = False) -> tuple[float, ...]:
     """A convolution's coordinates in the ``conv`` tables: output pixels, channels per group,
-    output channels, kernel side and stride, and whether it is depthwise (set far apart)."""
+    output channels, kernel side and stride, whether it is depthwise and whether its input or
+    weight is channels-last (both set far apart)."""
     out_side = max(1.0, side / stride)
     depthwise = 8.0 if groups > 1 and groups == cin else 0.0
     return (_log2(batch * out_side * out_side), _log2(cin / groups), _log2(cout), kernel,
-            stride, depthwise, _log2(groups))
+            stride, depthwise, _log2(groups), CHANNELS_LAST if channels_last else 0.0)
+
+
+def _channels_last(tensor: Any) -> bool:
+    """Whether a 4-d ``tensor`` is stored channels-last (and not also contiguous, as a tensor
+    of one channel or one pixel is): cuDNN then runs its channels-last kernels."""
+    return (isinstance(tensor, torch.Tensor) and tensor.dim() == 4 and not tensor.is_contiguous()
+            and tensor.is_contiguous(memory_format=torch.channels_last))
+
+
+def _one_pixel_pointwise(args: tuple[Any, ...], output_shape: torch.Size | None) -> bool:
+    """Whether a convolution is a 1 x 1 one, ungrouped, of one pixel per image (a
+    squeeze-and-excitation block's): a matrix product of the batch's rows, which the
+    ``conv`` tables (7 x 7 pixels and up) do not measure."""
+    weight = args[1]
+    groups = int(args[8]) if len(args) > 8 else 1
+    return (output_shape is not None and len(output_shape) > 2 and groups == 1
+            and math.prod(output_shape[2:]) == 1 and math.prod(weight.shape[2:]) == 1)
 
 
 def _conv(args: tuple[Any, ...], output_shape: torch.Size | None
@@ -163,13 +199,27 @@ def _conv(args: tuple[Any, ...], output_shape: torch.Size | None
     out_pixels = math.prod(output_shape[2:]) if output_shape is not None else \
         math.prod(spatial) / step ** len(spatial)
     flops = 2.0 * x.shape[0] * out_pixels * cout * weight.shape[1] * math.prod(weight.shape[2:])
-    return conv_features(int(x.shape[0]), int(cin), int(cout), side, kernel, step,
-                         groups), flops
+    return conv_features(int(x.shape[0]), int(cin), int(cout), side, kernel, step, groups,
+                         _channels_last(x) or _channels_last(weight)), flops
+
+
+ATTENTION_TILES = {("attention", "bf16"): 128, ("attention", "fp16"): 128}
+"""The sequence tile of the fused attention kernels by table and dtype (else 64): a sequence
+costs what its whole tiles do. Read from the H200's measurements: in fp32 50 tokens take as
+long as 64, 145 about as long as 192 and 577 as 640; bf16's forward steps at 128."""
+
+
+def tiled_sequence(seq: int, table: str = "attention", dtype: str = "fp32") -> int:
+    """``seq`` rounded up to whole tiles of ``table``'s kernels in ``dtype``
+    (:data:`ATTENTION_TILES`)."""
+    tile = ATTENTION_TILES.get((table, dtype), 64)
+    return -(-max(seq, 1) // tile) * tile
 
 
 def attention_features(batch_heads: int, seq: int, head_dim: int,
                        causal: bool) -> tuple[float, ...]:
-    """An attention call's coordinates in the ``attention`` tables."""
+    """An attention call's coordinates in the ``attention`` tables (``seq`` in whole tiles,
+    :func:`tiled_sequence`)."""
     return (_log2(batch_heads), _log2(seq), _log2(head_dim), 4.0 if causal else 0.0)
 
 
@@ -188,6 +238,11 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None
+        if _one_pixel_pointwise(args, out_shape):
+            # a squeeze-and-excitation projection: (batch x in) @ (in x out), one GEMM
+            batch, cin, cout = args[0].shape[0], args[1].shape[1], args[1].shape[0]
+            return OpWork(label, "gemm", gemm_features(batch, cout, cin, args[0].element_size()),
+                          dtype, 2.0 * batch * cin * cout, float(moved or 0), "conv")
         features, flops = _conv(args, out_shape)
         return OpWork(label, "conv", features, dtype, flops, float(moved or 0), "conv")
     if name == "convolution_backward":
@@ -205,14 +260,43 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
             else bool(kwargs.get("is_causal", False))
         b, h, s, d = q.shape
         table = "attention" if name in _ATTENTION else "attention_backward"
-        flops = 4.0 * b * h * s * s * d * (2.5 if table == "attention_backward" else 1.0)
-        return OpWork(label, table, attention_features(b * h, s, d, causal), dtype,
+        tiled = tiled_sequence(s, table, dtype)  # the kernels compute whole tiles
+        flops = 4.0 * b * h * tiled * tiled * d * (2.5 if table == "attention_backward" else 1.0)
+        return OpWork(label, table, attention_features(b * h, tiled, d, causal), dtype,
                       flops, float(moved or 0), "attention")
     if moved is None:
         return OpWork(label, None, (), dtype, 0.0, 0.0, VIEW)
     kind = _access_kind(_memory_kind(name, args), name, args, out)
     moved = _priced_bytes(kind, name, args, out, moved)
-    return OpWork(label, kind, (_log2(moved),), dtype, 0.0, float(moved), _MEMORY_HOST[kind])
+    features = (_log2(moved), _log2(row_width(name, args))) if kind in WIDTH_TABLES \
+        else (_log2(moved),)
+    return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind])
+
+
+_WIDTH_ARGUMENTS = {"native_layer_norm": 1, "_fused_rms_norm": 1, "native_layer_norm_backward": 2,
+                    "_fused_rms_norm_backward": 2}
+"""Where a norm takes its normalised shape."""
+_SOFTMAX_DIM = {"_softmax": 1, "_log_softmax": 1, "_safe_softmax": 1,
+                "_softmax_backward_data": 2}
+"""Where a softmax takes the dimension it reduces."""
+_GROUP_NORM = {"native_group_norm": 4, "native_group_norm_backward": 6}
+"""Where a group norm takes its channels (then the pixels, then the groups)."""
+
+
+def row_width(name: str, args: tuple[Any, ...]) -> float:
+    """The length of the rows a norm or softmax reduces (:data:`DEFAULT_WIDTH` when the call
+    does not say)."""
+    try:
+        if name in _WIDTH_ARGUMENTS:
+            return float(math.prod(args[_WIDTH_ARGUMENTS[name]]))
+        if name in _SOFTMAX_DIM:
+            return float(args[0].shape[args[_SOFTMAX_DIM[name]]])
+        if name in _GROUP_NORM:
+            at = _GROUP_NORM[name]
+            return float(args[at]) * float(args[at + 1]) / max(1.0, float(args[at + 2]))
+    except (IndexError, TypeError, AttributeError):
+        pass
+    return float(DEFAULT_WIDTH)
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -291,6 +375,8 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
 
 
 def _memory_kind(name: str, args: tuple[Any, ...]) -> str:
+    if name == "roll":
+        return "mem_roll"
     if name in _BINARY:
         return "mem_binary"
     if name in _REDUCTION:

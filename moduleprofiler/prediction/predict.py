@@ -257,6 +257,11 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      f"{', '.join(sorted(device.borrowed))} tables: those operators are "
                      f"timed from the {device.donor.calibration.name} calibration's achieved "
                      "fractions of the peak, applied to this device's peaks")
+    if device.unmeasured:
+        notes.append(f"the {device.calibration.name} calibration did not measure "
+                     f"{', '.join(sorted(device.unmeasured))}: those operators are priced as "
+                     "the kernels it measured (1024-wide rows, channels-first convolutions); "
+                     "calibrate() on the device measures them")
     if listener.unknown:
         notes.append("no calibration table times "
                      + ", ".join(f"{name} ({count}x)" for name, count in

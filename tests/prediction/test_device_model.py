@@ -65,3 +65,31 @@ def test_memory_bound_operators_follow_the_bytes() -> None:
     model = DeviceModel(_calibration([[64, 64, 64, 3.0]]), peaks, peaks)
     work = OpWork("aten.relu", "mem_unary", (math.log2(1e9),), "bf16", 0.0, 1e9, "unary")
     assert model.op_us(work) == pytest.approx(500.0, rel=0.01)
+
+
+def _norm(nbytes: float, width: int) -> OpWork:
+    return OpWork("aten.native_layer_norm", "mem_layer_norm",
+                  (math.log2(nbytes), math.log2(width)), "bf16", 0.0, nbytes, "layer_norm")
+
+
+def _norms(rows: list[list[float]]) -> Calibration:
+    return Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
+        "mem_layer_norm": rows}})
+
+
+def test_a_norm_is_priced_by_the_width_of_its_rows_where_widths_were_measured() -> None:
+    peaks = device_peaks("H100 SXM")
+    # the main grid's rows are 1024 wide ([bytes, us]); a 48-wide row measured 10x slower
+    model = DeviceModel(_norms([[2 ** 27, 50.0], [2 ** 27, 48, 500.0]]), peaks, peaks)
+    assert model.op_us(_norm(2 ** 27, 48)) == pytest.approx(500.0, rel=0.01)
+    assert model.op_us(_norm(2 ** 27, 1024)) == pytest.approx(50.0, rel=0.01)
+    assert not model.unmeasured
+
+
+def test_an_older_calibration_prices_every_width_as_its_rows_and_says_so() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_norms([[2 ** 20, 5.0], [2 ** 27, 50.0]]), peaks, peaks)
+    wide = model.op_us(_norm(2 ** 27, 1024))
+    assert not model.unmeasured  # the width it measured: nothing to say
+    assert model.op_us(_norm(2 ** 27, 48)) == wide
+    assert model.unmeasured == {"mem_layer_norm row widths"}

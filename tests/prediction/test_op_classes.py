@@ -3,6 +3,7 @@ from follows the layout of its operands, and a gather is priced on the rows it r
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -107,3 +108,63 @@ def test_operands_permuted_alike_stay_vectorised() -> None:
     assert _work(aten.relu.default, x).table == "mem_unary"
     scale = torch.empty(8, 1, 1, device=META, dtype=torch.bfloat16)
     assert _work(aten.mul.Tensor, scale, x).table == "mem_strided"  # broadcast, permuted
+
+
+def test_norms_and_softmaxes_carry_the_width_of_their_rows() -> None:
+    x = torch.empty(10, 96, device=META, dtype=torch.float32)
+    weight = torch.empty(96, device=META)
+    norm = _work(aten.native_layer_norm.default, x, [96], weight, weight, 1e-5)
+    assert norm.table == "mem_layer_norm"
+    assert norm.features[1] == math.log2(96)
+    scores = torch.empty(4, 49, device=META, dtype=torch.bfloat16)
+    softmax = _work(aten._softmax.default, scores, -1, False)
+    assert softmax.table == "mem_softmax"
+    assert softmax.features[1] == math.log2(49)
+
+
+def test_roll_has_its_own_table() -> None:
+    x = torch.empty(2, 14, 14, 96, device=META, dtype=torch.bfloat16)
+    work = _work(aten.roll.default, x, [3, 3], [1, 2])
+    assert work.table == "mem_roll"
+    assert work.moved_bytes == 2 * 2 * 14 * 14 * 96 * 2  # read and written once, bf16
+
+
+def test_a_channels_last_convolution_is_set_apart() -> None:
+    x = torch.empty(2, 32, 14, 14, device=META)
+    weight = torch.empty(32, 1, 7, 7, device=META)
+    args = (weight, None, [1, 1], [3, 3], [1, 1], False, [0, 0], 32)
+    first = _work(aten.convolution.default, x, *args)
+    last = _work(aten.convolution.default, x.to(memory_format=torch.channels_last), *args)
+    assert first.features[:-1] == last.features[:-1]
+    assert (first.features[-1], last.features[-1]) == (0.0, 8.0)
+
+
+def test_attention_is_priced_on_whole_sequence_tiles() -> None:
+    q = torch.empty(2, 6, 197, 64, device=META)
+    work = _work(aten._scaled_dot_product_efficient_attention.default, q, q, q, None, False)
+    # fp32 tiles of 64 tokens: 197 runs as 256; 4 * 2 * 6 * 256 * 256 * 64 FLOPs
+    assert work.features[1] == math.log2(256)
+    assert work.flops == 4 * 2 * 6 * 256 * 256 * 64
+    bf16 = _work(aten._scaled_dot_product_efficient_attention.default,
+                 *(q[:, :, :145].bfloat16(),) * 3, None, False)
+    assert bf16.features[1] == math.log2(256)  # bf16's forward tiles are 128: 145 -> 256
+
+
+def test_a_batched_product_of_odd_sequences_is_misaligned() -> None:
+    q = torch.empty(8, 49, 32, device=META)
+    scores = _work(aten.bmm.default, q, q.transpose(1, 2))
+    # n = 49 fp32 elements = 196 bytes a row, no multiple of 16
+    assert scores.table == "bmm" and scores.features[-1] == 6.0
+    aligned = torch.empty(8, 48, 32, device=META)
+    assert _work(aten.bmm.default, aligned, aligned.transpose(1, 2)).features[-1] == 0.0
+
+
+def test_a_pointwise_convolution_of_one_pixel_is_a_matrix_product() -> None:
+    pooled = torch.empty(8, 48, 1, 1, device=META)
+    weight = torch.empty(1152, 48, 1, 1, device=META)
+    args = (None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    work = _work(aten.convolution.default, pooled, weight, *args)
+    # (8 x 48) @ (48 x 1152): 2 * 8 * 48 * 1152 = 884736 FLOPs
+    assert (work.table, work.flops) == ("gemm", 884736.0)
+    image = torch.empty(8, 48, 7, 7, device=META)
+    assert _work(aten.convolution.default, image, weight, *args).table == "conv"

@@ -246,3 +246,15 @@ def test_a_training_step_times_its_backward_by_the_training_tables() -> None:
     assert row["predicted_device_ms"] == pytest.approx(0.003, rel=1e-4)
     # 7 + 1 = 8 us (the forward's tables would say 3 + 0.5)
     assert row["predicted_backward_device_ms"] == pytest.approx(0.008, rel=1e-4)
+
+
+def test_a_calibration_without_row_widths_says_how_it_priced_a_narrow_norm() -> None:
+    model = nn.LayerNorm(96)
+    x = torch.randn(64, 96)
+    # the shipped H100 SXM calibration measured layer norms 1024 wide only
+    older = ModuleProfiler().predict(model, x, device="H100 SXM", host=None)
+    assert any("did not measure mem_layer_norm row widths" in note
+               for note in older.prediction_notes)
+    assert older.predicted_device_ms > 0
+    newer = ModuleProfiler().predict(model, x, device="H200", host=None)
+    assert not any("did not measure" in note for note in newer.prediction_notes)
