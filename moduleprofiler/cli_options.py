@@ -112,9 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--predict", metavar="GPU",
                         help="predict per-module latency for this GPU instead of measuring "
                              "(\"H100 SXM\"; a calibration .json; runs on the meta device)")
-    # the default is prediction.predict.DEFAULT_HOST (a test holds them equal): that module
-    # imports torch, which this one must not
-    parser.add_argument("--host", choices=("none", "calibrated", "this"), default="calibrated",
+    # no default here, so that --host without --predict is refused (check_options); the
+    # default it then gets is prediction.predict.DEFAULT_HOST (a test holds them equal): that
+    # module imports torch, which this one must not
+    parser.add_argument("--host", choices=("none", "calibrated", "this"),
                         help="with --predict: the host issuing the launches (default, as in "
                              "Python: calibrated; none: the device's time alone, a lower "
                              "bound, not a latency)")
@@ -198,6 +199,14 @@ def check_options(options: argparse.Namespace) -> None:
         check_generation_options(options)
     if options.batch is not None:
         check_sweep_options(options)
+    if not options.predict:
+        given = _given(options, "--host") + \
+            ([] if options.tf32 is None else ["--tf32" if options.tf32 else "--no-tf32"])
+        if given:
+            raise CliError(f"{', '.join(given)} only applies to a prediction: add --predict "
+                           "GPU (e.g. --predict \"H100 SXM\")")
+    if options.host is None:
+        options.host = DEFAULT_HOST
 
 
 def parse_batch_sizes(text: str) -> list[int]:
@@ -224,6 +233,9 @@ def check_sweep_options(options: argparse.Namespace) -> None:
         raise CliError(f"--batch prints one row per batch size and dtype, not modules: "
                        f"{', '.join(given)} does not apply")
 
+
+DEFAULT_HOST = "calibrated"
+"""``--host`` when not given: ``moduleprofiler.prediction.predict.DEFAULT_HOST``'s copy."""
 
 GENERATE_WHAT = ("time", "memory")
 """The ``--what`` groups ``--generate`` adds to its steps table."""

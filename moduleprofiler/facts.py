@@ -60,6 +60,11 @@ class HookFreeTrace:
                 "graphs or torch.compile (fewer, larger launches) would keep it busy")
 
 
+FIXED_COUNT_MIN_SAMPLES = 2
+"""Fewest kept samples a module of a fixed-count run may have and be trusted: one sample has
+no spread (no confidence interval) to judge it by."""
+
+
 @dataclass(frozen=True)
 class TimingFacts:
     """The facts of one timing pass (times in ms): its clock and device, the hooks'
@@ -110,10 +115,13 @@ class TimingFacts:
 
     @property
     def min_samples(self) -> int:
-        """Fewest samples a module may keep and be trusted: an adaptive run's ``min_iters``
-        (a fixed count is the caller's own choice, its spread shown by the CI columns)."""
-        if self.budget is None or self.stop_reason == "num_iters":
+        """Fewest samples a module may keep and be trusted: an adaptive run's ``min_iters``;
+        in a fixed count (the caller's own choice, its spread shown by the CI columns) two, as
+        one sample has no spread to judge it by."""
+        if self.budget is None:
             return 0
+        if self.stop_reason == "num_iters":
+            return FIXED_COUNT_MIN_SAMPLES
         return int(self.budget.get("min_kept", 0))
 
     @property

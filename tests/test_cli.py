@@ -14,6 +14,7 @@ import torch
 
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.cli import main, parse_input_size
+from moduleprofiler.cli_options import CliError
 from moduleprofiler.export.text import supports_color
 from moduleprofiler.memory import measure_memory
 from moduleprofiler.timing import environment
@@ -415,10 +416,21 @@ def test_a_model_run_still_imports_what_it_needs() -> None:
 
 def test_the_command_lines_default_host_is_pythons() -> None:
     # cli_options may not import the prediction package (torch): its default is a copy
-    from moduleprofiler.cli_options import build_parser as light_parser
+    from moduleprofiler.cli_options import parse_options
     from moduleprofiler.prediction.predict import DEFAULT_HOST
 
-    assert light_parser().parse_args(["m:f"]).host == DEFAULT_HOST
+    assert parse_options(["m:f"]).host == DEFAULT_HOST
+    assert parse_options(["m:f", "--predict", "H100 SXM"]).host == DEFAULT_HOST
+
+
+@pytest.mark.parametrize("flags", [["--host", "this"], ["--host", "none"], ["--tf32"],
+                                   ["--no-tf32"]])
+def test_prediction_flags_without_predict_are_refused(flags: list[str]) -> None:
+    # they changed nothing without --predict: a measured run ignored them silently
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=f"{flags[0]} only applies to a prediction"):
+        parse_options(["m:f", *flags])
 
 
 def test_the_command_lines_copies_of_export_constants_agree() -> None:

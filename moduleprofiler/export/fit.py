@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from moduleprofiler.export.names import ELLIPSIS, elide_name
+from moduleprofiler.export.names import ELLIPSIS, elide_label, elide_name
 
 MIN_WIDTH = 40
 """The narrowest width a table is fitted to."""
@@ -91,7 +91,7 @@ def _elide(column: TextColumn, target: int) -> None:
         if room < len(ELLIPSIS) + 2:  # a prefix deeper than the column: cut the whole cell
             cells.append(elide_name(cell, target))
         else:
-            cells.append(prefix + elide_name(label, room))
+            cells.append(prefix + elide_label(label, room))
     column.cells = cells
     column.header = column.header[:target]
 

@@ -23,10 +23,13 @@ that string.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import math
 import numbers
 import os
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, TypeVar
 
@@ -37,6 +40,7 @@ from moduleprofiler.export.io import PathLike
 from moduleprofiler.export.renamed import upgraded_names
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData, ancestor_paths
+from moduleprofiler.warn import warn
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -44,6 +48,20 @@ DOCUMENT = "moduleprofiler.profile"
 _TAGS = ("__list__", "__dict__", "__float__", "__repr__")
 _TABLES = ("records", "modules")
 """Top-level lists of dataclass rows; each field value is encoded with :func:`encode`."""
+
+RESULT_CLASSES: dict[str, type[ProfileData]] = {}
+"""Every result class (a subclass of ``Profile``: a prediction, a memory report, a timing) by
+its qualified name, the ``result`` a document names so that it reads back as what it was."""
+
+
+def register_result(cls: type[ProfileData]) -> None:
+    """Make ``cls`` a result kind documents can name (``Profile`` subclasses do it on their
+    own)."""
+    RESULT_CLASSES[_qualified(cls)] = cls
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def encode(value: Any) -> Any:
@@ -115,7 +133,25 @@ def profile_document(profile: ProfileData) -> dict[str, Any]:
     for key in _TABLES:
         document[key] = [{name: encode(value) for name, value in row.items()}
                          for row in document[key]]
+    if _qualified(type(profile)) in RESULT_CLASSES:
+        # the result's kind and its own figures (a prediction's latency, a memory report's
+        # peaks) as nested plain data, read back by the fields' types
+        document["result"] = _qualified(type(profile))
+        document["result_fields"] = {field.name: _plain(getattr(profile, field.name))
+                                     for field in _result_fields(type(profile))}
     return {key: value if key in _TABLES else _native(value) for key, value in document.items()}
+
+
+def _result_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The init fields ``cls`` adds to :class:`ProfileData`'s."""
+    base = {field.name for field in dataclasses.fields(ProfileData)}
+    return [field for field in dataclasses.fields(cls)
+            if field.init and field.name not in base]
+
+
+def _plain(value: Any) -> Any:
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and \
+        not isinstance(value, type) else value
 
 
 def _native(value: Any) -> Any:
@@ -172,9 +208,10 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     if version < 3:
         document = _upgraded(document)
     _declare(document.get("columns") or {})
+    cls = _result_class(document, factory)
     totals = document.get("totals", {})
     records = tuple(_build(CallRecord, r, "record") for r in document["records"])
-    return factory(
+    return cls(
         records=records,
         modules=_modules(document["modules"], {record.path for record in records}),
         excluded=tuple(document.get("excluded", ())),
@@ -182,7 +219,66 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
         total_buffers=totals.get("buffers", 0),
         **{name: _field_value(document[name], name) for name in _PROFILE_FIELDS
            if name in document},
+        **_result_values(cls, document.get("result_fields") or {}),
     )
+
+
+def _result_class(document: Mapping[str, Any], factory: type[P]) -> type[P]:
+    """The class the document was written from where it is ``factory`` or a subclass of it
+    (``Profile.from_json`` of a saved prediction is a prediction again), else ``factory``."""
+    name = document.get("result")
+    if not isinstance(name, str):
+        return factory
+    if name not in RESULT_CLASSES and name.startswith("moduleprofiler."):
+        try:  # a result class of this package whose module is not imported yet
+            importlib.import_module(name.rsplit(".", 1)[0])
+        except ImportError:
+            pass
+    cls = RESULT_CLASSES.get(name)
+    if cls is None:
+        warn(f"profile JSON: written as {name}, which this process does not define; read "
+             f"as {factory.__name__} without that result's own fields")
+        return factory
+    return cls if issubclass(cls, factory) else factory
+
+
+def _result_values(cls: type, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of the fields ``cls`` adds to a profile, rebuilt by their types."""
+    fields = _result_fields(cls)
+    if not fields:
+        return {}
+    hints = _type_hints(cls)
+    missing = [field.name for field in fields if field.name not in raw
+               and field.default is dataclasses.MISSING
+               and field.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"profile JSON: not a {cls.__name__} (it lacks {missing}); read it "
+                         "with Profile.from_json")
+    return {field.name: _typed(hints.get(field.name), raw[field.name])
+            for field in fields if field.name in raw}
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except (NameError, TypeError):  # an annotation only a type checker can resolve
+        return {}
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    """``value`` (plain JSON data) as the type ``hint`` says: nested dataclasses rebuilt,
+    arrays as tuples, tagged values decoded."""
+    if value is None:
+        return None
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        classes = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
+        hint = classes[0] if len(classes) == 1 else None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        hints = _type_hints(hint)
+        return hint(**{field.name: _typed(hints.get(field.name), value[field.name])
+                       for field in dataclasses.fields(hint)
+                       if field.init and field.name in value})
+    return decode(value)
 
 
 def _upgraded(document: Mapping[str, Any]) -> dict[str, Any]:

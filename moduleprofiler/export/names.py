@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from moduleprofiler.records import ROOT_NAME, display_path
 
-__all__ = ["ELLIPSIS", "ROOT_NAME", "elide_name", "elide_path", "module_name", "module_path"]
+__all__ = ["ELLIPSIS", "ROOT_NAME", "SHARED_MARK", "elide_label", "elide_name", "elide_path",
+           "module_name", "module_path"]
 
 ELLIPSIS = "..."
 """What stands for the elided middle of a shortened name (plain ASCII: it typesets as is in
@@ -67,6 +68,29 @@ def elide_name(name: str, limit: int) -> str:
             return f"{parts[0]}{ELLIPSIS}{tail}"
     head = room // 4
     return f"{name[:head]}{ELLIPSIS}{name[len(name) - (room - head):]}"
+
+
+SHARED_MARK = " [shared with {}]"
+"""The mark a tree label gets when its module registers a parameter another module owns."""
+_SHARED_OPEN, _SHARED_CLOSE = SHARED_MARK.split("{}")
+_OWNER_FLOOR = 8
+"""Fewest characters an elided owner keeps in a shared mark before the mark goes short."""
+
+
+def elide_label(label: str, limit: int) -> str:
+    """A tree label (``name (Type) [shared with owner]``) in at most ``limit`` characters.
+    The mark of a shared parameter gives up characters first, its owner elided, then
+    ``[shared]`` alone, so that the module's own name and type are not cut to keep the mark
+    whole (a label is otherwise :func:`elide_name`'d, marks at its end kept)."""
+    if len(label) <= limit or not label.endswith(_SHARED_CLOSE) or _SHARED_OPEN not in label:
+        return elide_name(label, limit)
+    base, owner = label[:-len(_SHARED_CLOSE)].rsplit(_SHARED_OPEN, 1)
+    room = limit - len(base) - len(_SHARED_OPEN) - len(_SHARED_CLOSE)
+    if room >= _OWNER_FLOOR:
+        return base + SHARED_MARK.format(elide_name(owner, room))
+    short = " [shared]"
+    return elide_name(base, max(limit - len(short), 0)) + short if limit > len(short) + 5 \
+        else elide_name(label, limit)
 
 
 def _is_index(part: str) -> bool:

@@ -17,7 +17,7 @@ from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
-from moduleprofiler.export.json_io import profile_from_json
+from moduleprofiler.export.json_io import profile_from_json, register_result
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
@@ -39,6 +39,12 @@ class Profile(ProfileData):
 
     Every table, export and legacy dict is a view of these records.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # a result kind (a prediction, a memory report, a timing): its JSON names it, so
+        # that Profile.from_json reads it back as one, with its own fields
+        super().__init_subclass__(**kwargs)
+        register_result(cls)
 
     # -- views -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import IO, Any
 from moduleprofiler.export.cells import ASCII, UNICODE, Glyphs, formatter, header
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.fit import TextColumn, fit_columns, table_width, terminal_width
+from moduleprofiler.export.names import SHARED_MARK
 from moduleprofiler.export.tree import (
     ASCII_BRANCHES,
     UNICODE_BRANCHES,
@@ -72,7 +73,7 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
         elif count > 1:
             label += f" x{count}"
         if isinstance(shared[index], str):  # its params include another module's
-            label += f" [shared with {shared[index]}]"
+            label += SHARED_MARK.format(shared[index])
         labels.append(label)
     return drawn, labels
 

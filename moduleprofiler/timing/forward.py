@@ -71,6 +71,10 @@ class ModuleTiming(TimedModules):
             return math.nan
         return float(np.median(self.hooked_ms) / np.median(self.unhooked_ms))
 
+    def _ratio_text(self) -> str:
+        ratio = self.overhead_ratio
+        return "not measured" if math.isnan(ratio) else f"{ratio:.3f}"
+
     @property
     def coverage(self) -> float:
         """Sum of the modules' median self times over the root's median (expect 1 +- 0.03)."""
@@ -112,14 +116,14 @@ class ModuleTiming(TimedModules):
         notes = [
             f"device {self.device} ({self.clock}); {self.iterations} iterations kept, "
             f"{self.dropped} dropped; times are medians per iteration",
-            f"hooked / hook-free whole model: {self.overhead_ratio:.3f}; "
+            f"hooked / hook-free whole model: {self._ratio_text()}; "
             f"coverage (sum of self / root): {self.coverage:.3f}; "
             f"hook error per call ~{cal.attribution_ns / 1e3:.2f} us, "
             f"cost per call ~{cal.per_call_ns / 1e3:.2f} us",
             *self.warnings,
         ]
         if self.kernels:  # torchprof's four times, shares of the device's
-            notes[1] = (f"hooked / hook-free whole model: {self.overhead_ratio:.3f} (host "
+            notes[1] = (f"hooked / hook-free whole model: {self._ratio_text()} (host "
                         f"times only); device time booked to modules: "
                         f"{100 * self.timing.booked_share:.1f} %; host times less the "
                         f"hooks' cost (~{cal.attribution_ns / 1e3:.2f} us a call)")

@@ -138,3 +138,59 @@ def test_totals_say_which_are_lower_bounds() -> None:
     partial = ModuleProfiler().profile(nn.Sequential(nn.Linear(3, 2), Opaque()),
                                        torch.randn(1, 3), operators=False).to_dict()["totals"]
     assert (partial["complete"], partial["lower_bounds"]) == (False, ["ops", "macs"])
+
+
+def _linear_relu() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+
+
+def test_a_prediction_reads_back_as_a_prediction_with_its_whole_pass() -> None:
+    from moduleprofiler import Profiler
+    from moduleprofiler.prediction.predict import PredictedProfile
+
+    predicted = Profiler().predict(_linear_relu(), torch.randn(2, 8), "H100 SXM")
+    again = Profile.from_json(predicted.to_json() or "")
+    assert isinstance(again, PredictedProfile)
+    # the pass's figures are the prediction's own fields, not any record's: a plain Profile
+    # read of the document used to drop them
+    assert again.predicted_latency_ms == predicted.predicted_latency_ms is not None
+    assert again.predicted_device_ms_low == predicted.predicted_device_ms_low
+    assert again.predicted_device_ms_high == predicted.predicted_device_ms_high
+    assert again.prediction_notes == predicted.prediction_notes
+    assert again.predicted_regime == predicted.predicted_regime
+    assert again.records == predicted.records
+    assert PredictedProfile.from_json(predicted.to_json() or "") == again
+
+
+def test_a_memory_report_reads_back_with_its_peaks() -> None:
+    from moduleprofiler import Profiler
+    from moduleprofiler.memory import MemoryReport
+
+    report = Profiler().measure_memory(_linear_relu(), torch.randn(2, 8), train=True)
+    text = report.to_json() or ""
+    for again in (Profile.from_json(text), MemoryReport.from_json(text)):
+        assert isinstance(again, MemoryReport)
+        # nested dataclasses (the passes and the calls that set their peaks) come back whole
+        assert again.inference == report.inference and again.training == report.training
+        assert again.peak_call == report.peak_call and again.peak_call is not None
+        assert again.peak_bytes == report.peak_bytes
+        assert again.records == report.records
+
+
+def test_a_plain_profile_is_not_read_as_a_richer_result() -> None:
+    from moduleprofiler.memory import MemoryReport
+
+    text = tiny().to_json() or ""
+    assert "result" not in json.loads(text)
+    with pytest.raises(ValueError, match="not a MemoryReport"):
+        MemoryReport.from_json(text)
+
+
+def test_a_result_class_this_process_lacks_reads_as_a_profile_with_a_warning() -> None:
+    document = json.loads(tiny().to_json() or "")
+    document["result"] = "elsewhere.results.CustomProfile"
+    document["result_fields"] = {"custom": 1}
+    with pytest.warns(UserWarning, match="elsewhere.results.CustomProfile"):
+        again = Profile.from_json(json.dumps(document))
+    assert type(again) is Profile and again == tiny()

@@ -79,3 +79,41 @@ def test_shared_with_in_every_view(profile: Profile, view_name: str,
         command_line(profile, "shared_with", capsys)
     else:
         VIEWS[view_name](profile, "shared_with")
+
+
+class DeepTie(nn.Module):
+    """An output layer tied to an embedding two levels down, whose owner's path is long."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transformer = nn.Module()
+        self.transformer.word_token_embedding = nn.Embedding(100, 16)
+        self.lm_head = nn.Linear(16, 100, bias=False)
+        self.lm_head.weight = self.transformer.word_token_embedding.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.transformer.word_token_embedding(x))
+
+
+@pytest.mark.parametrize("width", [60, 50, 44])
+def test_a_narrow_tree_shortens_the_shared_mark_not_the_modules_type(width: int) -> None:
+    # the mark's owner is elided first (then the mark goes short): eliding the label in its
+    # middle kept the mark whole and cut the type, "lm_head (...[shared with ...]"
+    profile = ModuleProfiler().profile(DeepTie(), torch.randint(0, 100, (2, 5)))
+    text = profile.to_text(width=width, columns=["params"]) or ""
+    row = next(line for line in text.splitlines() if "lm_head" in line)
+    assert len(row) <= width and "lm_head (Linear) [shared" in row
+    full = profile.to_text(width=0, columns=["params"]) or ""
+    assert "lm_head (Linear) [shared with transformer.word_token_embedding]" in full
+
+
+def test_elide_label_keeps_name_and_type_before_the_mark() -> None:
+    from moduleprofiler.export.names import elide_label
+
+    label = "lm_head (Linear) [shared with transformer.wte]"  # 46 characters
+    assert elide_label(label, 46) == label
+    # 44: "lm_head (Linear) [shared with ]" is 31, leaving 13 for the owner (15, elided)
+    assert elide_label(label, 44) == "lm_head (Linear) [shared with tr...rmer.wte]"
+    # 30: 30 - 31 leaves no room for the owner: the mark goes short (16 + 9 = 25)
+    assert elide_label(label, 30) == "lm_head (Linear) [shared]"
+    assert all(len(elide_label(label, n)) <= n for n in range(4, 50))

@@ -417,6 +417,20 @@ def test_a_fixed_count_keeps_its_own_confidence() -> None:
     assert timing.stop_reason == "num_iters" and not _row(timing, "0")["low_confidence"]
 
 
+def test_a_fixed_count_of_one_kept_sample_is_low_confidence() -> None:
+    # num_iters=2 with one dropped keeps one sample: no spread, no interval, nothing to trust
+    # it by, however far its median is above the hooks' error (it read "no" in every row)
+    timing = time_modules(nn.Sequential(Spin(20_000)), torch.zeros(1), num_iters=2,
+                          drop_first=1, warmup_seconds=0, measure_overhead=False,
+                          progress=False)
+    assert timing.stop_reason == "num_iters" and timing.iterations == 1
+    assert [_row(timing, path)["low_confidence"] for path in ("", "0")] == [True, True]
+    report = str(timing)
+    assert report.splitlines()[3].endswith("True")  # the report's row of the module
+    # measure_overhead=False: the ratio is unknown and said so, not printed as "nan"
+    assert "hooked / hook-free whole model: not measured;" in " ".join(report.split())
+
+
 def test_a_narrow_summary_keeps_the_low_confidence_flag(timing: ModuleTiming,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # the tree's columns: time median, self time median, self %, self low confidence; at 50
