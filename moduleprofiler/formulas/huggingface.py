@@ -20,6 +20,7 @@ from typing import Any
 from torch import nn
 
 from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.tensors import module_tensor
 
 CONV1D_KEYS = (
     "transformers.pytorch_utils.Conv1D",
@@ -29,7 +30,9 @@ CONV1D_KEYS = (
 
 
 def _conv1d_macs(module: nn.Module, inputs: tuple[Any, ...]) -> int:
-    nx, nf = module.get_parameter("weight").shape  # (in, out): transposed w.r.t. nn.Linear
+    # the weight read from the parameter table (``module_tensor``): ``get_parameter`` splits
+    # a dotted path and type-checks on every call, a third of this formula's cost
+    nx, nf = module_tensor(module, "weight").shape  # (in, out): transposed w.r.t. nn.Linear
     rows = int(inputs[0].shape[:-1].numel())
     return rows * int(nx) * int(nf)
 
