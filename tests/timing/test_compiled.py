@@ -4,6 +4,9 @@ another clock the eager original is timed, and the result says so."""
 
 from __future__ import annotations
 
+import gc
+import types
+
 import pytest
 import torch
 from torch import nn
@@ -67,6 +70,30 @@ def test_the_model_is_left_as_it_was(timed):
     assert {path: dict(vars(sub)) for path, sub in model.named_modules()} == before
     assert model.training and not any(sub._forward_hooks or sub._forward_pre_hooks
                                       for sub in model.modules())
+
+
+def test_a_clock_kept_after_its_pass_keeps_no_runner_alive(timed):
+    # the clock's primer closed over the pass's runner (and so its listeners and the model's
+    # hooked modules): a clock the user kept held them all after the pass was over
+    from moduleprofiler.runner import PassRunner
+
+    _, _, clock, _ = timed
+    gc.collect()
+    assert [obj for obj in _reachable(clock) if isinstance(obj, PassRunner)] == []
+
+
+def _reachable(root: object, limit: int = 20_000) -> list[object]:
+    """Every object reachable from ``root`` (classes and modules not followed)."""
+    seen, queue, out = {id(root)}, [root], [root]
+    while queue and len(out) < limit:
+        obj = queue.pop()
+        for ref in gc.get_referents(obj):
+            if id(ref) in seen or isinstance(ref, (type, types.ModuleType)):
+                continue
+            seen.add(id(ref))
+            out.append(ref)
+            queue.append(ref)
+    return out
 
 
 def test_auto_and_profiler_time_a_compiled_wrapper_compiled():

@@ -173,8 +173,11 @@ class CompiledClock(Clock):
         self.program.compiled()
         devices.synchronize(self.device)
         self.break_reasons.update(Counter(counters["graph_break"]) - before)
-        if self._prime is not None:
-            self._prime()
+        # the primer closes over the pass's runner: let go of it once used, so that a clock
+        # kept after its pass keeps no runner, listeners or modules alive
+        primer, self._prime = self._prime, None
+        if primer is not None:
+            primer()
 
     def settle(self) -> None:
         """Host stamps: a phase ends when the device has done its work."""
