@@ -29,7 +29,7 @@ from torch import nn
 
 from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed.collectives import Collective, describe, is_communication
-from moduleprofiler.export.columns import inclusive_of, register_column
+from moduleprofiler.export.columns import register_column, register_own_and_inclusive
 from moduleprofiler.runner import Call, Listener, PassRunner
 
 _PHASES = {"forward": "", "backward": "backward_"}
@@ -48,13 +48,9 @@ for _phase, _prefix in _PHASES.items():
          f"time of the collectives of the call's own {_phase} work, each from its start to "
          "its completion (CommunicationListener(timing=True), which makes them synchronous)"))
     for _name, _kind, _label, _unit, _description in _own:
-        register_column(f"self_{_name}", _kind, f"self {_label}", aggregation="sum", unit=_unit,
-                        description=_description)
         # the collectives of a subtree, summed: a timed collective is synchronous, so their
         # times add up as the bytes do
-        register_column(_name, _kind, _label, aggregation="inclusive", unit=_unit,
-                        derive=inclusive_of(f"self_{_name}"),
-                        description=f"self_{_name} of the call and every call inside it")
+        register_own_and_inclusive(_name, _kind, _label, _unit, _description)
     register_column(f"{_prefix}comm_kinds", "text", f"{_words}comm", aggregation="first",
                     description=f"the kinds of the collectives of the call's own {_phase} "
                                 "work, each with its count (all_reduce x2)")

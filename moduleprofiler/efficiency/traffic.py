@@ -33,7 +33,12 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.export.columns import Kind, inclusive_of, register_column, scaled
+from moduleprofiler.export.columns import (
+    Kind,
+    register_column,
+    register_own_and_inclusive,
+    scaled,
+)
 from moduleprofiler.operators.registry import (
     MISSING,
     OperatorMap,
@@ -72,11 +77,7 @@ _OWN: tuple[tuple[str, Kind, str, str, str], ...] = (
 """The traffic listener's quantities: it writes each call's own share (``self_<name>``); the
 bare name is derived, the call with every call inside it."""
 for _name, _kind, _label, _unit, _description in _OWN:
-    register_column(f"self_{_name}", _kind, f"self {_label}", aggregation="sum", unit=_unit,
-                    description=_description)
-    register_column(_name, _kind, _label, aggregation="inclusive", unit=_unit,
-                    derive=inclusive_of(f"self_{_name}"),
-                    description=f"self_{_name} of the call and every call inside it")
+    register_own_and_inclusive(_name, _kind, _label, _unit, _description)
 register_column("self_recompute_flops", "count", "self recompute flops", aggregation="sum",
                 unit="FLOPs", derive=scaled("self_recompute_macs", 2),
                 description="2 x self_recompute_macs: the FLOPs of the call's recomputed "

@@ -112,6 +112,20 @@ def inclusive_of(column: str) -> Derived:
     return Derived((column, "call", "parent"), lambda calls: subtree_sums(calls, column))
 
 
+def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
+                               description: str) -> tuple[ColumnSpec, ColumnSpec]:
+    """Declare the pair every own/inclusive quantity is: ``self_<name>``, the call's own
+    share that a listener writes (summed over calls), and ``<name>``, derived, the call with
+    every call made inside it (:func:`inclusive_of`)."""
+    own = register_column(f"self_{name}", kind, f"self {label}", aggregation="sum",
+                          unit=unit, description=description)
+    inclusive = register_column(name, kind, label, aggregation="inclusive", unit=unit,
+                                derive=inclusive_of(f"self_{name}"),
+                                description=f"self_{name} of the call and every call "
+                                            "inside it")
+    return own, inclusive
+
+
 def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
     """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
     position = {int(index): row for row, index in enumerate(calls["call"])}
