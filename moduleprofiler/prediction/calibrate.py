@@ -40,6 +40,7 @@ from moduleprofiler.devices import (
 )
 from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibrate_backward import backward_tables
+from moduleprofiler.prediction.calibrate_kernels import conv_bench
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
@@ -286,17 +287,9 @@ def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> li
 
 def _conv_bench(shape: ConvShape, device: torch.device, dtype: torch.dtype,
                 backward: bool) -> _Bench:
-    """One convolution's forward, or its backward (input and weight gradients)."""
-    n, cin, cout, h, kernel, stride, groups = shape
-    x = torch.randn(n, cin, h, h, device=device, dtype=dtype, requires_grad=backward)
-    w = torch.randn(cout, cin // groups, kernel, kernel, device=device, dtype=dtype,
-                    requires_grad=backward)
-    pad = kernel // 2 if stride < kernel else 0
-    if not backward:
-        return lambda: F.conv2d(x, w, None, stride, pad, 1, groups)
-    y = F.conv2d(x, w, None, stride, pad, 1, groups)
-    grad = torch.randn_like(y)
-    return lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True)
+    """One convolution's forward, or its backward (input and weight gradients), its input
+    contiguous (:func:`~.calibrate_kernels.conv_bench`)."""
+    return conv_bench((*shape, 0), device, dtype, backward)
 
 
 AttentionShape = tuple[int, int, int, int, int]
