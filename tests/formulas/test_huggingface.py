@@ -61,3 +61,30 @@ def test_moduleprofiler_does_not_import_transformers() -> None:
                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             )
             assert not any(name.split(".")[0] == "transformers" for name in names), source
+
+
+class _SpelledOutGELU(torch.nn.Module):
+    """NewGELUActivation's forward on a class without a formula: counted operator by
+    operator."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from transformers.activations import NewGELUActivation
+
+        return NewGELUActivation.forward(self, x)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (7,), (1, 4, 6, 2)])
+def test_new_gelu_counts_what_its_operators_and_nn_gelu_tanh_count(shape: tuple[int, ...]) -> None:
+    from transformers.activations import NewGELUActivation
+
+    x = torch.randn(*shape)
+    numel = x.numel()
+    formula = profile_of(NewGELUActivation(), x).records[0]
+    # 15 per element: x**3 (2 multiplies), * 0.044715, + x, * sqrt(2/pi), tanh (7), + 1,
+    # * x, * 0.5; e.g. 2*3*5 = 30 elements -> 450
+    assert formula.self_ops == 15 * numel and formula.self_macs == 0
+    assert formula.ops_source == "formula"
+    operators = profile_of(_SpelledOutGELU(), x).records[0]
+    assert operators.ops_source == "operator"
+    assert operators.self_ops == formula.self_ops  # the operator path counted the same
+    assert ops_of(torch.nn.GELU(approximate="tanh"), x) == formula.self_ops
