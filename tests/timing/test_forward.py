@@ -132,8 +132,12 @@ def test_exact_call_counts(timing):
             samples = np.asarray(call.metrics["forward_samples_ms"])
             assert samples.shape == (40,) and not np.isnan(samples).any(), path
     assert timing.call_samples("1.1").size == 2 * 40
-    # one call of the shared spin lasts 100 us
-    assert abs(rel_err(float(np.median(timing.call_samples("1.1"))), 0.1)) <= 0.10
+    # one call of the shared spin lasts 100 us: its median less the hooks' calibrated error
+    # in one call (what the corrected median takes off; ~3 us here, and 10.06 % off without
+    # it in a clean CI run)
+    hook_error_ms = timing.calibration.attribution_ns / 1e6
+    median_ms = float(np.median(timing.call_samples("1.1")))
+    assert abs(rel_err(median_ms - hook_error_ms, 0.1)) <= 0.10
 
 
 def test_self_times_add_up(timing):
