@@ -40,7 +40,7 @@ from moduleprofiler.devices import (
 )
 from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibrate_backward import backward_tables
-from moduleprofiler.prediction.calibrate_kernels import conv_bench
+from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
@@ -307,21 +307,8 @@ def attention_shapes(quick: bool) -> list[AttentionShape]:
 def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
                 backward: bool) -> list[AttentionShape]:
     shapes = attention_shapes(quick)
-    _add_passes(sweep, "attention", shapes, _attention_bench, dtype, backward)
+    _add_passes(sweep, "attention", shapes, attention_bench, dtype, backward)
     return shapes
-
-
-def _attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.dtype,
-                     backward: bool) -> _Bench:
-    """``scaled_dot_product_attention``'s forward, or its backward."""
-    b, h, s, d, causal = shape
-    q, k, v = (torch.randn(b, h, s, d, device=device, dtype=dtype, requires_grad=backward)
-               for _ in range(3))
-    if not backward:
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-    grad = torch.randn_like(out)
-    return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
