@@ -33,6 +33,16 @@ from tests.integrations.test_window import misnamed  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def _process_settings_restored() -> Any:
+    # Trainer(deterministic=True) switches torch's deterministic algorithms on for the whole
+    # process and leaves them on: later tests (quantized kernels) would fail for it
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    yield
+    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+
+
 def _fit(tmp_path: Path, callback: ModuleProfilerCallback | None,
          max_steps: int = 5, module: type[Tiny] = Tiny, **settings: Any) -> tuple[Tiny, Any]:
     L.seed_everything(0)
