@@ -193,3 +193,22 @@ def test_outside_a_replay_a_kernel_no_name_matches_stays_unmatched():
     booking = book_compiled(REPLAYED, [GraphCall("r", 1, 0, 1000)], [],
                             [KernelRecord("mystery", 4, 1, 30, start=30)], 1)
     assert dict(booking.unmatched) == {"mystery": 4} and booking.coverage == 0.0
+
+
+def test_a_backward_graphs_kernels_are_the_modules_backward_time():
+    graphs = {"fwd": [CompiledKernel("triton_poi_fused_relu_0", 1, ("block",))],
+              "bwd": [CompiledKernel("triton_poi_fused_threshold_backward_0", 1, ("block",)),
+                      CompiledKernel("triton_poi_fused_sum_1", 2, ("head",))]}
+    calls = [GraphCall("fwd", 1, 0, 100), GraphCall("bwd", 2, 200, 400)]  # another thread
+    kernels = [KernelRecord("triton_poi_fused_relu_0", 5, 1, 50),
+               KernelRecord("triton_poi_fused_threshold_backward_0", 7, 2, 250),
+               KernelRecord("triton_poi_fused_sum_1", 3, 2, 300),
+               KernelRecord("unknown_kernel", 2, 2, 350)]
+    booking = book_compiled(graphs, calls, [], kernels, iterations=1, backward={"bwd"})
+    assert booking.module_ns == {"block": [5]}
+    assert booking.backward_ns == {"block": [7], "head": [3]}
+    # 7 + 3 + 2 of the backward graph's kernels ran, 7 + 3 booked: 10 / 12
+    assert booking.backward_in_graph_ns == [12]
+    assert booking.backward_coverage == 10 / 12
+    # 5 + 10 of 5 + 12 in all
+    assert booking.booked_ns == [15] and booking.coverage == 15 / 17

@@ -48,3 +48,26 @@ def test_each_recorded_compile_traces_a_function_of_its_own():
     assert codes[0] is not codes[1]
     assert nn.Module._call_impl.__code__ not in codes
     assert first.args == (model,)
+
+
+def test_a_backward_graphs_kernels_are_named_by_the_modules_they_differentiate():
+    from tests.timing.helpers import residual_model
+
+    compiled, recorder = recorded_compile(residual_model())
+    x = torch.randn(8, 16)  # needs no gradient: the first Linear's input gradient is not made
+    compiled(x).sum().backward()
+    forward, backward = recorder.graphs
+    assert not forward.backward and backward.backward
+    kernels = [(k.name.split("_")[0] if "_fused_" in k.name else k.name, k.module)
+               for k in backward.kernels]
+    # the second block: its ReLU's gradient, then its Linear's weight gradient (mm), bias
+    # gradient (a sum) and input gradient, which Inductor fuses with the residual stream's
+    # gradient add into one addmm of a node it created (named by the graph's product that
+    # no kernel names: 2.fc's); then one kernel of the LayerNorm's backward with the first
+    # block's ReLU and residual gradients (the root's); the first Linear's weight and bias
+    # gradients (mm, sum)
+    assert kernels == [("cpp", "2.act"), ("extern_kernels.mm", "2.fc"), ("cpp", "2.fc"),
+                       ("extern_kernels.addmm", "2.fc"), ("cpp", ""),
+                       ("extern_kernels.mm", "0.fc"), ("cpp", "0.fc")]
+    assert backward.kernels[4].fused_across == ("0", "0.act", "1")
+    assert not recorder.notes
