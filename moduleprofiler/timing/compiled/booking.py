@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 
 from moduleprofiler.timing.compiled.kernels import CompiledKernel, common_ancestor
 
+_PREPARES = ("Memset", "Memcpy")
+"""How the device names a memset or copy (``Memset (Device)``): work that prepares the kernel
+after it."""
+
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 """The prefix a CPU kernel's profiler range puts before the kernel's name."""
 
@@ -336,7 +340,7 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
             if around is not None:
                 kernel = extern_of[op_ids[around]]
         if kernel is None and launches[(record.thread, record.time)] > 1:
-            kernel = state.replayed()
+            kernel = state.replayed(record.name)
         elif kernel is not None:
             state.ran(kernel)
         elif state.recorded and record.thread in other_spans and _innermost(
@@ -380,17 +384,20 @@ class _Replay:
         if kernel.extern_op is not None:
             self.last_extern = kernel
 
-    def replayed(self) -> CompiledKernel | None:
-        """The extern kernel a replayed device kernel that no name matched belongs to: the
-        next extern kernel after the last booked kernel and before the next generated one;
-        none there, the extern kernel just booked (an operator may run several device
-        kernels, such as a GEMM and its split-K reduction)."""
+    def replayed(self, name: str = "") -> CompiledKernel | None:
+        """The extern kernel a replayed device kernel (``name``) that no name matched belongs
+        to: the next extern kernel after the last booked kernel and before the next generated
+        one; none there, the extern kernel just booked (an operator may run several device
+        kernels, such as a GEMM and its split-K reduction). A memset or a copy prepares the
+        kernel after it (cuDNN's attention sets its buffer first): it is the next extern
+        kernel's, which stays next, for the kernel it prepares."""
         following = min((queue[0].position for queue in self.queues.values() if queue),
                         default=None)
         for kernel in self.externs:
             if kernel.position > self.last and (following is None
                                                 or kernel.position < following):
-                self.ran(kernel)
+                if not name.startswith(_PREPARES):
+                    self.ran(kernel)
                 return kernel
         if self.last_extern is not None and self.last_extern.position == self.last:
             return self.last_extern

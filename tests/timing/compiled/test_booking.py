@@ -212,3 +212,28 @@ def test_a_backward_graphs_kernels_are_the_modules_backward_time():
     assert booking.backward_coverage == 10 / 12
     # 5 + 10 of 5 + 12 in all
     assert booking.booked_ns == [15] and booking.coverage == 15 / 17
+
+
+def test_in_a_replay_a_memset_prepares_the_next_extern_kernel():
+    # a Llama-style decoder layer under reduce-overhead on an H200: cuDNN's attention sets
+    # its buffer (a memset) and then runs, and the next extern kernel is o_proj's GEMM. The
+    # memset used to take the attention and the attention's kernel o_proj's GEMM: o_proj got
+    # 23.2 + 6.5 us a layer, the attention 0.7 us
+    graph = {"r": [CompiledKernel("triton_poi_fused_sdpa_to_copy_12", 12, ("model",)),
+                   CompiledKernel("torch.ops.aten._scaled_dot_product_cudnn_attention"
+                                  ".default", 13, ("model",)),
+                   CompiledKernel("extern_kernels.mm", 14, ("layers.0.o_proj",)),
+                   CompiledKernel("triton_per_fused_add_mean_15", 15, ("model",))]}
+    replay = [("triton_poi_fused_sdpa_to_copy_12", 5535), ("Memset (Device)", 735),
+              ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 23200),
+              ("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_TNT", 6529),
+              ("triton_per_fused_add_mean_15", 4000)]
+    kernels = [KernelRecord(name, ns, 1, 50, start=100 + 10 * i)
+               for i, (name, ns) in enumerate(replay)]
+    booking = book_compiled(graph, [GraphCall("r", 1, 0, 1000)], [], kernels, 1)
+    # the attention: 735 + 23200 (memset and kernel); o_proj: its GEMM alone
+    assert booking.kernel_ns[KernelKey("r", 13)] == [735 + 23200]
+    assert booking.kernel_ns[KernelKey("r", 14)] == [6529]
+    assert booking.module_ns == {"model": [5535 + 735 + 23200 + 4000],
+                                 "layers.0.o_proj": [6529]}
+    assert booking.kernel_launches[KernelKey("r", 13)] == 2
