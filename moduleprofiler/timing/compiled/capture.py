@@ -42,6 +42,7 @@ from moduleprofiler.timing.compiled.kernels import (
     PRODUCT_OPS,
     VIEW_OPS,
     CompiledKernel,
+    common_ancestor,
     graph_kernels,
     innermost_spelling,
     module_path,
@@ -275,8 +276,10 @@ def backward_nodes(graph: fx.GraphModule, forward_stacks: Mapping[int, str],
     """The module of each node of a backward graph: that of the forward node it
     differentiates, which AOTAutograd copies onto it (``fwd_nn_module_stack``), or, for a
     forward node recomputed in the backward, the forward graph's node of the same autograd
-    sequence number (``forward_stacks``). A node with neither (a gradient's placeholder)
-    keeps no module."""
+    sequence number (``forward_stacks``); a node with neither that reads nodes with modules
+    (one the joint graph's passes created, such as a matrix product padded to a faster
+    shape) their deepest common ancestor. A node with none of these (a gradient's
+    placeholder) keeps no module."""
     modules: dict[str, str] = {}
     for node in graph.graph.nodes:
         spelling = innermost_spelling(node.meta.get("fwd_nn_module_stack")
@@ -286,6 +289,13 @@ def backward_nodes(graph: fx.GraphModule, forward_stacks: Mapping[int, str],
             spelling = forward_stacks.get(int(number), "")
         if spelling:
             modules[node.name] = resolve(spelling)
+        elif node.op == "call_function":
+            # a node the joint graph's passes created (a padded matrix product) carries no
+            # stack: it is the work of the modules whose nodes it reads
+            read = [modules[item.name] for item in node.all_input_nodes
+                    if item.name in modules]
+            if read:
+                modules[node.name] = common_ancestor(read)
     ops = {node.name: _op_name(node) for node in graph.graph.nodes}
     # a constant (a zero that Inductor shares between the ReLUs' gradients) is no module's
     # work: like a view, it names a kernel's module only when the kernel has nothing else
