@@ -129,15 +129,10 @@ class GraphRecorder:
         ended = _graph_break(gm)
         salt = hashlib.sha1("\n".join(node.name for node in gm.graph.nodes).encode(),
                             usedforsecurity=False).hexdigest()[:16]
-        forward_stacks: dict[int, str] = {}
-        """The forward graph's module spelling of each autograd sequence number."""
-
         def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
             backward = bool(kwargs.get("is_backward", False))
             if backward:  # read before Inductor's post-grad passes rewrite the graph
-                nodes = backward_nodes(graph, forward_stacks, resolve)
-            else:
-                forward_stacks.update(sequence_stacks(graph))
+                nodes = backward_nodes(graph, resolve)
             # again here: a backward graph is compiled at the first backward, after this
             # backend has returned
             with inductor_config.patch(self._patches(salt)), \
@@ -258,40 +253,25 @@ def _op_name(node: fx.Node) -> str:
     return str(getattr(target, "_opname", "")) if node.op == "call_function" else ""
 
 
-def sequence_stacks(graph: fx.GraphModule) -> dict[int, str]:
-    """A forward graph's module spelling (``nn_module_stack``) of each autograd sequence
-    number (``seq_nr``, which AOTAutograd gives a forward node and the backward nodes that
-    differentiate it)."""
-    out: dict[int, str] = {}
-    for node in graph.graph.nodes:
-        number = node.meta.get("seq_nr")
-        spelling = innermost_spelling(node.meta.get("nn_module_stack"))
-        if number is not None and spelling:
-            out[int(number)] = spelling
-    return out
-
-
-def backward_nodes(graph: fx.GraphModule, forward_stacks: Mapping[int, str],
-                   resolve: Callable[[str], str]) -> BackwardNodes:
-    """The module of each node of a backward graph: that of the forward node it
-    differentiates, which AOTAutograd copies onto it (``fwd_nn_module_stack``), or, for a
-    forward node recomputed in the backward, the forward graph's node of the same autograd
-    sequence number (``forward_stacks``); a node with neither that reads nodes with modules
-    (one the joint graph's passes created, such as a matrix product padded to a faster
-    shape) their deepest common ancestor. A node with none of these (a gradient's
-    placeholder) keeps no module."""
+def backward_nodes(graph: fx.GraphModule, resolve: Callable[[str], str]) -> BackwardNodes:
+    """The module of each node of a backward graph (``resolve``: the model's path of a
+    module as Dynamo spells it): that of the forward node it differentiates, which
+    AOTAutograd copies onto it (``fwd_nn_module_stack``), or its own (a forward node
+    recomputed in the backward); a node with neither that reads nodes with modules, their
+    deepest common ancestor: the engine's sum of a tensor's gradients from several consumers
+    (a residual block's two branches: the block's work), a node the joint graph's passes
+    created (a matrix product padded to a faster shape). A node with none of these (a
+    gradient's placeholder) keeps no module. The autograd sequence number is not read: a
+    node that differentiates no forward node carries the last forward operator's."""
     modules: dict[str, str] = {}
     for node in graph.graph.nodes:
         spelling = innermost_spelling(node.meta.get("fwd_nn_module_stack")
                                       or node.meta.get("nn_module_stack"))
-        number = node.meta.get("seq_nr")
-        if not spelling and number is not None:
-            spelling = forward_stacks.get(int(number), "")
         if spelling:
             modules[node.name] = resolve(spelling)
         elif node.op == "call_function":
-            # a node the joint graph's passes created (a padded matrix product) carries no
-            # stack: it is the work of the modules whose nodes it reads
+            # no stack (a sum of gradients, a node a joint-graph pass created): the work of
+            # the modules whose nodes it reads
             read = [modules[item.name] for item in node.all_input_nodes
                     if item.name in modules]
             if read:

@@ -73,7 +73,7 @@ def test_a_backward_graphs_kernels_are_named_by_the_modules_they_differentiate()
     assert not recorder.notes
 
 
-def test_a_backward_node_the_joint_passes_created_is_the_work_of_the_nodes_it_reads():
+def test_a_backward_node_without_a_stack_is_the_work_of_the_nodes_it_reads():
     from torch import fx
 
     from moduleprofiler.timing.compiled.capture import backward_nodes
@@ -83,14 +83,18 @@ def test_a_backward_node_the_joint_passes_created_is_the_work_of_the_nodes_it_re
     permute = graph.call_function(torch.ops.aten.permute.default, (weight, [1, 0]))
     permute.meta["fwd_nn_module_stack"] = {"lm_head": ("L['self'].lm_head", nn.Linear)}
     recomputed = graph.call_function(torch.ops.aten.relu.default, (hidden,))
-    recomputed.meta["seq_nr"] = 7  # a forward node recomputed: named by its sequence number
+    recomputed.meta["nn_module_stack"] = {"h.0.act": ("L['self'].h.0.act", nn.ReLU)}
+    recomputed.meta["seq_nr"] = 7  # not read: a sum of gradients carries a stale one
     # a padded matrix product (a joint-graph pass made it: no stack, no sequence number)
     padded = graph.call_function(torch.ops.aten.mm.default, (tangent, permute))
     graph.call_function(torch.ops.aten.mm.default, (tangent, weight))  # reads no module
-    graph.output((padded, recomputed))
-    nodes = backward_nodes(fx.GraphModule(nn.Module(), graph), {7: "L['self'].h.0.act"},
+    # the engine's sum of one tensor's gradients from two consumers: their common ancestor
+    summed = graph.call_function(torch.ops.aten.add.Tensor, (padded, recomputed))
+    summed.meta["seq_nr"] = 7
+    graph.output((summed,))
+    nodes = backward_nodes(fx.GraphModule(nn.Module(), graph),
                            lambda spelled: spelled.removeprefix("L['self']."))
     assert nodes.modules == {"permute_default": "lm_head", "relu_default": "h.0.act",
-                             "mm_default": "lm_head"}
+                             "mm_default": "lm_head", "add_tensor": ""}
     assert nodes.views == {"permute_default"}
     assert nodes.products == ["mm_default", "mm_default_1"]
