@@ -209,7 +209,7 @@ class GraphRecorder:
             provenance = {"cppCodeToPost": mapping["cppCodeToPost"],
                           "postToPre": {name: [name] for name in nodes.modules}}
             kernels = graph_kernels(provenance, nodes.modules, self._known(), nodes.views,
-                                    nodes.products)
+                                    nodes.products, nodes.ops)
         else:
             self._unnamed(key)
         self.graphs.append(CompiledGraph(key, True, kernels))
@@ -242,9 +242,12 @@ class BackwardNodes:
     modules: dict[str, str]
     """Per node, the model's path of the module of the forward node it comes from."""
     views: set[str]
-    """The nodes that only reshape or select, and the constants."""
+    """The nodes that name a kernel's module only when it has no other: those that only
+    reshape or select, the constants, the nodes named only by what they read."""
     products: list[str]
     """The matrix-product nodes, in graph order."""
+    ops: dict[str, str]
+    """Each node's ATen operator (``mm``; ``""``: not an operator's node)."""
 
 
 def _op_name(node: fx.Node) -> str:
@@ -264,6 +267,7 @@ def backward_nodes(graph: fx.GraphModule, resolve: Callable[[str], str]) -> Back
     gradient's placeholder) keeps no module. The autograd sequence number is not read: a
     node that differentiates no forward node carries the last forward operator's."""
     modules: dict[str, str] = {}
+    read_only: set[str] = set()
     for node in graph.graph.nodes:
         spelling = innermost_spelling(node.meta.get("fwd_nn_module_stack")
                                       or node.meta.get("nn_module_stack"))
@@ -276,14 +280,17 @@ def backward_nodes(graph: fx.GraphModule, resolve: Callable[[str], str]) -> Back
                     if item.name in modules]
             if read:
                 modules[node.name] = common_ancestor(read)
+                read_only.add(node.name)
     ops = {node.name: _op_name(node) for node in graph.graph.nodes}
-    # a constant (a zero that Inductor shares between the ReLUs' gradients) is no module's
-    # work: like a view, it names a kernel's module only when the kernel has nothing else
+    # a constant (a zero that Inductor shares between the ReLUs' gradients), or a node named
+    # only by what it reads, is like a view: it names a kernel's module only when the kernel
+    # has nothing else (a sum of the gradients a block's input got, fused into the kernel of
+    # the block before it, is that kernel's work)
     constants = {node.name for node in graph.graph.nodes
                  if node.op == "call_function" and not node.all_input_nodes}
-    return BackwardNodes(modules, constants | {name for name, op in ops.items()
-                                               if op in VIEW_OPS},
-                         [name for name, op in ops.items() if op in PRODUCT_OPS])
+    return BackwardNodes(modules, constants | read_only | {name for name, op in ops.items()
+                                                           if op in VIEW_OPS},
+                         [name for name, op in ops.items() if op in PRODUCT_OPS], ops)
 
 
 def _backward_provenance() -> AbstractContextManager[None]:

@@ -137,7 +137,8 @@ PRODUCT_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
 def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, str],
                   known: Collection[str] | None = None,
                   views: Collection[str] = (),
-                  products: Sequence[str] = ()) -> list[CompiledKernel]:
+                  products: Sequence[str] = (),
+                  ops: Mapping[str, str] | None = None) -> list[CompiledKernel]:
     """The kernels of one compiled graph, in call order.
 
     ``provenance`` is Inductor's node mapping of the graph (``cppCodeToPost``: kernel ->
@@ -153,7 +154,10 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
     matrix product: ``products`` are the graph's matrix-product nodes in graph order, and
     such a kernel is the next of those no kernel names (Inductor's post-grad passes fuse a
     product and the add after it into one ``addmm`` of new nodes: in a backward, a layer's
-    input gradient and the gradient a residual stream adds to it).
+    input gradient and the gradient a residual stream adds to it). ``ops``: each node's ATen
+    operator, where the nodes are ATen's (a backward graph's): an extern kernel is then the
+    work of its operator's own nodes, where it has some (a convolution's gradient is the
+    convolution's, whatever fused kernel made its input).
     """
     post_to_pre: Mapping[str, Sequence[str]] = provenance.get("postToPre", {})
     kernels = []
@@ -165,6 +169,10 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
                 if pre in pre_grad_modules}
         named.update(pres)
         working = {pre for pre in pres if pre not in views} or pres
+        if ops is not None and _extern(name):
+            own = CompiledKernel(name, 0, ()).extern_op
+            working = {pre for pre in working
+                       if "aten::" + ops.get(pre, "") == own} or working
         modules = {pre_grad_modules[pre] for pre in working}
         if _extern(name):
             modules = _deepest(modules)
@@ -177,9 +185,9 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
     kernels.sort(key=lambda kernel: kernel.position)
     unnamed = [node for node in products if node not in named and node in pre_grad_modules]
     for index, kernel in enumerate(kernels):
-        op = kernel.extern_op
-        if unnamed and kernel.position in orphans and op is not None \
-                and op.removeprefix("aten::") in PRODUCT_OPS:
+        extern = kernel.extern_op
+        if unnamed and kernel.position in orphans and extern is not None \
+                and extern.removeprefix("aten::") in PRODUCT_OPS:
             kernels[index] = CompiledKernel(kernel.name, kernel.position,
                                             (pre_grad_modules[unnamed.pop(0)],))
     return kernels

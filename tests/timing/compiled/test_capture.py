@@ -96,5 +96,7 @@ def test_a_backward_node_without_a_stack_is_the_work_of_the_nodes_it_reads():
                            lambda spelled: spelled.removeprefix("L['self']."))
     assert nodes.modules == {"permute_default": "lm_head", "relu_default": "h.0.act",
                              "mm_default": "lm_head", "add_tensor": ""}
-    assert nodes.views == {"permute_default"}
+    # those named only by what they read name a kernel's module only when it has no other
+    assert nodes.views == {"permute_default", "mm_default", "add_tensor"}
     assert nodes.products == ["mm_default", "mm_default_1"]
+    assert nodes.ops["mm_default"] == "mm" and nodes.ops["tangent"] == ""

@@ -133,3 +133,19 @@ def test_a_product_of_nodes_a_post_grad_pass_created_takes_the_next_unnamed_prod
     # without the graph's products the created product is the root's, as any such kernel
     plain = graph_kernels(provenance, nodes)
     assert plain[2].modules == ("",)
+
+
+def test_with_aten_nodes_an_extern_kernel_is_its_operators_own_nodes():
+    # a backward graph's convolution gradient: Inductor's provenance also names the nodes of
+    # the block after it whose gradient the kernel reads (layer2.0's gradient sum, fused in)
+    nodes = {"convolution_backward": "layer1.1.conv2", "where": "layer1.1.relu",
+             "add_9": "layer2.0"}
+    ops = {"convolution_backward": "convolution_backward", "where": "where", "add_9": "add"}
+    provenance = {"postToPre": {name: [name] for name in nodes},
+                  "cppCodeToPost": {"torch.ops.aten.convolution_backward.default:4":
+                                    ["convolution_backward", "where", "add_9"]}}
+    (kernel,) = graph_kernels(provenance, nodes, ops=ops)
+    assert kernel.modules == ("layer1.1.conv2",)
+    # without the operators: the deepest modules of all its nodes
+    (plain,) = graph_kernels(provenance, nodes)
+    assert plain.modules == ("layer1.1.conv2", "layer1.1.relu", "layer2.0")
