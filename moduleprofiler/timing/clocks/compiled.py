@@ -16,7 +16,9 @@ compiled graph knows modules, not calls). The pass's hooked and hook-free blocks
 the *eager* module (its host times, and the whole-model times without hooks); the device
 columns (``device_ms``, ``self_device_ms``, ``device_launches``) are the compiled program's.
 On CUDA a kernel's time is the device's own record; on a CPU it is the kernel's host range
-(Inductor's ``cpp.enable_kernel_profile``).
+(Inductor's ``cpp.enable_kernel_profile``). In a training step (``backward``) the compiled
+backward graphs' kernels are booked the same way, to the modules whose forward nodes they
+differentiate: the modules' backward device times.
 
 An eager model with compiled submodules is timed as it runs (:mod:`~moduleprofiler.timing.
 compiled.parts`): the compiled parts through recorded compiles of them, the rest eagerly, in

@@ -6,6 +6,8 @@ a recording inner compiler. For each graph Dynamo traced it keeps the innermost 
 node (``nn_module_stack``); for each graph Inductor compiled (forward, backward) it keeps the
 graph's key, the name its calls carry in the profiler (``## Call CompiledFxGraph <key> ##``), and
 its kernels with their modules (:func:`~moduleprofiler.timing.compiled.kernels.graph_kernels`).
+A backward graph's kernels are named through the backward graph's own nodes, each the work of
+the module of the forward node it differentiates (:func:`backward_nodes`).
 
 Why a compile of its own: provenance is written when a graph is compiled, and a model compiled
 without it keeps none. The recorder's graphs are cached apart from the model's own (its
@@ -129,6 +131,7 @@ class GraphRecorder:
         ended = _graph_break(gm)
         salt = hashlib.sha1("\n".join(node.name for node in gm.graph.nodes).encode(),
                             usedforsecurity=False).hexdigest()[:16]
+
         def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
             backward = bool(kwargs.get("is_backward", False))
             if backward:  # read before Inductor's post-grad passes rewrite the graph
