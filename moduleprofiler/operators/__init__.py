@@ -16,6 +16,7 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     matmul,
     norm,
     pooling,
+    quantized,
     recurrent,
     sampling,
     selection,

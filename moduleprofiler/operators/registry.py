@@ -242,7 +242,8 @@ class PassFormulas:
     def count(self, func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
               out: Any, call: Any = None, backward: bool = False) -> Any:
         """``(ops, macs)`` of one operator call, two non-negative ints; ``None`` when the
-        operator is free; :data:`MISSING` when it has no formula. ``call`` (the module call it
+        operator is free; :data:`MISSING` when it has no formula, or its formula returned
+        :data:`MISSING` (this call's arguments do not say). ``call`` (the module call it
         ran in, ``None``: outside every call) and ``backward`` name it in a
         :class:`~moduleprofiler.errors.FormulaError` when the formula raises or returns
         something that is not a count."""
@@ -250,7 +251,12 @@ class PassFormulas:
         if formula is None or formula is _MISSING:
             return formula
         try:
-            ops, macs = formula(args, kwargs, out)
+            counted = formula(args, kwargs, out)
+            if counted is _MISSING:  # the formula cannot tell from this call's arguments
+                name = operator_name(func)
+                self.missing[name] = self.missing.get(name, 0) + 1
+                return _MISSING
+            ops, macs = counted
         except FormulaError:
             raise
         except Exception as exc:

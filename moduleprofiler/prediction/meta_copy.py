@@ -26,25 +26,25 @@ def _meta(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
 def meta_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
     """``model`` rebuilt on the meta device: its modules copied, each parameter and buffer
     replaced by a meta tensor of the same shape (and ``dtype`` for floating ones)."""
+    return _copied(model, lambda tensor: _meta(tensor, dtype))
+
+
+def _copied(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]) -> nn.Module:
+    """``model``'s modules copied, each parameter and buffer replaced by ``convert`` of it
+    (a parameter stays a parameter, with its ``requires_grad``)."""
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
-        memo[id(parameter)] = nn.Parameter(_meta(parameter, dtype),
+        memo[id(parameter)] = nn.Parameter(convert(parameter),
                                            requires_grad=parameter.requires_grad)
     for buffer in model.buffers():
-        memo[id(buffer)] = _meta(buffer, dtype)
+        memo[id(buffer)] = convert(buffer)
     return copy.deepcopy(model, memo)
 
 
 def cast_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
     """``model`` copied where it is (its values kept), floating parameters and buffers cast to
     ``dtype``: what a prediction runs when the meta device cannot run the model."""
-    memo: dict[int, Any] = {}
-    for parameter in model.parameters():
-        memo[id(parameter)] = nn.Parameter(_real(parameter, dtype),
-                                           requires_grad=parameter.requires_grad)
-    for buffer in model.buffers():
-        memo[id(buffer)] = _real(buffer, dtype)
-    return copy.deepcopy(model, memo)
+    return _copied(model, lambda tensor: _real(tensor, dtype))
 
 
 def cast_input(value: Any, dtype: torch.dtype | None = None) -> Any:

@@ -10,9 +10,10 @@ batch that fits) run more of them between the swept sizes, by bisection.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,9 +25,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.export.figures import FIGSIZE, check_figure_path, figure_axes, save_figure
 from moduleprofiler.export.view import View
+from moduleprofiler.inputs import add_note
 from moduleprofiler.memory.measure import measure_memory
 from moduleprofiler.prediction.columns import PASS_COLUMNS
-from moduleprofiler.prediction.meta_copy import meta_copy, meta_input
+from moduleprofiler.prediction.meta_copy import meta_copy, meta_input, meta_limit
 from moduleprofiler.prediction.predict import (
     DEFAULT_HOST,
     DeviceSpec,
@@ -118,6 +120,11 @@ class PredictionSweep:
                 lines.append(f"{dtype}: largest batch that fits {self.memory_bytes / 2 ** 30:.1f}"
                              f" GiB: {batch}")
         return tuple(lines)
+
+    def to_df(self) -> pd.DataFrame:
+        """The table as a DataFrame, one row per ``(batch_size, dtype)`` (a copy of
+        :attr:`frame`), as every result's ``to_df()``."""
+        return self.frame.copy()
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain Python (the rows as records, unknowns as ``None``)."""
@@ -232,8 +239,9 @@ class _Sweeper:
         self._models: dict[str, nn.Module] = {}
 
     def time(self, batch: int, dtype: str) -> PredictedProfile:
-        return self.predict(self.module, self.make(batch), dtype=dtype, backward=self.backward,
-                            **self.settings)
+        with _hinted_on_meta():
+            return self.predict(self.module, self.make(batch), dtype=dtype,
+                                backward=self.backward, **self.settings)
 
     def peak_bytes(self, batch: int, dtype: str) -> int:
         """The pass's predicted peak of live tensors on a CUDA device, planned on meta."""
@@ -241,8 +249,27 @@ class _Sweeper:
             self._models[dtype] = meta_copy(self.module, dtype_of(dtype))
         model = self._models[dtype]
         given = meta_input(self.make(batch), dtype_of(dtype))
-        return measure_memory(model, given, train=self.backward, device="meta",
-                              emulate="cuda", progress=False).peak_bytes
+        with _hinted_on_meta():
+            return measure_memory(model, given, train=self.backward, device="meta",
+                                  emulate="cuda", progress=False).peak_bytes
+
+
+META_HINT = ("hint: a sweep runs the model on the meta device, where tensors have no values "
+             "and some meta kernels refuse what a device runs: this model cannot be swept "
+             "there; predict() it at each batch size with a real input (that prediction then "
+             "runs a copy where the model is)")
+"""Noted on an error of the meta device during a sweep."""
+
+
+@contextlib.contextmanager
+def _hinted_on_meta() -> Iterator[None]:
+    """Note :data:`META_HINT` on an exception that is the meta device's limit."""
+    try:
+        yield
+    except Exception as exc:
+        if meta_limit(exc):
+            add_note(exc, META_HINT)
+        raise
 
 
 def sweep_predictions(predict: PredictFn, module: nn.Module, input: Any = None, *,

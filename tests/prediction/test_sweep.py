@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler, Profiler
+from moduleprofiler import ModuleProfiler, Profiler, ProfilingError
 from moduleprofiler.cli import main
 from moduleprofiler.prediction import Calibration, HostCosts
 from moduleprofiler.prediction.sweep import (
@@ -77,6 +77,7 @@ def test_a_linear_layer_swept_by_hand() -> None:
                              memory_bytes=8320 + 256 * 100)
     frame = sweep.frame
     assert tuple(frame.columns) == SWEEP_COLUMNS
+    assert sweep.to_df().equals(frame) and sweep.to_df() is not frame  # a copy, as every to_df
     assert list(frame["batch_size"]) == [1, 8, 64]  # sorted, once each
     assert list(frame["dtype"]) == ["bf16"] * 3
     assert list(frame["predicted_peak_bytes"]) == [8320 + 256 * b for b in (1, 8, 64)]
@@ -191,3 +192,12 @@ def test_command_line_sweep_errors(capsys: pytest.CaptureFixture[str], argv: lis
                                    message: str) -> None:
     assert main([TINY, "-i", "2x4", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_model_the_meta_device_cannot_run_is_told_to_predict_each_batch() -> None:
+    from tests.prediction.test_run import ReadsItsData
+
+    with pytest.raises(ProfilingError, match="meta tensors") as raised:
+        Profiler().sweep(ReadsItsData(), torch.randn(2, 4), _calibration(), (1, 8), "bf16")
+    assert any("a sweep runs the model on the meta device" in note and "predict()" in note
+               for note in raised.value.__notes__)

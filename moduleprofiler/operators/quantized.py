@@ -1,0 +1,109 @@
+"""Quantized operators (``torch.ops.quantized``): the int8 matrix products and convolutions of
+models converted by ``torch.ao.quantization`` (``quantize_dynamic``, eager and FX static
+quantization), and their elementwise operators.
+
+A quantized product does the work of the float one it replaces, in the same convention
+(``docs/conventions.md``): ``linear`` counts as ``nn.Linear`` (``k`` macs and ``2k - 1`` ops per
+output, one op more with a bias), ``conv*d`` as ``nn.Conv*d``; a fused ``_relu`` adds the ReLU's
+op per output element. The weight is packed into a ``ScriptObject``: its shape and bias are read
+by unpacking it (a copy of the weight, on the CPU where these operators run). Requantising the
+output (scale and zero point) is part of the kernel's epilogue and, like a dtype conversion,
+costs no ops; so do ``quantize_per_tensor`` / ``dequantize``, which are conversions (``to``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from moduleprofiler.formulas.activation import PER_ELEMENT
+from moduleprofiler.formulas.distance import dot_ops
+from moduleprofiler.operators._common import ZERO, Args, Count, aten, named, register
+from moduleprofiler.operators.registry import MISSING, register_free
+
+RELU_OPS = PER_ELEMENT[nn.ReLU]
+"""Ops per element of the ReLU a fused ``*_relu`` operator applies."""
+
+
+def quantized(*names: str) -> list[torch._ops.OpOverloadPacket]:
+    """``torch.ops.quantized.<name>`` for each name this torch build has."""
+    namespace = torch.ops.quantized
+    found = []
+    for name in names:
+        try:
+            found.append(getattr(namespace, name))
+        except (AttributeError, RuntimeError):  # not in this build
+            continue
+    return found
+
+
+def _unpacked(packed: Any) -> tuple[Tensor, Tensor | None] | None:
+    """The (weight, bias) a packed-parameters object holds, or ``None`` if it cannot say."""
+    unpack = getattr(packed, "unpack", None)
+    try:
+        weight, bias = unpack() if unpack is not None else \
+            torch.ops.quantized.linear_unpack(packed)
+    except Exception:  # an unknown packing: the count is unknown, never a guess
+        return None
+    return (weight, bias) if isinstance(weight, Tensor) else None
+
+
+def _product(out: Any, inner: int, bias: bool, relu: bool) -> Count:
+    """``out.numel()`` dot products of length ``inner``, plus the bias add and the ReLU."""
+    if not isinstance(out, Tensor):
+        return ZERO
+    outputs = out.numel()
+    ops = outputs * dot_ops(inner) + outputs * int(bias) + outputs * RELU_OPS * int(relu)
+    return ops, outputs * inner
+
+
+def _linear(relu: bool) -> Any:
+    def formula(args: Args, out: Any) -> Count:
+        x, unpacked = args.first(), _unpacked(args.get("W_prepack"))
+        if not isinstance(x, Tensor) or x.dim() == 0 or unpacked is None:
+            return MISSING  # type: ignore[return-value]
+        return _product(out, int(x.shape[-1]), unpacked[1] is not None, relu)
+
+    return named(formula, "quantized_linear_relu_ops" if relu else "quantized_linear_ops",
+                 "as nn.Linear: outputs * (2 * in_features - 1) ops, outputs * in_features macs,"
+                 " + outputs for a bias" + (" + the ReLU per output" if relu else ""))
+
+
+def _convolution(relu: bool) -> Any:
+    def formula(args: Args, out: Any) -> Count:
+        unpacked = _unpacked(args.get("packed_weight"))
+        if unpacked is None:
+            return MISSING  # type: ignore[return-value]
+        weight, bias = unpacked
+        # [out_channels, in_channels / groups, *kernel]: each output reads one such slice
+        return _product(out, math.prod(int(s) for s in weight.shape[1:]), bias is not None,
+                        relu)
+
+    return named(formula, "quantized_conv_relu_ops" if relu else "quantized_conv_ops",
+                 "as nn.Conv*d: outputs * (2k - 1) ops, outputs * k macs with k = "
+                 "in_channels / groups * kernel volume, + outputs for a bias"
+                 + (" + the ReLU per output" if relu else ""))
+
+
+def _elementwise(per_element: int) -> Any:
+    def formula(args: Args, out: Any) -> Count:
+        return (out.numel() * per_element, 0) if isinstance(out, Tensor) else ZERO
+
+    return named(formula, None, f"{per_element} op(s) per output element")
+
+
+register(*quantized("linear", "linear_dynamic"))(_linear(relu=False))
+register(*quantized("linear_relu", "linear_relu_dynamic"))(_linear(relu=True))
+register(*quantized("conv1d", "conv2d", "conv3d"))(_convolution(relu=False))
+register(*quantized("conv1d_relu", "conv2d_relu", "conv3d_relu"))(_convolution(relu=True))
+register(*quantized("add", "add_out", "add_scalar", "mul", "mul_out", "mul_scalar"))(
+    _elementwise(1))
+register(*quantized("add_relu", "add_relu_out", "mul_relu", "mul_relu_out"))(
+    _elementwise(1 + RELU_OPS))
+register_free(*quantized("cat", "cat_out"),
+              *aten("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
+                    "dequantize", "int_repr", "q_scale", "q_zero_point", "_make_per_tensor_"
+                    "quantized_tensor", "q_per_channel_scales", "q_per_channel_zero_points"))

@@ -1,0 +1,109 @@
+"""Quantized operators (``torch.ops.quantized``): int8 products and convolutions count the work
+of the float layers they replace, read from their packed weights."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from moduleprofiler import Profiler
+from moduleprofiler.operators import MISSING, register_operator, unregister_operator
+from moduleprofiler.operators.quantized import _linear
+
+ENGINES = set(torch.backends.quantized.supported_engines)
+pytestmark = pytest.mark.skipif(not ENGINES & {"x86", "fbgemm", "qnnpack"},
+                                reason="no quantized engine in this torch build")
+
+
+def test_a_dynamically_quantized_mlp_counts_as_its_float_layers() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 3, bias=False))
+    quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    x = torch.randn(2, 8)
+    profile = Profiler().profile(quantized, x)
+    # Linear(8, 6) with bias: 2 x 6 = 12 outputs, 12 x 8 = 96 MACs, 12 x (2*8 - 1) + 12 = 192
+    # ops; ReLU 12 ops; Linear(6, 3) without bias: 6 outputs, 36 MACs, 6 x 11 = 66 ops
+    assert profile.total_macs == 96 + 36
+    assert profile.total_ops == 192 + 12 + 66
+    assert profile.complete and profile.unsupported_ops == {}
+    # the float model counts the same
+    float_profile = Profiler().profile(model, x)
+    assert (float_profile.total_ops, float_profile.total_macs) == (270, 132)
+
+
+class _Static(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.quant = torch.ao.quantization.QuantStub()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.relu = nn.ReLU()
+        self.fc = nn.Linear(4 * 8 * 8, 5)
+        self.dequant = torch.ao.quantization.DeQuantStub()
+        self.functional = torch.ao.nn.quantized.FloatFunctional()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.relu(self.conv(self.quant(x)))
+        y = self.functional.add(y, y)
+        return self.dequant(self.fc(y.flatten(1)))  # type: ignore[no-any-return]
+
+
+def test_a_statically_quantized_network_counts_its_fused_convolution_add_and_linear() -> None:
+    torch.manual_seed(0)
+    model = _Static().eval()
+    model.qconfig = torch.ao.quantization.get_default_qconfig(  # type: ignore[assignment]
+        "x86" if "x86" in ENGINES else "fbgemm" if "fbgemm" in ENGINES else "qnnpack")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.ao.quantization.fuse_modules(model, [["conv", "relu"]], inplace=True)
+        torch.ao.quantization.prepare(model, inplace=True)
+        model(torch.randn(2, 3, 8, 8))
+        torch.ao.quantization.convert(model, inplace=True)
+    profile = Profiler().profile(model, torch.randn(2, 3, 8, 8))
+    # conv 3 -> 4, 3x3, padding 1, 8x8, batch 2: 2 x 4 x 64 = 512 outputs, k = 3 x 9 = 27:
+    # 512 x 27 = 13,824 MACs, 512 x 53 + 512 (bias) + 512 (fused ReLU) = 28,160 ops
+    # add: 512 ops; fc: 2 x 5 = 10 outputs, k = 256: 2,560 MACs, 10 x 511 + 10 = 5,120 ops
+    assert profile.total_macs == 13_824 + 2_560
+    assert profile.total_ops == 28_160 + 512 + 5_120
+    assert profile.complete and profile.unsupported_ops == {}
+    assert profile.module("conv").type_name == "ConvReLU2d"
+
+
+def test_a_packing_that_cannot_be_read_is_unknown_not_zero() -> None:
+    formula = _linear(relu=False)
+
+    class Args:  # what the operator received: an input, and weights of an unknown packing
+        def first(self) -> Any:
+            return torch.ones(2, 8)
+
+        def get(self, name: str) -> Any:
+            return object()
+
+    assert formula(Args(), torch.ones(2, 6)) is MISSING
+
+
+@torch.library.custom_op("moduleprofiler_test::doubled", mutates_args=())
+def _doubled(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def test_an_operator_formula_may_decline_a_call_and_the_operator_is_then_unknown() -> None:
+    @register_operator(torch.ops.moduleprofiler_test.doubled)
+    def doubled_ops(args: Any, kwargs: Any, out: Any) -> Any:
+        return MISSING if out.numel() > 4 else (out.numel(), 0)  # one multiply per element
+
+    class Doubles(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.moduleprofiler_test.doubled(x)  # type: ignore[no-any-return]
+
+    try:
+        assert Profiler().profile(Doubles(), torch.ones(4)).total_ops == 4
+        declined = Profiler().profile(Doubles(), torch.ones(5))
+        assert not declined.complete
+        assert declined.unsupported_ops == {"moduleprofiler_test.doubled": 1}
+        assert declined.records[0].self_ops is None  # unknown, never 0
+    finally:
+        unregister_operator(torch.ops.moduleprofiler_test.doubled)
