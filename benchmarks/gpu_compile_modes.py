@@ -1,5 +1,6 @@
-"""The compiled clock on a GPU beyond mode ``default``: compiled submodules inside an eager
-model, CUDA graphs (``reduce-overhead``) and ``max-autotune`` (bf16, forward).
+"""The compiled clock on a GPU beyond the forward in mode ``default``: compiled submodules
+inside an eager model, CUDA graphs (``reduce-overhead``), ``max-autotune`` and the training
+step (bf16).
 
 Sections, in order, each skipped once ``--budget`` seconds have gone (a section's failure is
 reported and the next one runs):
@@ -12,7 +13,15 @@ reported and the next one runs):
   top-level block's device time against the same model eager (the kernel clock), graphs;
 * ``llama_reduce_overhead``, ``llama_max_autotune``, ``gpt2_max_autotune``,
   ``resnet50_max_autotune``: the whole model compiled in that mode against ``default`` and
-  eager: coverage, device time per forward, speed-up, kernels, graph launches.
+  eager: coverage, device time per forward, speed-up, kernels, graph launches;
+* ``<model>_train`` (``llama``, ``gpt2``, ``resnet50``, ``vit_b_16``; ``_max_autotune`` for
+  that mode): ``train_step_times`` of the compiled model, its backward booked through the
+  compiled backward graphs: coverage of the forward's and of the backward's kernel time,
+  each top-level block's forward and backward device time against the eager model's (the
+  kernel clock), the seconds the pass took;
+* ``llama_replay_order``: under ``reduce-overhead``, one traced iteration's device kernels in
+  the order the device ran them beside the graph's kernels in call order, with the module
+  each was booked to.
 
 Usage: ``PYTHONPATH=. python benchmarks/gpu_compile_modes.py --out results/``
 """
@@ -31,10 +40,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from moduleprofiler.timing import TimingOptions, time_modules
+from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
+from moduleprofiler.timing.compiled.booking import book_compiled
+from moduleprofiler.timing.compiled.trace import trace_compiled
 
 OPTIONS = TimingOptions(max_seconds=3.0, progress=False)
+STEPS = TimingOptions(num_iters=10, drop_first=2, progress=False)
+"""Training steps: a fixed count (the clock's compile of a training step takes longer than
+a budget's worth of seconds)."""
 CUDA = torch.device("cuda")
 
 
@@ -63,6 +77,14 @@ def gpt2() -> tuple[nn.Module, torch.Tensor, list[str]]:
     return (GPT2LMHeadModel(GPT2Config(use_cache=False)), torch.randint(0, 50257, (8, 512)),
             ["transformer.wte", *(f"transformer.h.{i}" for i in range(12)),
              "transformer.ln_f", "lm_head"])
+
+
+def vit_b_16() -> tuple[nn.Module, torch.Tensor, list[str]]:
+    from torchvision.models import vit_b_16 as build
+
+    return (build(weights=None), torch.randn(32, 3, 224, 224),
+            ["conv_proj", *(f"encoder.layers.encoder_layer_{i}" for i in range(12)),
+             "encoder.ln", "heads"])
 
 
 class Small(nn.Module):
@@ -177,7 +199,102 @@ def whole(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: 
     return out
 
 
+def _phases(frame: pd.DataFrame, block: str) -> dict[str, float | None]:
+    return {"forward_ms": _value(frame, block, "device_ms"),
+            "backward_ms": _value(frame, block, "backward_device_ms")}
+
+
+def train(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: str = "default"
+          ) -> dict[str, Any]:
+    """``train_step_times`` of the model compiled in ``mode`` (its backward booked through
+    the compiled backward graphs) against the eager model's (the kernel clock)."""
+    model, x, blocks = ready(build)
+    model.train()
+    compiled = torch.compile(model, mode=mode)
+    started = time.perf_counter()
+    clock = CompiledClock(CUDA, CompiledProgram.of(compiled, x), backward=True)
+    timing = train_step_times(compiled, x, clock=clock, options=STEPS)
+    wall_s = time.perf_counter() - started
+    print(f"  compiled step timed in {wall_s:.1f} s", flush=True)
+    frame = timing.to_df("module").set_index("module")
+    rows = clock.kernels()
+    started = time.perf_counter()
+    again = train_step_times(compiled, x, clock=CompiledClock(
+        CUDA, CompiledProgram.of(compiled, x), backward=True), options=STEPS)
+    again_s = time.perf_counter() - started
+    eager_timing = train_step_times(model, x, clock="kernels" if CUDA.type == "cuda" else "cpu",
+                                    options=STEPS)
+    plain = eager_timing.to_df("module").set_index("module")
+    return {
+        "mode": mode, "train_step_times_s": wall_s, "train_step_times_again_s": again_s,
+        "clock": timing.clock, "coverage": clock.coverage,
+        "backward_coverage": clock.backward_coverage,
+        "forward_kernels": sum(not row.backward for row in rows),
+        "backward_kernels": sum(row.backward for row in rows),
+        "backward_fused_across": sum(row.backward and bool(row.fused_across) for row in rows),
+        "model": _phases(frame, "__root__"), "eager_model": _phases(plain, "__root__"),
+        "again_model": _phases(again.to_df("module").set_index("module"), "__root__"),
+        "blocks": {block: {"compiled": _phases(frame, block), "eager": _phases(plain, block)}
+                   for block in blocks},
+        "backward_root_kernels": sorted(
+            ((row.name, round(row.time_ms, 4)) for row in rows
+             if row.backward and row.module == "" and not row.fused_across),
+            key=lambda item: -item[1])[:10],
+        "unmatched": sorted(clock.booking.unmatched)[:8] if clock.booking else [],
+        "notes": list(timing.warnings)}
+
+
+def replay_order(mode: str = "reduce-overhead") -> dict[str, Any]:
+    """One traced iteration of the Llama-style decoder's program under CUDA graphs: the
+    device kernels in the order they ran, the graph's kernels in call order, the modules'
+    booked time."""
+    model, x, _ = ready(llama)
+    program = CompiledProgram.of(torch.compile(model, mode=mode), x)
+    with torch.no_grad():
+        for _ in range(4):
+            program.compiled()
+        torch.cuda.synchronize()
+        trace = trace_compiled(program.compiled, 1, CUDA)
+    recorder = program.recorder
+    graphs = {graph.key: graph.kernels for graph in recorder.graphs}
+    booking = book_compiled(recorder.by_key(), trace.calls, trace.ops, trace.kernels, 1,
+                            recorder.versions(), trace.ranges)
+    ran = [(record.name[:60], record.duration) for record in
+           sorted(trace.kernels, key=lambda r: r.start)]
+    return {"graph_kernels": {key: [(k.name[:60], k.position, k.module, k.extern_op)
+                                    for k in kernels] for key, kernels in graphs.items()},
+            "device_order": ran, "coverage": booking.coverage,
+            "module_ns": {path: times[0] for path, times in booking.module_ns.items()}}
+
+
+def rebook_replay(path: Path) -> dict[str, float]:
+    """The ``llama_replay_order`` section of a results file booked again by today's rules (no
+    device needed): each module's kernel time (us) in the recorded replay."""
+    from moduleprofiler.timing.compiled.booking import GraphCall, KernelRecord
+    from moduleprofiler.timing.compiled.kernels import CompiledKernel
+
+    section = json.loads(path.read_text())["sections"]["llama_replay_order"]
+    graphs = {key: [CompiledKernel(name, position, (module,))
+                    for name, position, module, _ in kernels]
+              for key, kernels in section["graph_kernels"].items()}
+    (key,) = graphs
+    # the first kernel is the input's copy, before the replay's one launch
+    copy, *replay = section["device_order"]
+    kernels = [KernelRecord(name, ns, 1, 50, start=100 + i) for i, (name, ns)
+               in enumerate(replay)]
+    booking = book_compiled(graphs, [GraphCall(key, 1, 0, 1000)], [], kernels, 1)
+    out = {module: times[0] / 1e3 for module, times in booking.module_ns.items()}
+    out[""] = out.get("", 0.0) + copy[1] / 1e3
+    return out
+
+
 SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {
+    "llama_train": lambda: train(llama),
+    "gpt2_train": lambda: train(gpt2),
+    "resnet50_train": lambda: train(resnet50),
+    "vit_b_16_train": lambda: train(vit_b_16),
+    "llama_replay_order": replay_order,
+    "llama_train_max_autotune": lambda: train(llama, "max-autotune"),
     "small_reduce_overhead": small_reduce_overhead,
     "resnet50_layer3": resnet50_layer3,
     "llama_layers": llama_layers,
@@ -193,7 +310,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--budget", type=float, default=400.0)
+    parser.add_argument("--name", default="gpu_compile_modes",
+                        help="the results file's name (.json) under --out")
+    parser.add_argument("--rebook", type=Path, default=None,
+                        help="book a results file's recorded replay again and stop")
     args = parser.parse_args()
+    if args.rebook is not None:
+        print(json.dumps(rebook_replay(args.rebook), indent=1))
+        return
     started = time.perf_counter()
     report: dict[str, Any] = {"torch": torch.__version__,
                               "device": torch.cuda.get_device_name(), "sections": {}}
@@ -202,6 +326,7 @@ def main() -> None:
             report["sections"][name] = {"skipped": "out of budget"}
             continue
         began = time.perf_counter()
+        print(f"{name}: started at {began - started:.0f} s", flush=True)
         try:
             result = SECTIONS[name]()
         except Exception as error:  # one section's failure is reported, the next runs
@@ -212,7 +337,7 @@ def main() -> None:
         print(name, json.dumps(result, default=str)[:1500], flush=True)
         if args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "gpu_compile_modes.json").write_text(
+            (args.out / f"{args.name}.json").write_text(
                 json.dumps(report, indent=1, default=str))
 
 

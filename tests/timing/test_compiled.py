@@ -13,7 +13,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
-from moduleprofiler.timing import TimingOptions, time_modules
+from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
 from tests.timing.helpers import no_hooks_left, residual_model
 
@@ -186,6 +186,54 @@ def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
 
 
+@pytest.fixture(scope="module")
+def trained():
+    model = residual_model()
+    compiled = torch.compile(model)
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x), backward=True)
+    timing = train_step_times(compiled, x, clock=clock, **FAST)
+    return model, clock, timing
+
+
+def test_a_compiled_training_steps_backward_is_booked_to_modules(trained):
+    model, clock, timing = trained
+    assert timing.clock == "compiled-kernels"
+    frame = timing.to_df("module").set_index("module")
+    backward = [row for row in clock.kernels() if row.backward]
+    by_module: dict[str, int] = {}
+    for row in backward:
+        by_module[row.module] = by_module.get(row.module, 0) + 1
+    # the backward graph's 7 kernels: 2.act's ReLU gradient; 2.fc's weight, bias and input
+    # gradients (mm, sum, addmm); the LayerNorm's with the first block's ReLU and residual
+    # gradients, fused (the root's); 0.fc's weight and bias gradients (mm, sum)
+    assert by_module == {"2.act": 1, "2.fc": 3, "": 1, "0.fc": 2}
+    for path in ("0.fc", "2.fc", "2.act"):
+        assert frame.loc[path, "self_backward_device_ms"] > 0
+    # the first block's ReLU and the LayerNorm have no backward kernel of their own
+    assert frame.loc["0.act", "backward_device_ms"] == 0
+    assert frame.loc["1", "backward_device_ms"] == 0
+    # every backward kernel booked, the root's backward time holding every module's own
+    assert clock.backward_coverage == pytest.approx(1.0)
+    assert clock.coverage == pytest.approx(1.0)
+    own = [timing.samples(path, exclusive=True, phase="backward")
+           for path, _ in model.named_modules()
+           if timing.samples(path, exclusive=True, phase="backward").size]
+    assert timing.samples("", phase="backward") == pytest.approx(sum(own))
+    # the forward is booked as in time_modules: each Linear one addmm
+    assert frame.loc["0.fc", "device_launches"] == 1 and frame.loc["2.fc", "device_launches"] == 1
+    assert "backward graph's kernel" in " ".join(timing.warnings)
+
+
+def test_auto_times_a_compiled_training_step_compiled():
+    # before the compiled backward was booked, a compiled model's training step was timed
+    # eagerly, with a CodePathWarning
+    timing = train_step_times(torch.compile(residual_model()), torch.randn(8, 16), **FAST)
+    assert timing.clock == "compiled-kernels"
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["2.fc", "self_backward_device_ms"] > 0
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_the_kernel_records_are_booked_to_modules():
     model = residual_model().cuda()
@@ -247,3 +295,29 @@ def test_on_cuda_a_cuda_graph_replay_is_booked_to_modules():
     assert frame.loc["2.fc", "device_launches"] >= 1 and frame.loc["2.fc", "device_ms"] > 0
     assert clock.coverage == pytest.approx(1.0)
     assert any(note.startswith("CUDA graphs:") for note in timing.warnings)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_compiled_training_steps_backward_is_booked_to_modules():
+    model = residual_model().cuda()
+    x = torch.randn(64, 16, device="cuda")
+    compiled = torch.compile(model)
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x), backward=True)
+    timing = train_step_times(compiled, x, clock=clock, **FAST)
+    frame = timing.to_df("module").set_index("module")
+    # the backward runs on the autograd engine's device thread: its graph's kernels are
+    # still the step's, each Linear's weight gradient a GEMM of its own
+    for path in ("0.fc", "2.fc"):
+        assert frame.loc[path, "self_backward_device_ms"] > 0
+    assert clock.backward_coverage == pytest.approx(1.0)
+    assert clock.coverage == pytest.approx(1.0)
+
+
+def test_a_training_step_of_a_model_with_compiled_submodules_is_not_booked_half():
+    # the eager modules' backward kernels would be booked to no module: refused when asked
+    # for, and "auto" times the model as before
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    with pytest.raises(ValueError, match="eager modules' backward kernels are not booked"):
+        train_step_times(model, torch.randn(8, 16), clock="compiled", **FAST)
+    assert train_step_times(model, torch.randn(8, 16), **FAST).clock != "compiled-kernels"

@@ -29,15 +29,14 @@ def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = 
     """The clock ``clock`` names on ``device`` (with ``backward``, its hooks calibrated for a
     backward too); where ``"auto"`` had to fall back, its ``notes`` say why. A clock object
     is used as it is. A compiled ``model`` (``torch.compile(model)``, compiled in place, or
-    with compiled submodules) called on ``input``: ``"auto"`` (a forward, no ``pred_fn``)
-    and ``"compiled"`` time its compiled program (:class:`~.compiled.CompiledClock`;
-    ``"auto"`` only where the device's kernel records can be had); any other clock times its
-    original module eagerly."""
+    with compiled submodules) called on ``input``: ``"auto"`` (no ``pred_fn``) and
+    ``"compiled"`` time its compiled program, forward or training step
+    (:class:`~.compiled.CompiledClock`; ``"auto"`` only where the device's kernel records
+    can be had); any other clock times its original module eagerly."""
     if not isinstance(clock, str):
         return clock
     readable = device.type != "cuda" or kernel_records_unavailable(device) is None
-    if clock == "compiled" or (clock == "auto" and pred_fn is None and not backward
-                               and readable):
+    if clock == "compiled" or (clock == "auto" and pred_fn is None and readable):
         program = CompiledProgram.of(model, input) if model is not None else None
         if clock == "compiled":
             if program is None:
@@ -47,7 +46,7 @@ def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = 
             if pred_fn is not None:
                 raise ValueError("clock='compiled' calls the compiled program on input "
                                  "itself; it takes no pred_fn")
-        if program is not None:
+        if program is not None and (clock == "compiled" or not (backward and program.partly)):
             return CompiledClock(device, program, backward)
     name, fallback = choose_clock(device, clock)
     made: Clock = CLOCK_CLASSES[name](device, backward)

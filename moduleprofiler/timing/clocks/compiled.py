@@ -16,7 +16,9 @@ compiled graph knows modules, not calls). The pass's hooked and hook-free blocks
 the *eager* module (its host times, and the whole-model times without hooks); the device
 columns (``device_ms``, ``self_device_ms``, ``device_launches``) are the compiled program's.
 On CUDA a kernel's time is the device's own record; on a CPU it is the kernel's host range
-(Inductor's ``cpp.enable_kernel_profile``).
+(Inductor's ``cpp.enable_kernel_profile``). In a training step (``backward``) the compiled
+backward graphs' kernels are booked the same way, to the modules whose forward nodes they
+differentiate: the modules' backward device times.
 
 An eager model with compiled submodules is timed as it runs (:mod:`~moduleprofiler.timing.
 compiled.parts`): the compiled parts through recorded compiles of them, the rest eagerly, in
@@ -81,6 +83,8 @@ class CompiledProgram:
     notes: list[str] = field(default_factory=list)
     recompilations: tuple[Recompilation, ...] = ()
     """The recompilations Dynamo recorded for the model's forwards before it was timed."""
+    partly: bool = False
+    """Whether it is an eager model with compiled submodules."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
@@ -96,7 +100,7 @@ class CompiledProgram:
                 return None
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
-                       partly.recorder, [partly.note()], recompilations_of(model))
+                       partly.recorder, [partly.note()], recompilations_of(model), True)
         original, inductor, note = found
         compiled, recorder = recorded_compile(original, {**inductor, **(options or {})})
         own = eager_call(original) if original is model else original
@@ -130,10 +134,14 @@ class CompiledClock(Clock):
 
     def __init__(self, device: torch.device, program: CompiledProgram,
                  backward: bool = False) -> None:
-        if backward:
-            raise ValueError("the compiled clock times forwards only: a compiled training "
-                             "step's backward is not booked to modules")
+        if backward and program.partly:
+            raise ValueError("the compiled clock times the training step of a model compiled "
+                             "whole; in an eager model with compiled submodules the eager "
+                             "modules' backward kernels are not booked")
         super().__init__(devices.CPU, backward)  # host times on the CPU's clock
+        self.backward = backward
+        """Whether its steps run a backward (a training step), whose compiled graphs'
+        kernels are booked as the modules' backward device time."""
         self.device = device
         self.program = program
         self.traced: list[DeviceIteration] = []
@@ -160,9 +168,10 @@ class CompiledClock(Clock):
             trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
             if keep:
                 recorder = self.program.recorder
+                backward = {graph.key for graph in recorder.graphs if graph.backward}
                 self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
                                          trace.kernels, count, recorder.versions(),
-                                         trace.ranges))
+                                         trace.ranges, backward))
 
         self._prime = partial(traced, 1, False)
         return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
@@ -197,6 +206,9 @@ class CompiledClock(Clock):
         if coverage is not None and coverage < 0.99:
             notes.append(f"only {100 * coverage:.1f} % of the compiled program's kernel time "
                          "is booked to modules")
+        if self.backward and booking.backward_coverage is None:
+            notes.append("no compiled backward graph ran: the backward device times are "
+                         "unknown")
         if booking.replays:
             per = max(booking.iterations, 1)
             notes.append(f"CUDA graphs: {booking.replayed / per:.0f} kernels per iteration "
@@ -234,22 +246,33 @@ class CompiledClock(Clock):
             return []
         return kernel_rows(self.booking, self.program.recorder.graphs)
 
+    @property
+    def backward_coverage(self) -> float | None:
+        """Share of the compiled backward graphs' kernel time booked to modules (``None``:
+        none ran)."""
+        return self.booking.backward_coverage if self.booking is not None else None
+
     def fused_across(self) -> list[KernelRow]:
         """The kernels that fuse work of several modules (booked to their deepest common
-        ancestor), longest first."""
+        ancestor), longest first, backward graphs' too (``row.backward``)."""
         return sorted((row for row in self.kernels() if row.fused_across),
                       key=lambda row: -row.time_ms)
 
     # -- inside ------------------------------------------------------------------------------
     def _what(self) -> str:
+        backward = (" (a backward graph's kernel to the modules of the forward nodes it "
+                    "differentiates)" if self.backward else "")
         return ("device times are the compiled program's kernels (booked to modules through "
-                "Inductor's provenance, fused kernels to the deepest module holding all they "
-                "fuse); host times and the hook-free times are the eager module's")
+                f"Inductor's provenance{backward}, fused kernels to the deepest module "
+                "holding all they fuse); host times and the hook-free times are the eager "
+                "module's")
 
     def _fused(self) -> dict[str, dict[str, Any]]:
         """Per module, its fused kernels per iteration and the modules whose work they do."""
         out: dict[str, dict[str, Any]] = {}
         for row in self.fused_across():
+            if row.backward:  # the columns count the forward's kernels
+                continue
             metrics = out.setdefault(row.module, {"self_fused_kernels": 0.0,
                                                   "fused_across": set()})
             metrics["self_fused_kernels"] += row.launches
@@ -281,26 +304,33 @@ class CompiledClock(Clock):
         launches = _module_launches(booking, self.program.recorder)
         for k in range(booking.iterations):
             own = np.zeros(n)
+            back = np.zeros(n) if self.backward else None
             count = np.zeros(n, dtype=np.int64)
             for path, per_iteration in booking.module_ns.items():
                 at = first.get(path, 0)  # a module with no eager call: the root's
                 own[at] += per_iteration[k]
                 count[at] += launches.get(path, 0)
-            times = iteration_of_own(self._calls, self._index, own)
+            if back is not None:
+                for path, per_iteration in booking.backward_ns.items():
+                    back[first.get(path, 0)] += per_iteration[k]
+            times = iteration_of_own(self._calls, self._index, own, back)
             inclusive_count = _inclusive(self._calls, count)
             self.traced.append(DeviceIteration(
                 times=times, call_launches=inclusive_count,
                 call_busy_ns=times.call_fwd_inclusive.copy(),
                 # kernels of one graph run one after another: busy is their sum; the span
                 # from a module's first kernel to its last is not read
-                call_span_ns=np.full(n, np.nan), total_ns=float(own.sum())))
+                call_span_ns=np.full(n, np.nan),
+                total_ns=float(own.sum() + (back.sum() if back is not None else 0.0))))
         self.booking = booking if self.booking is None else _merged(self.booking, booking)
 
 
 def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[str, int]:
-    """Kernels (device kernels, or CPU kernel ranges) booked to each module per iteration."""
+    """Kernels (device kernels, or CPU kernel ranges) of the forward booked to each module per
+    iteration."""
+    backward = {graph.key for graph in recorder.graphs if graph.backward}
     module_of = {KernelKey(key, kernel.position, version): kernel.module
-                 for key, graphs in recorder.versions().items()
+                 for key, graphs in recorder.versions().items() if key not in backward
                  for version, kernels in enumerate(graphs) for kernel in kernels}
     out: Counter[str] = Counter()
     for key, launches in booking.kernel_launches.items():
@@ -326,12 +356,17 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     merged = CompiledBooking(first.iterations + second.iterations,
                              in_graph_ns=[*first.in_graph_ns, *second.in_graph_ns],
                              eager_ns=[*first.eager_ns, *second.eager_ns],
+                             backward_in_graph_ns=[*first.backward_in_graph_ns,
+                                                   *second.backward_in_graph_ns],
                              replays=first.replays + second.replays,
                              replayed=first.replayed + second.replayed,
                              outside_ns=first.outside_ns + second.outside_ns)
     for path in {*first.module_ns, *second.module_ns}:
         merged.module_ns[path] = [*first.module_ns.get(path, [0] * first.iterations),
                                   *second.module_ns.get(path, [0] * second.iterations)]
+    for path in {*first.backward_ns, *second.backward_ns}:
+        merged.backward_ns[path] = [*first.backward_ns.get(path, [0] * first.iterations),
+                                    *second.backward_ns.get(path, [0] * second.iterations)]
     for kernel in {*first.kernel_ns, *second.kernel_ns}:
         merged.kernel_ns[kernel] = [*first.kernel_ns.get(kernel, [0] * first.iterations),
                                     *second.kernel_ns.get(kernel, [0] * second.iterations)]

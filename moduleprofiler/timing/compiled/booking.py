@@ -16,10 +16,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moduleprofiler.timing.compiled.kernels import CompiledKernel, common_ancestor
+
+_PREPARES = ("Memset", "Memcpy")
+"""How the device names a memset or copy (``Memset (Device)``): work that prepares the kernel
+after it."""
 
 _GRAPH_PREFIX = re.compile(r"^graph_\d+_")
 """The prefix a CPU kernel's profiler range puts before the kernel's name."""
@@ -90,13 +94,18 @@ class CompiledBooking:
 
     iterations: int
     module_ns: dict[str, list[int]] = field(default_factory=dict)
-    """Per module path, its own kernel time in each iteration."""
+    """Per module path, its own forward kernel time in each iteration."""
+    backward_ns: dict[str, list[int]] = field(default_factory=dict)
+    """Per module path, the time of the backward graphs' kernels booked to it (those that
+    differentiate its forward nodes) in each iteration."""
     kernel_ns: dict[KernelKey, list[int]] = field(default_factory=dict)
     """Per graph kernel, its time in each iteration."""
     kernel_launches: dict[KernelKey, int] = field(default_factory=lambda: defaultdict(int))
     """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
     in_graph_ns: list[int] = field(default_factory=list)
     """Per iteration, the time of every kernel launched inside a compiled graph's call."""
+    backward_in_graph_ns: list[int] = field(default_factory=list)
+    """Per iteration, that of the backward graphs' calls alone."""
     eager_ns: list[int] = field(default_factory=list)
     """Per iteration, the time of every kernel launched by an eager module's code (outside
     the compiled graphs' calls, inside a module's range): all booked to modules."""
@@ -115,9 +124,17 @@ class CompiledBooking:
 
     @property
     def booked_ns(self) -> list[int]:
-        """Per iteration, the kernel time booked to modules."""
-        return [sum(times[k] for times in self.module_ns.values())
+        """Per iteration, the kernel time booked to modules, forward and backward."""
+        return [sum(times[k] for times in (*self.module_ns.values(),
+                                           *self.backward_ns.values()))
                 for k in range(self.iterations)]
+
+    @property
+    def backward_coverage(self) -> float | None:
+        """Booked share of the backward graphs' kernel time (``None`` when none ran)."""
+        total = sum(self.backward_in_graph_ns)
+        booked = sum(sum(times) for times in self.backward_ns.values())
+        return booked / total if total else None
 
     @property
     def coverage(self) -> float | None:
@@ -225,7 +242,8 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
                   ops: Iterable[HostOp], kernels: Iterable[KernelRecord],
                   iterations: int,
                   versions: Mapping[str, Sequence[Sequence[CompiledKernel]]] | None = None,
-                  ranges: Iterable[ModuleRange] = ()) -> CompiledBooking:
+                  ranges: Iterable[ModuleRange] = (),
+                  backward: Collection[str] = ()) -> CompiledBooking:
     """Book every kernel record to its graph's kernel and that kernel's module.
 
     ``graphs``: each compiled graph's kernels by its key; ``calls``: the graphs' calls;
@@ -237,6 +255,8 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
     iteration is the n-th graph's.
     ``ranges``: the eager modules' calls (compiled submodules inside an eager model); a kernel
     launched outside every graph call is booked to the innermost of them around its launch.
+    ``backward``: the keys of the backward graphs, whose kernels are booked as the modules'
+    backward time (:attr:`CompiledBooking.backward_ns`).
 
     A CUDA graph's replay (``mode="reduce-overhead"``, ``"max-autotune"``) launches all of a
     graph's kernels at one host point, with no ATen operator's range around its extern
@@ -272,7 +292,8 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
     other_starts = {t: [s[0] for s in spans] for t, spans in other_spans.items()}
 
     booking = CompiledBooking(iterations, in_graph_ns=[0] * iterations,
-                              eager_ns=[0] * iterations)
+                              eager_ns=[0] * iterations,
+                              backward_in_graph_ns=[0] * iterations)
     eager = _range_index(ranges)
     generated: dict[int, _Replay] = {}
     kernels = sorted(kernels, key=lambda r: (r.time, r.start))
@@ -298,6 +319,10 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
             booking.outside_ns += record.duration
             continue
         booking.in_graph_ns[call.iteration] += record.duration
+        booked = booking.module_ns
+        if call.key in backward:
+            booking.backward_in_graph_ns[call.iteration] += record.duration
+            booked = booking.backward_ns
         if launches[(record.thread, record.time)] > 1:
             booking.replayed += 1
             booking.replays += (record.thread, record.time) not in replays
@@ -315,16 +340,16 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
             if around is not None:
                 kernel = extern_of[op_ids[around]]
         if kernel is None and launches[(record.thread, record.time)] > 1:
-            kernel = state.replayed()
+            kernel = state.replayed(record.name)
         elif kernel is not None:
             state.ran(kernel)
         elif state.recorded and record.thread in other_spans and _innermost(
                 other_spans[record.thread], other_starts[record.thread],
                 record.time) is not None:
             own = state.own  # an input's copy: the graph's own work
-            booking.direct_launches[own] += 1
-            booking.module_ns.setdefault(own, [0] * iterations)[call.iteration] += \
-                record.duration
+            if call.key not in backward:  # launches are counted for the forward
+                booking.direct_launches[own] += 1
+            booked.setdefault(own, [0] * iterations)[call.iteration] += record.duration
             continue
         if kernel is None:
             booking.unmatched[record.name] += record.duration
@@ -332,7 +357,7 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
         key = KernelKey(call.key, kernel.position, of_call[index][1])
         booking.kernel_ns.setdefault(key, [0] * iterations)[call.iteration] += record.duration
         booking.kernel_launches[key] += 1
-        times = booking.module_ns.setdefault(kernel.module, [0] * iterations)
+        times = booked.setdefault(kernel.module, [0] * iterations)
         times[call.iteration] += record.duration
     return booking
 
@@ -359,17 +384,20 @@ class _Replay:
         if kernel.extern_op is not None:
             self.last_extern = kernel
 
-    def replayed(self) -> CompiledKernel | None:
-        """The extern kernel a replayed device kernel that no name matched belongs to: the
-        next extern kernel after the last booked kernel and before the next generated one;
-        none there, the extern kernel just booked (an operator may run several device
-        kernels, such as a GEMM and its split-K reduction)."""
+    def replayed(self, name: str = "") -> CompiledKernel | None:
+        """The extern kernel a replayed device kernel (``name``) that no name matched belongs
+        to: the next extern kernel after the last booked kernel and before the next generated
+        one; none there, the extern kernel just booked (an operator may run several device
+        kernels, such as a GEMM and its split-K reduction). A memset or a copy prepares the
+        kernel after it (cuDNN's attention sets its buffer first): it is the next extern
+        kernel's, which stays next, for the kernel it prepares."""
         following = min((queue[0].position for queue in self.queues.values() if queue),
                         default=None)
         for kernel in self.externs:
             if kernel.position > self.last and (following is None
                                                 or kernel.position < following):
-                self.ran(kernel)
+                if not name.startswith(_PREPARES):
+                    self.ran(kernel)
                 return kernel
         if self.last_extern is not None and self.last_extern.position == self.last:
             return self.last_extern

@@ -6,6 +6,8 @@ a recording inner compiler. For each graph Dynamo traced it keeps the innermost 
 node (``nn_module_stack``); for each graph Inductor compiled (forward, backward) it keeps the
 graph's key, the name its calls carry in the profiler (``## Call CompiledFxGraph <key> ##``), and
 its kernels with their modules (:func:`~moduleprofiler.timing.compiled.kernels.graph_kernels`).
+A backward graph's kernels are named through the backward graph's own nodes, each the work of
+the module of the forward node it differentiates (:func:`backward_nodes`).
 
 Why a compile of its own: provenance is written when a graph is compiled, and a model compiled
 without it keeps none. The recorder's graphs are cached apart from the model's own (its
@@ -25,20 +27,24 @@ import itertools
 import json
 import re
 import types
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
+import torch._inductor.debug as inductor_debug
 from torch import fx, nn
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from moduleprofiler.timing.compiled.kernels import (
+    PRODUCT_OPS,
     VIEW_OPS,
     CompiledKernel,
+    common_ancestor,
     graph_kernels,
     innermost_spelling,
     module_path,
@@ -63,7 +69,7 @@ class _CacheName(CustomGraphPass):
         return None
 
     def uuid(self) -> str:
-        return f"moduleprofiler.compiled provenance 2 {self.salt}"
+        return f"moduleprofiler.compiled provenance 3 {self.salt}"
 
 
 @dataclass
@@ -110,10 +116,14 @@ class GraphRecorder:
         spelled = {node.name: innermost_spelling(node.meta.get("nn_module_stack"))
                    for node in gm.graph.nodes}
         frames = self._frames(gm, example_inputs, spelled)
-        modules = {name: _joined(self.prefix, module_path(_joined(
-                       frames.get(_local(traced) or "self", frames.get("self", "")),
-                       module_path(traced)), self.known))
-                   for name, traced in spelled.items()}
+
+        def resolve(traced: str) -> str:
+            """The model's path of the module Dynamo spelled ``traced`` in this frame."""
+            return _joined(self.prefix, module_path(_joined(
+                frames.get(_local(traced) or "self", frames.get("self", "")),
+                module_path(traced)), self.known))
+
+        modules = {name: resolve(traced) for name, traced in spelled.items()}
         views = {node.name for node in gm.graph.nodes if _only_views(node)}
         work = [modules[node.name] for node in gm.graph.nodes
                 if node.op in ("call_function", "call_method", "call_module")]
@@ -123,12 +133,18 @@ class GraphRecorder:
                             usedforsecurity=False).hexdigest()[:16]
 
         def inner(graph: fx.GraphModule, inputs: Sequence[Any], **kwargs: Any) -> Any:
+            backward = bool(kwargs.get("is_backward", False))
+            if backward:  # read before Inductor's post-grad passes rewrite the graph
+                nodes = backward_nodes(graph, resolve)
             # again here: a backward graph is compiled at the first backward, after this
             # backend has returned
-            with inductor_config.patch(self._patches(salt)):
+            with inductor_config.patch(self._patches(salt)), \
+                    (_backward_provenance() if backward else nullcontext()):
                 compiled = compile_fx_inner(graph, inputs, **kwargs)
-            self._record(compiled, modules, views, bool(kwargs.get("is_backward", False)),
-                         span, ended)
+            if backward:
+                self._record_backward(compiled, nodes)
+            else:
+                self._record(compiled, modules, views, span, ended)
             return compiled
 
         # functorch's own cache would hand back a compiled graph without calling ``inner``
@@ -173,20 +189,41 @@ class GraphRecorder:
         return patches
 
     def _record(self, compiled: Any, modules: Mapping[str, str], views: set[str],
-                backward: bool, span: tuple[str, str],
+                span: tuple[str, str],
                 ended: tuple[str | None, str | None] = (None, None)) -> None:
         key = str(getattr(compiled, "_fx_graph_cache_key", None))
         text = getattr(compiled, "inductor_provenance_mapping_str", None)
         kernels: list[CompiledKernel] = []
         if text:
-            known = ({_joined(self.prefix, path) for path in self.known} if self.prefix
-                     else self.known)
-            kernels = graph_kernels(json.loads(text), modules, known, views)
+            kernels = graph_kernels(json.loads(text), modules, self._known(), views)
         else:
-            self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
-                              "so its time is not booked to modules")
-        self.graphs.append(CompiledGraph(key, backward, kernels, *span,
-                                         *(ended if not backward else (None, None))))
+            self._unnamed(key)
+        self.graphs.append(CompiledGraph(key, False, kernels, *span, *ended))
+
+    def _record_backward(self, compiled: Any, nodes: BackwardNodes) -> None:
+        """A backward graph: its kernels named through its own nodes, each the work of the
+        module of the forward node it differentiates (Inductor maps its kernels to the
+        backward graph's nodes, not to Dynamo's)."""
+        key = str(getattr(compiled, "_fx_graph_cache_key", None))
+        text = getattr(compiled, "inductor_provenance_mapping_str", None)
+        mapping = json.loads(text) if text else {}
+        kernels: list[CompiledKernel] = []
+        if "cppCodeToPost" in mapping:
+            provenance = {"cppCodeToPost": mapping["cppCodeToPost"],
+                          "postToPre": {name: [name] for name in nodes.modules}}
+            kernels = graph_kernels(provenance, nodes.modules, self._known(), nodes.views,
+                                    nodes.products, nodes.ops)
+        else:
+            self._unnamed(key)
+        self.graphs.append(CompiledGraph(key, True, kernels))
+
+    def _known(self) -> Collection[str]:
+        return ({_joined(self.prefix, path) for path in self.known} if self.prefix
+                else self.known)
+
+    def _unnamed(self, key: str) -> None:
+        self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
+                          "so its time is not booked to modules")
 
     def by_key(self) -> dict[str, list[CompiledKernel]]:
         """Each recorded graph's kernels by its key."""
@@ -199,6 +236,73 @@ class GraphRecorder:
         for graph in self.graphs:
             out.setdefault(graph.key, []).append(graph.kernels)
         return out
+
+
+@dataclass
+class BackwardNodes:
+    """What a backward graph's nodes say, read before Inductor compiles it."""
+
+    modules: dict[str, str]
+    """Per node, the model's path of the module of the forward node it comes from."""
+    views: set[str]
+    """The nodes that name a kernel's module only when it has no other: those that only
+    reshape or select, the constants, the nodes named only by what they read."""
+    products: list[str]
+    """The matrix-product nodes, in graph order."""
+    ops: dict[str, str]
+    """Each node's ATen operator (``mm``; ``""``: not an operator's node)."""
+
+
+def _op_name(node: fx.Node) -> str:
+    """An ATen node's operator name (``mm`` for ``aten.mm.default``); ``""`` for others."""
+    target = node.target
+    return str(getattr(target, "_opname", "")) if node.op == "call_function" else ""
+
+
+def backward_nodes(graph: fx.GraphModule, resolve: Callable[[str], str]) -> BackwardNodes:
+    """The module of each node of a backward graph (``resolve``: the model's path of a
+    module as Dynamo spells it): that of the forward node it differentiates, which
+    AOTAutograd copies onto it (``fwd_nn_module_stack``), or its own (a forward node
+    recomputed in the backward); a node with neither that reads nodes with modules, their
+    deepest common ancestor: the engine's sum of a tensor's gradients from several consumers
+    (a residual block's two branches: the block's work), a node the joint graph's passes
+    created (a matrix product padded to a faster shape). A node with none of these (a
+    gradient's placeholder) keeps no module. The autograd sequence number is not read: a
+    node that differentiates no forward node carries the last forward operator's."""
+    modules: dict[str, str] = {}
+    read_only: set[str] = set()
+    for node in graph.graph.nodes:
+        spelling = innermost_spelling(node.meta.get("fwd_nn_module_stack")
+                                      or node.meta.get("nn_module_stack"))
+        if spelling:
+            modules[node.name] = resolve(spelling)
+        elif node.op == "call_function":
+            # no stack (a sum of gradients, a node a joint-graph pass created): the work of
+            # the modules whose nodes it reads
+            read = [modules[item.name] for item in node.all_input_nodes
+                    if item.name in modules]
+            if read:
+                modules[node.name] = common_ancestor(read)
+                read_only.add(node.name)
+    ops = {node.name: _op_name(node) for node in graph.graph.nodes}
+    # a constant (a zero that Inductor shares between the ReLUs' gradients), or a node named
+    # only by what it reads, is like a view: it names a kernel's module only when the kernel
+    # has nothing else (a sum of the gradients a block's input got, fused into the kernel of
+    # the block before it, is that kernel's work)
+    constants = {node.name for node in graph.graph.nodes
+                 if node.op == "call_function" and not node.all_input_nodes}
+    return BackwardNodes(modules, constants | read_only | {name for name, op in ops.items()
+                                                           if op in VIEW_OPS},
+                         [name for name, op in ops.items() if op in PRODUCT_OPS], ops)
+
+
+def _backward_provenance() -> AbstractContextManager[None]:
+    """Inductor writes a graph's kernel-to-node map only while it knows the graph Dynamo
+    traced, which a backward graph, compiled at the first backward, has not; inside its
+    ``reset_provenance_globals`` (fresh provenance state, the old put back on exit) the map
+    is written for the backward graph's own nodes."""
+    reset = getattr(inductor_debug, "reset_provenance_globals", None)
+    return reset() if reset is not None else nullcontext()
 
 
 _LOCAL = re.compile(r"^L\[['\"]([^'\"]*)['\"]\]")

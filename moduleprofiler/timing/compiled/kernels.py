@@ -130,9 +130,15 @@ def _deepest(modules: set[str]) -> set[str]:
             if not any(other != m and (not m or other.startswith(m + ".")) for other in modules)}
 
 
+PRODUCT_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+"""ATen's matrix products: the operators an extern kernel of a product computes."""
+
+
 def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, str],
                   known: Collection[str] | None = None,
-                  views: Collection[str] = ()) -> list[CompiledKernel]:
+                  views: Collection[str] = (),
+                  products: Sequence[str] = (),
+                  ops: Mapping[str, str] | None = None) -> list[CompiledKernel]:
     """The kernels of one compiled graph, in call order.
 
     ``provenance`` is Inductor's node mapping of the graph (``cppCodeToPost``: kernel ->
@@ -144,21 +150,44 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
     modules. An extern kernel is one ATen operator: it is the work of its deepest modules (an
     attention's mask or a product's input made in an enclosing module is an input it reads).
     A post-grad node that Dynamo's graph does not name (one its passes created) keeps no
-    module; a kernel none of whose nodes has one is booked to the root.
+    module; a kernel none of whose nodes has one is booked to the root, except an extern
+    matrix product: ``products`` are the graph's matrix-product nodes in graph order, and
+    such a kernel is the next of those no kernel names (Inductor's post-grad passes fuse a
+    product and the add after it into one ``addmm`` of new nodes: in a backward, a layer's
+    input gradient and the gradient a residual stream adds to it). ``ops``: each node's ATen
+    operator, where the nodes are ATen's (a backward graph's): an extern kernel is then the
+    work of its operator's own nodes, where it has some (a convolution's gradient is the
+    convolution's, whatever fused kernel made its input).
     """
     post_to_pre: Mapping[str, Sequence[str]] = provenance.get("postToPre", {})
     kernels = []
+    named: set[str] = set()
+    orphans: set[int] = set()
     for order, (key, posts) in enumerate(provenance.get("cppCodeToPost", {}).items()):
         name, position = _split_position(key)
         pres = {pre for post in posts for pre in post_to_pre.get(post, ())
                 if pre in pre_grad_modules}
+        named.update(pres)
         working = {pre for pre in pres if pre not in views} or pres
+        if ops is not None and _extern(name):
+            own = CompiledKernel(name, 0, ()).extern_op
+            working = {pre for pre in working
+                       if "aten::" + ops.get(pre, "") == own} or working
         modules = {pre_grad_modules[pre] for pre in working}
         if _extern(name):
             modules = _deepest(modules)
         if known is not None:
             modules = {module_path(m, known) if m not in known else m for m in modules}
-        kernels.append(CompiledKernel(name, order if position is None else position,
-                                      tuple(sorted(modules)) or ("",)))
+        at = order if position is None else position
+        if not modules:
+            orphans.add(at)
+        kernels.append(CompiledKernel(name, at, tuple(sorted(modules)) or ("",)))
     kernels.sort(key=lambda kernel: kernel.position)
+    unnamed = [node for node in products if node not in named and node in pre_grad_modules]
+    for index, kernel in enumerate(kernels):
+        extern = kernel.extern_op
+        if unnamed and kernel.position in orphans and extern is not None \
+                and extern.removeprefix("aten::") in PRODUCT_OPS:
+            kernels[index] = CompiledKernel(kernel.name, kernel.position,
+                                            (pre_grad_modules[unnamed.pop(0)],))
     return kernels

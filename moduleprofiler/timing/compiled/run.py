@@ -47,6 +47,9 @@ class KernelRow:
     """Its time per iteration (median over the traced iterations)."""
     launches: float
     """Device kernels (CPU: kernel ranges) booked to it per iteration."""
+    backward: bool = False
+    """Whether it is a kernel of a backward graph (booked to the module whose forward nodes
+    it differentiates)."""
 
 
 @dataclass
@@ -123,7 +126,7 @@ def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[K
             rows.append(KernelRow(graph.key, kernel.position, kernel.name, kernel.module,
                                   kernel.fused_across,
                                   statistics.median(booking.kernel_ns[key]) / 1e6,
-                                  booking.kernel_launches[key] / n))
+                                  booking.kernel_launches[key] / n, graph.backward))
     return rows
 
 

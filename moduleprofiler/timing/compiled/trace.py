@@ -81,7 +81,10 @@ def _host_records(events: Iterable[Any], iterations: int) -> CompiledTrace:
         else:
             trace.ops.append(HostOp(name, thread, start, end))
     def iteration(thread: int, start: int) -> int:
-        return next((i for t, s, e, i in spans if t == thread and s <= start <= e), -1)
+        # a backward on CUDA runs on the autograd engine's own thread, inside the step's
+        # range on the thread that called backward()
+        return next((i for t, s, e, i in spans if t == thread and s <= start <= e),
+                    next((i for _, s, e, i in spans if s <= start <= e), -1))
 
     for key, thread, start, end in raw_calls:
         trace.calls.append(GraphCall(key, thread, start, end, iteration(thread, start)))

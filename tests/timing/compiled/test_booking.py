@@ -193,3 +193,47 @@ def test_outside_a_replay_a_kernel_no_name_matches_stays_unmatched():
     booking = book_compiled(REPLAYED, [GraphCall("r", 1, 0, 1000)], [],
                             [KernelRecord("mystery", 4, 1, 30, start=30)], 1)
     assert dict(booking.unmatched) == {"mystery": 4} and booking.coverage == 0.0
+
+
+def test_a_backward_graphs_kernels_are_the_modules_backward_time():
+    graphs = {"fwd": [CompiledKernel("triton_poi_fused_relu_0", 1, ("block",))],
+              "bwd": [CompiledKernel("triton_poi_fused_threshold_backward_0", 1, ("block",)),
+                      CompiledKernel("triton_poi_fused_sum_1", 2, ("head",))]}
+    calls = [GraphCall("fwd", 1, 0, 100), GraphCall("bwd", 2, 200, 400)]  # another thread
+    kernels = [KernelRecord("triton_poi_fused_relu_0", 5, 1, 50),
+               KernelRecord("triton_poi_fused_threshold_backward_0", 7, 2, 250),
+               KernelRecord("triton_poi_fused_sum_1", 3, 2, 300),
+               KernelRecord("unknown_kernel", 2, 2, 350)]
+    booking = book_compiled(graphs, calls, [], kernels, iterations=1, backward={"bwd"})
+    assert booking.module_ns == {"block": [5]}
+    assert booking.backward_ns == {"block": [7], "head": [3]}
+    # 7 + 3 + 2 of the backward graph's kernels ran, 7 + 3 booked: 10 / 12
+    assert booking.backward_in_graph_ns == [12]
+    assert booking.backward_coverage == 10 / 12
+    # 5 + 10 of 5 + 12 in all
+    assert booking.booked_ns == [15] and booking.coverage == 15 / 17
+
+
+def test_in_a_replay_a_memset_prepares_the_next_extern_kernel():
+    # a Llama-style decoder layer under reduce-overhead on an H200: cuDNN's attention sets
+    # its buffer (a memset) and then runs, and the next extern kernel is o_proj's GEMM. The
+    # memset used to take the attention and the attention's kernel o_proj's GEMM: o_proj got
+    # 23.2 + 6.5 us a layer, the attention 0.7 us
+    graph = {"r": [CompiledKernel("triton_poi_fused_sdpa_to_copy_12", 12, ("model",)),
+                   CompiledKernel("torch.ops.aten._scaled_dot_product_cudnn_attention"
+                                  ".default", 13, ("model",)),
+                   CompiledKernel("extern_kernels.mm", 14, ("layers.0.o_proj",)),
+                   CompiledKernel("triton_per_fused_add_mean_15", 15, ("model",))]}
+    replay = [("triton_poi_fused_sdpa_to_copy_12", 5535), ("Memset (Device)", 735),
+              ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 23200),
+              ("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_TNT", 6529),
+              ("triton_per_fused_add_mean_15", 4000)]
+    kernels = [KernelRecord(name, ns, 1, 50, start=100 + 10 * i)
+               for i, (name, ns) in enumerate(replay)]
+    booking = book_compiled(graph, [GraphCall("r", 1, 0, 1000)], [], kernels, 1)
+    # the attention: 735 + 23200 (memset and kernel); o_proj: its GEMM alone
+    assert booking.kernel_ns[KernelKey("r", 13)] == [735 + 23200]
+    assert booking.kernel_ns[KernelKey("r", 14)] == [6529]
+    assert booking.module_ns == {"model": [5535 + 735 + 23200 + 4000],
+                                 "layers.0.o_proj": [6529]}
+    assert booking.kernel_launches[KernelKey("r", 13)] == 2

@@ -114,3 +114,38 @@ def test_an_extern_kernel_is_the_work_of_its_deepest_modules():
     provenance["cppCodeToPost"] = {"triton_poi_fused_where_0:3": ["sdpa"]}
     (kernel,) = graph_kernels(provenance, {"attention": "h.0.attn", "mask": ""}, known)
     assert kernel.modules == ("", "h.0.attn") and kernel.module == ""
+
+
+def test_a_product_of_nodes_a_post_grad_pass_created_takes_the_next_unnamed_product():
+    # a backward graph: Inductor fused 2.fc's input gradient (mm_1) and the residual stream's
+    # gradient add (add_4) into one addmm of a node it created (addmm_default); the other
+    # products keep their own nodes
+    nodes = {"mm": "2.fc", "mm_1": "2.fc", "add_4": "2", "mm_2": "0.fc", "where": "2.act"}
+    provenance = {"postToPre": {name: [name] for name in nodes},
+                  "cppCodeToPost": {"extern_kernels.mm:1": ["mm"],
+                                    "triton_poi_fused_where_0:2": ["where"],
+                                    "extern_kernels.addmm:3": ["addmm_default"],
+                                    "triton_poi_fused_cat_1:4": ["cat_default"],
+                                    "extern_kernels.mm:5": ["mm_2"]}}
+    kernels = graph_kernels(provenance, nodes, products=["mm", "mm_1", "mm_2"])
+    assert [k.modules for k in kernels] == [("2.fc",), ("2.act",), ("2.fc",), ("",),
+                                            ("0.fc",)]
+    # without the graph's products the created product is the root's, as any such kernel
+    plain = graph_kernels(provenance, nodes)
+    assert plain[2].modules == ("",)
+
+
+def test_with_aten_nodes_an_extern_kernel_is_its_operators_own_nodes():
+    # a backward graph's convolution gradient: Inductor's provenance also names the nodes of
+    # the block after it whose gradient the kernel reads (layer2.0's gradient sum, fused in)
+    nodes = {"convolution_backward": "layer1.1.conv2", "where": "layer1.1.relu",
+             "add_9": "layer2.0"}
+    ops = {"convolution_backward": "convolution_backward", "where": "where", "add_9": "add"}
+    provenance = {"postToPre": {name: [name] for name in nodes},
+                  "cppCodeToPost": {"torch.ops.aten.convolution_backward.default:4":
+                                    ["convolution_backward", "where", "add_9"]}}
+    (kernel,) = graph_kernels(provenance, nodes, ops=ops)
+    assert kernel.modules == ("layer1.1.conv2",)
+    # without the operators: the deepest modules of all its nodes
+    (plain,) = graph_kernels(provenance, nodes)
+    assert plain.modules == ("layer1.1.conv2", "layer1.1.relu", "layer2.0")
