@@ -287,8 +287,11 @@ mixer's token-mixing block hands its residual stream over."""
 
 def _contiguous_copy(source: Any, dtype: str) -> OpWork | None:
     """The copy making ``source`` contiguous (its elements read, then written in order), or
-    ``None`` where it already is."""
-    if not isinstance(source, torch.Tensor) or source.is_contiguous():
+    ``None`` where it already is, or where the meta device cannot tell: a 4-d input (an image
+    permuted to channels last, as ConvNeXt's norms take it) comes from a convolution, whose
+    output the meta device lays out contiguous where a GPU keeps its input's channels-last
+    layout (the permuted image is then contiguous on the GPU)."""
+    if not isinstance(source, torch.Tensor) or source.is_contiguous() or source.dim() > 3:
         return None
     target = torch.empty(source.shape, dtype=source.dtype, device="meta")
     kind = _access_kind("mem_transpose_copy", "clone", (source,), target)

@@ -184,3 +184,8 @@ def test_a_layer_norm_of_transposed_tokens_copies_its_input_first() -> None:
     contiguous = _work(aten.native_layer_norm.default, tokens.contiguous(), [768], weight,
                        weight, 1e-6)
     assert contiguous.prelude is None
+    # an image permuted to channels last: a convolution's output, channels-last on a GPU
+    # (so contiguous once permuted) where the meta device keeps it channels-first
+    image = torch.empty(8, 96, 56, 56, device=META, dtype=torch.bfloat16).permute(0, 2, 3, 1)
+    small = torch.empty(96, device=META, dtype=torch.bfloat16)
+    assert _work(aten.native_layer_norm.default, image, [96], small, small, 1e-6).prelude is None
