@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 
 from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, _Sweep, _tf32
-from moduleprofiler.prediction.calibrate_odd_shapes import odd_shape_tables
+from moduleprofiler.prediction.calibrate_odd_shapes import PARTS, odd_shape_tables
 
 
-def measure(out: str, repeats: int) -> None:
+def measure(out: str, repeats: int, parts: tuple[str, ...]) -> None:
     device = torch.device("cuda")
     began = time.perf_counter()
     found: dict[str, dict[str, dict[str, list[list[float]]]]] = {"tables": {}, "held_out": {}}
@@ -30,7 +30,8 @@ def measure(out: str, repeats: int) -> None:
         for name in ("fp32", "bf16"):
             for part in ("tables", "held_out"):
                 found[part][name] = odd_shape_tables(_Sweep(device, repeats), device,
-                                                     _TORCH_DTYPE[name], part == "held_out")
+                                                     _TORCH_DTYPE[name], part == "held_out",
+                                                     parts)
                 torch.cuda.empty_cache()
                 print(name, part, {k: len(v) for k, v in found[part][name].items()},
                       f"{time.perf_counter() - began:.1f} s", flush=True)
@@ -46,8 +47,10 @@ def main() -> None:
     run = sub.add_parser("measure")
     run.add_argument("--out", required=True)
     run.add_argument("--repeats", type=int, default=3)
+    run.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(
+        PARTS))
     args = parser.parse_args()
-    measure(args.out, args.repeats)
+    measure(args.out, args.repeats, tuple(args.parts.split(",")))
 
 
 if __name__ == "__main__":

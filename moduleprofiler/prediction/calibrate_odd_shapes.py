@@ -49,6 +49,15 @@ GROUP_WIDTHS_HELD_OUT: tuple[int, ...] = (24, 48)
 GROUP_COUNTS_HELD_OUT: tuple[int, ...] = (2, 5, 14)
 DEPTHWISE_CHANNELS: tuple[int, ...] = (24, 40, 96, 160, 384, 640, 1536)
 DEPTHWISE_CHANNELS_HELD_OUT: tuple[int, ...] = (72, 240, 672)
+LARGE_DEPTHWISE_CHANNELS: tuple[int, ...] = (448, 896, 1280, 1792)
+"""Depthwise convolutions over many channels no power of two on few pixels (7 x 7, 14 x 14),
+where cuDNN's backward runs 1.4x slower than the powers of two around them predict."""
+LARGE_DEPTHWISE_CHANNELS_HELD_OUT: tuple[int, ...] = (576, 1344)
+POINTWISE_ODD_CHANNELS: tuple[int, ...] = (24, 40, 72, 120, 200, 336, 576, 960)
+"""Pointwise convolutions' channel counts no power of two (the kernel-choice rows' own, which
+measure batches 1, 8 and 64 on 7 to 56 pixels a side): measured again at batch 16 and on
+112 pixels a side."""
+POINTWISE_ODD_CHANNELS_HELD_OUT: tuple[int, ...] = (48, 144, 480)
 LinearShape = tuple[int, int, int]
 """(rows, output width, input width) of ``x @ w.T``."""
 
@@ -106,20 +115,49 @@ def odd_conv_shapes(held_out: bool = False) -> list[ConvShape]:
             if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
 
 
+def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
+    """Channels-first depthwise convolutions over :data:`LARGE_DEPTHWISE_CHANNELS` on 7 and
+    14 pixels a side, and pointwise ones over :data:`POINTWISE_ODD_CHANNELS` at batch 16 and
+    on 112 pixels a side: regions the other rows leave sparse (``held_out``: the
+    ``_HELD_OUT`` channels)."""
+    large = LARGE_DEPTHWISE_CHANNELS_HELD_OUT if held_out else LARGE_DEPTHWISE_CHANNELS
+    odd = POINTWISE_ODD_CHANNELS_HELD_OUT if held_out else POINTWISE_ODD_CHANNELS
+    shapes: list[ConvShape] = []
+    for n in (8, 16, 64):
+        for c in large:
+            for h in (7, 14):
+                for kernel in (3, 5, 7):
+                    for stride in (1, 2):
+                        shapes.append((n, c, c, h, kernel, stride, c, 0))
+    for n, sides in ((16, (7, 14, 28, 56, 112)), (8, (112,)), (64, (112,))):
+        for h in sides:
+            for c in odd:
+                for out in {max(8, c // 6 // 8 * 8), c, min(1152, 6 * c)}:
+                    shapes.append((n, c, out, h, 1, 1, 1, 0))
+    return [s for s in dict.fromkeys(shapes)
+            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
+
+
+PARTS: tuple[str, ...] = ("bmm", "conv", "linear", "dense_conv")
+"""What :func:`odd_shape_tables` measures, each part apart."""
+
+
 def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
-                     held_out: bool = False) -> dict[str, list[list[float]]]:
+                     held_out: bool = False,
+                     parts: tuple[str, ...] = PARTS) -> dict[str, list[list[float]]]:
     """Measure the rows of the module docstring (``held_out``: the held-out shapes instead)
     on ``device`` in ``dtype``: ``{table: rows}``, rows in the tables' formats (``bmm``:
     ``[b, m, n, k, us]``; ``gemm_nt`` / ``gemm_bias_nt``: ``[m, n, k, us]``; ``conv`` /
     ``conv_backward``: nine entries, the eighth ``0``, channels-first)."""
     tables: dict[str, list[list[float]]] = {}
-    bmms = misaligned_bmm_shapes(held_out)
+    bmms = misaligned_bmm_shapes(held_out) if "bmm" in parts else []
     for pattern, shape in bmms:
         sweep.add(f"bmm:{pattern}:{shape}", functools.partial(bmm_bench, pattern, shape,
                                                               device, dtype))
     times = sweep.run()
     tables["bmm"] = [[*shape, times[f"bmm:{pattern}:{shape}"]] for pattern, shape in bmms]
-    convs = odd_conv_shapes(held_out)
+    convs = (odd_conv_shapes(held_out) if "conv" in parts else []) + \
+        (dense_conv_shapes(held_out) if "dense_conv" in parts else [])
     for conv in convs:
         for backward in (False, True):
             sweep.add(f"conv:{backward}:{conv}", functools.partial(conv_bench, conv, device,
@@ -127,7 +165,7 @@ def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     times = sweep.run()
     for name, backward in (("conv", False), ("conv_backward", True)):
         tables[name] = [[*conv, times[f"conv:{backward}:{conv}"]] for conv in convs]
-    linears = misaligned_linear_shapes(held_out)
+    linears = misaligned_linear_shapes(held_out) if "linear" in parts else []
     # as the main grid measures layers: each call's weight read from memory, not a cache
     pool = _ColdPool(device, dtype)
     for table, bias in (("gemm_nt", False), ("gemm_bias_nt", True)):
@@ -138,4 +176,4 @@ def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     del pool
     for table in ("gemm_nt", "gemm_bias_nt"):
         tables[table] = [[*shape, times[f"{table}:{shape}"]] for shape in linears]
-    return tables
+    return {name: rows for name, rows in tables.items() if rows}
