@@ -138,7 +138,24 @@ def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
             if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
 
 
-PARTS: tuple[str, ...] = ("bmm", "conv", "linear", "dense_conv")
+LINEAR_ROWS_DENSE: tuple[int, ...] = (512, 1536, 3072, 6144, 12288)
+LINEAR_WIDTHS_DENSE: tuple[int, ...] = (384, 768, 1536, 3072, 6144)
+"""Layers' products between the main grid's powers of two (its rows) and its widths (256 to
+8192 without 768): a transformer's 768-wide layers over 8 x 197 tokens run TF32 kernels
+20 to 30 % slower than the powers of two around them predict."""
+LINEAR_ROWS_DENSE_HELD_OUT: tuple[int, ...] = (1200, 2400, 4800)
+LINEAR_WIDTHS_DENSE_HELD_OUT: tuple[int, ...] = (640, 1280, 2560)
+
+
+def dense_linear_shapes(held_out: bool = False) -> list[LinearShape]:
+    """Layers' products at :data:`LINEAR_ROWS_DENSE` x :data:`LINEAR_WIDTHS_DENSE` squared
+    (``held_out``: the ``_HELD_OUT`` sizes), all aligned."""
+    rows = LINEAR_ROWS_DENSE_HELD_OUT if held_out else LINEAR_ROWS_DENSE
+    widths = LINEAR_WIDTHS_DENSE_HELD_OUT if held_out else LINEAR_WIDTHS_DENSE
+    return [(m, n, k) for m in rows for n in widths for k in widths]
+
+
+PARTS: tuple[str, ...] = ("bmm", "conv", "linear", "dense_conv", "dense_linear")
 """What :func:`odd_shape_tables` measures, each part apart."""
 
 
@@ -165,7 +182,8 @@ def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     times = sweep.run()
     for name, backward in (("conv", False), ("conv_backward", True)):
         tables[name] = [[*conv, times[f"conv:{backward}:{conv}"]] for conv in convs]
-    linears = misaligned_linear_shapes(held_out) if "linear" in parts else []
+    linears = (misaligned_linear_shapes(held_out) if "linear" in parts else []) + \
+        (dense_linear_shapes(held_out) if "dense_linear" in parts else [])
     # as the main grid measures layers: each call's weight read from memory, not a cache
     pool = _ColdPool(device, dtype)
     for table, bias in (("gemm_nt", False), ("gemm_bias_nt", True)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from moduleprofiler.prediction.calibrate_odd_shapes import (
     dense_conv_shapes,
+    dense_linear_shapes,
     misaligned_bmm_shapes,
     misaligned_linear_shapes,
     odd_conv_shapes,
@@ -14,7 +15,8 @@ from moduleprofiler.prediction.op_classes import bmm_features, gemm_features
 
 def test_held_out_shapes_are_off_the_grid() -> None:
     for shapes in (misaligned_bmm_shapes, misaligned_linear_shapes, odd_conv_shapes,
-                   dense_conv_shapes):
+                   dense_conv_shapes,
+    dense_linear_shapes, dense_linear_shapes):
         grid, held_out = set(shapes()), set(shapes(held_out=True))
         assert held_out and not grid & held_out
 
