@@ -27,7 +27,7 @@ differently the drift fell on the two tools' fastest rounds; a paired ratio comp
 taken moments apart, so drift cancels in it.
 
 The targets: ``runner, no listener`` at most 5 us per module call above ``empty hooks``
-(``us/call`` columns); ``profile()`` at most 1.08x the bare forward on ResNet-50 and 1.04x on
+(``us/call`` columns); ``profile()`` at most 1.10x the bare forward on ResNet-50 and 1.06x on
 GPT-2, read as the targets define them: the ratio of minima over the rounds (``x bare`` of the
 minimum; ``cpu min`` for thread CPU time). ``pair med`` (the median of the paired thread-CPU
 ratios) is printed beside it as the check against drift: where the two disagree, the host was

@@ -66,6 +66,7 @@ from moduleprofiler.language.models import (
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
+from moduleprofiler.prediction.meta_copy import meta_limit
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.timing import TimingOptions, TimingWarning
 
@@ -242,8 +243,17 @@ def run_profile(options: argparse.Namespace) -> Any:
             profile = profile.merge(memory)
             options.notes = memory_notes(memory)
     except Exception as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(str(exc) + _meta_hint(exc, options)) from exc
     return profile
+
+
+def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:
+    """What to do when the meta device the model was built on cannot run it."""
+    if not options.meta or not meta_limit(error):
+        return ""
+    return ("; hint: the model ran on the meta device (no values; an hf: model without "
+            "--device, --meta or --predict builds it there), which cannot run this: pass "
+            "--device cpu to run it for real")
 
 
 PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"
@@ -259,7 +269,7 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
                                      host=None if options.host == "none" else options.host,
                                      backward=backward, tf32=options.tf32)
     except Exception as exc:
-        raise CliError(f"--predict {options.predict}: {exc}") from exc
+        raise CliError(f"--predict {options.predict}: {exc}{_meta_hint(exc, options)}") from exc
     if not options.what:
         options.what = PREDICTED_WHAT if options.host != "none" else \
             PREDICTED_WHAT.replace(",predicted_host_ms", "")

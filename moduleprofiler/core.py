@@ -145,8 +145,9 @@ class Profiler:
             input_size: instead of ``input``, a shape such as ``(1, 3, 224, 224)`` (or a list
                 of shapes, one per argument): a random tensor of that shape, of the model's
                 dtype and on its device (:func:`moduleprofiler.inputs.random_input`).
-            pred_fn: a callable run instead of ``module`` with the same unpacking of ``input``;
-                it must call ``module`` (the same instance) to be profiled.
+            pred_fn: a callable run instead of ``module`` with the same unpacking of ``input``
+                (without ``input``: called with no argument when it takes none, else with
+                ``None``); it must call ``module`` (the same instance) to be profiled.
             eval: put the model in eval mode for the pass.
             operators: count the aten operators that run where no module formula covers the
                 work (custom modules, functional code in any forward: residual adds, ``@``,

@@ -58,6 +58,12 @@ def make_invocation(
             raise TypeError(f"no input given, and {type(module).__name__}.forward requires an "
                             "argument: pass input= (a tensor, tuple or dict) or "
                             "input_size=(1, 3, 224, 224) for a random tensor of that shape")
+        if target is pred_fn:
+            # a closure over its own inputs (``pred_fn=lambda: model(q, k, v)``) is called as
+            # written; one that takes an argument gets None, as 0.0.4 called it
+            if _takes_no_argument(pred_fn):
+                return pred_fn
+            return _hinted(target, (None,), PRED_FN_NO_INPUT_HINT)
         return _hinted(target, (None,), NO_INPUT_HINT)
     return lambda: target(input)
 
@@ -74,6 +80,12 @@ NO_INPUT_HINT = ("hint: no input was given, so the model was called with None; p
                  "tensor of that shape")
 """Noted on an exception raised by a call made without ``input``."""
 
+PRED_FN_NO_INPUT_HINT = ("hint: no input was given, so pred_fn was called with None as its one "
+                         "argument; pass input= (what pred_fn takes), or a pred_fn that takes "
+                         "no argument (pred_fn=lambda: model(x, y))")
+"""Noted on an exception raised by a ``pred_fn`` that takes an argument, called without
+``input``."""
+
 SHAPE_HINT = ("hint: input={shape} was spread into {count} int argument(s); for a random "
               "tensor of that shape pass input_size={shape}")
 """Noted on an exception raised by a call whose ``input`` was a tuple or list of ints: a shape
@@ -89,6 +101,20 @@ def _requires_argument(module: nn.Module) -> bool:
     return any(p.default is inspect.Parameter.empty and p.kind in (
         inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         for p in parameters)
+
+
+def _takes_no_argument(function: Callable[..., Any]) -> bool:
+    """Whether ``function()`` binds: every parameter has a default or is variadic (a
+    callable whose signature cannot be read is taken to need its argument)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return False
+    try:
+        signature.bind()
+    except TypeError:
+        return False
+    return True
 
 
 def _is_size(value: object) -> bool:

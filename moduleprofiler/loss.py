@@ -57,3 +57,27 @@ def default_loss(output: Any) -> Tensor:
             "no floating-point tensor that requires grad; pass loss_fn=, a function from the "
             "output to a scalar tensor")
     return functools.reduce(torch.add, parts)
+
+
+def user_loss(loss_fn: Callable[..., Any], *args: Any) -> Tensor:
+    """``loss_fn(*args)``, checked as the backward pass needs it: one element, a tensor.
+
+    Raises:
+        LossError: ``loss_fn`` raised (the cause chained), or returned something other than a
+            one-element tensor (a tensor that does not require grad is left to the caller,
+            which can say why).
+    """
+    try:
+        loss = loss_fn(*args)
+    except LossError:
+        raise
+    except Exception as exc:
+        raise LossError(f"loss_fn raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(loss, Tensor):
+        raise LossError(f"loss_fn returned {type(loss).__name__}: the backward pass needs a "
+                        "one-element tensor that requires grad")
+    if loss.numel() != 1:
+        raise LossError(f"loss_fn returned a tensor of shape {tuple(loss.shape)}: the backward "
+                        "pass needs a one-element loss (reduce it, e.g. with .sum() or "
+                        ".mean())")
+    return loss

@@ -3,6 +3,7 @@ module, and the :class:`Profile` that holds them. Everything else is a view of t
 
 from __future__ import annotations
 
+import difflib
 import operator
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -278,8 +279,19 @@ class ProfileData:
         return len(self.records)
 
     def module(self, path: str) -> ModuleInfo:
-        """Static information on the module at ``path`` (``KeyError`` if there is none)."""
-        return self._by_path[path]
+        """Static information on the module at ``path`` (its ``named_modules()`` path, the
+        root ``""``).
+
+        Raises:
+            KeyError: no module has that path (the message names the nearest paths).
+        """
+        info = self._by_path.get(path)
+        if info is None:
+            near = difflib.get_close_matches(str(path), list(self._by_path), n=3)
+            raise KeyError(f"no module {path!r} in this profile (paths are named_modules() "
+                           "paths, the root ''" + (f"; nearest: {', '.join(map(repr, near))}"
+                                                   if near else "") + ")")
+        return info
 
     def calls(self, path: str) -> tuple[CallRecord, ...]:
         """Every call record of the module at ``path``, in execution order."""

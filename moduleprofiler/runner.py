@@ -61,7 +61,7 @@ from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
-from moduleprofiler.loss import LossFn, default_loss
+from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
 
@@ -601,7 +601,7 @@ class PassRunner:
                 "the backward pass cannot run under torch.inference_mode(), which records no "
                 "autograd graph: profile outside the inference_mode block")
         try:
-            loss = default_loss(output) if loss_fn is None else loss_fn(output)
+            loss = default_loss(output) if loss_fn is None else user_loss(loss_fn, output)
         except LossError as exc:
             cause = self._nothing_requires_grad()
             if cause is not None:  # "pass loss_fn=" cannot help: name the cause

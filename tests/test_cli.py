@@ -78,6 +78,19 @@ def test_meta_device(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.splitlines()[2].split()[:3] == ["__root__", "(Sequential)", "58"]
 
 
+def test_a_model_the_meta_device_cannot_run_is_told_to_run_for_real(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    model = f"{ROOT / MODELS}:reads_values"
+    status, _, err = run(capsys, model, "-i", "2x4", "--meta")
+    assert status == 2
+    assert "module '0' (ReadsValues)" in err and "meta tensors" in err
+    assert "hint: the model ran on the meta device" in err and "--device cpu" in err
+    status, out, err = run(capsys, model, "-i", "2x4", "--depth", "0")  # on the CPU it runs
+    assert status == 0, err
+    # the max of 8 values (7 comparisons), 1 comparison with 0, 2 x 4 = 8 multiplies
+    assert "ops 16" in out
+
+
 def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--top", "2")
     assert status == 0 and out.splitlines()[0].split()[:3] == ["type", "modules", "calls"]

@@ -85,3 +85,27 @@ def test_no_input_and_a_shape_as_input_hint_at_input_size() -> None:
                                              r"int argument\(s\); .* "
                                              r"pass input_size=\(1, 3, 8, 8\)"):
         ModuleProfiler().profile(model, (1, 3, 8, 8))
+
+
+def test_a_pred_fn_that_takes_no_argument_runs_without_input() -> None:
+    # the closure holds its own inputs: 4 adds, no None passed anywhere
+    module = TakesTwo()
+    a, b = torch.ones(4), torch.ones(4)
+    profile = ModuleProfiler().profile(module, pred_fn=lambda: module(a, b))
+    assert profile.total_ops == 4
+    # a pred_fn whose one parameter has a default binds with no argument too
+    assert ModuleProfiler().profile(module, pred_fn=lambda x=a: module(x, b)).total_ops == 4
+
+
+def test_a_pred_fn_that_takes_an_argument_gets_none_and_a_hint_without_input() -> None:
+    module = TakesTwo()
+    seen: list[object] = []
+
+    def pred_fn(mod: object) -> torch.Tensor:
+        seen.append(mod)
+        return module(mod, mod)  # type: ignore[arg-type]
+
+    with pytest.raises(ProfilingError, match=r"pred_fn was called with None as its one "
+                                             r"argument"):
+        ModuleProfiler().profile(module, pred_fn=pred_fn)
+    assert seen == [None]  # as 0.0.4 called it

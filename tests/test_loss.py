@@ -47,3 +47,32 @@ def test_an_output_of_inference_mode_names_it_instead_of_asking_for_loss_fn():
     with pytest.raises(LossError, match=r"computed under torch.inference_mode\(\)") as info:
         default_loss(output)
     assert "loss_fn" not in str(info.value)
+
+
+@pytest.mark.parametrize("run", ["profile", "measure_memory", "train_step_times"])
+def test_a_loss_fn_that_returns_no_scalar_or_raises_is_named(run: str) -> None:
+    from moduleprofiler import Profiler, TimingOptions
+
+    model = torch.nn.Linear(4, 4)
+    before = [p.detach().clone() for p in model.parameters()]
+    x = torch.randn(2, 4)
+    passes = {
+        "profile": lambda loss_fn: Profiler().profile(model, x, backward=True, loss_fn=loss_fn),
+        "measure_memory": lambda loss_fn: Profiler().measure_memory(model, x, train=True,
+                                                                    loss_fn=loss_fn),
+        "train_step_times": lambda loss_fn: Profiler().train_step_times(
+            model, x, TimingOptions(num_iters=4, drop_first=1, warmup_seconds=0.0,
+                                    measure_overhead=False, progress=False),
+            loss_fn=loss_fn),
+    }
+    # a 2 x 4 output is no loss: torch's "grad can be implicitly created only for scalar
+    # outputs" named neither the argument nor the fix
+    with pytest.raises(LossError, match=r"loss_fn returned a tensor of shape \(2, 4\): .* "
+                                        r"one-element loss"):
+        passes[run](lambda out: out)
+    with pytest.raises(LossError, match=r"loss_fn raised AttributeError: .*'foo'") as raised:
+        passes[run](lambda out: out.foo)
+    assert isinstance(raised.value.__cause__, AttributeError)
+    # the model is as it was, and it has no gradients
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())

@@ -184,3 +184,13 @@ def test_a_model_whose_root_only_groups_its_children() -> None:
 
     profile = ModuleProfiler().profile(blocks, torch.randn(2, 4), pred_fn=run)
     assert profile.uncalled == () and profile.groupings == ("",)  # was uncalled == ("",)
+
+
+def test_a_module_path_that_is_not_there_names_the_nearest() -> None:
+    from moduleprofiler import Profiler
+
+    profile = Profiler().profile(torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(2, 2))),
+                                 torch.randn(1, 2))
+    assert profile.module("0.0").type_name == "Linear"
+    with pytest.raises(KeyError, match=r"no module '0\.1' in this profile .*nearest: '0\.0'"):
+        profile.module("0.1")

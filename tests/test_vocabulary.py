@@ -283,3 +283,29 @@ def test_own_shares_add_up_to_the_root_inclusive_count() -> None:
     assert int(frame["self_ops"].sum()) == int(frame.loc["__root__", "ops"]) == total
     assert int(frame.loc["4", "self_ops"]) == 0 and int(frame.loc["4", "ops"]) == 16384
     assert int(frame["self_params"].sum()) == int(frame.loc["__root__", "params"])
+
+
+def test_every_result_renders_in_every_output(result: ProfileData,
+                                              tmp_path: Path) -> None:
+    # every result is a view of its records: each output renders, names the root's type and,
+    # saved as JSON, reads back as the same kind of result with the same calls
+    profile = result
+    root = profile.records[0]
+    assert root.type_name == "Sequential"
+    texts = {
+        "summary": profile.summary().to_string(),  # type: ignore[attr-defined]
+        "tree": str(profile.tree()),  # type: ignore[attr-defined]
+        "table": str(profile.table()),  # type: ignore[attr-defined]
+        "top": str(profile.top()),  # type: ignore[attr-defined]
+        "csv": profile.to_csv(),  # type: ignore[attr-defined]
+        "markdown": profile.to_markdown(),  # type: ignore[attr-defined]
+        "latex": profile.to_latex(),  # type: ignore[attr-defined]
+        "html": profile.to_html(),  # type: ignore[attr-defined]
+        "text": profile.to_text(),  # type: ignore[attr-defined]
+    }
+    assert "Sequential" in texts["html"] and "Sequential" in texts["tree"], texts["tree"]
+    assert all(isinstance(text, str) and text for text in texts.values())
+    assert json.dumps(profile.to_dict(), default=str)  # type: ignore[attr-defined]
+    back = type(profile).from_json(profile.to_json())  # type: ignore[attr-defined]
+    assert type(back) is type(profile)
+    assert [r.path for r in back.records] == [r.path for r in profile.records]

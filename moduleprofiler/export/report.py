@@ -141,14 +141,30 @@ def _charts(profile: Profile) -> list[Chart]:
     return [chart for chart in charts if chart is not None]
 
 
-def _tree(view: View) -> list[Node]:
-    """The nodes of a tree view with its default columns (every quantity of the profile)."""
+def _bar_column(columns: Sequence[str]) -> str | None:
+    """The quantity the tree's bars show each module's share of: ops where the view shows
+    them, else the first other inclusive quantity it shows (a timing result's time, a memory
+    report's live bytes), else parameters."""
+    shown = [c for c in columns if not c.endswith("_pct")]
+    if "ops" in shown:
+        return "ops"
+    for column in shown:
+        spec = column_spec(column)
+        if column != "params" and spec.inclusive and spec.kind in ("count", "time", "bytes"):
+            return column
+    return "params" if "params" in shown else None
+
+
+def _tree(view: View, bar: str | None) -> list[Node]:
+    """The nodes of a tree view with its default columns (every quantity of the profile);
+    ``bar``: the column whose ``_pct`` share each node's bar shows."""
     frame, columns = view.frame, view.columns
     paths = [str(path) for path in frame["module"]]
     parent_of = parents(paths)
     nodes: list[Node] = []
     roots: list[Node] = []
-    stat_columns = [c for c in columns if c != "ops_pct"]
+    share = f"{bar}_pct" if bar is not None else None
+    stat_columns = [c for c in columns if c != share]
     for index, row in enumerate(frame.to_dict("records")):
         parent = parent_of[index]
         name = relative_name(paths[index], paths[parent] if parent is not None else None)
@@ -157,10 +173,11 @@ def _tree(view: View) -> list[Node]:
             stats += " · not called" if row["ops_source"] == UNCALLED else " · not hooked"
         elif row["calls"] > 1:
             stats += f" · {row['calls']} calls"
-        pct = row["ops_pct"]
+        pct = row[share] if share is not None else None
         node = Node(name=name, type=str(row["type"]), stats=stats,
-                    pct=_text("ops_pct", pct),
-                    width=None if is_missing(pct) else round(min(float(pct), 100.0), 2),
+                    pct=_text(share, pct) if share is not None else "",
+                    width=None if pct is None or is_missing(pct)
+                    else round(min(float(pct), 100.0), 2),
                     open=int(row["depth"]) < OPEN_DEPTH)
         nodes.append(node)
         (roots if parent is None else nodes[parent].children).append(node)
@@ -200,6 +217,9 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
     if inputs is not None:
         subtitle = f"input {_text('input_shapes', inputs)} · " + subtitle
     tree = tree_view(profile)
+    bar = _bar_column(tree.columns)
+    if bar is not None and f"{bar}_pct" not in tree.columns:
+        tree = tree_view(profile, [*tree.columns, f"{bar}_pct"])
     table = table_view(profile, [*default_columns(profile, TABLE_COLUMNS, tree.frame),
                                  "ops_source"])
     return {
@@ -209,8 +229,9 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
         "cards": _cards(profile),
         "notes": list(profile_notes(profile)),
         "charts": _charts(profile),
-        "tree": _tree(tree),
-        "tree_caption": "Numbers of a module include its children; bars show its share of ops.",
+        "tree": _tree(tree, bar),
+        "tree_caption": "Numbers of a module include its children" + (
+            f"; bars show its share of {column_spec(bar).label}." if bar is not None else "."),
         "table": Markup(render_html_table(table, sortable=True, table_id="modules")),
         "css": Markup(CSS),
         "js": Markup(JS),

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler.inputs import make_invocation
-from moduleprofiler.loss import LossFn, default_loss
+from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.memory.emulate import CudaKernelChoices
 from moduleprofiler.memory.peak import LiveBytesListener, Location
 from moduleprofiler.memory.report import PassMemory, PeakCall
@@ -113,7 +113,8 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
                     output = invoke()
                     if keep_output:
                         held.append(output)
-                    return (loss_fn or default_loss)(output)
+                    return default_loss(output) if loss_fn is None else \
+                        user_loss(loss_fn, output)
 
                 loss = runner.forward(step)
                 runner.backward(loss, _as_is, accumulate=True)

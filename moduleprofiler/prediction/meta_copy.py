@@ -15,6 +15,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 
+from moduleprofiler.errors import DeviceDtypeError
+
 
 def _meta(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     target = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
@@ -31,6 +33,53 @@ def meta_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
     for buffer in model.buffers():
         memo[id(buffer)] = _meta(buffer, dtype)
     return copy.deepcopy(model, memo)
+
+
+def cast_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
+    """``model`` copied where it is (its values kept), floating parameters and buffers cast to
+    ``dtype``: what a prediction runs when the meta device cannot run the model."""
+    memo: dict[int, Any] = {}
+    for parameter in model.parameters():
+        memo[id(parameter)] = nn.Parameter(_real(parameter, dtype),
+                                           requires_grad=parameter.requires_grad)
+    for buffer in model.buffers():
+        memo[id(buffer)] = _real(buffer, dtype)
+    return copy.deepcopy(model, memo)
+
+
+def cast_input(value: Any, dtype: torch.dtype | None = None) -> Any:
+    """``value`` with floating tensors cast to ``dtype`` (others as they are)."""
+    def convert(item: Any) -> Any:
+        if isinstance(item, torch.Tensor) and dtype is not None and item.is_floating_point():
+            return item.detach().to(dtype).requires_grad_(item.requires_grad)
+        return item
+    return tree_map(convert, value)
+
+
+def _real(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    target = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+    return tensor.detach().to(dtype=target, copy=True)
+
+
+def meta_limit(error: BaseException) -> bool:
+    """Whether ``error`` (or an exception it was raised from) is the meta device's limit
+    rather than the model's: a meta kernel that refused (``torch._meta_registrations``), or a
+    value read from a tensor that has none (``.item()``, ``bool(tensor)``)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DeviceDtypeError):  # refused on purpose: a device would too
+            return False
+        if "meta tensor" in str(current):
+            return True
+        trace = current.__traceback__
+        while trace is not None:
+            if trace.tb_frame.f_code.co_filename.endswith("_meta_registrations.py"):
+                return True
+            trace = trace.tb_next
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def meta_input(value: Any, dtype: torch.dtype | None = None) -> Any:

@@ -10,12 +10,20 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import InputSize, given_input, unwrap_compiled
 from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.listener import PredictionListener
-from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
+from moduleprofiler.prediction.meta_copy import (
+    FusedAttentionOnMeta,
+    cast_copy,
+    cast_input,
+    meta_copy,
+    meta_input,
+    meta_limit,
+)
 from moduleprofiler.prediction.predict import (
     DEFAULT_HOST,
     DeviceSpec,
@@ -52,7 +60,8 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
     device_model = with_fp32_math(device_model, tf32)
     host_model, host_notes = resolve_host(host, device_model)
     cast = dtype_of(dtype)
-    model = meta_copy(unwrap_compiled(check_pass(module)), cast)
+    original = unwrap_compiled(check_pass(module))
+    model = meta_copy(original, cast)
     listener = PredictionListener(device_model, host_model)
 
     def fused(*args: Any, **kwargs: Any) -> Any:
@@ -61,9 +70,23 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
 
     if log is not None:
         log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
-    profile = count(model, meta_input(given_input(model, input, input_size), cast),
-                    pred_fn=fused, eval=not backward if eval is None else eval,
-                    backward=backward, loss_fn=loss_fn, listeners=[listener])
+    options = {"eval": not backward if eval is None else eval, "backward": backward,
+               "loss_fn": loss_fn}
+    try:
+        profile = count(model, meta_input(given_input(model, input, input_size), cast),
+                        pred_fn=fused, listeners=[listener], **options)
+    except Exception as exc:
+        if not meta_limit(exc) or _holds_meta(input):  # no values to run on (a sweep's)
+            raise
+        # the model reads its data (a mask tested with ``.all()``, a count with ``.item()``)
+        # or calls an operator whose meta kernel refuses it: count a cast copy where the
+        # model is, on the real input, which takes the same path a GPU would
+        copied = cast_copy(original, cast)
+        listener = PredictionListener(device_model, host_model)
+        profile = count(copied, cast_input(given_input(original, input, input_size), cast),
+                        listeners=[listener], **options)
+        notes = [*notes, f"counted on a copy of the model on its own device: the meta device "
+                         f"could not run it ({str(exc).splitlines()[0]})"]
     predicted = finish_prediction(profile, listener, device_model, host_model,
                                   notes + host_notes, tf32)
     if measured is None:
@@ -72,3 +95,8 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
                      dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
                      input_size=input_size, tf32=tf32, log=log)
     return scaled(predicted, source, measured)
+
+
+def _holds_meta(value: Any) -> bool:
+    """Whether some tensor of ``value`` is on the meta device (it has no values)."""
+    return any(isinstance(leaf, torch.Tensor) and leaf.is_meta for leaf in tree_leaves(value))

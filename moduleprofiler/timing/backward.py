@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.facts import TimingFacts
-from moduleprofiler.loss import default_loss
+from moduleprofiler.loss import default_loss, user_loss
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
@@ -373,7 +373,8 @@ def train_step_times(
     def loss_of(output: Any) -> Tensor:
         if loss_fn is None:
             return default_loss(output)
-        return loss_fn(output, target) if target is not None else loss_fn(output)
+        return user_loss(loss_fn, output, target) if target is not None else \
+            user_loss(loss_fn, output)
 
     def step(stamp: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
         def mark(name: str) -> None:

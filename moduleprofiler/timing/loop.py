@@ -43,7 +43,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -128,6 +129,25 @@ class TimingOptions:
     confidence: float = 0.95
     progress: bool | None = None
 
+    def __post_init__(self) -> None:
+        # each keyword's type, checked where the options are made (their ranges are checked
+        # by :meth:`plan`, which knows the pass): a string count would otherwise fail deep
+        # in the plan as an unnamed comparison error
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            allowed = _FIELD_TYPES[field.name]
+            if value is None and "None" in str(field.type):
+                continue
+            if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+                names = " or ".join(_KIND_NAMES.get(kind, kind.__name__) for kind in allowed)
+                optional = " or None" if "None" in str(field.type) else ""
+                raise TypeError(f"TimingOptions.{field.name} must be {names}{optional}, got "
+                                f"{type(value).__name__} {value!r}")
+            if allowed == (Integral,) and type(value) is not int:  # a numpy int: plain
+                object.__setattr__(self, field.name, int(cast(Any, value)))
+            elif allowed == (Real,) and type(value) not in (int, float):
+                object.__setattr__(self, field.name, float(cast(Any, value)))
+
     @classmethod
     def of_call(cls, function: Callable[..., Any], arguments: Mapping[str, Any],
                 options: TimingOptions | None) -> TimingOptions:
@@ -179,6 +199,18 @@ class TimingOptions:
                 min_samples=self.min_iters, confidence=self.confidence), None)
         return Plan(drop_first, kept, StoppingRule(count=kept),
                     split_rounds(kept, self.rounds, fixed_rounds))
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "num_iters": (Integral,), "drop_first": (Integral,), "warmup_seconds": (Real,),
+    "warmup_iters": (Integral,), "target_ci": (Real,), "max_seconds": (Real,),
+    "min_iters": (Integral,), "rounds": (Integral,), "measure_overhead": (bool,),
+    "overhead_fraction": (Real,), "num_threads": (Integral,), "confidence": (Real,),
+    "progress": (bool,),
+}
+"""The types each :class:`TimingOptions` keyword takes (``bool`` is not taken for a number)."""
+
+_KIND_NAMES = {Integral: "an int", Real: "a number", bool: "True or False"}
 
 
 def _whole(count: int) -> int:

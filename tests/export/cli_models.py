@@ -33,6 +33,16 @@ class Boom(nn.Module):
         raise ValueError("boom")
 
 
+class ReadsValues(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x * 2 if bool(x.max() > 0) else x  # a value: the meta device has none
+
+
+def reads_values() -> nn.Module:
+    """Its module ``0`` reads its input's values."""
+    return nn.Sequential(ReadsValues())
+
+
 def raises() -> nn.Module:
     """Its forward raises inside the module ``1``."""
     return nn.Sequential(nn.Linear(4, 4), Boom())

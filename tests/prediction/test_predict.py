@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler import ModuleProfiler
 from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction import Calibration, HostCosts
@@ -120,13 +120,18 @@ def test_a_device_name_of_several_cards_is_refused() -> None:
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="H100")
 
 
-def test_a_forward_that_reads_values_is_named() -> None:
+def test_a_forward_that_reads_values_is_predicted_from_a_real_pass_and_says_so() -> None:
     class Branchy(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x * 2 if x.max() > 0 else x  # a value: the meta device has none
 
-    with pytest.raises(ProfilingError, match="module '0'"):
-        ModuleProfiler().predict(nn.Sequential(Branchy()), torch.randn(2, 3))
+    model, x = nn.Sequential(Branchy()), torch.ones(2, 3)
+    predicted = ModuleProfiler().predict(model, x)
+    # the branch the real input takes: the max of 6 values (5 comparisons), 1 comparison
+    # with 0, 2 x 3 = 6 multiplies
+    assert predicted.total_ops == 5 + 1 + 6 == ModuleProfiler().profile(model, x).total_ops
+    [note] = [note for note in predicted.prediction_notes if "meta device" in note]
+    assert "module '0'" in note and "counted on a copy of the model" in note
 
 
 def _fp32_calibration() -> Calibration:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import Profiler
+from moduleprofiler import Profiler, ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.prediction.listener import PredictionListener
 from moduleprofiler.prediction.run import predict
@@ -47,3 +47,68 @@ def test_input_and_input_size_are_not_both_taken() -> None:
     with pytest.raises(ValueError, match="pass input or input_size, not both"):
         predict(Profiler().profile, nn.Linear(4, 4), torch.randn(2, 4), _calibration(),
                 input_size=(2, 4))
+
+
+class ReadsItsData(nn.Module):
+    """Tests its input's values, as a padding-mask check does: the meta device has none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.linear(x)
+        return out if bool((x > -100).all()) else out * 2
+
+
+def test_a_model_that_reads_its_data_is_counted_on_a_cast_copy_where_it_is() -> None:
+    profiler = Profiler()
+    passes: list[tuple[nn.Module, Any]] = []
+
+    def count(model: nn.Module, input: Any, **options: Any) -> Profile:
+        passes.append((model, input))
+        return profiler.profile(model, input, **options)
+
+    model = ReadsItsData()
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    x = torch.randn(2, 4)
+    predicted = predict(count, model, x, device=_calibration(), dtype="bf16")
+    # the meta pass, then one on a bf16 copy on the CPU with the real input
+    (meta, _), (copy, given) = passes
+    assert meta.linear.weight.device.type == "meta"
+    assert copy is not model and copy.linear.weight.device.type == "cpu"
+    assert copy.linear.weight.dtype == torch.bfloat16 and given.dtype == torch.bfloat16
+    assert torch.equal(copy.linear.weight.float(), model.linear.weight.to(torch.bfloat16).float())
+    # the same counts as the model profiled as it is: 2 rows x 4 inputs x 3 outputs = 24 MACs
+    assert predicted.total_macs == 24 == profiler.profile(model, x).total_macs
+    assert predicted.predicted_latency_ms is not None and predicted.predicted_latency_ms > 0
+    assert any("counted on a copy of the model on its own device" in note
+               and "meta tensors" in note for note in predicted.prediction_notes)
+    # the user's model is as it was: fp32, on the CPU, the same values, no gradients
+    assert model.linear.weight.dtype == torch.float32 and model.linear.weight.grad is None
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+
+
+def test_a_model_error_is_not_retried_off_the_meta_device() -> None:
+    profiler = Profiler()
+    passes: list[nn.Module] = []
+
+    def count(model: nn.Module, input: Any, **options: Any) -> Profile:
+        passes.append(model)
+        return profiler.profile(model, input, **options)
+
+    class Fails(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("bad input for this model")
+
+    with pytest.raises(ProfilingError, match="bad input for this model"):
+        predict(count, Fails(), torch.ones(2), device=_calibration())
+    assert len(passes) == 1
+
+
+def test_an_input_without_values_is_not_run_off_the_meta_device() -> None:
+    # a meta input (a sweep's resized batch) has no values for a real pass either: the meta
+    # device's own error is raised, naming the module
+    with pytest.raises(ProfilingError, match=r"module '__root__' \(ReadsItsData\).*meta tensors"):
+        predict(Profiler().profile, ReadsItsData(), torch.empty(2, 4, device="meta"),
+                device=_calibration())

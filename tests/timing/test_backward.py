@@ -196,9 +196,10 @@ def test_state_restored_after_timing_and_after_an_exception():
         train_step_times(failing, torch.randn(8, 3), num_iters=5, drop_first=1, num_threads=1)
     assert training_flags(model) == flags and no_hooks_left(failing)
     assert model[0].weight.grad is sentinel and gc.isenabled()
-    with pytest.raises(ValueError):
+    with pytest.raises(LossError, match="loss_fn raised ValueError") as raised:
         train_step_times(model, torch.randn(8, 3), loss_fn=lambda out: out.sum() + float("x"),
                          num_threads=1)
+    assert isinstance(raised.value.__cause__, ValueError)
     assert no_hooks_left(model)
     # nothing left behind: autograd works normally and a new run is clean
     x = torch.randn(2, 3, requires_grad=True)

@@ -350,3 +350,21 @@ def test_a_run_that_meets_its_target_tops_a_block_up_to_its_own_minimum(
     assert run.stop_reason == "target_ci" and len(kept) == 42
     assert traced == [(1, True)] * 8 + [(2, True)]
     assert run.budget.min_traced == 10
+
+
+@pytest.mark.parametrize(("keyword", "value", "message"), [
+    ("num_iters", "5", r"TimingOptions\.num_iters must be an int or None, got str '5'"),
+    ("max_seconds", True, r"TimingOptions\.max_seconds must be a number or None, got bool"),
+    ("progress", 1, r"TimingOptions\.progress must be True or False or None, got int 1"),
+    ("min_iters", None, r"TimingOptions\.min_iters must be an int, got NoneType"),
+])
+def test_a_keyword_of_the_wrong_type_is_named_where_the_options_are_made(
+        keyword: str, value: object, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        TimingOptions(**{keyword: value})  # type: ignore[arg-type]
+
+
+def test_numbers_of_any_numeric_type_are_taken() -> None:
+    numpy = pytest.importorskip("numpy")
+    options = TimingOptions(num_iters=numpy.int64(8), drop_first=2, max_seconds=2)
+    assert options.plan(fixed_drop_first=2).kept == 6  # 8 iterations, 2 dropped
