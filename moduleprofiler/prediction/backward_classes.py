@@ -18,7 +18,9 @@
   channel to one: with fewer channels than the device has, the others idle, and it takes as
   long as one of as many channels as SMs (:class:`ChannelWork`).
 * A bias gradient sums a gradient over its rows, keeping the last dimension: a column reduction
-  (``mem_bias_grad``), slower per byte than the row reduction ``mem_reduction`` times.
+  (``mem_bias_grad``), slower per byte than the row reduction ``mem_reduction`` times; so does
+  a sum keeping only an image's channels, and the sum a convolution's backward runs for its
+  bias (the meta device shows none: it is the backward's prelude).
 * Max pooling's backward scatters through the saved indices (``mem_max_pool_backward``).
 
 A calibration made before these tables existed times the operators by the forward's tables
@@ -106,14 +108,31 @@ def _training_flag(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 
 def _reduces_rows_only(args: tuple[Any, ...]) -> bool:
-    """Whether a ``sum`` call keeps its input's last dimension (a column reduction)."""
+    """Whether a ``sum`` call keeps its input's last dimension (a column reduction), or only
+    the channels of an image (dimension 1 of 3 or more: a convolution's bias or a per-channel
+    scale's gradient, which runs as slowly as the column reduction of as many bytes)."""
     source = args[0] if args else None
     dims = args[1] if len(args) > 1 else None
     if not isinstance(source, torch.Tensor) or source.dim() < 2 or not dims:
         return False
     last = source.dim() - 1
-    kept = {d % source.dim() for d in (dims if isinstance(dims, (list, tuple)) else (dims,))}
-    return last not in kept
+    reduced = {d % source.dim() for d in (dims if isinstance(dims, (list, tuple)) else (dims,))}
+    channels_only = source.dim() >= 3 and reduced == set(range(source.dim())) - {1}
+    return last not in reduced or channels_only
+
+
+def _bias_gradient(args: tuple[Any, ...], dtype: str) -> OpWork | None:
+    """The sum a convolution's backward runs for its bias's gradient (the output gradient
+    summed over all but its channels; the meta device shows no such kernel), or ``None``
+    without a bias."""
+    grad = args[0] if args else None
+    mask = args[10] if len(args) > 10 else (True, True, True)
+    if not isinstance(grad, torch.Tensor) or grad.dim() < 3 or args[3] is None or \
+            not mask[2]:
+        return None
+    moved = (grad.numel() + grad.shape[1]) * grad.element_size()
+    return OpWork("aten.sum", "mem_bias_grad", (_log2(moved),), dtype, 0.0, float(moved),
+                  "reduction")
 
 
 def _layout_work(work: OpWork, name: str, args: tuple[Any, ...]) -> OpWork:
@@ -138,6 +157,9 @@ def training_work(work: OpWork, func: Any, args: tuple[Any, ...], kwargs: dict[s
         return work
     elif name in _MATMUL and work.table in GEMM_TABLES:
         return _layout_work(work, name, args)
+    elif name == "convolution_backward":
+        bias = _bias_gradient(args, work.dtype)
+        return work if bias is None else dataclasses.replace(work, prelude=bias)
     elif name in _BATCH_NORM_BACKWARD:
         table = "mem_batch_norm_backward"
     elif name in _LAYER_NORM_BACKWARD:

@@ -16,6 +16,7 @@ peaks (``transferred``), which is what the prediction's notes then say.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -229,6 +230,10 @@ class DeviceModel:
     def op_us(self, work: OpWork) -> float | None:
         """Predicted device microseconds of ``work`` (0 for an operator that launches
         nothing; ``None`` when the calibration has no table for it)."""
+        if work.prelude is not None:  # its own kernel first, priced by the prelude's table
+            first = self.op_us(work.prelude)
+            rest = self.op_us(dataclasses.replace(work, prelude=None))
+            return None if first is None or rest is None else first + rest
         if isinstance(work, ChannelWork):
             work = work.spread_over(self.calibration.sms)
         if work.table is None:

@@ -143,10 +143,12 @@ _MHA = inspect.signature(F.multi_head_attention_forward)
 def _fast_path_attention(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, None] | None:
     """What a GPU runs for ``nn.MultiheadAttention`` in inference where its fast path applies
     (self-attention, no gradient, no weights asked for, no masks or extra biases, an even
-    number of heads): the packed input projection, one kernel that splits it into heads, fused
-    attention, a copy back to tokens and the output projection; ``None`` where the fast path
-    does not apply (the ordinary path then runs, as it does on a GPU). Whether the module is
-    ``batch_first`` (also required) cannot be seen here: it is assumed."""
+    number of heads): the packed input projection of the batch-first tokens with its bias
+    (one ``addmm``), fused attention on the heads as views of it, and the output projection
+    (another ``addmm``) of the attention's output, whose layout is already the tokens' (no
+    copy); ``None`` where the fast path does not apply (the ordinary path then runs, as it does
+    on a GPU). Whether the module is ``batch_first`` (also required) cannot be seen here: it is
+    assumed."""
     bound = _MHA.bind(*args, **kwargs)
     bound.apply_defaults()
     a = bound.arguments
@@ -160,15 +162,17 @@ def _fast_path_attention(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, None]
         return None
     length, batch, width = query.shape
     heads = a["num_heads"]
-    packed = F.linear(query, a["in_proj_weight"], a["in_proj_bias"])
-    split = packed.clone()  # the kernel that adds the bias and splits the heads: reads, writes
-    q, k, v = split.view(length, batch, 3, heads, width // heads).permute(2, 1, 3, 0, 4)
+    # the module handed the batch-first tokens over transposed: the fast path takes them as
+    # they came, rows of tokens
+    tokens = query.transpose(0, 1).reshape(batch * length, width)
+    packed = F.linear(tokens, a["in_proj_weight"], a["in_proj_bias"])
+    q, k, v = packed.view(batch, length, 3, heads, width // heads).permute(2, 0, 3, 1, 4)
     attended = _fused_attention(q, k, v, is_causal=bool(a["is_causal"]))
     if attended is None:
         return None
-    tokens = attended.transpose(1, 2).reshape(batch, length, width)
-    out = F.linear(tokens, a["out_proj_weight"], a["out_proj_bias"])
-    return out.transpose(0, 1), None
+    out = F.linear(attended.transpose(1, 2).reshape(batch * length, width),
+                   a["out_proj_weight"], a["out_proj_bias"])
+    return out.view(batch, length, width).transpose(0, 1), None
 
 
 def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

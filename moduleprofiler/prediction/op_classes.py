@@ -35,6 +35,10 @@ class OpWork:
     """The host-cost class of its launch (:data:`.calibrate.HOST_BENCHES`)."""
     syncs: bool = False
     """It waits for the device (``.item()``, ``nonzero``)."""
+    prelude: OpWork | None = None
+    """A kernel the operator runs before its own, which the meta device does not show: the
+    copy that makes a layer norm's strided input contiguous (priced by its own table, added
+    to the operator's time)."""
 
 
 _DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -270,7 +274,30 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     moved = _priced_bytes(kind, name, args, out, moved)
     features = (_log2(moved), _log2(row_width(name, args))) if kind in WIDTH_TABLES \
         else (_log2(moved),)
-    return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind])
+    prelude = _contiguous_copy(args[0], dtype) if name in _CONTIGUOUS_INPUT and args else None
+    return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind],
+                  prelude=prelude)
+
+
+_CONTIGUOUS_INPUT = {"native_layer_norm"}
+"""Operators whose CUDA kernel makes a strided input contiguous first, a copy of its own (on
+the meta device no copy is seen): a layer norm of tokens transposed from channels, as an MLP
+mixer's token-mixing block hands its residual stream over."""
+
+
+def _contiguous_copy(source: Any, dtype: str) -> OpWork | None:
+    """The copy making ``source`` contiguous (its elements read, then written in order), or
+    ``None`` where it already is, or where the meta device cannot tell: a 4-d input (an image
+    permuted to channels last, as ConvNeXt's norms take it) comes from a convolution, whose
+    output the meta device lays out contiguous where a GPU keeps its input's channels-last
+    layout (the permuted image is then contiguous on the GPU)."""
+    if not isinstance(source, torch.Tensor) or source.is_contiguous() or source.dim() > 3:
+        return None
+    target = torch.empty(source.shape, dtype=source.dtype, device="meta")
+    kind = _access_kind("mem_transpose_copy", "clone", (source,), target)
+    moved = 2 * source.numel() * source.element_size()
+    return OpWork("aten.contiguous", kind, (_log2(moved),), dtype, 0.0, float(moved),
+                  _MEMORY_HOST[kind])
 
 
 _WIDTH_ARGUMENTS = {"native_layer_norm": 1, "_fused_rms_norm": 1, "native_layer_norm_backward": 2,

@@ -97,6 +97,30 @@ def test_a_bias_gradient_is_a_column_reduction() -> None:
     assert norm.table == "mem_layer_norm_backward"
 
 
+def test_a_channel_sum_and_a_convolutions_bias_gradient_are_column_reductions() -> None:
+    grad = _meta(32, 96, 56, 56)
+    # a per-channel scale's gradient: everything but the channels reduced
+    channels = step_work(aten.sum.dim_IntList, (grad, [0, 2, 3], True), {},
+                         _meta(1, 96, 1, 1), backward=True)
+    assert channels.table == "mem_bias_grad"
+    image = _meta(32, 96, 56, 56)
+    weight = _meta(96, 1, 7, 7)
+    outputs = (image, weight, _meta(96))
+    with_bias = step_work(aten.convolution_backward.default,
+                          (grad, image, weight, [96], [1, 1], [3, 3], [1, 1], False, [0, 0],
+                           96, [True, True, True]), {}, outputs, backward=True)
+    assert with_bias.table == "conv_backward"
+    bias = with_bias.prelude
+    assert bias is not None and bias.table == "mem_bias_grad"
+    # the output gradient read, the bias's gradient written: (32 * 96 * 56 * 56 + 96) * 2
+    # bytes = 19,267,776 bytes in bf16
+    assert bias.moved_bytes == 19_267_776
+    without = step_work(aten.convolution_backward.default,
+                        (grad, image, weight, [0], [1, 1], [3, 3], [1, 1], False, [0, 0],
+                         96, [True, True, False]), {}, (image, weight, None), backward=True)
+    assert without.prelude is None
+
+
 def test_a_calibration_without_the_training_tables_times_them_by_the_forward_ones() -> None:
     peaks = device_peaks("H100 SXM")
     calibration = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -93,3 +94,15 @@ def test_an_older_calibration_prices_every_width_as_its_rows_and_says_so() -> No
     assert not model.unmeasured  # the width it measured: nothing to say
     assert model.op_us(_norm(2 ** 27, 48)) == wide
     assert model.unmeasured == {"mem_layer_norm row widths"}
+
+
+def test_an_operators_prelude_is_priced_by_its_own_table_and_added() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_calibration([[64, 64, 64, 3.0]]), peaks, peaks)
+    copy = OpWork("aten.contiguous", "mem_unary", (math.log2(1e9),), "bf16", 0.0, 1e9, "copy")
+    norm = OpWork("aten.native_layer_norm", "mem_unary", (math.log2(1e3),), "bf16", 0.0, 1e3,
+                  "layer_norm", prelude=copy)
+    # each on a measured row of mem_unary: 500 us (1e9 bytes) and 2 us (1e3 bytes)
+    assert model.op_us(copy) == pytest.approx(500.0, rel=0.01)
+    assert model.op_us(norm) == pytest.approx(502.0, rel=0.01)
+    assert model.op_us(dataclasses.replace(norm, prelude=None)) == pytest.approx(2.0, rel=0.01)

@@ -168,3 +168,24 @@ def test_a_pointwise_convolution_of_one_pixel_is_a_matrix_product() -> None:
     assert (work.table, work.flops) == ("gemm", 884736.0)
     image = torch.empty(8, 48, 7, 7, device=META)
     assert _work(aten.convolution.default, image, weight, *args).table == "conv"
+
+
+def test_a_layer_norm_of_transposed_tokens_copies_its_input_first() -> None:
+    # an MLP mixer's residual stream: (batch, tokens, channels) transposed from channels
+    tokens = torch.empty(8, 768, 196, device=META, dtype=torch.bfloat16).transpose(1, 2)
+    weight = torch.empty(768, device=META, dtype=torch.bfloat16)
+    norm = _work(aten.native_layer_norm.default, tokens, [768], weight, weight, 1e-6)
+    assert norm.table == "mem_layer_norm"
+    copy = norm.prelude
+    assert copy is not None and copy.table == "mem_transpose_copy"
+    # read and written once: 2 * 8 * 196 * 768 elements * 2 bytes = 4,816,896 bytes
+    assert copy.moved_bytes == 4_816_896
+    assert copy.features == (math.log2(4_816_896),)
+    contiguous = _work(aten.native_layer_norm.default, tokens.contiguous(), [768], weight,
+                       weight, 1e-6)
+    assert contiguous.prelude is None
+    # an image permuted to channels last: a convolution's output, channels-last on a GPU
+    # (so contiguous once permuted) where the meta device keeps it channels-first
+    image = torch.empty(8, 96, 56, 56, device=META, dtype=torch.bfloat16).permute(0, 2, 3, 1)
+    small = torch.empty(96, device=META, dtype=torch.bfloat16)
+    assert _work(aten.native_layer_norm.default, image, [96], small, small, 1e-6).prelude is None
