@@ -22,7 +22,7 @@ that prove the rows cover their class.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -94,10 +94,14 @@ def roll_bench(numel: int, device: torch.device, dtype: torch.dtype,
     return (lambda: torch.roll(x, shift, (1, 2))), 2 * x.numel() * x.element_size()
 
 
-def bmm_shapes(held_out: bool = False) -> list[tuple[str, BmmShape]]:
+def bmm_shapes(held_out: bool = False, seqs: Sequence[int] | None = None
+               ) -> list[tuple[str, BmmShape]]:
     """Attention-shaped batched products: ``("scores", (batch, s, s, d))`` (queries times the
-    keys stored transposed) and ``("context", (batch, s, d, s))`` (scores times the values)."""
-    seqs = (49, 144, 197) if held_out else (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+    keys stored transposed) and ``("context", (batch, s, d, s))`` (scores times the values);
+    ``seqs``: the sequence lengths (default: the table's, or its held-out ones)."""
+    if seqs is None:
+        seqs = (49, 144, 197) if held_out else (16, 24, 32, 48, 64, 96, 128, 192, 256, 384,
+                                                512)
     batches = (48, 768, 6144) if held_out else (16, 64, 256, 1024, 4096, 16384)
     shapes: list[tuple[str, BmmShape]] = []
     for b in batches:

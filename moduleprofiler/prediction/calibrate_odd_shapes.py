@@ -24,12 +24,12 @@ import torch
 
 from moduleprofiler.prediction.calibrate import _ColdPool, _linear_bench
 from moduleprofiler.prediction.calibrate_kernels import (
-    _BMM_ELEMENT_CAP,
     _CONV_FLOP_CAP,
     BmmShape,
     ConvShape,
     _SweepLike,
     bmm_bench,
+    bmm_shapes,
     conv_bench,
 )
 
@@ -65,15 +65,7 @@ LinearShape = tuple[int, int, int]
 def misaligned_bmm_shapes(held_out: bool = False) -> list[tuple[str, BmmShape]]:
     """Attention-shaped batched products over misaligned sequences, as
     :func:`~.calibrate_kernels.bmm_shapes` lays them out (scores, then context)."""
-    seqs = MISALIGNED_SEQS_HELD_OUT if held_out else MISALIGNED_SEQS
-    batches = (48, 768, 6144) if held_out else (16, 64, 256, 1024, 4096, 16384)
-    shapes: list[tuple[str, BmmShape]] = []
-    for b in batches:
-        for s in seqs:
-            for d in (32, 64):
-                if b * s * s <= _BMM_ELEMENT_CAP:
-                    shapes += [("scores", (b, s, s, d)), ("context", (b, s, d, s))]
-    return shapes
+    return bmm_shapes(held_out, MISALIGNED_SEQS_HELD_OUT if held_out else MISALIGNED_SEQS)
 
 
 def misaligned_linear_shapes(held_out: bool = False) -> list[LinearShape]:
