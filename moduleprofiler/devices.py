@@ -74,6 +74,22 @@ def resolve_device(module: nn.Module, input: Any = None,
     return torch.device("cuda", device_index(resolved)) if resolved.type == "cuda" else resolved
 
 
+def timed_device(module: nn.Module, input: Any = None,
+                 device: str | torch.device | None = None) -> torch.device:
+    """:func:`resolve_device` for a pass that measures time.
+
+    Raises:
+        ValueError: the device is the meta device, where no kernel runs and nothing takes
+            time (counts and memory plans run there; time does not).
+    """
+    resolved = resolve_device(module, input, device)
+    if resolved.type == "meta":
+        raise ValueError("device: the model or its input is on the meta device, where no "
+                         "kernel runs, so there is no time to measure; time it on the CPU or "
+                         "a GPU (predict() estimates a GPU's time from the meta device)")
+    return resolved
+
+
 def device_index(device: torch.device) -> int:
     """The CUDA index of ``device`` (a bare ``cuda`` is the current device)."""
     return device.index if device.index is not None else torch.cuda.current_device()

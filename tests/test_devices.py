@@ -87,3 +87,15 @@ def test_the_allocator_peak_counts_a_new_tensor() -> None:
     block = torch.empty(1 << 20, dtype=torch.uint8, device=device)  # 1 MiB
     assert peak.sample() and peak.peak - peak.baseline_bytes >= 1 << 20
     del block
+
+
+@pytest.mark.parametrize("run", ["time_modules", "train_step_times", "benchmark"])
+def test_a_pass_that_measures_time_refuses_the_meta_device(run: str) -> None:
+    from moduleprofiler import Profiler
+
+    model = nn.Linear(4, 4, device="meta")
+    with pytest.raises(ValueError, match="meta device, where no kernel runs"):
+        getattr(Profiler(), run)(model, torch.randn(2, 4, device="meta"))
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    # counting still runs there: 2 x 4 outputs x 4 = 32 MACs
+    assert Profiler().profile(model, torch.randn(2, 4, device="meta")).total_macs == 32

@@ -27,7 +27,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from moduleprofiler.devices import resolve_device
+from moduleprofiler.devices import timed_device
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
@@ -227,7 +227,7 @@ def benchmark(
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     if calls_per_sample < 1:
         raise ValueError(f"calls_per_sample must be >= 1, got {calls_per_sample}")
-    resolved = resolve_device(module, input, device)
+    resolved = timed_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     timer = _IterationTimer(resolved, invoke, calls_per_sample)
     samples: list[float] = []

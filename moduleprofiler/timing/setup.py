@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, eager_module
-from moduleprofiler.devices import resolve_device
+from moduleprofiler.devices import timed_device
 from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Listener, PassRunner
@@ -49,7 +49,7 @@ class HookedPass:
         (its records are its original module's calls); under another clock (or with
         ``pred_fn``, which calls the model itself) its original module is timed eagerly and
         warned at the pass's caller, as is an unavailable clock."""
-        resolved = resolve_device(unwrap_compiled(module), input, device)
+        resolved = timed_device(unwrap_compiled(module), input, device)
         bar.update(0, kept, "calibrating the hooks")
         made = make_clock(resolved, clock, backward=backward, model=module, input=input,
                           pred_fn=pred_fn)
