@@ -18,9 +18,13 @@ from torch.utils._pytree import tree_map
 from moduleprofiler.errors import DeviceDtypeError
 
 
+def _dtype_for(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype:
+    """``dtype`` for a floating ``tensor`` (when given), else the tensor's own."""
+    return dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+
+
 def _meta(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
-    target = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
-    return torch.empty_like(tensor, device="meta", dtype=target)
+    return torch.empty_like(tensor, device="meta", dtype=_dtype_for(tensor, dtype))
 
 
 def meta_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
@@ -48,17 +52,12 @@ def cast_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
 
 
 def cast_input(value: Any, dtype: torch.dtype | None = None) -> Any:
-    """``value`` with floating tensors cast to ``dtype`` (others as they are)."""
-    def convert(item: Any) -> Any:
-        if isinstance(item, torch.Tensor) and dtype is not None and item.is_floating_point():
-            return item.detach().to(dtype).requires_grad_(item.requires_grad)
-        return item
-    return tree_map(convert, value)
+    """``value`` with every tensor copied where it is (floating ones cast to ``dtype``)."""
+    return _input_with(value, lambda tensor: _real(tensor, dtype))
 
 
 def _real(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
-    target = dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
-    return tensor.detach().to(dtype=target, copy=True)
+    return tensor.detach().to(dtype=_dtype_for(tensor, dtype), copy=True)
 
 
 def meta_limit(error: BaseException) -> bool:
@@ -84,13 +83,19 @@ def meta_limit(error: BaseException) -> bool:
 
 def meta_input(value: Any, dtype: torch.dtype | None = None) -> Any:
     """``value`` with every tensor as a meta tensor (floating ones cast to ``dtype``)."""
-    def convert(item: Any) -> Any:
+    return _input_with(value, lambda tensor: _meta(tensor, dtype))
+
+
+def _input_with(value: Any, convert: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``value`` with every tensor replaced by ``convert`` of it (a floating one keeping its
+    ``requires_grad``)."""
+    def replace(item: Any) -> Any:
         if isinstance(item, torch.Tensor):
-            converted = _meta(item, dtype)
+            converted = convert(item)
             return converted.requires_grad_(item.requires_grad) if \
                 converted.is_floating_point() else converted
         return item
-    return tree_map(convert, value)
+    return tree_map(replace, value)
 
 
 def _never(*_: Any) -> bool:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import InputSize, given_input, unwrap_compiled
@@ -37,6 +36,7 @@ from moduleprofiler.prediction.predict import (
     with_fp32_math,
 )
 from moduleprofiler.records import ProfileData
+from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.validate import check_bool, check_pass
 
 CountedPass = Callable[..., Profile]
@@ -99,4 +99,4 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
 
 def _holds_meta(value: Any) -> bool:
     """Whether some tensor of ``value`` is on the meta device (it has no values)."""
-    return any(isinstance(leaf, torch.Tensor) and leaf.is_meta for leaf in tree_leaves(value))
+    return any(tensor.is_meta for tensor in iter_tensors(value))

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -168,10 +168,9 @@ class CompiledClock(Clock):
             trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
             if keep:
                 recorder = self.program.recorder
-                backward = {graph.key for graph in recorder.graphs if graph.backward}
                 self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
                                          trace.kernels, count, recorder.versions(),
-                                         trace.ranges, backward))
+                                         trace.ranges, recorder.backward_keys()))
 
         self._prime = partial(traced, 1, False)
         return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
@@ -328,7 +327,7 @@ class CompiledClock(Clock):
 def _module_launches(booking: CompiledBooking, recorder: GraphRecorder) -> dict[str, int]:
     """Kernels (device kernels, or CPU kernel ranges) of the forward booked to each module per
     iteration."""
-    backward = {graph.key for graph in recorder.graphs if graph.backward}
+    backward = recorder.backward_keys()
     module_of = {KernelKey(key, kernel.position, version): kernel.module
                  for key, graphs in recorder.versions().items() if key not in backward
                  for version, kernels in enumerate(graphs) for kernel in kernels}
@@ -351,6 +350,17 @@ def _inclusive(calls: Sequence[Call], own: np.ndarray[Any, Any]) -> np.ndarray[A
     return out
 
 
+_Key = TypeVar("_Key")
+
+
+def _joined_series(first: Mapping[_Key, list[int]], second: Mapping[_Key, list[int]],
+                   first_count: int, second_count: int) -> dict[_Key, list[int]]:
+    """Per key, its ``first_count`` values then its ``second_count`` ones (0s where a block
+    has none)."""
+    return {key: [*first.get(key, [0] * first_count), *second.get(key, [0] * second_count)]
+            for key in {*first, *second}}
+
+
 def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     """Two blocks' bookings as one of their iterations together."""
     merged = CompiledBooking(first.iterations + second.iterations,
@@ -361,15 +371,12 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
                              replays=first.replays + second.replays,
                              replayed=first.replayed + second.replayed,
                              outside_ns=first.outside_ns + second.outside_ns)
-    for path in {*first.module_ns, *second.module_ns}:
-        merged.module_ns[path] = [*first.module_ns.get(path, [0] * first.iterations),
-                                  *second.module_ns.get(path, [0] * second.iterations)]
-    for path in {*first.backward_ns, *second.backward_ns}:
-        merged.backward_ns[path] = [*first.backward_ns.get(path, [0] * first.iterations),
-                                    *second.backward_ns.get(path, [0] * second.iterations)]
-    for kernel in {*first.kernel_ns, *second.kernel_ns}:
-        merged.kernel_ns[kernel] = [*first.kernel_ns.get(kernel, [0] * first.iterations),
-                                    *second.kernel_ns.get(kernel, [0] * second.iterations)]
+    merged.module_ns = _joined_series(first.module_ns, second.module_ns, first.iterations,
+                                      second.iterations)
+    merged.backward_ns = _joined_series(first.backward_ns, second.backward_ns,
+                                        first.iterations, second.iterations)
+    merged.kernel_ns = _joined_series(first.kernel_ns, second.kernel_ns, first.iterations,
+                                      second.iterations)
     for counts in (first.kernel_launches, second.kernel_launches):
         for key, value in counts.items():
             merged.kernel_launches[key] += value

@@ -225,6 +225,10 @@ class GraphRecorder:
         self.notes.append(f"graph {key}: Inductor kept no provenance for its kernels, "
                           "so its time is not booked to modules")
 
+    def backward_keys(self) -> set[str]:
+        """The keys of the backward graphs recorded."""
+        return {graph.key for graph in self.graphs if graph.backward}
+
     def by_key(self) -> dict[str, list[CompiledKernel]]:
         """Each recorded graph's kernels by its key."""
         return {graph.key: graph.kernels for graph in self.graphs}

@@ -98,11 +98,17 @@ class CompiledKernel:
     def extern_op(self) -> str | None:
         """For an extern kernel, the ATen operator the profiler names it by
         (``aten::convolution``); ``None`` for a generated one."""
-        if not _extern(self.name):
-            return None
-        if self.name.startswith(EXTERN_PREFIX):
-            return "aten::" + self.name[len(EXTERN_PREFIX):]
-        return "aten::" + self.name.removeprefix("torch.ops.").split(".")[1]
+        return extern_op(self.name)
+
+
+def extern_op(name: str) -> str | None:
+    """The ATen operator the profiler names the extern kernel ``name`` by
+    (``aten::convolution``); ``None`` for a generated kernel."""
+    if not _extern(name):
+        return None
+    if name.startswith(EXTERN_PREFIX):
+        return "aten::" + name[len(EXTERN_PREFIX):]
+    return "aten::" + name.removeprefix("torch.ops.").split(".")[1]
 
 
 def _split_position(key: str) -> tuple[str, int | None]:
@@ -170,7 +176,7 @@ def graph_kernels(provenance: Mapping[str, Any], pre_grad_modules: Mapping[str, 
         named.update(pres)
         working = {pre for pre in pres if pre not in views} or pres
         if ops is not None and _extern(name):
-            own = CompiledKernel(name, 0, ()).extern_op
+            own = extern_op(name)
             working = {pre for pre in working
                        if "aten::" + ops.get(pre, "") == own} or working
         modules = {pre_grad_modules[pre] for pre in working}
