@@ -38,6 +38,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+from gpu_compile_clock import Small  # the clock proof's small model (this folder)
 from torch import nn
 
 from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
@@ -85,17 +86,6 @@ def vit_b_16() -> tuple[nn.Module, torch.Tensor, list[str]]:
     return (build(weights=None), torch.randn(32, 3, 224, 224),
             ["conv_proj", *(f"encoder.layers.encoder_layer_{i}" for i in range(12)),
              "encoder.ln", "heads"])
-
-
-class Small(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(256, 256)
-        self.norm = nn.LayerNorm(256)
-        self.out = nn.Linear(256, 256)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(torch.relu(self.norm(self.fc(x))) + x)
 
 
 def ready(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], bf16: bool = True
