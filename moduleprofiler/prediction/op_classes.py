@@ -36,9 +36,9 @@ class OpWork:
     syncs: bool = False
     """It waits for the device (``.item()``, ``nonzero``)."""
     prelude: OpWork | None = None
-    """A kernel the operator runs before its own, which the meta device does not show: the
-    copy that makes a layer norm's strided input contiguous (priced by its own table, added
-    to the operator's time)."""
+    """A kernel the operator runs besides its own, which the meta device does not show: the
+    copy that makes a layer norm's strided input contiguous, the addition of a cuDNN
+    convolution's bias (priced by its own table, added to the operator's time)."""
 
 
 _DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -190,6 +190,35 @@ def _one_pixel_pointwise(args: tuple[Any, ...], output_shape: torch.Size | None)
             and math.prod(output_shape[2:]) == 1 and math.prod(weight.shape[2:]) == 1)
 
 
+def _native_depthwise(args: tuple[Any, ...]) -> bool:
+    """Whether a CUDA device runs a convolution with PyTorch's own depthwise kernel, which adds
+    the bias itself (``_conv_depthwise2d``, ``conv_depthwise3d``): a depthwise one, 4-d or 5-d,
+    not transposed, with a channels-first input and weight (cuDNN takes the channels-last
+    ones). NB: cuDNN also takes some fp16 depthwise convolutions (a workload heuristic of
+    PyTorch's); they are taken as native here."""
+    x, weight = args[0], args[1]
+    groups = int(args[8]) if len(args) > 8 else 1
+    transposed = bool(args[6]) if len(args) > 6 else False
+    return (x.dim() in (4, 5) and not transposed and groups > 1 and x.shape[1] == groups
+            and weight.shape[0] % groups == 0
+            and not (_channels_last(x) or _channels_last(weight)))
+
+
+def _bias_addition(args: tuple[Any, ...], out: Any, dtype: str) -> OpWork | None:
+    """The addition of a convolution's bias to its output, a kernel of its own after cuDNN's
+    (PyTorch calls ``output.add_(bias)`` after ``cudnn_convolution``; the meta device shows
+    no such call): an elementwise kernel with a broadcast operand, priced on the output's
+    elements (:data:`_PER_ELEMENT`). ``None`` without a bias, or where PyTorch's own
+    depthwise kernel adds it (:func:`_native_depthwise`)."""
+    bias = args[2] if len(args) > 2 else None
+    if not isinstance(bias, torch.Tensor) or not isinstance(out, torch.Tensor) or \
+            _native_depthwise(args):
+        return None
+    moved = 2 * out.numel() * out.element_size()
+    return OpWork("aten.add_", "mem_broadcast", (_log2(moved),), dtype, 0.0, float(moved),
+                  _MEMORY_HOST["mem_broadcast"])
+
+
 def _conv(args: tuple[Any, ...], output_shape: torch.Size | None
           ) -> tuple[tuple[float, ...], float]:
     x, weight = args[0], args[1]
@@ -242,13 +271,16 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None
+        bias = _bias_addition(args, out, dtype)
         if _one_pixel_pointwise(args, out_shape):
             # a squeeze-and-excitation projection: (batch x in) @ (in x out), one GEMM
             batch, cin, cout = args[0].shape[0], args[1].shape[1], args[1].shape[0]
             return OpWork(label, "gemm", gemm_features(batch, cout, cin, args[0].element_size()),
-                          dtype, 2.0 * batch * cin * cout, float(moved or 0), "conv")
+                          dtype, 2.0 * batch * cin * cout, float(moved or 0), "conv",
+                          prelude=bias)
         features, flops = _conv(args, out_shape)
-        return OpWork(label, "conv", features, dtype, flops, float(moved or 0), "conv")
+        return OpWork(label, "conv", features, dtype, flops, float(moved or 0), "conv",
+                      prelude=bias)
     if name == "convolution_backward":
         grad, x, weight = args[0], args[1], args[2]
         conv_args = (x, weight, None, *args[4:7], args[7], args[8], args[9])

@@ -189,3 +189,42 @@ def test_a_layer_norm_of_transposed_tokens_copies_its_input_first() -> None:
     image = torch.empty(8, 96, 56, 56, device=META, dtype=torch.bfloat16).permute(0, 2, 3, 1)
     small = torch.empty(96, device=META, dtype=torch.bfloat16)
     assert _work(aten.native_layer_norm.default, image, [96], small, small, 1e-6).prelude is None
+
+
+def test_a_convolutions_bias_is_added_by_a_kernel_of_its_own() -> None:
+    # cuDNN convolves, then PyTorch adds the bias: one broadcast kernel over the output
+    image = torch.empty(8, 336, 14, 14, device=META, dtype=torch.bfloat16)
+    weight = torch.empty(96, 336, 1, 1, device=META, dtype=torch.bfloat16)
+    bias = torch.empty(96, device=META, dtype=torch.bfloat16)
+    args = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    work = _work(aten.convolution.default, image, weight, bias, *args)
+    add = work.prelude
+    assert work.table == "conv" and add is not None and add.table == "mem_broadcast"
+    # the output read and written once: 2 * 8 * 96 * 14 * 14 elements * 2 bytes = 602,112
+    assert add.moved_bytes == 602_112
+    assert add.features == (math.log2(602_112),)
+    assert _work(aten.convolution.default, image, weight, None, *args).prelude is None
+
+
+def test_a_squeeze_and_excitation_projections_bias_is_added_apart() -> None:
+    pooled = torch.empty(8, 336, 1, 1, device=META)
+    weight = torch.empty(84, 336, 1, 1, device=META)
+    bias = torch.empty(84, device=META)
+    work = _work(aten.convolution.default, pooled, weight, bias, [1, 1], [0, 0], [1, 1],
+                 False, [0, 0], 1)
+    # a GEMM, then the bias over 8 x 84 fp32 outputs: 2 * 672 * 4 = 5376 bytes
+    assert work.table == "gemm" and work.prelude is not None
+    assert work.prelude.moved_bytes == 5376
+
+
+def test_pytorchs_depthwise_kernel_adds_the_bias_itself() -> None:
+    image = torch.empty(8, 336, 14, 14, device=META)
+    weight = torch.empty(336, 1, 3, 3, device=META)
+    bias = torch.empty(336, device=META)
+    args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 336)
+    assert _work(aten.convolution.default, image, weight, bias, *args).prelude is None
+    # channels-last: cuDNN's depthwise kernel, and the addition after it
+    last = image.to(memory_format=torch.channels_last)
+    work = _work(aten.convolution.default, last, weight, bias, *args)
+    assert work.prelude is not None
+    assert work.prelude.moved_bytes == 2 * 8 * 336 * 14 * 14 * 4  # 4,214,784
