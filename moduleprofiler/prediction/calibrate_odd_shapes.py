@@ -10,7 +10,8 @@ rows, and say what they did not measure).
 * grouped convolutions over channel counts no power of two, few groups among them (``conv`` /
   ``conv_backward``, group widths 8 to 64, 2 to 12 groups: cuDNN's fp32 kernels for few groups
   are erratic);
-* channels-first depthwise convolutions over channel counts no power of two (3 x 3 and 5 x 5).
+* channels-first depthwise convolutions over channel counts no power of two (3 x 3 and 5 x 5);
+* grouped convolutions whose group width is no power of two (24 and 48, 2 to 37 groups).
 
 Each ``*_shapes`` function also names held-out shapes (``held_out=True``): shapes off the grid
 that prove the rows cover their class.
@@ -47,6 +48,12 @@ GROUP_COUNTS: tuple[int, ...] = (2, 3, 5, 6, 12)
 product, 16 to 768: no power of two among most)."""
 GROUP_WIDTHS_HELD_OUT: tuple[int, ...] = (24, 48)
 GROUP_COUNTS_HELD_OUT: tuple[int, ...] = (2, 5, 14)
+ODD_GROUP_WIDTHS: tuple[int, ...] = (24, 48)
+ODD_GROUP_COUNTS: tuple[int, ...] = (2, 3, 5, 9, 14, 24, 37)
+"""Grouped convolutions whose group width is no power of two (a RegNet's 24 and 48, over 2 to
+37 groups): cuDNN runs them 1.4 to 1.8x slower than the powers of two around them predict."""
+ODD_GROUP_WIDTHS_HELD_OUT: tuple[int, ...] = (40, 56, 72)
+ODD_GROUP_COUNTS_HELD_OUT: tuple[int, ...] = (4, 11, 28)
 DEPTHWISE_CHANNELS: tuple[int, ...] = (24, 40, 96, 160, 384, 640, 1536)
 DEPTHWISE_CHANNELS_HELD_OUT: tuple[int, ...] = (72, 240, 672)
 LARGE_DEPTHWISE_CHANNELS: tuple[int, ...] = (448, 896, 1280, 1792)
@@ -107,6 +114,30 @@ def odd_conv_shapes(held_out: bool = False) -> list[ConvShape]:
             if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
 
 
+def _grouped_shapes(widths: tuple[int, ...], counts: tuple[int, ...]) -> list[ConvShape]:
+    """Grouped 3 x 3 convolutions of every width in ``widths`` with every count in
+    ``counts``, at the batches, sides and strides of :func:`odd_conv_shapes`."""
+    shapes: list[ConvShape] = []
+    for n in (1, 8, 64):
+        for h, stride in ((7, 1), (14, 1), (28, 1), (56, 1), (28, 2), (56, 2), (112, 2)):
+            if stride == 2 and n == 1:
+                continue
+            for width in widths:
+                for groups in counts:
+                    c = width * groups
+                    shapes.append((n, c, c, h, 3, stride, groups, 0))
+    return [s for s in dict.fromkeys(shapes)
+            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
+
+
+def odd_group_shapes(held_out: bool = False) -> list[ConvShape]:
+    """Grouped 3 x 3 convolutions over :data:`ODD_GROUP_WIDTHS` x :data:`ODD_GROUP_COUNTS`
+    (``held_out``: the ``_HELD_OUT`` widths and counts, widths no power of two either)."""
+    if held_out:
+        return _grouped_shapes(ODD_GROUP_WIDTHS_HELD_OUT, ODD_GROUP_COUNTS_HELD_OUT)
+    return _grouped_shapes(ODD_GROUP_WIDTHS, ODD_GROUP_COUNTS)
+
+
 def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
     """Channels-first depthwise convolutions over :data:`LARGE_DEPTHWISE_CHANNELS` on 7 and
     14 pixels a side, and pointwise ones over :data:`POINTWISE_ODD_CHANNELS` at batch 16 and
@@ -147,7 +178,7 @@ def dense_linear_shapes(held_out: bool = False) -> list[LinearShape]:
     return [(m, n, k) for m in rows for n in widths for k in widths]
 
 
-PARTS: tuple[str, ...] = ("bmm", "conv", "linear", "dense_conv", "dense_linear")
+PARTS: tuple[str, ...] = ("bmm", "conv", "linear", "dense_conv", "dense_linear", "odd_groups")
 """What :func:`odd_shape_tables` measures, each part apart."""
 
 
@@ -166,7 +197,8 @@ def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     times = sweep.run()
     tables["bmm"] = [[*shape, times[f"bmm:{pattern}:{shape}"]] for pattern, shape in bmms]
     convs = (odd_conv_shapes(held_out) if "conv" in parts else []) + \
-        (dense_conv_shapes(held_out) if "dense_conv" in parts else [])
+        (dense_conv_shapes(held_out) if "dense_conv" in parts else []) + \
+        (odd_group_shapes(held_out) if "odd_groups" in parts else [])
     for conv in convs:
         for backward in (False, True):
             sweep.add(f"conv:{backward}:{conv}", functools.partial(conv_bench, conv, device,

@@ -115,6 +115,10 @@ DEFAULT_WIDTH = 1024
 """The width of the rows a calibration made before widths were measured timed."""
 CHANNELS_LAST = 8.0
 """A channels-last convolution's last feature (set far apart: cuDNN runs other kernels)."""
+ODD_GROUP_WIDTH = 2.0
+"""A grouped convolution's feature when its group width is no power of two (24, 40, 48...):
+cuDNN runs them through slower kernels than the powers of two, so the rows of such widths are
+their nearest neighbours."""
 
 
 def _log2(value: float) -> float:
@@ -165,12 +169,17 @@ def _transposed(matrix: torch.Tensor) -> bool:
 def conv_features(batch: int, cin: int, cout: int, side: float, kernel: float, stride: float,
                   groups: int, channels_last: bool = False) -> tuple[float, ...]:
     """A convolution's coordinates in the ``conv`` tables: output pixels, channels per group,
-    output channels, kernel side and stride, whether it is depthwise and whether its input or
-    weight is channels-last (both set far apart)."""
+    output channels, kernel side and stride, whether it is depthwise, the number of groups,
+    whether it is grouped over a group width no power of two (cuDNN's kernels for those run
+    1.3 to 2x slower than the powers of two around them) and whether its input or weight is
+    channels-last (depthwise and channels-last set far apart: other kernels run)."""
     out_side = max(1.0, side / stride)
     depthwise = 8.0 if groups > 1 and groups == cin else 0.0
+    width = cin // max(groups, 1)
+    odd_width = ODD_GROUP_WIDTH if 1 < groups < cin and width & (width - 1) else 0.0
     return (_log2(batch * out_side * out_side), _log2(cin / groups), _log2(cout), kernel,
-            stride, depthwise, _log2(groups), CHANNELS_LAST if channels_last else 0.0)
+            stride, depthwise, _log2(groups), odd_width,
+            CHANNELS_LAST if channels_last else 0.0)
 
 
 def _channels_last(tensor: Any) -> bool:

@@ -9,14 +9,19 @@ from moduleprofiler.prediction.calibrate_odd_shapes import (
     misaligned_bmm_shapes,
     misaligned_linear_shapes,
     odd_conv_shapes,
+    odd_group_shapes,
 )
-from moduleprofiler.prediction.op_classes import bmm_features, gemm_features
+from moduleprofiler.prediction.op_classes import (
+    ODD_GROUP_WIDTH,
+    bmm_features,
+    conv_features,
+    gemm_features,
+)
 
 
 def test_held_out_shapes_are_off_the_grid() -> None:
     for shapes in (misaligned_bmm_shapes, misaligned_linear_shapes, odd_conv_shapes,
-                   dense_conv_shapes,
-    dense_linear_shapes, dense_linear_shapes):
+                   dense_conv_shapes, dense_linear_shapes, odd_group_shapes):
         grid, held_out = set(shapes()), set(shapes(held_out=True))
         assert held_out and not grid & held_out
 
@@ -43,7 +48,20 @@ def test_grouped_convolutions_are_neither_dense_nor_depthwise() -> None:
     # group widths 8 to 64, channels-first, 3 x 3
     assert {s[1] // s[6] for s in grouped} == {8, 16, 32, 64}
     assert {s[7] for s in odd_conv_shapes()} == {0}
-    # 120 channels = 24 x 5 groups is held out, not measured
+    # 120 channels = 24 x 5 groups is held out of these rows (odd_group_shapes measures it)
     assert not any(s[1] == 120 and s[6] == 5 for s in grouped)
     assert any(s[1] == 120 and s[6] == 5 for s in odd_conv_shapes(held_out=True))
     assert {s[4] for s in depthwise} == {3, 5}
+
+
+def test_odd_group_widths_are_measured_and_held_out_apart() -> None:
+    widths = {s[1] // s[6] for s in odd_group_shapes()}
+    held_out = {s[1] // s[6] for s in odd_group_shapes(held_out=True)}
+    assert widths == {24, 48} and held_out == {40, 56, 72}
+    # RegNetY-016's widest stage: 888 channels = 24 x 37 groups, a measured row
+    assert (8, 888, 888, 7, 3, 1, 37, 0) in odd_group_shapes()
+    for shape in odd_group_shapes() + odd_group_shapes(held_out=True):
+        n, cin, cout, side, kernel, stride, groups, _ = shape
+        assert 1 < groups < cin and cin == cout
+        # every one of them is set apart from the powers of two by the odd-width feature
+        assert conv_features(n, cin, cout, side, kernel, stride, groups)[-2] == ODD_GROUP_WIDTH

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.prediction.op_classes import OpWork, classify
+from moduleprofiler.prediction.op_classes import ODD_GROUP_WIDTH, OpWork, classify
 
 META = torch.device("meta")
 aten = torch.ops.aten
@@ -228,3 +228,21 @@ def test_pytorchs_depthwise_kernel_adds_the_bias_itself() -> None:
     work = _work(aten.convolution.default, last, weight, bias, *args)
     assert work.prelude is not None
     assert work.prelude.moved_bytes == 2 * 8 * 336 * 14 * 14 * 4  # 4,214,784
+
+
+def test_a_group_width_no_power_of_two_is_a_feature_of_its_own() -> None:
+    # RegNetY: 336 channels in 14 groups of 24; ResNeXt: 256 channels in 8 groups of 32
+    image = torch.empty(8, 336, 14, 14, device=META)
+    args = (None, [1, 1], [1, 1], [1, 1], False, [0, 0])
+    odd = _work(aten.convolution.default, image, torch.empty(336, 24, 3, 3, device=META),
+                *args, 14)
+    assert odd.features[1] == math.log2(24) and odd.features[-2] == ODD_GROUP_WIDTH
+    even = _work(aten.convolution.default, torch.empty(8, 256, 14, 14, device=META),
+                 torch.empty(256, 32, 3, 3, device=META), *args, 8)
+    assert even.features[-2] == 0.0
+    # dense and depthwise convolutions are neither: 336 channels dense, 336 depthwise
+    dense = _work(aten.convolution.default, image, torch.empty(336, 336, 3, 3, device=META),
+                  *args, 1)
+    depthwise = _work(aten.convolution.default, image, torch.empty(336, 1, 3, 3, device=META),
+                      *args, 336)
+    assert dense.features[-2] == 0.0 and depthwise.features[-2] == 0.0
