@@ -3,6 +3,7 @@ features that place it in that table, and the host-cost class of its launch."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -213,6 +214,24 @@ def _native_depthwise(args: tuple[Any, ...]) -> bool:
             and not (_channels_last(x) or _channels_last(weight)))
 
 
+def _channels_last_weight(args: tuple[Any, ...], dtype: str) -> OpWork | None:
+    """The copy cuDNN's convolution makes of a weight into its input's channels-last layout
+    (PyTorch's ``cudnn_convolution`` calls ``weight.contiguous(memory_format)``; the meta
+    device shows no such call), as ConvNeXt's downsampling layers have it, or ``None`` where the
+    input is channels-first, PyTorch's own depthwise kernel runs, or the weight already is in
+    that layout (a 1 x 1 or a depthwise one is both)."""
+    x, weight = args[0], args[1]
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 4 or not _channels_last(x) or \
+            _native_depthwise(args) or \
+            weight.is_contiguous(memory_format=torch.channels_last):
+        return None
+    target = torch.empty_like(weight, memory_format=torch.channels_last)
+    kind = _access_kind("mem_copy", "copy_", (target, weight), target)
+    moved = 2 * weight.numel() * weight.element_size()
+    return OpWork("aten.copy_", kind, (_log2(moved),), dtype, 0.0, float(moved),
+                  _MEMORY_HOST[kind])
+
+
 def _bias_addition(args: tuple[Any, ...], out: Any, dtype: str) -> OpWork | None:
     """The addition of a convolution's bias to its output, a kernel of its own after cuDNN's
     (PyTorch calls ``output.add_(bias)`` after ``cudnn_convolution``; the meta device shows
@@ -288,6 +307,9 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
                           dtype, 2.0 * batch * cin * cout, float(moved or 0), "conv",
                           prelude=bias)
         features, flops = _conv(args, out_shape)
+        copy = _channels_last_weight(args, dtype)
+        if copy is not None:  # both kernels besides cuDNN's: the bias addition after the copy
+            bias = copy if bias is None else dataclasses.replace(bias, prelude=copy)
         return OpWork(label, "conv", features, dtype, flops, float(moved or 0), "conv",
                       prelude=bias)
     if name == "convolution_backward":

@@ -246,3 +246,28 @@ def test_a_group_width_no_power_of_two_is_a_feature_of_its_own() -> None:
     depthwise = _work(aten.convolution.default, image, torch.empty(336, 1, 3, 3, device=META),
                       *args, 336)
     assert dense.features[-2] == 0.0 and depthwise.features[-2] == 0.0
+
+
+def test_cudnn_copies_a_weight_into_a_channels_last_inputs_layout() -> None:
+    # ConvNeXt's downsampling: a channels-last image, a 2 x 2 weight stored channels-first
+    image = torch.empty(1, 96, 56, 56, device=META,
+                        dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    weight = torch.empty(192, 96, 2, 2, device=META, dtype=torch.bfloat16)
+    bias = torch.empty(192, device=META, dtype=torch.bfloat16)
+    args = ([2, 2], [0, 0], [1, 1], False, [0, 0], 1)
+    work = _work(aten.convolution.default, image, weight, bias, *args)
+    add = work.prelude
+    assert add is not None and add.table == "mem_broadcast"
+    copy = add.prelude
+    # read and written once: 2 * (192 * 96 * 2 * 2 = 73,728 elements) * 2 bytes = 294,912
+    assert copy is not None and copy.moved_bytes == 294_912
+    assert copy.table == "mem_permute_copy"
+    # without a bias the copy is the convolution's own prelude
+    plain = _work(aten.convolution.default, image, weight, None, *args)
+    assert plain.prelude is not None and plain.prelude.moved_bytes == 294_912
+    # a channels-first input, or a 1 x 1 weight (channels-last already): no copy
+    first = torch.empty(1, 96, 56, 56, device=META, dtype=torch.bfloat16)
+    assert _work(aten.convolution.default, first, weight, None, *args).prelude is None
+    pointwise = torch.empty(192, 96, 1, 1, device=META, dtype=torch.bfloat16)
+    assert _work(aten.convolution.default, image, pointwise, None, [1, 1], [0, 0], [1, 1],
+                 False, [0, 0], 1).prelude is None
