@@ -28,6 +28,7 @@ reported and the next one runs):
   each was booked to.
 
 Usage: ``PYTHONPATH=. python benchmarks/gpu_compile_modes.py --out results/``
+(``--markdown results/gpu_compile_training_blocks.json``: its block tables, no device needed)
 """
 
 from __future__ import annotations
@@ -269,6 +270,65 @@ def rebook_replay(path: Path) -> dict[str, float]:
     return out
 
 
+def blocks_markdown(report: dict[str, Any]) -> str:
+    """The ``<model>_train_blocks`` sections of a results file as tables: per top-level
+    block, its forward and backward in the model against eager and against the block
+    compiled alone, the kernels crossing its boundary; the longest kernels fused across
+    modules."""
+    def num(value: Any, form: str = ".3f") -> str:
+        return "" if value is None else format(value, form)
+
+    def crossed(block: dict[str, Any], phase: str) -> str:
+        kernels = block.get(f"{phase}_crossing") or []
+        return f"{len(kernels)} ({block[f'{phase}_crossing_ms']:.3f})" if kernels else "none"
+
+    lines = []
+    for name, section in report["sections"].items():
+        if not name.endswith("_train_blocks") or "blocks" not in section:
+            continue
+        model, eager_model = section["model"], section["eager_model"]
+        lines += [
+            f"## {name[:-len('_train_blocks')]} (torch {report['torch']}, {report['device']}, "
+            f"bf16, torch.compile mode {section['mode']}, training step)", "",
+            f"- coverage of the compiled graphs' kernel time by modules: forward "
+            f"{section['coverage']:.4f}, backward {section['backward_coverage']:.4f}",
+            f"- forward {model['forward_ms']:.3f} ms (eager {eager_model['forward_ms']:.3f}), "
+            f"backward {model['backward_ms']:.3f} ms (eager {eager_model['backward_ms']:.3f}); "
+            f"kernels {section['forward_kernels']} / {section['backward_kernels']}; "
+            f"the model's compiled step timed in {section['train_step_times_s']:.1f} s", "",
+            "| block | fwd ms (eager) | fwd speed-up | bwd ms (eager) | bwd speed-up | kernels "
+            "fwd / bwd | alone fwd ms | in model / alone, fwd | alone bwd ms | in model / "
+            "alone, bwd | crossing kernels fwd (ms) | crossing kernels bwd (ms) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+        for block, found in section["blocks"].items():
+            compiled, eager_block = found["compiled"], found["eager"]
+            alone = found.get("alone") or {}
+            fwd, bwd = compiled["forward_ms"], compiled["backward_ms"]
+            lines.append(
+                f"| {block} | {num(fwd)} ({num(eager_block['forward_ms'])}) | "
+                f"{num(eager_block['forward_ms'] / fwd if fwd else None, '.2f')} | "
+                f"{num(bwd)} ({num(eager_block['backward_ms'])}) | "
+                f"{num(eager_block['backward_ms'] / bwd if bwd else None, '.2f')} | "
+                f"{found['forward_kernels']} / {found['backward_kernels']} | "
+                f"{num(alone.get('forward_ms'))} | "
+                f"{num(fwd / alone['forward_ms'] if alone.get('forward_ms') else None)} | "
+                f"{num(alone.get('backward_ms'))} | "
+                f"{num(bwd / alone['backward_ms'] if alone.get('backward_ms') else None)} | "
+                f"{crossed(found, 'forward')} | {crossed(found, 'backward')} |")
+        fused = section.get("fused_across", [])
+        lines += ["", f"{sum(not k['backward'] for k in fused)} forward and "
+                  f"{sum(k['backward'] for k in fused)} backward kernels fused across "
+                  "modules; the longest:", "",
+                  "| kernel | phase | ms | booked to | fuses work of |", "|---|---|---:|---|---|"]
+        for kernel in fused[:10]:
+            spans = ", ".join(kernel["fused_across"])
+            lines.append(f"| `{kernel['kernel'][:70]}` | "
+                         f"{'bwd' if kernel['backward'] else 'fwd'} | {kernel['ms']:.4f} | "
+                         f"{kernel['booked_to']} | {spans[:160]} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {
     "llama_train": lambda: train("llama"),
     "gpt2_train": lambda: train("gpt2"),
@@ -297,7 +357,12 @@ def main() -> None:
                         help="the results file's name (.json) under --out")
     parser.add_argument("--rebook", type=Path, default=None,
                         help="book a results file's recorded replay again and stop")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="print a results file's _train_blocks sections as tables and stop")
     args = parser.parse_args()
+    if args.markdown is not None:
+        print(blocks_markdown(json.loads(args.markdown.read_text())), end="")
+        return
     if args.rebook is not None:
         print(json.dumps(rebook_replay(args.rebook), indent=1))
         return
