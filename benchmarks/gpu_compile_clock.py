@@ -1,6 +1,7 @@
 """The compiled clock on a GPU: ``time_modules`` of ``torch.compile``d models, per module,
 side by side with eager (ResNet-50, ViT-B/16, GPT-2 small, a small Llama-style decoder; bf16,
-mode ``default``, forward).
+forward; mode ``default``, or ``--mode max-autotune``, whose results go to
+``gpu_compile_clock_max_autotune.md`` / ``.json``).
 
 For each model it prints and writes (``--out``, after each model):
 
@@ -17,7 +18,10 @@ For each model it prints and writes (``--out``, after each model):
 First, cheap probes: whether Inductor keeps provenance for a compiled backward graph on this
 torch, and what the compiled clock books under ``mode="reduce-overhead"`` (CUDA graphs).
 
+The models, a block compiled alone and the crossing kernels are ``compile_blocks.py``'s.
+
 Usage: ``PYTHONPATH=. python benchmarks/gpu_compile_clock.py --out results/``
+(``--mode max-autotune --no-first-call --no-probes --models resnet50,gpt2``)
 """
 
 from __future__ import annotations
@@ -26,13 +30,11 @@ import argparse
 import json
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
-from torch import nn
+from compile_blocks import MODELS, Small, alone_forward, block_inputs, crossing, value
 
 from moduleprofiler.compiled import compare_compiled
 from moduleprofiler.timing import TimingOptions, time_modules
@@ -44,112 +46,26 @@ CUDA = torch.device("cuda")
 """The device measured (``--device``)."""
 
 
-def resnet50() -> tuple[nn.Module, Any, list[str], list[str]]:
-    from torchvision.models import resnet50 as build
-
-    blocks = ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4",
-              "avgpool", "fc"]
-    return (build(weights=None), torch.randn(32, 3, 224, 224), blocks,
-            ["conv1", "layer1", "layer2", "layer3", "layer4", "fc"])
-
-
-def vit_b_16() -> tuple[nn.Module, Any, list[str], list[str]]:
-    from torchvision.models import vit_b_16 as build
-
-    layers = [f"encoder.layers.encoder_layer_{i}" for i in range(12)]
-    return (build(weights=None), torch.randn(32, 3, 224, 224),
-            ["conv_proj", "encoder.dropout", *layers, "encoder.ln", "heads"],
-            ["conv_proj", layers[0], layers[11], "heads"])
-
-
-def gpt2() -> tuple[nn.Module, Any, list[str], list[str]]:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    blocks = ["transformer.wte", "transformer.wpe", "transformer.drop",
-              *(f"transformer.h.{i}" for i in range(12)), "transformer.ln_f", "lm_head"]
-    return (GPT2LMHeadModel(GPT2Config(use_cache=False)), torch.randint(0, 50257, (8, 512)),
-            blocks, ["transformer.h.0", "transformer.h.11", "lm_head"])
-
-
-def llama() -> tuple[nn.Module, Any, list[str], list[str]]:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
-                         num_attention_heads=8, num_key_value_heads=4, vocab_size=32000,
-                         max_position_embeddings=1024, use_cache=False)
-    blocks = ["model.embed_tokens", *(f"model.layers.{i}" for i in range(8)), "model.norm",
-              "lm_head"]
-    return (LlamaForCausalLM(config), torch.randint(0, 32000, (8, 512)), blocks,
-            ["model.layers.0", "model.layers.7", "lm_head"])
-
-
-def small() -> tuple[nn.Module, Any, list[str], list[str]]:
-    """A model small enough to try the script on a CPU (``--device cpu --models small``)."""
-    return Small(), torch.randn(64, 256), ["fc", "norm", "out"], ["fc", "out"]
-
-
-MODELS: dict[str, Callable[[], tuple[nn.Module, Any, list[str], list[str]]]] = {
-    "resnet50": resnet50, "vit_b_16": vit_b_16, "gpt2": gpt2, "llama": llama,
-    "small": small}
-
-
-class Bound(nn.Module):
-    """A block called with the keyword arguments it got in the model."""
-
-    def __init__(self, block: nn.Module, kwargs: dict[str, Any]) -> None:
-        super().__init__()
-        self.block = block
-        self.kwargs = kwargs
-
-    def forward(self, *args: Any) -> Any:
-        return self.block(*args, **self.kwargs)
-
-
-def block_inputs(model: nn.Module, x: Any, paths: list[str]) -> dict[str, tuple[Any, Any]]:
-    """Each block's (args, kwargs) in one eager forward (pre-hooks, removed after)."""
-    seen: dict[str, tuple[Any, Any]] = {}
-    handles = []
-    for path in paths:
-        def keep(module: nn.Module, args: Any, kwargs: Any, path: str = path) -> None:
-            seen.setdefault(path, (args, kwargs))
-        handles.append(model.get_submodule(path).register_forward_pre_hook(
-            keep, with_kwargs=True))
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return seen
-
-
-def compiled_alone(block: nn.Module, args: Any, kwargs: Any) -> tuple[float, int]:
-    """The block compiled alone: its device time (ms, inclusive) and kernels per forward."""
-    bound = Bound(block, kwargs)
-    compiled = torch.compile(bound)
-    clock = CompiledClock(CUDA, CompiledProgram.of(compiled, tuple(args)))
-    timing = time_modules(compiled, tuple(args), clock=clock, options=OPTIONS)
-    frame = timing.to_df("module").set_index("module")
-    return float(frame.loc["__root__", "device_ms"]), int(frame.loc["__root__",
-                                                                     "device_launches"])
-
-
-def measure(name: str) -> dict[str, Any]:
+def measure(name: str, mode: str = "default", first_call: bool = True) -> dict[str, Any]:
     model, x, blocks, alone = MODELS[name]()
     model = model.eval().to(CUDA, torch.bfloat16)
     x = x.to(CUDA)
     if x.is_floating_point():
         x = x.to(torch.bfloat16)
-    compiled = torch.compile(model)
-    started = time.perf_counter()
-    with torch.no_grad():
-        compiled(x)
-    if CUDA.type == "cuda":
-        torch.cuda.synchronize()
-    user_compile_s = time.perf_counter() - started
+    compiled = torch.compile(model, mode=mode)
+    user_compile_s = None
+    if first_call:  # the model's own compile (the clock compiles the model again, its own)
+        started = time.perf_counter()
+        with torch.no_grad():
+            compiled(x)
+        if CUDA.type == "cuda":
+            torch.cuda.synchronize()
+        user_compile_s = time.perf_counter() - started
+        print(f"  {name}: the model's own first call {user_compile_s:.1f} s", flush=True)
     started = time.perf_counter()
     side = compare_compiled(compiled, x, OPTIONS)
     compare_s = time.perf_counter() - started
+    print(f"  {name}: compare_compiled {compare_s:.1f} s", flush=True)
     started = time.perf_counter()
     clock = CompiledClock(CUDA, CompiledProgram.of(compiled, x))
     timing = time_modules(compiled, x, clock=clock, options=OPTIONS)
@@ -160,41 +76,43 @@ def measure(name: str) -> dict[str, Any]:
     inputs = block_inputs(model, x, alone)
     rows = []
     for block in blocks:
-        inside = lambda path, b=block: path == b or path.startswith(b + ".")  # noqa: E731
-        crossing = [(k.name, k.time_ms) for k in kernels
-                    if any(map(inside, k.fused_across)) and not inside(k.module)]
+        crossed = crossing(kernels, block)
         row: dict[str, Any] = {
             "block": block, "compiled_ms": float(frame.loc[block, "device_ms"]),
-            "eager_ms": _get(versus, block, "eager_ms"),
-            "speedup_api": _get(versus, block, "compile_speedup"),
-            "eager_launches": _get(versus, block, "eager_launches"),
-            "compiled_launches": _get(frame, block, "device_launches"),
-            "crossing": [k for k, _ in crossing],
-            "crossing_ms": sum(ms for _, ms in crossing)}
+            "eager_ms": value(versus, block, "eager_ms"),
+            "speedup_api": value(versus, block, "compile_speedup"),
+            "eager_launches": value(versus, block, "eager_launches"),
+            "compiled_launches": value(frame, block, "device_launches"),
+            "crossing": [k for k, _ in crossed],
+            "crossing_ms": sum(ms for _, ms in crossed)}
         if block in inputs:
             args, kwargs = inputs[block]
             try:
-                row["alone_ms"], row["alone_launches"] = compiled_alone(
-                    model.get_submodule(block), args, kwargs)
+                found = alone_forward(model.get_submodule(block), args, kwargs, CUDA, mode,
+                                      OPTIONS)
+                row["alone_ms"], row["alone_launches"] = found["ms"], found["launches"]
                 if args and isinstance(args[0], torch.Tensor) and args[0].dim() == 4:
                     last = (args[0].contiguous(memory_format=torch.channels_last),
                             *args[1:])
-                    row["alone_channels_last_ms"], row["alone_channels_last_launches"] = (
-                        compiled_alone(model.get_submodule(block), last, kwargs))
+                    found = alone_forward(model.get_submodule(block), last, kwargs, CUDA,
+                                          mode, OPTIONS)
+                    row["alone_channels_last_ms"] = found["ms"]
+                    row["alone_channels_last_launches"] = found["launches"]
             except Exception as error:  # one block's failure is reported, the rest runs
                 row["alone_error"] = f"{type(error).__name__}: {error}"
+            print(f"  {name}: {block} alone done", flush=True)
         compiled_ms, eager_ms = row["compiled_ms"], row["eager_ms"]
         row["speedup"] = eager_ms / compiled_ms if eager_ms and compiled_ms else None
         rows.append(row)
     root = float(frame.loc["__root__", "device_ms"])
     return {
-        "model": name, "torch": torch.__version__,
+        "model": name, "mode": mode, "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if CUDA.type == "cuda" else str(CUDA),
         "coverage_graphs": clock.coverage,
         "coverage_all": (timing.timing.device_booked_ms / timing.timing.device_total_ms
                          if timing.timing.device_total_ms else None),
-        "compiled_ms": root, "eager_ms": _get(versus, "__root__", "eager_ms"),
-        "speedup": _get(versus, "__root__", "compile_speedup"),
+        "compiled_ms": root, "eager_ms": value(versus, "__root__", "eager_ms"),
+        "speedup": value(versus, "__root__", "compile_speedup"),
         "graphs": clock.graphs, "break_reasons": dict(clock.break_reasons),
         "kernels": len(kernels), "iterations": timing.iterations,
         "user_compile_s": user_compile_s, "compare_compiled_s": compare_s,
@@ -204,24 +122,6 @@ def measure(name: str) -> dict[str, Any]:
                           "__root__", "fused_across": list(k.fused_across)}
                          for k in clock.fused_across()],
         "warnings": list(timing.warnings)}
-
-
-def _get(frame: Any, row: str, column: str) -> Any:
-    if column not in frame or row not in frame.index:
-        return None
-    value = frame.loc[row, column]
-    return None if pd.isna(value) else float(value)  # unknown
-
-
-class Small(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(256, 256)
-        self.norm = nn.LayerNorm(256)
-        self.out = nn.Linear(256, 256)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(torch.relu(self.norm(self.fc(x))) + x)
 
 
 def probes() -> dict[str, Any]:
@@ -260,7 +160,7 @@ def markdown(report: dict[str, Any]) -> str:
     if "error" in report:
         return f"## {report['model']}: failed\n\n```\n{report['traceback']}\n```\n"
     lines = [f"## {report['model']} (torch {report['torch']}, {report['device']}, bf16, "
-             "torch.compile mode default, forward)", "",
+             f"torch.compile mode {report['mode']}, forward)", "",
              f"- coverage of the compiled graphs' kernel time by modules: "
              f"{report['coverage_graphs']:.4f}; of all device time of the compiled "
              f"iterations: {report['coverage_all']:.4f}",
@@ -270,8 +170,9 @@ def markdown(report: dict[str, Any]) -> str:
              f"{report['blocks_sum_ms'] / report['compiled_ms']:.4f} of the model",
              f"- time_modules on the compiled model after compilation: "
              f"{report['time_modules_after_compilation_s']:.1f} s (compare_compiled, its "
-             f"first call: {report['compare_compiled_s']:.1f} s; the model's own first call, "
-             f"compiling: {report['user_compile_s']:.1f} s)", "",
+             f"first call: {report['compare_compiled_s']:.1f} s"
+             + (f"; the model's own first call, compiling: {report['user_compile_s']:.1f} s"
+                if report.get("user_compile_s") is not None else "") + ")", "",
              "| block | compiled ms | eager ms | speed-up | launches eager -> compiled | "
              "alone ms | in model / alone | alone, channels-last ms | in model / alone "
              "(channels-last) | kernels crossing its boundary (ms) |",
@@ -304,9 +205,16 @@ def main() -> None:
     parser.add_argument("--models", default="resnet50,gpt2,vit_b_16,llama")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--no-probes", action="store_true")
+    parser.add_argument("--mode", default="default", help="torch.compile's mode")
+    parser.add_argument("--no-first-call", action="store_true",
+                        help="skip the model's own first call (its compile, timed)")
     args = parser.parse_args()
-    global CUDA
+    global CUDA, OPTIONS
     CUDA = torch.device(args.device)
+    if args.mode != "default":  # a slow set-up would leave a budget one traced iteration
+        OPTIONS = TimingOptions(num_iters=8, drop_first=2, progress=False)
+    stem = ("gpu_compile_clock" if args.mode == "default"
+            else f"gpu_compile_clock_{args.mode.replace('-', '_')}")
     out: dict[str, Any] = {"probes": {} if args.no_probes else probes(), "models": []}
     print(json.dumps(out["probes"], indent=1, default=str), flush=True)
 
@@ -314,9 +222,9 @@ def main() -> None:
         if args.out is None:
             return
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "gpu_compile_clock.json").write_text(json.dumps(out, indent=1,
+        (args.out / f"{stem}.json").write_text(json.dumps(out, indent=1,
                                                                     default=str))
-        (args.out / "gpu_compile_clock.md").write_text(
+        (args.out / f"{stem}.md").write_text(
             "".join(map(markdown, out["models"])) + "\n## probes\n\n```json\n"
             + json.dumps(out["probes"], indent=1, default=str) + "\n```\n")
 
@@ -324,7 +232,7 @@ def main() -> None:
     for name in args.models.split(","):
         started = time.perf_counter()
         try:
-            report = measure(name)
+            report = measure(name, args.mode, not args.no_first_call)
         except Exception as error:  # one model's failure is reported, the others still run
             report = {"model": name, "error": f"{type(error).__name__}: {error}",
                       "traceback": traceback.format_exc()}

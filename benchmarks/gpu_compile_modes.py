@@ -19,11 +19,16 @@ reported and the next one runs):
   compiled backward graphs: coverage of the forward's and of the backward's kernel time,
   each top-level block's forward and backward device time against the eager model's (the
   kernel clock), the seconds the pass took;
+* ``<model>_train_blocks``: the same, without the second pass, and each of some top-level
+  blocks compiled alone, a training step on the input it gets in the model, against its
+  forward and backward in the model, the kernels crossing each block's boundary (forward and
+  backward) and the kernels fused across modules;
 * ``llama_replay_order``: under ``reduce-overhead``, one traced iteration's device kernels in
   the order the device ran them beside the graph's kernels in call order, with the module
   each was booked to.
 
 Usage: ``PYTHONPATH=. python benchmarks/gpu_compile_modes.py --out results/``
+(``--markdown results/gpu_compile_training_blocks.json``: its block tables, no device needed)
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 
 import pandas as pd
 import torch
-from gpu_compile_clock import Small  # the clock proof's small model (this folder)
+from compile_blocks import MODELS, alone_train, block_inputs, crossing, inside, value
 from torch import nn
 
 from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
@@ -53,55 +58,15 @@ a budget's worth of seconds)."""
 CUDA = torch.device("cuda")
 
 
-def resnet50() -> tuple[nn.Module, torch.Tensor, list[str]]:
-    from torchvision.models import resnet50 as build
-
-    return (build(weights=None), torch.randn(32, 3, 224, 224),
-            ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4",
-             "avgpool", "fc"])
-
-
-def llama() -> tuple[nn.Module, torch.Tensor, list[str]]:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=8,
-                         num_attention_heads=8, num_key_value_heads=4, vocab_size=32000,
-                         max_position_embeddings=1024, use_cache=False)
-    return (LlamaForCausalLM(config), torch.randint(0, 32000, (8, 512)),
-            ["model.embed_tokens", *(f"model.layers.{i}" for i in range(8)), "model.norm",
-             "lm_head"])
-
-
-def gpt2() -> tuple[nn.Module, torch.Tensor, list[str]]:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    return (GPT2LMHeadModel(GPT2Config(use_cache=False)), torch.randint(0, 50257, (8, 512)),
-            ["transformer.wte", *(f"transformer.h.{i}" for i in range(12)),
-             "transformer.ln_f", "lm_head"])
-
-
-def vit_b_16() -> tuple[nn.Module, torch.Tensor, list[str]]:
-    from torchvision.models import vit_b_16 as build
-
-    return (build(weights=None), torch.randn(32, 3, 224, 224),
-            ["conv_proj", *(f"encoder.layers.encoder_layer_{i}" for i in range(12)),
-             "encoder.ln", "heads"])
-
-
-def ready(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], bf16: bool = True
-          ) -> tuple[nn.Module, torch.Tensor, list[str]]:
-    model, x, blocks = build()
+def ready(name: str, bf16: bool = True) -> tuple[nn.Module, torch.Tensor, list[str], list[str]]:
+    """``compile_blocks``' model ``name`` on the device (bf16 unless told): the model, its
+    input, its top-level blocks and those also compiled alone."""
+    model, x, blocks, alone = MODELS[name]()
     model = model.eval().to(CUDA, torch.bfloat16 if bf16 else torch.float32)
     x = x.to(CUDA)
     if x.is_floating_point() and bf16:
         x = x.to(torch.bfloat16)
-    return model, x, blocks
-
-
-def _value(frame: pd.DataFrame, row: str, column: str) -> float | None:
-    if column not in frame or row not in frame.index or pd.isna(frame.loc[row, column]):
-        return None
-    return float(frame.loc[row, column])
+    return model, x, blocks, alone
 
 
 def timed(model: nn.Module, x: Any, blocks: list[str]) -> dict[str, Any]:
@@ -121,13 +86,13 @@ def timed(model: nn.Module, x: Any, blocks: list[str]) -> dict[str, Any]:
         "coverage": clock.coverage,
         "coverage_all": (timing.timing.device_booked_ms / timing.timing.device_total_ms
                          if timing.timing.device_total_ms else None),
-        "device_ms": _value(frame, "__root__", "device_ms"),
-        "launches": _value(frame, "__root__", "device_launches"),
+        "device_ms": value(frame, "__root__", "device_ms"),
+        "launches": value(frame, "__root__", "device_launches"),
         "graphs": clock.graphs, "kernels": len(clock.kernels()),
         "breaks": [dict(module=r.breaks_in, reason=r.reason) for r in facts.breaks]
         if facts else [],
-        "blocks": {block: {"device_ms": _value(frame, block, "device_ms"),
-                           "launches": _value(frame, block, "device_launches")}
+        "blocks": {block: {"device_ms": value(frame, block, "device_ms"),
+                           "launches": value(frame, block, "device_launches")}
                    for block in blocks},
         "unmatched": sorted(clock.booking.unmatched)[:8] if clock.booking else [],
         "notes": list(timing.warnings)}
@@ -137,21 +102,19 @@ def eager(model: nn.Module, x: Any, blocks: list[str]) -> dict[str, Any]:
     """The eager model under the kernel clock."""
     timing = time_modules(model, x, clock="kernels", options=OPTIONS)
     frame = timing.to_df("module").set_index("module")
-    return {"device_ms": _value(frame, "__root__", "device_ms"),
-            "blocks": {block: _value(frame, block, "device_ms") for block in blocks}}
+    return {"device_ms": value(frame, "__root__", "device_ms"),
+            "blocks": {block: value(frame, block, "device_ms") for block in blocks}}
 
 
 def small_reduce_overhead() -> dict[str, Any]:
-    model, x, blocks = ready(lambda: (Small(), torch.randn(64, 256), ["fc", "norm", "out"]),
-                             bf16=False)
+    model, x, blocks, _ = ready("small", bf16=False)
     out = timed(torch.compile(model, mode="reduce-overhead"), x, blocks)
     out["eager"] = eager(model, x, blocks)
     return out
 
 
-def partly(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]],
-           compile_parts: Callable[[nn.Module], None]) -> dict[str, Any]:
-    model, x, blocks = ready(build)
+def partly(name: str, compile_parts: Callable[[nn.Module], None]) -> dict[str, Any]:
+    model, x, blocks, _ = ready(name)
     before = eager(model, x, blocks)
     compile_parts(model)
     out = timed(model, x, blocks)
@@ -163,7 +126,7 @@ def resnet50_layer3() -> dict[str, Any]:
     def parts(model: nn.Module) -> None:
         model.layer3 = torch.compile(model.layer3)
 
-    out = partly(resnet50, parts)
+    out = partly("resnet50", parts)
     out["blocks"]["layer3._orig_mod"] = out["blocks"].pop("layer3", None)
     return out
 
@@ -173,12 +136,11 @@ def llama_layers() -> dict[str, Any]:
         for layer in model.model.layers:
             layer.compile()
 
-    return partly(llama, parts)
+    return partly("llama", parts)
 
 
-def whole(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: str
-          ) -> dict[str, Any]:
-    model, x, blocks = ready(build)
+def whole(name: str, mode: str) -> dict[str, Any]:
+    model, x, blocks, _ = ready(name)
     out = timed(torch.compile(model, mode=mode), x, blocks)
     out["default"] = timed(torch.compile(model), x, blocks)
     out["eager"] = eager(model, x, blocks)
@@ -190,15 +152,20 @@ def whole(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: 
 
 
 def _phases(frame: pd.DataFrame, block: str) -> dict[str, float | None]:
-    return {"forward_ms": _value(frame, block, "device_ms"),
-            "backward_ms": _value(frame, block, "backward_device_ms")}
+    return {"forward_ms": value(frame, block, "device_ms"),
+            "backward_ms": value(frame, block, "backward_device_ms")}
 
 
-def train(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: str = "default"
+def train(name: str, mode: str = "default", again: bool = True, alone: bool = False
           ) -> dict[str, Any]:
     """``train_step_times`` of the model compiled in ``mode`` (its backward booked through
-    the compiled backward graphs) against the eager model's (the kernel clock)."""
-    model, x, blocks = ready(build)
+    the compiled backward graphs) against the eager model's (the kernel clock).
+
+    ``again``: a second pass (Inductor's cache) is timed too. ``alone``: each block of the
+    model's list compiled alone, a training step with the input it gets in the model (same
+    dtype, layout and ``requires_grad``), against its forward and backward in the model, with
+    the kernels crossing its boundary; the kernels fused across modules are listed."""
+    model, x, blocks, alone_blocks = ready(name)
     model.train()
     compiled = torch.compile(model, mode=mode)
     started = time.perf_counter()
@@ -208,22 +175,23 @@ def train(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: 
     print(f"  compiled step timed in {wall_s:.1f} s", flush=True)
     frame = timing.to_df("module").set_index("module")
     rows = clock.kernels()
-    started = time.perf_counter()
-    again = train_step_times(compiled, x, clock=CompiledClock(
-        CUDA, CompiledProgram.of(compiled, x), backward=True), options=STEPS)
-    again_s = time.perf_counter() - started
+    out: dict[str, Any] = {"mode": mode, "train_step_times_s": wall_s}
+    if again:
+        started = time.perf_counter()
+        repeated = train_step_times(compiled, x, clock=CompiledClock(
+            CUDA, CompiledProgram.of(compiled, x), backward=True), options=STEPS)
+        out["train_step_times_again_s"] = time.perf_counter() - started
+        out["again_model"] = _phases(repeated.to_df("module").set_index("module"), "__root__")
     eager_timing = train_step_times(model, x, clock="kernels" if CUDA.type == "cuda" else "cpu",
                                     options=STEPS)
     plain = eager_timing.to_df("module").set_index("module")
-    return {
-        "mode": mode, "train_step_times_s": wall_s, "train_step_times_again_s": again_s,
+    out.update({
         "clock": timing.clock, "coverage": clock.coverage,
         "backward_coverage": clock.backward_coverage,
         "forward_kernels": sum(not row.backward for row in rows),
         "backward_kernels": sum(row.backward for row in rows),
         "backward_fused_across": sum(row.backward and bool(row.fused_across) for row in rows),
         "model": _phases(frame, "__root__"), "eager_model": _phases(plain, "__root__"),
-        "again_model": _phases(again.to_df("module").set_index("module"), "__root__"),
         "blocks": {block: {"compiled": _phases(frame, block), "eager": _phases(plain, block)}
                    for block in blocks},
         "backward_root_kernels": sorted(
@@ -231,14 +199,38 @@ def train(build: Callable[[], tuple[nn.Module, torch.Tensor, list[str]]], mode: 
              if row.backward and row.module == "" and not row.fused_across),
             key=lambda item: -item[1])[:10],
         "unmatched": sorted(clock.booking.unmatched)[:8] if clock.booking else [],
-        "notes": list(timing.warnings)}
+        "notes": list(timing.warnings)})
+    if not alone:
+        return out
+    for block in blocks:
+        found = out["blocks"][block]
+        found["forward_kernels"] = sum(not r.backward and inside(r.module, block) for r in rows)
+        found["backward_kernels"] = sum(r.backward and inside(r.module, block) for r in rows)
+        for phase, backward in (("forward", False), ("backward", True)):
+            crossed = crossing(rows, block, backward)
+            found[f"{phase}_crossing"] = [kernel for kernel, _ in crossed]
+            found[f"{phase}_crossing_ms"] = sum(ms for _, ms in crossed)
+    out["fused_across"] = [
+        {"kernel": k.name, "backward": k.backward, "ms": k.time_ms,
+         "booked_to": k.module or "__root__", "fused_across": list(k.fused_across)}
+        for k in sorted(clock.fused_across(), key=lambda k: -k.time_ms)]
+    inputs = block_inputs(model, x, alone_blocks, grad=True)
+    for block in alone_blocks:
+        args, kwargs = inputs[block]
+        try:
+            out["blocks"][block]["alone"] = alone_train(model.get_submodule(block), args,
+                                                        kwargs, CUDA, mode, STEPS)
+        except Exception as error:  # one block's failure is reported, the rest runs
+            out["blocks"][block]["alone"] = {"error": f"{type(error).__name__}: {error}"}
+        print(f"  {block} alone: {out['blocks'][block]['alone']}", flush=True)
+    return out
 
 
 def replay_order(mode: str = "reduce-overhead") -> dict[str, Any]:
     """One traced iteration of the Llama-style decoder's program under CUDA graphs: the
     device kernels in the order they ran, the graph's kernels in call order, the modules'
     booked time."""
-    model, x, _ = ready(llama)
+    model, x, _, _ = ready("llama")
     program = CompiledProgram.of(torch.compile(model, mode=mode), x)
     with torch.no_grad():
         for _ in range(4):
@@ -278,20 +270,81 @@ def rebook_replay(path: Path) -> dict[str, float]:
     return out
 
 
+def blocks_markdown(report: dict[str, Any]) -> str:
+    """The ``<model>_train_blocks`` sections of a results file as tables: per top-level
+    block, its forward and backward in the model against eager and against the block
+    compiled alone, the kernels crossing its boundary; the longest kernels fused across
+    modules."""
+    def num(value: Any, form: str = ".3f") -> str:
+        return "" if value is None else format(value, form)
+
+    def crossed(block: dict[str, Any], phase: str) -> str:
+        kernels = block.get(f"{phase}_crossing") or []
+        return f"{len(kernels)} ({block[f'{phase}_crossing_ms']:.3f})" if kernels else "none"
+
+    lines = []
+    for name, section in report["sections"].items():
+        if not name.endswith("_train_blocks") or "blocks" not in section:
+            continue
+        model, eager_model = section["model"], section["eager_model"]
+        lines += [
+            f"## {name[:-len('_train_blocks')]} (torch {report['torch']}, {report['device']}, "
+            f"bf16, torch.compile mode {section['mode']}, training step)", "",
+            f"- coverage of the compiled graphs' kernel time by modules: forward "
+            f"{section['coverage']:.4f}, backward {section['backward_coverage']:.4f}",
+            f"- forward {model['forward_ms']:.3f} ms (eager {eager_model['forward_ms']:.3f}), "
+            f"backward {model['backward_ms']:.3f} ms (eager {eager_model['backward_ms']:.3f}); "
+            f"kernels {section['forward_kernels']} / {section['backward_kernels']}; "
+            f"the model's compiled step timed in {section['train_step_times_s']:.1f} s", "",
+            "| block | fwd ms (eager) | fwd speed-up | bwd ms (eager) | bwd speed-up | kernels "
+            "fwd / bwd | alone fwd ms | in model / alone, fwd | alone bwd ms | in model / "
+            "alone, bwd | crossing kernels fwd (ms) | crossing kernels bwd (ms) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+        for block, found in section["blocks"].items():
+            compiled, eager_block = found["compiled"], found["eager"]
+            alone = found.get("alone") or {}
+            fwd, bwd = compiled["forward_ms"], compiled["backward_ms"]
+            lines.append(
+                f"| {block} | {num(fwd)} ({num(eager_block['forward_ms'])}) | "
+                f"{num(eager_block['forward_ms'] / fwd if fwd else None, '.2f')} | "
+                f"{num(bwd)} ({num(eager_block['backward_ms'])}) | "
+                f"{num(eager_block['backward_ms'] / bwd if bwd else None, '.2f')} | "
+                f"{found['forward_kernels']} / {found['backward_kernels']} | "
+                f"{num(alone.get('forward_ms'))} | "
+                f"{num(fwd / alone['forward_ms'] if alone.get('forward_ms') else None)} | "
+                f"{num(alone.get('backward_ms'))} | "
+                f"{num(bwd / alone['backward_ms'] if alone.get('backward_ms') else None)} | "
+                f"{crossed(found, 'forward')} | {crossed(found, 'backward')} |")
+        fused = section.get("fused_across", [])
+        lines += ["", f"{sum(not k['backward'] for k in fused)} forward and "
+                  f"{sum(k['backward'] for k in fused)} backward kernels fused across "
+                  "modules; the longest:", "",
+                  "| kernel | phase | ms | booked to | fuses work of |", "|---|---|---:|---|---|"]
+        for kernel in fused[:10]:
+            spans = ", ".join(kernel["fused_across"])
+            lines.append(f"| `{kernel['kernel'][:70]}` | "
+                         f"{'bwd' if kernel['backward'] else 'fwd'} | {kernel['ms']:.4f} | "
+                         f"{kernel['booked_to']} | {spans[:160]} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {
-    "llama_train": lambda: train(llama),
-    "gpt2_train": lambda: train(gpt2),
-    "resnet50_train": lambda: train(resnet50),
-    "vit_b_16_train": lambda: train(vit_b_16),
+    "llama_train": lambda: train("llama"),
+    "gpt2_train": lambda: train("gpt2"),
+    "resnet50_train": lambda: train("resnet50"),
+    "vit_b_16_train": lambda: train("vit_b_16"),
+    **{f"{name}_train_blocks": lambda name=name: train(name, again=False, alone=True)
+       for name in ("resnet50", "gpt2", "vit_b_16", "llama")},
     "llama_replay_order": replay_order,
-    "llama_train_max_autotune": lambda: train(llama, "max-autotune"),
+    "llama_train_max_autotune": lambda: train("llama", "max-autotune"),
     "small_reduce_overhead": small_reduce_overhead,
     "resnet50_layer3": resnet50_layer3,
     "llama_layers": llama_layers,
-    "llama_reduce_overhead": lambda: whole(llama, "reduce-overhead"),
-    "llama_max_autotune": lambda: whole(llama, "max-autotune"),
-    "gpt2_max_autotune": lambda: whole(gpt2, "max-autotune"),
-    "resnet50_max_autotune": lambda: whole(resnet50, "max-autotune"),
+    "llama_reduce_overhead": lambda: whole("llama", "reduce-overhead"),
+    "llama_max_autotune": lambda: whole("llama", "max-autotune"),
+    "gpt2_max_autotune": lambda: whole("gpt2", "max-autotune"),
+    "resnet50_max_autotune": lambda: whole("resnet50", "max-autotune"),
 }
 
 
@@ -304,7 +357,12 @@ def main() -> None:
                         help="the results file's name (.json) under --out")
     parser.add_argument("--rebook", type=Path, default=None,
                         help="book a results file's recorded replay again and stop")
+    parser.add_argument("--markdown", type=Path, default=None,
+                        help="print a results file's _train_blocks sections as tables and stop")
     args = parser.parse_args()
+    if args.markdown is not None:
+        print(blocks_markdown(json.loads(args.markdown.read_text())), end="")
+        return
     if args.rebook is not None:
         print(json.dumps(rebook_replay(args.rebook), indent=1))
         return

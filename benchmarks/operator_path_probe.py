@@ -7,6 +7,7 @@ forward).
     python benchmarks/operator_path_probe.py time bare,noop_mode,started_inactive,prof_ops 21
     python benchmarks/operator_path_probe.py part bare,prof_noops,prof_ops 15 NewGELUActivation
     python benchmarks/operator_path_probe.py callbacks
+    MODEL=resnet50 python benchmarks/operator_path_probe.py part bare,prof_ops 15 Conv2d
 
 ``time``: the whole forward per variant. ``part``: the time spent inside calls of one module
 type (a pre/post hook pair on each such module), per variant, to tell whether kernels that the
@@ -28,6 +29,7 @@ instead of popped and pushed again, around the calls no listener observes).
 from __future__ import annotations
 
 import gc
+import os
 import random
 import statistics
 import sys
@@ -47,15 +49,20 @@ from moduleprofiler import ModuleProfiler, counting
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.runner import Call, Listener, PassRunner
 
-UNCOVERED = {"GPT2Attention", "GPT2Block", "GPT2MLP", "NewGELUActivation", "GPT2Model"}
-"""The GPT-2 module types without a module formula: the counting listener observes these."""
+UNCOVERED = {
+    "gpt2": {"GPT2Attention", "GPT2Block", "GPT2MLP", "NewGELUActivation", "GPT2Model"},
+    "resnet50": {"Bottleneck", "ResNet", "Sequential"},
+}
+"""Per model, the module types without a module formula: the counting listener observes these."""
+MODEL = "gpt2"
+"""The model probed (``MODEL=resnet50`` in the environment: torchvision's, batch 1, 224 x 224)."""
 
 
 class NopOps(Listener):
     """Observes what the counting listener observes on GPT-2; does nothing with it."""
 
     def observe(self, module: nn.Module) -> bool:
-        return type(module).__name__ in UNCOVERED
+        return type(module).__name__ in UNCOVERED[MODEL]
 
     def observe_outside(self) -> bool:
         return True
@@ -78,12 +85,19 @@ class KeepOps(NopOps):
 
 def build() -> dict[str, Callable[[], Any]]:
     """The model, its input and every variant."""
-    from transformers import GPT2Config, GPT2Model
-
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = GPT2Model(GPT2Config()).eval()
-    x = torch.randint(0, 50000, (1, 128))
+    model: nn.Module
+    if MODEL == "resnet50":
+        import torchvision
+
+        model = torchvision.models.resnet50(weights=None).eval()
+        x = torch.randn(1, 3, 224, 224)
+    else:
+        from transformers import GPT2Config, GPT2Model
+
+        model = GPT2Model(GPT2Config()).eval()
+        x = torch.randint(0, 50000, (1, 128))
     profiler = ModuleProfiler()
 
     def bare() -> Any:
@@ -239,6 +253,8 @@ def callbacks(tools: dict[str, Callable[[], Any]]) -> None:
 
 
 def main() -> None:
+    global MODEL
+    MODEL = os.environ.get("MODEL", "gpt2")
     tools = build()
     what = sys.argv[1]
     if what == "time":
