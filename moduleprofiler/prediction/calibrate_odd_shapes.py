@@ -89,6 +89,25 @@ def misaligned_linear_shapes(held_out: bool = False) -> list[LinearShape]:
     return shapes
 
 
+_SIDES: tuple[tuple[int, int], ...] = (
+    (7, 1), (14, 1), (28, 1), (56, 1), (28, 2), (56, 2), (112, 2))
+"""Input side and stride of the convolutions measured (stride 2 not at batch 1)."""
+
+
+def _within_cap(shapes: list[ConvShape]) -> list[ConvShape]:
+    """``shapes`` once each, in order, leaving out those over :data:`_CONV_FLOP_CAP`."""
+    return [s for s in dict.fromkeys(shapes)
+            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
+
+
+def _grouped_shapes(widths: tuple[int, ...], counts: tuple[int, ...]) -> list[ConvShape]:
+    """Grouped 3 x 3 convolutions of every width in ``widths`` with every count in
+    ``counts``, at batches 1, 8 and 64 over :data:`_SIDES` (not capped)."""
+    return [(n, width * groups, width * groups, h, 3, stride, groups, 0)
+            for n in (1, 8, 64) for h, stride in _SIDES if not (stride == 2 and n == 1)
+            for width in widths for groups in counts]
+
+
 def odd_conv_shapes(held_out: bool = False) -> list[ConvShape]:
     """Grouped 3 x 3 convolutions over :data:`GROUP_WIDTHS` x :data:`GROUP_COUNTS` channels
     and channels-first depthwise 3 x 3 and 5 x 5 ones over :data:`DEPTHWISE_CHANNELS`
@@ -96,46 +115,18 @@ def odd_conv_shapes(held_out: bool = False) -> list[ConvShape]:
     widths = GROUP_WIDTHS_HELD_OUT if held_out else GROUP_WIDTHS
     counts = GROUP_COUNTS_HELD_OUT if held_out else GROUP_COUNTS
     depthwise = DEPTHWISE_CHANNELS_HELD_OUT if held_out else DEPTHWISE_CHANNELS
-    shapes: list[ConvShape] = []
-    for n in (1, 8, 64):
-        for h, stride in ((7, 1), (14, 1), (28, 1), (56, 1), (28, 2), (56, 2), (112, 2)):
-            if stride == 2 and n == 1:
-                continue
-            for width in widths:
-                for groups in counts:
-                    c = width * groups
-                    shapes.append((n, c, c, h, 3, stride, groups, 0))
-            if n == 1:
-                continue
-            for c in depthwise:
-                for kernel in (3, 5):
-                    shapes.append((n, c, c, h, kernel, stride, c, 0))
-    return [s for s in dict.fromkeys(shapes)
-            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
-
-
-def _grouped_shapes(widths: tuple[int, ...], counts: tuple[int, ...]) -> list[ConvShape]:
-    """Grouped 3 x 3 convolutions of every width in ``widths`` with every count in
-    ``counts``, at the batches, sides and strides of :func:`odd_conv_shapes`."""
-    shapes: list[ConvShape] = []
-    for n in (1, 8, 64):
-        for h, stride in ((7, 1), (14, 1), (28, 1), (56, 1), (28, 2), (56, 2), (112, 2)):
-            if stride == 2 and n == 1:
-                continue
-            for width in widths:
-                for groups in counts:
-                    c = width * groups
-                    shapes.append((n, c, c, h, 3, stride, groups, 0))
-    return [s for s in dict.fromkeys(shapes)
-            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
+    shapes = _grouped_shapes(widths, counts) + [
+        (n, c, c, h, kernel, stride, c, 0)
+        for n in (8, 64) for h, stride in _SIDES for c in depthwise for kernel in (3, 5)]
+    return _within_cap(shapes)
 
 
 def odd_group_shapes(held_out: bool = False) -> list[ConvShape]:
     """Grouped 3 x 3 convolutions over :data:`ODD_GROUP_WIDTHS` x :data:`ODD_GROUP_COUNTS`
     (``held_out``: the ``_HELD_OUT`` widths and counts, widths no power of two either)."""
     if held_out:
-        return _grouped_shapes(ODD_GROUP_WIDTHS_HELD_OUT, ODD_GROUP_COUNTS_HELD_OUT)
-    return _grouped_shapes(ODD_GROUP_WIDTHS, ODD_GROUP_COUNTS)
+        return _within_cap(_grouped_shapes(ODD_GROUP_WIDTHS_HELD_OUT, ODD_GROUP_COUNTS_HELD_OUT))
+    return _within_cap(_grouped_shapes(ODD_GROUP_WIDTHS, ODD_GROUP_COUNTS))
 
 
 def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
@@ -157,8 +148,7 @@ def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
             for c in odd:
                 for out in {max(8, c // 6 // 8 * 8), c, min(1152, 6 * c)}:
                     shapes.append((n, c, out, h, 1, 1, 1, 0))
-    return [s for s in dict.fromkeys(shapes)
-            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
+    return _within_cap(shapes)
 
 
 LINEAR_ROWS_DENSE: tuple[int, ...] = (512, 1536, 3072, 6144, 12288)
