@@ -4,6 +4,7 @@ computation), optionally cast to a dtype; the user's model is not touched."""
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import types
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from moduleprofiler.errors import DeviceDtypeError
@@ -195,8 +197,30 @@ def _fused_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
         return None
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (query, key, value))
+    if grad and key.shape[1] != query.shape[1] and not _meta_grouped_backward_fits():
+        return None  # this torch's meta backward would fail: the unfused math instead
     try:
         return torch.ops.aten._scaled_dot_product_efficient_attention(
             query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)[0]
     except (RuntimeError, TypeError):
         return None
+
+
+@functools.cache
+def _meta_grouped_backward_fits() -> bool:
+    """Whether this torch's meta kernel of the fused attention's backward gives grouped key
+    and value heads gradients of their own shape (torch 2.11's gives them the query's head
+    count, and autograd then refuses the gradient: training predictions of grouped-query
+    models failed). Asked once, of the operators themselves, outside any mode of a pass."""
+    with _disable_current_modes(), torch.no_grad():
+        query = torch.empty(1, 4, 2, 8, device="meta", dtype=torch.bfloat16)
+        key = torch.empty(1, 2, 2, 8, device="meta", dtype=torch.bfloat16)
+        try:
+            out, lse, seed, offset = torch.ops.aten._scaled_dot_product_efficient_attention(
+                query, key, key, None, True)
+            grads = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+                torch.empty_like(out), query, key, key, None, out, lse, seed, offset, 0.0,
+                [True, True, True, False])
+        except (RuntimeError, NotImplementedError):
+            return False
+    return all(grad.shape == key.shape for grad in grads[1:3])
