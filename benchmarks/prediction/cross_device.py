@@ -7,7 +7,8 @@
 
 For every configuration measured on both, each measured device time is moved to the other
 card by the rule of ``predict(..., measured=...)`` (Habitat's idea, per module): the measured
-time times the ratio of the two devices' predictions for it, computed here by the package's
+time times the ratio of the two devices' predictions for it (each from the table rows both
+calibrations measured, as ``predict`` takes it), computed here by the package's
 own :func:`moduleprofiler.prediction.compare.scaled` on predictions of the meta pass
 (``host=None``: device time only). Printed, as the median and 90th percentile of
 |predicted - measured| / measured:
@@ -42,7 +43,9 @@ from models import DTYPES, by_name
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.compare import scaled
-from moduleprofiler.prediction.predict import DeviceSpec, PredictedProfile
+from moduleprofiler.prediction.device_model import DeviceModel
+from moduleprofiler.prediction.predict import DeviceSpec, PredictedProfile, resolve_device
+from moduleprofiler.prediction.run import like_for_like
 from moduleprofiler.records import ROOT_NAME
 
 H100, H200 = "H100 SXM", "H200"
@@ -54,7 +57,13 @@ SHARE = 0.05
 """Modules compared: at least this share of the pass's measured device time."""
 
 
-def predict(row: dict[str, Any], device: DeviceSpec) -> PredictedProfile:
+RESOLVED = {device: resolve_device(device)[0] for device in (H100, H200)}
+LIKE = dict(zip((H100, H200), like_for_like(RESOLVED[H100], RESOLVED[H200]), strict=True))
+"""Each card's model on the table rows both calibrations measured, as ``predict(...,
+measured=...)`` takes the ratio of the two predictions."""
+
+
+def predict(row: dict[str, Any], device: DeviceSpec | DeviceModel) -> PredictedProfile:
     """The configuration of ``row`` predicted on ``device``, device time only."""
     zoo = by_name(row["model"])
     train = row["pass"] == "train"
@@ -99,10 +108,12 @@ def compare(rows: dict[str, dict[str, Any]], preds: dict[str, PredictedProfile],
     have, want = measured_ms(rows[source]), measured_ms(rows[target])
     bandwidth = BANDWIDTH if target == H100 else 1 / BANDWIDTH
     methods: dict[str, dict[str, float]] = {
-        "scaled by the two calibrations": moved(preds[target], preds[source], have),
+        "scaled by the two calibrations": moved(preds[f"{target} like"], preds[f"{source} like"],
+                                                have),
         "no scaling": have,
         "datasheet ratio": {path: value * bandwidth for path, value in have.items()}}
-    passes = {"scaled by the two calibrations": pass_ratio(preds[target], preds[source]),
+    passes = {"scaled by the two calibrations": pass_ratio(preds[f"{target} like"],
+                                                           preds[f"{source} like"]),
               "no scaling": 1.0, "datasheet ratio": bandwidth}
     if target == H200:
         methods["scaled, H200 calibration withheld"] = moved(preds["borrowed"], preds[H100],
@@ -167,6 +178,10 @@ def main() -> None:
         rows = {device: truths[device][config] for device in (H100, H200)}
         preds = {H100: predict(rows[H100], H100), H200: predict(rows[H100], H200),
                  "borrowed": predict(rows[H100], BORROWED)}
+        for device in (H100, H200):  # a card whose rows the other has all: no second pass
+            like = LIKE[device]
+            preds[f"{device} like"] = preds[device] if like is RESOLVED[device] \
+                else predict(rows[H100], like)
         to_h200 = compare(rows, preds, H100, H200, errors)
         to_h100 = compare(rows, preds, H200, H100, errors)
         outright(rows[H200], preds[H200], "H200 calibration", errors)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,32 @@ class Calibration:
     def load(cls, path: str | Path) -> Calibration:
         """Read a calibration :meth:`save` wrote."""
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def common_rows(a: Calibration, b: Calibration) -> tuple[Calibration, Calibration]:
+    """``a`` and ``b`` keeping, in each table both have, only the rows both measured (the same
+    shape); tables only one has stay whole. Moving a measured time from one device to the
+    other by the ratio of their predictions compares like with like this way: rows one device
+    has and the other lacks (shapes measured on one card only) would move its prediction and
+    not the other's. The same objects where the tables already match."""
+
+    def kept(own: Calibration, other: Calibration) -> Calibration:
+        tables: dict[str, dict[str, list[list[float]]]] = {}
+        changed = False
+        for dtype, kinds in own.tables.items():
+            tables[dtype] = {}
+            for kind, rows in kinds.items():
+                theirs = other.tables.get(dtype, {}).get(kind)
+                if theirs is None:
+                    tables[dtype][kind] = rows
+                    continue
+                shapes = {tuple(row[:-1]) for row in theirs}
+                common = [row for row in rows if tuple(row[:-1]) in shapes]
+                changed = changed or len(common) != len(rows)
+                tables[dtype][kind] = common or rows  # no common row: the table as it is
+        return replace(own, tables=tables) if changed else own
+
+    return kept(a, b), kept(b, a)
 
 
 @functools.cache

@@ -49,11 +49,12 @@ def _per_module(profile: Profile, column: str) -> dict[str, float]:
 
 
 def scaled(target: PredictedProfile, source: PredictedProfile,
-           measured: ProfileData) -> PredictedProfile:
+           measured: ProfileData, reference: PredictedProfile | None = None
+           ) -> PredictedProfile:
     """``target`` with each module's ``scaled_device_ms``: its measured device time (in
     ``measured``, a timing profile of the same model and input on the source device: the
-    median over iterations) times ``target``'s prediction for the module over ``source``'s;
-    and ``measured``'s own columns beside the predicted ones.
+    median over iterations) times ``reference``'s prediction for the module (default:
+    ``target``'s) over ``source``'s; and ``measured``'s own columns beside the predicted ones.
 
     Raises:
         ValueError: ``measured`` has no device time (a CPU timing, or counts only).
@@ -63,7 +64,7 @@ def scaled(target: PredictedProfile, source: PredictedProfile,
     if not times:
         raise ValueError(f"measured: the profile has no {MEASURED!r} column (time the model "
                          "with time_modules on a CUDA device, whose kernel clock gives it)")
-    wanted = _per_module(target, "predicted_device_ms")
+    wanted = _per_module(target if reference is None else reference, "predicted_device_ms")
     have = _per_module(source, "predicted_device_ms")
     metrics = {path: {"scaled_device_ms": value * wanted[path] / have[path]}
                for path, value in times.items()

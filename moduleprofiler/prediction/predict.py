@@ -81,10 +81,13 @@ class PredictedProfile(Profile):
             else "device-bound"
 
 
-def resolve_device(device: DeviceSpec) -> tuple[DeviceModel, list[str]]:
+def resolve_device(device: DeviceSpec | DeviceModel) -> tuple[DeviceModel, list[str]]:
     """The device model for ``device``: a shipped calibration's name, a datasheet name
     (``"A100 80GB SXM"``: the reference calibration's achieved fractions on its peaks), a
-    :class:`Calibration` or its JSON path, or :class:`DevicePeaks`."""
+    :class:`Calibration` or its JSON path, or :class:`DevicePeaks` (a :class:`DeviceModel`
+    already resolved: itself)."""
+    if isinstance(device, DeviceModel):
+        return device, []
     shipped = shipped_calibrations()
     model, notes = _resolve(device, shipped)
     # a calibration the user made is their device's alone: only shipped ones borrow

@@ -6,6 +6,7 @@ and calls :func:`predict` with its own counted pass."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,9 @@ import torch
 
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import InputSize, given_input, unwrap_compiled
+from moduleprofiler.prediction.calibration import Calibration, common_rows
 from moduleprofiler.prediction.compare import scaled
+from moduleprofiler.prediction.device_model import DeviceModel
 from moduleprofiler.prediction.listener import PredictionListener
 from moduleprofiler.prediction.meta_copy import (
     FusedAttentionOnMeta,
@@ -45,7 +48,7 @@ profiler's formulas (``(model, input, pred_fn=, eval=, backward=, loss_fn=, list
 
 
 def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
-            device: DeviceSpec = "H100 SXM", host: HostSpec = DEFAULT_HOST,
+            device: DeviceSpec | DeviceModel = "H100 SXM", host: HostSpec = DEFAULT_HOST,
             dtype: str | torch.dtype | None = None, backward: bool = False, *,
             eval: bool | None = None, loss_fn: Callable[[Any], torch.Tensor] | None = None,
             input_size: InputSize | None = None, measured: ProfileData | None = None,
@@ -91,10 +94,32 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
                                   notes + host_notes, tf32)
     if measured is None:
         return predicted
-    source = predict(count, module, input, measured_device(measured, measured_on),
-                     dtype=dtype, backward=backward, eval=eval, loss_fn=loss_fn,
-                     input_size=input_size, tf32=tf32, log=log)
-    return scaled(predicted, source, measured)
+    # the ratio of the two devices' predictions, each from the rows both calibrations
+    # measured: a shape measured on one card only would move one side of the ratio
+    source_model, _ = resolve_device(measured_device(measured, measured_on))
+    target_like, source_like = like_for_like(device_model, source_model)
+
+    def again(model: DeviceModel) -> PredictedProfile:
+        return predict(count, module, input, model, dtype=dtype, backward=backward, eval=eval,
+                       loss_fn=loss_fn, input_size=input_size, tf32=tf32, log=log)
+
+    reference = None if target_like is device_model else again(target_like)
+    return scaled(predicted, again(source_like), measured, reference)
+
+
+def like_for_like(target: DeviceModel, source: DeviceModel) -> tuple[DeviceModel, DeviceModel]:
+    """``target`` and ``source`` priced from the table rows both calibrations measured
+    (:func:`~moduleprofiler.prediction.calibration.common_rows`): the same objects where
+    nothing differs, else fresh models (no cached prices) on the common rows."""
+    mine, theirs = common_rows(target.calibration, source.calibration)
+
+    def fresh(model: DeviceModel, calibration: Calibration) -> DeviceModel:
+        if calibration is model.calibration:
+            return model
+        return dataclasses.replace(model, calibration=calibration, borrowed=set(),
+                                   unmeasured=set(), _tables={}, _cache={})
+
+    return fresh(target, mine), fresh(source, theirs)
 
 
 def _holds_meta(value: Any) -> bool:

@@ -13,6 +13,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.prediction import Calibration, HostCosts, plot_prediction
+from moduleprofiler.prediction.calibration import common_rows
 from moduleprofiler.prediction.predict import measured_device
 from moduleprofiler.timing.environment import capture_environment, get_hardware_specs
 
@@ -46,6 +47,38 @@ def test_a_measured_module_is_scaled_by_the_ratio_of_the_two_predictions() -> No
     assert predicted.to_df("call").iloc[0]["predicted_to_measured"] == pytest.approx(
         0.6, rel=0.01)
     assert predicted.predicted_for.startswith("A100 80GB SXM")
+
+
+def test_the_ratio_reads_only_the_shapes_both_devices_measured() -> None:
+    model, x = nn.Linear(64, 64), torch.randn(64, 64)
+    # the target measured the model's 64 x 64 x 64 GEMM itself (2 us) and a 128^3 one (8 us);
+    # the source only the 128^3 one (8 us). Read from all its rows the target would say 2 us
+    # and the source its estimate from 128^3: a ratio of two different models. From the rows
+    # both measured (128^3, 8 us on each), both estimate the same: the ratio is 1 and the
+    # measured 10 us stays 10 us
+    rows = {"mem_unary": [[1e3, 2.0], [1e9, 500.0]]}
+    target = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
+        "gemm": [[64, 64, 64, 2.0], [128, 128, 128, 8.0]], **rows}}, HOST)
+    source = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
+        "gemm": [[128, 128, 128, 8.0]], **rows}}, HOST)
+    predicted = ModuleProfiler().predict(model, x, device=target, dtype="bf16",
+                                         measured=_measured(model, x, 0.010),
+                                         measured_on=source)
+    module = predicted.to_df("module").iloc[0]
+    assert module["scaled_device_ms"] == pytest.approx(0.010, rel=1e-6)
+    # the target's own prediction still reads all its rows: its measured 2 us
+    assert module["predicted_device_ms"] == pytest.approx(0.002, rel=0.01)
+
+
+def test_common_rows_keeps_the_shapes_both_measured() -> None:
+    a = Calibration("a", "a", 1, "x", "today", {"bf16": {
+        "gemm": [[1, 2, 3, 10.0], [4, 5, 6, 20.0]], "bmm": [[1, 1, 1, 1, 1.0]]}})
+    b = Calibration("b", "b", 1, "x", "today", {"bf16": {"gemm": [[1, 2, 3, 7.0]]}})
+    a_common, b_common = common_rows(a, b)
+    # a's gemm keeps the one shape b measured (with a's own time), its bmm (b has none) whole
+    assert a_common.tables["bf16"]["gemm"] == [[1, 2, 3, 10.0]]
+    assert a_common.tables["bf16"]["bmm"] == [[1, 1, 1, 1, 1.0]]
+    assert b_common is b  # nothing of b's is missing from a: the same object
 
 
 def test_a_measurement_without_device_time_or_device_is_refused() -> None:
