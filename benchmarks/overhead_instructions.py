@@ -1,0 +1,141 @@
+"""Instructions, not seconds: what ``profile()`` adds to a forward, counted by Valgrind's
+callgrind (deterministic, so it needs no quiet machine; slow, about 50x a plain run).
+
+    python benchmarks/overhead_instructions.py --size 64 --passes 5
+    python benchmarks/overhead_instructions.py --size 224 --passes 2 --variants bare,ops
+
+Each variant runs in its own process under ``valgrind --tool=callgrind --instr-atstart=no``:
+torchvision's ResNet-50 (batch 1, ``size`` x ``size``, one thread, no grad) is built and run
+three times, then this script switches the instruction counting on (``callgrind_control -i
+on``), the child runs ``passes`` passes, and the counting is switched off again: the count
+holds the passes only, not the imports. Printed: instructions per pass and the ratio to the
+bare forward's.
+
+Variants: ``bare`` (the forward), ``runner`` (the pass runner's hooks, no listener),
+``noops`` (``profile(operators=False)``), ``ops`` (``profile()``), ``noop_mode`` (a no-op
+``TorchDispatchMode`` over the whole forward).
+
+Instructions are not time: the convolutions retire several instructions per cycle, Python's
+interpreter far fewer, so the profiler's share of the time is larger than its share of the
+instructions. What the count settles is where the profiler's own work goes, without noise.
+Needs ``valgrind`` (``apt install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VARIANTS = ("bare", "runner", "noops", "ops", "noop_mode")
+
+
+def child(variant: str, size: int, passes: int, flags: Path) -> None:
+    """Run under callgrind: warm up, signal, wait for the counting, run ``passes``."""
+    import torch
+    import torchvision
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from overhead import NoOpMode
+
+    from moduleprofiler import ModuleProfiler
+    from moduleprofiler.runner import PassRunner
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval()
+    x = torch.randn(1, 3, size, size)
+    profiler = ModuleProfiler()
+
+    def bare() -> object:
+        return model(x)
+
+    def noop_mode() -> None:
+        with NoOpMode():
+            bare()
+
+    run = {
+        "bare": bare,
+        "runner": lambda: PassRunner(model, []).forward(bare),
+        "noops": lambda: profiler.profile(model, x, operators=False),
+        "ops": lambda: profiler.profile(model, x),
+        "noop_mode": noop_mode,
+    }[variant]
+    with torch.no_grad():
+        for _ in range(3):
+            run()
+        (flags / "ready").touch()
+        _wait_for(flags / "go")
+        for _ in range(passes):
+            run()
+    (flags / "done").touch()
+    _wait_for(flags / "stop")
+
+
+def _wait_for(path: Path) -> None:
+    while not path.exists():
+        time.sleep(0.05)
+
+
+def count(variant: str, size: int, passes: int) -> int:
+    """Instructions of ``passes`` passes of ``variant``, counted by callgrind."""
+    with tempfile.TemporaryDirectory() as folder:
+        flags = Path(folder)
+        out = flags / "callgrind.out"
+        process = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={out}", sys.executable, __file__, "--child", variant,
+             "--size", str(size), "--passes", str(passes), "--flags", folder],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+        for flag, switch in (("ready", "on"), ("done", "off")):
+            while not (flags / flag).exists():
+                if process.poll() is not None:
+                    raise RuntimeError(f"variant {variant!r} ended before {flag!r}")
+                time.sleep(0.5)
+            subprocess.run(["callgrind_control", "-i", switch, str(process.pid)],
+                           check=True, capture_output=True)
+            (flags / ("go" if switch == "on" else "stop")).touch()
+        process.wait()
+        text = subprocess.run(["callgrind_annotate", str(out)], capture_output=True,
+                              text=True, check=True).stdout
+    match = re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", text)
+    if match is None:
+        raise RuntimeError(f"no total in callgrind's output for {variant!r}")
+    return int(match.group(1).replace(",", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=64)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--flags", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.size, args.passes, args.flags)
+        return
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    print(f"ResNet-50, batch 1, {args.size} x {args.size}, one thread, no grad; "
+          f"{args.passes} passes per variant, instructions per pass (callgrind)", flush=True)
+    per_pass: dict[str, float] = {}
+    for variant in variants:
+        per_pass[variant] = count(variant, args.size, args.passes) / args.passes
+        base = per_pass.get("bare")
+        ratio = f"  x{per_pass[variant] / base:.4f} bare" if base else ""
+        extra = f"  +{(per_pass[variant] - base) / 1e6:.2f} M over bare" if base else ""
+        print(f"{variant:10s} {per_pass[variant] / 1e6:10.2f} M{ratio}{extra}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
