@@ -79,11 +79,12 @@ class Calibration:
 
 
 def common_rows(a: Calibration, b: Calibration) -> tuple[Calibration, Calibration]:
-    """``a`` and ``b`` keeping, in each table both have, only the rows both measured (the same
-    shape); tables only one has stay whole. Moving a measured time from one device to the
-    other by the ratio of their predictions compares like with like this way: rows one device
-    has and the other lacks (shapes measured on one card only) would move its prediction and
-    not the other's. The same objects where the tables already match."""
+    """``a`` and ``b`` keeping only the tables both have, and in each only the rows both
+    measured (the same shape). Moving a measured time from one device to the other by the
+    ratio of their predictions compares like with like this way: a table or a shape measured
+    on one card only would move its prediction and not the other's (the other prices that work
+    from a neighbouring shape, or a stand-in table on its datasheet peaks). The same objects
+    where the tables already match."""
 
     def kept(own: Calibration, other: Calibration) -> Calibration:
         tables: dict[str, dict[str, list[list[float]]]] = {}
@@ -92,8 +93,8 @@ def common_rows(a: Calibration, b: Calibration) -> tuple[Calibration, Calibratio
             tables[dtype] = {}
             for kind, rows in kinds.items():
                 theirs = other.tables.get(dtype, {}).get(kind)
-                if theirs is None:
-                    tables[dtype][kind] = rows
+                if theirs is None:  # measured here only: both price it by its stand-in
+                    changed = True
                     continue
                 shapes = {tuple(row[:-1]) for row in theirs}
                 common = [row for row in rows if tuple(row[:-1]) in shapes]

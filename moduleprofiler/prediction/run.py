@@ -108,15 +108,16 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
 
 
 def like_for_like(target: DeviceModel, source: DeviceModel) -> tuple[DeviceModel, DeviceModel]:
-    """``target`` and ``source`` priced from the table rows both calibrations measured
+    """``target`` and ``source`` priced from the tables and rows both calibrations measured
     (:func:`~moduleprofiler.prediction.calibration.common_rows`): the same objects where
-    nothing differs, else fresh models (no cached prices) on the common rows."""
+    nothing differs, else fresh models (no cached prices) on the common rows, which borrow no
+    table from another device (a table neither has is priced by the same stand-in on both)."""
     mine, theirs = common_rows(target.calibration, source.calibration)
+    if mine is target.calibration and theirs is source.calibration:
+        return target, source
 
     def fresh(model: DeviceModel, calibration: Calibration) -> DeviceModel:
-        if calibration is model.calibration:
-            return model
-        return dataclasses.replace(model, calibration=calibration, borrowed=set(),
+        return dataclasses.replace(model, calibration=calibration, donor=None, borrowed=set(),
                                    unmeasured=set(), _tables={}, _cache={})
 
     return fresh(target, mine), fresh(source, theirs)
