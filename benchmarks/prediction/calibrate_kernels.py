@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +36,20 @@ from moduleprofiler.prediction.device_model import (
 )
 from moduleprofiler.prediction.residuals import held_out_residuals
 
+Tables = Callable[[_Sweep, torch.device, torch.dtype, bool], dict[str, list[list[float]]]]
+"""Measures one dtype's rows (``held_out``: the held-out shapes) with a sweep on a device."""
 
-def measure(out: str, repeats: int) -> None:
+
+def measure(out: str, repeats: int, tables: Tables = kernel_tables) -> None:
+    """``tables`` in fp32 and bf16, the rows and the held-out shapes, written to ``out``."""
     device = torch.device("cuda")
     began = time.perf_counter()
     found: dict[str, dict[str, dict[str, list[list[float]]]]] = {"tables": {}, "held_out": {}}
     with _tf32(True):
         for name in ("fp32", "bf16"):
             for part in ("tables", "held_out"):
-                found[part][name] = kernel_tables(_Sweep(device, repeats), device,
-                                                  _TORCH_DTYPE[name], part == "held_out")
+                found[part][name] = tables(_Sweep(device, repeats), device,
+                                           _TORCH_DTYPE[name], part == "held_out")
                 torch.cuda.empty_cache()
                 print(name, part, {k: len(v) for k, v in found[part][name].items()},
                       f"{time.perf_counter() - began:.1f} s", flush=True)

@@ -12,33 +12,13 @@ shapes that prove them; ``merge`` and ``check`` as ``calibrate_kernels.py``'s.
 from __future__ import annotations
 
 import argparse
-import json
-import time
+import sys
 from pathlib import Path
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate_kernels import measure
 
-from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, _Sweep, _tf32
 from moduleprofiler.prediction.calibrate_odd_shapes import PARTS, odd_shape_tables
-
-
-def measure(out: str, repeats: int, parts: tuple[str, ...]) -> None:
-    device = torch.device("cuda")
-    began = time.perf_counter()
-    found: dict[str, dict[str, dict[str, list[list[float]]]]] = {"tables": {}, "held_out": {}}
-    with _tf32(True):
-        for name in ("fp32", "bf16"):
-            for part in ("tables", "held_out"):
-                found[part][name] = odd_shape_tables(_Sweep(device, repeats), device,
-                                                     _TORCH_DTYPE[name], part == "held_out",
-                                                     parts)
-                torch.cuda.empty_cache()
-                print(name, part, {k: len(v) for k, v in found[part][name].items()},
-                      f"{time.perf_counter() - began:.1f} s", flush=True)
-                # written after each part: a run cut short keeps what it measured
-                Path(out).write_text(json.dumps({
-                    "device_name": torch.cuda.get_device_name(device),
-                    "torch": torch.__version__, **found}), encoding="utf-8")
 
 
 def main() -> None:
@@ -50,7 +30,10 @@ def main() -> None:
     run.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(
         PARTS))
     args = parser.parse_args()
-    measure(args.out, args.repeats, tuple(args.parts.split(",")))
+    parts = tuple(args.parts.split(","))
+    measure(args.out, args.repeats,
+            lambda sweep, device, dtype, held_out: odd_shape_tables(sweep, device, dtype,
+                                                                    held_out, parts))
 
 
 if __name__ == "__main__":
