@@ -32,7 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-VARIANTS = ("bare", "runner", "noops", "ops", "noop_mode")
+VARIANTS = {"bare": "bare forward", "runner": "runner, no listener",
+            "noops": "profile(operators=False)", "ops": "profile()",
+            "noop_mode": "no-op dispatch mode"}
+"""Each variant and the tool of ``overhead.py`` it runs."""
 
 
 def child(variant: str, size: int, passes: int, flags: Path) -> None:
@@ -42,31 +45,14 @@ def child(variant: str, size: int, passes: int, flags: Path) -> None:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from overhead import NoOpMode
-
-    from moduleprofiler import ModuleProfiler
-    from moduleprofiler.runner import PassRunner
+    from overhead import tools_for
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).eval()
     x = torch.randn(1, 3, size, size)
-    profiler = ModuleProfiler()
-
-    def bare() -> object:
-        return model(x)
-
-    def noop_mode() -> None:
-        with NoOpMode():
-            bare()
-
-    run = {
-        "bare": bare,
-        "runner": lambda: PassRunner(model, []).forward(bare),
-        "noops": lambda: profiler.profile(model, x, operators=False),
-        "ops": lambda: profiler.profile(model, x),
-        "noop_mode": noop_mode,
-    }[variant]
+    run = next(tool.run for tool in tools_for(model, x, peers=False)
+               if tool.name == VARIANTS[variant])
     with torch.no_grad():
         for _ in range(3):
             run()
