@@ -90,6 +90,17 @@ def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, A
     return hook
 
 
+def _switch(root: nn.Module, modules: Sequence[nn.Module], mode: bool) -> None:
+    """``root.train(mode)``; where the model refuses it (the module of a ``torch.export``
+    program raises ``NotImplementedError``: its graph was fixed when it was exported), every
+    module's flag is set as ``nn.Module.train`` would, and put back after the pass as usual."""
+    try:
+        root.train(mode)
+    except NotImplementedError:
+        for module in modules:
+            module.training = mode
+
+
 def _set_aside(tensors: Iterable[Tensor]) -> list[tuple[Tensor, Tensor | None]]:
     """Set the ``.grad`` of every leaf in ``tensors`` that requires grad to ``None`` and return
     what it was (:func:`_put_back`)."""
@@ -152,9 +163,9 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         # ``train(mode)`` is called (a module may override it) unless every flag is already
         # ``mode``: an inference model in eval mode costs no recursive walk
         if eval and True in flags:
-            root.eval()
+            _switch(root, modules, False)
         elif train and False in flags:
-            root.train()
+            _switch(root, modules, True)
         if buffers is not False:
             written, lazy = _buffers(modules)
             saved_buffers = _snapshot(written)
