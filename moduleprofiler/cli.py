@@ -284,7 +284,7 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
             f"{predicted.predicted_device_ms:.3f} ms; the 10th to 90th percentile of its "
             "operators' held-out calibration residuals)" if low is not None and high is not None
             else "no expected error band: the calibration holds no held-out residuals")
-    options.notes = (said, band, *predicted.prediction_notes)
+    options.notes = (said, band)  # the prediction's own notes are the view's (pass_notes)
     return predicted
 
 

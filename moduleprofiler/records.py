@@ -311,6 +311,12 @@ class ProfileData:
         return tuple(record for record in self.records if record.parent is None)
 
     @property
+    def pass_notes(self) -> tuple[str, ...]:
+        """What the pass that made this profile says under every table of it, beside the
+        counting notes (a prediction: what it rests on and where it is a bound)."""
+        return ()
+
+    @property
     def counted(self) -> bool:
         """Whether this pass counted ops (``profile()``), rather than only timing or measuring
         memory: a counting pass records every call's shapes, also when none of its ops are

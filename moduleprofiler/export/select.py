@@ -291,6 +291,7 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         notes.append(f"TorchScript submodules carry no hooks: {listing(profile.unhooked)}; "
                      "their work is counted in the module that calls them")
     notes.extend(profile.formula_fallbacks)
+    notes.extend(profile.pass_notes)
     return tuple(notes)
 
 

@@ -38,7 +38,9 @@ def check_operand_dtypes(name: str, args: tuple[Any, ...], call: Call | None) ->
     """
     dtypes = tuple(dict.fromkeys(arg.dtype for arg in args[:3]
                                  if isinstance(arg, torch.Tensor)))
-    if not dtypes or (len(dtypes) == 1 and dtypes[0].is_floating_point):
+    # complex products and convolutions run (cuBLAS's complex GEMMs): priced as unknown
+    if not dtypes or (len(dtypes) == 1 and (dtypes[0].is_floating_point
+                                            or dtypes[0].is_complex)):
         return
     where = (f"module {display_path(call.path)!r} ({type(call.module).__name__})"
              if call is not None else "outside any module")
@@ -48,6 +50,12 @@ def check_operand_dtypes(name: str, args: tuple[Any, ...], call: Call | None) ->
         f"{where}: {name} {what} (a real run raises here; the meta device does not check): "
         "cast the input to the model's dtype",
         None if call is None else call.path, dtypes)
+
+
+def _complex_operands(args: tuple[Any, ...]) -> bool:
+    """Whether a data operand (the first three arguments) is complex: a complex matrix product
+    does four real ones' work in kernels of its own, which no calibration table times."""
+    return any(isinstance(arg, torch.Tensor) and arg.is_complex() for arg in args[:3])
 
 
 def _plus(total: float | None, value: float | None) -> float | None:
@@ -97,10 +105,14 @@ class PredictionListener(Listener):
     def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any], out: Any) -> None:
         work = step_work(func, args, kwargs, out, phase == "backward_")
+        device_us: float | None = None
         if work.table in _ONE_DTYPE_TABLES:
             check_operand_dtypes(work.name, args, call)
-        device_us = self.device.op_us(work)
-        if work.dtype == "fp32" and work.table is not None:
+            if not _complex_operands(args):  # no calibration measured complex kernels
+                device_us = self.device.op_us(work)
+        else:
+            device_us = self.device.op_us(work)
+        if work.dtype == "fp32" and work.table is not None and device_us is not None:
             self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1

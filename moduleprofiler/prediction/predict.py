@@ -71,6 +71,11 @@ class PredictedProfile(Profile):
     """What the prediction rests on and where it is a bound."""
 
     @property
+    def pass_notes(self) -> tuple[str, ...]:
+        """:attr:`prediction_notes`, under every table of the prediction."""
+        return self.prediction_notes
+
+    @property
     def predicted_regime(self) -> str | None:
         """``"host-bound"`` when the device would be idle over half the pass, else
         ``"device-bound"`` (``None`` without a host model)."""

@@ -220,6 +220,20 @@ def test_integer_matrix_products_are_refused() -> None:
         ModuleProfiler().predict(IntegerMatmul(), torch.ones(4, 4, dtype=torch.int64))
 
 
+def test_a_complex_matrix_product_is_unknown_not_refused_nor_priced_as_a_real_one() -> None:
+    # a GPU runs a complex64 GEMM (cuBLAS's complex kernels, four real products' work), which
+    # no calibration table measured: its device time is unknown, the total a lower bound
+    model = nn.Linear(8, 8, dtype=torch.cfloat)
+    predicted = ModuleProfiler().predict(model, torch.randn(2, 8, dtype=torch.cfloat),
+                                         device="H100 SXM")
+    assert predicted.predicted_device_ms == 0.0
+    note = "no calibration table times aten.addmm (1x): their device time is unknown"
+    assert any(note in n for n in predicted.prediction_notes)
+    assert not any("fp32 matmuls" in n for n in predicted.prediction_notes)
+    # every view of the prediction says it under its table
+    assert note in " ".join(str(predicted.tree(width=200)).split())
+
+
 def test_the_host_costs_inside_a_model_and_as_measured() -> None:
     from moduleprofiler.prediction.host_model import IN_SITU_HOST_FACTOR, HostModel
     from moduleprofiler.prediction.op_classes import classify
