@@ -93,18 +93,23 @@ class DevicePeaks:
         return self.bandwidth_gbs * 1e9
 
 
-def _nvidia(name: str, fp64: float | None, fp32: float, tf32: float, half: float,
-            fp8: float | None, int8: float | None, bandwidth: float, source: str) -> DevicePeaks:
-    """A datasheet entry given its dense rates; sparse = 2 x dense on tensor-core dtypes."""
-    dense = {"fp64": fp64, "fp32": fp32, "tf32": tf32, "bf16": half, "fp16": half, "fp8": fp8,
-             "int8": int8}
+def _nvidia(name: str, fp64: float | None, fp32: float, tf32: float | None, half: float,
+            fp8: float | None, int8: float | None, bandwidth: float, source: str, *,
+            bf16: bool = True) -> DevicePeaks:
+    """A datasheet entry given its dense rates (``half``: fp16 and, with ``bf16``, bf16 on
+    tensor cores with FP32 accumulation, as PyTorch's matmuls run); sparse = 2 x dense on
+    tensor-core dtypes (Volta and Turing have no bf16 and no sparse tensor cores)."""
+    dense = {"fp64": fp64, "fp32": fp32, "tf32": tf32, "bf16": half if bf16 else None,
+             "fp16": half, "fp8": fp8, "int8": int8}
     sparse = {k: None if v is None else 2 * v for k, v in dense.items()
-              if k not in ("fp64", "fp32")}
+              if k not in ("fp64", "fp32")} if bf16 else {}
     return DevicePeaks(name, dense, bandwidth, sparse, source=source)
 
 
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet"
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet"
+_V100 = "NVIDIA V100 Tensor Core GPU datasheet"
+_GA102 = "NVIDIA Ampere GA102 GPU architecture whitepaper"
 DEVICE_PEAKS: dict[str, DevicePeaks] = {peaks.name: peaks for peaks in (
     _nvidia("H100 SXM", 67, 67, 494.7, 989.4, 1978.9, 1978.9, 3350, _H100),
     _nvidia("H100 PCIe", 51, 51, 378, 756.5, 1513, 1513, 2000, _H100),
@@ -119,6 +124,13 @@ DEVICE_PEAKS: dict[str, DevicePeaks] = {peaks.name: peaks for peaks in (
     _nvidia("L40S", None, 91.6, 183, 362.05, 733, 733, 864, "NVIDIA L40S datasheet"),
     _nvidia("L4", None, 30.3, 60, 121, 242.5, 242.5, 300, "NVIDIA L4 datasheet"),
     _nvidia("A10", None, 31.2, 62.5, 125, None, 250, 600, "NVIDIA A10 datasheet"),
+    _nvidia("V100 SXM2", 7.8, 15.7, None, 125, None, None, 900, _V100, bf16=False),
+    _nvidia("V100 PCIe", 7, 14, None, 112, None, None, 900, _V100, bf16=False),
+    _nvidia("T4", None, 8.1, None, 65, None, 130, 320, "NVIDIA T4 datasheet", bf16=False),
+    _nvidia("RTX A6000", None, 38.7, 77.4, 154.8, None, 309.7, 768, _GA102),
+    _nvidia("RTX 3090", None, 35.6, 35.6, 71, None, 284, 936, _GA102),
+    _nvidia("RTX 4090", None, 82.6, 82.6, 165.2, 330.3, 660.6, 1008,
+            "NVIDIA Ada GPU architecture whitepaper, GeForce RTX 4090"),
     _nvidia("MI300X", 163.4, 163.4, 653.7, 1307.4, 2614.9, 2614.9, 5300,
             "AMD Instinct MI300X datasheet"),
 )}
@@ -144,6 +156,13 @@ _PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"L40S", ("L40S",)),
     (r"\bL4\b", ("L4",)),
     (r"\bA10\b(?!0)", ("A10",)),
+    (r"V100(?!S).*SXM", ("V100 SXM2",)),  # "Tesla V100-SXM2-32GB"; the V100S is faster
+    (r"V100(?!S).*PCI", ("V100 PCIe",)),
+    (r"V100(?!S)", ("V100 SXM2", "V100 PCIe")),
+    (r"\bT4\b", ("T4",)),  # "Tesla T4"
+    (r"RTX A6000", ("RTX A6000",)),  # not the "RTX 6000 Ada Generation"
+    (r"RTX 3090(?!\s*Ti)", ("RTX 3090",)),
+    (r"RTX 4090(?!\s*(D\b|Laptop))", ("RTX 4090",)),  # the 4090 D and the laptop chip differ
     (r"MI300X", ("MI300X",)),
 )
 

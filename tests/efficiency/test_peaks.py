@@ -29,12 +29,22 @@ from moduleprofiler.efficiency import (
     ("NVIDIA L4", "L4"),
     ("NVIDIA A10", "A10"),
     ("AMD Instinct MI300X", "MI300X"),
-    ("NVIDIA GeForce RTX 4090", None),
+    ("Tesla V100-SXM2-32GB", "V100 SXM2"),
+    ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+    ("Tesla T4", "T4"),
+    ("NVIDIA RTX A6000", "RTX A6000"),
+    ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
     # cards of another name the table does not hold: not taken for the one they contain
     ("NVIDIA H200 NVL", None),  # the H200's NVL card: lower clocks than the table's SXM
     ("NVIDIA GH200 480GB", None),  # Grace Hopper: not an H200
     ("NVIDIA GB200", None),  # Grace Blackwell: not a B200
     ("A10G", None),
+    ("Tesla V100S-PCIE-32GB", None),  # the V100S: faster clocks and memory than the V100
+    ("NVIDIA GeForce RTX 4090 D", None),  # fewer SMs than the 4090
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", None),
+    ("NVIDIA GeForce RTX 3090 Ti", None),
+    ("NVIDIA RTX 6000 Ada Generation", None),  # not the RTX A6000
 ])
 def test_device_names_as_cuda_reports_them(reported, table):
     assert match_device(reported) == table
@@ -47,6 +57,7 @@ def test_device_names_as_cuda_reports_them(reported, table):
     ("A100 80GB", ["A100 80GB SXM", "A100 80GB PCIe"]),
     ("A100 SXM", ["A100 40GB", "A100 80GB SXM"]),
     ("A100 PCIe", ["A100 40GB", "A100 80GB PCIe"]),
+    ("V100", ["V100 SXM2", "V100 PCIe"]),
 ])
 def test_a_name_several_cards_answer_to_is_refused(typed, cards):
     # "H100" is three cards whose peaks differ (HBM bandwidth 3350, 2000 and 3900 GB/s):
@@ -105,3 +116,14 @@ def test_measured_mode_on_the_cpu():
     assert peaks.flops_per_s("bf16") is None  # not measured: unknown
     with pytest.raises(ValueError, match="dtypes"):
         measure_peaks("cpu", dtypes=("fp4",))
+
+
+def test_cards_without_bf16_or_tf32_tensor_cores_leave_those_rates_unknown():
+    # Volta and Turing: fp16 tensor cores only, no bf16, no TF32, no 2:4 sparsity
+    for name, fp16 in (("V100 SXM2", 125e12), ("T4", 65e12)):
+        peaks = DEVICE_PEAKS[name]
+        assert peaks.flops_per_s("fp16") == fp16
+        assert peaks.flops_per_s("bf16") is None and peaks.flops_per_s("tf32") is None
+        assert peaks.flops_per_s("fp16", sparse=True) is None
+    # a GeForce card's tensor cores with FP32 accumulation, as PyTorch's matmuls run
+    assert DEVICE_PEAKS["RTX 4090"].flops_per_s(torch.bfloat16) == 165.2e12
