@@ -380,6 +380,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     for counts in (first.kernel_launches, second.kernel_launches):
         for key, value in counts.items():
             merged.kernel_launches[key] += value
+    for names in (first.device_names, second.device_names):
+        for key, counted in names.items():
+            merged.device_names[key].update(counted)
     for eager in (first.direct_launches, second.direct_launches):
         for path, value in eager.items():
             merged.direct_launches[path] += value
