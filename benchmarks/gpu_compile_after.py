@@ -163,7 +163,7 @@ def pack_cache(out: Path) -> list[str]:
          f"tar -czf - -T - | split -b 15M - {out}/inductor_cache.tgz."],
         capture_output=True, text=True)
     parts = sorted(p.name for p in out.glob("inductor_cache.tgz.*"))
-    if listed.returncode or sum((out / p).stat().st_size for p in parts) > 40e6:
+    if listed.returncode or sum((out / p).stat().st_size for p in parts) > 30e6:
         for part in parts:  # too big for the way back: the autotuning results alone
             (out / part).unlink()
         subprocess.run(["bash", "-c", f"cd {root} && find . -path ./triton -prune -o "
