@@ -142,6 +142,7 @@ def measure(name: str, mode: str = "default", first_call: bool = True,
                 continue
             row[f"alone{suffix}_ms"] = found["ms"]
             row[f"alone{suffix}_launches"] = found["launches"]
+            row[f"alone{suffix}_iterations"] = found["iterations"]
             row[f"alone{suffix}_kernels"] = found["kernels"]
             row[f"alone{suffix}_difference"] = kernel_difference(
                 Counter(row["kernels"]), Counter(found["kernels"]))
@@ -206,7 +207,8 @@ def markdown(report: dict[str, Any]) -> str:
              f"- compiled device time per forward: {report['compiled_ms']:.3f} ms, eager "
              f"{report['eager_ms']:.3f} ms ({report['speedup']:.2f}x); graphs: "
              f"{report['graphs']}, kernels: {report['kernels']}; top-level blocks sum to "
-             f"{report['blocks_sum_ms'] / report['compiled_ms']:.4f} of the model",
+             f"{report['blocks_sum_ms'] / report['compiled_ms']:.4f} of the model; traced "
+             f"iterations: {report['iterations']}",
              f"- time_modules on the compiled model after compilation: "
              f"{report['time_modules_after_compilation_s']:.1f} s (compare_compiled, its "
              f"first call: {report['compare_compiled_s']:.1f} s"
