@@ -169,8 +169,9 @@ class CompiledClock(Clock):
         self._calls: list[Call] = []
         self._index: dict[int, int] = {}
         self._prime: Callable[[], None] | None = None
-        self._ran: set[str] = set()
-        """The keys of the compiled graphs called in its traced iterations."""
+        self._ran: Counter[str] = Counter()
+        """The compiled graphs its traced iterations called: key -> calls in an iteration
+        (the most in any)."""
 
     # -- the pass's questions --------------------------------------------------------------
     def model(self) -> tuple[nn.Module, Callable[[], Any]]:
@@ -185,7 +186,9 @@ class CompiledClock(Clock):
             if not self._calls:
                 self._shape(runner)
             trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
-            self._ran.update(call.key for call in trace.calls)
+            per_iteration = Counter((call.iteration, call.key) for call in trace.calls)
+            for (_, key), calls in per_iteration.items():
+                self._ran[key] = max(self._ran[key], calls)
             if keep:
                 recorder = self.program.recorder
                 self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
@@ -256,10 +259,20 @@ class CompiledClock(Clock):
     def _graphs(self) -> list[CompiledGraph]:
         """The recorded graphs its traced iterations called (all, before any ran): a
         recorded compile used by an earlier pass may hold graphs of another variant (a
-        training-mode forward compiled again by Dynamo), which this pass did not run."""
+        training-mode forward compiled again by Dynamo), which this pass did not run, and the
+        same graph recorded twice (compiled again after ``torch._dynamo.reset()``). Of the
+        graphs sharing a key, the first as many as the key's calls in an iteration (the n-th
+        call is the n-th graph's, as the booking reads it)."""
         graphs = self.program.recorder.graphs
-        return [graph for graph in graphs if graph.key in self._ran] if self._ran \
-            else list(graphs)
+        if not self._ran:
+            return list(graphs)
+        seen: Counter[str] = Counter()
+        kept = []
+        for graph in graphs:
+            if seen[graph.key] < self._ran[graph.key]:
+                seen[graph.key] += 1
+                kept.append(graph)
+        return kept
 
     @property
     def coverage(self) -> float | None:

@@ -11,7 +11,8 @@ calls the code Dynamo already compiled (its guards still decide whether to compi
 * per module, held weakly: nothing is kept once the model is gone, and nothing is written on
   it;
 * for the same Inductor options, the same kind of pass (forward, or training step), an input
-  of the same structure (tensors' shapes, dtypes, devices, strides and ``requires_grad``;
+  of the same structure (tensors' shapes, dtypes, layouts, devices, strides and
+  ``requires_grad``;
   other values equal), and the same submodules, parameters and buffers (the same objects at
   the same paths);
 * the last :data:`KEPT` such compiles per module.
@@ -55,12 +56,16 @@ _kept: weakref.WeakKeyDictionary[nn.Module, dict[Hashable, RecordedCompile]] = \
 
 
 def signature(value: Any) -> Hashable | None:
-    """What Dynamo's guards read of an input, as a key: a tensor's shape, dtype, device,
-    strides and ``requires_grad``; a plain value itself; containers item by item. ``None``
+    """What Dynamo's guards read of an input, as a key: a tensor's shape, dtype, layout,
+    device, strides and ``requires_grad``; a plain value itself; containers item by item. ``None``
     for anything else (an input that is not kept)."""
     if isinstance(value, torch.Tensor):
-        return ("tensor", tuple(value.shape), str(value.dtype), str(value.device),
-                tuple(value.stride()), value.requires_grad)
+        try:
+            strides = tuple(value.stride())
+        except (RuntimeError, NotImplementedError):  # a tensor without strides (nested)
+            return None
+        return ("tensor", tuple(value.shape), str(value.dtype), str(value.layout),
+                str(value.device), strides, value.requires_grad)
     if isinstance(value, _PLAIN):
         return (type(value).__name__, value)
     if isinstance(value, (tuple, list)):

@@ -119,6 +119,18 @@ def test_a_forward_graph_compiled_again_for_a_training_step_is_not_counted_twice
     assert clock.backward_coverage == pytest.approx(1.0)
 
 
+def test_a_graph_compiled_again_after_dynamo_is_reset_is_counted_once():
+    compiled = torch.compile(residual_model())
+    x = torch.randn(8, 16)
+    first = _timed(compiled, x)
+    torch._dynamo.reset()  # Dynamo forgets the compiled code: the kept compile records again
+    second = _timed(compiled, x)
+    assert second.program.recorder is first.program.recorder
+    assert sum(not graph.backward for graph in second.program.recorder.graphs) == 2
+    assert second.graphs == 1 and len(second.facts().regions) == 1
+    assert second.coverage == pytest.approx(1.0)
+
+
 def test_the_kept_compile_does_not_keep_the_model_alive():
     model = residual_model()
     alive = weakref.ref(model)
@@ -140,6 +152,7 @@ def test_the_signature_reads_what_dynamos_guards_read():
     assert signature({"a": x, "n": 3}) != signature({"a": x, "n": 4})
     assert signature((x, [x, None])) is not None
     assert signature(object()) is None and signature((x, object())) is None
+    assert signature(x.to_sparse()) != signature(x)  # the layout
 
 
 def test_the_last_compiles_per_module_are_kept():
