@@ -252,21 +252,33 @@ class CountingListener(Listener):
         ops: list[int | float] = [0] * len(calls)
         macs: list[int | float] = [0] * len(calls)
         complete = [True] * len(calls)
+        # whether any part of the call's subtree is known: a sum of nothing known is unknown
+        # (None), never 0; a sum with unknown parts is a lower bound (``complete`` False)
+        ops_known = [False] * len(calls)
+        macs_known = [False] * len(calls)
         for call in reversed(calls):
             values = call.values
             if call.failed or "self_ops" not in values:
                 continue
             i = call.index
-            ops[i] += values["self_ops"] or 0
-            macs[i] += values["self_macs"] or 0
+            own_ops, own_macs = values["self_ops"], values["self_macs"]
+            if own_ops is not None:
+                ops[i] += own_ops
+                ops_known[i] = True
+            if own_macs is not None:
+                macs[i] += own_macs
+                macs_known[i] = True
             complete[i] = complete[i] and values["ops_source"] in COUNTED_SOURCES
-            values["ops"] = ops[i]
-            values["macs"] = macs[i]
+            values["ops"] = ops[i] if ops_known[i] else None
+            values["macs"] = macs[i] if macs_known[i] else None
             values["complete"] = complete[i]
-            if call.parent is not None:
-                ops[call.parent] += ops[i]
-                macs[call.parent] += macs[i]
-                complete[call.parent] = complete[call.parent] and complete[i]
+            parent = call.parent
+            if parent is not None:
+                ops[parent] += ops[i]
+                macs[parent] += macs[i]
+                ops_known[parent] = ops_known[parent] or ops_known[i]
+                macs_known[parent] = macs_known[parent] or macs_known[i]
+                complete[parent] = complete[parent] and complete[i]
         self._tallies.clear()
 
     # -- helpers ---------------------------------------------------------------------------

@@ -192,8 +192,9 @@ class CallRecord(CallPosition):
     """Multiply-accumulates of this call's own matmul/conv-type work; ``None`` = unknown."""
     ops_source: OpsSource
     ops: int | float | None
-    """``self_ops`` plus the ops of every child call (unknown parts count as 0;
-    see ``complete``); ``None`` in a pass that counted nothing (timing, memory)."""
+    """``self_ops`` plus the ops of every child call: unknown parts count as 0 (a lower bound,
+    ``complete`` False); ``None`` when no part is known (an unknown call without counted
+    children) and in a pass that counted nothing (timing, memory)."""
     macs: int | float | None
     complete: bool
     """Whether this call and every call inside it have known ops."""
@@ -308,6 +309,15 @@ class ProfileData:
     def roots(self) -> tuple[CallRecord, ...]:
         """The outermost calls (normally the single call of the root module)."""
         return tuple(record for record in self.records if record.parent is None)
+
+    @property
+    def counted(self) -> bool:
+        """Whether this pass counted ops (``profile()``), rather than only timing or measuring
+        memory: a counting pass records every call's shapes, also when none of its ops are
+        known. Without it, the count totals are unknown, not 0."""
+        return not self.records or any(
+            record.input_shapes is not None or record.self_ops is not None
+            for record in self.records)
 
     # -- totals ----------------------------------------------------------------------------
     # Each total says whether it is exact: ``ops_complete``, ``macs_complete`` and

@@ -64,6 +64,7 @@ from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
+from moduleprofiler.state import grads_set_aside
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
@@ -80,14 +81,31 @@ def is_accumulation(node: Any) -> bool:
         return False
 
 
-def leaves_of(loss: torch.Tensor) -> list[torch.Tensor]:
-    """The leaf tensors that require grad and that ``loss`` depends on, in the order the
-    autograd graph reaches them: what ``loss.backward()`` accumulates gradients into (the
-    trainable parameters the forward used, and input tensors that require grad). One walk of
-    the graph's nodes, each visited once."""
+REENTRANT_CHECKPOINT_NODE = "CheckpointFunctionBackward"
+"""The autograd node of ``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)`` (the
+default of older code): it reruns its function
+inside the backward and differentiates it with ``torch.autograd.backward``, so it refuses
+``torch.autograd.grad`` and a backward restricted to chosen inputs."""
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """What one walk of a loss's autograd graph found."""
+
+    leaves: list[torch.Tensor]
+    """The leaf tensors that require grad and that the loss depends on, in the order the
+    graph reaches them: what ``loss.backward()`` accumulates gradients into (the trainable
+    parameters the forward used, and input tensors that require grad)."""
+    reentrant_checkpoint: bool
+    """Whether the graph holds a reentrant checkpoint (:data:`REENTRANT_CHECKPOINT_NODE`)."""
+
+
+def walk_graph(loss: torch.Tensor) -> GraphFacts:
+    """One walk of ``loss``'s autograd graph, each node visited once."""
     if loss.grad_fn is None:
-        return [loss] if loss.requires_grad else []
+        return GraphFacts([loss] if loss.requires_grad else [], False)
     leaves: list[torch.Tensor] = []
+    reentrant = False
     # visited nodes are kept alive: a node's Python object may be made anew on each access and
     # freed after it, and a freed object's id is reused (seen on torch 2.11)
     seen: dict[int, Any] = {}
@@ -101,8 +119,9 @@ def leaves_of(loss: torch.Tensor) -> list[torch.Tensor]:
         if isinstance(variable, torch.Tensor) and is_accumulation(node):
             leaves.append(variable)
             continue
+        reentrant = reentrant or type(node).__name__ == REENTRANT_CHECKPOINT_NODE
         pending.extend(edge[0] for edge in node.next_functions)
-    return leaves
+    return GraphFacts(leaves, reentrant)
 
 
 _REFUSES_MODES = "non-infra torch dispatch mode present"
@@ -111,6 +130,20 @@ _REFUSES_MODES_HINT = (
     "; hint: this call compiles itself (flex_attention does) and torch.compile refuses to run "
     "while operators are observed: profile with operators=False, or register a formula for "
     "the module that makes the call, so that no operator is observed inside it")
+
+
+def _refuse_stepping_hooks(tensors: Iterable[torch.Tensor]) -> None:
+    """A ``ProfilingError`` when a leaf that ``loss.backward()`` would reach carries a
+    post-accumulate-grad hook (an optimizer stepping inside the backward): the pass must not
+    run it, and a reentrant checkpoint leaves no backward that skips it."""
+    for tensor in tensors:
+        # torch keeps these hooks in a private dict (``register_post_accumulate_grad_hook``)
+        if getattr(tensor, "_post_accumulate_grad_hooks", None):
+            raise ProfilingError(
+                "the model uses torch.utils.checkpoint with use_reentrant=True, whose backward "
+                "runs only as loss.backward(); that would run the post-accumulate-grad hooks "
+                "registered on its parameters (an optimizer step in the backward): checkpoint "
+                "with use_reentrant=False to profile the backward")
 
 
 class Call:
@@ -613,8 +646,9 @@ class PassRunner:
                 f"loss_fn returned {type(loss).__name__}"
                 + ("" if not isinstance(loss, torch.Tensor) else " that does not require grad")
                 + ": the backward pass needs a tensor that requires grad"))
-        if inputs is None and not accumulate:
-            targets = leaves_of(loss)
+        graph = None if every_leaf else walk_graph(loss)
+        if inputs is None and not accumulate and graph is not None:
+            targets = graph.leaves
         else:
             targets = [t for t in (self.root.parameters() if inputs is None else inputs)
                        if t.requires_grad]
@@ -623,6 +657,15 @@ class PassRunner:
                 "the backward pass has nothing to differentiate: no parameter of the model "
                 "requires grad" + (" (a training step's backward accumulates into parameters "
                                    "only)" if accumulate and inputs is None else ""))
+        reentrant = graph is not None and graph.reentrant_checkpoint
+        if reentrant:
+            assert graph is not None
+            # ``loss.backward()`` reaches every parameter and input leaf: all but the
+            # gradients a training step accumulates (``accumulate``) are set aside
+            reached = [*self.root.parameters(), *graph.leaves]
+            _refuse_stepping_hooks(reached)
+            accumulated = {id(t) for t in targets} if accumulate else set()
+            aside = [t for t in reached if id(t) not in accumulated]
         observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
             else None
         try:
@@ -631,6 +674,10 @@ class PassRunner:
             try:
                 if every_leaf:
                     torch.autograd.backward(loss)
+                elif reentrant:
+                    # the reentrant checkpoint only runs inside ``loss.backward()`` itself
+                    with grads_set_aside(aside):
+                        torch.autograd.backward(loss)
                 elif accumulate:
                     torch.autograd.backward(loss, inputs=targets)
                 else:

@@ -90,6 +90,46 @@ def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, A
     return hook
 
 
+def _switch(root: nn.Module, modules: Sequence[nn.Module], mode: bool) -> None:
+    """``root.train(mode)``; where the model refuses it (the module of a ``torch.export``
+    program raises ``NotImplementedError``: its graph was fixed when it was exported), every
+    module's flag is set as ``nn.Module.train`` would, and put back after the pass as usual."""
+    try:
+        root.train(mode)
+    except NotImplementedError:
+        for module in modules:
+            module.training = mode
+
+
+def _set_aside(tensors: Iterable[Tensor]) -> list[tuple[Tensor, Tensor | None]]:
+    """Set the ``.grad`` of every leaf in ``tensors`` that requires grad to ``None`` and return
+    what it was (:func:`_put_back`)."""
+    saved = [(t, t.grad) for t in tensors if t.is_leaf and t.requires_grad]
+    for tensor, grad in saved:
+        if grad is not None:
+            tensor.grad = None
+    return saved
+
+
+def _put_back(saved: list[tuple[Tensor, Tensor | None]]) -> None:
+    for tensor, grad in saved:
+        if tensor.grad is not grad:
+            tensor.grad = grad
+
+
+@contextmanager
+def grads_set_aside(tensors: Iterable[Tensor]) -> Iterator[None]:
+    """Run the block with the ``.grad`` of every leaf in ``tensors`` that requires grad set
+    to ``None`` (as after ``zero_grad(set_to_none=True)``), and put each one back afterwards,
+    even when the block raises: the gradients the block accumulated are dropped, the user's
+    own gradient tensors are never written."""
+    saved = _set_aside(tensors)
+    try:
+        yield
+    finally:
+        _put_back(saved)
+
+
 @contextmanager
 def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     grads: bool = False, buffers: bool | None = None,
@@ -123,9 +163,9 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         # ``train(mode)`` is called (a module may override it) unless every flag is already
         # ``mode``: an inference model in eval mode costs no recursive walk
         if eval and True in flags:
-            root.eval()
+            _switch(root, modules, False)
         elif train and False in flags:
-            root.train()
+            _switch(root, modules, True)
         if buffers is not False:
             written, lazy = _buffers(modules)
             saved_buffers = _snapshot(written)
@@ -134,17 +174,11 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
                     _lazy_snapshot(saved_buffers)))
         if grads:
-            saved_grads = [(p, p.grad) for p in _parameters(root)]
-            saved_grads += [(t, t.grad) for t in leaves if t.is_leaf and t.requires_grad]
-            for parameter, grad in saved_grads:
-                if grad is not None:
-                    parameter.grad = None
+            saved_grads = _set_aside([*_parameters(root), *leaves])
         yield
     finally:
         lazy_hooks.close()
-        for parameter, grad in saved_grads:
-            if parameter.grad is not grad:
-                parameter.grad = grad
+        _put_back(saved_grads)
         if saved_buffers:
             with torch.no_grad():
                 for buffer, value in saved_buffers:

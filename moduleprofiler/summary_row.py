@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 SUMMARY_COLUMNS = (
     "model", "params", "trainable_params", "model_size_bytes", "param_bytes", "buffer_bytes",
     "peak_activation_bytes", "inference_peak_bytes", "training_peak_bytes", "saved_bytes",
-    "macs", "flops", "latency_ms", "throughput",
+    "macs", "flops", "latency_ms", "throughput", "complete",
 )
 _INTEGER_COLUMNS = SUMMARY_COLUMNS[1:12]
 
@@ -45,14 +45,18 @@ def model_row(profile: Profile) -> dict[str, Any]:
     return {"model": root.type_name if root is not None else "model",
             "params": profile.total_params,
             "trainable_params": root.trainable_params if root is not None else None,
-            "macs": profile.total_macs, "flops": profile.total_flops}
+            # a pass that counted nothing (timing, memory) has unknown counts, not 0
+            "macs": profile.total_macs if profile.counted else None,
+            "flops": profile.total_flops if profile.counted else None}
 
 
 def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> pd.DataFrame:
     """One row: ``model`` (root type), ``params``, ``trainable_params``, ``model_size_bytes``,
     ``param_bytes``, ``buffer_bytes``, ``peak_activation_bytes`` (inference peak above the
     baseline), ``inference_peak_bytes``, ``training_peak_bytes``, ``saved_bytes``, ``macs``,
-    ``flops``, ``latency_ms`` (median), ``throughput`` (items per second).
+    ``flops``, ``latency_ms`` (median), ``throughput`` (items per second), ``complete``
+    (False: ``macs`` and ``flops`` are lower bounds, some work had no formula; the profile's
+    ``lower_bounds`` and notes say which).
 
     Byte columns other than ``param_bytes`` / ``buffer_bytes`` (taken from the profile) are
     ``<NA>`` without a ``memory`` report (:func:`~moduleprofiler.memory.measure_memory`)
@@ -63,7 +67,7 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     """
     root = profile.modules[0] if profile.modules else None
     row: dict[str, Any] = {**model_row(profile), "latency_ms": _latency_ms(latency),
-                           "throughput": _throughput(latency)}
+                           "throughput": _throughput(latency), "complete": profile.complete}
     if root is not None:
         row.update(param_bytes=root.param_bytes, buffer_bytes=root.buffer_bytes)
     if memory is not None:
@@ -81,4 +85,5 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
         frame[column] = pd.Series([value], dtype=dtype)
     frame["latency_ms"] = frame["latency_ms"].astype("float64")
     frame["throughput"] = frame["throughput"].astype("float64")
+    frame["complete"] = frame["complete"].astype(bool)
     return frame

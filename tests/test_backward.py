@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from moduleprofiler import LossError, ModuleProfiler
+from moduleprofiler import LossError, ModuleProfiler, ProfilingError
 from tests.fixtures.state import assert_unchanged, snapshot
 
 
@@ -275,3 +275,52 @@ def test_inference_mode_is_named_as_the_cause(loss_fn: object) -> None:
                                  loss_fn=loss_fn)  # type: ignore[arg-type]
     assert "loss_fn" not in str(info.value)
     assert_unchanged(model, before)
+
+
+class _Checkpointed(nn.Module):
+    """``b(checkpoint(a, x))``: torch's reentrant checkpoint reruns ``a`` in the backward."""
+
+    def __init__(self, reentrant: bool | None) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 2)
+        self.reentrant = reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.reentrant is None:
+            return self.b(self.a(x))
+        return self.b(torch.utils.checkpoint.checkpoint(self.a, x,
+                                                        use_reentrant=self.reentrant))
+
+
+def test_a_reentrant_checkpoint_backward_is_counted_and_leaves_grads_untouched() -> None:
+    torch.manual_seed(0)
+    plain, model = _Checkpointed(None), _Checkpointed(True)
+    model.load_state_dict(plain.state_dict())
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 2.0)
+    grads = [parameter.grad for parameter in model.parameters()]
+    before = snapshot(model)
+    # the reentrant checkpoint's inputs must require grad for its parameters to get any
+    x = torch.randn(4, 8, requires_grad=True)
+    profile = ModuleProfiler().profile(model, x, backward=True)
+    assert_unchanged(model, before)
+    assert [parameter.grad for parameter in model.parameters()] == grads  # the same objects
+    assert x.grad is None
+    reference = ModuleProfiler().profile(plain, x, backward=True).total_backward_ops
+    # the same gradients as without the checkpoint, plus a's forward run again:
+    # 4 rows * 8 outputs * (8 multiplies + 7 adds + 1 bias) = 512 ops
+    assert profile.total_backward_ops == reference + 512
+    assert profile.total_ops == ModuleProfiler().profile(plain, x).total_ops
+
+
+def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:
+    model = _Checkpointed(True)
+    stepped: list[torch.Tensor] = []
+    handle = model.a.weight.register_post_accumulate_grad_hook(stepped.append)
+    try:
+        with pytest.raises(ProfilingError, match="use_reentrant=False"):
+            ModuleProfiler().profile(model, torch.randn(4, 8, requires_grad=True),
+                                     backward=True)
+    finally:
+        handle.remove()
+    assert stepped == [] and model.a.weight.grad is None

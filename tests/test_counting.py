@@ -78,3 +78,26 @@ def test_a_covers_test_that_raises_names_the_module() -> None:
     with pytest.raises(FormulaError, match=r"covers test of formula 'odd_ops' for module "
                                            r"'1' \(Odd\) raised AttributeError"):
         profiler.profile(nn.Sequential(nn.Identity(), Odd()), torch.randn(3, 4))
+
+
+def test_a_call_with_nothing_known_has_unknown_inclusive_ops_not_zero() -> None:
+    # operators off: Odd has no formula, so its own ops are unknown and so is everything
+    # inside it (it has no children); its parent's total is a lower bound, the Linear alone:
+    # 3 rows * 4 outputs * (2 * 4 - 1 + 1) = 96 ops, 3 * 4 * 4 = 48 MACs
+    profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 4), Odd()), torch.randn(3, 4),
+                                       operators=False)
+    root, linear, odd = profile.records
+    assert (odd.self_ops, odd.ops, odd.macs, odd.complete) == (None, None, None, False)
+    assert (linear.ops, linear.macs, linear.complete) == (96, 48, True)
+    assert (root.ops, root.macs, root.complete) == (96, 48, False)
+    frame = profile.to_df()
+    assert frame.loc[frame["module"] == "1", "ops"].isna().all()
+
+
+def test_a_profile_whose_every_call_is_unknown_still_says_it_counted() -> None:
+    # a counting pass that knows nothing is a lower bound of 0, not a timing pass
+    profile = ModuleProfiler().profile(Odd(), torch.randn(3, 4), operators=False)
+    assert profile.counted and profile.records[0].ops is None
+    notes = str(profile.tree())
+    assert "ops unknown or partial in 1 module(s)" in notes
+    assert "counts no ops" not in notes

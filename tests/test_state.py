@@ -129,3 +129,19 @@ def test_a_norm_subclass_that_writes_in_eval_mode_is_restored() -> None:
     before = snapshot(model)
     ModuleProfiler().profile(model, torch.randn(5, 3))
     assert_unchanged(model, before)
+
+
+def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    x = torch.randn(2, 8)
+    exported = torch.export.export(model, (x,)).module()
+    with pytest.raises(NotImplementedError):
+        exported.eval()  # torch.export's module refuses the switch the pass makes
+    before = snapshot(exported)
+    profile = ModuleProfiler().profile(exported, x)
+    assert_unchanged(exported, before)
+    # the same work as the eager model: 2 * 16 * (2 * 8) + 32 + 2 * 4 * (2 * 16) = 800 ops
+    assert profile.total_ops == ModuleProfiler().profile(model, x).total_ops == 800
+    with preserved_state(exported, eval=True):
+        assert not any(module.training for module in exported.modules())
+    assert exported.training

@@ -62,9 +62,25 @@ class LatexFitWarning(UserWarning):
     cannot be scaled). The table is written all the same."""
 
 
+_LAST_TYPESET = 0x17F
+"""The last code point pdfLaTeX typesets out of the box (UTF-8 input, OT1 or T1 fonts): Latin-1
+and Latin Extended-A. Any other character (Greek, CJK, arrows, symbols) stops it with "Unicode
+character ... not set up for use with LaTeX"."""
+
+
+def typesettable(text: str) -> str:
+    """``text`` with every character pdfLaTeX cannot typeset by default written as its code
+    point (``∑`` -> ``[U+2211]``): a module name from a ``ModuleDict`` key may hold any."""
+    if text.isascii():
+        return text
+    return "".join(char if ord(char) <= _LAST_TYPESET else f"[U+{ord(char):04X}]"
+                   for char in text)
+
+
 def escape_latex(text: str) -> str:
-    """Text that typesets literally (the characters ``& % $ # _ { } ~ ^ \\``)."""
-    return "".join(_LATEX_SPECIAL.get(char, char) for char in text)
+    """Text that typesets literally (the characters ``& % $ # _ { } ~ ^ \\``, and those
+    pdfLaTeX cannot typeset by default: :func:`typesettable`)."""
+    return "".join(_LATEX_SPECIAL.get(char, char) for char in typesettable(text))
 
 
 def header_lines(name: str) -> list[str]:
@@ -269,7 +285,7 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
         if spec.numeric:
             formatters[spec.label] = format_cell
         else:
-            texts = [format_cell(value) for value in frame[name]]
+            texts = [typesettable(format_cell(value)) for value in frame[name]]
             if plan is not None and plan.name_limit is not None \
                     and spec.kind in ("name", "text"):
                 texts = [elide_path(text, plan.name_limit) for text in texts]

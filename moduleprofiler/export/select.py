@@ -68,7 +68,7 @@ _COUNTED_TOTALS = ("macs", "flops", "ops")
 
 def _counted_nothing(profile: Profile) -> bool:
     """A pass that counted nothing (a timing or memory pass): its count totals are not 0."""
-    return bool(profile.records) and all(record.self_ops is None for record in profile.records)
+    return not profile.counted
 
 
 def _totals(profile: Profile) -> dict[str, int | float]:

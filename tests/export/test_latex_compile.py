@@ -147,3 +147,31 @@ def test_docs_page_image(tmp_path: Path) -> None:
                     "-x", "150", "-y", "120", "-W", "560", "-H", "600", "doc.pdf", "page"],
                    cwd=tmp_path, check=True, timeout=60)
     DOCS_IMG.write_bytes((tmp_path / "page.png").read_bytes())
+
+
+def _unicode_names_table() -> str:
+    import torch
+    from torch import nn
+
+    class Named(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            # ModuleDict keys are any text: Latin-1 typesets, the rest is written as code points
+            self.parts = nn.ModuleDict({"résumé": nn.Linear(4, 4), "∑→α": nn.ReLU(),
+                                        "模型": nn.Linear(4, 2)})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for part in self.parts.values():
+                x = part(x)
+            return x
+
+    return str(ModuleProfiler().profile(Named(), torch.randn(2, 4)).to_latex(
+        caption="Names beyond Latin-1: ∑"))
+
+
+@pytest.mark.parametrize("preamble", sorted(PREAMBLE))
+def test_names_beyond_latin_1_compile(tmp_path: Path, preamble: str) -> None:
+    table = _unicode_names_table()
+    assert "parts.résumé" in table
+    assert "[U+2211][U+2192][U+03B1]" in table and "[U+6A21][U+578B]" in table
+    compile_document(tmp_path, PREAMBLE[preamble], table)

@@ -50,3 +50,26 @@ def test_median_in_seconds_as_torch_utils_benchmark_reports_it() -> None:
     row = model_summary(profile, latency=SimpleNamespace(median=0.002))
     assert row.loc[0, "latency_ms"] == 2.0
     assert math.isnan(row.loc[0, "throughput"])
+
+
+def test_summary_says_when_its_counts_are_lower_bounds() -> None:
+    class Unpriced(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    model, x = nn.Sequential(nn.Linear(5, 7), Unpriced()), torch.randn(3, 5)
+    exact = model_summary(ModuleProfiler().profile(model, x)).loc[0]
+    assert bool(exact["complete"]) and exact["macs"] == 3 * 5 * 7
+    # operators off, the multiply is unknown: the MACs are the Linear's alone, a lower bound
+    partial = model_summary(ModuleProfiler().profile(model, x, operators=False)).loc[0]
+    assert not bool(partial["complete"]) and partial["macs"] == 3 * 5 * 7
+
+
+def test_summary_of_a_pass_that_counted_nothing_leaves_the_counts_unknown() -> None:
+    model, x = _model_and_input()
+    timing = ModuleProfiler().time_modules(model, x, num_iters=2, drop_first=0,
+                                           warmup_seconds=0)
+    row = timing.summary()
+    assert pd.isna(row.loc[0, "macs"]) and pd.isna(row.loc[0, "flops"])
+    assert not bool(row.loc[0, "complete"])
+    assert row.loc[0, "params"] == (5 * 7 + 7) + (7 * 2 + 2)
