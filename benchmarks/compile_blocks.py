@@ -8,6 +8,8 @@ Not a command: the scripts beside it import it (``benchmarks/`` is their ``sys.p
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,6 +19,10 @@ from torch import nn
 
 from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
+
+COMPILE = TimingOptions(num_iters=2, drop_first=1, warmup_seconds=0.0, measure_overhead=False,
+                        progress=False)
+"""A pass that only compiles (the compiled clock's compile, kept for the next pass)."""
 
 Built = tuple[nn.Module, Any, list[str], list[str]]
 """A model, its input, its top-level blocks, and the blocks also compiled alone."""
@@ -148,16 +154,45 @@ def crossing(kernels: Iterable[Any], block: str, backward: bool = False
             and not inside(k.module, block)]
 
 
+_GRAPH_INDEX = re.compile(r"_\d+$")
+"""The number Inductor gives a generated kernel within its graph (``..._relu_7``)."""
+
+
+def kernel_multiset(kernels: Iterable[Any], block: str, backward: bool = False) -> Counter[str]:
+    """The device kernels booked inside ``block`` (the kernels crossing its boundary, booked to
+    an ancestor, left out, as its time leaves them out), by name, counted once per graph
+    kernel: an extern kernel by the cuDNN / cuBLAS kernels it ran, a generated kernel by its
+    name less the number its graph gave it."""
+    names: Counter[str] = Counter()
+    for row in kernels:
+        if row.backward != backward or not inside(row.module, block):
+            continue
+        for name in row.device_kernels or (row.name,):
+            names[_GRAPH_INDEX.sub("", name) if name.startswith("triton_") else name] += 1
+    return names
+
+
+def kernel_difference(in_model: Counter[str], alone: Counter[str]) -> dict[str, dict[str, int]]:
+    """What differs between two kernel multisets: the kernels only in the model's block, and
+    only in the block compiled alone (empty both: the same kernels)."""
+    return {"in_model_only": dict(in_model - alone), "alone_only": dict(alone - in_model)}
+
+
 def alone_forward(block: nn.Module, args: Any, kwargs: Any, device: torch.device,
-                  mode: str, options: TimingOptions) -> dict[str, float | None]:
-    """``block`` compiled alone in ``mode``: its forward device time (ms, inclusive) and
-    kernels per forward, booked by the compiled clock."""
+                  mode: str, options: TimingOptions) -> dict[str, Any]:
+    """``block`` compiled alone in ``mode``: its forward device time (ms, inclusive), kernels
+    per forward and their multiset (:func:`kernel_multiset`), booked by the compiled clock."""
     compiled = torch.compile(Bound(block, kwargs), mode=mode)
+    # a first pass compiles, so that the measured one (which calls the compile kept for it)
+    # spends no time budget compiling: a budget spent compiling leaves one traced iteration
+    time_modules(compiled, tuple(args), options=COMPILE)
     clock = CompiledClock(device, CompiledProgram.of(compiled, tuple(args)))
     timing = time_modules(compiled, tuple(args), clock=clock, options=options)
     frame = timing.to_df("module").set_index("module")
     return {"ms": value(frame, "block", "device_ms"),
-            "launches": value(frame, "block", "device_launches")}
+            "launches": value(frame, "block", "device_launches"),
+            "iterations": timing.iterations,
+            "kernels": dict(kernel_multiset(clock.kernels(), "block"))}
 
 
 def alone_train(block: nn.Module, args: Any, kwargs: Any, device: torch.device, mode: str,

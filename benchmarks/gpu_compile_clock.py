@@ -30,11 +30,22 @@ import argparse
 import json
 import time
 import traceback
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from compile_blocks import MODELS, Small, alone_forward, block_inputs, crossing, value
+from compile_blocks import (
+    MODELS,
+    Small,
+    alone_forward,
+    block_inputs,
+    crossing,
+    kernel_difference,
+    kernel_multiset,
+    value,
+)
 
 from moduleprofiler.compiled import compare_compiled
 from moduleprofiler.timing import TimingOptions, time_modules
@@ -46,7 +57,10 @@ CUDA = torch.device("cuda")
 """The device measured (``--device``)."""
 
 
-def measure(name: str, mode: str = "default", first_call: bool = True) -> dict[str, Any]:
+def measure(name: str, mode: str = "default", first_call: bool = True,
+            partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """One model: the compiled clock's booking, eager against compiled, the blocks alone.
+    ``partial`` is given the report as it grows (after the model, after each block alone)."""
     model, x, blocks, alone = MODELS[name]()
     model = model.eval().to(CUDA, torch.bfloat16)
     x = x.to(CUDA)
@@ -73,7 +87,6 @@ def measure(name: str, mode: str = "default", first_call: bool = True) -> dict[s
     frame = timing.to_df("module").set_index("module")
     versus = side.to_df("module").set_index("module")
     kernels = clock.kernels()
-    inputs = block_inputs(model, x, alone)
     rows = []
     for block in blocks:
         crossed = crossing(kernels, block)
@@ -84,28 +97,13 @@ def measure(name: str, mode: str = "default", first_call: bool = True) -> dict[s
             "eager_launches": value(versus, block, "eager_launches"),
             "compiled_launches": value(frame, block, "device_launches"),
             "crossing": [k for k, _ in crossed],
-            "crossing_ms": sum(ms for _, ms in crossed)}
-        if block in inputs:
-            args, kwargs = inputs[block]
-            try:
-                found = alone_forward(model.get_submodule(block), args, kwargs, CUDA, mode,
-                                      OPTIONS)
-                row["alone_ms"], row["alone_launches"] = found["ms"], found["launches"]
-                if args and isinstance(args[0], torch.Tensor) and args[0].dim() == 4:
-                    last = (args[0].contiguous(memory_format=torch.channels_last),
-                            *args[1:])
-                    found = alone_forward(model.get_submodule(block), last, kwargs, CUDA,
-                                          mode, OPTIONS)
-                    row["alone_channels_last_ms"] = found["ms"]
-                    row["alone_channels_last_launches"] = found["launches"]
-            except Exception as error:  # one block's failure is reported, the rest runs
-                row["alone_error"] = f"{type(error).__name__}: {error}"
-            print(f"  {name}: {block} alone done", flush=True)
+            "crossing_ms": sum(ms for _, ms in crossed),
+            "kernels": dict(kernel_multiset(kernels, block))}
         compiled_ms, eager_ms = row["compiled_ms"], row["eager_ms"]
         row["speedup"] = eager_ms / compiled_ms if eager_ms and compiled_ms else None
         rows.append(row)
     root = float(frame.loc["__root__", "device_ms"])
-    return {
+    report = {
         "model": name, "mode": mode, "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if CUDA.type == "cuda" else str(CUDA),
         "coverage_graphs": clock.coverage,
@@ -117,11 +115,53 @@ def measure(name: str, mode: str = "default", first_call: bool = True) -> dict[s
         "kernels": len(kernels), "iterations": timing.iterations,
         "user_compile_s": user_compile_s, "compare_compiled_s": compare_s,
         "time_modules_after_compilation_s": after_s,
+        "budget": timing.timing.budget,
         "blocks_sum_ms": sum(r["compiled_ms"] for r in rows), "blocks": rows,
         "fused_across": [{"kernel": k.name, "ms": k.time_ms, "booked_to": k.module or
                           "__root__", "fused_across": list(k.fused_across)}
                          for k in clock.fused_across()],
         "warnings": list(timing.warnings)}
+    if partial is not None:
+        partial(report)
+    inputs = block_inputs(model, x, alone)
+    for row in rows:
+        block = row["block"]
+        if block not in inputs:
+            continue
+        args, kwargs = inputs[block]
+        variants = [("", args)]
+        if args and isinstance(args[0], torch.Tensor) and args[0].dim() == 4:
+            variants.append(("_channels_last", (
+                args[0].contiguous(memory_format=torch.channels_last), *args[1:])))
+        for suffix, given in variants:
+            try:
+                found = alone_forward(model.get_submodule(block), given, kwargs, CUDA, mode,
+                                      OPTIONS)
+            except Exception as error:  # one block's failure is reported, the rest runs
+                row[f"alone{suffix}_error"] = f"{type(error).__name__}: {error}"
+                continue
+            row[f"alone{suffix}_ms"] = found["ms"]
+            row[f"alone{suffix}_launches"] = found["launches"]
+            row[f"alone{suffix}_iterations"] = found["iterations"]
+            row[f"alone{suffix}_kernels"] = found["kernels"]
+            row[f"alone{suffix}_difference"] = kernel_difference(
+                Counter(row["kernels"]), Counter(found["kernels"]))
+        print(f"  {name}: {block} alone done", flush=True)
+        if partial is not None:
+            partial(report)
+    return report
+
+
+def same_kernels(row: dict[str, Any]) -> tuple[str, float | None] | None:
+    """The block compiled alone that ran the kernels the block ran in the model (its input
+    as recorded, else channels-last): ``(variant, in model / alone)``; ``None``: neither
+    did."""
+    for suffix, variant in (("", "as recorded"), ("_channels_last", "channels-last")):
+        difference = row.get(f"alone{suffix}_difference")
+        alone = row.get(f"alone{suffix}_ms")
+        if difference is not None and not any(difference.values()):
+            return variant, (row["compiled_ms"] / alone if alone else None)
+    return None
 
 
 def probes() -> dict[str, Any]:
@@ -167,7 +207,8 @@ def markdown(report: dict[str, Any]) -> str:
              f"- compiled device time per forward: {report['compiled_ms']:.3f} ms, eager "
              f"{report['eager_ms']:.3f} ms ({report['speedup']:.2f}x); graphs: "
              f"{report['graphs']}, kernels: {report['kernels']}; top-level blocks sum to "
-             f"{report['blocks_sum_ms'] / report['compiled_ms']:.4f} of the model",
+             f"{report['blocks_sum_ms'] / report['compiled_ms']:.4f} of the model; traced "
+             f"iterations: {report['iterations']}",
              f"- time_modules on the compiled model after compilation: "
              f"{report['time_modules_after_compilation_s']:.1f} s (compare_compiled, its "
              f"first call: {report['compare_compiled_s']:.1f} s"
@@ -196,7 +237,43 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| `{row['kernel']}` | {row['ms']:.4f} | {row['booked_to']} | "
                      f"{', '.join(row['fused_across'])} |")
     lines.append(f"\n({len(report['fused_across'])} fused-across kernels in all)")
+    lines += ["", "Blocks against themselves compiled alone, by the kernels they ran (device "
+              "kernels booked inside the block; generated kernels less their graph's number):",
+              "", "| block | in model ms | alone: the same kernels? | in model / alone | "
+              "alone, channels-last: the same kernels? | in model / alone (channels-last) | "
+              "what differs (in model only / alone only) |", "|---|---:|---|---:|---|---:|---|"]
+    for row in report["blocks"]:
+        if "alone_difference" not in row and "alone_channels_last_difference" not in row:
+            continue
+        cells = []
+        differs = []
+        for suffix in ("", "_channels_last"):
+            difference = row.get(f"alone{suffix}_difference")
+            alone = row.get(f"alone{suffix}_ms")
+            if difference is None:
+                cells += ["", ""]
+                continue
+            same = not any(difference.values())
+            cells += ["same" if same else "different",
+                      num(row["compiled_ms"] / alone if alone else None)]
+            if not same:
+                differs.append(_differs(difference))
+        lines.append(f"| {row['block']} | {row['compiled_ms']:.3f} | {' | '.join(cells)} | "
+                     f"{'; '.join(differs)} |")
     return "\n".join(lines) + "\n"
+
+
+def _differs(difference: dict[str, dict[str, int]]) -> str:
+    """A kernel difference in a table cell: ``+name x2`` in the model only, ``-name`` alone
+    only (names cut to 48 characters)."""
+    def cut(name: str) -> str:
+        return name if len(name) <= 48 else name[:45] + "..."
+
+    parts = [f"+`{cut(name)}`" + (f" x{count}" if count > 1 else "")
+             for name, count in sorted(difference["in_model_only"].items())]
+    parts += [f"-`{cut(name)}`" + (f" x{count}" if count > 1 else "")
+              for name, count in sorted(difference["alone_only"].items())]
+    return " ".join(parts)
 
 
 def main() -> None:
@@ -208,13 +285,15 @@ def main() -> None:
     parser.add_argument("--mode", default="default", help="torch.compile's mode")
     parser.add_argument("--no-first-call", action="store_true",
                         help="skip the model's own first call (its compile, timed)")
+    parser.add_argument("--stem", default=None,
+                        help="the results' file name without suffix (default: by mode)")
     args = parser.parse_args()
     global CUDA, OPTIONS
     CUDA = torch.device(args.device)
     if args.mode != "default":  # a slow set-up would leave a budget one traced iteration
         OPTIONS = TimingOptions(num_iters=8, drop_first=2, progress=False)
-    stem = ("gpu_compile_clock" if args.mode == "default"
-            else f"gpu_compile_clock_{args.mode.replace('-', '_')}")
+    stem = args.stem or ("gpu_compile_clock" if args.mode == "default"
+                         else f"gpu_compile_clock_{args.mode.replace('-', '_')}")
     out: dict[str, Any] = {"probes": {} if args.no_probes else probes(), "models": []}
     print(json.dumps(out["probes"], indent=1, default=str), flush=True)
 
@@ -231,13 +310,20 @@ def main() -> None:
     write()
     for name in args.models.split(","):
         started = time.perf_counter()
+        out["models"].append({"model": name, "error": "unfinished", "traceback": ""})
+
+        def partial(report: dict[str, Any], started: float = started) -> None:
+            # a run stopped early keeps what it had
+            out["models"][-1] = {**report, "wall_s": time.perf_counter() - started}
+            write()
+
         try:
-            report = measure(name, args.mode, not args.no_first_call)
+            report = measure(name, args.mode, not args.no_first_call, partial)
         except Exception as error:  # one model's failure is reported, the others still run
             report = {"model": name, "error": f"{type(error).__name__}: {error}",
                       "traceback": traceback.format_exc()}
         report["wall_s"] = time.perf_counter() - started
-        out["models"].append(report)
+        out["models"][-1] = report
         print(markdown(report), flush=True)
         write()
 

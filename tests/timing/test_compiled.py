@@ -51,6 +51,10 @@ def test_a_compiled_model_is_timed_compiled_per_module(timed):
     assert frame.loc["__root__", "self_device_ms"] > 0
     # one graph, no break: no hook was installed on what was compiled
     assert clock.graphs == 1 and not clock.break_reasons
+    # each product's device kernel (on a CPU its host range) is named, over every traced
+    # block the clock merged
+    products = [row for row in clock.kernels() if row.name == "extern_kernels.addmm"]
+    assert [row.device_kernels for row in products] == [("aten::addmm",)] * 2
     # every kernel of the compiled graph is booked to a module
     assert clock.coverage == pytest.approx(1.0)
     assert timing.timing.device_booked_ms == pytest.approx(timing.timing.device_total_ms)

@@ -37,7 +37,8 @@ def make_clock(device: torch.device, clock: ClockName | Clock, backward: bool = 
         return clock
     readable = device.type != "cuda" or kernel_records_unavailable(device) is None
     if clock == "compiled" or (clock == "auto" and pred_fn is None and readable):
-        program = CompiledProgram.of(model, input) if model is not None else None
+        program = (CompiledProgram.of(model, input, backward=backward) if model is not None
+                   else None)
         if clock == "compiled":
             if program is None:
                 raise ValueError("clock='compiled' times a torch.compile'd model (or one "

@@ -51,6 +51,7 @@ from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled
 from moduleprofiler.timing.compiled.capture import (
+    CompiledGraph,
     GraphRecorder,
     compiled_original,
     eager_call,
@@ -58,6 +59,7 @@ from moduleprofiler.timing.compiled.capture import (
 )
 from moduleprofiler.timing.compiled.parts import PartlyCompiled, forced_eager
 from moduleprofiler.timing.compiled.regions import recompilations_of, regions_of
+from moduleprofiler.timing.compiled.reuse import RecordedCompile, kept_compile
 from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -85,14 +87,21 @@ class CompiledProgram:
     """The recompilations Dynamo recorded for the model's forwards before it was timed."""
     partly: bool = False
     """Whether it is an eager model with compiled submodules."""
+    break_reasons: Counter[str] = field(default_factory=Counter)
+    """Why Dynamo broke the graph while compiling the program (reason -> times), kept with
+    its recorded compile (a later pass over the same model calls the code compiled then)."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
-           options: Mapping[str, Any] | None = None) -> CompiledProgram | None:
+           options: Mapping[str, Any] | None = None,
+           backward: bool = False) -> CompiledProgram | None:
         """``model`` (a ``torch.compile(model)`` wrapper, a model whose root was compiled
         in place, or an eager model with compiled submodules) taken apart to be called on
         ``input`` (unpacked as ``time_modules`` unpacks it); ``None`` for a model with nothing
-        compiled. ``options``: Inductor options over the model's own (a whole model's)."""
+        compiled. ``options``: Inductor options over the model's own (a whole model's).
+        ``backward``: for a training step. A model compiled whole is compiled once for the
+        passes over it with the same options, input structure and kind of pass
+        (:mod:`~moduleprofiler.timing.compiled.reuse`)."""
         found = compiled_original(model)
         if found is None:
             partly = PartlyCompiled.of(model)
@@ -102,11 +111,19 @@ class CompiledProgram:
                        make_invocation(model, input, target=partly.shadow),
                        partly.recorder, [partly.note()], recompilations_of(model), True)
         original, inductor, note = found
-        compiled, recorder = recorded_compile(original, {**inductor, **(options or {})})
+        merged = {**inductor, **(options or {})}
+
+        def compile() -> RecordedCompile:
+            run, recorder = recorded_compile(original, merged)
+            return RecordedCompile(run.func, recorder)
+
+        kept = kept_compile(original, merged, input, backward, compile)
         own = eager_call(original) if original is model else original
         return cls(original, make_invocation(original, input, target=own),
-                   make_invocation(original, input, target=compiled), recorder,
-                   [note] if note is not None else [], recompilations_of(original))
+                   make_invocation(original, input,
+                                   target=partial(kept.function, original)),
+                   kept.recorder, [note] if note is not None else [],
+                   recompilations_of(original), break_reasons=kept.break_reasons)
 
 
 def _no_mark(name: str) -> None:
@@ -152,6 +169,9 @@ class CompiledClock(Clock):
         self._calls: list[Call] = []
         self._index: dict[int, int] = {}
         self._prime: Callable[[], None] | None = None
+        self._ran: Counter[str] = Counter()
+        """The compiled graphs its traced iterations called: key -> calls in an iteration
+        (the most in any)."""
 
     # -- the pass's questions --------------------------------------------------------------
     def model(self) -> tuple[nn.Module, Callable[[], Any]]:
@@ -166,6 +186,9 @@ class CompiledClock(Clock):
             if not self._calls:
                 self._shape(runner)
             trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
+            per_iteration = Counter((call.iteration, call.key) for call in trace.calls)
+            for (_, key), calls in per_iteration.items():
+                self._ran[key] = max(self._ran[key], calls)
             if keep:
                 recorder = self.program.recorder
                 self._book(book_compiled(recorder.by_key(), trace.calls, trace.ops,
@@ -180,7 +203,8 @@ class CompiledClock(Clock):
         before = Counter(counters["graph_break"])
         self.program.compiled()
         devices.synchronize(self.device)
-        self.break_reasons.update(Counter(counters["graph_break"]) - before)
+        self.program.break_reasons.update(Counter(counters["graph_break"]) - before)
+        self.break_reasons.update(self.program.break_reasons)
         # the primer closes over the pass's runner: let go of it once used, so that a clock
         # kept after its pass keeps no runner, listeners or modules alive
         primer, self._prime = self._prime, None
@@ -225,13 +249,30 @@ class CompiledClock(Clock):
     @property
     def graphs(self) -> int:
         """Compiled graphs of the forward (more than one: the graph broke)."""
-        return sum(not graph.backward for graph in self.program.recorder.graphs)
+        return sum(not graph.backward for graph in self._graphs())
 
     def facts(self) -> CompiledFacts:
         """The forward's compiled graphs (regions: what each covers, where and why the graph
         breaks after it) and the recompilations Dynamo recorded for the model's forwards."""
-        return CompiledFacts(regions_of(self.program.recorder.graphs),
-                             self.program.recompilations)
+        return CompiledFacts(regions_of(self._graphs()), self.program.recompilations)
+
+    def _graphs(self) -> list[CompiledGraph]:
+        """The recorded graphs its traced iterations called (all, before any ran): a
+        recorded compile used by an earlier pass may hold graphs of another variant (a
+        training-mode forward compiled again by Dynamo), which this pass did not run, and the
+        same graph recorded twice (compiled again after ``torch._dynamo.reset()``). Of the
+        graphs sharing a key, the first as many as the key's calls in an iteration (the n-th
+        call is the n-th graph's, as the booking reads it)."""
+        graphs = self.program.recorder.graphs
+        if not self._ran:
+            return list(graphs)
+        seen: Counter[str] = Counter()
+        kept = []
+        for graph in graphs:
+            if seen[graph.key] < self._ran[graph.key]:
+                seen[graph.key] += 1
+                kept.append(graph)
+        return kept
 
     @property
     def coverage(self) -> float | None:
@@ -380,6 +421,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     for counts in (first.kernel_launches, second.kernel_launches):
         for key, value in counts.items():
             merged.kernel_launches[key] += value
+    for names in (first.device_names, second.device_names):
+        for key, counted in names.items():
+            merged.device_names[key].update(counted)
     for eager in (first.direct_launches, second.direct_launches):
         for path, value in eager.items():
             merged.direct_launches[path] += value

@@ -102,6 +102,10 @@ class CompiledBooking:
     """Per graph kernel, its time in each iteration."""
     kernel_launches: dict[KernelKey, int] = field(default_factory=lambda: defaultdict(int))
     """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
+    device_names: dict[KernelKey, Counter[str]] = field(
+        default_factory=lambda: defaultdict(Counter))
+    """Per graph kernel, the names of the device kernels (or CPU kernel ranges) booked to it,
+    counted: which cuDNN or cuBLAS kernels an extern kernel ran."""
     in_graph_ns: list[int] = field(default_factory=list)
     """Per iteration, the time of every kernel launched inside a compiled graph's call."""
     backward_in_graph_ns: list[int] = field(default_factory=list)
@@ -357,6 +361,7 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
         key = KernelKey(call.key, kernel.position, of_call[index][1])
         booking.kernel_ns.setdefault(key, [0] * iterations)[call.iteration] += record.duration
         booking.kernel_launches[key] += 1
+        booking.device_names[key][record.name] += 1
         times = booked.setdefault(kernel.module, [0] * iterations)
         times[call.iteration] += record.duration
     return booking

@@ -50,6 +50,9 @@ class KernelRow:
     backward: bool = False
     """Whether it is a kernel of a backward graph (booked to the module whose forward nodes
     it differentiates)."""
+    device_kernels: tuple[str, ...] = ()
+    """The names of the device kernels (CPU: kernel ranges) booked to it, sorted: for an
+    extern kernel, the cuDNN or cuBLAS kernels its operator ran."""
 
 
 @dataclass
@@ -126,7 +129,8 @@ def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[K
             rows.append(KernelRow(graph.key, kernel.position, kernel.name, kernel.module,
                                   kernel.fused_across,
                                   statistics.median(booking.kernel_ns[key]) / 1e6,
-                                  booking.kernel_launches[key] / n, graph.backward))
+                                  booking.kernel_launches[key] / n, graph.backward,
+                                  tuple(sorted(booking.device_names.get(key, ())))))
     return rows
 
 

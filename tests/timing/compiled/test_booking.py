@@ -3,6 +3,8 @@ per-module sums out."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from moduleprofiler.timing.compiled.booking import (
     GraphCall,
     HostOp,
@@ -61,6 +63,10 @@ def test_each_record_goes_to_its_graph_kernel_and_module():
     assert booking.module_ns["head"] == [13, 13]
     assert booking.kernel_ns[KernelKey("g", 1)] == [10, 10]
     assert booking.kernel_launches[KernelKey("g", 1)] == 4  # 2 device kernels x 2 iterations
+    # which device kernels the first convolution ran: one of each name per iteration
+    assert booking.device_names[KernelKey("g", 1)] == Counter({"cudnn_conv_a": 2,
+                                                               "cudnn_conv_b": 2})
+    assert booking.device_names[KernelKey("g", 3)] == Counter({"cudnn_conv_a": 2})
     # 7 + 3 + 5 + 11 + 13 = 39 per iteration, all booked
     assert booking.in_graph_ns == [39, 39]
     assert booking.booked_ns == [39, 39]
@@ -182,6 +188,8 @@ def test_a_cuda_graph_replay_books_its_extern_kernels_in_device_order():
     # enc.fc: 11 + 3 (its GEMM and the split-K reduction); the fused add (enc, head): root
     assert booking.module_ns == {"": [2 + 7], "enc.fc": [14], "enc.act": [5], "head": [17]}
     assert booking.kernel_launches[KernelKey("r", 0)] == 2
+    assert booking.device_names[KernelKey("r", 0)] == Counter({"sgemm_64x64": 1,
+                                                               "splitKreduce": 1})
     assert dict(booking.direct_launches) == {"": 1}
     assert not booking.unmatched and booking.coverage == 1.0
     # one graph launch ran the 5 kernels of the replay (not the copy)

@@ -33,6 +33,8 @@ def test_every_kernel_is_booked_to_its_module(timed):
     products = [row for row in result.kernels if row.name == "extern_kernels.addmm"]
     assert [row.module for row in products] == ["0.fc", "2.fc"]
     assert all(row.fused_across == () and row.launches == 1 for row in products)
+    # on a CPU a kernel's device kernels are its host ranges: each product ran one addmm
+    assert all(row.device_kernels == ("aten::addmm",) for row in products)
     for row in result.kernels:
         assert row.time_ms > 0
         # a fused kernel is booked to the deepest module that holds all it fuses
