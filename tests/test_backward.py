@@ -324,3 +324,15 @@ def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:
     finally:
         handle.remove()
     assert stepped == [] and model.a.weight.grad is None
+
+
+def test_a_training_pass_through_a_reentrant_checkpoint_accumulates_every_gradient() -> None:
+    from moduleprofiler.memory import measure_memory
+
+    model, x = _Checkpointed(True), torch.randn(4, 8, requires_grad=True)
+    report = measure_memory(model, x, train=True)
+    assert report.training is not None
+    # every parameter's gradient, a's through the checkpoint's own backward:
+    # (8 * 8 + 8 + 2 * 8 + 2) fp32 values * 4 bytes = 360
+    assert report.training.grad_bytes == 360
+    assert x.grad is None and all(p.grad is None for p in model.parameters())
