@@ -83,9 +83,9 @@ def is_accumulation(node: Any) -> bool:
 
 REENTRANT_CHECKPOINT_NODE = "CheckpointFunctionBackward"
 """The autograd node of ``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)`` (the
-default of older code): it reruns its function
-inside the backward and differentiates it with ``torch.autograd.backward``, so it refuses
-``torch.autograd.grad`` and a backward restricted to chosen inputs."""
+default of older code): it reruns its function inside the backward and differentiates it with
+``torch.autograd.backward``, so it refuses ``torch.autograd.grad`` and a backward restricted to
+chosen inputs."""
 
 
 @dataclass(frozen=True)

@@ -91,11 +91,15 @@ def _lazy_snapshot(saved: list[tuple[Tensor, Tensor]]) -> Callable[[nn.Module, A
 
 
 def _switch(root: nn.Module, modules: Sequence[nn.Module], mode: bool) -> None:
-    """``root.train(mode)``; where the model refuses it (the module of a ``torch.export``
-    program raises ``NotImplementedError``: its graph was fixed when it was exported), every
-    module's flag is set as ``nn.Module.train`` would, and put back after the pass as usual."""
+    """``root.train()`` or ``root.eval()`` (a model may override either); where the model
+    refuses it (the module of a ``torch.export`` program raises ``NotImplementedError``: its
+    graph was fixed when it was exported), every module's flag is set as ``nn.Module.train``
+    would, and put back after the pass as usual."""
     try:
-        root.train(mode)
+        if mode:
+            root.train()
+        else:
+            root.eval()
     except NotImplementedError:
         for module in modules:
             module.training = mode
