@@ -15,7 +15,10 @@ roofline (measured beside the truth on the GPU); the median and 90th percentile 
 host-bound and device-bound apart (device-bound: the kernels keep the GPU busy at least 80 % of
 the latency); per module (modules with >= 5 % of the device time) the median |error| of the
 predicted device time against the measured; with ``--repeat``, the same statistics of one
-measured run against another (the floor no prediction can beat).
+measured run against another (the floor no prediction can beat). A truth with several runs
+per configuration (``measure_latency_runs.py``'s ``runs``) is also held against the minimum
+over its runs, of each run's median and of each run's minimum over iterations, beside how far
+one run lies above that minimum.
 """
 
 from __future__ import annotations
@@ -125,6 +128,27 @@ def quantiles(values: list[float]) -> str:
             f"(n={len(ordered)})")
 
 
+def _against_runs(frame: pd.DataFrame) -> None:
+    """The predicted latency against the minimum over each configuration's runs (those with
+    at least three), host-bound and device-bound apart (busy: the kernels over that minimum)."""
+    full = frame[frame.runs >= 3]
+    busy = full.kernels_ms / full.min_over_runs_ms
+    print(f"against the minimum over >= 3 runs ({len(full)} of {len(frame)} configurations):")
+    for label, subset in (("all", full), ("host-bound (busy < 80 %)", full[busy < 0.8]),
+                          ("device-bound (busy >= 80 %)", full[busy >= 0.8])):
+        print(f"  {label}:")
+        for column, name in (("min_over_runs_ms", "each run's median"),
+                             ("min_over_runs_min_ms", "each run's minimum")):
+            values = [e for p, m in zip(subset.ours_ms, subset[column])
+                      if (e := error(None if pd.isna(p) else p, m)) is not None]
+            print(f"    ours against the minimum of {name}: {quantiles(values)}")
+            signed = [p / m - 1 for p, m in zip(subset.ours_ms, subset[column]) if not pd.isna(p)]
+            if signed:
+                print(f"      signed median {100 * statistics.median(signed):+.1f} %")
+        print(f"    a run's median above the minimum over runs: "
+              f"{quantiles(list(subset.run_over_min))}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("truth")
@@ -153,6 +177,13 @@ def main() -> None:
                  "ours_ms": ours["latency_ms"], "ours_device_ms": ours["device_ms"],
                  "roofline_ms": ours["roofline_ms"],
                  "runtime_estimator_ms": row.get("roofline_runtime_estimator_ms")}
+        runs = row.get("runs", [])
+        if runs:
+            entry["runs"] = len(runs)
+            entry["min_over_runs_ms"] = min(run["median_ms"] for run in runs)
+            entry["min_over_runs_min_ms"] = min(run["min_ms"] for run in runs)
+            entry["run_over_min"] = statistics.median(
+                run["median_ms"] / entry["min_over_runs_ms"] - 1 for run in runs)
         other = repeat.get(key(row))
         entry["repeat_ms"] = other["latency"]["median_ms"] if other else None
         entry["repeat_min_ms"] = other["latency"]["min_ms"] if other else None
@@ -185,6 +216,8 @@ def main() -> None:
             values = [e for p, m in zip(subset[column], subset.measured_min_ms)
                       if (e := error(None if pd.isna(p) else p, m)) is not None]
             print(f"  {name:>22}: {quantiles(values)} against the minimum over iterations")
+    if "min_over_runs_ms" in frame:
+        _against_runs(frame)
     device_errors = [e for p, k in zip(frame.ours_device_ms, frame.kernels_ms)
                      if (e := error(p, k)) is not None]
     print(f"device time of the pass (ours vs the kernels' sum): {quantiles(device_errors)}")

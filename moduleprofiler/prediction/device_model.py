@@ -9,6 +9,13 @@ measurement: a large operator runs at its neighbours' achieved fraction of the p
 quantisation and tile occupancy are in the neighbours' times), a tiny one takes about as long as
 its tiny neighbours (launch-bound kernels do not get faster with less work).
 
+A memory-bound operator is never priced faster than its table's rows of at least
+:data:`DRAM_BYTES` run, at their achieved fraction of the bandwidth: the calibration times
+each shape by running it again and again on the same operands, so its rows of 8 to 50 MB run
+out of the L2 cache (on an H200 a 12 MB addition at 5.4 TB/s, above the 4.8 TB/s of its
+memory), while a model's operators read what earlier ones wrote and write what later ones
+read, through the device's memory.
+
 A device measured by :func:`~moduleprofiler.prediction.calibrate` uses its own tables; a
 device with datasheet peaks only uses a reference calibration's achieved fractions on its own
 peaks (``transferred``), which is what the prediction's notes then say.
@@ -44,6 +51,10 @@ from moduleprofiler.prediction.op_classes import (
 
 NEIGHBOURS = 4
 
+DRAM_BYTES = 2 ** 28
+"""Rows of a memory-bound table that move at least this many bytes (256 MiB, beyond the L2
+cache of every GPU the package knows) time the device's memory, not its cache."""
+
 
 @dataclass
 class _Table:
@@ -51,6 +62,9 @@ class _Table:
     us: NDArray[np.float64]
     roof_us: NDArray[np.float64]
     floor_us: float
+    dram_fraction: float | None = None
+    """A memory-bound table's achieved fraction of the roofline on its rows of at least
+    :data:`DRAM_BYTES` (the fastest of them); ``None``: not memory-bound, or no such rows."""
 
 
 LINEAR_TABLES = GEMM_TABLES - {"gemm"}
@@ -133,6 +147,16 @@ def _without_kernel_choice(table: str, features: NDArray[np.float64]) -> NDArray
     if table in _KERNEL_CHOICE and len(features) and np.ptp(features[:, -1]) == 0:
         return features[:, :-1]
     return features
+
+
+def _dram_fraction(table: str, works: list[tuple[tuple[float, ...], float, float]],
+                   roofs: list[float], us: NDArray[np.float64]) -> float | None:
+    """:attr:`_Table.dram_fraction` of ``table`` from its rows' works, roofs and times."""
+    if not table.startswith("mem_"):
+        return None
+    fractions = [roof / time for (_, _, nbytes), roof, time in zip(works, roofs, us)
+                 if nbytes >= DRAM_BYTES]
+    return max(fractions) if fractions else None
 
 
 @dataclass
@@ -224,7 +248,8 @@ class DeviceModel:
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
                 features = _without_kernel_choice(
                     table, np.array([w[0] for w in works], dtype=np.float64))
-                self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()))
+                self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()),
+                                           _dram_fraction(table, works, roofs, us))
         return self._tables[key]
 
     def op_us(self, work: OpWork) -> float | None:
@@ -255,6 +280,8 @@ class DeviceModel:
                 self.unmeasured.add(f"{work.table} {what}")
             query = query[: table.features.shape[1]]
         predicted = interpolate(table, query, roof)
+        if table.dram_fraction:  # no faster than the device's memory (module docstring)
+            predicted = max(predicted, roof / table.dram_fraction)
         self._cache[key] = predicted
         return predicted
 

@@ -106,3 +106,49 @@ def test_an_operators_prelude_is_priced_by_its_own_table_and_added() -> None:
     assert model.op_us(copy) == pytest.approx(500.0, rel=0.01)
     assert model.op_us(norm) == pytest.approx(502.0, rel=0.01)
     assert model.op_us(dataclasses.replace(norm, prelude=None)) == pytest.approx(2.0, rel=0.01)
+
+
+def _unary(nbytes: float) -> OpWork:
+    return OpWork("aten.relu", "mem_unary", (math.log2(nbytes),), "bf16", 0.0, nbytes, "unary")
+
+
+def _cached_and_dram_rows(rows: list[list[float]]) -> Calibration:
+    return Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {"mem_unary": rows}})
+
+
+def test_a_memory_bound_operator_is_no_faster_than_the_tables_rows_beyond_the_cache() -> None:
+    peaks = device_peaks("H100 SXM")
+    # a 16 MiB row timed on operands the loop kept in the cache (3 us), and rows of 256 MiB
+    # and 1 GiB that time the memory: 160 us per 2^28 bytes
+    model = DeviceModel(_cached_and_dram_rows([[2 ** 24, 3.0], [2 ** 28, 160.0],
+                                               [2 ** 30, 640.0]]), peaks, peaks)
+    # 16 MiB at the memory's rate: 2^24 * 160 / 2^28 = 10 us, not the cached row's 3 us
+    assert model.op_us(_unary(2 ** 24)) == pytest.approx(10.0, rel=1e-6)
+    # beyond the cache the rows are the floor's own: 1 GiB as measured
+    assert model.op_us(_unary(2 ** 30)) == pytest.approx(640.0, rel=0.01)
+    # a tiny operator stays launch-bound: its floor, 2^10 * 160 / 2^28 = 0.0006 us, is far
+    # below what its nearest row predicts
+    assert model.op_us(_unary(2 ** 10)) > 1.0
+
+
+def test_the_floor_follows_the_devices_bandwidth_and_needs_rows_beyond_the_cache() -> None:
+    h100, a100 = device_peaks("H100 SXM"), device_peaks("A100 80GB SXM")
+    rows = [[2 ** 24, 3.0], [2 ** 28, 160.0], [2 ** 30, 640.0]]
+    moved = DeviceModel(_cached_and_dram_rows(rows), a100, h100)
+    # the H100's fraction of its bandwidth on the A100's: 10 us * 3.35 / 2.039 TB/s
+    assert moved.op_us(_unary(2 ** 24)) == pytest.approx(
+        10.0 * h100.bytes_per_s / a100.bytes_per_s, rel=1e-6)
+    # a calibration whose rows stop below 256 MiB gives no floor: the row as measured
+    older = DeviceModel(_cached_and_dram_rows([[2 ** 20, 2.0], [2 ** 24, 3.0]]), h100, h100)
+    assert older.op_us(_unary(2 ** 24)) == pytest.approx(3.0, rel=0.01)
+
+
+def test_a_compute_table_has_no_memory_floor() -> None:
+    peaks = device_peaks("H100 SXM")
+    model = DeviceModel(_calibration([[4096, 4096, 4096, 200.0]]), peaks, peaks)
+    table = model.table("gemm", "bf16")
+    assert table is not None and table.dram_fraction is None
+    unary = model.table("mem_unary", "bf16")
+    # its 1e9-byte row: 1e9 / 3.35e12 s = 298.5 us of roof in 500 us
+    assert unary is not None and unary.dram_fraction == pytest.approx(
+        1e9 / peaks.bytes_per_s * 1e6 / 500.0, rel=1e-9)
