@@ -475,6 +475,37 @@ class BackwardCountingListener(Listener):
 _EMPTY_TALLY = _OperatorTally()
 
 
+def _no_count(key: int) -> int:
+    return -1  # this torch does not say: never taken for a lone holder
+
+
+_use_count: Callable[[int], int] = getattr(torch._C, "_storage_Use_Count", _no_count)
+
+
+def _lone_holder_count() -> int | None:
+    """What ``_storage_Use_Count`` says of a storage that one tensor holds, read while its
+    Python storage object is alive (as :func:`_new_bytes` reads it); ``None`` where that count
+    does not rise by one for another tensor on the same storage (whether the storage object
+    is new or kept from an earlier read), or the function is missing: then every tensor is
+    compared."""
+    try:
+        tensor = torch.empty(1)
+        storage = tensor.untyped_storage()
+        lone = _use_count(storage._cdata)
+        del storage
+        storage = tensor.untyped_storage()  # kept from the first read, or made again
+        again = _use_count(storage._cdata)
+        sharer = tensor.detach()  # a second tensor on the same storage
+        shared = _use_count(storage._cdata)
+        del sharer
+    except Exception:  # an internal function: any failure means it cannot be relied on
+        return None
+    return lone if again == lone and shared == lone + 1 else None
+
+
+_LONE_HOLDER = _lone_holder_count()
+
+
 def _new_bytes(module: nn.Module, first: Tensor, output: Tensor) -> int:
     """:func:`~moduleprofiler.storage.new_storage_bytes` of a one-tensor call, inlined for
     plain tensors (a quarter of its cost): 0 when the output shares its storage with the input
@@ -483,6 +514,15 @@ def _new_bytes(module: nn.Module, first: Tensor, output: Tensor) -> int:
     try:
         storage = output.untyped_storage()
         key = storage._cdata
+        if output is not first and _LONE_HOLDER is not None and _use_count(key) <= _LONE_HOLDER:
+            # the output is the only tensor on its storage, so no input, parameter or buffer
+            # shares it unless it is the output itself (``return self.running_mean``): one
+            # count read instead of a storage per tensor, and no tensor of the module touched
+            for table in (module._parameters, module._buffers):
+                for tensor in table.values():
+                    if tensor is output:
+                        return 0
+            return int(storage.nbytes())
         if key == first.untyped_storage()._cdata:
             return 0
         for table in (module._parameters, module._buffers):
