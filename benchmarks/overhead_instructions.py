@@ -3,6 +3,7 @@ callgrind (deterministic, so it needs no quiet machine; slow, about 50x a plain 
 
     python benchmarks/overhead_instructions.py --size 64 --passes 5
     python benchmarks/overhead_instructions.py --size 224 --passes 2 --variants bare,ops
+    python benchmarks/overhead_instructions.py --passes 2 --variants bare,ops --cache
 
 Each variant runs in its own process under ``valgrind --tool=callgrind --instr-atstart=no``:
 torchvision's ResNet-50 (batch 1, ``size`` x ``size``, one thread, no grad) is built and run
@@ -18,6 +19,8 @@ Variants: ``bare`` (the forward), ``runner`` (the pass runner's hooks, no listen
 Instructions are not time: the convolutions retire several instructions per cycle, Python's
 interpreter far fewer, so the profiler's share of the time is larger than its share of the
 instructions. What the count settles is where the profiler's own work goes, without noise.
+``--cache`` adds callgrind's simulated caches: the misses the hooks take when the convolutions
+between two calls have evicted their code and data, which instructions alone do not show.
 Needs ``valgrind`` (``apt install valgrind``).
 """
 
@@ -69,14 +72,18 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.05)
 
 
-def count(variant: str, size: int, passes: int) -> int:
-    """Instructions of ``passes`` passes of ``variant``, counted by callgrind."""
+def count(variant: str, size: int, passes: int, cache: bool = False) -> dict[str, int]:
+    """Callgrind's totals of ``passes`` passes of ``variant``, by event name: ``Ir``
+    (instructions), and with ``cache`` the simulated cache misses too (``I1mr``, ``D1mr``,
+    ``D1mw``: first-level misses of instruction fetches, data reads and writes; ``ILmr``,
+    ``DLmr``, ``DLmw``: the same at the last level)."""
     with tempfile.TemporaryDirectory() as folder:
         flags = Path(folder)
         out = flags / "callgrind.out"
         process = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-             f"--callgrind-out-file={out}", sys.executable, __file__, "--child", variant,
+             *(["--cache-sim=yes"] if cache else []), f"--callgrind-out-file={out}",
+             sys.executable, __file__, "--child", variant,
              "--size", str(size), "--passes", str(passes), "--flags", folder],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
@@ -91,10 +98,13 @@ def count(variant: str, size: int, passes: int) -> int:
         process.wait()
         text = subprocess.run(["callgrind_annotate", str(out)], capture_output=True,
                               text=True, check=True).stdout
-    match = re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", text)
-    if match is None:
+    events = re.search(r"^Events shown:\s+(.+)$", text, re.MULTILINE)
+    totals = re.search(r"^(.*)PROGRAM TOTALS", text, re.MULTILINE)
+    if events is None or totals is None:
         raise RuntimeError(f"no total in callgrind's output for {variant!r}")
-    return int(match.group(1).replace(",", ""))
+    numbers = re.findall(r"([\d,]+) \(\s*[\d.]+%\)", totals.group(1))
+    return {name: int(number.replace(",", ""))
+            for name, number in zip(events.group(1).split(), numbers)}
 
 
 def main() -> None:
@@ -102,6 +112,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--cache", action="store_true",
+                        help="simulate the caches too (slower): misses per pass")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--flags", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -114,14 +126,28 @@ def main() -> None:
         parser.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     print(f"ResNet-50, batch 1, {args.size} x {args.size}, one thread, no grad; "
           f"{args.passes} passes per variant, instructions per pass (callgrind)", flush=True)
+    if args.cache:
+        print("cache misses per pass, thousands: L1 (instruction fetch, data read, data write) "
+              "and last level (the same); estimate: Ir + 10 x L1 misses + 100 x last-level "
+              "misses (callgrind's cycle estimate), in M", flush=True)
     per_pass: dict[str, float] = {}
     for variant in variants:
-        per_pass[variant] = count(variant, args.size, args.passes) / args.passes
+        totals = {name: value / args.passes
+                  for name, value in count(variant, args.size, args.passes, args.cache).items()}
+        per_pass[variant] = totals["Ir"]
         base = per_pass.get("bare")
         ratio = f"  x{per_pass[variant] / base:.4f} bare" if base else ""
         extra = f"  +{(per_pass[variant] - base) / 1e6:.2f} M over bare" if base else ""
-        print(f"{variant:10s} {per_pass[variant] / 1e6:10.2f} M{ratio}{extra}", flush=True)
-
+        misses = ""
+        if args.cache:
+            first = [totals[name] for name in ("I1mr", "D1mr", "D1mw")]
+            last = [totals[name] for name in ("ILmr", "DLmr", "DLmw")]
+            estimate = totals["Ir"] + 10 * sum(first) + 100 * sum(last)
+            misses = ("  L1 " + "/".join(f"{value / 1e3:.0f}" for value in first)
+                      + "  LL " + "/".join(f"{value / 1e3:.0f}" for value in last)
+                      + f"  estimate {estimate / 1e6:.2f} M")
+        print(f"{variant:10s} {per_pass[variant] / 1e6:10.2f} M{ratio}{extra}{misses}",
+              flush=True)
 
 if __name__ == "__main__":
     main()

@@ -61,7 +61,7 @@ class FormulaMaps:
     """Count aten operators where no module formula covers the work."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: read on every call, fewer cache lines
 class _Resolved:
     ops: Callable[..., Any]
     macs: Callable[..., Any] | None
@@ -109,6 +109,9 @@ class CountingListener(Listener):
         """Ids of the modules whose calls are observed for their MACs only."""
         self._shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._input_shapes: dict[tuple[int, ...], tuple[tuple[int, ...]]] = {}
+        self._pending: list[tuple[Any, ...]] = []
+        """The facts of each one-tensor call of the forward, made into values by
+        :meth:`finish`."""
         self.outside = _OperatorTally()
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators = self._formulas.missing
@@ -196,38 +199,52 @@ class CountingListener(Listener):
                          first: Tensor, output: Tensor, input_size: torch.Size,
                          output_size: torch.Size) -> None:
         """The common call, one plain tensor in (``args == (first,)``) and one out: the values
-        of the general path in :meth:`exit`, without tree walks or signature binding."""
-        module = call.module
+        of the general path in :meth:`exit`, without tree walks or signature binding. Only
+        what needs the live tensors is read here (the counts, the ``torch.Size`` objects, the
+        dtypes, the output bytes); the values are built from them after the pass
+        (:meth:`_fill_one_tensor_calls`), when the code and data that takes is still in the
+        caches, instead of between two convolutions, which evict them."""
         ops, macs, source = self._own_counts(resolved, call, args, output)
+        io = (None if resolved.io_size is default_io_size
+              else self._io_sizes(resolved, call, args, output))
+        self._pending.append((call, ops, macs, source, input_size, output_size, first.dtype,
+                              output.dtype, _new_bytes(call.module, first, output), io))
+
+    def _fill_one_tensor_calls(self) -> None:
+        """The values of the one-tensor calls (:meth:`_one_tensor_call`), from the facts read
+        during the forward."""
         # one tuple per distinct shape in the pass (looked up by the ``torch.Size`` itself):
-        # fewer objects kept, so the garbage collector runs less often during the forward
+        # fewer objects kept
         shapes = self._shapes
-        output_shape = shapes.get(output_size)
-        if output_shape is None:
-            output_shape = tuple(output_size)
-            shapes[output_shape] = output_shape
-        input_shape = shapes.get(input_size)
-        if input_shape is None:
-            input_shape = tuple(input_size)
-            shapes[input_shape] = input_shape
-        input_shapes = self._input_shapes.get(input_shape)
-        if input_shapes is None:
-            input_shapes = self._input_shapes[input_shape] = (input_shape,)
-        values = call.values
-        if resolved.io_size is default_io_size:
-            values["input_size"] = input_shape
-            values["output_size"] = output_shape
-        else:
-            values["input_size"], values["output_size"] = self._io_sizes(
-                resolved, call, args, output)
-        values["input_shapes"] = input_shapes
-        values["input_dtypes"] = one_dtype(first.dtype)
-        values["output_shapes"] = output_shape
-        values["output_dtypes"] = one_dtype(output.dtype)
-        values["output_bytes"] = _new_bytes(module, first, output)
-        values["self_ops"] = ops
-        values["self_macs"] = macs
-        values["ops_source"] = source
+        singles = self._input_shapes
+        for (call, ops, macs, source, input_size, output_size, input_dtype, output_dtype,
+             output_bytes, io) in self._pending:
+            output_shape = shapes.get(output_size)
+            if output_shape is None:
+                output_shape = tuple(output_size)
+                shapes[output_shape] = output_shape
+            input_shape = shapes.get(input_size)
+            if input_shape is None:
+                input_shape = tuple(input_size)
+                shapes[input_shape] = input_shape
+            input_shapes = singles.get(input_shape)
+            if input_shapes is None:
+                input_shapes = singles[input_shape] = (input_shape,)
+            values = call.values
+            if io is None:
+                values["input_size"] = input_shape
+                values["output_size"] = output_shape
+            else:
+                values["input_size"], values["output_size"] = io
+            values["input_shapes"] = input_shapes
+            values["input_dtypes"] = one_dtype(input_dtype)
+            values["output_shapes"] = output_shape
+            values["output_dtypes"] = one_dtype(output_dtype)
+            values["output_bytes"] = output_bytes
+            values["self_ops"] = ops
+            values["self_macs"] = macs
+            values["ops_source"] = source
+        self._pending = []
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
@@ -248,6 +265,7 @@ class CountingListener(Listener):
     def finish(self, runner: PassRunner) -> None:
         """Inclusive ops and MACs, and completeness, from the parent links (children always
         start after their parent, so one reverse sweep adds each call into its parent)."""
+        self._fill_one_tensor_calls()
         calls = runner.calls
         ops: list[int | float] = [0] * len(calls)
         macs: list[int | float] = [0] * len(calls)
@@ -469,6 +487,37 @@ class BackwardCountingListener(Listener):
 _EMPTY_TALLY = _OperatorTally()
 
 
+def _no_count(key: int) -> int:
+    return -1  # this torch does not say: never taken for a lone holder
+
+
+_use_count: Callable[[int], int] = getattr(torch._C, "_storage_Use_Count", _no_count)
+
+
+def _lone_holder_count() -> int | None:
+    """What ``_storage_Use_Count`` says of a storage that one tensor holds, read while its
+    Python storage object is alive (as :func:`_new_bytes` reads it); ``None`` where that count
+    does not rise by one for another tensor on the same storage (whether the storage object
+    is new or kept from an earlier read), or the function is missing: then every tensor is
+    compared."""
+    try:
+        tensor = torch.empty(1)
+        storage = tensor.untyped_storage()
+        lone = _use_count(storage._cdata)
+        del storage
+        storage = tensor.untyped_storage()  # kept from the first read, or made again
+        again = _use_count(storage._cdata)
+        sharer = tensor.detach()  # a second tensor on the same storage
+        shared = _use_count(storage._cdata)
+        del sharer
+    except Exception:  # an internal function: any failure means it cannot be relied on
+        return None
+    return lone if again == lone and shared == lone + 1 else None
+
+
+_LONE_HOLDER = _lone_holder_count()
+
+
 def _new_bytes(module: nn.Module, first: Tensor, output: Tensor) -> int:
     """:func:`~moduleprofiler.storage.new_storage_bytes` of a one-tensor call, inlined for
     plain tensors (a quarter of its cost): 0 when the output shares its storage with the input
@@ -477,6 +526,15 @@ def _new_bytes(module: nn.Module, first: Tensor, output: Tensor) -> int:
     try:
         storage = output.untyped_storage()
         key = storage._cdata
+        if output is not first and _LONE_HOLDER is not None and _use_count(key) <= _LONE_HOLDER:
+            # the output is the only tensor on its storage, so no input, parameter or buffer
+            # shares it unless it is the output itself (``return self.running_mean``): one
+            # count read instead of a storage per tensor, and no tensor of the module touched
+            for table in (module._parameters, module._buffers):
+                for tensor in table.values():
+                    if tensor is output:
+                        return 0
+            return int(storage.nbytes())
         if key == first.untyped_storage()._cdata:
             return 0
         for table in (module._parameters, module._buffers):

@@ -31,19 +31,22 @@ listeners that registered an ``exit``. Measured on a 2-core Xeon (Python 3.11, t
 thread) by replaying the 183 recorded hook events of a ResNet-50 forward without its compute:
 the runner alone costs 1 µs per call; with the counting listener 10 µs (module formulas about
 3 µs, resolving each module's formulas on its first call and switching the observer about
-3 µs, output bytes under 1 µs: one storage read per tensor, compared; the rest shapes, dtypes
-and the call's values). GPT-2's calls with keyword arguments or tuple outputs take the general
-path: 15 µs per call on average. The observer is pushed and popped (about 2 µs a pair) only
-when the innermost call's state changes: around each formula-covered call inside an observed
-one (174 pairs in a ResNet-50 forward), never elsewhere. Inside a real forward the same Python
+3 µs, output bytes under 1 µs: the output's storage and, when no other tensor holds it, nothing
+else; the rest shapes, dtypes and the call's values). GPT-2's calls with keyword arguments or
+tuple outputs take the general path: 15 µs per call on average. The observer is pushed and
+popped (about 2 µs a pair) only when the innermost call's state changes: around each
+formula-covered call inside an observed one (174 pairs in a ResNet-50 forward), never
+elsewhere. Inside a real forward the same Python
 work costs 2-3 times as much (in situ, 37 µs per ResNet-50 call with counting, plus about 7 µs
 for torch's hooked call path itself), since it runs between convolution kernels. Per pass, on
 ResNet-50: one module walk 0.08 ms (shared by the module facts, the hooks and the state kept),
 module facts 0.35 ms, hook install and release 0.12 ms, the records 0.4 ms.
 Anything that can be computed after the forward (totals, inclusive sums, per-module
 aggregation, rendering) is left to the records and the views; what needs the live tensors
-(shapes, dtypes, storage identity, formula results) is read once, and shape and dtype tuples
-are shared within a pass, so few objects survive to set off the garbage collector.
+(shapes, dtypes, storage identity, formula results) is read once, and the counting listener
+builds a one-tensor call's values from those facts after the pass, where the code that takes
+stays in the caches from one call to the next; shape and dtype tuples are shared within a
+pass, so few objects survive to set off the garbage collector.
 """
 
 from __future__ import annotations
