@@ -179,3 +179,18 @@ def residual_model() -> nn.Sequential:
     model (input ``(batch, 16)``)."""
     torch.manual_seed(0)
     return nn.Sequential(ResidualBlock(), nn.LayerNorm(16), ResidualBlock())
+
+
+class Breaks(nn.Module):
+    """``b(a(x)).relu()`` with a ``print`` between: Dynamo cannot trace it, so a compile of
+    this module breaks its graph there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.a(x)
+        print(end="")  # Dynamo cannot trace print: the graph breaks here
+        return self.b(x).relu()

@@ -21,7 +21,7 @@ from moduleprofiler.timing.compiled.reuse import (
     kept_compile,
     signature,
 )
-from tests.timing.helpers import ResidualBlock, residual_model
+from tests.timing.helpers import Breaks, ResidualBlock, residual_model
 
 FAST = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "progress": False,
         "measure_overhead": False}
@@ -70,20 +70,8 @@ def test_another_input_options_or_submodule_compiles_again():
     assert replaced.coverage == pytest.approx(1.0)
 
 
-class _Logs(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Linear(16, 16)
-        self.b = nn.Linear(16, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.a(x)
-        print(end="")  # Dynamo cannot trace print: the graph breaks
-        return self.b(x)
-
-
 def test_a_program_used_again_still_says_where_its_graph_broke():
-    compiled = torch.compile(nn.Sequential(_Logs()))
+    compiled = torch.compile(nn.Sequential(Breaks()))
     x = torch.randn(8, 16)
     first = _timed(compiled, x)
     second = _timed(compiled, x)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.compiled import time_compiled
-from tests.timing.helpers import residual_model
+from tests.timing.helpers import Breaks, residual_model
 
 # time_compiled is deprecated (test_time_compiled_is_deprecated_naming_its_removal) and works
 pytestmark = pytest.mark.filterwarnings("ignore:moduleprofiler.compiled.time_compiled")
@@ -74,18 +74,6 @@ def test_a_model_compiled_in_place_is_timed_compiled():
 def test_iterations_must_be_positive():
     with pytest.raises(ValueError, match="iterations must be at least 1"):
         time_compiled(residual_model(), torch.randn(8, 16), iterations=0)
-
-
-class Breaks(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Linear(16, 16)
-        self.b = nn.Linear(16, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.a(x)
-        print(end="")  # Dynamo cannot trace print: the graph breaks here
-        return self.b(x).relu()
 
 
 def test_graph_breaks_are_reported_by_module():
