@@ -418,9 +418,6 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
                                         first.iterations, second.iterations)
     merged.kernel_ns = _joined_series(first.kernel_ns, second.kernel_ns, first.iterations,
                                       second.iterations)
-    for counts in (first.kernel_launches, second.kernel_launches):
-        for key, value in counts.items():
-            merged.kernel_launches[key] += value
     for names in (first.device_names, second.device_names):
         for key, counted in names.items():
             merged.device_names[key].update(counted)

@@ -100,8 +100,6 @@ class CompiledBooking:
     differentiate its forward nodes) in each iteration."""
     kernel_ns: dict[KernelKey, list[int]] = field(default_factory=dict)
     """Per graph kernel, its time in each iteration."""
-    kernel_launches: dict[KernelKey, int] = field(default_factory=lambda: defaultdict(int))
-    """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
     device_names: dict[KernelKey, Counter[str]] = field(
         default_factory=lambda: defaultdict(Counter))
     """Per graph kernel, the names of the device kernels (or CPU kernel ranges) booked to it,
@@ -125,6 +123,11 @@ class CompiledBooking:
     outside_ns: int = 0
     """Kernel time launched outside every graph call (inputs' copies, eager code between
     graphs...)."""
+
+    @property
+    def kernel_launches(self) -> dict[KernelKey, int]:
+        """Device kernels (or CPU kernel ranges) booked to each graph kernel."""
+        return {key: sum(names.values()) for key, names in self.device_names.items()}
 
     @property
     def booked_ns(self) -> list[int]:
@@ -360,7 +363,6 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
             continue
         key = KernelKey(call.key, kernel.position, of_call[index][1])
         booking.kernel_ns.setdefault(key, [0] * iterations)[call.iteration] += record.duration
-        booking.kernel_launches[key] += 1
         booking.device_names[key][record.name] += 1
         times = booked.setdefault(kernel.module, [0] * iterations)
         times[call.iteration] += record.duration

@@ -118,6 +118,7 @@ class CompiledTiming:
 def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[KernelRow]:
     """One row per kernel of ``graphs`` that ran in the booked iterations, in graph order."""
     n = max(booking.iterations, 1)
+    launches = booking.kernel_launches
     rows = []
     versions: dict[str, int] = {}
     for graph in graphs:
@@ -129,7 +130,7 @@ def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[K
             rows.append(KernelRow(graph.key, kernel.position, kernel.name, kernel.module,
                                   kernel.fused_across,
                                   statistics.median(booking.kernel_ns[key]) / 1e6,
-                                  booking.kernel_launches[key] / n, graph.backward,
+                                  launches.get(key, 0) / n, graph.backward,
                                   tuple(sorted(booking.device_names.get(key, ())))))
     return rows
 
