@@ -245,3 +245,22 @@ def test_in_a_replay_a_memset_prepares_the_next_extern_kernel():
     assert booking.module_ns == {"model": [5535 + 735 + 23200 + 4000],
                                  "layers.0.o_proj": [6529]}
     assert booking.kernel_launches[KernelKey("r", 13)] == 2
+
+
+def test_launch_configurations_are_counted_per_graph_kernel_beside_the_names():
+    calls, ops, kernels = _two_iterations()
+    # the first convolution's cuDNN kernel ran with one grid in the first iteration and
+    # another in the second; the generated kernel's records carry no configuration
+    wide, narrow = "grid 64x1x1, block 128x1x1", "grid 32x1x1, block 128x1x1"
+    configured = []
+    for record in kernels:
+        if record.name == "cudnn_conv_a" and record.time in (30, 10_030):
+            record = KernelRecord(record.name, record.duration, record.thread, record.time,
+                                  record.start, wide if record.time == 30 else narrow)
+        configured.append(record)
+    booking = book_compiled(GRAPH, calls, ops, configured, iterations=2)
+    assert booking.launch_configs[KernelKey("g", 1)] == Counter(
+        {("cudnn_conv_a", wide): 1, ("cudnn_conv_a", narrow): 1})
+    # a record without a configuration is counted by name only
+    assert booking.device_names[KernelKey("g", 1)]["cudnn_conv_b"] == 2
+    assert KernelKey("g", 2) not in booking.launch_configs
