@@ -264,3 +264,26 @@ def test_launch_configurations_are_counted_per_graph_kernel_beside_the_names():
     # a record without a configuration is counted by name only
     assert booking.device_names[KernelKey("g", 1)]["cudnn_conv_b"] == 2
     assert KernelKey("g", 2) not in booking.launch_configs
+
+
+def test_launch_configurations_reach_the_kernel_rows_and_survive_merged_blocks():
+    from moduleprofiler.timing.clocks.compiled import _merged
+    from moduleprofiler.timing.compiled.capture import CompiledGraph
+    from moduleprofiler.timing.compiled.run import kernel_rows
+
+    wide, narrow = "grid 64x1x1, block 128x1x1", "grid 32x1x1, block 128x1x1"
+    blocks = []
+    for config in (wide, narrow):  # two traced blocks, the convolution's kernel configured
+        calls, ops, kernels = _iteration(0, 0)
+        kernels = [KernelRecord(r.name, r.duration, r.thread, r.time, r.start,
+                                config if r.name == "cudnn_conv_a" else "") for r in kernels]
+        blocks.append(book_compiled(GRAPH, [calls], ops, kernels, iterations=1))
+    merged = _merged(*blocks)
+    # cudnn_conv_a ran once per block in each convolution: one of each configuration
+    assert merged.launch_configs[KernelKey("g", 1)] == Counter(
+        {("cudnn_conv_a", wide): 1, ("cudnn_conv_a", narrow): 1})
+    rows = kernel_rows(merged, [CompiledGraph("g", False, GRAPH["g"])])
+    by_position = {row.position: row for row in rows}
+    # a row lists each (device kernel, configuration) pair once, sorted
+    assert by_position[3].launch_configs == (("cudnn_conv_a", narrow), ("cudnn_conv_a", wide))
+    assert by_position[2].launch_configs == ()  # the generated kernel's records had none
