@@ -302,6 +302,27 @@ def test_on_cuda_a_cuda_graph_replay_is_booked_to_modules():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_each_kernel_row_carries_its_launch_configurations():
+    model = residual_model().cuda()
+    x = torch.randn(64, 16, device="cuda")
+    compiled = torch.compile(model)
+    clock = CompiledClock(torch.device("cuda"), CompiledProgram.of(compiled, x))
+    time_modules(compiled, x, clock=clock, **FAST)
+    rows = clock.kernels()
+    generated = [row for row in rows if row.name.startswith("triton_")]
+    assert generated
+    for row in generated:
+        # a generated kernel is one device kernel of its own name, launched with one grid
+        assert [name for name, _ in row.launch_configs] == [row.name]
+        assert row.launch_configs[0][1].startswith("grid ")
+        assert "block " in row.launch_configs[0][1]
+    # the configured kernels are among the device kernels booked to the row
+    for row in rows:
+        configured = {name for name, _ in row.launch_configs}
+        assert configured <= set(row.device_kernels)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_a_compiled_training_steps_backward_is_booked_to_modules():
     model = residual_model().cuda()
     x = torch.randn(64, 16, device="cuda")

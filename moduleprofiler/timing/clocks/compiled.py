@@ -421,6 +421,9 @@ def _merged(first: CompiledBooking, second: CompiledBooking) -> CompiledBooking:
     for names in (first.device_names, second.device_names):
         for key, counted in names.items():
             merged.device_names[key].update(counted)
+    for configs in (first.launch_configs, second.launch_configs):
+        for key, pairs in configs.items():
+            merged.launch_configs[key].update(pairs)
     for eager in (first.direct_launches, second.direct_launches):
         for path, value in eager.items():
             merged.direct_launches[path] += value

@@ -76,6 +76,10 @@ class KernelRecord:
     thread: int
     time: int
     start: int = 0
+    launch: str = ""
+    """The kernel's launch configuration as the device recorded it (grid, block, registers
+    per thread, shared memory: :func:`~moduleprofiler.timing.compiled.trace.
+    launch_configuration`); ``""`` where none was read (a CPU's kernel ranges, a memset)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,11 @@ class CompiledBooking:
         default_factory=lambda: defaultdict(Counter))
     """Per graph kernel, the names of the device kernels (or CPU kernel ranges) booked to it,
     counted: which cuDNN or cuBLAS kernels an extern kernel ran."""
+    launch_configs: dict[KernelKey, Counter[tuple[str, str]]] = field(
+        default_factory=lambda: defaultdict(Counter))
+    """Per graph kernel, the ``(device kernel name, launch configuration)`` pairs booked to
+    it, counted (records without a configuration left out): two runs whose kernels have the
+    same names may still differ in their grids or tiles' resources."""
     in_graph_ns: list[int] = field(default_factory=list)
     """Per iteration, the time of every kernel launched inside a compiled graph's call."""
     backward_in_graph_ns: list[int] = field(default_factory=list)
@@ -364,6 +373,8 @@ def book_compiled(graphs: Mapping[str, Sequence[CompiledKernel]], calls: Iterabl
         key = KernelKey(call.key, kernel.position, of_call[index][1])
         booking.kernel_ns.setdefault(key, [0] * iterations)[call.iteration] += record.duration
         booking.device_names[key][record.name] += 1
+        if record.launch:
+            booking.launch_configs[key][(record.name, record.launch)] += 1
         times = booked.setdefault(kernel.module, [0] * iterations)
         times[call.iteration] += record.duration
     return booking

@@ -53,6 +53,10 @@ class KernelRow:
     device_kernels: tuple[str, ...] = ()
     """The names of the device kernels (CPU: kernel ranges) booked to it, sorted: for an
     extern kernel, the cuDNN or cuBLAS kernels its operator ran."""
+    launch_configs: tuple[tuple[str, str], ...] = ()
+    """CUDA: each device kernel booked to it with its launch configuration (grid, block,
+    registers per thread, shared memory), as ``(name, configuration)`` pairs, sorted; empty
+    on a CPU."""
 
 
 @dataclass
@@ -131,7 +135,8 @@ def kernel_rows(booking: CompiledBooking, graphs: list[CompiledGraph]) -> list[K
                                   kernel.fused_across,
                                   statistics.median(booking.kernel_ns[key]) / 1e6,
                                   launches.get(key, 0) / n, graph.backward,
-                                  tuple(sorted(booking.device_names.get(key, ())))))
+                                  tuple(sorted(booking.device_names.get(key, ()))),
+                                  tuple(sorted(booking.launch_configs.get(key, ())))))
     return rows
 
 

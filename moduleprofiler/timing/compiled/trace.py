@@ -11,6 +11,7 @@ modules ran (inside their ranges, outside every graph call).
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +48,61 @@ class CompiledTrace:
     """The eager modules' calls (a model with compiled submodules)."""
     iteration_ns: list[int] = field(default_factory=list)
     """Wall time of each iteration on the host."""
+
+
+_LAUNCH_FIELDS = (("grid", "grid"), ("block", "block"), ("cluster", "cluster"),
+                  ("registers per thread", "registers"), ("shared memory", "shared memory"),
+                  ("static shared memory", "static shared memory"),
+                  ("dynamic shared memory", "dynamic shared memory"))
+"""The fields of a kernel record's metadata that make its launch configuration, with the
+names it is written with; the others (stream, correlation, queue time, occupancy estimates)
+differ between two launches of one configuration, or follow from it."""
+
+
+def launch_configuration(metadata: str) -> str:
+    """A kernel's launch configuration from its record's metadata (the profiler's JSON
+    fields, without braces): ``"grid 196x1x1, block 128x1x1, registers 64, shared memory
+    49152"``; ``""`` where the metadata has none of its fields."""
+    try:
+        fields = json.loads("{" + metadata + "}") if metadata.strip() else {}
+    except ValueError:
+        return ""
+    if not isinstance(fields, dict):
+        return ""
+    parts = []
+    for key, label in _LAUNCH_FIELDS:
+        found = fields.get(key)
+        if isinstance(found, list):
+            parts.append(f"{label} {'x'.join(map(str, found))}")
+        elif found is not None:
+            parts.append(f"{label} {found}")
+    return ", ".join(parts)
+
+
+def _keeping_metadata() -> Any | None:
+    """The profiler's option that keeps each device record's metadata (its launch
+    configuration among it) on the record's event, which it leaves out by default; ``None``
+    where this torch has no such option."""
+    try:
+        return torch._C._profiler._ExperimentalConfig(expose_kineto_event_metadata=True)
+    except (AttributeError, TypeError):
+        return None
+
+
+def _launch_configurations(events: Iterable[Any]) -> dict[tuple[int, int], str]:
+    """Each device kernel record's launch configuration by ``(correlation id, start ns)`` (a
+    CUDA graph's replay gives all its kernels one correlation id); empty where this torch's
+    events carry no metadata."""
+    cpu = torch._C._autograd.DeviceType.CPU
+    out = {}
+    for event in events:
+        read = getattr(event, "metadata_json", None)
+        if read is None or event.device_type() == cpu:
+            continue
+        found = launch_configuration(read())
+        if found:
+            out[(event.correlation_id(), _ns(event)[0])] = found
+    return out
 
 
 def _ns(event: Any) -> tuple[int, int]:
@@ -102,11 +158,15 @@ def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device
         if reason is not None:
             raise RuntimeError(f"the compiled clock cannot read kernel records: {reason}")
     activities = [torch.profiler.ProfilerActivity.CPU]
+    options: dict[str, Any] = {}
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
+        config = _keeping_metadata()
+        if config is not None:
+            options["experimental_config"] = config
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
-        with torch.profiler.profile(activities=activities) as session:
+        with torch.profiler.profile(activities=activities, **options) as session:
             for k in range(iterations):
                 with torch.profiler.record_function(f"{ITERATION_RANGE}{k}"):
                     run()
@@ -116,11 +176,13 @@ def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device
     if cuda:
         records = records_of(events)
         launch = {item.correlation: item for item in records.launches}
+        configs = _launch_configurations(events)
         for activity in records.activities:
             at = launch.get(activity.correlation)
             if at is not None:
-                trace.kernels.append(KernelRecord(activity.name, activity.duration,
-                                                  at.thread, at.time, activity.start))
+                trace.kernels.append(KernelRecord(
+                    activity.name, activity.duration, at.thread, at.time, activity.start,
+                    configs.get((activity.correlation, activity.start), "")))
     else:
         ops = [op for found in top_level_ops(trace.calls, trace.ops).values() for op in found]
         if trace.ranges:

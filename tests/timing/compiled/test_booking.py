@@ -245,3 +245,45 @@ def test_in_a_replay_a_memset_prepares_the_next_extern_kernel():
     assert booking.module_ns == {"model": [5535 + 735 + 23200 + 4000],
                                  "layers.0.o_proj": [6529]}
     assert booking.kernel_launches[KernelKey("r", 13)] == 2
+
+
+def test_launch_configurations_are_counted_per_graph_kernel_beside_the_names():
+    calls, ops, kernels = _two_iterations()
+    # the first convolution's cuDNN kernel ran with one grid in the first iteration and
+    # another in the second; the generated kernel's records carry no configuration
+    wide, narrow = "grid 64x1x1, block 128x1x1", "grid 32x1x1, block 128x1x1"
+    configured = []
+    for record in kernels:
+        if record.name == "cudnn_conv_a" and record.time in (30, 10_030):
+            record = KernelRecord(record.name, record.duration, record.thread, record.time,
+                                  record.start, wide if record.time == 30 else narrow)
+        configured.append(record)
+    booking = book_compiled(GRAPH, calls, ops, configured, iterations=2)
+    assert booking.launch_configs[KernelKey("g", 1)] == Counter(
+        {("cudnn_conv_a", wide): 1, ("cudnn_conv_a", narrow): 1})
+    # a record without a configuration is counted by name only
+    assert booking.device_names[KernelKey("g", 1)]["cudnn_conv_b"] == 2
+    assert KernelKey("g", 2) not in booking.launch_configs
+
+
+def test_launch_configurations_reach_the_kernel_rows_and_survive_merged_blocks():
+    from moduleprofiler.timing.clocks.compiled import _merged
+    from moduleprofiler.timing.compiled.capture import CompiledGraph
+    from moduleprofiler.timing.compiled.run import kernel_rows
+
+    wide, narrow = "grid 64x1x1, block 128x1x1", "grid 32x1x1, block 128x1x1"
+    blocks = []
+    for config in (wide, narrow):  # two traced blocks, the convolution's kernel configured
+        calls, ops, kernels = _iteration(0, 0)
+        kernels = [KernelRecord(r.name, r.duration, r.thread, r.time, r.start,
+                                config if r.name == "cudnn_conv_a" else "") for r in kernels]
+        blocks.append(book_compiled(GRAPH, [calls], ops, kernels, iterations=1))
+    merged = _merged(*blocks)
+    # cudnn_conv_a ran once per block in each convolution: one of each configuration
+    assert merged.launch_configs[KernelKey("g", 1)] == Counter(
+        {("cudnn_conv_a", wide): 1, ("cudnn_conv_a", narrow): 1})
+    rows = kernel_rows(merged, [CompiledGraph("g", False, GRAPH["g"])])
+    by_position = {row.position: row for row in rows}
+    # a row lists each (device kernel, configuration) pair once, sorted
+    assert by_position[3].launch_configs == (("cudnn_conv_a", narrow), ("cudnn_conv_a", wide))
+    assert by_position[2].launch_configs == ()  # the generated kernel's records had none
