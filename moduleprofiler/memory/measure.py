@@ -122,7 +122,6 @@ def measure_memory(
         )
     if progress is not None:
         check_bool(progress, "progress")
-    static = module_bytes(module)[""]
     changed = fast_path_changes(module, eval=True, grad_enabled=False)
     if changed:
         warn(f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: the "
@@ -145,6 +144,8 @@ def measure_memory(
                                     if bar.enabled else None)
         finally:
             bar.close()
+    # read after the passes, as lazy modules materialise their parameters in the first one
+    static = module_bytes(module)[""]
     infos = module_infos(module)
     records = _records(inference, training, infos)
     return MemoryReport(

@@ -7,7 +7,12 @@ import io
 import torch
 from torch import nn
 
-from moduleprofiler.memory import memory_by_dtype, parameter_memory, state_dict_bytes
+from moduleprofiler.memory import (
+    measure_memory,
+    memory_by_dtype,
+    parameter_memory,
+    state_dict_bytes,
+)
 from moduleprofiler.memory.serialized import CountingWriter
 
 
@@ -74,6 +79,14 @@ def test_long_table_by_dtype() -> None:
 def test_lazy_parameters_count_zero_until_materialised() -> None:
     frame = parameter_memory(nn.Sequential(nn.LazyLinear(3)))
     assert _row(frame, "__root__")["param_bytes"] == 0
+
+
+def test_measure_memory_counts_the_lazy_parameters_its_pass_materialised() -> None:
+    model = nn.Sequential(nn.LazyLinear(16), nn.ReLU(), nn.LazyLinear(4))
+    report = measure_memory(model, torch.randn(2, 8))
+    # Linear(8, 16): 8 * 16 + 16 = 144; Linear(16, 4): 16 * 4 + 4 = 68; 212 float32 = 848 bytes
+    assert report.total_params == 212
+    assert (report.param_bytes, report.trainable_param_bytes) == (848, 848)
 
 
 def test_state_dict_bytes_is_what_torch_save_writes() -> None:
