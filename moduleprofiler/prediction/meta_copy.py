@@ -13,20 +13,38 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
+from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from moduleprofiler.errors import DeviceDtypeError
+from moduleprofiler.inputs import make_invocation
+from moduleprofiler.storage import is_lazy
 
 
 def _dtype_for(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype:
     """``dtype`` for a floating ``tensor`` (when given), else the tensor's own."""
-    return dtype if dtype is not None and tensor.is_floating_point() else tensor.dtype
+    return dtype if dtype is not None and tensor.dtype.is_floating_point else tensor.dtype
 
 
 def _meta(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    if is_lazy(tensor):
+        return _unmaterialised(tensor, "meta", dtype)
     return torch.empty_like(tensor, device="meta", dtype=_dtype_for(tensor, dtype))
+
+
+def _unmaterialised(tensor: torch.Tensor, device: torch.device | str,
+                    dtype: torch.dtype | None) -> torch.Tensor:
+    """A new lazy parameter or buffer like ``tensor`` (which has no shape yet) on ``device``:
+    the copy's lazy module materialises it in the copy's first forward, where ``tensor``
+    stays as it is."""
+    # torch's stubs leave out the ``device`` and ``dtype`` their constructors take
+    kind: Any = UninitializedParameter if isinstance(tensor, UninitializedParameter) \
+        else UninitializedBuffer
+    return kind(requires_grad=tensor.requires_grad, device=device,  # type: ignore[no-any-return]
+                dtype=_dtype_for(tensor, dtype))
 
 
 def meta_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
@@ -40,11 +58,25 @@ def _copied(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]) -
     (a parameter stays a parameter, with its ``requires_grad``)."""
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
-        memo[id(parameter)] = nn.Parameter(convert(parameter),
-                                           requires_grad=parameter.requires_grad)
+        converted = convert(parameter)
+        memo[id(parameter)] = converted if is_lazy(converted) else nn.Parameter(
+            converted, requires_grad=parameter.requires_grad)
     for buffer in model.buffers():
         memo[id(buffer)] = convert(buffer)
     return copy.deepcopy(model, memo)
+
+
+def materialise_lazy(model: nn.Module, input: Any,
+                     run: Callable[..., Any] | None = None) -> None:
+    """Run a copy that holds lazy modules not yet materialised once on ``input`` (through
+    ``run``, which calls it, when given), outside any pass: they take their shapes and run
+    their initialisers here, not in the predicted pass, which would price initialisers that a
+    model that has run once never runs again. Nothing runs for a copy without such modules."""
+    if not any(isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()
+               for module in model.modules()):
+        return
+    with torch.no_grad():
+        make_invocation(model, input, pred_fn=run)()
 
 
 def cast_copy(model: nn.Module, dtype: torch.dtype | None = None) -> nn.Module:
@@ -59,6 +91,8 @@ def cast_input(value: Any, dtype: torch.dtype | None = None) -> Any:
 
 
 def _real(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    if is_lazy(tensor):
+        return _unmaterialised(tensor, tensor.device, dtype)
     return tensor.detach().to(dtype=_dtype_for(tensor, dtype), copy=True)
 
 

@@ -22,6 +22,7 @@ from moduleprofiler.prediction.meta_copy import (
     FusedAttentionOnMeta,
     cast_copy,
     cast_input,
+    materialise_lazy,
     meta_copy,
     meta_input,
     meta_limit,
@@ -76,8 +77,9 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
     options = {"eval": not backward if eval is None else eval, "backward": backward,
                "loss_fn": loss_fn}
     try:
-        profile = count(model, meta_input(given_input(model, input, input_size), cast),
-                        pred_fn=fused, listeners=[listener], **options)
+        given = meta_input(given_input(model, input, input_size), cast)
+        materialise_lazy(model, given, fused)
+        profile = count(model, given, pred_fn=fused, listeners=[listener], **options)
     except Exception as exc:
         if not meta_limit(exc) or _holds_meta(input):  # no values to run on (a sweep's)
             raise
@@ -86,8 +88,9 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
         # model is, on the real input, which takes the same path a GPU would
         copied = cast_copy(original, cast)
         listener = PredictionListener(device_model, host_model)
-        profile = count(copied, cast_input(given_input(original, input, input_size), cast),
-                        listeners=[listener], **options)
+        real = cast_input(given_input(original, input, input_size), cast)
+        materialise_lazy(copied, real)
+        profile = count(copied, real, listeners=[listener], **options)
         notes = [*notes, f"counted on a copy of the model on its own device: the meta device "
                          f"could not run it ({str(exc).splitlines()[0]})"]
     predicted = finish_prediction(profile, listener, device_model, host_model,

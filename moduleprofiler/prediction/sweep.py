@@ -28,7 +28,12 @@ from moduleprofiler.export.view import View
 from moduleprofiler.inputs import add_note
 from moduleprofiler.memory.measure import measure_memory
 from moduleprofiler.prediction.columns import PASS_COLUMNS
-from moduleprofiler.prediction.meta_copy import meta_copy, meta_input, meta_limit
+from moduleprofiler.prediction.meta_copy import (
+    materialise_lazy,
+    meta_copy,
+    meta_input,
+    meta_limit,
+)
 from moduleprofiler.prediction.predict import (
     DEFAULT_HOST,
     DeviceSpec,
@@ -250,6 +255,7 @@ class _Sweeper:
         model = self._models[dtype]
         given = meta_input(self.make(batch), dtype_of(dtype))
         with _hinted_on_meta():
+            materialise_lazy(model, given)
             return measure_memory(model, given, train=self.backward, device="meta",
                                   emulate="cuda", progress=False).peak_bytes
 

@@ -198,6 +198,44 @@ def test_fp32_convolutions_follow_cudnns_setting() -> None:
     assert any("fp32 convolutions on plain FP32" in note for note in off)
 
 
+def test_a_lazy_model_is_predicted_on_a_copy_and_left_lazy() -> None:
+    # the meta copy's lazy layers take their shapes in the copy's forward: the user's stay
+    # unmaterialised, as a prediction runs nothing of theirs
+    model, x = nn.Sequential(nn.LazyLinear(16), nn.ReLU(), nn.LazyLinear(4)), torch.randn(2, 8)
+    lazy = ModuleProfiler().predict(model, x, device="H100 SXM")
+    assert isinstance(model[0].weight, nn.parameter.UninitializedParameter)
+    assert type(model[0]) is nn.LazyLinear
+    model(x)  # now the same model with its shapes
+    ready = ModuleProfiler().predict(model, x, device="H100 SXM")
+    # Linear(8, 16) and Linear(16, 4) on 2 rows: 2 * (16 * (2 * 8) + 4 * (2 * 16)) = 768 ops,
+    # ReLU 2 * 16 = 32
+    assert lazy.total_ops == ready.total_ops == 768 + 32
+    assert lazy.predicted_device_ms == pytest.approx(ready.predicted_device_ms)
+    swept = ModuleProfiler().sweep(nn.Sequential(nn.LazyLinear(4)), x, device="H100 SXM",
+                                   batch_sizes=(1, 2))
+    frame = swept.to_df()  # each batch size in each default dtype, bf16 and fp32
+    assert sorted(zip(frame["batch_size"], frame["dtype"])) == [
+        (1, "bf16"), (1, "fp32"), (2, "bf16"), (2, "fp32")]
+
+
+def test_a_lazy_model_that_reads_its_values_is_predicted_on_a_real_copy() -> None:
+    class Branches(nn.Module):  # reads a value: the meta device cannot run it
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.LazyLinear(4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.linear(x)
+            return y if bool(y.isfinite().all()) else y.nan_to_num()
+
+    model = Branches()
+    predicted = ModuleProfiler().predict(model, torch.randn(2, 8), device="H100 SXM")
+    assert any("counted on a copy of the model" in note for note in predicted.prediction_notes)
+    assert isinstance(model.linear.weight, nn.parameter.UninitializedParameter)
+    # Linear(8, 4) on 2 rows: 2 * 4 * (2 * 8) = 128 ops, the isfinite and all checks besides
+    assert predicted.records[1].self_ops == 128
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
 def test_an_input_a_gpu_would_refuse_is_refused(dtype: torch.dtype) -> None:
     # a real run raises "mat1 and mat2 must have the same dtype" (on a GPU as on the CPU);
