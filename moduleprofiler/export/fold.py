@@ -39,6 +39,11 @@ facts, the only facts that decide. Measured columns (times, memory, labels deriv
 are combined without having to agree, so whether blocks fold never depends on a run."""
 
 
+
+Cells = dict[str, Any]
+"""Each column of a view's frame by name: its values as an array indexed by row."""
+
+
 TENSOR_FACTS = ("params", "trainable_params", "buffers", "param_bytes", "buffer_bytes")
 """Columns that count tensors, each once per row: blocks that hold the same tensors (a
 module or a weight shared between them) cannot add theirs up. A run whose sum of one of
@@ -46,21 +51,21 @@ them exceeds the value of the row it sits under shares tensors, and is not folde
 block keeps its own, true row)."""
 
 
-def _shares_tensors(frame: pd.DataFrame, run: list[int], parent: int | None,
+def _shares_tensors(cells: Cells, run: list[int], parent: int | None,
                     ends: list[int]) -> bool:
     """Whether the blocks of ``run`` hold tensors in common: a shared module's calls drawn
     inside them (rows whose tensor facts are unknown under a block whose are known: the
     shared module's parameters are on its own row only), or their tensor counts adding up
     to more than the row they sit under."""
     for column in TENSOR_FACTS:
-        if column not in frame:
+        if column not in cells:
             continue
-        values: list[Any] = [frame[column].iat[head] for head in run]
+        cell = cells[column]
+        values: list[Any] = [cell[head] for head in run]
         if not all(known(value) for value in values):
             continue
-        drawn = any(not known(frame[column].iat[row])
-                    for head in run for row in range(head + 1, ends[head]))
-        whole: Any = frame[column].iat[parent] if parent is not None else None
+        drawn = any(not known(cell[row]) for head in run for row in range(head + 1, ends[head]))
+        whole: Any = cell[parent] if parent is not None else None
         if drawn or (known(whole) and sum(values) > whole):
             return True
     return False
@@ -142,6 +147,9 @@ def fold_tree(frame: pd.DataFrame) -> pd.DataFrame:
     parent_of = parents(names)
     ends = _subtree_ends(parent_of)
     specs = {c: column_spec(c, frame[c].dtype) for c in frame.columns}
+    # each column's values once (their own array: a cell reads what ``.iat`` reads), not a
+    # column lookup per cell, which took seconds on a model of thousands of modules
+    cells: Cells = {str(column): frame[column].array for column in frame.columns}
     facts = _row_facts(frame)
     children: dict[int | None, list[int]] = {}
     for row, parent in enumerate(parent_of):
@@ -151,7 +159,7 @@ def fold_tree(frame: pd.DataFrame) -> pd.DataFrame:
         candidates = [k for k in kids if _NUMBERED.match(names[k].rpartition(".")[2])]
         keys = {k: _signature(facts, names, k, ends[k]) for k in candidates}
         for run in _runs(kids, names, keys):
-            if not _shares_tensors(frame, run, parent_of[run[0]], ends):
+            if not _shares_tensors(cells, run, parent_of[run[0]], ends):
                 heads[run[0]] = run
     if not heads:
         return frame
@@ -163,7 +171,7 @@ def fold_tree(frame: pd.DataFrame) -> pd.DataFrame:
             rows.append({str(key): value for key, value in frame.iloc[row].items()})
             row += 1
             continue
-        rows.extend(_folded_rows(frame, names, head, ends, specs))
+        rows.extend(_folded_rows(cells, names, head, ends, specs))
         row = ends[head[-1]]
     out = pd.DataFrame(rows, columns=frame.columns)
     return pd.DataFrame({column: _typed(out[column], dtype)
@@ -186,7 +194,7 @@ def _typed(values: pd.Series, dtype: Any) -> pd.Series:
     return values.where(present, None).astype(nullable)
 
 
-def _folded_rows(frame: pd.DataFrame, names: list[str], run: list[int], ends: list[int],
+def _folded_rows(cells: Cells, names: list[str], run: list[int], ends: list[int],
                  specs: dict[str, ColumnSpec]) -> list[dict[str, Any]]:
     """One row per row of the first block's subtree, the blocks' values combined."""
     first, last = names[run[0]], names[run[-1]]
@@ -197,11 +205,11 @@ def _folded_rows(frame: pd.DataFrame, names: list[str], run: list[int], ends: li
     folded_path = f"{parent}.{label}" if parent else label
     out = []
     for offset in range(ends[run[0]] - run[0]):
-        row = {column: _fold_value([frame[column].iat[head + offset] for head in run],
+        row = {column: _fold_value([cells[column][head + offset] for head in run],
                                    _combine(spec))
                for column, spec in specs.items()}
         rest = module_path(names[run[0] + offset])[len(module_path(first)):]
         row["module"] = module_name(folded_path + rest)
-        row["type"] = frame["type"].iat[run[0] + offset]
+        row["type"] = cells["type"][run[0] + offset]
         out.append(row)
     return out
