@@ -56,6 +56,11 @@ class Calibration:
     table's other rows (:func:`~moduleprofiler.prediction.residuals.held_out_residuals`); the
     error band of every prediction from this calibration. Empty in a calibration made before
     it was kept."""
+    in_chain: dict[str, dict[str, float]] = field(default_factory=dict)
+    """By dtype and memory-bound table: the µs a kernel takes inside a chain of other kernels
+    beyond what its table's loop of it alone measured (:mod:`.in_chain`), added to every such
+    operator's time. Empty in a calibration that did not measure it: such kernels are then
+    priced as in the loops."""
 
     def to_json(self) -> str:
         """The calibration as JSON text."""

@@ -191,6 +191,9 @@ class DeviceModel:
     unmeasured: set[str] = field(default_factory=set)
     """What the calibration's tables did not measure and operators priced so far asked for
     (``"mem_layer_norm row widths"``): those were priced as the measured kernels."""
+    without_in_chain: bool = False
+    """A memory-bound operator was priced while the calibration holds no in-chain costs
+    (:attr:`Calibration.in_chain`): priced as the calibration's loops ran it."""
     _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
         default_factory=dict, repr=False)
@@ -288,9 +291,21 @@ class DeviceModel:
             if query[-1] != (np.log2(default) if default else default):
                 self.unmeasured.add(f"{work.table} {what}")
             query = query[: table.features.shape[1]]
-        predicted = floored(table, query, roof)
+        predicted = floored(table, query, roof) + self.in_chain_us(work.table, work.dtype)
         self._cache[key] = predicted
         return predicted
+
+    def in_chain_us(self, table: str, dtype: str) -> float:
+        """What a kernel of ``table`` takes inside a model beyond its table's loop
+        (:attr:`Calibration.in_chain`; fp16 as bf16): 0 for a table it does not list."""
+        if not table.startswith("mem_"):
+            return 0.0
+        costs = self.calibration.in_chain
+        if not costs:
+            self.without_in_chain = True
+            return 0.0
+        source = costs.get(dtype) or costs.get("bf16" if dtype == "fp16" else "fp32") or {}
+        return source.get(table, 0.0)
 
     def error_band(self, work: OpWork) -> tuple[float, float] | None:
         """The factors by which the truth of ``work``'s predicted time is expected to lie
