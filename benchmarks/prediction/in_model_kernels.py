@@ -21,7 +21,6 @@ non-launching operators (views, expands, transposes).
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import statistics
 import time
@@ -30,9 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from moduleprofiler.prediction.in_chain import (
+    LAYERS,
+    POOL_BYTES,
+    REPEATS,
+    ROWS,
+    booked,
+    chain_operators,
+    weight_pool,
+)
 from moduleprofiler.timing.device_trace import (
     RANGE_PREFIX,
     close_range,
@@ -40,69 +47,15 @@ from moduleprofiler.timing.device_trace import (
     open_range,
 )
 
-ROWS = (64, 256, 1024)
-WIDTH = 1536
-LAYERS = 6
-REPEATS = 5
-POOL_BYTES = 2 ** 28
-
-
-def chain_ops(rows: int, dtype: torch.dtype, layer: int,
-              pool: list[torch.Tensor]) -> list[tuple[str, Callable[[], Any]]]:
-    """One layer's operators, each reading what the one before wrote (as in a forward), its
-    weights taken from ``pool`` (read from memory, as a model's are)."""
-    dev = torch.device("cuda")
-    s: dict[str, torch.Tensor] = {"h": torch.randn(rows, WIDTH, device=dev, dtype=dtype)}
-    weight = torch.randn(WIDTH, device=dev, dtype=dtype)
-    bias = torch.randn(WIDTH, device=dev, dtype=dtype)
-    w = pool[(2 * layer) % len(pool)]
-    w2 = pool[(2 * layer + 1) % len(pool)]
-
-    def put(key: str, make: Callable[[], torch.Tensor]) -> Callable[[], Any]:
-        return lambda: s.__setitem__(key, make())
-
-    return [
-        ("convert_up", put("a", lambda: s["h"].to(torch.float32))),
-        ("pow", put("p", lambda: s["a"].pow(2))),
-        ("mean_rows", put("m", lambda: s["p"].mean(-1, keepdim=True))),
-        ("add_scalar_small", put("e", lambda: s["m"] + 1e-6)),
-        ("rsqrt_small", put("r", lambda: torch.rsqrt(s["e"]))),
-        ("mul_row_scale", put("n", lambda: s["a"] * s["r"])),
-        ("convert_down", put("b", lambda: s["n"].to(dtype))),
-        ("mul_weight", put("c", lambda: weight * s["b"])),
-        ("linear", put("y", lambda: F.linear(s["c"], w))),
-        ("silu", put("g", lambda: F.silu(s["y"]))),
-        ("mul", put("u", lambda: s["g"] * s["y"])),
-        ("linear_2", put("z", lambda: F.linear(s["u"], w2))),
-        ("add", put("h2", lambda: s["z"] + s["h"])),
-        ("layer_norm", put("l", lambda: F.layer_norm(s["h2"], (WIDTH,), weight, bias))),
-        ("softmax", put("q", lambda: torch.softmax(s["l"].view(-1, 64, 24), -1))),
-        ("gelu", put("o", lambda: F.gelu(s["l"]))),
-        ("sum_rows", put("t", lambda: s["o"].sum(-1))),
-    ]
-
-
-def booked(records: Any) -> dict[str, float]:
-    """Kernel µs per range label (kernels booked by launch time, as ``calibrate()`` does)."""
-    launched = {launch.correlation: launch.time for launch in records.launches}
-    times = sorted((launched[a.correlation], a.duration) for a in records.activities
-                   if a.correlation in launched)
-    starts = [t for t, _ in times]
-    out: dict[str, float] = {}
-    for item in records.ranges:
-        first, last = bisect.bisect_left(starts, item.start), bisect.bisect_right(starts, item.end)
-        out[item.label] = sum(d for _, d in times[first:last]) / 1e3
-    return out
-
 
 def device_part(dtype: torch.dtype) -> dict[str, Any]:
+    """The package's chain (``chain_operators``) alone, in the chain and queued."""
     dev = torch.device("cuda")
-    per = POOL_BYTES // (WIDTH * WIDTH * torch.tensor([], dtype=dtype).element_size())
-    pool = [torch.randn(WIDTH, WIDTH, device=dev, dtype=dtype) for _ in range(max(2, per))]
+    pool = weight_pool(dtype, dev)
     flush = torch.empty(POOL_BYTES, device=dev, dtype=torch.uint8)
     result: dict[str, Any] = {}
     for rows in ROWS:
-        layers = [chain_ops(rows, dtype, layer, pool) for layer in range(LAYERS)]
+        layers = [chain_operators(rows, dtype, layer, pool, dev) for layer in range(LAYERS)]
         for ops in layers:  # warm-up: algorithm choices, lazy init
             for _, op in ops:
                 op()

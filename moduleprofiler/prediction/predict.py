@@ -274,7 +274,7 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
         notes.append(f"the {device.calibration.name} calibration did not measure small "
                      "kernels inside a chain of others: memory-bound operators are priced as "
                      "its loops of one operator ran them (a pass of many small kernels is "
-                     "predicted low)")
+                     "predicted low); calibrate() on the device measures them")
     if listener.unknown:
         notes.append("no calibration table times "
                      + ", ".join(f"{name} ({count}x)" for name, count in

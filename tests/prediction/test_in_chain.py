@@ -13,7 +13,12 @@ from moduleprofiler import Profiler
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction import Calibration, shipped_calibrations
 from moduleprofiler.prediction.device_model import DeviceModel
-from moduleprofiler.prediction.in_chain import in_chain_costs
+from moduleprofiler.prediction.in_chain import (
+    CHAIN_TABLES,
+    WIDTH,
+    chain_operators,
+    in_chain_costs,
+)
 from moduleprofiler.prediction.op_classes import OpWork
 
 
@@ -72,3 +77,12 @@ def test_a_calibration_without_in_chain_costs_loads_and_says_so() -> None:
     assert 0.5 < h200.in_chain["fp32"]["mem_reduction"] < 2.0
     shipped = Profiler().predict(nn.ReLU(), torch.randn(8, 8), device="H200", dtype="fp32")
     assert not any("inside a chain" in note for note in shipped.prediction_notes)
+
+
+def test_the_chain_runs_every_operator_its_costs_are_read_from() -> None:
+    pool = [torch.randn(WIDTH, WIDTH) for _ in range(2)]
+    operators = chain_operators(4, torch.float32, 0, pool, torch.device("cpu"))
+    names = [name for name, _ in operators]
+    assert set(CHAIN_TABLES) <= set(names) and len(names) == len(set(names))
+    for _, operator in operators:  # each reads what the ones before wrote
+        operator()
