@@ -142,6 +142,7 @@ def measure_in_chain(device: torch.device, dtypes: Mapping[str, torch.dtype]
     each of ``dtypes`` (name -> torch dtype), reduced by :func:`in_chain_costs`."""
     return in_chain_costs({name: chain_times(device, dtype) for name, dtype in dtypes.items()})
 
+
 CHAIN_TABLES: dict[str, str] = {
     "mean_rows": "mem_reduction",
     "sum_rows": "mem_reduction",
