@@ -238,9 +238,9 @@ class Profiler:
         (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
         :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
-                            clock=clock, ranges=ranges,
-                            options=options)
+        with located_errors("time_modules", module):  # a hook-free iteration's failure
+            return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
+                                clock=clock, ranges=ranges, options=options)
 
     def train_step_times(self, module: nn.Module, input: Any = None,
                          options: TimingOptions | None = None, *, target: Any = None,
@@ -253,10 +253,11 @@ class Profiler:
         how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
         those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        return train_step_times(module, input, target=target, loss_fn=loss_fn,
-                                pred_fn=pred_fn, optimizer=optimizer, train=train,
-                                restore=restore, device=device, clock=clock, ranges=ranges,
-                                options=options)
+        with located_errors("train_step_times", module):  # a hook-free step's failure
+            return train_step_times(module, input, target=target, loss_fn=loss_fn,
+                                    pred_fn=pred_fn, optimizer=optimizer, train=train,
+                                    restore=restore, device=device, clock=clock,
+                                    ranges=ranges, options=options)
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(

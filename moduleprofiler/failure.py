@@ -4,9 +4,8 @@ again to find out would repeat whatever the failure cost (and may not fail the s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
+from typing import Literal
 
 from torch import nn
 
@@ -44,18 +43,34 @@ def located_error(what: str, exc: Exception, root: nn.Module) -> ProfilingError 
                           f"({type(module).__name__}) raised {type(exc).__name__}: {exc}", path)
 
 
-@contextmanager
-def located_errors(what: str, module: nn.Module) -> Iterator[None]:
+def located_errors(what: str, module: nn.Module) -> LocatedErrors:
+    """``with located_errors("benchmark", model): ...``: :class:`LocatedErrors`."""
+    return LocatedErrors(what, module)
+
+
+class LocatedErrors:
     """Turn a forward failure inside a pass that keeps no call stack of its own (the
     hook-free timers) into a :class:`ProfilingError` naming the module whose forward failed
     (:func:`located_error`): the model is not run again. Errors raised outside every module
-    (bad arguments) propagate unchanged."""
-    try:
-        yield
-    except ProfilingError:
-        raise
-    except Exception as exc:
-        located = located_error(what, exc, module)
+    (bad arguments) propagate unchanged.
+
+    A class, not a ``contextlib.contextmanager`` generator: one of those takes a
+    ``RuntimeError`` (which :class:`ProfilingError` is) chained from a ``StopIteration`` for
+    the generator's own misuse and re-raises the bare ``StopIteration``, so a forward that
+    raised ``StopIteration`` would not have been named."""
+
+    def __init__(self, what: str, module: nn.Module) -> None:
+        self.what = what
+        self.module = module
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 trace: TracebackType | None) -> Literal[False]:
+        if exc is None or isinstance(exc, ProfilingError) or not isinstance(exc, Exception):
+            return False
+        located = located_error(self.what, exc, self.module)
         if located is None:
-            raise
+            return False
         raise located from exc

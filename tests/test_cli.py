@@ -91,6 +91,17 @@ def test_a_model_the_meta_device_cannot_run_is_told_to_run_for_real(
     assert "ops 16" in out
 
 
+def test_a_16_bit_only_meta_kernel_is_told_to_use_bfloat16(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    model = f"{ROOT / MODELS}:grouped_experts"
+    status, _, err = run(capsys, model, "-i", "4x16", "--meta")
+    assert status == 2
+    assert "BFloat16" in err and "--device cpu" in err and "--dtype bfloat16" in err
+    status, out, err = run(capsys, model, "-i", "4x16", "--depth", "0")  # on the CPU it runs
+    assert status == 0, err
+    assert "params 256" in out  # 2 experts x 16 x 8
+
+
 def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--top", "2")
     assert status == 0 and out.splitlines()[0].split()[:3] == ["type", "modules", "calls"]

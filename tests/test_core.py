@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler import ModuleProfiler, ProfilingError, TimingOptions
 from moduleprofiler.core import Profiler
 
 CORE_METHODS = ["benchmark", "measure_memory", "parameter_memory_df", "predict", "profile",
@@ -58,6 +58,35 @@ def test_a_hook_free_failure_names_its_module_without_running_the_model_again() 
         Profiler().benchmark(model, torch.randn(2, 4))
     assert info.value.path == "1.1"
     assert len(calls) == 1  # the failing forward ran once: no second pass to locate it
+
+
+class FailsOnSecondCall(nn.Module):
+    """Runs once, then raises ``error``: its failure falls in a later, hook-free iteration
+    of a timed pass."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > 1:
+            raise self.error
+        return x
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), StopIteration("no more")],
+                         ids=["RuntimeError", "StopIteration"])
+@pytest.mark.parametrize("verb", ["time_modules", "train_step_times", "benchmark"])
+def test_a_failure_in_any_iteration_of_a_timed_pass_names_its_module(
+        verb: str, error: Exception) -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), FailsOnSecondCall(error)))
+    run = getattr(Profiler(), verb)
+    with pytest.raises(ProfilingError, match=rf"forward of module '1\.1' \(FailsOnSecondCall\)"
+                       rf" raised {type(error).__name__}") as info:
+        run(model, torch.randn(2, 4), TimingOptions(num_iters=3, warmup_iters=0))
+    assert info.value.path == "1.1" and info.value.__cause__ is error
 
 
 def test_a_failure_outside_every_module_stays_what_it_was() -> None:

@@ -43,6 +43,24 @@ def reads_values() -> nn.Module:
     return nn.Sequential(ReadsValues())
 
 
+class GroupedExperts(nn.Module):
+    """Two experts' products in one grouped GEMM, as mixture-of-experts layers run them: the
+    meta kernel of ``torch._grouped_mm`` takes bfloat16 only (the CPU's also takes float32)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(2, 16, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        offsets = torch.tensor([x.shape[0] // 2, x.shape[0]], dtype=torch.int32, device=x.device)
+        return torch._grouped_mm(x, self.weight, offs=offsets)
+
+
+def grouped_experts() -> nn.Module:
+    """A grouped-GEMM layer that runs in float32 on the CPU and not on the meta device."""
+    return GroupedExperts()
+
+
 def raises() -> nn.Module:
     """Its forward raises inside the module ``1``."""
     return nn.Sequential(nn.Linear(4, 4), Boom())
