@@ -42,6 +42,7 @@ from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibrate_backward import backward_tables
 from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
+from moduleprofiler.prediction.in_chain import measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
 
@@ -515,7 +516,9 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
     Returns:
         A :class:`~moduleprofiler.prediction.Calibration`; ``save()`` it and pass it (or its
         path) to ``predict(device=...)``. Its ``held_out`` residuals (each shape predicted
-        from the others) give every prediction from it its error band.
+        from the others) give every prediction from it its error band; its ``in_chain``
+        costs (:mod:`.in_chain`, a synthetic chain of small kernels) what a small kernel
+        takes inside a model beyond its table's loop.
 
     Raises:
         RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
@@ -572,13 +575,16 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
                 table[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]]
                                         for nbytes in sizes]
             _free()
+        in_chain = measure_in_chain(cuda, {name: _TORCH_DTYPE[name] for name in dtypes})
+        _free()
         host = measure_host(cuda)
     # the table's name when CUDA's says the card; else CUDA's, never a guess among cards
     table_names = matching_devices(props.name)
     calibration = Calibration(
         name=table_names[0] if len(table_names) == 1 else props.name, device_name=props.name,
         sms=props.multi_processor_count, torch_version=torch.__version__,
-        created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick)
+        created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick,
+        in_chain=in_chain)
     if len(table_names) != 1:  # no datasheet peaks for the roofline ratios: no band
         return dataclasses.replace(calibration, notes=(
             f"{props.name} has no datasheet peaks: no held-out residuals, so predictions "

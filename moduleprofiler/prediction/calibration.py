@@ -56,6 +56,11 @@ class Calibration:
     table's other rows (:func:`~moduleprofiler.prediction.residuals.held_out_residuals`); the
     error band of every prediction from this calibration. Empty in a calibration made before
     it was kept."""
+    in_chain: dict[str, dict[str, float]] = field(default_factory=dict)
+    """By dtype and memory-bound table: the µs a kernel takes inside a chain of other kernels
+    beyond what its table's loop of it alone measured (:mod:`.in_chain`), added to every such
+    operator's time. Empty in a calibration that did not measure it: such kernels are then
+    priced as in the loops."""
 
     def to_json(self) -> str:
         """The calibration as JSON text."""
@@ -80,11 +85,11 @@ class Calibration:
 
 def common_rows(a: Calibration, b: Calibration) -> tuple[Calibration, Calibration]:
     """``a`` and ``b`` keeping only the tables both have, and in each only the rows both
-    measured (the same shape). Moving a measured time from one device to the other by the
-    ratio of their predictions compares like with like this way: a table or a shape measured
-    on one card only would move its prediction and not the other's (the other prices that work
-    from a neighbouring shape, or a stand-in table on its datasheet peaks). The same objects
-    where the tables already match."""
+    measured (the same shape), and the in-chain costs both measured. Moving a measured time
+    from one device to the other by the ratio of their predictions compares like with like
+    this way: a table or a shape measured on one card only would move its prediction and not
+    the other's (the other prices that work from a neighbouring shape, or a stand-in table on
+    its datasheet peaks). The same objects where the tables already match."""
 
     def kept(own: Calibration, other: Calibration) -> Calibration:
         tables: dict[str, dict[str, list[list[float]]]] = {}
@@ -100,7 +105,12 @@ def common_rows(a: Calibration, b: Calibration) -> tuple[Calibration, Calibratio
                 common = [row for row in rows if tuple(row[:-1]) in shapes]
                 changed = changed or len(common) != len(rows)
                 tables[dtype][kind] = common or rows  # no common row: the table as it is
-        return replace(own, tables=tables) if changed else own
+        # in-chain costs only where both measured them, as the tables
+        in_chain = {dtype: common_costs for dtype, costs in own.in_chain.items()
+                    if (common_costs := {table: us for table, us in costs.items()
+                                         if table in other.in_chain.get(dtype, {})})}
+        changed = changed or in_chain != own.in_chain
+        return replace(own, tables=tables, in_chain=in_chain) if changed else own
 
     return kept(a, b), kept(b, a)
 

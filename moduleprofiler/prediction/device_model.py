@@ -65,6 +65,8 @@ class _Table:
     dram_fraction: float | None = None
     """A memory-bound table's achieved fraction of the roofline on its rows of at least
     :data:`DRAM_BYTES` (the fastest of them); ``None``: not memory-bound, or no such rows."""
+    dram_rows: tuple[int, ...] = ()
+    """The indices of those rows (a row held out of the table gives no floor)."""
 
 
 LINEAR_TABLES = GEMM_TABLES - {"gemm"}
@@ -149,13 +151,19 @@ def _without_kernel_choice(table: str, features: NDArray[np.float64]) -> NDArray
     return features
 
 
-def _dram_fraction(table: str, works: list[tuple[tuple[float, ...], float, float]],
-                   roofs: list[float], us: NDArray[np.float64]) -> float | None:
-    """:attr:`_Table.dram_fraction` of ``table`` from its rows' works, roofs and times."""
+def _dram_rows(table: str, works: list[tuple[tuple[float, ...], float, float]]
+               ) -> tuple[int, ...]:
+    """:attr:`_Table.dram_rows` of ``table`` from its rows' works."""
     if not table.startswith("mem_"):
-        return None
-    fractions = [roof / time for (_, _, nbytes), roof, time in zip(works, roofs, us)
-                 if nbytes >= DRAM_BYTES]
+        return ()
+    return tuple(i for i, (_, _, nbytes) in enumerate(works) if nbytes >= DRAM_BYTES)
+
+
+def _dram_fraction(rows: tuple[int, ...], roofs: NDArray[np.float64], us: NDArray[np.float64],
+                   exclude: int | None = None) -> float | None:
+    """:attr:`_Table.dram_fraction` from those rows' roofs and times (``exclude``: a row
+    left out)."""
+    fractions = [roofs[i] / us[i] for i in rows if i != exclude]
     return max(fractions) if fractions else None
 
 
@@ -183,6 +191,9 @@ class DeviceModel:
     unmeasured: set[str] = field(default_factory=set)
     """What the calibration's tables did not measure and operators priced so far asked for
     (``"mem_layer_norm row widths"``): those were priced as the measured kernels."""
+    without_in_chain: bool = False
+    """A memory-bound operator was priced while the calibration holds no in-chain costs
+    (:attr:`Calibration.in_chain`): priced as the calibration's loops ran it."""
     _tables: dict[tuple[str, str], _Table | None] = field(default_factory=dict, repr=False)
     _cache: dict[tuple[str, str, tuple[float, ...], float, float], float] = field(
         default_factory=dict, repr=False)
@@ -248,8 +259,9 @@ class DeviceModel:
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
                 features = _without_kernel_choice(
                     table, np.array([w[0] for w in works], dtype=np.float64))
+                dram = _dram_rows(table, works)
                 self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()),
-                                           _dram_fraction(table, works, roofs, us))
+                                           _dram_fraction(dram, np.array(roofs), us), dram)
         return self._tables[key]
 
     def op_us(self, work: OpWork) -> float | None:
@@ -279,11 +291,21 @@ class DeviceModel:
             if query[-1] != (np.log2(default) if default else default):
                 self.unmeasured.add(f"{work.table} {what}")
             query = query[: table.features.shape[1]]
-        predicted = interpolate(table, query, roof)
-        if table.dram_fraction:  # no faster than the device's memory (module docstring)
-            predicted = max(predicted, roof / table.dram_fraction)
+        predicted = floored(table, query, roof) + self.in_chain_us(work.table, work.dtype)
         self._cache[key] = predicted
         return predicted
+
+    def in_chain_us(self, table: str, dtype: str) -> float:
+        """What a kernel of ``table`` takes inside a model beyond its table's loop
+        (:attr:`Calibration.in_chain`; fp16 as bf16): 0 for a table it does not list."""
+        if not table.startswith("mem_"):
+            return 0.0
+        costs = self.calibration.in_chain
+        if not costs:
+            self.without_in_chain = True
+            return 0.0
+        source = costs.get(dtype) or costs.get("bf16" if dtype == "fp16" else "fp32") or {}
+        return source.get(table, 0.0)
 
     def error_band(self, work: OpWork) -> tuple[float, float] | None:
         """The factors by which the truth of ``work``'s predicted time is expected to lie
@@ -305,6 +327,17 @@ class DeviceModel:
         """The measured rows of ``table`` in ``dtype`` with their features and roofline
         times (``None``: the calibration has none)."""
         return self._table(table, dtype)
+
+
+def floored(table: _Table, query: NDArray[np.float64], roof: float,
+            exclude: int | None = None) -> float:
+    """:func:`interpolate`, and a memory-bound operator no faster than the device's memory
+    (the module docstring): the time :meth:`DeviceModel.op_us` prices ``query`` at, with
+    ``exclude`` (a row left out) giving neither a neighbour nor the floor."""
+    predicted = interpolate(table, query, roof, exclude)
+    fraction = table.dram_fraction if exclude is None else _dram_fraction(
+        table.dram_rows, table.roof_us, table.us, exclude)
+    return max(predicted, roof / fraction) if fraction else predicted
 
 
 def interpolate(table: _Table, query: NDArray[np.float64], roof: float,

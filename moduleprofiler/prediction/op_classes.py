@@ -39,7 +39,8 @@ class OpWork:
     prelude: OpWork | None = None
     """A kernel the operator runs besides its own, which the meta device does not show: the
     copy that makes a layer norm's strided input contiguous, the addition of a cuDNN
-    convolution's bias (priced by its own table, added to the operator's time)."""
+    convolution's bias, ``_safe_softmax``'s masking (priced by its own table, added to the
+    operator's time; a prelude may have its own)."""
 
 
 _DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -338,8 +339,29 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     features = (_log2(moved), _log2(row_width(name, args))) if kind in WIDTH_TABLES \
         else (_log2(moved),)
     prelude = _contiguous_copy(args[0], dtype) if name in _CONTIGUOUS_INPUT and args else None
+    if name == "_safe_softmax" and args:
+        prelude = _safe_softmax_masking(args[0], row_width(name, args), dtype)
     return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind],
                   prelude=prelude)
+
+
+def _safe_softmax_masking(scores: Any, width: float, dtype: str) -> OpWork | None:
+    """The kernels ``_safe_softmax`` (unfused attention's softmax) runs besides the softmax, to
+    give rows of nothing but ``-inf`` zeros instead of NaNs: which elements are ``-inf``
+    (``isneginf``: the scores read, one byte each written), whether all of a row's are
+    (``all``: those bytes read, one per row written), and the softmax's output with such
+    rows zeroed (``where``: the output read and written, the row flags broadcast over it)."""
+    if not isinstance(scores, torch.Tensor):
+        return None
+    elements, size = scores.numel(), scores.element_size()
+    rows = elements / max(width, 1.0)
+    flags = OpWork("aten.isneginf", "mem_unary", (_log2(elements * (size + 1)),), dtype, 0.0,
+                   float(elements * (size + 1)), "unary")
+    rows_all = OpWork("aten.all", "mem_reduction", (_log2(elements + rows),), dtype, 0.0,
+                      float(elements + rows), "reduction", prelude=flags)
+    where_bytes = 2 * elements * size + rows
+    return OpWork("aten.where", "mem_broadcast", (_log2(where_bytes),), dtype, 0.0,
+                  float(where_bytes), "binary", prelude=rows_all)
 
 
 _CONTIGUOUS_INPUT = {"native_layer_norm"}

@@ -270,6 +270,11 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      f"{', '.join(sorted(device.unmeasured))}: those operators are priced as "
                      "the kernels it measured (1024-wide rows, channels-first convolutions); "
                      "calibrate() on the device measures them")
+    if device.without_in_chain:
+        notes.append(f"the {device.calibration.name} calibration did not measure small "
+                     "kernels inside a chain of others: memory-bound operators are priced as "
+                     "its loops of one operator ran them (a pass of many small kernels is "
+                     "predicted low); calibrate() on the device measures them")
     if listener.unknown:
         notes.append("no calibration table times "
                      + ", ".join(f"{name} ({count}x)" for name, count in

@@ -15,7 +15,7 @@ import numpy as np
 
 from moduleprofiler.efficiency.peaks import DevicePeaks
 from moduleprofiler.prediction.calibration import Calibration
-from moduleprofiler.prediction.device_model import DeviceModel, interpolate
+from moduleprofiler.prediction.device_model import DeviceModel, floored
 
 BAND = (10, 50, 90)
 """The percentiles kept: the band's low end, the median, its high end."""
@@ -24,8 +24,9 @@ BAND = (10, 50, 90)
 def held_out_residuals(calibration: Calibration,
                        peaks: DevicePeaks) -> dict[str, dict[str, list[float]]]:
     """By dtype and table: ``[p10, p50, p90, rows]`` of measured over predicted time, each
-    row predicted from the others (``peaks``: the calibrated device's, for the roofline
-    ratios). A table of one row has none."""
+    row predicted from the others as an operator is priced (its nearest rows, and a
+    memory-bound one no faster than the others' rows from memory run; ``peaks``: the
+    calibrated device's, for the roofline ratios). A table of one row has none."""
     model = DeviceModel(calibration, peaks, peaks)
     found: dict[str, dict[str, list[float]]] = {}
     for dtype, tables in calibration.tables.items():
@@ -33,7 +34,7 @@ def held_out_residuals(calibration: Calibration,
             table = model.table(name, dtype)
             if table is None or len(table.us) < 2:
                 continue
-            predicted = np.array([interpolate(table, table.features[i], table.roof_us[i], i)
+            predicted = np.array([floored(table, table.features[i], table.roof_us[i], i)
                                   for i in range(len(table.us))])
             ratios = table.us / predicted
             low, middle, high = (float(v) for v in np.percentile(ratios, BAND))

@@ -81,6 +81,20 @@ def test_common_rows_keeps_the_shapes_both_measured() -> None:
     assert b_common is b  # nothing of b's is missing from a: the same object
 
 
+def test_common_rows_keeps_the_in_chain_costs_both_measured() -> None:
+    rows = {"bf16": {"mem_unary": [[1e3, 2.0], [1e9, 500.0]]}}
+    a = Calibration("a", "a", 1, "x", "today", rows,
+                    in_chain={"bf16": {"mem_unary": 0.2, "mem_reduction": 0.5}})
+    b = Calibration("b", "b", 1, "x", "today", rows, in_chain={"bf16": {"mem_unary": 0.1}})
+    older = Calibration("c", "c", 1, "x", "today", rows)
+    a_common, b_common = common_rows(a, b)
+    # each keeps its own cost of the table both measured; a's reduction cost goes
+    assert a_common.in_chain == {"bf16": {"mem_unary": 0.2}} and b_common is b
+    # against a calibration without them, neither side adds any
+    with_older, older_common = common_rows(a, older)
+    assert with_older.in_chain == {} and older_common is older
+
+
 def test_a_measurement_without_device_time_or_device_is_refused() -> None:
     model, x = nn.Linear(64, 64), torch.randn(64, 64)
     with pytest.raises(ValueError, match="measured: the profile has no 'device_ms'"):

@@ -271,3 +271,22 @@ def test_cudnn_copies_a_weight_into_a_channels_last_inputs_layout() -> None:
     pointwise = torch.empty(192, 96, 1, 1, device=META, dtype=torch.bfloat16)
     assert _work(aten.convolution.default, image, pointwise, None, [1, 1], [0, 0], [1, 1],
                  False, [0, 0], 1).prelude is None
+
+
+def test_safe_softmax_prices_its_masking_kernels() -> None:
+    # unfused attention's softmax of (1, 16, 128, 128) fp32 scores: 262144 elements, 2048
+    # rows of 128
+    scores = torch.empty(1, 16, 128, 128, device=META)
+    work = _work(aten._safe_softmax.default, scores, -1)
+    assert work.table == "mem_softmax"
+    where = work.prelude
+    assert where is not None and where.table == "mem_broadcast"
+    assert where.moved_bytes == 2 * 262144 * 4 + 2048  # the output read and written, flags
+    rows_all = where.prelude
+    assert rows_all is not None and rows_all.table == "mem_reduction"
+    assert rows_all.moved_bytes == 262144 + 2048  # a byte per element read, one per row
+    flags = rows_all.prelude
+    assert flags is not None and flags.table == "mem_unary" and flags.prelude is None
+    assert flags.moved_bytes == 262144 * (4 + 1)  # the scores read, a byte each written
+    # a plain softmax runs one kernel
+    assert _work(aten._softmax.default, scores, -1, False).prelude is None

@@ -104,3 +104,23 @@ def test_the_band_in_the_sweep_json_and_command_line(capsys: pytest.CaptureFixtu
     assert main([TINY, "-i", "2x4", "--predict", "H100 SXM", "-o", str(tmp_path / "p.json")]) == 0
     saved = json.loads((tmp_path / "p.json").read_text())
     assert "self_predicted_device_ms_low" in saved["records"][0]["metrics"]
+
+
+def test_held_out_rows_are_priced_with_the_memory_floor() -> None:
+    # two rows from memory (>= 256 MiB): 2^28 bytes in 100 us, 2^29 bytes in 400 us
+    calibration = Calibration("H100 SXM", "test", 132, "x", "today",
+                              {"bf16": {"mem_unary": [[2 ** 28, 100.0], [2 ** 29, 400.0]]}})
+    residuals = held_out_residuals(calibration, device_peaks("H100 SXM"))
+    roof_small, roof_large = 2 ** 28 / 3.35e12 * 1e6, 2 ** 29 / 3.35e12 * 1e6  # 80.1, 160.3
+    # the large row from the small one: the neighbour's scaling gives 100 * (160.3 + 100) /
+    # (80.1 + 100) = 144.5 us, but the small row moves 2^28 bytes in 100 us from memory, so
+    # 2^29 bytes take at least 200 us: measured / predicted = 400 / 200 = 2.0 (2.77 unfloored)
+    large = 400.0 / 200.0
+    # the small row from the large one: 400 * (80.1 + 100) / (160.3 + 100) = 276.8 us; the
+    # large row's floor, 80.1 / (160.3 / 400) = 200 us, does not bind
+    small = 100.0 / (400.0 * (roof_small + 100.0) / (roof_large + 100.0))
+    assert round(small, 4) == 0.3612
+    low, middle, high, rows = residuals["bf16"]["mem_unary"]
+    assert rows == 2
+    assert [low, middle, high] == pytest.approx(
+        [small + f * (large - small) for f in (0.1, 0.5, 0.9)], abs=1e-4)

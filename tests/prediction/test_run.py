@@ -37,9 +37,9 @@ def test_the_pass_is_the_given_profilers_on_a_meta_copy() -> None:
     assert [type(lst) for lst in options["listeners"]] == [PredictionListener]
     assert options["eval"] is True and options["backward"] is False
     assert said == ["Predicting Linear on H100 SXM"]
-    # the chain of test_a_linear_layer_predicted_by_hand: host 13 * 0.82 = 10.66 us, then the
-    # 3 us GEMM 2 us after its launch -> 15.66 us
-    assert predicted.predicted_latency_ms == pytest.approx(0.01566, rel=1e-3)
+    # the chain of test_a_linear_layer_predicted_by_hand: host 13 * 0.95 = 12.35 us, then the
+    # 3 us GEMM 2 us after its launch -> 17.35 us
+    assert predicted.predicted_latency_ms == pytest.approx(0.01735, rel=1e-3)
     assert model.weight.device.type == "cpu"
 
 
