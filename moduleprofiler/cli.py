@@ -37,6 +37,7 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
+from moduleprofiler.errors import error_chain
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
@@ -265,14 +266,8 @@ def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:
 def _wants_16_bit(error: BaseException) -> bool:
     """Whether ``error`` (or one it was raised from) is a kernel's refusal of a 32-bit input
     where it takes bfloat16 (torch's message names the dtype it expected)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if "Expected" in str(current) and "BFloat16" in str(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any("Expected" in str(current) and "BFloat16" in str(current)
+               for current in error_chain(error))
 
 
 PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"

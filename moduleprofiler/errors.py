@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class ProfilingError(RuntimeError):
     """A profiling pass could not complete.
@@ -43,3 +45,14 @@ class MixedDeviceError(ValueError):
     """A pass cannot tell which device it runs on: the model and its input are on devices of
     different types (a model on ``cuda`` called with a CPU tensor). The message names where
     each is; ``device=`` says which to use."""
+
+
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then the exception it was raised from (``__cause__``, else the one it was
+    raised while handling), and so on, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
-from moduleprofiler.errors import DeviceDtypeError
+from moduleprofiler.errors import DeviceDtypeError, error_chain
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.storage import is_lazy
 
@@ -100,10 +100,7 @@ def meta_limit(error: BaseException) -> bool:
     """Whether ``error`` (or an exception it was raised from) is the meta device's limit
     rather than the model's: a meta kernel that refused (``torch._meta_registrations``), or a
     value read from a tensor that has none (``.item()``, ``bool(tensor)``)."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in error_chain(error):
         if isinstance(current, DeviceDtypeError):  # refused on purpose: a device would too
             return False
         if "meta tensor" in str(current):
@@ -113,7 +110,6 @@ def meta_limit(error: BaseException) -> bool:
             if trace.tb_frame.f_code.co_filename.endswith("_meta_registrations.py"):
                 return True
             trace = trace.tb_next
-        current = current.__cause__ or current.__context__
     return False
 
 
