@@ -352,9 +352,14 @@ def train_step_times(
     Raises:
         ProfilingError: the forward raised (the message names the module);
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
+        TypeError: ``target`` without ``loss_fn`` (the default loss would leave it unused).
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
     check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
+    if target is not None and loss_fn is None:
+        # the default loss takes the output alone: a target would be silently unused
+        raise TypeError("target is used by loss_fn(output, target): pass loss_fn as well "
+                        "(without loss_fn the default loss reduces the output alone)")
     opts = TimingOptions.of_call(train_step_times, locals(), options)
     plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)

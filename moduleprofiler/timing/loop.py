@@ -157,6 +157,10 @@ class TimingOptions:
         given = {name: arguments[name] for name in names if name in arguments}
         if options is None:
             return cls(**given)
+        if not isinstance(options, TimingOptions):
+            raise TypeError(f"options must be a TimingOptions (or None), got "
+                            f"{type(options).__name__} {options!r}: pass "
+                            "TimingOptions(num_iters=..., max_seconds=...)")
         defaults = inspect.signature(function).parameters
         return dataclasses.replace(options, **{
             name: value for name, value in given.items()

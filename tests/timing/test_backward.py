@@ -209,6 +209,13 @@ def test_state_restored_after_timing_and_after_an_exception():
                             num_threads=1).iterations == 2
 
 
+def test_a_target_without_a_loss_fn_is_refused_not_ignored():
+    # the default loss reduces the output alone: the target would never be used
+    with pytest.raises(TypeError, match="target is used by loss_fn"):
+        train_step_times(nn.Linear(5, 1), torch.randn(6, 5), target=torch.randn(6, 1),
+                         num_iters=2, drop_first=1)
+
+
 def test_optimizer_steps_are_timed_and_undone():
     model = nn.Sequential(nn.Linear(5, 5), nn.Tanh(), nn.Linear(5, 1))
     before = [p.detach().clone() for p in model.parameters()]

@@ -186,6 +186,13 @@ def test_one_options_object_carries_the_timing_keywords() -> None:
                         ).iterations == 5
 
 
+def test_options_that_are_not_timing_options_are_refused_by_name() -> None:
+    for verb in (time_modules, train_step_times, benchmark):
+        with pytest.raises(TypeError, match=r"options must be a TimingOptions \(or None\), "
+                                            r"got dict"):
+            verb(nn.Linear(2, 1), torch.zeros(3, 2), options={"num_iters": 3})
+
+
 def test_options_are_validated_where_the_run_is_planned() -> None:
     with pytest.raises(ValueError, match="drop_first"):
         TimingOptions(num_iters=2, drop_first=2).plan(fixed_drop_first=20)
