@@ -56,7 +56,10 @@ def resolve_device(module: nn.Module, input: Any = None,
     A bare ``"cuda"`` becomes the current CUDA device; a CUDA device without CUDA is a
     ``RuntimeError``."""
     if device is not None:
-        resolved = torch.device(device)
+        try:
+            resolved = torch.device(device)
+        except (RuntimeError, TypeError) as exc:  # torch's own message names no argument
+            raise ValueError(f"device={device!r} is not a device torch knows: {exc}") from exc
     else:
         places = _where(module, input)
         types = {place.type for _, place in places}

@@ -148,6 +148,12 @@ def test_measure_memory_options_are_checked() -> None:
         memory.measure_memory(model(), X, device=3)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("verb", ["time_modules", "train_step_times", "benchmark"])
+def test_a_timed_pass_names_a_device_torch_does_not_know(verb: str) -> None:
+    with pytest.raises(ValueError, match="device='gpu0' is not a device torch knows"):
+        getattr(ModuleProfiler(), verb)(model(), X, device="gpu0")
+
+
 # -- the constructor's maps ----------------------------------------------------------------------
 def ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
     return 1
