@@ -295,8 +295,16 @@ class ProfileData:
         return info
 
     def calls(self, path: str) -> tuple[CallRecord, ...]:
-        """Every call record of the module at ``path``, in execution order."""
-        return tuple(record for record in self.records if record.path == path)
+        """Every call record of the module at ``path``, in execution order (``()`` for a
+        module that was never called).
+
+        Raises:
+            KeyError: no module has that path, as :meth:`module`.
+        """
+        found = tuple(record for record in self.records if record.path == path)
+        if not found:
+            self.module(path)  # a path of no module is a typo, not a module never called
+        return found
 
     def calls_by_module(self) -> dict[str, list[CallRecord]]:
         """Call records grouped by module path, every module present (``[]`` if uncalled)."""

@@ -194,3 +194,28 @@ def test_a_module_path_that_is_not_there_names_the_nearest() -> None:
     assert profile.module("0.0").type_name == "Linear"
     with pytest.raises(KeyError, match=r"no module '0\.1' in this profile .*nearest: '0\.0'"):
         profile.module("0.1")
+
+
+def test_calls_of_a_path_that_is_not_there_is_an_error_and_of_an_uncalled_module_empty() -> None:
+    from moduleprofiler import Profiler
+
+    class SkipsOne(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.used, self.spare = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.used(x)
+
+    profile = Profiler().profile(SkipsOne(), torch.randn(1, 2))
+    assert len(profile.calls("used")) == 1 and profile.calls("spare") == ()
+    with pytest.raises(KeyError, match=r"no module 'usd' in this profile .*nearest: 'used'"):
+        profile.calls("usd")
+
+
+def test_merge_takes_a_profile_only() -> None:
+    from moduleprofiler import Profiler
+
+    profile = Profiler().profile(torch.nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(TypeError, match=r"merge takes a profile .* got dict"):
+        profile.merge({"forward_ms": 1.0})  # type: ignore[arg-type]

@@ -84,7 +84,14 @@ class Profile(ProfileData):
         profile has none. The counts stay this profile's.
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
-        that another pass's iterations took) has no row here; a ``UserWarning`` names it."""
+        that another pass's iterations took) has no row here; a ``UserWarning`` names it.
+
+        Raises:
+            TypeError: ``other`` is not a profile.
+        """
+        if not isinstance(other, ProfileData):
+            raise TypeError(f"merge takes a profile (the result of another pass over the same "
+                            f"model), got {type(other).__name__}")
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
