@@ -40,6 +40,15 @@ def _where(module: nn.Module, input: Any) -> list[tuple[str, torch.device]]:
     return places
 
 
+def as_device(value: str | torch.device | int, name: str = "device") -> torch.device:
+    """``torch.device(value)``, or a ``ValueError`` naming the argument ``name`` where torch
+    does not know the device (its own message names no argument)."""
+    try:
+        return torch.device(value)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"{name}={value!r} is not a device torch knows: {exc}") from exc
+
+
 def resolve_device(module: nn.Module, input: Any = None,
                    device: str | torch.device | None = None) -> torch.device:
     """The device a pass over ``module(input)`` runs on, by one rule for every pass:
@@ -56,10 +65,7 @@ def resolve_device(module: nn.Module, input: Any = None,
     A bare ``"cuda"`` becomes the current CUDA device; a CUDA device without CUDA is a
     ``RuntimeError``."""
     if device is not None:
-        try:
-            resolved = torch.device(device)
-        except (RuntimeError, TypeError) as exc:  # torch's own message names no argument
-            raise ValueError(f"device={device!r} is not a device torch knows: {exc}") from exc
+        resolved = as_device(device)
     else:
         places = _where(module, input)
         types = {place.type for _, place in places}

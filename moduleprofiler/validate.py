@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from moduleprofiler.devices import as_device
 from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Listener
@@ -104,10 +105,7 @@ def check_device(value: object, name: str = "device") -> None:
         return
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, a torch.device or None, got {_kind(value)}")
-    try:
-        torch.device(value)
-    except RuntimeError as exc:
-        raise ValueError(f"{name}={value!r} is not a device torch knows: {exc}") from exc
+    as_device(value, name)
 
 
 def check_listeners(listeners: object) -> tuple[Any, ...]:
