@@ -232,18 +232,11 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
 def _meta_only(exc: BaseException) -> bool:
     """Whether the error is the meta device's (data-dependent code), so the CPU may run it."""
-    text = " ".join(str(e) for e in _chain(exc)).lower()
+    from moduleprofiler.errors import error_chain
+
+    text = " ".join(str(e) for e in error_chain(exc)).lower()
     return "meta" in text or "data-dependent" in text or "data dependent" in text
 
 
@@ -370,7 +363,9 @@ class Attempt:
 
 def _where(exc: BaseException) -> str:
     """The innermost moduleprofiler frame of the traceback (where a package bug sits)."""
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
+    from moduleprofiler.errors import error_chain
+
+    frames = [f for e in error_chain(exc) for f in traceback.extract_tb(e.__traceback__)]
     ours = [f for f in frames if "moduleprofiler" in f.filename.replace("\\", "/")]
     frame = (ours or frames or [None])[-1]
     if frame is None:
