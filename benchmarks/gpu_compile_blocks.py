@@ -32,7 +32,9 @@ The models and the blocks' inputs are ``compile_blocks.py``'s.
 
 Usage: ``PYTHONPATH=. python benchmarks/gpu_compile_blocks.py --out results/ --sections
 vit_b_16_max_autotune,resnet50_default`` (``--device cpu --sections small_default,
-small_train_default`` tries it on a CPU)
+small_train_default`` tries it on a CPU). A ``max-autotune`` compile may outlast one run (the
+ResNet-50 training step's took over 500 s): with ``TORCHINDUCTOR_CACHE_DIR`` set, a second run
+given that directory resumes from what the first compiled and autotuned.
 """
 
 from __future__ import annotations
