@@ -46,8 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import NoOpMode
 
 from moduleprofiler import ModuleProfiler, counting
+from moduleprofiler.call import Call
 from moduleprofiler.dispatch import OperatorObserver
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 
 UNCOVERED = {
     "gpt2": {"GPT2Attention", "GPT2Block", "GPT2MLP", "NewGELUActivation", "GPT2Model"},

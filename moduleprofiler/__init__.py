@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from moduleprofiler._version import __version__
 
 if TYPE_CHECKING:  # the same names, for type checkers and readers; loaded by __getattr__
+    from moduleprofiler.call import Call
     from moduleprofiler.compat import (
         ModuleProfiler,
         get_default_io_size_map,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and readers; loaded by __
         register_ops,
         unregister_ops,
     )
-    from moduleprofiler.runner import Call, Listener, PassRunner
+    from moduleprofiler.runner import Listener, PassRunner
     from moduleprofiler.timing import TimingOptions, TrainingProfiler
 
 _EXPORTS: dict[str, str] = {
@@ -57,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "register_macs": "moduleprofiler.registry",
     "register_ops": "moduleprofiler.registry",
     "unregister_ops": "moduleprofiler.registry",
-    "Call": "moduleprofiler.runner",
+    "Call": "moduleprofiler.call",
     "Listener": "moduleprofiler.runner",
     "PassRunner": "moduleprofiler.runner",
     "TimingOptions": "moduleprofiler.timing",

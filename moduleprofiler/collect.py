@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from moduleprofiler.call import Call
 from moduleprofiler.counting import (
     BackwardCountingListener,
     CountingListener,
@@ -23,7 +24,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.loss import LossFn
 from moduleprofiler.modules import ModuleWalk, module_infos, scan_modules, walk_modules
 from moduleprofiler.records import CallRecord, ModuleInfo
-from moduleprofiler.runner import Call, Listener, PassContext, PassRunner
+from moduleprofiler.runner import Listener, PassContext, PassRunner
 from moduleprofiler.shards import process_rank
 
 _RECORD_FIELDS = frozenset(field.name for field in dataclasses.fields(CallRecord))

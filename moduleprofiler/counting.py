@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import Parameter
 
+from moduleprofiler.call import Call
 from moduleprofiler.errors import FormulaError
 from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas, pass_formulas
@@ -34,7 +35,7 @@ from moduleprofiler.registry import (
     formula_fits,
     resolve_with_owner,
 )
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
 from moduleprofiler.shards import holds_dtensor, sharded_by
 from moduleprofiler.storage import new_storage_bytes

@@ -26,6 +26,7 @@ from typing import Any
 
 from torch import nn
 
+from moduleprofiler.call import Call
 from moduleprofiler.efficiency.traffic import operator_bytes
 from moduleprofiler.export.by_operator import OPERATORS_COLUMN
 from moduleprofiler.operators.registry import (
@@ -35,7 +36,7 @@ from moduleprofiler.operators.registry import (
     get_default_operator_map,
     operator_name,
 )
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.validate import check_operator_map
 
 

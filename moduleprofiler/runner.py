@@ -20,10 +20,10 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   running call is one some listener wants observed (:meth:`Listener.observe`), so modules whose
   formula covers their work cost no dispatch at all; it is switched only when that state
   changes, and muted (not popped) while listeners do their own work at a call's end;
-* tells no listener of a module call made while an autograd node runs (activation
-  checkpointing recomputing a forward inside the backward, or a custom backward calling a
-  module): that is backward work of an earlier call, which the backward's own booking
-  attributes, never a new forward call (:attr:`PassRunner.recomputed`);
+* matches a module call made while an autograd node runs (activation checkpointing rerunning a
+  forward inside the backward) to the forward call it repeats: it is that call's backward work,
+  never a new forward call, and only the listeners that ask (:meth:`Listener.rerun_enter`) hear
+  of it (:mod:`moduleprofiler.reruns`);
 * runs the backward (:meth:`PassRunner.backward`) with the one default loss
   (:func:`moduleprofiler.loss.default_loss`), telling listeners which forward call created the
   autograd node each backward operator runs for.
@@ -66,11 +66,13 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from moduleprofiler.call import Call
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
+from moduleprofiler.reruns import REENTRANT_CHECKPOINT_NODE, Rerun, Reruns
 from moduleprofiler.state import grads_set_aside
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
@@ -87,13 +89,6 @@ def is_accumulation(node: Any) -> bool:
         return int(node._sequence_nr()) == ACCUMULATE_SEQUENCE_NR
     except (AttributeError, RuntimeError, TypeError):
         return False
-
-
-REENTRANT_CHECKPOINT_NODE = "CheckpointFunctionBackward"
-"""The autograd node of ``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)`` (the
-default of older code): it reruns its function inside the backward and differentiates it with
-``torch.autograd.backward``, so it refuses ``torch.autograd.grad`` and a backward restricted to
-chosen inputs."""
 
 
 @dataclass(frozen=True)
@@ -152,33 +147,6 @@ def _refuse_stepping_hooks(tensors: Iterable[torch.Tensor]) -> None:
                 "runs only as loss.backward(); that would run the post-accumulate-grad hooks "
                 "registered on its parameters (an optimizer step in the backward): checkpoint "
                 "with use_reentrant=False to profile the backward")
-
-
-class Call:
-    """One module call: where it sits in the runtime call stack, and what listeners wrote.
-
-    ``values`` holds the per-call fields and columns listeners computed (``self_ops``,
-    ``output_bytes``, ``forward_ms``, a custom listener's column); the records are built from
-    it after the pass.
-    """
-
-    __slots__ = ("call_number", "depth", "failed", "index", "module", "outer_exception",
-                 "parent", "path", "values")
-
-    def __init__(self, index: int, parent: int | None, depth: int, module: nn.Module, path: str,
-                 call_number: int, outer_exception: BaseException | None) -> None:
-        self.index = index
-        self.parent = parent
-        self.depth = depth
-        self.module = module
-        self.path = path
-        self.call_number = call_number
-        self.outer_exception = outer_exception
-        self.failed = False
-        self.values: dict[str, Any] = {}
-
-    def __repr__(self) -> str:
-        return f"Call(index={self.index}, path={self.path!r}, call_number={self.call_number})"
 
 
 @dataclass(frozen=True)
@@ -243,6 +211,16 @@ class Listener:
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
         """A backward operator ran for a node created by ``owner`` (``None``: by no call)."""
+
+    def rerun_enter(self, rerun: Rerun) -> None:
+        """A module call starts inside the backward (a checkpoint's rerun of ``rerun.call``;
+        see :mod:`moduleprofiler.reruns`)."""
+
+    def rerun_exit(self, rerun: Rerun, output: Any, rebuilt: bool) -> None:
+        """A rerun's module call ended (``output`` ``None`` when it raised). ``rebuilt``: it
+        was the outermost of a reentrant checkpoint's rerun, whose graph (``output``'s, each
+        node's owner known to :meth:`PassRunner.owner_of_node`) a nested backward
+        differentiates next."""
 
     def finish(self, runner: PassRunner) -> None:
         """The pass is over (hooks released); complete ``call.values``."""
@@ -333,10 +311,9 @@ class PassRunner:
         self.stack: list[Call] = []
         self.failed_path: str | None = None
         self.unhooked: tuple[str, ...] = ()
-        self.recomputed = 0
-        """Module calls made inside the backward (a checkpoint's recomputation), not recorded
-        as calls: their work is the backward's."""
-        self._recomputing: list[nn.Module] = []
+        self.reruns = Reruns()
+        """The module calls made inside the backward (a checkpoint's rerun), matched to the
+        forward calls they repeat; never recorded as calls."""
         """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self._counts: dict[int, int] = {}
         self._dispatch(self.listeners)
@@ -358,6 +335,8 @@ class PassRunner:
         self._only_watcher = tuple(self._operator_listeners[:1])
         self._backward_listeners = [lst for lst in self.active
                                     if _overrides(lst, "backward_operator")]
+        self._rerun_listeners = [lst for lst in self.active
+                                 if _overrides(lst, "rerun_enter") or _overrides(lst, "rerun_exit")]
         self._track_nodes = _get_sequence_nr is not None and any(
             lst.wants_nodes or lst in self._backward_listeners for lst in self.active)
         self._observed: dict[int, bool] = {}
@@ -418,7 +397,7 @@ class PassRunner:
         call index 0. The lists are replaced, not cleared, so a caller may keep the old ones."""
         self.calls = []
         self.stack.clear()
-        self._recomputing.clear()
+        self.reruns.reset()
         self.failed_path = None
         self._counts.clear()
         self._seq_starts = []
@@ -475,11 +454,10 @@ class PassRunner:
 
     def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         stack = self.stack
-        if self._recomputing or (not stack and _current_node() is not None):
-            # inside the backward: a recomputation, not a forward call (asked only when no
-            # forward call is running, so once per forward)
-            self._recomputing.append(module)
-            self.recomputed += 1
+        if self.reruns.frames or (not stack and _current_node() is not None):
+            # inside the backward: a rerun, not a forward call (asked only when no forward
+            # call is running, so once per forward)
+            self._enter_rerun(module)
             return
         key = id(module)
         calls = self.calls
@@ -509,9 +487,9 @@ class PassRunner:
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
-        recomputing = self._recomputing
-        if recomputing and recomputing[-1] is module:
-            recomputing.pop()
+        frames = self.reruns.frames
+        if frames and frames[-1].module is module:
+            self._exit_rerun(output)
             return
         stack = self.stack
         if stack and stack[-1].module is module:
@@ -561,6 +539,31 @@ class PassRunner:
                 else:
                     observer.set_active(wanted)
 
+    # -- reruns (module calls inside the backward) ------------------------------------------
+    def _enter_rerun(self, module: nn.Module) -> None:
+        reruns = self.reruns
+        node = None if reruns.frames else _current_node()
+        owner = None if node is None else self.owner_of_node(node)
+        rerun = reruns.enter(module, node, owner, self.calls, self._seq_starts,
+                             self._seq_calls, sys.exc_info()[1])
+        if self._track_nodes and reruns.rebuilds:
+            reruns.mark(_get_sequence_nr(), rerun.call)  # type: ignore[misc]
+        for listener in self._rerun_listeners:
+            listener.rerun_enter(rerun)
+
+    def _exit_rerun(self, output: Any) -> None:
+        reruns = self.reruns
+        rerun = reruns.frames.pop()
+        failed = sys.exc_info()[1] is not rerun.exception
+        outermost = not reruns.frames
+        if self._track_nodes and reruns.rebuilds:
+            reruns.mark(_get_sequence_nr(), rerun.outer)  # type: ignore[misc]
+            if outermost and not failed:
+                reruns.own_graph(output)
+        rebuilt = outermost and reruns.rebuilds and not failed
+        for listener in self._rerun_listeners:
+            listener.rerun_exit(rerun, None if failed else output, rebuilt)
+
     # -- operators -------------------------------------------------------------------------
     def _wants(self, module: nn.Module) -> bool:
         wanted = self._observed.get(id(module))
@@ -607,6 +610,10 @@ class PassRunner:
             return None
         if sequence == ACCUMULATE_SEQUENCE_NR:
             return self._owner_of_leaf(node)
+        if self.reruns.rebuilds:
+            rebuilt = self.reruns.owner(node)
+            if rebuilt is not None:
+                return rebuilt
         return owner_in(self._seq_starts, self._seq_calls, sequence)
 
     def sequence_map(self) -> SequenceMap:
@@ -691,6 +698,10 @@ class PassRunner:
             aside = [t for t in reached if id(t) not in accumulated]
         observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
             else None
+        hooks = ExitStack()
+        if self._backward_listeners or self._rerun_listeners:
+            # the hooks again, for the module calls a checkpoint reruns inside the backward
+            self._install(hooks)
         try:
             if observer is not None:
                 observer.start()
@@ -708,6 +719,7 @@ class PassRunner:
             finally:
                 if observer is not None:
                     observer.stop()
+                hooks.close()
         except ProfilingError:
             raise
         except Exception as exc:
@@ -730,7 +742,12 @@ class PassRunner:
 
     def _on_backward_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                               out: Any) -> None:
-        owner = self.owner_of_node(torch._C._current_autograd_node())
+        frames = self.reruns.frames
+        if frames:  # a rerun's forward: the work of the call it repeats
+            rerun = frames[-1]
+            owner = rerun.call if rerun.call is not None else rerun.outer
+        else:
+            owner = self.owner_of_node(_current_node())
         for listener in self._backward_listeners:
             listener.backward_operator(owner, func, args, kwargs, out)
 

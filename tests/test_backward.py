@@ -313,6 +313,20 @@ def test_a_reentrant_checkpoint_backward_is_counted_and_leaves_grads_untouched()
     assert profile.total_ops == ModuleProfiler().profile(plain, x).total_ops
 
 
+def test_a_reentrant_checkpoints_rebuilt_graph_is_booked_to_the_calls_it_repeats() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, requires_grad=True)
+    plain = ModuleProfiler().profile(_Checkpointed(None), x, backward=True)
+    checkpointed = ModuleProfiler().profile(_Checkpointed(True), x, backward=True)
+    own = {record.path: record.self_backward_ops for record in checkpointed.records}
+    reference = {record.path: record.self_backward_ops for record in plain.records}
+    # a's gradients come from the graph the checkpoint rebuilt in the backward, booked to a as
+    # the plain model's are, plus a's forward run again: 4 rows * 8 outputs * (8 multiplies
+    # + 7 adds + 1 bias) = 512 ops; nothing is left outside every module
+    assert own == {**reference, "a": reference["a"] + 512}
+    assert checkpointed.backward_outside_ops == plain.backward_outside_ops == 0
+
+
 def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:
     model = _Checkpointed(True)
     stepped: list[torch.Tensor] = []

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from moduleprofiler import FormulaError, ModuleProfiler, ProfilingError
+from moduleprofiler.call import Call
 from moduleprofiler.collect import build_record
 from moduleprofiler.records import CallRecord, ModuleInfo
-from moduleprofiler.runner import Call
 from tests.fixtures.models import (
     ODD_MODELS,
     Boom,

@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler.call import Call
 from moduleprofiler.inputs import formula_inputs
-from moduleprofiler.runner import Call, Listener, PassContext, PassRunner
+from moduleprofiler.runner import Listener, PassContext, PassRunner
 from moduleprofiler.shapes import dtypes_of, shape_tree
 from moduleprofiler.storage import new_storage_bytes
 
@@ -394,5 +395,5 @@ def test_a_checkpoints_recomputation_in_the_backward_is_no_new_call(reentrant: b
         "", "a", "a.0", "a.1", "a.2", "b"]
     # both kinds rerun a and its three children (the non-reentrant one stops its rerun by
     # raising inside it once it holds what the backward needs: the hooks unwind all the same)
-    assert runner.recomputed == 4
+    assert runner.reruns.count == 4
     assert x.grad is not None and all(p.grad is not None for p in model.parameters())

@@ -22,10 +22,11 @@ from evaluate import read
 from models import DTYPES, by_name
 
 from moduleprofiler import Profiler
+from moduleprofiler.call import Call
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy
 from moduleprofiler.prediction.op_classes import classify
 from moduleprofiler.prediction.predict import resolve_device
-from moduleprofiler.runner import Call, Listener
+from moduleprofiler.runner import Listener
 
 
 class ByOperator(Listener):

@@ -37,10 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import DTYPES, by_name
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler.call import Call
 from moduleprofiler.prediction.meta_copy import meta_copy
 from moduleprofiler.prediction.op_classes import classify
 from moduleprofiler.prediction.predict import resolve_device
-from moduleprofiler.runner import Call, Listener
+from moduleprofiler.runner import Listener
 
 
 class RooflineListener(Listener):

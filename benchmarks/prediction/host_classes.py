@@ -39,11 +39,12 @@ from evaluate import read
 from models import DTYPES, by_name
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler.call import Call
 from moduleprofiler.prediction import shipped_calibrations
 from moduleprofiler.prediction.host_model import IN_SITU_HOST_FACTOR, HostModel
 from moduleprofiler.prediction.meta_copy import meta_copy
 from moduleprofiler.prediction.op_classes import classify
-from moduleprofiler.runner import Call, Listener
+from moduleprofiler.runner import Listener
 
 BUSY_LIMIT = 0.5
 """A forward is host-bound when its kernels keep the GPU busy less than this share."""

@@ -24,9 +24,9 @@ from evaluate import read
 from models import DTYPES, by_name
 
 from moduleprofiler import Profiler
+from moduleprofiler.call import Call
 from moduleprofiler.prediction.backward_classes import step_work
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy
-from moduleprofiler.runner import Call
 
 _FAMILIES = {
     "convolution": ("cudnn_convolution", "convolution", "_convolution", "_conv_depthwise2d"),

@@ -27,10 +27,11 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from moduleprofiler.call import Call
 from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed.collectives import Collective, describe, is_communication
 from moduleprofiler.export.columns import register_column, register_own_and_inclusive
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 
 _PHASES = {"forward": "", "backward": "backward_"}
 for _phase, _prefix in _PHASES.items():

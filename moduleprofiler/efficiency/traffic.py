@@ -20,8 +20,8 @@ per operator. It writes per call:
 * with a backward: ``self_backward_moved_bytes`` / ``self_backward_launches``, the backward work
   autograd did for the call's operators, and ``self_recompute_moved_bytes`` /
   ``self_recompute_ops`` / ``self_recompute_macs``, forward work re-run during the backward by
-  activation checkpointing (already inside the backward figures, and booked to the call whose
-  backward node triggered the recomputation).
+  activation checkpointing (already inside the backward figures, and booked to the forward
+  call it repeats: :mod:`moduleprofiler.reruns`).
 
 Each has its inclusive column beside it (``moved_bytes``, ``launches``, ``recompute_ops``...):
 the call's value plus that of every call inside it.
@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.call import Call
 from moduleprofiler.export.columns import (
     Kind,
     register_column,
@@ -46,7 +47,7 @@ from moduleprofiler.operators.registry import (
     get_default_operator_map,
     pass_formulas,
 )
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.shards import sharded_by
 from moduleprofiler.storage import storage_key, storage_of
@@ -67,13 +68,13 @@ _OWN: tuple[tuple[str, Kind, str, str, str], ...] = (
      "backward operators that touch memory, run for the call's own forward operators"),
     ("recompute_moved_bytes", "bytes", "recompute moved", "bytes",
      "bytes moved by forward work re-run in the backward by activation checkpointing, booked "
-     "to the call whose backward triggered it (already in self_backward_moved_bytes)"),
+     "to the forward call it repeats (already in self_backward_moved_bytes)"),
     ("recompute_ops", "count", "recompute ops", "ops",
      "ops of the forward work re-run in the backward by activation checkpointing (one multiply "
-     "= 1 op, one add = 1 op), booked to the call whose backward triggered it"),
+     "= 1 op, one add = 1 op), booked to the forward call it repeats"),
     ("recompute_macs", "count", "recompute macs", "MACs",
      "multiply-accumulates of the forward work re-run in the backward by activation "
-     "checkpointing, booked to the call whose backward triggered it"))
+     "checkpointing, booked to the forward call it repeats"))
 """The traffic listener's quantities: it writes each call's own share (``self_<name>``); the
 bare name is derived, the call with every call inside it."""
 for _name, _kind, _label, _unit, _description in _OWN:

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.call import Call
 from moduleprofiler.core import Profiler
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.export.columns import ColumnSpec, register_column
@@ -31,7 +32,7 @@ from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
-from moduleprofiler.runner import Call, Listener
+from moduleprofiler.runner import Listener
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.listener import ClockListener

@@ -20,7 +20,8 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.call import Call
+from moduleprofiler.runner import Listener, PassRunner
 
 _TOP_K_NAMES = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
 

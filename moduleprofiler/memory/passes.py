@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.call import Call
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.memory.emulate import CudaKernelChoices
@@ -18,7 +19,7 @@ from moduleprofiler.memory.peak import LiveBytesListener, Location
 from moduleprofiler.memory.report import PassMemory, PeakCall
 from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.progress import Progress
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.state import preserved_state
 from moduleprofiler.storage import distinct_bytes, new_storage_bytes
 

@@ -17,9 +17,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from moduleprofiler.call import Call
 from moduleprofiler.export.columns import register_column, register_quantity
 from moduleprofiler.records import subtree_totals
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
 

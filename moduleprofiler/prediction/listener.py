@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.call import Call
 from moduleprofiler.errors import DeviceDtypeError
 from moduleprofiler.prediction.backward_classes import GEMM_LAYOUT_TABLES, step_work
 from moduleprofiler.prediction.chain import Step
@@ -15,7 +16,7 @@ from moduleprofiler.prediction.columns import CALL_COLUMNS
 from moduleprofiler.prediction.device_model import LINEAR_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.records import display_path
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 
 _PHASES = ("", "backward_")
 

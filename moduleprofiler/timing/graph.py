@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from moduleprofiler.runner import ACCUMULATE_SEQUENCE_NR, Call, PassRunner
+from moduleprofiler.call import Call
+from moduleprofiler.runner import ACCUMULATE_SEQUENCE_NR, PassRunner
 from moduleprofiler.shapes import iter_tensors
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from moduleprofiler.call import Call
 from moduleprofiler.records import subtree_totals
-from moduleprofiler.runner import Call
 
 START, END = 0, 1
 """Kinds of backward events: backward reaches an output node / a node (or a run) finished."""

@@ -22,6 +22,11 @@ inside the later steps' backward, which then read slower with every earlier timi
 an earlier iteration check their iteration before they stamp, for the same reason.
 Full backward module hooks are never used: they wrap outputs in views that break in-place
 successors and fire early for a first layer whose input needs no gradient.
+
+Activation checkpointing (:mod:`moduleprofiler.reruns`): a forward rerun inside the backward is
+stamped at each of its module calls, so each call's rerun is its own backward time; the graph a
+reentrant checkpoint rebuilds is hooked as the rerun ends, and its nested backward is booked
+node by node to the calls that created them.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.call import Call
+from moduleprofiler.reruns import Rerun
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.timing.clocks.stamps import StampSource
 from moduleprofiler.timing.graph import call_graph
 from moduleprofiler.timing.iteration import (
@@ -138,6 +145,22 @@ class ClockListener(Listener):
         if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
             self._hook_graph(call, output)
 
+    def rerun_enter(self, rerun: Rerun) -> None:
+        """A checkpoint reruns a forward inside the backward: the time until now is backward
+        work of the call it ran for (the enclosing rerun's call, or the checkpoint's own)."""
+        if self.wants_nodes and self._open:
+            self._stamp_backward(rerun.outer)
+
+    def rerun_exit(self, rerun: Rerun, output: Any, rebuilt: bool) -> None:
+        """The rerun of one call ended: its time is that call's backward work; after the
+        outermost, hook the graph a reentrant checkpoint rebuilt, which its nested backward
+        runs next, so each of its nodes is booked like the forward's own."""
+        if not (self.wants_nodes and self._open):
+            return
+        self._stamp_backward(rerun.call if rerun.call is not None else rerun.outer)
+        if rebuilt and rerun.call is not None:
+            self._hook_graph(rerun.call, output, rebuilt_by=rerun.outer)
+
     def finish(self, runner: PassRunner) -> None:
         """End of a single pass: write this pass's times into ``call.values``."""
         times = self.resolve(self.snapshot())
@@ -221,15 +244,20 @@ class ClockListener(Listener):
         return run_block
 
     # -- backward --------------------------------------------------------------------------
-    def _hook_graph(self, outer: Call, output: Any) -> None:
-        """Hook the nodes created by the outermost call ``outer`` (see the module docstring)."""
+    def _hook_graph(self, outer: Call, output: Any, rebuilt_by: Call | None = None) -> None:
+        """Hook the nodes created by the outermost call ``outer`` (see the module docstring).
+        ``rebuilt_by``: the graph is a checkpoint's rebuilt one, differentiated inside the node
+        this call made: the time until its nested backward reaches the graph is the call's."""
         runner = self.runner
         assert runner is not None
         graph = call_graph(runner, outer, output)
         if not graph.nodes:
             return
         for node in graph.roots:
-            self._hook_entry(node)
+            if rebuilt_by is None:
+                self._hook_entry(node)
+            else:
+                self._hook_rebuilt_entry(node, rebuilt_by)
         previous = -1
         for _, node, owner_index in graph.nodes:
             if owner_index != previous:  # the run's first-created node ends it in backward
@@ -246,6 +274,12 @@ class ClockListener(Listener):
                 owned = consumer >= 0 and runner.owner_of_node(node) is not None
                 module = runner.calls[consumer].module if owned else None
                 self._hook_accumulate(node, self.module_index.get(id(module), -1))
+
+    def _stamp_backward(self, owner: Call | None) -> None:
+        """Book the time since the previous backward event on this thread to ``owner``."""
+        number = len(self._node_owner)
+        self._node_owner.append(-1 if owner is None else owner.index)
+        self._events.append((number, END, self.stamp(), get_ident()))
 
     def _hook_node(self, node: Any, owner: int) -> None:
         number = len(self._node_owner)
@@ -268,6 +302,15 @@ class ClockListener(Listener):
                 # first module read the CPU's way to its first kernel as its own time
                 self.stamps.prime(busy=True)
                 self._events.append((0, START, self.stamp(), get_ident()))
+
+        node.register_prehook(before)
+
+    def _hook_rebuilt_entry(self, node: Any, owner: Call) -> None:
+        generation = self._generation
+
+        def before(grad_outputs: Any) -> None:
+            if self._generation == generation:
+                self._stamp_backward(owner)
 
         node.register_prehook(before)
 

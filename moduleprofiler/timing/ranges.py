@@ -12,7 +12,9 @@ pre- and post-hooks run on the thread that runs the node, just around it, so the
 properly on every thread (NVTX ranges are per-thread stacks). A module's backward is then one
 range per autograd node it created; ranges do not nest across modules in the backward, since
 a parent's backward is not one interval around its children's. ``AccumulateGrad`` (the write
-of a parameter's ``.grad``) keeps torch's own name.
+of a parameter's ``.grad``) keeps torch's own name. An activation checkpoint's rerun of a call
+inside the backward is a ``"<path> (backward)"`` range too, as is each node of the graph a
+reentrant checkpoint rebuilds (named after the call that created it in the rerun).
 
 Opt-in: ``time_modules(..., ranges=True)``, ``train_step_times(..., ranges=True)``, or
 ``profile(..., listeners=[RangeListener()])``. A range costs a few microseconds of CPU per
@@ -28,9 +30,11 @@ import torch
 from torch.autograd.profiler import record_function
 from torch.utils.hooks import RemovableHandle
 
+from moduleprofiler.call import Call
 from moduleprofiler.devices import cuda_available, range_pop, range_push
 from moduleprofiler.records import display_path
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.reruns import Rerun
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.timing.graph import call_graph
 
 BACKWARD_SUFFIX = " (backward)"
@@ -47,16 +51,44 @@ class CallRanges(Listener):
         self.wants_nodes = backward
         self._open: list[tuple[int, Any]] = []
         """Forward ranges still open: ``(call index, scope)``, innermost last."""
+        self._reruns: list[Any] = []
+        """Ranges of a checkpoint's rerun still open (``None`` for a call matching none)."""
 
     _begin: Callable[[str], Any]
     _close: Callable[[Any], None]
     _label: Callable[[Call], str]
+    _backward_label: Callable[[Call], str]
+    """The label of a call's backward work (a checkpoint's rerun of it, its rebuilt nodes)."""
     _name_graph: Callable[[Call, Any], None]
+    _name_rebuilt: Callable[[Call, Any], None]
+    """What it names in the graph a reentrant checkpoint rebuilt from the rerun of a call."""
 
     def stop(self, runner: PassRunner) -> None:
         """Close every forward range a raising forward left open, innermost first."""
         while self._open:
             self._close(self._open.pop()[1])
+        while self._reruns:
+            scope = self._reruns.pop()
+            if scope is not None:
+                self._close(scope)
+
+    def rerun_enter(self, rerun: Rerun) -> None:
+        """A checkpoint reruns a call inside the backward: its backward work, so a range of
+        the call's backward."""
+        if self.wants_nodes:
+            self._reruns.append(None if rerun.call is None
+                                else self._begin(self._backward_label(rerun.call)))
+
+    def rerun_exit(self, rerun: Rerun, output: Any, rebuilt: bool) -> None:
+        """Close the rerun's range; after the outermost, name each node of the graph a
+        reentrant checkpoint rebuilt with the backward label of the call that created it."""
+        if not (self.wants_nodes and self._reruns):
+            return
+        scope = self._reruns.pop()
+        if scope is not None:
+            self._close(scope)
+        if rebuilt and rerun.call is not None:
+            self._name_rebuilt(rerun.call, output)
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Open the call's range."""
@@ -115,12 +147,17 @@ class RangeListener(CallRanges):
     def _label(self, call: Call) -> str:
         return display_path(call.path)
 
+    def _backward_label(self, call: Call) -> str:
+        return display_path(call.path) + BACKWARD_SUFFIX
+
     def _name_graph(self, outer: Call, output: Any) -> None:
         runner = self._runner
         assert runner is not None
         for _, node, owner in call_graph(runner, outer, output).nodes:
-            name = display_path(runner.calls[owner].path) + BACKWARD_SUFFIX
+            name = self._backward_label(runner.calls[owner])
             self._name_node(node, lambda name=name: name)  # type: ignore[misc]
+
+    _name_rebuilt = _name_graph  # the rebuilt nodes are named as the forward's are
 
     def _begin(self, name: str) -> Any:
         if self.nvtx:

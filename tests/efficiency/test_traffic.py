@@ -104,20 +104,25 @@ def test_checkpoint_recomputation_is_counted_in_its_own_column():
     profile = traffic(_Checkpointed(), torch.randn(2, 4), backward=True)
     recompute = {r.path: r.metrics["self_recompute_macs"] for r in profile.records}
     # the backward of block.b re-runs block.a's addmm (2 rows x 4 x 4 = 32 MACs) and the relu,
-    # then stops: what it needs is rebuilt
-    assert recompute == {"": 0, "block": 0, "block.a": 0, "block.b": 32, "out": 0}
-    b = profile.calls("block.b")[0]
-    # its own backward (grad input 32 + grad weight 32 MACs) plus the recomputation
-    assert b.self_backward_macs == 32 + 32 + 32
-    assert b.metrics["self_recompute_moved_bytes"] > 0
-    # the inclusive columns hold the subtree's: block and the root have block.b's 32 MACs,
+    # then stops (what it needs is rebuilt): the rerun is block.a's own work again
+    assert recompute == {"": 0, "block": 0, "block.a": 32, "block.b": 0, "out": 0}
+    a, b = profile.calls("block.a")[0], profile.calls("block.b")[0]
+    # block.b: its own backward (grad input 32 + grad weight 32 MACs); block.a: its weight
+    # gradient (32; its input needs none) plus the rerun (32)
+    assert b.self_backward_macs == 32 + 32
+    assert a.self_backward_macs == 32 + 32
+    assert a.metrics["self_recompute_moved_bytes"] > 0
+    assert b.metrics["self_recompute_moved_bytes"] == 0
+    # the inclusive columns hold the subtree's: block and the root have block.a's 32 MACs,
     # 2 x 32 = 64 FLOPs
     modules = profile.to_df("module").set_index("module")
     assert modules["recompute_macs"].to_dict() == {
-        "__root__": 32, "block": 32, "block.a": 0, "block.b": 32, "out": 0}
+        "__root__": 32, "block": 32, "block.a": 32, "block.b": 0, "out": 0}
     assert modules.loc["block", "recompute_flops"] == 64
     assert modules.loc["block", "self_recompute_flops"] == 0
-    assert modules.loc["block", "recompute_moved_bytes"] == b.metrics["self_recompute_moved_bytes"]
+    # block's own rerun work is the relu of its forward: 2 x 4 fp32 read and written, 64 bytes
+    assert modules.loc["block", "recompute_moved_bytes"] == (
+        a.metrics["self_recompute_moved_bytes"] + 64)
 
 
 def test_recomputation_is_counted_with_the_profilers_own_operator_formulas():
@@ -125,13 +130,14 @@ def test_recomputation_is_counted_with_the_profilers_own_operator_formulas():
     profiler.operator_fn_map[torch.ops.aten.addmm] = lambda args, kwargs, out: (1000, 10)
     profile = profiler.profile(_Checkpointed(), torch.randn(2, 4), backward=True,
                                listeners=[TrafficListener()])
-    # block.b's backward re-runs block.a's one addmm: the profiler's formula says 10 MACs
-    assert profile.calls("block.b")[0].metrics["self_recompute_macs"] == 10
+    # block.b's backward re-runs block.a's one addmm, block.a's own work again: the
+    # profiler's formula says 10 MACs
+    assert profile.calls("block.a")[0].metrics["self_recompute_macs"] == 10
 
 
 def test_a_recomputed_operators_formula_result_is_checked():
     table = {torch.ops.aten.addmm: lambda args, kwargs, out: (1.5, 0)}
     with pytest.raises(FormulaError, match=r"operator formula for aten.addmm.default \(ops\) "
-                                           r"for module 'block.b' \(Linear\) returned float 1.5"):
+                                           r"for module 'block.a' \(Linear\) returned float 1.5"):
         ModuleProfiler().profile(_Checkpointed(), torch.randn(2, 4), backward=True,
                                  listeners=[TrafficListener(table)])

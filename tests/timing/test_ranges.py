@@ -80,6 +80,41 @@ def test_backward_ranges_wrap_the_nodes_each_call_created():
                                                  "SumBackward0"}
 
 
+class Checkpointed(nn.Module):
+    """``out(checkpoint(block, x))``: a reentrant checkpoint reruns block in the backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = Block()
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=True))
+
+
+def test_a_reentrant_checkpoints_rerun_and_rebuilt_nodes_are_the_calls_backward_ranges():
+    net, x = Checkpointed(), torch.randn(3, 4, requires_grad=True)
+    runner = PassRunner(net, [RangeListener(nvtx=False)])
+
+    def step() -> None:
+        with runner.installed():
+            runner.run(lambda: net(x)).sum().backward()
+
+    events = traced(step)
+    # the forward's ranges once each: the rerun is no forward call
+    forward = Counter(e.name for e in events if e.name in ("block", "block.fc", "block.act"))
+    assert forward == {"block": 1, "block.fc": 1, "block.act": 1}
+    names = Counter(e.name for e in events if e.name.endswith(" (backward)"))
+    # the rerun of block and its two calls (one range each), then the nested backward of the
+    # rebuilt graph: block.fc's AddmmBackward0 and TBackward0, block.act's ReluBackward0;
+    # out's two nodes and the checkpoint's own node (made in the root's call) in the outer one
+    assert names == {"block (backward)": 1, "block.fc (backward)": 3,
+                     "block.act (backward)": 2, "out (backward)": 2, "__root__ (backward)": 1}
+    assert parent_of(events, "ReluBackward0") == {"block.act (backward)"}
+    # the rerun's own operators run inside the rerun's ranges
+    assert "block.fc (backward)" in parent_of(events, "aten::linear")
+
+
 def test_a_raising_forward_closes_its_ranges():
     class Fails(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -42,11 +42,12 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 from moduleprofiler import devices
+from moduleprofiler.call import Call
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import CompiledFacts, Recompilation
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.records import display_path
-from moduleprofiler.runner import Call, PassRunner
+from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled

@@ -11,9 +11,11 @@ created the node, so no hook runs on those nodes; the evaluation range also hold
 adding of gradients that a tensor received from several consumers (residual streams), which a
 node's own hooks would leave out. Only a parameter's ``AccumulateGrad`` node (no sequence
 number) gets a range of its own, ``<iteration>:a<module index>``, booked to that module's first
-call. Kernel durations do not depend on how far ahead of the device the host was, so the
-numbers hold whether the run is host-bound or device-bound, and whatever the ranges and the
-profiler cost the host.
+call. An activation checkpoint's rerun of a call inside the backward, and each node of the graph
+a reentrant checkpoint rebuilds, get ranges ``<iteration>:r<call index>``: backward work of the
+call repeated (:mod:`moduleprofiler.reruns`). Kernel durations do not depend on how far ahead
+of the device the host was, so the numbers hold whether the run is host-bound or device-bound,
+and whatever the ranges and the profiler cost the host.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from numpy.typing import NDArray
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler import devices
+from moduleprofiler.call import Call
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
-from moduleprofiler.runner import Call, Listener, PassRunner, SequenceMap
+from moduleprofiler.runner import Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
 from moduleprofiler.timing.clocks.kernel_columns import DEVICE_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
@@ -44,7 +47,7 @@ from moduleprofiler.timing.device_trace import (
     device_trace,
     open_range,
 )
-from moduleprofiler.timing.graph import call_graph
+from moduleprofiler.timing.graph import CallGraph, call_graph
 from moduleprofiler.timing.iteration import iteration_of_own
 from moduleprofiler.timing.listener import Step
 from moduleprofiler.timing.loop import Block
@@ -79,6 +82,9 @@ class KernelRanges(CallRanges):
 
     def _label(self, call: Call) -> str:
         return f"{self._iteration}:f{call.index}"
+
+    def _backward_label(self, call: Call) -> str:
+        return f"{self._iteration}:r{call.index}"
 
     # -- iterations ------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
@@ -180,19 +186,39 @@ class KernelRanges(CallRanges):
         first_call: dict[int, int] = {}
         for call in calls:
             first_call.setdefault(self.module_index[id(call.module)], call.index)
-        prefix = f"{k}:a"
+        accumulate, rerun = f"{k}:a", f"{k}:r"
         for label, acts in booking.own.items():
-            if label.startswith(prefix):
-                call_index = first_call.get(int(label[len(prefix):]))
+            if label.startswith(accumulate):
+                call_index = first_call.get(int(label[len(accumulate):]))
                 if call_index is not None:
                     own[call_index] += sum(a.duration for a in acts)
+            elif label.startswith(rerun):  # a checkpoint's rerun of the call, its rebuilt nodes
+                own[int(label[len(rerun):])] += sum(a.duration for a in acts)
         return own
 
     # -- backward ranges -------------------------------------------------------------------
     def _name_graph(self, outer: Call, output: Any) -> None:
-        runner = self.runner
-        assert runner is not None
-        for node, consumer in call_graph(runner, outer, output).accumulate:
+        self._name_accumulate(call_graph(self._runner_set(), outer, output))
+
+    def _name_rebuilt(self, outer: Call, output: Any) -> None:
+        """The graph a reentrant checkpoint rebuilt runs in a nested backward whose nodes'
+        sequence numbers come from the thread that reran the forward (on CUDA not the
+        forward's, so the engine's ranges cannot say whose they are): each node gets a range of
+        the call that created it in the rerun."""
+        runner = self._runner_set()
+        graph = call_graph(runner, outer, output)
+        for _, node, owner in graph.nodes:
+            label = self._backward_label(runner.calls[owner])
+            self._name_node(node, lambda label=label: label)  # type: ignore[misc]
+        self._name_accumulate(graph)
+
+    def _runner_set(self) -> PassRunner:
+        assert self.runner is not None
+        return self.runner
+
+    def _name_accumulate(self, graph: CallGraph) -> None:
+        runner = self._runner_set()
+        for node, consumer in graph.accumulate:
             owned = consumer >= 0 and runner.owner_of_node(node) is not None
             if not owned or id(node) in self._accumulate:
                 continue  # an input's .grad is the caller's work; hooked nodes stay hooked
