@@ -70,9 +70,13 @@ class Reruns:
         self._by_module: dict[int, list[Call]] | None = None
         self._entered: dict[int, int] | None = None
         self._used: dict[tuple[int, int], int] = {}
+        self._node: Any = None
+        """The autograd node whose run the current rerun is part of (kept alive)."""
         self._starts: list[int] = []
         self._calls: list[Call | None] = []
-        self._rebuilt: dict[int, tuple[Any, Call]] = {}
+        self._rebuilt: dict[int, tuple[Any, Call | None]] = {}
+        """By ``id``: each node of the graph the current checkpoint rebuilt (kept alive, so that
+        its id is not reused) and its call; ``None`` for a node found not to be one."""
 
     def reset(self) -> None:
         """Forget the previous pass (its calls and the nodes its reruns rebuilt)."""
@@ -80,6 +84,8 @@ class Reruns:
         self.count = 0
         self._children = self._by_module = self._entered = None
         self._used = {}
+        self._node = None
+        self._starts, self._calls = [], []
         self._rebuilt = {}
 
     def enter(self, module: nn.Module, node: Any, node_owner: Call | None,
@@ -94,11 +100,12 @@ class Reruns:
             call = None if enclosing.call is None else self._next_child(enclosing.call, module,
                                                                        calls)
         else:
-            self._used = {}
-            self._starts, self._calls = [], []
-            self.rebuilds = type(node).__name__ == REENTRANT_CHECKPOINT_NODE
-            if self.rebuilds:
-                self._rebuilt = {}  # the previous checkpoint's nested backward is over
+            if node is not self._node:  # a new node's run: the previous one's reruns are over
+                self._node = node
+                self._used = {}
+                self._starts, self._calls = [], []
+                self._rebuilt = {}
+                self.rebuilds = type(node).__name__ == REENTRANT_CHECKPOINT_NODE
             outer = node_owner
             call = self._repeated(node, node_owner, module, calls, seq_starts, seq_calls)
         rerun = Rerun(module, call, outer, exception)
@@ -108,15 +115,16 @@ class Reruns:
 
     def mark(self, sequence: int, call: Call | None) -> None:
         """Autograd's sequence counter at a rerun's hook event, and the call whose nodes
-        are created from then on."""
+        are created from then on (after an outermost rerun call: the call that made the
+        checkpoint, whose function goes on between its module calls)."""
         self._starts.append(sequence)
         self._calls.append(call)
 
     def own_graph(self, output: Any) -> None:
-        """After the outermost rerun of a reentrant checkpoint: give each node of the graph it
-        rebuilt, reachable from ``output``, the call that created it (kept, with the node, until
-        the next checkpoint's rerun or :meth:`reset`)."""
-        starts, calls = self._starts, self._calls
+        """After an outermost rerun call of a reentrant checkpoint: give each node of the graph
+        it rebuilt so far, reachable from ``output``, the call that created it (a checkpointed
+        function may call several modules, and work of its own between them)."""
+        starts, calls, rebuilt = self._starts, self._calls, self._rebuilt
         if len(starts) < 2:
             return
         low, high = starts[0], starts[-1]
@@ -125,24 +133,48 @@ class Reruns:
         pending = [t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None]
         while pending:
             node = pending.pop()
-            if id(node) in seen:
-                continue
+            if id(node) in seen or id(node) in rebuilt:  # owned by an earlier walk, and so is
+                continue                                 # what it reaches
             seen[id(node)] = node
-            try:
-                number = int(node._sequence_nr())
-            except (AttributeError, RuntimeError):
-                continue
-            if not low <= number < high:  # made before the rerun (or a leaf's accumulation)
-                continue
-            owner = calls[bisect.bisect_right(starts, number) - 1]
-            if owner is not None:
-                self._rebuilt[id(node)] = (node, owner)
+            number = _sequence(node)
+            if number is None or not low <= number < high:  # made before the rerun (or a
+                continue                                    # leaf's accumulation)
+            rebuilt[id(node)] = (node, calls[bisect.bisect_right(starts, number) - 1])
             pending.extend(child for child, _ in node.next_functions if child is not None)
 
     def owner(self, node: Any) -> Call | None:
-        """The call whose rerun created ``node`` (``None``: no rerun did)."""
+        """The call whose rerun created ``node`` (``None``: no rerun did, as far as can be
+        told). A node made after the last module call of the checkpointed function (its last
+        residual add) is reached by no walk: it is the rebuilt graph's when it leads, within a
+        few nodes, to one (a node of the forward's graph cannot: the rerun's inputs are
+        detached), and then belongs to the call that made the checkpoint."""
         entry = self._rebuilt.get(id(node))
-        return entry[1] if entry is not None and entry[0] is node else None
+        if entry is not None and entry[0] is node:
+            return entry[1]
+        starts = self._starts
+        number = _sequence(node)
+        if not starts or number is None or number < starts[-1]:
+            return None
+        owner = self._calls[-1] if self._leads_to_rebuilt(node) else None
+        self._rebuilt[id(node)] = (node, owner)
+        return owner
+
+    def _leads_to_rebuilt(self, node: Any, steps: int = 8) -> bool:
+        low, rebuilt = self._starts[0], self._rebuilt
+        pending, seen = [node], 0
+        while pending and seen < steps:
+            current = pending.pop()
+            seen += 1
+            for child, _ in current.next_functions:
+                if child is None:
+                    continue
+                entry = rebuilt.get(id(child))
+                if entry is not None and entry[0] is child:
+                    return entry[1] is not None
+                number = _sequence(child)
+                if number is not None and number >= low:
+                    pending.append(child)
+        return False
 
     def _repeated(self, node: Any, owner: Call | None, module: nn.Module, calls: list[Call],
                   seq_starts: list[int], seq_calls: list[Call | None]) -> Call | None:
@@ -213,3 +245,11 @@ def _within(call: Call, ancestor: Call, calls: list[Call]) -> bool:
     while walk is not None and walk.index > ancestor.index:
         walk = None if walk.parent is None else calls[walk.parent]
     return walk is ancestor
+
+
+def _sequence(node: Any) -> int | None:
+    """The autograd sequence number of ``node`` (``None`` where it has none to give)."""
+    try:
+        return int(node._sequence_nr())
+    except (AttributeError, RuntimeError):
+        return None

@@ -327,6 +327,45 @@ def test_a_reentrant_checkpoints_rebuilt_graph_is_booked_to_the_calls_it_repeats
     assert checkpointed.backward_outside_ops == plain.backward_outside_ops == 0
 
 
+class _Layer(nn.Module):
+    """A pre-norm residual block that checkpoints its own body (as transformer layers do):
+    the body calls four modules, with residual adds between and after them."""
+
+    def __init__(self, checkpointed: bool) -> None:
+        super().__init__()
+        self.norm1, self.attn = nn.LayerNorm(8), nn.Linear(8, 8)
+        self.norm2, self.mlp = nn.LayerNorm(8), nn.Linear(8, 8)
+        self.checkpointed = checkpointed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointed:
+            return torch.utils.checkpoint.checkpoint(self._body, x, use_reentrant=True)
+        return self._body(x)
+
+    def _body(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.attn(self.norm1(x))
+        return h + self.mlp(self.norm2(h))
+
+
+def test_a_checkpointed_body_is_booked_to_each_module_it_calls_and_to_its_own_adds() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def layers(checkpointed: bool) -> nn.Module:
+        torch.manual_seed(1)
+        return nn.Sequential(_Layer(checkpointed), _Layer(checkpointed), nn.Linear(8, 2))
+
+    plain = ModuleProfiler().profile(layers(False), x, backward=True)
+    checkpointed = ModuleProfiler().profile(layers(True), x, backward=True)
+    rerun = {r.path: r.self_ops for r in plain.records if r.path.startswith(("0", "1"))}
+    # the oracle: the plain model's backward plus each call's own forward work once more
+    # (the layers' own: two residual adds of 4 x 8, 64 ops each)
+    assert rerun["0"] == rerun["1"] == 64
+    expected = {r.path: r.self_backward_ops + rerun.get(r.path, 0) for r in plain.records}
+    assert {r.path: r.self_backward_ops for r in checkpointed.records} == expected
+    assert checkpointed.backward_outside_ops == 0
+
+
 def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:
     model = _Checkpointed(True)
     stepped: list[torch.Tensor] = []

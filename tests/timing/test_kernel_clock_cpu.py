@@ -26,14 +26,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::moduleprofiler.timing.clock.Tim
 @contextmanager
 def one_kernel_per_range(device: torch.device) -> Iterator[TraceRecords]:
     """A CPU profiler session whose records get one made-up kernel per forward call range
-    (``<iteration>:f<call>``) and per autograd node evaluation (``seq:<n>``)."""
+    (``<iteration>:f<call>``), per range of a checkpoint's rerun (``<iteration>:r<call>``) and
+    per autograd node evaluation (``seq:<n>``)."""
     records = TraceRecords()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as session:
         yield records
     real = records_of(session.profiler.kineto_results.events())  # type: ignore[union-attr]
     records.ranges = real.ranges
     for n, host_range in enumerate(real.ranges):
-        if ":f" in host_range.label or host_range.label.startswith("seq:"):
+        if ":f" in host_range.label or ":r" in host_range.label \
+                or host_range.label.startswith("seq:"):
             records.launches.append(Launch(n, host_range.thread, host_range.start + 1))
             records.activities.append(Activity(n, host_range.start + 1,
                                                host_range.start + 1 + KERNEL_NS))
@@ -74,6 +76,30 @@ def test_backward_device_times_go_to_the_call_that_created_each_node() -> None:
     assert modules.loc["2", "backward_device_ms"] == 2 * KERNEL_NS / 1e6
     assert modules.loc["__root__", "backward_device_ms"] == 5 * KERNEL_NS / 1e6
     assert modules.loc["__root__", "device_ms"] == 4 * KERNEL_NS / 1e6
+
+
+class _Checkpointed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=True))
+
+
+def test_a_reentrant_checkpoints_rerun_and_rebuilt_nodes_are_the_repeated_calls() -> None:
+    clock = KernelClock(torch.device("cpu"), backward=True, trace=one_kernel_per_range)
+    timing = train_step_times(_Checkpointed(), torch.randn(4, 8, requires_grad=True),
+                              clock=clock, num_iters=6, drop_first=1, progress=False)
+    modules = timing.to_df("module").set_index("module")
+    assert list(modules.index) == ["__root__", "a", "b"]  # the rerun is no new call
+    # a: its rerun's range (one kernel) and the two nodes its rerun rebuilt (AddmmBackward0
+    # and TBackward0), each in a range of a's: 3 us. b: its two nodes, by sequence number.
+    # The root: the checkpoint's own node, made in its call: 1 us, 6 us with its children
+    assert modules.loc["a", "backward_device_ms"] == 3 * KERNEL_NS / 1e6
+    assert modules.loc["b", "backward_device_ms"] == 2 * KERNEL_NS / 1e6
+    assert modules.loc["__root__", "self_backward_device_ms"] == KERNEL_NS / 1e6
+    assert modules.loc["__root__", "backward_device_ms"] == 6 * KERNEL_NS / 1e6
 
 
 def test_the_hooked_and_traced_kinds_share_the_passs_one_runner() -> None:
