@@ -34,3 +34,23 @@ def test_cuda_totals_equal_cpu_totals(name: str) -> None:
     assert cuda.complete
     # eval mode restored on the cuDNN RNN that had to run in training mode for its backward
     assert not any(m.training for m in model.modules())
+
+
+def test_a_reentrant_checkpoints_backward_is_booked_per_module_on_cuda_as_on_the_cpu() -> None:
+    """The graph a reentrant checkpoint rebuilds runs on the device's autograd thread, whose
+    sequence numbers are not the forward's: it is booked to the same modules as on the CPU."""
+    from tests.test_backward import _Layer
+
+    def profile(device: str, checkpointed: bool) -> dict[str, object]:
+        torch.manual_seed(1)
+        model = nn.Sequential(_Layer(checkpointed), _Layer(checkpointed), nn.Linear(8, 2))
+        x = torch.randn(4, 8, requires_grad=True)
+        found = ModuleProfiler().profile(model.to(device), x.detach().to(device)
+                                         .requires_grad_(), backward=True)
+        return {"own": {r.path: r.self_backward_ops for r in found.records},
+                "outside": found.backward_outside_ops}
+
+    for _ in range(3):  # later steps: the device thread's counter has moved on
+        cuda = profile("cuda", True)
+    assert cuda == profile("cpu", True)
+    assert cuda["outside"] == 0

@@ -136,6 +136,49 @@ def test_backward_kernels_are_booked_to_the_call_that_created_their_node():
                                                               abs=0.02)
 
 
+class _SleepThenSpinBackward(nn.Module):
+    """Forward: a GPU sleep of ``forward_cycles``; backward: a spin of ``backward_cycles``."""
+
+    def __init__(self, forward_cycles: int, backward_cycles: int) -> None:
+        super().__init__()
+        self.sleep, self.spin = GpuSleep(forward_cycles), SpinBackward(backward_cycles)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.spin(self.sleep(x))
+
+
+class _Checkpointing(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = _SleepThenSpinBackward(1_000_000, 500_000)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=True)
+
+
+def test_a_reentrant_checkpoints_rerun_and_rebuilt_graph_are_booked_to_their_modules():
+    """On CUDA the rebuilt graph runs on the device's autograd thread, whose sequence numbers
+    are not the forward's: its kernels still go to the modules that made them."""
+    from moduleprofiler.timing import train_step_times
+
+    x = torch.zeros(4, device="cuda", requires_grad=True)
+    forward = gpu_event_ms(GpuSleep(1_000_000), x.detach())
+    backward = gpu_event_ms(GpuSleep(500_000), x.detach())
+    timing = train_step_times(_Checkpointing(), x, num_iters=8, drop_first=2, progress=False)
+    assert timing.clock == "cuda-kernels"
+    assert [len(timing.calls(p)) for p in ("", "block", "block.sleep", "block.spin")] == [1] * 4
+    columns = timing.module_columns()
+    # the sleep's forward once in the forward; in the backward its rerun
+    assert columns["block.sleep"]["device_ms"] == pytest.approx(forward, rel=0.03, abs=0.01)
+    assert columns["block.sleep"]["backward_device_ms"] == pytest.approx(forward, rel=0.03,
+                                                                         abs=0.01)
+    # the spin's backward kernel, in the rebuilt graph's nested backward (plus its copies)
+    assert columns["block.spin"]["backward_device_ms"] == pytest.approx(backward, rel=0.03,
+                                                                        abs=0.02)
+    assert columns[""]["backward_device_ms"] == pytest.approx(forward + backward, rel=0.03,
+                                                              abs=0.03)
+
+
 def test_a_live_training_loop_gets_device_and_host_times():
     from moduleprofiler.timing import TrainingProfiler
 
