@@ -4,7 +4,6 @@ is known, so the chain's result is computed by hand."""
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Iterator
 from typing import Any
 
