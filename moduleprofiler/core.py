@@ -222,7 +222,7 @@ class Profiler:
         the one channel for the loop's settings); the keywords are those of
         :func:`moduleprofiler.timing.benchmark`."""
         self._log(f"Benchmarking {type(module).__name__}")
-        with located_errors("benchmark", module):
+        with located_errors(module):
             return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
                              batch_size=batch_size, cold=cold,
                              calls_per_sample=calls_per_sample, no_grad=no_grad,
@@ -238,7 +238,7 @@ class Profiler:
         (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
         :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        with located_errors("time_modules", module):  # a hook-free iteration's failure
+        with located_errors(module):  # a hook-free iteration's failure
             return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
                                 clock=clock, ranges=ranges, options=options)
 
@@ -253,7 +253,7 @@ class Profiler:
         how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
         those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        with located_errors("train_step_times", module):  # a hook-free step's failure
+        with located_errors(module):  # a hook-free step's failure
             return train_step_times(module, input, target=target, loss_fn=loss_fn,
                                     pred_fn=pred_fn, optimizer=optimizer, train=train,
                                     restore=restore, device=device, clock=clock,

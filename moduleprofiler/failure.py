@@ -31,21 +31,21 @@ def failing_module(exc: BaseException, root: nn.Module) -> tuple[str, nn.Module]
     return found
 
 
-def located_error(what: str, exc: Exception, root: nn.Module) -> ProfilingError | None:
-    """A :class:`ProfilingError` naming the module whose forward raised ``exc`` during the
-    pass ``what`` (as the hooked passes name it), or ``None`` when no module of ``root`` was
-    running."""
+def located_error(exc: Exception, root: nn.Module) -> ProfilingError | None:
+    """A :class:`ProfilingError` naming the module whose forward raised ``exc``, in the words
+    the hooked passes use (one message whichever iteration failed), or ``None`` when no module
+    of ``root`` was running."""
     failed = failing_module(exc, root)
     if failed is None:
         return None
     path, module = failed
-    return ProfilingError(f"{what}: forward of module {display_path(path)!r} "
+    return ProfilingError(f"forward of module {display_path(path)!r} "
                           f"({type(module).__name__}) raised {type(exc).__name__}: {exc}", path)
 
 
-def located_errors(what: str, module: nn.Module) -> LocatedErrors:
-    """``with located_errors("benchmark", model): ...``: :class:`LocatedErrors`."""
-    return LocatedErrors(what, module)
+def located_errors(module: nn.Module) -> LocatedErrors:
+    """``with located_errors(model): ...``: :class:`LocatedErrors`."""
+    return LocatedErrors(module)
 
 
 class LocatedErrors:
@@ -59,8 +59,7 @@ class LocatedErrors:
     the generator's own misuse and re-raises the bare ``StopIteration``, so a forward that
     raised ``StopIteration`` would not have been named."""
 
-    def __init__(self, what: str, module: nn.Module) -> None:
-        self.what = what
+    def __init__(self, module: nn.Module) -> None:
         self.module = module
 
     def __enter__(self) -> None:
@@ -70,7 +69,7 @@ class LocatedErrors:
                  trace: TracebackType | None) -> Literal[False]:
         if exc is None or isinstance(exc, ProfilingError) or not isinstance(exc, Exception):
             return False
-        located = located_error(self.what, exc, self.module)
+        located = located_error(exc, self.module)
         if located is None:
             return False
         raise located from exc

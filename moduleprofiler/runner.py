@@ -20,6 +20,10 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   running call is one some listener wants observed (:meth:`Listener.observe`), so modules whose
   formula covers their work cost no dispatch at all; it is switched only when that state
   changes, and muted (not popped) while listeners do their own work at a call's end;
+* tells no listener of a module call made while an autograd node runs (activation
+  checkpointing recomputing a forward inside the backward, or a custom backward calling a
+  module): that is backward work of an earlier call, which the backward's own booking
+  attributes, never a new forward call (:attr:`PassRunner.recomputed`);
 * runs the backward (:meth:`PassRunner.backward`) with the one default loss
   (:func:`moduleprofiler.loss.default_loss`), telling listeners which forward call created the
   autograd node each backward operator runs for.
@@ -70,6 +74,7 @@ from moduleprofiler.records import display_path
 from moduleprofiler.state import grads_set_aside
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
+_current_node = torch._C._current_autograd_node
 
 ACCUMULATE_SEQUENCE_NR = 2**64 - 1
 """Sequence number of ``AccumulateGrad`` nodes (created for a leaf, not by a forward call)."""
@@ -328,6 +333,10 @@ class PassRunner:
         self.stack: list[Call] = []
         self.failed_path: str | None = None
         self.unhooked: tuple[str, ...] = ()
+        self.recomputed = 0
+        """Module calls made inside the backward (a checkpoint's recomputation), not recorded
+        as calls: their work is the backward's."""
+        self._recomputing: list[nn.Module] = []
         """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self._counts: dict[int, int] = {}
         self._dispatch(self.listeners)
@@ -409,6 +418,7 @@ class PassRunner:
         call index 0. The lists are replaced, not cleared, so a caller may keep the old ones."""
         self.calls = []
         self.stack.clear()
+        self._recomputing.clear()
         self.failed_path = None
         self._counts.clear()
         self._seq_starts = []
@@ -464,8 +474,14 @@ class PassRunner:
         self.unhooked = tuple(unhooked)
 
     def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        key = id(module)
         stack = self.stack
+        if self._recomputing or (not stack and _current_node() is not None):
+            # inside the backward: a recomputation, not a forward call (asked only when no
+            # forward call is running, so once per forward)
+            self._recomputing.append(module)
+            self.recomputed += 1
+            return
+        key = id(module)
         calls = self.calls
         number = self._counts.get(key, 0)
         self._counts[key] = number + 1
@@ -493,6 +509,10 @@ class PassRunner:
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
+        recomputing = self._recomputing
+        if recomputing and recomputing[-1] is module:
+            recomputing.pop()
+            return
         stack = self.stack
         if stack and stack[-1].module is module:
             call = stack.pop()

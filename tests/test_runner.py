@@ -357,3 +357,42 @@ def test_observes_all_answers_both_questions() -> None:
     # the default listener wants no operator; one that observes all wants every one
     assert not Listener().observe(nn.ReLU()) and not Listener().observe_outside()
     assert Everything().observe(nn.ReLU()) and Everything().observe_outside()
+
+
+class _Checkpointing(nn.Module):
+    """``b(checkpoint(a, x))`` with ``a`` a block of two linears around a ReLU."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+        self.b = nn.Linear(4, 2)
+        self.reentrant = reentrant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.utils.checkpoint.checkpoint(self.a, x,
+                                                        use_reentrant=self.reentrant))
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_a_checkpoints_recomputation_in_the_backward_is_no_new_call(reentrant: bool) -> None:
+    """With the hooks still installed (a training loop under a live profiler), the backward
+    reruns the checkpointed block: those module calls are the backward's work, never new forward
+    calls, and no listener hears of them."""
+    model = _Checkpointing(reentrant)
+    recorder = Recorder()
+    runner = PassRunner(model, [recorder])
+    x = torch.randn(3, 4, requires_grad=True)
+    with runner.installed():
+        out = runner.run(lambda: model(x))
+        forward_events = list(recorder.events)
+        out.sum().backward()
+    runner.finish()
+    assert [call.path for call in runner.calls] == ["", "a", "a.0", "a.1", "a.2", "b"]
+    # the recorder heard the forward's six enters, then nothing before the pass's end
+    assert recorder.events == [*forward_events, ("finish", "")]
+    assert [path for kind, path in forward_events if kind == "enter"] == [
+        "", "a", "a.0", "a.1", "a.2", "b"]
+    # both kinds rerun a and its three children (the non-reentrant one stops its rerun by
+    # raising inside it once it holds what the backward needs: the hooks unwind all the same)
+    assert runner.recomputed == 4
+    assert x.grad is not None and all(p.grad is not None for p in model.parameters())

@@ -337,7 +337,7 @@ class ModuleProfiler(Profiler):
         every keyword of :func:`moduleprofiler.timing.benchmark` (``max_seconds=``...) beside
         ``options``."""
         self._log(f"Benchmarking {type(module).__name__}")
-        with located_errors("benchmark", module):
+        with located_errors(module):
             return benchmark(module, input, options=options, **kwargs)
 
     def time_modules(self, module: nn.Module, input: Any = None,
@@ -390,12 +390,13 @@ class ModuleProfiler(Profiler):
     def _timed(self, timer: Callable[..., dict[str, dict[str, Any]]], name: str,
                module: nn.Module, input: Any, eval: bool, num_iters: int, drop_first: int,
                pred_fn: Callable[..., Any] | None) -> dict[str, dict[str, Any]]:
-        """One of the two timing passes: ``timer`` run with errors naming the pass ``name``."""
+        """One of the two timing passes (``name``, for the log): ``timer`` run with errors
+        naming the module whose forward failed."""
         pred_fn = legacy_pred_fn(input, pred_fn)
         self._log(f"Measuring {name.removeprefix('estimate_').replace('_', ' ')} of "
                   f"{type(module).__name__}")
         check_pass(module, pred_fn=pred_fn, eval=eval)
-        with located_errors(name, module):
+        with located_errors(module):
             return timer(module, input, eval=eval, num_iters=num_iters, drop_first=drop_first,
                          pred_fn=pred_fn)
 
