@@ -112,7 +112,7 @@ def group_us(counts: HostCounts, model: HostModel) -> list[float]:
         out.append(sum(number * model.op_us(_Work(host_class))
                        for host_class, number in counts.launches.items()
                        if host_class in classes) / 1e3)
-    out.append(counts.calls * model.module_call_us / 1e3)
+    out.append(counts.calls * model.call_us(0) / 1e3)
     return out
 
 
@@ -183,7 +183,7 @@ def main() -> None:
                 {name: {"launches": c.launches, "calls": c.calls} for name, c in work.items()}))
         measured = np.array([row["measured"] for row in rows])
         launches = np.array([launch_us(work[row["model"]], plain) / 1e3 for row in rows])
-        calls = np.array([work[row["model"]].calls * plain.module_call_us / 1e3
+        calls = np.array([work[row["model"]].calls * plain.call_us(0) / 1e3
                           for row in rows])
         names = [row["model"] for row in rows]
         today = launches + calls

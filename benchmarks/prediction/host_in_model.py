@@ -5,7 +5,9 @@ host-bound forwards of three synthetic stacks (an MLP of layer norms, linears, G
 residual additions; convolutions, batch norms and ReLUs; attention blocks written in plain
 PyTorch), each predicted from those costs as they were measured (``in_model=1``): the ratio of
 the measured forward to the prediction is the in-model factor, measured, where
-``IN_SITU_HOST_FACTOR`` was fitted on the proof's models.
+``IN_SITU_HOST_FACTOR`` was fitted on the proof's models. The stacks are
+``moduleprofiler.prediction.host_in_model``'s, which ``calibrate()`` now measures the factor on
+(``calibrate_host.py``).
 
     python benchmarks/prediction/host_in_model.py --out DIR
 """
@@ -21,65 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from moduleprofiler import Profiler
 from moduleprofiler.prediction.calibrate import measure_host
+from moduleprofiler.prediction.host_in_model import stacks
 from moduleprofiler.prediction.host_model import IN_SITU_HOST_FACTOR
-
-
-class Mlp(nn.Module):
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(width)
-        self.up = nn.Linear(width, 4 * width)
-        self.act = nn.GELU()
-        self.down = nn.Linear(4 * width, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.down(self.act(self.up(self.norm(x))))
-
-
-class ConvBlock(nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-        self.relu = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.relu(self.bn1(self.conv1(x)))
-        return self.relu(x + self.bn2(self.conv2(y)))
-
-
-class Attention(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm = nn.LayerNorm(width)
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
-        self.mlp = Mlp(width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, w = x.shape
-        q, k, v = self.qkv(self.norm(x)).view(b, s, 3, self.heads, w // self.heads).unbind(2)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2))
-        x = x + self.out(y.transpose(1, 2).reshape(b, s, w))
-        return self.mlp(x)
-
-
-def models() -> dict[str, tuple[nn.Module, torch.Tensor]]:
-    return {
-        "mlp": (nn.Sequential(*(Mlp(256) for _ in range(12))), torch.randn(1, 16, 256)),
-        "conv": (nn.Sequential(*(ConvBlock(32) for _ in range(8))), torch.randn(1, 32, 16, 16)),
-        "attention": (nn.Sequential(*(Attention(256, 4) for _ in range(6))),
-                      torch.randn(1, 16, 256)),
-    }
 
 
 def forward_us(model: nn.Module, x: torch.Tensor, iterations: int = 60) -> list[float]:
@@ -109,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     cuda = torch.device("cuda")
-    built = {name: (model.to(cuda).eval(), x.to(cuda)) for name, (model, x) in models().items()}
+    built = stacks(cuda)
     found: dict[str, Any] = {"device": torch.cuda.get_device_name(), "rounds": []}
     for round_ in range(3):  # interleaved: the loops and the forwards drift together
         costs = measure_host(cuda)

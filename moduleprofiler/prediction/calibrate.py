@@ -42,6 +42,8 @@ from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibrate_backward import backward_tables
 from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
+from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
+from moduleprofiler.prediction.host_in_model import with_in_model_factor
 from moduleprofiler.prediction.in_chain import measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
@@ -461,7 +463,10 @@ def _host_benches(device: torch.device) -> dict[str, _Bench]:
 
 def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> HostCosts:
     """Host microseconds per call of each :data:`HOST_BENCHES` entry on ``device`` (CUDA:
-    launches; ``module_call`` is an ``nn.ReLU`` called as a module, less a bare ``relu``)."""
+    launches; ``module_call`` is an ``nn.ReLU`` called as a module, less a bare ``relu``), and
+    ``module_call_depth``, what each level of nesting adds to a module call
+    (:mod:`.host_calls`). The in-model factor is not measured here
+    (:func:`~moduleprofiler.prediction.host_in_model.with_in_model_factor`)."""
     benches = _host_benches(device)
     for bench in benches.values():
         for _ in range(20):
@@ -483,6 +488,7 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> Ho
             gc.enable()
     costs = {name: statistics.median(values) for name, values in samples.items()}
     costs["module_call"] = max(0.0, costs["module_call"] - costs["unary"])
+    costs["module_call_depth"] = depth_cost(leaf_call_us())
     return HostCosts(cpu=_cpu_name(), us=costs)
 
 
@@ -518,7 +524,9 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         path) to ``predict(device=...)``. Its ``held_out`` residuals (each shape predicted
         from the others) give every prediction from it its error band; its ``in_chain``
         costs (:mod:`.in_chain`, a synthetic chain of small kernels) what a small kernel
-        takes inside a model beyond its table's loop.
+        takes inside a model beyond its table's loop; its host costs the CPU's launches by
+        class, its module calls by depth (:mod:`.host_calls`) and the factor from tight loops
+        to a model's forward (:mod:`.host_in_model`), each measured on synthetic modules.
 
     Raises:
         RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
@@ -577,7 +585,7 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             _free()
         in_chain = measure_in_chain(cuda, {name: _TORCH_DTYPE[name] for name in dtypes})
         _free()
-        host = measure_host(cuda)
+        host = with_in_model_factor(cuda, measure_host(cuda))
     # the table's name when CUDA's says the card; else CUDA's, never a guess among cards
     table_names = matching_devices(props.name)
     calibration = Calibration(

@@ -19,10 +19,18 @@ SHIPPED_PACKAGE = "moduleprofiler.prediction.calibrations"
 class HostCosts:
     """Host microseconds per call by operator class (:data:`.calibrate.HOST_BENCHES`), measured
     on the CPU named ``cpu`` while it drove a CUDA device; ``cpu_op`` is a tiny operator on CPU
-    tensors on the same CPU (the ratio to it carries the costs to another CPU)."""
+    tensors on the same CPU (the ratio to it carries the costs to another CPU);
+    ``module_call_depth`` what a module call costs more per level of nesting
+    (:mod:`.host_calls`; absent in costs measured before it was: every call then costs
+    ``module_call``)."""
 
     cpu: str
     us: dict[str, float]
+    in_model: float | None = None
+    """A launch inside a model's forward relative to the tight loops of ``us``, measured on
+    synthetic stacks (:func:`~moduleprofiler.prediction.host_in_model.in_model_factor`);
+    ``None`` in costs measured before it was (the host model then takes
+    :data:`~moduleprofiler.prediction.host_model.IN_SITU_HOST_FACTOR`)."""
 
 
 @dataclass(frozen=True)

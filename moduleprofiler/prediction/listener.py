@@ -91,7 +91,7 @@ class PredictionListener(Listener):
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.host is not None:
-            cost = self.host.module_call_us
+            cost = self.host.call_us(call.depth)
             self.steps[""].append(Step(cost, 0.0))
             self._book("", call, cost, 0.0)
 

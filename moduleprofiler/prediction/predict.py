@@ -24,7 +24,8 @@ from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
 from moduleprofiler.prediction.device_model import CONV_TABLES, MATMUL_TABLES, DeviceModel
-from moduleprofiler.prediction.host_model import HostModel
+from moduleprofiler.prediction.host_in_model import with_in_model_factor
+from moduleprofiler.prediction.host_model import HostModel, missing_host_notes
 from moduleprofiler.prediction.listener import PredictionListener
 
 REFERENCE = "H100 SXM"
@@ -183,17 +184,18 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     if isinstance(host, HostModel):
         return host, []
     if isinstance(host, HostCosts):
-        return HostModel(host, source=host.cpu), []
+        return HostModel(host, source=host.cpu), missing_host_notes(host)
     reference = device.calibration.host
     if host == "calibrated":
         if reference is None:
             raise ValueError("host='calibrated' (the default): this calibration has no host "
                              "costs; pass host=None for the device's time alone, or "
                              "host='this'")
-        return HostModel(reference, source=reference.cpu), []
+        return HostModel(reference, source=reference.cpu), missing_host_notes(reference)
     if host == "this":
         if cuda_available():
-            costs = measure_host(default_device())
+            cuda = default_device()
+            costs = with_in_model_factor(cuda, measure_host(cuda))
             return HostModel(costs, source=f"{costs.cpu} (measured here)"), []
         if reference is None:
             raise ValueError("host='this' without CUDA scales a calibration's host costs, "
@@ -203,7 +205,8 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
         source = f"this CPU ({scale:.2f}x {reference.cpu})"
         return HostModel(reference, scale, source=source), [
             f"host='this' on a machine without CUDA: {reference.cpu}'s launch costs "
-            f"scaled by {scale:.2f}, this CPU's time on a tiny operator relative to it"]
+            f"scaled by {scale:.2f}, this CPU's time on a tiny operator relative to it",
+            *missing_host_notes(reference)]
     raise ValueError(f"host must be None, 'calibrated', 'this' or HostCosts, got {host!r}")
 
 

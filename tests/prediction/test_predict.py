@@ -3,6 +3,7 @@ is known, so the chain's result is computed by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -282,7 +283,7 @@ def test_the_host_costs_inside_a_model_and_as_measured() -> None:
     assert IN_SITU_HOST_FACTOR == 0.95
     assert HostModel(HOST, in_model=1.0).op_us(work) == pytest.approx(4.0)
     assert HostModel(HOST).op_us(work) == pytest.approx(3.8)
-    assert HostModel(HOST).module_call_us == pytest.approx(1.9)
+    assert HostModel(HOST).call_us(0) == pytest.approx(1.9)
     assert HostModel(HOST, scale=2.0).op_us(work) == pytest.approx(7.6)
 
 
@@ -315,3 +316,36 @@ def test_a_calibration_without_row_widths_says_how_it_priced_a_narrow_norm() -> 
     assert older.predicted_device_ms > 0
     newer = ModuleProfiler().predict(model, x, device="H200", host=None)
     assert not any("did not measure" in note for note in newer.prediction_notes)
+
+
+DEEP_HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
+                                   "module_call": 2.0, "module_call_depth": 0.5,
+                                   "cpu_op": 1.0}, in_model=1.0)
+
+
+def test_module_calls_are_priced_by_their_depth() -> None:
+    calibration = dataclasses.replace(_calibration(), host=DEEP_HOST)
+    model = nn.Sequential(nn.Sequential(nn.Linear(64, 64)))
+    profile = ModuleProfiler().predict(model, torch.randn(64, 64), device=calibration,
+                                       dtype="bf16")
+    # in_model 1.0 (measured): the loops' costs as they are. Calls: the root at depth 0,
+    # 2 us; the inner Sequential at depth 1, 2 + 0.5 = 2.5 us; the Linear at depth 2,
+    # 2 + 2 * 0.5 = 3 us; its transpose view 1 us and addmm 11 - 1 = 10 us -> 18.5 us of host;
+    # the 3 us GEMM starts 2 us after its launch -> the pass ends at 18.5 + 2 + 3 = 23.5 us
+    assert profile.predicted_host_ms == pytest.approx(0.0185)
+    assert profile.predicted_latency_ms == pytest.approx(0.0235, rel=1e-3)
+    own = dict(zip(profile.to_df("call")["module"], profile.to_df("call")["predicted_host_ms"]))
+    assert own["0.0"] == pytest.approx(0.014)  # 3 + 1 + 10 us
+    # a calibration that measured both says nothing of them
+    assert not any("host costs" in note for note in profile.prediction_notes)
+
+
+def test_host_costs_without_the_depth_cost_or_the_factor_say_what_stands_in() -> None:
+    profile = ModuleProfiler().predict(nn.Sequential(nn.Linear(64, 64)), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+    # HOST holds neither: calls at 2 us each whatever their depth, all times 0.95 ->
+    # (2 + 2 + 1 + 10) * 0.95 = 14.25 us
+    assert profile.predicted_host_ms == pytest.approx(0.01425)
+    notes = " ".join(profile.prediction_notes)
+    assert "no measured in-model factor" in notes and "IN_SITU_HOST_FACTOR" in notes
+    assert "no cost of a module call by depth" in notes

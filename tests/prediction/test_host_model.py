@@ -1,0 +1,59 @@
+"""The host model's prices: module calls by depth, the in-model factor and what stands in
+where host costs lack either."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from moduleprofiler.prediction import Calibration, HostCosts
+from moduleprofiler.prediction.host_model import (
+    IN_SITU_HOST_FACTOR,
+    HostModel,
+    missing_host_notes,
+)
+from moduleprofiler.prediction.op_classes import classify
+
+OLD = HostCosts("old cpu", {"view": 1.0, "unary": 4.0, "module_call": 2.0, "cpu_op": 1.0})
+NEW = HostCosts("new cpu", {**OLD.us, "module_call_depth": 0.5}, in_model=0.8)
+RELU = classify(torch.ops.aten.relu.default, (torch.randn(4),), {}, torch.randn(4))
+
+
+def test_a_module_call_costs_more_per_level_of_depth() -> None:
+    model = HostModel(NEW, in_model=1.0)
+    assert model.call_us(0) == pytest.approx(2.0)
+    # 2 + 3 * 0.5 = 3.5 us at depth 3
+    assert model.call_us(3) == pytest.approx(3.5)
+    # costs without the depth cost: every depth the top level's 2 us
+    assert HostModel(OLD, in_model=1.0).call_us(3) == pytest.approx(2.0)
+
+
+def test_the_factor_is_the_costs_own_unless_given() -> None:
+    # the costs' measured 0.8: relu 4 * 0.8 = 3.2 us, a call at depth 2 (2 + 1) * 0.8 = 2.4 us
+    assert HostModel(NEW).factor == 0.8
+    assert HostModel(NEW).op_us(RELU) == pytest.approx(3.2)
+    assert HostModel(NEW).call_us(2) == pytest.approx(2.4)
+    # given: it wins; scale multiplies it (half the speed: 4 * 1.0 * 2 = 8 us)
+    assert HostModel(NEW, in_model=1.0).op_us(RELU) == pytest.approx(4.0)
+    assert HostModel(NEW, scale=2.0, in_model=1.0).op_us(RELU) == pytest.approx(8.0)
+    # none measured: the constant, 4 * 0.95 = 3.8 us
+    assert HostModel(OLD).factor == IN_SITU_HOST_FACTOR == 0.95
+    assert HostModel(OLD).op_us(RELU) == pytest.approx(3.8)
+
+
+def test_missing_host_notes_name_what_stands_in() -> None:
+    factor, depth = missing_host_notes(OLD)
+    assert "no measured in-model factor" in factor and "0.95" in factor
+    assert "no cost of a module call by depth" in depth
+    assert missing_host_notes(NEW) == []
+
+
+def test_older_calibration_files_load_without_the_new_host_costs() -> None:
+    data = json.loads(Calibration("H200", "test", 132, "x", "today", {}, OLD).to_json())
+    del data["host"]["in_model"]  # a file written before the factor was measured
+    loaded = Calibration.from_dict(data)
+    assert loaded.host == OLD and loaded.host is not None and loaded.host.in_model is None
+    newer = Calibration("H200", "test", 132, "x", "today", {}, NEW)
+    assert Calibration.from_dict(json.loads(newer.to_json())).host == NEW
