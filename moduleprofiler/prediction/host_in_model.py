@@ -27,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from moduleprofiler.call import Call
 from moduleprofiler.devices import synchronize
 from moduleprofiler.prediction.backward_classes import step_work
 from moduleprofiler.prediction.calibration import HostCosts
 from moduleprofiler.prediction.host_model import HostModel
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 
 ROUNDS = 3
 """Interleaved rounds over the stacks (each stack's factor per round; the median is kept)."""

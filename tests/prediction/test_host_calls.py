@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import torch
 
+from moduleprofiler.call import Call
 from moduleprofiler.prediction.host_calls import DEPTHS, depth_cost, leaf_call_us, nested
-from moduleprofiler.runner import Call, Listener, PassRunner
+from moduleprofiler.runner import Listener, PassRunner
 
 
 def test_depth_cost_is_the_least_squares_slope() -> None:
