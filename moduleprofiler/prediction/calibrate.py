@@ -47,6 +47,7 @@ from moduleprofiler.prediction.host_in_model import with_in_model_factor
 from moduleprofiler.prediction.in_chain import measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
+from moduleprofiler.timing.environment import timing_context
 
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -472,9 +473,7 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> Ho
         for _ in range(20):
             bench()
     samples: dict[str, list[float]] = {name: [] for name in benches}
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with timing_context():
         for _ in range(rounds):
             for name, bench in benches.items():  # interleaved: drift spreads over all
                 synchronize(device)
@@ -483,9 +482,6 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> Ho
                     bench()
                 samples[name].append((time.perf_counter() - start) / calls * 1e6)
             synchronize(device)
-    finally:
-        if enabled:
-            gc.enable()
     costs = {name: statistics.median(values) for name, values in samples.items()}
     costs["module_call"] = max(0.0, costs["module_call"] - costs["unary"])
     costs["module_call_depth"] = depth_cost(leaf_call_us())

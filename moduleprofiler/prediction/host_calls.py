@@ -13,13 +13,14 @@ work of the CPU that runs the model, whatever the device.
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from collections.abc import Mapping
 
 import torch
 from torch import nn
+
+from moduleprofiler.timing.environment import timing_context
 
 DEPTHS: tuple[int, ...] = (1, 2, 4, 8)
 """The depths of the leaf calls measured."""
@@ -75,9 +76,7 @@ def leaf_call_us(calls: int = 100, rounds: int = 7) -> dict[int, float]:
     x = torch.zeros(1)
     models = {(depth, count): nested(depth, count) for depth in DEPTHS for count in LEAVES}
     samples: dict[tuple[int, int], list[float]] = {key: [] for key in models}
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with timing_context():
         for _ in range(rounds):
             for key, model in models.items():  # interleaved: drift spreads over all
                 model(x)
@@ -85,9 +84,6 @@ def leaf_call_us(calls: int = 100, rounds: int = 7) -> dict[int, float]:
                 for _ in range(calls):
                     model(x)
                 samples[key].append((time.perf_counter() - start) / calls * 1e6)
-    finally:
-        if enabled:
-            gc.enable()
     few, many = LEAVES
     return {depth: (statistics.median(samples[(depth, many)])
                     - statistics.median(samples[(depth, few)])) / (many - few)

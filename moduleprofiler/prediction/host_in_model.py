@@ -18,7 +18,6 @@ It needs the pass runner and the host model only, never ``predict``: ``calibrate
 from __future__ import annotations
 
 import dataclasses
-import gc
 import statistics
 import time
 from typing import Any
@@ -33,6 +32,7 @@ from moduleprofiler.prediction.backward_classes import step_work
 from moduleprofiler.prediction.calibration import HostCosts
 from moduleprofiler.prediction.host_model import HostModel
 from moduleprofiler.runner import Listener, PassRunner
+from moduleprofiler.timing.environment import timing_context
 
 ROUNDS = 3
 """Interleaved rounds over the stacks (each stack's factor per round; the median is kept)."""
@@ -133,17 +133,12 @@ def fastest_forward_us(model: nn.Module, x: torch.Tensor, device: torch.device,
         for _ in range(WARMUP):
             model(x)
         synchronize(device)
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with timing_context():
             for _ in range(iterations):
                 start = time.perf_counter()
                 model(x)
                 synchronize(device)
                 fastest = min(fastest, (time.perf_counter() - start) * 1e6)
-        finally:
-            if enabled:
-                gc.enable()
     return fastest
 
 
