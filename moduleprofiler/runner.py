@@ -311,10 +311,10 @@ class PassRunner:
         self.stack: list[Call] = []
         self.failed_path: str | None = None
         self.unhooked: tuple[str, ...] = ()
+        """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self.reruns = Reruns()
         """The module calls made inside the backward (a checkpoint's rerun), matched to the
         forward calls they repeat; never recorded as calls."""
-        """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
         self._counts: dict[int, int] = {}
         self._dispatch(self.listeners)
         # sequence-number intervals: ``_seq_starts[i]`` is the counter at hook event ``i``,
@@ -698,14 +698,14 @@ class PassRunner:
             aside = [t for t in reached if id(t) not in accumulated]
         observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
             else None
-        hooks = ExitStack()
-        if self._backward_listeners or self._rerun_listeners:
-            # the hooks again, for the module calls a checkpoint reruns inside the backward
-            self._install(hooks)
         try:
-            if observer is not None:
-                observer.start()
-            try:
+            with ExitStack() as hooks:
+                if self._backward_listeners or self._rerun_listeners:
+                    # the hooks again, for the module calls a checkpoint reruns in the backward
+                    self._install(hooks)
+                if observer is not None:
+                    observer.start()
+                    hooks.callback(observer.stop)
                 if every_leaf:
                     torch.autograd.backward(loss)
                 elif reentrant:
@@ -716,10 +716,6 @@ class PassRunner:
                     torch.autograd.backward(loss, inputs=targets)
                 else:
                     torch.autograd.grad(loss, targets, allow_unused=True)
-            finally:
-                if observer is not None:
-                    observer.stop()
-                hooks.close()
         except ProfilingError:
             raise
         except Exception as exc:

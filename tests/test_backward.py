@@ -366,6 +366,32 @@ def test_a_checkpointed_body_is_booked_to_each_module_it_calls_and_to_its_own_ad
     assert checkpointed.backward_outside_ops == 0
 
 
+class _FailsInTheRerun(nn.Module):
+    """Runs in the forward; raises when a checkpoint reruns it inside the backward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            raise RuntimeError("rerun refused")
+        return x * 2
+
+
+def test_a_rerun_that_raises_in_the_backward_leaves_no_hook_behind() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner, self.out = _FailsInTheRerun(), nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(torch.utils.checkpoint.checkpoint(self.inner, x,
+                                                              use_reentrant=True))
+
+    model = Model()
+    before = snapshot(model)
+    with pytest.raises(ProfilingError, match="rerun refused"):
+        ModuleProfiler().profile(model, torch.randn(2, 4, requires_grad=True), backward=True)
+    assert_unchanged(model, before)  # hooks, flags, parameters and grads as they were
+
+
 def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:
     model = _Checkpointed(True)
     stepped: list[torch.Tensor] = []
