@@ -85,6 +85,7 @@ class Reruns:
         self._children = self._by_module = self._entered = None
         self._used = {}
         self._node = None
+        self.rebuilds = False
         self._starts, self._calls = [], []
         self._rebuilt = {}
 
