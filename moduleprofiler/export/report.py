@@ -106,9 +106,14 @@ def _params_held_once(profile: Profile, tops: Sequence[str]) -> list[int]:
     """The parameters of each top-level module's subtree, each tensor counted once in the
     whole model (its owner's :attr:`~moduleprofiler.records.ModuleInfo.self_params`): a tied
     output layer holds none of its own, so the bars add up to the model's parameters."""
-    return [sum(info.self_params for info in profile.modules
-                if info.path == top or info.path.startswith(top + "."))
-            for top in tops]
+    held = dict.fromkeys(tops, 0)
+    for info in profile.modules:  # one pass: each module adds to the tops it lies under
+        parts = info.path.split(".")
+        for end in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix in held:
+                held[prefix] += info.self_params
+    return [held[top] for top in tops]
 
 
 def _charts(profile: Profile) -> list[Chart]:
