@@ -47,8 +47,13 @@ def _kind(value: object) -> str:
 def check_module(module: object, name: str = "module") -> nn.Module:
     """``module`` if it is an ``nn.Module``, else ``TypeError``."""
     if not isinstance(module, nn.Module):
-        hint = (" (pass the model, and the function as pred_fn)" if callable(module)
-                and not isinstance(module, type) else "")
+        if type(module).__name__ == "ExportedProgram":  # torch.export's: not callable
+            hint = (" (an exported program: pass torch.export.unflatten(program) for its "
+                    "modules, or program.module())")
+        elif callable(module) and not isinstance(module, type):
+            hint = " (pass the model, and the function as pred_fn)"
+        else:
+            hint = ""
         raise TypeError(f"{name} must be a torch.nn.Module, got {_kind(module)}{hint}")
     return module
 

@@ -87,6 +87,14 @@ def test_a_function_given_as_module_gets_a_hint() -> None:
         ModuleProfiler().profile(lambda x: x, X)  # type: ignore[arg-type]
 
 
+def test_an_exported_program_given_as_module_gets_its_own_hint() -> None:
+    program = torch.export.export(nn.Linear(4, 2), (torch.randn(3, 4),))
+    with pytest.raises(TypeError, match=r"got ExportedProgram.*torch\.export\.unflatten"
+                                        r"\(program\)") as info:
+        ModuleProfiler().profile(program, torch.randn(3, 4))  # type: ignore[arg-type]
+    assert "pred_fn" not in str(info.value)
+
+
 @pytest.mark.parametrize("entry", sorted(entry_points(None)))
 def test_a_pred_fn_that_is_not_callable_is_refused(entry: str) -> None:
     net = model()
