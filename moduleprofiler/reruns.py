@@ -105,7 +105,8 @@ class Reruns:
                 self._node = node
                 self._used = {}
                 self._starts, self._calls = [], []
-                self._rebuilt = {}
+                # the nodes owned so far stay owned: a checkpoint nested in another one reruns
+                # inside the outer one's nested backward, before the rest of it runs
                 self.rebuilds = type(node).__name__ == REENTRANT_CHECKPOINT_NODE
             outer = node_owner
             call = self._repeated(node, node_owner, module, calls, seq_starts, seq_calls)
@@ -142,6 +143,11 @@ class Reruns:
                 continue                                    # leaf's accumulation)
             rebuilt[id(node)] = (node, calls[bisect.bisect_right(starts, number) - 1])
             pending.extend(child for child, _ in node.next_functions if child is not None)
+
+    @property
+    def owns_nodes(self) -> bool:
+        """Whether some rerun of this pass rebuilt nodes that :meth:`owner` knows."""
+        return bool(self._rebuilt)
 
     def owner(self, node: Any) -> Call | None:
         """The call whose rerun created ``node`` (``None``: no rerun did, as far as can be

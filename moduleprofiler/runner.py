@@ -610,7 +610,7 @@ class PassRunner:
             return None
         if sequence == ACCUMULATE_SEQUENCE_NR:
             return self._owner_of_leaf(node)
-        if self.reruns.rebuilds:
+        if self.reruns.owns_nodes:
             rebuilt = self.reruns.owner(node)
             if rebuilt is not None:
                 return rebuilt

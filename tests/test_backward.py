@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -364,6 +367,54 @@ def test_a_checkpointed_body_is_booked_to_each_module_it_calls_and_to_its_own_ad
     expected = {r.path: r.self_backward_ops + rerun.get(r.path, 0) for r in plain.records}
     assert {r.path: r.self_backward_ops for r in checkpointed.records} == expected
     assert checkpointed.backward_outside_ops == 0
+
+
+class _Inner(nn.Module):
+    def __init__(self, checkpointed: bool) -> None:
+        super().__init__()
+        self.a, self.checkpointed = nn.Linear(8, 8), checkpointed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointed:
+            return torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=True)
+        return self.a(x)
+
+
+class _Outer(nn.Module):
+    """A checkpointed body whose two inner blocks checkpoint again (nested checkpoints)."""
+
+    def __init__(self, checkpointed: bool) -> None:
+        super().__init__()
+        self.i1, self.b, self.i2 = _Inner(checkpointed), nn.Linear(8, 8), _Inner(checkpointed)
+        self.checkpointed = checkpointed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointed:
+            return torch.utils.checkpoint.checkpoint(self._body, x, use_reentrant=True)
+        return self._body(x)
+
+    def _body(self, x: torch.Tensor) -> torch.Tensor:
+        return self.i2(self.b(self.i1(x)) + x)
+
+
+def test_nested_reentrant_checkpoints_are_booked_to_their_modules() -> None:
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def profile(checkpointed: bool) -> Any:
+        torch.manual_seed(0)
+        model = nn.Sequential(_Outer(checkpointed), nn.Linear(8, 2))
+        with warnings.catch_warnings():  # the inner checkpoints' inputs need no grad in the
+            warnings.simplefilter("ignore")  # outer one's first run: torch says so
+            return ModuleProfiler().profile(model, x, backward=True)
+
+    plain, nested = profile(False), profile(True)
+    own = {r.path: r.self_backward_ops for r in nested.records}
+    reference = {r.path: r.self_backward_ops for r in plain.records}
+    # the outer rerun runs b once more (4 x 8 x 16 = 512 ops) and the body's add (32); the
+    # inner blocks' linears run twice more (in the outer rerun and in their own): 2 x 512
+    assert own["0.b"] == reference["0.b"] + 512
+    assert sum(own.values()) == sum(reference.values()) + 512 + 32 + 2 * (2 * 512)
+    assert nested.backward_outside_ops == plain.backward_outside_ops == 0
 
 
 class _FailsInTheRerun(nn.Module):
