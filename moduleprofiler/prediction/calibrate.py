@@ -44,10 +44,10 @@ from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_be
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
+from moduleprofiler.prediction.host_loops import interleaved_call_us
 from moduleprofiler.prediction.in_chain import measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
-from moduleprofiler.timing.environment import timing_context
 
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -472,16 +472,9 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> Ho
     for bench in benches.values():
         for _ in range(20):
             bench()
-    samples: dict[str, list[float]] = {name: [] for name in benches}
-    with timing_context():
-        for _ in range(rounds):
-            for name, bench in benches.items():  # interleaved: drift spreads over all
-                synchronize(device)
-                start = time.perf_counter()
-                for _ in range(calls):
-                    bench()
-                samples[name].append((time.perf_counter() - start) / calls * 1e6)
-            synchronize(device)
+    samples = interleaved_call_us(benches, calls, rounds,
+                                  before=lambda bench: synchronize(device))
+    synchronize(device)
     costs = {name: statistics.median(values) for name, values in samples.items()}
     costs["module_call"] = max(0.0, costs["module_call"] - costs["unary"])
     costs["module_call_depth"] = depth_cost(leaf_call_us())

@@ -13,14 +13,14 @@ work of the CPU that runs the model, whatever the device.
 
 from __future__ import annotations
 
+import functools
 import statistics
-import time
 from collections.abc import Mapping
 
 import torch
 from torch import nn
 
-from moduleprofiler.timing.environment import timing_context
+from moduleprofiler.prediction.host_loops import interleaved_call_us
 
 DEPTHS: tuple[int, ...] = (1, 2, 4, 8)
 """The depths of the leaf calls measured."""
@@ -74,16 +74,9 @@ def leaf_call_us(calls: int = 100, rounds: int = 7) -> dict[int, float]:
     """By depth of :data:`DEPTHS`: host µs of one leaf call there, the median over
     ``rounds`` interleaved rounds of ``calls`` forwards of each model."""
     x = torch.zeros(1)
-    models = {(depth, count): nested(depth, count) for depth in DEPTHS for count in LEAVES}
-    samples: dict[tuple[int, int], list[float]] = {key: [] for key in models}
-    with timing_context():
-        for _ in range(rounds):
-            for key, model in models.items():  # interleaved: drift spreads over all
-                model(x)
-                start = time.perf_counter()
-                for _ in range(calls):
-                    model(x)
-                samples[key].append((time.perf_counter() - start) / calls * 1e6)
+    models = {(depth, count): functools.partial(nested(depth, count), x)
+              for depth in DEPTHS for count in LEAVES}
+    samples = interleaved_call_us(models, calls, rounds, before=lambda forward: forward())
     few, many = LEAVES
     return {depth: (statistics.median(samples[(depth, many)])
                     - statistics.median(samples[(depth, few)])) / (many - few)
