@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 import pytest
 import torch
 from torch import nn
@@ -328,119 +325,6 @@ def test_a_reentrant_checkpoints_rebuilt_graph_is_booked_to_the_calls_it_repeats
     # + 7 adds + 1 bias) = 512 ops; nothing is left outside every module
     assert own == {**reference, "a": reference["a"] + 512}
     assert checkpointed.backward_outside_ops == plain.backward_outside_ops == 0
-
-
-class _Layer(nn.Module):
-    """A pre-norm residual block that checkpoints its own body (as transformer layers do):
-    the body calls four modules, with residual adds between and after them."""
-
-    def __init__(self, checkpointed: bool) -> None:
-        super().__init__()
-        self.norm1, self.attn = nn.LayerNorm(8), nn.Linear(8, 8)
-        self.norm2, self.mlp = nn.LayerNorm(8), nn.Linear(8, 8)
-        self.checkpointed = checkpointed
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.checkpointed:
-            return torch.utils.checkpoint.checkpoint(self._body, x, use_reentrant=True)
-        return self._body(x)
-
-    def _body(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.attn(self.norm1(x))
-        return h + self.mlp(self.norm2(h))
-
-
-def test_a_checkpointed_body_is_booked_to_each_module_it_calls_and_to_its_own_adds() -> None:
-    torch.manual_seed(0)
-    x = torch.randn(4, 8, requires_grad=True)
-
-    def layers(checkpointed: bool) -> nn.Module:
-        torch.manual_seed(1)
-        return nn.Sequential(_Layer(checkpointed), _Layer(checkpointed), nn.Linear(8, 2))
-
-    plain = ModuleProfiler().profile(layers(False), x, backward=True)
-    checkpointed = ModuleProfiler().profile(layers(True), x, backward=True)
-    rerun = {r.path: r.self_ops for r in plain.records if r.path.startswith(("0", "1"))}
-    # the oracle: the plain model's backward plus each call's own forward work once more
-    # (the layers' own: two residual adds of 4 x 8, 64 ops each)
-    assert rerun["0"] == rerun["1"] == 64
-    expected = {r.path: r.self_backward_ops + rerun.get(r.path, 0) for r in plain.records}
-    assert {r.path: r.self_backward_ops for r in checkpointed.records} == expected
-    assert checkpointed.backward_outside_ops == 0
-
-
-class _Inner(nn.Module):
-    def __init__(self, checkpointed: bool) -> None:
-        super().__init__()
-        self.a, self.checkpointed = nn.Linear(8, 8), checkpointed
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.checkpointed:
-            return torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=True)
-        return self.a(x)
-
-
-class _Outer(nn.Module):
-    """A checkpointed body whose two inner blocks checkpoint again (nested checkpoints)."""
-
-    def __init__(self, checkpointed: bool) -> None:
-        super().__init__()
-        self.i1, self.b, self.i2 = _Inner(checkpointed), nn.Linear(8, 8), _Inner(checkpointed)
-        self.checkpointed = checkpointed
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.checkpointed:
-            return torch.utils.checkpoint.checkpoint(self._body, x, use_reentrant=True)
-        return self._body(x)
-
-    def _body(self, x: torch.Tensor) -> torch.Tensor:
-        return self.i2(self.b(self.i1(x)) + x)
-
-
-def test_nested_reentrant_checkpoints_are_booked_to_their_modules() -> None:
-    x = torch.randn(4, 8, requires_grad=True)
-
-    def profile(checkpointed: bool) -> Any:
-        torch.manual_seed(0)
-        model = nn.Sequential(_Outer(checkpointed), nn.Linear(8, 2))
-        with warnings.catch_warnings():  # the inner checkpoints' inputs need no grad in the
-            warnings.simplefilter("ignore")  # outer one's first run: torch says so
-            return ModuleProfiler().profile(model, x, backward=True)
-
-    plain, nested = profile(False), profile(True)
-    own = {r.path: r.self_backward_ops for r in nested.records}
-    reference = {r.path: r.self_backward_ops for r in plain.records}
-    # the outer rerun runs b once more (4 x 8 x 16 = 512 ops) and the body's add (32); the
-    # inner blocks' linears run twice more (in the outer rerun and in their own): 2 x 512
-    assert own["0.b"] == reference["0.b"] + 512
-    assert sum(own.values()) == sum(reference.values()) + 512 + 32 + 2 * (2 * 512)
-    assert nested.backward_outside_ops == plain.backward_outside_ops == 0
-
-
-class _FailsInTheRerun(nn.Module):
-    """Runs in the forward; raises when a checkpoint reruns it inside the backward."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled():
-            raise RuntimeError("rerun refused")
-        return x * 2
-
-
-def test_a_rerun_that_raises_in_the_backward_leaves_no_hook_behind() -> None:
-    class Model(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner, self.out = _FailsInTheRerun(), nn.Linear(4, 1)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.out(torch.utils.checkpoint.checkpoint(self.inner, x,
-                                                              use_reentrant=True))
-
-    model = Model()
-    before = snapshot(model)
-    with pytest.raises(ProfilingError, match="rerun refused"):
-        ModuleProfiler().profile(model, torch.randn(2, 4, requires_grad=True), backward=True)
-    assert_unchanged(model, before)  # hooks, flags, parameters and grads as they were
 
 
 def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:

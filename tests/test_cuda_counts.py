@@ -39,7 +39,7 @@ def test_cuda_totals_equal_cpu_totals(name: str) -> None:
 def test_a_reentrant_checkpoints_backward_is_booked_per_module_on_cuda_as_on_the_cpu() -> None:
     """The graph a reentrant checkpoint rebuilds runs on the device's autograd thread, whose
     sequence numbers are not the forward's: it is booked to the same modules as on the CPU."""
-    from tests.test_backward import _Layer
+    from tests.test_reruns import _Layer
 
     def profile(device: str, checkpointed: bool) -> dict[str, object]:
         torch.manual_seed(1)
