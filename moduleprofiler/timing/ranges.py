@@ -35,7 +35,7 @@ from moduleprofiler.devices import cuda_available, range_pop, range_push
 from moduleprofiler.records import display_path
 from moduleprofiler.reruns import Rerun
 from moduleprofiler.runner import Listener, PassRunner
-from moduleprofiler.timing.graph import call_graph
+from moduleprofiler.timing.graph import CallGraph, call_graph
 
 BACKWARD_SUFFIX = " (backward)"
 """Appended to the module path in the names of backward ranges."""
@@ -106,6 +106,12 @@ class CallRanges(Listener):
         if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
             self._name_graph(call, output)
 
+    def _name_nodes(self, runner: PassRunner, graph: CallGraph) -> None:
+        """Name every node of ``graph`` with the backward label of the call that created it."""
+        for _, node, owner in graph.nodes:
+            label = self._backward_label(runner.calls[owner])
+            self._name_node(node, lambda label=label: label)  # type: ignore[misc]
+
     def _name_node(self, node: Any, label: Callable[[], str]
                    ) -> tuple[RemovableHandle, RemovableHandle]:
         """A range ``label()`` around every run of an autograd node (its pre- and post-hook
@@ -153,9 +159,7 @@ class RangeListener(CallRanges):
     def _name_graph(self, outer: Call, output: Any) -> None:
         runner = self._runner
         assert runner is not None
-        for _, node, owner in call_graph(runner, outer, output).nodes:
-            name = self._backward_label(runner.calls[owner])
-            self._name_node(node, lambda name=name: name)  # type: ignore[misc]
+        self._name_nodes(runner, call_graph(runner, outer, output))
 
     _name_rebuilt = _name_graph  # the rebuilt nodes are named as the forward's are
 

@@ -207,9 +207,7 @@ class KernelRanges(CallRanges):
         the call that created it in the rerun."""
         runner = self._runner_set()
         graph = call_graph(runner, outer, output)
-        for _, node, owner in graph.nodes:
-            label = self._backward_label(runner.calls[owner])
-            self._name_node(node, lambda label=label: label)  # type: ignore[misc]
+        self._name_nodes(runner, graph)
         self._name_accumulate(graph)
 
     def _runner_set(self) -> PassRunner:
