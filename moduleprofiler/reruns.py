@@ -200,10 +200,8 @@ class Reruns:
             return around[-1]
         inside = [c for c in candidates if c.index > owner.index and _within(c, owner, calls)]
         if inside:  # the node is the checkpoint's own, made by its caller (reentrant)
-            try:
-                made = int(node._sequence_nr())
-            except (AttributeError, RuntimeError):
-                made = -1
+            made = _sequence(node)
+            made = -1 if made is None else made
             entered = self._entered_at(seq_starts, seq_calls)
             later = [c for c in inside if entered.get(c.index, -1) > made]
             return (later or inside)[0]
