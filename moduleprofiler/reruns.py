@@ -31,14 +31,14 @@ from typing import Any
 
 from torch import nn
 
+from moduleprofiler.autograd_nodes import (
+    REENTRANT_CHECKPOINT_NODE,
+    STOP,
+    sequence_number,
+    walk_nodes,
+)
 from moduleprofiler.call import Call
 from moduleprofiler.shapes import iter_tensors
-
-REENTRANT_CHECKPOINT_NODE = "CheckpointFunctionBackward"
-"""The autograd node of ``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)``: it
-reruns its function inside the backward and differentiates the result with a nested
-``torch.autograd.backward``, so it refuses ``torch.autograd.grad`` and a backward restricted to
-chosen inputs."""
 
 
 @dataclass(slots=True)
@@ -130,19 +130,18 @@ class Reruns:
         if len(starts) < 2:
             return
         low, high = starts[0], starts[-1]
-        # visited nodes are kept alive: a node's Python object may be made anew on each access
-        seen: dict[int, Any] = {}
-        pending = [t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None]
-        while pending:
-            node = pending.pop()
-            if id(node) in seen or id(node) in rebuilt:  # owned by an earlier walk, and so is
-                continue                                 # what it reaches
-            seen[id(node)] = node
-            number = _sequence(node)
+
+        def visit(node: Any, _: None) -> Any:
+            if id(node) in rebuilt:  # owned by an earlier walk, and so is what it reaches
+                return STOP
+            number = sequence_number(node)
             if number is None or not low <= number < high:  # made before the rerun (or a
-                continue                                    # leaf's accumulation)
+                return STOP                                 # leaf's accumulation)
             rebuilt[id(node)] = (node, calls[bisect.bisect_right(starts, number) - 1])
-            pending.extend(child for child, _ in node.next_functions if child is not None)
+            return None
+
+        walk_nodes(((t.grad_fn, None) for t in iter_tensors(output) if t.grad_fn is not None),
+                   visit)
 
     @property
     def owns_nodes(self) -> bool:
@@ -159,7 +158,7 @@ class Reruns:
         if entry is not None and entry[0] is node:
             return entry[1]
         starts = self._starts
-        number = _sequence(node)
+        number = sequence_number(node)
         if not starts or number is None or number < starts[-1]:
             return None
         owner = self._calls[-1] if self._leads_to_rebuilt(node) else None
@@ -178,7 +177,7 @@ class Reruns:
                 entry = rebuilt.get(id(child))
                 if entry is not None and entry[0] is child:
                     return entry[1] is not None
-                number = _sequence(child)
+                number = sequence_number(child)
                 if number is not None and number >= low:
                     pending.append(child)
         return False
@@ -200,7 +199,7 @@ class Reruns:
             return around[-1]
         inside = [c for c in candidates if c.index > owner.index and _within(c, owner, calls)]
         if inside:  # the node is the checkpoint's own, made by its caller (reentrant)
-            made = _sequence(node)
+            made = sequence_number(node)
             made = -1 if made is None else made
             entered = self._entered_at(seq_starts, seq_calls)
             later = [c for c in inside if entered.get(c.index, -1) > made]
@@ -250,11 +249,3 @@ def _within(call: Call, ancestor: Call, calls: list[Call]) -> bool:
     while walk is not None and walk.index > ancestor.index:
         walk = None if walk.parent is None else calls[walk.parent]
     return walk is ancestor
-
-
-def _sequence(node: Any) -> int | None:
-    """The autograd sequence number of ``node`` (``None`` where it has none to give)."""
-    try:
-        return int(node._sequence_nr())
-    except (AttributeError, RuntimeError):
-        return None

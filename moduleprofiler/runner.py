@@ -66,32 +66,28 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from moduleprofiler.autograd_nodes import (
+    ACCUMULATE_SEQUENCE_NR,
+    REENTRANT_CHECKPOINT_NODE,
+    STOP,
+    is_accumulation,
+    sequence_number,
+    walk_nodes,
+)
 from moduleprofiler.call import Call
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
-from moduleprofiler.reruns import REENTRANT_CHECKPOINT_NODE, Rerun, Reruns
+from moduleprofiler.reruns import Rerun, Reruns
 from moduleprofiler.state import grads_set_aside
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 _current_node = torch._C._current_autograd_node
 
-ACCUMULATE_SEQUENCE_NR = 2**64 - 1
-"""Sequence number of ``AccumulateGrad`` nodes (created for a leaf, not by a forward call)."""
 
-
-def is_accumulation(node: Any) -> bool:
-    """Whether the autograd ``node`` is an ``AccumulateGrad`` (it adds a leaf's gradient to
-    its ``.grad``)."""
-    try:
-        return int(node._sequence_nr()) == ACCUMULATE_SEQUENCE_NR
-    except (AttributeError, RuntimeError, TypeError):
-        return False
-
-
-@dataclass(frozen=True)
+@dataclass
 class GraphFacts:
     """What one walk of a loss's autograd graph found."""
 
@@ -107,24 +103,19 @@ def walk_graph(loss: torch.Tensor) -> GraphFacts:
     """One walk of ``loss``'s autograd graph, each node visited once."""
     if loss.grad_fn is None:
         return GraphFacts([loss] if loss.requires_grad else [], False)
-    leaves: list[torch.Tensor] = []
-    reentrant = False
-    # visited nodes are kept alive: a node's Python object may be made anew on each access and
-    # freed after it, and a freed object's id is reused (seen on torch 2.11)
-    seen: dict[int, Any] = {}
-    pending: list[Any] = [loss.grad_fn]
-    while pending:
-        node = pending.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
+    facts = GraphFacts([], False)
+
+    def visit(node: Any, _: None) -> Any:
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor) and is_accumulation(node):
-            leaves.append(variable)
-            continue
-        reentrant = reentrant or type(node).__name__ == REENTRANT_CHECKPOINT_NODE
-        pending.extend(edge[0] for edge in node.next_functions)
-    return GraphFacts(leaves, reentrant)
+            facts.leaves.append(variable)
+            return STOP
+        if type(node).__name__ == REENTRANT_CHECKPOINT_NODE:
+            facts.reentrant_checkpoint = True
+        return None
+
+    walk_nodes([(loss.grad_fn, None)], visit)
+    return facts
 
 
 _REFUSES_MODES = "non-infra torch dispatch mode present"
@@ -604,9 +595,8 @@ class PassRunner:
         module's parameter)."""
         if node is None or not self._seq_starts:
             return None
-        try:
-            sequence = int(node._sequence_nr())
-        except (AttributeError, RuntimeError):
+        sequence = sequence_number(node)
+        if sequence is None:
             return None
         if sequence == ACCUMULATE_SEQUENCE_NR:
             return self._owner_of_leaf(node)

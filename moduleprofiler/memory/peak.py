@@ -20,13 +20,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.autograd_nodes import is_accumulation
 from moduleprofiler.call import Call
 from moduleprofiler.devices import AllocatorPeak, synchronize
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.memory.report import Phase
 from moduleprofiler.memory.saved import MEMORY_NEEDS
 from moduleprofiler.records import subtree_totals
-from moduleprofiler.runner import Listener, PassRunner, is_accumulation
+from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
 

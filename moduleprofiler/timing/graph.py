@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from moduleprofiler.autograd_nodes import ACCUMULATE_SEQUENCE_NR, STOP, sequence_number, walk_nodes
 from moduleprofiler.call import Call
-from moduleprofiler.runner import ACCUMULATE_SEQUENCE_NR, PassRunner
+from moduleprofiler.runner import PassRunner
 from moduleprofiler.shapes import iter_tensors
 
 
@@ -34,25 +35,19 @@ def call_graph(runner: PassRunner, outer: Call, output: Any) -> CallGraph:
     """The nodes created during the outermost call ``outer``, reachable from ``output``."""
     found = CallGraph()
     roots = {id(t.grad_fn): t.grad_fn for t in iter_tensors(output) if t.grad_fn is not None}
-    # visited nodes are kept alive: a node's Python object may be made anew on each access
-    # and freed after it, and a freed object's id is reused (seen on torch 2.11)
-    seen: dict[int, Any] = {}
-    frontier: list[tuple[Any, int]] = [(node, -1) for node in roots.values()]
-    while frontier:
-        node, consumer = frontier.pop()
-        if id(node) in seen:
-            continue
-        seen[id(node)] = node
-        number = int(node._sequence_nr())
+
+    def visit(node: Any, consumer: int) -> Any:
+        number = sequence_number(node)
         if number == ACCUMULATE_SEQUENCE_NR:
             found.accumulate.append((node, consumer))
-            continue
+            return STOP
         owner = runner.owner_of_node(node)
-        if owner is None or owner.index < outer.index:
-            continue  # created before this call, or outside every call: not its work
+        if number is None or owner is None or owner.index < outer.index:
+            return STOP  # created before this call, or outside every call: not its work
         found.nodes.append((number, node, owner.index))
-        frontier.extend((child, owner.index) for child, _ in node.next_functions
-                        if child is not None)
+        return owner.index
+
+    walk_nodes(((node, -1) for node in roots.values()), visit)
     if found.nodes:
         found.roots = list(roots.values())
         found.nodes.sort(key=lambda item: item[0])

@@ -9,8 +9,9 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler.autograd_nodes import is_accumulation
 from moduleprofiler.memory import LiveBytesListener, SavedTensorsListener, measure_memory
-from moduleprofiler.runner import Listener, PassRunner, is_accumulation
+from moduleprofiler.runner import Listener, PassRunner
 
 
 def _chain() -> nn.Sequential:
