@@ -268,6 +268,10 @@ class ProfileData:
     """What a timing pass found about its run (clock, device, calibration, kept and dropped
     iterations...); ``None`` for a pass that timed nothing."""
     _by_path: dict[str, ModuleInfo] = field(default_factory=dict, repr=False, compare=False)
+    _frames: dict[Any, Any] = field(default_factory=dict, init=False, repr=False,
+                                    compare=False)
+    """The views' frames built from this profile so far (:mod:`moduleprofiler.export.frame`):
+    a report builds the module frame several times, and the data never changes."""
 
     def __post_init__(self) -> None:
         self._by_path.update({info.path: info for info in self.modules})

@@ -236,6 +236,12 @@ def is_registered(name: str) -> bool:
     return name in _REGISTRY
 
 
+def registry_key() -> tuple[int, ...]:
+    """What identifies the registry's present state: a frame built under another holds other
+    columns."""
+    return tuple(map(id, _REGISTRY.values()))
+
+
 def registered_columns() -> tuple[ColumnSpec, ...]:
     """Every registered column, built-in ones first, in registration order."""
     return tuple(_REGISTRY.values())

@@ -14,7 +14,7 @@ each module from its calls' per-iteration samples instead.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ from moduleprofiler.export.columns import (
     ColumnSpec,
     column_spec,
     registered_columns,
+    registry_key,
     value_spec,
 )
 from moduleprofiler.export.names import module_name, module_path
@@ -133,10 +134,29 @@ def _derive(frame: pd.DataFrame, specs: Sequence[ColumnSpec]) -> None:
         pending = [spec for spec in pending if spec.name not in done]
 
 
+def _kept(profile: Profile, key: Any, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """A copy of the frame ``build()`` makes of ``profile``, built once per profile and
+    registry state (the records never change; a report asks for the module frame five
+    times): the caller may change its copy."""
+    kept = profile._frames
+    state = registry_key()
+    if kept.get("registry") != state:
+        kept.clear()
+        kept["registry"] = state
+    frame = kept.get(key)
+    if frame is None:
+        frame = kept[key] = build()
+    return frame.copy()
+
+
 def call_frame(profile: Profile) -> pd.DataFrame:
     """One row per module call, in execution order: the record's fields, its module's facts,
     the derived columns (``self_flops``, ``backward_ops``, ...) and the listeners'
     columns (``CallRecord.metrics``)."""
+    return _kept(profile, "calls", lambda: _call_frame(profile))
+
+
+def _call_frame(profile: Profile) -> pd.DataFrame:
     records = profile.records
     infos: dict[str, ModuleInfo] = {info.path: info for info in profile.modules}
     columns: dict[str, Any] = {}
@@ -180,7 +200,13 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
     ``by_caller`` (the tree's rows): a module shared between blocks has a row under each
     block that called it, holding those calls (:attr:`CallTree.placed`); its parameters
     (and buffers) are on its own row only, the others' are unknown (``<NA>``)."""
-    calls = call_frame(profile) if calls is None else calls
+    if calls is None:
+        return _kept(profile, ("modules", by_caller),
+                     lambda: _module_frame(profile, call_frame(profile), by_caller))
+    return _module_frame(profile, calls, by_caller)
+
+
+def _module_frame(profile: Profile, calls: pd.DataFrame, by_caller: bool) -> pd.DataFrame:
     tree = call_tree(profile)
     specs = {name: column_spec(name, calls[name].dtype) for name in calls.columns
              if name not in _NOT_PER_MODULE and name not in _MODULE_FACTS and name != _SHARED}

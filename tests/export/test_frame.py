@@ -77,3 +77,28 @@ def test_a_column_derived_from_a_derived_column_whatever_the_registration_order(
     frame = profile.to_df()
     # 3 rows * 4 * 8 = 96 MACs; doubled 192, quadrupled 384
     assert list(frame["double_macs"]) == [192] and list(frame["quadruple_macs"]) == [384]
+
+
+def test_a_profile_builds_its_frame_once_and_every_caller_gets_a_copy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from moduleprofiler.export import columns
+    from moduleprofiler.export import frame as frames
+
+    built: list[Profile] = []
+    build = frames._call_frame
+    monkeypatch.setattr(frames, "_call_frame", lambda p: built.append(p) or build(p))
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 2))
+    profile = ModuleProfiler().profile(model, torch.randn(4, 8))
+    first = profile.to_df()
+    first["self_macs"] = 0  # the caller's copy: the next view does not see it
+    # own MACs per call: the Sequential 0, Linear(8, 32) 4 * 8 * 32 = 1,024, ReLU 0,
+    # Linear(32, 2) 4 * 32 * 2 = 256
+    assert list(profile.to_df()["self_macs"]) == [0, 1024, 0, 256]
+    profile.summary()
+    profile.to_html()
+    assert len(built) == 1
+    # a column registered after the frame was built is in the next frame
+    monkeypatch.setattr(columns, "_REGISTRY", dict(columns._REGISTRY))
+    columns.register_column("double_self_macs", "count", derive=columns.scaled("self_macs", 2))
+    assert list(profile.to_df()["double_self_macs"]) == [0, 2048, 0, 512]
+    assert len(built) == 2
