@@ -23,6 +23,26 @@ def unwrap_compiled(module: nn.Module) -> nn.Module:
     return module
 
 
+def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
+    """The modules of ``model`` whose calls run inside code ``torch.compile`` compiled: the
+    original module of a ``torch.compile(module)`` wrapper with its descendants (the wrapper's
+    own call is eager), and a module compiled in place (``module.compile()``) with its
+    descendants (its hooks run inside its compiled call). A Python hook on one of them is
+    either never called (installed after the compile) or traced into the compiled program,
+    where Dynamo breaks the graph at it and compiles the pieces: the program would no longer
+    be the user's."""
+    inside: dict[int, nn.Module] = {}
+    for module in model.modules():
+        if id(module) in inside:
+            continue
+        original = getattr(module, "_orig_mod", None)
+        if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+            inside.update((id(m), m) for m in original.modules())
+        elif getattr(module, "_compiled_call_impl", None) is not None:
+            inside.update((id(m), m) for m in module.modules())
+    return tuple(inside.values())
+
+
 def make_invocation(
     module: nn.Module, input: Any, pred_fn: Callable[..., Any] | None = None,
     target: Callable[..., Any] | None = None,

@@ -332,8 +332,9 @@ class ProfileData:
     def counted(self) -> bool:
         """Whether this pass counted ops (``profile()``), rather than only timing or measuring
         memory: a counting pass records every call's shapes, also when none of its ops are
-        known. Without it, the count totals are unknown, not 0."""
-        return not self.records or any(
+        known. Without it, the count totals are unknown, not 0 (also for a timing pass that
+        recorded no call)."""
+        return (not self.records and self.facts is None) or any(
             record.input_shapes is not None or record.self_ops is not None
             for record in self.records)
 

@@ -285,12 +285,16 @@ class PassRunner:
     then optionally ``runner.backward(output, loss_fn)``; ``runner.calls`` lists every call.
     ``walk``: a :func:`~moduleprofiler.modules.walk_modules` of ``root`` the caller made anyway
     (else the runner walks the tree itself); ``context``: what every listener may read of the
-    pass (:class:`PassContext`).
+    pass (:class:`PassContext`); ``unhookable``: modules to leave without hooks, the root
+    included (:func:`~moduleprofiler.inputs.compiled_inside`: modules that run in compiled code
+    of the caller's own), listed with the TorchScript ones in :attr:`unhooked`.
     """
 
     def __init__(self, root: nn.Module, listeners: Sequence[Listener], *,
-                 walk: ModuleWalk | None = None, context: PassContext = PassContext()) -> None:
+                 walk: ModuleWalk | None = None, context: PassContext = PassContext(),
+                 unhookable: Iterable[nn.Module] = ()) -> None:
         self.root = root
+        self._unhookable = frozenset(map(id, unhookable))
         self.listeners = tuple(listeners)
         self.context = context
         if walk is None:
@@ -302,7 +306,9 @@ class PassRunner:
         self.stack: list[Call] = []
         self.failed_path: str | None = None
         self.unhooked: tuple[str, ...] = ()
-        """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
+        """Paths of the modules left unhooked, TorchScript submodules (which cannot carry
+        Python hooks) and the ``unhookable`` ones: their work is their nearest hooked
+        ancestor's."""
         self.reruns = Reruns()
         """The module calls made inside the backward (a checkpoint's rerun), matched to the
         forward calls they repeat; never recorded as calls."""
@@ -415,7 +421,11 @@ class PassRunner:
         cleanup.callback(_release_hooks, key, hooked, handles)
         enter, exit_ = self._enter, self._exit
         ways = _HOOK_WAYS
+        unhookable = self._unhookable
         for module in self.modules:  # one class lookup per module; paths only when needed
+            if unhookable and id(module) in unhookable:
+                unhooked.append(self.paths[id(module)])
+                continue
             way = ways.get(type(module))
             if way is None:
                 way = _hook_way(type(module))

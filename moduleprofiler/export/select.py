@@ -288,8 +288,9 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         notes.append(f"backward operators without a formula: {listing(ops)}; backward "
                      "totals are lower bounds")
     if profile.unhooked:
-        notes.append(f"TorchScript submodules carry no hooks: {listing(profile.unhooked)}; "
-                     "their work is counted in the module that calls them")
+        notes.append(f"modules that carry no hooks (TorchScript, or run inside compiled code): "
+                     f"{listing(profile.unhooked)}; their work is counted in the module that "
+                     "calls them")
     notes.extend(profile.formula_fallbacks)
     notes.extend(profile.pass_notes)
     return tuple(notes)

@@ -232,11 +232,12 @@ class StepRows:
 
     def build(self, readings: Callable[[], Readings], *, calibration: HookCalibration,
               environment: dict[str, Any], separate_passes: bool, budget: BudgetUse | None = None,
-              **facts: Any) -> TrainingTiming:
+              unhooked: tuple[str, ...] = (), **facts: Any) -> TrainingTiming:
         """The :class:`TrainingTiming` of the stored steps, with what the clock read beyond
         their stamps (``readings()``: under the kernel clock the traced steps, whose device
         times become the result's), ``environment`` (the step kinds added) and the other
-        ``facts`` of its run (``method``, ``device``...)."""
+        ``facts`` of its run (``method``, ``device``...); ``unhooked``: the modules its runner
+        left without hooks."""
         arrays = {kind: {k: tuple(v) for k, v in phases.items()}
                   for kind, phases in self.phases.items()}
         plain = arrays.get("plain") or arrays.get("forward_hooks") or next(
@@ -264,7 +265,8 @@ class StepRows:
             unattributed_ms=tuple(t.bwd_unattributed / 1e6 for t in self.bwd),
             hook_free=read.hook_free, device_booked_ms=read.booked_ms,
             device_total_ms=read.total_ms,
-            **{**facts, "warnings": (*facts.get("warnings", ()), *read.notes)}))
+            **{**facts, "warnings": (*facts.get("warnings", ()), *read.notes)}),
+            unhooked=unhooked)
 
 
 @contextmanager
@@ -368,7 +370,7 @@ def train_step_times(
     module, resolved, invoke, chosen = timed.module, timed.device, timed.invoke, timed.clock
     listeners = {"forward_hooks": ClockListener(chosen.stamps),
                  "backward_hooks": ClockListener(chosen.stamps, backward=True)}
-    timed.runner(list(listeners.values()), [RangeListener()] if ranges else ())
+    runner = timed.runner(list(listeners.values()), [RangeListener()] if ranges else ())
     rows = StepRows(module_infos(module))
     params = [p for p in module.parameters() if p.requires_grad]
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
@@ -417,5 +419,5 @@ def train_step_times(
         calibration=chosen.calibration, device=str(resolved), dropped=run.dropped,
         confidence=opts.confidence, environment=run.environment,
         warnings=(*timed.notes, *run.notes), stop_reason=run.stop_reason,
-        elapsed_s=run.elapsed_s, budget=run.budget,
+        elapsed_s=run.elapsed_s, budget=run.budget, unhooked=runner.unhooked,
     )

@@ -256,7 +256,7 @@ def time_modules(
         notes.append(message)
         warn(message, CodePathWarning)
     listener = ClockListener(chosen.stamps)
-    timed.runner([listener], [RangeListener(backward=False)] if ranges else ())
+    runner = timed.runner([listener], [RangeListener(backward=False)] if ranges else ())
     raws: list[RawIteration] = []
     plain: list[dict[str, float]] = []  # hook-free iterations' marks (ns)
 
@@ -293,7 +293,7 @@ def time_modules(
             hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
             device_total_ms=readings.total_ms, compiled=readings.compiled,
             warnings=(*notes, *raised, *readings.notes)),
-        readings.module_metrics)
+        readings.module_metrics, unhooked=runner.unhooked)
 
 
 def _overhead_warnings(hooked_ms: NDArray[np.float64], plain_ms: NDArray[np.float64],

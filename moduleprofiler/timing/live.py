@@ -34,6 +34,7 @@ from torch import nn
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import resolve_device
+from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.modules import module_infos
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.backward import BackwardMethod, StepRows, TrainingTiming, check_method
@@ -91,7 +92,13 @@ class TrainingProfiler:
             warn(note, TimingWarning)
         self._forward = ClockListener(self._clock.stamps)
         self._backward = ClockListener(self._clock.stamps, backward=True)
-        runner = PassRunner(model, [*self._clock.listeners(), self._forward, self._backward])
+        inside = compiled_inside(model)
+        self._notes = (_compiled_note(model, inside),) if inside else ()
+        for note in self._notes:
+            warn(note, TimingWarning)
+        runner = PassRunner(model, [*self._clock.listeners(), self._forward, self._backward],
+                            unhookable=inside)
+        self._runner = runner
         self._forward.attach(runner)
         self._backward.attach(runner)
         session = self._clock.session(runner)
@@ -145,7 +152,7 @@ class TrainingProfiler:
             self._flush(restart=True)
         env = dict(self._environment)
         notes = environment_warnings(env, None, self.device)
-        if not self._rows.fwd and not self._rows.bwd:
+        if not self._rows.fwd and not self._rows.bwd and "" not in self._runner.unhooked:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
         issue_warnings([note for note in notes if note not in self._issued])
         self._issued.update(notes)
@@ -153,8 +160,8 @@ class TrainingProfiler:
             self._clock.readings, method=self.method,
             separate_passes=self.alternate and bool(self._rows.fwd),
             calibration=self._clock.calibration, device=str(self.device), dropped=0,
-            confidence=self.confidence, environment=env,
-            warnings=(*self._clock.notes, *notes),
+            confidence=self.confidence, environment=env, unhooked=self._runner.unhooked,
+            warnings=(*self._clock.notes, *self._notes, *notes),
         )
 
     def layerwise_summary(self) -> str:
@@ -248,3 +255,27 @@ class TrainingProfiler:
 def track(model: nn.Module, **kwargs: Any) -> TrainingProfiler:
     """``with track(model) as prof: ...`` — a :class:`TrainingProfiler` (same arguments)."""
     return TrainingProfiler(model, **kwargs)
+
+
+def _compiled_note(model: nn.Module, inside: tuple[nn.Module, ...]) -> str:
+    """What a watched model with compiled code of its own is timed as."""
+    paths = {id(module): path for path, module in model.named_modules()}
+    found = {paths[id(module)] for module in inside}
+
+    per_module = ("train_step_times(model, ...) books a compiled training step's kernels to "
+                  "every module")
+    if "" in found:
+        return ("the model is compiled in place (model.compile()): its own call is the "
+                "compiled program, so no module of it can carry hooks (a hook would be traced "
+                "into the program, with a graph break at every module, or never be called) "
+                f"and its steps are not timed per module; {per_module}")
+
+    def outermost(path: str) -> bool:
+        parts = path.split(".")
+        return all(".".join(parts[:i]) not in found for i in range(1, len(parts)))
+
+    where = ", ".join(repr(path) for path in sorted(found) if outermost(path))
+    return (f"modules run inside code torch.compile compiled ({where} and every module "
+            "in it): they carry no hooks, since a hook there would be traced into the compiled "
+            "program (a graph break at every module, recompiled pieces) or never be called; "
+            f"their time is in the calling module's. {per_module}")

@@ -232,7 +232,8 @@ Timed = TypeVar("Timed", bound="TimedModules")
 
 def timed_profile(cls: type[Timed], infos: Sequence[ModuleInfo], calls: TimedCalls,
                   facts: TimingFacts,
-                  module_metrics: Mapping[str, Mapping[str, Any]] | None = None) -> Timed:
+                  module_metrics: Mapping[str, Mapping[str, Any]] | None = None,
+                  unhooked: tuple[str, ...] = ()) -> Timed:
     """The profile of a timing pass (of class ``cls``): one record per finished call of its
     kept iterations, each with its samples (:func:`_sample_columns`) and their medians
     (:func:`call_values`), and the pass's ``facts``. Under the kernel clock the model's row's
@@ -240,7 +241,9 @@ def timed_profile(cls: type[Timed], infos: Sequence[ModuleInfo], calls: TimedCal
     *under hooks*, which holds every module's hook cost, with its device time (ResNet-50 at
     batch 32 on an H200 read "host" beside "device-bound: the GPU is busy 92 % of the
     hook-free iteration"); a model has one regime, and no call record holds it.
-    ``module_metrics``: per-module columns the clock read (``{path: {column: value}}``)."""
+    ``module_metrics``: per-module columns the clock read (``{path: {column: value}}``);
+    ``unhooked``: the modules the pass left without hooks (:attr:`PassRunner.unhooked
+    <moduleprofiler.runner.PassRunner.unhooked>`)."""
     paths = [info.path for info in infos]
     samples = _sample_columns(paths, calls)
     records = tuple(dataclasses.replace(r, metrics={
@@ -252,7 +255,8 @@ def timed_profile(cls: type[Timed], infos: Sequence[ModuleInfo], calls: TimedCal
         regime.setdefault("", {})["time_bound"] = facts.hook_free.bound
     root = infos[0]
     return cls(records=records, modules=tuple(infos), total_params=root.params,
-               total_buffers=root.buffers, module_metrics=regime, facts=facts)
+               total_buffers=root.buffers, module_metrics=regime, facts=facts,
+               unhooked=unhooked)
 
 
 @dataclass(frozen=True, eq=False, repr=False, kw_only=True)

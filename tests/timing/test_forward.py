@@ -444,3 +444,20 @@ def test_a_narrow_summary_keeps_the_low_confidence_flag(timing: ModuleTiming,
     report = timing.report()
     assert report.splitlines()[0].endswith("self low confidence")
     assert "hidden to fit 50 columns" in " ".join(report.split())
+
+
+def test_a_torchscript_child_is_listed_as_not_hooked_in_the_timings():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), torch.jit.script(nn.Linear(8, 2)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimingWarning)
+        forward = time_modules(model, torch.randn(3, 4), num_iters=6, drop_first=1,
+                               measure_overhead=False)
+        training = train_step_times(model, torch.randn(3, 4), num_iters=6, drop_first=1,
+                                    measure_overhead=False)
+    for timing in (forward, training):
+        # the scripted Linear cannot carry hooks: its time is the root's, and it is not
+        # "never called"
+        assert timing.unhooked == ("1",)
+        assert "1" not in timing.uncalled
+        assert [r.path for r in timing.records] == ["", "0"]

@@ -102,3 +102,68 @@ def test_report_is_the_layerwise_summary_by_the_name_every_timing_result_uses():
     assert module_row(result, "0")["backward_time_median_ms"] > 0
     with pytest.warns(DeprecationWarning, match=r"TrainingProfiler\.summary\(\) is deprecated"):
         assert prof.summary() == prof.report()
+
+
+def _dynamo_counters() -> tuple[int, int]:
+    """Dynamo's graph breaks and compiled graphs so far."""
+    counters = torch._dynamo.utils.counters
+    return sum(counters["graph_break"].values()), counters["stats"]["unique_graphs"]
+
+
+def _train(model: nn.Module, prof: TrainingProfiler, steps: int) -> None:
+    for _ in range(steps):
+        model(torch.randn(4, 8)).sum().backward()
+        prof.step()
+
+
+def test_a_compiled_model_keeps_its_compiled_program_and_is_timed_whole():
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    compiled = torch.compile(model, backend="eager")  # Dynamo's tracing, no code generation
+    breaks, graphs = _dynamo_counters()
+    with pytest.warns(TimingWarning, match=r"inside code torch.compile compiled "
+                                           r"\('_orig_mod' and every module in it\)"), \
+            TrainingProfiler(compiled, start_step=0, stop_step=4) as prof:
+        _train(compiled, prof, 5)  # hooks installed before the first (compiling) call
+    # hooks inside the compiled module would have been traced: a graph break at each module
+    # and the model compiled in pieces; none is, and the one graph is compiled once
+    assert _dynamo_counters() == (breaks, graphs + 1)
+    timing = prof.result()
+    assert timing.unhooked == ("_orig_mod", "_orig_mod.0", "_orig_mod.1", "_orig_mod.2")
+    # the wrapper's own call (eager) is timed, forward and backward, in every kept step
+    assert [r.path for r in timing.records] == [""]
+    assert timing.samples("", phase="backward").size == 2
+    assert "not hooked" in prof.layerwise_summary()
+    assert no_hooks_left(compiled)
+
+
+def test_a_model_compiled_in_place_is_not_hooked_and_says_so():
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+    model.compile(backend="eager")
+    breaks, graphs = _dynamo_counters()
+    with pytest.warns(TimingWarning, match=r"compiled in place \(model.compile\(\)\)"), \
+            TrainingProfiler(model, start_step=0) as prof:
+        _train(model, prof, 3)
+    assert _dynamo_counters() == (breaks, graphs + 1)
+    timing = prof.result()
+    assert timing.records == () and timing.unhooked == ("", "0", "1")
+    assert not any("no step was profiled" in w for w in timing.warnings)
+    text = prof.layerwise_summary()
+    # nothing was counted or timed: no count total reads 0
+    assert "total: params 144" in text and "MACs" not in text  # 8 * 16 + 16 = 144
+    assert no_hooks_left(model)
+
+
+def test_a_compiled_submodule_is_timed_as_one_call_of_the_eager_model():
+    torch._dynamo.reset()
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Sequential(nn.Linear(16, 2)))
+    model[2] = torch.compile(model[2], backend="eager")
+    breaks, graphs = _dynamo_counters()
+    with pytest.warns(TimingWarning, match=r"\('2._orig_mod' and every module in it\)"), \
+            TrainingProfiler(model, start_step=0, stop_step=2) as prof:
+        _train(model, prof, 3)
+    assert _dynamo_counters() == (breaks, graphs + 1)
+    timing = prof.result()
+    assert [r.path for r in timing.records] == ["", "0", "1", "2"]
+    assert timing.unhooked == ("2._orig_mod", "2._orig_mod.0")
