@@ -28,6 +28,11 @@ rotated per round, measures
 Printed: per worker and phase the median and minimum over rounds; the ratio of each phase to
 the worker's own fresh phase; and the drift-free ratio, each worker against the ``fresh``
 worker in the same round, relative to the same ratio in the fresh phase.
+
+``--truths FIRST INTERLEAVED`` compares two truth files of ``measure_latency_runs.py`` instead
+(one with every latency run before the kernel time, one with each latency run followed by its
+kernel-time session): per configuration the minimum over runs of each run's median latency,
+their ratio, the kernel times and how busy the device was.
 """
 
 from __future__ import annotations
@@ -264,6 +269,30 @@ def _report(data: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
         print(f"{key:34s}" + "".join(f"{c:24.3f}" for c in cells))
 
 
+def _compare_truths(first: str, interleaved: str) -> None:
+    def read(path: str) -> dict[tuple[str, int, str], dict[str, Any]]:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()[1:]
+        rows = [json.loads(line) for line in lines]
+        return {(r["model"], r["batch"], r["dtype"]): r for r in rows if r.get("runs")}
+
+    fresh, traced = read(first), read(interleaved)
+    bound = []
+    print(f"{'configuration':>26} {'first ms':>9} {'interl. ms':>10} {'ratio':>6} "
+          f"{'kernels us':>11} {'interl. us':>11} {'busy':>5}")
+    for key, row in fresh.items():
+        if key not in traced:
+            continue
+        low = min(run["median_ms"] for run in row["runs"])
+        other = min(run["median_ms"] for run in traced[key]["runs"])
+        busy = row["kernels_us"] / 1e3 / low
+        if busy < 0.8:
+            bound.append(other / low)
+        print(f"{' '.join(map(str, key)):>26} {low:9.3f} {other:10.3f} {other / low:6.2f} "
+              f"{row['kernels_us']:11.1f} {traced[key]['kernels_us']:11.1f} {busy:5.2f}")
+    print(f"host-bound (busy < 0.8 in the first): interleaved / first median "
+          f"{statistics.median(bound):.3f}, {min(bound):.2f} to {max(bound):.2f} (n={len(bound)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -275,9 +304,13 @@ def main() -> None:
     parser.add_argument("--configs", default="resnet18:1:fp32,gpt2:1:bf16,bert_base:1:fp32")
     parser.add_argument("--json", default=None, help="also write every round's samples here")
     parser.add_argument("--device", default="cuda", help="cpu: a dry run, no sessions")
+    parser.add_argument("--truths", nargs=2, metavar=("FIRST", "INTERLEAVED"), default=None,
+                        help="compare two truth files instead of measuring")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
+    if args.truths:
+        _compare_truths(*args.truths)
+    elif args.worker:
         worker(args.configs.split(","), args.seconds, torch.device(args.device))
     else:
         driver(args)
