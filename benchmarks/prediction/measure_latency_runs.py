@@ -1,19 +1,23 @@
 """Latency truth over several runs, measured on a CUDA machine: the hook-free eager forward
-latency and the kernel time of every forward configuration of the zoo, measured in
-``--rounds`` interleaved rounds (every configuration once per round, the order reversed every
-other round), so each configuration has as many runs, apart in time, as there are rounds.
-One JSON line per configuration, ``measure.py``'s fields (``latency`` and ``kernels_us`` of
-the first run) plus ``runs``: each run's latency (median and minimum over its iterations) and
-kernel time.
+latency of every forward configuration of the zoo, measured in ``--rounds`` interleaved rounds
+(every configuration once per round, the order reversed every other round), so each
+configuration has as many runs, apart in time, as there are rounds; then the kernel time of
+each, once all the rounds are done. One JSON line per configuration, ``measure.py``'s fields
+(``latency`` of the first run, ``kernels_us``) plus ``runs``: each run's latency (median and
+minimum over its iterations).
+
+The kernel time comes last because it is read through a profiler session (CUPTI), and after
+the first session CUPTI stays attached to the process: every later launch costs the host more
+(1.3 to 1.7 times in tight loops on an H200's host, ``cupti_after_effect.py``), while the
+latency is that of a user's unprofiled run.
 
     PYTHONPATH=. python3 benchmarks/prediction/measure_latency_runs.py --out truth.jsonl
         [--rounds 3] [--seconds 0.25] [--budget-s 300] [--only resnet50,gpt2]
 
 A host-bound pass's latency moves between runs far more than its kernels do; a prediction of
-the latency at best is held against the minimum over the runs. ``--budget-s`` bounds the whole
-measurement: when round one says the rounds left would not fit, the later rounds time the
-latency alone (kernel time from the rounds that had it), and a round cut short leaves its
-last configurations with fewer runs, which the rows say.
+the latency at best is held against the minimum over the runs. ``--budget-s`` bounds the
+rounds: a round cut short leaves its last configurations with fewer runs, which the rows say;
+the kernel times (two traced forwards of each configuration, seconds in all) follow anyway.
 """
 
 from __future__ import annotations
@@ -75,7 +79,6 @@ def main() -> None:
         del built
     built_s = time.perf_counter() - began
     print(f"built {len(steps)} configurations in {built_s:.1f} s", flush=True)
-    trace = device.type == "cuda"
     for round_index in range(args.rounds):
         round_began = time.perf_counter()
         order = steps if round_index % 2 == 0 else steps[::-1]
@@ -85,21 +88,20 @@ def main() -> None:
                 break
             run: dict[str, Any] = {"round": round_index + 1}
             run.update(hook_free_latency(step, device, args.seconds))
-            if trace:
-                run["kernels_us"] = kernel_us(step, device)
             row["runs"].append(run)
         _sync(device)
-        round_s = time.perf_counter() - round_began
-        left = args.budget_s - (time.perf_counter() - began)
-        rounds_left = args.rounds - round_index - 1
-        if trace and round_index == 0 and rounds_left * round_s > left:
-            trace = False  # the latency is what the rounds are for; kernels repeat within 0.3 %
-        print(f"round {round_index + 1}: {round_s:.1f} s (kernel time "
-              f"{'kept' if trace else 'dropped for the rounds left'})", flush=True)
+        print(f"round {round_index + 1}: {time.perf_counter() - round_began:.1f} s", flush=True)
+    if device.type == "cuda":  # after every latency run: CUPTI stays attached once it started
+        traced_began = time.perf_counter()
+        for row, step in steps:
+            if row["runs"]:
+                row["kernels_us"] = kernel_us(step, device)
+        print(f"kernel time: {time.perf_counter() - traced_began:.1f} s", flush=True)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     header = {"device": name, "torch": torch.__version__,
               "rounds": args.rounds, "seconds_per_measurement": args.seconds,
-              "built_s": round(built_s, 1), "total_s": round(time.perf_counter() - began, 1)}
+              "built_s": round(built_s, 1), "total_s": round(time.perf_counter() - began, 1),
+              "kernel_time": "after every latency run"}
     with Path(args.out).open("w", encoding="utf-8") as sink:
         sink.write(json.dumps({"header": header}) + "\n")
         for row, _ in steps:
@@ -108,7 +110,7 @@ def main() -> None:
                 continue
             first = runs[0]
             row["latency"] = {k: first[k] for k in ("median_ms", "min_ms", "iterations")}
-            row["kernels_us"] = first.get("kernels_us")
+            row.setdefault("kernels_us", None)
             sink.write(json.dumps(row) + "\n")
             print(row["model"], row["batch"], row["dtype"],
                   [round(r["median_ms"], 3) for r in runs], flush=True)

@@ -11,6 +11,9 @@ the repeats is kept.
 
 Host times are wall-clock times of tight loops of the same operators on tiny CUDA tensors,
 where the host cannot keep ahead of nothing: the median over rounds of the time per call.
+They are measured first, before the device's profiler sessions: after one, CUPTI stays
+attached to the process and every launch costs the host more than in the user's unprofiled
+run (:func:`~moduleprofiler.timing.device_trace.sessions_entered`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_be
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
-from moduleprofiler.prediction.host_loops import interleaved_call_us
+from moduleprofiler.prediction.host_loops import interleaved_call_us, traced_before_notes
 from moduleprofiler.prediction.in_chain import measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
@@ -532,6 +535,11 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
     props = properties(cuda)
     tables: dict[str, dict[str, list[list[float]]]] = {}
     with device_context(cuda), _tf32(True):
+        # the host first, before the tables' profiler sessions: after one, CUPTI stays
+        # attached to the process and a launch costs the host 1.3 to 1.7 times what it costs
+        # in the user's unprofiled run, the run the host costs are for
+        notes = traced_before_notes("the host costs")
+        host = with_in_model_factor(cuda, measure_host(cuda))
         for name in dtypes:
             dtype = _TORCH_DTYPE[name]
             table = tables.setdefault(name, {})
@@ -574,18 +582,17 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             _free()
         in_chain = measure_in_chain(cuda, {name: _TORCH_DTYPE[name] for name in dtypes})
         _free()
-        host = with_in_model_factor(cuda, measure_host(cuda))
     # the table's name when CUDA's says the card; else CUDA's, never a guess among cards
     table_names = matching_devices(props.name)
     calibration = Calibration(
         name=table_names[0] if len(table_names) == 1 else props.name, device_name=props.name,
         sms=props.multi_processor_count, torch_version=torch.__version__,
         created=time.strftime("%Y-%m-%d"), tables=tables, host=host, quick=quick,
-        in_chain=in_chain)
+        in_chain=in_chain, notes=tuple(notes))
     if len(table_names) != 1:  # no datasheet peaks for the roofline ratios: no band
         return dataclasses.replace(calibration, notes=(
-            f"{props.name} has no datasheet peaks: no held-out residuals, so predictions "
-            "from this calibration carry no error band",))
+            *notes, f"{props.name} has no datasheet peaks: no held-out residuals, so "
+            "predictions from this calibration carry no error band"))
     return dataclasses.replace(calibration, held_out=held_out_residuals(
         calibration, device_peaks(table_names[0])))
 

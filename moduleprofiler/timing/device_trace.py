@@ -55,6 +55,20 @@ def kernel_records_unavailable(device: torch.device) -> str | None:
     return None
 
 
+_sessions = 0
+"""Sessions :func:`device_trace` has started in this process."""
+
+
+def sessions_entered() -> int:
+    """Kernel-record sessions :func:`device_trace` has started in this process. After the
+    first, CUPTI stays attached to the process (kineto lets go of it only with
+    ``TEARDOWN_CUPTI=1`` in the environment) and a launch costs the host more than in a
+    process never profiled: 1.3 to 1.7 times in tight loops on an H200's host
+    (``benchmarks/prediction/cupti_after_effect.py``). A profiler session of the user's own
+    does the same, and is not counted here."""
+    return _sessions
+
+
 @dataclass
 class TraceRecords:
     """What one session recorded."""
@@ -154,6 +168,8 @@ def device_trace(device: torch.device) -> Iterator[TraceRecords]:
     with _one_cycle():
         session = torch.profiler.profile(activities=activities)
         session.__enter__()
+    global _sessions
+    _sessions += 1
     try:
         yield records
     finally:
