@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
-from moduleprofiler.timing.device_trace import sessions_entered
+from moduleprofiler.timing.device_trace import after_sessions_note
 from moduleprofiler.timing.environment import timing_context
 
 Key = TypeVar("Key", bound=Hashable)
@@ -32,13 +32,7 @@ def interleaved_call_us(benches: Mapping[Key, Callable[[], Any]], calls: int, ro
 
 def traced_before_notes(what: str) -> list[str]:
     """The note that ``what``, host costs measured now, come after kernel-record sessions of
-    this process (:func:`~moduleprofiler.timing.device_trace.sessions_entered`): CUPTI stays
-    attached after one, so its launches cost more than the unprofiled run the costs are for.
-    None when no session has run."""
-    sessions = sessions_entered()
-    if not sessions:
-        return []
-    return [f"{what} measured after {sessions} kernel-record session"
-            f"{'s' if sessions > 1 else ''} in this process: CUPTI stays attached after one, "
-            "and a launch costs the host more than in an unprofiled run (1.3 to 1.7 times in "
-            "tight loops on an H200's host); measure them in a fresh process"]
+    this process (:func:`~moduleprofiler.timing.device_trace.after_sessions_note`), as a list
+    (empty when no session has run)."""
+    note = after_sessions_note(what)
+    return [] if note is None else [note]

@@ -33,6 +33,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings
 from moduleprofiler.timing.clocks.stamps import make_stamps
+from moduleprofiler.timing.device_trace import after_sessions_note
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
@@ -246,7 +247,11 @@ def benchmark(
                          torch.no_grad() if no_grad else torch.enable_grad()],
                   prime=(lambda: cold_ns.append(_IterationTimer(resolved, invoke, 1)()))
                   if cold else None)
-    issue_warnings(run.notes)
+    notes = list(run.notes)
+    after = after_sessions_note("the latency") if resolved.type == "cuda" else None
+    if after is not None:
+        notes.append(after)
+    issue_warnings(notes)
     env = run.environment
     return LatencyResult(
         samples_ms=np.asarray(samples) / 1e6,
@@ -266,6 +271,6 @@ def benchmark(
         torch_version=torch.__version__,
         hardware=get_hardware_specs(),
         environment=env,
-        warnings=tuple(run.notes),
+        warnings=tuple(notes),
         budget=run.budget,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -221,3 +222,27 @@ def test_a_document_that_does_not_say_the_traced_minimum_leaves_the_flag_unknown
     assert "device_low_confidence" not in frame or frame["device_low_confidence"].isna().all()
     assert _flags(ModuleTiming.from_json(timing.to_json()), "device_low_confidence",
                   ("0",)) == [False]
+
+
+@pytest.mark.parametrize("earlier_sessions", [0, 1])
+def test_the_hook_free_latency_is_timed_before_the_first_kernel_record_session(
+        monkeypatch: pytest.MonkeyPatch, earlier_sessions: int) -> None:
+    from moduleprofiler.timing.clocks import kernels
+
+    monkeypatch.setattr(kernels, "sessions_entered", lambda: earlier_sessions)
+    clock = KernelClock(torch.device("cpu"), trace=one_kernel_per_range)
+    timing = time_modules(_model(), torch.randn(4, 8), clock=clock, num_iters=6, drop_first=1,
+                          progress=False)
+    hook_free = timing.facts.hook_free
+    assert hook_free is not None and hook_free.unprofiled is (earlier_sessions == 0)
+    if earlier_sessions:
+        # CUPTI would be attached already: nothing to gain, the interleaved rounds' iterations
+        assert clock.unprofiled == []
+        assert "timed after a kernel-record session" in hook_free.sentence()
+        return
+    # 2 warm-up iterations, then at least 3 and at most 20 kept (a tiny model: all 20 fit
+    # in the second they may take)
+    assert 3 <= len(clock.unprofiled) <= 20
+    spans = sorted(m["end"] - m["start"] for m in clock.unprofiled)
+    assert hook_free.latency_ms == pytest.approx(float(np.median(spans)) / 1e6)
+    assert "timed after" not in hook_free.sentence()

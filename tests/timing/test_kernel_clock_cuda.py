@@ -214,3 +214,40 @@ def test_the_profile_views_show_host_and_device_time():
     assert frame.loc["1", "device_ms"] == pytest.approx(frame.loc["1.0", "device_ms"])
     text = timed.tree(columns=["self_host_ms", "host_ms", "self_device_ms", "device_ms"])
     assert "self device" in str(text) and "self host" in str(text)
+
+
+_FRESH_PROCESS = """
+import json, warnings, torch
+from torch import nn
+from moduleprofiler.timing import benchmark, time_modules
+warnings.simplefilter("ignore")
+torch.manual_seed(0)
+model = nn.Sequential(*(nn.Linear(64, 64) for _ in range(40))).cuda()
+x = torch.randn(8, 64, device="cuda")
+first = time_modules(model, x, num_iters=30, drop_first=5, progress=False)
+second = time_modules(model, x, num_iters=30, drop_first=5, progress=False)
+latency = benchmark(model, x, num_iters=50, progress=False)
+print(json.dumps({"first": first.facts.hook_free.unprofiled,
+                  "second": second.facts.hook_free.unprofiled,
+                  "benchmark": [w for w in latency.warnings if "kernel-record" in w]}))
+"""
+
+
+def test_the_hook_free_latency_is_the_unprofiled_runs_and_later_timings_say_otherwise():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], capture_output=True,
+                         text=True, check=True, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    # a fresh process: the first pass times its hook-free iterations before its first
+    # kernel-record session; the second pass comes after the first's sessions, and so does
+    # the benchmark, which says so
+    assert found["first"] is True and found["second"] is False
+    assert len(found["benchmark"]) == 1
+    assert found["benchmark"][0].startswith("the latency measured after ")
