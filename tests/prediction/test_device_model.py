@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from moduleprofiler.efficiency.peaks import device_peaks
@@ -152,3 +153,18 @@ def test_a_compute_table_has_no_memory_floor() -> None:
     # its 1e9-byte row: 1e9 / 3.35e12 s = 298.5 us of roof in 500 us
     assert unary is not None and unary.dram_fraction == pytest.approx(
         1e9 / peaks.bytes_per_s * 1e6 / 500.0, rel=1e-9)
+
+
+def test_rows_at_one_distance_are_taken_in_row_order_whatever_their_last_bits() -> None:
+    from moduleprofiler.prediction.device_model import NEIGHBOURS, _Table, interpolate
+
+    # six rows at distance 1 from the query (0, 0), the later ones closer by a few units in
+    # the last place (what another CPU's vector logarithms make of a tie): rows 0-3 are taken
+    epsilon = 4e-16
+    features = np.array([[1.0 - i * epsilon, 0.0] for i in range(6)])
+    us = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+    table = _Table(features=features, us=us, roof_us=np.ones(6), floor_us=0.0)
+    assert NEIGHBOURS == 4
+    # equal weights, a roofline ratio of 1: the geometric mean of 1, 2, 4 and 8 us is
+    # 2 ** ((0 + 1 + 2 + 3) / 4) = 2 ** 1.5
+    assert interpolate(table, np.zeros(2), 1.0) == pytest.approx(2 ** 1.5, rel=1e-9)

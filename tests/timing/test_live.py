@@ -145,7 +145,9 @@ def test_a_model_compiled_in_place_is_not_hooked_and_says_so():
     with pytest.warns(TimingWarning, match=r"compiled in place \(model.compile\(\)\)"), \
             TrainingProfiler(model, start_step=0) as prof:
         _train(model, prof, 3)
-    assert _dynamo_counters() == (breaks, graphs + 1)
+    # no graph break, at most one graph (torch 2.11 on CUDA had it compiled already)
+    after_breaks, after_graphs = _dynamo_counters()
+    assert after_breaks == breaks and after_graphs - graphs <= 1
     timing = prof.result()
     assert timing.records == () and timing.unhooked == ("", "0", "1")
     assert not any("no step was profiled" in w for w in timing.warnings)
