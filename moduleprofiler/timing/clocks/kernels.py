@@ -252,19 +252,28 @@ def traced_share(count: int) -> int:
     return max(1, count // 4)
 
 
-UNPROFILED_ITERATIONS = (2, 3, 20)
-"""Hook-free iterations before the first kernel-record session: warm-up, then at least the
-second and at most the third number, kept while under :data:`UNPROFILED_SECONDS`."""
-UNPROFILED_SECONDS = 1.0
+UNPROFILED_WARMUP = (2, 0.25)
+"""Hook-free iterations warmed up before the first kernel-record session: at least the first
+number, and for at least the second's seconds (a fresh model's first iterations pick kernels,
+load their code and wake the GPU's clocks)."""
+UNPROFILED_ITERATIONS = (3, 20, 1.0)
+"""Then the kept ones: at least the first number, at most the second, within the third's
+seconds."""
 
 
 def _before_sessions(block: Callable[[int, bool], None]) -> None:
-    """Run the hook-free ``block`` as :data:`UNPROFILED_ITERATIONS` says."""
-    warm, least, most = UNPROFILED_ITERATIONS
-    block(warm, False)
+    """Run the hook-free ``block`` as :data:`UNPROFILED_WARMUP` and
+    :data:`UNPROFILED_ITERATIONS` say."""
+    least, seconds = UNPROFILED_WARMUP
     start = time.perf_counter()
-    for done in range(most):
-        if done >= least and time.perf_counter() - start >= UNPROFILED_SECONDS:
+    warm = 0
+    while warm < least or time.perf_counter() - start < seconds:
+        block(1, False)
+        warm += 1
+    least, most, seconds = UNPROFILED_ITERATIONS
+    start = time.perf_counter()
+    for done in range(int(most)):
+        if done >= least and time.perf_counter() - start >= seconds:
             return
         block(1, True)
 
@@ -332,7 +341,7 @@ class KernelClock(Clock):
     def prime(self) -> None:
         """One traced iteration, not kept: the first session starts CUPTI. Before it, when no
         kernel-record session has run in this process, a few hook-free iterations
-        (:data:`UNPROFILED_ITERATIONS`): once CUPTI is attached it stays, and every launch
+        (:func:`_before_sessions`): once CUPTI is attached it stays, and every launch
         costs the host more (1.32 to 1.68 times in tight loops on an H200's host), so only
         those iterations time what the user's unprofiled run takes."""
         # the primer closes over the pass's runner: let go of it once used, so that a clock
