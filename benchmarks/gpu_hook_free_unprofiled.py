@@ -1,6 +1,6 @@
 """The hook-free latency ``time_modules`` reports on a GPU against the user's unprofiled run.
 
-    PYTHONPATH=. python3 benchmarks/gpu_hook_free_unprofiled.py [--rounds 2]
+    PYTHONPATH=. python3 benchmarks/gpu_hook_free_unprofiled.py [--rounds 2] [--first N]
 
 Once a process has run a kernel-record (CUPTI) session, every later launch costs the host more.
 For each configuration and round, three fresh processes, one after another:
@@ -70,10 +70,12 @@ def child(config: tuple[str, int, str], kind: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--first", type=int, default=len(CONFIGS),
+                        help="measure only the first N configurations")
     args = parser.parse_args()
     print("config                   unprofiled  reported (x)       interleaved (x)    "
           "benchmark after a pass (x)   reported timed unprofiled")
-    for config in CONFIGS:
+    for config in CONFIGS[:args.first]:
         rows: dict[str, list[float]] = {"fresh": [], "reported": [], "interleaved": [],
                                         "after": []}
         unprofiled = []
