@@ -117,6 +117,7 @@ class CountingListener(Listener):
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators = self._formulas.missing
         self._hosts: frozenset[int] = frozenset()
+        self._own_hooks: frozenset[int] = frozenset()
         self._paths: dict[int, str] = {}
         self._dtensor: type | None = None
         """``DTensor`` when the model holds one: operators are then counted on this rank's
@@ -129,6 +130,7 @@ class CountingListener(Listener):
     # -- listener --------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         self._hosts = _hosts_of_unhooked(runner)
+        self._own_hooks = runner.own_hooks
         self._paths = runner.paths
         self._dtensor = sharded_by(runner.modules)
         self._formulas = pass_formulas(self.maps.operators, self._dtensor,
@@ -387,10 +389,13 @@ class CountingListener(Listener):
         resolved = self._by_module.get(id(module))
         if resolved is None:
             resolved = self._resolve_type(module)
-            if not resolved.excluded and (id(module) in self._hosts or (
+            if not resolved.excluded and (
+                    id(module) in self._hosts or id(module) in self._own_hooks or (
                     self._dtensor is not None and holds_dtensor(module, self._dtensor))):
-                # its unhooked TorchScript children run inside its call, or its parameters are
-                # sharded (its attributes describe the global layer): count its operators
+                # its unhooked TorchScript children run inside its call, its own forward hooks
+                # do work the formula does not price (a weight_norm or pruning pre-hook
+                # recomputing the weight), or its parameters are sharded (its attributes
+                # describe the global layer): count its operators
                 resolved = replace(resolved, ops=_unknown, covered=False)
             elif resolved.covered and not resolved.excluded and not _covers(
                     resolved.ops, module, self._paths.get(id(module))):

@@ -56,6 +56,7 @@ pass, so few objects survive to set off the garbage collector.
 from __future__ import annotations
 
 import bisect
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -64,6 +65,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.autograd_nodes import (
@@ -241,6 +243,12 @@ def _hook_way(cls: type[nn.Module]) -> int:
     return way
 
 
+def _uninitialised(module: nn.Module) -> bool:
+    """Whether ``module`` is a lazy module whose parameters are not materialised yet (its
+    initialisation pre-hook is no work of the call)."""
+    return isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()
+
+
 def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle]) -> None:
     for module in hooked:  # the five tables ``_install`` wrote, by name (once per module)
         module._forward_pre_hooks.pop(key, None)
@@ -303,6 +311,10 @@ class PassRunner:
         self.failed_path: str | None = None
         self.unhooked: tuple[str, ...] = ()
         """Paths of TorchScript submodules left unhooked (their work is their parent's)."""
+        self.own_hooks: frozenset[int] = frozenset()
+        """Ids of the modules that carry forward hooks of their own (the user's, a
+        ``weight_norm``, a pruning mask): those hooks run inside the module's call (its
+        pre-hooks after the call opens), so their work is the call's."""
         self.reruns = Reruns()
         """The module calls made inside the backward (a checkpoint's rerun), matched to the
         forward calls they repeat; never recorded as calls."""
@@ -414,7 +426,9 @@ class PassRunner:
         handles: list[RemovableHandle] = []
         cleanup.callback(_release_hooks, key, hooked, handles)
         enter, exit_ = self._enter, self._exit
+        opening = functools.partial(enter, announce=False)
         ways = _HOOK_WAYS
+        own_hooks: list[int] = []
         for module in self.modules:  # one class lookup per module; paths only when needed
             way = ways.get(type(module))
             if way is None:
@@ -424,8 +438,23 @@ class PassRunner:
                     unhooked.append(self.paths[id(module)])
                     continue
                 way -= _SCRIPTED
+            # hooks of its own, besides a lazy module's initialisation (and the snapshot the
+            # state restore puts behind it): the call starts before they run
+            first = bool(module._forward_pre_hooks) and not _uninitialised(module)
+            if first or module._forward_hooks:
+                own_hooks.append(id(module))
             try:
-                if way == _DIRECT:
+                if first:
+                    # the call opens before the module's own pre-hooks run (their work is
+                    # the call's) and the listeners hear of it after them, with the arguments
+                    # they made; a rare case, registered through torch
+                    handles.append(module.register_forward_pre_hook(
+                        opening, with_kwargs=True, prepend=True))
+                    handles.append(module.register_forward_pre_hook(
+                        self._announce, with_kwargs=True))
+                    handles.append(module.register_forward_hook(
+                        exit_, with_kwargs=True, always_call=True))
+                elif way == _DIRECT:
                     hooked.append(module)
                     module._forward_pre_hooks[key] = enter
                     module._forward_pre_hooks_with_kwargs[key] = True
@@ -442,8 +471,10 @@ class PassRunner:
                     f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
                     f"{exc}", path) from exc
         self.unhooked = tuple(unhooked)
+        self.own_hooks = frozenset(own_hooks)
 
-    def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+               announce: bool = True) -> None:
         stack = self.stack
         if self.reruns.frames or (not stack and _current_node() is not None):
             # inside the backward: a rerun, not a forward call (asked only when no forward
@@ -466,8 +497,9 @@ class PassRunner:
         if self._track_nodes:
             self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
             self._seq_calls.append(call)
-        for listener in self._enter_listeners:
-            listener.enter(call, args, kwargs)
+        if announce:
+            for listener in self._enter_listeners:
+                listener.enter(call, args, kwargs)
         observer = self._observer
         if observer is not None:
             wanted = self._observed.get(key)
@@ -475,6 +507,26 @@ class PassRunner:
                 wanted = self._wants(module)
             if wanted is not observer.pushed:  # switch only when the state changes
                 observer.set_active(wanted)
+
+    def _announce(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> None:
+        """After a module's own pre-hooks: tell the listeners of the call opened before them
+        (``_enter(announce=False)``), with the arguments the hooks left."""
+        stack = self.stack
+        if self.reruns.frames or not stack or stack[-1].module is not module:
+            return  # a rerun inside the backward: no forward call was opened
+        call = stack[-1]
+        observer = self._observer
+        if observer is None or not observer.pushed or observer.muted:
+            for listener in self._enter_listeners:
+                listener.enter(call, args, kwargs)
+            return
+        observer.muted = True  # tensor work done by listeners is never observed
+        try:
+            for listener in self._enter_listeners:
+                listener.enter(call, args, kwargs)
+        finally:
+            observer.muted = False
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:

@@ -101,3 +101,41 @@ def test_a_profile_whose_every_call_is_unknown_still_says_it_counted() -> None:
     notes = str(profile.tree())
     assert "ops unknown or partial in 1 module(s)" in notes
     assert "counts no ops" not in notes
+
+
+def doubles_input(module: nn.Module, args: tuple[Any, ...]) -> tuple[torch.Tensor]:
+    return (args[0] * 2,)
+
+
+def triples_output(module: nn.Module, args: tuple[Any, ...], output: Any) -> torch.Tensor:
+    return output * 3
+
+
+class Wrapper(nn.Module):
+    """A model of its own around a Linear (its forward is not a formula container's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("root", ["sequential", "wrapper"])
+def test_work_in_a_module_s_own_forward_hooks_is_its_call_s(root: str) -> None:
+    # a weight_norm or pruning pre-hook recomputes the weight before each call: the work of a
+    # module's own hooks is part of its call (they run inside nn.Module.__call__), never lost.
+    # Linear(4, 4) on 2 rows: 2 * 4 * (2 * 4 - 1) + 2 * 4 (bias) = 64; the pre-hook's multiply
+    # of the 2 x 4 input, 8; the post-hook's of the 2 x 4 output, 8: 80
+    model = nn.Sequential(nn.Linear(4, 4)) if root == "sequential" else Wrapper()
+    lin = model[0] if root == "sequential" else model.lin
+    pre = lin.register_forward_pre_hook(doubles_input)
+    post = lin.register_forward_hook(triples_output)
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4))
+    assert profile.total_ops == 80
+    assert (profile.records[1].self_ops, profile.records[0].self_ops) == (80, 0)
+    # MACs: the Linear's 2 * 4 * 4 = 32; the hooks' multiplies accumulate nothing
+    assert profile.total_macs == 32
+    # the hooks are the user's again, in their order
+    assert list(lin._forward_pre_hooks) == [pre.id] and list(lin._forward_hooks) == [post.id]
