@@ -171,6 +171,17 @@ def test_a_buffer_resized_in_place_gets_its_shape_back() -> None:
     assert_unchanged(model, before)
 
 
+def test_an_embedding_with_max_norm_keeps_its_weight() -> None:
+    # its forward renormalises the rows it looks up in place (rows 1-3 here, norms ~2 > 1)
+    model = nn.Sequential(nn.Embedding(10, 4, max_norm=1.0))
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)  # every row's norm is sqrt(4) = 2
+    before = snapshot(model)
+    ModuleProfiler().profile(model, torch.tensor([[1, 2, 3]]))
+    assert torch.equal(model[0].weight, torch.ones(10, 4))
+    assert_unchanged(model, before)
+
+
 def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
     x = torch.randn(2, 8)
