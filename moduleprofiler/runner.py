@@ -9,7 +9,9 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   (a module whose class overrides those methods gets them called), and released by one
   cleanup even when the forward raises; nothing else is written onto the user's modules and
   torch is never patched. TorchScript children cannot carry Python hooks: they are left
-  unhooked and their work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`);
+  unhooked and their work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`).
+  A module with forward pre-hooks of its own gets its call opened before them and announced
+  to the listeners after them (:attr:`PassRunner.own_hooks`: their work is the call's);
 * keeps the one runtime call stack: each module call is a :class:`Call` with its index in
   execution order, parent, depth and call number; the first module whose forward raises is
   :attr:`PassRunner.failed_path`;
