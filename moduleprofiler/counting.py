@@ -117,6 +117,11 @@ class CountingListener(Listener):
         """Operators that ran outside every module call (e.g. in a ``pred_fn``)."""
         self.unsupported_operators = self._formulas.missing
         self._hosts: frozenset[int] = frozenset()
+        self._own_hooks: frozenset[int] = frozenset()
+        self._hooked: dict[int, _Resolved] = {}
+        """Id -> formula of the modules with forward hooks of their own that a formula
+        covers: counted by their operators (hooks included), by the formula where those
+        are not all known (an opaque kernel the formula was registered for)."""
         self._paths: dict[int, str] = {}
         self._dtensor: type | None = None
         """``DTensor`` when the model holds one: operators are then counted on this rank's
@@ -129,6 +134,7 @@ class CountingListener(Listener):
     # -- listener --------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         self._hosts = _hosts_of_unhooked(runner)
+        self._own_hooks = runner.own_hooks
         self._paths = runner.paths
         self._dtensor = sharded_by(runner.modules)
         self._formulas = pass_formulas(self.maps.operators, self._dtensor,
@@ -344,7 +350,12 @@ class CountingListener(Listener):
             # the formula was trusted to price this call, so its operators were not counted
             # (at most observed for their MACs): its own work is unknown, not the 0 of a tally
             return self._declined(call, resolved.ops)
-        return self._operator_counts(call)
+        counts = self._operator_counts(call)
+        if self._hooked and counts[2] not in COUNTED_SOURCES:
+            formula = self._hooked.get(id(module))
+            if formula is not None:  # its operators are not all known: its formula's count
+                return self._own_counts(formula, call, inputs, output)
+        return counts
 
     def _operator_counts(self, call: Call
                          ) -> tuple[int | float | None, int | float | None, OpsSource]:
@@ -387,10 +398,15 @@ class CountingListener(Listener):
         resolved = self._by_module.get(id(module))
         if resolved is None:
             resolved = self._resolve_type(module)
-            if not resolved.excluded and (id(module) in self._hosts or (
+            if not resolved.excluded and (
+                    id(module) in self._hosts or id(module) in self._own_hooks or (
                     self._dtensor is not None and holds_dtensor(module, self._dtensor))):
-                # its unhooked TorchScript children run inside its call, or its parameters are
-                # sharded (its attributes describe the global layer): count its operators
+                # its unhooked TorchScript children run inside its call, its own forward hooks
+                # do work the formula does not price (a weight_norm or pruning pre-hook
+                # recomputing the weight), or its parameters are sharded (its attributes
+                # describe the global layer): count its operators
+                if resolved.covered and id(module) in self._own_hooks:
+                    self._hooked[id(module)] = resolved
                 resolved = replace(resolved, ops=_unknown, covered=False)
             elif resolved.covered and not resolved.excluded and not _covers(
                     resolved.ops, module, self._paths.get(id(module))):

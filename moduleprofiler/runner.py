@@ -9,7 +9,9 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   (a module whose class overrides those methods gets them called), and released by one
   cleanup even when the forward raises; nothing else is written onto the user's modules and
   torch is never patched. TorchScript children cannot carry Python hooks: they are left
-  unhooked and their work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`);
+  unhooked and their work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`).
+  A module with forward pre-hooks of its own gets its call opened before them and announced
+  to the listeners after them (:attr:`PassRunner.own_hooks`: their work is the call's);
 * keeps the one runtime call stack: each module call is a :class:`Call` with its index in
   execution order, parent, depth and call number; the first module whose forward raises is
   :attr:`PassRunner.failed_path`;
@@ -56,6 +58,7 @@ pass, so few objects survive to set off the garbage collector.
 from __future__ import annotations
 
 import bisect
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -64,6 +67,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.autograd_nodes import (
@@ -241,6 +245,25 @@ def _hook_way(cls: type[nn.Module]) -> int:
     return way
 
 
+def _uninitialised(module: nn.Module) -> bool:
+    """Whether ``module`` is a lazy module whose parameters are not materialised yet (its
+    initialisation pre-hook is no work of the call)."""
+    return isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()
+
+
+def _foreign(hooks: Mapping[int, Any]) -> bool:
+    """Whether a module's hook table holds a hook no pass runner put there: another runner's
+    (a pass run while a watching one keeps its hooks, a profile inside a training window) is
+    no work of the module."""
+    for hook in hooks.values():
+        owner = getattr(hook, "__self__", None)
+        if owner is None:  # the opening pre-hook is a partial of a runner's method
+            owner = getattr(getattr(hook, "func", None), "__self__", None)
+        if not isinstance(owner, PassRunner):
+            return True
+    return False
+
+
 def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle]) -> None:
     for module in hooked:  # the five tables ``_install`` wrote, by name (once per module)
         module._forward_pre_hooks.pop(key, None)
@@ -309,6 +332,10 @@ class PassRunner:
         """Paths of the modules left unhooked, TorchScript submodules (which cannot carry
         Python hooks) and the ``unhookable`` ones: their work is their nearest hooked
         ancestor's."""
+        self.own_hooks: frozenset[int] = frozenset()
+        """Ids of the modules that carry forward hooks of their own (the user's, a
+        ``weight_norm``, a pruning mask): those hooks run inside the module's call (its
+        pre-hooks after the call opens), so their work is the call's."""
         self.reruns = Reruns()
         """The module calls made inside the backward (a checkpoint's rerun), matched to the
         forward calls they repeat; never recorded as calls."""
@@ -420,8 +447,10 @@ class PassRunner:
         handles: list[RemovableHandle] = []
         cleanup.callback(_release_hooks, key, hooked, handles)
         enter, exit_ = self._enter, self._exit
+        opening = functools.partial(enter, announce=False)
         ways = _HOOK_WAYS
         unhookable = self._unhookable
+        own_hooks: list[int] = []
         for module in self.modules:  # one class lookup per module; paths only when needed
             if unhookable and id(module) in unhookable:
                 unhooked.append(self.paths[id(module)])
@@ -434,8 +463,24 @@ class PassRunner:
                     unhooked.append(self.paths[id(module)])
                     continue
                 way -= _SCRIPTED
+            # hooks of its own, besides a lazy module's initialisation (and the snapshot the
+            # state restore puts behind it): the call starts before they run
+            first = (bool(module._forward_pre_hooks) and _foreign(module._forward_pre_hooks)
+                     and not _uninitialised(module))
+            if first or (module._forward_hooks and _foreign(module._forward_hooks)):
+                own_hooks.append(id(module))
             try:
-                if way == _DIRECT:
+                if first:
+                    # the call opens before the module's own pre-hooks run (their work is
+                    # the call's) and the listeners hear of it after them, with the arguments
+                    # they made; a rare case, registered through torch
+                    handles.append(module.register_forward_pre_hook(
+                        opening, with_kwargs=True, prepend=True))
+                    handles.append(module.register_forward_pre_hook(
+                        self._announce, with_kwargs=True))
+                    handles.append(module.register_forward_hook(
+                        exit_, with_kwargs=True, always_call=True))
+                elif way == _DIRECT:
                     hooked.append(module)
                     module._forward_pre_hooks[key] = enter
                     module._forward_pre_hooks_with_kwargs[key] = True
@@ -452,8 +497,10 @@ class PassRunner:
                     f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
                     f"{exc}", path) from exc
         self.unhooked = tuple(unhooked)
+        self.own_hooks = frozenset(own_hooks)
 
-    def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+               announce: bool = True) -> None:
         stack = self.stack
         if self.reruns.frames or (not stack and _current_node() is not None):
             # inside the backward: a rerun, not a forward call (asked only when no forward
@@ -476,8 +523,9 @@ class PassRunner:
         if self._track_nodes:
             self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
             self._seq_calls.append(call)
-        for listener in self._enter_listeners:
-            listener.enter(call, args, kwargs)
+        if announce:
+            for listener in self._enter_listeners:
+                listener.enter(call, args, kwargs)
         observer = self._observer
         if observer is not None:
             wanted = self._observed.get(key)
@@ -485,6 +533,26 @@ class PassRunner:
                 wanted = self._wants(module)
             if wanted is not observer.pushed:  # switch only when the state changes
                 observer.set_active(wanted)
+
+    def _announce(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> None:
+        """After a module's own pre-hooks: tell the listeners of the call opened before them
+        (``_enter(announce=False)``), with the arguments the hooks left."""
+        stack = self.stack
+        if self.reruns.frames or not stack or stack[-1].module is not module:
+            return  # a rerun inside the backward: no forward call was opened
+        call = stack[-1]
+        observer = self._observer
+        if observer is None or not observer.pushed or observer.muted:
+            for listener in self._enter_listeners:
+                listener.enter(call, args, kwargs)
+            return
+        observer.muted = True  # tensor work done by listeners is never observed
+        try:
+            for listener in self._enter_listeners:
+                listener.enter(call, args, kwargs)
+        finally:
+            observer.muted = False
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:

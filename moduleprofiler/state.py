@@ -5,7 +5,9 @@
 * every module's own ``training`` flag (``nn.Module.train(mode)`` would set every descendant to
   one mode and undo a deliberately frozen ``BatchNorm`` inside a training model);
 * buffer values (BatchNorm running statistics and ``num_batches_tracked``, a step counter or a
-  cache a module writes even in eval mode), so a pass never updates them; a lazy module's buffers
+  cache a module writes even in eval mode), so a pass never updates them: a buffer the forward
+  replaced (``self.state = new``) gets its own tensor back, one it resized in place (an observer
+  going per-channel) its own shape; a lazy module's buffers
   are snapshotted right after they materialise (in the pass), so they too are left as
   initialised, not as the pass's forward updated them (buffers only torch's own eval-mode batch
   and instance norms hold are not copied: those layers only read them);
@@ -14,7 +16,10 @@
   starts like a step after ``zero_grad(set_to_none=True)``) and put back after it; gradients
   the pass created are dropped.
 
-``requires_grad`` is never changed by a pass; parameters are never written.
+``requires_grad`` is never changed by a pass; parameters are never written by it. The one
+parameter torch's own layers write in their forward, the weight of an ``nn.Embedding`` or
+``nn.EmbeddingBag`` with ``max_norm`` (its looked-up rows renormalised in place), is restored
+like a buffer.
 """
 
 from __future__ import annotations
@@ -40,26 +45,57 @@ def _reads_only(module: nn.Module) -> bool:
             and type(module).forward in _TORCH_NORM_FORWARDS)
 
 
-def _buffers(modules: Sequence[nn.Module]) -> tuple[list[Tensor], list[nn.Module]]:
+_Slot = tuple[dict[str, Any], str, Tensor]
+"""A module's buffer table, a name in it and the tensor it held before the pass."""
+
+
+def _buffers(modules: Sequence[nn.Module]
+             ) -> tuple[list[Tensor], list[_Slot], list[nn.Module]]:
     """Every distinct buffer a pass could write: all of them but those only read by eval-mode
-    norm layers (a buffer shared with any other module is kept); and the modules holding a lazy
-    buffer not materialised yet. One loop over the modules with buffers."""
+    norm layers (a buffer shared with any other module is kept); the table slots holding them
+    (a forward may replace a buffer, ``self.state = new``, instead of writing it); and the
+    modules holding a lazy buffer not materialised yet. One loop over the modules with
+    buffers."""
     unique: dict[int, Tensor] = {}
+    slots: list[_Slot] = []
     lazy: list[nn.Module] = []
     for module in modules:
         table = module._buffers
         if not table:
             continue
         kept = not _reads_only(module)
-        for buffer in table.values():
+        for name, buffer in table.items():
             if buffer is None:
                 continue
             if kept:
                 unique.setdefault(id(buffer), buffer)
+                slots.append((table, name, buffer))
             if type(buffer) is not Tensor and isinstance(buffer, UninitializedBuffer) and (
                     not lazy or lazy[-1] is not module):
                 lazy.append(module)
-    return list(unique.values()), lazy
+    return list(unique.values()), slots, lazy
+
+
+def _restore(saved: list[tuple[Tensor, Tensor]], slots: list[_Slot]) -> None:
+    """Put every slot's own tensor back where the pass replaced it, and every saved value back
+    into its tensor, in its saved shape where the pass resized it in place."""
+    for table, name, buffer in slots:
+        if table.get(name) is not buffer:
+            table[name] = buffer
+    with torch.no_grad():
+        for buffer, value in saved:
+            if buffer.shape != value.shape:  # the pass resized it in place: resize it back
+                buffer.resize_(value.shape)
+            buffer.copy_(value)
+
+
+def _written_weights(modules: Sequence[nn.Module]) -> list[Tensor]:
+    """The weights of the embeddings with ``max_norm``: their forward renormalises the rows
+    it looks up, in place."""
+    # the instance attribute read first: half the time of an isinstance test on every module
+    return [module.weight for module in modules
+            if module.__dict__.get("max_norm") is not None
+            and isinstance(module, (nn.Embedding, nn.EmbeddingBag))]
 
 
 def _parameters(root: nn.Module) -> list[nn.Parameter]:
@@ -162,6 +198,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     flags = [module.training for module in modules]
     saved_grads: list[tuple[Tensor, Tensor | None]] = []
     saved_buffers: list[tuple[Tensor, Tensor]] = []
+    slots: list[_Slot] = []
     lazy_hooks = ExitStack()
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
@@ -171,8 +208,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         elif train and False in flags:
             _switch(root, modules, True)
         if buffers is not False:
-            written, lazy = _buffers(modules)
-            saved_buffers = _snapshot(written)
+            written, slots, lazy = _buffers(modules)
+            saved_buffers = _snapshot([*written, *_written_weights(modules)])
             for module in lazy:
                 # runs after the module's own lazy-initialisation pre-hook, before its forward
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
@@ -183,11 +220,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     finally:
         lazy_hooks.close()
         _put_back(saved_grads)
-        if saved_buffers:
-            with torch.no_grad():
-                for buffer, value in saved_buffers:
-                    if buffer.shape == value.shape:
-                        buffer.copy_(value)
+        if saved_buffers or slots:
+            _restore(saved_buffers, slots)
         for module, training in zip(modules, flags):
             if module.training is not training:
                 module.training = training

@@ -195,6 +195,17 @@ def test_unfold_backward_counts_the_overlap_adds(size: int, step: int, overlap_a
     assert profile.backward_complete
 
 
+def test_weight_norm_backward_is_counted() -> None:
+    # torch.nn.utils.weight_norm recomputes w = g * v / ||v|| in a pre-hook (the fused
+    # _weight_norm_interface); its backward is one kernel: v is 4 x 4 (M = 16) in 4 groups
+    # (dim 0): 5 * 16 + 2 * 4 = 88. The weight's gradient, grad^T (4 x 3) @ x (3 x 4):
+    # 16 outputs of 3 products and 2 adds, 80. x needs no gradient.
+    model = nn.Sequential(nn.utils.weight_norm(nn.Linear(4, 4, bias=False)))
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True)
+    assert profile.total_backward_ops == 80 + 88
+    assert profile.backward_complete
+
+
 # -- inputs that require grad --------------------------------------------------------------
 
 class Einsum(nn.Module):

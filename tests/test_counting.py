@@ -101,3 +101,92 @@ def test_a_profile_whose_every_call_is_unknown_still_says_it_counted() -> None:
     notes = str(profile.tree())
     assert "ops unknown or partial in 1 module(s)" in notes
     assert "counts no ops" not in notes
+
+
+def doubles_input(module: nn.Module, args: tuple[Any, ...]) -> tuple[torch.Tensor]:
+    return (args[0] * 2,)
+
+
+def triples_output(module: nn.Module, args: tuple[Any, ...], output: Any) -> torch.Tensor:
+    return output * 3
+
+
+class Wrapper(nn.Module):
+    """A model of its own around a Linear (its forward is not a formula container's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("root", ["sequential", "wrapper"])
+def test_work_in_a_module_s_own_forward_hooks_is_its_call_s(root: str) -> None:
+    # a weight_norm or pruning pre-hook recomputes the weight before each call: the work of a
+    # module's own hooks is part of its call (they run inside nn.Module.__call__), never lost.
+    # Linear(4, 4) on 2 rows: 2 * 4 * (2 * 4 - 1) + 2 * 4 (bias) = 64; the pre-hook's multiply
+    # of the 2 x 4 input, 8; the post-hook's of the 2 x 4 output, 8: 80
+    model = nn.Sequential(nn.Linear(4, 4)) if root == "sequential" else Wrapper()
+    lin = model[0] if root == "sequential" else model.lin
+    pre = lin.register_forward_pre_hook(doubles_input)
+    post = lin.register_forward_hook(triples_output)
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4))
+    assert profile.total_ops == 80
+    assert (profile.records[1].self_ops, profile.records[0].self_ops) == (80, 0)
+    # MACs: the Linear's 2 * 4 * 4 = 32; the hooks' multiplies accumulate nothing
+    assert profile.total_macs == 32
+    # the hooks are the user's again, in their order
+    assert list(lin._forward_pre_hooks) == [pre.id] and list(lin._forward_hooks) == [post.id]
+
+
+@torch.library.custom_op("counting_tests::opaque", mutates_args=())
+def opaque(x: torch.Tensor) -> torch.Tensor:
+    """A kernel no operator formula prices."""
+    return x * 3
+
+
+@opaque.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Opaque(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return opaque(x)  # type: ignore[no-any-return]
+
+
+def test_a_hooked_module_whose_operators_are_unknown_keeps_its_formula() -> None:
+    # the formula was registered for an opaque kernel: with a forward hook on the module (a
+    # logger that computes nothing) the formula still counts, 1 op per element: 2 * 3 = 6
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[Opaque] = lambda module, inputs, output: output.numel()
+    model = Opaque()
+    model.register_forward_hook(lambda module, args, output: None)
+    profile = profiler.profile(model, torch.randn(2, 3))
+    assert (profile.total_ops, profile.records[0].ops_source) == (6, "formula")
+
+
+def test_a_pass_run_while_another_runner_watches_counts_as_without_it() -> None:
+    from moduleprofiler.timing import TrainingProfiler
+
+    class Recurrent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(4, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.gru(x)[0]
+
+    torch.manual_seed(0)
+    model, x = Recurrent(), torch.randn(5, 1, 4)
+    alone = ModuleProfiler().profile(model, x)
+    with TrainingProfiler(model) as watching:
+        assert watching.active  # its hooks are on every module
+        inside = ModuleProfiler().profile(model, x)
+    # the watching runner's hooks are no work of the GRU: it keeps its formula (a GRU's
+    # operators count a few ops more than its formula), the same totals
+    assert inside.module("gru") == alone.module("gru")
+    assert (inside.total_ops, inside.total_macs) == (alone.total_ops, alone.total_macs)
+    assert [r.ops_source for r in inside.records] == [r.ops_source for r in alone.records]

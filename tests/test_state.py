@@ -131,6 +131,57 @@ def test_a_norm_subclass_that_writes_in_eval_mode_is_restored() -> None:
     assert_unchanged(model, before)
 
 
+class StreamingConv(nn.Module):
+    """Keeps the last two frames of its input in a buffer that every forward replaces (the state
+    of a streaming audio layer): ``self.state = ...`` puts a new tensor in the buffer table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(2, 2, 3)
+        self.register_buffer("state", torch.zeros(1, 2, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        full = torch.cat([self.state, x], dim=-1)
+        self.state = full[..., -2:].detach()
+        return self.conv(full)
+
+
+def test_a_buffer_the_forward_replaces_is_put_back() -> None:
+    model = StreamingConv()
+    state = model.state
+    before = snapshot(model)
+    ModuleProfiler().profile(model, torch.ones(1, 2, 4))
+    assert model.state is state  # the model's own tensor, not the pass's last frames
+    assert_unchanged(model, before)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")  # torch.ao's own
+def test_a_buffer_resized_in_place_gets_its_shape_back() -> None:
+    # a fresh per-channel QAT observer resizes its scale, zero point and min/max buffers in
+    # place in its first forward (min_val and max_val from 0 elements to one per channel)
+    quantization = pytest.importorskip("torch.ao.quantization")
+    model = nn.Sequential(quantization.QuantStub(), nn.Conv2d(3, 4, 3), quantization.DeQuantStub())
+    model.qconfig = quantization.get_default_qat_qconfig("fbgemm")
+    model = quantization.prepare_qat(model.train())
+    observer = model[1].weight_fake_quant.activation_post_process
+    assert observer.min_val.shape == (0,)
+    before = snapshot(model)
+    ModuleProfiler().profile(model, torch.randn(1, 3, 8, 8), eval=False)
+    assert observer.min_val.shape == (0,)
+    assert_unchanged(model, before)
+
+
+def test_an_embedding_with_max_norm_keeps_its_weight() -> None:
+    # its forward renormalises the rows it looks up in place (rows 1-3 here, norms ~2 > 1)
+    model = nn.Sequential(nn.Embedding(10, 4, max_norm=1.0))
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)  # every row's norm is sqrt(4) = 2
+    before = snapshot(model)
+    ModuleProfiler().profile(model, torch.tensor([[1, 2, 3]]))
+    assert torch.equal(model[0].weight, torch.ones(10, 4))
+    assert_unchanged(model, before)
+
+
 def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
     x = torch.randn(2, 8)

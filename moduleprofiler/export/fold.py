@@ -16,7 +16,7 @@ column keeps its value where the blocks agree and is unknown where they do not.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -139,10 +139,24 @@ def _fold_value(values: list[Any], how: str) -> Any:
     return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
 
 
-def fold_tree(frame: pd.DataFrame) -> pd.DataFrame:
+def block_keys(frame: pd.DataFrame) -> dict[str, tuple[Any, ...]]:
+    """What decides folding of each numbered row of ``frame`` (every module of a tree, before
+    a view leaves rows out), over its whole subtree, by module name: a view of some rows
+    keeps them, so that blocks differing only in rows it leaves out (a ``max_depth`` hiding a
+    block's different child) do not fold as one."""
+    names = [str(name) for name in frame["module"]]
+    ends = _subtree_ends(parents(names))
+    facts = _row_facts(frame)
+    return {names[row]: _signature(facts, names, row, ends[row]) for row in range(len(names))
+            if _NUMBERED.match(names[row].rpartition(".")[2])}
+
+
+def fold_tree(frame: pd.DataFrame,
+              blocks: Mapping[str, tuple[Any, ...]] | None = None) -> pd.DataFrame:
     """``frame`` (a tree view's rows, pre-order, with every column) with runs of identical
-    numbered siblings folded into one subtree. Returns ``frame`` itself when nothing
-    folds."""
+    numbered siblings folded into one subtree. ``blocks``: :func:`block_keys` of the whole
+    tree when ``frame`` holds some of its rows only; they decide then. Returns ``frame``
+    itself when nothing folds."""
     names = [str(name) for name in frame["module"]]
     parent_of = parents(names)
     ends = _subtree_ends(parent_of)
@@ -157,7 +171,8 @@ def fold_tree(frame: pd.DataFrame) -> pd.DataFrame:
     heads: dict[int, list[int]] = {}
     for kids in children.values():
         candidates = [k for k in kids if _NUMBERED.match(names[k].rpartition(".")[2])]
-        keys = {k: _signature(facts, names, k, ends[k]) for k in candidates}
+        keys = {k: _signature(facts, names, k, ends[k]) if blocks is None
+                else blocks.get(names[k], ()) for k in candidates}
         for run in _runs(kids, names, keys):
             if not _shares_tensors(cells, run, parent_of[run[0]], ends):
                 heads[run[0]] = run

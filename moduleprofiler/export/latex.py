@@ -135,7 +135,7 @@ def _fold(view: ViewData) -> tuple[ViewData, dict[str, int]]:
     folding), and the folded runs' names with how many blocks each holds."""
     if view.frame.empty or not (view.kind == "tree" or view.module_order):
         return view, {}
-    frame = fold_tree(view.frame)
+    frame = fold_tree(view.frame, view.blocks)
     if frame is view.frame:
         return view, {}
     before = set(map(str, view.frame["module"]))

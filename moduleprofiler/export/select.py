@@ -12,6 +12,7 @@ import pandas as pd
 
 from moduleprofiler.export.aggregate import is_under
 from moduleprofiler.export.columns import column_spec, is_extra_column, metric_columns
+from moduleprofiler.export.fold import block_keys
 from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
@@ -367,6 +368,8 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     wanted = [*shown, *([pct_column] if pct_column else [])]
     frame = add_percentages(base, wanted, profile_totals(profile))
     _resolve_columns(frame, wanted)
+    whole = _unfiltered(max_depth, min_pct, include, exclude)
+    blocks = None if whole else block_keys(frame)
     frame = select_rows(frame, tree=True, max_depth=max_depth, min_pct=min_pct,
                         pct_column=pct_column, include=include, exclude=exclude)
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
@@ -374,7 +377,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
                 notes=(*profile_notes(profile), *_shared_note(profile, base)),
                 optional=_optional(["type", *shown], columns is not None),
                 keep=_asked(shown, columns, pct_column), module_order=True,
-                all_rows=_unfiltered(max_depth, min_pct, include, exclude))
+                all_rows=whole, blocks=blocks)
 
 
 def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
@@ -410,6 +413,9 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     wanted = [*shown, *(c for c in (pct_column, sort_by) if c)]
     frame = add_percentages(base, wanted, profile_totals(profile))
     _resolve_columns(frame, wanted)
+    module_order = aggregate == "module" and sort_by is None
+    blocks = block_keys(frame) if module_order and not _unfiltered(
+        max_depth, min_pct, include, exclude, limit) else None
     frame = select_rows(frame, tree=False, max_depth=max_depth, min_pct=min_pct,
                         pct_column=pct_column, include=include, exclude=exclude)
     if sort_by is not None:
@@ -424,9 +430,8 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
                 title=title, totals=_totals(profile), notes=profile_notes(profile),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
                 keep=_asked(shown, columns, sort_by, pct_column),
-                module_order=aggregate == "module" and sort_by is None,
-                all_rows=aggregate == "module" and sort_by is None
-                and _unfiltered(max_depth, min_pct, include, exclude, limit))
+                module_order=module_order, blocks=blocks,
+                all_rows=module_order and blocks is None)
 
 
 def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pandas as pd
 
@@ -53,6 +53,10 @@ class ViewData:
     """The rows are every module, none left out by the caller (no ``max_depth``,
     ``min_pct``, ``include``, ``exclude``, ``limit``): a renderer that must fit a height (a
     LaTeX float on one page) may show fewer depths, and says so."""
+    blocks: Mapping[str, tuple[Any, ...]] | None = None
+    """Where the caller left rows out of a tree: what decides folding of each numbered block
+    over its whole subtree (:func:`~moduleprofiler.export.fold.block_keys`), so that blocks
+    that differ in hidden rows stay apart; ``None``: the rows are the whole tree."""
     width: int | None = None
     """The text width when :meth:`View.to_text` is given none (``None``: the terminal's;
     ``0``: no limit): ``profile.tree(width=120)`` then prints 120 columns wide."""
@@ -86,5 +90,5 @@ class ViewData:
         they are (of the same class)."""
         if self.kind != "tree" or self.frame.empty:
             return self
-        frame = fold_tree(self.frame)
+        frame = fold_tree(self.frame, self.blocks)
         return self if frame is self.frame else replace(self, frame=frame)

@@ -36,7 +36,10 @@ def renorm_ops(module: nn.Embedding | nn.EmbeddingBag, indices: Tensor) -> int:
     """
     if module.max_norm is None or indices.numel() == 0:
         return 0
-    return len(set(_index_list(indices))) * (2 * module.embedding_dim + 1)
+    # NB: on the meta device the indices are unknown and every index counts as distinct (as
+    # for the ``embedding_renorm_`` operator)
+    distinct = indices.numel() if indices.is_meta else len(set(_index_list(indices)))
+    return distinct * (2 * module.embedding_dim + 1)
 
 
 @register_ops(nn.Embedding)
@@ -46,13 +49,22 @@ def embedding_ops(module: nn.Embedding, inputs: tuple[Any, ...], output: Any) ->
 
 
 def bag_sizes(module: nn.EmbeddingBag, indices: Tensor, offsets: Tensor | None) -> list[int]:
-    """Entries per bag that take part in the reduction (``padding_idx`` entries do not)."""
+    """Entries per bag that take part in the reduction (``padding_idx`` entries do not).
+
+    NB: on the meta device padding entries cannot be seen and no bag is taken to be empty (as
+    for the ``_embedding_bag`` operator): the entries spread over the bags, one each at least.
+    """
     pad = module.padding_idx
     if indices.dim() == 2:  # one bag per row, offsets unused
         rows, length = indices.shape
-        if pad is None:
+        if pad is None or indices.is_meta:
             return [int(length)] * int(rows)
         return [len(row) - row.count(pad) for row in indices.tolist()]
+    if indices.is_meta or (offsets is not None and offsets.is_meta):
+        entries = indices.numel()
+        bags = 1 if offsets is None else offsets.numel() - int(module.include_last_offset)
+        bags = min(max(bags, 0), entries)
+        return [entries - bags + 1, *[1] * (bags - 1)] if bags else []
     bounds = offsets.tolist() if offsets is not None else [0]
     if not module.include_last_offset:  # the last bag runs to the end of the input
         bounds.append(indices.numel())

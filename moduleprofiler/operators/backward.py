@@ -265,3 +265,18 @@ def unfold_backward_ops(args: Args, out: Any) -> Count:
         windows * size
     lines = math.prod(sizes) // length if length else 0
     return lines * (windows * size - covered), 0
+
+
+@register(*aten("_weight_norm_interface_backward"))
+def weight_norm_backward_ops(args: Args, out: Any) -> Count:
+    """5 * numel(v) + 2 * groups: per group the dot product of the gradient with ``v``
+    (2M - 1 per group) divided by the norm (g's gradient) and the two factors g / norm and
+    g's gradient / norm; per element ``(g / norm) * (grad - v * that)`` (3M).
+
+    Groups as in the forward (:func:`~moduleprofiler.operators.elementwise.weight_norm_ops`).
+    """
+    v, dim = args.tensor("saved_v"), args.get("dim", 0)
+    if v is None or numel(v) == 0:
+        return ZERO
+    groups = 1 if dim == -1 or v.dim() == 0 else int(v.shape[dim])
+    return 5 * numel(v) + 2 * groups, 0

@@ -63,6 +63,13 @@ def _copied(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]) -
             converted, requires_grad=parameter.requires_grad)
     for buffer in model.buffers():
         memo[id(buffer)] = convert(buffer)
+    for module in model.modules():
+        # a tensor attribute computed with autograd (``torch.nn.utils.weight_norm``'s
+        # ``weight``, recomputed by its pre-hook in every forward) cannot be deep-copied
+        for value in vars(module).values():
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None \
+                    and id(value) not in memo:
+                memo[id(value)] = convert(value.detach())
     return copy.deepcopy(model, memo)
 
 

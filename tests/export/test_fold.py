@@ -107,3 +107,25 @@ def test_layerwise_summary_folds_blocks_with_a_child_that_never_ran(
     text = prof.layerwise_summary()  # raised TypeError (float() of pd.NA) in fold.py
     assert "`-- 0-2 (_FirstOnly) x3" in text
     assert "1 (Dropout) [not called]" in text
+
+
+def _three_relu_blocks_and_a_tanh() -> nn.Module:
+    """Blocks 0-2 are Linear-ReLU, block 3 Linear-Tanh: one type, the same parameters and
+    shapes, different children."""
+    return nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.ReLU()) for _ in range(3)],
+                         nn.Sequential(nn.Linear(4, 4), nn.Tanh()))
+
+
+@pytest.mark.parametrize("options", [{"max_depth": 1}, {"exclude": "*.1"}])
+def test_blocks_that_differ_in_rows_a_view_leaves_out_do_not_fold(
+        options: dict[str, object]) -> None:
+    from moduleprofiler import ModuleProfiler
+
+    profile = ModuleProfiler().profile(_three_relu_blocks_and_a_tanh(), torch.randn(2, 4))
+    tree = profile.tree(["ops"], **options).folded().frame.set_index("module")
+    assert "0-3" not in tree.index and {"0-2", "3"} <= set(tree.index)
+    # Linear(4, 4) on 2 rows: 2 * 4 * (2 * 4 - 1) + 8 = 64; ReLU 8; three blocks 3 * 72 = 216;
+    # Tanh's 8 elements at 7 ops each (its formula), 56: block 3 is 64 + 56 = 120
+    assert (tree.loc["0-2", "ops"], tree.loc["3", "ops"]) == (216, 120)
+    latex = profile.to_latex(**options)
+    assert "0-2 &" in latex and "\n3 &" in latex and "0-3" not in latex

@@ -135,3 +135,17 @@ def test_formulas_dispatch_no_torch_operator() -> None:
         assert embedding_bag_ops(module, (ids, offsets, None), out) == 40
         assert embedding_ops(lookup, (ids,), out) == 36
     assert recorder.seen == []
+
+
+def test_lookups_on_the_meta_device_take_the_common_case() -> None:
+    # meta indices have no values: every index distinct, no padding, no empty bag (as the
+    # operators do). Embedding(max_norm) on 6 indices: 6 * (2*4 + 1) = 54 (36 on real ids)
+    with torch.device("meta"):
+        embedding = nn.Embedding(10, 4, max_norm=1.0)
+        bag = nn.EmbeddingBag(10, 4, mode="mean", padding_idx=0)
+    assert ops_of(embedding, IDS.to("meta")) == 54
+    # 7 entries in 4 bags (offsets 0, 2, 2, 5: one empty on real ids): 4 * (7 - 4) = 12 adds,
+    # 4 * 4 = 16 divisions: 28
+    assert ops_of(bag, FLAT.to("meta"), OFFSETS.to("meta")) == 28
+    # a 2-D input: 2 bags of 3, padding not seen: 4 * (6 - 2) + 4 * 2 = 24
+    assert ops_of(bag, IDS.to("meta")) == 24

@@ -115,3 +115,16 @@ def test_grouped_query_attention_in_fp32_runs_the_unfused_math() -> None:
     names = _operators(_GroupedQuery(), torch.randn(2, 10, 64), False)
     assert "aten._scaled_dot_product_efficient_attention" not in names
     assert names["aten.bmm"] == 2
+
+
+def test_a_model_with_torch_s_weight_norm_is_copied_and_predicted() -> None:
+    # torch.nn.utils.weight_norm keeps the computed weight as a plain attribute with a
+    # grad_fn, which copy.deepcopy refuses; the copy's pre-hook recomputes it on meta
+    model = nn.Sequential(nn.utils.weight_norm(nn.Linear(4, 4)), nn.ReLU())
+    copy = meta_copy(model)
+    assert copy[0].weight.is_meta and copy[0].weight_v.is_meta
+    assert copy(meta_input(torch.randn(2, 4))).shape == (2, 4)
+    # the Linear 2 * 4 * (2 * 4 - 1) + 8 = 64 and ReLU 8, as profiled on the CPU; the norm of
+    # the 4 rows of v and g * v / norm: 3 * 16 + 4 = 52 (weight_norm_ops)
+    assert ModuleProfiler().predict(model, torch.randn(2, 4), "H100 SXM").total_ops == 64 + 8 + 52
+    assert not model[0].weight.is_meta  # the user's model as it was
