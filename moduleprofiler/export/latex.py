@@ -42,6 +42,9 @@ from moduleprofiler.warn import warn
 _LATEX_SPECIAL = {
     "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
     "~": r"\textasciitilde ", "^": r"\textasciicircum ", "\\": r"\textbackslash ",
+    # in pdfLaTeX's default font encoding these three typeset as other glyphs (< as an
+    # inverted exclamation mark); the braces keep the space after them
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
 }
 _LABEL = re.compile(r"^[A-Za-z0-9:._\-/]+$")
 _FOLDED = re.compile(r"^(.*?)(\d+)-(\d+)$")
@@ -78,7 +81,7 @@ def typesettable(text: str) -> str:
 
 
 def escape_latex(text: str) -> str:
-    """Text that typesets literally (the characters ``& % $ # _ { } ~ ^ \\``, and those
+    """Text that typesets literally (the characters ``& % $ # _ { } ~ ^ \\ < > |``, and those
     pdfLaTeX cannot typeset by default: :func:`typesettable`)."""
     return "".join(_LATEX_SPECIAL.get(char, char) for char in typesettable(text))
 

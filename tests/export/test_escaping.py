@@ -88,3 +88,10 @@ def test_text_and_data_formats_keep_names_verbatim() -> None:
     document = json.loads(profile.to_json() or "")
     assert {r["path"] for r in document["records"]} >= {SCRIPT, LATEX_SOUP}
     assert Profile.from_json(profile.to_json() or "") == profile
+
+
+def test_latex_typesets_angle_brackets_and_bars_as_themselves() -> None:
+    # pdfLaTeX's default encoding prints < as an inverted exclamation mark and | as a dash;
+    # the braces keep the space that follows
+    assert escape_latex("List<int> a|b > c") == (
+        r"List\textless{}int\textgreater{} a\textbar{}b \textgreater{} c")
