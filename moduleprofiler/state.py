@@ -89,6 +89,22 @@ def _restore(saved: list[tuple[Tensor, Tensor]], slots: list[_Slot]) -> None:
             buffer.copy_(value)
 
 
+def _drop_registered(modules: Sequence[nn.Module], buffer_counts: list[int],
+                     parameter_counts: list[int]) -> None:
+    """Take out the buffers and parameters registered during the block: the last entries of
+    each module's tables beyond the counts it held before."""
+    for module, buffer_count, parameter_count in zip(modules, buffer_counts, parameter_counts):
+        table = module._buffers
+        if len(table) > buffer_count:
+            for name in list(table)[buffer_count:]:
+                del table[name]
+                module._non_persistent_buffers_set.discard(name)
+        parameters = module._parameters
+        if len(parameters) > parameter_count:
+            for name in list(parameters)[parameter_count:]:
+                del parameters[name]
+
+
 def _written_weights(modules: Sequence[nn.Module]) -> list[Tensor]:
     """The weights of the embeddings with ``max_norm``: their forward renormalises the rows
     it looks up, in place."""
@@ -199,6 +215,12 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     saved_grads: list[tuple[Tensor, Tensor | None]] = []
     saved_buffers: list[tuple[Tensor, Tensor]] = []
     slots: list[_Slot] = []
+    # how many buffers and parameters each module holds: a forward that registers one (a
+    # cache made on its first call) adds it at the end of its table, and it is taken out
+    buffer_counts = [len(module._buffers) for module in modules] if buffers is not False \
+        else []
+    parameter_counts = [len(module._parameters) for module in modules] if buffer_counts \
+        else []
     lazy_hooks = ExitStack()
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
@@ -222,6 +244,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         _put_back(saved_grads)
         if saved_buffers or slots:
             _restore(saved_buffers, slots)
+        if buffer_counts:
+            _drop_registered(modules, buffer_counts, parameter_counts)
         for module, training in zip(modules, flags):
             if module.training is not training:
                 module.training = training

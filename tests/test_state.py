@@ -196,3 +196,37 @@ def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:
     with preserved_state(exported, eval=True):
         assert not any(module.training for module in exported.modules())
     assert exported.training
+
+
+class _Caching(nn.Module):
+    """Registers a buffer and a parameter on its first forward, and may raise after."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+        self.fail = fail
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "cache" not in self._buffers:
+            self.register_buffer("cache", x.detach().clone(), persistent=False)
+            self.register_parameter("scale", nn.Parameter(torch.ones(())))
+        if self.fail:
+            raise RuntimeError("boom")
+        return self.linear(x) * self.scale + self.cache
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_what_a_forward_registers_is_taken_out(fail: bool) -> None:
+    model = _Caching(fail)
+    keys = list(model.state_dict())
+    names = [name for name, _ in model.named_parameters()]
+    if fail:
+        with pytest.raises(Exception, match="boom"):
+            ModuleProfiler().profile(model, torch.randn(2, 3))
+    else:
+        # the pass ran with them: the Linear's 2 * 3 * 3 = 18 MACs (the scale's multiplies
+        # and the cache's additions are ops, not MACs)
+        assert ModuleProfiler().profile(model, torch.randn(2, 3)).total_macs == 18
+    assert "cache" not in model._buffers and "cache" not in model._non_persistent_buffers_set
+    assert list(model.state_dict()) == keys
+    assert [name for name, _ in model.named_parameters()] == names
