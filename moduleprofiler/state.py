@@ -242,10 +242,10 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     finally:
         lazy_hooks.close()
         _put_back(saved_grads)
+        if buffer_counts:  # first: a restored slot the forward deleted comes back last
+            _drop_registered(modules, buffer_counts, parameter_counts)
         if saved_buffers or slots:
             _restore(saved_buffers, slots)
-        if buffer_counts:
-            _drop_registered(modules, buffer_counts, parameter_counts)
         for module, training in zip(modules, flags):
             if module.training is not training:
                 module.training = training
