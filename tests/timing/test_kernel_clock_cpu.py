@@ -246,3 +246,15 @@ def test_the_hook_free_latency_is_timed_before_the_first_kernel_record_session(
     spans = sorted(m["end"] - m["start"] for m in clock.unprofiled)
     assert hook_free.latency_ms == pytest.approx(float(np.median(spans)) / 1e6)
     assert "timed after" not in hook_free.sentence()
+
+
+def test_a_training_pass_runs_no_hook_free_iterations_it_would_not_report(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from moduleprofiler.timing.clocks import kernels
+
+    monkeypatch.setattr(kernels, "sessions_entered", lambda: 0)
+    clock = KernelClock(torch.device("cpu"), backward=True, trace=one_kernel_per_range)
+    timing = train_step_times(_model(), torch.randn(4, 8), clock=clock, num_iters=4,
+                              drop_first=1, progress=False)
+    # a training step has no hook-free regime in its result: none timed for it
+    assert clock.unprofiled == [] and timing.facts.hook_free is None

@@ -306,6 +306,7 @@ class KernelClock(Clock):
         session (:meth:`prime`): the latency of the user's unprofiled run."""
         self._prime: Callable[[], None] | None = None
         self._unprofiled: Callable[[], None] | None = None
+        self._forward_only = not backward  # a forward pass: its hook-free latency is reported
 
     def listeners(self) -> Sequence[Listener]:
         """The ranges the kernel records are booked to."""
@@ -334,16 +335,17 @@ class KernelClock(Clock):
                     step(_no_mark, lambda invoke: (begin(), runner.run(invoke))[1])
 
         self._prime = partial(traced, 1, False)
-        self._unprofiled = partial(_before_sessions,
-                                   stamped_block(self.stamps, step, self.unprofiled))
+        if self._forward_only:
+            self._unprofiled = partial(_before_sessions,
+                                       stamped_block(self.stamps, step, self.unprofiled))
         return [Block(traced, share=traced_share, warm=False, least=traced_share)]
 
     def prime(self) -> None:
-        """One traced iteration, not kept: the first session starts CUPTI. Before it, when no
-        kernel-record session has run in this process, a few hook-free iterations
-        (:func:`_before_sessions`): once CUPTI is attached it stays, and every launch
-        costs the host more (1.32 to 1.68 times in tight loops on an H200's host), so only
-        those iterations time what the user's unprofiled run takes."""
+        """One traced iteration, not kept: the first session starts CUPTI. Before it, in a
+        forward pass when no kernel-record session has run in this process, a few hook-free
+        iterations (:func:`_before_sessions`): once CUPTI is attached it stays, and every
+        launch costs the host more (1.32 to 1.68 times in tight loops on an H200's host), so
+        only those iterations time what the user's unprofiled run takes."""
         # the primer closes over the pass's runner: let go of it once used, so that a clock
         # kept after its pass keeps no runner, listeners or modules alive
         primer, self._prime = self._prime, None
