@@ -227,13 +227,36 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
                     _add(1, known, kind, i, params, param_bytes, trainable, buffers,
                          buffer_bytes)
                     i = parent[i]
+    exported = exported_types(root)
     infos = tuple(
-        ModuleInfo(path, type(module).__name__, 0 if path == "" else path.count(".") + 1,
+        ModuleInfo(path, exported.get(path) or type(module).__name__,
+                   0 if path == "" else path.count(".") + 1,
                    params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
                    buffer_bytes[i], ", ".join(owners[i]) if i in owners else None,
                    is_container(module))
         for i, (path, module) in enumerate(occurrences))
     return infos, lazy
+
+
+def exported_types(root: nn.Module) -> dict[str, str]:
+    """For a module rebuilt from an exported program (``torch.export.unflatten``), the class
+    name of the module each path was in the program's source, by path: its modules are all
+    ``InterpreterModule`` (running the exported graph), and the per-type views would show that
+    type for every layer. Read from the module stack every exported operator keeps
+    (``nn_module_stack``: path -> the dotted name of the module's class). Empty for any other
+    model."""
+    if type(root).__name__ != "UnflattenedModule":
+        return {}
+    found: dict[str, str] = {}
+    for module in root.modules():
+        graph = getattr(module, "graph", None)
+        for node in getattr(graph, "nodes", ()):
+            stack = node.meta.get("nn_module_stack") if hasattr(node, "meta") else None
+            for path, qualified in (stack or {}).values():
+                if isinstance(path, str) and path not in found:
+                    found[path] = str(getattr(qualified, "__name__", qualified)).rpartition(
+                        ".")[2]
+    return found
 
 
 def is_container(module: nn.Module) -> bool:
@@ -270,11 +293,12 @@ def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
     """:func:`scan_modules` from :func:`~moduleprofiler.modules.module_facts` itself."""
     sizes: dict[int, tuple[int, int, int, bool]] = {}
     infos = []
+    exported = exported_types(root)
     for fact in module_facts(root):
         params, param_bytes, trainable = _sums(fact.params, sizes)
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
         infos.append(ModuleInfo(
-            fact.path, type(fact.module).__name__, fact.depth, params,
+            fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth, params,
             _sums(fact.self_params, sizes)[0] if fact.self_params else 0, trainable, buffers,
             fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
             is_container(fact.module)))

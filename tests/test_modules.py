@@ -126,3 +126,27 @@ def test_every_module_infos_parent_is_listed_before_it() -> None:
         ("", None), ("0", ""), ("0.0", "0"), ("0.1", "0"), ("2", ""), ("2.1", "2")]
     paths = [i.path for i in infos]
     assert all(paths.index(i.parent) < paths.index(i.path) for i in infos[1:])
+
+
+def test_an_unflattened_exported_program_keeps_its_source_classes() -> None:
+    from moduleprofiler.modules import exported_types
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.act = nn.ReLU()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.act(self.fc(x))
+
+    model = nn.Sequential(Block(), nn.Linear(4, 2))
+    program = torch.export.export(model, (torch.randn(2, 4),))
+    rebuilt = torch.export.unflatten(program)
+    # every rebuilt module is an InterpreterModule; the views name the source's classes
+    assert {type(m).__name__ for _, m in rebuilt.named_modules() if _} == {"InterpreterModule"}
+    expected = {"": "Sequential", "0": "Block", "0.fc": "Linear", "0.act": "ReLU",
+                "1": "Linear"}
+    assert exported_types(rebuilt) == expected
+    assert {info.path: info.type_name for info in module_infos(rebuilt)} == expected
+    assert exported_types(model) == {}  # any other model: the class it has
