@@ -64,7 +64,7 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
     for index, name in enumerate(names):
         ancestor = parent_of[index]
         short = relative_name(name, names[ancestor] if ancestor is not None else None)
-        label = f"{short} ({types[index]})"
+        label = one_line(f"{short} ({types[index]})")
         count = calls[index]
         if sources[index] == UNHOOKED:
             label += " [not hooked]"
@@ -76,6 +76,15 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
             label += SHARED_MARK.format(shared[index])
         labels.append(label)
     return drawn, labels
+
+
+_CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks and tabs written as escapes (``a\\nb``): a name holding
+    one (a ``ModuleDict`` key may) would break the table's rows and columns."""
+    return text.translate(_CONTROL)
 
 
 def _code(kind: str, value: Any, cell: str, missing: str) -> str | None:
@@ -95,7 +104,7 @@ def _data_columns(view: ViewData, glyphs: Glyphs) -> list[TextColumn]:
             continue
         format_cell = formatter(spec, glyphs, raw=view.raw)
         values = list(view.frame[name])
-        cells = [format_cell(value) for value in values]
+        cells = [one_line(format_cell(value)) for value in values]
         if spec.kind == "shape":
             cells = [_cut(cell, MAX_SHAPE_WIDTH) for cell in cells]
         codes = [_code(spec.kind, value, cell, glyphs.missing)

@@ -95,3 +95,24 @@ def test_latex_typesets_angle_brackets_and_bars_as_themselves() -> None:
     # the braces keep the space that follows
     assert escape_latex("List<int> a|b > c") == (
         r"List\textless{}int\textgreater{} a\textbar{}b \textgreater{} c")
+
+
+def test_a_line_break_in_a_name_keeps_every_text_row_on_one_line() -> None:
+    import torch
+    from torch import nn
+
+    from moduleprofiler import ModuleProfiler
+
+    class Keys(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d = nn.ModuleDict({"a\nb": nn.Linear(2, 2), "c\td": nn.ReLU()})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.d["c\td"](self.d["a\nb"](x))
+
+    profile = ModuleProfiler().profile(Keys(), torch.randn(1, 2))
+    for text in (profile.tree().to_text(width=0), profile.table().to_text(width=0)):
+        lines = text.splitlines()  # the header, its rule, the 4 modules, then the totals
+        assert "a\\nb" in lines[4] and "c\\td" in lines[5]  # written as escapes
+        assert lines[6].startswith("total:")  # no row was cut in two
