@@ -35,10 +35,16 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
         raise KeyError(f"cannot compare unknown column(s) {unknown}")
     paths = list(dict.fromkeys([*left.index, *right.index]))
     frame = pd.DataFrame({"module": paths})
-    frame["type"] = [right["type"].get(p, left["type"].get(p)) for p in paths]
+    # a path whose module changed class shows both (``Linear -> Conv1d``), and counts as
+    # changed: one type would present two different modules as one
+    before_types = [left["type"].get(p) for p in paths]
+    after_types = [right["type"].get(p) for p in paths]
+    frame["type"] = [_type_of(a, b) for a, b in zip(before_types, after_types)]
     overrides: dict[str, ColumnSpec] = {}
     shown = ["module", "type"]
-    changed = pd.Series(frame["module"].isin(left.index) != frame["module"].isin(right.index))
+    changed = pd.Series(frame["module"].isin(left.index) != frame["module"].isin(right.index)
+                        ) | pd.Series([a is not None and b is not None and a != b
+                                       for a, b in zip(before_types, after_types)])
     for column in columns:
         spec = column_spec(column)
         a = pd.to_numeric(left[column].reindex(paths), errors="coerce").reset_index(drop=True)
@@ -58,3 +64,10 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
         frame = frame[changed.to_numpy()].reset_index(drop=True)
     return View(frame=frame, columns=tuple(shown), kind="compare",
                 title=f"{first} vs {second}", overrides=overrides)
+
+
+def _type_of(before: str | None, after: str | None) -> str | None:
+    """The type column of one path: its type, or ``before -> after`` where it changed."""
+    if before is None or after is None or before == after:
+        return after if after is not None else before
+    return f"{before} -> {after}"

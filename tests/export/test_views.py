@@ -215,3 +215,15 @@ def test_the_never_called_note_names_multihead_attention_only_inside_one() -> No
     assert [n for n in notes if n.startswith("never called")] == [
         "never called (1): attn.out_proj; the work a parent does with their weights "
         "(MultiheadAttention's out_proj) is in the parent's own count"]
+
+
+def test_compare_shows_a_module_that_changed_class_as_changed() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 8)
+    before = ModuleProfiler().profile(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), x)
+    after = ModuleProfiler().profile(nn.Sequential(nn.Linear(8, 8), nn.GELU()), x)
+    changed = compare(before, after, changed_only=True).df.set_index("module")
+    # the ReLU became a GELU (other ops, and so the root's, which holds them); the Linear
+    # (2 * 8 * 8 = 128 MACs in both) is unchanged and left out
+    assert list(changed.index) == ["__root__", "1"]
+    assert changed.loc["1", "type"] == "ReLU -> GELU"
