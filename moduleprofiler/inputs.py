@@ -26,8 +26,10 @@ def unwrap_compiled(module: nn.Module) -> nn.Module:
 def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
     """The modules of ``model`` whose calls run inside code ``torch.compile`` compiled: the
     original module of a ``torch.compile(module)`` wrapper with its descendants (the wrapper's
-    own call is eager), and a module compiled in place (``module.compile()``) with its
-    descendants (its hooks run inside its compiled call). A Python hook on one of them is
+    own call is eager), a module compiled in place (``module.compile()``) with its
+    descendants (its hooks run inside its compiled call), the descendants of a module whose
+    ``forward`` was compiled on the instance, and a module with another method compiled there
+    (a training step that calls it) with its descendants. A Python hook on one of them is
     either never called (installed after the compile) or traced into the compiled program,
     where Dynamo breaks the graph at it and compiles the pieces: the program would no longer
     be the user's."""
@@ -40,7 +42,22 @@ def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
             inside.update((id(m), m) for m in original.modules())
         elif getattr(module, "_compiled_call_impl", None) is not None:
             inside.update((id(m), m) for m in module.modules())
+        else:
+            compiled = _compiled_methods(module)
+            if compiled == {"forward"}:  # its own call is eager, what it calls is not
+                inside.update((id(m), m) for m in module.modules() if m is not module)
+            elif compiled:  # a compiled training step calls the module itself
+                inside.update((id(m), m) for m in module.modules())
     return tuple(inside.values())
+
+
+def _compiled_methods(module: nn.Module) -> set[str]:
+    """The methods compiled on the instance itself (``module.forward =
+    torch.compile(module.forward)``, or Lightning's compiled ``forward`` and ``training_step``
+    of a LightningModule given to ``Trainer.fit`` compiled): the names of its attributes that
+    ``torch.compile`` wrapped."""
+    return {name for name, value in vars(module).items()
+            if callable(value) and hasattr(value, "_torchdynamo_orig_callable")}
 
 
 def make_invocation(

@@ -265,10 +265,10 @@ def _compiled_note(model: nn.Module, inside: tuple[nn.Module, ...]) -> str:
     per_module = ("train_step_times(model, ...) books a compiled training step's kernels to "
                   "every module")
     if "" in found:
-        return ("the model is compiled in place (model.compile()): its own call is the "
-                "compiled program, so no module of it can carry hooks (a hook would be traced "
-                "into the program, with a graph break at every module, or never be called) "
-                f"and its steps are not timed per module; {per_module}")
+        return ("the model's own call runs inside compiled code (model.compile(), or a "
+                "training step compiled on it), so no module of it can carry hooks (a hook "
+                "would be traced into the program, with a graph break at every module, or "
+                f"never be called) and its steps are not timed per module; {per_module}")
 
     def outermost(path: str) -> bool:
         parts = path.split(".")

@@ -142,7 +142,7 @@ def test_a_model_compiled_in_place_is_not_hooked_and_says_so():
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
     model.compile(backend="eager")
     breaks, graphs = _dynamo_counters()
-    with pytest.warns(TimingWarning, match=r"compiled in place \(model.compile\(\)\)"), \
+    with pytest.warns(TimingWarning, match=r"own call runs inside compiled code \(model"), \
             TrainingProfiler(model, start_step=0) as prof:
         _train(model, prof, 3)
     # no graph break, at most one graph (torch 2.11 on CUDA had it compiled already)
@@ -169,3 +169,27 @@ def test_a_compiled_submodule_is_timed_as_one_call_of_the_eager_model():
     timing = prof.result()
     assert [r.path for r in timing.records] == ["", "0", "1", "2"]
     assert timing.unhooked == ("2._orig_mod", "2._orig_mod.0")
+
+
+def test_methods_compiled_on_the_instance_leave_what_they_call_unhooked():
+    torch._dynamo.reset()
+    # a forward compiled on the instance: the module's own call stays eager (and timed), what
+    # it calls is compiled; a compiled training step (as Lightning compiles a LightningModule
+    # given to fit) calls the module itself: nothing of it is hooked
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
+    model.forward = torch.compile(model.forward, backend="eager")
+    breaks, _ = _dynamo_counters()
+    with pytest.warns(TimingWarning, match=r"\('0', '1' and every module in it\)"), \
+            TrainingProfiler(model, start_step=0, stop_step=2) as prof:
+        _train(model, prof, 3)
+    assert _dynamo_counters()[0] == breaks  # no graph break
+    assert prof.result().unhooked == ("0", "1")
+    assert [r.path for r in prof.result().records] == [""]
+
+    stepped = nn.Sequential(nn.Linear(8, 2))
+    stepped.training_step = torch.compile(lambda x: stepped(x).sum(), backend="eager")
+    with pytest.warns(TimingWarning, match="own call runs inside compiled code"), \
+            TrainingProfiler(stepped, start_step=0) as prof:
+        stepped.training_step(torch.randn(4, 8)).backward()
+    assert _dynamo_counters()[0] == breaks
+    assert prof.result().unhooked == ("", "0")
