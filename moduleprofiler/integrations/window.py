@@ -44,6 +44,7 @@ from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.timing import TrainingProfiler
 from moduleprofiler.warn import warn
@@ -293,7 +294,12 @@ class StepWindow:
                                  f"{type(exc).__name__}: {exc}") from exc
         # in the step's own context (the trainer's autocast): the count sees the dtypes the
         # step computes in, and MFU takes their peak
-        with torch.random.fork_rng(devices=cuda), self._context():
+        # a model with compiled code of its own (a compiled LightningModule) is counted as its
+        # eager program: the counting pass's hooks would be traced into the compiled one (a
+        # graph break at each) and the user's compile left with pieces it never asked for
+        eager = torch.compiler.set_stance("force_eager") if compiled_inside(model) \
+            else contextlib.nullcontext()
+        with torch.random.fork_rng(devices=cuda), self._context(), eager:
             try:
                 profiler = Profiler()
                 profile = profiler.profile(model, inputs, backward=True, eval=False,

@@ -211,3 +211,32 @@ def test_ddp_on_two_cpu_ranks_gathers_on_rank_0(tmp_path: Path) -> None:
     assert [(p.total_params, p.total_flops) for p in gathered.profiles] == [(58, 768)] * 2
     metrics = (report.parent / "metrics.csv").read_text(encoding="utf-8")
     assert "moduleprofiler/net/flops" in metrics.splitlines()[0]
+
+
+def _compiled_fit(tmp_path: Path, callback: ModuleProfilerCallback | None) -> tuple[Any, int]:
+    """A fit of a compiled Tiny (Dynamo's tracing, no code generation), and the graph breaks
+    Dynamo met during it."""
+    torch._dynamo.reset()
+    breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    L.seed_everything(0)
+    trainer = L.Trainer(max_steps=5, accelerator="cpu", logger=CSVLogger(tmp_path),
+                        callbacks=[callback] if callback is not None else [],
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.fit(torch.compile(Tiny(), backend="eager"))
+    return trainer, sum(torch._dynamo.utils.counters["graph_break"].values()) - breaks
+
+
+@pytest.mark.filterwarnings("ignore::moduleprofiler.timing.TimingWarning")
+def test_a_compiled_model_is_counted_eagerly_and_its_program_left_as_it_is(
+        tmp_path: Path) -> None:
+    _, plain_breaks = _compiled_fit(tmp_path / "plain", None)
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    trainer, breaks = _compiled_fit(tmp_path / "profiled", callback)
+    # the counting pass and the window's hooks were traced into the compiled step: a graph
+    # break at each hook; now Dynamo meets what it meets without the callback
+    assert breaks == plain_breaks
+    (row,) = [row for row in _metrics(trainer) if row["moduleprofiler/step_ms"]]
+    # the eager program's counts, as for the uncompiled Tiny (test_logged_keys_and_files)
+    assert [float(row[f"moduleprofiler/net/{c}"]) for c in ("params", "ops", "flops")] == [
+        58, 1024, 768]
