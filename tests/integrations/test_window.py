@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import is_registered
 from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME, StepWindow, WindowResult
 from moduleprofiler.integrations.window import MODEL_SCALARS, WindowCallback, WindowWarning
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _model() -> nn.Sequential:
@@ -197,6 +200,16 @@ def test_every_scalar_is_named_as_its_column() -> None:
     window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
     (result, _) = _train(model, window, steps=3)
     assert "moduleprofiler/mfu" in result.scalars and misnamed(result) == []
+
+
+def test_every_result_attribute_the_guides_name_is_one() -> None:
+    fields = {name for name in dir(WindowResult) if not name.startswith("_")} | set(
+        WindowResult.__dataclass_fields__)
+    named = set()
+    for guide in ("lightning.md", "transformers.md"):
+        text = (DOCS / "integrations" / guide).read_text(encoding="utf-8")
+        named |= set(re.findall(r"`(?:callback\.)?result\.(\w+)", text))
+    assert "profile" in named and named - fields == set()
 
 
 def test_tf32_matmuls_are_measured_against_the_tf32_peak() -> None:
