@@ -318,7 +318,10 @@ class StepWindow:
             if self._failure is not None:
                 raise self._failure
             assert profiler is not None and self._profile is not None
-            outcome = self._build(self._profile.merge(profiler.result()))
+            timing = profiler.result()
+            # the model's calls in a step (gradient accumulation: one per micro-batch); the
+            # count is of one call, the hook-free step time of them all
+            outcome = self._build(self._profile.merge(timing), max(len(timing.calls("")), 1))
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)
@@ -340,9 +343,9 @@ class StepWindow:
         return gather(outcome.profile if isinstance(outcome, WindowResult) else outcome,
                       dst=0)
 
-    def _build(self, profile: Profile) -> WindowResult:
+    def _build(self, profile: Profile, calls: int = 1) -> WindowResult:
         step_ms = statistics.median(self._plain_ms) if self._plain_ms else None
-        found = self._utilization(profile, step_ms)
+        found = self._utilization(profile, step_ms, calls)
         scalars: dict[str, float] = {}
         if step_ms is not None:
             scalars[f"{PREFIX}/step_ms"] = step_ms
@@ -355,12 +358,15 @@ class StepWindow:
         return WindowResult(profile, scalars, step_ms,
                             None if found is None else found.mfu, found, memory=self._memory)
 
-    def _utilization(self, profile: Profile, step_ms: float | None) -> Utilization | None:
+    def _utilization(self, profile: Profile, step_ms: float | None,
+                     calls: int = 1) -> Utilization | None:
         """MFU against the peak of the dtype most multiply-accumulates ran in (the count
         ran in the step's context, so under autocast the autocast dtype; float32 matmuls
         count as TF32 where ``torch.backends.cuda.matmul.allow_tf32`` lets them use tensor
         cores, as Lightning's and the Trainer's ``tf32``/``float32_matmul_precision``
-        settings do)."""
+        settings do). The model FLOPs are the counted call's times the model's ``calls`` in
+        a step (each micro-batch of a gradient accumulation), as ``step_ms`` holds them
+        all."""
         if step_ms is None or not step_ms > 0:
             return None
         device = _device_of(self._model)
@@ -371,9 +377,13 @@ class StepWindow:
         except ValueError:
             return None  # a device the peak table does not know: no MFU, never 0
         try:
-            return utilization(profile, step_ms, peaks)
+            found = utilization(profile, step_ms, peaks)
         except ValueError:
             return None  # no peak for the model's dtype
+        return dataclasses.replace(
+            found, model_flops=found.model_flops * calls,
+            hardware_flops=found.hardware_flops * calls,
+            recompute_flops=found.recompute_flops * calls) if calls > 1 else found
 
 
 _T = TypeVar("_T")

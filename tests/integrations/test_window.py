@@ -112,6 +112,28 @@ def test_depth_and_the_mfu_of_a_named_peak() -> None:
     assert result.mfu == utilization_mfu(result)
 
 
+def test_the_mfu_of_a_step_that_calls_the_model_twice_counts_both_calls() -> None:
+    torch.manual_seed(0)
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
+    window.start(model)
+    for step in range(2):
+        x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+        window.before_step(step, (x, y))
+        for _ in range(2):  # gradient accumulation: two micro-batches, one optimizer step
+            nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        result = window.after_step(step)
+    assert result is not None and result.utilization is not None
+    # one call: forward 192 + 96 = 288 FLOPs, backward 192 + 192 = 384, 672; the step time
+    # holds two of them: 2 x 672 = 1344
+    assert result.utilization.model_flops == 1344
+    assert result.step_ms is not None
+    assert result.mfu == pytest.approx(1344 / (result.step_ms / 1e3 * 67e12), rel=1e-12)
+
+
 def utilization_mfu(result: WindowResult) -> float:
     from moduleprofiler.efficiency import utilization
 
