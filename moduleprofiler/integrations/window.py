@@ -319,9 +319,9 @@ class StepWindow:
                 raise self._failure
             assert profiler is not None and self._profile is not None
             timing = profiler.result()
-            # the model's calls in a step (gradient accumulation: one per micro-batch); the
-            # count is of one call, the hook-free step time of them all
-            outcome = self._build(self._profile.merge(timing), max(len(timing.calls("")), 1))
+            # the model's training calls in a step (gradient accumulation: one per
+            # micro-batch); the count is of one call, the hook-free step time of them all
+            outcome = self._build(self._profile.merge(timing), max(_training_calls(timing), 1))
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)
@@ -448,6 +448,15 @@ TIME_COLUMNS = ("time_median_ms", "backward_time_median_ms", "device_ms", "host_
                 "device_idle_share")
 """The module frame's times logged per module, those the clock gave: each a module with its
 children's (the self times are left to the report)."""
+
+
+def _training_calls(timing: Profile) -> int:
+    """The model's calls in a step that had a backward (a validation or evaluation loop run
+    between the window's steps calls it under ``no_grad``: hooked, but no training work)."""
+    return sum(1 for record in timing.calls("")
+               if any(name.startswith("backward_") and name.endswith("_ms")
+                      and isinstance(value, float) and value > 0
+                      for name, value in record.metrics.items()))
 
 
 def module_scalars(profile: Profile, depth: int) -> dict[str, float]:

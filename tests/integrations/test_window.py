@@ -125,10 +125,12 @@ def test_the_mfu_of_a_step_that_calls_the_model_twice_counts_both_calls() -> Non
             nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
         optimizer.zero_grad()
+        with torch.no_grad():  # an evaluation between steps: hooked, no training work
+            model(x)
         result = window.after_step(step)
     assert result is not None and result.utilization is not None
     # one call: forward 192 + 96 = 288 FLOPs, backward 192 + 192 = 384, 672; the step time
-    # holds two of them: 2 x 672 = 1344
+    # holds two of them: 2 x 672 = 1344 (the evaluation's call is not the step's)
     assert result.utilization.model_flops == 1344
     assert result.step_ms is not None
     assert result.mfu == pytest.approx(1344 / (result.step_ms / 1e3 * 67e12), rel=1e-12)
