@@ -184,6 +184,17 @@ def test_merge_names_the_calls_this_pass_did_not_make() -> None:
         counted.merge(profiler.profile(model, x))
 
 
+def test_merge_names_modules_that_are_of_another_type_there() -> None:
+    x = torch.randn(3, 4)
+    profiler = ModuleProfiler()
+    counted = profiler.profile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), x)
+    other = profiler.profile(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), x)
+    # the same paths and calls, another model: the Tanh's columns would show as the ReLU's
+    with pytest.warns(UserWarning, match=r"merge: the other profile is of another model: "
+                                         r"'1' is a ReLU here and a Tanh there"):
+        counted.merge(other)
+
+
 def test_measure_memory_returns_profile_data_with_its_columns() -> None:
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
     x = torch.randn(3, 4)
