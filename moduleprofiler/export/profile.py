@@ -84,7 +84,8 @@ class Profile(ProfileData):
         profile has none. The counts stay this profile's.
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
-        that another pass's iterations took) has no row here; a ``UserWarning`` names it.
+        that another pass's iterations took) has no row here; a ``UserWarning`` names it, as
+        it names a module that is of another type there (a profile of another model).
 
         Raises:
             TypeError: ``other`` is not a profile.
