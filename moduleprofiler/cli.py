@@ -201,6 +201,7 @@ def run_profile(options: argparse.Namespace) -> Any:
         device = torch.device("meta" if options.meta else options.device or "cpu")
     except RuntimeError as exc:
         raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    options.meta = device.type == "meta"  # --device meta is --meta: built there, not timed
     try:
         inputs: Any = make_inputs([] if by_name else options.input_size, dtype, device)
     except (RuntimeError, AssertionError, TypeError) as exc:

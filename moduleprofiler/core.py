@@ -20,7 +20,6 @@ from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import InputSize, given_input, make_invocation, unwrap_compiled
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.modules import walk_modules
@@ -222,11 +221,9 @@ class Profiler:
         the one channel for the loop's settings); the keywords are those of
         :func:`moduleprofiler.timing.benchmark`."""
         self._log(f"Benchmarking {type(module).__name__}")
-        with located_errors(module):
-            return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
-                             batch_size=batch_size, cold=cold,
-                             calls_per_sample=calls_per_sample, no_grad=no_grad,
-                             options=options)
+        return benchmark(module, input, pred_fn=pred_fn, eval=eval, device=device,
+                         batch_size=batch_size, cold=cold,
+                         calls_per_sample=calls_per_sample, no_grad=no_grad, options=options)
 
     def time_modules(self, module: nn.Module, input: Any = None,
                      options: TimingOptions | None = None, *,
@@ -238,9 +235,8 @@ class Profiler:
         (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are those of
         :func:`moduleprofiler.timing.time_modules`."""
         self._log(f"Timing the modules of {type(module).__name__}")
-        with located_errors(module):  # a hook-free iteration's failure
-            return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
-                                clock=clock, ranges=ranges, options=options)
+        return time_modules(module, input, pred_fn=pred_fn, eval=eval, device=device,
+                            clock=clock, ranges=ranges, options=options)
 
     def train_step_times(self, module: nn.Module, input: Any = None,
                          options: TimingOptions | None = None, *, target: Any = None,
@@ -253,11 +249,10 @@ class Profiler:
         how to measure (:class:`~moduleprofiler.timing.TimingOptions`); the keywords are
         those of :func:`moduleprofiler.timing.train_step_times`."""
         self._log(f"Timing training steps of {type(module).__name__}")
-        with located_errors(module):  # a hook-free step's failure
-            return train_step_times(module, input, target=target, loss_fn=loss_fn,
-                                    pred_fn=pred_fn, optimizer=optimizer, train=train,
-                                    restore=restore, device=device, clock=clock,
-                                    ranges=ranges, options=options)
+        return train_step_times(module, input, target=target, loss_fn=loss_fn,
+                                pred_fn=pred_fn, optimizer=optimizer, train=train,
+                                restore=restore, device=device, clock=clock,
+                                ranges=ranges, options=options)
 
     # -- memory ----------------------------------------------------------------------------
     def measure_memory(

@@ -155,8 +155,10 @@ def test_memory_peaks_of_a_whole_profile_format_go_to_stderr(
     assert "moduleprofiler: inference peak 392 B" in err
 
 
-def test_time_is_not_measured_on_meta(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, err = run(capsys, TINY, "-i", "2x4", "--meta", "--what", "params,time")
+@pytest.mark.parametrize("meta", [["--meta"], ["--device", "meta"]], ids=["meta", "device"])
+def test_time_is_not_measured_on_meta(capsys: pytest.CaptureFixture[str],
+                                      meta: list[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", *meta, "--what", "params,time")
     assert status == 0
     assert "time: not measurable on the meta device" in err
     assert out.splitlines()[0].split() == ["module", "params"]

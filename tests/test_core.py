@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+import moduleprofiler.timing
 from moduleprofiler import ModuleProfiler, ProfilingError, TimingOptions
 from moduleprofiler.core import Profiler
 
@@ -93,6 +94,18 @@ def test_a_failure_in_any_iteration_of_a_timed_pass_names_its_module(
     with pytest.raises(ProfilingError) as hooked:
         run(first, torch.randn(2, 4), TimingOptions(num_iters=3, warmup_iters=0))
     assert str(hooked.value) == str(info.value)
+
+
+@pytest.mark.parametrize("verb", ["time_modules", "train_step_times", "benchmark"])
+def test_the_timing_functions_name_a_failing_module_too(verb: str) -> None:
+    # moduleprofiler.timing's own functions (the documented entry points), not only the
+    # Profiler's methods: the second call, a hook-free iteration's, raised a bare error
+    model = nn.Sequential(nn.Linear(4, 4), FailsOnSecondCall(RuntimeError("boom")))
+    run = getattr(moduleprofiler.timing, verb)
+    with pytest.raises(ProfilingError, match=r"forward of module '1' \(FailsOnSecondCall\)"
+                       r" raised RuntimeError: boom") as info:
+        run(model, torch.randn(2, 4), options=TimingOptions(num_iters=3, warmup_iters=0))
+    assert info.value.path == "1"
 
 
 def test_a_failure_outside_every_module_stays_what_it_was() -> None:

@@ -17,8 +17,9 @@ The values of the record and module fields (shape trees above all) keep their Py
 structure:
 tuples are JSON arrays, lists ``{"__list__": [...]}``, dicts JSON objects (or
 ``{"__dict__": [[key, value], ...]}`` for keys that are not strings), non-finite floats
-``{"__float__": "nan"}``; anything else is stored as ``{"__repr__": "..."}`` and read back as
-that string.
+``{"__float__": "nan"}`` (NaN reads back as ``math.nan`` itself: containers compare NaN by
+identity, so a result holding ``math.nan`` reads back equal); anything else is stored as
+``{"__repr__": "..."}`` and read back as that string.
 """
 
 from __future__ import annotations
@@ -98,8 +99,9 @@ def decode(value: Any) -> Any:
                 return [decode(item) for item in inner]
             if tag == "__dict__":
                 return {_hashable(decode(key)): decode(item) for key, item in inner}
-            if tag == "__float__":
-                return float(inner)
+            if tag == "__float__":  # NaN as math.nan itself (see the module docstring)
+                number = float(inner)
+                return math.nan if math.isnan(number) else number
             if tag == "__repr__":
                 return inner
         return {key: decode(item) for key, item in value.items()}

@@ -84,7 +84,8 @@ class Profile(ProfileData):
         profile has none. The counts stay this profile's.
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
-        that another pass's iterations took) has no row here; a ``UserWarning`` names it.
+        that another pass's iterations took) has no row here; a ``UserWarning`` names it, as
+        it names a module that is of another type there (a profile of another model).
 
         Raises:
             TypeError: ``other`` is not a profile.
@@ -92,6 +93,15 @@ class Profile(ProfileData):
         if not isinstance(other, ProfileData):
             raise TypeError(f"merge takes a profile (the result of another pass over the same "
                             f"model), got {type(other).__name__}")
+        theirs = {info.path: info.type_name for info in other.modules}
+        differ = [(info.path, info.type_name, theirs[info.path]) for info in self.modules
+                  if theirs.get(info.path, info.type_name) != info.type_name]
+        if differ:
+            named = ", ".join(f"{display_path(path)!r} is a {mine} here and a {their} there"
+                              for path, mine, their in differ[:5])
+            more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
+            warn(f"merge: the other profile is of another model: {named}{more}; its columns "
+                 "are joined by module path all the same", UserWarning)
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})

@@ -324,7 +324,10 @@ class StepWindow:
             if self._failure is not None:
                 raise self._failure
             assert profiler is not None and self._profile is not None
-            outcome = self._build(self._profile.merge(profiler.result()))
+            timing = profiler.result()
+            # the model's training calls in a step (gradient accumulation: one per
+            # micro-batch); the count is of one call, the hook-free step time of them all
+            outcome = self._build(self._profile.merge(timing), max(_training_calls(timing), 1))
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)
@@ -346,9 +349,9 @@ class StepWindow:
         return gather(outcome.profile if isinstance(outcome, WindowResult) else outcome,
                       dst=0)
 
-    def _build(self, profile: Profile) -> WindowResult:
+    def _build(self, profile: Profile, calls: int = 1) -> WindowResult:
         step_ms = statistics.median(self._plain_ms) if self._plain_ms else None
-        found = self._utilization(profile, step_ms)
+        found = self._utilization(profile, step_ms, calls)
         scalars: dict[str, float] = {}
         if step_ms is not None:
             scalars[f"{PREFIX}/step_ms"] = step_ms
@@ -361,12 +364,15 @@ class StepWindow:
         return WindowResult(profile, scalars, step_ms,
                             None if found is None else found.mfu, found, memory=self._memory)
 
-    def _utilization(self, profile: Profile, step_ms: float | None) -> Utilization | None:
+    def _utilization(self, profile: Profile, step_ms: float | None,
+                     calls: int = 1) -> Utilization | None:
         """MFU against the peak of the dtype most multiply-accumulates ran in (the count
         ran in the step's context, so under autocast the autocast dtype; float32 matmuls
         count as TF32 where ``torch.backends.cuda.matmul.allow_tf32`` lets them use tensor
         cores, as Lightning's and the Trainer's ``tf32``/``float32_matmul_precision``
-        settings do)."""
+        settings do). The model FLOPs are the counted call's times the model's ``calls`` in
+        a step (each micro-batch of a gradient accumulation), as ``step_ms`` holds them
+        all."""
         if step_ms is None or not step_ms > 0:
             return None
         device = _device_of(self._model)
@@ -377,9 +383,13 @@ class StepWindow:
         except ValueError:
             return None  # a device the peak table does not know: no MFU, never 0
         try:
-            return utilization(profile, step_ms, peaks)
+            found = utilization(profile, step_ms, peaks)
         except ValueError:
             return None  # no peak for the model's dtype
+        return dataclasses.replace(
+            found, model_flops=found.model_flops * calls,
+            hardware_flops=found.hardware_flops * calls,
+            recompute_flops=found.recompute_flops * calls) if calls > 1 else found
 
 
 _T = TypeVar("_T")
@@ -444,6 +454,15 @@ TIME_COLUMNS = ("time_median_ms", "backward_time_median_ms", "device_ms", "host_
                 "device_idle_share")
 """The module frame's times logged per module, those the clock gave: each a module with its
 children's (the self times are left to the report)."""
+
+
+def _training_calls(timing: Profile) -> int:
+    """The model's calls in a step that had a backward (a validation or evaluation loop run
+    between the window's steps calls it under ``no_grad``: hooked, but no training work)."""
+    return sum(1 for record in timing.calls("")
+               if any(name.startswith("backward_") and name.endswith("_ms")
+                      and isinstance(value, float) and value > 0
+                      for name, value in record.metrics.items()))
 
 
 def module_scalars(profile: Profile, depth: int) -> dict[str, float]:

@@ -57,13 +57,24 @@ def placed_on(module: nn.Module, device: torch.device) -> Iterator[None]:
 
 
 def to_device(value: Any, device: torch.device) -> Any:
-    """``value`` with every tensor (in tuples, lists and dicts) moved to ``device``."""
-    if isinstance(value, Tensor):
-        return value if not _on_other_device(value, device) else value.to(device)
-    if isinstance(value, Mapping):
-        return {key: to_device(item, device) for key, item in value.items()}
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(to_device(item, device) for item in value)
-    if isinstance(value, list):
-        return [to_device(item, device) for item in value]
-    return value
+    """``value`` with every tensor (in tuples, lists and dicts) moved to ``device``; a tensor
+    found twice (``labels`` that are the ``input_ids``) is moved once, so it stays one tensor
+    (and one storage in the peak) there."""
+    moved: dict[int, Tensor] = {}
+
+    def move(item: Any) -> Any:
+        if isinstance(item, Tensor):
+            if not _on_other_device(item, device):
+                return item
+            if id(item) not in moved:
+                moved[id(item)] = item.to(device)
+            return moved[id(item)]
+        if isinstance(item, Mapping):
+            return {key: move(inner) for key, inner in item.items()}
+        if isinstance(item, tuple) and not hasattr(item, "_fields"):
+            return tuple(move(inner) for inner in item)
+        if isinstance(item, list):
+            return [move(inner) for inner in item]
+        return item
+
+    return move(value)

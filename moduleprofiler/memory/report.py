@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import pandas as pd
+
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
@@ -135,6 +137,11 @@ class MemoryReport(Profile):
     def peak_activation_bytes(self) -> int:
         """Inference peak above the baseline: the activations a forward needs at most."""
         return self.inference.increase_bytes
+
+    def summary(self, memory: Any = None, latency: Any = None) -> pd.DataFrame:
+        """The one-row model table (:meth:`Profile.summary`), its memory columns from this
+        report's own passes (or from ``memory``, another report, when given)."""
+        return super().summary(self if memory is None else memory, latency)
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
         """Per module path, its calls' memory columns combined by each column's aggregation

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.devices import timed_device
+from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
@@ -240,13 +241,14 @@ def benchmark(
             if keep:
                 samples.append(sample)
 
-    run = measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
-                  lambda: {"latencies": samples}, resolved,
-                  Progress("benchmark", opts.progress), opts,
-                  state=[preserved_state(module, eval=eval),
-                         torch.no_grad() if no_grad else torch.enable_grad()],
-                  prime=(lambda: cold_ns.append(_IterationTimer(resolved, invoke, 1)()))
-                  if cold else None)
+    with located_errors(module):  # no call stack of its own: the traceback names the module
+        run = measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
+                      lambda: {"latencies": samples}, resolved,
+                      Progress("benchmark", opts.progress), opts,
+                      state=[preserved_state(module, eval=eval),
+                             torch.no_grad() if no_grad else torch.enable_grad()],
+                      prime=(lambda: cold_ns.append(_IterationTimer(resolved, invoke, 1)()))
+                      if cold else None)
     notes = list(run.notes)
     after = after_sessions_note("the latency") if resolved.type == "cuda" else None
     if after is not None:

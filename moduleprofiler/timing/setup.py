@@ -15,6 +15,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, eager_module
 from moduleprofiler.devices import timed_device
+from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Listener, PassRunner
@@ -92,8 +93,9 @@ class HookedPass:
         runner = next(iter(hooked.values()))[0].runner
         assert runner is not None
         blocks.extend(self.clock.blocks(runner, step))
-        return measure(plan, blocks, lambda: {
-            name: [marks_span_ns(raw) for raw in raws] for name, (_, raws) in hooked.items()},
-            self.device, bar, options, state=state, prime=self.clock.prime, finish=finish,
-            judged=lambda: {"hook-free iterations": [  # the step's last mark ends it
-                max(marks.values()) - marks["start"] for marks in plain]})
+        with located_errors(self.module):  # a hook-free iteration's failure, named too
+            return measure(plan, blocks, lambda: {
+                name: [marks_span_ns(raw) for raw in raws] for name, (_, raws) in hooked.items()},
+                self.device, bar, options, state=state, prime=self.clock.prime, finish=finish,
+                judged=lambda: {"hook-free iterations": [  # the step's last mark ends it
+                    max(marks.values()) - marks["start"] for marks in plain]})

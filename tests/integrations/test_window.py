@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import is_registered
 from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME, StepWindow, WindowResult
 from moduleprofiler.integrations.window import MODEL_SCALARS, WindowCallback, WindowWarning
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _model() -> nn.Sequential:
@@ -109,6 +112,30 @@ def test_depth_and_the_mfu_of_a_named_peak() -> None:
     assert result.mfu == utilization_mfu(result)
 
 
+def test_the_mfu_of_a_step_that_calls_the_model_twice_counts_both_calls() -> None:
+    torch.manual_seed(0)
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
+    window.start(model)
+    for step in range(2):
+        x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+        window.before_step(step, (x, y))
+        for _ in range(2):  # gradient accumulation: two micro-batches, one optimizer step
+            nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():  # an evaluation between steps: hooked, no training work
+            model(x)
+        result = window.after_step(step)
+    assert result is not None and result.utilization is not None
+    # one call: forward 192 + 96 = 288 FLOPs, backward 192 + 192 = 384, 672; the step time
+    # holds two of them: 2 x 672 = 1344 (the evaluation's call is not the step's)
+    assert result.utilization.model_flops == 1344
+    assert result.step_ms is not None
+    assert result.mfu == pytest.approx(1344 / (result.step_ms / 1e3 * 67e12), rel=1e-12)
+
+
 def utilization_mfu(result: WindowResult) -> float:
     from moduleprofiler.efficiency import utilization
 
@@ -197,6 +224,16 @@ def test_every_scalar_is_named_as_its_column() -> None:
     window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="H100 SXM")
     (result, _) = _train(model, window, steps=3)
     assert "moduleprofiler/mfu" in result.scalars and misnamed(result) == []
+
+
+def test_every_result_attribute_the_guides_name_is_one() -> None:
+    fields = {name for name in dir(WindowResult) if not name.startswith("_")} | set(
+        WindowResult.__dataclass_fields__)
+    named = set()
+    for guide in ("lightning.md", "transformers.md"):
+        text = (DOCS / "integrations" / guide).read_text(encoding="utf-8")
+        named |= set(re.findall(r"`(?:callback\.)?result\.(\w+)", text))
+    assert "profile" in named and named - fields == set()
 
 
 def test_tf32_matmuls_are_measured_against_the_tf32_peak() -> None:

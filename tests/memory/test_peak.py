@@ -108,6 +108,22 @@ def test_meta_device_gives_the_numbers_of_the_cpu() -> None:
     assert ours.drop(columns="max_live_bytes").equals(theirs.drop(columns="max_live_bytes"))
 
 
+def test_an_input_passed_twice_stays_one_tensor_on_the_meta_device() -> None:
+    class Both(nn.Module):  # a language model's input_ids and labels: often one tensor
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 4, bias=False)
+
+        def forward(self, x: Tensor, again: Tensor) -> Tensor:
+            return self.linear(x) + again
+
+    x = torch.randn(3, 4)
+    cpu = measure_memory(Both(), (x, x))
+    meta = measure_memory(Both(), (x, x), device="meta")
+    # weight 4 x 4 = 64 bytes, the input once 3 x 4 x 4 = 48 bytes: 112, on both devices
+    assert cpu.inference.baseline_bytes == meta.inference.baseline_bytes == 112
+
+
 def test_meta_device_plans_a_model_that_does_not_fit_and_allocates_nothing() -> None:
     width = 2**16
     with torch.device("meta"):

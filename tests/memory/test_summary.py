@@ -73,3 +73,14 @@ def test_summary_of_a_pass_that_counted_nothing_leaves_the_counts_unknown() -> N
     assert pd.isna(row.loc[0, "macs"]) and pd.isna(row.loc[0, "flops"])
     assert not bool(row.loc[0, "complete"])
     assert row.loc[0, "params"] == (5 * 7 + 7) + (7 * 2 + 2)
+
+
+def test_a_memory_reports_own_summary_shows_its_measurements() -> None:
+    model, x = nn.Linear(4, 4), torch.randn(3, 4)
+    row = measure_memory(model, x).summary().loc[0]
+    # parameters 4 * 4 + 4 = 20 floats, 80 bytes; the inference pass starts from them and the
+    # 3 x 4 input (48 bytes), and the output adds 3 x 4 x 4 = 48 bytes: peak 80 + 48 + 48
+    assert row["model_size_bytes"] == 80
+    assert row["inference_peak_bytes"] == 176 and row["peak_activation_bytes"] == 48
+    assert pd.isna(row["training_peak_bytes"])  # no training pass: unknown, not 0
+    assert pd.isna(row["macs"])  # the memory pass counts nothing

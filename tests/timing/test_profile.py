@@ -4,6 +4,7 @@ joined to a counted profile by ``Profile.merge``."""
 from __future__ import annotations
 
 import json
+import math
 import warnings
 
 import numpy as np
@@ -59,6 +60,18 @@ def test_time_modules_returns_a_profile_of_its_calls() -> None:
         assert timing.stats_frame().equals(timing.to_df("module"))
     # to_df() means what it means on every profile: one row per call
     assert timing.to_df().equals(timing.to_df("call")) and "call" in timing.to_df()
+
+
+def test_a_forward_timing_reads_back_equal_from_its_json() -> None:
+    model, x = _shared()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = ModuleProfiler().time_modules(model, x, **FAST)
+    # a forward pass calibrates no backward hooks: those two costs are NaN in its facts, and
+    # a NaN read back must not make the document unequal to the result it was written from
+    assert math.isnan(timing.facts.calibration["grad_per_call_ns"])
+    again = Profile.from_json(timing.to_json())
+    assert again == timing and type(again) is type(timing)
 
 
 class _SharedAndRepeated(nn.Module):
@@ -169,6 +182,17 @@ def test_merge_names_the_calls_this_pass_did_not_make() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same calls: nothing to say
         counted.merge(profiler.profile(model, x))
+
+
+def test_merge_names_modules_that_are_of_another_type_there() -> None:
+    x = torch.randn(3, 4)
+    profiler = ModuleProfiler()
+    counted = profiler.profile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), x)
+    other = profiler.profile(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), x)
+    # the same paths and calls, another model: the Tanh's columns would show as the ReLU's
+    with pytest.warns(UserWarning, match=r"merge: the other profile is of another model: "
+                                         r"'1' is a ReLU here and a Tanh there"):
+        counted.merge(other)
 
 
 def test_measure_memory_returns_profile_data_with_its_columns() -> None:
