@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,6 +215,15 @@ class TimingFacts:
             return 0
         least = self.budget.get("min_traced")
         return None if least is None else int(least)
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The model's hook-free latency (median over the hook-free iterations; the kernel
+        clock's, timed before the process's first profiler session where it could be:
+        :attr:`HookFreeTrace.latency_ms`); ``None`` for a pass that ran none."""
+        if self.hook_free is not None:
+            return self.hook_free.latency_ms
+        return statistics.median(self.hook_free_ms) if self.hook_free_ms else None
 
     @property
     def booked_share(self) -> float:

@@ -23,9 +23,12 @@ _INTEGER_COLUMNS = SUMMARY_COLUMNS[1:12]
 
 def _latency_ms(latency: Any) -> float:
     """Median latency in ms of a duck-typed result: ``median_ms`` (moduleprofiler's
-    ``LatencyResult``), else ``median`` in seconds (``torch.utils.benchmark.Measurement``)."""
+    ``LatencyResult``), else ``median`` in seconds (``torch.utils.benchmark.Measurement``);
+    a number is one in ms already."""
     if latency is None:
         return math.nan
+    if isinstance(latency, (int, float)):
+        return float(latency)
     value = getattr(latency, "median_ms", None)
     if value is not None:
         return float(value)
@@ -63,9 +66,12 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     (``training_peak_bytes`` and ``saved_bytes`` also without its training pass);
     ``latency_ms`` and ``throughput`` are NaN without ``latency``, an object with
     ``median_ms`` (or ``median`` in seconds) and ``throughput`` attributes such as
-    :class:`~moduleprofiler.timing.latency.LatencyResult`.
+    :class:`~moduleprofiler.timing.latency.LatencyResult`, or a number of ms; a timing pass's
+    profile gives its own hook-free latency (``facts.latency_ms``) when none is given.
     """
     root = profile.modules[0] if profile.modules else None
+    if latency is None and profile.facts is not None:  # a timing pass's own hook-free latency
+        latency = profile.facts.latency_ms
     row: dict[str, Any] = {**model_row(profile), "latency_ms": _latency_ms(latency),
                            "throughput": _throughput(latency), "complete": profile.complete}
     if root is not None:

@@ -243,3 +243,22 @@ def test_a_timing_profile_shows_no_count_totals_it_never_counted() -> None:
     counted = ModuleProfiler().profile(model, torch.randn(2, 8)).merge(timing)
     # 2 rows * 8 * (2 * 8 - 1) + 2 * 8 bias = 256 ops; relu 16 compares: 272
     assert "ops 272" in counted.tree().to_text()
+
+
+def test_a_timing_results_summary_holds_its_hook_free_latency() -> None:
+    import statistics
+
+    from moduleprofiler import Profiler
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = Profiler().time_modules(model, torch.randn(2, 8))
+    row = timing.summary().iloc[0]
+    # the median of the pass's hook-free iterations (it read NaN, as if nothing was timed)
+    assert timing.facts is not None and timing.facts.hook_free_ms
+    assert row["latency_ms"] == statistics.median(timing.facts.hook_free_ms) > 0
+    # a latency given wins; a counting pass has none of its own
+    assert timing.summary(latency=2.5).iloc[0]["latency_ms"] == 2.5
+    assert math.isnan(Profiler().profile(model, torch.randn(2, 8)).summary().iloc[0][
+        "latency_ms"])
