@@ -47,10 +47,15 @@ from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_be
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
-from moduleprofiler.prediction.host_loops import interleaved_call_us, traced_before_notes
+from moduleprofiler.prediction.host_loops import interleaved_call_us
 from moduleprofiler.prediction.in_chain import measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
-from moduleprofiler.timing.device_trace import close_range, device_trace, open_range
+from moduleprofiler.timing.device_trace import (
+    after_sessions_notes,
+    close_range,
+    device_trace,
+    open_range,
+)
 
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -538,7 +543,7 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         # the host first, before the tables' profiler sessions: after one, CUPTI stays
         # attached to the process and a launch costs the host 1.3 to 1.7 times what it costs
         # in the user's unprofiled run, the run the host costs are for
-        notes = traced_before_notes("the host costs")
+        notes = after_sessions_notes("the host costs")
         host = with_in_model_factor(cuda, measure_host(cuda))
         for name in dtypes:
             dtype = _TORCH_DTYPE[name]

@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
-from moduleprofiler.timing.device_trace import after_sessions_note
 from moduleprofiler.timing.environment import timing_context
 
 Key = TypeVar("Key", bound=Hashable)
@@ -29,10 +28,3 @@ def interleaved_call_us(benches: Mapping[Key, Callable[[], Any]], calls: int, ro
                 samples[key].append((time.perf_counter() - start) / calls * 1e6)
     return samples
 
-
-def traced_before_notes(what: str) -> list[str]:
-    """The note that ``what``, host costs measured now, come after kernel-record sessions of
-    this process (:func:`~moduleprofiler.timing.device_trace.after_sessions_note`), as a list
-    (empty when no session has run)."""
-    note = after_sessions_note(what)
-    return [] if note is None else [note]

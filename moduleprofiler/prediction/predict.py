@@ -25,9 +25,9 @@ from moduleprofiler.prediction.calibration import Calibration, HostCosts, shippe
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
 from moduleprofiler.prediction.device_model import CONV_TABLES, MATMUL_TABLES, DeviceModel
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
-from moduleprofiler.prediction.host_loops import traced_before_notes
 from moduleprofiler.prediction.host_model import HostModel, missing_host_notes
 from moduleprofiler.prediction.listener import PredictionListener
+from moduleprofiler.timing.device_trace import after_sessions_notes
 
 REFERENCE = "H100 SXM"
 """The shipped calibration whose achieved fractions a datasheet-only device borrows."""
@@ -196,7 +196,7 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
     if host == "this":
         if cuda_available():
             cuda = default_device()
-            notes = traced_before_notes("host='this': the host costs")
+            notes = after_sessions_notes("host='this': the host costs")
             costs = with_in_model_factor(cuda, measure_host(cuda))
             return HostModel(costs, source=f"{costs.cpu} (measured here)"), notes
         if reference is None:

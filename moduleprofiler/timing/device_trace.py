@@ -69,17 +69,17 @@ def sessions_entered() -> int:
     return _sessions
 
 
-def after_sessions_note(what: str) -> str | None:
+def after_sessions_notes(what: str) -> list[str]:
     """The note that ``what``, measured now, comes after kernel-record sessions of this process
     (:func:`sessions_entered`), so its launches cost the host more than the user's unprofiled
-    run's; ``None`` when no session has run."""
+    run's; no note when no session has run."""
     sessions = sessions_entered()
     if not sessions:
-        return None
-    return (f"{what} measured after {sessions} kernel-record session"
+        return []
+    return [f"{what} measured after {sessions} kernel-record session"
             f"{'s' if sessions > 1 else ''} in this process: CUPTI stays attached after one, "
             "and a launch costs the host more than in an unprofiled run (1.3 to 1.7 times in "
-            "tight loops on an H200's host); measure in a fresh process")
+            "tight loops on an H200's host); measure in a fresh process"]
 
 
 @dataclass

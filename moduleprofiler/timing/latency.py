@@ -34,7 +34,7 @@ from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings
 from moduleprofiler.timing.clocks.stamps import make_stamps
-from moduleprofiler.timing.device_trace import after_sessions_note
+from moduleprofiler.timing.device_trace import after_sessions_notes
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
@@ -249,10 +249,8 @@ def benchmark(
                              torch.no_grad() if no_grad else torch.enable_grad()],
                       prime=(lambda: cold_ns.append(_IterationTimer(resolved, invoke, 1)()))
                       if cold else None)
-    notes = list(run.notes)
-    after = after_sessions_note("the latency") if resolved.type == "cuda" else None
-    if after is not None:
-        notes.append(after)
+    notes = [*run.notes, *(after_sessions_notes("the latency") if resolved.type == "cuda"
+                           else [])]
     issue_warnings(notes)
     env = run.environment
     return LatencyResult(

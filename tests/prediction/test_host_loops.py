@@ -7,23 +7,26 @@ from typing import Any
 import pytest
 import torch
 
-from moduleprofiler.prediction.host_loops import traced_before_notes
 from moduleprofiler.timing import device_trace as trace_module
-from moduleprofiler.timing.device_trace import KernelClockUnavailable, sessions_entered
+from moduleprofiler.timing.device_trace import (
+    KernelClockUnavailable,
+    after_sessions_notes,
+    sessions_entered,
+)
 
 
 def test_no_note_before_any_session(monkeypatch: Any) -> None:
     monkeypatch.setattr(trace_module, "_sessions", 0)
-    assert traced_before_notes("the host costs") == []
+    assert after_sessions_notes("the host costs") == []
 
 
 def test_the_note_counts_the_sessions(monkeypatch: Any) -> None:
     monkeypatch.setattr(trace_module, "_sessions", 1)
-    (one,) = traced_before_notes("the host costs")
+    (one,) = after_sessions_notes("the host costs")
     assert one.startswith("the host costs measured after 1 kernel-record session in this "
                           "process: CUPTI stays attached")
     monkeypatch.setattr(trace_module, "_sessions", 3)
-    (three,) = traced_before_notes("the host costs")
+    (three,) = after_sessions_notes("the host costs")
     assert three.startswith("the host costs measured after 3 kernel-record sessions in")
 
 
