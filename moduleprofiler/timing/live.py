@@ -93,12 +93,13 @@ class TrainingProfiler:
         self._forward = ClockListener(self._clock.stamps)
         self._backward = ClockListener(self._clock.stamps, backward=True)
         inside = compiled_inside(model)
-        self._notes = (_compiled_note(model, inside),) if inside else ()
-        for note in self._notes:
-            warn(note, TimingWarning)
         runner = PassRunner(model, [*self._clock.listeners(), self._forward, self._backward],
                             unhookable=inside)
         self._runner = runner
+        self._notes = (_compiled_note({runner.paths[id(m)] for m in inside}),) if inside \
+            else ()
+        for note in self._notes:
+            warn(note, TimingWarning)
         self._forward.attach(runner)
         self._backward.attach(runner)
         session = self._clock.session(runner)
@@ -257,11 +258,9 @@ def track(model: nn.Module, **kwargs: Any) -> TrainingProfiler:
     return TrainingProfiler(model, **kwargs)
 
 
-def _compiled_note(model: nn.Module, inside: tuple[nn.Module, ...]) -> str:
-    """What a watched model with compiled code of its own is timed as."""
-    paths = {id(module): path for path, module in model.named_modules()}
-    found = {paths[id(module)] for module in inside}
-
+def _compiled_note(found: set[str]) -> str:
+    """What a watched model with compiled code of its own is timed as, from the paths of the
+    modules inside that code (whole subtrees: a region starts where a parent is outside)."""
     per_module = ("train_step_times(model, ...) books a compiled training step's kernels to "
                   "every module")
     if "" in found:
@@ -269,12 +268,8 @@ def _compiled_note(model: nn.Module, inside: tuple[nn.Module, ...]) -> str:
                 "training step compiled on it), so no module of it can carry hooks (a hook "
                 "would be traced into the program, with a graph break at every module, or "
                 f"never be called) and its steps are not timed per module; {per_module}")
-
-    def outermost(path: str) -> bool:
-        parts = path.split(".")
-        return all(".".join(parts[:i]) not in found for i in range(1, len(parts)))
-
-    where = ", ".join(repr(path) for path in sorted(found) if outermost(path))
+    where = ", ".join(repr(path) for path in sorted(found)
+                      if path.rpartition(".")[0] not in found)
     return (f"modules run inside code torch.compile compiled ({where} and every module "
             "in it): they carry no hooks, since a hook there would be traced into the compiled "
             "program (a graph break at every module, recompiled pieces) or never be called; "
