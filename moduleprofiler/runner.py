@@ -542,17 +542,19 @@ class PassRunner:
         if self.reruns.frames or not stack or stack[-1].module is not module:
             return  # a rerun inside the backward: no forward call was opened
         call = stack[-1]
+        # tensor work done by listeners is never observed: the observer, when it is on and
+        # not muted already, is muted for them
         observer = self._observer
-        if observer is None or not observer.pushed or observer.muted:
-            for listener in self._enter_listeners:
-                listener.enter(call, args, kwargs)
-            return
-        observer.muted = True  # tensor work done by listeners is never observed
+        muted = (observer if observer is not None and observer.pushed and not observer.muted
+                 else None)
+        if muted is not None:
+            muted.muted = True
         try:
             for listener in self._enter_listeners:
                 listener.enter(call, args, kwargs)
         finally:
-            observer.muted = False
+            if muted is not None:
+                muted.muted = False
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
