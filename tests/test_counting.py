@@ -15,6 +15,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.errors import FormulaError
+from tests.fixtures.models import Triple
 
 
 class Odd(nn.Module):
@@ -141,28 +142,12 @@ def test_work_in_a_module_s_own_forward_hooks_is_its_call_s(root: str) -> None:
     assert list(lin._forward_pre_hooks) == [pre.id] and list(lin._forward_hooks) == [post.id]
 
 
-@torch.library.custom_op("counting_tests::opaque", mutates_args=())
-def opaque(x: torch.Tensor) -> torch.Tensor:
-    """A kernel no operator formula prices."""
-    return x * 3
-
-
-@opaque.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
-
-
-class Opaque(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return opaque(x)  # type: ignore[no-any-return]
-
-
 def test_a_hooked_module_whose_operators_are_unknown_keeps_its_formula() -> None:
     # the formula was registered for an opaque kernel: with a forward hook on the module (a
     # logger that computes nothing) the formula still counts, 1 op per element: 2 * 3 = 6
     profiler = ModuleProfiler()
-    profiler.ops_fn_map[Opaque] = lambda module, inputs, output: output.numel()
-    model = Opaque()
+    profiler.ops_fn_map[Triple] = lambda module, inputs, output: output.numel()
+    model = Triple()
     model.register_forward_hook(lambda module, args, output: None)
     profile = profiler.profile(model, torch.randn(2, 3))
     assert (profile.total_ops, profile.records[0].ops_source) == (6, "formula")

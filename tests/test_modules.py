@@ -12,6 +12,7 @@ from torch.nn.parameter import UninitializedParameter
 
 from moduleprofiler.modules import module_facts, module_infos, scan_modules, walk_modules
 from moduleprofiler.storage import own_nbytes
+from tests.fixtures.models import LinearReLU
 
 
 def test_module_facts_of_a_tied_model() -> None:
@@ -131,21 +132,12 @@ def test_every_module_infos_parent_is_listed_before_it() -> None:
 def test_an_unflattened_exported_program_keeps_its_source_classes() -> None:
     from moduleprofiler.modules import exported_types
 
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = nn.Linear(4, 4)
-            self.act = nn.ReLU()
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.act(self.fc(x))
-
-    model = nn.Sequential(Block(), nn.Linear(4, 2))
+    model = nn.Sequential(LinearReLU(), nn.Linear(4, 2))
     program = torch.export.export(model, (torch.randn(2, 4),))
     rebuilt = torch.export.unflatten(program)
     # every rebuilt module is an InterpreterModule; the views name the source's classes
     assert {type(m).__name__ for _, m in rebuilt.named_modules() if _} == {"InterpreterModule"}
-    expected = {"": "Sequential", "0": "Block", "0.fc": "Linear", "0.act": "ReLU",
+    expected = {"": "Sequential", "0": "LinearReLU", "0.fc": "Linear", "0.act": "ReLU",
                 "1": "Linear"}
     assert exported_types(rebuilt) == expected
     assert {info.path: info.type_name for info in module_infos(rebuilt)} == expected

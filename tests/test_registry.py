@@ -21,6 +21,7 @@ from moduleprofiler import (
 )
 from moduleprofiler.operators import register_operator, unregister_operator
 from moduleprofiler.registry import FormulaRegistry, qualified_name, resolve
+from tests.fixtures.models import Triple
 
 
 class Custom(nn.Module):
@@ -305,37 +306,22 @@ def test_an_io_size_registration_made_after_the_profiler_is_seen_by_it() -> None
     assert (sizes["input_size"], sizes["output_size"]) == ((2,), (2,))
 
 
-@torch.library.custom_op("registry_tests::triple", mutates_args=())
-def triple(x: torch.Tensor) -> torch.Tensor:
-    return x * 3
-
-
-@triple.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
-
-
-class Triple(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return triple(x)  # type: ignore[no-any-return]
-
-
 def test_an_operator_registration_made_after_the_profiler_is_seen_by_it() -> None:
     profiler = ModuleProfiler()
     own = ModuleProfiler()
-    own.operator_fn_map[torch.ops.registry_tests.triple] = lambda args, kwargs, out: (2, 0)
+    own.operator_fn_map[torch.ops.moduleprofiler_tests.triple] = lambda args, kwargs, out: (2, 0)
     assert profiler.profile(Triple(), torch.randn(5)).unsupported_ops == {
-        "registry_tests.triple": 1}
-    register_operator(torch.ops.registry_tests.triple)(
+        "moduleprofiler_tests.triple": 1}
+    register_operator(torch.ops.moduleprofiler_tests.triple)(
         lambda args, kwargs, out: (out.numel(), 0))  # one multiply per element
     try:
         profile = profiler.profile(Triple(), torch.randn(5))
         assert (profile.total_ops, profile.complete) == (5, True)
         assert own.profile(Triple(), torch.randn(5)).total_ops == 2  # its own entry wins
     finally:
-        unregister_operator(torch.ops.registry_tests.triple)
+        unregister_operator(torch.ops.moduleprofiler_tests.triple)
     assert profiler.profile(Triple(), torch.randn(5)).unsupported_ops == {
-        "registry_tests.triple": 1}
+        "moduleprofiler_tests.triple": 1}
 
 
 # -- an ops formula without a MACs formula keeps the operators' MACs ----------------------------

@@ -16,21 +16,12 @@ from moduleprofiler import ModuleProfiler
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing import RangeListener, time_modules, train_step_times
+from tests.fixtures.models import LinearReLU
 from tests.timing.helpers import no_hooks_left
 
 
-class Block(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-        self.act = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.fc(x))
-
-
 def model() -> nn.Module:
-    return nn.Sequential(Block(), nn.Linear(4, 2))
+    return nn.Sequential(LinearReLU(), nn.Linear(4, 2))
 
 
 def traced(run: Any) -> list[Any]:
@@ -85,7 +76,7 @@ class Checkpointed(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.block = Block()
+        self.block = LinearReLU()
         self.out = nn.Linear(4, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
