@@ -441,14 +441,28 @@ HOST_BENCHES: tuple[str, ...] = ("view", "unary", "binary", "gemm", "conv", "bat
 """The host costs :func:`calibrate` measures (µs per call, the host cannot keep ahead)."""
 
 
-def _host_benches(device: torch.device) -> dict[str, _Bench]:
-    x = torch.randn(2, 8, device=device)
-    w = torch.randn(8, 8, device=device)
-    b = torch.randn(8, device=device)
-    image = torch.randn(1, 4, 4, 4, device=device)
-    kernel = torch.randn(4, 4, 3, 3, device=device)
-    stats = torch.zeros(4, device=device), torch.ones(4, device=device)
-    q = torch.randn(1, 2, 4, 8, device=device)
+DTYPED_HOST_BENCHES: tuple[str, ...] = ("unary", "binary", "gemm", "conv", "batch_norm",
+                                        "layer_norm", "softmax", "reduction", "attention",
+                                        "gather", "copy")
+"""The launch classes measured again on each reduced-precision dtype
+(:attr:`~moduleprofiler.prediction.HostCosts.us_by_dtype`)."""
+
+HOST_DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _host_benches(device: torch.device, dtype: torch.dtype = torch.float32
+                  ) -> dict[str, _Bench]:
+    x = torch.randn(2, 8, device=device, dtype=dtype)
+    w = torch.randn(8, 8, device=device, dtype=dtype)
+    b = torch.randn(8, device=device, dtype=dtype)
+    # A convolution and a batch norm at a model's shape (64 channels of 14 x 14, a few µs of
+    # device time): cuDNN's host work grows with the channels, and on an H200's host a
+    # 4-channel convolution cost 0.6 times a 64-channel one, a 4-channel batch norm 1.6 times.
+    image = torch.randn(1, 64, 14, 14, device=device, dtype=dtype)
+    kernel = torch.randn(64, 64, 3, 3, device=device, dtype=dtype)
+    affine = torch.ones(64, device=device, dtype=dtype)
+    stats = torch.zeros(64, device=device, dtype=dtype), torch.ones(64, device=device, dtype=dtype)
+    q = torch.randn(1, 2, 4, 8, device=device, dtype=dtype)
     index = torch.randint(0, 8, (4,), device=device)
     relu = nn.ReLU()
     cpu = torch.randn(2, 8)
@@ -458,8 +472,8 @@ def _host_benches(device: torch.device) -> dict[str, _Bench]:
         "binary": lambda: x + x,
         "gemm": lambda: F.linear(x, w, b),
         "conv": lambda: F.conv2d(image, kernel, None, 1, 1),
-        "batch_norm": lambda: F.batch_norm(image, *stats, training=False),
-        "layer_norm": lambda: F.layer_norm(x, (8,)),
+        "batch_norm": lambda: F.batch_norm(image, *stats, affine, affine, training=False),
+        "layer_norm": lambda: F.layer_norm(x, (8,), b, b),
         "softmax": lambda: torch.softmax(x, -1),
         "reduction": lambda: x.mean(-1),
         "attention": lambda: F.scaled_dot_product_attention(q, q, q),
@@ -470,23 +484,44 @@ def _host_benches(device: torch.device) -> dict[str, _Bench]:
     }
 
 
-def measure_host(device: torch.device, calls: int = 200, rounds: int = 15) -> HostCosts:
+def measure_host(device: torch.device, calls: int = 200, rounds: int = 15,
+                 dtypes: tuple[str, ...] = ("bf16", "fp16")) -> HostCosts:
     """Host microseconds per call of each :data:`HOST_BENCHES` entry on ``device`` (CUDA:
-    launches; ``module_call`` is an ``nn.ReLU`` called as a module, less a bare ``relu``), and
-    ``module_call_depth``, what each level of nesting adds to a module call
-    (:mod:`.host_calls`). The in-model factor is not measured here
-    (:func:`~moduleprofiler.prediction.host_in_model.with_in_model_factor`)."""
-    benches = _host_benches(device)
+    launches; ``module_call`` is an ``nn.ReLU`` called as a module, less a bare ``relu``), on
+    fp32 tensors and, for :data:`DTYPED_HOST_BENCHES`, again on each of ``dtypes``
+    (``bf16``, ``fp16``), all interleaved; and ``module_call_depth``, what each level of
+    nesting adds to a module call (:mod:`.host_calls`). The in-model factor is not measured
+    here (:func:`~moduleprofiler.prediction.host_in_model.with_in_model_factor`)."""
+    unknown = [d for d in dtypes if d not in HOST_DTYPES]
+    if unknown:
+        raise ValueError(f"dtypes: {unknown} not among {sorted(HOST_DTYPES)}")
+    benches: dict[tuple[str, str], _Bench] = {
+        ("fp32", name): bench for name, bench in _host_benches(device).items()}
+    for dtype in dtypes:
+        typed = _host_benches(device, HOST_DTYPES[dtype])
+        benches.update({(dtype, name): typed[name] for name in DTYPED_HOST_BENCHES})
     for bench in benches.values():
         for _ in range(20):
             bench()
     samples = interleaved_call_us(benches, calls, rounds,
                                   before=lambda bench: synchronize(device))
     synchronize(device)
-    costs = {name: statistics.median(values) for name, values in samples.items()}
+    medians = {key: statistics.median(values) for key, values in samples.items()}
+    costs = {name: us for (dtype, name), us in medians.items() if dtype == "fp32"}
     costs["module_call"] = max(0.0, costs["module_call"] - costs["unary"])
     costs["module_call_depth"] = depth_cost(leaf_call_us())
-    return HostCosts(cpu=_cpu_name(), us=costs)
+    by_dtype = {dtype: {name: medians[(dtype, name)] for name in DTYPED_HOST_BENCHES}
+                for dtype in dtypes}
+    return HostCosts(cpu=_cpu_name(), us=costs, us_by_dtype=by_dtype)
+
+
+def cpu_op_us(calls: int = 100, rounds: int = 7) -> float:
+    """Host microseconds of a tiny operator on CPU tensors (``cpu_op``): this CPU's speed,
+    which carries a calibration's host costs to another CPU."""
+    cpu = torch.randn(2, 8)
+    samples = interleaved_call_us({"cpu_op": lambda: cpu + cpu}, calls, rounds,
+                                  before=lambda bench: bench())
+    return statistics.median(samples["cpu_op"])
 
 
 def _cpu_name() -> str:

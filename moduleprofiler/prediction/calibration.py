@@ -31,6 +31,18 @@ class HostCosts:
     synthetic stacks (:func:`~moduleprofiler.prediction.host_in_model.in_model_factor`);
     ``None`` in costs measured before it was (the host model then takes
     :data:`~moduleprofiler.prediction.host_model.IN_SITU_HOST_FACTOR`)."""
+    us_by_dtype: dict[str, dict[str, float]] = field(default_factory=dict)
+    """The launch classes' loops measured again on ``bf16`` / ``fp16`` tensors (``us`` is
+    fp32's): a reduced-precision convolution, batch norm, matmul or attention costs the host
+    more than an fp32 one (a batch norm at a model's shape 1.7 times on an H200's host). Empty
+    in costs measured before the loops were measured by dtype: every dtype is then priced at
+    fp32's costs."""
+
+    def for_dtype(self, dtype: str) -> dict[str, float]:
+        """The cost per class of a launch on ``dtype`` tensors (``fp32``, ``bf16``, ``fp16``):
+        the loops measured in that dtype, fp32's for a class or dtype not measured."""
+        measured = self.us_by_dtype.get(dtype)
+        return {**self.us, **measured} if measured else self.us
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ class HostModel:
 
     def op_us(self, work: OpWork) -> float:
         """Host microseconds to issue ``work``."""
-        us = self.costs.us
+        us = self.costs.for_dtype(work.dtype)
         if work.host == VIEW:
             return us["view"] * self._factor
         cost = us.get(work.host, us["unary"])
@@ -74,6 +74,11 @@ def missing_host_notes(costs: HostCosts) -> list[str]:
                      f"launches inside a model are priced at {IN_SITU_HOST_FACTOR} times the "
                      "tight loops' costs (IN_SITU_HOST_FACTOR, measured on one H200 host); "
                      "calibrate() measures it")
+    if not costs.us_by_dtype:
+        notes.append(f"the host costs ({costs.cpu}) hold fp32 loops only: bf16 and fp16 "
+                     "launches are priced as fp32 ones, which costs the host less (a batch "
+                     "norm 1.7 times less on an H200's host); calibrate() measures them by "
+                     "dtype")
     if "module_call_depth" not in costs.us:
         notes.append(f"the host costs ({costs.cpu}) hold no cost of a module call by depth: "
                      "every module call is priced as one at the top level; calibrate() "

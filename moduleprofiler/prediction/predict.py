@@ -20,7 +20,7 @@ from moduleprofiler.efficiency.peaks import (
     matching_devices,
 )
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.prediction.calibrate import measure_host
+from moduleprofiler.prediction.calibrate import cpu_op_us, measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
 from moduleprofiler.prediction.device_model import CONV_TABLES, MATMUL_TABLES, DeviceModel
@@ -202,7 +202,7 @@ def resolve_host(host: HostSpec, device: DeviceModel) -> tuple[HostModel | None,
         if reference is None:
             raise ValueError("host='this' without CUDA scales a calibration's host costs, "
                              "and this calibration has none")
-        here = measure_host(torch.device("cpu"), calls=100, rounds=7).us["cpu_op"]
+        here = cpu_op_us()
         scale = here / reference.us["cpu_op"]
         source = f"this CPU ({scale:.2f}x {reference.cpu})"
         return HostModel(reference, scale, source=source), [

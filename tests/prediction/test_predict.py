@@ -320,7 +320,9 @@ def test_a_calibration_without_row_widths_says_how_it_priced_a_narrow_norm() -> 
 
 DEEP_HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
                                    "module_call": 2.0, "module_call_depth": 0.5,
-                                   "cpu_op": 1.0}, in_model=1.0)
+                                   "cpu_op": 1.0}, in_model=1.0,
+                       # bf16's loops measured at fp32's costs: the prices below hold for both
+                       us_by_dtype={"bf16": {"unary": 4.0, "binary": 4.0, "gemm": 11.0}})
 
 
 def test_module_calls_are_priced_by_their_depth() -> None:
