@@ -2,8 +2,8 @@
 modules only (no model of the proof): the tight loops of one operator by class
 (``measure_host``), a module call's cost by depth (``host_calls``: leaves at depths 1 to 8)
 and the in-model factor (``host_in_model``: three synthetic stacks' fastest forwards against
-their host time priced from the loops), written into a copy of an existing calibration (its
-device tables untouched), with a report of the samples.
+their host time priced from the loops, times ``MODELS_OVER_STACKS``), written into a copy of
+an existing calibration (its device tables untouched), with a report of the samples.
 
     PYTHONPATH=. python3 benchmarks/prediction/calibrate_host.py --out DIR
         [--calibration moduleprofiler/prediction/calibrations/h200.json] [--device cpu]
@@ -22,7 +22,7 @@ import torch
 from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
-from moduleprofiler.prediction.host_in_model import in_model_samples
+from moduleprofiler.prediction.host_in_model import MODELS_OVER_STACKS, in_model_samples
 
 SHIPPED = Path("moduleprofiler/prediction/calibrations/h200.json")
 
@@ -39,7 +39,8 @@ def main() -> None:
     costs = measure_host(cuda)
     by_depth = leaf_call_us()  # a second measurement, for the report
     samples = in_model_samples(cuda, costs)
-    factor = round(statistics.median(f for values in samples.values() for f in values), 4)
+    stacks_factor = statistics.median(f for values in samples.values() for f in values)
+    factor = round(stacks_factor * MODELS_OVER_STACKS, 4)  # as calibrate() records it
     host = dataclasses.replace(costs, in_model=factor)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -49,6 +50,9 @@ def main() -> None:
              f"   ({where}, torch {torch.__version__}; synthetic modules only)",
              f"host {costs.cpu}: tight-loop µs per call by class (measure_host):"]
     lines += [f"  {name:>18} {us:8.3f}" for name, us in costs.us.items()]
+    for dtype, us in costs.us_by_dtype.items():
+        lines.append(f"the launch classes' loops on {dtype} tensors (µs per call):")
+        lines += [f"  {name:>18} {value:8.3f}" for name, value in us.items()]
     lines.append("module call by depth (leaf calls, µs each; two measurements):")
     for depth, us in by_depth.items():
         lines.append(f"  depth {depth}: {us:6.3f}")
@@ -57,7 +61,8 @@ def main() -> None:
     lines.append("in-model factor (fastest of 60 forwards / host priced from the loops):")
     for name, values in samples.items():
         lines.append(f"  {name:>10}: " + ", ".join(f"{v:.3f}" for v in values))
-    lines.append(f"  median {factor}")
+    lines.append(f"  median {stacks_factor:.4f}; times MODELS_OVER_STACKS {MODELS_OVER_STACKS}: "
+                 f"{factor}")
     report = "\n".join(lines)
     print(report)
     (out / "calibrate_host_h200.txt").write_text(report + "\n", encoding="utf-8")
