@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moduleprofiler.prediction.chain import LAUNCH_LATENCY_US, Step, run_chain
+from moduleprofiler.prediction.chain import LAUNCH_LATENCY_US, QUEUED_GAP_US, Step, run_chain
 
 
 def test_a_host_bound_pass_takes_the_host_time() -> None:
@@ -17,11 +17,20 @@ def test_a_host_bound_pass_takes_the_host_time() -> None:
 
 
 def test_a_device_bound_pass_queues_its_kernels() -> None:
-    # two 1 us launches of 100 us kernels: the second waits for the first;
-    # 1 + latency + 100 + 100
+    # two 1 us launches of 100 us kernels: the second waits for the first and starts one
+    # queued gap after it ends; 1 + 2 (latency) + 100 + 1.2 (gap) + 100 = 204.2 us
     result = run_chain([Step(1, 100), Step(1, 100)])
-    assert result.latency_us == pytest.approx(1 + LAUNCH_LATENCY_US + 200)
+    assert (LAUNCH_LATENCY_US, QUEUED_GAP_US) == (2.0, 1.2)
+    assert result.latency_us == pytest.approx(204.2)
+    assert result.device_us == 200  # the gap is idle, not busy
     assert not result.host_bound
+
+
+def test_no_queued_gap_where_the_device_waited_for_the_launch() -> None:
+    # a 1 us kernel, then a 10 us launch: the device is idle when the second is issued, so it
+    # starts after the launch latency alone: 10 + 10 + 2 + 1 = 23 us (no gap added)
+    result = run_chain([Step(10, 1), Step(10, 1)])
+    assert result.latency_us == pytest.approx(23)
 
 
 def test_a_synchronising_operator_waits_for_the_device() -> None:
