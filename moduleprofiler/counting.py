@@ -44,6 +44,7 @@ from moduleprofiler.validate import (
     EXCLUDED_KEY,
     count_value,
     formula_name,
+    io_size_pair,
 )
 
 
@@ -196,11 +197,15 @@ class CountingListener(Listener):
         """0.0.4's ``(input_size, output_size)`` from the io-size function of the module's type
         (the default trees where an inherited one fails on this module)."""
         try:
-            return resolved.io_size(call.module, inputs, output)  # type: ignore[no-any-return]
+            return io_size_pair(resolved.io_size(call.module, inputs, output),
+                                function=f"io-size function {formula_name(resolved.io_size)!r}",
+                                path=call.path, type_name=type(call.module).__name__)
         except Exception as exc:
-            if not resolved.fallback:
-                raise self._formula_error(exc, call, "io-size function") from exc
-            return default_io_size(call.module, inputs, output)
+            if resolved.fallback:
+                return default_io_size(call.module, inputs, output)
+            if isinstance(exc, FormulaError):  # it returned something that is not a pair
+                raise
+            raise self._formula_error(exc, call, "io-size function") from exc
 
     def _one_tensor_call(self, call: Call, resolved: _Resolved, args: tuple[Any, ...],
                          first: Tensor, output: Tensor, input_size: torch.Size,
