@@ -323,7 +323,7 @@ class CountingListener(Listener):
         """Own ops, macs and their source: the formula if there is one, else the operators
         observed in the module's own forward, else unknown."""
         if resolved.excluded:
-            return None, None, "excluded"
+            return self._excluded_counts(resolved, call, inputs, output)
         # ``_count`` inlined for the common result (a non-negative int or None): this runs on
         # every call
         module = call.module
@@ -393,6 +393,20 @@ class CountingListener(Listener):
             f"so its ops are unknown; a {COVERS}(module) test on the formula has such modules "
             "counted by their operators instead")
         return None, None, "unknown"
+
+    def _excluded_counts(self, resolved: _Resolved, call: Call, inputs: tuple[Any, ...],
+                         output: Any) -> tuple[int | float | None, None, OpsSource]:
+        """An excluded call's own ops: what the map's ``"excluded"`` function says (``None``,
+        unknown, unless a 0.0.4 user replaced it, ``ops_fn_map["excluded"] = fn``); its
+        operators are not counted."""
+        try:
+            ops = resolved.ops(call.module, inputs, output)
+        except Exception as exc:
+            raise self._formula_error(
+                exc, call, f"ops formula {formula_name(resolved.ops)!r}") from exc
+        if ops is not None and (type(ops) is not int or ops < 0):
+            ops = self._checked(ops, resolved.ops, call, "ops")
+        return ops, None, "excluded"
 
     def is_excluded(self, module: nn.Module) -> bool:
         """Whether ``module`` is excluded from ops counting."""
