@@ -181,6 +181,19 @@ def test_flags_of_the_views_must_be_bools(method: str, keyword: str) -> None:
     assert model.forwards == 0  # 0.0.4 took any truthy value: "no" meant aggr=True
 
 
+def test_verbose_writers_say_where_they_saved(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    profiler = ModuleProfiler(verbose=True, ts_fmt="%Y")
+    profiler.estimate_ops_csv(str(tmp_path / "ops"), net(), torch.randn(1, 8))
+    profiler.count_params_html(str(tmp_path / "params.html"), net())
+    profiler.estimate_ops_latex(net(), torch.randn(1, 8), file=str(tmp_path / "ops"))
+    log = capsys.readouterr().err
+    # as 0.0.4's verbose log did (its line named "ops..csv")
+    for name in ("ops.csv", "params.html", "ops.tex"):
+        assert f"Results saved to {tmp_path / name}\n" in log
+    assert log.startswith("[2") and "] Profiling Sequential" in log
+
+
 def test_latex_escapes_names_and_has_no_nan() -> None:
     latex = ModuleProfiler().count_params_latex(module=net())
     # 0.0.4's columns under human headers, stacked to fit the line (the raw names

@@ -130,11 +130,11 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
 
     def to_csv(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
         path = checked(file, args)  # before the frame: its own error would name the module
-        write_frame(frame(self, args, kwargs), path, "csv")
+        self._log(f"Results saved to {write_frame(frame(self, args, kwargs), path, 'csv')}")
 
     def to_html(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
         path = checked(file, args)
-        write_frame(frame(self, args, kwargs), path, "html")
+        self._log(f"Results saved to {write_frame(frame(self, args, kwargs), path, 'html')}")
 
     def to_latex(self: Any, *args: Any, index: bool = False, file: PathLike | None = None,
                  **kwargs: Any) -> str:
@@ -142,7 +142,7 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
         path = None if file is None else checked(file, args)
         text = frame_text(frame(self, args, kwargs), "latex", index=index)
         if path is not None:  # as the csv and html writers do (0.0.4 had no file here)
-            write_text(text, path, "latex")
+            self._log(f"Results saved to {write_text(text, path, 'latex')}")
         return text
 
     docs = {
