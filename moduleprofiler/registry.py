@@ -295,14 +295,34 @@ def excluded_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> Non
     return None
 
 
+def _with_layer_classes(table: FormulaMap) -> FormulaMap:
+    """``table`` plus, for every ``torch.nn`` layer class that gets its formula from a base
+    class (``nn.BatchNorm2d`` from ``_BatchNorm``, ``nn.MaxPool2d`` from ``_MaxPoolNd``), an
+    entry of its own holding that formula: 0.0.4's maps were keyed by the layer classes, and
+    code written for them reads ``ops_map[nn.BatchNorm2d]``. The counts are the same either
+    way (lookup follows the class hierarchy)."""
+    out = dict(table)
+    for name in dir(nn):
+        cls = getattr(nn, name)
+        if isinstance(cls, type) and issubclass(cls, nn.Module) and cls not in out:
+            fn = resolve(table, cls)
+            if fn is not None:
+                out[cls] = fn
+    return out
+
+
 def get_default_ops_map() -> FormulaMap:
-    """A new dict of the default ops formulas, with the 0.0.4 ``"default"``/``"excluded"`` keys."""
-    return {**OPS_FORMULAS.as_map(), DEFAULT_KEY: unknown_ops, EXCLUDED_KEY: excluded_ops}
+    """A new dict of the default ops formulas, keyed by module class (every ``torch.nn`` layer
+    class that has one, also one that inherits it), with the 0.0.4 ``"default"`` and
+    ``"excluded"`` keys."""
+    return {**_with_layer_classes(OPS_FORMULAS.as_map()), DEFAULT_KEY: unknown_ops,
+            EXCLUDED_KEY: excluded_ops}
 
 
 def get_default_macs_map() -> FormulaMap:
-    """A new dict of the default multiply-accumulate formulas."""
-    return MACS_FORMULAS.as_map()
+    """A new dict of the default multiply-accumulate formulas, keyed as
+    :func:`get_default_ops_map`."""
+    return _with_layer_classes(MACS_FORMULAS.as_map())
 
 
 _OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(

@@ -12,6 +12,7 @@ from moduleprofiler import (
     ProfilingError,
     RegistryError,
     get_default_io_size_map,
+    get_default_macs_map,
     get_default_ops_map,
     register_io_size,
     register_macs,
@@ -100,6 +101,29 @@ def test_default_maps_are_fresh_dicts_with_legacy_keys() -> None:
     assert "default" in get_default_io_size_map()
     # 0.0.4 evaluated its default maps once and shared them between profilers (B16)
     assert ModuleProfiler().ops_fn_map is not ModuleProfiler().ops_fn_map
+
+
+LEGACY_MAP_CLASSES = (
+    nn.Identity, nn.Linear, nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+    nn.GRUCell, nn.GRU, nn.LSTMCell, nn.LSTM, nn.BatchNorm1d, nn.BatchNorm2d, nn.LayerNorm,
+    nn.AvgPool1d, nn.AvgPool2d, nn.MaxPool1d, nn.AdaptiveMaxPool1d, nn.MaxPool2d,
+    nn.AdaptiveAvgPool2d, nn.ReLU, nn.LeakyReLU, nn.PReLU, nn.ELU, nn.SELU, nn.Sigmoid, nn.Tanh,
+    nn.Softplus, nn.Softmax,
+)
+"""The classes 0.0.4's ``get_default_ops_map()`` had as keys."""
+
+
+def test_default_map_has_a_key_for_every_legacy_layer_class() -> None:
+    ops_map = get_default_ops_map()
+    # BatchNorm, the pools: registered for their base classes, so ops_map[nn.BatchNorm2d]
+    # was a KeyError in code written for 0.0.4's map
+    assert [cls.__name__ for cls in LEGACY_MAP_CLASSES if cls not in ops_map] == []
+    bn, x = nn.BatchNorm2d(3).eval(), torch.randn(2, 3, 4, 4)
+    profiled = ModuleProfiler().profile(bn, x).total_ops
+    assert ops_map[nn.BatchNorm2d](bn, (x,), bn(x)) == profiled
+    # running statistics: C * (2M + 2) = 3 * (2 * 32 + 2) = 198, affine 2 * C * M = 192
+    assert profiled == 3 * (2 * 32 + 2) + 2 * 3 * 32
+    assert nn.MaxPool2d in get_default_macs_map()
 
 
 def test_legacy_plus_one_map_entry_works() -> None:
