@@ -135,14 +135,24 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
     ``dict(live)`` is the merged table, as a pass sees it now.
     """
 
-    __slots__ = ("_defaults", "_hidden", "own")
+    __slots__ = ("_defaults", "_factory", "_hidden", "own")
 
     def __init__(self, own: MutableMapping[Any, Any] | None,
-                 *defaults: Mapping[Any, Any]) -> None:
+                 *defaults: Mapping[Any, Any],
+                 factory: Callable[[Any], LiveFormulaMap] | None = None) -> None:
         self.own: MutableMapping[Any, Any] = {} if own is None else own
         """This profiler's entries (the map given to its constructor, kept as it is)."""
         self._defaults = defaults
         self._hidden: set[Any] = set()
+        self._factory = factory
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copied or pickled (a profiler passed to copy.deepcopy or to another process): the own
+        # entries and hidden keys travel, the registry does not (it is read-only, and live);
+        # the copy is rebuilt over the registry by the function that built this map
+        if self._factory is None:
+            raise TypeError(f"cannot copy a {type(self).__name__} built without a factory")
+        return _rebuilt, (self._factory, self.own, tuple(self._hidden))
 
     def get(self, key: Any, default: Any = None) -> Any:
         # the one lookup path (``[]`` and ``in`` go through it): lookups are per type per pass
@@ -196,14 +206,23 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         return f"{type(self).__name__}(own={dict(self.own)!r}, {len(self)} entries in all)"
 
 
-def live_map(table: Mapping[Any, Any] | None, *defaults: Mapping[Any, Any]
-             ) -> LiveFormulaMap:
+def _rebuilt(factory: Callable[[Any], LiveFormulaMap], own: MutableMapping[Any, Any],
+             hidden: tuple[Any, ...]) -> LiveFormulaMap:
+    """A :class:`LiveFormulaMap` copied or unpickled: ``factory(own)`` with ``hidden``."""
+    live = factory(own)
+    live._hidden.update(hidden)
+    return live
+
+
+def live_map(table: Mapping[Any, Any] | None, *defaults: Mapping[Any, Any],
+             factory: Callable[[Any], LiveFormulaMap] | None = None) -> LiveFormulaMap:
     """``table`` as a profiler's own entries over ``defaults`` (a :class:`LiveFormulaMap` is
-    returned as it is; a plain mapping is kept, not copied)."""
+    returned as it is; a plain mapping is kept, not copied). ``factory``, the function that
+    calls this one, rebuilds the map when it is copied or unpickled."""
     if isinstance(table, LiveFormulaMap):
         return table
     own = table if table is None or isinstance(table, MutableMapping) else dict(table)
-    return LiveFormulaMap(own, *defaults)
+    return LiveFormulaMap(own, *defaults, factory=factory)
 
 
 def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:
@@ -332,10 +351,10 @@ _OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(
 def live_ops_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's ops map: ``own`` entries over the live ops registry (and the 0.0.4
     ``"default"``/``"excluded"`` keys of :func:`get_default_ops_map`)."""
-    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table)
+    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table, factory=live_ops_map)
 
 
 def live_macs_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's macs map: ``own`` entries over the live macs registry."""
-    return live_map(own, MACS_FORMULAS.table)
+    return live_map(own, MACS_FORMULAS.table, factory=live_macs_map)
 

@@ -410,3 +410,31 @@ def test_an_ops_formula_over_an_operator_without_formula_has_unknown_macs() -> N
     # without observing operators the MACs are unknown too
     assert profiler.profile(BesselGate(), torch.randn(2, 4), operators=False).records[0].self_macs \
         is None
+
+
+def _one_op(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> int:
+    return 1
+
+
+@pytest.mark.parametrize("duplicate", ["deepcopy", "pickle"])
+def test_a_profiler_can_be_deep_copied_and_pickled(duplicate: str) -> None:
+    import copy
+    import pickle
+
+    profiler = ModuleProfiler(exclude_from_ops=[nn.Tanh])
+    profiler.ops_fn_map[nn.ReLU] = _one_op
+    del profiler.ops_fn_map[nn.GELU]  # hidden: counted by its operators
+    # 'cannot pickle mappingproxy object': the maps held the registry's read-only tables
+    twin = (copy.deepcopy(profiler) if duplicate == "deepcopy"
+            else pickle.loads(pickle.dumps(profiler)))
+    net, x = nn.Sequential(nn.ReLU(), nn.GELU(), nn.Tanh()), torch.randn(2, 3)
+    assert twin.estimate_ops(net, x) == profiler.estimate_ops(net, x)
+    assert twin.estimate_ops(net, x)["0"]["ops"] == 1  # its own entry travelled
+    twin.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 2
+    assert profiler.ops_fn_map[nn.ReLU] is _one_op  # the copy's maps are its own
+    # and still over the live registry: a formula registered after the copy counts in it
+    register_ops(Custom)(lambda module, inputs, output: 42)
+    try:
+        assert twin.profile(Custom(), torch.zeros(1)).total_ops == 42
+    finally:
+        unregister_ops(Custom)
