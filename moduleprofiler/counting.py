@@ -44,6 +44,7 @@ from moduleprofiler.validate import (
     EXCLUDED_KEY,
     count_value,
     formula_name,
+    io_size_pair,
 )
 
 
@@ -196,11 +197,15 @@ class CountingListener(Listener):
         """0.0.4's ``(input_size, output_size)`` from the io-size function of the module's type
         (the default trees where an inherited one fails on this module)."""
         try:
-            return resolved.io_size(call.module, inputs, output)  # type: ignore[no-any-return]
+            return io_size_pair(resolved.io_size(call.module, inputs, output),
+                                function=f"io-size function {formula_name(resolved.io_size)!r}",
+                                path=call.path, type_name=type(call.module).__name__)
         except Exception as exc:
-            if not resolved.fallback:
-                raise self._formula_error(exc, call, "io-size function") from exc
-            return default_io_size(call.module, inputs, output)
+            if resolved.fallback:
+                return default_io_size(call.module, inputs, output)
+            if isinstance(exc, FormulaError):  # it returned something that is not a pair
+                raise
+            raise self._formula_error(exc, call, "io-size function") from exc
 
     def _one_tensor_call(self, call: Call, resolved: _Resolved, args: tuple[Any, ...],
                          first: Tensor, output: Tensor, input_size: torch.Size,
@@ -318,7 +323,7 @@ class CountingListener(Listener):
         """Own ops, macs and their source: the formula if there is one, else the operators
         observed in the module's own forward, else unknown."""
         if resolved.excluded:
-            return None, None, "excluded"
+            return self._excluded_counts(resolved, call, inputs, output)
         # ``_count`` inlined for the common result (a non-negative int or None): this runs on
         # every call
         module = call.module
@@ -388,6 +393,20 @@ class CountingListener(Listener):
             f"so its ops are unknown; a {COVERS}(module) test on the formula has such modules "
             "counted by their operators instead")
         return None, None, "unknown"
+
+    def _excluded_counts(self, resolved: _Resolved, call: Call, inputs: tuple[Any, ...],
+                         output: Any) -> tuple[int | float | None, None, OpsSource]:
+        """An excluded call's own ops: what the map's ``"excluded"`` function says (``None``,
+        unknown, unless a 0.0.4 user replaced it, ``ops_fn_map["excluded"] = fn``); its
+        operators are not counted."""
+        try:
+            ops = resolved.ops(call.module, inputs, output)
+        except Exception as exc:
+            raise self._formula_error(
+                exc, call, f"ops formula {formula_name(resolved.ops)!r}") from exc
+        if ops is not None and (type(ops) is not int or ops < 0):
+            ops = self._checked(ops, resolved.ops, call, "ops")
+        return ops, None, "excluded"
 
     def is_excluded(self, module: nn.Module) -> bool:
         """Whether ``module`` is excluded from ops counting."""

@@ -283,28 +283,34 @@ class ProfileData:
     def __len__(self) -> int:
         return len(self.records)
 
+    def _path(self, path: str) -> str:
+        """``path`` as the records hold it: :data:`ROOT_NAME`, the root's name in every output,
+        is the root's ``""`` (unless a module is really named so)."""
+        return "" if path == ROOT_NAME and path not in self._by_path else path
+
     def module(self, path: str) -> ModuleInfo:
         """Static information on the module at ``path`` (its ``named_modules()`` path, the
-        root ``""``).
+        root ``""``, also called ``"__root__"`` as in every output).
 
         Raises:
             KeyError: no module has that path (the message names the nearest paths).
         """
-        info = self._by_path.get(path)
+        info = self._by_path.get(self._path(path))
         if info is None:
             near = difflib.get_close_matches(str(path), list(self._by_path), n=3)
+            nearest = f"; nearest: {', '.join(map(repr, near))}" if near else ""
             raise KeyError(f"no module {path!r} in this profile (paths are named_modules() "
-                           "paths, the root ''" + (f"; nearest: {', '.join(map(repr, near))}"
-                                                   if near else "") + ")")
+                           f"paths, the root '' or {ROOT_NAME!r}{nearest})")
         return info
 
     def calls(self, path: str) -> tuple[CallRecord, ...]:
         """Every call record of the module at ``path``, in execution order (``()`` for a
-        module that was never called).
+        module that was never called); the root is ``""`` or ``"__root__"``.
 
         Raises:
             KeyError: no module has that path, as :meth:`module`.
         """
+        path = self._path(path)
         found = tuple(record for record in self.records if record.path == path)
         if not found:
             self.module(path)  # a path of no module is a typo, not a module never called

@@ -135,14 +135,24 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
     ``dict(live)`` is the merged table, as a pass sees it now.
     """
 
-    __slots__ = ("_defaults", "_hidden", "own")
+    __slots__ = ("_defaults", "_factory", "_hidden", "own")
 
     def __init__(self, own: MutableMapping[Any, Any] | None,
-                 *defaults: Mapping[Any, Any]) -> None:
+                 *defaults: Mapping[Any, Any],
+                 factory: Callable[[Any], LiveFormulaMap] | None = None) -> None:
         self.own: MutableMapping[Any, Any] = {} if own is None else own
         """This profiler's entries (the map given to its constructor, kept as it is)."""
         self._defaults = defaults
         self._hidden: set[Any] = set()
+        self._factory = factory
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copied or pickled (a profiler passed to copy.deepcopy or to another process): the own
+        # entries and hidden keys travel, the registry does not (it is read-only, and live);
+        # the copy is rebuilt over the registry by the function that built this map
+        if self._factory is None:
+            raise TypeError(f"cannot copy a {type(self).__name__} built without a factory")
+        return _rebuilt, (self._factory, self.own, tuple(self._hidden))
 
     def get(self, key: Any, default: Any = None) -> Any:
         # the one lookup path (``[]`` and ``in`` go through it): lookups are per type per pass
@@ -196,14 +206,23 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         return f"{type(self).__name__}(own={dict(self.own)!r}, {len(self)} entries in all)"
 
 
-def live_map(table: Mapping[Any, Any] | None, *defaults: Mapping[Any, Any]
-             ) -> LiveFormulaMap:
+def _rebuilt(factory: Callable[[Any], LiveFormulaMap], own: MutableMapping[Any, Any],
+             hidden: tuple[Any, ...]) -> LiveFormulaMap:
+    """A :class:`LiveFormulaMap` copied or unpickled: ``factory(own)`` with ``hidden``."""
+    live = factory(own)
+    live._hidden.update(hidden)
+    return live
+
+
+def live_map(table: Mapping[Any, Any] | None, *defaults: Mapping[Any, Any],
+             factory: Callable[[Any], LiveFormulaMap] | None = None) -> LiveFormulaMap:
     """``table`` as a profiler's own entries over ``defaults`` (a :class:`LiveFormulaMap` is
-    returned as it is; a plain mapping is kept, not copied)."""
+    returned as it is; a plain mapping is kept, not copied). ``factory``, the function that
+    calls this one, rebuilds the map when it is copied or unpickled."""
     if isinstance(table, LiveFormulaMap):
         return table
     own = table if table is None or isinstance(table, MutableMapping) else dict(table)
-    return LiveFormulaMap(own, *defaults)
+    return LiveFormulaMap(own, *defaults, factory=factory)
 
 
 def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:
@@ -295,14 +314,34 @@ def excluded_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> Non
     return None
 
 
+def _with_layer_classes(table: FormulaMap) -> FormulaMap:
+    """``table`` plus, for every ``torch.nn`` layer class that gets its formula from a base
+    class (``nn.BatchNorm2d`` from ``_BatchNorm``, ``nn.MaxPool2d`` from ``_MaxPoolNd``), an
+    entry of its own holding that formula: 0.0.4's maps were keyed by the layer classes, and
+    code written for them reads ``ops_map[nn.BatchNorm2d]``. The counts are the same either
+    way (lookup follows the class hierarchy)."""
+    out = dict(table)
+    for name in dir(nn):
+        cls = getattr(nn, name)
+        if isinstance(cls, type) and issubclass(cls, nn.Module) and cls not in out:
+            fn = resolve(table, cls)
+            if fn is not None:
+                out[cls] = fn
+    return out
+
+
 def get_default_ops_map() -> FormulaMap:
-    """A new dict of the default ops formulas, with the 0.0.4 ``"default"``/``"excluded"`` keys."""
-    return {**OPS_FORMULAS.as_map(), DEFAULT_KEY: unknown_ops, EXCLUDED_KEY: excluded_ops}
+    """A new dict of the default ops formulas, keyed by module class (every ``torch.nn`` layer
+    class that has one, also one that inherits it), with the 0.0.4 ``"default"`` and
+    ``"excluded"`` keys."""
+    return {**_with_layer_classes(OPS_FORMULAS.as_map()), DEFAULT_KEY: unknown_ops,
+            EXCLUDED_KEY: excluded_ops}
 
 
 def get_default_macs_map() -> FormulaMap:
-    """A new dict of the default multiply-accumulate formulas."""
-    return MACS_FORMULAS.as_map()
+    """A new dict of the default multiply-accumulate formulas, keyed as
+    :func:`get_default_ops_map`."""
+    return _with_layer_classes(MACS_FORMULAS.as_map())
 
 
 _OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(
@@ -312,10 +351,10 @@ _OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(
 def live_ops_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's ops map: ``own`` entries over the live ops registry (and the 0.0.4
     ``"default"``/``"excluded"`` keys of :func:`get_default_ops_map`)."""
-    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table)
+    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table, factory=live_ops_map)
 
 
 def live_macs_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's macs map: ``own`` entries over the live macs registry."""
-    return live_map(own, MACS_FORMULAS.table)
+    return live_map(own, MACS_FORMULAS.table, factory=live_macs_map)
 

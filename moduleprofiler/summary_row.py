@@ -21,6 +21,21 @@ SUMMARY_COLUMNS = (
 _INTEGER_COLUMNS = SUMMARY_COLUMNS[1:12]
 
 
+def _check(memory: Any, latency: Any) -> None:
+    """The two optional results, refused by name when they are something else (a memory
+    report's attributes are read below: a number there was an ``AttributeError``; a latency
+    of no known kind was a silent NaN)."""
+    if memory is not None and not hasattr(memory, "model_size_bytes"):
+        raise TypeError(f"memory must be the result of measure_memory() or None, got "
+                        f"{type(memory).__name__} {memory!r:.40}")
+    if latency is None or (isinstance(latency, (int, float)) and not isinstance(latency, bool)):
+        return
+    if not (hasattr(latency, "median_ms") or hasattr(latency, "median")):
+        raise TypeError("latency must be the result of benchmark(), a "
+                        "torch.utils.benchmark.Measurement, a number of ms or None, got "
+                        f"{type(latency).__name__} {latency!r:.40}")
+
+
 def _latency_ms(latency: Any) -> float:
     """Median latency in ms of a duck-typed result: ``median_ms`` (moduleprofiler's
     ``LatencyResult``), else ``median`` in seconds (``torch.utils.benchmark.Measurement``);
@@ -69,6 +84,7 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     :class:`~moduleprofiler.timing.latency.LatencyResult`, or a number of ms; a timing pass's
     profile gives its own hook-free latency (``facts.latency_ms``) when none is given.
     """
+    _check(memory, latency)
     root = profile.modules[0] if profile.modules else None
     if latency is None and profile.facts is not None:  # a timing pass's own hook-free latency
         latency = profile.facts.latency_ms

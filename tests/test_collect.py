@@ -169,6 +169,24 @@ def test_exclude_from_ops_takes_classes_and_instances() -> None:
     assert "head" not in by_instance.unsupported
 
 
+def test_the_maps_excluded_function_prices_excluded_modules() -> None:
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    x = torch.randn(2, 4)
+    profiler = ModuleProfiler(exclude_from_ops=[nn.Linear])
+    assert profiler.estimate_ops(net, x)["0"]["ops"] is None  # the default: unknown
+    # 0.0.4's map contract: excluded modules get ops_fn_map["excluded"] (it was never called)
+    profiler.ops_fn_map["excluded"] = lambda module, inputs, output: 0
+    profile = profiler.profile(net, x)
+    record = profile.calls("0")[0]
+    assert (record.self_ops, record.ops_source) == (0, "excluded")
+    assert profile.total_ops == 2 * 3  # the ReLU's 6 elements, the Linear's 0
+    assert profiler.estimate_ops(net, x)["0"]["ops"] == 0
+    profiler.ops_fn_map["excluded"] = lambda module, inputs, output: -1
+    with pytest.raises(FormulaError, match=r"ops formula '<lambda>' for module '0' \(Linear\) "
+                                           "returned int -1"):
+        profiler.profile(net, x)
+
+
 def test_exclude_from_ops_rejects_other_things() -> None:
     with pytest.raises(TypeError, match="exclude_from_ops"):
         ModuleProfiler(exclude_from_ops=["Linear"]).profile(nn.Linear(1, 1), torch.zeros(1))  # type: ignore[list-item]

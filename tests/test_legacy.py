@@ -143,6 +143,57 @@ def test_csv_and_html_names_get_one_extension(tmp_path: Path) -> None:
     assert csv["trainable_params"].tolist()[0] == 8 * 32 + 32 + 32 * 2 + 2
 
 
+class Counted(nn.Module):
+    """A Linear that counts its forwards: a refused argument must cost no pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 2)
+        self.forwards = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forwards += 1
+        return self.linear(x)
+
+
+@pytest.mark.parametrize("file", [None, 3, ["ops.csv"]])
+@pytest.mark.parametrize("writer", ["estimate_ops_csv", "estimate_ops_html"])
+def test_writers_refuse_a_file_that_is_not_a_path_before_the_pass(writer: str,
+                                                                   file: object) -> None:
+    model = Counted()
+    with pytest.raises(TypeError, match=r"file must be a file path \(a str or os.PathLike\), "
+                                        r"got (None|int 3|list \['ops.csv'\])"):
+        getattr(ModuleProfiler(), writer)(file, model, torch.randn(1, 8))
+    assert model.forwards == 0  # refused at the boundary, not by open() after the pass
+    with pytest.raises(TypeError, match="file must be a file path"):
+        ModuleProfiler().estimate_ops_latex(model, torch.randn(1, 8), file=3)
+    assert model.forwards == 0
+
+
+@pytest.mark.parametrize(("method", "keyword"), [
+    ("estimate_inference_time_df", "aggr"), ("estimate_total_inference_time_df", "aggr"),
+    ("estimate_ops_latex", "index"),
+])
+def test_flags_of_the_views_must_be_bools(method: str, keyword: str) -> None:
+    model = Counted()
+    with pytest.raises(TypeError, match=f"{keyword} must be True or False, got str 'no'"):
+        getattr(ModuleProfiler(), method)(model, torch.randn(1, 8), **{keyword: "no"})
+    assert model.forwards == 0  # 0.0.4 took any truthy value: "no" meant aggr=True
+
+
+def test_verbose_writers_say_where_they_saved(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    profiler = ModuleProfiler(verbose=True, ts_fmt="%Y")
+    profiler.estimate_ops_csv(str(tmp_path / "ops"), net(), torch.randn(1, 8))
+    profiler.count_params_html(str(tmp_path / "params.html"), net())
+    profiler.estimate_ops_latex(net(), torch.randn(1, 8), file=str(tmp_path / "ops"))
+    log = capsys.readouterr().err
+    # as 0.0.4's verbose log did (its line named "ops..csv")
+    for name in ("ops.csv", "params.html", "ops.tex"):
+        assert f"Results saved to {tmp_path / name}\n" in log
+    assert log.startswith("[2") and "] Profiling Sequential" in log
+
+
 def test_latex_escapes_names_and_has_no_nan() -> None:
     latex = ModuleProfiler().count_params_latex(module=net())
     # 0.0.4's columns under human headers, stacked to fit the line (the raw names

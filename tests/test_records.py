@@ -213,6 +213,27 @@ def test_calls_of_a_path_that_is_not_there_is_an_error_and_of_an_uncalled_module
         profile.calls("usd")
 
 
+def test_the_root_is_found_by_its_output_name_too() -> None:
+    from moduleprofiler import Profiler
+
+    class Named(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_module("__root__", torch.nn.Linear(2, 2))  # a child really named so
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self._modules["__root__"](x)  # type: ignore[misc]
+
+    profile = Profiler().profile(torch.nn.Sequential(torch.nn.Linear(2, 2)), torch.randn(1, 2))
+    # every table, file and 0.0.4 dict names the root "__root__": the lookups take that name
+    # (they raised KeyError "no module '__root__'"), as timing.samples and by_operator do
+    assert profile.module("__root__") is profile.module("")
+    assert profile.calls("__root__") == profile.calls("") and len(profile.calls("")) == 1
+    named = Profiler().profile(Named(), torch.randn(1, 2))
+    assert named.module("__root__").type_name == "Linear"  # the child, not the root
+    assert named.module("").type_name == "Named"
+
+
 def test_merge_takes_a_profile_only() -> None:
     from moduleprofiler import Profiler
 

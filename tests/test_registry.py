@@ -12,6 +12,7 @@ from moduleprofiler import (
     ProfilingError,
     RegistryError,
     get_default_io_size_map,
+    get_default_macs_map,
     get_default_ops_map,
     register_io_size,
     register_macs,
@@ -100,6 +101,29 @@ def test_default_maps_are_fresh_dicts_with_legacy_keys() -> None:
     assert "default" in get_default_io_size_map()
     # 0.0.4 evaluated its default maps once and shared them between profilers (B16)
     assert ModuleProfiler().ops_fn_map is not ModuleProfiler().ops_fn_map
+
+
+LEGACY_MAP_CLASSES = (
+    nn.Identity, nn.Linear, nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.ConvTranspose2d,
+    nn.GRUCell, nn.GRU, nn.LSTMCell, nn.LSTM, nn.BatchNorm1d, nn.BatchNorm2d, nn.LayerNorm,
+    nn.AvgPool1d, nn.AvgPool2d, nn.MaxPool1d, nn.AdaptiveMaxPool1d, nn.MaxPool2d,
+    nn.AdaptiveAvgPool2d, nn.ReLU, nn.LeakyReLU, nn.PReLU, nn.ELU, nn.SELU, nn.Sigmoid, nn.Tanh,
+    nn.Softplus, nn.Softmax,
+)
+"""The classes 0.0.4's ``get_default_ops_map()`` had as keys."""
+
+
+def test_default_map_has_a_key_for_every_legacy_layer_class() -> None:
+    ops_map = get_default_ops_map()
+    # BatchNorm, the pools: registered for their base classes, so ops_map[nn.BatchNorm2d]
+    # was a KeyError in code written for 0.0.4's map
+    assert [cls.__name__ for cls in LEGACY_MAP_CLASSES if cls not in ops_map] == []
+    bn, x = nn.BatchNorm2d(3).eval(), torch.randn(2, 3, 4, 4)
+    profiled = ModuleProfiler().profile(bn, x).total_ops
+    assert ops_map[nn.BatchNorm2d](bn, (x,), bn(x)) == profiled
+    # running statistics: C * (2M + 2) = 3 * (2 * 32 + 2) = 198, affine 2 * C * M = 192
+    assert profiled == 3 * (2 * 32 + 2) + 2 * 3 * 32
+    assert nn.MaxPool2d in get_default_macs_map()
 
 
 def test_legacy_plus_one_map_entry_works() -> None:
@@ -386,3 +410,31 @@ def test_an_ops_formula_over_an_operator_without_formula_has_unknown_macs() -> N
     # without observing operators the MACs are unknown too
     assert profiler.profile(BesselGate(), torch.randn(2, 4), operators=False).records[0].self_macs \
         is None
+
+
+def _one_op(module: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> int:
+    return 1
+
+
+@pytest.mark.parametrize("duplicate", ["deepcopy", "pickle"])
+def test_a_profiler_can_be_deep_copied_and_pickled(duplicate: str) -> None:
+    import copy
+    import pickle
+
+    profiler = ModuleProfiler(exclude_from_ops=[nn.Tanh])
+    profiler.ops_fn_map[nn.ReLU] = _one_op
+    del profiler.ops_fn_map[nn.GELU]  # hidden: counted by its operators
+    # 'cannot pickle mappingproxy object': the maps held the registry's read-only tables
+    twin = (copy.deepcopy(profiler) if duplicate == "deepcopy"
+            else pickle.loads(pickle.dumps(profiler)))
+    net, x = nn.Sequential(nn.ReLU(), nn.GELU(), nn.Tanh()), torch.randn(2, 3)
+    assert twin.estimate_ops(net, x) == profiler.estimate_ops(net, x)
+    assert twin.estimate_ops(net, x)["0"]["ops"] == 1  # its own entry travelled
+    twin.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 2
+    assert profiler.ops_fn_map[nn.ReLU] is _one_op  # the copy's maps are its own
+    # and still over the live registry: a formula registered after the copy counts in it
+    register_ops(Custom)(lambda module, inputs, output: 42)
+    try:
+        assert twin.profile(Custom(), torch.zeros(1)).total_ops == 42
+    finally:
+        unregister_ops(Custom)

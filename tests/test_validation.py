@@ -290,6 +290,30 @@ def test_an_operator_formula_result_is_checked() -> None:
         profiler.profile(net, X, pred_fn=lambda x: net(x) * 2)  # the mul runs in pred_fn
 
 
+@pytest.mark.parametrize(("value", "kind"), [
+    (5, "int 5"), (None, "None"), (((2, 4),), r"tuple \(\(2, 4\),\)"),
+    ("ab", "str 'ab'"),
+])
+def test_an_io_size_result_that_is_not_a_pair_is_refused(value: Any, kind: str) -> None:
+    def linear_io(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> Any:
+        return value
+
+    profiler = ModuleProfiler()
+    profiler.io_size_fn_map[nn.Linear] = linear_io
+    net = model()
+    before = snapshot(net)
+    with pytest.raises(FormulaError, match=rf"io-size function 'linear_io' for module '0' "
+                                           rf"\(Linear\) returned {kind}: an io-size function "
+                                           r"returns a pair \(input_size, output_size\)") as info:
+        profiler.trace_io_sizes(net, X)
+    assert info.value.path == "0"
+    assert_unchanged(net, before)
+    # a pair, as a tuple or a list, is the io sizes as given
+    profiler.io_size_fn_map[nn.Linear] = lambda module, inputs, output: ["in", "out"]
+    sizes = profiler.trace_io_sizes(net, X)["0"]
+    assert (sizes["input_size"], sizes["output_size"]) == ("in", "out")
+
+
 def test_a_backward_operator_formula_result_is_checked() -> None:
     profiler = ModuleProfiler()
     profiler.operator_fn_map[torch.ops.aten.mm] = lambda args, kwargs, out: (-1, 0)

@@ -42,4 +42,4 @@ _DEFAULT_IO_SIZE: Mapping[str, Callable[..., Any]] = MappingProxyType(
 def live_io_size_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's io-size map: ``own`` entries over the live io-size registry (and the 0.0.4
     ``"default"`` key)."""
-    return live_map(own, _DEFAULT_IO_SIZE, IO_SIZE_FUNCTIONS.table)
+    return live_map(own, _DEFAULT_IO_SIZE, IO_SIZE_FUNCTIONS.table, factory=live_io_size_map)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -19,6 +19,7 @@ from moduleprofiler.compat.timing import inference_time_dict, total_inference_ti
 from moduleprofiler.core import Profiler
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
+from moduleprofiler.export.io import check_path
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, write_frame, write_text
 from moduleprofiler.failure import located_errors
@@ -38,6 +39,7 @@ from moduleprofiler.timing import (
     train_step_times,
 )
 from moduleprofiler.validate import (
+    check_bool,
     check_callable,
     check_formula_map,
     check_pass,
@@ -124,21 +126,23 @@ def _writers(analysis: str, latex_note: str = "") -> tuple[Writer, Writer, Calla
             hint = (f" (swap them: {analysis}_csv(file, module, ...))"
                     if args and isinstance(args[0], (str, os.PathLike)) else "")
             raise TypeError(f"file must be a path, got the model {type(file).__name__}{hint}")
-        return cast(PathLike, file)
+        return check_path(file, "file")
 
     def to_csv(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
         path = checked(file, args)  # before the frame: its own error would name the module
-        write_frame(frame(self, args, kwargs), path, "csv")
+        self._log(f"Results saved to {write_frame(frame(self, args, kwargs), path, 'csv')}")
 
     def to_html(self: Any, file: PathLike, *args: Any, **kwargs: Any) -> None:
         path = checked(file, args)
-        write_frame(frame(self, args, kwargs), path, "html")
+        self._log(f"Results saved to {write_frame(frame(self, args, kwargs), path, 'html')}")
 
     def to_latex(self: Any, *args: Any, index: bool = False, file: PathLike | None = None,
                  **kwargs: Any) -> str:
+        check_bool(index, "index")
+        path = None if file is None else checked(file, args)
         text = frame_text(frame(self, args, kwargs), "latex", index=index)
-        if file is not None:  # as the csv and html writers do (0.0.4 had no file here)
-            write_text(text, checked(file, args), "latex")
+        if path is not None:  # as the csv and html writers do (0.0.4 had no file here)
+            self._log(f"Results saved to {write_text(text, path, 'latex')}")
         return text
 
     docs = {
@@ -372,6 +376,7 @@ class ModuleProfiler(Profiler):
                                    **kwargs: Any) -> pd.DataFrame:
         """:meth:`estimate_inference_time` as a DataFrame: statistics per module
         (``aggr=True``) or one row per module and iteration (``aggr=False``)."""
+        check_bool(aggr, "aggr")  # before the run, not after it
         return _timing_frame(self.estimate_inference_time(*args, **kwargs), aggr)
 
     (estimate_inference_time_csv, estimate_inference_time_html,
@@ -404,6 +409,7 @@ class ModuleProfiler(Profiler):
                                          **kwargs: Any) -> pd.DataFrame:
         """:meth:`estimate_total_inference_time` as a DataFrame (note: ``aggr`` defaults to
         False here, as in 0.0.4)."""
+        check_bool(aggr, "aggr")
         return _timing_frame(self.estimate_total_inference_time(*args, **kwargs), aggr)
 
     (estimate_total_inference_time_csv, estimate_total_inference_time_html,

@@ -11,7 +11,10 @@ import pandas as pd
 
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.renamed import current_names
 from moduleprofiler.export.view import View
+from moduleprofiler.records import ProfileData
+from moduleprofiler.validate import check_bool
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -26,7 +29,25 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
     (after - before) and ``<c>_ratio`` (after / before) for each column ``c``.
 
     ``changed_only`` keeps the rows where some quantity differs (or the module is new or
-    gone)."""
+    gone).
+
+    Raises:
+        TypeError: ``before`` or ``after`` is not a profile, ``columns`` is a bare string, or
+            ``changed_only`` is not a bool.
+        ValueError: ``names`` is not two different non-empty strings other than ``delta``
+            and ``ratio`` (the suffixes of the other columns).
+    """
+    for argument, value in (("before", before), ("after", after)):
+        if not isinstance(value, ProfileData):
+            raise TypeError(f"{argument} must be a profile (the result of a pass), got "
+                            f"{type(value).__name__}")
+    columns = current_names(columns)
+    check_bool(changed_only, "changed_only")
+    if (isinstance(names, str) or not isinstance(names, Sequence) or len(names) != 2
+            or not all(isinstance(name, str) and name for name in names)
+            or names[0] == names[1] or {*names} & {"delta", "ratio"}):
+        raise ValueError(f"names must be two different non-empty strings other than 'delta' "
+                         f"and 'ratio', such as ('before', 'after'), got {names!r}")
     first, second = names
     left = module_frame(before).set_index("module")
     right = module_frame(after).set_index("module")

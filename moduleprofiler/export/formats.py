@@ -24,7 +24,7 @@ from moduleprofiler.export.format_table import (
     split_options,
 )
 from moduleprofiler.export.frame import profile_frame
-from moduleprofiler.export.io import Buffer, PathLike, emit
+from moduleprofiler.export.io import Buffer, PathLike, check_path, emit
 from moduleprofiler.export.json_io import json_text
 from moduleprofiler.export.report import report_text
 from moduleprofiler.export.select import table_view, tree_view
@@ -73,6 +73,7 @@ def export_profile(profile: Profile, format: str, buf: Buffer = None,
 def save_profile(profile: Profile, path: PathLike, format: str | None = None,
                  **options: Any) -> None:
     """Write ``profile`` to ``path`` in ``format`` (default: inferred from the suffix)."""
+    check_path(path)
     export_profile(profile, format if format is not None else infer_format(path), path,
                    **options)
 

@@ -22,6 +22,15 @@ def emit(text: str, buf: Buffer) -> str | None:
     return None
 
 
+def check_path(value: object, name: str = "path") -> PathLike:
+    """``value`` when it is a file path (a ``str`` or ``os.PathLike``), else a ``TypeError``
+    naming the argument: before any work, not from ``open`` after the pass."""
+    if isinstance(value, (str, os.PathLike)):
+        return value
+    shown = "None" if value is None else f"{type(value).__name__} {value!r:.40}"
+    raise TypeError(f"{name} must be a file path (a str or os.PathLike), got {shown}")
+
+
 def with_suffix(file: PathLike, suffix: str) -> str:
     """``file`` with ``suffix`` appended unless it already ends with it.
 

@@ -202,7 +202,7 @@ def _build(cls: type[Any], data: Mapping[str, Any], what: str) -> Any:
 
 def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     """Rebuild a profile (of class ``factory``) from :func:`profile_document` data."""
-    if document.get("document") != DOCUMENT:
+    if not isinstance(document, Mapping) or document.get("document") != DOCUMENT:
         raise ValueError(f"not a moduleprofiler profile (expected \"document\": \"{DOCUMENT}\")")
     version = document.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
@@ -354,6 +354,9 @@ def profile_from_json(source: str | PathLike | IO[str], factory: type[P]) -> P:
     elif isinstance(source, (str, os.PathLike)):
         with open(source, encoding="utf-8") as handle:
             text = handle.read()
-    else:
+    elif callable(getattr(source, "read", None)):
         text = source.read()
+    else:
+        raise TypeError(f"source must be a path, a text file object or JSON text, got "
+                        f"{type(source).__name__} {source!r:.40}")
     return profile_from_document(json.loads(text), factory)

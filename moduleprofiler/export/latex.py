@@ -37,6 +37,7 @@ from moduleprofiler.export.latex_fit import (
 )
 from moduleprofiler.export.names import elide_path
 from moduleprofiler.export.view_data import ViewData
+from moduleprofiler.validate import check_bool, check_str
 from moduleprofiler.warn import warn
 
 _LATEX_SPECIAL = {
@@ -227,8 +228,15 @@ def _with_note(text: str, note: str, environment: str | None) -> str:
 
 
 def _check(label: str | None, environment: str | None, wide: bool, width: float | None,
-           height: float | None, rows: Rows) -> str | None:
-    """The options checked; returns the environment (``table*`` for ``wide``)."""
+           height: float | None, rows: Rows, texts: dict[str, object],
+           flags: dict[str, object]) -> str | None:
+    """The options checked (``texts``: the other ones that are a str or None, ``flags``: the
+    on/off ones); returns the environment (``table*`` for ``wide``)."""
+    for name, value in {**texts, "label": label, "environment": environment}.items():
+        if value is not None:
+            check_str(value, name)
+    for name, value in flags.items():
+        check_bool(value, name)
     if label is not None and not _LABEL.match(label):
         raise ValueError(f"LaTeX label {label!r} may only use letters, digits and : . _ - /")
     if wide:
@@ -264,7 +272,10 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
     left out; a :class:`LatexFitWarning` when the table does not fit. Raw views (the 0.0.4
     writers) keep their rows, columns and values: their headers are stacked in short lines,
     and the table is scaled when it is still too wide."""
-    environment = _check(label, environment, wide, width, height, rows)
+    environment = _check(label, environment, wide, width, height, rows,
+                         texts={"caption": caption, "position": position},
+                         flags={"escape_caption": escape_caption, "floating": floating,
+                                "wide": wide, "fit": fit, "fold": fold})
     boxed = floating and environment in _ENVIRONMENTS  # a float or a longtable of ours
     line = float(width) if width is not None else \
         WIDE_PT if environment == "table*" else LINEWIDTH_PT

@@ -73,8 +73,12 @@ def current_name(name: str) -> str:
     return new
 
 
-def current_names(names: Iterable[str]) -> list[str]:
-    """:func:`current_name` of each of ``names``."""
+def current_names(names: Iterable[str], argument: str = "columns") -> list[str]:
+    """:func:`current_name` of each of ``names``; a bare string (which would be read letter by
+    letter, ``"ops"`` as ``["o", "p", "s"]``) is a ``TypeError`` naming ``argument``."""
+    if isinstance(names, str):
+        raise TypeError(f"{argument} must be a list of column names, got the str {names!r} "
+                        f"(one column: [{names!r}])")
     return [current_name(name) for name in names]
 
 

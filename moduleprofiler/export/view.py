@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from moduleprofiler.export.format_table import infer_format, render_view
-from moduleprofiler.export.io import Buffer, PathLike
+from moduleprofiler.export.io import Buffer, PathLike, check_path
 from moduleprofiler.export.notebook import notebook_html
 from moduleprofiler.export.text import supports_color
 from moduleprofiler.export.view_data import ViewData, ViewKind
@@ -81,5 +81,6 @@ class View(ViewData):
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:
         """Write to ``path`` in ``format`` (default: from the suffix: .csv .md .html .tex
         .txt); ``options`` go to the renderer."""
+        check_path(path)
         render_view(self, format if format is not None else infer_format(path), path,
                     **options)

@@ -186,7 +186,8 @@ def live_operator_map(own: OperatorMap | None = None) -> LiveFormulaMap:
     """A profiler's operator map: ``own`` entries over the live operator registry (formulas
     and free operators), so an operator registered after the profiler was made is counted."""
     load_families()
-    return live_map(own, MappingProxyType(OPERATOR_FORMULAS), _FreeOperators())
+    return live_map(own, MappingProxyType(OPERATOR_FORMULAS), _FreeOperators(),
+                    factory=live_operator_map)
 
 
 def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormula | object | None:

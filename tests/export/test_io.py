@@ -63,3 +63,14 @@ def test_view_csv_keeps_raw_numbers() -> None:
     csv = tiny().table(["ops", "ops_pct"]).to_csv() or ""
     assert csv.splitlines()[1].startswith("__root__,Net,11406,100.0")
     assert "custom,Custom,,\n" in csv
+
+
+@pytest.mark.parametrize("path", [None, 3])
+def test_save_refuses_a_path_that_is_not_a_path(path: object) -> None:
+    profile = tiny()
+    # with format= given, None went on as "return the text": nothing written, no error
+    for save in (lambda: profile.save(path, format="csv"), lambda: profile.save(path),
+                 lambda: profile.tree().save(path, format="csv")):
+        with pytest.raises(TypeError, match=r"path must be a file path \(a str or "
+                                            r"os.PathLike\), got (None|int 3)"):
+            save()

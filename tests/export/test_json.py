@@ -62,6 +62,12 @@ def test_newer_or_foreign_documents_are_refused() -> None:
         Profile.from_json(json.dumps(document))
     with pytest.raises(ValueError, match="not a moduleprofiler profile"):
         Profile.from_json('{"records": []}')
+    # JSON that is not an object was an AttributeError ('list' object has no attribute 'get')
+    with pytest.raises(ValueError, match="not a moduleprofiler profile"):
+        Profile.from_json(io.StringIO("[1, 2]"))
+    with pytest.raises(TypeError, match="source must be a path, a text file object or JSON "
+                                        "text, got NoneType None"):
+        Profile.from_json(None)  # type: ignore[arg-type]
     document["schema_version"] = SCHEMA_VERSION
     del document["records"][0]["path"]
     with pytest.raises(ValueError, match="lacks \\['path'\\]"):

@@ -70,6 +70,20 @@ def test_options_are_checked() -> None:
         tiny().to_latex(width="345pt")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("caption", 5, "caption must be a str, got int 5"),  # was AttributeError: no 'isascii'
+    ("label", 5, "label must be a str, got int 5"),  # was 'expected string or bytes-like'
+    ("position", 5, "position must be a str, got int 5"),  # was written as [5]
+    ("environment", 5, "environment must be a str, got int 5"),
+    ("wide", "no", "wide must be True or False, got str 'no'"),  # was a table*
+    ("fit", "no", "fit must be True or False, got str 'no'"),
+    ("escape_caption", "no", "escape_caption must be True or False, got str 'no'"),
+])
+def test_option_types_are_checked_by_name(option: str, value: object, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        tiny().to_latex(**{option: value})
+
+
 def test_options_reach_the_renderer_through_save(tmp_path: Path) -> None:
     tiny().save(tmp_path / "wide.tex", wide=True, max_depth=1)
     text = (tmp_path / "wide.tex").read_text()

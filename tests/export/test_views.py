@@ -89,6 +89,26 @@ def test_compare_two_runs() -> None:
     assert full.loc["conv", "ops_ratio"] == 1.0
 
 
+@pytest.mark.parametrize(("call", "error", "message"), [
+    # each was a deep error or a wrong table: AttributeError '_frames', the letters of "ops"
+    # as three unknown columns, "too many values to unpack", "xy" read as two names
+    (lambda p: compare(p, 5), TypeError, r"after must be a profile \(the result of a pass\), "
+                                         "got int"),
+    (lambda p: compare(p, p, "ops"), TypeError,
+     r"columns must be a list of column names, got the str 'ops' \(one column: \['ops'\]\)"),
+    (lambda p: compare(p, p, names=("a", "b", "c")), ValueError, "names must be two different"),
+    (lambda p: compare(p, p, names="ab"), ValueError, "names must be two different"),
+    (lambda p: compare(p, p, names=("run", "run")), ValueError, "names must be two different"),
+    (lambda p: compare(p, p, changed_only="yes"), TypeError,
+     "changed_only must be True or False, got str 'yes'"),
+    (lambda p: p.tree("ops"), TypeError, "columns must be a list of column names, got the str"),
+    (lambda p: p.table("ops"), TypeError, "columns must be a list of column names, got the str"),
+])
+def test_view_arguments_of_the_wrong_kind_are_refused_by_name(call, error, message) -> None:
+    with pytest.raises(error, match=message):
+        call(tiny())
+
+
 def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
     """A timing and a memory column that no view knows about are shown, formatted by their
     suffix, totalled, charted and summarised."""

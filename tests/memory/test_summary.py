@@ -84,3 +84,21 @@ def test_a_memory_reports_own_summary_shows_its_measurements() -> None:
     assert row["inference_peak_bytes"] == 176 and row["peak_activation_bytes"] == 48
     assert pd.isna(row["training_peak_bytes"])  # no training pass: unknown, not 0
     assert pd.isna(row["macs"])  # the memory pass counts nothing
+
+
+def test_a_memory_or_latency_of_another_kind_is_refused_by_name() -> None:
+    import pytest
+
+    model, x = _model_and_input()
+    profile = ModuleProfiler().profile(model, x)
+    # a number as the memory report was an AttributeError ('int' object has no attribute
+    # 'model_size_bytes'); a latency of no known kind was a silent NaN
+    with pytest.raises(TypeError, match=r"memory must be the result of measure_memory\(\) or "
+                                        "None, got int 5"):
+        profile.summary(memory=5)
+    with pytest.raises(TypeError, match=r"latency must be the result of benchmark.*got str "
+                                        "'fast'"):
+        profile.summary(latency="fast")
+    with pytest.raises(TypeError, match=r"latency must be .* got bool True"):
+        profile.summary(latency=True)
+    assert profile.summary(latency=4).loc[0, "latency_ms"] == 4.0  # a number of ms is one
