@@ -127,13 +127,14 @@ class ModelStateWarning(UserWarning):
 def _versions(modules: Sequence[nn.Module], restored: Sequence[Tensor]
               ) -> list[tuple[Tensor, int]]:
     """Each distinct parameter with its version counter (bumped by every in-place write), but
-    those ``restored`` anyway and lazy ones not materialised yet (they have no data)."""
+    those ``restored`` anyway, lazy ones not materialised yet (they have no data) and inference
+    tensors (a model built under ``torch.inference_mode()``: they keep no version counter)."""
     skip = {id(tensor) for tensor in restored}
     versions: list[tuple[Tensor, int]] = []
     for module in modules:
         for parameter in module._parameters.values():
             if parameter is None or id(parameter) in skip \
-                    or isinstance(parameter, UninitializedParameter):
+                    or isinstance(parameter, UninitializedParameter) or parameter.is_inference():
                 continue
             skip.add(id(parameter))
             versions.append((parameter, parameter._version))

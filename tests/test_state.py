@@ -213,6 +213,14 @@ def test_no_warning_when_the_forward_writes_no_parameter() -> None:
                                  backward=True)
 
 
+def test_a_model_built_under_inference_mode_is_profiled() -> None:
+    # its parameters are inference tensors, which keep no version counter to read
+    with torch.inference_mode():
+        model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    # 2 rows * 4 * 4 = 32 MACs
+    assert ModuleProfiler().profile(model, torch.randn(2, 4)).total_macs == 32
+
+
 def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
     x = torch.randn(2, 8)
