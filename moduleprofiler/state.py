@@ -233,7 +233,8 @@ def grads_set_aside(tensors: Iterable[Tensor]) -> Iterator[None]:
 def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     grads: bool = False, buffers: bool | None = None,
                     leaves: Iterable[Tensor] = (),
-                    modules: Sequence[nn.Module] | None = None) -> Iterator[None]:
+                    modules: Sequence[nn.Module] | None = None,
+                    optimizer_steps: bool = False) -> Iterator[None]:
     """Run the block with ``root`` in eval mode (``eval=True``), in training mode
     (``train=True``) or as it is, and restore its state afterwards (see the module docstring).
 
@@ -248,6 +249,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             block left them.
         modules: ``list(root.modules())`` when the caller has walked the tree already (read
             only here).
+        optimizer_steps: the block steps an optimizer, so parameter writes are the pass's own
+            (no :class:`ModelStateWarning` for them).
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
@@ -277,7 +280,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             written, slots, lazy = _buffers(modules)
             weights = _written_weights(modules)
             saved_buffers = _snapshot([*written, *weights])
-            versions = _versions(modules, weights)
+            if not optimizer_steps:
+                versions = _versions(modules, weights)
             for module in lazy:
                 # runs after the module's own lazy-initialisation pre-hook, before its forward
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
