@@ -46,6 +46,7 @@ from moduleprofiler.validate import (
     formula_name,
     io_size_pair,
 )
+from moduleprofiler.vmapped import vmap_factor
 
 
 @dataclass(frozen=True)
@@ -337,6 +338,11 @@ class CountingListener(Listener):
         if ops is not None and (type(ops) is not int or ops < 0):
             ops = self._checked(ops, resolved.ops, call, "ops")
         if ops is not None:
+            # a formula prices the one example a module sees inside torch.vmap; its operators
+            # (MACs observed below) ran on the whole batch already
+            factor = vmap_factor(output)
+            if factor != 1:
+                ops *= factor
             macs_fn = resolved.macs
             if macs_fn is None:
                 return ops, self._operator_macs(call) if resolved.macs_from_operators else None, \
@@ -350,6 +356,8 @@ class CountingListener(Listener):
                     exc, call, f"macs formula {formula_name(macs_fn)!r}") from exc
             if macs is not None and (type(macs) is not int or macs < 0):
                 macs = self._checked(macs, macs_fn, call, "macs")
+            if macs is not None and factor != 1:
+                macs *= factor
             return ops, macs, "formula"
         if resolved.covered:
             # the formula was trusted to price this call, so its operators were not counted

@@ -19,7 +19,10 @@
 ``requires_grad`` is never changed by a pass; parameters are never written by it. The one
 parameter torch's own layers write in their forward, the weight of an ``nn.Embedding`` or
 ``nn.EmbeddingBag`` with ``max_norm`` (its looked-up rows renormalised in place), is restored
-like a buffer.
+like a buffer. A model whose own forward writes other parameters in place (a momentum encoder
+updated inside ``forward``, as in MoCo) cannot be put back without copying every parameter
+before each pass; such writes are found from the parameters' version counters (one integer read
+each) and named in a :class:`ModelStateWarning`, never left silent.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
+
+from moduleprofiler.warn import warn
 
 _TORCH_NORM_FORWARDS = frozenset(
     cls.forward for cls in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm,
@@ -114,6 +119,44 @@ def _written_weights(modules: Sequence[nn.Module]) -> list[Tensor]:
             and isinstance(module, (nn.Embedding, nn.EmbeddingBag))]
 
 
+class ModelStateWarning(UserWarning):
+    """A pass's forward changed the model in a way the pass cannot undo (parameters the
+    model's own forward wrote in place)."""
+
+
+def _versions(modules: Sequence[nn.Module], restored: Sequence[Tensor]
+              ) -> list[tuple[Tensor, int]]:
+    """Each distinct parameter with its version counter (bumped by every in-place write), but
+    those ``restored`` anyway, lazy ones not materialised yet (they have no data) and inference
+    tensors (a model built under ``torch.inference_mode()``: they keep no version counter)."""
+    skip = {id(tensor) for tensor in restored}
+    versions: list[tuple[Tensor, int]] = []
+    for module in modules:
+        for parameter in module._parameters.values():
+            if parameter is None or id(parameter) in skip \
+                    or isinstance(parameter, UninitializedParameter) or parameter.is_inference():
+                continue
+            skip.add(id(parameter))
+            versions.append((parameter, parameter._version))
+    return versions
+
+
+def _warn_written(root: nn.Module, versions: list[tuple[Tensor, int]]) -> None:
+    """Name, in a :class:`ModelStateWarning`, the parameters the pass's forward wrote in place
+    (their version counter moved)."""
+    written = {id(parameter) for parameter, version in versions
+               if parameter._version != version}
+    if not written:
+        return
+    names = [name for name, parameter in root.named_parameters(remove_duplicate=False)
+             if id(parameter) in written]
+    shown = ", ".join(repr(name) for name in names[:5]) + (", ..." if len(names) > 5 else "")
+    warn(ModelStateWarning(
+        f"the model's forward wrote {len(written)} parameter(s) in place during the pass "
+        f"({shown}); parameters are not copied before a pass, so they keep the values the "
+        "pass's forward wrote: reload them (load_state_dict) if that matters"))
+
+
 def _parameters(root: nn.Module) -> list[nn.Parameter]:
     unique: dict[int, nn.Parameter] = {}
     for parameter in root.parameters():
@@ -190,7 +233,8 @@ def grads_set_aside(tensors: Iterable[Tensor]) -> Iterator[None]:
 def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     grads: bool = False, buffers: bool | None = None,
                     leaves: Iterable[Tensor] = (),
-                    modules: Sequence[nn.Module] | None = None) -> Iterator[None]:
+                    modules: Sequence[nn.Module] | None = None,
+                    optimizer_steps: bool = False) -> Iterator[None]:
     """Run the block with ``root`` in eval mode (``eval=True``), in training mode
     (``train=True``) or as it is, and restore its state afterwards (see the module docstring).
 
@@ -205,6 +249,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             block left them.
         modules: ``list(root.modules())`` when the caller has walked the tree already (read
             only here).
+        optimizer_steps: the block steps an optimizer, so parameter writes are the pass's own
+            (no :class:`ModelStateWarning` for them).
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
@@ -222,6 +268,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     parameter_counts = [len(module._parameters) for module in modules] if buffer_counts \
         else []
     lazy_hooks = ExitStack()
+    versions: list[tuple[Tensor, int]] = []
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
         # ``mode``: an inference model in eval mode costs no recursive walk
@@ -231,7 +278,10 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             _switch(root, modules, True)
         if buffers is not False:
             written, slots, lazy = _buffers(modules)
-            saved_buffers = _snapshot([*written, *_written_weights(modules)])
+            weights = _written_weights(modules)
+            saved_buffers = _snapshot([*written, *weights])
+            if not optimizer_steps:
+                versions = _versions(modules, weights)
             for module in lazy:
                 # runs after the module's own lazy-initialisation pre-hook, before its forward
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
@@ -249,4 +299,6 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         for module, training in zip(modules, flags):
             if module.training is not training:
                 module.training = training
+        if versions:
+            _warn_written(root, versions)
 

@@ -4,6 +4,7 @@ module writes in eval mode, and a lazy module's freshly materialised buffers."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.state import preserved_state
+from moduleprofiler.state import ModelStateWarning, preserved_state
 from tests.fixtures.state import assert_unchanged, snapshot
 
 X = torch.randn(8, 3)
@@ -180,6 +181,44 @@ def test_an_embedding_with_max_norm_keeps_its_weight() -> None:
     ModuleProfiler().profile(model, torch.tensor([[1, 2, 3]]))
     assert torch.equal(model[0].weight, torch.ones(10, 4))
     assert_unchanged(model, before)
+
+
+class MomentumEncoder(nn.Module):
+    """A frozen key encoder updated from the query encoder inside ``forward``, as MoCo does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query = nn.Linear(4, 4)
+        self.key = nn.Linear(4, 4).requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            for key, query in zip(self.key.parameters(), self.query.parameters()):
+                key.mul_(0.9).add_(query, alpha=0.1)
+        return self.query(x) + self.key(x)
+
+
+def test_parameters_the_forward_writes_are_named_in_a_warning() -> None:
+    model = MomentumEncoder()
+    with pytest.warns(ModelStateWarning, match=r"2 parameter\(s\).*'key.weight', 'key.bias'"):
+        ModuleProfiler().profile(model, torch.randn(2, 4))
+
+
+def test_no_warning_when_the_forward_writes_no_parameter() -> None:
+    # BatchNorm statistics (buffers) and a max_norm embedding's weight are restored: no warning
+    model = nn.Sequential(nn.Embedding(10, 4, max_norm=1.0), nn.Flatten(), nn.BatchNorm1d(8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelStateWarning)
+        ModuleProfiler().profile(model, torch.tensor([[1, 2], [3, 4]]), eval=False,
+                                 backward=True)
+
+
+def test_a_model_built_under_inference_mode_is_profiled() -> None:
+    # its parameters are inference tensors, which keep no version counter to read
+    with torch.inference_mode():
+        model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    # 2 rows * 4 * 4 = 32 MACs
+    assert ModuleProfiler().profile(model, torch.randn(2, 4)).total_macs == 32
 
 
 def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:

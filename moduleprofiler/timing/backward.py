@@ -406,7 +406,8 @@ def train_step_times(
     watched = {f"steps with {kind.replace('_', ' ')}": (listeners[kind], raws[kind])
                for kind in raws}
     run = timed.measure(step, watched, plain, plan, opts, bar, [
-        preserved_state(module, train=train, grads=restore, buffers=None if restore else False),
+        preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
+                        optimizer_steps=optimizer is not None),
         _preserved_parameters(module, restore and optimizer is not None), torch.enable_grad()])
     for marks in plain:
         rows.add_phases("plain", marks, names)
