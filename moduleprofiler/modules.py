@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 from torch.nn import Parameter
 
-from moduleprofiler.records import ModuleInfo, display_path
+from moduleprofiler.records import ModuleInfo, display_path, new_module_info
 from moduleprofiler.storage import is_lazy
 
 
@@ -229,11 +229,11 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
                     i = parent[i]
     exported = exported_types(root)
     infos = tuple(
-        ModuleInfo(path, exported.get(path) or type(module).__name__,
-                   0 if path == "" else path.count(".") + 1,
-                   params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
-                   buffer_bytes[i], ", ".join(owners[i]) if i in owners else None,
-                   is_container(module))
+        new_module_info(path, exported.get(path) or type(module).__name__,
+                        0 if path == "" else path.count(".") + 1,
+                        params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+                        buffer_bytes[i], ", ".join(owners[i]) if i in owners else None,
+                        is_container(module))
         for i, (path, module) in enumerate(occurrences))
     return infos, lazy
 

@@ -338,6 +338,7 @@ def test_records_are_the_constructor_s_records_and_stay_immutable() -> None:
     record = build_record(call, info)
     assert record == CallRecord(**position, **counted, self_backward_ops=6,
                                 metrics={"my_column": 1.5})
+    assert type(record) is CallRecord  # filled as a subclass, handed out as the class itself
     assert record.self_backward_macs is None  # an optional field no listener wrote: its default
     with pytest.raises(dataclasses.FrozenInstanceError):
         record.self_ops = 5  # type: ignore[misc]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 
 import pytest
 import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.records import ModuleInfo, module_statuses, ran_without
+from moduleprofiler.records import ModuleInfo, module_statuses, new_module_info, ran_without
 from moduleprofiler.timing import time_modules
 
 
@@ -240,3 +242,17 @@ def test_merge_takes_a_profile_only() -> None:
     profile = Profiler().profile(torch.nn.Linear(2, 2), torch.randn(1, 2))
     with pytest.raises(TypeError, match=r"merge takes a profile .* got dict"):
         profile.merge({"forward_ms": 1.0})  # type: ignore[arg-type]
+
+
+def test_new_module_info_is_the_constructor_s_info_and_stays_immutable() -> None:
+    """``new_module_info`` fills a subclass slot by slot, then hands out the class itself: it
+    must equal, hash and pickle as the constructor's info, and stay frozen."""
+    fields = ("a.b", "Conv2d", 2, 7, 5, 7, 3, True, 28, 12, "x", False)
+    info = new_module_info(*fields)
+    assert type(info) is ModuleInfo
+    assert info == ModuleInfo(*fields) and hash(info) == hash(ModuleInfo(*fields))
+    assert pickle.loads(pickle.dumps(info)) == info
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.params = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del info.params  # type: ignore[misc]
