@@ -22,7 +22,7 @@ import torch
 from moduleprofiler.prediction.calibrate import measure_host
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
-from moduleprofiler.prediction.host_in_model import MODELS_OVER_STACKS, in_model_samples
+from moduleprofiler.prediction.host_in_model import MODELS_OVER_STACKS, factor_of, in_model_samples
 
 SHIPPED = Path("moduleprofiler/prediction/calibrations/h200.json")
 
@@ -40,7 +40,7 @@ def main() -> None:
     by_depth = leaf_call_us()  # a second measurement, for the report
     samples = in_model_samples(cuda, costs)
     stacks_factor = statistics.median(f for values in samples.values() for f in values)
-    factor = round(stacks_factor * MODELS_OVER_STACKS, 4)  # as calibrate() records it
+    factor = factor_of(samples)  # as calibrate() records it
     host = dataclasses.replace(costs, in_model=factor)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import gc
 import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,31 +33,7 @@ from models import DTYPES, ZOO
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.prediction.calibrate import measure_host
-from moduleprofiler.prediction.host_in_model import stacks
-
-WARMUP = 10
-ITERATIONS = 60
-
-
-def fastest_us(step: Callable[[], Any]) -> float:
-    """The fastest of :data:`ITERATIONS` synchronised forwards, µs, after a warm-up."""
-    with torch.no_grad():
-        for _ in range(WARMUP):
-            step()
-        torch.cuda.synchronize()
-        enabled = gc.isenabled()
-        gc.disable()
-        fastest = float("inf")
-        try:
-            for _ in range(ITERATIONS):
-                start = time.perf_counter()
-                step()
-                torch.cuda.synchronize()
-                fastest = min(fastest, (time.perf_counter() - start) * 1e6)
-        finally:
-            if enabled:
-                gc.enable()
-    return fastest
+from moduleprofiler.prediction.host_in_model import fastest_forward_us, stacks
 
 
 def main() -> None:
@@ -102,7 +76,7 @@ def main() -> None:
         for config in order:
             def step(model: Any = config["model_obj"], inputs: Any = config["inputs"]) -> Any:
                 return _call(model, inputs)
-            config["fastest_us"].append(fastest_us(step))
+            config["fastest_us"].append(fastest_forward_us(step, cuda))
     after = measure_host(cuda)
     lines = [f"# command: PYTHONPATH=. python3 benchmarks/prediction/host_in_model_real.py "
              f"--out $OUT --rounds {args.rounds}   ({torch.cuda.get_device_name()}, torch "

@@ -26,8 +26,10 @@ It needs the pass runner and the host model only, never ``predict``: ``calibrate
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -141,19 +143,19 @@ def priced_host_us(model: nn.Module, x: torch.Tensor, host: HostModel) -> float:
     return listener.us
 
 
-def fastest_forward_us(model: nn.Module, x: torch.Tensor, device: torch.device,
+def fastest_forward_us(step: Callable[[], Any], device: torch.device,
                        iterations: int = ITERATIONS) -> float:
-    """The fastest of ``iterations`` hook-free forwards, µs, the device synchronised after
-    each (after :data:`WARMUP` untimed ones)."""
+    """The fastest of ``iterations`` hook-free runs of ``step`` (a forward), µs, the device
+    synchronised after each (after :data:`WARMUP` untimed ones)."""
     fastest = float("inf")
     with torch.no_grad():
         for _ in range(WARMUP):
-            model(x)
+            step()
         synchronize(device)
         with timing_context():
             for _ in range(iterations):
                 start = time.perf_counter()
-                model(x)
+                step()
                 synchronize(device)
                 fastest = min(fastest, (time.perf_counter() - start) * 1e6)
     return fastest
@@ -169,14 +171,20 @@ def in_model_samples(device: torch.device, costs: HostCosts,
     found: dict[str, list[float]] = {name: [] for name in built}
     for _ in range(rounds):  # interleaved: the stacks drift together
         for name, (model, x) in built.items():
-            found[name].append(fastest_forward_us(model, x, device) / priced[name])
+            forward = functools.partial(model, x)
+            found[name].append(fastest_forward_us(forward, device) / priced[name])
     return found
 
 
 def in_model_factor(device: torch.device, costs: HostCosts, rounds: int = ROUNDS) -> float:
     """The in-model factor of ``costs`` on ``device``: the median of
     :func:`in_model_samples` (the stacks') times :data:`MODELS_OVER_STACKS`."""
-    samples = in_model_samples(device, costs, rounds)
+    return factor_of(in_model_samples(device, costs, rounds))
+
+
+def factor_of(samples: dict[str, list[float]]) -> float:
+    """The in-model factor of :func:`in_model_samples`' ``samples``: their median over stacks
+    and rounds times :data:`MODELS_OVER_STACKS`."""
     stacks_factor = statistics.median(f for values in samples.values() for f in values)
     return round(stacks_factor * MODELS_OVER_STACKS, 4)
 
