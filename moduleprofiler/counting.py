@@ -199,8 +199,7 @@ class CountingListener(Listener):
         (the default trees where an inherited one fails on this module)."""
         try:
             return io_size_pair(resolved.io_size(call.module, inputs, output),
-                                function=f"io-size function {formula_name(resolved.io_size)!r}",
-                                path=call.path, type_name=type(call.module).__name__)
+                                function=resolved.io_size, path=call.path, module=call.module)
         except Exception as exc:
             if resolved.fallback:
                 return default_io_size(call.module, inputs, output)

@@ -250,16 +250,18 @@ def count_value(value: object, *, formula: str, path: str | None, type_name: str
     return count
 
 
-def io_size_pair(value: object, *, function: str, path: str, type_name: str
+def io_size_pair(value: object, *, function: Callable[..., Any], path: str, module: object
                  ) -> tuple[Any, Any]:
     """An io-size function's result as ``(input_size, output_size)``: a tuple or list of two
     items (0.0.4's contract). Anything else is a :class:`~moduleprofiler.errors.FormulaError`
-    naming the module path and the function, not an unpacking error from inside the pass."""
+    naming the module path and the function, not an unpacking error from inside the pass (the
+    message is built only then: this runs on every call)."""
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return value[0], value[1]
     raise FormulaError(
-        f"{function} for module {display_path(path)!r} ({type_name}) returned {_kind(value)}: "
-        "an io-size function returns a pair (input_size, output_size)", path)
+        f"io-size function {formula_name(function)!r} for module {display_path(path)!r} "
+        f"({type(module).__name__}) returned {_kind(value)}: an io-size function returns a "
+        "pair (input_size, output_size)", path)
 
 
 def operator_counts(ops: object, macs: object, operator: object, call: Any,
