@@ -3,10 +3,11 @@
 Every pass of moduleprofiler (counting, backward counting, memory, timing) is one
 :class:`PassRunner` with *listeners*. The runner
 
-* installs a forward pre-hook (``with_kwargs=True``) and a forward hook (``with_kwargs=True``,
-  ``always_call=True``) on every module, written into the module's hook tables under one torch
-  hook id exactly as ``register_forward_pre_hook`` / ``register_forward_hook`` would write them
-  (a module whose class overrides those methods gets them called), and released by one
+* installs a forward pre-hook (``with_kwargs=True`` where a listener reads a call's arguments
+  at its start) and a forward hook (``with_kwargs=True``, ``always_call=True``) on every
+  module, written into the module's hook tables under one torch hook id exactly as
+  ``register_forward_pre_hook`` / ``register_forward_hook`` would write them (a module whose
+  class overrides those methods gets them called), and released by one
   cleanup even when the forward raises; nothing else is written onto the user's modules and
   torch is never patched. TorchScript children cannot carry Python hooks: they are left
   unhooked and their work belongs to the nearest hooked ancestor (:attr:`PassRunner.unhooked`).
@@ -264,10 +265,12 @@ def _foreign(hooks: Mapping[int, Any]) -> bool:
     return False
 
 
-def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle]) -> None:
-    for module in hooked:  # the five tables ``_install`` wrote, by name (once per module)
+def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle],
+                   pre_kwargs: bool) -> None:
+    for module in hooked:  # the tables ``_install`` wrote, by name (once per module)
         module._forward_pre_hooks.pop(key, None)
-        module._forward_pre_hooks_with_kwargs.pop(key, None)
+        if pre_kwargs:
+            module._forward_pre_hooks_with_kwargs.pop(key, None)
         module._forward_hooks.pop(key, None)
         module._forward_hooks_with_kwargs.pop(key, None)
         module._forward_hooks_always_called.pop(key, None)
@@ -435,7 +438,7 @@ class PassRunner:
 
     def _install(self, cleanup: ExitStack) -> None:
         unhooked: list[str] = []
-        # What ``register_forward_pre_hook(with_kwargs=True)`` and ``register_forward_hook(
+        # What ``register_forward_pre_hook(with_kwargs=pre_kwargs)`` and ``register_forward_hook(
         # with_kwargs=True, always_call=True)`` do, written into the module's hook tables under
         # one fresh torch hook id: no handle objects (four or five tracked objects per hook,
         # enough to set off the garbage collector during the pass), one cleanup callback for
@@ -445,7 +448,10 @@ class PassRunner:
         RemovableHandle.next_id += 1
         hooked: list[nn.Module] = []
         handles: list[RemovableHandle] = []
-        cleanup.callback(_release_hooks, key, hooked, handles)
+        # the pre-hook takes the keyword arguments only for listeners that read them at a
+        # call's start: without one, a table entry less to write and release per module
+        pre_kwargs = bool(self._enter_listeners)
+        cleanup.callback(_release_hooks, key, hooked, handles, pre_kwargs)
         enter, exit_ = self._enter, self._exit
         opening = functools.partial(enter, announce=False)
         ways = _HOOK_WAYS
@@ -483,12 +489,14 @@ class PassRunner:
                 elif way == _DIRECT:
                     hooked.append(module)
                     module._forward_pre_hooks[key] = enter
-                    module._forward_pre_hooks_with_kwargs[key] = True
+                    if pre_kwargs:
+                        module._forward_pre_hooks_with_kwargs[key] = True
                     module._forward_hooks[key] = exit_
                     module._forward_hooks_with_kwargs[key] = True
                     module._forward_hooks_always_called[key] = True
                 else:
-                    handles.append(module.register_forward_pre_hook(enter, with_kwargs=True))
+                    handles.append(module.register_forward_pre_hook(enter,
+                                                                    with_kwargs=pre_kwargs))
                     handles.append(module.register_forward_hook(
                         exit_, with_kwargs=True, always_call=True))
             except Exception as exc:
@@ -499,7 +507,8 @@ class PassRunner:
         self.unhooked = tuple(unhooked)
         self.own_hooks = frozenset(own_hooks)
 
-    def _enter(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+    def _enter(self, module: nn.Module, args: tuple[Any, ...],
+               kwargs: dict[str, Any] | None = None,
                announce: bool = True) -> None:
         stack = self.stack
         if self.reruns.frames or (not stack and _current_node() is not None):
@@ -524,8 +533,10 @@ class PassRunner:
             self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
             self._seq_calls.append(call)
         if announce:
+            # ``kwargs`` is None only from a pre-hook installed without them, in a pass with
+            # no listener to tell here
             for listener in self._enter_listeners:
-                listener.enter(call, args, kwargs)
+                listener.enter(call, args, kwargs or {})
         observer = self._observer
         if observer is not None:
             wanted = self._observed.get(key)

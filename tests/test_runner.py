@@ -140,6 +140,36 @@ def test_hooks_released_after_the_forward_and_after_an_exception() -> None:
     user.remove()
 
 
+def test_pre_hook_takes_keyword_arguments_only_for_a_listener_that_reads_them() -> None:
+    class Scaled(nn.Module):
+        def forward(self, x: torch.Tensor, *, scale: float = 1.0) -> torch.Tensor:
+            return x * scale
+
+    class Exits(Listener):
+        """Reads nothing at a call's start."""
+
+        def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 output: Any) -> None:
+            call.values["kwargs"] = dict(kwargs)
+
+    class Enters(Exits):
+        def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            call.values["entered"] = dict(kwargs)
+
+    model = Scaled()
+    for listener, tables in ((Exits(), [1, 0, 1, 1, 1]), (Enters(), [1, 1, 1, 1, 1])):
+        runner = PassRunner(model, [listener])
+        seen: list[list[int]] = []
+        with runner.installed():
+            seen.append(_hook_tables(model))
+            output = model(torch.ones(2), scale=3.0)
+        assert seen == [tables]
+        assert output.tolist() == [3.0, 3.0]
+        assert runner.calls[0].values["kwargs"] == {"scale": 3.0}
+        assert runner.calls[0].values.get("entered", {"scale": 3.0}) == {"scale": 3.0}
+        assert _hook_tables(model) == [0, 0, 0, 0, 0]
+
+
 def test_user_hooks_run_before_ours_as_if_registered_through_torch() -> None:
     model = nn.Sequential(nn.Linear(2, 2))
     seen: list[tuple[int, ...]] = []
