@@ -79,6 +79,8 @@ class _Resolved:
     """An ops formula without a MACs formula: the call's MACs are those of the operators it
     runs (exact for the products they count), so its operators are observed for them, without
     listing those that have no formula as missing (the formula prices the ops)."""
+    tested: bool = False
+    """The ops formula carries a :data:`COVERS` test, asked of each module it is to price."""
 
 
 class _OperatorTally:
@@ -120,6 +122,9 @@ class CountingListener(Listener):
         self.unsupported_operators = self._formulas.missing
         self._hosts: frozenset[int] = frozenset()
         self._own_hooks: frozenset[int] = frozenset()
+        self._per_module = False
+        """Some module of the pass hosts unhooked children, has forward hooks of its own or
+        the model holds DTensors: then each module is checked for them."""
         self._hooked: dict[int, _Resolved] = {}
         """Id -> formula of the modules with forward hooks of their own that a formula
         covers: counted by their operators (hooks included), by the formula where those
@@ -139,6 +144,7 @@ class CountingListener(Listener):
         self._own_hooks = runner.own_hooks
         self._paths = runner.paths
         self._dtensor = sharded_by(runner.modules)
+        self._per_module = bool(self._hosts or self._own_hooks or self._dtensor is not None)
         self._formulas = pass_formulas(self.maps.operators, self._dtensor,
                                        self._formulas.missing)
         self._macs_formulas = pass_formulas(self.maps.operators, self._dtensor, {})
@@ -421,27 +427,29 @@ class CountingListener(Listener):
             bool(self.maps.excluded_types) and isinstance(module, self.maps.excluded_types))
 
     def _resolve(self, module: nn.Module) -> _Resolved:
-        resolved = self._by_module.get(id(module))
-        if resolved is None:
-            resolved = self._resolve_type(module)
-            if not resolved.excluded and (
-                    id(module) in self._hosts or id(module) in self._own_hooks or (
-                    self._dtensor is not None and holds_dtensor(module, self._dtensor))):
-                # its unhooked TorchScript children run inside its call, its own forward hooks
-                # do work the formula does not price (a weight_norm or pruning pre-hook
-                # recomputing the weight), or its parameters are sharded (its attributes
-                # describe the global layer): count its operators
-                if resolved.covered and id(module) in self._own_hooks:
-                    self._hooked[id(module)] = resolved
-                resolved = replace(resolved, ops=_unknown, covered=False)
-            elif resolved.covered and not resolved.excluded and not _covers(
-                    resolved.ops, module, self._paths.get(id(module))):
-                # the formula cannot price this instance (it returns None for it): observe
-                # the module's operators so that they count instead
-                resolved = replace(resolved, covered=False)
-            if resolved.covered and resolved.macs_from_operators:
-                self._macs_only.add(id(module))
-            self._by_module[id(module)] = resolved
+        """The formulas of ``module``'s calls in this pass, worked out on its first call (the
+        callers looked in :attr:`_by_module` first)."""
+        key = id(module)
+        resolved = self._resolve_type(module)
+        if resolved.excluded:
+            pass
+        elif self._per_module and (key in self._hosts or key in self._own_hooks or (
+                self._dtensor is not None and holds_dtensor(module, self._dtensor))):
+            # its unhooked TorchScript children run inside its call, its own forward hooks
+            # do work the formula does not price (a weight_norm or pruning pre-hook
+            # recomputing the weight), or its parameters are sharded (its attributes
+            # describe the global layer): count its operators
+            if resolved.covered and key in self._own_hooks:
+                self._hooked[key] = resolved
+            resolved = replace(resolved, ops=_unknown, covered=False)
+        elif resolved.tested and resolved.covered and not _covers(
+                resolved.ops, module, self._paths.get(key)):
+            # the formula cannot price this instance (it returns None for it): observe
+            # the module's operators so that they count instead
+            resolved = replace(resolved, covered=False)
+        if resolved.covered and resolved.macs_from_operators:
+            self._macs_only.add(key)
+        self._by_module[key] = resolved
         return resolved
 
     def _resolve_type(self, module: nn.Module) -> _Resolved:
@@ -470,6 +478,7 @@ class CountingListener(Listener):
                 fallback=fallback and not excluded,
                 macs_from_operators=(formula is not None and macs_fn is None and not excluded
                                      and maps.count_operators),
+                tested=getattr(ops_fn, COVERS, None) is not None,
             )
             self._resolved[key] = resolved
         return resolved

@@ -648,15 +648,15 @@ class PassRunner:
 
     # -- operators -------------------------------------------------------------------------
     def _wants(self, module: nn.Module) -> bool:
-        wanted = self._observed.get(id(module))
-        if wanted is None:  # the module's first call in this pass
-            listeners = self._operator_listeners
-            if len(listeners) == 1:  # the usual case: the counting listener alone
-                watchers = self._only_watcher if listeners[0].observe(module) else ()
-            else:
-                watchers = tuple(lst for lst in listeners if lst.observe(module))
-            self._watchers[id(module)] = watchers
-            wanted = self._observed[id(module)] = bool(watchers)
+        """Whether some listener wants ``module``'s operators, asked on its first call in this
+        pass (the callers looked in :attr:`_observed` first)."""
+        listeners = self._operator_listeners
+        if len(listeners) == 1:  # the usual case: the counting listener alone
+            watchers = self._only_watcher if listeners[0].observe(module) else ()
+        else:
+            watchers = tuple(lst for lst in listeners if lst.observe(module))
+        self._watchers[id(module)] = watchers
+        wanted = self._observed[id(module)] = bool(watchers)
         return wanted
 
     def _sync_observer(self) -> None:
@@ -665,7 +665,12 @@ class PassRunner:
         observer = self._observer
         assert observer is not None
         stack = self.stack
-        observer.set_active(self._wants(stack[-1].module) if stack else self._observe_outside)
+        if stack:
+            module = stack[-1].module
+            wanted = self._observed.get(id(module))
+            observer.set_active(self._wants(module) if wanted is None else wanted)
+        else:
+            observer.set_active(self._observe_outside)
 
     def _on_operator(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                      out: Any) -> None:
