@@ -285,36 +285,38 @@ class CountingListener(Listener):
         start after their parent, so one reverse sweep adds each call into its parent)."""
         self._fill_one_tensor_calls()
         calls = runner.calls
-        ops: list[int | float] = [0] * len(calls)
-        macs: list[int | float] = [0] * len(calls)
+        # each call's children's sums so far: ``None`` until some part of the subtree is
+        # known (a sum of nothing known is unknown, never 0); a sum with unknown parts is a
+        # lower bound (``complete`` False)
+        ops: list[int | float | None] = [None] * len(calls)
+        macs: list[int | float | None] = [None] * len(calls)
         complete = [True] * len(calls)
-        # whether any part of the call's subtree is known: a sum of nothing known is unknown
-        # (None), never 0; a sum with unknown parts is a lower bound (``complete`` False)
-        ops_known = [False] * len(calls)
-        macs_known = [False] * len(calls)
         for call in reversed(calls):
             values = call.values
             if call.failed or "self_ops" not in values:
                 continue
             i = call.index
-            own_ops, own_macs = values["self_ops"], values["self_macs"]
-            if own_ops is not None:
-                ops[i] += own_ops
-                ops_known[i] = True
-            if own_macs is not None:
-                macs[i] += own_macs
-                macs_known[i] = True
-            complete[i] = complete[i] and values["ops_source"] in COUNTED_SOURCES
-            values["ops"] = ops[i] if ops_known[i] else None
-            values["macs"] = macs[i] if macs_known[i] else None
-            values["complete"] = complete[i]
+            total_ops, total_macs = ops[i], macs[i]
+            own = values["self_ops"]
+            if own is not None:
+                total_ops = own if total_ops is None else total_ops + own
+            own = values["self_macs"]
+            if own is not None:
+                total_macs = own if total_macs is None else total_macs + own
+            whole = complete[i] and values["ops_source"] in COUNTED_SOURCES
+            values["ops"] = total_ops
+            values["macs"] = total_macs
+            values["complete"] = whole
             parent = call.parent
             if parent is not None:
-                ops[parent] += ops[i]
-                macs[parent] += macs[i]
-                ops_known[parent] = ops_known[parent] or ops_known[i]
-                macs_known[parent] = macs_known[parent] or macs_known[i]
-                complete[parent] = complete[parent] and complete[i]
+                if total_ops is not None:
+                    above = ops[parent]
+                    ops[parent] = total_ops if above is None else above + total_ops
+                if total_macs is not None:
+                    above = macs[parent]
+                    macs[parent] = total_macs if above is None else above + total_macs
+                if not whole:
+                    complete[parent] = False
         self._tallies.clear()
 
     # -- helpers ---------------------------------------------------------------------------
