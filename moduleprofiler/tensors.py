@@ -33,11 +33,13 @@ def module_tensor(module: nn.Module, name: str) -> Any:
         if direct is None:
             direct = _TABLE_READS[(cls, name)] = (
                 cls.__getattr__ is _MODULE_GETATTR and not hasattr(cls, name))
-        if direct:
-            for table_name in ("_parameters", "_buffers"):
-                table = own.get(table_name)
-                if table is not None and name in table:
-                    return table[name]
+        if direct:  # the two tables in ``__getattr__``'s order, written out (no loop)
+            table = own.get("_parameters")
+            if table is not None and name in table:
+                return table[name]
+            table = own.get("_buffers")
+            if table is not None and name in table:
+                return table[name]
     return getattr(module, name, None)
 
 
