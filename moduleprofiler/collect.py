@@ -118,6 +118,9 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
         runner.backward(output, loss_fn, every_leaf=every_leaf)
     del output
     runner.finish()
+    # the observer refers back to the runner: without it, the runner, its calls and their
+    # values are freed with the last reference here, not left for the garbage collector
+    runner.release()
     if lazy:  # lazy modules materialised their parameters during the forward
         infos = module_infos(root)
     by_path = {info.path: info for info in infos}

@@ -345,3 +345,31 @@ def test_records_are_the_constructor_s_records_and_stay_immutable() -> None:
     del call.values["ops"]  # a required field missing: the constructor's own error
     with pytest.raises(TypeError, match="ops"):
         build_record(call, info)
+
+
+def test_a_profile_leaves_no_reference_cycle_behind() -> None:
+    """The pass's runner, its calls and their values are freed when ``profile()`` returns,
+    without the garbage collector (which a pass would otherwise leave hundreds of objects to,
+    and which then runs inside the next forward)."""
+    import gc
+    import weakref
+
+    from moduleprofiler.runner import Listener, PassRunner
+
+    runners: list[weakref.ref[PassRunner]] = []
+
+    class Watch(Listener):
+        def start(self, runner: PassRunner) -> None:
+            runners.append(weakref.ref(runner))
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        profile = ModuleProfiler().profile(model, torch.ones(1, 2), listeners=[Watch()])
+        assert runners and runners[0]() is None
+    finally:
+        if enabled:
+            gc.enable()
+    # Linear(2, 2) on one row: 2 * (2 * 2 - 1) + 2 = 8; ReLU 2
+    assert profile.total_ops == 10
