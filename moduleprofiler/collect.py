@@ -40,18 +40,36 @@ _FILLING_RECORD: Any = filling_class(CallRecord)
 _new_record = object.__new__
 
 
-def build_record(call: Call, info: ModuleInfo) -> CallRecord:
-    """The record of one finished call: the runner's facts, the module's parameter counts and
-    everything the listeners wrote (declared fields by name, the rest as ``metrics``)."""
-    values = call.values
+def _only_fields(values: dict[str, Any]) -> bool:
+    """Whether ``values`` holds record fields only, every required one among them."""
     # key views compare with the field sets directly (``issubset`` of a dict would first copy
     # its keys into a new set)
-    if values.keys() <= _RECORD_FIELDS:  # only the counting fields: nothing to split
+    return values.keys() <= _RECORD_FIELDS and values.keys() >= _REQUIRED
+
+
+def build_record(call: Call, info: ModuleInfo,
+                 layouts: dict[tuple[str, ...], bool] | None = None) -> CallRecord:
+    """The record of one finished call: the runner's facts, the module's parameter counts and
+    everything the listeners wrote (declared fields by name, the rest as ``metrics``).
+    ``layouts``: a dict the caller keeps for the calls of one pass, which remembers
+    :func:`_only_fields` by the keys of ``values`` in their order (the listeners of one pass
+    write the same keys in the same order on nearly every call: the two set comparisons, a
+    third of a record's cost, are made once per such layout)."""
+    values = call.values
+    if layouts is None:
+        plain = _only_fields(values)
+    else:
+        keys = tuple(values)
+        known = layouts.get(keys)
+        if known is None:
+            known = layouts[keys] = _only_fields(values)
+        plain = known
+    if plain:  # only the fields: nothing to split
         fields, metrics = values, {}
     else:
         fields = {name: value for name, value in values.items() if name in _RECORD_FIELDS}
         metrics = {name: value for name, value in values.items() if name not in _RECORD_FIELDS}
-    if not fields.keys() >= _REQUIRED:  # the constructor names what is missing
+    if not plain and not fields.keys() >= _REQUIRED:  # the constructor names what is missing
         return CallRecord(index=call.index, parent=call.parent, depth=call.depth,
                           path=call.path, type_name=info.type_name,
                           call_number=call.call_number, params=info.params,
@@ -125,7 +143,8 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
         infos = module_infos(root)
     by_path = {info.path: info for info in infos}
     rank, world_size = process_rank()
-    records = tuple(build_record(call, by_path[call.path]) for call in runner.calls
+    layouts: dict[tuple[str, ...], bool] = {}
+    records = tuple(build_record(call, by_path[call.path], layouts) for call in runner.calls
                     if not call.failed and call.path in by_path)
     return Profile(
         records=records,

@@ -347,6 +347,36 @@ def test_records_are_the_constructor_s_records_and_stay_immutable() -> None:
         build_record(call, info)
 
 
+def test_records_of_one_pass_with_different_value_layouts() -> None:
+    """One pass's record builder remembers each layout of ``values`` (its keys in order): a
+    call with the counting fields only, one with an extra column, the first layout again, and
+    one missing a required field each get what the constructor gives."""
+    info = ModuleInfo(path="a", type_name="Linear", depth=1, params=3, self_params=3,
+                      trainable_params=3, buffers=0, is_leaf=True)
+    counted = dict(input_shapes=((1, 2),), input_dtypes=("float32",), output_shapes=(1, 2),
+                   output_dtypes=("float32",), output_bytes=8, input_size=(1, 2),
+                   output_size=(1, 2), self_ops=4, self_macs=2, ops_source="formula",
+                   ops=4, macs=2, complete=True)
+    layouts: dict[tuple[str, ...], bool] = {}
+    calls = [Call(i, None, 0, nn.Identity(), "a", i, None) for i in range(4)]
+    calls[0].values.update(counted)
+    calls[1].values.update(counted, my_column=2.5)
+    calls[2].values.update(counted)
+    calls[3].values.update(counted)
+    del calls[3].values["macs"]
+    records = [build_record(call, info, layouts) for call in calls[:3]]
+    position = dict(parent=None, depth=0, path="a", type_name="Linear", params=3,
+                    self_params=3)
+    assert records == [
+        CallRecord(index=0, call_number=0, **position, **counted),
+        CallRecord(index=1, call_number=1, **position, **counted,
+                   metrics={"my_column": 2.5}),
+        CallRecord(index=2, call_number=2, **position, **counted)]
+    assert len(layouts) == 2  # the first layout was worked out once
+    with pytest.raises(TypeError, match="macs"):
+        build_record(calls[3], info, layouts)
+
+
 def test_a_profile_leaves_no_reference_cycle_behind() -> None:
     """The pass's runner, its calls and their values are freed when ``profile()`` returns,
     without the garbage collector (which a pass would otherwise leave hundreds of objects to,
