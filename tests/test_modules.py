@@ -55,6 +55,48 @@ def test_walk_modules_keeps_named_modules_order_and_first_paths() -> None:
     assert walk_modules(plain).modules == list(plain.modules())
 
 
+def test_walk_modules_occurrences_are_named_modules_with_duplicates() -> None:
+    # a None child (skipped), a module registered twice (listed at both places), and a
+    # two-level nesting under a custom block: named_modules(remove_duplicate=False) itself
+    class Block(nn.Module):
+        def __init__(self, shared: nn.Module) -> None:
+            super().__init__()
+            self.first = nn.Sequential(nn.Linear(2, 2), shared)
+            self.gap = None
+            self.last = shared
+
+    shared = nn.ReLU()
+    model = nn.Sequential(Block(shared), nn.Tanh(), Block(shared))
+    model.register_module("empty", None)
+    expected = [(path, id(module)) for path, module in model.named_modules(
+        remove_duplicate=False)]
+    assert [(path, id(module)) for path, module in walk_modules(model).occurrences] == expected
+    # root, 0, 0.first, 0.first.0, 0.first.1, 0.last, 1, 2, 2.first, 2.first.0, 2.first.1,
+    # 2.last: 12 places
+    assert len(expected) == 12
+
+
+def test_walk_modules_follows_a_class_s_own_named_modules() -> None:
+    class Hidden(nn.Sequential):
+        """Lists itself only, hiding its children (as some wrappers do)."""
+
+        def named_modules(self, memo: Any = None, prefix: str = "",
+                          remove_duplicate: bool = True) -> Any:
+            yield prefix, self
+
+    model = nn.Sequential(nn.Linear(2, 2), Hidden(nn.ReLU(), nn.Tanh()))
+    assert [path for path, _ in walk_modules(model).occurrences] == ["", "0", "1"]
+
+
+def test_walk_modules_of_a_module_holding_itself_raises_as_named_modules_does() -> None:
+    model = nn.Sequential(nn.Linear(2, 2))
+    model.add_module("again", model)
+    with pytest.raises(RecursionError):
+        list(model.named_modules(remove_duplicate=False))
+    with pytest.raises(RecursionError):
+        walk_modules(model)
+
+
 def _module_infos_reference(root: nn.Module) -> tuple[Any, ...]:
     """Per module: the set-based sums the fast scan must equal."""
     def numel(tensor: torch.Tensor) -> int:
