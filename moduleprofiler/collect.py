@@ -125,12 +125,13 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
     """
     if walk is None:
         walk = walk_modules(root)
-    infos, lazy = scan_modules(root, walk)
+    infos, lazy, plain = scan_modules(root, walk)
     counting = CountingListener(maps)
     backward_counting = BackwardCountingListener(maps.operators) if backward else None
     runner = PassRunner(root, [counting, *([backward_counting] if backward_counting else []),
                                *listeners], walk=walk,
-                        context=PassContext(operators=maps.operators))
+                        context=PassContext(operators=maps.operators,
+                                            plain_parameters=plain))
     output = runner.forward(invoke)
     if backward:
         runner.backward(output, loss_fn, every_leaf=every_leaf)

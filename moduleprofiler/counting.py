@@ -143,7 +143,9 @@ class CountingListener(Listener):
         self._hosts = _hosts_of_unhooked(runner)
         self._own_hooks = runner.own_hooks
         self._paths = runner.paths
-        self._dtensor = sharded_by(runner.modules)
+        # the module scan saw every parameter plain: none can be a DTensor
+        self._dtensor = (None if runner.context.plain_parameters
+                         else sharded_by(runner.modules))
         self._per_module = bool(self._hosts or self._own_hooks or self._dtensor is not None)
         self._formulas = pass_formulas(self.maps.operators, self._dtensor,
                                        self._formulas.missing)
@@ -516,7 +518,9 @@ class BackwardCountingListener(Listener):
         self.unsupported = self._formulas.missing
 
     def start(self, runner: PassRunner) -> None:
-        self._formulas = pass_formulas(self._operators, sharded_by(runner.modules),
+        self._formulas = pass_formulas(self._operators,
+                                       None if runner.context.plain_parameters
+                                       else sharded_by(runner.modules),
                                        self.unsupported)
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],

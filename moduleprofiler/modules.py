@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from torch import Tensor, nn
 from torch.nn import Parameter
@@ -176,11 +177,23 @@ def module_infos(root: nn.Module) -> tuple[ModuleInfo, ...]:
     return scan_modules(root)[0]
 
 
-def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
-                 ) -> tuple[tuple[ModuleInfo, ...], bool]:
-    """:func:`module_infos`, and whether some parameter or buffer is lazy (its facts are only
-    known after the first forward). Each tensor's size is read once. ``walk``: the caller's
-    :func:`~moduleprofiler.modules.walk_modules` of ``root`` (else made here).
+class ModuleScan(NamedTuple):
+    """What :func:`scan_modules` found."""
+
+    infos: tuple[ModuleInfo, ...]
+    """:func:`module_infos`."""
+    lazy: bool
+    """Some parameter or buffer is lazy: its facts are only known after the first forward."""
+    plain: bool
+    """Every parameter is a plain ``nn.Parameter`` or tensor, none of a subclass (a
+    ``DTensor``, a lazy parameter); ``False`` also where the scan did not look at each one."""
+
+
+def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
+    """:func:`module_infos`, whether some parameter or buffer is lazy and whether every
+    parameter is a plain one (:class:`ModuleScan`). Each tensor's size is read once.
+    ``walk``: the caller's :func:`~moduleprofiler.modules.walk_modules` of ``root`` (else made
+    here).
 
     The sums are those of the one walk of module facts
     (:func:`~moduleprofiler.modules.module_facts`: each module's tensors with its descendants',
@@ -211,6 +224,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
     first: tuple[dict[int, int], dict[int, int]] = ({}, {})
     shared: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
     lazy = False
+    plain = True
     for i, module in enumerate(modules):
         for kind, table in ((0, module._parameters), (1, module._buffers)):
             if not table:
@@ -231,9 +245,12 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
                     continue
                 seen[key] = i
                 cls = type(tensor)
-                if cls is not Parameter and cls is not Tensor and is_lazy(tensor):
-                    lazy = True  # counts 0 until its first forward
-                    continue
+                if cls is not Parameter and cls is not Tensor:
+                    if not kind:
+                        plain = False
+                    if is_lazy(tensor):
+                        lazy = True  # counts 0 until its first forward
+                        continue
                 numel = tensor.numel()
                 size = numel * tensor.element_size()
                 if kind:
@@ -277,7 +294,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None
             path, exported.get(path) or name, 0 if path == "" else path.count(".") + 1,
             params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
             buffer_bytes[i], ", ".join(owners[i]) if i in owners else None, container))
-    return tuple(infos), lazy
+    return ModuleScan(tuple(infos), lazy, plain)
 
 
 def exported_types(root: nn.Module) -> dict[str, str]:
@@ -336,7 +353,7 @@ def _add(sign: int, size: tuple[int, int, int, bool], kind: int, i: int, params:
         trainable[i] += sign * size[2]
 
 
-def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
+def _scan_facts(root: nn.Module) -> ModuleScan:
     """:func:`scan_modules` from :func:`~moduleprofiler.modules.module_facts` itself."""
     sizes: dict[int, tuple[int, int, int, bool]] = {}
     infos = []
@@ -349,7 +366,7 @@ def _scan_facts(root: nn.Module) -> tuple[tuple[ModuleInfo, ...], bool]:
             _sums(fact.self_params, sizes)[0] if fact.self_params else 0, trainable, buffers,
             fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
             is_container(fact.module)))
-    return tuple(infos), any(size[3] for size in sizes.values())
+    return ModuleScan(tuple(infos), any(size[3] for size in sizes.values()), False)
 
 
 def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]

@@ -154,6 +154,10 @@ class PassContext:
     """The aten-operator formulas the pass counts with (a profiler's ``operator_fn_map``);
     ``None`` outside a counted pass: a listener that prices operators then takes the
     registered ones."""
+    plain_parameters: bool = False
+    """Every parameter of the model is a plain ``nn.Parameter`` or tensor, as the code running
+    the pass saw in its module scan (:attr:`~moduleprofiler.modules.ModuleScan.plain`): no
+    listener needs to look for ``DTensor`` parameters (``False``: not known)."""
 
 
 class Listener:
