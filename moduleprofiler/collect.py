@@ -145,8 +145,8 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
     by_path = {info.path: info for info in infos}
     rank, world_size = process_rank()
     layouts: dict[tuple[str, ...], bool] = {}
-    records = tuple(build_record(call, by_path[call.path], layouts) for call in runner.calls
-                    if not call.failed and call.path in by_path)
+    records = tuple([build_record(call, by_path[call.path], layouts) for call in runner.calls
+                     if not call.failed and call.path in by_path])
     return Profile(
         records=records,
         modules=infos,

@@ -107,8 +107,11 @@ class OperatorObserver(TorchDispatchMode):
         if self.suspended:
             return
         if active:
-            if not self.pushed or not self._entered:
+            if not self._entered:
                 self.start()
+            elif not self.pushed:  # the common switch, without start()'s call
+                _push_mode(self)
+                self.pushed = True
             self.muted = False
         elif self.pushed:
             _pop_mode(None)

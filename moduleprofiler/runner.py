@@ -475,9 +475,11 @@ class PassRunner:
                 way -= _SCRIPTED
             # hooks of its own, besides a lazy module's initialisation (and the snapshot the
             # state restore puts behind it): the call starts before they run
-            first = (bool(module._forward_pre_hooks) and _foreign(module._forward_pre_hooks)
-                     and not _uninitialised(module))
-            if first or (module._forward_hooks and _foreign(module._forward_hooks)):
+            # each table read once from the module (an attribute read of a module goes
+            # through nn.Module's __getattr__ hook: about twice a dict read)
+            pre_hooks, post_hooks = module._forward_pre_hooks, module._forward_hooks
+            first = (bool(pre_hooks) and _foreign(pre_hooks) and not _uninitialised(module))
+            if first or (post_hooks and _foreign(post_hooks)):
                 own_hooks.append(id(module))
             try:
                 if first:
@@ -492,10 +494,10 @@ class PassRunner:
                         exit_, with_kwargs=True, always_call=True))
                 elif way == _DIRECT:
                     hooked.append(module)
-                    module._forward_pre_hooks[key] = enter
+                    pre_hooks[key] = enter
                     if pre_kwargs:
                         module._forward_pre_hooks_with_kwargs[key] = True
-                    module._forward_hooks[key] = exit_
+                    post_hooks[key] = exit_
                     module._forward_hooks_with_kwargs[key] = True
                     module._forward_hooks_always_called[key] = True
                 else:
