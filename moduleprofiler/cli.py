@@ -342,7 +342,7 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
              "unicode": options.unicode, "width": options.width}
     if fmt == "latex":
         given.pop("width")
-    render, _ = split_options(given, get_format(fmt).render)
+    render = _renderer_options(given, get_format(fmt).render, fmt)
     _emit(render_view(view, fmt, **render) or "", options.output, fmt)
 
 
@@ -528,7 +528,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
     notes: tuple[str, ...] = getattr(options, "notes", ())
     document = profile_renderer(entry)
     if document is not None:
-        render, _ = split_options(given, document)
+        render = _renderer_options(given, document, fmt)
         text = export_profile(profile, fmt, **render) or ""
         for note in notes:  # a whole-profile format has no place for them: said on stderr
             print(f"moduleprofiler: {note}", file=sys.stderr)
@@ -542,9 +542,21 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
             return
         if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
             given.pop("width")
-        render, _ = split_options(given, entry.render)
+        render = _renderer_options(given, entry.render, fmt)
         text = render_view(view, fmt, **render) or ""
     _emit(text, target, fmt)
+
+
+def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
+                      fmt: str) -> dict[str, Any]:
+    """The options of ``given`` that ``render`` takes; a ``--title``, ``--caption`` or
+    ``--label`` the format has no place for is said on stderr, not dropped in silence."""
+    taken, dropped = split_options(given, render)
+    for name in ("title", "caption", "label"):
+        if dropped.get(name) is not None:
+            print(f"moduleprofiler: --{name} is ignored: the {fmt} format has no {name}",
+                  file=sys.stderr)
+    return taken
 
 
 def _output_format(options: argparse.Namespace) -> str:

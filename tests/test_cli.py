@@ -467,3 +467,18 @@ def test_the_command_lines_copies_of_export_constants_agree() -> None:
 
     assert cli_options.FIGURE_SUFFIXES == FIGURE_SUFFIXES
     assert cli_options.MIN_WIDTH == MIN_WIDTH
+
+
+def test_a_caption_the_format_has_no_place_for_is_said(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # CSV has no title, caption or label; LaTeX has a caption and a label but no title
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "csv", "--caption", "C",
+                           "--label", "tab:c")
+    assert status == 0 and out.startswith("module")
+    assert "--caption is ignored: the csv format has no caption" in err
+    assert "--label is ignored: the csv format has no label" in err
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "latex", "--caption", "C",
+                           "--title", "T")
+    assert status == 0 and r"\caption{C}" in out
+    assert "--title is ignored: the latex format has no title" in err
+    assert "caption" not in err
