@@ -78,10 +78,12 @@ _FALLBACK = {"mem_batch_norm_2d": "mem_unary", "gemm_nt": "gemm", "gemm_bias_nt"
              "mem_broadcast": "mem_binary",
              "mem_strided": "mem_binary", "mem_permute_copy": "mem_copy",
              "mem_convert": "mem_copy", "mem_strided_cat": "mem_cat",
-             "mem_strided_inner_cat": "mem_cat", "mem_roll": "mem_unary", **FALLBACK}
+             "mem_strided_inner_cat": "mem_cat", "mem_roll": "mem_unary",
+             "mem_sort": "mem_unary", "mem_topk": "mem_unary", "grouped_gemm": "gemm_nt",
+             **FALLBACK}
 """A table an older calibration lacks, and the one to use instead."""
 
-MATMUL_TABLES = frozenset({"gemm", "bmm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
+MATMUL_TABLES = frozenset({"gemm", "bmm", "grouped_gemm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
 """Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
 (``torch.backends.cuda.matmul.fp32_precision``)."""
 CONV_TABLES = frozenset({"conv", "conv_backward"})
@@ -108,6 +110,10 @@ def _row_work(table: str, row: list[float],
     if table == "gemm" or table in LINEAR_TABLES:
         m, n, k = row[:3]
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
+    if table == "grouped_gemm":  # every expert's rows: one expert's shape, all the work
+        experts, m, n, k = row[:4]
+        return (gemm_features(m, n, k, size), 2 * experts * m * n * k,
+                size * experts * (m * k + k * n + m * n))
     if table == "bmm":
         b, m, n, k = row[:4]
         return (bmm_features(b, m, n, k, size), 2 * b * m * n * k,

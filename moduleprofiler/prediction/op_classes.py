@@ -80,6 +80,9 @@ _SYNCS = {"_local_scalar_dense", "nonzero", "masked_select", "item", "unique",
           "_unique2"}
 _GEMM = {"mm", "addmm", "_addmm_activation"}
 _BMM = {"bmm", "baddbmm"}
+_GROUPED_GEMM = {"_grouped_mm"}
+"""A mixture-of-experts layer's products: each expert's rows of the first operand times its
+own matrix, in one kernel."""
 _LINEAR_TABLE = {(False, False): "gemm", (True, False): "gemm_nt", (False, True): "gemm_bias",
                  (True, True): "gemm_bias_nt"}
 """A matrix product's table by (its second operand is a transposed weight, a bias is added
@@ -101,7 +104,8 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy",
                 "mem_broadcast": "binary", "mem_strided": "binary", "mem_permute_copy": "copy",
                 "mem_convert": "copy", "mem_strided_cat": "copy",
-                "mem_strided_inner_cat": "copy", "mem_roll": "unary"}
+                "mem_strided_inner_cat": "copy", "mem_roll": "unary", "mem_sort": "reduction",
+                "mem_topk": "reduction"}
 _ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
 """Gathers that read only the rows (elements) they return, not the whole table."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
@@ -298,6 +302,15 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     if name in _GEMM or name in _BMM:
         table, features, flops = _gemm_features(name, args)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
+    if name in _GROUPED_GEMM and len(args) > 1 and args[0].dim() == 2 and args[1].dim() == 3:
+        # all the rows' work at the achieved rate of one expert's product (the ``grouped_gemm``
+        # rows; older calibrations: a layer's product of one expert's rows): the rows split
+        # evenly over the experts (the meta device does not say how the router split them)
+        a, b = args[0], args[1]
+        m, k, n, experts = a.shape[0], a.shape[1], b.shape[2], b.shape[0]
+        return OpWork(label, "grouped_gemm", gemm_features(max(1.0, m / experts), n, k,
+                                                           a.element_size()),
+                      dtype, 2.0 * m * n * k, float(moved or 0), "gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None
         bias = _bias_addition(args, out, dtype)
@@ -486,9 +499,16 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
     return kind
 
 
+_ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
+"""A mixture-of-experts router's kernels, timed by their own tables
+(:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
+
+
 def _memory_kind(name: str, args: tuple[Any, ...]) -> str:
     if name == "roll":
         return "mem_roll"
+    if name in _ROUTING:
+        return _ROUTING[name]
     if name in _BINARY:
         return "mem_binary"
     if name in _REDUCTION:

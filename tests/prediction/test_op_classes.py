@@ -290,3 +290,26 @@ def test_safe_softmax_prices_its_masking_kernels() -> None:
     assert flags.moved_bytes == 262144 * (4 + 1)  # the scores read, a byte each written
     # a plain softmax runs one kernel
     assert _work(aten._softmax.default, scores, -1, False).prelude is None
+
+
+def test_a_grouped_product_is_priced_at_one_experts_shape_with_all_the_work() -> None:
+    # 8 experts, 2,048 rows in all (256 each), x (2048 x 1024) @ w[e].T (1024 x 5632)
+    rows = torch.empty(2048, 1024, device=META, dtype=torch.bfloat16)
+    weight = torch.empty(8, 5632, 1024, device=META, dtype=torch.bfloat16)
+    offsets = torch.arange(1, 9, device=META, dtype=torch.int32) * 256
+    work = _work(aten._grouped_mm.default, rows, weight.transpose(-2, -1), offsets)
+    assert work.table == "grouped_gemm"
+    assert work.features[:3] == (8.0, math.log2(5632), 10.0)  # 256 rows, n, k
+    assert work.flops == 2 * 2048 * 5632 * 1024
+
+
+def test_a_routers_sort_and_top_k_have_their_own_tables() -> None:
+    ids = torch.empty(2048, device=META, dtype=torch.int64)
+    work = _work(aten.sort.default, ids)
+    assert work.table == "mem_sort"
+    assert work.moved_bytes == 3 * 2048 * 8  # ids read, sorted ids and positions written
+    scores = torch.empty(1024, 8, device=META)
+    work = _work(aten.topk.default, scores, 2)
+    assert work.table == "mem_topk"
+    # 1024 x 8 fp32 scores read; 1024 x 2 fp32 values and int64 positions written
+    assert work.moved_bytes == 1024 * 8 * 4 + 1024 * 2 * 4 + 1024 * 2 * 8
