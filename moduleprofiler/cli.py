@@ -37,7 +37,6 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
-from moduleprofiler.errors import error_chain
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
@@ -253,22 +252,9 @@ def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:
     """What to do when the meta device the model was built on cannot run it."""
     if not options.meta or not meta_limit(error):
         return ""
-    hint = ("; hint: the model ran on the meta device (no values; an hf: model without "
+    return ("; hint: the model ran on the meta device (no values; an hf: model without "
             "--device, --meta or --predict builds it there), which cannot run this: pass "
             "--device cpu to run it for real")
-    if _wants_16_bit(error) and options.dtype in (None, "float32"):
-        # the meta kernels check a GPU kernel's dtype rules (grouped GEMMs of mixture-of-experts
-        # layers take bfloat16 only) where the CPU's may not: a model too large for the CPU
-        # still runs on the meta device in the dtype it was built for
-        hint += ", or pass --dtype bfloat16 (an operator's meta kernel takes 16-bit inputs only)"
-    return hint
-
-
-def _wants_16_bit(error: BaseException) -> bool:
-    """Whether ``error`` (or one it was raised from) is a kernel's refusal of a 32-bit input
-    where it takes bfloat16 (torch's message names the dtype it expected)."""
-    return any("Expected" in str(current) and "BFloat16" in str(current)
-               for current in error_chain(error))
 
 
 PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"
