@@ -46,6 +46,7 @@ from moduleprofiler.prediction.op_classes import (
     bmm_features,
     conv_features,
     gemm_features,
+    grouped_gemm_features,
     tiled_sequence,
 )
 
@@ -112,8 +113,8 @@ def _row_work(table: str, row: list[float],
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
     if table == "grouped_gemm":  # every expert's rows: one expert's shape, all the work
         experts, m, n, k = row[:4]
-        return (gemm_features(m, n, k, size), 2 * experts * m * n * k,
-                size * experts * (m * k + k * n + m * n))
+        return (grouped_gemm_features(experts, experts * m, n, k, size),
+                2 * experts * m * n * k, size * experts * (m * k + k * n + m * n))
     if table == "bmm":
         b, m, n, k = row[:4]
         return (bmm_features(b, m, n, k, size), 2 * b * m * n * k,
@@ -142,6 +143,7 @@ def _row_work(table: str, row: list[float],
 
 
 _KERNEL_CHOICE = {**{name: ("row widths", DEFAULT_WIDTH) for name in WIDTH_TABLES},
+                  "grouped_gemm": ("products over several experts", 1.0),
                   "conv": ("channels-last layouts", 0.0),
                   "conv_backward": ("channels-last layouts", 0.0)}
 """Tables whose last feature says which kernel runs (a row's width, a channels-last layout),

@@ -157,6 +157,14 @@ def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, 
     return "bmm", bmm_features(batch, m, n, k, a.element_size()), 2.0 * batch * m * n * k
 
 
+def grouped_gemm_features(experts: float, rows: float, n: float, k: float,
+                          element_size: int) -> tuple[float, ...]:
+    """A grouped product's coordinates in the ``grouped_gemm`` table: one expert's product
+    (its share of the ``rows``, split evenly) and the number of experts (how many weights the
+    kernel reads, and how many tiles it has to spread over the device)."""
+    return (*gemm_features(max(1.0, rows / experts), n, k, element_size), _log2(experts))
+
+
 def bmm_features(batch: float, m: float, n: float, k: float,
                  element_size: int) -> tuple[float, ...]:
     """A batched product's coordinates in the ``bmm`` table: its four sizes, and whether a
@@ -308,8 +316,8 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         # evenly over the experts (the meta device does not say how the router split them)
         a, b = args[0], args[1]
         m, k, n, experts = a.shape[0], a.shape[1], b.shape[2], b.shape[0]
-        return OpWork(label, "grouped_gemm", gemm_features(max(1.0, m / experts), n, k,
-                                                           a.element_size()),
+        return OpWork(label, "grouped_gemm", grouped_gemm_features(experts, m, n, k,
+                                                                   a.element_size()),
                       dtype, 2.0 * m * n * k, float(moved or 0), "gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None

@@ -273,7 +273,8 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
     if device.unmeasured:
         notes.append(f"the {device.calibration.name} calibration did not measure "
                      f"{', '.join(sorted(device.unmeasured))}: those operators are priced as "
-                     "the kernels it measured (1024-wide rows, channels-first convolutions); "
+                     "the kernels it measured (1024-wide rows, channels-first convolutions, one "
+                     "expert's layer product); "
                      "calibrate() on the device measures them")
     if device.without_in_chain:
         notes.append(f"the {device.calibration.name} calibration did not measure small "

@@ -11,7 +11,7 @@ import pytest
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.device_model import DeviceModel
-from moduleprofiler.prediction.op_classes import OpWork, gemm_features
+from moduleprofiler.prediction.op_classes import OpWork, gemm_features, grouped_gemm_features
 
 
 def _calibration(rows: list[list[float]]) -> Calibration:
@@ -176,8 +176,8 @@ def test_a_grouped_product_has_its_rows_and_an_older_calibration_prices_a_layers
     # every expert's weight and the output, bf16)
     flops = 2.0 * 8 * 256 * 5632 * 1024
     moved = 2.0 * 8 * (256 * 1024 + 1024 * 5632 + 256 * 5632)
-    work = OpWork("aten._grouped_mm", "grouped_gemm", gemm_features(256, 5632, 1024, 2),
-                  "bf16", flops, moved, "gemm")
+    work = OpWork("aten._grouped_mm", "grouped_gemm",
+                  grouped_gemm_features(8, 8 * 256, 5632, 1024, 2), "bf16", flops, moved, "gemm")
     grouped = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
         "grouped_gemm": [[8, 256, 5632, 1024, 48.0]], "gemm_nt": [[256, 5632, 1024, 9.0]]}})
     # the measured grouped shape at distance 0: its own time
@@ -191,4 +191,6 @@ def test_a_grouped_product_has_its_rows_and_an_older_calibration_prices_a_layers
     roof = max(flops / 989.4e6, moved / bandwidth)
     roof_i = max(flops / 8 / 989.4e6, 2.0 * (256 * 1024 + 1024 * 5632 + 256 * 5632) / bandwidth)
     expected = 9.0 * (roof + 9.0) / (roof_i + 9.0)
-    assert DeviceModel(older, peaks, peaks).op_us(work) == pytest.approx(expected, rel=1e-6)
+    model = DeviceModel(older, peaks, peaks)
+    assert model.op_us(work) == pytest.approx(expected, rel=1e-6)
+    assert model.unmeasured == {"grouped_gemm products over several experts"}

@@ -300,6 +300,7 @@ def test_a_grouped_product_is_priced_at_one_experts_shape_with_all_the_work() ->
     work = _work(aten._grouped_mm.default, rows, weight.transpose(-2, -1), offsets)
     assert work.table == "grouped_gemm"
     assert work.features[:3] == (8.0, math.log2(5632), 10.0)  # 256 rows, n, k
+    assert work.features[-1] == 3.0  # over 8 experts
     assert work.flops == 2 * 2048 * 5632 * 1024
 
 
