@@ -32,12 +32,14 @@ GroupedShape = tuple[int, int, int, int]
 """(experts, rows per expert, output width n, input width k)."""
 
 EXPERTS: tuple[int, ...] = (8, 32)
-EXPERT_ROWS: tuple[int, ...] = (16, 64, 256, 1024, 4096)
+EXPERT_ROWS: tuple[int, ...] = tuple(2 ** i for i in range(4, 13))
+"""Rows an expert: every power of two from 16 to 4,096 (a grouped kernel's time grows in
+steps with its tiles, which a sparser grid interpolates across)."""
 EXPERT_WIDTHS: tuple[tuple[int, int], ...] = ((2048, 1024), (1024, 2048), (5632, 1024),
                                               (1024, 2816))
 """(n, k) of the grouped rows: an expert's up and down projections, aligned and not."""
 EXPERTS_HELD_OUT: tuple[int, ...] = (16,)
-EXPERT_ROWS_HELD_OUT: tuple[int, ...] = (32, 512)
+EXPERT_ROWS_HELD_OUT: tuple[int, ...] = (48, 768)
 EXPERT_WIDTHS_HELD_OUT: tuple[tuple[int, int], ...] = ((3072, 1536), (1536, 3072))
 SORT_SIZES: tuple[int, ...] = tuple(2 ** i for i in range(6, 23, 2))
 """Expert ids sorted: 64 to 4M (tokens times experts a token)."""
