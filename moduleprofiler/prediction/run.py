@@ -48,6 +48,10 @@ CountedPass = Callable[..., Profile]
 profiler's formulas (``(model, input, pred_fn=, eval=, backward=, loss_fn=, listeners=)``)."""
 
 
+# the pass runs outside the caller's inference mode: under it, composite operators reach the
+# dispatch mode whole (aten.linear, not the addmm a GPU runs for it), and the copies made here
+# would be inference tensors, which no backward can save
+@torch.inference_mode(False)
 def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
             device: DeviceSpec | DeviceModel = "H100 SXM", host: HostSpec = DEFAULT_HOST,
             dtype: str | torch.dtype | None = None, backward: bool = False, *,

@@ -278,6 +278,9 @@ def _hinted_on_meta() -> Iterator[None]:
         raise
 
 
+# outside the caller's inference mode, as predict(): under it the meta device's memory plan
+# sees composite operators whole (a layer norm without the statistics its kernel writes)
+@torch.inference_mode(False)
 def sweep_predictions(predict: PredictFn, module: nn.Module, input: Any = None, *,
                       device: DeviceSpec = "H100 SXM",
                       batch_sizes: Iterable[int] | int = (1, 8, 64, 256),

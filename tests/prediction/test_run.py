@@ -112,3 +112,18 @@ def test_an_input_without_values_is_not_run_off_the_meta_device() -> None:
     with pytest.raises(ProfilingError, match=r"module '__root__' \(ReadsItsData\).*meta tensors"):
         predict(Profiler().profile, ReadsItsData(), torch.empty(2, 4, device="meta"),
                 device=_calibration())
+
+
+def test_a_prediction_under_inference_mode_prices_the_operators_a_gpu_runs() -> None:
+    # under torch.inference_mode the dispatch mode sees aten.linear whole, where a GPU runs
+    # the addmm it decomposes into: the pass runs outside it, so the chain of
+    # test_a_linear_layer_predicted_by_hand holds inside it too: host 13 * 0.95 = 12.35 us,
+    # the 3 us GEMM from 12.35 + 2 us -> 17.35 us
+    with torch.inference_mode():
+        predicted = Profiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+        assert torch.is_inference_mode_enabled()  # the caller's mode is left as it was
+    assert predicted.predicted_host_ms == pytest.approx(0.01235)
+    assert predicted.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert predicted.predicted_latency_ms == pytest.approx(0.01735, rel=1e-3)
+    assert not any("device time is unknown" in note for note in predicted.prediction_notes)
