@@ -295,6 +295,8 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     if name in _SYNCS:
         return OpWork(label, "mem_copy", (_log2(moved or 1),), dtype, 0.0, float(moved or 0),
                       "copy", syncs=True)
+    if _writes_nothing(out):  # PyTorch launches no kernel for an empty result (a batch of 0)
+        return OpWork(label, None, (), dtype, 0.0, 0.0, VIEW)
     if name in _GEMM or name in _BMM:
         table, features, flops = _gemm_features(name, args)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
@@ -409,6 +411,14 @@ def row_width(name: str, args: tuple[Any, ...]) -> float:
     except (IndexError, TypeError, AttributeError):
         pass
     return float(DEFAULT_WIDTH)
+
+
+def _writes_nothing(out: Any) -> bool:
+    """Whether every tensor ``out`` holds is empty (and it holds one): TensorIterator's kernels,
+    cuBLAS's and cuDNN's callers in PyTorch return before launching for an empty result,
+    whatever the inputs (an ``addmm`` of 0 rows, a convolution of a batch of 0)."""
+    tensors = list(iter_tensors(out))
+    return bool(tensors) and all(tensor.numel() == 0 for tensor in tensors)
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:

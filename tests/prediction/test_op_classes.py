@@ -290,3 +290,18 @@ def test_safe_softmax_prices_its_masking_kernels() -> None:
     assert flags.moved_bytes == 262144 * (4 + 1)  # the scores read, a byte each written
     # a plain softmax runs one kernel
     assert _work(aten._softmax.default, scores, -1, False).prelude is None
+
+
+def test_an_empty_result_launches_no_kernel() -> None:
+    rows = torch.empty(0, 64, device=META)  # a batch of 0
+    weight = torch.empty(32, 64, device=META)
+    for work in (_work(aten.addmm.default, torch.empty(32, device=META), rows, weight.t()),
+                 _work(aten.relu.default, rows),
+                 _work(aten.convolution.default, torch.empty(0, 3, 8, 8, device=META),
+                       torch.empty(4, 3, 3, 3, device=META), None, [1, 1], [0, 0], [1, 1],
+                       False, [0, 0], 1)):
+        assert (work.table, work.host, work.moved_bytes, work.prelude) == (None, "view", 0.0,
+                                                                           None)
+    # an empty inner dimension still writes a result (zeros): not left out
+    assert _work(aten.mm.default, torch.empty(4, 0, device=META),
+                 torch.empty(0, 5, device=META)).table is not None

@@ -351,3 +351,14 @@ def test_host_costs_without_the_depth_cost_or_the_factor_say_what_stands_in() ->
     notes = " ".join(profile.prediction_notes)
     assert "no measured in-model factor" in notes and "IN_SITU_HOST_FACTOR" in notes
     assert "no cost of a module call by depth" in notes
+
+
+def test_a_batch_of_zero_takes_the_host_and_no_device_time() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(0, 64),
+                                       device=_calibration(), dtype="bf16")
+    # the addmm of 0 rows launches no kernel: host module call 2 us, the transpose view 1 us,
+    # the addmm dispatched without a launch 1 us (a view's cost) -> 4 * 0.95 = 3.8 us
+    assert profile.predicted_device_ms == 0.0
+    assert profile.predicted_device_ms_low == profile.predicted_device_ms_high == 0.0
+    assert profile.predicted_host_ms == pytest.approx(0.0038)
+    assert profile.predicted_latency_ms == pytest.approx(0.0038)
