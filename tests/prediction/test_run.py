@@ -127,3 +127,20 @@ def test_a_prediction_under_inference_mode_prices_the_operators_a_gpu_runs() -> 
     assert predicted.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
     assert predicted.predicted_latency_ms == pytest.approx(0.01735, rel=1e-3)
     assert not any("device time is unknown" in note for note in predicted.prediction_notes)
+
+
+def test_measured_of_another_kind_is_refused_by_name_before_any_pass() -> None:
+    passes: list[nn.Module] = []
+
+    def count(model: nn.Module, input: Any, **options: Any) -> Profile:
+        passes.append(model)
+        return Profiler().profile(model, input, **options)
+
+    with pytest.raises(TypeError, match=r"measured must be a profile of time_modules.*got str"):
+        predict(count, nn.Linear(4, 4), torch.randn(2, 4), _calibration(),
+                measured="timing.json", measured_on="H100 SXM")  # type: ignore[arg-type]
+    # a profile that names no GPU is refused before the pass too
+    with pytest.raises(ValueError, match="measured_on: the measured profile does not name"):
+        predict(count, nn.Linear(4, 4), torch.randn(2, 4), _calibration(),
+                measured=Profiler().profile(nn.Linear(4, 4), torch.randn(2, 4)))
+    assert passes == []
