@@ -275,6 +275,12 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      f"{', '.join(sorted(device.unmeasured))}: those operators are priced as "
                      "the kernels it measured (1024-wide rows, channels-first convolutions); "
                      "calibrate() on the device measures them")
+    if device.stood_in:
+        notes.append(f"the {device.calibration.name} calibration measured no "
+                     f"{', '.join(sorted(device.stood_in))} kernels: "
+                     + ", ".join(f"{dtype} operators are timed from its "
+                                 f"{'bf16' if dtype == 'fp16' else 'fp32'} tables"
+                                 for dtype in sorted(device.stood_in)))
     if device.without_in_chain:
         notes.append(f"the {device.calibration.name} calibration did not measure small "
                      "kernels inside a chain of others: memory-bound operators are priced as "

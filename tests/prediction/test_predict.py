@@ -362,3 +362,15 @@ def test_a_batch_of_zero_takes_the_host_and_no_device_time() -> None:
     assert profile.predicted_device_ms_low == profile.predicted_device_ms_high == 0.0
     assert profile.predicted_host_ms == pytest.approx(0.0038)
     assert profile.predicted_latency_ms == pytest.approx(0.0038)
+
+
+def test_fp16_priced_from_bf16_tables_says_so() -> None:
+    fp16 = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                    device=_calibration(), dtype="fp16")
+    # the calibration's bf16 64 x 64 x 64 GEMM, 3 us: its only table of matrix products
+    assert fp16.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert "the H100 SXM calibration measured no fp16 kernels: fp16 operators are timed " \
+           "from its bf16 tables" in fp16.prediction_notes
+    bf16 = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                    device=_calibration(), dtype="bf16")
+    assert not any("measured no" in note for note in bf16.prediction_notes)
