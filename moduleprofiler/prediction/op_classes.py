@@ -36,6 +36,9 @@ class OpWork:
     """The host-cost class of its launch (:data:`.calibrate.HOST_BENCHES`)."""
     syncs: bool = False
     """It waits for the device (``.item()``, ``nonzero``)."""
+    by_rule: bool = False
+    """It has no class of its own (a sort, an FFT, a solver): priced by the elementwise rule,
+    on the bytes it moves, which the notes say."""
     prelude: OpWork | None = None
     """A kernel the operator runs besides its own, which the meta device does not show: the
     copy that makes a layer norm's strided input contiguous, the addition of a cuDNN
@@ -102,6 +105,10 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_broadcast": "binary", "mem_strided": "binary", "mem_permute_copy": "copy",
                 "mem_convert": "copy", "mem_strided_cat": "copy",
                 "mem_strided_inner_cat": "copy", "mem_roll": "unary"}
+_CLASSED = frozenset({"roll"}).union(_UNARY, _BINARY, _REDUCTION, _SOFTMAX, _LAYER_NORM,
+                                     _BATCH_NORM, _COPY, _GATHER, _CAT)
+"""The memory-bound operators with a class of their own; any other is priced as elementwise
+by its bytes (:attr:`OpWork.by_rule`)."""
 _ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
 """Gathers that read only the rows (elements) they return, not the whole table."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
@@ -344,7 +351,7 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     if name == "_safe_softmax" and args:
         prelude = _safe_softmax_masking(args[0], row_width(name, args), dtype)
     return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind],
-                  prelude=prelude)
+                  by_rule=name not in _CLASSED, prelude=prelude)
 
 
 def _safe_softmax_masking(scores: Any, width: float, dtype: str) -> OpWork | None:

@@ -291,6 +291,11 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      + ", ".join(f"{name} ({count}x)" for name, count in
                                  sorted(listener.unknown.items()))
                      + ": their device time is unknown and the totals are lower bounds")
+    if listener.by_rule:
+        notes.append("no class of their own, priced as elementwise kernels on the bytes they "
+                     "move (a sort, an FFT or a solver runs other kernels, often longer): "
+                     + ", ".join(f"{name} ({count}x)" for name, count in
+                                 sorted(listener.by_rule.items())))
     if listener.no_band:
         notes.append("the calibration holds no held-out residuals for "
                      + ", ".join(sorted(listener.no_band))

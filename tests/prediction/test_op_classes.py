@@ -305,3 +305,11 @@ def test_an_empty_result_launches_no_kernel() -> None:
     # an empty inner dimension still writes a result (zeros): not left out
     assert _work(aten.mm.default, torch.empty(4, 0, device=META),
                  torch.empty(0, 5, device=META)).table is not None
+
+
+def test_an_operator_without_a_class_is_priced_by_the_elementwise_rule_and_marked() -> None:
+    x = torch.empty(8, 64, device=META)
+    sort = _work(aten.sort.default, x)
+    assert sort.table == "mem_unary" and sort.by_rule
+    assert not _work(aten.relu.default, x).by_rule
+    assert not _work(aten.add.Tensor, x, x.clone()).by_rule

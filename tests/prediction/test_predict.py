@@ -374,3 +374,16 @@ def test_fp16_priced_from_bf16_tables_says_so() -> None:
     bf16 = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
                                     device=_calibration(), dtype="bf16")
     assert not any("measured no" in note for note in bf16.prediction_notes)
+
+
+class _Sorts(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sort(x, dim=-1).values.relu()
+
+
+def test_operators_priced_by_the_elementwise_rule_are_named_in_the_notes() -> None:
+    profile = ModuleProfiler().predict(_Sorts(), torch.randn(64, 64), device=_calibration(),
+                                       dtype="bf16")
+    assert profile.predicted_device_ms is not None
+    [note] = [note for note in profile.prediction_notes if "no class of their own" in note]
+    assert note.endswith(": aten.sort (1x)")  # relu has its class: not named
