@@ -68,7 +68,7 @@ from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
-from moduleprofiler.prediction.predict import dtype_of
+from moduleprofiler.prediction.predict import PredictedProfile, dtype_of
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.timing import TimingOptions, TimingWarning
 
@@ -201,6 +201,8 @@ def run_profile(options: argparse.Namespace) -> Any:
                 raise CliError(f"--what {group}: the saved profile {options.model} holds no "
                                f"{group} measurements (they are not computed from a saved "
                                f"profile): run the model with --what {group}")
+        if isinstance(saved, PredictedProfile):  # shown as when it was predicted
+            shown_as_predicted(saved, options)
         return saved
     by_name = options.model.startswith(HF_PREFIX)
     options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
@@ -296,9 +298,24 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
                                      backward=backward, tf32=options.tf32)
     except Exception as exc:
         raise CliError(f"--predict {options.predict}: {exc}{_meta_hint(exc, options)}") from exc
+    shown_as_predicted(predicted, options)
+    return predicted
+
+
+def shown_as_predicted(predicted: PredictedProfile, options: argparse.Namespace) -> None:
+    """A prediction's view, made now or read from a file: :data:`PREDICTED_WHAT` (without
+    the host's column when no host was predicted) unless ``--what`` names others, and the
+    lines of :func:`prediction_lines` under it."""
     if not options.what:
-        options.what = PREDICTED_WHAT if options.host != "none" else \
+        options.what = PREDICTED_WHAT if predicted.predicted_host_ms is not None else \
             PREDICTED_WHAT.replace(",predicted_host_ms", "")
+    options.notes = prediction_lines(predicted)
+
+
+def prediction_lines(predicted: PredictedProfile) -> tuple[str, str]:
+    """The pass's predicted latency (or device time, without a host) and its expected error
+    band, said under a prediction's view, made now or read from a file (its own notes are the
+    view's, ``pass_notes``)."""
     regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
     said = (f"predicted latency on {predicted.predicted_for}: "
             f"{predicted.predicted_latency_ms:.3f} ms{regime}"
@@ -310,8 +327,7 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
             f"{predicted.predicted_device_ms:.3f} ms; the 10th to 90th percentile of its "
             "operators' held-out calibration residuals)" if low is not None and high is not None
             else "no expected error band: the calibration holds no held-out residuals")
-    options.notes = (said, band)  # the prediction's own notes are the view's (pass_notes)
-    return predicted
+    return said, band
 
 
 def predicted_sweep(profiler: Profiler, model: Any, inputs: Any, backward: bool,
