@@ -387,3 +387,19 @@ def test_operators_priced_by_the_elementwise_rule_are_named_in_the_notes() -> No
     assert profile.predicted_device_ms is not None
     [note] = [note for note in profile.prediction_notes if "no class of their own" in note]
     assert note.endswith(": aten.sort (1x)")  # relu has its class: not named
+
+
+def test_a_calibration_file_that_is_not_one_is_refused_naming_it(tmp_path: Any) -> None:
+    model, x = nn.Linear(4, 4), torch.randn(2, 4)
+    saved = tmp_path / "mine.json"
+    _calibration().save(saved)  # a real one reads back and predicts
+    assert ModuleProfiler().predict(model, x, device=str(saved)).predicted_device_ms is not None
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"calibration '.*empty\.json' is not one that "
+                                         r"Calibration\.save\(\) wrote .*no name, device_name"):
+        ModuleProfiler().predict(model, x, device=str(empty))
+    garbled = tmp_path / "garbled.json"
+    garbled.write_text("not json", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"calibration '.*garbled\.json' is not JSON"):
+        ModuleProfiler().predict(model, x, device=garbled)
