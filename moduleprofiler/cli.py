@@ -316,7 +316,9 @@ def prediction_lines(predicted: PredictedProfile) -> tuple[str, str]:
     """The pass's predicted latency (or device time, without a host) and its expected error
     band, said under a prediction's view, made now or read from a file (its own notes are the
     view's, ``pass_notes``)."""
-    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
+    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else \
+        " (a lower bound: some operators' device time is unknown)" \
+        if predicted.predicted_device_lower_bound else ""
     said = (f"predicted latency on {predicted.predicted_for}: "
             f"{predicted.predicted_latency_ms:.3f} ms{regime}"
             if predicted.predicted_latency_ms is not None else  # --host none: no latency

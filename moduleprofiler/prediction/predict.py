@@ -71,6 +71,10 @@ class PredictedProfile(Profile):
     """The device (and the host) the prediction is for."""
     prediction_notes: tuple[str, ...] = ()
     """What the prediction rests on and where it is a bound."""
+    predicted_device_lower_bound: bool = False
+    """Some operators' device time is unknown (no calibration table times them; the notes
+    name them): ``predicted_device_ms`` and the latency are lower bounds, and a pass that
+    looks host-bound without them may not be."""
 
     @property
     def pass_notes(self) -> tuple[str, ...]:
@@ -80,12 +84,15 @@ class PredictedProfile(Profile):
     @property
     def predicted_regime(self) -> str | None:
         """``"host-bound"`` when the device would be idle over half the pass, else
-        ``"device-bound"`` (``None`` without a host model)."""
+        ``"device-bound"`` (``None`` without a host model, or when the device time is a lower
+        bound that finds the pass host-bound: the unknown kernels may make it device-bound;
+        more device time never makes a device-bound pass host-bound)."""
         if self.predicted_host_ms is None or self.predicted_latency_ms is None:
             return None
         assert self.predicted_device_ms is not None
-        return "host-bound" if self.predicted_device_ms < 0.5 * self.predicted_latency_ms \
-            else "device-bound"
+        if self.predicted_device_ms >= 0.5 * self.predicted_latency_ms:
+            return "device-bound"
+        return None if self.predicted_device_lower_bound else "host-bound"
 
 
 def resolve_device(device: DeviceSpec | DeviceModel) -> tuple[DeviceModel, list[str]]:
@@ -313,4 +320,5 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
         predicted_device_ms=result.device_us / 1e3,
         predicted_device_ms_low=low, predicted_device_ms_high=high,
         predicted_host_ms=result.host_us / 1e3 if host is not None else None,
-        predicted_for=target, prediction_notes=tuple(notes))
+        predicted_for=target, prediction_notes=tuple(notes),
+        predicted_device_lower_bound=bool(listener.unknown))

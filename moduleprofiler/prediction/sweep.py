@@ -371,7 +371,7 @@ def _turning_batch(sweeper: _Sweeper, dtype: str, batches: list[int],
     host-bound and the first device-bound batch swept (the regime assumed to change once)."""
     seen = [(batch, regimes[(dtype, batch)]) for batch in batches]
     if any(regime is None for _, regime in seen):
-        return None  # no host model: the prediction's notes say so
+        return None  # no host model, or unknown device times: the prediction's notes say so
     first = next((batch for batch, regime in seen if regime == "device-bound"), None)
     if first is None:
         notes.append(f"{dtype}: host-bound at every batch swept (up to {batches[-1]}): "

@@ -403,3 +403,29 @@ def test_a_calibration_file_that_is_not_one_is_refused_naming_it(tmp_path: Any) 
     garbled.write_text("not json", encoding="utf-8")
     with pytest.raises(ValueError, match=r"calibration '.*garbled\.json' is not JSON"):
         ModuleProfiler().predict(model, x, device=garbled)
+
+
+class _ComplexProduct(nn.Module):
+    """A complex matrix product: no calibration table times its kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(64, 64, dtype=torch.complex64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
+def test_a_pass_whose_device_time_is_a_lower_bound_has_no_host_bound_regime() -> None:
+    profile = ModuleProfiler().predict(_ComplexProduct(),
+                                       torch.randn(64, 64, dtype=torch.complex64),
+                                       device=_calibration())
+    # its one kernel is unknown: 0 us known, a lower bound, so "host-bound" is not known
+    assert profile.predicted_device_ms == 0.0 and profile.predicted_device_lower_bound
+    assert profile.predicted_latency_ms is not None and profile.predicted_regime is None
+    assert any("no calibration table times aten.mm (1x)" in note
+               for note in profile.prediction_notes)
+    # a pass whose every operator is priced says its regime as before
+    known = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                     device=_calibration(), dtype="bf16")
+    assert not known.predicted_device_lower_bound and known.predicted_regime == "host-bound"
