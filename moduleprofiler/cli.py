@@ -67,8 +67,13 @@ from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
+from moduleprofiler.prediction.predict import PredictedProfile, dtype_of
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.timing import TimingOptions, TimingWarning
+
+SHORT_DTYPES = ("fp32", "bf16", "fp16")
+"""The short dtype names of the prediction (``predict(dtype="bf16")``), taken wherever a dtype
+is named on the command line."""
 
 WHAT_SORTED = "params,io,ops"
 """The columns after the sort column of ``--sort`` without ``--what``."""
@@ -147,10 +152,16 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
 
 
 def parse_dtype(name: str) -> Any:
-    """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name)."""
+    """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name, and the short names
+    ``predict()`` and ``--batch`` take: ``fp32``, ``bf16``, ``fp16``)."""
+    if name in SHORT_DTYPES:
+        return dtype_of(name)
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
-        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, int64)")
+        hint = " (a comma list of dtypes sweeps them with --predict GPU --batch SIZES)" \
+            if "," in name else ""
+        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, bf16, "
+                       f"int64){hint}")
     return dtype
 
 
@@ -189,6 +200,8 @@ def run_profile(options: argparse.Namespace) -> Any:
                 raise CliError(f"--what {group}: the saved profile {options.model} holds no "
                                f"{group} measurements (they are not computed from a saved "
                                f"profile): run the model with --what {group}")
+        if isinstance(saved, PredictedProfile):  # shown as when it was predicted
+            shown_as_predicted(saved, options)
         return saved
     by_name = options.model.startswith(HF_PREFIX)
     options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
@@ -271,10 +284,27 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
                                      backward=backward, tf32=options.tf32)
     except Exception as exc:
         raise CliError(f"--predict {options.predict}: {exc}{_meta_hint(exc, options)}") from exc
+    shown_as_predicted(predicted, options)
+    return predicted
+
+
+def shown_as_predicted(predicted: PredictedProfile, options: argparse.Namespace) -> None:
+    """A prediction's view, made now or read from a file: :data:`PREDICTED_WHAT` (without
+    the host's column when no host was predicted) unless ``--what`` names others, and the
+    lines of :func:`prediction_lines` under it."""
     if not options.what:
-        options.what = PREDICTED_WHAT if options.host != "none" else \
+        options.what = PREDICTED_WHAT if predicted.predicted_host_ms is not None else \
             PREDICTED_WHAT.replace(",predicted_host_ms", "")
-    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
+    options.notes = prediction_lines(predicted)
+
+
+def prediction_lines(predicted: PredictedProfile) -> tuple[str, str]:
+    """The pass's predicted latency (or device time, without a host) and its expected error
+    band, said under a prediction's view, made now or read from a file (its own notes are the
+    view's, ``pass_notes``)."""
+    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else \
+        " (a lower bound: some operators' device time is unknown)" \
+        if predicted.predicted_device_lower_bound else ""
     said = (f"predicted latency on {predicted.predicted_for}: "
             f"{predicted.predicted_latency_ms:.3f} ms{regime}"
             if predicted.predicted_latency_ms is not None else  # --host none: no latency
@@ -285,8 +315,7 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
             f"{predicted.predicted_device_ms:.3f} ms; the 10th to 90th percentile of its "
             "operators' held-out calibration residuals)" if low is not None and high is not None
             else "no expected error band: the calibration holds no held-out residuals")
-    options.notes = (said, band)  # the prediction's own notes are the view's (pass_notes)
-    return predicted
+    return said, band
 
 
 def predicted_sweep(profiler: Profiler, model: Any, inputs: Any, backward: bool,

@@ -176,6 +176,38 @@ def test_predict_has_pythons_default_host(capsys: pytest.CaptureFixture[str]) ->
            f"{python.predicted_latency_ms:.3f} ms" in " ".join(out.split())
 
 
+def test_predict_takes_the_short_dtype_names_of_python(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # --dtype bf16, as predict(dtype="bf16") and the sweep's --dtype bf16,fp32 take it
+    python = ModuleProfiler().predict(tiny(), torch.randn(2, 4), device="H100 SXM",
+                                      dtype="bf16")
+    said = f"predicted latency on {python.predicted_for}: {python.predicted_latency_ms:.3f} ms"
+    for name in ("bf16", "bfloat16"):
+        status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--dtype", name)
+        assert status == 0 and said in " ".join(out.split())
+    # a comma list is a sweep's: the error says so
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--dtype",
+                         "bf16,fp32")
+    assert status != 0 and "unknown dtype 'bf16,fp32'" in err and "--batch" in err
+
+
+def test_a_saved_prediction_is_shown_as_it_was_predicted(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # the same columns, latency and band lines read back from the file as when predicted
+    for host in ("calibrated", "none"):
+        saved = tmp_path / f"predicted_{host}.json"
+        status, live, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--host", host)
+        assert status == 0
+        assert run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--host", host, "-o",
+                   str(saved))[0] == 0
+        status, loaded, _ = run(capsys, str(saved))
+        assert status == 0 and loaded == live
+        said = " ".join(loaded.split())
+        assert "predicted latency on" in said if host == "calibrated" else \
+            "predicted device time on" in said
+        assert "expected device time" in said
+
+
 def test_predict_without_a_host_says_device_time(capsys: pytest.CaptureFixture[str]) -> None:
     python = ModuleProfiler().predict(tiny(), torch.randn(2, 4), device="H100 SXM", host=None)
     status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--host", "none")

@@ -199,6 +199,9 @@ class DeviceModel:
     unmeasured: set[str] = field(default_factory=set)
     """What the calibration's tables did not measure and operators priced so far asked for
     (``"mem_layer_norm row widths"``): those were priced as the measured kernels."""
+    stood_in: set[str] = field(default_factory=set)
+    """Dtypes the calibration has no tables of that operators asked for, priced from its
+    stand-in's (``fp16`` from ``bf16``, any other from ``fp32``)."""
     without_in_chain: bool = False
     """A memory-bound operator was priced while the calibration holds no in-chain costs
     (:attr:`Calibration.in_chain`): priced as the calibration's loops ran it."""
@@ -238,7 +241,10 @@ class DeviceModel:
         table an older calibration has instead, :data:`_FALLBACK`), after the name of the
         table they are (their format)."""
         tables = self.calibration.tables
-        source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+        source = tables.get(dtype)
+        if not source:
+            source = tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+            self.stood_in.add(dtype)
         measured = table if source.get(table) or not fallback else _FALLBACK.get(table, "")
         rows = source.get(measured)
         return measured, [row for row in rows or () if row[-1] > 0]  # no kernel: no lesson

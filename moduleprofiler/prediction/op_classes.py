@@ -36,6 +36,9 @@ class OpWork:
     """The host-cost class of its launch (:data:`.calibrate.HOST_BENCHES`)."""
     syncs: bool = False
     """It waits for the device (``.item()``, ``nonzero``)."""
+    by_rule: bool = False
+    """It has no class of its own (a sort, an FFT, a solver): priced by the elementwise rule,
+    on the bytes it moves, which the notes say."""
     prelude: OpWork | None = None
     """A kernel the operator runs besides its own, which the meta device does not show: the
     copy that makes a layer norm's strided input contiguous, the addition of a cuDNN
@@ -106,6 +109,13 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_convert": "copy", "mem_strided_cat": "copy",
                 "mem_strided_inner_cat": "copy", "mem_roll": "unary", "mem_sort": "reduction",
                 "mem_topk": "reduction"}
+_ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
+"""A mixture-of-experts router's kernels, timed by their own tables
+(:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
+_CLASSED = frozenset({"roll", *_ROUTING}).union(_UNARY, _BINARY, _REDUCTION, _SOFTMAX,
+                                                _LAYER_NORM, _BATCH_NORM, _COPY, _GATHER, _CAT)
+"""The memory-bound operators with a class of their own; any other is priced as elementwise
+by its bytes (:attr:`OpWork.by_rule`)."""
 _ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
 """Gathers that read only the rows (elements) they return, not the whole table."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
@@ -307,6 +317,8 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     if name in _SYNCS:
         return OpWork(label, "mem_copy", (_log2(moved or 1),), dtype, 0.0, float(moved or 0),
                       "copy", syncs=True)
+    if _writes_nothing(out):  # PyTorch launches no kernel for an empty result (a batch of 0)
+        return OpWork(label, None, (), dtype, 0.0, 0.0, VIEW)
     if name in _GEMM or name in _BMM:
         table, features, flops = _gemm_features(name, args)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
@@ -363,7 +375,7 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     if name == "_safe_softmax" and args:
         prelude = _safe_softmax_masking(args[0], row_width(name, args), dtype)
     return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind],
-                  prelude=prelude)
+                  by_rule=name not in _CLASSED, prelude=prelude)
 
 
 def _safe_softmax_masking(scores: Any, width: float, dtype: str) -> OpWork | None:
@@ -430,6 +442,14 @@ def row_width(name: str, args: tuple[Any, ...]) -> float:
     except (IndexError, TypeError, AttributeError):
         pass
     return float(DEFAULT_WIDTH)
+
+
+def _writes_nothing(out: Any) -> bool:
+    """Whether every tensor ``out`` holds is empty (and it holds one): TensorIterator's kernels,
+    cuBLAS's and cuDNN's callers in PyTorch return before launching for an empty result,
+    whatever the inputs (an ``addmm`` of 0 rows, a convolution of a batch of 0)."""
+    tensors = list(iter_tensors(out))
+    return bool(tensors) and all(tensor.numel() == 0 for tensor in tensors)
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -505,11 +525,6 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
             return "mem_transpose_copy"
         return "mem_permute_copy"
     return kind
-
-
-_ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
-"""A mixture-of-experts router's kernels, timed by their own tables
-(:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
 
 
 def _memory_kind(name: str, args: tuple[Any, ...]) -> str:

@@ -58,6 +58,16 @@ def test_the_tree_marks_the_tied_layer(profile: Profile) -> None:
     assert "mid (Linear) [shared" not in text
 
 
+def test_the_flat_table_notes_the_tied_layer(profile: Profile) -> None:
+    # emb's 1,600 and out's 1,600 are one weight: the rows say 1,600 twice, the total once
+    text = profile.table(width=0).to_text()
+    assert "total: params 1.87K" in text
+    assert "note: params include tied parameters another module owns, counted once in the " \
+           "total: out (owned by emb)" in text
+    # a table without parameter columns has nothing to say of them
+    assert "tied" not in profile.table(["ops"], width=0).to_text()
+
+
 def test_the_report_bars_add_up_to_the_model(profile: Profile) -> None:
     chart = next(c for c in _charts(profile) if c is not None and c.id == "params-by-module")
     labels = [bar.label for bar in chart.bars]

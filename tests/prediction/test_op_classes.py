@@ -314,3 +314,27 @@ def test_a_routers_sort_and_top_k_have_their_own_tables() -> None:
     assert work.table == "mem_topk"
     # 1024 x 8 fp32 scores read; 1024 x 2 fp32 values and int64 positions written
     assert work.moved_bytes == 1024 * 8 * 4 + 1024 * 2 * 4 + 1024 * 2 * 8
+
+
+def test_an_empty_result_launches_no_kernel() -> None:
+    rows = torch.empty(0, 64, device=META)  # a batch of 0
+    weight = torch.empty(32, 64, device=META)
+    for work in (_work(aten.addmm.default, torch.empty(32, device=META), rows, weight.t()),
+                 _work(aten.relu.default, rows),
+                 _work(aten.convolution.default, torch.empty(0, 3, 8, 8, device=META),
+                       torch.empty(4, 3, 3, 3, device=META), None, [1, 1], [0, 0], [1, 1],
+                       False, [0, 0], 1)):
+        assert (work.table, work.host, work.moved_bytes, work.prelude) == (None, "view", 0.0,
+                                                                           None)
+    # an empty inner dimension still writes a result (zeros): not left out
+    assert _work(aten.mm.default, torch.empty(4, 0, device=META),
+                 torch.empty(0, 5, device=META)).table is not None
+
+
+def test_an_operator_without_a_class_is_priced_by_the_elementwise_rule_and_marked() -> None:
+    x = torch.empty(8, 64, device=META)
+    product = _work(aten.cumprod.default, x, 1)
+    assert product.table == "mem_unary" and product.by_rule
+    assert not _work(aten.sort.default, x).by_rule  # a router's sort has its own table
+    assert not _work(aten.relu.default, x).by_rule
+    assert not _work(aten.add.Tensor, x, x.clone()).by_rule
