@@ -121,6 +121,9 @@ def _resolve(device: DeviceSpec,
         peaks = device_peaks(device.name) if device.name in DEVICE_PEAKS else \
             device_peaks(device.device_name)
         return DeviceModel(device, peaks, peaks), notes
+    if not isinstance(device, (str, Path, DevicePeaks)):
+        raise TypeError(f"device must be a device's name, a Calibration, its JSON path or "
+                        f"DevicePeaks, got {type(device).__name__} {device!r}")
     peaks = device if isinstance(device, DevicePeaks) else device_peaks(str(device))
     if peaks.name in shipped:
         return DeviceModel(shipped[peaks.name], peaks, peaks), notes

@@ -429,3 +429,8 @@ def test_a_pass_whose_device_time_is_a_lower_bound_has_no_host_bound_regime() ->
     known = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
                                      device=_calibration(), dtype="bf16")
     assert not known.predicted_device_lower_bound and known.predicted_regime == "host-bound"
+
+
+def test_a_device_of_another_kind_is_a_type_error_naming_the_argument() -> None:
+    with pytest.raises(TypeError, match=r"device must be .* got int 5"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device=5)  # type: ignore[arg-type]
