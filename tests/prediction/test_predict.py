@@ -4,6 +4,7 @@ is known, so the chain's result is computed by hand."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -434,3 +435,12 @@ def test_a_pass_whose_device_time_is_a_lower_bound_has_no_host_bound_regime() ->
 def test_a_device_of_another_kind_is_a_type_error_naming_the_argument() -> None:
     with pytest.raises(TypeError, match=r"device must be .* got int 5"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device=5)  # type: ignore[arg-type]
+
+
+def test_a_predictions_dict_holds_its_latency_and_band_as_its_json_does() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(8, 8), torch.randn(4, 8), device="H200")
+    fields = profile.to_dict()["result_fields"]
+    assert fields["predicted_latency_ms"] == profile.predicted_latency_ms
+    assert fields["predicted_device_ms_low"] == profile.predicted_device_ms_low
+    assert fields["prediction_notes"] == profile.prediction_notes
+    assert json.loads(json.dumps(fields)) == json.loads(profile.to_json())["result_fields"]
