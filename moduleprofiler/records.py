@@ -125,14 +125,14 @@ def shared_overlap(column: str, holders: Iterable[ModuleInfo]) -> int:
     if where is None:
         return 0
     kind, entry = where
-    seen: dict[int, int] = {}
+    seen: set[int] = set()
     extra = 0
     for info in holders:
         for tensor in info.shared_tensors:
             if tensor[1] == kind:
                 if tensor[0] in seen:
                     extra += tensor[entry]
-                seen[tensor[0]] = 1
+                seen.add(tensor[0])
     return extra
 
 
