@@ -110,6 +110,10 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_strided_inner_cat": "copy", "mem_roll": "unary", "mem_sort": "reduction",
                 "mem_topk": "reduction"}
 _ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
+_OWN_HOST = {"sort": "sort", "topk": "topk", "cumsum": "scan", "histc": "histogram"}
+"""Operators whose launch costs the host several kernels' work, timed by host classes of their
+own (a sort 35 µs where a unary launch takes 7 on an H200's host); a calibration without
+them prices them as :data:`~moduleprofiler.prediction.host_model.HOST_FALLBACK` says."""
 """A mixture-of-experts router's kernels, timed by their own tables
 (:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
 _CLASSED = frozenset({"roll", *_ROUTING}).union(_UNARY, _BINARY, _REDUCTION, _SOFTMAX,
@@ -330,7 +334,7 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
         m, k, n, experts = a.shape[0], a.shape[1], b.shape[2], b.shape[0]
         return OpWork(label, "grouped_gemm", grouped_gemm_features(experts, m, n, k,
                                                                    a.element_size()),
-                      dtype, 2.0 * m * n * k, float(moved or 0), "gemm")
+                      dtype, 2.0 * m * n * k, float(moved or 0), "grouped_gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None
         bias = _bias_addition(args, out, dtype)
@@ -374,8 +378,9 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     prelude = _contiguous_copy(args[0], dtype) if name in _CONTIGUOUS_INPUT and args else None
     if name == "_safe_softmax" and args:
         prelude = _safe_softmax_masking(args[0], row_width(name, args), dtype)
-    return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind],
-                  by_rule=name not in _CLASSED, prelude=prelude)
+    return OpWork(label, kind, features, dtype, 0.0, float(moved),
+                  _OWN_HOST.get(name) or _MEMORY_HOST[kind], by_rule=name not in _CLASSED,
+                  prelude=prelude)
 
 
 def _safe_softmax_masking(scores: Any, width: float, dtype: str) -> OpWork | None:
