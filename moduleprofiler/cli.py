@@ -37,7 +37,6 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
-from moduleprofiler.errors import error_chain
 from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
@@ -68,8 +67,13 @@ from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
+from moduleprofiler.prediction.predict import PredictedProfile, dtype_of
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.timing import TimingOptions, TimingWarning
+
+SHORT_DTYPES = ("fp32", "bf16", "fp16")
+"""The short dtype names of the prediction (``predict(dtype="bf16")``), taken wherever a dtype
+is named on the command line."""
 
 WHAT_SORTED = "params,io,ops"
 """The columns after the sort column of ``--sort`` without ``--what``."""
@@ -148,10 +152,16 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
 
 
 def parse_dtype(name: str) -> Any:
-    """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name)."""
+    """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name, and the short names
+    ``predict()`` and ``--batch`` take: ``fp32``, ``bf16``, ``fp16``)."""
+    if name in SHORT_DTYPES:
+        return dtype_of(name)
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
-        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, int64)")
+        hint = " (a comma list of dtypes sweeps them with --predict GPU --batch SIZES)" \
+            if "," in name else ""
+        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, bf16, "
+                       f"int64){hint}")
     return dtype
 
 
@@ -190,6 +200,8 @@ def run_profile(options: argparse.Namespace) -> Any:
                 raise CliError(f"--what {group}: the saved profile {options.model} holds no "
                                f"{group} measurements (they are not computed from a saved "
                                f"profile): run the model with --what {group}")
+        if isinstance(saved, PredictedProfile):  # shown as when it was predicted
+            shown_as_predicted(saved, options)
         return saved
     by_name = options.model.startswith(HF_PREFIX)
     options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
@@ -253,22 +265,9 @@ def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:
     """What to do when the meta device the model was built on cannot run it."""
     if not options.meta or not meta_limit(error):
         return ""
-    hint = ("; hint: the model ran on the meta device (no values; an hf: model without "
+    return ("; hint: the model ran on the meta device (no values; an hf: model without "
             "--device, --meta or --predict builds it there), which cannot run this: pass "
             "--device cpu to run it for real")
-    if _wants_16_bit(error) and options.dtype in (None, "float32"):
-        # the meta kernels check a GPU kernel's dtype rules (grouped GEMMs of mixture-of-experts
-        # layers take bfloat16 only) where the CPU's may not: a model too large for the CPU
-        # still runs on the meta device in the dtype it was built for
-        hint += ", or pass --dtype bfloat16 (an operator's meta kernel takes 16-bit inputs only)"
-    return hint
-
-
-def _wants_16_bit(error: BaseException) -> bool:
-    """Whether ``error`` (or one it was raised from) is a kernel's refusal of a 32-bit input
-    where it takes bfloat16 (torch's message names the dtype it expected)."""
-    return any("Expected" in str(current) and "BFloat16" in str(current)
-               for current in error_chain(error))
 
 
 PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"
@@ -285,10 +284,27 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
                                      backward=backward, tf32=options.tf32)
     except Exception as exc:
         raise CliError(f"--predict {options.predict}: {exc}{_meta_hint(exc, options)}") from exc
+    shown_as_predicted(predicted, options)
+    return predicted
+
+
+def shown_as_predicted(predicted: PredictedProfile, options: argparse.Namespace) -> None:
+    """A prediction's view, made now or read from a file: :data:`PREDICTED_WHAT` (without
+    the host's column when no host was predicted) unless ``--what`` names others, and the
+    lines of :func:`prediction_lines` under it."""
     if not options.what:
-        options.what = PREDICTED_WHAT if options.host != "none" else \
+        options.what = PREDICTED_WHAT if predicted.predicted_host_ms is not None else \
             PREDICTED_WHAT.replace(",predicted_host_ms", "")
-    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else ""
+    options.notes = prediction_lines(predicted)
+
+
+def prediction_lines(predicted: PredictedProfile) -> tuple[str, str]:
+    """The pass's predicted latency (or device time, without a host) and its expected error
+    band, said under a prediction's view, made now or read from a file (its own notes are the
+    view's, ``pass_notes``)."""
+    regime = f" ({predicted.predicted_regime})" if predicted.predicted_regime else \
+        " (a lower bound: some operators' device time is unknown)" \
+        if predicted.predicted_device_lower_bound else ""
     said = (f"predicted latency on {predicted.predicted_for}: "
             f"{predicted.predicted_latency_ms:.3f} ms{regime}"
             if predicted.predicted_latency_ms is not None else  # --host none: no latency
@@ -299,8 +315,7 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
             f"{predicted.predicted_device_ms:.3f} ms; the 10th to 90th percentile of its "
             "operators' held-out calibration residuals)" if low is not None and high is not None
             else "no expected error band: the calibration holds no held-out residuals")
-    options.notes = (said, band)  # the prediction's own notes are the view's (pass_notes)
-    return predicted
+    return said, band
 
 
 def predicted_sweep(profiler: Profiler, model: Any, inputs: Any, backward: bool,
@@ -342,7 +357,7 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
              "unicode": options.unicode, "width": options.width}
     if fmt == "latex":
         given.pop("width")
-    render, _ = split_options(given, get_format(fmt).render)
+    render = _renderer_options(given, get_format(fmt).render, fmt)
     _emit(render_view(view, fmt, **render) or "", options.output, fmt)
 
 
@@ -528,7 +543,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
     notes: tuple[str, ...] = getattr(options, "notes", ())
     document = profile_renderer(entry)
     if document is not None:
-        render, _ = split_options(given, document)
+        render = _renderer_options(given, document, fmt)
         text = export_profile(profile, fmt, **render) or ""
         for note in notes:  # a whole-profile format has no place for them: said on stderr
             print(f"moduleprofiler: {note}", file=sys.stderr)
@@ -542,9 +557,21 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
             return
         if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
             given.pop("width")
-        render, _ = split_options(given, entry.render)
+        render = _renderer_options(given, entry.render, fmt)
         text = render_view(view, fmt, **render) or ""
     _emit(text, target, fmt)
+
+
+def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
+                      fmt: str) -> dict[str, Any]:
+    """The options of ``given`` that ``render`` takes; a ``--title``, ``--caption`` or
+    ``--label`` the format has no place for is said on stderr, not dropped in silence."""
+    taken, dropped = split_options(given, render)
+    for name in ("title", "caption", "label"):
+        if dropped.get(name) is not None:
+            print(f"moduleprofiler: --{name} is ignored: the {fmt} format has no {name}",
+                  file=sys.stderr)
+    return taken
 
 
 def _output_format(options: argparse.Namespace) -> str:

@@ -159,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-fold", action="store_true",
                         help="show every block of the tree (default: identical numbered "
                              "sibling blocks such as h.0 ... h.11 fold into one row, summed)")
-    parser.add_argument("--title", help="title of the HTML report or the figure")
+    parser.add_argument("--title", help="title of the HTML report or the figure "
+                                        "(LaTeX: --caption, --label)")
     parser.add_argument("--caption", help="LaTeX table caption")
     parser.add_argument("--label", help="LaTeX table label")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

@@ -30,6 +30,8 @@ import torch
 from torch._ops import HigherOrderOperator
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from moduleprofiler.meta_stand_ins import meta_stand_in
+
 OperatorCallback = Callable[[torch._ops.OpOverload, tuple[Any, ...], dict[str, Any], Any], None]
 
 _push_mode = torch._C._push_on_torch_dispatch_stack
@@ -60,7 +62,12 @@ class OperatorObserver(TorchDispatchMode):
         if isinstance(func, HigherOrderOperator):
             out = self._run_higher_order(func, args, kwargs)
         else:
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError:
+                out = meta_stand_in(func, args, kwargs)
+                if out is None:
+                    raise
         if not self.muted:
             self._callback(func, args, kwargs, out)
         return out

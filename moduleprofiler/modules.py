@@ -17,7 +17,7 @@ from typing import NamedTuple
 from torch import Tensor, nn
 from torch.nn import Parameter
 
-from moduleprofiler.records import ModuleInfo, display_path, new_module_info
+from moduleprofiler.records import ModuleInfo, SharedTensor, display_path, new_module_info
 from moduleprofiler.storage import is_lazy
 
 
@@ -270,9 +270,13 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
         buffers[up] += buffers[i]
         buffer_bytes[up] += buffer_bytes[i]
     owners: dict[int, dict[str, None]] = {}  # module -> the first holders of its tied params
+    held: dict[int, list[SharedTensor]] = {}  # module -> the shared tensors its sums hold
+    number = 0
     for kind in (0, 1):
         for key, holders in shared[kind].items():
             known = sizes[key]
+            entry: SharedTensor = (number, kind, known[0], known[1], known[2])
+            number += 1
             reached: set[int] = set()
             for i in dict.fromkeys(holders):
                 if not kind and i == holders[0]:  # owned once, by its first holder
@@ -281,6 +285,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
                     owners.setdefault(i, {})[display_path(occurrences[holders[0]][0])] = None
                 while i != -1 and i not in reached:  # each module above, once
                     reached.add(i)
+                    held.setdefault(i, []).append(entry)
                     _add(1, known, kind, i, params, param_bytes, trainable, buffers,
                          buffer_bytes)
                     i = parent[i]
@@ -293,7 +298,8 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
         infos.append(new_module_info(
             path, exported.get(path) or name, 0 if path == "" else path.count(".") + 1,
             params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
-            buffer_bytes[i], ", ".join(owners[i]) if i in owners else None, container))
+            buffer_bytes[i], ", ".join(owners[i]) if i in owners else None, container,
+            tuple(held[i]) if i in held else ()))
     return ModuleScan(tuple(infos), lazy, plain)
 
 

@@ -108,6 +108,34 @@ def display_path(path: str) -> str:
     return ROOT_NAME if path == "" else path
 
 
+SharedTensor = tuple[int, int, int, int, int]
+"""A tensor registered at more than one module: its number within the model, its kind (0: a
+parameter, 1: a buffer), elements, bytes and trainable elements."""
+
+_SHARED_COLUMNS = {"params": (0, 2), "param_bytes": (0, 3), "trainable_params": (0, 4),
+                   "buffers": (1, 2), "buffer_bytes": (1, 3)}
+"""The module facts a shared tensor adds to, with its kind and the entry that holds it."""
+
+
+def shared_overlap(column: str, holders: Iterable[ModuleInfo]) -> int:
+    """How much more than once ``column`` (``params``, ``param_bytes``, ``trainable_params``,
+    ``buffers``, ``buffer_bytes``) of ``holders``, summed, counts the tensors several of them
+    hold: each such tensor's size times the number of holders past the first."""
+    where = _SHARED_COLUMNS.get(column)
+    if where is None:
+        return 0
+    kind, entry = where
+    seen: set[int] = set()
+    extra = 0
+    for info in holders:
+        for tensor in info.shared_tensors:
+            if tensor[1] == kind:
+                if tensor[0] in seen:
+                    extra += tensor[entry]
+                seen.add(tensor[0])
+    return extra
+
+
 @dataclass(frozen=True, slots=True)
 class ModuleInfo:
     """Static facts about one module of the profiled model (called or not)."""
@@ -140,6 +168,10 @@ class ModuleInfo:
     ``ModuleList``, a ``ModuleDict``, a subclass of one that adds no ``forward``): it holds
     modules that are called directly, and is never called itself
     (:func:`module_statuses`)."""
+    shared_tensors: tuple[SharedTensor, ...] = ()
+    """The tensors registered at more than one module (tied weights) that this module's sums
+    hold, each once: what a view summing several modules takes away, so that a tensor two of
+    them hold counts once (:func:`shared_overlap`)."""
 
     @property
     def parent(self) -> str | None:
@@ -245,8 +277,8 @@ _new = object.__new__
 
 def new_module_info(path: str, type_name: str, depth: int, params: int, self_params: int,
                     trainable_params: int, buffers: int, is_leaf: bool, param_bytes: int,
-                    buffer_bytes: int, shared_with: str | None, container: bool, /
-                    ) -> ModuleInfo:
+                    buffer_bytes: int, shared_with: str | None, container: bool,
+                    shared_tensors: tuple[SharedTensor, ...], /) -> ModuleInfo:
     """``ModuleInfo(...)`` with every field given in order, at a fifth of its constructor's
     cost (:func:`filling_class`): the module scan makes one per module on every pass."""
     info = _new(_FILLING_MODULE_INFO)
@@ -262,6 +294,7 @@ def new_module_info(path: str, type_name: str, depth: int, params: int, self_par
     info.buffer_bytes = buffer_bytes
     info.shared_with = shared_with
     info.container = container
+    info.shared_tensors = shared_tensors
     info.__class__ = ModuleInfo
     return info  # type: ignore[no-any-return]
 

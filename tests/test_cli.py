@@ -91,15 +91,17 @@ def test_a_model_the_meta_device_cannot_run_is_told_to_run_for_real(
     assert "ops 16" in out
 
 
-def test_a_16_bit_only_meta_kernel_is_told_to_use_bfloat16(
+def test_a_float32_grouped_gemm_counts_on_the_meta_device_as_on_the_cpu(
         capsys: pytest.CaptureFixture[str]) -> None:
+    # torch's meta kernel of the grouped product takes 16-bit inputs only; a GPU runs float32
     model = f"{ROOT / MODELS}:grouped_experts"
-    status, _, err = run(capsys, model, "-i", "4x16", "--meta")
-    assert status == 2
-    assert "BFloat16" in err and "--device cpu" in err and "--dtype bfloat16" in err
-    status, out, err = run(capsys, model, "-i", "4x16", "--depth", "0")  # on the CPU it runs
+    status, on_meta, err = run(capsys, model, "-i", "4x16", "--meta", "--depth", "0")
     assert status == 0, err
-    assert "params 256" in out  # 2 experts x 16 x 8
+    status, on_cpu, err = run(capsys, model, "-i", "4x16", "--depth", "0")
+    assert status == 0, err
+    # 2 experts x 16 x 8 parameters; 4 rows of 16 times a 16 x 8 weight: 4 x 16 x 8 = 512 MACs
+    for out in (on_meta, on_cpu):
+        assert "params 256" in out and "MACs 512" in out
 
 
 def test_top_sort_and_filters(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,6 +174,38 @@ def test_predict_has_pythons_default_host(capsys: pytest.CaptureFixture[str]) ->
     assert status == 0
     assert f"predicted latency on {python.predicted_for}: " \
            f"{python.predicted_latency_ms:.3f} ms" in " ".join(out.split())
+
+
+def test_predict_takes_the_short_dtype_names_of_python(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # --dtype bf16, as predict(dtype="bf16") and the sweep's --dtype bf16,fp32 take it
+    python = ModuleProfiler().predict(tiny(), torch.randn(2, 4), device="H100 SXM",
+                                      dtype="bf16")
+    said = f"predicted latency on {python.predicted_for}: {python.predicted_latency_ms:.3f} ms"
+    for name in ("bf16", "bfloat16"):
+        status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--dtype", name)
+        assert status == 0 and said in " ".join(out.split())
+    # a comma list is a sweep's: the error says so
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--dtype",
+                         "bf16,fp32")
+    assert status != 0 and "unknown dtype 'bf16,fp32'" in err and "--batch" in err
+
+
+def test_a_saved_prediction_is_shown_as_it_was_predicted(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # the same columns, latency and band lines read back from the file as when predicted
+    for host in ("calibrated", "none"):
+        saved = tmp_path / f"predicted_{host}.json"
+        status, live, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--host", host)
+        assert status == 0
+        assert run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--host", host, "-o",
+                   str(saved))[0] == 0
+        status, loaded, _ = run(capsys, str(saved))
+        assert status == 0 and loaded == live
+        said = " ".join(loaded.split())
+        assert "predicted latency on" in said if host == "calibrated" else \
+            "predicted device time on" in said
+        assert "expected device time" in said
 
 
 def test_predict_without_a_host_says_device_time(capsys: pytest.CaptureFixture[str]) -> None:
@@ -467,3 +501,18 @@ def test_the_command_lines_copies_of_export_constants_agree() -> None:
 
     assert cli_options.FIGURE_SUFFIXES == FIGURE_SUFFIXES
     assert cli_options.MIN_WIDTH == MIN_WIDTH
+
+
+def test_a_caption_the_format_has_no_place_for_is_said(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # CSV has no title, caption or label; LaTeX has a caption and a label but no title
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "csv", "--caption", "C",
+                           "--label", "tab:c")
+    assert status == 0 and out.startswith("module")
+    assert "--caption is ignored: the csv format has no caption" in err
+    assert "--label is ignored: the csv format has no label" in err
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "latex", "--caption", "C",
+                           "--title", "T")
+    assert status == 0 and r"\caption{C}" in out
+    assert "--title is ignored: the latex format has no title" in err
+    assert "caption" not in err

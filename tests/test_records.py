@@ -247,7 +247,7 @@ def test_merge_takes_a_profile_only() -> None:
 def test_new_module_info_is_the_constructor_s_info_and_stays_immutable() -> None:
     """``new_module_info`` fills a subclass slot by slot, then hands out the class itself: it
     must equal, hash and pickle as the constructor's info, and stay frozen."""
-    fields = ("a.b", "Conv2d", 2, 7, 5, 7, 3, True, 28, 12, "x", False)
+    fields = ("a.b", "Conv2d", 2, 7, 5, 7, 3, True, 28, 12, "x", False, ((0, 0, 4, 16, 4),))
     info = new_module_info(*fields)
     assert type(info) is ModuleInfo
     assert info == ModuleInfo(*fields) and hash(info) == hash(ModuleInfo(*fields))

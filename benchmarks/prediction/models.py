@@ -1,4 +1,4 @@
-"""The model zoo of the prediction proof: 14 models built from code or config objects (no
+"""The model zoo of the prediction proof: 15 models built from code or config objects (no
 weights, nothing downloaded), each with an input maker for a batch size."""
 
 from __future__ import annotations
@@ -76,6 +76,15 @@ def _llama_gqa() -> nn.Module:
         num_key_value_heads=4, vocab_size=32000))
 
 
+def _mixtral() -> nn.Module:
+    """A mixture-of-experts decoder of the Llama's size: 8 experts a layer, 2 per token,
+    grouped-query attention (Mixtral's layout)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+    return MixtralForCausalLM(MixtralConfig(
+        hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+        num_key_value_heads=4, vocab_size=32000, num_local_experts=8, num_experts_per_tok=2))
+
+
 ZOO: tuple[ZooModel, ...] = (
     ZooModel("resnet18", "torchvision CNN", _torchvision("resnet18"), _image),
     ZooModel("resnet50", "torchvision CNN", _torchvision("resnet50"), _image),
@@ -92,6 +101,7 @@ ZOO: tuple[ZooModel, ...] = (
     ZooModel("gpt2", "HF decoder", _gpt2, _tokens),
     ZooModel("llama_8x1024", "HF decoder", _llama, _tokens),
     ZooModel("llama_gqa_8x1024", "HF decoder", _llama_gqa, _tokens),
+    ZooModel("mixtral_8x1024", "HF decoder", _mixtral, _tokens),
 )
 """The zoo, in the order the tables list it."""
 

@@ -39,7 +39,7 @@ from moduleprofiler.export.columns import (
     value_spec,
 )
 from moduleprofiler.export.names import module_name, module_path
-from moduleprofiler.records import CALLED, GROUPING
+from moduleprofiler.records import CALLED, GROUPING, shared_overlap
 
 if TYPE_CHECKING:
     from moduleprofiler.export.columns import Aggregation
@@ -386,11 +386,14 @@ def _spec_of(name: str, calls: pd.DataFrame) -> ColumnSpec:
     return column_spec(name, calls[name].dtype if name in calls else None)
 
 
-def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
+                  infos: Mapping[str, ModuleInfo] | None = None) -> pd.DataFrame:
     """One row per module type of a module frame (first-seen order): ``modules``, ``calls``,
     then each of ``columns`` (default: every quantity) combined by its aggregation: own
     quantities summed, inclusive ones summed over the modules not inside another module of
-    the same type, maxima and flags combined; shapes and text are left out."""
+    the same type, maxima and flags combined; shapes and text are left out. ``infos`` (the
+    profile's modules by path): a tensor that several of a type's modules hold (a weight
+    tied between two embeddings) counts once in its parameter and buffer sums."""
     if columns is None:
         columns = [name for name in modules.columns if name not in ("module", "type", "depth",
                                                                     "calls")]
@@ -410,6 +413,11 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None) -
             picked = [[values[r] for r in members[k]
                        if spec.aggregation == "sum" or outermost[r]] for k in order]
             combined = [_sum_of_known(group) for group in picked]
+            if infos and spec.aggregation == "inclusive":
+                combined = [None if total is None else total - shared_overlap(
+                    name, [infos[paths[r]] for r in members[k]
+                           if outermost[r] and paths[r] in infos])
+                    for total, k in zip(combined, order)]
         elif spec.aggregation in ("max", "all"):
             combined = [combine(spec.aggregation, values, members[k], outermost) for k in order]
         else:
@@ -430,7 +438,7 @@ def type_frame(profile: Profile) -> pd.DataFrame:
     aggregation, the calls whose own ops are unknown and the share of the total ops (own
     work). Sorted by ops, largest first."""
     modules = module_frame(profile)
-    frame = group_by_type(modules)
+    frame = group_by_type(modules, infos={info.path: info for info in profile.modules})
     if frame.empty:
         return frame
     unknown: dict[str, int] = {}
@@ -507,6 +515,14 @@ def declared_columns(profile: Profile) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _module_fields(info: ModuleInfo) -> dict[str, Any]:
+    """``info``'s fields; ``shared_tensors`` only where the module holds a tied tensor."""
+    row = dataclasses.asdict(info)
+    if not row["shared_tensors"]:
+        del row["shared_tensors"]
+    return row
+
+
 def profile_to_dict(profile: Profile) -> dict[str, Any]:
     """Plain-Python view of a profile (numbers stay numbers, shapes stay tuples)."""
     return {
@@ -525,7 +541,7 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         },
         "columns": declared_columns(profile),
         "records": [dataclasses.asdict(record) for record in profile.records],
-        "modules": [dataclasses.asdict(info) for info in profile.modules],
+        "modules": [_module_fields(info) for info in profile.modules],
         "uncalled": list(profile.uncalled),
         "groupings": list(profile.groupings),
         "unsupported": list(profile.unsupported),

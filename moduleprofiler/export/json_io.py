@@ -140,9 +140,15 @@ def profile_document(profile: ProfileData) -> dict[str, Any]:
         # the result's kind and its own figures (a prediction's latency, a memory report's
         # peaks) as nested plain data, read back by the fields' types
         document["result"] = _qualified(type(profile))
-        document["result_fields"] = {field.name: _plain(getattr(profile, field.name))
-                                     for field in _result_fields(type(profile))}
+        document["result_fields"] = result_values(profile)
     return {key: value if key in _TABLES else _native(value) for key, value in document.items()}
+
+
+def result_values(profile: ProfileData) -> dict[str, Any]:
+    """The figures a result class adds to its profile (a prediction's latency and band, a
+    memory report's peaks) as plain data; empty for a plain profile."""
+    return {field.name: _plain(getattr(profile, field.name))
+            for field in _result_fields(type(profile))}
 
 
 def _result_fields(cls: type) -> list[dataclasses.Field[Any]]:

@@ -17,7 +17,7 @@ from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
-from moduleprofiler.export.json_io import profile_from_json, register_result
+from moduleprofiler.export.json_io import profile_from_json, register_result, result_values
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
@@ -48,8 +48,14 @@ class Profile(ProfileData):
 
     # -- views -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python view: totals, per-call records, modules, uncalled/unsupported lists."""
-        return profile_to_dict(self)
+        """Plain-Python view: totals, per-call records, modules, uncalled/unsupported lists;
+        a result (a prediction, a memory report) adds its own figures under
+        ``result_fields``, as its JSON does."""
+        document = profile_to_dict(self)
+        values = result_values(self)
+        if values:
+            document["result_fields"] = values
+        return document
 
     def to_df(self, aggregate: Aggregate = "call", *,
               columns: FrameColumns = "data") -> pd.DataFrame:

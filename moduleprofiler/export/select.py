@@ -349,6 +349,24 @@ def _shared_note(profile: Profile, frame: pd.DataFrame) -> tuple[str, ...]:
             f"parameters on its own row only: {listing(drawn)}",)
 
 
+_INCLUSIVE_PARAMS = ("params", "trainable_params", "param_bytes")
+"""Columns in which a module's row counts the parameters it registers that another owns."""
+
+
+def _tied_note(frame: pd.DataFrame, shown: Sequence[str]) -> tuple[str, ...]:
+    """The note under a flat table whose parameter columns count a tied weight on more than
+    one row (the tree marks such a row ``[shared with owner]``)."""
+    if "shared_with" not in frame or not any(name in shown for name in _INCLUSIVE_PARAMS):
+        return ()
+    tied = [f"{module} (owned by {owner})" for module, owner in zip(frame["module"],
+                                                                    frame["shared_with"])
+            if isinstance(owner, str)]
+    if not tied:
+        return ()
+    return (f"params include tied parameters another module owns, counted once in the "
+            f"total: {listing(tied)}",)
+
+
 # -- the views --------------------------------------------------------------------------------
 def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
               max_depth: int | None = None, min_pct: float | None = None,
@@ -427,7 +445,8 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
         frame = frame.head(limit)
     title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
-                title=title, totals=_totals(profile), notes=profile_notes(profile),
+                title=title, totals=_totals(profile),
+                notes=(*profile_notes(profile), *_tied_note(frame, shown)),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
                 keep=_asked(shown, columns, sort_by, pct_column),
                 module_order=module_order, blocks=blocks,
@@ -455,7 +474,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     if not column_spec(target, modules[target].dtype).numeric:
         raise ValueError(f"top(by={by!r}): {target!r} is not a numeric column")
     rows = modules if depth is None else modules[modules["depth"] == depth]
-    frame = group_by_type(rows.reset_index(drop=True), list(dict.fromkeys(columns.values())))
+    frame = group_by_type(rows.reset_index(drop=True), list(dict.fromkeys(columns.values())),
+                          {info.path: info for info in profile.modules})
     if target not in frame:
         raise ValueError(f"top(by={by!r}): {target!r} has no value per module type "
                          f"(its aggregation is {column_spec(target).aggregation!r})")

@@ -437,8 +437,11 @@ def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[in
 
 HOST_BENCHES: tuple[str, ...] = ("view", "unary", "binary", "gemm", "conv", "batch_norm",
                                  "layer_norm", "softmax", "reduction", "attention", "gather",
-                                 "copy", "module_call", "cpu_op")
-"""The host costs :func:`calibrate` measures (µs per call, the host cannot keep ahead)."""
+                                 "copy", "module_call", "cpu_op", "sort", "topk", "scan",
+                                 "histogram", "grouped_gemm")
+"""The host costs :func:`calibrate` measures (µs per call, the host cannot keep ahead); the
+last five are a mixture-of-experts router's operators, several kernels' host work each (a
+device that cannot run one leaves it out: :data:`.host_model.HOST_FALLBACK` prices it)."""
 
 
 DTYPED_HOST_BENCHES: tuple[str, ...] = ("unary", "binary", "gemm", "conv", "batch_norm",
@@ -464,6 +467,13 @@ def _host_benches(device: torch.device, dtype: torch.dtype = torch.float32
     index = torch.randint(0, 8, (4,), device=device)
     relu = nn.ReLU()
     cpu = torch.randn(2, 8)
+    ids = torch.randint(0, 8, (256,), device=device)
+    scores = torch.randn(128, 8, device=device, dtype=dtype)
+    counts = torch.arange(1, 9, device=device, dtype=torch.int32)
+    # a grouped product in bf16, the dtype mixture-of-experts layers run it in
+    rows = torch.randn(64, 32, device=device, dtype=torch.bfloat16)
+    experts = torch.randn(4, 16, 32, device=device, dtype=torch.bfloat16)
+    offsets = counts[:4] * 16
     return {
         "view": lambda: x.view(8, 2),
         "unary": lambda: torch.relu(x),
@@ -479,6 +489,11 @@ def _host_benches(device: torch.device, dtype: torch.dtype = torch.float32
         "copy": lambda: x.t().contiguous(),
         "module_call": lambda: relu(x),
         "cpu_op": lambda: cpu + cpu,
+        "sort": lambda: torch.sort(ids),
+        "topk": lambda: torch.topk(scores, 2),
+        "scan": lambda: torch.cumsum(counts, 0),
+        "histogram": lambda: torch.histc(scores, bins=8, min=0, max=7),
+        "grouped_gemm": lambda: torch._grouped_mm(rows, experts.transpose(-2, -1), offsets),
     }
 
 
@@ -499,9 +514,12 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15,
     for dtype in dtypes:
         typed = _host_benches(device, _TORCH_DTYPE[dtype])
         benches.update({(dtype, name): typed[name] for name in DTYPED_HOST_BENCHES})
-    for bench in benches.values():
-        for _ in range(20):
-            bench()
+    for key, bench in list(benches.items()):
+        try:
+            for _ in range(20):
+                bench()
+        except RuntimeError:  # an operator this device cannot run (a grouped product)
+            del benches[key]
     samples = interleaved_call_us(benches, calls, rounds,
                                   before=lambda bench: synchronize(device))
     synchronize(device)

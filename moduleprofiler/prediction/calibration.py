@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -99,8 +99,24 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        """Read a calibration :meth:`save` wrote."""
-        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        """Read a calibration :meth:`save` wrote.
+
+        Raises:
+            OSError: the file cannot be read.
+            ValueError: it is not JSON, or not a calibration (naming the file and what it
+                lacks).
+        """
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"calibration {str(path)!r} is not JSON: {exc}") from exc
+        needed = [f.name for f in fields(cls) if f.default is MISSING
+                  and f.default_factory is MISSING]
+        missing = [name for name in needed if not isinstance(data, dict) or name not in data]
+        if missing:
+            raise ValueError(f"calibration {str(path)!r} is not one that Calibration.save() "
+                             f"wrote (calibrate() makes them): it has no {', '.join(missing)}")
+        return cls.from_dict(data)
 
 
 def common_rows(a: Calibration, b: Calibration) -> tuple[Calibration, Calibration]:

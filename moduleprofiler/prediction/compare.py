@@ -38,7 +38,8 @@ register_column("scaled_device_ms", "time", "scaled device", aggregation="inclus
                 "the two devices' predictions for it", needs="run predict(measured=...)")
 register_column("predicted_to_measured", "ratio", "predicted / measured", aggregation="none",
                 derive=Derived(("predicted_device_ms", MEASURED), _ratio),
-                description="predicted device time over the measured one (1: exact)",
+                description="predicted device time over the measured one (1: exact); "
+                "with predict(measured=...) per module too, the module's own times",
                 needs="merge a timing profile into a prediction")
 
 
@@ -69,6 +70,12 @@ def scaled(target: PredictedProfile, source: PredictedProfile,
     metrics = {path: {"scaled_device_ms": value * wanted[path] / have[path]}
                for path, value in times.items()
                if path in wanted and have.get(path, 0.0) > 0}
+    # per module too (a ratio is no sum of its calls' ratios): the module's predicted device
+    # time over its measured one, shown beside scaled_device_ms in a module table
+    predicted = _per_module(target, "predicted_device_ms")
+    for path, value in times.items():
+        if path in predicted and value > 0:
+            metrics.setdefault(path, {})["predicted_to_measured"] = predicted[path] / value
     return merged.with_metrics(metrics)  # type: ignore[return-value]
 
 

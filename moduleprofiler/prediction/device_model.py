@@ -46,6 +46,7 @@ from moduleprofiler.prediction.op_classes import (
     bmm_features,
     conv_features,
     gemm_features,
+    grouped_gemm_features,
     tiled_sequence,
 )
 
@@ -78,10 +79,12 @@ _FALLBACK = {"mem_batch_norm_2d": "mem_unary", "gemm_nt": "gemm", "gemm_bias_nt"
              "mem_broadcast": "mem_binary",
              "mem_strided": "mem_binary", "mem_permute_copy": "mem_copy",
              "mem_convert": "mem_copy", "mem_strided_cat": "mem_cat",
-             "mem_strided_inner_cat": "mem_cat", "mem_roll": "mem_unary", **FALLBACK}
+             "mem_strided_inner_cat": "mem_cat", "mem_roll": "mem_unary",
+             "mem_sort": "mem_unary", "mem_topk": "mem_unary", "grouped_gemm": "gemm_nt",
+             **FALLBACK}
 """A table an older calibration lacks, and the one to use instead."""
 
-MATMUL_TABLES = frozenset({"gemm", "bmm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
+MATMUL_TABLES = frozenset({"gemm", "bmm", "grouped_gemm"}) | LINEAR_TABLES | GEMM_LAYOUT_TABLES
 """Tables of fp32 work that TF32 runs on tensor cores as the matmul precision says
 (``torch.backends.cuda.matmul.fp32_precision``)."""
 CONV_TABLES = frozenset({"conv", "conv_backward"})
@@ -108,6 +111,10 @@ def _row_work(table: str, row: list[float],
     if table == "gemm" or table in LINEAR_TABLES:
         m, n, k = row[:3]
         return gemm_features(m, n, k, size), 2 * m * n * k, size * (m * k + k * n + m * n)
+    if table == "grouped_gemm":  # every expert's rows: one expert's shape, all the work
+        experts, m, n, k = row[:4]
+        return (grouped_gemm_features(experts, experts * m, n, k, size),
+                2 * experts * m * n * k, size * experts * (m * k + k * n + m * n))
     if table == "bmm":
         b, m, n, k = row[:4]
         return (bmm_features(b, m, n, k, size), 2 * b * m * n * k,
@@ -136,6 +143,7 @@ def _row_work(table: str, row: list[float],
 
 
 _KERNEL_CHOICE = {**{name: ("row widths", DEFAULT_WIDTH) for name in WIDTH_TABLES},
+                  "grouped_gemm": ("products over several experts", 1.0),
                   "conv": ("channels-last layouts", 0.0),
                   "conv_backward": ("channels-last layouts", 0.0)}
 """Tables whose last feature says which kernel runs (a row's width, a channels-last layout),
@@ -191,6 +199,9 @@ class DeviceModel:
     unmeasured: set[str] = field(default_factory=set)
     """What the calibration's tables did not measure and operators priced so far asked for
     (``"mem_layer_norm row widths"``): those were priced as the measured kernels."""
+    stood_in: set[str] = field(default_factory=set)
+    """Dtypes the calibration has no tables of that operators asked for, priced from its
+    stand-in's (``fp16`` from ``bf16``, any other from ``fp32``)."""
     without_in_chain: bool = False
     """A memory-bound operator was priced while the calibration holds no in-chain costs
     (:attr:`Calibration.in_chain`): priced as the calibration's loops ran it."""
@@ -230,7 +241,10 @@ class DeviceModel:
         table an older calibration has instead, :data:`_FALLBACK`), after the name of the
         table they are (their format)."""
         tables = self.calibration.tables
-        source = tables.get(dtype) or tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+        source = tables.get(dtype)
+        if not source:
+            source = tables.get("bf16" if dtype == "fp16" else "fp32") or {}
+            self.stood_in.add(dtype)
         measured = table if source.get(table) or not fallback else _FALLBACK.get(table, "")
         rows = source.get(measured)
         return measured, [row for row in rows or () if row[-1] > 0]  # no kernel: no lesson

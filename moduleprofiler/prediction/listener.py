@@ -80,6 +80,9 @@ class PredictionListener(Listener):
         """Issue-ordered host/device steps per phase (``""``: forward)."""
         self.unknown: dict[str, int] = {}
         """Operators no calibration table times, with their call counts."""
+        self.by_rule: dict[str, int] = {}
+        """Operators without a class of their own, priced by the elementwise rule, with
+        their call counts."""
         self.fp32_tables: set[str] = set()
         """The calibration tables fp32 operators of the pass used (TF32 or not: the notes)."""
         self.band_us: dict[str, list[float | None]] = {phase: [0.0, 0.0] for phase in _PHASES}
@@ -117,6 +120,8 @@ class PredictionListener(Listener):
             self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
+        elif work.by_rule:
+            self.by_rule[work.name] = self.by_rule.get(work.name, 0) + 1
         host_us = self.host.op_us(work) if self.host is not None else 0.0
         self.steps[phase].append(Step(host_us, device_us or 0.0, work.syncs))
         band = self.device.error_band(work)

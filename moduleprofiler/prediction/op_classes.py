@@ -36,6 +36,9 @@ class OpWork:
     """The host-cost class of its launch (:data:`.calibrate.HOST_BENCHES`)."""
     syncs: bool = False
     """It waits for the device (``.item()``, ``nonzero``)."""
+    by_rule: bool = False
+    """It has no class of its own (a sort, an FFT, a solver): priced by the elementwise rule,
+    on the bytes it moves, which the notes say."""
     prelude: OpWork | None = None
     """A kernel the operator runs besides its own, which the meta device does not show: the
     copy that makes a layer norm's strided input contiguous, the addition of a cuDNN
@@ -80,6 +83,9 @@ _SYNCS = {"_local_scalar_dense", "nonzero", "masked_select", "item", "unique",
           "_unique2"}
 _GEMM = {"mm", "addmm", "_addmm_activation"}
 _BMM = {"bmm", "baddbmm"}
+_GROUPED_GEMM = {"_grouped_mm"}
+"""A mixture-of-experts layer's products: each expert's rows of the first operand times its
+own matrix, in one kernel."""
 _LINEAR_TABLE = {(False, False): "gemm", (True, False): "gemm_nt", (False, True): "gemm_bias",
                  (True, True): "gemm_bias_nt"}
 """A matrix product's table by (its second operand is a transposed weight, a bias is added
@@ -101,7 +107,19 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy",
                 "mem_broadcast": "binary", "mem_strided": "binary", "mem_permute_copy": "copy",
                 "mem_convert": "copy", "mem_strided_cat": "copy",
-                "mem_strided_inner_cat": "copy", "mem_roll": "unary"}
+                "mem_strided_inner_cat": "copy", "mem_roll": "unary", "mem_sort": "reduction",
+                "mem_topk": "reduction"}
+_ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
+_OWN_HOST = {"sort": "sort", "topk": "topk", "cumsum": "scan", "histc": "histogram"}
+"""Operators whose launch costs the host several kernels' work, timed by host classes of their
+own (a sort 35 µs where a unary launch takes 7 on an H200's host); a calibration without
+them prices them as :data:`~moduleprofiler.prediction.host_model.HOST_FALLBACK` says."""
+"""A mixture-of-experts router's kernels, timed by their own tables
+(:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
+_CLASSED = frozenset({"roll", *_ROUTING}).union(_UNARY, _BINARY, _REDUCTION, _SOFTMAX,
+                                                _LAYER_NORM, _BATCH_NORM, _COPY, _GATHER, _CAT)
+"""The memory-bound operators with a class of their own; any other is priced as elementwise
+by its bytes (:attr:`OpWork.by_rule`)."""
 _ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
 """Gathers that read only the rows (elements) they return, not the whole table."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
@@ -151,6 +169,14 @@ def _gemm_features(name: str, args: tuple[Any, ...]) -> tuple[str, tuple[float, 
     a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
     batch, m, k, n = a.shape[0], a.shape[1], a.shape[2], b.shape[2]
     return "bmm", bmm_features(batch, m, n, k, a.element_size()), 2.0 * batch * m * n * k
+
+
+def grouped_gemm_features(experts: float, rows: float, n: float, k: float,
+                          element_size: int) -> tuple[float, ...]:
+    """A grouped product's coordinates in the ``grouped_gemm`` table: one expert's product
+    (its share of the ``rows``, split evenly) and the number of experts (how many weights the
+    kernel reads, and how many tiles it has to spread over the device)."""
+    return (*gemm_features(max(1.0, rows / experts), n, k, element_size), _log2(experts))
 
 
 def bmm_features(batch: float, m: float, n: float, k: float,
@@ -295,9 +321,20 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     if name in _SYNCS:
         return OpWork(label, "mem_copy", (_log2(moved or 1),), dtype, 0.0, float(moved or 0),
                       "copy", syncs=True)
+    if _writes_nothing(out):  # PyTorch launches no kernel for an empty result (a batch of 0)
+        return OpWork(label, None, (), dtype, 0.0, 0.0, VIEW)
     if name in _GEMM or name in _BMM:
         table, features, flops = _gemm_features(name, args)
         return OpWork(label, table, features, dtype, flops, float(moved or 0), "gemm")
+    if name in _GROUPED_GEMM and len(args) > 1 and args[0].dim() == 2 and args[1].dim() == 3:
+        # all the rows' work at the achieved rate of one expert's product (the ``grouped_gemm``
+        # rows; older calibrations: a layer's product of one expert's rows): the rows split
+        # evenly over the experts (the meta device does not say how the router split them)
+        a, b = args[0], args[1]
+        m, k, n, experts = a.shape[0], a.shape[1], b.shape[2], b.shape[0]
+        return OpWork(label, "grouped_gemm", grouped_gemm_features(experts, m, n, k,
+                                                                   a.element_size()),
+                      dtype, 2.0 * m * n * k, float(moved or 0), "grouped_gemm")
     if name == "convolution":
         out_shape = out.shape if isinstance(out, torch.Tensor) else None
         bias = _bias_addition(args, out, dtype)
@@ -341,7 +378,8 @@ def classify(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any)
     prelude = _contiguous_copy(args[0], dtype) if name in _CONTIGUOUS_INPUT and args else None
     if name == "_safe_softmax" and args:
         prelude = _safe_softmax_masking(args[0], row_width(name, args), dtype)
-    return OpWork(label, kind, features, dtype, 0.0, float(moved), _MEMORY_HOST[kind],
+    return OpWork(label, kind, features, dtype, 0.0, float(moved),
+                  _OWN_HOST.get(name) or _MEMORY_HOST[kind], by_rule=name not in _CLASSED,
                   prelude=prelude)
 
 
@@ -409,6 +447,14 @@ def row_width(name: str, args: tuple[Any, ...]) -> float:
     except (IndexError, TypeError, AttributeError):
         pass
     return float(DEFAULT_WIDTH)
+
+
+def _writes_nothing(out: Any) -> bool:
+    """Whether every tensor ``out`` holds is empty (and it holds one): TensorIterator's kernels,
+    cuBLAS's and cuDNN's callers in PyTorch return before launching for an empty result,
+    whatever the inputs (an ``addmm`` of 0 rows, a convolution of a batch of 0)."""
+    tensors = list(iter_tensors(out))
+    return bool(tensors) and all(tensor.numel() == 0 for tensor in tensors)
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -489,6 +535,8 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
 def _memory_kind(name: str, args: tuple[Any, ...]) -> str:
     if name == "roll":
         return "mem_roll"
+    if name in _ROUTING:
+        return _ROUTING[name]
     if name in _BINARY:
         return "mem_binary"
     if name in _REDUCTION:

@@ -71,6 +71,10 @@ class PredictedProfile(Profile):
     """The device (and the host) the prediction is for."""
     prediction_notes: tuple[str, ...] = ()
     """What the prediction rests on and where it is a bound."""
+    predicted_device_lower_bound: bool = False
+    """Some operators' device time is unknown (no calibration table times them; the notes
+    name them): ``predicted_device_ms`` and the latency are lower bounds, and a pass that
+    looks host-bound without them may not be."""
 
     @property
     def pass_notes(self) -> tuple[str, ...]:
@@ -80,12 +84,15 @@ class PredictedProfile(Profile):
     @property
     def predicted_regime(self) -> str | None:
         """``"host-bound"`` when the device would be idle over half the pass, else
-        ``"device-bound"`` (``None`` without a host model)."""
+        ``"device-bound"`` (``None`` without a host model, or when the device time is a lower
+        bound that finds the pass host-bound: the unknown kernels may make it device-bound;
+        more device time never makes a device-bound pass host-bound)."""
         if self.predicted_host_ms is None or self.predicted_latency_ms is None:
             return None
         assert self.predicted_device_ms is not None
-        return "host-bound" if self.predicted_device_ms < 0.5 * self.predicted_latency_ms \
-            else "device-bound"
+        if self.predicted_device_ms >= 0.5 * self.predicted_latency_ms:
+            return "device-bound"
+        return None if self.predicted_device_lower_bound else "host-bound"
 
 
 def resolve_device(device: DeviceSpec | DeviceModel) -> tuple[DeviceModel, list[str]]:
@@ -114,6 +121,9 @@ def _resolve(device: DeviceSpec,
         peaks = device_peaks(device.name) if device.name in DEVICE_PEAKS else \
             device_peaks(device.device_name)
         return DeviceModel(device, peaks, peaks), notes
+    if not isinstance(device, (str, Path, DevicePeaks)):
+        raise TypeError(f"device must be a device's name, a Calibration, its JSON path or "
+                        f"DevicePeaks, got {type(device).__name__} {device!r}")
     peaks = device if isinstance(device, DevicePeaks) else device_peaks(str(device))
     if peaks.name in shipped:
         return DeviceModel(shipped[peaks.name], peaks, peaks), notes
@@ -273,8 +283,15 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
     if device.unmeasured:
         notes.append(f"the {device.calibration.name} calibration did not measure "
                      f"{', '.join(sorted(device.unmeasured))}: those operators are priced as "
-                     "the kernels it measured (1024-wide rows, channels-first convolutions); "
+                     "the kernels it measured (1024-wide rows, channels-first convolutions, one "
+                     "expert's layer product); "
                      "calibrate() on the device measures them")
+    if device.stood_in:
+        notes.append(f"the {device.calibration.name} calibration measured no "
+                     f"{', '.join(sorted(device.stood_in))} kernels: "
+                     + ", ".join(f"{dtype} operators are timed from its "
+                                 f"{'bf16' if dtype == 'fp16' else 'fp32'} tables"
+                                 for dtype in sorted(device.stood_in)))
     if device.without_in_chain:
         notes.append(f"the {device.calibration.name} calibration did not measure small "
                      "kernels inside a chain of others: memory-bound operators are priced as "
@@ -285,6 +302,11 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      + ", ".join(f"{name} ({count}x)" for name, count in
                                  sorted(listener.unknown.items()))
                      + ": their device time is unknown and the totals are lower bounds")
+    if listener.by_rule:
+        notes.append("no class of their own, priced as elementwise kernels on the bytes they "
+                     "move (a sort, an FFT or a solver runs other kernels, often longer): "
+                     + ", ".join(f"{name} ({count}x)" for name, count in
+                                 sorted(listener.by_rule.items())))
     if listener.no_band:
         notes.append("the calibration holds no held-out residuals for "
                      + ", ".join(sorted(listener.no_band))
@@ -302,4 +324,5 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
         predicted_device_ms=result.device_us / 1e3,
         predicted_device_ms_low=low, predicted_device_ms_high=high,
         predicted_host_ms=result.host_us / 1e3 if host is not None else None,
-        predicted_for=target, prediction_notes=tuple(notes))
+        predicted_for=target, prediction_notes=tuple(notes),
+        predicted_device_lower_bound=bool(listener.unknown))

@@ -48,6 +48,10 @@ CountedPass = Callable[..., Profile]
 profiler's formulas (``(model, input, pred_fn=, eval=, backward=, loss_fn=, listeners=)``)."""
 
 
+# the pass runs outside the caller's inference mode: under it, composite operators reach the
+# dispatch mode whole (aten.linear, not the addmm a GPU runs for it), and the copies made here
+# would be inference tensors, which no backward can save
+@torch.inference_mode(False)
 def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
             device: DeviceSpec | DeviceModel = "H100 SXM", host: HostSpec = DEFAULT_HOST,
             dtype: str | torch.dtype | None = None, backward: bool = False, *,
@@ -65,6 +69,12 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
     host_model, host_notes = resolve_host(host, device_model)
     cast = dtype_of(dtype)
     original = unwrap_compiled(check_pass(module))
+    if measured is not None and not isinstance(measured, ProfileData):
+        raise TypeError("measured must be a profile of time_modules() on a CUDA device, got "
+                        f"{type(measured).__name__} {measured!r:.60}")
+    # the device measured is known before any pass: a wrong one is said at once
+    source = None if measured is None else resolve_device(measured_device(measured,
+                                                                          measured_on))[0]
     model = meta_copy(original, cast)
     listener = PredictionListener(device_model, host_model)
 
@@ -95,12 +105,11 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
                          f"could not run it ({str(exc).splitlines()[0]})"]
     predicted = finish_prediction(profile, listener, device_model, host_model,
                                   notes + host_notes, tf32)
-    if measured is None:
+    if measured is None or source is None:
         return predicted
     # the ratio of the two devices' predictions, each from the rows both calibrations
     # measured: a shape measured on one card only would move one side of the ratio
-    source_model, _ = resolve_device(measured_device(measured, measured_on))
-    target_like, source_like = like_for_like(device_model, source_model)
+    target_like, source_like = like_for_like(device_model, source)
 
     def again(model: DeviceModel) -> PredictedProfile:
         return predict(count, module, input, model, dtype=dtype, backward=backward, eval=eval,
@@ -121,7 +130,7 @@ def like_for_like(target: DeviceModel, source: DeviceModel) -> tuple[DeviceModel
 
     def fresh(model: DeviceModel, calibration: Calibration) -> DeviceModel:
         return dataclasses.replace(model, calibration=calibration, donor=None, borrowed=set(),
-                                   unmeasured=set(), _tables={}, _cache={})
+                                   unmeasured=set(), stood_in=set(), _tables={}, _cache={})
 
     return fresh(target, mine), fresh(source, theirs)
 

@@ -278,6 +278,9 @@ def _hinted_on_meta() -> Iterator[None]:
         raise
 
 
+# outside the caller's inference mode, as predict(): under it the meta device's memory plan
+# sees composite operators whole (a layer norm without the statistics its kernel writes)
+@torch.inference_mode(False)
 def sweep_predictions(predict: PredictFn, module: nn.Module, input: Any = None, *,
                       device: DeviceSpec = "H100 SXM",
                       batch_sizes: Iterable[int] | int = (1, 8, 64, 256),
@@ -368,7 +371,7 @@ def _turning_batch(sweeper: _Sweeper, dtype: str, batches: list[int],
     host-bound and the first device-bound batch swept (the regime assumed to change once)."""
     seen = [(batch, regimes[(dtype, batch)]) for batch in batches]
     if any(regime is None for _, regime in seen):
-        return None  # no host model: the prediction's notes say so
+        return None  # no host model, or unknown device times: the prediction's notes say so
     first = next((batch for batch, regime in seen if regime == "device-bound"), None)
     if first is None:
         notes.append(f"{dtype}: host-bound at every batch swept (up to {batches[-1]}): "

@@ -45,7 +45,8 @@ def reads_values() -> nn.Module:
 
 class GroupedExperts(nn.Module):
     """Two experts' products in one grouped GEMM, as mixture-of-experts layers run them: the
-    meta kernel of ``torch._grouped_mm`` takes bfloat16 only (the CPU's also takes float32)."""
+    meta kernel of ``torch._grouped_mm`` takes bfloat16 only (the CPU's and a GPU's also take
+    float32)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,7 +58,7 @@ class GroupedExperts(nn.Module):
 
 
 def grouped_experts() -> nn.Module:
-    """A grouped-GEMM layer that runs in float32 on the CPU and not on the meta device."""
+    """A grouped-GEMM layer in float32, which torch's meta kernel refuses."""
     return GroupedExperts()
 
 

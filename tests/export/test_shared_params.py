@@ -58,6 +58,16 @@ def test_the_tree_marks_the_tied_layer(profile: Profile) -> None:
     assert "mid (Linear) [shared" not in text
 
 
+def test_the_flat_table_notes_the_tied_layer(profile: Profile) -> None:
+    # emb's 1,600 and out's 1,600 are one weight: the rows say 1,600 twice, the total once
+    text = profile.table(width=0).to_text()
+    assert "total: params 1.87K" in text
+    assert "note: params include tied parameters another module owns, counted once in the " \
+           "total: out (owned by emb)" in text
+    # a table without parameter columns has nothing to say of them
+    assert "tied" not in profile.table(["ops"], width=0).to_text()
+
+
 def test_the_report_bars_add_up_to_the_model(profile: Profile) -> None:
     chart = next(c for c in _charts(profile) if c is not None and c.id == "params-by-module")
     labels = [bar.label for bar in chart.bars]
@@ -117,3 +127,46 @@ def test_elide_label_keeps_name_and_type_before_the_mark() -> None:
     # 30: 30 - 31 leaves no room for the owner: the mark goes short (16 + 9 = 25)
     assert elide_label(label, 30) == "lm_head (Linear) [shared]"
     assert all(len(elide_label(label, n)) <= n for n in range(4, 50))
+
+
+class SharedAcrossOneType(nn.Module):
+    """Three embeddings sharing one weight (T5's and BART's ``shared``, ``encoder.embed_tokens``
+    and ``decoder.embed_tokens``), two layers sharing a bias and two batch norms sharing their
+    running mean."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared = nn.Embedding(100, 16)  # 1,600
+        self.encoder = nn.Embedding(100, 16)
+        self.decoder = nn.Embedding(100, 16)
+        self.encoder.weight = self.decoder.weight = self.shared.weight
+        self.a = nn.Linear(4, 4)  # 16 + 4 = 20
+        self.b = nn.Linear(4, 4)  # 16 of its own, the bias a's
+        self.b.bias = self.a.bias
+        self.norm_a = nn.BatchNorm1d(4)  # buffers: mean 4, var 4, batches 1 = 9
+        self.norm_b = nn.BatchNorm1d(4)
+        self.norm_b.running_mean = self.norm_a.running_mean  # its own var and batches: 5
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = torch.ones(2, 4)
+        return (self.encoder(ids).sum() + self.decoder(ids).sum()
+                + self.norm_b(self.norm_a(self.b(self.a(x)))).sum())
+
+
+def test_a_tensor_several_modules_of_one_type_hold_counts_once_per_type() -> None:
+    model = SharedAcrossOneType().eval()
+    profile = ModuleProfiler().profile(model, torch.zeros(2, 3, dtype=torch.long))
+    types = profile.to_df("type").set_index("type")
+    # Embedding: the one 1,600 weight, not 3 x 1,600 = 4,800; Linear: 16 + 16 + 4 = 36, not
+    # 40; BatchNorm1d: 9 + 5 = 14 buffer elements, not 18
+    assert types.loc["Embedding", "params"] == 1600
+    assert types.loc["Embedding", "param_bytes"] == 1600 * 4
+    assert types.loc["Linear", "params"] == 36
+    assert types.loc["Linear", "trainable_params"] == 36
+    assert types.loc["BatchNorm1d", "buffers"] == 14
+    assert types.loc["BatchNorm1d", "params"] == 16  # two weights and two biases of 4
+    assert profile.total_params == 1600 + 36 + 16
+    top = profile.top(by="params", depth=1).frame.set_index("type")
+    assert top.loc["Embedding", "params"] == 1600
+    again = Profile.from_json(profile.to_json())  # the shared tensors travel with the file
+    assert again.to_df("type").set_index("type").loc["Embedding", "params"] == 1600

@@ -47,6 +47,11 @@ def test_a_measured_module_is_scaled_by_the_ratio_of_the_two_predictions() -> No
     assert predicted.to_df("call").iloc[0]["predicted_to_measured"] == pytest.approx(
         0.6, rel=0.01)
     assert predicted.predicted_for.startswith("A100 80GB SXM")
+    # per module, beside the scaled time, as docs/prediction.md shows them: 6 us over 10 us
+    assert module["predicted_to_measured"] == pytest.approx(0.6, rel=0.01)
+    table = predicted.table(["device_ms", "scaled_device_ms", "predicted_device_ms",
+                             "predicted_to_measured"]).df
+    assert table.iloc[0]["predicted_to_measured"] == pytest.approx(0.6, rel=0.01)
 
 
 def test_the_ratio_reads_only_the_shapes_both_devices_measured() -> None:

@@ -11,7 +11,7 @@ import pytest
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.device_model import DeviceModel
-from moduleprofiler.prediction.op_classes import OpWork, gemm_features
+from moduleprofiler.prediction.op_classes import OpWork, gemm_features, grouped_gemm_features
 
 
 def _calibration(rows: list[list[float]]) -> Calibration:
@@ -168,3 +168,29 @@ def test_rows_at_one_distance_are_taken_in_row_order_whatever_their_last_bits() 
     # equal weights, a roofline ratio of 1: the geometric mean of 1, 2, 4 and 8 us is
     # 2 ** ((0 + 1 + 2 + 3) / 4) = 2 ** 1.5
     assert interpolate(table, np.zeros(2), 1.0) == pytest.approx(2 ** 1.5, rel=1e-9)
+
+
+def test_a_grouped_product_has_its_rows_and_an_older_calibration_prices_a_layers() -> None:
+    peaks = device_peaks("H100 SXM")
+    # one expert's shape, 256 x 5632 x 1024, and all 8 experts' work and bytes (the rows,
+    # every expert's weight and the output, bf16)
+    flops = 2.0 * 8 * 256 * 5632 * 1024
+    moved = 2.0 * 8 * (256 * 1024 + 1024 * 5632 + 256 * 5632)
+    work = OpWork("aten._grouped_mm", "grouped_gemm",
+                  grouped_gemm_features(8, 8 * 256, 5632, 1024, 2), "bf16", flops, moved, "gemm")
+    grouped = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
+        "grouped_gemm": [[8, 256, 5632, 1024, 48.0]], "gemm_nt": [[256, 5632, 1024, 9.0]]}})
+    # the measured grouped shape at distance 0: its own time
+    assert DeviceModel(grouped, peaks, peaks).op_us(work) == pytest.approx(48.0, rel=1e-6)
+    older = Calibration("H100 SXM", "test", 132, "x", "today", {"bf16": {
+        "gemm_nt": [[256, 5632, 1024, 9.0]]}})
+    # a layer's product of one expert's rows, 9 us, scaled by us * (roof + floor) /
+    # (roof_i + floor), floor 9 us; each roof max(FLOPs / 989.4 TFLOP/s, bytes / bandwidth),
+    # the row's an eighth of the FLOPs and the bytes of one expert
+    bandwidth = peaks.bytes_per_s / 1e6
+    roof = max(flops / 989.4e6, moved / bandwidth)
+    roof_i = max(flops / 8 / 989.4e6, 2.0 * (256 * 1024 + 1024 * 5632 + 256 * 5632) / bandwidth)
+    expected = 9.0 * (roof + 9.0) / (roof_i + 9.0)
+    model = DeviceModel(older, peaks, peaks)
+    assert model.op_us(work) == pytest.approx(expected, rel=1e-6)
+    assert model.unmeasured == {"grouped_gemm products over several experts"}

@@ -78,3 +78,18 @@ def test_older_calibration_files_load_without_the_new_host_costs() -> None:
     assert Calibration.from_dict(data).host == OLD
     newer = Calibration("H200", "test", 132, "x", "today", {}, NEW)
     assert Calibration.from_dict(json.loads(newer.to_json())).host == NEW
+
+
+def test_a_routers_operators_have_host_classes_of_their_own_else_their_old_ones() -> None:
+    ids = torch.randint(0, 8, (64,))
+    sort = classify(torch.ops.aten.sort.default, (ids,), {}, torch.sort(ids))
+    scan = classify(torch.ops.aten.cumsum.default, (ids, 0), {}, torch.cumsum(ids, 0))
+    assert (sort.host, scan.host) == ("sort", "scan")
+    older = HostCosts("cpu", {"view": 1.0, "unary": 4.0, "reduction": 5.0, "module_call": 2.0,
+                              "cpu_op": 1.0})
+    measured = HostCosts("cpu", {**older.us, "sort": 30.0, "scan": 20.0})
+    # measured: the sort's own 30 us, the scan's 20; older costs: a reduction's 5, a unary's 4
+    assert HostModel(measured, in_model=1.0).op_us(sort) == pytest.approx(30.0)
+    assert HostModel(measured, in_model=1.0).op_us(scan) == pytest.approx(20.0)
+    assert HostModel(older, in_model=1.0).op_us(sort) == pytest.approx(5.0)
+    assert HostModel(older, in_model=1.0).op_us(scan) == pytest.approx(4.0)

@@ -290,3 +290,51 @@ def test_safe_softmax_prices_its_masking_kernels() -> None:
     assert flags.moved_bytes == 262144 * (4 + 1)  # the scores read, a byte each written
     # a plain softmax runs one kernel
     assert _work(aten._softmax.default, scores, -1, False).prelude is None
+
+
+def test_a_grouped_product_is_priced_at_one_experts_shape_with_all_the_work() -> None:
+    # 8 experts, 2,048 rows in all (256 each), x (2048 x 1024) @ w[e].T (1024 x 5632)
+    rows = torch.empty(2048, 1024, device=META, dtype=torch.bfloat16)
+    weight = torch.empty(8, 5632, 1024, device=META, dtype=torch.bfloat16)
+    offsets = torch.arange(1, 9, device=META, dtype=torch.int32) * 256
+    work = _work(aten._grouped_mm.default, rows, weight.transpose(-2, -1), offsets)
+    assert work.table == "grouped_gemm"
+    assert work.features[:3] == (8.0, math.log2(5632), 10.0)  # 256 rows, n, k
+    assert work.features[-1] == 3.0  # over 8 experts
+    assert work.flops == 2 * 2048 * 5632 * 1024
+
+
+def test_a_routers_sort_and_top_k_have_their_own_tables() -> None:
+    ids = torch.empty(2048, device=META, dtype=torch.int64)
+    work = _work(aten.sort.default, ids)
+    assert work.table == "mem_sort"
+    assert work.moved_bytes == 3 * 2048 * 8  # ids read, sorted ids and positions written
+    scores = torch.empty(1024, 8, device=META)
+    work = _work(aten.topk.default, scores, 2)
+    assert work.table == "mem_topk"
+    # 1024 x 8 fp32 scores read; 1024 x 2 fp32 values and int64 positions written
+    assert work.moved_bytes == 1024 * 8 * 4 + 1024 * 2 * 4 + 1024 * 2 * 8
+
+
+def test_an_empty_result_launches_no_kernel() -> None:
+    rows = torch.empty(0, 64, device=META)  # a batch of 0
+    weight = torch.empty(32, 64, device=META)
+    for work in (_work(aten.addmm.default, torch.empty(32, device=META), rows, weight.t()),
+                 _work(aten.relu.default, rows),
+                 _work(aten.convolution.default, torch.empty(0, 3, 8, 8, device=META),
+                       torch.empty(4, 3, 3, 3, device=META), None, [1, 1], [0, 0], [1, 1],
+                       False, [0, 0], 1)):
+        assert (work.table, work.host, work.moved_bytes, work.prelude) == (None, "view", 0.0,
+                                                                           None)
+    # an empty inner dimension still writes a result (zeros): not left out
+    assert _work(aten.mm.default, torch.empty(4, 0, device=META),
+                 torch.empty(0, 5, device=META)).table is not None
+
+
+def test_an_operator_without_a_class_is_priced_by_the_elementwise_rule_and_marked() -> None:
+    x = torch.empty(8, 64, device=META)
+    product = _work(aten.cumprod.default, x, 1)
+    assert product.table == "mem_unary" and product.by_rule
+    assert not _work(aten.sort.default, x).by_rule  # a router's sort has its own table
+    assert not _work(aten.relu.default, x).by_rule
+    assert not _work(aten.add.Tensor, x, x.clone()).by_rule

@@ -4,6 +4,7 @@ is known, so the chain's result is computed by hand."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -351,3 +352,95 @@ def test_host_costs_without_the_depth_cost_or_the_factor_say_what_stands_in() ->
     notes = " ".join(profile.prediction_notes)
     assert "no measured in-model factor" in notes and "IN_SITU_HOST_FACTOR" in notes
     assert "no cost of a module call by depth" in notes
+
+
+def test_a_batch_of_zero_takes_the_host_and_no_device_time() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(0, 64),
+                                       device=_calibration(), dtype="bf16")
+    # the addmm of 0 rows launches no kernel: host module call 2 us, the transpose view 1 us,
+    # the addmm dispatched without a launch 1 us (a view's cost) -> 4 * 0.95 = 3.8 us
+    assert profile.predicted_device_ms == 0.0
+    assert profile.predicted_device_ms_low == profile.predicted_device_ms_high == 0.0
+    assert profile.predicted_host_ms == pytest.approx(0.0038)
+    assert profile.predicted_latency_ms == pytest.approx(0.0038)
+
+
+def test_fp16_priced_from_bf16_tables_says_so() -> None:
+    fp16 = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                    device=_calibration(), dtype="fp16")
+    # the calibration's bf16 64 x 64 x 64 GEMM, 3 us: its only table of matrix products
+    assert fp16.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert "the H100 SXM calibration measured no fp16 kernels: fp16 operators are timed " \
+           "from its bf16 tables" in fp16.prediction_notes
+    bf16 = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                    device=_calibration(), dtype="bf16")
+    assert not any("measured no" in note for note in bf16.prediction_notes)
+
+
+class _CumulativeProducts(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumprod(x, dim=-1).relu()
+
+
+def test_operators_priced_by_the_elementwise_rule_are_named_in_the_notes() -> None:
+    profile = ModuleProfiler().predict(_CumulativeProducts(), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+    assert profile.predicted_device_ms is not None
+    [note] = [note for note in profile.prediction_notes if "no class of their own" in note]
+    assert note.endswith(": aten.cumprod (1x)")  # relu has its class: not named
+
+
+def test_a_calibration_file_that_is_not_one_is_refused_naming_it(tmp_path: Any) -> None:
+    model, x = nn.Linear(4, 4), torch.randn(2, 4)
+    saved = tmp_path / "mine.json"
+    _calibration().save(saved)  # a real one reads back and predicts
+    assert ModuleProfiler().predict(model, x, device=str(saved)).predicted_device_ms is not None
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"calibration '.*empty\.json' is not one that "
+                                         r"Calibration\.save\(\) wrote .*no name, device_name"):
+        ModuleProfiler().predict(model, x, device=str(empty))
+    garbled = tmp_path / "garbled.json"
+    garbled.write_text("not json", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"calibration '.*garbled\.json' is not JSON"):
+        ModuleProfiler().predict(model, x, device=garbled)
+
+
+class _ComplexProduct(nn.Module):
+    """A complex matrix product: no calibration table times its kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(64, 64, dtype=torch.complex64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
+def test_a_pass_whose_device_time_is_a_lower_bound_has_no_host_bound_regime() -> None:
+    profile = ModuleProfiler().predict(_ComplexProduct(),
+                                       torch.randn(64, 64, dtype=torch.complex64),
+                                       device=_calibration())
+    # its one kernel is unknown: 0 us known, a lower bound, so "host-bound" is not known
+    assert profile.predicted_device_ms == 0.0 and profile.predicted_device_lower_bound
+    assert profile.predicted_latency_ms is not None and profile.predicted_regime is None
+    assert any("no calibration table times aten.mm (1x)" in note
+               for note in profile.prediction_notes)
+    # a pass whose every operator is priced says its regime as before
+    known = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                     device=_calibration(), dtype="bf16")
+    assert not known.predicted_device_lower_bound and known.predicted_regime == "host-bound"
+
+
+def test_a_device_of_another_kind_is_a_type_error_naming_the_argument() -> None:
+    with pytest.raises(TypeError, match=r"device must be .* got int 5"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device=5)  # type: ignore[arg-type]
+
+
+def test_a_predictions_dict_holds_its_latency_and_band_as_its_json_does() -> None:
+    profile = ModuleProfiler().predict(nn.Linear(8, 8), torch.randn(4, 8), device="H200")
+    fields = profile.to_dict()["result_fields"]
+    assert fields["predicted_latency_ms"] == profile.predicted_latency_ms
+    assert fields["predicted_device_ms_low"] == profile.predicted_device_ms_low
+    assert fields["prediction_notes"] == profile.prediction_notes
+    assert json.loads(json.dumps(fields)) == json.loads(profile.to_json())["result_fields"]

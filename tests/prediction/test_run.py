@@ -112,3 +112,35 @@ def test_an_input_without_values_is_not_run_off_the_meta_device() -> None:
     with pytest.raises(ProfilingError, match=r"module '__root__' \(ReadsItsData\).*meta tensors"):
         predict(Profiler().profile, ReadsItsData(), torch.empty(2, 4, device="meta"),
                 device=_calibration())
+
+
+def test_a_prediction_under_inference_mode_prices_the_operators_a_gpu_runs() -> None:
+    # under torch.inference_mode the dispatch mode sees aten.linear whole, where a GPU runs
+    # the addmm it decomposes into: the pass runs outside it, so the chain of
+    # test_a_linear_layer_predicted_by_hand holds inside it too: host 13 * 0.95 = 12.35 us,
+    # the 3 us GEMM from 12.35 + 2 us -> 17.35 us
+    with torch.inference_mode():
+        predicted = Profiler().predict(nn.Linear(64, 64), torch.randn(64, 64),
+                                       device=_calibration(), dtype="bf16")
+        assert torch.is_inference_mode_enabled()  # the caller's mode is left as it was
+    assert predicted.predicted_host_ms == pytest.approx(0.01235)
+    assert predicted.predicted_device_ms == pytest.approx(0.003, rel=1e-3)
+    assert predicted.predicted_latency_ms == pytest.approx(0.01735, rel=1e-3)
+    assert not any("device time is unknown" in note for note in predicted.prediction_notes)
+
+
+def test_measured_of_another_kind_is_refused_by_name_before_any_pass() -> None:
+    passes: list[nn.Module] = []
+
+    def count(model: nn.Module, input: Any, **options: Any) -> Profile:
+        passes.append(model)
+        return Profiler().profile(model, input, **options)
+
+    with pytest.raises(TypeError, match=r"measured must be a profile of time_modules.*got str"):
+        predict(count, nn.Linear(4, 4), torch.randn(2, 4), _calibration(),
+                measured="timing.json", measured_on="H100 SXM")  # type: ignore[arg-type]
+    # a profile that names no GPU is refused before the pass too
+    with pytest.raises(ValueError, match="measured_on: the measured profile does not name"):
+        predict(count, nn.Linear(4, 4), torch.randn(2, 4), _calibration(),
+                measured=Profiler().profile(nn.Linear(4, 4), torch.randn(2, 4)))
+    assert passes == []

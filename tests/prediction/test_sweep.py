@@ -201,3 +201,14 @@ def test_a_model_the_meta_device_cannot_run_is_told_to_predict_each_batch() -> N
         Profiler().sweep(ReadsItsData(), torch.randn(2, 4), _calibration(), (1, 8), "bf16")
     assert any("a sweep runs the model on the meta device" in note and "predict()" in note
                for note in raised.value.__notes__)
+
+
+def test_a_sweep_under_inference_mode_plans_the_memory_a_gpu_allocates() -> None:
+    model, x = nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64)), torch.randn(2, 64)
+    outside = Profiler().sweep(model, x, _calibration(), (1, 8), "bf16").frame
+    with torch.inference_mode():
+        inside = Profiler().sweep(model, x, _calibration(), (1, 8), "bf16").frame
+    # a layer norm's kernel also writes each row's mean and rstd in fp32, 8 * batch bytes,
+    # which the meta plan misses under inference mode (aten.layer_norm reaches it whole)
+    assert list(inside["predicted_peak_bytes"]) == list(outside["predicted_peak_bytes"])
+    assert inside["predicted_device_ms"].equals(outside["predicted_device_ms"])
