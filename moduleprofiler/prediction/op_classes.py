@@ -37,8 +37,8 @@ class OpWork:
     syncs: bool = False
     """It waits for the device (``.item()``, ``nonzero``)."""
     by_rule: bool = False
-    """It has no class of its own (a sort, an FFT, a solver): priced by the elementwise rule,
-    on the bytes it moves, which the notes say."""
+    """It has no class of its own (a cumulative product, an FFT, a solver): priced by the
+    elementwise rule, on the bytes it moves, which the notes say."""
     prelude: OpWork | None = None
     """A kernel the operator runs besides its own, which the meta device does not show: the
     copy that makes a layer norm's strided input contiguous, the addition of a cuDNN
@@ -110,12 +110,12 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_strided_inner_cat": "copy", "mem_roll": "unary", "mem_sort": "reduction",
                 "mem_topk": "reduction"}
 _ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
-_OWN_HOST = {"sort": "sort", "topk": "topk", "cumsum": "scan", "histc": "histogram"}
-"""Operators whose launch costs the host several kernels' work, timed by host classes of their
-own (a sort 35 µs where a unary launch takes 7 on an H200's host); a calibration without
-them prices them as :data:`~moduleprofiler.prediction.host_model.HOST_FALLBACK` says."""
 """A mixture-of-experts router's kernels, timed by their own tables
 (:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
+_OWN_HOST = {"sort": "sort", "topk": "topk", "cumsum": "scan", "histc": "histogram"}
+"""Operators whose launch costs the host several kernels' work, timed by host classes of their
+own (a sort 31 µs where a unary launch takes 7 on an H200's host); a calibration without
+them prices them as :data:`~moduleprofiler.prediction.host_model.HOST_FALLBACK` says."""
 _CLASSED = frozenset({"roll", *_ROUTING}).union(_UNARY, _BINARY, _REDUCTION, _SOFTMAX,
                                                 _LAYER_NORM, _BATCH_NORM, _COPY, _GATHER, _CAT)
 """The memory-bound operators with a class of their own; any other is priced as elementwise
