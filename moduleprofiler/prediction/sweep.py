@@ -261,10 +261,11 @@ class _Sweeper:
 
 
 META_HINT = ("hint: a sweep runs the model on the meta device, where tensors have no values "
-             "and some meta kernels refuse what a device runs: this model cannot be swept "
-             "there; predict() it at each batch size with a real input (that prediction then "
-             "runs a copy where the model is)")
-"""Noted on an error of the meta device during a sweep."""
+             "and some meta kernels refuse what a device runs: if the model runs on this "
+             "input on a real device, it cannot be swept there; predict() it at each batch "
+             "size with a real input (that prediction then runs a copy where the model is)")
+"""Noted on an error of the meta device during a sweep. Conditional: a meta kernel's shape
+check also refuses an input no device would take (a product of mismatched sizes)."""
 
 
 @contextlib.contextmanager

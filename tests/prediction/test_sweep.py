@@ -203,6 +203,20 @@ def test_a_model_the_meta_device_cannot_run_is_told_to_predict_each_batch() -> N
                for note in raised.value.__notes__)
 
 
+class _Mismatched(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ x  # (batch, 8) @ (batch, 8): no device multiplies these either
+
+
+def test_a_real_shape_error_is_not_blamed_on_the_meta_device() -> None:
+    with pytest.raises(ProfilingError) as raised:
+        Profiler().sweep(_Mismatched(), torch.randn(2, 8), _calibration(), (1, 8), "bf16")
+    # the hint names the condition under which the meta device is to blame
+    notes = [note for note in getattr(raised.value, "__notes__", ()) if "meta device" in note]
+    assert notes and all("if the model runs on this input on a real device" in note
+                         for note in notes)
+
+
 def test_a_sweep_under_inference_mode_plans_the_memory_a_gpu_allocates() -> None:
     model, x = nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64)), torch.randn(2, 64)
     outside = Profiler().sweep(model, x, _calibration(), (1, 8), "bf16").frame
