@@ -355,14 +355,18 @@ def _declare(columns: Mapping[str, Any]) -> None:
 def profile_from_json(source: str | PathLike | IO[str], factory: type[P]) -> P:
     """Read a profile (of class ``factory``) from a path, a text file object, or the JSON text
     itself (a string starting with ``{``)."""
+    return profile_from_document(json.loads(read_json_text(source)), factory)
+
+
+def read_json_text(source: str | PathLike | IO[str]) -> str:
+    """The JSON text of ``source``: a path, a text file object, or the text itself (a string
+    starting with ``{``)."""
     if isinstance(source, str) and source.lstrip().startswith("{"):
-        text = source
-    elif isinstance(source, (str, os.PathLike)):
+        return source
+    if isinstance(source, (str, os.PathLike)):
         with open(source, encoding="utf-8") as handle:
-            text = handle.read()
-    elif callable(getattr(source, "read", None)):
-        text = source.read()
-    else:
-        raise TypeError(f"source must be a path, a text file object or JSON text, got "
-                        f"{type(source).__name__} {source!r:.40}")
-    return profile_from_document(json.loads(text), factory)
+            return handle.read()
+    if callable(getattr(source, "read", None)):
+        return str(source.read())
+    raise TypeError(f"source must be a path, a text file object or JSON text, got "
+                    f"{type(source).__name__} {source!r:.40}")

@@ -17,10 +17,11 @@ on the current stream and read after one device synchronisation per iteration.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -28,6 +29,8 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.devices import timed_device
+from moduleprofiler.export.io import Buffer, PathLike, emit
+from moduleprofiler.export.json_io import decode, encode, read_json_text
 from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
@@ -53,6 +56,10 @@ class _Statistic:
 
     def __get__(self, result: Any, owner: type | None = None) -> Any:
         return self if result is None else getattr(result.stats, self.field)
+
+
+LATENCY_DOCUMENT = "moduleprofiler.latency"
+"""The ``document`` tag of :meth:`LatencyResult.to_json`'s JSON."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,6 +145,29 @@ class LatencyResult:
                     value.to_dict() if isinstance(value, BudgetUse) else value)
         out["samples_ms"] = self.samples_ms.tolist()
         return out
+
+    def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
+        """JSON that :meth:`from_json` reads back into the same result: :meth:`to_dict`'s
+        fields, non-finite numbers written as a profile's JSON writes them."""
+        document = {"document": LATENCY_DOCUMENT, **self.to_dict()}
+        return emit(json.dumps(encode(document), indent=indent), buf)
+
+    @classmethod
+    def from_json(cls, source: str | PathLike | IO[str]) -> LatencyResult:
+        """The result saved by :meth:`to_json` (a path, a file object, or the JSON text)."""
+        document = decode(json.loads(read_json_text(source)))
+        if not isinstance(document, dict) or document.get("document") != LATENCY_DOCUMENT:
+            raise ValueError(f"source is not a latency result's JSON (its 'document' is not "
+                             f"{LATENCY_DOCUMENT!r})")
+        names = {item.name for item in dataclasses.fields(cls) if item.init}
+        values = {name: value for name, value in document.items() if name in names}
+        values["samples_ms"] = np.asarray(values["samples_ms"], dtype=np.float64)
+        values["warnings"] = tuple(values.get("warnings", ()))
+        budget = values.get("budget")
+        if isinstance(budget, dict):
+            known = {item.name for item in dataclasses.fields(BudgetUse) if item.init}
+            values["budget"] = BudgetUse(**{k: v for k, v in budget.items() if k in known})
+        return cls(**values)
 
     def __repr__(self) -> str:
         return (

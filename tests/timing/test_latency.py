@@ -138,3 +138,22 @@ def test_inputs_and_pred_fn():
     calls = []
     assert benchmark(model, x, pred_fn=lambda a: calls.append(1) or model(a, y), **common).n == 3
     assert len(calls) == 1 + 3  # one warm-up + three timed
+
+
+def test_a_latency_result_round_trips_through_json(tmp_path: Any) -> None:
+    from moduleprofiler.timing.latency import LatencyResult
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimingWarning)
+        result = benchmark(nn.Linear(8, 8), torch.randn(4, 8), num_iters=12)
+    again = LatencyResult.from_json(result.to_json())
+    # the same samples, so the same statistics; the settings, evidence and budget as written
+    np.testing.assert_array_equal(again.samples_ms, result.samples_ms)
+    assert again.stats == result.stats and again.batch_size == 4
+    assert again.budget == result.budget and again.warnings == result.warnings
+    assert again.environment == result.environment
+    path = tmp_path / "latency.json"
+    result.to_json(path)
+    assert LatencyResult.from_json(path).median_ms == result.median_ms
+    with pytest.raises(ValueError, match="not a latency result's JSON"):
+        LatencyResult.from_json('{"document": "moduleprofiler.profile"}')
