@@ -107,8 +107,9 @@ _MEMORY_HOST = {"mem_unary": "unary", "mem_binary": "binary", "mem_reduction": "
                 "mem_transpose_copy": "copy", "mem_gather": "gather", "mem_cat": "copy",
                 "mem_broadcast": "binary", "mem_strided": "binary", "mem_permute_copy": "copy",
                 "mem_convert": "copy", "mem_strided_cat": "copy",
-                "mem_strided_inner_cat": "copy", "mem_roll": "unary", "mem_sort": "reduction",
-                "mem_topk": "reduction"}
+                "mem_strided_inner_cat": "copy", "mem_roll": "unary"}
+"""Each memory-bound table's host class (a router's sort and top-k have their own:
+:data:`_OWN_HOST`)."""
 _ROUTING = {"sort": "mem_sort", "topk": "mem_topk"}
 """A mixture-of-experts router's kernels, timed by their own tables
 (:mod:`~moduleprofiler.prediction.calibrate_experts`): far slower than their bytes say."""
