@@ -387,13 +387,13 @@ def _spec_of(name: str, calls: pd.DataFrame) -> ColumnSpec:
 
 
 def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
-                  infos: Mapping[str, ModuleInfo] | None = None) -> pd.DataFrame:
+                  infos: Sequence[ModuleInfo] = ()) -> pd.DataFrame:
     """One row per module type of a module frame (first-seen order): ``modules``, ``calls``,
     then each of ``columns`` (default: every quantity) combined by its aggregation: own
     quantities summed, inclusive ones summed over the modules not inside another module of
     the same type, maxima and flags combined; shapes and text are left out. ``infos`` (the
-    profile's modules by path): a tensor that several of a type's modules hold (a weight
-    tied between two embeddings) counts once in its parameter and buffer sums."""
+    profile's modules): a tensor that several of a type's modules hold (a weight tied between
+    two embeddings) counts once in its parameter and buffer sums."""
     if columns is None:
         columns = [name for name in modules.columns if name not in ("module", "type", "depth",
                                                                     "calls")]
@@ -404,6 +404,9 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
     members: dict[str, list[int]] = {kind: [] for kind in order}
     for row, kind in enumerate(types):
         members[kind].append(row)
+    # only where some module holds a tied tensor: nothing to take away otherwise
+    by_path = {info.path: info for info in infos} if any(
+        info.shared_tensors for info in infos) else {}
     out: dict[str, Any] = {"type": order, "modules": [len(members[k]) for k in order],
                            "calls": [int(sum(modules["calls"].iloc[members[k]])) for k in order]}
     for name in columns:
@@ -413,10 +416,10 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
             picked = [[values[r] for r in members[k]
                        if spec.aggregation == "sum" or outermost[r]] for k in order]
             combined = [_sum_of_known(group) for group in picked]
-            if infos and spec.aggregation == "inclusive":
+            if by_path and spec.aggregation == "inclusive":
                 combined = [None if total is None else total - shared_overlap(
-                    name, [infos[paths[r]] for r in members[k]
-                           if outermost[r] and paths[r] in infos])
+                    name, [by_path[paths[r]] for r in members[k]
+                           if outermost[r] and paths[r] in by_path])
                     for total, k in zip(combined, order)]
         elif spec.aggregation in ("max", "all"):
             combined = [combine(spec.aggregation, values, members[k], outermost) for k in order]
@@ -438,7 +441,7 @@ def type_frame(profile: Profile) -> pd.DataFrame:
     aggregation, the calls whose own ops are unknown and the share of the total ops (own
     work). Sorted by ops, largest first."""
     modules = module_frame(profile)
-    frame = group_by_type(modules, infos={info.path: info for info in profile.modules})
+    frame = group_by_type(modules, infos=profile.modules)
     if frame.empty:
         return frame
     unknown: dict[str, int] = {}

@@ -475,7 +475,7 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
         raise ValueError(f"top(by={by!r}): {target!r} is not a numeric column")
     rows = modules if depth is None else modules[modules["depth"] == depth]
     frame = group_by_type(rows.reset_index(drop=True), list(dict.fromkeys(columns.values())),
-                          {info.path: info for info in profile.modules})
+                          profile.modules)
     if target not in frame:
         raise ValueError(f"top(by={by!r}): {target!r} has no value per module type "
                          f"(its aggregation is {column_spec(target).aggregation!r})")
