@@ -81,6 +81,9 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     saved for backward metered, ``loss_fn(output)`` (default: the one default loss,
     :func:`moduleprofiler.loss.default_loss`) and a backward that accumulates ``.grad`` as a
     training step does. The model's state (flags, buffers, ``.grad``) is restored afterwards.
+    Under the caller's ``torch.autocast``, each pass starts with autocast's cache of cast
+    weights empty, and a training pass's backward runs outside autocast with the cache
+    cleared, as a step of PyTorch's mixed-precision recipe does.
     ``keep_output``: hold the model's output until the backward is over, as ``out =
     model(x); loss_fn(out).backward()`` does (``False``: freed once the loss is taken, as
     ``loss_fn(model(x)).backward()`` does).
@@ -98,6 +101,13 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     runner = PassRunner(module, listeners if progress is None else [*listeners, progress])
     invoke = make_invocation(module, inputs, pred_fn)
     grad_bytes = None
+    # Under the caller's autocast, the cast copy of each weight lives until the context exits:
+    # a pass starts without the copies an earlier pass left behind, as a step in its own
+    # autocast region does.
+    autocast = (torch.amp.is_autocast_available(device.type)  # the meta device has none
+                and torch.is_autocast_enabled(device.type))
+    if autocast:
+        torch.clear_autocast_cache()
     try:
         with ExitStack() as stack:
             stack.enter_context(preserved_state(module, eval=not train, train=train,
@@ -118,6 +128,12 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
                         user_loss(loss_fn, output)
 
                 loss = runner.forward(step)
+                if autocast:
+                    # the step's autocast region ends with the loss, and the backward runs
+                    # outside it (as PyTorch's mixed-precision recipe has it): the copies the
+                    # cache held are freed as the backward releases what it saved
+                    torch.clear_autocast_cache()
+                    stack.enter_context(torch.autocast(device.type, enabled=False))
                 runner.backward(loss, _as_is, accumulate=True)
                 del loss
                 held.clear()

@@ -36,3 +36,41 @@ def test_a_cpu_model_measured_on_cuda_is_left_on_the_cpu() -> None:
     assert report.device.startswith("cuda")
     assert model.weight.device.type == "cpu"
     assert_unchanged(model, before)
+
+
+def _squares(output: torch.Tensor) -> torch.Tensor:
+    return output.float().pow(2).mean()
+
+
+def test_a_training_pass_under_autocast_measures_one_step_of_the_recipe() -> None:
+    """Under bf16 autocast the training pass's increase is the allocator's for one step of
+    PyTorch's mixed-precision recipe (forward and loss under autocast, the backward outside
+    it): not less by the weight copies the inference pass left in autocast's cache, nor more
+    by copies the cache would hold through the backward."""
+    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024)).cuda()
+    # activations (4096 x 1024 in bf16: 8 MiB each) large enough for the step's peak to come
+    # while the weight copies are alive (saved for the backward)
+    x = torch.randn(4096, 1024, device="cuda")
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = _squares(model(x))
+        loss.backward()
+
+    step()  # cuBLAS's workspace is allocated once, outside what is compared
+    model.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    truth = torch.cuda.max_memory_allocated() - base
+    model.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        report = measure_memory(model, x, train=True, loss_fn=_squares, keep_output=False)
+    training = report.training
+    assert training is not None and training.method == "allocator"
+    # the bf16 copies of the weights (1024 x 1024 x 2 bytes = 2 MiB each) are part of the
+    # step: the inference pass's copies, still cached and counted as baseline, left the
+    # increase 2 MiB short (100,664,320 against 102,761,472 bytes on an H200)
+    assert training.increase_bytes == pytest.approx(truth, rel=0.01)

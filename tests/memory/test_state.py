@@ -128,3 +128,19 @@ def test_bad_arguments() -> None:
         measure_memory(nn.Linear(2, 2), torch.randn(1, 2), emulate="tpu")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="device='meta'"):
         measure_memory(nn.Linear(2, 2), torch.randn(1, 2), emulate="cuda")
+
+
+def test_the_callers_autocast_is_left_on_with_its_dtype() -> None:
+    """The training pass runs its backward outside autocast (PyTorch's mixed-precision
+    recipe): the caller's autocast block is on again, with its dtype, once the call returns,
+    and its operators still run in that dtype."""
+    model = _model()
+    before = snapshot(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        report = measure_memory(model, torch.randn(8, 4), train=True)
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+        assert model[0](torch.randn(2, 4)).dtype == torch.bfloat16
+    assert not torch.is_autocast_enabled("cpu")
+    assert report.training is not None and report.training.peak_bytes > 0
+    assert_unchanged(model, before)
