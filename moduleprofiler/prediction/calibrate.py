@@ -45,6 +45,7 @@ from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibrate_backward import backward_tables
 from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
+from moduleprofiler.prediction.device_model import IEEE
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
 from moduleprofiler.prediction.host_loops import interleaved_call_us
@@ -601,17 +602,11 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             dtype = _TORCH_DTYPE[name]
             table = tables.setdefault(name, {})
             sweep = _Sweep(cuda, repeats)
-            gemms = _gemms(sweep, dtype, quick)
-            for name in LINEAR_TABLES:  # one grid of shapes for all three
-                linears = _linears(sweep, dtype, quick, name)
-            bmms = _bmms(sweep, dtype, quick)
-            times = sweep.run()
-            table["gemm"] = [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]
-            for name in LINEAR_TABLES:
-                table[name] = [[m, n, k, times[f"{name}:{m}:{n}:{k}"]] for m, n, k in linears]
-            table["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]]
-                            for b, m, n, k in bmms]
+            table.update(matmul_tables(sweep, dtype, quick))
             _free()
+            if name == "fp32":  # and as PyTorch runs them by default, without TF32
+                table.update(ieee_matmul_tables(sweep, dtype, quick))
+                _free()
             convs = _convs(sweep, dtype, quick, backward)
             times = sweep.run()
             key = ":".join
@@ -652,6 +647,33 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             "predictions from this calibration carry no error band"))
     return dataclasses.replace(calibration, held_out=held_out_residuals(
         calibration, device_peaks(table_names[0])))
+
+
+def matmul_tables(sweep: _Sweep, dtype: torch.dtype, quick: bool
+                  ) -> dict[str, list[list[float]]]:
+    """The matrix products' tables (``gemm``, :data:`LINEAR_TABLES`, ``bmm``) in ``dtype``,
+    with the TF32 setting the caller chose."""
+    gemms = _gemms(sweep, dtype, quick)
+    for name in LINEAR_TABLES:  # one grid of shapes for all three
+        linears = _linears(sweep, dtype, quick, name)
+    bmms = _bmms(sweep, dtype, quick)
+    times = sweep.run()
+    tables = {"gemm": [[m, n, k, times[f"gemm:{m}:{n}:{k}"]] for m, n, k in gemms]}
+    for name in LINEAR_TABLES:
+        tables[name] = [[m, n, k, times[f"{name}:{m}:{n}:{k}"]] for m, n, k in linears]
+    tables["bmm"] = [[b, m, n, k, times[f"bmm:{b}:{m}:{n}:{k}"]] for b, m, n, k in bmms]
+    return tables
+
+
+def ieee_matmul_tables(sweep: _Sweep, dtype: torch.dtype, quick: bool
+                       ) -> dict[str, list[list[float]]]:
+    """:func:`matmul_tables` of fp32 with TF32 off, PyTorch's default for matrix products
+    (``torch.backends.cuda.matmul.allow_tf32`` is ``False``), named with the
+    :data:`~moduleprofiler.prediction.device_model.IEEE` suffix: the kernels run then are
+    other kernels (on the CUDA cores), not TF32's at the plain FP32 peak."""
+    with _tf32(False):
+        found = matmul_tables(sweep, dtype, quick)
+    return {name + IEEE: rows for name, rows in found.items()}
 
 
 def _free() -> None:

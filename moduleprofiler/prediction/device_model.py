@@ -96,6 +96,11 @@ turns TF32 on for matmuls and convolutions); fused attention's fp32 kernels are 
 measured whatever the settings."""
 
 
+IEEE = "_ieee"
+"""Suffix of an fp32 matrix-product table measured with TF32 off (``gemm_ieee``...: the kernels
+PyTorch runs by default, ``torch.backends.cuda.matmul.allow_tf32`` being ``False``): its rows
+have the format of the table without it."""
+
 _ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
@@ -249,6 +254,17 @@ class DeviceModel:
         rows = source.get(measured)
         return measured, [row for row in rows or () if row[-1] > 0]  # no kernel: no lesson
 
+    def measured_as(self, table: str, dtype: str) -> str:
+        """The table that prices ``table``'s work in ``dtype``: for fp32 matrix products with
+        TF32 off, the rows measured so (:data:`IEEE`; those of the table standing in for it
+        in an older calibration, :data:`_FALLBACK`) where the calibration has them."""
+        if dtype == "fp32" and table in MATMUL_TABLES and not self.matmul_tf32:
+            fp32 = self.calibration.tables.get("fp32", {})
+            for candidate in (table, _FALLBACK.get(table)):
+                if candidate and fp32.get(candidate + IEEE):
+                    return candidate + IEEE
+        return table
+
     def _table(self, table: str, dtype: str) -> _Table | None:
         key = (table, dtype)
         if key not in self._tables:
@@ -266,14 +282,16 @@ class DeviceModel:
                 self._tables[key] = None
             else:
                 size = _ELEMENT_BYTES.get(dtype, 4)
-                works = [_row_work(measured, row, size) for row in rows]
-                # the rows' roofs as they were measured: fp32 compute in TF32
+                form = measured.removesuffix(IEEE)  # the rows' format
+                works = [_row_work(form, row, size) for row in rows]
+                # the rows' roofs as they were measured: fp32 compute in TF32, unless the
+                # table says it ran without
                 roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
                                       table in _COMPUTE_TABLES) for _, f, b in works]
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
                 features = _without_kernel_choice(
-                    table, np.array([w[0] for w in works], dtype=np.float64))
-                dram = _dram_rows(table, works)
+                    form, np.array([w[0] for w in works], dtype=np.float64))
+                dram = _dram_rows(form, works)
                 self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()),
                                            _dram_fraction(dram, np.array(roofs), us), dram)
         return self._tables[key]
@@ -293,10 +311,12 @@ class DeviceModel:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        table = self._table(work.table, work.dtype)
+        measured = self.measured_as(work.table, work.dtype)
+        table = self._table(measured, work.dtype)
         if table is None:
             return None
-        # plain fp32 on a TF32-measured row: its achieved fraction of the peak, on the FP32 peak
+        # plain fp32 on a TF32-measured row (a calibration without the IEEE rows): its
+        # achieved fraction of the peak, on the FP32 peak
         roof = self.roof_us(self.peaks, work.dtype, work.flops, work.moved_bytes,
                             self.tf32(work.table))
         query = np.array(work.features, dtype=np.float64)
@@ -334,7 +354,8 @@ class DeviceModel:
         held_out = self.calibration.held_out
         source = held_out.get(work.dtype) or held_out.get(
             "bf16" if work.dtype == "fp16" else "fp32") or {}
-        row = source.get(work.table) or source.get(_FALLBACK.get(work.table, ""))
+        row = source.get(self.measured_as(work.table, work.dtype)) or source.get(
+            work.table) or source.get(_FALLBACK.get(work.table, ""))
         return (row[0], row[2]) if row else None
 
     def table(self, table: str, dtype: str) -> _Table | None:

@@ -23,7 +23,12 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.prediction.calibrate import cpu_op_us, measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
 from moduleprofiler.prediction.chain import ChainResult, Step, run_chain
-from moduleprofiler.prediction.device_model import CONV_TABLES, MATMUL_TABLES, DeviceModel
+from moduleprofiler.prediction.device_model import (
+    CONV_TABLES,
+    IEEE,
+    MATMUL_TABLES,
+    DeviceModel,
+)
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
 from moduleprofiler.prediction.host_model import HostModel, missing_host_notes
 from moduleprofiler.prediction.listener import PredictionListener
@@ -175,6 +180,10 @@ def fp32_notes(device: DeviceModel, tables: set[str], tf32: bool | None) -> list
             f"torch.backends.{backend}.fp32_precision is {_precision(backend)!r}"
         if on:
             notes.append(f"fp32 {what} on TF32 tensor cores{peak} ({why})")
+        elif any(device.measured_as(table, "fp32").endswith(IEEE) for table in tables & family):
+            notes.append(f"fp32 {what} on plain FP32{peak} ({why}; TF32 with "
+                         "torch.set_float32_matmul_precision('high') or tf32=True): priced "
+                         "from the calibration's rows measured without TF32")
         else:
             notes.append(f"fp32 {what} on plain FP32{peak} ({why}; TF32 with "
                          "torch.set_float32_matmul_precision('high') or tf32=True): the "

@@ -444,3 +444,25 @@ def test_a_predictions_dict_holds_its_latency_and_band_as_its_json_does() -> Non
     assert fields["predicted_device_ms_low"] == profile.predicted_device_ms_low
     assert fields["prediction_notes"] == profile.prediction_notes
     assert json.loads(json.dumps(fields)) == json.loads(profile.to_json())["result_fields"]
+
+
+@pytest.mark.usefixtures("matmul_precision")
+def test_plain_fp32_matmuls_are_priced_from_rows_measured_without_tf32() -> None:
+    # the same 4096^3 GEMM measured with TF32 off (PyTorch's default): 2,000 us, where the
+    # TF32 row's achieved fraction on the FP32 peak said 1,220.8 us. The row is the shape
+    # itself: 2000 * (roof + floor) / (roof + floor) = 2000 us
+    calibration = _fp32_calibration()
+    tables = {"fp32": {**calibration.tables["fp32"],
+                       "gemm_ieee": [[4096, 4096, 4096, 2000.0]]}}
+    calibration = dataclasses.replace(calibration, tables=tables)
+    with torch.device("meta"):
+        model = nn.Linear(4096, 4096, bias=False)
+    x = torch.empty(4096, 4096, device="meta")
+    torch.set_float32_matmul_precision("highest")
+    plain = ModuleProfiler().predict(model, x, device=calibration, host=None)
+    assert plain.predicted_device_ms == pytest.approx(2.000, rel=1e-3)
+    assert any("measured without TF32" in note for note in plain.prediction_notes)
+    # with TF32 on, the TF32 row as before
+    tf32 = ModuleProfiler().predict(model, x, device=calibration, host=None, tf32=True)
+    assert tf32.predicted_device_ms == pytest.approx(0.300, rel=1e-3)
+    assert not any("without TF32" in note for note in tf32.prediction_notes)
