@@ -27,6 +27,7 @@ from moduleprofiler.errors import RegistryError
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
+    base_module_key,
     check_registration,
     check_registry_key,
 )
@@ -62,10 +63,12 @@ def qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _validate_key(key: object) -> Key:
+def _validate_key(key: object, entry_point: str) -> Key:
     if isinstance(key, type):
         if not issubclass(key, nn.Module):
             raise RegistryError(f"{key!r} is not a subclass of torch.nn.Module")
+        if key is nn.Module:
+            raise RegistryError(base_module_key(entry_point))
         return key
     if isinstance(key, str) and "." in key and key not in _RESERVED_KEYS:
         return key
@@ -92,7 +95,7 @@ class FormulaRegistry:
             raise RegistryError(f"register for the {self.name} registry needs at least one type")
         for key in keys:
             check_registry_key(entry_point, key)
-        validated = [_validate_key(key) for key in keys]
+        validated = [_validate_key(key, entry_point) for key in keys]
 
         def decorator(fn: F) -> F:
             check_registration(entry_point, fn)

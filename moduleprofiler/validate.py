@@ -161,6 +161,8 @@ def check_formula_map(table: object, name: str) -> None:
             if not issubclass(key, nn.Module):
                 raise ValueError(f"{name} has the key {key.__qualname__}, which is not a "
                                  "subclass of torch.nn.Module")
+            if key is nn.Module:
+                raise RegistryError(base_module_key(name))
         elif isinstance(key, str):
             if key not in (DEFAULT_KEY, EXCLUDED_KEY) and "." not in key:
                 raise ValueError(
@@ -196,6 +198,20 @@ def check_registration(register: str, fn: object) -> None:
     if not callable(fn) or isinstance(fn, type):
         raise TypeError(f"{register}(...) decorates a function (module, inputs, output); "
                         f"got {_kind(fn)}")
+
+
+def base_module_key(where: str) -> str:
+    """Why ``nn.Module`` is refused as a key of ``where`` (a map or a ``register_*``)."""
+    if "macs" in where:
+        instead = "register the formula for your module's own class"
+    elif "io_size" in where:
+        instead = "the function of every module type without one of its own is the 'default' key"
+    else:
+        instead = ("the formula of every module type without one of its own is the 'default' "
+                   "key (what it returns for a module holding others is the ops outside them)")
+    return (f"{where} got the key torch.nn.Module, the base class of every module: every "
+            f"module class replaces its forward, so a formula for it prices no module's work; "
+            f"{instead}")
 
 
 def check_registry_key(register: str, key: object) -> None:

@@ -514,3 +514,39 @@ def test_an_own_entry_for_a_base_class_is_what_its_layer_classes_read() -> None:
     bn, x = _batch_norm_call()
     assert profiler.ops_fn_map[nn.BatchNorm2d] is _one_op
     assert profiler.profile(bn, x).total_ops == 1
+
+
+# -- nn.Module as a key -------------------------------------------------------------------------
+
+class Doubler(nn.Module):
+    """A Linear(4, 4) and a doubling of its output: its own work is outside its child."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * 2
+
+
+def test_a_formula_for_nn_module_is_refused_naming_the_key_and_the_default_key() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[nn.Module] = _one_op  # accepted, then never used by any module
+    with pytest.raises(RegistryError, match=r"ops_fn_map got the key torch\.nn\.Module.*"
+                                            r"'default' key"):
+        profiler.profile(Doubler(), torch.randn(2, 4))
+    with pytest.raises(RegistryError, match=r"register_ops got the key torch\.nn\.Module"):
+        register_ops(nn.Module)
+    with pytest.raises(RegistryError, match=r"macs_fn_map got the key torch\.nn\.Module"):
+        ModuleProfiler(macs_fn_map={nn.Module: _one_op})
+    with pytest.raises(RegistryError, match=r"io_size_fn_map got the key torch\.nn\.Module"):
+        ModuleProfiler(io_size_fn_map={nn.Module: _one_op})
+
+
+def test_the_default_key_prices_the_own_work_of_a_module_without_a_formula() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map["default"] = lambda module, inputs, output: output.numel()
+    profile = profiler.profile(Doubler(), torch.randn(2, 4))
+    # Doubler's own work by the default function: 2 * 4 = 8 doublings; its Linear by its own
+    # formula: 2 rows * 4 outputs * (2 * 4) = 64
+    assert [(r.path, r.self_ops) for r in profile.records] == [("", 8), ("linear", 64)]
