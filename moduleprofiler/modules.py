@@ -42,8 +42,9 @@ class ModuleFacts:
     """Parameters registered directly on the module, each tensor once, less those a module
     before it registered (a tied weight is owned by its first holder only)."""
     shared_with: tuple[str, ...] = ()
-    """Names of the modules owning the parameters registered here that are not its own
-    (their paths, the root as ``__root__``)."""
+    """Names of the modules owning the parameters and buffers registered here that are not
+    its own, each tensor owned by the first module registering it (their paths, the root as
+    ``__root__``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +146,7 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
     facts: list[ModuleFacts] = []
     index: dict[str, int] = {}
     seen: set[int] = set()
-    owner: dict[int, str] = {}  # parameter id -> path of the first module registering it
+    owner: dict[int, str] = {}  # tensor id -> path of the first module registering it
     for path, module in occurrences:
         if id(module) in seen:  # ``named_modules()`` keeps each module's first occurrence
             continue
@@ -161,6 +162,11 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
                 own[id(tensor)] = tensor
             else:
                 others[display_path(first)] = None
+        for tensor in module._buffers.values():  # a shared buffer is named as a tied weight
+            if tensor is not None:
+                first = owner.setdefault(id(tensor), path)
+                if first != path:
+                    others[display_path(first)] = None
         facts.append(ModuleFacts(
             path, module, -1 if path == "" else index.get(path.rpartition(".")[0], 0),
             0 if path == "" else path.count(".") + 1,
@@ -269,7 +275,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
         trainable[up] += trainable[i]
         buffers[up] += buffers[i]
         buffer_bytes[up] += buffer_bytes[i]
-    owners: dict[int, dict[str, None]] = {}  # module -> the first holders of its tied params
+    owners: dict[int, dict[str, None]] = {}  # module -> first holders of its tied tensors
     held: dict[int, list[SharedTensor]] = {}  # module -> the shared tensors its sums hold
     number = 0
     for kind in (0, 1):
@@ -279,9 +285,10 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
             number += 1
             reached: set[int] = set()
             for i in dict.fromkeys(holders):
-                if not kind and i == holders[0]:  # owned once, by its first holder
-                    own[i] += known[0]
-                elif not kind:
+                if i == holders[0]:  # owned once, by its first holder
+                    if not kind:
+                        own[i] += known[0]
+                else:  # a buffer as a parameter: its other holders name the first
                     owners.setdefault(i, {})[display_path(occurrences[holders[0]][0])] = None
                 while i != -1 and i not in reached:  # each module above, once
                     reached.add(i)
