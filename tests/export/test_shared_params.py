@@ -218,3 +218,11 @@ def test_shares_of_a_shared_buffer_are_of_the_models_buffers_counted_once(
     assert every.loc["RotaryLast", "buffers_pct"] == 100.0
     # parameters are not shared here: 72 each of 144, 50 %
     assert list(rotary.top(by="params", depth=1).frame["params_pct"]) == [50.0, 50.0]
+
+
+def test_shares_of_parameter_bytes_are_of_the_model_with_the_tie_once(profile: Profile) -> None:
+    top = profile.top(by="param_bytes", depth=1).frame.set_index("type")
+    # Embedding 1,600 x 4 = 6,400 bytes of the model's 1,872 x 4 = 7,488: 85.5 % (of the rows'
+    # sum 6,400 + 1,088 + 6,400 = 13,888 it read 46.1 %)
+    assert top.loc["Embedding", "param_bytes"] == 6400
+    assert round(float(top.loc["Embedding", "param_bytes_pct"]), 1) == 85.5
