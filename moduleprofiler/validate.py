@@ -150,6 +150,20 @@ def check_exclusions(items: object, name: str = "exclude_from_ops") -> list[Any]
     return out
 
 
+_UNREAD: dict[str, dict[str, str]] = {
+    "macs_fn_map": {
+        DEFAULT_KEY: "a module without a MACs formula gets the MACs of the aten operators it "
+                     "runs; 'default' is a key of ops_fn_map and io_size_fn_map",
+        EXCLUDED_KEY: "an excluded module's MACs are not counted; 'excluded' is a key of "
+                      "ops_fn_map"},
+    "io_size_fn_map": {
+        EXCLUDED_KEY: "an excluded module's io sizes are traced as any other's (by its type's "
+                      "function, else 'default'); 'excluded' is a key of ops_fn_map"},
+}
+"""The 0.0.4 string keys a map other than ``ops_fn_map`` has no use for, with what the pass
+does instead (accepted, they would be silently ignored)."""
+
+
 def check_formula_map(table: object, name: str) -> None:
     """A module formula map: a mapping from ``nn.Module`` subclasses, dotted class names or the
     ``"default"``/``"excluded"`` keys to functions (``None``: no entry)."""
@@ -168,6 +182,9 @@ def check_formula_map(table: object, name: str) -> None:
                 raise ValueError(
                     f"{name} has the string key {key!r}: string keys are 'default', 'excluded' "
                     "or a dotted class name such as 'transformers.pytorch_utils.Conv1D'")
+            if key in _UNREAD.get(name, ()):
+                raise RegistryError(f"{name} has the key {key!r}, which no pass reads: "
+                                    f"{_UNREAD[name][key]}")
         else:
             hint = " (use its class)" if isinstance(key, nn.Module) else ""
             raise ValueError(f"{name} keys are module classes, dotted class names, 'default' "

@@ -550,3 +550,17 @@ def test_the_default_key_prices_the_own_work_of_a_module_without_a_formula() -> 
     # Doubler's own work by the default function: 2 * 4 = 8 doublings; its Linear by its own
     # formula: 2 rows * 4 outputs * (2 * 4) = 64
     assert [(r.path, r.self_ops) for r in profile.records] == [("", 8), ("linear", 64)]
+
+
+@pytest.mark.parametrize(("keyword", "key"), [("macs_fn_map", "default"),
+                                              ("macs_fn_map", "excluded"),
+                                              ("io_size_fn_map", "excluded")])
+def test_a_04_key_a_map_does_not_read_is_refused(keyword: str, key: str) -> None:
+    # accepted and ignored: a "default" MACs function never priced anything
+    with pytest.raises(RegistryError, match=f"{keyword} has the key '{key}', which no pass "
+                                            "reads"):
+        ModuleProfiler(**{keyword: {key: _one_op}})
+    profiler = ModuleProfiler()
+    getattr(profiler, keyword)[key] = _one_op
+    with pytest.raises(RegistryError, match=f"{keyword} has the key '{key}'"):
+        profiler.profile(Custom(), torch.zeros(1))
