@@ -196,10 +196,10 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         return _ABSENT
 
     def _inherited(self, cls: type) -> Any:
-        """The formula a ``torch.nn`` layer class gets from its nearest base class with one
-        (as :func:`resolve` finds it), :data:`_ABSENT` when none has one or a hidden class
-        stands between."""
-        for base in cls.__mro__[1:]:
+        """The formula a ``torch.nn`` layer class gets by its dotted name or from its nearest
+        base class with one (as :func:`resolve` finds it), :data:`_ABSENT` when none has one
+        or a hidden class stands between."""
+        for base in cls.__mro__:
             if self.hides(base):
                 return _ABSENT
             for key in (base, qualified_name(base)):

@@ -516,6 +516,14 @@ def test_an_own_entry_for_a_base_class_is_what_its_layer_classes_read() -> None:
     assert profiler.profile(bn, x).total_ops == 1
 
 
+def test_a_dotted_name_entry_for_a_layer_class_wins_over_its_base_classs_formula() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[qualified_name(nn.BatchNorm2d)] = _one_op
+    bn, x = _batch_norm_call()
+    assert profiler.ops_fn_map[nn.BatchNorm2d] is _one_op
+    assert profiler.profile(bn, x).total_ops == 1  # not the 390 of _BatchNorm's formula
+
+
 # -- nn.Module as a key -------------------------------------------------------------------------
 
 class Doubler(nn.Module):
