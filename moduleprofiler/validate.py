@@ -297,6 +297,20 @@ def io_size_pair(value: object, *, function: Callable[..., Any], path: str, modu
         "pair (input_size, output_size)", path)
 
 
+def operator_pair(value: object, operator: object, call: Any, backward: bool = False
+                  ) -> tuple[Any, Any]:
+    """An operator formula's result as its two entries ``(ops, macs)`` (a tuple or a list of
+    two), or a :class:`~moduleprofiler.errors.FormulaError` naming the module call it ran in
+    (``call``; ``None``: outside every call)."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return value[0], value[1]
+    where = ("outside every module call" if call is None
+             else f"in module {display_path(call.path)!r} ({type(call.module).__name__})")
+    raise FormulaError(f"{'backward ' if backward else ''}operator formula for {operator} "
+                       f"{where} returned {_kind(value)}: an operator formula returns "
+                       f"(ops, macs)", None if call is None else call.path)
+
+
 def operator_counts(ops: object, macs: object, operator: object, call: Any,
                     backward: bool = False) -> tuple[int, int]:
     """An operator formula's ``(ops, macs)`` as two non-negative ints (see :func:`count_value`;
