@@ -10,7 +10,7 @@ tree and its per-module numbers from here, never from one another's passes.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -371,15 +371,41 @@ def _scan_facts(root: nn.Module) -> ModuleScan:
     sizes: dict[int, tuple[int, int, int, bool]] = {}
     infos = []
     exported = exported_types(root)
-    for fact in module_facts(root):
+    facts = module_facts(root)
+    shared = _shared_entries(facts, sizes)
+    for fact in facts:
         params, param_bytes, trainable = _sums(fact.params, sizes)
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
+        held = tuple(shared[id(tensor)] for tensors in (fact.params, fact.buffers)
+                     for tensor in tensors if id(tensor) in shared) if shared else ()
         infos.append(ModuleInfo(
             fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth, params,
             _sums(fact.self_params, sizes)[0] if fact.self_params else 0, trainable, buffers,
             fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
-            is_container(fact.module)))
+            is_container(fact.module), held))
     return ModuleScan(tuple(infos), any(size[3] for size in sizes.values()), False)
+
+
+def _shared_entries(facts: Sequence[ModuleFacts], sizes: dict[int, tuple[int, int, int, bool]]
+                    ) -> dict[int, SharedTensor]:
+    """The tensors that more than one module registers (a module registered at several places
+    counts once), by id, as :attr:`ModuleInfo.shared_tensors` lists them: the entries
+    :func:`scan_modules` makes on its fast path."""
+    tensors: dict[int, Tensor] = {}
+    holders: tuple[dict[int, set[int]], dict[int, set[int]]] = ({}, {})
+    for fact in facts:
+        for kind, table in ((0, fact.module._parameters), (1, fact.module._buffers)):
+            for tensor in table.values():
+                if tensor is not None:
+                    tensors[id(tensor)] = tensor
+                    holders[kind].setdefault(id(tensor), set()).add(id(fact.module))
+    found: dict[int, SharedTensor] = {}
+    for kind in (0, 1):
+        for key, modules in holders[kind].items():
+            if len(modules) > 1:
+                numel, size, trainable, _ = _size(tensors[key], sizes)
+                found[key] = (len(found), kind, numel, size, trainable)
+    return found
 
 
 def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]

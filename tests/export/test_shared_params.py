@@ -226,3 +226,20 @@ def test_shares_of_parameter_bytes_are_of_the_model_with_the_tie_once(profile: P
     # sum 6,400 + 1,088 + 6,400 = 13,888 it read 46.1 %)
     assert top.loc["Embedding", "param_bytes"] == 6400
     assert round(float(top.loc["Embedding", "param_bytes_pct"]), 1) == 85.5
+
+
+def test_a_module_registered_twice_keeps_the_per_type_sums_of_shared_tensors() -> None:
+    # one module registered at two places sends the scan down its slow path, which listed no
+    # shared tensor: Embedding read 4,800 (the weight three times), BatchNorm1d 18 buffers
+    model = SharedAcrossOneType().eval()
+    plain = ModuleProfiler().profile(model, torch.zeros(2, 3, dtype=torch.long))
+    model.alias = model.a  # registered again, under another name
+    aliased = ModuleProfiler().profile(model, torch.zeros(2, 3, dtype=torch.long))
+    columns = ["params", "param_bytes", "trainable_params", "buffers", "buffer_bytes"]
+    types = aliased.to_df("type").set_index("type")
+    assert types.loc["Embedding", "params"] == 1600
+    assert types.loc["BatchNorm1d", "buffers"] == 14
+    assert types.loc["Linear", "params"] == 36
+    assert types[columns].equals(plain.to_df("type").set_index("type")[columns])
+    assert [info.shared_tensors for info in aliased.modules] == [
+        info.shared_tensors for info in plain.modules]
