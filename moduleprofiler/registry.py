@@ -112,7 +112,16 @@ class FormulaRegistry:
         return decorator
 
     def unregister(self, *keys: Key) -> None:
-        """Remove the functions registered for ``keys`` (missing keys raise ``KeyError``)."""
+        """Remove the functions registered for ``keys``; a key without one of its own raises
+        ``KeyError`` (naming the class whose function it inherits) and nothing is removed."""
+        for key in keys:
+            if key not in self._table:
+                found = resolve_with_owner(self._table, key) if isinstance(key, type) else None
+                inherited = "" if found is None else (
+                    f"; it inherits the one registered for {qualified_name(found[1])}")
+                name = qualified_name(key) if isinstance(key, type) else repr(key)
+                raise KeyError(f"the {self.name} registry has no function registered for "
+                               f"{name}{inherited}")
         for key in keys:
             del self._table[key]
 

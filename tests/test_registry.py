@@ -572,3 +572,17 @@ def test_a_04_key_a_map_does_not_read_is_refused(keyword: str, key: str) -> None
     getattr(profiler, keyword)[key] = _one_op
     with pytest.raises(RegistryError, match=f"{keyword} has the key '{key}'"):
         profiler.profile(Custom(), torch.zeros(1))
+
+
+def test_unregistering_a_class_that_inherits_its_formula_names_the_base_and_removes_nothing(
+) -> None:
+    register_ops(Custom)(_one_op)
+    try:
+        with pytest.raises(KeyError, match=r"ops registry has no function registered for "
+                                           r"torch\.nn\.modules\.batchnorm\.BatchNorm2d; it "
+                                           r"inherits the one registered for "
+                                           r"torch\.nn\.modules\.batchnorm\._BatchNorm"):
+            unregister_ops(Custom, nn.BatchNorm2d)
+        assert ModuleProfiler().ops_fn_map[Custom] is _one_op  # not removed half-way
+    finally:
+        unregister_ops(Custom)
