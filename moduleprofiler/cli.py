@@ -272,7 +272,23 @@ def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:
 
 PREDICTED_WHAT = ("ops,predicted_device_ms,predicted_host_ms,predicted_device_ms_low,"
                   "predicted_device_ms_high")
-"""The columns ``--predict`` shows unless ``--what`` names others."""
+"""The columns ``--predict`` shows when ``--what`` names none; the predicted ones are shown
+beside those ``--what`` names (:func:`predicted_what`)."""
+
+
+def predicted_what(predicted: PredictedProfile, what: str | None) -> str:
+    """The ``--what`` of a prediction's view: ``what`` (default ``ops``) and the predicted
+    columns; when the backward was predicted (``--what backward``) the backward's device and
+    host time in place of the forward's error band (the notes give the pass's band); the
+    host's only when a host was predicted."""
+    named = PREDICTED_WHAT.split(",")[1:]
+    if predicted.backward:
+        named = ["predicted_device_ms", "predicted_host_ms", "predicted_backward_device_ms",
+                 "predicted_backward_host_ms"]
+    if predicted.predicted_host_ms is None:
+        named = [name for name in named if not name.endswith("_host_ms")]
+    given = _items(what) if what else ["ops"]
+    return ",".join(dict.fromkeys([*given, *named]))
 
 
 def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: bool,
@@ -289,12 +305,10 @@ def predicted_profile(profiler: Profiler, model: Any, inputs: Any, backward: boo
 
 
 def shown_as_predicted(predicted: PredictedProfile, options: argparse.Namespace) -> None:
-    """A prediction's view, made now or read from a file: :data:`PREDICTED_WHAT` (without
-    the host's column when no host was predicted) unless ``--what`` names others, and the
-    lines of :func:`prediction_lines` under it."""
-    if not options.what:
-        options.what = PREDICTED_WHAT if predicted.predicted_host_ms is not None else \
-            PREDICTED_WHAT.replace(",predicted_host_ms", "")
+    """A prediction's view, made now or read from a file: the groups ``--what`` names and the
+    predicted columns (:func:`predicted_what`), and the lines of :func:`prediction_lines`
+    under it."""
+    options.what = predicted_what(predicted, options.what)
     options.notes = prediction_lines(predicted)
 
 

@@ -10,7 +10,7 @@ tree and its per-module numbers from here, never from one another's passes.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -42,8 +42,9 @@ class ModuleFacts:
     """Parameters registered directly on the module, each tensor once, less those a module
     before it registered (a tied weight is owned by its first holder only)."""
     shared_with: tuple[str, ...] = ()
-    """Names of the modules owning the parameters registered here that are not its own
-    (their paths, the root as ``__root__``)."""
+    """Names of the modules owning the parameters and buffers registered here that are not
+    its own, each tensor owned by the first module registering it (their paths, the root as
+    ``__root__``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +146,7 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
     facts: list[ModuleFacts] = []
     index: dict[str, int] = {}
     seen: set[int] = set()
-    owner: dict[int, str] = {}  # parameter id -> path of the first module registering it
+    owner: dict[int, str] = {}  # tensor id -> path of the first module registering it
     for path, module in occurrences:
         if id(module) in seen:  # ``named_modules()`` keeps each module's first occurrence
             continue
@@ -161,6 +162,11 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
                 own[id(tensor)] = tensor
             else:
                 others[display_path(first)] = None
+        for tensor in module._buffers.values():  # a shared buffer is named as a tied weight
+            if tensor is not None:
+                first = owner.setdefault(id(tensor), path)
+                if first != path:
+                    others[display_path(first)] = None
         facts.append(ModuleFacts(
             path, module, -1 if path == "" else index.get(path.rpartition(".")[0], 0),
             0 if path == "" else path.count(".") + 1,
@@ -269,7 +275,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
         trainable[up] += trainable[i]
         buffers[up] += buffers[i]
         buffer_bytes[up] += buffer_bytes[i]
-    owners: dict[int, dict[str, None]] = {}  # module -> the first holders of its tied params
+    owners: dict[int, dict[str, None]] = {}  # module -> first holders of its tied tensors
     held: dict[int, list[SharedTensor]] = {}  # module -> the shared tensors its sums hold
     number = 0
     for kind in (0, 1):
@@ -279,9 +285,10 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
             number += 1
             reached: set[int] = set()
             for i in dict.fromkeys(holders):
-                if not kind and i == holders[0]:  # owned once, by its first holder
-                    own[i] += known[0]
-                elif not kind:
+                if i == holders[0]:  # owned once, by its first holder
+                    if not kind:
+                        own[i] += known[0]
+                else:  # a buffer as a parameter: its other holders name the first
                     owners.setdefault(i, {})[display_path(occurrences[holders[0]][0])] = None
                 while i != -1 and i not in reached:  # each module above, once
                     reached.add(i)
@@ -364,15 +371,41 @@ def _scan_facts(root: nn.Module) -> ModuleScan:
     sizes: dict[int, tuple[int, int, int, bool]] = {}
     infos = []
     exported = exported_types(root)
-    for fact in module_facts(root):
+    facts = module_facts(root)
+    shared = _shared_entries(facts, sizes)
+    for fact in facts:
         params, param_bytes, trainable = _sums(fact.params, sizes)
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
+        held = tuple(shared[id(tensor)] for tensors in (fact.params, fact.buffers)
+                     for tensor in tensors if id(tensor) in shared) if shared else ()
         infos.append(ModuleInfo(
             fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth, params,
             _sums(fact.self_params, sizes)[0] if fact.self_params else 0, trainable, buffers,
             fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
-            is_container(fact.module)))
+            is_container(fact.module), held))
     return ModuleScan(tuple(infos), any(size[3] for size in sizes.values()), False)
+
+
+def _shared_entries(facts: Sequence[ModuleFacts], sizes: dict[int, tuple[int, int, int, bool]]
+                    ) -> dict[int, SharedTensor]:
+    """The tensors that more than one module registers (a module registered at several places
+    counts once), by id, as :attr:`ModuleInfo.shared_tensors` lists them: the entries
+    :func:`scan_modules` makes on its fast path."""
+    tensors: dict[int, Tensor] = {}
+    holders: tuple[dict[int, set[int]], dict[int, set[int]]] = ({}, {})
+    for fact in facts:
+        for kind, table in ((0, fact.module._parameters), (1, fact.module._buffers)):
+            for tensor in table.values():
+                if tensor is not None:
+                    tensors[id(tensor)] = tensor
+                    holders[kind].setdefault(id(tensor), set()).add(id(fact.module))
+    found: dict[int, SharedTensor] = {}
+    for kind in (0, 1):
+        for key, modules in holders[kind].items():
+            if len(modules) > 1:
+                numel, size, trainable, _ = _size(tensors[key], sizes)
+                found[key] = (len(found), kind, numel, size, trainable)
+    return found
 
 
 def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]

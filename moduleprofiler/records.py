@@ -161,8 +161,10 @@ class ModuleInfo:
     """Bytes of ``buffers``."""
     shared_with: str | None = None
     """The names (comma-separated paths, the root as ``__root__``) of the modules owning
-    parameters that this module registers too (a tied output layer: ``"transformer.wte"``);
-    ``None`` when it shares none. Its ``params`` include them, its ``self_params`` do not."""
+    parameters or buffers that this module registers too (a tied output layer:
+    ``"transformer.wte"``; a rotary ``inv_freq`` buffer every layer registers: the first
+    layer), each tensor owned by the first module registering it; ``None`` when it shares
+    none. Its ``params`` and ``buffers`` include them, its ``self_params`` do not."""
     container: bool = False
     """True when the module's class keeps ``nn.Module``'s unimplemented ``forward`` (a
     ``ModuleList``, a ``ModuleDict``, a subclass of one that adds no ``forward``): it holds

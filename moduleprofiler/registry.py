@@ -27,6 +27,7 @@ from moduleprofiler.errors import RegistryError
 from moduleprofiler.validate import (
     DEFAULT_KEY,
     EXCLUDED_KEY,
+    base_module_key,
     check_registration,
     check_registry_key,
 )
@@ -49,16 +50,25 @@ _RESERVED_KEYS = (DEFAULT_KEY, EXCLUDED_KEY)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_LAYER_ORDER: tuple[type, ...] = tuple(
+    cls for cls in (getattr(nn, name) for name in dir(nn))
+    if isinstance(cls, type) and issubclass(cls, nn.Module) and cls is not nn.Module)
+"""The layer classes ``torch.nn`` exports (alphabetical): the keys 0.0.4's maps were keyed by,
+each a key of a profiler's ops and macs map when some base class of it has a formula."""
+_LAYER_CLASSES = frozenset(_LAYER_ORDER)
+
 
 def qualified_name(cls: type) -> str:
     """``module.QualName`` of a class, the form used for lazily registered keys."""
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _validate_key(key: object) -> Key:
+def _validate_key(key: object, entry_point: str) -> Key:
     if isinstance(key, type):
         if not issubclass(key, nn.Module):
             raise RegistryError(f"{key!r} is not a subclass of torch.nn.Module")
+        if key is nn.Module:
+            raise RegistryError(base_module_key(entry_point))
         return key
     if isinstance(key, str) and "." in key and key not in _RESERVED_KEYS:
         return key
@@ -85,7 +95,7 @@ class FormulaRegistry:
             raise RegistryError(f"register for the {self.name} registry needs at least one type")
         for key in keys:
             check_registry_key(entry_point, key)
-        validated = [_validate_key(key) for key in keys]
+        validated = [_validate_key(key, entry_point) for key in keys]
 
         def decorator(fn: F) -> F:
             check_registration(entry_point, fn)
@@ -102,7 +112,16 @@ class FormulaRegistry:
         return decorator
 
     def unregister(self, *keys: Key) -> None:
-        """Remove the functions registered for ``keys`` (missing keys raise ``KeyError``)."""
+        """Remove the functions registered for ``keys``; a key without one of its own raises
+        ``KeyError`` (naming the class whose function it inherits) and nothing is removed."""
+        for key in keys:
+            if key not in self._table:
+                found = resolve_with_owner(self._table, key) if isinstance(key, type) else None
+                inherited = "" if found is None else (
+                    f"; it inherits the one registered for {qualified_name(found[1])}")
+                name = qualified_name(key) if isinstance(key, type) else repr(key)
+                raise KeyError(f"the {self.name} registry has no function registered for "
+                               f"{name}{inherited}")
         for key in keys:
             del self._table[key]
 
@@ -131,20 +150,29 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
     A key is looked up in :attr:`own` first, then in the registry as it is at that moment: a
     formula registered (or unregistered) after the profiler was made counts from then on,
     unless the profiler has an entry of its own for that key. Setting a key writes an own
-    entry; deleting one hides the registry's entry too, as deleting from a dict would.
+    entry; deleting one hides the registry's entry too, as deleting from a dict would, and a
+    hidden class gives no formula to its subclasses either (:func:`resolve_with_owner`).
     ``dict(live)`` is the merged table, as a pass sees it now.
+
+    With ``layer_classes``, every ``torch.nn`` layer class whose formula comes from a base class
+    (``nn.BatchNorm2d`` from ``_BatchNorm``) is a key too, read through to that base as it is
+    now (an own entry for the base wins), as :func:`get_default_ops_map` lists it: 0.0.4's maps
+    were keyed by the layer classes, and code written for them reads and wraps
+    ``ops_fn_map[nn.BatchNorm2d]``.
     """
 
-    __slots__ = ("_defaults", "_factory", "_hidden", "own")
+    __slots__ = ("_defaults", "_factory", "_hidden", "_layers", "own")
 
     def __init__(self, own: MutableMapping[Any, Any] | None,
                  *defaults: Mapping[Any, Any],
-                 factory: Callable[[Any], LiveFormulaMap] | None = None) -> None:
+                 factory: Callable[[Any], LiveFormulaMap] | None = None,
+                 layer_classes: bool = False) -> None:
         self.own: MutableMapping[Any, Any] = {} if own is None else own
         """This profiler's entries (the map given to its constructor, kept as it is)."""
         self._defaults = defaults
         self._hidden: set[Any] = set()
         self._factory = factory
+        self._layers = layer_classes
 
     def __reduce__(self) -> tuple[Any, ...]:
         # copied or pickled (a profiler passed to copy.deepcopy or to another process): the own
@@ -156,15 +184,42 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
 
     def get(self, key: Any, default: Any = None) -> Any:
         # the one lookup path (``[]`` and ``in`` go through it): lookups are per type per pass
+        value = self._direct(key)
+        if value is _ABSENT:
+            if self._layers and key in _LAYER_CLASSES and key not in self._hidden:
+                value = self._inherited(key)
+            return default if value is _ABSENT else value
+        return value
+
+    def _direct(self, key: Any) -> Any:
+        """The entry held for ``key`` itself (own, else the registry's), :data:`_ABSENT` when
+        there is none or it is hidden."""
         own = self.own
         if key in own:
             return own[key]
         if self._hidden and key in self._hidden:
-            return default
+            return _ABSENT
         for table in self._defaults:
             if key in table:
                 return table[key]
-        return default
+        return _ABSENT
+
+    def _inherited(self, cls: type) -> Any:
+        """The formula a ``torch.nn`` layer class gets by its dotted name or from its nearest
+        base class with one (as :func:`resolve` finds it), :data:`_ABSENT` when none has one
+        or a hidden class stands between."""
+        for base in cls.__mro__:
+            if self.hides(base):
+                return _ABSENT
+            for key in (base, qualified_name(base)):
+                fn = self._direct(key)
+                if fn is not _ABSENT and fn is not None:
+                    return fn
+        return _ABSENT
+
+    def hides(self, key: object) -> bool:
+        """Whether ``key`` was deleted from this map (its registered formula hidden)."""
+        return bool(self._hidden) and key in self._hidden and key not in self.own
 
     def __getitem__(self, key: Any) -> Any:
         value = self.get(key, _ABSENT)
@@ -183,7 +238,7 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         if key not in self:
             raise KeyError(key)
         self.own.pop(key, None)
-        if any(key in table for table in self._defaults):
+        if key in self:  # still seen through the registry (or a base class): hide it
             self._hidden.add(key)
 
     def __iter__(self) -> Iterator[Any]:
@@ -194,6 +249,11 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
                 if key not in seen and key not in self._hidden:
                     seen.add(key)
                     yield key
+        if self._layers:
+            for cls in _LAYER_ORDER:
+                if cls not in seen and cls not in self._hidden \
+                        and self._inherited(cls) is not _ABSENT:
+                    yield cls
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -215,14 +275,16 @@ def _rebuilt(factory: Callable[[Any], LiveFormulaMap], own: MutableMapping[Any, 
 
 
 def live_map(table: Mapping[Any, Any] | None, *defaults: Mapping[Any, Any],
-             factory: Callable[[Any], LiveFormulaMap] | None = None) -> LiveFormulaMap:
+             factory: Callable[[Any], LiveFormulaMap] | None = None,
+             layer_classes: bool = False) -> LiveFormulaMap:
     """``table`` as a profiler's own entries over ``defaults`` (a :class:`LiveFormulaMap` is
     returned as it is; a plain mapping is kept, not copied). ``factory``, the function that
-    calls this one, rebuilds the map when it is copied or unpickled."""
+    calls this one, rebuilds the map when it is copied or unpickled; ``layer_classes``: the
+    ``torch.nn`` layer classes are keys too (:class:`LiveFormulaMap`)."""
     if isinstance(table, LiveFormulaMap):
         return table
     own = table if table is None or isinstance(table, MutableMapping) else dict(table)
-    return LiveFormulaMap(own, *defaults, factory=factory)
+    return LiveFormulaMap(own, *defaults, factory=factory, layer_classes=layer_classes)
 
 
 def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[..., Any] | None:
@@ -238,8 +300,12 @@ def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...,
 def resolve_with_owner(table: Mapping[Any, Callable[..., Any]], cls: type
                        ) -> tuple[Callable[..., Any], type] | None:
     """:func:`resolve`, also returning the class of ``cls.__mro__`` the function is
-    registered for."""
+    registered for. In a :class:`LiveFormulaMap`, a class deleted from it ends the walk: its
+    subclasses do not get a formula from above it either."""
+    hides = table.hides if isinstance(table, LiveFormulaMap) else None
     for base in cls.__mro__:
+        if hides is not None and hides(base):
+            return None
         fn = table.get(base)
         if fn is not None:
             return fn, base
@@ -314,34 +380,17 @@ def excluded_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> Non
     return None
 
 
-def _with_layer_classes(table: FormulaMap) -> FormulaMap:
-    """``table`` plus, for every ``torch.nn`` layer class that gets its formula from a base
-    class (``nn.BatchNorm2d`` from ``_BatchNorm``, ``nn.MaxPool2d`` from ``_MaxPoolNd``), an
-    entry of its own holding that formula: 0.0.4's maps were keyed by the layer classes, and
-    code written for them reads ``ops_map[nn.BatchNorm2d]``. The counts are the same either
-    way (lookup follows the class hierarchy)."""
-    out = dict(table)
-    for name in dir(nn):
-        cls = getattr(nn, name)
-        if isinstance(cls, type) and issubclass(cls, nn.Module) and cls not in out:
-            fn = resolve(table, cls)
-            if fn is not None:
-                out[cls] = fn
-    return out
-
-
 def get_default_ops_map() -> FormulaMap:
     """A new dict of the default ops formulas, keyed by module class (every ``torch.nn`` layer
     class that has one, also one that inherits it), with the 0.0.4 ``"default"`` and
-    ``"excluded"`` keys."""
-    return {**_with_layer_classes(OPS_FORMULAS.as_map()), DEFAULT_KEY: unknown_ops,
-            EXCLUDED_KEY: excluded_ops}
+    ``"excluded"`` keys: what a new profiler's ``ops_fn_map`` holds."""
+    return live_ops_map().copy()
 
 
 def get_default_macs_map() -> FormulaMap:
     """A new dict of the default multiply-accumulate formulas, keyed as
     :func:`get_default_ops_map`."""
-    return _with_layer_classes(MACS_FORMULAS.as_map())
+    return live_macs_map().copy()
 
 
 _OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(
@@ -351,10 +400,11 @@ _OPS_KEYS: Mapping[str, Callable[..., Any]] = MappingProxyType(
 def live_ops_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's ops map: ``own`` entries over the live ops registry (and the 0.0.4
     ``"default"``/``"excluded"`` keys of :func:`get_default_ops_map`)."""
-    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table, factory=live_ops_map)
+    return live_map(own, _OPS_KEYS, OPS_FORMULAS.table, factory=live_ops_map,
+                    layer_classes=True)
 
 
 def live_macs_map(own: Mapping[Any, Any] | None = None) -> LiveFormulaMap:
     """A profiler's macs map: ``own`` entries over the live macs registry."""
-    return live_map(own, MACS_FORMULAS.table, factory=live_macs_map)
+    return live_map(own, MACS_FORMULAS.table, factory=live_macs_map, layer_classes=True)
 

@@ -27,6 +27,7 @@ each) and named in a :class:`ModelStateWarning`, never left silent.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -315,3 +316,36 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         if versions[0]:
             _warn_written(root, *versions)
 
+
+
+@contextmanager
+def preserved_optimizer(optimizer: torch.optim.Optimizer | None) -> Iterator[None]:
+    """Run the block (which steps ``optimizer``) and put the optimizer's state back
+    afterwards, even when the block raises: each parameter's entries (Adam's moments and step
+    count, SGD's momentum buffer) as they were, the same tensors written back in place, and
+    entries the block added removed, so the user's next step continues from where their own
+    training left it. ``None``: nothing to keep."""
+    if optimizer is None:
+        yield
+        return
+    saved = {parameter: {key: value.detach().clone() if isinstance(value, Tensor)
+                         else copy.deepcopy(value) for key, value in entries.items()}
+             for parameter, entries in optimizer.state.items()}
+    try:
+        yield
+    finally:
+        state = optimizer.state
+        for parameter in [p for p in state if p not in saved]:
+            del state[parameter]
+        for parameter, entries in saved.items():
+            current = state[parameter]
+            for key in [k for k in current if k not in entries]:
+                del current[key]
+            for key, value in entries.items():
+                now = current.get(key)
+                if isinstance(value, Tensor) and isinstance(now, Tensor) \
+                        and now.shape == value.shape and now.dtype == value.dtype:
+                    with torch.no_grad():
+                        now.copy_(value)
+                else:
+                    current[key] = value

@@ -150,6 +150,20 @@ def check_exclusions(items: object, name: str = "exclude_from_ops") -> list[Any]
     return out
 
 
+_UNREAD: dict[str, dict[str, str]] = {
+    "macs_fn_map": {
+        DEFAULT_KEY: "a module without a MACs formula gets the MACs of the aten operators it "
+                     "runs; 'default' is a key of ops_fn_map and io_size_fn_map",
+        EXCLUDED_KEY: "an excluded module's MACs are not counted; 'excluded' is a key of "
+                      "ops_fn_map"},
+    "io_size_fn_map": {
+        EXCLUDED_KEY: "an excluded module's io sizes are traced as any other's (by its type's "
+                      "function, else 'default'); 'excluded' is a key of ops_fn_map"},
+}
+"""The 0.0.4 string keys a map other than ``ops_fn_map`` has no use for, with what the pass
+does instead (accepted, they would be silently ignored)."""
+
+
 def check_formula_map(table: object, name: str) -> None:
     """A module formula map: a mapping from ``nn.Module`` subclasses, dotted class names or the
     ``"default"``/``"excluded"`` keys to functions (``None``: no entry)."""
@@ -161,11 +175,16 @@ def check_formula_map(table: object, name: str) -> None:
             if not issubclass(key, nn.Module):
                 raise ValueError(f"{name} has the key {key.__qualname__}, which is not a "
                                  "subclass of torch.nn.Module")
+            if key is nn.Module:
+                raise RegistryError(base_module_key(name))
         elif isinstance(key, str):
             if key not in (DEFAULT_KEY, EXCLUDED_KEY) and "." not in key:
                 raise ValueError(
                     f"{name} has the string key {key!r}: string keys are 'default', 'excluded' "
                     "or a dotted class name such as 'transformers.pytorch_utils.Conv1D'")
+            if key in _UNREAD.get(name, ()):
+                raise RegistryError(f"{name} has the key {key!r}, which no pass reads: "
+                                    f"{_UNREAD[name][key]}")
         else:
             hint = " (use its class)" if isinstance(key, nn.Module) else ""
             raise ValueError(f"{name} keys are module classes, dotted class names, 'default' "
@@ -196,6 +215,20 @@ def check_registration(register: str, fn: object) -> None:
     if not callable(fn) or isinstance(fn, type):
         raise TypeError(f"{register}(...) decorates a function (module, inputs, output); "
                         f"got {_kind(fn)}")
+
+
+def base_module_key(where: str) -> str:
+    """Why ``nn.Module`` is refused as a key of ``where`` (a map or a ``register_*``)."""
+    if "macs" in where:
+        instead = "register the formula for your module's own class"
+    elif "io_size" in where:
+        instead = "the function of every module type without one of its own is the 'default' key"
+    else:
+        instead = ("the formula of every module type without one of its own is the 'default' "
+                   "key (what it returns for a module holding others is the ops outside them)")
+    return (f"{where} got the key torch.nn.Module, the base class of every module: every "
+            f"module class replaces its forward, so a formula for it prices no module's work; "
+            f"{instead}")
 
 
 def check_registry_key(register: str, key: object) -> None:
@@ -262,6 +295,20 @@ def io_size_pair(value: object, *, function: Callable[..., Any], path: str, modu
         f"io-size function {formula_name(function)!r} for module {display_path(path)!r} "
         f"({type(module).__name__}) returned {_kind(value)}: an io-size function returns a "
         "pair (input_size, output_size)", path)
+
+
+def operator_pair(value: object, operator: object, call: Any, backward: bool = False
+                  ) -> tuple[Any, Any]:
+    """An operator formula's result as its two entries ``(ops, macs)`` (a tuple or a list of
+    two), or a :class:`~moduleprofiler.errors.FormulaError` naming the module call it ran in
+    (``call``; ``None``: outside every call)."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return value[0], value[1]
+    where = ("outside every module call" if call is None
+             else f"in module {display_path(call.path)!r} ({type(call.module).__name__})")
+    raise FormulaError(f"{'backward ' if backward else ''}operator formula for {operator} "
+                       f"{where} returned {_kind(value)}: an operator formula returns "
+                       f"(ops, macs)", None if call is None else call.path)
 
 
 def operator_counts(ops: object, macs: object, operator: object, call: Any,

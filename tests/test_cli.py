@@ -218,6 +218,26 @@ def test_predict_without_a_host_says_device_time(capsys: pytest.CaptureFixture[s
     assert "predicted latency" not in said
 
 
+def test_predict_shows_its_columns_beside_the_groups_what_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # --what backward printed the backward counts and no predicted column at all
+    python = ModuleProfiler().predict(tiny(), torch.randn(2, 4), device="H100 SXM",
+                                      backward=True)
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--what",
+                         "backward", "--width", "0")
+    assert status == 0
+    header = out.splitlines()[0]
+    for name in ("backward MACs", "backward ops", "predicted device", "predicted host",
+                 "backward predicted device", "backward predicted host"):
+        assert name in header
+    assert f"predicted latency on {python.predicted_for}: " \
+           f"{python.predicted_latency_ms:.3f} ms" in " ".join(out.split())
+    status, out, _ = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--what",
+                         "params", "--width", "0")
+    assert status == 0
+    assert out.splitlines()[0].split()[:4] == ["module", "params", "predicted", "device"]
+
+
 def test_predict_says_how_fp32_matmuls_run(capsys: pytest.CaptureFixture[str]) -> None:
     # tiny() is fp32: its Linears run at the plain FP32 peak unless TF32 is asked for, as in
     # a fresh process (torch's default matmul precision "highest")

@@ -438,3 +438,151 @@ def test_a_profiler_can_be_deep_copied_and_pickled(duplicate: str) -> None:
         assert twin.profile(Custom(), torch.zeros(1)).total_ops == 42
     finally:
         unregister_ops(Custom)
+
+
+# -- a profiler's maps behave as 0.0.4's default dicts ------------------------------------------
+
+def _batch_norm_call() -> tuple[nn.BatchNorm2d, torch.Tensor]:
+    # BatchNorm2d(3) in eval mode on (2, 3, 4, 4): M = 2 * 4 * 4 = 32 values per channel;
+    # running statistics C * (2M + 2) = 3 * 66 = 198, affine 2 * C * M = 192: 390 ops
+    return nn.BatchNorm2d(3).eval(), torch.randn(2, 3, 4, 4)
+
+
+def test_wrapping_a_built_in_formula_read_from_the_profilers_map() -> None:
+    profiler = ModuleProfiler()
+    bn, x = _batch_norm_call()
+    assert profiler.profile(bn, x).total_ops == 390
+    # nn.BatchNorm2d's formula is registered for its base class: the map read through to it
+    # (0.0.4's map had the key), so wrapping it as 0.0.4 users did works on the same profiler
+    old = profiler.ops_fn_map[nn.BatchNorm2d]
+    profiler.ops_fn_map[nn.BatchNorm2d] = lambda module, inputs, output: 2 * old(
+        module, inputs, output)
+    assert profiler.profile(bn, x).total_ops == 2 * 390
+    assert ModuleProfiler().profile(bn, x).total_ops == 390  # other profilers: unchanged
+    wrapped = ModuleProfiler()
+    old_conv = wrapped.ops_fn_map[nn.Conv2d]
+    wrapped.ops_fn_map[nn.Conv2d] = lambda m, i, o: 2 * old_conv(m, i, o)
+    conv, image = nn.Conv2d(1, 1, 1), torch.randn(1, 1, 2, 2)
+    # 4 outputs * (1 multiply + 1 bias add) = 8, doubled: 16
+    assert wrapped.profile(conv, image).total_ops == 16
+
+
+def test_the_ops_map_keeps_the_whole_dict_protocol_of_004() -> None:
+    profiler = ModuleProfiler()
+    ops_map = profiler.ops_fn_map
+    default = get_default_ops_map()
+    assert set(ops_map) == set(ops_map.keys()) == set(default)
+    assert len(ops_map) == len(default) and dict(ops_map) == default == ops_map
+    assert dict(ops_map.items()) == default and list(ops_map.values()) == [
+        default[key] for key in ops_map]
+    assert ops_map.copy() == default
+    for key in ("default", "excluded", nn.BatchNorm2d, nn.MaxPool2d, nn.AdaptiveAvgPool2d,
+                nn.Linear):
+        assert key in ops_map and ops_map.get(key) is default[key] is ops_map[key]
+    assert ops_map.get(Custom) is None and ops_map.get(Custom, 3) == 3
+    with pytest.raises(KeyError):
+        ops_map[Custom]
+    popped = ops_map.pop(nn.MaxPool2d)
+    assert popped is default[nn.MaxPool2d] and nn.MaxPool2d not in ops_map
+    assert len(ops_map) == len(default) - 1
+    with pytest.raises(KeyError):
+        del ops_map[nn.MaxPool2d]
+    ops_map.update({nn.MaxPool2d: popped, Custom: _one_op})
+    assert ops_map[nn.MaxPool2d] is popped and ops_map[Custom] is _one_op
+    assert nn.MaxPool2d in get_default_macs_map() and nn.MaxPool2d in profiler.macs_fn_map
+    assert set(profiler.macs_fn_map) == set(get_default_macs_map())
+    io_map = profiler.io_size_fn_map
+    assert dict(io_map) == get_default_io_size_map() and "default" in io_map
+
+
+def test_a_deleted_layer_class_does_not_get_its_base_classs_formula() -> None:
+    profiler = ModuleProfiler()
+    bn, x = _batch_norm_call()
+    del profiler.ops_fn_map[nn.BatchNorm2d]
+    assert nn.BatchNorm2d not in profiler.ops_fn_map
+    # not priced by the formula registered for _BatchNorm: counted by its operators, which
+    # find the same 390
+    record = profiler.profile(bn, x).records[0]
+    assert (record.self_ops, record.ops_source) == (390, "operator")
+
+
+def test_an_own_entry_for_a_base_class_is_what_its_layer_classes_read() -> None:
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[_BatchNorm] = _one_op
+    bn, x = _batch_norm_call()
+    assert profiler.ops_fn_map[nn.BatchNorm2d] is _one_op
+    assert profiler.profile(bn, x).total_ops == 1
+
+
+def test_a_dotted_name_entry_for_a_layer_class_wins_over_its_base_classs_formula() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[qualified_name(nn.BatchNorm2d)] = _one_op
+    bn, x = _batch_norm_call()
+    assert profiler.ops_fn_map[nn.BatchNorm2d] is _one_op
+    assert profiler.profile(bn, x).total_ops == 1  # not the 390 of _BatchNorm's formula
+
+
+# -- nn.Module as a key -------------------------------------------------------------------------
+
+class Doubler(nn.Module):
+    """A Linear(4, 4) and a doubling of its output: its own work is outside its child."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * 2
+
+
+def test_a_formula_for_nn_module_is_refused_naming_the_key_and_the_default_key() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[nn.Module] = _one_op  # accepted, then never used by any module
+    with pytest.raises(RegistryError, match=r"ops_fn_map got the key torch\.nn\.Module.*"
+                                            r"'default' key"):
+        profiler.profile(Doubler(), torch.randn(2, 4))
+    with pytest.raises(RegistryError, match=r"register_ops got the key torch\.nn\.Module"):
+        register_ops(nn.Module)
+    with pytest.raises(RegistryError, match=r"macs_fn_map got the key torch\.nn\.Module"):
+        ModuleProfiler(macs_fn_map={nn.Module: _one_op})
+    with pytest.raises(RegistryError, match=r"io_size_fn_map got the key torch\.nn\.Module"):
+        ModuleProfiler(io_size_fn_map={nn.Module: _one_op})
+
+
+def test_the_default_key_prices_the_own_work_of_a_module_without_a_formula() -> None:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map["default"] = lambda module, inputs, output: output.numel()
+    profile = profiler.profile(Doubler(), torch.randn(2, 4))
+    # Doubler's own work by the default function: 2 * 4 = 8 doublings; its Linear by its own
+    # formula: 2 rows * 4 outputs * (2 * 4) = 64
+    assert [(r.path, r.self_ops) for r in profile.records] == [("", 8), ("linear", 64)]
+
+
+@pytest.mark.parametrize(("keyword", "key"), [("macs_fn_map", "default"),
+                                              ("macs_fn_map", "excluded"),
+                                              ("io_size_fn_map", "excluded")])
+def test_a_04_key_a_map_does_not_read_is_refused(keyword: str, key: str) -> None:
+    # accepted and ignored: a "default" MACs function never priced anything
+    with pytest.raises(RegistryError, match=f"{keyword} has the key '{key}', which no pass "
+                                            "reads"):
+        ModuleProfiler(**{keyword: {key: _one_op}})
+    profiler = ModuleProfiler()
+    getattr(profiler, keyword)[key] = _one_op
+    with pytest.raises(RegistryError, match=f"{keyword} has the key '{key}'"):
+        profiler.profile(Custom(), torch.zeros(1))
+
+
+def test_unregistering_a_class_that_inherits_its_formula_names_the_base_and_removes_nothing(
+) -> None:
+    register_ops(Custom)(_one_op)
+    try:
+        with pytest.raises(KeyError, match=r"ops registry has no function registered for "
+                                           r"torch\.nn\.modules\.batchnorm\.BatchNorm2d; it "
+                                           r"inherits the one registered for "
+                                           r"torch\.nn\.modules\.batchnorm\._BatchNorm"):
+            unregister_ops(Custom, nn.BatchNorm2d)
+        assert ModuleProfiler().ops_fn_map[Custom] is _one_op  # not removed half-way
+    finally:
+        unregister_ops(Custom)

@@ -291,6 +291,23 @@ def test_an_operator_formula_result_is_checked() -> None:
 
 
 @pytest.mark.parametrize(("value", "kind"), [
+    (6, "int 6"), (None, "None"), ((6, 0, 0), r"tuple \(6, 0, 0\)"),
+])
+def test_an_operator_result_that_is_not_a_pair_is_refused_saying_what_it_returned(
+        value: Any, kind: str) -> None:
+    # the message said "raised TypeError: cannot unpack non-iterable int object"
+    profiler = ModuleProfiler()
+    profiler.operator_fn_map[torch.ops.aten.mul] = lambda args, kwargs, out: value
+    with pytest.raises(FormulaError, match=rf"operator formula for aten\.mul\.Tensor in module "
+                                           rf"'1' \(Scale\) returned {kind}: an operator "
+                                           r"formula returns \(ops, macs\)") as info:
+        profiler.profile(scale_model(), X)
+    assert info.value.path == "1"
+    profiler.operator_fn_map[torch.ops.aten.mul] = lambda args, kwargs, out: [6, 0]
+    assert profiler.profile(scale_model(), X).calls("1")[0].self_ops == 6  # a list of two
+
+
+@pytest.mark.parametrize(("value", "kind"), [
     (5, "int 5"), (None, "None"), (((2, 4),), r"tuple \(\(2, 4\),\)"),
     ("ab", "str 'ab'"),
 ])

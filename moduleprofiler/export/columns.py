@@ -328,8 +328,9 @@ _DESCRIPTIONS: dict[str, str] = {
     "self_params": "parameter elements registered on the module itself that no module before "
                   "it in named_modules() order registered (a tied weight is owned once), so "
                   "they add up to the model's total",
-    "shared_with": "the modules owning parameters this module registers too (a tied output "
-                   "layer: transformer.wte); empty when it shares none",
+    "shared_with": "the modules owning parameters or buffers this module registers too (a "
+                   "tied output layer: transformer.wte), each tensor owned by its first "
+                   "holder; empty when it shares none",
     "trainable_params": "of params, the elements of parameters with requires_grad (inclusive)",
     "buffers": "buffer elements of the module and its descendants, each tensor counted once",
     "param_bytes": "bytes of params (numel x element size, each tensor once; inclusive)",

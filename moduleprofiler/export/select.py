@@ -55,6 +55,12 @@ def profile_totals(profile: Profile) -> dict[str, int | float]:
     for name, value in quantities.items():
         if value is not None:  # the model's X is its root's; its self_X rows add up to it
             totals[name] = totals[f"self_{name}"] = value
+    if profile.modules:
+        # the root's tensor sums, each tensor once: the rows' sums count a tensor several
+        # modules hold (a tied weight, a shared buffer) at each of them
+        root = profile.modules[0]
+        totals.update(trainable_params=root.trainable_params, param_bytes=root.param_bytes,
+                      buffers=root.buffers, buffer_bytes=root.buffer_bytes)
     return totals
 
 
@@ -349,22 +355,23 @@ def _shared_note(profile: Profile, frame: pd.DataFrame) -> tuple[str, ...]:
             f"parameters on its own row only: {listing(drawn)}",)
 
 
-_INCLUSIVE_PARAMS = ("params", "trainable_params", "param_bytes")
-"""Columns in which a module's row counts the parameters it registers that another owns."""
+_INCLUSIVE_TENSORS = ("params", "trainable_params", "param_bytes", "buffers", "buffer_bytes")
+"""Columns in which a module's row counts the parameters and buffers it registers that another
+module owns."""
 
 
 def _tied_note(frame: pd.DataFrame, shown: Sequence[str]) -> tuple[str, ...]:
-    """The note under a flat table whose parameter columns count a tied weight on more than
-    one row (the tree marks such a row ``[shared with owner]``)."""
-    if "shared_with" not in frame or not any(name in shown for name in _INCLUSIVE_PARAMS):
+    """The note under a flat table whose parameter or buffer columns count a tied tensor on
+    more than one row (the tree marks such a row ``[shared with owner]``)."""
+    if "shared_with" not in frame or not any(name in shown for name in _INCLUSIVE_TENSORS):
         return ()
     tied = [f"{module} (owned by {owner})" for module, owner in zip(frame["module"],
                                                                     frame["shared_with"])
             if isinstance(owner, str)]
     if not tied:
         return ()
-    return (f"params include tied parameters another module owns, counted once in the "
-            f"total: {listing(tied)}",)
+    return (f"params and buffers include tied tensors another module owns, counted once in "
+            f"the total: {listing(tied)}",)
 
 
 # -- the views --------------------------------------------------------------------------------

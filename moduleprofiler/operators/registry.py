@@ -20,7 +20,7 @@ from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
 from moduleprofiler.registry import LiveFormulaMap, live_map
 from moduleprofiler.shards import on_local_shards
-from moduleprofiler.validate import operator_counts
+from moduleprofiler.validate import operator_counts, operator_pair
 
 OperatorCount = tuple[int, int]
 """``(ops, macs)`` of one operator call."""
@@ -257,7 +257,6 @@ class PassFormulas:
                 name = operator_name(func)
                 self.missing[name] = self.missing.get(name, 0) + 1
                 return _MISSING
-            ops, macs = counted
         except FormulaError:
             raise
         except Exception as exc:
@@ -266,6 +265,10 @@ class PassFormulas:
             raise FormulaError(
                 f"{'backward ' if backward else ''}operator formula for {func} {where} raised "
                 f"{type(exc).__name__}: {exc}", None if call is None else call.path) from exc
+        if type(counted) is tuple and len(counted) == 2:
+            ops, macs = counted
+        else:  # a formula's own value, not an error of its arguments: say what it returned
+            ops, macs = operator_pair(counted, func, call, backward)
         if not (type(ops) is int and type(macs) is int and ops >= 0 and macs >= 0):
             ops, macs = operator_counts(ops, macs, func, call, backward)
         return ops, macs

@@ -26,7 +26,7 @@ from moduleprofiler.loss import default_loss, user_loss
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
-from moduleprofiler.state import preserved_state
+from moduleprofiler.state import preserved_optimizer, preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
@@ -408,7 +408,8 @@ def train_step_times(
     run = timed.measure(step, watched, plain, plan, opts, bar, [
         preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
                         optimizer_steps=optimizer is not None),
-        _preserved_parameters(module, restore and optimizer is not None), torch.enable_grad()])
+        _preserved_parameters(module, restore and optimizer is not None),
+        preserved_optimizer(optimizer if restore else None), torch.enable_grad()])
     for marks in plain:
         rows.add_phases("plain", marks, names)
     for kind, kind_raws in raws.items():

@@ -62,8 +62,8 @@ def test_the_flat_table_notes_the_tied_layer(profile: Profile) -> None:
     # emb's 1,600 and out's 1,600 are one weight: the rows say 1,600 twice, the total once
     text = profile.table(width=0).to_text()
     assert "total: params 1.87K" in text
-    assert "note: params include tied parameters another module owns, counted once in the " \
-           "total: out (owned by emb)" in text
+    assert "note: params and buffers include tied tensors another module owns, counted once " \
+           "in the total: out (owned by emb)" in text
     # a table without parameter columns has nothing to say of them
     assert "tied" not in profile.table(["ops"], width=0).to_text()
 
@@ -170,3 +170,76 @@ def test_a_tensor_several_modules_of_one_type_hold_counts_once_per_type() -> Non
     assert top.loc["Embedding", "params"] == 1600
     again = Profile.from_json(profile.to_json())  # the shared tensors travel with the file
     assert again.to_df("type").set_index("type").loc["Embedding", "params"] == 1600
+
+
+class Rotary(nn.Module):
+    """A layer holding a rotary ``inv_freq`` buffer that every layer registers (the same
+    tensor), and a Linear(8, 8)."""
+
+    def __init__(self, inv_freq: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", inv_freq)  # 8 float32: 32 bytes
+        self.proj = nn.Linear(8, 8)  # 64 + 8 = 72 parameters
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) * self.inv_freq
+
+
+class RotaryLast(Rotary):
+    """The same layer under another type name."""
+
+
+@pytest.fixture(scope="module")
+def rotary() -> Profile:
+    inv_freq = torch.ones(8)
+    model = nn.Sequential(Rotary(inv_freq), RotaryLast(inv_freq))
+    return ModuleProfiler().profile(model, torch.randn(2, 8))
+
+
+def test_a_shared_buffer_is_marked_as_a_tied_weight(rotary: Profile) -> None:
+    # the second layer holds the first layer's buffer: named, as a tied weight's owner is
+    assert [(info.path, info.shared_with) for info in rotary.modules] == [
+        ("", None), ("0", None), ("0.proj", None), ("1", "0"), ("1.proj", None)]
+    assert "1 (RotaryLast) [shared with 0]" in rotary.tree(width=0).to_text()
+    text = rotary.table(["buffers", "buffer_bytes"], width=0).to_text()
+    assert "counted once in the total: 1 (owned by 0)" in " ".join(text.split())
+
+
+def test_shares_of_a_shared_buffer_are_of_the_models_buffers_counted_once(
+        rotary: Profile) -> None:
+    # the model holds 8 buffer elements, 32 bytes; each layer type holds all of them: 100 %
+    # each (the rows' sum, 2 x 32 = 64 bytes, made them 50 %; at every depth 3 x 8 = 24
+    # elements, 33.3 %)
+    assert (rotary.modules[0].buffers, rotary.modules[0].buffer_bytes) == (8, 32)
+    depth_one = rotary.top(by="buffer_bytes", depth=1).frame.set_index("type")
+    assert list(depth_one["buffer_bytes"]) == [32, 32]
+    assert list(depth_one["buffer_bytes_pct"]) == [100.0, 100.0]
+    every = rotary.top(by="buffers").frame.set_index("type")
+    assert every.loc["RotaryLast", "buffers_pct"] == 100.0
+    # parameters are not shared here: 72 each of 144, 50 %
+    assert list(rotary.top(by="params", depth=1).frame["params_pct"]) == [50.0, 50.0]
+
+
+def test_shares_of_parameter_bytes_are_of_the_model_with_the_tie_once(profile: Profile) -> None:
+    top = profile.top(by="param_bytes", depth=1).frame.set_index("type")
+    # Embedding 1,600 x 4 = 6,400 bytes of the model's 1,872 x 4 = 7,488: 85.5 % (of the rows'
+    # sum 6,400 + 1,088 + 6,400 = 13,888 it read 46.1 %)
+    assert top.loc["Embedding", "param_bytes"] == 6400
+    assert round(float(top.loc["Embedding", "param_bytes_pct"]), 1) == 85.5
+
+
+def test_a_module_registered_twice_keeps_the_per_type_sums_of_shared_tensors() -> None:
+    # one module registered at two places sends the scan down its slow path, which listed no
+    # shared tensor: Embedding read 4,800 (the weight three times), BatchNorm1d 18 buffers
+    model = SharedAcrossOneType().eval()
+    plain = ModuleProfiler().profile(model, torch.zeros(2, 3, dtype=torch.long))
+    model.alias = model.a  # registered again, under another name
+    aliased = ModuleProfiler().profile(model, torch.zeros(2, 3, dtype=torch.long))
+    columns = ["params", "param_bytes", "trainable_params", "buffers", "buffer_bytes"]
+    types = aliased.to_df("type").set_index("type")
+    assert types.loc["Embedding", "params"] == 1600
+    assert types.loc["BatchNorm1d", "buffers"] == 14
+    assert types.loc["Linear", "params"] == 36
+    assert types[columns].equals(plain.to_df("type").set_index("type")[columns])
+    assert [info.shared_tensors for info in aliased.modules] == [
+        info.shared_tensors for info in plain.modules]

@@ -275,6 +275,31 @@ def test_optimizer_steps_are_timed_and_undone():
     assert np.allclose(step, parts)
 
 
+def test_the_optimizers_state_is_put_back_with_the_parameters():
+    # Adam after one step of the user's own training: step 1, its moments; the pass's ten
+    # steps (its kinds of step, 5 iterations each) left it at step 11, with the moments of the
+    # profiling batches, for the user's next step
+    model = nn.Linear(5, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    nn.functional.mse_loss(model(torch.randn(6, 5)), torch.randn(6, 1)).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    state = optimizer.state[model.weight]
+    held = state["exp_avg"]
+    before = {key: value.clone() for key, value in state.items()}
+    train_step_times(model, torch.randn(6, 5), target=torch.randn(6, 1),
+                     loss_fn=nn.functional.mse_loss, optimizer=optimizer, num_iters=5,
+                     drop_first=1, num_threads=1, measure_overhead=False)
+    after = optimizer.state[model.weight]
+    assert float(after["step"]) == 1.0 and after["exp_avg"] is held
+    assert all(torch.equal(after[key], value) for key, value in before.items())
+    # restore=False keeps what the pass did, its optimizer steps included
+    train_step_times(model, torch.randn(6, 5), target=torch.randn(6, 1),
+                     loss_fn=nn.functional.mse_loss, optimizer=optimizer, num_iters=5,
+                     drop_first=1, num_threads=1, measure_overhead=False, restore=False)
+    assert float(optimizer.state[model.weight]["step"]) > 1.0
+
+
 def test_default_loss_sums_every_output_and_asks_for_loss_fn():
     class TwoHeads(nn.Module):
         def __init__(self) -> None:
