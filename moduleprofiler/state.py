@@ -317,7 +317,6 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             _warn_written(root, *versions)
 
 
-
 @contextmanager
 def preserved_optimizer(optimizer: torch.optim.Optimizer | None) -> Iterator[None]:
     """Run the block (which steps ``optimizer``) and put the optimizer's state back
