@@ -11,6 +11,9 @@
   are snapshotted right after they materialise (in the pass), so they too are left as
   initialised, not as the pass's forward updated them (buffers only torch's own eval-mode batch
   and instance norms hold are not copied: those layers only read them);
+* the cache of ``torch.nn.utils.parametrize.cached()``, when the pass runs inside that block:
+  the parametrized tensors the pass computed (under ``no_grad``, so without a graph) are taken
+  out of it again, and the model's next forward in the block computes its own;
 * with ``grads=True`` (passes that call ``backward()``), every parameter's ``.grad`` (and that
   of the input leaves a real ``loss.backward()`` reaches): set aside before the pass (the pass
   starts like a step after ``zero_grad(set_to_none=True)``) and put back after it; gradients
@@ -34,6 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter, is_lazy
+from torch.nn.utils import parametrize
 
 from moduleprofiler.warn import warn
 
@@ -170,6 +174,22 @@ def _warn_written(root: nn.Module, parameters: list[Tensor], versions: list[int]
         "pass's forward wrote: reload them (load_state_dict) if that matters"))
 
 
+def _parametrize_cache() -> set[tuple[int, str]] | None:
+    """The keys of torch's parametrization cache when a ``parametrize.cached()`` block is
+    open (``None`` otherwise: nothing is cached, and nothing needs taking out)."""
+    return set(parametrize._cache) if parametrize._cache_enabled else None
+
+
+def _uncache(kept: set[tuple[int, str]]) -> None:
+    """Take the entries made since :func:`_parametrize_cache` out of torch's parametrization
+    cache: a weight the pass computed under ``no_grad`` would otherwise be what the model's
+    next forward in the user's ``cached()`` block reads, and no gradient would reach the
+    parametrization's original parameters."""
+    cache = parametrize._cache
+    for key in [key for key in cache if key not in kept]:
+        del cache[key]
+
+
 def _parameters(root: nn.Module) -> list[nn.Parameter]:
     unique: dict[int, nn.Parameter] = {}
     for parameter in root.parameters():
@@ -282,6 +302,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         else []
     lazy_hooks = ExitStack()
     versions: tuple[list[Tensor], list[int]] = ([], [])
+    cached = _parametrize_cache()
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
         # ``mode``: an inference model in eval mode costs no recursive walk
@@ -304,6 +325,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         yield
     finally:
         lazy_hooks.close()
+        if cached is not None:
+            _uncache(cached)
         _put_back(saved_grads)
         if buffer_counts:  # first: a restored slot the forward deleted comes back last
             _drop_registered(modules, buffer_counts, parameter_counts)
