@@ -11,6 +11,11 @@
   are snapshotted right after they materialise (in the pass), so they too are left as
   initialised, not as the pass's forward updated them (buffers only torch's own eval-mode batch
   and instance norms hold are not copied: those layers only read them);
+* the weight that the forward pre-hooks of torch's older reparametrizations (``weight_norm``,
+  ``spectral_norm`` and pruning in ``torch.nn.utils``) compute on every call and set as a plain
+  attribute of the module (``module.weight``, not a parameter): the module gets its own
+  tensor back, not the pass's (computed under ``no_grad``; by a spectral norm in training
+  mode, from power-iteration vectors that are themselves restored);
 * the cache of ``torch.nn.utils.parametrize.cached()``, when the pass runs inside that block:
   the parametrized tensors the pass computed (under ``no_grad``, so without a graph) are taken
   out of it again, and the model's next forward in the block computes its own;
@@ -38,6 +43,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter, is_lazy
 from torch.nn.utils import parametrize
+from torch.nn.utils.prune import BasePruningMethod
+from torch.nn.utils.spectral_norm import SpectralNorm
+from torch.nn.utils.weight_norm import WeightNorm
 
 from moduleprofiler.warn import warn
 
@@ -117,6 +125,30 @@ def _drop_registered(modules: Sequence[nn.Module], buffer_counts: list[int],
         if len(parameters) > parameter_count:
             for name in list(parameters)[parameter_count:]:
                 del parameters[name]
+
+
+def _hook_weights(modules: Sequence[nn.Module]) -> list[_Slot]:
+    """The plain attributes (``module.weight``) that the forward pre-hooks of torch's older
+    reparametrizations set on every call, as slots of the modules' ``__dict__``: a hook of
+    ``weight_norm`` or ``spectral_norm`` names it ``name``, a pruning method
+    ``_tensor_name``."""
+    slots: list[_Slot] = []
+    for module in modules:
+        hooks = module._forward_pre_hooks
+        if not hooks:  # the usual case: one dict read
+            continue
+        own = module.__dict__
+        for hook in hooks.values():
+            if isinstance(hook, (WeightNorm, SpectralNorm)):
+                name = hook.name
+            elif isinstance(hook, BasePruningMethod):
+                name = hook._tensor_name
+            else:
+                continue
+            weight = own.get(name)
+            if isinstance(weight, Tensor):
+                slots.append((own, name, weight))
+    return slots
 
 
 def _written_weights(modules: Sequence[nn.Module]) -> list[Tensor]:
@@ -312,6 +344,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             _switch(root, modules, True)
         if buffers is not False:
             written, slots, lazy = _buffers(modules)
+            slots += _hook_weights(modules)
             weights = _written_weights(modules)
             saved_buffers = _snapshot([*written, *weights])
             if not optimizer_steps:

@@ -305,3 +305,27 @@ def test_a_pass_inside_parametrize_cached_leaves_the_cache_as_it_was(backward: b
     # parameter, as it does without the pass
     assert grad is not None and expected is not None
     assert torch.allclose(grad, expected)
+
+
+REWEIGHTINGS: dict[str, Callable[[nn.Module], Any]] = {
+    "weight_norm": torch.nn.utils.weight_norm,
+    "spectral_norm": torch.nn.utils.spectral_norm,
+    "pruning": lambda layer: torch.nn.utils.prune.l1_unstructured(layer, "weight", 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REWEIGHTINGS))
+def test_the_weight_an_older_reparametrization_sets_is_put_back(name: str) -> None:
+    torch.manual_seed(0)
+    layer = nn.Linear(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # weight_norm's deprecation
+        REWEIGHTINGS[name](layer)
+    model = nn.Sequential(layer).train()
+    weight = layer.weight  # a plain attribute its forward pre-hook sets on every call
+    value = weight.detach().clone()
+    ModuleProfiler().profile(model, X, eval=False)
+    # the module's own tensor, not the pass's (computed under no_grad; the spectral norm's
+    # from the power iteration the pass ran in training mode)
+    assert layer.weight is weight
+    assert torch.equal(layer.weight, value)
