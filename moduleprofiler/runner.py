@@ -308,6 +308,17 @@ def owner_in(starts: list[int], calls: list[Call | None], sequence: int) -> Call
     return calls[position] if position >= 0 else None
 
 
+def _listener_failed(listener: Listener | None, moment: str, call: Call,
+                     exc: Exception) -> ProfilingError:
+    """The error for a listener that raised ``exc`` (not a :class:`ProfilingError`: a
+    formula's :class:`FormulaError` goes on as it is) at the ``moment`` (start or end) of
+    ``call``: it names the listener and the module call, not the module's forward."""
+    return ProfilingError(
+        f"listener {type(listener).__name__} raised {type(exc).__name__} at the {moment} of "
+        f"the call of module {display_path(call.path)!r} ({type(call.module).__name__}): "
+        f"{exc}", call.path)
+
+
 class PassRunner:
     """Hooks ``root``, runs a pass and dispatches its events to ``listeners``.
 
@@ -541,8 +552,14 @@ class PassRunner:
         if announce:
             # ``kwargs`` is None only from a pre-hook installed without them, in a pass with
             # no listener to tell here
-            for listener in self._enter_listeners:
-                listener.enter(call, args, kwargs or {})
+            listener = None
+            try:
+                for listener in self._enter_listeners:
+                    listener.enter(call, args, kwargs or {})
+            except ProfilingError:
+                raise
+            except Exception as exc:
+                raise _listener_failed(listener, "start", call, exc) from exc
         observer = self._observer
         if observer is not None:
             wanted = self._observed.get(key)
@@ -566,9 +583,14 @@ class PassRunner:
                  else None)
         if muted is not None:
             muted.muted = True
+        listener = None
         try:
             for listener in self._enter_listeners:
                 listener.enter(call, args, kwargs)
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise _listener_failed(listener, "start", call, exc) from exc
         finally:
             if muted is not None:
                 muted.muted = False
@@ -608,8 +630,19 @@ class PassRunner:
                 if self.failed_path is None:
                     self.failed_path = call.path
             else:
-                for listener in self._exit_listeners:
-                    listener.exit(call, args, kwargs, output)
+                listener = None
+                try:
+                    for listener in self._exit_listeners:
+                        listener.exit(call, args, kwargs, output)
+                except ProfilingError:
+                    raise
+                except Exception as exc:
+                    # this call's error, not its caller's: the caller's exit hook, which
+                    # sees it next, would otherwise be named as the module that failed
+                    call.failed = True
+                    if self.failed_path is None:
+                        self.failed_path = call.path
+                    raise _listener_failed(listener, "end", call, exc) from exc
         finally:
             if self._track_nodes:
                 self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
