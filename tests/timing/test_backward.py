@@ -259,8 +259,8 @@ def test_a_backward_hook_that_raises_gives_a_profiling_error():
         raise ValueError("no gradient wanted")
 
     handle = model[1].register_full_backward_hook(refuse)
-    with pytest.raises(ProfilingError, match="^the backward pass raised ValueError: no "
-                                             "gradient wanted$") as raised:
+    with pytest.raises(ProfilingError, match=r"^the backward pass raised ValueError: no "
+                                             r"gradient wanted$") as raised:
         train_step_times(model, torch.randn(8, 3), num_iters=2, drop_first=0, num_threads=1)
     assert isinstance(raised.value.__cause__, ValueError) and len(calls) == 1
     # the user's hook is still there, alone; the pass's own are gone
