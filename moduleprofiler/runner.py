@@ -269,6 +269,13 @@ def _foreign(hooks: Mapping[int, Any]) -> bool:
     return False
 
 
+def _global_module_hooks() -> bool:
+    """Whether torch holds global forward hooks or pre-hooks
+    (``nn.modules.module.register_module_forward_hook``), which run for every module call."""
+    module_hooks = nn.modules.module
+    return bool(module_hooks._global_forward_hooks or module_hooks._global_forward_pre_hooks)
+
+
 def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle],
                    pre_kwargs: bool) -> None:
     for module in hooked:  # the tables ``_install`` wrote, by name (once per module)
@@ -353,7 +360,9 @@ class PassRunner:
         self.own_hooks: frozenset[int] = frozenset()
         """Ids of the modules that carry forward hooks of their own (the user's, a
         ``weight_norm``, a pruning mask): those hooks run inside the module's call (its
-        pre-hooks after the call opens), so their work is the call's."""
+        pre-hooks after the call opens), so their work is the call's. Every module while
+        torch holds global forward hooks (``register_module_forward_hook``): those run in
+        each call, the global pre-hooks just before it, in the caller's call."""
         self.reruns = Reruns()
         """The module calls made inside the backward (a checkpoint's rerun), matched to the
         forward calls they repeat; never recorded as calls."""
@@ -522,6 +531,10 @@ class PassRunner:
                     f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
                     f"{exc}", path) from exc
         self.unhooked = tuple(unhooked)
+        if _global_module_hooks():
+            # torch's global forward hooks run in every module's call (the forward hooks) or
+            # just before it, in its caller's (the pre-hooks): work no formula prices
+            own_hooks = [id(module) for module in self.modules]
         self.own_hooks = frozenset(own_hooks)
 
     def _enter(self, module: nn.Module, args: tuple[Any, ...],
