@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from moduleprofiler.inputs import orig_mod_of
 from moduleprofiler.records import ROOT_NAME
 
 
@@ -58,8 +59,8 @@ def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
     and the note says so. A submodule compiled in place (``block.compile()``) cannot be
     unwrapped without changing it: ``ValueError`` (the compiled clock times such a model).
     """
-    original = getattr(module, "_orig_mod", None)
-    if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+    original = orig_mod_of(module)
+    if original is not None:
         return original, (
             "the model is torch.compile'd: hooks would break its compiled graph at every "
             "module, so the per-module times are of its original module run eagerly "

@@ -73,3 +73,13 @@ class LocatedErrors:
         if located is None:
             return False
         raise located from exc
+
+
+def backward_error(exc: Exception, root: nn.Module) -> ProfilingError:
+    """The :class:`ProfilingError` for a backward that raised ``exc``: the module whose forward
+    raised it where one did (a checkpoint rerunning it), else the words of
+    :meth:`~moduleprofiler.runner.PassRunner.backward` (a backward hook, an autograd
+    function)."""
+    located = located_error(exc, root)
+    return located if located is not None else ProfilingError(
+        f"the backward pass raised {type(exc).__name__}: {exc}")

@@ -12,15 +12,24 @@ from torch import Tensor, nn
 Invocation = Callable[[], Any]
 
 
+def orig_mod_of(module: nn.Module) -> nn.Module | None:
+    """The module a ``torch.compile`` wrapper (``OptimizedModule``) holds; ``None`` for any
+    other module. The class is read first: a model's own ``__getattr__`` is never asked for
+    ``_orig_mod`` (one that raises something else than ``AttributeError`` for a name it
+    does not know would end the pass)."""
+    if type(module).__name__ != "OptimizedModule":
+        return None
+    original = getattr(module, "_orig_mod", None)
+    return original if isinstance(original, nn.Module) else None
+
+
 def unwrap_compiled(module: nn.Module) -> nn.Module:
     """The original module of a ``torch.compile``d one (``OptimizedModule``), else ``module``.
 
     Profiling goes through the original eager module, so module paths are the user's own
     (without the ``_orig_mod.`` prefix) and the compiled graph is left alone."""
-    original = getattr(module, "_orig_mod", None)
-    if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
-        return original
-    return module
+    original = orig_mod_of(module)
+    return module if original is None else original
 
 
 def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
@@ -37,8 +46,8 @@ def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
     for module in model.modules():
         if id(module) in inside:
             continue
-        original = getattr(module, "_orig_mod", None)
-        if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+        original = orig_mod_of(module)
+        if original is not None:
             inside.update((id(m), m) for m in original.modules())
         elif getattr(module, "_compiled_call_impl", None) is not None:
             inside.update((id(m), m) for m in module.modules())

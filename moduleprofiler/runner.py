@@ -269,6 +269,13 @@ def _foreign(hooks: Mapping[int, Any]) -> bool:
     return False
 
 
+def _global_module_hooks() -> bool:
+    """Whether torch holds global forward hooks or pre-hooks
+    (``nn.modules.module.register_module_forward_hook``), which run for every module call."""
+    module_hooks = nn.modules.module
+    return bool(module_hooks._global_forward_hooks or module_hooks._global_forward_pre_hooks)
+
+
 def _release_hooks(key: int, hooked: list[nn.Module], handles: list[RemovableHandle],
                    pre_kwargs: bool) -> None:
     for module in hooked:  # the tables ``_install`` wrote, by name (once per module)
@@ -308,6 +315,17 @@ def owner_in(starts: list[int], calls: list[Call | None], sequence: int) -> Call
     return calls[position] if position >= 0 else None
 
 
+def _listener_failed(listener: Listener | None, moment: str, call: Call,
+                     exc: Exception) -> ProfilingError:
+    """The error for a listener that raised ``exc`` (not a :class:`ProfilingError`: a
+    formula's :class:`FormulaError` goes on as it is) at the ``moment`` (start or end) of
+    ``call``: it names the listener and the module call, not the module's forward."""
+    return ProfilingError(
+        f"listener {type(listener).__name__} raised {type(exc).__name__} at the {moment} of "
+        f"the call of module {display_path(call.path)!r} ({type(call.module).__name__}): "
+        f"{exc}", call.path)
+
+
 class PassRunner:
     """Hooks ``root``, runs a pass and dispatches its events to ``listeners``.
 
@@ -342,7 +360,9 @@ class PassRunner:
         self.own_hooks: frozenset[int] = frozenset()
         """Ids of the modules that carry forward hooks of their own (the user's, a
         ``weight_norm``, a pruning mask): those hooks run inside the module's call (its
-        pre-hooks after the call opens), so their work is the call's."""
+        pre-hooks after the call opens), so their work is the call's. Every module while
+        torch holds global forward hooks (``register_module_forward_hook``): those run in
+        each call, the global pre-hooks just before it, in the caller's call."""
         self.reruns = Reruns()
         """The module calls made inside the backward (a checkpoint's rerun), matched to the
         forward calls they repeat; never recorded as calls."""
@@ -511,6 +531,10 @@ class PassRunner:
                     f"cannot hook module {display_path(path)!r} ({type(module).__name__}): "
                     f"{exc}", path) from exc
         self.unhooked = tuple(unhooked)
+        if _global_module_hooks():
+            # torch's global forward hooks run in every module's call (the forward hooks) or
+            # just before it, in its caller's (the pre-hooks): work no formula prices
+            own_hooks = [id(module) for module in self.modules]
         self.own_hooks = frozenset(own_hooks)
 
     def _enter(self, module: nn.Module, args: tuple[Any, ...],
@@ -541,8 +565,14 @@ class PassRunner:
         if announce:
             # ``kwargs`` is None only from a pre-hook installed without them, in a pass with
             # no listener to tell here
-            for listener in self._enter_listeners:
-                listener.enter(call, args, kwargs or {})
+            listener = None
+            try:
+                for listener in self._enter_listeners:
+                    listener.enter(call, args, kwargs or {})
+            except ProfilingError:
+                raise
+            except Exception as exc:
+                raise _listener_failed(listener, "start", call, exc) from exc
         observer = self._observer
         if observer is not None:
             wanted = self._observed.get(key)
@@ -566,9 +596,14 @@ class PassRunner:
                  else None)
         if muted is not None:
             muted.muted = True
+        listener = None
         try:
             for listener in self._enter_listeners:
                 listener.enter(call, args, kwargs)
+        except ProfilingError:
+            raise
+        except Exception as exc:
+            raise _listener_failed(listener, "start", call, exc) from exc
         finally:
             if muted is not None:
                 muted.muted = False
@@ -608,8 +643,19 @@ class PassRunner:
                 if self.failed_path is None:
                     self.failed_path = call.path
             else:
-                for listener in self._exit_listeners:
-                    listener.exit(call, args, kwargs, output)
+                listener = None
+                try:
+                    for listener in self._exit_listeners:
+                        listener.exit(call, args, kwargs, output)
+                except ProfilingError:
+                    raise
+                except Exception as exc:
+                    # this call's error, not its caller's: the caller's exit hook, which
+                    # sees it next, would otherwise be named as the module that failed
+                    call.failed = True
+                    if self.failed_path is None:
+                        self.failed_path = call.path
+                    raise _listener_failed(listener, "end", call, exc) from exc
         finally:
             if self._track_nodes:
                 self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]

@@ -11,6 +11,14 @@
   are snapshotted right after they materialise (in the pass), so they too are left as
   initialised, not as the pass's forward updated them (buffers only torch's own eval-mode batch
   and instance norms hold are not copied: those layers only read them);
+* the weight that the forward pre-hooks of torch's older reparametrizations (``weight_norm``,
+  ``spectral_norm`` and pruning in ``torch.nn.utils``) compute on every call and set as a plain
+  attribute of the module (``module.weight``, not a parameter): the module gets its own
+  tensor back, not the pass's (computed under ``no_grad``; by a spectral norm in training
+  mode, from power-iteration vectors that are themselves restored);
+* the cache of ``torch.nn.utils.parametrize.cached()``, when the pass runs inside that block:
+  the parametrized tensors the pass computed (under ``no_grad``, so without a graph) are taken
+  out of it again, and the model's next forward in the block computes its own;
 * with ``grads=True`` (passes that call ``backward()``), every parameter's ``.grad`` (and that
   of the input leaves a real ``loss.backward()`` reaches): set aside before the pass (the pass
   starts like a step after ``zero_grad(set_to_none=True)``) and put back after it; gradients
@@ -35,6 +43,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter, is_lazy
+from torch.nn.utils import parametrize
+from torch.nn.utils.prune import BasePruningMethod
+from torch.nn.utils.spectral_norm import SpectralNorm
+from torch.nn.utils.weight_norm import WeightNorm
 
 from moduleprofiler.warn import warn
 
@@ -116,6 +128,30 @@ def _drop_registered(modules: Sequence[nn.Module], buffer_counts: list[int],
                 del parameters[name]
 
 
+def _hook_weights(modules: Sequence[nn.Module]) -> list[_Slot]:
+    """The plain attributes (``module.weight``) that the forward pre-hooks of torch's older
+    reparametrizations set on every call, as slots of the modules' ``__dict__``: a hook of
+    ``weight_norm`` or ``spectral_norm`` names it ``name``, a pruning method
+    ``_tensor_name``."""
+    slots: list[_Slot] = []
+    for module in modules:
+        hooks = module._forward_pre_hooks
+        if not hooks:  # the usual case: one dict read
+            continue
+        own = module.__dict__
+        for hook in hooks.values():
+            if isinstance(hook, (WeightNorm, SpectralNorm)):
+                name = hook.name
+            elif isinstance(hook, BasePruningMethod):
+                name = hook._tensor_name
+            else:
+                continue
+            weight = own.get(name)
+            if isinstance(weight, Tensor):
+                slots.append((own, name, weight))
+    return slots
+
+
 def _written_weights(modules: Sequence[nn.Module]) -> list[Tensor]:
     """The weights of the embeddings with ``max_norm``: their forward renormalises the rows
     it looks up, in place."""
@@ -169,6 +205,22 @@ def _warn_written(root: nn.Module, parameters: list[Tensor], versions: list[int]
         f"the model's forward wrote {len(written)} parameter(s) in place during the pass "
         f"({shown}); parameters are not copied before a pass, so they keep the values the "
         "pass's forward wrote: reload them (load_state_dict) if that matters"))
+
+
+def _parametrize_cache() -> set[tuple[int, str]] | None:
+    """The keys of torch's parametrization cache when a ``parametrize.cached()`` block is
+    open (``None`` otherwise: nothing is cached, and nothing needs taking out)."""
+    return set(parametrize._cache) if parametrize._cache_enabled else None
+
+
+def _uncache(kept: set[tuple[int, str]]) -> None:
+    """Take the entries made since :func:`_parametrize_cache` out of torch's parametrization
+    cache: a weight the pass computed under ``no_grad`` would otherwise be what the model's
+    next forward in the user's ``cached()`` block reads, and no gradient would reach the
+    parametrization's original parameters."""
+    cache = parametrize._cache
+    for key in [key for key in cache if key not in kept]:
+        del cache[key]
 
 
 def _parameters(root: nn.Module) -> list[nn.Parameter]:
@@ -283,6 +335,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         else []
     lazy_hooks = ExitStack()
     versions: tuple[list[Tensor], list[int]] = ([], [])
+    cached = _parametrize_cache()
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
         # ``mode``: an inference model in eval mode costs no recursive walk
@@ -292,6 +345,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             _switch(root, modules, True)
         if buffers is not False:
             written, slots, lazy = _buffers(modules)
+            slots += _hook_weights(modules)
             weights = _written_weights(modules)
             saved_buffers = _snapshot([*written, *weights])
             if not optimizer_steps:
@@ -305,6 +359,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         yield
     finally:
         lazy_hooks.close()
+        if cached is not None:
+            _uncache(cached)
         _put_back(saved_grads)
         if buffer_counts:  # first: a restored slot the forward deleted comes back last
             _drop_registered(modules, buffer_counts, parameter_counts)

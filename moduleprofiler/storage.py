@@ -65,11 +65,26 @@ def storage_nbytes(storage: torch.UntypedStorage) -> int:
 
 def own_nbytes(tensor: Tensor) -> int:
     """``numel * element_size``: the bytes of the tensor's own elements (0 for lazy ones); for
-    a ``DTensor``, of the shard this rank holds (its ``numel`` is the global tensor's)."""
+    a ``DTensor``, of the shard this rank holds (its ``numel`` is the global tensor's); for a
+    sparse tensor, of its indices and stored values (its ``numel`` is its dense shape's)."""
     if is_lazy(tensor):
         return 0
     tensor = _local_shard(tensor)
+    if tensor.layout in _SPARSE_PARTS:
+        return sum(int(part.numel()) * part.element_size()
+                   for part in _SPARSE_PARTS[tensor.layout](tensor))
     return int(tensor.numel()) * tensor.element_size()
+
+
+_SPARSE_PARTS: dict[torch.layout, Any] = {
+    torch.sparse_coo: lambda t: (t._indices(), t._values()),
+    torch.sparse_csr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_bsr: lambda t: (t.crow_indices(), t.col_indices(), t.values()),
+    torch.sparse_csc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+    torch.sparse_bsc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
+}
+"""The tensors a sparse tensor of each layout holds its data in (it has no storage of its
+own)."""
 
 
 def distinct_bytes(tensors: Iterable[Tensor], exclude: Iterable[int] = ()) -> int:

@@ -28,6 +28,23 @@ def test_linear_chain_backward_macs_per_module() -> None:
     assert 2 * profile.total_backward_macs == fcm_backward_flops(model, torch.randn(2, 8))
 
 
+def test_a_linear_layer_on_nested_rows_counts_its_backward_as_on_dense_rows() -> None:
+    # a nested (jagged) input's F.linear differentiates in one aten.linear_backward
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4))
+    nested = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)],
+                                        layout=torch.jagged)
+    profile = ModuleProfiler().profile(model, nested, backward=True)
+    # 3 + 5 = 8 rows, the input needs no grad: grad_weight 4 x 8 dot products of length 8,
+    # 32 x (2 * 8 - 1) = 480 ops and 8 x 8 x 4 = 256 macs; grad_bias 4 sums of 8 rows, 28
+    assert (profile.records[1].self_backward_ops, profile.records[1].self_backward_macs) == (
+        480 + 28, 256)
+    assert profile.backward_complete
+    dense = ModuleProfiler().profile(model, torch.randn(8, 8), backward=True)
+    assert (dense.records[1].self_backward_ops, dense.records[1].self_backward_macs) == (
+        480 + 28, 256)
+
+
 def test_reused_module_gets_backward_of_every_call() -> None:
     lin = nn.Linear(4, 4, bias=False)
     model = nn.Sequential(lin, nn.Tanh(), lin)

@@ -142,6 +142,30 @@ def test_work_in_a_module_s_own_forward_hooks_is_its_call_s(root: str) -> None:
     assert list(lin._forward_pre_hooks) == [pre.id] and list(lin._forward_hooks) == [post.id]
 
 
+def test_work_in_torch_s_global_forward_hooks_is_counted_never_lost() -> None:
+    # Linear(4, 3) on 2 rows: 2 * 3 * (2 * 4 - 1) + 2 * 3 (bias) = 48; ReLU 2 * 3 = 6
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    x = torch.randn(2, 4)
+    post = nn.modules.module.register_module_forward_hook(triples_output)
+    try:
+        profile = ModuleProfiler().profile(model, x)
+    finally:
+        post.remove()
+    # the global hook runs inside each call, a multiply per output element: 2 x 3 = 6 in the
+    # Linear's, 6 in the ReLU's and 6 in the Sequential's (its output is the ReLU's)
+    assert [record.self_ops for record in profile.records] == [6, 48 + 6, 6 + 6]
+    assert profile.total_ops == 48 + 6 + 18 and profile.complete
+    pre = nn.modules.module.register_module_forward_pre_hook(doubles_input)
+    try:
+        profile = ModuleProfiler().profile(model, x)
+    finally:
+        pre.remove()
+    # a global pre-hook runs before the call opens, in its caller's: the Sequential's input,
+    # 2 x 4 = 8, outside every call; the Linear's (8) and the ReLU's (6) in the Sequential's
+    assert [record.self_ops for record in profile.records] == [8 + 6, 48, 6]
+    assert profile.total_ops == 8 + 8 + 6 + 48 + 6 and profile.complete
+
+
 def test_a_hooked_module_whose_operators_are_unknown_keeps_its_formula() -> None:
     # the formula was registered for an opaque kernel: with a forward hook on the module (a
     # logger that computes nothing) the formula still counts, 1 op per element: 2 * 3 = 6

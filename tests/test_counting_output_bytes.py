@@ -47,3 +47,25 @@ def test_output_bytes_count_only_a_storage_no_input_parameter_or_buffer_holds(
     profile = ModuleProfiler().profile(Returns(how), torch.randn(2, 3))
     assert profile.records[0].output_bytes == expected
 
+
+
+class Sparsifies(nn.Module):
+    def __init__(self, layout: torch.layout) -> None:
+        super().__init__()
+        self.layout = layout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to_sparse(layout=self.layout)
+
+
+@pytest.mark.parametrize(("layout", "expected"), [
+    # 3 stored entries: int64 indices 2 x 3 x 8 = 48 bytes, float32 values 3 x 4 = 12
+    (torch.sparse_coo, 48 + 12),
+    # row pointers (4 rows + 1) x 8 = 40, column indices 3 x 8 = 24, values 12
+    (torch.sparse_csr, 40 + 24 + 12),
+])
+def test_a_sparse_output_is_its_indices_and_values(layout: torch.layout, expected: int) -> None:
+    x = torch.zeros(4, 8)  # dense: 4 x 8 x 4 = 128 bytes
+    x[0, 1], x[2, 3], x[3, 7] = 1.0, 2.0, 3.0
+    profile = ModuleProfiler().profile(Sparsifies(layout), x)
+    assert profile.records[0].output_bytes == expected

@@ -109,3 +109,33 @@ def test_a_pred_fn_that_takes_an_argument_gets_none_and_a_hint_without_input() -
                                              r"argument"):
         ModuleProfiler().profile(module, pred_fn=pred_fn)
     assert seen == [None]  # as 0.0.4 called it
+
+
+class ReadsSettings(nn.Module):
+    """Reads unknown attributes from a dict: a name it lacks raises ``KeyError``, not
+    ``AttributeError`` (so ``getattr(model, name, None)`` raises too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.settings = {"scale": 2.0}
+
+    def __getattr__(self, name: str) -> object:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return self.__dict__["settings"][name]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale  # type: ignore[no-any-return, operator]
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_a_model_s_own_getattr_is_not_asked_whether_it_was_compiled(root: bool) -> None:
+    model = ReadsSettings() if root else nn.Sequential(ReadsSettings())
+    x = torch.randn(4, 3)
+    # 4 x 2 outputs of 3 multiplies, 2 adds and the bias add: 8 x 6 = 48 ops; 8 scalings
+    assert ModuleProfiler().profile(model, x).total_ops == 48 + 8
+    timing = ModuleProfiler().time_modules(model, x, num_iters=2, drop_first=0,
+                                           warmup_seconds=0.0)
+    assert len(timing.records) == (2 if root else 3)

@@ -427,3 +427,34 @@ def test_a_checkpoints_recomputation_in_the_backward_is_no_new_call(reentrant: b
     # raising inside it once it holds what the backward needs: the hooks unwind all the same)
     assert runner.reruns.count == 4
     assert x.grad is not None and all(p.grad is not None for p in model.parameters())
+
+
+class _Raises(Listener):
+    """Raises at the start or the end of every ``nn.Linear`` call."""
+
+    def __init__(self, moment: str) -> None:
+        self.moment = moment
+
+    def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self.moment == "start" and isinstance(call.module, nn.Linear):
+            raise KeyError("listener bug")
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        if self.moment == "end" and isinstance(call.module, nn.Linear):
+            raise KeyError("listener bug")
+
+
+@pytest.mark.parametrize("moment", ["start", "end"])
+def test_a_listener_that_raises_is_named_with_the_call_it_raised_in(moment: str) -> None:
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    with pytest.raises(ProfilingError) as raised:
+        ModuleProfiler().profile(model, torch.randn(2, 3), listeners=[_Raises(moment)])
+    # the Linear's call, not its caller's forward (the Sequential's exit hook sees the
+    # exception next)
+    assert str(raised.value) == (
+        f"listener _Raises raised KeyError at the {moment} of the call of module '0' "
+        "(Linear): 'listener bug'")
+    assert raised.value.path == "0"
+    assert isinstance(raised.value.__cause__, KeyError)
+    assert all(_hook_tables(module) == [0] * 5 for module in model.modules())

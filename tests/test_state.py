@@ -269,3 +269,63 @@ def test_what_a_forward_registers_is_taken_out(fail: bool) -> None:
     assert "cache" not in model._buffers and "cache" not in model._non_persistent_buffers_set
     assert list(model.state_dict()) == keys
     assert [name for name, _ in model.named_parameters()] == names
+
+
+def _orthogonal_linear() -> nn.Module:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3))
+    torch.nn.utils.parametrizations.orthogonal(model[0])
+    return model
+
+
+def _original_grad(model: nn.Module, x: torch.Tensor) -> torch.Tensor | None:
+    model(x).sum().backward()
+    grad = model[0].parametrizations.weight.original.grad
+    return None if grad is None else grad.clone()
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_pass_inside_parametrize_cached_leaves_the_cache_as_it_was(backward: bool) -> None:
+    from torch.nn.utils import parametrize
+
+    x = torch.randn(2, 3)
+    expected = _original_grad(_orthogonal_linear(), x)
+    model = _orthogonal_linear()
+    other = _orthogonal_linear()
+    with parametrize.cached():
+        other[0].weight  # noqa: B018 (the user's own entry, made before the pass)
+        kept = dict(parametrize._cache)
+        ModuleProfiler().profile(model, x, backward=backward)
+        # the pass's weight (computed under no_grad, or with the pass's own graph) was taken
+        # out again; the entry the user made is still there, the same tensor
+        assert list(parametrize._cache) == list(kept)
+        assert all(parametrize._cache[key] is tensor for key, tensor in kept.items())
+        grad = _original_grad(model, x)
+    # the forward after the pass computed its own weight: the gradient reaches the original
+    # parameter, as it does without the pass
+    assert grad is not None and expected is not None
+    assert torch.allclose(grad, expected)
+
+
+REWEIGHTINGS: dict[str, Callable[[nn.Module], Any]] = {
+    "weight_norm": torch.nn.utils.weight_norm,
+    "spectral_norm": torch.nn.utils.spectral_norm,
+    "pruning": lambda layer: torch.nn.utils.prune.l1_unstructured(layer, "weight", 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REWEIGHTINGS))
+def test_the_weight_an_older_reparametrization_sets_is_put_back(name: str) -> None:
+    torch.manual_seed(0)
+    layer = nn.Linear(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # weight_norm's deprecation
+        REWEIGHTINGS[name](layer)
+    model = nn.Sequential(layer).train()
+    weight = layer.weight  # a plain attribute its forward pre-hook sets on every call
+    value = weight.detach().clone()
+    ModuleProfiler().profile(model, X, eval=False)
+    # the module's own tensor, not the pass's (computed under no_grad; the spectral norm's
+    # from the power iteration the pass ran in training mode)
+    assert layer.weight is weight
+    assert torch.equal(layer.weight, value)

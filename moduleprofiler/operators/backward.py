@@ -18,6 +18,8 @@ from typing import Any
 
 from torch import Tensor
 
+from moduleprofiler.formulas.distance import dot_ops
+from moduleprofiler.formulas.linear import leading_rows
 from moduleprofiler.operators._common import ZERO, Args, Count, aten, free, named, numel, register
 
 # Per-element cost of each activation's derivative times the incoming gradient.
@@ -73,6 +75,33 @@ def convolution_backward_ops(args: Args, out: Any) -> Count:
     macs = forward_macs * (int(want_input) + int(want_weight))
     bias_adds = numel(grad_output) if want_bias else 0
     return 2 * macs + bias_adds, macs
+
+
+@register(*aten("linear_backward"))
+def linear_backward_ops(args: Args, out: Any) -> Count:
+    """The gradients ``output_mask`` asks of a linear layer's ``rows`` rows (a nested input's
+    ``F.linear`` runs this one operator): grad_input rows * in dot products of length out,
+    grad_weight out * in of length rows, grad_bias out sums of rows; macs rows * in * out per
+    product.
+
+    NB: the matrix products of a dense layer's backward (``mm``) count the same, so a layer
+    counts alike on dense and nested rows."""
+    source, weight = args.first(), args.tensor("weight")
+    if not isinstance(source, Tensor) or weight is None or weight.dim() != 2:
+        return ZERO
+    rows = leading_rows(source)
+    out_features, in_features = int(weight.shape[0]), int(weight.shape[1])
+    want_input, want_weight, want_bias = _mask(args, (True, True, True))
+    ops = macs = 0
+    if want_input:
+        ops += rows * in_features * dot_ops(out_features)
+        macs += rows * in_features * out_features
+    if want_weight:
+        ops += out_features * in_features * dot_ops(rows)
+        macs += rows * in_features * out_features
+    if want_bias:
+        ops += out_features * max(rows - 1, 0)
+    return ops, macs
 
 
 def _elementwise_backward(per_element: int) -> Any:

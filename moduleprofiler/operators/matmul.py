@@ -9,6 +9,11 @@ output element; ``alpha`` / ``beta`` other than 1 add one multiply per output el
 counts without. Convolutions count like ``nn.Conv*d`` / ``nn.ConvTranspose*d``
 (``formulas/conv.py``), whose helper for the products a transposed convolution keeps is reused.
 
+A product of a 2-D sparse matrix (COO, CSR or CSC) and a dense one counts the stored entries
+only (:func:`sparse_product_count`): a graph network's adjacency product is ``nnz`` rows of work,
+not ``n * k``. Products of other sparse layouts (blocked, hybrid, batched, two sparse operands)
+are unknown, never counted as dense.
+
 Composite products (``einsum``, ``tensordot``, ``kron``, ``bilinear``, ``chain_matmul``, ...)
 are counted as the sum of their decomposition, which is what the dispatcher shows outside
 ``inference_mode``: ``einsum`` lowers to ``bmm`` (and ``sum`` for indices summed out alone).
@@ -39,6 +44,7 @@ from moduleprofiler.operators._common import (
     register,
     with_inplace,
 )
+from moduleprofiler.operators.registry import MISSING
 
 
 def product_count(outputs: int, inner: int) -> Count:
@@ -60,25 +66,88 @@ def _dims(x: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in x.shape) if isinstance(x, Tensor) else ()
 
 
+def _sparse(x: Any) -> bool:
+    """Whether ``x`` is a tensor of a sparse layout (its shape is not its work)."""
+    return isinstance(x, Tensor) and x.layout is not torch.strided
+
+
+def _occupied(sparse: Tensor, dim: int) -> int | None:
+    """How many rows (``dim`` 0) or columns (``dim`` 1) of a 2-D sparse matrix hold a stored
+    entry, read from its indices; ``None`` where they cannot be read (a blocked or hybrid
+    layout, the meta device)."""
+    if sparse.dim() != 2 or sparse.dense_dim() != 0 or sparse.device.type == "meta":
+        return None
+    layout = sparse.layout
+    if layout is torch.sparse_coo:
+        return int(sparse._indices()[dim].unique().numel())
+    compressed, plain = {torch.sparse_csr: (0, 1), torch.sparse_csc: (1, 0)}.get(
+        layout, (None, None))
+    if dim == compressed:  # a compressed dimension: the slots whose pointers move
+        pointers = sparse.crow_indices() if layout is torch.sparse_csr \
+            else sparse.ccol_indices()
+        return int((pointers.diff() > 0).sum())
+    if dim == plain:
+        indices = sparse.col_indices() if layout is torch.sparse_csr else sparse.row_indices()
+        return int(indices.unique().numel())
+    return None
+
+
+def sparse_product_count(a: Any, b: Any) -> Count | None:
+    """(ops, macs) of ``a @ b`` where one of two 2-D matrices is sparse, from its stored
+    entries; ``None`` when that cannot be said (both sparse, another layout).
+
+    A sparse ``(n, k)`` with ``nnz`` stored entries times a dense ``(k, m)``: each entry
+    multiplies a row of ``m``, and an output row sums the products of its ``r`` entries
+    (``r - 1`` adds per column): macs ``nnz * m``, ops ``(2 * nnz - rows) * m`` with ``rows``
+    the rows holding an entry (an empty row's zeros cost nothing). A dense ``(n, k)`` times a
+    sparse ``(k, m)``: the same by columns, ops ``n * (2 * nnz - columns)``.
+    """
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.dim() != 2 or b.dim() != 2:
+        return None
+    if _sparse(a) and not _sparse(b):
+        sparse, dim, width = a, 0, int(b.shape[1])
+    elif _sparse(b) and not _sparse(a):
+        sparse, dim, width = b, 1, int(a.shape[0])
+    else:
+        return None
+    occupied = _occupied(sparse, dim)
+    if occupied is None:
+        return None
+    stored = int(sparse._nnz())
+    return (2 * stored - occupied) * width, stored * width
+
+
 # -- 2-D and batched products ------------------------------------------------------------------
 
 @register(*aten("mm", "_scaled_mm"))
 def mm_ops(args: Args, out: Any) -> Count:
-    """(n, k) @ (k, m): ops n*m*(2k - 1), macs n*k*m (_scaled_mm: + n*m with a bias)."""
-    (n, k), m = _dims(args.first()), _dims(args.get("mat2"))[-1]
+    """(n, k) @ (k, m): ops n*m*(2k - 1), macs n*k*m (_scaled_mm: + n*m with a bias); with a
+    sparse operand, :func:`sparse_product_count`."""
+    a, b = args.first(), args.get("mat2")
+    if _sparse(a) or _sparse(b):
+        counted = sparse_product_count(a, b)
+        return MISSING if counted is None else counted  # type: ignore[return-value]
+    (n, k), m = _dims(a), _dims(b)[-1]
     ops, macs = product_count(n * m, k)
     if args.tensor("bias") is not None:  # _scaled_mm's optional bias
         ops += n * m
     return ops, macs
 
 
-@register(*with_inplace("addmm"))
+@register(*with_inplace("addmm"), *aten("_sparse_addmm"))
 def addmm_ops(args: Args, out: Any) -> Count:
     """beta*self + alpha*(n, k)@(k, m): n*m*(2k - 1) + n*m (bias add); macs n*k*m.
 
-    With a bias this is ``2*n*k*m`` ops, nn.Linear's count with bias.
+    With a bias this is ``2*n*k*m`` ops, nn.Linear's count with bias. With a sparse operand
+    (``_sparse_addmm`` is ``torch.sparse.mm``), the product is :func:`sparse_product_count`.
     """
-    (n, k), m = _dims(args.get("mat1")), _dims(args.get("mat2"))[-1]
+    a, b = args.get("mat1"), args.get("mat2")
+    (n, k), m = _dims(a), _dims(b)[-1]
+    if _sparse(a) or _sparse(b):
+        counted = sparse_product_count(a, b)
+        if counted is None:
+            return MISSING  # type: ignore[return-value]
+        return counted[0] + _epilogue_ops(args, n * m), counted[1]
     ops, macs = product_count(n * m, k)
     return ops + _epilogue_ops(args, n * m), macs
 
@@ -97,8 +166,11 @@ def addmm_activation_ops(args: Args, out: Any) -> Count:
 
 @register(*aten("bmm"))
 def bmm_ops(args: Args, out: Any) -> Count:
-    """(b, n, k) @ (b, k, m): ops b*n*m*(2k - 1), macs b*n*k*m."""
-    (b, n, k), m = _dims(args.first()), _dims(args.get("mat2"))[-1]
+    """(b, n, k) @ (b, k, m): ops b*n*m*(2k - 1), macs b*n*k*m (a sparse operand: unknown)."""
+    a, c = args.first(), args.get("mat2")
+    if _sparse(a) or _sparse(c):
+        return MISSING  # type: ignore[return-value]
+    (b, n, k), m = _dims(a), _dims(c)[-1]
     return product_count(b * n * m, k)
 
 
@@ -151,16 +223,34 @@ def dot_op_ops(args: Args, out: Any) -> Count:
 
 @register(*aten("mv"))
 def mv_ops(args: Args, out: Any) -> Count:
-    """(n, k) @ (k,): ops n*(2k - 1), macs n*k."""
-    n, k = _dims(args.first())
+    """(n, k) @ (k,): ops n*(2k - 1), macs n*k; a sparse matrix as a sparse product with one
+    column."""
+    matrix = args.first()
+    if _sparse(matrix):
+        return _sparse_vector_product(matrix, args.get("vec"))
+    n, k = _dims(matrix)
     return product_count(n, k)
+
+
+def _sparse_vector_product(matrix: Tensor, vector: Any) -> Count:
+    """:func:`sparse_product_count` of a sparse matrix and a dense vector (one column)."""
+    counted = None if not isinstance(vector, Tensor) or vector.dim() != 1 \
+        else sparse_product_count(matrix, vector.unsqueeze(1))
+    return MISSING if counted is None else counted  # type: ignore[return-value]
 
 
 @register(*with_inplace("addmv"))
 def addmv_ops(args: Args, out: Any) -> Count:
-    """beta*self + alpha*(n, k)@(k,): n*(2k - 1) + n; macs n*k."""
-    n, k = _dims(args.get("mat"))
-    ops, macs = product_count(n, k)
+    """beta*self + alpha*(n, k)@(k,): n*(2k - 1) + n; macs n*k (a sparse matrix: as ``mv``)."""
+    matrix = args.get("mat")
+    n, k = _dims(matrix)
+    if _sparse(matrix):
+        counted = _sparse_vector_product(matrix, args.get("vec"))
+        if counted is MISSING:
+            return counted
+        ops, macs = counted
+    else:
+        ops, macs = product_count(n, k)
     return ops + _epilogue_ops(args, n), macs
 
 

@@ -9,6 +9,9 @@ op per output element. The weight is packed into a ``ScriptObject``: its shape a
 by unpacking it (a copy of the weight, on the CPU where these operators run). Requantising the
 output (scale and zero point) is part of the kernel's epilogue and, like a dtype conversion,
 costs no ops; so do ``quantize_per_tensor`` / ``dequantize``, which are conversions (``to``).
+A dynamically quantized ``nn.LSTM`` / ``nn.GRU`` runs one ``aten.quantized_lstm`` /
+``quantized_gru`` whose cell parameters hold each layer's packed weights: it counts as the float
+recurrent layer (``formulas/recurrent.py``), sized from them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas.activation import PER_ELEMENT
 from moduleprofiler.formulas.distance import dot_ops
+from moduleprofiler.formulas.linear import leading_rows
+from moduleprofiler.formulas.recurrent import GATES
 from moduleprofiler.operators._common import ZERO, Args, Count, aten, named, register
+from moduleprofiler.operators.recurrent import Layer, step_count
 from moduleprofiler.operators.registry import MISSING, register_free
 
 RELU_OPS = PER_ELEMENT[nn.ReLU]
@@ -95,6 +101,43 @@ def _elementwise(per_element: int) -> Any:
     return named(formula, None, f"{per_element} op(s) per output element")
 
 
+def _cell_layer(mode: str, cell: Any, bias: bool) -> Layer | None:
+    """One layer and direction of a dynamically quantized recurrent stack, sized from the two
+    packed weights (``w_ih``, ``w_hh``) its cell parameters hold: ``None`` when they cannot be
+    read."""
+    try:  # (kind, biases, doubles, longs, packed weights): the state torch serialises
+        packed = cell.__getstate__()[0][4]
+    except Exception:  # another cell kind: the count is unknown, never a guess
+        return None
+    weights = [_unpacked(one) for one in packed[:2]]
+    if len(weights) != 2 or weights[0] is None or weights[1] is None:
+        return None
+    w_ih, w_hh = weights[0][0], weights[1][0]
+    return Layer(int(w_ih.shape[1]), int(w_ih.shape[0]) // GATES[mode], int(w_hh.shape[1]), 0,
+                 bias)
+
+
+def _recurrent(mode: str) -> Any:
+    def formula(args: Args, out: Any) -> Count:
+        x = args.first()  # ``input`` (dense) or ``data`` (packed)
+        bias = args.flag("has_biases")
+        layers = [_cell_layer(mode, cell, bias) for cell in args.get("params") or ()]
+        if not isinstance(x, Tensor) or x.dim() == 0 or not layers or None in layers:
+            return MISSING  # type: ignore[return-value]
+        rows = leading_rows(x)
+        ops = macs = 0
+        for layer in layers:
+            assert layer is not None
+            step_ops, step_macs = step_count(mode, layer)
+            ops += rows * step_ops
+            macs += rows * step_macs
+        return ops, macs
+
+    return named(formula, f"quantized_{mode.lower()}_ops",
+                 f"as nn.{mode}: rows * the step of each layer and direction, sized from the "
+                 "packed weights; rows = timesteps * batch, or sum(batch_sizes) when packed")
+
+
 register(*quantized("linear", "linear_dynamic"))(_linear(relu=False))
 register(*quantized("linear_relu", "linear_relu_dynamic"))(_linear(relu=True))
 register(*quantized("conv1d", "conv2d", "conv3d"))(_convolution(relu=False))
@@ -103,6 +146,8 @@ register(*quantized("add", "add_out", "add_scalar", "mul", "mul_out", "mul_scala
     _elementwise(1))
 register(*quantized("add_relu", "add_relu_out", "mul_relu", "mul_relu_out"))(
     _elementwise(1 + RELU_OPS))
+register(*aten("quantized_lstm"))(_recurrent("LSTM"))
+register(*aten("quantized_gru"))(_recurrent("GRU"))
 register_free(*quantized("cat", "cat_out"),
               *aten("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
                     "dequantize", "int_repr", "q_scale", "q_zero_point", "_make_per_tensor_"

@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
-from moduleprofiler.errors import DeviceDtypeError, error_chain
+from moduleprofiler.errors import DeviceDtypeError, ProfilingError, error_chain
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.storage import is_lazy
 
@@ -70,7 +70,46 @@ def _copied(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]) -
             if isinstance(value, torch.Tensor) and value.grad_fn is not None \
                     and id(value) not in memo:
                 memo[id(value)] = convert(value.detach())
-    return copy.deepcopy(model, memo)
+    try:
+        return copy.deepcopy(model, dict(memo))
+    except Exception as exc:
+        shared = _uncopyable(model, memo)
+        if not shared:
+            raise _not_copied(exc) from exc
+    # the attributes that cannot be copied (a lock, a handle of an extension) are shared by
+    # the copy: a forward on the meta device has nothing of them to compute
+    for value in shared.values():
+        memo[id(value)] = value
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception as exc:
+        raise _not_copied(exc) from exc
+
+
+_MODULE_STATE = frozenset(vars(nn.Module()))
+"""The attributes every module holds (its tables of parameters, buffers, children and hooks):
+never shared between a model and its copy."""
+
+
+def _uncopyable(model: nn.Module, memo: dict[int, Any]) -> dict[str, Any]:
+    """The attributes of ``model``'s modules (by ``path.name``) that ``copy.deepcopy`` refuses,
+    but those every module holds; read only after the model's copy failed."""
+    found: dict[str, Any] = {}
+    for path, module in model.named_modules():
+        for name, value in vars(module).items():
+            if name in _MODULE_STATE or isinstance(value, torch.Tensor):
+                continue
+            try:
+                copy.deepcopy(value, dict(memo))
+            except Exception:
+                found[f"{path}.{name}" if path else name] = value
+    return found
+
+
+def _not_copied(exc: Exception) -> ProfilingError:
+    return ProfilingError(
+        f"the model cannot be copied to the meta device, where predictions run: "
+        f"copy.deepcopy(model) raised {type(exc).__name__}: {exc}")
 
 
 def materialise_lazy(model: nn.Module, input: Any,

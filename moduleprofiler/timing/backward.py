@@ -21,7 +21,9 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from moduleprofiler.deprecation import warn_deprecated
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.facts import TimingFacts
+from moduleprofiler.failure import backward_error
 from moduleprofiler.loss import default_loss, user_loss
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
@@ -397,7 +399,12 @@ def train_step_times(
         mark("forward")
         loss = loss_of(output)
         mark("loss")
-        loss.backward()  # type: ignore[no-untyped-call]
+        try:
+            loss.backward()  # type: ignore[no-untyped-call]
+        except ProfilingError:
+            raise
+        except Exception as exc:  # a backward hook of the model's, a checkpoint's rerun
+            raise backward_error(exc, module) from exc
         mark("backward")
         if optimizer is not None:
             optimizer.step()

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.conftest import macs_of, ops_of
-from tests.operators.helpers import count, fcm_flops, formula_count, on_meta
+from tests.operators.helpers import count, counter_of, fcm_flops, formula_count, on_meta
 
 aten = torch.ops.aten
 
@@ -23,6 +23,70 @@ def test_mm() -> None:
     a, b = torch.randn(2, 3), torch.randn(3, 4)
     assert count(torch.mm, a, b) == (40, 24)
     assert fcm_flops(torch.mm, a, b) == 2 * 24
+
+
+def _adjacency() -> torch.Tensor:
+    """A 3 x 3 sparse matrix with 4 stored entries: row 0 holds one (column 1), row 1 one
+    (column 0), row 2 two (columns 2 and 1); every row and every column holds one."""
+    indices = torch.tensor([[0, 1, 2, 2], [1, 0, 2, 1]])
+    return torch.sparse_coo_tensor(indices, torch.ones(4), (3, 3), check_invariants=True)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr, torch.sparse_csc])
+def test_a_sparse_matrix_product_counts_its_stored_entries(layout: torch.layout) -> None:
+    adjacency = _adjacency().coalesce() if layout is torch.sparse_coo \
+        else _adjacency().to_sparse(layout=layout)
+    h = torch.randn(3, 4)
+    # sparse (3, 3) @ dense (3, 4): 4 entries x 4 columns = 16 macs (multiplies); row 2 sums
+    # two products, 1 add x 4 columns: ops (2 * 4 - 3 rows) * 4 = 20 (dense: 12 * 5 = 60)
+    assert count(torch.mm, adjacency, h) == (20, 16)
+    assert count(torch.sparse.mm, adjacency, h) == (20, 16)  # aten._sparse_addmm, beta 0
+    # dense (4, 3) @ sparse (3, 3): by columns, column 1 sums two products:
+    # 4 rows x 4 entries = 16 macs, ops 4 x (2 * 4 - 3 columns) = 20
+    assert count(torch.mm, h.t(), adjacency) == (20, 16)
+    # addmm adds the 3 x 4 = 12 outputs of self
+    assert count(torch.addmm, torch.ones(3, 4), adjacency, h) == (20 + 12, 16)
+    # times a vector: one column, 4 macs, 2 * 4 - 3 = 5 ops (dense: 3 * 5 = 15 and 9)
+    assert count(torch.mv, adjacency, torch.randn(3)) == (5, 4)
+
+
+def test_an_uncoalesced_sparse_matrix_sums_every_stored_entry() -> None:
+    # entry (2, 2) stored twice: 5 stored entries in 3 rows: macs 5 x 2 = 10,
+    # ops (2 * 5 - 3) * 2 = 14
+    indices = torch.tensor([[0, 1, 2, 2, 2], [1, 0, 2, 1, 2]])
+    adjacency = torch.sparse_coo_tensor(indices, torch.ones(5), (3, 3), check_invariants=True)
+    assert count(torch.mm, adjacency, torch.randn(3, 2)) == (14, 10)
+
+
+class _GraphLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 4)
+
+    def forward(self, adjacency: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(adjacency, self.fc(x))
+
+
+def test_a_graph_layer_s_adjacency_product_forward_and_backward() -> None:
+    from moduleprofiler import Profiler
+
+    profile = Profiler().profile(_GraphLayer(), (_adjacency().coalesce(), torch.randn(3, 2)),
+                                 backward=True)
+    # forward: the layer's own sparse product (3, 3) @ (3, 4), 20 ops and 16 macs as above
+    assert (profile.records[0].self_ops, profile.records[0].self_macs) == (20, 16)
+    assert profile.complete
+    # backward: the gradient of fc's output is adjacencyᵀ @ grad, the transposed matrix's 4
+    # entries in its 3 rows: 20 ops, 16 macs (a dense count would be 60 and 36)
+    assert (profile.records[0].self_backward_ops, profile.records[0].self_backward_macs) == (
+        20, 16)
+
+
+def test_a_product_of_two_sparse_matrices_is_unknown_not_dense() -> None:
+    adjacency = _adjacency().coalesce()
+    counter = counter_of(torch.mm, adjacency, adjacency)
+    assert dict(counter.missing) == {"aten.mm": 1}
+    batched = counter_of(torch.bmm, torch.stack([adjacency, adjacency]), torch.randn(2, 3, 2))
+    assert dict(batched.missing) == {"aten.bmm": 1}
 
 
 def test_linear_with_bias_is_nn_linear() -> None:

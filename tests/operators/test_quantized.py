@@ -72,6 +72,41 @@ def test_a_statically_quantized_network_counts_its_fused_convolution_add_and_lin
     assert profile.module("conv").type_name == "ConvReLU2d"
 
 
+def _dynamic(model: nn.Module) -> nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(model, {nn.LSTM, nn.GRU},
+                                                      dtype=torch.qint8)
+
+
+def test_a_dynamically_quantized_lstm_counts_as_its_float_layer() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LSTM(3, 2, batch_first=True))
+    x = torch.randn(2, 3, 3)
+    profile = Profiler().profile(_dynamic(model), x)
+    # rows = 2 x 3 = 6; per row, 4 gates x 2 hidden = 8: 8 x (2*3 - 1) + 8 x (2*2 - 1) = 64
+    # for the two products, 2 x 8 = 16 for the biases, 2 x 31 = 62 for the gates: 142;
+    # 6 x 142 = 852 ops; MACs 6 x 8 x (3 + 2) = 240
+    assert (profile.total_ops, profile.total_macs) == (852, 240)
+    assert profile.complete and profile.unsupported_ops == {}
+    float_profile = Profiler().profile(model, x)
+    assert (float_profile.total_ops, float_profile.total_macs) == (852, 240)
+
+
+def test_a_dynamically_quantized_bidirectional_gru_on_a_packed_sequence() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.GRU(3, 2, batch_first=True, bidirectional=True))
+    x = nn.utils.rnn.pack_padded_sequence(torch.randn(2, 3, 3), [3, 1], batch_first=True)
+    profile = Profiler().profile(_dynamic(model), x)
+    # rows = sum(batch_sizes) = 3 + 1 = 4; per row and direction, 3 gates x 2 hidden = 6:
+    # 6 x 5 + 6 x 3 = 48 for the products, 12 for the biases, 2 x 21 = 42 for the gates: 102;
+    # 2 directions x 4 rows x 102 = 816 ops; MACs 2 x 4 x 6 x (3 + 2) = 240
+    assert (profile.total_ops, profile.total_macs) == (816, 240)
+    assert profile.complete and profile.unsupported_ops == {}
+    float_profile = Profiler().profile(model, x)
+    assert (float_profile.total_ops, float_profile.total_macs) == (816, 240)
+
+
 def test_a_packing_that_cannot_be_read_is_unknown_not_zero() -> None:
     formula = _linear(relu=False)
 

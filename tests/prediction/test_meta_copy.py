@@ -128,3 +128,55 @@ def test_a_model_with_torch_s_weight_norm_is_copied_and_predicted() -> None:
     # the 4 rows of v and g * v / norm: 3 * 16 + 4 = 52 (weight_norm_ops)
     assert ModuleProfiler().predict(model, torch.randn(2, 4), "H100 SXM").total_ops == 64 + 8 + 52
     assert not model[0].weight.is_meta  # the user's model as it was
+
+
+class _Locked(nn.Module):
+    """Holds a lock (as a module guarding a cache from several threads does): deepcopy
+    refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.lock = __import__("threading").Lock()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with self.lock:
+            return self.fc(x)  # type: ignore[no-any-return]
+
+
+def test_an_attribute_deepcopy_refuses_is_shared_by_the_meta_copy() -> None:
+    model = _Locked()
+    copy = meta_copy(model)
+    assert copy.lock is model.lock and copy.fc.weight.is_meta and not model.fc.weight.is_meta
+    # 2 x 4 outputs of 8 multiplies, 7 adds and the bias add: 8 x 16 = 128 ops
+    assert ModuleProfiler().predict(model, torch.randn(2, 8)).total_ops == 128
+    assert not model.lock.locked()
+
+
+class _Config(nn.Module):
+    """Reads unknown attributes from a dict: a name it lacks raises ``KeyError``, which
+    ``copy.deepcopy`` (asking for ``__deepcopy__``) does not expect."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.settings = {"scale": 2.0}
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return self.__dict__["settings"][name]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale  # type: ignore[no-any-return]
+
+
+def test_a_model_that_cannot_be_copied_gets_a_typed_error() -> None:
+    from moduleprofiler import ProfilingError
+
+    with pytest.raises(ProfilingError, match=r"cannot be copied to the meta device.*"
+                                             r"raised KeyError: '__deepcopy__'"):
+        ModuleProfiler().predict(_Config(), torch.randn(2, 8))
+    # the passes that need no copy run it: 8 x 16 = 128 ops, 8 multiplies by the scale
+    assert ModuleProfiler().profile(_Config(), torch.randn(2, 8)).total_ops == 128 + 8

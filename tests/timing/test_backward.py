@@ -250,6 +250,25 @@ def test_state_restored_after_timing_and_after_an_exception():
                             num_threads=1).iterations == 2
 
 
+def test_a_backward_hook_that_raises_gives_a_profiling_error():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    calls = []
+
+    def refuse(module: nn.Module, grad_input: object, grad_output: object) -> None:
+        calls.append(module)
+        raise ValueError("no gradient wanted")
+
+    handle = model[1].register_full_backward_hook(refuse)
+    with pytest.raises(ProfilingError, match=r"^the backward pass raised ValueError: no "
+                                             r"gradient wanted$") as raised:
+        train_step_times(model, torch.randn(8, 3), num_iters=2, drop_first=0, num_threads=1)
+    assert isinstance(raised.value.__cause__, ValueError) and len(calls) == 1
+    # the user's hook is still there, alone; the pass's own are gone
+    assert list(model[1]._backward_hooks.values()) == [refuse]
+    handle.remove()
+    assert no_hooks_left(model) and all(p.grad is None for p in model.parameters())
+
+
 def test_a_target_without_a_loss_fn_is_refused_not_ignored():
     # the default loss reduces the output alone: the target would never be used
     with pytest.raises(TypeError, match="target is used by loss_fn"):

@@ -40,6 +40,7 @@ from torch import fx, nn
 from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
+from moduleprofiler.inputs import orig_mod_of
 from moduleprofiler.timing.compiled.kernels import (
     PRODUCT_OPS,
     VIEW_OPS,
@@ -370,8 +371,8 @@ def _inductor_options(compiled: Any) -> tuple[dict[str, Any], str | None]:
 def compiled_original(module: nn.Module) -> tuple[nn.Module, dict[str, Any], str | None] | None:
     """For a compiled model (``torch.compile(model)``, or ``model.compile()``): the module
     that was compiled, its Inductor options and a note; ``None`` for a model not compiled."""
-    original = getattr(module, "_orig_mod", None)
-    if isinstance(original, nn.Module) and type(module).__name__ == "OptimizedModule":
+    original = orig_mod_of(module)
+    if original is not None:
         options, note = _inductor_options(module)
         return original, options, note
     in_place = getattr(module, "_compiled_call_impl", None)
