@@ -10,23 +10,13 @@ them; ``merge`` and ``check`` as ``calibrate_kernels.py``'s.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_kernels import measure
+from calibrate_kernels import measure_main
 
 from moduleprofiler.prediction.calibrate_experts import expert_tables
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    measure(args.out, args.repeats, expert_tables)
-
-
 if __name__ == "__main__":
-    main()
+    measure_main(__doc__, expert_tables)

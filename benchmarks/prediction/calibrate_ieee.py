@@ -10,14 +10,13 @@ kernels the TF32 rows do not time) on this CUDA device; ``merge`` as ``calibrate
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_kernels import measure
+from calibrate_kernels import measure_main
 
 from moduleprofiler.prediction.calibrate import _Sweep, ieee_matmul_tables
 
@@ -31,13 +30,5 @@ def tables(sweep: _Sweep, device: torch.device, dtype: torch.dtype,
     return ieee_matmul_tables(sweep, dtype, quick=False)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    measure(args.out, args.repeats, tables)
-
-
 if __name__ == "__main__":
-    main()
+    measure_main(__doc__, tables)

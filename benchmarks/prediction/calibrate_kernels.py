@@ -59,6 +59,16 @@ def measure(out: str, repeats: int, tables: Tables = kernel_tables) -> None:
                     "torch": torch.__version__, **found}), encoding="utf-8")
 
 
+def measure_main(description: str | None, tables: Tables) -> None:
+    """The command line of a script that measures ``tables`` alone: ``--out`` and
+    ``--repeats``, then :func:`measure`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    measure(args.out, args.repeats, tables)
+
+
 def merge(tables_path: str, calibration_path: str) -> None:
     """Append the measured rows to the calibration's tables (same device) and recompute its
     held-out residuals."""
