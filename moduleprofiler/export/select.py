@@ -280,9 +280,9 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         notes.append(f"operators without a formula: {listing(ops)}")
     uncalled = profile.uncalled if uncalled_note else ()
     if uncalled:
-        notes.append(f"never called ({len(uncalled)}): {listing(uncalled)}"
+        notes.append(f"not called ({len(uncalled)}): {listing(uncalled)}"
                      + _ran_without_clause(profile, uncalled)
-                     + _uncalled_clause(profile, uncalled))
+                     + _uncalled_clause(profile, uncalled) + UNHOOKED_RUN_CLAUSE)
     if profile.excluded:
         notes.append(f"excluded from ops: {listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
@@ -502,16 +502,22 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
                 optional=("modules", "calls"), keep=(target, pct))
 
 
+UNHOOKED_RUN_CLAUSE = ("; one run without its hooks (module.forward(x), a class replacing "
+                       "__call__) is listed too: its work is in its caller's own count")
+"""What the note on modules not called says of every one of them: a forward run without the
+module's hooks is not seen as a call of it (telling it from a module that never ran would cost
+work on every call), while the operators it ran count in its caller's own work."""
+
 MULTIHEAD_ATTENTION = "MultiheadAttention"
 """``nn.MultiheadAttention``'s type name: it computes with its ``out_proj``'s weights and never
 calls it, the common case of a module whose work is in its parent's count."""
 
 
 def _ran_without_clause(profile: Profile, uncalled: Sequence[str], limit: int = 3) -> str:
-    """What the note on modules never called adds for one whose descendants ran all the same
-    (called through another of its methods, or from outside it): that its ``forward`` never
-    ran while they did (``; its forward never ran; submod.fc ran without it``), for the first
-    ``limit`` such modules."""
+    """What the note on modules not called adds for one whose descendants ran all the same
+    (called through another of its methods, from outside it, or from its forward run without
+    its hooks): that they ran without a call of it (``; submod.fc ran without a call of
+    it``), for the first ``limit`` such modules."""
     called = [record.path for record in profile.records]
     clauses = []
     for path in uncalled:
@@ -521,15 +527,15 @@ def _ran_without_clause(profile: Profile, uncalled: Sequence[str], limit: int = 
     if not clauses:
         return ""
     if len(uncalled) == 1:
-        return f"; its forward never ran; {listing(clauses[0][1])} ran without it"
-    said = "".join(f"; {module_name(path)}'s forward never ran; {listing(ran)} ran without it"
+        return f"; {listing(clauses[0][1])} ran without a call of it"
+    said = "".join(f"; {listing(ran)} ran without a call of {module_name(path)}"
                    for path, ran in clauses[:limit])
     more = len(clauses) - limit
     return said + (f"; and {more} more module(s) like these" if more > 0 else "")
 
 
 def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
-    """What the note on modules never called adds: where one with parameters has a parent that
+    """What the note on modules not called adds: where one with parameters has a parent that
     ran, that the parent may have done its work with their weights; naming MultiheadAttention's
     ``out_proj`` only when a module of ``uncalled`` is, or is inside, a MultiheadAttention (a
     GPT-2's never-called dropouts have no weights, and no MultiheadAttention: nothing to add)."""

@@ -14,6 +14,10 @@ from moduleprofiler.export import select as select_module
 from moduleprofiler.export.frame import module_frame
 from tests.export.profiles import tiny
 
+_UNHOOKED_RUN = ("; one run without its hooks (module.forward(x), a class replacing __call__) "
+                 "is listed too: its work is in its caller's own count")
+"""The clause the note on modules not called ends with."""
+
 
 def test_tree_keeps_raw_numbers_and_percentages() -> None:
     view = tiny().tree()
@@ -181,11 +185,11 @@ def test_the_never_called_note_is_under_the_views_of_every_module_only() -> None
 
     profile = ModuleProfiler().profile(WithSpare(), torch.randn(2, 4))
     # no MultiheadAttention in the model: the note names none
-    note = "never called (1): spare; the work a parent does with their weights is in the " \
-           "parent's own count"
+    note = "not called (1): spare; the work a parent does with their weights is in the " \
+           "parent's own count" + _UNHOOKED_RUN
     assert note in profile.tree().notes and note in profile.table().notes
     # a ranking of types has no row for it: the note was noise there
-    assert not any(n.startswith("never called") for n in profile.top(3).notes)
+    assert not any(n.startswith("not called") for n in profile.top(3).notes)
 
 
 def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
@@ -205,7 +209,7 @@ def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
     assert "ops" in timing.tree(["ops"]).columns  # named: still shown
 
 
-def test_the_never_called_note_of_a_weightless_dropout_adds_no_clause() -> None:
+def test_the_not_called_note_of_a_weightless_dropout_adds_no_weights_clause() -> None:
     # GPT-2's and BERT's attention dropouts are never called under SDPA: no weights, so the
     # clause about a parent doing their work, and MultiheadAttention, has nothing to say
     class SkipsDropout(nn.Module):
@@ -218,10 +222,11 @@ def test_the_never_called_note_of_a_weightless_dropout_adds_no_clause() -> None:
             return self.linear(x)
 
     notes = ModuleProfiler().profile(SkipsDropout(), torch.randn(2, 4)).tree().notes
-    assert [n for n in notes if n.startswith("never called")] == ["never called (1): dropout"]
+    assert [n for n in notes if n.startswith("not called")] == [
+        "not called (1): dropout" + _UNHOOKED_RUN]
 
 
-def test_the_never_called_note_names_multihead_attention_only_inside_one() -> None:
+def test_the_not_called_note_names_multihead_attention_only_inside_one() -> None:
     class Attends(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -232,9 +237,9 @@ def test_the_never_called_note_names_multihead_attention_only_inside_one() -> No
 
     notes = ModuleProfiler().profile(Attends(), torch.randn(1, 3, 8)).tree().notes
     # MultiheadAttention computes with out_proj's weights and never calls it
-    assert [n for n in notes if n.startswith("never called")] == [
-        "never called (1): attn.out_proj; the work a parent does with their weights "
-        "(MultiheadAttention's out_proj) is in the parent's own count"]
+    assert [n for n in notes if n.startswith("not called")] == [
+        "not called (1): attn.out_proj; the work a parent does with their weights "
+        "(MultiheadAttention's out_proj) is in the parent's own count" + _UNHOOKED_RUN]
 
 
 def test_compare_shows_a_module_that_changed_class_as_changed() -> None:
