@@ -468,7 +468,9 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     ``by`` is a quantity: with ``depth=None`` each module counts its own work (``self_ops``,
     ``self_macs``, ``self_params``) and the shares add up to the whole model; with
     ``depth=d`` only modules at depth ``d`` count, each with everything it contains (``ops``,
-    ``macs``, ``params``)."""
+    ``macs``, ``params``). A quantity with no own share (``buffers``, ``buffer_bytes``,
+    ``param_bytes``, ``trainable_params``) holds each module's children at every depth too:
+    the title says so, and a note that its shares overlap."""
     check_int(k, "k", 1)
     check_int(depth, "depth", 0)
     by = current_name(by)
@@ -495,11 +497,20 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
         frame = frame.head(k)
     shown = ("type", "modules", "calls",
              *(c for c in dict.fromkeys(columns.values()) if c in frame), pct)
-    where = "all depths, own work" if depth is None else f"depth {depth}, including children"
+    # a bare name holds the module's children (docs/glossary.md): without a self_ partner the
+    # rows at every depth hold one another's work
+    overlapping = depth is None and column_spec(target).aggregation == "inclusive"
+    where = (f"depth {depth}, including children" if depth is not None
+             else "all depths, including children" if overlapping else "all depths, own work")
+    notes = profile_notes(profile, uncalled_note=False)
+    if overlapping:
+        notes = (*notes, f"{by} has no own share: each type's row includes the children of its "
+                         "modules, so a module inside another counts in both rows and the "
+                         f"shares overlap; top(by={by!r}, depth=d) ranks the modules at one "
+                         "depth")
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=profile_notes(profile, uncalled_note=False),
-                optional=("modules", "calls"), keep=(target, pct))
+                notes=notes, optional=("modules", "calls"), keep=(target, pct))
 
 
 UNHOOKED_RUN_CLAUSE = ("; one run without its hooks (module.forward(x), a class replacing "

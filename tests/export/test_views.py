@@ -252,3 +252,25 @@ def test_compare_shows_a_module_that_changed_class_as_changed() -> None:
     # (2 * 8 * 8 = 128 MACs in both) is unchanged and left out
     assert list(changed.index) == ["__root__", "1"]
     assert changed.loc["1", "type"] == "ReLU -> GELU"
+
+
+@pytest.mark.parametrize("by", ["buffers", "buffer_bytes", "param_bytes", "trainable_params"])
+def test_top_by_a_quantity_without_an_own_share_is_titled_as_including_children(by: str) -> None:
+    model = nn.Sequential(nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 4)), nn.BatchNorm1d(4))
+    view = ModuleProfiler().profile(model, torch.randn(3, 4)).top(by=by)
+    # the Sequential row holds the whole model (both BatchNorm1d and the Linear): 100 %, and
+    # the BatchNorm1d row (buffers 2 x (4 + 4 + 1) = 18 elements, all of them) 100 % again:
+    # the rows overlap, which "own work" said they did not
+    assert view.title == f"Top 10 module types by {by} (all depths, including children)"
+    shares = view.df.set_index("type")[f"{by}_pct"]
+    assert shares["Sequential"] == 100.0 and shares.sum() > 100.0
+    assert any(note.startswith(f"{by} has no own share") for note in view.notes)
+
+
+def test_top_by_an_own_quantity_is_still_titled_own_work() -> None:
+    model = nn.Sequential(nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 4)), nn.BatchNorm1d(4))
+    view = ModuleProfiler().profile(model, torch.randn(3, 4)).top(by="params")
+    # self_params: Linear 4 * 4 + 4 = 20, BatchNorm1d 2 x (4 + 4) = 16, Sequential 0: 36
+    assert view.title == "Top 10 module types by params (all depths, own work)"
+    assert view.df["self_params"].sum() == 36 and view.df["self_params_pct"].sum() == 100.0
+    assert not any("no own share" in note for note in view.notes)
