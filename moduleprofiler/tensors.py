@@ -50,9 +50,11 @@ def has_tensor(module: nn.Module, name: str) -> bool:
     computed by its parametrization on every read: reading it after the module's forward would
     run that work (and its modules' hooks) once more, so it is only looked up.
     """
-    parametrizations = module._modules.get("parametrizations")
-    if isinstance(parametrizations, nn.ModuleDict) and name in parametrizations._modules:
-        return True
+    children = module._modules
+    if children:  # most layers have none: one test
+        parametrizations = children.get("parametrizations")
+        if isinstance(parametrizations, nn.ModuleDict) and name in parametrizations._modules:
+            return True
     return module_tensor(module, name) is not None
 
 

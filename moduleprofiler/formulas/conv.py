@@ -20,20 +20,34 @@ from functools import lru_cache
 from typing import Any
 
 from torch import Tensor, nn
+from torch.nn import Parameter
 from torch.nn.modules.conv import _ConvNd, _ConvTransposeNd
 
 from moduleprofiler.registry import register_macs, register_ops
-from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import has_tensor
 
 
-def _kernel(module: _ConvNd) -> tuple[int, ...]:
-    """The kernel's spatial size: the weight's ``(Cout, Cin / groups, *kernel)`` shape when it is
-    a plain parameter, else ``kernel_size`` (a parametrized weight is not computed again)."""
+def _plain_weight(module: _ConvNd) -> Tensor | None:
+    """The module's weight when it is a plain parameter (not parametrized, lazy or sharded)."""
     weight = module._parameters.get("weight")
-    if weight is None or is_lazy(weight):
-        return tuple(module.kernel_size)
-    return weight.shape[2:]  # a torch.Size: a tuple already
+    return weight if type(weight) is Parameter else None
+
+
+def _kernel(module: _ConvNd) -> tuple[int, ...]:
+    """The kernel's spatial size: the weight's ``(C, C' / groups, *kernel)`` shape when it is a
+    plain parameter, else ``kernel_size`` (a parametrized weight is not computed again)."""
+    weight = _plain_weight(module)
+    return tuple(module.kernel_size) if weight is None else weight.shape[2:]
+
+
+def _per_first_dim(module: _ConvNd) -> int | None:
+    """Elements of the plain weight per index of its first dim (``Cin / groups * K`` for a
+    convolution, ``Cout / groups * K`` for a transposed one), else ``None``."""
+    weight = _plain_weight(module)
+    if weight is None:
+        return None
+    first = int(weight.shape[0])
+    return int(weight.numel()) // first if first else 0
 
 
 def _channels(module: _ConvNd, x: Tensor) -> int:
@@ -44,8 +58,12 @@ def _channels(module: _ConvNd, x: Tensor) -> int:
 # -- Conv1d / Conv2d / Conv3d ------------------------------------------------------------------
 
 def _dot_length(module: _ConvNd, x: Tensor) -> int:
-    # Each output element is one dot product over its group's input channels and the kernel.
-    return _channels(module, x) // module.groups * math.prod(_kernel(module))
+    # Each output element is one dot product over its group's input channels and the kernel:
+    # the weight's (Cin / groups, *kernel) elements per output channel.
+    per_output = _per_first_dim(module)
+    if per_output is not None:
+        return per_output
+    return _channels(module, x) // module.groups * math.prod(module.kernel_size)
 
 
 @register_ops(nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -149,5 +167,7 @@ def conv_transpose_macs(module: _ConvTransposeNd, inputs: tuple[Any, ...],
     """inputs * (Cout / groups) * K (inputs = N*Cin*spatial_in): every input meets every tap."""
     # This is what the kernels compute and FlopCounterMode counts, including the products that
     # ``padding`` crops away afterwards.
-    per_input = _channels(module, output) // module.groups * math.prod(_kernel(module))
+    per_input = _per_first_dim(module)
+    if per_input is None:
+        per_input = _channels(module, output) // module.groups * math.prod(module.kernel_size)
     return int(inputs[0].numel()) * per_input

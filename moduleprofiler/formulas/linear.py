@@ -22,15 +22,21 @@ from moduleprofiler.registry import register_macs, register_ops
 from moduleprofiler.tensors import has_tensor
 
 
-def leading_rows(x: Tensor) -> int:
-    """Rows of a ``(*, features)`` input: the product of all leading dims (1 for a 1-D input).
+def rows_and_features(x: Tensor) -> tuple[int, int]:
+    """``(rows, features)`` of a ``(*, features)`` tensor: the product of all leading dims (1
+    for a 1-D input) and the last dim (1 for a 0-dim one).
 
-    Computed as ``numel / features`` so that ragged (nested) tensors, which have no ``shape``,
-    count their real rows."""
+    The rows are computed as ``numel / features`` so that ragged (nested) tensors, which have
+    no ``shape``, count their real rows."""
     features = int(x.size(-1)) if x.dim() else 1
     if features == 0:
-        return int(x.shape[:-1].numel())
-    return int(x.numel()) // features
+        return int(x.shape[:-1].numel()), 0
+    return int(x.numel()) // features, features
+
+
+def leading_rows(x: Tensor) -> int:
+    """Rows of a ``(*, features)`` input (:func:`rows_and_features`)."""
+    return rows_and_features(x)[0]
 
 
 def features(x: Tensor) -> int:
@@ -49,16 +55,15 @@ def linear_ops(module: nn.Linear, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * out * (2 * in - 1), plus rows * out with bias (0 work for ``in == 0``)."""
     # One dot product of length ``in`` per output element: ``in`` multiplies, ``in - 1`` adds;
     # an empty dot product (``in_features=0``) costs nothing.
-    x = inputs[0]
-    return linear_layer_ops(leading_rows(x), features(x), features(output),
-                            has_tensor(module, "bias"))
+    rows, in_features = rows_and_features(inputs[0])
+    return linear_layer_ops(rows, in_features, features(output), has_tensor(module, "bias"))
 
 
 @register_macs(nn.Linear)
 def linear_macs(module: nn.Linear, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * in * out."""
-    x = inputs[0]
-    return leading_rows(x) * features(x) * features(output)
+    rows, in_features = rows_and_features(inputs[0])
+    return rows * in_features * features(output)
 
 
 def _bilinear_per_row_macs(inputs: tuple[Any, ...], output: Tensor) -> int:
