@@ -61,7 +61,9 @@ def module_statuses(modules: Iterable[ModuleInfo], called: Collection[str],
     :attr:`ModuleInfo.container`: a ``ModuleList``, a ``ModuleDict``) or is the root (whose
     ``pred_fn`` calls its children), and a descendant of it ran; any other is
     :data:`UNCALLED`, whatever its children did: a module whose own ``forward`` never ran
-    while another method of it called its children is never called."""
+    while another method of it called its children is never called. So is one whose
+    ``forward`` ran without its hooks (``module.forward(x)``, a class that replaces
+    ``__call__``): the pass cannot see that run, whose operators count in its caller's."""
     modules = tuple(modules)
     groupable = {info.path for info in modules if info.container or info.path == ""}
     holding = {above for path in called for above in ancestor_paths(path) if above in groupable}
@@ -522,8 +524,10 @@ class ProfileData:
 
     @property
     def uncalled(self) -> tuple[str, ...]:
-        """Paths of modules whose ``forward`` never ran during the pass (whatever their
-        children did: a child called through another method of its parent ran without it).
+        """Paths of modules not called during the pass: whose ``forward`` never ran (whatever
+        their children did: a child called through another method of its parent ran without
+        it), or ran without the module's hooks (``module.forward(x)``, a class that replaces
+        ``__call__``; its work is then in its caller's own count).
         A grouping whose children ran (GPT-2's ``transformer.h``, a ``ModuleList``) is in
         :attr:`groupings` instead, a TorchScript submodule (no hooks) in :attr:`unhooked`."""
         return tuple(path for path, status in self.statuses().items() if status == UNCALLED)

@@ -43,6 +43,21 @@ def module_tensor(module: nn.Module, name: str) -> Any:
     return getattr(module, name, None)
 
 
+def has_tensor(module: nn.Module, name: str) -> bool:
+    """Whether ``module.<name>`` is a tensor (not ``None``), found without computing it.
+
+    A tensor parametrized with :func:`torch.nn.utils.parametrize.register_parametrization` is
+    computed by its parametrization on every read: reading it after the module's forward would
+    run that work (and its modules' hooks) once more, so it is only looked up.
+    """
+    children = module._modules
+    if children:  # most layers have none: one test
+        parametrizations = children.get("parametrizations")
+        if isinstance(parametrizations, nn.ModuleDict) and name in parametrizations._modules:
+            return True
+    return module_tensor(module, name) is not None
+
+
 def numel(tensor: Tensor) -> int:
     """Elements of a parameter or buffer; 0 for a lazy one not materialised yet (its shape is
     unknown until the module's first forward)."""

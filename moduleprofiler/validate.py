@@ -143,6 +143,11 @@ def check_exclusions(items: object, name: str = "exclude_from_ops") -> list[Any]
     for position, item in enumerate(out):
         if isinstance(item, nn.Module):
             continue
+        if item is nn.Module:  # every module is one: nothing would be counted
+            raise RegistryError(
+                f"{name}[{position}] is torch.nn.Module, the base class of every module: it "
+                "would exclude every module, the model itself included, and count nothing; "
+                "name the classes of the modules to exclude, or the modules themselves")
         if isinstance(item, type) and issubclass(item, nn.Module):
             continue
         raise TypeError(f"{name} takes module classes or module instances; {name}[{position}] "

@@ -101,7 +101,7 @@ def test_a_module_whose_forward_never_ran_is_uncalled_in_every_view(
     assert profile.to_dict()["groupings"] == []
     tree = profile.tree().to_text(width=0)
     assert tree is not None and "|-- submod (_Inner) [not called]" in tree
-    assert "never called (1): submod; its forward never ran; submod.fc ran without it" in tree
+    assert "not called (1): submod; submod.fc ran without a call of it" in tree
     # the note about a parent using its child's weights is not this case: submod.fc ran
     assert "the work a parent does with their weights" not in tree
     frame = profile.to_df("module").set_index("module")
@@ -140,7 +140,7 @@ def test_a_module_list_and_a_module_dict_whose_members_ran_are_groupings() -> No
     assert [info.container for info in profile.modules] == [
         False, True, False, False, True, False, False]
     tree = profile.tree().to_text(width=0)
-    assert tree is not None and "[not called]" not in tree and "ran without it" not in tree
+    assert tree is not None and "[not called]" not in tree and "ran without a call" not in tree
     again = type(profile).from_json(profile.to_json())
     assert again.groupings == ("blocks", "heads")
 
@@ -256,3 +256,33 @@ def test_new_module_info_is_the_constructor_s_info_and_stays_immutable() -> None
         info.params = 1  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         del info.params  # type: ignore[misc]
+
+
+class _ForwardCalledDirectly(nn.Module):
+    """``b``'s and ``inner``'s ``forward`` run without their hooks (``.forward(x)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.inner = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner.forward(self.b.forward(self.a(x)))
+
+
+def test_a_module_run_without_its_hooks_is_not_said_to_have_never_run() -> None:
+    profile = ModuleProfiler().profile(_ForwardCalledDirectly(), torch.randn(2, 4))
+    assert profile.uncalled == ("b", "inner")
+    # b's Linear runs in the root's own count: 2 rows * 4 * (2 * 4 - 1 + 1) = 64 ops
+    assert profile.records[0].self_ops == 64
+    notes = profile.tree().notes
+    [note] = [n for n in notes if "not called" in n]
+    # its forward ran (inner's called its children): "never called", "its forward never ran"
+    # were untrue of both
+    assert "never" not in note
+    assert note == (
+        "not called (2): b, inner; inner.0, inner.1 ran without a call of inner; the work a "
+        "parent does with their weights is in the parent's own count; one run without its "
+        "hooks (module.forward(x), a class replacing __call__) is listed too: its work is in "
+        "its caller's own count")

@@ -22,6 +22,7 @@ from moduleprofiler import (
     memory,
     timing,
 )
+from moduleprofiler.errors import RegistryError
 from moduleprofiler.operators import register_operator
 from moduleprofiler.utils import realtime_factor
 from tests.fixtures.state import assert_unchanged, snapshot
@@ -188,6 +189,9 @@ def ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
     ({"exclude_from_ops": [nn.ReLU, "Linear"]}, TypeError,
      r"exclude_from_ops\[1\] is str 'Linear'"),
     ({"exclude_from_ops": [int]}, TypeError, r"exclude_from_ops\[0\] is the class int"),
+    # the base class excluded every module, the root too: the pass counted nothing
+    ({"exclude_from_ops": [nn.ReLU, nn.Module]}, RegistryError,
+     r"exclude_from_ops\[1\] is torch.nn.Module, the base class of every module"),
     ({"verbose": "yes"}, TypeError, "verbose must be True or False"),
     ({"ts_fmt": None}, TypeError, "ts_fmt must be a str, got None"),
 ])
@@ -205,6 +209,13 @@ def test_legacy_maps_with_default_keys_and_none_values_are_accepted() -> None:
     # one Linear call, ops 1 by the map above; ReLU's None entry means "no formula": its
     # operator (relu) is free in this operator map, so it counts 0
     assert profiler.profile(model(), X).total_ops == 1
+
+
+def test_an_exclusion_of_the_base_class_added_after_construction_is_refused() -> None:
+    profiler = ModuleProfiler()
+    profiler.exclude_from_ops.append(nn.Module)
+    with pytest.raises(RegistryError, match=r"exclude_from_ops\[0\] is torch.nn.Module"):
+        profiler.profile(model(), X)
 
 
 def test_maps_edited_after_construction_are_checked_by_the_next_pass() -> None:

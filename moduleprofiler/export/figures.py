@@ -267,7 +267,8 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
             names, values, unknown = _known(list(frame["type"]), list(frame[own]))
             names, values, zero = _nonzero(names, values)
             _bars(ax, names, values, own, top)
-            ax.set_xlabel(f"{label} (own work)")
+            # a quantity with no own share (own is the inclusive column) holds the children
+            ax.set_xlabel(f"{label} ({'with children' if own == inclusive else 'own work'})")
             heading = _title(f"{label[:1].upper()}{label[1:]} by module type", unknown, zero,
                              "type")
         else:

@@ -280,9 +280,9 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         notes.append(f"operators without a formula: {listing(ops)}")
     uncalled = profile.uncalled if uncalled_note else ()
     if uncalled:
-        notes.append(f"never called ({len(uncalled)}): {listing(uncalled)}"
+        notes.append(f"not called ({len(uncalled)}): {listing(uncalled)}"
                      + _ran_without_clause(profile, uncalled)
-                     + _uncalled_clause(profile, uncalled))
+                     + _uncalled_clause(profile, uncalled) + UNHOOKED_RUN_CLAUSE)
     if profile.excluded:
         notes.append(f"excluded from ops: {listing(profile.excluded)}")
     macs_unknown = tuple(dict.fromkeys(
@@ -468,7 +468,9 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     ``by`` is a quantity: with ``depth=None`` each module counts its own work (``self_ops``,
     ``self_macs``, ``self_params``) and the shares add up to the whole model; with
     ``depth=d`` only modules at depth ``d`` count, each with everything it contains (``ops``,
-    ``macs``, ``params``)."""
+    ``macs``, ``params``). A quantity with no own share (``buffers``, ``buffer_bytes``,
+    ``param_bytes``, ``trainable_params``) holds each module's children at every depth too:
+    the title says so, and a note that its shares overlap."""
     check_int(k, "k", 1)
     check_int(depth, "depth", 0)
     by = current_name(by)
@@ -495,12 +497,27 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
         frame = frame.head(k)
     shown = ("type", "modules", "calls",
              *(c for c in dict.fromkeys(columns.values()) if c in frame), pct)
-    where = "all depths, own work" if depth is None else f"depth {depth}, including children"
+    # a bare name holds the module's children (docs/glossary.md): without a self_ partner the
+    # rows at every depth hold one another's work
+    overlapping = depth is None and column_spec(target).aggregation == "inclusive"
+    where = (f"depth {depth}, including children" if depth is not None
+             else "all depths, including children" if overlapping else "all depths, own work")
+    notes = profile_notes(profile, uncalled_note=False)
+    if overlapping:
+        notes = (*notes, f"{by} has no own share: each type's row includes the children of its "
+                         "modules, so a module inside another counts in both rows and the "
+                         f"shares overlap; top(by={by!r}, depth=d) ranks the modules at one "
+                         "depth")
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=profile_notes(profile, uncalled_note=False),
-                optional=("modules", "calls"), keep=(target, pct))
+                notes=notes, optional=("modules", "calls"), keep=(target, pct))
 
+
+UNHOOKED_RUN_CLAUSE = ("; one run without its hooks (module.forward(x), a class replacing "
+                       "__call__) is listed too: its work is in its caller's own count")
+"""What the note on modules not called says of every one of them: a forward run without the
+module's hooks is not seen as a call of it (telling it from a module that never ran would cost
+work on every call), while the operators it ran count in its caller's own work."""
 
 MULTIHEAD_ATTENTION = "MultiheadAttention"
 """``nn.MultiheadAttention``'s type name: it computes with its ``out_proj``'s weights and never
@@ -508,10 +525,10 @@ calls it, the common case of a module whose work is in its parent's count."""
 
 
 def _ran_without_clause(profile: Profile, uncalled: Sequence[str], limit: int = 3) -> str:
-    """What the note on modules never called adds for one whose descendants ran all the same
-    (called through another of its methods, or from outside it): that its ``forward`` never
-    ran while they did (``; its forward never ran; submod.fc ran without it``), for the first
-    ``limit`` such modules."""
+    """What the note on modules not called adds for one whose descendants ran all the same
+    (called through another of its methods, from outside it, or from its forward run without
+    its hooks): that they ran without a call of it (``; submod.fc ran without a call of
+    it``), for the first ``limit`` such modules."""
     called = [record.path for record in profile.records]
     clauses = []
     for path in uncalled:
@@ -521,15 +538,15 @@ def _ran_without_clause(profile: Profile, uncalled: Sequence[str], limit: int = 
     if not clauses:
         return ""
     if len(uncalled) == 1:
-        return f"; its forward never ran; {listing(clauses[0][1])} ran without it"
-    said = "".join(f"; {module_name(path)}'s forward never ran; {listing(ran)} ran without it"
+        return f"; {listing(clauses[0][1])} ran without a call of it"
+    said = "".join(f"; {listing(ran)} ran without a call of {module_name(path)}"
                    for path, ran in clauses[:limit])
     more = len(clauses) - limit
     return said + (f"; and {more} more module(s) like these" if more > 0 else "")
 
 
 def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
-    """What the note on modules never called adds: where one with parameters has a parent that
+    """What the note on modules not called adds: where one with parameters has a parent that
     ran, that the parent may have done its work with their weights; naming MultiheadAttention's
     ``out_proj`` only when a module of ``uncalled`` is, or is inside, a MultiheadAttention (a
     GPT-2's never-called dropouts have no weights, and no MultiheadAttention: nothing to add)."""

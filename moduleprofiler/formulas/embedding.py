@@ -3,6 +3,8 @@
 A lookup moves data and costs nothing; the arithmetic is in ``EmbeddingBag``'s reduction of each
 bag and in the ``max_norm`` renormalisation check. Neither is matmul-type work, so ``macs`` is 0
 (the ``per_sample_weights`` multiplies included: they scale rows, they do not contract).
+The row length is the last dim of the call's output (the weight's), not ``embedding_dim``,
+which goes stale when the weight is replaced by one of another shape.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def _index_list(indices: Tensor) -> list[int]:
     return list(values)
 
 
-def renorm_ops(module: nn.Embedding | nn.EmbeddingBag, indices: Tensor) -> int:
+def renorm_ops(module: nn.Embedding | nn.EmbeddingBag, indices: Tensor, dim: int) -> int:
     """With ``max_norm``: unique rows * (2 * dim + 1); else 0.
 
     ``max_norm`` makes every forward compute the ``norm_type`` norm of each distinct row it looks
@@ -39,13 +41,13 @@ def renorm_ops(module: nn.Embedding | nn.EmbeddingBag, indices: Tensor) -> int:
     # NB: on the meta device the indices are unknown and every index counts as distinct (as
     # for the ``embedding_renorm_`` operator)
     distinct = indices.numel() if indices.is_meta else len(set(_index_list(indices)))
-    return distinct * (2 * module.embedding_dim + 1)
+    return distinct * (2 * dim + 1)
 
 
 @register_ops(nn.Embedding)
 def embedding_ops(module: nn.Embedding, inputs: tuple[Any, ...], output: Any) -> int:
     """0 (a lookup), plus unique rows * (2 * dim + 1) for the max_norm check."""
-    return renorm_ops(module, inputs[0])
+    return renorm_ops(module, inputs[0], int(output.size(-1)))
 
 
 def bag_sizes(module: nn.EmbeddingBag, indices: Tensor, offsets: Tensor | None) -> list[int]:
@@ -84,14 +86,14 @@ def embedding_bag_ops(module: nn.EmbeddingBag, inputs: tuple[Any, ...], output: 
     sizes = bag_sizes(module, indices, offsets)
     entries = sum(sizes)
     bags = sum(1 for size in sizes if size > 0)
-    dim = module.embedding_dim
+    dim = int(output.size(-1))
     # A bag of n >= 1 rows takes n - 1 adds (sum, mean) or comparisons (max) per element.
     ops = dim * (entries - bags)
     if module.mode == "mean":
         ops += dim * bags  # one division per element of each non-empty bag
     if weights is not None:
         ops += dim * entries  # each row scaled by its weight before the sum
-    return ops + renorm_ops(module, indices)
+    return ops + renorm_ops(module, indices, dim)
 
 
 register_macs(nn.Embedding, nn.EmbeddingBag)(no_macs)

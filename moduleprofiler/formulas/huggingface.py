@@ -26,7 +26,6 @@ from torch import nn
 from moduleprofiler.formulas._common import no_macs, numel_of_first
 from moduleprofiler.formulas.activation import GELU_TANH
 from moduleprofiler.registry import register_macs, register_ops
-from moduleprofiler.tensors import module_tensor
 
 CONV1D_KEYS = (
     "transformers.pytorch_utils.Conv1D",
@@ -35,24 +34,25 @@ CONV1D_KEYS = (
 )
 
 
-def _conv1d_macs(module: nn.Module, inputs: tuple[Any, ...]) -> int:
-    # the weight read from the parameter table (``module_tensor``): ``get_parameter`` splits
-    # a dotted path and type-checks on every call, a third of this formula's cost
-    nx, nf = module_tensor(module, "weight").shape  # (in, out): transposed w.r.t. nn.Linear
-    rows = int(inputs[0].shape[:-1].numel())
-    return rows * int(nx) * int(nf)
+def _conv1d_macs(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
+    # nx and nf from the call's tensors (the weight is (nx, nf), transposed w.r.t. nn.Linear):
+    # what the call computed with, and no weight read (a parametrized one would be computed
+    # again)
+    x = inputs[0]
+    rows = int(x.shape[:-1].numel())
+    return rows * int(x.shape[-1]) * int(output.shape[-1])
 
 
 @register_ops(*CONV1D_KEYS)
 def hf_conv1d_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
     """2 * rows * nx * nf: rows * nf dot products of length nx (2 * nx - 1) plus the bias add."""
-    return 2 * _conv1d_macs(module, inputs)
+    return 2 * _conv1d_macs(module, inputs, output)
 
 
 @register_macs(*CONV1D_KEYS)
 def hf_conv1d_macs(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * nx * nf."""
-    return _conv1d_macs(module, inputs)
+    return _conv1d_macs(module, inputs, output)
 
 
 NEW_GELU_KEYS = ("transformers.activations.NewGELUActivation",)

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.formulas._common import no_macs
 from moduleprofiler.registry import register_macs, register_ops
-from moduleprofiler.tensors import module_tensor
+from moduleprofiler.tensors import has_tensor
 
 _VARIANCE_PER_GROUP = 2  # var = E[x²] - mean²: one square, one subtract
 STD_PER_GROUP = 2  # sqrt(var + eps): one add, one sqrt
@@ -54,17 +54,14 @@ def rms_ops(elements: int, size: int, weight: bool) -> int:
 
 def _affine(module: nn.Module) -> tuple[bool, bool]:
     """Whether the module has a weight and a bias."""
-    return (module_tensor(module, "weight") is not None,
-            module_tensor(module, "bias") is not None)
+    return has_tensor(module, "weight"), has_tensor(module, "bias")
 
 
 def _uses_batch_stats(module: nn.Module) -> bool:
     """torch's ``bn_training``: batch statistics in training mode or without running buffers."""
     if module.training:
         return True
-    return module_tensor(module, "running_mean") is None and (
-        module_tensor(module, "running_var") is None
-    )
+    return not has_tensor(module, "running_mean") and not has_tensor(module, "running_var")
 
 
 @register_ops(nn.modules.batchnorm._BatchNorm)

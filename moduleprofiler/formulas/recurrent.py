@@ -139,18 +139,30 @@ def _cell_mode(module: nn.RNNCellBase) -> str:
     return "RNN_RELU" if getattr(module, "nonlinearity", "tanh") == "relu" else "RNN_TANH"
 
 
+def _cell_sizes(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any
+                ) -> tuple[int, int]:
+    """``(input size, hidden size)`` of a cell's call: the last dims of its input and of its
+    new state (``h'``; LSTMCell returns ``(h', c')``), which match the weights the call used
+    where ``input_size`` / ``hidden_size`` need not (a weight replaced by one of another
+    shape)."""
+    state = output[0] if isinstance(output, tuple) else output
+    if not inputs or not isinstance(inputs[0], Tensor) or not isinstance(state, Tensor):
+        return module.input_size, module.hidden_size
+    return int(inputs[0].size(-1)), int(state.size(-1))
+
+
 @register_ops(nn.RNNCell, nn.GRUCell, nn.LSTMCell)
 def rnn_cell_ops(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * step_ops(input_size) with rows = batch (1 for a 1-D input)."""
     rows = _rows(inputs[0]) if inputs else 0
-    hidden = module.hidden_size
+    in_size, hidden = _cell_sizes(module, inputs, output)
     # ``module.bias`` is a bool here (0.0.4 tested ``is not None`` and always counted bias: B3).
-    return rows * step_ops(_cell_mode(module), module.input_size, hidden, hidden, 0, module.bias)
+    return rows * step_ops(_cell_mode(module), in_size, hidden, hidden, 0, module.bias)
 
 
 @register_macs(nn.RNNCell, nn.GRUCell, nn.LSTMCell)
 def rnn_cell_macs(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * gates * H * (input_size + H)."""
     rows = _rows(inputs[0]) if inputs else 0
-    hidden = module.hidden_size
-    return rows * step_macs(_cell_mode(module), module.input_size, hidden, hidden, 0)
+    in_size, hidden = _cell_sizes(module, inputs, output)
+    return rows * step_macs(_cell_mode(module), in_size, hidden, hidden, 0)

@@ -206,9 +206,32 @@ def free(*names: str) -> None:
 
 # -- shapes ------------------------------------------------------------------------------------
 
+_COMPRESSED = frozenset({torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc})
+
+
 def numel(value: Any) -> int:
-    """Elements of a tensor (0 for anything else)."""
-    return int(value.numel()) if isinstance(value, Tensor) else 0
+    """Elements of a tensor (0 for anything else); of a sparse tensor, the values it stores.
+
+    An operator on a sparse tensor (``sparse * 2``, ``torch.sin(sparse)``: torch runs only the
+    zero-preserving ones on a sparse layout) computes on its stored values, not on every
+    element of its dense shape: 3 stored entries of a 3 x 3 matrix are 3 multiplies, not 9.
+    """
+    if not isinstance(value, Tensor):
+        return 0
+    if value.layout is torch.strided:
+        return int(value.numel())
+    return stored_numel(value)
+
+
+def stored_numel(tensor: Tensor) -> int:
+    """The values a tensor of a sparse layout stores (entries times the elements of each, for
+    a hybrid or blocked one); ``numel`` for any other layout (a jagged nested tensor)."""
+    layout = tensor.layout
+    if layout is torch.sparse_coo:
+        return int(tensor._values().numel())
+    if layout in _COMPRESSED:
+        return int(tensor.values().numel())
+    return int(tensor.numel())
 
 
 def first_tensor(out: Any) -> Tensor | None:

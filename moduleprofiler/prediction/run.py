@@ -7,11 +7,13 @@ and calls :func:`predict` with its own counted pass."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from moduleprofiler.errors import ProfilingError, error_chain
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import InputSize, given_input, unwrap_compiled
 from moduleprofiler.prediction.calibration import Calibration, common_rows
@@ -39,7 +41,7 @@ from moduleprofiler.prediction.predict import (
     resolve_host,
     with_fp32_math,
 )
-from moduleprofiler.records import ProfileData
+from moduleprofiler.records import ProfileData, display_path
 from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.validate import check_bool, check_pass
 
@@ -91,6 +93,9 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
         materialise_lazy(model, given, fused)
         profile = count(model, given, pred_fn=fused, listeners=[listener], **options)
     except Exception as exc:
+        kernel = _quantized_kernel(exc)
+        if kernel is not None:
+            raise _quantized_error(exc, kernel, original) from exc
         if not meta_limit(exc) or _holds_meta(input):  # no values to run on (a sweep's)
             raise
         # the model reads its data (a mask tested with ``.all()``, a count with ``.item()``)
@@ -133,6 +138,39 @@ def like_for_like(target: DeviceModel, source: DeviceModel) -> tuple[DeviceModel
                                    unmeasured=set(), stood_in=set(), _tables={}, _cache={})
 
     return fresh(target, mine), fresh(source, theirs)
+
+
+_QUANTIZED_KERNEL = re.compile(r"\b(quantized::\w+)")
+
+
+def _quantized_kernel(error: BaseException) -> str | None:
+    """The quantized kernel (``quantized::linear_dynamic``) that ``error`` says has no meta
+    (fake) implementation, else ``None``."""
+    for current in error_chain(error):
+        if isinstance(current, NotImplementedError):
+            found = _QUANTIZED_KERNEL.search(str(current))
+            if found is not None:
+                return found[1]
+    return None
+
+
+def _quantized_error(error: Exception, kernel: str, model: torch.nn.Module) -> ProfilingError:
+    """What to do about a quantized model, whose kernels cannot run on the meta device."""
+    path = error.path if isinstance(error, ProfilingError) else None
+    where = ""
+    if path is not None:
+        try:
+            module = model.get_submodule(path)
+        except AttributeError:
+            module = None
+        if module is not None:
+            cls = type(module)
+            where = f"module {display_path(path)!r} ({cls.__module__}.{cls.__qualname__}) "
+    return ProfilingError(
+        f"{where}runs the quantized kernel {kernel}: predict() runs the model on the meta "
+        "device, and quantized kernels have no meta implementation. Predict the float model "
+        "instead (the one before quantize_dynamic() or convert()); profile() counts the "
+        "quantized one on its own device", path)
 
 
 def _holds_meta(value: Any) -> bool:

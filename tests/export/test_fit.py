@@ -185,7 +185,7 @@ def test_the_counting_convention_is_stated(models: dict[str, Profile]) -> None:
 def test_notes_are_wrapped(models: dict[str, Profile]) -> None:
     text = models["vit_b_16"].tree().to_text(width=80)
     assert text is not None
-    note = [line for line in text.splitlines() if line.startswith("note: never called")]
+    note = [line for line in text.splitlines() if line.startswith("note: not called")]
     assert note and all(len(line) <= 80 for line in text.splitlines())
     continued = text.splitlines()[text.splitlines().index(note[0]) + 1]
     assert continued.startswith("  encoder.layers.encoder_layer_1")

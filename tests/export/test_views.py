@@ -14,6 +14,10 @@ from moduleprofiler.export import select as select_module
 from moduleprofiler.export.frame import module_frame
 from tests.export.profiles import tiny
 
+_UNHOOKED_RUN = ("; one run without its hooks (module.forward(x), a class replacing __call__) "
+                 "is listed too: its work is in its caller's own count")
+"""The clause the note on modules not called ends with."""
+
 
 def test_tree_keeps_raw_numbers_and_percentages() -> None:
     view = tiny().tree()
@@ -181,11 +185,11 @@ def test_the_never_called_note_is_under_the_views_of_every_module_only() -> None
 
     profile = ModuleProfiler().profile(WithSpare(), torch.randn(2, 4))
     # no MultiheadAttention in the model: the note names none
-    note = "never called (1): spare; the work a parent does with their weights is in the " \
-           "parent's own count"
+    note = "not called (1): spare; the work a parent does with their weights is in the " \
+           "parent's own count" + _UNHOOKED_RUN
     assert note in profile.tree().notes and note in profile.table().notes
     # a ranking of types has no row for it: the note was noise there
-    assert not any(n.startswith("never called") for n in profile.top(3).notes)
+    assert not any(n.startswith("not called") for n in profile.top(3).notes)
 
 
 def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
@@ -205,7 +209,7 @@ def test_a_timing_tree_shows_no_column_that_no_record_has_a_value_for() -> None:
     assert "ops" in timing.tree(["ops"]).columns  # named: still shown
 
 
-def test_the_never_called_note_of_a_weightless_dropout_adds_no_clause() -> None:
+def test_the_not_called_note_of_a_weightless_dropout_adds_no_weights_clause() -> None:
     # GPT-2's and BERT's attention dropouts are never called under SDPA: no weights, so the
     # clause about a parent doing their work, and MultiheadAttention, has nothing to say
     class SkipsDropout(nn.Module):
@@ -218,10 +222,11 @@ def test_the_never_called_note_of_a_weightless_dropout_adds_no_clause() -> None:
             return self.linear(x)
 
     notes = ModuleProfiler().profile(SkipsDropout(), torch.randn(2, 4)).tree().notes
-    assert [n for n in notes if n.startswith("never called")] == ["never called (1): dropout"]
+    assert [n for n in notes if n.startswith("not called")] == [
+        "not called (1): dropout" + _UNHOOKED_RUN]
 
 
-def test_the_never_called_note_names_multihead_attention_only_inside_one() -> None:
+def test_the_not_called_note_names_multihead_attention_only_inside_one() -> None:
     class Attends(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -232,9 +237,9 @@ def test_the_never_called_note_names_multihead_attention_only_inside_one() -> No
 
     notes = ModuleProfiler().profile(Attends(), torch.randn(1, 3, 8)).tree().notes
     # MultiheadAttention computes with out_proj's weights and never calls it
-    assert [n for n in notes if n.startswith("never called")] == [
-        "never called (1): attn.out_proj; the work a parent does with their weights "
-        "(MultiheadAttention's out_proj) is in the parent's own count"]
+    assert [n for n in notes if n.startswith("not called")] == [
+        "not called (1): attn.out_proj; the work a parent does with their weights "
+        "(MultiheadAttention's out_proj) is in the parent's own count" + _UNHOOKED_RUN]
 
 
 def test_compare_shows_a_module_that_changed_class_as_changed() -> None:
@@ -247,3 +252,25 @@ def test_compare_shows_a_module_that_changed_class_as_changed() -> None:
     # (2 * 8 * 8 = 128 MACs in both) is unchanged and left out
     assert list(changed.index) == ["__root__", "1"]
     assert changed.loc["1", "type"] == "ReLU -> GELU"
+
+
+@pytest.mark.parametrize("by", ["buffers", "buffer_bytes", "param_bytes", "trainable_params"])
+def test_top_by_a_quantity_without_an_own_share_is_titled_as_including_children(by: str) -> None:
+    model = nn.Sequential(nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 4)), nn.BatchNorm1d(4))
+    view = ModuleProfiler().profile(model, torch.randn(3, 4)).top(by=by)
+    # the Sequential row holds the whole model (both BatchNorm1d and the Linear): 100 %, and
+    # the BatchNorm1d row (buffers 2 x (4 + 4 + 1) = 18 elements, all of them) 100 % again:
+    # the rows overlap, which "own work" said they did not
+    assert view.title == f"Top 10 module types by {by} (all depths, including children)"
+    shares = view.df.set_index("type")[f"{by}_pct"]
+    assert shares["Sequential"] == 100.0 and shares.sum() > 100.0
+    assert any(note.startswith(f"{by} has no own share") for note in view.notes)
+
+
+def test_top_by_an_own_quantity_is_still_titled_own_work() -> None:
+    model = nn.Sequential(nn.Sequential(nn.BatchNorm1d(4), nn.Linear(4, 4)), nn.BatchNorm1d(4))
+    view = ModuleProfiler().profile(model, torch.randn(3, 4)).top(by="params")
+    # self_params: Linear 4 * 4 + 4 = 20, BatchNorm1d 2 x (4 + 4) = 16, Sequential 0: 36
+    assert view.title == "Top 10 module types by params (all depths, own work)"
+    assert view.df["self_params"].sum() == 36 and view.df["self_params_pct"].sum() == 100.0
+    assert not any("no own share" in note for note in view.notes)

@@ -226,3 +226,27 @@ def test_transposed_reach_matches_enumeration(
     assert transposed_reach(n_in, n_out, stride, padding, dilation, kernel) == (
         len(set(inside)), len(inside)
     )
+
+
+def test_conv2d_counts_a_replaced_weight() -> None:
+    module = nn.Conv2d(3, 8, 3)
+    module.weight = nn.Parameter(torch.randn(4, 3, 5, 5))  # out_channels, kernel_size stale
+    module.bias = nn.Parameter(torch.randn(4))
+    x = torch.randn(1, 3, 7, 7)
+    # output (1, 4, 3, 3): 36 outputs, each a dot product of 3 * 5 * 5 = 75 plus the bias:
+    # 36 * (2 * 75 - 1 + 1) = 5400 ops, 36 * 75 = 2700 MACs (kernel_size gave 36 * 54 = 1944)
+    assert ops_of(module, x) == 5400
+    assert 2 * macs_of(module, x) == fcm_flops(module, x) == 5400
+
+
+def test_conv_transpose1d_counts_a_replaced_weight() -> None:
+    module = nn.ConvTranspose1d(2, 3, 2, bias=False)
+    module.weight = nn.Parameter(torch.randn(4, 5, 3))  # (Cin, Cout, K): all three stale
+    x = torch.randn(1, 4, 6)
+    # every input element meets every tap of every output channel: 4 * 6 * 5 * 3 = 360 MACs;
+    # output length 6 + 3 - 1 = 8, no padding: every product lands (landed 6 * 3 = 18), the 8
+    # positions all covered: 5 * (2 * 4 * 18 - 8) = 680 ops (the attributes gave 3 * 2 * 6 * 2
+    # = 72 MACs)
+    assert macs_of(module, x) == 360
+    assert 2 * macs_of(module, x) == fcm_flops(module, x)
+    assert ops_of(module, x) == 680

@@ -149,3 +149,11 @@ def test_lookups_on_the_meta_device_take_the_common_case() -> None:
     assert ops_of(bag, FLAT.to("meta"), OFFSETS.to("meta")) == 28
     # a 2-D input: 2 bags of 3, padding not seen: 4 * (6 - 2) + 4 * 2 = 24
     assert ops_of(bag, IDS.to("meta")) == 24
+
+
+def test_embedding_bag_counts_a_replaced_weight() -> None:
+    module = nn.EmbeddingBag(10, 3, mode="sum")
+    module.weight = nn.Parameter(torch.randn(10, 5))  # embedding_dim still says 3
+    indices, offsets = torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2])
+    # two bags of 2 rows of 5: 5 * (4 - 2) = 10 adds (embedding_dim gave 3 * 2 = 6)
+    assert ops_of(module, indices, offsets) == 10

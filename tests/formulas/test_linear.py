@@ -8,7 +8,7 @@ from torch import nn
 from torch.nn.modules.linear import NonDynamicallyQuantizableLinear
 from torch.utils.flop_counter import FlopCounterMode
 
-from tests.conftest import fcm_flops, macs_of, ops_of
+from tests.conftest import fcm_flops, macs_of, ops_of, profile_of
 
 # -- Linear ------------------------------------------------------------------------------------
 
@@ -127,3 +127,67 @@ def test_linear_with_no_input_features_costs_only_its_bias() -> None:
     # an empty dot product costs 0; the bias add is 1 per output: 3 rows x 4 outputs = 12
     layer, x = nn.Linear(0, 4), torch.randn(3, 0)
     assert (ops_of(layer, x), macs_of(layer, x)) == (12, 0)
+
+
+# -- feature sizes from the call's tensors -----------------------------------------------------
+
+class _FirstHalfRows(nn.Module):
+    """A parametrization that keeps the first half of the weight's rows (changes its shape)."""
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight[: weight.shape[0] // 2]
+
+
+def test_linear_counts_the_weight_an_unsafe_parametrization_made() -> None:
+    from torch.nn.utils import parametrize
+
+    module = nn.Linear(10, 4, bias=False)
+    parametrize.register_parametrization(module, "weight", _FirstHalfRows(), unsafe=True)
+    x = torch.randn(5, 10)
+    # the call multiplies by a (2, 10) weight while out_features still says 4:
+    # rows 5, out 2, in 10: 5 * 2 * (2 * 10 - 1) = 190 ops, 5 * 2 * 10 = 100 MACs
+    # (out_features gave 5 * 4 * 19 = 380 and 200)
+    assert ops_of(module, x) == 190
+    assert macs_of(module, x) == 100
+    # the oracle runs with grad on: its module tracker fails on a parametrized module under
+    # no_grad
+    with FlopCounterMode(display=False) as counter:
+        module(x)
+    assert counter.get_total_flops() == 2 * 100
+
+
+def test_linear_counts_a_replaced_weight() -> None:
+    module = nn.Linear(6, 3)
+    module.weight = nn.Parameter(torch.randn(3, 4))  # in_features still says 6
+    x = torch.randn(2, 4)
+    # rows 2, out 3, in 4: 2 * 3 * (2 * 4 - 1 + 1 bias) = 48 (in_features gave 2 * 3 * 12 = 72)
+    assert ops_of(module, x) == 48
+    assert 2 * macs_of(module, x) == fcm_flops(module, x) == 48  # 2 * 2 * 3 * 4
+
+
+class _Doubled(nn.Module):
+    def forward(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor * 2
+
+
+def test_parametrized_bias_is_not_computed_again_by_the_formula() -> None:
+    from torch.nn.utils import parametrize
+
+    module = nn.Linear(10, 4)
+    parametrize.register_parametrization(module, "bias", _Doubled())
+    profile = profile_of(module, torch.randn(5, 10))
+    # the layer 5 * 4 * (2 * 10 - 1 + 1) = 400, the parametrization's bias * 2 once: 4 multiplies;
+    # total 404 (reading module.bias after the forward ran the parametrization again: 408)
+    assert [r.path for r in profile.records].count("parametrizations.bias.0") == 1
+    assert profile.records[0].ops == 404
+
+
+def test_bilinear_counts_replaced_weights() -> None:
+    module = nn.Bilinear(3, 4, 5)
+    module.weight = nn.Parameter(torch.randn(2, 6, 7))  # in1, in2, out still say 3, 4, 5
+    module.bias = nn.Parameter(torch.randn(2))
+    x1, x2 = torch.randn(4, 6), torch.randn(4, 7)
+    # rows 4, out 2, in1 6, in2 7: per output 7 * (2 * 6 - 1) + (2 * 7 - 1) + 1 = 91;
+    # 4 * 2 * 91 = 728 ops; MACs 4 * 2 * (6 * 7 + 7) = 392
+    assert ops_of(module, x1, x2) == 728
+    assert macs_of(module, x1, x2) == 392

@@ -209,3 +209,14 @@ def test_two_macs_equal_decomposed_flop_counter(cls: type[nn.RNNBase], layers: i
 def test_two_macs_equal_decomposed_flop_counter_others(module: nn.Module) -> None:
     x = torch.randn(3, 5) if isinstance(module, nn.RNNCellBase) else torch.randn(SHORT)
     assert profile_of(module, x).total_flops == decomposed_flops(lambda: module(x))
+
+
+def test_rnn_cell_counts_a_replaced_input_weight() -> None:
+    module = nn.RNNCell(3, 2)
+    module.weight_ih = nn.Parameter(torch.randn(2, 5))  # input_size still says 3
+    x = torch.randn(4, 5)
+    # rows 4, in 5, hidden 2: 2 * (2 * 5 - 1) + 2 * (2 * 2 - 1) + 2 * 2 bias + 2 * 8 tanh step
+    # = 18 + 6 + 4 + 16 = 44 per row, 176 in all (input_size gave 4 * 36 = 144)
+    assert ops_of(module, x) == 176
+    # MACs 4 * 2 * (5 + 2) = 56
+    assert macs_of(module, x) == 56

@@ -299,3 +299,36 @@ META_CASES: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
 @pytest.mark.parametrize(("fn", "args"), META_CASES)
 def test_meta_device_counts_the_same(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     assert count(fn, *on_meta(args)) == count(fn, *args)
+
+
+# -- sparse operands: the stored values ----------------------------------------------------------
+
+def _coo_with_four_entries() -> torch.Tensor:
+    # a 3 x 3 matrix storing 4 of its 9 entries
+    return torch.sparse_coo_tensor(torch.tensor([[0, 0, 1, 2], [0, 2, 1, 0]]),
+                                   torch.tensor([1.0, 2.0, 3.0, 4.0]), (3, 3))
+
+
+def test_elementwise_on_a_sparse_tensor_counts_its_stored_values() -> None:
+    x = _coo_with_four_entries()
+    # one multiply per stored value: 4 (the dense shape's 3 * 3 = 9 before)
+    assert ops(lambda t: t * 2, x) == 4
+    # sin costs 1 per element: 4 stored values of the CSR form, 4 ops
+    assert ops(torch.sin, x.to_sparse_csr()) == 4
+
+
+def test_elementwise_on_a_hybrid_sparse_tensor_counts_each_stored_row() -> None:
+    # 2 stored entries of a (4, 3) tensor with one dense dim: values (2, 3), 6 multiplies
+    # (12 for the dense shape)
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.ones(2, 3), (4, 3))
+    assert ops(lambda t: t * 2, x) == 6
+
+
+def test_a_module_on_a_sparse_input_counts_its_stored_values() -> None:
+    class Doubles(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    profile = ModuleProfiler().profile(Doubles(), (_coo_with_four_entries(),))
+    # 4 multiplies, and reading the stored values is not itself counted as an operator
+    assert profile.total_ops == 4 and profile.complete

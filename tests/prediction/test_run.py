@@ -144,3 +144,23 @@ def test_measured_of_another_kind_is_refused_by_name_before_any_pass() -> None:
         predict(count, nn.Linear(4, 4), torch.randn(2, 4), _calibration(),
                 measured=Profiler().profile(nn.Linear(4, 4), torch.randn(2, 4)))
     assert passes == []
+
+
+def test_a_quantized_model_is_told_to_predict_the_float_model() -> None:
+    import warnings
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.ao.quantization's notice
+        quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    with pytest.raises(ProfilingError) as raised:
+        Profiler().predict(quantized, torch.randn(2, 8), device="H200")
+    message = str(raised.value)
+    # it read torch's "We could not find the fake impl for this operator ... import the
+    # 'caffe2.torch.fb...' Python module"
+    assert message.startswith(
+        "module '0' (torch.ao.nn.quantized.dynamic.modules.linear.Linear) runs the quantized "
+        "kernel quantized::linear_dynamic: predict() runs the model on the meta device, and "
+        "quantized kernels have no meta implementation. Predict the float model instead")
+    assert "caffe2" not in message and raised.value.path == "0"
+    assert isinstance(raised.value.__cause__, ProfilingError)  # the pass's own, kept
