@@ -73,6 +73,9 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
         raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")
     name = peak_dtype(dtype) if dtype is not None else _main_dtype(profile, peaks)
     peak = None if name is None else peaks.flops_per_s(name)
+    if dtype is None and name is None:
+        raise ValueError("no call of the profile has multiply-accumulates in a dtype with a "
+                         f"peak, to take the peak of {peaks.name} from: pass dtype=")
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
     recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)

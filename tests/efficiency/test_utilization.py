@@ -55,6 +55,12 @@ def test_bad_arguments():
         utilization(profile, 0, PEAKS)
     with pytest.raises(ValueError, match="no peak"):
         utilization(profile, 1.0, PEAKS, dtype="bf16")
+    # a ReLU has no multiply-accumulates to take the dtype from (it read "no peak for dtype
+    # None", as if the device lacked one)
+    relu = ModuleProfiler().profile(nn.ReLU(), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="no call of the profile has multiply-accumulates"):
+        utilization(relu, 1.0, PEAKS)
+    assert utilization(relu, 1.0, PEAKS, dtype="fp32").model_flops == 0
 
 
 def test_transformer_estimate():
