@@ -79,9 +79,9 @@ _COLUMNS: tuple[tuple[str, Kind, str, str, str], ...] = (
     ("achieved_gbs", "number", "GB/s", "GB/s",
      "bytes moved by {work} per second of {time}, in 1e9/s"),
     ("compute_fraction", "fraction", "% peak FLOP/s", "",
-     "achieved_tflops over the device's peak FLOP/s for the dtype {work} ran in, 0-1"),
+     "{prefix}achieved_tflops over the device's peak FLOP/s for the dtype {work} ran in, 0-1"),
     ("bandwidth_fraction", "fraction", "% peak GB/s", "",
-     "achieved_gbs over the device's memory bandwidth, 0-1"),
+     "{prefix}achieved_gbs over the device's memory bandwidth, 0-1"),
     ("bound", "text", "bound", "",
      "compute or memory: the larger of the two roofs of {work}; overhead when its launches "
      "alone take longer than the roofline or the roofline explains less than overhead_share "
@@ -106,7 +106,7 @@ for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
                         _phase_name(_prefix, _label, " "),
                         aggregation="sum" if _name == "self_roofline_ms" else "none",
                         unit=_unit, description=_description.format(
-                            work=f"the call's own {_phase} work",
+                            prefix=_prefix, work=f"the call's own {_phase} work",
                             time=f"its measured {_phase} self time"))
     # pieces of work run one after another, so a subtree's bound is the sum of its calls'
     # own bounds (at least the roofline of their summed work, and tighter: each call is
