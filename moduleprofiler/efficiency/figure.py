@@ -16,6 +16,7 @@ with ``path=`` (PNG, SVG or PDF).
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -130,10 +131,12 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
             ax.scatter([p["x"] for p in chosen], [p["y"] for p in chosen], s=22, color=color,
                        zorder=3, label=f"{bound} bound ({len(chosen)})")
     for rank, point in enumerate(sorted(points, key=lambda p: -p["time"])[:top]):
-        # above and below their points in turn, so that neighbours' names rarely overlap
+        # above and below their points in turn, so that neighbours' names rarely overlap;
+        # leftwards from the points in the right half, so that none runs off the axes
+        right = math.log(point["x"] / low) > math.log(high / low) / 2
         ax.annotate(elide_name(point["name"], LABEL_CHARS), (point["x"], point["y"]),
-                    xytext=(4, 3 if rank % 2 == 0 else -9), textcoords="offset points",
-                    fontsize=7)
+                    xytext=(-4 if right else 4, 3 if rank % 2 == 0 else -9),
+                    textcoords="offset points", fontsize=7, ha="right" if right else "left")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)

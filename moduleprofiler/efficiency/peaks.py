@@ -14,6 +14,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 import torch
@@ -73,9 +74,12 @@ class DevicePeaks:
                 raise ValueError(f"peaks of {self.name!r}: unknown dtype(s) {sorted(unknown)}; "
                                  f"use {', '.join(DTYPES)}")
             for dtype, value in table.items():
+                _check_number(self.name, dtype, value, optional=True)
                 if value is not None and not value > 0:
                     raise ValueError(f"peaks of {self.name!r}: {dtype} must be positive or "
                                      f"None, got {value!r}")
+        _check_number(self.name, "bandwidth_gbs", self.bandwidth_gbs)
+        _check_number(self.name, "launch_us", self.launch_us)
         if not self.bandwidth_gbs > 0 or not self.launch_us >= 0:
             raise ValueError(f"peaks of {self.name!r}: bandwidth_gbs must be positive and "
                              "launch_us not negative")
@@ -91,6 +95,17 @@ class DevicePeaks:
     def bytes_per_s(self) -> float:
         """Peak memory bandwidth in bytes per second."""
         return self.bandwidth_gbs * 1e9
+
+
+def _check_number(device: str, field: str, value: object, optional: bool = False) -> None:
+    """A TypeError naming ``field`` unless ``value`` is a number (``None`` too if
+    ``optional``): a string rate would fail later as an unnamed comparison."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, Real):
+        accepted = "a number or None" if optional else "a number"
+        raise TypeError(f"peaks of {device!r}: {field} must be {accepted}, got "
+                        f"{type(value).__name__} {value!r}")
 
 
 def _nvidia(name: str, fp64: float | None, fp32: float, tf32: float | None, half: float,

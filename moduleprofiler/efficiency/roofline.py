@@ -19,6 +19,10 @@ module's own work (children excluded) against its self time:
   (data served from cache, or overcounted bytes). Such modules also raise an
   :class:`EfficiencyWarning`: never printed silently.
 
+Where a call's FLOPs are unknown or a lower bound (``ops_source`` ``unknown`` or ``mixed``) or
+its dtype has no peak, the compute roof is unknown, and so are the intensity, the roofline time,
+the FLOP rates and the label.
+
 With a backward (``profile(backward=True)`` and training-step times) the same columns are
 computed for the backward with a ``backward_`` prefix.
 """
@@ -36,7 +40,7 @@ from moduleprofiler.export.aggregate import sum_known
 from moduleprofiler.export.columns import Kind, inclusive_of, register_column
 from moduleprofiler.export.frame import module_values
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.records import CallRecord, display_path
+from moduleprofiler.records import COUNTED_SOURCES, CallRecord, display_path
 from moduleprofiler.warn import warn
 
 
@@ -75,9 +79,9 @@ _COLUMNS: tuple[tuple[str, Kind, str, str, str], ...] = (
     ("achieved_gbs", "number", "GB/s", "GB/s",
      "bytes moved by {work} per second of {time}, in 1e9/s"),
     ("compute_fraction", "fraction", "% peak FLOP/s", "",
-     "achieved_tflops over the device's peak FLOP/s for the dtype {work} ran in, 0-1"),
+     "{prefix}achieved_tflops over the device's peak FLOP/s for the dtype {work} ran in, 0-1"),
     ("bandwidth_fraction", "fraction", "% peak GB/s", "",
-     "achieved_gbs over the device's memory bandwidth, 0-1"),
+     "{prefix}achieved_gbs over the device's memory bandwidth, 0-1"),
     ("bound", "text", "bound", "",
      "compute or memory: the larger of the two roofs of {work}; overhead when its launches "
      "alone take longer than the roofline or the roofline explains less than overhead_share "
@@ -102,7 +106,7 @@ for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
                         _phase_name(_prefix, _label, " "),
                         aggregation="sum" if _name == "self_roofline_ms" else "none",
                         unit=_unit, description=_description.format(
-                            work=f"the call's own {_phase} work",
+                            prefix=_prefix, work=f"the call's own {_phase} work",
                             time=f"its measured {_phase} self time"))
     # pieces of work run one after another, so a subtree's bound is the sum of its calls'
     # own bounds (at least the roofline of their summed work, and tighter: each call is
@@ -124,28 +128,33 @@ def roofline(ops: float | None, moved: float | None, launches: float | None,
     out: dict[str, Any] = dict.fromkeys(column[0] for column in _COLUMNS)
     if moved is None:
         return out
-    compute_s = None if ops is None or flops_peak is None else ops / flops_peak
+    # the compute roof is unknown where the FLOPs are (``ops`` None) or the dtype has no
+    # peak: then so are the roofline time and the label (the memory roof alone would call
+    # work of any size memory-bound), and whether the FLOP rate is above the peak
+    compute_s = 0.0 if ops == 0 else (
+        None if ops is None or flops_peak is None else ops / flops_peak)
     memory_s = moved / peaks.bytes_per_s
     launch_s = (launches or 0) * peaks.launch_us * 1e-6
     out["intensity"] = ops / moved if ops is not None and moved else None
-    roof_s = memory_s if compute_s is None else max(compute_s, memory_s)
-    out["self_roofline_ms"] = roof_s * 1e3
     seconds = None if milliseconds is None or not milliseconds > 0 else milliseconds / 1e3
-    bound = "compute" if compute_s is not None and compute_s >= memory_s else "memory"
-    if launch_s > roof_s or (seconds is not None and roof_s < overhead_share * seconds):
-        bound = "overhead"
-    out["bound"] = bound if (ops or moved or launches or seconds) else None
+    if compute_s is not None:
+        roof_s = max(compute_s, memory_s)
+        out["self_roofline_ms"] = roof_s * 1e3
+        bound = "compute" if compute_s >= memory_s and compute_s > 0 else "memory"
+        if launch_s > roof_s or (seconds is not None and roof_s < overhead_share * seconds):
+            bound = "overhead"
+        out["bound"] = bound if (ops or moved or launches or seconds) else None
     if seconds is None:
         return out
     out["achieved_gbs"] = moved / seconds / 1e9
     out["bandwidth_fraction"] = moved / seconds / peaks.bytes_per_s
-    above = out["bandwidth_fraction"] > 1
+    above: bool | None = out["bandwidth_fraction"] > 1
     if ops is not None:
         out["achieved_tflops"] = ops / seconds / 1e12
         if flops_peak is not None:
             out["compute_fraction"] = ops / seconds / flops_peak
             above = above or out["compute_fraction"] > 1
-    out["above_peak"] = above
+    out["above_peak"] = above if above or compute_s is not None else None
     return out
 
 
@@ -251,7 +260,9 @@ def _phases(calls: list[CallRecord], measured: dict[str, Any], flops_peak: float
     """The efficiency columns (prefixed) of the summed work of ``calls`` (one call, or a
     module's calls) at the self time of ``measured`` (a module's measured columns), else at
     the calls' summed self times."""
-    rows = [{**r.metrics, "self_ops": r.self_ops, "self_backward_ops": r.self_backward_ops}
+    # a count with operators that have no formula is a lower bound: unknown FLOPs here
+    rows = [{**r.metrics, "self_backward_ops": r.self_backward_ops,
+             "self_ops": r.self_ops if r.ops_source in COUNTED_SOURCES else None}
             for r in calls]
     out: dict[str, Any] = {}
     for prefix, ops, moved, launches, seconds, module_seconds in _PHASES:

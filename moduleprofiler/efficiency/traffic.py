@@ -2,7 +2,8 @@
 
 A lower bound on memory traffic, operator by operator: an operator reads each distinct input
 tensor once (``numel * element_size`` of the view it is given, not of the whole storage) and
-writes each output once. Views (``t``, ``view``, ``expand``, ``detach``...) and other outputs that
+writes each output once (a gather, such as an embedding's lookup, reads from its table only
+the rows it returns). Views (``t``, ``view``, ``expand``, ``detach``...) and other outputs that
 merely alias an input move nothing; an in-place operator reads and writes its target; ``empty``
 and friends allocate without writing. Real kernels move at least this much (caches may serve a
 repeated read, but each operator's inputs must arrive and its outputs leave), and more where a
@@ -93,6 +94,12 @@ _ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
 """Operators that hand out memory without writing it."""
 
 
+ROW_GATHERS = frozenset({"embedding", "index_select", "gather", "index", "take"})
+"""Operators that read from their first argument only the rows (elements) they return: the
+table is read as much as the output holds (at most whole), not whole (an embedding of 8 tokens
+reads 8 rows of its 50,257)."""
+
+
 def _region(tensor: torch.Tensor) -> tuple[Any, ...]:
     """What identifies the elements a tensor covers: its storage, offset, shape and strides."""
     storage = storage_of(tensor)
@@ -136,6 +143,10 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         written += _nbytes(tensor)
     if aliased and not mutable and read:
         return None
+    if schema is not None and func.overloadpacket.__name__ in ROW_GATHERS and args \
+            and isinstance(args[0], torch.Tensor) and _region(args[0]) in read:
+        table = _region(args[0])
+        read[table] = min(read[table], written)
     return sum(read.values()) + written
 
 

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Real
 
 import torch
 
@@ -67,12 +69,24 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
     a forward. ``dtype`` picks the peak (default: the dtype of most multiply-accumulates).
 
     Raises:
-        ValueError: ``step_ms`` is not positive, or the device has no peak for the dtype.
+        TypeError: ``peaks`` is not a :class:`DevicePeaks` or ``step_ms`` not a number.
+        ValueError: ``step_ms`` is not a positive finite time, or the device has no peak
+            for the dtype.
     """
-    if not step_ms > 0:
+    if not isinstance(peaks, DevicePeaks):
+        raise TypeError(f"peaks must be a DevicePeaks (device_peaks('H100 SXM'), "
+                        f"measure_peaks()), got {type(peaks).__name__} {peaks!r}")
+    given: object = step_ms  # any object may come in: no narrowing from the hint
+    if isinstance(given, bool) or not isinstance(given, Real):
+        raise TypeError(f"step_ms must be a time in milliseconds, got "
+                        f"{type(given).__name__} {given!r}")
+    if not 0 < step_ms < math.inf:
         raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")
     name = peak_dtype(dtype) if dtype is not None else _main_dtype(profile, peaks)
     peak = None if name is None else peaks.flops_per_s(name)
+    if dtype is None and name is None:
+        raise ValueError("no call of the profile has multiply-accumulates in a dtype with a "
+                         f"peak, to take the peak of {peaks.name} from: pass dtype=")
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
     recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)

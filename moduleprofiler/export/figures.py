@@ -228,10 +228,13 @@ def _scatter(ax: Axes, profile: Profile, own_figure: bool) -> str:
     ax.scatter([float(rows["self_flops"][i]) for i in keep],
                [float(rows[own_time][i]) for i in keep],
                c=[colors[rows["type"][i]] for i in keep], s=18)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    _value_axis(ax.xaxis, "flops", log=True)
-    _value_axis(ax.yaxis, own_time, log=True)
+    # a log axis with no positive data cannot be drawn (matplotlib raises when the figure
+    # is shown or saved): with no point, the empty axes stay linear
+    if keep:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    _value_axis(ax.xaxis, "flops", log=bool(keep))
+    _value_axis(ax.yaxis, own_time, log=bool(keep))
     ax.set_xlabel(FLOPS)
     ax.set_ylabel("time")
     _legend(ax, colors, own_figure)

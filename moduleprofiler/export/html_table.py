@@ -61,7 +61,9 @@ def render_html_table(view: ViewData, *, sortable: bool = False,
             frame[name] = [format_cell(value) for value in frame[name]]
     frame.columns = [spec.label for spec in specs.values()]
     numeric = [spec.label for spec in specs.values() if spec.numeric]
-    styler = frame.style.format(formatters, na_rep=glyphs.missing)
+    # no na_rep: it would replace the formatters on unknown cells, and a sortable unknown
+    # cell needs its empty data-v (sorted last), not a bare dash the script compares as text
+    styler = frame.style.format(formatters)
     styler = styler.format(escape="html", subset=[s.label for s in specs.values()
                                                   if not s.numeric])
     styler = styler.format_index(escape="html", axis=1).hide(axis="index")

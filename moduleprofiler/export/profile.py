@@ -14,6 +14,8 @@ import pandas as pd
 import moduleprofiler
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.by_operator import by_operator_view
+from moduleprofiler.export.cells import formatter
+from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
@@ -91,7 +93,8 @@ class Profile(ProfileData):
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
         that another pass's iterations took) has no row here; a ``UserWarning`` names it, as
-        it names a module that is of another type there (a profile of another model).
+        it names a module that is of another type there (a profile of another model) and the
+        model's input where both passes recorded it and it differs (another batch size).
 
         Raises:
             TypeError: ``other`` is not a profile.
@@ -108,6 +111,19 @@ class Profile(ProfileData):
             more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
             warn(f"merge: the other profile is of another model: {named}{more}; its columns "
                  "are joined by module path all the same", UserWarning)
+        # the model's inputs (its roots' calls), where both passes recorded them: another
+        # batch size pairs this pass's counts with another input's times or bytes
+        shapes = {(r.path, r.call_number): r.input_shapes for r in other.records
+                  if r.parent is None and r.input_shapes is not None}
+        inputs = [(r.path, r.input_shapes, shapes[(r.path, r.call_number)])
+                  for r in self.records if r.parent is None and r.input_shapes is not None
+                  and shapes.get((r.path, r.call_number), r.input_shapes) != r.input_shapes]
+        if inputs:
+            shown = formatter(column_spec("input_shapes"))
+            path, mine, their = inputs[0]
+            warn(f"merge: the other pass ran on another input: {display_path(path)!r} took "
+                 f"{shown(mine)} here and {shown(their)} there (another batch size?); its "
+                 "columns are joined all the same, beside this pass's counts", UserWarning)
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from moduleprofiler.export.columns import Derived, register_column
-from moduleprofiler.export.figures import figure_axes, save_figure
+from moduleprofiler.export.figures import LABEL_CHARS, figure_axes, save_figure
 from moduleprofiler.export.frame import module_values
+from moduleprofiler.export.names import elide_name
 from moduleprofiler.records import ProfileData
 
 if TYPE_CHECKING:
@@ -108,8 +109,12 @@ def plot_prediction(profile: PredictedProfile, *, ax: Axes | None = None,
     ax.scatter(measured, predicted, s=18, zorder=3)
     for name, x, y in sorted(zip(points["module"], measured, predicted),
                              key=lambda p: -p[1])[:5]:
-        ax.annotate(name, (x, y), fontsize=7,
-                    xytext=(3, 3), textcoords="offset points")
+        # names shortened as on every figure, and written leftwards from the points in the
+        # right half, so that none runs off the axes
+        right = math.log(x / low) > math.log(high / low) / 2
+        ax.annotate(elide_name(str(name), LABEL_CHARS), (x, y), fontsize=7,
+                    xytext=(-3 if right else 3, 3), textcoords="offset points",
+                    ha="right" if right else "left")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)

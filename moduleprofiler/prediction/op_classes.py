@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.efficiency.traffic import operator_bytes
+from moduleprofiler.efficiency.traffic import ROW_GATHERS, operator_bytes
 from moduleprofiler.shapes import iter_tensors
 
 VIEW = "view"
@@ -121,8 +121,6 @@ _CLASSED = frozenset({"roll", *_ROUTING}).union(_UNARY, _BINARY, _REDUCTION, _SO
                                                 _LAYER_NORM, _BATCH_NORM, _COPY, _GATHER, _CAT)
 """The memory-bound operators with a class of their own; any other is priced as elementwise
 by its bytes (:attr:`OpWork.by_rule`)."""
-_ROW_GATHERS = {"embedding", "index_select", "gather", "index", "take"}
-"""Gathers that read only the rows (elements) they return, not the whole table."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
 """Elementwise kernels without vector loads: their index arithmetic, not their bytes, bounds
 them, so they are priced per output element (two elements' bytes each, as calibrated)."""
@@ -470,7 +468,7 @@ def _priced_bytes(kind: str, name: str, args: tuple[Any, ...], out: Any, moved: 
     if result is None:
         return moved
     out_bytes = result.numel() * result.element_size()
-    if name in _ROW_GATHERS:
+    if name in ROW_GATHERS:
         indices = sum(t.numel() * t.element_size() for t in iter_tensors(args)
                       if not t.is_floating_point())
         return 2 * out_bytes + indices

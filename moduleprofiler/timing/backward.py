@@ -165,13 +165,16 @@ class TrainingTiming(TimedModules):
             source = "hook-free" if "plain" in self.environment.get("step_kinds", ()) \
                 else "hooked"
             notes.append(f"step phases ({source}): " + ", ".join(phases))
-        extras = [f"forward coverage {self.forward_coverage:.3f}"]
+        # a coverage of no step is unknown: said by leaving it out, never printed as nan
+        extras = [] if math.isnan(self.forward_coverage) else [
+            f"forward coverage {self.forward_coverage:.3f}"]
         if not math.isnan(self.backward_coverage):
             extras.append(f"backward coverage {self.backward_coverage:.3f}")
         if not math.isnan(self.overhead_ratio):
             extras.append(f"step with forward hooks / hook-free {self.overhead_ratio:.3f}, "
                           f"with backward hooks {self.backward_overhead_ratio:.3f}")
-        notes.append("; ".join(extras))
+        if extras:
+            notes.append("; ".join(extras))
         notes.extend(self.warnings)
         if self.kernels:  # device times first, then host time and regime
             return self._tree((

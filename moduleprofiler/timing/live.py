@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from functools import partial
+from numbers import Real
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +45,7 @@ from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
 from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.validate import check_int, check_pass
 from moduleprofiler.warn import warn
 
 Session = Callable[[], AbstractContextManager[Callable[[], None]] | None]
@@ -68,13 +70,30 @@ class TrainingProfiler:
         clock: as in :func:`~moduleprofiler.timing.time_modules`. Under the kernel clock (the
             default on CUDA) every third profiled step runs inside a PyTorch profiler session
             (the device times); the others give the host times.
+
+    Raises:
+        TypeError: ``model`` is not a module, ``start_step`` / ``stop_step`` is not an int,
+            ``alternate`` not a bool or ``confidence`` not a number.
+        ValueError: ``start_step`` is negative, ``stop_step`` not after it, or
+            ``confidence`` not in (0, 1).
     """
 
     def __init__(self, model: nn.Module, *, start_step: int = 0, stop_step: int | None = None,
                  method: BackwardMethod | None = None, alternate: bool = True,
                  device: str | torch.device | None = None, confidence: float = 0.95,
                  clock: ClockName | Clock = "auto") -> None:
-        if start_step < 0 or (stop_step is not None and stop_step <= start_step):
+        # checked before the first step: the steps are the user's own training, which a bad
+        # argument must not stop halfway, nor spoil only when the result is read
+        check_pass(model, alternate=alternate)
+        check_int(start_step, "start_step", 0, optional=False)
+        check_int(stop_step, "stop_step", 1)
+        level: object = confidence  # any object may come in: no narrowing from the hint
+        if isinstance(level, bool) or not isinstance(level, Real):
+            raise TypeError(f"confidence must be a number in (0, 1), got "
+                            f"{type(confidence).__name__} {confidence!r}")
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+        if stop_step is not None and stop_step <= start_step:
             raise ValueError(
                 f"need 0 <= start_step < stop_step, got start_step={start_step}, "
                 f"stop_step={stop_step}"

@@ -3,6 +3,7 @@ the modules that take the most time, saved as PNG/SVG/PDF; a clear error without
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from pathlib import Path
@@ -138,3 +139,29 @@ def test_without_matplotlib_the_error_names_the_extra(timed: Any,
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r'pip install matplotlib .*pip install "\.\[plot\]"'):
         quiet(timed, TOY)
+
+
+def test_long_names_stay_inside_the_axes() -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    model = nn.Sequential()
+    model.add_module("a_very_long_projection_layer_name_number_zero", nn.Linear(256, 256))
+    model.add_module("another_extremely_long_activation_name_one", nn.ReLU())
+    model.add_module("the_last_long_output_projection_layer_two", nn.Linear(256, 256))
+    profile = ModuleProfiler().profile(model, torch.randn(64, 256),
+                                       listeners=[TrafficListener()])
+    # a self time of 0.1 ms per call, as a timing merged in would give
+    timed = dataclasses.replace(profile, records=tuple(
+        dataclasses.replace(r, metrics={**r.metrics, "self_forward_ms": 0.1})
+        for r in profile.records))
+    figure = quiet(timed, TOY)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    axes = figure.axes[0].get_window_extent(canvas.get_renderer())
+    names = figure.axes[0].texts
+    assert len(names) == 3
+    # the Linears' names, at the rightmost points, were written rightwards past the axes'
+    # right edge
+    for name in names:
+        box = name.get_window_extent(canvas.get_renderer())
+        assert axes.x0 <= box.x0 and box.x1 <= axes.x1, name.get_text()

@@ -109,6 +109,16 @@ def test_bad_peaks_are_refused():
         DevicePeaks("x", {"fp32": 0.0}, 10)
 
 
+def test_a_rate_that_is_no_number_is_named():
+    # a string (read from a config file) failed as "'>' not supported between 'str' and 'int'"
+    with pytest.raises(TypeError, match="bandwidth_gbs must be a number, got str '3000'"):
+        device_peaks("H100 SXM", bandwidth_gbs="3000")
+    with pytest.raises(TypeError, match="bf16 must be a number or None, got str"):
+        device_peaks("H100 SXM", dense_tflops={"bf16": "800"})
+    with pytest.raises(TypeError, match="launch_us must be a number"):
+        DevicePeaks("x", {"fp32": 1.0}, 10, launch_us=True)
+
+
 def test_measured_mode_on_the_cpu():
     peaks = measure_peaks("cpu", dtypes=("fp32",), matmul_size=128, copy_bytes=2**20, reps=2)
     assert peaks.source == "measured"

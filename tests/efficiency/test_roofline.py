@@ -125,3 +125,49 @@ def test_with_efficiency_needs_the_traffic_listener():
         with_efficiency(profile, PEAKS)
     with pytest.raises(ValueError, match="dtype"):
         with_efficiency(profile, PEAKS, dtype="fp4")
+
+
+def test_unknown_flops_give_no_roofline_and_no_label():
+    # 1e8 bytes in 0.2 ms: 500 GB/s, half the 1000 GB/s; the FLOPs unknown, so the compute
+    # roof is too: neither "memory" (the memory roof alone) nor a roofline time
+    found = roofline(None, 1e8, 1, 0.2, 1e14, PEAKS)
+    assert found["bound"] is None and found["self_roofline_ms"] is None
+    assert found["achieved_gbs"] == pytest.approx(500)
+    assert found["bandwidth_fraction"] == pytest.approx(0.5)
+    assert found["achieved_tflops"] is None and found["above_peak"] is None
+    # 1e9 FLOPs in a dtype the device has no peak for: the same
+    found = roofline(1e9, 1e8, 1, 0.2, None, PEAKS)
+    assert found["bound"] is None and found["self_roofline_ms"] is None
+    assert found["achieved_tflops"] == pytest.approx(5)  # 1e9 FLOPs in 0.2 ms
+    # bytes above the bandwidth are flagged all the same: 1e9 bytes in 0.2 ms, 5000 GB/s
+    assert roofline(None, 1e9, 1, 0.2, 1e14, PEAKS)["above_peak"] is True
+
+
+class _WithoutFormula(nn.Module):
+    """A Linear, then an operator without a formula (i0e) and an add: the root's own ops are
+    only the add's, a lower bound."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.i0e(self.lin(x)) + 1
+
+
+def test_a_lower_bound_of_flops_gives_no_intensity_or_label():
+    profile = ModuleProfiler().profile(_WithoutFormula(), torch.randn(3, 4),
+                                       listeners=[TrafficListener()])
+    root = profile.calls("")[0]
+    assert root.ops_source == "mixed" and root.self_ops == 12  # the add's 3 x 4
+    result = with_efficiency(_timed(profile, {"": 1.0, "lin": 1.0}), PEAKS, tf32=False)
+    own = result.calls("")[0].metrics
+    # i0e reads and writes 48 bytes, the add 48 and 48: 192 bytes in 1 ms
+    assert own["achieved_gbs"] == pytest.approx(192 / 1e-3 / 1e9)
+    assert own["intensity"] is None and own["achieved_tflops"] is None
+    assert own["bound"] is None and own["self_roofline_ms"] is None
+    modules = result.to_df("module").set_index("module")
+    assert modules.loc["__root__", "bound"] is None
+    # 3 x 4 x (2 x 4 - 1) = 84 FLOPs and 4 x (12 + 16 + 12) = 160 bytes in 1 ms
+    assert modules.loc["lin", "bound"] == "overhead"
+    assert modules.loc["lin", "self_roofline_ms"] == pytest.approx(1.6e-7)

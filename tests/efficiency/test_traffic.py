@@ -53,6 +53,19 @@ def test_in_place_reads_and_writes_its_target():
     assert traffic(Bump(), torch.randn(4)).records[0].metrics["self_moved_bytes"] == 32
 
 
+def test_a_gather_reads_only_the_rows_it_returns():
+    # Embedding(1000, 8) looking up 2 tokens: 2 rows x 8 x 4 = 64 bytes read from the table
+    # (not its 1000 x 8 x 4 = 32,000), 2 x 8 bytes of indices, 64 written: 144
+    lookup = traffic(nn.Embedding(1000, 8), torch.tensor([3, 7])).records[0]
+    assert lookup.metrics["self_moved_bytes"] == 144
+    table, rows = torch.randn(5, 3), torch.tensor([4, 0, 4, 2, 1, 3])
+    aten = torch.ops.aten
+    # index_select of 6 rows (72 bytes) from a 60-byte table: at most the whole table is read,
+    # then 48 bytes of indices and the 72 written: 60 + 48 + 72 = 180
+    picked = aten.index_select.default(table, 0, rows)
+    assert operator_bytes(aten.index_select.default, (table, 0, rows), {}, picked) == 180
+
+
 def test_operator_bytes_of_views_and_allocations_is_none():
     x = torch.randn(2, 3)
     aten = torch.ops.aten

@@ -53,8 +53,24 @@ def test_bad_arguments():
     profile = ModuleProfiler().profile(nn.Linear(2, 2), torch.randn(1, 2))
     with pytest.raises(ValueError, match="step_ms"):
         utilization(profile, 0, PEAKS)
+    # a string, a bool or an endless step; a table name for the peaks (they raised a bare
+    # comparison TypeError, gave an MFU of a 1 ms step, an MFU of 0, an AttributeError)
+    with pytest.raises(TypeError, match="step_ms must be a time in milliseconds, got str"):
+        utilization(profile, "5", PEAKS)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="step_ms"):
+        utilization(profile, True, PEAKS)
+    with pytest.raises(ValueError, match="step_ms"):
+        utilization(profile, float("inf"), PEAKS)
+    with pytest.raises(TypeError, match=r"peaks must be a DevicePeaks \(device_peaks"):
+        utilization(profile, 5.0, "H100 SXM")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no peak"):
         utilization(profile, 1.0, PEAKS, dtype="bf16")
+    # a ReLU has no multiply-accumulates to take the dtype from (it read "no peak for dtype
+    # None", as if the device lacked one)
+    relu = ModuleProfiler().profile(nn.ReLU(), torch.randn(1, 2))
+    with pytest.raises(ValueError, match="no call of the profile has multiply-accumulates"):
+        utilization(relu, 1.0, PEAKS)
+    assert utilization(relu, 1.0, PEAKS, dtype="fp32").model_flops == 0
 
 
 def test_transformer_estimate():

@@ -131,6 +131,21 @@ def test_time_vs_flops_needs_timing_and_plots_it() -> None:
     assert {"Linear", "ReLU"} <= set(tick_labels(by_type.axes[0].yaxis))  # and the root
 
 
+def test_time_vs_flops_without_a_point_still_draws() -> None:
+    # a ReLU has no FLOPs and a timing result alone has no counts: no point on the log axes,
+    # which matplotlib cannot draw; the figure must still show (and save) with its title
+    relu, x = nn.ReLU(), torch.randn(3, 4)
+    profiler = ModuleProfiler()
+    timing = profiler.time_modules(relu, x, num_iters=3, drop_first=1, warmup_seconds=0.0,
+                                   progress=False)
+    for timed in (profiler.profile(relu, x).with_timing(timing), timing):
+        figure = timed.plot("time_vs_flops")
+        drawn(figure)
+        assert len(figure.axes[0].collections[0].get_offsets()) == 0
+        assert figure.axes[0].get_title() == (
+            "Time vs FLOPs per layer (0 layers)\n(1 more with no FLOPs or no time, not drawn)")
+
+
 def test_unknown_values_are_not_drawn_as_zero() -> None:
     figure = tiny().plot("type")
     assert "Custom" not in tick_labels(figure.axes[0].yaxis)

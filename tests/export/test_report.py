@@ -24,3 +24,25 @@ def test_a_timed_report_shows_each_time_once() -> None:
     titles = [chart.title for chart in context["charts"]]
     assert [t for t in titles if "time" in t or "forward" in t] == [
         "time median by top-level module"]
+
+
+class _Unsupported(nn.Module):
+    """A Linear and an operator without a formula: its own ops are unknown."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.special.i0e(self.lin(x))
+
+
+def test_a_sortable_unknown_cell_sorts_as_unknown() -> None:
+    # the sorting script sorts a cell with an empty data-v last and compares a cell without
+    # one as text: an unknown number must carry the empty data-v, not a bare dash
+    profile = ModuleProfiler().profile(_Unsupported(), torch.randn(3, 4))
+    page = profile.table(["self_ops"]).to_html(sortable=True)
+    assert page is not None
+    rows = page.split("<tr>")[2:]  # after the header row: __root__, then lin
+    assert '<span data-v="">-</span>' in rows[0]  # i0e has no formula: unknown
+    assert '<span data-v="96.0">96</span>' in rows[1]  # 3 rows x 4 x (2 x 4 - 1) + 12 = 96

@@ -123,6 +123,30 @@ def test_the_figure_puts_every_module_with_both_times(tmp_path: Path) -> None:
     assert (tmp_path / "p.png").stat().st_size > 0
 
 
+def test_the_figures_names_are_shortened_and_stay_on_it() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    model = nn.Sequential()
+    for name in ("encoder_layer_with_a_very_long_descriptive_name_number_0",
+                 "decoder_layer_with_a_very_long_descriptive_name_number_1"):
+        model.add_module(name, nn.Linear(64, 64))
+    x = torch.randn(64, 64)
+    predicted = ModuleProfiler().predict(model, x, device=_device("H100 SXM", 3.0),
+                                         dtype="bf16")
+    # measured times for the two layers only: the slower one's point lies at the right edge
+    measured = predicted.with_metrics({name: {"device_ms": 0.004 * (index + 1)}
+                                       for index, (name, _) in enumerate(model.named_children())})
+    figure = plot_prediction(measured)  # type: ignore[arg-type]
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    names = figure.axes[0].texts
+    assert len(names) == 2 and all(len(name.get_text()) <= 28 for name in names)
+    for name in names:  # in full, the slower layer's name ended at 643.5 px of 640
+        box = name.get_window_extent(canvas.get_renderer())
+        assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1
+
+
 def _timed_on_an_h200(monkeypatch: pytest.MonkeyPatch, model: nn.Module,
                       x: torch.Tensor) -> Any:
     """A ``time_modules`` result as a run on one H200 builds it: timed here on the CPU, then

@@ -82,7 +82,8 @@ def test_validation_and_empty_result():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert any("no step was profiled" in w for w in prof.result().warnings)
-        prof.layerwise_summary()  # asks for the result again: no second warning
+        text = prof.layerwise_summary()  # asks for the result again: no second warning
+    assert "nan" not in text  # the coverage of no step is left out, not printed as nan
     empty = [w for w in caught if "no step was profiled" in str(w.message)]
     assert [w.category for w in empty] == [TimingWarning]
     assert empty[0].filename == __file__
@@ -193,3 +194,19 @@ def test_methods_compiled_on_the_instance_leave_what_they_call_unhooked():
         stepped.training_step(torch.randn(4, 8)).backward()
     assert _dynamo_counters()[0] == breaks
     assert prof.result().unhooked == ("", "0")
+
+
+@pytest.mark.parametrize(("arguments", "error", "named"), [
+    ({"start_step": 1.5}, TypeError, "start_step"),
+    ({"start_step": "1"}, TypeError, "start_step"),
+    ({"stop_step": 2.0}, TypeError, "stop_step"),
+    ({"alternate": "no"}, TypeError, "alternate"),
+    ({"confidence": 2}, ValueError, "confidence"),
+    ({"confidence": "0.9"}, TypeError, "confidence"),
+    ({"start_step": -1}, ValueError, "start_step"),
+])
+def test_bad_arguments_fail_before_the_first_step(arguments, error, named):
+    # a float start_step used to fail inside the user's loop at step() (a bare "list indices
+    # must be integers"), a confidence of 2 only at result(), alternate="no" counted as True
+    with pytest.raises(error, match=named):
+        TrainingProfiler(nn.Linear(2, 2), **arguments)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profile
+from moduleprofiler.efficiency import TrafficListener
 from moduleprofiler.export.columns import column_spec, quantity
 from moduleprofiler.records import ProfileData
 from moduleprofiler.timing import TimingWarning
@@ -193,6 +194,22 @@ def test_merge_names_modules_that_are_of_another_type_there() -> None:
     with pytest.warns(UserWarning, match=r"merge: the other profile is of another model: "
                                          r"'1' is a ReLU here and a Tanh there"):
         counted.merge(other)
+
+
+def test_merge_names_another_input() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+    profiler = ModuleProfiler()
+    listeners = [TrafficListener()]
+    counted = profiler.profile(model, torch.randn(2, 4))
+    # bytes moved with 16 rows beside ops of 2: the Linear's 128 ops over 928 bytes
+    # (4 x (8 + 64 + 32) read, 4 x 16 x 8 written), not over its 256, 3.6x too low an intensity
+    other = profiler.profile(model, torch.randn(16, 4), listeners=listeners)
+    with pytest.warns(UserWarning, match=r"merge: the other pass ran on another input: "
+                                         r"'__root__' took 2x4 here and 16x4 there"):
+        counted.merge(other)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same input: nothing to say
+        counted.merge(profiler.profile(model, torch.randn(2, 4), listeners=listeners))
 
 
 def test_measure_memory_returns_profile_data_with_its_columns() -> None:
