@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -94,13 +94,24 @@ def check_int(value: object, name: str, minimum: int, *, optional: bool = True) 
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
+def check_real(value: object, name: str, expected: str = "a number", *,
+               optional: bool = False) -> None:
+    """A real number, not a ``bool`` (or ``None`` when ``optional``), else a ``TypeError``
+    saying what ``name`` must be (``expected``): a string would fail later as an unnamed
+    comparison."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {expected}{' or None' if optional else ''}, "
+                        f"got {_kind(value)}")
+
+
 def check_percent(value: object, name: str) -> None:
     """``None`` or a number from 0 to 100."""
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number (a percentage) or None, got {_kind(value)}")
-    if not 0 <= float(value) <= 100:
+    check_real(value, name, "a number (a percentage)", optional=True)
+    if not 0 <= float(cast(float, value)) <= 100:  # a real number, as checked
         raise ValueError(f"{name} must be a percentage from 0 to 100, got {value}")
 
 

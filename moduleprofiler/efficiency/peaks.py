@@ -14,12 +14,12 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any
 
 import torch
 
 from moduleprofiler.devices import cuda_available, device_name
+from moduleprofiler.validate import check_real
 
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 """The dtype names of the peak tables."""
@@ -74,12 +74,12 @@ class DevicePeaks:
                 raise ValueError(f"peaks of {self.name!r}: unknown dtype(s) {sorted(unknown)}; "
                                  f"use {', '.join(DTYPES)}")
             for dtype, value in table.items():
-                _check_number(self.name, dtype, value, optional=True)
+                check_real(value, f"peaks of {self.name!r}: {dtype}", optional=True)
                 if value is not None and not value > 0:
                     raise ValueError(f"peaks of {self.name!r}: {dtype} must be positive or "
                                      f"None, got {value!r}")
-        _check_number(self.name, "bandwidth_gbs", self.bandwidth_gbs)
-        _check_number(self.name, "launch_us", self.launch_us)
+        check_real(self.bandwidth_gbs, f"peaks of {self.name!r}: bandwidth_gbs")
+        check_real(self.launch_us, f"peaks of {self.name!r}: launch_us")
         if not self.bandwidth_gbs > 0 or not self.launch_us >= 0:
             raise ValueError(f"peaks of {self.name!r}: bandwidth_gbs must be positive and "
                              "launch_us not negative")
@@ -95,17 +95,6 @@ class DevicePeaks:
     def bytes_per_s(self) -> float:
         """Peak memory bandwidth in bytes per second."""
         return self.bandwidth_gbs * 1e9
-
-
-def _check_number(device: str, field: str, value: object, optional: bool = False) -> None:
-    """A TypeError naming ``field`` unless ``value`` is a number (``None`` too if
-    ``optional``): a string rate would fail later as an unnamed comparison."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, Real):
-        accepted = "a number or None" if optional else "a number"
-        raise TypeError(f"peaks of {device!r}: {field} must be {accepted}, got "
-                        f"{type(value).__name__} {value!r}")
 
 
 def _nvidia(name: str, fp64: float | None, fp32: float, tf32: float | None, half: float,

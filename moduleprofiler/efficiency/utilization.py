@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Real
 
 import torch
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, peak_dtype
 from moduleprofiler.efficiency.roofline import call_dtype
 from moduleprofiler.records import ProfileData
+from moduleprofiler.validate import check_real
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,7 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
     if not isinstance(peaks, DevicePeaks):
         raise TypeError(f"peaks must be a DevicePeaks (device_peaks('H100 SXM'), "
                         f"measure_peaks()), got {type(peaks).__name__} {peaks!r}")
-    given: object = step_ms  # any object may come in: no narrowing from the hint
-    if isinstance(given, bool) or not isinstance(given, Real):
-        raise TypeError(f"step_ms must be a time in milliseconds, got "
-                        f"{type(given).__name__} {given!r}")
+    check_real(step_ms, "step_ms", "a time in milliseconds")
     if not 0 < step_ms < math.inf:
         raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")
     name = peak_dtype(dtype) if dtype is not None else _main_dtype(profile, peaks)

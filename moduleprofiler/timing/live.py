@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from functools import partial
-from numbers import Real
 from types import TracebackType
 from typing import Any
 
@@ -45,7 +44,7 @@ from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.validate import check_int, check_pass
+from moduleprofiler.validate import check_int, check_pass, check_real
 from moduleprofiler.warn import warn
 
 Session = Callable[[], AbstractContextManager[Callable[[], None]] | None]
@@ -87,10 +86,7 @@ class TrainingProfiler:
         check_pass(model, alternate=alternate)
         check_int(start_step, "start_step", 0, optional=False)
         check_int(stop_step, "stop_step", 1)
-        level: object = confidence  # any object may come in: no narrowing from the hint
-        if isinstance(level, bool) or not isinstance(level, Real):
-            raise TypeError(f"confidence must be a number in (0, 1), got "
-                            f"{type(confidence).__name__} {confidence!r}")
+        check_real(confidence, "confidence", "a number in (0, 1)")
         if not 0 < confidence < 1:
             raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
         if stop_step is not None and stop_step <= start_step:
