@@ -562,17 +562,10 @@ class PassRunner:
         if self._track_nodes:
             self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
             self._seq_calls.append(call)
-        if announce:
+        if announce and self._enter_listeners:
             # ``kwargs`` is None only from a pre-hook installed without them, in a pass with
             # no listener to tell here
-            listener = None
-            try:
-                for listener in self._enter_listeners:
-                    listener.enter(call, args, kwargs or {})
-            except ProfilingError:
-                raise
-            except Exception as exc:
-                raise _listener_failed(listener, "start", call, exc) from exc
+            self._tell_start(call, args, kwargs or {})
         observer = self._observer
         if observer is not None:
             wanted = self._observed.get(key)
@@ -596,6 +589,14 @@ class PassRunner:
                  else None)
         if muted is not None:
             muted.muted = True
+        try:
+            self._tell_start(call, args, kwargs)
+        finally:
+            if muted is not None:
+                muted.muted = False
+
+    def _tell_start(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Tell each listener that ``call`` starts; one that raises is named with the call."""
         listener = None
         try:
             for listener in self._enter_listeners:
@@ -604,9 +605,6 @@ class PassRunner:
             raise
         except Exception as exc:
             raise _listener_failed(listener, "start", call, exc) from exc
-        finally:
-            if muted is not None:
-                muted.muted = False
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
