@@ -70,10 +70,17 @@ def own_nbytes(tensor: Tensor) -> int:
     if is_lazy(tensor):
         return 0
     tensor = _local_shard(tensor)
-    if tensor.layout in _SPARSE_PARTS:
-        return sum(int(part.numel()) * part.element_size()
-                   for part in _SPARSE_PARTS[tensor.layout](tensor))
+    parts = sparse_parts(tensor)
+    if parts is not None:
+        return sum(int(part.numel()) * part.element_size() for part in parts)
     return int(tensor.numel()) * tensor.element_size()
+
+
+def sparse_parts(tensor: Tensor) -> tuple[Tensor, ...] | None:
+    """The tensors a tensor of a sparse layout holds its data in, its stored values last
+    (``None`` for any other layout)."""
+    parts = _SPARSE_PARTS.get(tensor.layout)
+    return None if parts is None else parts(tensor)
 
 
 _SPARSE_PARTS: dict[torch.layout, Any] = {
@@ -84,7 +91,7 @@ _SPARSE_PARTS: dict[torch.layout, Any] = {
     torch.sparse_bsc: lambda t: (t.ccol_indices(), t.row_indices(), t.values()),
 }
 """The tensors a sparse tensor of each layout holds its data in (it has no storage of its
-own)."""
+own), its stored values last."""
 
 
 def distinct_bytes(tensors: Iterable[Tensor], exclude: Iterable[int] = ()) -> int:

@@ -30,6 +30,7 @@ from moduleprofiler.operators.registry import (
     register_free,
     register_operator,
 )
+from moduleprofiler.storage import sparse_parts
 
 Count = OperatorCount
 """``(ops, macs)`` of one operator call."""
@@ -206,9 +207,6 @@ def free(*names: str) -> None:
 
 # -- shapes ------------------------------------------------------------------------------------
 
-_COMPRESSED = frozenset({torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc})
-
-
 def numel(value: Any) -> int:
     """Elements of a tensor (0 for anything else); of a sparse tensor, the values it stores.
 
@@ -226,12 +224,8 @@ def numel(value: Any) -> int:
 def stored_numel(tensor: Tensor) -> int:
     """The values a tensor of a sparse layout stores (entries times the elements of each, for
     a hybrid or blocked one); ``numel`` for any other layout (a jagged nested tensor)."""
-    layout = tensor.layout
-    if layout is torch.sparse_coo:
-        return int(tensor._values().numel())
-    if layout in _COMPRESSED:
-        return int(tensor.values().numel())
-    return int(tensor.numel())
+    parts = sparse_parts(tensor)
+    return int(tensor.numel() if parts is None else parts[-1].numel())
 
 
 def first_tensor(out: Any) -> Tensor | None:
