@@ -28,10 +28,10 @@ def rows_and_features(x: Tensor) -> tuple[int, int]:
 
     The rows are computed as ``numel / features`` so that ragged (nested) tensors, which have
     no ``shape``, count their real rows."""
-    features = int(x.size(-1)) if x.dim() else 1
-    if features == 0:
+    width = features(x)
+    if width == 0:
         return int(x.shape[:-1].numel()), 0
-    return int(x.numel()) // features, features
+    return int(x.numel()) // width, width
 
 
 def leading_rows(x: Tensor) -> int:
