@@ -9,6 +9,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler, ProfilingError
 from moduleprofiler.inputs import LIST_HINT, add_note, random_input
+from tests.fixtures.models import ReadsSettings
 
 
 class TakesList(nn.Module):
@@ -109,25 +110,6 @@ def test_a_pred_fn_that_takes_an_argument_gets_none_and_a_hint_without_input() -
                                              r"argument"):
         ModuleProfiler().profile(module, pred_fn=pred_fn)
     assert seen == [None]  # as 0.0.4 called it
-
-
-class ReadsSettings(nn.Module):
-    """Reads unknown attributes from a dict: a name it lacks raises ``KeyError``, not
-    ``AttributeError`` (so ``getattr(model, name, None)`` raises too)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(3, 2)
-        self.settings = {"scale": 2.0}
-
-    def __getattr__(self, name: str) -> object:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return self.__dict__["settings"][name]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x) * self.scale  # type: ignore[no-any-return, operator]
 
 
 @pytest.mark.parametrize("root", [True, False])

@@ -12,6 +12,7 @@ from moduleprofiler import ModuleProfiler
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction import meta_copy as meta_copy_module
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
+from tests.fixtures.models import ReadsSettings
 
 
 def _operators(model: nn.Module, x: torch.Tensor, backward: bool) -> dict[str, int]:
@@ -153,30 +154,11 @@ def test_an_attribute_deepcopy_refuses_is_shared_by_the_meta_copy() -> None:
     assert not model.lock.locked()
 
 
-class _Config(nn.Module):
-    """Reads unknown attributes from a dict: a name it lacks raises ``KeyError``, which
-    ``copy.deepcopy`` (asking for ``__deepcopy__``) does not expect."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(8, 4)
-        self.settings = {"scale": 2.0}
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return self.__dict__["settings"][name]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x) * self.scale  # type: ignore[no-any-return]
-
-
 def test_a_model_that_cannot_be_copied_gets_a_typed_error() -> None:
     from moduleprofiler import ProfilingError
 
     with pytest.raises(ProfilingError, match=r"cannot be copied to the meta device.*"
                                              r"raised KeyError: '__deepcopy__'"):
-        ModuleProfiler().predict(_Config(), torch.randn(2, 8))
+        ModuleProfiler().predict(ReadsSettings(8, 4), torch.randn(2, 8))
     # the passes that need no copy run it: 8 x 16 = 128 ops, 8 multiplies by the scale
-    assert ModuleProfiler().profile(_Config(), torch.randn(2, 8)).total_ops == 128 + 8
+    assert ModuleProfiler().profile(ReadsSettings(8, 4), torch.randn(2, 8)).total_ops == 128 + 8
