@@ -67,13 +67,9 @@ from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
-from moduleprofiler.prediction.predict import PredictedProfile, dtype_of
+from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.timing import TimingOptions, TimingWarning
-
-SHORT_DTYPES = ("fp32", "bf16", "fp16")
-"""The short dtype names of the prediction (``predict(dtype="bf16")``), taken wherever a dtype
-is named on the command line."""
 
 WHAT_SORTED = "params,io,ops"
 """The columns after the sort column of ``--sort`` without ``--what``."""
@@ -153,9 +149,10 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
 
 def parse_dtype(name: str) -> Any:
     """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name, and the short names
-    ``predict()`` and ``--batch`` take: ``fp32``, ``bf16``, ``fp16``)."""
-    if name in SHORT_DTYPES:
-        return dtype_of(name)
+    ``predict()`` and ``--batch`` take, :data:`~moduleprofiler.prediction.predict.DTYPE_NAMES`)."""
+    known = DTYPE_NAMES.get(name)
+    if known is not None:
+        return known
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
         hint = " (a comma list of dtypes sweeps them with --predict GPU --batch SIZES)" \

@@ -40,8 +40,10 @@ DONOR = "H200"
 """The shipped calibration with every table: where another calibration lacks one (measured
 before ``calibrate()`` measured it), its achieved fractions stand in."""
 
-_DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+DTYPE_NAMES: dict[str, torch.dtype] = {
+    "fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+"""The dtype names a prediction takes (``predict(dtype="bf16")``), short and long."""
 
 DeviceSpec = str | Calibration | DevicePeaks | Path
 HostSpec = str | HostCosts | HostModel | None
@@ -269,10 +271,10 @@ def dtype_of(dtype: str | torch.dtype | None) -> torch.dtype | None:
     model's)."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(_DTYPES)} or a torch dtype, "
+    if dtype not in DTYPE_NAMES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPE_NAMES)} or a torch dtype, "
                          f"got {dtype!r}")
-    return _DTYPES[dtype]
+    return DTYPE_NAMES[dtype]
 
 
 def finish_prediction(profile: Profile, listener: PredictionListener, device: DeviceModel,
