@@ -15,6 +15,15 @@ from moduleprofiler.prediction.chain import Step
 from moduleprofiler.prediction.columns import CALL_COLUMNS
 from moduleprofiler.prediction.device_model import LINEAR_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
+from moduleprofiler.prediction.op_classes import OpWork
+from moduleprofiler.prediction.rnn_kernels import (
+    LAUNCH_SHARE,
+    Kernel,
+    RecurrentShape,
+    backward_kernels,
+    forward_kernels,
+    recurrent_shape,
+)
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Listener, PassRunner
 
@@ -91,38 +100,84 @@ class PredictionListener(Listener):
         self.no_band: set[str] = set()
         """Tables whose operators ran without held-out residuals to give a band."""
         self._own: dict[tuple[str, int], list[float | None]] = {}
+        self._recurrent: dict[int, RecurrentShape] = {}
+        """The calls of recurrent layers a GPU runs as one cuDNN call, by call index: their
+        operators on the meta device (the per-step decomposition) are replaced by cuDNN's
+        kernels (:mod:`~moduleprofiler.prediction.rnn_kernels`)."""
+        self._recurrent_backward: set[int] = set()
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.host is not None:
             cost = self.host.call_us(call.depth)
             self.steps[""].append(Step(cost, 0.0))
             self._book("", call, cost, 0.0)
+        shape = recurrent_shape(call.module, args)
+        if shape is not None:
+            self._recurrent[call.index] = shape
+            self._cudnn_call("", call, shape, forward_kernels(shape))
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
+        if call is not None and call.index in self._recurrent:
+            return  # priced as cuDNN's kernels when the call started
         self._record("", call, func, args, kwargs, out)
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
+        if owner is not None and owner.index in self._recurrent:
+            if owner.index not in self._recurrent_backward:  # its first backward operator
+                self._recurrent_backward.add(owner.index)
+                shape = self._recurrent[owner.index]
+                self._cudnn_call("backward_", owner, shape, backward_kernels(shape))
+            return
         self._record("backward_", owner, func, args, kwargs, out)
+
+    def _cudnn_call(self, phase: str, call: Call, shape: RecurrentShape,
+                    kernels: list[Kernel]) -> None:
+        """One cuDNN call running ``kernels``: the host issues the call like one matrix
+        product plus its set-up, then each further launch
+        (:data:`~.rnn_kernels.LAUNCH_SHARE`)."""
+        first = True
+        for kernel in kernels:
+            for _ in range(kernel.launches):  # a persistent kernel: every step in one
+                self._price(phase, call, kernel.work, shape.setup_share if first
+                            else LAUNCH_SHARE[shape.mode], kernel.times // kernel.launches,
+                            first=first)
+                first = False
 
     def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any], out: Any) -> None:
         work = step_work(func, args, kwargs, out, phase == "backward_")
-        device_us: float | None = None
         if work.table in _ONE_DTYPE_TABLES:
             check_operand_dtypes(work.name, args, call)
-            if not _complex_operands(args):  # no calibration measured complex kernels
-                device_us = self.device.op_us(work)
-        else:
+            if _complex_operands(args):  # no calibration measured complex kernels
+                self._price(phase, call, work, complex_operands=True)
+                return
+        self._price(phase, call, work)
+
+    def _price(self, phase: str, call: Call | None, work: OpWork,
+               launch_share: float | None = None, repeats: int = 1, first: bool = False,
+               complex_operands: bool = False) -> None:
+        """Book ``work``'s predicted device and host time. A kernel a library call launches
+        itself (``launch_share`` given) costs the host that share of an elementwise issue
+        (the call's ``first`` launch: issuing ``work`` as well) and runs ``work``
+        ``repeats`` times on the device."""
+        device_us: float | None = None
+        if not complex_operands:
             device_us = self.device.op_us(work)
+            if device_us is not None:
+                device_us *= repeats
         if work.dtype == "fp32" and work.table is not None and device_us is not None:
             self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
         elif work.by_rule:
             self.by_rule[work.name] = self.by_rule.get(work.name, 0) + 1
-        host_us = self.host.op_us(work) if self.host is not None else 0.0
+        host_us = 0.0
+        if self.host is not None:
+            host_us = self.host.op_us(work) if launch_share is None or first else 0.0
+            if launch_share is not None:
+                host_us += self.host.launch_us(work, launch_share)
         self.steps[phase].append(Step(host_us, device_us or 0.0, work.syncs))
         band = self.device.error_band(work)
         if band is None and work.table is not None:
