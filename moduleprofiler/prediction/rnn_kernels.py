@@ -45,7 +45,8 @@ the call like one matrix product, ``CALL_SHARE`` per call and ``LAYER_SHARE`` pe
 direction (cuDNN's set-up), and ``LAUNCH_SHARE`` of the mode per further kernel. Fitted to
 eight recurrent layers on an H200's host (``benchmarks/gpu_rnn_probe.py``; the host time of
 a layer alone, 0.18 to 11.3 ms; no held-out set); ``RNN_TANH`` / ``RNN_RELU`` take the GRU's
-share (their per-step kernels were not observed: both runs were persistent)."""
+share (their per-step kernels were not observed in the fit: both runs were persistent; an
+``RNN_RELU`` layer measured after it read 0.49 of its host time)."""
 
 _CUDNN_FORWARDS = frozenset({nn.LSTM.forward, nn.GRU.forward, nn.RNN.forward})
 
