@@ -15,7 +15,10 @@ batch), on the GPU this runs on:
 The ``design`` and ``held-out`` rows were measured first (with the operator-by-operator
 prediction, then with cuDNN's kernels priced): all eight set the host costs
 (``rnn_kernels.CALL_SHARE`` ...) and the persistent-kernel rule; the ``new`` rows were added
-after, to see the pricing on layers it was not fitted to.
+after, to see the pricing on layers it was not fitted to. The persistent kernels' time per
+step (``rnn_kernels.PERSISTENT_STEP_US``) was measured by ``gpu_rnn_persistent.py`` on
+single-layer, single-direction layers over 64 steps; the three persistent rows here (two
+layers, both directions, other steps and sizes) are not among them.
 
     PYTHONPATH=. python3 benchmarks/gpu_rnn_probe.py
 """

@@ -134,50 +134,50 @@ class PredictionListener(Listener):
 
     def _cudnn_call(self, phase: str, call: Call, shape: RecurrentShape,
                     kernels: list[Kernel]) -> None:
-        """One cuDNN call running ``kernels``: the host issues the call like one matrix
-        product plus its set-up, then each further launch
-        (:data:`~.rnn_kernels.LAUNCH_SHARE`)."""
+        """One cuDNN call running ``kernels``: the host issues the call like its first
+        kernel's operator plus cuDNN's set-up, then each further launch
+        (:data:`~.rnn_kernels.LAUNCH_SHARE`); a persistent kernel's device time is the
+        measured one (:func:`~.rnn_kernels.persistent_step_us`)."""
         first = True
         for kernel in kernels:
-            for _ in range(kernel.launches):  # a persistent kernel: every step in one
-                self._price(phase, call, kernel.work, shape.setup_share if first
-                            else LAUNCH_SHARE[shape.mode], kernel.times // kernel.launches,
-                            first=first)
+            work = kernel.work
+            if kernel.step_us is not None:  # a persistent kernel: every step in one launch
+                device_us: float | None = kernel.step_us * kernel.times
+            else:
+                device_us = self.device.op_us(work)
+                if device_us is not None:
+                    device_us *= kernel.times // kernel.launches
+            for _ in range(kernel.launches):
+                host_us = 0.0
+                if self.host is not None:
+                    host_us = self.host.op_us(work) + self.host.launch_us(
+                        work, shape.setup_share) if first else \
+                        self.host.launch_us(work, LAUNCH_SHARE[shape.mode])
+                self._price(phase, call, work, device_us, host_us)
                 first = False
 
     def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any], out: Any) -> None:
         work = step_work(func, args, kwargs, out, phase == "backward_")
+        device_us: float | None = None
         if work.table in _ONE_DTYPE_TABLES:
             check_operand_dtypes(work.name, args, call)
-            if _complex_operands(args):  # no calibration measured complex kernels
-                self._price(phase, call, work, complex_operands=True)
-                return
-        self._price(phase, call, work)
-
-    def _price(self, phase: str, call: Call | None, work: OpWork,
-               launch_share: float | None = None, repeats: int = 1, first: bool = False,
-               complex_operands: bool = False) -> None:
-        """Book ``work``'s predicted device and host time. A kernel a library call launches
-        itself (``launch_share`` given) costs the host that share of an elementwise issue
-        (the call's ``first`` launch: issuing ``work`` as well) and runs ``work``
-        ``repeats`` times on the device."""
-        device_us: float | None = None
-        if not complex_operands:
+            if not _complex_operands(args):  # no calibration measured complex kernels
+                device_us = self.device.op_us(work)
+        else:
             device_us = self.device.op_us(work)
-            if device_us is not None:
-                device_us *= repeats
+        host_us = self.host.op_us(work) if self.host is not None else 0.0
+        self._price(phase, call, work, device_us, host_us)
+
+    def _price(self, phase: str, call: Call | None, work: OpWork, device_us: float | None,
+               host_us: float) -> None:
+        """Book ``work``'s predicted device time (``None``: unknown) and host time."""
         if work.dtype == "fp32" and work.table is not None and device_us is not None:
             self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
         elif work.by_rule:
             self.by_rule[work.name] = self.by_rule.get(work.name, 0) + 1
-        host_us = 0.0
-        if self.host is not None:
-            host_us = self.host.op_us(work) if launch_share is None or first else 0.0
-            if launch_share is not None:
-                host_us += self.host.launch_us(work, launch_share)
         self.steps[phase].append(Step(host_us, device_us or 0.0, work.syncs))
         band = self.device.error_band(work)
         if band is None and work.table is not None:

@@ -16,9 +16,11 @@ the ``gemm`` tables, the fused gate kernels as elementwise launches over the gat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
@@ -31,10 +33,25 @@ aten = torch.ops.aten
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 """Gate blocks per hidden unit of each cuDNN mode (``nn.RNNBase.mode``)."""
 
-PERSISTENT_HIDDEN = 128
-"""Hidden sizes up to this run on cuDNN's persistent kernels: one launch per layer and
-direction runs every step (seen on an H200 with cuDNN 9.19 for hidden sizes 64 and 128; 256
-ran a product and a gate kernel per step)."""
+PERSISTENT_WEIGHTS = 4 * 192 * 192
+"""cuDNN runs a float32 layer on persistent kernels (one launch per layer and direction runs
+every step, the recurrent weights kept on the chip) when its recurrent weights, gates x
+hidden size squared, are at most this many: on an H200 with cuDNN 9.19 every float32 LSTM,
+GRU and RNN of hidden size 32 to 192 did (the RNN's 256 too, 65,536 weights), LSTM and GRU at
+256 (196,608 and more) did not, and no bfloat16 layer did
+(``benchmarks/results/gpu_rnn_persistent_h200_2026-11-30.txt``)."""
+
+PERSISTENT_STEP_US = ((1024, 0.25), (4096, 0.36), (16384, 0.57), (36864, 0.96), (49152, 1.07),
+                      (65536, 2.2), (110592, 5.6), (147456, 6.8))
+"""A persistent kernel's microseconds per step at batches up to 64 (where they barely change)
+by recurrent weights, measured on an H200 (the same file: the median of the modes at each
+size). Between two rows the time is interpolated on log scales; at batch 256 it was 1.0 to 4.3
+times as long (larger layers more), taken as linear in the batch beyond 64
+(:data:`PERSISTENT_BATCH_256`). The largest, an LSTM of hidden size 192, already took 1.7
+times as long at batch 64 as at batch 8."""
+
+PERSISTENT_BATCH_256 = ((1024, 1.1), (16384, 1.3), (65536, 2.1), (147456, 3.5))
+"""How much longer a persistent step is at batch 256 than at batch 64, by recurrent weights."""
 
 CALL_SHARE = 9.0
 LAYER_SHARE = 4.4
@@ -71,10 +88,16 @@ class RecurrentShape:
     """``LSTM``, ``GRU``, ``RNN_TANH`` or ``RNN_RELU``."""
 
     @property
+    def recurrent_weights(self) -> int:
+        """Elements of one layer and direction's recurrent weights (gates x hidden x state)."""
+        return self.gates * self.hidden_size * (self.proj_size or self.hidden_size)
+
+    @property
     def persistent(self) -> bool:
         """Whether cuDNN runs each layer and direction as one persistent kernel
-        (:data:`PERSISTENT_HIDDEN`)."""
-        return self.hidden_size <= PERSISTENT_HIDDEN
+        (:data:`PERSISTENT_WEIGHTS`)."""
+        return (self.dtype == torch.float32 and not self.proj_size
+                and self.recurrent_weights <= PERSISTENT_WEIGHTS)
 
     @property
     def setup_share(self) -> float:
@@ -90,6 +113,26 @@ class Kernel:
     work: OpWork
     times: int
     launches: int
+    step_us: float | None = None
+    """A persistent kernel's measured microseconds per step (``None``: ``work`` is priced
+    by the device's tables)."""
+
+
+def _interpolated(table: tuple[tuple[int, float], ...], x: float) -> float:
+    """``table``'s value at ``x``, interpolated on log scales (the end rows beyond it)."""
+    xs, ys = zip(*table, strict=True)
+    return math.exp(float(np.interp(math.log(x), np.log(xs), np.log(ys))))
+
+
+def persistent_step_us(shape: RecurrentShape) -> float:
+    """Microseconds per step of one persistent kernel of ``shape`` (:data:`PERSISTENT_STEP_US`,
+    longer beyond batch 64 by :data:`PERSISTENT_BATCH_256`)."""
+    weights = shape.recurrent_weights
+    step = _interpolated(PERSISTENT_STEP_US, weights)
+    if shape.batch > 64:
+        at_256 = _interpolated(PERSISTENT_BATCH_256, weights)
+        step *= 1.0 + (at_256 - 1.0) * (shape.batch - 64) / (256 - 64)
+    return step
 
 
 def recurrent_shape(module: nn.Module, args: tuple[Any, ...]) -> RecurrentShape | None:
@@ -169,10 +212,11 @@ def _kernels(shape: RecurrentShape, backward: bool) -> list[Kernel]:
                 per_step.append(_mm(batch, shape.proj_size, shape.hidden_size, dtype, True)
                                 if backward else
                                 _mm(batch, shape.hidden_size, shape.proj_size, dtype, False))
-            if shape.persistent:
-                # one kernel keeps the weights on chip and runs every step: each step costs
-                # about its recurrent product, the gates fused into it
-                recurrent = [Kernel(per_step[1 if backward else 0], steps, 1)]
+            if shape.persistent and not backward:
+                # one kernel keeps the weights on the chip and runs every step, the gates
+                # fused in: its time per step was measured (the backward's was not: priced
+                # per step as below)
+                recurrent = [Kernel(per_step[0], steps, 1, persistent_step_us(shape))]
             else:
                 recurrent = [Kernel(work, steps, steps) for work in per_step]
             if not backward:

@@ -12,6 +12,7 @@ from moduleprofiler.prediction import Calibration, HostCosts
 from moduleprofiler.prediction.rnn_kernels import (
     backward_kernels,
     forward_kernels,
+    persistent_step_us,
     recurrent_shape,
 )
 
@@ -56,10 +57,31 @@ def test_the_kernels_per_layer_direction_and_step() -> None:
     # inputs' gradient and the two weights' gradients (3): 2 * 15 = 30
     assert sum(k.launches for k in backward_kernels(wide)) == 30
     narrow = recurrent_shape(nn.LSTM(8, 128, bidirectional=True), (torch.randn(6, 2, 8),))
-    assert narrow is not None and narrow.persistent
-    # hidden 128: one persistent kernel per direction runs every step: 2 * (1 + 1)
+    assert narrow is not None and narrow.persistent  # 4 * 128 * 128 = 65,536 weights
+    # one persistent kernel per direction runs every step: 2 * (1 + 1)
     assert sum(k.launches for k in forward_kernels(narrow)) == 4
     assert [k.times for k in forward_kernels(narrow)] == [1, 6, 1, 6]
+    # no bfloat16 layer ran on persistent kernels
+    half = recurrent_shape(nn.LSTM(8, 128), (torch.randn(6, 2, 8, dtype=torch.bfloat16),))
+    assert half is not None and not half.persistent
+
+
+def test_a_persistent_step_is_read_from_the_measured_table() -> None:
+    gru = nn.GRU(8, 96)  # 3 * 96 * 96 = 27,648 recurrent weights
+    shape = recurrent_shape(gru, (torch.randn(10, 4, 8),))
+    assert shape is not None and shape.persistent
+    # between the rows 16,384 (0.57 us) and 36,864 (0.96 us) on log scales:
+    # ln(27648 / 16384) / ln(36864 / 16384) = 0.5232 / 0.8109 = 0.6452 of the way;
+    # exp(ln 0.57 + 0.6452 * ln(0.96 / 0.57)) = exp(-0.5621 + 0.6452 * 0.5213) = 0.798 us
+    assert persistent_step_us(shape) == pytest.approx(0.798, abs=1e-3)
+    kernels = forward_kernels(shape)
+    assert [(k.times, k.launches) for k in kernels] == [(1, 1), (10, 1)]
+    assert kernels[1].step_us == pytest.approx(0.798, abs=1e-3)
+    # batch 160, halfway from 64 to 256, of a layer of 65,536 weights (LSTM 128: 2.2 us a
+    # step up to batch 64, 2.1 times that at 256): 2.2 * (1 + 1.1 * 0.5) = 3.41 us
+    wide_batch = recurrent_shape(nn.LSTM(8, 128), (torch.randn(10, 160, 8),))
+    assert wide_batch is not None
+    assert persistent_step_us(wide_batch) == pytest.approx(3.41)
 
 
 def test_the_host_issues_one_call_and_cudnns_launches() -> None:
