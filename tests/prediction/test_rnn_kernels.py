@@ -108,3 +108,26 @@ def test_an_lstm_on_an_h200_is_predicted_near_its_measured_kernel_time(backward:
                                  device="H200", backward=backward)
     measured = 1.029 if backward else 0.304
     assert 0.5 < profile.predicted_device_ms / measured < 2.0
+
+
+def test_a_packed_sequence_is_predicted_on_a_real_copy_as_its_mean_batch() -> None:
+    class Packed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(8, 300)
+
+        def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+            return self.gru(pack_padded_sequence(x, lengths))[1]
+
+    model = Packed()
+    # pack_padded_sequence wants its lengths on the CPU: the meta device cannot run it, so a
+    # copy runs where the model is, and the notes say so
+    packed = Profiler().predict(model, (torch.randn(10, 3, 8), torch.tensor([10, 7, 3])),
+                                device="H200")
+    assert any("counted on a copy of the model on its own device" in note
+               for note in packed.prediction_notes)
+    # lengths 10, 7 and 3: 20 tokens over 10 steps, 2 sequences a step, the kernels of a plain
+    # batch of 2 over 10 steps
+    plain = Profiler().predict(nn.GRU(8, 300), torch.randn(10, 2, 8), device="H200")
+    row = packed.to_df("module").set_index("module").loc["gru"]
+    assert row["predicted_device_ms"] == pytest.approx(plain.predicted_device_ms)
