@@ -107,8 +107,8 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
         try:
             materialise_lazy(copied, real)
             profile = count(copied, real, listeners=[listener], **options)
-        except ProfilingError as again:
-            raise _copy_failed(exc, again, cast) from again
+        except ProfilingError as copy_error:
+            raise _copy_failed(exc, copy_error, cast) from copy_error
         notes = [*notes, f"counted on a copy of the model on its own device: the meta device "
                          f"could not run it ({str(exc).splitlines()[0]})"]
     predicted = finish_prediction(profile, listener, device_model, host_model,
