@@ -41,12 +41,15 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
+    first_tensor,
     named,
     numel,
     out_numel,
     register,
+    stored_numel,
     with_inplace,
 )
+from moduleprofiler.storage import sparse_parts
 
 # -- per-element factory -----------------------------------------------------------------------
 
@@ -117,8 +120,16 @@ def _scale_ops(scale: Any) -> int:
 
 @register(*with_inplace("add", "sub", "subtract", "rsub"))
 def add_ops(args: Args, out: Any) -> Count:
-    """numel(out), doubled when ``alpha != 1`` (x + alpha * y is a multiply and an add)."""
-    return (1 + _scale_ops(args.get("alpha", 1))) * out_numel(out), 0
+    """numel(out), doubled when ``alpha != 1`` (x + alpha * y is a multiply and an add); a
+    sparse operand added into a dense one: its stored values (the dense operand is copied,
+    and each stored value added to its element once)."""
+    elements = out_numel(out)
+    sparse = [operand for operand in (args.get("self"), args.get("other"))
+              if isinstance(operand, Tensor) and sparse_parts(operand) is not None]
+    result = first_tensor(out)
+    if len(sparse) == 1 and isinstance(result, Tensor) and result.layout is torch.strided:
+        elements = stored_numel(sparse[0])
+    return (1 + _scale_ops(args.get("alpha", 1))) * elements, 0
 
 
 @register(*with_inplace("div", "divide", "true_divide"))

@@ -324,6 +324,18 @@ def test_elementwise_on_a_hybrid_sparse_tensor_counts_each_stored_row() -> None:
     assert ops(lambda t: t * 2, x) == 6
 
 
+def test_a_sparse_operand_added_into_a_dense_one_counts_its_stored_values() -> None:
+    dense, sparse = torch.randn(3, 3), _coo_with_four_entries()
+    # the dense matrix is copied and each of the 4 stored values added once: 4 adds (the
+    # dense result's 9 elements before)
+    assert ops(lambda a, b: a + b, dense, sparse) == 4
+    assert ops(lambda a, b: a.add_(b), dense.clone(), sparse) == 4
+    # with alpha = 2 each stored value is also multiplied: 8
+    assert ops(lambda a, b: torch.add(a, b, alpha=2), dense, sparse) == 8
+    # two dense operands: every element, 9
+    assert ops(lambda a, b: a + b, dense, dense) == 9
+
+
 def test_a_module_on_a_sparse_input_counts_its_stored_values() -> None:
     class Doubles(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
