@@ -49,6 +49,7 @@ from moduleprofiler.operators._common import (
     stored_numel,
     with_inplace,
 )
+from moduleprofiler.operators.registry import MISSING
 from moduleprofiler.storage import sparse_parts
 
 # -- per-element factory -----------------------------------------------------------------------
@@ -261,6 +262,44 @@ def log_softmax_op_ops(args: Args, out: Any) -> Count:
     """rows * 4D: D subtracts of the max, D exps, D - 1 adds, 1 log, D subtracts."""
     rows, size = _softmax_rows(args)
     return rows * 4 * size, 0
+
+
+def _sparse_rows(x: Tensor, dim: int) -> int | None:
+    """Rows of a softmax along sparse ``dim`` of a COO tensor without dense dimensions: the
+    distinct positions of its stored entries in the other dimensions (``None`` where that
+    cannot be read: another layout, dense dimensions, the meta device's missing indices)."""
+    if x.layout is not torch.sparse_coo or x.dense_dim() != 0 or x.device.type == "meta":
+        return None
+    indices = x._indices()
+    others = torch.cat([indices[:dim], indices[dim + 1:]]) if indices.shape[0] > 1 else None
+    return 1 if others is None else int(others.unique(dim=1).shape[1])
+
+
+@register(*aten("_sparse_softmax"))
+def sparse_softmax_ops(args: Args, out: Any) -> Count:
+    """``torch.sparse.softmax``: the unstored entries are -inf, so each row softmaxes its
+    stored values: 4 * nnz - rows (as a dense row of D: 4D - 1)."""
+    x, dim = args.first(), args.get("dim")
+    if not isinstance(x, Tensor) or not isinstance(dim, int):
+        return MISSING  # type: ignore[return-value]
+    rows = _sparse_rows(x, dim % x.dim())
+    if rows is None:
+        return MISSING  # type: ignore[return-value]
+    return 4 * numel(x) - rows, 0
+
+
+@register(*aten("_sparse_log_softmax"))
+def sparse_log_softmax_ops(args: Args, out: Any) -> Count:
+    """``torch.sparse.log_softmax``: 4 per stored value (a dense row's 4D)."""
+    return 4 * numel(args.first()), 0
+
+
+@register(*aten("_coalesce"))
+def coalesce_ops(args: Args, out: Any) -> Count:
+    """Summing the duplicate entries of a sparse tensor: one add per stored value merged
+    away (the stored values in, less those out)."""
+    merged = numel(args.first()) - numel(first_tensor(out))
+    return max(merged, 0), 0
 
 
 # -- dropout -----------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ _METADATA = (
     "_local_scalar_dense", "item", "sym_size", "sym_stride", "sym_numel",
     "sym_storage_offset", "size", "stride", "numel", "dim", "is_contiguous",
     "sym_is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense",
-    "storage_offset", "is_nonzero", "is_same_size", "is_pinned", "_assert_async",
+    "storage_offset", "is_coalesced", "is_nonzero", "is_same_size", "is_pinned", "_assert_async",
     "_assert_scalar", "_assert_tensor_metadata", "_functional_assert_async",
     "_functional_assert_scalar", "record_stream", "_has_same_storage_numel", "is_set_to",
     "_version", "_is_any_true", "_is_all_true", "get_device", "is_complex", "is_conj",

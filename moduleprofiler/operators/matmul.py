@@ -37,6 +37,7 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
+    first_tensor,
     ints,
     named,
     numel,
@@ -119,10 +120,10 @@ def sparse_product_count(a: Any, b: Any) -> Count | None:
 
 # -- 2-D and batched products ------------------------------------------------------------------
 
-@register(*aten("mm", "_scaled_mm"))
+@register(*aten("mm", "_scaled_mm", "hspmm"))
 def mm_ops(args: Args, out: Any) -> Count:
     """(n, k) @ (k, m): ops n*m*(2k - 1), macs n*k*m (_scaled_mm: + n*m with a bias); with a
-    sparse operand, :func:`sparse_product_count`."""
+    sparse operand (``hspmm``'s first always), :func:`sparse_product_count`."""
     a, b = args.first(), args.get("mat2")
     if _sparse(a) or _sparse(b):
         counted = sparse_product_count(a, b)
@@ -150,6 +151,20 @@ def addmm_ops(args: Args, out: Any) -> Count:
         return counted[0] + _epilogue_ops(args, n * m), counted[1]
     ops, macs = product_count(n * m, k)
     return ops + _epilogue_ops(args, n * m), macs
+
+
+@register(*aten("sspaddmm"))
+def sspaddmm_ops(args: Args, out: Any) -> Count:
+    """beta * self + alpha * (sparse @ dense), all sparse: :func:`sparse_product_count` for the
+    product; the result stores ``self``'s values and the product's side by side (uncoalesced:
+    no adds), each scaled by its factor where that is not 1."""
+    counted = sparse_product_count(args.get("mat1"), args.get("mat2"))
+    if counted is None:
+        return MISSING  # type: ignore[return-value]
+    beta, alpha = args.get("beta", 1), args.get("alpha", 1)
+    own = numel(args.first()) if beta != 0 else 0
+    products = numel(first_tensor(out)) - own
+    return counted[0] + own * int(beta not in (0, 1)) + products * int(alpha != 1), counted[1]
 
 
 @register(*aten("_addmm_activation"))

@@ -336,6 +336,25 @@ def test_a_sparse_operand_added_into_a_dense_one_counts_its_stored_values() -> N
     assert ops(lambda a, b: a + b, dense, dense) == 9
 
 
+def test_a_sparse_softmax_softmaxes_each_rows_stored_values() -> None:
+    x = _coo_with_four_entries().coalesce()  # (0, 0), (0, 2), (1, 1), (2, 0)
+    # along dim 1 the rows holding entries are 0 (2 values), 1 and 2 (1 each): each row of r
+    # stored values costs 4r - 1, so 4 * 4 - 3 = 13; along dim 0 the columns 0 (2 values),
+    # 1 and 2: 13 as well; log_softmax 4 per stored value: 16
+    assert ops(lambda t: torch.sparse.softmax(t, 1), x) == 13
+    assert ops(lambda t: torch.sparse.softmax(t, 0), x) == 13
+    assert ops(lambda t: torch.sparse.log_softmax(t, 1), x) == 16
+
+
+def test_coalescing_adds_the_duplicate_entries() -> None:
+    # 5 stored entries, (0, 0) twice: coalescing merges them with 1 add, 4 left; asking
+    # whether a tensor is coalesced is free
+    x = torch.sparse_coo_tensor(torch.tensor([[0, 0, 1, 2, 0], [0, 2, 1, 0, 0]]),
+                                torch.ones(5), (3, 3))
+    assert ops(lambda t: t.coalesce(), x) == 1
+    assert ops(lambda t: torch.ones(1) * t.is_coalesced(), x) == 1  # the multiply only
+
+
 def test_a_module_on_a_sparse_input_counts_its_stored_values() -> None:
     class Doubles(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

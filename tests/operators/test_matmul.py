@@ -50,6 +50,19 @@ def test_a_sparse_matrix_product_counts_its_stored_entries(layout: torch.layout)
     assert count(torch.mv, adjacency, torch.randn(3)) == (5, 4)
 
 
+def test_the_sparse_products_of_other_names_count_the_same_entries() -> None:
+    adjacency, h = _adjacency().coalesce(), torch.randn(3, 4)
+    # hspmm: the same product as sparse @ dense (a hybrid sparse result): 20 ops, 16 macs
+    assert count(torch.hspmm, adjacency, h) == (20, 16)
+    # sspaddmm: beta * self + alpha * (adjacency @ h), sparse, its result storing self's 1
+    # value and the product's 3 rows x 4 columns side by side (no adds): the product's 20 ops;
+    # beta = 2 multiplies self's 1 value (+1), alpha = 3 the product's 12 values (+12)
+    bias = torch.sparse_coo_tensor(torch.tensor([[0], [1]]), torch.ones(1), (3, 4))
+    assert count(torch.sspaddmm, bias, adjacency, h) == (20, 16)
+    assert count(lambda *a: torch.sspaddmm(*a, beta=2), bias, adjacency, h) == (21, 16)
+    assert count(lambda *a: torch.sspaddmm(*a, alpha=3), bias, adjacency, h) == (32, 16)
+
+
 def test_an_uncoalesced_sparse_matrix_sums_every_stored_entry() -> None:
     # entry (2, 2) stored twice: 5 stored entries in 3 rows: macs 5 x 2 = 10,
     # ops (2 * 5 - 3) * 2 = 14
