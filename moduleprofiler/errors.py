@@ -17,6 +17,12 @@ class ProfilingError(RuntimeError):
         self.path = path
 
 
+def backward_failed(exc: Exception) -> ProfilingError:
+    """The :class:`ProfilingError` of a backward pass that raised ``exc`` where no module's
+    forward did (a backward hook, an autograd function)."""
+    return ProfilingError(f"the backward pass raised {type(exc).__name__}: {exc}")
+
+
 class FormulaError(ProfilingError):
     """A registered formula raised or returned something that is not a count."""
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 from torch import nn
 
-from moduleprofiler.errors import ProfilingError
+from moduleprofiler.errors import ProfilingError, backward_failed
 from moduleprofiler.records import display_path
 
 
@@ -77,9 +77,8 @@ class LocatedErrors:
 
 def backward_error(exc: Exception, root: nn.Module) -> ProfilingError:
     """The :class:`ProfilingError` for a backward that raised ``exc``: the module whose forward
-    raised it where one did (a checkpoint rerunning it), else the words of
-    :meth:`~moduleprofiler.runner.PassRunner.backward` (a backward hook, an autograd
+    raised it where one did (a checkpoint rerunning it), else
+    :func:`~moduleprofiler.errors.backward_failed`'s (a backward hook, an autograd
     function)."""
     located = located_error(exc, root)
-    return located if located is not None else ProfilingError(
-        f"the backward pass raised {type(exc).__name__}: {exc}")
+    return located if located is not None else backward_failed(exc)

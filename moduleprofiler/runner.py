@@ -81,7 +81,7 @@ from moduleprofiler.autograd_nodes import (
 )
 from moduleprofiler.call import Call
 from moduleprofiler.dispatch import OperatorObserver
-from moduleprofiler.errors import LossError, ProfilingError
+from moduleprofiler.errors import LossError, ProfilingError, backward_failed
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
@@ -855,8 +855,7 @@ class PassRunner:
         except ProfilingError:
             raise
         except Exception as exc:
-            raise ProfilingError(
-                f"the backward pass raised {type(exc).__name__}: {exc}") from exc
+            raise backward_failed(exc) from exc
 
     def _nothing_requires_grad(self) -> str | None:
         """Why no loss requires grad, when the cause is the pass rather than the output: no
