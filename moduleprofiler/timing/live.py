@@ -36,6 +36,7 @@ from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.modules import module_infos
+from moduleprofiler.records import display_path
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.backward import BackwardMethod, StepRows, TrainingTiming, check_method
 from moduleprofiler.timing.clock import TimingWarning, issue_warnings
@@ -127,6 +128,8 @@ class TrainingProfiler:
         self._entered = False
         self._environment: dict[str, Any] = {}
         self._issued: set[str] = set()  # result() may be asked often: each warning once
+        self._failed: list[str] = []
+        """The module path whose forward raised, per profiled step dropped for it."""
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> TrainingProfiler:
@@ -168,6 +171,11 @@ class TrainingProfiler:
             self._flush(restart=True)
         env = dict(self._environment)
         notes = environment_warnings(env, None, self.device)
+        if self._failed:
+            where = ", ".join(repr(display_path(path)) for path in dict.fromkeys(self._failed))
+            notes.append(f"{len(self._failed)} profiled step(s) dropped: their forward raised "
+                         f"(in module {where}) and the training went on, so the step is not "
+                         "whole")
         if not self._rows.fwd and not self._rows.bwd and "" not in self._runner.unhooked:
             notes.append("no step was profiled: check start_step/stop_step and step() calls")
         issue_warnings([note for note in notes if note not in self._issued])
@@ -175,7 +183,8 @@ class TrainingProfiler:
         return self._rows.build(
             self._clock.readings, method=self.method,
             separate_passes=self.alternate and bool(self._rows.fwd),
-            calibration=self._clock.calibration, device=str(self.device), dropped=0,
+            calibration=self._clock.calibration, device=str(self.device),
+            dropped=len(self._failed),
             confidence=self.confidence, environment=env, unhooked=self._runner.unhooked,
             warnings=(*self._clock.notes, *self._notes, *notes),
         )
@@ -260,7 +269,10 @@ class TrainingProfiler:
             return
         clock.mark("end")
         times = clock.resolve(clock.snapshot())
-        if times.calls.sum() > 0:
+        failed = self._runner.failed_path
+        if failed is not None:  # a forward raised and the user's loop caught it: half a step
+            self._failed.append(failed)
+        elif times.calls.sum() > 0:
             kind = "backward_hooks" if clock is self._backward else "forward_hooks"
             self._rows.add(kind, times, ("start", "end"), self.alternate)
         if restart:

@@ -72,6 +72,37 @@ def test_exception_inside_the_block_removes_hooks():
     assert no_hooks_left(model) and not prof.active
 
 
+def test_a_step_whose_forward_raised_and_was_caught_is_dropped_and_named():
+    class FailsOnce(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("a bad batch")
+            return x * 2
+
+    model = nn.Sequential(nn.Linear(4, 4), FailsOnce(), nn.Linear(4, 4))
+    with TrainingProfiler(model, alternate=False) as prof:
+        for _ in range(5):
+            try:  # the user's loop skips the bad batch and trains on
+                model(torch.randn(2, 4)).sum().backward()
+            except RuntimeError:
+                pass
+            prof.step()
+    with pytest.warns(TimingWarning, match=r"1 profiled step\(s\) dropped: their forward "
+                                           r"raised \(in module '1'\)"):
+        timing = prof.result()
+    # 4 whole steps; the third, half run (the root's and the failing module's time missing,
+    # the first Linear's there), is left out of every module's samples
+    assert timing.samples("", phase="backward").size == 4
+    assert timing.samples("0", phase="backward").size == 4
+    assert timing.dropped == 1
+    assert no_hooks_left(model)
+
+
 def test_validation_and_empty_result():
     with pytest.raises(ValueError, match="start_step"):
         TrainingProfiler(nn.Linear(2, 2), start_step=3, stop_step=3)
