@@ -39,24 +39,30 @@ def check_operand_dtypes(name: str, args: tuple[Any, ...], call: Call | None) ->
     """
     dtypes = tuple(dict.fromkeys(arg.dtype for arg in args[:3]
                                  if isinstance(arg, torch.Tensor)))
-    # complex products and convolutions run (cuBLAS's complex GEMMs): priced as unknown
-    if not dtypes or (len(dtypes) == 1 and (dtypes[0].is_floating_point
+    # complex products and convolutions run (cuBLAS's complex GEMMs): priced as unknown; a
+    # float8 one has no kernel (float8 products run as torch._scaled_mm, with scales)
+    if not dtypes or (len(dtypes) == 1 and ((dtypes[0].is_floating_point
+                                             and dtypes[0].itemsize > 1)
                                             or dtypes[0].is_complex)):
         return
     where = (f"module {display_path(call.path)!r} ({type(call.module).__name__})"
              if call is not None else "outside any module")
     what = (f"mixes {' and '.join(str(d) for d in dtypes)} tensors, which a device refuses"
             if len(dtypes) > 1 else f"on {dtypes[0]} tensors, which a device has no kernel for")
+    if any(dtype.is_floating_point and dtype.itemsize == 1 for dtype in dtypes):
+        what += " (float8 products run as torch._scaled_mm, with scales)"
     raise DeviceDtypeError(
         f"{where}: {name} {what} (a real run raises here; the meta device does not check): "
         "cast the input to the model's dtype",
         None if call is None else call.path, dtypes)
 
 
-def _complex_operands(args: tuple[Any, ...]) -> bool:
-    """Whether a data operand (the first three arguments) is complex: a complex matrix product
-    does four real ones' work in kernels of its own, which no calibration table times."""
-    return any(isinstance(arg, torch.Tensor) and arg.is_complex() for arg in args[:3])
+def _unmeasured_operands(args: tuple[Any, ...]) -> bool:
+    """Whether a data operand (the first three arguments) is complex or float64: a complex
+    matrix product does four real ones' work in kernels of its own, a float64 one runs at the
+    device's FP64 rate; no calibration table times either."""
+    return any(isinstance(arg, torch.Tensor) and (arg.is_complex() or arg.dtype == torch.float64)
+               for arg in args[:3])
 
 
 def _plus(total: float | None, value: float | None) -> float | None:
@@ -112,7 +118,7 @@ class PredictionListener(Listener):
         device_us: float | None = None
         if work.table in _ONE_DTYPE_TABLES:
             check_operand_dtypes(work.name, args, call)
-            if not _complex_operands(args):  # no calibration measured complex kernels
+            if not _unmeasured_operands(args):  # no calibration measured such kernels
                 device_us = self.device.op_us(work)
         else:
             device_us = self.device.op_us(work)
