@@ -330,6 +330,19 @@ def test_a_model_compiled_in_place_is_counted_eagerly_and_its_compile_left_alone
     assert len(graphs) == 1  # and the user's compiled graph still serves their calls
 
 
+def test_a_model_partly_on_the_meta_device_fails_with_a_hint() -> None:
+    """accelerate's ``init_empty_weights()`` puts parameters on meta and leaves buffers on the
+    CPU: the model cannot run on either device, and the error says why."""
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    model[1].to_empty(device="cpu")  # the buffers (and weight) where init_empty_weights has them
+    model[1].weight, model[1].bias = (nn.Parameter(torch.empty(4, device="meta"))
+                                      for _ in range(2))
+    with pytest.raises(ProfilingError, match=r"module '1' \(BatchNorm1d\).*hint: the model "
+                                             r"holds .* on the meta device and others on cpu"):
+        ModuleProfiler().profile(model, torch.randn(2, 4, device="meta"))
+
+
 def test_torchscript_module_gives_a_clear_error() -> None:
     scripted = torch.jit.script(nn.Sequential(nn.Linear(4, 4)))
     with pytest.raises(ProfilingError, match="TorchScript"):
