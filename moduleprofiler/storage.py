@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch._C import _functorch
 from torch.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter
 
 from moduleprofiler.shapes import iter_tensors
@@ -35,12 +36,21 @@ def _local_shard(tensor: Tensor) -> Tensor:
     return tensor
 
 
+def _physical(tensor: Tensor) -> Tensor:
+    """The tensor under ``torch.func``'s wrappers (``vmap``'s batched tensors, ``grad``'s),
+    which have no storage of their own: under ``vmap`` the one holding the whole batch."""
+    while _functorch.is_functorch_wrapped_tensor(tensor):
+        tensor = _functorch.get_unwrapped(tensor)
+    return tensor
+
+
 def storage_of(tensor: Tensor) -> torch.UntypedStorage | None:
-    """The storage behind ``tensor``, or ``None`` where there is none to inspect (sparse,
-    nested and some wrapper-subclass tensors, lazy parameters not yet materialised)."""
+    """The storage behind ``tensor`` (under ``torch.func``'s wrappers, the physical tensor's),
+    or ``None`` where there is none to inspect (sparse, nested and some wrapper-subclass
+    tensors, lazy parameters not yet materialised)."""
     if is_lazy(tensor):
         return None
-    tensor = _local_shard(tensor)
+    tensor = _physical(_local_shard(tensor))
     try:
         return tensor.untyped_storage()
     except (RuntimeError, NotImplementedError, TypeError):
@@ -125,7 +135,7 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
             try:
                 storage: torch.UntypedStorage | None = output.untyped_storage()
             except (RuntimeError, NotImplementedError, TypeError):
-                storage = None
+                storage = storage_of(output)  # a torch.func wrapper: its physical tensor's
         else:
             storage = storage_of(output)
         if storage is None:
@@ -149,7 +159,8 @@ def new_storage_bytes(output: Any, *existing: Any) -> int:
                         if item.untyped_storage()._cdata == target:
                             return 0
                     except (RuntimeError, NotImplementedError, TypeError):
-                        pass
+                        if tensor_key(item) == target:  # a torch.func wrapper
+                            return 0
                 elif item is not None:
                     for tensor in iter_tensors(item, depth):
                         if tensor_key(tensor) == target:

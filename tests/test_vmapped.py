@@ -86,3 +86,15 @@ def test_vmap_factor_outside_and_inside() -> None:
     vmap(vmap(record))(torch.randn(5, 3, 2))
     vmap(grad(lambda x: record(x).sum()))(torch.randn(4, 2))  # grad levels batch nothing
     assert seen == [15, 4]
+
+
+def test_a_vmapped_call_allocates_the_whole_batch() -> None:
+    model = nn.Sequential(nn.Identity(), nn.Linear(4, 3))
+    x = torch.randn(5, 2, 4)
+    profile = ModuleProfiler().profile(model, pred_fn=lambda: vmap(model)(x))
+    frame = profile.to_df().set_index("module")
+    # the Linear's output under vmap over 5: 5 * 2 * 3 float32 values = 120 bytes, allocated
+    # once for the batch (one example's 24 bytes before); the Identity returns its input's
+    # storage: nothing new
+    assert frame.loc["1", "output_bytes"] == 5 * 2 * 3 * 4
+    assert frame.loc["0", "output_bytes"] == 0

@@ -85,8 +85,17 @@ class DevicePeaks:
                              "launch_us not negative")
 
     def flops_per_s(self, dtype: str | torch.dtype, sparse: bool = False) -> float | None:
-        """Peak FLOP/s for ``dtype`` (a torch dtype or a table name; ``None`` if unknown)."""
+        """Peak FLOP/s for ``dtype`` (a torch dtype, its name or a table name; ``None`` where
+        the device has no peak for it, or the dtype none at all, ``int64`` or ``bool``).
+
+        Raises:
+            ValueError: ``dtype`` is a name of no dtype (a misspelling).
+        """
         name = peak_dtype(dtype)
+        if name is None and isinstance(dtype, str) and not isinstance(
+                getattr(torch, dtype.removeprefix("torch."), None), torch.dtype):
+            raise ValueError(f"dtype {dtype!r} is no dtype; use a torch dtype or one of "
+                             f"{', '.join(DTYPES)}")
         value = (self.sparse_tflops if sparse else self.dense_tflops).get(name) \
             if name is not None else None
         return None if value is None else value * 1e12

@@ -62,6 +62,11 @@ class HostModel:
             cost -= us["view"]
         return max(cost, us["view"]) * self._factor
 
+    def launch_us(self, work: OpWork, share: float) -> float:
+        """Host microseconds of a kernel a library call launches itself (cuDNN's per-step
+        kernels): ``share`` of an elementwise operator's issue cost in ``work``'s dtype."""
+        return self.costs.for_dtype(work.dtype)["unary"] * share * self._factor
+
     @property
     def factor(self) -> float:
         """The in-model factor applied: :attr:`in_model`, else the one the costs measured,

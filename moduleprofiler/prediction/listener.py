@@ -15,6 +15,15 @@ from moduleprofiler.prediction.chain import Step
 from moduleprofiler.prediction.columns import CALL_COLUMNS
 from moduleprofiler.prediction.device_model import LINEAR_TABLES, DeviceModel
 from moduleprofiler.prediction.host_model import HostModel
+from moduleprofiler.prediction.op_classes import OpWork
+from moduleprofiler.prediction.rnn_kernels import (
+    LAUNCH_SHARE,
+    Kernel,
+    RecurrentShape,
+    backward_kernels,
+    forward_kernels,
+    recurrent_shape,
+)
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import Listener, PassRunner
 
@@ -97,20 +106,61 @@ class PredictionListener(Listener):
         self.no_band: set[str] = set()
         """Tables whose operators ran without held-out residuals to give a band."""
         self._own: dict[tuple[str, int], list[float | None]] = {}
+        self._recurrent: dict[int, RecurrentShape] = {}
+        """The calls of recurrent layers a GPU runs as one cuDNN call, by call index: their
+        operators on the meta device (the per-step decomposition) are replaced by cuDNN's
+        kernels (:mod:`~moduleprofiler.prediction.rnn_kernels`)."""
+        self._recurrent_backward: set[int] = set()
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.host is not None:
             cost = self.host.call_us(call.depth)
             self.steps[""].append(Step(cost, 0.0))
             self._book("", call, cost, 0.0)
+        shape = recurrent_shape(call.module, args)
+        if shape is not None:
+            self._recurrent[call.index] = shape
+            self._cudnn_call("", call, shape, forward_kernels(shape))
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
+        if call is not None and call.index in self._recurrent:
+            return  # priced as cuDNN's kernels when the call started
         self._record("", call, func, args, kwargs, out)
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
+        if owner is not None and owner.index in self._recurrent:
+            if owner.index not in self._recurrent_backward:  # its first backward operator
+                self._recurrent_backward.add(owner.index)
+                shape = self._recurrent[owner.index]
+                self._cudnn_call("backward_", owner, shape, backward_kernels(shape))
+            return
         self._record("backward_", owner, func, args, kwargs, out)
+
+    def _cudnn_call(self, phase: str, call: Call, shape: RecurrentShape,
+                    kernels: list[Kernel]) -> None:
+        """One cuDNN call running ``kernels``: the host issues the call like its first
+        kernel's operator plus cuDNN's set-up, then each further launch
+        (:data:`~.rnn_kernels.LAUNCH_SHARE`); a persistent kernel's device time is the
+        measured one (:func:`~.rnn_kernels.persistent_step_us`)."""
+        first = True
+        for kernel in kernels:
+            work = kernel.work
+            if kernel.step_us is not None:  # a persistent kernel: every step in one launch
+                device_us: float | None = kernel.step_us * kernel.times
+            else:
+                device_us = self.device.op_us(work)
+                if device_us is not None:
+                    device_us *= kernel.times // kernel.launches
+            for _ in range(kernel.launches):
+                host_us = 0.0
+                if self.host is not None:
+                    host_us = self.host.op_us(work) + self.host.launch_us(
+                        work, shape.setup_share) if first else \
+                        self.host.launch_us(work, LAUNCH_SHARE[shape.mode])
+                self._price(phase, call, work, device_us, host_us)
+                first = False
 
     def _record(self, phase: str, call: Call | None, func: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any], out: Any) -> None:
@@ -122,13 +172,18 @@ class PredictionListener(Listener):
                 device_us = self.device.op_us(work)
         else:
             device_us = self.device.op_us(work)
+        host_us = self.host.op_us(work) if self.host is not None else 0.0
+        self._price(phase, call, work, device_us, host_us)
+
+    def _price(self, phase: str, call: Call | None, work: OpWork, device_us: float | None,
+               host_us: float) -> None:
+        """Book ``work``'s predicted device time (``None``: unknown) and host time."""
         if work.dtype == "fp32" and work.table is not None and device_us is not None:
             self.fp32_tables.add(work.table)
         if device_us is None:
             self.unknown[work.name] = self.unknown.get(work.name, 0) + 1
         elif work.by_rule:
             self.by_rule[work.name] = self.by_rule.get(work.name, 0) + 1
-        host_us = self.host.op_us(work) if self.host is not None else 0.0
         self.steps[phase].append(Step(host_us, device_us or 0.0, work.syncs))
         band = self.device.error_band(work)
         if band is None and work.table is not None:

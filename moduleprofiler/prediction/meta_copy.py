@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import re
 import types
 from collections.abc import Callable
 from typing import Any
@@ -142,14 +143,20 @@ def _real(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
     return tensor.detach().to(dtype=_dtype_for(tensor, dtype), copy=True)
 
 
+_META_TENSOR = re.compile(r"\bmeta\b[^.]*\btensor", re.IGNORECASE)
+"""An error message that speaks of a meta tensor ("meta tensor", "1D meta Long tensor")."""
+
+
 def meta_limit(error: BaseException) -> bool:
     """Whether ``error`` (or an exception it was raised from) is the meta device's limit
-    rather than the model's: a meta kernel that refused (``torch._meta_registrations``), or a
-    value read from a tensor that has none (``.item()``, ``bool(tensor)``)."""
+    rather than the model's: a meta kernel that refused (``torch._meta_registrations``), a
+    value read from a tensor that has none (``.item()``, ``bool(tensor)``), or a tensor that
+    must stay on the CPU ("'lengths' argument should be a 1D CPU int64 tensor, but got 1D meta
+    Long tensor": ``pack_padded_sequence``'s lengths)."""
     for current in error_chain(error):
         if isinstance(current, DeviceDtypeError):  # refused on purpose: a device would too
             return False
-        if "meta tensor" in str(current):
+        if _META_TENSOR.search(str(current)):
             return True
         trace = current.__traceback__
         while trace is not None:

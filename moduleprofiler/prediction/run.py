@@ -104,8 +104,11 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
         copied = cast_copy(original, cast)
         listener = PredictionListener(device_model, host_model)
         real = cast_input(given_input(original, input, input_size), cast)
-        materialise_lazy(copied, real)
-        profile = count(copied, real, listeners=[listener], **options)
+        try:
+            materialise_lazy(copied, real)
+            profile = count(copied, real, listeners=[listener], **options)
+        except ProfilingError as copy_error:
+            raise _copy_failed(exc, copy_error, cast) from copy_error
         notes = [*notes, f"counted on a copy of the model on its own device: the meta device "
                          f"could not run it ({str(exc).splitlines()[0]})"]
     predicted = finish_prediction(profile, listener, device_model, host_model,
@@ -138,6 +141,18 @@ def like_for_like(target: DeviceModel, source: DeviceModel) -> tuple[DeviceModel
                                    unmeasured=set(), stood_in=set(), _tables={}, _cache={})
 
     return fresh(target, mine), fresh(source, theirs)
+
+
+def _copy_failed(meta: Exception, copy: ProfilingError, cast: torch.dtype | None
+                 ) -> ProfilingError:
+    """Both passes failed: the meta device's and its stand-in's, a copy of the model run where
+    the model is (in the predicted dtype: a CPU may lack a kernel for it, as torchvision's
+    ``nms`` lacks one for bfloat16)."""
+    dtype = "" if cast is None else f" in {str(cast).removeprefix('torch.')}"
+    return ProfilingError(
+        f"predict() could not run the model on the meta device ({str(meta).splitlines()[0]}), "
+        f"nor a copy of it{dtype} where it is: {str(copy).splitlines()[0]}. Predict another "
+        "dtype, or move the model to a device whose kernels take it", copy.path)
 
 
 _QUANTIZED_KERNEL = re.compile(r"\b(quantized::\w+)")

@@ -89,6 +89,14 @@ def test_peak_lookup_by_dtype():
     assert DEVICE_PEAKS["L4"].flops_per_s(torch.int64) is None
 
 
+def test_a_dtype_name_of_no_dtype_is_refused_not_read_as_no_peak():
+    h100 = device_peaks("NVIDIA H100 80GB HBM3")
+    assert h100.flops_per_s("bfloat16") == 989.4e12  # torch's name
+    assert h100.flops_per_s("torch.int64") is None  # a dtype without a peak
+    with pytest.raises(ValueError, match="'bf61' is no dtype"):
+        h100.flops_per_s("bf61")
+
+
 def test_overrides_merge_into_a_copy():
     custom = device_peaks("H100 SXM", dense_tflops={"bf16": 800}, bandwidth_gbs=3000)
     assert custom.flops_per_s("bf16") == 800e12

@@ -14,7 +14,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.efficiency import AmbiguousDeviceError
-from moduleprofiler.errors import DeviceDtypeError
+from moduleprofiler.errors import DeviceDtypeError, ProfilingError
 from moduleprofiler.prediction import Calibration, HostCosts
 from moduleprofiler.prediction.predict import PredictedProfile
 
@@ -134,6 +134,28 @@ def test_a_forward_that_reads_values_is_predicted_from_a_real_pass_and_says_so()
     assert predicted.total_ops == 5 + 1 + 6 == ModuleProfiler().profile(model, x).total_ops
     [note] = [note for note in predicted.prediction_notes if "meta device" in note]
     assert "module '0'" in note and "counted on a copy of the model" in note
+
+
+def test_a_model_neither_pass_can_run_names_both_reasons() -> None:
+    class CpuKernelWithoutBf16(nn.Module):
+        """Reads a value (the meta device has none), then calls a kernel that, as
+        torchvision's CPU ``nms``, has no bfloat16 version."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.max() > 0 and x.dtype == torch.bfloat16:
+                raise RuntimeError('"nms_kernel" not implemented for \'BFloat16\'')
+            return x * 2
+
+    model = nn.Sequential(CpuKernelWithoutBf16())
+    with pytest.raises(ProfilingError) as caught:
+        ModuleProfiler().predict(model, torch.ones(2, 3), dtype="bf16")
+    message = str(caught.value)
+    assert "could not run the model on the meta device" in message
+    assert "nor a copy of it in bfloat16 where it is" in message
+    assert "module '0'" in message and "not implemented for 'BFloat16'" in message
+    assert caught.value.path == "0"
+    # in float32 both kernels exist: the copy runs
+    assert ModuleProfiler().predict(model, torch.ones(2, 3)).total_ops == 5 + 1 + 6
 
 
 def _fp32_calibration() -> Calibration:

@@ -1,0 +1,58 @@
+"""When cuDNN runs a recurrent layer on persistent kernels, and what one step costs there.
+
+For each mode (LSTM, GRU, RNN with tanh), hidden size, batch and dtype below, one layer in one
+direction over 64 steps (input size = hidden size) runs once under ``torch.profiler``; the
+script prints whether a persistent kernel ran (a kernel named ``...Persist...``), its time and
+its time per step, and otherwise the per-step kernels' summed time per step.
+
+    PYTHONPATH=. python3 benchmarks/gpu_rnn_persistent.py
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+STEPS = 64
+
+
+def _kernels(layer: nn.Module, x: torch.Tensor) -> list[tuple[str, float]]:
+    with torch.no_grad():
+        for _ in range(3):
+            layer(x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            layer(x)
+            torch.cuda.synchronize()
+    return [(e.name, e.device_time) for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def main() -> None:
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; one layer, {STEPS} steps")
+    print(f"{'mode':5} {'dtype':5} {'hidden':>6} {'batch':>5} {'persistent':>10} "
+          f"{'kernel us':>9} {'us/step':>8} {'all us':>8}")
+    modes = {"LSTM": nn.LSTM, "GRU": nn.GRU, "RNN": nn.RNN}
+    for (mode, cls), dtype, hidden, batch in itertools.product(
+            modes.items(), (torch.float32, torch.bfloat16), (32, 64, 128, 192, 256),
+            (1, 8, 64, 256)):
+        layer = cls(hidden, hidden, batch_first=True).cuda().to(dtype)
+        x = torch.randn(batch, STEPS, hidden, device="cuda", dtype=dtype)
+        kernels = _kernels(layer, x)
+        persistent = [us for name, us in kernels if "Persist" in name]
+        total = sum(us for _, us in kernels)
+        if persistent:
+            own = sum(persistent)
+            print(f"{mode:5} {str(dtype)[6:]:5} {hidden:6} {batch:5} {'yes':>10} "
+                  f"{own:9.1f} {own / STEPS:8.2f} {total:8.1f}")
+        else:
+            print(f"{mode:5} {str(dtype)[6:]:5} {hidden:6} {batch:5} {'no':>10} "
+                  f"{'':9} {total / STEPS:8.2f} {total:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
