@@ -119,6 +119,9 @@ class PredictionListener(Listener):
             self._book("", call, cost, 0.0)
         shape = recurrent_shape(call.module, args)
         if shape is not None:
+            # cuDNN's recurrent kernels, as its products, have none for float8
+            check_operand_dtypes(f"cuDNN's {shape.mode}",
+                                 (torch.empty(0, dtype=shape.dtype, device="meta"),), call)
             self._recurrent[call.index] = shape
             self._cudnn_call("", call, shape, forward_kernels(shape))
 
@@ -149,6 +152,8 @@ class PredictionListener(Listener):
             work = kernel.work
             if kernel.step_us is not None:  # a persistent kernel: every step in one launch
                 device_us: float | None = kernel.step_us * kernel.times
+            elif work.table in _ONE_DTYPE_TABLES and shape.dtype == torch.float64:
+                device_us = None  # as any float64 product: no calibration measured one
             else:
                 device_us = self.device.op_us(work)
                 if device_us is not None:

@@ -323,6 +323,17 @@ def test_a_float8_matrix_product_is_refused(dtype: torch.dtype) -> None:
         ModuleProfiler().predict(nn.Linear(16, 8), torch.randn(2, 16), dtype=dtype)
 
 
+def test_a_float64_recurrent_layer_s_products_are_unknown_and_a_float8_one_refused() -> None:
+    # cuDNN's recurrent layer runs its products as matrix products: in float64 no calibration
+    # measured them (unknown, as a float64 Linear's); in float8 cuDNN has no kernel
+    model, x = nn.LSTM(16, 16), torch.randn(4, 2, 16)
+    fp64 = ModuleProfiler().predict(model, x, device="H100 SXM", dtype=torch.float64)
+    assert fp64.predicted_device_lower_bound
+    assert any("no calibration table times aten.mm" in n for n in fp64.prediction_notes)
+    with pytest.raises(DeviceDtypeError, match=r"\(LSTM\): cuDNN's LSTM on torch\.float8"):
+        ModuleProfiler().predict(model, x, device="H100 SXM", dtype=torch.float8_e4m3fn)
+
+
 def test_the_host_costs_inside_a_model_and_as_measured() -> None:
     from moduleprofiler.prediction.host_model import IN_SITU_HOST_FACTOR, HostModel
     from moduleprofiler.prediction.op_classes import classify
