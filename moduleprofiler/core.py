@@ -5,6 +5,7 @@ that package."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
@@ -20,7 +21,13 @@ from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.inputs import InputSize, given_input, make_invocation, unwrap_compiled
+from moduleprofiler.inputs import (
+    InputSize,
+    compiled_inside,
+    given_input,
+    make_invocation,
+    unwrap_compiled,
+)
 from moduleprofiler.memory import measure_memory, parameter_memory
 from moduleprofiler.modules import walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
@@ -194,10 +201,16 @@ class Profiler:
         # its gradients, and those of input tensors that require grad, are set aside and put back
         real_backward = backward and communicates_gradients(module)
         walk = walk_modules(module)  # one walk of the tree: state kept, module scan, hooks
+        # a model with compiled code of its own (``model.compile()``, a compiled submodule) is
+        # counted as its eager program: Dynamo would trace the pass's hooks into the compiled
+        # one, break its graph at each and compile the pieces (the counting code's own
+        # functions too, up to the recompile limit), a cache the user never asked for
+        eager = torch.compiler.set_stance("force_eager") if compiled_inside(module) \
+            else contextlib.nullcontext()
         with preserved_state(module, eval=eval, grads=real_backward,
                              leaves=iter_tensors(input) if real_backward else (),
                              modules=walk.modules), \
-                torch.set_grad_enabled(backward):
+                torch.set_grad_enabled(backward), eager:
             if backward:
                 for rnn in _cudnn_rnns_in_eval(module):
                     rnn.training = True  # cuDNN has no RNN backward in eval mode

@@ -10,7 +10,9 @@ dispatch mode is on" flags), while :meth:`~OperatorObserver.set_active` in betwe
 the mode onto, or pops it off, torch's dispatch-mode stack (about a quarter of the cost), and
 only when the state changes. :attr:`~OperatorObserver.muted` keeps the mode on the stack but
 stops the reports, for the short stretches (a listener's own work at the end of a call) where
-popping and pushing again would cost more than letting the few operators through.
+popping and pushing again would cost more than letting the few operators through. A pop takes
+the top of the stack: when another mode was entered after the observer (a selective activation
+checkpoint's, one the model enters itself), the observer is muted in place instead.
 
 Higher-order operators (``torch.cond``, ``while_loop``, ``flex_attention``'s kernel) reach the
 mode too, and run as they are: the operators inside them are not seen (modules called inside
@@ -36,6 +38,8 @@ OperatorCallback = Callable[[torch._ops.OpOverload, tuple[Any, ...], dict[str, A
 
 _push_mode = torch._C._push_on_torch_dispatch_stack
 _pop_mode = torch._C._pop_torch_dispatch_stack
+_stack_len = torch._C._len_torch_dispatch_stack
+_stack_at = torch._C._get_dispatch_stack_at
 
 
 class OperatorObserver(TorchDispatchMode):
@@ -53,6 +57,10 @@ class OperatorObserver(TorchDispatchMode):
         """While True, operators still run through the mode but are not reported."""
         self.suspended = False
         """While True (inside a higher-order operator), :meth:`set_active` changes nothing."""
+        self._stranded = False
+        """Switched off while another mode was above it on the stack (a selective activation
+        checkpoint's, one the model enters itself): it stays there, muted, since a pop would
+        take that mode off instead."""
 
     def __torch_dispatch__(self, func: torch._ops.OpOverload, types: Any,
                            args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
@@ -95,16 +103,17 @@ class OperatorObserver(TorchDispatchMode):
             self.__enter__()
             self._entered = self.pushed = True
         elif not self.pushed:
-            _push_mode(self)
-            self.pushed = True
+            if not self._stranded:
+                _push_mode(self)
+            self.pushed, self._stranded = True, False
         self.muted = False
 
     def stop(self) -> None:
         """Leave the mode if it was entered (safe to call in ``finally``)."""
         if self._entered:
-            if not self.pushed:  # ``__exit__`` pops the mode: put it back first
+            if not self.pushed and not self._stranded:  # ``__exit__`` pops it: put it back
                 _push_mode(self)
-            self._entered = self.pushed = False
+            self._entered = self.pushed = self._stranded = False
             self.muted = False
             self.__exit__(None, None, None)
 
@@ -117,10 +126,18 @@ class OperatorObserver(TorchDispatchMode):
             if not self._entered:
                 self.start()
             elif not self.pushed:  # the common switch, without start()'s call
-                _push_mode(self)
+                if self._stranded:  # still on the stack, under the other mode
+                    self._stranded = False
+                else:
+                    _push_mode(self)
                 self.pushed = True
             self.muted = False
         elif self.pushed:
-            _pop_mode(None)
+            depth = _stack_len()
+            if depth and _stack_at(depth - 1) is self:
+                _pop_mode(None)
+            else:
+                # a mode entered after ours is on top: a pop would take that one off
+                self._stranded = any(_stack_at(i) is self for i in range(depth))
             self.pushed = False
-            self.muted = False
+            self.muted = self._stranded

@@ -130,6 +130,21 @@ _REFUSES_MODES_HINT = (
     "while operators are observed: profile with operators=False, or register a formula for "
     "the module that makes the call, so that no operator is observed inside it")
 
+_PART_META_HINT = (
+    "; hint: the model holds parameters or buffers on the meta device and others on {others} "
+    "(accelerate's init_empty_weights() leaves the buffers off the meta device: "
+    "init_empty_weights(include_buffers=True), or building under torch.device('meta'), "
+    "puts all of them there)")
+
+
+def _part_meta(modules: Iterable[nn.Module]) -> str | None:
+    """The other device types of a model with some of its tensors on the meta device (what a
+    model built with accelerate's ``init_empty_weights()`` is), else ``None``."""
+    types = {tensor.device.type for module in modules
+             for table in (module._parameters, module._buffers)
+             for tensor in table.values() if tensor is not None}
+    return ", ".join(sorted(types - {"meta"})) if "meta" in types and len(types) > 1 else None
+
 
 def _refuse_stepping_hooks(tensors: Iterable[torch.Tensor]) -> None:
     """A ``ProfilingError`` when a leaf that ``loss.backward()`` would reach carries a
@@ -894,6 +909,10 @@ class PassRunner:
         notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
         if _REFUSES_MODES in str(exc):
             notes += _REFUSES_MODES_HINT
+        if "meta" in str(exc):
+            others = _part_meta(self.modules)
+            if others is not None:
+                notes += _PART_META_HINT.format(others=others)
         if self.failed_path is None:
             return ProfilingError(
                 f"the profiled call raised {type(exc).__name__} outside any module's forward: "

@@ -355,6 +355,33 @@ def test_a_reentrant_checkpoints_rebuilt_graph_is_booked_to_the_calls_it_repeats
     assert checkpointed.backward_outside_ops == plain.backward_outside_ops == 0
 
 
+def test_a_selective_activation_checkpoint_recomputes_only_what_it_did_not_save() -> None:
+    """Selective activation checkpointing records the forward's operators in a dispatch mode
+    of its own and replays them in the recompute: the observer must never pop that mode."""
+    import functools
+
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def save_products(ctx: object, op: object, *args: object, **kwargs: object
+                      ) -> CheckpointPolicy:
+        return CheckpointPolicy.MUST_SAVE if op is torch.ops.aten.addmm.default \
+            else CheckpointPolicy.PREFER_RECOMPUTE
+
+    class Selective(_Checkpointed):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            context = functools.partial(create_selective_checkpoint_contexts, save_products)
+            return self.b(torch.utils.checkpoint.checkpoint(
+                self.a, x, use_reentrant=False, context_fn=context))
+
+    x = torch.randn(4, 8)
+    plain = ModuleProfiler().profile(_Checkpointed(None), x, backward=True)
+    selective = ModuleProfiler().profile(Selective(None), x, backward=True)
+    # a's product is saved, not run again: the plain model's backward, a's weight gradient
+    # 8 * 8 * 4 = 256 MACs and b's two gradients 2 * 8 * 4 * 2 = 128
+    assert selective.total_backward_macs == plain.total_backward_macs == 256 + 128
+    assert selective.total_backward_ops == plain.total_backward_ops
+
+
 def test_a_reentrant_checkpoint_never_runs_a_stepping_hook() -> None:
     model = _Checkpointed(True)
     stepped: list[torch.Tensor] = []

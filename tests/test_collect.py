@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -300,6 +301,46 @@ def test_compiled_module_is_profiled_through_its_original_with_paths_unchanged()
     # Linear(4, 4) on 2 rows: 2 * 4 * 8 = 64; ReLU 8
     assert profile.total_ops == 72
     assert "0" in ModuleProfiler().count_params(compiled)
+
+
+@pytest.mark.parametrize("where", ["model", "submodule"])
+def test_a_model_compiled_in_place_is_counted_eagerly_and_its_compile_left_alone(
+        where: str) -> None:
+    """The pass's hooks would run inside the user's compiled code: Dynamo would trace them,
+    break the graph at each and compile the pieces (the counting code's functions too)."""
+    graphs: list[int] = []
+
+    def backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]
+                ) -> Callable[..., object]:
+        graphs.append(len(graph.graph.nodes))
+        return graph.forward
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    (model if where == "model" else model[0]).compile(backend=backend)
+    x = torch.randn(2, 4)
+    model(x)
+    assert len(graphs) == 1  # the user's own compile
+    profile = ModuleProfiler().profile(model, x, backward=True)
+    # Linear(4, 4) on 2 rows: 2 * 4 * 8 = 64; ReLU 8
+    assert profile.total_ops == 72 and [r.path for r in profile.records] == ["", "0", "1"]
+    # backward: weight gradient 2 * 4 * 4 = 32 MACs (the input needs none)
+    assert profile.total_backward_macs == 32
+    assert len(graphs) == 1  # nothing compiled for the pass
+    model(x)
+    assert len(graphs) == 1  # and the user's compiled graph still serves their calls
+
+
+def test_a_model_partly_on_the_meta_device_fails_with_a_hint() -> None:
+    """accelerate's ``init_empty_weights()`` puts parameters on meta and leaves buffers on the
+    CPU: the model cannot run on either device, and the error says why."""
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    model[1].to_empty(device="cpu")  # the buffers (and weight) where init_empty_weights has them
+    model[1].weight, model[1].bias = (nn.Parameter(torch.empty(4, device="meta"))
+                                      for _ in range(2))
+    with pytest.raises(ProfilingError, match=r"module '1' \(BatchNorm1d\).*hint: the model "
+                                             r"holds .* on the meta device and others on cpu"):
+        ModuleProfiler().profile(model, torch.randn(2, 4, device="meta"))
 
 
 def test_torchscript_module_gives_a_clear_error() -> None:

@@ -9,6 +9,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from moduleprofiler import ModuleProfiler, ProfilingError
 
@@ -102,3 +103,45 @@ def test_flex_attention_says_how_to_profile_it() -> None:
     # the projection: 2 x 16 rows of Linear(8, 8): 32 x 8 x (2 x 8 - 1 + 1) = 4096 ops; the
     # root's own attention is unknown
     assert profile.total_ops == 4096 and profile.unsupported == ("",)
+
+
+class _Recorder(TorchDispatchMode):
+    """A dispatch mode of the model's own: records the operators it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _OwnMode(nn.Module):
+    """A forward that enters a dispatch mode of its own around two submodule calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2)
+        self.seen: list[str] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with _Recorder() as recorder:
+            y = self.b(self.a(x) * 2)
+        self.seen = recorder.seen
+        return y + 1
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_mode_the_model_enters_itself_keeps_every_operator(backward: bool) -> None:
+    """Switching the observer off at a submodule with a formula pops the top of torch's mode
+    stack: that must be the observer, never a mode the model entered after it."""
+    model, x = _OwnMode(), torch.randn(3, 4)
+    model(x)
+    alone = list(model.seen)  # t, addmm, mul, t, addmm
+    assert len(alone) == 5
+    profile = ModuleProfiler().profile(model, x, backward=backward)
+    assert model.seen == alone
+    # the root's own work: x * 2 on 3 x 4 (12) and + 1 on 3 x 2 (6) = 18
+    assert profile.calls("")[0].self_ops == 18
+    assert torch._C._len_torch_dispatch_stack() == 0

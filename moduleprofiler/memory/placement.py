@@ -59,7 +59,8 @@ def placed_on(module: nn.Module, device: torch.device) -> Iterator[None]:
 def to_device(value: Any, device: torch.device) -> Any:
     """``value`` with every tensor (in tuples, lists and dicts) moved to ``device``; a tensor
     found twice (``labels`` that are the ``input_ids``) is moved once, so it stays one tensor
-    (and one storage in the peak) there."""
+    (and one storage in the peak) there. A tensor that requires grad becomes a leaf there that
+    requires grad: the backward ends at it, and the original's ``.grad`` is never written."""
     moved: dict[int, Tensor] = {}
 
     def move(item: Any) -> Any:
@@ -67,7 +68,11 @@ def to_device(value: Any, device: torch.device) -> Any:
             if not _on_other_device(item, device):
                 return item
             if id(item) not in moved:
-                moved[id(item)] = item.to(device)
+                # a leaf there, as an input made on ``device`` is: a copy's backward would
+                # write into the original's ``.grad`` (and out of the meta device there is no
+                # data to copy back)
+                copy = item.detach().to(device)
+                moved[id(item)] = copy.requires_grad_() if item.requires_grad else copy
             return moved[id(item)]
         if isinstance(item, Mapping):
             return {key: move(inner) for key, inner in item.items()}

@@ -259,8 +259,9 @@ for _name, _cost in UPSAMPLE_BACKWARD.items():
 
 @register(*aten("_cudnn_rnn_backward"))
 def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
-    """A whole cuDNN RNN's backward: twice the forward's gate products over every layer and
-    direction (input, hidden and weight gradients)."""
+    """A whole cuDNN RNN's backward: the forward's gate products over every layer and
+    direction for the input and hidden gradients (always computed), and as many again for the
+    weight gradients when ``output_mask`` asks for them (frozen weights: they are skipped)."""
     source = args.first()
     weights = args.get("weight") or []
     if not isinstance(source, Tensor):
@@ -271,7 +272,8 @@ def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
     else:
         rows = int(source.numel()) // int(source.shape[-1])
     per_row = sum(int(w.numel()) for w in weights if isinstance(w, Tensor) and w.dim() == 2)
-    return _product(2 * rows * per_row)
+    want_weight = _mask(args, (True, True, True, True))[3]
+    return _product((1 + int(want_weight)) * rows * per_row)
 
 
 free("select_backward", "slice_backward", "index_select_backward", "diagonal_backward",

@@ -48,24 +48,30 @@ def check_operand_dtypes(name: str, args: tuple[Any, ...], call: Call | None) ->
     """
     dtypes = tuple(dict.fromkeys(arg.dtype for arg in args[:3]
                                  if isinstance(arg, torch.Tensor)))
-    # complex products and convolutions run (cuBLAS's complex GEMMs): priced as unknown
-    if not dtypes or (len(dtypes) == 1 and (dtypes[0].is_floating_point
+    # complex products and convolutions run (cuBLAS's complex GEMMs): priced as unknown; a
+    # float8 one has no kernel (float8 products run as torch._scaled_mm, with scales)
+    if not dtypes or (len(dtypes) == 1 and ((dtypes[0].is_floating_point
+                                             and dtypes[0].itemsize > 1)
                                             or dtypes[0].is_complex)):
         return
     where = (f"module {display_path(call.path)!r} ({type(call.module).__name__})"
              if call is not None else "outside any module")
     what = (f"mixes {' and '.join(str(d) for d in dtypes)} tensors, which a device refuses"
             if len(dtypes) > 1 else f"on {dtypes[0]} tensors, which a device has no kernel for")
+    if any(dtype.is_floating_point and dtype.itemsize == 1 for dtype in dtypes):
+        what += " (float8 products run as torch._scaled_mm, with scales)"
     raise DeviceDtypeError(
         f"{where}: {name} {what} (a real run raises here; the meta device does not check): "
         "cast the input to the model's dtype",
         None if call is None else call.path, dtypes)
 
 
-def _complex_operands(args: tuple[Any, ...]) -> bool:
-    """Whether a data operand (the first three arguments) is complex: a complex matrix product
-    does four real ones' work in kernels of its own, which no calibration table times."""
-    return any(isinstance(arg, torch.Tensor) and arg.is_complex() for arg in args[:3])
+def _unmeasured_operands(args: tuple[Any, ...]) -> bool:
+    """Whether a data operand (the first three arguments) is complex or float64: a complex
+    matrix product does four real ones' work in kernels of its own, a float64 one runs at the
+    device's FP64 rate; no calibration table times either."""
+    return any(isinstance(arg, torch.Tensor) and (arg.is_complex() or arg.dtype == torch.float64)
+               for arg in args[:3])
 
 
 def _plus(total: float | None, value: float | None) -> float | None:
@@ -113,6 +119,9 @@ class PredictionListener(Listener):
             self._book("", call, cost, 0.0)
         shape = recurrent_shape(call.module, args)
         if shape is not None:
+            # cuDNN's recurrent kernels, as its products, have none for float8
+            check_operand_dtypes(f"cuDNN's {shape.mode}",
+                                 (torch.empty(0, dtype=shape.dtype, device="meta"),), call)
             self._recurrent[call.index] = shape
             self._cudnn_call("", call, shape, forward_kernels(shape))
 
@@ -143,6 +152,8 @@ class PredictionListener(Listener):
             work = kernel.work
             if kernel.step_us is not None:  # a persistent kernel: every step in one launch
                 device_us: float | None = kernel.step_us * kernel.times
+            elif work.table in _ONE_DTYPE_TABLES and shape.dtype == torch.float64:
+                device_us = None  # as any float64 product: no calibration measured one
             else:
                 device_us = self.device.op_us(work)
                 if device_us is not None:
@@ -162,7 +173,7 @@ class PredictionListener(Listener):
         device_us: float | None = None
         if work.table in _ONE_DTYPE_TABLES:
             check_operand_dtypes(work.name, args, call)
-            if not _complex_operands(args):  # no calibration measured complex kernels
+            if not _unmeasured_operands(args):  # no calibration measured such kernels
                 device_us = self.device.op_us(work)
         else:
             device_us = self.device.op_us(work)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.efficiency.peaks import peak_dtype
 from moduleprofiler.efficiency.traffic import ROW_GATHERS, operator_bytes
 from moduleprofiler.shapes import iter_tensors
 
@@ -45,8 +46,6 @@ class OpWork:
     convolution's bias, ``_safe_softmax``'s masking (priced by its own table, added to the
     operator's time; a prelude may have its own)."""
 
-
-_DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 _UNARY = {"relu", "relu_", "gelu", "silu", "silu_", "sigmoid", "tanh", "hardswish",
           "hardswish_", "hardsigmoid", "hardsigmoid_", "neg", "exp", "rsqrt", "sqrt", "erf",
@@ -145,9 +144,11 @@ def _log2(value: float) -> float:
 
 
 def _dtype_of(args: Any, out: Any) -> str:
+    """The peak-table name of the first floating tensor's dtype (``fp64``, ``fp8`` too: a
+    calibration without their tables times them from its fp32 ones, and the notes say so)."""
     for tensor in iter_tensors((out, args)):
         if tensor.is_floating_point():
-            return _DTYPES.get(tensor.dtype, "fp32")
+            return peak_dtype(tensor.dtype) or "fp32"
     return "fp32"
 
 

@@ -28,6 +28,7 @@ from moduleprofiler.loss import default_loss, user_loss
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
+from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.state import preserved_optimizer, preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
@@ -341,7 +342,8 @@ def train_step_times(
             :func:`~moduleprofiler.timing.time_modules`.
         method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
         train: run in training mode (flags restored afterwards).
-        restore: put back ``.grad``, buffers (BatchNorm statistics) and, when an optimizer
+        restore: put back ``.grad`` (the parameters' and that of input tensors that require
+            grad), buffers (BatchNorm statistics) and, when an optimizer
             stepped, parameter values afterwards. The optimizer's own state is not restored.
         overhead_fraction: hook-free steps per round relative to each hooked kind.
         warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress,
@@ -416,7 +418,9 @@ def train_step_times(
     watched = {f"steps with {kind.replace('_', ' ')}": (listeners[kind], raws[kind])
                for kind in raws}
     run = timed.measure(step, watched, plain, plan, opts, bar, [
+        # ``loss.backward()`` accumulates into input tensors that require grad as well
         preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
+                        leaves=iter_tensors((input, target)) if restore else (),
                         optimizer_steps=optimizer is not None),
         _preserved_parameters(module, restore and optimizer is not None),
         preserved_optimizer(optimizer if restore else None), torch.enable_grad()])

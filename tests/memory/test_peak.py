@@ -124,6 +124,27 @@ def test_an_input_passed_twice_stays_one_tensor_on_the_meta_device() -> None:
     assert cpu.inference.baseline_bytes == meta.inference.baseline_bytes == 112
 
 
+def test_an_input_that_requires_grad_is_a_leaf_on_the_meta_device() -> None:
+    """A reentrant checkpoint's backward is ``loss.backward()``, which reaches every leaf: the
+    input's copy on meta ends it there, not in the user's CPU tensor."""
+    class Checkpointed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(5, 7), nn.Linear(7, 3)
+
+        def forward(self, x: Tensor) -> Tensor:
+            return self.b(torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=True))
+
+    model, x = Checkpointed(), torch.randn(4, 5, requires_grad=True)
+    cpu = measure_memory(model, x, train=True)
+    meta = measure_memory(model, x, train=True, device="meta")
+    assert cpu.training is not None and meta.training is not None
+    assert meta.training.peak_bytes == cpu.training.peak_bytes
+    # saved for the backward: b's input, 4 x 7 floats = 112 bytes (a's are recomputed)
+    assert meta.training.saved_bytes == cpu.training.saved_bytes == 112
+    assert x.grad is None
+
+
 def test_meta_device_plans_a_model_that_does_not_fit_and_allocates_nothing() -> None:
     width = 2**16
     with torch.device("meta"):

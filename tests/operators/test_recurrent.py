@@ -117,3 +117,21 @@ def test_cudnn_rnn_kernel() -> None:
     args: tuple[object, ...] = (x, weights, 4, None, hx, hx, 2, 16, 0, 2, False, 0.0, False,
                                 False, [], None)
     assert formula_count(aten._cudnn_rnn.default, *args) == (81600, 35840)
+
+
+@pytest.mark.parametrize("weights_need_grad", [True, False])
+def test_cudnn_rnn_backward_kernel_skips_weight_gradients_of_frozen_weights(
+        weights_need_grad: bool) -> None:
+    # cuDNN's backward always computes the input and hidden gradients and the weight gradients
+    # only when output_mask[3] asks (PyTorch's cudnn/RNN.cpp). The LSTM of test_cudnn_rnn_kernel:
+    # rows 5 * 2 = 10, gate products per row 64 * 8 + 3 * 64 * 16 = 3584: 35,840 MACs a pass
+    lstm, x = nn.LSTM(8, 16, num_layers=2), torch.randn(5, 2, 8)
+    hx, out = torch.zeros(2, 2, 16), torch.randn(5, 2, 16)
+    # input, weight, weight_stride0, weight_buf, hx, cx, output, grad_output, grad_hy,
+    # grad_cy, mode, hidden_size, proj_size, num_layers, batch_first, dropout, train,
+    # bidirectional, batch_sizes, dropout_state, reserve, output_mask
+    args: tuple[object, ...] = (x, list(lstm._flat_weights), 4, None, hx, hx, out, out, hx, hx,
+                                2, 16, 0, 2, False, 0.0, True, False, [], None, None,
+                                [True, True, True, weights_need_grad])
+    macs = 35840 * (2 if weights_need_grad else 1)
+    assert formula_count(aten._cudnn_rnn_backward.default, *args) == (2 * macs, macs)

@@ -296,6 +296,44 @@ def test_a_complex_matrix_product_is_unknown_not_refused_nor_priced_as_a_real_on
     assert note in " ".join(str(predicted.tree(width=200)).split())
 
 
+def test_a_float64_matrix_product_is_unknown_and_its_elementwise_work_priced_in_float64() -> None:
+    # a GPU runs a float64 GEMM at its FP64 rate, which no calibration table measured: unknown,
+    # not an fp32 GEMM's time; the ReLU is priced from the fp32 tables on its float64 bytes,
+    # and the notes say so
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU())
+    x = torch.randn(256, 64)
+    fp32 = ModuleProfiler().predict(model, x, device="H100 SXM")
+    fp64 = ModuleProfiler().predict(model, x, device="H100 SXM", dtype=torch.float64)
+    assert fp64.predicted_device_lower_bound and not fp32.predicted_device_lower_bound
+    note = "no calibration table times aten.addmm (1x): their device time is unknown"
+    assert any(note in n for n in fp64.prediction_notes)
+    stand_in = "measured no fp64 kernels: fp64 operators are timed from its fp32 tables"
+    assert any(stand_in in n for n in fp64.prediction_notes)
+    relu32, relu64 = (p.calls("1")[0].metrics["self_predicted_device_ms"] for p in (fp32, fp64))
+    assert relu64 > relu32  # 256 * 64 * 8 bytes read and written against * 4
+    assert fp64.predicted_device_ms == pytest.approx(relu64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_a_float8_matrix_product_is_refused(dtype: torch.dtype) -> None:
+    # aten.addmm has no float8 kernel on a GPU ("addmm_cuda" not implemented); the meta device
+    # lets it pass
+    with pytest.raises(DeviceDtypeError, match=r"module '__root__' \(Linear\): aten\.addmm "
+                                               r"on torch\.float8_e[45]m[32].*_scaled_mm"):
+        ModuleProfiler().predict(nn.Linear(16, 8), torch.randn(2, 16), dtype=dtype)
+
+
+def test_a_float64_recurrent_layer_s_products_are_unknown_and_a_float8_one_refused() -> None:
+    # cuDNN's recurrent layer runs its products as matrix products: in float64 no calibration
+    # measured them (unknown, as a float64 Linear's); in float8 cuDNN has no kernel
+    model, x = nn.LSTM(16, 16), torch.randn(4, 2, 16)
+    fp64 = ModuleProfiler().predict(model, x, device="H100 SXM", dtype=torch.float64)
+    assert fp64.predicted_device_lower_bound
+    assert any("no calibration table times aten.mm" in n for n in fp64.prediction_notes)
+    with pytest.raises(DeviceDtypeError, match=r"\(LSTM\): cuDNN's LSTM on torch\.float8"):
+        ModuleProfiler().predict(model, x, device="H100 SXM", dtype=torch.float8_e4m3fn)
+
+
 def test_the_host_costs_inside_a_model_and_as_measured() -> None:
     from moduleprofiler.prediction.host_model import IN_SITU_HOST_FACTOR, HostModel
     from moduleprofiler.prediction.op_classes import classify

@@ -250,6 +250,23 @@ def test_state_restored_after_timing_and_after_an_exception():
                             num_threads=1).iterations == 2
 
 
+def test_restore_puts_back_the_grad_of_an_input_that_requires_grad():
+    """``loss.backward()`` accumulates into every leaf it reaches, the input's too."""
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    x = torch.randn(8, 3, requires_grad=True)
+    fresh = torch.randn(8, 3, requires_grad=True)
+    fresh.grad = sentinel = torch.full((8, 3), 7.0)
+    for given in (x, fresh):
+        train_step_times(model, (given,), num_iters=2, drop_first=1, num_threads=1,
+                         measure_overhead=False)
+    assert x.grad is None and fresh.grad is sentinel
+    assert torch.equal(sentinel, torch.full((8, 3), 7.0))
+    kept = torch.randn(8, 3, requires_grad=True)
+    train_step_times(model, kept, num_iters=2, drop_first=1, num_threads=1,
+                     measure_overhead=False, restore=False)
+    assert kept.grad is not None  # restore=False keeps what the steps left
+
+
 def test_a_backward_hook_that_raises_gives_a_profiling_error():
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
     calls = []
