@@ -205,7 +205,7 @@ class Profiler:
         # counted as its eager program: Dynamo would trace the pass's hooks into the compiled
         # one, break its graph at each and compile the pieces (the counting code's own
         # functions too, up to the recompile limit), a cache the user never asked for
-        eager = torch.compiler.set_stance("force_eager") if compiled_inside(module) \
+        eager = torch.compiler.set_stance("force_eager") if compiled_inside(module, walk.modules) \
             else contextlib.nullcontext()
         with preserved_state(module, eval=eval, grads=real_backward,
                              leaves=iter_tensors(input) if real_backward else (),

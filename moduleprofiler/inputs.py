@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -32,7 +32,8 @@ def unwrap_compiled(module: nn.Module) -> nn.Module:
     return module if original is None else original
 
 
-def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
+def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None
+                    ) -> tuple[nn.Module, ...]:
     """The modules of ``model`` whose calls run inside code ``torch.compile`` compiled: the
     original module of a ``torch.compile(module)`` wrapper with its descendants (the wrapper's
     own call is eager), a module compiled in place (``module.compile()``) with its
@@ -41,9 +42,9 @@ def compiled_inside(model: nn.Module) -> tuple[nn.Module, ...]:
     (a training step that calls it) with its descendants. A Python hook on one of them is
     either never called (installed after the compile) or traced into the compiled program,
     where Dynamo breaks the graph at it and compiles the pieces: the program would no longer
-    be the user's."""
+    be the user's. ``modules``: ``model.modules()`` where the caller has them already."""
     inside: dict[int, nn.Module] = {}
-    for module in model.modules():
+    for module in model.modules() if modules is None else modules:
         if id(module) in inside:
             continue
         original = orig_mod_of(module)
