@@ -33,11 +33,31 @@ def default_device() -> torch.device:
 
 
 def _where(module: nn.Module, input: Any) -> list[tuple[str, torch.device]]:
-    """Where the model's first parameter (or buffer) and the first input tensor are."""
+    """Where the model's first parameter (or buffer) and the first input tensor are; a model
+    whose parameters an offloading hook keeps elsewhere runs where the hook puts them."""
     places = [("the model", tensor.device) for tensor in itertools.islice(
         itertools.chain(module.parameters(), module.buffers()), 1)]
+    if places and places[0][1].type == "meta":
+        runs_on = offloaded_to(module)
+        if runs_on is not None:
+            places[0] = ("the model", runs_on)
     places += [("input", tensor.device) for tensor in itertools.islice(iter_tensors(input), 1)]
     return places
+
+
+def offloaded_to(module: nn.Module) -> torch.device | None:
+    """The device on which accelerate's offloading hooks (``cpu_offload``, ``disk_offload``,
+    ``dispatch_model`` with offloaded layers) run ``module``: they keep the parameters on the
+    meta device and put the weights on their ``execution_device`` for each call; ``None``
+    without such a hook."""
+    for submodule in module.modules():
+        hook = submodule.__dict__.get("_hf_hook")
+        for part in getattr(hook, "hooks", None) or (hook,):
+            device = getattr(part, "execution_device", None)
+            if device is not None and getattr(part, "offload", False):
+                return torch.device("cuda", device) if isinstance(device, int) \
+                    else torch.device(device)
+    return None
 
 
 def as_device(value: str | torch.device | int, name: str = "device") -> torch.device:

@@ -99,3 +99,23 @@ def test_a_pass_that_measures_time_refuses_the_meta_device(run: str) -> None:
     assert not model._forward_hooks and not model._forward_pre_hooks
     # counting still runs there: 2 x 4 outputs x 4 = 32 MACs
     assert Profiler().profile(model, torch.randn(2, 4, device="meta")).total_macs == 32
+
+
+def test_a_model_offloaded_by_accelerate_runs_where_its_hooks_put_the_weights() -> None:
+    accelerate = pytest.importorskip("accelerate")
+    from moduleprofiler import Profiler, TimingOptions
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    accelerate.cpu_offload(model, execution_device=torch.device("cpu"))
+    x = torch.randn(2, 8)
+    # the parameters wait on the meta device; the hooks put the weights on the CPU per call
+    assert next(model.parameters()).device.type == "meta"
+    assert resolve_device(model, x) == torch.device("cpu")
+    profiler = Profiler()
+    timing = profiler.time_modules(model, x, TimingOptions(max_seconds=0.2))
+    assert timing.device == "cpu" and timing.samples("0").size > 0
+    memory = profiler.measure_memory(model, x)
+    assert memory.device == "cpu"
+    # the user's offloaded model as it was: weights still waiting on meta, and it still runs
+    assert next(model.parameters()).device.type == "meta"
+    assert model(x).shape == (2, 4)

@@ -27,6 +27,10 @@ def _on_other_device(tensor: Tensor, device: torch.device) -> bool:
     if is_lazy(tensor):
         return False
     here = tensor.device
+    if here.type == "meta" and device.type != "meta":
+        # no values to copy: an offloading hook puts the weights there for each call (a
+        # meta tensor without one fails in the model's own forward, which says so)
+        return False
     return here.type != device.type or (
         device.index is not None and here.index is not None and here.index != device.index
     )
