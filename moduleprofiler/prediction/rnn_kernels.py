@@ -53,6 +53,17 @@ times as long at batch 64 as at batch 8."""
 PERSISTENT_BATCH_256 = ((1024, 1.1), (16384, 1.3), (65536, 2.1), (147456, 3.5))
 """How much longer a persistent step is at batch 256 than at batch 64, by recurrent weights."""
 
+PERSISTENT_BACKWARD_WEIGHTS = 4 * 128 * 128
+"""The backward runs on a persistent kernel up to fewer recurrent weights than the forward:
+on the same H200, LSTM 128 (65,536), GRU 128 and RNN 192 did, LSTM and GRU 192 (110,592 and
+more) ran a kernel per step (``gpu_rnn_persistent_backward_h200_2026-11-30.txt``)."""
+
+PERSISTENT_BACKWARD_STEP_US = ((1024, 0.39), (3072, 0.48), (4096, 0.45), (12288, 0.60),
+                               (16384, 0.65), (36864, 0.85), (49152, 0.81), (65536, 1.9))
+"""The backward's persistent kernel's microseconds per step at batch 8 by recurrent weights
+(the same file; 2 to 9 % longer at batch 64, 1 to 9 % shorter at batch 1); beyond batch 64,
+longer by :data:`PERSISTENT_BATCH_256` as the forward (not measured for the backward)."""
+
 CALL_SHARE = 9.0
 LAYER_SHARE = 4.4
 LAUNCH_SHARE = {"LSTM": 1.25, "GRU": 0.7, "RNN_TANH": 0.7, "RNN_RELU": 0.7}
@@ -100,6 +111,12 @@ class RecurrentShape:
                 and self.recurrent_weights <= PERSISTENT_WEIGHTS)
 
     @property
+    def persistent_backward(self) -> bool:
+        """Whether its backward runs on one persistent kernel per layer and direction
+        (:data:`PERSISTENT_BACKWARD_WEIGHTS`)."""
+        return self.persistent and self.recurrent_weights <= PERSISTENT_BACKWARD_WEIGHTS
+
+    @property
     def setup_share(self) -> float:
         """The call's set-up cost on the host, in elementwise issue costs."""
         return CALL_SHARE + LAYER_SHARE * self.layers * self.directions
@@ -124,11 +141,13 @@ def _interpolated(table: tuple[tuple[int, float], ...], x: float) -> float:
     return math.exp(float(np.interp(math.log(x), np.log(xs), np.log(ys))))
 
 
-def persistent_step_us(shape: RecurrentShape) -> float:
-    """Microseconds per step of one persistent kernel of ``shape`` (:data:`PERSISTENT_STEP_US`,
-    longer beyond batch 64 by :data:`PERSISTENT_BATCH_256`)."""
+def persistent_step_us(shape: RecurrentShape, backward: bool = False) -> float:
+    """Microseconds per step of one persistent kernel of ``shape``, its forward's
+    (:data:`PERSISTENT_STEP_US`) or its ``backward``'s (:data:`PERSISTENT_BACKWARD_STEP_US`),
+    longer beyond batch 64 by :data:`PERSISTENT_BATCH_256`."""
     weights = shape.recurrent_weights
-    step = _interpolated(PERSISTENT_STEP_US, weights)
+    step = _interpolated(PERSISTENT_BACKWARD_STEP_US if backward else PERSISTENT_STEP_US,
+                         weights)
     if shape.batch > 64:
         at_256 = _interpolated(PERSISTENT_BATCH_256, weights)
         step *= 1.0 + (at_256 - 1.0) * (shape.batch - 64) / (256 - 64)
@@ -212,11 +231,11 @@ def _kernels(shape: RecurrentShape, backward: bool) -> list[Kernel]:
                 per_step.append(_mm(batch, shape.proj_size, shape.hidden_size, dtype, True)
                                 if backward else
                                 _mm(batch, shape.hidden_size, shape.proj_size, dtype, False))
-            if shape.persistent and not backward:
+            if shape.persistent_backward if backward else shape.persistent:
                 # one kernel keeps the weights on the chip and runs every step, the gates
-                # fused in: its time per step was measured (the backward's was not: priced
-                # per step as below)
-                recurrent = [Kernel(per_step[0], steps, 1, persistent_step_us(shape))]
+                # fused in: its time per step was measured
+                recurrent = [Kernel(per_step[1 if backward else 0], steps, 1,
+                                    persistent_step_us(shape, backward))]
             else:
                 recurrent = [Kernel(work, steps, steps) for work in per_step]
             if not backward:

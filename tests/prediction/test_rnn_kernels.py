@@ -61,6 +61,12 @@ def test_the_kernels_per_layer_direction_and_step() -> None:
     # one persistent kernel per direction runs every step: 2 * (1 + 1)
     assert sum(k.launches for k in forward_kernels(narrow)) == 4
     assert [k.times for k in forward_kernels(narrow)] == [1, 6, 1, 6]
+    # and its backward too, then the three gradient products: 2 * (1 + 3)
+    assert sum(k.launches for k in backward_kernels(narrow)) == 8
+    # hidden 192 (147,456 weights): a persistent forward, a backward kernel per step
+    middle = recurrent_shape(nn.LSTM(8, 192), (torch.randn(6, 2, 8),))
+    assert middle is not None and middle.persistent and not middle.persistent_backward
+    assert sum(k.launches for k in backward_kernels(middle)) == 6 + 6 + 3
     # no bfloat16 layer ran on persistent kernels
     half = recurrent_shape(nn.LSTM(8, 128), (torch.randn(6, 2, 8, dtype=torch.bfloat16),))
     assert half is not None and not half.persistent
