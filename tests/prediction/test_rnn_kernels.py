@@ -8,16 +8,14 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from moduleprofiler import Profiler
-from moduleprofiler.prediction import Calibration, HostCosts
+from moduleprofiler.prediction import Calibration
 from moduleprofiler.prediction.rnn_kernels import (
     backward_kernels,
     forward_kernels,
     persistent_step_us,
     recurrent_shape,
 )
-
-HOST = HostCosts("test cpu", {"view": 1.0, "unary": 4.0, "binary": 4.0, "gemm": 11.0,
-                              "module_call": 2.0, "cpu_op": 1.0})
+from tests.prediction.test_predict import HOST
 
 
 def test_the_shape_of_a_call_in_every_input_layout() -> None:
