@@ -19,7 +19,7 @@ from torch import nn
 import moduleprofiler.formulas  # noqa: F401
 from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
-from moduleprofiler.errors import ProfilingError
+from moduleprofiler.errors import ProfilingError, error_chain
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import (
     InputSize,
@@ -141,7 +141,9 @@ class Profiler:
         input_size: InputSize | None = None,
     ) -> Profile:
         """Run one hooked forward pass under ``torch.no_grad()`` (grad mode with
-        ``backward=True``) and return its :class:`Profile`.
+        ``backward=True``, or where the forward takes gradients itself,
+        ``torch.autograd.grad``, and the caller's mode allows them) and return its
+        :class:`Profile`.
 
         Args:
             module: the model. It is left exactly as it was: hooks released, every module's
@@ -205,18 +207,31 @@ class Profiler:
         # counted as its eager program: Dynamo would trace the pass's hooks into the compiled
         # one, break its graph at each and compile the pieces (the counting code's own
         # functions too, up to the recompile limit), a cache the user never asked for
-        eager = torch.compiler.set_stance("force_eager") if compiled_inside(module, walk.modules) \
-            else contextlib.nullcontext()
-        with preserved_state(module, eval=eval, grads=real_backward,
-                             leaves=iter_tensors(input) if real_backward else (),
-                             modules=walk.modules), \
-                torch.set_grad_enabled(backward), eager:
-            if backward:
-                for rnn in _cudnn_rnns_in_eval(module):
-                    rnn.training = True  # cuDNN has no RNN backward in eval mode
-            profile = collect(module, self._formula_maps(operators), invoke,
-                              backward=backward, loss_fn=loss_fn, listeners=listeners,
-                              every_leaf=real_backward, walk=walk)
+        compiled = compiled_inside(module, walk.modules)
+
+        def counted(grad: bool) -> Profile:
+            eager = torch.compiler.set_stance("force_eager") if compiled \
+                else contextlib.nullcontext()
+            with preserved_state(module, eval=eval, grads=real_backward,
+                                 leaves=iter_tensors(input) if real_backward else (),
+                                 modules=walk.modules), \
+                    torch.set_grad_enabled(grad), eager:
+                if backward:
+                    for rnn in _cudnn_rnns_in_eval(module):
+                        rnn.training = True  # cuDNN has no RNN backward in eval mode
+                return collect(module, self._formula_maps(operators), invoke,
+                               backward=backward, loss_fn=loss_fn, listeners=listeners,
+                               every_leaf=real_backward, walk=walk)
+
+        try:
+            profile = counted(backward)
+        except ProfilingError as exc:
+            if backward or not torch.is_grad_enabled() or not _takes_gradients(exc):
+                raise
+            # the forward takes gradients itself (``torch.autograd.grad``: a force field's
+            # forces from its energy); ``no_grad`` was the pass's choice, not the caller's, so
+            # it is counted as it runs, with gradients on
+            profile = counted(True)
         if strict and not profile.complete:
             raise ProfilingError(_incomplete(profile))
         return profile
@@ -422,6 +437,14 @@ def _own(table: object) -> Any:
     """The entries a profiler's map attribute holds itself: a live map's own entries, else the
     attribute as it is (a plain mapping, or something a check refuses)."""
     return table.own if isinstance(table, LiveFormulaMap) else table
+
+
+def _takes_gradients(error: ProfilingError) -> bool:
+    """Whether ``error`` is a forward's own gradient failing for want of grad mode (a
+    ``torch.autograd.grad`` call inside it, under the pass's ``no_grad``)."""
+    return any(isinstance(cause, RuntimeError) and
+               "does not require grad and does not have a grad_fn" in str(cause)
+               for cause in error_chain(error))
 
 
 def _incomplete(profile: Profile) -> str:

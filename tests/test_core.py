@@ -114,3 +114,32 @@ def test_a_failure_outside_every_module_stays_what_it_was() -> None:
 
     with pytest.raises(KeyError):
         Profiler().benchmark(nn.Linear(4, 4), torch.randn(2, 4), pred_fn=broken)
+
+
+class _ForceField(nn.Module):
+    """An energy model that returns the forces too: minus the energy's gradient with respect
+    to the positions, taken in its own forward (as molecular force fields do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = positions.detach().requires_grad_(True)
+        energy = self.net(positions).sum()
+        forces = -torch.autograd.grad(energy, positions, create_graph=True)[0]
+        return energy, forces
+
+
+def test_a_forward_that_takes_gradients_is_counted_with_them_on() -> None:
+    model = _ForceField()
+    profile = Profiler().profile(model, torch.randn(10, 3))
+    # the energy: 10 rows through Linear(3, 16) and Linear(16, 1), 10*3*16 + 10*16*1 = 640
+    # MACs; the forces, its gradient with respect to the 10 x 3 positions: (10 x 1) @ (1 x 16)
+    # and (10 x 16) @ (16 x 3), 160 + 480 = 640 more, in the root's own call
+    assert profile.total_macs == 640 + 640 and profile.complete
+    assert profile.calls("net.0")[0].macs == 480
+    assert all(p.grad is None for p in model.parameters())
+    # a caller that turned gradients off gets the model's own error, as its own call would
+    with torch.no_grad(), pytest.raises(ProfilingError, match="does not require grad"):
+        Profiler().profile(model, torch.randn(10, 3))
