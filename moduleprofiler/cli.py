@@ -360,12 +360,13 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
         _emit(sweep.to_json(), options.output, fmt)
         return
     view = sweep.view()
+    given = {"title": options.title, "caption": options.caption, "label": options.label,
+             "unicode": options.unicode, "width": options.width}
     if fmt == "text" and options.output is None:
+        _renderer_options(given, get_format(fmt).render, fmt)  # says a --caption it ignores
         color = {"always": True, "never": False}.get(options.color)
         view.print(color=color, unicode=options.unicode, width=options.width)
         return
-    given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode, "width": options.width}
     if fmt == "latex":
         given.pop("width")
     render = _renderer_options(given, get_format(fmt).render, fmt)
@@ -562,6 +563,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         view = make_view(profile, options)
         view = dataclasses.replace(view, notes=(*notes, *view.notes))
         if fmt == "text" and target is None:
+            _renderer_options(given, entry.render, fmt)  # says a --caption it has no place for
             color = {"always": True, "never": False}.get(options.color)
             view.print(color=color, unicode=options.unicode, width=options.width,
                        fold=not options.no_fold)

@@ -536,3 +536,21 @@ def test_a_caption_the_format_has_no_place_for_is_said(capsys: pytest.CaptureFix
     assert status == 0 and r"\caption{C}" in out
     assert "--title is ignored: the latex format has no title" in err
     assert "caption" not in err
+
+
+def test_a_caption_is_said_ignored_on_the_terminal_too(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # the text table printed to stdout has no title, caption or label either; they were
+    # dropped in silence there, while -o table.txt said so
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--caption", "C", "--title", "T",
+                           "--label", "tab:c")
+    assert status == 0 and out.startswith("module")
+    for name in ("title", "caption", "label"):
+        assert f"--{name} is ignored: the text format has no {name}" in err
+    status, out, err = run(capsys, TINY, "-i", "2x4")
+    assert status == 0 and err == ""
+    # the prediction sweep's table too
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--batch", "1,2",
+                           "--dtype", "fp32", "--caption", "C")
+    assert status == 0 and out.startswith("batch")
+    assert "--caption is ignored: the text format has no caption" in err
