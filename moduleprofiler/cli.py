@@ -438,6 +438,9 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     if options.generate is not None:
         raise CliError("--kv-cache predicts from the configuration; --generate measures a run: "
                        "use one of them")
+    fmt = _output_format(options)
+    if fmt != "text":  # the prediction is four lines of text
+        raise CliError(f"--kv-cache writes text, not {fmt}")
     overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
     try:
         config = hf_config(options.model, **overrides)

@@ -198,6 +198,8 @@ def check_options(options: argparse.Namespace) -> None:
                            "cannot apply to it")
     if options.generate is not None:
         check_generation_options(options)
+    if options.kv_cache is not None:
+        check_kv_cache_options(options)
     if options.batch is not None:
         check_sweep_options(options)
     if not options.predict:
@@ -245,6 +247,9 @@ GENERATE_WHAT = ("time", "memory")
 def check_generation_options(options: argparse.Namespace) -> None:
     """Refuse the options ``--generate`` would otherwise ignore: the module views' filters
     and ``--what`` groups other than time and memory."""
+    if options.predict:
+        raise CliError("--generate measures a run; --predict predicts one without running: "
+                       "use one of them")
     given = _given(options, *_MODULE_VIEW_FLAGS)
     if given:
         raise CliError(f"--generate prints one row per generation step, not modules: "
@@ -255,6 +260,18 @@ def check_generation_options(options: argparse.Namespace) -> None:
         raise CliError(f"--generate --what takes {' and/or '.join(GENERATE_WHAT)} (each "
                        f"step's time and live memory; every step shows its MACs and FLOPs), "
                        f"not {','.join(other)}")
+
+
+def check_kv_cache_options(options: argparse.Namespace) -> None:
+    """Refuse the options ``--kv-cache`` would otherwise ignore: it reads one sequence's cache
+    from the configuration, so inputs (their batch too), columns, the module views, a
+    prediction and a figure have no meaning for it."""
+    given = (["-i"] if options.input_size else []) + _given(
+        options, "--what", *_MODULE_VIEW_FLAGS, "--predict")
+    given += ["-o FIGURE"] if _is_figure(options) else []
+    if given:
+        raise CliError(f"--kv-cache predicts one sequence's cache from the configuration alone "
+                       f"(nothing is built or run): {', '.join(given)} does not apply")
 
 
 def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:

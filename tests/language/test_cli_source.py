@@ -173,6 +173,40 @@ def test_kv_cache_needs_a_configuration(capsys: pytest.CaptureFixture[str]) -> N
     assert status == 2 and "--kv-cache must be at least 1, got 0" in err
 
 
+def test_kv_cache_refuses_the_options_it_would_ignore(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    # before: -i 4x128 printed one sequence's cache (batch 4 ignored), and -o kv.json and
+    # --format csv wrote the four text lines under those names; now each is refused
+    base = ["hf:llama", "--kv-cache", "4096"]
+    status, out, err = run(capsys, *base, "-i", "4x128")
+    assert status == 2 and out == ""
+    assert "--kv-cache predicts one sequence's cache from the configuration alone (nothing " \
+        "is built or run): -i does not apply" in err
+    status, _, err = run(capsys, *base, "--what", "params", "--depth", "1",
+                         "--predict", "H100 SXM")
+    assert status == 2 and "--what, --depth, --predict does not apply" in err
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.json"))
+    assert status == 2 and "--kv-cache writes text, not json" in err
+    assert not (tmp_path / "kv.json").exists()
+    status, _, err = run(capsys, *base, "--format", "csv")
+    assert status == 2 and "--kv-cache writes text, not csv" in err
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.png"))
+    assert status == 2 and "-o FIGURE does not apply" in err
+    # text, to a file too: 2 x 32 layers x 32 heads x 128 x 4 bytes = 1,048,576 a token
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.txt"))
+    assert status == 0, err
+    assert "per token: 1,048,576 bytes" in (tmp_path / "kv.txt").read_text()
+
+
+def test_generation_refuses_a_prediction(capsys: pytest.CaptureFixture[str]) -> None:
+    # before: --predict was ignored and the measured steps printed as if nothing were amiss
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                           "--generate", "2", "--predict", "H100 SXM")
+    assert status == 2 and out == ""
+    assert "--generate measures a run; --predict predicts one without running: use one of " \
+        "them" in err
+
+
 def test_the_steps_totals_line_has_one_number_format() -> None:
     from moduleprofiler.language.steps_text import _total
 
