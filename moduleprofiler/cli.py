@@ -29,6 +29,7 @@ from moduleprofiler.cli_options import (  # the parser and checks: no torch (cli
     _is_figure,
     _items,
     factory_kwargs,
+    is_saved_profile,
     parse_batch_sizes,
     parse_input_size,
 )
@@ -186,17 +187,22 @@ def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[s
 
 def run_profile(options: argparse.Namespace) -> Any:
     """Load or compute the profile the options ask for."""
-    if options.model.endswith(".json") and ":" not in options.model:
+    groups = set(_items(options.what or ""))
+    if is_saved_profile(options.model):
         try:
             saved = Profile.from_json(options.model)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CliError(f"cannot read profile {options.model}: {exc}") from exc
         frame = module_frame(saved)
         for group in ("time", "memory"):
-            if group in _items(options.what or "") and not columns_for([group], frame):
+            if group in groups and not columns_for([group], frame):
                 raise CliError(f"--what {group}: the saved profile {options.model} holds no "
                                f"{group} measurements (they are not computed from a saved "
                                f"profile): run the model with --what {group}")
+        if asks_backward(groups) and not saved.backward:  # its columns would all read '-'
+            raise CliError(f"--what backward: the saved profile {options.model} holds no "
+                           "backward counts (they are not computed from a saved profile): run "
+                           "the model with --what backward")
         if isinstance(saved, PredictedProfile):  # shown as when it was predicted
             shown_as_predicted(saved, options)
         return saved
@@ -223,9 +229,7 @@ def run_profile(options: argparse.Namespace) -> Any:
             model = model.to(dtype)
     except Exception as exc:
         raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
-    groups = set(_items(options.what or ""))
-    backward = any(g == "backward" or g.startswith(
-        ("backward_", "self_backward_", "inclusive_backward_")) for g in groups)
+    backward = asks_backward(groups)
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
         inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = Profiler()
@@ -256,6 +260,12 @@ def run_profile(options: argparse.Namespace) -> Any:
     except Exception as exc:
         raise CliError(str(exc) + _meta_hint(exc, options)) from exc
     return profile
+
+
+def asks_backward(groups: set[str]) -> bool:
+    """``--what`` names the backward group or a backward column: a backward pass is run."""
+    return any(g == "backward" or g.startswith(
+        ("backward_", "self_backward_", "inclusive_backward_")) for g in groups)
 
 
 def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:

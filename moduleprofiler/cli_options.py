@@ -185,6 +185,9 @@ def check_options(options: argparse.Namespace) -> None:
     for flag, value, least in limits:
         if value is not None and value < least:
             raise CliError(f"{flag} must be at least {least}, got {value}")
+    if options.what is not None and not _items(options.what):  # "--what ," showed no column
+        raise CliError(f"--what {options.what!r} names no column group or column (e.g. "
+                       "--what params,ops)")
     if options.min_pct is not None and not 0 <= options.min_pct <= 100:
         raise CliError(f"--min-pct must be a percentage from 0 to 100, got {options.min_pct:g}")
     if options.width is not None and (options.width < 0 or 0 < options.width < MIN_WIDTH):
@@ -200,6 +203,8 @@ def check_options(options: argparse.Namespace) -> None:
         check_generation_options(options)
     if options.kv_cache is not None:
         check_kv_cache_options(options)
+    if is_saved_profile(options.model):
+        check_saved_profile_options(options)
     if options.batch is not None:
         check_sweep_options(options)
     if not options.predict:
@@ -272,6 +277,23 @@ def check_kv_cache_options(options: argparse.Namespace) -> None:
     if given:
         raise CliError(f"--kv-cache predicts one sequence's cache from the configuration alone "
                        f"(nothing is built or run): {', '.join(given)} does not apply")
+
+
+def is_saved_profile(model: str) -> bool:
+    """The model argument names a profile saved as JSON (``-o profile.json``), not a factory."""
+    return model.endswith(".json") and ":" not in model
+
+
+def check_saved_profile_options(options: argparse.Namespace) -> None:
+    """A saved profile is shown as it was saved: refuse the options that build or run a model
+    (they were ignored, and the saved numbers shown as if they answered them)."""
+    given = (["-i"] if options.input_size else []) + (["--arg"] if options.arg else []) + (
+        ["--meta"] if options.meta else []) + _given(options, "--dtype", "--device",
+                                                      "--predict", "--generate")
+    if given:
+        raise CliError(f"{options.model} is a saved profile, shown as it was saved (nothing "
+                       f"is run): {', '.join(given)} does not apply; run the model itself "
+                       "(package.module:factory) to change them")
 
 
 def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:

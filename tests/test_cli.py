@@ -283,6 +283,35 @@ def test_a_saved_profile_has_no_time_or_memory(capsys: pytest.CaptureFixture[str
     assert f"--what {group}: the saved profile {saved} holds no {group} measurements" in err
 
 
+def test_a_saved_profile_without_backward_refuses_backward_columns(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # they read '-' on every row, as if the backward had been run and counted nothing
+    saved = tmp_path / "tiny.json"
+    assert run(capsys, TINY, "-i", "2x4", "-o", str(saved))[0] == 0
+    for what in ("backward", "params,backward_flops"):
+        status, out, err = run(capsys, str(saved), "--what", what)
+        assert status == 2 and out == ""
+        assert f"--what backward: the saved profile {saved} holds no backward counts" in err
+    # saved with its backward, it shows it
+    assert run(capsys, TINY, "-i", "2x4", "--what", "backward", "-o", str(saved))[0] == 0
+    status, out, _ = run(capsys, str(saved), "--what", "backward", "--depth", "0")
+    assert status == 0 and "backward ops" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("flags", [["-i", "8x4"], ["--dtype", "float16"], ["--device", "cpu"],
+                                   ["--meta"], ["--arg", "width=3"],
+                                   ["--predict", "H100 SXM"]])
+def test_a_saved_profile_refuses_the_options_that_run_a_model(flags: list[str]) -> None:
+    # they were ignored: -i 8x4 showed the batch of 2 it was saved with, --predict the
+    # measured profile with no prediction in it
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=f"profile.json is a saved profile, shown as it was "
+                                       f"saved \\(nothing is run\\): {flags[0]} does not "
+                                       "apply"):
+        parse_options(["profile.json", *flags])
+
+
 def test_a_saved_profile_keeps_memory_it_was_saved_with(capsys: pytest.CaptureFixture[str],
                                                        tmp_path: Path) -> None:
     saved = tmp_path / "tiny.json"
@@ -554,3 +583,13 @@ def test_a_caption_is_said_ignored_on_the_terminal_too(capsys: pytest.CaptureFix
                            "--dtype", "fp32", "--caption", "C")
     assert status == 0 and out.startswith("batch")
     assert "--caption is ignored: the text format has no caption" in err
+
+
+@pytest.mark.parametrize("what", [",", "", " , "])
+def test_a_what_that_names_nothing_is_refused(what: str) -> None:
+    # "--what ," printed a table of module names without a single number, and "--what ''"
+    # the default columns: neither is what was asked for
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match="names no column group or column"):
+        parse_options(["m:f", "--what", what])
