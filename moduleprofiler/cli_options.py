@@ -207,6 +207,13 @@ def check_options(options: argparse.Namespace) -> None:
         check_saved_profile_options(options)
     if options.batch is not None:
         check_sweep_options(options)
+    if options.predict:
+        measured = [item for item in _items(options.what or "") if item in ("time", "memory")]
+        given = [f"--what {','.join(measured)}"] if measured else []
+        given += _given(options, "--by-operator")
+        if given:
+            raise CliError(f"--predict predicts without running the model: {', '.join(given)} "
+                           "needs a measured run (drop --predict)")
     if not options.predict:
         given = _given(options, "--host") + \
             ([] if options.tf32 is None else ["--tf32" if options.tf32 else "--no-tf32"])

@@ -593,3 +593,16 @@ def test_a_what_that_names_nothing_is_refused(what: str) -> None:
 
     with pytest.raises(CliError, match="names no column group or column"):
         parse_options(["m:f", "--what", what])
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--what", "params,time"], "--what time"), (["--what", "memory"], "--what memory"),
+    (["--by-operator"], "--by-operator")])
+def test_a_prediction_refuses_what_only_a_measured_run_has(flags: list[str], said: str) -> None:
+    # --what time and memory were dropped in silence (the predicted columns shown instead);
+    # --by-operator failed after the prediction, asking for a Python listener
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=f"--predict predicts without running the model: {said} "
+                                       "needs a measured run"):
+        parse_options(["m:f", "--predict", "H100 SXM", *flags])
