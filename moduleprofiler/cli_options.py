@@ -207,6 +207,10 @@ def check_options(options: argparse.Namespace) -> None:
         check_saved_profile_options(options)
     if options.batch is not None:
         check_sweep_options(options)
+    if options.iters is not None and ("time" not in _items(options.what or "")
+                                      or options.generate is not None):
+        raise CliError("--iters sets the timed iterations of the module timer: it only "
+                       "applies with --what time (and without --generate)")
     if options.predict:
         measured = [item for item in _items(options.what or "") if item in ("time", "memory")]
         given = [f"--what {','.join(measured)}"] if measured else []

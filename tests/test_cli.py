@@ -606,3 +606,14 @@ def test_a_prediction_refuses_what_only_a_measured_run_has(flags: list[str], sai
     with pytest.raises(CliError, match=f"--predict predicts without running the model: {said} "
                                        "needs a measured run"):
         parse_options(["m:f", "--predict", "H100 SXM", *flags])
+
+
+@pytest.mark.parametrize("flags", [[], ["--what", "params,memory"],
+                                   ["--what", "time", "--generate", "2"]])
+def test_iters_without_the_module_timer_is_refused(flags: list[str]) -> None:
+    # it changed nothing: no module timer ran (--generate times its steps with its own repeats)
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match="--iters sets the timed iterations of the module timer"):
+        parse_options(["m:f", "--iters", "5", *flags])
+    assert parse_options(["m:f", "--iters", "5", "--what", "params,time"]).iters == 5
