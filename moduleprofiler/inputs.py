@@ -101,11 +101,8 @@ def make_invocation(
             return _hinted(target, args, LIST_HINT.format(count=len(args)))
         return lambda: target(*args)
     if input is None:
-        if pred_fn is None and _requires_argument(module):
-            raise TypeError(f"no input given, and {type(module).__name__}.forward requires an "
-                            f"argument: pass input= (a tensor, tuple or dict); {INPUT_SIZE_TAKERS}"
-                            " also take input_size=(1, 3, 224, 224) for a random tensor of that "
-                            "shape")
+        if pred_fn is None:
+            require_input(module, input)
         if target is pred_fn:
             # a closure over its own inputs (``pred_fn=lambda: model(q, k, v)``) is called as
             # written; one that takes an argument gets None, as 0.0.4 called it
@@ -114,6 +111,21 @@ def make_invocation(
             return _hinted(target, (None,), PRED_FN_NO_INPUT_HINT)
         return _hinted(target, (None,), NO_INPUT_HINT)
     return lambda: target(input)
+
+
+def require_input(module: nn.Module, input: Any) -> None:
+    """Refuse a missing ``input`` for a model whose ``forward`` requires an argument, before
+    anything runs.
+
+    Raises:
+        TypeError: ``input`` is ``None`` and ``module.forward`` has a required positional
+            parameter.
+    """
+    if input is None and _requires_argument(module):
+        raise TypeError(f"no input given, and {type(module).__name__}.forward requires an "
+                        f"argument: pass input= (a tensor, tuple or dict); {INPUT_SIZE_TAKERS} "
+                        "also take input_size=(1, 3, 224, 224) for a random tensor of that "
+                        "shape")
 
 
 LIST_HINT = ("hint: input was a list, so it was spread into {count} positional argument(s) "

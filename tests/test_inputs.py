@@ -146,3 +146,24 @@ def test_the_input_size_hint_names_the_passes_that_take_it() -> None:
     for name in ("time_modules", "benchmark", "train_step_times", "measure_memory",
                  "estimate_ops", "trace_io_sizes"):
         assert "input_size" not in inspect.signature(getattr(profiler, name)).parameters
+
+
+def test_predict_without_input_says_so_before_running() -> None:
+    # it ran the meta copy with no argument and raised ProfilingError "forward of module
+    # '__root__' (Linear) raised TypeError: ... missing 1 required positional argument"
+    with pytest.raises(TypeError, match=r"no input given, and Linear.forward requires an "
+                                        r"argument: pass input="):
+        ModuleProfiler().predict(nn.Linear(3, 2))
+    # a model that needs no input predicts without one
+    assert ModuleProfiler().predict(Constant()).predicted_device_ms is not None
+
+
+class Constant(nn.Module):
+    """A model of no argument: its forward makes its own input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self) -> torch.Tensor:
+        return self.fc(torch.ones(1, 3, device=self.fc.weight.device))
