@@ -161,6 +161,21 @@ class GenerationProfile:
             frame["time_ms"] = frame["time_ms"].astype("float64")
         return frame
 
+    SUMMARY_ONLY: ClassVar[dict[str, str]] = {
+        "steps": "model calls of the run: an encoder's, the prefill and every decode step",
+        "new_tokens": "tokens generated per sequence",
+        "prefill_flops": "FLOPs of the steps before the first decode step (an encoder's and "
+                         "the prefill)",
+        "decode_flops": "FLOPs of the decode steps",
+        "flops_per_token": "the run's FLOPs over the tokens generated (all sequences)",
+        "macs_per_token": "the run's MACs over the tokens generated (all sequences)",
+        "ms_per_token": "the timed steps' total time over the tokens generated (all sequences)",
+        "outside_ops": "ops of work outside any module call (generate()'s own tensor code)",
+    }
+    """The totals of :meth:`summary` that are no column of the steps table (the others,
+    ``batch_size``, ``flops``, ``macs``, ``time_ms``, ``kv_cache_bytes`` and ``complete``,
+    are the run's value of that column): docs/glossary.md lists them."""
+
     def summary(self) -> dict[str, Any]:
         """Totals of the run: steps, tokens generated, FLOPs and MACs of prefill and decode,
         per generated token (all sequences of the batch), time per token when timed, the final
