@@ -207,6 +207,15 @@ def check_options(options: argparse.Namespace) -> None:
         check_saved_profile_options(options)
     if options.batch is not None:
         check_sweep_options(options)
+    filters = _given(options, "--min-pct", "--include", "--exclude")
+    if filters and (options.top is not None or _is_figure(options)):
+        # they filter the module rows of the tree and the tables (the checks above refused
+        # them for the other tables): the module types of --top and a figure's bars were
+        # drawn from every module regardless
+        shown = "--top (module types over every module)" if options.top is not None \
+            else "-o FIGURE (drawn from every module)"
+        raise CliError(f"{', '.join(filters)} filter the rows of the module tree and tables: "
+                       f"{shown} does not take them")
     if options.iters is not None and ("time" not in _items(options.what or "")
                                       or options.generate is not None):
         raise CliError("--iters sets the timed iterations of the module timer: it only "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -617,3 +618,19 @@ def test_iters_without_the_module_timer_is_refused(flags: list[str]) -> None:
     with pytest.raises(CliError, match="--iters sets the timed iterations of the module timer"):
         parse_options(["m:f", "--iters", "5", *flags])
     assert parse_options(["m:f", "--iters", "5", "--what", "params,time"]).iters == 5
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--top", "2", "--exclude", "Conv2d"], "--exclude filter the rows of the module tree and "
+                                            "tables: --top"),
+    (["--top", "2", "--include", "Lin*", "--min-pct", "5"], "--min-pct, --include filter"),
+    (["-o", "flops.png", "--exclude", "Conv2d"], "--exclude filter the rows of the module "
+                                                 "tree and tables: -o FIGURE")])
+def test_row_filters_are_refused_where_they_filter_nothing(flags: list[str], said: str) -> None:
+    # --top 2 --exclude Conv2d listed Conv2d first: the top types and the figures are drawn
+    # from every module, the filters were dropped in silence
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=re.escape(said)):
+        parse_options(["m:f", *flags])
+    assert parse_options(["m:f", "--sort", "ops", "--exclude", "Conv2d"]).exclude == ["Conv2d"]
