@@ -2,8 +2,9 @@
 
 The model is a factory called with no arguments: ``package.module:factory`` or
 ``path/to/file.py:factory`` (``weights=None`` is passed when the factory takes ``weights``,
-so nothing downloads); a saved ``profile.json`` is accepted too. Every error exits with
-status 2 and one line on stderr.
+and ``None`` for any ``weights_*`` keyword such as ``weights_backbone``, so nothing
+downloads); a saved ``profile.json`` is accepted too. Every error exits with status 2 and one
+line on stderr.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def _import_file(path: Path) -> Any:
 
 
 def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
-    """Call the factory (``weights=None`` added when it takes ``weights``)."""
+    """Call the factory (``weights=None`` added when it takes ``weights``, and ``None`` for
+    each ``weights_*`` keyword, ``weights_backbone``, not given with ``--arg``)."""
     if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
         try:
             return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
@@ -133,8 +135,11 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         parameters = {}  # type: ignore[assignment]
-    if "weights" in parameters and "weights" not in kwargs:
-        kwargs = {**kwargs, "weights": None}
+    # pretrained weights are downloaded: torchvision's detection and segmentation builders
+    # also default weights_backbone to ImageNet weights, fetched even with weights=None
+    unset = {name: None for name in parameters
+             if (name == "weights" or name.startswith("weights_")) and name not in kwargs}
+    kwargs = {**kwargs, **unset}
     try:
         if meta:
             with torch.device("meta"):

@@ -61,6 +61,13 @@ def test_factory_arguments_and_weights_none(capsys: pytest.CaptureFixture[str]) 
     assert status == 0 and out.splitlines()[2].split() == ["__root__", "(Sequential)", "114"]
     status, _, err = run(capsys, f"{ROOT / MODELS}:with_weights", "-i", "2x4")
     assert status == 0, err
+    # weights_backbone too (fcn_resnet50's default is ResNet-50's ImageNet weights, which it
+    # downloaded although weights=None was passed); --arg still sets either
+    status, _, err = run(capsys, f"{ROOT / MODELS}:with_backbone_weights", "-i", "2x4")
+    assert status == 0, err
+    status, _, err = run(capsys, f"{ROOT / MODELS}:with_backbone_weights", "-i", "2x4",
+                         "--arg", "weights_backbone=imagenet")
+    assert status == 2 and "weights_backbone='imagenet'" in err
 
 
 def test_integer_and_several_inputs(capsys: pytest.CaptureFixture[str]) -> None:
