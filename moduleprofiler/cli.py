@@ -615,13 +615,14 @@ def _output_format(options: argparse.Namespace) -> str:
     try:
         return infer_format(options.output)
     except ValueError as exc:
-        if not suffix:
-            raise
         # -o also writes figures, which are not formats of the table: list both, each from
         # its own table, so that a format registered later is listed too
         figures = ", ".join(known.lstrip(".") for known in FIGURE_SUFFIXES)
-        raise CliError(f"unknown format {suffix!r} for -o {options.output} (known: "
-                       f"{', '.join(known_formats())}; figures: {figures})") from exc
+        known = f"(known: {', '.join(known_formats())}; figures: {figures})"
+        if not suffix:  # the message of Profile.save said "pass format=", a Python keyword
+            raise CliError(f"-o {options.output} has no suffix to tell its format: add one or "
+                           f"pass --format {known}") from exc
+        raise CliError(f"unknown format {suffix!r} for -o {options.output} {known}") from exc
 
 
 def _emit(text: str, target: str | None, fmt: str) -> None:

@@ -323,6 +323,8 @@ def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise CliError(f"--arg {item!r} must look like KEY=VALUE")
+        if key in out:  # the last one won in silence
+            raise CliError(f"--arg {key} is given twice ({key}={out[key]!r} and {item})")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

@@ -641,3 +641,24 @@ def test_row_filters_are_refused_where_they_filter_nothing(flags: list[str], sai
     with pytest.raises(CliError, match=re.escape(said)):
         parse_options(["m:f", *flags])
     assert parse_options(["m:f", "--sort", "ops", "--exclude", "Conv2d"]).exclude == ["Conv2d"]
+
+
+def test_an_output_without_a_suffix_says_the_command_lines_option(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # it said "pass format=", the keyword of Profile.save, which the command line has not
+    status, _, err = run(capsys, TINY, "-i", "2x4", "-o", str(tmp_path / "table"))
+    assert status == 2
+    assert f"-o {tmp_path / 'table'} has no suffix to tell its format: add one or pass " \
+        "--format (known: csv," in err and "format=" not in err
+    status, _, err = run(capsys, TINY, "-i", "2x4", "-o", str(tmp_path / "table"),
+                           "--format", "csv")
+    assert status == 0 and (tmp_path / "table").read_text().startswith("module,type")
+
+
+def test_an_arg_given_twice_is_refused() -> None:
+    # --arg width=3 --arg width=4 built width 4 in silence
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=re.escape("--arg width is given twice (width=3 and "
+                                                 "width=4)")):
+        parse_options(["m:f", "--arg", "width=3", "--arg", "width=4"])
