@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "model, -i BATCHxTOKENS, --arg config overrides; --arg "
                                       "task=causal-lm|seq2seq-lm|base picks the head, default: "
                                       "the base model of an encoder-only type such as bert, "
+                                      "the seq2seq head of an encoder-decoder such as bart, "
                                       "else the first head the type has), "
                                       "or a profile saved as .json")
     parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
