@@ -187,6 +187,10 @@ def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[s
     shape = parse_input_size(sizes[0])[0] if sizes else (1, 128)
     if len(sizes) > 1 or len(shape) != 2 or 0 in shape:
         raise CliError("an hf: model takes one --input-size BATCHxTOKENS, e.g. 1x128")
+    main = getattr(model, "main_input_name", "input_ids")
+    if main != "input_ids":
+        raise CliError(f"{type(model).__name__} takes {main}, not the token ids "
+                       "-i BATCHxTOKENS makes: profile it from Python with its own input")
     return text_inputs(model, shape[0], shape[1], labels=labels)
 
 

@@ -202,11 +202,16 @@ def text_inputs(model: nn.Module, batch_size: int = 1, seq_len: int = 16, *,
     that the model returns a training loss.
 
     Raises:
-        ValueError: ``batch_size`` or ``seq_len`` is not a positive int.
+        ValueError: ``batch_size`` or ``seq_len`` is not a positive int, or the model's main
+            input is not token ids (``model.main_input_name``: Whisper's ``input_features``).
     """
     for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    main = getattr(model, "main_input_name", "input_ids")
+    if main != "input_ids":  # Whisper takes input_features: token ids failed in its encoder
+        raise ValueError(f"{type(model).__name__} takes {main}, not token ids: give it that "
+                         "input yourself (text_inputs makes token ids)")
     config = getattr(model, "config", None)
     vocab = getattr(config.get_text_config(decoder=True), "vocab_size", None) if config else None
     parameter = next(model.parameters(), None)

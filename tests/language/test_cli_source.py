@@ -207,6 +207,14 @@ def test_generation_refuses_a_prediction(capsys: pytest.CaptureFixture[str]) -> 
         "them" in err
 
 
+def test_a_model_that_takes_no_token_ids_is_refused(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    status, out, err = run(capsys, "hf:whisper", "-i", "1x8", "--arg", "encoder_layers=1",
+                           "--arg", "decoder_layers=1")
+    assert status == 2 and out == ""
+    assert "WhisperModel takes input_features, not the token ids -i BATCHxTOKENS makes" in err
+
+
 def test_the_steps_totals_line_has_one_number_format() -> None:
     from moduleprofiler.language.steps_text import _total
 

@@ -134,6 +134,10 @@ def test_encoder_decoder_types_default_to_the_whole_model() -> None:
     whisper = hf_model("whisper", pad_token_id=0, bos_token_id=1, eos_token_id=2,
                        decoder_start_token_id=1, **small)
     assert type(whisper).__name__ == "WhisperModel"
+    # it takes audio features: token ids are refused, naming them (they failed in its encoder
+    # with "'NoneType' object has no attribute 'shape'")
+    with pytest.raises(ValueError, match="WhisperModel takes input_features, not token ids"):
+        text_inputs(whisper, 1, 4)
     # the decoder alone when asked for
     assert type(hf_model("bart", task="causal-lm", **small)).__name__ == "BartForCausalLM"
 
