@@ -39,7 +39,7 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.columns import column_spec, registered_columns
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
 from moduleprofiler.export.format_table import (
@@ -508,6 +508,15 @@ def _columns(profile: Any, what: str) -> list[str]:
     frame = module_frame(profile)
     unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
                and item.removesuffix("_pct") not in frame]
+    registered = {spec.name: spec for spec in registered_columns()}
+    for item in unknown:  # a real column of a pass not run: say which pass gives it
+        needs = registered[item].needs if item in registered else ""
+        group = next((group for group, pass_name in (("time", "time_modules()"),
+                                                     ("memory", "measure_memory()"))
+                      if pass_name in needs), None)
+        if group is not None:  # it was "unknown --what", though the glossary lists it
+            raise CliError(f"--what {item} is a column of the {group} pass, which only "
+                           f"--what {group} runs: e.g. --what {group},{item}")
     if unknown:
         raise CliError(f"unknown --what {','.join(unknown)} (choose from "
                        f"{','.join(WHAT_GROUPS)}, or name columns of the module table)")

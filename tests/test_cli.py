@@ -662,3 +662,16 @@ def test_an_arg_given_twice_is_refused() -> None:
     with pytest.raises(CliError, match=re.escape("--arg width is given twice (width=3 and "
                                                  "width=4)")):
         parse_options(["m:f", "--arg", "width=3", "--arg", "width=4"])
+
+
+@pytest.mark.parametrize(("column", "group"), [("time_median_ms", "time"),
+                                               ("max_live_bytes", "memory")])
+def test_a_column_of_a_pass_not_run_names_the_group_that_runs_it(
+        capsys: pytest.CaptureFixture[str], column: str, group: str) -> None:
+    # it said "unknown --what time_median_ms", a column docs/glossary.md lists
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", column)
+    assert status == 2 and out == ""
+    assert f"--what {column} is a column of the {group} pass, which only --what {group} " \
+        f"runs: e.g. --what {group},{column}" in err
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--what", "bogus_count")
+    assert status == 2 and "unknown --what bogus_count" in err
