@@ -487,18 +487,28 @@ def kv_cache_text(options: argparse.Namespace) -> str:
             f"{options.kv_cache:,} tokens: {total:,} bytes ({human_bytes(total)})\n")
 
 
+def generation_format(options: argparse.Namespace) -> str:
+    """The format of ``--generate``'s steps table: text, csv or json, refused before the
+    generation runs (an html file was refused only once the model had generated)."""
+    fmt = _output_format(options)
+    if fmt not in ("text", "csv", "json"):
+        raise CliError(f"--generate writes text, csv or json, not {fmt}")
+    return fmt
+
+
 def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
     """The steps table (text, csv or json) and, in text, the run's totals per token."""
-    fmt = _output_format(options)
+    fmt = generation_format(options)
+    # the steps table has no title, caption or label: said, not dropped in silence
+    _renderer_options({"title": options.title, "caption": options.caption,
+                       "label": options.label}, None, fmt)
     if fmt == "text":
         text = render_steps(generation, terminal_width(options.width))
     elif fmt == "csv":
         text = generation.to_df().to_csv(index=False)
-    elif fmt == "json":
+    else:
         text = json.dumps({"steps": json.loads(generation.to_df().to_json(orient="records")),
                            "summary": generation.summary()}, indent=2) + "\n"
-    else:
-        raise CliError(f"--generate writes text, csv or json, not {fmt}")
     _emit(text, options.output, fmt)
 
 
@@ -659,6 +669,7 @@ def run(options: argparse.Namespace) -> None:
         _emit(kv_cache_text(options), options.output, "text")
         return
     if options.generate is not None:
+        generation_format(options)  # a format it cannot write is refused before it runs
         write_generation(run_generation(options), options)
         return
     profile = run_profile(options)

@@ -277,6 +277,7 @@ def check_generation_options(options: argparse.Namespace) -> None:
         raise CliError("--generate measures a run; --predict predicts one without running: "
                        "use one of them")
     given = _given(options, *_MODULE_VIEW_FLAGS)
+    given += ["-o FIGURE"] if _is_figure(options) else []
     if given:
         raise CliError(f"--generate prints one row per generation step, not modules: "
                        f"{', '.join(given)} does not apply (drop --generate for the module "

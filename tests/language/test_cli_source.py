@@ -215,6 +215,31 @@ def test_a_model_that_takes_no_token_ids_is_refused(capsys: pytest.CaptureFixtur
     assert "WhisperModel takes input_features, not the token ids -i BATCHxTOKENS makes" in err
 
 
+def test_generation_refuses_what_it_cannot_write_before_it_runs(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    # -o steps.html was refused only after the generation had run; -o steps.png said
+    # "unknown format '.png' ... figures: png, svg, pdf"
+    import moduleprofiler.cli as cli
+
+    def must_not_run(options: object) -> None:
+        raise AssertionError("the generation ran")
+
+    monkeypatch.setattr(cli, "run_generation", must_not_run)
+    base = ["hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu", "--generate", "2"]
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "steps.html"))
+    assert status == 2 and "--generate writes text, csv or json, not html" in err
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "steps.png"))
+    assert status == 2 and "-o FIGURE does not apply" in err
+
+
+def test_generation_says_a_title_is_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                           "--generate", "1", "--title", "T", "--caption", "C")
+    assert status == 0 and out.startswith("step")
+    assert "--title is ignored" in err and "--caption is ignored" in err
+
+
 def test_the_steps_totals_line_has_one_number_format() -> None:
     from moduleprofiler.language.steps_text import _total
 
