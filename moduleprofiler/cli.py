@@ -39,6 +39,7 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
+from moduleprofiler.errors import LossError
 from moduleprofiler.export.columns import column_spec, registered_columns
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
@@ -267,8 +268,18 @@ def run_profile(options: argparse.Namespace) -> Any:
             profile = profile.merge(memory)
             options.notes = memory_notes(memory)
     except Exception as exc:
-        raise CliError(str(exc) + _meta_hint(exc, options)) from exc
+        raise CliError(str(exc) + _meta_hint(exc, options) + _loss_hint(exc)) from exc
     return profile
+
+
+def _loss_hint(error: BaseException) -> str:
+    """What to do when no loss can be derived: the message says ``pass loss_fn=``, a keyword
+    the command line has not."""
+    if not isinstance(error, LossError):
+        return ""
+    return ("; the command line has no loss_fn: --what backward and --what memory "
+            "differentiate the sum of the model's floating outputs, so drop them or profile "
+            "this model from Python with loss_fn=")
 
 
 def asks_backward(groups: set[str]) -> bool:

@@ -675,3 +675,15 @@ def test_a_column_of_a_pass_not_run_names_the_group_that_runs_it(
         f"runs: e.g. --what {group},{column}" in err
     status, _, err = run(capsys, TINY, "-i", "2x4", "--what", "bogus_count")
     assert status == 2 and "unknown --what bogus_count" in err
+
+
+def test_a_loss_error_says_what_the_command_line_can_do(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # nn.ReLU has no parameter: its training-step memory pass finds nothing to differentiate,
+    # and the error ended in "pass loss_fn=", a keyword the command line has not
+    status, out, err = run(capsys, "torch.nn:ReLU", "-i", "2x4", "--what", "memory")
+    assert status == 2 and out == ""
+    assert err.rstrip().endswith("; the command line has no loss_fn: --what backward and "
+                                 "--what memory differentiate the sum of the model's floating "
+                                 "outputs, so drop them or profile this model from Python with "
+                                 "loss_fn=")
