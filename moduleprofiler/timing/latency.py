@@ -254,7 +254,7 @@ def benchmark(
     Returns:
         :class:`LatencyResult`.
     """
-    check_pass(module, pred_fn=pred_fn, eval=eval)
+    check_pass(module, pred_fn=pred_fn, eval=eval, cold=cold, no_grad=no_grad)
     opts = TimingOptions.of_call(benchmark, locals(), options)
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     check_int(calls_per_sample, "calls_per_sample", 1, optional=False)

@@ -133,6 +133,10 @@ def test_validation():
             benchmark(nn.Identity(), torch.zeros(1), num_iters=2, batch_size=value)
     with pytest.raises(TypeError, match="calls_per_sample must be an int"):
         benchmark(nn.Identity(), torch.zeros(1), num_iters=2, calls_per_sample=1.5)
+    # cold="x" and no_grad="x" ran, read as True
+    for flag in ("cold", "no_grad"):
+        with pytest.raises(TypeError, match=f"{flag} must be True or False"):
+            benchmark(nn.Identity(), torch.zeros(1), num_iters=2, **{flag: "x"})
 
 
 def test_inputs_and_pred_fn():
