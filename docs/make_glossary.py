@@ -22,6 +22,8 @@ import moduleprofiler.memory
 import moduleprofiler.prediction
 import moduleprofiler.timing  # noqa: F401
 from moduleprofiler.export.columns import ColumnSpec, registered_columns
+from moduleprofiler.language.generation import GenerationProfile
+from moduleprofiler.summary_row import SUMMARY_ONLY
 
 PAGE = Path(__file__).resolve().parent / "glossary.md"
 
@@ -52,6 +54,19 @@ def _row(spec: ColumnSpec) -> str:
             f"{_cell(notes.strip('. ')) or '-'} |")
 
 
+ROW_KEYS = {
+    "operator": "the aten operator a row of the per-operator table counts "
+                "(profile.by_operator(), --by-operator)",
+    "dtype": "the dtype a row of a prediction sweep is predicted in (sweep(), --batch)",
+}
+"""The row keys of the two tables that are not per module (the other columns of those tables
+are registered ones)."""
+
+
+def _plain_row(name: str, where: str, meaning: str) -> str:
+    return f"| `{name}` | {_cell(where)} | {_cell(meaning)} |"
+
+
 def glossary() -> str:
     """The page: one table of every shown column, one of the sample columns kept for the
     statistics."""
@@ -80,6 +95,33 @@ def glossary() -> str:
         "",
         *header,
         *(_row(spec) for spec in shown),
+        "",
+        "## Shares",
+        "",
+        "A column name with `_pct` appended is that column's share of its total, in percent",
+        "(0-100): `ops_pct` is a module's ops over the model's, `self_ops_pct` its own ops",
+        "over the model's, `params_pct`, `operator_bytes_pct` and any other likewise; `<NA>`",
+        "(`-` in text) when the value or the total is unknown or 0. `--what` and the views take",
+        "these names for any column; `--min-pct` filters on `ops_pct`, or on the share of",
+        "`--sort`'s column.",
+        "",
+        f"## Whole-model and whole-run numbers ({len(SUMMARY_ONLY)} + "
+        f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(ROW_KEYS)})",
+        "",
+        "The one-row model table (`profile.summary()`) and a generation's totals",
+        "(`GenerationProfile.summary()`, the totals under `--generate`'s table) hold the model's",
+        "or the run's value of the columns above under the same names (`params`, `macs`,",
+        "`flops`, `saved_bytes`, `time_ms`, `kv_cache_bytes`...), and these numbers, which no",
+        "per-module column holds; the per-operator table and a prediction sweep are keyed by",
+        "the last two.",
+        "",
+        "| name | where | meaning |",
+        "|---|---|---|",
+        *(_plain_row(name, "profile.summary()", meaning)
+          for name, meaning in SUMMARY_ONLY.items()),
+        *(_plain_row(name, "GenerationProfile.summary()", meaning)
+          for name, meaning in GenerationProfile.SUMMARY_ONLY.items()),
+        *(_plain_row(name, "row key", meaning) for name, meaning in ROW_KEYS.items()),
         "",
         f"## Per-iteration samples ({len(samples)})",
         "",

@@ -2,8 +2,9 @@
 
 The model is a factory called with no arguments: ``package.module:factory`` or
 ``path/to/file.py:factory`` (``weights=None`` is passed when the factory takes ``weights``,
-so nothing downloads); a saved ``profile.json`` is accepted too. Every error exits with
-status 2 and one line on stderr.
+and ``None`` for any ``weights_*`` keyword such as ``weights_backbone``, so nothing
+downloads); a saved ``profile.json`` is accepted too. Every error exits with status 2 and one
+line on stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from moduleprofiler.cli_options import (  # the parser and checks: no torch (cli
     _is_figure,
     _items,
     factory_kwargs,
+    is_saved_profile,
     parse_batch_sizes,
     parse_input_size,
 )
@@ -37,7 +39,8 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.errors import LossError
+from moduleprofiler.export.columns import column_spec, registered_columns
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
 from moduleprofiler.export.format_table import (
@@ -119,7 +122,8 @@ def _import_file(path: Path) -> Any:
 
 
 def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
-    """Call the factory (``weights=None`` added when it takes ``weights``)."""
+    """Call the factory (``weights=None`` added when it takes ``weights``, and ``None`` for
+    each ``weights_*`` keyword, ``weights_backbone``, not given with ``--arg``)."""
     if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
         try:
             return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
@@ -132,8 +136,11 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         parameters = {}  # type: ignore[assignment]
-    if "weights" in parameters and "weights" not in kwargs:
-        kwargs = {**kwargs, "weights": None}
+    # pretrained weights are downloaded: torchvision's detection and segmentation builders
+    # also default weights_backbone to ImageNet weights, fetched even with weights=None
+    unset = {name: None for name in parameters
+             if (name == "weights" or name.startswith("weights_")) and name not in kwargs}
+    kwargs = {**kwargs, **unset}
     try:
         if meta:
             with torch.device("meta"):
@@ -181,22 +188,31 @@ def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[s
     shape = parse_input_size(sizes[0])[0] if sizes else (1, 128)
     if len(sizes) > 1 or len(shape) != 2 or 0 in shape:
         raise CliError("an hf: model takes one --input-size BATCHxTOKENS, e.g. 1x128")
+    main = getattr(model, "main_input_name", "input_ids")
+    if main != "input_ids":
+        raise CliError(f"{type(model).__name__} takes {main}, not the token ids "
+                       "-i BATCHxTOKENS makes: profile it from Python with its own input")
     return text_inputs(model, shape[0], shape[1], labels=labels)
 
 
 def run_profile(options: argparse.Namespace) -> Any:
     """Load or compute the profile the options ask for."""
-    if options.model.endswith(".json") and ":" not in options.model:
+    groups = set(_items(options.what or ""))
+    if is_saved_profile(options.model):
         try:
             saved = Profile.from_json(options.model)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CliError(f"cannot read profile {options.model}: {exc}") from exc
         frame = module_frame(saved)
         for group in ("time", "memory"):
-            if group in _items(options.what or "") and not columns_for([group], frame):
+            if group in groups and not columns_for([group], frame):
                 raise CliError(f"--what {group}: the saved profile {options.model} holds no "
                                f"{group} measurements (they are not computed from a saved "
                                f"profile): run the model with --what {group}")
+        if asks_backward(groups) and not saved.backward:  # its columns would all read '-'
+            raise CliError(f"--what backward: the saved profile {options.model} holds no "
+                           "backward counts (they are not computed from a saved profile): run "
+                           "the model with --what backward")
         if isinstance(saved, PredictedProfile):  # shown as when it was predicted
             shown_as_predicted(saved, options)
         return saved
@@ -223,9 +239,7 @@ def run_profile(options: argparse.Namespace) -> Any:
             model = model.to(dtype)
     except Exception as exc:
         raise CliError(f"cannot move the model to {device} / {dtype}: {exc}") from exc
-    groups = set(_items(options.what or ""))
-    backward = any(g == "backward" or g.startswith(
-        ("backward_", "self_backward_", "inclusive_backward_")) for g in groups)
+    backward = asks_backward(groups)
     if by_name:  # token ids of the model's vocabulary (labels: the backward of a training step)
         inputs = token_inputs(model, options.input_size, labels=backward)
     profiler = Profiler()
@@ -254,8 +268,24 @@ def run_profile(options: argparse.Namespace) -> Any:
             profile = profile.merge(memory)
             options.notes = memory_notes(memory)
     except Exception as exc:
-        raise CliError(str(exc) + _meta_hint(exc, options)) from exc
+        raise CliError(str(exc) + _meta_hint(exc, options) + _loss_hint(exc)) from exc
     return profile
+
+
+def _loss_hint(error: BaseException) -> str:
+    """What to do when no loss can be derived: the message says ``pass loss_fn=``, a keyword
+    the command line has not."""
+    if not isinstance(error, LossError):
+        return ""
+    return ("; the command line has no loss_fn: --what backward and --what memory "
+            "differentiate the sum of the model's floating outputs, so drop them or profile "
+            "this model from Python with loss_fn=")
+
+
+def asks_backward(groups: set[str]) -> bool:
+    """``--what`` names the backward group or a backward column: a backward pass is run."""
+    return any(g == "backward" or g.startswith(
+        ("backward_", "self_backward_", "inclusive_backward_")) for g in groups)
 
 
 def _meta_hint(error: BaseException, options: argparse.Namespace) -> str:
@@ -360,12 +390,13 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
         _emit(sweep.to_json(), options.output, fmt)
         return
     view = sweep.view()
+    given = {"title": options.title, "caption": options.caption, "label": options.label,
+             "unicode": options.unicode, "width": options.width}
     if fmt == "text" and options.output is None:
+        _renderer_options(given, get_format(fmt).render, fmt)  # says a --caption it ignores
         color = {"always": True, "never": False}.get(options.color)
         view.print(color=color, unicode=options.unicode, width=options.width)
         return
-    given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode, "width": options.width}
     if fmt == "latex":
         given.pop("width")
     render = _renderer_options(given, get_format(fmt).render, fmt)
@@ -437,6 +468,9 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     if options.generate is not None:
         raise CliError("--kv-cache predicts from the configuration; --generate measures a run: "
                        "use one of them")
+    fmt = _output_format(options)
+    if fmt != "text":  # the prediction is four lines of text
+        raise CliError(f"--kv-cache writes text, not {fmt}")
     overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
     try:
         config = hf_config(options.model, **overrides)
@@ -464,18 +498,28 @@ def kv_cache_text(options: argparse.Namespace) -> str:
             f"{options.kv_cache:,} tokens: {total:,} bytes ({human_bytes(total)})\n")
 
 
+def generation_format(options: argparse.Namespace) -> str:
+    """The format of ``--generate``'s steps table: text, csv or json, refused before the
+    generation runs (an html file was refused only once the model had generated)."""
+    fmt = _output_format(options)
+    if fmt not in ("text", "csv", "json"):
+        raise CliError(f"--generate writes text, csv or json, not {fmt}")
+    return fmt
+
+
 def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
     """The steps table (text, csv or json) and, in text, the run's totals per token."""
-    fmt = _output_format(options)
+    fmt = generation_format(options)
+    # the steps table has no title, caption or label: said, not dropped in silence
+    _renderer_options({"title": options.title, "caption": options.caption,
+                       "label": options.label}, None, fmt)
     if fmt == "text":
         text = render_steps(generation, terminal_width(options.width))
     elif fmt == "csv":
         text = generation.to_df().to_csv(index=False)
-    elif fmt == "json":
+    else:
         text = json.dumps({"steps": json.loads(generation.to_df().to_json(orient="records")),
                            "summary": generation.summary()}, indent=2) + "\n"
-    else:
-        raise CliError(f"--generate writes text, csv or json, not {fmt}")
     _emit(text, options.output, fmt)
 
 
@@ -485,6 +529,15 @@ def _columns(profile: Any, what: str) -> list[str]:
     frame = module_frame(profile)
     unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
                and item.removesuffix("_pct") not in frame]
+    registered = {spec.name: spec for spec in registered_columns()}
+    for item in unknown:  # a real column of a pass not run: say which pass gives it
+        needs = registered[item].needs if item in registered else ""
+        group = next((group for group, pass_name in (("time", "time_modules()"),
+                                                     ("memory", "measure_memory()"))
+                      if pass_name in needs), None)
+        if group is not None:  # it was "unknown --what", though the glossary lists it
+            raise CliError(f"--what {item} is a column of the {group} pass, which only "
+                           f"--what {group} runs: e.g. --what {group},{item}")
     if unknown:
         raise CliError(f"unknown --what {','.join(unknown)} (choose from "
                        f"{','.join(WHAT_GROUPS)}, or name columns of the module table)")
@@ -562,6 +615,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         view = make_view(profile, options)
         view = dataclasses.replace(view, notes=(*notes, *view.notes))
         if fmt == "text" and target is None:
+            _renderer_options(given, entry.render, fmt)  # says a --caption it has no place for
             color = {"always": True, "never": False}.get(options.color)
             view.print(color=color, unicode=options.unicode, width=options.width,
                        fold=not options.no_fold)
@@ -595,13 +649,14 @@ def _output_format(options: argparse.Namespace) -> str:
     try:
         return infer_format(options.output)
     except ValueError as exc:
-        if not suffix:
-            raise
         # -o also writes figures, which are not formats of the table: list both, each from
         # its own table, so that a format registered later is listed too
         figures = ", ".join(known.lstrip(".") for known in FIGURE_SUFFIXES)
-        raise CliError(f"unknown format {suffix!r} for -o {options.output} (known: "
-                       f"{', '.join(known_formats())}; figures: {figures})") from exc
+        known = f"(known: {', '.join(known_formats())}; figures: {figures})"
+        if not suffix:  # the message of Profile.save said "pass format=", a Python keyword
+            raise CliError(f"-o {options.output} has no suffix to tell its format: add one or "
+                           f"pass --format {known}") from exc
+        raise CliError(f"unknown format {suffix!r} for -o {options.output} {known}") from exc
 
 
 def _emit(text: str, target: str | None, fmt: str) -> None:
@@ -625,6 +680,7 @@ def run(options: argparse.Namespace) -> None:
         _emit(kv_cache_text(options), options.output, "text")
         return
     if options.generate is not None:
+        generation_format(options)  # a format it cannot write is refused before it runs
         write_generation(run_generation(options), options)
         return
     profile = run_profile(options)

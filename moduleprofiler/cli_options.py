@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "model, -i BATCHxTOKENS, --arg config overrides; --arg "
                                       "task=causal-lm|seq2seq-lm|base picks the head, default: "
                                       "the base model of an encoder-only type such as bert, "
+                                      "the seq2seq head of an encoder-decoder such as bart, "
                                       "else the first head the type has), "
                                       "or a profile saved as .json")
     parser.add_argument("-i", "--input-size", action="append", default=[], metavar="SHAPE",
@@ -185,6 +186,9 @@ def check_options(options: argparse.Namespace) -> None:
     for flag, value, least in limits:
         if value is not None and value < least:
             raise CliError(f"{flag} must be at least {least}, got {value}")
+    if options.what is not None and not _items(options.what):  # "--what ," showed no column
+        raise CliError(f"--what {options.what!r} names no column group or column (e.g. "
+                       "--what params,ops)")
     if options.min_pct is not None and not 0 <= options.min_pct <= 100:
         raise CliError(f"--min-pct must be a percentage from 0 to 100, got {options.min_pct:g}")
     if options.width is not None and (options.width < 0 or 0 < options.width < MIN_WIDTH):
@@ -198,8 +202,32 @@ def check_options(options: argparse.Namespace) -> None:
                            "cannot apply to it")
     if options.generate is not None:
         check_generation_options(options)
+    if options.kv_cache is not None:
+        check_kv_cache_options(options)
+    if is_saved_profile(options.model):
+        check_saved_profile_options(options)
     if options.batch is not None:
         check_sweep_options(options)
+    filters = _given(options, "--min-pct", "--include", "--exclude")
+    if filters and (options.top is not None or _is_figure(options)):
+        # they filter the module rows of the tree and the tables (the checks above refused
+        # them for the other tables): the module types of --top and a figure's bars were
+        # drawn from every module regardless
+        shown = "--top (module types over every module)" if options.top is not None \
+            else "-o FIGURE (drawn from every module)"
+        raise CliError(f"{', '.join(filters)} filter the rows of the module tree and tables: "
+                       f"{shown} does not take them")
+    if options.iters is not None and ("time" not in _items(options.what or "")
+                                      or options.generate is not None):
+        raise CliError("--iters sets the timed iterations of the module timer: it only "
+                       "applies with --what time (and without --generate)")
+    if options.predict:
+        measured = [item for item in _items(options.what or "") if item in ("time", "memory")]
+        given = [f"--what {','.join(measured)}"] if measured else []
+        given += _given(options, "--by-operator")
+        if given:
+            raise CliError(f"--predict predicts without running the model: {', '.join(given)} "
+                           "needs a measured run (drop --predict)")
     if not options.predict:
         given = _given(options, "--host") + \
             ([] if options.tf32 is None else ["--tf32" if options.tf32 else "--no-tf32"])
@@ -245,7 +273,11 @@ GENERATE_WHAT = ("time", "memory")
 def check_generation_options(options: argparse.Namespace) -> None:
     """Refuse the options ``--generate`` would otherwise ignore: the module views' filters
     and ``--what`` groups other than time and memory."""
+    if options.predict:
+        raise CliError("--generate measures a run; --predict predicts one without running: "
+                       "use one of them")
     given = _given(options, *_MODULE_VIEW_FLAGS)
+    given += ["-o FIGURE"] if _is_figure(options) else []
     if given:
         raise CliError(f"--generate prints one row per generation step, not modules: "
                        f"{', '.join(given)} does not apply (drop --generate for the module "
@@ -257,6 +289,35 @@ def check_generation_options(options: argparse.Namespace) -> None:
                        f"not {','.join(other)}")
 
 
+def check_kv_cache_options(options: argparse.Namespace) -> None:
+    """Refuse the options ``--kv-cache`` would otherwise ignore: it reads one sequence's cache
+    from the configuration, so inputs (their batch too), columns, the module views, a
+    prediction and a figure have no meaning for it."""
+    given = (["-i"] if options.input_size else []) + _given(
+        options, "--what", *_MODULE_VIEW_FLAGS, "--predict")
+    given += ["-o FIGURE"] if _is_figure(options) else []
+    if given:
+        raise CliError(f"--kv-cache predicts one sequence's cache from the configuration alone "
+                       f"(nothing is built or run): {', '.join(given)} does not apply")
+
+
+def is_saved_profile(model: str) -> bool:
+    """The model argument names a profile saved as JSON (``-o profile.json``), not a factory."""
+    return model.endswith(".json") and ":" not in model
+
+
+def check_saved_profile_options(options: argparse.Namespace) -> None:
+    """A saved profile is shown as it was saved: refuse the options that build or run a model
+    (they were ignored, and the saved numbers shown as if they answered them)."""
+    given = (["-i"] if options.input_size else []) + (["--arg"] if options.arg else []) + (
+        ["--meta"] if options.meta else []) + _given(options, "--dtype", "--device",
+                                                      "--predict", "--generate")
+    if given:
+        raise CliError(f"{options.model} is a saved profile, shown as it was saved (nothing "
+                       f"is run): {', '.join(given)} does not apply; run the model itself "
+                       "(package.module:factory) to change them")
+
+
 def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
     """``["depth=3", "name=tiny"]`` -> ``{"depth": 3, "name": "tiny"}``."""
     out: dict[str, Any] = {}
@@ -264,6 +325,8 @@ def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.isidentifier():
             raise CliError(f"--arg {item!r} must look like KEY=VALUE")
+        if key in out:  # the last one won in silence
+            raise CliError(f"--arg {key} is given twice ({key}={out[key]!r} and {item})")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

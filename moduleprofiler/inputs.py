@@ -101,10 +101,8 @@ def make_invocation(
             return _hinted(target, args, LIST_HINT.format(count=len(args)))
         return lambda: target(*args)
     if input is None:
-        if pred_fn is None and _requires_argument(module):
-            raise TypeError(f"no input given, and {type(module).__name__}.forward requires an "
-                            "argument: pass input= (a tensor, tuple or dict) or "
-                            "input_size=(1, 3, 224, 224) for a random tensor of that shape")
+        if pred_fn is None:
+            require_input(module, input)
         if target is pred_fn:
             # a closure over its own inputs (``pred_fn=lambda: model(q, k, v)``) is called as
             # written; one that takes an argument gets None, as 0.0.4 called it
@@ -115,6 +113,21 @@ def make_invocation(
     return lambda: target(input)
 
 
+def require_input(module: nn.Module, input: Any) -> None:
+    """Refuse a missing ``input`` for a model whose ``forward`` requires an argument, before
+    anything runs.
+
+    Raises:
+        TypeError: ``input`` is ``None`` and ``module.forward`` has a required positional
+            parameter.
+    """
+    if input is None and _requires_argument(module):
+        raise TypeError(f"no input given, and {type(module).__name__}.forward requires an "
+                        f"argument: pass input= (a tensor, tuple or dict); {INPUT_SIZE_TAKERS} "
+                        "also take input_size=(1, 3, 224, 224) for a random tensor of that "
+                        "shape")
+
+
 LIST_HINT = ("hint: input was a list, so it was spread into {count} positional argument(s) "
              "(module(*input)); a model that takes the list itself (torchvision's detection "
              "models take a list of images) needs input=(the_list,)")
@@ -122,9 +135,13 @@ LIST_HINT = ("hint: input was a list, so it was spread into {count} positional a
 surprises users of list-taking models."""
 
 
+INPUT_SIZE_TAKERS = "profile() and predict()"
+"""The passes that take ``input_size`` besides ``input``, named wherever a message suggests it:
+the timing and memory passes and the 0.0.4 methods take ``input`` only."""
+
 NO_INPUT_HINT = ("hint: no input was given, so the model was called with None; pass "
-                 "input= (a tensor, tuple or dict) or input_size=(1, 3, 224, 224) for a random "
-                 "tensor of that shape")
+                 f"input= (a tensor, tuple or dict); {INPUT_SIZE_TAKERS} also take "
+                 "input_size=(1, 3, 224, 224) for a random tensor of that shape")
 """Noted on an exception raised by a call made without ``input``."""
 
 PRED_FN_NO_INPUT_HINT = ("hint: no input was given, so pred_fn was called with None as its one "
@@ -134,7 +151,8 @@ PRED_FN_NO_INPUT_HINT = ("hint: no input was given, so pred_fn was called with N
 ``input``."""
 
 SHAPE_HINT = ("hint: input={shape} was spread into {count} int argument(s); for a random "
-              "tensor of that shape pass input_size={shape}")
+              "tensor of that shape pass input_size={shape} (" + INPUT_SIZE_TAKERS
+              + " take it)")
 """Noted on an exception raised by a call whose ``input`` was a tuple or list of ints: a shape
 meant as ``input_size`` (torchinfo's, ptflops' and DeepSpeed's habit)."""
 

@@ -870,7 +870,24 @@ class PassRunner:
         except ProfilingError:
             raise
         except Exception as exc:
-            raise backward_failed(exc) from exc
+            failed, where = backward_failed(exc), self._failed_backward_of(exc)
+            raise (ProfilingError(f"{failed}{where}") if where else failed) from exc
+
+    def _failed_backward_of(self, exc: BaseException) -> str:
+        """``"; in the backward of module 'blk.1' (Inner)"`` when ``exc`` came from a custom
+        autograd Function's ``backward`` whose node (its ``ctx``) a forward call of this pass
+        created (the node map, :meth:`owner_of_node`), else ``""``: nothing is run again."""
+        found: Call | None = None
+        trace = exc.__traceback__
+        while trace is not None:  # outermost frame first: the last match is the innermost
+            node = trace.tb_frame.f_locals.get("ctx")
+            if node is not None and hasattr(node, "_sequence_nr"):
+                found = self.owner_of_node(node) or found
+            trace = trace.tb_next
+        if found is None:
+            return ""
+        return (f"; in the backward of module {display_path(found.path)!r} "
+                f"({type(found.module).__name__})")
 
     def _nothing_requires_grad(self) -> str | None:
         """Why no loss requires grad, when the cause is the pass rather than the output: no

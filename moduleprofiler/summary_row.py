@@ -20,6 +20,21 @@ SUMMARY_COLUMNS = (
 )
 _INTEGER_COLUMNS = SUMMARY_COLUMNS[1:12]
 
+SUMMARY_ONLY: dict[str, str] = {
+    "model_size_bytes": "parameter and buffer bytes of the model (needs a memory report)",
+    "peak_activation_bytes": "the inference peak above the parameters and inputs: the "
+                             "activations a forward needs at most (needs a memory report)",
+    "inference_peak_bytes": "the most memory live during a no-grad forward (needs a memory "
+                            "report)",
+    "training_peak_bytes": "the most memory live during a training step's forward and backward "
+                           "(needs a memory report of train=True)",
+    "latency_ms": "median whole-model latency with no hooks installed (needs a latency result, "
+                  "or a timing pass's own)",
+    "throughput": "items per second: the batch size over the latency",
+}
+"""What each column of the one-row model table that is no per-module column holds (the others
+are registered columns, the model's value of each): docs/glossary.md lists them."""
+
 
 def _check(memory: Any, latency: Any) -> None:
     """The two optional results, refused by name when they are something else (a memory

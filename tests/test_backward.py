@@ -405,3 +405,30 @@ def test_a_training_pass_through_a_reentrant_checkpoint_accumulates_every_gradie
     # (8 * 8 + 8 + 2 * 8 + 2) fp32 values * 4 bytes = 360
     assert report.training.grad_bytes == 360
     assert x.grad is None and all(p.grad is None for p in model.parameters())
+
+
+class _BrokenGradient(torch.autograd.Function):
+    """Doubles its input; its backward raises."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("backward broke")
+
+
+class _BrokenBlock(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _BrokenGradient.apply(x)
+
+
+def test_a_failing_backward_names_the_module_whose_forward_made_it() -> None:
+    # it said "the backward pass raised RuntimeError: backward broke" and nothing of where;
+    # the node's forward call is read from the pass's node map, nothing runs again
+    model = nn.Sequential(nn.Linear(3, 3), nn.Sequential(nn.ReLU(), _BrokenBlock()))
+    with pytest.raises(ProfilingError, match=r"^the backward pass raised RuntimeError: backward "
+                                             r"broke; in the backward of module '1\.1' "
+                                             r"\(_BrokenBlock\)$"):
+        ModuleProfiler().profile(model, torch.randn(2, 3), backward=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,13 @@ def test_factory_arguments_and_weights_none(capsys: pytest.CaptureFixture[str]) 
     assert status == 0 and out.splitlines()[2].split() == ["__root__", "(Sequential)", "114"]
     status, _, err = run(capsys, f"{ROOT / MODELS}:with_weights", "-i", "2x4")
     assert status == 0, err
+    # weights_backbone too (fcn_resnet50's default is ResNet-50's ImageNet weights, which it
+    # downloaded although weights=None was passed); --arg still sets either
+    status, _, err = run(capsys, f"{ROOT / MODELS}:with_backbone_weights", "-i", "2x4")
+    assert status == 0, err
+    status, _, err = run(capsys, f"{ROOT / MODELS}:with_backbone_weights", "-i", "2x4",
+                         "--arg", "weights_backbone=imagenet")
+    assert status == 2 and "weights_backbone='imagenet'" in err
 
 
 def test_integer_and_several_inputs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -281,6 +289,35 @@ def test_a_saved_profile_has_no_time_or_memory(capsys: pytest.CaptureFixture[str
     status, out, err = run(capsys, str(saved), "--what", f"params,{group}")
     assert status == 2 and out == ""
     assert f"--what {group}: the saved profile {saved} holds no {group} measurements" in err
+
+
+def test_a_saved_profile_without_backward_refuses_backward_columns(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # they read '-' on every row, as if the backward had been run and counted nothing
+    saved = tmp_path / "tiny.json"
+    assert run(capsys, TINY, "-i", "2x4", "-o", str(saved))[0] == 0
+    for what in ("backward", "params,backward_flops"):
+        status, out, err = run(capsys, str(saved), "--what", what)
+        assert status == 2 and out == ""
+        assert f"--what backward: the saved profile {saved} holds no backward counts" in err
+    # saved with its backward, it shows it
+    assert run(capsys, TINY, "-i", "2x4", "--what", "backward", "-o", str(saved))[0] == 0
+    status, out, _ = run(capsys, str(saved), "--what", "backward", "--depth", "0")
+    assert status == 0 and "backward ops" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("flags", [["-i", "8x4"], ["--dtype", "float16"], ["--device", "cpu"],
+                                   ["--meta"], ["--arg", "width=3"],
+                                   ["--predict", "H100 SXM"]])
+def test_a_saved_profile_refuses_the_options_that_run_a_model(flags: list[str]) -> None:
+    # they were ignored: -i 8x4 showed the batch of 2 it was saved with, --predict the
+    # measured profile with no prediction in it
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=f"profile.json is a saved profile, shown as it was "
+                                       f"saved \\(nothing is run\\): {flags[0]} does not "
+                                       "apply"):
+        parse_options(["profile.json", *flags])
 
 
 def test_a_saved_profile_keeps_memory_it_was_saved_with(capsys: pytest.CaptureFixture[str],
@@ -536,3 +573,117 @@ def test_a_caption_the_format_has_no_place_for_is_said(capsys: pytest.CaptureFix
     assert status == 0 and r"\caption{C}" in out
     assert "--title is ignored: the latex format has no title" in err
     assert "caption" not in err
+
+
+def test_a_caption_is_said_ignored_on_the_terminal_too(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # the text table printed to stdout has no title, caption or label either; they were
+    # dropped in silence there, while -o table.txt said so
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--caption", "C", "--title", "T",
+                           "--label", "tab:c")
+    assert status == 0 and out.startswith("module")
+    for name in ("title", "caption", "label"):
+        assert f"--{name} is ignored: the text format has no {name}" in err
+    status, out, err = run(capsys, TINY, "-i", "2x4")
+    assert status == 0 and err == ""
+    # the prediction sweep's table too
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--batch", "1,2",
+                           "--dtype", "fp32", "--caption", "C")
+    assert status == 0 and out.startswith("batch")
+    assert "--caption is ignored: the text format has no caption" in err
+
+
+@pytest.mark.parametrize("what", [",", "", " , "])
+def test_a_what_that_names_nothing_is_refused(what: str) -> None:
+    # "--what ," printed a table of module names without a single number, and "--what ''"
+    # the default columns: neither is what was asked for
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match="names no column group or column"):
+        parse_options(["m:f", "--what", what])
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--what", "params,time"], "--what time"), (["--what", "memory"], "--what memory"),
+    (["--by-operator"], "--by-operator")])
+def test_a_prediction_refuses_what_only_a_measured_run_has(flags: list[str], said: str) -> None:
+    # --what time and memory were dropped in silence (the predicted columns shown instead);
+    # --by-operator failed after the prediction, asking for a Python listener
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=f"--predict predicts without running the model: {said} "
+                                       "needs a measured run"):
+        parse_options(["m:f", "--predict", "H100 SXM", *flags])
+
+
+@pytest.mark.parametrize("flags", [[], ["--what", "params,memory"],
+                                   ["--what", "time", "--generate", "2"]])
+def test_iters_without_the_module_timer_is_refused(flags: list[str]) -> None:
+    # it changed nothing: no module timer ran (--generate times its steps with its own repeats)
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match="--iters sets the timed iterations of the module timer"):
+        parse_options(["m:f", "--iters", "5", *flags])
+    assert parse_options(["m:f", "--iters", "5", "--what", "params,time"]).iters == 5
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--top", "2", "--exclude", "Conv2d"], "--exclude filter the rows of the module tree and "
+                                            "tables: --top"),
+    (["--top", "2", "--include", "Lin*", "--min-pct", "5"], "--min-pct, --include filter"),
+    (["-o", "flops.png", "--exclude", "Conv2d"], "--exclude filter the rows of the module "
+                                                 "tree and tables: -o FIGURE")])
+def test_row_filters_are_refused_where_they_filter_nothing(flags: list[str], said: str) -> None:
+    # --top 2 --exclude Conv2d listed Conv2d first: the top types and the figures are drawn
+    # from every module, the filters were dropped in silence
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=re.escape(said)):
+        parse_options(["m:f", *flags])
+    assert parse_options(["m:f", "--sort", "ops", "--exclude", "Conv2d"]).exclude == ["Conv2d"]
+
+
+def test_an_output_without_a_suffix_says_the_command_lines_option(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # it said "pass format=", the keyword of Profile.save, which the command line has not
+    status, _, err = run(capsys, TINY, "-i", "2x4", "-o", str(tmp_path / "table"))
+    assert status == 2
+    assert f"-o {tmp_path / 'table'} has no suffix to tell its format: add one or pass " \
+        "--format (known: csv," in err and "format=" not in err
+    status, _, err = run(capsys, TINY, "-i", "2x4", "-o", str(tmp_path / "table"),
+                           "--format", "csv")
+    assert status == 0 and (tmp_path / "table").read_text().startswith("module,type")
+
+
+def test_an_arg_given_twice_is_refused() -> None:
+    # --arg width=3 --arg width=4 built width 4 in silence
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match=re.escape("--arg width is given twice (width=3 and "
+                                                 "width=4)")):
+        parse_options(["m:f", "--arg", "width=3", "--arg", "width=4"])
+
+
+@pytest.mark.parametrize(("column", "group"), [("time_median_ms", "time"),
+                                               ("max_live_bytes", "memory")])
+def test_a_column_of_a_pass_not_run_names_the_group_that_runs_it(
+        capsys: pytest.CaptureFixture[str], column: str, group: str) -> None:
+    # it said "unknown --what time_median_ms", a column docs/glossary.md lists
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", column)
+    assert status == 2 and out == ""
+    assert f"--what {column} is a column of the {group} pass, which only --what {group} " \
+        f"runs: e.g. --what {group},{column}" in err
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--what", "bogus_count")
+    assert status == 2 and "unknown --what bogus_count" in err
+
+
+def test_a_loss_error_says_what_the_command_line_can_do(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # nn.ReLU has no parameter: its training-step memory pass finds nothing to differentiate,
+    # and the error ended in "pass loss_fn=", a keyword the command line has not
+    status, out, err = run(capsys, "torch.nn:ReLU", "-i", "2x4", "--what", "memory")
+    assert status == 2 and out == ""
+    assert err.rstrip().endswith("; the command line has no loss_fn: --what backward and "
+                                 "--what memory differentiate the sum of the model's floating "
+                                 "outputs, so drop them or profile this model from Python with "
+                                 "loss_fn=")

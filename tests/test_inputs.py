@@ -79,7 +79,7 @@ def test_bad_input_size_names_the_argument(input_size: object, error: type[Excep
 def test_no_input_and_a_shape_as_input_hint_at_input_size() -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten())
     with pytest.raises(TypeError, match=r"no input given, and Sequential.forward requires an "
-                                        r"argument: pass input= .* or input_size="):
+                                        r"argument: pass input= .* also take input_size="):
         ModuleProfiler().profile(model)
     with pytest.raises(ProfilingError, match=r"takes 2 positional arguments but 5 were given; "
                                              r"hint: input=\(1, 3, 8, 8\) was spread into 4 "
@@ -121,3 +121,49 @@ def test_a_model_s_own_getattr_is_not_asked_whether_it_was_compiled(root: bool) 
     timing = ModuleProfiler().time_modules(model, x, num_iters=2, drop_first=0,
                                            warmup_seconds=0.0)
     assert len(timing.records) == (2 if root else 3)
+
+
+def test_the_input_size_hint_names_the_passes_that_take_it() -> None:
+    # time_modules() and the 0.0.4 methods said "pass ... input_size=(1, 3, 224, 224)", a
+    # keyword they refuse; the hint now names the passes that take it, and those do
+    import inspect
+
+    from moduleprofiler.timing import TimingOptions
+
+    profiler, model = ModuleProfiler(), nn.Linear(3, 2)
+    for call in (lambda: profiler.profile(model),
+                 lambda: profiler.time_modules(model, None, TimingOptions(num_iters=2)),
+                 lambda: profiler.estimate_ops(model, None)):
+        with pytest.raises(TypeError, match=r"pass input= \(a tensor, tuple or dict\); "
+                                            r"profile\(\) and predict\(\) also take "
+                                            r"input_size=\(1, 3, 224, 224\)"):
+            call()
+    with pytest.raises(ProfilingError, match=r"pass input_size=\(4, 3\) \(profile\(\) and "
+                                             r"predict\(\) take it\)"):
+        profiler.time_modules(model, (4, 3), TimingOptions(num_iters=2))
+    for name in ("profile", "predict"):
+        assert "input_size" in inspect.signature(getattr(profiler, name)).parameters
+    for name in ("time_modules", "benchmark", "train_step_times", "measure_memory",
+                 "estimate_ops", "trace_io_sizes"):
+        assert "input_size" not in inspect.signature(getattr(profiler, name)).parameters
+
+
+def test_predict_without_input_says_so_before_running() -> None:
+    # it ran the meta copy with no argument and raised ProfilingError "forward of module
+    # '__root__' (Linear) raised TypeError: ... missing 1 required positional argument"
+    with pytest.raises(TypeError, match=r"no input given, and Linear.forward requires an "
+                                        r"argument: pass input="):
+        ModuleProfiler().predict(nn.Linear(3, 2))
+    # a model that needs no input predicts without one
+    assert ModuleProfiler().predict(Constant()).predicted_device_ms is not None
+
+
+class Constant(nn.Module):
+    """A model of no argument: its forward makes its own input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self) -> torch.Tensor:
+        return self.fc(torch.ones(1, 3, device=self.fc.weight.device))

@@ -309,3 +309,48 @@ def test_every_result_renders_in_every_output(result: ProfileData,
     back = type(profile).from_json(profile.to_json())  # type: ignore[attr-defined]
     assert type(back) is type(profile)
     assert [r.path for r in back.records] == [r.path for r in profile.records]
+
+
+# -- every name the command line and the summaries print is in the glossary -------------------
+def _glossary_names() -> set[str]:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text(
+        encoding="utf-8")
+    return {line.split("`")[1] for line in page.splitlines() if line.startswith("| `")}
+
+
+def _named(name: str, names: set[str]) -> bool:
+    """``name`` is in the glossary, or is the share (``_pct``) of a column that is."""
+    return name in names or (name.endswith("_pct") and name.removesuffix("_pct") in names)
+
+
+@pytest.mark.parametrize("view", [[], ["--sort", "self_ops", "--what", "params,io,bytes"],
+                                  ["--top", "2"], ["--by-operator"],
+                                  ["--predict", "H100 SXM", "--batch", "1,2", "--dtype", "fp32"]])
+def test_every_column_the_command_line_writes_is_in_the_glossary(
+        view: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # ops_pct (in the default CSV), self_ops_pct, operator and dtype were named nowhere
+    from moduleprofiler.cli import main
+
+    assert main(["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "csv", *view]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split(",")
+    names = _glossary_names()
+    assert [name for name in header if not _named(name, names)] == []
+
+
+def test_every_summary_number_is_in_the_glossary() -> None:
+    # latency_ms, throughput, model_size_bytes and the peaks of profile.summary(), and the
+    # per-token totals of a generation, were named nowhere
+    from moduleprofiler.language import GenerationProfile, profile_generation, text_inputs
+    from tests.language.tiny import gpt2
+
+    names = _glossary_names()
+    profile = Profiler().profile(_model(), torch.randn(4, 8))
+    memory = Profiler().measure_memory(_model(), torch.randn(4, 8), train=True)
+    assert [c for c in profile.summary(memory, 1.5).columns if c not in names] == []
+    model = gpt2()
+    run = profile_generation(model, text_inputs(model, 1, 4), max_new_tokens=2,
+                             min_new_tokens=2)
+    assert [key for key in run.summary() if key not in names] == []
+    # each summary-only name is really a total of the run, no column of its steps table
+    assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary())
+    assert not set(GenerationProfile.SUMMARY_ONLY) & set(run.to_df().columns)

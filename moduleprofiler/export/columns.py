@@ -357,7 +357,8 @@ _DESCRIPTIONS: dict[str, str] = {
     "backward_macs": "self_backward_macs of the call and every call inside it",
     "backward_flops": "2 x backward_macs: backward FLOPs of the call and "
                                 "every call inside it",
-    "ops_fraction": "the type's share of the model's total ops (its modules' own ops), 0-1",
+    "ops_fraction": "the type's share of the model's total ops (its modules' own ops), 0-1; "
+                    "unknown when their own ops are, or when the model has none",
 }
 """What each built-in column holds (docs/glossary.md)."""
 for _name, _kind, _label, _aggregation, _unit, _additive, _derive in _BUILTINS:

@@ -450,8 +450,11 @@ def type_frame(profile: Profile) -> pd.DataFrame:
             record.ops_source == "unknown")
     frame["unknown_calls"] = [unknown.get(kind, 0) for kind in frame["type"]]
     total_ops = profile.total_ops
-    ops = pd.to_numeric(frame["self_ops"], errors="coerce").fillna(0).astype(float)
-    frame["ops_fraction"] = ops / total_ops if total_ops else 0.0
+    # a type whose own ops are unknown has an unknown share, and so has every type of a
+    # model without ops (0 of 0): <NA>, as the share columns of the views (add_percentages)
+    ops = pd.to_numeric(frame["self_ops"], errors="coerce").astype("Float64")
+    frame["ops_fraction"] = (ops / total_ops if total_ops
+                             else pd.array([pd.NA] * len(frame), "Float64"))
     return frame.sort_values("self_ops", ascending=False, kind="stable",
                              na_position="last").reset_index(drop=True)
 

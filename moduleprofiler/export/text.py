@@ -156,8 +156,9 @@ def render_text(view: ViewData, *, color: bool = False, unicode: bool = False,
                 cell = _paint(cell, column.codes[row], color)
             parts.append(cell)
         out.append("  ".join(parts).rstrip())
-    if view.frame.empty:
-        out.append("(no modules match the filters)")
+    if view.frame.empty:  # the per-operator table of a pass that ran no operator is empty too
+        out.append("(no aten operator ran)" if "operator" in view.columns
+                   else "(no modules match the filters)")
     out.extend(_paint(text, _DIM, color) for text in _footer(view, glyphs, hidden, limit))
     return "\n".join(out)
 

@@ -146,10 +146,14 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     Raises:
         ValueError: ``tokens`` or ``batch_size`` is negative, or the config does not say how
             many layers and heads the decoder has.
+        TypeError: ``dtype`` is not a ``torch.dtype``.
     """
     _check_tokens(tokens)
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if dtype is not None and not isinstance(dtype, torch.dtype):  # torch's error named empty()
+        raise TypeError(f"dtype must be a torch.dtype such as torch.bfloat16 or None, got "
+                        f"{type(dtype).__name__} {dtype!r}")
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     layers = getattr(text, "num_decoder_layers", None) or getattr(text, "num_hidden_layers", None)
     heads = getattr(text, "num_attention_heads", None)

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from moduleprofiler.call import Call
 from moduleprofiler.core import Profiler
 from moduleprofiler.devices import resolve_device
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
@@ -161,6 +162,21 @@ class GenerationProfile:
             frame["time_ms"] = frame["time_ms"].astype("float64")
         return frame
 
+    SUMMARY_ONLY: ClassVar[dict[str, str]] = {
+        "steps": "model calls of the run: an encoder's, the prefill and every decode step",
+        "new_tokens": "tokens generated per sequence",
+        "prefill_flops": "FLOPs of the steps before the first decode step (an encoder's and "
+                         "the prefill)",
+        "decode_flops": "FLOPs of the decode steps",
+        "flops_per_token": "the run's FLOPs over the tokens generated (all sequences)",
+        "macs_per_token": "the run's MACs over the tokens generated (all sequences)",
+        "ms_per_token": "the timed steps' total time over the tokens generated (all sequences)",
+        "outside_ops": "ops of work outside any module call (generate()'s own tensor code)",
+    }
+    """The totals of :meth:`summary` that are no column of the steps table (the others,
+    ``batch_size``, ``flops``, ``macs``, ``time_ms``, ``kv_cache_bytes`` and ``complete``,
+    are the run's value of that column): docs/glossary.md lists them."""
+
     def summary(self) -> dict[str, Any]:
         """Totals of the run: steps, tokens generated, FLOPs and MACs of prefill and decode,
         per generated token (all sequences of the batch), time per token when timed, the final
@@ -256,7 +272,8 @@ def profile_generation(
 
     Raises:
         ValueError, TypeError: a bad argument (named in the message).
-        ProfilingError: the generation raised (the message names the module that failed).
+        ProfilingError: the generation raised (the message names the module that failed),
+            or ``run`` made no call of the model.
     """
     check_bool(use_cache, "use_cache")
     check_bool(time, "time")
@@ -279,6 +296,8 @@ def profile_generation(
         run = _generate_call(model, given, options)
     elif not callable(run):
         raise TypeError(f"run must be a callable with no arguments, not {type(run).__name__}")
+    elif inputs is not None:  # run calls the model itself: inputs would go nowhere
+        raise ValueError("pass inputs (for generate) or run (your own decode loop), not both")
     steps = StepListener()
     extra: list[Listener] = [steps, *listeners]
     if memory:
@@ -292,6 +311,11 @@ def profile_generation(
 
     whole = (profiler or Profiler()).profile(model, (), pred_fn=remember,
                                                   listeners=extra)
+    if not any(record.parent is None for record in whole.records):
+        # no step to show: every view of a GenerationProfile needs one (summary() raised
+        # KeyError 'phase')
+        raise ProfilingError(f"run made no call of the model ({type(model).__name__}) or of "
+                             "its submodules: there is no step to profile")
     times = _step_times(model, run, repeats) if time else None
     return GenerationProfile(steps=_steps(whole, steps, times), profile=whole,
                              output=outputs[0] if outputs else None)

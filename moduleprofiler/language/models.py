@@ -23,8 +23,9 @@ from moduleprofiler.validate import check_choice
 Task = Literal["auto", "causal-lm", "seq2seq-lm", "base"]
 """Which head to build: ``causal-lm`` (``AutoModelForCausalLM``), ``seq2seq-lm``
 (``AutoModelForSeq2SeqLM``), ``base`` (``AutoModel``, no head); ``auto`` the base model of an
-encoder-only type (BERT, RoBERTa: a masked-LM type that is no decoder), else the first of these
-that knows the configuration."""
+encoder-only type (BERT, RoBERTa: a masked-LM type that is no decoder), the seq2seq head of an
+encoder-decoder type, else its base model (BART's causal-LM class is its decoder alone), and
+for any other type the first of these that knows the configuration."""
 TASKS: tuple[str, ...] = ("auto", "causal-lm", "seq2seq-lm", "base")
 HF_PREFIX = "hf:"
 
@@ -175,7 +176,11 @@ def hf_model(source: Any, *, task: Task = "auto", device: str | torch.device = "
     config = hf_config(source, **overrides)
     auto = {"causal-lm": transformers.AutoModelForCausalLM,
             "seq2seq-lm": transformers.AutoModelForSeq2SeqLM, "base": transformers.AutoModel}
-    chosen = [task] if task != "auto" else [name for name in ("causal-lm", "seq2seq-lm", "base")
+    # an encoder-decoder's causal-LM class (BartForCausalLM, WhisperForCausalLM) is its
+    # decoder alone: the whole model is its seq2seq head, else its base model
+    order = ("seq2seq-lm", "base", "causal-lm") if getattr(config, "is_encoder_decoder", False) \
+        else ("causal-lm", "seq2seq-lm", "base")
+    chosen = [task] if task != "auto" else [name for name in order
                                             if type(config) in auto[name]._model_mapping]
     if task == "auto" and _encoder_only(transformers, config):
         # BERT-like models also have a causal-LM head (BertLMHeadModel), which needs
@@ -197,11 +202,16 @@ def text_inputs(model: nn.Module, batch_size: int = 1, seq_len: int = 16, *,
     that the model returns a training loss.
 
     Raises:
-        ValueError: ``batch_size`` or ``seq_len`` is not a positive int.
+        ValueError: ``batch_size`` or ``seq_len`` is not a positive int, or the model's main
+            input is not token ids (``model.main_input_name``: Whisper's ``input_features``).
     """
     for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    main = getattr(model, "main_input_name", "input_ids")
+    if main != "input_ids":  # Whisper takes input_features: token ids failed in its encoder
+        raise ValueError(f"{type(model).__name__} takes {main}, not token ids: give it that "
+                         "input yourself (text_inputs makes token ids)")
     config = getattr(model, "config", None)
     vocab = getattr(config.get_text_config(decoder=True), "vocab_size", None) if config else None
     parameter = next(model.parameters(), None)

@@ -15,7 +15,7 @@ import torch
 
 from moduleprofiler.errors import ProfilingError, error_chain
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.inputs import InputSize, given_input, unwrap_compiled
+from moduleprofiler.inputs import InputSize, given_input, require_input, unwrap_compiled
 from moduleprofiler.prediction.calibration import Calibration, common_rows
 from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.device_model import DeviceModel
@@ -70,7 +70,12 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
     device_model = with_fp32_math(device_model, tf32)
     host_model, host_notes = resolve_host(host, device_model)
     cast = dtype_of(dtype)
+    if cast is not None and not cast.is_floating_point:  # torch refused it mid-copy, unnamed
+        raise ValueError(f"dtype: {cast} is not a floating dtype; the model's floating "
+                         "parameters and inputs are cast to it (fp32, bf16, fp16)")
     original = unwrap_compiled(check_pass(module))
+    if input_size is None:  # the pass runs the copy through a closure, which checks nothing
+        require_input(original, input)
     if measured is not None and not isinstance(measured, ProfileData):
         raise TypeError("measured must be a profile of time_modules() on a CUDA device, got "
                         f"{type(measured).__name__} {measured!r:.60}")

@@ -364,7 +364,12 @@ def train_step_times(
         TypeError: ``target`` without ``loss_fn`` (the default loss would leave it unused).
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
-    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore)
+    check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore,
+               ranges=ranges)
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        # it failed inside as AttributeError: 'int' object has no attribute 'state'
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got "
+                        f"{type(optimizer).__name__} {optimizer!r:.40}")
     if target is not None and loss_fn is None:
         # the default loss takes the output alone: a target would be silently unused
         raise TypeError("target is used by loss_fn(output, target): pass loss_fn as well "

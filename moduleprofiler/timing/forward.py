@@ -241,7 +241,7 @@ def time_modules(
             failed.
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
-    check_pass(module, pred_fn=pred_fn, eval=eval)
+    check_pass(module, pred_fn=pred_fn, eval=eval, ranges=ranges)
     opts = TimingOptions.of_call(time_modules, locals(), options)
     plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept)

@@ -41,7 +41,7 @@ from moduleprofiler.timing.device_trace import after_sessions_notes
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
-from moduleprofiler.validate import check_pass
+from moduleprofiler.validate import check_int, check_pass
 
 
 class _Statistic:
@@ -254,11 +254,12 @@ def benchmark(
     Returns:
         :class:`LatencyResult`.
     """
-    check_pass(module, pred_fn=pred_fn, eval=eval)
+    check_pass(module, pred_fn=pred_fn, eval=eval, cold=cold, no_grad=no_grad)
     opts = TimingOptions.of_call(benchmark, locals(), options)
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
-    if calls_per_sample < 1:
-        raise ValueError(f"calls_per_sample must be >= 1, got {calls_per_sample}")
+    check_int(calls_per_sample, "calls_per_sample", 1, optional=False)
+    # batch_size=0 made a throughput of 0 items/s, True one of 1 per call
+    check_int(batch_size, "batch_size", 1)
     resolved = timed_device(module, input, device)
     invoke = make_invocation(module, input, pred_fn)
     timer = _IterationTimer(resolved, invoke, calls_per_sample)

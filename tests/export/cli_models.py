@@ -23,6 +23,16 @@ def with_weights(*, weights: str | None = "download") -> nn.Module:
     return tiny()
 
 
+def with_backbone_weights(*, weights: str | None = "download",
+                          weights_backbone: str | None = "download") -> nn.Module:
+    """Fails unless both are ``None``: torchvision's detection and segmentation builders
+    download ImageNet backbone weights by default, ``weights=None`` or not."""
+    if weights is not None or weights_backbone is not None:
+        raise RuntimeError(f"would download weights (weights={weights!r}, "
+                           f"weights_backbone={weights_backbone!r})")
+    return tiny()
+
+
 def embedder() -> nn.Module:
     """Takes integer token ids."""
     return nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 2))
@@ -89,4 +99,4 @@ def two_inputs() -> nn.Module:
 
 
 __all__ = ["broken", "embedder", "not_a_module", "raises", "tiny", "torch", "two_inputs",
-           "with_weights"]
+           "with_backbone_weights", "with_weights"]

@@ -210,3 +210,31 @@ def test_the_totals_under_a_view_are_the_profile_totals() -> None:
         "backward_ops": profile.total_backward_ops}
     assert dict(ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(3, 4)).tree().totals) == {
         "params": 10, "macs": 24, "flops": 48, "ops": 48}
+
+
+class Doubles(nn.Module):
+    """``x * 2 + 1`` in its own forward: work no module formula covers."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * 2 + 1
+
+
+def test_a_types_share_of_unknown_own_ops_is_unknown_not_zero() -> None:
+    # operators off: Doubles' own work is unknown, so its share of the total is unknown too
+    model = nn.Sequential(nn.Linear(3, 4), Doubles())
+    profile = ModuleProfiler().profile(model, torch.randn(2, 3), operators=False)
+    # Linear(3, 4) on 2 rows: 2 x 4 x (2 x 3 - 1) + 2 x 4 bias adds = 48 ops, all of the known
+    assert profile.total_ops == 48 and not profile.complete
+    types = profile.to_df("type").set_index("type")
+    assert types.loc["Linear", "ops_fraction"] == 1.0
+    assert types.loc["Sequential", "ops_fraction"] == 0.0  # a container: no work of its own
+    assert pd.isna(types.loc["Doubles", "ops_fraction"])  # was 0.0
+    # the same share in the top-types view, as a percentage
+    top = profile.top(3).frame.set_index("type")
+    assert pd.isna(top.loc["Doubles", "self_ops_pct"])
+
+
+def test_a_types_share_of_a_model_without_ops_is_unknown() -> None:
+    # nn.Identity runs no work: 0 of 0 ops is no share at all (the tree shows its ops % as -)
+    types = ModuleProfiler().profile(nn.Identity(), torch.randn(2, 3)).to_df("type")
+    assert types["ops_fraction"].isna().all()  # was 0.0

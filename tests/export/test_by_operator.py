@@ -164,3 +164,13 @@ def test_bad_arguments_are_named() -> None:
         profile.by_operator("nope")
     with pytest.raises(TypeError, match="module must be a module path"):
         profile.by_operator(3)  # type: ignore[arg-type]
+
+
+def test_a_pass_that_ran_no_operator_says_so() -> None:
+    # nn.Identity runs no aten operator: the table said "(no modules match the filters)",
+    # of a table of operators with no filter given
+    profile = ModuleProfiler().profile(nn.Identity(), torch.ones(2, 3),
+                                       listeners=[OperatorListener()])
+    text = str(profile.by_operator())
+    assert "(no aten operator ran)" in text and "modules" not in text
+    assert "(no modules match the filters)" in str(profile.tree(include="nothing*"))

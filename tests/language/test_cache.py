@@ -117,6 +117,11 @@ def test_bad_input_is_refused() -> None:
         predict_kv_cache_bytes(hf_config("gpt2"), -1)
     with pytest.raises(ValueError, match="batch_size"):
         predict_kv_cache_bytes(hf_config("gpt2"), 1, batch_size=0)
+    # a dtype name (the command line's --dtype takes them) raised torch's "empty(): argument
+    # 'dtype' must be torch.dtype, not str"
+    with pytest.raises(TypeError, match=r"dtype must be a torch\.dtype such as torch\.bfloat16 or "
+                                        "None, got str 'bf16'"):
+        predict_kv_cache_bytes(hf_config("gpt2"), 1, dtype="bf16")  # type: ignore[arg-type]
 
 
 def test_the_cache_column_in_the_step_views() -> None:

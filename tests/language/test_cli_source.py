@@ -173,6 +173,73 @@ def test_kv_cache_needs_a_configuration(capsys: pytest.CaptureFixture[str]) -> N
     assert status == 2 and "--kv-cache must be at least 1, got 0" in err
 
 
+def test_kv_cache_refuses_the_options_it_would_ignore(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    # before: -i 4x128 printed one sequence's cache (batch 4 ignored), and -o kv.json and
+    # --format csv wrote the four text lines under those names; now each is refused
+    base = ["hf:llama", "--kv-cache", "4096"]
+    status, out, err = run(capsys, *base, "-i", "4x128")
+    assert status == 2 and out == ""
+    assert "--kv-cache predicts one sequence's cache from the configuration alone (nothing " \
+        "is built or run): -i does not apply" in err
+    status, _, err = run(capsys, *base, "--what", "params", "--depth", "1",
+                         "--predict", "H100 SXM")
+    assert status == 2 and "--what, --depth, --predict does not apply" in err
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.json"))
+    assert status == 2 and "--kv-cache writes text, not json" in err
+    assert not (tmp_path / "kv.json").exists()
+    status, _, err = run(capsys, *base, "--format", "csv")
+    assert status == 2 and "--kv-cache writes text, not csv" in err
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.png"))
+    assert status == 2 and "-o FIGURE does not apply" in err
+    # text, to a file too: 2 x 32 layers x 32 heads x 128 x 4 bytes = 1,048,576 a token
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.txt"))
+    assert status == 0, err
+    assert "per token: 1,048,576 bytes" in (tmp_path / "kv.txt").read_text()
+
+
+def test_generation_refuses_a_prediction(capsys: pytest.CaptureFixture[str]) -> None:
+    # before: --predict was ignored and the measured steps printed as if nothing were amiss
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                           "--generate", "2", "--predict", "H100 SXM")
+    assert status == 2 and out == ""
+    assert "--generate measures a run; --predict predicts one without running: use one of " \
+        "them" in err
+
+
+def test_a_model_that_takes_no_token_ids_is_refused(capsys: pytest.CaptureFixture[str]
+                                                    ) -> None:
+    status, out, err = run(capsys, "hf:whisper", "-i", "1x8", "--arg", "encoder_layers=1",
+                           "--arg", "decoder_layers=1")
+    assert status == 2 and out == ""
+    assert "WhisperModel takes input_features, not the token ids -i BATCHxTOKENS makes" in err
+
+
+def test_generation_refuses_what_it_cannot_write_before_it_runs(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    # -o steps.html was refused only after the generation had run; -o steps.png said
+    # "unknown format '.png' ... figures: png, svg, pdf"
+    import moduleprofiler.cli as cli
+
+    def must_not_run(options: object) -> None:
+        raise AssertionError("the generation ran")
+
+    monkeypatch.setattr(cli, "run_generation", must_not_run)
+    base = ["hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu", "--generate", "2"]
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "steps.html"))
+    assert status == 2 and "--generate writes text, csv or json, not html" in err
+    status, _, err = run(capsys, *base, "-o", str(tmp_path / "steps.png"))
+    assert status == 2 and "-o FIGURE does not apply" in err
+
+
+def test_generation_says_a_title_is_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
+                           "--generate", "1", "--title", "T", "--caption", "C")
+    assert status == 0 and out.startswith("step")
+    assert "--title is ignored" in err and "--caption is ignored" in err
+
+
 def test_the_steps_totals_line_has_one_number_format() -> None:
     from moduleprofiler.language.steps_text import _total
 

@@ -178,6 +178,13 @@ def test_bad_arguments_are_named() -> None:
     with pytest.raises(ProfilingError):
         profile_generation(model, {"input_ids": torch.zeros(1, 3, dtype=torch.long)},
                            max_new_tokens=2, bad_option_name=1)
+    # inputs beside run went nowhere; a run that never called the model returned a result
+    # without steps whose summary() raised KeyError 'phase'
+    ids = text_inputs(model, 1, 4)
+    with pytest.raises(ValueError, match=r"pass inputs .* or run .*, not both"):
+        profile_generation(model, ids, run=lambda: model(**ids))
+    with pytest.raises(ProfilingError, match=r"run made no call of the model \(GPT2LMHeadModel\)"):
+        profile_generation(model, run=lambda: None)
 
 
 def test_the_model_is_left_as_it_was() -> None:

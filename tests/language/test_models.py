@@ -121,6 +121,27 @@ def test_encoder_only_types_default_to_their_base_model() -> None:
     assert type(gpt2).__name__ == "GPT2LMHeadModel"
 
 
+def test_encoder_decoder_types_default_to_the_whole_model() -> None:
+    # BART and Whisper have a causal-LM class, their decoder alone (BartForCausalLM: no
+    # encoder, half the parameters), which the first-head rule built; T5 has none
+    small = {"encoder_layers": 1, "decoder_layers": 1, "d_model": 32,
+             "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+             "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": VOCAB}
+    bart = hf_model("bart", **small)
+    assert type(bart).__name__ == "BartForConditionalGeneration"
+    assert hasattr(bart.model, "encoder") and hasattr(bart.model, "decoder")
+    # Whisper's speech head is no seq2seq-LM class: its base model holds both halves
+    whisper = hf_model("whisper", pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                       decoder_start_token_id=1, **small)
+    assert type(whisper).__name__ == "WhisperModel"
+    # it takes audio features: token ids are refused, naming them (they failed in its encoder
+    # with "'NoneType' object has no attribute 'shape'")
+    with pytest.raises(ValueError, match="WhisperModel takes input_features, not token ids"):
+        text_inputs(whisper, 1, 4)
+    # the decoder alone when asked for
+    assert type(hf_model("bart", task="causal-lm", **small)).__name__ == "BartForCausalLM"
+
+
 def test_task_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["hf:bert", "-i", "1x8", "--arg", "num_hidden_layers=1", "--arg", "hidden_size=32",
             "--arg", "num_attention_heads=2", "--arg", "intermediate_size=64", "--depth", "0"]

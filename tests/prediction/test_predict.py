@@ -113,6 +113,10 @@ def test_bad_arguments_name_themselves() -> None:
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), host="fast")
     with pytest.raises(TypeError, match="tf32 must be True or False"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), tf32="no")
+    # an integer dtype raised torch's RuntimeError "Only Tensors of floating point and
+    # complex dtype can require gradients" from inside the meta copy
+    with pytest.raises(ValueError, match=r"dtype: torch\.int8 is not a floating dtype"):
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), dtype=torch.int8)
 
 
 def test_a_device_name_of_several_cards_is_refused() -> None:

@@ -446,3 +446,16 @@ def test_adaptive_steps_stop_on_the_ci_or_the_budget(monkeypatch: pytest.MonkeyP
     # an explicit count: 0.0.4's meaning, 5 dropped by default
     timing = train_step_times(model, torch.randn(4), num_iters=8, progress=False)
     assert timing.stop_reason == "num_iters" and timing.iterations == 3 and timing.dropped == 5
+
+
+def test_a_bad_optimizer_or_ranges_is_refused_by_name() -> None:
+    # optimizer=3 failed inside with "AttributeError: 'int' object has no attribute 'state'";
+    # ranges="yes" ran, read as True
+    model = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"optimizer must be a torch\.optim\.Optimizer or None, "
+                                        "got int 3"):
+        train_step_times(model, torch.zeros(1, 2), num_iters=2,
+                         optimizer=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ranges must be True or False"):
+        train_step_times(model, torch.zeros(1, 2), num_iters=2,
+                         ranges="yes")  # type: ignore[arg-type]

@@ -235,6 +235,9 @@ def test_drop_first_validated():
         time_modules(nn.Identity(), torch.zeros(1), num_iters=3, drop_first=-1)
     with pytest.raises(ValueError, match="num_iters"):
         time_modules(nn.Identity(), torch.zeros(1), num_iters=0, drop_first=0)
+    # ranges="yes" ran, read as True
+    with pytest.raises(TypeError, match="ranges must be True or False"):
+        time_modules(nn.Identity(), torch.zeros(1), num_iters=2, ranges="yes")
 
 
 def test_transformer_fast_path_change_is_warned():

@@ -126,6 +126,17 @@ def test_validation():
         benchmark(nn.Identity(), torch.zeros(1), target_ci=None, max_seconds=None)
     with pytest.raises(TypeError):
         benchmark(lambda x: x, torch.zeros(1))  # type: ignore[arg-type]
+    # batch_size=0 gave a throughput of 0 items/s and True one of 1 item a call; both are
+    # refused before anything runs, as calls_per_sample=1.5 is
+    for value, error in ((0, ValueError), (-2, ValueError), (True, TypeError), (2.5, TypeError)):
+        with pytest.raises(error, match="batch_size must be"):
+            benchmark(nn.Identity(), torch.zeros(1), num_iters=2, batch_size=value)
+    with pytest.raises(TypeError, match="calls_per_sample must be an int"):
+        benchmark(nn.Identity(), torch.zeros(1), num_iters=2, calls_per_sample=1.5)
+    # cold="x" and no_grad="x" ran, read as True
+    for flag in ("cold", "no_grad"):
+        with pytest.raises(TypeError, match=f"{flag} must be True or False"):
+            benchmark(nn.Identity(), torch.zeros(1), num_iters=2, **{flag: "x"})
 
 
 def test_inputs_and_pred_fn():
