@@ -308,6 +308,9 @@ def test_a_model_compiled_in_place_is_counted_eagerly_and_its_compile_left_alone
         where: str) -> None:
     """The pass's hooks would run inside the user's compiled code: Dynamo would trace them,
     break the graph at each and compile the pieces (the counting code's functions too)."""
+    # compiled code of earlier tests (nn.Sequential.forward's, Linear's) counts towards
+    # Dynamo's recompile limit, past which it runs eagerly and compiles nothing
+    torch._dynamo.reset()
     graphs: list[int] = []
 
     def backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]
@@ -319,6 +322,8 @@ def test_a_model_compiled_in_place_is_counted_eagerly_and_its_compile_left_alone
     (model if where == "model" else model[0]).compile(backend=backend)
     x = torch.randn(2, 4)
     model(x)
+    if not graphs:  # a torch whose Dynamo is off here (seen on one GPU host's torch 2.11)
+        pytest.skip("torch.compile compiles nothing in this environment")
     assert len(graphs) == 1  # the user's own compile
     profile = ModuleProfiler().profile(model, x, backward=True)
     # Linear(4, 4) on 2 rows: 2 * 4 * 8 = 64; ReLU 8
