@@ -133,11 +133,15 @@ class OperatorObserver(TorchDispatchMode):
                 self.pushed = True
             self.muted = False
         elif self.pushed:
-            depth = _stack_len()
-            if depth and _stack_at(depth - 1) is self:
-                _pop_mode(None)
-            else:
-                # a mode entered after ours is on top: a pop would take that one off
-                self._stranded = any(_stack_at(i) is self for i in range(depth))
+            # one call in the common case (ours on top); asking the stack first cost two more
+            # on every switch
+            try:
+                top = _pop_mode(None)
+            except RuntimeError:  # an empty stack: ours was taken off already
+                top = self
+            if top is not self:
+                # a mode entered after ours was on top: it goes back, ours stays under it
+                _push_mode(top)
+                self._stranded = any(_stack_at(i) is self for i in range(_stack_len()))
             self.pushed = False
             self.muted = self._stranded
