@@ -9,6 +9,10 @@ fused kernel for the gates (plus the projection's product where ``proj_size`` is
 backward mirrors it: per step the hidden state's gradient and the gates' backward, then one
 product each for the input's gradient and the two weights' gradients.
 
+Small float32 layers run on persistent kernels instead: one launch per layer and direction
+keeps the recurrent weights on the chip and runs every step, at a time per step measured on an
+H200 (:data:`PERSISTENT_STEP_US`, :data:`PERSISTENT_BACKWARD_STEP_US`).
+
 :func:`recurrent_shape` reads what those kernels need from the call; :func:`forward_kernels`
 and :func:`backward_kernels` list them as the prediction prices operators (matrix products on
 the ``gemm`` tables, the fused gate kernels as elementwise launches over the gates).
