@@ -19,8 +19,9 @@ from torch import nn
 import moduleprofiler.formulas  # noqa: F401
 from moduleprofiler.collect import collect
 from moduleprofiler.counting import FormulaMaps
-from moduleprofiler.errors import ProfilingError, error_chain
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import (
     InputSize,
     compiled_inside,
@@ -223,15 +224,8 @@ class Profiler:
                                backward=backward, loss_fn=loss_fn, listeners=listeners,
                                every_leaf=real_backward, walk=walk)
 
-        try:
-            profile = counted(backward)
-        except ProfilingError as exc:
-            if backward or not torch.is_grad_enabled() or not _takes_gradients(exc):
-                raise
-            # the forward takes gradients itself (``torch.autograd.grad``: a force field's
-            # forces from its energy); ``no_grad`` was the pass's choice, not the caller's, so
-            # it is counted as it runs, with gradients on
-            profile = counted(True)
+        # a forward that takes gradients itself is counted with them on (forward_grad)
+        profile = counted(True) if backward else without_gradients(counted)
         if strict and not profile.complete:
             raise ProfilingError(_incomplete(profile))
         return profile
@@ -437,14 +431,6 @@ def _own(table: object) -> Any:
     """The entries a profiler's map attribute holds itself: a live map's own entries, else the
     attribute as it is (a plain mapping, or something a check refuses)."""
     return table.own if isinstance(table, LiveFormulaMap) else table
-
-
-def _takes_gradients(error: ProfilingError) -> bool:
-    """Whether ``error`` is a forward's own gradient failing for want of grad mode (a
-    ``torch.autograd.grad`` call inside it, under the pass's ``no_grad``)."""
-    return any(isinstance(cause, RuntimeError) and
-               "does not require grad and does not have a grad_fn" in str(cause)
-               for cause in error_chain(error))
 
 
 def _incomplete(profile: Profile) -> str:

@@ -23,6 +23,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.facts import TimingFacts
+from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
@@ -32,7 +33,7 @@ from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import get_hardware_specs
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
-from moduleprofiler.timing.loop import TimingOptions
+from moduleprofiler.timing.loop import LoopRun, TimingOptions
 from moduleprofiler.timing.ranges import RangeListener
 from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
 from moduleprofiler.timing.setup import HookedPass
@@ -267,9 +268,15 @@ def time_modules(
         chosen.settle()
         mark("end")
 
-    run = timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
-                        opts, bar, [preserved_state(module, eval=eval), torch.no_grad()],
-                        finish=partial(chosen.finish, invoke, plain))
+    def measured(grad: bool) -> LoopRun:
+        raws.clear()
+        plain.clear()
+        return timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
+                             opts, bar, [preserved_state(module, eval=eval),
+                                         torch.set_grad_enabled(grad)],
+                             finish=partial(chosen.finish, invoke, plain))
+
+    run = without_gradients(measured)  # with them on for a forward that takes gradients
     resolved_iterations = [listener.resolve(raw) for raw in raws]
     hooked_ms = np.asarray([t.marks["end"] - t.marks["start"]
                             for t in resolved_iterations]) / 1e6

@@ -32,6 +32,7 @@ from moduleprofiler.devices import timed_device
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import decode, encode, read_json_text
 from moduleprofiler.failure import located_errors
+from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
@@ -39,7 +40,7 @@ from moduleprofiler.timing.clock import first_batch_size, issue_warnings
 from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.device_trace import after_sessions_notes
 from moduleprofiler.timing.environment import get_hardware_specs
-from moduleprofiler.timing.loop import Block, BudgetUse, TimingOptions, measure
+from moduleprofiler.timing.loop import Block, BudgetUse, LoopRun, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
 from moduleprofiler.validate import check_int, check_pass
 
@@ -272,14 +273,20 @@ def benchmark(
             if keep:
                 samples.append(sample)
 
-    with located_errors(module):  # no call stack of its own: the traceback names the module
-        run = measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
-                      lambda: {"latencies": samples}, resolved,
-                      Progress("benchmark", opts.progress), opts,
-                      state=[preserved_state(module, eval=eval),
-                             torch.no_grad() if no_grad else torch.enable_grad()],
-                      prime=(lambda: cold_ns.append(_IterationTimer(resolved, invoke, 1)()))
-                      if cold else None)
+    def measured(grad: bool) -> LoopRun:
+        samples.clear()
+        cold_ns.clear()
+        with located_errors(module):  # no call stack of its own: the traceback names it
+            return measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
+                           lambda: {"latencies": samples}, resolved,
+                           Progress("benchmark", opts.progress), opts,
+                           state=[preserved_state(module, eval=eval),
+                                  torch.set_grad_enabled(grad)],
+                           prime=(lambda: cold_ns.append(
+                               _IterationTimer(resolved, invoke, 1)())) if cold else None)
+
+    # no_grad: with gradients on all the same for a forward that takes gradients itself
+    run = without_gradients(measured) if no_grad else measured(True)
     notes = [*run.notes, *(after_sessions_notes("the latency") if resolved.type == "cuda"
                            else [])]
     issue_warnings(notes)
