@@ -1,8 +1,9 @@
 """Passes that run a model's forward without gradients, and forwards that take gradients
 themselves.
 
-``profile()``, ``time_modules`` and ``benchmark`` run their forwards under ``torch.no_grad()``:
-nothing of autograd's graph is built or timed. A forward that takes gradients itself
+``profile()``, ``time_modules``, ``benchmark`` and ``measure_memory``'s inference pass run
+their forwards under ``torch.no_grad()``: nothing of autograd's graph is built, timed or
+metered. A forward that takes gradients itself
 (``torch.autograd.grad`` inside it: a force field's forces from its energy) fails there, so
 where the caller's own mode allows gradients such a pass runs again with them on, as the model
 runs. Called under the caller's ``torch.no_grad()``, the model's error stands: its own call

@@ -23,6 +23,20 @@ def test_the_timing_passes_run_a_forward_that_takes_gradients() -> None:
     assert all(p.grad is None for p in model.parameters())
 
 
+def test_memory_and_sweeps_run_a_forward_that_takes_gradients() -> None:
+    model, x = _ForceField(), torch.randn(10, 3)
+    report = Profiler().measure_memory(model, x, train=True)
+    # the inference pass keeps the energy's graph alive until the forces are taken: its peak
+    # holds at least the 10 x 3 float32 forces (120 bytes) besides what it started with
+    assert report.inference.peak_bytes >= 10 * 3 * 4
+    assert report.training.peak_bytes >= report.inference.peak_bytes
+    sweep = Profiler().sweep(model, x, device="H200", batch_sizes=[10]).to_df()
+    # one row per default dtype; every tensor of the pass in bf16 takes half its fp32 bytes
+    peaks = dict(zip(sweep["dtype"], sweep["predicted_peak_bytes"], strict=True))
+    assert set(peaks) == {"bf16", "fp32"} and peaks["fp32"] == 2 * peaks["bf16"]
+    assert all(p.grad is None for p in model.parameters())
+
+
 def test_under_the_callers_no_grad_the_models_own_error_stands() -> None:
     with torch.no_grad(), pytest.raises(ProfilingError, match="does not require grad"):
         Profiler().time_modules(_ForceField(), torch.randn(10, 3), QUICK)

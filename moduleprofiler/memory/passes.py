@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from moduleprofiler.call import Call
+from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import make_invocation
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.memory.emulate import CudaKernelChoices
@@ -74,7 +75,7 @@ class PassProgress(Listener):
 def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | None,
              train: bool, loss_fn: LossFn | None, device: torch.device,
              emulate_cuda: bool = False, progress: PassProgress | None = None,
-             keep_output: bool = True) -> PassResult:
+             keep_output: bool = True, grad: bool | None = None) -> PassResult:
     """Run one metered pass of ``module`` on ``inputs`` (already on ``device``).
 
     Inference: eval mode, ``torch.no_grad()``. Training: train mode, grad enabled, the bytes
@@ -89,11 +90,18 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     ``loss_fn(model(x)).backward()`` does).
     ``emulate_cuda`` (meta device): take CUDA's kernel choices (:mod:`.emulate`).
     ``progress``: a listener that moves a progress bar as the calls run.
+    ``grad`` (inference): with gradients on; ``None``: off, unless the forward takes gradients
+    itself (:func:`~moduleprofiler.forward_grad.without_gradients`).
 
     Raises:
         ProfilingError: the forward (naming the module), the loss or the backward raised;
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
     """
+    if not train and grad is None:
+        return without_gradients(lambda with_grad: run_pass(
+            module, inputs, pred_fn=pred_fn, train=False, loss_fn=loss_fn, device=device,
+            emulate_cuda=emulate_cuda, progress=progress, keep_output=keep_output,
+            grad=with_grad))
     meter = LiveBytesListener(inputs, device)
     saved = SavedTensorsListener(inputs) if train else None
     listeners: list[Listener] = [meter, saved] if saved is not None \
@@ -112,7 +120,7 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
         with ExitStack() as stack:
             stack.enter_context(preserved_state(module, eval=not train, train=train,
                                                 grads=train))
-            stack.enter_context(torch.set_grad_enabled(train))
+            stack.enter_context(torch.set_grad_enabled(train or bool(grad)))
             if emulate_cuda:
                 stack.enter_context(CudaKernelChoices())
             if train:
