@@ -221,6 +221,11 @@ def check_options(options: argparse.Namespace) -> None:
                                       or options.generate is not None):
         raise CliError("--iters sets the timed iterations of the module timer: it only "
                        "applies with --what time (and without --generate)")
+    if options.meta and options.device not in (None, "meta"):
+        # --meta won: the model was built and counted on the meta device, --device dropped
+        raise CliError(f"--meta and --device {options.device} name two places to run: --meta "
+                       "counts on the meta device (nothing computed, nothing timed), --device "
+                       f"{options.device} runs there; give one")
     if options.predict:
         measured = [item for item in _items(options.what or "") if item in ("time", "memory")]
         given = [f"--what {','.join(measured)}"] if measured else []

@@ -364,7 +364,14 @@ class ProfileData:
 
     def _path(self, path: str) -> str:
         """``path`` as the records hold it: :data:`ROOT_NAME`, the root's name in every output,
-        is the root's ``""`` (unless a module is really named so)."""
+        is the root's ``""`` (unless a module is really named so).
+
+        Raises:
+            TypeError: ``path`` is not a string (``module(1)``: a position is no path).
+        """
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a module path string such as 'layer1.0' (the root "
+                            f"'' or {ROOT_NAME!r}), got {type(path).__name__} {path!r:.40}")
         return "" if path == ROOT_NAME and path not in self._by_path else path
 
     def module(self, path: str) -> ModuleInfo:
@@ -373,6 +380,7 @@ class ProfileData:
 
         Raises:
             KeyError: no module has that path (the message names the nearest paths).
+            TypeError: ``path`` is not a string.
         """
         info = self._by_path.get(self._path(path))
         if info is None:

@@ -627,6 +627,15 @@ def test_iters_without_the_module_timer_is_refused(flags: list[str]) -> None:
     assert parse_options(["m:f", "--iters", "5", "--what", "params,time"]).iters == 5
 
 
+def test_meta_and_another_device_are_refused() -> None:
+    # --meta --device cuda:0 counted on the meta device and dropped --device in silence
+    from moduleprofiler.cli_options import parse_options
+
+    with pytest.raises(CliError, match="--meta and --device cuda:0 name two places to run"):
+        parse_options(["m:f", "--meta", "--device", "cuda:0"])
+    assert parse_options(["m:f", "--meta", "--device", "meta"]).meta
+
+
 @pytest.mark.parametrize(("flags", "said"), [
     (["--top", "2", "--exclude", "Conv2d"], "--exclude filter the rows of the module tree and "
                                             "tables: --top"),

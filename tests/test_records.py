@@ -286,3 +286,13 @@ def test_a_module_run_without_its_hooks_is_not_said_to_have_never_run() -> None:
         "parent does with their weights is in the parent's own count; one run without its "
         "hooks (module.forward(x), a class replacing __call__) is listed too: its work is in "
         "its caller's own count")
+
+
+def test_a_path_that_is_no_string_is_a_type_error_naming_it() -> None:
+    profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(2, 2)), torch.randn(1, 2))
+    # module(1) was a KeyError ("no module 1"), as for a typo; a position is no path
+    with pytest.raises(TypeError, match="path must be a module path string"):
+        profile.module(1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="path must be a module path string"):
+        profile.calls(0)  # type: ignore[arg-type]
+    assert profile.module("0").type_name == "Linear"
