@@ -72,6 +72,7 @@ from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
 from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile
 from moduleprofiler.prediction.sweep import PredictionSweep
+from moduleprofiler.shapes import dtype_named
 from moduleprofiler.timing import TimingOptions, TimingWarning
 
 WHAT_SORTED = "params,io,ops"
@@ -160,8 +161,8 @@ def parse_dtype(name: str) -> Any:
     known = DTYPE_NAMES.get(name)
     if known is not None:
         return known
-    dtype = getattr(torch, name.removeprefix("torch."), None)
-    if not isinstance(dtype, torch.dtype):
+    dtype = dtype_named(name)
+    if dtype is None:
         hint = " (a comma list of dtypes sweeps them with --predict GPU --batch SIZES)" \
             if "," in name else ""
         raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, bf16, "

@@ -82,6 +82,13 @@ def dtype_name(dtype: torch.dtype) -> str:
     return one_dtype(dtype)[0]
 
 
+def dtype_named(name: str) -> torch.dtype | None:
+    """``"float16"`` or ``"torch.float16"`` -> ``torch.float16``; ``None`` for a name of no
+    torch dtype."""
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    return dtype if isinstance(dtype, torch.dtype) else None
+
+
 def one_dtype(dtype: torch.dtype) -> tuple[str]:
     """``(dtype_name(dtype),)``, the dtypes of one tensor: one shared tuple per dtype, since it
     is asked for on every module call."""

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from moduleprofiler.devices import cuda_available, device_name
+from moduleprofiler.shapes import dtype_named
 from moduleprofiler.validate import check_real
 
 DTYPES: tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -92,8 +93,7 @@ class DevicePeaks:
             ValueError: ``dtype`` is a name of no dtype (a misspelling).
         """
         name = peak_dtype(dtype)
-        if name is None and isinstance(dtype, str) and not isinstance(
-                getattr(torch, dtype.removeprefix("torch."), None), torch.dtype):
+        if name is None and isinstance(dtype, str) and dtype_named(dtype) is None:
             raise ValueError(f"dtype {dtype!r} is no dtype; use a torch dtype or one of "
                              f"{', '.join(DTYPES)}")
         value = (self.sparse_tflops if sparse else self.dense_tflops).get(name) \

@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from moduleprofiler.shapes import dtype_named
 from moduleprofiler.storage import distinct_bytes
 from moduleprofiler.warn import warn
 
@@ -173,7 +174,7 @@ def config_dtype(config: Any) -> torch.dtype | None:
     for name in ("dtype", "torch_dtype"):
         value = config.__dict__.get(name) if hasattr(config, "__dict__") else None
         if isinstance(value, str):
-            value = getattr(torch, value.removeprefix("torch."), None)
+            value = dtype_named(value)
         if isinstance(value, torch.dtype):
             return value
     return None
