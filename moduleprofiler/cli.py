@@ -508,9 +508,10 @@ def generation_format(options: argparse.Namespace) -> str:
     return fmt
 
 
-def write_generation(generation: GenerationProfile, options: argparse.Namespace) -> None:
-    """The steps table (text, csv or json) and, in text, the run's totals per token."""
-    fmt = generation_format(options)
+def write_generation(generation: GenerationProfile, options: argparse.Namespace,
+                     fmt: str) -> None:
+    """The steps table in ``fmt`` (text, csv or json, :func:`generation_format`) and, in
+    text, the run's totals per token."""
     # the steps table has no title, caption or label: said, not dropped in silence
     _renderer_options({"title": options.title, "caption": options.caption,
                        "label": options.label}, None, fmt)
@@ -681,8 +682,8 @@ def run(options: argparse.Namespace) -> None:
         _emit(kv_cache_text(options), options.output, "text")
         return
     if options.generate is not None:
-        generation_format(options)  # a format it cannot write is refused before it runs
-        write_generation(run_generation(options), options)
+        fmt = generation_format(options)  # a format it cannot write is refused before it runs
+        write_generation(run_generation(options), options, fmt)
         return
     profile = run_profile(options)
     if isinstance(profile, PredictionSweep):
