@@ -6,8 +6,8 @@ and direction), each a launch of its own. A GPU runs the layer as one ``_cudnn_r
 per layer and direction one matrix product projects the whole sequence's inputs onto the
 gates, then each step runs one product of the hidden state with the recurrent weights and one
 fused kernel for the gates (plus the projection's product where ``proj_size`` is set). The
-backward mirrors it: per step the hidden state's gradient and the gates' backward, then one
-product each for the input's gradient and the two weights' gradients.
+backward mirrors it: per step the hidden state's gradient, the gates' backward and a memset,
+then one product each for the input's gradient and the two weights' gradients.
 
 Small float32 layers run on persistent kernels instead: one launch per layer and direction
 keeps the recurrent weights on the chip and runs every step, at a time per step measured on an
@@ -207,6 +207,13 @@ def _gates_kernel(batch: float, width: int, dtype: torch.dtype, backward: bool) 
     return step_work(aten.mul.Tensor, (gates, gates), {}, torch.empty_like(gates), backward)
 
 
+def _zero_fill(batch: float, width: int, dtype: torch.dtype) -> OpWork:
+    """A step's memset of a ``batch x width`` buffer, priced as a fill of it."""
+    rows = max(1, round(batch))
+    buffer = torch.empty((rows, width), dtype=dtype, device="meta")
+    return step_work(aten.zero_.default, (buffer,), {}, buffer, True)
+
+
 def forward_kernels(shape: RecurrentShape) -> list[Kernel]:
     """The forward's kernels."""
     return _kernels(shape, backward=False)
@@ -241,6 +248,11 @@ def _kernels(shape: RecurrentShape, backward: bool) -> list[Kernel]:
                 recurrent = [Kernel(per_step[1 if backward else 0], steps, 1,
                                     persistent_step_us(shape, backward))]
             else:
+                if backward:
+                    # and a memset per step: the step lists of eight non-persistent layers on
+                    # an H200 held one "Memset (Device)" per step, layer and direction
+                    # (gpu_rnn_probe_h200_2026-11-30.txt: 66 for 64 steps, 805 for 3 x 256)
+                    per_step.append(_zero_fill(batch, state, dtype))
                 recurrent = [Kernel(work, steps, steps) for work in per_step]
             if not backward:
                 kernels.append(Kernel(_mm(tokens, features, width, dtype, False), 1, 1))
