@@ -64,10 +64,41 @@ def _frames(result: ProfileData) -> dict[str, pd.DataFrame]:
 
 
 def test_every_column_is_registered(result: ProfileData) -> None:
+    # a registered column, or the share (_pct, 0-100) of one, as every view derives it
     registered = {spec.name for spec in registered_columns()}
     for aggregate, frame in _frames(result).items():
-        unknown = [name for name in frame.columns if name not in registered]
+        unknown = [name for name in frame.columns if name not in registered
+                   and name.removesuffix("_pct") not in registered]
         assert unknown == [], (aggregate, unknown)
+
+
+def test_no_share_under_a_second_name_or_scale(result: ProfileData) -> None:
+    # to_df("type") held a type's share of the ops as ops_fraction (0-1) while every view's
+    # percentage machinery (pct_of=, top(), the HTML report) wrote it as self_ops_pct
+    # (0-100): a column equal in every row to a view's share of a quantity, or to that share
+    # over 100, is the share under a second name
+    from moduleprofiler.export.select import add_percentages, profile_totals
+
+    for aggregate, frame in _frames(result).items():
+        numeric = [name for name in frame.columns if pd.api.types.is_numeric_dtype(frame[name])
+                   and not pd.api.types.is_bool_dtype(frame[name])]
+        quantities = [name for name in numeric if not name.endswith("_pct")]
+        shares = add_percentages(frame, [f"{name}_pct" for name in quantities],
+                                 profile_totals(result))  # type: ignore[arg-type]
+        twins = []
+        for base in quantities:
+            share = pd.to_numeric(shares[f"{base}_pct"], errors="coerce").astype(float)
+            if share.isna().all() or share.fillna(0).abs().sum() == 0:
+                continue
+            for other in numeric:
+                if other in (base, f"{base}_pct"):
+                    continue
+                values = pd.to_numeric(frame[other], errors="coerce").astype(float)
+                for scale in (1.0, 0.01):
+                    if ((values - share * scale).abs().fillna(0) < 1e-9).all() \
+                            and values.isna().equals(share.isna()):
+                        twins.append((aggregate, other, f"{base}_pct", scale))
+        assert twins == []
 
 
 def test_no_quantity_under_two_names(result: ProfileData) -> None:
@@ -350,7 +381,7 @@ def test_every_summary_number_is_in_the_glossary() -> None:
     model = gpt2()
     run = profile_generation(model, text_inputs(model, 1, 4), max_new_tokens=2,
                              min_new_tokens=2)
-    assert [key for key in run.summary() if key not in names] == []
+    assert [key for key in run.summary().columns if key not in names] == []
     # each summary-only name is really a total of the run, no column of its steps table
-    assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary())
+    assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary().columns)
     assert not set(GenerationProfile.SUMMARY_ONLY) & set(run.to_df().columns)
