@@ -521,7 +521,7 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace,
         text = generation.to_df().to_csv(index=False)
     else:
         text = json.dumps({"steps": json.loads(generation.to_df().to_json(orient="records")),
-                           "summary": generation.summary()}, indent=2) + "\n"
+                           "summary": generation.totals()}, indent=2) + "\n"
     _emit(text, options.output, fmt)
 
 
