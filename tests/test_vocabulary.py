@@ -385,3 +385,17 @@ def test_every_summary_number_is_in_the_glossary() -> None:
     # each summary-only name is really a total of the run, no column of its steps table
     assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary().columns)
     assert not set(GenerationProfile.SUMMARY_ONLY) & set(run.to_df().columns)
+
+
+def test_every_callback_scalar_is_in_the_glossary() -> None:
+    # the Lightning and Hugging Face callbacks logged step_ms, mfu and peak_tflops, named
+    # nowhere, and the training peak as peak_bytes where profile.summary() calls the same
+    # number training_peak_bytes
+    from moduleprofiler.integrations.window import DEPRECATED_SCALARS, MODEL_SCALARS
+    from moduleprofiler.summary_row import SUMMARY_ONLY
+
+    names = _glossary_names()
+    assert [name for name in MODEL_SCALARS if name not in names] == []
+    # a name the model table holds is its column: the window's peak is the summary's
+    assert "training_peak_bytes" in MODEL_SCALARS and "training_peak_bytes" in SUMMARY_ONLY
+    assert not set(DEPRECATED_SCALARS) & set(MODEL_SCALARS)
