@@ -36,3 +36,16 @@ def test_the_moved_modules_name_the_removal_release(name: str) -> None:
     with pytest.warns(DeprecationWarning, match=rf"^{name} is deprecated and will be removed "
                       rf"in moduleprofiler {REMOVAL_VERSION}"):
         importlib.import_module(name)
+
+
+def test_the_deprecated_per_call_memory_type_names_the_removal_release() -> None:
+    # CallMemory was documented "Deprecated" and exported, but making one said nothing and
+    # no release was named for its removal
+    from moduleprofiler.memory import CallMemory
+
+    with pytest.warns(DeprecationWarning, match=rf"^moduleprofiler\.memory\.CallMemory is "
+                      rf"deprecated and will be removed in moduleprofiler {REMOVAL_VERSION}; "
+                      r"read report\.records") as caught:
+        CallMemory(index=0, parent=None, depth=0, path="", type_name="Linear", call_number=0,
+                   output_bytes=8, max_live_bytes=16)
+    assert caught[0].filename == __file__
