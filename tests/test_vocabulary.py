@@ -35,6 +35,22 @@ def _model() -> nn.Module:
                          nn.Sequential(nn.Linear(64, 4)))
 
 
+def _training_profiler() -> ProfileData:
+    """The result of a TrainingProfiler over ten steps of a plain training loop (five of
+    each kind it alternates: a statistic of one sample would equal every other)."""
+    from moduleprofiler import TrainingProfiler
+
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingProfiler(model, start_step=1, stop_step=11) as profiler:
+        for _ in range(12):
+            optimizer.zero_grad()
+            model(torch.randn(32, 8)).sum().backward()
+            optimizer.step()
+            profiler.step()
+    return profiler.result()
+
+
 RESULTS: dict[str, Callable[[], ProfileData]] = {
     "profile": lambda: Profiler().profile(_model(), torch.randn(32, 8)),
     "profile_backward": lambda: Profiler().profile(_model(), torch.randn(32, 8),
@@ -47,6 +63,7 @@ RESULTS: dict[str, Callable[[], ProfileData]] = {
     "predict": lambda: Profiler().predict(_model(), torch.randn(32, 8), "H100 SXM"),
     "compare_compiled": lambda: compare_compiled(torch.compile(_model()), torch.randn(32, 8),
                                                  QUICK),
+    "training_profiler": _training_profiler,
     "with_efficiency": lambda: with_efficiency(
         Profiler().profile(_model(), torch.randn(32, 8), backward=True,
                            listeners=[TrafficListener()]), device_peaks("H100 SXM")),
