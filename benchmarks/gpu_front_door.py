@@ -203,14 +203,7 @@ def run_model(name: str, cpu_model: nn.Module, cpu_input: Any, precision: str) -
         return ", ".join(f"{c} {frame.loc['__root__', c]:.3f}" for c in columns)
     check(f"{tag} train_step_times restore", steps)
 
-    def memory() -> str:
-        trained = copy.deepcopy(cpu_model).cuda().train()
-        with autocast:
-            report = profiler.measure_memory(trained, x, train=True, loss_fn=loss_of,
-                                             keep_output=False)
-        step = report.training
-        assert step is not None, "no training pass in the report"
-        peak = step.peak_bytes - step.baseline_bytes
+    def bare_step_peak() -> int:
         bare = copy.deepcopy(cpu_model).cuda().train()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -220,10 +213,26 @@ def run_model(name: str, cpu_model: nn.Module, cpu_input: Any, precision: str) -
             loss = loss_of(bare(x))
         loss.backward()
         torch.cuda.synchronize()
-        truth = torch.cuda.max_memory_allocated() - base
+        return torch.cuda.max_memory_allocated() - base
+
+    def memory() -> str:
+        trained = copy.deepcopy(cpu_model).cuda().train()
+        with autocast:
+            report = profiler.measure_memory(trained, x, train=True, loss_fn=loss_of,
+                                             keep_output=False)
+        step = report.training
+        assert step is not None, "no training pass in the report"
+        peak = step.peak_bytes - step.baseline_bytes
+        # the allocator's peak of one bare step varies from step to step by up to about 2 %
+        # under autocast (gpu_autocast_cache_memory_h200_2026-11-30.txt: 55.3 to 56.3 MB for
+        # ResNet-18): the truth is the median of three bare steps after a warm-up one
+        steps = [bare_step_peak() for _ in range(4)][1:]
+        truth = sorted(steps)[1]
         ratio = peak / truth
-        assert 0.99 < ratio < 1.01, f"increase {peak:,} vs allocator {truth:,} ({ratio:.4f})"
-        return f"increase {peak:,} B vs the bare step's allocator {truth:,} B ({ratio:.4f})"
+        spread = f"bare steps {min(steps):,} to {max(steps):,} B"
+        assert 0.99 < ratio < 1.01, \
+            f"increase {peak:,} vs allocator {truth:,} ({ratio:.4f}; {spread})"
+        return f"increase {peak:,} B vs the bare steps' median {truth:,} B ({ratio:.4f}; {spread})"
     check(f"{tag} measure_memory(train) vs allocator", memory)
 
     def latency() -> str:

@@ -486,17 +486,27 @@ def kv_cache_text(options: argparse.Namespace) -> str:
         dtype, said = named, "the configuration's"
     else:
         dtype, said = torch.float32, "assumed: the configuration names none; --dtype sets it"
+    # an encoder-decoder's cross-attention part grows with the encoder's input, which the
+    # command line is not given: said per encoder token, beside the decoder's own part
+    cross = 0 if getattr(config, "is_encoder_decoder", False) else None
     try:
-        per_token = predict_kv_cache_bytes(config, 1, dtype=dtype)
-        total = predict_kv_cache_bytes(config, options.kv_cache, dtype=dtype)
+        per_token = predict_kv_cache_bytes(config, 1, dtype=dtype, encoder_tokens=cross)
+        total = predict_kv_cache_bytes(config, options.kv_cache, dtype=dtype,
+                                       encoder_tokens=cross)
+        per_encoder_token = None if cross is None else predict_kv_cache_bytes(
+            config, 0, dtype=dtype, encoder_tokens=1)
     except ValueError as exc:
         raise CliError(f"--kv-cache: {exc}") from exc
     name = str(dtype).removeprefix("torch.")
-    return (f"KV cache of {options.model} ({type(config).__name__}), one sequence, full "
+    text = (f"KV cache of {options.model} ({type(config).__name__}), one sequence, full "
             f"attention in every layer\n"
             f"dtype: {name} ({said})\n"
             f"per token: {per_token:,} bytes ({human_bytes(per_token)})\n"
             f"{options.kv_cache:,} tokens: {total:,} bytes ({human_bytes(total)})\n")
+    if per_encoder_token is not None:
+        text += (f"plus cross-attention: {per_encoder_token:,} bytes "
+                 f"({human_bytes(per_encoder_token)}) per encoder token\n")
+    return text
 
 
 def generation_format(options: argparse.Namespace) -> str:

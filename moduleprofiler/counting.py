@@ -27,6 +27,7 @@ from torch.nn import Parameter
 
 from moduleprofiler.call import Call
 from moduleprofiler.errors import FormulaError
+from moduleprofiler.export.columns import register_column
 from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas, pass_formulas
 from moduleprofiler.records import COUNTED_SOURCES, OpsSource, display_path
@@ -503,9 +504,18 @@ class CountingListener(Listener):
 
 class BackwardCountingListener(Listener):
     """Ops and MACs of the backward, booked to the forward call that created each autograd
-    node (``call.values["self_backward_ops"]`` / ``["self_backward_macs"]``)."""
+    node (``call.values["self_backward_ops"]`` / ``["self_backward_macs"]``). As in the forward,
+    a call whose backward ran an operator without a formula keeps the part that is known (a
+    lower bound), or is unknown (``None``) when no part is, and ``backward_complete`` is False
+    for it and every call it ran inside."""
 
     wants_nodes = True
+    columns = (
+        register_column("backward_complete", "flag", "backward complete", aggregation="all",
+                        description="whether the backward ops of the call and of every call "
+                        "inside it are known (False: an operator of their backward has no "
+                        "formula, and the backward counts that include it are lower bounds)"),
+    )
 
     def __init__(self, operators: OperatorMap) -> None:
         self._operators = operators
@@ -515,6 +525,8 @@ class BackwardCountingListener(Listener):
         self.outside_ops: int | float = 0
         """Backward ops not created by any module call (the loss, gradient accumulation)."""
         self.outside_macs: int | float = 0
+        self._unknown: set[int] = set()
+        """The calls whose backward ran an operator without a formula."""
         self.unsupported = self._formulas.missing
 
     def start(self, runner: PassRunner) -> None:
@@ -526,7 +538,11 @@ class BackwardCountingListener(Listener):
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
         counts = self._formulas.count(func, args, kwargs, out, owner, backward=True)
-        if counts is None or counts is MISSING:
+        if counts is MISSING:
+            if owner is not None:
+                self._unknown.add(owner.index)
+            return
+        if counts is None:
             return
         ops, macs = counts
         if owner is None:
@@ -537,9 +553,20 @@ class BackwardCountingListener(Listener):
             self._macs[owner.index] = self._macs.get(owner.index, 0) + macs
 
     def finish(self, runner: PassRunner) -> None:
-        for call in runner.calls:
-            call.values["self_backward_ops"] = self._ops.get(call.index, 0)
-            call.values["self_backward_macs"] = self._macs.get(call.index, 0)
+        """Each call's own backward counts, and whether they and those of every call inside it
+        are known (children start after their parent: one reverse sweep)."""
+        calls = runner.calls
+        complete = [True] * len(calls)
+        for call in reversed(calls):
+            i = call.index
+            whole = i not in self._unknown
+            counted = whole or i in self._ops  # a sum of nothing known is unknown, never 0
+            call.values["self_backward_ops"] = self._ops.get(i, 0) if counted else None
+            call.values["self_backward_macs"] = self._macs.get(i, 0) if counted else None
+            whole = whole and complete[i]
+            call.values["backward_complete"] = whole
+            if not whole and call.parent is not None:
+                complete[call.parent] = False
 
 
 _EMPTY_TALLY = _OperatorTally()

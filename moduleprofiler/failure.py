@@ -4,6 +4,7 @@ again to find out would repeat whatever the failure cost (and may not fail the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Literal
 
@@ -75,10 +76,17 @@ class LocatedErrors:
         raise located from exc
 
 
-def backward_error(exc: Exception, root: nn.Module) -> ProfilingError:
+def backward_error(exc: Exception, root: nn.Module,
+                   owner: Callable[[BaseException], str] | None = None) -> ProfilingError:
     """The :class:`ProfilingError` for a backward that raised ``exc``: the module whose forward
     raised it where one did (a checkpoint rerunning it), else
     :func:`~moduleprofiler.errors.backward_failed`'s (a backward hook, an autograd
-    function)."""
+    function), with ``owner(exc)``'s words on the module whose backward it was where the
+    caller's pass can tell (:meth:`PassRunner.failed_backward_of
+    <moduleprofiler.runner.PassRunner.failed_backward_of>`)."""
     located = located_error(exc, root)
-    return located if located is not None else backward_failed(exc)
+    if located is not None:
+        return located
+    failed = backward_failed(exc)
+    where = owner(exc) if owner is not None else ""
+    return ProfilingError(f"{failed}{where}") if where else failed

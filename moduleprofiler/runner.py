@@ -81,7 +81,8 @@ from moduleprofiler.autograd_nodes import (
 )
 from moduleprofiler.call import Call
 from moduleprofiler.dispatch import OperatorObserver
-from moduleprofiler.errors import LossError, ProfilingError, backward_failed
+from moduleprofiler.errors import LossError, ProfilingError
+from moduleprofiler.failure import backward_error
 from moduleprofiler.loss import LossFn, default_loss, user_loss
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
@@ -870,13 +871,13 @@ class PassRunner:
         except ProfilingError:
             raise
         except Exception as exc:
-            failed, where = backward_failed(exc), self._failed_backward_of(exc)
-            raise (ProfilingError(f"{failed}{where}") if where else failed) from exc
+            raise backward_error(exc, self.root, self.failed_backward_of) from exc
 
-    def _failed_backward_of(self, exc: BaseException) -> str:
+    def failed_backward_of(self, exc: BaseException) -> str:
         """``"; in the backward of module 'blk.1' (Inner)"`` when ``exc`` came from a custom
         autograd Function's ``backward`` whose node (its ``ctx``) a forward call of this pass
-        created (the node map, :meth:`owner_of_node`), else ``""``: nothing is run again."""
+        created (the node map, :meth:`owner_of_node`; empty in a pass that tracks no nodes),
+        else ``""``: nothing is run again."""
         found: Call | None = None
         trace = exc.__traceback__
         while trace is not None:  # outermost frame first: the last match is the innermost

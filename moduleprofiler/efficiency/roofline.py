@@ -260,8 +260,12 @@ def _phases(calls: list[CallRecord], measured: dict[str, Any], flops_peak: float
     """The efficiency columns (prefixed) of the summed work of ``calls`` (one call, or a
     module's calls) at the self time of ``measured`` (a module's measured columns), else at
     the calls' summed self times."""
-    # a count with operators that have no formula is a lower bound: unknown FLOPs here
-    rows = [{**r.metrics, "self_backward_ops": r.self_backward_ops,
+    # a count with operators that have no formula is a lower bound: unknown FLOPs here (for
+    # the backward, known only of a whole subtree: a call with an incomplete child reads
+    # unknown too, never a rate of part of its work)
+    rows = [{**r.metrics,
+             "self_backward_ops": r.self_backward_ops
+             if r.metrics.get("backward_complete", True) else None,
              "self_ops": r.self_ops if r.ops_source in COUNTED_SOURCES else None}
             for r in calls]
     out: dict[str, Any] = {}

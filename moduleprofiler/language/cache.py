@@ -132,9 +132,16 @@ def cache_of(output: Any) -> Any:
 
 
 def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
-                           dtype: torch.dtype | None = None) -> int:
+                           dtype: torch.dtype | None = None, *,
+                           encoder_tokens: int | None = None) -> int:
     """``2 x layers x kv_heads x head_dim x tokens x batch_size x dtype size``: the bytes of a
     full-attention key/value cache of a decoder described by a Transformers ``config``.
+
+    An encoder-decoder (T5, BART, Whisper: ``config.is_encoder_decoder``) also caches every
+    decoder layer's cross-attention keys and values of the ``encoder_tokens`` encoder
+    positions: ``2 x layers x kv_heads x head_dim x encoder_tokens x batch_size x dtype
+    size`` more. Without ``encoder_tokens`` the result is the self-attention part alone, and
+    a ``UserWarning`` says what it leaves out.
 
     ``dtype`` defaults to the configuration's own (``config.dtype``, ``torch_dtype`` in older
     Transformers); a configuration that names none is assumed float32, with a
@@ -145,8 +152,8 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     :func:`kv_cache_size` and use :meth:`KVCacheSize.predict_bytes`.
 
     Raises:
-        ValueError: ``tokens`` or ``batch_size`` is negative, or the config does not say how
-            many layers and heads the decoder has.
+        ValueError: ``tokens``, ``encoder_tokens`` or ``batch_size`` is negative, or the
+            config does not say how many layers and heads the decoder has.
         TypeError: ``dtype`` is not a ``torch.dtype``.
     """
     _check_tokens(tokens)
@@ -165,7 +172,17 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     head_dim = (getattr(text, "d_kv", None) or getattr(text, "head_dim", None)
                 or text.hidden_size // heads)
     itemsize = torch.empty((), dtype=dtype or _config_dtype(config)).element_size()
-    return 2 * layers * kv_heads * head_dim * tokens * batch_size * itemsize
+    per_token = 2 * layers * kv_heads * head_dim * batch_size * itemsize
+    if not getattr(config, "is_encoder_decoder", False):
+        return per_token * tokens
+    if encoder_tokens is None:
+        warn(f"predict_kv_cache_bytes: {type(config).__name__} is an encoder-decoder, whose "
+             f"cache also holds the cross-attention keys and values of every encoder token "
+             f"({per_token:,} bytes per encoder token); without encoder_tokens= they are "
+             "left out", UserWarning)
+        return per_token * tokens
+    _check_tokens(encoder_tokens, "encoder_tokens")
+    return per_token * (tokens + encoder_tokens)
 
 
 def config_dtype(config: Any) -> torch.dtype | None:
@@ -192,9 +209,9 @@ def _config_dtype(config: Any) -> torch.dtype:
 
 
 # -- reading the cache objects -------------------------------------------------------------------
-def _check_tokens(tokens: int) -> None:
+def _check_tokens(tokens: int, argument: str = "tokens") -> None:
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+        raise ValueError(f"{argument} must be a non-negative int, got {tokens!r}")
 
 
 def _past_of(output: Any) -> Any:

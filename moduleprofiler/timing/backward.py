@@ -380,8 +380,11 @@ def train_step_times(
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept,
                              backward=True)
     module, resolved, invoke, chosen = timed.module, timed.device, timed.invoke, timed.clock
-    listeners = {"forward_hooks": ClockListener(chosen.stamps),
-                 "backward_hooks": ClockListener(chosen.stamps, backward=True)}
+    # the backward-hooked steps first: a first step whose backward raises in a custom
+    # autograd Function is one that maps autograd nodes to calls, so the error names the
+    # module (the rounds rotate the blocks: the order sets only the warm-up's)
+    listeners = {"backward_hooks": ClockListener(chosen.stamps, backward=True),
+                 "forward_hooks": ClockListener(chosen.stamps)}
     runner = timed.runner(list(listeners.values()), [RangeListener()] if ranges else ())
     rows = StepRows(module_infos(module))
     params = [p for p in module.parameters() if p.requires_grad]
@@ -414,7 +417,7 @@ def train_step_times(
         except ProfilingError:
             raise
         except Exception as exc:  # a backward hook of the model's, a checkpoint's rerun
-            raise backward_error(exc, module) from exc
+            raise backward_error(exc, module, runner.failed_backward_of) from exc
         mark("backward")
         if optimizer is not None:
             optimizer.step()

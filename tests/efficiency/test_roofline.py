@@ -171,3 +171,41 @@ def test_a_lower_bound_of_flops_gives_no_intensity_or_label():
     # 3 x 4 x (2 x 4 - 1) = 84 FLOPs and 4 x (12 + 16 + 12) = 160 bytes in 1 ms
     assert modules.loc["lin", "bound"] == "overhead"
     assert modules.loc["lin", "self_roofline_ms"] == pytest.approx(1.6e-7)
+
+
+class _BackwardWithoutFormula(torch.autograd.Function):
+    """``2 x`` whose backward multiplies by ``special_i0e``, an operator without a formula."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * torch.special.i0e(x)
+
+
+class _I0eGradient(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _BackwardWithoutFormula.apply(x)
+
+
+def test_a_lower_bound_of_backward_flops_gives_no_backward_rate_or_label():
+    model = nn.Sequential(nn.Linear(4, 4, bias=False), _I0eGradient())
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True,
+                                       listeners=[TrafficListener()])
+    # the second call's backward: the mul's 3 x 4 = 12 ops are known, i0e's are not
+    assert profile.calls("1")[0].self_backward_ops == 12
+    records = tuple(dataclasses.replace(r, metrics={**r.metrics, "self_forward_ms": 1.0,
+                                                    "self_backward_ms": 1.0})
+                    for r in profile.records)
+    result = with_efficiency(dataclasses.replace(profile, records=records), PEAKS, tf32=False)
+    unknown = result.calls("1")[0].metrics
+    assert unknown["backward_achieved_tflops"] is None and unknown["backward_intensity"] is None
+    assert unknown["backward_bound"] is None and unknown["self_backward_roofline_ms"] is None
+    # the linear layer's backward is whole: grad_weight only (its input needs none),
+    # 4 x 4 dot products of length 3: 16 x (2 x 3 - 1) = 80 FLOPs in 1 ms, 8e-8 TFLOP/s
+    known = result.calls("0")[0].metrics
+    assert known["backward_achieved_tflops"] == pytest.approx(80 / 1e-3 / 1e12)

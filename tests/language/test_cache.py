@@ -97,9 +97,41 @@ def test_predictions_from_the_configuration() -> None:
     assert predict_kv_cache_bytes(config, 4_096, dtype=torch.float16) == 2 * 1024 ** 3
     # GPT-2 small: 12 layers x 12 heads x 64: 2 x 12 x 12 x 64 x 1,024 x 4 = 75,497,472
     assert predict_kv_cache_bytes(hf_config("gpt2"), 1_024, dtype=torch.float32) == 75_497_472
-    # T5-small's decoder: 6 layers, 8 heads of d_kv 64
-    assert predict_kv_cache_bytes(hf_config("t5"), 100, dtype=torch.float32) == \
-        2 * 6 * 8 * 64 * 100 * 4
+    # T5-small's decoder: 6 layers, 8 heads of d_kv 64, its self-attention alone without the
+    # encoder's length, and said
+    with pytest.warns(UserWarning, match=r"encoder-decoder, .* cross-attention keys and values "
+                      r"of every encoder token \(24,576 bytes per encoder token\)"):
+        assert predict_kv_cache_bytes(hf_config("t5"), 100, dtype=torch.float32) == \
+            2 * 6 * 8 * 64 * 100 * 4
+    # with it: 100 decoder and 30 encoder positions per layer: 2 x 6 x 8 x 64 x 130 x 4
+    assert predict_kv_cache_bytes(hf_config("t5"), 100, dtype=torch.float32,
+                                  encoder_tokens=30) == 2 * 6 * 8 * 64 * 130 * 4
+    with pytest.raises(ValueError, match="encoder_tokens must be a non-negative int"):
+        predict_kv_cache_bytes(hf_config("t5"), 100, encoder_tokens=-1)
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_an_encoder_decoders_prediction_is_its_measured_cache(family: str) -> None:
+    # 3 decoder layers (2 encoder layers: the decoder's count is the one that caches), batch
+    # 2, 5 decoder and 7 encoder tokens, float32: T5 with 4 heads of d_kv 8, BART with 2
+    # decoder heads of 32 / 2 = 16 (4 encoder heads)
+    if family == "t5":
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3,
+            num_heads=4))
+    else:
+        model = transformers.BartForConditionalGeneration(transformers.BartConfig(
+            vocab_size=100, d_model=32, encoder_layers=2, decoder_layers=3,
+            encoder_attention_heads=4, decoder_attention_heads=2, encoder_ffn_dim=64,
+            decoder_ffn_dim=64, max_position_embeddings=64))
+    with torch.no_grad():
+        output = model.eval()(input_ids=torch.randint(3, 100, (2, 7)),
+                              decoder_input_ids=torch.zeros(2, 5, dtype=torch.long))
+    measured = kv_cache_size(output)
+    # self: 2 x 3 x (4 x 8 = 2 x 16 = 32) x 5 x 2 x 4 = 7,680; cross: the same x 7 / 5, 10,752
+    assert measured.total_bytes == 7_680 + 10_752
+    assert predict_kv_cache_bytes(model.config, 5, batch_size=2, dtype=torch.float32,
+                                  encoder_tokens=7) == measured.total_bytes
 
 
 def test_the_dtype_is_the_configurations_else_the_assumption_is_said() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -164,6 +165,18 @@ def test_kv_cache_takes_the_configurations_dtype(capsys: pytest.CaptureFixture[s
     assert status == 0 and out.splitlines()[1:] == [
         "dtype: bfloat16 (the configuration's)", "per token: 256 bytes (256 B)",
         "8 tokens: 2,048 bytes (2.00 KiB)"]
+
+
+def test_kv_cache_of_an_encoder_decoder_says_its_cross_attention_part(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # T5-small: 6 decoder layers x 8 heads x d_kv 64, float32: 2 x 6 x 8 x 64 x 4 = 24,576
+    # bytes per decoder token, and as many per encoder token for the cross-attention
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        status, out, _ = run(capsys, "hf:t5", "--kv-cache", "100")
+    assert status == 0 and not [w for w in caught if "encoder" in str(w.message)]
+    assert "100 tokens: 2,457,600 bytes" in out
+    assert "plus cross-attention: 24,576 bytes (24.00 KiB) per encoder token" in out
 
 
 def test_kv_cache_needs_a_configuration(capsys: pytest.CaptureFixture[str]) -> None:

@@ -286,6 +286,32 @@ def test_a_backward_hook_that_raises_gives_a_profiling_error():
     assert no_hooks_left(model) and all(p.grad is None for p in model.parameters())
 
 
+class _RefusingGradient(torch.autograd.Function):
+    """``2 x`` whose backward raises."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("no gradient here")
+
+
+class _Refusing(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _RefusingGradient.apply(x)
+
+
+def test_a_custom_backward_that_raises_is_named_with_its_module():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Sequential(nn.ReLU(), _Refusing()),
+                          nn.Linear(4, 2))
+    with pytest.raises(ProfilingError, match=r"^the backward pass raised RuntimeError: no "
+                       r"gradient here; in the backward of module '1\.1' \(_Refusing\)$"):
+        train_step_times(model, torch.randn(8, 3), num_iters=2, drop_first=0, num_threads=1)
+    assert no_hooks_left(model) and all(p.grad is None for p in model.parameters())
+
+
 def test_a_target_without_a_loss_fn_is_refused_not_ignored():
     # the default loss reduces the output alone: the target would never be used
     with pytest.raises(TypeError, match="target is used by loss_fn"):
