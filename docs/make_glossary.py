@@ -22,6 +22,7 @@ import moduleprofiler.memory
 import moduleprofiler.prediction
 import moduleprofiler.timing  # noqa: F401
 from moduleprofiler.export.columns import ColumnSpec, registered_columns
+from moduleprofiler.integrations.window import MODEL_SCALARS
 from moduleprofiler.language.generation import GenerationProfile
 from moduleprofiler.summary_row import SUMMARY_ONLY
 
@@ -63,6 +64,12 @@ ROW_KEYS = {
 are registered ones)."""
 
 
+_WINDOW_ONLY = {name: meaning for name, meaning in MODEL_SCALARS.items()
+                if name not in SUMMARY_ONLY}
+"""The callbacks' model scalars that no summary holds (``training_peak_bytes`` is
+``profile.summary()``'s)."""
+
+
 def _plain_row(name: str, where: str, meaning: str) -> str:
     return f"| `{name}` | {_cell(where)} | {_cell(meaning)} |"
 
@@ -100,20 +107,22 @@ def glossary() -> str:
         "",
         "A column name with `_pct` appended is that column's share of its total, in percent",
         "(0-100): `ops_pct` is a module's ops over the model's, `self_ops_pct` its own ops",
-        "over the model's, `params_pct`, `operator_bytes_pct` and any other likewise; `<NA>`",
+        "over the model's (a type's, in `to_df(\"type\")`; it was `ops_fraction`, 0-1, there),",
+        "`params_pct`, `operator_bytes_pct` and any other likewise; `<NA>`",
         "(`-` in text) when the value or the total is unknown or 0. `--what` and the views take",
         "these names for any column; `--min-pct` filters on `ops_pct`, or on the share of",
         "`--sort`'s column.",
         "",
         f"## Whole-model and whole-run numbers ({len(SUMMARY_ONLY)} + "
-        f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(ROW_KEYS)})",
+        f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(_WINDOW_ONLY)} + {len(ROW_KEYS)})",
         "",
         "The one-row model table (`profile.summary()`) and a generation's totals",
         "(`GenerationProfile.summary()`, the totals under `--generate`'s table) hold the model's",
         "or the run's value of the columns above under the same names (`params`, `macs`,",
         "`flops`, `saved_bytes`, `time_ms`, `kv_cache_bytes`...), and these numbers, which no",
-        "per-module column holds; the per-operator table and a prediction sweep are keyed by",
-        "the last two.",
+        "per-module column holds; the Lightning and Hugging Face callbacks log the model's",
+        "scalars `moduleprofiler/<name>` under these names too (`training_peak_bytes` and the",
+        "three below); the per-operator table and a prediction sweep are keyed by the last two.",
         "",
         "| name | where | meaning |",
         "|---|---|---|",
@@ -121,6 +130,7 @@ def glossary() -> str:
           for name, meaning in SUMMARY_ONLY.items()),
         *(_plain_row(name, "GenerationProfile.summary()", meaning)
           for name, meaning in GenerationProfile.SUMMARY_ONLY.items()),
+        *(_plain_row(name, "callback scalar", meaning) for name, meaning in _WINDOW_ONLY.items()),
         *(_plain_row(name, "row key", meaning) for name, meaning in ROW_KEYS.items()),
         "",
         f"## Per-iteration samples ({len(samples)})",

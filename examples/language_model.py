@@ -33,7 +33,7 @@ def main() -> None:
                "kv_cache_bytes"]
     print(cached.to_df()[columns].to_string(index=False))
     uncached = profile_generation(model, prompt, use_cache=False, **options)
-    with_cache, without = cached.summary(), uncached.summary()
+    with_cache, without = cached.totals(), uncached.totals()
     print(f"per generated token: {with_cache['flops_per_token']:,.0f} FLOPs with the cache, "
           f"{without['flops_per_token']:,.0f} without "
           f"({without['flops_per_token'] / with_cache['flops_per_token']:.1f}x), "

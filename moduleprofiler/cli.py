@@ -531,7 +531,7 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace,
         text = generation.to_df().to_csv(index=False)
     else:
         text = json.dumps({"steps": json.loads(generation.to_df().to_json(orient="records")),
-                           "summary": generation.summary()}, indent=2) + "\n"
+                           "summary": generation.totals()}, indent=2) + "\n"
     _emit(text, options.output, fmt)
 
 
@@ -613,6 +613,11 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         return
     fmt = _output_format(options)
     target = options.output
+    if options.per is not None:  # the frame, as Profile.save("x.csv", aggregate=per)
+        _emit(export_profile(profile, "csv", aggregate=options.per) or "", target, fmt,
+              f"one row per {options.per}, every column, as profile.save('x.csv', "
+              f"aggregate={options.per!r})")
+        return
     entry = get_format(fmt)
     given = {"title": options.title, "caption": options.caption, "label": options.label,
              "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
@@ -636,7 +641,8 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
             given.pop("width")
         render = _renderer_options(given, entry.render, fmt)
         text = render_view(view, fmt, **render) or ""
-    _emit(text, target, fmt)
+    _emit(text, target, fmt, "the table shown; --per call writes the per-call frame, as "
+                             "profile.save('x.csv')")
 
 
 def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
@@ -671,9 +677,15 @@ def _output_format(options: argparse.Namespace) -> str:
         raise CliError(f"unknown format {suffix!r} for -o {options.output} {known}") from exc
 
 
-def _emit(text: str, target: str | None, fmt: str) -> None:
+def _what_csv_holds(fmt: str, what: str | None) -> str:
+    """What the line on stderr adds for a CSV file: which rows it holds, since the command
+    line's CSV is the table shown and ``Profile.save``'s the per-call frame."""
+    return f": {what}" if fmt == "csv" and what else ""
+
+
+def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> None:
     """``text`` (ending in one newline) to stdout, or written to ``target`` with a line on
-    stderr saying so."""
+    stderr saying so (and, for CSV, ``what`` it holds)."""
     text = text if text.endswith("\n") else text + "\n"
     if target is None:
         sys.stdout.write(text)
@@ -682,7 +694,8 @@ def _emit(text: str, target: str | None, fmt: str) -> None:
         Path(target).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    print(f"moduleprofiler: wrote {target} ({fmt})", file=sys.stderr)
+    print(f"moduleprofiler: wrote {target} ({fmt}{_what_csv_holds(fmt, what)})",
+          file=sys.stderr)
 
 
 def run(options: argparse.Namespace) -> None:

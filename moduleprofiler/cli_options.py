@@ -135,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-f", "--format", help="output format (default: from -o, else text)")
     parser.add_argument("-o", "--output", help="write to this file instead of stdout (.png, "
                                                ".svg, .pdf: a figure of the shown metric)")
+    parser.add_argument("--per", choices=("call", "module", "type"),
+                        help="CSV of the tidy frame, one row per call, module or module type "
+                             "with every column: the file profile.save('x.csv', "
+                             "aggregate=...) writes (without it, CSV holds the table shown: "
+                             "the tree, --sort's table, --top's types, --what's columns)")
     parser.add_argument("--depth", type=int, help="deepest module level shown (root = 0); "
                                                   "with --top, the level aggregated")
     parser.add_argument("--sort", metavar="COLUMN",
@@ -200,6 +205,8 @@ def check_options(options: argparse.Namespace) -> None:
         if given:
             raise CliError(f"--by-operator shows one table of operators: {', '.join(given)} "
                            "cannot apply to it")
+    if options.per is not None:
+        check_per_options(options)
     if options.generate is not None:
         check_generation_options(options)
     if options.kv_cache is not None:
@@ -241,6 +248,24 @@ def check_options(options: argparse.Namespace) -> None:
                            "GPU (e.g. --predict \"H100 SXM\")")
     if options.host is None:
         options.host = DEFAULT_HOST
+
+
+def check_per_options(options: argparse.Namespace) -> None:
+    """``--per`` writes a whole frame in CSV: refuse what shapes a view (it would be dropped)
+    and the tables that are no module frame. ``--what`` stays: it picks the passes (time,
+    memory, backward) whose columns the frame holds."""
+    given = _given(options, *_MODULE_VIEW_FLAGS, "--by-operator", "--generate", "--kv-cache",
+                   "--batch")
+    given += ["-o FIGURE"] if _is_figure(options) else []
+    if given:
+        raise CliError(f"--per {options.per} writes the whole per-{options.per} frame: "
+                       f"{', '.join(given)} does not apply to it")
+    suffix = os.path.splitext(options.output or "")[1].lower()
+    fmt = options.format or (suffix.lstrip(".") if options.output else "csv")
+    if fmt.lower() != "csv":
+        raise CliError(f"--per {options.per} writes CSV (the frame profile.save('x.csv', "
+                       f"aggregate={options.per!r}) writes), not {fmt or 'a file without a '}"
+                       f"{'' if fmt else 'suffix'}: use -o FILE.csv or --format csv")
 
 
 def parse_batch_sizes(text: str) -> list[int]:

@@ -53,6 +53,21 @@ class MixedDeviceError(ValueError):
     each is; ``device=`` says which to use."""
 
 
+class RescaledColumnError(KeyError, ValueError):
+    """A column name that was retired when its quantity moved to another column on another
+    scale (``ops_fraction``, 0-1, is ``self_ops_pct``, 0-100): selecting it is refused rather
+    than answered with numbers 100 times what the old name meant. ``new`` names the column to
+    use. A ``KeyError`` and a ``ValueError``, as the unknown column names of the views are."""
+
+    def __init__(self, message: str, name: str, new: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.new = new
+
+    def __str__(self) -> str:  # the message, not KeyError's repr of it
+        return str(self.args[0])
+
+
 def error_chain(error: BaseException) -> Iterator[BaseException]:
     """``error``, then the exception it was raised from (``__cause__``, else the one it was
     raised while handling), and so on, each once."""

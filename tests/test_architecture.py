@@ -384,3 +384,79 @@ def test_no_module_is_imported_only_for_the_columns_it_registers() -> None:
             found += [(_module_name(path), name) for name in names
                       if name in modules and _declares_columns(modules[name])]
     assert found == []
+
+
+NOT_A_PROFILE: dict[str, str] = {
+    "GenerationProfile": "many passes' profiles (one per step) and the run's: summary() is the "
+                         "run's one-row table and totals() its dict; to_df() one row per step "
+                         "(each step an outermost call of the run, its calls in the step's "
+                         "Profile)",
+    "LatencyResult": "one hook-free measurement of the whole model (as torch.utils.benchmark's "
+                     "Measurement): no module, no rows; it is summary()'s latency argument",
+    "PredictionSweep": "one row per batch size and dtype, each a whole predicted pass: "
+                       "to_df() is that table",
+    "DistributedProfile": "one Profile per rank: to_df() one row per rank and module, "
+                          "totals() its dict of whole-run numbers",
+    "ExpertLoad": "a listener that counts the tokens each expert gets: to_df() one row per "
+                  "layer and expert",
+    "KVCacheSize": "the layers of one key/value cache: to_df() one row per layer",
+    "TrainingProfiler": "the live profiler of a training loop: result() is its Profile; its "
+                        "summary() is deprecated (report()), its to_df() the result's module "
+                        "frame",
+}
+"""Public classes with ``summary()``, ``module()`` or ``to_df()`` that are no ``Profile``, and
+what their rows are (reviewed by hand: a new one fails until it is listed here)."""
+
+DEPRECATED_SUMMARY = {"TrainingProfiler"}
+"""``summary()`` methods kept only as a deprecated alias of another name (``report()``)."""
+
+
+def test_results_that_are_no_profile_keep_the_meaning_of_summary_module_and_to_df() -> None:
+    """A result that is no ``Profile`` (a generation, a sweep, a distributed run) means by
+    ``summary()`` what a profile does, a one-row ``DataFrame`` (``GenerationProfile.summary()``
+    returned a dict), by ``module()`` a module's facts, by ``to_df()`` a ``DataFrame``; and it
+    is listed in ``NOT_A_PROFILE`` with what its rows are."""
+    import importlib
+    import inspect
+    import typing
+
+    import pandas as pd
+
+    from moduleprofiler.export.profile import Profile
+
+    packages = ("moduleprofiler", "moduleprofiler.timing", "moduleprofiler.memory",
+                "moduleprofiler.efficiency", "moduleprofiler.prediction",
+                "moduleprofiler.language", "moduleprofiler.distributed",
+                "moduleprofiler.export", "moduleprofiler.integrations")
+    found: dict[str, type] = {}
+    for package in packages:
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", ()):
+            cls = getattr(module, name, None)
+            if inspect.isclass(cls) and not issubclass(cls, Profile) and any(
+                    callable(inspect.getattr_static(cls, method, None))
+                    for method in ("summary", "module", "to_df")):
+                found[cls.__name__] = cls
+    # returned by sweep() and predict_sweep(), exported by no package
+    found["PredictionSweep"] = importlib.import_module(
+        "moduleprofiler.prediction.sweep").PredictionSweep
+    assert sorted(set(found) - set(NOT_A_PROFILE)) == []
+    # LatencyResult has none of the three methods: listed for what it is, not checked
+    assert sorted(set(NOT_A_PROFILE) - set(found)) == ["LatencyResult"]
+    wrong = []
+    for name, cls in found.items():
+        for method, expected in (("summary", pd.DataFrame), ("to_df", pd.DataFrame)):
+            own = inspect.getattr_static(cls, method, None)
+            if own is None or (method == "summary" and name in DEPRECATED_SUMMARY):
+                continue
+            hints = typing.get_type_hints(own)
+            required = [p for p in list(inspect.signature(own).parameters.values())[1:]
+                        if p.default is inspect.Parameter.empty
+                        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            if hints.get("return") is not expected or required:
+                wrong.append(f"{name}.{method}")
+        own_module = inspect.getattr_static(cls, "module", None)
+        if callable(own_module) and inspect.signature(own_module) != inspect.signature(
+                Profile.module):
+            wrong.append(f"{name}.module")
+    assert wrong == []

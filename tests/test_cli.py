@@ -696,3 +696,38 @@ def test_a_loss_error_says_what_the_command_line_can_do(capsys: pytest.CaptureFi
                                  "--what memory differentiate the sum of the model's floating "
                                  "outputs, so drop them or profile this model from Python with "
                                  "loss_fn=")
+
+
+def test_per_call_writes_the_csv_profile_save_writes(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # -o x.csv wrote the tree shown (module, type, params, output_shapes, macs, ops, ops_pct:
+    # one row per module) where profile.save("x.csv") writes the per-call frame with every
+    # column, and nothing said so: --per call writes that very file, and the line on stderr
+    # says which table a CSV file holds
+    assert main([TINY, "-i", "2x4", "-o", str(tmp_path / "shown.csv")]) == 0
+    assert "the table shown; --per call writes the per-call frame" in capsys.readouterr().err
+    assert (tmp_path / "shown.csv").read_text().startswith(
+        "module,type,params,output_shapes,macs,ops,ops_pct\n")
+    for per in ("call", "module", "type"):
+        assert main([TINY, "-i", "2x4", "-o", str(tmp_path / f"{per}.csv"), "--per", per]) == 0
+        assert f"one row per {per}, every column" in capsys.readouterr().err
+        saved = tmp_path / f"saved_{per}.csv"
+        ModuleProfiler().profile(tiny(), torch.randn(2, 4)).save(saved, aggregate=per)
+        assert (tmp_path / f"{per}.csv").read_text() == saved.read_text()
+    # tiny: 1 root + 3 children = 4 calls, 4 modules; types Sequential, Linear, ReLU
+    assert [len((tmp_path / f"{per}.csv").read_text().splitlines()) for per in
+            ("call", "module", "type")] == [1 + 4, 1 + 4, 1 + 3]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["-o", "x.md"], "--per call writes CSV"),
+    (["--format", "json"], "--per call writes CSV"),
+    (["--top", "2"], "--top does not apply"),
+    (["--sort", "ops"], "--sort does not apply"),
+    (["--depth", "1"], "--depth does not apply"),
+    (["--by-operator"], "--by-operator does not apply"),
+])
+def test_per_refuses_what_it_would_drop(extra: list[str], message: str,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([TINY, "-i", "2x4", "--per", "call", *extra]) == 2
+    assert message in capsys.readouterr().err

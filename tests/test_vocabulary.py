@@ -35,6 +35,22 @@ def _model() -> nn.Module:
                          nn.Sequential(nn.Linear(64, 4)))
 
 
+def _training_profiler() -> ProfileData:
+    """The result of a TrainingProfiler over ten steps of a plain training loop (five of
+    each kind it alternates: a statistic of one sample would equal every other)."""
+    from moduleprofiler import TrainingProfiler
+
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingProfiler(model, start_step=1, stop_step=11) as profiler:
+        for _ in range(12):
+            optimizer.zero_grad()
+            model(torch.randn(32, 8)).sum().backward()
+            optimizer.step()
+            profiler.step()
+    return profiler.result()
+
+
 RESULTS: dict[str, Callable[[], ProfileData]] = {
     "profile": lambda: Profiler().profile(_model(), torch.randn(32, 8)),
     "profile_backward": lambda: Profiler().profile(_model(), torch.randn(32, 8),
@@ -47,6 +63,7 @@ RESULTS: dict[str, Callable[[], ProfileData]] = {
     "predict": lambda: Profiler().predict(_model(), torch.randn(32, 8), "H100 SXM"),
     "compare_compiled": lambda: compare_compiled(torch.compile(_model()), torch.randn(32, 8),
                                                  QUICK),
+    "training_profiler": _training_profiler,
     "with_efficiency": lambda: with_efficiency(
         Profiler().profile(_model(), torch.randn(32, 8), backward=True,
                            listeners=[TrafficListener()]), device_peaks("H100 SXM")),
@@ -64,10 +81,41 @@ def _frames(result: ProfileData) -> dict[str, pd.DataFrame]:
 
 
 def test_every_column_is_registered(result: ProfileData) -> None:
+    # a registered column, or the share (_pct, 0-100) of one, as every view derives it
     registered = {spec.name for spec in registered_columns()}
     for aggregate, frame in _frames(result).items():
-        unknown = [name for name in frame.columns if name not in registered]
+        unknown = [name for name in frame.columns if name not in registered
+                   and name.removesuffix("_pct") not in registered]
         assert unknown == [], (aggregate, unknown)
+
+
+def test_no_share_under_a_second_name_or_scale(result: ProfileData) -> None:
+    # to_df("type") held a type's share of the ops as ops_fraction (0-1) while every view's
+    # percentage machinery (pct_of=, top(), the HTML report) wrote it as self_ops_pct
+    # (0-100): a column equal in every row to a view's share of a quantity, or to that share
+    # over 100, is the share under a second name
+    from moduleprofiler.export.select import add_percentages, profile_totals
+
+    for aggregate, frame in _frames(result).items():
+        numeric = [name for name in frame.columns if pd.api.types.is_numeric_dtype(frame[name])
+                   and not pd.api.types.is_bool_dtype(frame[name])]
+        quantities = [name for name in numeric if not name.endswith("_pct")]
+        shares = add_percentages(frame, [f"{name}_pct" for name in quantities],
+                                 profile_totals(result))  # type: ignore[arg-type]
+        twins = []
+        for base in quantities:
+            share = pd.to_numeric(shares[f"{base}_pct"], errors="coerce").astype(float)
+            if share.isna().all() or share.fillna(0).abs().sum() == 0:
+                continue
+            for other in numeric:
+                if other in (base, f"{base}_pct"):
+                    continue
+                values = pd.to_numeric(frame[other], errors="coerce").astype(float)
+                for scale in (1.0, 0.01):
+                    if ((values - share * scale).abs().fillna(0) < 1e-9).all() \
+                            and values.isna().equals(share.isna()):
+                        twins.append((aggregate, other, f"{base}_pct", scale))
+        assert twins == []
 
 
 def test_no_quantity_under_two_names(result: ProfileData) -> None:
@@ -350,7 +398,21 @@ def test_every_summary_number_is_in_the_glossary() -> None:
     model = gpt2()
     run = profile_generation(model, text_inputs(model, 1, 4), max_new_tokens=2,
                              min_new_tokens=2)
-    assert [key for key in run.summary() if key not in names] == []
+    assert [key for key in run.summary().columns if key not in names] == []
     # each summary-only name is really a total of the run, no column of its steps table
-    assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary())
+    assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary().columns)
     assert not set(GenerationProfile.SUMMARY_ONLY) & set(run.to_df().columns)
+
+
+def test_every_callback_scalar_is_in_the_glossary() -> None:
+    # the Lightning and Hugging Face callbacks logged step_ms, mfu and peak_tflops, named
+    # nowhere, and the training peak as peak_bytes where profile.summary() calls the same
+    # number training_peak_bytes
+    from moduleprofiler.integrations.window import DEPRECATED_SCALARS, MODEL_SCALARS
+    from moduleprofiler.summary_row import SUMMARY_ONLY
+
+    names = _glossary_names()
+    assert [name for name in MODEL_SCALARS if name not in names] == []
+    # a name the model table holds is its column: the window's peak is the summary's
+    assert "training_peak_bytes" in MODEL_SCALARS and "training_peak_bytes" in SUMMARY_ONLY
+    assert not set(DEPRECATED_SCALARS) & set(MODEL_SCALARS)

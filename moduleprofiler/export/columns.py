@@ -299,7 +299,6 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
      inclusive_of("self_backward_macs")),
     ("backward_flops", "count", f"backward {FLOPS}", "inclusive", "FLOPs", True,
      scaled("backward_macs", _MACS_TO_FLOPS)),
-    ("ops_fraction", "fraction", "ops %", "none", "", True, None),
 )
 _OPS = "one multiply = 1 op, one add = 1 op, batch included"
 _DESCRIPTIONS: dict[str, str] = {
@@ -357,8 +356,6 @@ _DESCRIPTIONS: dict[str, str] = {
     "backward_macs": "self_backward_macs of the call and every call inside it",
     "backward_flops": "2 x backward_macs: backward FLOPs of the call and "
                                 "every call inside it",
-    "ops_fraction": "the type's share of the model's total ops (its modules' own ops), 0-1; "
-                    "unknown when their own ops are, or when the model has none",
 }
 """What each built-in column holds (docs/glossary.md)."""
 for _name, _kind, _label, _aggregation, _unit, _additive, _derive in _BUILTINS:

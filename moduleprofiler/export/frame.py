@@ -438,8 +438,8 @@ def _sum_of_known(values: list[Any]) -> Any:
 
 def type_frame(profile: Profile) -> pd.DataFrame:
     """One row per module type: how many modules and calls, every quantity combined by its
-    aggregation, the calls whose own ops are unknown and the share of the total ops (own
-    work). Sorted by ops, largest first."""
+    aggregation, the calls whose own ops are unknown and ``self_ops_pct``, the type's share
+    of the model's ops (its modules' own work, 0-100). Sorted by ops, largest first."""
     modules = module_frame(profile)
     frame = group_by_type(modules, infos=profile.modules)
     if frame.empty:
@@ -450,10 +450,11 @@ def type_frame(profile: Profile) -> pd.DataFrame:
             record.ops_source == "unknown")
     frame["unknown_calls"] = [unknown.get(kind, 0) for kind in frame["type"]]
     total_ops = profile.total_ops
-    # a type whose own ops are unknown has an unknown share, and so has every type of a
-    # model without ops (0 of 0): <NA>, as the share columns of the views (add_percentages)
+    # the type's share of the model's own ops, named and scaled as every view's share column
+    # (add_percentages: self_ops_pct, 0-100); a type whose own ops are unknown has an unknown
+    # share, and so has every type of a model without ops (0 of 0): <NA>
     ops = pd.to_numeric(frame["self_ops"], errors="coerce").astype("Float64")
-    frame["ops_fraction"] = (ops / total_ops if total_ops
+    frame["self_ops_pct"] = (ops * 100.0 / total_ops if total_ops
                              else pd.array([pd.NA] * len(frame), "Float64"))
     return frame.sort_values("self_ops", ascending=False, kind="stable",
                              na_position="last").reset_index(drop=True)
@@ -467,14 +468,22 @@ def _is_backward(name: str) -> bool:
     return name.startswith(("backward_", "self_backward_"))
 
 
+def _builtin_base(name: str) -> str:
+    """The column ``name`` is a share of (``self_ops_pct``: ``self_ops``), else ``name``: a
+    share of a forward count is kept when unknown, as the count is."""
+    return name.removesuffix("_pct")
+
+
 def data_columns(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """``frame`` without the columns that hold nothing to read: a column no row knows a value
     of, among the backward columns of a profile that ran no backward pass and the columns
     beyond the forward pass's own (a listener's, a time or memory column). The forward
-    counts, shapes and parameters stay even when unknown: their ``<NA>`` is an answer (the
-    ops of that module are unknown), as the backward columns' are after a backward pass."""
+    counts, shapes and parameters (and their shares, ``self_ops_pct``) stay even when unknown:
+    their ``<NA>`` is an answer (the ops of that module are unknown), as the backward columns'
+    are after a backward pass."""
     empty = [name for name in frame.columns
-             if (name not in BUILTIN or (_is_backward(name) and not profile.backward))
+             if (_builtin_base(name) not in BUILTIN
+                 or (_is_backward(name) and not profile.backward))
              and not frame[name].notna().any()]
     return frame.drop(columns=empty)
 

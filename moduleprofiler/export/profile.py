@@ -212,7 +212,9 @@ class Profile(ProfileData):
         return profile_from_json(source, cls)
 
     def to_csv(self, buf: Buffer = None, *, aggregate: Aggregate = "call") -> str | None:
-        """:meth:`to_df` as CSV with raw numbers (unknown = empty cell)."""
+        """:meth:`to_df` of ``aggregate`` with every column (``columns="all"``: a column no
+        row has a value in is written empty) as CSV with raw numbers (unknown = empty cell);
+        the command line's ``--per`` writes the same file."""
         return export_profile(self, "csv", buf, aggregate=aggregate)
 
     def to_markdown(self, buf: Buffer = None, **options: Any) -> str | None:

@@ -14,6 +14,11 @@ the command line's ``--what`` and ``--sort``) still works, with a ``DeprecationW
 the new column (:func:`current_name`); ``ops`` (``launches``...) itself cannot warn, its meaning
 changed. A JSON document written before (schema version 3 or less) is read under the new names
 with the same numbers (:func:`upgraded_names`).
+
+A name whose quantity moved to a column on another scale (:data:`RESCALED`: ``ops_fraction``,
+a 0-1 share, is ``self_ops_pct``, 0-100, as every view's share column) cannot be read under
+its old name without lying by a factor of 100: selecting it raises
+:class:`~moduleprofiler.errors.RescaledColumnError` naming the new column.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from moduleprofiler.deprecation import warn_deprecated
+from moduleprofiler.errors import RescaledColumnError
 
 PAIRED: tuple[str, ...] = (
     "ops", "macs", "flops", "backward_ops", "backward_macs", "backward_flops",
@@ -62,8 +68,24 @@ SCHEMA_3_NAMES: dict[str, str] = {name: f"self_{name}" for name in OWN_ONLY}
 :data:`SCHEMA_2_NAMES` first."""
 
 
+RESCALED: dict[str, tuple[str, str]] = {
+    "ops_fraction": ("self_ops_pct", "a type's share of the model's own ops was 0-1 under "
+                                     "ops_fraction; self_ops_pct holds it in percent, 0-100"),
+}
+"""Old name -> (new name, what changed), for names retired in 0.2 whose quantity is now on
+another scale: no alias could hold the old numbers under the old name honestly, so selecting
+one is a :class:`~moduleprofiler.errors.RescaledColumnError`."""
+
+
 def current_name(name: str) -> str:
-    """``name``, or the column an old name became (with a ``DeprecationWarning`` naming it)."""
+    """``name``, or the column an old name became (with a ``DeprecationWarning`` naming it);
+    a :class:`~moduleprofiler.errors.RescaledColumnError` naming the new column for a name
+    whose quantity changed scale (:data:`RESCALED`)."""
+    rescaled = RESCALED.get(name)
+    if rescaled is not None:
+        column, why = rescaled
+        raise RescaledColumnError(f"the column {name!r} is now {column!r}: {why} (select "
+                                  f"{column!r}, or divide it by 100)", name, column)
     new = RENAMED.get(name)
     if new is None:
         return name

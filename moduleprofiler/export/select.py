@@ -374,6 +374,29 @@ def _tied_note(frame: pd.DataFrame, shown: Sequence[str]) -> tuple[str, ...]:
             f"the total: {listing(tied)}",)
 
 
+def _tied_across_types_note(rows: pd.DataFrame, shown: Sequence[str]) -> tuple[str, ...]:
+    """The note under a per-type table whose parameter or buffer columns count a tied tensor
+    in two rows: a module of the rows holds it and a module of another type among the rows
+    owns it (within one type it counts once, :func:`~moduleprofiler.export.frame.group_by_type`)."""
+    if "shared_with" not in rows or not any(name in shown for name in _INCLUSIVE_TENSORS):
+        return ()
+    types = dict(zip(map(module_path, map(str, rows["module"])), map(str, rows["type"])))
+    tied = []
+    for module, kind, owners in zip(rows["module"], rows["type"], rows["shared_with"]):
+        if not isinstance(owners, str):
+            continue
+        # shared_with names the owners, comma-separated (the root as __root__)
+        others = [owner.strip() for owner in owners.split(",")
+                  if types.get(module_path(owner.strip()), kind) != kind]
+        if others:
+            tied.append(f"{module} ({kind}, owned by {', '.join(others)})")
+    if not tied:
+        return ()
+    return (f"params and buffers include tied tensors that a module of another type owns: "
+            f"counted in both types' rows (and their shares), once in the total: "
+            f"{listing(tied)}",)
+
+
 # -- the views --------------------------------------------------------------------------------
 def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
               max_depth: int | None = None, min_pct: float | None = None,
@@ -502,7 +525,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     overlapping = depth is None and column_spec(target).aggregation == "inclusive"
     where = (f"depth {depth}, including children" if depth is not None
              else "all depths, including children" if overlapping else "all depths, own work")
-    notes = profile_notes(profile, uncalled_note=False)
+    notes = (*profile_notes(profile, uncalled_note=False),
+             *_tied_across_types_note(rows, shown))
     if overlapping:
         notes = (*notes, f"{by} has no own share: each type's row includes the children of its "
                          "modules, so a module inside another counts in both rows and the "

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 from moduleprofiler.core import Profiler
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
@@ -58,12 +59,26 @@ REPORT_NAME = "moduleprofiler_report.html"
 PROFILE_NAME = "moduleprofiler_profile.json"
 """The JSON profile's file name in the log directory."""
 
-MODEL_SCALARS = ("step_ms", "mfu", "peak_tflops", "peak_bytes")
-"""The model's scalars (``moduleprofiler/<name>``), each named as the field holding it:
-:attr:`WindowResult.step_ms`, :attr:`WindowResult.mfu`,
-:attr:`Utilization.peak_tflops <moduleprofiler.efficiency.Utilization.peak_tflops>` (the
-peak MFU is measured against) and :attr:`MemoryReport.peak_bytes
-<moduleprofiler.memory.MemoryReport.peak_bytes>`."""
+MODEL_SCALARS: dict[str, str] = {
+    "step_ms": "median wall time of the hook-free training steps before the profiling window "
+               "(on CUDA synchronised at both ends)",
+    "mfu": "model FLOPs utilisation: the model FLOPs of a training step (forward and "
+           "backward, 2 x MACs) over step_ms times the device's peak FLOP/s for the dtype "
+           "the step computes in, 0-1",
+    "peak_tflops": "the device's peak FLOP/s mfu is measured against, in 1e12/s",
+    "training_peak_bytes": "the most memory live during a training step's forward and "
+                           "backward, on the counted batch",
+}
+"""The model's scalars (``moduleprofiler/<name>``) and what each holds:
+:attr:`WindowResult.step_ms`, :attr:`WindowResult.mfu` and :attr:`Utilization.peak_tflops
+<moduleprofiler.efficiency.Utilization.peak_tflops>`, named as the fields holding them, and
+``training_peak_bytes``, named as the column of the one-row model table (``profile.summary()``)
+that holds the same number (:attr:`MemoryReport.peak_bytes
+<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass)."""
+
+DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
+"""Model scalars logged under an old name beside the new one until moduleprofiler 0.3.0:
+``peak_bytes`` is ``training_peak_bytes`` (the window measures the training step only)."""
 
 
 class WindowWarning(UserWarning):
@@ -359,7 +374,12 @@ class StepWindow:
             scalars[f"{PREFIX}/mfu"] = found.mfu
             scalars[f"{PREFIX}/peak_tflops"] = found.peak_tflops
         if self._memory is not None:
-            scalars[f"{PREFIX}/peak_bytes"] = float(self._memory.peak_bytes)
+            scalars[f"{PREFIX}/training_peak_bytes"] = float(self._memory.peak_bytes)
+            for old, new in DEPRECATED_SCALARS.items():  # the same number, until 0.3.0
+                scalars[f"{PREFIX}/{old}"] = scalars[f"{PREFIX}/{new}"]
+                warn_deprecated(f"the logged scalar '{PREFIX}/{old}'",
+                                f"read '{PREFIX}/{new}' (the same number, named as the "
+                                "column of profile.summary())")
         scalars.update(module_scalars(profile, self.depth))
         return WindowResult(profile, scalars, step_ms,
                             None if found is None else found.mfu, found, memory=self._memory)

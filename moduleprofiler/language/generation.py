@@ -111,7 +111,7 @@ class GenerationProfile:
             ("encode", sum(1 for s in self.steps if s.phase == "encode")),
             ("prefill", sum(1 for s in self.steps if s.phase == "prefill")),
             ("decode", len(self.decode))) if count)
-        totals = self.summary()
+        totals = self.totals()
         parts = [f"{len(self.steps)} steps ({phases})" if phases else "0 steps",
                  f"{self.new_tokens} new tokens x batch {self.batch_size}",
                  f"{human_count(totals['flops'])} FLOPs"]
@@ -174,13 +174,33 @@ class GenerationProfile:
         "outside_ops": "ops of work outside any module call (generate()'s own tensor code)",
     }
     """The totals of :meth:`summary` that are no column of the steps table (the others,
-    ``batch_size``, ``flops``, ``macs``, ``time_ms``, ``kv_cache_bytes`` and ``complete``,
-    are the run's value of that column): docs/glossary.md lists them."""
+    ``model``, ``batch_size``, ``flops``, ``macs``, ``time_ms``, ``kv_cache_bytes`` and
+    ``complete``, are the run's value of that column): docs/glossary.md lists them."""
 
-    def summary(self) -> dict[str, Any]:
-        """Totals of the run: steps, tokens generated, FLOPs and MACs of prefill and decode,
-        per generated token (all sequences of the batch), time per token when timed, the final
-        cache size and the work outside the model."""
+    _INTEGER_TOTALS: ClassVar[tuple[str, ...]] = (
+        "steps", "new_tokens", "batch_size", "prefill_flops", "decode_flops", "flops", "macs",
+        "kv_cache_bytes", "outside_ops")
+    _FLOAT_TOTALS: ClassVar[tuple[str, ...]] = (
+        "flops_per_token", "macs_per_token", "time_ms", "ms_per_token")
+
+    def summary(self) -> pd.DataFrame:
+        """One row for the whole run, as every profile's ``summary()``: ``model`` (the root's
+        type), then the totals of :meth:`totals` under the same names (counts ``Int64``,
+        ``<NA>`` when unknown; times and per-token values ``float64``, NaN when untimed)."""
+        totals = self.totals()
+        frame = pd.DataFrame([totals], columns=list(totals))
+        for name in self._INTEGER_TOTALS:
+            frame[name] = pd.Series([totals[name]], dtype="Int64")
+        for name in self._FLOAT_TOTALS:
+            frame[name] = pd.Series([totals[name]], dtype="float64")
+        frame["complete"] = frame["complete"].astype(bool)
+        return frame
+
+    def totals(self) -> dict[str, Any]:
+        """The run's totals as plain Python (``None`` when unknown), the row of
+        :meth:`summary`: the model, steps, tokens generated, FLOPs and MACs of prefill and
+        decode, per generated token (all sequences of the batch), time per token when timed,
+        the final cache size and the work outside the model."""
         frame = self.to_df()
         prefill = frame[frame["phase"] != "decode"]
         tokens = self.new_tokens * self.batch_size
@@ -189,6 +209,7 @@ class GenerationProfile:
         timed = len(times) == len(frame) and len(frame) > 0
         last_cache = next((s.kv_cache for s in reversed(self.steps) if s.kv_cache), None)
         return {
+            "model": self.profile.modules[0].type_name if self.profile.modules else "model",
             "steps": len(self.steps), "new_tokens": self.new_tokens,
             "batch_size": self.batch_size,
             "prefill_flops": int(prefill["flops"].sum()),

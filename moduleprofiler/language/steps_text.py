@@ -69,7 +69,8 @@ def render_steps(generation: GenerationProfile, width: int | None) -> str:
             column.cells[row].rjust(size) if column.right else column.cells[row].ljust(size)
             for column, size in zip(columns, widths)).rstrip())
     footer = [", ".join(f"{key} {_total(value)}" for key, value in
-                        generation.summary().items() if value is not None)]
+                        generation.totals().items()
+                        if value is not None and key != "model")]
     convention = conventions_line(_UNITS)
     if convention:
         footer.append(convention)

@@ -228,8 +228,9 @@ class MemoryReport(Profile):
 
 @dataclass(frozen=True)
 class CallMemory(CallPosition):
-    """Deprecated: the memory of one module call, as ``report.calls`` listed it; each call is
-    now a record of the report (``report.records``), its columns in ``record.metrics``."""
+    """Deprecated (removed in 0.3.0): the memory of one module call, as ``report.calls``
+    listed it; each call is now a record of the report (``report.records``), its columns in
+    ``record.metrics``. Making one warns."""
 
     output_bytes: int | None
     """New storages among the outputs, in the inference pass (``CallRecord.output_bytes``)."""
@@ -239,3 +240,9 @@ class CallMemory(CallPosition):
     self_saved_param_bytes: int | None = None
     train_max_live_bytes: int | None = None
     backward_max_live_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        # 3: this line, the dataclass's generated __init__ (its file is "<string>", which the
+        # package-frame search takes for the user's), then the line that made the object
+        warn_deprecated("moduleprofiler.memory.CallMemory", "read report.records: each call's "
+                        "memory columns are in record.metrics", stacklevel=3)

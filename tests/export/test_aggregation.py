@@ -226,9 +226,9 @@ def test_a_types_share_of_unknown_own_ops_is_unknown_not_zero() -> None:
     # Linear(3, 4) on 2 rows: 2 x 4 x (2 x 3 - 1) + 2 x 4 bias adds = 48 ops, all of the known
     assert profile.total_ops == 48 and not profile.complete
     types = profile.to_df("type").set_index("type")
-    assert types.loc["Linear", "ops_fraction"] == 1.0
-    assert types.loc["Sequential", "ops_fraction"] == 0.0  # a container: no work of its own
-    assert pd.isna(types.loc["Doubles", "ops_fraction"])  # was 0.0
+    assert types.loc["Linear", "self_ops_pct"] == 100.0  # 48 of 48 known ops
+    assert types.loc["Sequential", "self_ops_pct"] == 0.0  # a container: no work of its own
+    assert pd.isna(types.loc["Doubles", "self_ops_pct"])  # was 0.0
     # the same share in the top-types view, as a percentage
     top = profile.top(3).frame.set_index("type")
     assert pd.isna(top.loc["Doubles", "self_ops_pct"])
@@ -237,4 +237,36 @@ def test_a_types_share_of_unknown_own_ops_is_unknown_not_zero() -> None:
 def test_a_types_share_of_a_model_without_ops_is_unknown() -> None:
     # nn.Identity runs no work: 0 of 0 ops is no share at all (the tree shows its ops % as -)
     types = ModuleProfiler().profile(nn.Identity(), torch.randn(2, 3)).to_df("type")
-    assert types["ops_fraction"].isna().all()  # was 0.0
+    assert types["self_ops_pct"].isna().all()  # was 0.0
+
+
+def test_a_types_share_of_the_ops_has_one_name_and_one_scale_in_every_view() -> None:
+    # to_df("type") wrote the share as ops_fraction (0-1), top() and the HTML report's
+    # per-type chart as self_ops_pct (0-100): one quantity, two names
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    profile = ModuleProfiler().profile(model, torch.randn(2, 4))
+    # Linear(4, 8) on 2 rows: 2 * 8 * (2 * 4) = 128 ops; ReLU 2 * 8 = 16; Linear(8, 2):
+    # 2 * 2 * (2 * 8) = 64; total 208: Linear 192 / 208 = 92.3%, ReLU 16 / 208 = 7.7%
+    types = profile.to_df("type").set_index("type")
+    assert "ops_fraction" not in types
+    assert types.loc["Linear", "self_ops_pct"] == 192 * 100.0 / 208
+    assert types.loc["ReLU", "self_ops_pct"] == 16 * 100.0 / 208
+    top = profile.top(None).frame.set_index("type")
+    assert types["self_ops_pct"].equals(top["self_ops_pct"].reindex(types.index))
+
+
+def test_the_retired_share_name_is_refused_naming_its_new_column() -> None:
+    # ops_fraction (0-1) cannot be read as self_ops_pct (0-100) under the old name without
+    # a factor of 100 in silence: a typed error names the new column, in every selection
+    import pytest
+
+    from moduleprofiler.errors import RescaledColumnError
+
+    profile = ModuleProfiler().profile(nn.Linear(4, 8), torch.randn(2, 4))
+    for select in (lambda: profile.table(columns=["ops_fraction"]),
+                   lambda: profile.table(sort_by="ops_fraction"),
+                   lambda: profile.top(by="ops_fraction")):
+        with pytest.raises(RescaledColumnError, match="'self_ops_pct'") as raised:
+            select()
+        assert (raised.value.name, raised.value.new) == ("ops_fraction", "self_ops_pct")
+        assert isinstance(raised.value, KeyError) and isinstance(raised.value, ValueError)

@@ -20,8 +20,7 @@ from moduleprofiler.export.cells import header
 from moduleprofiler.export.columns import BUILTIN
 from moduleprofiler.export.select import columns_for
 
-NOT_PER_MODULE = {"call", "parent", "call_number", "model", "modules", "unknown_calls",
-                  "ops_fraction"}
+NOT_PER_MODULE = {"call", "parent", "call_number", "model", "modules", "unknown_calls"}
 """Facts of one call (index, parent), of a type or of a summary row only."""
 ONLY_WHEN_TIED = {"shared_with"}
 """Columns of models that tie a parameter only (tests/export/test_shared_params.py)."""

@@ -243,3 +243,20 @@ def test_a_module_registered_twice_keeps_the_per_type_sums_of_shared_tensors() -
     assert types[columns].equals(plain.to_df("type").set_index("type")[columns])
     assert [info.shared_tensors for info in aliased.modules] == [
         info.shared_tensors for info in plain.modules]
+
+
+def test_a_per_type_view_marks_a_tensor_counted_in_two_types(profile: Profile) -> None:
+    # top(by="params", depth=1) showed Embedding 1,600 and Linear 272 + 1,600 = 1,872 of
+    # 1,872 parameters: shares of 85.5% and 100.0% (185.5% together), with no word that the
+    # tied 1,600 are in both rows, where the table and the tree mark the tie
+    view = profile.top(None, by="params", depth=1)
+    frame = view.frame.set_index("type")
+    assert frame.loc["Embedding", "params"] == 1600
+    assert frame.loc["Linear", "params"] == 272 + 1600
+    assert frame.loc["Linear", "params_pct"] == 100.0
+    assert [note for note in view.notes if "tied" in note] == [
+        "params and buffers include tied tensors that a module of another type owns: counted "
+        "in both types' rows (and their shares), once in the total: out (Linear, owned by "
+        "emb)"]
+    # the own parameters count each tensor once: no overlap, no note
+    assert not [note for note in profile.top(None, by="params").notes if "tied" in note]

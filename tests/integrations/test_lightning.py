@@ -111,7 +111,9 @@ def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
     assert callback.result is not None
     assert len(callback.result.profile.records[0].metrics["backward_samples_ms"]) == 1
     # depth 0: no module; the step time and the training step's memory peak
-    assert set(callback.result.scalars) == {"moduleprofiler/step_ms", "moduleprofiler/peak_bytes"}
+    assert set(callback.result.scalars) == {"moduleprofiler/step_ms",
+                                            "moduleprofiler/training_peak_bytes",
+                                            "moduleprofiler/peak_bytes"}
     assert (Path(trainer.log_dir) / REPORT_NAME).exists()
 
 

@@ -17,7 +17,12 @@ from moduleprofiler.efficiency import device_peaks
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import is_registered
 from moduleprofiler.integrations import PROFILE_NAME, REPORT_NAME, StepWindow, WindowResult
-from moduleprofiler.integrations.window import MODEL_SCALARS, WindowCallback, WindowWarning
+from moduleprofiler.integrations.window import (
+    DEPRECATED_SCALARS,
+    MODEL_SCALARS,
+    WindowCallback,
+    WindowWarning,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -61,7 +66,8 @@ def test_logged_keys_and_counts() -> None:
     times = ("time_median_ms", "backward_time_median_ms")  # the CPU clock's
     counts = ("params", "ops", "flops", "backward_flops")
     memory = ("saved_bytes", "train_max_live_bytes")  # the training step's
-    assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/peak_bytes"} | {
+    assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/training_peak_bytes",
+                            "moduleprofiler/peak_bytes"} | {
         f"moduleprofiler/{path}/{column}" for path in "012"
         for column in times + counts + memory}
     # saved for the backward: ReLU keeps its 3 x 8 float32 output, 96 bytes; the second
@@ -69,7 +75,7 @@ def test_logged_keys_and_counts() -> None:
     # input is the batch, which the model did not make
     assert [scalars[f"moduleprofiler/{p}/saved_bytes"] for p in "012"] == [0, 96, 0]
     assert results[0].memory is not None
-    assert scalars["moduleprofiler/peak_bytes"] == results[0].memory.peak_bytes > 0
+    assert scalars["moduleprofiler/training_peak_bytes"] == results[0].memory.peak_bytes > 0
     assert all(scalars[f"moduleprofiler/{p}/train_max_live_bytes"] > 0 for p in "012")
     # Linear(4, 8) on 3 rows: params 4 * 8 + 8 = 40; ops 3 * 8 * (2 * 4 - 1) + 3 * 8 = 192;
     # flops 2 * MACs = 2 * 3 * 4 * 8 = 192; backward: the weight gradient only (the batch
@@ -96,7 +102,8 @@ def test_depth_and_the_mfu_of_a_named_peak() -> None:
     window = StepWindow(start_step=1, num_steps=1, depth=2, forward_args=_first,
                         peaks="H100 SXM")
     (result, _) = _train(model, window, steps=3)
-    paths = {key.split("/")[1] for key in result.scalars} - set(MODEL_SCALARS)
+    paths = {key.split("/")[1] for key in result.scalars} - set(MODEL_SCALARS) \
+        - set(DEPRECATED_SCALARS)
     assert paths == {"0", "0.0", "0.1", "1"}
     # the block's numbers include its children's: 192 + 24 ops
     assert result.scalars["moduleprofiler/0/ops"] == 216
@@ -150,7 +157,8 @@ def test_no_hook_free_step_no_step_time() -> None:
     # nothing ran before the window: step time and MFU unknown, so not logged; depth 0
     # logs no module, only the training step's memory peak
     assert result.step_ms is None and result.mfu is None
-    assert set(result.scalars) == {"moduleprofiler/peak_bytes"}
+    assert set(result.scalars) == {"moduleprofiler/training_peak_bytes",
+                                   "moduleprofiler/peak_bytes"}
 
 
 def test_files_written(tmp_path: Path) -> None:
@@ -195,12 +203,15 @@ def misnamed(result: WindowResult) -> list[str]:
     """The keys of ``result.scalars`` that break the one vocabulary (empty: none). A module's
     scalar ``moduleprofiler/<module>/<name>`` is the value of the profile-frame column
     ``<name>`` (a registered column) in that module's row; a model's ``moduleprofiler/<name>``
-    is one of :data:`MODEL_SCALARS`, each named as the field that holds it."""
+    is one of :data:`MODEL_SCALARS`, each named as the field or the summary column that holds
+    it (or, until 0.3.0, one of :data:`DEPRECATED_SCALARS`, the same number as its new name)."""
     frame = result.profile.to_df("module").set_index("module")
     fields = {"step_ms": result.step_ms, "mfu": result.mfu,
               "peak_tflops": result.utilization.peak_tflops if result.utilization else None,
-              "peak_bytes": result.memory.peak_bytes if result.memory else None}
+              "training_peak_bytes": None if result.memory is None else
+              result.profile.summary(result.memory).loc[0, "training_peak_bytes"]}
     assert set(fields) == set(MODEL_SCALARS)
+    fields.update({old: fields[new] for old, new in DEPRECATED_SCALARS.items()})
     wrong = []
     for key, value in result.scalars.items():
         prefix, *path, name = key.split("/")
@@ -390,3 +401,20 @@ def test_under_ddp_a_failed_count_still_reaches_the_gather(
     with pytest.raises(DistributedError, match="NotImplementedError"):
         window.after_step(2)  # the window's last step: the gather hears of the failure
     assert len(sent) == 1 and isinstance(sent[0], ProfilingError) and window.closed
+
+
+def test_the_memory_peak_is_logged_under_the_summarys_name() -> None:
+    # the window logged the training step's peak as peak_bytes, the number
+    # profile.summary(memory) calls training_peak_bytes: one quantity, two names. It is
+    # training_peak_bytes now; peak_bytes is logged beside it until 0.3.0, with a warning
+    torch.manual_seed(0)
+    with pytest.warns(DeprecationWarning, match=r"'moduleprofiler/peak_bytes' is deprecated "
+                      r"and will be removed in moduleprofiler 0\.3\.0; read "
+                      r"'moduleprofiler/training_peak_bytes'"):
+        (result, _) = _train(_model(), StepWindow(start_step=1, num_steps=1, depth=0,
+                                                  forward_args=_first), steps=3)
+    assert result.memory is not None
+    summary = result.profile.summary(result.memory)
+    peak = result.scalars["moduleprofiler/training_peak_bytes"]
+    assert peak == summary.loc[0, "training_peak_bytes"] == result.memory.training.peak_bytes
+    assert result.scalars["moduleprofiler/peak_bytes"] == peak > 0

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
+from torch import nn
 
-from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler import ModuleProfiler, Profiler, ProfilingError
 from moduleprofiler.language import profile_generation, text_inputs
 from tests.conftest import decomposed_flops
 from tests.language.tiny import FLOAT32, HEAD_DIM, HEADS, HIDDEN, LAYERS, VOCAB, gpt2, t5
@@ -47,7 +49,7 @@ def test_prefill_and_decode_match_the_hand_count() -> None:
     assert [step.profile.total_macs for step in result.decode] == [
         gpt2_step_macs(1, c) for c in (6, 7, 8)] == [106_240, 106_496, 106_752]
     assert all(step.profile.complete for step in result.steps)
-    summary = result.summary()
+    summary = result.totals()
     assert summary["new_tokens"] == NEW and summary["steps"] == NEW
     total = 2 * (504_320 + 106_240 + 106_496 + 106_752)
     assert summary["flops"] == total == 1_647_616
@@ -88,7 +90,7 @@ def test_cache_bytes_per_step() -> None:
     # 2 (keys, values) x 2 layers x 4 heads x 16 x c tokens x 4 bytes = 1,024 c
     expected = [2 * LAYERS * HEADS * HEAD_DIM * c * FLOAT32 for c in (5, 6, 7, 8)]
     assert list(result.to_df()["kv_cache_bytes"]) == expected == [5120, 6144, 7168, 8192]
-    assert result.summary()["kv_cache_bytes"] == 8192
+    assert result.totals()["kv_cache_bytes"] == 8192
 
 
 def test_a_user_decode_loop_matches_the_reference() -> None:
@@ -143,10 +145,13 @@ def test_time_and_memory_when_asked() -> None:
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     # live memory counts the weights throughout, and the step's activations on top
     assert (frame["max_live_bytes"] > parameter_bytes).all()
-    summary = result.summary()
+    summary = result.totals()
     assert summary["ms_per_token"] == pytest.approx(frame["time_ms"].sum() / 3)
     untimed = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=2)
-    assert untimed.to_df()["time_ms"].isna().all() and untimed.summary()["time_ms"] is None
+    assert untimed.to_df()["time_ms"].isna().all() and untimed.totals()["time_ms"] is None
+    # the one-row table: an untimed run's times are NaN in float columns, as the steps'
+    row = untimed.summary()
+    assert row["time_ms"].dtype == "float64" and row["time_ms"].isna().all()
     # untimed steps hold NaN in a float column (they held None, in an object column)
     times = untimed.to_df()["time_ms"]
     assert times.dtype == "float64" and all(math.isnan(value) for value in times.tolist())
@@ -207,3 +212,23 @@ def test_step_times_of_known_duration_come_from_the_measurement_loop() -> None:
     # three calls, three steps, each its 300 us (plus its call and two clock reads)
     assert len(times) == 3 and all(t is not None and 0.3 <= t < 0.3 * 1.5 + 0.2 for t in times)
     assert no_hooks_left(model) and torch.is_grad_enabled()
+
+
+def test_summary_is_a_one_row_table_as_every_profiles() -> None:
+    # GenerationProfile.summary() returned a dict where every Profile's summary() returns a
+    # one-row DataFrame: the same numbers are its row now, under the same names, and the
+    # dict is totals()
+    model = gpt2()
+    result = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=NEW,
+                                min_new_tokens=NEW)
+    summary = result.summary()
+    assert isinstance(summary, pd.DataFrame) and len(summary) == 1
+    totals = result.totals()
+    assert list(summary.columns) == list(totals)
+    assert summary.columns[0] == "model" and totals["model"] == "GPT2LMHeadModel"
+    # the tests above: 2 x (504,320 + 106,240 + 106,496 + 106,752) = 1,647,616 FLOPs
+    assert summary.loc[0, "flops"] == totals["flops"] == 1_647_616
+    assert summary["flops"].dtype == "Int64" and summary["complete"].dtype == bool
+    # the model's summary row and the run's share their names: model, flops, macs, complete
+    shared = set(Profiler().profile(nn.Linear(2, 2), torch.randn(1, 2)).summary().columns)
+    assert {"model", "flops", "macs", "complete"} <= shared & set(summary.columns)
