@@ -54,3 +54,23 @@ def test_a_reentrant_checkpoints_backward_is_booked_per_module_on_cuda_as_on_the
         cuda = profile("cuda", True)
     assert cuda == profile("cpu", True)
     assert cuda["outside"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_training_steps_backward_is_known_module_by_module_on_cuda(dtype: torch.dtype
+                                                                    ) -> None:
+    # in training mode: cuDNN's batch norm backward, the fused attention backward kernels
+    # and the layer norm's, none of which the CPU runs
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(1, 2),
+        nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0),
+        nn.Linear(16, 4)).train()
+    x = torch.randn(2, 3, 6, 18)  # 8 channels x 4 rows = 32 tokens of width 16
+    profiler = ModuleProfiler()
+    cpu = profiler.profile(model, x, backward=True)
+    cuda = profiler.profile(model.cuda().to(dtype), x.cuda().to(dtype), backward=True)
+    assert cuda.backward_unsupported_ops == {} and cuda.backward_complete
+    assert cuda.to_df("module")["backward_complete"].all()
+    if dtype == torch.float32:  # the same matrix work as on the CPU
+        assert cuda.total_backward_macs == cpu.total_backward_macs
