@@ -212,6 +212,40 @@ def test_unfold_backward_counts_the_overlap_adds(size: int, step: int, overlap_a
     assert profile.backward_complete
 
 
+class _PaddedConv(nn.Module):
+    """A reflection- or replication-padded 1 x 1 convolution (TResNet's anti-aliasing blocks
+    pad by reflection before a depthwise blur)."""
+
+    def __init__(self, pad: nn.Module) -> None:
+        super().__init__()
+        self.conv, self.pad = nn.Conv2d(3, 3, 1, bias=False), pad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pad(self.conv(x)).sum()
+
+
+@pytest.mark.parametrize("pad", [nn.ReflectionPad2d((1, 2, 2, 1)),
+                                 nn.ReplicationPad2d((1, 2, 2, 1)),
+                                 nn.ReflectionPad2d((1, -1, 0, 2))])
+def test_a_pad_by_reflection_or_replication_counts_its_gradients_fold(pad: nn.Module) -> None:
+    # the fold adds each padded position's gradient to the position it copied: per plane, the
+    # padded positions minus the input positions the pad keeps, one add each; the pad's own
+    # backward of a tensor of ones gives how many gradients land on each input position, so
+    # the adds are sum(c - 1 over positions reached), counted independently of the formula
+    x = torch.randn(2, 3, 4, 5)
+    ones = torch.ones(2, 3, 4, 5, requires_grad=True)
+    landed = torch.autograd.grad(pad(ones).sum(), [ones])[0]
+    fold = int(landed.sum() - (landed > 0).sum())
+    # (1, 2, 2, 1): 6 planes x ((4 + 3) x (5 + 3) - 4 x 5) = 6 x 36 = 216
+    # (1, -1, 0, 2): the last column cropped, 6 planes x (6 x 5 - 4 x 4) = 6 x 14 = 84
+    assert fold == {(1, 2, 2, 1): 216, (1, -1, 0, 2): 84}[tuple(pad.padding)]
+    profile = ModuleProfiler().profile(_PaddedConv(pad), x, backward=True)
+    # besides the fold: the 1 x 1 convolution's weight gradient, 2 * 4 * 5 rows x 3 x 3 macs
+    # (40 x 9 = 360, 720 ops); the input needs no gradient
+    assert profile.backward_complete
+    assert (profile.total_backward_ops, profile.total_backward_macs) == (720 + fold, 360)
+
+
 def test_weight_norm_backward_is_counted() -> None:
     # torch.nn.utils.weight_norm recomputes w = g * v / ||v|| in a pre-hook (the fused
     # _weight_norm_interface); its backward is one kernel: v is 4 x 4 (M = 16) in 4 groups

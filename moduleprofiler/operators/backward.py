@@ -298,6 +298,29 @@ def unfold_backward_ops(args: Args, out: Any) -> Count:
     return lines * (windows * size - covered), 0
 
 
+@register(*aten("reflection_pad1d_backward", "reflection_pad2d_backward",
+                "reflection_pad3d_backward", "replication_pad1d_backward",
+                "replication_pad2d_backward", "replication_pad3d_backward"))
+def pad_backward_ops(args: Args, out: Any) -> Count:
+    """Fold of a reflection or replication pad's gradient: each padded position's gradient is
+    added to the input position it copied (one add each), the rest are moved: per padded
+    plane ``prod(out) - prod(kept)``, ``kept`` the input positions a negative pad does not crop.
+    """
+    grad_output, source = args.tensor("grad_output"), args.tensor("self")
+    padding = [int(p) for p in args.get("padding") or ()]
+    if grad_output is None or source is None or not padding:
+        return ZERO
+    dims = len(padding) // 2  # (left, right) of the last dim first, as in F.pad
+    kept = 1
+    for i in range(dims):
+        size = int(source.shape[-1 - i])
+        kept *= max(size + min(padding[2 * i], 0) + min(padding[2 * i + 1], 0), 0)
+    planes = numel(source) // math.prod(int(s) for s in source.shape[-dims:]) \
+        if numel(source) else 0
+    padded = math.prod(int(s) for s in grad_output.shape[-dims:])
+    return planes * max(padded - kept, 0), 0
+
+
 @register(*aten("_weight_norm_interface_backward"))
 def weight_norm_backward_ops(args: Args, out: Any) -> Count:
     """5 * numel(v) + 2 * groups: per group the dot product of the gradient with ``v``
