@@ -38,6 +38,13 @@ ACTIVATION_BACKWARD: dict[str, int] = {
     "mish_backward": 15,          # softplus, tanh and their chain
     "log_sigmoid_backward": 5,
 }
+# glu: grad_a = g * s and grad_b = g * a * s * (1 - s), s = sigmoid(b) recomputed: 3 + 1 + 4 per
+# output element
+GLU_BACKWARD = 8
+# rrelu: the gradient times the slope drawn per element in training (1); otherwise as
+# leaky_relu_backward with the mean slope (2), as the kernel does when lower == upper too
+RRELU_TRAIN_BACKWARD = 1
+RRELU_SLOPE_EPSILON = 1e-6  # the kernel's test of upper - lower for "a slope was drawn"
 _GELU_ERF_BACKWARD = 9    # erf form: cdf (3) + x * pdf (exp, 3 multiplies) + multiply
 _GELU_TANH_BACKWARD = 17  # tanh form: the inner polynomial, tanh, and its derivative
 
@@ -115,6 +122,23 @@ for _name, _cost in ACTIVATION_BACKWARD.items():
     register(*aten(_name))(_elementwise_backward(_cost))
 
 
+@register(*aten("glu_backward"))
+def glu_backward_ops(args: Args, out: Any) -> Count:
+    """8 ops per element of the gradient: sigmoid of the gate (3), its half's gradient (1) and
+    the gate's, ``g * a * s * (1 - s)`` (4)."""
+    return GLU_BACKWARD * numel(args.first()), 0
+
+
+@register(*aten("rrelu_with_noise_backward"))
+def rrelu_backward_ops(args: Args, out: Any) -> Count:
+    """1 op per element in training (the gradient times the slope drawn), else 2 (as
+    ``leaky_relu_backward``: a comparison and the multiply by the mean slope)."""
+    drawn = args.flag("training") and (
+        args.number("upper", 1 / 3) - args.number("lower", 1 / 8) > RRELU_SLOPE_EPSILON)
+    per = RRELU_TRAIN_BACKWARD if drawn else ACTIVATION_BACKWARD["leaky_relu_backward"]
+    return per * numel(args.first()), 0
+
+
 @register(*aten("gelu_backward"))
 def gelu_backward_ops(args: Args, out: Any) -> Count:
     """9 ops per element (erf form), 17 with ``approximate='tanh'``."""
@@ -173,6 +197,49 @@ def layer_norm_backward_ops(args: Args, out: Any) -> Count:
 def scatter_add_backward_ops(args: Args, out: Any) -> Count:
     """One add per element of the incoming gradient (scattered into the input's gradient)."""
     return numel(args.first()), 0
+
+
+_BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
+
+
+def _bag_rows(args: Args) -> int:
+    """Entries of an embedding bag's backward that are not ``padding_idx`` (every entry on the
+    meta device, where the indices cannot be read)."""
+    indices, padding_idx = args.tensor("indices"), args.get("padding_idx")
+    if indices is None:
+        return 0
+    if indices.device.type == "meta" or not isinstance(padding_idx, int) or padding_idx < 0:
+        return numel(indices)
+    return int((indices != padding_idx).sum())
+
+
+@register(*aten("_embedding_bag_backward", "_embedding_bag_dense_backward"))
+def embedding_bag_backward_ops(args: Args, out: Any) -> Count:
+    """The weight gradient: each entry's bag gradient added into its row, ``dim`` adds per entry
+    (sum), times ``1 / size`` of its bag or its per-sample weight first (mean, weighted: ``dim``
+    multiplies more); max: each bag's gradient added into its maxima's rows, one add per
+    gradient element.
+
+    NB: ``scale_grad_by_freq``'s divides by each index's count are not counted."""
+    grad = args.first()
+    if not isinstance(grad, Tensor) or grad.dim() < 2:
+        return ZERO
+    dim = int(grad.shape[-1])
+    mode = args.get("mode")
+    if mode == _BAG_MAX:
+        return numel(grad), 0
+    scaled = mode == _BAG_MEAN or args.tensor("per_sample_weights") is not None
+    return _bag_rows(args) * dim * (1 + int(scaled)), 0
+
+
+@register(*aten("_embedding_bag_per_sample_weights_backward"))
+def embedding_bag_sample_weights_backward_ops(args: Args, out: Any) -> Count:
+    """Each entry's weight gradient: the dot product of its bag's gradient with its row,
+    ``2 * dim - 1`` ops per entry."""
+    grad = args.first()
+    if not isinstance(grad, Tensor) or grad.dim() < 2:
+        return ZERO
+    return _bag_rows(args) * dot_ops(int(grad.shape[-1])), 0
 
 
 def _avg_pool_backward(dims: int) -> Any:
@@ -277,7 +344,9 @@ def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
 
 
 free("select_backward", "slice_backward", "index_select_backward", "diagonal_backward",
-     "_unsafe_index_put", "new_zeros", "zeros_like")
+     "_unsafe_index_put", "new_zeros", "zeros_like",
+     # the source's gradient of ``masked_scatter``: the masked elements of the gradient, moved
+     "masked_scatter_backward")
 
 
 @register(*aten("unfold_backward"))
