@@ -191,6 +191,19 @@ def layer_norm_backward_ops(args: Args, out: Any) -> Count:
     return _norm_backward(args, True, args.tensor("weight"))
 
 
+@register(*aten("_fused_rms_norm_backward"))
+def rms_norm_backward_ops(args: Args, out: Any) -> Count:
+    """The fused RMS norm's backward (CUDA's ``nn.RMSNorm``): 7 per element for grad_input
+    (``g * w``, ``x * rstd``, the row's multiply-accumulate of the two, ``xhat`` times that,
+    the subtraction and the multiply by ``rstd``), 3 for grad_weight, as for a layer norm."""
+    elements = numel(args.tensor("grad_out"))
+    want_input, want_weight = _mask(args, (True, True))[:2]
+    ops = NORM_INPUT_TRAIN * elements if want_input else 0
+    if want_weight and args.tensor("weight") is not None:
+        ops += NORM_WEIGHT * elements
+    return ops, 0
+
+
 @register(*aten("max_pool2d_with_indices_backward",
                 "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
                 "adaptive_max_pool3d_backward", "embedding_dense_backward"))

@@ -139,3 +139,21 @@ def test_meta_device_counts_the_same(fn: Callable[..., Any], args: tuple[Any, ..
     expected = count(fn, *args)
     with torch.device("meta"):
         assert count(fn, *on_meta(args)) == expected
+
+
+@pytest.mark.parametrize(("output_mask", "weighted", "expected"), [
+    # grad_out 2 x 3 x 8 = 48 elements: grad_input 7 each (g * w, x * rstd, the row's
+    # multiply-accumulate 2, xhat times it, the subtraction, times rstd), grad_weight 3 each
+    ((True, True), True, 48 * (7 + 3)),
+    ((True, False), True, 48 * 7),  # a frozen weight
+    ((False, True), True, 48 * 3),  # an input that needs no gradient
+    ((True, True), False, 48 * 7),  # no weight: no weight gradient
+])
+def test_fused_rms_norm_backward(output_mask: tuple[bool, bool], weighted: bool,
+                                 expected: int) -> None:
+    # nn.RMSNorm's fused kernel runs on CUDA only (on the CPU it decomposes): its formula is
+    # called directly, with the arguments the kernel gets
+    x, grad = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    rstd, weight = torch.ones(2, 3, 1), (torch.ones(8) if weighted else None)
+    assert formula_count(aten._fused_rms_norm_backward.default, grad, x, [8], rstd, weight,
+                         list(output_mask)) == (expected, 0)
