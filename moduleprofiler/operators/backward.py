@@ -185,6 +185,20 @@ def batch_norm_backward_ops(args: Args, out: Any) -> Count:
     return _norm_backward(args, args.flag("train"), args.tensor("weight"))
 
 
+@register(*aten("batch_norm_backward"))
+def batch_norm_update_backward_ops(args: Args, out: Any) -> Count:
+    """The backward of ``_batch_norm_with_update`` / ``_no_update`` (exported and compiled
+    graphs): :func:`batch_norm_backward_ops` with batch statistics when ``update``."""
+    return _norm_backward(args, args.flag("update"), args.tensor("weight"))
+
+
+@register(*aten("cudnn_batch_norm_backward", "miopen_batch_norm_backward"))
+def fused_batch_norm_backward_ops(args: Args, out: Any) -> Count:
+    """cuDNN's and MIOpen's batch norm backward (a training batch norm on the GPU): every
+    gradient with batch statistics, 7 + 3 + 1 per element."""
+    return _norm_backward(args, True, args.tensor("weight"))
+
+
 @register(*aten("native_layer_norm_backward", "native_group_norm_backward"))
 def layer_norm_backward_ops(args: Args, out: Any) -> Count:
     """7 per element for grad_input, 3 for grad_weight, 1 for grad_bias."""
