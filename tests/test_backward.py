@@ -247,7 +247,7 @@ def test_a_pad_by_reflection_or_replication_counts_its_gradients_fold(pad: nn.Mo
 
 
 class _Gated(nn.Module):
-    """A linear layer into a gated activation (GLU: conformer convolution modules; RReLU)."""
+    """A linear layer into an activation (GLU: conformer convolution modules; RReLU; shrinks)."""
 
     def __init__(self, act: nn.Module) -> None:
         super().__init__()
@@ -265,8 +265,11 @@ class _Gated(nn.Module):
     (nn.RReLU(), 1, 4 * 6),
     # lower == upper: no slope is drawn, the kernel runs leaky_relu's backward, 2 per element
     (nn.RReLU(0.2, 0.2), 2, 4 * 6),
+    # shrinks: two comparisons (x > lambd, x < -lambd) select the gradient, 2 per element
+    (nn.Hardshrink(), 2, 4 * 6),
+    (nn.Softshrink(), 2, 4 * 6),
 ])
-def test_gated_activations_count_their_backward(act: nn.Module, per_element: int,
+def test_these_activations_count_their_backward(act: nn.Module, per_element: int,
                                                 elements: int) -> None:
     model = _Gated(act).train()
     profile = ModuleProfiler().profile(model, torch.randn(4, 3), eval=False, backward=True)

@@ -37,6 +37,8 @@ ACTIVATION_BACKWARD: dict[str, int] = {
     "silu_backward": 7,           # sigmoid (3) + g * s * (1 + x * (1 - s)) (4)
     "mish_backward": 15,          # softplus, tanh and their chain
     "log_sigmoid_backward": 5,
+    "hardshrink_backward": 2,     # two comparisons (x > lambd, x < -lambd) select g
+    "softshrink_backward": 2,     # two comparisons select g
 }
 # glu: grad_a = g * s and grad_b = g * a * s * (1 - s), s = sigmoid(b) recomputed: 3 + 1 + 4 per
 # output element
@@ -309,7 +311,7 @@ def _attention_backward(query: Tensor | None, key: Tensor | None, value: Tensor 
 @register(*aten("_scaled_dot_product_flash_attention_for_cpu_backward",
                 "_scaled_dot_product_flash_attention_backward",
                 "_scaled_dot_product_efficient_attention_backward",
-                "_scaled_dot_product_cudnn_attention_backward"))
+                "_scaled_dot_product_cudnn_attention_backward", "_cudnn_attention_backward"))
 def sdpa_backward_ops(args: Args, out: Any) -> Count:
     """Four attention-sized products and the softmax gradient (recomputation not counted)."""
     return _attention_backward(args.tensor("query"), args.tensor("key"), args.tensor("value"))
