@@ -353,6 +353,45 @@ for _name, _cost in UPSAMPLE_BACKWARD.items():
     register(*aten(_name))(_elementwise_backward(_cost))
 
 
+# The gate arithmetic's gradient of CUDA's fused LSTM and GRU cells (``nn.LSTMCell``,
+# ``nn.GRUCell``; their matmuls' gradients run as separate ``mm``), per hidden element, as the
+# CPU's decomposed cell backward counts it: LSTM 3 sigmoid gradients (9), 2 tanh gradients (6),
+# 6 multiplies and an add; GRU 2 sigmoid gradients (6), 1 tanh gradient (3), 4 multiplies and
+# 2 adds.
+LSTM_CELL_BACKWARD = 22
+GRU_CELL_BACKWARD = 15
+
+
+def _bias_sum(rows: int, width: int) -> int:
+    """A bias gradient: the gate gradients summed over the rows."""
+    return max(rows - 1, 0) * width
+
+
+@register(*aten("_thnn_fused_lstm_cell_backward_impl"))
+def fused_lstm_cell_backward_ops(args: Args, out: Any) -> Count:
+    """rows * H * 22, plus the bias gradient (the 4H gate gradients summed over the rows) when
+    ``has_bias``: the kernel sums once for both biases (the decomposed CPU cell sums twice)."""
+    cx, workspace = args.tensor("cx"), args.tensor("workspace")
+    if cx is None or workspace is None:
+        return ZERO
+    rows = numel(cx) // int(cx.shape[-1]) if cx.dim() else 1
+    bias = _bias_sum(rows, int(workspace.shape[-1])) if args.flag("has_bias") else 0
+    return LSTM_CELL_BACKWARD * numel(cx) + bias, 0
+
+
+@register(*aten("_thnn_fused_gru_cell_backward"))
+def fused_gru_cell_backward_ops(args: Args, out: Any) -> Count:
+    """rows * H * 15, plus both bias gradients (3H gate gradients summed over the rows each)
+    when ``has_bias``."""
+    grad = args.first()
+    if not isinstance(grad, Tensor) or grad.dim() == 0:
+        return ZERO
+    hidden = int(grad.shape[-1])
+    rows = numel(grad) // hidden
+    bias = 2 * _bias_sum(rows, 3 * hidden) if args.flag("has_bias") else 0
+    return GRU_CELL_BACKWARD * numel(grad) + bias, 0
+
+
 @register(*aten("_cudnn_rnn_backward"))
 def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
     """A whole cuDNN RNN's backward: the forward's gate products over every layer and
