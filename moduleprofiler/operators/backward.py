@@ -201,6 +201,33 @@ def fused_batch_norm_backward_ops(args: Args, out: Any) -> Count:
     return _norm_backward(args, True, args.tensor("weight"))
 
 
+# SyncBatchNorm's backward on CUDA splits the batch-statistics gradient in two kernels around
+# the all-reduce of the channel sums: the reduction (the input gradient's two channel means,
+# the weight and bias gradients) and the element-wise rest (7 - 2 per element), so the two
+# together count as ``native_batch_norm_backward`` in training.
+NORM_INPUT_MEANS = 2
+
+
+@register(*aten("batch_norm_backward_reduce"))
+def batch_norm_backward_reduce_ops(args: Args, out: Any) -> Count:
+    """Per element: 2 for the input gradient's channel sums (``input_g``), 3 for the weight
+    gradient (``weight_g``, with a weight), 1 for the bias gradient (``bias_g``)."""
+    elements = numel(args.first())
+    ops = NORM_INPUT_MEANS * elements if args.flag("input_g") else 0
+    if args.flag("weight_g") and args.tensor("weight") is not None:
+        ops += NORM_WEIGHT * elements
+    if args.flag("bias_g"):
+        ops += NORM_BIAS * elements
+    return ops, 0
+
+
+@register(*aten("batch_norm_backward_elemt"))
+def batch_norm_backward_elemt_ops(args: Args, out: Any) -> Count:
+    """5 per element: the input gradient from the all-reduced channel sums (7 in all with
+    the 2 of :func:`batch_norm_backward_reduce_ops`)."""
+    return (NORM_INPUT_TRAIN - NORM_INPUT_MEANS) * numel(args.first()), 0
+
+
 @register(*aten("native_layer_norm_backward", "native_group_norm_backward"))
 def layer_norm_backward_ops(args: Args, out: Any) -> Count:
     """7 per element for grad_input, 3 for grad_weight, 1 for grad_bias."""

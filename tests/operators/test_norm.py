@@ -191,3 +191,21 @@ def test_cudnn_batch_norm_backward_counts_as_the_native_one_in_training() -> Non
                          torch.empty(0)) == native
     assert formula_count(aten.miopen_batch_norm_backward.default, x, grad, c, c, c, c, c,
                          1e-5) == native
+
+
+def test_sync_batch_norm_backward_kernels_add_up_to_the_native_one() -> None:
+    # nn.SyncBatchNorm's backward on CUDA (called directly: CUDA-only kernels): the reduction
+    # before the all-reduce, 96 elements x (2 + 3 + 1), and the element-wise rest, 96 x 5;
+    # together native_batch_norm_backward's 96 x (7 + 3 + 1) in training
+    x, grad, c = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4), torch.ones(3)
+    reduce = formula_count(aten.batch_norm_backward_reduce.default, grad, x, c, c, c,
+                           True, True, True)
+    elemt = formula_count(aten.batch_norm_backward_elemt.default, grad, x, c, c, c, c, c,
+                          torch.tensor([32, 32], dtype=torch.int32))
+    assert (reduce, elemt) == ((96 * 6, 0), (96 * 5, 0))
+    native = formula_count(aten.native_batch_norm_backward.default, grad, x, c, c, c, c, c,
+                           True, 1e-5, [True, True, True])
+    assert reduce[0] + elemt[0] == native[0]
+    # a frozen affine: only the input gradient's sums are reduced
+    assert formula_count(aten.batch_norm_backward_reduce.default, grad, x, c, c, c,
+                         True, False, False) == (96 * 2, 0)
