@@ -215,6 +215,130 @@ def test_unfold_backward_counts_the_overlap_adds(size: int, step: int, overlap_a
     assert profile.backward_complete
 
 
+class _PaddedConv(nn.Module):
+    """A reflection- or replication-padded 1 x 1 convolution (TResNet's anti-aliasing blocks
+    pad by reflection before a depthwise blur)."""
+
+    def __init__(self, pad: nn.Module) -> None:
+        super().__init__()
+        self.conv, self.pad = nn.Conv2d(3, 3, 1, bias=False), pad
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pad(self.conv(x)).sum()
+
+
+@pytest.mark.parametrize("pad", [nn.ReflectionPad2d((1, 2, 2, 1)),
+                                 nn.ReplicationPad2d((1, 2, 2, 1)),
+                                 nn.ReflectionPad2d((1, -1, 0, 2))])
+def test_a_pad_by_reflection_or_replication_counts_its_gradients_fold(pad: nn.Module) -> None:
+    # the fold adds each padded position's gradient to the position it copied: per plane, the
+    # padded positions minus the input positions the pad keeps, one add each; the pad's own
+    # backward of a tensor of ones gives how many gradients land on each input position, so
+    # the adds are sum(c - 1 over positions reached), counted independently of the formula
+    x = torch.randn(2, 3, 4, 5)
+    ones = torch.ones(2, 3, 4, 5, requires_grad=True)
+    landed = torch.autograd.grad(pad(ones).sum(), [ones])[0]
+    fold = int(landed.sum() - (landed > 0).sum())
+    # (1, 2, 2, 1): 6 planes x ((4 + 3) x (5 + 3) - 4 x 5) = 6 x 36 = 216
+    # (1, -1, 0, 2): the last column cropped, 6 planes x (6 x 5 - 4 x 4) = 6 x 14 = 84
+    assert fold == {(1, 2, 2, 1): 216, (1, -1, 0, 2): 84}[tuple(pad.padding)]
+    profile = ModuleProfiler().profile(_PaddedConv(pad), x, backward=True)
+    # besides the fold: the 1 x 1 convolution's weight gradient, 2 * 4 * 5 rows x 3 x 3 macs
+    # (40 x 9 = 360, 720 ops); the input needs no gradient
+    assert profile.backward_complete
+    assert (profile.total_backward_ops, profile.total_backward_macs) == (720 + fold, 360)
+
+
+class _Gated(nn.Module):
+    """A linear layer into an activation (GLU: conformer convolution modules; RReLU; shrinks)."""
+
+    def __init__(self, act: nn.Module) -> None:
+        super().__init__()
+        self.linear, self.act = nn.Linear(3, 6, bias=False), act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.linear(x))
+
+
+@pytest.mark.parametrize(("act", "per_element", "elements"), [
+    # glu halves 6 features: 4 x 3 gradient elements, each 8 ops (sigmoid 3, g * s,
+    # g * a * s * (1 - s) 4)
+    (nn.GLU(), 8, 4 * 3),
+    # rrelu in training: the gradient times the slope drawn per element, 1 op per element
+    (nn.RReLU(), 1, 4 * 6),
+    # lower == upper: no slope is drawn, the kernel runs leaky_relu's backward, 2 per element
+    (nn.RReLU(0.2, 0.2), 2, 4 * 6),
+    # shrinks: two comparisons (x > lambd, x < -lambd) select the gradient, 2 per element
+    (nn.Hardshrink(), 2, 4 * 6),
+    (nn.Softshrink(), 2, 4 * 6),
+])
+def test_these_activations_count_their_backward(act: nn.Module, per_element: int,
+                                                elements: int) -> None:
+    model = _Gated(act).train()
+    profile = ModuleProfiler().profile(model, torch.randn(4, 3), eval=False, backward=True)
+    assert profile.backward_complete
+    # the linear layer's weight gradient, 6 x 3 dot products of the 4 rows: 18 x 7 = 126 ops,
+    # 4 x 3 x 6 = 72 macs; its input needs none
+    assert profile.records[1].self_backward_ops == 126
+    assert profile.records[2].self_backward_ops == per_element * elements
+
+
+class _Bags(nn.Module):
+    """An embedding bag over fixed indices, with per-sample weights when given."""
+
+    def __init__(self, mode: str, weights: nn.Parameter | None = None) -> None:
+        super().__init__()
+        self.bag, self.weights = nn.EmbeddingBag(10, 4, mode=mode, padding_idx=0), weights
+
+    def forward(self, indices: torch.Tensor) -> torch.Tensor:
+        return self.bag(indices, per_sample_weights=self.weights)
+
+
+@pytest.mark.parametrize(("mode", "weighted", "backward_ops"), [
+    # 2 bags of 3 entries, one of each a padding entry: 4 entries reach the weight gradient,
+    # 4 adds each (its bag's gradient row into its own row): 16
+    ("sum", False, 16),
+    # mean: each entry's row is scaled by 1 / its bag's size first, 4 multiplies more: 32
+    ("mean", False, 32),
+    # max: each bag's gradient element is added into its maximum's row: 2 x 4 = 8
+    ("max", False, 8),
+    # per-sample weights: the weight gradient 32 as for mean, and each real entry's weight
+    # gradient, a dot product of length 4 (7 ops): 4 x 7 = 28
+    ("sum", True, 32 + 28),
+])
+def test_an_embedding_bag_counts_its_backward(mode: str, weighted: bool,
+                                              backward_ops: int) -> None:
+    weights = nn.Parameter(torch.rand(2, 3)) if weighted else None
+    indices = torch.tensor([[1, 0, 3], [0, 4, 5]])
+    profile = ModuleProfiler().profile(_Bags(mode, weights), indices, backward=True)
+    assert profile.backward_complete
+    assert profile.total_backward_ops == backward_ops
+
+
+class _MergedImages(nn.Module):
+    """A vision-language merge: image features scattered into the token embeddings where the
+    image tokens are (``masked_scatter``, as LLaVA-type models do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.project = nn.Embedding(10, 4), nn.Linear(5, 4, bias=False)
+
+    def forward(self, ids: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
+        tokens = self.embed(ids)
+        mask = (ids == 9).unsqueeze(-1).expand_as(tokens)
+        return tokens.masked_scatter(mask, self.project(image))
+
+
+def test_a_masked_scatter_moves_its_sources_gradient_for_free() -> None:
+    ids, image = torch.tensor([[1, 9, 9, 2]]), torch.randn(2, 5)
+    profile = ModuleProfiler().profile(_MergedImages(), (ids, image), backward=True)
+    assert profile.backward_complete
+    # the projection's weight gradient, 4 x 5 dot products of its 2 rows: 20 x 3 = 60 ops;
+    # the embedding's: one add per incoming gradient element, 4 x 4 = 16; masked_scatter's own
+    # gradients are the gradient, moved (masked_fill, masked_scatter_backward)
+    assert profile.total_backward_ops == 60 + 16
+
+
 def test_weight_norm_backward_is_counted() -> None:
     # torch.nn.utils.weight_norm recomputes w = g * v / ||v|| in a pre-hook (the fused
     # _weight_norm_interface); its backward is one kernel: v is 4 x 4 (M = 16) in 4 groups

@@ -37,7 +37,16 @@ ACTIVATION_BACKWARD: dict[str, int] = {
     "silu_backward": 7,           # sigmoid (3) + g * s * (1 + x * (1 - s)) (4)
     "mish_backward": 15,          # softplus, tanh and their chain
     "log_sigmoid_backward": 5,
+    "hardshrink_backward": 2,     # two comparisons (x > lambd, x < -lambd) select g
+    "softshrink_backward": 2,     # two comparisons select g
 }
+# glu: grad_a = g * s and grad_b = g * a * s * (1 - s), s = sigmoid(b) recomputed: 3 + 1 + 4 per
+# output element
+GLU_BACKWARD = 8
+# rrelu: the gradient times the slope drawn per element in training (1); otherwise as
+# leaky_relu_backward with the mean slope (2), as the kernel does when lower == upper too
+RRELU_TRAIN_BACKWARD = 1
+RRELU_SLOPE_EPSILON = 1e-6  # the kernel's test of upper - lower for "a slope was drawn"
 _GELU_ERF_BACKWARD = 9    # erf form: cdf (3) + x * pdf (exp, 3 multiplies) + multiply
 _GELU_TANH_BACKWARD = 17  # tanh form: the inner polynomial, tanh, and its derivative
 
@@ -115,6 +124,23 @@ for _name, _cost in ACTIVATION_BACKWARD.items():
     register(*aten(_name))(_elementwise_backward(_cost))
 
 
+@register(*aten("glu_backward"))
+def glu_backward_ops(args: Args, out: Any) -> Count:
+    """8 ops per element of the gradient: sigmoid of the gate (3), its half's gradient (1) and
+    the gate's, ``g * a * s * (1 - s)`` (4)."""
+    return GLU_BACKWARD * numel(args.first()), 0
+
+
+@register(*aten("rrelu_with_noise_backward"))
+def rrelu_backward_ops(args: Args, out: Any) -> Count:
+    """1 op per element in training (the gradient times the slope drawn), else 2 (as
+    ``leaky_relu_backward``: a comparison and the multiply by the mean slope)."""
+    drawn = args.flag("training") and (
+        args.number("upper", 1 / 3) - args.number("lower", 1 / 8) > RRELU_SLOPE_EPSILON)
+    per = RRELU_TRAIN_BACKWARD if drawn else ACTIVATION_BACKWARD["leaky_relu_backward"]
+    return per * numel(args.first()), 0
+
+
 @register(*aten("gelu_backward"))
 def gelu_backward_ops(args: Args, out: Any) -> Count:
     """9 ops per element (erf form), 17 with ``approximate='tanh'``."""
@@ -161,10 +187,64 @@ def batch_norm_backward_ops(args: Args, out: Any) -> Count:
     return _norm_backward(args, args.flag("train"), args.tensor("weight"))
 
 
+@register(*aten("batch_norm_backward"))
+def batch_norm_update_backward_ops(args: Args, out: Any) -> Count:
+    """The backward of ``_batch_norm_with_update`` / ``_no_update`` (exported and compiled
+    graphs): :func:`batch_norm_backward_ops` with batch statistics when ``update``."""
+    return _norm_backward(args, args.flag("update"), args.tensor("weight"))
+
+
+@register(*aten("cudnn_batch_norm_backward", "miopen_batch_norm_backward"))
+def fused_batch_norm_backward_ops(args: Args, out: Any) -> Count:
+    """cuDNN's and MIOpen's batch norm backward (a training batch norm on the GPU): every
+    gradient with batch statistics, 7 + 3 + 1 per element."""
+    return _norm_backward(args, True, args.tensor("weight"))
+
+
+# SyncBatchNorm's backward on CUDA splits the batch-statistics gradient in two kernels around
+# the all-reduce of the channel sums: the reduction (the input gradient's two channel means,
+# the weight and bias gradients) and the element-wise rest (7 - 2 per element), so the two
+# together count as ``native_batch_norm_backward`` in training.
+NORM_INPUT_MEANS = 2
+
+
+@register(*aten("batch_norm_backward_reduce"))
+def batch_norm_backward_reduce_ops(args: Args, out: Any) -> Count:
+    """Per element: 2 for the input gradient's channel sums (``input_g``), 3 for the weight
+    gradient (``weight_g``, with a weight), 1 for the bias gradient (``bias_g``)."""
+    elements = numel(args.first())
+    ops = NORM_INPUT_MEANS * elements if args.flag("input_g") else 0
+    if args.flag("weight_g") and args.tensor("weight") is not None:
+        ops += NORM_WEIGHT * elements
+    if args.flag("bias_g"):
+        ops += NORM_BIAS * elements
+    return ops, 0
+
+
+@register(*aten("batch_norm_backward_elemt"))
+def batch_norm_backward_elemt_ops(args: Args, out: Any) -> Count:
+    """5 per element: the input gradient from the all-reduced channel sums (7 in all with
+    the 2 of :func:`batch_norm_backward_reduce_ops`)."""
+    return (NORM_INPUT_TRAIN - NORM_INPUT_MEANS) * numel(args.first()), 0
+
+
 @register(*aten("native_layer_norm_backward", "native_group_norm_backward"))
 def layer_norm_backward_ops(args: Args, out: Any) -> Count:
     """7 per element for grad_input, 3 for grad_weight, 1 for grad_bias."""
     return _norm_backward(args, True, args.tensor("weight"))
+
+
+@register(*aten("_fused_rms_norm_backward"))
+def rms_norm_backward_ops(args: Args, out: Any) -> Count:
+    """The fused RMS norm's backward (CUDA's ``nn.RMSNorm``): 7 per element for grad_input
+    (``g * w``, ``x * rstd``, the row's multiply-accumulate of the two, ``xhat`` times that,
+    the subtraction and the multiply by ``rstd``), 3 for grad_weight, as for a layer norm."""
+    elements = numel(args.tensor("grad_out"))
+    want_input, want_weight = _mask(args, (True, True))[:2]
+    ops = NORM_INPUT_TRAIN * elements if want_input else 0
+    if want_weight and args.tensor("weight") is not None:
+        ops += NORM_WEIGHT * elements
+    return ops, 0
 
 
 @register(*aten("max_pool2d_with_indices_backward",
@@ -173,6 +253,49 @@ def layer_norm_backward_ops(args: Args, out: Any) -> Count:
 def scatter_add_backward_ops(args: Args, out: Any) -> Count:
     """One add per element of the incoming gradient (scattered into the input's gradient)."""
     return numel(args.first()), 0
+
+
+_BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
+
+
+def _bag_rows(args: Args) -> int:
+    """Entries of an embedding bag's backward that are not ``padding_idx`` (every entry on the
+    meta device, where the indices cannot be read)."""
+    indices, padding_idx = args.tensor("indices"), args.get("padding_idx")
+    if indices is None:
+        return 0
+    if indices.device.type == "meta" or not isinstance(padding_idx, int) or padding_idx < 0:
+        return numel(indices)
+    return int((indices != padding_idx).sum())
+
+
+@register(*aten("_embedding_bag_backward", "_embedding_bag_dense_backward"))
+def embedding_bag_backward_ops(args: Args, out: Any) -> Count:
+    """The weight gradient: each entry's bag gradient added into its row, ``dim`` adds per entry
+    (sum), times ``1 / size`` of its bag or its per-sample weight first (mean, weighted: ``dim``
+    multiplies more); max: each bag's gradient added into its maxima's rows, one add per
+    gradient element.
+
+    NB: ``scale_grad_by_freq``'s divides by each index's count are not counted."""
+    grad = args.first()
+    if not isinstance(grad, Tensor) or grad.dim() < 2:
+        return ZERO
+    dim = int(grad.shape[-1])
+    mode = args.get("mode")
+    if mode == _BAG_MAX:
+        return numel(grad), 0
+    scaled = mode == _BAG_MEAN or args.tensor("per_sample_weights") is not None
+    return _bag_rows(args) * dim * (1 + int(scaled)), 0
+
+
+@register(*aten("_embedding_bag_per_sample_weights_backward"))
+def embedding_bag_sample_weights_backward_ops(args: Args, out: Any) -> Count:
+    """Each entry's weight gradient: the dot product of its bag's gradient with its row,
+    ``2 * dim - 1`` ops per entry."""
+    grad = args.first()
+    if not isinstance(grad, Tensor) or grad.dim() < 2:
+        return ZERO
+    return _bag_rows(args) * dot_ops(int(grad.shape[-1])), 0
 
 
 def _avg_pool_backward(dims: int) -> Any:
@@ -215,7 +338,7 @@ def _attention_backward(query: Tensor | None, key: Tensor | None, value: Tensor 
 @register(*aten("_scaled_dot_product_flash_attention_for_cpu_backward",
                 "_scaled_dot_product_flash_attention_backward",
                 "_scaled_dot_product_efficient_attention_backward",
-                "_scaled_dot_product_cudnn_attention_backward"))
+                "_scaled_dot_product_cudnn_attention_backward", "_cudnn_attention_backward"))
 def sdpa_backward_ops(args: Args, out: Any) -> Count:
     """Four attention-sized products and the softmax gradient (recomputation not counted)."""
     return _attention_backward(args.tensor("query"), args.tensor("key"), args.tensor("value"))
@@ -257,6 +380,45 @@ for _name, _cost in UPSAMPLE_BACKWARD.items():
     register(*aten(_name))(_elementwise_backward(_cost))
 
 
+# The gate arithmetic's gradient of CUDA's fused LSTM and GRU cells (``nn.LSTMCell``,
+# ``nn.GRUCell``; their matmuls' gradients run as separate ``mm``), per hidden element, as the
+# CPU's decomposed cell backward counts it: LSTM 3 sigmoid gradients (9), 2 tanh gradients (6),
+# 6 multiplies and an add; GRU 2 sigmoid gradients (6), 1 tanh gradient (3), 4 multiplies and
+# 2 adds.
+LSTM_CELL_BACKWARD = 22
+GRU_CELL_BACKWARD = 15
+
+
+def _bias_sum(rows: int, width: int) -> int:
+    """A bias gradient: the gate gradients summed over the rows."""
+    return max(rows - 1, 0) * width
+
+
+@register(*aten("_thnn_fused_lstm_cell_backward_impl"))
+def fused_lstm_cell_backward_ops(args: Args, out: Any) -> Count:
+    """rows * H * 22, plus the bias gradient (the 4H gate gradients summed over the rows) when
+    ``has_bias``: the kernel sums once for both biases (the decomposed CPU cell sums twice)."""
+    cx, workspace = args.tensor("cx"), args.tensor("workspace")
+    if cx is None or workspace is None:
+        return ZERO
+    rows = numel(cx) // int(cx.shape[-1]) if cx.dim() else 1
+    bias = _bias_sum(rows, int(workspace.shape[-1])) if args.flag("has_bias") else 0
+    return LSTM_CELL_BACKWARD * numel(cx) + bias, 0
+
+
+@register(*aten("_thnn_fused_gru_cell_backward"))
+def fused_gru_cell_backward_ops(args: Args, out: Any) -> Count:
+    """rows * H * 15, plus both bias gradients (3H gate gradients summed over the rows each)
+    when ``has_bias``."""
+    grad = args.first()
+    if not isinstance(grad, Tensor) or grad.dim() == 0:
+        return ZERO
+    hidden = int(grad.shape[-1])
+    rows = numel(grad) // hidden
+    bias = 2 * _bias_sum(rows, 3 * hidden) if args.flag("has_bias") else 0
+    return GRU_CELL_BACKWARD * numel(grad) + bias, 0
+
+
 @register(*aten("_cudnn_rnn_backward"))
 def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
     """A whole cuDNN RNN's backward: the forward's gate products over every layer and
@@ -277,7 +439,9 @@ def cudnn_rnn_backward_ops(args: Args, out: Any) -> Count:
 
 
 free("select_backward", "slice_backward", "index_select_backward", "diagonal_backward",
-     "_unsafe_index_put", "new_zeros", "zeros_like")
+     "_unsafe_index_put", "new_zeros", "zeros_like",
+     # the source's gradient of ``masked_scatter``: the masked elements of the gradient, moved
+     "masked_scatter_backward")
 
 
 @register(*aten("unfold_backward"))
@@ -296,6 +460,29 @@ def unfold_backward_ops(args: Args, out: Any) -> Count:
         windows * size
     lines = math.prod(sizes) // length if length else 0
     return lines * (windows * size - covered), 0
+
+
+@register(*aten("reflection_pad1d_backward", "reflection_pad2d_backward",
+                "reflection_pad3d_backward", "replication_pad1d_backward",
+                "replication_pad2d_backward", "replication_pad3d_backward"))
+def pad_backward_ops(args: Args, out: Any) -> Count:
+    """Fold of a reflection or replication pad's gradient: each padded position's gradient is
+    added to the input position it copied (one add each), the rest are moved: per padded
+    plane ``prod(out) - prod(kept)``, ``kept`` the input positions a negative pad does not crop.
+    """
+    grad_output, source = args.tensor("grad_output"), args.tensor("self")
+    padding = [int(p) for p in args.get("padding") or ()]
+    if grad_output is None or source is None or not padding:
+        return ZERO
+    dims = len(padding) // 2  # (left, right) of the last dim first, as in F.pad
+    kept = 1
+    for i in range(dims):
+        size = int(source.shape[-1 - i])
+        kept *= max(size + min(padding[2 * i], 0) + min(padding[2 * i + 1], 0), 0)
+    planes = numel(source) // math.prod(int(s) for s in source.shape[-dims:]) \
+        if numel(source) else 0
+    padded = math.prod(int(s) for s in grad_output.shape[-dims:])
+    return planes * max(padded - kept, 0), 0
 
 
 @register(*aten("_weight_norm_interface_backward"))

@@ -120,9 +120,9 @@ def sparse_product_count(a: Any, b: Any) -> Count | None:
 
 # -- 2-D and batched products ------------------------------------------------------------------
 
-@register(*aten("mm", "_scaled_mm", "hspmm"))
+@register(*aten("mm", "_scaled_mm", "_scaled_mm_v2", "hspmm"))
 def mm_ops(args: Args, out: Any) -> Count:
-    """(n, k) @ (k, m): ops n*m*(2k - 1), macs n*k*m (_scaled_mm: + n*m with a bias); with a
+    """(n, k) @ (k, m): ops n*m*(2k - 1), macs n*k*m (_scaled_mm, _v2: + n*m with a bias); with a
     sparse operand (``hspmm``'s first always), :func:`sparse_product_count`."""
     a, b = args.first(), args.get("mat2")
     if _sparse(a) or _sparse(b):
@@ -189,7 +189,7 @@ def bmm_ops(args: Args, out: Any) -> Count:
     return product_count(b * n * m, k)
 
 
-@register(*aten("_grouped_mm", "_scaled_grouped_mm"))
+@register(*aten("_grouped_mm", "_scaled_grouped_mm", "_scaled_grouped_mm_v2"))
 def grouped_mm_ops(args: Args, out: Any) -> Count:
     """Grouped matmul (mixture-of-experts layers): every output element is one dot product
     of length K (``a @ b`` per group; ``(G, M, K) @ (G, K, N)``, or rows of ``(T, K)`` routed

@@ -205,3 +205,18 @@ def test_nested_encoder_counts_each_sequence() -> None:
     nested = count(encoder, x, src_key_padding_mask=mask)
     alone = [count(encoder, x[:1]), count(encoder, x[1:, :3])]
     assert nested == (alone[0][0] + alone[1][0] + 20, alone[0][1] + alone[1][1])
+
+
+def test_cudnn_attention_backward_counts_as_the_cpu_kernels() -> None:
+    # cuDNN's kernel runs on CUDA only: its formula is called directly, against the CPU flash
+    # kernel's backward run for real on the same (B, H, L, E) problem. B * H = 4 heads of
+    # L = S = 3, E = Ev = 4: 36 scores; dV, dP, dQ, dK 4 products of 36 x 4 = 576 macs; ops
+    # 2 * 576 + 4 * 36 (softmax gradient) = 1296
+    q, k, v = (torch.randn(2, 2, 3, 4, requires_grad=True) for _ in range(3))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        out = F.scaled_dot_product_attention(q, k, v)
+    counter = counter_of(torch.autograd.grad, out.sum(), [q, k, v], mode="grad")
+    assert (counter.ops, counter.macs) == (1296, 576)
+    grad, lse, empty = torch.ones(2, 2, 3, 4), torch.zeros(2, 2, 3), torch.empty(0)
+    assert formula_count(aten._cudnn_attention_backward.default, grad, q, k, v, out, lse, empty,
+                         empty, empty, empty, empty, 3, 3, 0.0, False) == (1296, 576)

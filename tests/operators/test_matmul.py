@@ -364,3 +364,20 @@ def test_grouped_mm_counts_what_flopcountermode_misses() -> None:
     # (3, 4, 8) @ (3, 8, 16): 3 * 4 * 16 = 192 outputs of length 8: macs 1536
     batched = torch.randn(3, 4, 8)
     assert formula((batched, experts), {}, torch._grouped_mm(batched, experts))[1] == 1536
+
+
+def test_scaled_matmuls_of_both_interfaces_count_as_mm() -> None:
+    # float8 (16 x 32) @ (32 x 64) with one scale each, run on the CPU through the first and the
+    # second scaled-matmul interface (scale lists and recipes: 0 is one scale per tensor):
+    # 16 x 64 dot products of length 32, 1024 x 63 = 64512 ops, 16 x 32 x 64 = 32768 macs
+    a = torch.randn(16, 32).to(torch.float8_e4m3fn)
+    b = torch.randn(64, 32).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0)
+    assert count(torch._scaled_mm, a, b, one, one, out_dtype=torch.float32) == (64512, 32768)
+    assert count(aten._scaled_mm_v2.default, a, b, [one], [0], [0], [one], [0], [0], None,
+                 torch.float32) == (64512, 32768)
+    # the grouped one (CUDA only), called directly: 2 experts' (8 x 32) @ (32 x 64)
+    grouped = formula_count(aten._scaled_grouped_mm_v2.default, torch.empty(2, 8, 32),
+                            torch.empty(2, 32, 64), [one], [0], [0], [one], [0], [0],
+                            out=torch.empty(2, 8, 64))
+    assert grouped == (2 * 8 * 64 * 63, 2 * 8 * 32 * 64)

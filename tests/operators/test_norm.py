@@ -139,3 +139,73 @@ def test_meta_device_counts_the_same(fn: Callable[..., Any], args: tuple[Any, ..
     expected = count(fn, *args)
     with torch.device("meta"):
         assert count(fn, *on_meta(args)) == expected
+
+
+@pytest.mark.parametrize(("output_mask", "weighted", "expected"), [
+    # grad_out 2 x 3 x 8 = 48 elements: grad_input 7 each (g * w, x * rstd, the row's
+    # multiply-accumulate 2, xhat times it, the subtraction, times rstd), grad_weight 3 each
+    ((True, True), True, 48 * (7 + 3)),
+    ((True, False), True, 48 * 7),  # a frozen weight
+    ((False, True), True, 48 * 3),  # an input that needs no gradient
+    ((True, True), False, 48 * 7),  # no weight: no weight gradient
+])
+def test_fused_rms_norm_backward(output_mask: tuple[bool, bool], weighted: bool,
+                                 expected: int) -> None:
+    # nn.RMSNorm's fused kernel runs on CUDA only (on the CPU it decomposes): its formula is
+    # called directly, with the arguments the kernel gets
+    x, grad = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    rstd, weight = torch.ones(2, 3, 1), (torch.ones(8) if weighted else None)
+    assert formula_count(aten._fused_rms_norm_backward.default, grad, x, [8], rstd, weight,
+                         list(output_mask)) == (expected, 0)
+
+
+@pytest.mark.parametrize("update", [True, False])
+def test_batch_norm_with_update_backward(update: bool) -> None:
+    # exported and compiled graphs batch-normalise with _batch_norm_with_update (batch
+    # statistics) or _batch_norm_no_update (running ones); their backward is batch_norm_backward
+    x = torch.randn(2, 3, 4, 4, requires_grad=True)
+    w, b = torch.ones(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    forward = aten._batch_norm_with_update if update else aten._batch_norm_no_update
+    rest = (0.1, 1e-5)
+
+    def step() -> Any:
+        out = forward(x, w, b, torch.zeros(3), torch.ones(3), *rest)[0]
+        return torch.autograd.grad(out.sum(), [x, w, b])
+
+    with torch.no_grad():
+        forward_ops = count(forward, x, w, b, torch.zeros(3), torch.ones(3), *rest)[0]
+    # 96 elements: the sum 95; grad_input 7 (batch statistics) or 2 (running ones), grad_weight
+    # 3, grad_bias 1 per element
+    backward = 96 * ((7 if update else 2) + 3 + 1)
+    assert count(step, mode="grad") == (forward_ops + 95 + backward, 0)
+
+
+def test_cudnn_batch_norm_backward_counts_as_the_native_one_in_training() -> None:
+    # cuDNN's kernel runs on CUDA only: its formula is called directly; torch decomposes it
+    # into native_batch_norm_backward in training with every gradient, which is the reference
+    x, grad, c = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4), torch.ones(3)
+    native = formula_count(aten.native_batch_norm_backward.default, grad, x, c, c, c, c, c,
+                           True, 1e-5, [True, True, True])
+    assert native == (96 * (7 + 3 + 1), 0)
+    assert formula_count(aten.cudnn_batch_norm_backward.default, x, grad, c, c, c, c, c, 1e-5,
+                         torch.empty(0)) == native
+    assert formula_count(aten.miopen_batch_norm_backward.default, x, grad, c, c, c, c, c,
+                         1e-5) == native
+
+
+def test_sync_batch_norm_backward_kernels_add_up_to_the_native_one() -> None:
+    # nn.SyncBatchNorm's backward on CUDA (called directly: CUDA-only kernels): the reduction
+    # before the all-reduce, 96 elements x (2 + 3 + 1), and the element-wise rest, 96 x 5;
+    # together native_batch_norm_backward's 96 x (7 + 3 + 1) in training
+    x, grad, c = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4), torch.ones(3)
+    reduce = formula_count(aten.batch_norm_backward_reduce.default, grad, x, c, c, c,
+                           True, True, True)
+    elemt = formula_count(aten.batch_norm_backward_elemt.default, grad, x, c, c, c, c, c,
+                          torch.tensor([32, 32], dtype=torch.int32))
+    assert (reduce, elemt) == ((96 * 6, 0), (96 * 5, 0))
+    native = formula_count(aten.native_batch_norm_backward.default, grad, x, c, c, c, c, c,
+                           True, 1e-5, [True, True, True])
+    assert reduce[0] + elemt[0] == native[0]
+    # a frozen affine: only the input gradient's sums are reduced
+    assert formula_count(aten.batch_norm_backward_reduce.default, grad, x, c, c, c,
+                         True, False, False) == (96 * 2, 0)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
+from typing import Any
 
 import pytest
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from moduleprofiler.operators.registry import MISSING, lookup
 from tests.conftest import profile_of
 from tests.operators.helpers import count, counter_of, fcm_flops, formula_count, on_meta
 
@@ -135,3 +139,55 @@ def test_cudnn_rnn_backward_kernel_skips_weight_gradients_of_frozen_weights(
                                 [True, True, True, weights_need_grad])
     macs = 35840 * (2 if weights_need_grad else 1)
     assert formula_count(aten._cudnn_rnn_backward.default, *args) == (2 * macs, macs)
+
+
+class _PerOperator(TorchDispatchMode):
+    """Ops of each operator packet's formula, for the operators that run under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        formula = lookup(func)
+        if formula is not None and formula is not MISSING:
+            self.ops[str(func.overloadpacket)] += formula(args, kwargs or {}, out)[0]
+        return out
+
+
+def _decomposed_cell_backward(cell: nn.Module) -> tuple[int, int]:
+    """(gate-arithmetic ops, one bias gradient's ops) of ``cell``'s backward on the CPU, where
+    it decomposes: every operator but the matmuls' gradients (``mm``) and the bias sums."""
+    torch.manual_seed(0)
+    x, h = torch.randn(2, 3), torch.randn(2, 5, requires_grad=True)
+    lstm = isinstance(cell, nn.LSTMCell)
+    c = torch.randn(2, 5, requires_grad=True)
+    out = cell(x, (h, c)) if lstm else cell(x, h)
+    loss = out[0].sum() + out[1].sum() if lstm else out.sum()
+    leaves = [*cell.parameters(), h, *([c] if lstm else [])]
+    with _PerOperator() as seen:
+        torch.autograd.grad(loss, leaves)
+    bias_sum = (2 - 1) * (4 if lstm else 3) * 5  # rows - 1 adds per gate gradient
+    assert seen.ops["aten.sum"] == 2 * bias_sum  # both biases
+    gates = sum(seen.ops.values()) - seen.ops["aten.sum"] - seen.ops["aten.mm"]
+    return gates, bias_sum
+
+
+def test_fused_cell_backward_kernels_count_as_the_decomposed_cells() -> None:
+    # CUDA's fused cell kernels (called directly: they run on CUDA only) count the gate
+    # arithmetic's gradient as the CPU's decomposition does, 2 rows x H = 5: LSTM 10 x 22 = 220,
+    # GRU 10 x 15 = 150; the LSTM kernel sums the 4H = 20 gate gradients over the rows once for
+    # both biases (20), the GRU's its 3H = 15 input and hidden gate gradients each (2 x 15)
+    gates, bias = _decomposed_cell_backward(nn.LSTMCell(3, 5))
+    assert (gates, bias) == (220, 20)
+    cx, workspace = torch.randn(2, 5), torch.randn(2, 20)
+    impl = aten._thnn_fused_lstm_cell_backward_impl.default
+    assert formula_count(impl, cx, cx, cx, cx, workspace, True) == (220 + 20, 0)
+    assert formula_count(impl, cx, cx, cx, cx, workspace, False) == (220, 0)
+    gates, bias = _decomposed_cell_backward(nn.GRUCell(3, 5))
+    assert (gates, bias) == (150, 15)
+    gru = aten._thnn_fused_gru_cell_backward.default
+    assert formula_count(gru, torch.randn(2, 5), torch.randn(2, 25), True) == (150 + 2 * 15, 0)
+    assert formula_count(gru, torch.randn(2, 5), torch.randn(2, 25), False) == (150, 0)
