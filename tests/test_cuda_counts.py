@@ -74,3 +74,22 @@ def test_a_training_steps_backward_is_known_module_by_module_on_cuda(dtype: torc
     assert cuda.to_df("module")["backward_complete"].all()
     if dtype == torch.float32:  # the same matrix work as on the CPU
         assert cuda.total_backward_macs == cpu.total_backward_macs
+
+
+@pytest.mark.parametrize("cell", [nn.LSTMCell, nn.GRUCell])
+def test_a_recurrent_cells_fused_backward_is_counted_on_cuda(cell: type) -> None:
+    # CUDA runs the cell's gates as one fused kernel forward and backward; the CPU decomposes
+    torch.manual_seed(0)
+    model = cell(8, 16)
+    x = torch.randn(4, 8)
+    profiler = ModuleProfiler()
+    cpu = profiler.profile(model, x, backward=True)
+    cuda = profiler.profile(model.cuda(), x.cuda(), backward=True)
+    assert cuda.backward_unsupported_ops == {} and cuda.backward_complete
+    assert cuda.total_backward_macs == cpu.total_backward_macs
+    # the fused kernel always computes the initial state's gradient (4 rows x 16 = 64
+    # multiplies) which the decomposed cell skips (the zero state needs none); the LSTM's
+    # kernel sums the 4 x 16 = 64 gate gradients over the 4 rows once for both biases
+    # ((4 - 1) x 64 = 192 adds), the decomposed cell once per bias
+    extra = 64 - (192 if cell is nn.LSTMCell else 0)
+    assert cuda.total_backward_ops == cpu.total_backward_ops + extra
