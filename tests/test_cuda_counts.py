@@ -1,5 +1,6 @@
 """On CUDA (skipped without a GPU): the same totals as on the CPU, forward and backward,
-whichever kernels cuDNN picks. benchmarks/gpu_counts.py runs the larger models."""
+whichever kernels cuDNN picks (the fused recurrent cells' backward: what their kernels run).
+benchmarks/gpu_counts.py runs the larger models."""
 
 from __future__ import annotations
 
