@@ -72,7 +72,7 @@ from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
 from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile
 from moduleprofiler.prediction.sweep import PredictionSweep
-from moduleprofiler.shapes import dtype_named
+from moduleprofiler.shapes import dtype_name, dtype_named
 from moduleprofiler.timing import TimingOptions, TimingWarning
 
 WHAT_SORTED = "params,io,ops"
@@ -497,7 +497,7 @@ def kv_cache_text(options: argparse.Namespace) -> str:
             config, 0, dtype=dtype, encoder_tokens=1)
     except ValueError as exc:
         raise CliError(f"--kv-cache: {exc}") from exc
-    name = str(dtype).removeprefix("torch.")
+    name = dtype_name(dtype)
     text = (f"KV cache of {options.model} ({type(config).__name__}), one sequence, full "
             f"attention in every layer\n"
             f"dtype: {name} ({said})\n"

@@ -17,6 +17,7 @@ call that created the autograd node it runs for (:meth:`PassRunner.owner_of_node
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +31,7 @@ from moduleprofiler.errors import FormulaError
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.inputs import formula_inputs
 from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas, pass_formulas
-from moduleprofiler.records import COUNTED_SOURCES, OpsSource, display_path
+from moduleprofiler.records import COUNTED_SOURCES, OpsSource, display_path, subtree_totals
 from moduleprofiler.registry import (
     COVERS,
     formula_fits,
@@ -554,19 +555,16 @@ class BackwardCountingListener(Listener):
 
     def finish(self, runner: PassRunner) -> None:
         """Each call's own backward counts, and whether they and those of every call inside it
-        are known (children start after their parent: one reverse sweep)."""
+        are known (:func:`~moduleprofiler.records.subtree_totals` of the own flags)."""
         calls = runner.calls
-        complete = [True] * len(calls)
-        for call in reversed(calls):
+        known = [call.index not in self._unknown for call in calls]
+        complete = subtree_totals(known, [call.parent for call in calls], operator.and_)
+        for call, own, whole in zip(calls, known, complete):
             i = call.index
-            whole = i not in self._unknown
-            counted = whole or i in self._ops  # a sum of nothing known is unknown, never 0
+            counted = own or i in self._ops  # a sum of nothing known is unknown, never 0
             call.values["self_backward_ops"] = self._ops.get(i, 0) if counted else None
             call.values["self_backward_macs"] = self._macs.get(i, 0) if counted else None
-            whole = whole and complete[i]
             call.values["backward_complete"] = whole
-            if not whole and call.parent is not None:
-                complete[call.parent] = False
 
 
 _EMPTY_TALLY = _OperatorTally()

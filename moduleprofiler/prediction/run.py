@@ -42,7 +42,7 @@ from moduleprofiler.prediction.predict import (
     with_fp32_math,
 )
 from moduleprofiler.records import ProfileData, display_path
-from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.shapes import dtype_name, iter_tensors
 from moduleprofiler.validate import check_bool, check_pass
 
 CountedPass = Callable[..., Profile]
@@ -153,7 +153,7 @@ def _copy_failed(meta: Exception, copy: ProfilingError, cast: torch.dtype | None
     """Both passes failed: the meta device's and its stand-in's, a copy of the model run where
     the model is (in the predicted dtype: a CPU may lack a kernel for it, as torchvision's
     ``nms`` lacks one for bfloat16)."""
-    dtype = "" if cast is None else f" in {str(cast).removeprefix('torch.')}"
+    dtype = "" if cast is None else f" in {dtype_name(cast)}"
     return ProfilingError(
         f"predict() could not run the model on the meta device ({str(meta).splitlines()[0]}), "
         f"nor a copy of it{dtype} where it is: {str(copy).splitlines()[0]}. Predict another "
