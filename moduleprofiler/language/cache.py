@@ -152,8 +152,9 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     :func:`kv_cache_size` and use :meth:`KVCacheSize.predict_bytes`.
 
     Raises:
-        ValueError: ``tokens``, ``encoder_tokens`` or ``batch_size`` is negative, or the
-            config does not say how many layers and heads the decoder has.
+        ValueError: ``tokens``, ``encoder_tokens`` or ``batch_size`` is negative,
+            ``encoder_tokens`` is given for a model that is no encoder-decoder, or the config
+            does not say how many layers and heads the decoder has.
         TypeError: ``dtype`` is not a ``torch.dtype``.
     """
     _check_tokens(tokens)
@@ -173,7 +174,12 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
                 or text.hidden_size // heads)
     itemsize = torch.empty((), dtype=dtype or _config_dtype(config)).element_size()
     per_token = 2 * layers * kv_heads * head_dim * batch_size * itemsize
+    if encoder_tokens is not None:
+        _check_tokens(encoder_tokens, "encoder_tokens")
     if not getattr(config, "is_encoder_decoder", False):
+        if encoder_tokens:  # ignored in silence, it would read as counted
+            raise ValueError(f"encoder_tokens={encoder_tokens}: {type(config).__name__} is no "
+                             "encoder-decoder, so its cache holds no cross-attention part")
         return per_token * tokens
     if encoder_tokens is None:
         warn(f"predict_kv_cache_bytes: {type(config).__name__} is an encoder-decoder, whose "
@@ -181,7 +187,6 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
              f"({per_token:,} bytes per encoder token); without encoder_tokens= they are "
              "left out", UserWarning)
         return per_token * tokens
-    _check_tokens(encoder_tokens, "encoder_tokens")
     return per_token * (tokens + encoder_tokens)
 
 

@@ -108,6 +108,11 @@ def test_predictions_from_the_configuration() -> None:
                                   encoder_tokens=30) == 2 * 6 * 8 * 64 * 130 * 4
     with pytest.raises(ValueError, match="encoder_tokens must be a non-negative int"):
         predict_kv_cache_bytes(hf_config("t5"), 100, encoder_tokens=-1)
+    # a decoder alone has no cross-attention cache: the argument is refused, not ignored
+    with pytest.raises(ValueError, match="encoder_tokens=30: GPT2Config is no encoder-decoder"):
+        predict_kv_cache_bytes(hf_config("gpt2"), 100, dtype=torch.float32, encoder_tokens=30)
+    with pytest.raises(ValueError, match="encoder_tokens must be a non-negative int"):
+        predict_kv_cache_bytes(hf_config("gpt2"), 100, dtype=torch.float32, encoder_tokens=-1)
 
 
 @pytest.mark.parametrize("family", ["t5", "bart"])
