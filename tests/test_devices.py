@@ -89,6 +89,34 @@ def test_the_allocator_peak_counts_a_new_tensor() -> None:
     del block
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_allocator_peak_reads_requested_and_allocated_bytes_apart() -> None:
+    device = torch.device("cuda")
+    peak = devices.AllocatorPeak(device)
+    small = torch.empty(1001, dtype=torch.uint8, device=device)
+    assert peak.sample()
+    # asked for 1,001 bytes; the allocator hands out blocks of whole 512-byte units: 1,536
+    assert peak.peak - peak.baseline_bytes == 1536
+    requested = peak.requested_peak_bytes()
+    assert peak.requested_baseline_bytes is not None and requested is not None
+    assert requested - peak.requested_baseline_bytes == 1001
+    del small
+
+
+@pytest.mark.parametrize(("stats", "expected"), [
+    ({"requested_bytes.all.peak": 1001, "allocated_bytes.all.peak": 1536}, 1001),
+    # another allocator backend: no such count, or a zero count while tensors are allocated
+    ({"allocated_bytes.all.peak": 1536}, None),
+    ({"requested_bytes.all.peak": 0, "allocated_bytes.all.peak": 1536}, None),
+    # nothing allocated at all: a true zero
+    ({"requested_bytes.all.peak": 0, "allocated_bytes.all.peak": 0}, 0),
+])
+def test_requested_bytes_are_unknown_where_the_allocator_does_not_count_them(
+        monkeypatch: pytest.MonkeyPatch, stats: dict[str, int], expected: int | None) -> None:
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: stats)
+    assert devices._requested_bytes(torch.device("cuda"), "peak") == expected
+
+
 @pytest.mark.parametrize("run", ["time_modules", "train_step_times", "benchmark"])
 def test_a_pass_that_measures_time_refuses_the_meta_device(run: str) -> None:
     from moduleprofiler import Profiler

@@ -168,6 +168,10 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
         saved_input_bytes=saved.totals.input if saved is not None else None,
         grad_bytes=grad_bytes,
         output_kept=keep_output if train else None,
+        requested_baseline_bytes=meter.cuda.requested_baseline_bytes if meter.cuda is not None
+        else meter.live.baseline_bytes,
+        requested_peak_bytes=meter.requested_peak_bytes if meter.cuda is not None
+        else meter.peak,
     )
     return PassResult(memory, tuple(
         {"index": call.index, "parent": call.parent, "depth": call.depth, "path": call.path,

@@ -159,6 +159,8 @@ class LiveBytesListener(Listener):
         self.peak = 0
         self.peak_at: Location | None = None
         self.cuda_peak_at: Location | None = None
+        self.requested_peak_bytes: int | None = None
+        """On CUDA, the allocator's peak of requested bytes, read when the pass finishes."""
         self._forward: dict[Call | None, int] = {}
         self._backward: dict[Call | None, int] = {}
         self.backward_ran = False
@@ -220,6 +222,7 @@ class LiveBytesListener(Listener):
             synchronize(self.cuda.device)
             if self.cuda.sample():
                 self.cuda_peak_at = (None, "backward" if self.backward_ran else "forward", False)
+            self.requested_peak_bytes = self.cuda.requested_peak_bytes()
         self.release()
 
     def release(self) -> None:

@@ -95,11 +95,27 @@ class PassMemory:
     """Training: whether the model's output was held until the backward was over (``out =
     model(x); loss_fn(out).backward()``, ``measure_memory(keep_output=True)``) or freed once
     the loss was taken (``loss_fn(model(x)).backward()``); ``None`` for inference."""
+    requested_baseline_bytes: int | None = None
+    requested_peak_bytes: int | None = None
+    """The same two numbers in the bytes tensors asked for. On CUDA, ``peak_bytes`` is the
+    caching allocator's allocated bytes, which count whole blocks: a request served from a
+    cached block too large to split gets all of it, so one step reads up to about 2 % more or
+    less with what the cache held before it. The requested bytes are the same for the same
+    step whatever came before: the number to compare runs with. Off CUDA they equal
+    ``baseline_bytes`` and ``peak_bytes`` (the accounting counts the storages' own bytes);
+    ``None`` where the allocator keeps no such count."""
 
     @property
     def increase_bytes(self) -> int:
         """``peak_bytes - baseline_bytes``: what the pass needed on top of what was there."""
         return self.peak_bytes - self.baseline_bytes
+
+    @property
+    def requested_increase_bytes(self) -> int | None:
+        """``requested_peak_bytes - requested_baseline_bytes`` (``None`` when unknown)."""
+        if self.requested_peak_bytes is None or self.requested_baseline_bytes is None:
+            return None
+        return self.requested_peak_bytes - self.requested_baseline_bytes
 
 
 @dataclass(frozen=True, repr=False, kw_only=True)
@@ -204,6 +220,12 @@ class MemoryReport(Profile):
             if measured is not None:
                 lines.append(f"{measured.kind} peak {size(measured.peak_bytes)} "
                              f"(+{size(measured.increase_bytes)}) at {measured.peak_call}")
+                requested = measured.requested_increase_bytes
+                if requested is not None and requested != measured.increase_bytes:
+                    lines.append(
+                        f"{measured.kind}: +{size(requested)} requested by tensors; the "
+                        "allocator's blocks round it up by an amount that depends on what its "
+                        "cache held before (requested_peak_bytes compares runs exactly)")
         if self.training is not None:
             lines.append(f"training: saved for backward {size(self.training.saved_bytes)}, "
                          f"gradients {size(self.training.grad_bytes)}")

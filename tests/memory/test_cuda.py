@@ -74,3 +74,37 @@ def test_a_training_pass_under_autocast_measures_one_step_of_the_recipe() -> Non
     # step: the inference pass's copies, still cached and counted as baseline, left the
     # increase 2 MiB short (100,664,320 against 102,761,472 bytes on an H200)
     assert training.increase_bytes == pytest.approx(truth, rel=0.01)
+
+
+def test_requested_bytes_of_a_training_pass_are_those_of_a_bare_step() -> None:
+    """The allocator's allocated bytes of one step depend on what its cache held before (a
+    request served from a cached block too large to split counts the whole block); its
+    requested bytes do not: the training pass's equal a bare step's, however the cache was
+    left."""
+    model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256)).cuda()
+    x = torch.randn(512, 256, device="cuda")
+
+    def bare_step() -> int:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        requested = torch.cuda.memory_stats()["requested_bytes.all.current"]
+        output = model(x)
+        _squares(output).backward()
+        del output
+        torch.cuda.synchronize()
+        increase = torch.cuda.memory_stats()["requested_bytes.all.peak"] - requested
+        model.zero_grad(set_to_none=True)
+        return int(increase)
+
+    bare_step()  # cuBLAS's workspace is allocated once, outside what is compared
+    truth = bare_step()
+    # blocks of odd sizes freed into the cache: the pass's requests may land in larger ones
+    scraps = [torch.empty(size, dtype=torch.uint8, device="cuda")
+              for size in (1_600_000, 2_700_000, 600_000)]
+    del scraps
+    training = measure_memory(model, x, train=True, loss_fn=_squares).training
+    assert training is not None and training.requested_increase_bytes is not None
+    assert training.requested_increase_bytes == truth
+    # the allocator's blocks are at least what was asked for
+    assert training.requested_peak_bytes is not None
+    assert training.requested_increase_bytes <= training.increase_bytes

@@ -29,6 +29,9 @@ def test_inference_peak_of_a_linear_chain_by_hand() -> None:
     assert (inference.peak_call.path, inference.peak_call.call_number,
             inference.peak_call.phase) == ("1", 0, "forward")
     assert report.peak_activation_bytes == 1536
+    # the accounting counts the storages' own bytes, which are the bytes tensors asked for
+    assert (inference.requested_baseline_bytes, inference.requested_peak_bytes,
+            inference.requested_increase_bytes) == (12544, 14080, 1536)
     frame = report.to_df().set_index("module")
     assert list(frame["output_bytes"]) == [128, 512, 1024, 128]
     # Highest live bytes while each call ran (the root's covers its children); during the
