@@ -13,9 +13,10 @@ For each case:
   that was running when it was reached, and the operator accounting run on the CUDA tensors.
 
 Prints one line per case with predicted / measured, both absolute (the prediction counts only
-the model and its inputs as already allocated; the GPU also holds the cuBLAS workspaces) and as
-the increase over what was allocated before the step. Writes ``$OUT/gpu_memory.json`` when ``OUT``
-is set.
+the model and its inputs as already allocated; the GPU also holds the cuBLAS workspaces), as
+the increase over what was allocated before the step, and as the increase of the allocator's
+requested bytes (which its block rounding and cache history leave out). Writes
+``$OUT/gpu_memory.json`` when ``OUT`` is set.
 """
 
 from __future__ import annotations
@@ -89,19 +90,22 @@ def _call(model: nn.Module, example: Any) -> Any:
 
 
 def _measured_step(model: nn.Module, example: Any, loss_fn: Callable[[Any], Tensor],
-                   device: torch.device) -> tuple[int, int]:
-    """(allocated before the step, peak during it) of one plain training step."""
+                   device: torch.device) -> tuple[int, int, int]:
+    """(allocated before the step, peak during it, the increase in requested bytes) of one
+    plain training step."""
     model.zero_grad(set_to_none=True)
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
+    requested = torch.cuda.memory_stats(device)["requested_bytes.all.current"]
     loss = loss_fn(_call(model, example))
     loss.backward()
     del loss
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device)
+    requested = torch.cuda.memory_stats(device)["requested_bytes.all.peak"] - requested
     model.zero_grad(set_to_none=True)
-    return before, peak
+    return before, peak, requested
 
 
 def run_case(case: Case, device: torch.device | None) -> dict[str, Any]:
@@ -125,11 +129,13 @@ def run_case(case: Case, device: torch.device | None) -> dict[str, Any]:
         model = case.build().train()
     example = case.make_input(device)
     _measured_step(model, example, case.loss_fn, device)  # warm-up: cuBLAS/cuDNN handles
-    before, peak = _measured_step(model, example, case.loss_fn, device)
+    before, peak, requested = _measured_step(model, example, case.loss_fn, device)
     row.update(measured_bytes=peak, measured_before_bytes=before,
                model_and_input_bytes=planned.training.baseline_bytes,
                ratio=planned.training.peak_bytes / peak,
-               increase_ratio=planned.training.increase_bytes / (peak - before))
+               increase_ratio=planned.training.increase_bytes / (peak - before),
+               measured_requested_increase_bytes=requested,
+               requested_increase_ratio=planned.training.increase_bytes / requested)
     try:
         report = measure_memory(model, example, train=True, loss_fn=case.loss_fn)
         assert report.training is not None
@@ -138,7 +144,8 @@ def run_case(case: Case, device: torch.device | None) -> dict[str, Any]:
                    gpu_peak_at=str(report.training.peak_call),
                    gpu_saved_bytes=report.training.saved_bytes,
                    predicted_saved_bytes=planned.training.saved_bytes,
-                   operator_on_gpu_ratio=report.training.operator_peak_bytes / peak)
+                   operator_on_gpu_ratio=report.training.operator_peak_bytes / peak,
+                   gpu_requested_increase_bytes=report.training.requested_increase_bytes)
     except Exception as exc:  # keep the measured ratio
         traceback.print_exc()
         row["gpu_error"] = f"{type(exc).__name__}: {exc}"
@@ -181,7 +188,8 @@ def main() -> None:
             print(f"{row['case']:28s} predicted {row['predicted_bytes'] / MIB:9.1f} MiB  "
                   f"measured {row['measured_bytes'] / MIB:9.1f} MiB  "
                   f"ratio {row['ratio']:.4f} (increase over what was allocated before the step: "
-                  f"{row['increase_ratio']:.4f})  | on GPU: operator accounting "
+                  f"{row['increase_ratio']:.4f}; over the requested bytes' increase: "
+                  f"{row['requested_increase_ratio']:.4f})  | on GPU: operator accounting "
                   f"{row['gpu_operator_bytes'] / MIB:9.1f} MiB (ratio "
                   f"{row['operator_on_gpu_ratio']:.4f}), allocator "
                   f"{row['gpu_allocator_bytes'] / MIB:9.1f} MiB at {row['gpu_peak_at']}; "
