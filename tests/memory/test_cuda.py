@@ -108,3 +108,17 @@ def test_requested_bytes_of_a_training_pass_are_those_of_a_bare_step() -> None:
     # the allocator's blocks are at least what was asked for
     assert training.requested_peak_bytes is not None
     assert training.requested_increase_bytes <= training.increase_bytes
+
+
+def test_operator_accounting_predicts_the_requested_bytes_of_a_step() -> None:
+    """The operator accounting counts each storage's own bytes, as the allocator's requested
+    bytes do: on a model whose every allocation is an aten operator's output (no library
+    workspace inside the step) the two increases are equal to the byte."""
+    model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 256)).cuda()
+    x = torch.randn(512, 256, device="cuda")
+    model(x).sum().backward()  # cuBLAS's workspace is allocated once, outside the pass
+    model.zero_grad(set_to_none=True)
+    training = measure_memory(model, x, train=True, loss_fn=_squares).training
+    assert training is not None and training.requested_increase_bytes is not None
+    assert training.requested_increase_bytes == (
+        training.operator_peak_bytes - training.operator_baseline_bytes)
