@@ -13,6 +13,7 @@ import pandas as pd
 
 import moduleprofiler
 from moduleprofiler.deprecation import warn_deprecated
+from moduleprofiler.errors import InputMismatchError
 from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.cells import formatter
 from moduleprofiler.export.columns import column_spec
@@ -93,11 +94,15 @@ class Profile(ProfileData):
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
         that another pass's iterations took) has no row here; a ``UserWarning`` names it, as
-        it names a module that is of another type there (a profile of another model) and the
-        model's input where both passes recorded it and it differs (another batch size).
+        it names a module that is of another type there (a profile of another model).
 
         Raises:
             TypeError: ``other`` is not a profile.
+            InputMismatchError: both passes know the shapes of the model's input
+                (:attr:`~moduleprofiler.records.ProfileData.model_input`) and they differ
+                (another batch size): the message names both. A pass that does not know them
+                (a ``pred_fn`` gave the model its arguments, a file written before passes
+                kept them) is joined as it is.
         """
         if not isinstance(other, ProfileData):
             raise TypeError(f"merge takes a profile (the result of another pass over the same "
@@ -111,19 +116,7 @@ class Profile(ProfileData):
             more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
             warn(f"merge: the other profile is of another model: {named}{more}; its columns "
                  "are joined by module path all the same", UserWarning)
-        # the model's inputs (its roots' calls), where both passes recorded them: another
-        # batch size pairs this pass's counts with another input's times or bytes
-        shapes = {(r.path, r.call_number): r.input_shapes for r in other.records
-                  if r.parent is None and r.input_shapes is not None}
-        inputs = [(r.path, r.input_shapes, shapes[(r.path, r.call_number)])
-                  for r in self.records if r.parent is None and r.input_shapes is not None
-                  and shapes.get((r.path, r.call_number), r.input_shapes) != r.input_shapes]
-        if inputs:
-            shown = formatter(column_spec("input_shapes"))
-            path, mine, their = inputs[0]
-            warn(f"merge: the other pass ran on another input: {display_path(path)!r} took "
-                 f"{shown(mine)} here and {shown(their)} there (another batch size?); its "
-                 "columns are joined all the same, beside this pass's counts", UserWarning)
+        _check_same_input(self, other)
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
@@ -250,6 +243,31 @@ class Profile(ProfileData):
         :data:`moduleprofiler.export.FORMATS`: .json .csv .md .html .tex .txt); ``options``
         go to the matching ``to_*`` method."""
         save_profile(self, path, format, **options)
+
+
+def _check_same_input(mine: ProfileData, other: ProfileData) -> None:
+    """Refuse ``other`` when both passes know the model's input and its shapes differ (the
+    dtypes are named, not compared: a prediction in bf16 scales a float32 timing)."""
+    here, there = mine.model_input, other.model_input
+    if here is None or there is None or _tuples(here[0]) == _tuples(there[0]):
+        return
+    shown = formatter(column_spec("input_shapes"))
+    dtypes = formatter(column_spec("input_dtypes"))
+    raise InputMismatchError(
+        f"merge: the other pass ran on another input: the model took {shown(here[0])} "
+        f"({dtypes(here[1])}) here and {shown(there[0])} ({dtypes(there[1])}) there (another "
+        "batch size?); its columns, measured on that input, would stand beside this pass's: "
+        "run both passes on the same input", here[0], there[0])
+
+
+def _tuples(tree: Any) -> Any:
+    """``tree`` with its lists as tuples: a JSON file keeps some lists as arrays, read back
+    as tuples, and a list of tensors is the same input as a tuple of them."""
+    if isinstance(tree, (list, tuple)):
+        return tuple(_tuples(item) for item in tree)
+    if isinstance(tree, dict):
+        return {key: _tuples(item) for key, item in tree.items()}
+    return tree
 
 
 def _with_width(view: View, width: int | None) -> View:

@@ -117,6 +117,19 @@ class MemoryReport(Profile):
     trainable_param_bytes: int
     inference: PassMemory
     training: PassMemory | None
+    input_shapes: Any = None
+    """The shape tree of the model's arguments in both passes, as the root call's
+    ``input_shapes`` column holds it (``None``: a ``pred_fn`` gave them, or a document
+    written before it was kept)."""
+    input_dtypes: tuple[str, ...] = ()
+    """Their dtypes, as the root call's ``input_dtypes`` column holds them."""
+
+    @property
+    def model_input(self) -> tuple[Any, tuple[str, ...]] | None:
+        """:attr:`input_shapes` and :attr:`input_dtypes` (``None`` where unknown)."""
+        if self.input_shapes is None:
+            return None
+        return self.input_shapes, tuple(self.input_dtypes)
 
     @property
     def model_size_bytes(self) -> int:
