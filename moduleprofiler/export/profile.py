@@ -74,7 +74,14 @@ class Profile(ProfileData):
     def summary(self, memory: Any = None, latency: Any = None) -> pd.DataFrame:
         """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,
         latency and throughput (memory and latency columns filled when given the result of
-        :meth:`ModuleProfiler.measure_memory` and a latency result)."""
+        :meth:`ModuleProfiler.measure_memory` and a latency result).
+
+        Raises:
+            InputMismatchError: ``memory`` or ``latency`` was measured on another input than
+                this profile's (both know its shapes, and they differ), as :meth:`merge`.
+        """
+        for given, what in ((memory, "memory: its pass"), (latency, "latency: its pass")):
+            _check_same_input(self.model_input, _given_input(given), what)
         return model_summary(self, memory, latency)
 
     def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
@@ -116,7 +123,7 @@ class Profile(ProfileData):
             more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
             warn(f"merge: the other profile is of another model: {named}{more}; its columns "
                  "are joined by module path all the same", UserWarning)
-        _check_same_input(self, other)
+        _check_same_input(self.model_input, other.model_input, "merge: the other pass")
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
@@ -245,19 +252,30 @@ class Profile(ProfileData):
         save_profile(self, path, format, **options)
 
 
-def _check_same_input(mine: ProfileData, other: ProfileData) -> None:
-    """Refuse ``other`` when both passes know the model's input and its shapes differ (the
-    dtypes are named, not compared: a prediction in bf16 scales a float32 timing)."""
-    here, there = mine.model_input, other.model_input
+def _check_same_input(here: tuple[Any, tuple[str, ...]] | None,
+                      there: tuple[Any, tuple[str, ...]] | None, what: str) -> None:
+    """Refuse ``there`` (the other result's model input, ``what`` names it) when both are
+    known and their shapes differ; the dtypes are named, not compared (a prediction in bf16
+    scales a float32 timing)."""
     if here is None or there is None or _tuples(here[0]) == _tuples(there[0]):
         return
     shown = formatter(column_spec("input_shapes"))
     dtypes = formatter(column_spec("input_dtypes"))
     raise InputMismatchError(
-        f"merge: the other pass ran on another input: the model took {shown(here[0])} "
-        f"({dtypes(here[1])}) here and {shown(there[0])} ({dtypes(there[1])}) there (another "
-        "batch size?); its columns, measured on that input, would stand beside this pass's: "
-        "run both passes on the same input", here[0], there[0])
+        f"{what} ran on another input: the model took {shown(here[0])} ({dtypes(here[1])}) "
+        f"here and {shown(there[0])} ({dtypes(there[1])}) there (another batch size?); its "
+        "numbers, measured on that input, would stand beside this pass's: run both passes on "
+        "the same input", here[0], there[0])
+
+
+def _given_input(result: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """The model input of a result passed to :meth:`Profile.summary`: a memory report's, a
+    latency result's (``None`` for a number, a ``torch.utils.benchmark.Measurement``, a
+    result that does not know it)."""
+    if isinstance(result, ProfileData):
+        return result.model_input
+    shapes = getattr(result, "input_shapes", None)
+    return None if shapes is None else (shapes, tuple(getattr(result, "input_dtypes", ())))
 
 
 def _tuples(tree: Any) -> Any:

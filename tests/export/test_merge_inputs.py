@@ -15,6 +15,8 @@ from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.errors import InputMismatchError
 from moduleprofiler.inputs import input_shapes_of
 from moduleprofiler.memory.report import MemoryReport
+from moduleprofiler.timing import TimingOptions
+from moduleprofiler.timing.latency import LatencyResult
 
 FAST = {"num_iters": 3, "drop_first": 0, "max_seconds": 0.5}
 
@@ -105,3 +107,27 @@ def test_a_pass_through_pred_fn_is_not_checked() -> None:
     merged = ModuleProfiler().profile(model, torch.randn(2, 4)).merge(memory)
     # the ReLU's output: 2 x 8 float32 values = 64 bytes
     assert merged.to_df("module").set_index("module").loc["1", "output_bytes"] == 64
+
+
+def test_summary_refuses_a_latency_or_memory_of_another_input() -> None:
+    model = _model()
+    profiler = ModuleProfiler()
+    counted = profiler.profile(model, torch.randn(1, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        latency = profiler.benchmark(model, torch.randn(64, 4), TimingOptions(**FAST))
+    assert (latency.input_shapes, latency.input_dtypes) == (((64, 4),), ("float32",))
+    # the throughput would be 64 items per call beside the FLOPs of 1
+    with pytest.raises(InputMismatchError, match=r"latency: its pass ran on another input: "
+                                                 r"the model took 1x4 \(float32\) here and "
+                                                 r"64x4 \(float32\) there"):
+        counted.summary(latency=latency)
+    memory = profiler.measure_memory(model, torch.randn(64, 4))
+    with pytest.raises(InputMismatchError, match=r"memory: its pass ran on another input"):
+        counted.summary(memory=memory)
+    # the same input, and a plain number of ms (no input known): one row as before
+    row = profiler.profile(model, torch.randn(64, 4)).summary(memory, latency)
+    assert row.loc[0, "throughput"] == latency.throughput
+    assert counted.summary(latency=2.0).loc[0, "latency_ms"] == 2.0
+    back = LatencyResult.from_json(latency.to_json() or "")
+    assert (back.input_shapes, back.input_dtypes) == (((64, 4),), ("float32",))
