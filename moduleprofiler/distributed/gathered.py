@@ -7,11 +7,11 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import IO, Any, ClassVar, Literal
 
 import pandas as pd
 
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document
 from moduleprofiler.export.profile import Profile
@@ -70,6 +70,13 @@ class _OverRanks:
 @dataclass(frozen=True)
 class DistributedProfile:
     """The profiles of one pass on every rank of a process group, indexed by group rank."""
+
+    columns: ClassVar[tuple[ColumnSpec, ...]] = (
+        register_column("rank", "int", "rank", aggregation="none",
+                        description="a process's rank in the default process group "
+                        "(DistributedProfile.to_df(): one row per rank and module)"),)
+    """The column of :meth:`to_df` that is no profile's (the others are each rank's module
+    frame's), declared with the result that writes it."""
 
     profiles: tuple[Profile, ...]
 
