@@ -56,3 +56,31 @@ def renamed_columns(frame: pd.DataFrame, renamed: dict[str, str],
     out.renamed = dict(renamed)
     out.owner = owner
     return out
+
+
+class RenamedKeysDict(dict[str, Any]):
+    """A dict whose keys were renamed: reading one by its old name (``totals["total_macs"]``,
+    ``totals.get("total_macs")``) still gives the value under its new name, with a
+    ``DeprecationWarning`` naming it, until
+    :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`; everything else is a plain dict's
+    (the old names are no keys: ``list(totals)`` holds the new ones only)."""
+
+    def __init__(self, values: dict[str, Any], renamed: dict[str, str], owner: str) -> None:
+        super().__init__(values)
+        self.renamed = dict(renamed)
+        """Old key -> new one."""
+        self.owner = owner
+        """What made the dict, for the warning (``"DistributedProfile.totals()"``)."""
+
+    def _new_key(self, key: str) -> str:
+        if isinstance(key, str) and key in self.renamed and not super().__contains__(key):
+            warn_deprecated(f"{self.owner}'s key {key!r}", f"use {self.renamed[key]!r}")
+            return self.renamed[key]
+        return key
+
+    def __getitem__(self, key: str) -> Any:
+        return super().__getitem__(self._new_key(key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` (its new name's, for an old one, with the warning)."""
+        return super().get(self._new_key(key), default)
