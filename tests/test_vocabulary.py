@@ -460,6 +460,19 @@ def test_every_summary_number_is_in_the_glossary() -> None:
     assert not set(GenerationProfile.SUMMARY_ONLY) & set(run.to_df().columns)
 
 
+def test_every_memory_total_is_in_the_glossary() -> None:
+    # MemoryReport.totals() held ten keys named nowhere (device, grad_bytes,
+    # inference_baseline_bytes, training_peak_call...)
+    from moduleprofiler.memory.report import MemoryReport
+
+    totals = Profiler().measure_memory(_model(), torch.randn(4, 8), train=True).totals()
+    assert [key for key in totals if key not in _glossary_names()] == []
+    # each totals-only name is a key of totals() that no summary column holds
+    assert set(MemoryReport.TOTALS_ONLY) <= set(totals)
+    summary = Profiler().profile(_model(), torch.randn(4, 8)).summary().columns
+    assert not set(MemoryReport.TOTALS_ONLY) & set(summary)
+
+
 def test_every_callback_scalar_is_in_the_glossary() -> None:
     # the Lightning and Hugging Face callbacks logged step_ms, mfu and peak_tflops, named
     # nowhere, and the training peak as peak_bytes where profile.summary() calls the same
