@@ -24,6 +24,7 @@ import moduleprofiler.timing  # noqa: F401
 from moduleprofiler.export.columns import ColumnSpec, registered_columns
 from moduleprofiler.integrations.window import MODEL_SCALARS
 from moduleprofiler.language.generation import GenerationProfile
+from moduleprofiler.memory.report import MemoryReport
 from moduleprofiler.summary_row import SUMMARY_ONLY
 
 PAGE = Path(__file__).resolve().parent / "glossary.md"
@@ -114,13 +115,15 @@ def glossary() -> str:
         "`--sort`'s column.",
         "",
         f"## Whole-model and whole-run numbers ({len(SUMMARY_ONLY)} + "
-        f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(_WINDOW_ONLY)} + {len(ROW_KEYS)})",
+        f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(MemoryReport.TOTALS_ONLY)} + "
+        f"{len(_WINDOW_ONLY)} + {len(ROW_KEYS)})",
         "",
         "The one-row model table (`profile.summary()`) and a generation's totals",
         "(`GenerationProfile.summary()`, the totals under `--generate`'s table) hold the model's",
         "or the run's value of the columns above under the same names (`params`, `macs`,",
         "`flops`, `saved_bytes`, `time_ms`, `kv_cache_bytes`...), and these numbers, which no",
-        "per-module column holds; the Lightning and Hugging Face callbacks log the model's",
+        "per-module column holds (a memory report's `totals()` adds its passes' other",
+        "figures); the Lightning and Hugging Face callbacks log the model's",
         "scalars `moduleprofiler/<name>` under these names too (`training_peak_bytes` and the",
         "three below); the per-operator table and a prediction sweep are keyed by the last two.",
         "",
@@ -130,6 +133,8 @@ def glossary() -> str:
           for name, meaning in SUMMARY_ONLY.items()),
         *(_plain_row(name, "GenerationProfile.summary()", meaning)
           for name, meaning in GenerationProfile.SUMMARY_ONLY.items()),
+        *(_plain_row(name, "MemoryReport.totals()", meaning)
+          for name, meaning in MemoryReport.TOTALS_ONLY.items()),
         *(_plain_row(name, "callback scalar", meaning) for name, meaning in _WINDOW_ONLY.items()),
         *(_plain_row(name, "row key", meaning) for name, meaning in ROW_KEYS.items()),
         "",

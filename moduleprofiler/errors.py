@@ -53,6 +53,18 @@ class MixedDeviceError(ValueError):
     each is; ``device=`` says which to use."""
 
 
+class InputMismatchError(ValueError):
+    """``Profile.merge`` was given the result of a pass over another input than this one's (a
+    batch of 64 beside a batch of 1): its times or bytes would stand beside counts they were
+    not measured with. The message names both inputs' shapes; ``mine`` and ``theirs`` hold
+    their shape trees."""
+
+    def __init__(self, message: str, mine: object, theirs: object) -> None:
+        super().__init__(message)
+        self.mine = mine
+        self.theirs = theirs
+
+
 class RescaledColumnError(KeyError, ValueError):
     """A column name that was retired when its quantity moved to another column on another
     scale (``ops_fraction``, 0-1, is ``self_ops_pct``, 0-100): selecting it is refused rather

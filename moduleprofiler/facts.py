@@ -191,6 +191,12 @@ class TimingFacts:
     compiled: CompiledFacts | None = None
     """Compiled clock: the compiled graphs, their breaks, the recompilations."""
     warnings: tuple[str, ...] = ()
+    input_shapes: Any = None
+    """The shape tree of the model's arguments in every iteration, as the root call's
+    ``input_shapes`` column holds it; ``None`` where the pass did not know them before it ran
+    (a ``pred_fn``, live profiling, a document written before it was kept)."""
+    input_dtypes: tuple[str, ...] = ()
+    """The dtypes of those arguments, as the root call's ``input_dtypes`` column holds them."""
 
     @property
     def min_samples(self) -> int:
@@ -249,7 +255,8 @@ class TimingFacts:
         compiled = values.get("compiled")
         if isinstance(compiled, Mapping):
             values["compiled"] = CompiledFacts.from_dict(compiled)
-        for name in ("hooked_ms", "hook_free_ms", "unattributed_ms", "warnings"):
+        for name in ("hooked_ms", "hook_free_ms", "unattributed_ms", "warnings",
+                     "input_dtypes"):
             if name in values:
                 values[name] = tuple(values[name])
         values["phases_ms"] = {k: tuple(v) for k, v in values.get("phases_ms", {}).items()}

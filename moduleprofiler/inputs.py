@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.shapes import dtypes_of, shape_tree
+
 Invocation = Callable[[], Any]
 
 
@@ -375,3 +377,22 @@ def formula_inputs(
         return args + tuple(kwargs.values())
     return tuple([args[value] if kind == _ARG else kwargs[value] if kind == _KWARG else value
                   for kind, value in plan])
+
+
+def input_shapes_of(input: Any, pred_fn: Callable[..., Any] | None = None
+                    ) -> tuple[Any, tuple[str, ...]]:
+    """The shape tree and dtypes of the arguments :func:`make_invocation` calls the model
+    with for ``input``, in the form the root call's ``input_shapes`` and ``input_dtypes``
+    columns hold them (the positional arguments as a tuple, keyword arguments as one dict
+    after them): computed once per pass from the input, without running anything, so that
+    a pass that records no call's shapes (a timing, a memory pass) says what it ran on.
+
+    ``(None, ())`` with ``pred_fn`` (what the model is called with is up to it) or without
+    ``input``: unknown, not checked."""
+    if pred_fn is not None or input is None:
+        return None, ()
+    if isinstance(input, Mapping):
+        kwargs = dict(input)
+        return (shape_tree(kwargs),), dtypes_of(((), kwargs))
+    args = tuple(input) if unpacks(input) else (input,)
+    return shape_tree(args), dtypes_of(args)

@@ -422,6 +422,20 @@ class ProfileData:
         return ()
 
     @property
+    def model_input(self) -> tuple[Any, tuple[str, ...]] | None:
+        """The shape tree and dtypes of the model's arguments in this pass (its first root
+        call's ``input_shapes`` and ``input_dtypes``: a counting pass records them per call, a
+        timing pass in its :attr:`facts`, a memory report beside its peaks); ``None`` where
+        the pass does not know them (a ``pred_fn`` gave the model its arguments, a document
+        written before they were kept). ``Profile.merge`` refuses passes of other inputs."""
+        if self.facts is not None and self.facts.input_shapes is not None:
+            return self.facts.input_shapes, self.facts.input_dtypes
+        for record in self.records:
+            if record.parent is None and record.input_shapes is not None:
+                return record.input_shapes, record.input_dtypes
+        return None
+
+    @property
     def counted(self) -> bool:
         """Whether this pass counted ops (``profile()``), rather than only timing or measuring
         memory: a counting pass records every call's shapes, also when none of its ops are

@@ -401,8 +401,8 @@ NOT_A_PROFILE: dict[str, str] = {
                   "layer and expert",
     "KVCacheSize": "the layers of one key/value cache: to_df() one row per layer",
     "TrainingProfiler": "the live profiler of a training loop: result() is its Profile; its "
-                        "summary() is deprecated (report()), its to_df() the result's module "
-                        "frame",
+                        "summary() is deprecated (report()), its to_df() too (per module: "
+                        "result().to_df('module'))",
 }
 """Public classes with ``summary()``, ``module()`` or ``to_df()`` that are no ``Profile``, and
 what their rows are (reviewed by hand: a new one fails until it is listed here)."""

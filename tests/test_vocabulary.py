@@ -89,6 +89,59 @@ def test_every_column_is_registered(result: ProfileData) -> None:
         assert unknown == [], (aggregate, unknown)
 
 
+def _table_results() -> dict[str, pd.DataFrame]:
+    """The tables of every public result that is no ``Profile``: a listener's, a cache's, a
+    generation's, a sweep's, the ranks', a training loop's."""
+    from moduleprofiler import TrainingProfiler
+    from moduleprofiler.distributed import DistributedProfile
+    from moduleprofiler.language import ExpertLoad, profile_generation, text_inputs
+    from tests.language.tiny import gpt2, mixtral
+
+    tables: dict[str, pd.DataFrame] = {}
+    moe = mixtral()
+    load = ExpertLoad()
+    Profiler().profile(moe, text_inputs(moe, 1, 8), listeners=[load])
+    tables["ExpertLoad.to_df()"], tables["ExpertLoad.balance()"] = load.to_df(), load.balance()
+    model = gpt2()
+    run = profile_generation(model, text_inputs(model, 1, 4), max_new_tokens=2,
+                             min_new_tokens=2)
+    tables["GenerationProfile.to_df()"] = run.to_df()
+    cache = run.steps[-1].kv_cache
+    assert cache is not None
+    tables["KVCacheSize.to_df()"] = cache.to_df()
+    tables["PredictionSweep.to_df()"] = Profiler().sweep(_model(), torch.randn(4, 8),
+                                                         batch_sizes=[1, 2]).to_df()
+    counted = Profiler().profile(_model(), torch.randn(4, 8))
+    tables["DistributedProfile.to_df()"] = DistributedProfile((counted, counted)).to_df()
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with TrainingProfiler(model, start_step=1, stop_step=5) as profiler:
+        for _ in range(6):
+            optimizer.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            optimizer.step()
+            profiler.step()
+    tables["TrainingProfiler.result().to_df('module')"] = profiler.result().to_df("module")
+    return tables
+
+
+def test_every_column_of_a_table_that_is_no_profile_is_registered() -> None:
+    # ExpertLoad's tables (layer, expert, tokens, share, experts, top_k, ...) and a cache's
+    # (layer, kind, tokens, capacity, key_bytes, ...) were in no registry and no glossary;
+    # "layer" was a module path in one and a position in the other, "tokens" the cache's
+    # context_tokens. Row keys of such tables are registered columns too.
+    tables = _table_results()  # their packages imported: every column they declare
+    page = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text(
+        encoding="utf-8")
+    row_keys = {line.split("`")[1] for line in page.splitlines()
+                if line.startswith("| `") and "| row key |" in line}  # a sweep's dtype
+    registered = {spec.name for spec in registered_columns()} | row_keys
+    unknown = {name: [column for column in frame.columns if column not in registered
+                      and column.removesuffix("_pct") not in registered]
+               for name, frame in tables.items()}
+    assert {name: columns for name, columns in unknown.items() if columns} == {}
+
+
 def test_no_share_under_a_second_name_or_scale(result: ProfileData) -> None:
     # to_df("type") held a type's share of the ops as ops_fraction (0-1) while every view's
     # percentage machinery (pct_of=, top(), the HTML report) wrote it as self_ops_pct
@@ -148,6 +201,9 @@ SAME_QUANTITY: dict[str, str] = {
                                    "shares summed over the calls)",
     "Step.max_live_bytes": "the step's: its outermost call's value of the column",
     "Step.time_ms": "the step's: the column of the step table",
+    "CacheLayer.*": "a cache layer: the rows of KVCacheSize.to_df() are its fields",
+    "KVCacheSize.bytes_per_token": "the cache's: its self-attention layers' kv_cache_bytes "
+                                   "over their capacity, the column's value for them together",
 }
 """Every public result attribute that bears the name of a registered quantity column, and why
 it is that quantity (reviewed by hand: a new one fails until it is listed here)."""
@@ -402,6 +458,19 @@ def test_every_summary_number_is_in_the_glossary() -> None:
     # each summary-only name is really a total of the run, no column of its steps table
     assert set(GenerationProfile.SUMMARY_ONLY) <= set(run.summary().columns)
     assert not set(GenerationProfile.SUMMARY_ONLY) & set(run.to_df().columns)
+
+
+def test_every_memory_total_is_in_the_glossary() -> None:
+    # MemoryReport.totals() held ten keys named nowhere (device, grad_bytes,
+    # inference_baseline_bytes, training_peak_call...)
+    from moduleprofiler.memory.report import MemoryReport
+
+    totals = Profiler().measure_memory(_model(), torch.randn(4, 8), train=True).totals()
+    assert [key for key in totals if key not in _glossary_names()] == []
+    # each totals-only name is a key of totals() that no summary column holds
+    assert set(MemoryReport.TOTALS_ONLY) <= set(totals)
+    summary = Profiler().profile(_model(), torch.randn(4, 8)).summary().columns
+    assert not set(MemoryReport.TOTALS_ONLY) & set(summary)
 
 
 def test_every_callback_scalar_is_in_the_glossary() -> None:

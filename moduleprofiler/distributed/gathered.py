@@ -7,14 +7,15 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import IO, Any, ClassVar, Literal
 
 import pandas as pd
 
-from moduleprofiler.export.columns import column_spec
+from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.renamed_columns import RenamedKeysDict
 
 DOCUMENT = "moduleprofiler.distributed_profile"
 STATISTICS = ("min", "median", "max", "sum")
@@ -71,6 +72,13 @@ class _OverRanks:
 class DistributedProfile:
     """The profiles of one pass on every rank of a process group, indexed by group rank."""
 
+    columns: ClassVar[tuple[ColumnSpec, ...]] = (
+        register_column("rank", "int", "rank", aggregation="none",
+                        description="a process's rank in the default process group "
+                        "(DistributedProfile.to_df(): one row per rank and module)"),)
+    """The column of :meth:`to_df` that is no profile's (the others are each rank's module
+    frame's), declared with the result that writes it."""
+
     profiles: tuple[Profile, ...]
 
     def __post_init__(self) -> None:
@@ -103,9 +111,12 @@ class DistributedProfile:
                                    for name in profile.lower_bounds))
 
     def totals(self) -> dict[str, int | float | None]:
-        """Every total (:data:`TOTALS`, as the attributes of the same names) and the
-        communication columns summed over the ranks and modules."""
-        totals: dict[str, int | float | None] = {name: getattr(self, name) for name in TOTALS}
+        """Every total (:data:`TOTALS`: the attribute ``total_macs`` under the key ``macs``,
+        as a profile's ``summary()`` and ``to_dict()["totals"]`` name it) and the
+        communication columns summed over the ranks and modules. The keys ``total_macs``...
+        still read their value, with a ``DeprecationWarning``, until 0.3.0."""
+        totals: dict[str, int | float | None] = {
+            name.removeprefix("total_"): getattr(self, name) for name in TOTALS}
         frame = self.to_df()
         # own shares summed over every call: the whole model's value (self_comm_bytes: the
         # model's comm_bytes)
@@ -115,7 +126,8 @@ class DistributedProfile:
                        "self_backward_comm_ms"):
             if column in frame:
                 totals[column.removeprefix("self_")] = _plain(frame[column].sum())
-        return totals
+        return RenamedKeysDict(totals, {name: name.removeprefix("total_") for name in TOTALS},
+                               "DistributedProfile.totals()")
 
     def to_df(self) -> pd.DataFrame:
         """One row per rank and module (each rank's ``Profile.to_df("module")``), with a

@@ -130,8 +130,8 @@ def profile_document(profile: ProfileData) -> dict[str, Any]:
     document.update(profile_to_dict(profile))
     for name in _PROFILE_FIELDS:  # unsupported_ops, outside_ops, backward results, ...
         value = getattr(profile, name)
-        if isinstance(value, TimingFacts):
-            value = value.to_dict()
+        if isinstance(value, TimingFacts):  # its shape tree keeps its lists, as a record's
+            value = {**value.to_dict(), "input_shapes": encode(value.input_shapes)}
         document[name] = dict(value) if isinstance(value, Mapping) else value
     for key in _TABLES:
         document[key] = [{name: encode(value) for name, value in row.items()}

@@ -13,6 +13,7 @@ import pandas as pd
 
 import moduleprofiler
 from moduleprofiler.deprecation import warn_deprecated
+from moduleprofiler.errors import InputMismatchError
 from moduleprofiler.export.by_operator import by_operator_view
 from moduleprofiler.export.cells import formatter
 from moduleprofiler.export.columns import column_spec
@@ -73,7 +74,14 @@ class Profile(ProfileData):
     def summary(self, memory: Any = None, latency: Any = None) -> pd.DataFrame:
         """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,
         latency and throughput (memory and latency columns filled when given the result of
-        :meth:`ModuleProfiler.measure_memory` and a latency result)."""
+        :meth:`ModuleProfiler.measure_memory` and a latency result).
+
+        Raises:
+            InputMismatchError: ``memory`` or ``latency`` was measured on another input than
+                this profile's (both know its shapes, and they differ), as :meth:`merge`.
+        """
+        for given, what in ((memory, "memory: its pass"), (latency, "latency: its pass")):
+            _check_same_input(self.model_input, _given_input(given), what)
         return model_summary(self, memory, latency)
 
     def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
@@ -93,11 +101,15 @@ class Profile(ProfileData):
 
         A call of ``other`` that this pass did not make (data-dependent control flow: a branch
         that another pass's iterations took) has no row here; a ``UserWarning`` names it, as
-        it names a module that is of another type there (a profile of another model) and the
-        model's input where both passes recorded it and it differs (another batch size).
+        it names a module that is of another type there (a profile of another model).
 
         Raises:
             TypeError: ``other`` is not a profile.
+            InputMismatchError: both passes know the shapes of the model's input
+                (:attr:`~moduleprofiler.records.ProfileData.model_input`) and they differ
+                (another batch size): the message names both. A pass that does not know them
+                (a ``pred_fn`` gave the model its arguments, a file written before passes
+                kept them) is joined as it is.
         """
         if not isinstance(other, ProfileData):
             raise TypeError(f"merge takes a profile (the result of another pass over the same "
@@ -111,19 +123,7 @@ class Profile(ProfileData):
             more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
             warn(f"merge: the other profile is of another model: {named}{more}; its columns "
                  "are joined by module path all the same", UserWarning)
-        # the model's inputs (its roots' calls), where both passes recorded them: another
-        # batch size pairs this pass's counts with another input's times or bytes
-        shapes = {(r.path, r.call_number): r.input_shapes for r in other.records
-                  if r.parent is None and r.input_shapes is not None}
-        inputs = [(r.path, r.input_shapes, shapes[(r.path, r.call_number)])
-                  for r in self.records if r.parent is None and r.input_shapes is not None
-                  and shapes.get((r.path, r.call_number), r.input_shapes) != r.input_shapes]
-        if inputs:
-            shown = formatter(column_spec("input_shapes"))
-            path, mine, their = inputs[0]
-            warn(f"merge: the other pass ran on another input: {display_path(path)!r} took "
-                 f"{shown(mine)} here and {shown(their)} there (another batch size?); its "
-                 "columns are joined all the same, beside this pass's counts", UserWarning)
+        _check_same_input(self.model_input, other.model_input, "merge: the other pass")
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
         records = tuple(
             dataclasses.replace(r, metrics={**r.metrics, **calls[(r.path, r.call_number)]})
@@ -250,6 +250,42 @@ class Profile(ProfileData):
         :data:`moduleprofiler.export.FORMATS`: .json .csv .md .html .tex .txt); ``options``
         go to the matching ``to_*`` method."""
         save_profile(self, path, format, **options)
+
+
+def _check_same_input(here: tuple[Any, tuple[str, ...]] | None,
+                      there: tuple[Any, tuple[str, ...]] | None, what: str) -> None:
+    """Refuse ``there`` (the other result's model input, ``what`` names it) when both are
+    known and their shapes differ; the dtypes are named, not compared (a prediction in bf16
+    scales a float32 timing)."""
+    if here is None or there is None or _tuples(here[0]) == _tuples(there[0]):
+        return
+    shown = formatter(column_spec("input_shapes"))
+    dtypes = formatter(column_spec("input_dtypes"))
+    raise InputMismatchError(
+        f"{what} ran on another input: the model took {shown(here[0])} ({dtypes(here[1])}) "
+        f"here and {shown(there[0])} ({dtypes(there[1])}) there (another batch size?); its "
+        "numbers, measured on that input, would stand beside this pass's: run both passes on "
+        "the same input", here[0], there[0])
+
+
+def _given_input(result: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """The model input of a result passed to :meth:`Profile.summary`: a memory report's, a
+    latency result's (``None`` for a number, a ``torch.utils.benchmark.Measurement``, a
+    result that does not know it)."""
+    if isinstance(result, ProfileData):
+        return result.model_input
+    shapes = getattr(result, "input_shapes", None)
+    return None if shapes is None else (shapes, tuple(getattr(result, "input_dtypes", ())))
+
+
+def _tuples(tree: Any) -> Any:
+    """``tree`` with its lists as tuples: a JSON file keeps some lists as arrays, read back
+    as tuples, and a list of tensors is the same input as a tuple of them."""
+    if isinstance(tree, (list, tuple)):
+        return tuple(_tuples(item) for item in tree)
+    if isinstance(tree, dict):
+        return {key: _tuples(item) for key, item in tree.items()}
+    return tree
 
 
 def _with_width(view: View, width: int | None) -> View:

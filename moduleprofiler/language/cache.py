@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
 from torch import Tensor
 
+from moduleprofiler.export.columns import ColumnSpec, register_column
+from moduleprofiler.renamed_columns import renamed_columns
 from moduleprofiler.shapes import dtype_named
 from moduleprofiler.storage import distinct_bytes
 from moduleprofiler.warn import warn
@@ -49,6 +51,37 @@ class CacheLayer:
 @dataclass(frozen=True)
 class KVCacheSize:
     """What a key/value cache holds: per layer, in total and per token position."""
+
+    columns: ClassVar[tuple[ColumnSpec, ...]] = (
+        register_column("layer", "int", "layer", aggregation="none",
+                        description="position of an attention layer in a key/value cache, 0 "
+                        "the first decoder layer (kv_cache_size().to_df())"),
+        register_column("kind", "text", "kind", aggregation="none",
+                        description="self (a cache layer of the decoder's own keys and values) "
+                        "or cross (of the encoder's outputs) (kv_cache_size().to_df())"),
+        register_column("capacity", "int", "capacity", aggregation="none",
+                        description="token positions a cache layer's tensors have room for: "
+                        "context_tokens for a dynamic cache, max_cache_len for a static one "
+                        "(kv_cache_size().to_df())"),
+        register_column("key_bytes", "bytes", "keys", aggregation="none", unit="bytes",
+                        description="bytes of a cache layer's keys (distinct storages) "
+                        "(kv_cache_size().to_df())"),
+        register_column("value_bytes", "bytes", "values", aggregation="none", unit="bytes",
+                        description="bytes of a cache layer's values (distinct storages) "
+                        "(kv_cache_size().to_df())"),
+        register_column("bytes_per_token", "bytes", "bytes/token", aggregation="none",
+                        unit="bytes", description="a cache layer's kv_cache_bytes over its "
+                        "capacity (kv_cache_size().to_df(); KVCacheSize.bytes_per_token is "
+                        "the self-attention layers' together)"),
+    )
+    """The columns of :meth:`to_df` that are the cache's own (``context_tokens`` and
+    ``kv_cache_bytes`` are a generation step's columns, the same quantities of one layer
+    here), declared with the result that writes them."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"tokens": "context_tokens"}
+    """Old column name -> new one: ``tokens`` held the tokens a layer holds, the quantity a
+    generation's table calls ``context_tokens``. The old name still selects its column, with
+    a ``DeprecationWarning``, until 0.3.0."""
 
     layers: tuple[CacheLayer, ...]
     cache_type: str
@@ -87,15 +120,17 @@ class KVCacheSize:
         return round(per_token * tokens) + cross
 
     def to_df(self) -> pd.DataFrame:
-        """One row per layer: layer, kind, tokens, capacity, key, value and total bytes, and
-        bytes per token position."""
-        rows = [{"layer": layer.layer, "kind": layer.kind, "tokens": layer.tokens,
+        """One row per layer: ``layer``, ``kind``, ``context_tokens`` (the tokens it holds;
+        was ``tokens``), ``capacity``, ``key_bytes``, ``value_bytes``, ``kv_cache_bytes``
+        and ``bytes_per_token`` (per token position)."""
+        rows = [{"layer": layer.layer, "kind": layer.kind, "context_tokens": layer.tokens,
                  "capacity": layer.capacity, "key_bytes": layer.key_bytes,
                  "value_bytes": layer.value_bytes, "kv_cache_bytes": layer.bytes,
                  "bytes_per_token": layer.bytes / layer.capacity if layer.capacity else None}
                 for layer in self.layers]
-        return pd.DataFrame(rows, columns=["layer", "kind", "tokens", "capacity", "key_bytes",
-                                           "value_bytes", "kv_cache_bytes", "bytes_per_token"])
+        return renamed_columns(pd.DataFrame(rows, columns=[
+            "layer", "kind", "context_tokens", "capacity", "key_bytes", "value_bytes",
+            "kv_cache_bytes", "bytes_per_token"]), self.RENAMED, "KVCacheSize.to_df()")
 
 
 def kv_cache_size(cache: Any) -> KVCacheSize:

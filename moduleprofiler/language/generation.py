@@ -89,7 +89,8 @@ class GenerationProfile:
                         "decode step with the cache on)"),
         register_column("context_tokens", "int", "context", aggregation="first",
                         description="tokens per sequence attended to after the step: the "
-                        "cache's length, else the input's"),
+                        "cache's length, else the input's (per cache layer in "
+                        "kv_cache_size().to_df(): the tokens it holds)"),
         register_column("time_ms", "time", "time", aggregation="inclusive", unit="ms",
                         description="median wall time of the step's model call, with "
                         "everything it called, over the timed generations"),
@@ -233,7 +234,8 @@ class StepListener(Listener):
     columns = (register_column(
         "kv_cache_bytes", "bytes", "KV cache", aggregation="max", unit="bytes", additive=False,
         description="bytes of the key/value cache an outermost call returned (keys and values "
-                    "of every layer); per module the largest"),)
+                    "of every layer); per module the largest; per cache layer in "
+                    "kv_cache_size().to_df()"),)
 
     def __init__(self) -> None:
         self.inputs: dict[int, tuple[int | None, int | None]] = {}

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
 from moduleprofiler.call import Call
+from moduleprofiler.export.columns import ColumnSpec, register_column
+from moduleprofiler.renamed_columns import renamed_columns
 from moduleprofiler.runner import Listener, PassRunner
 
 _TOP_K_NAMES = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
@@ -34,6 +36,55 @@ class ExpertLoad(Listener):
     layer. On the meta device the router's choice has no values: the counts are unknown and
     the layers are listed in :attr:`unknown`.
     """
+
+    frame_columns: ClassVar[tuple[ColumnSpec, ...]] = (
+        register_column("expert", "int", "expert", aggregation="none",
+                        description="an expert's index in its MoE layer (ExpertLoad.to_df(): "
+                        "one row per experts module and expert)"),
+        register_column("tokens", "int", "tokens", aggregation="none",
+                        description="tokens the router sent to the expert over the pass's "
+                        "calls of its layer (ExpertLoad.to_df())"),
+        register_column("tokens_share", "fraction", "tokens share", aggregation="none",
+                        description="the expert's tokens over its layer's assignments, 0-1 "
+                        "(ExpertLoad.to_df())"),
+        register_column("num_experts", "int", "experts", aggregation="none",
+                        description="routed experts of an MoE layer (ExpertLoad.balance(); "
+                        "MoEParameters.num_experts is the largest layer's)"),
+        register_column("top_k", "int", "top-k", aggregation="none",
+                        description="experts the router sends each token to "
+                        "(ExpertLoad.balance(), MoEParameters.top_k)"),
+        register_column("assignments", "int", "assignments", aggregation="none",
+                        description="(token, expert) pairs of an MoE layer over the pass: its "
+                        "tokens times top_k (ExpertLoad.balance())"),
+        register_column("min_tokens", "int", "min tokens", aggregation="none",
+                        description="fewest tokens an expert of the layer received "
+                        "(ExpertLoad.balance())"),
+        register_column("max_tokens", "int", "max tokens", aggregation="none",
+                        description="most tokens an expert of the layer received "
+                        "(ExpertLoad.balance())"),
+        register_column("mean_tokens", "number", "mean tokens", aggregation="none",
+                        description="the layer's assignments over its experts "
+                        "(ExpertLoad.balance())"),
+        register_column("max_over_mean", "ratio", "max/mean", aggregation="none",
+                        description="max_tokens over mean_tokens: 1.0 for a perfectly balanced "
+                        "layer (ExpertLoad.balance())"),
+        register_column("cv", "number", "CV", aggregation="none",
+                        description="coefficient of variation of the experts' tokens: their "
+                        "standard deviation (population) over their mean (ExpertLoad.balance())"),
+        register_column("unused", "int", "unused", aggregation="none",
+                        description="experts of the layer that received no token "
+                        "(ExpertLoad.balance())"),
+    )
+    """The columns of :meth:`to_df` and :meth:`balance` besides ``module`` (the experts
+    module's path), declared with the listener that writes them."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"layer": "module", "experts": "num_experts",
+                                         "share": "tokens_share"}
+    """Old column name -> new one: ``layer`` held the experts module's path, which every
+    table calls ``module``; ``experts`` the count :attr:`MoEParameters.num_experts` names;
+    ``share`` read as the whole-subtree twin of ``self_share`` (a module's self time over its
+    time). The old names still select their column, with a ``DeprecationWarning``, until
+    0.3.0."""
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {}
@@ -68,34 +119,39 @@ class ExpertLoad(Listener):
             total[expert] += tokens
 
     def to_df(self) -> pd.DataFrame:
-        """One row per layer and expert: ``layer`` (the experts module's path), ``expert``,
-        ``tokens`` (assignments received) and ``share`` (of the layer's assignments)."""
+        """One row per layer and expert: ``module`` (the experts module's path; was
+        ``layer``), ``expert``, ``tokens`` (assignments received) and ``tokens_share`` (of
+        the layer's assignments, 0-1; was ``share``)."""
         rows: list[dict[str, Any]] = []
         for path, counts in self.counts.items():
             total = sum(counts)
-            rows.extend({"layer": path, "expert": expert, "tokens": tokens,
-                         "share": tokens / total if total else None}
+            rows.extend({"module": path, "expert": expert, "tokens": tokens,
+                         "tokens_share": tokens / total if total else None}
                         for expert, tokens in enumerate(counts))
-        return pd.DataFrame(rows, columns=["layer", "expert", "tokens", "share"])
+        return renamed_columns(pd.DataFrame(rows, columns=["module", "expert", "tokens",
+                                                           "tokens_share"]),
+                               self.RENAMED, "ExpertLoad.to_df()")
 
     def balance(self) -> pd.DataFrame:
-        """One row per layer: ``experts``, ``top_k``, ``assignments`` (tokens x top-k),
-        ``min_tokens``, ``max_tokens``, ``mean_tokens``, ``max_over_mean`` (1.0 = perfectly
-        balanced), ``cv`` (standard deviation over mean) and ``unused`` experts."""
+        """One row per layer: ``module`` (was ``layer``), ``num_experts`` (was ``experts``),
+        ``top_k``, ``assignments`` (tokens x top-k), ``min_tokens``, ``max_tokens``,
+        ``mean_tokens``, ``max_over_mean`` (1.0 = perfectly balanced), ``cv`` (standard
+        deviation over mean) and ``unused`` experts."""
         rows = []
         for path, counts in self.counts.items():
             values = torch.tensor(counts, dtype=torch.float64)
             mean = float(values.mean())
             rows.append({
-                "layer": path, "experts": len(counts), "top_k": self.top_k.get(path),
+                "module": path, "num_experts": len(counts), "top_k": self.top_k.get(path),
                 "assignments": int(values.sum()), "min_tokens": min(counts),
                 "max_tokens": max(counts), "mean_tokens": mean,
                 "max_over_mean": max(counts) / mean if mean else None,
                 "cv": float(values.std(unbiased=False)) / mean if mean else None,
                 "unused": sum(1 for count in counts if count == 0)})
-        return pd.DataFrame(rows, columns=["layer", "experts", "top_k", "assignments",
-                                           "min_tokens", "max_tokens", "mean_tokens",
-                                           "max_over_mean", "cv", "unused"])
+        return renamed_columns(pd.DataFrame(rows, columns=[
+            "module", "num_experts", "top_k", "assignments", "min_tokens", "max_tokens",
+            "mean_tokens", "max_over_mean", "cv", "unused"]), self.RENAMED,
+            "ExpertLoad.balance()")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.devices import resolve_device
+from moduleprofiler.inputs import input_shapes_of
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.peak import LiveBytesListener
@@ -148,6 +149,7 @@ def measure_memory(
     static = module_bytes(module)[""]
     infos = module_infos(module)
     records = _records(inference, training, infos)
+    shapes, dtypes = input_shapes_of(input, pred_fn)  # what merge checks another pass by
     return MemoryReport(
         records=records, modules=infos, total_params=infos[0].params,
         total_buffers=infos[0].buffers,
@@ -157,4 +159,5 @@ def measure_memory(
         trainable_param_bytes=static.trainable_param_bytes,
         inference=inference.memory,
         training=training.memory if training is not None else None,
+        input_shapes=shapes, input_dtypes=dtypes,
     )

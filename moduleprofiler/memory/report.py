@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pandas as pd
 
@@ -127,12 +127,44 @@ class MemoryReport(Profile):
     and the calls that set them. Counts are not measured here (``merge`` it into a counted
     profile to see both)."""
 
+    TOTALS_ONLY: ClassVar[dict[str, str]] = {
+        "device": "the device the memory passes ran on",
+        "trainable_param_bytes": "of param_bytes, the parameters with requires_grad",
+        "inference_baseline_bytes": "memory live when the no-grad forward started: parameters, "
+                                    "buffers and inputs",
+        "inference_peak_call": "the module call running when the no-grad forward's memory "
+                               "peaked",
+        "training_baseline_bytes": "memory live when the training step started",
+        "training_peak_call": "the module call running when the training step's memory peaked",
+        "saved_param_bytes": "parameter and buffer storages autograd saved for the backward "
+                             "(not activation memory; per module: self_saved_param_bytes)",
+        "saved_input_bytes": "storages of the model's inputs autograd saved for the backward",
+        "grad_bytes": "the parameters' gradients after the backward",
+        "training_output_kept": "whether the training step held the model's output through "
+                                "its backward (measure_memory(keep_output=...))",
+    }
+    """The keys of :meth:`totals` that no column and no ``summary()`` holds, with their
+    meaning (docs/glossary.md lists them)."""
+
     device: str
     param_bytes: int
     buffer_bytes: int
     trainable_param_bytes: int
     inference: PassMemory
     training: PassMemory | None
+    input_shapes: Any = None
+    """The shape tree of the model's arguments in both passes, as the root call's
+    ``input_shapes`` column holds it (``None``: a ``pred_fn`` gave them, or a document
+    written before it was kept)."""
+    input_dtypes: tuple[str, ...] = ()
+    """Their dtypes, as the root call's ``input_dtypes`` column holds them."""
+
+    @property
+    def model_input(self) -> tuple[Any, tuple[str, ...]] | None:
+        """:attr:`input_shapes` and :attr:`input_dtypes` (``None`` where unknown)."""
+        if self.input_shapes is None:
+            return None
+        return self.input_shapes, tuple(self.input_dtypes)
 
     @property
     def model_size_bytes(self) -> int:

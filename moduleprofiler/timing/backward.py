@@ -24,6 +24,7 @@ from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.failure import backward_error
+from moduleprofiler.inputs import input_shapes_of
 from moduleprofiler.loss import default_loss, user_loss
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
@@ -438,10 +439,12 @@ def train_step_times(
         for raw in kind_raws:
             rows.add(kind, listeners[kind].resolve(raw), names)
     issue_warnings(run.notes)
+    shapes, dtypes = input_shapes_of(input, pred_fn)  # what merge checks another pass by
     return rows.build(
         chosen.readings, method=method_name, separate_passes=True,
         calibration=chosen.calibration, device=str(resolved), dropped=run.dropped,
         confidence=opts.confidence, environment=run.environment,
         warnings=(*timed.notes, *run.notes), stop_reason=run.stop_reason,
         elapsed_s=run.elapsed_s, budget=run.budget, unhooked=runner.unhooked,
+        input_shapes=shapes, input_dtypes=dtypes,
     )

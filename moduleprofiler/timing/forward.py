@@ -24,6 +24,7 @@ from torch import nn
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.forward_grad import without_gradients
+from moduleprofiler.inputs import input_shapes_of
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
@@ -285,6 +286,7 @@ def time_modules(
     issue_warnings(raised)
     readings = chosen.readings()
     cal = chosen.calibration
+    shapes, dtypes = input_shapes_of(input, pred_fn)  # what merge checks another pass by
     return timed_profile(ModuleTiming, module_infos(module), TimedCalls(
         forward=resolved_iterations,
         forward_error=(cal.attribution_ns / 1e6, cal.per_call_ns / 1e6),
@@ -299,7 +301,8 @@ def time_modules(
             hooked_ms=tuple(hooked_ms.tolist()), hook_free_ms=tuple(plain_ms.tolist()),
             hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
             device_total_ms=readings.total_ms, compiled=readings.compiled,
-            warnings=(*notes, *raised, *readings.notes)),
+            warnings=(*notes, *raised, *readings.notes), input_shapes=shapes,
+            input_dtypes=dtypes),
         readings.module_metrics, unhooked=runner.unhooked)
 
 

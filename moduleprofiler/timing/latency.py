@@ -33,7 +33,7 @@ from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import decode, encode, read_json_text
 from moduleprofiler.failure import located_errors
 from moduleprofiler.forward_grad import without_gradients
-from moduleprofiler.inputs import make_invocation
+from moduleprofiler.inputs import input_shapes_of, make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings
@@ -91,6 +91,12 @@ class LatencyResult:
     budget: BudgetUse | None = field(default=None, kw_only=True)
     """How the call's time budget went (set-up, warm-up, kept rounds) and whether it cut
     the run short (``budget.low_confidence``); ``None`` where not recorded."""
+    input_shapes: Any = field(default=None, kw_only=True)
+    """The shape tree of the model's arguments, as a profile's root call's ``input_shapes``
+    column holds it (``None``: a ``pred_fn`` gave them, or a file written before it was
+    kept); ``Profile.summary(latency=...)`` refuses a latency of another input."""
+    input_dtypes: tuple[str, ...] = field(default=(), kw_only=True)
+    """Their dtypes, as the root call's ``input_dtypes`` column holds them."""
     stats: Summary = field(init=False)
 
     def __post_init__(self) -> None:
@@ -164,6 +170,9 @@ class LatencyResult:
         values = {name: value for name, value in document.items() if name in names}
         values["samples_ms"] = np.asarray(values["samples_ms"], dtype=np.float64)
         values["warnings"] = tuple(values.get("warnings", ()))
+        values["input_dtypes"] = tuple(values.get("input_dtypes", ()))
+        if isinstance(values.get("input_shapes"), list):  # to_dict's list of the arguments
+            values["input_shapes"] = tuple(values["input_shapes"])
         budget = values.get("budget")
         if isinstance(budget, dict):
             known = {item.name for item in dataclasses.fields(BudgetUse) if item.init}
@@ -291,6 +300,7 @@ def benchmark(
                            else [])]
     issue_warnings(notes)
     env = run.environment
+    shapes, dtypes = input_shapes_of(input, pred_fn)  # what summary() checks a profile by
     return LatencyResult(
         samples_ms=np.asarray(samples) / 1e6,
         stop_reason=run.stop_reason,
@@ -311,4 +321,6 @@ def benchmark(
         environment=env,
         warnings=tuple(notes),
         budget=run.budget,
+        input_shapes=shapes,
+        input_dtypes=dtypes,
     )

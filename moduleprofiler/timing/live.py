@@ -204,8 +204,11 @@ class TrainingProfiler:
         return self.report()
 
     def to_df(self) -> pd.DataFrame:
-        """One row per module with the timing statistics: the result's module frame,
-        ``result().to_df("module")``."""
+        """Deprecated: ``result().to_df("module")``, the same table. A result's ``to_df()``
+        is one row per call, and this one was per module under the same name."""
+        warn_deprecated("TrainingProfiler.to_df()", 'use result().to_df("module") (the same '
+                        "table: one row per module; result().to_df() is one row per call, "
+                        "as every result's)")
         return self._result().to_df("module")
 
     # -- internals -------------------------------------------------------------------------

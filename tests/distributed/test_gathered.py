@@ -43,7 +43,7 @@ def test_every_numeric_column_by_default() -> None:
 def test_totals_sum_over_ranks() -> None:
     gathered = _gathered()
     # 12 rows over the ranks: 12 * (4 * 8 + 8 * 6) MACs
-    assert gathered.totals()["total_macs"] == 12 * 80
+    assert gathered.totals()["macs"] == 12 * 80
     assert gathered.world_size == 3
 
 
@@ -90,9 +90,19 @@ def test_the_totals_have_profiles_names() -> None:
     assert gathered.total_backward_ops is None  # no backward profiled: unknown, never 0
     assert gathered.complete and gathered.lower_bounds == ()
     totals = gathered.totals()
-    for name in ("total_params", "total_buffers", "total_ops", "total_macs", "total_flops",
-                 "total_backward_ops", "total_backward_macs"):
-        assert totals[name] == getattr(gathered, name), name
+    # under the names a profile's summary() and to_dict()["totals"] give the same numbers
+    for name in ("params", "buffers", "ops", "macs", "flops", "backward_ops", "backward_macs"):
+        assert totals[name] == getattr(gathered, f"total_{name}"), name
+    assert list(totals)[:7] == ["params", "buffers", "ops", "macs", "flops", "backward_ops",
+                                "backward_macs"]
+    assert totals["macs"] == sum(p.to_dict()["totals"]["macs"] for p in gathered.profiles) \
+        == 960
+    with pytest.warns(DeprecationWarning, match=r"DistributedProfile.totals\(\)'s key "
+                                                r"'total_macs' is deprecated and will be removed "
+                                                r"in moduleprofiler 0.3.0; use 'macs'"):
+        assert totals["total_macs"] == 960
+    with pytest.warns(DeprecationWarning, match="'total_flops'"):
+        assert totals.get("total_flops") == 1920
 
 
 def test_parameters_that_differ_between_ranks_are_unknown() -> None:

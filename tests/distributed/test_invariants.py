@@ -156,7 +156,7 @@ def _gathered(rank: int, world_size: int) -> dict | None:
     return {"world_size": result.world_size,
             "stats": stats.loc["0", ["macs_min", "macs_median", "macs_max", "macs_sum",
                                      "macs_skew"]].tolist(),
-            "total_macs": result.totals()["total_macs"]}
+            "total_macs": result.totals()["macs"]}
 
 
 def test_gather_on_the_destination_rank_only(ranks: list[dict]) -> None:

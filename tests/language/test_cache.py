@@ -40,6 +40,13 @@ def test_dynamic_cache_with_grouped_query_attention() -> None:
     frame = cache.to_df()
     assert list(frame["kv_cache_bytes"]) == [4_096, 4_096]
     assert list(frame["key_bytes"]) == [2_048, 2_048]
+    # the tokens a layer holds, as a generation's steps table names them: 8 each
+    assert list(frame.columns) == ["layer", "kind", "context_tokens", "capacity", "key_bytes",
+                                   "value_bytes", "kv_cache_bytes", "bytes_per_token"]
+    assert list(frame["context_tokens"]) == [8, 8] == [result.steps[-1].context_tokens] * 2
+    with pytest.warns(DeprecationWarning, match=r"KVCacheSize.to_df\(\)'s column 'tokens' "
+                                                r"is deprecated .* use 'context_tokens'"):
+        assert list(frame["tokens"]) == [8, 8]
     # per token position: 8,192 / 8 = 1,024 (both sequences of the batch); at 1,000 tokens
     assert cache.bytes_per_token == 1_024
     assert cache.predict_bytes(1_000) == formula(1_000, batch=2) == 1_024_000

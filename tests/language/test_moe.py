@@ -57,10 +57,10 @@ def test_expert_counts_are_the_router_assignments() -> None:
     assert all(sum(counts) == TOKENS * TOP_K for counts in load.counts.values())
     frame = load.to_df()
     assert len(frame) == LAYERS * EXPERTS
-    assert frame.groupby("layer")["share"].sum().round(12).eq(1.0).all()
+    assert frame.groupby("module")["tokens_share"].sum().round(12).eq(1.0).all()
     balance = load.balance()
     for row in balance.itertuples():
-        counts = expected[row.layer]
+        counts = expected[row.module]
         assert row.max_tokens == max(counts) and row.min_tokens == min(counts)
         assert row.max_over_mean == max(counts) / (TOKENS * TOP_K / EXPERTS)
         assert row.top_k == TOP_K and row.assignments == 32
@@ -69,6 +69,30 @@ def test_expert_counts_are_the_router_assignments() -> None:
                     "MixtralExperts"]
     assert experts_macs == [TOKENS * TOP_K * (HIDDEN * 2 * INTERMEDIATE
                                               + INTERMEDIATE * HIDDEN)] * LAYERS
+
+
+def test_expert_tables_name_the_module_as_every_table_does() -> None:
+    # the experts module's path was the column "layer" (a cache table's "layer" is a position),
+    # the balance's expert count "experts" (MoEParameters.num_experts): the old names
+    # still select their column until 0.3.0, with a DeprecationWarning naming the new one
+    model = mixtral()
+    load = ExpertLoad()
+    ModuleProfiler().profile(model, text_inputs(model, 1, TOKENS), listeners=[load])
+    frame, balance = load.to_df(), load.balance()
+    assert list(frame.columns) == ["module", "expert", "tokens", "tokens_share"]
+    assert list(balance.columns)[:2] == ["module", "num_experts"]
+    assert list(balance["num_experts"]) == [EXPERTS] * LAYERS
+    with pytest.warns(DeprecationWarning, match=r"ExpertLoad.to_df\(\)'s column 'layer' is "
+                                                r"deprecated and will be removed in "
+                                                r"moduleprofiler 0.3.0; use 'module'"):
+        assert list(frame["layer"]) == list(frame["module"])
+    with pytest.warns(DeprecationWarning, match=r"column 'experts' .* use 'num_experts'"):
+        assert list(balance.experts) == [EXPERTS] * LAYERS
+    with pytest.warns(DeprecationWarning, match="'layer'"):
+        assert list(balance[["layer", "top_k"]].columns) == ["module", "top_k"]
+    # "share" read as the subtree twin of self_share (a module's self time over its time)
+    with pytest.warns(DeprecationWarning, match=r"column 'share' .* use 'tokens_share'"):
+        assert list(frame["share"]) == list(frame["tokens_share"])
 
 
 def test_expert_load_over_a_generation() -> None:

@@ -15,6 +15,7 @@ from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.efficiency import TrafficListener
+from moduleprofiler.errors import InputMismatchError
 from moduleprofiler.export.columns import column_spec, quantity
 from moduleprofiler.records import ProfileData
 from moduleprofiler.timing import TimingWarning
@@ -204,8 +205,9 @@ def test_merge_names_another_input() -> None:
     # bytes moved with 16 rows beside ops of 2: the Linear's 128 ops over 928 bytes
     # (4 x (8 + 64 + 32) read, 4 x 16 x 8 written), not over its 256, 3.6x too low an intensity
     other = profiler.profile(model, torch.randn(16, 4), listeners=listeners)
-    with pytest.warns(UserWarning, match=r"merge: the other pass ran on another input: "
-                                         r"'__root__' took 2x4 here and 16x4 there"):
+    with pytest.raises(InputMismatchError, match=r"merge: the other pass ran on another "
+                                                  r"input: the model took 2x4 \(float32\) "
+                                                  r"here and 16x4 \(float32\) there"):
         counted.merge(other)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same input: nothing to say
