@@ -327,8 +327,9 @@ def trilinear_ops(args: Args, out: Any) -> Count:
     macs rows*out*(in1*in2 + in2).
 
     ``F.bilinear`` (torch's only caller) passes ``x1 (rows, in1), weight (out, in1, in2),
-    x2 (rows, in2)``. NB: any other layout is priced naively: every term of the broadcast
-    product costs 2 multiplies and is accumulated (one mac), plus the adds of the sums.
+    x2 (rows, in2)``. NB: any other layout (its backward's) is priced naively: every term of
+    the broadcast product costs 2 multiplies and is accumulated (one mac), plus the adds of the
+    sums (``terms - outputs``, 0 when there are no terms).
     """
     x1, weight, x2 = args.get("i1"), args.get("i2"), args.get("i3")
     if _dims(x1)[-1:] and len(_dims(weight)) == 3 and len(_dims(x1)) == len(_dims(x2)) == 2:
@@ -340,7 +341,9 @@ def trilinear_ops(args: Args, out: Any) -> Count:
     rank = max(len(_dims(x)) + len(expand or ()) for x, expand in operands)
     shapes = [_expanded(x, expand, rank) for x, expand in operands]
     terms = math.prod(max(sizes) for sizes in zip(*shapes))
-    return 2 * terms + terms - out_numel(out), terms
+    # the sums add terms - outputs; an output no term reaches (an empty batch summed out: the
+    # weight gradient of zero rows) is a zero written, not a negative add
+    return 2 * terms + max(terms - out_numel(out), 0), terms
 
 
 by_decomposition(*aten(

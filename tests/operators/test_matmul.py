@@ -381,3 +381,16 @@ def test_scaled_matmuls_of_both_interfaces_count_as_mm() -> None:
                             torch.empty(2, 32, 64), [one], [0], [0], [one], [0], [0],
                             out=torch.empty(2, 8, 64))
     assert grouped == (2 * 8 * 64 * 63, 2 * 8 * 32 * 64)
+
+
+def test_bilinear_backward_of_an_empty_batch_counts_zero_not_a_negative_count() -> None:
+    from moduleprofiler import Profiler
+
+    # 0 rows: the weight gradient's _trilinear writes 5 x 3 x 4 = 60 zeros from 0 terms (it
+    # counted 3 * 0 - 60 = -60 ops and the profile raised); each input gradient has 0 rows
+    layer, x1, x2 = nn.Bilinear(3, 4, 5), torch.randn(0, 3), torch.randn(0, 4)
+    profile = Profiler().profile(layer, (x1, x2), backward=True)
+    assert (profile.total_ops, profile.total_macs) == (0, 0)
+    # the bias gradient sums 0 rows: 0 adds
+    assert (profile.total_backward_ops, profile.total_backward_macs) == (0, 0)
+    assert profile.complete
