@@ -9,10 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moduleprofiler.operators import FREE_OPERATORS, OPERATOR_FORMULAS, lookup
+from moduleprofiler.operators import (
+    FREE_OPERATORS,
+    OPERATOR_FORMULAS,
+    lookup,
+    register_operator,
+    unregister_operator,
+)
 from moduleprofiler.operators._common import UNAVAILABLE
 from moduleprofiler.operators.registry import MISSING
-from tests.operators.helpers import count, formula_count
+from tests.operators.helpers import count, counter_of, formula_count
 
 aten = torch.ops.aten
 X = torch.randn(2, 3, 4)
@@ -111,3 +117,20 @@ def test_arguments_are_read_by_name_whether_positional_or_keyword() -> None:
     assert formula_count(aten.add.Scalar, v, 2.0, 3, out=v) == (12, 0)
     assert formula_count(aten.add.Tensor, v, v, alpha=3, out=v) == (12, 0)
     assert formula_count(aten.add.Tensor, v, v, out=v) == (6, 0)  # default alpha 1
+
+
+def test_a_composite_counted_as_its_decomposition_is_unknown_when_a_part_has_no_formula() -> None:
+    kron = (torch.randn(2, 2), torch.randn(3, 3))
+    # under inference_mode kron arrives whole, counted as its decomposition: 36 multiplies
+    assert count(torch.kron, *kron, mode="inference_mode") == (36, 0)
+    mul = torch.ops.aten.mul
+    formula = OPERATOR_FORMULAS[mul]
+    unregister_operator(mul)
+    try:
+        counter = counter_of(torch.kron, *kron, mode="inference_mode")
+        # its multiplies have no formula now: the kron is unknown and listed, never the 0 of
+        # the parts that are left
+        assert dict(counter.missing) == {"aten.kron": 1} and counter.ops == 0
+        assert dict(counter_of(torch.kron, *kron).missing) == {"aten.mul": 1}  # as no_grad
+    finally:
+        register_operator(mul)(formula)
