@@ -330,6 +330,16 @@ def pinv_ops(args: Args, out: Any) -> Count:
 free("lu_unpack", "_linalg_check_errors")
 
 
+CROSS_PER_OUTPUT = 3
+"""Ops per element of a cross product: ``a_y b_z - a_z b_y`` is two multiplies and a subtract."""
+
+
+@register(*aten("linalg_cross"))
+def cross_ops(args: Args, out: Any) -> Count:
+    """numel(out) * 3: each component of each 3-vector is two products and a difference."""
+    return CROSS_PER_OUTPUT * numel(first_tensor(out)), 0
+
+
 def _composite(*names: str) -> list[torch._ops.OpOverload]:
     """The overloads of ``names`` that torch decomposes (CompositeImplicitAutograd); kernels
     with their own implementation (``linalg_pinv.atol_rtol_tensor``) are left out."""
@@ -351,6 +361,8 @@ by_decomposition(*_composite(
     "linalg_svdvals", "linalg_det", "det", "linalg_slogdet", "slogdet", "logdet", "linalg_pinv",
     "pinverse", "linalg_matrix_norm", "linalg_norm", "nuclear_norm", "linalg_cond",
     "linalg_matrix_rank", "linalg_tensorsolve", "linalg_tensorinv", "orgqr", "cdist", "pdist",
+    "cross", "svd", "matrix_exp", "linalg_eigvals", "linalg_ldl_factor", "linalg_diagonal",
+    "linalg_vander",
 ))  # fmt: skip
 
 

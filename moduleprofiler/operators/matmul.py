@@ -348,7 +348,7 @@ def trilinear_ops(args: Args, out: Any) -> Count:
 
 by_decomposition(*aten(
     "einsum", "tensordot", "inner", "outer", "ger", "kron", "chain_matmul", "linalg_multi_dot",
-    "matrix_power", "linalg_matrix_power", "linalg_vecdot", "bilinear",
+    "matrix_power", "linalg_matrix_power", "linalg_vecdot", "bilinear", "_sparse_mm",
 ))  # fmt: skip
 
 

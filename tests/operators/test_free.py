@@ -59,6 +59,11 @@ MOVES: list[Callable[[], Any]] = [
              torch.empty(4), torch.empty_like(X), X.new_zeros(3), torch.rand(3)),
     lambda: torch.zeros(3).fill_(2.0).zero_(),
     lambda: torch.tril(torch.ones(3, 3)),
+    # a complex tensor from its parts, conjugated (a sign flip, free as negation is), and
+    # chunks concatenated; conversions to a sparse layout select the nonzeros, as nonzero
+    lambda: torch.complex(X, X).conj_physical(),
+    lambda: torch._chunk_cat([X, X], 1, 2),
+    lambda: (X.to_sparse(), X[0].to_sparse_csr()),
     lambda: X.sum().item(),  # the sum costs 23 adds; reading the scalar nothing
 ]
 
@@ -101,7 +106,7 @@ def test_every_requested_operator_exists_in_this_torch() -> None:
 
 
 def test_unknown_operator_is_missing() -> None:
-    assert lookup(aten.special_zeta.default) is MISSING
+    assert lookup(aten.special_chebyshev_polynomial_t.default) is MISSING
 
 
 def test_overloads_with_different_positions_are_registered_one_by_one() -> None:
