@@ -17,12 +17,12 @@ It prints
 
     PYTHONPATH=. python benchmarks/operator_coverage.py                  # 3 samples per OpInfo
     PYTHONPATH=. python benchmarks/operator_coverage.py --samples 1 --only special. logaddexp
-    PYTHONPATH=. python benchmarks/operator_coverage.py --samples 100    # all: ~10 minutes
+    PYTHONPATH=. python benchmarks/operator_coverage.py --samples 100    # every sample
 
 Samples on which the operator itself raises (without the profiler) are skipped, and so is any
-sample past ``--seconds`` (both counted in the footer). Three samples per OpInfo take about 30 s
-on two cores; every sample (about 10,600) took 10 minutes under load and reached one operator
-more than three do (``linalg_lstsq``).
+sample past ``--seconds`` (both counted in the footer). Three samples per OpInfo take 40-60 s
+on two cores; every sample (10,641) took 142 s to 10 minutes, by the machine's load, and
+reached the same operators as three.
 """
 
 from __future__ import annotations

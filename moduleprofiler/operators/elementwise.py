@@ -386,6 +386,8 @@ def _max_min_overloads(binary: bool) -> list[torch._ops.OpOverload]:
 register(*_max_min_overloads(binary=False))(reduction(lambda n: n - 1, "n - 1 comparisons"))
 register(*_max_min_overloads(binary=True))(per_element(1))
 register(*aten("mean", "nanmean"))(reduction(lambda n: n, "n: n - 1 adds + 1 divide"))
+# hash_tensor combines each group's values (their bits xor-ed): n - 1 per output
+register(*aten("hash_tensor"))(reduction(lambda n: n - 1, "n - 1: combinations"))
 register(*aten("aminmax"))(reduction(lambda n: 2 * (n - 1), "2 * (n - 1) comparisons"))
 register(*aten("count_nonzero"))(reduction(lambda n: 2 * n - 1, "2n - 1: n tests, n - 1 adds"))
 # NB: variance as the norm formulas decompose it: mean (n), mean of squares (2n), E[x²] - mean²

@@ -68,6 +68,7 @@ _SELECTIONS = (
     "masked_select", "masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_",
     "where", "index_fill", "index_fill_", "index_copy", "index_copy_", "tril", "tril_",
     "triu", "triu_", "nonzero", "nonzero_static", "argwhere", "_unsafe_masked_index",
+    "sparse_mask",  # the values of a dense tensor at a sparse tensor's stored positions
 )  # fmt: skip
 _ALLOCATIONS = (
     "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",

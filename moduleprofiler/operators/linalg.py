@@ -292,6 +292,25 @@ def householder_product_ops(args: Args, out: Any) -> Count:
     return _scaled(_leading(orgqr_macs(m, q, k)), batch)
 
 
+def ormqr_macs(order: int, others: int, k: int) -> int:
+    """Applying ``k`` reflectors of order ``order`` to a matrix with ``others`` columns (left) or
+    rows (right) (LAWN 41 ``ormqr``): ``2 * order * others * k - others * k**2``."""
+    return max(0, 2 * order * others * k - others * k * k)
+
+
+@register(*aten("ormqr"))
+def ormqr_ops(args: Args, out: Any) -> Count:
+    """``Q C`` (or ``C Q``, ``Qᴴ``) from ``geqrf``'s ``k`` reflectors without forming ``Q``:
+    ``4mpk - 2pk**2`` ops, ``m`` the order of ``Q`` (C's rows for ``left``, else its columns)
+    and ``p`` C's other dimension."""
+    tau, other = args.tensor("input2"), args.tensor("input3")
+    batch, rows, columns = _matrices(other)
+    k = int(tau.shape[-1]) if tau is not None and tau.dim() else 0
+    left = args.get("left", True) is not False
+    order, others = (rows, columns) if left else (columns, rows)
+    return _scaled(_leading(ormqr_macs(order, others, k)), batch)
+
+
 @register(*aten("_linalg_eigh"))
 def eigh_ops(args: Args, out: Any) -> Count:
     """batch * 4n**3/3 ops for eigenvalues, batch * 9n**3 with eigenvectors."""

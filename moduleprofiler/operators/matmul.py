@@ -346,6 +346,19 @@ def trilinear_ops(args: Args, out: Any) -> Count:
     return 2 * terms + max(terms - out_numel(out), 0), terms
 
 
+@register(*aten("sparse_sampled_addmm"))
+def sampled_addmm_ops(args: Args, out: Any) -> Count:
+    """``beta * self + alpha * (mat1 @ mat2)`` at the stored entries of the sparse ``self``
+    only: one dot product of length ``k`` per stored entry, ``nnz * (2k - 1)`` ops and
+    ``nnz * k`` macs, and the epilogue per entry as ``addmm``'s per output."""
+    sparse, mat1 = args.first(), args.tensor("mat1")
+    if not isinstance(sparse, Tensor) or mat1 is None or mat1.dim() == 0:
+        return ZERO
+    entries = numel(sparse)  # its stored values
+    ops, macs = product_count(entries, int(mat1.shape[-1]))
+    return ops + _epilogue_ops(args, entries), macs
+
+
 by_decomposition(*aten(
     "einsum", "tensordot", "inner", "outer", "ger", "kron", "chain_matmul", "linalg_multi_dot",
     "matrix_power", "linalg_matrix_power", "linalg_vecdot", "bilinear", "_sparse_mm",

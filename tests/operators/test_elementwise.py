@@ -385,6 +385,9 @@ X3 = torch.randn(3, 4, 5)  # along dim 1: 4 slices of 3 * 5 = 15 elements
         (torch.trace, (torch.randn(1, 1),), 0),
         (torch.ldexp, (X, torch.tensor([1, 2, 3])), 12),  # x * 2 ** e: 2 per element
         (torch.frexp, (X,), 6),  # mantissa and exponent: 1 evaluation per element
+        # 3 rows of 4 values combined into one hash each: 3 x 3; all 60 of X3 into one: 59
+        (torch.hash_tensor, (torch.randn(3, 4), [1]), 9),
+        (torch.hash_tensor, (X3,), 59),
     ],
 )
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])

@@ -244,3 +244,15 @@ def test_data_dependent_or_iterative_kernels_without_a_formula_stay_unknown(
     # iterations have no formula yet: both listed, whatever path reaches them
     counter = counter_of(fn, torch.randn(3, 3), mode=mode)
     assert counter.missing and counter.ops == 0
+
+
+def test_ormqr_applies_the_reflectors_without_forming_q() -> None:
+    reflectors, tau = torch.geqrf(torch.randn(4, 3))  # 3 reflectors of order 4
+    # Q (4 x 4) times C (4 x 2), LAWN 41's leading term 4mpk - 2pk**2: m = 4, p = 2, k = 3:
+    # 96 - 36 = 60 ops, 30 macs; Qᵀ the same; C (2 x 4) times Q from the right the same
+    assert count(torch.ormqr, reflectors, tau, torch.randn(4, 2)) == (60, 30)
+    assert count(torch.ormqr, reflectors, tau, torch.randn(4, 2), transpose=True) == (60, 30)
+    assert count(torch.ormqr, reflectors, tau, torch.randn(2, 4), left=False) == (60, 30)
+    # a batch of 5 factorisations, each applied to its C: 5 times
+    batch, taus = torch.geqrf(torch.randn(5, 4, 3))
+    assert count(torch.ormqr, batch, taus, torch.randn(5, 4, 2)) == (300, 150)

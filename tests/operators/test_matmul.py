@@ -394,3 +394,14 @@ def test_bilinear_backward_of_an_empty_batch_counts_zero_not_a_negative_count() 
     # the bias gradient sums 0 rows: 0 adds
     assert (profile.total_backward_ops, profile.total_backward_macs) == (0, 0)
     assert profile.complete
+
+
+def test_a_sampled_product_computes_only_the_stored_entries() -> None:
+    pattern = torch.eye(3).to_sparse_csr()  # 3 stored entries
+    mat1, mat2 = torch.randn(3, 5), torch.randn(5, 3)
+    # 3 dot products of length 5: 3 x 9 = 27 ops, 15 macs; + self: 3 adds (beta = 1)
+    assert count(torch.sparse.sampled_addmm, pattern, mat1, mat2) == (30, 15)
+    assert count(torch.sparse.sampled_addmm, pattern, mat1, mat2, beta=0.0) == (27, 15)
+    assert count(torch.sparse.sampled_addmm, pattern, mat1, mat2, alpha=2.0) == (33, 15)
+    # a dense product would be 9 outputs: 9 x 9 = 81 ops, 45 macs
+    assert fcm_flops(torch.mm, mat1, mat2) == 2 * 45
