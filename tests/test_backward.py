@@ -561,9 +561,9 @@ def test_a_failing_backward_names_the_module_whose_forward_made_it() -> None:
         ModuleProfiler().profile(model, torch.randn(2, 3), backward=True)
 
 
-class _BesselGradient(torch.autograd.Function):
-    """``2 x`` whose backward runs ``special_bessel_j0``, an operator without a formula (and
-    a multiplication, which has one), or only ``special_bessel_j0`` with ``alone``."""
+class _PolynomialGradient(torch.autograd.Function):
+    """``2 x`` whose backward runs ``special_chebyshev_polynomial_t``, an operator without a
+    formula (and a multiplication, which has one), or only the polynomial with ``alone``."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, alone: bool) -> torch.Tensor:
@@ -574,24 +574,24 @@ class _BesselGradient(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         (x,) = ctx.saved_tensors
-        bessel = torch.special.bessel_j0(x)
-        return (bessel if ctx.alone else grad * bessel), None
+        polynomial = torch.special.chebyshev_polynomial_t(x, 3)
+        return (polynomial if ctx.alone else grad * polynomial), None
 
 
-class _BesselLayer(nn.Module):
+class _PolynomialLayer(nn.Module):
     def __init__(self, alone: bool) -> None:
         super().__init__()
         self.alone = alone
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _BesselGradient.apply(x, self.alone)
+        return _PolynomialGradient.apply(x, self.alone)
 
 
 def test_a_call_whose_backward_has_an_operator_without_formula_is_marked_incomplete() -> None:
-    model = nn.Sequential(nn.Linear(4, 4), _BesselLayer(alone=False), nn.Linear(4, 2))
+    model = nn.Sequential(nn.Linear(4, 4), _PolynomialLayer(alone=False), nn.Linear(4, 2))
     profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True)
     frame = profile.to_df("module").set_index("module")
-    # "1" ran the unknown bessel_j0 and a known 3 x 4 mul: 12 ops known, a lower bound
+    # "1" ran the unknown polynomial and a known 3 x 4 mul: 12 ops known, a lower bound
     assert frame.loc["1", "self_backward_ops"] == 12
     # "0": only grad_weight (its input needs none): 4 x 4 dot products of length 3,
     # 16 x (2 * 3 - 1) = 80, plus grad_bias, 4 sums of 3 rows, 8: 88
@@ -602,14 +602,14 @@ def test_a_call_whose_backward_has_an_operator_without_formula_is_marked_incompl
     assert frame["backward_complete"].tolist() == [False, True, False, True]
     assert frame.loc["__root__", "backward_ops"] == 88 + 12 + 80
     assert profile.backward_complete is False and profile.lower_bounds == ("backward",)
-    assert profile.backward_unsupported_ops == {"aten.special_bessel_j0": 1}
+    assert profile.backward_unsupported_ops == {"aten.special_chebyshev_polynomial_t": 1}
     types = profile.to_df("type").set_index("type")
-    assert not types.loc["_BesselLayer", "backward_complete"]
+    assert not types.loc["_PolynomialLayer", "backward_complete"]
     assert types.loc["Linear", "backward_complete"]
 
 
 def test_a_call_whose_backward_ran_only_operators_without_formula_is_unknown_not_zero() -> None:
-    model = nn.Sequential(nn.Linear(4, 4), _BesselLayer(alone=True))
+    model = nn.Sequential(nn.Linear(4, 4), _PolynomialLayer(alone=True))
     profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True)
     frame = profile.to_df("module").set_index("module")
     assert pd.isna(frame.loc["1", "self_backward_ops"])

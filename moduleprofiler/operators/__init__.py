@@ -20,6 +20,7 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     recurrent,
     sampling,
     selection,
+    special,
     spectral,
     vision,
 )

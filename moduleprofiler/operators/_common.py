@@ -289,7 +289,9 @@ def _to_meta(value: Any) -> Any:
 
 def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
                         kwargs: dict[str, Any]) -> Count:
-    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition.
+    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition;
+    :data:`MISSING` when one of its operators has no formula (the sum of the others would
+    count that one's work as 0).
 
     Run on meta copies of the inputs (no data is touched); if the decomposition needs data
     (it reads a value), it is run again on the real inputs.
@@ -304,6 +306,8 @@ def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
                 if convert is _identity:
                     raise
                 continue
+            if counter.missing:
+                return MISSING  # type: ignore[return-value]
             return counter.ops, counter.macs
     return ZERO  # pragma: no cover (the loop always returns or raises)
 

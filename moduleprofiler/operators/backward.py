@@ -159,9 +159,11 @@ def logit_backward_ops(args: Args, out: Any) -> Count:
     return per_element * numel(args.first()), 0
 
 
-@register(*aten("_softmax_backward_data", "_log_softmax_backward_data"))
+@register(*aten("_softmax_backward_data", "_log_softmax_backward_data",
+                "_masked_softmax_backward"))
 def softmax_backward_ops(args: Args, out: Any) -> Count:
-    """4 ops per element."""
+    """4 ops per element (``_masked_softmax_backward``: the masked-out elements' zero
+    gradient is a selection, free)."""
     return SOFTMAX_BACKWARD * numel(args.first()), 0
 
 
@@ -249,7 +251,8 @@ def rms_norm_backward_ops(args: Args, out: Any) -> Count:
 
 @register(*aten("max_pool2d_with_indices_backward",
                 "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
-                "adaptive_max_pool3d_backward", "embedding_dense_backward"))
+                "adaptive_max_pool3d_backward", "fractional_max_pool2d_backward",
+                "fractional_max_pool3d_backward", "embedding_dense_backward"))
 def scatter_add_backward_ops(args: Args, out: Any) -> Count:
     """One add per element of the incoming gradient (scattered into the input's gradient)."""
     return numel(args.first()), 0

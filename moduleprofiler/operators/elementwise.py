@@ -41,6 +41,7 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
+    decomposition_count,
     first_tensor,
     named,
     numel,
@@ -82,11 +83,19 @@ _BINARY_ONE = (
     "bitwise_left_shift", "bitwise_right_shift", "atan2", "arctan2", "remainder", "fmod",
     "copysign", "heaviside", "nextafter", "clamp_min", "clamp_max", "bernoulli",
 )  # fmt: skip
+# Python's operator forms of the bitwise ops (``a & b``, ``mask |= other``), which composites
+# such as ``isclose`` dispatch whole under ``torch.inference_mode``: one op per output element.
+register(*aten("__and__", "__iand__", "__or__", "__ior__", "__xor__", "__ixor__", "__lshift__",
+               "__ilshift__", "__rshift__", "__irshift__"))(per_element(1))
 # NB: bernoulli's random draw is free (as in the dropout convention); the ``u < p`` test is 1.
 # ``square`` is one multiply (x * x).
 register(*with_inplace(*_UNARY_ONE, *_BINARY_ONE, "square"))(per_element(1))
 # NB: floor_divide is a divide and a floor; xlogy a log and a multiply.
 register(*with_inplace("floor_divide", "xlogy"))(per_element(2))
+# NB: ldexp(x, e) = x * 2**e, the power and the multiply torch computes; frexp splits each
+# element into mantissa and exponent, one function evaluation.
+register(*with_inplace("ldexp"))(per_element(2))
+register(*aten("frexp"))(per_element(1))
 # hypot = sqrt(x*x + y*y): 2 multiplies, 1 add, 1 sqrt.
 register(*with_inplace("hypot"))(per_element(4))
 
@@ -377,6 +386,8 @@ def _max_min_overloads(binary: bool) -> list[torch._ops.OpOverload]:
 register(*_max_min_overloads(binary=False))(reduction(lambda n: n - 1, "n - 1 comparisons"))
 register(*_max_min_overloads(binary=True))(per_element(1))
 register(*aten("mean", "nanmean"))(reduction(lambda n: n, "n: n - 1 adds + 1 divide"))
+# hash_tensor combines each group's values (their bits xor-ed): n - 1 per output
+register(*aten("hash_tensor"))(reduction(lambda n: n - 1, "n - 1: combinations"))
 register(*aten("aminmax"))(reduction(lambda n: 2 * (n - 1), "2 * (n - 1) comparisons"))
 register(*aten("count_nonzero"))(reduction(lambda n: 2 * n - 1, "2n - 1: n tests, n - 1 adds"))
 # NB: variance as the norm formulas decompose it: mean (n), mean of squares (2n), E[x²] - mean²
@@ -399,6 +410,38 @@ def norm_ops(args: Args, out: Any) -> Count:
     if groups == 0 or total == 0:
         return ZERO
     return groups * pnorm_ops(total // groups, _norm_order(args)), 0
+
+
+@register(*with_inplace("renorm"))
+def renorm_ops(args: Args, out: Any) -> Count:
+    """slices * (pnorm_ops(M, p) + 3) + numel: the p-norm of each of the ``size(dim)`` slices of
+    ``M`` elements, its test against ``maxnorm`` and factor ``maxnorm / (norm + 1e-7)`` (a
+    comparison, an add, a divide), and one multiply per element."""
+    x, dim = args.first(), args.get("dim")
+    if not isinstance(x, Tensor) or numel(x) == 0:
+        return ZERO
+    slices = int(x.shape[dim]) if x.dim() and isinstance(dim, int) else 1
+    size = numel(x) // slices
+    return slices * (pnorm_ops(size, args.number("p", 2.0)) + 3) + numel(x), 0
+
+
+@register(*aten("dist"))
+def dist_ops(args: Args, out: Any) -> Count:
+    """n + pnorm_ops(n, p): the ``n`` differences of the broadcast operands and their p-norm."""
+    first, second = args.get("self"), args.get("other")
+    if not isinstance(first, Tensor) or not isinstance(second, Tensor):
+        return ZERO
+    elements = torch.broadcast_shapes(first.shape, second.shape).numel()
+    return elements + pnorm_ops(elements, args.number("p", 2.0)), 0
+
+
+@register(*aten("trace"))
+def trace_ops(args: Args, out: Any) -> Count:
+    """min(rows, columns) - 1 adds: the sum of the diagonal."""
+    x = args.first()
+    if not isinstance(x, Tensor) or x.dim() != 2:
+        return ZERO
+    return max(min(int(x.shape[0]), int(x.shape[1])) - 1, 0), 0
 
 
 @register(*with_inplace("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"))
@@ -427,6 +470,19 @@ def scatter_reduce_ops(args: Args, out: Any) -> Count:
     return (numel(args.tensor("index")) if args.get("reduce") is not None else 0), 0
 
 
+@register(*with_inplace("put"))
+def put_ops(args: Args, out: Any) -> Count:
+    """numel(source) with ``accumulate=True`` (one add per value; ``take``'s gradient); 0 for a
+    plain write."""
+    return (numel(args.tensor("source")) if args.flag("accumulate") else 0), 0
+
+
+@register(*aten("_unsafe_masked_index_put_accumulate"))
+def masked_index_put_accumulate_ops(args: Args, out: Any) -> Count:
+    """numel(values): one add per value accumulated (the masked ones are added as zeros)."""
+    return numel(args.tensor("values")), 0
+
+
 @register(*with_inplace("index_put", "_index_put_impl"))
 def index_put_ops(args: Args, out: Any) -> Count:
     """numel(values) with ``accumulate=True`` (one add per value); 0 for a plain write."""
@@ -442,7 +498,27 @@ def index_put_ops(args: Args, out: Any) -> Count:
 by_decomposition(*aten(
     "cosine_similarity", "pairwise_distance", "frobenius_norm", "norm_except_dim", "_weight_norm",
     "isfinite", "diff", "sum_to_size", "trapezoid", "trapz", "cumulative_trapezoid",
+    "isclose", "isreal", "cov", "corrcoef", "gradient", "quantile", "nanquantile",
+    "nonzero_numpy", "to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
+    "to_sparse_bsc",
 ))  # fmt: skip
+
+
+@register(*aten("allclose"))
+def allclose_ops(args: Args, out: Any) -> Count:
+    """``isclose`` (counted as its decomposition: per element the equality test, and with a
+    tolerance ``|a - b| <= atol + rtol * |b|`` and the finiteness test) and the ``all`` over
+    its ``n`` results, ``n - 1``."""
+    first, second = args.get("self"), args.get("other")
+    if not isinstance(first, Tensor) or not isinstance(second, Tensor):
+        return ZERO
+    close = decomposition_count(
+        torch.ops.aten.isclose.default, (first, second),
+        {name: args.get(name) for name in ("rtol", "atol", "equal_nan")})
+    if close is MISSING:  # type: ignore[comparison-overlap]
+        return MISSING  # type: ignore[return-value]
+    elements = torch.broadcast_shapes(first.shape, second.shape).numel()
+    return close[0] + max(elements - 1, 0), close[1]
 
 
 @register(*aten("_weight_norm_interface"))

@@ -57,12 +57,18 @@ _COPIES = (
     "meshgrid", "cartesian_prod", "combinations", "flatten_dense_tensors",
     "unflatten_dense_tensors", "pad_sequence", "_pad_packed_sequence", "diagflat", "_dim_arange",
     "_to_cpu", "_unpack_dual", "data",
+    # a concatenation of chunks; a complex tensor from its parts; conjugation, a sign flip (free
+    # as negation is); conversions to a sparse layout, which select the nonzeros as ``nonzero``
+    "_chunk_cat", "complex", "_conj_physical", "conj_physical", "conj_physical_",
+    "_to_sparse", "_to_sparse_csr", "_to_sparse_csc",
+    "_to_sparse_bsr", "_to_sparse_bsc",
 )  # fmt: skip
 _SELECTIONS = (
     "index", "_unsafe_index", "index_select", "gather", "take", "take_along_dim",
     "masked_select", "masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_",
     "where", "index_fill", "index_fill_", "index_copy", "index_copy_", "tril", "tril_",
-    "triu", "triu_", "nonzero", "nonzero_static", "argwhere",
+    "triu", "triu_", "nonzero", "nonzero_static", "argwhere", "_unsafe_masked_index",
+    "sparse_mask",  # the values of a dense tensor at a sparse tensor's stored positions
 )  # fmt: skip
 _ALLOCATIONS = (
     "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
@@ -72,6 +78,7 @@ _ALLOCATIONS = (
     "randn_like", "randint", "randint_like", "randperm", "uniform_", "normal", "normal_",
     "random_", "exponential_", "geometric_", "cauchy_", "log_normal_", "poisson", "binomial",
     "_standard_gamma", "_sample_dirichlet", "set_", "resize_", "resize_as_", "_resize_output_",
+    "_efficientzerotensor",
 )  # fmt: skip
 _METADATA = (
     "_local_scalar_dense", "item", "sym_size", "sym_stride", "sym_numel",

@@ -292,6 +292,25 @@ def householder_product_ops(args: Args, out: Any) -> Count:
     return _scaled(_leading(orgqr_macs(m, q, k)), batch)
 
 
+def ormqr_macs(order: int, others: int, k: int) -> int:
+    """Applying ``k`` reflectors of order ``order`` to a matrix with ``others`` columns (left) or
+    rows (right) (LAWN 41 ``ormqr``): ``2 * order * others * k - others * k**2``."""
+    return max(0, 2 * order * others * k - others * k * k)
+
+
+@register(*aten("ormqr"))
+def ormqr_ops(args: Args, out: Any) -> Count:
+    """``Q C`` (or ``C Q``, ``Qᴴ``) from ``geqrf``'s ``k`` reflectors without forming ``Q``:
+    ``4mpk - 2pk**2`` ops, ``m`` the order of ``Q`` (C's rows for ``left``, else its columns)
+    and ``p`` C's other dimension."""
+    tau, other = args.tensor("input2"), args.tensor("input3")
+    batch, rows, columns = _matrices(other)
+    k = int(tau.shape[-1]) if tau is not None and tau.dim() else 0
+    left = args.get("left", True) is not False
+    order, others = (rows, columns) if left else (columns, rows)
+    return _scaled(_leading(ormqr_macs(order, others, k)), batch)
+
+
 @register(*aten("_linalg_eigh"))
 def eigh_ops(args: Args, out: Any) -> Count:
     """batch * 4n**3/3 ops for eigenvalues, batch * 9n**3 with eigenvectors."""
@@ -330,6 +349,16 @@ def pinv_ops(args: Args, out: Any) -> Count:
 free("lu_unpack", "_linalg_check_errors")
 
 
+CROSS_PER_OUTPUT = 3
+"""Ops per element of a cross product: ``a_y b_z - a_z b_y`` is two multiplies and a subtract."""
+
+
+@register(*aten("linalg_cross"))
+def cross_ops(args: Args, out: Any) -> Count:
+    """numel(out) * 3: each component of each 3-vector is two products and a difference."""
+    return CROSS_PER_OUTPUT * numel(first_tensor(out)), 0
+
+
 def _composite(*names: str) -> list[torch._ops.OpOverload]:
     """The overloads of ``names`` that torch decomposes (CompositeImplicitAutograd); kernels
     with their own implementation (``linalg_pinv.atol_rtol_tensor``) are left out."""
@@ -351,6 +380,8 @@ by_decomposition(*_composite(
     "linalg_svdvals", "linalg_det", "det", "linalg_slogdet", "slogdet", "logdet", "linalg_pinv",
     "pinverse", "linalg_matrix_norm", "linalg_norm", "nuclear_norm", "linalg_cond",
     "linalg_matrix_rank", "linalg_tensorsolve", "linalg_tensorinv", "orgqr", "cdist", "pdist",
+    "cross", "svd", "matrix_exp", "linalg_eigvals", "linalg_ldl_factor", "linalg_diagonal",
+    "linalg_vander",
 ))  # fmt: skip
 
 

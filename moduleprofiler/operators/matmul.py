@@ -327,8 +327,9 @@ def trilinear_ops(args: Args, out: Any) -> Count:
     macs rows*out*(in1*in2 + in2).
 
     ``F.bilinear`` (torch's only caller) passes ``x1 (rows, in1), weight (out, in1, in2),
-    x2 (rows, in2)``. NB: any other layout is priced naively: every term of the broadcast
-    product costs 2 multiplies and is accumulated (one mac), plus the adds of the sums.
+    x2 (rows, in2)``. NB: any other layout (its backward's) is priced naively: every term of
+    the broadcast product costs 2 multiplies and is accumulated (one mac), plus the adds of the
+    sums (``terms - outputs``, 0 when there are no terms).
     """
     x1, weight, x2 = args.get("i1"), args.get("i2"), args.get("i3")
     if _dims(x1)[-1:] and len(_dims(weight)) == 3 and len(_dims(x1)) == len(_dims(x2)) == 2:
@@ -340,12 +341,27 @@ def trilinear_ops(args: Args, out: Any) -> Count:
     rank = max(len(_dims(x)) + len(expand or ()) for x, expand in operands)
     shapes = [_expanded(x, expand, rank) for x, expand in operands]
     terms = math.prod(max(sizes) for sizes in zip(*shapes))
-    return 2 * terms + terms - out_numel(out), terms
+    # the sums add terms - outputs; an output no term reaches (an empty batch summed out: the
+    # weight gradient of zero rows) is a zero written, not a negative add
+    return 2 * terms + max(terms - out_numel(out), 0), terms
+
+
+@register(*aten("sparse_sampled_addmm"))
+def sampled_addmm_ops(args: Args, out: Any) -> Count:
+    """``beta * self + alpha * (mat1 @ mat2)`` at the stored entries of the sparse ``self``
+    only: one dot product of length ``k`` per stored entry, ``nnz * (2k - 1)`` ops and
+    ``nnz * k`` macs, and the epilogue per entry as ``addmm``'s per output."""
+    sparse, mat1 = args.first(), args.tensor("mat1")
+    if not isinstance(sparse, Tensor) or mat1 is None or mat1.dim() == 0:
+        return ZERO
+    entries = numel(sparse)  # its stored values
+    ops, macs = product_count(entries, int(mat1.shape[-1]))
+    return ops + _epilogue_ops(args, entries), macs
 
 
 by_decomposition(*aten(
     "einsum", "tensordot", "inner", "outer", "ger", "kron", "chain_matmul", "linalg_multi_dot",
-    "matrix_power", "linalg_matrix_power", "linalg_vecdot", "bilinear",
+    "matrix_power", "linalg_matrix_power", "linalg_vecdot", "bilinear", "_sparse_mm",
 ))  # fmt: skip
 
 

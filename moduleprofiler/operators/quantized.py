@@ -11,7 +11,9 @@ output (scale and zero point) is part of the kernel's epilogue and, like a dtype
 costs no ops; so do ``quantize_per_tensor`` / ``dequantize``, which are conversions (``to``).
 A dynamically quantized ``nn.LSTM`` / ``nn.GRU`` runs one ``aten.quantized_lstm`` /
 ``quantized_gru`` whose cell parameters hold each layer's packed weights: it counts as the float
-recurrent layer (``formulas/recurrent.py``), sized from them.
+recurrent layer (``formulas/recurrent.py``), sized from them. The aten integer and weight-only
+products (``_int_mm``, ``_weight_int8pack_mm``, ``_weight_int4pack_mm``) count as ``mm`` plus
+their scaling or dequantization.
 """
 
 from __future__ import annotations
@@ -138,6 +140,64 @@ def _recurrent(mode: str) -> Any:
                  "packed weights; rows = timesteps * batch, or sum(batch_sizes) when packed")
 
 
+# -- integer and weight-only quantized products (aten) ------------------------------------------
+#
+# ``torch._int_mm`` (int8 x int8 -> int32) and the weight-only kernels torchao and gpt-fast run
+# (``_weight_int8pack_mm``, ``_weight_int4pack_mm`` and its CPU and XPU forms) are products of
+# ``(m, k)`` activations and an ``(n, k)`` weight: ``m * n`` dot products of length ``k``, like
+# ``mm``. Their weight layouts differ (packed, tiled), so the sizes are read from the activations
+# and the result, never from the packed weight.
+
+INT4_OFFSET_SCALE_ZERO = 3
+"""Ops to dequantize one int4 weight: ``(w - 8) * scale + zero``."""
+
+
+def _weight_only_product(args: Args, out: Any) -> tuple[int, int, int] | None:
+    """``(outputs, k, n * k)`` of a weight-only product: its dot products, their length and the
+    weight's elements; ``None`` when the shapes cannot say."""
+    x = args.first()
+    if not isinstance(x, Tensor) or not isinstance(out, Tensor) or x.dim() == 0 or out.dim() == 0:
+        return None
+    k, n = int(x.shape[-1]), int(out.shape[-1])
+    return int(out.numel()), k, n * k
+
+
+@register(*aten("_int_mm"))
+def int_mm_ops(args: Args, out: Any) -> Count:
+    """As ``mm``: outputs * (2k - 1) ops, outputs * k macs (int8 products summed in int32)."""
+    found = _weight_only_product(args, out)
+    if found is None:
+        return ZERO
+    outputs, k, _ = found
+    return outputs * dot_ops(k), outputs * k
+
+
+@register(*aten("_weight_int8pack_mm"))
+def weight_int8pack_mm_ops(args: Args, out: Any) -> Count:
+    """outputs * (2k - 1) + outputs ops, outputs * k macs: each dot product with the int8
+    weight row, then times that row's scale."""
+    found = _weight_only_product(args, out)
+    if found is None:
+        return ZERO
+    outputs, k, _ = found
+    return outputs * dot_ops(k) + outputs, outputs * k
+
+
+@register(*aten("_weight_int4pack_mm", "_weight_int4pack_mm_for_cpu",
+                "_weight_int4pack_mm_with_scales_and_zeros"))
+def weight_int4pack_mm_ops(args: Args, out: Any) -> Count:
+    """n * k * 3 + outputs * (2k - 1) ops, outputs * k macs: each weight dequantized once,
+    ``(w - 8) * scale + zero`` with its group's scale and zero, then the product.
+
+    NB: a kernel that dequantizes a weight tile again for each block of rows repeats that work;
+    it is counted once, the work the result needs."""
+    found = _weight_only_product(args, out)
+    if found is None:
+        return ZERO
+    outputs, k, weights = found
+    return INT4_OFFSET_SCALE_ZERO * weights + outputs * dot_ops(k), outputs * k
+
+
 register(*quantized("linear", "linear_dynamic"))(_linear(relu=False))
 register(*quantized("linear_relu", "linear_relu_dynamic"))(_linear(relu=True))
 register(*quantized("conv1d", "conv2d", "conv3d"))(_convolution(relu=False))
@@ -148,6 +208,8 @@ register(*quantized("add_relu", "add_relu_out", "mul_relu", "mul_relu_out"))(
     _elementwise(1 + RELU_OPS))
 register(*aten("quantized_lstm"))(_recurrent("LSTM"))
 register(*aten("quantized_gru"))(_recurrent("GRU"))
+# packing a weight for the kernels above moves its bits into their layout
+register_free(*aten("_convert_weight_to_int4pack", "_convert_weight_to_int4pack_for_cpu"))
 register_free(*quantized("cat", "cat_out"),
               *aten("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic",
                     "dequantize", "int_repr", "q_scale", "q_zero_point", "_make_per_tensor_"

@@ -47,10 +47,10 @@ def register_operator(*keys: OperatorKey) -> Callable[[F], F]:
 
     Example:
         >>> import torch
-        >>> @register_operator(torch.ops.aten.special_zeta)
-        ... def zeta_ops(args, kwargs, out):
+        >>> @register_operator(torch.ops.aten.special_chebyshev_polynomial_t)
+        ... def chebyshev_ops(args, kwargs, out):
         ...     return out.numel() * 20, 0  # say 20 ops per element
-        >>> unregister_operator(torch.ops.aten.special_zeta)
+        >>> unregister_operator(torch.ops.aten.special_chebyshev_polynomial_t)
     """
     if not keys:
         raise RegistryError("register_operator needs at least one operator")

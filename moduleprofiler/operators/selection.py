@@ -16,7 +16,7 @@ from typing import Any
 from torch import Tensor
 
 from moduleprofiler.formulas.activation import rows_along
-from moduleprofiler.operators._common import ZERO, Args, Count, aten, register
+from moduleprofiler.operators._common import ZERO, Args, Count, aten, by_decomposition, register
 
 
 def log2_ceil(value: int) -> int:
@@ -81,3 +81,7 @@ def search_ops(args: Args, out: Any) -> Count:
         return ZERO
     n = int(sorted_seq.shape[-1]) if sorted_seq.dim() else 1
     return int(out.numel()) * max(1, log2_ceil(n + 1)), 0
+
+
+# NB: counted as its parts, the bin edges and the counts, which have no formula yet: unknown
+by_decomposition(*aten("histogramdd"))

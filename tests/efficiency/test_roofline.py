@@ -144,7 +144,8 @@ def test_unknown_flops_give_no_roofline_and_no_label():
 
 
 class _WithoutFormula(nn.Module):
-    """A Linear, then an operator without a formula (i0e) and an add: the root's own ops are
+    """A Linear, then an operator without a formula (a Chebyshev
+    polynomial) and an add: the root's own ops are
     only the add's, a lower bound."""
 
     def __init__(self) -> None:
@@ -152,7 +153,7 @@ class _WithoutFormula(nn.Module):
         self.lin = nn.Linear(4, 4, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.special.i0e(self.lin(x)) + 1
+        return torch.special.chebyshev_polynomial_t(self.lin(x), 3) + 1
 
 
 def test_a_lower_bound_of_flops_gives_no_intensity_or_label():
@@ -162,7 +163,7 @@ def test_a_lower_bound_of_flops_gives_no_intensity_or_label():
     assert root.ops_source == "mixed" and root.self_ops == 12  # the add's 3 x 4
     result = with_efficiency(_timed(profile, {"": 1.0, "lin": 1.0}), PEAKS, tf32=False)
     own = result.calls("")[0].metrics
-    # i0e reads and writes 48 bytes, the add 48 and 48: 192 bytes in 1 ms
+    # the polynomial reads and writes 48 bytes, the add 48 and 48: 192 bytes in 1 ms
     assert own["achieved_gbs"] == pytest.approx(192 / 1e-3 / 1e9)
     assert own["intensity"] is None and own["achieved_tflops"] is None
     assert own["bound"] is None and own["self_roofline_ms"] is None
@@ -174,7 +175,8 @@ def test_a_lower_bound_of_flops_gives_no_intensity_or_label():
 
 
 class _BackwardWithoutFormula(torch.autograd.Function):
-    """``2 x`` whose backward multiplies by ``special_i0e``, an operator without a formula."""
+    """``2 x`` whose backward multiplies by a Chebyshev polynomial, an operator without a
+    formula."""
 
     @staticmethod
     def forward(ctx, x):
@@ -184,19 +186,19 @@ class _BackwardWithoutFormula(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return grad * torch.special.i0e(x)
+        return grad * torch.special.chebyshev_polynomial_t(x, 3)
 
 
-class _I0eGradient(nn.Module):
+class _PolynomialGradient(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _BackwardWithoutFormula.apply(x)
 
 
 def test_a_lower_bound_of_backward_flops_gives_no_backward_rate_or_label():
-    model = nn.Sequential(nn.Linear(4, 4, bias=False), _I0eGradient())
+    model = nn.Sequential(nn.Linear(4, 4, bias=False), _PolynomialGradient())
     profile = ModuleProfiler().profile(model, torch.randn(3, 4), backward=True,
                                        listeners=[TrafficListener()])
-    # the second call's backward: the mul's 3 x 4 = 12 ops are known, i0e's are not
+    # the second call's backward: the mul's 3 x 4 = 12 ops are known, the polynomial's are not
     assert profile.calls("1")[0].self_backward_ops == 12
     records = tuple(dataclasses.replace(r, metrics={**r.metrics, "self_forward_ms": 1.0,
                                                     "self_backward_ms": 1.0})

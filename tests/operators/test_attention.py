@@ -220,3 +220,17 @@ def test_cudnn_attention_backward_counts_as_the_cpu_kernels() -> None:
     grad, lse, empty = torch.ones(2, 2, 3, 4), torch.zeros(2, 2, 3), torch.empty(0)
     assert formula_count(aten._cudnn_attention_backward.default, grad, q, k, v, out, lse, empty,
                          empty, empty, empty, empty, 3, 3, 0.0, False) == (1296, 576)
+
+
+def test_a_masked_softmax_and_its_gradient_count_as_softmax() -> None:
+    # the fast paths' masked softmax (nn.MultiheadAttention / TransformerEncoderLayer in
+    # inference): 2 x 3 rows of 4, 6 x (4 x 4 - 1) = 90 ops; the mask is a selection, free
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    mask = torch.zeros(2, 3, 4, dtype=torch.bool)
+    mask[..., -1] = True
+    assert count(torch._masked_softmax, x.detach(), mask, -1, 0) == (90, 0)
+    # its gradient y * (g - sum(g * y)): 4 per element, 4 x 24 = 96, the softmax's rule
+    counter = counter_of(
+        lambda: torch.autograd.grad(torch._masked_softmax(x, mask, -1, 0), x,
+                                    torch.ones(2, 3, 4)), mode="grad")
+    assert not counter.missing and counter.ops == 90 + 96

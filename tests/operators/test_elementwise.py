@@ -363,3 +363,71 @@ def test_a_module_on_a_sparse_input_counts_its_stored_values() -> None:
     profile = ModuleProfiler().profile(Doubles(), (_coo_with_four_entries(),))
     # 4 multiplies, and reading the stored values is not itself counted as an operator
     assert profile.total_ops == 4 and profile.complete
+
+
+# -- norms, traces and exponent arithmetic -----------------------------------------------------
+
+X3 = torch.randn(3, 4, 5)  # along dim 1: 4 slices of 3 * 5 = 15 elements
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "expected"),
+    [
+        # 4 slices: the 2-norm of 15 elements (2 * 15 = 30), its test against maxnorm, the add of
+        # eps and the divide (3); then 60 multiplies: 4 * 33 + 60 = 192
+        (torch.renorm, (X3, 2, 1, 1.0), 192),
+        (torch.renorm, (X3, 1, 1, 1.0), 4 * (29 + 3) + 60),  # the 1-norm: 2 * 15 - 1
+        (torch.renorm, (X3, 3, 0, 1.0), 3 * (60 + 3) + 60),  # 3 slices of 20: 3 * 20 each
+        # 6 differences of the broadcast operands, then their 2-norm 2 * 6 = 12: 18
+        (torch.dist, (X, Y), 18),
+        (torch.dist, (X, Y, 1), 6 + 11),
+        (torch.trace, (torch.randn(3, 5),), 2),  # the 3 diagonal elements: 2 adds
+        (torch.trace, (torch.randn(1, 1),), 0),
+        (torch.ldexp, (X, torch.tensor([1, 2, 3])), 12),  # x * 2 ** e: 2 per element
+        (torch.frexp, (X,), 6),  # mantissa and exponent: 1 evaluation per element
+        # 3 rows of 4 values combined into one hash each: 3 x 3; all 60 of X3 into one: 59
+        (torch.hash_tensor, (torch.randn(3, 4), [1]), 9),
+        (torch.hash_tensor, (X3,), 59),
+    ],
+)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_norms_traces_and_exponents(fn: Callable[..., Any], args: tuple[Any, ...],
+                                    expected: int, mode: str) -> None:
+    assert count(fn, *args, mode=mode) == (expected, 0)
+
+
+def test_put_and_masked_index_accumulate_their_values() -> None:
+    x, index, source = torch.randn(5), torch.tensor([0, 1, 1]), torch.ones(3)
+    assert ops(lambda: x.put(index, source, accumulate=True)) == 3  # 3 adds
+    assert ops(lambda: x.put(index, source)) == 0  # a write
+    mask = torch.tensor([True, False, True])
+    # 3 values added (the masked one as a zero); the masked gather is a selection
+    assert ops(torch.ops.aten._unsafe_masked_index_put_accumulate, x, mask, [index], source) == 3
+    assert ops(torch.ops.aten._unsafe_masked_index, x, mask, [index], 0.0) == 0
+
+
+A6 = torch.randn(2, 3)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (torch.isclose, (A6, Y)), (torch.isreal, (A6,)), (torch.cov, (A6,)),
+        (torch.corrcoef, (A6,)), (torch.quantile, (A6, 0.3)), (torch.nanquantile, (A6, 0.3)),
+        (lambda t: torch.gradient(t)[0], (A6,)), (lambda t: t & (t > 0), (A6 > 0,)),
+    ],
+)
+def test_composites_count_their_parts_under_inference_mode_too(fn: Callable[..., Any],
+                                                              args: tuple[Any, ...]) -> None:
+    # under inference_mode the composite arrives whole and is counted as its decomposition:
+    # the parts no_grad counts
+    assert count(fn, *args, mode="inference_mode") == count(fn, *args)
+
+
+def test_allclose_is_isclose_and_its_all() -> None:
+    # isclose of (2, 3) and (3,), as its parts count it, then 6 - 1 ands
+    assert ops(torch.allclose, A6, Y) == ops(torch.isclose, A6, Y) + 5
+    # isclose of (2, 3) with (3,): a == b 6; atol + |rtol * b| 3 + 3 + 3; |a - b| 6 + 6; its
+    # finiteness (x == x) & (|x| != inf) 6 + 6 + 6 + 6; the comparison with the allowed error
+    # 6; and-ing it in and or-ing with a == b 6 + 6: 69
+    assert ops(torch.isclose, A6, Y) == 69

@@ -9,10 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moduleprofiler.operators import FREE_OPERATORS, OPERATOR_FORMULAS, lookup
+from moduleprofiler.operators import (
+    FREE_OPERATORS,
+    OPERATOR_FORMULAS,
+    lookup,
+    register_operator,
+    unregister_operator,
+)
 from moduleprofiler.operators._common import UNAVAILABLE
 from moduleprofiler.operators.registry import MISSING
-from tests.operators.helpers import count, formula_count
+from tests.operators.helpers import count, counter_of, formula_count
 
 aten = torch.ops.aten
 X = torch.randn(2, 3, 4)
@@ -53,6 +59,11 @@ MOVES: list[Callable[[], Any]] = [
              torch.empty(4), torch.empty_like(X), X.new_zeros(3), torch.rand(3)),
     lambda: torch.zeros(3).fill_(2.0).zero_(),
     lambda: torch.tril(torch.ones(3, 3)),
+    # a complex tensor from its parts, conjugated (a sign flip, free as negation is), and
+    # chunks concatenated; conversions to a sparse layout select the nonzeros, as nonzero
+    lambda: torch.complex(X, X).conj_physical(),
+    lambda: torch._chunk_cat([X, X], 1, 2),
+    lambda: (X.to_sparse(), X[0].to_sparse_csr()),
     lambda: X.sum().item(),  # the sum costs 23 adds; reading the scalar nothing
 ]
 
@@ -95,7 +106,7 @@ def test_every_requested_operator_exists_in_this_torch() -> None:
 
 
 def test_unknown_operator_is_missing() -> None:
-    assert lookup(aten.special_zeta.default) is MISSING
+    assert lookup(aten.special_chebyshev_polynomial_t.default) is MISSING
 
 
 def test_overloads_with_different_positions_are_registered_one_by_one() -> None:
@@ -111,3 +122,20 @@ def test_arguments_are_read_by_name_whether_positional_or_keyword() -> None:
     assert formula_count(aten.add.Scalar, v, 2.0, 3, out=v) == (12, 0)
     assert formula_count(aten.add.Tensor, v, v, alpha=3, out=v) == (12, 0)
     assert formula_count(aten.add.Tensor, v, v, out=v) == (6, 0)  # default alpha 1
+
+
+def test_a_composite_counted_as_its_decomposition_is_unknown_when_a_part_has_no_formula() -> None:
+    kron = (torch.randn(2, 2), torch.randn(3, 3))
+    # under inference_mode kron arrives whole, counted as its decomposition: 36 multiplies
+    assert count(torch.kron, *kron, mode="inference_mode") == (36, 0)
+    mul = torch.ops.aten.mul
+    formula = OPERATOR_FORMULAS[mul]
+    unregister_operator(mul)
+    try:
+        counter = counter_of(torch.kron, *kron, mode="inference_mode")
+        # its multiplies have no formula now: the kron is unknown and listed, never the 0 of
+        # the parts that are left
+        assert dict(counter.missing) == {"aten.kron": 1} and counter.ops == 0
+        assert dict(counter_of(torch.kron, *kron).missing) == {"aten.mul": 1}  # as no_grad
+    finally:
+        register_operator(mul)(formula)

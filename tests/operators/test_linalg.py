@@ -216,3 +216,43 @@ def test_cdist_backward_runs_the_kernel_once_per_input() -> None:
     counter = counter_of(torch.autograd.grad, loss, [x1, x2], mode="grad")
     assert not counter.missing
     assert counter.calls["aten._cdist_backward.default"] == 2
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_a_cross_product_is_two_products_and_a_difference_per_component(mode: str) -> None:
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    # 4 vectors x 3 components, each a_y b_z - a_z b_y: 3 ops: 36
+    assert count(torch.linalg.cross, a, b, mode=mode) == (36, 0)
+    assert count(torch.cross, a, b, dim=1, mode=mode) == (36, 0)
+    # broadcast: (2, 1, 3) x (1, 4, 3) gives 2 x 4 vectors: 72
+    assert count(torch.linalg.cross, torch.randn(2, 1, 3), b[None], mode=mode) == (72, 0)
+
+
+def test_a_cross_product_s_gradient_is_two_cross_products() -> None:
+    a, b = torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)
+    counter = counter_of(lambda: torch.autograd.grad(torch.linalg.cross(a, b).sum(), (a, b)),
+                         mode="grad")
+    # forward 36, the sum 11, the two gradients b x g and g x a: 36 each
+    assert not counter.missing and counter.ops == 36 + 11 + 2 * 36
+
+
+@pytest.mark.parametrize("fn", [torch.linalg.matrix_exp, torch.linalg.eigvals])
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_data_dependent_or_iterative_kernels_without_a_formula_stay_unknown(
+        fn: Any, mode: str) -> None:
+    # matrix_exp picks its Taylor degree and squarings from the matrix's norm; eig's QR
+    # iterations have no formula yet: both listed, whatever path reaches them
+    counter = counter_of(fn, torch.randn(3, 3), mode=mode)
+    assert counter.missing and counter.ops == 0
+
+
+def test_ormqr_applies_the_reflectors_without_forming_q() -> None:
+    reflectors, tau = torch.geqrf(torch.randn(4, 3))  # 3 reflectors of order 4
+    # Q (4 x 4) times C (4 x 2), LAWN 41's leading term 4mpk - 2pk**2: m = 4, p = 2, k = 3:
+    # 96 - 36 = 60 ops, 30 macs; Qᵀ the same; C (2 x 4) times Q from the right the same
+    assert count(torch.ormqr, reflectors, tau, torch.randn(4, 2)) == (60, 30)
+    assert count(torch.ormqr, reflectors, tau, torch.randn(4, 2), transpose=True) == (60, 30)
+    assert count(torch.ormqr, reflectors, tau, torch.randn(2, 4), left=False) == (60, 30)
+    # a batch of 5 factorisations, each applied to its C: 5 times
+    batch, taus = torch.geqrf(torch.randn(5, 4, 3))
+    assert count(torch.ormqr, batch, taus, torch.randn(5, 4, 2)) == (300, 150)

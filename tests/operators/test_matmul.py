@@ -381,3 +381,27 @@ def test_scaled_matmuls_of_both_interfaces_count_as_mm() -> None:
                             torch.empty(2, 32, 64), [one], [0], [0], [one], [0], [0],
                             out=torch.empty(2, 8, 64))
     assert grouped == (2 * 8 * 64 * 63, 2 * 8 * 32 * 64)
+
+
+def test_bilinear_backward_of_an_empty_batch_counts_zero_not_a_negative_count() -> None:
+    from moduleprofiler import Profiler
+
+    # 0 rows: the weight gradient's _trilinear writes 5 x 3 x 4 = 60 zeros from 0 terms (it
+    # counted 3 * 0 - 60 = -60 ops and the profile raised); each input gradient has 0 rows
+    layer, x1, x2 = nn.Bilinear(3, 4, 5), torch.randn(0, 3), torch.randn(0, 4)
+    profile = Profiler().profile(layer, (x1, x2), backward=True)
+    assert (profile.total_ops, profile.total_macs) == (0, 0)
+    # the bias gradient sums 0 rows: 0 adds
+    assert (profile.total_backward_ops, profile.total_backward_macs) == (0, 0)
+    assert profile.complete
+
+
+def test_a_sampled_product_computes_only_the_stored_entries() -> None:
+    pattern = torch.eye(3).to_sparse_csr()  # 3 stored entries
+    mat1, mat2 = torch.randn(3, 5), torch.randn(5, 3)
+    # 3 dot products of length 5: 3 x 9 = 27 ops, 15 macs; + self: 3 adds (beta = 1)
+    assert count(torch.sparse.sampled_addmm, pattern, mat1, mat2) == (30, 15)
+    assert count(torch.sparse.sampled_addmm, pattern, mat1, mat2, beta=0.0) == (27, 15)
+    assert count(torch.sparse.sampled_addmm, pattern, mat1, mat2, alpha=2.0) == (33, 15)
+    # a dense product would be 9 outputs: 9 x 9 = 81 ops, 45 macs
+    assert fcm_flops(torch.mm, mat1, mat2) == 2 * 45

@@ -51,6 +51,25 @@ def test_fractional_max_pool() -> None:
     assert ops_of(pool, x) == 27
 
 
+@pytest.mark.parametrize(
+    ("pool", "shape", "gradients"),
+    [
+        (nn.FractionalMaxPool2d(2, output_size=3), (1, 2, 5, 5), 2 * 9),
+        (nn.FractionalMaxPool3d(2, output_size=2), (1, 2, 4, 4, 4), 2 * 8),
+    ],
+)
+def test_fractional_max_pool_backward_scatters_each_gradient(pool: nn.Module,
+                                                             shape: tuple[int, ...],
+                                                             gradients: int) -> None:
+    from moduleprofiler import ModuleProfiler
+
+    x = torch.randn(*shape, requires_grad=True)
+    profile = ModuleProfiler().profile(pool, x, backward=True)
+    # each output's gradient added into its maximum's position: one add per gradient element
+    # (2 channels x 3 x 3; 2 x 2 x 2 x 2)
+    assert profile.total_backward_ops == gradients and profile.backward_complete
+
+
 X_UP = torch.randn(1, 2, 3, 3)
 
 

@@ -13,6 +13,7 @@ from torch import nn
 from moduleprofiler import Profiler
 from moduleprofiler.operators import MISSING, register_operator, unregister_operator
 from moduleprofiler.operators.quantized import _linear
+from tests.operators.helpers import count, fcm_flops, formula_count
 
 ENGINES = set(torch.backends.quantized.supported_engines)
 pytestmark = pytest.mark.skipif(not ENGINES & {"x86", "fbgemm", "qnnpack"},
@@ -142,3 +143,39 @@ def test_an_operator_formula_may_decline_a_call_and_the_operator_is_then_unknown
         assert declined.records[0].self_ops is None  # unknown, never 0
     finally:
         unregister_operator(torch.ops.moduleprofiler_test.doubled)
+
+
+# -- integer and weight-only products (aten) ---------------------------------------------------
+
+def test_an_int8_product_counts_as_mm() -> None:
+    a = torch.randint(-128, 128, (32, 64), dtype=torch.int8)
+    b = torch.randint(-128, 128, (64, 16), dtype=torch.int8)
+    # 32 x 16 = 512 dot products of length 64: 512 x (2 x 64 - 1) = 65024 ops, 32768 macs
+    assert count(torch._int_mm, a, b) == (65024, 32768)
+    # the float product of the same shapes, and FlopCounterMode's 2 x macs for it
+    assert count(torch.mm, a.float(), b.float()) == (65024, 32768)
+    assert fcm_flops(torch.mm, a.float(), b.float()) == 2 * 32768
+
+
+def test_an_int8_weight_product_scales_each_output() -> None:
+    x, weight = torch.randn(4, 64), torch.randint(-128, 128, (16, 64), dtype=torch.int8)
+    # 4 x 16 = 64 dot products of length 64 (4096 macs, 64 x 127 = 8128 ops), then each
+    # output times its weight row's scale: 64 more
+    assert count(torch._weight_int8pack_mm, x, weight, torch.rand(16)) == (8128 + 64, 4096)
+    assert fcm_flops(torch.mm, x, weight.float().t()) == 2 * 4096
+
+
+def test_an_int4_weight_product_dequantizes_each_weight_once() -> None:
+    x = torch.randn(4, 64)
+    packed = torch._convert_weight_to_int4pack_for_cpu(
+        torch.randint(0, 16, (16, 64), dtype=torch.int32), 1)
+    scales_and_zeros = torch.rand(2, 16, 2)  # groups of 32 along k, 16 outputs
+    # 16 x 64 weights, (w - 8) * scale + zero: 3072; 64 dot products of length 64: 8128 ops,
+    # 4096 macs
+    assert count(torch._weight_int4pack_mm_for_cpu, x, packed, 32, scales_and_zeros) == (
+        3072 + 8128, 4096)
+    # the CUDA kernel (tiled int32 weight) and the XPU one read the same sizes: formula alone
+    meta = torch.empty(4, 16, device="meta")
+    assert formula_count(torch.ops.aten._weight_int4pack_mm.default, x.to("meta"),
+                         torch.empty(2, 2, 32, 4, dtype=torch.int32, device="meta"), 32,
+                         scales_and_zeros.to("meta"), out=meta) == (3072 + 8128, 4096)
