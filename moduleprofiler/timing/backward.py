@@ -34,7 +34,7 @@ from moduleprofiler.state import preserved_optimizer, preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
-from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import BudgetUse, TimingOptions
@@ -264,7 +264,7 @@ class StepRows:
             clock=read.clock, calibration=dataclasses.asdict(cal),
             separate_passes=separate_passes,
             environment={**environment, "step_kinds": tuple(arrays)},
-            device_name=environment.get("device_name"), hardware=get_hardware_specs(),
+            device_name=environment.get("device_name"), hardware=hardware_facts(),
             iterations=len(read.traced) if read.traced else len(forward),
             budget=dataclasses.asdict(budget) if budget is not None else None,
             phases_ms=plain, hooked_phases_ms={k: v for k, v in arrays.items()

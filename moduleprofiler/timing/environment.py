@@ -55,6 +55,16 @@ def get_hardware_specs() -> dict[str, Any]:
     }
 
 
+def hardware_facts() -> dict[str, Any]:
+    """:func:`get_hardware_specs` as a pass's facts keep it: the GPUs' names a tuple, as a
+    JSON document reads them back (a list there made every result of a machine with a GPU
+    unequal to itself read back from its JSON)."""
+    specs = get_hardware_specs()
+    if isinstance(specs["gpu"], list):
+        specs["gpu"] = tuple(specs["gpu"])
+    return specs
+
+
 def thread_counts() -> dict[str, int]:
     """``intraop_threads`` and ``interop_threads`` as torch reports them now."""
     return {

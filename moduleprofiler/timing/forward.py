@@ -31,7 +31,7 @@ from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
-from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import LoopRun, TimingOptions
@@ -294,7 +294,7 @@ def time_modules(
             clock=readings.clock, device=str(resolved),
             device_name=run.environment.get("device_name"),
             calibration=dataclasses.asdict(cal), environment=run.environment,
-            hardware=get_hardware_specs(), confidence=opts.confidence,
+            hardware=hardware_facts(), confidence=opts.confidence,
             iterations=len(readings.traced) if readings.traced else len(resolved_iterations),
             dropped=run.dropped, stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
             budget=dataclasses.asdict(run.budget) if run.budget is not None else None,

@@ -39,7 +39,7 @@ from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings
 from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.device_trace import after_sessions_notes
-from moduleprofiler.timing.environment import get_hardware_specs
+from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.loop import Block, BudgetUse, LoopRun, TimingOptions, measure
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
 from moduleprofiler.validate import check_int, check_pass
@@ -317,7 +317,7 @@ def benchmark(
         intraop_threads=env["intraop_threads"],
         interop_threads=env["interop_threads"],
         torch_version=torch.__version__,
-        hardware=get_hardware_specs(),
+        hardware=hardware_facts(),
         environment=env,
         warnings=tuple(notes),
         budget=run.budget,

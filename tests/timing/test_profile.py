@@ -76,6 +76,22 @@ def test_a_forward_timing_reads_back_equal_from_its_json() -> None:
     assert again == timing and type(again) is type(timing)
 
 
+def test_a_timing_on_a_machine_with_gpus_reads_back_equal_from_its_json(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the facts name the machine's GPUs: a list there read back from JSON as a tuple, and every
+    # result of a machine with a GPU was unequal to itself read back
+    from moduleprofiler.timing import environment
+
+    monkeypatch.setattr(environment, "cuda_available", lambda: True)
+    monkeypatch.setattr(environment, "device_names", lambda: ["NVIDIA H200"])
+    model, x = _shared()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = ModuleProfiler().time_modules(model, x, **FAST)
+    assert timing.facts.hardware["gpu"] == ("NVIDIA H200",)
+    assert Profile.from_json(timing.to_json()) == timing
+
+
 class _SharedAndRepeated(nn.Module):
     """One Linear at two places (``shared`` inside ``a`` and ``b``), a Tanh called twice, a
     Linear never called."""
