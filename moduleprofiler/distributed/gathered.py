@@ -15,7 +15,7 @@ from moduleprofiler.export.columns import ColumnSpec, column_spec, register_colu
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.renamed_columns import RenamedKeysDict
+from moduleprofiler.export.renamed import RenamedKeysDict
 
 DOCUMENT = "moduleprofiler.distributed_profile"
 STATISTICS = ("min", "median", "max", "sum")

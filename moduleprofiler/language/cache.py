@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from moduleprofiler.export.columns import ColumnSpec, register_column
-from moduleprofiler.renamed_columns import renamed_columns
+from moduleprofiler.export.renamed import renamed_columns
 from moduleprofiler.shapes import dtype_named
 from moduleprofiler.storage import distinct_bytes
 from moduleprofiler.warn import warn

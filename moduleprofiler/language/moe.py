@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from moduleprofiler.call import Call
 from moduleprofiler.export.columns import ColumnSpec, register_column
-from moduleprofiler.renamed_columns import renamed_columns
+from moduleprofiler.export.renamed import renamed_columns
 from moduleprofiler.runner import Listener, PassRunner
 
 _TOP_K_NAMES = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
