@@ -75,9 +75,13 @@ class DistributedProfile:
     columns: ClassVar[tuple[ColumnSpec, ...]] = (
         register_column("rank", "int", "rank", aggregation="none",
                         description="a process's rank in the default process group "
-                        "(DistributedProfile.to_df(): one row per rank and module)"),)
-    """The column of :meth:`to_df` that is no profile's (the others are each rank's module
-    frame's), declared with the result that writes it."""
+                        "(DistributedProfile.to_df(): one row per rank and module)"),
+        register_column("world_size", "int", "ranks", aggregation="none",
+                        description="the ranks whose profiles were gathered "
+                        "(DistributedProfile.summary())"))
+    """The columns of :meth:`to_df` and :meth:`summary` that are no profile's (the others
+    are each rank's module frame's and summary's), declared with the result that writes
+    them."""
 
     profiles: tuple[Profile, ...]
 
@@ -128,6 +132,33 @@ class DistributedProfile:
                 totals[column.removeprefix("self_")] = _plain(frame[column].sum())
         return RenamedKeysDict(totals, {name: name.removeprefix("total_") for name in TOTALS},
                                "DistributedProfile.totals()")
+
+    def summary(self) -> pd.DataFrame:
+        """One row for the whole group, with the columns of every result's ``summary()``
+        (:meth:`Profile.summary`) and ``world_size`` after ``model``: the model's numbers where
+        every rank reports the same (``params``, ``trainable_params`` and their bytes; ``<NA>``
+        where the ranks hold different parts, as pipeline stages do: a sum would count each
+        replica once per rank), the work summed over the ranks (``macs``, ``flops``; ``<NA>``
+        where a rank counted none) and ``complete`` on every rank. ``latency_ms`` and
+        ``throughput`` are NaN: each rank's is in its own profile's ``summary()``, and none
+        of them is the group's."""
+        rows = [profile.summary() for profile in self.profiles]
+        frame = rows[0].copy()
+        for column in ("params", "trainable_params", "param_bytes", "buffer_bytes",
+                       "model_size_bytes"):
+            values = [row[column].iloc[0] for row in rows]
+            if any(pd.isna(value) for value in values) or len(set(values)) > 1:
+                frame[column] = pd.Series([None], dtype=frame[column].dtype)
+        for column in ("macs", "flops"):
+            values = [row[column].iloc[0] for row in rows]
+            frame[column] = pd.Series(
+                [None if any(pd.isna(value) for value in values) else sum(values)],
+                dtype=frame[column].dtype)
+        frame["complete"] = all(bool(row["complete"].iloc[0]) for row in rows)
+        frame["latency_ms"] = float("nan")
+        frame["throughput"] = float("nan")
+        frame.insert(1, "world_size", self.world_size)
+        return frame
 
     def to_df(self) -> pd.DataFrame:
         """One row per rank and module (each rank's ``Profile.to_df("module")``), with a

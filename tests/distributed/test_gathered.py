@@ -115,6 +115,30 @@ def test_parameters_that_differ_between_ranks_are_unknown() -> None:
     assert gathered.total_macs == 176
 
 
+def test_summary_is_the_groups_one_row_table() -> None:
+    summary = _gathered().summary()
+    assert isinstance(summary, pd.DataFrame) and len(summary) == 1
+    row = summary.iloc[0]
+    # the model on every rank: 4 * 8 + 8 + 8 * 6 + 6 = 94 parameters, 94 * 4 = 376 bytes
+    assert (row["model"], row["world_size"], row["params"], row["param_bytes"]) == \
+        ("Sequential", 3, 94, 376)
+    # the work of every rank: 12 rows * 80 MACs = 960, 1,920 FLOPs
+    assert (row["macs"], row["flops"], bool(row["complete"])) == (960, 1920, True)
+    # no rank's latency is the group's
+    assert pd.isna(row["latency_ms"]) and pd.isna(row["throughput"])
+    assert list(summary.columns)[:3] == ["model", "world_size", "params"]
+
+
+def test_summary_of_ranks_holding_different_parts_leaves_the_parameters_unknown() -> None:
+    gathered = DistributedProfile((ModuleProfiler().profile(mlp(), torch.randn(2, 4)),
+                                   ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(2, 4))))
+    row = gathered.summary().iloc[0]
+    # 94 and 10 parameters: neither is the group's, and a sum would count replicas twice
+    assert pd.isna(row["params"]) and pd.isna(row["param_bytes"])
+    # 2 * 80 + 2 * 8 = 176 MACs over the two ranks
+    assert row["macs"] == 176
+
+
 def test_module_stats_show_integer_counts_as_integers() -> None:
     stats = _gathered().module_stats(["self_macs", "macs"]).set_index("module")
     # integer columns keep integers: min, max and sum, and the median where it is whole
