@@ -38,7 +38,13 @@ from moduleprofiler.registry import (
     resolve_with_owner,
 )
 from moduleprofiler.runner import Listener, PassRunner
-from moduleprofiler.shapes import default_io_size, dtypes_of, one_dtype, shape_tree
+from moduleprofiler.shapes import (
+    call_input_shapes,
+    default_io_size,
+    dtypes_of,
+    one_dtype,
+    shape_tree,
+)
 from moduleprofiler.shards import holds_dtensor, sharded_by
 from moduleprofiler.storage import new_storage_bytes
 from moduleprofiler.validate import (
@@ -190,11 +196,7 @@ class CountingListener(Listener):
         else:
             values["input_size"], values["output_size"] = self._io_sizes(
                 resolved, call, inputs, output)
-        input_shapes = shape_tree(args)
-        if kwargs:
-            input_shapes = (*input_shapes, shape_tree(kwargs))
-        values["input_shapes"] = input_shapes
-        values["input_dtypes"] = dtypes_of((args, kwargs)) if kwargs else dtypes_of(args)
+        values["input_shapes"], values["input_dtypes"] = call_input_shapes(args, kwargs)
         values["output_shapes"] = output_shapes
         values["output_dtypes"] = dtypes_of(output)
         values["output_bytes"] = new_storage_bytes(

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from moduleprofiler.shapes import dtypes_of, shape_tree
+from moduleprofiler.shapes import call_input_shapes
 
 Invocation = Callable[[], Any]
 
@@ -392,7 +392,5 @@ def input_shapes_of(input: Any, pred_fn: Callable[..., Any] | None = None
     if pred_fn is not None or input is None:
         return None, ()
     if isinstance(input, Mapping):
-        kwargs = dict(input)
-        return (shape_tree(kwargs),), dtypes_of(((), kwargs))
-    args = tuple(input) if unpacks(input) else (input,)
-    return shape_tree(args), dtypes_of(args)
+        return call_input_shapes((), dict(input))
+    return call_input_shapes(tuple(input) if unpacks(input) else (input,), {})

@@ -110,6 +110,17 @@ def dtypes_of(value: Any) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def call_input_shapes(args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> tuple[ShapeTree, tuple[str, ...]]:
+    """A call's ``input_shapes`` and ``input_dtypes`` columns: the shape tree of the
+    positional arguments, the keyword arguments' as one dict after them, and the distinct
+    dtypes of all of them. One form for every pass, so that two passes' inputs compare."""
+    shapes = shape_tree(args)
+    if kwargs:
+        return (*shapes, shape_tree(kwargs)), dtypes_of((args, kwargs))
+    return shapes, dtypes_of(args)
+
+
 def default_io_size(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> tuple[Any, Any]:
     """0.0.4's ``(input_size, output_size)``: the first positional input and the whole output.
 
