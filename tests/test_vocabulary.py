@@ -92,7 +92,6 @@ def test_every_column_is_registered(result: ProfileData) -> None:
 def _table_results() -> dict[str, pd.DataFrame]:
     """The tables of every public result that is no ``Profile``: a listener's, a cache's, a
     generation's, a sweep's, the ranks', a training loop's."""
-    from moduleprofiler import TrainingProfiler
     from moduleprofiler.distributed import DistributedProfile
     from moduleprofiler.language import ExpertLoad, profile_generation, text_inputs
     from tests.language.tiny import gpt2, mixtral
@@ -113,15 +112,7 @@ def _table_results() -> dict[str, pd.DataFrame]:
                                                          batch_sizes=[1, 2]).to_df()
     counted = Profiler().profile(_model(), torch.randn(4, 8))
     tables["DistributedProfile.to_df()"] = DistributedProfile((counted, counted)).to_df()
-    model = _model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with TrainingProfiler(model, start_step=1, stop_step=5) as profiler:
-        for _ in range(6):
-            optimizer.zero_grad()
-            model(torch.randn(4, 8)).sum().backward()
-            optimizer.step()
-            profiler.step()
-    tables["TrainingProfiler.result().to_df('module')"] = profiler.result().to_df("module")
+    tables["TrainingProfiler.result().to_df('module')"] = _training_profiler().to_df("module")
     return tables
 
 
