@@ -273,8 +273,10 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         notes.append("this pass counts no ops: merge it into a profile() result "
                      "(profile.merge(this)) to see both")
     elif profile.unsupported:
+        # unknown ops leave the MACs (and so the FLOPs) unknown too: every total they feed
         notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
-                     f"{listing(profile.unsupported)}; ops totals are lower bounds")
+                     f"{listing(profile.unsupported)}; ops, MACs and FLOPs totals are lower "
+                     "bounds")
     if profile.unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
         notes.append(f"operators without a formula: {listing(ops)}")
@@ -289,7 +291,7 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         r.path for r in profile.records if r.self_ops is not None and r.self_macs is None))
     if macs_unknown:
         notes.append(f"macs unknown in {len(macs_unknown)} module(s) with known ops: "
-                     f"{listing(macs_unknown)}; macs and flops totals are lower bounds")
+                     f"{listing(macs_unknown)}; MACs and FLOPs totals are lower bounds")
     if profile.backward_unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.backward_unsupported_ops.items()]
         notes.append(f"backward operators without a formula: {listing(ops)}; backward "
