@@ -58,3 +58,17 @@ def test_the_0_0_4_writers_tables_stay_bare() -> None:
     frame = tiny().to_df()
     assert "note" not in (frame_text(frame, "latex") or "")
     assert "note" not in (frame_text(frame, "markdown") or "")
+
+
+def test_a_table_of_models_names_the_rows_that_are_lower_bounds() -> None:
+    from moduleprofiler.export import summary
+
+    exact = ModuleProfiler().profile(nn.Linear(4, 4), torch.randn(1, 4))
+    assert exact.complete  # 16 MACs, 32 ops: a formula for all of it
+    view = summary({"linear": exact, "tiny": tiny()})
+    assert view.notes == (f"tiny: {LOWER.replace(' totals', '')} (work without a formula; "
+                          "each model's own notes say where)",)
+    assert "linear" not in view.notes[0]
+    assert view.notes[0].replace("_", "\\_") in (view.to_markdown() or "")
+    assert "lower bounds" in (view.to_latex() or "")
+    assert summary({"linear": exact}).notes == ()
