@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import ModuleProfiler, TimingOptions
 from moduleprofiler.export.tables import frame_text
 from tests.export.profiles import tiny
 
@@ -72,3 +72,16 @@ def test_a_table_of_models_names_the_rows_that_are_lower_bounds() -> None:
     assert view.notes[0].replace("_", "\\_") in (view.to_markdown() or "")
     assert "lower bounds" in (view.to_latex() or "")
     assert summary({"linear": exact}).notes == ()
+
+
+def test_advice_stays_at_the_terminal_and_out_of_documents() -> None:
+    # a timing pass counts no ops: the terminal says how to see both, a paper table does not
+    from moduleprofiler import Profiler
+
+    timing = Profiler().time_modules(nn.Linear(4, 4), torch.randn(2, 4),
+                                     options=TimingOptions(num_iters=3, drop_first=1,
+                                                           measure_overhead=False))
+    hint = "this pass counts no ops: merge it into a profile() result"
+    assert hint in str(timing.tree()) and hint in (timing.to_html() or "")
+    assert hint not in (timing.to_markdown() or "") and hint not in (timing.to_latex() or "")
+    assert timing.tree().hints and not timing.tree().notes
