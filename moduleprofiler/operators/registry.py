@@ -89,6 +89,13 @@ def unregister_operator(*keys: OperatorKey) -> None:
 
 _MISSING = object()
 
+TABLE_BOUND = "for_table"
+"""Name of the optional attribute of an operator formula that counts other operators' work with
+their formulas (a composite operator counted as its decomposition): ``for_table(table) ->
+formula``, the same formula counting with the operator table ``table`` (``None``: the live
+registry). Each pass asks it once, with the table it counts with (:class:`PassFormulas`), so a
+profiler's own entries for the parts count inside the composite too."""
+
 _FAMILY_LOADERS: list[Callable[[], bool]] = []
 
 
@@ -213,8 +220,10 @@ class PassFormulas:
     operator looked up once; ``None``: the live registry), each formula's result checked, and
     the operators that ran without a formula, by name with their counts (:attr:`missing`).
 
-    ``wrap`` adapts every formula found (counting on a rank's local shards); ``missing`` is
-    the dict to record into (new by default)."""
+    A formula that counts through other formulas (:data:`TABLE_BOUND`: a composite counted
+    by decomposition) is bound to ``table`` when it is looked up. ``wrap`` adapts every
+    formula found (counting on a rank's local shards); ``missing`` is the dict to record into
+    (new by default)."""
 
     __slots__ = ("_found", "_table", "_wrap", "missing")
 
@@ -232,8 +241,12 @@ class PassFormulas:
         found = self._found.get(func, _NOT_LOOKED_UP)
         if found is _NOT_LOOKED_UP:
             found = lookup(func) if self._table is None else lookup_in(self._table, func)
-            if self._wrap is not None and found is not None and found is not _MISSING:
-                found = self._wrap(found)  # type: ignore[arg-type]
+            if found is not None and found is not _MISSING:
+                bind = getattr(found, TABLE_BOUND, None)
+                if bind is not None:  # it counts through formulas: those of this pass's table
+                    found = bind(self._table)
+                if self._wrap is not None:
+                    found = self._wrap(found)  # type: ignore[arg-type]
             self._found[func] = found
         if found is _MISSING:
             name = operator_name(func)
