@@ -63,8 +63,10 @@ def register_operator(*keys: OperatorKey) -> Callable[[F], F]:
         for key in checked:
             if key in OPERATOR_FORMULAS or key in FREE_OPERATORS:
                 raise RegistryError(f"operator {key} already has a formula; unregister it first")
+            _refuse_shadowed(key)
         for key in checked:
             OPERATOR_FORMULAS[key] = fn
+            _index(key)
         return fn
 
     return decorator
@@ -75,7 +77,29 @@ def register_free(*keys: OperatorKey) -> None:
     for key in map(_check_key, keys):
         if key in OPERATOR_FORMULAS:
             raise RegistryError(f"operator {key} already has a formula")
+        _refuse_shadowed(key)
         FREE_OPERATORS.add(key)
+        _index(key)
+
+
+_OVERLOADS_OF: dict[OperatorKey, set[OperatorKey]] = {}
+"""Packet -> its overloads registered on their own (formula or free)."""
+
+
+def _index(key: OperatorKey) -> None:
+    if isinstance(key, torch._ops.OpOverload):
+        _OVERLOADS_OF.setdefault(key.overloadpacket, set()).add(key)
+
+
+def _refuse_shadowed(key: OperatorKey) -> None:
+    """Refuse a packet some of whose overloads have a formula (or are free) of their own: an
+    overload's entry wins over its packet's, so the packet's would never count for them."""
+    shadowing = _OVERLOADS_OF.get(key)
+    if shadowing:
+        raise RegistryError(
+            f"operator {key}: its overloads {', '.join(sorted(map(str, shadowing)))} already "
+            "have formulas of their own, which win over the packet's; unregister them first, "
+            "or register the overloads")
 
 
 def unregister_operator(*keys: OperatorKey) -> None:
@@ -85,6 +109,8 @@ def unregister_operator(*keys: OperatorKey) -> None:
             del OPERATOR_FORMULAS[key]
         else:
             FREE_OPERATORS.remove(key)
+        if isinstance(key, torch._ops.OpOverload):
+            _OVERLOADS_OF.get(key.overloadpacket, set()).discard(key)
 
 
 _MISSING = object()
@@ -199,8 +225,16 @@ def live_operator_map(own: OperatorMap | None = None) -> LiveFormulaMap:
 
 def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """:func:`lookup` in ``table``: the overload's entry, else its packet's; ``None`` when the
-    operator is free; :data:`MISSING` when the table does not know it."""
-    for key in (func, packet_of(func)):
+    operator is free; :data:`MISSING` when the table does not know it. In a profiler's map
+    (:class:`~moduleprofiler.registry.LiveFormulaMap`) its own entries come first: its entry
+    for a packet wins over a formula registered for one of the packet's overloads."""
+    keys = (func, packet_of(func))
+    if isinstance(table, LiveFormulaMap) and table.own:
+        own = table.own
+        for key in keys:
+            if key in own:
+                return own[key]  # type: ignore[no-any-return]
+    for key in keys:
         if key in table:
             return table[key]
     loaded = bool(_FAMILY_LOADERS) and load_families()
