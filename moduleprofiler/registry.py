@@ -17,6 +17,7 @@ maps users pass in. The io-size registry is the 0.0.4 layer's (``moduleprofiler.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -181,6 +182,14 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         if self._factory is None:
             raise TypeError(f"cannot copy a {type(self).__name__} built without a factory")
         return _rebuilt, (self._factory, self.own, tuple(self._hidden))
+
+    def __copy__(self) -> LiveFormulaMap:
+        # a copy of its own entries over the same live registry, as ``copy.copy`` of a dict:
+        # setting a key in the copy leaves this map (and its profiler) as it was
+        twin = LiveFormulaMap(copy.copy(self.own), *self._defaults, factory=self._factory,
+                              layer_classes=self._layers)
+        twin._hidden.update(self._hidden)
+        return twin
 
     def get(self, key: Any, default: Any = None) -> Any:
         # the one lookup path (``[]`` and ``in`` go through it): lookups are per type per pass

@@ -448,6 +448,32 @@ def test_a_profiler_can_be_deep_copied_and_pickled(duplicate: str) -> None:
         unregister_ops(Custom)
 
 
+def test_a_shallow_copy_of_a_profiler_has_maps_of_its_own() -> None:
+    import copy
+
+    profiler = ModuleProfiler(exclude_from_ops=[nn.Tanh])
+    profiler.ops_fn_map[nn.ReLU] = _one_op
+    del profiler.ops_fn_map[nn.GELU]  # hidden: counted by its operators
+    twin = copy.copy(profiler)
+    relu, x = nn.ReLU(), torch.randn(2, 3)
+    assert twin.profile(relu, x).total_ops == 1  # its own entry travelled
+    assert nn.GELU not in twin.ops_fn_map and twin.exclude_from_ops == [nn.Tanh]
+    # set on the copy: the original still counts ReLU with its own entry, 1 op; the copy
+    # with 2; a mm entry and an exclusion set on the copy leave the original as it was
+    twin.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 2
+    twin.operator_fn_map[torch.ops.aten.mm] = _thousand
+    twin.io_size_fn_map[nn.ReLU] = lambda module, inputs, output: ("in", "out")
+    twin.exclude_from_ops.append(nn.ReLU)
+    assert profiler.profile(relu, x).total_ops == 1
+    assert torch.ops.aten.mm not in profiler.operator_fn_map.own
+    assert nn.ReLU not in profiler.io_size_fn_map.own
+    assert profiler.exclude_from_ops == [nn.Tanh]
+    # a map copied alone is a map of its own too
+    entries = copy.copy(profiler.ops_fn_map)
+    entries[nn.ReLU] = lambda module, inputs, output: 3
+    assert profiler.ops_fn_map[nn.ReLU] is _one_op and nn.GELU not in entries
+
+
 # -- a profiler's maps behave as 0.0.4's default dicts ------------------------------------------
 
 def _batch_norm_call() -> tuple[nn.BatchNorm2d, torch.Tensor]:
