@@ -698,3 +698,12 @@ def test_a_packet_can_be_registered_once_its_overloads_are_unregistered() -> Non
         assert ModuleProfiler().profile(Triple(), torch.randn(5)).total_ops == 1000
     finally:
         unregister_operator(torch.ops.moduleprofiler_tests.triple)
+
+
+def test_unregistering_an_operator_without_a_formula_names_its_overloads_and_removes_nothing(
+) -> None:
+    with pytest.raises(KeyError, match=r"no operator formula is registered for aten\.einsum; "
+                                       r"its overloads aten\.einsum\.default, "
+                                       r"aten\.einsum\.sublist have their own"):
+        unregister_operator(torch.ops.aten.mm, torch.ops.aten.einsum)
+    assert torch.ops.aten.mm in OPERATOR_FORMULAS  # not removed half-way

@@ -103,7 +103,14 @@ def _refuse_shadowed(key: OperatorKey) -> None:
 
 
 def unregister_operator(*keys: OperatorKey) -> None:
-    """Remove operator formulas (or free declarations)."""
+    """Remove operator formulas (or free declarations); a key without one of its own raises
+    ``KeyError`` (naming its overloads that have theirs) and nothing is removed."""
+    for key in keys:
+        if key not in OPERATOR_FORMULAS and key not in FREE_OPERATORS:
+            overloads = _OVERLOADS_OF.get(key)
+            held = "" if not overloads else (
+                f"; its overloads {', '.join(sorted(map(str, overloads)))} have their own")
+            raise KeyError(f"no operator formula is registered for {key}{held}")
     for key in keys:
         if key in OPERATOR_FORMULAS:
             del OPERATOR_FORMULAS[key]
