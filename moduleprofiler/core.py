@@ -6,6 +6,7 @@ that package."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
@@ -379,6 +380,17 @@ class Profiler:
     def parameter_memory_df(self, module: nn.Module) -> pd.DataFrame:
         """Per module: parameter and buffer bytes, trainable and frozen, by dtype."""
         return parameter_memory(module)
+
+    def __copy__(self) -> Profiler:
+        """A profiler with copies of this one's formula maps and exclusions: an entry set on
+        the copy (or here) changes that profiler only, as for two profilers made apart."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        for name in self._MAP_CHECKS:
+            setattr(twin, name, copy.copy(getattr(self, name)))
+        twin.exclude_from_ops = copy.copy(self.exclude_from_ops)
+        twin._checked = CheckedMaps()  # its maps are checked again at its first pass
+        return twin
 
     # -- helpers ---------------------------------------------------------------------------
     _LIVE: ClassVar[Mapping[str, Callable[[Any], LiveFormulaMap]]] = {

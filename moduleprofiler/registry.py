@@ -17,6 +17,7 @@ maps users pass in. The io-size registry is the 0.0.4 layer's (``moduleprofiler.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -182,6 +183,14 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
             raise TypeError(f"cannot copy a {type(self).__name__} built without a factory")
         return _rebuilt, (self._factory, self.own, tuple(self._hidden))
 
+    def __copy__(self) -> LiveFormulaMap:
+        # a copy of its own entries over the same live registry, as ``copy.copy`` of a dict:
+        # setting a key in the copy leaves this map (and its profiler) as it was
+        twin = LiveFormulaMap(copy.copy(self.own), *self._defaults, factory=self._factory,
+                              layer_classes=self._layers)
+        twin._hidden.update(self._hidden)
+        return twin
+
     def get(self, key: Any, default: Any = None) -> Any:
         # the one lookup path (``[]`` and ``in`` go through it): lookups are per type per pass
         value = self._direct(key)
@@ -211,11 +220,26 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         for base in cls.__mro__:
             if self.hides(base):
                 return _ABSENT
-            for key in (base, qualified_name(base)):
-                fn = self._direct(key)
-                if fn is not _ABSENT and fn is not None:
-                    return fn
+            fn = self._at_class(base)
+            if fn is not None:
+                return fn
         return _ABSENT
+
+    def _at_class(self, cls: type) -> Any:
+        """The formula held for ``cls`` itself, by the class or by its dotted name: an own
+        entry under either wins over the registry's (``None`` when there is none)."""
+        keys = (cls, qualified_name(cls))
+        own = self.own
+        if own:
+            for key in keys:
+                fn = own.get(key)
+                if fn is not None:
+                    return fn
+        for key in keys:
+            fn = self._direct(key)
+            if fn is not _ABSENT and fn is not None:
+                return fn
+        return None
 
     def hides(self, key: object) -> bool:
         """Whether ``key`` was deleted from this map (its registered formula hidden)."""
@@ -300,12 +324,20 @@ def resolve(table: Mapping[Any, Callable[..., Any]], cls: type) -> Callable[...,
 def resolve_with_owner(table: Mapping[Any, Callable[..., Any]], cls: type
                        ) -> tuple[Callable[..., Any], type] | None:
     """:func:`resolve`, also returning the class of ``cls.__mro__`` the function is
-    registered for. In a :class:`LiveFormulaMap`, a class deleted from it ends the walk: its
-    subclasses do not get a formula from above it either."""
-    hides = table.hides if isinstance(table, LiveFormulaMap) else None
+    registered for. In a :class:`LiveFormulaMap`, the profiler's own entry for a class, under
+    the class or its dotted name, wins over the registry's for that class, and a class deleted
+    from it ends the walk: its subclasses do not get a formula from above it either."""
+    if isinstance(table, LiveFormulaMap):
+        for base in cls.__mro__:
+            if table.hides(base):
+                return None
+            # a profiler's own entry, under the class or its dotted name, wins over the
+            # registry's at the same class
+            found = table._at_class(base)
+            if found is not None:
+                return found, base
+        return None
     for base in cls.__mro__:
-        if hides is not None and hides(base):
-            return None
         fn = table.get(base)
         if fn is not None:
             return fn, base

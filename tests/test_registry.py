@@ -20,7 +20,15 @@ from moduleprofiler import (
     unregister_io_size,
     unregister_ops,
 )
-from moduleprofiler.operators import register_operator, unregister_operator
+from moduleprofiler.operators import (
+    FREE_OPERATORS,
+    MISSING,
+    OPERATOR_FORMULAS,
+    lookup,
+    register_free,
+    register_operator,
+    unregister_operator,
+)
 from moduleprofiler.registry import FormulaRegistry, qualified_name, resolve
 from tests.fixtures.models import Triple
 
@@ -440,6 +448,32 @@ def test_a_profiler_can_be_deep_copied_and_pickled(duplicate: str) -> None:
         unregister_ops(Custom)
 
 
+def test_a_shallow_copy_of_a_profiler_has_maps_of_its_own() -> None:
+    import copy
+
+    profiler = ModuleProfiler(exclude_from_ops=[nn.Tanh])
+    profiler.ops_fn_map[nn.ReLU] = _one_op
+    del profiler.ops_fn_map[nn.GELU]  # hidden: counted by its operators
+    twin = copy.copy(profiler)
+    relu, x = nn.ReLU(), torch.randn(2, 3)
+    assert twin.profile(relu, x).total_ops == 1  # its own entry travelled
+    assert nn.GELU not in twin.ops_fn_map and twin.exclude_from_ops == [nn.Tanh]
+    # set on the copy: the original still counts ReLU with its own entry, 1 op; the copy
+    # with 2; a mm entry and an exclusion set on the copy leave the original as it was
+    twin.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 2
+    twin.operator_fn_map[torch.ops.aten.mm] = _thousand
+    twin.io_size_fn_map[nn.ReLU] = lambda module, inputs, output: ("in", "out")
+    twin.exclude_from_ops.append(nn.ReLU)
+    assert profiler.profile(relu, x).total_ops == 1
+    assert torch.ops.aten.mm not in profiler.operator_fn_map.own
+    assert nn.ReLU not in profiler.io_size_fn_map.own
+    assert profiler.exclude_from_ops == [nn.Tanh]
+    # a map copied alone is a map of its own too
+    entries = copy.copy(profiler.ops_fn_map)
+    entries[nn.ReLU] = lambda module, inputs, output: 3
+    assert profiler.ops_fn_map[nn.ReLU] is _one_op and nn.GELU not in entries
+
+
 # -- a profiler's maps behave as 0.0.4's default dicts ------------------------------------------
 
 def _batch_norm_call() -> tuple[nn.BatchNorm2d, torch.Tensor]:
@@ -586,3 +620,90 @@ def test_unregistering_a_class_that_inherits_its_formula_names_the_base_and_remo
         assert ModuleProfiler().ops_fn_map[Custom] is _one_op  # not removed half-way
     finally:
         unregister_ops(Custom)
+
+
+# -- a profiler's own entries are never shadowed by the registry's ------------------------------
+
+class Plus(nn.Module):
+    """x + 1: one add per element."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+def test_an_own_entry_under_a_dotted_name_wins_over_a_registered_class() -> None:
+    register_ops(Plus)(lambda module, inputs, output: 5)
+    try:
+        profiler = ModuleProfiler()
+        profiler.ops_fn_map[qualified_name(Plus)] = lambda module, inputs, output: 99
+        assert profiler.profile(Plus(), torch.zeros(3)).total_ops == 99
+        assert ModuleProfiler().profile(Plus(), torch.zeros(3)).total_ops == 5
+    finally:
+        unregister_ops(Plus)
+
+
+def test_an_own_entry_for_a_base_under_its_dotted_name_prices_the_layers_below_it() -> None:
+    profiler = ModuleProfiler()
+    base = "torch.nn.modules.batchnorm._BatchNorm"  # registered by its class
+    profiler.ops_fn_map[base] = lambda module, inputs, output: 7
+    bn, x = nn.BatchNorm2d(3).eval(), torch.randn(2, 3, 4, 4)
+    assert profiler.ops_fn_map[nn.BatchNorm2d](bn, (x,), x) == 7
+    assert profiler.profile(bn, x).total_ops == 7
+    # M = 2 * 4 * 4 = 32 per channel: 3 * (2 * 32 + 2) + 2 * 3 * 32 = 390 by the registry's
+    assert ModuleProfiler().profile(bn, x).total_ops == 390
+
+
+class Einsum(nn.Module):
+    """(2, 3) @ (3, 4) written as an einsum."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("ij,jk->ik", a, b)
+
+
+def _thousand(args: tuple, kwargs: dict, out: object) -> tuple[int, int]:
+    return 1000, 7
+
+
+def test_an_own_entry_for_a_packet_wins_over_a_formula_registered_for_its_overload() -> None:
+    # einsum's formula is registered per overload (aten.einsum.default, by decomposition):
+    # under inference_mode the profiler's entry for the packet counts, 1000 ops
+    profiler = ModuleProfiler()
+    profiler.operator_fn_map[torch.ops.aten.einsum] = _thousand
+    inputs = (torch.randn(2, 3), torch.randn(3, 4))
+    with torch.inference_mode():
+        assert profiler.profile(Einsum(), inputs).total_ops == 1000
+        # the registered one: 2 * 4 * (2 * 3 - 1) = 40
+        assert ModuleProfiler().profile(Einsum(), inputs).total_ops == 40
+
+
+def test_registering_a_packet_whose_overloads_have_formulas_is_refused() -> None:
+    # the overloads' formulas would win, and the packet's never count: refused, and named
+    with pytest.raises(RegistryError, match=r"aten\.einsum\.default, aten\.einsum\.sublist "
+                                            r"already have formulas"):
+        register_operator(torch.ops.aten.einsum)(_thousand)
+    with pytest.raises(RegistryError, match=r"aten\.einsum\.default"):
+        register_free(torch.ops.aten.einsum)
+    assert torch.ops.aten.einsum not in OPERATOR_FORMULAS
+    assert torch.ops.aten.einsum not in FREE_OPERATORS
+
+
+def test_a_packet_can_be_registered_once_its_overloads_are_unregistered() -> None:
+    assert lookup(torch.ops.moduleprofiler_tests.triple.default) is MISSING
+    register_operator(torch.ops.moduleprofiler_tests.triple.default)(_thousand)
+    with pytest.raises(RegistryError, match="already have formulas"):
+        register_operator(torch.ops.moduleprofiler_tests.triple)(_thousand)
+    unregister_operator(torch.ops.moduleprofiler_tests.triple.default)
+    register_operator(torch.ops.moduleprofiler_tests.triple)(_thousand)
+    try:
+        assert ModuleProfiler().profile(Triple(), torch.randn(5)).total_ops == 1000
+    finally:
+        unregister_operator(torch.ops.moduleprofiler_tests.triple)
+
+
+def test_unregistering_an_operator_without_a_formula_names_its_overloads_and_removes_nothing(
+) -> None:
+    with pytest.raises(KeyError, match=r"no operator formula is registered for aten\.einsum; "
+                                       r"its overloads aten\.einsum\.default, "
+                                       r"aten\.einsum\.sublist have their own"):
+        unregister_operator(torch.ops.aten.mm, torch.ops.aten.einsum)
+    assert torch.ops.aten.mm in OPERATOR_FORMULAS  # not removed half-way

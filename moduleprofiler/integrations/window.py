@@ -163,6 +163,9 @@ class StepWindow:
             for the backward and live per module, the peak and the call that set it).
         gather: under ``torch.distributed`` with several ranks, gather every rank's profile
             on rank 0 (a collective: every rank's window must close at the same step).
+        profiler: the :class:`~moduleprofiler.Profiler` (or
+            :class:`~moduleprofiler.ModuleProfiler`) whose formulas count, with its own map
+            entries (default: a new one, the registered formulas).
 
     Raises:
         ValueError, TypeError: a bad argument (the message names it).
@@ -176,6 +179,7 @@ class StepWindow:
     peaks: DevicePeaks | str | None = None
     gather: bool = True
     memory: bool = True
+    profiler: Profiler | None = None
 
     def __post_init__(self) -> None:
         for name, least in (("start_step", 0), ("num_steps", 1), ("depth", 0)):
@@ -193,6 +197,9 @@ class StepWindow:
                             f"{type(self.peaks).__name__}")
         if not isinstance(self.memory, bool):
             raise TypeError(f"memory must be a bool, got {type(self.memory).__name__}")
+        if self.profiler is not None and not isinstance(self.profiler, Profiler):
+            raise TypeError(f"profiler must be a moduleprofiler Profiler or None, got "
+                            f"{type(self.profiler).__name__}")
         self._memory: MemoryReport | None = None
         self.result: WindowResult | None = None
         """The window's result once it closed (``None`` before, and on ranks other than 0
@@ -319,7 +326,7 @@ class StepWindow:
             else contextlib.nullcontext()
         with torch.random.fork_rng(devices=cuda), self._context(), eager:
             try:
-                profiler = Profiler()
+                profiler = self.profiler if self.profiler is not None else Profiler()
                 profile = profiler.profile(model, inputs, backward=True, eval=False,
                                            loss_fn=self.loss_fn)
                 if not self.memory:

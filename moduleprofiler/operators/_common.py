@@ -23,6 +23,7 @@ from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.formulas.pooling import expand
 from moduleprofiler.operators.registry import (
     MISSING,
+    TABLE_BOUND,
     OperatorCount,
     OperatorFormula,
     OperatorMap,
@@ -126,6 +127,19 @@ def _bind(fn: BoundFormula, spec: _Spec) -> OperatorFormula:
     def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
         return fn(Args(spec, args, kwargs), out)
 
+    rebuild = getattr(fn, TABLE_BOUND, None)
+    if rebuild is not None:  # (``wraps`` copied ``fn``'s, which builds an unbound formula)
+        setattr(formula, TABLE_BOUND, lambda table: _bind(rebuild(table), spec))
+    return formula
+
+
+def through_table(build: Callable[[OperatorMap | None], Formula]) -> Formula:
+    """The formula ``build(None)`` (counting other operators with the live registry's
+    formulas), which each pass rebuilds as ``build(table)`` with the table it counts with
+    (:data:`~moduleprofiler.operators.registry.TABLE_BOUND`): a profiler's own formulas for
+    those operators count inside it too."""
+    formula = build(None)
+    setattr(formula, TABLE_BOUND, build)
     return formula
 
 
@@ -259,7 +273,7 @@ def ints(value: Any, n: int, default: int) -> list[int]:
 class OperatorCounter(OperatorObserver):
     """Adds up the operator formulas of every aten operator it sees, applied as a pass applies
     them (:meth:`PassFormulas.count`; used by tests and by :func:`decomposition_count`), with
-    the registered formulas (default) or ``table``. Every call is tallied in ``calls``;
+    the live registered formulas (default) or ``table``. Every call is tallied in ``calls``;
     operators without a formula also in ``missing``."""
 
     def __init__(self, table: OperatorMap | None = None) -> None:
@@ -288,17 +302,21 @@ def _to_meta(value: Any) -> Any:
 
 
 def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
-                        kwargs: dict[str, Any]) -> Count:
-    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition;
-    :data:`MISSING` when one of its operators has no formula (the sum of the others would
-    count that one's work as 0).
+                        kwargs: dict[str, Any], table: OperatorMap | None = None) -> Count:
+    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition, those
+    of ``table`` (``None``: the live registry); :data:`MISSING` when one of its operators has
+    no formula (the sum of the others would count that one's work as 0).
 
     Run on meta copies of the inputs (no data is touched); if the decomposition needs data
-    (it reads a value), it is run again on the real inputs.
+    (it reads a value), it is run again on the real inputs. It runs under ``no_grad`` outside
+    ``inference_mode``, so that the composite operators inside it are taken apart too, as
+    ``no_grad`` takes them apart: its parts are those the other path counts, each with its
+    formula in ``table`` (a profiler's own ``mm`` formula counts in the ``matmul`` inside
+    ``matrix_power``).
     """
-    with _disable_current_modes():
+    with _disable_current_modes(), torch.inference_mode(False), torch.no_grad():
         for convert in (_to_meta, _identity):
-            counter = OperatorCounter()
+            counter = OperatorCounter(table)
             try:
                 with counter:
                     op.decompose(*tree_map(convert, args), **tree_map(convert, kwargs))
@@ -331,8 +349,14 @@ def by_decomposition(*keys: OpKey | None) -> None:
 
 
 def _decomposed(op: torch._ops.OpOverload) -> OperatorFormula:
-    def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
-        return decomposition_count(op, args, kwargs)
+    """The formula of ``op`` as its decomposition, counted with the formulas of the table of
+    the pass that counts it (:func:`through_table`)."""
 
-    return named(formula, f"{str(op).split('.')[0]}_by_decomposition",
-                 f"Sum of the operator formulas of {op}'s decomposition.")
+    def build(table: OperatorMap | None) -> OperatorFormula:
+        def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
+            return decomposition_count(op, args, kwargs, table)
+
+        return named(formula, f"{str(op).split('.')[0]}_by_decomposition",
+                     f"Sum of the operator formulas of {op}'s decomposition.")
+
+    return through_table(build)

@@ -48,9 +48,10 @@ from moduleprofiler.operators._common import (
     out_numel,
     register,
     stored_numel,
+    through_table,
     with_inplace,
 )
-from moduleprofiler.operators.registry import MISSING
+from moduleprofiler.operators.registry import MISSING, OperatorMap
 from moduleprofiler.storage import sparse_parts
 
 # -- per-element factory -----------------------------------------------------------------------
@@ -504,21 +505,30 @@ by_decomposition(*aten(
 ))  # fmt: skip
 
 
-@register(*aten("allclose"))
-def allclose_ops(args: Args, out: Any) -> Count:
-    """``isclose`` (counted as its decomposition: per element the equality test, and with a
-    tolerance ``|a - b| <= atol + rtol * |b|`` and the finiteness test) and the ``all`` over
-    its ``n`` results, ``n - 1``."""
-    first, second = args.get("self"), args.get("other")
-    if not isinstance(first, Tensor) or not isinstance(second, Tensor):
-        return ZERO
-    close = decomposition_count(
-        torch.ops.aten.isclose.default, (first, second),
-        {name: args.get(name) for name in ("rtol", "atol", "equal_nan")})
-    if close is MISSING:  # type: ignore[comparison-overlap]
-        return MISSING  # type: ignore[return-value]
-    elements = torch.broadcast_shapes(first.shape, second.shape).numel()
-    return close[0] + max(elements - 1, 0), close[1]
+def _allclose(table: OperatorMap | None) -> BoundFormula:
+    """``allclose``'s formula, its ``isclose`` counted with the formulas of ``table``."""
+
+    def allclose_ops(args: Args, out: Any) -> Count:
+        """``isclose`` (counted as its decomposition: per element the equality test, and with
+        a tolerance ``|a - b| <= atol + rtol * |b|`` and the finiteness test) and the ``all``
+        over its ``n`` results, ``n - 1``."""
+        first, second = args.get("self"), args.get("other")
+        if not isinstance(first, Tensor) or not isinstance(second, Tensor):
+            return ZERO
+        close = decomposition_count(
+            torch.ops.aten.isclose.default, (first, second),
+            {name: args.get(name) for name in ("rtol", "atol", "equal_nan")}, table)
+        if close is MISSING:  # type: ignore[comparison-overlap]
+            return MISSING  # type: ignore[return-value]
+        elements = torch.broadcast_shapes(first.shape, second.shape).numel()
+        return close[0] + max(elements - 1, 0), close[1]
+
+    return allclose_ops
+
+
+# ``allclose`` has a kernel of its own (it always arrives whole), which reads a value: its
+# ``isclose`` is counted as that one's decomposition, with the counting pass's table
+register(*aten("allclose"))(through_table(_allclose))
 
 
 @register(*aten("_weight_norm_interface"))

@@ -63,8 +63,10 @@ def register_operator(*keys: OperatorKey) -> Callable[[F], F]:
         for key in checked:
             if key in OPERATOR_FORMULAS or key in FREE_OPERATORS:
                 raise RegistryError(f"operator {key} already has a formula; unregister it first")
+            _refuse_shadowed(key)
         for key in checked:
             OPERATOR_FORMULAS[key] = fn
+            _index(key)
         return fn
 
     return decorator
@@ -75,19 +77,57 @@ def register_free(*keys: OperatorKey) -> None:
     for key in map(_check_key, keys):
         if key in OPERATOR_FORMULAS:
             raise RegistryError(f"operator {key} already has a formula")
+        _refuse_shadowed(key)
         FREE_OPERATORS.add(key)
+        _index(key)
+
+
+_OVERLOADS_OF: dict[OperatorKey, set[OperatorKey]] = {}
+"""Packet -> its overloads registered on their own (formula or free)."""
+
+
+def _index(key: OperatorKey) -> None:
+    if isinstance(key, torch._ops.OpOverload):
+        _OVERLOADS_OF.setdefault(key.overloadpacket, set()).add(key)
+
+
+def _refuse_shadowed(key: OperatorKey) -> None:
+    """Refuse a packet some of whose overloads have a formula (or are free) of their own: an
+    overload's entry wins over its packet's, so the packet's would never count for them."""
+    shadowing = _OVERLOADS_OF.get(key)
+    if shadowing:
+        raise RegistryError(
+            f"operator {key}: its overloads {', '.join(sorted(map(str, shadowing)))} already "
+            "have formulas of their own, which win over the packet's; unregister them first, "
+            "or register the overloads")
 
 
 def unregister_operator(*keys: OperatorKey) -> None:
-    """Remove operator formulas (or free declarations)."""
+    """Remove operator formulas (or free declarations); a key without one of its own raises
+    ``KeyError`` (naming its overloads that have theirs) and nothing is removed."""
+    for key in keys:
+        if key not in OPERATOR_FORMULAS and key not in FREE_OPERATORS:
+            overloads = _OVERLOADS_OF.get(key)
+            held = "" if not overloads else (
+                f"; its overloads {', '.join(sorted(map(str, overloads)))} have their own")
+            raise KeyError(f"no operator formula is registered for {key}{held}")
     for key in keys:
         if key in OPERATOR_FORMULAS:
             del OPERATOR_FORMULAS[key]
         else:
             FREE_OPERATORS.remove(key)
+        if isinstance(key, torch._ops.OpOverload):
+            _OVERLOADS_OF.get(key.overloadpacket, set()).discard(key)
 
 
 _MISSING = object()
+
+TABLE_BOUND = "for_table"
+"""Name of the optional attribute of an operator formula that counts other operators' work with
+their formulas (a composite operator counted as its decomposition): ``for_table(table) ->
+formula``, the same formula counting with the operator table ``table`` (``None``: the live
+registry). Each pass asks it once, with the table it counts with (:class:`PassFormulas`), so a
+profiler's own entries for the parts count inside the composite too."""
 
 _FAMILY_LOADERS: list[Callable[[], bool]] = []
 
@@ -192,8 +232,16 @@ def live_operator_map(own: OperatorMap | None = None) -> LiveFormulaMap:
 
 def lookup_in(table: OperatorMap, func: torch._ops.OpOverload) -> OperatorFormula | object | None:
     """:func:`lookup` in ``table``: the overload's entry, else its packet's; ``None`` when the
-    operator is free; :data:`MISSING` when the table does not know it."""
-    for key in (func, packet_of(func)):
+    operator is free; :data:`MISSING` when the table does not know it. In a profiler's map
+    (:class:`~moduleprofiler.registry.LiveFormulaMap`) its own entries come first: its entry
+    for a packet wins over a formula registered for one of the packet's overloads."""
+    keys = (func, packet_of(func))
+    if isinstance(table, LiveFormulaMap) and table.own:
+        own = table.own
+        for key in keys:
+            if key in own:
+                return own[key]  # type: ignore[no-any-return]
+    for key in keys:
         if key in table:
             return table[key]
     loaded = bool(_FAMILY_LOADERS) and load_families()
@@ -213,8 +261,10 @@ class PassFormulas:
     operator looked up once; ``None``: the live registry), each formula's result checked, and
     the operators that ran without a formula, by name with their counts (:attr:`missing`).
 
-    ``wrap`` adapts every formula found (counting on a rank's local shards); ``missing`` is
-    the dict to record into (new by default)."""
+    A formula that counts through other formulas (:data:`TABLE_BOUND`: a composite counted
+    by decomposition) is bound to ``table`` when it is looked up. ``wrap`` adapts every
+    formula found (counting on a rank's local shards); ``missing`` is the dict to record into
+    (new by default)."""
 
     __slots__ = ("_found", "_table", "_wrap", "missing")
 
@@ -232,8 +282,12 @@ class PassFormulas:
         found = self._found.get(func, _NOT_LOOKED_UP)
         if found is _NOT_LOOKED_UP:
             found = lookup(func) if self._table is None else lookup_in(self._table, func)
-            if self._wrap is not None and found is not None and found is not _MISSING:
-                found = self._wrap(found)  # type: ignore[arg-type]
+            if found is not None and found is not _MISSING:
+                bind = getattr(found, TABLE_BOUND, None)
+                if bind is not None:  # it counts through formulas: those of this pass's table
+                    found = bind(self._table)
+                if self._wrap is not None:
+                    found = self._wrap(found)  # type: ignore[arg-type]
             self._found[func] = found
         if found is _MISSING:
             name = operator_name(func)

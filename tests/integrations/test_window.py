@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import Profile
+from moduleprofiler import ModuleProfiler, Profile
 from moduleprofiler.distributed import DistributedError
 from moduleprofiler.efficiency import device_peaks
 from moduleprofiler.errors import ProfilingError
@@ -94,6 +94,21 @@ def test_logged_keys_and_counts() -> None:
     facts = results[0].profile.facts  # the one merged profile holds the timing pass's facts
     assert facts is not None and facts.iterations >= 1
     assert results[0].profile.to_df("module")["time_median_ms"].notna().all()
+
+
+def test_the_window_counts_with_the_profiler_it_is_given() -> None:
+    torch.manual_seed(0)
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[nn.ReLU] = lambda module, inputs, output: 1000
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, profiler=profiler,
+                        memory=False)
+    (result, _) = _train(_model(), window, steps=3)
+    # the profiler's own entry prices ReLU: 1000 ops, where the registered formula counts
+    # 3 * 8 = 24 comparisons
+    assert result.scalars["moduleprofiler/1/ops"] == 1000
+    (plain, _) = _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first,
+                                             memory=False), steps=3)
+    assert plain.scalars["moduleprofiler/1/ops"] == 24
 
 
 def test_depth_and_the_mfu_of_a_named_peak() -> None:
@@ -359,6 +374,7 @@ def test_the_counting_pass_leaves_grads_and_flags() -> None:
     ({"depth": 1.5}, TypeError, "depth"),
     ({"forward_args": 3}, TypeError, "forward_args"),
     ({"peaks": 3}, TypeError, "peaks"),
+    ({"profiler": {}}, TypeError, "profiler"),
 ])
 def test_bad_arguments_name_themselves(kwargs: dict[str, Any], error: type[Exception],
                                        name: str) -> None:

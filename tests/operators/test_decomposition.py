@@ -1,0 +1,149 @@
+"""A composite operator counted as its decomposition counts its parts with the formulas of the
+table of the pass that counts it: a profiler's own operator formulas count inside it, other
+profilers are unaffected, and ``inference_mode`` (the composite arrives whole) reads as
+``no_grad`` (its parts arrive)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from moduleprofiler import ModuleProfiler
+from moduleprofiler.operators._common import OperatorCounter, decomposition_count
+from moduleprofiler.operators.registry import MISSING, get_default_operator_map
+
+aten = torch.ops.aten
+
+MODES: dict[str, Callable[[], Any]] = {"no_grad": torch.no_grad,
+                                       "inference_mode": torch.inference_mode}
+
+
+def thousand(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> tuple[int, int]:
+    """A user's own formula: 1000 ops and 7 macs a call, whatever the shapes."""
+    return 1000, 7
+
+
+class MultiDot(nn.Module):
+    """``linalg.multi_dot`` of (2, 3), (3, 4), (4, 5): two ``mm``, cheapest order first."""
+
+    def forward(self, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+        return torch.linalg.multi_dot([a, b, c])
+
+
+class Outer(nn.Module):
+    """``torch.outer`` of 3 and 4 elements: one broadcast ``mul``."""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.outer(a, b)
+
+
+class MatrixPower(nn.Module):
+    """``linalg.matrix_power(m, 3)`` of a 3 x 3 matrix: two ``mm``, through ``matmul``."""
+
+    def forward(self, m: Tensor) -> Tensor:
+        return torch.linalg.matrix_power(m, 3)
+
+
+A, B, C = torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)
+
+CASES = [
+    # (2x3)(3x4) first: 2*4*(2*3 - 1) = 40 ops, 24 macs; then (2x4)(4x5): 2*5*(2*4 - 1) = 70
+    # ops, 40 macs: 110 ops, 64 macs; the user's mm: 2 * 1000 ops, 2 * 7 macs
+    (MultiDot(), (A, B, C), aten.mm, (110, 64), (2000, 14)),
+    # 3 * 4 = 12 multiplies, no macs; the user's mul: 1000 ops, 7 macs
+    (Outer(), (torch.randn(3), torch.randn(4)), aten.mul, (12, 0), (1000, 7)),
+    # two 3x3 products: 2 * 3*3*(2*3 - 1) = 90 ops, 2 * 27 = 54 macs; the user's mm: 2 * 1000
+    # ops, 2 * 7 macs (matrix_power's decomposition runs ``matmul``, itself a composite)
+    (MatrixPower(), (torch.randn(3, 3),), aten.mm, (90, 54), (2000, 14)),
+]
+
+
+def totals(profiler: ModuleProfiler, model: nn.Module, inputs: tuple[Tensor, ...], mode: str
+           ) -> tuple[Any, Any]:
+    with MODES[mode]():
+        profile = profiler.profile(model, inputs)
+    assert profile.complete
+    return profile.total_ops, profile.total_macs
+
+
+@pytest.mark.parametrize(("model", "inputs", "part", "built_in", "own"), CASES,
+                         ids=["multi_dot", "outer", "matrix_power"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_profilers_own_formula_counts_inside_a_composite(
+        model: nn.Module, inputs: tuple[Tensor, ...], part: Any, built_in: tuple[int, int],
+        own: tuple[int, int], mode: str) -> None:
+    mine, other = ModuleProfiler(), ModuleProfiler()
+    mine.operator_fn_map[part] = thousand
+    assert totals(mine, model, inputs, mode) == own
+    # a profiler without the entry is unaffected, before and after the other one counted
+    assert totals(other, model, inputs, mode) == built_in
+    assert totals(ModuleProfiler(), model, inputs, mode) == built_in
+
+
+def test_a_composite_arrives_whole_under_inference_mode() -> None:
+    # what the tests above rely on: inference_mode hands the mode the composite itself
+    counter = OperatorCounter()
+    with torch.inference_mode(), counter:
+        torch.linalg.multi_dot([A, B, C])
+    assert dict(counter.calls) == {"aten.linalg_multi_dot.default": 1}
+
+
+def test_a_part_deleted_from_a_profilers_map_leaves_the_composite_unknown() -> None:
+    profiler = ModuleProfiler()
+    del profiler.operator_fn_map[aten.mm]
+    with torch.inference_mode():
+        whole = profiler.profile(MultiDot(), (A, B, C))
+    # the decomposition's mm has no formula in this profiler: the composite's work is unknown
+    assert whole.unsupported_ops == {"aten.linalg_multi_dot": 1}
+    assert whole.records[0].self_ops is None and whole.lower_bounds == ("ops", "macs")
+    with torch.no_grad():
+        parts = profiler.profile(MultiDot(), (A, B, C))
+    assert parts.unsupported_ops == {"aten.mm": 2} and parts.records[0].self_ops is None
+
+
+def test_decomposition_count_takes_a_table() -> None:
+    op = aten.linalg_multi_dot.default
+    # the registered formulas: 110 ops, 64 macs (as above)
+    assert decomposition_count(op, ([A, B, C],), {}) == (110, 64)
+    table = get_default_operator_map()
+    table[aten.mm] = thousand
+    assert decomposition_count(op, ([A, B, C],), {}, table) == (2000, 14)
+    del table[aten.mm]
+    assert decomposition_count(op, ([A, B, C],), {}, table) is MISSING
+
+
+def test_an_operator_counter_with_a_table_counts_composites_with_it() -> None:
+    table = get_default_operator_map()
+    table[aten.mm] = thousand
+    counter = OperatorCounter(table)
+    with torch.inference_mode(), counter:
+        torch.linalg.multi_dot([A, B, C])
+    assert (counter.ops, counter.macs) == (2000, 14)
+
+
+def test_allclose_counts_its_isclose_with_the_passs_table() -> None:
+    x, y = torch.randn(2, 3), torch.randn(3)
+    # the registered formulas: isclose of (2, 3) with (3,) is 69 ops (its test in
+    # test_elementwise), and the all over 6 results 5: 74
+    built_in = OperatorCounter()
+    with torch.no_grad(), built_in:
+        torch.allclose(x, y)
+    assert built_in.ops == 74
+    # isclose runs three abs: |rtol * b| (3 elements), |a - b| and |a| in the finiteness test
+    # (6 each), 3 + 6 + 6 = 15 ops; with the user's abs, 1000 ops and 7 macs each:
+    # 74 - 15 + 3 * 1000 = 3059 ops, 3 * 7 = 21 macs
+    table = get_default_operator_map()
+    table[aten.abs] = thousand
+    for mode in MODES.values():
+        counter = OperatorCounter(table)
+        with mode(), counter:
+            torch.allclose(x, y)
+        assert (counter.ops, counter.macs) == (3059, 21)
+    parts = OperatorCounter(table)
+    with torch.no_grad(), parts:
+        torch.isclose(x, y)
+    assert parts.ops + 5 == 3059
