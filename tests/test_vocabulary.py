@@ -476,3 +476,70 @@ def test_every_callback_scalar_is_in_the_glossary() -> None:
     # a name the model table holds is its column: the window's peak is the summary's
     assert "training_peak_bytes" in MODEL_SCALARS and "training_peak_bytes" in SUMMARY_ONLY
     assert not set(DEPRECATED_SCALARS) & set(MODEL_SCALARS)
+
+
+# -- every key of every dict and JSON document is in the glossary ----------------------------
+DATA_KEYED: dict[str, str] = {
+    "columns": "column names (each checked to be a glossary name)",
+    "module_metrics": "module paths",
+    "phases_ms": "step phases (forward, loss, backward, optimizer, step)",
+    "hooked_phases_ms": "kinds of hooked step, then step phases",
+    "phases_median_ms": "step phases",
+    "device_bound_from": "dtypes",
+    "largest_batch": "dtypes",
+    "omp_mkl_env": "environment variables",
+    "allocator_env": "environment variables",
+    "unsupported_ops": "operator names",
+    "backward_unsupported_ops": "operator names",
+}
+"""Keys whose value is a map keyed by data, not by names of the vocabulary."""
+
+
+def _unnamed_keys(value: object, names: set[str], where: str = "") -> list[str]:
+    """The keys, at any depth of ``value`` (dicts, lists and tuples), that are no glossary
+    name, each as its path; a map keyed by data (:data:`DATA_KEYED`) is not entered, except
+    that a ``columns`` map's keys are column names."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if key not in names:
+                found.append(path)
+            if key == "columns" and isinstance(item, dict):
+                found += [f"{path}.{name}" for name in item if not _named(name, names)]
+            if key not in DATA_KEYED:
+                found += _unnamed_keys(item, names, path)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found += _unnamed_keys(item, names, f"{where}[]")
+    return sorted(set(found))
+
+
+def test_every_key_of_a_results_dict_and_json_is_in_the_glossary(result: ProfileData) -> None:
+    # MemoryReport.to_dict()'s passes (kind, baseline_bytes, requested_peak_bytes...), a
+    # profile document's structural keys (schema_version, totals, records...) and a timing's
+    # facts (clock, calibration, budget...) were named nowhere
+    names = _glossary_names()
+    assert _unnamed_keys(result.to_dict(), names) == []  # type: ignore[attr-defined]
+    assert _unnamed_keys(json.loads(result.to_json()), names) == []  # type: ignore[attr-defined]
+
+
+def test_every_key_of_a_dict_and_json_of_a_result_that_is_no_profile_is_in_the_glossary(
+) -> None:
+    # LatencyResult.to_dict() held median_ms, mean_ms, n... named nowhere (median_ms is the
+    # number the model table calls latency_ms); a sweep's and a distributed run's documents
+    from moduleprofiler.distributed import DistributedProfile
+    from moduleprofiler.timing import benchmark
+
+    names = _glossary_names()
+    latency = benchmark(_model(), torch.randn(4, 8), num_iters=4, target_ci=None,
+                        warmup_seconds=0, progress=False)
+    counted = Profiler().profile(_model(), torch.randn(4, 8))
+    sweep = Profiler().sweep(_model(), torch.randn(4, 8), batch_sizes=[1, 2])
+    documents = {"LatencyResult.to_dict()": latency.to_dict(),
+                 "LatencyResult.to_json()": json.loads(latency.to_json() or ""),
+                 "PredictionSweep.to_dict()": sweep.to_dict(),
+                 "DistributedProfile.to_json()": json.loads(
+                     DistributedProfile((counted, counted)).to_json() or "")}
+    unnamed = {where: _unnamed_keys(document, names) for where, document in documents.items()}
+    assert {where: keys for where, keys in unnamed.items() if keys} == {}
