@@ -21,6 +21,7 @@ import moduleprofiler.language
 import moduleprofiler.memory
 import moduleprofiler.prediction
 import moduleprofiler.timing  # noqa: F401
+from moduleprofiler.distributed.gathered import ACROSS_RANKS
 from moduleprofiler.export.columns import ColumnSpec, registered_columns
 from moduleprofiler.export.keys import DOCUMENT_KEYS
 from moduleprofiler.facts import TimingFacts
@@ -152,6 +153,18 @@ def glossary() -> str:
         "(`-` in text) when the value or the total is unknown or 0. `--what` and the views take",
         "these names for any column; `--min-pct` filters on `ops_pct`, or on the share of",
         "`--sort`'s column.",
+        "",
+        f"## Across ranks ({len(ACROSS_RANKS)})",
+        "",
+        "`DistributedProfile.module_stats()` gives, per module, these statistics of a column",
+        "across the ranks under its name with the suffix appended (`macs_median`,",
+        "`self_macs_skew`), and `stragglers(by=)` the last three of its `by` column",
+        "(`time_median_ms_excess`); the column's unit holds, except for `_skew` and `_ratio`.",
+        "",
+        "| name | where | meaning |",
+        "|---|---|---|",
+        *(_plain_row(f"<column>_{suffix}", "DistributedProfile", meaning)
+          for suffix, meaning in ACROSS_RANKS.items()),
         "",
         f"## Whole-model and whole-run numbers ({len(SUMMARY_ONLY)} + "
         f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(MemoryReport.TOTALS_ONLY)} + "

@@ -111,7 +111,10 @@ def _table_results() -> dict[str, pd.DataFrame]:
     tables["PredictionSweep.to_df()"] = Profiler().sweep(_model(), torch.randn(4, 8),
                                                          batch_sizes=[1, 2]).to_df()
     counted = Profiler().profile(_model(), torch.randn(4, 8))
-    tables["DistributedProfile.to_df()"] = DistributedProfile((counted, counted)).to_df()
+    ranks = DistributedProfile((counted, Profiler().profile(_model(), torch.randn(6, 8))))
+    tables["DistributedProfile.to_df()"] = ranks.to_df()
+    tables["DistributedProfile.module_stats()"] = ranks.module_stats()
+    tables["DistributedProfile.stragglers()"] = ranks.stragglers(by="self_macs")
     tables["TrainingProfiler.result().to_df('module')"] = _training_profiler().to_df("module")
     return tables
 
@@ -120,15 +123,26 @@ def test_every_column_of_a_table_that_is_no_profile_is_registered() -> None:
     # ExpertLoad's tables (layer, expert, tokens, share, experts, top_k, ...) and a cache's
     # (layer, kind, tokens, capacity, key_bytes, ...) were in no registry and no glossary;
     # "layer" was a module path in one and a position in the other, "tokens" the cache's
-    # context_tokens. Row keys of such tables are registered columns too.
+    # context_tokens; the ranks' module_stats() (macs_median...) and stragglers() (median,
+    # excess, ratio) columns were named nowhere. Row keys of such tables are registered
+    # columns too.
     tables = _table_results()  # their packages imported: every column they declare
     page = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text(
         encoding="utf-8")
     row_keys = {line.split("`")[1] for line in page.splitlines()
                 if line.startswith("| `") and "| row key |" in line}  # a sweep's dtype
     registered = {spec.name for spec in registered_columns()} | row_keys
-    unknown = {name: [column for column in frame.columns if column not in registered
-                      and column.removesuffix("_pct") not in registered]
+    # a statistic across ranks of a column: <column>_median, <column>_skew...
+    suffixes = tuple(line.split("`")[1].removeprefix("<column>") for line in page.splitlines()
+                     if line.startswith("| `<column>_"))
+    assert "_median" in suffixes
+
+    def named(column: str) -> bool:
+        return column in registered or column.removesuffix("_pct") in registered or any(
+            column.endswith(suffix) and column.removesuffix(suffix) in registered
+            for suffix in suffixes)
+
+    unknown = {name: [column for column in frame.columns if not named(column)]
                for name, frame in tables.items()}
     assert {name: columns for name, columns in unknown.items() if columns} == {}
 
