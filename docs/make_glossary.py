@@ -86,6 +86,7 @@ KEYS: tuple[tuple[str, dict[str, str]], ...] = (
     ("MemoryReport.to_dict()", PassMemory.KEYS),
     ("PredictedProfile result_fields", PredictedProfile.KEYS),
     ("PredictionSweep.to_dict()", PredictionSweep.KEYS),
+    ("--generate -f json", GenerationProfile.KEYS),
 )
 """Where each table of structural keys is found, and the table (name -> meaning)."""
 

@@ -8,6 +8,7 @@ import functools
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from itertools import combinations
 from pathlib import Path
@@ -557,3 +558,24 @@ def test_every_key_of_a_dict_and_json_of_a_result_that_is_no_profile_is_in_the_g
                      DistributedProfile((counted, counted)).to_json() or "")}
     unnamed = {where: _unnamed_keys(document, names) for where, document in documents.items()}
     assert {where: keys for where, keys in unnamed.items() if keys} == {}
+
+
+@pytest.mark.parametrize("argv", [
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json"],
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json", "--what", "time",
+     "--iters", "5"],
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json", "--what", "memory"],
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json", "--predict", "H100 SXM",
+     "--batch", "1,2"],
+    ["tests/language/tiny.py:gpt2", "-i", "1x4", "--generate", "2", "--device", "cpu", "-f",
+     "json"],
+], ids=["count", "time", "memory", "sweep", "generate"])
+def test_every_key_of_a_json_file_the_command_line_writes_is_in_the_glossary(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # --generate's JSON held its totals under "summary", named nowhere
+    from moduleprofiler.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(argv) == 0
+    assert _unnamed_keys(json.loads(capsys.readouterr().out), _glossary_names()) == []
