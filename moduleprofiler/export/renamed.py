@@ -172,7 +172,10 @@ class RenamedColumnsFrame(pd.DataFrame):
 
     # pandas-stubs mark it final; an old name is only added to what a DataFrame answers
     def __contains__(self, key: object) -> bool:  # type: ignore[misc]
-        return super().__contains__(self._new_name(key))
+        renamed = self.__dict__.get("renamed") or {}
+        if isinstance(key, str) and renamed.get(key) in self.columns:  # warns: it answers
+            return super().__contains__(self._new_name(key))
+        return super().__contains__(key)
 
     # pandas-stubs mark it final; the old names are only added to what a DataFrame answers
     def __getattr__(self, name: str) -> Any:  # type: ignore[misc]

@@ -81,6 +81,25 @@ def test_views_select_by_an_old_name() -> None:
     assert top.df["ops"].tolist() == [48, 24]
 
 
+def test_a_profiles_frame_answers_an_old_name() -> None:
+    # the views took inclusive_ops and own_params, but profile.to_df()["inclusive_ops"]
+    # raised KeyError. Module frame: the root's ops 48 + 6 + 24 = 78, Linear(4, 3)'s 48; its
+    # own parameters 4 * 3 + 3 = 15, the root's 0
+    frame = _profile().to_df("module")
+    with pytest.warns(DeprecationWarning, match=r"'inclusive_ops' .*0\.3\.0.*use 'ops'"):
+        assert frame["inclusive_ops"].tolist()[:2] == [78, 48]
+    with pytest.warns(DeprecationWarning, match="'self_params'"):
+        assert frame.own_params.tolist()[:2] == [0, 15]
+    with pytest.warns(DeprecationWarning, match="'ops'"):
+        assert frame.sort_values("inclusive_ops")["module"].tolist()[-1] == "__root__"
+    with pytest.warns(DeprecationWarning, match="'ops'"):
+        assert "inclusive_ops" in frame
+    assert "inclusive_ops" not in list(frame.columns) and "ops" in frame.columns
+    with warnings.catch_warnings():  # an old name whose column the frame lacks: silent
+        warnings.simplefilter("error")
+        assert "inclusive_ops_pct" not in frame
+
+
 def test_the_command_line_sorts_by_an_old_name(capsys: pytest.CaptureFixture[str]) -> None:
     from moduleprofiler.cli import main
 
