@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/gpu_memory.py           # ResNet-50 b32, GPT-2 b8 s512
     PYTHONPATH=. python3 benchmarks/gpu_memory.py --quick   # tiny models; runs without a GPU
+    PYTHONPATH=. python3 benchmarks/gpu_memory.py --only resnet50   # the cases named so
 
 For each case:
 
@@ -164,6 +165,7 @@ def run_case(case: Case, device: torch.device | None) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny models (a smoke test)")
+    parser.add_argument("--only", default="", help="run the cases whose name contains this")
     options = parser.parse_args()
     device = torch.device("cuda", 0) if torch.cuda.is_available() else None
     if options.quick:
@@ -171,6 +173,7 @@ def main() -> None:
                  _gpt2(2, 64, "sdpa", layers=2)]
     else:
         cases = [_resnet(32, 224), _gpt2(8, 512, "eager"), _gpt2(8, 512, "sdpa")]
+    cases = [case for case in cases if options.only in case.name]
     print(f"torch {torch.__version__}, device "
           f"{torch.cuda.get_device_name(0) if device is not None else 'none (prediction only)'}")
     rows = []

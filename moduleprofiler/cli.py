@@ -641,6 +641,9 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
             given.pop("width")
         render = _renderer_options(given, entry.render, fmt)
         text = render_view(view, fmt, **render) or ""
+        if fmt == "csv":  # raw data, no place for notes: said on stderr, as for JSON
+            for note in view.notes:
+                print(f"moduleprofiler: note: {note}", file=sys.stderr)
     _emit(text, target, fmt, "the table shown; --per call writes the per-call frame, as "
                              "profile.save('x.csv')")
 

@@ -35,7 +35,7 @@ from moduleprofiler.operators.registry import OperatorMap, live_operator_map
 from moduleprofiler.prediction.predict import DEFAULT_HOST, DeviceSpec, HostSpec, PredictedProfile
 from moduleprofiler.prediction.run import predict as run_prediction
 from moduleprofiler.prediction.sweep import InputFn, PredictionSweep, sweep_predictions
-from moduleprofiler.records import ProfileData
+from moduleprofiler.records import ProfileData, unknown_work
 from moduleprofiler.registry import (
     FormulaMap,
     LiveFormulaMap,
@@ -227,7 +227,7 @@ class Profiler:
         # a forward that takes gradients itself is counted with them on (forward_grad)
         profile = counted(True) if backward else without_gradients(counted)
         if strict and not profile.complete:
-            raise ProfilingError(_incomplete(profile))
+            raise ProfilingError(f"strict=True and {unknown_work(profile)}")
         return profile
 
     # -- timing ----------------------------------------------------------------------------
@@ -431,19 +431,6 @@ def _own(table: object) -> Any:
     """The entries a profiler's map attribute holds itself: a live map's own entries, else the
     attribute as it is (a plain mapping, or something a check refuses)."""
     return table.own if isinstance(table, LiveFormulaMap) else table
-
-
-def _incomplete(profile: Profile) -> str:
-    """Why ``profile`` is not complete: which totals are lower bounds and what is unknown."""
-    unknown_macs = list(dict.fromkeys(r.path for r in profile.records
-                                      if r.self_ops is not None and r.self_macs is None))
-    parts = [f"modules {list(profile.unsupported)}" if profile.unsupported else "",
-             f"operators {profile.unsupported_ops}" if profile.unsupported_ops else "",
-             f"macs of modules {unknown_macs}" if unknown_macs else "",
-             f"backward operators {profile.backward_unsupported_ops}"
-             if profile.backward_unsupported_ops else ""]
-    return (f"strict=True and the {', '.join(profile.lower_bounds)} totals are lower bounds: "
-            f"no formula for {'; '.join(part for part in parts if part)}")
 
 
 def _cudnn_rnns_in_eval(root: nn.Module) -> list[nn.Module]:

@@ -568,3 +568,19 @@ class ProfileData:
             f"total_macs={self.total_macs}, complete={self.complete})"
         )
 
+
+def unknown_work(profile: ProfileData) -> str:
+    """Which of ``profile``'s totals are lower bounds and what had no formula, in one line
+    (``"the ops, macs totals are lower bounds: no formula for ..."``); for a complete
+    profile, ``""``."""
+    if profile.complete:
+        return ""
+    unknown_macs = list(dict.fromkeys(r.path for r in profile.records
+                                      if r.self_ops is not None and r.self_macs is None))
+    parts = [f"modules {list(profile.unsupported)}" if profile.unsupported else "",
+             f"operators {profile.unsupported_ops}" if profile.unsupported_ops else "",
+             f"macs of modules {unknown_macs}" if unknown_macs else "",
+             f"backward operators {profile.backward_unsupported_ops}"
+             if profile.backward_unsupported_ops else ""]
+    return (f"the {', '.join(profile.lower_bounds)} totals are lower bounds: "
+            f"no formula for {'; '.join(part for part in parts if part)}")

@@ -731,3 +731,12 @@ def test_per_refuses_what_it_would_drop(extra: list[str], message: str,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     assert main([TINY, "-i", "2x4", "--per", "call", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_csv_tables_notes_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    # a CSV file has no place for notes: which totals are lower bounds is said on stderr
+    status, out, err = run(capsys, f"{ROOT / MODELS}:opaque", "-i", "4x4", "-f", "csv")
+    assert status == 0 and out.startswith("module,type,")
+    assert "moduleprofiler: note: ops unknown or partial in 1 module(s): 1; ops, MACs and " \
+           "FLOPs totals are lower bounds" in err
+    assert "note: operators without a formula: aten.linalg_matrix_exp x1" in err

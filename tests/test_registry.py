@@ -176,7 +176,7 @@ def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
     assert profile.lower_bounds == ("macs",)
     assert not profile.complete
     assert profile.backward_complete is None  # no backward was profiled
-    assert ("note: macs unknown in 1 module(s) with known ops: 1; macs and flops totals are "
+    assert ("note: macs unknown in 1 module(s) with known ops: 1; MACs and FLOPs totals are "
             "lower bounds") in profile.tree().to_text(width=0)
 
 

@@ -13,7 +13,7 @@ from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.renamed import current_names
 from moduleprofiler.export.view import View
-from moduleprofiler.records import ProfileData
+from moduleprofiler.records import ProfileData, unknown_work
 from moduleprofiler.validate import check_bool
 
 if TYPE_CHECKING:
@@ -70,8 +70,11 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
         spec = column_spec(column)
         a = pd.to_numeric(left[column].reindex(paths), errors="coerce").reset_index(drop=True)
         b = pd.to_numeric(right[column].reindex(paths), errors="coerce").reset_index(drop=True)
-        names_of = {first: a, second: b, "delta": b - a,
-                    "ratio": b.astype("Float64") / a.astype("Float64").where(a != 0)}
+        # a lower bound (work without a formula) on either side leaves the difference unknown
+        exact = ~(_lower_bounds(left, column, paths) | _lower_bounds(right, column, paths))
+        names_of = {first: a, second: b, "delta": (b - a).where(exact),
+                    "ratio": (b.astype("Float64") / a.astype("Float64").where(a != 0)
+                              ).where(exact)}
         for suffix, values in names_of.items():
             name = f"{column}_{suffix}"
             frame[name] = values.to_numpy()
@@ -83,8 +86,40 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
         changed |= (known & (a != b)).astype(bool) | (a.isna() != b.isna())
     if changed_only:
         frame = frame[changed.to_numpy()].reset_index(drop=True)
+    notes = tuple(f"{name}: {unknown_work(profile)}; where a row holds that work, its "
+                  "delta and ratio are unknown"
+                  for name, profile in ((first, before), (second, after))
+                  if profile.counted and not profile.complete)
     return View(frame=frame, columns=tuple(shown), kind="compare",
-                title=f"{first} vs {second}", overrides=overrides)
+                title=f"{first} vs {second}", overrides=overrides, notes=notes)
+
+
+_FORWARD_COUNTS = ("ops", "macs", "flops")
+
+
+def _lower_bounds(frame: pd.DataFrame, column: str, paths: list[str]) -> pd.Series:
+    """Per path, whether ``frame``'s ``column`` is only a lower bound there: a count that
+    includes work without a formula (an inclusive count of a module not ``complete``, an own
+    count of a ``mixed`` call, a backward count of a module not ``backward_complete``)."""
+    if column.startswith(("backward_", "self_backward_")):
+        flag = "backward_complete"
+    elif column in _FORWARD_COUNTS:
+        flag = "complete"
+    elif column.removeprefix("self_") in _FORWARD_COUNTS:
+        if "ops_source" not in frame:
+            return pd.Series(False, index=range(len(paths)))
+        return _is_false(frame["ops_source"].reindex(paths).ne("mixed"))
+    else:
+        return pd.Series(False, index=range(len(paths)))
+    if flag not in frame:
+        return pd.Series(False, index=range(len(paths)))
+    # a path the profile lacks holds no value to bound (reindex gives <NA>: not a bound)
+    return _is_false(frame[flag].reindex(paths))
+
+
+def _is_false(flags: pd.Series) -> pd.Series:
+    """``flags == False`` with unknown (``<NA>``, ``None``) as not False, indexed 0..n-1."""
+    return flags.eq(False).fillna(False).astype(bool).reset_index(drop=True)
 
 
 def _type_of(before: str | None, after: str | None) -> str | None:

@@ -165,6 +165,12 @@ def _fold_note(runs: dict[str, int], frame: pd.DataFrame) -> str:
     return f"identical blocks folded, their numbers summed: {names} (fold=False shows each)"
 
 
+def _joined(*parts: str) -> str:
+    """The note line: what the table folded or left out, then the view's notes (which of its
+    numbers are lower bounds, what was not called...), each once."""
+    return "; ".join(dict.fromkeys(part for part in parts if part))
+
+
 @dataclass(frozen=True)
 class _Page:
     """The rows a table shows, how, and what its note line says."""
@@ -186,7 +192,7 @@ def _fit_height(view: ViewData, environment: str | None, rows: Rows, runs: dict[
         return float_height(len(frame), caption_lines=caption_lines,
                             note_lines=text_lines(note, width, NOTE_SCALE)) <= height
 
-    note = _fold_note(runs, view.frame)
+    note = _joined(_fold_note(runs, view.frame), *view.notes)
     if environment == "longtable" or fits(view.frame, note):
         return _Page(view, environment, note)
     cut = rows == "page" and view.all_rows and "depth" in view.frame
@@ -195,10 +201,10 @@ def _fit_height(view: ViewData, environment: str | None, rows: Rows, runs: dict[
         for depth in range(max(int(depths.max()) - 1, 1), 0, -1):
             kept = view.frame[depths <= depth].reset_index(drop=True)
             hidden = len(view.frame) - len(kept)
-            note = "; ".join(part for part in (
+            note = _joined(
                 f"modules to depth {depth} shown, {hidden} deeper rows hidden to fit the page "
                 "(rows='all' shows every row)" if hidden else "",
-                _fold_note(runs, kept)) if part)
+                _fold_note(runs, kept), *view.notes)
             if fits(kept, note):
                 return _Page(replace(view, frame=kept), environment, note)
         view = replace(view, frame=kept)  # depth 1, the least a table of modules says
@@ -280,7 +286,9 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
     line = float(width) if width is not None else \
         WIDE_PT if environment == "table*" else LINEWIDTH_PT
     page = float(height) if height is not None else TEXTHEIGHT_PT
-    note = ""
+    # the view's notes say which numbers are lower bounds: a pasted table keeps them (the
+    # 0.0.4 writers' raw tables stay as they were)
+    note = "" if view.raw else _joined(*view.notes)
     if fit and not view.raw:
         view, runs = _fold(view) if fold else (view, {})
         if boxed:
@@ -342,4 +350,6 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
                           "profile.to_latex() fits a page", LatexFitWarning)
     if environment == "longtable":
         text = "% needs \\usepackage{longtable} (and booktabs)\n" + text
+    if not boxed:  # a bare tabular goes into the caller's own float: the notes as comments
+        return "".join(f"% note: {line}\n" for line in view.notes if not view.raw) + text
     return _with_note(text, note, environment)

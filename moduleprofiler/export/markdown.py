@@ -20,7 +20,9 @@ def escape_markdown(text: str) -> str:
 
 
 def render_markdown(view: ViewData) -> str:
-    """One header row, an alignment row (numbers right-aligned), one row per module."""
+    """One header row, an alignment row (numbers right-aligned), one row per module, then the
+    view's notes as a list (a table pasted on its own must still say which of its numbers are
+    lower bounds; the 0.0.4 writers' raw tables stay bare)."""
     specs = view.specs(view.data_columns)
     headers = [escape_markdown(spec.label) for spec in specs.values()]
     align = ["---:" if spec.numeric else ":---" for spec in specs.values()]
@@ -30,4 +32,7 @@ def render_markdown(view: ViewData) -> str:
         columns.append([escape_markdown(format_cell(value)) for value in view.frame[name]])
     lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(align) + " |"]
     lines.extend("| " + " | ".join(row) + " |" for row in zip(*columns))
+    if view.notes and not view.raw:
+        lines.append("")
+        lines.extend(f"- note: {escape_markdown(note)}" for note in view.notes)
     return "\n".join(lines) + "\n"

@@ -89,4 +89,21 @@ def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
     overrides = {name: replace(column_spec(name), label=label, aggregation="none")
                  for name, label in _LABELS.items()}
     return View(frame=frame, columns=tuple(shown), kind="summary", title="Model summary",
-                overrides=overrides)
+                overrides=overrides, notes=lower_bound_notes(_named(profiles)))
+
+
+_BOUNDED = {"ops": ("ops",), "macs": ("MACs", "FLOPs"), "backward": ("backward counts",)}
+"""What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
+
+
+def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
+    """One note per kind of incompleteness, naming the models whose row it bounds from below
+    (a row of totals cannot carry its model's notes: they are in each model's own views)."""
+    models: dict[str, list[str]] = {}
+    for name, profile in named:
+        if profile.counted and profile.lower_bounds:
+            words = [word for total in profile.lower_bounds for word in _BOUNDED[total]]
+            text = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1]
+            models.setdefault(text, []).append(name)
+    return tuple(f"{', '.join(names)}: {text} are lower bounds (work without a formula; "
+                 "each model's own notes say where)" for text, names in models.items())

@@ -33,8 +33,8 @@ def notebook_html(view: ViewData) -> str:
     view = view.folded()
     element = unique_id()
     table = render_html_table(view, table_id=element)
-    foot = [line for line in (totals_line(view, UNICODE), *(f"note: {note}" for note in view.notes))
-            if line]
+    foot = [line for line in (totals_line(view, UNICODE),
+                              *(f"note: {note}" for note in (*view.hints, *view.notes))) if line]
     specs = view.specs(view.data_columns).values()
     numeric = "".join(f"#{element} th.col{index} {{ text-align: right; }}\n"
                       for index, spec in enumerate(specs) if spec.numeric)

@@ -22,6 +22,7 @@ from moduleprofiler.export.select import (
     column_total,
     default_columns,
     extra_columns,
+    profile_hints,
     profile_notes,
     table_view,
     top_view,
@@ -232,7 +233,7 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
         "subtitle": subtitle,
         "version": __version__,
         "cards": _cards(profile),
-        "notes": list(profile_notes(profile)),
+        "notes": [*profile_hints(profile), *profile_notes(profile)],
         "charts": _charts(profile),
         "tree": _tree(tree, bar),
         "tree_caption": "Numbers of a module include its children" + (

@@ -265,16 +265,23 @@ def listing(items: Sequence[str], limit: int = NOTE_ITEMS) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
+def profile_hints(profile: Profile) -> tuple[str, ...]:
+    """Advice under an interactive view of ``profile`` (:attr:`ViewData.hints`)."""
+    if _counted_nothing(profile):
+        return ("this pass counts no ops: merge it into a profile() result "
+                "(profile.merge(this)) to see both",)
+    return ()
+
+
 def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ...]:
     """Caveats that belong under any table of ``profile`` (``uncalled_note=False``: without
     the list of modules never called, which only the views of every module show)."""
     notes = []
-    if _counted_nothing(profile):
-        notes.append("this pass counts no ops: merge it into a profile() result "
-                     "(profile.merge(this)) to see both")
-    elif profile.unsupported:
+    if profile.counted and profile.unsupported:
+        # unknown ops leave the MACs (and so the FLOPs) unknown too: every total they feed
         notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
-                     f"{listing(profile.unsupported)}; ops totals are lower bounds")
+                     f"{listing(profile.unsupported)}; ops, MACs and FLOPs totals are lower "
+                     "bounds")
     if profile.unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
         notes.append(f"operators without a formula: {listing(ops)}")
@@ -289,7 +296,7 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         r.path for r in profile.records if r.self_ops is not None and r.self_macs is None))
     if macs_unknown:
         notes.append(f"macs unknown in {len(macs_unknown)} module(s) with known ops: "
-                     f"{listing(macs_unknown)}; macs and flops totals are lower bounds")
+                     f"{listing(macs_unknown)}; MACs and FLOPs totals are lower bounds")
     if profile.backward_unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.backward_unsupported_ops.items()]
         notes.append(f"backward operators without a formula: {listing(ops)}; backward "
@@ -423,6 +430,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
                 notes=(*profile_notes(profile), *_shared_note(profile, base)),
+                hints=profile_hints(profile),
                 optional=_optional(["type", *shown], columns is not None),
                 keep=_asked(shown, columns, pct_column), module_order=True,
                 all_rows=whole, blocks=blocks)
@@ -477,6 +485,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
                 title=title, totals=_totals(profile),
                 notes=(*profile_notes(profile), *_tied_note(frame, shown)),
+                hints=profile_hints(profile),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
                 keep=_asked(shown, columns, sort_by, pct_column),
                 module_order=module_order, blocks=blocks,
@@ -534,7 +543,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
                          "depth")
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=notes, optional=("modules", "calls"), keep=(target, pct))
+                notes=notes, hints=profile_hints(profile), optional=("modules", "calls"),
+                keep=(target, pct))
 
 
 UNHOOKED_RUN_CLAUSE = ("; one run without its hooks (module.forward(x), a class replacing "

@@ -230,5 +230,5 @@ def _footer(view: ViewData, glyphs: Glyphs, hidden: list[str], width: int | None
         lines.append(convention)
     if hidden:
         lines.append(hidden_note(hidden, width))
-    lines.extend(f"note: {note}" for note in view.notes)
+    lines.extend(f"note: {note}" for note in (*view.hints, *view.notes))
     return wrap_footer(lines, width)

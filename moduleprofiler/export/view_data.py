@@ -31,7 +31,12 @@ class ViewData:
     totals: Mapping[str, int | float] = field(default_factory=dict)
     """Whole-profile totals by column name, printed under text tables."""
     notes: tuple[str, ...] = ()
-    """Caveats printed under text tables (unknown ops, unsupported operators, ...)."""
+    """Caveats printed under every table (unknown ops, unsupported operators, ...): they say
+    what the numbers shown are, so Markdown and LaTeX keep them too."""
+    hints: tuple[str, ...] = ()
+    """Advice for a reader at a terminal or in a notebook (how to see more: "merge it into a
+    profile() result"), printed before the notes by the text and notebook views; a table
+    pasted into a document (Markdown, LaTeX) leaves it out."""
     overrides: Mapping[str, ColumnSpec] = field(default_factory=dict)
     """Column specs that differ from the registry (e.g. ``compare``'s ``ops_before``)."""
     raw: bool = False

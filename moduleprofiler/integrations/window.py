@@ -47,6 +47,7 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.memory import MemoryReport
+from moduleprofiler.records import unknown_work
 from moduleprofiler.timing import TrainingProfiler
 from moduleprofiler.warn import warn
 
@@ -83,7 +84,9 @@ DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
 
 class WindowWarning(UserWarning):
     """The profiling window did not profile what it was asked to: the profiling failed (the
-    callback then turns itself off), or training ended before the window. Training goes on."""
+    callback then turns itself off), or training ended before the window; or what it logs is
+    a lower bound (some work had no formula: ``ops``, ``flops`` and ``mfu`` count only the
+    rest). Training goes on."""
 
 COUNT_COLUMNS = ("params", "ops", "flops", "backward_flops",
                  "saved_bytes", "train_max_live_bytes")
@@ -381,6 +384,9 @@ class StepWindow:
                                 f"read '{PREFIX}/{new}' (the same number, named as the "
                                 "column of profile.summary())")
         scalars.update(module_scalars(profile, self.depth))
+        if not profile.complete:  # a scalar cannot say it is a lower bound: said once here
+            warn(WindowWarning(f"moduleprofiler: the logged ops, flops, backward_flops and "
+                               f"mfu count only the work with a formula: {unknown_work(profile)}"))
         return WindowResult(profile, scalars, step_ms,
                             None if found is None else found.mfu, found, memory=self._memory)
 

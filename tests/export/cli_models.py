@@ -100,3 +100,13 @@ def two_inputs() -> nn.Module:
 
 __all__ = ["broken", "embedder", "not_a_module", "raises", "tiny", "torch", "two_inputs",
            "with_backbone_weights", "with_weights"]
+
+
+class _Opaque(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.linalg.matrix_exp(x)  # an operator without a formula
+
+
+def opaque() -> nn.Module:
+    """A Linear, then work no formula counts: the totals are lower bounds."""
+    return nn.Sequential(nn.Linear(4, 4), _Opaque())

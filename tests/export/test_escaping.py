@@ -70,9 +70,10 @@ def test_escape_latex_matches_pandas_for_names() -> None:
 def test_markdown_cells_cannot_break_the_table_or_inject_html() -> None:
     md = hostile().to_markdown()
     assert md is not None
-    lines = md.strip().splitlines()
-    widths = {len(re.findall(r"(?<!\\)\|", line)) for line in lines}
+    table, _, notes = md.partition("\n\n")  # the notes follow the table, as a list
+    widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table.splitlines()}
     assert widths == {9}  # 8 columns -> 9 unescaped pipes on every line
+    assert notes.startswith("- note: ") and not re.search(r"(?<!\\)\|", notes)
     assert "<script>" not in md and "<img" not in md and "<b>" not in md
     assert escape_markdown("a|b*c_d") == r"a\|b\*c\_d"
 

@@ -44,7 +44,9 @@ def test_save_passes_options_to_the_view_and_renderer(tmp_path: Path) -> None:
     tiny().save(tmp_path / "modules.csv", aggregate="module")
     assert (tmp_path / "modules.csv").read_text(encoding="utf-8").startswith("module,type")
     tiny().table(max_depth=1).save(tmp_path / "view.md")
-    assert (tmp_path / "view.md").read_text(encoding="utf-8").count("\n") == 8
+    table, _, notes = (tmp_path / "view.md").read_text(encoding="utf-8").partition("\n\n")
+    assert table.count("\n") == 7  # header, alignment row, root, 5 modules at depth 1
+    assert notes.count("- note: ") == 3  # unknown ops, an operator without formula, not called
 
 
 def test_format_names_and_errors(tmp_path: Path) -> None:

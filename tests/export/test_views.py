@@ -93,6 +93,39 @@ def test_compare_two_runs() -> None:
     assert full.loc["conv", "ops_ratio"] == 1.0
 
 
+class _Opaque(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x)  # no formula: unknown work
+
+
+class _HalfKnown(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x) + x  # the add is counted, the exponential is not
+
+
+def test_compare_leaves_the_difference_of_a_lower_bound_unknown() -> None:
+    x = torch.randn(4, 4)
+    before = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 4), _Opaque(), _HalfKnown()), x)
+    after = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.ReLU()), x)
+    view = compare(before, after, ["ops", "self_ops"])
+    frame = view.df.set_index("module")
+    # Linear: 4 rows x 4 outputs x (2 x 4 - 1) + 16 bias adds = 128 ops on both sides: exact
+    assert (frame.loc["0", "ops_delta"], frame.loc["0", "ops_ratio"]) == (0, 1.0)
+    # the root counts 128 + the half-known module's add (16) = 144 of unknown more before,
+    # 128 + 2 ReLUs x 16 = 160 after: 16 more was the old table's claim; it is unknown
+    root = frame.loc["__root__"]
+    assert (root["ops_before"], root["ops_after"]) == (144, 160)
+    assert pd.isna(root["ops_delta"]) and pd.isna(root["ops_ratio"])
+    # own counts: the half-known module's 16 is a lower bound (its own work is mixed); the
+    # root's own 0 is exact on both sides
+    assert frame.loc["2", "self_ops_before"] == 16 and pd.isna(frame.loc["2", "self_ops_delta"])
+    assert root["self_ops_delta"] == 0
+    assert view.notes == ("before: the ops, macs totals are lower bounds: no formula for modules "
+                          "['1', '2']; operators {'aten.linalg_matrix_exp': 2}; where a row "
+                          "holds that work, its delta and ratio are unknown",)
+    assert compare(after, after).notes == ()
+
+
 @pytest.mark.parametrize(("call", "error", "message"), [
     # each was a deep error or a wrong table: AttributeError '_frames', the letters of "ops"
     # as three unknown columns, "too many values to unpack", "xy" read as two names

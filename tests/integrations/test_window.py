@@ -418,3 +418,26 @@ def test_the_memory_peak_is_logged_under_the_summarys_name() -> None:
     peak = result.scalars["moduleprofiler/training_peak_bytes"]
     assert peak == summary.loc[0, "training_peak_bytes"] == result.memory.training.peak_bytes
     assert result.scalars["moduleprofiler/peak_bytes"] == peak > 0
+
+
+class _Opaque(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x.reshape(3, 2, 2)).reshape(3, 4)  # no formula
+
+
+def test_a_window_whose_counts_are_lower_bounds_says_so_and_training_goes_on() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(_Opaque(), nn.Linear(4, 2))
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False)
+    with pytest.warns(WindowWarning, match=r"the logged ops, flops, backward_flops and mfu "
+                      r"count only the work with a formula: the ops, macs totals "
+                      r"are lower bounds: no formula for modules \['0'\]; operators "
+                      r"\{'aten.linalg_matrix_exp': 1\}"):
+        results = _train(model, window, steps=3)
+    # the Linear's forward is still counted: 3 rows x 2 outputs x 4 inputs = 24 MACs
+    assert results[0].profile.total_macs == 24 and not results[0].profile.complete
+
+
+def test_a_complete_window_warns_of_nothing(recwarn: pytest.WarningsRecorder) -> None:
+    _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False))
+    assert not [w for w in recwarn if issubclass(w.category, WindowWarning)]
