@@ -17,7 +17,7 @@ or that booking dropped, and the first block's kernels beside those of the hook-
 ``--proof``: ``gpu_kernel_clock.check`` (the hook-free truth per block against
 ``time_modules``' ``device_ms``) for ResNet-50, ViT-B/16, MobileNetV3-Large and ConvNeXt-T at
 batch 32 in fp32 and bf16 (CNNs channels_last), plus ResNet-50 at batch 128 fp32 and
-ConvNeXt-T batch 64 bf16 channels_last; then each model's regime (``to_dict()['bound']``), its
+ConvNeXt-T batch 64 bf16 channels_last; then each model's regime (``to_dict()['time_bound']``), its
 root row's ``time_bound`` and its summary.
 """
 
@@ -260,7 +260,8 @@ def check(label: str, model: nn.Module, x: Any, blocks: Sequence[str], truth_ite
         errors.append(error)
         print(f"   {name:<36}{truth[name]:>10.4f}{ours:>11.4f}{error:>+8.2f}")
     root = columns[""]
-    print(f"   regime {summary.get('bound')} (busy {100 * summary['device_busy_share']:.0f} %);"
+    busy = 100 * summary["device_busy_share"]
+    print(f"   regime {summary.get('time_bound')} (busy {busy:.0f} %);"
           f" root row time_bound {root['time_bound']}; host {root['host_ms']:.3f} ms, "
           f"device {root['device_ms']:.3f} ms")
     print(timing.report())

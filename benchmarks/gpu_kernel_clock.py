@@ -350,7 +350,7 @@ def main() -> None:
     print(f"\n== two GPU spins (2e6 and 5e5 cycles): device {columns['0']['device_ms']:.4f} / "
           f"{columns['1']['device_ms']:.4f} ms, host {columns['0']['host_ms']:.4f} / "
           f"{columns['1']['host_ms']:.4f} ms, bound {columns['0']['time_bound']} / "
-          f"{columns['1']['time_bound']}; model {timing.to_dict().get('bound')}")
+          f"{columns['1']['time_bound']}; model {timing.to_dict().get('time_bound')}")
     print(f"\nworst block error per case (%): {', '.join(f'{w:.2f}' for w in worst)}")
 
 

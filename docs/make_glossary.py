@@ -21,11 +21,18 @@ import moduleprofiler.language
 import moduleprofiler.memory
 import moduleprofiler.prediction
 import moduleprofiler.timing  # noqa: F401
+from moduleprofiler.distributed.gathered import ACROSS_RANKS
 from moduleprofiler.export.columns import ColumnSpec, registered_columns
+from moduleprofiler.export.keys import DOCUMENT_KEYS
+from moduleprofiler.facts import TimingFacts
 from moduleprofiler.integrations.window import MODEL_SCALARS
 from moduleprofiler.language.generation import GenerationProfile
-from moduleprofiler.memory.report import MemoryReport
+from moduleprofiler.memory.report import MemoryReport, PassMemory
+from moduleprofiler.prediction.predict import PredictedProfile
+from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.summary_row import SUMMARY_ONLY
+from moduleprofiler.timing.latency import LatencyResult
+from moduleprofiler.timing.results import TimedModules
 
 PAGE = Path(__file__).resolve().parent / "glossary.md"
 
@@ -71,6 +78,36 @@ _WINDOW_ONLY = {name: meaning for name, meaning in MODEL_SCALARS.items()
 ``profile.summary()``'s)."""
 
 
+KEYS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("Profile.to_dict(), JSON", DOCUMENT_KEYS),
+    ("a timing's facts", TimingFacts.KEYS),
+    ("a timing's to_dict()", TimedModules.KEYS),
+    ("LatencyResult.to_dict()", LatencyResult.KEYS),
+    ("MemoryReport.to_dict()", PassMemory.KEYS),
+    ("PredictedProfile result_fields", PredictedProfile.KEYS),
+    ("PredictionSweep.to_dict()", PredictionSweep.KEYS),
+    ("--generate -f json", GenerationProfile.KEYS),
+)
+"""Where each table of structural keys is found, and the table (name -> meaning)."""
+
+
+def _key_rows(taken: set[str]) -> tuple[list[str], list[str]]:
+    """The rows of the keys table, one a name (a name several tables hold: its places and
+    meanings joined), and the sentences for the keys whose name the page gives a column or
+    number already (``taken``): there the key means something else, said once beside it."""
+    merged: dict[str, tuple[list[str], list[str]]] = {}
+    for where, keys in KEYS:
+        for name, meaning in keys.items():
+            places, meanings = merged.setdefault(name, ([], []))
+            places.append(where)
+            meanings.append(meaning)
+    rows = [_plain_row(name, ", ".join(places), "; ".join(meanings))
+            for name, (places, meanings) in merged.items() if name not in taken]
+    also = [f"* `{name}` ({', '.join(places)}): {'; '.join(meanings)}"
+            for name, (places, meanings) in merged.items() if name in taken]
+    return rows, also
+
+
 def _plain_row(name: str, where: str, meaning: str) -> str:
     return f"| `{name}` | {_cell(where)} | {_cell(meaning)} |"
 
@@ -81,6 +118,10 @@ def glossary() -> str:
     specs = sorted(registered_columns(), key=lambda spec: spec.name)
     shown = [spec for spec in specs if spec.kind != "samples"]
     samples = [spec for spec in specs if spec.kind == "samples"]
+    key_rows, also = _key_rows({spec.name for spec in specs} | set(SUMMARY_ONLY)
+                               | set(GenerationProfile.SUMMARY_ONLY)
+                               | set(MemoryReport.TOTALS_ONLY) | set(_WINDOW_ONLY)
+                               | set(ROW_KEYS))
     header = ["| column | label | unit | own or inclusive | meaning |",
               "|---|---|---|---|---|"]
     lines = [
@@ -114,6 +155,18 @@ def glossary() -> str:
         "these names for any column; `--min-pct` filters on `ops_pct`, or on the share of",
         "`--sort`'s column.",
         "",
+        f"## Across ranks ({len(ACROSS_RANKS)})",
+        "",
+        "`DistributedProfile.module_stats()` gives, per module, these statistics of a column",
+        "across the ranks under its name with the suffix appended (`macs_median`,",
+        "`self_macs_skew`), and `stragglers(by=)` the last three of its `by` column",
+        "(`time_median_ms_excess`); the column's unit holds, except for `_skew` and `_ratio`.",
+        "",
+        "| name | where | meaning |",
+        "|---|---|---|",
+        *(_plain_row(f"<column>_{suffix}", "DistributedProfile", meaning)
+          for suffix, meaning in ACROSS_RANKS.items()),
+        "",
         f"## Whole-model and whole-run numbers ({len(SUMMARY_ONLY)} + "
         f"{len(GenerationProfile.SUMMARY_ONLY)} + {len(MemoryReport.TOTALS_ONLY)} + "
         f"{len(_WINDOW_ONLY)} + {len(ROW_KEYS)})",
@@ -137,6 +190,23 @@ def glossary() -> str:
           for name, meaning in MemoryReport.TOTALS_ONLY.items()),
         *(_plain_row(name, "callback scalar", meaning) for name, meaning in _WINDOW_ONLY.items()),
         *(_plain_row(name, "row key", meaning) for name, meaning in ROW_KEYS.items()),
+        "",
+        f"## Keys of dicts and JSON documents ({len(key_rows)})",
+        "",
+        "The plain-Python views (`to_dict()`) and JSON documents of every result hold the",
+        "columns above under the same names (a record's `ops`, a module's `params`, a",
+        "memory pass's `saved_bytes`) inside these keys, which name the document's parts and",
+        "the facts of a run rather than a per-module number. Maps keyed by data (a column",
+        "name, a module path, a phase, a dtype, an environment variable) are not listed.",
+        "",
+        "| name | where | meaning |",
+        "|---|---|---|",
+        *key_rows,
+        "",
+        "These keys bear the name of a column or number above, and mean something else",
+        "where they are keys:",
+        "",
+        *also,
         "",
         f"## Per-iteration samples ({len(samples)})",
         "",

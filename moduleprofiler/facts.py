@@ -13,7 +13,7 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 DEVICE_BOUND_BUSY = 0.8
 """A model whose device is busy at least this share of the hook-free forward is device-bound:
@@ -148,6 +148,103 @@ class TimingFacts:
     calibration, the environment, the whole-iteration times with and without hooks, how many
     iterations were kept and dropped and why the run stopped, the hook-free regime under the
     kernel clock, a training timing's step phases, and the warnings it issued."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        # the facts' own fields
+        "facts": "a timing result's facts about the run as a whole (the JSON's object of "
+                 "them; a timing's to_dict() holds them at its top level)",
+        "clock": "the clock that timed the calls: host, cuda_events, kernel or compiled",
+        "device_name": "the device's own name (a GPU's; the processor on the CPU)",
+        "calibration": "the hooks' per-call costs on the device, in ns",
+        "environment": "what moves timings, read at the start of the run: threads, load, "
+                       "library switches, the device's properties",
+        "hardware": "the machine: host name, operating system, processors, memory, GPUs "
+                    "(0.0.4's get_hardware_specs())",
+        "confidence": "the level of the medians' confidence intervals (0.95)",
+        "iterations": "kept iterations: the samples each statistic is of",
+        "dropped": "timed iterations discarded before the kept ones (drop_first)",
+        "stop_reason": "why the timed phase ended: target_ci, max_seconds or num_iters",
+        "elapsed_s": "wall time of the timed phase, dropped iterations included",
+        "budget": "how the run's time budget went, phase by phase",
+        "hooked_ms": "the whole iteration with hooks, one a kept iteration",
+        "hook_free_ms": "the whole iteration without hooks, one an interleaved round",
+        "hook_free": "kernel clock: the traced iteration without hooks (the model's regime)",
+        "device_booked_ms": "kernel clock: device time booked to module calls over the traced "
+                            "iterations",
+        "device_total_ms": "kernel clock: all device time of the traced session",
+        "phases_ms": "training: per-step times of the phases of hook-free steps (forward, "
+                     "loss, backward, optimizer, step), by phase",
+        "hooked_phases_ms": "training: phases_ms of each kind of hooked step (forward_hooks, "
+                            "backward_hooks)",
+        "unattributed_ms": "training: backward time of nodes made outside every module (the "
+                           "loss), one a step",
+        "method": "training: how backward time is attributed to modules (nodes)",
+        "separate_passes": "training: forward and backward samples come from different "
+                           "kinds of step",
+        "compiled": "compiled clock: the compiled graphs, their breaks and the recompilations",
+        "warnings": "the warnings the run issued, in words",
+        # the hook-free trace
+        "unprofiled": "hook_free: its latency_ms and host_ms come from iterations run before "
+                      "the process's first kernel-record session",
+        # the compiled facts
+        "regions": "compiled: the compiled graphs in call order",
+        "recompilations": "compiled: the forwards Dynamo compiled again, each with the "
+                          "guard that failed",
+        "graph": "a compiled graph's key (its kernels' profiler ranges carry it)",
+        "first": "the module of a compiled graph's first operation",
+        "last": "the module of a compiled graph's last operation",
+        "breaks_in": "where the graph breaks after a compiled graph: the deepest module "
+                     "holding its last operation and the next graph's first",
+        "reason": "why Dynamo broke the graph, or compiled a forward again",
+        "at": "the line of the user's code a graph broke at",
+        # the calibration
+        "attribution_ns": "calibration: the time a hooked empty module reads as its own",
+        "per_call_ns": "calibration: whole-model cost of one hooked call",
+        "grad_per_call_ns": "calibration: forward cost of one hooked call that makes an "
+                            "autograd node",
+        "backward_attribution_ns": "calibration: backward time read for a trivial node",
+        # the budget
+        "max_seconds": "budget: the time asked for (None: none)",
+        "setup_s": "budget: seconds before the loop (calibration, clock, environment)",
+        "warmup_s": "budget: seconds of warm-up and dropped iterations",
+        "rounds_s": "budget: seconds of the interleaved rounds",
+        "finish_s": "budget: seconds after the rounds, inside the loop",
+        "total_s": "budget: seconds of the whole call up to the end of the loop",
+        "kept": "budget: kept samples of the shortest watched series",
+        "min_kept": "budget: the fewest kept samples the stopping rule trusts (min_iters)",
+        "min_traced": "budget: the fewest kept iterations of a traced block",
+        "warmup_cut": "budget: the budget ended the warm-up before its own target",
+        "cut_short": "budget: the budget ended the rounds with fewer than min_kept samples",
+        # the environment
+        "torch_version": "the PyTorch version that ran the model",
+        "intraop_threads": "intra-op threads while timing (torch.get_num_threads())",
+        "interop_threads": "inter-op threads while timing",
+        "cpu_count": "logical processors of the machine",
+        "loadavg": "the machine's load averages (1, 5, 15 minutes) at the start",
+        "omp_mkl_env": "the OMP_, MKL_ and KMP_ environment variables, by name",
+        "allocator_env": "the allocator's environment variables that were set, by name",
+        "mkldnn_enabled": "whether oneDNN (mkldnn) was on",
+        "minor_faults_per_iter": "minor page faults per timed iteration",
+        "step_kinds": "training: the kinds of step the run timed (plain, forward_hooks, "
+                      "backward_hooks)",
+        "cuda_version": "CUDA: the CUDA version PyTorch was built with",
+        "cudnn_benchmark": "CUDA: torch.backends.cudnn.benchmark",
+        "cudnn_allow_tf32": "CUDA: torch.backends.cudnn.allow_tf32",
+        "matmul_allow_tf32": "CUDA: torch.backends.cuda.matmul.allow_tf32",
+        "multi_processor_count": "CUDA: the GPU's streaming multiprocessors",
+        "gpu_clock_mhz": "CUDA: the GPU's clock at the start (needs pynvml)",
+        # the hardware
+        "host_name": "hardware: the machine's host name",
+        "os": "hardware: the operating system",
+        "os_release": "hardware: its release",
+        "total_memory": "hardware: the machine's memory (\"<int> MB\")",
+        "gpu": "hardware: the GPUs' names, or \"unavailable\"",
+    }
+    """The keys of a timing's facts (:meth:`to_dict`, the JSON's ``facts``) and of what they
+    nest (the hook-free trace, the compiled facts, the calibration, the budget, the
+    environment, the hardware) that no other table of the glossary holds, with their
+    meaning (docs/glossary.md lists them); a latency's (``LatencyResult.to_dict()``) are
+    these too."""
 
     clock: str
     device: str

@@ -395,8 +395,9 @@ NOT_A_PROFILE: dict[str, str] = {
                      "Measurement): no module, no rows; it is summary()'s latency argument",
     "PredictionSweep": "one row per batch size and dtype, each a whole predicted pass: "
                        "to_df() is that table",
-    "DistributedProfile": "one Profile per rank: summary() the group's one-row table, to_df() "
-                          "one row per rank and module, totals() its dict of whole-run numbers",
+    "DistributedProfile": "one Profile per rank: summary() the group's one-row table, module() "
+                          "a module's facts (the same on every rank holding it), to_df() one "
+                          "row per rank and module, totals() its dict of whole-run numbers",
     "ExpertLoad": "a listener that counts the tokens each expert gets: to_df() one row per "
                   "layer and expert",
     "KVCacheSize": "the layers of one key/value cache: to_df() one row per layer",

@@ -8,6 +8,7 @@ import functools
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from itertools import combinations
 from pathlib import Path
@@ -111,7 +112,10 @@ def _table_results() -> dict[str, pd.DataFrame]:
     tables["PredictionSweep.to_df()"] = Profiler().sweep(_model(), torch.randn(4, 8),
                                                          batch_sizes=[1, 2]).to_df()
     counted = Profiler().profile(_model(), torch.randn(4, 8))
-    tables["DistributedProfile.to_df()"] = DistributedProfile((counted, counted)).to_df()
+    ranks = DistributedProfile((counted, Profiler().profile(_model(), torch.randn(6, 8))))
+    tables["DistributedProfile.to_df()"] = ranks.to_df()
+    tables["DistributedProfile.module_stats()"] = ranks.module_stats()
+    tables["DistributedProfile.stragglers()"] = ranks.stragglers(by="self_macs")
     tables["TrainingProfiler.result().to_df('module')"] = _training_profiler().to_df("module")
     return tables
 
@@ -120,15 +124,26 @@ def test_every_column_of_a_table_that_is_no_profile_is_registered() -> None:
     # ExpertLoad's tables (layer, expert, tokens, share, experts, top_k, ...) and a cache's
     # (layer, kind, tokens, capacity, key_bytes, ...) were in no registry and no glossary;
     # "layer" was a module path in one and a position in the other, "tokens" the cache's
-    # context_tokens. Row keys of such tables are registered columns too.
+    # context_tokens; the ranks' module_stats() (macs_median...) and stragglers() (median,
+    # excess, ratio) columns were named nowhere. Row keys of such tables are registered
+    # columns too.
     tables = _table_results()  # their packages imported: every column they declare
     page = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text(
         encoding="utf-8")
     row_keys = {line.split("`")[1] for line in page.splitlines()
                 if line.startswith("| `") and "| row key |" in line}  # a sweep's dtype
     registered = {spec.name for spec in registered_columns()} | row_keys
-    unknown = {name: [column for column in frame.columns if column not in registered
-                      and column.removesuffix("_pct") not in registered]
+    # a statistic across ranks of a column: <column>_median, <column>_skew...
+    suffixes = tuple(line.split("`")[1].removeprefix("<column>") for line in page.splitlines()
+                     if line.startswith("| `<column>_"))
+    assert "_median" in suffixes
+
+    def named(column: str) -> bool:
+        return column in registered or column.removesuffix("_pct") in registered or any(
+            column.endswith(suffix) and column.removesuffix(suffix) in registered
+            for suffix in suffixes)
+
+    unknown = {name: [column for column in frame.columns if not named(column)]
                for name, frame in tables.items()}
     assert {name: columns for name, columns in unknown.items() if columns} == {}
 
@@ -476,3 +491,91 @@ def test_every_callback_scalar_is_in_the_glossary() -> None:
     # a name the model table holds is its column: the window's peak is the summary's
     assert "training_peak_bytes" in MODEL_SCALARS and "training_peak_bytes" in SUMMARY_ONLY
     assert not set(DEPRECATED_SCALARS) & set(MODEL_SCALARS)
+
+
+# -- every key of every dict and JSON document is in the glossary ----------------------------
+DATA_KEYED: dict[str, str] = {
+    "columns": "column names (each checked to be a glossary name)",
+    "module_metrics": "module paths",
+    "phases_ms": "step phases (forward, loss, backward, optimizer, step)",
+    "hooked_phases_ms": "kinds of hooked step, then step phases",
+    "phases_median_ms": "step phases",
+    "device_bound_from": "dtypes",
+    "largest_batch": "dtypes",
+    "omp_mkl_env": "environment variables",
+    "allocator_env": "environment variables",
+    "unsupported_ops": "operator names",
+    "backward_unsupported_ops": "operator names",
+}
+"""Keys whose value is a map keyed by data, not by names of the vocabulary."""
+
+
+def _unnamed_keys(value: object, names: set[str], where: str = "") -> list[str]:
+    """The keys, at any depth of ``value`` (dicts, lists and tuples), that are no glossary
+    name, each as its path; a map keyed by data (:data:`DATA_KEYED`) is not entered, except
+    that a ``columns`` map's keys are column names."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if key not in names:
+                found.append(path)
+            if key == "columns" and isinstance(item, dict):
+                found += [f"{path}.{name}" for name in item if not _named(name, names)]
+            if key not in DATA_KEYED:
+                found += _unnamed_keys(item, names, path)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found += _unnamed_keys(item, names, f"{where}[]")
+    return sorted(set(found))
+
+
+def test_every_key_of_a_results_dict_and_json_is_in_the_glossary(result: ProfileData) -> None:
+    # MemoryReport.to_dict()'s passes (kind, baseline_bytes, requested_peak_bytes...), a
+    # profile document's structural keys (schema_version, totals, records...) and a timing's
+    # facts (clock, calibration, budget...) were named nowhere
+    names = _glossary_names()
+    assert _unnamed_keys(result.to_dict(), names) == []  # type: ignore[attr-defined]
+    assert _unnamed_keys(json.loads(result.to_json()), names) == []  # type: ignore[attr-defined]
+
+
+def test_every_key_of_a_dict_and_json_of_a_result_that_is_no_profile_is_in_the_glossary(
+) -> None:
+    # LatencyResult.to_dict() held median_ms, mean_ms, n... named nowhere (median_ms is the
+    # number the model table calls latency_ms); a sweep's and a distributed run's documents
+    from moduleprofiler.distributed import DistributedProfile
+    from moduleprofiler.timing import benchmark
+
+    names = _glossary_names()
+    latency = benchmark(_model(), torch.randn(4, 8), num_iters=4, target_ci=None,
+                        warmup_seconds=0, progress=False)
+    counted = Profiler().profile(_model(), torch.randn(4, 8))
+    sweep = Profiler().sweep(_model(), torch.randn(4, 8), batch_sizes=[1, 2])
+    documents = {"LatencyResult.to_dict()": latency.to_dict(),
+                 "LatencyResult.to_json()": json.loads(latency.to_json() or ""),
+                 "PredictionSweep.to_dict()": sweep.to_dict(),
+                 "DistributedProfile.to_json()": json.loads(
+                     DistributedProfile((counted, counted)).to_json() or "")}
+    unnamed = {where: _unnamed_keys(document, names) for where, document in documents.items()}
+    assert {where: keys for where, keys in unnamed.items() if keys} == {}
+
+
+@pytest.mark.parametrize("argv", [
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json"],
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json", "--what", "time",
+     "--iters", "5"],
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json", "--what", "memory"],
+    ["tests/export/cli_models.py:tiny", "-i", "2x4", "-f", "json", "--predict", "H100 SXM",
+     "--batch", "1,2"],
+    ["tests/language/tiny.py:gpt2", "-i", "1x4", "--generate", "2", "--device", "cpu", "-f",
+     "json"],
+], ids=["count", "time", "memory", "sweep", "generate"])
+def test_every_key_of_a_json_file_the_command_line_writes_is_in_the_glossary(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # --generate's JSON held its totals under "summary", named nowhere
+    from moduleprofiler.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(argv) == 0
+    assert _unnamed_keys(json.loads(capsys.readouterr().out), _glossary_names()) == []

@@ -3,6 +3,7 @@ views across ranks (per-rank frame, per-module spread, stragglers, totals)."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 from collections.abc import Sequence
@@ -15,7 +16,8 @@ from moduleprofiler.export.columns import ColumnSpec, column_spec, register_colu
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.export.renamed import RenamedKeysDict
+from moduleprofiler.export.renamed import RenamedKeysDict, renamed_columns
+from moduleprofiler.records import ROOT_NAME, ModuleInfo
 
 DOCUMENT = "moduleprofiler.distributed_profile"
 STATISTICS = ("min", "median", "max", "sum")
@@ -27,12 +29,32 @@ _TIME_COLUMNS = ("time_median_ms", "device_ms", "forward_ms", "comm_ms",
 kernel clock's ``device_ms`` on CUDA)."""
 _KEYS = ("module", "type", "depth")
 
+ACROSS_RANKS: dict[str, str] = {
+    "min": "the smallest value of the column across the ranks holding the module "
+           "(module_stats())",
+    "median": "the median across those ranks (module_stats(); stragglers(), of its by= "
+              "column)",
+    "max": "the largest across those ranks (module_stats())",
+    "sum": "the sum over those ranks: the group's (module_stats())",
+    "skew": "max over median across the ranks, 1.0 when balanced; None where the median is 0 "
+            "(module_stats())",
+    "excess": "a rank's value above the module's median across the ranks (stragglers())",
+    "ratio": "a rank's value over the module's median across the ranks (stragglers())",
+}
+"""The suffixes of the columns :meth:`DistributedProfile.module_stats` and
+:meth:`~DistributedProfile.stragglers` derive from a column (``macs_median``,
+``time_median_ms_excess``), with their meaning (docs/glossary.md lists them)."""
+
 
 TOTALS = ("total_params", "total_buffers", "total_ops", "total_macs", "total_flops",
           "total_backward_ops", "total_backward_macs")
 """The totals of :class:`~moduleprofiler.Profile` that :class:`DistributedProfile` has too."""
 
 Rule = Literal["work", "model", "exact"]
+
+_MODULE_FACTS = tuple(field.name for field in dataclasses.fields(ModuleInfo)
+                      if field.name != "path")
+"""The fields of a :class:`~moduleprofiler.records.ModuleInfo` a rank's may differ in."""
 
 
 class _OverRanks:
@@ -160,6 +182,43 @@ class DistributedProfile:
         frame.insert(1, "world_size", self.world_size)
         return frame
 
+    def module(self, path: str) -> ModuleInfo:
+        """Static information on the module at ``path`` (:meth:`Profile.module`: its
+        ``named_modules()`` path, the root ``""`` or ``"__root__"``), the same on every rank
+        that holds it: a DDP, FSDP2 or tensor-parallel group's ranks hold the same module (a
+        ``DTensor`` counts at its global size), a pipeline's stages each their own.
+
+        Raises:
+            KeyError: no rank has a module at that path (the message names the nearest).
+            TypeError: ``path`` is not a string.
+            ValueError: the ranks holding it report different facts (each holds another
+                part of it): the message names the ranks and the fields that differ; read
+                one rank's with ``profiles[rank].module(path)``.
+        """
+        found: dict[int, ModuleInfo] = {}
+        missing: KeyError | None = None
+        for rank, profile in enumerate(self.profiles):
+            try:
+                found[rank] = profile.module(path)
+            except KeyError as error:
+                missing = error
+        if not found:
+            assert missing is not None
+            raise KeyError(f"no module {path!r} on any of the {self.world_size} ranks "
+                           f"({missing.args[0]})") from None
+        first_rank, first = next(iter(found.items()))
+        differ = {rank: [name for name in _MODULE_FACTS
+                         if getattr(info, name) != getattr(first, name)]
+                  for rank, info in found.items() if info != first}
+        if differ:
+            fields = sorted({name for names in differ.values() for name in names})
+            raise ValueError(
+                f"module {path or ROOT_NAME!r} differs across the ranks (rank {first_rank} and "
+                f"rank{'s' if len(differ) > 1 else ''} {', '.join(map(str, differ))} report "
+                f"other {', '.join(fields)}): each holds another part of it; read one rank's "
+                "with profiles[rank].module(path)")
+        return first
+
     def to_df(self) -> pd.DataFrame:
         """One row per rank and module (each rank's ``Profile.to_df("module")``), with a
         ``rank`` column first."""
@@ -201,8 +260,10 @@ class DistributedProfile:
     def stragglers(self, k: int = 5, by: str | None = None) -> pd.DataFrame:
         """The ``k`` (module, rank) pairs whose ``by`` (default: the first time column the
         profiles have: ``time_median_ms``, ``forward_ms``, ``comm_ms``) is furthest above that
-        module's median across ranks: ``module``, ``rank``, the value, the ``median``,
-        ``excess`` (value minus median) and ``ratio`` (value / median)."""
+        module's median across ranks: ``module``, ``rank``, the value, ``<by>_median`` (as
+        :meth:`module_stats` names it), ``<by>_excess`` (value minus median) and
+        ``<by>_ratio`` (value / median). The names before 0.2, ``median``, ``excess`` and
+        ``ratio``, still select their column with a ``DeprecationWarning`` until 0.3.0."""
         frame = self.to_df()
         if by is None:
             by = next((name for name in _TIME_COLUMNS if name in frame), None)
@@ -214,11 +275,15 @@ class DistributedProfile:
             raise KeyError(f"stragglers: no column {by!r} in the profiles")
         values = pd.to_numeric(frame[by], errors="coerce").astype("float64")
         median = values.groupby(frame["module"]).transform("median")
+        excess = values - median
         table = pd.DataFrame({"module": frame["module"], "rank": frame["rank"], by: values,
-                              "median": median, "excess": values - median,
-                              "ratio": values / median.where(median != 0)})
-        table = table[table["excess"] > 0].sort_values("excess", ascending=False)
-        return table.head(k).reset_index(drop=True)
+                              f"{by}_median": median, f"{by}_excess": excess,
+                              f"{by}_ratio": values / median.where(median != 0)})
+        table = table[excess > 0].sort_values(f"{by}_excess", ascending=False)
+        # named as module_stats() names the same median (median, excess and ratio until 0.2)
+        return renamed_columns(table.head(k).reset_index(drop=True),
+                               {name: f"{by}_{name}" for name in ("median", "excess", "ratio")},
+                               "DistributedProfile.stragglers()")
 
     # -- files -----------------------------------------------------------------------------
     def to_csv(self, buf: Buffer = None) -> str | None:

@@ -20,8 +20,9 @@ a 0-1 share, is ``self_ops_pct``, 0-100, as every view's share column) cannot be
 its old name without lying by a factor of 100: selecting it raises
 :class:`~moduleprofiler.errors.RescaledColumnError` naming the new column.
 
-A table that is no profile's view (``ExpertLoad.to_df()``, ``KVCacheSize.to_df()``) and a dict
-of totals (``DistributedProfile.totals()``) whose names changed answer the old ones themselves
+A table that is no profile's view (``ExpertLoad.to_df()``, ``KVCacheSize.to_df()``,
+``DistributedProfile.stragglers()``) and a dict (``DistributedProfile.totals()``,
+``LatencyResult.to_dict()``) whose names changed answer the old ones themselves
 (:func:`renamed_columns`, :class:`RenamedKeysDict`), with the same warning.
 """
 
@@ -31,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import pandas as pd
+from pandas.core import indexing as pandas_indexing
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.errors import RescaledColumnError
@@ -121,11 +123,15 @@ def upgraded_names(mapping: Mapping[str, Any], version: int) -> dict[str, Any]:
 
 
 class RenamedColumnsFrame(pd.DataFrame):
-    """A table whose columns were renamed: selecting one by its old name (``frame["layer"]``,
-    ``frame[["layer", "tokens"]]``, ``frame.layer``) still gives the column under its new
-    name, with a ``DeprecationWarning`` naming it (:func:`warn_deprecated`). Every other
-    operation is a plain ``DataFrame``'s, and what it returns is a plain ``DataFrame``: only
-    the old names' selection is kept, until :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`."""
+    """A table whose columns were renamed: the old names still answer, each access with a
+    ``DeprecationWarning`` naming the new column (:func:`warn_deprecated`), until
+    :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`, in the accessors code written for
+    them uses: selection (``frame["layer"]``, ``frame[["layer", "tokens"]]``, ``frame.layer``,
+    ``frame.get("layer")``), ``frame.loc[:, "layer"]`` (reading and writing), ``"layer" in
+    frame``, ``frame.groupby("layer")``, ``frame.sort_values("layer")`` and
+    ``frame.set_index("layer")``. ``frame.columns`` lists the new names only: holding a
+    column under both names would show one quantity twice. Every other operation is a plain
+    ``DataFrame``'s, and what any operation returns is a plain ``DataFrame``."""
 
     _metadata: ClassVar[list[str]] = ["renamed", "owner"]  # pandas keeps these on copies
     renamed: dict[str, str]
@@ -145,10 +151,31 @@ class RenamedColumnsFrame(pd.DataFrame):
             return renamed[key]
         return key
 
+    def _new_names(self, key: Any) -> Any:
+        """``key`` with its old column names replaced (a name, or a list of names)."""
+        if isinstance(key, list):  # frame[["layer", "tokens"]], groupby(["layer", "expert"])
+            return [self._new_name(item) for item in key]
+        return self._new_name(key)
+
+    def _with_new_names(self, argument: str, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A method's arguments with the column names of its first one, ``argument``
+        (``by``, ``keys``), given by position or keyword, replaced."""
+        if args:
+            return (self._new_names(args[0]), *args[1:]), kwargs
+        if argument in kwargs:
+            return args, {**kwargs, argument: self._new_names(kwargs[argument])}
+        return args, kwargs
+
     def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, list):  # frame[["layer", "tokens"]]
-            return super().__getitem__([self._new_name(item) for item in key])
-        return super().__getitem__(self._new_name(key))
+        return super().__getitem__(self._new_names(key))
+
+    # pandas-stubs mark it final; an old name is only added to what a DataFrame answers
+    def __contains__(self, key: object) -> bool:  # type: ignore[misc]
+        renamed = self.__dict__.get("renamed") or {}
+        if isinstance(key, str) and renamed.get(key) in self.columns:  # warns: it answers
+            return super().__contains__(self._new_name(key))
+        return super().__contains__(key)
 
     # pandas-stubs mark it final; the old names are only added to what a DataFrame answers
     def __getattr__(self, name: str) -> Any:  # type: ignore[misc]
@@ -156,6 +183,49 @@ class RenamedColumnsFrame(pd.DataFrame):
             return super().__getattr__(name)
         new = self._new_name(name)
         return super().__getattr__(new) if isinstance(new, str) else new
+
+    @property
+    def loc(self) -> Any:
+        """``DataFrame.loc``, whose column part (``frame.loc[rows, "layer"]``) answers the old
+        names too."""
+        return _RenamedLoc("loc", self)
+
+    def groupby(self, *args: Any, **kwargs: Any) -> Any:
+        """``DataFrame.groupby``, whose ``by`` answers the old names too."""
+        args, kwargs = self._with_new_names("by", args, kwargs)
+        return super().groupby(*args, **kwargs)
+
+    def sort_values(self, *args: Any, **kwargs: Any) -> Any:
+        """``DataFrame.sort_values``, whose ``by`` answers the old names too."""
+        args, kwargs = self._with_new_names("by", args, kwargs)
+        return super().sort_values(*args, **kwargs)
+
+    def set_index(self, *args: Any, **kwargs: Any) -> Any:
+        """``DataFrame.set_index``, whose ``keys`` answer the old names too."""
+        args, kwargs = self._with_new_names("keys", args, kwargs)
+        return super().set_index(*args, **kwargs)
+
+
+_LocIndexer: Any = pandas_indexing._LocIndexer
+"""The indexer ``DataFrame.loc`` returns (pandas-stubs declare none of its methods)."""
+
+
+# a subclass of pandas' own indexer, so that pandas' code using frame.loc keeps working
+class _RenamedLoc(_LocIndexer):  # type: ignore[misc]
+    """``.loc`` of a :class:`RenamedColumnsFrame`: pandas' own indexer, the column part of a
+    ``[rows, columns]`` key given the new names first."""
+
+    def _new_key(self, key: Any) -> Any:
+        frame = self.obj
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(frame, RenamedColumnsFrame):
+            return key[0], frame._new_names(key[1])
+        return key
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(self._new_key(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(self._new_key(key), value)
 
 
 def renamed_columns(frame: pd.DataFrame, renamed: dict[str, str],

@@ -178,6 +178,13 @@ class GenerationProfile:
     ``model``, ``batch_size``, ``flops``, ``macs``, ``time_ms``, ``kv_cache_bytes`` and
     ``complete``, are the run's value of that column): docs/glossary.md lists them."""
 
+    KEYS: ClassVar[dict[str, str]] = {
+        "steps": "one object a step, the columns of to_df() (--generate's JSON)",
+        "summary": "the run's totals, totals() (--generate's JSON)",
+    }
+    """The keys of the JSON the command line's ``--generate -f json`` writes, with their
+    meaning (docs/glossary.md lists them)."""
+
     _INTEGER_TOTALS: ClassVar[tuple[str, ...]] = (
         "steps", "new_tokens", "batch_size", "prefill_flops", "decode_flops", "flops", "macs",
         "kv_cache_bytes", "outside_ops")

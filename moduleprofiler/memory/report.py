@@ -67,6 +67,40 @@ class PassMemory:
     """One measured pass: a no-grad forward (``inference``) or forward + backward
     (``training``)."""
 
+    KEYS: ClassVar[dict[str, str]] = {
+        "inference": "the no-grad forward's pass: its fields below",
+        "training": "the training step's pass (forward and backward; None without train=True)",
+        "kind": "a pass: inference or training",
+        "method": "a pass: allocator (its peaks are the CUDA caching allocator's) or operator "
+                  "(the operator-level accounting of live storages)",
+        "baseline_bytes": "a pass: memory live when it started (parameters, buffers, inputs; "
+                          "on CUDA all the allocator had handed out)",
+        "peak_bytes": "a pass: the highest live memory during it, baseline included",
+        "increase_bytes": "a pass: peak_bytes - baseline_bytes, what it needed on top of what "
+                          "was there (an attribute, no key)",
+        "peak_call": "a pass: the module call running when its memory peaked",
+        "operator_baseline_bytes": "a pass: the operator accounting's baseline_bytes",
+        "operator_peak_bytes": "a pass: the operator accounting's peak_bytes",
+        "allocations": "a pass: storages its operators allocated",
+        "output_kept": "the training pass: whether the model's output was held through the "
+                       "backward",
+        "requested_baseline_bytes": "a pass: baseline_bytes in the bytes tensors asked for "
+                                    "(the allocator's blocks round them up)",
+        "requested_peak_bytes": "a pass: peak_bytes in the bytes tensors asked for, the same "
+                                "for the same step whatever the allocator's cache held",
+        "requested_increase_bytes": "a pass: requested_peak_bytes - requested_baseline_bytes "
+                                    "(an attribute, no key)",
+        "accumulating": "peak_call: the peak was set while accumulating a parameter's "
+                        "gradient",
+        "phase": "peak_call: forward or backward, the phase its pass was in at the peak",
+    }
+    """The keys of a pass (``report.to_dict()["inference"]``, ``["training"]``, the JSON's
+    ``result_fields``) and of its ``peak_call`` that no other table of the glossary holds, with
+    their meaning (docs/glossary.md lists them); ``saved_bytes``, ``saved_param_bytes``,
+    ``saved_input_bytes``, ``grad_bytes``, ``call_number`` and ``calls`` there are the
+    training pass's or the peak call's value of the names the glossary gives; ``path``,
+    ``type_name`` and ``index`` a record's (:data:`moduleprofiler.export.keys.DOCUMENT_KEYS`)."""
+
     kind: PassKind
     method: Method
     """``allocator``: ``peak_bytes``/``baseline_bytes`` from the CUDA caching allocator;

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -59,6 +59,16 @@ class PredictedProfile(Profile):
     """A :class:`~moduleprofiler.Profile` whose calls carry predicted times
     (``predicted_device_ms``, ``predicted_host_ms``, ``predicted_bound`` and their ``self_``
     and ``backward_`` forms), and the pass's prediction."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "predicted_for": "a prediction: the device (and the host) it is for",
+        "prediction_notes": "a prediction: what it rests on and where it is a bound",
+        "predicted_device_lower_bound": "a prediction: some operators' device time is unknown, "
+                                        "so predicted_device_ms and the latency are lower "
+                                        "bounds",
+    }
+    """The keys of a prediction's ``result_fields`` (``to_dict()``, the JSON) that no other
+    table of the glossary holds, with their meaning (docs/glossary.md lists them)."""
 
     predicted_latency_ms: float | None = None
     """The whole pass (forward, or forward and backward), host and device chains together:

@@ -94,6 +94,17 @@ class PredictionSweep:
     columns: ClassVar[tuple[ColumnSpec, ...]] = PASS_COLUMNS
     """The pass-level columns the sweep declares (the per-call ones are the prediction
     listener's)."""
+    KEYS: ClassVar[dict[str, str]] = {
+        "rows": "a sweep: one object a (batch_size, dtype), the columns of to_df()",
+        "device_bound_from": "a sweep: by dtype, the smallest batch at which the pass is "
+                             "device-bound (None: not within the batches searched)",
+        "largest_batch": "a sweep: by dtype, the largest batch whose predicted peak fits "
+                         "memory_bytes",
+        "memory_bytes": "a sweep: the card's memory the predicted peaks were held against",
+        "notes": "what a result says in words under its tables",
+    }
+    """The keys of :meth:`to_dict` that no other table of the glossary holds, with their
+    meaning (docs/glossary.md lists them)."""
     frame: pd.DataFrame
     device: str
     """The device (and host) predicted for."""

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
+from moduleprofiler.export.renamed import RenamedKeysDict
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import input_shapes_of
@@ -143,14 +144,16 @@ class ModuleTiming(TimedModules):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: model-level figures plus one dict per module; under the
-        kernel clock the hook-free trace's regime too."""
+        kernel clock the hook-free trace's regime too (``time_bound``, the model row's value
+        of the column; ``bound``, its name until 0.2, reads it with a ``DeprecationWarning``)."""
         out = super().to_dict()
         trace = self.timing.hook_free
-        if trace is not None:
-            out.update(bound=trace.bound, device_busy_share=trace.busy_share,
+        if trace is not None:  # the regime is the model row's time_bound ("bound" is a call's
+            # compute or memory roof): the old key still reads, with a warning
+            out.update(time_bound=trace.bound, device_busy_share=trace.busy_share,
                        launches_per_iter=trace.launches,
                        host_per_launch_us=trace.host_per_launch_us)
-        return out
+        return RenamedKeysDict(out, {"bound": "time_bound"}, "ModuleTiming.to_dict()")
 
 
 def time_modules(

@@ -21,7 +21,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ from torch import nn
 from moduleprofiler.devices import timed_device
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import decode, encode, read_json_text
+from moduleprofiler.export.renamed import RenamedKeysDict
 from moduleprofiler.failure import located_errors
 from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import input_shapes_of, make_invocation
@@ -59,6 +60,16 @@ class _Statistic:
         return self if result is None else getattr(result.stats, self.field)
 
 
+_STATISTIC_KEYS: dict[str, str] = {
+    "n": "iterations", "median": "latency_ms",
+    **{name: f"latency_{name}_ms" for name in ("mean", "std", "min", "max", "p5", "p25", "p75",
+                                               "p95", "p99", "iqr", "ci_low", "ci_high")},
+}
+"""The key of each statistic of :class:`~moduleprofiler.timing.stats.Summary` in
+:meth:`LatencyResult.to_dict`: the median is ``latency_ms``, as the model table's
+(``profile.summary(latency=...)``) and a timing's hook-free latency call it; the kept count is
+``iterations``, as a timing's."""
+
 LATENCY_DOCUMENT = "moduleprofiler.latency"
 """The ``document`` tag of :meth:`LatencyResult.to_json`'s JSON."""
 
@@ -67,6 +78,39 @@ LATENCY_DOCUMENT = "moduleprofiler.latency"
 class LatencyResult:
     """Hook-free whole-model latency. Raw samples are kept (``samples_ms``, one per timed
     iteration after ``dropped``); every statistic is derived from them."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "latency_mean_ms": "mean whole-model latency over the kept iterations",
+        "latency_std_ms": "sample standard deviation (ddof=1) of the kept iterations' latency",
+        "latency_min_ms": "the fastest kept iteration's latency",
+        "latency_max_ms": "the slowest kept iteration's latency (not trimmed: the tail is "
+                          "real latency)",
+        **{f"latency_p{q}_ms": f"{q}th percentile of the kept iterations' latency"
+           for q in (5, 25, 75, 95, 99)},
+        "latency_iqr_ms": "interquartile range of the kept iterations' latency",
+        "latency_ci_low_ms": "lower bound of the median latency's confidence interval",
+        "latency_ci_high_ms": "upper bound of the median latency's confidence interval",
+        "ci_halfwidth_rel": "the larger side of the median's confidence interval over the "
+                            "median (0.01: known to within 1 %)",
+        "iqr_rel": "interquartile range over the median: the spread",
+        "iterations_per_second": "calls of the model per second (throughput of batch 1)",
+        "warmup_iters": "warm-up iterations run before the timed ones (discarded)",
+        "warmup_seconds": "seconds the warm-up took",
+        "cold_ms": "the first call in the process, before any warm-up (benchmark(cold=True))",
+        "calls_per_sample": "model calls timed together in one sample (a sample is their mean)",
+        "target_ci": "the median's relative confidence interval the run stopped at, asked for "
+                     "(None: a fixed count)",
+        "samples_ms": "the kept iterations' latencies, one a sample, in the order they ran",
+    }
+    """The keys of :meth:`to_dict` (and of the JSON) that no other table of the glossary
+    holds, with their meaning (docs/glossary.md lists them); those it shares with a timing's
+    facts (``stop_reason``, ``budget``, ``environment``...) are
+    :attr:`~moduleprofiler.facts.TimingFacts.KEYS`."""
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        f"{name}_ms" if name not in ("n", "confidence") else name: key
+        for name, key in _STATISTIC_KEYS.items()}
+    """Old key -> new one, for :meth:`to_dict`'s keys renamed in 0.2 (the old ones read their
+    value with a ``DeprecationWarning`` until 0.3.0)."""
 
     samples_ms: NDArray[np.float64]
     stop_reason: StopReason
@@ -135,13 +179,14 @@ class LatencyResult:
         return throughput(1, self.samples_ms / 1e3)
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything as plain Python: statistics (``*_ms``), throughput, settings,
-        environment and the raw samples (``samples_ms``, a list)."""
-        out: dict[str, Any] = {
-            f"{name}_ms" if name not in ("n", "confidence") else name: value
-            for name, value in self.stats.to_dict().items()
-            if name not in ("ci_halfwidth_rel", "iqr_rel")
-        }
+        """Everything as plain Python, under the names of :attr:`KEYS` and the glossary's:
+        the statistics (``latency_ms``, the median, and ``latency_<statistic>_ms``),
+        throughput, settings, environment and the raw samples (``samples_ms``, a list). The
+        keys renamed in 0.2 (:attr:`RENAMED_KEYS`: ``median_ms`` is ``latency_ms``) still read
+        their value, with a ``DeprecationWarning``."""
+        out: dict[str, Any] = {_STATISTIC_KEYS.get(name, name): value
+                               for name, value in self.stats.to_dict().items()
+                               if name not in ("ci_halfwidth_rel", "iqr_rel")}
         out.update(ci_halfwidth_rel=self.ci_halfwidth_rel, iqr_rel=self.stats.iqr_rel,
                    throughput=self.throughput, iterations_per_second=self.iterations_per_second)
         for item in dataclasses.fields(self):  # the settings and evidence, samples last
@@ -151,7 +196,7 @@ class LatencyResult:
                     dict(value) if isinstance(value, dict) else
                     value.to_dict() if isinstance(value, BudgetUse) else value)
         out["samples_ms"] = self.samples_ms.tolist()
-        return out
+        return RenamedKeysDict(out, self.RENAMED_KEYS, "LatencyResult.to_dict()")
 
     def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
         """JSON that :meth:`from_json` reads back into the same result: :meth:`to_dict`'s

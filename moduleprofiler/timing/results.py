@@ -276,7 +276,29 @@ class TimedModules(Profile):
     """The registered columns its records and module frame can hold: the stamps' times and
     the compiled clock's block (the kernel clock's and the fused kernels), each declared once
     beside the clock that reads it."""
-    """The model-level figures (attributes) :meth:`to_dict` writes after the evidence."""
+    KEYS: ClassVar[dict[str, str]] = {
+        "overhead_ratio": "median whole iteration (a training step: with forward hooks) with "
+                          "hooks over the hook-free median",
+        "backward_overhead_ratio": "training: median step with backward hooks over the "
+                                   "hook-free median step",
+        "coverage": "the modules' median self times summed over the root's median time "
+                    "(expect 1 +- 0.03)",
+        "leaf_coverage": "the leaf modules' median times summed over the root's median time",
+        "forward_coverage": "training: the modules' median forward self times summed over "
+                            "the root's median forward time",
+        "backward_coverage": "training: median over steps of the modules' backward self times "
+                             "(and the loss's nodes) over the step's backward phase",
+        "device_busy_share": "kernel clock: the time the device was busy over the hook-free "
+                             "iteration's latency",
+        "launches_per_iter": "kernel clock: kernels, copies and sets of the hook-free "
+                             "iteration",
+        "host_per_launch_us": "kernel clock: host time of the hook-free iteration per launch, "
+                              "in microseconds",
+        "phases_median_ms": "training: the median per-step time of each phase (forward, loss, "
+                            "backward, optimizer, step), by phase",
+    }
+    """The keys of :meth:`to_dict` beyond the facts' (:attr:`TimingFacts.KEYS`), the module
+    frame's columns and ``uncalled``, with their meaning (docs/glossary.md lists them)."""
 
     # -- the pass's facts, typed -------------------------------------------------------------
     @property

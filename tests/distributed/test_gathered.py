@@ -52,8 +52,8 @@ def test_stragglers_name_the_module_and_rank_above_the_median() -> None:
     table = gathered.stragglers(2, by="self_macs")
     # the third rank's calls are furthest above the median: Linear(8, 6) 7*48 - 3*48 = 192,
     # then Linear(4, 8) 224 - 96 = 128
-    assert table[["module", "rank", "excess"]].values.tolist() == [["2", 2, 192.0],
-                                                                   ["0", 2, 128.0]]
+    assert table[["module", "rank", "self_macs_excess"]].values.tolist() == [
+        ["2", 2, 192.0], ["0", 2, 128.0]]
     with pytest.raises(ValueError, match="no time column"):
         gathered.stragglers()
 
@@ -162,3 +162,54 @@ def test_a_median_between_two_ranks_stays_exact() -> None:
                                       for r in (1, 2)))
     # 1 and 2 MACs: the median 1.5 is not whole, so that column stays float
     assert uneven.module_stats(["macs"]).set_index("module").loc["__root__", "macs_median"] == 1.5
+
+
+def test_a_stragglers_median_is_named_as_module_stats_names_it() -> None:
+    # stragglers() wrote the module's median across ranks as "median" where module_stats()
+    # calls the same number <column>_median (and excess, ratio were bare, in no glossary)
+    gathered = _gathered()
+    table = gathered.stragglers(2, by="self_macs")
+    stats = gathered.module_stats(["self_macs"]).set_index("module")
+    # Linear(8, 6): self MACs 2*48, 3*48, 7*48 = 96, 144, 336; median 144, 336 / 144
+    assert list(table.columns) == ["module", "rank", "self_macs", "self_macs_median",
+                                   "self_macs_excess", "self_macs_ratio"]
+    assert table.loc[0, "self_macs_median"] == stats.loc["2", "self_macs_median"] == 144
+    assert table.loc[0, "self_macs_ratio"] == pytest.approx(336 / 144)
+    # the old names still select their column, with a warning naming the release removing them
+    with pytest.warns(DeprecationWarning, match="'median'.*0\\.3\\.0.*'self_macs_median'"):
+        assert table["median"].tolist() == [144.0, 96.0]
+    with pytest.warns(DeprecationWarning, match="'excess'"):
+        assert table.excess.tolist() == [192.0, 128.0]
+
+
+def test_module_answers_about_one_module_as_a_profiles_does() -> None:
+    # every result's module(path) is that module's facts (Profile.module): the same on every
+    # rank here, Linear(4, 8) with 4 * 8 + 8 = 40 parameters
+    gathered = _gathered()
+    assert gathered.module("0") == gathered.profiles[1].module("0")
+    assert gathered.module("0").params == 40 and gathered.module("0").type_name == "Linear"
+    # the root, by either name: 40 + (8 * 6 + 6) = 94
+    assert gathered.module("__root__").params == gathered.module("").params == 94
+    with pytest.raises(KeyError, match="no module 'nope' on any of the 3 ranks"):
+        gathered.module("nope")
+    with pytest.raises(TypeError, match="path"):
+        gathered.module(0)  # type: ignore[arg-type]
+
+
+def test_module_of_a_module_the_ranks_hold_differently_is_refused() -> None:
+    # two ranks holding a different Linear under the same path (another part of it each):
+    # no one module's facts to give; each rank's is its profile's
+    first = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 8)), torch.randn(2, 4))
+    second = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 2)), torch.randn(2, 4))
+    gathered = DistributedProfile((first, second))
+    with pytest.raises(ValueError, match=r"module '0' differs .*rank 1.*params"):
+        gathered.module("0")
+    assert gathered.profiles[1].module("0").params == 10  # 4 * 2 + 2
+
+
+def test_module_of_a_pipeline_stage_is_its_ranks() -> None:
+    # a module only one rank holds (a pipeline stage's) is that rank's
+    first = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 8)), torch.randn(2, 4))
+    second = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 3)),
+                                      torch.randn(2, 4))
+    assert DistributedProfile((first, second)).module("1").params == 27  # 8 * 3 + 3

@@ -81,6 +81,25 @@ def test_views_select_by_an_old_name() -> None:
     assert top.df["ops"].tolist() == [48, 24]
 
 
+def test_a_profiles_frame_answers_an_old_name() -> None:
+    # the views took inclusive_ops and own_params, but profile.to_df()["inclusive_ops"]
+    # raised KeyError. Module frame: the root's ops 48 + 6 + 24 = 78, Linear(4, 3)'s 48; its
+    # own parameters 4 * 3 + 3 = 15, the root's 0
+    frame = _profile().to_df("module")
+    with pytest.warns(DeprecationWarning, match=r"'inclusive_ops' .*0\.3\.0.*use 'ops'"):
+        assert frame["inclusive_ops"].tolist()[:2] == [78, 48]
+    with pytest.warns(DeprecationWarning, match="'self_params'"):
+        assert frame.own_params.tolist()[:2] == [0, 15]
+    with pytest.warns(DeprecationWarning, match="'ops'"):
+        assert frame.sort_values("inclusive_ops")["module"].tolist()[-1] == "__root__"
+    with pytest.warns(DeprecationWarning, match="'ops'"):
+        assert "inclusive_ops" in frame
+    assert "inclusive_ops" not in list(frame.columns) and "ops" in frame.columns
+    with warnings.catch_warnings():  # an old name whose column the frame lacks: silent
+        warnings.simplefilter("error")
+        assert "inclusive_ops_pct" not in frame
+
+
 def test_the_command_line_sorts_by_an_old_name(capsys: pytest.CaptureFixture[str]) -> None:
     from moduleprofiler.cli import main
 
@@ -188,3 +207,58 @@ def test_the_0_0_4_dicts_keep_their_names_and_numbers() -> None:
     # 0.0.4's "ops" is the own count, its "inclusive_ops" the module with its children
     assert (ops["2"]["ops"], ops["2"]["inclusive_ops"]) == (0, 24)
     assert (ops["__root__"]["ops"], ops["__root__"]["inclusive_ops"]) == (0, 78)
+
+
+def _stragglers() -> pd.DataFrame:
+    """A table whose columns were renamed, as a user gets it: ``stragglers()`` of three
+    ranks of an MLP fed 2, 3 and 7 rows (its median was the column ``median``)."""
+    from moduleprofiler.distributed import DistributedProfile
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 6))
+    return DistributedProfile(tuple(ModuleProfiler().profile(model, torch.randn(rows, 4))
+                                    for rows in (2, 3, 7))).stragglers(4, by="self_macs")
+
+
+def _one_warning(read: object) -> object:
+    """``read()``, which must warn exactly once, naming the new column and the removal."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = read()  # type: ignore[operator]
+    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(messages) == 1, messages
+    assert "'median'" in messages[0] and REMOVAL_VERSION in messages[0]
+    assert "'self_macs_median'" in messages[0]
+    return value
+
+
+def test_a_renamed_column_answers_the_pandas_accessors_of_old_code() -> None:
+    # the old name answered frame["median"], frame[["median"]] and frame.median... but
+    # frame.groupby("median") and frame.loc[:, "median"] raised KeyError. Self MACs per rank:
+    # Linear(4, 8) 32 * 2, 3, 7 rows = 64, 96, 224 (median 96); Linear(8, 6) 48 * rows =
+    # 96, 144, 336 (median 144); the stragglers are rank 2's two Linears (rank 1's equal the
+    # median, rank 0's are below it)
+    table = _stragglers()
+    medians = [144.0, 96.0]
+    assert list(table["self_macs_median"]) == medians
+    assert list(_one_warning(lambda: table.loc[:, "median"])) == medians  # type: ignore[arg-type]
+    assert _one_warning(lambda: table.loc[1, "median"]) == 96.0
+    assert list(_one_warning(lambda: table.loc[:, ["module", "median"]].columns)) == [  # type: ignore[attr-defined]
+        "module", "self_macs_median"]
+    grouped = _one_warning(lambda: table.groupby("median")["self_macs"].sum())
+    assert grouped.to_dict() == {96.0: 224.0, 144.0: 336.0}  # type: ignore[attr-defined]
+    grouped = _one_warning(lambda: table.groupby(by=["median", "rank"]).size())
+    assert grouped.to_dict() == {(96.0, 2): 1, (144.0, 2): 1}  # type: ignore[attr-defined]
+    ordered = _one_warning(lambda: table.sort_values("median"))
+    assert list(ordered["module"]) == ["0", "2"]  # type: ignore[index]
+    ordered = _one_warning(lambda: table.sort_values(by=["median"], ascending=False))
+    assert list(ordered["module"]) == ["2", "0"]  # type: ignore[index]
+    assert list(_one_warning(lambda: table.set_index("median").index)) == medians  # type: ignore[attr-defined]
+    assert _one_warning(lambda: "median" in table) is True
+    assert list(_one_warning(lambda: table.get("median"))) == medians  # type: ignore[arg-type]
+    # written through the old name, read under the new one
+    _one_warning(lambda: table.loc.__setitem__((slice(None), "median"), [1.0, 2.0]))
+    assert list(table["self_macs_median"]) == [1.0, 2.0]
+    # the columns are the new names only: a column under both names would show one quantity
+    # twice; a name neither old nor new is no column, silently
+    assert "median" not in list(table.columns) and "nothing" not in table

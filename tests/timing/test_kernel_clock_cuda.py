@@ -50,7 +50,7 @@ def test_device_time_of_known_kernels_nested_and_reused():
     # a long kernel takes the device far longer than the host needs to launch it
     assert columns["0.1"]["time_bound"] == "device"
     assert columns["0.1"]["device_launches"] == 1
-    assert timing.to_dict()["bound"] == "device"
+    assert timing.to_dict()["time_bound"] == "device"
     # per call: each call of the shared module has its own device time
     calls = {(r.path, r.call_number): r.metrics for r in timing.records}
     assert calls[("0.0", 0)]["device_ms"] == pytest.approx(truth["short"], rel=0.05)
@@ -68,7 +68,7 @@ def test_tiny_kernels_are_host_bound_and_their_device_time_is_the_kernels():
     # launch them, and the device sits idle most of the module's span
     assert columns["device_ms"] < columns["host_ms"]
     assert columns["device_idle_share"] > 0.5
-    assert timing.to_dict()["bound"] == "host"
+    assert timing.to_dict()["time_bound"] == "host"
     assert "host-bound" in timing.report()
 
 

@@ -97,7 +97,7 @@ DEVICE_BOUND = HookFreeTrace(host_ms=4.4, device_ms=4.97, launches=249, latency_
 
 def test_the_model_row_has_the_hook_free_regime() -> None:
     timing = _timing(DEVICE_BOUND)
-    assert timing.to_dict()["bound"] == "device"  # 4.97 / 5.4 = 92 % busy
+    assert timing.to_dict()["time_bound"] == "device"  # 4.97 / 5.4 = 92 % busy
     # before: the root row said "host" (its hooked host time, 3 x 1200 ns, holds the hooks'
     # cost) beside the summary's "device-bound" line
     modules = timing.to_df("module").set_index("module")

@@ -98,8 +98,9 @@ def test_real_spin_latency_and_restored_state():
     assert gc.isenabled()
     assert training_flags(model) == before
     data = result.to_dict()
-    assert data["n"] == 20 and len(data["samples_ms"]) == 20
-    for key in ("median_ms", "p99_ms", "ci_low_ms", "throughput", "hardware", "torch_version"):
+    assert data["iterations"] == 20 and len(data["samples_ms"]) == 20
+    for key in ("latency_ms", "latency_p99_ms", "latency_ci_low_ms", "throughput", "hardware",
+                "torch_version"):
         assert key in data
 
 
@@ -168,3 +169,46 @@ def test_a_latency_result_round_trips_through_json(tmp_path: Any) -> None:
     assert LatencyResult.from_json(path).median_ms == result.median_ms
     with pytest.raises(ValueError, match="not a latency result's JSON"):
         LatencyResult.from_json('{"document": "moduleprofiler.profile"}')
+
+
+def test_a_latency_dict_names_the_median_as_the_model_table_does() -> None:
+    # to_dict() held the median as median_ms (and the kept count as n) where
+    # profile.summary(latency=...) and a timing's hook-free latency call it latency_ms (and a
+    # timing's kept count iterations): one number, two names
+    from moduleprofiler import Profiler
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimingWarning)
+        model, x = nn.Linear(8, 8), torch.randn(4, 8)
+        result = benchmark(model, x, num_iters=12, target_ci=None, warmup_seconds=0)
+    data = result.to_dict()
+    summary = Profiler().profile(model, x).summary(latency=result)
+    assert data["latency_ms"] == result.median_ms == summary.loc[0, "latency_ms"]
+    assert data["iterations"] == result.n == 12
+    assert data["latency_p95_ms"] == result.p95_ms and data["latency_ci_high_ms"] == \
+        result.ci_high_ms
+    assert not {"median_ms", "n", "p95_ms", "mean_ms"} & set(data)
+    # the old keys still read their value, each with a warning naming the release removing it
+    for old, new in (("median_ms", "latency_ms"), ("n", "iterations"),
+                     ("p99_ms", "latency_p99_ms")):
+        with pytest.warns(DeprecationWarning, match=f"'{old}'.*0\\.3\\.0.*'{new}'"):
+            assert data[old] == data[new]
+    with pytest.warns(DeprecationWarning, match="'mean_ms'"):
+        assert data.get("mean_ms") == result.mean_ms
+
+
+def test_a_latency_json_written_with_the_old_keys_still_loads() -> None:
+    # tests/fixtures/latency_old_keys.json: benchmark(nn.Linear(4, 2), randn(3, 4),
+    # num_iters=5) saved by the version whose to_dict() wrote median_ms, n, p95_ms...; its
+    # statistics are derived again from its samples, so they equal what it wrote
+    import json
+    from pathlib import Path
+
+    from moduleprofiler.timing.latency import LatencyResult
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "latency_old_keys.json"
+    written = json.loads(path.read_text(encoding="utf-8"))
+    result = LatencyResult.from_json(path)
+    assert result.median_ms == written["median_ms"] and result.n == written["n"] == 5
+    assert result.to_dict()["latency_ms"] == written["median_ms"]
+    assert result.batch_size == written["batch_size"] == 3

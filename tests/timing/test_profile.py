@@ -297,3 +297,26 @@ def test_a_timing_results_summary_holds_its_hook_free_latency() -> None:
     assert timing.summary(latency=2.5).iloc[0]["latency_ms"] == 2.5
     assert math.isnan(Profiler().profile(model, torch.randn(2, 8)).summary().iloc[0][
         "latency_ms"])
+
+
+def test_a_timings_dict_names_the_hook_free_regime_time_bound() -> None:
+    # under the kernel clock to_dict() wrote the hook-free regime (host or device) as "bound",
+    # the name of the column that says whether a call's own work is compute- or
+    # memory-bound; the regime is the model row's time_bound. A trace whose device is busy
+    # 0.9 ms of a 1.0 ms iteration (0.9 >= 0.8) is device-bound.
+    import dataclasses
+
+    from moduleprofiler.facts import HookFreeTrace
+
+    model, x = _shared()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        timing = ModuleProfiler().time_modules(model, x, **FAST)
+    trace = HookFreeTrace(host_ms=0.5, device_ms=0.9, launches=10, latency_ms=1.0)
+    traced = dataclasses.replace(timing, facts=dataclasses.replace(timing.facts,
+                                                                    hook_free=trace))
+    data = traced.to_dict()
+    assert data["time_bound"] == "device" and "bound" not in data
+    assert data["device_busy_share"] == pytest.approx(0.9) and data["launches_per_iter"] == 10
+    with pytest.warns(DeprecationWarning, match="'bound'.*0\\.3\\.0.*'time_bound'"):
+        assert data["bound"] == "device"
