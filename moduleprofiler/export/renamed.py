@@ -188,6 +188,8 @@ class RenamedColumnsFrame(pd.DataFrame):
     def loc(self) -> Any:
         """``DataFrame.loc``, whose column part (``frame.loc[rows, "layer"]``) answers the old
         names too."""
+        if _LocIndexer is None:  # a pandas without that private class: plain ``.loc``
+            return super().loc
         return _RenamedLoc("loc", self)
 
     def groupby(self, *args: Any, **kwargs: Any) -> Any:
@@ -206,12 +208,14 @@ class RenamedColumnsFrame(pd.DataFrame):
         return super().set_index(*args, **kwargs)
 
 
-_LocIndexer: Any = pandas_indexing._LocIndexer
-"""The indexer ``DataFrame.loc`` returns (pandas-stubs declare none of its methods)."""
+_LocIndexer: Any = getattr(pandas_indexing, "_LocIndexer", None)
+"""The indexer ``DataFrame.loc`` returns (pandas-stubs declare none of its methods); private
+to pandas, so read with a fallback: where it is gone, ``.loc`` answers the new names only and
+``import moduleprofiler`` still works."""
 
 
 # a subclass of pandas' own indexer, so that pandas' code using frame.loc keeps working
-class _RenamedLoc(_LocIndexer):  # type: ignore[misc]
+class _RenamedLoc(_LocIndexer or object):  # type: ignore[misc]
     """``.loc`` of a :class:`RenamedColumnsFrame`: pandas' own indexer, the column part of a
     ``[rows, columns]`` key given the new names first."""
 

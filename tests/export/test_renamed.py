@@ -262,3 +262,15 @@ def test_a_renamed_column_answers_the_pandas_accessors_of_old_code() -> None:
     # the columns are the new names only: a column under both names would show one quantity
     # twice; a name neither old nor new is no column, silently
     assert "median" not in list(table.columns) and "nothing" not in table
+
+
+def test_loc_falls_back_to_pandas_own_where_its_private_indexer_is_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the old names' .loc subclasses a private pandas class: without it, .loc is pandas' own
+    # (the new names answer; the package still imports and every other accessor still works)
+    from moduleprofiler.export import renamed
+
+    monkeypatch.setattr(renamed, "_LocIndexer", None)
+    table = _stragglers()
+    assert list(table.loc[:, "self_macs_median"]) == [144.0, 96.0]
+    assert list(_one_warning(lambda: table["median"])) == [144.0, 96.0]  # type: ignore[arg-type]
