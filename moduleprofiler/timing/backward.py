@@ -30,7 +30,7 @@ from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.state import preserved_optimizer, preserved_state
+from moduleprofiler.state import preserved_optimizer, preserved_state, restore_versions
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
@@ -278,15 +278,18 @@ class StepRows:
 
 @contextmanager
 def _preserved_parameters(module: nn.Module, enabled: bool) -> Iterator[None]:
-    """Put parameter values back on exit: an optimizer's steps are the one write to the
-    model that :func:`~moduleprofiler.state.preserved_state` leaves to the pass."""
-    saved = [(p, p.detach().clone()) for p in module.parameters()] if enabled else []
+    """Put parameter values back on exit, with their version counters: an optimizer's steps
+    are the one write to the model that :func:`~moduleprofiler.state.preserved_state` leaves
+    to the pass."""
+    saved = [(p, p.detach().clone(), p._version) for p in module.parameters()] if enabled \
+        else []
     try:
         yield
     finally:
         with torch.no_grad():
-            for parameter, value in saved:
+            for parameter, value, _ in saved:
                 parameter.copy_(value)
+        restore_versions([(parameter, version) for parameter, _, version in saved])
 
 
 def train_step_times(
@@ -344,8 +347,8 @@ def train_step_times(
         method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
         train: run in training mode (flags restored afterwards).
         restore: put back ``.grad`` (the parameters' and that of input tensors that require
-            grad), buffers (BatchNorm statistics) and, when an optimizer
-            stepped, parameter values afterwards. The optimizer's own state is not restored.
+            grad), buffers (BatchNorm statistics), the random number generators and, when an
+            optimizer stepped, parameter values and the optimizer's state afterwards.
         overhead_fraction: hook-free steps per round relative to each hooked kind.
         warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress,
             ranges, clock: as in :func:`~moduleprofiler.timing.time_modules` (``ranges``
@@ -430,7 +433,7 @@ def train_step_times(
         # ``loss.backward()`` accumulates into input tensors that require grad as well
         preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
                         leaves=iter_tensors((input, target)) if restore else (),
-                        optimizer_steps=optimizer is not None),
+                        optimizer_steps=optimizer is not None, rng=restore),
         _preserved_parameters(module, restore and optimizer is not None),
         preserved_optimizer(optimizer if restore else None), torch.enable_grad()])
     for marks in plain:
