@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -79,6 +79,9 @@ _Slot = tuple[dict[str, Any], str, Tensor]
 _Saved = tuple[Tensor, Tensor, int | None]
 """A tensor the pass may write, a host copy of its value and its version counter before the
 pass (``None`` for an inference tensor, which keeps none)."""
+
+_NOTHING = nullcontext()
+"""The context of a write that needs none (reusable: ``nullcontext`` keeps no state)."""
 
 _set_versions: Callable[[tuple[Tensor, ...], tuple[int, ...]], None] | None = getattr(
     torch._C._autograd, "_unsafe_set_version_counter", None)
@@ -135,10 +138,13 @@ def _restore(saved: list[_Saved], slots: list[_Slot]) -> None:
         if table.get(name) is not buffer:
             table[name] = buffer
     with torch.no_grad():
-        for buffer, value, _ in saved:
-            if buffer.shape != value.shape:  # the pass resized it in place: resize it back
-                buffer.resize_(value.shape)
-            buffer.copy_(value)
+        for buffer, value, version in saved:
+            # an inference tensor (a model built under ``torch.inference_mode()``) takes an
+            # in-place write only in inference mode; it keeps no version counter
+            with torch.inference_mode() if version is None else _NOTHING:
+                if buffer.shape != value.shape:  # the pass resized it in place: resize it back
+                    buffer.resize_(value.shape)
+                buffer.copy_(value)
     restore_versions([(buffer, version) for buffer, _, version in saved])
 
 
@@ -411,19 +417,21 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             saved_grads = _set_aside([*_parameters(root), *leaves])
         yield
     finally:
-        lazy_hooks.close()
-        if cached is not None:
-            _uncache(cached)
-        _put_back(saved_grads)
-        if buffer_counts:  # first: a restored slot the forward deleted comes back last
-            _drop_registered(modules, buffer_counts, parameter_counts)
-        if saved_buffers or slots:
-            _restore(saved_buffers, slots)
-        for module, training in zip(modules, flags):
-            if module.training is not training:
-                module.training = training
-        if random_states is not None:
-            set_rng_states(random_states)
+        try:
+            lazy_hooks.close()
+            if cached is not None:
+                _uncache(cached)
+            _put_back(saved_grads)
+            if buffer_counts:  # first: a restored slot the forward deleted comes back last
+                _drop_registered(modules, buffer_counts, parameter_counts)
+            if saved_buffers or slots:
+                _restore(saved_buffers, slots)
+        finally:  # the flags and generators come back even if a step above raised
+            for module, training in zip(modules, flags):
+                if module.training is not training:
+                    module.training = training
+            if random_states is not None:
+                set_rng_states(random_states)
         if versions[0]:
             _warn_written(root, *versions)
 

@@ -16,6 +16,7 @@ from torch import nn
 from moduleprofiler import ModuleProfiler, TimingOptions
 from moduleprofiler.cli import main
 from moduleprofiler.state import preserved_state
+from tests.test_state import Scaled
 
 FAST = TimingOptions(num_iters=3, drop_first=1, warmup_seconds=0.0, measure_overhead=False)
 X = torch.randn(8, 3)
@@ -68,18 +69,6 @@ def test_a_graph_built_before_the_pass_still_backpropagates(name: str) -> None:
     for parameter, expected in zip(model.parameters(), reference.parameters()):
         assert parameter.grad is not None and expected.grad is not None
         assert torch.equal(parameter.grad, expected.grad)
-
-
-class Scaled(nn.Module):
-    """Multiplies by a buffer of its own (snapshotted and written back by every pass)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = nn.Linear(3, 3)
-        self.register_buffer("scale", torch.full((3,), 2.0))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x * self.scale)
 
 
 def test_an_eval_pass_keeps_a_saved_buffer_usable() -> None:
