@@ -56,6 +56,7 @@ from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
 from moduleprofiler.devices import rng_states, set_rng_states
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.warn import warn
 
 _PARAMETER = nn.Parameter
@@ -198,6 +199,22 @@ def _written_weights(modules: Sequence[nn.Module]) -> list[Tensor]:
     return [module.weight for module in modules
             if module.__dict__.get("max_norm") is not None
             and isinstance(module, (nn.Embedding, nn.EmbeddingBag))]
+
+
+def refuse_stepping_parameters(root: nn.Module, what: str, remedy: str) -> None:
+    """A :class:`~moduleprofiler.errors.ProfilingError` when a parameter of ``root`` carries a
+    post-accumulate-grad hook (an optimizer stepping inside the backward, torch's "optimizer
+    in backward"): the real ``loss.backward()`` of ``what`` would run it, and the steps it
+    takes (parameters, the optimizer's own state) cannot be put back."""
+    names = [name for name, parameter in root.named_parameters()
+             # torch keeps these hooks in a private dict (``register_post_accumulate_grad_hook``)
+             if getattr(parameter, "_post_accumulate_grad_hooks", None)]
+    if names:
+        shown = ", ".join(repr(name) for name in names[:3]) + (", ..." if len(names) > 3 else "")
+        raise ProfilingError(
+            f"{what} runs a real loss.backward(), which would run the post-accumulate-grad hooks "
+            f"of {len(names)} parameter(s) ({shown}): an optimizer stepping inside the "
+            f"backward, whose steps cannot be put back; {remedy}")
 
 
 class ModelStateWarning(UserWarning):

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler, TimingOptions
+from moduleprofiler import ModuleProfiler, ProfilingError, TimingOptions
 from moduleprofiler.cli import main
 from moduleprofiler.state import preserved_state
 from tests.test_state import Scaled
@@ -136,3 +136,39 @@ def test_an_in_process_command_leaves_the_random_number_generator_alone(
     assert main([TINY, "-i", "2x4", "--depth", "0"]) == 0
     capsys.readouterr()
     assert torch.equal(torch.rand(3), expected)
+
+
+def optimizer_in_backward() -> tuple[nn.Module, list[torch.optim.Optimizer]]:
+    """A model whose parameters each step their own SGD inside the backward, as soon as their
+    gradient is accumulated (torch's "optimizer in backward" recipe)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    optimizers = {p: torch.optim.SGD([p], lr=0.1, momentum=0.9) for p in model.parameters()}
+
+    def step(parameter: torch.Tensor) -> None:
+        optimizers[parameter].step()
+        optimizers[parameter].zero_grad()
+
+    for parameter in model.parameters():
+        parameter.register_post_accumulate_grad_hook(step)
+    return model, list(optimizers.values())
+
+
+@pytest.mark.parametrize("name", ["train_step_times", "measure_memory"])
+def test_an_optimizer_stepping_in_the_backward_is_refused_not_run(name: str) -> None:
+    model, optimizers = optimizer_in_backward()
+    weights = {key: value.clone() for key, value in model.state_dict().items()}
+    passes = {"train_step_times": lambda: ModuleProfiler().train_step_times(model, X, FAST),
+              "measure_memory": lambda: ModuleProfiler().measure_memory(model, X, train=True)}
+    # its steps moved every weight and gave each optimizer a momentum buffer, for good
+    with pytest.raises(ProfilingError, match=r"post-accumulate-grad hooks of 4 parameter\(s\) "
+                                             r"\('0.weight', '0.bias', '2.weight', \.\.\.\)"):
+        passes[name]()
+    assert all(torch.equal(model.state_dict()[key], value) for key, value in weights.items())
+    assert all(not optimizer.state for optimizer in optimizers)
+
+
+def test_restore_false_times_an_optimizer_in_the_backward_as_training() -> None:
+    model, optimizers = optimizer_in_backward()
+    ModuleProfiler().train_step_times(model, X, FAST, restore=False)
+    assert all(optimizer.state for optimizer in optimizers)  # the steps were training's own

@@ -30,7 +30,12 @@ from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.state import preserved_optimizer, preserved_state, restore_versions
+from moduleprofiler.state import (
+    preserved_optimizer,
+    preserved_state,
+    refuse_stepping_parameters,
+    restore_versions,
+)
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
@@ -363,7 +368,9 @@ def train_step_times(
         :class:`~moduleprofiler.timing.clock.TimingWarning`.
 
     Raises:
-        ProfilingError: the forward raised (the message names the module);
+        ProfilingError: the forward raised (the message names the module); with
+            ``restore=True``, a parameter carries a post-accumulate-grad hook (an optimizer
+            stepping inside the backward, which no restore can undo);
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
         TypeError: ``target`` without ``loss_fn`` (the default loss would leave it unused).
     """
@@ -374,6 +381,9 @@ def train_step_times(
         # it failed inside as AttributeError: 'int' object has no attribute 'state'
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got "
                         f"{type(optimizer).__name__} {optimizer!r:.40}")
+    if restore:
+        refuse_stepping_parameters(module, "train_step_times", "pass restore=False to time "
+                                   "these steps as steps of your training")
     if target is not None and loss_fn is None:
         # the default loss takes the output alone: a target would be silently unused
         raise TypeError("target is used by loss_fn(output, target): pass loss_fn as well "
