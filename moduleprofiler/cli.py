@@ -73,6 +73,7 @@ from moduleprofiler.prediction.meta_copy import meta_limit
 from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.shapes import dtype_name, dtype_named
+from moduleprofiler.state import preserved_rng
 from moduleprofiler.timing import TimingOptions, TimingWarning
 
 WHAT_SORTED = "params,io,ops"
@@ -703,7 +704,14 @@ def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> N
 
 def run(options: argparse.Namespace) -> None:
     """Run the command :func:`~moduleprofiler.cli_options.main` parsed and checked (errors
-    are raised, and ``main`` prints them as one line)."""
+    are raised, and ``main`` prints them as one line). The random number generators are left
+    as they were: the command seeds its inputs and the model it builds draws its weights, but
+    a run inside a Python process (``main([...])``) must not shift the caller's draws."""
+    with preserved_rng():
+        _run(options)
+
+
+def _run(options: argparse.Namespace) -> None:
     if options.kv_cache is not None:
         _emit(kv_cache_text(options), options.output, "text")
         return

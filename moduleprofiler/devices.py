@@ -187,6 +187,26 @@ def clock_rate_mhz(device: torch.device) -> int:
     return int(torch.cuda.clock_rate(device_index(device)))
 
 
+RngStates = tuple[torch.Tensor, list[torch.Tensor]]
+"""The CPU generator's state and every CUDA device's (:func:`rng_states`)."""
+
+
+def rng_states() -> RngStates:
+    """The states of the random number generators a pass could draw from (a Dropout in
+    training mode, sampling): the CPU's and, once CUDA is initialised, every CUDA device's
+    (host-side copies of a few kilobytes; no synchronisation)."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
+    return torch.get_rng_state(), cuda
+
+
+def set_rng_states(states: RngStates) -> None:
+    """Put back what :func:`rng_states` read."""
+    cpu, cuda = states
+    torch.set_rng_state(cpu)
+    if cuda:
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def empty_cache() -> None:
     """Give the CUDA caching allocator's free blocks back."""
     if cuda_available():

@@ -221,6 +221,32 @@ def test_a_model_built_under_inference_mode_is_profiled() -> None:
     assert ModuleProfiler().profile(model, torch.randn(2, 4)).total_macs == 32
 
 
+class Scaled(nn.Module):
+    """Multiplies by a buffer of its own (snapshotted and written back by every pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 3)
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x * self.scale)
+
+
+def test_an_inference_mode_model_with_a_buffer_is_profiled_and_keeps_its_mode() -> None:
+    # its buffer is an inference tensor, written back only inside inference mode: the write
+    # back raised after the forward had run, and the model was left in eval mode
+    with torch.inference_mode():
+        model = nn.Sequential(Scaled(), nn.BatchNorm1d(3))
+    # 2 rows * 3 * 3 = 18 MACs
+    assert ModuleProfiler().profile(model, torch.randn(2, 3)).total_macs == 18
+    assert all(module.training for module in model.modules())
+    with torch.inference_mode():  # in training mode, where the norm writes its statistics
+        ModuleProfiler().profile(model, torch.randn(2, 3), eval=False)
+    assert model[1].num_batches_tracked.item() == 0
+    assert torch.equal(model[0].scale, torch.full((3,), 2.0))
+
+
 def test_an_exported_program_s_module_that_refuses_eval_is_profiled() -> None:
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
     x = torch.randn(2, 8)

@@ -6,8 +6,8 @@ A callback calls :meth:`StepWindow.start` once, :meth:`StepWindow.before_step` a
 training ends. The window
 
 * counts once, on its first step's batch: ``Profiler().profile(model, forward_args(batch),
-  backward=True)``, in the model's own training mode, with the random number generators
-  (CPU and CUDA) saved before and put back after, so the pass draws nothing from them;
+  backward=True)``, in the model's own training mode (a pass leaves the random number
+  generators as it found them: it draws nothing from the training's);
 * times steps ``start_step <= step < start_step + num_steps`` per module with
   :class:`~moduleprofiler.timing.TrainingProfiler`, and up to ``num_steps`` hook-free steps
   just before them as whole steps (``step_ms``, the MFU's time);
@@ -15,8 +15,9 @@ training ends. The window
   logger takes, and (under ``torch.distributed``) every rank's profile gathered on rank 0.
 
 It never changes training: parameters, buffers, ``.grad``, training flags and the random
-number generators are as they would be without it (the pass runner's one state restore does
-the model; the optimizer is never seen). This module imports no training framework.
+number generators are as they would be without it (the one state restore of every pass,
+:func:`~moduleprofiler.state.preserved_state`; the optimizer is never seen). This module
+imports no training framework.
 """
 
 from __future__ import annotations
@@ -308,10 +309,9 @@ class StepWindow:
         synchronize(_device_of(self._model))
 
     def _count(self, model: nn.Module, batch: Any) -> Profile:
-        """The counting pass, in the model's own mode, leaving the RNG states as they were:
-        a Dropout in it would otherwise shift every later random draw of the training."""
-        device = _device_of(model)
-        cuda = [device] if device.type == "cuda" else []
+        """The counting pass, in the model's own mode (it leaves the RNG states as they were,
+        as every pass: a Dropout in it would otherwise shift every later random draw of the
+        training)."""
         try:
             inputs = self.forward_args(batch)
         except Exception as exc:
@@ -324,7 +324,7 @@ class StepWindow:
         # graph break at each) and the user's compile left with pieces it never asked for
         eager = torch.compiler.set_stance("force_eager") if compiled_inside(model) \
             else contextlib.nullcontext()
-        with torch.random.fork_rng(devices=cuda), self._context(), eager:
+        with self._context(), eager:
             try:
                 profiler = self.profiler if self.profiler is not None else Profiler()
                 profile = profiler.profile(model, inputs, backward=True, eval=False,

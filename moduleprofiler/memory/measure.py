@@ -23,6 +23,7 @@ from moduleprofiler.memory.static import module_bytes
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
+from moduleprofiler.state import refuse_stepping_parameters
 from moduleprofiler.validate import check_bool, check_choice, check_device, check_pass
 from moduleprofiler.warn import warn
 
@@ -108,11 +109,16 @@ def measure_memory(
     storages (see ``docs/memory.md``).
 
     Raises:
-        ProfilingError: the forward, the loss or the backward raised (the module path is named).
+        ProfilingError: the forward, the loss or the backward raised (the module path is
+            named); ``train=True`` and a parameter carries a post-accumulate-grad hook (an
+            optimizer stepping inside the backward, which the pass would run).
         LossError: ``train=True`` without ``loss_fn`` and no loss can be derived from the
             output.
     """
     check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, keep_output=keep_output)
+    if train:
+        refuse_stepping_parameters(module, "measure_memory(train=True)", "measure the "
+                                   "inference pass (train=False), or your own step")
     check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
     run_device = resolve_device(module, input, device)

@@ -30,7 +30,12 @@ from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.state import preserved_optimizer, preserved_state
+from moduleprofiler.state import (
+    preserved_optimizer,
+    preserved_state,
+    refuse_stepping_parameters,
+    restore_versions,
+)
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
@@ -278,15 +283,18 @@ class StepRows:
 
 @contextmanager
 def _preserved_parameters(module: nn.Module, enabled: bool) -> Iterator[None]:
-    """Put parameter values back on exit: an optimizer's steps are the one write to the
-    model that :func:`~moduleprofiler.state.preserved_state` leaves to the pass."""
-    saved = [(p, p.detach().clone()) for p in module.parameters()] if enabled else []
+    """Put parameter values back on exit, with their version counters: an optimizer's steps
+    are the one write to the model that :func:`~moduleprofiler.state.preserved_state` leaves
+    to the pass."""
+    saved = [(p, p.detach().clone(), p._version) for p in module.parameters()] if enabled \
+        else []
     try:
         yield
     finally:
         with torch.no_grad():
-            for parameter, value in saved:
+            for parameter, value, _ in saved:
                 parameter.copy_(value)
+        restore_versions([(parameter, version) for parameter, _, version in saved])
 
 
 def train_step_times(
@@ -344,8 +352,8 @@ def train_step_times(
         method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
         train: run in training mode (flags restored afterwards).
         restore: put back ``.grad`` (the parameters' and that of input tensors that require
-            grad), buffers (BatchNorm statistics) and, when an optimizer
-            stepped, parameter values afterwards. The optimizer's own state is not restored.
+            grad), buffers (BatchNorm statistics), the random number generators and, when an
+            optimizer stepped, parameter values and the optimizer's state afterwards.
         overhead_fraction: hook-free steps per round relative to each hooked kind.
         warmup_seconds, rounds, measure_overhead, device, num_threads, confidence, progress,
             ranges, clock: as in :func:`~moduleprofiler.timing.time_modules` (``ranges``
@@ -360,7 +368,9 @@ def train_step_times(
         :class:`~moduleprofiler.timing.clock.TimingWarning`.
 
     Raises:
-        ProfilingError: the forward raised (the message names the module);
+        ProfilingError: the forward raised (the message names the module); with
+            ``restore=True``, a parameter carries a post-accumulate-grad hook (an optimizer
+            stepping inside the backward, which no restore can undo);
             :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
         TypeError: ``target`` without ``loss_fn`` (the default loss would leave it unused).
     """
@@ -371,6 +381,9 @@ def train_step_times(
         # it failed inside as AttributeError: 'int' object has no attribute 'state'
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got "
                         f"{type(optimizer).__name__} {optimizer!r:.40}")
+    if restore:
+        refuse_stepping_parameters(module, "train_step_times", "pass restore=False to time "
+                                   "these steps as steps of your training")
     if target is not None and loss_fn is None:
         # the default loss takes the output alone: a target would be silently unused
         raise TypeError("target is used by loss_fn(output, target): pass loss_fn as well "
@@ -430,7 +443,7 @@ def train_step_times(
         # ``loss.backward()`` accumulates into input tensors that require grad as well
         preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
                         leaves=iter_tensors((input, target)) if restore else (),
-                        optimizer_steps=optimizer is not None),
+                        optimizer_steps=optimizer is not None, rng=restore),
         _preserved_parameters(module, restore and optimizer is not None),
         preserved_optimizer(optimizer if restore else None), torch.enable_grad()])
     for marks in plain:

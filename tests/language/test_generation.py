@@ -203,6 +203,17 @@ def test_the_model_is_left_as_it_was() -> None:
     model.eval()
 
 
+def test_a_sampled_generation_leaves_the_random_number_generator_as_it_was() -> None:
+    model = gpt2()
+    ids = text_inputs(model, 1, 3)
+    torch.manual_seed(4)
+    expected = torch.rand(3)
+    torch.manual_seed(4)
+    # sampling draws every new token from the global generator
+    profile_generation(model, ids, max_new_tokens=2, do_sample=True)
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_step_times_of_known_duration_come_from_the_measurement_loop() -> None:
     model = Spin(300)  # a 300 us busy-wait per call
     x = torch.zeros(1, 2)
