@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -264,3 +265,46 @@ def range_push(name: str) -> None:
 def range_pop() -> None:
     """Close this thread's innermost NVTX range."""
     torch.cuda.nvtx.range_pop()
+
+
+FP32_SETTINGS = ("cuda.matmul", "cudnn.conv")
+"""The fp32 precision settings of the kernels whose TF32 tensor cores moduleprofiler prices and
+measures: cuBLAS matmuls and cuDNN convolutions."""
+
+
+def fp32_precision(setting: str) -> str:
+    """torch's effective fp32 precision of ``setting`` (one of :data:`FP32_SETTINGS`):
+    ``"tf32"`` or ``"ieee"``. An unset (``"none"``) setting inherits its backend's, then
+    torch's; unset everywhere is IEEE. Read through the per-backend API (``fp32_precision``),
+    which the kernels read: the legacy getters (``torch.backends.cuda.matmul.allow_tf32``,
+    ``torch.get_float32_matmul_precision()``) raise once that API was used."""
+    backend_name, op = setting.split(".")
+    backend = getattr(torch.backends, backend_name)
+    levels = (getattr(backend, op), backend, torch.backends)
+    for level in levels:
+        value = getattr(level, "fp32_precision", "none")
+        if value != "none":
+            return "tf32" if value == "tf32" else "ieee"
+    return "ieee"
+
+
+@contextlib.contextmanager
+def tf32_math(enabled: bool) -> Iterator[None]:
+    """Run the block with fp32 matmuls and convolutions on TF32 tensor cores (``enabled``) or
+    in IEEE fp32, every precision setting reading back as it was afterwards.
+
+    Set through the per-backend API only: the legacy setters
+    (``torch.backends.cuda.matmul.allow_tf32 = ...``) also rewrite the matmul precision
+    ``torch.set_float32_matmul_precision`` set ("medium" came back as "high", and
+    ``torch.get_float32_matmul_precision()`` then raised), and the legacy getters raise once
+    the per-backend API was used."""
+    settings = [getattr(getattr(torch.backends, backend), op)
+                for backend, op in (setting.split(".") for setting in FP32_SETTINGS)]
+    before = [setting.fp32_precision for setting in settings]
+    for setting in settings:
+        setting.fp32_precision = "tf32" if enabled else "ieee"
+    try:
+        yield
+    finally:
+        for setting, value in zip(settings, before, strict=True):
+            setting.fp32_precision = value

@@ -229,8 +229,10 @@ class TimingFacts:
                       "backward_hooks)",
         "cuda_version": "CUDA: the CUDA version PyTorch was built with",
         "cudnn_benchmark": "CUDA: torch.backends.cudnn.benchmark",
-        "cudnn_allow_tf32": "CUDA: torch.backends.cudnn.allow_tf32",
-        "matmul_allow_tf32": "CUDA: torch.backends.cuda.matmul.allow_tf32",
+        "cudnn_allow_tf32": "CUDA: cuDNN's fp32 convolutions on TF32 tensor cores "
+                            "(torch.backends.cudnn.conv.fp32_precision, either API)",
+        "matmul_allow_tf32": "CUDA: cuBLAS's fp32 matmuls on TF32 tensor cores "
+                             "(torch.backends.cuda.matmul.fp32_precision, either API)",
         "multi_processor_count": "CUDA: the GPU's streaming multiprocessors",
         "gpu_clock_mhz": "CUDA: the GPU's clock at the start (needs pynvml)",
         # the hardware

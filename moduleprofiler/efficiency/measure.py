@@ -13,26 +13,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from moduleprofiler.devices import default_device, device_name, synchronize
+from moduleprofiler.devices import default_device, device_name, synchronize, tf32_math
 from moduleprofiler.efficiency.peaks import DTYPES, DevicePeaks
 
 _TORCH = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
           "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-@contextlib.contextmanager
-def _tf32(enabled: bool) -> Iterator[None]:
-    """FP32 matmuls on tensor cores (``enabled``) or not, restored on exit."""
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def _best_seconds(device: torch.device, work: Callable[[], object], reps: int) -> float:
@@ -83,7 +72,7 @@ def measure_peaks(device: str | torch.device | None = None, *,
             continue
         a = torch.randn(n, n, device=resolved, dtype=_TORCH[name])
         b = torch.randn(n, n, device=resolved, dtype=_TORCH[name])
-        with _tf32(name == "tf32") if cuda else contextlib.nullcontext():
+        with tf32_math(name == "tf32") if cuda else contextlib.nullcontext():
             seconds = _best_seconds(resolved, functools.partial(torch.mm, a, b), reps)
         dense[name] = 2 * n**3 / seconds / 1e12  # one multiply-add = 2 FLOPs
     source = torch.empty(size // 4, device=resolved, dtype=torch.float32)

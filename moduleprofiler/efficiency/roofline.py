@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.devices import fp32_precision
 from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument, peak_dtype
 from moduleprofiler.export.aggregate import sum_known
 from moduleprofiler.export.columns import Kind, inclusive_of, register_column
@@ -162,12 +163,13 @@ def compute_dtype(dtypes: Iterable[str], macs: float | None, peaks: DevicePeaks,
                   tf32: bool | None = None) -> str | None:
     """The peak-table dtype of a call: its first floating (or int8) output dtype; an FP32 call
     with multiply-accumulates counts as TF32 when FP32 matmuls may use tensor cores (``tf32``,
-    default ``torch.backends.cuda.matmul.allow_tf32``) and the device has a TF32 rate."""
+    default: torch's setting, :func:`~moduleprofiler.devices.fp32_precision`) and the device
+    has a TF32 rate."""
     for name in dtypes:
         dtype = peak_dtype(name)
         if dtype is None:
             continue
-        allow = torch.backends.cuda.matmul.allow_tf32 if tf32 is None else tf32
+        allow = fp32_precision("cuda.matmul") == "tf32" if tf32 is None else tf32
         if dtype == "fp32" and macs and allow and peaks.dense_tflops.get("tf32"):
             return "tf32"
         return dtype
@@ -198,8 +200,8 @@ def with_efficiency(profile: Profile, peaks: DevicePeaks, *, dtype: str | torch.
         peaks: the device's :class:`DevicePeaks` (:func:`device_peaks`, :func:`measure_peaks`).
         dtype: the dtype whose peak applies to every call (default: each call's own output
             dtype, so autocast regions get the autocast dtype's peak).
-        tf32: whether FP32 matmuls ran on tensor cores (default: the current
-            ``torch.backends.cuda.matmul.allow_tf32``).
+        tf32: whether FP32 matmuls ran on tensor cores (default: torch's current setting,
+            ``torch.backends.cuda.matmul.fp32_precision``, whichever API set it).
         overhead_share: below this share of the measured time explained by the roofline, a
             call is labelled ``"overhead"``.
 

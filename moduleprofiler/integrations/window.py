@@ -401,7 +401,7 @@ class StepWindow:
                      calls: int = 1) -> Utilization | None:
         """MFU against the peak of the dtype most multiply-accumulates ran in (the count
         ran in the step's context, so under autocast the autocast dtype; float32 matmuls
-        count as TF32 where ``torch.backends.cuda.matmul.allow_tf32`` lets them use tensor
+        count as TF32 where torch's matmul precision lets them use tensor
         cores, as Lightning's and the Trainer's ``tf32``/``float32_matmul_precision``
         settings do). The model FLOPs are the counted call's times the model's ``calls`` in
         a step (each micro-batch of a gradient accumulation), as ``step_ms`` holds them

@@ -25,8 +25,7 @@ import gc
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -40,6 +39,7 @@ from moduleprofiler.devices import (
     empty_cache,
     properties,
     synchronize,
+    tf32_math,
 )
 from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
 from moduleprofiler.prediction.calibrate_backward import backward_tables
@@ -120,18 +120,6 @@ class _Sweep:
             result[label] = statistics.median(samples)
         self._runs.clear()
         return result
-
-
-@contextmanager
-def _tf32(enabled: bool) -> Iterator[None]:
-    """TF32 for fp32 matmuls and convolutions, as ``torch.set_float32_matmul_precision('high')``
-    gives, restored afterwards."""
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
 
 
 def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int, int]]:
@@ -592,7 +580,7 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         raise ValueError(f"dtypes: unknown {unknown}; use {', '.join(_TORCH_DTYPE)}")
     props = properties(cuda)
     tables: dict[str, dict[str, list[list[float]]]] = {}
-    with device_context(cuda), _tf32(True):
+    with device_context(cuda), tf32_math(True):
         # the host first, before the tables' profiler sessions: after one, CUPTI stays
         # attached to the process and a launch costs the host 1.3 to 1.7 times what it costs
         # in the user's unprofiled run, the run the host costs are for
@@ -675,7 +663,7 @@ def ieee_matmul_tables(sweep: _Sweep, dtype: torch.dtype, quick: bool
     0.920 with them; ``benchmarks/results/prediction/evaluate_ieee_h200_2026-11-30.txt``), so a
     calibration takes them only when merged in by hand
     (``benchmarks/prediction/calibrate_ieee.py``)."""
-    with _tf32(False):
+    with tf32_math(False):
         found = matmul_tables(sweep, dtype, quick)
     return {name + IEEE: rows for name, rows in found.items()}
 
@@ -693,7 +681,7 @@ def measure_backward_tables(device: torch.device, dtypes: tuple[str, ...] = ("fp
     (fp32 matmuls in TF32, as :func:`calibrate` measures them): what a calibration made before
     they existed lacks."""
     found: dict[str, dict[str, list[list[float]]]] = {}
-    with device_context(device), _tf32(True):
+    with device_context(device), tf32_math(True):
         for name in dtypes:
             found[name] = backward_tables(_Sweep(device, repeats), device, _TORCH_DTYPE[name],
                                           quick)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from moduleprofiler.devices import cuda_available, default_device
+from moduleprofiler.devices import cuda_available, default_device, fp32_precision
 from moduleprofiler.efficiency.peaks import (
     DEVICE_PEAKS,
     DevicePeaks,
@@ -163,18 +163,8 @@ def with_fp32_math(device: DeviceModel, tf32: bool | None) -> DeviceModel:
         return dataclasses.replace(device, matmul_tf32=tf32, conv_tf32=tf32)
     # read from the backends, which both precision APIs set; get_float32_matmul_precision()
     # raises once the newer per-backend API has been used
-    return dataclasses.replace(device, matmul_tf32=_precision("cuda.matmul") == "tf32",
-                               conv_tf32=_precision("cudnn.conv") == "tf32")
-
-
-def _precision(backend: str) -> str:
-    """torch's fp32 precision for ``"cuda.matmul"`` or ``"cudnn.conv"``: ``"tf32"`` or
-    ``"ieee"`` (``"none"``, inherited from an unset root, is ``"ieee"``)."""
-    # cudnn.conv is set on the module at import: its stubs do not declare it
-    settings: Any = torch.backends.cuda.matmul if backend == "cuda.matmul" \
-        else torch.backends.cudnn.conv  # type: ignore[attr-defined]
-    value = str(settings.fp32_precision)
-    return "ieee" if value == "none" else value
+    return dataclasses.replace(device, matmul_tf32=fp32_precision("cuda.matmul") == "tf32",
+                               conv_tf32=fp32_precision("cudnn.conv") == "tf32")
 
 
 def fp32_notes(device: DeviceModel, tables: set[str], tf32: bool | None) -> list[str]:
@@ -189,7 +179,7 @@ def fp32_notes(device: DeviceModel, tables: set[str], tf32: bool | None) -> list
         rate = device.peaks.flops_per_s("tf32" if on else "fp32")
         peak = f", {rate / 1e12:g} TFLOP/s peak" if rate else ""
         why = f"tf32={tf32}" if tf32 is not None else \
-            f"torch.backends.{backend}.fp32_precision is {_precision(backend)!r}"
+            f"torch.backends.{backend}.fp32_precision is {fp32_precision(backend)!r}"
         if on:
             notes.append(f"fp32 {what} on TF32 tensor cores{peak} ({why})")
         elif any(device.measured_as(table, "fp32").endswith(IEEE) for table in tables & family):

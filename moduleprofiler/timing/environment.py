@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-from moduleprofiler.devices import clock_rate_mhz, cuda_available, device_names, properties
+from moduleprofiler.devices import (
+    clock_rate_mhz,
+    cuda_available,
+    device_names,
+    fp32_precision,
+    properties,
+)
 
 _ALLOCATOR_VARS = ("LD_PRELOAD", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_",
                    "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES",
@@ -109,8 +115,9 @@ def capture_environment(device: torch.device) -> dict[str, Any]:
             device_name=props.name,
             cuda_version=torch.version.cuda,
             cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
-            cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32),
-            matmul_allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+            # through the per-backend API: the legacy getters raise once it was used
+            cudnn_allow_tf32=fp32_precision("cudnn.conv") == "tf32",
+            matmul_allow_tf32=fp32_precision("cuda.matmul") == "tf32",
             multi_processor_count=props.multi_processor_count,
         )
         with contextlib.suppress(Exception):  # needs pynvml

@@ -1,0 +1,98 @@
+"""TF32 settings: read and set through torch's per-backend API, every setting a user made
+read back as it was (the setters and getters work without a GPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from moduleprofiler.devices import fp32_precision, tf32_math
+from moduleprofiler.efficiency.peaks import device_peaks
+from moduleprofiler.efficiency.roofline import compute_dtype
+from moduleprofiler.timing.environment import capture_environment
+
+_SETTINGS = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn",
+             "mkldnn.matmul", "mkldnn.conv")
+
+
+def _at(path: str) -> Any:
+    level: Any = torch.backends
+    for part in filter(None, path.split(".")):
+        level = getattr(level, part)
+    return level
+
+
+def _read(getter: Callable[[], Any]) -> Any:
+    try:
+        return getter()
+    except RuntimeError:
+        return "raises"
+
+
+def _state() -> dict[str, Any]:
+    """Everything a user can read of torch's fp32 precision, a getter that raises as such."""
+    state = {path or "torch": _at(path).fp32_precision for path in _SETTINGS}
+    state["get_float32_matmul_precision"] = _read(torch.get_float32_matmul_precision)
+    state["matmul.allow_tf32"] = _read(lambda: torch.backends.cuda.matmul.allow_tf32)
+    return state
+
+
+@pytest.fixture(autouse=True)
+def _torch_defaults() -> Iterator[None]:
+    """Each test starts from torch's defaults and leaves them behind."""
+    defaults = {path: _at(path).fp32_precision for path in _SETTINGS}
+    yield
+    torch.set_float32_matmul_precision("highest")
+    for path, value in defaults.items():
+        _at(path).fp32_precision = value
+
+
+USER_SETTINGS: dict[str, Callable[[], None]] = {
+    "defaults": lambda: None,
+    "medium": lambda: torch.set_float32_matmul_precision("medium"),
+    "high": lambda: torch.set_float32_matmul_precision("high"),
+    "per-backend tf32": lambda: setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32"),
+    "torch-wide tf32": lambda: setattr(torch.backends, "fp32_precision", "tf32"),
+    "convolutions in ieee": lambda: setattr(torch.backends.cudnn.conv, "fp32_precision",
+                                            "ieee"),
+}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("user", list(USER_SETTINGS))
+def test_tf32_math_sets_both_kernels_and_leaves_every_setting_as_it_was(
+        user: str, enabled: bool) -> None:
+    # the legacy setters it used before: "medium" came back with get_float32_matmul_precision()
+    # raising, a per-backend "tf32" made the block raise on entry, the defaults came back with
+    # cuda.matmul "ieee" where it was "none"
+    USER_SETTINGS[user]()
+    before = _state()
+    with tf32_math(enabled):
+        want = "tf32" if enabled else "ieee"
+        assert (fp32_precision("cuda.matmul"), fp32_precision("cudnn.conv")) == (want, want)
+    assert _state() == before
+
+
+def test_the_effective_precision_inherits_an_unset_setting() -> None:
+    # unset ("none") up to the top is IEEE; an unset setting follows torch-wide's
+    for path in ("", "cuda.matmul", "cudnn", "cudnn.conv"):
+        _at(path).fp32_precision = "none"
+    assert (fp32_precision("cuda.matmul"), fp32_precision("cudnn.conv")) == ("ieee", "ieee")
+    torch.backends.fp32_precision = "tf32"
+    assert (fp32_precision("cuda.matmul"), fp32_precision("cudnn.conv")) == ("tf32", "tf32")
+    torch.backends.cuda.matmul.fp32_precision = "ieee"  # its own setting wins
+    assert (fp32_precision("cuda.matmul"), fp32_precision("cudnn.conv")) == ("ieee", "tf32")
+
+
+def test_a_per_backend_tf32_user_gets_tf32_peaks_and_timing_facts() -> None:
+    # the legacy getter raised for this user: the roofline's dtype, and every CUDA timing's
+    # environment facts (which read it), failed with "mix of the legacy and new APIs"
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    assert _read(lambda: torch.backends.cuda.matmul.allow_tf32) == "raises"
+    assert compute_dtype(["float32"], 10, device_peaks("H100 SXM")) == "tf32"
+    if torch.cuda.is_available():
+        facts = capture_environment(torch.device("cuda"))
+        assert facts["matmul_allow_tf32"] is True
