@@ -96,3 +96,33 @@ def test_a_per_backend_tf32_user_gets_tf32_peaks_and_timing_facts() -> None:
     if torch.cuda.is_available():
         facts = capture_environment(torch.device("cuda"))
         assert facts["matmul_allow_tf32"] is True
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_tf32_math_switches_cublas_and_cudnn() -> None:
+    # the kernels read the per-backend settings: TF32's 10-bit mantissa errs about 1e-3
+    # relative on a 512-deep dot product, IEEE fp32 about 1e-6
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(512, 512, device="cuda", generator=generator)
+    b = torch.randn(512, 512, device="cuda", generator=generator)
+    exact = (a.double() @ b.double())
+    images = torch.randn(1, 64, 16, 16, device="cuda", generator=generator)
+    kernel = torch.randn(64, 64, 3, 3, device="cuda", generator=generator)
+    exact_conv = torch.nn.functional.conv2d(images.double(), kernel.double())
+
+    def errors() -> tuple[float, float]:
+        matmul = ((a @ b).double() - exact).abs().max() / exact.abs().max()
+        conv = ((torch.nn.functional.conv2d(images, kernel).double() - exact_conv).abs().max()
+                / exact_conv.abs().max())
+        return float(matmul), float(conv)
+
+    for user in ("defaults", "medium", "per-backend tf32"):
+        USER_SETTINGS[user]()
+        with tf32_math(True):
+            tf32 = errors()
+        with tf32_math(False):
+            ieee = errors()
+        assert tf32[0] > 1e-4 > 1e-5 > ieee[0] and tf32[1] > 1e-4 > 1e-5 > ieee[1], (user, tf32,
+                                                                                   ieee)
+        facts = capture_environment(torch.device("cuda"))  # read the legacy getters: raised
+        assert facts["matmul_allow_tf32"] is (fp32_precision("cuda.matmul") == "tf32")
