@@ -30,7 +30,8 @@ DOCUMENT_KEYS: dict[str, str] = {
     "uncalled": "paths of the modules the pass never called",
     "groupings": "paths of the containers (ModuleList, ModuleDict) and the root, whose rows "
                  "group their children",
-    "unsupported": "the module types with no formula whose ops are unknown",
+    "unsupported": "paths of the called modules whose own ops are unknown or only partly "
+                   "known (Profile.unsupported)",
     "excluded": "paths of the modules excluded from the ops count (exclude_from_ops)",
     "result": "the result kind a document reads back as (a timing, a memory report, a "
               "prediction)",
