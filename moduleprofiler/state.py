@@ -380,7 +380,9 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     Args:
         root: the user's model.
         eval: switch every module to eval mode for the block.
-        train: switch every module to training mode for the block.
+        train: run the block in training mode: a model in eval mode is switched to it
+            (``root.train()``); one already training keeps every module's own flag (a
+            BatchNorm it froze stays frozen).
         grads: set every ``.grad`` aside for the block and put it back afterwards.
         leaves: with ``grads``, more tensors whose ``.grad`` is set aside the same way (the
             inputs of a backward that accumulates into every leaf it reaches).
@@ -414,10 +416,12 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     random_states = rng_states() if rng else None
     try:
         # ``train(mode)`` is called (a module may override it) unless every flag is already
-        # ``mode``: an inference model in eval mode costs no recursive walk
+        # ``mode``: an inference model in eval mode costs no recursive walk. A model already
+        # training keeps its own flags for a training pass: a BatchNorm or a backbone frozen
+        # inside it (``model.backbone.eval()``) runs frozen, as in the user's own steps
         if eval and True in flags:
             _switch(root, modules, False)
-        elif train and False in flags:
+        elif train and not root.training:
             _switch(root, modules, True)
         if buffers is not False:
             written, slots, lazy = _buffers(modules)

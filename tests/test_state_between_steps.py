@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler, ProfilingError, TimingOptions
+from moduleprofiler import ModuleProfiler, Profiler, ProfilingError, TimingOptions
 from moduleprofiler.cli import main
 from moduleprofiler.state import preserved_state
 from tests.test_state import Scaled
@@ -172,3 +172,22 @@ def test_restore_false_times_an_optimizer_in_the_backward_as_training() -> None:
     model, optimizers = optimizer_in_backward()
     ModuleProfiler().train_step_times(model, X, FAST, restore=False)
     assert all(optimizer.state for optimizer in optimizers)  # the steps were training's own
+
+
+@pytest.mark.parametrize("measure", ["train_step_times", "measure_memory"])
+def test_a_training_pass_keeps_a_batchnorm_the_user_froze(measure: str) -> None:
+    # fine-tuning with a frozen BatchNorm: model.train(), then bn.eval(). The pass switched the
+    # whole tree to training mode (root.train()), so it ran a step the user never runs: the
+    # BatchNorm normalised with the batch's statistics and saved them for its backward
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)).train()
+    model[1].eval()
+    modes: list[bool] = []
+    model[1].register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    x = torch.randn(8, 4)
+    if measure == "train_step_times":
+        Profiler().train_step_times(model, x, options=TimingOptions(
+            num_iters=2, drop_first=0, measure_overhead=False, warmup_seconds=0.0))
+    else:
+        Profiler().measure_memory(model, x, train=True)
+    assert modes and not any(modes)  # frozen in every step the pass ran
+    assert model.training and not model[1].training  # and as the user left it

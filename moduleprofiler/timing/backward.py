@@ -350,7 +350,9 @@ def train_step_times(
         target_ci, max_seconds, min_iters: the adaptive run's stopping rule, as in
             :func:`~moduleprofiler.timing.time_modules`.
         method: backward attribution; ``"nodes"`` (``"auto"``) is the only one.
-        train: run in training mode (flags restored afterwards).
+        train: run in training mode (a model in eval mode is switched to it; one already
+            training keeps each module's own flag, a frozen BatchNorm stays frozen; flags
+            restored afterwards).
         restore: put back ``.grad`` (the parameters' and that of input tensors that require
             grad), buffers (BatchNorm statistics), the random number generators and, when an
             optimizer stepped, parameter values and the optimizer's state afterwards.
