@@ -49,6 +49,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.records import unknown_work
+from moduleprofiler.state import refuse_stepping_parameters
 from moduleprofiler.timing import TrainingProfiler
 from moduleprofiler.warn import warn
 
@@ -329,7 +330,7 @@ class StepWindow:
                 profiler = self.profiler if self.profiler is not None else Profiler()
                 profile = profiler.profile(model, inputs, backward=True, eval=False,
                                            loss_fn=self.loss_fn)
-                if not self.memory:
+                if not self.memory or not self._memory_measurable(model):
                     return profile
                 # the training step's memory: saved for the backward and live per module,
                 # the peak and the call that set it (one more forward and backward)
@@ -340,6 +341,19 @@ class StepWindow:
                 raise ProfilingError(f"counting the model on the batch of step "
                                      f"{self.start_step} failed (check forward_args): "
                                      f"{exc}") from exc
+
+    def _memory_measurable(self, model: nn.Module) -> bool:
+        """Whether the memory pass may run: its real ``loss.backward()`` would run an optimizer
+        stepping inside the backward, which no restore undoes; then it is left out, said
+        once, and the rest of the window goes on."""
+        try:
+            refuse_stepping_parameters(model, "the window's memory pass", "memory=False "
+                                       "leaves it out without this warning")
+        except ProfilingError as exc:
+            warn(WindowWarning(f"moduleprofiler: the training step's memory is not measured "
+                               f"(training_peak_bytes, saved_bytes are not logged): {exc}"))
+            return False
+        return True
 
     def _close(self) -> WindowResult | None:
         profiler = self._profiler

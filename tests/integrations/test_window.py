@@ -457,3 +457,33 @@ def test_a_window_whose_counts_are_lower_bounds_says_so_and_training_goes_on() -
 def test_a_complete_window_warns_of_nothing(recwarn: pytest.WarningsRecorder) -> None:
     _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False))
     assert not [w for w in recwarn if issubclass(w.category, WindowWarning)]
+
+
+def test_an_optimizer_in_the_backward_leaves_memory_out_and_the_window_goes_on() -> None:
+    # torch's "optimizer in backward": each parameter steps in its post-accumulate-grad hook.
+    # The memory pass refuses such a model (its real backward would step); the window failed
+    # as a whole then ("check forward_args") and logged nothing
+    torch.manual_seed(0)
+    model = _model()
+    optimizers = {p: torch.optim.SGD([p], lr=0.1) for p in model.parameters()}
+
+    def step(parameter: torch.Tensor) -> None:
+        optimizers[parameter].step()
+        optimizers[parameter].zero_grad()
+
+    for parameter in model.parameters():
+        parameter.register_post_accumulate_grad_hook(step)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first)
+    window.start(model)
+    with pytest.warns(WindowWarning, match=r"memory is not measured .* an optimizer stepping "
+                                           r"inside the backward"):
+        for index in range(3):
+            x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+            window.before_step(index, (x, y))
+            nn.functional.cross_entropy(model(x), y).backward()  # the hooks step
+            window.after_step(index)
+        result = window.finish()
+    assert result is not None and result.memory is None
+    # Linear(4, 8) on 3 rows: 3 x 8 x 4 = 96 MACs, as the window logs without the optimizer
+    assert result.profile.records[1].macs == 96
+    assert "moduleprofiler/training_peak_bytes" not in result.scalars
