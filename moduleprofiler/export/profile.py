@@ -21,7 +21,7 @@ from moduleprofiler.export.figures import PlotKind, plot_profile
 from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json, register_result, result_values
-from moduleprofiler.export.renamed import RENAMED, renamed_columns
+from moduleprofiler.export.renamed import RENAMED, RESCALED, renamed_columns
 from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
@@ -76,7 +76,7 @@ class Profile(ProfileData):
         ``DeprecationWarning``, until 0.3.0 (:class:`~moduleprofiler.export.renamed.
         RenamedColumnsFrame`)."""
         return renamed_columns(profile_frame(self, aggregate, columns), RENAMED,
-                               "Profile.to_df()")
+                               "Profile.to_df()", RESCALED)
 
     def summary(self, memory: Any = None, latency: Any = None) -> pd.DataFrame:
         """One row for the whole model: parameters, model size, peak activations, MACs, FLOPs,

@@ -133,9 +133,12 @@ class RenamedColumnsFrame(pd.DataFrame):
     column under both names would show one quantity twice. Every other operation is a plain
     ``DataFrame``'s, and what any operation returns is a plain ``DataFrame``."""
 
-    _metadata: ClassVar[list[str]] = ["renamed", "owner"]  # pandas keeps these on copies
+    _metadata: ClassVar[list[str]] = ["renamed", "owner", "rescaled"]  # kept on copies
     renamed: dict[str, str]
     """Old column name -> new one."""
+    rescaled: frozenset[str]
+    """Old names of :data:`RESCALED` the table refuses with a
+    :class:`~moduleprofiler.errors.RescaledColumnError` (a profile's frames)."""
     owner: str
     """What made the table, for the warning (``"ExpertLoad.to_df()"``)."""
 
@@ -145,6 +148,9 @@ class RenamedColumnsFrame(pd.DataFrame):
 
     def _new_name(self, key: object) -> object:
         renamed = self.__dict__.get("renamed") or {}
+        if isinstance(key, str) and key in (self.__dict__.get("rescaled") or ()) \
+                and key not in self.columns:
+            current_name(key)  # a name whose quantity is on another scale now: refused
         if isinstance(key, str) and key in renamed and key not in self.columns:
             warn_deprecated(f"{self.__dict__.get('owner', 'the table')}'s column {key!r}",
                             f"use {renamed[key]!r}")
@@ -233,12 +239,14 @@ class _RenamedLoc(_LocIndexer or object):  # type: ignore[misc]
 
 
 def renamed_columns(frame: pd.DataFrame, renamed: dict[str, str],
-                    owner: str) -> RenamedColumnsFrame:
+                    owner: str, rescaled: Iterable[str] = ()) -> RenamedColumnsFrame:
     """``frame`` as a :class:`RenamedColumnsFrame` that answers the ``renamed`` columns' old
-    names (old -> new) with a ``DeprecationWarning``; ``owner`` names what made it."""
+    names (old -> new) with a ``DeprecationWarning`` and refuses the ``rescaled`` ones (names
+    of :data:`RESCALED`) naming their new column; ``owner`` names what made it."""
     out = RenamedColumnsFrame(frame)
     out.renamed = dict(renamed)
     out.owner = owner
+    out.rescaled = frozenset(rescaled)
     return out
 
 

@@ -274,3 +274,17 @@ def test_loc_falls_back_to_pandas_own_where_its_private_indexer_is_gone(
     table = _stragglers()
     assert list(table.loc[:, "self_macs_median"]) == [144.0, 96.0]
     assert list(_one_warning(lambda: table["median"])) == [144.0, 96.0]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("aggregate", ["call", "module", "type"])
+def test_a_profiles_frame_refuses_a_name_now_on_another_scale(aggregate: str) -> None:
+    # ops_fraction (0-1) is self_ops_pct (0-100): the views refused it naming the new column,
+    # where the frame of to_df() said a bare KeyError 'ops_fraction'
+    from moduleprofiler import ModuleProfiler
+    from moduleprofiler.errors import RescaledColumnError
+
+    frame = ModuleProfiler().profile(nn.Linear(4, 4), torch.randn(2, 4)).to_df(aggregate)
+    with pytest.raises(RescaledColumnError, match="'ops_fraction' is now 'self_ops_pct'"):
+        frame["ops_fraction"]
+    with pytest.raises(RescaledColumnError):
+        frame.loc[:, ["module", "ops_fraction"]]
