@@ -379,7 +379,9 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
 
     Args:
         root: the user's model.
-        eval: switch every module to eval mode for the block.
+        eval: run the block in eval mode: a model in training mode is switched to it
+            (``root.eval()``); one already in eval mode keeps every module's own flag (a
+            Dropout it left on stays on).
         train: run the block in training mode: a model in eval mode is switched to it
             (``root.train()``); one already training keeps every module's own flag (a
             BatchNorm it froze stays frozen).
@@ -415,11 +417,11 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     cached = _parametrize_cache()
     random_states = rng_states() if rng else None
     try:
-        # ``train(mode)`` is called (a module may override it) unless every flag is already
-        # ``mode``: an inference model in eval mode costs no recursive walk. A model already
-        # training keeps its own flags for a training pass: a BatchNorm or a backbone frozen
-        # inside it (``model.backbone.eval()``) runs frozen, as in the user's own steps
-        if eval and True in flags:
+        # ``train(mode)`` is called (a module may override it) when the model is in the
+        # other mode; a model already in ``mode`` keeps each module's own flag, as the user
+        # runs it: a BatchNorm or backbone frozen inside a training model
+        # (``model.backbone.eval()``), a Dropout left on inside an eval model (MC dropout)
+        if eval and root.training:
             _switch(root, modules, False)
         elif train and not root.training:
             _switch(root, modules, True)

@@ -191,3 +191,19 @@ def test_a_training_pass_keeps_a_batchnorm_the_user_froze(measure: str) -> None:
         Profiler().measure_memory(model, x, train=True)
     assert modes and not any(modes)  # frozen in every step the pass ran
     assert model.training and not model[1].training  # and as the user left it
+
+
+def test_an_eval_pass_keeps_a_dropout_the_user_left_on() -> None:
+    # MC dropout: model.eval(), then the Dropout switched back on for sampling. An eval pass
+    # called root.eval() whenever some module was training, and counted a model the user
+    # never runs; a model in training mode is still switched to eval
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()
+    model[1].train()
+    modes: list[bool] = []
+    model[1].register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    Profiler().profile(model, torch.randn(2, 4))
+    assert modes == [True] and not model.training and model[1].training
+    training = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).train()
+    training[1].register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    Profiler().profile(training, torch.randn(2, 4))
+    assert modes == [True, False] and training.training and training[1].training
