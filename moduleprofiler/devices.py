@@ -272,15 +272,21 @@ FP32_SETTINGS = ("cuda.matmul", "cudnn.conv")
 measures: cuBLAS matmuls and cuDNN convolutions."""
 
 
+def _fp32_setting(setting: str) -> Any:
+    """The object of ``torch.backends`` that holds ``setting``'s ``fp32_precision``
+    (``"cuda.matmul"``: ``torch.backends.cuda.matmul``)."""
+    backend, op = setting.split(".")
+    return getattr(getattr(torch.backends, backend), op)
+
+
 def fp32_precision(setting: str) -> str:
     """torch's effective fp32 precision of ``setting`` (one of :data:`FP32_SETTINGS`):
     ``"tf32"`` or ``"ieee"``. An unset (``"none"``) setting inherits its backend's, then
     torch's; unset everywhere is IEEE. Read through the per-backend API (``fp32_precision``),
     which the kernels read: the legacy getters (``torch.backends.cuda.matmul.allow_tf32``,
     ``torch.get_float32_matmul_precision()``) raise once that API was used."""
-    backend_name, op = setting.split(".")
-    backend = getattr(torch.backends, backend_name)
-    levels = (getattr(backend, op), backend, torch.backends)
+    backend_name, _ = setting.split(".")
+    levels = (_fp32_setting(setting), getattr(torch.backends, backend_name), torch.backends)
     for level in levels:
         value = getattr(level, "fp32_precision", "none")
         if value != "none":
@@ -298,8 +304,7 @@ def tf32_math(enabled: bool) -> Iterator[None]:
     ``torch.set_float32_matmul_precision`` set ("medium" came back as "high", and
     ``torch.get_float32_matmul_precision()`` then raised), and the legacy getters raise once
     the per-backend API was used."""
-    settings = [getattr(getattr(torch.backends, backend), op)
-                for backend, op in (setting.split(".") for setting in FP32_SETTINGS)]
+    settings = [_fp32_setting(setting) for setting in FP32_SETTINGS]
     before = [setting.fp32_precision for setting in settings]
     for setting in settings:
         setting.fp32_precision = "tf32" if enabled else "ieee"

@@ -185,7 +185,7 @@ class RenamedColumnsFrame(pd.DataFrame):
 
     # pandas-stubs mark it final; the old names are only added to what a DataFrame answers
     def __getattr__(self, name: str) -> Any:  # type: ignore[misc]
-        if name.startswith("_") or name in ("renamed", "owner"):
+        if name.startswith("_") or name in self._metadata:
             return super().__getattr__(name)
         new = self._new_name(name)
         return super().__getattr__(new) if isinstance(new, str) else new

@@ -107,7 +107,7 @@ class LatencyResult:
     facts (``stop_reason``, ``budget``, ``environment``...) are
     :attr:`~moduleprofiler.facts.TimingFacts.KEYS`."""
     RENAMED_KEYS: ClassVar[dict[str, str]] = {
-        f"{name}_ms" if name not in ("n", "confidence") else name: key
+        name if name == "n" else f"{name}_ms": key
         for name, key in _STATISTIC_KEYS.items()}
     """Old key -> new one, for :meth:`to_dict`'s keys renamed in 0.2 (the old ones read their
     value with a ``DeprecationWarning`` until 0.3.0)."""
