@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
 from moduleprofiler.integrations.window import WindowCallback, WindowResult
 
@@ -58,9 +59,11 @@ class _Hooks(WindowCallback):
                  log_dir: str | PathLike[str] | None = None, *,
                  forward_args: Callable[[Any], Any] = first_item,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 peaks: DevicePeaks | str | None = None, memory: bool = True) -> None:
+                 peaks: DevicePeaks | str | None = None, memory: bool = True,
+                 profiler: Profiler | None = None) -> None:
         super().__init__(log_dir, start_step=start_step, num_steps=num_steps, depth=depth,
-                         forward_args=forward_args, loss_fn=loss_fn, peaks=peaks, memory=memory)
+                         forward_args=forward_args, loss_fn=loss_fn, peaks=peaks, memory=memory,
+                         profiler=profiler)
         self._step = 0
         self._directory: Path | None = None
 
@@ -148,6 +151,8 @@ class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
         memory: also measure the training step's memory on the counted batch (the peak,
             bytes saved for the backward and live per module).
+        profiler: the profiler whose formulas count, with its own map entries (default: a
+            new one, the registered formulas; see :class:`StepWindow`).
     """
 
 

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
 from moduleprofiler.integrations.window import WindowCallback, WindowResult
 
@@ -105,6 +106,8 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
         memory: also measure the training step's memory on the counted batch (the peak,
             bytes saved for the backward and live per module).
+        profiler: the profiler whose formulas count, with its own map entries (default: a
+            new one, the registered formulas; see :class:`StepWindow`).
 
     Raises:
         ValueError, TypeError: a bad argument (the message names it).
@@ -113,9 +116,10 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
     def __init__(self, start_step: int = 5, num_steps: int = 5, depth: int = 1,
                  log_dir: str | PathLike[str] | None = None, *,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 peaks: DevicePeaks | str | None = None, memory: bool = True) -> None:
+                 peaks: DevicePeaks | str | None = None, memory: bool = True,
+                 profiler: Profiler | None = None) -> None:
         super().__init__(log_dir, start_step=start_step, num_steps=num_steps, depth=depth,
-                         loss_fn=loss_fn, peaks=peaks, memory=memory)
+                         loss_fn=loss_fn, peaks=peaks, memory=memory, profiler=profiler)
         if isinstance(start_step, int) and start_step < 1:
             raise ValueError("start_step must be >= 1: the Trainer shows a callback no batch, "
                              "so the window's model is counted on the batch of the step "

@@ -140,6 +140,21 @@ def test_bf16_mfu_uses_the_bf16_peak(tmp_path: Path) -> None:
     assert result.mfu == pytest.approx(flops / (result.step_ms / 1e3 * 989.4e12), rel=1e-12)
 
 
+def test_the_callback_counts_with_the_profiler_it_is_given(tmp_path: Path) -> None:
+    # a profiler with its own rule for GELU: each call costs 1000 ops (the callback took no
+    # profiler= and always counted with the registered formulas)
+    from moduleprofiler import ModuleProfiler
+
+    mine = ModuleProfiler()
+    mine.ops_fn_map[transformers.activations.NewGELUActivation] = \
+        lambda module, inputs, output: 1000
+    callback = ModuleProfilerCallback(start_step=2, num_steps=1, depth=5, memory=False,
+                                      profiler=mine)
+    train(tmp_path, [callback], steps=3)
+    assert callback.result is not None
+    assert callback.result.scalars["moduleprofiler/transformer.h.0.mlp.act/ops"] == 1000
+
+
 def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
     def broken(output: Any) -> torch.Tensor:
         raise KeyError("no loss here")
