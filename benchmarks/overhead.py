@@ -17,6 +17,7 @@ header says how noisy the machine was: load averages and the bare forward's spre
     python benchmarks/overhead.py --quick    # 15 rounds, without the peers
     python benchmarks/overhead.py --models resnet50 --rounds 31
     python benchmarks/overhead.py --fixed    # the per-pass cost outside the forward only
+    python benchmarks/overhead.py --models resnet50 --size 64 224  # one table per image size
 
 The last two columns are the paired statistic: in each round, the tool's thread CPU time
 divided by the bare forward's thread CPU time *of the same round*, summarised as the minimum
@@ -87,8 +88,9 @@ def timed(fn: Callable[[], Any]) -> Sample:
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
-def build(name: str) -> tuple[nn.Module, Any]:
-    """A model built without downloading anything, and its input."""
+def build(name: str, size: int = 224) -> tuple[nn.Module, Any]:
+    """A model built without downloading anything, and its input (``size`` x ``size`` images
+    for a torchvision model)."""
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -97,7 +99,7 @@ def build(name: str) -> tuple[nn.Module, Any]:
     import torchvision.models as tvm
 
     model = getattr(tvm, name)(weights=None)
-    return model.eval(), torch.randn(1, 3, 224, 224)
+    return model.eval(), torch.randn(1, 3, size, size)
 
 
 def call(model: nn.Module, example: Any) -> Any:
@@ -357,6 +359,8 @@ def main() -> None:
                         help="15 rounds, without the peers")
     parser.add_argument("--no-peers", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", type=int, nargs="+", default=[224],
+                        help="image sizes for the torchvision models (several: one table each)")
     parser.add_argument("--fixed", action="store_true",
                         help="time only the per-pass cost outside the forward")
     args = parser.parse_args()
@@ -372,8 +376,12 @@ def main() -> None:
     print("columns: min and median wall time and their ratio to the bare forward's; cpu: the "
           "same ratios of thread CPU time; us/call: (tool - bare) / module calls; pair: min and "
           "median over rounds of tool / bare thread CPU time in the same round")
-    for name in args.models:
-        model, example = build(name)
+    runs = [(name, size) for name in args.models
+            for size in (args.size if name != "gpt2" else [0])]
+    for name, size in runs:
+        model, example = build(name, size)
+        if size and args.size != [224]:
+            name = f"{name} at {size} x {size}"
         if args.fixed:
             print(f"\n{name}: {sum(1 for _ in model.modules())} modules")
             fixed_cost(model, example, rounds)
