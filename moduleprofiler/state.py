@@ -29,7 +29,11 @@
   though the values it saved are back, bit for bit;
 * the random number generators (the CPU's and every initialised CUDA device's): a Dropout run
   by the pass would otherwise shift every later random draw, and training with a profiling
-  pass in it would diverge from training without.
+  pass in it would diverge from training without. A lazy module the pass materialises
+  (``nn.LazyLinear``) is the exception: its initial weights were drawn from the generators,
+  which are left where the last such initialisation left them, as the model's own first
+  forward would have left them. Put back, the next draws (the first Dropout mask, a data
+  augmentation) would repeat the numbers the weights were made of.
 
 ``requires_grad`` is never changed by a pass; parameters are never written by it. The one
 parameter torch's own layers write in their forward, the weight of an ``nn.Embedding`` or
@@ -49,6 +53,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter, is_lazy
 from torch.nn.utils import parametrize
 from torch.nn.utils.prune import BasePruningMethod
@@ -312,6 +317,20 @@ def _lazy_snapshot(saved: list[_Saved]) -> Callable[[nn.Module, Any], None]:
     return hook
 
 
+def _after_initialisation(states: list[Any]) -> Callable[[nn.Module, Any], None]:
+    """A forward pre-hook, registered after a lazy module's own initialisation pre-hook, that
+    appends the generators' states once that initialisation has run (its first call in the
+    pass)."""
+    done: set[int] = set()
+
+    def hook(module: nn.Module, args: Any) -> None:
+        if id(module) not in done:
+            done.add(id(module))
+            states.append(rng_states())
+
+    return hook
+
+
 def _switch(root: nn.Module, modules: Sequence[nn.Module], mode: bool) -> None:
     """``root.train()`` or ``root.eval()`` (a model may override either); where the model
     refuses it (the module of a ``torch.export`` program raises ``NotImplementedError``: its
@@ -394,8 +413,9 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             only here).
         optimizer_steps: the block steps an optimizer, so parameter writes are the pass's own
             (no :class:`ModelStateWarning` for them).
-        rng: put the random number generators' states back afterwards (default); ``False``
-            leaves them as the block left them.
+        rng: put the random number generators' states back afterwards (default): where the
+            block materialised a lazy module, as its last initialisation left them (see the
+            module docstring); ``False`` leaves them as the block left them.
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
@@ -416,6 +436,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     versions: tuple[list[Tensor], list[int]] = ([], [])
     cached = _parametrize_cache()
     random_states = rng_states() if rng else None
+    initialised: list[Any] = []  # the generators after each lazy initialisation in the block
     try:
         # ``train(mode)`` is called (a module may override it) when the model is in the
         # other mode; a model already in ``mode`` keeps each module's own flag, as the user
@@ -436,6 +457,12 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                 # runs after the module's own lazy-initialisation pre-hook, before its forward
                 lazy_hooks.enter_context(module.register_forward_pre_hook(
                     _lazy_snapshot(saved_buffers)))
+        if rng:
+            for module in modules:
+                if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():
+                    # registered after the module's own initialisation pre-hook: runs after it
+                    lazy_hooks.enter_context(module.register_forward_pre_hook(
+                        _after_initialisation(initialised)))
         if grads:
             saved_grads = _set_aside([*_parameters(root), *leaves])
         yield
@@ -454,7 +481,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                 if module.training is not training:
                     module.training = training
             if random_states is not None:
-                set_rng_states(random_states)
+                set_rng_states(initialised[-1] if initialised else random_states)
         if versions[0]:
             _warn_written(root, *versions)
 

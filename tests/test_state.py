@@ -108,6 +108,38 @@ def test_a_lazy_batchnorm_is_left_as_initialised() -> None:
     assert not norm._forward_pre_hooks  # nothing of the pass left behind
 
 
+def lazy_model() -> nn.Module:
+    return nn.Sequential(nn.LazyLinear(4), nn.ReLU(), nn.LazyLinear(2))
+
+
+def test_a_lazy_models_draws_are_those_of_its_own_first_forward() -> None:
+    x = torch.ones(5, 3)
+    torch.manual_seed(0)
+    plain = lazy_model()
+    plain(x)  # the model's own first forward draws its weights
+    expected = torch.rand(6)  # the user's next draws
+    torch.manual_seed(0)
+    profiled = lazy_model()
+    ModuleProfiler().profile(profiled, x)
+    after = torch.rand(6)
+    # the pass materialised the same weights, and the generator is where the model's own first
+    # forward leaves it; put back to before the pass, the next six draws u repeated the numbers
+    # the first layer's weight was drawn from (its first six entries are (2u - 1) / sqrt(3))
+    assert torch.equal(profiled[0].weight, plain[0].weight)
+    assert torch.equal(profiled[2].bias, plain[2].bias)
+    assert torch.equal(after, expected)
+    assert not profiled[0]._forward_pre_hooks and not profiled[2]._forward_pre_hooks
+
+
+def test_a_lazy_model_already_materialised_gets_its_generator_back() -> None:
+    model = lazy_model()
+    model(torch.ones(5, 3))
+    state = torch.get_rng_state()
+    ModuleProfiler().profile(nn.Sequential(model, nn.Dropout(0.5)).train(), torch.ones(5, 3),
+                             eval=False)
+    assert torch.equal(torch.get_rng_state(), state)  # the Dropout's draws are undone
+
+
 def test_buffers_false_keeps_what_the_block_wrote() -> None:
     model = batchnorm_model()
     with preserved_state(model, buffers=False), torch.no_grad():
