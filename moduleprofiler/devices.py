@@ -10,6 +10,7 @@ always checked by ``device.type``, never by equality with ``torch.device("cuda")
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -188,24 +189,69 @@ def clock_rate_mhz(device: torch.device) -> int:
     return int(torch.cuda.clock_rate(device_index(device)))
 
 
-RngStates = tuple[torch.Tensor, list[torch.Tensor]]
-"""The CPU generator's state and every CUDA device's (:func:`rng_states`)."""
+RngStates = tuple[torch.Tensor, list[torch.Tensor], Any]
+"""The CPU generator's state, every CUDA device's and those of another accelerator
+(:func:`rng_states`)."""
+
+
+@functools.cache
+def _other_accelerator() -> Any:
+    """The device module (``torch.xpu``, ``torch.mps``...) of the process's accelerator when it
+    is one other than CUDA and has generators, else ``None`` (looked up once: the build's
+    accelerator does not change)."""
+    accelerator = getattr(torch, "accelerator", None)
+    try:
+        kind = accelerator.current_accelerator() if accelerator is not None else None
+    except RuntimeError:  # a build that names no accelerator
+        return None
+    if kind is None or kind.type in ("cpu", "cuda"):
+        return None
+    module = getattr(torch, kind.type, None)
+    has = (hasattr(module, "get_rng_state_all") and hasattr(module, "set_rng_state_all")) or (
+        hasattr(module, "get_rng_state") and hasattr(module, "set_rng_state"))
+    return module if has else None
+
+
+def _accelerator_rng() -> Any:
+    """The other accelerator's generator states (every device's where it has several), once
+    it is in use (``is_initialized()`` where the backend says; reading them must not start
+    it); ``None`` otherwise."""
+    module = _other_accelerator()
+    if module is None:
+        return None
+    available = getattr(module, "is_available", None)
+    if available is not None and not available():
+        return None
+    initialised = getattr(module, "is_initialized", None)
+    if initialised is not None and not initialised():
+        return None
+    if hasattr(module, "get_rng_state_all"):
+        return ("all", module.get_rng_state_all())
+    return ("one", module.get_rng_state())
 
 
 def rng_states() -> RngStates:
     """The states of the random number generators a pass could draw from (a Dropout in
-    training mode, sampling): the CPU's and, once CUDA is initialised, every CUDA device's
-    (host-side copies of a few kilobytes; no synchronisation)."""
+    training mode, sampling): the CPU's, once CUDA is initialised every CUDA device's, and
+    those of another accelerator in use (XPU, MPS...): host-side copies of a few kilobytes, no
+    synchronisation."""
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []
-    return torch.get_rng_state(), cuda
+    return torch.get_rng_state(), cuda, _accelerator_rng()
 
 
 def set_rng_states(states: RngStates) -> None:
     """Put back what :func:`rng_states` read."""
-    cpu, cuda = states
+    cpu, cuda, other = states
     torch.set_rng_state(cpu)
     if cuda:
         torch.cuda.set_rng_state_all(cuda)
+    if other is not None:
+        module = _other_accelerator()
+        how, state = other
+        if how == "all":
+            module.set_rng_state_all(state)
+        else:
+            module.set_rng_state(state)
 
 
 def empty_cache() -> None:

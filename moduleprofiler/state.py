@@ -27,7 +27,8 @@
   at ``backward()``, so a graph the user built before the pass (a BatchNorm in training mode
   saves its running statistics) would otherwise raise "modified by an inplace operation",
   though the values it saved are back, bit for bit;
-* the random number generators (the CPU's and every initialised CUDA device's): a Dropout run
+* the random number generators (the CPU's, every initialised CUDA device's and those of another
+  accelerator in use, :func:`~moduleprofiler.devices.rng_states`): a Dropout run
   by the pass would otherwise shift every later random draw, and training with a profiling
   pass in it would diverge from training without. A lazy module the pass materialises
   (``nn.LazyLinear``) is the exception: its initial weights were drawn from the generators,

@@ -10,6 +10,7 @@ from torch import nn
 from moduleprofiler import devices
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.errors import MixedDeviceError
+from moduleprofiler.state import preserved_state
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -148,3 +149,47 @@ def test_a_model_offloaded_by_accelerate_runs_where_its_hooks_put_the_weights() 
     # the user's offloaded model as it was: weights still waiting on meta, and it still runs
     assert next(model.parameters()).device.type == "meta"
     assert model(x).shape == (2, 4)
+
+
+class _Backend:
+    """An accelerator backend as torch's device modules expose its generators (``torch.xpu``:
+    one state per device, ``get_rng_state_all``), its generator a CPU one here: the draws of a
+    pass on such a device."""
+
+    def __init__(self, initialised: bool = True) -> None:
+        self.generator = torch.Generator().manual_seed(7)
+        self.initialised = initialised
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_initialized(self) -> bool:
+        return self.initialised
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [self.generator.get_state()]
+
+    def set_rng_state_all(self, states: list[torch.Tensor]) -> None:
+        self.generator.set_state(states[0])
+
+
+def test_another_accelerators_generators_are_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = _Backend()
+    monkeypatch.setattr(devices, "_other_accelerator", lambda: backend)
+    expected = torch.rand(3, generator=torch.Generator().manual_seed(7))
+    model = nn.Sequential(nn.Linear(2, 2))
+    with preserved_state(model):
+        torch.rand(5, generator=backend.generator)  # the pass draws on the device
+    # put back: the next draws are the first ones after the seed
+    assert torch.equal(torch.rand(3, generator=backend.generator), expected)
+
+
+def test_an_accelerator_not_started_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = _Backend(initialised=False)
+    monkeypatch.setattr(devices, "_other_accelerator", lambda: backend)
+    assert devices.rng_states()[2] is None  # reading it would start the device
+
+
+def test_this_build_names_no_other_accelerator() -> None:
+    # a CPU build, or one with CUDA: CUDA's generators are read separately
+    assert devices._other_accelerator() is None
