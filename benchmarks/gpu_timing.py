@@ -451,8 +451,9 @@ def real_model(name: str, model: nn.Module, inputs: Any, batch: int) -> dict[str
               f"x{row['calls']:g}{' low-confidence' if row['low_confidence'] else ''}")
     latency = benchmark(model, inputs, warmup_seconds=1.0 if not SMOKE else 0,
                         max_seconds=10 if not SMOKE else 1, target_ci=0.005)
-    print(f"latency (no hooks): median {latency.median_ms:.3f} ms, CI "
-          f"[{latency.ci_low_ms:.3f}, {latency.ci_high_ms:.3f}], n={latency.n} in "
+    print(f"latency (no hooks): median {latency.latency_ms:.3f} ms, CI "
+          f"[{latency.latency_ci_low_ms:.3f}, {latency.latency_ci_high_ms:.3f}], "
+          f"iterations={latency.iterations} in "
           f"{latency.elapsed_s:.2f} s, stop {latency.stop_reason}, throughput "
           f"{batch * latency.iterations_per_second:.1f} items/s")
     train = train_step_times(model, inputs, num_iters=20 if not SMOKE else 4,

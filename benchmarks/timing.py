@@ -159,20 +159,21 @@ def adaptive_vs_fixed(model: nn.Module, x: Tensor, run_fixed: bool, budget: floa
     result = benchmark(model, x, target_ci=0.01, max_seconds=budget, warmup_seconds=1.0,
                        num_threads=1)
     total = time.perf_counter() - start
-    print(f"  adaptive: median {result.median_ms:.3f} ms, 95% CI [{result.ci_low_ms:.3f}, "
-          f"{result.ci_high_ms:.3f}] (+-{100 * result.ci_halfwidth_rel:.2f}%), n={result.n}, "
+    print(f"  adaptive: median {result.latency_ms:.3f} ms, 95% CI "
+          f"[{result.latency_ci_low_ms:.3f}, {result.latency_ci_high_ms:.3f}] "
+          f"(+-{100 * result.ci_halfwidth_rel:.2f}%), iterations={result.iterations}, "
           f"stop {result.stop_reason}; {result.elapsed_s:.2f} s timed, {total:.2f} s with "
           f"warm-up")
-    fixed_s = 1000 * result.mean_ms / 1000
+    fixed_s = 1000 * result.latency_mean_ms / 1000
     # the CI half-width of a median shrinks like 1/sqrt(n)
-    projected = result.ci_halfwidth_rel * math.sqrt(result.n / 1000)
+    projected = result.ci_halfwidth_rel * math.sqrt(result.iterations / 1000)
     print(f"  0.0.4 fixed 1000 iterations: about {fixed_s:.2f} s (1000 x the mean; its CI "
           f"would be about +-{100 * projected:.2f}%, by 1/sqrt(n) scaling); adaptive/fixed "
           f"time {total / fixed_s:.3f}")
     if run_fixed:
         fixed = benchmark(model, x, num_iters=1000, drop_first=0, target_ci=None,
                           max_seconds=None, warmup_iters=0, warmup_seconds=0)
-        print(f"  measured fixed run: {fixed.elapsed_s:.2f} s, median {fixed.median_ms:.3f} ms "
+        print(f"  measured fixed run: {fixed.elapsed_s:.2f} s, median {fixed.latency_ms:.3f} ms "
               f"+-{100 * fixed.ci_halfwidth_rel:.2f}%")
 
 

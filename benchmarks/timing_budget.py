@@ -44,8 +44,8 @@ began = time.perf_counter()
 result = function(model, x, max_seconds=budget, progress=False)
 wall = time.perf_counter() - began
 spent = getattr(result, "budget", None)
-n = result.n if call == "benchmark" else result.iterations
-print(json.dumps({"wall_s": wall, "kept": int(n), "stop_reason": result.stop_reason,
+print(json.dumps({"wall_s": wall, "kept": int(result.iterations),
+                  "stop_reason": result.stop_reason,
                   "budget": None if spent is None else spent.to_dict()}))
 """
 

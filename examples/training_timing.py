@@ -40,8 +40,9 @@ def main() -> None:
     #    num_threads pins torch's intra-op threads while timing (restored afterwards).
     latency = benchmark(model, images, warmup_seconds=0.2 if FAST else 1.0,
                         max_seconds=1.0 if FAST else 10.0, num_threads=1)
-    print(f"latency: median {latency.median_ms:.3f} ms, 95% CI [{latency.ci_low_ms:.3f}, "
-          f"{latency.ci_high_ms:.3f}] ms after {latency.n} iterations ({latency.stop_reason}); "
+    print(f"latency: median {latency.latency_ms:.3f} ms, 95% CI "
+          f"[{latency.latency_ci_low_ms:.3f}, {latency.latency_ci_high_ms:.3f}] ms after "
+          f"{latency.iterations} iterations ({latency.stop_reason}); "
           f"throughput {latency.throughput:.0f} images/s")
 
     # 2. per-module forward times (inference), hooks' overhead measured alongside

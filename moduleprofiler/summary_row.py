@@ -45,23 +45,25 @@ def _check(memory: Any, latency: Any) -> None:
                         f"{type(memory).__name__} {memory!r:.40}")
     if latency is None or (isinstance(latency, (int, float)) and not isinstance(latency, bool)):
         return
-    if not (hasattr(latency, "median_ms") or hasattr(latency, "median")):
+    if not any(hasattr(latency, name) for name in ("latency_ms", "median_ms", "median")):
         raise TypeError("latency must be the result of benchmark(), a "
                         "torch.utils.benchmark.Measurement, a number of ms or None, got "
                         f"{type(latency).__name__} {latency!r:.40}")
 
 
 def _latency_ms(latency: Any) -> float:
-    """Median latency in ms of a duck-typed result: ``median_ms`` (moduleprofiler's
-    ``LatencyResult``), else ``median`` in seconds (``torch.utils.benchmark.Measurement``);
-    a number is one in ms already."""
+    """Median latency in ms of a duck-typed result: ``latency_ms`` (moduleprofiler's
+    ``LatencyResult``; ``median_ms``, its name before 0.2, of an object without it), else
+    ``median`` in seconds (``torch.utils.benchmark.Measurement``); a number is one in ms
+    already."""
     if latency is None:
         return math.nan
     if isinstance(latency, (int, float)):
         return float(latency)
-    value = getattr(latency, "median_ms", None)
-    if value is not None:
-        return float(value)
+    for name in ("latency_ms", "median_ms"):  # a LatencyResult has the first: no warning
+        value = getattr(latency, name, None)
+        if value is not None:
+            return float(value)
     value = getattr(latency, "median", None)
     return math.nan if value is None else float(value) * 1e3
 
@@ -95,7 +97,7 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     ``<NA>`` without a ``memory`` report (:func:`~moduleprofiler.memory.measure_memory`)
     (``training_peak_bytes`` and ``saved_bytes`` also without its training pass);
     ``latency_ms`` and ``throughput`` are NaN without ``latency``, an object with
-    ``median_ms`` (or ``median`` in seconds) and ``throughput`` attributes such as
+    ``latency_ms`` (or ``median`` in seconds) and ``throughput`` attributes such as
     :class:`~moduleprofiler.timing.latency.LatencyResult`, or a number of ms; a timing pass's
     profile gives its own hook-free latency (``facts.latency_ms``) when none is given.
     """

@@ -134,10 +134,10 @@ def total_inference_time_dict(
             "interop_threads": result.interop_threads,
             **get_hardware_specs(),
             **{key: times[key] for key in LEGACY_TOTAL_KEYS if key in times},
-            "inference_time_p95_ms": result.p95_ms,
-            "inference_time_p99_ms": result.p99_ms,
-            "inference_time_ci_low_ms": result.ci_low_ms,
-            "inference_time_ci_high_ms": result.ci_high_ms,
+            "inference_time_p95_ms": result.latency_p95_ms,
+            "inference_time_p99_ms": result.latency_p99_ms,
+            "inference_time_ci_low_ms": result.latency_ci_low_ms,
+            "inference_time_ci_high_ms": result.latency_ci_high_ms,
             "device": result.device,
         }
     }

@@ -82,7 +82,7 @@ def sweep(
             row["self_backward_flops"] = None if macs is None else 2 * macs
         if time:
             row["time_ms"] = profiler.benchmark(model, given, timing,
-                                                 **benchmark_options).stats.median
+                                                 **benchmark_options).latency_ms
         if memory:
             row["peak_bytes"] = profiler.measure_memory(model, given, train=backward).peak_bytes
         rows.append(row)

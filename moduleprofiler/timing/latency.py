@@ -2,7 +2,8 @@
 (:mod:`moduleprofiler.timing.loop`) with one block, the timed calls.
 
 Warm-up runs until both ``warmup_iters`` samples and ``warmup_seconds`` have passed and is
-discarded; then timed iterations run, the stopping rule asked after each, until it says
+discarded (the result's ``warmup_iterations`` and ``warmup_elapsed_s`` say what ran); then
+timed iterations run, the stopping rule asked after each, until it says
 enough:
 
 * ``"target_ci"``: the 95 % (``confidence``) interval of the median, a distribution-free
@@ -21,13 +22,14 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Generic, TypeVar, overload
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import timed_device
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import decode, encode, read_json_text
@@ -45,30 +47,74 @@ from moduleprofiler.timing.loop import Block, BudgetUse, LoopRun, TimingOptions,
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
 from moduleprofiler.validate import check_int, check_pass
 
-
-class _Statistic:
-    """A statistic of a :class:`LatencyResult`'s samples, read from its ``stats``
-    (:class:`~moduleprofiler.timing.stats.Summary`): ``median_ms`` is ``stats.median``."""
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.field = name.removesuffix("_ms")
-
-    def __get__(self, result: Any, owner: type | None = None) -> Any:
-        return self if result is None else getattr(result.stats, self.field)
-
+_T = TypeVar("_T")
 
 _STATISTIC_KEYS: dict[str, str] = {
     "n": "iterations", "median": "latency_ms",
     **{name: f"latency_{name}_ms" for name in ("mean", "std", "min", "max", "p5", "p25", "p75",
                                                "p95", "p99", "iqr", "ci_low", "ci_high")},
+    "ci_halfwidth_rel": "ci_halfwidth_rel", "iqr_rel": "iqr_rel",
 }
-"""The key of each statistic of :class:`~moduleprofiler.timing.stats.Summary` in
-:meth:`LatencyResult.to_dict`: the median is ``latency_ms``, as the model table's
-(``profile.summary(latency=...)``) and a timing's hook-free latency call it; the kept count is
-``iterations``, as a timing's."""
+"""The name of each statistic of :class:`~moduleprofiler.timing.stats.Summary` in a
+:class:`LatencyResult`, as an attribute and as a key of :meth:`LatencyResult.to_dict`: the
+median is ``latency_ms``, as the model table's (``profile.summary(latency=...)``) and a
+timing's hook-free latency call it; the kept count is ``iterations``, as a timing's."""
+
+_FIELD_OF = {name: field for field, name in _STATISTIC_KEYS.items()}
+
+
+class _Statistic(Generic[_T]):
+    """A statistic of a :class:`LatencyResult`'s samples, read from its ``stats``
+    (:class:`~moduleprofiler.timing.stats.Summary`) under its name of :data:`_STATISTIC_KEYS`:
+    ``latency_ms`` is ``stats.median``."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.field = _FIELD_OF[name]  # a KeyError here: a statistic with no key
+
+    @overload
+    def __get__(self, result: None, owner: type | None = None) -> _Statistic[_T]: ...
+    @overload
+    def __get__(self, result: LatencyResult, owner: type | None = None) -> _T: ...
+
+    def __get__(self, result: LatencyResult | None,
+                owner: type | None = None) -> _Statistic[_T] | _T:
+        if result is None:
+            return self
+        value: _T = getattr(result.stats, self.field)
+        return value
+
+
+class _Renamed(Generic[_T]):
+    """An attribute of a :class:`LatencyResult` renamed in 0.2 to its :meth:`to_dict` key's
+    name: reading it gives the new attribute's value with a ``DeprecationWarning`` naming it
+    (:func:`~moduleprofiler.deprecation.warn_deprecated`), until
+    :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`."""
+
+    def __init__(self, new: str, why: str = "the name its to_dict() and JSON give the same "
+                                            "number") -> None:
+        self.new = new
+        self.why = why
+        self.__doc__ = f"Deprecated: use :attr:`{new}` (the same number)."
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.old = name
+
+    @overload
+    def __get__(self, result: None, owner: type | None = None) -> _Renamed[_T]: ...
+    @overload
+    def __get__(self, result: LatencyResult, owner: type | None = None) -> _T: ...
+
+    def __get__(self, result: LatencyResult | None,
+                owner: type | None = None) -> _Renamed[_T] | _T:
+        if result is None:
+            return self
+        warn_deprecated(f"LatencyResult.{self.old}", f"use LatencyResult.{self.new}, {self.why}")
+        value: _T = getattr(result, self.new)
+        return value
+
 
 LATENCY_DOCUMENT = "moduleprofiler.latency"
 """The ``document`` tag of :meth:`LatencyResult.to_json`'s JSON."""
@@ -94,8 +140,14 @@ class LatencyResult:
                             "median (0.01: known to within 1 %)",
         "iqr_rel": "interquartile range over the median: the spread",
         "iterations_per_second": "calls of the model per second (throughput of batch 1)",
-        "warmup_iters": "warm-up iterations run before the timed ones (discarded)",
-        "warmup_seconds": "seconds the warm-up took",
+        "warmup_iterations": "warm-up iterations run before the timed ones (discarded): at "
+                             "least the warmup_iters asked for, more until warmup_seconds "
+                             "passed, fewer where the time budget cut the warm-up (was the "
+                             "key warmup_iters, the option's name)",
+        "warmup_elapsed_s": "wall time of the warm-up, the dropped iterations not included "
+                            "(elapsed_s holds them): at least the warmup_seconds asked for, "
+                            "unless the time budget cut the warm-up (was the key "
+                            "warmup_seconds, the option's name)",
         "cold_ms": "the first call in the process, before any warm-up (benchmark(cold=True))",
         "calls_per_sample": "model calls timed together in one sample (a sample is their mean)",
         "target_ci": "the median's relative confidence interval the run stopped at, asked for "
@@ -107,16 +159,24 @@ class LatencyResult:
     facts (``stop_reason``, ``budget``, ``environment``...) are
     :attr:`~moduleprofiler.facts.TimingFacts.KEYS`."""
     RENAMED_KEYS: ClassVar[dict[str, str]] = {
-        name if name == "n" else f"{name}_ms": key
-        for name, key in _STATISTIC_KEYS.items()}
-    """Old key -> new one, for :meth:`to_dict`'s keys renamed in 0.2 (the old ones read their
-    value with a ``DeprecationWarning`` until 0.3.0)."""
+        **{name if name == "n" else f"{name}_ms": key
+           for name, key in _STATISTIC_KEYS.items() if name != key},
+        "warmup_iters": "warmup_iterations", "warmup_seconds": "warmup_elapsed_s",
+    }
+    """Old name -> new one, for the keys of :meth:`to_dict` and the attributes renamed in 0.2
+    (the old ones read their value with a ``DeprecationWarning`` until 0.3.0, and JSON
+    written with them loads): the statistics took the names of the model table and a
+    timing's, and the warm-up the run did names of its own, apart from the options that
+    asked for it (``benchmark(warmup_iters=, warmup_seconds=)``)."""
 
     samples_ms: NDArray[np.float64]
     stop_reason: StopReason
     dropped: int
-    warmup_iters: int
-    warmup_seconds: float
+    warmup_iterations: int
+    """Warm-up iterations run (discarded): at least ``warmup_iters``, more until
+    ``warmup_seconds`` passed, fewer where the time budget cut the warm-up."""
+    warmup_elapsed_s: float
+    """Wall time of the warm-up (the dropped iterations are in :attr:`elapsed_s`)."""
     elapsed_s: float
     """Wall time of the timed phase (dropped iterations included)."""
     cold_ms: float | None
@@ -149,22 +209,44 @@ class LatencyResult:
             raise ValueError("a LatencyResult needs at least one sample")
         object.__setattr__(self, "stats", summary)
 
-    # -- statistics (ms), each read from ``stats`` ------------------------------------------
-    n = _Statistic("Number of kept samples.")
-    mean_ms = _Statistic("Mean latency.")
-    median_ms = _Statistic("Median latency: the headline number.")
-    std_ms = _Statistic("Sample standard deviation (ddof=1).")
-    min_ms = _Statistic("Fastest iteration.")
-    max_ms = _Statistic("Slowest iteration (not trimmed: the tail is real latency).")
-    p5_ms = _Statistic("5th percentile.")
-    p25_ms = _Statistic("25th percentile.")
-    p75_ms = _Statistic("75th percentile.")
-    p95_ms = _Statistic("95th percentile.")
-    p99_ms = _Statistic("99th percentile.")
-    iqr_ms = _Statistic("Interquartile range.")
-    ci_low_ms = _Statistic("Lower bound of the median's confidence interval.")
-    ci_high_ms = _Statistic("Upper bound of the median's confidence interval.")
-    ci_halfwidth_rel = _Statistic("Larger side of the median's CI over the median.")
+    # -- statistics (ms), each read from ``stats``, under its to_dict() key -------------------
+    iterations = _Statistic[int]("Kept samples: the iterations each statistic is of.")
+    latency_ms = _Statistic[float]("Median latency: the headline number.")
+    latency_mean_ms = _Statistic[float]("Mean latency.")
+    latency_std_ms = _Statistic[float]("Sample standard deviation (ddof=1).")
+    latency_min_ms = _Statistic[float]("Fastest iteration.")
+    latency_max_ms = _Statistic[float]("Slowest iteration (not trimmed: the tail is real "
+                                       "latency).")
+    latency_p5_ms = _Statistic[float]("5th percentile.")
+    latency_p25_ms = _Statistic[float]("25th percentile.")
+    latency_p75_ms = _Statistic[float]("75th percentile.")
+    latency_p95_ms = _Statistic[float]("95th percentile.")
+    latency_p99_ms = _Statistic[float]("99th percentile.")
+    latency_iqr_ms = _Statistic[float]("Interquartile range.")
+    latency_ci_low_ms = _Statistic[float]("Lower bound of the median's confidence interval.")
+    latency_ci_high_ms = _Statistic[float]("Upper bound of the median's confidence interval.")
+    ci_halfwidth_rel = _Statistic[float]("Larger side of the median's CI over the median.")
+    iqr_rel = _Statistic[float]("Interquartile range over the median: the spread.")
+
+    # -- the names before 0.2 (RENAMED_KEYS), each with a DeprecationWarning ------------------
+    n = _Renamed[int]("iterations")
+    median_ms = _Renamed[float]("latency_ms")
+    mean_ms = _Renamed[float]("latency_mean_ms")
+    std_ms = _Renamed[float]("latency_std_ms")
+    min_ms = _Renamed[float]("latency_min_ms")
+    max_ms = _Renamed[float]("latency_max_ms")
+    p5_ms = _Renamed[float]("latency_p5_ms")
+    p25_ms = _Renamed[float]("latency_p25_ms")
+    p75_ms = _Renamed[float]("latency_p75_ms")
+    p95_ms = _Renamed[float]("latency_p95_ms")
+    p99_ms = _Renamed[float]("latency_p99_ms")
+    iqr_ms = _Renamed[float]("latency_iqr_ms")
+    ci_low_ms = _Renamed[float]("latency_ci_low_ms")
+    ci_high_ms = _Renamed[float]("latency_ci_high_ms")
+    warmup_iters = _Renamed[int]("warmup_iterations", "the warm-up iterations the run ran "
+                                 "(warmup_iters is the option: the fewest asked for)")
+    warmup_seconds = _Renamed[float]("warmup_elapsed_s", "the wall time the warm-up took "
+                                     "(warmup_seconds is the option: the least asked for)")
 
     @property
     def throughput(self) -> float:
@@ -181,14 +263,13 @@ class LatencyResult:
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain Python, under the names of :attr:`KEYS` and the glossary's:
         the statistics (``latency_ms``, the median, and ``latency_<statistic>_ms``),
-        throughput, settings, environment and the raw samples (``samples_ms``, a list). The
-        keys renamed in 0.2 (:attr:`RENAMED_KEYS`: ``median_ms`` is ``latency_ms``) still read
-        their value, with a ``DeprecationWarning``."""
+        throughput, settings, environment and the raw samples (``samples_ms``, a list); each
+        key is the attribute of the same name. The keys renamed in 0.2 (:attr:`RENAMED_KEYS`:
+        ``median_ms`` is ``latency_ms``) still read their value, with a
+        ``DeprecationWarning``."""
         out: dict[str, Any] = {_STATISTIC_KEYS.get(name, name): value
-                               for name, value in self.stats.to_dict().items()
-                               if name not in ("ci_halfwidth_rel", "iqr_rel")}
-        out.update(ci_halfwidth_rel=self.ci_halfwidth_rel, iqr_rel=self.stats.iqr_rel,
-                   throughput=self.throughput, iterations_per_second=self.iterations_per_second)
+                               for name, value in self.stats.to_dict().items()}
+        out.update(throughput=self.throughput, iterations_per_second=self.iterations_per_second)
         for item in dataclasses.fields(self):  # the settings and evidence, samples last
             value = getattr(self, item.name)
             if item.name not in ("samples_ms", "stats", "confidence"):
@@ -212,7 +293,10 @@ class LatencyResult:
             raise ValueError(f"source is not a latency result's JSON (its 'document' is not "
                              f"{LATENCY_DOCUMENT!r})")
         names = {item.name for item in dataclasses.fields(cls) if item.init}
-        values = {name: value for name, value in document.items() if name in names}
+        # a file written before 0.2 holds some fields under their old keys (warmup_seconds);
+        # its statistics under theirs are derived again from its samples
+        values = {new: value for name, value in document.items()
+                  if (new := cls.RENAMED_KEYS.get(name, name)) in names}
         values["samples_ms"] = np.asarray(values["samples_ms"], dtype=np.float64)
         values["warnings"] = tuple(values.get("warnings", ()))
         values["input_dtypes"] = tuple(values.get("input_dtypes", ()))
@@ -226,9 +310,9 @@ class LatencyResult:
 
     def __repr__(self) -> str:
         return (
-            f"LatencyResult(median={self.median_ms:.4f} ms, ci=[{self.ci_low_ms:.4f}, "
-            f"{self.ci_high_ms:.4f}], n={self.n}, stop_reason={self.stop_reason!r}, "
-            f"device={self.device!r})"
+            f"LatencyResult(latency_ms={self.latency_ms:.4f}, ci=[{self.latency_ci_low_ms:.4f}, "
+            f"{self.latency_ci_high_ms:.4f}], iterations={self.iterations}, "
+            f"stop_reason={self.stop_reason!r}, device={self.device!r})"
         )
 
 
@@ -282,6 +366,7 @@ def benchmark(
         module, input, pred_fn, eval: as in :func:`~moduleprofiler.timing.time_modules`.
         device: whose clock to use (default: the model's); nothing is moved.
         warmup_iters, warmup_seconds: warm-up runs until both are reached; discarded.
+            The result's ``warmup_iterations`` and ``warmup_elapsed_s`` say what ran.
         num_iters: timed iterations including the ``drop_first`` discarded ones (0.0.4's
             meaning). With ``target_ci=None`` exactly this many run (unless ``max_seconds``
             ends the run first); with a target it is a cap. ``None``: no count limit.
@@ -350,8 +435,8 @@ def benchmark(
         samples_ms=np.asarray(samples) / 1e6,
         stop_reason=run.stop_reason,
         dropped=run.dropped,
-        warmup_iters=run.warmup_iters,
-        warmup_seconds=run.warmup_s,
+        warmup_iterations=run.warmup_iterations,
+        warmup_elapsed_s=run.warmup_elapsed_s,
         elapsed_s=run.elapsed_s,
         cold_ms=cold_ns[0] / 1e6 if cold_ns else None,
         batch_size=batch_size if batch_size is not None else first_batch_size(input),

@@ -304,9 +304,12 @@ class LoopRun:
     stop_reason: StopReason
     elapsed_s: float
     """Wall time of the timed phase (dropped iterations and every round's blocks)."""
-    warmup_iters: int
-    warmup_s: float
-    """Wall time of the warm-up (the dropped iterations not included)."""
+    warmup_iterations: int
+    """Warm-up iterations run: ``warmup_iters`` at least, more until ``warmup_seconds``
+    passed, fewer where the budget cut the warm-up."""
+    warmup_elapsed_s: float
+    """Wall time of the warm-up (the dropped iterations not included: they are in
+    :attr:`elapsed_s`, and in :attr:`BudgetUse.warmup_s` with it)."""
     notes: list[str]
     dropped: int
     """Iterations of each dropped block discarded: ``drop_first``, or fewer where the budget

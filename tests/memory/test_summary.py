@@ -34,13 +34,21 @@ def test_summary_with_memory_and_duck_typed_latency() -> None:
     model, x = _model_and_input()
     profile = ModuleProfiler().profile(model, x)
     memory = measure_memory(model, x, train=True)
-    latency = SimpleNamespace(median_ms=1.5, throughput=2000.0)  # like LatencyResult
+    latency = SimpleNamespace(latency_ms=1.5, throughput=2000.0)  # like LatencyResult
     row = model_summary(profile, memory, latency)
     assert row.loc[0, "model_size_bytes"] == ((5 * 7 + 7) + (7 * 2 + 2)) * 4
     assert row.loc[0, "peak_activation_bytes"] == memory.peak_activation_bytes > 0
     assert memory.training is not None
     assert row.loc[0, "training_peak_bytes"] == memory.training.peak_bytes
     assert row.loc[0, "saved_bytes"] == memory.training.saved_bytes
+    assert (row.loc[0, "latency_ms"], row.loc[0, "throughput"]) == (1.5, 2000.0)
+
+
+def test_a_latency_of_the_shape_before_0_2_still_gives_its_median() -> None:
+    # an object shaped like LatencyResult before 0.2 held the median as median_ms
+    model, x = _model_and_input()
+    profile = ModuleProfiler().profile(model, x)
+    row = model_summary(profile, latency=SimpleNamespace(median_ms=1.5, throughput=2000.0))
     assert (row.loc[0, "latency_ms"], row.loc[0, "throughput"]) == (1.5, 2000.0)
 
 

@@ -180,7 +180,7 @@ def test_one_options_object_carries_the_timing_keywords() -> None:
     steps = train_step_times(nn.Linear(2, 1), torch.zeros(3, 2), options=options)
     assert (steps.iterations, steps.dropped) == (3, 1)
     latency = benchmark(nn.Identity(), torch.zeros(1), options=options, warmup_iters=0)
-    assert (latency.n, latency.dropped) == (3, 1)
+    assert (latency.iterations, latency.dropped) == (3, 1)
     # a keyword given as well wins: 6 - 1 = 5 kept
     assert time_modules(nn.Identity(), torch.zeros(1), num_iters=6, options=options
                         ).iterations == 5
@@ -235,7 +235,7 @@ def test_the_loop_warms_drops_and_rotates_its_blocks() -> None:
     assert runs == [("a", 1, False), ("b", 1, False), ("a", 1, False), ("b", 1, False),
                     ("a", 1, False),
                     ("a", 2, True), ("b", 1, True), ("b", 1, True), ("a", 2, True)]
-    assert (run.stop_reason, run.warmup_iters, len(kept)) == ("num_iters", 2, 4)
+    assert (run.stop_reason, run.warmup_iterations, len(kept)) == ("num_iters", 2, 4)
     assert "minor_faults_per_iter" in run.environment
 
 
@@ -331,6 +331,26 @@ def test_every_pass_ends_within_its_budget(kind: str, monkeypatch: pytest.Monkey
     assert spent.total_s == pytest.approx(clock.now)
     if kind != "benchmark":
         assert spent.setup_s >= 0.4
+
+
+@pytest.mark.filterwarnings("ignore::moduleprofiler.timing.TimingWarning")  # the fake clock
+def test_a_latency_names_the_warm_up_it_ran_apart_from_the_one_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the result's warmup_iters and warmup_seconds were the warm-up the run did, under the
+    # names of the options that ask for it: benchmark(warmup_iters=2) came back with
+    # warmup_iters=5. Iterations of 1/64 s; at least 2 asked for and 4.5/64 s: the warm-up
+    # ends after the 5th (5/64 >= 4.5/64), then 2 dropped and 4 kept
+    clock = FakeClock(monkeypatch)
+    result = benchmark(Tick(clock, 1 / 64), torch.zeros(1), warmup_iters=2,
+                       warmup_seconds=4.5 / 64, num_iters=6, drop_first=2, target_ci=None,
+                       max_seconds=None, progress=False)
+    assert result.warmup_iterations == 5 and result.warmup_elapsed_s == 5 / 64
+    # the timed phase: 2 dropped + 4 kept = 6 iterations; the budget's warmup_s is the
+    # warm-up and the dropped ones, 5 + 2 = 7 iterations: another number, another name
+    assert result.elapsed_s == 6 / 64 and result.iterations == 4
+    assert result.budget is not None and result.budget.warmup_s == 7 / 64
+    data = result.to_dict()
+    assert (data["warmup_iterations"], data["warmup_elapsed_s"]) == (5, 5 / 64)
 
 
 def test_a_run_that_meets_its_target_tops_a_block_up_to_its_own_minimum(
