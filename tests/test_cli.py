@@ -275,7 +275,7 @@ def test_json_round_trip_and_rendering_a_saved_profile(capsys: pytest.CaptureFix
     saved = tmp_path / "tiny.json"
     assert main([TINY, "-i", "2x4", "-o", str(saved)]) == 0
     profile = Profile.from_json(saved)
-    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 4
+    assert profile.total_params == 58 and json.loads(saved.read_text())["schema_version"] == 5
     capsys.readouterr()
     status, out, _ = run(capsys, str(saved), "--format", "markdown", "--depth", "1")
     assert status == 0 and out.startswith("| module | type |")

@@ -421,6 +421,58 @@ def test_every_result_renders_in_every_output(result: ProfileData,
     assert [r.path for r in back.records] == [r.path for r in profile.records]
 
 
+NOT_A_COLUMN: dict[str, str] = {
+    "metrics": "a record's listener columns: each is a column of the frame under its own name",
+    "input_size": "0.0.4's input_size (its io-size function's first input shape), for the "
+                  "0.0.4 face",
+    "output_size": "0.0.4's output_size, for the 0.0.4 face",
+    "is_leaf": "a module fact the frames do not show",
+    "container": "a module fact the frames do not show (its status is the row's ops_source)",
+    "shared_tensors": "a module's tied tensors, a list per module",
+    "shared_with": "a column only of a model that ties a parameter (none here)",
+}
+"""Keys of a JSON record or module that are no column of the frame of its calls or modules,
+and why (reviewed by hand)."""
+
+
+def _frame_value(value: object) -> object:
+    return None if value is pd.NA or value is None or (
+        isinstance(value, float) and value != value) else value
+
+
+def test_a_field_has_one_name_in_frames_and_json(result: ProfileData) -> None:
+    # a record's position, module path and class name were call, module and type in the
+    # frames and index, path and type_name in to_dict() and the JSON (and in a memory pass's
+    # peak_call): every key of a record or module is the frame's column of the same values
+    # (the root's path is "" there, __root__ in frames), or a field listed in NOT_A_COLUMN
+    document = json.loads(result.to_json())  # type: ignore[attr-defined]
+    for table, aggregate in (("records", "call"), ("modules", "module")):
+        frame = result.to_df(aggregate, columns="all")  # type: ignore[attr-defined]
+        rows = document[table]
+        keys = list(dict.fromkeys(key for row in rows for key in row))
+        assert [key for key in keys if key not in frame.columns
+                and key not in NOT_A_COLUMN] == [], table
+        if aggregate == "module":  # one row a module, named_modules() order
+            frame = frame.set_index("module").loc[
+                [row["module"] or "__root__" for row in rows]].reset_index()
+        for key in (key for key in keys if key in frame.columns):
+            stored = [row.get(key) for row in rows]
+            if key == "module":
+                stored = [path or "__root__" for path in stored]
+            if all(value is None or isinstance(value, (bool, int, float, str))
+                   for value in stored):  # shape trees are compared by the round trip
+                assert stored == [_frame_value(v) for v in frame[key].tolist()], (table, key)
+    passes = document.get("result_fields") or {}
+    peaks = [passes[name]["peak_call"] for name in ("inference", "training")
+             if isinstance(passes.get(name), dict)]
+    calls = set(result.to_df("call", columns="all").columns) | set(  # type: ignore[attr-defined]
+        result.to_df("module", columns="all").columns)  # type: ignore[attr-defined]
+    from moduleprofiler.memory.report import PassMemory
+
+    for peak in peaks:  # a call's fields, its module's calls, the pass's phase
+        assert [key for key in peak if key not in calls and key not in PassMemory.KEYS] == []
+
+
 # -- every name the command line and the summaries print is in the glossary -------------------
 def _glossary_names() -> set[str]:
     page = (Path(__file__).resolve().parent.parent / "docs" / "glossary.md").read_text(

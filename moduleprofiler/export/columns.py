@@ -302,10 +302,14 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
 )
 _OPS = "one multiply = 1 op, one add = 1 op, batch included"
 _DESCRIPTIONS: dict[str, str] = {
-    "module": "the module's dotted path as in named_modules(); the root is __root__",
+    "module": "the module's dotted path as in named_modules(); the root is __root__ (\"\" in "
+              "Profile.to_dict() and the JSON, as named_modules() gives it; the key of a "
+              "record, a module and a peak call there too)",
     "model": "the profiled model's class name (the one-row model table)",
-    "type": "the module's class name",
-    "call": "position of the call in execution order (the order calls started in), from 0",
+    "type": "the module's class name (the key of a record, a module and a peak call in "
+            "Profile.to_dict() and the JSON too)",
+    "call": "position of the call in execution order (the order calls started in), from 0 "
+            "(the key of a record and a peak call in Profile.to_dict() and the JSON too)",
     "parent": "the call column of the call that was running when this one started (empty for "
               "an outermost call)",
     "depth": "nesting depth of the module in the model's tree; the root is 0",

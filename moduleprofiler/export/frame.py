@@ -38,7 +38,9 @@ from moduleprofiler.export.columns import (
     registry_key,
     value_spec,
 )
+from moduleprofiler.export.keys import FIELD_KEYS
 from moduleprofiler.export.names import module_name, module_path
+from moduleprofiler.export.renamed import RenamedKeysDict
 from moduleprofiler.records import CALLED, GROUPING, shared_overlap
 
 if TYPE_CHECKING:
@@ -46,22 +48,24 @@ if TYPE_CHECKING:
     from moduleprofiler.records import Aggregate, CallRecord, ModuleInfo
     from moduleprofiler.records import ProfileData as Profile
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of :func:`profile_to_dict`'s layout. 2: ``records[].metrics`` holds the listeners'
 columns (always an object) and ``columns`` declares the ones this package does not define.
 3: a bare name is the module with everything inside it, ``self_`` its own share
 (``self_ops``/``ops``, ``self_params``/``params``). 4: so are the last own-only columns
 (``self_launches``/``launches``, ``self_comm_ms``/``comm_ms``, ``self_roofline_ms``/
-``roofline_ms``...). Documents of every earlier version are still read, under the names of
-this one."""
+``roofline_ms``...). 5: a record's, a module's and a peak call's ``index``, ``path`` and
+``type_name`` are ``call``, ``module`` and ``type``, as the frames name them
+(:data:`~moduleprofiler.export.keys.FIELD_KEYS`). Documents of every earlier version are
+still read, under the names of this one."""
 
-_RECORD_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("call", "index"), ("parent", "parent"), ("depth", "depth"), ("module", "path"),
-    ("type", "type_name"), ("call_number", "call_number"), ("input_shapes", "input_shapes"),
-    ("input_dtypes", "input_dtypes"), ("output_shapes", "output_shapes"),
-    ("output_dtypes", "output_dtypes"), ("output_bytes", "output_bytes"), ("params", "params"),
-    ("self_params", "self_params"),
-)
+_RECORD_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (FIELD_KEYS.get(attribute, attribute), attribute) for attribute in (
+        "index", "parent", "depth", "path", "type_name", "call_number", "input_shapes",
+        "input_dtypes", "output_shapes", "output_dtypes", "output_bytes", "params",
+        "self_params"))
+"""The per-call frame's columns taken from the record's fields: (column, attribute), the
+column named as the record's key in dicts and JSON (:data:`FIELD_KEYS`)."""
 _FACTS = ("trainable_params", "buffers", "param_bytes", "buffer_bytes")
 """Module facts (:class:`ModuleInfo` fields) repeated on each of its calls."""
 _COUNTS: tuple[tuple[str, str], ...] = (
@@ -530,12 +534,22 @@ def declared_columns(profile: Profile) -> dict[str, dict[str, Any]]:
     return out
 
 
+def keyed_fields(row: Mapping[str, Any], owner: str) -> RenamedKeysDict:
+    """The fields ``row`` of a record, a module or a peak call (attribute -> value) under
+    their keys (:data:`FIELD_KEYS`: ``path`` is ``module``...); the old keys, the attribute
+    names (those of schema version 4 and before), still read their value with a
+    ``DeprecationWarning`` naming the new one until 0.3.0. ``owner`` names the dict there."""
+    return RenamedKeysDict({FIELD_KEYS.get(name, name): value for name, value in row.items()},
+                           FIELD_KEYS, owner)
+
+
 def _module_fields(info: ModuleInfo) -> dict[str, Any]:
-    """``info``'s fields; ``shared_tensors`` only where the module holds a tied tensor."""
+    """``info``'s fields under their keys; ``shared_tensors`` only where the module holds a
+    tied tensor."""
     row = dataclasses.asdict(info)
     if not row["shared_tensors"]:
         del row["shared_tensors"]
-    return row
+    return keyed_fields(row, "Profile.to_dict()['modules']")
 
 
 def profile_to_dict(profile: Profile) -> dict[str, Any]:
@@ -555,7 +569,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
             "lower_bounds": list(profile.lower_bounds),
         },
         "columns": declared_columns(profile),
-        "records": [dataclasses.asdict(record) for record in profile.records],
+        "records": [keyed_fields(dataclasses.asdict(record), "Profile.to_dict()['records']")
+                    for record in profile.records],
         "modules": [_module_fields(info) for info in profile.modules],
         "uncalled": list(profile.uncalled),
         "groupings": list(profile.groupings),

@@ -7,11 +7,14 @@ backward results, a timing pass's ``facts``). Each record's ``metrics`` holds th
 listeners wrote for that call;
 ``columns`` says how the ones this package does not define are shown and combined, and
 reading the document registers those that are not registered yet, so a saved profile renders
-the same in another process. Records and modules keep PyTorch's module paths (the root is
+the same in another process. A record's, a module's and a peak call's fields are named as
+the frames' columns (``call``, ``module``, ``type``:
+:data:`~moduleprofiler.export.keys.FIELD_KEYS`), their module paths PyTorch's (the root is
 ``""``). Version 1 documents (no ``columns``, ``metrics`` null) are read too, and documents
-of versions 1 and 2 (own counts as ``ops``, inclusive ones as ``inclusive_ops``) and 3 (own
-``launches``, ``collectives``, ``roofline_ms``... without inclusive twins) under the names of
-version 4 with the same numbers (:mod:`moduleprofiler.export.renamed`).
+of versions 1 and 2 (own counts as ``ops``, inclusive ones as ``inclusive_ops``), 3 (own
+``launches``, ``collectives``, ``roofline_ms``... without inclusive twins) and 4 (``index``,
+``path``, ``type_name``) under the names of version 5 with the same numbers
+(:mod:`moduleprofiler.export.renamed`).
 
 The values of the record and module fields (shape trees above all) keep their Python
 structure:
@@ -37,8 +40,9 @@ from typing import IO, Any, TypeVar
 
 from moduleprofiler._version import __version__
 from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
-from moduleprofiler.export.frame import SCHEMA_VERSION, profile_to_dict
+from moduleprofiler.export.frame import SCHEMA_VERSION, keyed_fields, profile_to_dict
 from moduleprofiler.export.io import PathLike
+from moduleprofiler.export.keys import FIELD_KEYS
 from moduleprofiler.export.renamed import upgraded_names
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.records import CallRecord, ModuleInfo, ProfileData, ancestor_paths
@@ -47,6 +51,8 @@ from moduleprofiler.warn import warn
 P = TypeVar("P", bound=ProfileData)
 
 DOCUMENT = "moduleprofiler.profile"
+_ATTRIBUTES = {key: attribute for attribute, key in FIELD_KEYS.items()}
+"""Key -> attribute, for the fields :data:`FIELD_KEYS` names otherwise in documents."""
 _TAGS = ("__list__", "__dict__", "__float__", "__repr__")
 _TABLES = ("records", "modules")
 """Top-level lists of dataclass rows; each field value is encoded with :func:`encode`."""
@@ -146,8 +152,8 @@ def profile_document(profile: ProfileData) -> dict[str, Any]:
 
 def result_values(profile: ProfileData) -> dict[str, Any]:
     """The figures a result class adds to its profile (a prediction's latency and band, a
-    memory report's peaks) as plain data; empty for a plain profile."""
-    return {field.name: _plain(getattr(profile, field.name))
+    memory report's peaks) as plain data (:func:`plain_data`); empty for a plain profile."""
+    return {field.name: plain_data(getattr(profile, field.name))
             for field in _result_fields(type(profile))}
 
 
@@ -158,9 +164,25 @@ def _result_fields(cls: type) -> list[dataclasses.Field[Any]]:
             if field.init and field.name not in base]
 
 
-def _plain(value: Any) -> Any:
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and \
-        not isinstance(value, type) else value
+def plain_data(value: Any) -> Any:
+    """``value`` with every dataclass in it (at any depth) as a dict of its fields, as
+    ``dataclasses.asdict`` makes it, except that a class declaring ``FIELD_KEYS`` (attribute
+    -> key, :data:`~moduleprofiler.export.keys.FIELD_KEYS`: a peak call's ``path`` is
+    ``module``, as in the frames) has its fields under those keys, the old ones still read
+    with a ``DeprecationWarning``."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        row = {field.name: plain_data(getattr(value, field.name))
+               for field in dataclasses.fields(value)}
+        if getattr(type(value), "FIELD_KEYS", None):
+            return keyed_fields(row, f"the {type(value).__name__} dict")
+        return row
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, as asdict
+        return type(value)(*(plain_data(item) for item in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_data(item) for item in value)
+    if isinstance(value, dict):
+        return {key: plain_data(item) for key, item in value.items()}
+    return value
 
 
 def _native(value: Any) -> Any:
@@ -194,12 +216,15 @@ def _dumps(value: Any) -> str:
 
 
 def _build(cls: type[Any], data: Mapping[str, Any], what: str) -> Any:
+    """A record or module of class ``cls`` from its row ``data`` (keys as
+    :data:`FIELD_KEYS` names them)."""
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}
-    values = {name: decode(value) for name, value in data.items() if name in fields}
+    values = {_ATTRIBUTES.get(key, key): decode(value) for key, value in data.items()
+              if _ATTRIBUTES.get(key, key) in fields}
     if "metrics" in fields and values.get("metrics") is None:
         values["metrics"] = {}  # version 1 wrote null
-    missing = [name for name, field in fields.items() if name not in values
-               and field.default is dataclasses.MISSING
+    missing = [FIELD_KEYS.get(name, name) for name, field in fields.items()
+               if name not in values and field.default is dataclasses.MISSING
                and field.default_factory is dataclasses.MISSING]
     if missing:
         raise ValueError(f"profile JSON: a {what} lacks {missing}")
@@ -214,7 +239,7 @@ def profile_from_document(document: Mapping[str, Any], factory: type[P]) -> P:
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise ValueError(f"profile JSON has schema_version {version!r}; this moduleprofiler "
                          f"({__version__}) reads versions up to {SCHEMA_VERSION}")
-    if version < 4:
+    if version < SCHEMA_VERSION:
         document = _upgraded(document, version)
     _declare(document.get("columns") or {})
     cls = _result_class(document, factory)
@@ -284,29 +309,41 @@ def _typed(hint: Any, value: Any) -> Any:
         hint = classes[0] if len(classes) == 1 else None
     if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
         hints = _type_hints(hint)
-        return hint(**{field.name: _typed(hints.get(field.name), value[field.name])
-                       for field in dataclasses.fields(hint)
-                       if field.init and field.name in value})
+        keys: Mapping[str, str] = getattr(hint, "FIELD_KEYS", None) or {}
+        values = {}
+        for field in dataclasses.fields(hint):
+            # a field FIELD_KEYS renames is under its attribute name in a document of schema
+            # version 4 or less (a memory pass's peak call: path, index, type_name)
+            key = next((name for name in (keys.get(field.name), field.name)
+                        if name is not None and name in value), None)
+            if field.init and key is not None:
+                values[field.name] = _typed(hints.get(field.name), value[key])
+        return hint(**values)
     return decode(value)
 
 
 def _upgraded(document: Mapping[str, Any], version: int) -> dict[str, Any]:
-    """A document of schema ``version`` 1, 2 or 3 with its fields and columns named as in
-    version 4 (own ``ops`` -> ``self_ops``, ``inclusive_ops`` -> ``ops``, ``own_params`` ->
-    ``self_params``; own ``launches`` -> ``self_launches``, ...); the numbers stay. Its totals
-    are the model's and keep their names."""
+    """A document of schema ``version`` 1 to 4 with its fields and columns named as in
+    version 5 (own ``ops`` -> ``self_ops``, ``inclusive_ops`` -> ``ops``, ``own_params`` ->
+    ``self_params``; own ``launches`` -> ``self_launches``, ...; a record's and a module's
+    ``index``, ``path``, ``type_name`` -> ``call``, ``module``, ``type``); the numbers stay.
+    Its totals are the model's and keep their names. A result's own figures (a memory pass's
+    peak call) are read by their fields' types, under either name (:func:`_typed`)."""
     def renamed(mapping: Mapping[str, Any]) -> dict[str, Any]:
-        return upgraded_names(mapping, version)
+        return upgraded_names(mapping, version) if version < 4 else dict(mapping)
+
+    def row_of(fields: Mapping[str, Any]) -> dict[str, Any]:
+        return {FIELD_KEYS.get(key, key): value for key, value in renamed(fields).items()}
 
     def record(row: Mapping[str, Any]) -> dict[str, Any]:
-        out = renamed(row)
+        out = row_of(row)
         if isinstance(out.get("metrics"), Mapping):
             out["metrics"] = renamed(out["metrics"])
         return out
 
     upgraded = dict(document)
     upgraded["records"] = [record(row) for row in document["records"]]
-    upgraded["modules"] = [renamed(row) for row in document["modules"]]
+    upgraded["modules"] = [row_of(row) for row in document["modules"]]
     if isinstance(document.get("columns"), Mapping):
         upgraded["columns"] = renamed(document["columns"])
     if isinstance(document.get("module_metrics"), Mapping):
@@ -321,7 +358,7 @@ def _modules(rows: Sequence[Mapping[str, Any]], called: set[str]) -> tuple[Modul
     called with a called descendant was a grouping."""
     holding = {above for path in called for above in ancestor_paths(path)}
     return tuple(_build(ModuleInfo, row if "container" in row else {
-        **row, "container": row.get("path") not in called and row.get("path") in holding},
+        **row, "container": row.get("module") not in called and row.get("module") in holding},
         "module") for row in rows)
 
 

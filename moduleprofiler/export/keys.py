@@ -5,12 +5,21 @@ columns (a record's ``ops``, a module's ``params``); docs/glossary.md lists both
 
 from __future__ import annotations
 
+FIELD_KEYS: dict[str, str] = {"index": "call", "path": "module", "type_name": "type"}
+"""Attribute -> key: the fields of a record (:class:`~moduleprofiler.records.CallRecord`), a
+module (:class:`~moduleprofiler.records.ModuleInfo`) and a peak call whose key in a dict or
+JSON document is the frames' name of the same value (``record.path`` is the ``module`` column
+of ``to_df()``, so it is ``"module"`` in ``to_dict()`` and the JSON too). Only the root's
+spelling differs: ``""`` in dicts and JSON, as ``named_modules()`` and every path list of the
+document give it, ``__root__`` in frames. Documents of schema version 4 or less named these
+keys by the attribute; they read back all the same."""
+
 DOCUMENT_KEYS: dict[str, str] = {
     # the document
     "document": "what a JSON document is (moduleprofiler.profile, moduleprofiler.latency, "
                 "moduleprofiler.distributed): from_json refuses another",
     "moduleprofiler_version": "the moduleprofiler version that wrote the document",
-    "schema_version": "the version of the document's layout (4); older ones read back under "
+    "schema_version": "the version of the document's layout (5); older ones read back under "
                       "today's names with the same numbers",
     "totals": "the model's totals: params, buffers, ops, macs, flops, backward_ops, "
               "backward_macs, complete, lower_bounds",
@@ -23,10 +32,11 @@ DOCUMENT_KEYS: dict[str, str] = {
     "aggregation": "columns: how a module's calls combine (sum, inclusive, max, first, all, "
                    "none)",
     "additive": "columns: whether the values add up over calls",
-    "records": "one object a module call, in the order the calls started: its fields (path, "
-               "type_name, index, metrics...) and registered columns",
-    "modules": "one object a module, in named_modules() order: its fields (path, type_name, "
-               "is_leaf...) and registered columns",
+    "records": "one object a module call, in the order the calls started: the per-call "
+               "frame's columns it holds (call, module, type, parent...), its metrics and "
+               "0.0.4's input_size and output_size",
+    "modules": "one object a module, in named_modules() order: the module frame's columns it "
+               "holds (module, type, depth, params...) and is_leaf, container, shared_tensors",
     "uncalled": "paths of the modules the pass never called",
     "groupings": "paths of the containers (ModuleList, ModuleDict) and the root, whose rows "
                  "group their children",
@@ -51,13 +61,6 @@ DOCUMENT_KEYS: dict[str, str] = {
                 "their nearest hooked ancestor)",
     "module_metrics": "your own per-module columns (Profile.with_metrics), by module path",
     # a record's and a module's fields that are no column
-    "index": "a record, a memory pass's peak_call: position of the call in its pass (the "
-             "frames' call column)",
-    "path": "a record, a module, a memory pass's peak_call: the module's path as "
-            "named_modules() gives it, the root \"\" (the frames' module column, where the "
-            "root is __root__)",
-    "type_name": "a record, a module, a memory pass's peak_call: the module's class name (the "
-                 "frames' type column)",
     "metrics": "a record: the listeners' columns of the call, by column name",
     "input_size": "a record: 0.0.4's input_size (its io-size function's first input shape)",
     "output_size": "a record: 0.0.4's output_size",

@@ -14,6 +14,8 @@ import pandas as pd
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.export.frame import module_values
+from moduleprofiler.export.json_io import plain_data
+from moduleprofiler.export.keys import FIELD_KEYS
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_bytes
 from moduleprofiler.export.view import View
@@ -27,7 +29,12 @@ PassKind = Literal["inference", "training"]
 
 @dataclass(frozen=True)
 class PeakCall:
-    """Where a peak was reached: the module call that was running."""
+    """Where a peak was reached: the module call that was running. As a dict
+    (``report.to_dict()``, the JSON) its ``path``, ``index`` and ``type_name`` are
+    ``module``, ``call`` and ``type``, as the frames name them."""
+
+    FIELD_KEYS: ClassVar[dict[str, str]] = FIELD_KEYS
+    """Attribute -> key in its dict and JSON (:data:`moduleprofiler.export.keys.FIELD_KEYS`)."""
 
     path: str | None
     """Module path (``""`` is the root); ``None``: outside every module call (e.g. the loss)."""
@@ -98,8 +105,8 @@ class PassMemory:
     ``result_fields``) and of its ``peak_call`` that no other table of the glossary holds, with
     their meaning (docs/glossary.md lists them); ``saved_bytes``, ``saved_param_bytes``,
     ``saved_input_bytes``, ``grad_bytes``, ``call_number`` and ``calls`` there are the
-    training pass's or the peak call's value of the names the glossary gives; ``path``,
-    ``type_name`` and ``index`` a record's (:data:`moduleprofiler.export.keys.DOCUMENT_KEYS`)."""
+    training pass's or the peak call's value of the names the glossary gives, and so are its
+    ``module``, ``type`` and ``call``."""
 
     kind: PassKind
     method: Method
@@ -270,8 +277,8 @@ class MemoryReport(Profile):
         return {**super().to_dict(), "device": self.device, "param_bytes": self.param_bytes,
                 "buffer_bytes": self.buffer_bytes,
                 "trainable_param_bytes": self.trainable_param_bytes,
-                "inference": dataclasses.asdict(self.inference),
-                "training": None if self.training is None else dataclasses.asdict(self.training)}
+                "inference": plain_data(self.inference),
+                "training": plain_data(self.training)}
 
     def notes(self) -> tuple[str, ...]:
         """The evidence in words: the static bytes, each pass's peak and the call that set

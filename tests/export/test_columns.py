@@ -239,5 +239,5 @@ def test_registering_a_different_meaning_twice_is_refused() -> None:
 
 def test_tree_of_any_column_json_schema(profile: Profile) -> None:
     document = json.loads(profile.to_json() or "")
-    assert document["schema_version"] == 4
+    assert document["schema_version"] == 5
     assert all(isinstance(record["metrics"], dict) for record in document["records"])

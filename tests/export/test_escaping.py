@@ -87,7 +87,7 @@ def test_text_and_data_formats_keep_names_verbatim() -> None:
     assert {SCRIPT, f"{SCRIPT}.{IMG}", LATEX_SOUP, QUOTES} <= set(frame["module"])
     assert EVIL_TYPE in set(frame["type"])
     document = json.loads(profile.to_json() or "")
-    assert {r["path"] for r in document["records"]} >= {SCRIPT, LATEX_SOUP}
+    assert {r["module"] for r in document["records"]} >= {SCRIPT, LATEX_SOUP}
     assert Profile.from_json(profile.to_json() or "") == profile
 
 

@@ -99,7 +99,7 @@ def test_every_format_names_the_root_the_same() -> None:
     for name in FORMATS:
         text = profile.to_json() if name == "json" else getattr(profile, f"to_{name}")()
         if name == "json":  # the records keep PyTorch's own path, ""
-            assert '"path": ""' in text
+            assert '"module": ""' in text
             continue
         root = "\\_\\_root\\_\\_" if name in ("markdown", "latex") else "__root__"
         assert root in text, name

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -69,8 +70,8 @@ def test_newer_or_foreign_documents_are_refused() -> None:
                                         "text, got NoneType None"):
         Profile.from_json(None)  # type: ignore[arg-type]
     document["schema_version"] = SCHEMA_VERSION
-    del document["records"][0]["path"]
-    with pytest.raises(ValueError, match="lacks \\['path'\\]"):
+    del document["records"][0]["module"]
+    with pytest.raises(ValueError, match="lacks \\['module'\\]"):
         Profile.from_json(json.dumps(document))
 
 
@@ -200,3 +201,68 @@ def test_a_result_class_this_process_lacks_reads_as_a_profile_with_a_warning() -
     with pytest.warns(UserWarning, match="elsewhere.results.CustomProfile"):
         again = Profile.from_json(json.dumps(document))
     assert type(again) is Profile and again == tiny()
+
+
+# -- one name per field: a record's and a module's keys are the frames' column names ----------
+SCHEMA_4 = Path(__file__).resolve().parents[1] / "fixtures" / "profile_schema4.json"
+"""``tiny()`` as 0.2.0.dev0 wrote it (schema version 4), whose records and modules named the
+call's position, module path and class name ``index``, ``path`` and ``type_name``."""
+
+
+def test_records_and_modules_are_keyed_as_the_frames_name_their_columns() -> None:
+    # the frames call them call, module and type; the JSON called the same three fields
+    # index, path and type_name: one quantity under two names
+    profile = tiny()
+    document = json.loads(profile.to_json() or "")
+    assert document["schema_version"] == SCHEMA_VERSION == 5
+    calls = profile.to_df("call", columns="all")
+    records = document["records"]
+    assert [list(row)[:6] for row in records[:1]] == [
+        ["call", "parent", "depth", "module", "type", "call_number"]]
+    assert not {"index", "path", "type_name"} & {key for row in records for key in row}
+    assert [row["call"] for row in records] == calls["call"].tolist() == list(range(8))
+    assert [row["type"] for row in records] == calls["type"].tolist()
+    # the same paths; the root is named_modules()'s "" in the JSON and __root__ in frames
+    assert [row["module"] or "__root__" for row in records] == calls["module"].tolist()
+    modules = document["modules"]
+    assert not {"path", "type_name"} & {key for row in modules for key in row}
+    frame = profile.to_df("module", columns="all")
+    assert [row["module"] or "__root__" for row in modules] == frame["module"].tolist()
+    assert [row["type"] for row in modules] == frame["type"].tolist()
+    assert Profile.from_json(json.dumps(document)) == profile
+
+
+def test_a_schema_4_document_reads_back_as_the_same_profile() -> None:
+    old = json.loads(SCHEMA_4.read_text())
+    assert old["schema_version"] == 4 and old["records"][1]["path"] == "conv"
+    again = Profile.from_json(SCHEMA_4)
+    assert again == tiny()
+    for aggregate in ("call", "module", "type"):
+        pd.testing.assert_frame_equal(again.to_df(aggregate), tiny().to_df(aggregate))
+    # the old keys' values, field by field: block.act's second call is record 6
+    record = again.records[6]
+    assert (record.index, record.path, record.type_name, record.call_number) == (
+        old["records"][6]["index"], old["records"][6]["path"], old["records"][6]["type_name"],
+        1) == (6, "block.act", "ReLU", 1)
+    # written again, it is the current schema and reads back equal
+    document = json.loads(again.to_json() or "")
+    assert document["schema_version"] == SCHEMA_VERSION
+    assert document["records"][6]["module"] == "block.act"
+    assert Profile.from_json(json.dumps(document)) == tiny()
+
+
+def test_to_dict_answers_the_old_keys_with_a_warning() -> None:
+    data = tiny().to_dict()
+    record, module = data["records"][6], data["modules"][4]
+    assert (record["call"], record["module"], record["type"]) == (6, "block.act", "ReLU")
+    assert list(record)[:5] == ["call", "parent", "depth", "module", "type"]
+    for row, old, new, value in ((record, "index", "call", 6),
+                                 (record, "path", "module", "block.act"),
+                                 (record, "type_name", "type", "ReLU"),
+                                 (module, "path", "module", "block.act"),
+                                 (module, "type_name", "type", "ReLU")):
+        with pytest.warns(DeprecationWarning) as caught:
+            assert row[old] == value and row.get(old) == value
+        message = str(caught[0].message)
+        assert f"'{old}'" in message and f"use '{new}'" in message and "0.3.0" in message
+        assert old not in list(row)

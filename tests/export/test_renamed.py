@@ -143,7 +143,7 @@ def test_a_schema_2_file_round_trips_as_the_current_schema(tmp_path: Path) -> No
     profile = Profile.from_json(FIXTURE)
     profile.to_json(tmp_path / "again.json")
     document = json.loads((tmp_path / "again.json").read_text())
-    assert document["schema_version"] == SCHEMA_VERSION == 4
+    assert document["schema_version"] == SCHEMA_VERSION == 5
     assert "inclusive_ops" not in document["records"][0]
     assert "self_ops" in document["records"][0]
     again = Profile.from_json(tmp_path / "again.json")
