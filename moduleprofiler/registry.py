@@ -241,6 +241,11 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
                 return fn
         return None
 
+    @property
+    def hidden_keys(self) -> frozenset[Any]:
+        """The keys deleted from this map (their registered formulas hidden)."""
+        return frozenset(self._hidden - self.own.keys())
+
     def hides(self, key: object) -> bool:
         """Whether ``key`` was deleted from this map (its registered formula hidden)."""
         return bool(self._hidden) and key in self._hidden and key not in self.own
