@@ -34,7 +34,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import torch
 from torch import Tensor, nn
 
 # Re-exported: the attention softmax is priced exactly like ``nn.Softmax``, rows * (4D - 1).
@@ -92,7 +91,7 @@ def _extra_keys(module: nn.MultiheadAttention) -> int:
 
 
 def _attention_ops(module: nn.MultiheadAttention, shape: _Shape, masks: int,
-                   average_heads: bool, parts: Parts, dtype: torch.dtype) -> Count:
+                   average_heads: bool, parts: Parts, query: Any) -> Count:
     embed, heads, head_dim = int(module.embed_dim), int(module.num_heads), int(module.head_dim)
     kdim, vdim = int(module.kdim), int(module.vdim)
     n, tgt, src = shape.batch, shape.target, shape.source
@@ -109,64 +108,72 @@ def _attention_ops(module: nn.MultiheadAttention, shape: _Shape, masks: int,
     if average_heads:
         # (h - 1) adds and 1 division for each of the N*L*S' averaged weights.
         own += n * tgt * keys * heads
-    scores = (n, heads, tgt, keys)
-    dropout: Count = 0
-    if module.training and module.dropout > 0:
-        # dropout on the attention weights, priced as nn.Dropout in training; 0 in eval
-        dropout = parts.elementwise(
-            nn.Dropout, scores, score_rows * keys * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS),
-            dtype, p=float(module.dropout))
+    q = linear_layer_ops(n * tgt, embed, embed, in_bias)
+    k = linear_layer_ops(n * src, kdim, embed, in_bias)
+    v = linear_layer_ops(n * src, vdim, embed, in_bias)
+    out = linear_layer_ops(n * tgt, embed, embed, out_bias)
+    softmax = softmax_ops(score_rows, keys)
+    # dropout on the attention weights, priced as nn.Dropout in training; 0 in eval
+    dropped = module.training and module.dropout > 0
+    dropout = score_rows * keys * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS) if dropped else 0
+    if not parts:  # every part at its built-in count (a profiler without entries for them)
+        return own + q + k + v + softmax + dropout + out
+    dtype, scores = float_dtype(query), (n, heads, tgt, keys)
     return total(
         own,
-        parts.linear((n, tgt), embed, embed, in_bias,
-                     linear_layer_ops(n * tgt, embed, embed, in_bias), dtype),  # Q
-        parts.linear((n, src), kdim, embed, in_bias,
-                     linear_layer_ops(n * src, kdim, embed, in_bias), dtype),  # K
-        parts.linear((n, src), vdim, embed, in_bias,
-                     linear_layer_ops(n * src, vdim, embed, in_bias), dtype),  # V
-        parts.elementwise(nn.Softmax, scores, softmax_ops(score_rows, keys), dtype, dim=-1),
-        dropout,
-        parts.linear((n, tgt), embed, embed, out_bias,
-                     linear_layer_ops(n * tgt, embed, embed, out_bias), dtype,
-                     module=module.out_proj),
+        parts.linear((n, tgt), embed, embed, in_bias, q, dtype),
+        parts.linear((n, src), kdim, embed, in_bias, k, dtype),
+        parts.linear((n, src), vdim, embed, in_bias, v, dtype),
+        parts.elementwise(nn.Softmax, scores, softmax, dtype, dim=-1),
+        parts.elementwise(nn.Dropout, scores, dropout, dtype, p=float(module.dropout))
+        if dropped else 0,
+        parts.linear((n, tgt), embed, embed, out_bias, out, dtype, module=module.out_proj),
     )
 
 
 def _attention_macs(module: nn.MultiheadAttention, shape: _Shape, parts: Parts,
-                    dtype: torch.dtype) -> Count:
+                    query: Any) -> Count:
     embed, kdim, vdim = int(module.embed_dim), int(module.kdim), int(module.vdim)
     n, tgt, src = shape.batch, shape.target, shape.source
     keys = src + _extra_keys(module)
-    in_bias = module.in_proj_bias is not None
     # Q·Kᵀ and A·V: N*h*L*S'*d each, i.e. N*L*S'*E.
+    products = 2 * n * tgt * keys * embed
+    q, k, v = n * tgt * embed * embed, n * src * kdim * embed, n * src * vdim * embed
+    out = n * tgt * embed * embed
+    if not parts:
+        return products + q + k + v + out
+    in_bias, dtype = module.in_proj_bias is not None, float_dtype(query)
     return total(
-        2 * n * tgt * keys * embed,
-        parts.linear((n, tgt), embed, embed, in_bias, n * tgt * embed * embed, dtype),
-        parts.linear((n, src), kdim, embed, in_bias, n * src * kdim * embed, dtype),
-        parts.linear((n, src), vdim, embed, in_bias, n * src * vdim * embed, dtype),
-        parts.linear((n, tgt), embed, embed, module.out_proj.bias is not None,
-                     n * tgt * embed * embed, dtype, module=module.out_proj),
+        products,
+        parts.linear((n, tgt), embed, embed, in_bias, q, dtype),
+        parts.linear((n, src), kdim, embed, in_bias, k, dtype),
+        parts.linear((n, src), vdim, embed, in_bias, v, dtype),
+        parts.linear((n, tgt), embed, embed, module.out_proj.bias is not None, out, dtype,
+                     module=module.out_proj),
     )
 
 
-def _call_facts(inputs: tuple[Any, ...]) -> tuple[int, bool, torch.dtype]:
-    """Masks given, whether averaged weights are returned, and the dtype of the call."""
+def _call_facts(inputs: tuple[Any, ...]) -> tuple[int, bool]:
+    """Masks given, and whether averaged weights are returned."""
     masks = int(_arg(inputs, _KEY_PADDING_MASK, None) is not None) + int(
         _arg(inputs, _ATTN_MASK, None) is not None
     )
     average_heads = bool(_arg(inputs, _NEED_WEIGHTS, True)) and bool(
         _arg(inputs, _AVERAGE, True)
     )
-    return masks, average_heads, float_dtype(*inputs[:1])
+    return masks, average_heads
 
 
 def _ops(parts: Parts) -> Callable[..., Count]:
     def multihead_attention_ops(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
                                 output: Any) -> Count:
         """Projections + scale + Q·Kᵀ + masks + softmax + A·V + average + dropout + out_proj."""
-        masks, average_heads, dtype = _call_facts(inputs)
-        return total(*(_attention_ops(module, shape, masks, average_heads, parts, dtype)
-                       for shape in _shapes(module, inputs)))
+        masks, average_heads = _call_facts(inputs)
+        shapes = _shapes(module, inputs)
+        if len(shapes) == 1:  # dense inputs
+            return _attention_ops(module, shapes[0], masks, average_heads, parts, inputs[0])
+        return total(*(_attention_ops(module, shape, masks, average_heads, parts, inputs[0])
+                       for shape in shapes))
 
     return multihead_attention_ops
 
@@ -175,8 +182,7 @@ def _macs(parts: Parts) -> Callable[..., Count]:
     def multihead_attention_macs(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
                                  output: Any) -> Count:
         """2*N*L*E² + N*S*E*(kdim + vdim) + 2*N*L*S'*E (projections, Q·Kᵀ, A·V)."""
-        dtype = float_dtype(*inputs[:1])
-        return total(*(_attention_macs(module, shape, parts, dtype)
+        return total(*(_attention_macs(module, shape, parts, inputs[0])
                        for shape in _shapes(module, inputs)))
 
     return multihead_attention_macs

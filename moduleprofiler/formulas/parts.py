@@ -103,6 +103,9 @@ class Parts:
                built_in: Count, dtype: torch.dtype, module: nn.Module | None = None) -> Count:
         """An ``nn.Linear`` part: ``module`` (a real layer), else a stand-in on the meta
         device, from ``(*rows, in_features)`` to ``(*rows, out_features)``."""
+        if not self._custom:  # the common case, on every call: the built-in count
+            return built_in
+
         def make() -> nn.Module:
             if module is not None:
                 return module
@@ -118,6 +121,9 @@ class Parts:
         """A part of layer type ``cls`` (an activation, a softmax, a dropout) on a tensor of
         ``shape``, priced on a stand-in ``cls(**options)`` (a dropout's in training mode: a
         composite prices its dropout only when it is training)."""
+        if not self._custom:  # the common case, on every call: the built-in count
+            return built_in
+
         def make() -> nn.Module:
             def build() -> nn.Module:
                 layer = cls(**options)
@@ -161,6 +167,6 @@ def with_parts(built_in: Mapping[type[nn.Module], Callable[..., Any]],
 
 def total(*counts: Count) -> Count:
     """The sum of the parts' counts; ``None`` (unknown) when one of them is."""
-    if any(count is None for count in counts):
+    if None in counts:
         return None
     return sum(counts)  # type: ignore[arg-type]

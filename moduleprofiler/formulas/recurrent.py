@@ -103,8 +103,11 @@ def _rows(x: Any) -> int:
     return leading_rows(data) if isinstance(data, Tensor) else 0
 
 
-def _dtype(inputs: tuple[Any, ...]) -> torch.dtype:
-    """The dtype of a recurrent call's input (a stand-in part's dtype)."""
+def _dtype(inputs: tuple[Any, ...], parts: Parts) -> torch.dtype:
+    """The dtype of a recurrent call's input (a stand-in part's dtype; the default dtype
+    where no part is priced by a call)."""
+    if not parts:
+        return torch.get_default_dtype()
     x = inputs[0] if inputs else None
     return float_dtype(x.data if isinstance(x, PackedSequence) else x)
 
@@ -158,13 +161,16 @@ def _stack_cost(module: nn.RNNBase, parts: Parts, step: _Step, rows: int,
     directions = 2 if module.bidirectional else 1
     proj = module.proj_size
     out_size = proj or module.hidden_size
-    counts: list[Count] = []
+    cost: int | float = 0
     for layer in range(module.num_layers):
         # Layers after the first read both directions' outputs of the layer below.
         in_size = module.input_size if layer == 0 else directions * out_size
-        counts += [step(parts, module.mode, rows, in_size, module.hidden_size, out_size, proj,
-                        module.bias, dtype)] * directions
-    return total(*counts)
+        count = step(parts, module.mode, rows, in_size, module.hidden_size, out_size, proj,
+                     module.bias, dtype)
+        if count is None:  # a part the profiler cannot price: unknown
+            return None
+        cost += directions * count
+    return cost
 
 
 def _dropout_ops(module: nn.RNNBase, rows: int, parts: Parts, dtype: torch.dtype) -> Count:
@@ -183,9 +189,11 @@ def _rnn_ops(parts: Parts) -> Callable[..., Count]:
     def rnn_ops(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> Count:
         """rows * (sum over layers l, directions of step_ops(in_l)); packed: rows =
         sum(batch_sizes)."""
-        rows, dtype = (_rows(inputs[0]) if inputs else 0), _dtype(inputs)
-        return total(_stack_cost(module, parts, _step_parts, rows, dtype),
-                     _dropout_ops(module, rows, parts, dtype))
+        rows, dtype = (_rows(inputs[0]) if inputs else 0), _dtype(inputs, parts)
+        stack = _stack_cost(module, parts, _step_parts, rows, dtype)
+        if not module.training or module.dropout == 0:
+            return stack
+        return total(stack, _dropout_ops(module, rows, parts, dtype))
 
     return rnn_ops
 
@@ -194,7 +202,7 @@ def _rnn_macs(parts: Parts) -> Callable[..., Count]:
     def rnn_macs(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> Count:
         """rows * sum over layers and directions of gates*H*(in_l + state) + proj*H."""
         rows = _rows(inputs[0]) if inputs else 0
-        return _stack_cost(module, parts, _step_macs_parts, rows, _dtype(inputs))
+        return _stack_cost(module, parts, _step_macs_parts, rows, _dtype(inputs, parts))
 
     return rnn_macs
 
@@ -233,7 +241,7 @@ def _cell_ops(parts: Parts) -> Callable[..., Count]:
         # ``module.bias`` is a bool here (0.0.4 tested ``is not None`` and always counted
         # bias: B3).
         return _step_parts(parts, _cell_mode(module), rows, in_size, hidden, hidden, 0,
-                           module.bias, _dtype(inputs))
+                           module.bias, _dtype(inputs, parts))
 
     return rnn_cell_ops
 
@@ -244,7 +252,7 @@ def _cell_macs(parts: Parts) -> Callable[..., Count]:
         rows = _rows(inputs[0]) if inputs else 0
         in_size, hidden = _cell_sizes(module, inputs, output)
         return _step_macs_parts(parts, _cell_mode(module), rows, in_size, hidden, hidden, 0,
-                                module.bias, _dtype(inputs))
+                                module.bias, _dtype(inputs, parts))
 
     return rnn_cell_macs
 
