@@ -34,6 +34,7 @@ from moduleprofiler.operators.registry import MISSING, OperatorMap, PassFormulas
 from moduleprofiler.records import COUNTED_SOURCES, OpsSource, display_path, subtree_totals
 from moduleprofiler.registry import (
     COVERS,
+    bound_to,
     formula_fits,
     resolve_with_owner,
 )
@@ -476,6 +477,9 @@ class CountingListener(Listener):
                 maps.ops.get(EXCLUDED_KEY) if excluded else formula
             ) or maps.ops.get(DEFAULT_KEY) or _unknown
             macs_fn = _fitting(maps.macs, cls) if formula is not None else None
+            # a composite's parts priced with this pass's formulas for their layer types
+            ops_fn = bound_to(ops_fn, maps.ops)
+            macs_fn = None if macs_fn is None else bound_to(macs_fn, maps.macs)
             resolved = _Resolved(
                 ops=ops_fn,
                 macs=macs_fn,

@@ -43,6 +43,14 @@ are not observed), so a ``None`` it returns makes the call unknown; where its te
 (a transformer layer whose activation is a function the formula has no cost for), the module's
 own operators are observed, and counted when the formula returns ``None`` for its calls."""
 
+PARTS_BOUND = "for_map"
+"""Name of the optional attribute of an ops or macs formula that prices parts of its module as
+the layers they are (``nn.MultiheadAttention``'s projections are ``nn.Linear`` work):
+``for_map(table) -> formula``, the same formula pricing each such part with ``table``'s
+formula for the part's layer type. A pass asks it once per module type, with the map it
+counts with (:func:`bound_to`), so that a profiler's own ``nn.Linear`` formula prices the
+projections inside a ``MultiheadAttention`` too (``moduleprofiler.formulas.parts``)."""
+
 Formula = Callable[[nn.Module, tuple[Any, ...], Any], Count]
 Key = type | str
 FormulaMap = dict[Any, Callable[..., Any]]
@@ -241,6 +249,11 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
                 return fn
         return None
 
+    @property
+    def hidden_keys(self) -> frozenset[Any]:
+        """The keys deleted from this map (their registered formulas hidden)."""
+        return frozenset(self._hidden - self.own.keys())
+
     def hides(self, key: object) -> bool:
         """Whether ``key`` was deleted from this map (its registered formula hidden)."""
         return bool(self._hidden) and key in self._hidden and key not in self.own
@@ -345,6 +358,14 @@ def resolve_with_owner(table: Mapping[Any, Callable[..., Any]], cls: type
         if fn is not None:
             return fn, base
     return None
+
+
+def bound_to(formula: Callable[..., Any], table: Mapping[Any, Callable[..., Any]]
+             ) -> Callable[..., Any]:
+    """``formula`` as it prices its module's parts with the formulas of ``table``
+    (:data:`PARTS_BOUND`); a formula without parts of other layer types as it is."""
+    bind = getattr(formula, PARTS_BOUND, None)
+    return formula if bind is None else bind(table)  # type: ignore[no-any-return]
 
 
 def formula_fits(cls: type, registered_for: type) -> bool:

@@ -31,6 +31,7 @@ with ``dropout > 0``. See ``docs/formulas/attention.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from torch import Tensor, nn
@@ -38,8 +39,16 @@ from torch import Tensor, nn
 # Re-exported: the attention softmax is priced exactly like ``nn.Softmax``, rows * (4D - 1).
 from moduleprofiler.formulas.activation import softmax_ops
 from moduleprofiler.formulas.linear import linear_layer_ops
+from moduleprofiler.formulas.parts import (
+    BUILT_IN_MACS,
+    BUILT_IN_OPS,
+    Parts,
+    float_dtype,
+    total,
+    with_parts,
+)
 from moduleprofiler.formulas.zero import DROPOUT_ELEMENT_OPS, DROPOUT_MASK_OPS
-from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.registry import Count, register_macs, register_ops
 
 __all__ = ["multihead_attention_macs", "multihead_attention_ops", "softmax_ops"]
 
@@ -82,58 +91,104 @@ def _extra_keys(module: nn.MultiheadAttention) -> int:
 
 
 def _attention_ops(module: nn.MultiheadAttention, shape: _Shape, masks: int,
-                   average_heads: bool) -> int:
+                   average_heads: bool, parts: Parts, query: Any) -> Count:
     embed, heads, head_dim = int(module.embed_dim), int(module.num_heads), int(module.head_dim)
+    kdim, vdim = int(module.kdim), int(module.vdim)
     n, tgt, src = shape.batch, shape.target, shape.source
     keys = src + _extra_keys(module)
     in_bias = module.in_proj_bias is not None
+    out_bias = module.out_proj.bias is not None
     score_rows = n * heads * tgt
-    ops = (
-        linear_layer_ops(n * tgt, embed, embed, in_bias)
-        + linear_layer_ops(n * src, int(module.kdim), embed, in_bias)
-        + linear_layer_ops(n * src, int(module.vdim), embed, in_bias)
-        + n * tgt * embed  # q * head_dim ** -0.5
+    own = (
+        n * tgt * embed  # q * head_dim ** -0.5
         + score_rows * keys * (2 * head_dim - 1)  # Q·Kᵀ
         + masks * score_rows * keys  # each mask is added to every score
-        + softmax_ops(score_rows, keys)
         + score_rows * head_dim * (2 * keys - 1)  # A·V
-        + linear_layer_ops(n * tgt, embed, embed, module.out_proj.bias is not None)
     )
     if average_heads:
         # (h - 1) adds and 1 division for each of the N*L*S' averaged weights.
-        ops += n * tgt * keys * heads
-    if module.training and module.dropout > 0:
-        # dropout on the attention weights, priced as nn.Dropout in training; 0 in eval
-        ops += score_rows * keys * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS)
-    return ops
+        own += n * tgt * keys * heads
+    q = linear_layer_ops(n * tgt, embed, embed, in_bias)
+    k = linear_layer_ops(n * src, kdim, embed, in_bias)
+    v = linear_layer_ops(n * src, vdim, embed, in_bias)
+    out = linear_layer_ops(n * tgt, embed, embed, out_bias)
+    softmax = softmax_ops(score_rows, keys)
+    # dropout on the attention weights, priced as nn.Dropout in training; 0 in eval
+    dropped = module.training and module.dropout > 0
+    dropout = score_rows * keys * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS) if dropped else 0
+    if not parts:  # every part at its built-in count (a profiler without entries for them)
+        return own + q + k + v + softmax + dropout + out
+    dtype, scores = float_dtype(query), (n, heads, tgt, keys)
+    return total(
+        own,
+        parts.linear((n, tgt), embed, embed, in_bias, q, dtype),
+        parts.linear((n, src), kdim, embed, in_bias, k, dtype),
+        parts.linear((n, src), vdim, embed, in_bias, v, dtype),
+        parts.elementwise(nn.Softmax, scores, softmax, dtype, dim=-1),
+        parts.elementwise(nn.Dropout, scores, dropout, dtype, p=float(module.dropout))
+        if dropped else 0,
+        parts.linear((n, tgt), embed, embed, out_bias, out, dtype, module=module.out_proj),
+    )
 
 
-def _attention_macs(module: nn.MultiheadAttention, shape: _Shape) -> int:
+def _attention_macs(module: nn.MultiheadAttention, shape: _Shape, parts: Parts,
+                    query: Any) -> Count:
     embed, kdim, vdim = int(module.embed_dim), int(module.kdim), int(module.vdim)
     n, tgt, src = shape.batch, shape.target, shape.source
     keys = src + _extra_keys(module)
-    projections = 2 * n * tgt * embed * embed + n * src * embed * (kdim + vdim)
     # Q·Kᵀ and A·V: N*h*L*S'*d each, i.e. N*L*S'*E.
-    return projections + 2 * n * tgt * keys * embed
+    products = 2 * n * tgt * keys * embed
+    q, k, v = n * tgt * embed * embed, n * src * kdim * embed, n * src * vdim * embed
+    out = n * tgt * embed * embed
+    if not parts:
+        return products + q + k + v + out
+    in_bias, dtype = module.in_proj_bias is not None, float_dtype(query)
+    return total(
+        products,
+        parts.linear((n, tgt), embed, embed, in_bias, q, dtype),
+        parts.linear((n, src), kdim, embed, in_bias, k, dtype),
+        parts.linear((n, src), vdim, embed, in_bias, v, dtype),
+        parts.linear((n, tgt), embed, embed, module.out_proj.bias is not None, out, dtype,
+                     module=module.out_proj),
+    )
 
 
-@register_ops(nn.MultiheadAttention)
-def multihead_attention_ops(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
-                            output: Any) -> int:
-    """Projections + scale + Q·Kᵀ + masks + softmax + A·V + average + dropout + out_proj."""
+def _call_facts(inputs: tuple[Any, ...]) -> tuple[int, bool]:
+    """Masks given, and whether averaged weights are returned."""
     masks = int(_arg(inputs, _KEY_PADDING_MASK, None) is not None) + int(
         _arg(inputs, _ATTN_MASK, None) is not None
     )
     average_heads = bool(_arg(inputs, _NEED_WEIGHTS, True)) and bool(
         _arg(inputs, _AVERAGE, True)
     )
-    return sum(
-        _attention_ops(module, shape, masks, average_heads) for shape in _shapes(module, inputs)
-    )
+    return masks, average_heads
 
 
-@register_macs(nn.MultiheadAttention)
-def multihead_attention_macs(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
-                             output: Any) -> int:
-    """2*N*L*E² + N*S*E*(kdim + vdim) + 2*N*L*S'*E (projections, Q·Kᵀ, A·V)."""
-    return sum(_attention_macs(module, shape) for shape in _shapes(module, inputs))
+def _ops(parts: Parts) -> Callable[..., Count]:
+    def multihead_attention_ops(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
+                                output: Any) -> Count:
+        """Projections + scale + Q·Kᵀ + masks + softmax + A·V + average + dropout + out_proj."""
+        masks, average_heads = _call_facts(inputs)
+        shapes = _shapes(module, inputs)
+        if len(shapes) == 1:  # dense inputs
+            return _attention_ops(module, shapes[0], masks, average_heads, parts, inputs[0])
+        return total(*(_attention_ops(module, shape, masks, average_heads, parts, inputs[0])
+                       for shape in shapes))
+
+    return multihead_attention_ops
+
+
+def _macs(parts: Parts) -> Callable[..., Count]:
+    def multihead_attention_macs(module: nn.MultiheadAttention, inputs: tuple[Any, ...],
+                                 output: Any) -> Count:
+        """2*N*L*E² + N*S*E*(kdim + vdim) + 2*N*L*S'*E (projections, Q·Kᵀ, A·V)."""
+        return total(*(_attention_macs(module, shape, parts, inputs[0])
+                       for shape in _shapes(module, inputs)))
+
+    return multihead_attention_macs
+
+
+# the projections, softmax and dropout are priced as the profiler prices their layer types
+multihead_attention_ops = register_ops(nn.MultiheadAttention)(with_parts(BUILT_IN_OPS, _ops))
+multihead_attention_macs = register_macs(nn.MultiheadAttention)(
+    with_parts(BUILT_IN_MACS, _macs))

@@ -27,13 +27,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence
 
 from moduleprofiler.formulas.activation import PER_ELEMENT, SIGMOID, TANH
-from moduleprofiler.formulas.linear import leading_rows
+from moduleprofiler.formulas.linear import leading_rows, linear_layer_ops
+from moduleprofiler.formulas.parts import (
+    BUILT_IN_MACS,
+    BUILT_IN_OPS,
+    Parts,
+    float_dtype,
+    total,
+    with_parts,
+)
 from moduleprofiler.formulas.zero import DROPOUT_ELEMENT_OPS, DROPOUT_MASK_OPS
-from moduleprofiler.registry import register_macs, register_ops
+from moduleprofiler.registry import Count, register_macs, register_ops
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "GRU": 3, "LSTM": 4}
 """Gates per hidden unit of each recurrent mode (torch's ``mode`` names)."""
@@ -56,6 +65,16 @@ POINTWISE_OPS = {
 
 RNN tanh 8, RNN relu 2, GRU 21, LSTM 31.
 """
+
+
+GATE_FUNCTIONS: dict[str, tuple[tuple[type[nn.Module], int], ...]] = {
+    "RNN_TANH": ((nn.Tanh, 1),),
+    "RNN_RELU": ((nn.ReLU, 1),),
+    "GRU": ((nn.Sigmoid, 2), (nn.Tanh, 1)),  # r, z; n
+    "LSTM": ((nn.Sigmoid, 3), (nn.Tanh, 2)),  # i, f, o; g, tanh(c')
+}
+"""The gate functions of a step (each on ``H`` values per row), part of ``POINTWISE_OPS``:
+priced as the profiler prices ``nn.Sigmoid`` / ``nn.Tanh`` / ``nn.ReLU``."""
 
 
 def step_ops(mode: str, in_size: int, hidden: int, state: int, proj: int, bias: bool) -> int:
@@ -84,51 +103,114 @@ def _rows(x: Any) -> int:
     return leading_rows(data) if isinstance(data, Tensor) else 0
 
 
-def _stack_cost(module: nn.RNNBase, per_step: Callable[[int, int, int], int]) -> int:
-    """Sum ``per_step(in_size, state, proj)`` over layers and directions of an RNN stack."""
+def _dtype(inputs: tuple[Any, ...], parts: Parts) -> torch.dtype:
+    """The dtype of a recurrent call's input (a stand-in part's dtype; the default dtype
+    where no part is priced by a call)."""
+    if not parts:
+        return torch.get_default_dtype()
+    x = inputs[0] if inputs else None
+    return float_dtype(x.data if isinstance(x, PackedSequence) else x)
+
+
+def _step_parts(parts: Parts, mode: str, rows: int, in_size: int, hidden: int, state: int,
+                proj: int, bias: bool, dtype: torch.dtype) -> Count:
+    """``rows * step_ops(...)`` with its parts priced as the profiler prices their layer
+    types (``moduleprofiler.formulas.parts``): the input and recurrent products and the
+    projection as ``nn.Linear`` (one call each over all ``rows``), each gate function as its
+    module; the gate adds and multiplies as built in."""
+    if not parts:
+        return rows * step_ops(mode, in_size, hidden, state, proj, bias)
+    width = GATES[mode] * hidden
+    functions = GATE_FUNCTIONS[mode]
+    arithmetic = POINTWISE_OPS[mode] - sum(PER_ELEMENT[cls] * n for cls, n in functions)
+    counts: list[Count] = [
+        rows * hidden * arithmetic,
+        parts.linear((rows,), in_size, width, bias,
+                     linear_layer_ops(rows, in_size, width, bias), dtype),  # W_i x
+        parts.linear((rows,), state, width, bias,
+                     linear_layer_ops(rows, state, width, bias), dtype),  # W_h h
+    ]
+    for cls, n in functions:
+        counts += [parts.elementwise(cls, (rows, hidden), rows * hidden * PER_ELEMENT[cls],
+                                     dtype)] * n
+    if proj:
+        counts.append(parts.linear((rows,), hidden, proj, False,
+                                   linear_layer_ops(rows, hidden, proj, False), dtype))
+    return total(*counts)
+
+
+def _step_macs_parts(parts: Parts, mode: str, rows: int, in_size: int, hidden: int,
+                     state: int, proj: int, bias: bool, dtype: torch.dtype) -> Count:
+    """``rows * step_macs(...)``, the products priced as the profiler prices ``nn.Linear``."""
+    if not parts:
+        return rows * step_macs(mode, in_size, hidden, state, proj)
+    width = GATES[mode] * hidden
+    return total(
+        parts.linear((rows,), in_size, width, bias, rows * in_size * width, dtype),
+        parts.linear((rows,), state, width, bias, rows * state * width, dtype),
+        parts.linear((rows,), hidden, proj, False, rows * hidden * proj, dtype) if proj else 0,
+    )
+
+
+_Step = Callable[[Parts, str, int, int, int, int, int, bool, torch.dtype], Count]
+
+
+def _stack_cost(module: nn.RNNBase, parts: Parts, step: _Step, rows: int,
+                dtype: torch.dtype) -> Count:
+    """Sum of ``step(...)`` over the layers and directions of an RNN stack."""
     directions = 2 if module.bidirectional else 1
     proj = module.proj_size
     out_size = proj or module.hidden_size
-    total = 0
+    cost: int | float = 0
     for layer in range(module.num_layers):
         # Layers after the first read both directions' outputs of the layer below.
         in_size = module.input_size if layer == 0 else directions * out_size
-        total += directions * per_step(in_size, out_size, proj)
-    return total
+        count = step(parts, module.mode, rows, in_size, module.hidden_size, out_size, proj,
+                     module.bias, dtype)
+        if count is None:  # a part the profiler cannot price: unknown
+            return None
+        cost += directions * count
+    return cost
 
 
-def _dropout_ops(module: nn.RNNBase, rows: int) -> int:
+def _dropout_ops(module: nn.RNNBase, rows: int, parts: Parts, dtype: torch.dtype) -> Count:
     """Dropout on the outputs of every layer but the last: 0 in eval, as ``nn.Dropout``."""
     if not module.training or module.dropout == 0:
         return 0
     directions = 2 if module.bidirectional else 1
-    dropped = rows * directions * (module.proj_size or module.hidden_size)
-    return (module.num_layers - 1) * dropped * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS)
+    width = directions * (module.proj_size or module.hidden_size)
+    dropped = parts.elementwise(nn.Dropout, (rows, width),
+                                rows * width * (DROPOUT_MASK_OPS + DROPOUT_ELEMENT_OPS), dtype,
+                                p=float(module.dropout))
+    return total(*[dropped] * (module.num_layers - 1))
 
 
-@register_ops(nn.RNN, nn.GRU, nn.LSTM)
-def rnn_ops(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> int:
-    """rows * (sum over layers l, directions of step_ops(in_l)); packed: rows = sum(batch_sizes)."""
-    rows = _rows(inputs[0]) if inputs else 0
-    steps = rows * _stack_cost(
-        module,
-        lambda in_size, state, proj: step_ops(
-            module.mode, in_size, module.hidden_size, state, proj, module.bias
-        ),
-    )
-    return steps + _dropout_ops(module, rows)
+def _rnn_ops(parts: Parts) -> Callable[..., Count]:
+    def rnn_ops(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> Count:
+        """rows * (sum over layers l, directions of step_ops(in_l)); packed: rows =
+        sum(batch_sizes)."""
+        rows, dtype = (_rows(inputs[0]) if inputs else 0), _dtype(inputs, parts)
+        stack = _stack_cost(module, parts, _step_parts, rows, dtype)
+        if not module.training or module.dropout == 0:
+            return stack
+        return total(stack, _dropout_ops(module, rows, parts, dtype))
+
+    return rnn_ops
 
 
-@register_macs(nn.RNN, nn.GRU, nn.LSTM)
-def rnn_macs(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> int:
-    """rows * sum over layers and directions of gates*H*(in_l + state) + proj*H."""
-    rows = _rows(inputs[0]) if inputs else 0
-    return rows * _stack_cost(
-        module,
-        lambda in_size, state, proj: step_macs(
-            module.mode, in_size, module.hidden_size, state, proj
-        ),
-    )
+def _rnn_macs(parts: Parts) -> Callable[..., Count]:
+    def rnn_macs(module: nn.RNNBase, inputs: tuple[Any, ...], output: Any) -> Count:
+        """rows * sum over layers and directions of gates*H*(in_l + state) + proj*H."""
+        rows = _rows(inputs[0]) if inputs else 0
+        return _stack_cost(module, parts, _step_macs_parts, rows, _dtype(inputs, parts))
+
+    return rnn_macs
+
+
+# the gate products, gate functions and dropout are priced as the profiler prices their
+# layer types
+rnn_ops = register_ops(nn.RNN, nn.GRU, nn.LSTM)(with_parts(BUILT_IN_OPS, _rnn_ops))
+rnn_macs = register_macs(nn.RNN, nn.GRU, nn.LSTM)(with_parts(BUILT_IN_MACS, _rnn_macs))
 
 
 def _cell_mode(module: nn.RNNCellBase) -> str:
@@ -151,18 +233,31 @@ def _cell_sizes(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any
     return int(inputs[0].size(-1)), int(state.size(-1))
 
 
-@register_ops(nn.RNNCell, nn.GRUCell, nn.LSTMCell)
-def rnn_cell_ops(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -> int:
-    """rows * step_ops(input_size) with rows = batch (1 for a 1-D input)."""
-    rows = _rows(inputs[0]) if inputs else 0
-    in_size, hidden = _cell_sizes(module, inputs, output)
-    # ``module.bias`` is a bool here (0.0.4 tested ``is not None`` and always counted bias: B3).
-    return rows * step_ops(_cell_mode(module), in_size, hidden, hidden, 0, module.bias)
+def _cell_ops(parts: Parts) -> Callable[..., Count]:
+    def rnn_cell_ops(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -> Count:
+        """rows * step_ops(input_size) with rows = batch (1 for a 1-D input)."""
+        rows = _rows(inputs[0]) if inputs else 0
+        in_size, hidden = _cell_sizes(module, inputs, output)
+        # ``module.bias`` is a bool here (0.0.4 tested ``is not None`` and always counted
+        # bias: B3).
+        return _step_parts(parts, _cell_mode(module), rows, in_size, hidden, hidden, 0,
+                           module.bias, _dtype(inputs, parts))
+
+    return rnn_cell_ops
 
 
-@register_macs(nn.RNNCell, nn.GRUCell, nn.LSTMCell)
-def rnn_cell_macs(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -> int:
-    """rows * gates * H * (input_size + H)."""
-    rows = _rows(inputs[0]) if inputs else 0
-    in_size, hidden = _cell_sizes(module, inputs, output)
-    return rows * step_macs(_cell_mode(module), in_size, hidden, hidden, 0)
+def _cell_macs(parts: Parts) -> Callable[..., Count]:
+    def rnn_cell_macs(module: nn.RNNCellBase, inputs: tuple[Any, ...], output: Any) -> Count:
+        """rows * gates * H * (input_size + H)."""
+        rows = _rows(inputs[0]) if inputs else 0
+        in_size, hidden = _cell_sizes(module, inputs, output)
+        return _step_macs_parts(parts, _cell_mode(module), rows, in_size, hidden, hidden, 0,
+                                module.bias, _dtype(inputs, parts))
+
+    return rnn_cell_macs
+
+
+rnn_cell_ops = register_ops(nn.RNNCell, nn.GRUCell, nn.LSTMCell)(
+    with_parts(BUILT_IN_OPS, _cell_ops))
+rnn_cell_macs = register_macs(nn.RNNCell, nn.GRUCell, nn.LSTMCell)(
+    with_parts(BUILT_IN_MACS, _cell_macs))

@@ -10,24 +10,19 @@ an argument by its schema name whatever way it was passed, and falls back to the
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils._pytree import tree_map
 
-from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.formulas.pooling import expand
 from moduleprofiler.operators.registry import (
-    MISSING,
     TABLE_BOUND,
     OperatorCount,
     OperatorFormula,
     OperatorMap,
-    PassFormulas,
+    decomposed_formula,
     register_free,
     register_operator,
 )
@@ -270,70 +265,6 @@ def ints(value: Any, n: int, default: int) -> list[int]:
 
 # -- counting through a decomposition ----------------------------------------------------------
 
-class OperatorCounter(OperatorObserver):
-    """Adds up the operator formulas of every aten operator it sees, applied as a pass applies
-    them (:meth:`PassFormulas.count`; used by tests and by :func:`decomposition_count`), with
-    the live registered formulas (default) or ``table``. Every call is tallied in ``calls``;
-    operators without a formula also in ``missing``."""
-
-    def __init__(self, table: OperatorMap | None = None) -> None:
-        super().__init__(self._count)
-        self.ops = 0
-        self.macs = 0
-        self.missing: Counter[str] = Counter()
-        self.calls: Counter[str] = Counter()
-        self._formulas = PassFormulas(table, missing=self.missing)
-
-    def _count(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-               ) -> None:
-        self.calls[str(func)] += 1
-        counts = self._formulas.count(func, args, kwargs, out)
-        if counts is not None and counts is not MISSING:
-            self.ops += counts[0]
-            self.macs += counts[1]
-
-
-def _to_meta(value: Any) -> Any:
-    if isinstance(value, Tensor):
-        return torch.empty_strided(
-            value.shape, value.stride(), dtype=value.dtype, device="meta"
-        )
-    return value
-
-
-def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
-                        kwargs: dict[str, Any], table: OperatorMap | None = None) -> Count:
-    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition, those
-    of ``table`` (``None``: the live registry); :data:`MISSING` when one of its operators has
-    no formula (the sum of the others would count that one's work as 0).
-
-    Run on meta copies of the inputs (no data is touched); if the decomposition needs data
-    (it reads a value), it is run again on the real inputs. It runs under ``no_grad`` outside
-    ``inference_mode``, so that the composite operators inside it are taken apart too, as
-    ``no_grad`` takes them apart: its parts are those the other path counts, each with its
-    formula in ``table`` (a profiler's own ``mm`` formula counts in the ``matmul`` inside
-    ``matrix_power``).
-    """
-    with _disable_current_modes(), torch.inference_mode(False), torch.no_grad():
-        for convert in (_to_meta, _identity):
-            counter = OperatorCounter(table)
-            try:
-                with counter:
-                    op.decompose(*tree_map(convert, args), **tree_map(convert, kwargs))
-            except (RuntimeError, NotImplementedError):
-                if convert is _identity:
-                    raise
-                continue
-            if counter.missing:
-                return MISSING  # type: ignore[return-value]
-            return counter.ops, counter.macs
-    return ZERO  # pragma: no cover (the loop always returns or raises)
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
 def by_decomposition(*keys: OpKey | None) -> None:
     """Count each of ``keys`` (composite operators) as the sum of its decomposition.
 
@@ -351,12 +282,4 @@ def by_decomposition(*keys: OpKey | None) -> None:
 def _decomposed(op: torch._ops.OpOverload) -> OperatorFormula:
     """The formula of ``op`` as its decomposition, counted with the formulas of the table of
     the pass that counts it (:func:`through_table`)."""
-
-    def build(table: OperatorMap | None) -> OperatorFormula:
-        def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
-            return decomposition_count(op, args, kwargs, table)
-
-        return named(formula, f"{str(op).split('.')[0]}_by_decomposition",
-                     f"Sum of the operator formulas of {op}'s decomposition.")
-
-    return through_table(build)
+    return through_table(lambda table: decomposed_formula(op, table))

@@ -41,7 +41,6 @@ from moduleprofiler.operators._common import (
     Count,
     aten,
     by_decomposition,
-    decomposition_count,
     first_tensor,
     named,
     numel,
@@ -51,7 +50,7 @@ from moduleprofiler.operators._common import (
     through_table,
     with_inplace,
 )
-from moduleprofiler.operators.registry import MISSING, OperatorMap
+from moduleprofiler.operators.registry import MISSING, OperatorMap, decomposition_count
 from moduleprofiler.storage import sparse_parts
 
 # -- per-element factory -----------------------------------------------------------------------

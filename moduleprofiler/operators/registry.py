@@ -10,12 +10,19 @@ Custom operators made with ``torch.library`` register the same way.
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import torch
+from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map
 
+from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import FormulaError, RegistryError
 from moduleprofiler.records import display_path
 from moduleprofiler.registry import LiveFormulaMap, live_map
@@ -262,11 +269,17 @@ class PassFormulas:
     the operators that ran without a formula, by name with their counts (:attr:`missing`).
 
     A formula that counts through other formulas (:data:`TABLE_BOUND`: a composite counted
-    by decomposition) is bound to ``table`` when it is looked up. ``wrap`` adapts every
-    formula found (counting on a rank's local shards); ``missing`` is the dict to record into
-    (new by default)."""
+    by decomposition) is bound to ``table`` when it is looked up. So is a composite operator
+    with a direct formula (``linear``, ``matmul``, ``conv2d``, ``softmax``: it arrives whole
+    under ``inference_mode``, its parts elsewhere) when ``table`` prices some operator
+    otherwise than the registry (:func:`overrides_registry`): it is then counted as its
+    decomposition with ``table``'s formulas (:func:`decomposition_count`), as its parts are
+    counted outside ``inference_mode``; an entry of ``table`` for the composite itself is
+    used as it is. Whether ``table`` does is asked once, here: a table without such entries
+    pays nothing per operator. ``wrap`` adapts every formula found (counting on a rank's
+    local shards); ``missing`` is the dict to record into (new by default)."""
 
-    __slots__ = ("_found", "_table", "_wrap", "missing")
+    __slots__ = ("_found", "_split", "_table", "_wrap", "missing")
 
     def __init__(self, table: OperatorMap | None,
                  wrap: Callable[[OperatorFormula], OperatorFormula] | None = None,
@@ -274,6 +287,8 @@ class PassFormulas:
         self._table = table
         self._wrap = wrap
         self._found: dict[Any, Any] = {}
+        self._split = overrides_registry(table)
+        """Composites with a direct formula are counted as their parts (see the class)."""
         self.missing: dict[str, int] = {} if missing is None else missing
 
     def formula(self, func: torch._ops.OpOverload) -> Any:
@@ -286,6 +301,10 @@ class PassFormulas:
                 bind = getattr(found, TABLE_BOUND, None)
                 if bind is not None:  # it counts through formulas: those of this pass's table
                     found = bind(self._table)
+                elif self._split and is_composite(func) and found is lookup(func):
+                    # the registry's direct formula equals the registry's formulas of the
+                    # parts, not this table's: count the parts with this table's
+                    found = decomposed_formula(func, self._table, same_device=True)
                 if self._wrap is not None:
                     found = self._wrap(found)  # type: ignore[arg-type]
             self._found[func] = found
@@ -340,3 +359,185 @@ def pass_formulas(table: OperatorMap, dtensor: type | None, missing: dict[str, i
 
 
 _NOT_LOOKED_UP = object()
+
+
+# -- composites and their parts ------------------------------------------------------------------
+
+def is_composite(func: Any) -> bool:
+    """Whether torch takes ``func`` apart before a dispatch mode sees it, outside
+    ``inference_mode`` (it has a CompositeImplicitAutograd kernel): there the mode sees its
+    parts, under ``inference_mode`` the operator itself."""
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "CompositeImplicitAutograd"))
+    except (AttributeError, RuntimeError, TypeError):  # no such aten overload (a TorchScript
+        return False  # one, a higher-order operator): never taken apart
+
+
+def _registered(key: Any) -> Any:
+    """The registry's entry for ``key``: its formula, ``None`` when it is free, else
+    :data:`MISSING`."""
+    formula = OPERATOR_FORMULAS.get(key)
+    if formula is not None:
+        return formula
+    return None if key in FREE_OPERATORS else _MISSING
+
+
+def overrides_registry(table: OperatorMap | None) -> bool:
+    """Whether ``table`` prices some operator otherwise than the registry: an entry of its own
+    that is not the registered one, or a registered operator it removed. A profiler's map
+    answers from its own entries (the rest is the live registry); another mapping is compared
+    entry by entry, once per pass."""
+    if table is None:
+        return False
+    if isinstance(table, LiveFormulaMap):
+        return bool(table.hidden_keys) or any(
+            value is not _registered(key) for key, value in table.own.items())
+    return any(value is not _registered(key) for key, value in table.items()) or any(
+        key not in table for key in (*OPERATOR_FORMULAS, *FREE_OPERATORS))
+
+
+class OperatorCounter(OperatorObserver):
+    """Adds up the operator formulas of every aten operator it sees, applied as a pass applies
+    them (:meth:`PassFormulas.count`; used by tests and by :func:`decomposition_count`), with
+    the live registered formulas (default) or ``table``. Every call is tallied in ``calls``;
+    operators without a formula also in ``missing``."""
+
+    def __init__(self, table: OperatorMap | None = None) -> None:
+        super().__init__(self._count)
+        self.ops = 0
+        self.macs = 0
+        self.missing: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
+        self._formulas = PassFormulas(table, missing=self.missing)
+
+    def _count(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+               ) -> None:
+        self.calls[str(func)] += 1
+        counts = self._formulas.count(func, args, kwargs, out)
+        if counts is not None and counts is not _MISSING:
+            self.ops += counts[0]
+            self.macs += counts[1]
+
+
+def _to_meta(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return torch.empty_strided(
+            value.shape, value.stride(), dtype=value.dtype, device="meta"
+        )
+    return value
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+_FAKE_MODES: list[FakeTensorMode] = []
+"""The one fake-tensor mode of the process, made on first use (the first one takes seconds)."""
+
+
+def _fake_mode() -> FakeTensorMode:
+    if not _FAKE_MODES:
+        _FAKE_MODES.append(FakeTensorMode())
+    return _FAKE_MODES[0]
+
+
+def _to_fake(value: Any) -> Any:
+    """A fake tensor of ``value``'s shape, strides, dtype and device (made under the fake mode:
+    it never holds data, and it is no inference tensor, so in-place parts run on it)."""
+    if isinstance(value, Tensor):
+        with _fake_mode():
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
+                                       device=value.device)
+    return value
+
+
+def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
+                        kwargs: dict[str, Any], table: OperatorMap | None = None,
+                        same_device: bool = False) -> OperatorCount:
+    """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition, those
+    of ``table`` (``None``: the live registry); :data:`MISSING` when one of its operators has
+    no formula (the sum of the others would count that one's work as 0).
+
+    Run on meta copies of the inputs (no data is touched), with ``same_device`` on fake
+    tensors of the inputs' device instead (no data either), for the operators whose
+    decomposition depends on the device (``scaled_dot_product_attention`` takes the flash
+    kernel on a CPU, its math reference on meta; ``lstm`` oneDNN's layer on a CPU); if the
+    decomposition needs data (it reads a value), it is run again on the real inputs. It runs
+    under ``no_grad`` outside ``inference_mode``, so that the composite operators inside it are
+    taken apart too, as ``no_grad`` takes them apart: its parts are those the other path
+    counts, each with its formula in ``table`` (a profiler's own ``mm`` formula counts in the
+    ``matmul`` inside ``matrix_power``).
+    """
+    return _decompose(op, args, kwargs, table, same_device)[0]
+
+
+def _decompose(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
+               table: OperatorMap | None, same_device: bool) -> tuple[OperatorCount, bool]:
+    """:func:`decomposition_count`, and whether it had to run on the real inputs."""
+    first = _to_fake if same_device else _to_meta
+    with _disable_current_modes(), torch.inference_mode(False), torch.no_grad():
+        for convert in (first, _identity):
+            counter = OperatorCounter(table)
+            try:
+                converted = tree_map(convert, (args, kwargs))
+                with (_fake_mode() if convert is _to_fake else contextlib.nullcontext()), \
+                        counter:
+                    op.decompose(*converted[0], **converted[1])
+            except (RuntimeError, NotImplementedError):
+                if convert is _identity:
+                    raise
+                continue
+            counted = _MISSING if counter.missing else (counter.ops, counter.macs)
+            return counted, convert is _identity  # type: ignore[return-value]
+    return (0, 0), False  # pragma: no cover (the loop always returns or raises)
+
+
+_PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout,
+          torch.memory_format)
+"""Argument types a decomposition's count may be keyed by (with their type: ``1 == True``)."""
+
+
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What a decomposition's count depends on, when the inputs' values do not enter it: the
+    arguments' structure, each strided tensor's shape, strides, dtype and device, every other
+    argument's type and value; ``None`` where an argument is something else (a sparse or
+    subclassed tensor, an object)."""
+    leaves, spec = tree_flatten((args, kwargs))
+    key: list[Any] = [spec]
+    for leaf in leaves:
+        if type(leaf) is Tensor or type(leaf) is torch.nn.Parameter:
+            if leaf.layout is not torch.strided:
+                return None
+            key.append((tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.device))
+        elif type(leaf) in _PLAIN:
+            key.append((type(leaf), leaf))
+        else:
+            return None
+    return tuple(key)
+
+
+def decomposed_formula(op: torch._ops.OpOverload, table: OperatorMap | None,
+                       same_device: bool = False) -> OperatorFormula:
+    """The formula of ``op`` as its decomposition counted with ``table``'s formulas
+    (:func:`decomposition_count`). With ``same_device`` (one pass's formula for a composite
+    with a direct formula) the count of each call signature is kept (:func:`_signature`) and
+    the decomposition run once per signature: operator formulas read shapes, never values,
+    and a pass calls ``linear`` with a few shapes many times (a decomposition that needed the
+    inputs' values is run again each time)."""
+    counts: dict[tuple[Any, ...], OperatorCount] = {}
+
+    def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> OperatorCount:
+        if not same_device:
+            return decomposition_count(op, args, kwargs, table)
+        key = _signature(args, kwargs)
+        counted = None if key is None else counts.get(key)
+        if counted is None:
+            counted, from_data = _decompose(op, args, kwargs, table, same_device)
+            if key is not None and not from_data:
+                counts[key] = counted
+        return counted
+
+    formula.__name__ = f"{op.overloadpacket.__name__}_by_decomposition"
+    formula.__doc__ = f"Sum of the operator formulas of {op}'s decomposition."
+    return formula

@@ -11,8 +11,8 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
 import moduleprofiler.operators  # noqa: F401  (registers the families)
-from moduleprofiler.operators._common import Count, OperatorCounter
-from moduleprofiler.operators.registry import MISSING, lookup
+from moduleprofiler.operators._common import Count
+from moduleprofiler.operators.registry import MISSING, OperatorCounter, lookup
 
 MODES: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
     "no_grad": torch.no_grad,

@@ -10,7 +10,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.operators import lookup
-from moduleprofiler.operators._common import OperatorCounter
+from moduleprofiler.operators.registry import OperatorCounter
 from tests.operators.helpers import count
 
 PROFILER_OPS = ("_record_function_enter", "_record_function_enter_new", "_record_function_exit",

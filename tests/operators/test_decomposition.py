@@ -11,10 +11,18 @@ from typing import Any
 import pytest
 import torch
 from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.operators._common import OperatorCounter, decomposition_count
-from moduleprofiler.operators.registry import MISSING, get_default_operator_map
+from moduleprofiler.operators.registry import (
+    MISSING,
+    OperatorCounter,
+    PassFormulas,
+    decomposition_count,
+    get_default_operator_map,
+    lookup,
+    overrides_registry,
+)
 
 aten = torch.ops.aten
 
@@ -147,3 +155,113 @@ def test_allclose_counts_its_isclose_with_the_passs_table() -> None:
     with torch.no_grad(), parts:
         torch.isclose(x, y)
     assert parts.ops + 5 == 3059
+
+
+class Call(nn.Module):
+    """A module whose forward is one call of ``fn``: its operators are counted (no formula)."""
+
+    def __init__(self, fn: Callable[..., Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Tensor) -> Tensor:
+        return self.fn(*args)
+
+
+def _sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+COMPOSITES = [
+    # F.linear of (2, 3) by a (4, 3) weight with bias: under no_grad one addmm (t is free):
+    # 2*4*(2*3 - 1) + 2*4 = 48 ops, 2*3*4 = 24 macs; the user's addmm 1000 ops, 7 macs
+    (Call(torch.nn.functional.linear), (torch.randn(2, 3), torch.randn(4, 3), torch.randn(4)),
+     aten.addmm, (48, 24)),
+    # torch.matmul of (2, 3) and (3, 4): one mm, 2*4*(2*3 - 1) = 40 ops, 24 macs
+    (Call(torch.matmul), (torch.randn(2, 3), torch.randn(3, 4)), aten.mm, (40, 24)),
+    # F.conv2d of (1, 2, 5, 5) by (3, 2, 3, 3), no bias: one convolution, 1*3*3*3 = 27
+    # outputs of 2*3*3 = 18 products each: 27*(2*18 - 1) = 945 ops, 27*18 = 486 macs
+    (Call(torch.nn.functional.conv2d), (torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)),
+     aten.convolution, (945, 486)),
+    # softmax of (2, 5) along the last dim: one _softmax, 2 rows * (4*5 - 1) = 38 ops
+    (Call(lambda x: torch.softmax(x, -1)), (torch.randn(2, 5),), aten._softmax, (38, 0)),
+]
+
+
+@pytest.mark.parametrize(("model", "inputs", "part", "built_in"), COMPOSITES,
+                         ids=["linear", "matmul", "conv2d", "softmax"])
+def test_a_composite_with_a_direct_formula_counts_a_profilers_own_part_formula(
+        model: nn.Module, inputs: tuple[Tensor, ...], part: Any, built_in: tuple[int, int]
+        ) -> None:
+    # under inference_mode the composite arrives whole (aten.linear, aten.matmul, aten.conv2d,
+    # aten.softmax), under no_grad its part: both count the user's formula for the part
+    mine = ModuleProfiler()
+    mine.operator_fn_map[part] = thousand
+    for mode in MODES:
+        assert totals(mine, model, inputs, mode) == (1000, 7), mode
+        # without an entry of its own: the registered formulas, on either path
+        assert totals(ModuleProfiler(), model, inputs, mode) == built_in, mode
+
+
+@pytest.mark.parametrize(("model", "inputs", "part", "built_in"), COMPOSITES,
+                         ids=["linear", "matmul", "conv2d", "softmax"])
+def test_a_composite_counts_flop_counter_macs_without_own_entries(
+        model: nn.Module, inputs: tuple[Tensor, ...], part: Any, built_in: tuple[int, int]
+        ) -> None:
+    # the oracle: FlopCounterMode counts 2 flops per multiply-accumulate (softmax: none)
+    with torch.no_grad(), FlopCounterMode(display=False) as oracle:
+        model(*inputs)
+    for mode in MODES:
+        assert 2 * totals(ModuleProfiler(), model, inputs, mode)[1] \
+            == oracle.get_total_flops() == 2 * built_in[1]
+
+
+def test_a_profilers_entry_for_the_composite_itself_counts_where_it_arrives_whole() -> None:
+    linear, inputs, _, _ = COMPOSITES[0]
+    mine = ModuleProfiler()
+    mine.operator_fn_map[aten.linear] = thousand
+    mine.operator_fn_map[aten.mm] = thousand  # a part of other composites: not this call's
+    assert totals(mine, linear, inputs, "inference_mode") == (1000, 7)
+    # under no_grad the linear never arrives: its addmm counts the registered 48 ops
+    assert totals(mine, linear, inputs, "no_grad") == (48, 24)
+
+
+def test_attention_counts_the_kernel_its_device_takes_with_own_part_formulas() -> None:
+    # on a CPU, scaled_dot_product_attention takes the flash kernel on either path (its math
+    # reference, with bmm, runs on the meta device only): the user's bmm prices nothing here,
+    # and inference_mode reads as no_grad: the flash kernel's 1176 ops and 512 macs (its
+    # test in test_attention)
+    q = torch.randn(1, 2, 4, 8)
+    mine = ModuleProfiler()
+    mine.operator_fn_map[aten.bmm] = thousand
+    for mode in MODES:
+        assert totals(mine, Call(_sdpa), (q, q, q), mode) == (1176, 512), mode
+
+
+def test_a_part_deleted_from_a_profilers_map_leaves_a_direct_composite_unknown() -> None:
+    linear, inputs, _, _ = COMPOSITES[0]
+    profiler = ModuleProfiler()
+    del profiler.operator_fn_map[aten.addmm]
+    with torch.inference_mode():
+        whole = profiler.profile(linear, inputs)
+    assert whole.unsupported_ops == {"aten.linear": 1} and whole.records[0].self_ops is None
+    with torch.no_grad():
+        parts = profiler.profile(linear, inputs)
+    assert parts.unsupported_ops == {"aten.addmm": 1} and parts.records[0].self_ops is None
+
+
+def test_a_table_without_own_entries_keeps_every_direct_formula() -> None:
+    # the check is made once, when a pass's formulas are set up: a profiler without entries of
+    # its own looks up the registered direct formula itself, and pays nothing per call
+    profiler = ModuleProfiler()
+    assert not overrides_registry(profiler.operator_fn_map)
+    formulas = PassFormulas(profiler.operator_fn_map)
+    assert formulas.formula(aten.linear.default) is lookup(aten.linear.default)
+    profiler.operator_fn_map[aten.addmm] = thousand
+    assert overrides_registry(profiler.operator_fn_map)
+    split = PassFormulas(profiler.operator_fn_map).formula(aten.linear.default)
+    assert split.__name__ == "linear_by_decomposition"
+    # an entry equal to the registered formula prices nothing otherwise
+    again = ModuleProfiler()
+    again.operator_fn_map[aten.addmm] = lookup(aten.addmm.default)
+    assert not overrides_registry(again.operator_fn_map)

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.operators._common import Count, OperatorCounter
+from moduleprofiler.operators._common import Count
+from moduleprofiler.operators.registry import OperatorCounter
 from tests.operators.helpers import count, on_meta
 
 N, C = 4, 5  # n = 20 loss elements

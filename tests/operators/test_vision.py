@@ -13,8 +13,8 @@ from torch import Tensor, nn
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.operators import lookup
-from moduleprofiler.operators._common import Count, OperatorCounter
-from moduleprofiler.operators.registry import MISSING, load_families
+from moduleprofiler.operators._common import Count
+from moduleprofiler.operators.registry import MISSING, OperatorCounter, load_families
 from moduleprofiler.operators.vision import pool_windows
 from tests.operators.helpers import count, fcm_flops
 
