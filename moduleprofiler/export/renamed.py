@@ -310,7 +310,7 @@ _ON_ROWS = (0, "index", "rows")  # the call works along the rows: its subset is 
 
 COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
     "groupby": {"by": _NAMES},
-    "sort_values": {"by": _NAMES},
+    "sort_values": {"by": ColumnArgument(axes=_ON_ROWS)},
     "set_index": {"keys": _NAMES},
     "drop": {"columns": _NAMES, "labels": ColumnArgument(axes=_ON_COLUMNS)},
     "rename": {"columns": _MAPPING, "mapper": ColumnArgument("mapping", _ON_COLUMNS)},

@@ -311,3 +311,18 @@ def test_the_migration_guide_lists_every_method_that_answers_old_names() -> None
 
     guide = (Path(__file__).resolve().parents[2] / "docs" / "migration.md").read_text()
     assert [method for method in COLUMN_ARGUMENTS if f"`{method}`" not in guide] == []
+
+
+def test_labels_on_the_other_axis_are_no_column_names() -> None:
+    # a row labelled with an old name: drop, sort_values(axis=1) and rename(index=) name rows,
+    # so the label is not taken for the new column (sort_values(axis=1) read "old" as "new")
+    frame = renamed_columns(pd.DataFrame({"new": [2, 1], "other": [1, 2]}, index=["old", "x"]),
+                            {"old": "new"}, "test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # sorted by the row "old": other 1, new 2
+        assert list(frame.sort_values("old", axis=1).columns) == ["other", "new"]
+        assert list(frame.drop("old").index) == ["x"]
+        assert list(frame.rename({"old": "first"}).index) == ["first", "x"]
+        assert list(frame.filter(["old"], axis=0).index) == ["old"]
+        assert frame.agg({"old": "sum"}, axis=1).to_dict() == {"old": 3}  # 2 + 1
