@@ -28,11 +28,16 @@ A table that is no profile's view (``ExpertLoad.to_df()``, ``KVCacheSize.to_df()
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+import functools
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import pandas as pd
 from pandas.core import indexing as pandas_indexing
+from pandas.plotting import PlotAccessor
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.errors import RescaledColumnError
@@ -123,15 +128,22 @@ def upgraded_names(mapping: Mapping[str, Any], version: int) -> dict[str, Any]:
 
 
 class RenamedColumnsFrame(pd.DataFrame):
-    """A table whose columns were renamed: the old names still answer, each access with a
+    """A table whose columns were renamed: the old names still answer, each with a
     ``DeprecationWarning`` naming the new column (:func:`warn_deprecated`), until
-    :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`, in the accessors code written for
-    them uses: selection (``frame["layer"]``, ``frame[["layer", "tokens"]]``, ``frame.layer``,
-    ``frame.get("layer")``), ``frame.loc[:, "layer"]`` (reading and writing), ``"layer" in
-    frame``, ``frame.groupby("layer")``, ``frame.sort_values("layer")`` and
-    ``frame.set_index("layer")``. ``frame.columns`` lists the new names only: holding a
-    column under both names would show one quantity twice. Every other operation is a plain
-    ``DataFrame``'s, and what any operation returns is a plain ``DataFrame``."""
+    :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`, wherever pandas takes a column name:
+    selection (``frame["layer"]``, ``frame[["layer", "tokens"]]``, ``frame.layer``,
+    ``frame.get("layer")``), writing (``frame["layer"] = ...``, ``del frame["layer"]``),
+    ``frame.loc[:, "layer"]`` and ``frame.at[0, "layer"]`` (reading and writing),
+    ``"layer" in frame``, ``frame.plot(x="layer")`` and every method of
+    :data:`COLUMN_ARGUMENTS` (``groupby("layer")``, ``drop(columns="layer")``,
+    ``query("layer == 'moe'")``...).
+
+    One rule everywhere (:meth:`_new_name`): an old name stands for its new column where the
+    frame holds the new column and no column of the old name; a column the frame holds under
+    the old name (a user's own) wins. ``frame.columns`` lists the new names only: holding a
+    column under both names would show one quantity twice. What pandas builds from the table
+    (a copy, a slice, a ``groupby`` result) is a renamed table too, under the new names;
+    ``pd.DataFrame(frame)`` is a plain one."""
 
     _metadata: ClassVar[list[str]] = ["renamed", "owner", "rescaled"]  # kept on copies
     renamed: dict[str, str]
@@ -144,37 +156,103 @@ class RenamedColumnsFrame(pd.DataFrame):
 
     @property
     def _constructor(self) -> type[pd.DataFrame]:
-        return pd.DataFrame
+        # pandas builds copies, slices and results through it, then copies _metadata onto them
+        return RenamedColumnsFrame
 
-    def _new_name(self, key: object) -> object:
-        renamed = self.__dict__.get("renamed") or {}
-        if isinstance(key, str) and key in (self.__dict__.get("rescaled") or ()) \
-                and key not in self.columns:
+    def _holds(self, name: str) -> bool:
+        """Whether ``name`` is a column of the table or the name of a level of its index (where
+        ``query``, ``groupby`` and ``merge`` find names too)."""
+        return name in self.columns or name in self.index.names
+
+    def _new_name(self, key: object, seen: dict[str, object] | None = None) -> object:
+        """``key``, or the new column an old name stands for (with the warning): the one rule
+        every accessor and method follows. ``seen`` holds the names one call has already
+        answered, so that a name it takes twice warns once."""
+        if not isinstance(key, str):
+            return key
+        if seen is not None:
+            if key not in seen:
+                seen[key] = self._new_name(key)
+            return seen[key]
+        if key in (self.__dict__.get("rescaled") or ()) and key not in self.columns:
             current_name(key)  # a name whose quantity is on another scale now: refused
-        if isinstance(key, str) and key in renamed and key not in self.columns:
-            warn_deprecated(f"{self.__dict__.get('owner', 'the table')}'s column {key!r}",
-                            f"use {renamed[key]!r}")
-            return renamed[key]
-        return key
+        new = (self.__dict__.get("renamed") or {}).get(key)
+        if new is None or self._holds(key) or not self._holds(new):
+            return key
+        warn_deprecated(f"{self.__dict__.get('owner') or 'the table'}'s column {key!r}",
+                        f"use {new!r}")
+        return new
 
-    def _new_names(self, key: Any) -> Any:
-        """``key`` with its old column names replaced (a name, or a list of names)."""
-        if isinstance(key, list):  # frame[["layer", "tokens"]], groupby(["layer", "expert"])
-            return [self._new_name(item) for item in key]
-        return self._new_name(key)
+    def _new_names(self, key: Any, seen: dict[str, object] | None = None) -> Any:
+        """``key`` with its old column names replaced (a name, or a list or tuple of names)."""
+        if isinstance(key, (list, tuple)):  # frame[["layer", "tokens"]], groupby(["layer", ...])
+            return type(key)(self._new_name(item, seen) for item in key)
+        return self._new_name(key, seen)
 
-    def _with_new_names(self, argument: str, args: tuple[Any, ...],
+    def _new_expression(self, expression: str, seen: dict[str, object]) -> str:
+        """A ``query``/``eval`` expression with its old column names (bare or backticked)
+        replaced; names in string literals, attributes (``.layer``) and local variables
+        (``@layer``) are left alone."""
+
+        def replace(match: re.Match[str]) -> str:
+            quoted, name = match["quoted"], match["name"]
+            if match["string"] is not None or match["prefix"]:
+                return match[0]
+            new = self._new_name(quoted if quoted is not None else name, seen)
+            if new in (quoted, name):
+                return match[0]
+            return f"`{new}`" if quoted is not None else str(new)
+
+        return _EXPRESSION_TOKENS.sub(replace, expression)
+
+    def _with_new_names(self, method: str, args: tuple[Any, ...],
                         kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """A method's arguments with the column names of its first one, ``argument``
-        (``by``, ``keys``), given by position or keyword, replaced."""
-        if args:
-            return (self._new_names(args[0]), *args[1:]), kwargs
-        if argument in kwargs:
-            return args, {**kwargs, argument: self._new_names(kwargs[argument])}
-        return args, kwargs
+        """The arguments of the DataFrame ``method`` with the old column names in those that
+        name columns (:data:`COLUMN_ARGUMENTS`), given by position or keyword, replaced; an
+        argument that names columns on one axis only is left alone on the other."""
+        positions = _positions(method)
+        given, named = list(args), dict(kwargs)
+        seen: dict[str, object] = {}  # a name given twice (pivot_table's values and aggfunc)
+
+        def value(name: str) -> Any:  # the argument as given, or its default
+            if name in named:
+                return named[name]
+            position = positions.get(name)
+            if position is not None and position < len(given):
+                return given[position]
+            return _defaults(method).get(name)
+
+        for name, argument in COLUMN_ARGUMENTS[method].items():
+            if argument.axes is not None and value("axis") not in argument.axes:
+                continue
+            if argument.form == "keywords":  # assign(layer=...): every keyword is a column
+                named = {str(self._new_name(key, seen)): item for key, item in named.items()}
+            elif name in named:
+                named[name] = self._new_argument(argument.form, named[name], seen)
+            elif positions.get(name, len(given)) < len(given):
+                given[positions[name]] = self._new_argument(argument.form,
+                                                            given[positions[name]], seen)
+        return tuple(given), named
+
+    def _new_argument(self, form: str, value: Any, seen: dict[str, object]) -> Any:
+        """``value`` of an argument of ``form`` (:class:`ColumnArgument`) with its old column
+        names replaced."""
+        if form == "mapping":  # a dict's keys; a Series or callable is left alone
+            return ({self._new_name(key, seen): item for key, item in value.items()}
+                    if isinstance(value, Mapping) else value)
+        if form == "expression":
+            return self._new_expression(value, seen) if isinstance(value, str) else value
+        return self._new_names(value, seen)
 
     def __getitem__(self, key: Any) -> Any:
         return super().__getitem__(self._new_names(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(self._new_names(key), value)
+
+    # pandas-stubs mark it final; an old name is only added to what a DataFrame answers
+    def __delitem__(self, key: Any) -> None:  # type: ignore[misc]
+        super().__delitem__(self._new_name(key))
 
     # pandas-stubs mark it final; an old name is only added to what a DataFrame answers
     def __contains__(self, key: object) -> bool:  # type: ignore[misc]
@@ -198,32 +276,159 @@ class RenamedColumnsFrame(pd.DataFrame):
             return super().loc
         return _RenamedLoc("loc", self)
 
-    def groupby(self, *args: Any, **kwargs: Any) -> Any:
-        """``DataFrame.groupby``, whose ``by`` answers the old names too."""
-        args, kwargs = self._with_new_names("by", args, kwargs)
-        return super().groupby(*args, **kwargs)
+    @property
+    def at(self) -> Any:
+        """``DataFrame.at``, whose column part (``frame.at[row, "layer"]``) answers the old
+        names too."""
+        if _AtIndexer is None:  # a pandas without that private class: plain ``.at``
+            return super().at
+        return _RenamedAt("at", self)
 
-    def sort_values(self, *args: Any, **kwargs: Any) -> Any:
-        """``DataFrame.sort_values``, whose ``by`` answers the old names too."""
-        args, kwargs = self._with_new_names("by", args, kwargs)
-        return super().sort_values(*args, **kwargs)
+    @property
+    def plot(self) -> Any:
+        """``DataFrame.plot`` (and ``plot.scatter``, ``plot.bar``...), whose ``x``, ``y``,
+        ``by``, ``column``, ``c``, ``s`` and ``C`` answer the old names too."""
+        return _RenamedPlot(self)
 
-    def set_index(self, *args: Any, **kwargs: Any) -> Any:
-        """``DataFrame.set_index``, whose ``keys`` answer the old names too."""
-        args, kwargs = self._with_new_names("keys", args, kwargs)
-        return super().set_index(*args, **kwargs)
+
+class ColumnArgument(NamedTuple):
+    """How an argument of a DataFrame method names columns."""
+
+    form: Literal["names", "mapping", "expression", "keywords"] = "names"
+    """``names``: a name or a list of names; ``mapping``: a dict's keys (``rename(columns=)``,
+    ``astype``); ``expression``: the identifiers of a ``query``/``eval`` string;
+    ``keywords``: the names of the keyword arguments (``assign``)."""
+    axes: tuple[object, ...] | None = None
+    """Where the argument names columns on one axis only: the values of the call's ``axis``
+    (given, or its default) under which it does (``drop("layer", axis=1)``)."""
+
+
+_NAMES = ColumnArgument()
+_MAPPING = ColumnArgument("mapping")
+_ON_COLUMNS = (1, "columns")  # the call works on the columns: its labels are column names
+_ON_ROWS = (0, "index", "rows")  # the call works along the rows: its subset is column names
+
+COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
+    "groupby": {"by": _NAMES},
+    "sort_values": {"by": ColumnArgument(axes=_ON_ROWS)},
+    "set_index": {"keys": _NAMES},
+    "drop": {"columns": _NAMES, "labels": ColumnArgument(axes=_ON_COLUMNS)},
+    "rename": {"columns": _MAPPING, "mapper": ColumnArgument("mapping", _ON_COLUMNS)},
+    "reindex": {"columns": _NAMES, "labels": ColumnArgument(axes=_ON_COLUMNS)},
+    "filter": {"items": ColumnArgument(axes=(None, *_ON_COLUMNS)),
+               "arg": ColumnArgument(axes=(None, *_ON_COLUMNS))},
+    "query": {"expr": ColumnArgument("expression")},
+    "eval": {"expr": ColumnArgument("expression")},
+    "assign": {"kwargs": ColumnArgument("keywords")},
+    "merge": {"on": _NAMES, "left_on": _NAMES},
+    "join": {"on": _NAMES},
+    "pivot": {"columns": _NAMES, "index": _NAMES, "values": _NAMES},
+    "pivot_table": {"values": _NAMES, "index": _NAMES, "columns": _NAMES,
+                    "aggfunc": _MAPPING},
+    "melt": {"id_vars": _NAMES, "value_vars": _NAMES},
+    "explode": {"column": _NAMES},
+    "nlargest": {"columns": _NAMES},
+    "nsmallest": {"columns": _NAMES},
+    "drop_duplicates": {"subset": _NAMES},
+    "duplicated": {"subset": _NAMES},
+    "value_counts": {"subset": _NAMES},
+    "dropna": {"subset": ColumnArgument(axes=_ON_ROWS)},
+    "fillna": {"value": ColumnArgument("mapping", (None, *_ON_ROWS))},
+    "agg": {"func": ColumnArgument("mapping", _ON_ROWS)},
+    "aggregate": {"func": ColumnArgument("mapping", _ON_ROWS)},
+    "transform": {"func": ColumnArgument("mapping", _ON_ROWS)},
+    "astype": {"dtype": _MAPPING},
+    "round": {"decimals": _MAPPING},
+    "pop": {"item": _NAMES},
+    "xs": {"key": ColumnArgument(axes=_ON_COLUMNS)},
+    "hist": {"column": _NAMES, "by": _NAMES},
+    "boxplot": {"column": _NAMES, "by": _NAMES},
+    "to_csv": {"columns": _NAMES},
+    "to_excel": {"columns": _NAMES},
+    "to_string": {"columns": _NAMES, "formatters": _MAPPING},
+    "to_html": {"columns": _NAMES, "formatters": _MAPPING},
+    "to_latex": {"columns": _NAMES, "formatters": _MAPPING},
+    "plot": {name: _NAMES for name in ("x", "y", "by", "column", "c", "s", "C")},
+}
+"""The DataFrame methods of a :class:`RenamedColumnsFrame` whose arguments answer the old
+column names: method -> the arguments that name columns."""
+
+_EXPRESSION_TOKENS = re.compile(
+    r"""(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""  # a string literal: left alone
+    r"|`(?P<quoted>[^`]*)`"  # a backticked name
+    r"|(?P<prefix>[.@]\s*)?(?<!\w)(?P<name>[^\W\d]\w*)")  # a bare name, .attribute or @local
+"""The parts of a ``query``/``eval`` expression that can be column names."""
+
+
+def _plot_call(frame: object, x: object = None, y: object = None, /, *args: object,
+               **kwargs: object) -> None:
+    """Where ``DataFrame.plot(...)`` takes its ``x`` and ``y`` by position (its accessor has
+    no signature of its own)."""
+
+
+@functools.cache
+def _signature(method: str) -> inspect.Signature:
+    return inspect.signature(_plot_call if method == "plot" else getattr(pd.DataFrame, method))
+
+
+def _positions(method: str) -> dict[str, int]:
+    """Where each argument of the DataFrame ``method`` can be given by position (after the
+    frame itself)."""
+    positional = [parameter.name for parameter in _signature(method).parameters.values()
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                        inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    return {name: position for position, name in enumerate(positional[1:])}
+
+
+def _defaults(method: str) -> dict[str, Any]:
+    """The defaults of the DataFrame ``method``'s arguments."""
+    return {name: parameter.default for name, parameter in _signature(method).parameters.items()
+            if parameter.default is not inspect.Parameter.empty}
+
+
+_READS_CALLERS_NAMES = ("query", "eval")
+"""The methods whose expression reads the caller's variables (``@threshold``)."""
+
+
+def _answering_old_names(method: str) -> Callable[..., Any]:
+    """The DataFrame ``method``, its column-name arguments answering the old names."""
+    pandas_method = getattr(pd.DataFrame, method)
+
+    def answering(self: RenamedColumnsFrame, *args: Any, **kwargs: Any) -> Any:
+        if method in _READS_CALLERS_NAMES and "local_dict" not in kwargs \
+                and "global_dict" not in kwargs:
+            # pandas reads @names from the frame `level` calls up, which is this one now:
+            # hand it the names of the line that called
+            caller = sys._getframe(1 + kwargs.pop("level", 0))
+            kwargs = {**kwargs, "local_dict": caller.f_locals, "global_dict": caller.f_globals}
+        args, kwargs = self._with_new_names(method, args, kwargs)
+        return pandas_method(self, *args, **kwargs)
+
+    answering.__name__ = answering.__qualname__ = method
+    answering.__doc__ = (f"``DataFrame.{method}``, whose "
+                         f"{', '.join(COLUMN_ARGUMENTS[method])} answer the old column "
+                         "names too.")
+    return answering
+
+
+for _method in COLUMN_ARGUMENTS:
+    if _method != "plot":  # an accessor: RenamedColumnsFrame.plot
+        setattr(RenamedColumnsFrame, _method, _answering_old_names(_method))
 
 
 _LocIndexer: Any = getattr(pandas_indexing, "_LocIndexer", None)
 """The indexer ``DataFrame.loc`` returns (pandas-stubs declare none of its methods); private
 to pandas, so read with a fallback: where it is gone, ``.loc`` answers the new names only and
 ``import moduleprofiler`` still works."""
+_AtIndexer: Any = getattr(pandas_indexing, "_AtIndexer", None)
+"""The indexer ``DataFrame.at`` returns, read as :data:`_LocIndexer` is."""
 
 
-# a subclass of pandas' own indexer, so that pandas' code using frame.loc keeps working
-class _RenamedLoc(_LocIndexer or object):  # type: ignore[misc]
-    """``.loc`` of a :class:`RenamedColumnsFrame`: pandas' own indexer, the column part of a
-    ``[rows, columns]`` key given the new names first."""
+class _RenamedColumnKey:
+    """The column part of a ``[rows, columns]`` key given the new names first: what the
+    renamed ``.loc`` and ``.at`` add to pandas' own indexers."""
+
+    obj: Any
 
     def _new_key(self, key: Any) -> Any:
         frame = self.obj
@@ -232,10 +437,30 @@ class _RenamedLoc(_LocIndexer or object):  # type: ignore[misc]
         return key
 
     def __getitem__(self, key: Any) -> Any:
-        return super().__getitem__(self._new_key(key))
+        return super().__getitem__(self._new_key(key))  # type: ignore[misc]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(self._new_key(key), value)
+        super().__setitem__(self._new_key(key), value)  # type: ignore[misc]
+
+
+# subclasses of pandas' own indexers, so that pandas' code using frame.loc keeps working
+class _RenamedLoc(_RenamedColumnKey, _LocIndexer or object):  # type: ignore[misc]
+    """``.loc`` of a :class:`RenamedColumnsFrame`."""
+
+
+class _RenamedAt(_RenamedColumnKey, _AtIndexer or object):  # type: ignore[misc]
+    """``.at`` of a :class:`RenamedColumnsFrame`."""
+
+
+class _RenamedPlot(PlotAccessor):
+    """``.plot`` of a :class:`RenamedColumnsFrame`: ``plot.scatter(...)`` and the other kinds
+    call it too."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        frame = getattr(self, "_parent", None)  # the frame (pandas-stubs do not declare it)
+        if isinstance(frame, RenamedColumnsFrame):
+            args, kwargs = frame._with_new_names("plot", args, kwargs)
+        return super().__call__(*args, **kwargs)
 
 
 def renamed_columns(frame: pd.DataFrame, renamed: dict[str, str],
