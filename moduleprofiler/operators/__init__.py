@@ -28,6 +28,7 @@ from moduleprofiler.operators.registry import (
     FREE_OPERATORS,
     MISSING,
     OPERATOR_FORMULAS,
+    built_ins_registered,
     lookup,
     register_free,
     register_operator,
@@ -43,3 +44,5 @@ __all__ = [
     "register_operator",
     "unregister_operator",
 ]
+
+built_ins_registered()  # every family is registered: a change from here on is the user's

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -39,6 +39,46 @@ F = TypeVar("F", bound=Callable[..., Any])
 OPERATOR_FORMULAS: dict[OperatorKey, OperatorFormula] = {}
 FREE_OPERATORS: set[OperatorKey] = set()
 """Operators known to cost 0 (views, reshapes, copies, allocation, metadata)."""
+
+_BUILT_IN: dict[OperatorKey, OperatorFormula | None] = {}
+"""The package's own entries (formula, ``None`` for a free operator), once its families are
+registered (:func:`built_ins_registered`; a family loaded later adds its own): what the direct
+formula of a composite (``linear``) was written to equal the parts of."""
+
+_LOADING = False
+"""A family loader is registering the package's own formulas (no user change)."""
+
+_CHANGED: set[OperatorKey] = set()
+"""The keys whose entry differs from the package's own since it registered them (through the
+functions below): a formula registered, replaced or removed by the user."""
+
+
+def _changed(key: OperatorKey) -> None:
+    """Note whether ``key``'s entry now differs from the built-in one."""
+    if not _BUILT_IN or _LOADING:
+        return
+    if key in OPERATOR_FORMULAS:
+        current: object = OPERATOR_FORMULAS[key]
+    elif key in FREE_OPERATORS:
+        current = None
+    else:
+        current = _MISSING
+    if (key in _BUILT_IN and _BUILT_IN[key] is current) or (
+            key not in _BUILT_IN and current is _MISSING):
+        _CHANGED.discard(key)
+    else:
+        _CHANGED.add(key)
+
+
+def built_ins_registered() -> None:
+    """Called once every family of the package is registered: later changes are the user's."""
+    _BUILT_IN.update(OPERATOR_FORMULAS)
+    _BUILT_IN.update(dict.fromkeys(FREE_OPERATORS))
+
+
+def is_built_in(key: OperatorKey, formula: object) -> bool:
+    """Whether ``formula`` is the package's own entry for ``key``."""
+    return key in _BUILT_IN and _BUILT_IN[key] is formula
 
 
 def _check_key(key: object) -> OperatorKey:
@@ -74,6 +114,7 @@ def register_operator(*keys: OperatorKey) -> Callable[[F], F]:
         for key in checked:
             OPERATOR_FORMULAS[key] = fn
             _index(key)
+            _changed(key)
         return fn
 
     return decorator
@@ -87,6 +128,7 @@ def register_free(*keys: OperatorKey) -> None:
         _refuse_shadowed(key)
         FREE_OPERATORS.add(key)
         _index(key)
+        _changed(key)
 
 
 _OVERLOADS_OF: dict[OperatorKey, set[OperatorKey]] = {}
@@ -125,6 +167,7 @@ def unregister_operator(*keys: OperatorKey) -> None:
             FREE_OPERATORS.remove(key)
         if isinstance(key, torch._ops.OpOverload):
             _OVERLOADS_OF.get(key.overloadpacket, set()).discard(key)
+        _changed(key)
 
 
 _MISSING = object()
@@ -156,10 +199,18 @@ loaded looks them up in the registry."""
 
 
 def _load(loader: Callable[[], bool]) -> bool:
+    global _LOADING
     before = OPERATOR_FORMULAS.keys() | FREE_OPERATORS
-    if not loader():
-        return False
-    _LATE_KEYS.update((OPERATOR_FORMULAS.keys() | FREE_OPERATORS) - before)
+    _LOADING = True
+    try:
+        if not loader():
+            return False
+    finally:
+        _LOADING = False
+    added = (OPERATOR_FORMULAS.keys() | FREE_OPERATORS) - before
+    _LATE_KEYS.update(added)
+    if _BUILT_IN:  # a family loaded after the package's: its formulas are built in too
+        _BUILT_IN.update({key: OPERATOR_FORMULAS.get(key) for key in added})
     return True
 
 
@@ -270,16 +321,17 @@ class PassFormulas:
 
     A formula that counts through other formulas (:data:`TABLE_BOUND`: a composite counted
     by decomposition) is bound to ``table`` when it is looked up. So is a composite operator
-    with a direct formula (``linear``, ``matmul``, ``conv2d``, ``softmax``: it arrives whole
-    under ``inference_mode``, its parts elsewhere) when ``table`` prices some operator
-    otherwise than the registry (:func:`overrides_registry`): it is then counted as its
-    decomposition with ``table``'s formulas (:func:`decomposition_count`), as its parts are
-    counted outside ``inference_mode``; an entry of ``table`` for the composite itself is
-    used as it is. Whether ``table`` does is asked once, here: a table without such entries
-    pays nothing per operator. ``wrap`` adapts every formula found (counting on a rank's
-    local shards); ``missing`` is the dict to record into (new by default)."""
+    with a built-in direct formula (``linear``, ``matmul``, ``conv2d``, ``softmax``: it arrives
+    whole under ``inference_mode``, its parts elsewhere) when ``table`` prices some operator
+    otherwise than the built-in formulas (:func:`changed_keys`): a call whose decomposition
+    reaches such an operator is counted as its parts with ``table``'s formulas
+    (:func:`decomposed_formula`), as its parts are counted outside ``inference_mode``; an
+    entry for the composite itself is used as it is. What ``table`` changes is asked once,
+    here: a table without such entries pays nothing per operator. ``wrap`` adapts every
+    formula found (counting on a rank's local shards); ``missing`` is the dict to record into
+    (new by default)."""
 
-    __slots__ = ("_found", "_split", "_table", "_wrap", "missing")
+    __slots__ = ("_changed", "_found", "_table", "_wrap", "missing")
 
     def __init__(self, table: OperatorMap | None,
                  wrap: Callable[[OperatorFormula], OperatorFormula] | None = None,
@@ -287,8 +339,9 @@ class PassFormulas:
         self._table = table
         self._wrap = wrap
         self._found: dict[Any, Any] = {}
-        self._split = overrides_registry(table)
-        """Composites with a direct formula are counted as their parts (see the class)."""
+        self._changed = changed_keys(table)
+        """What ``table`` prices otherwise than the built-in formulas: where a composite with
+        a direct formula reaches one of these, it is counted as its parts (see the class)."""
         self.missing: dict[str, int] = {} if missing is None else missing
 
     def formula(self, func: torch._ops.OpOverload) -> Any:
@@ -301,10 +354,14 @@ class PassFormulas:
                 bind = getattr(found, TABLE_BOUND, None)
                 if bind is not None:  # it counts through formulas: those of this pass's table
                     found = bind(self._table)
-                elif self._split and is_composite(func) and found is lookup(func):
-                    # the registry's direct formula equals the registry's formulas of the
-                    # parts, not this table's: count the parts with this table's
-                    found = decomposed_formula(func, self._table, same_device=True)
+                elif self._changed and is_composite(func) and (
+                        is_built_in(func, found) or is_built_in(func.overloadpacket, found)):
+                    # the built-in direct formula equals the built-in formulas of the parts,
+                    # not this table's: where its parts reach a changed one, count the parts
+                    # with this table's
+                    found = decomposed_formula(func, self._table, same_device=True,
+                                               direct=found,  # type: ignore[arg-type]
+                                               changed=self._changed)
                 if self._wrap is not None:
                     found = self._wrap(found)  # type: ignore[arg-type]
             self._found[func] = found
@@ -383,18 +440,32 @@ def _registered(key: Any) -> Any:
     return None if key in FREE_OPERATORS else _MISSING
 
 
-def overrides_registry(table: OperatorMap | None) -> bool:
-    """Whether ``table`` prices some operator otherwise than the registry: an entry of its own
-    that is not the registered one, or a registered operator it removed. A profiler's map
-    answers from its own entries (the rest is the live registry); another mapping is compared
-    entry by entry, once per pass."""
-    if table is None:
-        return False
+def changed_keys(table: OperatorMap | None) -> frozenset[Any]:
+    """The operators ``table`` prices otherwise than the built-in formulas: its own entries
+    that are not the registered ones, the registered operators it removed, and those
+    registered or removed in the registry itself since the package's own
+    (``register_operator(aten.addmm)``). A profiler's map answers from its own entries (the
+    rest is the live registry); another mapping is compared entry by entry, once per pass."""
+    changed = set(_CHANGED)
     if isinstance(table, LiveFormulaMap):
-        return bool(table.hidden_keys) or any(
-            value is not _registered(key) for key, value in table.own.items())
-    return any(value is not _registered(key) for key, value in table.items()) or any(
-        key not in table for key in (*OPERATOR_FORMULAS, *FREE_OPERATORS))
+        changed.update(table.hidden_keys)
+        changed.update(key for key, value in table.own.items() if value is not _registered(key))
+    elif table is not None:
+        changed.update(key for key, value in table.items() if value is not _registered(key))
+        changed.update(key for key in (*OPERATOR_FORMULAS, *FREE_OPERATORS) if key not in table)
+    return frozenset(changed)
+
+
+def overrides_registry(table: OperatorMap | None) -> bool:
+    """Whether ``table`` prices some operator otherwise than the built-in formulas
+    (:func:`changed_keys`)."""
+    return bool(changed_keys(table))
+
+
+def _reaches(funcs: Iterable[Any], keys: frozenset[Any]) -> bool:
+    """Whether one of the operators ``funcs`` is, or is an overload of, one of ``keys``."""
+    return any(func in keys or getattr(func, "overloadpacket", None) in keys
+               for func in funcs)
 
 
 class OperatorCounter(OperatorObserver):
@@ -409,11 +480,14 @@ class OperatorCounter(OperatorObserver):
         self.macs = 0
         self.missing: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
+        self.seen: set[Any] = set()
+        """Every operator seen (the overloads)."""
         self._formulas = PassFormulas(table, missing=self.missing)
 
     def _count(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
                ) -> None:
         self.calls[str(func)] += 1
+        self.seen.add(func)
         counts = self._formulas.count(func, args, kwargs, out)
         if counts is not None and counts is not _MISSING:
             self.ops += counts[0]
@@ -473,8 +547,10 @@ def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
 
 
 def _decompose(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
-               table: OperatorMap | None, same_device: bool) -> tuple[OperatorCount, bool]:
-    """:func:`decomposition_count`, and whether it had to run on the real inputs."""
+               table: OperatorMap | None, same_device: bool
+               ) -> tuple[OperatorCount, bool, set[Any]]:
+    """:func:`decomposition_count`, whether it had to run on the real inputs, and the
+    operators the decomposition ran."""
     first = _to_fake if same_device else _to_meta
     with _disable_current_modes(), torch.inference_mode(False), torch.no_grad():
         for convert in (first, _identity):
@@ -483,14 +559,26 @@ def _decompose(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[st
                 converted = tree_map(convert, (args, kwargs))
                 with (_fake_mode() if convert is _to_fake else contextlib.nullcontext()), \
                         counter:
-                    op.decompose(*converted[0], **converted[1])
+                    _composite_kernel(op, *converted[0], **converted[1])
             except (RuntimeError, NotImplementedError):
                 if convert is _identity:
                     raise
                 continue
             counted = _MISSING if counter.missing else (counter.ops, counter.macs)
-            return counted, convert is _identity  # type: ignore[return-value]
-    return (0, 0), False  # pragma: no cover (the loop always returns or raises)
+            return counted, convert is _identity, counter.seen  # type: ignore[return-value]
+    return (0, 0), False, set()  # pragma: no cover (the loop always returns or raises)
+
+
+def _composite_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """Run ``op``'s C++ CompositeImplicitAutograd kernel, the one eager dispatch takes apart
+    outside ``inference_mode``. Not ``op.decompose()``: that prefers a Python decomposition
+    torch registers for compilers where there is one (``upsample_bilinear2d.vec`` into
+    ``arange``, ``clamp`` and ``_unsafe_index``, 756 ops where eager runs one
+    ``upsample_bilinear2d`` of 648), whose parts eager never runs."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key):
+        return op._op_dk(key, *args, **kwargs)
+    return op.decompose(*args, **kwargs)
 
 
 _PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout,
@@ -518,24 +606,37 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]
 
 
 def decomposed_formula(op: torch._ops.OpOverload, table: OperatorMap | None,
-                       same_device: bool = False) -> OperatorFormula:
+                       same_device: bool = False, direct: OperatorFormula | None = None,
+                       changed: frozenset[Any] = frozenset()) -> OperatorFormula:
     """The formula of ``op`` as its decomposition counted with ``table``'s formulas
-    (:func:`decomposition_count`). With ``same_device`` (one pass's formula for a composite
-    with a direct formula) the count of each call signature is kept (:func:`_signature`) and
-    the decomposition run once per signature: operator formulas read shapes, never values,
-    and a pass calls ``linear`` with a few shapes many times (a decomposition that needed the
-    inputs' values is run again each time)."""
-    counts: dict[tuple[Any, ...], OperatorCount] = {}
+    (:func:`decomposition_count`).
+
+    With ``same_device`` (one pass's formula for a composite with a built-in ``direct``
+    formula) the decomposition runs once per call signature (:func:`_signature`: operator
+    formulas read shapes, never values, and a pass calls ``linear`` with a few shapes many
+    times; one that needed the inputs' values runs again each time), and its count is used only
+    where its parts reach an operator of ``changed`` (those ``table`` prices otherwise than
+    the built-in formulas); elsewhere ``direct`` prices the call, as with the built-in table:
+    a decomposition run without data can take other branches than the eager kernel
+    (``one_hot`` checks its classes with ``aminmax`` on data, with comparisons on fake
+    tensors), so it is trusted only where it is needed."""
+    counts: dict[tuple[Any, ...], OperatorCount | None] = {}
 
     def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> OperatorCount:
         if not same_device:
             return decomposition_count(op, args, kwargs, table)
         key = _signature(args, kwargs)
-        counted = None if key is None else counts.get(key)
-        if counted is None:
-            counted, from_data = _decompose(op, args, kwargs, table, same_device)
+        if key is not None and key in counts:
+            counted = counts[key]
+        else:
+            counted, from_data, seen = _decompose(op, args, kwargs, table, same_device)
+            if direct is not None and not _reaches(seen, changed):
+                counted = None  # no part priced otherwise: the direct formula
             if key is not None and not from_data:
                 counts[key] = counted
+        if counted is None:
+            assert direct is not None
+            return direct(args, kwargs, out)
         return counted
 
     formula.__name__ = f"{op.overloadpacket.__name__}_by_decomposition"

@@ -5,23 +5,28 @@ profilers are unaffected, and ``inference_mode`` (the composite arrives whole) r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.operators.registry import (
     MISSING,
+    OPERATOR_FORMULAS,
     OperatorCounter,
     PassFormulas,
     decomposition_count,
     get_default_operator_map,
     lookup,
     overrides_registry,
+    register_operator,
+    unregister_operator,
 )
 
 aten = torch.ops.aten
@@ -216,6 +221,44 @@ def test_a_composite_counts_flop_counter_macs_without_own_entries(
             == oracle.get_total_flops() == 2 * built_in[1]
 
 
+@contextmanager
+def registered_for_everyone(part: Any, formula: Any) -> Iterator[None]:
+    """``formula`` in the registry itself for ``part`` (``register_operator``), the package's
+    own entry put back afterwards."""
+    key = part if part in OPERATOR_FORMULAS else part.default
+    original = OPERATOR_FORMULAS[key]
+    unregister_operator(key)
+    register_operator(key)(formula)
+    try:
+        yield
+    finally:
+        unregister_operator(key)
+        register_operator(key)(original)
+
+
+@pytest.mark.parametrize(("model", "inputs", "part", "built_in"), COMPOSITES,
+                         ids=["linear", "matmul", "conv2d", "softmax"])
+def test_a_composite_with_a_direct_formula_counts_a_part_formula_registered_for_everyone(
+        model: nn.Module, inputs: tuple[Tensor, ...], part: Any, built_in: tuple[int, int]
+        ) -> None:
+    # the same with the registry's own entry replaced: every profiler, either path
+    with registered_for_everyone(part, thousand):
+        assert overrides_registry(None)
+        for mode in MODES:
+            assert totals(ModuleProfiler(), model, inputs, mode) == (1000, 7), mode
+    # the package's own entry back: the registry holds the built-in formulas only again
+    assert not overrides_registry(None)
+    assert totals(ModuleProfiler(), model, inputs, "inference_mode") == built_in
+
+
+def test_a_composite_registered_for_everyone_counts_where_it_arrives_whole() -> None:
+    linear, inputs, _, _ = COMPOSITES[0]
+    with registered_for_everyone(aten.linear, thousand):
+        # its own formula, not its parts: under no_grad its addmm counts the built-in 48 ops
+        assert totals(ModuleProfiler(), linear, inputs, "inference_mode") == (1000, 7)
+        assert totals(ModuleProfiler(), linear, inputs, "no_grad") == (48, 24)
+
+
 def test_a_profilers_entry_for_the_composite_itself_counts_where_it_arrives_whole() -> None:
     linear, inputs, _, _ = COMPOSITES[0]
     mine = ModuleProfiler()
@@ -265,3 +308,49 @@ def test_a_table_without_own_entries_keeps_every_direct_formula() -> None:
     again = ModuleProfiler()
     again.operator_fn_map[aten.addmm] = lookup(aten.addmm.default)
     assert not overrides_registry(again.operator_fn_map)
+
+
+class Interpolate(nn.Module):
+    """``F.interpolate`` (bilinear, x2): ``upsample_bilinear2d.vec`` under ``inference_mode``,
+    its ``upsample_bilinear2d.default`` under ``no_grad``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.interpolate(x, scale_factor=2.0, mode="bilinear")
+
+
+class OneHot(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.one_hot(x, 5)
+
+
+UNRELATED = [
+    # bilinear x2 of (1, 2, 3, 3): 1 * 2 * 6 * 6 = 72 outputs * 9 ops (test_pooling's case)
+    (Interpolate(), (torch.randn(1, 2, 3, 3),), (648, 0)),
+    # one_hot validates its 3 indices: min and max, 3 - 1 = 2 comparisons each (test_free);
+    # the scatter of ones is free
+    (OneHot(), (torch.tensor([1, 2, 3]),), (4, 0)),
+]
+
+
+@pytest.mark.parametrize(("model", "inputs", "built_in"), UNRELATED,
+                         ids=["interpolate", "one_hot"])
+def test_an_own_entry_for_another_operator_leaves_a_composite_as_it_was(
+        model: nn.Module, inputs: tuple[Tensor, ...], built_in: tuple[int, int]) -> None:
+    # a profiler pricing relu its own way: these composites reach no relu, so under
+    # inference_mode they keep their direct formulas, as under no_grad their eager parts
+    # (counted as decompositions they read 756 and 25: torch's Python decomposition of the
+    # upsample, and one_hot's branch for tensors without data)
+    mine = ModuleProfiler()
+    mine.operator_fn_map[aten.relu] = thousand
+    for mode in MODES:
+        assert totals(mine, model, inputs, mode) == built_in, mode
+
+
+def test_a_composite_is_taken_apart_as_the_eager_kernel_takes_it() -> None:
+    # an own formula for the part eager dispatch runs (upsample_bilinear2d.default): the
+    # composite's C++ kernel reaches it, as no_grad does, not torch's Python decomposition
+    # (arange, clamp, _unsafe_index)
+    mine = ModuleProfiler()
+    mine.operator_fn_map[aten.upsample_bilinear2d.default] = thousand
+    for mode in MODES:
+        assert totals(mine, Interpolate(), (torch.randn(1, 2, 3, 3),), mode) == (1000, 7), mode
