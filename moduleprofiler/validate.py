@@ -106,6 +106,25 @@ def check_real(value: object, name: str, expected: str = "a number", *,
                         f"got {_kind(value)}")
 
 
+def check_bounded(value: object, name: str, *, minimum: float | None = None,
+                  above: float | None = None, below: float | None = None,
+                  finite: bool = True) -> None:
+    """A real number (see :func:`check_real`) that is at least ``minimum``, greater than
+    ``above``, less than ``below`` (each where given) and, with ``finite``, neither infinite
+    nor NaN, else a ``ValueError`` naming ``name`` (NaN fails every bound: a comparison with
+    it is false, so it would pass a check written the other way round)."""
+    check_real(value, name)
+    number = float(cast(float, value))  # a real number, as checked
+    if finite and not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if minimum is not None and not number >= minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if above is not None and not number > above:
+        raise ValueError(f"{name} must be greater than {above}, got {value}")
+    if below is not None and not number < below:
+        raise ValueError(f"{name} must be less than {below}, got {value}")
+
+
 def check_percent(value: object, name: str) -> None:
     """``None`` or a number from 0 to 100."""
     if value is None:
