@@ -75,6 +75,25 @@ def check_str(value: object, name: str) -> None:
         raise TypeError(f"{name} must be a str, got {_kind(value)}")
 
 
+def check_names(value: object, name: str) -> list[str] | None:
+    """``None``, or a list or tuple of strings (column names) as a list: a bare string would be
+    read letter by letter, and a number among the names failed deep inside a view as an
+    ``AttributeError``; each is a ``TypeError`` naming ``name`` (and the item's position)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list of column names, got the str {value!r} "
+                        f"(one column: [{value!r}])")
+    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list of column names or None, got {_kind(value)}")
+    names = list(value)
+    for position, item in enumerate(names):
+        if not isinstance(item, str):
+            raise TypeError(f"{name}[{position}] must be a column name (a str), got "
+                            f"{_kind(item)}")
+    return names
+
+
 def check_choice(value: object, name: str, allowed: Sequence[object]) -> None:
     """One of ``allowed`` (a ``Literal`` option), else ``ValueError``."""
     if value not in allowed:

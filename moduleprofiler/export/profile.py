@@ -26,7 +26,7 @@ from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
 from moduleprofiler.summary_row import model_summary
-from moduleprofiler.validate import check_int
+from moduleprofiler.validate import check_int, check_str
 from moduleprofiler.warn import warn
 
 if TYPE_CHECKING:
@@ -207,6 +207,7 @@ class Profile(ProfileData):
 
     def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
         """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""
+        check_int(indent, "indent", 0)
         return export_profile(self, "json", buf, indent=indent)
 
     @classmethod
@@ -237,6 +238,8 @@ class Profile(ProfileData):
 
     def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
         """A self-contained HTML report: summary, charts, module tree, sortable table."""
+        if title is not None:
+            check_str(title, "title")
         return export_profile(self, "html", buf, title=title)
 
     def to_text(self, buf: Buffer = None, **options: Any) -> str | None:

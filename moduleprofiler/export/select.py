@@ -18,7 +18,7 @@ from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
 from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
-from moduleprofiler.validate import check_int, check_percent
+from moduleprofiler.validate import check_int, check_names, check_percent, check_str
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -229,7 +229,8 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
 
 def _current(columns: Sequence[str] | None) -> list[str] | None:
     """``columns`` with the names renamed in 0.2 replaced (:func:`current_name` warns)."""
-    return None if columns is None else current_names(columns)
+    names = check_names(columns, "columns")
+    return None if names is None else current_names(names)
 
 
 def per_module_name(frame: pd.DataFrame, name: str) -> str:
@@ -451,6 +452,8 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     if aggregate not in ("module", "call"):
         raise ValueError(f"aggregate must be 'module' or 'call', got {aggregate!r}")
     columns = _current(columns)
+    if sort_by is not None:
+        check_str(sort_by, "sort_by")
     sort_by = None if sort_by is None else current_name(sort_by)
     pct_of = None if pct_of is None else current_name(pct_of)
     base = unknown_as_missing(
@@ -505,6 +508,7 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     the title says so, and a note that its shares overlap."""
     check_int(k, "k", 1)
     check_int(depth, "depth", 0)
+    check_str(by, "by")
     by = current_name(by)
     modules = _modules(profile)
     pick = 1 if depth is not None else 0
