@@ -5,7 +5,7 @@ only joins the two, so the records never import the views."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -93,6 +93,10 @@ class Profile(ProfileData):
 
     def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
         """A copy with extra per-module columns (``{path: {column: value}}``) merged in."""
+        if not isinstance(metrics, Mapping) or not all(
+                isinstance(columns, Mapping) for columns in metrics.values()):
+            raise TypeError(f"metrics must be a dict {{module path: {{column: value}}}}, got "
+                            f"{type(metrics).__name__} {metrics!r:.60}")
         merged = {path: dict(columns) for path, columns in self.module_metrics.items()}
         for path, columns in metrics.items():
             merged.setdefault(path, {}).update(columns)

@@ -18,7 +18,13 @@ from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
 from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
-from moduleprofiler.validate import check_int, check_names, check_percent, check_str
+from moduleprofiler.validate import (
+    check_bool,
+    check_int,
+    check_names,
+    check_percent,
+    check_str,
+)
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -416,6 +422,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
 
     ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
     total; ``include``/``exclude`` are glob patterns on module paths or type names."""
+    check_str(pct_of, "pct_of")
     columns, pct_of = _current(columns), current_name(pct_of)
     base = unknown_as_missing(_modules(profile, by_caller=True))
     shown = list(columns) if columns is not None else default_columns(profile, TREE_COLUMNS, base)
@@ -452,8 +459,11 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     if aggregate not in ("module", "call"):
         raise ValueError(f"aggregate must be 'module' or 'call', got {aggregate!r}")
     columns = _current(columns)
-    if sort_by is not None:
-        check_str(sort_by, "sort_by")
+    for name, value in (("sort_by", sort_by), ("pct_of", pct_of)):
+        if value is not None:
+            check_str(value, name)
+    if ascending is not None:
+        check_bool(ascending, "ascending")
     sort_by = None if sort_by is None else current_name(sort_by)
     pct_of = None if pct_of is None else current_name(pct_of)
     base = unknown_as_missing(
