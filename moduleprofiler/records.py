@@ -564,9 +564,16 @@ class ProfileData:
     def __repr__(self) -> str:
         return (
             f"Profile(calls={len(self.records)}, modules={len(self.modules)}, "
-            f"total_params={self.total_params}, total_ops={self.total_ops}, "
-            f"total_macs={self.total_macs}, complete={self.complete})"
+            f"total_params={self.total_params}, {self._total_repr('ops', self.total_ops)}, "
+            f"{self._total_repr('macs', self.total_macs)}, complete={self.complete})"
         )
+
+    def _total_repr(self, name: str, value: int | float) -> str:
+        """``total_<name>=`` its value: ``None`` when the pass counted nothing (a timing or
+        memory pass, whose count totals are unknown, not 0), ``>=`` before a lower bound."""
+        if not self.counted:
+            return f"total_{name}=None"
+        return f"total_{name}{'>=' if name in self.lower_bounds else '='}{value}"
 
 
 def unknown_work(profile: ProfileData) -> str:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.validate import check_bounded
+
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
 
@@ -43,7 +45,11 @@ def _check(memory: Any, latency: Any) -> None:
     if memory is not None and not hasattr(memory, "model_size_bytes"):
         raise TypeError(f"memory must be the result of measure_memory() or None, got "
                         f"{type(memory).__name__} {memory!r:.40}")
-    if latency is None or (isinstance(latency, (int, float)) and not isinstance(latency, bool)):
+    if latency is None:
+        return
+    if isinstance(latency, (int, float)) and not isinstance(latency, bool):
+        # a number of ms is a time: -1, 0, NaN or infinity was shown as the model's latency
+        check_bounded(latency, "latency (a number of ms)", above=0)
         return
     if not any(hasattr(latency, name) for name in ("latency_ms", "median_ms", "median")):
         raise TypeError("latency must be the result of benchmark(), a "

@@ -75,6 +75,25 @@ def check_str(value: object, name: str) -> None:
         raise TypeError(f"{name} must be a str, got {_kind(value)}")
 
 
+def check_names(value: object, name: str) -> list[str] | None:
+    """``None``, or a list or tuple of strings (column names) as a list: a bare string would be
+    read letter by letter, and a number among the names failed deep inside a view as an
+    ``AttributeError``; each is a ``TypeError`` naming ``name`` (and the item's position)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list of column names, got the str {value!r} "
+                        f"(one column: [{value!r}])")
+    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list of column names or None, got {_kind(value)}")
+    names = list(value)
+    for position, item in enumerate(names):
+        if not isinstance(item, str):
+            raise TypeError(f"{name}[{position}] must be a column name (a str), got "
+                            f"{_kind(item)}")
+    return names
+
+
 def check_choice(value: object, name: str, allowed: Sequence[object]) -> None:
     """One of ``allowed`` (a ``Literal`` option), else ``ValueError``."""
     if value not in allowed:
@@ -104,6 +123,25 @@ def check_real(value: object, name: str, expected: str = "a number", *,
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be {expected}{' or None' if optional else ''}, "
                         f"got {_kind(value)}")
+
+
+def check_bounded(value: object, name: str, *, minimum: float | None = None,
+                  above: float | None = None, below: float | None = None,
+                  finite: bool = True) -> None:
+    """A real number (see :func:`check_real`) that is at least ``minimum``, greater than
+    ``above``, less than ``below`` (each where given) and, with ``finite``, neither infinite
+    nor NaN, else a ``ValueError`` naming ``name`` (NaN fails every bound: a comparison with
+    it is false, so it would pass a check written the other way round)."""
+    check_real(value, name)
+    number = float(cast(float, value))  # a real number, as checked
+    if finite and not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if minimum is not None and not number >= minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if above is not None and not number > above:
+        raise ValueError(f"{name} must be greater than {above}, got {value}")
+    if below is not None and not number < below:
+        raise ValueError(f"{name} must be less than {below}, got {value}")
 
 
 def check_percent(value: object, name: str) -> None:

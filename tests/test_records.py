@@ -296,3 +296,22 @@ def test_a_path_that_is_no_string_is_a_type_error_naming_it() -> None:
     with pytest.raises(TypeError, match="path must be a module path string"):
         profile.calls(0)  # type: ignore[arg-type]
     assert profile.module("0").type_name == "Linear"
+
+
+def test_repr_says_which_totals_are_unknown_or_lower_bounds() -> None:
+    class Odd(nn.Module):  # x * 2 with operators off: no formula
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+    model, x = nn.Sequential(nn.Linear(4, 4), Odd()), torch.randn(3, 4)
+    # Linear: 3 rows * 4 outputs * (2 * 4 - 1 + 1 bias add) = 96 ops, 3 * 4 * 4 = 48 MACs
+    partial = ModuleProfiler().profile(model, x, operators=False)
+    assert repr(partial) == ("Profile(calls=3, modules=3, total_params=20, total_ops>=96, "
+                             "total_macs>=48, complete=False)")
+    exact = ModuleProfiler().profile(model[0], x)
+    assert repr(exact) == ("Profile(calls=1, modules=1, total_params=20, total_ops=96, "
+                           "total_macs=48, complete=True)")
+    # a memory pass counts nothing: its totals were shown as total_ops=0, total_macs=0
+    memory = ModuleProfiler().measure_memory(model, x)
+    assert repr(memory) == ("Profile(calls=3, modules=3, total_params=20, total_ops=None, "
+                            "total_macs=None, complete=False)")

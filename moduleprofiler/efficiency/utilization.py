@@ -70,12 +70,17 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
 
     Raises:
         TypeError: ``peaks`` is not a :class:`DevicePeaks` or ``step_ms`` not a number.
-        ValueError: ``step_ms`` is not a positive finite time, or the device has no peak
-            for the dtype.
+        ValueError: ``step_ms`` is not a positive finite time, the device has no peak
+            for the dtype, or ``profile`` counted no ops (a timing or memory pass: its FLOPs
+            are unknown, and an MFU of 0 would say the device did nothing).
     """
     if not isinstance(peaks, DevicePeaks):
         raise TypeError(f"peaks must be a DevicePeaks (device_peaks('H100 SXM'), "
                         f"measure_peaks()), got {type(peaks).__name__} {peaks!r}")
+    if not profile.counted:
+        raise ValueError("profile counts no ops (a timing or memory pass): its FLOPs are "
+                         "unknown, not 0; pass a profile() result, or merge this one into it "
+                         "(counts.merge(this))")
     check_real(step_ms, "step_ms", "a time in milliseconds")
     if not 0 < step_ms < math.inf:
         raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")

@@ -41,7 +41,7 @@ from moduleprofiler.export.model_summary import summary_view
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.select import top_view, tree_view
 from moduleprofiler.export.units import is_missing
-from moduleprofiler.validate import check_choice, check_int
+from moduleprofiler.validate import check_choice, check_int, check_str
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -254,6 +254,7 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
     chart; ``ax`` draws into your own axes; ``path`` also saves it (``.png``, ``.svg`` or
     ``.pdf``)."""
     check_choice(kind, "kind", PLOT_KINDS)
+    check_str(metric, "metric")
     check_int(top, "top", 1)
     check_int(depth, "depth", 0, optional=False)
     check_figure_path(path)

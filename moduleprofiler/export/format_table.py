@@ -22,6 +22,7 @@ from moduleprofiler.export.latex import render_latex
 from moduleprofiler.export.markdown import render_markdown
 from moduleprofiler.export.text import render_text
 from moduleprofiler.export.view_data import ViewData
+from moduleprofiler.validate import check_str
 
 ProfileView = Literal["tree", "table", "frame", "report", "json"]
 """What a profile is written as in a format: one of its views (the module tree, the module
@@ -88,6 +89,7 @@ def register_format(name: str, suffixes: tuple[str, ...], render: Callable[..., 
 def format_name(name: str) -> str:
     """The format a name or suffix asks for: ``"md"``/``".md"`` -> ``"markdown"``,
     ``"tex"`` -> ``"latex"``; ``ValueError`` if unknown."""
+    check_str(name, "format")
     key = name.lower().lstrip(".")
     if key in FORMATS:
         return key

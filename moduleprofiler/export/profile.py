@@ -5,7 +5,7 @@ only joins the two, so the records never import the views."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from moduleprofiler.export.select import table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
 from moduleprofiler.summary_row import model_summary
-from moduleprofiler.validate import check_int
+from moduleprofiler.validate import check_int, check_str
 from moduleprofiler.warn import warn
 
 if TYPE_CHECKING:
@@ -93,6 +93,10 @@ class Profile(ProfileData):
 
     def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
         """A copy with extra per-module columns (``{path: {column: value}}``) merged in."""
+        if not isinstance(metrics, Mapping) or not all(
+                isinstance(columns, Mapping) for columns in metrics.values()):
+            raise TypeError(f"metrics must be a dict {{module path: {{column: value}}}}, got "
+                            f"{type(metrics).__name__} {metrics!r:.60}")
         merged = {path: dict(columns) for path, columns in self.module_metrics.items()}
         for path, columns in metrics.items():
             merged.setdefault(path, {}).update(columns)
@@ -207,6 +211,7 @@ class Profile(ProfileData):
 
     def to_json(self, buf: Buffer = None, *, indent: int | None = 2) -> str | None:
         """Schema-versioned JSON that :meth:`from_json` reads back into an equal profile."""
+        check_int(indent, "indent", 0)
         return export_profile(self, "json", buf, indent=indent)
 
     @classmethod
@@ -237,6 +242,8 @@ class Profile(ProfileData):
 
     def to_html(self, buf: Buffer = None, *, title: str | None = None) -> str | None:
         """A self-contained HTML report: summary, charts, module tree, sortable table."""
+        if title is not None:
+            check_str(title, "title")
         return export_profile(self, "html", buf, title=title)
 
     def to_text(self, buf: Buffer = None, **options: Any) -> str | None:

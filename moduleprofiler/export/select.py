@@ -18,7 +18,13 @@ from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
 from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
-from moduleprofiler.validate import check_int, check_percent
+from moduleprofiler.validate import (
+    check_bool,
+    check_int,
+    check_names,
+    check_percent,
+    check_str,
+)
 
 if TYPE_CHECKING:
     from moduleprofiler.records import ProfileData as Profile
@@ -229,7 +235,8 @@ def columns_for(what: Iterable[str], frame: pd.DataFrame) -> list[str]:
 
 def _current(columns: Sequence[str] | None) -> list[str] | None:
     """``columns`` with the names renamed in 0.2 replaced (:func:`current_name` warns)."""
-    return None if columns is None else current_names(columns)
+    names = check_names(columns, "columns")
+    return None if names is None else current_names(names)
 
 
 def per_module_name(frame: pd.DataFrame, name: str) -> str:
@@ -415,6 +422,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
 
     ``min_pct`` keeps modules whose ``pct_of`` column is at least that share (in %) of the
     total; ``include``/``exclude`` are glob patterns on module paths or type names."""
+    check_str(pct_of, "pct_of")
     columns, pct_of = _current(columns), current_name(pct_of)
     base = unknown_as_missing(_modules(profile, by_caller=True))
     shown = list(columns) if columns is not None else default_columns(profile, TREE_COLUMNS, base)
@@ -451,6 +459,11 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     if aggregate not in ("module", "call"):
         raise ValueError(f"aggregate must be 'module' or 'call', got {aggregate!r}")
     columns = _current(columns)
+    for name, value in (("sort_by", sort_by), ("pct_of", pct_of)):
+        if value is not None:
+            check_str(value, name)
+    if ascending is not None:
+        check_bool(ascending, "ascending")
     sort_by = None if sort_by is None else current_name(sort_by)
     pct_of = None if pct_of is None else current_name(pct_of)
     base = unknown_as_missing(
@@ -505,6 +518,7 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     the title says so, and a note that its shares overlap."""
     check_int(k, "k", 1)
     check_int(depth, "depth", 0)
+    check_str(by, "by")
     by = current_name(by)
     modules = _modules(profile)
     pick = 1 if depth is not None else 0

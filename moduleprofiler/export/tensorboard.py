@@ -36,7 +36,7 @@ from moduleprofiler.export.select import (
 )
 from moduleprofiler.export.text import render_text
 from moduleprofiler.export.units import is_missing
-from moduleprofiler.validate import check_int
+from moduleprofiler.validate import check_int, check_names
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -74,11 +74,9 @@ def tensorboard_columns(profile: Profile, columns: Sequence[str] | None = None) 
         return [name for name in dict.fromkeys([*COUNT_COLUMNS, *backward,
                                                 *extra_columns(frame)])
                 if name in frame and column_spec(name, frame[name].dtype).numeric]
-    if isinstance(columns, str) or not isinstance(columns, Sequence):
-        raise TypeError(f"columns must be a list of column names or None, got {columns!r}")
-    columns = current_names(columns)
+    columns = current_names(check_names(columns, "columns") or [])
     for name in columns:
-        if not isinstance(name, str) or name not in frame:
+        if name not in frame:
             raise ValueError(f"columns: {name!r} is not a column of this profile "
                              f"(its module columns: {', '.join(frame.columns)})")
         if not column_spec(name, frame[name].dtype).numeric:

@@ -21,6 +21,7 @@ from moduleprofiler.export.tree import (
 )
 from moduleprofiler.export.view_data import ViewData
 from moduleprofiler.records import GROUPING, UNCALLED, UNHOOKED
+from moduleprofiler.validate import check_bool
 
 MAX_SHAPE_WIDTH = 40
 """Shape cells longer than this are cut with ``...`` (the data keeps the whole tree)."""
@@ -124,6 +125,8 @@ def render_text(view: ViewData, *, color: bool = False, unicode: bool = False,
     middle (:mod:`moduleprofiler.export.fit`); notes are wrapped. ``fold``: a tree shows runs
     of identical numbered sibling blocks as one row, their numbers summed
     (:mod:`moduleprofiler.export.fold`); ``False`` shows every block."""
+    check_bool(color, "color")
+    check_bool(unicode, "unicode")
     limit = terminal_width(width)
     glyphs = UNICODE if unicode else ASCII
     if fold:

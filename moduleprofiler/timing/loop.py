@@ -58,6 +58,7 @@ from moduleprofiler.timing.environment import (
     timing_context,
 )
 from moduleprofiler.timing.stats import StoppingRule, StopReason, ci_halfwidth, summarize
+from moduleprofiler.validate import check_bounded, check_int
 
 ROUND_SHARE = 0.05
 """An adaptive run's rounds grow to about this share of its time budget (20 rounds in it):
@@ -147,6 +148,23 @@ class TimingOptions:
                 object.__setattr__(self, field.name, int(cast(Any, value)))
             elif allowed == (Real,) and type(value) not in (int, float):
                 object.__setattr__(self, field.name, float(cast(Any, value)))
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """Each keyword's range that holds for every pass (``drop_first`` against
+        ``num_iters`` is checked by :meth:`plan`): a negative warm-up or a confidence of 1.5
+        would otherwise run the model before failing, or be taken without a word."""
+        counts = {"num_iters": 1, "drop_first": 0, "warmup_iters": 0, "min_iters": 1,
+                  "rounds": 1, "num_threads": 1}
+        for name, minimum in counts.items():
+            check_int(getattr(self, name), f"TimingOptions.{name}", minimum)
+        check_bounded(self.warmup_seconds, "TimingOptions.warmup_seconds", minimum=0)
+        check_bounded(self.overhead_fraction, "TimingOptions.overhead_fraction", minimum=0)
+        check_bounded(self.confidence, "TimingOptions.confidence", above=0, below=1)
+        for name in ("target_ci", "max_seconds"):  # infinite: no target, no budget
+            if getattr(self, name) is not None:
+                check_bounded(getattr(self, name), f"TimingOptions.{name}", above=0,
+                              finite=False)
 
     @classmethod
     def of_call(cls, function: Callable[..., Any], arguments: Mapping[str, Any],

@@ -92,3 +92,15 @@ def test_model_tflops_is_the_model_flops_rate():
     # MFU (0.192) times the 1e-6 TFLOP/s peak
     assert found.model_tflops == pytest.approx(1.92e-7)
     assert found.model_tflops == pytest.approx(found.mfu * found.peak_tflops)
+
+
+def test_a_pass_that_counted_nothing_has_no_mfu():
+    # a memory pass's count totals are unknown: its MFU was 0.0 (model_flops 0.0), as if the
+    # device had done nothing in the step
+    model, x = nn.Linear(4, 8, bias=False), torch.randn(3, 4)
+    memory = ModuleProfiler().measure_memory(model, x)
+    with pytest.raises(ValueError, match="profile counts no ops"):
+        utilization(memory, 1.0, PEAKS, dtype="fp32")
+    # merged into the counts, the same pass has them: 3 * 4 * 8 = 96 MACs, 192 FLOPs
+    counts = ModuleProfiler().profile(model, x)
+    assert utilization(counts.merge(memory), 1.0, PEAKS).model_flops == 192

@@ -131,3 +131,15 @@ def test_summary_refuses_a_latency_or_memory_of_another_input() -> None:
     assert counted.summary(latency=2.0).loc[0, "latency_ms"] == 2.0
     back = LatencyResult.from_json(latency.to_json() or "")
     assert (back.input_shapes, back.input_dtypes) == (((64, 4),), ("float32",))
+
+
+@pytest.mark.parametrize(("latency", "message"), [
+    (-1, "must be greater than 0, got -1"), (0, "must be greater than 0, got 0"),
+    (float("nan"), "must be a finite number, got nan"),
+    (float("inf"), "must be a finite number, got inf"),
+])
+def test_summary_refuses_a_latency_that_is_no_time(latency: float, message: str) -> None:
+    # each was shown as the model's latency_ms (-1.0, 0.0, nan, inf)
+    counted = ModuleProfiler().profile(_model(), torch.randn(1, 4))
+    with pytest.raises(ValueError, match=r"latency \(a number of ms\) " + message):
+        counted.summary(latency=latency)

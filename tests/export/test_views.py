@@ -140,6 +140,31 @@ def test_compare_leaves_the_difference_of_a_lower_bound_unknown() -> None:
      "changed_only must be True or False, got str 'yes'"),
     (lambda p: p.tree("ops"), TypeError, "columns must be a list of column names, got the str"),
     (lambda p: p.table("ops"), TypeError, "columns must be a list of column names, got the str"),
+    # each was a bare error from inside: AttributeError "'int' object has no attribute
+    # 'endswith'", KeyError "unknown column 1.5", AttributeError "'float' object has no
+    # attribute 'lower'"; a bool indent and a number as the title were taken
+    (lambda p: p.tree(["ops", 1]), TypeError, r"columns\[1\] must be a column name \(a str\), "
+                                              "got int 1"),
+    (lambda p: p.to_markdown(columns=["ops", 1]), TypeError, r"columns\[1\] must be a column"),
+    (lambda p: p.to_latex(columns=["ops", 1]), TypeError, r"columns\[1\] must be a column"),
+    (lambda p: p.tree(columns=5), TypeError, "columns must be a list of column names or None, "
+                                             "got int 5"),
+    (lambda p: p.top(by=1.5), TypeError, "by must be a str, got float 1.5"),
+    (lambda p: p.table(sort_by=1), TypeError, "sort_by must be a str, got int 1"),
+    (lambda p: p.plot(metric=None), TypeError, "metric must be a str, got None"),
+    (lambda p: p.save("out.txt", format=1.5), TypeError, "format must be a str, got float"),
+    (lambda p: p.to_json(indent=True), TypeError, "indent must be an int or None, got bool"),
+    (lambda p: p.to_json(indent=-1), ValueError, "indent must be at least 0, got -1"),
+    (lambda p: p.to_html(title=3), TypeError, "title must be a str, got int 3"),
+    # taken without a word: any truthy value sorted ascending, painted or drew Unicode lines;
+    # a bare AttributeError "'str' object has no attribute 'items'"
+    (lambda p: p.table(sort_by="ops", ascending="no"), TypeError,
+     "ascending must be True or False, got str 'no'"),
+    (lambda p: p.table(pct_of=1.5), TypeError, "pct_of must be a str, got float 1.5"),
+    (lambda p: p.tree(pct_of=None), TypeError, "pct_of must be a str, got None"),
+    (lambda p: p.to_text(color="never"), TypeError, "color must be True or False, got str"),
+    (lambda p: p.to_text(unicode=1), TypeError, "unicode must be True or False, got int 1"),
+    (lambda p: p.with_metrics("ops"), TypeError, r"metrics must be a dict \{module path: "),
 ])
 def test_view_arguments_of_the_wrong_kind_are_refused_by_name(call, error, message) -> None:
     with pytest.raises(error, match=message):

@@ -3,6 +3,7 @@ rule, the rotation of the blocks inside a round), its phases and its options obj
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from itertools import pairwise
 from types import SimpleNamespace
@@ -395,3 +396,32 @@ def test_numbers_of_any_numeric_type_are_taken() -> None:
     numpy = pytest.importorskip("numpy")
     options = TimingOptions(num_iters=numpy.int64(8), drop_first=2, max_seconds=2)
     assert options.plan(fixed_drop_first=2).kept == 6  # 8 iterations, 2 dropped
+
+
+@pytest.mark.parametrize(("keyword", "value", "message"), [
+    ("warmup_seconds", -1.0, r"TimingOptions\.warmup_seconds must be at least 0, got -1"),
+    ("warmup_seconds", float("nan"), r"warmup_seconds must be a finite number, got nan"),
+    ("warmup_iters", -1, r"TimingOptions\.warmup_iters must be at least 0, got -1"),
+    ("overhead_fraction", float("inf"), r"overhead_fraction must be a finite number"),
+    ("overhead_fraction", -0.5, r"overhead_fraction must be at least 0, got -0.5"),
+    ("confidence", 1.5, r"TimingOptions\.confidence must be less than 1, got 1.5"),
+    ("confidence", 0, r"TimingOptions\.confidence must be greater than 0, got 0"),
+    ("rounds", 0, r"TimingOptions\.rounds must be at least 1, got 0"),
+    ("target_ci", float("nan"), r"TimingOptions\.target_ci must be greater than 0, got nan"),
+])
+def test_a_keyword_out_of_range_is_named_before_the_model_runs(
+        keyword: str, value: object, message: str) -> None:
+    # each of these ran the model before (a confidence of 1.5: 10 iterations of benchmark, 32
+    # model calls of time_modules, then the error; an infinite overhead_fraction: an
+    # OverflowError after 3 calls) or was taken without a word (a negative warm-up, rounds=0)
+    calls = []
+    model = nn.Linear(2, 2)
+    model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    with pytest.raises(ValueError, match=message):
+        TimingOptions(**{keyword: value})  # type: ignore[arg-type]
+    if keyword not in inspect.signature(time_modules).parameters:  # benchmark's own
+        return
+    with pytest.raises(ValueError, match=message):
+        time_modules(model, torch.randn(1, 2), **{"max_seconds": 0.5, "warmup_seconds": 0.0,
+                                                  keyword: value})
+    assert calls == []
