@@ -22,7 +22,8 @@ DOCUMENT_KEYS: dict[str, str] = {
     "schema_version": "the version of the document's layout (5); older ones read back under "
                       "today's names with the same numbers",
     "totals": "the model's totals: params, buffers, ops, macs, flops, backward_ops, "
-              "backward_macs, complete, lower_bounds",
+              "backward_macs, complete, lower_bounds (ops, macs and flops null where the "
+              "pass counted nothing: a timing, a memory pass)",
     "lower_bounds": "totals: the totals that are lower bounds (work without a formula)",
     "columns": "how each listener column the document holds is shown and combined, by column "
                "name (so a saved profile renders the same where it is not registered)",

@@ -147,6 +147,17 @@ def test_totals_say_which_are_lower_bounds() -> None:
     assert (partial["complete"], partial["lower_bounds"]) == (False, ["ops", "macs"])
 
 
+def test_the_totals_of_a_pass_that_counted_nothing_are_unknown() -> None:
+    model, x = nn.Linear(3, 2), torch.randn(1, 3)
+    memory = ModuleProfiler().measure_memory(model, x).to_dict()["totals"]
+    # a memory pass ran the model without counting: its ops are unknown, not 0
+    assert (memory["ops"], memory["macs"], memory["flops"]) == (None, None, None)
+    assert memory["params"] == 3 * 2 + 2  # what it knows is still there
+    # a counting pass of the same model: 2 outputs of 3 products, 2 sums and a bias add = 12
+    counted = ModuleProfiler().profile(model, x).to_dict()["totals"]
+    assert (counted["ops"], counted["macs"], counted["flops"]) == (12, 6, 12)
+
+
 def _linear_relu() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 8), nn.ReLU())
