@@ -11,7 +11,9 @@ Tags, under ``prefix`` (default ``"moduleprofiler"``):
 
 Scalars are written as 64-bit values (``double_precision=True``): a count of a few billion
 MACs is exact there, where a 32-bit scalar rounds it to a multiple of 256. An unknown value
-(a module without a formula, a time never measured) is skipped, never written as 0.
+(a module without a formula, a time never measured) is skipped, never written as 0. A scalar
+cannot say that it is a lower bound: where a total is one (work without a formula), the
+report's text says so, and writing warns once, naming the totals and what had no formula.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from moduleprofiler.export.select import (
 )
 from moduleprofiler.export.text import render_text
 from moduleprofiler.export.units import is_missing
+from moduleprofiler.records import unknown_work
 from moduleprofiler.validate import check_int, check_names
+from moduleprofiler.warn import warn
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -116,6 +120,9 @@ def write_tensorboard(profile: Profile, writer: SummaryWriter, step: int = 0, *,
     known = profile_totals(profile)
     for name in chosen:
         scalar(f"total/{name}", column_total(frame, name, known))
+    if profile.counted and not profile.complete:
+        warn(f"TensorBoard's scalars under {prefix!r} hold lower bounds: "
+             f"{unknown_work(profile)}")
     writer.add_text(f"{prefix}/tree", _preformatted(render_text(tree_view(profile), width=0)),
                     step)
     writer.add_text(f"{prefix}/report", report_markdown(profile), step)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +84,26 @@ def test_the_scalar_dashboard_reads_them(tmp_path: Path) -> None:
 
 
 def test_unknown_values_are_skipped_never_zero(tmp_path: Path) -> None:
-    # tiny(): "custom" has no formula (its ops and MACs unknown), 0 parameters (known)
-    tags = scalars(written(tiny(), tmp_path))
+    # tiny(): "custom" has no formula (its ops and MACs unknown), 0 parameters (known); the
+    # totals written are lower bounds, which no scalar can say: writing them says it once
+    with pytest.warns(UserWarning, match=r"scalars under 'moduleprofiler' hold lower "
+                                         r"bounds: the ops, macs totals are lower bounds: no "
+                                         r"formula for modules \['custom'\]") as caught:
+        tags = scalars(written(tiny(), tmp_path))
+    assert len([w for w in caught if "lower bounds" in str(w.message)]) == 1
+    assert caught[0].filename == __file__  # the user's line, not the package's
     assert tags["moduleprofiler/custom/params"] == (0, 0.0)
     assert "moduleprofiler/custom/macs" not in tags
     assert "moduleprofiler/custom/ops" not in tags
     # conv: 7,776 ops and 3,888 MACs (the fixture's counts); block: 144 + 2,890 + 10 ops
     assert tags["moduleprofiler/conv/macs"] == (0, 3_888.0)
     assert tags["moduleprofiler/block/ops"] == (0, 3_044.0)
+
+
+def test_a_complete_profile_writes_without_a_word(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        written(mlp_profile(), tmp_path)
 
 
 def test_counts_are_exact_beyond_float32(tmp_path: Path) -> None:
