@@ -449,25 +449,32 @@ class ProfileData:
     # Each total says whether it is exact: ``ops_complete``, ``macs_complete`` and
     # ``backward_complete``; ``lower_bounds`` names the totals that are only lower bounds.
     @property
-    def total_ops(self) -> int | float:
-        """Sum of every call's own ops (a lower bound when ``ops_complete`` is False)."""
+    def total_ops(self) -> int | float | None:
+        """Sum of every call's own ops (a lower bound when ``ops_complete`` is False);
+        ``None`` for a pass that counted nothing (a timing, a memory pass: :attr:`counted`)."""
+        if not self.counted:
+            return None
         own = sum(record.self_ops for record in self.records if record.self_ops is not None)
         return own + self.outside_ops
 
     @property
-    def total_macs(self) -> int | float:
+    def total_macs(self) -> int | float | None:
         """Sum of every call's own multiply-accumulates (a lower bound when ``macs_complete`` is
         False: a call whose ops are known but whose MACs are not, e.g. a type registered with
-        an ops formula only, adds nothing here)."""
+        an ops formula only, adds nothing here); ``None`` for a pass that counted nothing."""
+        if not self.counted:
+            return None
         own = sum(record.self_macs for record in self.records
                   if record.self_macs is not None)
         return own + self.outside_macs
 
     @property
-    def total_flops(self) -> int | float:
+    def total_flops(self) -> int | float | None:
         """``2 * total_macs``: the number ``torch.utils.flop_counter.FlopCounterMode`` reports
-        (a lower bound when ``macs_complete`` is False)."""
-        return 2 * self.total_macs
+        (a lower bound when ``macs_complete`` is False); ``None`` for a pass that counted
+        nothing."""
+        macs = self.total_macs
+        return None if macs is None else 2 * macs
 
     @property
     def total_backward_ops(self) -> int | float | None:
@@ -568,10 +575,10 @@ class ProfileData:
             f"{self._total_repr('macs', self.total_macs)}, complete={self.complete})"
         )
 
-    def _total_repr(self, name: str, value: int | float) -> str:
+    def _total_repr(self, name: str, value: int | float | None) -> str:
         """``total_<name>=`` its value: ``None`` when the pass counted nothing (a timing or
         memory pass, whose count totals are unknown, not 0), ``>=`` before a lower bound."""
-        if not self.counted:
+        if value is None:
             return f"total_{name}=None"
         return f"total_{name}{'>=' if name in self.lower_bounds else '='}{value}"
 

@@ -86,9 +86,9 @@ def model_row(profile: Profile) -> dict[str, Any]:
     return {"model": root.type_name if root is not None else "model",
             "params": profile.total_params,
             "trainable_params": root.trainable_params if root is not None else None,
-            # a pass that counted nothing (timing, memory) has unknown counts, not 0
-            "macs": profile.total_macs if profile.counted else None,
-            "flops": profile.total_flops if profile.counted else None}
+            # a pass that counted nothing (timing, memory) has unknown counts (None), not 0
+            "macs": profile.total_macs,
+            "flops": profile.total_flops}
 
 
 def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> pd.DataFrame:

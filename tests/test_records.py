@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import ModuleProfiler, TimingOptions
 from moduleprofiler.records import ModuleInfo, module_statuses, new_module_info, ran_without
 from moduleprofiler.timing import time_modules
 
@@ -315,3 +315,18 @@ def test_repr_says_which_totals_are_unknown_or_lower_bounds() -> None:
     memory = ModuleProfiler().measure_memory(model, x)
     assert repr(memory) == ("Profile(calls=3, modules=3, total_params=20, total_ops=None, "
                             "total_macs=None, complete=False)")
+
+
+def test_the_totals_of_a_pass_that_counted_nothing_are_none() -> None:
+    model, x = nn.Linear(4, 4), torch.randn(3, 4)
+    memory = ModuleProfiler().measure_memory(model, x)
+    timing = ModuleProfiler().time_modules(model, x, TimingOptions(num_iters=2, drop_first=0,
+                                                                   warmup_seconds=0.0))
+    for result in (memory, timing):
+        # it ran the model without counting: unknown, where the totals read 0 before
+        assert (result.total_ops, result.total_macs, result.total_flops) == (None, None, None)
+    # counted: 3 rows * 4 outputs * (2 * 4 - 1 + 1 bias add) = 96 ops, 3 * 4 * 4 = 48 MACs
+    counted = ModuleProfiler().profile(model, x)
+    assert (counted.total_ops, counted.total_macs, counted.total_flops) == (96, 48, 96)
+    # merged into the counting pass, the memory pass's profile has the counts
+    assert counted.merge(memory).total_ops == 96

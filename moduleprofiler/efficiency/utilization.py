@@ -92,7 +92,7 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
     recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)
-    hardware = float(profile.total_flops)
+    hardware = float(profile.total_flops or 0)  # a counting pass (checked above)
     complete = profile.macs_complete
     if profile.backward:
         hardware += 2 * float(profile.total_backward_macs or 0)

@@ -556,16 +556,15 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     """Plain-Python view of a profile (numbers stay numbers, shapes stay tuples); the count
     totals of a pass that counted nothing (a timing, a memory pass) are unknown (``None``),
     never 0."""
-    counted = profile.counted
     return {
         "schema_version": SCHEMA_VERSION,
         "totals": {
             "params": profile.total_params,
             "buffers": profile.total_buffers,
             # the model's values: its root's (and the sum of the self_ columns)
-            "ops": profile.total_ops if counted else None,
-            "macs": profile.total_macs if counted else None,
-            "flops": profile.total_flops if counted else None,
+            "ops": profile.total_ops,
+            "macs": profile.total_macs,
+            "flops": profile.total_flops,
             "backward_ops": profile.total_backward_ops,
             "backward_macs": profile.total_backward_macs,
             "complete": profile.complete,

@@ -56,7 +56,7 @@ def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.Dat
         row: dict[str, Any] = {
             **model_row(profile),
             "model": name,
-            "ops": profile.total_ops if profile.counted else None,
+            "ops": profile.total_ops,  # None where the pass counted nothing
             "calls": len(profile.records),
             "modules": len(profile.modules),
             "complete": profile.complete,

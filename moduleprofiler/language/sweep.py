@@ -75,7 +75,7 @@ def sweep(
             "batch_size": batch, "seq_len": length, "tokens": batch * length,
             "params": profile.total_params, "ops": profile.total_ops,
             "macs": profile.total_macs, "flops": profile.total_flops,
-            "flops_per_token": profile.total_flops / (batch * length),
+            "flops_per_token": (profile.total_flops or 0) / (batch * length),  # it counts
             "complete": profile.complete}
         if backward:
             macs = profile.total_backward_macs
