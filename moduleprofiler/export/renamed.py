@@ -33,6 +33,7 @@ import inspect
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import pandas as pd
@@ -371,19 +372,22 @@ def _signature(method: str) -> inspect.Signature:
     return inspect.signature(_plot_call if method == "plot" else getattr(pd.DataFrame, method))
 
 
-def _positions(method: str) -> dict[str, int]:
+@functools.cache
+def _positions(method: str) -> Mapping[str, int]:
     """Where each argument of the DataFrame ``method`` can be given by position (after the
-    frame itself)."""
+    frame itself); read on every call of the method, made once."""
     positional = [parameter.name for parameter in _signature(method).parameters.values()
                   if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY,
                                         inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    return {name: position for position, name in enumerate(positional[1:])}
+    return MappingProxyType({name: position for position, name in enumerate(positional[1:])})
 
 
-def _defaults(method: str) -> dict[str, Any]:
-    """The defaults of the DataFrame ``method``'s arguments."""
-    return {name: parameter.default for name, parameter in _signature(method).parameters.items()
-            if parameter.default is not inspect.Parameter.empty}
+@functools.cache
+def _defaults(method: str) -> Mapping[str, Any]:
+    """The defaults of the DataFrame ``method``'s arguments (made once)."""
+    return MappingProxyType({
+        name: parameter.default for name, parameter in _signature(method).parameters.items()
+        if parameter.default is not inspect.Parameter.empty})
 
 
 _READS_CALLERS_NAMES = ("query", "eval")
