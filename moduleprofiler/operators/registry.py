@@ -456,12 +456,6 @@ def changed_keys(table: OperatorMap | None) -> frozenset[Any]:
     return frozenset(changed)
 
 
-def overrides_registry(table: OperatorMap | None) -> bool:
-    """Whether ``table`` prices some operator otherwise than the built-in formulas
-    (:func:`changed_keys`)."""
-    return bool(changed_keys(table))
-
-
 def _reaches(funcs: Iterable[Any], keys: frozenset[Any]) -> bool:
     """Whether one of the operators ``funcs`` is, or is an overload of, one of ``keys``."""
     return any(func in keys or getattr(func, "overloadpacket", None) in keys

@@ -21,10 +21,10 @@ from moduleprofiler.operators.registry import (
     OPERATOR_FORMULAS,
     OperatorCounter,
     PassFormulas,
+    changed_keys,
     decomposition_count,
     get_default_operator_map,
     lookup,
-    overrides_registry,
     register_operator,
     unregister_operator,
 )
@@ -243,11 +243,11 @@ def test_a_composite_with_a_direct_formula_counts_a_part_formula_registered_for_
         ) -> None:
     # the same with the registry's own entry replaced: every profiler, either path
     with registered_for_everyone(part, thousand):
-        assert overrides_registry(None)
+        assert changed_keys(None)
         for mode in MODES:
             assert totals(ModuleProfiler(), model, inputs, mode) == (1000, 7), mode
     # the package's own entry back: the registry holds the built-in formulas only again
-    assert not overrides_registry(None)
+    assert not changed_keys(None)
     assert totals(ModuleProfiler(), model, inputs, "inference_mode") == built_in
 
 
@@ -297,17 +297,17 @@ def test_a_table_without_own_entries_keeps_every_direct_formula() -> None:
     # the check is made once, when a pass's formulas are set up: a profiler without entries of
     # its own looks up the registered direct formula itself, and pays nothing per call
     profiler = ModuleProfiler()
-    assert not overrides_registry(profiler.operator_fn_map)
+    assert not changed_keys(profiler.operator_fn_map)
     formulas = PassFormulas(profiler.operator_fn_map)
     assert formulas.formula(aten.linear.default) is lookup(aten.linear.default)
     profiler.operator_fn_map[aten.addmm] = thousand
-    assert overrides_registry(profiler.operator_fn_map)
+    assert changed_keys(profiler.operator_fn_map)
     split = PassFormulas(profiler.operator_fn_map).formula(aten.linear.default)
     assert split.__name__ == "linear_by_decomposition"
     # an entry equal to the registered formula prices nothing otherwise
     again = ModuleProfiler()
     again.operator_fn_map[aten.addmm] = lookup(aten.addmm.default)
-    assert not overrides_registry(again.operator_fn_map)
+    assert not changed_keys(again.operator_fn_map)
 
 
 class Interpolate(nn.Module):
