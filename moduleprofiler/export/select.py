@@ -76,18 +76,9 @@ SHOWN_TOTALS = ("params", "macs", "flops", "ops",
 are known (the backward ones only when a backward pass ran)."""
 
 
-_COUNTED_TOTALS = ("macs", "flops", "ops")
-
-
-def _counted_nothing(profile: Profile) -> bool:
-    """A pass that counted nothing (a timing or memory pass): its count totals are not 0."""
-    return not profile.counted
-
-
 def _totals(profile: Profile) -> dict[str, int | float]:
+    # a pass that counted nothing (timing, memory) has no count totals: unknown, not 0
     known = profile_totals(profile)
-    if _counted_nothing(profile):
-        known = {name: value for name, value in known.items() if name not in _COUNTED_TOTALS}
     return {name: known[name] for name in SHOWN_TOTALS if name in known}
 
 
@@ -274,7 +265,7 @@ def listing(items: Sequence[str], limit: int = NOTE_ITEMS) -> str:
 
 def profile_hints(profile: Profile) -> tuple[str, ...]:
     """Advice under an interactive view of ``profile`` (:attr:`ViewData.hints`)."""
-    if _counted_nothing(profile):
+    if not profile.counted:
         return ("this pass counts no ops: merge it into a profile() result "
                 "(profile.merge(this)) to see both",)
     return ()
