@@ -27,6 +27,10 @@ whose speed drifts during the run (other jobs starting or stopping) moves them b
 differently the drift fell on the two tools' fastest rounds; a paired ratio compares two calls
 taken moments apart, so drift cancels in it.
 
+``runner + no-op mode`` is the floor of this design: the runner's hooks on every module (one
+record per call) and a dispatch mode that sees every operator (work without a formula is found,
+never read as zero), with nothing counted. ``profile()`` pays it plus the counting itself.
+
 The targets: ``runner, no listener`` at most 5 us per module call above ``empty hooks``
 (``us/call`` columns); ``profile()`` at most 1.10x the bare forward on ResNet-50 and 1.06x on
 GPT-2, read as the targets define them: the ratio of minima over the rounds (``x bare`` of the
@@ -177,6 +181,13 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
         with NoOpMode():
             forward()
 
+    def design_floor() -> None:
+        # what any tool of this design pays before it counts anything: the runner's hooks on
+        # every module (per-call records) and a dispatch mode that sees every operator (so that
+        # work without a formula is found, never read as zero)
+        with NoOpMode():
+            PassRunner(model, []).forward(forward)
+
     def flop_counter() -> None:
         with FlopCounterMode(display=False):
             forward()
@@ -187,6 +198,7 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
         Tool("hooks reading facts", fact_hooks),
         Tool("runner, no listener", lambda: timed(lambda: PassRunner(model, []).forward(forward))),
         Tool("no-op dispatch mode", lambda: timed(no_op_mode)),
+        Tool("runner + no-op mode", lambda: timed(design_floor)),
         Tool("profile()", lambda: timed(lambda: profiler.profile(model, example))),
         Tool("profile(operators=False)",
              lambda: timed(lambda: profiler.profile(model, example, operators=False))),
