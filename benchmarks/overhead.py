@@ -27,9 +27,10 @@ whose speed drifts during the run (other jobs starting or stopping) moves them b
 differently the drift fell on the two tools' fastest rounds; a paired ratio compares two calls
 taken moments apart, so drift cancels in it.
 
-``runner + no-op mode`` is the floor of this design: the runner's hooks on every module (one
-record per call) and a dispatch mode that sees every operator (work without a formula is found,
-never read as zero), with nothing counted. ``profile()`` pays it plus the counting itself.
+``runner + no-op mode`` is the runner's hooks on every module with a dispatch mode that sees
+every operator throughout, and nothing counted: what a tool pays that watches every operator
+everywhere. ``profile()`` can come in under it, since it switches its mode off inside the modules
+that a formula covers and counts only the operators outside them.
 
 The targets: ``runner, no listener`` at most 5 us per module call above ``empty hooks``
 (``us/call`` columns); ``profile()`` at most 1.10x the bare forward on ResNet-50 and 1.06x on
@@ -182,9 +183,8 @@ def tools_for(model: nn.Module, example: Any, peers: bool) -> list[Tool]:
             forward()
 
     def design_floor() -> None:
-        # what any tool of this design pays before it counts anything: the runner's hooks on
-        # every module (per-call records) and a dispatch mode that sees every operator (so that
-        # work without a formula is found, never read as zero)
+        # the runner's hooks with a dispatch mode on throughout, nothing counted (profile()
+        # switches its mode off inside formula-covered modules)
         with NoOpMode():
             PassRunner(model, []).forward(forward)
 
