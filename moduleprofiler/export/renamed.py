@@ -409,6 +409,7 @@ COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
     "plot": {name: _NAMES for name in ("x", "y", "by", "column", "c", "s", "C")},
     "DataFrameGroupBy.agg": {"func": _MAPPING, "kwargs": _AGGREGATIONS},
     "DataFrameGroupBy.aggregate": {"func": _MAPPING, "kwargs": _AGGREGATIONS},
+    "DataFrameGroupBy.value_counts": {"subset": _NAMES},
 }
 """The DataFrame methods of a :class:`RenamedColumnsFrame` whose arguments answer the old
 column names: method -> the arguments that name columns (or levels of the index, where the

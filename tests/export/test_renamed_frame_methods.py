@@ -72,6 +72,8 @@ CASES: dict[str, Callable[[pd.DataFrame, dict[str, str]], Any]] = {
     "DataFrameGroupBy.agg": lambda f, n: f.groupby("module").agg({n["median"]: "sum"}),
     "DataFrameGroupBy.aggregate": lambda f, n: f.groupby("module").aggregate(
         top=(n["median"], "max"), least=pd.NamedAgg(n["ratio"], "min")),
+    "DataFrameGroupBy.value_counts": lambda f, n: f.groupby("module").value_counts(
+        subset=[n["ratio"]]),
     "sort_index": lambda f, n: _levels(f).sort_index(level=n["median"]),
     "reset_index": lambda f, n: _levels(f).reset_index(level=n["median"]),
     "droplevel": lambda f, n: _levels(f).droplevel(n["median"]),
