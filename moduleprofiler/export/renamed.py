@@ -28,6 +28,7 @@ A table that is no profile's view (``ExpertLoad.to_df()``, ``KVCacheSize.to_df()
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import re
@@ -38,6 +39,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 import pandas as pd
 from pandas.core import indexing as pandas_indexing
+from pandas.core.groupby import DataFrameGroupBy
 from pandas.plotting import PlotAccessor
 
 from moduleprofiler.deprecation import warn_deprecated
@@ -133,18 +135,20 @@ class RenamedColumnsFrame(pd.DataFrame):
     ``DeprecationWarning`` naming the new column (:func:`warn_deprecated`), until
     :data:`~moduleprofiler.deprecation.REMOVAL_VERSION`, wherever pandas takes a column name:
     selection (``frame["layer"]``, ``frame[["layer", "tokens"]]``, ``frame.layer``,
-    ``frame.get("layer")``), writing (``frame["layer"] = ...``, ``del frame["layer"]``),
-    ``frame.loc[:, "layer"]`` and ``frame.at[0, "layer"]`` (reading and writing),
-    ``"layer" in frame``, ``frame.plot(x="layer")`` and every method of
+    ``frame.get("layer")``), writing (``frame["layer"] = ...``, ``frame.layer = ...``,
+    ``del frame["layer"]``), ``frame.loc[:, "layer"]`` and ``frame.at[0, "layer"]`` (reading
+    and writing), ``"layer" in frame``, ``frame.plot(x="layer")``, every method of
     :data:`COLUMN_ARGUMENTS` (``groupby("layer")``, ``drop(columns="layer")``,
-    ``query("layer == 'moe'")``...).
+    ``query("layer == 'moe'")``, ``droplevel("layer")``...) and what ``groupby`` returns
+    (``groupby("module")[["layer"]]``, ``.agg({"layer": "sum"})``).
 
     One rule everywhere (:meth:`_new_name`): an old name stands for its new column where the
     frame holds the new column and no column of the old name; a column the frame holds under
     the old name (a user's own) wins. ``frame.columns`` lists the new names only: holding a
-    column under both names would show one quantity twice. What pandas builds from the table
-    (a copy, a slice, a ``groupby`` result) is a renamed table too, under the new names;
-    ``pd.DataFrame(frame)`` is a plain one."""
+    column under both names would show one quantity twice; what reads them (``to_dict()``'s
+    keys, ``frame.columns.get_loc``) takes and gives the new names only. What pandas builds
+    from the table (a copy, a slice, a ``groupby`` result) is a renamed table too, under the
+    new names; ``pd.DataFrame(frame)`` is a plain one."""
 
     _metadata: ClassVar[list[str]] = ["renamed", "owner", "rescaled"]  # kept on copies
     renamed: dict[str, str]
@@ -210,10 +214,12 @@ class RenamedColumnsFrame(pd.DataFrame):
                         kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments of the DataFrame ``method`` with the old column names in those that
         name columns (:data:`COLUMN_ARGUMENTS`), given by position or keyword, replaced; an
-        argument that names columns on one axis only is left alone on the other."""
+        argument that names columns on one axis only is left alone on the other, one that
+        names another table's columns (``right_on``) is that table's to answer."""
         positions = _positions(method)
         given, named = list(args), dict(kwargs)
-        seen: dict[str, object] = {}  # a name given twice (pivot_table's values and aggfunc)
+        # a name given twice (pivot_table's values and aggfunc) warns once, per table
+        seen: dict[int, dict[str, object]] = {}
 
         def value(name: str) -> Any:  # the argument as given, or its default
             if name in named:
@@ -226,13 +232,21 @@ class RenamedColumnsFrame(pd.DataFrame):
         for name, argument in COLUMN_ARGUMENTS[method].items():
             if argument.axes is not None and value("axis") not in argument.axes:
                 continue
+            table = self if argument.table is None else value(argument.table)
+            if not isinstance(table, RenamedColumnsFrame):  # a plain table: its own names
+                continue
+            names = seen.setdefault(id(table), {})
             if argument.form == "keywords":  # assign(layer=...): every keyword is a column
-                named = {str(self._new_name(key, seen)): item for key, item in named.items()}
+                named = {str(table._new_name(key, names)): item for key, item in named.items()}
+            elif argument.form == "aggregations":  # agg(total=("layer", "sum"))
+                if value("func") is None:  # named aggregation: pandas' rule too
+                    named = {key: table._new_aggregation(item, names)
+                             for key, item in named.items()}
             elif name in named:
-                named[name] = self._new_argument(argument.form, named[name], seen)
+                named[name] = table._new_argument(argument.form, named[name], names)
             elif positions.get(name, len(given)) < len(given):
-                given[positions[name]] = self._new_argument(argument.form,
-                                                            given[positions[name]], seen)
+                given[positions[name]] = table._new_argument(argument.form,
+                                                             given[positions[name]], names)
         return tuple(given), named
 
     def _new_argument(self, form: str, value: Any, seen: dict[str, object]) -> Any:
@@ -244,6 +258,23 @@ class RenamedColumnsFrame(pd.DataFrame):
         if form == "expression":
             return self._new_expression(value, seen) if isinstance(value, str) else value
         return self._new_names(value, seen)
+
+    def _new_aggregation(self, item: Any, seen: dict[str, object]) -> Any:
+        """A named aggregation's ``(column, function)`` pair or ``pd.NamedAgg`` with an old
+        column name replaced; any other keyword value is left alone."""
+        if isinstance(item, pd.NamedAgg):
+            column = self._new_name(item.column, seen)
+            if column == item.column:
+                return item
+            if hasattr(item, "_replace"):  # pandas 2: a namedtuple
+                return item._replace(column=column)
+            renamed: Any = copy.copy(item)  # pandas 3: a class with the function's arguments
+            renamed.column = column
+            return renamed
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            return item
+        column = self._new_name(item[0], seen)
+        return item if column == item[0] else (column, item[1])
 
     def __getitem__(self, key: Any) -> Any:
         return super().__getitem__(self._new_names(key))
@@ -269,6 +300,15 @@ class RenamedColumnsFrame(pd.DataFrame):
         new = self._new_name(name)
         return super().__getattr__(new) if isinstance(new, str) else new
 
+    # pandas-stubs mark it final; an old name is only added to what a DataFrame answers
+    def __setattr__(self, name: str, value: Any) -> None:  # type: ignore[misc]
+        # pandas writes a column for a name it holds and makes an attribute of any other
+        # (frame.old = ... would hide the column behind a new attribute)
+        if name in (self.__dict__.get("renamed") or ()) and not hasattr(type(self), name) \
+                and name not in self.__dict__:  # as frame.old reads: where no attribute is
+            name = str(self._new_name(name))
+        super().__setattr__(name, value)
+
     @property
     def loc(self) -> Any:
         """``DataFrame.loc``, whose column part (``frame.loc[rows, "layer"]``) answers the old
@@ -293,15 +333,21 @@ class RenamedColumnsFrame(pd.DataFrame):
 
 
 class ColumnArgument(NamedTuple):
-    """How an argument of a DataFrame method names columns."""
+    """How an argument of a DataFrame method names columns (or index levels)."""
 
-    form: Literal["names", "mapping", "expression", "keywords"] = "names"
+    form: Literal["names", "mapping", "expression", "keywords", "aggregations"] = "names"
     """``names``: a name or a list of names; ``mapping``: a dict's keys (``rename(columns=)``,
     ``astype``); ``expression``: the identifiers of a ``query``/``eval`` string;
-    ``keywords``: the names of the keyword arguments (``assign``)."""
+    ``keywords``: the names of the keyword arguments (``assign``); ``aggregations``: the
+    columns of the keyword arguments' ``(column, function)`` pairs (named aggregation,
+    ``agg(total=("layer", "sum"))``)."""
     axes: tuple[object, ...] | None = None
     """Where the argument names columns on one axis only: the values of the call's ``axis``
     (given, or its default) under which it does (``drop("layer", axis=1)``)."""
+    table: str | None = None
+    """Where the argument names the columns of another table of the call (``merge``'s
+    ``right_on`` names ``right``'s): that argument. Its old names are answered by that table's
+    own rule where it is a renamed table too, and left alone where it is not."""
 
 
 _NAMES = ColumnArgument()
@@ -309,11 +355,21 @@ _MAPPING = ColumnArgument("mapping")
 _ON_COLUMNS = (1, "columns")  # the call works on the columns: its labels are column names
 _ON_ROWS = (0, "index", "rows")  # the call works along the rows: its subset is column names
 
+_LEVELS = ColumnArgument(axes=_ON_ROWS)  # level names of the index (the row axis)
+_AGGREGATIONS = ColumnArgument("aggregations")
+
 COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
-    "groupby": {"by": _NAMES},
+    "groupby": {"by": _NAMES, "level": _NAMES},
     "sort_values": {"by": ColumnArgument(axes=_ON_ROWS)},
     "set_index": {"keys": _NAMES},
-    "drop": {"columns": _NAMES, "labels": ColumnArgument(axes=_ON_COLUMNS)},
+    "sort_index": {"level": _LEVELS},
+    "reset_index": {"level": _NAMES},
+    "droplevel": {"level": _LEVELS},
+    "swaplevel": {"i": _LEVELS, "j": _LEVELS},
+    "reorder_levels": {"order": _LEVELS},
+    "unstack": {"level": _NAMES},
+    "drop": {"columns": _NAMES, "labels": ColumnArgument(axes=_ON_COLUMNS),
+             "level": _LEVELS},
     "rename": {"columns": _MAPPING, "mapper": ColumnArgument("mapping", _ON_COLUMNS)},
     "reindex": {"columns": _NAMES, "labels": ColumnArgument(axes=_ON_COLUMNS)},
     "filter": {"items": ColumnArgument(axes=(None, *_ON_COLUMNS)),
@@ -321,7 +377,8 @@ COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
     "query": {"expr": ColumnArgument("expression")},
     "eval": {"expr": ColumnArgument("expression")},
     "assign": {"kwargs": ColumnArgument("keywords")},
-    "merge": {"on": _NAMES, "left_on": _NAMES},
+    "merge": {"on": _NAMES, "left_on": _NAMES,
+              "right_on": ColumnArgument(table="right")},
     "join": {"on": _NAMES},
     "pivot": {"columns": _NAMES, "index": _NAMES, "values": _NAMES},
     "pivot_table": {"values": _NAMES, "index": _NAMES, "columns": _NAMES,
@@ -335,13 +392,13 @@ COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
     "value_counts": {"subset": _NAMES},
     "dropna": {"subset": ColumnArgument(axes=_ON_ROWS)},
     "fillna": {"value": ColumnArgument("mapping", (None, *_ON_ROWS))},
-    "agg": {"func": ColumnArgument("mapping", _ON_ROWS)},
-    "aggregate": {"func": ColumnArgument("mapping", _ON_ROWS)},
+    "agg": {"func": ColumnArgument("mapping", _ON_ROWS), "kwargs": _AGGREGATIONS},
+    "aggregate": {"func": ColumnArgument("mapping", _ON_ROWS), "kwargs": _AGGREGATIONS},
     "transform": {"func": ColumnArgument("mapping", _ON_ROWS)},
     "astype": {"dtype": _MAPPING},
     "round": {"decimals": _MAPPING},
     "pop": {"item": _NAMES},
-    "xs": {"key": ColumnArgument(axes=_ON_COLUMNS)},
+    "xs": {"key": ColumnArgument(axes=_ON_COLUMNS), "level": _LEVELS},
     "hist": {"column": _NAMES, "by": _NAMES},
     "boxplot": {"column": _NAMES, "by": _NAMES},
     "to_csv": {"columns": _NAMES},
@@ -350,9 +407,14 @@ COLUMN_ARGUMENTS: dict[str, dict[str, ColumnArgument]] = {
     "to_html": {"columns": _NAMES, "formatters": _MAPPING},
     "to_latex": {"columns": _NAMES, "formatters": _MAPPING},
     "plot": {name: _NAMES for name in ("x", "y", "by", "column", "c", "s", "C")},
+    "DataFrameGroupBy.agg": {"func": _MAPPING, "kwargs": _AGGREGATIONS},
+    "DataFrameGroupBy.aggregate": {"func": _MAPPING, "kwargs": _AGGREGATIONS},
+    "DataFrameGroupBy.value_counts": {"subset": _NAMES},
 }
 """The DataFrame methods of a :class:`RenamedColumnsFrame` whose arguments answer the old
-column names: method -> the arguments that name columns."""
+column names: method -> the arguments that name columns (or levels of the index, where the
+new name is one). ``DataFrameGroupBy.<method>`` is a method of what the table's ``groupby``
+returns, whose names are the table's."""
 
 _EXPRESSION_TOKENS = re.compile(
     r"""(?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""  # a string literal: left alone
@@ -367,14 +429,25 @@ def _plot_call(frame: object, x: object = None, y: object = None, /, *args: obje
     no signature of its own)."""
 
 
+_GROUPBY = "DataFrameGroupBy."
+"""How :data:`COLUMN_ARGUMENTS` names a method of what the table's ``groupby`` returns."""
+
+
+def _pandas_method(method: str) -> Callable[..., Any]:
+    """The pandas function of the :data:`COLUMN_ARGUMENTS` entry ``method``."""
+    if method.startswith(_GROUPBY):
+        return getattr(DataFrameGroupBy, method.removeprefix(_GROUPBY))
+    return getattr(pd.DataFrame, method)
+
+
 @functools.cache
 def _signature(method: str) -> inspect.Signature:
-    return inspect.signature(_plot_call if method == "plot" else getattr(pd.DataFrame, method))
+    return inspect.signature(_plot_call if method == "plot" else _pandas_method(method))
 
 
 @functools.cache
 def _positions(method: str) -> Mapping[str, int]:
-    """Where each argument of the DataFrame ``method`` can be given by position (after the
+    """Where each argument of the pandas ``method`` can be given by position (after the
     frame itself); read on every call of the method, made once."""
     positional = [parameter.name for parameter in _signature(method).parameters.values()
                   if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY,
@@ -384,7 +457,7 @@ def _positions(method: str) -> Mapping[str, int]:
 
 @functools.cache
 def _defaults(method: str) -> Mapping[str, Any]:
-    """The defaults of the DataFrame ``method``'s arguments (made once)."""
+    """The defaults of the pandas ``method``'s arguments (made once)."""
     return MappingProxyType({
         name: parameter.default for name, parameter in _signature(method).parameters.items()
         if parameter.default is not inspect.Parameter.empty})
@@ -394,29 +467,56 @@ _READS_CALLERS_NAMES = ("query", "eval")
 """The methods whose expression reads the caller's variables (``@threshold``)."""
 
 
-def _answering_old_names(method: str) -> Callable[..., Any]:
-    """The DataFrame ``method``, its column-name arguments answering the old names."""
-    pandas_method = getattr(pd.DataFrame, method)
+class _RenamedGroupBy(DataFrameGroupBy):
+    """What a :class:`RenamedColumnsFrame`'s ``groupby`` returns: its selection
+    (``[old]``, ``[[old, ...]]``, ``.old``) and the methods of :data:`COLUMN_ARGUMENTS`
+    named ``DataFrameGroupBy.<method>`` answer the table's old names by the table's rule
+    (pandas' own reads ``self.obj.columns``, which lists the new names only)."""
 
-    def answering(self: RenamedColumnsFrame, *args: Any, **kwargs: Any) -> Any:
+    def __getitem__(self, key: Any) -> Any:
+        frame = self.obj
+        return super().__getitem__(frame._new_names(key)
+                                   if isinstance(frame, RenamedColumnsFrame) else key)
+
+    def __getattr__(self, attr: str) -> Any:
+        frame = self.__dict__.get("obj")  # absent while pandas builds the object
+        if isinstance(frame, RenamedColumnsFrame) and not attr.startswith("_"):
+            attr = str(frame._new_name(attr))
+        return super().__getattr__(attr)
+
+
+def _answering_old_names(method: str) -> Callable[..., Any]:
+    """The pandas ``method``, its column-name arguments answering the old names."""
+    pandas_method = _pandas_method(method)
+
+    def answering(self: Any, *args: Any, **kwargs: Any) -> Any:
         if method in _READS_CALLERS_NAMES and "local_dict" not in kwargs \
                 and "global_dict" not in kwargs:
             # pandas reads @names from the frame `level` calls up, which is this one now:
             # hand it the names of the line that called
             caller = sys._getframe(1 + kwargs.pop("level", 0))
             kwargs = {**kwargs, "local_dict": caller.f_locals, "global_dict": caller.f_globals}
-        args, kwargs = self._with_new_names(method, args, kwargs)
-        return pandas_method(self, *args, **kwargs)
+        frame = self.obj if isinstance(self, DataFrameGroupBy) else self
+        if isinstance(frame, RenamedColumnsFrame):
+            args, kwargs = frame._with_new_names(method, args, kwargs)
+        result = pandas_method(self, *args, **kwargs)
+        if type(result) is DataFrameGroupBy:
+            # pandas builds it in DataFrame.groupby with no constructor to override (and its
+            # arguments differ between versions): the subclass adds methods, no state
+            result.__class__ = _RenamedGroupBy
+        return result
 
-    answering.__name__ = answering.__qualname__ = method
-    answering.__doc__ = (f"``DataFrame.{method}``, whose "
-                         f"{', '.join(COLUMN_ARGUMENTS[method])} answer the old column "
-                         "names too.")
+    answering.__name__ = answering.__qualname__ = method.removeprefix(_GROUPBY)
+    answering.__doc__ = (f"``{method if method.startswith(_GROUPBY) else 'DataFrame.' + method}``"
+                         f", whose {', '.join(COLUMN_ARGUMENTS[method])} answer the old "
+                         "column names too.")
     return answering
 
 
 for _method in COLUMN_ARGUMENTS:
-    if _method != "plot":  # an accessor: RenamedColumnsFrame.plot
+    if _method.startswith(_GROUPBY):
+        setattr(_RenamedGroupBy, _method.removeprefix(_GROUPBY), _answering_old_names(_method))
+    elif _method != "plot":  # an accessor: RenamedColumnsFrame.plot
         setattr(RenamedColumnsFrame, _method, _answering_old_names(_method))
 
 

@@ -288,3 +288,93 @@ def test_a_profiles_frame_refuses_a_name_now_on_another_scale(aggregate: str) ->
         frame["ops_fraction"]
     with pytest.raises(RescaledColumnError):
         frame.loc[:, ["module", "ops_fraction"]]
+
+
+def _frame() -> pd.DataFrame:
+    """``to_df("module")`` of :func:`_model` on 2 rows. ops (inclusive_ops until 0.2): the
+    Linear(4, 3) 2 * 3 * (2 * 4 - 1 + 1) = 48, the ReLU 2 * 3 = 6, the Linear(3, 2)
+    2 * 2 * (2 * 3 - 1 + 1) = 24 and so its Sequential "2" 24, the root 48 + 6 + 24 = 78."""
+    frame = _profile().to_df("module")
+    assert frame["ops"].tolist() == [78, 48, 6, 24, 24]
+    assert frame["type"].tolist() == ["Sequential", "Linear", "ReLU", "Sequential", "Linear"]
+    return frame
+
+
+def _warned_once(read: object, old: str = "inclusive_ops", new: str = "ops") -> object:
+    """``read()``, which must warn exactly once, naming the old and the new column and the
+    removal."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = read()  # type: ignore[operator]
+    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(messages) == 1, messages
+    assert f"'{old}'" in messages[0] and f"use '{new}'" in messages[0]
+    assert REMOVAL_VERSION in messages[0]
+    return value
+
+
+def test_a_profiles_frame_answers_an_old_name_in_a_groupby() -> None:
+    # per type: Linear 48 + 24 = 72, ReLU 6, Sequential 78 + 24 = 102. The groupby object's
+    # list selection and agg raised KeyError on the old name, its one-column selection warned
+    # three times
+    frame = _frame()
+    per_type = {"Linear": 72, "ReLU": 6, "Sequential": 102}
+    grouped = _warned_once(lambda: frame.groupby("type")[["inclusive_ops"]].sum())
+    assert grouped["ops"].to_dict() == per_type  # type: ignore[index]
+    grouped = _warned_once(lambda: frame.groupby("type")["inclusive_ops"].sum())
+    assert grouped.to_dict() == per_type  # type: ignore[attr-defined]
+    grouped = _warned_once(lambda: frame.groupby("type").inclusive_ops.sum())
+    assert grouped.to_dict() == per_type  # type: ignore[attr-defined]
+    grouped = _warned_once(lambda: frame.groupby("type").agg({"inclusive_ops": "sum"}))
+    assert grouped["ops"].to_dict() == per_type  # type: ignore[index]
+    grouped = _warned_once(lambda: frame.groupby("type").agg(total=("inclusive_ops", "sum")))
+    assert grouped["total"].to_dict() == per_type  # type: ignore[index]
+    grouped = _warned_once(lambda: frame.groupby("type").sum(numeric_only=True)
+                           ["inclusive_ops"])
+    assert grouped.to_dict() == per_type  # type: ignore[attr-defined]
+    pivot = _warned_once(lambda: frame.pivot_table(values="inclusive_ops", index="type",
+                                                   aggfunc="sum"))
+    assert pivot["ops"].to_dict() == per_type  # type: ignore[index]
+
+
+def test_a_profiles_frame_answers_an_old_name_as_an_index_level() -> None:
+    # level= named a level by the old name: KeyError 'Level inclusive_ops not found'
+    frame = _frame().set_index(["type", "ops"])
+    sizes = _warned_once(lambda: frame.groupby(level="inclusive_ops").size())
+    assert sizes.to_dict() == {6: 1, 24: 2, 48: 1, 78: 1}  # type: ignore[attr-defined]
+    flat = _warned_once(lambda: frame.droplevel("inclusive_ops"))
+    assert list(flat.index) == ["Sequential", "Linear", "ReLU", "Sequential", "Linear"]  # type: ignore[attr-defined]
+    # ops 6, 24, 24, 48, 78; the two 24s by type then (sort_remaining): Linear, Sequential
+    ordered = _warned_once(lambda: frame.sort_index(level="inclusive_ops"))
+    assert list(ordered["module"]) == ["1", "2.0", "2", "0", "__root__"]  # type: ignore[index]
+    back = _warned_once(lambda: frame.reset_index(level="inclusive_ops"))
+    assert back["ops"].tolist() == [78, 48, 6, 24, 24]  # type: ignore[index]
+    # set_index by the old name, then .loc by its values: the Sequential "2" and its Linear
+    rows = _warned_once(lambda: _frame().set_index("inclusive_ops").loc[24, "module"])
+    assert list(rows) == ["2", "2.0"]  # type: ignore[call-overload]
+    melted = _warned_once(lambda: _frame().melt(id_vars="module", value_vars="inclusive_ops"))
+    assert melted["variable"].unique().tolist() == ["ops"]  # type: ignore[index]
+
+
+def test_a_profiles_frame_writes_a_column_through_an_old_attribute() -> None:
+    # frame.own_params = ... made an attribute (pandas' rule for a name that is no column),
+    # which then hid the column from frame.own_params; it writes self_params now
+    frame = _frame()
+    _warned_once(lambda: setattr(frame, "own_params", [1, 2, 3, 4, 5]), "own_params",
+                 "self_params")
+    assert frame["self_params"].tolist() == [1, 2, 3, 4, 5]
+    assert "own_params" not in frame.__dict__ and "own_params" not in frame.columns
+
+
+def test_a_profiles_frame_lists_and_looks_up_its_columns_by_the_new_names_only() -> None:
+    # frame.columns is pandas' own Index of the new names: what is built from it (to_dict()'s
+    # keys, list(frame)) holds them only, and columns.get_loc takes the new names (an Index
+    # answering old names would list one quantity under two names)
+    frame = _frame()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert "ops" in frame.to_dict() and "inclusive_ops" not in frame.to_dict()
+        assert frame.to_dict()["ops"] == {0: 78, 1: 48, 2: 6, 3: 24, 4: 24}
+        assert frame.columns.get_loc("ops") == list(frame).index("ops")
+        with pytest.raises(KeyError, match="inclusive_ops"):
+            frame.columns.get_loc("inclusive_ops")
