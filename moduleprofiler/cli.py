@@ -395,7 +395,7 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
     given = {"title": options.title, "caption": options.caption, "label": options.label,
              "unicode": options.unicode, "width": options.width}
     if fmt == "text" and options.output is None:
-        _renderer_options(given, get_format(fmt).render, fmt)  # says a --caption it ignores
+        _renderer_options(given, get_format(fmt).render, fmt)  # refuses a --caption
         color = {"always": True, "never": False}.get(options.color)
         view.print(color=color, unicode=options.unicode, width=options.width)
         return
@@ -523,7 +523,7 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace,
                      fmt: str) -> None:
     """The steps table in ``fmt`` (text, csv or json, :func:`generation_format`) and, in
     text, the run's totals per token."""
-    # the steps table has no title, caption or label: said, not dropped in silence
+    # the steps table has no title, caption or label: refused, not dropped in silence
     _renderer_options({"title": options.title, "caption": options.caption,
                        "label": options.label}, None, fmt)
     if fmt == "text":
@@ -633,7 +633,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         view = make_view(profile, options)
         view = dataclasses.replace(view, notes=(*notes, *view.notes))
         if fmt == "text" and target is None:
-            _renderer_options(given, entry.render, fmt)  # says a --caption it has no place for
+            _renderer_options(given, entry.render, fmt)  # refuses a --caption it has no place for
             color = {"always": True, "never": False}.get(options.color)
             view.print(color=color, unicode=options.unicode, width=options.width,
                        fold=not options.no_fold)
@@ -652,12 +652,16 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
 def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
                       fmt: str) -> dict[str, Any]:
     """The options of ``given`` that ``render`` takes; a ``--title``, ``--caption`` or
-    ``--label`` the format has no place for is said on stderr, not dropped in silence."""
+    ``--label`` the format has no place for is refused, not dropped in silence (the built-in
+    formats were checked before the model ran, ``cli_formats``; this holds for a format
+    registered with ``register_format``)."""
     taken, dropped = split_options(given, render)
-    for name in ("title", "caption", "label"):
-        if dropped.get(name) is not None:
-            print(f"moduleprofiler: --{name} is ignored: the {fmt} format has no {name}",
-                  file=sys.stderr)
+    refused = [f"--{name}" for name in ("title", "caption", "label")
+               if dropped.get(name) is not None]
+    if refused:
+        raise CliError(f"{', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not "
+                       f"apply to the {fmt} format: it has no place for "
+                       f"{' or '.join(name.removeprefix('--') for name in refused)}")
     return taken
 
 

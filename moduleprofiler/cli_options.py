@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from moduleprofiler._version import __version__
+from moduleprofiler.cli_formats import WHOLE_PROFILE, builtin_format, refusal, render_flags_taken
 
 EXAMPLES = """\
 examples:
@@ -155,8 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only modules whose path or type matches the glob PATTERN")
     parser.add_argument("--exclude", action="append", metavar="PATTERN",
                         help="hide modules whose path or type matches the glob PATTERN")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the terminal table (auto: a tty without NO_COLOR)")
+    # no default: a --color given with a file or another format is refused (check_options)
+    parser.add_argument("--color", choices=("auto", "always", "never"),
+                        help="colour the terminal table (default auto: a tty without "
+                             "NO_COLOR)")
     parser.add_argument("--width", type=int, metavar="N",
                         help="fit text to N columns (default: the terminal's, COLUMNS, else 80; "
                              "0: no limit): shapes shortened, columns hidden (named in a note), "
@@ -246,8 +249,90 @@ def check_options(options: argparse.Namespace) -> None:
         if given:
             raise CliError(f"{', '.join(given)} only applies to a prediction: add --predict "
                            "GPU (e.g. --predict \"H100 SXM\")")
+    check_patterns(options)
+    check_output_options(options)
     if options.host is None:
         options.host = DEFAULT_HOST
+
+
+def check_patterns(options: argparse.Namespace) -> None:
+    """Refuse an empty ``--include`` or ``--exclude`` pattern: it matched no module, and the
+    table said nothing of why (a pattern that matches nothing is said in the table's notes)."""
+    for flag, patterns in (("--include", options.include), ("--exclude", options.exclude)):
+        for pattern in patterns or ():
+            if not pattern.strip():
+                raise CliError(f"{flag} {pattern!r} is an empty pattern, which matches no "
+                               f"module: give a glob of module paths or types (e.g. {flag} "
+                               "'Conv*' or 'layer1.*')")
+
+
+PASS_WHAT = ("time", "memory", "backward")
+"""The ``--what`` groups that pick a pass to run (not columns to show): what a whole-profile
+file or ``--per``'s frame takes of ``--what``, since they hold every column."""
+
+
+def column_items(what: str | None) -> list[str]:
+    """The items of ``--what`` that only pick columns (not a pass: :data:`PASS_WHAT` and the
+    backward columns, which run the backward)."""
+    return [item for item in _items(what or "") if item not in PASS_WHAT and not item.startswith(
+        ("backward_", "self_backward_", "inclusive_backward_"))]
+
+
+def _written(options: argparse.Namespace) -> str:
+    """What the command writes: a module ``view`` (the tree, a table, operators), a
+    prediction ``sweep``, the ``generate`` steps, the ``kv-cache`` lines or ``per``'s frame."""
+    if options.kv_cache is not None:
+        return "kv-cache"
+    if options.generate is not None:
+        return "generate"
+    if options.per is not None:
+        return "per"
+    return "sweep" if options.batch is not None else "view"
+
+
+def check_output_options(options: argparse.Namespace) -> None:
+    """Refuse the options the chosen output has no place for, naming both (they were dropped
+    in silence, or said ignored on stderr): a rendering option of another format (``--title``
+    in CSV, ``--width`` in LaTeX, ``--color`` in a file), and the options that shape a view
+    in a file of the whole profile (``--sort`` in JSON, ``--depth`` in the HTML report)."""
+    written = _written(options)
+    if _is_figure(options):
+        fmt: str | None = "figure"
+    else:
+        named = options.format or (os.path.splitext(options.output)[1] if options.output
+                                   else "csv" if written == "per" else "text")
+        fmt = builtin_format(named) if named else None
+    if fmt is None:  # not a built-in format: the format table answers when the command runs
+        return
+    target = (f"--format {options.format}" if options.format
+              else f"-o {options.output}" if options.output else "the text on the terminal")
+    target = {"kv-cache": "--kv-cache", "per": f"--per {options.per}",
+              "generate": f"--generate ({target})", "sweep": f"--batch ({target})"
+              }.get(written, target)
+    values = {"--title": options.title, "--caption": options.caption,
+              "--label": options.label, "--width": options.width,
+              "--unicode": options.unicode or None, "--no-fold": options.no_fold or None,
+              "--color": options.color}
+    taken = render_flags_taken(written, fmt, stdout=options.output is None)
+    refused = [flag for flag, value in values.items() if value is not None and flag not in taken]
+    if refused:
+        raise CliError(refusal(refused, target))
+    if written != "per" and (written != "view" or fmt not in WHOLE_PROFILE):
+        return  # a table: the options that shape it apply
+    columns = column_items(options.what)
+    given = [f"--what {','.join(columns)}"] if columns else []
+    if written == "view":  # --per refused the rest (check_per_options)
+        given += _given(options, *_MODULE_VIEW_FLAGS)
+        if options.by_operator:  # the JSON holds every operator, the report none
+            given.append(f"--by-operator {options.by_operator}")
+        elif options.by_operator is not None and fmt == "html":
+            given.append("--by-operator")
+    if given:
+        holds = {"json": "the whole profile (every column, reloadable)",
+                 "html": "the whole profile's report"}.get(fmt, "every column")
+        raise CliError(f"{target} writes {holds}, not a table: {', '.join(given)} "
+                       f"{'does' if len(given) == 1 else 'do'} not apply (--what "
+                       f"{', '.join(PASS_WHAT)} pick the passes it holds)")
 
 
 def check_per_options(options: argparse.Namespace) -> None:

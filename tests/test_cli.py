@@ -261,7 +261,8 @@ def test_predict_says_how_fp32_matmuls_run(capsys: pytest.CaptureFixture[str]) -
 def test_output_file_format_from_suffix(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                         suffix: str) -> None:
     target = tmp_path / f"out.{suffix}"
-    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", str(target), "--caption", "Tiny")
+    caption = ["--caption", "Tiny"] if suffix == "tex" else []  # only LaTeX has a caption
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", str(target), *caption)
     assert status == 0 and out == ""
     assert f"wrote {target}" in err
     text = target.read_text(encoding="utf-8")
@@ -376,6 +377,12 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--width", "10"], "--width must be 0 (no limit) or at least 40"),
     ([TINY, "-i", "2x4", "--width", "-5"], "--width must be 0 (no limit) or at least 40"),
     ([TINY, "-i", "2x4", "--depth", "x"], "argument --depth: invalid int value: 'x'"),
+    ([TINY, "-i", "2x4", "--include", ""], "--include '' is an empty pattern, which matches "
+                                           "no module"),
+    ([TINY, "-i", "2x4", "--exclude", "0", "--exclude", " "], "--exclude ' ' is an empty "
+                                                               "pattern"),
+    ([TINY, "-i", "2x4", "--predict", "H200 XYZ"], "--predict H200 XYZ: device 'H200 XYZ' is "
+                                                   "not in the peak table (close: H200;"),
 ])
 def test_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                      message: str) -> None:
@@ -560,37 +567,44 @@ def test_the_command_lines_copies_of_export_constants_agree() -> None:
     assert cli_options.MIN_WIDTH == MIN_WIDTH
 
 
-def test_a_caption_the_format_has_no_place_for_is_said(capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    # CSV has no title, caption or label; LaTeX has a caption and a label but no title
+def test_a_caption_the_format_has_no_place_for_is_refused(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    # CSV has no title, caption or label; LaTeX has a caption and a label but no title: they
+    # were said ignored on stderr and the command succeeded without them
     status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "csv", "--caption", "C",
                            "--label", "tab:c")
-    assert status == 0 and out.startswith("module")
-    assert "--caption is ignored: the csv format has no caption" in err
-    assert "--label is ignored: the csv format has no label" in err
+    assert status == 2 and out == ""
+    assert "--caption, --label do not apply to --format csv" in err
     status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "latex", "--caption", "C",
                            "--title", "T")
-    assert status == 0 and r"\caption{C}" in out
-    assert "--title is ignored: the latex format has no title" in err
-    assert "caption" not in err
+    assert status == 2 and "--title does not apply to --format latex" in err
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "latex", "--caption", "C")
+    assert status == 0 and r"\caption{C}" in out and err == ""
 
 
-def test_a_caption_is_said_ignored_on_the_terminal_too(capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    # the text table printed to stdout has no title, caption or label either; they were
-    # dropped in silence there, while -o table.txt said so
+def test_a_caption_is_refused_on_the_terminal_too(capsys: pytest.CaptureFixture[str]) -> None:
+    # the text table printed to stdout has no title, caption or label either
     status, out, err = run(capsys, TINY, "-i", "2x4", "--caption", "C", "--title", "T",
                            "--label", "tab:c")
-    assert status == 0 and out.startswith("module")
-    for name in ("title", "caption", "label"):
-        assert f"--{name} is ignored: the text format has no {name}" in err
+    assert status == 2 and out == ""
+    assert "--title, --caption, --label do not apply to the text on the terminal" in err
     status, out, err = run(capsys, TINY, "-i", "2x4")
     assert status == 0 and err == ""
     # the prediction sweep's table too
     status, out, err = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--batch", "1,2",
                            "--dtype", "fp32", "--caption", "C")
-    assert status == 0 and out.startswith("batch")
-    assert "--caption is ignored: the text format has no caption" in err
+    assert status == 2 and "--caption does not apply to --batch (the text on the terminal)" in err
+
+
+def test_a_pattern_that_matches_no_module_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    # "--exclude linear" (the type is Linear) printed the whole tree without a word
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--exclude", "linear", "--width", "0")
+    assert status == 0 and "|-- 0 (Linear)" in out
+    assert "note: the exclude pattern 'linear' matches no module path or type" in out
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--include", "nope", "-f", "csv")
+    assert status == 0 and out == "module,type,params,output_shapes,macs,ops,ops_pct\n"
+    assert err == ("moduleprofiler: note: the include pattern 'nope' matches no module path "
+                   "or type (globs are case-sensitive: 'Conv*', 'layer1.*')\n")
 
 
 @pytest.mark.parametrize("what", [",", "", " , "])

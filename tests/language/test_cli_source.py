@@ -246,11 +246,12 @@ def test_generation_refuses_what_it_cannot_write_before_it_runs(
     assert status == 2 and "-o FIGURE does not apply" in err
 
 
-def test_generation_says_a_title_is_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+def test_generation_refuses_a_title(capsys: pytest.CaptureFixture[str]) -> None:
+    # the steps table has no title or caption: they were said ignored and the model generated
     status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
                            "--generate", "1", "--title", "T", "--caption", "C")
-    assert status == 0 and out.startswith("step")
-    assert "--title is ignored" in err and "--caption is ignored" in err
+    assert status == 2 and out == ""
+    assert "--title, --caption do not apply to --generate (the text on the terminal)" in err
 
 
 def test_the_steps_totals_line_has_one_number_format() -> None:
