@@ -10,6 +10,7 @@ line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -18,7 +19,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,9 +157,10 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     return model
 
 
-def parse_dtype(name: str) -> Any:
+def parse_dtype(name: str, flag: str = "--dtype") -> Any:
     """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name, and the short names
-    ``predict()`` and ``--batch`` take, :data:`~moduleprofiler.prediction.predict.DTYPE_NAMES`)."""
+    ``predict()`` and ``--batch`` take, :data:`~moduleprofiler.prediction.predict.DTYPE_NAMES`);
+    an unknown name is an error naming ``flag``, the option it came from."""
     known = DTYPE_NAMES.get(name)
     if known is not None:
         return known
@@ -166,8 +168,8 @@ def parse_dtype(name: str) -> Any:
     if dtype is None:
         hint = " (a comma list of dtypes sweeps them with --predict GPU --batch SIZES)" \
             if "," in name else ""
-        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, bf16, "
-                       f"int64){hint}")
+        raise CliError(f"{flag}: unknown dtype {name!r} (e.g. float32, float16, bfloat16, "
+                       f"bf16, int64){hint}")
     return dtype
 
 
@@ -177,7 +179,7 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
     inputs = []
     for text in sizes:
         shape, name = parse_input_size(text)
-        kind = parse_dtype(name) if name else dtype
+        kind = parse_dtype(name, f"--input-size {text}") if name else dtype
         if kind.is_floating_point or kind.is_complex:
             inputs.append(torch.randn(shape, dtype=kind, device=device))
         else:
@@ -562,20 +564,37 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     # without --what, the view's own defaults: the same columns as Python's profile.tree()
     # and profile.table(), whose shapes a width-fitting format (text, LaTeX) leaves out first
     if options.by_operator is not None:
-        return profile.by_operator(options.by_operator or None)
+        with _said_as("--by-operator", options.by_operator):
+            return profile.by_operator(options.by_operator or None)
     columns = _columns(profile, options.what or WHAT_SORTED)
     filters = {"max_depth": options.depth, "min_pct": options.min_pct,
                "include": options.include, "exclude": options.exclude}
     if options.top is not None:
-        return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
+        with _said_as("--sort", options.sort):
+            return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
     if options.sort is not None:
-        sort_by = current_name(options.sort)  # a name renamed in 0.2 warns once
-        sort = [sort_by]
-        if column_spec(sort_by).inclusive is not None:
-            sort.append(f"{sort_by}_pct")
-        shown = ["calls", *sort, *(c for c in columns if c not in sort)]
-        return profile.table(shown, sort_by=sort_by, **filters)
+        with _said_as("--sort", options.sort):
+            sort_by = current_name(options.sort)  # a name renamed in 0.2 warns once
+            sort = [sort_by]
+            if column_spec(sort_by).inclusive is not None:
+                sort.append(f"{sort_by}_pct")
+            shown = ["calls", *sort, *(c for c in columns if c not in sort)]
+            return profile.table(shown, sort_by=sort_by, **filters)
     return profile.tree(columns if options.what else None, **filters)
+
+
+@contextlib.contextmanager
+def _said_as(flag: str, value: str | None) -> Iterator[None]:
+    """A ``KeyError`` or ``ValueError`` of the view a ``flag`` picked (an unknown ``--sort``
+    column, a ``--by-operator`` module of no profile) as the one-line error naming ``flag``:
+    the view's message names its Python argument (``sort_by=``, ``module=``)."""
+    try:
+        yield
+    except (KeyError, ValueError) as exc:
+        if not value:  # not the flag's value: the error is another's
+            raise
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise CliError(f"{flag} {value}: {message}") from exc
 
 
 FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
@@ -587,6 +606,8 @@ def write_figure(profile: Any, options: argparse.Namespace) -> None:
     """``-o figure.png`` (or .svg, .pdf): the figure of the shown metric (``--sort``, else
     the first of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
     module types, else the modules at ``--depth`` (default 1, the top-level ones)."""
+    if options.what:  # a misspelt item was dropped: the figure drew ops
+        _columns(profile, options.what)
     named = [item for item in _items(options.what or "") if item in FIGURE_METRICS]
     metric = options.sort or (named[0] if named else "ops")
     if options.top is not None:
@@ -594,7 +615,8 @@ def write_figure(profile: Any, options: argparse.Namespace) -> None:
     else:
         kind, settings = "module", {"depth": options.depth or 1}
     try:
-        profile.plot(kind, metric, title=options.title, path=options.output, **settings)
+        with _said_as("--sort", options.sort):
+            profile.plot(kind, metric, title=options.title, path=options.output, **settings)
     except ImportError as exc:
         raise CliError(f"-o {options.output}: a figure needs matplotlib, the plot extra: "
                        'pip install matplotlib (from a moduleprofiler checkout: '

@@ -186,8 +186,27 @@ def _given(options: argparse.Namespace, *flags: str) -> list[str]:
             if getattr(options, flag.removeprefix("--").replace("-", "_")) is not None]
 
 
+EMPTY_HINTS = {
+    "--predict": "name a GPU (\"H100 SXM\") or a calibration .json",
+    "--format": "name a format (csv, json, markdown, html, latex, text)",
+    "--output": "name a file (e.g. -o report.html)",
+    "--dtype": "name a dtype (e.g. float32, bf16)",
+    "--device": "name a device (e.g. cpu, cuda:0)",
+    "--sort": "name a column (e.g. ops, params)",
+}
+"""The options whose empty value (``--predict ''``) was read as not given: no prediction, the
+text format, float32, the CPU, each in silence; what to give instead."""
+
+
 def check_options(options: argparse.Namespace) -> None:
     """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
+    for flag, hint in EMPTY_HINTS.items():
+        value = getattr(options, flag.removeprefix("--"))
+        if value is not None and not value.strip():
+            raise CliError(f"{flag} {value!r} is empty: {hint}")
+    if options.model.strip() == "hf:":  # read as a configuration file named config.json
+        raise CliError("model 'hf:' names no model type: e.g. hf:gpt2 or "
+                       "hf:path/to/config.json")
     limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
               ("--iters", options.iters, 2), ("--generate", options.generate, 1),
               ("--kv-cache", options.kv_cache, 1))
@@ -227,6 +246,11 @@ def check_options(options: argparse.Namespace) -> None:
             else "-o FIGURE (drawn from every module)"
         raise CliError(f"{', '.join(filters)} filter the rows of the module tree and tables: "
                        f"{shown} does not take them")
+    if options.top is not None and not _is_figure(options) and column_items(options.what):
+        # the types' table has its own columns: --what io showed them as ever
+        raise CliError(f"--top shows the module types' own columns: --what "
+                       f"{','.join(column_items(options.what))} does not apply (--what "
+                       f"{', '.join(PASS_WHAT)} add their passes' columns)")
     if options.iters is not None and ("time" not in _items(options.what or "")
                                       or options.generate is not None):
         raise CliError("--iters sets the timed iterations of the module timer: it only "

@@ -383,6 +383,26 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
                                                                "pattern"),
     ([TINY, "-i", "2x4", "--predict", "H200 XYZ"], "--predict H200 XYZ: device 'H200 XYZ' is "
                                                    "not in the peak table (close: H200;"),
+    # an empty value was read as none given: no prediction, text, float32, the CPU
+    ([TINY, "-i", "2x4", "--predict", ""], "--predict '' is empty: name a GPU"),
+    ([TINY, "-i", "2x4", "--format", ""], "--format '' is empty: name a format"),
+    ([TINY, "-i", "2x4", "-o", ""], "--output '' is empty: name a file"),  # "cannot write :"
+    ([TINY, "-i", "2x4", "--dtype", " "], "--dtype ' ' is empty: name a dtype"),
+    ([TINY, "-i", "2x4", "--device", ""], "--device '' is empty: name a device"),
+    ([TINY, "-i", "2x4", "--sort", ""], "--sort '' is empty: name a column"),
+    (["hf:", "-i", "1x8"], "model 'hf:' names no model type"),  # "no configuration file"
+    # the view's own argument was named (sort_by=, module=), not the option
+    ([TINY, "-i", "2x4", "--sort", "nope"], "--sort nope: unknown column(s) ['nope']"),
+    ([TINY, "-i", "2x4", "--top", "2", "--sort", "type"], "--sort type: top(by='type'): "
+                                                          "'type' is not a numeric column"),
+    ([TINY, "-i", "2x4", "--by-operator", "nope"], "--by-operator nope: module='nope' is not "
+                                                   "a module of this profile"),
+    ([TINY, "-i", "2x4", "--dtype", "fp8"], "--dtype: unknown dtype 'fp8'"),
+    ([TINY, "-i", "2x4:float99"], "--input-size 2x4:float99: unknown dtype 'float99'"),
+    # dropped in silence: the types' table has its own columns, the figure drew ops
+    ([TINY, "-i", "2x4", "--top", "2", "--what", "io"], "--top shows the module types' own "
+                                                         "columns: --what io does not apply"),
+    ([TINY, "-i", "2x4", "--what", "bogus", "-o", "f.png"], "unknown --what bogus"),
 ])
 def test_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                      message: str) -> None:
