@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.cli_options import (  # the parser and checks: no torch (cli_options.py)
+    FIGURE_METRICS,
     CliError,
     _is_figure,
     _items,
@@ -597,23 +598,17 @@ def _said_as(flag: str, value: str | None) -> Iterator[None]:
         raise CliError(f"{flag} {value}: {message}") from exc
 
 
-FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
-"""The ``--what`` items a figure (``-o figure.png``) can draw; without ``--sort`` the first one
-named is drawn, else ``ops``."""
-
-
 def write_figure(profile: Any, options: argparse.Namespace) -> None:
     """``-o figure.png`` (or .svg, .pdf): the figure of the shown metric (``--sort``, else
-    the first of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
+    the one of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
     module types, else the modules at ``--depth`` (default 1, the top-level ones)."""
-    if options.what:  # a misspelt item was dropped: the figure drew ops
-        _columns(profile, options.what)
     named = [item for item in _items(options.what or "") if item in FIGURE_METRICS]
     metric = options.sort or (named[0] if named else "ops")
     if options.top is not None:
         kind, settings = "type", {"top": options.top}
     else:
-        kind, settings = "module", {"depth": options.depth or 1}
+        # --depth 0 (the root alone) drew depth 1
+        kind, settings = "module", {"depth": 1 if options.depth is None else options.depth}
     try:
         with _said_as("--sort", options.sort):
             profile.plot(kind, metric, title=options.title, path=options.output, **settings)

@@ -37,7 +37,7 @@ examples:
   moduleprofiler torchvision.models:resnet50 -i 1x3x224x224 --predict H200 --batch 1,8,64
 
 formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
-figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the first of
+figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the one of
   --what's ops, flops, params, time, memory, else ops) by top-level module (--depth: by module
   at that depth; --top K: the K module types)
 columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
@@ -273,10 +273,36 @@ def check_options(options: argparse.Namespace) -> None:
         if given:
             raise CliError(f"{', '.join(given)} only applies to a prediction: add --predict "
                            "GPU (e.g. --predict \"H100 SXM\")")
+    if _is_figure(options) and options.batch is None:
+        check_figure_options(options)
     check_patterns(options)
     check_output_options(options)
     if options.host is None:
         options.host = DEFAULT_HOST
+
+
+FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
+"""The ``--what`` items a figure (``-o figure.png``) can draw; without ``--sort`` the one
+named is drawn, else ``ops``."""
+
+
+def check_figure_options(options: argparse.Namespace) -> None:
+    """A module figure draws one metric, by module at ``--depth`` or by ``--top``'s types
+    over every module: refuse the ``--what`` items it would not draw (``--what flops,params``
+    drew flops, ``--what io`` ops) and ``--depth`` beside ``--top``; the passes ``--what``
+    runs (time, memory, backward) stay."""
+    items = _items(options.what or "")
+    passes = set(items) - set(column_items(options.what))
+    metrics = [item for item in items if item in FIGURE_METRICS]
+    drawn = options.sort or (metrics[0] if metrics else "ops")
+    ignored = [item for item in items if item != drawn and item not in passes]
+    if ignored:
+        raise CliError(f"-o {options.output} draws one metric ({drawn}): --what "
+                       f"{','.join(ignored)} does not apply (--sort COLUMN or one --what item "
+                       f"of {', '.join(FIGURE_METRICS)} picks the metric)")
+    if options.top is not None and options.depth is not None:
+        raise CliError(f"-o {options.output} draws --top's module types over every module: "
+                       "--depth does not apply (without --top it draws the modules at --depth)")
 
 
 def check_patterns(options: argparse.Namespace) -> None:

@@ -402,7 +402,8 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     # dropped in silence: the types' table has its own columns, the figure drew ops
     ([TINY, "-i", "2x4", "--top", "2", "--what", "io"], "--top shows the module types' own "
                                                          "columns: --what io does not apply"),
-    ([TINY, "-i", "2x4", "--what", "bogus", "-o", "f.png"], "unknown --what bogus"),
+    ([TINY, "-i", "2x4", "--what", "bogus", "-o", "f.png"], "-o f.png draws one metric (ops): "
+                                                           "--what bogus does not apply"),
 ])
 def test_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                      message: str) -> None:
