@@ -428,8 +428,21 @@ def run_generation(options: argparse.Namespace) -> GenerationProfile:
     if options.meta or options.device is None or options.device == "meta":
         raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
                        "shrink a large configuration with --arg num_hidden_layers=2)")
-    device = torch.device(options.device)
-    model = build_model(options.model, factory_kwargs(options.arg), False).to(device)
+    try:
+        device = torch.device(options.device)
+    except RuntimeError as exc:  # it was a traceback
+        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    dtype = parse_dtype(options.dtype) if options.dtype else None
+    if dtype is not None and not dtype.is_floating_point:
+        raise CliError(f"--dtype {options.dtype}: --generate casts the model's floating "
+                       "parameters to it (the token ids stay integers): give a floating dtype "
+                       "(e.g. bfloat16)")
+    model = build_model(options.model, factory_kwargs(options.arg), False)
+    try:  # --dtype was dropped: the model generated in float32, its cache too
+        model = model.to(device) if dtype is None else model.to(device, dtype)
+    except Exception as exc:  # no driver for the device, a cast it refuses: a traceback
+        raise CliError(f"cannot move the model to {device}"
+                       f"{'' if dtype is None else f' / {dtype}'}: {exc}") from exc
     if not callable(getattr(model, "generate", None)):
         raise CliError(f"--generate needs a model with generate(); {type(model).__name__} has "
                        "none")

@@ -264,6 +264,8 @@ def check_options(options: argparse.Namespace) -> None:
         measured = [item for item in _items(options.what or "") if item in ("time", "memory")]
         given = [f"--what {','.join(measured)}"] if measured else []
         given += _given(options, "--by-operator")
+        # the prediction runs on the meta device: --device cpu was dropped in silence
+        given += [f"--device {options.device}"] if options.device not in (None, "meta") else []
         if given:
             raise CliError(f"--predict predicts without running the model: {', '.join(given)} "
                            "needs a measured run (drop --predict)")
@@ -456,10 +458,10 @@ def check_generation_options(options: argparse.Namespace) -> None:
 
 def check_kv_cache_options(options: argparse.Namespace) -> None:
     """Refuse the options ``--kv-cache`` would otherwise ignore: it reads one sequence's cache
-    from the configuration, so inputs (their batch too), columns, the module views, a
-    prediction and a figure have no meaning for it."""
-    given = (["-i"] if options.input_size else []) + _given(
-        options, "--what", *_MODULE_VIEW_FLAGS, "--predict")
+    from the configuration, so inputs (their batch too), a device, columns, the module views,
+    a prediction and a figure have no meaning for it."""
+    given = (["-i"] if options.input_size else []) + (["--meta"] if options.meta else []) \
+        + _given(options, "--what", *_MODULE_VIEW_FLAGS, "--predict", "--device")
     given += ["-o FIGURE"] if _is_figure(options) else []
     if given:
         raise CliError(f"--kv-cache predicts one sequence's cache from the configuration alone "

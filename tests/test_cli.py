@@ -398,6 +398,9 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--by-operator", "nope"], "--by-operator nope: module='nope' is not "
                                                    "a module of this profile"),
     ([TINY, "-i", "2x4", "--dtype", "fp8"], "--dtype: unknown dtype 'fp8'"),
+    # a prediction runs on the meta device: --device cpu was dropped in silence
+    ([TINY, "-i", "2x4", "--predict", "H100 SXM", "--device", "cpu"],
+     "--predict predicts without running the model: --device cpu needs a measured run"),
     ([TINY, "-i", "2x4:float99"], "--input-size 2x4:float99: unknown dtype 'float99'"),
     # dropped in silence: the types' table has its own columns, the figure drew ops
     ([TINY, "-i", "2x4", "--top", "2", "--what", "io"], "--top shows the module types' own "
