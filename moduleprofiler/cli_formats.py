@@ -24,7 +24,7 @@ RENDER_FLAGS: dict[str, str] = {
     "--label": "LaTeX tables",
     "--width": "tables in text",
     "--unicode": "module and sweep tables in text",
-    "--no-fold": "module tables in text or LaTeX",
+    "--no-fold": "the module tree in text or LaTeX",
     "--color": "module and sweep tables printed to the terminal (no -o)",
 }
 """The rendering options, and what each is for (said when refused)."""
@@ -35,6 +35,8 @@ _TAKES: dict[tuple[str, str], frozenset[str]] = {
     ("view", "latex"): frozenset({"--caption", "--label", "--no-fold"}),
     ("view", "html"): frozenset({"--title"}),  # the report
     ("view", "figure"): frozenset({"--title"}),
+    ("operators", "text"): frozenset({"--width", "--unicode"}),  # a flat table: no folding
+    ("operators", "latex"): frozenset({"--caption", "--label"}),
     ("sweep", "text"): frozenset({"--width", "--unicode"}),
     ("sweep", "latex"): frozenset({"--caption", "--label"}),
     ("sweep", "figure"): frozenset({"--title"}),
@@ -54,11 +56,11 @@ def builtin_format(name: str) -> str | None:
 
 
 def render_flags_taken(output: str, fmt: str, stdout: bool) -> frozenset[str]:
-    """The rendering options ``output`` (``"view"``, ``"sweep"``, ``"generate"``,
-    ``"kv-cache"`` or ``"per"``) takes in ``fmt`` (a built-in format or ``"figure"``);
-    ``stdout``: written to the terminal, where text takes ``--color``."""
+    """The rendering options ``output`` (``"view"``, ``"operators"``, ``"sweep"``,
+    ``"generate"``, ``"kv-cache"`` or ``"per"``) takes in ``fmt`` (a built-in format or
+    ``"figure"``); ``stdout``: written to the terminal, where text takes ``--color``."""
     taken = _TAKES.get((output, fmt), frozenset())
-    if fmt == "text" and stdout and output in ("view", "sweep"):
+    if fmt == "text" and stdout and output in ("view", "operators", "sweep"):
         taken |= {"--color"}
     return taken
 

@@ -246,6 +246,11 @@ def check_options(options: argparse.Namespace) -> None:
             else "-o FIGURE (drawn from every module)"
         raise CliError(f"{', '.join(filters)} filter the rows of the module tree and tables: "
                        f"{shown} does not take them")
+    if options.no_fold and not _is_figure(options):
+        flat = _given(options, "--sort", "--top")  # --by-operator: check_output_options
+        if flat:  # only the tree folds repeated blocks: --sort ops --no-fold changed nothing
+            raise CliError(f"--no-fold unfolds the module tree's repeated blocks: {flat[0]} "
+                           "shows a flat table, which folds nothing")
     if options.top is not None and not _is_figure(options) and column_items(options.what):
         # the types' table has its own columns: --what io showed them as ever
         raise CliError(f"--top shows the module types' own columns: --what "
@@ -331,15 +336,18 @@ def column_items(what: str | None) -> list[str]:
 
 
 def _written(options: argparse.Namespace) -> str:
-    """What the command writes: a module ``view`` (the tree, a table, operators), a
-    prediction ``sweep``, the ``generate`` steps, the ``kv-cache`` lines or ``per``'s frame."""
+    """What the command writes: a module ``view`` (the tree, a table), the ``operators``
+    table, a prediction ``sweep``, the ``generate`` steps, the ``kv-cache`` lines or
+    ``per``'s frame."""
     if options.kv_cache is not None:
         return "kv-cache"
     if options.generate is not None:
         return "generate"
     if options.per is not None:
         return "per"
-    return "sweep" if options.batch is not None else "view"
+    if options.batch is not None:
+        return "sweep"
+    return "view" if options.by_operator is None else "operators"
 
 
 def check_output_options(options: argparse.Namespace) -> None:
@@ -356,6 +364,8 @@ def check_output_options(options: argparse.Namespace) -> None:
         fmt = builtin_format(named) if named else None
     if fmt is None:  # not a built-in format: the format table answers when the command runs
         return
+    if written == "operators" and fmt in WHOLE_PROFILE:  # the whole profile, not its table
+        written = "view"
     target = (f"--format {options.format}" if options.format
               else f"-o {options.output}" if options.output else "the text on the terminal")
     target = {"kv-cache": "--kv-cache", "per": f"--per {options.per}",

@@ -398,6 +398,11 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--by-operator", "nope"], "--by-operator nope: module='nope' is not "
                                                    "a module of this profile"),
     ([TINY, "-i", "2x4", "--dtype", "fp8"], "--dtype: unknown dtype 'fp8'"),
+    # only the tree folds: the flat tables printed the same with or without it
+    ([TINY, "-i", "2x4", "--sort", "ops", "--no-fold"], "--no-fold unfolds the module tree's "
+                                                        "repeated blocks: --sort shows a flat"),
+    ([TINY, "-i", "2x4", "--top", "2", "--no-fold"], "--no-fold unfolds the module tree's "
+                                                     "repeated blocks: --top shows a flat"),
     # a prediction runs on the meta device: --device cpu was dropped in silence
     ([TINY, "-i", "2x4", "--predict", "H100 SXM", "--device", "cpu"],
      "--predict predicts without running the model: --device cpu needs a measured run"),
