@@ -135,6 +135,8 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
             raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
         except (ValueError, TypeError, OSError, ImportError) as exc:
             raise CliError(f"{spec}: {exc}") from exc
+        except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
+            raise CliError(_hf_refused(spec, kwargs, exc)) from exc
     factory = load_factory(spec)
     try:
         parameters = inspect.signature(factory).parameters
@@ -156,6 +158,14 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     if not isinstance(model, nn.Module):
         raise CliError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def _hf_refused(spec: str, overrides: dict[str, Any], error: Exception) -> str:
+    """The one line for an error a Transformers configuration raised of its own (a strict
+    field's type check: ``--arg n_layer=x`` was a traceback): it names ``--arg`` when there
+    were overrides."""
+    given = f" --arg {','.join(overrides)}:" if overrides else ""
+    return f"{spec}:{given} the configuration raised {type(error).__name__}: {error}"
 
 
 def parse_dtype(name: str, flag: str = "--dtype") -> Any:
@@ -496,6 +506,8 @@ def kv_cache_text(options: argparse.Namespace) -> str:
         raise CliError(f"{options.model}: --arg {','.join(exc.fields)}: {exc}") from exc
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise CliError(f"{options.model}: {exc}") from exc
+    except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
+        raise CliError(_hf_refused(options.model, overrides, exc)) from exc
     named = config_dtype(config)
     if options.dtype is not None:
         dtype, said = parse_dtype(options.dtype), "--dtype"

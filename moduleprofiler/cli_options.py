@@ -513,7 +513,9 @@ def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
 
 def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
     """``"1x3x224x224"`` -> ``((1, 3, 224, 224), None)``; ``"8x128:int64"`` -> dtype too."""
-    shape_text, _, dtype = text.partition(":")
+    shape_text, colon, dtype = text.partition(":")
+    if colon and not dtype.strip():  # "2x4:" was read as no dtype: the default in silence
+        raise CliError(f"bad --input-size {text!r}: no dtype after ':' (e.g. 8x128:int64)")
     parts = shape_text.lower().replace("×", "x").replace(",", "x").split("x")
     try:
         shape = tuple(int(part) for part in parts)

@@ -407,6 +407,7 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--predict", "H100 SXM", "--device", "cpu"],
      "--predict predicts without running the model: --device cpu needs a measured run"),
     ([TINY, "-i", "2x4:float99"], "--input-size 2x4:float99: unknown dtype 'float99'"),
+    ([TINY, "-i", "2x4:"], "bad --input-size '2x4:': no dtype after ':'"),  # was float32
     # dropped in silence: the types' table has its own columns, the figure drew ops
     ([TINY, "-i", "2x4", "--top", "2", "--what", "io"], "--top shows the module types' own "
                                                          "columns: --what io does not apply"),

@@ -106,6 +106,17 @@ def test_generation_runs_in_the_dtype_asked_for(capsys: pytest.CaptureFixture[st
     assert status == 2 and err.startswith("moduleprofiler: error: bad --device 'bogus'")
 
 
+@pytest.mark.parametrize("flags", [["-i", "1x8"], ["--kv-cache", "8"]])
+def test_an_override_the_configuration_refuses_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                           flags: list[str]) -> None:
+    # Transformers' own type check of a field escaped as a traceback
+    status, out, err = run(capsys, "hf:gpt2", *flags, "--arg", "n_layer=x")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("moduleprofiler: error: hf:gpt2: --arg n_layer: the configuration "
+                          "raised ")
+    assert "'n_layer'" in err
+
+
 def test_generation_refuses_the_options_it_would_ignore(
         capsys: pytest.CaptureFixture[str]) -> None:
     # before: --depth and --what ops were silently ignored and the steps table printed; they
