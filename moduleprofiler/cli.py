@@ -228,6 +228,18 @@ def run_profile(options: argparse.Namespace) -> Any:
             raise CliError(f"--what backward: the saved profile {options.model} holds no "
                            "backward counts (they are not computed from a saved profile): run "
                            "the model with --what backward")
+        if "time" in groups and isinstance(saved, PredictedProfile):
+            # its predicted times were shown as --what time's measured ones
+            raise CliError(f"--what time: {options.model} is a saved prediction, which holds "
+                           "no measured times (its predicted ones are shown without --what "
+                           "time): run the model with --what time")
+        if options.by_operator is not None:
+            try:
+                saved.by_operator()
+            except ValueError as exc:  # it named a Python keyword, listeners=
+                raise CliError(f"--by-operator: the saved profile {options.model} holds no "
+                               "per-operator tallies (they are not computed from a saved "
+                               "profile): run the model with --by-operator") from exc
         if isinstance(saved, PredictedProfile):  # shown as when it was predicted
             shown_as_predicted(saved, options)
         return saved

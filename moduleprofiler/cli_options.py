@@ -488,7 +488,7 @@ def check_saved_profile_options(options: argparse.Namespace) -> None:
     (they were ignored, and the saved numbers shown as if they answered them)."""
     given = (["-i"] if options.input_size else []) + (["--arg"] if options.arg else []) + (
         ["--meta"] if options.meta else []) + _given(options, "--dtype", "--device",
-                                                      "--predict", "--generate")
+                                                      "--predict", "--generate", "--iters")
     if given:
         raise CliError(f"{options.model} is a saved profile, shown as it was saved (nothing "
                        f"is run): {', '.join(given)} does not apply; run the model itself "

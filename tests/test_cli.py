@@ -199,6 +199,27 @@ def test_predict_takes_the_short_dtype_names_of_python(
     assert status != 0 and "unknown dtype 'bf16,fp32'" in err and "--batch" in err
 
 
+def test_a_saved_file_refuses_what_it_does_not_hold(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    # --what time showed a saved prediction's predicted times as if measured (a live
+    # prediction refuses --what time); --by-operator on a file without operators asked for
+    # listeners=, a Python keyword
+    predicted, counted = tmp_path / "predicted.json", tmp_path / "counted.json"
+    assert run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "-o", str(predicted))[0] == 0
+    assert run(capsys, TINY, "-i", "2x4", "-o", str(counted))[0] == 0
+    status, out, err = run(capsys, str(predicted), "--what", "time")
+    assert status == 2 and out == ""
+    assert f"--what time: {predicted} is a saved prediction, which holds no measured times" in err
+    status, out, err = run(capsys, str(counted), "--by-operator")
+    assert status == 2 and out == ""
+    assert f"--by-operator: the saved profile {counted} holds no per-operator tallies" in err
+    # a file saved with them shows them: the two addmm calls' ops, 2 x 8 x (2 x 4 - 1) + 16
+    # (bias) = 128 and 2 x 2 x (2 x 8 - 1) + 4 = 64, together 192
+    assert run(capsys, TINY, "-i", "2x4", "--by-operator", "-o", str(counted))[0] == 0
+    status, out, _ = run(capsys, str(counted), "--by-operator")
+    assert status == 0 and out.splitlines()[2].split()[:3] == ["aten.addmm", "2", "192"]
+
+
 def test_a_saved_prediction_is_shown_as_it_was_predicted(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # the same columns, latency and band lines read back from the file as when predicted
@@ -309,7 +330,8 @@ def test_a_saved_profile_without_backward_refuses_backward_columns(
 
 @pytest.mark.parametrize("flags", [["-i", "8x4"], ["--dtype", "float16"], ["--device", "cpu"],
                                    ["--meta"], ["--arg", "width=3"],
-                                   ["--predict", "H100 SXM"]])
+                                   ["--predict", "H100 SXM"],
+                                   ["--iters", "5", "--what", "time"]])  # --iters: dropped
 def test_a_saved_profile_refuses_the_options_that_run_a_model(flags: list[str]) -> None:
     # they were ignored: -i 8x4 showed the batch of 2 it was saved with, --predict the
     # measured profile with no prediction in it
