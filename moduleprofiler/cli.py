@@ -629,9 +629,9 @@ def _said_as(flag: str, value: str | None) -> Iterator[None]:
     try:
         yield
     except (KeyError, ValueError) as exc:
-        if not value:  # not the flag's value: the error is another's
-            raise
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if not value or value not in str(message):  # not about the flag's value: another's
+            raise
         raise CliError(f"{flag} {value}: {message}") from exc
 
 
