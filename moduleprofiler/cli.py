@@ -10,6 +10,7 @@ line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -18,7 +19,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.cli_options import (  # the parser and checks: no torch (cli_options.py)
+    FIGURE_METRICS,
     CliError,
     _is_figure,
     _items,
@@ -133,6 +135,8 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
             raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
         except (ValueError, TypeError, OSError, ImportError) as exc:
             raise CliError(f"{spec}: {exc}") from exc
+        except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
+            raise CliError(_hf_refused(spec, kwargs, exc)) from exc
     factory = load_factory(spec)
     try:
         parameters = inspect.signature(factory).parameters
@@ -156,9 +160,18 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     return model
 
 
-def parse_dtype(name: str) -> Any:
+def _hf_refused(spec: str, overrides: dict[str, Any], error: Exception) -> str:
+    """The one line for an error a Transformers configuration raised of its own (a strict
+    field's type check: ``--arg n_layer=x`` was a traceback): it names ``--arg`` when there
+    were overrides."""
+    given = f" --arg {','.join(overrides)}:" if overrides else ""
+    return f"{spec}:{given} the configuration raised {type(error).__name__}: {error}"
+
+
+def parse_dtype(name: str, flag: str = "--dtype") -> Any:
     """``"float16"`` -> ``torch.float16`` (any ``torch`` dtype name, and the short names
-    ``predict()`` and ``--batch`` take, :data:`~moduleprofiler.prediction.predict.DTYPE_NAMES`)."""
+    ``predict()`` and ``--batch`` take, :data:`~moduleprofiler.prediction.predict.DTYPE_NAMES`);
+    an unknown name is an error naming ``flag``, the option it came from."""
     known = DTYPE_NAMES.get(name)
     if known is not None:
         return known
@@ -166,8 +179,8 @@ def parse_dtype(name: str) -> Any:
     if dtype is None:
         hint = " (a comma list of dtypes sweeps them with --predict GPU --batch SIZES)" \
             if "," in name else ""
-        raise CliError(f"unknown dtype {name!r} (e.g. float32, float16, bfloat16, bf16, "
-                       f"int64){hint}")
+        raise CliError(f"{flag}: unknown dtype {name!r} (e.g. float32, float16, bfloat16, "
+                       f"bf16, int64){hint}")
     return dtype
 
 
@@ -177,7 +190,7 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
     inputs = []
     for text in sizes:
         shape, name = parse_input_size(text)
-        kind = parse_dtype(name) if name else dtype
+        kind = parse_dtype(name, f"--input-size {text}") if name else dtype
         if kind.is_floating_point or kind.is_complex:
             inputs.append(torch.randn(shape, dtype=kind, device=device))
         else:
@@ -215,6 +228,18 @@ def run_profile(options: argparse.Namespace) -> Any:
             raise CliError(f"--what backward: the saved profile {options.model} holds no "
                            "backward counts (they are not computed from a saved profile): run "
                            "the model with --what backward")
+        if "time" in groups and isinstance(saved, PredictedProfile):
+            # its predicted times were shown as --what time's measured ones
+            raise CliError(f"--what time: {options.model} is a saved prediction, which holds "
+                           "no measured times (its predicted ones are shown without --what "
+                           "time): run the model with --what time")
+        if options.by_operator is not None:
+            try:
+                saved.by_operator()
+            except ValueError as exc:  # it named a Python keyword, listeners=
+                raise CliError(f"--by-operator: the saved profile {options.model} holds no "
+                               "per-operator tallies (they are not computed from a saved "
+                               "profile): run the model with --by-operator") from exc
         if isinstance(saved, PredictedProfile):  # shown as when it was predicted
             shown_as_predicted(saved, options)
         return saved
@@ -395,7 +420,7 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
     given = {"title": options.title, "caption": options.caption, "label": options.label,
              "unicode": options.unicode, "width": options.width}
     if fmt == "text" and options.output is None:
-        _renderer_options(given, get_format(fmt).render, fmt)  # says a --caption it ignores
+        _renderer_options(given, get_format(fmt).render, fmt)  # refuses a --caption
         color = {"always": True, "never": False}.get(options.color)
         view.print(color=color, unicode=options.unicode, width=options.width)
         return
@@ -425,8 +450,21 @@ def run_generation(options: argparse.Namespace) -> GenerationProfile:
     if options.meta or options.device is None or options.device == "meta":
         raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
                        "shrink a large configuration with --arg num_hidden_layers=2)")
-    device = torch.device(options.device)
-    model = build_model(options.model, factory_kwargs(options.arg), False).to(device)
+    try:
+        device = torch.device(options.device)
+    except RuntimeError as exc:  # it was a traceback
+        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    dtype = parse_dtype(options.dtype) if options.dtype else None
+    if dtype is not None and not dtype.is_floating_point:
+        raise CliError(f"--dtype {options.dtype}: --generate casts the model's floating "
+                       "parameters to it (the token ids stay integers): give a floating dtype "
+                       "(e.g. bfloat16)")
+    model = build_model(options.model, factory_kwargs(options.arg), False)
+    try:  # --dtype was dropped: the model generated in float32, its cache too
+        model = model.to(device) if dtype is None else model.to(device, dtype)
+    except Exception as exc:  # no driver for the device, a cast it refuses: a traceback
+        raise CliError(f"cannot move the model to {device}"
+                       f"{'' if dtype is None else f' / {dtype}'}: {exc}") from exc
     if not callable(getattr(model, "generate", None)):
         raise CliError(f"--generate needs a model with generate(); {type(model).__name__} has "
                        "none")
@@ -480,6 +518,8 @@ def kv_cache_text(options: argparse.Namespace) -> str:
         raise CliError(f"{options.model}: --arg {','.join(exc.fields)}: {exc}") from exc
     except (ValueError, TypeError, OSError, ImportError) as exc:
         raise CliError(f"{options.model}: {exc}") from exc
+    except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
+        raise CliError(_hf_refused(options.model, overrides, exc)) from exc
     named = config_dtype(config)
     if options.dtype is not None:
         dtype, said = parse_dtype(options.dtype), "--dtype"
@@ -523,7 +563,7 @@ def write_generation(generation: GenerationProfile, options: argparse.Namespace,
                      fmt: str) -> None:
     """The steps table in ``fmt`` (text, csv or json, :func:`generation_format`) and, in
     text, the run's totals per token."""
-    # the steps table has no title, caption or label: said, not dropped in silence
+    # the steps table has no title, caption or label: refused, not dropped in silence
     _renderer_options({"title": options.title, "caption": options.caption,
                        "label": options.label}, None, fmt)
     if fmt == "text":
@@ -562,39 +602,53 @@ def make_view(profile: Any, options: argparse.Namespace) -> Any:
     # without --what, the view's own defaults: the same columns as Python's profile.tree()
     # and profile.table(), whose shapes a width-fitting format (text, LaTeX) leaves out first
     if options.by_operator is not None:
-        return profile.by_operator(options.by_operator or None)
+        with _said_as("--by-operator", options.by_operator):
+            return profile.by_operator(options.by_operator or None)
     columns = _columns(profile, options.what or WHAT_SORTED)
     filters = {"max_depth": options.depth, "min_pct": options.min_pct,
                "include": options.include, "exclude": options.exclude}
     if options.top is not None:
-        return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
+        with _said_as("--sort", options.sort):
+            return profile.top(options.top, by=options.sort or "ops", depth=options.depth)
     if options.sort is not None:
-        sort_by = current_name(options.sort)  # a name renamed in 0.2 warns once
-        sort = [sort_by]
-        if column_spec(sort_by).inclusive is not None:
-            sort.append(f"{sort_by}_pct")
-        shown = ["calls", *sort, *(c for c in columns if c not in sort)]
-        return profile.table(shown, sort_by=sort_by, **filters)
+        with _said_as("--sort", options.sort):
+            sort_by = current_name(options.sort)  # a name renamed in 0.2 warns once
+            sort = [sort_by]
+            if column_spec(sort_by).inclusive is not None:
+                sort.append(f"{sort_by}_pct")
+            shown = ["calls", *sort, *(c for c in columns if c not in sort)]
+            return profile.table(shown, sort_by=sort_by, **filters)
     return profile.tree(columns if options.what else None, **filters)
 
 
-FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
-"""The ``--what`` items a figure (``-o figure.png``) can draw; without ``--sort`` the first one
-named is drawn, else ``ops``."""
+@contextlib.contextmanager
+def _said_as(flag: str, value: str | None) -> Iterator[None]:
+    """A ``KeyError`` or ``ValueError`` of the view a ``flag`` picked (an unknown ``--sort``
+    column, a ``--by-operator`` module of no profile) as the one-line error naming ``flag``:
+    the view's message names its Python argument (``sort_by=``, ``module=``)."""
+    try:
+        yield
+    except (KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        if not value or value not in str(message):  # not about the flag's value: another's
+            raise
+        raise CliError(f"{flag} {value}: {message}") from exc
 
 
 def write_figure(profile: Any, options: argparse.Namespace) -> None:
     """``-o figure.png`` (or .svg, .pdf): the figure of the shown metric (``--sort``, else
-    the first of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
+    the one of :data:`FIGURE_METRICS` that ``--what`` names, else ``ops``): the ``--top``
     module types, else the modules at ``--depth`` (default 1, the top-level ones)."""
     named = [item for item in _items(options.what or "") if item in FIGURE_METRICS]
     metric = options.sort or (named[0] if named else "ops")
     if options.top is not None:
         kind, settings = "type", {"top": options.top}
     else:
-        kind, settings = "module", {"depth": options.depth or 1}
+        # --depth 0 (the root alone) drew depth 1
+        kind, settings = "module", {"depth": 1 if options.depth is None else options.depth}
     try:
-        profile.plot(kind, metric, title=options.title, path=options.output, **settings)
+        with _said_as("--sort", options.sort):
+            profile.plot(kind, metric, title=options.title, path=options.output, **settings)
     except ImportError as exc:
         raise CliError(f"-o {options.output}: a figure needs matplotlib, the plot extra: "
                        'pip install matplotlib (from a moduleprofiler checkout: '
@@ -633,7 +687,7 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         view = make_view(profile, options)
         view = dataclasses.replace(view, notes=(*notes, *view.notes))
         if fmt == "text" and target is None:
-            _renderer_options(given, entry.render, fmt)  # says a --caption it has no place for
+            _renderer_options(given, entry.render, fmt)  # refuses a --caption it has no place for
             color = {"always": True, "never": False}.get(options.color)
             view.print(color=color, unicode=options.unicode, width=options.width,
                        fold=not options.no_fold)
@@ -652,12 +706,16 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
 def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
                       fmt: str) -> dict[str, Any]:
     """The options of ``given`` that ``render`` takes; a ``--title``, ``--caption`` or
-    ``--label`` the format has no place for is said on stderr, not dropped in silence."""
+    ``--label`` the format has no place for is refused, not dropped in silence (the built-in
+    formats were checked before the model ran, ``cli_formats``; this holds for a format
+    registered with ``register_format``)."""
     taken, dropped = split_options(given, render)
-    for name in ("title", "caption", "label"):
-        if dropped.get(name) is not None:
-            print(f"moduleprofiler: --{name} is ignored: the {fmt} format has no {name}",
-                  file=sys.stderr)
+    refused = [f"--{name}" for name in ("title", "caption", "label")
+               if dropped.get(name) is not None]
+    if refused:
+        raise CliError(f"{', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not "
+                       f"apply to the {fmt} format: it has no place for "
+                       f"{' or '.join(name.removeprefix('--') for name in refused)}")
     return taken
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from moduleprofiler._version import __version__
+from moduleprofiler.cli_formats import WHOLE_PROFILE, builtin_format, refusal, render_flags_taken
 
 EXAMPLES = """\
 examples:
@@ -36,7 +37,7 @@ examples:
   moduleprofiler torchvision.models:resnet50 -i 1x3x224x224 --predict H200 --batch 1,8,64
 
 formats (--format, or from the suffix of -o): text, csv, json, markdown (.md), html, latex (.tex)
-figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the first of
+figures (-o with .png, .svg or .pdf; the plot extra): the shown metric (--sort, else the one of
   --what's ops, flops, params, time, memory, else ops) by top-level module (--depth: by module
   at that depth; --top K: the K module types)
 columns (--what): params, io (input/output shapes), ops (macs, ops, % of ops), flops,
@@ -155,8 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only modules whose path or type matches the glob PATTERN")
     parser.add_argument("--exclude", action="append", metavar="PATTERN",
                         help="hide modules whose path or type matches the glob PATTERN")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the terminal table (auto: a tty without NO_COLOR)")
+    # no default: a --color given with a file or another format is refused (check_options)
+    parser.add_argument("--color", choices=("auto", "always", "never"),
+                        help="colour the terminal table (default auto: a tty without "
+                             "NO_COLOR)")
     parser.add_argument("--width", type=int, metavar="N",
                         help="fit text to N columns (default: the terminal's, COLUMNS, else 80; "
                              "0: no limit): shapes shortened, columns hidden (named in a note), "
@@ -183,8 +186,27 @@ def _given(options: argparse.Namespace, *flags: str) -> list[str]:
             if getattr(options, flag.removeprefix("--").replace("-", "_")) is not None]
 
 
+EMPTY_HINTS = {
+    "--predict": "name a GPU (\"H100 SXM\") or a calibration .json",
+    "--format": "name a format (csv, json, markdown, html, latex, text)",
+    "--output": "name a file (e.g. -o report.html)",
+    "--dtype": "name a dtype (e.g. float32, bf16)",
+    "--device": "name a device (e.g. cpu, cuda:0)",
+    "--sort": "name a column (e.g. ops, params)",
+}
+"""The options whose empty value (``--predict ''``) was read as not given: no prediction, the
+text format, float32, the CPU, each in silence; what to give instead."""
+
+
 def check_options(options: argparse.Namespace) -> None:
     """Refuse option values that cannot mean anything (``--depth -1``, ``--top 0``)."""
+    for flag, hint in EMPTY_HINTS.items():
+        value = getattr(options, flag.removeprefix("--"))
+        if value is not None and not value.strip():
+            raise CliError(f"{flag} {value!r} is empty: {hint}")
+    if options.model.strip() == "hf:":  # read as a configuration file named config.json
+        raise CliError("model 'hf:' names no model type: e.g. hf:gpt2 or "
+                       "hf:path/to/config.json")
     limits = (("--depth", options.depth, 0), ("--top", options.top, 1),
               ("--iters", options.iters, 2), ("--generate", options.generate, 1),
               ("--kv-cache", options.kv_cache, 1))
@@ -224,6 +246,16 @@ def check_options(options: argparse.Namespace) -> None:
             else "-o FIGURE (drawn from every module)"
         raise CliError(f"{', '.join(filters)} filter the rows of the module tree and tables: "
                        f"{shown} does not take them")
+    if options.no_fold and not _is_figure(options):
+        flat = _given(options, "--sort", "--top")  # --by-operator: check_output_options
+        if flat:  # only the tree folds repeated blocks: --sort ops --no-fold changed nothing
+            raise CliError(f"--no-fold unfolds the module tree's repeated blocks: {flat[0]} "
+                           "shows a flat table, which folds nothing")
+    if options.top is not None and not _is_figure(options) and column_items(options.what):
+        # the types' table has its own columns: --what io showed them as ever
+        raise CliError(f"--top shows the module types' own columns: --what "
+                       f"{','.join(column_items(options.what))} does not apply (--what "
+                       f"{', '.join(PASS_WHAT)} add their passes' columns)")
     if options.iters is not None and ("time" not in _items(options.what or "")
                                       or options.generate is not None):
         raise CliError("--iters sets the timed iterations of the module timer: it only "
@@ -237,6 +269,8 @@ def check_options(options: argparse.Namespace) -> None:
         measured = [item for item in _items(options.what or "") if item in ("time", "memory")]
         given = [f"--what {','.join(measured)}"] if measured else []
         given += _given(options, "--by-operator")
+        # the prediction runs on the meta device: --device cpu was dropped in silence
+        given += [f"--device {options.device}"] if options.device not in (None, "meta") else []
         if given:
             raise CliError(f"--predict predicts without running the model: {', '.join(given)} "
                            "needs a measured run (drop --predict)")
@@ -246,8 +280,121 @@ def check_options(options: argparse.Namespace) -> None:
         if given:
             raise CliError(f"{', '.join(given)} only applies to a prediction: add --predict "
                            "GPU (e.g. --predict \"H100 SXM\")")
+    if _is_figure(options) and options.batch is None:
+        check_figure_options(options)
+    check_patterns(options)
+    check_output_options(options)
     if options.host is None:
         options.host = DEFAULT_HOST
+
+
+FIGURE_METRICS = ("ops", "flops", "macs", "params", "time", "memory")
+"""The ``--what`` items a figure (``-o figure.png``) can draw; without ``--sort`` the one
+named is drawn, else ``ops``."""
+
+
+def check_figure_options(options: argparse.Namespace) -> None:
+    """A module figure draws one metric, by module at ``--depth`` or by ``--top``'s types
+    over every module: refuse the ``--what`` items it would not draw (``--what flops,params``
+    drew flops, ``--what io`` ops) and ``--depth`` beside ``--top``; the passes ``--what``
+    runs (time, memory, backward) stay."""
+    items = _items(options.what or "")
+    passes = set(items) - set(column_items(options.what))
+    metrics = [item for item in items if item in FIGURE_METRICS]
+    drawn = options.sort or (metrics[0] if metrics else "ops")
+    ignored = [item for item in items if item != drawn and item not in passes]
+    if ignored:
+        raise CliError(f"-o {options.output} draws one metric ({drawn}): --what "
+                       f"{','.join(ignored)} does not apply (--sort COLUMN or one --what item "
+                       f"of {', '.join(FIGURE_METRICS)} picks the metric)")
+    if options.top is not None and options.depth is not None:
+        raise CliError(f"-o {options.output} draws --top's module types over every module: "
+                       "--depth does not apply (without --top it draws the modules at --depth)")
+
+
+def check_patterns(options: argparse.Namespace) -> None:
+    """Refuse an empty ``--include`` or ``--exclude`` pattern: it matched no module, and the
+    table said nothing of why (a pattern that matches nothing is said in the table's notes)."""
+    for flag, patterns in (("--include", options.include), ("--exclude", options.exclude)):
+        for pattern in patterns or ():
+            if not pattern.strip():
+                raise CliError(f"{flag} {pattern!r} is an empty pattern, which matches no "
+                               f"module: give a glob of module paths or types (e.g. {flag} "
+                               "'Conv*' or 'layer1.*')")
+
+
+PASS_WHAT = ("time", "memory", "backward")
+"""The ``--what`` groups that pick a pass to run (not columns to show): what a whole-profile
+file or ``--per``'s frame takes of ``--what``, since they hold every column."""
+
+
+def column_items(what: str | None) -> list[str]:
+    """The items of ``--what`` that only pick columns (not a pass: :data:`PASS_WHAT` and the
+    backward columns, which run the backward)."""
+    return [item for item in _items(what or "") if item not in PASS_WHAT and not item.startswith(
+        ("backward_", "self_backward_", "inclusive_backward_"))]
+
+
+def _written(options: argparse.Namespace) -> str:
+    """What the command writes: a module ``view`` (the tree, a table), the ``operators``
+    table, a prediction ``sweep``, the ``generate`` steps, the ``kv-cache`` lines or
+    ``per``'s frame."""
+    if options.kv_cache is not None:
+        return "kv-cache"
+    if options.generate is not None:
+        return "generate"
+    if options.per is not None:
+        return "per"
+    if options.batch is not None:
+        return "sweep"
+    return "view" if options.by_operator is None else "operators"
+
+
+def check_output_options(options: argparse.Namespace) -> None:
+    """Refuse the options the chosen output has no place for, naming both (they were dropped
+    in silence, or said ignored on stderr): a rendering option of another format (``--title``
+    in CSV, ``--width`` in LaTeX, ``--color`` in a file), and the options that shape a view
+    in a file of the whole profile (``--sort`` in JSON, ``--depth`` in the HTML report)."""
+    written = _written(options)
+    if _is_figure(options):
+        fmt: str | None = "figure"
+    else:
+        named = options.format or (os.path.splitext(options.output)[1] if options.output
+                                   else "csv" if written == "per" else "text")
+        fmt = builtin_format(named) if named else None
+    if fmt is None:  # not a built-in format: the format table answers when the command runs
+        return
+    if written == "operators" and fmt in WHOLE_PROFILE:  # the whole profile, not its table
+        written = "view"
+    target = (f"--format {options.format}" if options.format
+              else f"-o {options.output}" if options.output else "the text on the terminal")
+    target = {"kv-cache": "--kv-cache", "per": f"--per {options.per}",
+              "generate": f"--generate ({target})", "sweep": f"--batch ({target})"
+              }.get(written, target)
+    values = {"--title": options.title, "--caption": options.caption,
+              "--label": options.label, "--width": options.width,
+              "--unicode": options.unicode or None, "--no-fold": options.no_fold or None,
+              "--color": options.color}
+    taken = render_flags_taken(written, fmt, stdout=options.output is None)
+    refused = [flag for flag, value in values.items() if value is not None and flag not in taken]
+    if refused:
+        raise CliError(refusal(refused, target))
+    if written != "per" and (written != "view" or fmt not in WHOLE_PROFILE):
+        return  # a table: the options that shape it apply
+    columns = column_items(options.what)
+    given = [f"--what {','.join(columns)}"] if columns else []
+    if written == "view":  # --per refused the rest (check_per_options)
+        given += _given(options, *_MODULE_VIEW_FLAGS)
+        if options.by_operator:  # the JSON holds every operator, the report none
+            given.append(f"--by-operator {options.by_operator}")
+        elif options.by_operator is not None and fmt == "html":
+            given.append("--by-operator")
+    if given:
+        holds = {"json": "the whole profile (every column, reloadable)",
+                 "html": "the whole profile's report"}.get(fmt, "every column")
+        raise CliError(f"{target} writes {holds}, not a table: {', '.join(given)} "
+                       f"{'does' if len(given) == 1 else 'do'} not apply (--what "
+                       f"{', '.join(PASS_WHAT)} pick the passes it holds)")
 
 
 def check_per_options(options: argparse.Namespace) -> None:
@@ -321,10 +468,10 @@ def check_generation_options(options: argparse.Namespace) -> None:
 
 def check_kv_cache_options(options: argparse.Namespace) -> None:
     """Refuse the options ``--kv-cache`` would otherwise ignore: it reads one sequence's cache
-    from the configuration, so inputs (their batch too), columns, the module views, a
-    prediction and a figure have no meaning for it."""
-    given = (["-i"] if options.input_size else []) + _given(
-        options, "--what", *_MODULE_VIEW_FLAGS, "--predict")
+    from the configuration, so inputs (their batch too), a device, columns, the module views,
+    a prediction and a figure have no meaning for it."""
+    given = (["-i"] if options.input_size else []) + (["--meta"] if options.meta else []) \
+        + _given(options, "--what", *_MODULE_VIEW_FLAGS, "--predict", "--device")
     given += ["-o FIGURE"] if _is_figure(options) else []
     if given:
         raise CliError(f"--kv-cache predicts one sequence's cache from the configuration alone "
@@ -341,7 +488,7 @@ def check_saved_profile_options(options: argparse.Namespace) -> None:
     (they were ignored, and the saved numbers shown as if they answered them)."""
     given = (["-i"] if options.input_size else []) + (["--arg"] if options.arg else []) + (
         ["--meta"] if options.meta else []) + _given(options, "--dtype", "--device",
-                                                      "--predict", "--generate")
+                                                      "--predict", "--generate", "--iters")
     if given:
         raise CliError(f"{options.model} is a saved profile, shown as it was saved (nothing "
                        f"is run): {', '.join(given)} does not apply; run the model itself "
@@ -366,7 +513,9 @@ def factory_kwargs(args: Sequence[str]) -> dict[str, Any]:
 
 def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
     """``"1x3x224x224"`` -> ``((1, 3, 224, 224), None)``; ``"8x128:int64"`` -> dtype too."""
-    shape_text, _, dtype = text.partition(":")
+    shape_text, colon, dtype = text.partition(":")
+    if colon and not dtype.strip():  # "2x4:" was read as no dtype: the default in silence
+        raise CliError(f"bad --input-size {text!r}: no dtype after ':' (e.g. 8x128:int64)")
     parts = shape_text.lower().replace("×", "x").replace(",", "x").split("x")
     try:
         shape = tuple(int(part) for part in parts)

@@ -199,6 +199,27 @@ def test_predict_takes_the_short_dtype_names_of_python(
     assert status != 0 and "unknown dtype 'bf16,fp32'" in err and "--batch" in err
 
 
+def test_a_saved_file_refuses_what_it_does_not_hold(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    # --what time showed a saved prediction's predicted times as if measured (a live
+    # prediction refuses --what time); --by-operator on a file without operators asked for
+    # listeners=, a Python keyword
+    predicted, counted = tmp_path / "predicted.json", tmp_path / "counted.json"
+    assert run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "-o", str(predicted))[0] == 0
+    assert run(capsys, TINY, "-i", "2x4", "-o", str(counted))[0] == 0
+    status, out, err = run(capsys, str(predicted), "--what", "time")
+    assert status == 2 and out == ""
+    assert f"--what time: {predicted} is a saved prediction, which holds no measured times" in err
+    status, out, err = run(capsys, str(counted), "--by-operator")
+    assert status == 2 and out == ""
+    assert f"--by-operator: the saved profile {counted} holds no per-operator tallies" in err
+    # a file saved with them shows them: the two addmm calls' ops, 2 x 8 x (2 x 4 - 1) + 16
+    # (bias) = 128 and 2 x 2 x (2 x 8 - 1) + 4 = 64, together 192
+    assert run(capsys, TINY, "-i", "2x4", "--by-operator", "-o", str(counted))[0] == 0
+    status, out, _ = run(capsys, str(counted), "--by-operator")
+    assert status == 0 and out.splitlines()[2].split()[:3] == ["aten.addmm", "2", "192"]
+
+
 def test_a_saved_prediction_is_shown_as_it_was_predicted(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     # the same columns, latency and band lines read back from the file as when predicted
@@ -261,7 +282,8 @@ def test_predict_says_how_fp32_matmuls_run(capsys: pytest.CaptureFixture[str]) -
 def test_output_file_format_from_suffix(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                         suffix: str) -> None:
     target = tmp_path / f"out.{suffix}"
-    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", str(target), "--caption", "Tiny")
+    caption = ["--caption", "Tiny"] if suffix == "tex" else []  # only LaTeX has a caption
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", str(target), *caption)
     assert status == 0 and out == ""
     assert f"wrote {target}" in err
     text = target.read_text(encoding="utf-8")
@@ -308,7 +330,8 @@ def test_a_saved_profile_without_backward_refuses_backward_columns(
 
 @pytest.mark.parametrize("flags", [["-i", "8x4"], ["--dtype", "float16"], ["--device", "cpu"],
                                    ["--meta"], ["--arg", "width=3"],
-                                   ["--predict", "H100 SXM"]])
+                                   ["--predict", "H100 SXM"],
+                                   ["--iters", "5", "--what", "time"]])  # --iters: dropped
 def test_a_saved_profile_refuses_the_options_that_run_a_model(flags: list[str]) -> None:
     # they were ignored: -i 8x4 showed the batch of 2 it was saved with, --predict the
     # measured profile with no prediction in it
@@ -376,6 +399,42 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--width", "10"], "--width must be 0 (no limit) or at least 40"),
     ([TINY, "-i", "2x4", "--width", "-5"], "--width must be 0 (no limit) or at least 40"),
     ([TINY, "-i", "2x4", "--depth", "x"], "argument --depth: invalid int value: 'x'"),
+    ([TINY, "-i", "2x4", "--include", ""], "--include '' is an empty pattern, which matches "
+                                           "no module"),
+    ([TINY, "-i", "2x4", "--exclude", "0", "--exclude", " "], "--exclude ' ' is an empty "
+                                                               "pattern"),
+    ([TINY, "-i", "2x4", "--predict", "H200 XYZ"], "--predict H200 XYZ: device 'H200 XYZ' is "
+                                                   "not in the peak table (close: H200;"),
+    # an empty value was read as none given: no prediction, text, float32, the CPU
+    ([TINY, "-i", "2x4", "--predict", ""], "--predict '' is empty: name a GPU"),
+    ([TINY, "-i", "2x4", "--format", ""], "--format '' is empty: name a format"),
+    ([TINY, "-i", "2x4", "-o", ""], "--output '' is empty: name a file"),  # "cannot write :"
+    ([TINY, "-i", "2x4", "--dtype", " "], "--dtype ' ' is empty: name a dtype"),
+    ([TINY, "-i", "2x4", "--device", ""], "--device '' is empty: name a device"),
+    ([TINY, "-i", "2x4", "--sort", ""], "--sort '' is empty: name a column"),
+    (["hf:", "-i", "1x8"], "model 'hf:' names no model type"),  # "no configuration file"
+    # the view's own argument was named (sort_by=, module=), not the option
+    ([TINY, "-i", "2x4", "--sort", "nope"], "--sort nope: unknown column(s) ['nope']"),
+    ([TINY, "-i", "2x4", "--top", "2", "--sort", "type"], "--sort type: top(by='type'): "
+                                                          "'type' is not a numeric column"),
+    ([TINY, "-i", "2x4", "--by-operator", "nope"], "--by-operator nope: module='nope' is not "
+                                                   "a module of this profile"),
+    ([TINY, "-i", "2x4", "--dtype", "fp8"], "--dtype: unknown dtype 'fp8'"),
+    # only the tree folds: the flat tables printed the same with or without it
+    ([TINY, "-i", "2x4", "--sort", "ops", "--no-fold"], "--no-fold unfolds the module tree's "
+                                                        "repeated blocks: --sort shows a flat"),
+    ([TINY, "-i", "2x4", "--top", "2", "--no-fold"], "--no-fold unfolds the module tree's "
+                                                     "repeated blocks: --top shows a flat"),
+    # a prediction runs on the meta device: --device cpu was dropped in silence
+    ([TINY, "-i", "2x4", "--predict", "H100 SXM", "--device", "cpu"],
+     "--predict predicts without running the model: --device cpu needs a measured run"),
+    ([TINY, "-i", "2x4:float99"], "--input-size 2x4:float99: unknown dtype 'float99'"),
+    ([TINY, "-i", "2x4:"], "bad --input-size '2x4:': no dtype after ':'"),  # was float32
+    # dropped in silence: the types' table has its own columns, the figure drew ops
+    ([TINY, "-i", "2x4", "--top", "2", "--what", "io"], "--top shows the module types' own "
+                                                         "columns: --what io does not apply"),
+    ([TINY, "-i", "2x4", "--what", "bogus", "-o", "f.png"], "-o f.png draws one metric (ops): "
+                                                           "--what bogus does not apply"),
 ])
 def test_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
                                      message: str) -> None:
@@ -560,37 +619,44 @@ def test_the_command_lines_copies_of_export_constants_agree() -> None:
     assert cli_options.MIN_WIDTH == MIN_WIDTH
 
 
-def test_a_caption_the_format_has_no_place_for_is_said(capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    # CSV has no title, caption or label; LaTeX has a caption and a label but no title
+def test_a_caption_the_format_has_no_place_for_is_refused(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    # CSV has no title, caption or label; LaTeX has a caption and a label but no title: they
+    # were said ignored on stderr and the command succeeded without them
     status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "csv", "--caption", "C",
                            "--label", "tab:c")
-    assert status == 0 and out.startswith("module")
-    assert "--caption is ignored: the csv format has no caption" in err
-    assert "--label is ignored: the csv format has no label" in err
+    assert status == 2 and out == ""
+    assert "--caption, --label do not apply to --format csv" in err
     status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "latex", "--caption", "C",
                            "--title", "T")
-    assert status == 0 and r"\caption{C}" in out
-    assert "--title is ignored: the latex format has no title" in err
-    assert "caption" not in err
+    assert status == 2 and "--title does not apply to --format latex" in err
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--format", "latex", "--caption", "C")
+    assert status == 0 and r"\caption{C}" in out and err == ""
 
 
-def test_a_caption_is_said_ignored_on_the_terminal_too(capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    # the text table printed to stdout has no title, caption or label either; they were
-    # dropped in silence there, while -o table.txt said so
+def test_a_caption_is_refused_on_the_terminal_too(capsys: pytest.CaptureFixture[str]) -> None:
+    # the text table printed to stdout has no title, caption or label either
     status, out, err = run(capsys, TINY, "-i", "2x4", "--caption", "C", "--title", "T",
                            "--label", "tab:c")
-    assert status == 0 and out.startswith("module")
-    for name in ("title", "caption", "label"):
-        assert f"--{name} is ignored: the text format has no {name}" in err
+    assert status == 2 and out == ""
+    assert "--title, --caption, --label do not apply to the text on the terminal" in err
     status, out, err = run(capsys, TINY, "-i", "2x4")
     assert status == 0 and err == ""
     # the prediction sweep's table too
     status, out, err = run(capsys, TINY, "-i", "2x4", "--predict", "H100 SXM", "--batch", "1,2",
                            "--dtype", "fp32", "--caption", "C")
-    assert status == 0 and out.startswith("batch")
-    assert "--caption is ignored: the text format has no caption" in err
+    assert status == 2 and "--caption does not apply to --batch (the text on the terminal)" in err
+
+
+def test_a_pattern_that_matches_no_module_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    # "--exclude linear" (the type is Linear) printed the whole tree without a word
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--exclude", "linear", "--width", "0")
+    assert status == 0 and "|-- 0 (Linear)" in out
+    assert "note: the exclude pattern 'linear' matches no module path or type" in out
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--include", "nope", "-f", "csv")
+    assert status == 0 and out == "module,type,params,output_shapes,macs,ops,ops_pct\n"
+    assert err == ("moduleprofiler: note: the include pattern 'nope' matches no module path "
+                   "or type (globs are case-sensitive: 'Conv*', 'layer1.*')\n")
 
 
 @pytest.mark.parametrize("what", [",", "", " , "])

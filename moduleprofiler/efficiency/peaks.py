@@ -11,7 +11,6 @@ tensor cores. ``None`` is a rate the datasheet does not give (never 0).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,13 @@ from typing import Any
 import torch
 
 from moduleprofiler.devices import cuda_available, device_name
+from moduleprofiler.efficiency.device_names import (  # the one lookup of a device's name
+    AmbiguousDeviceError as AmbiguousDeviceError,
+)
+from moduleprofiler.efficiency.device_names import UnknownDeviceError as UnknownDeviceError
+from moduleprofiler.efficiency.device_names import match_device as match_device
+from moduleprofiler.efficiency.device_names import matching_devices as matching_devices
+from moduleprofiler.efficiency.device_names import table_name
 from moduleprofiler.shapes import dtype_named
 from moduleprofiler.validate import check_real
 
@@ -149,73 +155,6 @@ DEVICE_PEAKS: dict[str, DevicePeaks] = {peaks.name: peaks for peaks in (
 )}
 """Datasheet peaks by table name (see ``docs/efficiency.md`` for the sources)."""
 
-_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # (regular expression on the device name, the table names it may mean); first match wins,
-    # so the names that say the card come before the bare chip names. Several table names:
-    # the name does not say which card (their peaks differ), and match_device refuses it.
-    (r"H100.*NVL", ("H100 NVL",)),
-    (r"H100.*PCI", ("H100 PCIe",)),
-    (r"H100.*(SXM|HBM3)", ("H100 SXM",)),  # CUDA names the SXM card "NVIDIA H100 80GB HBM3"
-    (r"H100", ("H100 SXM", "H100 PCIe", "H100 NVL")),
-    (r"\bH200\b(?!.*NVL)", ("H200",)),  # the SXM card; not the H200 NVL, not Grace's GH200
-    (r"\bB200\b", ("B200",)),  # not Grace's GB200
-    (r"A100.*80\s*GB.*PCI|A100.*PCI.*80\s*GB", ("A100 80GB PCIe",)),
-    (r"A100.*80\s*GB.*SXM|A100.*SXM.*80\s*GB", ("A100 80GB SXM",)),
-    (r"A100.*40\s*GB", ("A100 40GB",)),  # SXM and PCIe: the same peaks
-    (r"A100.*80\s*GB", ("A100 80GB SXM", "A100 80GB PCIe")),
-    (r"A100.*SXM", ("A100 40GB", "A100 80GB SXM")),
-    (r"A100.*PCI", ("A100 40GB", "A100 80GB PCIe")),
-    (r"A100", ("A100 40GB", "A100 80GB SXM", "A100 80GB PCIe")),
-    (r"L40S", ("L40S",)),
-    (r"\bL4\b", ("L4",)),
-    (r"\bA10\b(?!0)", ("A10",)),
-    (r"V100(?!S).*SXM", ("V100 SXM2",)),  # "Tesla V100-SXM2-32GB"; the V100S is faster
-    (r"V100(?!S).*PCI", ("V100 PCIe",)),
-    (r"V100(?!S)", ("V100 SXM2", "V100 PCIe")),
-    (r"\bT4\b", ("T4",)),  # "Tesla T4"
-    (r"RTX A6000", ("RTX A6000",)),  # not the "RTX 6000 Ada Generation"
-    (r"RTX 3090(?!\s*Ti)", ("RTX 3090",)),
-    (r"RTX 4090(?!\s*(D\b|Laptop))", ("RTX 4090",)),  # the 4090 D and the laptop chip differ
-    (r"MI300X", ("MI300X",)),
-)
-
-
-class AmbiguousDeviceError(ValueError):
-    """A device name that several cards of the peak table answer to (``"H100"``: the SXM,
-    PCIe and NVL cards, whose peaks differ); :attr:`candidates` are their table names."""
-
-    def __init__(self, name: str, candidates: tuple[str, ...]) -> None:
-        super().__init__(f"device {name!r} could be any of {', '.join(candidates)}, whose "
-                         "peaks differ: name the card (e.g. device="
-                         f"{candidates[0]!r})")
-        self.name = name
-        self.candidates = candidates
-
-
-def matching_devices(name: str) -> tuple[str, ...]:
-    """The table names ``name`` may mean: one, several (the name does not say which card) or
-    none (not in the table)."""
-    if name in DEVICE_PEAKS:
-        return (name,)
-    for pattern, table_names in _PATTERNS:
-        if re.search(pattern, name, flags=re.IGNORECASE):
-            return table_names
-    return ()
-
-
-def match_device(name: str) -> str | None:
-    """The table name for a device name as CUDA reports it (``"NVIDIA H100 80GB HBM3"`` ->
-    ``"H100 SXM"``), or ``None`` when the device is not in the table.
-
-    Raises:
-        AmbiguousDeviceError: the name does not say which card (``"H100"``, ``"A100 80GB"``).
-    """
-    table_names = matching_devices(name)
-    if len(table_names) > 1:
-        raise AmbiguousDeviceError(name, table_names)
-    return table_names[0] if table_names else None
-
-
 def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
                  **overrides: Any) -> DevicePeaks:
     """The peaks of ``device``: a table name (``"H100 SXM"``), a device name as CUDA reports it,
@@ -226,12 +165,16 @@ def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
     ``sparse_tflops`` given as dicts are merged into a copy of the table's
     (``dense_tflops={"bf16": 800}`` changes bf16 only).
 
+    A name must name one card (:mod:`~moduleprofiler.efficiency.device_names`): ``"H100
+    80GB HBM3"`` is the H100 SXM, ``"H200 XYZ"`` no card at all.
+
     Raises:
-        ValueError: the device is not in the table (measure it with
-            :func:`~moduleprofiler.efficiency.measure_peaks` or build a :class:`DevicePeaks`),
-            or an override names no field.
+        UnknownDeviceError: a ``ValueError``: the device is not in the table (the message
+            lists the close names; measure it with
+            :func:`~moduleprofiler.efficiency.measure_peaks` or build a :class:`DevicePeaks`).
         AmbiguousDeviceError: a ``ValueError``: the name fits several cards of the table
             (``"H100"``: SXM, PCIe or NVL) and does not say which.
+        ValueError: an override names no field.
         RuntimeError: ``device`` is ``None`` or a CUDA device and CUDA is not available.
     """
     if isinstance(device, DevicePeaks):
@@ -239,12 +182,7 @@ def device_peaks(device: str | int | torch.device | DevicePeaks | None = None,
     else:
         name = device if isinstance(device, str) and not device.startswith("cuda") \
             else _cuda_name(device)
-        table_name = match_device(name)
-        if table_name is None:
-            raise ValueError(f"device {name!r} is not in the peak table (known: "
-                             f"{', '.join(DEVICE_PEAKS)}): pass a DevicePeaks, or measure "
-                             "it with moduleprofiler.efficiency.measure_peaks()")
-        peaks = DEVICE_PEAKS[table_name]
+        peaks = DEVICE_PEAKS[table_name(name)]
     fields = {f.name for f in dataclasses.fields(DevicePeaks)}
     unknown = set(overrides) - fields
     if unknown:

@@ -131,16 +131,42 @@ def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- row selection ----------------------------------------------------------------------------
-def _patterns(patterns: Patterns) -> list[str]:
+def _patterns(patterns: Patterns, name: str = "patterns") -> list[str]:
+    """The glob patterns of ``include=`` or ``exclude=`` (``name``) as a list: a pattern that
+    is no string failed deep inside ``fnmatch``, and an empty one matched no module in
+    silence; each is refused naming ``name``."""
     if patterns is None:
         return []
-    return [patterns] if isinstance(patterns, str) else list(patterns)
+    listed = [patterns] if isinstance(patterns, str) else list(patterns)
+    for pattern in listed:
+        if not isinstance(pattern, str):
+            raise TypeError(f"{name} must be glob patterns (str), got "
+                            f"{type(pattern).__name__} {pattern!r}")
+        if not pattern.strip():
+            raise ValueError(f"{name}: {pattern!r} is an empty pattern, which matches no "
+                             "module: give a glob of module paths or types ('Conv*', "
+                             "'layer1.*')")
+    return listed
+
+
+def unmatched_notes(frame: pd.DataFrame, include: Patterns = None,
+                    exclude: Patterns = None) -> tuple[str, ...]:
+    """A note for each ``include``/``exclude`` pattern that matches no module path or type
+    of ``frame`` (a misspelt type, a wrong case): the view is not what was asked for, so it
+    says which pattern found nothing."""
+    notes = []
+    for name, patterns in (("include", include), ("exclude", exclude)):
+        for pattern in _patterns(patterns, name):
+            if not match_names(frame, pattern).any():
+                notes.append(f"the {name} pattern {pattern!r} matches no module path or type "
+                             "(globs are case-sensitive: 'Conv*', 'layer1.*')")
+    return tuple(notes)
 
 
 def match_names(frame: pd.DataFrame, patterns: Patterns) -> pd.Series:
     """Rows whose module path or type matches one of the glob ``patterns``
     (``fnmatch``, case-sensitive: ``"layer1.*"``, ``"Conv*"``, ``"*attn*"``)."""
-    compiled = _patterns(patterns)
+    compiled = _patterns(patterns, "include or exclude")
     paths = frame["module"].astype(str)
     types = frame["type"].astype(str)
     hits = [any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(kind, p) for p in compiled)
@@ -155,6 +181,8 @@ def select_rows(frame: pd.DataFrame, *, tree: bool, max_depth: int | None = None
     it and a kept module keeps its ancestors, so the tree stays connected."""
     check_int(max_depth, "max_depth", 0)
     check_percent(min_pct, "min_pct")
+    _patterns(include, "include")  # each checked under its own name
+    _patterns(exclude, "exclude")
     keep = pd.Series(True, index=frame.index)
     if max_depth is not None:
         keep &= frame["depth"] <= max_depth
@@ -424,11 +452,12 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     _resolve_columns(frame, wanted)
     whole = _unfiltered(max_depth, min_pct, include, exclude)
     blocks = None if whole else block_keys(frame)
+    unmatched = unmatched_notes(frame, include, exclude)
     frame = select_rows(frame, tree=True, max_depth=max_depth, min_pct=min_pct,
                         pct_column=pct_column, include=include, exclude=exclude)
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
-                notes=(*profile_notes(profile), *_shared_note(profile, base)),
+                notes=(*unmatched, *profile_notes(profile), *_shared_note(profile, base)),
                 hints=profile_hints(profile),
                 optional=_optional(["type", *shown], columns is not None),
                 keep=_asked(shown, columns, pct_column), module_order=True,
@@ -476,6 +505,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     module_order = aggregate == "module" and sort_by is None
     blocks = block_keys(frame) if module_order and not _unfiltered(
         max_depth, min_pct, include, exclude, limit) else None
+    unmatched = unmatched_notes(frame, include, exclude)
     frame = select_rows(frame, tree=False, max_depth=max_depth, min_pct=min_pct,
                         pct_column=pct_column, include=include, exclude=exclude)
     if sort_by is not None:
@@ -488,7 +518,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
                 title=title, totals=_totals(profile),
-                notes=(*profile_notes(profile), *_tied_note(frame, shown)),
+                notes=(*unmatched, *profile_notes(profile), *_tied_note(frame, shown)),
                 hints=profile_hints(profile),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
                 keep=_asked(shown, columns, sort_by, pct_column),

@@ -41,7 +41,8 @@ from moduleprofiler.devices import (
     synchronize,
     tf32_math,
 )
-from moduleprofiler.efficiency.peaks import device_peaks, matching_devices
+from moduleprofiler.efficiency.device_names import matching_devices
+from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibrate_backward import backward_tables
 from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
 from moduleprofiler.prediction.calibration import Calibration, HostCosts

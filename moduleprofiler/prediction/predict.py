@@ -13,12 +13,8 @@ from typing import Any, ClassVar
 import torch
 
 from moduleprofiler.devices import cuda_available, default_device, fp32_precision
-from moduleprofiler.efficiency.peaks import (
-    DEVICE_PEAKS,
-    DevicePeaks,
-    device_peaks,
-    matching_devices,
-)
+from moduleprofiler.efficiency.device_names import matching_devices, table_name
+from moduleprofiler.efficiency.peaks import DEVICE_PEAKS, DevicePeaks, device_peaks
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.prediction.calibrate import cpu_op_us, measure_host
 from moduleprofiler.prediction.calibration import Calibration, HostCosts, shipped_calibrations
@@ -254,8 +250,12 @@ def measured_device(measured: Any, measured_on: DeviceSpec | None) -> DeviceSpec
 
     Raises:
         ValueError: ``measured_on`` is needed: the profile names no GPU of the peak table.
+        UnknownDeviceError, AmbiguousDeviceError: ``measured_on`` names no card of the peak
+            table, or several (the message names ``measured_on``).
     """
     if measured_on is not None:
+        if isinstance(measured_on, str) and not measured_on.endswith(".json"):
+            table_name(measured_on, "measured_on")  # a wrong name said as the argument's
         return measured_on
     name = measured_gpu(measured)
     table_names = matching_devices(name) if name else ()

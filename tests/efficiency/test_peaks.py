@@ -9,6 +9,7 @@ from moduleprofiler.efficiency import (
     DEVICE_PEAKS,
     AmbiguousDeviceError,
     DevicePeaks,
+    UnknownDeviceError,
     device_peaks,
     match_device,
     measure_peaks,
@@ -52,7 +53,7 @@ def test_device_names_as_cuda_reports_them(reported, table):
 
 @pytest.mark.parametrize(("typed", "cards"), [
     ("H100", ["H100 SXM", "H100 PCIe", "H100 NVL"]),
-    ("nvidia h100 80GB", ["H100 SXM", "H100 PCIe", "H100 NVL"]),
+    ("nvidia h100 80GB", ["H100 SXM", "H100 PCIe"]),  # the NVL card has 94GB
     ("A100", ["A100 40GB", "A100 80GB SXM", "A100 80GB PCIe"]),
     ("A100 80GB", ["A100 80GB SXM", "A100 80GB PCIe"]),
     ("A100 SXM", ["A100 40GB", "A100 80GB SXM"]),
@@ -77,6 +78,47 @@ def test_a_name_several_cards_answer_to_is_refused(typed, cards):
 ])
 def test_a_name_that_says_the_card_is_taken(typed, table):
     assert device_peaks(typed).name == table
+
+
+@pytest.mark.parametrize(("typed", "close"), [
+    # a word no card of the chip is named with makes it another device: "H200 XYZ" was
+    # taken for the H200 (its peaks, its calibration), "RTX 4090 Ti" for the RTX 4090
+    ("H200 XYZ", ("H200",)),
+    ("B200 XYZ", ("B200",)),
+    ("T4 garbage", ("T4",)),
+    ("foo H100 SXM bar", ("H100 SXM",)),  # spelled like it: listed, not taken
+    ("H100 SXM5 94GB", ("H100 SXM", "H100 PCIe", "H100 NVL")),  # no card of the table
+    ("L40", ("L40S", "L4")),
+    ("A10G", ("A10", "A100 40GB")),
+    ("Voodoo 3", ()),
+])
+def test_a_name_of_no_card_is_refused_with_the_close_ones(typed, close):
+    assert match_device(typed) is None
+    with pytest.raises(UnknownDeviceError, match=f"device {typed!r} is not in the peak "
+                                                  "table") as error:
+        device_peaks(typed)
+    assert error.value.candidates == close and isinstance(error.value, ValueError)
+    assert f"close: {', '.join(close)};" in str(error.value) if close else \
+        "close:" not in str(error.value)
+
+
+@pytest.mark.parametrize(("typed", "table"), [
+    # case, spaces, dashes, vendor words and memory suffixes are the same name
+    ("nvidia  h200", "H200"), ("H200 141GB HBM3e", "H200"), ("NVIDIA H100 80 GB HBM3", "H100 SXM"),
+    ("h100-pcie", "H100 PCIe"), ("NVIDIA A100 SXM4 80GB", "A100 80GB SXM"),
+    ("AMD Instinct MI300X VF", "MI300X"), ("RTX 4090 GPU", "RTX 4090"),
+])
+def test_a_name_is_read_word_by_word(typed, table):
+    assert match_device(typed) == table
+
+
+def test_every_card_of_the_peak_table_has_one_name_entry():
+    from moduleprofiler.efficiency.device_names import CARDS
+
+    assert [card.table_name for card in CARDS] == list(DEVICE_PEAKS)
+    for name in DEVICE_PEAKS:  # each table name names its own card alone
+        assert match_device(name) == name
+        assert match_device(name.lower()) == name
 
 
 def test_peak_lookup_by_dtype():

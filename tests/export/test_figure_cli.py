@@ -51,8 +51,8 @@ def test_png_by_top_level_module(tmp_path: Path, drawn: list[Any],
 
 
 def test_the_shown_metric_and_top_types(tmp_path: Path, drawn: list[Any]) -> None:
-    # --what params,flops: the first metric named, params; the ReLU holds none: left out
-    assert main([TINY, "-i", "2x4", "--what", "io,params,flops", "-o",
+    # --what params: the metric named; the ReLU holds none: left out
+    assert main([TINY, "-i", "2x4", "--what", "params", "-o",
                  str(tmp_path / "params.svg")]) == 0
     ax = drawn[-1].axes[0]
     # 4 x 8 + 8 = 40 and 8 x 2 + 2 = 18 parameters
@@ -66,6 +66,33 @@ def test_the_shown_metric_and_top_types(tmp_path: Path, drawn: list[Any]) -> Non
     # Linear: 2 x 4 x 8 + 2 x 8 x 2 = 96 MACs = 192 FLOPs; ReLU and Sequential none
     assert _labels(ax) == ["Linear"] and [bar.get_width() for bar in ax.patches] == [192]
     assert ax.get_title() == "MLP"
+
+
+def test_depth_zero_draws_the_root(tmp_path: Path, drawn: list[Any]) -> None:
+    # --depth 0 drew the top-level modules, as --depth 1 does
+    assert main([TINY, "-i", "2x4", "--depth", "0", "-o", str(tmp_path / "root.png")]) == 0
+    ax = drawn[-1].axes[0]
+    # the whole model: 128 + 16 + 64 = 208 ops
+    assert [bar.get_width() for bar in ax.patches] == [208]
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    # each drew one metric and dropped the rest in silence
+    (["--what", "io,params,flops"], "draws one metric (params): --what io,flops does not apply"),
+    (["--what", "io"], "draws one metric (ops): --what io does not apply"),
+    (["--what", "flops", "--sort", "params"], "draws one metric (params): --what flops does "
+                                              "not apply"),
+    (["--top", "2", "--depth", "1"], "draws --top's module types over every module: --depth "
+                                     "does not apply"),
+])
+def test_what_a_figure_would_not_draw_is_refused(tmp_path: Path, flags: list[str], said: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "f.png"
+    assert main([TINY, "-i", "2x4", *flags, "-o", str(target)]) == 2
+    assert f"moduleprofiler: error: -o {target} {said}" in capsys.readouterr().err
+    assert not target.exists()
+    # the passes --what runs stay: the figure draws params of a profile with a backward
+    assert main([TINY, "-i", "2x4", "--what", "params,backward", "-o", str(target)]) == 0
 
 
 def test_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

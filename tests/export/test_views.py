@@ -52,6 +52,28 @@ def test_tree_filters_keep_the_tree_connected() -> None:
         root, "block", "block.act", "block.fc", "unused"]
 
 
+def test_a_pattern_that_matches_nothing_is_said_and_an_empty_one_refused() -> None:
+    profile = tiny()
+    # "linear" (the type is Linear: globs are case-sensitive) matched nothing in silence
+    view = profile.tree(exclude=["linear", "block"])
+    assert list(view.df["module"]) == ["__root__", "conv", "bn", "custom", "unused"]
+    assert view.notes[0] == ("the exclude pattern 'linear' matches no module path or type "
+                             "(globs are case-sensitive: 'Conv*', 'layer1.*')")
+    table = profile.table(include="nope*")
+    assert table.df.empty and "the include pattern 'nope*' matches" in table.notes[0]
+    assert not any("pattern" in note for note in profile.tree(include="block.*").notes)
+    # an empty pattern matched no module and the view came back empty without a word; a
+    # number failed inside fnmatch ("object of type 'int' has no len()")
+    for view_of in (profile.tree, profile.table):
+        with pytest.raises(ValueError, match="include: '' is an empty pattern"):
+            view_of(include="")
+        with pytest.raises(ValueError, match="exclude: ' ' is an empty pattern"):
+            view_of(exclude=["block", " "])
+        with pytest.raises(TypeError, match="include must be glob patterns \\(str\\), got "
+                                            "int 3"):
+            view_of(include=[3])  # type: ignore[list-item]
+
+
 def test_table_sort_limit_and_columns() -> None:
     view = tiny().table(["self_ops", "self_ops_pct"], sort_by="self_ops", limit=2)
     assert list(view.df.columns) == ["module", "type", "self_ops", "self_ops_pct"]

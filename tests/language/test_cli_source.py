@@ -89,6 +89,34 @@ def test_generation_needs_a_real_device(capsys: pytest.CaptureFixture[str]) -> N
     assert status == 2 and "--generate must be at least 1" in err
 
 
+def test_generation_runs_in_the_dtype_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
+    # --dtype bfloat16 was dropped: the model generated in float32, its cache 8,192 bytes
+    base = ["hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu", "--generate", "1", "-f", "json"]
+    status, out, err = run(capsys, *base, "--dtype", "bfloat16")
+    assert status == 0, err
+    # the prefill's cache: 8 tokens x 2 layers x (key + value) x 64 x 2 bytes = 4,096
+    assert json.loads(out)["steps"][0]["kv_cache_bytes"] == 8 * 2 * 2 * 64 * 2
+    status, out, _ = run(capsys, *base)  # float32: 4 bytes a number
+    assert json.loads(out)["steps"][0]["kv_cache_bytes"] == 8 * 2 * 2 * 64 * 4
+    status, _, err = run(capsys, *base, "--dtype", "int64")
+    assert status == 2 and "--dtype int64: --generate casts the model's floating" in err
+    # a device torch does not know was a traceback
+    status, _, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "bogus",
+                         "--generate", "1")
+    assert status == 2 and err.startswith("moduleprofiler: error: bad --device 'bogus'")
+
+
+@pytest.mark.parametrize("flags", [["-i", "1x8"], ["--kv-cache", "8"]])
+def test_an_override_the_configuration_refuses_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                           flags: list[str]) -> None:
+    # Transformers' own type check of a field escaped as a traceback
+    status, out, err = run(capsys, "hf:gpt2", *flags, "--arg", "n_layer=x")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("moduleprofiler: error: hf:gpt2: --arg n_layer: the configuration "
+                          "raised ")
+    assert "'n_layer'" in err
+
+
 def test_generation_refuses_the_options_it_would_ignore(
         capsys: pytest.CaptureFixture[str]) -> None:
     # before: --depth and --what ops were silently ignored and the steps table printed; they
@@ -205,6 +233,11 @@ def test_kv_cache_refuses_the_options_it_would_ignore(capsys: pytest.CaptureFixt
     assert status == 2 and "--kv-cache writes text, not csv" in err
     status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.png"))
     assert status == 2 and "-o FIGURE does not apply" in err
+    # nothing is built: a device was dropped in silence
+    status, _, err = run(capsys, *base, "--device", "cuda:0")
+    assert status == 2 and "(nothing is built or run): --device does not apply" in err
+    status, _, err = run(capsys, *base, "--meta")
+    assert status == 2 and "(nothing is built or run): --meta does not apply" in err
     # text, to a file too: 2 x 32 layers x 32 heads x 128 x 4 bytes = 1,048,576 a token
     status, _, err = run(capsys, *base, "-o", str(tmp_path / "kv.txt"))
     assert status == 0, err
@@ -246,11 +279,12 @@ def test_generation_refuses_what_it_cannot_write_before_it_runs(
     assert status == 2 and "-o FIGURE does not apply" in err
 
 
-def test_generation_says_a_title_is_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+def test_generation_refuses_a_title(capsys: pytest.CaptureFixture[str]) -> None:
+    # the steps table has no title or caption: they were said ignored and the model generated
     status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--device", "cpu",
                            "--generate", "1", "--title", "T", "--caption", "C")
-    assert status == 0 and out.startswith("step")
-    assert "--title is ignored" in err and "--caption is ignored" in err
+    assert status == 2 and out == ""
+    assert "--title, --caption do not apply to --generate (the text on the terminal)" in err
 
 
 def test_the_steps_totals_line_has_one_number_format() -> None:

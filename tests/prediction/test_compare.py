@@ -198,6 +198,10 @@ def test_the_hardware_columns_name_the_gpu_without_an_environment() -> None:
     bare = SimpleNamespace(environment={"device": "cuda:0", "device_name": "NVIDIA H100"})
     with pytest.raises(ValueError, match=r"measured_on: .*H100 SXM, H100 PCIe, H100 NVL"):
         measured_device(bare, None)
+    # a measured_on of no card is said as measured_on (it was said as device=)
+    with pytest.raises(ValueError, match=r"measured_on 'H200 XYZ' is not in the peak table"):
+        measured_device(bare, "H200 XYZ")
+    assert measured_device(bare, "NVIDIA H100 80GB HBM3") == "NVIDIA H100 80GB HBM3"
     # a CPU timing names its processor, never a GPU
     cpu = SimpleNamespace(environment={"device": "cpu", "device_name": "x86_64"},
                           hardware={"gpu": "unavailable"})

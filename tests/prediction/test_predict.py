@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler
-from moduleprofiler.efficiency import AmbiguousDeviceError
+from moduleprofiler.efficiency import AmbiguousDeviceError, UnknownDeviceError
 from moduleprofiler.errors import DeviceDtypeError, ProfilingError
 from moduleprofiler.prediction import Calibration, HostCosts
 from moduleprofiler.prediction.predict import PredictedProfile
@@ -117,6 +117,18 @@ def test_bad_arguments_name_themselves() -> None:
     # complex dtype can require gradients" from inside the meta copy
     with pytest.raises(ValueError, match=r"dtype: torch\.int8 is not a floating dtype"):
         ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), dtype=torch.int8)
+
+
+def test_a_device_name_with_a_word_of_no_card_is_refused() -> None:
+    # "H200 XYZ" was predicted as the H200: its calibration, its peaks, no word said
+    with pytest.raises(UnknownDeviceError, match=r"device 'H200 XYZ' is not in the peak "
+                                                 r"table \(close: H200;") as error:
+        ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2), device="H200 XYZ")
+    assert error.value.argument == "device"
+    # the names CUDA reports still name their card
+    predicted = ModuleProfiler().predict(nn.Linear(2, 2), torch.randn(1, 2),
+                                         device="NVIDIA H100 80GB HBM3")
+    assert predicted.predicted_for.startswith("H100 SXM")
 
 
 def test_a_device_name_of_several_cards_is_refused() -> None:
