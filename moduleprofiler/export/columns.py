@@ -450,11 +450,10 @@ def value_spec(name: str, values: Sequence[Any]) -> ColumnSpec:
     return _guess(name)
 
 
-def frame_specs(frame: pd.DataFrame, columns: list[str] | None = None) -> dict[str, ColumnSpec]:
-    """Specs of ``columns`` (default: all) of ``frame``, with unique labels."""
-    names = list(frame.columns) if columns is None else columns
+def frame_specs(frame: pd.DataFrame, columns: list[str]) -> dict[str, ColumnSpec]:
+    """Specs of ``columns`` of ``frame``, with unique labels."""
     specs = {name: column_spec(name, frame[name].dtype if name in frame else None)
-             for name in names}
+             for name in columns}
     seen: dict[str, int] = {}
     for spec in specs.values():
         seen[spec.label] = seen.get(spec.label, 0) + 1
