@@ -30,8 +30,7 @@ def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[s
     """
     if grad_enabled:
         return []
-    fastpath = getattr(getattr(torch.backends, "mha", None), "get_fastpath_enabled", None)
-    if fastpath is not None and not fastpath():
+    if not torch.backends.mha.get_fastpath_enabled():
         return []
     if torch.is_autocast_enabled():
         return []

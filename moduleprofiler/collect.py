@@ -22,7 +22,7 @@ from moduleprofiler.counting import (
 )
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.loss import LossFn
-from moduleprofiler.modules import ModuleWalk, module_infos, scan_modules, walk_modules
+from moduleprofiler.modules import ModuleWalk, module_infos, scan_modules
 from moduleprofiler.records import CallRecord, ModuleInfo, filling_class
 from moduleprofiler.runner import Listener, PassContext, PassRunner
 from moduleprofiler.shards import process_rank
@@ -109,22 +109,20 @@ def build_record(call: Call, info: ModuleInfo,
 def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
             backward: bool = False, loss_fn: LossFn | None = None,
             listeners: Sequence[Listener] = (), every_leaf: bool = False,
-            walk: ModuleWalk | None = None) -> Profile:
+            walk: ModuleWalk) -> Profile:
     """Run ``invoke()`` (which calls ``root``) once under the counting listeners, optionally
     followed by a counted backward, and return its :class:`Profile`.
 
     ``every_leaf``: the backward is a real ``loss.backward()`` (DDP and FSDP2 reduce gradients
     in the backward's own hooks, which only a real backward runs); the caller sets the
     gradients aside. ``walk``: the caller's :func:`~moduleprofiler.modules.walk_modules` of
-    ``root``, shared by the module scan and the runner (else made here).
+    ``root``, shared by the module scan and the runner.
 
     Raises:
         ProfilingError: the forward or the backward raised (the message names the module whose
             forward failed), or no loss could be derived for ``backward=True``.
         FormulaError: a formula raised or returned something that is not a count.
     """
-    if walk is None:
-        walk = walk_modules(root)
     infos, lazy, plain = scan_modules(root, walk)
     counting = CountingListener(maps)
     backward_counting = BackwardCountingListener(maps.operators) if backward else None

@@ -199,9 +199,8 @@ def _other_accelerator() -> Any:
     """The device module (``torch.xpu``, ``torch.mps``...) of the process's accelerator when it
     is one other than CUDA and has generators, else ``None`` (looked up once: the build's
     accelerator does not change)."""
-    accelerator = getattr(torch, "accelerator", None)
     try:
-        kind = accelerator.current_accelerator() if accelerator is not None else None
+        kind = torch.accelerator.current_accelerator()
     except RuntimeError:  # a build that names no accelerator
         return None
     if kind is None or kind.type in ("cpu", "cuda"):

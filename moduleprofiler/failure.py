@@ -77,7 +77,7 @@ class LocatedErrors:
 
 
 def backward_error(exc: Exception, root: nn.Module,
-                   owner: Callable[[BaseException], str] | None = None) -> ProfilingError:
+                   owner: Callable[[BaseException], str]) -> ProfilingError:
     """The :class:`ProfilingError` for a backward that raised ``exc``: the module whose forward
     raised it where one did (a checkpoint rerunning it), else
     :func:`~moduleprofiler.errors.backward_failed`'s (a backward hook, an autograd
@@ -88,5 +88,5 @@ def backward_error(exc: Exception, root: nn.Module,
     if located is not None:
         return located
     failed = backward_failed(exc)
-    where = owner(exc) if owner is not None else ""
+    where = owner(exc)
     return ProfilingError(f"{failed}{where}") if where else failed

@@ -81,3 +81,9 @@ def user_loss(loss_fn: Callable[..., Any], *args: Any) -> Tensor:
                         "pass needs a one-element loss (reduce it, e.g. with .sum() or "
                         ".mean())")
     return loss
+
+
+def loss_of(output: Any, loss_fn: Callable[..., Any] | None, *args: Any) -> Tensor:
+    """The loss a backward pass differentiates: ``loss_fn(output, *args)`` checked by
+    :func:`user_loss`, or without ``loss_fn`` the :func:`default_loss` of ``output``."""
+    return default_loss(output) if loss_fn is None else user_loss(loss_fn, output, *args)

@@ -83,7 +83,7 @@ from moduleprofiler.call import Call
 from moduleprofiler.dispatch import OperatorObserver
 from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.failure import backward_error
-from moduleprofiler.loss import LossFn, default_loss, user_loss
+from moduleprofiler.loss import LossFn, loss_of
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
 from moduleprofiler.reruns import Rerun, Reruns
@@ -816,7 +816,7 @@ class PassRunner:
                 "the backward pass cannot run under torch.inference_mode(), which records no "
                 "autograd graph: profile outside the inference_mode block")
         try:
-            loss = default_loss(output) if loss_fn is None else user_loss(loss_fn, output)
+            loss = loss_of(output, loss_fn)
         except LossError as exc:
             cause = self._nothing_requires_grad()
             if cause is not None:  # "pass loss_fn=" cannot help: name the cause

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -450,14 +451,11 @@ def value_spec(name: str, values: Sequence[Any]) -> ColumnSpec:
     return _guess(name)
 
 
-def frame_specs(frame: pd.DataFrame, columns: list[str] | None = None) -> dict[str, ColumnSpec]:
-    """Specs of ``columns`` (default: all) of ``frame``, with unique labels."""
-    names = list(frame.columns) if columns is None else columns
+def frame_specs(frame: pd.DataFrame, columns: list[str]) -> dict[str, ColumnSpec]:
+    """Specs of ``columns`` of ``frame``, with unique labels."""
     specs = {name: column_spec(name, frame[name].dtype if name in frame else None)
-             for name in names}
-    seen: dict[str, int] = {}
-    for spec in specs.values():
-        seen[spec.label] = seen.get(spec.label, 0) + 1
+             for name in columns}
+    seen = Counter(spec.label for spec in specs.values())
     return {name: spec if seen[spec.label] == 1 else dataclasses.replace(spec, label=name)
             for name, spec in specs.items()}
 

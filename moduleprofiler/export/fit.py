@@ -60,6 +60,10 @@ class TextColumn:
     def width(self) -> int:
         return max([len(self.header), *(len(cell) for cell in self.cells)])
 
+    def aligned(self, text: str, size: int) -> str:
+        """``text`` (its header or a cell) padded to ``size`` on the column's open side."""
+        return text.rjust(size) if self.right else text.ljust(size)
+
 
 def terminal_width(width: int | None) -> int | None:
     """The width to fit: ``None`` -> the terminal's (``COLUMNS`` first, then the terminal, 80

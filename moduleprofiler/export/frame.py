@@ -193,8 +193,7 @@ def _module_source(status: str, sources: list[str]) -> str:
     return kinds.pop() if len(kinds) == 1 else "unknown"
 
 
-def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
-                 by_caller: bool = False) -> pd.DataFrame:
+def module_frame(profile: Profile, *, by_caller: bool = False) -> pd.DataFrame:
     """One row per module (``named_modules()`` order, uncalled modules included). Each
     column combines the module's calls by its aggregation: own quantities are summed,
     inclusive ones summed over the outermost calls, shapes taken from the first call. A
@@ -204,10 +203,8 @@ def module_frame(profile: Profile, calls: pd.DataFrame | None = None, *,
     ``by_caller`` (the tree's rows): a module shared between blocks has a row under each
     block that called it, holding those calls (:attr:`CallTree.placed`); its parameters
     (and buffers) are on its own row only, the others' are unknown (``<NA>``)."""
-    if calls is None:
-        return _kept(profile, ("modules", by_caller),
-                     lambda: _module_frame(profile, call_frame(profile), by_caller))
-    return _module_frame(profile, calls, by_caller)
+    return _kept(profile, ("modules", by_caller),
+                 lambda: _module_frame(profile, call_frame(profile), by_caller))
 
 
 def _module_frame(profile: Profile, calls: pd.DataFrame, by_caller: bool) -> pd.DataFrame:
@@ -320,16 +317,13 @@ def sample_totals(records: Sequence[CallRecord], rows: Sequence[int],
     return iteration_totals([samples for samples in kept if samples is not None])
 
 
-def module_totals(profile: Profile, names: Sequence[str],
-                  records: Sequence[CallRecord] | None = None
-                  ) -> list[list[np.ndarray | None]]:
+def module_totals(profile: Profile, names: Sequence[str]) -> list[list[np.ndarray | None]]:
     """Per sample column of ``names``, per module (``profile.modules`` order),
     :func:`sample_totals` of all its calls: the per-iteration totals its :class:`Statistic`
     columns summarize (``nan`` in an iteration none of its calls has a sample of); the call
-    tree is built once for all of them. ``records``: the same calls with other samples."""
+    tree is built once for all of them."""
     tree = call_tree(profile)
-    records = profile.records if records is None else records
-    return [[sample_totals(records, tree.rows.get(info.path, []), tree.outermost, name)
+    return [[sample_totals(profile.records, tree.rows.get(info.path, []), tree.outermost, name)
              for info in profile.modules] for name in names]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from moduleprofiler.export.format_table import get_format, render_view
-from moduleprofiler.export.io import PathLike, with_suffix
+from moduleprofiler.export.io import PathLike, emit, with_suffix
 from moduleprofiler.export.view import View
 
 __all__ = ["PathLike", "frame_text", "raw_view", "with_suffix", "write_frame"]
@@ -46,6 +46,5 @@ def write_text(text: str, file: PathLike, format: str) -> str:
     """Write ``text`` (a table rendered in ``format``) to ``file``, the format's suffix added
     when missing; returns the path written."""
     path = with_suffix(file, get_format(format).suffixes[0])
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+    emit(text, path)
     return path

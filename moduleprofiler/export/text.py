@@ -139,17 +139,13 @@ def render_text(view: ViewData, *, color: bool = False, unicode: bool = False,
                                      [None] * len(first), identity=True, prefixes=drawn))
     columns, hidden = fit_columns(columns, limit, view.optional, kept_columns(view), view.last)
     widths = [c.width for c in columns]
-
-    def pad(text: str, size: int, right: bool) -> str:
-        return text.rjust(size) if right else text.ljust(size)
-
-    out = ["  ".join(_paint(pad(c.header, w, c.right), _BOLD, color)
+    out = ["  ".join(_paint(c.aligned(c.header, w), _BOLD, color)
                      for c, w in zip(columns, widths)).rstrip()]
     out.append(_paint(("─" if unicode else "-") * table_width(columns), _DIM, color))
     for row in range(len(view.frame)):
         parts = []
         for column, size in zip(columns, widths):
-            cell = pad(column.cells[row], size, column.right)
+            cell = column.aligned(column.cells[row], size)
             if column.prefixes and color:
                 drawn_part = column.prefixes[row]
                 label = column.cells[row][len(drawn_part):]

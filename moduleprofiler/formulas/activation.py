@@ -73,7 +73,7 @@ def gelu_ops(module: nn.GELU, inputs: tuple[Any, ...], output: Any) -> int:
 @register_ops(nn.RReLU)
 def rrelu_ops(module: nn.RReLU, inputs: tuple[Any, ...], output: Any) -> int:
     """numel * 4 (as LeakyReLU); numel * 7 in training (slope drawn per element)."""
-    per_element = 4 + (RRELU_SAMPLE if module.training else 0)
+    per_element = PER_ELEMENT[nn.LeakyReLU] + (RRELU_SAMPLE if module.training else 0)
     return numel_of_first(inputs) * per_element
 
 

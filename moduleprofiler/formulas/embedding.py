@@ -17,6 +17,22 @@ from torch import Tensor, nn
 from moduleprofiler.formulas._common import no_macs
 from moduleprofiler.registry import register_macs, register_ops
 
+BAG_MEAN, BAG_MAX = 1, 2
+"""``mode`` of ATen's embedding-bag operators for ``"mean"`` and ``"max"`` (0 is ``"sum"``)."""
+
+
+def max_norm_ops(rows: int, dim: int) -> int:
+    """rows * (2 * dim + 1): the ``max_norm`` check of ``rows`` distinct looked-up rows, each
+    row's norm (dim powers, dim - 1 adds, one root) compared with ``max_norm``."""
+    return rows * (2 * dim + 1)
+
+
+def bag_ops(dim: int, entries: int, bags: int, mean: bool, weighted: bool) -> int:
+    """dim * (entries - bags) for sum and max (a bag of n >= 1 rows: n - 1 adds or comparisons
+    per element), + dim * bags for mean (one divide per element of each non-empty bag),
+    + dim * entries with per-sample weights (each row scaled before the sum)."""
+    return dim * (entries - bags + (bags if mean else 0) + (entries if weighted else 0))
+
 
 def _index_list(indices: Tensor) -> list[int]:
     """The indices as a flat Python list (``tolist`` dispatches no torch operator)."""
@@ -41,7 +57,7 @@ def renorm_ops(module: nn.Embedding | nn.EmbeddingBag, indices: Tensor, dim: int
     # NB: on the meta device the indices are unknown and every index counts as distinct (as
     # for the ``embedding_renorm_`` operator)
     distinct = indices.numel() if indices.is_meta else len(set(_index_list(indices)))
-    return distinct * (2 * dim + 1)
+    return max_norm_ops(distinct, dim)
 
 
 @register_ops(nn.Embedding)
@@ -84,16 +100,9 @@ def embedding_bag_ops(module: nn.EmbeddingBag, inputs: tuple[Any, ...], output: 
     offsets = inputs[1] if len(inputs) > 1 else None
     weights = inputs[2] if len(inputs) > 2 else None
     sizes = bag_sizes(module, indices, offsets)
-    entries = sum(sizes)
-    bags = sum(1 for size in sizes if size > 0)
     dim = int(output.size(-1))
-    # A bag of n >= 1 rows takes n - 1 adds (sum, mean) or comparisons (max) per element.
-    ops = dim * (entries - bags)
-    if module.mode == "mean":
-        ops += dim * bags  # one division per element of each non-empty bag
-    if weights is not None:
-        ops += dim * entries  # each row scaled by its weight before the sum
-    return ops + renorm_ops(module, indices, dim)
+    return bag_ops(dim, sum(sizes), sum(1 for size in sizes if size > 0),
+                   module.mode == "mean", weights is not None) + renorm_ops(module, indices, dim)
 
 
 register_macs(nn.Embedding, nn.EmbeddingBag)(no_macs)

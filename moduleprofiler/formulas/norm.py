@@ -110,17 +110,11 @@ def groupnorm_ops(module: nn.GroupNorm, inputs: tuple[Any, ...], output: Any) ->
     return norm_ops(numel, groups, groups, True, *_affine(module))
 
 
-_rms_norm_cls: type[nn.Module] | None = getattr(nn, "RMSNorm", None)  # torch >= 2.4
-
-if _rms_norm_cls is not None:
-
-    @register_ops(_rms_norm_cls)
-    def rmsnorm_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
-        """rows*(3E+2): mean of squares 2E, +eps and sqrt 2, divide E; +E with a weight."""
-        size = int(torch.Size(module.normalized_shape).numel())  # type: ignore[arg-type]
-        return rms_ops(int(inputs[0].numel()), size, _affine(module)[0])
-
-    register_macs(_rms_norm_cls)(no_macs)
+@register_ops(nn.RMSNorm)
+def rmsnorm_ops(module: nn.RMSNorm, inputs: tuple[Any, ...], output: Any) -> int:
+    """rows*(3E+2): mean of squares 2E, +eps and sqrt 2, divide E; +E with a weight."""
+    size = int(torch.Size(module.normalized_shape).numel())
+    return rms_ops(int(inputs[0].numel()), size, _affine(module)[0])
 
 
 def _lrn_window_sizes(size: int, channels: int) -> list[int]:
@@ -167,6 +161,7 @@ register_macs(
     nn.modules.instancenorm._InstanceNorm,
     nn.LayerNorm,
     nn.GroupNorm,
+    nn.RMSNorm,
     nn.LocalResponseNorm,
     nn.CrossMapLRN2d,
 )(no_macs)

@@ -25,14 +25,11 @@ from moduleprofiler.registry import register_macs, register_ops
 _SPATIAL_DIMS: dict[type, int] = {
     nn.MaxPool1d: 1, nn.MaxPool2d: 2, nn.MaxPool3d: 3,
     nn.AvgPool1d: 1, nn.AvgPool2d: 2, nn.AvgPool3d: 3,
-    nn.LPPool1d: 1, nn.LPPool2d: 2,
+    nn.LPPool1d: 1, nn.LPPool2d: 2, nn.LPPool3d: 3,
     nn.AdaptiveMaxPool1d: 1, nn.AdaptiveMaxPool2d: 2, nn.AdaptiveMaxPool3d: 3,
     nn.AdaptiveAvgPool1d: 1, nn.AdaptiveAvgPool2d: 2, nn.AdaptiveAvgPool3d: 3,
     nn.FractionalMaxPool2d: 2, nn.FractionalMaxPool3d: 3,
 }  # fmt: skip
-_lp_pool3d: type[nn.Module] | None = getattr(nn, "LPPool3d", None)  # torch >= 2.2
-if _lp_pool3d is not None:
-    _SPATIAL_DIMS[_lp_pool3d] = 3
 
 
 def spatial_dims(module: nn.Module) -> int:

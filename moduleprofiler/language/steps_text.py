@@ -61,13 +61,12 @@ def render_steps(generation: GenerationProfile, width: int | None) -> str:
                                   identity=name in _KEYS))
     columns, hidden = fit_columns(columns, width, HIDDEN_FIRST)
     widths = [column.width for column in columns]
-    lines = ["  ".join(column.header.rjust(size) if column.right else column.header.ljust(size)
+    lines = ["  ".join(column.aligned(column.header, size)
                        for column, size in zip(columns, widths)).rstrip(),
              "-" * table_width(columns)]
-    for row in range(len(frame)):
-        lines.append("  ".join(
-            column.cells[row].rjust(size) if column.right else column.cells[row].ljust(size)
-            for column, size in zip(columns, widths)).rstrip())
+    lines.extend("  ".join(column.aligned(column.cells[row], size)
+                           for column, size in zip(columns, widths)).rstrip()
+                 for row in range(len(frame)))
     footer = [", ".join(f"{key} {_total(value)}" for key, value in
                         generation.totals().items()
                         if value is not None and key != "model")]

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from moduleprofiler.call import Call
 from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import make_invocation
-from moduleprofiler.loss import LossFn, default_loss, user_loss
+from moduleprofiler.loss import LossFn, loss_of
 from moduleprofiler.memory.emulate import CudaKernelChoices
 from moduleprofiler.memory.peak import LiveBytesListener, Location
 from moduleprofiler.memory.report import PassMemory, PeakCall
@@ -132,8 +132,7 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
                     output = invoke()
                     if keep_output:
                         held.append(output)
-                    return default_loss(output) if loss_fn is None else \
-                        user_loss(loss_fn, output)
+                    return loss_of(output, loss_fn)
 
                 loss = runner.forward(step)
                 if autocast:

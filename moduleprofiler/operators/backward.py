@@ -19,6 +19,7 @@ from typing import Any
 from torch import Tensor
 
 from moduleprofiler.formulas.distance import dot_ops
+from moduleprofiler.formulas.embedding import BAG_MAX, BAG_MEAN
 from moduleprofiler.formulas.linear import leading_rows
 from moduleprofiler.operators._common import ZERO, Args, Count, aten, free, named, numel, register
 
@@ -258,9 +259,6 @@ def scatter_add_backward_ops(args: Args, out: Any) -> Count:
     return numel(args.first()), 0
 
 
-_BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
-
-
 def _bag_rows(args: Args) -> int:
     """Entries of an embedding bag's backward that are not ``padding_idx`` (every entry on the
     meta device, where the indices cannot be read)."""
@@ -285,9 +283,9 @@ def embedding_bag_backward_ops(args: Args, out: Any) -> Count:
         return ZERO
     dim = int(grad.shape[-1])
     mode = args.get("mode")
-    if mode == _BAG_MAX:
+    if mode == BAG_MAX:
         return numel(grad), 0
-    scaled = mode == _BAG_MEAN or args.tensor("per_sample_weights") is not None
+    scaled = mode == BAG_MEAN or args.tensor("per_sample_weights") is not None
     return _bag_rows(args) * dim * (1 + int(scaled)), 0
 
 

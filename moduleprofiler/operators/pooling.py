@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from moduleprofiler.formulas.embedding import BAG_MEAN, bag_ops, max_norm_ops
 from moduleprofiler.formulas.pooling import pooled_elements
 from moduleprofiler.formulas.resample import fold_adds, interpolation_ops_per_output
 from moduleprofiler.operators._common import (
@@ -152,7 +153,7 @@ def embedding_renorm_ops(args: Args, out: Any) -> Count:
     weight, indices = args.first(), args.tensor("indices")
     if not isinstance(weight, Tensor) or indices is None or weight.dim() < 2:
         return ZERO
-    return _distinct(indices) * (2 * int(weight.shape[1]) + 1), 0
+    return max_norm_ops(_distinct(indices), int(weight.shape[1])), 0
 
 
 def _bag_entries(args: Args) -> tuple[int, int]:
@@ -179,9 +180,6 @@ def _bag_entries(args: Args) -> tuple[int, int]:
     return int(sizes.sum()), int((sizes > 0).sum())
 
 
-_BAG_MEAN = 1
-
-
 @register(*aten("_embedding_bag", "_embedding_bag_forward_only", "embedding_bag"))
 def embedding_bag_ops(args: Args, out: Any) -> Count:
     """dim * (entries - bags) for sum / max, + dim * bags for mean (the divides), + dim * entries
@@ -189,11 +187,6 @@ def embedding_bag_ops(args: Args, out: Any) -> Count:
     weight = args.first()
     if not isinstance(weight, Tensor) or weight.dim() < 2:
         return ZERO
-    dim = int(weight.shape[1])
     entries, bags = _bag_entries(args)
-    ops = dim * (entries - bags)
-    if args.get("mode") == _BAG_MEAN:
-        ops += dim * bags
-    if args.tensor("per_sample_weights") is not None:
-        ops += dim * entries
-    return ops, 0
+    return bag_ops(int(weight.shape[1]), entries, bags, args.get("mode") == BAG_MEAN,
+                   args.tensor("per_sample_weights") is not None), 0

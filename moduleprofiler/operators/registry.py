@@ -521,30 +521,30 @@ def _to_fake(value: Any) -> Any:
 
 
 def decomposition_count(op: torch._ops.OpOverload, args: tuple[Any, ...],
-                        kwargs: dict[str, Any], table: OperatorMap | None = None,
-                        same_device: bool = False) -> OperatorCount:
+                        kwargs: dict[str, Any], table: OperatorMap | None = None
+                        ) -> OperatorCount:
     """Sum of the operator formulas of ``op``'s CompositeImplicitAutograd decomposition, those
     of ``table`` (``None``: the live registry); :data:`MISSING` when one of its operators has
     no formula (the sum of the others would count that one's work as 0).
 
-    Run on meta copies of the inputs (no data is touched), with ``same_device`` on fake
-    tensors of the inputs' device instead (no data either), for the operators whose
-    decomposition depends on the device (``scaled_dot_product_attention`` takes the flash
-    kernel on a CPU, its math reference on meta; ``lstm`` oneDNN's layer on a CPU); if the
-    decomposition needs data (it reads a value), it is run again on the real inputs. It runs
+    Run on meta copies of the inputs (no data is touched); if the decomposition needs data
+    (it reads a value), it is run again on the real inputs. It runs
     under ``no_grad`` outside ``inference_mode``, so that the composite operators inside it are
     taken apart too, as ``no_grad`` takes them apart: its parts are those the other path
     counts, each with its formula in ``table`` (a profiler's own ``mm`` formula counts in the
     ``matmul`` inside ``matrix_power``).
     """
-    return _decompose(op, args, kwargs, table, same_device)[0]
+    return _decompose(op, args, kwargs, table, False)[0]
 
 
 def _decompose(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any],
                table: OperatorMap | None, same_device: bool
                ) -> tuple[OperatorCount, bool, set[Any]]:
     """:func:`decomposition_count`, whether it had to run on the real inputs, and the
-    operators the decomposition ran."""
+    operators the decomposition ran; with ``same_device`` on fake tensors of the inputs'
+    device instead of meta copies (no data either), for the operators whose decomposition
+    depends on the device (``scaled_dot_product_attention`` takes the flash kernel on a CPU,
+    its math reference on meta; ``lstm`` oneDNN's layer on a CPU)."""
     first = _to_fake if same_device else _to_meta
     with _disable_current_modes(), torch.inference_mode(False), torch.no_grad():
         for convert in (first, _identity):

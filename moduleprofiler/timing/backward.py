@@ -25,7 +25,7 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.failure import backward_error
 from moduleprofiler.inputs import input_shapes_of
-from moduleprofiler.loss import default_loss, user_loss
+from moduleprofiler.loss import loss_of
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import ModuleInfo
@@ -407,12 +407,7 @@ def train_step_times(
     names = ("start", "forward", "loss", "backward") + (("optimizer",) if optimizer else ())
     raws: dict[str, list[RawIteration]] = {kind: [] for kind in listeners}
     plain: list[dict[str, float]] = []  # hook-free steps' marks (ns)
-
-    def loss_of(output: Any) -> Tensor:
-        if loss_fn is None:
-            return default_loss(output)
-        return user_loss(loss_fn, output, target) if target is not None else \
-            user_loss(loss_fn, output)
+    targets = () if target is None else (target,)
 
     def step(stamp: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]) -> None:
         def mark(name: str) -> None:
@@ -426,7 +421,7 @@ def train_step_times(
         mark("start")
         output = run(invoke)
         mark("forward")
-        loss = loss_of(output)
+        loss = loss_of(output, loss_fn, *targets)
         mark("loss")
         try:
             loss.backward()  # type: ignore[no-untyped-call]

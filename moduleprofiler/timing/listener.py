@@ -112,12 +112,10 @@ class ClockListener(Listener):
         self._accumulate_hooks: list[RemovableHandle] = []
 
     @classmethod
-    def on(cls, root: nn.Module, stamps: StampSource, backward: bool = False,
-           outer: Sequence[Listener] = ()) -> ClockListener:
-        """A clock on a runner of its own over ``root`` (hooks not installed yet), inside the
-        ``outer`` listeners (their work at a call's start and end stays outside its stamps)."""
+    def on(cls, root: nn.Module, stamps: StampSource, backward: bool = False) -> ClockListener:
+        """A clock on a runner of its own over ``root`` (hooks not installed yet)."""
         clock = cls(stamps, backward)
-        clock.attach(PassRunner(root, [*outer, clock]), outer)
+        clock.attach(PassRunner(root, [clock]))
         return clock
 
     def attach(self, runner: PassRunner, outer: Sequence[Listener] = ()) -> None:

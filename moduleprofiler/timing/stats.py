@@ -227,7 +227,7 @@ class StoppingRule:
     the ``confidence`` interval of the median is within ``target_ci`` of it on both sides
     (every series given must reach it; asked from ``min_samples`` samples on, then each time
     the count has grown by 5 %, so the sorting stays cheap); ``"max_seconds"`` once
-    ``max_seconds`` have passed since :meth:`restart` (or construction); else ``None``.
+    ``max_seconds`` have passed since the rule was made; else ``None``.
 
     Raises:
         ValueError: a bad argument (named), or none of the three that could stop the run.
@@ -260,13 +260,9 @@ class StoppingRule:
         self._next_check = self._first_check
         self.start = time.perf_counter()
 
-    def restart(self) -> None:
-        """Start the time budget now (at the start of the timed phase)."""
-        self.start = time.perf_counter()
-
     @property
     def elapsed(self) -> float:
-        """Seconds since :meth:`restart`."""
+        """Seconds since the rule was made (the start of its time budget)."""
         return time.perf_counter() - self.start
 
     @property

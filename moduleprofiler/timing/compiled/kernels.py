@@ -53,12 +53,6 @@ def innermost_spelling(stack: Mapping[Any, Any] | None) -> str:
     return str(traced[0] if isinstance(traced, (tuple, list)) else traced)
 
 
-def innermost_module(stack: Mapping[Any, Any] | None, known: Collection[str] | None = None) -> str:
-    """The path of the innermost module of a node's ``nn_module_stack``; ``""`` (the root)
-    for a node traced outside every submodule."""
-    return module_path(innermost_spelling(stack), known)
-
-
 def common_ancestor(paths: Iterable[str]) -> str:
     """The deepest module that contains every one of ``paths`` (``""``: the root)."""
     split = [path.split(".") if path else [] for path in paths]

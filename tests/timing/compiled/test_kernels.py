@@ -9,7 +9,7 @@ from moduleprofiler.timing.compiled.kernels import (
     CompiledKernel,
     common_ancestor,
     graph_kernels,
-    innermost_module,
+    innermost_spelling,
     module_path,
 )
 
@@ -34,11 +34,12 @@ def test_an_unknown_path_is_cut_back_to_its_longest_known_prefix():
     assert module_path("L['self'].layer1.0.relu") == "layer1.0.relu"
 
 
-def test_innermost_module_is_the_last_entry_of_the_stack():
+def test_the_innermost_module_is_the_last_entry_of_the_stack():
     stack = {"a": ("L['self'].layer1", object), "b": ("L['self'].layer1.0.bn1", object)}
-    assert innermost_module(stack, KNOWN) == "layer1.0.bn1"
-    assert innermost_module({}, KNOWN) == ""
-    assert innermost_module(None) == ""
+    assert innermost_spelling(stack) == "L['self'].layer1.0.bn1"
+    assert module_path(innermost_spelling(stack), KNOWN) == "layer1.0.bn1"
+    assert innermost_spelling({}) == ""
+    assert innermost_spelling(None) == ""
 
 
 def test_common_ancestor():
