@@ -520,9 +520,11 @@ class ProfileData:
     @property
     def lower_bounds(self) -> tuple[str, ...]:
         """The totals that are lower bounds, by quantity: a subset of ``("ops", "macs",
-        "backward")`` (empty when :attr:`complete`)."""
+        "flops", "backward")`` (empty when :attr:`complete`). ``flops`` (``2 * macs``) is named
+        wherever ``macs`` is, as ``to_dict()["totals"]`` holds both: a script that looks up
+        a total by its key finds whether it is a lower bound under the same name."""
         flags = (("ops", self.ops_complete), ("macs", self.macs_complete),
-                 ("backward", self.backward_complete is not False))
+                 ("flops", self.macs_complete), ("backward", self.backward_complete is not False))
         return tuple(name for name, exact in flags if not exact)
 
     @property

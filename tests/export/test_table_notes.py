@@ -26,7 +26,7 @@ def test_a_real_profile_with_unknown_work_says_so_in_every_table() -> None:
     profile = ModuleProfiler().profile(model, torch.randn(4, 4))
     # Linear: 4 rows x 4 outputs x 4 inputs = 64 MACs, 128 ops with the bias add; the
     # matrix exponential's work is unknown, so 64 / 128 only bound the totals from below
-    assert (profile.total_macs, profile.lower_bounds) == (64, ("ops", "macs"))
+    assert (profile.total_macs, profile.lower_bounds) == (64, ("ops", "macs", "flops"))
     markdown = profile.to_markdown() or ""
     assert f"- note: ops unknown or partial in 1 module(s): 1; {LOWER}" in markdown
     assert "- note: operators without a formula: aten.linalg\\_matrix\\_exp x1" in markdown

@@ -446,7 +446,7 @@ def test_a_window_whose_counts_are_lower_bounds_says_so_and_training_goes_on() -
     model = nn.Sequential(_Opaque(), nn.Linear(4, 2))
     window = StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False)
     with pytest.warns(WindowWarning, match=r"the logged ops, flops, backward_flops and mfu "
-                      r"count only the work with a formula: the ops, macs totals "
+                      r"count only the work with a formula: the ops, macs, flops totals "
                       r"are lower bounds: no formula for modules \['0'\]; operators "
                       r"\{'aten.linalg_matrix_exp': 1\}"):
         results = _train(model, window, steps=3)
