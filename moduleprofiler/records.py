@@ -233,7 +233,8 @@ class CallRecord(CallPosition):
     children) and in a pass that counted nothing (timing, memory)."""
     macs: int | float | None
     complete: bool
-    """Whether this call and every call inside it have known ops."""
+    """Whether this call and every call inside it have known ops and MACs (False: ``ops``,
+    ``macs`` and so ``flops`` may be lower bounds)."""
     self_backward_ops: int | float | None = None
     """Ops of the backward work that autograd did for this call's own forward operators
     (``profile(..., backward=True)``; ``None`` when backward was not run)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -186,6 +187,11 @@ def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
     assert profile.backward_complete is None  # no backward was profiled
     assert ("note: macs unknown in 1 module(s) with known ops: 1; MACs and FLOPs totals are "
             "lower bounds") in profile.tree().to_text(width=0)
+    # each row says it as the profile does: the root's 24 MACs bound its MACs from below,
+    # so its `complete` is False like profile.complete; Linear's own subtree is exact
+    frame = profile.to_df("module").set_index("module")
+    assert frame["complete"].to_dict() == {"__root__": False, "0": True, "1": False}
+    assert frame.loc["__root__", "macs"] == 24 and pd.isna(frame.loc["1", "macs"])
 
 
 def test_ops_and_macs_registration_is_complete() -> None:
