@@ -588,8 +588,17 @@ class ProfileData:
 
 def unknown_work(profile: ProfileData) -> str:
     """Which of ``profile``'s totals are lower bounds and what had no formula, in one line
-    (``"the ops, macs totals are lower bounds: no formula for ..."``); for a complete
+    (``"the ops, macs, flops totals are lower bounds: no formula for ..."``); for a complete
     profile, ``""``."""
+    if profile.complete:
+        return ""
+    return (f"the {', '.join(profile.lower_bounds)} totals are lower bounds: "
+            f"{without_formula(profile)}")
+
+
+def without_formula(profile: ProfileData) -> str:
+    """What had no formula in ``profile`` (``"no formula for modules [...]; operators
+    {...}"``), the cause :func:`unknown_work` names; ``""`` for a complete profile."""
     if profile.complete:
         return ""
     unknown_macs = list(dict.fromkeys(r.path for r in profile.records
@@ -599,5 +608,4 @@ def unknown_work(profile: ProfileData) -> str:
              f"macs of modules {unknown_macs}" if unknown_macs else "",
              f"backward operators {profile.backward_unsupported_ops}"
              if profile.backward_unsupported_ops else ""]
-    return (f"the {', '.join(profile.lower_bounds)} totals are lower bounds: "
-            f"no formula for {'; '.join(part for part in parts if part)}")
+    return f"no formula for {'; '.join(part for part in parts if part)}"
