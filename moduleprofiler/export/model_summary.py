@@ -96,6 +96,15 @@ _BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backwar
 """What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
 
 
+def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
+                       column: str) -> set[str]:
+    """The names (as the summary's ``model`` column gives them) of the models whose ``column``
+    in the summary is a lower bound: ``ops``, ``macs`` or ``flops`` where their profile
+    names it in :attr:`~ProfileData.lower_bounds`."""
+    return {name for name, profile in _named(profiles)
+            if profile.counted and column in profile.lower_bounds}
+
+
 def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
     """One note per kind of incompleteness, naming the models whose row it bounds from below
     (a row of totals cannot carry its model's notes: they are in each model's own views)."""
