@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pandas as pd
 
-from moduleprofiler.export.cells import UNICODE, formatter, header
+from moduleprofiler.export.cells import BOUND_NOTE, LOWER_MARK, UNICODE, formatter, header
 from moduleprofiler.export.columns import FLOPS, column_spec, metric_columns, quantity
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.model_summary import lower_bound_models, summary_view
@@ -137,10 +137,6 @@ def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int =
     return text if not notes else f"{text}\n({'; '.join(notes)})"
 
 
-LOWER_MARK = "\u2265 "
-"""Before the label of a bar whose value is a lower bound (work without a formula in it): a
-figure has no notes under it, so the bar itself says it, as a CSV row's ``complete`` does."""
-BOUND_NOTE = f"{LOWER_MARK.strip()}: a lower bound, work without a formula"
 _EXACT_FLAGS = {"ops": "complete", "macs": "complete", "flops": "complete",
                 "backward_ops": "backward_complete", "backward_macs": "backward_complete",
                 "backward_flops": "backward_complete"}
