@@ -126,7 +126,8 @@ def _nonzero(labels: Sequence[str], values: Sequence[float]) -> tuple[list[str],
 
 def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int = 0) -> str:
     """``text`` and, on a second line, what was not drawn: ``zero`` rows (of ``noun``) whose
-    value is 0 and ``unknown`` ones; and how many bars are ``bounds``, lower bounds."""
+    value is 0 and ``unknown`` ones; and, where ``bounds`` bars are lower bounds (their
+    labels marked), what the mark means."""
     notes = []
     if zero:
         notes.append(f"{zero} {noun}{'s' if zero != 1 else ''} with none, left out")
