@@ -22,7 +22,7 @@ import moduleprofiler.memory
 import moduleprofiler.prediction
 import moduleprofiler.timing  # noqa: F401
 from moduleprofiler.distributed.gathered import ACROSS_RANKS
-from moduleprofiler.export.columns import ColumnSpec, registered_columns
+from moduleprofiler.export.columns import BUILTIN, ColumnSpec, registered_columns
 from moduleprofiler.export.keys import DOCUMENT_KEYS
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.integrations.window import MODEL_SCALARS
@@ -73,9 +73,9 @@ are registered ones)."""
 
 
 _WINDOW_ONLY = {name: meaning for name, meaning in MODEL_SCALARS.items()
-                if name not in SUMMARY_ONLY}
+                if name not in SUMMARY_ONLY and name not in BUILTIN}
 """The callbacks' model scalars that no summary holds (``training_peak_bytes`` is
-``profile.summary()``'s)."""
+``profile.summary()``'s) and no column names (``complete`` is the summary's flag, 1 or 0)."""
 
 
 KEYS: tuple[tuple[str, dict[str, str]], ...] = (

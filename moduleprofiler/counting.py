@@ -310,7 +310,11 @@ class CountingListener(Listener):
             own = values["self_macs"]
             if own is not None:
                 total_macs = own if total_macs is None else total_macs + own
-            whole = complete[i] and values["ops_source"] in COUNTED_SOURCES
+            # exact as Profile.macs_complete is: known ops, and known MACs where counted (a
+            # call priced by an ops formula only can know its ops and not its MACs)
+            source = values["ops_source"]
+            whole = complete[i] and source in COUNTED_SOURCES and (
+                values["self_macs"] is not None or source == "excluded")
             values["ops"] = total_ops
             values["macs"] = total_macs
             values["complete"] = whole

@@ -233,7 +233,8 @@ class CallRecord(CallPosition):
     children) and in a pass that counted nothing (timing, memory)."""
     macs: int | float | None
     complete: bool
-    """Whether this call and every call inside it have known ops."""
+    """Whether this call and every call inside it have known ops and MACs (False: ``ops``,
+    ``macs`` and so ``flops`` may be lower bounds)."""
     self_backward_ops: int | float | None = None
     """Ops of the backward work that autograd did for this call's own forward operators
     (``profile(..., backward=True)``; ``None`` when backward was not run)."""
@@ -520,9 +521,11 @@ class ProfileData:
     @property
     def lower_bounds(self) -> tuple[str, ...]:
         """The totals that are lower bounds, by quantity: a subset of ``("ops", "macs",
-        "backward")`` (empty when :attr:`complete`)."""
+        "flops", "backward")`` (empty when :attr:`complete`). ``flops`` (``2 * macs``) is named
+        wherever ``macs`` is, as ``to_dict()["totals"]`` holds both: a script that looks up
+        a total by its key finds whether it is a lower bound under the same name."""
         flags = (("ops", self.ops_complete), ("macs", self.macs_complete),
-                 ("backward", self.backward_complete is not False))
+                 ("flops", self.macs_complete), ("backward", self.backward_complete is not False))
         return tuple(name for name, exact in flags if not exact)
 
     @property
@@ -585,8 +588,17 @@ class ProfileData:
 
 def unknown_work(profile: ProfileData) -> str:
     """Which of ``profile``'s totals are lower bounds and what had no formula, in one line
-    (``"the ops, macs totals are lower bounds: no formula for ..."``); for a complete
+    (``"the ops, macs, flops totals are lower bounds: no formula for ..."``); for a complete
     profile, ``""``."""
+    if profile.complete:
+        return ""
+    return (f"the {', '.join(profile.lower_bounds)} totals are lower bounds: "
+            f"{without_formula(profile)}")
+
+
+def without_formula(profile: ProfileData) -> str:
+    """What had no formula in ``profile`` (``"no formula for modules [...]; operators
+    {...}"``), the cause :func:`unknown_work` names; ``""`` for a complete profile."""
     if profile.complete:
         return ""
     unknown_macs = list(dict.fromkeys(r.path for r in profile.records
@@ -596,5 +608,4 @@ def unknown_work(profile: ProfileData) -> str:
              f"macs of modules {unknown_macs}" if unknown_macs else "",
              f"backward operators {profile.backward_unsupported_ops}"
              if profile.backward_unsupported_ops else ""]
-    return (f"the {', '.join(profile.lower_bounds)} totals are lower bounds: "
-            f"no formula for {'; '.join(part for part in parts if part)}")
+    return f"no formula for {'; '.join(part for part in parts if part)}"

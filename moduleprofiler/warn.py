@@ -59,3 +59,9 @@ def warn(message: str | Warning, category: type[Warning] | None = None) -> None:
     """``warnings.warn(message, category)`` attributed to the user's line
     (:func:`caller_stacklevel`)."""
     warnings.warn(message, category, stacklevel=caller_stacklevel())
+
+
+class LowerBoundWarning(UserWarning):
+    """Numbers written where they cannot say they are lower bounds (a TensorBoard scalar, a
+    0.0.4 dict or frame): some work had no formula, and the message names the totals and
+    what had none. A caller that has already said so may silence this category."""

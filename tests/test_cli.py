@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -806,3 +807,9 @@ def test_a_csv_tables_notes_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> 
     assert "moduleprofiler: note: ops unknown or partial in 1 module(s): 1; ops, MACs and " \
            "FLOPs totals are lower bounds" in err
     assert "note: operators without a formula: aten.linalg_matrix_exp x1" in err
+    # and the file itself says which rows are lower bounds, as a column pandas reads as flags:
+    # Linear 4 rows x 4 outputs x 8 = 128 ops exact; the root's 128 a lower bound
+    table = pd.read_csv(io.StringIO(out))
+    assert table.columns[-1] == "complete" and table["complete"].dtype == bool
+    assert table[["ops", "complete"]].values.tolist()[:2] == [[128, False], [128, True]]
+    assert table["complete"].tolist() == [False, True, False]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler.warn import LowerBoundWarning
 
 ANALYSES = {
     "count_params": ["module", "param_size", "param_dtype", "percent"],
@@ -131,6 +133,33 @@ def test_reused_module_ops_are_summed_and_io_lists_every_call() -> None:
     assert io["lin"]["input_size"] == [(4, 8), (1, 8)]
     ops = profiler.estimate_ops(Twice(), torch.randn(4, 8))
     assert ops["lin"]["calls"] == 2
+
+
+class _HalfKnown(nn.Module):
+    """Doubles a matrix exponential: the mul is counted, the exponential has no formula."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x) * 2
+
+
+def test_estimate_ops_says_which_of_its_numbers_are_lower_bounds() -> None:
+    # the 0.0.4 dict has no key to mark a lower bound: a warning names them, keys unchanged
+    model, x = nn.Sequential(nn.Linear(4, 4), _HalfKnown(), nn.ReLU()), torch.randn(4, 4)
+    with pytest.warns(LowerBoundWarning) as caught:
+        ops = ModuleProfiler().estimate_ops(model, x)
+    assert [str(w.message) for w in caught] == [
+        "estimate_ops: ops of ['1'] and inclusive_ops of ['__root__', '1'] are lower bounds: "
+        "no formula for modules ['1']; operators {'aten.linalg_matrix_exp': 1}"]
+    # Linear 4 x 4 x 8 = 128; the mul 4 x 4 = 16 of the half-known module (a lower bound);
+    # ReLU 16; the root's 128 + 16 + 16 = 160 a lower bound too
+    assert ops["__root__"] == {"type": "Sequential", "ops": 0, "macs": 0,
+                               "inclusive_ops": 160, "calls": 1}
+    assert (ops["1"]["ops"], ops["1"]["inclusive_ops"], ops["2"]["ops"]) == (16, 16, 16)
+    assert list(ModuleProfiler().estimate_ops_df(nn.Linear(4, 4), x).columns) == [
+        "module", "type", "ops", "macs", "inclusive_ops", "calls"]
+    with warnings.catch_warnings():  # exact counts: no warning
+        warnings.simplefilter("error", LowerBoundWarning)
+        ModuleProfiler().estimate_ops(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), x)
 
 
 def test_csv_and_html_names_get_one_extension(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -181,11 +182,16 @@ def test_ops_only_registration_makes_the_macs_total_a_lower_bound() -> None:
     assert profile.calls("1")[0].self_macs is None
     assert profile.total_ops == 54 and profile.ops_complete
     assert profile.total_macs == 24 and not profile.macs_complete
-    assert profile.lower_bounds == ("macs",)
+    assert profile.lower_bounds == ("macs", "flops")
     assert not profile.complete
     assert profile.backward_complete is None  # no backward was profiled
     assert ("note: macs unknown in 1 module(s) with known ops: 1; MACs and FLOPs totals are "
             "lower bounds") in profile.tree().to_text(width=0)
+    # each row says it as the profile does: the root's 24 MACs bound its MACs from below,
+    # so its `complete` is False like profile.complete; Linear's own subtree is exact
+    frame = profile.to_df("module").set_index("module")
+    assert frame["complete"].to_dict() == {"__root__": False, "0": True, "1": False}
+    assert frame.loc["__root__", "macs"] == 24 and pd.isna(frame.loc["1", "macs"])
 
 
 def test_ops_and_macs_registration_is_complete() -> None:
@@ -234,7 +240,7 @@ def test_strict_names_the_modules_whose_macs_are_unknown() -> None:
     profiler = ModuleProfiler()
     profiler.ops_fn_map[Scale] = lambda module, inputs, output: inputs[0].numel()
     model = nn.Sequential(nn.Linear(4, 3), Scale())
-    with pytest.raises(ProfilingError, match=r"strict=True and the macs totals are lower "
+    with pytest.raises(ProfilingError, match=r"strict=True and the macs, flops totals are lower "
                                              r"bounds: no formula for macs of modules \['1'\]"):
         profiler.profile(model, torch.randn(2, 4), strict=True, operators=False)
     profiler.macs_fn_map[Scale] = lambda module, inputs, output: 0
@@ -414,7 +420,7 @@ def test_an_ops_formula_over_an_operator_without_formula_has_unknown_macs() -> N
     # the ops are the formula's (exact); the MACs cannot be told from operators one of which
     # has no formula: unknown, and the operator is not listed (the ops do not miss it)
     assert (profile.records[0].self_ops, profile.records[0].self_macs) == (9, None)
-    assert profile.unsupported_ops == {} and profile.lower_bounds == ("macs",)
+    assert profile.unsupported_ops == {} and profile.lower_bounds == ("macs", "flops")
     # without observing operators the MACs are unknown too
     unobserved = profiler.profile(PolynomialGate(), torch.randn(2, 4), operators=False)
     assert unobserved.records[0].self_macs is None

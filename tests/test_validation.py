@@ -379,7 +379,7 @@ def test_a_scripted_child_without_operator_accounting_leaves_its_parent_unknown(
         net = nn.Sequential(nn.Linear(4, 8), torch.jit.script(nn.Linear(8, 3)))
     profile = ModuleProfiler().profile(net, X, operators=False)
     assert profile.records[0].self_ops is None  # the scripted work is not claimed to be 0
-    assert profile.total_ops == 128 and profile.lower_bounds == ("ops", "macs")
+    assert profile.total_ops == 128 and profile.lower_bounds == ("ops", "macs", "flops")
 
 
 def test_realtime_factor_refuses_a_zero_hop_or_time() -> None:

@@ -26,6 +26,7 @@ from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import unpacks, unwrap_compiled
 from moduleprofiler.modules import module_facts
 from moduleprofiler.operators.registry import OperatorMap
+from moduleprofiler.records import COUNTED_SOURCES, ProfileData, without_formula
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import numel
@@ -45,6 +46,7 @@ from moduleprofiler.validate import (
     check_pass,
     check_str,
 )
+from moduleprofiler.warn import LowerBoundWarning, warn
 
 _COUNT_COLUMNS = ("ops", "macs", "inclusive_ops", "inclusive_macs")
 _STATS_COLUMNS = (
@@ -329,6 +331,7 @@ class ModuleProfiler(Profiler):
                 "inclusive_ops": sum_known(outer),
                 "calls": len(records),
             }
+        _warn_lower_bounds(profile, result)
         return result
 
     (estimate_ops_df, estimate_ops_csv, estimate_ops_html,
@@ -416,6 +419,30 @@ class ModuleProfiler(Profiler):
      estimate_total_inference_time_latex) = _writers(
         "estimate_total_inference_time",
         latex_note="(0.0.4 returned the per-layer table here by mistake)")
+
+
+def _warn_lower_bounds(profile: ProfileData, result: Mapping[str, Mapping[str, Any]]) -> None:
+    """Warn (:class:`~moduleprofiler.warn.LowerBoundWarning`) naming the modules whose
+    ``ops`` or ``inclusive_ops`` in :meth:`ModuleProfiler.estimate_ops`'s dict are lower
+    bounds (work without a formula in them): 0.0.4's dict and columns have no place to say
+    so, and a new key would change them. Unknown values are ``None`` there already."""
+    own: set[str] = set()
+    inside: set[str] = set()
+    for record in profile.records:
+        if record.ops_source in COUNTED_SOURCES:
+            continue
+        own.add(record.path)
+        above: int | None = record.index
+        while above is not None:  # this call and every call it ran inside
+            inside.add(profile.records[above].path)
+            above = profile.records[above].parent
+    names = {module_name(info.path): info.path for info in profile.modules}
+    parts = [f"{key} of {bounded}" for key, paths in (("ops", own), ("inclusive_ops", inside))
+             if (bounded := [name for name, path in names.items()
+                             if path in paths and result[name][key] is not None])]
+    if parts:
+        warn(f"estimate_ops: {' and '.join(parts)} are lower bounds: "
+             f"{without_formula(profile)}", LowerBoundWarning)
 
 
 def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame:

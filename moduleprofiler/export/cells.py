@@ -45,6 +45,14 @@ ASCII = Glyphs(micro="u", dot="x")
 UNICODE = Glyphs()
 LATEX = Glyphs(micro="\\textmu{}", percent="\\%", missing="--", less="$<$")
 
+LOWER_MARK = "\u2265 "
+"""Before the label (or the text) of a figure's bar or a report's card whose value is a lower
+bound (work without a formula in it): they have no notes under them, so the value itself says
+it, as :attr:`~moduleprofiler.records.ProfileData.lower_bounds` and a CSV row's ``complete``
+do."""
+BOUND_NOTE = f"{LOWER_MARK.strip()}: a lower bound, work without a formula"
+"""What :data:`LOWER_MARK` means, in the title or axis label of a figure that shows it."""
+
 Formatter = Callable[[Any], str]
 
 

@@ -347,8 +347,8 @@ _DESCRIPTIONS: dict[str, str] = {
                   "module also uncalled, grouping or unhooked",
     "ops": f"forward ops of the call and every call inside it ({_OPS})",
     "macs": "forward multiply-accumulates of the call and every call inside it",
-    "complete": "whether the ops of the call and of every call inside it are known (False: "
-                "the inclusive counts are lower bounds)",
+    "complete": "whether the ops and MACs of the call and of every call inside it are known "
+                "(False: the inclusive counts are lower bounds)",
     "self_flops": "2 x self_macs of the call's own forward work: what torch's FlopCounterMode "
                   "counts",
     "flops": "2 x macs: forward FLOPs of the call and every call inside it",

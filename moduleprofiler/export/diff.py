@@ -84,6 +84,13 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
             shown.append(name)
         known = a.notna() & b.notna()
         changed |= (known & (a != b)).astype(bool) | (a.isna() != b.isna())
+    # per side, whether the row's counts are exact (not shown: the notes say it; a CSV,
+    # which holds no notes, writes them where a row is a lower bound)
+    flags = []
+    for name, side in ((first, left), (second, right)):
+        if "complete" in side:
+            flags.append(f"complete_{name}")
+            frame[flags[-1]] = side["complete"].reindex(paths).astype("boolean").to_numpy()
     if changed_only:
         frame = frame[changed.to_numpy()].reset_index(drop=True)
     notes = tuple(f"{name}: {unknown_work(profile)}; where a row holds that work, its "
@@ -91,7 +98,8 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
                   for name, profile in ((first, before), (second, after))
                   if profile.counted and not profile.complete)
     return View(frame=frame, columns=tuple(shown), kind="compare",
-                title=f"{first} vs {second}", overrides=overrides, notes=notes)
+                title=f"{first} vs {second}", overrides=overrides, notes=notes,
+                exact_flags=tuple(flags))
 
 
 _FORWARD_COUNTS = ("ops", "macs", "flops")

@@ -17,7 +17,8 @@ multi-model summary (parameters, MACs, FLOPs, and the whole-model latency or mem
 profiles have them), one bar per model, labelled with the summary table's headers.
 
 Data comes from the views (``top``, ``tree``) and the module frame; unknown values are not
-drawn (never as 0) and the title says how many there are. Figures are
+drawn (never as 0) and the title says how many there are; a bar whose value is a lower bound
+(work without a formula in it) has ``≥`` before its label. Figures are
 ``matplotlib.figure.Figure`` objects made without pyplot: no global state, shown by Jupyter,
 saved with ``path=`` (PNG, SVG or PDF) or ``figure.savefig``. Other figures of the package
 make, check and save theirs with :func:`figure_axes`, :func:`check_figure_path` and
@@ -34,10 +35,10 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pandas as pd
 
-from moduleprofiler.export.cells import UNICODE, formatter, header
+from moduleprofiler.export.cells import BOUND_NOTE, LOWER_MARK, UNICODE, formatter, header
 from moduleprofiler.export.columns import FLOPS, column_spec, metric_columns, quantity
 from moduleprofiler.export.frame import module_frame
-from moduleprofiler.export.model_summary import summary_view
+from moduleprofiler.export.model_summary import lower_bound_models, summary_view
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.select import top_view, tree_view
 from moduleprofiler.export.units import is_missing
@@ -123,15 +124,34 @@ def _nonzero(labels: Sequence[str], values: Sequence[float]) -> tuple[list[str],
     return [p[0] for p in pairs], [p[1] for p in pairs], len(labels) - len(pairs)
 
 
-def _title(text: str, unknown: int, zero: int = 0, noun: str = "") -> str:
+def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int = 0) -> str:
     """``text`` and, on a second line, what was not drawn: ``zero`` rows (of ``noun``) whose
-    value is 0 and ``unknown`` ones."""
+    value is 0 and ``unknown`` ones; and, where ``bounds`` bars are lower bounds (their
+    labels marked), what the mark means."""
     notes = []
     if zero:
         notes.append(f"{zero} {noun}{'s' if zero != 1 else ''} with none, left out")
     if unknown:
         notes.append(f"{unknown} unknown, not drawn")
+    if bounds:
+        notes.append(BOUND_NOTE)
     return text if not notes else f"{text}\n({'; '.join(notes)})"
+
+
+_EXACT_FLAGS = {"ops": "complete", "macs": "complete", "flops": "complete",
+                "backward_ops": "backward_complete", "backward_macs": "backward_complete",
+                "backward_flops": "backward_complete"}
+"""The inclusive count columns that can be lower bounds, and the frame's flag saying where."""
+
+
+def _marked(labels: Sequence[str], frame: pd.DataFrame, column: str) -> list[str]:
+    """``labels`` (one per row of ``frame``), :data:`LOWER_MARK` before those whose
+    ``column`` is a lower bound (their row's flag False)."""
+    flag = _EXACT_FLAGS.get(column)
+    if flag is None or flag not in frame:
+        return list(labels)
+    bounded = frame[flag].eq(False).fillna(False).tolist()
+    return [LOWER_MARK + label if low else label for label, low in zip(labels, bounded)]
 
 
 def _value_axis(axis: Any, column: str, log: bool = False) -> None:
@@ -153,7 +173,8 @@ def _bars(ax: Axes, labels: list[str], values: list[float], column: str, top: in
     shown = [(labels[i], values[i]) for i in order]
     if top is not None and len(shown) > top:
         rest = shown[top:]
-        shown = [*shown[:top], (f"other ({len(rest)})", sum(v for _, v in rest))]
+        mark = LOWER_MARK if any(label.startswith(LOWER_MARK) for label, _ in rest) else ""
+        shown = [*shown[:top], (f"{mark}other ({len(rest)})", sum(v for _, v in rest))]
     names = [elide_name(label, LABEL_CHARS) for label, _ in shown]
     ax.barh(range(len(shown)), [v for _, v in shown], color="C0")
     ax.set_yticks(range(len(shown)), names, fontsize=9)
@@ -278,14 +299,15 @@ def plot_profile(profile: Profile, kind: PlotKind = "type", metric: str = "ops",
         else:
             frame = tree_view(profile, [inclusive], max_depth=depth).frame
             frame = frame[frame["depth"] == depth]
-            names = [f"{m} ({t})" for m, t in zip(frame["module"], frame["type"])]
+            names = _marked([f"{m} ({t})" for m, t in zip(frame["module"], frame["type"])],
+                            frame, inclusive)
             names, values, unknown = _known(names, list(frame[inclusive]))
             names, values, zero = _nonzero(names, values)
             _bars(ax, names, values, inclusive, top)
             ax.set_xlabel(f"{label} (with children)")
             where = "top-level module" if depth == 1 else f"module at depth {depth}"
             heading = _title(f"{label[:1].upper()}{label[1:]} by {where}", unknown, zero,
-                             "module")
+                             "module", sum(n.startswith(LOWER_MARK) for n in names))
     ax.set_title(title if title is not None else heading, fontsize=11)
     save_figure(figure, path)
     return figure
@@ -337,14 +359,19 @@ def plot_summary(profiles: Mapping[str, Profile] | Sequence[Profile],
     models = [str(name) for name in view.frame["model"]]
     colors = {name: f"C{i % 10}" for i, name in enumerate(models)}
     for ax, column in zip(axes, chosen):
-        names, values, unknown = _known(models, list(view.frame[column]))
-        ax.barh(range(len(names)), values, color=[colors[name] for name in names])
+        bounded = lower_bound_models(profiles, column)
+        marked = [LOWER_MARK + model if model in bounded else model for model in models]
+        names, values, unknown = _known(marked, list(view.frame[column]))
+        ax.barh(range(len(names)), values,
+                color=[colors[name.removeprefix(LOWER_MARK)] for name in names])
         ax.set_yticks(range(len(names)), [elide_name(n, LABEL_CHARS) for n in names],
                       fontsize=9)
         ax.set_ylim(len(names) - 0.5, -0.5)  # the first model on top, as in the table
         _value_axis(ax.xaxis, column)
         label = header(specs[column], UNICODE)
-        ax.set_xlabel(label if not unknown else f"{label} ({unknown} unknown, not drawn)")
+        notes = [*([f"{unknown} unknown, not drawn"] if unknown else []),
+                 *([BOUND_NOTE] if any(n.startswith(LOWER_MARK) for n in names) else [])]
+        ax.set_xlabel(f"{label} ({'; '.join(notes)})" if notes else label)
     for ax in axes[len(chosen):]:
         figure.delaxes(ax)
     figure.suptitle(title if title is not None else "Model comparison", fontsize=11)

@@ -92,8 +92,17 @@ def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
                 overrides=overrides, notes=lower_bound_notes(_named(profiles)))
 
 
-_BOUNDED = {"ops": ("ops",), "macs": ("MACs", "FLOPs"), "backward": ("backward counts",)}
+_BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backward counts"}
 """What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
+
+
+def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
+                       column: str) -> set[str]:
+    """The names (as the summary's ``model`` column gives them) of the models whose ``column``
+    in the summary is a lower bound: ``ops``, ``macs`` or ``flops`` where their profile
+    names it in :attr:`~ProfileData.lower_bounds`."""
+    return {name for name, profile in _named(profiles)
+            if profile.counted and column in profile.lower_bounds}
 
 
 def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
@@ -102,7 +111,7 @@ def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
     models: dict[str, list[str]] = {}
     for name, profile in named:
         if profile.counted and profile.lower_bounds:
-            words = [word for total in profile.lower_bounds for word in _BOUNDED[total]]
+            words = [_BOUNDED[total] for total in profile.lower_bounds]
             text = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1]
             models.setdefault(text, []).append(name)
     return tuple(f"{', '.join(names)}: {text} are lower bounds (work without a formula; "

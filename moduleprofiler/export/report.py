@@ -13,7 +13,7 @@ import jinja2
 from markupsafe import Markup
 
 from moduleprofiler._version import __version__
-from moduleprofiler.export.cells import UNICODE, formatter
+from moduleprofiler.export.cells import LOWER_MARK, UNICODE, formatter
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.html_table import render_html_table
 from moduleprofiler.export.names import module_path
@@ -130,7 +130,10 @@ def _charts(profile: Profile) -> list[Chart]:
     shared = top["shared_with"] if "shared_with" in top else [None] * len(top)
     labels = [f"{path} ({kind})" + (f" [shared with {owner}]" if isinstance(owner, str) else "")
               for path, kind, owner in zip(top["module"], top["type"], shared)]
-    charts.append(_chart("ops-by-module", "Ops by top-level module", labels,
+    # a module's ops with work without a formula inside is a lower bound: its bar says so
+    bounded = [LOWER_MARK + label if low else label
+               for label, low in zip(labels, top["complete"].eq(False).fillna(False))]
+    charts.append(_chart("ops-by-module", "Ops by top-level module", bounded,
                          list(top["ops"]), list(top["ops_pct"]), "ops"))
     held = _params_held_once(profile, [module_path(name) for name in top["module"]])
     total = profile.total_params
@@ -207,8 +210,13 @@ def _cards(profile: Profile) -> list[dict[str, Any]]:
             cards.append((column, column_spec(column).label, total))
     cards.append(("calls", "module calls", len(profile.records)))
     cards.append(("modules", "modules", len(profile.modules)))
-    out = [{"label": label, "text": _text(column, value), "raw": "" if is_missing(value)
-            else str(value)} for column, label, value in cards]
+    # a total that is a lower bound says so on its card: "≥ 11.41K", as the repr's ">="
+    bounded = {label for column, label, _ in cards
+               if (column in profile.lower_bounds and not label.startswith("backward"))
+               or (label.startswith("backward") and "backward" in profile.lower_bounds)}
+    out = [{"label": label, "text": (LOWER_MARK if label in bounded and not is_missing(value)
+                                     else "") + _text(column, value),
+            "raw": "" if is_missing(value) else str(value)} for column, label, value in cards]
     out.append({"label": "totals", "raw": "",
                 "text": "exact" if profile.complete
                 else "lower bounds: " + ", ".join(profile.lower_bounds)})

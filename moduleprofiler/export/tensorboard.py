@@ -40,7 +40,7 @@ from moduleprofiler.export.text import render_text
 from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import unknown_work
 from moduleprofiler.validate import check_int, check_names
-from moduleprofiler.warn import warn
+from moduleprofiler.warn import LowerBoundWarning, warn
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -122,7 +122,7 @@ def write_tensorboard(profile: Profile, writer: SummaryWriter, step: int = 0, *,
         scalar(f"total/{name}", column_total(frame, name, known))
     if profile.counted and not profile.complete:
         warn(f"TensorBoard's scalars under {prefix!r} hold lower bounds: "
-             f"{unknown_work(profile)}")
+             f"{unknown_work(profile)}", LowerBoundWarning)
     writer.add_text(f"{prefix}/tree", _preformatted(render_text(tree_view(profile), width=0)),
                     step)
     writer.add_text(f"{prefix}/report", report_markdown(profile), step)

@@ -37,6 +37,11 @@ class ViewData:
     """Advice for a reader at a terminal or in a notebook (how to see more: "merge it into a
     profile() result"), printed before the notes by the text and notebook views; a table
     pasted into a document (Markdown, LaTeX) leaves it out."""
+    exact_flags: tuple[str, ...] = ("complete", "backward_complete")
+    """The flag columns of :attr:`frame` saying, row by row, whether its counts are exact
+    (False: work without a formula, so its inclusive counts are lower bounds). A format with
+    no place for :attr:`notes` (CSV) writes the ones the view does not show, where a row it
+    writes is False."""
     overrides: Mapping[str, ColumnSpec] = field(default_factory=dict)
     """Column specs that differ from the registry (e.g. ``compare``'s ``ops_before``)."""
     raw: bool = False

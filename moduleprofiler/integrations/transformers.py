@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from os import PathLike
@@ -40,6 +41,7 @@ from torch.utils.hooks import RemovableHandle
 from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
 from moduleprofiler.integrations.window import WindowCallback, WindowResult
+from moduleprofiler.warn import LowerBoundWarning
 
 try:
     from transformers import TrainerCallback
@@ -212,7 +214,10 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
 
             writer = SummaryWriter(log_dir=tensorboard_dir(args))
             try:
-                result.profile.to_tensorboard(writer, state.global_step, depth=self.depth)
+                with warnings.catch_warnings():
+                    # the window has said which logged numbers are lower bounds: once per cause
+                    warnings.simplefilter("ignore", LowerBoundWarning)
+                    result.profile.to_tensorboard(writer, state.global_step, depth=self.depth)
                 for key, value in result.scalars.items():
                     if key.count("/") == 1:  # step time, MFU: the model's, not a module's
                         writer.add_scalar(key, value, state.global_step, new_style=True)

@@ -152,6 +152,36 @@ def test_unknown_values_are_not_drawn_as_zero() -> None:
     assert "unknown, not drawn" in figure.axes[0].get_title()
 
 
+class _MatrixExp(nn.Module):
+    """An operator without a formula: the counts of every module around it are lower bounds."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x)
+
+
+def test_a_bar_that_is_a_lower_bound_says_so() -> None:
+    from moduleprofiler.export.figures import plot_summary
+
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 4), _MatrixExp()), nn.Linear(4, 4))
+    partial = ModuleProfiler().profile(model, torch.randn(4, 4))
+    figure = partial.plot("module", "macs")
+    # each Linear: 4 x 4 x 4 = 64 MACs; the first block's 64 bounds its MACs from below
+    assert [float(bar.get_width()) for bar in bars(figure)] == [64, 64]
+    assert tick_labels(figure.axes[0].yaxis) == ["\u2265 0 (Sequential)", "1 (Linear)"]
+    assert figure.axes[0].get_title() == (
+        "MACs by top-level module\n(\u2265: a lower bound, work without a formula)")
+    # a summary: the partial model's MACs and FLOPs panels mark it, its params panel not
+    exact = ModuleProfiler().profile(nn.Linear(4, 4), torch.randn(4, 4))
+    summary = plot_summary({"partial": partial, "exact": exact})
+    assert [tick_labels(ax.yaxis) for ax in summary.axes] == [
+        ["partial", "exact"], ["\u2265 partial", "exact"], ["\u2265 partial", "exact"]]
+    assert [ax.get_xlabel() for ax in summary.axes] == [
+        "params", "MACs (\u2265: a lower bound, work without a formula)",
+        "FLOPs (2·MACs) (\u2265: a lower bound, work without a formula)"]
+    # 2 Linear(4, 4): 2 x 20 = 40 parameters; MACs 64 + 64 = 128 (a lower bound), FLOPs 256
+    assert [float(bar.get_width()) for bar in summary.axes[1].patches] == [128, 64]
+
+
 CHARTS = [("resnet18", "type", "ops"), ("resnet18", "module", "params"),
           ("resnet18", "layer", "ops"), ("gpt2", "type", "macs"), ("gpt2", "module", "ops"),
           ("gpt2", "layer", "flops"), ("vit_b_16", "layer", "params")]
@@ -265,7 +295,10 @@ def test_summary_figure_draws_latency_when_present_and_names_bad_arguments() -> 
         profiler.time_modules(model, x, num_iters=3, drop_first=1, warmup_seconds=0.0))
     figure = plot_summary([timed, tiny()])
     labels = [ax.get_xlabel() for ax in figure.axes]
-    assert labels[:3] == ["params", "MACs", "FLOPs (2·MACs)"] and len(labels) > 3
+    # tiny()'s custom module has no formula: its MACs and FLOPs are lower bounds
+    bound = " (\u2265: a lower bound, work without a formula)"
+    assert labels[:3] == ["params", "MACs" + bound, "FLOPs (2·MACs)" + bound]
+    assert len(labels) > 3
     time_panel = next(ax for ax in figure.axes if ax.get_xlabel().startswith("time"))
     # tiny() has no timing: its latency is unknown, not a bar of 0
     assert len(time_panel.patches) == 1 and "(1 unknown, not drawn)" in time_panel.get_xlabel()

@@ -141,10 +141,25 @@ def test_totals_say_which_are_lower_bounds() -> None:
 
     exact = ModuleProfiler().profile(nn.Linear(3, 2), torch.randn(1, 3)).to_dict()["totals"]
     assert (exact["complete"], exact["lower_bounds"]) == (True, [])
-    # operator accounting off: Opaque's ops and macs are unknown, so both totals are lower bounds
+    # operator accounting off: Opaque's ops and macs are unknown, so the ops, the MACs and
+    # the FLOPs (2 x MACs) are lower bounds: Linear's 2 x 3 = 6 MACs, 12 FLOPs, 6 x 2 = 12 ops
     partial = ModuleProfiler().profile(nn.Sequential(nn.Linear(3, 2), Opaque()),
                                        torch.randn(1, 3), operators=False).to_dict()["totals"]
-    assert (partial["complete"], partial["lower_bounds"]) == (False, ["ops", "macs"])
+    assert (partial["macs"], partial["flops"], partial["ops"]) == (6, 12, 12)
+    assert (partial["complete"], partial["lower_bounds"]) == (False, ["ops", "macs", "flops"])
+    # each forward total the list names is a total of the document, under the same key
+    assert {"ops", "macs", "flops"} <= set(partial)
+
+
+def test_an_older_document_without_flops_in_its_lower_bounds_reads_back_marked() -> None:
+    # the list is written from the records, never read: a schema-4 file that listed only
+    # ops and macs reads back, and says flops too when written again (no version bump)
+    old = json.loads(SCHEMA_4.read_text())
+    assert (old["schema_version"], old["totals"]["lower_bounds"]) == (4, ["ops", "macs"])
+    again = Profile.from_json(SCHEMA_4)
+    assert again.lower_bounds == ("ops", "macs", "flops")
+    totals = json.loads(again.to_json() or "")["totals"]
+    assert totals["lower_bounds"] == ["ops", "macs", "flops"]
 
 
 def test_the_totals_of_a_pass_that_counted_nothing_are_unknown() -> None:

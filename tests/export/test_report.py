@@ -46,3 +46,17 @@ def test_a_sortable_unknown_cell_sorts_as_unknown() -> None:
     rows = page.split("<tr>")[2:]  # after the header row: __root__, then lin
     assert '<span data-v="">-</span>' in rows[0]  # the polynomial has no formula: unknown
     assert '<span data-v="96.0">96</span>' in rows[1]  # 3 rows x 4 x (2 x 4 - 1) + 12 = 96
+
+
+def test_a_total_or_a_bar_that_is_a_lower_bound_says_so() -> None:
+    # the cards and charts have no notes under them: a lower bound carries "≥ " itself
+    model = nn.Sequential(_Unsupported(), nn.Linear(4, 4))
+    context = report_context(ModuleProfiler().profile(model, torch.randn(3, 4)))
+    cards = {card["label"]: card["text"] for card in context["cards"]}
+    # each Linear(4, 4) on 3 rows: 3 x 4 x 8 = 96 ops, 48 MACs; the polynomial's unknown
+    assert (cards["ops"], cards["MACs"], cards["parameters"]) == ("\u2265 192", "\u2265 96", "40")
+    assert cards["totals"] == "lower bounds: ops, macs, flops"
+    chart = next(c for c in context["charts"] if c.id == "ops-by-module")
+    assert [bar.label for bar in chart.bars] == ["\u2265 0 (_Unsupported)", "1 (Linear)"]
+    exact = report_context(ModuleProfiler().profile(nn.Linear(4, 4), torch.randn(3, 4)))
+    assert not any("\u2265" in card["text"] for card in exact["cards"])

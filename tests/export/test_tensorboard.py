@@ -87,8 +87,9 @@ def test_unknown_values_are_skipped_never_zero(tmp_path: Path) -> None:
     # tiny(): "custom" has no formula (its ops and MACs unknown), 0 parameters (known); the
     # totals written are lower bounds, which no scalar can say: writing them says it once
     with pytest.warns(UserWarning, match=r"scalars under 'moduleprofiler' hold lower "
-                                         r"bounds: the ops, macs totals are lower bounds: no "
-                                         r"formula for modules \['custom'\]") as caught:
+                                         r"bounds: the ops, macs, flops totals are lower "
+                                         r"bounds: no formula for modules \['custom'\]"
+                       ) as caught:
         tags = scalars(written(tiny(), tmp_path))
     assert len([w for w in caught if "lower bounds" in str(w.message)]) == 1
     assert caught[0].filename == __file__  # the user's line, not the package's

@@ -142,9 +142,9 @@ def test_compare_leaves_the_difference_of_a_lower_bound_unknown() -> None:
     # root's own 0 is exact on both sides
     assert frame.loc["2", "self_ops_before"] == 16 and pd.isna(frame.loc["2", "self_ops_delta"])
     assert root["self_ops_delta"] == 0
-    assert view.notes == ("before: the ops, macs totals are lower bounds: no formula for modules "
-                          "['1', '2']; operators {'aten.linalg_matrix_exp': 2}; where a row "
-                          "holds that work, its delta and ratio are unknown",)
+    assert view.notes == ("before: the ops, macs, flops totals are lower bounds: no formula "
+                          "for modules ['1', '2']; operators {'aten.linalg_matrix_exp': 2}; "
+                          "where a row holds that work, its delta and ratio are unknown",)
     assert compare(after, after).notes == ()
 
 

@@ -110,10 +110,11 @@ def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
     # batches 2 and 3 were profiled: one backward-hook and one forward-hook batch
     assert callback.result is not None
     assert len(callback.result.profile.records[0].metrics["backward_samples_ms"]) == 1
-    # depth 0: no module; the step time and the training step's memory peak
+    # depth 0: no module; the step time, the training step's memory peak, the counts' flag
     assert set(callback.result.scalars) == {"moduleprofiler/step_ms",
                                             "moduleprofiler/training_peak_bytes",
-                                            "moduleprofiler/peak_bytes"}
+                                            "moduleprofiler/peak_bytes",
+                                            "moduleprofiler/complete"}
     assert (Path(trainer.log_dir) / REPORT_NAME).exists()
 
 

@@ -208,3 +208,24 @@ def test_ddp_on_two_cpu_ranks_gathers_on_rank_0(tmp_path: Path) -> None:
     assert gathered.world_size == 2
     assert [p.total_params for p in gathered.profiles] == [params] * 2
     assert gathered.profiles[0].total_macs == gathered.profiles[1].total_macs
+
+
+def test_a_lower_bound_window_written_to_tensorboard_warns_once(tmp_path: Path) -> None:
+    # GPT-2's activation priced as unknown: the window's counts are lower bounds, said once
+    # by the window (its logged scalars and TensorBoard's are the same numbers), not again
+    # by the TensorBoard writer
+    pytest.importorskip("tensorboard")
+    from moduleprofiler import ModuleProfiler
+
+    profiler = ModuleProfiler()
+    gelu = transformers.activations.NewGELUActivation
+    profiler.ops_fn_map[gelu] = lambda module, inputs, output: None
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, profiler=profiler)
+    with pytest.warns(WindowWarning) as caught:
+        train(tmp_path, [callback], steps=3, report_to=["tensorboard"])
+    bounds = [str(w.message) for w in caught if "lower bound" in str(w.message)]
+    # 2 blocks, one activation each: both unknown
+    assert len(bounds) == 1, bounds
+    assert "no formula for modules ['transformer.h.0.mlp.act', 'transformer.h.1.mlp.act']" \
+        in bounds[0]
+    assert callback.result is not None and not callback.result.profile.complete

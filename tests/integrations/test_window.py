@@ -67,7 +67,7 @@ def test_logged_keys_and_counts() -> None:
     counts = ("params", "ops", "flops", "backward_flops")
     memory = ("saved_bytes", "train_max_live_bytes")  # the training step's
     assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/training_peak_bytes",
-                            "moduleprofiler/peak_bytes"} | {
+                            "moduleprofiler/peak_bytes", "moduleprofiler/complete"} | {
         f"moduleprofiler/{path}/{column}" for path in "012"
         for column in times + counts + memory}
     # saved for the backward: ReLU keeps its 3 x 8 float32 output, 96 bytes; the second
@@ -170,10 +170,10 @@ def test_no_hook_free_step_no_step_time() -> None:
     (result, _) = _train(_model(), StepWindow(start_step=0, num_steps=1, depth=0,
                                               forward_args=_first, peaks="H100 SXM"), steps=2)
     # nothing ran before the window: step time and MFU unknown, so not logged; depth 0
-    # logs no module, only the training step's memory peak
+    # logs no module, only the training step's memory peak (and whether the counts are exact)
     assert result.step_ms is None and result.mfu is None
     assert set(result.scalars) == {"moduleprofiler/training_peak_bytes",
-                                   "moduleprofiler/peak_bytes"}
+                                   "moduleprofiler/peak_bytes", "moduleprofiler/complete"}
 
 
 def test_files_written(tmp_path: Path) -> None:
@@ -224,7 +224,8 @@ def misnamed(result: WindowResult) -> list[str]:
     fields = {"step_ms": result.step_ms, "mfu": result.mfu,
               "peak_tflops": result.utilization.peak_tflops if result.utilization else None,
               "training_peak_bytes": None if result.memory is None else
-              result.profile.summary(result.memory).loc[0, "training_peak_bytes"]}
+              result.profile.summary(result.memory).loc[0, "training_peak_bytes"],
+              "complete": float(result.profile.summary().loc[0, "complete"])}
     assert set(fields) == set(MODEL_SCALARS)
     fields.update({old: fields[new] for old, new in DEPRECATED_SCALARS.items()})
     wrong = []
@@ -446,17 +447,21 @@ def test_a_window_whose_counts_are_lower_bounds_says_so_and_training_goes_on() -
     model = nn.Sequential(_Opaque(), nn.Linear(4, 2))
     window = StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False)
     with pytest.warns(WindowWarning, match=r"the logged ops, flops, backward_flops and mfu "
-                      r"count only the work with a formula: the ops, macs totals "
+                      r"count only the work with a formula: the ops, macs, flops totals "
                       r"are lower bounds: no formula for modules \['0'\]; operators "
                       r"\{'aten.linalg_matrix_exp': 1\}"):
         results = _train(model, window, steps=3)
     # the Linear's forward is still counted: 3 rows x 2 outputs x 4 inputs = 24 MACs
     assert results[0].profile.total_macs == 24 and not results[0].profile.complete
+    # a logger's dashboard, read later without the warning, holds the flag beside the counts
+    assert results[0].scalars["moduleprofiler/complete"] == 0.0
 
 
 def test_a_complete_window_warns_of_nothing(recwarn: pytest.WarningsRecorder) -> None:
-    _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False))
+    results = _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first,
+                                          memory=False))
     assert not [w for w in recwarn if issubclass(w.category, WindowWarning)]
+    assert results[0].scalars["moduleprofiler/complete"] == 1.0
 
 
 def test_an_optimizer_in_the_backward_leaves_memory_out_and_the_window_goes_on() -> None:

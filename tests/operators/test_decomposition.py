@@ -112,7 +112,7 @@ def test_a_part_deleted_from_a_profilers_map_leaves_the_composite_unknown() -> N
         whole = profiler.profile(MultiDot(), (A, B, C))
     # the decomposition's mm has no formula in this profiler: the composite's work is unknown
     assert whole.unsupported_ops == {"aten.linalg_multi_dot": 1}
-    assert whole.records[0].self_ops is None and whole.lower_bounds == ("ops", "macs")
+    assert whole.records[0].self_ops is None and whole.lower_bounds == ("ops", "macs", "flops")
     with torch.no_grad():
         parts = profiler.profile(MultiDot(), (A, B, C))
     assert parts.unsupported_ops == {"aten.mm": 2} and parts.records[0].self_ops is None
