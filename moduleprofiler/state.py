@@ -142,7 +142,9 @@ def _restore(saved: list[_Saved], slots: list[_Slot]) -> None:
     into its tensor, in its saved shape where the pass resized it in place, with its version
     counter as it was."""
     for table, name, buffer in slots:
-        if table.get(name) is not buffer:
+        # no ``table.get``: a TorchScript module's tables (torch.jit's OrderedDictWrapper)
+        # have only ``in``, ``[]`` and ``items``
+        if name not in table or table[name] is not buffer:
             table[name] = buffer
     with torch.no_grad():
         for buffer, value, version in saved:

@@ -387,3 +387,13 @@ def test_the_weight_an_older_reparametrization_sets_is_put_back(name: str) -> No
     # from the power iteration the pass ran in training mode)
     assert layer.weight is weight
     assert torch.equal(layer.weight, value)
+
+
+def test_a_torchscript_models_statistics_are_restored_after_benchmark() -> None:
+    # a TorchScript module's buffer tables have no ``get``; the restore raised AttributeError
+    # after the run, so benchmarking a scripted model failed
+    model = torch.jit.script(batchnorm_model())
+    PASSES["benchmark"](ModuleProfiler(), model)
+    assert model[1].num_batches_tracked.item() == 7
+    assert torch.equal(model[1].running_mean, torch.full((4,), 0.5))
+    assert torch.equal(model[1].running_var, torch.full((4,), 2.0))
