@@ -24,7 +24,7 @@ from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.failure import backward_error
-from moduleprofiler.inputs import input_shapes_of
+from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.loss import default_loss, user_loss
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
@@ -379,6 +379,7 @@ def train_step_times(
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
     check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore,
                ranges=ranges)
+    check_reusable(input, "train_step_times")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         # it failed inside as AttributeError: 'int' object has no attribute 'state'
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got "
