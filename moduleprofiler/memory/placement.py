@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence
 
 from moduleprofiler.storage import is_lazy
 
@@ -80,8 +81,15 @@ def to_device(value: Any, device: torch.device) -> Any:
             return moved[id(item)]
         if isinstance(item, Mapping):
             return {key: move(inner) for key, inner in item.items()}
-        if isinstance(item, tuple) and not hasattr(item, "_fields"):
-            return tuple(move(inner) for inner in item)
+        if isinstance(item, PackedSequence):  # its batch sizes stay on the CPU (it says so)
+            return PackedSequence(move(item.data), item.batch_sizes,
+                                  move(item.sorted_indices), move(item.unsorted_indices))
+        if isinstance(item, tuple):
+            inner_moved = [move(inner) for inner in item]
+            if not hasattr(item, "_fields"):
+                return tuple(inner_moved)
+            # a namedtuple keeps its class; ``_make`` skips a ``__new__`` of its own
+            return type(item)._make(inner_moved) if hasattr(item, "_make") else item
         if isinstance(item, list):
             return [move(inner) for inner in item]
         return item
