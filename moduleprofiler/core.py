@@ -216,7 +216,7 @@ class Profiler:
                 else contextlib.nullcontext()
             with preserved_state(module, eval=eval, grads=real_backward,
                                  leaves=iter_tensors(input) if real_backward else (),
-                                 modules=walk.modules), \
+                                 modules=walk.modules, input=input), \
                     torch.set_grad_enabled(grad), eager:
                 if backward:
                     for rnn in _cudnn_rnns_in_eval(module):

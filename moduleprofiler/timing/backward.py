@@ -446,7 +446,8 @@ def train_step_times(
         # ``loss.backward()`` accumulates into input tensors that require grad as well
         preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
                         leaves=iter_tensors((input, target)) if restore else (),
-                        optimizer_steps=optimizer is not None, rng=restore),
+                        optimizer_steps=optimizer is not None, rng=restore,
+                        input=(input, target) if restore else None),
         _preserved_parameters(module, restore and optimizer is not None),
         preserved_optimizer(optimizer if restore else None), torch.enable_grad()])
     for marks in plain:

@@ -277,7 +277,7 @@ def time_modules(
         raws.clear()
         plain.clear()
         return timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
-                             opts, bar, [preserved_state(module, eval=eval),
+                             opts, bar, [preserved_state(module, eval=eval, input=input),
                                          torch.set_grad_enabled(grad)],
                              finish=partial(chosen.finish, invoke, plain))
 

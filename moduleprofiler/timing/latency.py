@@ -420,7 +420,7 @@ def benchmark(
             return measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
                            lambda: {"latencies": samples}, resolved,
                            Progress("benchmark", opts.progress), opts,
-                           state=[preserved_state(module, eval=eval),
+                           state=[preserved_state(module, eval=eval, input=input),
                                   torch.set_grad_enabled(grad)],
                            prime=(lambda: cold_ns.append(
                                _IterationTimer(resolved, invoke, 1)())) if cold else None)
