@@ -3,6 +3,7 @@ there (empty ones on the meta device), the originals put back in ``finally``; in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -92,6 +93,14 @@ def to_device(value: Any, device: torch.device) -> Any:
             return type(item)._make(inner_moved) if hasattr(item, "_make") else item
         if isinstance(item, list):
             return [move(inner) for inner in item]
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            # a batch object: a copy with its fields moved (``replace`` runs its own
+            # ``__init__``), the same object where none holds a tensor to move
+            fields = {field.name: getattr(item, field.name) for field in dataclasses.fields(item)
+                      if field.init}
+            changed = {name: move(value) for name, value in fields.items()}
+            if any(changed[name] is not value for name, value in fields.items()):
+                return dataclasses.replace(item, **changed)
         return item
 
     return move(value)
