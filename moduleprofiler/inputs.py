@@ -272,9 +272,11 @@ def add_note(exc: BaseException, note: str) -> None:
 def check_reusable(input: Any, runs: str) -> None:
     """Refuse an ``input`` that the first run of the model uses up: an iterator (a generator,
     ``iter(list)``, ``map``, a data loader's iterator) given as the input or as one of the
-    arguments it is spread into. ``runs``: the pass that runs the model more than once, as the
-    message names it. Without this the later runs get an exhausted iterator: the model does
-    nothing, and its time or memory is measured as if that were the model.
+    arguments it is spread into. ``runs``: what needs the input more than once, as the message
+    names it: a pass that runs the model again (its later runs would get an exhausted iterator,
+    and the time or memory of a model doing nothing would be reported as the model's), or
+    ``predict``, which copies the input's tensors to the meta device before the run (an
+    iterator's are made by the run).
 
     Raises:
         TypeError: naming the argument and what to pass instead.
@@ -290,8 +292,8 @@ def check_reusable(input: Any, runs: str) -> None:
         if isinstance(value, Iterator):
             raise TypeError(
                 f"{where} is an iterator ({type(value).__name__}), which the model's first "
-                f"run uses up; {runs} runs the model more than once and the later runs would "
-                "get it empty: pass a list or a tuple of its items instead")
+                f"run uses up; {runs} needs it more than once: pass a list or a tuple of its "
+                "items instead")
 
 
 def unpacks(input: object) -> bool:
