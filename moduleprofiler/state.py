@@ -38,7 +38,9 @@
   (``nn.LazyLinear``) is the exception: its initial weights were drawn from the generators,
   which are left where the last such initialisation left them, as the model's own first
   forward would have left them. Put back, the next draws (the first Dropout mask, a data
-  augmentation) would repeat the numbers the weights were made of.
+  augmentation) would repeat the numbers the weights were made of. A ``torch.Generator`` the
+  model holds as a module attribute (its own noise, ``torch.randn(..., generator=self.gen)``)
+  is put back too.
 
 ``requires_grad`` is never changed by a pass; parameters are never written by it. The one
 parameter torch's own layers write in their forward, the weight of an ``nn.Embedding`` or
@@ -72,6 +74,7 @@ from moduleprofiler.shapes import iter_tensors
 from moduleprofiler.warn import warn
 
 _PARAMETER = nn.Parameter
+_GENERATOR = torch.Generator
 
 _TORCH_NORM_FORWARDS = frozenset(
     cls.forward for cls in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm,
@@ -382,6 +385,13 @@ def _put_back(saved: list[tuple[Tensor, Tensor | None]]) -> None:
             tensor.grad = grad
 
 
+def _owned_generators(modules: Sequence[nn.Module]) -> list[tuple[torch.Generator, Tensor]]:
+    """Each ``torch.Generator`` a module holds as an attribute, with its state now. One
+    comprehension over the modules' attributes (ResNet-50's 151 modules: about 70 µs)."""
+    return [(value, value.get_state()) for module in modules
+            for value in module.__dict__.values() if type(value) is _GENERATOR]
+
+
 @contextmanager
 def preserved_rng() -> Iterator[None]:
     """Run the block and put the random number generators' states back afterwards, even when
@@ -460,6 +470,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     versions: tuple[list[Tensor], list[int]] = ([], [])
     cached = _parametrize_cache()
     random_states = rng_states() if rng else None
+    owned = _owned_generators(modules) if rng else []
     initialised: list[Any] = []  # the generators after each lazy initialisation in the block
     try:
         # ``train(mode)`` is called (a module may override it) when the model is in the
@@ -511,6 +522,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     module.training = training
             if random_states is not None:
                 set_rng_states(initialised[-1] if initialised else random_states)
+            for generator, state in owned:
+                generator.set_state(state)
         if versions[0]:
             _warn_written(root, *versions)
 

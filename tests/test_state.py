@@ -436,3 +436,27 @@ def test_an_input_the_forward_writes_in_place_is_given_back(name: str) -> None:
     assert torch.equal(x, torch.ones(2, 3))
     assert x._version == 0  # put back with its version counter, as buffers are
     assert torch.equal(model(x), expected)
+
+
+class OwnNoise(nn.Module):
+    """Adds noise drawn from a generator it holds (not torch's global one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.noise = torch.Generator().manual_seed(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + torch.randn(x.shape, generator=self.noise)
+
+
+@pytest.mark.parametrize("name", sorted(INPUT_PASSES))
+def test_a_generator_the_model_holds_is_put_back(name: str) -> None:
+    # the pass drew from it: the user's next forward got other noise than without the pass
+    model = OwnNoise()
+    start = model.noise.get_state()
+    expected = model(torch.ones(2, 3))
+    model.noise.set_state(start)
+    INPUT_PASSES[name](ModuleProfiler(), model, torch.ones(2, 3))
+    assert torch.equal(model.noise.get_state(), start)
+    assert torch.equal(model(torch.ones(2, 3)), expected)
