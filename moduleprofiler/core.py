@@ -25,6 +25,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import (
     InputSize,
+    check_reusable,
     compiled_inside,
     given_input,
     make_invocation,
@@ -216,7 +217,7 @@ class Profiler:
                 else contextlib.nullcontext()
             with preserved_state(module, eval=eval, grads=real_backward,
                                  leaves=iter_tensors(input) if real_backward else (),
-                                 modules=walk.modules), \
+                                 modules=walk.modules, input=input), \
                     torch.set_grad_enabled(grad), eager:
                 if backward:
                     for rnn in _cudnn_rnns_in_eval(module):
@@ -357,6 +358,7 @@ class Profiler:
             ``predicted_device_ms``, ``predicted_host_ms`` and ``predicted_bound``;
             ``predicted_latency_ms`` is the whole pass (``None`` with ``host=None``).
         """
+        check_reusable(input, "predict (a copy on the meta device, then the run)")
         return run_prediction(self.profile, module, input, device, host, dtype, backward,
                               eval=eval, loss_fn=loss_fn, input_size=input_size,
                               measured=measured, measured_on=measured_on, tf32=tf32,
@@ -372,6 +374,7 @@ class Profiler:
         peak memory, the batch at which the pass turns device-bound and the largest batch
         that fits the card (``docs/prediction.md``; the arguments are those of
         :func:`moduleprofiler.prediction.sweep.sweep_predictions`)."""
+        check_reusable(input, "sweep (a prediction at every batch size and dtype)")
         return sweep_predictions(self.predict, module, input, device=device,
                                  batch_sizes=batch_sizes, dtypes=dtypes, input_fn=input_fn,
                                  host=host, backward=backward, tf32=tf32,

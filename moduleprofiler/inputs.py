@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -267,6 +267,33 @@ def add_note(exc: BaseException, note: str) -> None:
             exc.__notes__ = [*notes, note]  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # an exception type that takes no attributes
         pass
+
+
+def check_reusable(input: Any, runs: str) -> None:
+    """Refuse an ``input`` that the first run of the model uses up: an iterator (a generator,
+    ``iter(list)``, ``map``, a data loader's iterator) given as the input or as one of the
+    arguments it is spread into. ``runs``: what needs the input more than once, as the message
+    names it: a pass that runs the model again (its later runs would get an exhausted iterator,
+    and the time or memory of a model doing nothing would be reported as the model's), or
+    ``predict``, which copies the input's tensors to the meta device before the run (an
+    iterator's are made by the run).
+
+    Raises:
+        TypeError: naming the argument and what to pass instead.
+    """
+    if isinstance(input, Mapping):
+        arguments: Iterable[tuple[str, Any]] = (
+            (f"input[{key!r}]", value) for key, value in input.items())
+    elif unpacks(input):
+        arguments = ((f"input[{index}]", value) for index, value in enumerate(input))
+    else:
+        arguments = (("input", input),)
+    for where, value in arguments:
+        if isinstance(value, Iterator):
+            raise TypeError(
+                f"{where} is an iterator ({type(value).__name__}), which the model's first "
+                f"run uses up; {runs} needs it more than once: pass a list or a tuple of its "
+                "items instead")
 
 
 def unpacks(input: object) -> bool:

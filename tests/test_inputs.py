@@ -3,6 +3,10 @@ fails (a list is spread into positional arguments, which list-taking models do n
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -167,3 +171,54 @@ class Constant(nn.Module):
 
     def forward(self) -> torch.Tensor:
         return self.fc(torch.ones(1, 3, device=self.fc.weight.device))
+
+
+class SumsItems(nn.Module):
+    """Runs its layer on each item of an iterable argument and sums the results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, items: Any) -> torch.Tensor:
+        return sum(self.lin(x) for x in items)  # type: ignore[return-value]
+
+
+def _items() -> Iterator[torch.Tensor]:
+    return (x for x in [torch.ones(2, 4), torch.ones(2, 4)])
+
+
+FAST = {"num_iters": 3, "drop_first": 1, "warmup_seconds": 0.0}
+REPEATED_PASSES: dict[str, Callable[[nn.Module, Any], Any]] = {
+    "time_modules": lambda m, x: ModuleProfiler().time_modules(m, x, **FAST),
+    "benchmark": lambda m, x: ModuleProfiler().benchmark(m, x, **FAST),
+    "train_step_times": lambda m, x: ModuleProfiler().train_step_times(m, x, **FAST),
+    "measure_memory(train=True)": lambda m, x: ModuleProfiler().measure_memory(m, x, train=True),
+    "estimate_inference_time": lambda m, x: ModuleProfiler().estimate_inference_time(
+        m, x, num_iters=3, drop_first=1),
+    "predict": lambda m, x: ModuleProfiler().predict(m, x),
+    "sweep": lambda m, x: ModuleProfiler().sweep(m, x, batch_sizes=(1, 2), dtypes="fp32"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED_PASSES))
+@pytest.mark.parametrize("spread", ["alone", "tuple", "dict"])
+def test_a_pass_that_runs_the_model_again_refuses_an_iterator_before_running(
+        name: str, spread: str) -> None:
+    # the first run used the generator up: the later ones timed a model that did nothing
+    # (benchmark said 0.003 ms, time_modules listed the Linear as not called); predict could
+    # not copy its tensors to the meta device (the Linear raised: meta weight, CPU input)
+    items = _items()
+    given = {"alone": items, "tuple": (items,), "dict": {"items": items}}[spread]
+    where = {"alone": "input", "tuple": "input[0]", "dict": "input['items']"}[spread]
+    pass_name = "time_modules" if name == "estimate_inference_time" else name
+    with pytest.raises(TypeError, match=re.escape(
+            f"{where} is an iterator (generator)") + ".*" + re.escape(pass_name)):
+        REPEATED_PASSES[name](SumsItems(), given)
+    assert len(list(items)) == 2  # refused before the model ran
+
+
+def test_a_single_run_still_takes_an_iterator() -> None:
+    # Linear(4, 3) on each 2x4 item: 2 * 3 * (2 * 4 - 1) + 2 * 3 = 48 ops, two items 96;
+    # sum() adds 0 + first + second: 2 adds of 6 elements, 12; total 108
+    assert ModuleProfiler().profile(SumsItems(), _items()).total_ops == 108

@@ -387,3 +387,76 @@ def test_the_weight_an_older_reparametrization_sets_is_put_back(name: str) -> No
     # from the power iteration the pass ran in training mode)
     assert layer.weight is weight
     assert torch.equal(layer.weight, value)
+
+
+def test_a_torchscript_models_statistics_are_restored_after_benchmark() -> None:
+    # a TorchScript module's buffer tables have no ``get``; the restore raised AttributeError
+    # after the run, so benchmarking a scripted model failed
+    model = torch.jit.script(batchnorm_model())
+    PASSES["benchmark"](ModuleProfiler(), model)
+    assert model[1].num_batches_tracked.item() == 7
+    assert torch.equal(model[1].running_mean, torch.full((4,), 0.5))
+    assert torch.equal(model[1].running_var, torch.full((4,), 2.0))
+
+
+class DoublesInput(nn.Module):
+    """Writes its input in place (``x.mul_(2)``) before its layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return self.lin(x)
+
+
+INPUT_PASSES: dict[str, Callable[[ModuleProfiler, nn.Module, torch.Tensor], Any]] = {
+    "profile": lambda p, m, x: p.profile(m, x),
+    "profile_backward": lambda p, m, x: p.profile(m, x, backward=True),
+    "time_modules": lambda p, m, x: p.time_modules(m, x, warmup_seconds=0.0, **FAST_TIMING),
+    "benchmark": lambda p, m, x: p.benchmark(m, x, warmup_iters=0, warmup_seconds=0.0,
+                                              target_ci=None, max_seconds=None, **FAST_TIMING),
+    "train_step_times": lambda p, m, x: p.train_step_times(m, x, warmup_seconds=0.0,
+                                                            **FAST_TIMING),
+    "measure_memory": lambda p, m, x: p.measure_memory(m, x, train=True),
+    "estimate_ops": lambda p, m, x: p.estimate_ops(m, x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPUT_PASSES))
+def test_an_input_the_forward_writes_in_place_is_given_back(name: str) -> None:
+    # the pass left x doubled once per run of the model: 2 after a profile, 4 after the
+    # inference and training passes of measure_memory, 8 or more after the timing passes; the
+    # user's next forward then saw other numbers than without the pass
+    model = DoublesInput()
+    x = torch.ones(2, 3)
+    expected = model(torch.ones(2, 3))
+    INPUT_PASSES[name](ModuleProfiler(), model, x)
+    assert torch.equal(x, torch.ones(2, 3))
+    assert x._version == 0  # put back with its version counter, as buffers are
+    assert torch.equal(model(x), expected)
+
+
+class OwnNoise(nn.Module):
+    """Adds noise drawn from a generator it holds (not torch's global one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.noise = torch.Generator().manual_seed(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + torch.randn(x.shape, generator=self.noise)
+
+
+@pytest.mark.parametrize("name", sorted(INPUT_PASSES))
+def test_a_generator_the_model_holds_is_put_back(name: str) -> None:
+    # the pass drew from it: the user's next forward got other noise than without the pass
+    model = OwnNoise()
+    start = model.noise.get_state()
+    expected = model(torch.ones(2, 3))
+    model.noise.set_state(start)
+    INPUT_PASSES[name](ModuleProfiler(), model, torch.ones(2, 3))
+    assert torch.equal(model.noise.get_state(), start)
+    assert torch.equal(model(torch.ones(2, 3)), expected)

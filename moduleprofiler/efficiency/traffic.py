@@ -105,6 +105,13 @@ def _region(tensor: torch.Tensor) -> tuple[Any, ...]:
     storage = storage_of(tensor)
     if storage is None:
         return (id(tensor),)
+    if tensor.is_nested and tensor.layout == torch.strided:
+        # a nested tensor (``torch.nested.nested_tensor``) has no one shape or strides (asking
+        # raises): each component's offset, sizes and strides in its buffer
+        return (storage_key(storage), *(tuple(map(tuple, part.tolist())) if part.dim() > 1
+                                        else tuple(part.tolist()) for part in (
+            tensor._nested_tensor_storage_offsets(), tensor._nested_tensor_size(),
+            tensor._nested_tensor_strides())))
     return (storage_key(storage), tensor.storage_offset(), tuple(tensor.shape), tensor.stride())
 
 

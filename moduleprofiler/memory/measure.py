@@ -12,7 +12,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.devices import resolve_device
-from moduleprofiler.inputs import input_shapes_of
+from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.peak import LiveBytesListener
@@ -119,6 +119,7 @@ def measure_memory(
     if train:
         refuse_stepping_parameters(module, "measure_memory(train=True)", "measure the "
                                    "inference pass (train=False), or your own step")
+        check_reusable(input, "measure_memory(train=True)")  # inference, then training
     check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
     run_device = resolve_device(module, input, device)

@@ -119,7 +119,7 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     try:
         with ExitStack() as stack:
             stack.enter_context(preserved_state(module, eval=not train, train=train,
-                                                grads=train))
+                                                grads=train, input=inputs))
             stack.enter_context(torch.set_grad_enabled(train or bool(grad)))
             if emulate_cuda:
                 stack.enter_context(CudaKernelChoices())

@@ -3,12 +3,14 @@ there (empty ones on the meta device), the originals put back in ``finally``; in
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence
 
 from moduleprofiler.storage import is_lazy
 
@@ -80,10 +82,25 @@ def to_device(value: Any, device: torch.device) -> Any:
             return moved[id(item)]
         if isinstance(item, Mapping):
             return {key: move(inner) for key, inner in item.items()}
-        if isinstance(item, tuple) and not hasattr(item, "_fields"):
-            return tuple(move(inner) for inner in item)
+        if isinstance(item, PackedSequence):  # its batch sizes stay on the CPU (it says so)
+            return PackedSequence(move(item.data), item.batch_sizes,
+                                  move(item.sorted_indices), move(item.unsorted_indices))
+        if isinstance(item, tuple):
+            inner_moved = [move(inner) for inner in item]
+            if not hasattr(item, "_fields"):
+                return tuple(inner_moved)
+            # a namedtuple keeps its class; ``_make`` skips a ``__new__`` of its own
+            return type(item)._make(inner_moved) if hasattr(item, "_make") else item
         if isinstance(item, list):
             return [move(inner) for inner in item]
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            # a batch object: a copy with its fields moved (``replace`` runs its own
+            # ``__init__``), the same object where none holds a tensor to move
+            fields = {field.name: getattr(item, field.name) for field in dataclasses.fields(item)
+                      if field.init}
+            changed = {name: move(value) for name, value in fields.items()}
+            if any(changed[name] is not value for name, value in fields.items()):
+                return dataclasses.replace(item, **changed)
         return item
 
     return move(value)

@@ -24,7 +24,7 @@ from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.failure import backward_error
-from moduleprofiler.inputs import input_shapes_of
+from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.loss import loss_of
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
@@ -379,6 +379,7 @@ def train_step_times(
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
     check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, restore=restore,
                ranges=ranges)
+    check_reusable(input, "train_step_times")
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         # it failed inside as AttributeError: 'int' object has no attribute 'state'
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got "
@@ -440,7 +441,8 @@ def train_step_times(
         # ``loss.backward()`` accumulates into input tensors that require grad as well
         preserved_state(module, train=train, grads=restore, buffers=None if restore else False,
                         leaves=iter_tensors((input, target)) if restore else (),
-                        optimizer_steps=optimizer is not None, rng=restore),
+                        optimizer_steps=optimizer is not None, rng=restore,
+                        input=(input, target) if restore else None),
         _preserved_parameters(module, restore and optimizer is not None),
         preserved_optimizer(optimizer if restore else None), torch.enable_grad()])
     for marks in plain:

@@ -25,7 +25,7 @@ from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.export.renamed import RenamedKeysDict
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.forward_grad import without_gradients
-from moduleprofiler.inputs import input_shapes_of
+from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
@@ -247,6 +247,7 @@ def time_modules(
     """
     bar = Progress("timing modules", progress)  # from the start: calibration and warm-up too
     check_pass(module, pred_fn=pred_fn, eval=eval, ranges=ranges)
+    check_reusable(input, "time_modules")
     opts = TimingOptions.of_call(time_modules, locals(), options)
     plan = opts.plan(fixed_drop_first=20, fixed_rounds=8)
     timed = HookedPass.start(module, input, pred_fn, device, clock, bar, plan.kept)
@@ -276,7 +277,7 @@ def time_modules(
         raws.clear()
         plain.clear()
         return timed.measure(step, {"hooked whole-model times": (listener, raws)}, plain, plan,
-                             opts, bar, [preserved_state(module, eval=eval),
+                             opts, bar, [preserved_state(module, eval=eval, input=input),
                                          torch.set_grad_enabled(grad)],
                              finish=partial(chosen.finish, invoke, plain))
 

@@ -36,7 +36,7 @@ from moduleprofiler.export.json_io import decode, encode, read_json_text
 from moduleprofiler.export.renamed import RenamedKeysDict
 from moduleprofiler.failure import located_errors
 from moduleprofiler.forward_grad import without_gradients
-from moduleprofiler.inputs import input_shapes_of, make_invocation
+from moduleprofiler.inputs import check_reusable, input_shapes_of, make_invocation
 from moduleprofiler.progress import Progress
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import first_batch_size, issue_warnings
@@ -395,6 +395,7 @@ def benchmark(
         :class:`LatencyResult`.
     """
     check_pass(module, pred_fn=pred_fn, eval=eval, cold=cold, no_grad=no_grad)
+    check_reusable(input, "benchmark")
     opts = TimingOptions.of_call(benchmark, locals(), options)
     plan = opts.plan(fixed_drop_first=0, adaptive_drop_first=0, capped=True)
     check_int(calls_per_sample, "calls_per_sample", 1, optional=False)
@@ -419,7 +420,7 @@ def benchmark(
             return measure(plan, [Block(timed, dropped=True, calls=calls_per_sample)],
                            lambda: {"latencies": samples}, resolved,
                            Progress("benchmark", opts.progress), opts,
-                           state=[preserved_state(module, eval=eval),
+                           state=[preserved_state(module, eval=eval, input=input),
                                   torch.set_grad_enabled(grad)],
                            prime=(lambda: cold_ns.append(
                                _IterationTimer(resolved, invoke, 1)())) if cold else None)

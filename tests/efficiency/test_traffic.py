@@ -154,3 +154,17 @@ def test_a_recomputed_operators_formula_result_is_checked():
                                            r"for module 'block.a' \(Linear\) returned float 1.5"):
         ModuleProfiler().profile(_Checkpointed(), torch.randn(2, 4), backward=True,
                                  listeners=[TrafficListener(table)])
+
+
+def test_a_nested_tensor_input_is_read_once_by_hand():
+    # a nested tensor has no one shape or strides: asking raised and ended the pass
+    class AddSelf(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + x
+
+    x = torch.nested.nested_tensor([torch.randn(2, 4), torch.randn(3, 4)])
+    # Linear(4, 3) on 2 + 3 = 5 rows of 4 floats: reads 4 * (5 * 4 + 3 * 4 + 3) = 140,
+    # writes 4 * 5 * 3 = 60 -> 200
+    assert traffic(nn.Linear(4, 3), x).records[0].metrics["self_moved_bytes"] == 200
+    # x + x reads the 20 floats once (80 bytes) and writes 20 (80): 160
+    assert traffic(AddSelf(), x).records[0].metrics["self_moved_bytes"] == 160
