@@ -690,6 +690,8 @@ def hf_candidates(model: Any, model_type: str) -> list[dict[str, Any]]:
     required = [name for name, p in signature.items() if p.default is p.empty
                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     main = getattr(model, "main_input_name", "input_ids") or "input_ids"
+    if isinstance(main, (list, tuple)):  # OneFormer names two: the first is the tensor input
+        main = main[0]
     vocab = _first(config, ("vocab_size",), 100)
     vocab = vocab if isinstance(vocab, int) and vocab > 0 else 100
     specials = _special_ids(config)
