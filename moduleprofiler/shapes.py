@@ -10,7 +10,7 @@ cache objects) becomes ``None``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -72,6 +72,47 @@ def iter_tensors(value: Any, _depth: int = 0) -> Iterator[Tensor]:
             yield item
         elif type(item) not in _ATOMS:
             yield from iter_tensors(item, _depth + 1)
+
+
+def map_tensors(value: Any, convert: Callable[[Tensor], Tensor]) -> Any:
+    """``value`` with every tensor replaced by ``convert`` of it, in the containers
+    :func:`iter_tensors` walks, each rebuilt as its own kind: a namedtuple keeps its class, a
+    ``PackedSequence`` its batch sizes (which stay on the CPU, as the class requires), a
+    dataclass batch is a copy with its fields replaced (``dataclasses.replace``); a container
+    holding no tensor that ``convert`` changes is the same object."""
+
+    def rebuilt(item: Any, depth: int) -> Any:
+        if isinstance(item, Tensor):
+            return convert(item)
+        if type(item) in _ATOMS or depth >= _MAX_DEPTH:
+            return item
+        if isinstance(item, PackedSequence):
+            data = rebuilt(item.data, depth + 1)
+            if data is item.data:
+                return item
+            return PackedSequence(data, item.batch_sizes, rebuilt(item.sorted_indices, depth + 1),
+                                  rebuilt(item.unsorted_indices, depth + 1))
+        if isinstance(item, Mapping):
+            mapped = {key: rebuilt(inner, depth + 1) for key, inner in item.items()}
+            return item if all(mapped[key] is inner for key, inner in item.items()) else mapped
+        if isinstance(item, (tuple, list)):
+            inner = [rebuilt(element, depth + 1) for element in item]
+            if all(new is old for new, old in zip(inner, item)):
+                return item
+            if isinstance(item, list):
+                return inner
+            if hasattr(item, "_fields"):  # a namedtuple: ``_make`` skips its own ``__new__``
+                return type(item)._make(inner) if hasattr(item, "_make") else item
+            return tuple(inner)
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            fields = {field.name: getattr(item, field.name)
+                      for field in dataclasses.fields(item) if field.init}
+            changed = {name: rebuilt(inner, depth + 1) for name, inner in fields.items()}
+            if any(changed[name] is not inner for name, inner in fields.items()):
+                return dataclasses.replace(item, **changed)
+        return item
+
+    return rebuilt(value, 0)
 
 
 _DTYPE_NAMES: dict[torch.dtype, tuple[str]] = {}

@@ -3,15 +3,14 @@ there (empty ones on the meta device), the originals put back in ``finally``; in
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import PackedSequence
 
+from moduleprofiler.shapes import map_tensors
 from moduleprofiler.storage import is_lazy
 
 
@@ -63,44 +62,22 @@ def placed_on(module: nn.Module, device: torch.device) -> Iterator[None]:
 
 
 def to_device(value: Any, device: torch.device) -> Any:
-    """``value`` with every tensor (in tuples, lists and dicts) moved to ``device``; a tensor
+    """``value`` with every tensor (in tuples, lists, dicts, namedtuples, dataclass batches and
+    packed sequences: :func:`~moduleprofiler.shapes.map_tensors`) moved to ``device``; a tensor
     found twice (``labels`` that are the ``input_ids``) is moved once, so it stays one tensor
     (and one storage in the peak) there. A tensor that requires grad becomes a leaf there that
     requires grad: the backward ends at it, and the original's ``.grad`` is never written."""
     moved: dict[int, Tensor] = {}
 
-    def move(item: Any) -> Any:
-        if isinstance(item, Tensor):
-            if not _on_other_device(item, device):
-                return item
-            if id(item) not in moved:
-                # a leaf there, as an input made on ``device`` is: a copy's backward would
-                # write into the original's ``.grad`` (and out of the meta device there is no
-                # data to copy back)
-                copy = item.detach().to(device)
-                moved[id(item)] = copy.requires_grad_() if item.requires_grad else copy
-            return moved[id(item)]
-        if isinstance(item, Mapping):
-            return {key: move(inner) for key, inner in item.items()}
-        if isinstance(item, PackedSequence):  # its batch sizes stay on the CPU (it says so)
-            return PackedSequence(move(item.data), item.batch_sizes,
-                                  move(item.sorted_indices), move(item.unsorted_indices))
-        if isinstance(item, tuple):
-            inner_moved = [move(inner) for inner in item]
-            if not hasattr(item, "_fields"):
-                return tuple(inner_moved)
-            # a namedtuple keeps its class; ``_make`` skips a ``__new__`` of its own
-            return type(item)._make(inner_moved) if hasattr(item, "_make") else item
-        if isinstance(item, list):
-            return [move(inner) for inner in item]
-        if dataclasses.is_dataclass(item) and not isinstance(item, type):
-            # a batch object: a copy with its fields moved (``replace`` runs its own
-            # ``__init__``), the same object where none holds a tensor to move
-            fields = {field.name: getattr(item, field.name) for field in dataclasses.fields(item)
-                      if field.init}
-            changed = {name: move(value) for name, value in fields.items()}
-            if any(changed[name] is not value for name, value in fields.items()):
-                return dataclasses.replace(item, **changed)
-        return item
+    def move(item: Tensor) -> Tensor:
+        if not _on_other_device(item, device):
+            return item
+        if id(item) not in moved:
+            # a leaf there, as an input made on ``device`` is: a copy's backward would write
+            # into the original's ``.grad`` (and out of the meta device there is no data to
+            # copy back)
+            copy = item.detach().to(device)
+            moved[id(item)] = copy.requires_grad_() if item.requires_grad else copy
+        return moved[id(item)]
 
-    return move(value)
+    return map_tensors(value, move)

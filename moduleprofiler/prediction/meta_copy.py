@@ -18,10 +18,10 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.parameter import UninitializedBuffer, UninitializedParameter
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
-from torch.utils._pytree import tree_map
 
 from moduleprofiler.errors import DeviceDtypeError, ProfilingError, error_chain
 from moduleprofiler.inputs import make_invocation
+from moduleprofiler.shapes import map_tensors
 from moduleprofiler.storage import is_lazy
 
 
@@ -173,14 +173,13 @@ def meta_input(value: Any, dtype: torch.dtype | None = None) -> Any:
 
 def _input_with(value: Any, convert: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     """``value`` with every tensor replaced by ``convert`` of it (a floating one keeping its
-    ``requires_grad``)."""
-    def replace(item: Any) -> Any:
-        if isinstance(item, torch.Tensor):
-            converted = convert(item)
-            return converted.requires_grad_(item.requires_grad) if \
-                converted.is_floating_point() else converted
-        return item
-    return tree_map(replace, value)
+    ``requires_grad``), in the containers :func:`~moduleprofiler.shapes.map_tensors` rebuilds
+    (namedtuples, dataclass batches, a ``PackedSequence`` with its batch sizes on the CPU)."""
+    def replace(item: torch.Tensor) -> torch.Tensor:
+        converted = convert(item)
+        return converted.requires_grad_(item.requires_grad) if \
+            converted.is_floating_point() else converted
+    return map_tensors(value, replace)
 
 
 def _never(*_: Any) -> bool:

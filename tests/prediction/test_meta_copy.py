@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
-from moduleprofiler import ModuleProfiler
+from moduleprofiler import ModuleProfiler, Profiler
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction import meta_copy as meta_copy_module
 from moduleprofiler.prediction.meta_copy import FusedAttentionOnMeta, meta_copy, meta_input
@@ -162,3 +164,45 @@ def test_a_model_that_cannot_be_copied_gets_a_typed_error() -> None:
         ModuleProfiler().predict(ReadsSettings(8, 4), torch.randn(2, 8))
     # the passes that need no copy run it: 8 x 16 = 128 ops, 8 multiplies by the scale
     assert ModuleProfiler().profile(ReadsSettings(8, 4), torch.randn(2, 8)).total_ops == 128 + 8
+
+
+@dataclasses.dataclass
+class _Batch:
+    x: torch.Tensor
+    scale: float = 2.0
+
+
+class _OnBatch(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, batch: _Batch) -> torch.Tensor:
+        return self.fc(batch.x) * batch.scale
+
+
+def test_a_dataclass_batch_is_predicted_on_meta() -> None:
+    # its tensor stayed on the CPU beside the meta weights ("Tensor on device meta is not on
+    # the expected device cpu"); the copy keeps the class and its other fields
+    batch = _Batch(torch.randn(2, 4))
+    moved = meta_input(batch)
+    assert type(moved) is _Batch and moved.x.is_meta and moved.scale == 2.0
+    assert not batch.x.is_meta  # the caller's batch is untouched
+    predicted = Profiler().predict(_OnBatch(), batch, device="H100 SXM", host=None)
+    # Linear(4, 3) on 2 rows: 2*3 outputs * (2*4 - 1) + 6 bias adds = 48; "* scale": 6
+    assert (predicted.total_ops, predicted.total_macs) == (54, 24)
+
+
+def test_a_packed_sequence_is_predicted_on_meta_as_profiled_on_the_cpu() -> None:
+    # rebuilt by torch's pytree, the packed sequence's batch sizes went to the meta device
+    # too, which the class refuses ("batch_sizes should always be on CPU")
+    torch.manual_seed(0)
+    gru = nn.GRU(4, 3)
+    packed = pack_padded_sequence(torch.randn(5, 2, 4), torch.tensor([5, 3]))
+    moved = meta_input(packed)
+    assert isinstance(moved, PackedSequence) and moved.data.is_meta
+    assert moved.batch_sizes is packed.batch_sizes  # on the CPU, as the class requires
+    predicted = Profiler().predict(gru, packed, device="H100 SXM", host=None)
+    measured = Profiler().profile(gru, packed)  # the same counts on the real input
+    assert predicted.total_ops == measured.total_ops > 0
+    assert predicted.total_macs == measured.total_macs > 0
