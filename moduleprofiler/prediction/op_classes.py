@@ -503,7 +503,9 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
     changes the dtype and a concatenation of permuted tensors run other, slower kernels,
     calibrated apart."""
     result = _first_tensor(out)
-    if result is None:
+    if result is None or result.is_nested or any(t.is_nested for t in iter_tensors(args)):
+        # a nested tensor (a TransformerEncoder's fast path over padded rows) has no strides
+        # to read: its components are packed in one buffer, read as the kind's own kernel
         return kind
     if kind in ("mem_unary", "mem_binary"):
         operands = [t for t in iter_tensors(args) if t.numel() > 1]

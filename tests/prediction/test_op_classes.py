@@ -338,3 +338,13 @@ def test_an_operator_without_a_class_is_priced_by_the_elementwise_rule_and_marke
     assert not _work(aten.sort.default, x).by_rule  # a router's sort has its own table
     assert not _work(aten.relu.default, x).by_rule
     assert not _work(aten.add.Tensor, x, x.clone()).by_rule
+
+
+def test_a_nested_tensor_is_priced_by_its_kind() -> None:
+    # a nested tensor has no strides to read (an eval TransformerEncoder over padded rows runs
+    # on them): asking ended the prediction; its components are one packed buffer
+    rows = torch.nested.nested_tensor([torch.randn(3, 4), torch.randn(2, 4)])
+    work = _work(aten.mul.Tensor, rows, rows.clone())
+    assert work.table == "mem_binary"
+    assert work.moved_bytes == 3 * (3 + 2) * 4 * 4  # two reads and a write of 20 fp32 elements
+    assert _work(aten.relu.default, rows).table == "mem_unary"

@@ -542,3 +542,28 @@ def test_plain_fp32_matmuls_are_priced_from_rows_measured_without_tf32() -> None
     tf32 = ModuleProfiler().predict(model, x, device=calibration, host=None, tf32=True)
     assert tf32.predicted_device_ms == pytest.approx(0.300, rel=1e-3)
     assert not any("without TF32" in note for note in tf32.prediction_notes)
+
+
+class _PaddedEncoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=True)
+
+    def forward(self, x: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x, src_key_padding_mask=padding)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_an_encoder_over_padded_rows_is_predicted() -> None:
+    # in eval, a TransformerEncoder given a padding mask runs on nested tensors: the meta
+    # device has no kernel for its mask check, and the copy where the model is stopped at the
+    # nested tensors' strides; the prediction counts what the profile of the model counts
+    torch.manual_seed(0)
+    model = _PaddedEncoder().eval()
+    padding = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    example = (torch.randn(2, 5, 16), padding)
+    predicted = ModuleProfiler().predict(model, example, device="H100 SXM", host=None)
+    counted = ModuleProfiler().profile(model, example)
+    assert predicted.total_ops == counted.total_ops > 0
+    assert predicted.predicted_device_ms is not None and predicted.predicted_device_ms > 0
