@@ -27,6 +27,7 @@ from moduleprofiler.inputs import (
     InputSize,
     check_reusable,
     compiled_inside,
+    explained_random_input,
     given_input,
     make_invocation,
     unwrap_compiled,
@@ -227,7 +228,8 @@ class Profiler:
                                every_leaf=real_backward, walk=walk)
 
         # a forward that takes gradients itself is counted with them on (forward_grad)
-        profile = counted(True) if backward else without_gradients(counted)
+        with explained_random_input(input_size):
+            profile = counted(True) if backward else without_gradients(counted)
         if strict and not profile.complete:
             raise ProfilingError(f"strict=True and {unknown_work(profile)}")
         return profile

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.errors import error_chain
 from moduleprofiler.shapes import call_input_shapes
 
 Invocation = Callable[[], Any]
@@ -252,6 +255,29 @@ def random_input(module: nn.Module, input_size: InputSize) -> Tensor | tuple[Ten
                  else torch.randn(shape, generator=generator, dtype=floating).to(device)
                  for shape in shapes)
     return made if several else made[0]
+
+
+_INTEGER_INPUT = re.compile(r"\b(Long|Int|int32|int64|index|indices)\b")
+"""What torch says when a floating-point tensor reaches an operator that takes integers
+(``embedding``: "Expected tensor for argument #1 'indices' to have one of the following scalar
+types: Long, Int")."""
+
+
+@contextmanager
+def explained_random_input(input_size: InputSize | None) -> Iterator[None]:
+    """Run the block; where it fails on the random floating-point input that ``input_size``
+    stands for, at an operator that takes integers (token ids for an ``nn.Embedding``), the
+    error gets a note saying where that input came from and what to pass instead."""
+    try:
+        yield
+    except Exception as exc:
+        if input_size is not None and any(_INTEGER_INPUT.search(str(error))
+                                          for error in error_chain(exc)):
+            add_note(exc, f"input_size={input_size!r} stands for random floating-point "
+                          "input; a model that takes token ids or other integers needs "
+                          "input= instead (e.g. input=torch.randint(0, vocab_size, "
+                          f"{tuple(input_size)!r}))")
+        raise
 
 
 def add_note(exc: BaseException, note: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import ModuleProfiler, ProfilingError
+from moduleprofiler import ModuleProfiler, Profiler, ProfilingError
 from moduleprofiler.inputs import LIST_HINT, add_note, random_input
 from tests.fixtures.models import ReadsSettings
 
@@ -222,3 +222,29 @@ def test_a_single_run_still_takes_an_iterator() -> None:
     # Linear(4, 3) on each 2x4 item: 2 * 3 * (2 * 4 - 1) + 2 * 3 = 48 ops, two items 96;
     # sum() adds 0 + first + second: 2 adds of 6 elements, 12; total 108
     assert ModuleProfiler().profile(SumsItems(), _items()).total_ops == 108
+
+
+@pytest.mark.parametrize("entry", ["profile", "predict"])
+def test_a_random_input_refused_for_integers_says_where_it_came_from(entry: str) -> None:
+    # input_size makes a random floating-point tensor; an Embedding takes token ids, and the
+    # error said only "Expected tensor for argument #1 'indices' to have one of the following
+    # scalar types: Long, Int; but got torch.FloatTensor"
+    model = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 2))
+    profiler = Profiler()
+    run = (lambda: profiler.profile(model, input_size=(2, 5))) if entry == "profile" else \
+        (lambda: profiler.predict(model, input_size=(2, 5), device="H100 SXM", host=None))
+    with pytest.raises(ProfilingError) as caught:
+        run()
+    notes = getattr(caught.value, "__notes__", [])
+    assert any("input_size=(2, 5) stands for random floating-point input" in note
+               and "torch.randint(0, vocab_size, (2, 5))" in note for note in notes)
+
+
+def test_an_error_unrelated_to_integers_gets_no_note() -> None:
+    class Fails(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("the model's own failure")
+
+    with pytest.raises(ProfilingError) as caught:
+        Profiler().profile(Fails(), input_size=(2, 5))
+    assert not getattr(caught.value, "__notes__", [])

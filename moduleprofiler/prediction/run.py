@@ -15,7 +15,13 @@ import torch
 
 from moduleprofiler.errors import ProfilingError, error_chain
 from moduleprofiler.export.profile import Profile
-from moduleprofiler.inputs import InputSize, given_input, require_input, unwrap_compiled
+from moduleprofiler.inputs import (
+    InputSize,
+    explained_random_input,
+    given_input,
+    require_input,
+    unwrap_compiled,
+)
 from moduleprofiler.prediction.calibration import Calibration, common_rows
 from moduleprofiler.prediction.compare import scaled
 from moduleprofiler.prediction.device_model import DeviceModel
@@ -93,29 +99,30 @@ def predict(count: CountedPass, module: torch.nn.Module, input: Any = None,
         log(f"Predicting {type(module).__name__} on {device_model.peaks.name}")
     options = {"eval": not backward if eval is None else eval, "backward": backward,
                "loss_fn": loss_fn}
-    try:
-        given = meta_input(given_input(model, input, input_size), cast)
-        materialise_lazy(model, given, fused)
-        profile = count(model, given, pred_fn=fused, listeners=[listener], **options)
-    except Exception as exc:
-        kernel = _quantized_kernel(exc)
-        if kernel is not None:
-            raise _quantized_error(exc, kernel, original) from exc
-        if not meta_limit(exc) or _holds_meta(input):  # no values to run on (a sweep's)
-            raise
-        # the model reads its data (a mask tested with ``.all()``, a count with ``.item()``)
-        # or calls an operator whose meta kernel refuses it: count a cast copy where the
-        # model is, on the real input, which takes the same path a GPU would
-        copied = cast_copy(original, cast)
-        listener = PredictionListener(device_model, host_model)
-        real = cast_input(given_input(original, input, input_size), cast)
+    with explained_random_input(input_size):
         try:
-            materialise_lazy(copied, real)
-            profile = count(copied, real, listeners=[listener], **options)
-        except ProfilingError as copy_error:
-            raise _copy_failed(exc, copy_error, cast) from copy_error
-        notes = [*notes, f"counted on a copy of the model on its own device: the meta device "
-                         f"could not run it ({str(exc).splitlines()[0]})"]
+            given = meta_input(given_input(model, input, input_size), cast)
+            materialise_lazy(model, given, fused)
+            profile = count(model, given, pred_fn=fused, listeners=[listener], **options)
+        except Exception as exc:
+            kernel = _quantized_kernel(exc)
+            if kernel is not None:
+                raise _quantized_error(exc, kernel, original) from exc
+            if not meta_limit(exc) or _holds_meta(input):  # no values to run on (a sweep's)
+                raise
+            # the model reads its data (a mask tested with ``.all()``, a count with
+            # ``.item()``) or calls an operator whose meta kernel refuses it: count a cast copy
+            # where the model is, on the real input, which takes the same path a GPU would
+            copied = cast_copy(original, cast)
+            listener = PredictionListener(device_model, host_model)
+            real = cast_input(given_input(original, input, input_size), cast)
+            try:
+                materialise_lazy(copied, real)
+                profile = count(copied, real, listeners=[listener], **options)
+            except ProfilingError as copy_error:
+                raise _copy_failed(exc, copy_error, cast) from copy_error
+            notes = [*notes, "counted on a copy of the model on its own device: the meta "
+                             f"device could not run it ({str(exc).splitlines()[0]})"]
     predicted = finish_prediction(profile, listener, device_model, host_model,
                                   notes + host_notes, tf32)
     if measured is None or source is None:
