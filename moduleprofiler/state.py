@@ -26,7 +26,8 @@
 * with ``input`` (the call's input), the tensors in it that the block writes in place (a
   forward's ``x.mul_(2)``): their values come back, so the caller's input is as they gave it
   (a pass that runs the model a thousand times would have doubled it a thousand times) and a
-  forward after the pass sees what it would have seen without it;
+  forward after the pass sees what it would have seen without it; up to
+  :data:`INPUT_COPY_BYTES` of input is copied, a write past it is named in a warning;
 * the version counter (``tensor._version``) of every tensor written back: autograd checks it
   at ``backward()``, so a graph the user built before the pass (a BatchNorm in training mode
   saves its running statistics) would otherwise raise "modified by an inplace operation",
@@ -144,6 +145,42 @@ def _buffers(modules: Sequence[nn.Module]
                     not lazy or lazy[-1] is not module):
                 lazy.append(module)
     return list(unique.values()), slots, lazy
+
+
+INPUT_COPY_BYTES = 1 << 30
+"""How many bytes of the caller's input a pass copies to the host before it runs, so that what
+the forward writes in place can be put back: a batch beyond it (each tensor in the order the
+input lists them) is not copied, since a second copy of it could exhaust the host's memory,
+and a write to it is named in a warning instead."""
+
+
+def _input_copies(tensors: list[Tensor]) -> tuple[list[_Saved], list[tuple[Tensor, int]]]:
+    """Host copies of ``tensors`` up to :data:`INPUT_COPY_BYTES` in all, and the tensors past
+    it with their version counters (inference tensors, which keep none, aside)."""
+    copied: list[Tensor] = []
+    watched: list[tuple[Tensor, int]] = []
+    total = 0
+    for tensor in tensors:
+        size = tensor.numel() * tensor.element_size()
+        if total + size <= INPUT_COPY_BYTES:
+            copied.append(tensor)
+            total += size
+        elif (version := _version(tensor)) is not None:
+            watched.append((tensor, version))
+    return _snapshot(copied), watched
+
+
+def _warn_written_input(watched: list[tuple[Tensor, int]]) -> None:
+    """Name, in a :class:`ModelStateWarning`, the input tensors past the copy budget that the
+    pass's forward wrote in place (their version counter moved)."""
+    written = [tensor for tensor, version in watched if tensor._version != version]
+    if written:
+        shapes = ", ".join(str(tuple(tensor.shape)) for tensor in written[:3])
+        warn(ModelStateWarning(
+            f"the model's forward wrote {len(written)} input tensor(s) in place during the pass "
+            f"({shapes}); inputs beyond {INPUT_COPY_BYTES >> 20} MiB are not copied before a "
+            "pass, so they keep the values the pass's forward wrote: pass a copy if that "
+            "matters"))
 
 
 def _plain_tensors(input: Any) -> list[Tensor]:
@@ -448,7 +485,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
             block materialised a lazy module, as its last initialisation left them (see the
             module docstring); ``False`` leaves them as the block left them.
         input: the input the block runs the model on: its tensors that the block writes in
-            place get their values back afterwards (a host copy of each is kept).
+            place get their values back afterwards (a host copy of each is kept, up to
+            :data:`INPUT_COPY_BYTES`; a write to a tensor past it is warned of).
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
@@ -459,6 +497,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     saved_grads: list[tuple[Tensor, Tensor | None]] = []
     saved_buffers: list[_Saved] = []
     saved_inputs: list[_Saved] = []
+    watched_inputs: list[tuple[Tensor, int]] = []
     slots: list[_Slot] = []
     # how many buffers and parameters each module holds: a forward that registers one (a
     # cache made on its first call) adds it at the end of its table, and it is taken out
@@ -501,7 +540,7 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         if grads:
             saved_grads = _set_aside([*_parameters(root), *leaves])
         if input is not None:
-            saved_inputs = _snapshot(_plain_tensors(input))
+            saved_inputs, watched_inputs = _input_copies(_plain_tensors(input))
         yield
     finally:
         try:
@@ -526,6 +565,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                 generator.set_state(state)
         if versions[0]:
             _warn_written(root, *versions)
+        if watched_inputs:
+            _warn_written_input(watched_inputs)
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler
+from moduleprofiler import state as state_module
 from moduleprofiler.state import ModelStateWarning, preserved_state
 from tests.fixtures.state import assert_unchanged, snapshot
 
@@ -436,6 +437,38 @@ def test_an_input_the_forward_writes_in_place_is_given_back(name: str) -> None:
     assert torch.equal(x, torch.ones(2, 3))
     assert x._version == 0  # put back with its version counter, as buffers are
     assert torch.equal(model(x), expected)
+
+
+class DoublesSecond(nn.Module):
+    """Writes its second input in place (``y.mul_(2)``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        y.mul_(2)
+        return self.lin(x + y)
+
+
+def test_an_input_past_the_copy_budget_is_not_copied_and_its_write_is_named(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a second host copy of a batch as large as the host's memory would end the run: past the
+    # budget the input is not copied, and a write to it is said, never silent. Here the budget
+    # is one 2 x 3 float32 tensor (24 bytes): x is copied, y (24 more) is not
+    monkeypatch.setattr(state_module, "INPUT_COPY_BYTES", 24)
+    x, y = torch.ones(2, 3), torch.ones(2, 3)
+    with pytest.warns(ModelStateWarning, match=r"wrote 1 input tensor\(s\) in place .*\(2, 3\)"):
+        ModuleProfiler().profile(DoublesSecond(), (x, y))
+    assert torch.equal(y, torch.full((2, 3), 2.0))  # written, as the warning says
+    assert torch.equal(x, torch.ones(2, 3))
+    # within the budget, the same write is put back without a word
+    monkeypatch.setattr(state_module, "INPUT_COPY_BYTES", 48)
+    y = torch.ones(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelStateWarning)
+        ModuleProfiler().profile(DoublesSecond(), (x, y))
+    assert torch.equal(y, torch.ones(2, 3))
 
 
 class OwnNoise(nn.Module):
