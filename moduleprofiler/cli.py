@@ -72,7 +72,7 @@ from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
-from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile
+from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile, resolve_device
 from moduleprofiler.prediction.sweep import PredictionSweep
 from moduleprofiler.shapes import dtype_name, dtype_named
 from moduleprofiler.state import preserved_rng
@@ -243,6 +243,11 @@ def run_profile(options: argparse.Namespace) -> Any:
         if isinstance(saved, PredictedProfile):  # shown as when it was predicted
             shown_as_predicted(saved, options)
         return saved
+    if options.predict:  # a device no prediction can be made for is said before any build
+        try:
+            resolve_device(options.predict)
+        except (ValueError, TypeError, OSError) as exc:
+            raise CliError(f"--predict {options.predict}: {exc}") from exc
     by_name = options.model.startswith(HF_PREFIX)
     options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
     if not options.input_size and not by_name:

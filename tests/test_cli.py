@@ -813,3 +813,17 @@ def test_a_csv_tables_notes_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> 
     assert table.columns[-1] == "complete" and table["complete"].dtype == bool
     assert table[["ops", "complete"]].values.tolist()[:2] == [[128, False], [128, True]]
     assert table["complete"].tolist() == [False, True, False]
+
+
+def test_a_predict_device_of_no_card_is_refused_before_the_model_is_built(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # the name was checked once the model was built (an hf: model, a factory that takes
+    # minutes): here the factory itself fails, and the error is still the device's
+    spec = tmp_path / "broken.py"
+    spec.write_text("def build():\n    raise RuntimeError('built')\n", encoding="utf-8")
+    status, _, err = run(capsys, f"{spec}:build", "-i", "2x4", "--predict", "H200 XYZ")
+    assert status == 2
+    assert "--predict H200 XYZ: device 'H200 XYZ' is not in the peak table" in err
+    assert "built" not in err
+    status, _, err = run(capsys, f"{spec}:build", "-i", "2x4", "--predict", "H200")
+    assert status == 2 and "raised RuntimeError: built" in err  # a known card: built next
