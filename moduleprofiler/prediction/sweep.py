@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pandas as pd
 import torch
 from torch import nn
-from torch.utils._pytree import tree_flatten, tree_map
 
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.export.figures import FIGSIZE, check_figure_path, figure_axes, save_figure
@@ -42,6 +41,7 @@ from moduleprofiler.prediction.predict import (
     dtype_of,
     resolve_device,
 )
+from moduleprofiler.shapes import iter_tensors, map_tensors
 from moduleprofiler.validate import check_callable, check_module
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ def batch_input(example: Any, batch: int) -> Any:
         SweepInputError: no tensor has a dimension, or their first dimensions differ (which of
             them is the batch is then unknown: pass ``input_fn``).
     """
-    tensors = [t for t in tree_flatten(example)[0] if isinstance(t, torch.Tensor) and t.dim()]
+    tensors = [t for t in iter_tensors(example) if t.dim()]
     if not tensors:
         raise SweepInputError("input: no tensor with a batch dimension to resize; pass "
                               "input_fn=lambda batch: ... to build the input at each batch size")
@@ -217,11 +217,11 @@ def batch_input(example: Any, batch: int) -> Any:
                               "which is the batch is unknown; pass input_fn=lambda batch: ... "
                               "to build the input at each batch size")
 
-    def resize(value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.dim():
+    def resize(value: torch.Tensor) -> torch.Tensor:
+        if value.dim():
             return torch.empty((batch, *value.shape[1:]), dtype=value.dtype, device="meta")
         return value
-    return tree_map(resize, example)
+    return map_tensors(example, resize)
 
 
 def _sizes(values: Iterable[int] | int, name: str) -> list[int]:

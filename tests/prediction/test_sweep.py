@@ -4,6 +4,7 @@ numbers are known."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -41,6 +42,20 @@ def test_batch_input_resizes_every_tensors_first_dimension() -> None:
     assert resized["ids"].shape == (16, 7) and resized["ids"].dtype == torch.int64
     assert resized["x"].shape == (16, 3) and resized["x"].device.type == "meta"
     assert resized["scale"] is example["scale"] and resized["flag"] is True  # kept as they are
+
+
+@dataclasses.dataclass
+class _Batch:
+    x: torch.Tensor
+    scale: float = 2.0
+
+
+def test_batch_input_walks_a_batch_as_every_pass_does() -> None:
+    # torch's pytree sees no tensor in a dataclass batch: the sweep said "no tensor with a
+    # batch dimension to resize"; it now walks the input as the passes and predict do
+    resized = batch_input(_Batch(torch.randn(2, 3)), 16)
+    assert type(resized) is _Batch and resized.scale == 2.0
+    assert resized.x.shape == (16, 3) and resized.x.device.type == "meta"
 
 
 def test_an_input_whose_batch_is_unknown_raises_a_typed_error() -> None:
