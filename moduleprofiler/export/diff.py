@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from moduleprofiler.export.columns import ColumnSpec, column_spec
-from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.frame import lower_bound_rows, module_frame
 from moduleprofiler.export.renamed import current_names
 from moduleprofiler.export.view import View
 from moduleprofiler.records import ProfileData, unknown_work
@@ -102,32 +102,12 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
                 exact_flags=tuple(flags))
 
 
-_FORWARD_COUNTS = ("ops", "macs", "flops")
-
-
 def _lower_bounds(frame: pd.DataFrame, column: str, paths: list[str]) -> pd.Series:
-    """Per path, whether ``frame``'s ``column`` is only a lower bound there: a count that
-    includes work without a formula (an inclusive count of a module not ``complete``, an own
-    count of a ``mixed`` call, a backward count of a module not ``backward_complete``)."""
-    if column.startswith(("backward_", "self_backward_")):
-        flag = "backward_complete"
-    elif column in _FORWARD_COUNTS:
-        flag = "complete"
-    elif column.removeprefix("self_") in _FORWARD_COUNTS:
-        if "ops_source" not in frame:
-            return pd.Series(False, index=range(len(paths)))
-        return _is_false(frame["ops_source"].reindex(paths).ne("mixed"))
-    else:
-        return pd.Series(False, index=range(len(paths)))
-    if flag not in frame:
-        return pd.Series(False, index=range(len(paths)))
-    # a path the profile lacks holds no value to bound (reindex gives <NA>: not a bound)
-    return _is_false(frame[flag].reindex(paths))
-
-
-def _is_false(flags: pd.Series) -> pd.Series:
-    """``flags == False`` with unknown (``<NA>``, ``None``) as not False, indexed 0..n-1."""
-    return flags.eq(False).fillna(False).astype(bool).reset_index(drop=True)
+    """Per path, whether ``frame``'s ``column`` is only a lower bound there
+    (:func:`~moduleprofiler.export.frame.lower_bound_rows`); a path the profile lacks holds no
+    value to bound."""
+    return lower_bound_rows(frame, column).reindex(paths, fill_value=False).reset_index(
+        drop=True)
 
 
 def _type_of(before: str | None, after: str | None) -> str | None:

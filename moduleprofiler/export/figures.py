@@ -37,7 +37,7 @@ import pandas as pd
 
 from moduleprofiler.export.cells import BOUND_NOTE, LOWER_MARK, UNICODE, formatter, header
 from moduleprofiler.export.columns import FLOPS, column_spec, metric_columns, quantity
-from moduleprofiler.export.frame import module_frame
+from moduleprofiler.export.frame import lower_bound_rows, module_frame
 from moduleprofiler.export.model_summary import lower_bound_models, summary_view
 from moduleprofiler.export.names import elide_name, module_name
 from moduleprofiler.export.select import top_view, tree_view
@@ -138,19 +138,10 @@ def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int =
     return text if not notes else f"{text}\n({'; '.join(notes)})"
 
 
-_EXACT_FLAGS = {"ops": "complete", "macs": "complete", "flops": "complete",
-                "backward_ops": "backward_complete", "backward_macs": "backward_complete",
-                "backward_flops": "backward_complete"}
-"""The inclusive count columns that can be lower bounds, and the frame's flag saying where."""
-
-
 def _marked(labels: Sequence[str], frame: pd.DataFrame, column: str) -> list[str]:
     """``labels`` (one per row of ``frame``), :data:`LOWER_MARK` before those whose
-    ``column`` is a lower bound (their row's flag False)."""
-    flag = _EXACT_FLAGS.get(column)
-    if flag is None or flag not in frame:
-        return list(labels)
-    bounded = frame[flag].eq(False).fillna(False).tolist()
+    ``column`` is a lower bound (:func:`~moduleprofiler.export.frame.lower_bound_rows`)."""
+    bounded = lower_bound_rows(frame, column).tolist()
     return [LOWER_MARK + label if low else label for label, low in zip(labels, bounded)]
 
 

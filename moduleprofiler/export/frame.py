@@ -573,3 +573,25 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         "unsupported": list(profile.unsupported),
         "excluded": list(profile.excluded),
     }
+
+
+_FORWARD_COUNTS = ("ops", "macs", "flops")
+
+
+def lower_bound_rows(frame: pd.DataFrame, column: str) -> pd.Series:
+    """Per row of a module frame (or a view's frame), whether its ``column`` is only a lower
+    bound there: a count that includes work without a formula (an inclusive count of a module
+    not ``complete``, an own count of a ``mixed`` call, a backward count of a module not
+    ``backward_complete``). False where the frame lacks the flag, or the flag is unknown; the
+    frame's own index."""
+    if column.startswith(("backward_", "self_backward_")):
+        flags = frame.get("backward_complete")
+    elif column in _FORWARD_COUNTS:
+        flags = frame.get("complete")
+    elif column.removeprefix("self_") in _FORWARD_COUNTS and "ops_source" in frame:
+        flags = frame["ops_source"].ne("mixed")
+    else:
+        flags = None
+    if flags is None:
+        return pd.Series(False, index=frame.index)
+    return flags.eq(False).fillna(False).astype(bool)
