@@ -15,6 +15,7 @@ from markupsafe import Markup
 from moduleprofiler._version import __version__
 from moduleprofiler.export.cells import LOWER_MARK, UNICODE, formatter
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
+from moduleprofiler.export.frame import lower_bound_rows
 from moduleprofiler.export.html_table import render_html_table
 from moduleprofiler.export.names import module_path
 from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
@@ -132,7 +133,7 @@ def _charts(profile: Profile) -> list[Chart]:
               for path, kind, owner in zip(top["module"], top["type"], shared)]
     # a module's ops with work without a formula inside is a lower bound: its bar says so
     bounded = [LOWER_MARK + label if low else label
-               for label, low in zip(labels, top["complete"].eq(False).fillna(False))]
+               for label, low in zip(labels, lower_bound_rows(top, "ops"))]
     charts.append(_chart("ops-by-module", "Ops by top-level module", bounded,
                          list(top["ops"]), list(top["ops_pct"]), "ops"))
     held = _params_held_once(profile, [module_path(name) for name in top["module"]])
