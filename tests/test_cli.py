@@ -137,6 +137,18 @@ def test_time_and_memory_add_measured_columns(capsys: pytest.CaptureFixture[str]
     assert rows and all(" us" in row or " ms" in row for row in rows)
 
 
+def test_a_narrow_time_tree_keeps_each_flag_with_its_time(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "time", "--iters", "4",
+                           "--width", "60")
+    assert status == 0, err
+    # module 21 ("__root__ (Sequential)"), two times (11, 16), two flags (14, 19): 21 + 11
+    # + 16 + 14 + 19 + 4 * 2 = 89 > 60; the self time goes first and its flag with it:
+    # 21 + 11 + 14 + 2 * 2 = 50. The flags used to go first, text columns both
+    assert out.splitlines()[0].split() == ["module", "time", "median", "low", "confidence"]
+    assert "hidden to fit 60 columns: self time median, self low\n  confidence" in out
+
+
 def test_memory_shows_the_training_step_and_its_peak(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, TINY, "-i", "2x4", "--what", "memory", "--width", "0")
     assert status == 0, err

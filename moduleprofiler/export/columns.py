@@ -165,6 +165,11 @@ class ColumnSpec:
     detail: bool = False
     """A statistic shown only when asked for (a percentile, a CI bound): the views' defaults
     leave it out, the module frame holds it."""
+    qualifies: tuple[str, ...] = ()
+    """The columns this one is a flag on (a time's low confidence: the time's median and its
+    share; a column's ``_pct`` share counts as the column). A table too wide for its width
+    shows the flag as long as one of them is shown, in every view: it hides the flag with
+    the last of them, never before (after every other column where none is shown)."""
 
     @property
     def inclusive(self) -> bool | None:
@@ -204,7 +209,7 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
                     unit: str = "", additive: bool = True, derive: Derived | None = None,
                     description: str = "", needs: str = "", per_module: str | None = None,
                     statistic: Statistic | None = None, detail: bool = False,
-                    replace: bool = False) -> ColumnSpec:
+                    qualifies: tuple[str, ...] = (), replace: bool = False) -> ColumnSpec:
     """Declare column ``name`` and return its spec; every view then shows it.
 
     ``aggregation`` says how calls combine (:data:`Aggregation`); without it, ``inclusive=True``
@@ -222,7 +227,7 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
     _check(name, kind, aggregation)
     spec = ColumnSpec(name, kind, label if label is not None else _default_label(name),
                       aggregation, unit, additive, derive, description, needs, per_module,
-                      statistic, detail)
+                      statistic, detail, qualifies)
     old = _REGISTRY.get(name)
     if old is not None and not replace and (old.kind, old.aggregation, old.unit) != (
             spec.kind, spec.aggregation, spec.unit):

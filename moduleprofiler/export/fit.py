@@ -19,14 +19,16 @@ The steps, each taken only while the table is still too wide:
 5. the names are elided further, down to what is left.
 
 The columns a caller asked for (:attr:`View.keep`: named, sorted or ranked by, or named by a
-note under the table) go through the same steps only after every other column is gone, and
-the ``last`` ones (:attr:`View.last`: a timing tree's low-confidence flag) after those.
+note under the table) go through the same steps only after every other column is gone. A flag
+on other columns (:attr:`ColumnSpec.qualifies`: a time's low confidence) is shown while one
+of them is, and goes with the last of them, never before it (after every other column where
+none of them is shown).
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from moduleprofiler.export.names import ELLIPSIS, elide_label, elide_name
@@ -100,6 +102,13 @@ def _elide(column: TextColumn, target: int) -> None:
     column.header = column.header[:target]
 
 
+def _hide(kept: list[TextColumn], hidden: list[str], columns: list[TextColumn]) -> None:
+    """Move ``columns`` from ``kept`` to ``hidden`` (their headers)."""
+    for column in columns:
+        kept.remove(column)
+        hidden.append(column.header.strip() or column.name)
+
+
 def _shrink_names(columns: list[TextColumn], width: int, floor: int) -> None:
     """Elide the name columns, widest first, until the table fits or each is at ``floor``."""
     for column in sorted((c for c in columns if c.identity), key=lambda c: -c.width):
@@ -153,15 +162,14 @@ def _numbers_order(numbers: list[TextColumn]) -> list[TextColumn]:
 
 
 def _drop_order(columns: list[TextColumn], optional: Sequence[str],
-                keep: Sequence[str] = (), last: Sequence[str] = ()) -> list[TextColumn | None]:
+                keep: Sequence[str] = ()) -> list[TextColumn | None]:
     """The columns that may be hidden, in the order they are (steps 2 and 4); ``None``
     marks where the names are elided to their floor (step 3). The ``keep`` columns follow
-    every other, through the same steps, and the ``last`` ones follow those."""
+    every other, through the same steps."""
     hideable = [c for c in columns if not c.identity]
-    final = [c for c in hideable if c.name in last]
-    kept = [c for c in hideable if c.name in keep and c not in final]
-    others = [c for c in hideable if c not in kept and c not in final]
-    return [*_steps(others, optional), *_steps(kept, ()), *_steps(final, ())]
+    kept = [c for c in hideable if c.name in keep]
+    others = [c for c in hideable if c not in kept]
+    return [*_steps(others, optional), *_steps(kept, ())]
 
 
 def _steps(hideable: list[TextColumn], optional: Sequence[str]) -> list[TextColumn | None]:
@@ -180,26 +188,44 @@ def _steps(hideable: list[TextColumn], optional: Sequence[str]) -> list[TextColu
 def fit_columns(columns: list[TextColumn], width: int | None,
                 optional: Sequence[str] = (),
                 keep: Sequence[str] = (),
-                last: Sequence[str] = ()) -> tuple[list[TextColumn], list[str]]:
+                flags: Mapping[str, Sequence[str]] | None = None
+                ) -> tuple[list[TextColumn], list[str]]:
     """``columns`` fitted into ``width`` (``None``: as they are); ``optional`` names the
-    columns to hide first, ``keep`` those to hide last (the ones the caller asked for) and
-    ``last`` those to hide after them (flags a reader must not lose).
-    Returns the columns kept (cells shortened in place) and the headers of the hidden
-    ones."""
+    columns to hide first, ``keep`` those to hide last (the ones the caller asked for).
+    ``flags`` maps a flag column to the columns it qualifies: it is shown while one of them
+    is (hidden with the last of them, in the same step: a flag without its time says
+    nothing; where the last of them is the last column left, the flag goes first), and
+    after every other column where none of them is shown. Returns the columns kept (cells
+    shortened in place) and the headers of the hidden ones."""
     if width is None or table_width(columns) <= width:
         return columns, []
     for shape in (c for c in columns if c.kind == "shape"):
         shape.cells = [cell if len(cell) <= SHAPE_CELL else
                        cell[:SHAPE_CELL - len(ELLIPSIS)] + ELLIPSIS for cell in shape.cells]
+    flags = flags or {}
+    flagged = [c for c in columns if c.name in flags]
+
+    def qualified(flag: TextColumn, among: list[TextColumn]) -> list[TextColumn]:
+        return [c for c in among if c.name.removesuffix("_pct") in flags[flag.name]]
+
+    alone = [c for c in flagged if not qualified(c, columns)]
+    order = [*(c for c in _drop_order(columns, optional, keep) if c not in flagged), *alone]
     kept = list(columns)
     hidden: list[str] = []
-    for column in _drop_order(columns, optional, keep, last):
+    for column in order:
         if table_width(kept) <= width:
             break
         if column is None:
             _shrink_names(kept, width, NAME_FLOOR)
             continue
-        kept.remove(column)
-        hidden.append(column.header.strip() or column.name)
+        rest = [c for c in kept if c is not column]
+        orphans = [f for f in flagged if f in kept and f is not column
+                   and qualified(f, [column]) and not qualified(f, rest)]
+        if orphans and all(c.identity or c in orphans for c in rest):
+            # the last column left keeps its value, without its flag, where that fits
+            _hide(kept, hidden, orphans)
+            if table_width(kept) <= width:
+                break
+        _hide(kept, hidden, [column, *(c for c in orphans if c in kept)])
     _shrink_names(kept, width, 1)
     return kept, hidden

@@ -137,7 +137,8 @@ def render_text(view: ViewData, *, color: bool = False, unicode: bool = False,
         first = [d + label for d, label in zip(drawn, labels)]
         columns.insert(0, TextColumn("module", "module", first, False, "name",
                                      [None] * len(first), identity=True, prefixes=drawn))
-    columns, hidden = fit_columns(columns, limit, view.optional, kept_columns(view), view.last)
+    columns, hidden = fit_columns(columns, limit, view.optional, kept_columns(view),
+                                  flag_columns(view))
     widths = [c.width for c in columns]
     out = ["  ".join(_paint(c.aligned(c.header, w), _BOLD, color)
                      for c, w in zip(columns, widths)).rstrip()]
@@ -169,6 +170,13 @@ def kept_columns(view: ViewData) -> tuple[str, ...]:
     named = [name for name in view.columns if "_" in name
              and any(re.search(rf"\b{re.escape(name)}\b", note) for note in view.notes)]
     return tuple(dict.fromkeys([*view.keep, *named]))
+
+
+def flag_columns(view: ViewData) -> dict[str, tuple[str, ...]]:
+    """The shown flags on other columns (:attr:`ColumnSpec.qualifies`, a time's low
+    confidence), each with the columns it qualifies: hidden with the last of them."""
+    return {name: spec.qualifies for name, spec in view.specs(view.columns).items()
+            if spec.qualifies}
 
 
 _NAMES = ("module", "type")

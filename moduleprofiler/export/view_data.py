@@ -53,9 +53,6 @@ class ViewData:
     keep: tuple[str, ...] = ()
     """Shown columns a renderer hides last: those the caller named, sorted or ranked by (a
     column a note names is kept as well, :func:`~moduleprofiler.export.text.render_text`)."""
-    last: tuple[str, ...] = ()
-    """Shown columns a renderer hides after every other, :attr:`keep` included: the flags a
-    reader must not lose (a timing tree's low-confidence column)."""
     module_order: bool = False
     """The rows are modules in module order (pre-order, one row each): runs of identical
     blocks can be folded (a tree, or an unsorted table of modules)."""

@@ -163,10 +163,12 @@ for _phase in ("forward", "backward"):
                 statistic=Statistic(_pair, _less_error),
                 description=f"median {_phase} time {_what} less the hooks' calibrated "
                 "error, at least 0; shown beside the raw median, never instead")
-        # a text column (its yes/no a label): a narrow terminal hides it before eliding names
+        # a text column (its yes/no a label) that a narrow table hides after its time
         _column(f"{_own}{_prefix}low_confidence", "text", aggregation="none",
-                needs=TIME_NEEDS, statistic=Statistic(_pair, _low_confidence,
-                                                      facts=True),
+                needs=TIME_NEEDS, qualifies=(f"{_own}{_prefix}time_median_ms",
+                                              *(("self_share",) if _own and not _prefix
+                                                else ())),
+                statistic=Statistic(_pair, _low_confidence, facts=True),
                 description=f"the module's median {_phase} time {_what} is within "
                 "10x of the hooks' expected error, or it kept fewer samples than the "
                 "run's min_iters")

@@ -484,10 +484,7 @@ class TimedModules(Profile):
                                              in values.items() if not pd.isna(v[share])})
                 shown.insert(2, "self_share")
         view = profile.tree(shown)
-        # a narrow terminal hides the low-confidence flags after every other column
-        flags = tuple(c for c in shown if c.endswith("low_confidence"))
-        return str(dataclasses.replace(view, title=title, notes=(*notes, *view.notes),
-                                       last=flags))
+        return str(dataclasses.replace(view, title=title, notes=(*notes, *view.notes)))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: the run's facts, one dict per module (the module frame) and

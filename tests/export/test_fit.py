@@ -235,35 +235,36 @@ def test_a_column_a_note_names_is_kept() -> None:
 
     frame = pd.DataFrame({"module": ["a_rather_long_module_name_" * 2], "type": ["Linear"],
                           "calls": [1], "time_median_ms": [1.0], "self_time_median_ms": [1.0],
-                          "low_confidence": [True]})
-    columns = ("time_median_ms", "self_time_median_ms", "low_confidence")
-    # a tree, as the timing summary draws (moduleprofiler/timing/results.py tree_text)
+                          "ops_source": ["formula"]})
+    columns = ("time_median_ms", "self_time_median_ms", "ops_source")
     plain = View(frame=frame, columns=columns, kind="tree")
-    noted = View(frame=frame, columns=columns, kind="tree",
-                 notes=("small modules: see low_confidence",))
-    # 60 columns do not hold the name elided to 24 and three columns (24 + 11 + 16 + 14 +
-    # 3 * 2 = 71): the rightmost goes, unless a note points at it
-    assert "low confidence" not in _header(plain.to_text(width=60))
-    assert _header(noted.to_text(width=60)).endswith("low confidence")
+    noted = View(frame=frame, columns=columns, kind="tree", notes=("see ops_source",))
+    # 60 columns do not hold the name elided to 24 and three columns (24 + 11 + 16 + the
+    # source's 8 + 3 * 2 = 65): a text column goes first, unless a note points at it
+    assert "ops from" not in _header(plain.to_text(width=60))
+    assert _header(noted.to_text(width=60)).endswith("ops from")
 
 
-def test_the_last_columns_outlast_the_kept_ones() -> None:
+def test_a_low_confidence_flag_goes_with_its_time() -> None:
     from moduleprofiler.export.view import View
 
     frame = pd.DataFrame({"module": ["a_rather_long_module_name_" * 2], "type": ["Linear"],
                           "calls": [1], "time_median_ms": [1.0], "self_time_median_ms": [1.0],
-                          "low_confidence": [True]})
-    columns = ("time_median_ms", "self_time_median_ms", "low_confidence")
-    # every column asked for (keep), the flag hidden last, as a timing tree asks: at 60
-    # columns the name elided to 24 and three columns need 71 (above); of the numbers the
-    # second time goes first: 24 + 11 + 14 + 2 * 2 = 53 fit
-    flagged = View(frame=frame, columns=columns, kind="tree", keep=columns,
-                   last=("low_confidence",))
-    assert _header(flagged.to_text(width=60)).split() == [
-        "module", "time", "median", "low", "confidence"]
-    # without it the flag, a text column, is the first hidden
-    plain = View(frame=frame, columns=columns, kind="tree", keep=columns)
-    assert "low confidence" not in _header(plain.to_text(width=60))
+                          "low_confidence": [True], "self_low_confidence": [False]})
+    columns = ("time_median_ms", "self_time_median_ms", "low_confidence",
+               "self_low_confidence")
+    # the registry says which time each flag qualifies (ColumnSpec.qualifies); a text
+    # column would go first, but a flag goes with its time, in every view: asked for by
+    # name or not. At 80 columns the name elided to 24, two times (11, 16) and two flags
+    # (14, 19) need 24 + 11 + 16 + 14 + 19 + 4 * 2 = 92: the second time goes first, with
+    # its flag: 24 + 11 + 14 + 2 * 2 = 53 fit
+    for view in (View(frame=frame, columns=columns, kind="tree"),
+                 View(frame=frame, columns=columns, kind="tree", keep=columns)):
+        assert _header(view.to_text(width=80)).split() == [
+            "module", "time", "median", "low", "confidence"]
+    # narrower, the last time left sheds its flag before it goes: 24 + 11 + 2 = 37
+    narrow = View(frame=frame, columns=columns, kind="tree").to_text(width=40)
+    assert _header(narrow).split() == ["module", "time", "median"]
 
 
 def test_one_column_of_each_quantity_stays_longest() -> None:

@@ -185,15 +185,22 @@ def test_a_fixed_count_is_never_flagged() -> None:
     assert _flags(timing, "device_low_confidence", ("__root__", "0")) == [False] * 2
 
 
-def test_the_kernel_tree_hides_the_device_flag_last(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_kernel_tree_keeps_the_device_flag_with_a_device_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     model = nn.Sequential(nn.Linear(8, 8), _Sometimes(), nn.Linear(8, 2))
     timing = _adaptive(model, 40)
-    # at 50 columns the tree (module names, 21 wide) and the flag (21) with their gap make
-    # 44; any other column with its gap would not fit: only the flag is left
+    # at 60 columns the tree (module names, 21 wide), the self device share (13) and the
+    # flag (21) with their gaps make 59: every other column goes first, the flag stays
+    # while a device time of the module (the share of its self time) is shown
+    monkeypatch.setenv("COLUMNS", "60")
+    assert timing.report().splitlines()[0].split() == [
+        "module", "self", "device", "%", "device", "low", "confidence"]
+    # at 50 the share is the last column left: it sheds the flag (21 + 13 + 2 = 36), where
+    # the flag used to be left alone, a flag on no time shown
     monkeypatch.setenv("COLUMNS", "50")
     report = timing.report()
-    assert report.splitlines()[0].split() == ["module", "device", "low", "confidence"]
-    assert "self device %" in " ".join(report.split())  # named among the hidden
+    assert report.splitlines()[0].split() == ["module", "self", "device", "%"]
+    assert "device low confidence" in " ".join(report.split())  # named among the hidden
 
 
 def test_training_device_times_are_flagged_by_their_traced_samples(

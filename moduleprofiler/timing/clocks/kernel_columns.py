@@ -129,9 +129,12 @@ def _few_traced(totals: Any, facts: Any = None) -> bool | None:
 
 for _prefix, _phase in (("", "forward"), ("backward_", "backward")):
     for _own, _what in (("", "with its children's"), ("self_", "of its own code")):
-        # a text column (its yes/no a label); the timing trees hide it last (View.last)
+        # a text column (its yes/no a label) that a narrow table shows while a device
+        # time of the module is shown: it counts the module's traced iterations, the same
+        # for its self and its inclusive time
         _column(f"{_own}{_prefix}device_low_confidence", "text", aggregation="none",
-                needs=TIME_NEEDS, statistic=Statistic(
+                needs=TIME_NEEDS, qualifies=(f"{_prefix}device_ms", f"self_{_prefix}device_ms"),
+                statistic=Statistic(
                     (f"{_own}{_prefix}device_samples_ms",), _few_traced, facts=True),
                 description=f"the module's median {_phase} device time {_what} comes from "
                 "fewer traced iterations than the traced block's own minimum (its share of "
