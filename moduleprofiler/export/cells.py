@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.units import (
@@ -84,7 +86,15 @@ def _text_formatter(spec: ColumnSpec) -> Callable[[Any], str]:
         return shape_text
     if spec.kind == "dtype":
         return dtype_text
-    return str
+    return _text
+
+
+def _text(value: Any) -> str:
+    """A text cell; a yes/no in a text column (a time's low confidence) reads as a flag
+    column's does, never as Python's ``True``/``False``."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def header(spec: ColumnSpec, glyphs: Glyphs = ASCII) -> str:

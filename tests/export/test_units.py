@@ -94,3 +94,16 @@ def test_parameter_counts_read_as_people_write_them() -> None:
     assert human_params(999) == "999"
     assert formatter(column_spec("params"))(6_738_415_616) == "6.74B"
     assert formatter(column_spec("ops"))(6_738_415_616) == "6.74G"
+
+
+def test_a_yes_no_in_a_text_column_reads_as_a_flag() -> None:
+    import numpy as np
+
+    from moduleprofiler.export.cells import formatter
+    from moduleprofiler.export.columns import column_spec
+
+    # a time's low confidence is a text column holding bools (None where unknown): its
+    # cells read yes/no as a flag column's (`complete`) do, not Python's True/False
+    low = formatter(column_spec("low_confidence"))
+    assert [low(v) for v in (True, False, np.True_, "1.rare")] == ["yes", "no", "yes", "1.rare"]
+    assert formatter(column_spec("complete"))(False) == "no"

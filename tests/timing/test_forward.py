@@ -433,7 +433,7 @@ def test_a_fixed_count_of_one_kept_sample_is_low_confidence() -> None:
     assert timing.stop_reason == "num_iters" and timing.iterations == 1
     assert [_row(timing, path)["low_confidence"] for path in ("", "0")] == [True, True]
     report = str(timing)
-    assert report.splitlines()[3].endswith("True")  # the report's row of the module
+    assert report.splitlines()[3].endswith("yes")  # the report's row of the module
     # measure_overhead=False: the ratio is unknown and said so, not printed as "nan"
     assert "hooked / hook-free whole model: not measured;" in " ".join(report.split())
 
