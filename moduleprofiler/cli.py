@@ -249,7 +249,8 @@ def run_profile(options: argparse.Namespace) -> Any:
         except (ValueError, TypeError, OSError) as exc:
             raise CliError(f"--predict {options.predict}: {exc}") from exc
     by_name = options.model.startswith(HF_PREFIX)
-    options.meta = options.meta or (by_name and options.device is None) or bool(options.predict)
+    built_on_meta = by_name and not options.meta and options.device is None  # not asked for
+    options.meta = options.meta or built_on_meta or bool(options.predict)
     if not options.input_size and not by_name:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
     # a sweep casts to each of its dtypes itself: the model is built as it comes
@@ -284,7 +285,10 @@ def run_profile(options: argparse.Namespace) -> Any:
             OperatorListener()] if options.by_operator is not None else [])
         if "time" in groups:
             if options.meta:
-                print("moduleprofiler: time: not measurable on the meta device", file=sys.stderr)
+                print("moduleprofiler: time: not measurable on the meta device" + (
+                    ", where an hf: model is built unless --device names another (add "
+                    "--device cpu or --device cuda to time it)" if built_on_meta else ""),
+                    file=sys.stderr)
             else:
                 with warnings.catch_warnings():  # said below, with the other warnings
                     warnings.simplefilter("ignore", CodePathWarning)

@@ -37,6 +37,19 @@ def test_a_model_by_name_on_meta(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert root["macs"] == MACS
 
 
+def test_time_of_a_model_built_on_meta_says_how_to_time_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # an hf: model is built on meta unless --device names another: --what time can't run
+    # there, and the note said only "not measurable on the meta device", a device the user
+    # never named
+    status, out, err = run(capsys, "hf:gpt2", "-i", "1x8", *TINY, "--what", "params,time",
+                           "--depth", "0")
+    assert status == 0, err
+    assert ("time: not measurable on the meta device, where an hf: model is built unless "
+            "--device names another (add --device cpu or --device cuda to time it)") in err
+    assert out.splitlines()[0].split() == ["module", "params"]
+
+
 def test_a_local_config_on_cpu_with_a_training_step(capsys: pytest.CaptureFixture[str],
                                                     tmp_path: Path) -> None:
     config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4,
