@@ -8,7 +8,9 @@ The steps, each taken only while the table is still too wide:
    itself, :attr:`View.optional`), then the input shapes and dtypes, then the others (the
    rightmost first);
 3. the names (a tree's labels, a table's module paths and types) are elided in the middle
-   (:func:`~moduleprofiler.export.names.elide_name`) down to :data:`NAME_FLOOR` characters;
+   (:func:`~moduleprofiler.export.names.elide_name`) down to :data:`NAME_FLOOR` characters,
+   and never past a tree's prefix and :data:`LABEL_FLOOR` characters of its label (the
+   tree's shape stays drawn while numbers can still go);
 4. numeric columns are hidden: the optional ones in their order; then, of each quantity
    (the forward counts, the parameters, the backward counts, memory, time), every column but
    its first, the rightmost first (device times after every other: the kernel clock's
@@ -38,6 +40,9 @@ MIN_WIDTH = 40
 SHAPE_CELL = 20
 """Shape cells are cut to this many characters when the table is too wide."""
 NAME_FLOOR = 24
+LABEL_FLOOR = 16
+"""Step 3 leaves each tree label at least this many characters after its prefix: a deep
+row elided into its prefix (``|   |...attn (Conv1D)``) reads as a row of another depth."""
 """Step 3 elides names to no fewer characters than this (step 5 goes further)."""
 GAP = 2
 """Spaces between two columns."""
@@ -109,13 +114,16 @@ def _hide(kept: list[TextColumn], hidden: list[str], columns: list[TextColumn]) 
         hidden.append(column.header.strip() or column.name)
 
 
-def _shrink_names(columns: list[TextColumn], width: int, floor: int) -> None:
-    """Elide the name columns, widest first, until the table fits or each is at ``floor``."""
+def _shrink_names(columns: list[TextColumn], width: int, floor: int,
+                  label_floor: int = 0) -> None:
+    """Elide the name columns, widest first, until the table fits or each is at ``floor``
+    (and at its deepest tree prefix with ``label_floor`` characters of label)."""
     for column in sorted((c for c in columns if c.identity), key=lambda c: -c.width):
         excess = table_width(columns) - width
         if excess <= 0:
             return
-        target = max(floor, column.width - excess, 1)
+        deepest = max(map(len, column.prefixes), default=0) if column.prefixes else 0
+        target = max(floor, deepest + label_floor, column.width - excess, 1)
         if target < column.width:
             _elide(column, target)
 
@@ -216,7 +224,7 @@ def fit_columns(columns: list[TextColumn], width: int | None,
         if table_width(kept) <= width:
             break
         if column is None:
-            _shrink_names(kept, width, NAME_FLOOR)
+            _shrink_names(kept, width, NAME_FLOOR, LABEL_FLOOR)
             continue
         rest = [c for c in kept if c is not column]
         orphans = [f for f in flagged if f in kept and f is not column

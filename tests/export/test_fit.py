@@ -290,3 +290,32 @@ def test_one_column_of_each_quantity_stays_longest() -> None:
                                       "time_median_ms"]
     assert hidden == ["self_time_median_ms", "self_saved_bytes", "backward ops with kids",
                       "backward macs with kids"]
+
+
+def test_a_deep_tree_keeps_its_prefixes_while_numbers_can_go() -> None:
+    import torch
+    from torch import nn
+
+    from moduleprofiler import ModuleProfiler
+
+    class Wide(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            inner: nn.Module = nn.Linear(4, 4)
+            for _ in range(5):
+                inner = nn.Sequential(inner)
+            self.encoder_stack = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.encoder_stack(x)
+
+    profile = ModuleProfiler().profile(Wide(), torch.randn(2, 4))
+    text = profile.tree(["params", "macs", "ops", "flops", "output_bytes"]).to_text(width=60)
+    rows = text.splitlines()[2:9]
+    # the deepest row's prefix is 6 x 4 - 4 = 20 characters: names were elided to 24 (step
+    # 3), which cut it ("     ...- 0 (Sequential)" read as another depth); now a label keeps
+    # 16 characters after its prefix, and numbers go first
+    assert [row.split("(")[0].rstrip() for row in rows] == [
+        "__root__", "`-- encoder_stack", "    `-- 0", "        `-- 0", "            `-- 0",
+        "                `-- 0", "                    `-- 0"]
+    assert all(len(line) <= 60 for line in text.splitlines())
