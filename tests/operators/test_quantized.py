@@ -1,6 +1,6 @@
-"""Quantized operators (``torch.ops.quantized``): int8 products, convolutions (transposed too),
-recurrent cells and embedding bags count the work
-of the float layers they replace, read from their packed weights."""
+"""Quantized operators (``torch.ops.quantized``): int8 products, convolutions (transposed
+too), recurrent cells and embedding bags count the work of the float layers they replace, read
+from their packed weights."""
 
 from __future__ import annotations
 
