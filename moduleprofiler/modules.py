@@ -320,7 +320,7 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     exported = exported_types(root)
     # each class's name and whether it is a container, worked out once per class in this scan
     classes = {cls: (cls.__name__, _is_container_class(cls)) for cls in set(map(type, modules))}
-    counts: list[int | None] = params  # type: ignore[assignment]  # None: unknown
+    counts: list[int | None] = [*params]  # None: unknown
     if unreadable:
         _unknown_params(counts, unreadable, parent)
     infos = []
