@@ -161,6 +161,23 @@ def test_eager_static_quantization_counts_the_float_model_less_the_folded_batchn
     assert profile.module("conv").type_name == "ConvReLU2d"
 
 
+def test_fx_static_quantization_counts_the_float_model_less_the_folded_batchnorm() -> None:
+    quantize_fx = pytest.importorskip("torch.ao.quantization.quantize_fx")
+    torch.manual_seed(0)
+    float_model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                                nn.Linear(4 * 6 * 6, 5)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    # conv 4 x 3 x 9 + 4 = 112, BatchNorm 4 + 4, Linear 144 x 5 + 5 = 725: 845
+    assert sum(p.numel() for p in float_model.parameters()) == 845
+    mapping = torch.ao.quantization.get_default_qconfig_mapping(_engine())
+    prepared = quantize_fx.prepare_fx(copy.deepcopy(float_model), mapping, (x,))
+    prepared(x)
+    profile = Profiler().profile(quantize_fx.convert_fx(prepared), x)
+    # the BatchNorm folds into the convolution, which has a bias already: 845 - 8 = 837
+    assert profile.total_params == 837 and profile.complete
+    assert profile.module("0").type_name == "ConvReLU2d" and profile.module("0").params == 112
+
+
 def test_torchvision_s_quantizable_mobilenet_v2_counts_the_float_parameters() -> None:
     quantization = pytest.importorskip("torchvision.models.quantization")
     torch.manual_seed(0)
