@@ -17,6 +17,7 @@ from typing import NamedTuple
 from torch import Tensor, nn
 from torch.nn import Parameter
 
+from moduleprofiler.packed import packed_weights
 from moduleprofiler.records import ModuleInfo, SharedTensor, display_path, new_module_info
 from moduleprofiler.storage import is_lazy
 
@@ -35,16 +36,21 @@ class ModuleFacts:
     """No child modules."""
     params: Collection[Tensor]
     """Parameters of the module and its descendants, each tensor once, in ``parameters()``
-    order."""
+    order, then the weights packed in objects the module holds (:mod:`moduleprofiler.packed`:
+    a quantized layer's), read as tensors."""
     buffers: Collection[Tensor]
     """Buffers of the module and its descendants, each tensor once."""
     self_params: Collection[Tensor]
     """Parameters registered directly on the module, each tensor once, less those a module
-    before it registered (a tied weight is owned by its first holder only)."""
+    before it registered (a tied weight is owned by its first holder only), and the weights
+    packed in objects it holds."""
     shared_with: tuple[str, ...] = ()
     """Names of the modules owning the parameters and buffers registered here that are not
     its own, each tensor owned by the first module registering it (their paths, the root as
     ``__root__``)."""
+    unreadable: bool = False
+    """The module holds a packed object whose weights cannot be read: its own parameters
+    are unknown (:mod:`moduleprofiler.packed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +138,16 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
     occurrences = list(root.named_modules(remove_duplicate=False))
     params: dict[int, dict[int, Tensor]] = {}
     buffers: dict[int, dict[int, Tensor]] = {}
+    packed: dict[int, tuple[tuple[Tensor, ...], bool]] = {}  # by module, those holding any
     for _, module in reversed(occurrences):
         key = id(module)
         if key in params:
             continue
         mine = {id(p): p for p in module._parameters.values() if p is not None}
+        held = packed_weights(module)
+        if held is not None:
+            packed[key] = held
+            mine.update((id(p), p) for p in held[0])
         own_buffers = {id(b): b for b in module._buffers.values() if b is not None}
         for child in module._modules.values():
             if child is not None:
@@ -154,7 +165,9 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
         index[path] = len(facts)
         own: dict[int, Tensor] = {}
         others: dict[str, None] = {}
-        for tensor in module._parameters.values():
+        held = packed.get(id(module))
+        for tensor in (module._parameters.values() if held is None
+                       else [*module._parameters.values(), *held[0]]):
             if tensor is None:
                 continue
             first = owner.setdefault(id(tensor), path)
@@ -172,7 +185,7 @@ def module_facts(root: nn.Module) -> tuple[ModuleFacts, ...]:
             0 if path == "" else path.count(".") + 1,
             not any(child is not None for child in module._modules.values()),
             params[id(module)].values(), buffers[id(module)].values(), own.values(),
-            tuple(others)))
+            tuple(others), held is not None and held[1]))
     return tuple(facts)
 
 
@@ -231,12 +244,20 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     shared: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
     lazy = False
     plain = True
+    unreadable: list[int] = []  # modules holding packed weights that cannot be read
     for i, module in enumerate(modules):
+        packed = packed_weights(module)
+        if packed is not None and packed[1]:
+            unreadable.append(i)
         for kind, table in ((0, module._parameters), (1, module._buffers)):
-            if not table:
+            if packed is not None and not kind:
+                values: Iterable[Tensor | None] = [*table.values(), *packed[0]]
+            elif table:
+                values = table.values()
+            else:
                 continue
             seen = first[kind]
-            for tensor in table.values():
+            for tensor in values:
                 if tensor is None:
                     continue
                 key = id(tensor)
@@ -299,15 +320,34 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     exported = exported_types(root)
     # each class's name and whether it is a container, worked out once per class in this scan
     classes = {cls: (cls.__name__, _is_container_class(cls)) for cls in set(map(type, modules))}
+    counts: list[int | None] = [*params]  # None: unknown
+    if unreadable:
+        _unknown_params(counts, unreadable, parent)
     infos = []
     for i, (path, module) in enumerate(occurrences):
         name, container = classes[type(module)]
         infos.append(new_module_info(
             path, exported.get(path) or name, 0 if path == "" else path.count(".") + 1,
-            params[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+            counts[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
             buffer_bytes[i], ", ".join(owners[i]) if i in owners else None, container,
             tuple(held[i]) if i in held else ()))
     return ModuleScan(tuple(infos), lazy, plain)
+
+
+def _unknown_params(params: list[int | None], unreadable: Iterable[int],
+                    parent: Sequence[int]) -> None:
+    """Mark, in place, the ``params`` that packed weights which cannot be read make unknown
+    (every module's, indexed as ``parent``; ``unreadable``: the modules holding such weights).
+    A holder's is unknown (``None``); each module above it keeps the known part, as ``ops``
+    does: a lower bound, unknown where that part is 0 (never a 0 standing for weights that are
+    there)."""
+    for i in unreadable:
+        params[i] = None
+        i = parent[i]
+        while i != -1:
+            if params[i] == 0:
+                params[i] = None
+            i = parent[i]
 
 
 def exported_types(root: nn.Module) -> dict[str, str]:
@@ -373,16 +413,20 @@ def _scan_facts(root: nn.Module) -> ModuleScan:
     exported = exported_types(root)
     facts = module_facts(root)
     shared = _shared_entries(facts, sizes)
-    for fact in facts:
-        params, param_bytes, trainable = _sums(fact.params, sizes)
+    counts: list[int | None] = [_sums(fact.params, sizes)[0] for fact in facts]
+    unreadable = [i for i, fact in enumerate(facts) if fact.unreadable]
+    if unreadable:
+        _unknown_params(counts, unreadable, [fact.parent for fact in facts])
+    for i, fact in enumerate(facts):
+        _, param_bytes, trainable = _sums(fact.params, sizes)
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
         held = tuple(shared[id(tensor)] for tensors in (fact.params, fact.buffers)
                      for tensor in tensors if id(tensor) in shared) if shared else ()
         infos.append(ModuleInfo(
-            fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth, params,
-            _sums(fact.self_params, sizes)[0] if fact.self_params else 0, trainable, buffers,
-            fact.is_leaf, param_bytes, buffer_bytes, ", ".join(fact.shared_with) or None,
-            is_container(fact.module), held))
+            fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth,
+            counts[i], _sums(fact.self_params, sizes)[0] if fact.self_params else 0,
+            trainable, buffers, fact.is_leaf, param_bytes, buffer_bytes,
+            ", ".join(fact.shared_with) or None, is_container(fact.module), held))
     return ModuleScan(tuple(infos), any(size[3] for size in sizes.values()), False)
 
 

@@ -146,19 +146,27 @@ class ModuleInfo:
     """Dotted path as in ``named_modules()``; the root is ``""``."""
     type_name: str
     depth: int
-    params: int
-    """Parameters of the module and its descendants, each tensor counted once."""
+    params: int | None
+    """Parameters of the module and its descendants, each tensor counted once, with the
+    weights packed in objects they hold (a quantized layer's: :mod:`moduleprofiler.packed`).
+    ``None`` (unknown) for a module holding packed weights that cannot be read
+    (:attr:`ProfileData.unknown_params`); above it, the known part: a lower bound, ``None``
+    where that part is 0."""
     self_params: int
     """Parameters registered directly on the module (``recurse=False``) that no module
     before it in ``named_modules()`` order registered: a tied weight is owned once, by the
-    first module holding it, so own parameters add up to the model's parameters."""
+    first module holding it, so own parameters add up to the model's parameters. Weights
+    packed in an object the module holds count as its own (never trainable) where they can
+    be read."""
     trainable_params: int
-    """Of ``params``, those with ``requires_grad``."""
+    """Of ``params``, those with ``requires_grad`` (packed weights never are)."""
     buffers: int
     """Elements of the buffers of the module and its descendants, each tensor counted once."""
     is_leaf: bool
     param_bytes: int = 0
-    """Bytes of ``params`` (``numel * element_size``, each tensor once)."""
+    """Bytes of ``params`` (``numel * element_size``, each tensor once: a qint8 weight's
+    value is 1 byte; its quantization scales and zero points are not counted); of the weights
+    that can be read."""
     buffer_bytes: int = 0
     """Bytes of ``buffers``."""
     shared_with: str | None = None
@@ -220,7 +228,8 @@ class CallRecord(CallPosition):
     """0.0.4's ``input_size`` (from the io-size function of the module's type)."""
     output_size: Any
     """0.0.4's ``output_size``."""
-    params: int
+    params: int | None
+    """The module's :attr:`ModuleInfo.params` (``None``: unknown)."""
     self_params: int
     self_ops: int | float | None
     """Operations of this call's own work (children excluded); ``None`` = unknown."""
@@ -244,7 +253,7 @@ class CallRecord(CallPosition):
     by column name (:mod:`moduleprofiler.export.columns` says how each one renders)."""
 
     @classmethod
-    def uncounted(cls, position: CallPosition, params: int, self_params: int, *,
+    def uncounted(cls, position: CallPosition, params: int | None, self_params: int, *,
                   output_bytes: int | None = None,
                   metrics: dict[str, Any] | None = None) -> CallRecord:
         """The record of a call in a pass that counted nothing (timing, memory): its place,
@@ -280,8 +289,9 @@ _FILLING_MODULE_INFO: Any = filling_class(ModuleInfo)
 _new = object.__new__
 
 
-def new_module_info(path: str, type_name: str, depth: int, params: int, self_params: int,
-                    trainable_params: int, buffers: int, is_leaf: bool, param_bytes: int,
+def new_module_info(path: str, type_name: str, depth: int, params: int | None,
+                    self_params: int, trainable_params: int, buffers: int,
+                    is_leaf: bool, param_bytes: int,
                     buffer_bytes: int, shared_with: str | None, container: bool,
                     shared_tensors: tuple[SharedTensor, ...], /) -> ModuleInfo:
     """``ModuleInfo(...)`` with every field given in order, at a fifth of its constructor's
@@ -313,8 +323,10 @@ class ProfileData:
     modules: tuple[ModuleInfo, ...]
     excluded: tuple[str, ...] = ()
     """Paths of modules excluded from ops counting (``exclude_from_ops``)."""
-    total_params: int = 0
-    """``sum(p.numel())`` over the model's distinct parameters (tied weights once)."""
+    total_params: int | None = 0
+    """``sum(p.numel())`` over the model's distinct parameters (tied weights once), with the
+    weights packed in objects its modules hold (a quantized model's); a lower bound where some
+    of those cannot be read (:attr:`unknown_params`), ``None`` where nothing else is known."""
     total_buffers: int = 0
     unsupported_ops: dict[str, int] = field(default_factory=dict)
     """Operators that ran but have no operator formula, with their call counts."""
@@ -519,20 +531,37 @@ class ProfileData:
         return not self.backward_unsupported_ops
 
     @property
+    def unknown_params(self) -> tuple[str, ...]:
+        """Paths of the modules holding packed weights that cannot be read (an object of a
+        kind :mod:`moduleprofiler.packed` does not know): the deepest modules whose ``params``
+        is ``None``. The ``params`` of every module above them, ``total_params`` included,
+        count only the known part (lower bounds)."""
+        unknown = {info.path for info in self.modules if info.params is None}
+        holding = {info.parent for info in self.modules if info.path in unknown}
+        return tuple(path for path in unknown if path not in holding)
+
+    @property
+    def params_complete(self) -> bool:
+        """True when ``total_params`` is exact: every packed weight could be read."""
+        return all(info.params is not None for info in self.modules)
+
+    @property
     def lower_bounds(self) -> tuple[str, ...]:
         """The totals that are lower bounds, by quantity: a subset of ``("ops", "macs",
-        "flops", "backward")`` (empty when :attr:`complete`). ``flops`` (``2 * macs``) is named
-        wherever ``macs`` is, as ``to_dict()["totals"]`` holds both: a script that looks up
-        a total by its key finds whether it is a lower bound under the same name."""
+        "flops", "backward", "params")`` (empty when :attr:`complete`). ``flops``
+        (``2 * macs``) is named wherever ``macs`` is, as ``to_dict()["totals"]`` holds both: a
+        script that looks up a total by its key finds whether it is a lower bound under the
+        same name."""
         flags = (("ops", self.ops_complete), ("macs", self.macs_complete),
-                 ("flops", self.macs_complete), ("backward", self.backward_complete is not False))
+                 ("flops", self.macs_complete), ("backward", self.backward_complete is not False),
+                 ("params", self.params_complete))
         return tuple(name for name, exact in flags if not exact)
 
     @property
     def complete(self) -> bool:
-        """True when every total is exact: ``ops_complete`` and ``macs_complete``, and
-        ``backward_complete`` when a backward was profiled. When False, :attr:`lower_bounds`
-        says which totals are lower bounds."""
+        """True when every total is exact: ``ops_complete`` and ``macs_complete``,
+        ``backward_complete`` when a backward was profiled, and ``params_complete``. When
+        False, :attr:`lower_bounds` says which totals are lower bounds."""
         return not self.lower_bounds
 
     @property
@@ -598,7 +627,8 @@ def unknown_work(profile: ProfileData) -> str:
 
 def without_formula(profile: ProfileData) -> str:
     """What had no formula in ``profile`` (``"no formula for modules [...]; operators
-    {...}"``), the cause :func:`unknown_work` names; ``""`` for a complete profile."""
+    {...}"``) and which modules hold packed weights that cannot be read, the causes
+    :func:`unknown_work` names; ``""`` for a complete profile."""
     if profile.complete:
         return ""
     unknown_macs = list(dict.fromkeys(r.path for r in profile.records
@@ -608,4 +638,9 @@ def without_formula(profile: ProfileData) -> str:
              f"macs of modules {unknown_macs}" if unknown_macs else "",
              f"backward operators {profile.backward_unsupported_ops}"
              if profile.backward_unsupported_ops else ""]
-    return f"no formula for {'; '.join(part for part in parts if part)}"
+    found = "; ".join(part for part in parts if part)
+    unread = profile.unknown_params
+    packed = (f"packed weights that cannot be read in modules "
+              f"{[display_path(path) for path in unread]}") if unread else ""
+    return "; ".join(part for part in (f"no formula for {found}" if found else "", packed)
+                     if part)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -24,9 +24,9 @@ from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, write_frame, write_text
 from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import unpacks, unwrap_compiled
-from moduleprofiler.modules import module_facts
+from moduleprofiler.modules import ModuleFacts, module_facts
 from moduleprofiler.operators.registry import OperatorMap
-from moduleprofiler.records import COUNTED_SOURCES, ProfileData, without_formula
+from moduleprofiler.records import COUNTED_SOURCES, ProfileData, ancestor_paths, without_formula
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import numel
@@ -259,12 +259,19 @@ class ModuleProfiler(Profiler):
         A lazy module's parameters and buffers that have not been materialised yet (no
         forward has run: ``nn.LazyLinear`` before its first call) count 0 elements and 0 bits;
         their dtype is reported. Run one forward first to count them.
+
+        The weights of quantized modules, packed in objects ``parameters()`` does not yield,
+        count as non-trainable parameters (:mod:`moduleprofiler.packed`); where a packing
+        cannot be read, ``nontrainable_params`` of its module and of those above it is the
+        known part, ``None`` where that part is 0 (unknown, never 0), and a
+        :class:`~moduleprofiler.warn.LowerBoundWarning` names those modules.
         """
         check_pass(module, param_size=param_size, param_dtype=param_dtype, percent=percent)
         module = unwrap_compiled(module)
         self._log(f"Counting parameters of {type(module).__name__}")
         facts = module_facts(module)
         root_total = sum(numel(p) for p in facts[0].params)
+        unknown = _holding_unreadable(facts)
         result: dict[str, dict[str, Any]] = {}
         for fact in facts:
             trainable = [p for p in fact.params if p.requires_grad]
@@ -278,9 +285,18 @@ class ModuleProfiler(Profiler):
                 for prefix in ("trainable", "nontrainable"):
                     count = row[f"{prefix}_params"]
                     row[f"{prefix}_params_percent"] = count / root_total if root_total else 0.0
+            if fact.path in unknown and not row["nontrainable_params"]:
+                row["nontrainable_params"] = None  # packed weights that cannot be read
+                if percent:
+                    row["nontrainable_params_percent"] = None
             row["buffers"] = sum(numel(b) for b in fact.buffers)
             row["buffers_size_bits"] = _bits(fact.buffers) if param_size else 0
             result[module_name(fact.path)] = row
+        if unknown:
+            warn(f"count_params: the nontrainable_params of {sorted(map(module_name, unknown))}"
+                 " count only the packed weights that can be read (lower bounds); modules "
+                 f"{[module_name(f.path) for f in facts if f.unreadable]} hold a packing "
+                 "that cannot be read", LowerBoundWarning)
         return result
 
     (count_params_df, count_params_csv, count_params_html,
@@ -419,6 +435,17 @@ class ModuleProfiler(Profiler):
      estimate_total_inference_time_latex) = _writers(
         "estimate_total_inference_time",
         latex_note="(0.0.4 returned the per-layer table here by mistake)")
+
+
+def _holding_unreadable(facts: Sequence[ModuleFacts]) -> set[str]:
+    """Paths of the modules holding, themselves or below, weights packed in an object that
+    cannot be read (:attr:`ModuleFacts.unreadable`)."""
+    found: set[str] = set()
+    for fact in facts:
+        if fact.unreadable:
+            found.update(ancestor_paths(fact.path))
+            found.add(fact.path)
+    return found
 
 
 def _warn_lower_bounds(profile: ProfileData, result: Mapping[str, Mapping[str, Any]]) -> None:

@@ -22,6 +22,7 @@ are counted as the sum of their decomposition, which is what the dispatcher show
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -370,11 +371,19 @@ by_decomposition(*aten(
 def _transposed_ops(args: Args, x: Tensor, weight: Tensor, out: Tensor) -> int:
     """Ops of a transposed convolution, without bias: N*Cout * (2*(Cin/g)*landed - covered)."""
     dims = weight.dim() - 2
+    return transposed_conv_ops(
+        x, weight, out, ints(args.get("stride"), dims, 1), ints(args.get("padding"), dims, 0),
+        ints(args.get("dilation"), dims, 1), int(args.get("groups", 1) or 1))
+
+
+def transposed_conv_ops(x: Tensor, weight: Tensor, out: Tensor, stride: Sequence[int],
+                        padding: Sequence[int], dilation: Sequence[int], groups: int) -> int:
+    """Ops of a transposed convolution of ``x`` by ``weight`` (``(Cin, Cout/g, *K)``) into
+    ``out``, without bias: N*Cout * (2*(Cin/g)*landed - covered); one entry of ``stride``,
+    ``padding`` and ``dilation`` per spatial dim of ``weight``."""
+    dims = weight.dim() - 2
     spatial_out = math.prod(int(s) for s in out.shape[-dims:])
     planes = numel(out) // spatial_out if spatial_out else 0  # N * Cout
-    groups = int(args.get("groups", 1) or 1)
-    stride, padding = ints(args.get("stride"), dims, 1), ints(args.get("padding"), dims, 0)
-    dilation = ints(args.get("dilation"), dims, 1)
     covered, landed = 1, 1
     for d in range(dims):
         dim_covered, dim_landed = transposed_reach(

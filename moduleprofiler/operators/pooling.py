@@ -156,7 +156,7 @@ def embedding_renorm_ops(args: Args, out: Any) -> Count:
     return max_norm_ops(_distinct(indices), int(weight.shape[1])), 0
 
 
-def _bag_entries(args: Args) -> tuple[int, int]:
+def bag_entries(args: Args) -> tuple[int, int]:
     """(entries reduced, non-empty bags) of an embedding-bag call.
 
     NB: on the meta device padding entries cannot be seen and no bag is taken to be empty.
@@ -187,6 +187,6 @@ def embedding_bag_ops(args: Args, out: Any) -> Count:
     weight = args.first()
     if not isinstance(weight, Tensor) or weight.dim() < 2:
         return ZERO
-    entries, bags = _bag_entries(args)
+    entries, bags = bag_entries(args)
     return bag_ops(int(weight.shape[1]), entries, bags, args.get("mode") == BAG_MEAN,
                    args.tensor("per_sample_weights") is not None), 0

@@ -1,5 +1,6 @@
-"""Quantized operators (``torch.ops.quantized``): int8 products and convolutions count the work
-of the float layers they replace, read from their packed weights."""
+"""Quantized operators (``torch.ops.quantized``): int8 products, convolutions (transposed
+too), recurrent cells and embedding bags count the work of the float layers they replace, read
+from their packed weights."""
 
 from __future__ import annotations
 
@@ -179,3 +180,69 @@ def test_an_int4_weight_product_dequantizes_each_weight_once() -> None:
     assert formula_count(torch.ops.aten._weight_int4pack_mm.default, x.to("meta"),
                          torch.empty(2, 2, 32, 4, dtype=torch.int32, device="meta"), 32,
                          scales_and_zeros.to("meta"), out=meta) == (3072 + 8128, 4096)
+
+
+def _quint8(*shape: int) -> torch.Tensor:
+    return torch.quantize_per_tensor(torch.randn(*shape), 0.1, 0, torch.quint8)
+
+
+def test_a_quantized_transposed_convolution_counts_as_the_float_one() -> None:
+    torch.manual_seed(0)
+    layer = torch.ao.nn.quantized.ConvTranspose2d(3, 6, 3)
+    profile = Profiler().profile(layer, _quint8(1, 3, 5, 5))
+    # 5 x 5 -> 7 x 7: every input meets 6 x 9 taps: 75 x 54 = 4,050 MACs; per output plane
+    # (6), each of the 3 input channels lands 15 x 15 = 225 products on 7 x 7 = 49 outputs:
+    # 6 x (2 x 3 x 225 - 49) = 7,806 ops, + 6 x 49 = 294 for the bias: 8,100
+    assert (profile.total_ops, profile.total_macs) == (8_100, 4_050) and profile.complete
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_a_strided_grouped_quantized_transposed_convolution_counts_as_the_float_one(
+        dims: int) -> None:
+    torch.manual_seed(0)
+    options: dict[str, Any] = {"stride": 2, "padding": 1, "output_padding": 1, "groups": 3,
+                               "dilation": 2}
+    quantized = getattr(torch.ao.nn.quantized, f"ConvTranspose{dims}d")(3, 6, 3, **options)
+    shape = (1, 3) + (5,) * dims
+    profile = Profiler().profile(quantized, _quint8(*shape))
+    float_layer = getattr(nn, f"ConvTranspose{dims}d")(3, 6, 3, **options)
+    expected = Profiler().profile(float_layer, torch.randn(*shape))
+    assert (profile.total_ops, profile.total_macs) == (expected.total_ops, expected.total_macs)
+    assert profile.complete and expected.complete
+
+
+def _dynamic_cell(cell: nn.Module) -> nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(nn.Sequential(cell), {type(cell)},
+                                                      dtype=torch.qint8)
+
+
+def test_dynamically_quantized_cells_count_as_the_float_cells() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 4)
+    lstm = Profiler().profile(_dynamic_cell(nn.LSTMCell(4, 3)), x)
+    # 4 gates x 3 hidden = 12: 12 x (2*4 - 1) + 12 x (2*3 - 1) = 144 for the products, 24 for
+    # the biases, 3 x 31 = 93 for the gates: 261 a row, 2 rows: 522; MACs 2 x 12 x 7 = 168
+    assert (lstm.total_ops, lstm.total_macs) == (522, 168) and lstm.complete
+    gru = Profiler().profile(_dynamic_cell(nn.GRUCell(4, 3)), x)
+    # 3 gates x 3 = 9: 9 x 7 + 9 x 5 = 108, 18 for the biases, 3 x 21 = 63: 189 a row, 378;
+    # MACs 2 x 9 x 7 = 126
+    assert (gru.total_ops, gru.total_macs) == (378, 126) and gru.complete
+    for cell in (nn.RNNCell(4, 3), nn.RNNCell(4, 3, nonlinearity="relu")):
+        quantized = Profiler().profile(_dynamic_cell(cell), x)
+        expected = Profiler().profile(nn.Sequential(cell), x)
+        assert (quantized.total_ops, quantized.total_macs) == (
+            expected.total_ops, expected.total_macs)
+        assert quantized.complete
+
+
+def test_a_quantized_embedding_bag_sums_as_the_float_one() -> None:
+    torch.manual_seed(0)
+    bag = torch.ao.nn.quantized.EmbeddingBag(10, 4, mode="sum")
+    x = (torch.tensor([1, 2, 3, 4, 5]), torch.tensor([0, 2]))
+    profile = Profiler().profile(bag, x)
+    # bags of 2 and 3 rows of 4: 4 x (5 - 2) = 12 adds; a lookup is free
+    assert (profile.total_ops, profile.total_macs) == (12, 0) and profile.complete
+    lookup = Profiler().profile(torch.ao.nn.quantized.Embedding(10, 4), torch.tensor([1, 2]))
+    assert (lookup.total_ops, lookup.complete) == (0, True)
