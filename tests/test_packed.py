@@ -331,3 +331,21 @@ def test_a_packed_object_is_unpacked_once_while_it_lives(
     model[0].set_weight_bias(torch.quantize_per_tensor(torch.randn(2, 8), 0.1, 0, torch.qint8),
                              None)
     assert scan_modules(model).infos[0].params == 16 and len(calls) == 2
+
+
+@pytest.mark.usefixtures("qnnpack")
+def test_views_say_a_parameter_total_is_a_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moduleprofiler.export import summary
+
+    monkeypatch.delitem(packed_module._READERS,
+                        "__torch__.torch.classes.sparse.LinearPackedParamsBase")
+    model = nn.Sequential(nn.Sequential(_sparse_linear()), nn.Linear(4, 2))
+    profile = Profiler().profile(model, torch.randn(2, 8))
+    # the tree: the float Linear's 4 x 2 + 2 = 10 is what is known, and the note says so
+    text = " ".join(profile.tree().to_text(width=0).split())
+    assert ("parameters unknown in 1 module(s): 0.0._packed_params (packed weights that "
+            "cannot be read); params totals are lower bounds") in text
+    # the summary of several models named no parameters (its note table had no entry for
+    # them: a KeyError)
+    table = " ".join(summary({"quantized": profile}).to_text(width=0).split())
+    assert "quantized: parameters are lower bounds (weights that cannot be read;" in table

@@ -92,17 +92,27 @@ def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
                 overrides=overrides, notes=lower_bound_notes(_named(profiles)))
 
 
-_BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backward counts"}
+_BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backward counts",
+            "params": "parameters"}
 """What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
+_WHY = {"work without a formula": ("ops", "macs", "flops", "backward"),
+        "weights that cannot be read": ("params",)}
+"""Why each of :attr:`ProfileData.lower_bounds` can be one."""
 
 
 def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
                        column: str) -> set[str]:
     """The names (as the summary's ``model`` column gives them) of the models whose ``column``
-    in the summary is a lower bound: ``ops``, ``macs`` or ``flops`` where their profile
-    names it in :attr:`~ProfileData.lower_bounds`."""
-    return {name for name, profile in _named(profiles)
-            if profile.counted and column in profile.lower_bounds}
+    in the summary is a lower bound: ``params``, ``ops``, ``macs`` or ``flops`` where their
+    profile names it in :attr:`~ProfileData.lower_bounds`."""
+    return {name for name, profile in _named(profiles) if column in _bounds(profile)}
+
+
+def _bounds(profile: Profile) -> tuple[str, ...]:
+    """The totals of ``profile``'s summary row that are lower bounds: its counts where it
+    counted them, its parameters wherever a weight could not be read."""
+    return tuple(total for total in profile.lower_bounds
+                 if profile.counted or total == "params")
 
 
 def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
@@ -110,9 +120,11 @@ def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
     (a row of totals cannot carry its model's notes: they are in each model's own views)."""
     models: dict[str, list[str]] = {}
     for name, profile in named:
-        if profile.counted and profile.lower_bounds:
-            words = [_BOUNDED[total] for total in profile.lower_bounds]
+        bounds = _bounds(profile)
+        if bounds:
+            words = [_BOUNDED[total] for total in bounds]
             text = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1]
-            models.setdefault(text, []).append(name)
-    return tuple(f"{', '.join(names)}: {text} are lower bounds (work without a formula; "
-                 "each model's own notes say where)" for text, names in models.items())
+            why = [reason for reason, totals in _WHY.items() if set(totals) & set(bounds)]
+            models.setdefault(f"{text} are lower bounds ({', or '.join(why)}", []).append(name)
+    return tuple(f"{', '.join(names)}: {text}; each model's own notes say where)"
+                 for text, names in models.items())

@@ -308,6 +308,10 @@ def profile_notes(profile: Profile, uncalled_note: bool = True) -> tuple[str, ..
         notes.append(f"ops unknown or partial in {len(profile.unsupported)} module(s): "
                      f"{listing(profile.unsupported)}; ops, MACs and FLOPs totals are lower "
                      "bounds")
+    if profile.unknown_params:
+        notes.append(f"parameters unknown in {len(profile.unknown_params)} module(s): "
+                     f"{listing(profile.unknown_params)} (packed weights that cannot be "
+                     "read); params totals are lower bounds")
     if profile.unsupported_ops:
         ops = [f"{name} x{count}" for name, count in profile.unsupported_ops.items()]
         notes.append(f"operators without a formula: {listing(ops)}")
