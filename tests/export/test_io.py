@@ -64,9 +64,9 @@ def test_format_names_and_errors(tmp_path: Path) -> None:
 def test_view_csv_keeps_raw_numbers() -> None:
     csv = tiny().table(["ops", "ops_pct"]).to_csv() or ""
     # tiny()'s custom module has no formula: the root's 11406 is a lower bound, its row says so
-    assert csv.splitlines()[0] == "module,type,ops,ops_pct,complete"
-    assert csv.splitlines()[1] == "__root__,Net,11406,100.0,False"
-    assert "custom,Custom,,,False\n" in csv
+    assert csv.splitlines()[0] == "module,type,ops,ops_pct,complete,ops_complete"
+    assert csv.splitlines()[1] == "__root__,Net,11406,100.0,False,False"
+    assert "custom,Custom,,,False,False\n" in csv
 
 
 @pytest.mark.parametrize("path", [None, 3])

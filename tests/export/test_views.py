@@ -23,8 +23,9 @@ def test_tree_keeps_raw_numbers_and_percentages() -> None:
     view = tiny().tree()
     assert isinstance(view, View) and view.kind == "tree"
     frame = view.df
+    # the custom module has no formula: the flags say which rows are lower bounds
     assert list(frame.columns) == ["module", "type", "params", "output_shapes",
-                                   "macs", "ops", "ops_pct"]
+                                   "macs", "ops", "ops_pct", "complete", "ops_complete"]
     root = frame.iloc[0]
     # 10 + 7776 + 576 + 144 + 2890 + 10 = 11406 ops in total
     assert root["ops"] == 11_406 and root["ops_pct"] == 100.0
@@ -218,8 +219,10 @@ def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "ms" in (tiny().to_latex() or "") and "KiB" in (tiny().to_markdown() or "")
     page = tiny().to_html() or ""
     assert 'id="chart-forward-median-ms"' in page and 'id="chart-peak-bytes"' in page
+    # tiny()'s custom module has no formula: its row's flags say its counts are lower bounds
     assert list(summary([tiny()]).df.columns) == ["model", "params", "macs", "flops", "ops",
-                                                  "forward_median_ms", "peak_bytes"]
+                                                  "forward_median_ms", "peak_bytes",
+                                                  "complete", "ops_complete"]
 
 
 def test_a_timed_profile_shows_each_time_once_per_view() -> None:
