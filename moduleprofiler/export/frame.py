@@ -453,9 +453,11 @@ def type_frame(profile: Profile) -> pd.DataFrame:
     total_ops = profile.total_ops
     # the type's share of the model's own ops, named and scaled as every view's share column
     # (add_percentages: self_ops_pct, 0-100); a type whose own ops are unknown has an unknown
-    # share, and so has every type of a model without ops (0 of 0): <NA>
+    # share, and so has every type of a model without ops (0 of 0) or whose ops total is a
+    # lower bound (work without a formula: the true total, so every share, is unknown): <NA>
     ops = pd.to_numeric(frame["self_ops"], errors="coerce").astype("Float64")
-    frame["self_ops_pct"] = (ops * 100.0 / total_ops if total_ops
+    frame["self_ops_pct"] = (ops * 100.0 / total_ops
+                             if total_ops and "ops" not in profile.lower_bounds
                              else pd.array([pd.NA] * len(frame), "Float64"))
     return frame.sort_values("self_ops", ascending=False, kind="stable",
                              na_position="last").reset_index(drop=True)

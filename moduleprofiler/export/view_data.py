@@ -30,6 +30,9 @@ class ViewData:
     title: str = ""
     totals: Mapping[str, int | float] = field(default_factory=dict)
     """Whole-profile totals by column name, printed under text tables."""
+    lower_bounds: tuple[str, ...] = ()
+    """The names in :attr:`totals` whose value is only a lower bound (work without a
+    formula): the totals line writes ``>=`` before them, as ``repr(profile)`` does."""
     notes: tuple[str, ...] = ()
     """Caveats printed under every table (unknown ops, unsupported operators, ...): they say
     what the numbers shown are, so Markdown and LaTeX keep them too."""

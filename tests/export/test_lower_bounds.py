@@ -1,6 +1,6 @@
-"""Unknown is never zero, in every output: a view's DataFrame carries the flags its CSV
-writes, and completeness is per quantity (ops apart from MACs), so a comparison keeps every
-exact delta."""
+"""Unknown is never zero, in every output: a share of a lower-bound total is unknown, the
+totals line marks a lower bound, a view's DataFrame carries the flags its CSV writes, and
+completeness is per quantity (ops apart from MACs), so a comparison keeps every exact delta."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from torch import Tensor, nn
 
 from moduleprofiler import ModuleProfiler, OperatorListener, Profile
 from moduleprofiler.export import compare, summary
+from moduleprofiler.export.report import report_context
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SHARE_NOTE = "ops % unknown: the total is a lower bound (work without a formula)"
 
 
 class MatrixExp(nn.Module):
@@ -56,6 +58,62 @@ def test_the_fixture_is_a_lower_bound(partial: Profile) -> None:
     # = 64 MACs; ReLU 4 x 4 = 16 ops; matrix_exp unknown: 144 ops bound the total from below
     assert (partial.total_ops, partial.total_macs) == (144, 64)
     assert partial.lower_bounds == ("ops", "macs", "flops")
+
+
+def test_a_share_of_a_lower_bound_total_is_unknown_in_every_view(partial: Profile) -> None:
+    # Linear's 128 of the 144 known ops was shown as 88.9 %: its true share is smaller by
+    # an unknown amount, so it is no share of the model's ops
+    views = [partial.tree(), partial.table(["ops", "ops_pct", "self_ops", "self_ops_pct"]),
+             partial.top(3), partial.top(3, by="macs")]
+    for view in views:
+        shares = [name for name in view.columns if name.endswith("_pct")]
+        assert shares and view.df[shares].isna().all().all()
+    assert partial.to_df("type")["self_ops_pct"].isna().all()
+    # a share of an exact total stays: Linear holds all 20 parameters (4 x 4 + 4)
+    params = partial.tree(["params", "params_pct"]).df.set_index("module")
+    assert params.loc["0", "params_pct"] == 100.0 and params.loc["2", "params_pct"] == 0.0
+
+
+def test_every_format_says_why_the_share_is_unknown(partial: Profile) -> None:
+    view = partial.table(["ops", "ops_pct"])
+    assert SHARE_NOTE in " ".join((view.to_text(width=0) or "").split())
+    assert f"- note: {SHARE_NOTE}" in (view.to_markdown() or "")
+    assert SHARE_NOTE.replace("%", "\\%") in (view.to_latex() or "")
+    assert SHARE_NOTE in (view.to_html() or "")
+    assert SHARE_NOTE in view._repr_html_()
+    table = pd.read_csv(io.StringIO(view.to_csv() or ""))
+    assert table["ops_pct"].isna().all() and table["ops"].tolist()[:2] == [144, 128]
+    # the HTML report: the note among its caveats, its tree's bars of the parameters
+    context = report_context(partial)
+    assert any(SHARE_NOTE in note for note in context["notes"])
+    assert context["tree_caption"].endswith("share of params.")
+
+
+def test_min_pct_compares_the_share_of_the_known_total(partial: Profile) -> None:
+    # of the 144 known ops: Linear 128 (88.9 %), ReLU 16 (11.1 %), MatrixExp unknown
+    kept = partial.tree(min_pct=50).df
+    assert list(kept["module"]) == ["__root__", "0"] and kept["ops_pct"].isna().all()
+
+
+def test_the_operator_table_shares_unknown_where_an_operator_has_no_formula(
+        partial: Profile) -> None:
+    table = partial.by_operator().df.set_index("operator")
+    assert table["ops_pct"].isna().all()
+    # bytes are known for every operator: addmm reads 4 x 4 + 4 x 4 + 4 floats and writes
+    # 4 x 4 (52 x 4 = 208 bytes) of the 208 + 128 + 128 + 0 (aten.t, a view) = 464
+    assert table.loc["aten.addmm", "operator_bytes_pct"] == pytest.approx(100 * 208 / 464)
+    assert "ops >=144" in str(partial.by_operator())
+
+
+def test_the_totals_line_marks_each_lower_bound(partial: Profile) -> None:
+    # params are exact; the ops (144), MACs (64) and FLOPs (2 x 64) are lower bounds
+    assert "total: params 20, MACs >=64, FLOPs (2xMACs) >=128, ops >=144" in str(partial)
+    assert "MACs \u226564" in (partial.tree().to_text(unicode=True) or "")
+    assert "ops \u2265144" in partial.tree()._repr_html_()
+    exact = ModuleProfiler().profile(nn.Linear(4, 2), torch.randn(3, 4))
+    assert ">=" not in str(exact)
+    # MACs alone unknown: ops exact (2 x 3 x 8 = 48 + 6 = 54), MACs (24) a lower bound
+    assert "MACs >=24, FLOPs (2xMACs) >=48, ops 54" in str(_ops_only(2))
 
 
 def test_a_views_dataframe_flags_its_lower_bounds_as_its_csv(partial: Profile) -> None:
