@@ -112,7 +112,10 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     if latency is None and profile.facts is not None:  # a timing pass's own hook-free latency
         latency = profile.facts.latency_ms
     row: dict[str, Any] = {**model_row(profile), "latency_ms": _latency_ms(latency),
-                           "throughput": _throughput(latency), "complete": profile.complete}
+                           "throughput": _throughput(latency),
+                           # the forward MACs' flag, as a module row's complete: the row shows
+                           # no backward count, so an unknown backward operator bounds none
+                           "complete": profile.macs_complete}
     if root is not None:
         row.update(param_bytes=root.param_bytes, buffer_bytes=root.buffer_bytes)
     if memory is not None:

@@ -822,7 +822,8 @@ def test_a_csv_tables_notes_go_to_stderr(capsys: pytest.CaptureFixture[str]) -> 
     # and the file itself says which rows are lower bounds, as a column pandas reads as flags:
     # Linear 4 rows x 4 outputs x 8 = 128 ops exact; the root's 128 a lower bound
     table = pd.read_csv(io.StringIO(out))
-    assert table.columns[-1] == "complete" and table["complete"].dtype == bool
+    assert list(table.columns[-2:]) == ["complete", "ops_complete"]
+    assert table["complete"].dtype == bool
     assert table[["ops", "complete"]].values.tolist()[:2] == [[128, False], [128, True]]
     assert table["complete"].tolist() == [False, True, False]
 

@@ -15,7 +15,7 @@ from moduleprofiler.export.aggregate import sum_known
 from moduleprofiler.export.columns import FLOPS, MACS, ColumnSpec, register_column
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name, module_path
-from moduleprofiler.export.select import listing
+from moduleprofiler.export.select import listing, share_note
 from moduleprofiler.export.view import View
 from moduleprofiler.records import CallRecord, ProfileData
 
@@ -110,9 +110,12 @@ def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
         "flops": count_series([None if v is None else 2 * v for v in macs], "flops"),
         "operator_bytes": count_series(moved, "operator_bytes"),
     })
+    # an operator without a formula leaves the ops total a lower bound, and so every ops
+    # share unknown (the true total is larger by an unknown amount); bytes are always known
+    bounded = {"ops": any(v is None for v in ops), "operator_bytes": False}
     for column, total in (("ops", total_ops), ("operator_bytes", total_bytes)):
         values = pd.to_numeric(frame[column], errors="coerce").astype("Float64")
-        frame[f"{column}_pct"] = (values * 100.0 / total if total
+        frame[f"{column}_pct"] = (values * 100.0 / total if total and not bounded[column]
                                   else pd.array([pd.NA] * len(frame), "Float64"))
     frame = frame.sort_values(["ops", "operator_bytes", "operator"],
                               ascending=[False, False, True], kind="stable",
@@ -124,6 +127,8 @@ def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
         title=f"Operators of {where}",
         totals={"ops": total_ops, "macs": total_macs,
                 "flops": 2 * total_macs, "operator_bytes": total_bytes},
+        lower_bounds=(*(("ops",) if bounded["ops"] else ()),
+                      *(("macs", "flops") if any(v is None for v in macs) else ())),
         notes=_notes(profile, records, module is None, names, ops),
         overrides=_OVERRIDES, optional=("operator_bytes_pct", "calls", "flops"),
         keep=("operator", "ops", "ops_pct"))
@@ -138,6 +143,7 @@ def _notes(profile: ProfileData, records: list[CallRecord], whole: bool, names: 
         notes.append(f"operators without a formula (ops unknown): "
                      f"{listing(unknown, _NOTE_ITEMS)}; the ops, MACs and FLOPs totals are "
                      "lower bounds")
+        notes.append(share_note(["ops %"]))
     table_ops = sum(value for value in ops if value is not None)
     module_ops = sum(r.self_ops for r in records if r.self_ops is not None)
     if not unknown and table_ops != module_ops:

@@ -15,6 +15,7 @@ quantity, ``max``/``peak`` a maximum, ``std``/``p95``/``min``... a statistic.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from moduleprofiler.export.renamed import current_name
-from moduleprofiler.records import subtree_totals
+from moduleprofiler.records import COUNTED_SOURCES, subtree_totals
 
 Kind = Literal[
     "name", "text", "int", "count", "bytes", "time", "percent", "fraction", "shape", "dtype",
@@ -129,11 +130,24 @@ def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
 
 def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
     """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
-    position = {int(index): row for row, index in enumerate(calls["call"])}
-    parents = [None if pd.isna(parent) else position.get(int(parent))
-               for parent in calls["parent"]]
     return subtree_totals([None if pd.isna(value) else value for value in calls[column]],
-                          parents)
+                          _parent_rows(calls))
+
+
+def _parent_rows(calls: pd.DataFrame) -> list[int | None]:
+    """Per row of a per-call frame, the row of its parent call (``None``: an outermost call)."""
+    position = {int(index): row for row, index in enumerate(calls["call"])}
+    return [None if pd.isna(parent) else position.get(int(parent))
+            for parent in calls["parent"]]
+
+
+def ops_known_inside(calls: pd.DataFrame) -> list[bool]:
+    """Per row of a per-call frame, whether the own ops of the call and of every call inside
+    it are known (``ops_source`` counted, excluded on purpose included): its ``ops`` is exact,
+    whatever its MACs are. Derived from the records, so a document saved before the column
+    existed reads it too."""
+    own = [source in COUNTED_SOURCES for source in calls["ops_source"]]
+    return [bool(flag) for flag in subtree_totals(own, _parent_rows(calls), operator.and_)]
 
 
 @dataclass(frozen=True)
@@ -291,6 +305,8 @@ _BUILTINS: tuple[tuple[Any, ...], ...] = (
     ("ops", "count", "ops", "inclusive", "ops", True, None),
     ("macs", "count", MACS, "inclusive", "MACs", True, None),
     ("complete", "flag", "complete", "all", "", True, None),
+    ("ops_complete", "flag", "ops complete", "all", "", True,
+     Derived(("ops_source", "call", "parent"), ops_known_inside)),
     ("self_flops", "count", f"self {FLOPS}", "sum", "FLOPs", True,
      scaled("self_macs", _MACS_TO_FLOPS)),
     ("flops", "count", FLOPS, "inclusive", "FLOPs", True,
@@ -353,7 +369,11 @@ _DESCRIPTIONS: dict[str, str] = {
     "ops": f"forward ops of the call and every call inside it ({_OPS})",
     "macs": "forward multiply-accumulates of the call and every call inside it",
     "complete": "whether the ops and MACs of the call and of every call inside it are known "
-                "(False: the inclusive counts are lower bounds)",
+                "(False: the inclusive counts are lower bounds; ops_complete says whether the "
+                "ops alone are exact)",
+    "ops_complete": "whether the ops of the call and of every call inside it are known (False: "
+                    "ops is a lower bound); the MACs may be unknown where it is True (a type "
+                    "with an ops formula only), complete says whether they are known too",
     "self_flops": "2 x self_macs of the call's own forward work: what torch's FlopCounterMode "
                   "counts",
     "flops": "2 x macs: forward FLOPs of the call and every call inside it",

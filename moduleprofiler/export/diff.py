@@ -88,9 +88,10 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
     # which holds no notes, writes them where a row is a lower bound)
     flags = []
     for name, side in ((first, left), (second, right)):
-        if "complete" in side:
-            flags.append(f"complete_{name}")
-            frame[flags[-1]] = side["complete"].reindex(paths).astype("boolean").to_numpy()
+        for flag in ("complete", "ops_complete"):  # ops and MACs; the ops alone
+            if flag in side:
+                flags.append(f"{flag}_{name}")
+                frame[flags[-1]] = side[flag].reindex(paths).astype("boolean").to_numpy()
     if changed_only:
         frame = frame[changed.to_numpy()].reset_index(drop=True)
     notes = tuple(f"{name}: {unknown_work(profile)}; where a row holds that work, its "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from moduleprofiler.export.csv_table import render_csv
-from moduleprofiler.export.html_table import render_html_table
+from moduleprofiler.export.html_table import render_html
 from moduleprofiler.export.io import Buffer, emit
 from moduleprofiler.export.latex import render_latex
 from moduleprofiler.export.markdown import render_markdown
@@ -55,7 +55,7 @@ FORMATS: dict[str, Format] = {entry.name: entry for entry in (
     Format("csv", (".csv",), render_csv, view="frame"),
     Format("json", (".json",), None, view="json"),
     Format("markdown", (".md", ".markdown"), render_markdown),
-    Format("html", (".html", ".htm"), render_html_table, view="report"),
+    Format("html", (".html", ".htm"), render_html, view="report"),
     Format("latex", (".tex", ".latex"), render_latex),
     Format("text", (".txt", ".text"), render_text, view="tree"),
 )}

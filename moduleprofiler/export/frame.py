@@ -177,6 +177,9 @@ def _call_frame(profile: Profile) -> pd.DataFrame:
     frame["call"] = frame["call"].astype("int64") if len(frame) else frame["call"]
     registered = registered_columns()
     _derive(frame, [spec for spec in registered if spec.name in BUILTIN])
+    if "ops_complete" in frame:  # beside the flag it refines, not after the derived counts
+        frame.insert(int(frame.columns.get_loc("complete")) + 1, "ops_complete",
+                     frame.pop("ops_complete"))
     for name in metric_names(records):
         values = [(record.metrics or {}).get(name) for record in records]
         spec = value_spec(name, values)
@@ -450,9 +453,11 @@ def type_frame(profile: Profile) -> pd.DataFrame:
     total_ops = profile.total_ops
     # the type's share of the model's own ops, named and scaled as every view's share column
     # (add_percentages: self_ops_pct, 0-100); a type whose own ops are unknown has an unknown
-    # share, and so has every type of a model without ops (0 of 0): <NA>
+    # share, and so has every type of a model without ops (0 of 0) or whose ops total is a
+    # lower bound (work without a formula: the true total, so every share, is unknown): <NA>
     ops = pd.to_numeric(frame["self_ops"], errors="coerce").astype("Float64")
-    frame["self_ops_pct"] = (ops * 100.0 / total_ops if total_ops
+    frame["self_ops_pct"] = (ops * 100.0 / total_ops
+                             if total_ops and "ops" not in profile.lower_bounds
                              else pd.array([pd.NA] * len(frame), "Float64"))
     return frame.sort_values("self_ops", ascending=False, kind="stable",
                              na_position="last").reset_index(drop=True)
@@ -580,12 +585,15 @@ _FORWARD_COUNTS = ("ops", "macs", "flops")
 
 def lower_bound_rows(frame: pd.DataFrame, column: str) -> pd.Series:
     """Per row of a module frame (or a view's frame), whether its ``column`` is only a lower
-    bound there: a count that includes work without a formula (an inclusive count of a module
-    not ``complete``, an own count of a ``mixed`` call, a backward count of a module not
-    ``backward_complete``). False where the frame lacks the flag, or the flag is unknown; the
-    frame's own index."""
+    bound there: a count that includes work without a formula (the inclusive ops of a module
+    not ``ops_complete``, its MACs and FLOPs where it is not ``complete``, an own count of a
+    ``mixed`` call, a backward count of a module not ``backward_complete``). Per quantity: a
+    module whose MACs alone are unknown (an ops formula only) keeps exact ops. False where
+    the frame lacks the flag, or the flag is unknown; the frame's own index."""
     if column.startswith(("backward_", "self_backward_")):
         flags = frame.get("backward_complete")
+    elif column == "ops":  # a frame without the per-quantity flag: complete bounds both
+        flags = frame.get("ops_complete", frame.get("complete"))
     elif column in _FORWARD_COUNTS:
         flags = frame.get("complete")
     elif column.removeprefix("self_") in _FORWARD_COUNTS and "ops_source" in frame:

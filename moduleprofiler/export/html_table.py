@@ -75,3 +75,15 @@ def render_html_table(view: ViewData, *, sortable: bool = False,
         styler = styler.bar(subset=bars, color=BAR_COLOR, vmin=0, vmax=100, height=70,
                             width=100)
     return str(styler.to_html())
+
+
+def render_html(view: ViewData, *, sortable: bool = False, table_id: str | None = None) -> str:
+    """The view's table (:func:`render_html_table`), then its notes, one ``<p
+    class="mp-note">`` each: a table pasted on its own must still say which of its numbers
+    are lower bounds and why a share is unknown, as the Markdown and LaTeX ones do (the
+    report and the notebook print the notes themselves; the 0.0.4 raw tables stay bare)."""
+    table = render_html_table(view, sortable=sortable, table_id=table_id)
+    if view.raw or not view.notes:
+        return table
+    notes = "".join(f'<p class="mp-note">note: {html.escape(note)}</p>\n' for note in view.notes)
+    return table + notes

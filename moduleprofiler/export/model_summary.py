@@ -48,8 +48,10 @@ def _whole_model(modules: pd.DataFrame, column: str) -> Any:
 
 def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.DataFrame:
     """One row per profile: ``model``, ``params``, ``trainable_params``, ``macs``, ``flops``
-    (2 x MACs), ``ops``, ``calls``, ``modules``, ``complete``, then the whole-model total of
-    every timing/memory column the profiles carry."""
+    (2 x MACs), ``ops``, ``calls``, ``modules``, ``complete`` and ``ops_complete`` (whether
+    the forward counts are exact, as a module row's flags), ``backward_complete`` where a
+    profile ran a backward pass, then the whole-model total of every timing/memory column
+    the profiles carry."""
     rows: list[dict[str, Any]] = []
     for name, profile in _named(profiles):
         modules = module_frame(profile)
@@ -59,8 +61,13 @@ def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.Dat
             "ops": profile.total_ops,  # None where the pass counted nothing
             "calls": len(profile.records),
             "modules": len(profile.modules),
-            "complete": profile.complete,
+            # the flags of the forward counts, as a module row's: complete for the ops and
+            # MACs, ops_complete for the ops alone; a backward pass's beside them
+            "complete": profile.macs_complete,
+            "ops_complete": profile.ops_complete,
         }
+        if profile.backward:
+            row["backward_complete"] = profile.backward_complete
         for column in extra_columns(modules):
             row[column] = _whole_model(modules, column)
         rows.append(row)
@@ -68,6 +75,8 @@ def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.Dat
     for column in ("params", "trainable_params", "macs", "flops", "ops"):
         if column in frame:
             frame[column] = count_series(list(frame[column]), column)
+    if "backward_complete" in frame:  # <NA> for a model profiled without a backward pass
+        frame["backward_complete"] = frame["backward_complete"].astype("boolean")
     return frame
 
 

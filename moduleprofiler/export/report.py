@@ -23,6 +23,7 @@ from moduleprofiler.export.select import (
     column_total,
     default_columns,
     extra_columns,
+    lower_bound_totals,
     profile_hints,
     profile_notes,
     table_view,
@@ -151,11 +152,12 @@ def _charts(profile: Profile) -> list[Chart]:
     return [chart for chart in charts if chart is not None]
 
 
-def _bar_column(columns: Sequence[str]) -> str | None:
+def _bar_column(columns: Sequence[str], bounded: Sequence[str] = ()) -> str | None:
     """The quantity the tree's bars show each module's share of: ops where the view shows
     them, else the first other inclusive quantity it shows (a timing result's time, a memory
-    report's live bytes), else parameters."""
-    shown = [c for c in columns if not c.endswith("_pct")]
+    report's live bytes), else parameters; never one whose total is a lower bound
+    (``bounded``: work without a formula), of which no share is known."""
+    shown = [c for c in columns if not c.endswith("_pct") and c not in bounded]
     if "ops" in shown:
         return "ops"
     for column in shown:
@@ -174,7 +176,10 @@ def _tree(view: View, bar: str | None) -> list[Node]:
     nodes: list[Node] = []
     roots: list[Node] = []
     share = f"{bar}_pct" if bar is not None else None
-    stat_columns = [c for c in columns if c != share]
+    # a share no row knows (of a total that is a lower bound) says nothing in every node:
+    # the table and the notes say why
+    stat_columns = [c for c in columns if c != share
+                    and not (c.endswith("_pct") and not frame[c].notna().any())]
     for index, row in enumerate(frame.to_dict("records")):
         parent = parent_of[index]
         name = relative_name(paths[index], paths[parent] if parent is not None else None)
@@ -232,7 +237,7 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
     if inputs is not None:
         subtitle = f"input {_text('input_shapes', inputs)} · " + subtitle
     tree = tree_view(profile)
-    bar = _bar_column(tree.columns)
+    bar = _bar_column(tree.columns, lower_bound_totals(profile))
     if bar is not None and f"{bar}_pct" not in tree.columns:
         tree = tree_view(profile, [*tree.columns, f"{bar}_pct"])
     table = table_view(profile, [*default_columns(profile, TABLE_COLUMNS, tree.frame),
@@ -242,7 +247,9 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
         "subtitle": subtitle,
         "version": __version__,
         "cards": _cards(profile),
-        "notes": [*profile_hints(profile), *profile_notes(profile)],
+        # the profile's notes, then what the module table adds (why its shares are unknown)
+        "notes": [*profile_hints(profile), *dict.fromkeys([*profile_notes(profile),
+                                                           *table.notes])],
         "charts": _charts(profile),
         "tree": _tree(tree, bar),
         "tree_caption": "Numbers of a module include its children" + (

@@ -82,6 +82,12 @@ def _totals(profile: Profile) -> dict[str, int | float]:
     return {name: known[name] for name in SHOWN_TOTALS if name in known}
 
 
+def _bounded_totals(profile: Profile) -> tuple[str, ...]:
+    """The totals under a view of ``profile`` that are lower bounds (:attr:`View.lower_bounds`)."""
+    bounded = lower_bound_totals(profile)
+    return tuple(name for name in _totals(profile) if name in bounded)
+
+
 def column_total(frame: pd.DataFrame, column: str,
                  known: dict[str, int | float]) -> int | float | None:
     """The total of ``column``: a known profile total, else the largest value of a ``max``
@@ -115,6 +121,51 @@ def add_percentages(frame: pd.DataFrame, columns: Iterable[str],
         values = pd.to_numeric(out[base], errors="coerce").astype("Float64")
         out[name] = values * 100.0 / total if total else pd.array([pd.NA] * len(out), "Float64")
     return out
+
+
+_BOUNDED_COLUMNS = {
+    "ops": ("ops", "self_ops"), "macs": ("macs", "self_macs"), "flops": ("flops", "self_flops"),
+    "backward": ("backward_ops", "self_backward_ops", "backward_macs", "self_backward_macs",
+                 "backward_flops", "self_backward_flops"),
+}
+"""The columns whose whole-profile total each of :attr:`ProfileData.lower_bounds` names."""
+
+
+def lower_bound_totals(profile: Profile) -> tuple[str, ...]:
+    """The columns whose whole-profile total is only a lower bound (work without a formula,
+    :attr:`~moduleprofiler.records.ProfileData.lower_bounds`): ``ops`` and ``self_ops`` when
+    the ops total is one, and so on; none for a pass that counted nothing."""
+    if not profile.counted:
+        return ()
+    return tuple(name for total in profile.lower_bounds for name in _BOUNDED_COLUMNS[total])
+
+
+def unknown_shares(frame: pd.DataFrame, bounded: Iterable[str],
+                   shown: Sequence[str]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """``frame`` with each ``<c>_pct`` of a column ``c`` among ``bounded`` (its total is a
+    lower bound) unknown, and the note saying so for the shown ones. Such a share is no
+    share: the true total is larger by an unknown amount, so the true share of an exact row
+    is smaller by an unknown amount. (A filter on it, ``min_pct``, runs before: it compares
+    the share of the known total.)"""
+    bounded = set(bounded)
+    shares = [name for name in frame.columns
+              if name.endswith("_pct") and name.removesuffix("_pct") in bounded]
+    if not shares:
+        return frame, ()
+    out = frame.copy()
+    for name in shares:
+        out[name] = pd.array([pd.NA] * len(out), "Float64")
+    named = [column_spec(name).label for name in shares if name in shown]
+    if not named:
+        return out, ()
+    return out, (share_note(named),)
+
+
+def share_note(labels: Sequence[str]) -> str:
+    """The note under a view whose shares (``labels``, as the headers name them) are unknown
+    because the total they divide is a lower bound."""
+    return (f"{', '.join(labels)} unknown: the total is a lower bound (work without a "
+            "formula), so no share of it is known")
 
 
 def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
@@ -459,9 +510,12 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
     unmatched = unmatched_notes(frame, include, exclude)
     frame = select_rows(frame, tree=True, max_depth=max_depth, min_pct=min_pct,
                         pct_column=pct_column, include=include, exclude=exclude)
+    frame, shares = unknown_shares(frame, lower_bound_totals(profile), shown)
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
                 title=f"{_root_type(profile)} module tree", totals=_totals(profile),
-                notes=(*unmatched, *profile_notes(profile), *_shared_note(profile, base)),
+                lower_bounds=_bounded_totals(profile),
+                notes=(*unmatched, *profile_notes(profile), *shares,
+                       *_shared_note(profile, base)),
                 hints=profile_hints(profile),
                 optional=_optional(["type", *shown], columns is not None),
                 keep=_asked(shown, columns, pct_column), module_order=True,
@@ -519,10 +573,12 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     check_int(limit, "limit", 0)
     if limit is not None:
         frame = frame.head(limit)
+    frame, shares = unknown_shares(frame, lower_bound_totals(profile), shown)
     title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
-                title=title, totals=_totals(profile),
-                notes=(*unmatched, *profile_notes(profile), *_tied_note(frame, shown)),
+                title=title, totals=_totals(profile), lower_bounds=_bounded_totals(profile),
+                notes=(*unmatched, *profile_notes(profile), *shares,
+                       *_tied_note(frame, shown)),
                 hints=profile_hints(profile),
                 optional=_optional([c for c in shown if c != sort_by], columns is not None),
                 keep=_asked(shown, columns, sort_by, pct_column),
@@ -573,7 +629,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
     overlapping = depth is None and column_spec(target).aggregation == "inclusive"
     where = (f"depth {depth}, including children" if depth is not None
              else "all depths, including children" if overlapping else "all depths, own work")
-    notes = (*profile_notes(profile, uncalled_note=False),
+    frame, shares = unknown_shares(frame, lower_bound_totals(profile), shown)
+    notes = (*profile_notes(profile, uncalled_note=False), *shares,
              *_tied_across_types_note(rows, shown))
     if overlapping:
         notes = (*notes, f"{by} has no own share: each type's row includes the children of its "
@@ -582,8 +639,8 @@ def top_view(profile: Profile, k: int | None = 10, *, by: str = "ops",
                          "depth")
     return View(frame=frame.reset_index(drop=True), columns=shown, kind="top",
                 title=f"Top {k} module types by {by} ({where})", totals=_totals(profile),
-                notes=notes, hints=profile_hints(profile), optional=("modules", "calls"),
-                keep=(target, pct))
+                lower_bounds=_bounded_totals(profile), notes=notes,
+                hints=profile_hints(profile), optional=("modules", "calls"), keep=(target, pct))
 
 
 UNHOOKED_RUN_CLAUSE = ("; one run without its hooks (module.forward(x), a class replacing "

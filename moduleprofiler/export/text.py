@@ -224,9 +224,12 @@ def _conventions(view: ViewData) -> str | None:
 def totals_line(view: ViewData, glyphs: Glyphs) -> str | None:
     """The ``total: ...`` line under a view (``None`` when it has no totals)."""
     parts = []
+    at_least = ">=" if glyphs is ASCII else "\u2265"
     for name, value in view.totals.items():
         spec = column_spec(name)
-        parts.append(f"{header(spec, glyphs)} {formatter(spec, glyphs, raw=view.raw)(value)}")
+        bound = at_least if name in view.lower_bounds else ""  # work without a formula
+        parts.append(f"{header(spec, glyphs)} {bound}"
+                     f"{formatter(spec, glyphs, raw=view.raw)(value)}")
     return "total: " + ", ".join(parts) if parts else None
 
 

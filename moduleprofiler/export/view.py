@@ -62,7 +62,8 @@ class View(ViewData):
         return render_view(self, "markdown", buf)
 
     def to_html(self, buf: Buffer = None, *, sortable: bool = False) -> str | None:
-        """An HTML ``<table>`` (pandas ``Styler``) with human units; names escaped."""
+        """An HTML ``<table>`` (pandas ``Styler``) with human units, then the view's notes
+        (which numbers are lower bounds, ...); names escaped."""
         return render_view(self, "html", buf, sortable=sortable)
 
     def to_latex(self, buf: Buffer = None, *, caption: str | None = None,

@@ -30,6 +30,9 @@ class ViewData:
     title: str = ""
     totals: Mapping[str, int | float] = field(default_factory=dict)
     """Whole-profile totals by column name, printed under text tables."""
+    lower_bounds: tuple[str, ...] = ()
+    """The names in :attr:`totals` whose value is only a lower bound (work without a
+    formula): the totals line writes ``>=`` before them, as ``repr(profile)`` does."""
     notes: tuple[str, ...] = ()
     """Caveats printed under every table (unknown ops, unsupported operators, ...): they say
     what the numbers shown are, so Markdown and LaTeX keep them too."""
@@ -37,11 +40,11 @@ class ViewData:
     """Advice for a reader at a terminal or in a notebook (how to see more: "merge it into a
     profile() result"), printed before the notes by the text and notebook views; a table
     pasted into a document (Markdown, LaTeX) leaves it out."""
-    exact_flags: tuple[str, ...] = ("complete", "backward_complete")
+    exact_flags: tuple[str, ...] = ("complete", "ops_complete", "backward_complete")
     """The flag columns of :attr:`frame` saying, row by row, whether its counts are exact
-    (False: work without a formula, so its inclusive counts are lower bounds). A format with
-    no place for :attr:`notes` (CSV) writes the ones the view does not show, where a row it
-    writes is False."""
+    (False: work without a formula, so its inclusive counts are lower bounds). :attr:`df`
+    and a format with no place for :attr:`notes` (CSV) add the ones the view does not show
+    where some row is False (:func:`bound_flags`)."""
     overrides: Mapping[str, ColumnSpec] = field(default_factory=dict)
     """Column specs that differ from the registry (e.g. ``compare``'s ``ops_before``)."""
     raw: bool = False
@@ -70,8 +73,13 @@ class ViewData:
 
     @property
     def df(self) -> pd.DataFrame:
-        """The shown columns (and ``module``/``type`` for a tree) as a new DataFrame."""
-        return self.frame.loc[:, list(self.data_columns)].reset_index(drop=True)
+        """The shown columns (and ``module``/``type`` for a tree) as a new DataFrame, then
+        the flags that say which rows hold lower bounds where some row does
+        (:func:`bound_flags`: ``complete``, ``ops_complete``...), as in the view's CSV."""
+        frame = self.frame.loc[:, list(self.data_columns)].reset_index(drop=True)
+        for name, flags in bound_flags(self).items():
+            frame[name] = flags
+        return frame
 
     @property
     def data_columns(self) -> tuple[str, ...]:
@@ -99,3 +107,30 @@ class ViewData:
             return self
         frame = fold_tree(self.frame, self.blocks)
         return self if frame is self.frame else replace(self, frame=frame)
+
+
+_COUNT_UNITS = frozenset({"ops", "MACs", "FLOPs"})
+"""The units of the counts a row's exact flags are about (not parameters, times or bytes)."""
+
+
+def bound_flags(view: ViewData) -> dict[str, pd.Series]:
+    """The view's :attr:`~ViewData.exact_flags` it does not show, all of them where some row
+    of one is False, when the view shows a count they are about (forward or ``backward_``
+    ops, MACs, FLOPs): a DataFrame or a file holds no notes, and a comment line or a ``>=``
+    mark in a cell would break ``pandas.read_csv`` or turn a column of numbers into text, so
+    which rows hold lower bounds (the notes of the other formats) travels as the row's own
+    flag columns, False there. All of them, so that a row whose MACs alone are unknown
+    (``complete`` False) says its ops are exact (``ops_complete`` True). None for a view
+    whose rows are all exact, nor for one of times or memory (a timing pass counts no ops:
+    its flags are False without bounding anything it shows); the 0.0.4 raw tables stay
+    bare."""
+    if view.raw:
+        return {}
+    counts = [name for name, spec in view.specs().items() if spec.unit in _COUNT_UNITS]
+    shown = {"backward" if "backward" in name else "forward" for name in counts}
+    present = [name for name in view.exact_flags
+               if name in view.frame and name not in view.data_columns
+               and ("backward" if name.startswith("backward") else "forward") in shown]
+    if not any(bool(view.frame[name].eq(False).any()) for name in present):
+        return {}
+    return {name: view.frame[name].reset_index(drop=True) for name in present}

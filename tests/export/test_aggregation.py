@@ -226,8 +226,9 @@ def test_a_types_share_of_unknown_own_ops_is_unknown_not_zero() -> None:
     # Linear(3, 4) on 2 rows: 2 x 4 x (2 x 3 - 1) + 2 x 4 bias adds = 48 ops, all of the known
     assert profile.total_ops == 48 and not profile.complete
     types = profile.to_df("type").set_index("type")
-    assert types.loc["Linear", "self_ops_pct"] == 100.0  # 48 of 48 known ops
-    assert types.loc["Sequential", "self_ops_pct"] == 0.0  # a container: no work of its own
+    # 48 is a lower bound of the total, so no type's share of it is known: Linear's 48 of
+    # 48 known ops (100 %) is no share of the model's ops, nor the container's 0 of 48
+    assert types["self_ops_pct"].isna().all()
     assert pd.isna(types.loc["Doubles", "self_ops_pct"])  # was 0.0
     # the same share in the top-types view, as a percentage
     top = profile.top(3).frame.set_index("type")

@@ -24,10 +24,10 @@ def quick_start() -> Profile:
 def test_a_forward_profile_shows_no_backward_columns(quick_start: Profile) -> None:
     every = quick_start.to_df(columns="all")
     shown = quick_start.to_df()
-    # the call frame has 31 columns; the 6 backward ones hold nothing without a backward pass
-    assert len(every.columns) == 31 and every[BACKWARD].isna().all().all()
+    # the call frame has 32 columns; the 6 backward ones hold nothing without a backward pass
+    assert len(every.columns) == 32 and every[BACKWARD].isna().all().all()
     assert list(shown.columns) == [c for c in every.columns if c not in BACKWARD]
-    assert len(shown.columns) == 25 and not shown.isna().all().any()
+    assert len(shown.columns) == 26 and not shown.isna().all().any()
     # 4 calls: the root, Linear 4*32*8 = 1024 MACs, ReLU 0, Linear 4*2*32 = 256
     assert shown["self_macs"].tolist() == [0, 1024, 0, 256]
     assert shown["macs"].tolist() == [1024 + 256, 1024, 0, 256]  # the root with its children

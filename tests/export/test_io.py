@@ -46,7 +46,8 @@ def test_save_passes_options_to_the_view_and_renderer(tmp_path: Path) -> None:
     tiny().table(max_depth=1).save(tmp_path / "view.md")
     table, _, notes = (tmp_path / "view.md").read_text(encoding="utf-8").partition("\n\n")
     assert table.count("\n") == 7  # header, alignment row, root, 5 modules at depth 1
-    assert notes.count("- note: ") == 3  # unknown ops, an operator without formula, not called
+    # unknown ops, an operator without formula, not called, the ops shares unknown
+    assert notes.count("- note: ") == 4
 
 
 def test_format_names_and_errors(tmp_path: Path) -> None:
@@ -64,9 +65,10 @@ def test_format_names_and_errors(tmp_path: Path) -> None:
 def test_view_csv_keeps_raw_numbers() -> None:
     csv = tiny().table(["ops", "ops_pct"]).to_csv() or ""
     # tiny()'s custom module has no formula: the root's 11406 is a lower bound, its row says so
-    assert csv.splitlines()[0] == "module,type,ops,ops_pct,complete"
-    assert csv.splitlines()[1] == "__root__,Net,11406,100.0,False"
-    assert "custom,Custom,,,False\n" in csv
+    # and no share of a lower-bound total is known: ops_pct is empty
+    assert csv.splitlines()[0] == "module,type,ops,ops_pct,complete,ops_complete"
+    assert csv.splitlines()[1] == "__root__,Net,11406,,False,False"
+    assert "custom,Custom,,,False,False\n" in csv
 
 
 @pytest.mark.parametrize("path", [None, 3])

@@ -50,8 +50,9 @@ def test_the_notes_go_under_the_table_and_nowhere_else() -> None:
     markdown = tiny().to_markdown() or ""
     table, _, notes = markdown.partition("\n\n")
     assert all(line.startswith("|") for line in table.splitlines())
-    # the tiny profile's three caveats: unknown ops, an operator without formula, not called
-    assert [line.split(":")[0] for line in notes.splitlines()] == ["- note"] * 3
+    # the tiny profile's four caveats: unknown ops, an operator without formula, not called,
+    # and that the ops shares of its lower-bound total are unknown
+    assert [line.split(":")[0] for line in notes.splitlines()] == ["- note"] * 4
 
 
 def test_a_bare_tabular_keeps_the_notes_as_comments() -> None:
@@ -109,8 +110,9 @@ def test_a_csv_says_in_a_flag_column_which_rows_are_lower_bounds() -> None:
     # Linear: 4 x 4 x 4 = 64 MACs; the root's 64 bounds its MACs from below
     for view in (profile.table(), profile.tree(), profile.table(columns=["macs"])):
         table = _csv(view.to_csv())
-        assert list(table.columns[-2:]) == [view.columns[-1], "complete"]
+        assert list(table.columns[-3:]) == [view.columns[-1], "complete", "ops_complete"]
         assert table["complete"].tolist() == [False, True, False]
+        assert table["ops_complete"].tolist() == [False, True, False]
         assert table["macs"].tolist()[:2] == [64, 64] and pd.isna(table["macs"].iloc[2])
         assert pd.api.types.is_numeric_dtype(table["macs"])
     # a view that shows the flag already, and the frames, which always hold it, say it once
@@ -128,11 +130,12 @@ def test_a_compared_or_summarised_csv_flags_each_lower_bound() -> None:
     exact = tiny_exact()
     # compare: each side's flag, after the shown columns, where that side has a lower bound
     table = _csv(compare(unknown, unknown, names=("a", "b")).to_csv())
-    assert list(table.columns[-2:]) == ["complete_a", "complete_b"]
+    assert list(table.columns[-4:]) == ["complete_a", "ops_complete_a", "complete_b",
+                                        "ops_complete_b"]
     assert table["complete_a"].tolist() == [False, True, False]
     assert "complete_a" not in _csv(compare(exact, exact, names=("a", "b")).to_csv())
     # a summary that leaves out its `complete` column gets it back in a CSV
     rows = _csv(summary({"unknown": unknown, "exact": exact}, columns=["macs"]).to_csv())
-    assert list(rows.columns) == ["model", "macs", "complete"]
+    assert list(rows.columns) == ["model", "macs", "complete", "ops_complete"]
     assert rows["complete"].tolist() == [False, True]
     assert rows["macs"].tolist()[0] == 64

@@ -23,13 +23,16 @@ def test_tree_keeps_raw_numbers_and_percentages() -> None:
     view = tiny().tree()
     assert isinstance(view, View) and view.kind == "tree"
     frame = view.df
+    # the custom module has no formula: the flags say which rows are lower bounds
     assert list(frame.columns) == ["module", "type", "params", "output_shapes",
-                                   "macs", "ops", "ops_pct"]
+                                   "macs", "ops", "ops_pct", "complete", "ops_complete"]
     root = frame.iloc[0]
-    # 10 + 7776 + 576 + 144 + 2890 + 10 = 11406 ops in total
-    assert root["ops"] == 11_406 and root["ops_pct"] == 100.0
-    conv = frame.set_index("module").loc["conv"]
-    assert conv["ops_pct"] == pytest.approx(100 * 7_776 / 11_406)
+    # 10 + 7776 + 576 + 144 + 2890 + 10 = 11406 known ops: a lower bound of the total, so
+    # no share of it is known
+    assert root["ops"] == 11_406 and frame["ops_pct"].isna().all()
+    params = tiny().tree(["params", "params_pct"]).df.set_index("module")
+    # conv: 112 of the model's 1576 parameters
+    assert params.loc["conv", "params_pct"] == pytest.approx(100 * 112 / 1_576)
 
 
 def test_unknown_stays_unknown_not_zero() -> None:
@@ -218,8 +221,10 @@ def test_extra_columns_flow_through(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "ms" in (tiny().to_latex() or "") and "KiB" in (tiny().to_markdown() or "")
     page = tiny().to_html() or ""
     assert 'id="chart-forward-median-ms"' in page and 'id="chart-peak-bytes"' in page
+    # tiny()'s custom module has no formula: its row's flags say its counts are lower bounds
     assert list(summary([tiny()]).df.columns) == ["model", "params", "macs", "flops", "ops",
-                                                  "forward_median_ms", "peak_bytes"]
+                                                  "forward_median_ms", "peak_bytes",
+                                                  "complete", "ops_complete"]
 
 
 def test_a_timed_profile_shows_each_time_once_per_view() -> None:
