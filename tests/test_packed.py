@@ -345,7 +345,15 @@ def test_views_say_a_parameter_total_is_a_lower_bound(monkeypatch: pytest.Monkey
     text = " ".join(profile.tree().to_text(width=0).split())
     assert ("parameters unknown in 1 module(s): 0.0._packed_params (packed weights that "
             "cannot be read); params totals are lower bounds") in text
+    # a share of a lower-bound total is no share: unknown, and said why (the table of bounded
+    # columns had no entry for the parameters: a KeyError)
+    shares = " ".join(profile.tree(["params", "params_pct"]).to_text(width=0).split())
+    assert "total: params >=10" in shares
+    assert ("params % unknown: the total is a lower bound (weights that cannot be read), so "
+            "no share of it is known") in shares
+    assert profile.tree(["params", "params_pct"]).df["params_pct"].isna().all()
     # the summary of several models named no parameters (its note table had no entry for
     # them: a KeyError)
     table = " ".join(summary({"quantized": profile}).to_text(width=0).split())
-    assert "quantized: parameters are lower bounds (weights that cannot be read;" in table
+    assert ("quantized: ops, MACs, FLOPs and parameters are lower bounds (work without a "
+            "formula, or weights that cannot be read;") in table

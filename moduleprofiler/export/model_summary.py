@@ -11,7 +11,7 @@ import pandas as pd
 
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.frame import count_series, module_frame
-from moduleprofiler.export.select import column_total, extra_columns
+from moduleprofiler.export.select import column_total, extra_columns, lower_bounds_shown
 from moduleprofiler.export.view import View
 from moduleprofiler.summary_row import model_row
 
@@ -114,14 +114,8 @@ def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
     """The names (as the summary's ``model`` column gives them) of the models whose ``column``
     in the summary is a lower bound: ``params``, ``ops``, ``macs`` or ``flops`` where their
     profile names it in :attr:`~ProfileData.lower_bounds`."""
-    return {name for name, profile in _named(profiles) if column in _bounds(profile)}
-
-
-def _bounds(profile: Profile) -> tuple[str, ...]:
-    """The totals of ``profile``'s summary row that are lower bounds: its counts where it
-    counted them, its parameters wherever a weight could not be read."""
-    return tuple(total for total in profile.lower_bounds
-                 if profile.counted or total == "params")
+    return {name for name, profile in _named(profiles)
+            if column in lower_bounds_shown(profile)}
 
 
 def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
@@ -129,7 +123,7 @@ def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
     (a row of totals cannot carry its model's notes: they are in each model's own views)."""
     models: dict[str, list[str]] = {}
     for name, profile in named:
-        bounds = _bounds(profile)
+        bounds = lower_bounds_shown(profile)
         if bounds:
             words = [_BOUNDED[total] for total in bounds]
             text = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1]

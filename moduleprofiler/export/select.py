@@ -127,17 +127,24 @@ _BOUNDED_COLUMNS = {
     "ops": ("ops", "self_ops"), "macs": ("macs", "self_macs"), "flops": ("flops", "self_flops"),
     "backward": ("backward_ops", "self_backward_ops", "backward_macs", "self_backward_macs",
                  "backward_flops", "self_backward_flops"),
+    "params": ("params", "self_params"),
 }
 """The columns whose whole-profile total each of :attr:`ProfileData.lower_bounds` names."""
 
 
+def lower_bounds_shown(profile: Profile) -> tuple[str, ...]:
+    """The entries of :attr:`~moduleprofiler.records.ProfileData.lower_bounds` that bound
+    what ``profile``'s views show: its counts where it counted them (work without a
+    formula), its parameters wherever a weight could not be read."""
+    return tuple(total for total in profile.lower_bounds
+                 if profile.counted or total == "params")
+
+
 def lower_bound_totals(profile: Profile) -> tuple[str, ...]:
-    """The columns whose whole-profile total is only a lower bound (work without a formula,
-    :attr:`~moduleprofiler.records.ProfileData.lower_bounds`): ``ops`` and ``self_ops`` when
-    the ops total is one, and so on; none for a pass that counted nothing."""
-    if not profile.counted:
-        return ()
-    return tuple(name for total in profile.lower_bounds for name in _BOUNDED_COLUMNS[total])
+    """The columns whose whole-profile total is only a lower bound (:func:`lower_bounds_shown`):
+    ``ops`` and ``self_ops`` when the ops total is one, and so on."""
+    return tuple(name for total in lower_bounds_shown(profile)
+                 for name in _BOUNDED_COLUMNS[total])
 
 
 def unknown_shares(frame: pd.DataFrame, bounded: Iterable[str],
@@ -155,17 +162,22 @@ def unknown_shares(frame: pd.DataFrame, bounded: Iterable[str],
     out = frame.copy()
     for name in shares:
         out[name] = pd.array([pd.NA] * len(out), "Float64")
-    named = [column_spec(name).label for name in shares if name in shown]
+    named = [name for name in shares if name in shown]
     if not named:
         return out, ()
-    return out, (share_note(named),)
+    params = [name for name in named if name.removesuffix("_pct") in _BOUNDED_COLUMNS["params"]]
+    return out, (share_note([column_spec(name).label for name in named],
+                            counts=len(params) < len(named), weights=bool(params)),)
 
 
-def share_note(labels: Sequence[str]) -> str:
+def share_note(labels: Sequence[str], counts: bool = True, weights: bool = False) -> str:
     """The note under a view whose shares (``labels``, as the headers name them) are unknown
-    because the total they divide is a lower bound."""
-    return (f"{', '.join(labels)} unknown: the total is a lower bound (work without a "
-            "formula), so no share of it is known")
+    because the total they divide is a lower bound: of ``counts`` (work without a formula),
+    of ``weights`` (parameters packed where they cannot be read), or both."""
+    why = [reason for reason, said in (("work without a formula", counts),
+                                       ("weights that cannot be read", weights)) if said]
+    return (f"{', '.join(labels)} unknown: the total is a lower bound ({', '.join(why)}), so "
+            "no share of it is known")
 
 
 def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
