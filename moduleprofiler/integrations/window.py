@@ -9,8 +9,10 @@ training ends. The window
   backward=True)``, in the model's own training mode (a pass leaves the random number
   generators as it found them: it draws nothing from the training's);
 * times steps ``start_step <= step < start_step + num_steps`` per module with
-  :class:`~moduleprofiler.timing.TrainingProfiler`, and up to ``num_steps`` hook-free steps
-  just before them as whole steps (``step_ms``, the MFU's time);
+  :class:`~moduleprofiler.timing.TrainingProfiler`, from :meth:`StepWindow.before_step` to
+  :meth:`StepWindow.after_step` (its hooks are off in between: a validation loop run between
+  two training steps is neither's), and up to ``num_steps`` hook-free steps just before them
+  as whole steps (``step_ms``, the MFU's time);
 * builds a :class:`WindowResult`: the profile with the times attached, the flat scalars a
   logger takes, and (under ``torch.distributed``) every rank's profile gathered on rank 0.
 
@@ -253,8 +255,11 @@ class StepWindow:
         if self.start_step - self.num_steps <= step < self.start_step:
             self._synchronize()
             self._plain_start = time.perf_counter()
-        elif self._profiler is None and self._failure is None \
-                and self.start_step <= step < self.stop_step:
+        elif self._profiler is not None:
+            # the clock's hooks were off since the last step ended: what ran in between (a
+            # validation loop, a checkpoint) is no step's
+            self._profiler.resume()
+        elif self._failure is None and self.start_step <= step < self.stop_step:
             try:
                 self._profile = self._count(self._model, batch)
             except Exception as exc:
@@ -279,7 +284,7 @@ class StepWindow:
             self._plain_start = None
         elif self._profiler is not None or self._failure is not None:
             if self._profiler is not None:
-                self._profiler.step()
+                self._profiler.step(pause=True)
             self._profiled += 1
             if self._profiled >= self.num_steps:
                 return self._close()

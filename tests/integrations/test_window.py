@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from moduleprofiler.integrations.window import (
     WindowCallback,
     WindowWarning,
 )
+from tests.timing.helpers import spin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -156,6 +158,48 @@ def test_the_mfu_of_a_step_that_calls_the_model_twice_counts_both_calls() -> Non
     assert result.utilization.model_flops == 1344
     assert result.step_ms is not None
     assert result.mfu == pytest.approx(1344 / (result.step_ms / 1e3 * 67e12), rel=1e-12)
+
+
+class SlowerInEval(nn.Module):
+    """Busy-waits 0.2 ms a training call and 30 ms an evaluation call (a larger batch)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spin(200_000 if self.training else 30_000_000)
+        return x * 2
+
+
+def test_a_validation_loop_between_window_steps_is_no_steps() -> None:
+    # Lightning and the Trainer validate after a training batch has ended: the window's clock
+    # is off until the next step starts, so an evaluation forward never stands in a step's
+    # samples for the training forward
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), SlowerInEval())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = StepWindow(start_step=1, num_steps=4, memory=False)
+    window.start(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(5):
+            x = torch.randn(3, 4)
+            window.before_step(step, x)
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            result = window.after_step(step)
+            if step == 1:  # validation after the window's first step: 2 batches
+                model.eval()
+                with torch.no_grad():
+                    model(torch.randn(64, 4))
+                    model(torch.randn(64, 4))
+                model.train()
+    assert result is not None
+    # the window's steps 1 and 3 give the forward samples: each 0.2 ms of training call, not
+    # the first evaluation call's 30 ms (a sample of 30 ms would make the median of two
+    # at least 15 ms)
+    logged = result.scalars["moduleprofiler/1/time_median_ms"]
+    assert 0.97 * 0.2 <= logged < 5
+    # the training call is the step's one call, as in the count: nothing left unmerged
+    assert not [w for w in caught if "merge:" in str(w.message)]
 
 
 def utilization_mfu(result: WindowResult) -> float:
