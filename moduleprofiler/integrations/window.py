@@ -375,7 +375,8 @@ class StepWindow:
             timing = profiler.result()
             # the model's training calls in a step (gradient accumulation: one per
             # micro-batch); the count is of one call, the hook-free step time of them all
-            outcome = self._build(self._profile.merge(timing), max(_training_calls(timing), 1))
+            outcome = self._build(self._profile.merge(_counted_calls(timing, self._profile)),
+                                  max(_training_calls(timing), 1))
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)
@@ -520,6 +521,16 @@ def _training_calls(timing: Profile) -> int:
                if any(name.startswith("backward_") and name.endswith("_ms")
                       and isinstance(value, float) and value > 0
                       for name, value in record.metrics.items()))
+
+
+def _counted_calls(timing: Profile, count: Profile) -> Profile:
+    """The window's timing with the calls the count made, each module's first ones: the
+    model's further calls in a step (the micro-batches of a gradient accumulation after the
+    first) are more of the same work, not calls the count missed, and a module's logged
+    counts and times are those of the counted call (the step time, of them all)."""
+    counted = {(record.path, record.call_number) for record in count.records}
+    return dataclasses.replace(timing, records=tuple(
+        record for record in timing.records if (record.path, record.call_number) in counted))
 
 
 def module_scalars(profile: Profile, depth: int) -> dict[str, float]:

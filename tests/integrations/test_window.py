@@ -202,6 +202,33 @@ def test_a_validation_loop_between_window_steps_is_no_steps() -> None:
     assert not [w for w in caught if "merge:" in str(w.message)]
 
 
+def test_gradient_accumulation_logs_one_micro_batch_and_warns_of_nothing() -> None:
+    # three micro-batches a step: the count is of one call, and so are a module's logged
+    # times; the other two calls are more of the same work, not calls the count missed
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), SlowerInEval())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = StepWindow(start_step=1, num_steps=2, memory=False)
+    window.start(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(3):
+            x = torch.randn(3, 4)
+            window.before_step(step, x)
+            for _ in range(3):
+                model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            result = window.after_step(step)
+    assert result is not None
+    assert not [str(w.message) for w in caught if "merge:" in str(w.message)]
+    # Linear(4, 8) on 3 rows: 3 x 8 x 4 = 96 multiply-accumulates, 2 x 96 = 192 FLOPs
+    assert result.scalars["moduleprofiler/0/flops"] == 192
+    # one call's time (at least its 0.2 ms), in the one counted call's row
+    assert result.scalars["moduleprofiler/1/time_median_ms"] >= 0.97 * 0.2
+    assert list(result.profile.to_df("module")["calls"]) == [1, 1, 1]
+
+
 def utilization_mfu(result: WindowResult) -> float:
     from moduleprofiler.efficiency import utilization
 
