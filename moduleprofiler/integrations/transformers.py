@@ -214,13 +214,17 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
 
             writer = SummaryWriter(log_dir=tensorboard_dir(args))
             try:
+                # the logged scalars under their own keys, the modules of every depth down to
+                # ``depth`` (the profile's writer takes one depth); 64-bit, so a count of
+                # billions is exact
+                for key, value in result.scalars.items():
+                    writer.add_scalar(key, value, state.global_step, new_style=True,
+                                      double_precision=True)
                 with warnings.catch_warnings():
                     # the window has said which logged numbers are lower bounds: once per cause
                     warnings.simplefilter("ignore", LowerBoundWarning)
-                    result.profile.to_tensorboard(writer, state.global_step, depth=self.depth)
-                for key, value in result.scalars.items():
-                    if key.count("/") == 1:  # step time, MFU: the model's, not a module's
-                        writer.add_scalar(key, value, state.global_step, new_style=True)
+                    # the module tree and the report's summary as text, no scalar twice
+                    result.profile.to_tensorboard(writer, state.global_step, columns=[])
             finally:
                 writer.close()
         result.write(Path(self.log_dir if self.log_dir is not None else args.output_dir))

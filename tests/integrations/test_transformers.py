@@ -103,8 +103,9 @@ def test_a_real_training_run_is_profiled_and_unchanged(tmp_path: Path) -> None:
 def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
 
-    callback = ModuleProfilerCallback(start_step=1, num_steps=1, peaks="H100 SXM")
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, depth=2, peaks="H100 SXM")
     _, trainer = train(tmp_path, [callback], steps=3, report_to=["tensorboard"])
     runs = tmp_path / "out" / "runs" / "moduleprofiler"  # beside the Trainer's own run
     events = EventAccumulator(str(runs), size_guidance={"tensors": 0})
@@ -125,6 +126,14 @@ def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: P
     assert callback.result is not None and misnamed(callback.result) == []
     assert {key for key in entry if key.startswith("moduleprofiler/")} \
         == set(callback.result.scalars)
+    # TensorBoard holds the same scalars as the log history, the modules of depth 1 and 2
+    assert scalars == set(callback.result.scalars)
+    assert {"moduleprofiler/transformer/params", "moduleprofiler/lm_head/flops",
+            "moduleprofiler/transformer.wte/params"} <= scalars
+    # wte 64 x 32 + wpe 16 x 32 + 2 blocks + ln_f: 28,032 parameters, as logged
+    (params,) = events.Tensors("moduleprofiler/transformer/params")
+    assert tensor_util.make_ndarray(params.tensor_proto) == 28_032 \
+        == entry["moduleprofiler/transformer/params"]
 
 
 def test_bf16_mfu_uses_the_bf16_peak(tmp_path: Path) -> None:
