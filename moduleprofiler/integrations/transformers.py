@@ -40,8 +40,8 @@ from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
-from moduleprofiler.integrations.window import WindowCallback, WindowResult
-from moduleprofiler.warn import LowerBoundWarning
+from moduleprofiler.integrations.window import WindowCallback, WindowResult, WindowWarning
+from moduleprofiler.warn import LowerBoundWarning, warn
 
 try:
     from transformers import TrainerCallback
@@ -171,6 +171,18 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
     def _start(self, args: Any, model: nn.Module | None) -> None:
         if model is None:
             raise ValueError("ModuleProfilerCallback needs the Trainer's model")
+        if getattr(args, "torch_compile", False):
+            self.window, self.result = None, None
+            # the Trainer calls a torch.compile wrapper of the model, which no callback is
+            # given: every hook on the model runs inside the compiled call, where Dynamo
+            # traces it (graph breaks, recompiles) or never calls it
+            warn(WindowWarning(
+                "moduleprofiler: the Trainer compiles the model (torch_compile=True), and "
+                "its hooks would run inside the compiled program (Dynamo would break the "
+                "graph and recompile at them, or never call them): the callback profiles "
+                "nothing in this run, and training goes on; profile a run without "
+                "torch_compile (the same counts; the eager program's times)"))
+            return
         self._new_window(model, step_context(args, model))
 
     def _after_step(self, args: Any, state: Any, step: int) -> None:

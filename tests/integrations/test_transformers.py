@@ -177,6 +177,32 @@ def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
     assert callback.window is None
 
 
+def test_a_trainer_compiled_model_is_left_to_its_compiled_program(tmp_path: Path) -> None:
+    # torch_compile=True: the Trainer calls a compiled wrapper no callback is given, so a
+    # hook on the model would run inside the compiled call; the callback hooks nothing and
+    # says so, and Dynamo meets what it meets without it (GPT-2's own graph breaks alone)
+    from torch._dynamo.utils import counters
+
+    def dynamo_run(callbacks: list[Any]) -> tuple[Any, dict[str, int]]:
+        torch._dynamo.reset()
+        counters.clear()
+        model, _ = train(tmp_path / str(len(callbacks)), callbacks, steps=5,
+                         torch_compile=True, torch_compile_backend="eager")
+        # (the frames Dynamo looks at depend on what an earlier run compiled: not compared)
+        return model, {"graph_breaks": sum(counters["graph_break"].values()),
+                       "graphs": counters["stats"]["unique_graphs"]}
+
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    with pytest.warns(WindowWarning, match=r"compiles the model \(torch_compile=True\).*"
+                                           r"profiles nothing in this run"):
+        model, watched = dynamo_run([callback])
+    plain, alone = dynamo_run([])
+    assert watched == alone
+    assert callback.result is None and callback.window is None
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 plain.state_dict().values()))
+
+
 def test_a_run_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
     with pytest.warns(WindowWarning, match=r"after 2 steps.*start_step=5"):
         train(tmp_path, [ModuleProfilerCallback()], steps=2)
