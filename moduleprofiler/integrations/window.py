@@ -527,9 +527,11 @@ def _counted_calls(timing: Profile, count: Profile) -> Profile:
     """The window's timing with the calls the count made, each module's first ones: the
     model's further calls in a step (the micro-batches of a gradient accumulation after the
     first) are more of the same work, not calls the count missed, and a module's logged
-    counts and times are those of the counted call (the step time, of them all)."""
+    counts and times are those of the counted call (the step time, of them all). Its modules
+    are the count's: both passes watched the one model, and a ``torch.compile`` wrapper's
+    call, timed whole, is its original module's, which the count walked."""
     counted = {(record.path, record.call_number) for record in count.records}
-    return dataclasses.replace(timing, records=tuple(
+    return dataclasses.replace(timing, modules=count.modules, records=tuple(
         record for record in timing.records if (record.path, record.call_number) in counted))
 
 

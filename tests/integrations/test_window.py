@@ -229,6 +229,29 @@ def test_gradient_accumulation_logs_one_micro_batch_and_warns_of_nothing() -> No
     assert list(result.profile.to_df("module")["calls"]) == [1, 1, 1]
 
 
+def test_a_compiled_model_is_profiled_as_its_own_modules_without_a_merge_warning() -> None:
+    # torch.compile(model): the count and the memory walk the original module, the clock
+    # times the wrapper's call whole (nothing inside carries hooks); joined without a
+    # warning that the profiles are of another model or that calls were not made
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    compiled = torch.compile(model, backend="eager")
+    window = StepWindow(start_step=1, num_steps=2, forward_args=_first)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _train(compiled, window, steps=3)[0]
+    assert not [str(w.message) for w in caught if "merge:" in str(w.message)]
+    frame = result.profile.to_df("module").set_index("module")
+    assert list(frame.index) == ["__root__", "0", "1", "2"]
+    assert frame.loc["__root__", "time_median_ms"] > 0  # the compiled call, timed whole
+    # Linear(4, 8) on 3 rows: 3 x 8 x 4 = 96 multiply-accumulates, 192 FLOPs; the ReLU's
+    # output, 3 x 8 float32 = 96 bytes, saved for its backward
+    assert result.scalars["moduleprofiler/0/flops"] == 192
+    assert result.scalars["moduleprofiler/1/saved_bytes"] == 96
+    assert "moduleprofiler/0/time_median_ms" not in result.scalars  # inside: unknown
+
+
 def utilization_mfu(result: WindowResult) -> float:
     from moduleprofiler.efficiency import utilization
 
