@@ -137,6 +137,7 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         """Training starts: a fresh window on the model, counted in the step's precision
         (``bf16``/``fp16``: their autocast)."""
         self._batch = None
+        self._drop_an_abandoned_step()
         self._guarded("starting the profiling window", self._start, args, model)
 
     def on_step_begin(self, args: Any, state: Any, control: Any,
@@ -167,7 +168,30 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         if self.window is not None and not self._emitted:
             self._guarded("closing the profiling window", self._finish, args, state)
 
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """An evaluation or prediction batch: a profiled step still open here was abandoned
+        (:meth:`_drop_an_abandoned_step`)."""
+        self._drop_an_abandoned_step()
+
     # -- internals -------------------------------------------------------------------------
+    def _drop_an_abandoned_step(self) -> None:
+        """A profiled step that began and never ended was abandoned: the training running it
+        raised, and the Trainer tells a callback of no exception (Lightning's
+        ``on_exception`` has no twin). Its hooks stayed on the model and timed every later
+        call; the next event that runs outside a training step (an evaluation or prediction
+        batch, the next ``train()``) takes them off and says so. In a healthy run no such
+        event comes inside a step (the Trainer evaluates after ``on_step_end``)."""
+        window = self.window
+        if window is None or not window.stepping:
+            return
+        self.window = None
+        self._release_capture()
+        window.release()
+        warn(WindowWarning(
+            "moduleprofiler: training stopped inside the profiling window (it raised; the "
+            "Trainer tells a callback of no exception): the window's hooks stayed on the model "
+            "until now and came off; nothing of that run was logged"))
+
     def _start(self, args: Any, model: nn.Module | None) -> None:
         if model is None:
             raise ValueError("ModuleProfilerCallback needs the Trainer's model")

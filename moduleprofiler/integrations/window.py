@@ -306,6 +306,12 @@ class StepWindow:
             return self.result
         return self._close()
 
+    @property
+    def stepping(self) -> bool:
+        """Whether a profiled step began (:meth:`before_step`) and has not ended
+        (:meth:`after_step`): the clock's hooks are on the model."""
+        return self._profiler is not None and self._profiler.active
+
     def release(self) -> None:
         """Remove the clock's hooks without building a result (training raised)."""
         profiler, self._profiler = self._profiler, None
@@ -483,7 +489,10 @@ class WindowCallback:
                     context: Callable[[], AbstractContextManager[Any]] | None = None
                     ) -> StepWindow:
         """A fresh window watching ``model``, for a training run that starts (``context``:
-        the step's precision context, :meth:`StepWindow.start`)."""
+        the step's precision context, :meth:`StepWindow.start`). A window the last run left
+        open (it raised, and the framework said nothing) takes its hooks off first."""
+        if self.window is not None:
+            self.window.release()
         self.window = dataclasses.replace(self._template)
         self.result, self._emitted = None, False
         self.window.start(model, context)

@@ -203,6 +203,36 @@ def test_a_trainer_compiled_model_is_left_to_its_compiled_program(tmp_path: Path
                                                  plain.state_dict().values()))
 
 
+def test_hooks_left_by_a_run_that_raised_inside_the_window_come_off_at_the_next_event(
+        tmp_path: Path) -> None:
+    # the Trainer has no exception event: a train() that raises inside a profiled step left
+    # the clock's hooks on the model, timing every later call of it; the next evaluation (or
+    # the next train()) takes them off and says so
+    class Raises(transformers.TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == 3:  # the window's second step (2, 3)
+                raise FloatingPointError("the loss is nan")
+
+    def hooks(model: torch.nn.Module) -> int:
+        return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=6, per_device_train_batch_size=ROWS,
+        per_device_eval_batch_size=ROWS, report_to=[], use_cpu=True, seed=0,
+        save_strategy="no", disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(),
+                                   eval_dataset=Tokens(), callbacks=[callback, Raises()])
+    with pytest.raises(FloatingPointError):
+        trainer.train()
+    assert hooks(model) > 0  # the step it raised in had begun: nothing told the callback
+    with pytest.warns(WindowWarning, match="training stopped inside the profiling window"):
+        trainer.evaluate()
+    assert hooks(model) == 0 and callback.window is None and callback.result is None
+
+
 def test_a_run_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
     with pytest.warns(WindowWarning, match=r"after 2 steps.*start_step=5"):
         train(tmp_path, [ModuleProfilerCallback()], steps=2)
