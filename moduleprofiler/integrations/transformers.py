@@ -40,8 +40,8 @@ from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
-from moduleprofiler.integrations.window import WindowCallback, WindowResult
-from moduleprofiler.warn import LowerBoundWarning
+from moduleprofiler.integrations.window import WindowCallback, WindowResult, WindowWarning
+from moduleprofiler.warn import LowerBoundWarning, warn
 
 try:
     from transformers import TrainerCallback
@@ -137,6 +137,7 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         """Training starts: a fresh window on the model, counted in the step's precision
         (``bf16``/``fp16``: their autocast)."""
         self._batch = None
+        self._drop_an_abandoned_step()
         self._guarded("starting the profiling window", self._start, args, model)
 
     def on_step_begin(self, args: Any, state: Any, control: Any,
@@ -167,10 +168,45 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         if self.window is not None and not self._emitted:
             self._guarded("closing the profiling window", self._finish, args, state)
 
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """An evaluation or prediction batch: a profiled step still open here was abandoned
+        (:meth:`_drop_an_abandoned_step`)."""
+        self._drop_an_abandoned_step()
+
     # -- internals -------------------------------------------------------------------------
+    def _drop_an_abandoned_step(self) -> None:
+        """A profiled step that began and never ended was abandoned: the training running it
+        raised, and the Trainer tells a callback of no exception (Lightning's
+        ``on_exception`` has no twin). Its hooks stayed on the model and timed every later
+        call; the next event that runs outside a training step (an evaluation or prediction
+        batch, the next ``train()``) takes them off and says so. In a healthy run no such
+        event comes inside a step (the Trainer evaluates after ``on_step_end``)."""
+        window = self.window
+        if window is None or not window.stepping:
+            return
+        self.window = None
+        self._release_capture()
+        window.release()
+        warn(WindowWarning(
+            "moduleprofiler: training stopped inside the profiling window (it raised; the "
+            "Trainer tells a callback of no exception): the window's hooks stayed on the model "
+            "until now and came off; nothing of that run was logged"))
+
     def _start(self, args: Any, model: nn.Module | None) -> None:
         if model is None:
             raise ValueError("ModuleProfilerCallback needs the Trainer's model")
+        if getattr(args, "torch_compile", False):
+            self.window, self.result = None, None
+            # the Trainer calls a torch.compile wrapper of the model, which no callback is
+            # given: every hook on the model runs inside the compiled call, where Dynamo
+            # traces it (graph breaks, recompiles) or never calls it
+            warn(WindowWarning(
+                "moduleprofiler: the Trainer compiles the model (torch_compile=True), and "
+                "its hooks would run inside the compiled program (Dynamo would break the "
+                "graph and recompile at them, or never call them): the callback profiles "
+                "nothing in this run, and training goes on; profile a run without "
+                "torch_compile (the same counts; the eager program's times)"))
+            return
         self._new_window(model, step_context(args, model))
 
     def _after_step(self, args: Any, state: Any, step: int) -> None:
@@ -214,13 +250,17 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
 
             writer = SummaryWriter(log_dir=tensorboard_dir(args))
             try:
+                # the logged scalars under their own keys, the modules of every depth down to
+                # ``depth`` (the profile's writer takes one depth); 64-bit, so a count of
+                # billions is exact
+                for key, value in result.scalars.items():
+                    writer.add_scalar(key, value, state.global_step, new_style=True,
+                                      double_precision=True)
                 with warnings.catch_warnings():
                     # the window has said which logged numbers are lower bounds: once per cause
                     warnings.simplefilter("ignore", LowerBoundWarning)
-                    result.profile.to_tensorboard(writer, state.global_step, depth=self.depth)
-                for key, value in result.scalars.items():
-                    if key.count("/") == 1:  # step time, MFU: the model's, not a module's
-                        writer.add_scalar(key, value, state.global_step, new_style=True)
+                    # the module tree and the report's summary as text, no scalar twice
+                    result.profile.to_tensorboard(writer, state.global_step, columns=[])
             finally:
                 writer.close()
         result.write(Path(self.log_dir if self.log_dir is not None else args.output_dir))

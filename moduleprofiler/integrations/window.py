@@ -9,8 +9,10 @@ training ends. The window
   backward=True)``, in the model's own training mode (a pass leaves the random number
   generators as it found them: it draws nothing from the training's);
 * times steps ``start_step <= step < start_step + num_steps`` per module with
-  :class:`~moduleprofiler.timing.TrainingProfiler`, and up to ``num_steps`` hook-free steps
-  just before them as whole steps (``step_ms``, the MFU's time);
+  :class:`~moduleprofiler.timing.TrainingProfiler`, from :meth:`StepWindow.before_step` to
+  :meth:`StepWindow.after_step` (its hooks are off in between: a validation loop run between
+  two training steps is neither's), and up to ``num_steps`` hook-free steps just before them
+  as whole steps (``step_ms``, the MFU's time);
 * builds a :class:`WindowResult`: the profile with the times attached, the flat scalars a
   logger takes, and (under ``torch.distributed``) every rank's profile gathered on rank 0.
 
@@ -253,8 +255,11 @@ class StepWindow:
         if self.start_step - self.num_steps <= step < self.start_step:
             self._synchronize()
             self._plain_start = time.perf_counter()
-        elif self._profiler is None and self._failure is None \
-                and self.start_step <= step < self.stop_step:
+        elif self._profiler is not None:
+            # the clock's hooks were off since the last step ended: what ran in between (a
+            # validation loop, a checkpoint) is no step's
+            self._profiler.resume()
+        elif self._failure is None and self.start_step <= step < self.stop_step:
             try:
                 self._profile = self._count(self._model, batch)
             except Exception as exc:
@@ -279,7 +284,7 @@ class StepWindow:
             self._plain_start = None
         elif self._profiler is not None or self._failure is not None:
             if self._profiler is not None:
-                self._profiler.step()
+                self._profiler.step(pause=True)
             self._profiled += 1
             if self._profiled >= self.num_steps:
                 return self._close()
@@ -300,6 +305,12 @@ class StepWindow:
             self.release()
             return self.result
         return self._close()
+
+    @property
+    def stepping(self) -> bool:
+        """Whether a profiled step began (:meth:`before_step`) and has not ended
+        (:meth:`after_step`): the clock's hooks are on the model."""
+        return self._profiler is not None and self._profiler.active
 
     def release(self) -> None:
         """Remove the clock's hooks without building a result (training raised)."""
@@ -370,7 +381,8 @@ class StepWindow:
             timing = profiler.result()
             # the model's training calls in a step (gradient accumulation: one per
             # micro-batch); the count is of one call, the hook-free step time of them all
-            outcome = self._build(self._profile.merge(timing), max(_training_calls(timing), 1))
+            outcome = self._build(self._profile.merge(_counted_calls(timing, self._profile)),
+                                  max(_training_calls(timing), 1))
         except Exception as exc:  # every rank must reach the gather, or the others wait
             outcome = exc
         distributed = self._gather(outcome)
@@ -477,7 +489,10 @@ class WindowCallback:
                     context: Callable[[], AbstractContextManager[Any]] | None = None
                     ) -> StepWindow:
         """A fresh window watching ``model``, for a training run that starts (``context``:
-        the step's precision context, :meth:`StepWindow.start`)."""
+        the step's precision context, :meth:`StepWindow.start`). A window the last run left
+        open (it raised, and the framework said nothing) takes its hooks off first."""
+        if self.window is not None:
+            self.window.release()
         self.window = dataclasses.replace(self._template)
         self.result, self._emitted = None, False
         self.window.start(model, context)
@@ -515,6 +530,18 @@ def _training_calls(timing: Profile) -> int:
                if any(name.startswith("backward_") and name.endswith("_ms")
                       and isinstance(value, float) and value > 0
                       for name, value in record.metrics.items()))
+
+
+def _counted_calls(timing: Profile, count: Profile) -> Profile:
+    """The window's timing with the calls the count made, each module's first ones: the
+    model's further calls in a step (the micro-batches of a gradient accumulation after the
+    first) are more of the same work, not calls the count missed, and a module's logged
+    counts and times are those of the counted call (the step time, of them all). Its modules
+    are the count's: both passes watched the one model, and a ``torch.compile`` wrapper's
+    call, timed whole, is its original module's, which the count walked."""
+    counted = {(record.path, record.call_number) for record in count.records}
+    return dataclasses.replace(timing, modules=count.modules, records=tuple(
+        record for record in timing.records if (record.path, record.call_number) in counted))
 
 
 def module_scalars(profile: Profile, depth: int) -> dict[str, float]:

@@ -12,7 +12,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.devices import resolve_device
-from moduleprofiler.inputs import check_reusable, input_shapes_of
+from moduleprofiler.inputs import check_reusable, input_shapes_of, unwrap_compiled
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
 from moduleprofiler.memory.peak import LiveBytesListener
@@ -116,6 +116,10 @@ def measure_memory(
             output.
     """
     check_pass(module, pred_fn=pred_fn, loss_fn=loss_fn, train=train, keep_output=keep_output)
+    # a torch.compile wrapper is measured through its original module, as profile() counts
+    # it: the paths are the user's own (no "_orig_mod." level), so the report merges into
+    # that profile module by module
+    module = unwrap_compiled(module)
     if train:
         refuse_stepping_parameters(module, "measure_memory(train=True)", "measure the "
                                    "inference pass (train=False), or your own step")

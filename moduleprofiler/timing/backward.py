@@ -9,6 +9,7 @@ activations, first layers, reused and identity modules all work.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -281,6 +282,15 @@ class StepRows:
             unhooked=unhooked)
 
 
+def _needs_closure(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``optimizer.step`` takes a closure it must be given (``LBFGS``)."""
+    try:
+        closure = inspect.signature(optimizer.step).parameters.get("closure")
+    except (TypeError, ValueError):  # a step without a signature: it says so when called
+        return False
+    return closure is not None and closure.default is inspect.Parameter.empty
+
+
 @contextmanager
 def _preserved_parameters(module: nn.Module, enabled: bool) -> Iterator[None]:
     """Put parameter values back on exit, with their version counters: an optimizer's steps
@@ -384,6 +394,14 @@ def train_step_times(
         # it failed inside as AttributeError: 'int' object has no attribute 'state'
         raise TypeError(f"optimizer must be a torch.optim.Optimizer or None, got "
                         f"{type(optimizer).__name__} {optimizer!r:.40}")
+    if optimizer is not None and _needs_closure(optimizer):
+        # it failed after the setup, inside the first step, as torch's "step() missing 1
+        # required positional argument: 'closure'", which named no argument of ours
+        raise TypeError(f"optimizer: {type(optimizer).__name__}.step() needs a closure that "
+                        "reruns the forward and backward, which a step of train_step_times "
+                        "(one forward, one backward, one optimizer step) cannot be; time the "
+                        "steps without it (optimizer=None), or your own loop's with "
+                        "TrainingProfiler")
     if restore:
         refuse_stepping_parameters(module, "train_step_times", "pass restore=False to time "
                                    "these steps as steps of your training")

@@ -126,6 +126,7 @@ class TrainingProfiler:
         self._begin: Callable[[], None] | None = None
         self._hooks: ExitStack | None = None
         self._entered = False
+        self._paused = False  # between step(pause=True) and resume(): no step runs
         self._environment: dict[str, Any] = {}
         self._issued: set[str] = set()  # result() may be asked often: each warning once
         self._failed: list[str] = []
@@ -134,6 +135,7 @@ class TrainingProfiler:
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> TrainingProfiler:
         self._entered = True
+        self._paused = False
         self._environment = capture_environment(self.device)
         self._sync_hooks()
         return self
@@ -152,11 +154,30 @@ class TrainingProfiler:
         """Whether the current step is being profiled."""
         return self._hooks is not None
 
-    def step(self) -> None:
-        """Mark the end of a training step (call it once per step, after the optimizer)."""
+    def step(self, *, pause: bool = False) -> None:
+        """Mark the end of a training step (call it once per step, after the optimizer).
+
+        ``pause=True``: the next step starts at :meth:`resume`, not now, and the hooks are
+        off until then, so what runs between two steps (a validation loop after the
+        training batch, a checkpoint) is no step's: timed as the next step's first calls,
+        an evaluation forward of another batch would stand in that step's samples for the
+        training forward."""
+        if not isinstance(pause, bool):
+            raise TypeError(f"pause must be a bool, got {type(pause).__name__}")
         self._flush(restart=False)
         self.step_index += 1
-        self._sync_hooks()
+        self._paused = pause
+        if pause:
+            self._uninstall()
+        else:
+            self._sync_hooks()
+
+    def resume(self) -> None:
+        """The next step starts, after :meth:`step` with ``pause=True``: its hooks go back
+        on. Without a pause it does nothing (a step already running goes on)."""
+        if self._paused:
+            self._paused = False
+            self._sync_hooks()
 
     # -- results ---------------------------------------------------------------------------
     def result(self) -> TrainingTiming:

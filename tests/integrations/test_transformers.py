@@ -103,8 +103,9 @@ def test_a_real_training_run_is_profiled_and_unchanged(tmp_path: Path) -> None:
 def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
 
-    callback = ModuleProfilerCallback(start_step=1, num_steps=1, peaks="H100 SXM")
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, depth=2, peaks="H100 SXM")
     _, trainer = train(tmp_path, [callback], steps=3, report_to=["tensorboard"])
     runs = tmp_path / "out" / "runs" / "moduleprofiler"  # beside the Trainer's own run
     events = EventAccumulator(str(runs), size_guidance={"tensors": 0})
@@ -125,6 +126,14 @@ def test_tensorboard_gets_the_scalars_when_the_trainer_reports_there(tmp_path: P
     assert callback.result is not None and misnamed(callback.result) == []
     assert {key for key in entry if key.startswith("moduleprofiler/")} \
         == set(callback.result.scalars)
+    # TensorBoard holds the same scalars as the log history, the modules of depth 1 and 2
+    assert scalars == set(callback.result.scalars)
+    assert {"moduleprofiler/transformer/params", "moduleprofiler/lm_head/flops",
+            "moduleprofiler/transformer.wte/params"} <= scalars
+    # wte 64 x 32 + wpe 16 x 32 + 2 blocks + ln_f: 28,032 parameters, as logged
+    (params,) = events.Tensors("moduleprofiler/transformer/params")
+    assert tensor_util.make_ndarray(params.tensor_proto) == 28_032 \
+        == entry["moduleprofiler/transformer/params"]
 
 
 def test_bf16_mfu_uses_the_bf16_peak(tmp_path: Path) -> None:
@@ -166,6 +175,62 @@ def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
     assert [w.filename for w in caught if issubclass(w.category, WindowWarning)] == [__file__]
     assert trainer.state.global_step == 3 and callback.result is None
     assert callback.window is None
+
+
+def test_a_trainer_compiled_model_is_left_to_its_compiled_program(tmp_path: Path) -> None:
+    # torch_compile=True: the Trainer calls a compiled wrapper no callback is given, so a
+    # hook on the model would run inside the compiled call; the callback hooks nothing and
+    # says so, and Dynamo meets what it meets without it (GPT-2's own graph breaks alone)
+    from torch._dynamo.utils import counters
+
+    def dynamo_run(callbacks: list[Any]) -> tuple[Any, dict[str, int]]:
+        torch._dynamo.reset()
+        counters.clear()
+        model, _ = train(tmp_path / str(len(callbacks)), callbacks, steps=5,
+                         torch_compile=True, torch_compile_backend="eager")
+        # (the frames Dynamo looks at depend on what an earlier run compiled: not compared)
+        return model, {"graph_breaks": sum(counters["graph_break"].values()),
+                       "graphs": counters["stats"]["unique_graphs"]}
+
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    with pytest.warns(WindowWarning, match=r"compiles the model \(torch_compile=True\).*"
+                                           r"profiles nothing in this run"):
+        model, watched = dynamo_run([callback])
+    plain, alone = dynamo_run([])
+    assert watched == alone
+    assert callback.result is None and callback.window is None
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 plain.state_dict().values()))
+
+
+def test_hooks_left_by_a_run_that_raised_inside_the_window_come_off_at_the_next_event(
+        tmp_path: Path) -> None:
+    # the Trainer has no exception event: a train() that raises inside a profiled step left
+    # the clock's hooks on the model, timing every later call of it; the next evaluation (or
+    # the next train()) takes them off and says so
+    class Raises(transformers.TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == 3:  # the window's second step (2, 3)
+                raise FloatingPointError("the loss is nan")
+
+    def hooks(model: torch.nn.Module) -> int:
+        return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=6, per_device_train_batch_size=ROWS,
+        per_device_eval_batch_size=ROWS, report_to=[], use_cpu=True, seed=0,
+        save_strategy="no", disable_tqdm=True)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(),
+                                   eval_dataset=Tokens(), callbacks=[callback, Raises()])
+    with pytest.raises(FloatingPointError):
+        trainer.train()
+    assert hooks(model) > 0  # the step it raised in had begun: nothing told the callback
+    with pytest.warns(WindowWarning, match="training stopped inside the profiling window"):
+        trainer.evaluate()
+    assert hooks(model) == 0 and callback.window is None and callback.result is None
 
 
 def test_a_run_that_ends_before_the_window_says_so(tmp_path: Path) -> None:

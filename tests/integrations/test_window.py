@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from moduleprofiler.integrations.window import (
     WindowCallback,
     WindowWarning,
 )
+from tests.timing.helpers import spin
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -156,6 +158,98 @@ def test_the_mfu_of_a_step_that_calls_the_model_twice_counts_both_calls() -> Non
     assert result.utilization.model_flops == 1344
     assert result.step_ms is not None
     assert result.mfu == pytest.approx(1344 / (result.step_ms / 1e3 * 67e12), rel=1e-12)
+
+
+class SlowerInEval(nn.Module):
+    """Busy-waits 0.2 ms a training call and 30 ms an evaluation call (a larger batch)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spin(200_000 if self.training else 30_000_000)
+        return x * 2
+
+
+def test_a_validation_loop_between_window_steps_is_no_steps() -> None:
+    # Lightning and the Trainer validate after a training batch has ended: the window's clock
+    # is off until the next step starts, so an evaluation forward never stands in a step's
+    # samples for the training forward
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), SlowerInEval())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = StepWindow(start_step=1, num_steps=4, memory=False)
+    window.start(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(5):
+            x = torch.randn(3, 4)
+            window.before_step(step, x)
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            result = window.after_step(step)
+            if step == 1:  # validation after the window's first step: 2 batches
+                model.eval()
+                with torch.no_grad():
+                    model(torch.randn(64, 4))
+                    model(torch.randn(64, 4))
+                model.train()
+    assert result is not None
+    # the window's steps 1 and 3 give the forward samples: each 0.2 ms of training call, not
+    # the first evaluation call's 30 ms (a sample of 30 ms would make the median of two
+    # at least 15 ms)
+    logged = result.scalars["moduleprofiler/1/time_median_ms"]
+    assert 0.97 * 0.2 <= logged < 5
+    # the training call is the step's one call, as in the count: nothing left unmerged
+    assert not [w for w in caught if "merge:" in str(w.message)]
+
+
+def test_gradient_accumulation_logs_one_micro_batch_and_warns_of_nothing() -> None:
+    # three micro-batches a step: the count is of one call, and so are a module's logged
+    # times; the other two calls are more of the same work, not calls the count missed
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), SlowerInEval())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    window = StepWindow(start_step=1, num_steps=2, memory=False)
+    window.start(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(3):
+            x = torch.randn(3, 4)
+            window.before_step(step, x)
+            for _ in range(3):
+                model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            result = window.after_step(step)
+    assert result is not None
+    assert not [str(w.message) for w in caught if "merge:" in str(w.message)]
+    # Linear(4, 8) on 3 rows: 3 x 8 x 4 = 96 multiply-accumulates, 2 x 96 = 192 FLOPs
+    assert result.scalars["moduleprofiler/0/flops"] == 192
+    # one call's time (at least its 0.2 ms), in the one counted call's row
+    assert result.scalars["moduleprofiler/1/time_median_ms"] >= 0.97 * 0.2
+    assert list(result.profile.to_df("module")["calls"]) == [1, 1, 1]
+
+
+def test_a_compiled_model_is_profiled_as_its_own_modules_without_a_merge_warning() -> None:
+    # torch.compile(model): the count and the memory walk the original module, the clock
+    # times the wrapper's call whole (nothing inside carries hooks); joined without a
+    # warning that the profiles are of another model or that calls were not made
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    compiled = torch.compile(model, backend="eager")
+    window = StepWindow(start_step=1, num_steps=2, forward_args=_first)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _train(compiled, window, steps=3)[0]
+    assert not [str(w.message) for w in caught if "merge:" in str(w.message)]
+    frame = result.profile.to_df("module").set_index("module")
+    assert list(frame.index) == ["__root__", "0", "1", "2"]
+    assert frame.loc["__root__", "time_median_ms"] > 0  # the compiled call, timed whole
+    # Linear(4, 8) on 3 rows: 3 x 8 x 4 = 96 multiply-accumulates, 192 FLOPs; the ReLU's
+    # output, 3 x 8 float32 = 96 bytes, saved for its backward
+    assert result.scalars["moduleprofiler/0/flops"] == 192
+    assert result.scalars["moduleprofiler/1/saved_bytes"] == 96
+    assert "moduleprofiler/0/time_median_ms" not in result.scalars  # inside: unknown
 
 
 def utilization_mfu(result: WindowResult) -> float:

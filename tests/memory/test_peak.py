@@ -4,6 +4,7 @@ tensors that are live at the peak."""
 from __future__ import annotations
 
 import resource
+import warnings
 
 import torch
 from torch import Tensor, nn
@@ -220,3 +221,27 @@ def test_peak_label_names_the_module_its_type_and_which_call() -> None:
     assert str(PeakCall("0", 0, 0, "backward", accumulating=True, type_name="Linear",
                         calls=2)) == "0 (Linear), gradient accumulation, backward"
     assert str(PeakCall(None, None, None, "backward")) == "outside every module call (backward)"
+
+
+def test_a_compiled_model_is_measured_as_its_own_modules() -> None:
+    # a torch.compile wrapper's report had an "_orig_mod." level in every path, so it
+    # merged into the wrapper's profile (whose paths are the model's own) with no row in
+    # common and a warning that the model took another path
+    from moduleprofiler import Profiler
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    compiled = torch.compile(model, backend="eager")
+    x = torch.randn(4, 8)
+    report = measure_memory(compiled, x, train=True)
+    assert [info.path for info in report.modules] == ["", "0", "1", "2"]
+    frame = report.to_df("module").set_index("module")
+    # float32 outputs: 4 x 16 x 4 = 256 bytes (Linear, then ReLU), 4 x 4 x 4 = 64
+    assert list(frame["output_bytes"]) == [64, 256, 256, 64]
+    eager = measure_memory(model, x, train=True)
+    assert report.peak_bytes == eager.peak_bytes
+    profile = Profiler().profile(compiled, x, backward=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # row by row, nothing left out
+        merged = profile.merge(report)
+    assert list(merged.to_df("module")["output_bytes"]) == [64, 256, 256, 64]

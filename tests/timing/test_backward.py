@@ -485,3 +485,18 @@ def test_a_bad_optimizer_or_ranges_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="ranges must be True or False"):
         train_step_times(model, torch.zeros(1, 2), num_iters=2,
                          ranges="yes")  # type: ignore[arg-type]
+
+
+def test_an_optimizer_that_needs_a_closure_is_refused_by_name_before_any_step() -> None:
+    # LBFGS failed inside the first step with torch's "step() missing 1 required positional
+    # argument: 'closure'", naming no argument; an optimizer whose closure is optional runs
+    model = nn.Linear(2, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    lbfgs = torch.optim.LBFGS(model.parameters())
+    with pytest.raises(TypeError, match=r"optimizer: LBFGS\.step\(\) needs a closure"):
+        train_step_times(model, torch.zeros(1, 2), num_iters=2, optimizer=lbfgs)
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    assert lbfgs.state_dict()["state"] == {}  # never stepped
+    timing = train_step_times(model, torch.zeros(1, 2), num_iters=7, progress=False,
+                              optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    assert timing.iterations == 2

@@ -109,6 +109,37 @@ def test_a_step_whose_forward_raised_and_was_caught_is_dropped_and_named():
     assert no_hooks_left(model)
 
 
+def test_a_paused_profiler_times_nothing_between_steps():
+    # a validation loop between two training steps (where Lightning and the Trainer run
+    # theirs) is no step's: with step(pause=True) the hooks are off until resume()
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    hooked_between = []
+    with TrainingProfiler(model, start_step=0, stop_step=4) as prof:
+        for _ in range(4):
+            prof.resume()
+            model(torch.randn(8)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            prof.step(pause=True)
+            hooked_between.append(not no_hooks_left(model))
+            with torch.no_grad():
+                model.eval()
+                for _ in range(3):  # three evaluation batches
+                    model(torch.randn(8))
+                model.train()
+    assert hooked_between == [False] * 4 and no_hooks_left(model)
+    timing = prof.result()
+    # one call of each module a step: the evaluation's three calls were never timed
+    assert [(r.path, r.call_number) for r in timing.records] \
+        == [("", 0), ("0", 0), ("1", 0), ("2", 0)]
+    # 4 steps: 2 with gradient hooks, 2 with forward hooks only, each whole
+    assert timing.iterations == 2 and timing.samples("", phase="backward").size == 2
+    assert module_row(timing, "2")["time_median_ms"] >= 0.97 * 0.04
+    with pytest.raises(TypeError, match="pause must be a bool"):
+        prof.step(pause=1)  # type: ignore[arg-type]
+
+
 def test_validation_and_empty_result():
     with pytest.raises(ValueError, match="start_step"):
         TrainingProfiler(nn.Linear(2, 2), start_step=3, stop_step=3)
