@@ -74,16 +74,18 @@ MODEL_SCALARS: dict[str, str] = {
     "training_peak_bytes": "the most memory live during a training step's forward and "
                            "backward, on the counted batch",
     "complete": "1 when every logged count is exact, 0 when ops, flops, backward_flops and "
-                "mfu are lower bounds (work without a formula; the window's warning names it)",
+                "mfu are lower bounds (work without a formula) or the parameters are (weights "
+                "that cannot be read; the window's warning names them)",
 }
 """The model's scalars (``moduleprofiler/<name>``) and what each holds:
 :attr:`WindowResult.step_ms`, :attr:`WindowResult.mfu` and :attr:`Utilization.peak_tflops
 <moduleprofiler.efficiency.Utilization.peak_tflops>`, named as the fields holding them, and
 ``training_peak_bytes``, named as the column of the one-row model table (``profile.summary()``)
 that holds the same number (:attr:`MemoryReport.peak_bytes
-<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass), and ``complete``, that
-table's flag (:attr:`Profile.complete <moduleprofiler.records.ProfileData.complete>`) as 1 or
-0: a logger's dashboard read later has no warning beside it."""
+<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass), and ``complete``,
+:attr:`Profile.complete <moduleprofiler.records.ProfileData.complete>` (every total exact, the
+backward's and the parameters' too: the table's ``complete`` and ``backward_complete`` both
+true) as 1 or 0: a logger's dashboard read later has no warning beside it."""
 
 DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
 """Model scalars logged under an old name beside the new one until moduleprofiler 0.3.0:
@@ -423,8 +425,11 @@ class StepWindow:
         scalars.update(module_scalars(profile, self.depth))
         scalars[f"{PREFIX}/complete"] = float(profile.complete)
         if not profile.complete:  # a scalar cannot say it is a lower bound: said once here
-            warn(WindowWarning(f"moduleprofiler: the logged ops, flops, backward_flops and "
-                               f"mfu count only the work with a formula: {unknown_work(profile)}"))
+            counts = set(profile.lower_bounds) - {"params"}  # else weights alone are unknown
+            warn(WindowWarning("moduleprofiler: " + ("the logged ops, flops, backward_flops "
+                               "and mfu count only the work with a formula: " if counts
+                               else "the logged parameters are a lower bound: ")
+                               + unknown_work(profile)))
         return WindowResult(profile, scalars, step_ms,
                             None if found is None else found.mfu, found, memory=self._memory)
 

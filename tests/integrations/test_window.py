@@ -551,6 +551,31 @@ def test_a_window_whose_counts_are_lower_bounds_says_so_and_training_goes_on() -
     assert results[0].scalars["moduleprofiler/complete"] == 0.0
 
 
+@pytest.mark.skipif(not set(torch.backends.quantized.supported_engines)
+                    & {"x86", "fbgemm", "qnnpack"}, reason="no quantized engine in this build")
+def test_a_window_whose_parameters_alone_are_a_lower_bound_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from moduleprofiler import packed
+
+    # a dynamically quantized Linear whose packing this torch could not read: its weights are
+    # unknown, every count is exact (the quantized matmul has a formula)
+    monkeypatch.delitem(packed._READERS,
+                        "__torch__.torch.classes.quantized.LinearPackedParamsBase")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization is deprecated
+        frozen = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(4, 4)),
+                                                        {nn.Linear}, dtype=torch.qint8)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False)
+    with pytest.warns(WindowWarning, match=r"the logged parameters are a lower bound: the "
+                      r"params totals are lower bounds: packed weights that cannot be read"):
+        results = _train(nn.Sequential(frozen, nn.Linear(4, 2)), window, steps=3)
+    profile = results[0].profile
+    # 3 rows: the quantized 4 x 4 and the float 4 x 2 products, 3 x 16 + 3 x 8 = 72 MACs
+    assert profile.total_macs == 72 and profile.lower_bounds == ("params",)
+    assert results[0].scalars["moduleprofiler/complete"] == 0.0
+
+
 def test_a_complete_window_warns_of_nothing(recwarn: pytest.WarningsRecorder) -> None:
     results = _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first,
                                           memory=False))
