@@ -224,11 +224,25 @@ def test_a_single_run_still_takes_an_iterator() -> None:
     assert ModuleProfiler().profile(SumsItems(), _items()).total_ops == 108
 
 
+def _meta_embedding_takes_floats() -> bool:
+    """Whether torch's meta kernel of an embedding lookup takes floating-point indices (a
+    prediction runs on the meta device, where some versions check the dtype and some not)."""
+    try:
+        torch.nn.functional.embedding(torch.zeros(2, 5, device="meta"),
+                                      torch.zeros(100, 8, device="meta"))
+    except RuntimeError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("entry", ["profile", "predict"])
 def test_a_random_input_refused_for_integers_says_where_it_came_from(entry: str) -> None:
     # input_size makes a random floating-point tensor; an Embedding takes token ids, and the
     # error said only "Expected tensor for argument #1 'indices' to have one of the following
     # scalar types: Long, Int; but got torch.FloatTensor"
+    if entry == "predict" and _meta_embedding_takes_floats():
+        pytest.skip("this torch's meta embedding takes floating-point indices (torch 2.11): "
+                    "the prediction runs, nothing to explain")
     model = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 2))
     profiler = Profiler()
     run = (lambda: profiler.profile(model, input_size=(2, 5))) if entry == "profile" else \
