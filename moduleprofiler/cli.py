@@ -509,8 +509,8 @@ def _decoder_start(model: nn.Module) -> dict[str, Any]:
 
 def kv_cache_text(options: argparse.Namespace) -> str:
     """``--kv-cache TOKENS``: the predicted key/value cache of an ``hf:`` configuration, per
-    token and for ``TOKENS`` tokens (:func:`~moduleprofiler.language.predict_kv_cache_bytes`:
-    full attention in every layer)."""
+    token and for ``TOKENS`` tokens, as ``generate``'s cache holds them
+    (:func:`~moduleprofiler.language.predict_kv_cache_bytes`)."""
     if not options.model.startswith(HF_PREFIX):
         raise CliError("--kv-cache needs an hf: model (its configuration gives the layers, "
                        "key/value heads and head size), e.g. hf:llama --kv-cache 4096")
@@ -548,11 +548,13 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     except ValueError as exc:
         raise CliError(f"--kv-cache: {exc}") from exc
     name = dtype_name(dtype)
-    text = (f"KV cache of {options.model} ({type(config).__name__}), one sequence, full "
-            f"attention in every layer\n"
+    text = (f"KV cache of {options.model} ({type(config).__name__}), one sequence\n"
             f"dtype: {name} ({said})\n"
             f"per token: {per_token:,} bytes ({human_bytes(per_token)})\n"
             f"{options.kv_cache:,} tokens: {total:,} bytes ({human_bytes(total)})\n")
+    if total < per_token * options.kv_cache:  # the per-token line alone would mislead
+        text += ("sliding-window layers hold at most their window: less than per token x "
+                 "tokens\n")
     if per_encoder_token is not None:
         text += (f"plus cross-attention: {per_encoder_token:,} bytes "
                  f"({human_bytes(per_encoder_token)}) per encoder token\n")

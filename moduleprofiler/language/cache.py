@@ -169,8 +169,20 @@ def cache_of(output: Any) -> Any:
 def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
                            dtype: torch.dtype | None = None, *,
                            encoder_tokens: int | None = None) -> int:
-    """``2 x layers x kv_heads x head_dim x tokens x batch_size x dtype size``: the bytes of a
-    full-attention key/value cache of a decoder described by a Transformers ``config``.
+    """The bytes of the key/value cache ``generate`` keeps (a dynamic cache) for a context of
+    ``tokens`` positions, of a decoder described by a Transformers ``config``: per layer,
+    ``2 x kv_heads x head_dim x positions held x batch_size x dtype size``.
+
+    Each layer holds what its kind of attention keeps, read from the configuration as
+    Transformers builds the cache (``layer_types``, else ``sliding_window``): a full-attention
+    layer every token; a sliding-window (or chunked) layer its window at most (it keeps the
+    last ``window - 1`` tokens as views of the ``window`` tokens a decode step joined); a layer
+    without attention (a state-space or linear-attention layer, whose state does not grow
+    with the context) none. Multi-query attention (``multi_query``: Falcon-7B, GPT-BigCode)
+    caches one key/value head, Falcon's new decoder architecture one per query head (it
+    repeats its key/value heads before caching them); DeepSeek-V3's latent attention (MLA)
+    caches its compressed vector and rotary key, ``kv_lora_rank + qk_rope_head_dim`` values
+    per token, instead of keys and values per head.
 
     An encoder-decoder (T5, BART, Whisper: ``config.is_encoder_decoder``) also caches every
     decoder layer's cross-attention keys and values of the ``encoder_tokens`` encoder
@@ -182,14 +194,12 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     Transformers); a configuration that names none is assumed float32, with a
     ``UserWarning`` saying so.
 
-    NB: sliding-window layers hold at most their window, and latent-attention models (MLA)
-    cache a compressed vector instead of keys and values: for those, measure a real cache with
-    :func:`kv_cache_size` and use :meth:`KVCacheSize.predict_bytes`.
-
     Raises:
         ValueError: ``tokens``, ``encoder_tokens`` or ``batch_size`` is negative,
-            ``encoder_tokens`` is given for a model that is no encoder-decoder, or the config
-            does not say how many layers and heads the decoder has.
+            ``encoder_tokens`` is given for a model that is no encoder-decoder, the config
+            does not say how many layers and heads the decoder has, or a layer's cache is of
+            a kind this prediction does not model (another latent-attention layout, an indexed
+            or compressed attention layer): measure a real cache with :func:`kv_cache_size`.
         TypeError: ``dtype`` is not a ``torch.dtype``.
     """
     _check_tokens(tokens)
@@ -198,31 +208,105 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
     if dtype is not None and not isinstance(dtype, torch.dtype):  # torch's error named empty()
         raise TypeError(f"dtype must be a torch.dtype such as torch.bfloat16 or None, got "
                         f"{type(dtype).__name__} {dtype!r}")
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    layers = getattr(text, "num_decoder_layers", None) or getattr(text, "num_hidden_layers", None)
-    heads = getattr(text, "num_attention_heads", None)
-    if not layers or not heads:
-        raise ValueError(f"config ({type(config).__name__}) does not give num_hidden_layers "
-                         "and num_attention_heads")
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    head_dim = (getattr(text, "d_kv", None) or getattr(text, "head_dim", None)
-                or text.hidden_size // heads)
-    itemsize = torch.empty((), dtype=dtype or _config_dtype(config)).element_size()
-    per_token = 2 * layers * kv_heads * head_dim * batch_size * itemsize
     if encoder_tokens is not None:
         _check_tokens(encoder_tokens, "encoder_tokens")
-    if not getattr(config, "is_encoder_decoder", False):
-        if encoder_tokens:  # ignored in silence, it would read as counted
-            raise ValueError(f"encoder_tokens={encoder_tokens}: {type(config).__name__} is no "
-                             "encoder-decoder, so its cache holds no cross-attention part")
-        return per_token * tokens
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    if encoder_tokens and not encoder_decoder:  # ignored in silence, it would read as counted
+        raise ValueError(f"encoder_tokens={encoder_tokens}: {type(config).__name__} is no "
+                         "encoder-decoder, so its cache holds no cross-attention part")
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layers = getattr(text, "num_decoder_layers", None) or getattr(text, "num_hidden_layers", None)
+    if not layers:
+        raise ValueError(f"config ({type(config).__name__}) does not give num_hidden_layers")
+    held = _positions_held(config, text, layers, tokens)
+    if not any(held) and tokens and not encoder_decoder:
+        return 0  # no layer attends (a state-space model): nothing grows with the context
+    heads = getattr(text, "num_attention_heads", None)
+    if not heads:
+        raise ValueError(f"config ({type(config).__name__}) does not give num_hidden_layers "
+                         "and num_attention_heads")
+    kv_values = 2 * _kv_heads(text, heads) * _head_dim(text, heads)  # keys and values, a token
+    itemsize = torch.empty((), dtype=dtype or _config_dtype(config)).element_size()
+    per_position = _self_values_per_token(config, text, kv_values) * batch_size * itemsize
+    self_bytes = per_position * sum(held)
+    if not encoder_decoder:
+        return self_bytes
+    per_encoder_token = layers * kv_values * batch_size * itemsize
     if encoder_tokens is None:
         warn(f"predict_kv_cache_bytes: {type(config).__name__} is an encoder-decoder, whose "
              f"cache also holds the cross-attention keys and values of every encoder token "
-             f"({per_token:,} bytes per encoder token); without encoder_tokens= they are "
-             "left out", UserWarning)
-        return per_token * tokens
-    return per_token * (tokens + encoder_tokens)
+             f"({per_encoder_token:,} bytes per encoder token); without encoder_tokens= they "
+             "are left out", UserWarning)
+        return self_bytes
+    return self_bytes + per_encoder_token * encoder_tokens
+
+
+_WINDOWED = ("sliding_attention", "chunked_attention")
+_NO_KEYS = ("linear_attention", "conv", "dummy")
+"""Cache layer kinds that hold no keys and values of their own: a recurrent or convolution
+state of fixed size, or a layer that reads another layer's cache."""
+_LATENT_CACHED = ("deepseek_v3",)
+"""Model types whose latent attention caches the compressed vector (``kv_lora_rank``) and the
+rotary key (``qk_rope_head_dim``), one of each per token (read from their attention code)."""
+
+
+def _positions_held(config: Any, text: Any, layers: int, tokens: int) -> list[int]:
+    """Token positions each decoder layer's cache holds at a context of ``tokens``, by the layer
+    kinds Transformers' ``DynamicCache(config=...)`` builds."""
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    kinds, extras = get_layer_types_and_kwargs(text)
+    if len(kinds) != layers and set(kinds) <= {"full_attention"}:
+        kinds, extras = ["full_attention"] * layers, [{}] * layers  # T5's num_decoder_layers
+    held = []
+    for index, (kind, extra) in enumerate(zip(kinds, extras)):
+        if kind == "full_attention":
+            held.append(tokens)
+        elif kind in _WINDOWED:
+            # DynamicSlidingWindowLayer keeps its last window - 1 tokens as views of the
+            # window's tokens the step concatenated: that storage is what memory holds
+            held.append(min(tokens, int(extra["sliding_window"])))
+        elif kind in _NO_KEYS:
+            held.append(0)
+        else:
+            raise ValueError(f"config ({type(config).__name__}): decoder layer {index} is a "
+                             f"{kind!r} layer, whose cache predict_kv_cache_bytes does not model; "
+                             "measure a real cache with kv_cache_size() and use "
+                             "KVCacheSize.predict_bytes")
+    return held
+
+
+def _kv_heads(text: Any, heads: int) -> int:
+    """Key/value heads a layer caches: one for multi-query attention (``multi_query``), one
+    per query head for Falcon's new decoder architecture (it caches its keys and values
+    repeated to every head), else ``num_key_value_heads`` (Falcon: ``num_kv_heads``), else
+    one per query head."""
+    if getattr(text, "new_decoder_architecture", False):
+        return heads
+    if getattr(text, "multi_query", False):
+        return 1
+    return int(getattr(text, "num_key_value_heads", None) or getattr(text, "num_kv_heads", None)
+               or heads)
+
+
+def _head_dim(text: Any, heads: int) -> int:
+    return int(getattr(text, "d_kv", None) or getattr(text, "head_dim", None)
+               or text.hidden_size // heads)
+
+
+def _self_values_per_token(config: Any, text: Any, kv_values: int) -> int:
+    """Values a self-attention layer caches per token: keys and values of every key/value head,
+    or a latent-attention model's compressed vector and rotary key."""
+    rank = getattr(text, "kv_lora_rank", None)
+    if not rank:
+        return kv_values
+    model_type = getattr(text, "model_type", "")
+    if model_type not in _LATENT_CACHED:
+        raise ValueError(f"config ({type(config).__name__}, model_type {model_type!r}) has "
+                         f"latent attention (kv_lora_rank={rank}), whose cache layout "
+                         "predict_kv_cache_bytes does not know for this model; measure a real "
+                         "cache with kv_cache_size() and use KVCacheSize.predict_bytes")
+    return int(rank) + int(text.qk_rope_head_dim)
 
 
 def config_dtype(config: Any) -> torch.dtype | None:

@@ -8,6 +8,7 @@ import torch
 
 from moduleprofiler.language import (
     hf_config,
+    hf_model,
     kv_cache_size,
     predict_kv_cache_bytes,
     profile_generation,
@@ -179,3 +180,76 @@ def test_the_cache_column_in_the_step_views() -> None:
     assert "KV cache" in step.profile.to_text(columns=["macs", "kv_cache_bytes"], max_depth=0)
     # over the whole run the model's value is its largest: the last step's
     assert result.profile.to_df("module").loc[0, "kv_cache_bytes"] == formula(7)
+
+
+TINY = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+            vocab_size=100)
+# each case: a model type, its configuration overrides and the bytes its cache holds after a prompt
+# of 6 tokens and 3 generated (8 positions; the third token's keys are not cached), batch 2,
+# float32 (4 bytes); a key/value head of 16 holds 2 x 16 x 2 x 4 = 256 bytes a position
+CACHES = {
+    # both layers slide with a window of 4: 2 layers x 4 positions x 2 heads x 256 = 4,096
+    # (the full-attention formula said 2 x 8 x 2 x 256 = 8,192)
+    "mistral": ("mistral", dict(num_key_value_heads=2, sliding_window=4), 4_096),
+    # one sliding layer (4 positions) and one full (8): (4 + 8) x 2 heads x 256 = 6,144
+    "gemma2": ("gemma2", dict(num_key_value_heads=2, head_dim=16, sliding_window=4), 6_144),
+    "gemma3_text": ("gemma3_text", dict(
+        num_key_value_heads=2, head_dim=16, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"]), 6_144),
+    # a Mamba layer and an attention layer: 1 layer x 8 x 2 heads x 256 = 4,096 (not 8,192)
+    "jamba": ("jamba", dict(
+        num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+        expert_layer_offset=1, num_experts=4, mamba_d_state=4, mamba_expand=2,
+        mamba_dt_rank=8), 4_096),
+    # latent attention caches kv_lora_rank 16 + qk_rope_head_dim 8 = 24 values a position:
+    # 2 layers x 8 x 24 x 2 x 4 = 3,072 (keys and values of 4 heads would be 2 x 8 x 4 x 256
+    # = 16,384; the old formula's head_dim, 8 rope dims, said 8,192)
+    "deepseek_v3": ("deepseek_v3", dict(
+        num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, first_k_dense_replace=1, n_group=1, topk_group=1), 3_072),
+    # Falcon-7B's multi-query attention: one key/value head of the 4: 2 x 8 x 1 x 256 = 4,096
+    # (the formula took all 4 heads: 16,384)
+    "falcon-multi-query": ("falcon", dict(
+        multi_query=True, new_decoder_architecture=False, ffn_hidden_size=128,
+        intermediate_size=None), 4_096),
+    # Falcon's new decoder architecture caches its 2 key/value heads repeated to all 4
+    # query heads: 2 x 8 x 4 x 256 = 16,384
+    "falcon-new-architecture": ("falcon", dict(
+        new_decoder_architecture=True, num_kv_heads=2, ffn_hidden_size=128,
+        intermediate_size=None), 16_384),
+}
+
+
+@NEEDS_TRANSFORMERS_5_24
+@pytest.mark.parametrize("family", sorted(CACHES))
+def test_the_prediction_is_the_measured_cache_of_each_attention_kind(family: str) -> None:
+    model_type, overrides, expected = CACHES[family]
+    kwargs = {key: value for key, value in {**TINY, **overrides}.items() if value is not None}
+    torch.manual_seed(0)
+    model = hf_model(model_type, device="cpu", **kwargs)
+    run = profile_generation(model, text_inputs(model, 2, 6), max_new_tokens=3,
+                             min_new_tokens=3)
+    cache = run.steps[-1].kv_cache
+    assert cache is not None and cache.tokens == 8
+    assert cache.total_bytes == expected
+    assert predict_kv_cache_bytes(model.config, 8, batch_size=2,
+                                  dtype=torch.float32) == expected
+
+
+def test_windows_and_state_layers_at_full_size() -> None:
+    # Mistral-7B: 32 layers of 8 key/value heads x 128 sliding over 4,096 tokens, bfloat16:
+    # 2 x 32 x 8 x 128 x 2 bytes = 131,072 bytes a position, at most 4,096 positions held;
+    # at 32,768 tokens 131,072 x 4,096 = 512 MiB (the full-attention formula: 4 GiB)
+    mistral = hf_config("mistral")
+    assert predict_kv_cache_bytes(mistral, 32_768, dtype=torch.bfloat16) == 512 * 1024 ** 2
+    assert predict_kv_cache_bytes(mistral, 1_000, dtype=torch.bfloat16) == 131_072 * 1_000
+    # Mamba: no layer attends, nothing grows with the context
+    assert predict_kv_cache_bytes(hf_config("mamba"), 4_096, dtype=torch.float32) == 0
+
+
+def test_an_unknown_latent_layout_is_refused_not_guessed() -> None:
+    # DeepSeek-V2 caches its decompressed keys: another layout than DeepSeek-V3's latent one
+    with pytest.raises(ValueError, match=r"model_type 'deepseek_v2'.*latent attention "
+                                         r"\(kv_lora_rank=512\).*kv_cache_size\(\)"):
+        predict_kv_cache_bytes(hf_config("deepseek_v2"), 16, dtype=torch.float32)

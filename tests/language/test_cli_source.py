@@ -193,6 +193,20 @@ def test_kv_cache_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> N
     assert "1,024 tokens: 12,582,912 bytes (12.00 MiB)" in out
 
 
+def test_kv_cache_of_a_sliding_window_model(capsys: pytest.CaptureFixture[str]) -> None:
+    # Mistral-7B: 2 x 32 layers x 8 key/value heads x 128 x 2 bytes = 131,072 bytes a token;
+    # its layers slide over 4,096 tokens: at 32,768 tokens 131,072 x 4,096 = 512 MiB, not
+    # 131,072 x 32,768 = 4 GiB
+    status, out, _ = run(capsys, "hf:mistral", "--kv-cache", "32768", "--dtype", "bfloat16")
+    assert status == 0
+    assert out.splitlines() == [
+        "KV cache of hf:mistral (MistralConfig), one sequence",
+        "dtype: bfloat16 (--dtype)",
+        "per token: 131,072 bytes (128.00 KiB)",
+        "32,768 tokens: 536,870,912 bytes (512.00 MiB)",
+        "sliding-window layers hold at most their window: less than per token x tokens"]
+
+
 def test_kv_cache_takes_the_configurations_dtype(capsys: pytest.CaptureFixture[str],
                                                  tmp_path: Path) -> None:
     from moduleprofiler.language import hf_config
