@@ -169,11 +169,14 @@ def hf_model(source: Any, *, task: Task = "auto", device: str | torch.device = "
     downloaded.
 
     Raises:
-        ValueError: an unknown model type or ``task``, or a task the model has no class for.
+        ValueError: an unknown model type or ``task``, a task the model has no class for,
+            or a ``pad_token_id`` outside ``vocab_size`` (a smaller vocabulary than the
+            configuration's own: the embedding's padding index must be one of its tokens).
     """
     check_choice(task, "task", TASKS)
     transformers = _transformers()
     config = hf_config(source, **overrides)
+    _check_padding_token(config)
     auto = {"causal-lm": transformers.AutoModelForCausalLM,
             "seq2seq-lm": transformers.AutoModelForSeq2SeqLM, "base": transformers.AutoModel}
     # an encoder-decoder's causal-LM class (BartForCausalLM, WhisperForCausalLM) is its
@@ -192,6 +195,19 @@ def hf_model(source: Any, *, task: Task = "auto", device: str | torch.device = "
     with torch.device(device):
         model = auto[chosen[0]].from_config(config, **kwargs)
     return model.eval()  # type: ignore[no-any-return]
+
+
+def _check_padding_token(config: Any) -> None:
+    """Refuse a ``pad_token_id`` outside the vocabulary before the model is built: the
+    embedding asserted ``Padding_idx must be within num_embeddings``, naming neither field
+    (Phi-3's 32,000 or Whisper's 50,256 with ``vocab_size=100``)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    for part in (config,) if text is config else (config, text):
+        pad, vocab = getattr(part, "pad_token_id", None), getattr(part, "vocab_size", None)
+        if isinstance(pad, int) and isinstance(vocab, int) and not -vocab <= pad < vocab:
+            raise ValueError(f"{type(config).__name__}: pad_token_id={pad} is not a token of "
+                             f"vocab_size={vocab} (the embedding's padding index must be one): "
+                             "give pad_token_id= inside the vocabulary, or None")
 
 
 def text_inputs(model: nn.Module, batch_size: int = 1, seq_len: int = 16, *,

@@ -176,3 +176,18 @@ def test_the_command_line_names_the_mistyped_arg(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert err.startswith("moduleprofiler: error: hf:gpt2: --arg nlayer: GPT2Config defines "
                           "no 'nlayer' (did you mean 'n_layer'?)"), err
+
+
+def test_a_padding_token_outside_a_smaller_vocabulary_is_named() -> None:
+    # Phi-3 pads with token 32,000 and Whisper with 50,256: with vocab_size=100 the embedding
+    # asserted "Padding_idx must be within num_embeddings", naming neither field
+    with pytest.raises(ValueError, match=r"Phi3Config: pad_token_id=32000 is not a token of "
+                                         r"vocab_size=100 .* give pad_token_id= inside"):
+        hf_model("phi3", vocab_size=100, num_hidden_layers=2)
+    with pytest.raises(ValueError, match=r"WhisperConfig: pad_token_id=50256 is not a token of "
+                                         r"vocab_size=100"):
+        hf_model("whisper", vocab_size=100)
+    # a padding token inside the vocabulary (or none) builds; 100 tokens x hidden 3,072
+    model = hf_model("phi3", vocab_size=100, num_hidden_layers=2, pad_token_id=99)
+    assert model.model.embed_tokens.weight.shape == (100, 3_072)
+    assert hf_model("phi3", vocab_size=100, num_hidden_layers=2, pad_token_id=None) is not None
