@@ -41,6 +41,11 @@ class CacheLayer:
     capacity: int
     """Token positions its tensors have room for (``tokens`` for a dynamic cache,
     ``max_cache_len`` for a static one)."""
+    window: int | None = None
+    """Token positions a sliding-window (or chunked-attention) layer keeps at most: its bytes
+    stop growing there (``None``: the layer keeps every token)."""
+    position_bytes: int | None = None
+    """Bytes of one token position's keys and values (``None``: not read)."""
 
     @property
     def bytes(self) -> int:
@@ -110,14 +115,22 @@ class KVCacheSize:
         return sum(layer.bytes for layer in self.layers if layer.kind == "self") / capacity
 
     def predict_bytes(self, tokens: int) -> int | None:
-        """Bytes the cache would hold at a context of ``tokens``: self-attention bytes grow with
-        the context, cross-attention bytes (fixed by the encoder's input) stay as they are."""
+        """Bytes the cache would hold at a context of ``tokens``: each self-attention layer's
+        bytes grow with the context, a sliding-window layer's up to its window only;
+        cross-attention bytes (fixed by the encoder's input) stay as they are."""
         _check_tokens(tokens)
-        per_token = self.bytes_per_token
-        if per_token is None:
+        if self.bytes_per_token is None:
             return None
+        grown = 0.0
+        for layer in self.layers:
+            if layer.kind != "self":
+                continue
+            if layer.window is not None and layer.position_bytes is not None:
+                grown += layer.position_bytes * min(tokens, layer.window)
+            elif layer.capacity:
+                grown += layer.bytes / layer.capacity * tokens
         cross = sum(layer.bytes for layer in self.layers if layer.kind == "cross")
-        return round(per_token * tokens) + cross
+        return round(grown) + cross
 
     def to_df(self) -> pd.DataFrame:
         """One row per layer: ``layer``, ``kind``, ``context_tokens`` (the tokens it holds;
@@ -368,9 +381,20 @@ def _layers(cache: Any, kind: str) -> Iterator[CacheLayer]:
         if not isinstance(keys, Tensor) or not isinstance(values, Tensor):
             continue  # not initialised yet, or a layer without attention (a linear-attention state)
         capacity = keys.shape[-2] if keys.dim() >= 2 else 0
+        window = getattr(entry, "sliding_window", None) if getattr(entry, "is_sliding", False) \
+            else None
         yield CacheLayer(layer=index, kind=kind, key_bytes=distinct_bytes([keys]),
                          value_bytes=distinct_bytes([values]),
-                         tokens=capacity if filled is None else filled, capacity=capacity)
+                         tokens=capacity if filled is None else filled, capacity=capacity,
+                         window=window if isinstance(window, int) else None,
+                         position_bytes=_position_bytes(keys) + _position_bytes(values))
+
+
+def _position_bytes(tensor: Tensor) -> int:
+    """Bytes of one token position (dimension -2) of a cache tensor."""
+    if tensor.dim() < 2 or tensor.shape[-2] == 0:
+        return 0
+    return tensor.numel() // tensor.shape[-2] * tensor.element_size()
 
 
 def _filled(layer: Any) -> int | None:

@@ -235,6 +235,15 @@ def test_the_prediction_is_the_measured_cache_of_each_attention_kind(family: str
     assert cache.total_bytes == expected
     assert predict_kv_cache_bytes(model.config, 8, batch_size=2,
                                   dtype=torch.float32) == expected
+    # and at 4,096 tokens the measured cache and the configuration agree: sliding layers stay
+    # at their window (gemma2: (4 + 4,096) x 2 heads x 256 = 2,099,200; mistral 4,096 as
+    # measured, where scaling 4,096 bytes over 3 positions said 5,592,405)
+    assert cache.predict_bytes(4_096) == predict_kv_cache_bytes(
+        model.config, 4_096, batch_size=2, dtype=torch.float32)
+    if family == "gemma2":
+        assert cache.predict_bytes(4_096) == 2_099_200
+    if family == "mistral":
+        assert cache.predict_bytes(4_096) == 4_096
 
 
 def test_windows_and_state_layers_at_full_size() -> None:
