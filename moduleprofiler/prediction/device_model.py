@@ -207,6 +207,9 @@ class DeviceModel:
     stood_in: set[str] = field(default_factory=set)
     """Dtypes the calibration has no tables of that operators asked for, priced from its
     stand-in's (``fp16`` from ``bf16``, any other from ``fp32``)."""
+    no_peak: set[str] = field(default_factory=set)
+    """Rates operators asked for that this device's datasheet gives no peak of (``bf16`` on
+    Volta and Turing, which have no bf16 tensor cores): priced at its plain FP32 peak."""
     without_in_chain: bool = False
     """A memory-bound operator was priced while the calibration holds no in-chain costs
     (:attr:`Calibration.in_chain`): priced as the calibration's loops ran it."""
@@ -317,8 +320,11 @@ class DeviceModel:
             return None
         # plain fp32 on a TF32-measured row (a calibration without the IEEE rows): its
         # achieved fraction of the peak, on the FP32 peak
-        roof = self.roof_us(self.peaks, work.dtype, work.flops, work.moved_bytes,
-                            self.tf32(work.table))
+        tf32 = self.tf32(work.table)
+        rate = "tf32" if work.dtype == "fp32" and tf32 else work.dtype
+        if work.flops and rate != "tf32" and self.peaks.flops_per_s(rate) is None:
+            self.no_peak.add(rate)  # _rate falls back to the FP32 peak: said in the notes
+        roof = self.roof_us(self.peaks, work.dtype, work.flops, work.moved_bytes, tf32)
         query = np.array(work.features, dtype=np.float64)
         if len(query) > table.features.shape[1]:  # a table without the kernel-choice feature
             what, default = _KERNEL_CHOICE[work.table]

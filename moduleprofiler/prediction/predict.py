@@ -176,7 +176,12 @@ def fp32_notes(device: DeviceModel, tables: set[str], tf32: bool | None) -> list
         peak = f", {rate / 1e12:g} TFLOP/s peak" if rate else ""
         why = f"tf32={tf32}" if tf32 is not None else \
             f"torch.backends.{backend}.fp32_precision is {fp32_precision(backend)!r}"
-        if on:
+        if on and rate is None:  # Volta, Turing: the device model prices them at FP32
+            fp32 = device.peaks.flops_per_s("fp32")
+            at = f", {fp32 / 1e12:g} TFLOP/s peak" if fp32 else ""
+            notes.append(f"fp32 {what} on plain FP32{at}: {device.peaks.name} has no TF32 "
+                         f"tensor cores ({why} asks for TF32)")
+        elif on:
             notes.append(f"fp32 {what} on TF32 tensor cores{peak} ({why})")
         elif any(device.measured_as(table, "fp32").endswith(IEEE) for table in tables & family):
             notes.append(f"fp32 {what} on plain FP32{peak} ({why}; TF32 with "
@@ -303,6 +308,12 @@ def finish_prediction(profile: Profile, listener: PredictionListener, device: De
                      + ", ".join(f"{dtype} operators are timed from its "
                                  f"{'bf16' if dtype == 'fp16' else 'fp32'} tables"
                                  for dtype in sorted(device.stood_in)))
+    if device.no_peak:
+        fp32 = device.peaks.flops_per_s("fp32")
+        at = "" if fp32 is None else f", {fp32 / 1e12:g} TFLOP/s"
+        notes.append(f"{device.peaks.name}'s datasheet gives no "
+                     f"{', '.join(sorted(device.no_peak))} peak (no tensor cores for it): "
+                     f"those operators are priced at its plain FP32 peak{at}")
     if device.without_in_chain:
         notes.append(f"the {device.calibration.name} calibration did not measure small "
                      "kernels inside a chain of others: memory-bound operators are priced as "

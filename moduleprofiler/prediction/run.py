@@ -150,7 +150,8 @@ def like_for_like(target: DeviceModel, source: DeviceModel) -> tuple[DeviceModel
 
     def fresh(model: DeviceModel, calibration: Calibration) -> DeviceModel:
         return dataclasses.replace(model, calibration=calibration, donor=None, borrowed=set(),
-                                   unmeasured=set(), stood_in=set(), _tables={}, _cache={})
+                                   unmeasured=set(), stood_in=set(), no_peak=set(), _tables={},
+                                   _cache={})
 
     return fresh(target, mine), fresh(source, theirs)
 

@@ -567,3 +567,26 @@ def test_an_encoder_over_padded_rows_is_predicted() -> None:
     counted = ModuleProfiler().profile(model, example)
     assert predicted.total_ops == counted.total_ops > 0
     assert predicted.predicted_device_ms is not None and predicted.predicted_device_ms > 0
+
+
+def test_a_dtype_without_a_datasheet_peak_is_said() -> None:
+    # a T4 (Turing) has no bf16 tensor cores: its table gives fp16 65 TFLOP/s and no bf16, and
+    # bf16 matmuls were priced at the plain FP32 peak, 8.1 TFLOP/s, without a word
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(8, 64), device="T4",
+                                       dtype="bf16")
+    assert ("T4's datasheet gives no bf16 peak (no tensor cores for it): those operators are "
+            "priced at its plain FP32 peak, 8.1 TFLOP/s") in profile.prediction_notes
+    # fp16 has its tensor-core peak there: nothing to say
+    half = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(8, 64), device="T4",
+                                    dtype="fp16")
+    assert not any("datasheet gives no" in note for note in half.prediction_notes)
+
+
+def test_tf32_on_a_device_without_tf32_tensor_cores_is_plain_fp32() -> None:
+    # a V100 (Volta) has no TF32: with tf32=True its fp32 matmuls are priced at the FP32
+    # peak, 15.7 TFLOP/s, and the note said "fp32 matmuls on TF32 tensor cores"
+    profile = ModuleProfiler().predict(nn.Linear(64, 64), torch.randn(8, 64),
+                                       device="V100 SXM2", tf32=True)
+    assert ("fp32 matmuls on plain FP32, 15.7 TFLOP/s peak: V100 SXM2 has no TF32 tensor "
+            "cores (tf32=True asks for TF32)") in profile.prediction_notes
+    assert not any("on TF32 tensor cores" in note for note in profile.prediction_notes)
