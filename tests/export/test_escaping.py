@@ -117,3 +117,33 @@ def test_a_line_break_in_a_name_keeps_every_text_row_on_one_line() -> None:
         lines = text.splitlines()  # the header, its rule, the 4 modules, then the totals
         assert "a\\nb" in lines[4] and "c\\td" in lines[5]  # written as escapes
         assert lines[6].startswith("total:")  # no row was cut in two
+
+
+def test_control_characters_in_a_name_never_reach_the_terminal() -> None:
+    import torch
+    from torch import nn
+
+    from moduleprofiler import ModuleProfiler
+
+    class Keys(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            # ESC [2J clears the screen, BEL rings, U+202E prints the rest of the row
+            # right to left (its numbers reversed)
+            self.d = nn.ModuleDict({"a\x1b[2Jb": nn.Linear(2, 2), "x\u202eyz": nn.ReLU(),
+                                    "c\x07d": nn.ReLU()})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.d.values():
+                x = layer(x)
+            return x
+
+    profile = ModuleProfiler().profile(Keys(), torch.randn(1, 2))
+    for text in (str(profile), profile.tree().to_text(width=0),
+                 profile.table().to_text(width=0)):
+        assert not any(ch in text for ch in "\x1b\x07\u202e"), repr(text)
+        assert "a\\x1b[2Jb" in text and "x\\u202eyz" in text and "c\\x07d" in text
+    rows = profile.table(["params"]).to_text(width=0).splitlines()[4:7]
+    # written as escapes, the names are 11, 10 and 7 characters: each row's params end in
+    # one column
+    assert len({len(row) for row in rows}) == 1
