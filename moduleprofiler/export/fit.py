@@ -38,7 +38,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from moduleprofiler.export.names import ELLIPSIS, elide_label, elide_name
+from moduleprofiler.export.names import ELLIPSIS, distinct_names, elide_label, elide_name
 from moduleprofiler.export.tree import squeeze_prefixes
 from moduleprofiler.export.width import display_width, pad
 
@@ -118,6 +118,16 @@ def _elide(column: TextColumn, target: int) -> None:
             cells.append(_narrowed(elide_name, prefix + label, target))
         else:
             cells.append(prefix + _narrowed(elide_label, label, room))
+    # two different names elided to one text would read as one module (two siblings'
+    # labels too, their branches aside): show where they differ
+    rows_of: dict[tuple[int, str], list[int]] = {}
+    for row, (prefix, cell) in enumerate(zip(prefixes, cells)):
+        rows_of.setdefault((len(prefix), cell[len(prefix):]), []).append(row)
+    for rows in rows_of.values():
+        if len({labels[row] for row in rows}) > 1:
+            room = target - len(prefixes[rows[0]])
+            for row, text in zip(rows, distinct_names([labels[row] for row in rows], room)):
+                cells[row] = prefixes[row] + text
     column.cells = cells
     column.header = column.header[:target]
 

@@ -367,3 +367,30 @@ def test_wide_characters_align_and_fit_by_the_columns_they_take() -> None:
     assert max(widths) <= 80 and any(line.startswith("d.模型模型模...") for line in fitted)
     ends = {w for w, line in zip(widths, fitted) if line.endswith("  20")}
     assert len(ends) == 1  # the last column's cells end in one column
+
+
+def test_names_elided_alike_show_where_they_differ() -> None:
+    names = ["branch_alpha_output_projection_layer", "branch_beta_output_projection_layer"]
+
+    class Branches(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.ModuleDict({"blk": nn.ModuleDict({n: nn.Linear(4, 4) for n in names})})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.enc["blk"].values():  # type: ignore[union-attr]
+                x = layer(x)
+            return x
+
+    profile = ModuleProfiler().profile(Branches(), torch.randn(2, 4))
+    table = profile.table(["params", "macs", "ops", "flops", "output_shapes"]).to_text(width=80)
+    # both rows read "enc.blk...output_projection_layer": two modules shown as one. Elided to
+    # the column's 33 characters they now keep from 2 characters before their first
+    # difference (character 15, after "enc.blk.branch_"): 33 - 16 (the shared end, cut to
+    # half) - 2 x 3 (two ellipses) = 11 characters of it
+    rows = [line.split()[0] for line in table.splitlines()[5:7]]
+    assert rows == ["...h_alpha_out...projection_layer", "...h_beta_outp...projection_layer"]
+    tree = profile.tree(["params", "macs", "ops", "flops", "output_bytes"]).to_text(width=60)
+    # the siblings' labels were both "bra...r (Linear)" (16 characters, their floor)
+    labels = [line.split()[1] for line in tree.splitlines()[5:7]]
+    assert labels == ["...al...(Linear)", "...be...(Linear)"]
