@@ -24,13 +24,13 @@ from moduleprofiler.efficiency.peaks import DevicePeaks, dtype_argument
 from moduleprofiler.efficiency.roofline import call_dtype, with_efficiency
 from moduleprofiler.export.figures import (
     FIGSIZE,
-    LABEL_CHARS,
     check_figure_path,
     figure_axes,
+    figure_label,
     save_figure,
 )
 from moduleprofiler.export.frame import module_values
-from moduleprofiler.export.names import elide_name, module_name
+from moduleprofiler.export.names import module_name
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.validate import check_choice, check_int
 
@@ -134,7 +134,7 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
         # above and below their points in turn, so that neighbours' names rarely overlap;
         # leftwards from the points in the right half, so that none runs off the axes
         right = math.log(point["x"] / low) > math.log(high / low) / 2
-        ax.annotate(elide_name(point["name"], LABEL_CHARS), (point["x"], point["y"]),
+        ax.annotate(figure_label(point["name"]), (point["x"], point["y"]),
                     xytext=(-4 if right else 4, 3 if rank % 2 == 0 else -9),
                     textcoords="offset points", fontsize=7, ha="right" if right else "left")
     ax.set_xscale("log")

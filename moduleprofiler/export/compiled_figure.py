@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING
 
 from moduleprofiler.export.figures import (
     FIGSIZE,
-    LABEL_CHARS,
     _value_axis,
     check_figure_path,
     figure_axes,
+    figure_label,
     save_figure,
 )
 from moduleprofiler.export.frame import module_frame
-from moduleprofiler.export.names import elide_name
 from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.validate import check_int
@@ -49,7 +48,7 @@ def plot_compiled(profile: Profile, depth: int = 1, *, ax: Axes | None = None,
     rows = [i for i, d in enumerate(level) if d == depth and not is_missing(
         frame["eager_ms"].iloc[i])]
     figure, axes = figure_axes(ax, figsize, feature="plot_compiled")
-    labels = [elide_name(names[i], LABEL_CHARS) for i in rows]
+    labels = [figure_label(names[i]) for i in rows]
     eager = [float(frame["eager_ms"].iloc[i]) for i in rows]
     compiled = [0.0 if is_missing(frame["device_ms"].iloc[i])
                 else float(frame["device_ms"].iloc[i]) for i in rows]

@@ -67,6 +67,20 @@ _ZEROS = re.compile(r"\.0+(?=\D|$)")
 """Zero decimals of an axis tick (``200.00M`` -> ``200M``)."""
 
 
+
+def literal(text: str) -> str:
+    """``text`` as matplotlib draws it verbatim: a ``$`` escaped. A pair of them in a module
+    name (a ``ModuleDict`` key) or a type made matplotlib typeset the text between as math
+    (``c$x^2$d`` drawn as ``cx²d``), and an unknown command there (``$\\foo$``) raised
+    ``ValueError`` when the figure was drawn or saved."""
+    return text.replace("$", r"\$")
+
+
+def figure_label(name: str) -> str:
+    """A module, type or model name as a tick or legend label: elided to
+    :data:`LABEL_CHARS` characters in its middle, drawn verbatim (:func:`literal`)."""
+    return literal(elide_name(name, LABEL_CHARS))
+
 def figure_axes(ax: Axes | None, figsize: tuple[float, float] = FIGSIZE, *,
                 feature: str = "profile.plot") -> tuple[Figure, Axes]:
     """``ax`` and its figure, or a new figure (constrained layout, no pyplot) with one axes;
@@ -166,7 +180,7 @@ def _bars(ax: Axes, labels: list[str], values: list[float], column: str, top: in
         rest = shown[top:]
         mark = LOWER_MARK if any(label.startswith(LOWER_MARK) for label, _ in rest) else ""
         shown = [*shown[:top], (f"{mark}other ({len(rest)})", sum(v for _, v in rest))]
-    names = [elide_name(label, LABEL_CHARS) for label, _ in shown]
+    names = [figure_label(label) for label, _ in shown]
     ax.barh(range(len(shown)), [v for _, v in shown], color="C0")
     ax.set_yticks(range(len(shown)), names, fontsize=9)
     ax.invert_yaxis()
@@ -198,7 +212,7 @@ def _legend(ax: Axes, colors: dict[str, Any], own_figure: bool) -> None:
     from matplotlib.patches import Patch
 
     shown = list(colors.items())[:TYPE_COLORS]
-    handles = [Patch(color=color, label=kind) for kind, color in shown]
+    handles = [Patch(color=color, label=figure_label(kind)) for kind, color in shown]
     if len(colors) > TYPE_COLORS:
         handles.append(Patch(color="0.6", label=f"other ({len(colors) - TYPE_COLORS})"))
     if own_figure:
@@ -219,7 +233,7 @@ def _layer_chart(ax: Axes, profile: Profile, own: str, label: str, own_figure: b
     length = ax.bbox.width / ax.figure.dpi * 72 * 0.9  # points; the layout shrinks it a bit
     step = max(1, math.ceil(len(rows) * fontsize * 1.6 / length))
     ticks = list(range(0, len(rows), step))
-    ax.set_xticks(ticks, [elide_name(str(rows["module"][i]), LABEL_CHARS) for i in ticks],
+    ax.set_xticks(ticks, [figure_label(str(rows["module"][i])) for i in ticks],
                   rotation=90, fontsize=fontsize)
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel(label)
@@ -355,7 +369,7 @@ def plot_summary(profiles: Mapping[str, Profile] | Sequence[Profile],
         names, values, unknown = _known(marked, list(view.frame[column]))
         ax.barh(range(len(names)), values,
                 color=[colors[name.removeprefix(LOWER_MARK)] for name in names])
-        ax.set_yticks(range(len(names)), [elide_name(n, LABEL_CHARS) for n in names],
+        ax.set_yticks(range(len(names)), [figure_label(n) for n in names],
                       fontsize=9)
         ax.set_ylim(len(names) - 0.5, -0.5)  # the first model on top, as in the table
         _value_axis(ax.xaxis, column)

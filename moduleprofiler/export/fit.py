@@ -20,6 +20,11 @@ The steps, each taken only while the table is still too wide:
    percentages last;
 5. the names are elided further, down to what is left.
 
+Widths are terminal columns (:func:`~moduleprofiler.export.width.display_width`: a CJK
+character takes two). A tree prefix that leaves its label fewer than :data:`LABEL_FLOOR`
+columns of the line has its outer levels replaced by their count
+(:func:`~moduleprofiler.export.tree.squeeze_prefixes`).
+
 The columns a caller asked for (:attr:`View.keep`: named, sorted or ranked by, or named by a
 note under the table) go through the same steps only after every other column is gone. A flag
 on other columns (:attr:`ColumnSpec.qualifies`: a time's low confidence) is shown while one
@@ -30,10 +35,12 @@ none of them is shown).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from moduleprofiler.export.names import ELLIPSIS, elide_label, elide_name
+from moduleprofiler.export.names import ELLIPSIS, distinct_names, elide_label, elide_name
+from moduleprofiler.export.tree import squeeze_prefixes
+from moduleprofiler.export.width import display_width, pad
 
 MIN_WIDTH = 40
 """The narrowest width a table is fitted to."""
@@ -65,11 +72,13 @@ class TextColumn:
 
     @property
     def width(self) -> int:
-        return max([len(self.header), *(len(cell) for cell in self.cells)])
+        """The columns its widest cell takes in a terminal (a CJK character takes two)."""
+        return max([display_width(self.header), *(display_width(cell) for cell in self.cells)])
 
     def aligned(self, text: str, size: int) -> str:
-        """``text`` (its header or a cell) padded to ``size`` on the column's open side."""
-        return text.rjust(size) if self.right else text.ljust(size)
+        """``text`` (its header or a cell) padded to ``size`` columns on the column's open
+        side."""
+        return pad(text, size, self.right)
 
 
 def terminal_width(width: int | None) -> int | None:
@@ -93,18 +102,45 @@ def table_width(columns: list[TextColumn]) -> int:
 
 
 def _elide(column: TextColumn, target: int) -> None:
-    """Elide ``column``'s cells (after their tree prefix) to ``target`` characters."""
+    """Elide ``column``'s cells (after their tree prefix) to ``target`` characters; tree
+    prefixes that leave a label fewer than :data:`LABEL_FLOOR` characters are squeezed
+    (:func:`~moduleprofiler.export.tree.squeeze_prefixes`: their outer levels counted, never
+    cut into a drawing that reads as another depth)."""
+    labels = [cell[len(prefix):] for prefix, cell in
+              zip(column.prefixes or [""] * len(column.cells), column.cells)]
+    if column.prefixes:
+        column.prefixes = squeeze_prefixes(column.prefixes, target - LABEL_FLOOR)
     prefixes = column.prefixes or [""] * len(column.cells)
     cells = []
-    for prefix, cell in zip(prefixes, column.cells):
-        label = cell[len(prefix):]
+    for prefix, label in zip(prefixes, labels):
         room = target - len(prefix)
-        if room < len(ELLIPSIS) + 2:  # a prefix deeper than the column: cut the whole cell
-            cells.append(elide_name(cell, target))
+        if room < len(ELLIPSIS) + 2:  # a column narrower than a label's floor: cut the cell
+            cells.append(_narrowed(elide_name, prefix + label, target))
         else:
-            cells.append(prefix + elide_label(label, room))
+            cells.append(prefix + _narrowed(elide_label, label, room))
+    # two different names elided to one text would read as one module (two siblings'
+    # labels too, their branches aside): show where they differ
+    rows_of: dict[tuple[int, str], list[int]] = {}
+    for row, (prefix, cell) in enumerate(zip(prefixes, cells)):
+        rows_of.setdefault((len(prefix), cell[len(prefix):]), []).append(row)
+    for rows in rows_of.values():
+        if len({labels[row] for row in rows}) > 1:
+            room = target - len(prefixes[rows[0]])
+            for row, text in zip(rows, distinct_names([labels[row] for row in rows], room)):
+                cells[row] = prefixes[row] + text
     column.cells = cells
     column.header = column.header[:target]
+
+
+def _narrowed(elide: Callable[[str, int], str], text: str, columns: int) -> str:
+    """``text`` elided until it takes at most ``columns`` terminal columns (a wide character
+    takes two, so ``columns`` characters of CJK would take twice the room)."""
+    limit = columns
+    out = elide(text, limit)
+    while display_width(out) > columns and limit > 1:
+        limit -= 1
+        out = elide(text, limit)
+    return out
 
 
 def _hide(kept: list[TextColumn], hidden: list[str], columns: list[TextColumn]) -> None:
@@ -123,6 +159,9 @@ def _shrink_names(columns: list[TextColumn], width: int, floor: int,
         if excess <= 0:
             return
         deepest = max(map(len, column.prefixes), default=0) if column.prefixes else 0
+        # a prefix with no room for its label even alone on the line is squeezed (deeper
+        # than the width: a 180-level chain drew 720 characters of guides)
+        deepest = min(deepest, width - LABEL_FLOOR)
         target = max(floor, deepest + label_floor, column.width - excess, 1)
         if target < column.width:
             _elide(column, target)

@@ -2,7 +2,7 @@
 
 Numbers reach ``Styler`` raw and are formatted by the column's formatter at the last step
 (``1.82G``, ``12.3\\%``, ``250.0\\textmu{}s``) and right-aligned; text cells (names, types,
-shapes) are escaped by ``Styler`` (``escape="latex"``); the caption is escaped here. Unknown
+shapes) and the caption are escaped here (:func:`escape_latex`). Unknown
 values print ``--``. By default the table fits ``\\linewidth`` of a one-column ``article``
 (or ``\\textwidth`` of a two-column one for ``table*``), and one page: identical blocks are
 folded, and a view of every module shows only the depths one page holds (a note line under the
@@ -42,9 +42,11 @@ from moduleprofiler.warn import warn
 
 _LATEX_SPECIAL = {
     "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-    "~": r"\textasciitilde ", "^": r"\textasciicircum ", "\\": r"\textbackslash ",
+    # the braces keep the space after a command (``a \ b`` typeset as ``a \b`` with
+    # ``\textbackslash b``, the command eating the space)
+    "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "\\": r"\textbackslash{}",
     # in pdfLaTeX's default font encoding these three typeset as other glyphs (< as an
-    # inverted exclamation mark); the braces keep the space after them
+    # inverted exclamation mark)
     "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
 }
 _LABEL = re.compile(r"^[A-Za-z0-9:._\-/]+$")
@@ -311,11 +313,13 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
             if plan is not None and plan.name_limit is not None \
                     and spec.kind in ("name", "text"):
                 texts = [elide_path(text, plan.name_limit) for text in texts]
-            frame[name] = texts
+            # escaped here, not by Styler: its "latex" escape leaves < > |, which pdfLaTeX's
+            # default font encoding typesets as other glyphs (<script> as ¡script¿)
+            frame[name] = [escape_latex(text) for text in texts]
     aligns = "".join("r" if spec.numeric else "l" for spec in specs.values())
     frame.columns = [spec.label for spec in specs.values()]
     styler = frame.style.format(formatters, escape="latex", na_rep=LATEX.missing)
-    styler = styler.format(escape="latex", na_rep=LATEX.missing,
+    styler = styler.format(escape=None, na_rep=LATEX.missing,
                            subset=[s.label for s in specs.values() if not s.numeric])
     stacked = {spec.label: _stacked(header_lines(spec.label), align)
                for spec, align in zip(specs.values(), aligns)} if view.raw and fit else {}

@@ -128,3 +128,35 @@ def elide_path(name: str, limit: int) -> str:
         return fitting[0]
     shortest = min(forms, key=len)  # over the limit rather than a word cut or a block lost
     return shortest if len(shortest) < len(name) else name
+
+
+def _shared_start(texts: list[str]) -> int:
+    """How many characters all ``texts`` begin with."""
+    shortest = min(map(len, texts))
+    return next((i for i in range(shortest) if len({t[i] for t in texts}) > 1), shortest)
+
+
+def distinct_names(names: list[str], limit: int) -> list[str]:
+    """``names`` (different names whose :func:`elide_name` forms are one text) each in at
+    most ``limit`` characters, showing where they differ: from two characters before their
+    first difference on (two characters before it, room allowing), with the end they share
+    cut to half of ``limit`` (``...h_alpha_o...projection_layer`` and
+    ``...h_beta_ou...projection_layer``, not ``enc.blk...output_projection_layer`` twice:
+    two modules read as one)."""
+    shared_start = _shared_start(names)
+    shared_end = _shared_start([name[::-1] for name in names])
+    out = []
+    for name in names:
+        tail = min(shared_end, len(name) - shared_start, limit // 2)
+        body_end = len(name) - tail
+        room = limit - tail - 2 * len(ELLIPSIS)
+        start = max(0, shared_start - min(2, room // 4))  # a little context, room allowing
+        room += 0 if start else len(ELLIPSIS)
+        if len(name) <= limit or room < 1:
+            out.append(elide_name(name, limit))
+        elif start + room >= body_end:  # the difference runs to the end: keep the end whole
+            out.append(ELLIPSIS + name[len(name) - (limit - len(ELLIPSIS)):])
+        else:
+            out.append(f"{ELLIPSIS if start else ''}{name[start:start + room]}{ELLIPSIS}"
+                       f"{name[body_end:]}")
+    return out

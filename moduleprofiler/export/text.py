@@ -79,13 +79,26 @@ def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
     return drawn, labels
 
 
-_CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_CONTROL = {
+    **{code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7F, 0xA0)]},
+    # direction overrides, embeddings and isolates reorder the rest of the line on screen
+    **{code: f"\\u{code:04x}" for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]},
+    ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",
+}
+_PRINTED = {code: text for code, text in _CONTROL.items() if code != ord("\n")}
 
 
 def one_line(text: str) -> str:
-    """``text`` with its line breaks and tabs written as escapes (``a\\nb``): a name holding
-    one (a ``ModuleDict`` key may) would break the table's rows and columns."""
+    """``text`` with its line breaks, tabs and other control characters written as escapes
+    (``a\\nb``, ``\\x1b``, ``\\u202e``): a name holding one (a ``ModuleDict`` key may) would
+    break the table's rows and columns, or reach the terminal as a command (``\\x1b[2J``
+    clears the screen; ``\\u202e`` prints the rest of the row right to left)."""
     return text.translate(_CONTROL)
+
+
+def printable(text: str) -> str:
+    """``text`` as :func:`one_line` writes it, its line breaks kept (a note's own)."""
+    return text.translate(_PRINTED)
 
 
 def _code(kind: str, value: Any, cell: str, missing: str) -> str | None:
@@ -240,5 +253,5 @@ def _footer(view: ViewData, glyphs: Glyphs, hidden: list[str], width: int | None
         lines.append(convention)
     if hidden:
         lines.append(hidden_note(hidden, width))
-    lines.extend(f"note: {note}" for note in (*view.hints, *view.notes))
+    lines.extend(f"note: {printable(note)}" for note in (*view.hints, *view.notes))
     return wrap_footer(lines, width)

@@ -67,3 +67,26 @@ def prefixes(paths: Sequence[str], branches: Branches = ASCII_BRANCHES) -> list[
     for root in children.get(None, []):
         walk(root, "", True, True)
     return out
+
+
+
+def squeeze_prefixes(drawn: Sequence[str], room: int) -> list[str]:
+    """``drawn`` (the rows' drawings from :func:`prefixes`) in at most ``room`` characters
+    each: a prefix deeper than that has its outer levels replaced by a count of them, the
+    same number of inner levels kept on every such row (``[+172] |   `-- ``), so that a row
+    deeper than the width says how deep it is instead of running past the line or reading
+    as a row of another depth. Prefixes that fit are returned as they are."""
+    deep = [d for d in drawn if len(d) > room]
+    if not deep:
+        return list(drawn)
+    unicode = deep[0].endswith((UNICODE_BRANCHES.tee, UNICODE_BRANCHES.last))
+    unit = len(UNICODE_BRANCHES.tee if unicode else ASCII_BRANCHES.tee)
+    deepest = max(len(d) for d in deep) // unit
+    kept, marker = 1, 0
+    for marker in range(len("[+1] "), room + 1):  # the count's width, the same on every row
+        kept = max((room - marker) // unit, 1)
+        if len(f"[+{deepest - kept}] ") <= marker:
+            break
+    return [d if len(d) <= room else
+            f"[+{len(d) // unit - kept}]".ljust(marker) + d[len(d) - kept * unit:]
+            for d in drawn]

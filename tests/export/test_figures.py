@@ -311,3 +311,35 @@ def test_summary_figure_draws_latency_when_present_and_names_bad_arguments() -> 
         plot_summary([])
     with pytest.raises(ValueError, match="path"):
         plot_summary([tiny()], path="models.jpg")
+
+
+def test_dollar_signs_in_names_and_types_are_drawn_as_themselves() -> None:
+    from moduleprofiler.export.figures import plot_summary
+
+    class Dollar(nn.Linear):
+        pass
+
+    Dollar.__name__ = "Cost$x^2$"
+
+    class Keys(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            # matplotlib typesets text between two $ as math: "c$x^2$d" was drawn "cx²d",
+            # and an unknown command raised ValueError when the figure was drawn
+            self.d = nn.ModuleDict({"c$x^2$d": Dollar(2, 2), "p$\\foo{$q": nn.Linear(2, 2)})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.d["p$\\foo{$q"](self.d["c$x^2$d"](x))
+
+    profile = ModuleProfiler().profile(Keys(), torch.randn(1, 2))
+    layers = profile.plot(kind="layer")
+    drawn(layers)
+    assert tick_labels(layers.axes[0].xaxis) == [r"d.c\$x^2\$d", r"d.p\$\foo{\$q"]
+    legend = [text.get_text() for text in layers.legends[0].get_texts()]
+    assert r"Cost\$x^2\$" in legend
+    by_type = profile.plot(kind="type")
+    drawn(by_type)
+    assert r"Cost\$x^2\$" in tick_labels(by_type.axes[0].yaxis)
+    models = plot_summary({"$\\bad$": profile, "b": profile})
+    drawn(models)
+    assert tick_labels(models.axes[0].yaxis) == [r"\$\bad\$", "b"]

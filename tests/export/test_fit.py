@@ -319,3 +319,78 @@ def test_a_deep_tree_keeps_its_prefixes_while_numbers_can_go() -> None:
         "__root__", "`-- encoder_stack", "    `-- 0", "        `-- 0", "            `-- 0",
         "                `-- 0", "                    `-- 0"]
     assert all(len(line) <= 60 for line in text.splitlines())
+
+
+def test_a_tree_deeper_than_the_width_counts_its_outer_levels() -> None:
+    model: nn.Module = nn.ReLU()
+    for _ in range(30):
+        model = nn.Sequential(model)
+    text = ModuleProfiler().profile(model, torch.randn(2, 4)).tree().to_text(width=80)
+    lines = text.splitlines()
+    # the ReLU is at depth 30: 4 characters a level drew a 30 x 4 = 120-character prefix,
+    # lines were 120 characters wide, every row past depth 16 beyond 80 columns
+    assert max(map(len, lines)) <= 80
+    rows = lines[2:33]
+    assert rows[0] == "__root__ (Sequential)" and rows[-1].endswith("`-- 0 (ReLU)")
+    # a prefix may take 80 - 16 = 64 characters (16 are kept for its label): depth 16 is
+    # the deepest drawn whole; deeper rows keep (64 - 6) // 4 = 14 inner levels behind a
+    # count of the outer ones, padded to the widest ("[+16] ": 30 - 14)
+    assert rows[16] == " " * 60 + "`-- 0 (Sequential)"
+    assert rows[17] == "[+3]  " + " " * 52 + "`-- 0 (Sequential)"
+    assert rows[30] == "[+16] " + " " * 52 + "`-- 0 (ReLU)"
+    for depth, row in enumerate(rows[17:], start=17):  # the count plus the levels drawn
+        assert int(row[2:row.index("]")]) + (row.index("`") - 6) // 4 + 1 == depth
+
+
+def test_wide_characters_align_and_fit_by_the_columns_they_take() -> None:
+    class Named(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.d = nn.ModuleDict({"中文": nn.Linear(4, 4), "ab": nn.Linear(4, 4),
+                                    "模型" * 40: nn.Linear(4, 4)})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.d.values():
+                x = layer(x)
+            return x
+
+    profile = ModuleProfiler().profile(Named(), torch.randn(2, 4))
+    rows = profile.table(["params"]).to_text(width=0).splitlines()[2:7]
+    # "d.中文" is 4 characters in 6 columns (a CJK character takes two): padded as 4, its
+    # type and params stood 2 columns right of "d.ab"'s; now it has 2 spaces fewer
+    by_name = {row.split()[0]: row for row in rows}
+    assert by_name["d.中文"] == by_name["d.ab"].replace("d.ab  ", "d.中文", 1)
+    # 80 CJK characters take 160 columns: elided by characters to fit 80, the row took
+    # about 40 more; by columns it ends within the line
+    fitted = profile.table(["params"]).to_text(width=80).splitlines()
+    widths = [sum(2 if "\u4e00" <= ch <= "\u9fff" else 1 for ch in line) for line in fitted]
+    assert max(widths) <= 80 and any(line.startswith("d.模型模型模...") for line in fitted)
+    ends = {w for w, line in zip(widths, fitted) if line.endswith("  20")}
+    assert len(ends) == 1  # the last column's cells end in one column
+
+
+def test_names_elided_alike_show_where_they_differ() -> None:
+    names = ["branch_alpha_output_projection_layer", "branch_beta_output_projection_layer"]
+
+    class Branches(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.ModuleDict({"blk": nn.ModuleDict({n: nn.Linear(4, 4) for n in names})})
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.enc["blk"].values():  # type: ignore[union-attr]
+                x = layer(x)
+            return x
+
+    profile = ModuleProfiler().profile(Branches(), torch.randn(2, 4))
+    table = profile.table(["params", "macs", "ops", "flops", "output_shapes"]).to_text(width=80)
+    # both rows read "enc.blk...output_projection_layer": two modules shown as one. Elided to
+    # the column's 33 characters they now keep from 2 characters before their first
+    # difference (character 15, after "enc.blk.branch_"): 33 - 16 (the shared end, cut to
+    # half) - 2 x 3 (two ellipses) = 11 characters of it
+    rows = [line.split()[0] for line in table.splitlines()[5:7]]
+    assert rows == ["...h_alpha_out...projection_layer", "...h_beta_outp...projection_layer"]
+    tree = profile.tree(["params", "macs", "ops", "flops", "output_bytes"]).to_text(width=60)
+    # the siblings' labels were both "bra...r (Linear)" (16 characters, their floor)
+    labels = [line.split()[1] for line in tree.splitlines()[5:7]]
+    assert labels == ["...al...(Linear)", "...be...(Linear)"]
