@@ -48,8 +48,11 @@ def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None
     either never called (installed after the compile) or traced into the compiled program,
     where Dynamo breaks the graph at it and compiles the pieces: the program would no longer
     be the user's. ``modules``: ``model.modules()`` where the caller has them already."""
+    listed = list(model.modules() if modules is None else modules)
+    if not _may_compile(listed):  # the usual case: nothing compiled, no module asked twice
+        return ()
     inside: dict[int, nn.Module] = {}
-    for module in model.modules() if modules is None else modules:
+    for module in listed:
         if id(module) in inside:
             continue
         original = orig_mod_of(module)
@@ -64,6 +67,20 @@ def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None
             elif compiled:  # a compiled training step calls the module itself
                 inside.update((id(m), m) for m in module.modules())
     return tuple(inside.values())
+
+
+def _may_compile(modules: Sequence[nn.Module]) -> bool:
+    """Whether some module of ``modules`` is a ``torch.compile`` wrapper, is compiled in place
+    or holds a compiled method: ``False`` where :func:`compiled_inside` finds nothing. Three
+    model-wide sweeps, the attributes read once for the callables among them (ResNet-50's 151
+    modules: about 75 against 125 µs for the loop of :func:`compiled_inside` over them)."""
+    if any(cls.__name__ == "OptimizedModule" for cls in set(map(type, modules))):
+        return True
+    if any(getattr(module, "_compiled_call_impl", None) is not None for module in modules):
+        return True
+    callables = [value for module in modules for value in vars(module).values()
+                 if callable(value)]
+    return any(hasattr(value, "_torchdynamo_orig_callable") for value in callables)
 
 
 def _compiled_methods(module: nn.Module) -> set[str]:

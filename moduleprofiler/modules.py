@@ -17,7 +17,7 @@ from typing import NamedTuple
 from torch import Tensor, nn
 from torch.nn import Parameter
 
-from moduleprofiler.packed import packed_weights
+from moduleprofiler.packed import any_packed, packed_weights
 from moduleprofiler.records import ModuleInfo, SharedTensor, display_path, new_module_info
 from moduleprofiler.storage import is_lazy
 
@@ -245,8 +245,9 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     lazy = False
     plain = True
     unreadable: list[int] = []  # modules holding packed weights that cannot be read
+    holding = any_packed(modules)  # none, the usual case: no module is asked
     for i, module in enumerate(modules):
-        packed = packed_weights(module)
+        packed = packed_weights(module) if holding else None
         if packed is not None and packed[1]:
             unreadable.append(i)
         for kind, table in ((0, module._parameters), (1, module._buffers)):
