@@ -33,7 +33,7 @@ from moduleprofiler.inputs import (
     unwrap_compiled,
 )
 from moduleprofiler.memory import measure_memory, parameter_memory
-from moduleprofiler.modules import walk_modules
+from moduleprofiler.modules import held_values, walk_modules
 from moduleprofiler.operators.registry import OperatorMap, live_operator_map
 from moduleprofiler.prediction.predict import DEFAULT_HOST, DeviceSpec, HostSpec, PredictedProfile
 from moduleprofiler.prediction.run import predict as run_prediction
@@ -207,18 +207,22 @@ class Profiler:
         # its gradients, and those of input tensors that require grad, are set aside and put back
         real_backward = backward and communicates_gradients(module)
         walk = walk_modules(module)  # one walk of the tree: state kept, module scan, hooks
+        # the modules' callable and generator attributes, swept once for both of their readers
+        held = held_values(walk.modules)
+        swept = [held.generators]  # the first run's; a second run (with gradients) sweeps again
         # a model with compiled code of its own (``model.compile()``, a compiled submodule) is
         # counted as its eager program: Dynamo would trace the pass's hooks into the compiled
         # one, break its graph at each and compile the pieces (the counting code's own
         # functions too, up to the recompile limit), a cache the user never asked for
-        compiled = compiled_inside(module, walk.modules)
+        compiled = compiled_inside(module, walk.modules, held.callables)
 
         def counted(grad: bool) -> Profile:
             eager = torch.compiler.set_stance("force_eager") if compiled \
                 else contextlib.nullcontext()
             with preserved_state(module, eval=eval, grads=real_backward,
                                  leaves=iter_tensors(input) if real_backward else (),
-                                 modules=walk.modules, input=input), \
+                                 modules=walk.modules, input=input,
+                                 generators=swept.pop() if swept else None), \
                     torch.set_grad_enabled(grad), eager:
                 if backward:
                     for rnn in _cudnn_rnns_in_eval(module):

@@ -37,8 +37,8 @@ def unwrap_compiled(module: nn.Module) -> nn.Module:
     return module if original is None else original
 
 
-def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None
-                    ) -> tuple[nn.Module, ...]:
+def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None,
+                    callables: Sequence[Any] | None = None) -> tuple[nn.Module, ...]:
     """The modules of ``model`` whose calls run inside code ``torch.compile`` compiled: the
     original module of a ``torch.compile(module)`` wrapper with its descendants (the wrapper's
     own call is eager), a module compiled in place (``module.compile()``) with its
@@ -47,9 +47,15 @@ def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None
     (a training step that calls it) with its descendants. A Python hook on one of them is
     either never called (installed after the compile) or traced into the compiled program,
     where Dynamo breaks the graph at it and compiles the pieces: the program would no longer
-    be the user's. ``modules``: ``model.modules()`` where the caller has them already."""
+    be the user's. ``modules``: ``model.modules()`` where the caller has them already;
+    ``callables``: the callables among their attributes, where the caller has them
+    (:func:`~moduleprofiler.modules.held_values`)."""
+    listed = list(model.modules() if modules is None else modules)
+    # the usual case: nothing compiled, no module asked twice
+    if not _may_compile(listed, callables):
+        return ()
     inside: dict[int, nn.Module] = {}
-    for module in model.modules() if modules is None else modules:
+    for module in listed:
         if id(module) in inside:
             continue
         original = orig_mod_of(module)
@@ -64,6 +70,22 @@ def compiled_inside(model: nn.Module, modules: Iterable[nn.Module] | None = None
             elif compiled:  # a compiled training step calls the module itself
                 inside.update((id(m), m) for m in module.modules())
     return tuple(inside.values())
+
+
+def _may_compile(modules: Sequence[nn.Module], callables: Sequence[Any] | None) -> bool:
+    """Whether some module of ``modules`` is a ``torch.compile`` wrapper, is compiled in place
+    or holds a compiled method: ``False`` where :func:`compiled_inside` finds nothing. Three
+    model-wide sweeps, the attributes read once for the callables among them (``callables``:
+    those, where the caller has them; ResNet-50's 151
+    modules: about 75 against 125 µs for the loop of :func:`compiled_inside` over them)."""
+    if any(cls.__name__ == "OptimizedModule" for cls in set(map(type, modules))):
+        return True
+    if any(getattr(module, "_compiled_call_impl", None) is not None for module in modules):
+        return True
+    if callables is None:
+        callables = [value for module in modules for value in vars(module).values()
+                     if callable(value)]
+    return any(hasattr(value, "_torchdynamo_orig_callable") for value in callables)
 
 
 def _compiled_methods(module: nn.Module) -> set[str]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import torch
 from torch import Tensor, nn
 from torch.nn import Parameter
 
-from moduleprofiler.packed import packed_weights
+from moduleprofiler.packed import any_packed, packed_weights
 from moduleprofiler.records import ModuleInfo, SharedTensor, display_path, new_module_info
 from moduleprofiler.storage import is_lazy
 
@@ -85,6 +86,27 @@ def walk_modules(root: nn.Module) -> ModuleWalk:
             paths[id(module)] = path
             modules.append(module)
     return ModuleWalk(occurrences, modules, paths, parents)
+
+
+class HeldValues(NamedTuple):
+    """What :func:`held_values` found among the modules' attributes, in ``modules()`` order."""
+
+    callables: list[Any]
+    """The callable ones (where ``torch.compile`` leaves a compiled method)."""
+    generators: list[torch.Generator]
+    """The ``torch.Generator`` objects (a module's own random number generator)."""
+
+
+def held_values(modules: Iterable[nn.Module]) -> HeldValues:
+    """The callables and generators that ``modules`` hold as attributes (``vars(module)``),
+    from one comprehension over every attribute of every module: the compiled-code check of
+    a pass and its state kept each swept them on their own (ResNet-50's 151 modules: 60 and
+    55 µs)."""
+    generator = torch.Generator
+    found = [value for module in modules for value in vars(module).values()
+             if callable(value) or type(value) is generator]
+    return HeldValues([value for value in found if callable(value)],
+                      [value for value in found if type(value) is generator])
 
 
 _NAMED_MODULES = nn.Module.named_modules
@@ -245,8 +267,9 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     lazy = False
     plain = True
     unreadable: list[int] = []  # modules holding packed weights that cannot be read
+    holding = any_packed(modules)  # none, the usual case: no module is asked
     for i, module in enumerate(modules):
-        packed = packed_weights(module)
+        packed = packed_weights(module) if holding else None
         if packed is not None and packed[1]:
             unreadable.append(i)
         for kind, table in ((0, module._parameters), (1, module._buffers)):

@@ -460,7 +460,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
                     leaves: Iterable[Tensor] = (),
                     modules: Sequence[nn.Module] | None = None,
                     optimizer_steps: bool = False, rng: bool = True,
-                    input: Any = None) -> Iterator[None]:
+                    input: Any = None,
+                    generators: Sequence[torch.Generator] | None = None) -> Iterator[None]:
     """Run the block with ``root`` in eval mode (``eval=True``), in training mode
     (``train=True``) or as it is, and restore its state afterwards (see the module docstring).
 
@@ -487,6 +488,9 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
         input: the input the block runs the model on: its tensors that the block writes in
             place get their values back afterwards (a host copy of each is kept, up to
             :data:`INPUT_COPY_BYTES`; a write to a tensor past it is warned of).
+        generators: the ``torch.Generator`` objects ``modules`` hold as attributes, where the
+            caller has swept them already (:func:`~moduleprofiler.modules.held_values`; read
+            only here): their states are put back with the others.
     """
     if eval and train:
         raise ValueError("preserved_state: eval and train are exclusive")
@@ -509,7 +513,8 @@ def preserved_state(root: nn.Module, *, eval: bool = False, train: bool = False,
     versions: tuple[list[Tensor], list[int]] = ([], [])
     cached = _parametrize_cache()
     random_states = rng_states() if rng else None
-    owned = _owned_generators(modules) if rng else []
+    owned = [] if not rng else _owned_generators(modules) if generators is None \
+        else [(generator, generator.get_state()) for generator in generators]
     initialised: list[Any] = []  # the generators after each lazy initialisation in the block
     try:
         # ``train(mode)`` is called (a module may override it) when the model is in the

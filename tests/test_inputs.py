@@ -262,3 +262,30 @@ def test_an_error_unrelated_to_integers_gets_no_note() -> None:
     with pytest.raises(ProfilingError) as caught:
         Profiler().profile(Fails(), input_size=(2, 5))
     assert not getattr(caught.value, "__notes__", [])
+
+
+def test_compiled_inside_finds_each_kind_of_compiled_code_deep_in_a_tree() -> None:
+    from moduleprofiler.inputs import compiled_inside
+
+    def tree() -> nn.Sequential:
+        return nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Sequential(
+            nn.Linear(2, 2), nn.Tanh())))
+
+    plain = tree()
+    plain[1].helper = torch.relu  # a callable attribute that no compile wrapped
+    plain[1].kind = nn.Linear  # a class is callable too
+    assert compiled_inside(plain) == ()
+    forward = tree()
+    inner = forward[1][1]
+    inner.forward = torch.compile(inner.forward)  # its own call eager, its children's not
+    assert {id(m) for m in compiled_inside(forward)} == {id(inner[0]), id(inner[1])}
+    step = tree()
+    step[1].training_step = torch.compile(lambda: None)  # the module itself runs inside
+    assert {id(m) for m in compiled_inside(step)} == {id(m) for m in step[1].modules()}
+    in_place = tree()
+    in_place[1][1].compile()
+    assert {id(m) for m in compiled_inside(in_place)} == {id(m) for m in in_place[1][1].modules()}
+    wrapped = tree()
+    wrapped[1] = torch.compile(wrapped[1])  # the wrapper's own call is eager
+    assert {id(m) for m in compiled_inside(wrapped)} == {
+        id(m) for m in wrapped[1]._orig_mod.modules()}

@@ -187,3 +187,17 @@ def test_an_unflattened_exported_program_keeps_its_source_classes() -> None:
     assert exported_types(rebuilt) == expected
     assert {info.path: info.type_name for info in module_infos(rebuilt)} == expected
     assert exported_types(model) == {}  # any other model: the class it has
+
+
+def test_held_values_lists_callable_and_generator_attributes_in_module_order() -> None:
+    from moduleprofiler.modules import held_values
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU()))
+    first, second = torch.Generator(), torch.Generator()
+    model[0].noise = first
+    model[1][0].noise = second
+    model[1].act = torch.relu  # a plain callable attribute
+    held = held_values(model.modules())
+    assert held.generators == [first, second]  # Linear before the inner ReLU
+    assert held.callables == [torch.relu]
+    assert held_values([nn.Linear(2, 2)]) == ([], [])

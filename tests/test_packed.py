@@ -60,6 +60,15 @@ def test_a_dynamically_quantized_linear_counts_its_packed_weights() -> None:
     assert profile.to_df("module")["params"].tolist() == [36, 36, 36, 0]
 
 
+def test_any_packed_says_whether_some_module_holds_a_packed_object() -> None:
+    floating = nn.Sequential(nn.Linear(8, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2))).eval()
+    assert not packed_module.any_packed(floating.modules())
+    quantized = _dynamic(copy.deepcopy(floating))
+    # the packed object sits two levels down: Sequential -> Linear -> its _packed_params
+    assert packed_module.any_packed(quantized.modules())
+    assert not packed_module.any_packed([quantized, quantized[1]])
+
+
 @pytest.mark.parametrize(("layer", "x", "params", "param_bytes"), [
     # 6 x 3 x 3 x 3 = 162 weights + 6 biases = 168; 162 x 1 + 6 x 4 = 186 bytes
     (lambda: nnq.Conv2d(3, 6, 3), lambda: _quint8(1, 3, 5, 5), 168, 186),

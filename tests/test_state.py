@@ -493,3 +493,31 @@ def test_a_generator_the_model_holds_is_put_back(name: str) -> None:
     INPUT_PASSES[name](ModuleProfiler(), model, torch.ones(2, 3))
     assert torch.equal(model.noise.get_state(), start)
     assert torch.equal(model(torch.ones(2, 3)), expected)
+
+
+class LazyNoiseTakingGradients(nn.Module):
+    """Makes its generator in its first forward, draws from it, then takes a gradient itself
+    (``profile()`` runs it again with gradients on)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "noise" not in vars(self):
+            self.noise = torch.Generator().manual_seed(0)
+        x = (x + torch.randn(x.shape, generator=self.noise)).requires_grad_()
+        y = self.lin(x)
+        (grad,) = torch.autograd.grad(y.sum(), x)
+        return y + grad
+
+
+def test_a_generator_made_in_a_first_run_is_put_back_after_the_run_with_gradients() -> None:
+    # the run without gradients made the generator and drew once; the run with gradients
+    # finds it there and puts it back: one draw of (2, 3) after the seed, not two
+    model = LazyNoiseTakingGradients()
+    profile = ModuleProfiler().profile(model, torch.ones(2, 3))
+    assert profile.total_ops is not None
+    after_one = torch.Generator().manual_seed(0)
+    torch.randn(2, 3, generator=after_one)
+    assert torch.equal(model.noise.get_state(), after_one.get_state())
