@@ -11,7 +11,7 @@ really holds, views and shared storages counted once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -269,8 +269,14 @@ def _positions_held(config: Any, text: Any, layers: int, tokens: int) -> list[in
     from transformers.cache_utils import get_layer_types_and_kwargs
 
     kinds, extras = get_layer_types_and_kwargs(text)
+    if isinstance(extras, Mapping):  # Transformers before 5.24: one set for every layer
+        extras = [extras] * len(kinds)
     if len(kinds) != layers and set(kinds) <= {"full_attention"}:
         kinds, extras = ["full_attention"] * layers, [{}] * layers  # T5's num_decoder_layers
+    if len(extras) != len(kinds):  # never a layer left out of the sum in silence
+        raise ValueError(f"config ({type(config).__name__}): Transformers gave {len(kinds)} "
+                         f"cache layer kinds with {len(extras)} sets of arguments; measure a "
+                         "real cache with kv_cache_size() and use KVCacheSize.predict_bytes")
     held = []
     for index, (kind, extra) in enumerate(zip(kinds, extras)):
         if kind == "full_attention":

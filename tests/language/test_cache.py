@@ -3,6 +3,8 @@ tokens x batch x dtype size, for dynamic, static, encoder-decoder and legacy cac
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -262,3 +264,25 @@ def test_an_unknown_latent_layout_is_refused_not_guessed() -> None:
     with pytest.raises(ValueError, match=r"model_type 'deepseek_v2'.*latent attention "
                                          r"\(kv_lora_rank=512\).*kv_cache_size\(\)"):
         predict_kv_cache_bytes(hf_config("deepseek_v2"), 16, dtype=torch.float32)
+
+
+def test_transformers_shared_layer_arguments_give_the_same_prediction(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import transformers.cache_utils as cache_utils
+
+    # Transformers before 5.24 returns one dict of arguments for every layer, not a list: the
+    # prediction zipped the kinds with the dict's keys, and gave 0 bytes for Llama (an empty
+    # dict) and a TypeError for Mistral ("string indices must be integers")
+    per_layer = cache_utils.get_layer_types_and_kwargs
+
+    def shared(config: Any) -> tuple[list[str], dict[str, Any]]:
+        kinds, extras = per_layer(config)
+        return list(kinds), dict(extras[0]) if extras else {}
+
+    monkeypatch.setattr(cache_utils, "get_layer_types_and_kwargs", shared)
+    # the full-size numbers above: Llama-2-7B 2 GiB at 4,096 float16 tokens, Mistral-7B
+    # 512 MiB at 32,768 bfloat16 tokens (a 4,096 window)
+    assert predict_kv_cache_bytes(hf_config("llama"), 4_096, dtype=torch.float16) == \
+        2 * 1024 ** 3
+    assert predict_kv_cache_bytes(hf_config("mistral"), 32_768, dtype=torch.bfloat16) == \
+        512 * 1024 ** 2
