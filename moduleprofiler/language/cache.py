@@ -268,9 +268,9 @@ def _positions_held(config: Any, text: Any, layers: int, tokens: int) -> list[in
     kinds Transformers' ``DynamicCache(config=...)`` builds."""
     from transformers.cache_utils import get_layer_types_and_kwargs
 
-    kinds, extras = get_layer_types_and_kwargs(text)
-    if isinstance(extras, Mapping):  # Transformers before 5.24: one set for every layer
-        extras = [extras] * len(kinds)
+    kinds, given = get_layer_types_and_kwargs(text)
+    # Transformers before 5.24 gives one set of arguments for every layer
+    extras: list[Any] = [given] * len(kinds) if isinstance(given, Mapping) else list(given)
     if len(kinds) != layers and set(kinds) <= {"full_attention"}:
         kinds, extras = ["full_attention"] * layers, [{}] * layers  # T5's num_decoder_layers
     if len(extras) != len(kinds):  # never a layer left out of the sum in silence
