@@ -131,6 +131,11 @@ _REFUSES_MODES_HINT = (
     "while operators are observed: profile with operators=False, or register a formula for "
     "the module that makes the call, so that no operator is observed inside it")
 
+_DEEP_HINT = (
+    "; hint: the model nests {depth} modules deep, and each level adds the hooks' frames to "
+    "Python's call stack, whose limit is {limit}: raise it (sys.setrecursionlimit({more})) and "
+    "profile again")
+
 _PART_META_HINT = (
     "; hint: the model holds parameters or buffers on the meta device and others on {others} "
     "(accelerate's init_empty_weights() leaves the buffers off the meta device: "
@@ -927,6 +932,10 @@ class PassRunner:
         notes = "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
         if _REFUSES_MODES in str(exc):
             notes += _REFUSES_MODES_HINT
+        if isinstance(exc, RecursionError):  # the bare forward may fit where the hooked can't
+            depth = max((path.count(".") + 1 for path in self.paths.values() if path), default=0)
+            limit = sys.getrecursionlimit()
+            notes += _DEEP_HINT.format(depth=depth, limit=limit, more=4 * limit)
         if "meta" in str(exc):
             others = _part_meta(self.modules)
             if others is not None:

@@ -458,3 +458,30 @@ def test_a_listener_that_raises_is_named_with_the_call_it_raised_in(moment: str)
     assert raised.value.path == "0"
     assert isinstance(raised.value.__cause__, KeyError)
     assert all(_hook_tables(module) == [0] * 5 for module in model.modules())
+
+
+def test_a_model_too_deep_for_the_hooked_stack_says_how_to_profile_it() -> None:
+    import sys
+
+    from moduleprofiler import Profiler
+    from moduleprofiler.errors import ProfilingError
+
+    # 200 Sequentials around a Linear: the bare forward fits Python's default limit of 1,000
+    # frames, the hooked one does not; the error named the module and RecursionError alone
+    model: nn.Module = nn.Linear(4, 4)
+    for _ in range(200):
+        model = nn.Sequential(model)
+    x = torch.randn(2, 4)
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(1_000)
+        model(x)
+        with pytest.raises(ProfilingError, match=r"raised RecursionError: .*the model nests 200 "
+                           r"modules deep.*limit is 1000: raise it "
+                           r"\(sys.setrecursionlimit\(4000\)\)"):
+            Profiler().profile(model, x)
+        # the advice works: the Linear's 2 rows x 4 x 4 = 32 MACs (the Sequentials add none)
+        sys.setrecursionlimit(4_000)
+        assert Profiler().profile(model, x).total_macs == 2 * 4 * 4
+    finally:
+        sys.setrecursionlimit(limit)
