@@ -11,7 +11,12 @@ import pandas as pd
 
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.frame import count_series, module_frame
-from moduleprofiler.export.select import column_total, extra_columns, lower_bounds_shown
+from moduleprofiler.export.select import (
+    column_total,
+    extra_columns,
+    lower_bound_causes,
+    lower_bounds_shown,
+)
 from moduleprofiler.export.view import View
 from moduleprofiler.summary_row import model_row
 
@@ -104,9 +109,6 @@ def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
 _BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backward counts",
             "params": "parameters"}
 """What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
-_WHY = {"work without a formula": ("ops", "macs", "flops", "backward"),
-        "weights that cannot be read": ("params",)}
-"""Why each of :attr:`ProfileData.lower_bounds` can be one."""
 
 
 def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
@@ -127,7 +129,7 @@ def lower_bound_notes(named: Sequence[tuple[str, Profile]]) -> tuple[str, ...]:
         if bounds:
             words = [_BOUNDED[total] for total in bounds]
             text = (", ".join(words[:-1]) + " and " if len(words) > 1 else "") + words[-1]
-            why = [reason for reason, totals in _WHY.items() if set(totals) & set(bounds)]
-            models.setdefault(f"{text} are lower bounds ({', or '.join(why)}", []).append(name)
+            why = ", or ".join(lower_bound_causes(bounds))
+            models.setdefault(f"{text} are lower bounds ({why}", []).append(name)
     return tuple(f"{', '.join(names)}: {text}; each model's own notes say where)"
                  for text, names in models.items())

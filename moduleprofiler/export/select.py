@@ -130,6 +130,17 @@ _BOUNDED_COLUMNS = {
     "params": ("params", "self_params"),
 }
 """The columns whose whole-profile total each of :attr:`ProfileData.lower_bounds` names."""
+_CAUSES = {"work without a formula": ("ops", "macs", "flops", "backward"),
+           "weights that cannot be read": ("params",)}
+"""Why each of :attr:`ProfileData.lower_bounds` can be one."""
+
+
+def lower_bound_causes(bounds: Iterable[str]) -> list[str]:
+    """Why the totals ``bounds`` (entries of :attr:`ProfileData.lower_bounds`) are lower
+    bounds, each cause once, in one order: work without a formula, weights that cannot be
+    read."""
+    given = set(bounds)
+    return [cause for cause, totals in _CAUSES.items() if given & set(totals)]
 
 
 def lower_bounds_shown(profile: Profile) -> tuple[str, ...]:
@@ -165,19 +176,18 @@ def unknown_shares(frame: pd.DataFrame, bounded: Iterable[str],
     named = [name for name in shares if name in shown]
     if not named:
         return out, ()
-    params = [name for name in named if name.removesuffix("_pct") in _BOUNDED_COLUMNS["params"]]
-    return out, (share_note([column_spec(name).label for name in named],
-                            counts=len(params) < len(named), weights=bool(params)),)
+    bounds = [total for total, columns in _BOUNDED_COLUMNS.items()
+              if any(name.removesuffix("_pct") in columns for name in named)]
+    return out, (share_note([column_spec(name).label for name in named], bounds),)
 
 
-def share_note(labels: Sequence[str], counts: bool = True, weights: bool = False) -> str:
+def share_note(labels: Sequence[str], bounds: Iterable[str] = ("ops",)) -> str:
     """The note under a view whose shares (``labels``, as the headers name them) are unknown
-    because the total they divide is a lower bound: of ``counts`` (work without a formula),
-    of ``weights`` (parameters packed where they cannot be read), or both."""
-    why = [reason for reason, said in (("work without a formula", counts),
-                                       ("weights that cannot be read", weights)) if said]
-    return (f"{', '.join(labels)} unknown: the total is a lower bound ({', '.join(why)}), so "
-            "no share of it is known")
+    because the totals they divide, ``bounds`` (entries of :attr:`ProfileData.lower_bounds`),
+    are lower bounds, with why (:func:`lower_bound_causes`)."""
+    why = ", ".join(lower_bound_causes(bounds))
+    return (f"{', '.join(labels)} unknown: the total is a lower bound ({why}), so no share of "
+            "it is known")
 
 
 def unknown_as_missing(frame: pd.DataFrame) -> pd.DataFrame:
