@@ -25,6 +25,7 @@ from moduleprofiler.export.units import (
     human_percent,
     is_missing,
     shape_text,
+    yes_no,
 )
 
 RAW_DECIMALS = 6
@@ -75,7 +76,7 @@ def _number_formatter(spec: ColumnSpec, glyphs: Glyphs) -> Callable[[Any], str]:
     if kind == "ratio":
         return lambda value: f"{float(value):.2f}x"
     if kind == "flag":
-        return lambda value: "yes" if value else "no"
+        return yes_no
     return human_number
 
 
@@ -93,7 +94,7 @@ def _text(value: Any) -> str:
     """A text cell; a yes/no in a text column (a time's low confidence) reads as a flag
     column's does, never as Python's ``True``/``False``."""
     if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
+        return yes_no(value)
     return str(value)
 
 

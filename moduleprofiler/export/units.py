@@ -105,10 +105,15 @@ def human_percent(value: float, percent: str = "%", less: str = "<") -> str:
     return f"{value:.1f}{percent}"
 
 
+def yes_no(value: object) -> str:
+    """A flag as every view writes it: ``"yes"`` or ``"no"``."""
+    return "yes" if value else "no"
+
+
 def human_number(value: float) -> str:
     """Any other number: integers as they are, floats with 4 significant digits."""
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return yes_no(value)
     if float(value).is_integer() and abs(value) < 1e15:
         return str(int(value))
     return f"{value:.4g}"
