@@ -105,7 +105,9 @@ def measure_memory(
             and the larger prediction of the two. :attr:`PassMemory.output_kept` says which.
 
     On CUDA the peaks come from the caching allocator (``torch.cuda.max_memory_allocated``
-    after ``reset_peak_memory_stats``); on CPU and meta from operator-level accounting of live
+    after ``reset_peak_memory_stats``), each metered pass after an unmetered one of its kind,
+    so that what the GPU's libraries allocate once (cuBLAS's workspaces) is in the baseline,
+    as in a loop's second step; on CPU and meta from operator-level accounting of live
     storages (see ``docs/memory.md``).
 
     Raises:
@@ -145,6 +147,15 @@ def measure_memory(
         options: dict[str, Any] = {"pred_fn": pred_fn, "loss_fn": loss_fn, "device": run_device,
                                    "emulate_cuda": emulate == "cuda" and run_device.type == "meta"}
         try:
+            if run_device.type == "cuda":
+                # The device's libraries allocate once, on the first pass that needs them, and
+                # then hold it: cuBLAS a workspace per stream and thread (32 MiB on an H200:
+                # the first measurement of a process read an MLP's training step at 68 MB,
+                # the next at 35), cuDNN its autotuning's. One unmetered pass of each kind
+                # first, so the metered ones read the steady state of a loop's later steps.
+                for warm_up_training in (False, True) if train else (False,):
+                    run_pass(module, inputs, train=warm_up_training, keep_output=keep_output,
+                             **options)
             inference = run_pass(module, inputs, train=False, **options, progress=PassProgress(
                 bar, 0, None, "inference") if bar.enabled else None)
             training = None

@@ -122,3 +122,40 @@ def test_operator_accounting_predicts_the_requested_bytes_of_a_step() -> None:
     assert training is not None and training.requested_increase_bytes is not None
     assert training.requested_increase_bytes == (
         training.operator_peak_bytes - training.operator_baseline_bytes)
+
+
+class _SideStreamMatmul(nn.Module):
+    """A matmul on a stream of its own, made with the module: cuBLAS allocates a workspace
+    for it on its first matmul there, whatever ran before in the process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(1024, 1024, device="cuda"))
+        self.stream = torch.cuda.Stream()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            y = x @ self.weight
+        torch.cuda.current_stream().wait_stream(self.stream)
+        return y
+
+
+def test_the_first_measurement_reads_the_steady_state_of_later_steps() -> None:
+    """A library's one-time allocation (cuBLAS's workspace for a new stream) falls outside the
+    measured passes: the first measurement reads the inference increase of a bare forward run
+    after a warm-up, as the second measurement does."""
+    model = _SideStreamMatmul()
+    x = torch.randn(256, 1024, device="cuda")
+    first = measure_memory(model, x).inference
+    second = measure_memory(model, x).inference
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    with torch.no_grad():
+        model(x)
+    torch.cuda.synchronize()
+    bare = torch.cuda.max_memory_allocated() - base
+    # the one output, 256 x 1024 float32 = 1 MiB (the workspace, tens of MiB, is not in it)
+    assert first.requested_increase_bytes == second.requested_increase_bytes == 256 * 1024 * 4
+    assert first.increase_bytes == second.increase_bytes == bare
