@@ -107,13 +107,22 @@ def resolve_device(module: nn.Module, input: Any = None,
 
 def timed_device(module: nn.Module, input: Any = None,
                  device: str | torch.device | None = None) -> torch.device:
-    """:func:`resolve_device` for a pass that measures time.
+    """:func:`resolve_device` for a pass that measures time; a model resolved to the CPU with
+    parameters or buffers on a GPU as well (an embedding table kept in host memory) takes
+    that GPU, whose clock times its kernels and, on the host, the CPU's part too: the CPU's
+    clock would read only their launches.
 
     Raises:
         ValueError: the device is the meta device, where no kernel runs and nothing takes
             time (counts and memory plans run there; time does not).
     """
     resolved = resolve_device(module, input, device)
+    if device is None and resolved.type == "cpu":
+        gpu = next((tensor.device for tensor in itertools.chain(module.parameters(),
+                                                                module.buffers())
+                    if tensor.device.type == "cuda"), None)
+        if gpu is not None:
+            resolved = torch.device("cuda", device_index(gpu))
     if resolved.type == "meta":
         raise ValueError("device: the model or its input is on the meta device, where no "
                          "kernel runs, so there is no time to measure; time it on the CPU or "

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler import devices
+from moduleprofiler import Profiler, TimingOptions, devices
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.errors import MixedDeviceError
 from moduleprofiler.state import preserved_state
@@ -88,6 +88,32 @@ def test_the_allocator_peak_counts_a_new_tensor() -> None:
     block = torch.empty(1 << 20, dtype=torch.uint8, device=device)  # 1 MiB
     assert peak.sample() and peak.peak - peak.baseline_bytes >= 1 << 20
     del block
+
+
+class _CpuTableGpuHead(nn.Module):
+    """An embedding table kept in host memory, a head on the GPU (as recommenders do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(100, 16)
+        self.head = nn.Linear(16, 4).cuda()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.table(ids).cuda())
+
+
+@needs_cuda
+def test_a_model_partly_on_a_gpu_is_timed_with_the_gpus_clock() -> None:
+    """The CPU clock would read only the head's launch, not its kernels."""
+    model = _CpuTableGpuHead()
+    ids = torch.randint(0, 100, (8, 3))
+    assert resolve_device(model, ids).type == "cpu"  # counting and memory run as placed
+    assert devices.timed_device(model, ids) == torch.device("cuda", torch.cuda.current_device())
+    assert devices.timed_device(model, ids, "cpu").type == "cpu"  # asked for: as asked
+    timing = Profiler().time_modules(model, ids, TimingOptions(num_iters=4, drop_first=1))
+    assert timing.clock == "cuda-kernels"
+    head = timing.module_columns()["head"]
+    assert head["device_ms"] > 0 and head["self_device_ms"] > 0  # the Linear's GEMM ran
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
