@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from torch import Tensor, nn
 
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.errors import ProfilingError
+from moduleprofiler.errors import LossError, ProfilingError
 from moduleprofiler.facts import TimingFacts
 from moduleprofiler.failure import backward_error
 from moduleprofiler.inputs import check_reusable, input_shapes_of
@@ -383,7 +383,8 @@ def train_step_times(
         ProfilingError: the forward raised (the message names the module); with
             ``restore=True``, a parameter carries a post-accumulate-grad hook (an optimizer
             stepping inside the backward, which no restore can undo);
-            :class:`~moduleprofiler.errors.LossError` when no loss can be derived.
+            :class:`~moduleprofiler.errors.LossError` when no loss can be derived, or the
+            call runs under ``torch.inference_mode()``.
         TypeError: ``target`` without ``loss_fn`` (the default loss would leave it unused).
     """
     bar = Progress("timing training steps", progress, unit="steps")  # from the start
@@ -409,6 +410,12 @@ def train_step_times(
         # the default loss takes the output alone: a target would be silently unused
         raise TypeError("target is used by loss_fn(output, target): pass loss_fn as well "
                         "(without loss_fn the default loss reduces the output alone)")
+    if torch.is_inference_mode_enabled():
+        # it failed in the hooks' calibration, before any step, with torch's "element 0 of
+        # tensors does not require grad", which said neither what nor why
+        raise LossError("train_step_times cannot run under torch.inference_mode(), which "
+                        "records no autograd graph for the backward: call it outside the "
+                        "inference_mode block")
     opts = TimingOptions.of_call(train_step_times, locals(), options)
     plan = opts.plan(fixed_drop_first=5, fixed_rounds=5)
     method_name = check_method(method)

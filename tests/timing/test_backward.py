@@ -380,6 +380,18 @@ def test_default_loss_sums_every_output_and_asks_for_loss_fn():
         train_step_times(nn.Identity(), torch.zeros(2), num_iters=2, drop_first=1)
 
 
+def test_inference_mode_is_refused_before_any_step_with_its_cause():
+    """Under inference_mode no autograd graph is recorded, so no step can run its backward:
+    the error says so (it was torch's "element 0 of tensors does not require grad", from the
+    hooks' calibration) and the model is left as it was."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    with torch.inference_mode(), pytest.raises(LossError, match="inference_mode"):
+        train_step_times(model, torch.randn(2, 4), num_iters=2, drop_first=1)
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+    assert model.training and not model[0]._forward_hooks
+
+
 def test_only_node_attribution_is_offered():
     with pytest.raises(ValueError, match="method"):
         train_step_times(nn.Linear(2, 2), torch.zeros(1, 2),
