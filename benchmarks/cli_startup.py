@@ -30,7 +30,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the dev extra's backport
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,6 +21,7 @@ from moduleprofiler.export.text import supports_color
 from moduleprofiler.memory import measure_memory
 from moduleprofiler.timing import environment
 from tests.export.cli_models import tiny
+from tests.fixtures.pyproject import read_pyproject
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = "tests/export/cli_models.py"
@@ -555,10 +556,7 @@ seconds each; ``benchmarks/cli_startup.py`` times it)."""
 def _entry_points() -> list[list[str]]:
     """``python -m moduleprofiler`` and the console script's ``module:function``, called as the
     installed script calls it."""
-    import tomllib
-
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    module, _, function = pyproject["project"]["scripts"]["moduleprofiler"].partition(":")
+    module, _, function = read_pyproject()["project"]["scripts"]["moduleprofiler"].partition(":")
     script = f"import sys; from {module} import {function}; sys.exit({function}())"
     return [["-m", "moduleprofiler"], ["-c", script]]
 

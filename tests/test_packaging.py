@@ -8,16 +8,13 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import pytest
-
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+from tests.fixtures.pyproject import read_pyproject
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _package_data() -> dict[str, list[str]]:
-    with (ROOT / "pyproject.toml").open("rb") as file:
-        return tomllib.load(file)["tool"]["setuptools"]["package-data"]
+    return read_pyproject()["tool"]["setuptools"]["package-data"]
 
 
 def test_the_package_is_marked_typed() -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.pyproject import read_pyproject
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
 
@@ -59,13 +61,11 @@ def _install_line(text: str) -> str:
 def test_one_install_story() -> None:
     """README and docs/index.md give the same install command, and its extras bring in every
     package the examples of both pages import."""
-    import tomllib
-
     index = (README.parent / "docs" / "index.md").read_text(encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
     line = _install_line(readme)
     assert line == _install_line(index) == 'pip install ".[plot,progress,vision,language]"'
-    project = tomllib.loads((README.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    project = read_pyproject()
     extras = project["project"]["optional-dependencies"]
     named = re.search(r"\[(.*)\]", line)
     assert named is not None
