@@ -223,6 +223,22 @@ def test_verbose_writers_say_where_they_saved(tmp_path: Path,
     assert log.startswith("[2") and "] Profiling Sequential" in log
 
 
+def test_verbose_passes_open_with_the_004_log_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    profiler = ModuleProfiler(verbose=True, ts_fmt="%Y")
+    x = torch.randn(1, 8)
+    profiler.estimate_ops(net(), x)
+    profiler.trace_io_sizes(net(), x)
+    profiler.count_params(net())
+    profiler.estimate_inference_time(net(), x, num_iters=2, drop_first=1)
+    profiler.estimate_total_inference_time(net(), x, num_iters=2, drop_first=1)
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    # 0.0.4's first line of each pass, in order (ours follow with the pass that runs)
+    expected = ["Estimating ops of Sequential", "Tracing I/O shapes of Sequential",
+                "Counting parameters of Sequential", "Estimating inference time of Sequential",
+                "Estimating total inference time of Sequential"]
+    assert [line for line in lines if line in expected] == expected
+
+
 def test_latex_escapes_names_and_has_no_nan() -> None:
     latex = ModuleProfiler().count_params_latex(module=net())
     # 0.0.4's columns under human headers, stacked to fit the line (the raw names

@@ -310,6 +310,7 @@ class ModuleProfiler(Profiler):
 
         A module called several times with different sizes gets the list of per-call sizes.
         """
+        self._log(f"Tracing I/O shapes of {type(module).__name__}")  # 0.0.4's log line
         profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
         calls = profile.calls_by_module()
         result: dict[str, dict[str, Any]] = {}
@@ -332,6 +333,7 @@ class ModuleProfiler(Profiler):
         """Own ops of every module, summed over its calls; ``None`` when unknown, excluded or
         never called. Extra keys: ``macs``, ``inclusive_ops`` (the module and everything it
         called) and ``calls``."""
+        self._log(f"Estimating ops of {type(module).__name__}")  # 0.0.4's log line
         profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
         calls = profile.calls_by_module()
         tree = call_tree(profile)  # a call inside another call of its module is inside it
@@ -417,7 +419,7 @@ class ModuleProfiler(Profiler):
         """One of the two timing passes (``name``, for the log): ``timer`` run with errors
         naming the module whose forward failed."""
         pred_fn = legacy_pred_fn(input, pred_fn)
-        self._log(f"Measuring {name.removeprefix('estimate_').replace('_', ' ')} of "
+        self._log(f"Estimating {name.removeprefix('estimate_').replace('_', ' ')} of "
                   f"{type(module).__name__}")
         check_pass(module, pred_fn=pred_fn, eval=eval)
         with located_errors(module):
