@@ -324,6 +324,37 @@ def test_legacy_methods_call_pred_fn_with_the_whole_tuple() -> None:
     assert by_name["lin"]["ops"] == 48
 
 
+class Pair(nn.Module):
+    """Takes its two tensors as one argument, a pair (or a list of two)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        first, second = pair
+        return self.lin(first) + self.lin(second)
+
+
+def test_a_model_taking_one_pair_gets_the_pair_whole_as_in_004() -> None:
+    model = Pair()
+    pair = (torch.randn(2, 4), torch.randn(2, 4))
+    profiler = ModuleProfiler()
+    for given in (pair, list(pair)):  # 0.0.4 called module(input) for both
+        ops = profiler.estimate_ops(model, given)
+        # lin twice: 2 * (2 rows * 3 outputs * 2 * 4) = 96; the root's add: 2 * 3 = 6
+        assert (ops["lin"]["ops"], ops["lin"]["calls"], ops["__root__"]["ops"]) == (96, 2, 6)
+        sizes = profiler.trace_io_sizes(model, given)
+        assert sizes["lin"]["input_size"] == (2, 4) and sizes["__root__"]["output_size"] == (2, 3)
+        times = profiler.estimate_inference_time(model, given, num_iters=2, drop_first=1)
+        assert times["lin"]["calls"] == 2 and len(times["lin"]["inference_time_ms"]) == 1
+        total = profiler.estimate_total_inference_time(model, given, num_iters=2, drop_first=1)
+        assert len(total["__root__"]["inference_time_ms"]) == 1
+    # a model taking two arguments still gets the pair spread (0.0.4 raised there)
+    assert profiler.estimate_ops(TwoInputs(), (torch.randn(4, 3), torch.randn(4, 2))
+                                 )["lin"]["ops"] == 48
+
+
 def test_profile_keeps_unpacking_a_tuple_for_pred_fn() -> None:
     model = TwoInputs()
     pair = (torch.randn(4, 3), torch.randn(4, 2))
