@@ -111,7 +111,7 @@ def legacy_pred_fn(input: Any, pred_fn: Callable[..., Any] | None,
     if pred_fn is not None:
         whole = pred_fn
     elif isinstance(module, nn.Module) and _takes_it_whole(unwrap_compiled(module), len(input)):
-        whole = module
+        whole = unwrap_compiled(module)  # the eager module, as the passes call it
     else:
         return None
 
@@ -119,7 +119,7 @@ def legacy_pred_fn(input: Any, pred_fn: Callable[..., Any] | None,
         return whole(input)
 
     # a pred_fn keeps its name (messages name it); a module's attributes stay its own
-    return call_with_whole_input if whole is module else functools.wraps(whole)(
+    return call_with_whole_input if pred_fn is None else functools.wraps(whole)(
         call_with_whole_input)
 
 
