@@ -239,6 +239,16 @@ def test_verbose_passes_open_with_the_004_log_lines(capsys: pytest.CaptureFixtur
     assert [line for line in lines if line in expected] == expected
 
 
+def test_an_exclusion_list_given_is_kept_as_0_0_4_kept_it() -> None:
+    excluded: list[type[nn.Module]] = []
+    profiler = ModuleProfiler(exclude_from_ops=excluded)
+    excluded.append(nn.ReLU)  # after the profiler was made: 0.0.4 held this very list
+    ops = profiler.estimate_ops(net(), torch.randn(1, 8))
+    # ReLU excluded: unknown; the first Linear still counted, 1 row * 32 * 2 * 8 = 512
+    assert ops["1"]["ops"] is None and ops["0"]["ops"] == 512
+    assert profiler.exclude_from_ops is excluded
+
+
 def test_latex_escapes_names_and_has_no_nan() -> None:
     latex = ModuleProfiler().count_params_latex(module=net())
     # 0.0.4's columns under human headers, stacked to fit the line (the raw names
