@@ -126,8 +126,11 @@ class Profiler:
         self.macs_fn_map: MutableMapping[Any, Any] = live_macs_map(macs_fn_map)
         self.operator_fn_map: MutableMapping[Any, Any] = live_operator_map(
             None if operator_fn_map is None else dict(operator_fn_map))
-        self.exclude_from_ops: list[type[nn.Module] | nn.Module] = check_exclusions(
-            exclude_from_ops)
+        checked = check_exclusions(exclude_from_ops)
+        # a list given is kept, not copied, as the maps are (and as 0.0.4 kept it): classes
+        # the caller appends to it later are excluded too; every pass checks it again
+        self.exclude_from_ops: list[type[nn.Module] | nn.Module] = (
+            exclude_from_ops if isinstance(exclude_from_ops, list) else checked)
         self.verbose = verbose
         self._checked = CheckedMaps()
         self._remember_maps()

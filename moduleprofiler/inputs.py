@@ -350,6 +350,19 @@ def unpacks(input: object) -> bool:
     return isinstance(input, (tuple, list)) and not _is_namedtuple(input)
 
 
+def forward_binds(module: nn.Module, count: int) -> bool | None:
+    """Whether ``module.forward`` takes ``count`` positional arguments (its other parameters
+    left to their defaults); ``None`` when its signature cannot be read."""
+    signature = _forward_signature(type(module))
+    if signature is None:
+        return None
+    try:
+        signature.bind(None, *range(count))  # ``None`` for ``self``
+    except TypeError:
+        return False
+    return True
+
+
 def _is_namedtuple(value: object) -> bool:
     return isinstance(value, tuple) and hasattr(value, "_fields")
 

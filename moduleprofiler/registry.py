@@ -299,6 +299,24 @@ class LiveFormulaMap(MutableMapping[Any, Any]):
         """The merged table as a plain dict, as a pass would see it now."""
         return dict(self)
 
+    # dict's merge operators, which 0.0.4's plain-dict maps had (``profiler.ops_fn_map |=
+    # {MyType: fn}``): ``|`` gives the merged table as a plain dict, ``|=`` sets own entries
+    def __or__(self, other: object) -> FormulaMap:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**self, **other}
+
+    def __ror__(self, other: object) -> FormulaMap:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**other, **self}
+
+    # ``|=`` keeps this map (the profiler's, over the live registry) where dict's keeps a dict:
+    # mypy wants it to return what ``|`` returns
+    def __ior__(self, other: Any) -> LiveFormulaMap:  # type: ignore[misc]
+        self.update(other)
+        return self
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(own={dict(self.own)!r}, {len(self)} entries in all)"
 

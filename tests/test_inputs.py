@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from moduleprofiler import ModuleProfiler, Profiler, ProfilingError
-from moduleprofiler.inputs import LIST_HINT, add_note, random_input
+from moduleprofiler.inputs import LIST_HINT, add_note, forward_binds, random_input
 from tests.fixtures.models import ReadsSettings
 
 
@@ -289,3 +289,18 @@ def test_compiled_inside_finds_each_kind_of_compiled_code_deep_in_a_tree() -> No
     wrapped[1] = torch.compile(wrapped[1])  # the wrapper's own call is eager
     assert {id(m) for m in compiled_inside(wrapped)} == {
         id(m) for m in wrapped[1]._orig_mod.modules()}
+
+
+def test_forward_binds_counts_the_positional_arguments_a_forward_takes() -> None:
+    class Optional(nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+            return x
+
+    class Variadic(nn.Module):
+        def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+            return xs[0]
+
+    # Linear.forward(input): one; Optional: one or two; Variadic: any number
+    assert [forward_binds(nn.Linear(2, 2), n) for n in (0, 1, 2)] == [False, True, False]
+    assert [forward_binds(Optional(), n) for n in (1, 2, 3)] == [True, True, False]
+    assert forward_binds(Variadic(), 5) is True

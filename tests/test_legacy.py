@@ -223,6 +223,32 @@ def test_verbose_writers_say_where_they_saved(tmp_path: Path,
     assert log.startswith("[2") and "] Profiling Sequential" in log
 
 
+def test_verbose_passes_open_with_the_004_log_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    profiler = ModuleProfiler(verbose=True, ts_fmt="%Y")
+    x = torch.randn(1, 8)
+    profiler.estimate_ops(net(), x)
+    profiler.trace_io_sizes(net(), x)
+    profiler.count_params(net())
+    profiler.estimate_inference_time(net(), x, num_iters=2, drop_first=1)
+    profiler.estimate_total_inference_time(net(), x, num_iters=2, drop_first=1)
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    # 0.0.4's first line of each pass, in order (ours follow with the pass that runs)
+    expected = ["Estimating ops of Sequential", "Tracing I/O shapes of Sequential",
+                "Counting parameters of Sequential", "Estimating inference time of Sequential",
+                "Estimating total inference time of Sequential"]
+    assert [line for line in lines if line in expected] == expected
+
+
+def test_an_exclusion_list_given_is_kept_as_0_0_4_kept_it() -> None:
+    excluded: list[type[nn.Module]] = []
+    profiler = ModuleProfiler(exclude_from_ops=excluded)
+    excluded.append(nn.ReLU)  # after the profiler was made: 0.0.4 held this very list
+    ops = profiler.estimate_ops(net(), torch.randn(1, 8))
+    # ReLU excluded: unknown; the first Linear still counted, 1 row * 32 * 2 * 8 = 512
+    assert ops["1"]["ops"] is None and ops["0"]["ops"] == 512
+    assert profiler.exclude_from_ops is excluded
+
+
 def test_latex_escapes_names_and_has_no_nan() -> None:
     latex = ModuleProfiler().count_params_latex(module=net())
     # 0.0.4's columns under human headers, stacked to fit the line (the raw names
@@ -306,6 +332,37 @@ def test_legacy_methods_call_pred_fn_with_the_whole_tuple() -> None:
     by_name = profiler.estimate_ops(model, {"a": pair[0], "b": pair[1]},
                                     pred_fn=lambda a, b: model(a, b))
     assert by_name["lin"]["ops"] == 48
+
+
+class Pair(nn.Module):
+    """Takes its two tensors as one argument, a pair (or a list of two)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        first, second = pair
+        return self.lin(first) + self.lin(second)
+
+
+def test_a_model_taking_one_pair_gets_the_pair_whole_as_in_004() -> None:
+    model = Pair()
+    pair = (torch.randn(2, 4), torch.randn(2, 4))
+    profiler = ModuleProfiler()
+    for given in (pair, list(pair)):  # 0.0.4 called module(input) for both
+        ops = profiler.estimate_ops(model, given)
+        # lin twice: 2 * (2 rows * 3 outputs * 2 * 4) = 96; the root's add: 2 * 3 = 6
+        assert (ops["lin"]["ops"], ops["lin"]["calls"], ops["__root__"]["ops"]) == (96, 2, 6)
+        sizes = profiler.trace_io_sizes(model, given)
+        assert sizes["lin"]["input_size"] == (2, 4) and sizes["__root__"]["output_size"] == (2, 3)
+        times = profiler.estimate_inference_time(model, given, num_iters=2, drop_first=1)
+        assert times["lin"]["calls"] == 2 and len(times["lin"]["inference_time_ms"]) == 1
+        total = profiler.estimate_total_inference_time(model, given, num_iters=2, drop_first=1)
+        assert len(total["__root__"]["inference_time_ms"]) == 1
+    # a model taking two arguments still gets the pair spread (0.0.4 raised there)
+    assert profiler.estimate_ops(TwoInputs(), (torch.randn(4, 3), torch.randn(4, 2))
+                                 )["lin"]["ops"] == 48
 
 
 def test_profile_keeps_unpacking_a_tuple_for_pred_fn() -> None:

@@ -713,3 +713,22 @@ def test_unregistering_an_operator_without_a_formula_names_its_overloads_and_rem
                                        r"aten\.einsum\.sublist have their own"):
         unregister_operator(torch.ops.aten.mm, torch.ops.aten.einsum)
     assert torch.ops.aten.mm in OPERATOR_FORMULAS  # not removed half-way
+
+
+def test_a_profilers_maps_merge_with_the_dict_operators() -> None:
+    # 0.0.4's maps were plain dicts: `|` and `|=` worked on them (a TypeError here before)
+    count = lambda m, i, o: i[0].numel()  # noqa: E731
+    profiler = ModuleProfiler()
+    merged = profiler.ops_fn_map | {Custom: count}
+    assert type(merged) is dict and merged[Custom] is count
+    assert merged[nn.Linear] is profiler.ops_fn_map[nn.Linear] and "default" in merged
+    assert Custom not in profiler.ops_fn_map  # `|` leaves the profiler's map as it was
+    assert ({Custom: count} | profiler.ops_fn_map)[Custom] is count
+    profiler.ops_fn_map |= {Custom: count}
+    model = nn.Sequential(nn.Linear(4, 3), Custom())
+    ops = profiler.estimate_ops(model, torch.randn(2, 4))
+    # Custom: 2 rows * 3 features = 6 elements; Linear: 2 * 3 * 2 * 4 = 48
+    assert (ops["1"]["ops"], ops["0"]["ops"]) == (6, 48)
+    sizes = {Custom: lambda m, i, o: ("in", "out")}
+    profiler.io_size_fn_map |= sizes
+    assert profiler.trace_io_sizes(model, torch.randn(2, 4))["1"]["input_size"] == "in"

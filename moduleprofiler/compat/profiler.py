@@ -23,7 +23,7 @@ from moduleprofiler.export.io import check_path
 from moduleprofiler.export.names import module_name
 from moduleprofiler.export.tables import PathLike, frame_text, write_frame, write_text
 from moduleprofiler.failure import located_errors
-from moduleprofiler.inputs import unpacks, unwrap_compiled
+from moduleprofiler.inputs import forward_binds, unpacks, unwrap_compiled
 from moduleprofiler.modules import ModuleFacts, module_facts
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.records import COUNTED_SOURCES, ProfileData, ancestor_paths, without_formula
@@ -90,26 +90,44 @@ def _same_or_list(values: list[Any]) -> Any:
     return first if all(value == first for value in values[1:]) else values
 
 
-def legacy_pred_fn(input: Any, pred_fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+def legacy_pred_fn(input: Any, pred_fn: Callable[..., Any] | None,
+                   module: nn.Module | None = None) -> Callable[..., Any] | None:
     """``pred_fn`` adapted to 0.0.4's convention: 0.0.4 called ``pred_fn(**input)`` for a dict
-    and ``pred_fn(input)`` for anything else, a tuple or list included (its users wrote
-    ``pred_fn=lambda t: model(*t)``), where ``Profiler.profile`` calls ``pred_fn(*input)``. For
-    a tuple or list input the returned callable ignores the spread arguments and calls
-    ``pred_fn(input)``; otherwise ``pred_fn`` is returned as it is.
+    and ``pred_fn(input)`` (or ``module(input)``) for anything else, a tuple or list included
+    (its users wrote ``pred_fn=lambda t: model(*t)``), where ``Profiler.profile`` calls
+    ``pred_fn(*input)`` (or ``module(*input)``). For a tuple or list input the returned
+    callable ignores the spread arguments and calls ``pred_fn(input)``; without ``pred_fn``,
+    where ``module``'s forward takes one positional argument and not ``len(input)`` of them
+    (spreading would raise), it calls ``module(input)``, as 0.0.4 did for a model that takes a
+    list or pair; otherwise ``pred_fn`` is returned as it is.
 
     Raises:
         TypeError: ``pred_fn`` is neither ``None`` nor callable.
     """
     check_callable(pred_fn, "pred_fn", "a function that calls the module")
-    if pred_fn is None or not unpacks(input):
+    if not unpacks(input):
         return pred_fn
-    whole = pred_fn
+    whole: Callable[..., Any]
+    if pred_fn is not None:
+        whole = pred_fn
+    elif isinstance(module, nn.Module) and _takes_it_whole(unwrap_compiled(module), len(input)):
+        whole = unwrap_compiled(module)  # the eager module, as the passes call it
+    else:
+        return None
 
-    @functools.wraps(whole)
     def call_with_whole_input(*spread: Any) -> Any:
         return whole(input)
 
-    return call_with_whole_input
+    # a pred_fn keeps its name (messages name it); a module's attributes stay its own
+    return call_with_whole_input if pred_fn is None else functools.wraps(whole)(
+        call_with_whole_input)
+
+
+def _takes_it_whole(module: nn.Module, count: int) -> bool:
+    """Whether ``module``'s forward takes one positional argument but not ``count``: a tuple or
+    list of ``count`` items is then its one argument."""
+    return count != 1 and forward_binds(module, count) is False \
+        and forward_binds(module, 1) is True
 
 
 Writer = Callable[..., None]
@@ -310,7 +328,9 @@ class ModuleProfiler(Profiler):
 
         A module called several times with different sizes gets the list of per-call sizes.
         """
-        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
+        self._log(f"Tracing I/O shapes of {type(module).__name__}")  # 0.0.4's log line
+        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn, module),
+                               eval=eval)
         calls = profile.calls_by_module()
         result: dict[str, dict[str, Any]] = {}
         for info in profile.modules:
@@ -332,7 +352,9 @@ class ModuleProfiler(Profiler):
         """Own ops of every module, summed over its calls; ``None`` when unknown, excluded or
         never called. Extra keys: ``macs``, ``inclusive_ops`` (the module and everything it
         called) and ``calls``."""
-        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn), eval=eval)
+        self._log(f"Estimating ops of {type(module).__name__}")  # 0.0.4's log line
+        profile = self.profile(module, input, pred_fn=legacy_pred_fn(input, pred_fn, module),
+                               eval=eval)
         calls = profile.calls_by_module()
         tree = call_tree(profile)  # a call inside another call of its module is inside it
         result: dict[str, dict[str, Any]] = {}
@@ -416,8 +438,8 @@ class ModuleProfiler(Profiler):
                pred_fn: Callable[..., Any] | None) -> dict[str, dict[str, Any]]:
         """One of the two timing passes (``name``, for the log): ``timer`` run with errors
         naming the module whose forward failed."""
-        pred_fn = legacy_pred_fn(input, pred_fn)
-        self._log(f"Measuring {name.removeprefix('estimate_').replace('_', ' ')} of "
+        pred_fn = legacy_pred_fn(input, pred_fn, module)
+        self._log(f"Estimating {name.removeprefix('estimate_').replace('_', ' ')} of "
                   f"{type(module).__name__}")
         check_pass(module, pred_fn=pred_fn, eval=eval)
         with located_errors(module):

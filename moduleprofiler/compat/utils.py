@@ -20,12 +20,11 @@ __all__ = [
 ]
 
 
-def make_list(x: Any) -> list[Any]:
-    """``x`` as a list: lists stay, tuples are converted, anything else is wrapped."""
-    if isinstance(x, list):
+def make_list(x: Any) -> list[Any] | None:
+    """``x`` as a list, as 0.0.4: a list is returned as it is, ``None`` stays ``None``,
+    anything else (a tuple included) becomes the one item of a new list."""
+    if x is None or isinstance(x, list):
         return x
-    if isinstance(x, tuple):
-        return list(x)
     return [x]
 
 
@@ -70,25 +69,30 @@ def realtime_factor(inference_time: float, sample_rate: int, frame_size: int,
     return busy / 1000.0 if inverse else 1000.0 / busy
 
 
-def dict_keys_common(a: dict[Any, Any], b: dict[Any, Any]) -> list[Any]:
-    """Keys present in both dicts, in ``a``'s order."""
-    return [key for key in a if key in b]
+def dict_keys_common(input: dict[Any, Any], query: dict[Any, Any]) -> list[Any]:
+    """The keys of ``query`` that ``input`` has too, in ``query``'s order."""
+    return [key for key in query if key in input]
 
 
-def dict_keys_diff(a: dict[Any, Any], b: dict[Any, Any]) -> list[Any]:
-    """Keys of ``a`` that are not in ``b``, in ``a``'s order."""
-    return [key for key in a if key not in b]
+def dict_keys_diff(input: dict[Any, Any], query: dict[Any, Any]) -> list[Any]:
+    """The keys of ``query`` that ``input`` lacks, in ``query``'s order."""
+    return [key for key in query if key not in input]
 
 
-def dict_merge(a: dict[Any, Any], b: dict[Any, Any]) -> dict[Any, Any]:
-    """A new dict with ``a``'s items updated by ``b``'s (nested dicts merged recursively)."""
-    merged = dict(a)
-    for key, value in b.items():
-        if isinstance(merged.get(key), dict) and isinstance(value, dict):
-            merged[key] = dict_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
+def dict_merge(input: dict[Any, Any], other: dict[Any, Any]) -> dict[Any, Any]:
+    """``input`` with the keys of ``other`` it lacks added, in place, and returned (0.0.4's
+    merge of two result entries: a key both hold must hold equal values).
+
+    Raises:
+        ValueError: a key of both dicts has different values (nothing is added then).
+    """
+    for key in dict_keys_common(input, other):
+        if input[key] != other[key]:
+            raise ValueError(f"dict_merge: key {key!r} has different values, "
+                             f"input[{key!r}]={input[key]!r} and other[{key!r}]={other[key]!r}")
+    for key in dict_keys_diff(input, other):
+        input[key] = other[key]
+    return input
 
 
 def add_extension(file: str, extension: str) -> str:

@@ -34,3 +34,36 @@ def test_a_frame_longer_than_a_second_is_refused_naming_the_argument() -> None:
         ops_to_flops(1000, 160, 16000)
     with pytest.raises(ValueError, match="frame_size must not exceed sample_rate"):
         realtime_factor(2.0, 160, 16000)
+
+
+def test_make_list_wraps_as_004() -> None:
+    from moduleprofiler.utils import make_list
+
+    items = [1, 2]
+    assert make_list(items) is items  # a list is returned as it is
+    assert make_list(3) == [3]
+    assert make_list((1, 2)) == [(1, 2)]  # a tuple is one item, not unpacked
+    assert make_list(None) is None
+
+
+def test_dict_key_helpers_read_the_query_dict_as_004() -> None:
+    from moduleprofiler.utils import dict_keys_common, dict_keys_diff
+
+    current = {"a": 1, "b": 2, "c": 3}
+    query = {"c": 0, "a": 0, "z": 0}
+    # keys of query found in current, in query's order; then the ones it lacks
+    assert dict_keys_common(current, query) == ["c", "a"]
+    assert dict_keys_diff(current, query) == ["z"]
+    assert dict_keys_diff(input={"a": 1, "b": 2}, query={"b": 0, "c": 0, "d": 0}) == ["c", "d"]
+
+
+def test_dict_merge_adds_missing_keys_in_place_and_refuses_a_conflict() -> None:
+    from moduleprofiler.utils import dict_merge
+
+    ops = {"type": "Linear", "ops": 140}
+    merged = dict_merge(ops, {"type": "Linear", "input_size": (2, 5)})
+    assert merged is ops  # 0.0.4 merged into its first argument
+    assert ops == {"type": "Linear", "ops": 140, "input_size": (2, 5)}
+    with pytest.raises(ValueError, match=r"key 'ops' has different values"):
+        dict_merge(input=ops, other={"ops": 70, "macs": 70})
+    assert "macs" not in ops  # nothing added when refused
