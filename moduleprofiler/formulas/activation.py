@@ -84,8 +84,9 @@ def glu_ops(module: nn.GLU, inputs: tuple[Any, ...], output: Any) -> int:
 
 
 def softmax_ops(rows: int, dim_size: int) -> int:
-    """rows * (4D - 1): per row D subtracts of the max, D exps, D - 1 adds, D divides."""
-    return rows * (4 * dim_size - 1)
+    """rows * (4D - 1): per row D subtracts of the max, D exps, D - 1 adds, D divides (0 for
+    D = 0: a softmax over nothing computes nothing)."""
+    return rows * (4 * dim_size - 1) if dim_size else 0
 
 
 def implicit_softmax_dim(ndim: int) -> int:

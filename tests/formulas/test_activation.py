@@ -70,6 +70,8 @@ def test_glu_halves_the_dim() -> None:
 def test_softmax_helper() -> None:
     # rows * (4D - 1) = 6 * (4*5 - 1) = 114
     assert softmax_ops(6, 5) == 114
+    # a softmax over an empty dim computes nothing: 0, not 6 * (4*0 - 1) = -6
+    assert softmax_ops(6, 0) == 0
 
 
 def test_softmax_explicit_dim_keeps_legacy_value() -> None:
