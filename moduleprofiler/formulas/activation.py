@@ -84,8 +84,9 @@ def glu_ops(module: nn.GLU, inputs: tuple[Any, ...], output: Any) -> int:
 
 
 def softmax_ops(rows: int, dim_size: int) -> int:
-    """rows * (4D - 1): per row D subtracts of the max, D exps, D - 1 adds, D divides."""
-    return rows * (4 * dim_size - 1)
+    """rows * (4D - 1): per row D subtracts of the max, D exps, D - 1 adds, D divides (0 for
+    D = 0: a softmax over nothing computes nothing)."""
+    return rows * (4 * dim_size - 1) if dim_size else 0
 
 
 def implicit_softmax_dim(ndim: int) -> int:
@@ -104,9 +105,30 @@ def rows_along(x: Tensor, dim: int | None) -> tuple[int, int]:
     return (int(x.numel()) // n if n else 0), n
 
 
-def _rows_and_size(x: Tensor, dim: int | None) -> tuple[int, int]:
-    """(rows, D) for a softmax of ``x`` along ``dim`` (``None``: torch's implicit dim)."""
-    return rows_along(x, implicit_softmax_dim(x.dim()) if dim is None else dim)
+def sequences_along(x: Tensor, dim: int) -> list[tuple[int, int]]:
+    """:func:`rows_along` of each sequence of a nested tensor, or of ``x`` itself.
+
+    A nested tensor's sequences have sizes of their own (a softmax over attention scores runs
+    over each sequence's own length), and it has no ``shape`` to read them from (the strided
+    layout) or a symbolic one (the ragged dim of the jagged layout)."""
+    if not x.is_nested:
+        return [rows_along(x, dim)]
+    inner = dim - 1 if dim > 0 else dim  # a sequence lacks the nested tensor's first dim
+    return [rows_along(sequence, inner) for sequence in x.unbind()]
+
+
+def softmax_along(x: Tensor, dim: int | None) -> int:
+    """:func:`softmax_ops` of a softmax of ``x`` along ``dim`` (``None``: torch's implicit
+    dim), summed over the sequences of a nested tensor."""
+    along = implicit_softmax_dim(x.dim()) if dim is None else dim
+    return sum(softmax_ops(rows, size) for rows, size in sequences_along(x, along))
+
+
+def log_softmax_along(x: Tensor, dim: int | None) -> int:
+    """rows * 4D of a log-softmax of ``x`` along ``dim`` (``None``: torch's implicit dim),
+    summed over the sequences of a nested tensor."""
+    along = implicit_softmax_dim(x.dim()) if dim is None else dim
+    return sum(rows * 4 * size for rows, size in sequences_along(x, along))
 
 
 def _softmax_dim(module: nn.Module) -> int | None:
@@ -118,14 +140,13 @@ def _softmax_dim(module: nn.Module) -> int | None:
 @register_ops(nn.Softmax, nn.Softmin)
 def softmax_module_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * (4D - 1), D = size along dim (Softmin: softmax(-x), the negation is free)."""
-    return softmax_ops(*_rows_and_size(inputs[0], _softmax_dim(module)))
+    return softmax_along(inputs[0], _softmax_dim(module))
 
 
 @register_ops(nn.LogSoftmax)
 def log_softmax_ops(module: nn.LogSoftmax, inputs: tuple[Any, ...], output: Any) -> int:
     """rows * 4D: D subtracts of the max, D exps, D - 1 adds, 1 log, D subtracts of the log-sum."""
-    rows, size = _rows_and_size(inputs[0], _softmax_dim(module))
-    return rows * 4 * size
+    return log_softmax_along(inputs[0], _softmax_dim(module))
 
 
 @register_ops(nn.Softmax2d)
@@ -134,7 +155,7 @@ def softmax2d_ops(module: nn.Softmax2d, inputs: tuple[Any, ...], output: Any) ->
     x: Tensor = inputs[0]
     if x.dim() < 3:
         return 0
-    return softmax_ops(*_rows_and_size(x, x.dim() - 3))
+    return softmax_along(x, x.dim() - 3)
 
 
 _OWN_FORMULAS: tuple[type[nn.Module], ...] = (

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 # Re-exported: the attention softmax is priced exactly like ``nn.Softmax``, rows * (4D - 1).
 from moduleprofiler.formulas.activation import softmax_ops
+from moduleprofiler.formulas.distance import dot_ops
 from moduleprofiler.formulas.linear import linear_layer_ops
 from moduleprofiler.formulas.parts import (
     BUILT_IN_MACS,
@@ -101,9 +102,9 @@ def _attention_ops(module: nn.MultiheadAttention, shape: _Shape, masks: int,
     score_rows = n * heads * tgt
     own = (
         n * tgt * embed  # q * head_dim ** -0.5
-        + score_rows * keys * (2 * head_dim - 1)  # Q·Kᵀ
+        + score_rows * keys * dot_ops(head_dim)  # Q·Kᵀ
         + masks * score_rows * keys  # each mask is added to every score
-        + score_rows * head_dim * (2 * keys - 1)  # A·V
+        + score_rows * head_dim * dot_ops(keys)  # A·V (no keys: nothing to sum, 0)
     )
     if average_heads:
         # (h - 1) adds and 1 division for each of the N*L*S' averaged weights.

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence
 
 from moduleprofiler.formulas.activation import PER_ELEMENT, SIGMOID, TANH
+from moduleprofiler.formulas.distance import dot_ops
 from moduleprofiler.formulas.linear import leading_rows, linear_layer_ops
 from moduleprofiler.formulas.parts import (
     BUILT_IN_MACS,
@@ -80,11 +81,11 @@ priced as the profiler prices ``nn.Sigmoid`` / ``nn.Tanh`` / ``nn.ReLU``."""
 def step_ops(mode: str, in_size: int, hidden: int, state: int, proj: int, bias: bool) -> int:
     """Ops of one step for one batch row: matmuls, bias adds, gate arithmetic, projection."""
     gates = GATES[mode]
-    ops = gates * hidden * ((2 * in_size - 1) + (2 * state - 1))
+    ops = gates * hidden * (dot_ops(in_size) + dot_ops(state))
     if bias:
         ops += 2 * gates * hidden
     ops += hidden * POINTWISE_OPS[mode]
-    return ops + proj * (2 * hidden - 1)
+    return ops + proj * dot_ops(hidden)
 
 
 def step_macs(mode: str, in_size: int, hidden: int, state: int, proj: int) -> int:

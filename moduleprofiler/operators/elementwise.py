@@ -30,8 +30,8 @@ from moduleprofiler.formulas.activation import (
     SIGMOID,
     SOFTPLUS,
     TANH,
-    rows_along,
-    softmax_ops,
+    log_softmax_along,
+    softmax_along,
 )
 from moduleprofiler.formulas.distance import pnorm_ops
 from moduleprofiler.operators._common import (
@@ -251,26 +251,26 @@ def rrelu_ops(args: Args, out: Any) -> Count:
 
 # -- softmax -----------------------------------------------------------------------------------
 
-def _softmax_rows(args: Args) -> tuple[int, int]:
-    """(rows, D) of a softmax of the first argument along ``dim``."""
+def _softmax_input(args: Args) -> tuple[Tensor | None, int]:
+    """The first argument of a softmax and its ``dim`` (only _masked_softmax takes
+    dim=None: the last dim)."""
     x, dim = args.first(), args.get("dim")
-    if not isinstance(x, Tensor):
-        return 0, 0
-    # only _masked_softmax takes dim=None: the last dim
-    return rows_along(x, dim if isinstance(dim, int) else -1)
+    return (x if isinstance(x, Tensor) else None), (dim if isinstance(dim, int) else -1)
 
 
 @register(*aten("_softmax", "softmax", "_safe_softmax", "_masked_softmax", "special_softmax"))
 def softmax_op_ops(args: Args, out: Any) -> Count:
-    """rows * (4D - 1): D subtracts of the max, D exps, D - 1 adds, D divides."""
-    return softmax_ops(*_softmax_rows(args)), 0
+    """rows * (4D - 1): D subtracts of the max, D exps, D - 1 adds, D divides (summed over the
+    sequences of a nested tensor)."""
+    x, dim = _softmax_input(args)
+    return (0 if x is None else softmax_along(x, dim)), 0
 
 
 @register(*aten("_log_softmax", "log_softmax", "special_log_softmax"))
 def log_softmax_op_ops(args: Args, out: Any) -> Count:
     """rows * 4D: D subtracts of the max, D exps, D - 1 adds, 1 log, D subtracts."""
-    rows, size = _softmax_rows(args)
-    return rows * 4 * size, 0
+    x, dim = _softmax_input(args)
+    return (0 if x is None else log_softmax_along(x, dim)), 0
 
 
 def _sparse_rows(x: Tensor, dim: int) -> int | None:

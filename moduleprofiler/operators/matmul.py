@@ -36,6 +36,7 @@ from moduleprofiler.operators._common import (
     Args,
     BoundFormula,
     Count,
+    add_counts,
     aten,
     by_decomposition,
     first_tensor,
@@ -186,6 +187,9 @@ def bmm_ops(args: Args, out: Any) -> Count:
     a, c = args.first(), args.get("mat2")
     if _sparse(a) or _sparse(c):
         return MISSING  # type: ignore[return-value]
+    pairs = nested_pairs(a, c)
+    if pairs is not None:  # one (n_i, k_i) @ (k_i, m_i) product per sequence
+        return add_counts(*(product_count(*_matmul_shape(x, y)) for x, y in pairs))
     (b, n, k), m = _dims(a), _dims(c)[-1]
     return product_count(b * n * m, k)
 
@@ -281,22 +285,49 @@ def addr_ops(args: Args, out: Any) -> Count:
     return outputs + _epilogue_ops(args, outputs), 0
 
 
-def _matmul_shape(a: Tensor, b: Tensor) -> tuple[int, int]:
-    """(outputs, k) of ``torch.matmul(a, b)`` under its 1-D and broadcasting rules."""
-    k = int(a.shape[-1])
-    rows = int(a.shape[-2]) if a.dim() >= 2 else 1
-    cols = int(b.shape[-1]) if b.dim() >= 2 else 1
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # type: ignore[no-untyped-call]
+def _matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, int]:
+    """(outputs, k) of ``torch.matmul`` of operands of shapes ``a`` and ``b`` under its 1-D and
+    broadcasting rules."""
+    k = int(a[-1])
+    rows = int(a[-2]) if len(a) >= 2 else 1
+    cols = int(b[-1]) if len(b) >= 2 else 1
+    batch = torch.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2]))  # type: ignore[no-untyped-call]
     return math.prod(int(s) for s in batch) * rows * cols, k
+
+
+def nested_pairs(a: Tensor, b: Tensor) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """The operand shapes of each sequence's product when ``a`` or ``b`` is a nested tensor
+    (``None`` when neither is): a nested tensor's ``i``-th component, paired with the other
+    operand's ``i``-th component, its ``i``-th batch entry (a dense operand of the nested one's
+    rank) or the whole of it (a lower-rank dense operand, broadcast to every sequence).
+
+    A nested tensor's sequences have lengths of their own, so its shape (none for the strided
+    layout, a symbolic ragged dim for the jagged one) does not give the product's size."""
+    if not (a.is_nested or b.is_nested):
+        return None
+    nested = a if a.is_nested else b
+    count = int(nested.size(0))
+
+    def shapes(x: Tensor) -> list[tuple[int, ...]]:
+        if x.is_nested:
+            return [tuple(int(s) for s in part.shape) for part in x.unbind()]
+        per_entry = tuple(int(s) for s in x.shape[1:]) if x.dim() == nested.dim() else _dims(x)
+        return [per_entry] * count
+
+    return list(zip(shapes(a), shapes(b), strict=True))
 
 
 @register(*aten("matmul", "linalg_matmul"))
 def matmul_ops(args: Args, out: Any) -> Count:
-    """outputs * (2k - 1), macs outputs * k: what the mm / bmm / mv / dot it lowers to count."""
+    """outputs * (2k - 1), macs outputs * k: what the mm / bmm / mv / dot it lowers to count
+    (with a nested operand: the sum of each sequence's product)."""
     a, b = args.first(), args.get("other")
     if not isinstance(a, Tensor) or not isinstance(b, Tensor) or a.dim() == 0:
         return ZERO
-    return product_count(*_matmul_shape(a, b))
+    pairs = nested_pairs(a, b)
+    if pairs is not None:
+        return add_counts(*(product_count(*_matmul_shape(x, y)) for x, y in pairs))
+    return product_count(*_matmul_shape(a.shape, b.shape))
 
 
 @register(*aten("linear"))

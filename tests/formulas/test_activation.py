@@ -70,6 +70,8 @@ def test_glu_halves_the_dim() -> None:
 def test_softmax_helper() -> None:
     # rows * (4D - 1) = 6 * (4*5 - 1) = 114
     assert softmax_ops(6, 5) == 114
+    # a softmax over an empty dim computes nothing: 0, not 6 * (4*0 - 1) = -6
+    assert softmax_ops(6, 0) == 0
 
 
 def test_softmax_explicit_dim_keeps_legacy_value() -> None:
@@ -94,6 +96,17 @@ def test_softmax_dim_none_uses_torch_implicit_dim(shape: tuple[int, ...], expect
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch's "Implicit dimension" warning
         assert ops_of(nn.Softmax(), torch.randn(shape)) == expected
+
+
+def test_softmax_of_a_nested_tensor() -> None:
+    # sequences of 3 and 5 rows of 8: 8 rows of 8, softmax 8*(4*8 - 1) = 248
+    x = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)])
+    assert ops_of(nn.Softmax(dim=-1), x) == 248
+    assert ops_of(nn.Softmin(dim=2), x) == 248
+    # over the ragged dim of the jagged layout: per sequence and feature, a row of 3 and of 5:
+    # 8*(4*3 - 1) + 8*(4*5 - 1) = 88 + 152 = 240
+    jagged = torch.nested.nested_tensor(list(x.unbind()), layout=torch.jagged)
+    assert ops_of(nn.Softmax(dim=1), jagged) == 240
 
 
 def test_softmin_is_softmax_of_negated_input() -> None:

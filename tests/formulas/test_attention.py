@@ -129,6 +129,19 @@ def test_unbatched_input_is_batch_one() -> None:
         assert ops_of(nn.MultiheadAttention(8, 2, batch_first=batch_first), x, x, x) == 1890
 
 
+def test_an_empty_key_sequence_costs_the_query_side_only() -> None:
+    # L = 3, N = 2, E = 8, S = 0 keys: Q projection 6*8*(2*8 - 1 + 1) = 768, scale 6*8 = 48,
+    # out projection 768; scores, softmax, A·V and the head average have nothing to compute:
+    # 768 + 48 + 768 = 1584 (a softmax over no keys is not -1 op per row)
+    module = nn.MultiheadAttention(8, 2)
+    q, empty = torch.randn(3, 2, 8), torch.randn(0, 2, 8)
+    profile = profile_of(module, q, empty, empty)
+    assert profile.records[0].self_ops == 1584
+    # macs: the two projections of the queries' 6 rows, 2 * 6*8*8 = 768
+    assert profile.records[0].self_macs == 768
+    assert decomposed_flops(lambda: module(q, empty, empty)) == 2 * 768
+
+
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")
 def test_nested_query_counts_each_sequence_at_its_length() -> None:
     # nn.TransformerEncoder hands its layers nested tensors (fused MHA path only). Per sequence

@@ -176,6 +176,15 @@ def test_cell_unbatched_input_is_one_row(cls: type[nn.RNNCellBase]) -> None:
     assert 3 * ops_of(cls(5, 7), torch.randn(5)) == ops_of(cls(5, 7), torch.randn(3, 5))
 
 
+def test_a_cell_without_input_features_has_no_input_product() -> None:
+    # GRUCell(0, 6), 3 rows: per row the recurrent product 18*(2*6 - 1) = 198, the input
+    # product over 0 features 0 (not 18*(2*0 - 1) = -18), biases 2*18 = 36, gates 6*21 = 126:
+    # 360 per row, 1080; macs 3 * 18*6 = 324
+    cell, x = nn.GRUCell(0, 6), torch.randn(3, 0)
+    assert ops_of(cell, x) == 1080
+    assert macs_of(cell, x) == 324
+
+
 def test_cell_macs() -> None:
     # 3 rows * 3 gates * 7 * (5 + 7) = 756; LSTMCell 3 * 4 * 7 * 12 = 1008
     assert macs_of(nn.GRUCell(5, 7), torch.randn(3, 5)) == 756

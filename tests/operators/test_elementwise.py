@@ -161,6 +161,18 @@ def test_softmax_family(mode: str) -> None:
     assert ops_of(nn.Softmax(dim=-1), x) == 90
 
 
+def test_softmax_of_a_nested_tensor_runs_over_each_sequence_s_own_length() -> None:
+    # attention scores of sequences of 3 and 5: rows of 3 and of 5 keys,
+    # softmax 3*(4*3 - 1) + 5*(4*5 - 1) = 33 + 95 = 128
+    x = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)])
+    scores = torch.matmul(x, x.transpose(1, 2))
+    assert count(torch.softmax, scores, -1) == (128, 0)
+    # over the 8 features: 8 rows of 8, 8*(4*8 - 1) = 248 (strided and jagged layouts)
+    assert count(torch.softmax, x, -1) == (248, 0)
+    jagged = torch.nested.nested_tensor(list(x.unbind()), layout=torch.jagged)
+    assert count(torch.softmax, jagged, -1) == (248, 0)
+
+
 # -- dropout -----------------------------------------------------------------------------------
 
 X_DROP = torch.randn(2, 3, 4, 4)  # 96 elements, 6 (sample, channel) pairs

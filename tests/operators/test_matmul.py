@@ -158,6 +158,23 @@ def test_matmul_shapes(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
         assert fcm_flops(torch.matmul, a, b) == 2 * expected[1]
 
 
+def test_products_of_nested_tensors_sum_each_sequence_s_product() -> None:
+    # sequences of 3 and 5 rows of 8 features; x @ xᵀ per sequence: 3*3 + 5*5 = 34 outputs,
+    # each a length-8 dot: ops 34*(2*8 - 1) = 510, macs 34*8 = 272
+    strided = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)])
+    assert count(torch.matmul, strided, strided.transpose(1, 2)) == (510, 272)
+    assert count(torch.bmm, strided, strided.transpose(1, 2)) == (510, 272)
+    # the oracle (FlopCounterMode cannot run nested products): the dense sequences' products
+    assert sum(fcm_flops(torch.matmul, s, s.T) for s in strided.unbind()) == 2 * 272
+    # a jagged batch through a dense weight: (3 + 5) rows x 3 outputs = 24 length-8 dots,
+    # ops 24*15 = 360, macs 24*8 = 192
+    jagged = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)],
+                                        layout=torch.jagged)
+    weight = torch.randn(8, 3)
+    assert count(torch.matmul, jagged, weight) == (360, 192)
+    assert sum(fcm_flops(torch.matmul, s, weight) for s in jagged.unbind()) == 2 * 192
+
+
 def test_vector_products() -> None:
     u, v, m = torch.randn(3), torch.randn(4), torch.randn(3, 4)
     assert count(torch.dot, v, v) == (7, 4)  # 4 multiplies + 3 adds
