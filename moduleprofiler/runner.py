@@ -92,6 +92,26 @@ from moduleprofiler.state import grads_set_aside
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 _current_node = torch._C._current_autograd_node
 
+_pass_depth = [0]
+"""How many passes are running now, nested (:func:`pass_scope`); one for the process, so
+that module calls a model makes in other threads count at the same depth."""
+
+
+@contextmanager
+def pass_scope() -> Iterator[None]:
+    """Run a pass of the package's own (one forward, its backward, a measurement loop) one
+    level deeper: a runner hears only the module calls made at the depth it was installed at,
+    so the hooks a watching runner keeps installed (``TrainingProfiler`` inside its window, a
+    timed forward that runs another pass) take no part in the calls of a pass run meanwhile
+    (a ``profile()`` or a ``benchmark()`` inside a training step would otherwise be recorded
+    as more calls of that step, and its hook-free iterations would carry the watcher's
+    hooks)."""
+    _pass_depth[0] += 1
+    try:
+        yield
+    finally:
+        _pass_depth[0] -= 1
+
 
 @dataclass
 class GraphFacts:
@@ -394,6 +414,8 @@ class PassRunner:
         self._seq_starts: list[int] = []
         self._seq_calls: list[Call | None] = []
         self._leaf_owners: dict[int, Call] | None = None
+        self._depth = 0
+        """The :func:`pass_scope` depth its hooks were installed at: the calls it hears."""
 
     def _dispatch(self, listeners: Sequence[Listener]) -> None:
         """Tell ``listeners`` (of this runner's) of the events from now on."""
@@ -428,7 +450,7 @@ class PassRunner:
             ProfilingError: ``invoke()`` raised; the message names the module whose forward
                 failed, and the original exception is chained.
         """
-        with self.installed():
+        with pass_scope(), self.installed():
             return self.run(invoke)
 
     @contextmanager
@@ -482,6 +504,7 @@ class PassRunner:
             listener.finish(self)
 
     def _install(self, cleanup: ExitStack) -> None:
+        self._depth = _pass_depth[0]  # the calls it hears: those made at this depth
         unhooked: list[str] = []
         # What ``register_forward_pre_hook(with_kwargs=pre_kwargs)`` and ``register_forward_hook(
         # with_kwargs=True, always_call=True)`` do, written into the module's hook tables under
@@ -561,6 +584,8 @@ class PassRunner:
     def _enter(self, module: nn.Module, args: tuple[Any, ...],
                kwargs: dict[str, Any] | None = None,
                announce: bool = True) -> None:
+        if _pass_depth[0] != self._depth:
+            return  # a call of a pass run inside this one's (pass_scope): not this pass's
         stack = self.stack
         if self.reruns.frames or (not stack and _current_node() is not None):
             # inside the backward: a rerun, not a forward call (asked only when no forward
@@ -600,8 +625,9 @@ class PassRunner:
         """After a module's own pre-hooks: tell the listeners of the call opened before them
         (``_enter(announce=False)``), with the arguments the hooks left."""
         stack = self.stack
-        if self.reruns.frames or not stack or stack[-1].module is not module:
-            return  # a rerun inside the backward: no forward call was opened
+        if (_pass_depth[0] != self._depth or self.reruns.frames or not stack
+                or stack[-1].module is not module):
+            return  # another pass's call, or a rerun inside the backward: none was opened
         call = stack[-1]
         # tensor work done by listeners is never observed: the observer, when it is on and
         # not muted already, is muted for them
@@ -629,6 +655,8 @@ class PassRunner:
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
+        if _pass_depth[0] != self._depth:
+            return  # a call of a pass run inside this one's: its enter was not heard either
         frames = self.reruns.frames
         if frames and frames[-1].module is module:
             self._exit_rerun(output)
@@ -856,7 +884,7 @@ class PassRunner:
         observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
             else None
         try:
-            with ExitStack() as hooks:
+            with pass_scope(), ExitStack() as hooks:
                 if self._backward_listeners or self._rerun_listeners:
                     # the hooks again, for the module calls a checkpoint reruns in the backward
                     self._install(hooks)
