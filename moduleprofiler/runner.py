@@ -15,7 +15,8 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   to the listeners after them (:attr:`PassRunner.own_hooks`: their work is the call's);
 * keeps the one runtime call stack: each module call is a :class:`Call` with its index in
   execution order, parent, depth and call number; the first module whose forward raises is
-  :attr:`PassRunner.failed_path`;
+  :attr:`PassRunner.failed_path`, the one whose exception left the model
+  :meth:`PassRunner.raised_path` (``None`` where the model caught every exception itself);
 * maps autograd nodes to the forward call that created them (:meth:`PassRunner.owner_of_node`):
   a node's sequence number falls between two hook events of the forward, and the call that was
   innermost in that interval created it. One integer read per hook event, no graph walk;
@@ -394,6 +395,8 @@ class PassRunner:
         self.calls: list[Call] = []
         self.stack: list[Call] = []
         self.failed_path: str | None = None
+        self._failures: list[tuple[Call, BaseException]] = []
+        """Each failed call with the exception it raised, innermost first (:meth:`raised_path`)."""
         self.unhooked: tuple[str, ...] = ()
         """Paths of the modules left unhooked, TorchScript submodules (which cannot carry
         Python hooks) and the ``unhookable`` ones: their work is their nearest hooked
@@ -493,10 +496,21 @@ class PassRunner:
         self.stack.clear()
         self.reruns.reset()
         self.failed_path = None
+        self._failures = []
         self._counts.clear()
         self._seq_starts = []
         self._seq_calls = []
         self._leaf_owners = None
+
+    def raised_path(self) -> str | None:
+        """The module whose forward raised the exception that left an outermost call of the
+        run (the model, as a whole, raised): the innermost call that raised that exception;
+        ``None`` when every exception a module raised was caught inside the model (a
+        fallback after a failed fast path: the forward finished) or none was raised."""
+        escaped = next((error for call, error in self._failures if call.parent is None), None)
+        if escaped is None:
+            return None
+        return next(call.path for call, error in self._failures if error is escaped)
 
     def finish(self) -> None:
         """Tell every listener that the pass is over."""
@@ -687,6 +701,7 @@ class PassRunner:
                 # Called from ``_call_impl``'s exception handler: this forward raised. The
                 # first module to get here is the innermost one, the one that failed.
                 call.failed = True
+                self._failures.append((call, exception))
                 if self.failed_path is None:
                     self.failed_path = call.path
             else:
@@ -702,7 +717,9 @@ class PassRunner:
                     call.failed = True
                     if self.failed_path is None:
                         self.failed_path = call.path
-                    raise _listener_failed(listener, "end", call, exc) from exc
+                    error = _listener_failed(listener, "end", call, exc)
+                    self._failures.append((call, error))
+                    raise error from exc
         finally:
             if self._track_nodes:
                 self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
@@ -968,11 +985,11 @@ class PassRunner:
             others = _part_meta(self.modules)
             if others is not None:
                 notes += _PART_META_HINT.format(others=others)
-        if self.failed_path is None:
+        path = self.raised_path()
+        if path is None:
             return ProfilingError(
                 f"the profiled call raised {type(exc).__name__} outside any module's forward: "
                 f"{exc}{notes}")
-        path = self.failed_path
         module = next(m for m in self.modules if self.paths[id(m)] == path)
         return ProfilingError(
             f"forward of module {display_path(path)!r} ({type(module).__name__}) raised "

@@ -121,6 +121,44 @@ def test_reused_module_gets_call_numbers() -> None:
         ("", 0), ("0", 0), ("1", 0), ("2", 0), ("1", 1)]
 
 
+class _NoFastKernel(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("no fast kernel")
+
+
+class _BadBatch(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("a bad batch")
+
+
+class _Fallback(nn.Module):
+    """Tries ``fast``, falls back to ``slow`` when it raises (caught inside the model), then
+    runs ``last``."""
+
+    def __init__(self, last: nn.Module) -> None:
+        super().__init__()
+        self.fast, self.slow, self.last = _NoFastKernel(), nn.Linear(2, 2), last
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            x = self.fast(x)
+        except NotImplementedError:
+            x = self.slow(x)
+        return self.last(x)
+
+
+def test_the_error_names_the_module_that_raised_not_one_whose_exception_was_caught() -> None:
+    runner = PassRunner(model := _Fallback(_BadBatch()), [Recorder()])
+    with pytest.raises(ProfilingError, match=r"^forward of module 'last' \(_BadBatch\) raised "
+                                             r"ValueError: a bad batch"):
+        runner.forward(lambda: model(torch.ones(1, 2)))
+    assert runner.failed_path == "fast" and runner.raised_path() == "last"
+    # the model caught the only exception: the forward finished, nothing escaped it
+    runner = PassRunner(model := _Fallback(nn.ReLU()), [Recorder()])
+    runner.forward(lambda: model(torch.ones(1, 2)))
+    assert runner.failed_path == "fast" and runner.raised_path() is None
+
+
 def test_hooks_released_after_the_forward_and_after_an_exception() -> None:
     class Fails(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

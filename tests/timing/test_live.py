@@ -110,6 +110,37 @@ def test_a_step_whose_forward_raised_and_was_caught_is_dropped_and_named():
     assert no_hooks_left(model)
 
 
+def test_a_step_whose_model_caught_a_modules_exception_itself_is_kept():
+    class NoFastKernel(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise NotImplementedError("no fast kernel")
+
+    class Fallback(nn.Module):  # a fast path that falls back when it is not available
+        def __init__(self) -> None:
+            super().__init__()
+            self.fast, self.slow = NoFastKernel(), nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            try:
+                return self.fast(x)
+            except NotImplementedError:
+                return self.slow(x)
+
+    model = Fallback()
+    with TrainingProfiler(model) as prof:
+        for _ in range(4):
+            model(torch.randn(2, 4)).sum().backward()  # every forward finishes
+            prof.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimingWarning)  # no step dropped, none "not profiled"
+        warnings.filterwarnings("ignore", "load average", TimingWarning)
+        timing = prof.result()
+    # 4 whole steps: 2 with gradient hooks, 2 with forward hooks only
+    assert timing.dropped == 0 and timing.iterations == 2
+    assert timing.samples("slow").size == 2 and timing.samples("", phase="backward").size == 2
+    assert no_hooks_left(model)
+
+
 def test_a_paused_profiler_times_nothing_between_steps():
     # a validation loop between two training steps (where Lightning and the Trainer run
     # theirs) is no step's: with step(pause=True) the hooks are off until resume()
