@@ -518,7 +518,10 @@ class PassRunner:
             listener.finish(self)
 
     def _install(self, cleanup: ExitStack) -> None:
-        self._depth = _pass_depth[0]  # the calls it hears: those made at this depth
+        # the calls it hears: those made at this depth; the one before comes back with the
+        # hooks' release (a backward's hooks installed inside a block of the forward's)
+        cleanup.callback(setattr, self, "_depth", self._depth)
+        self._depth = _pass_depth[0]
         unhooked: list[str] = []
         # What ``register_forward_pre_hook(with_kwargs=pre_kwargs)`` and ``register_forward_hook(
         # with_kwargs=True, always_call=True)`` do, written into the module's hook tables under

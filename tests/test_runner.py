@@ -159,6 +159,33 @@ def test_the_error_names_the_module_that_raised_not_one_whose_exception_was_caug
     assert runner.failed_path == "fast" and runner.raised_path() is None
 
 
+class _BackwardRecorder(Recorder):
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        self.events.append(("backward", owner.path if owner else ""))
+
+
+def test_a_pass_run_meanwhile_is_not_heard_and_a_backward_leaves_the_forward_heard() -> None:
+    model = nn.Linear(2, 2)
+    watching = PassRunner(model, [Recorder()])  # a TrainingProfiler's, installed for long
+    with watching.installed():
+        watching.run(lambda: model(torch.ones(1, 2)))
+        # another pass inside the block: its forward and backward are its own calls only
+        other = PassRunner(model, [_BackwardRecorder()])
+        output = other.forward(lambda: model(torch.ones(1, 2)))
+        other.backward(output, lambda out: out.sum())
+        assert [(c.path, c.call_number) for c in other.calls] == [("", 0)]
+        # the watching runner's own backward hooks, installed and released inside its block
+        watching.run(lambda: model(torch.ones(1, 2)))
+    assert [(c.path, c.call_number) for c in watching.calls] == [("", 0), ("", 1)]
+    backward = PassRunner(model, [_BackwardRecorder()])
+    with backward.installed():
+        output = backward.run(lambda: model(torch.ones(1, 2)))
+        backward.backward(output, lambda out: out.sum())  # installs and releases hooks again
+        backward.run(lambda: model(torch.ones(1, 2)))  # still heard after it
+    assert [(c.path, c.call_number) for c in backward.calls] == [("", 0), ("", 1)]
+
+
 def test_hooks_released_after_the_forward_and_after_an_exception() -> None:
     class Fails(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
