@@ -15,7 +15,8 @@ Every pass of moduleprofiler (counting, backward counting, memory, timing) is on
   to the listeners after them (:attr:`PassRunner.own_hooks`: their work is the call's);
 * keeps the one runtime call stack: each module call is a :class:`Call` with its index in
   execution order, parent, depth and call number; the first module whose forward raises is
-  :attr:`PassRunner.failed_path`;
+  :attr:`PassRunner.failed_path`, the one whose exception left the model
+  :meth:`PassRunner.raised_path` (``None`` where the model caught every exception itself);
 * maps autograd nodes to the forward call that created them (:meth:`PassRunner.owner_of_node`):
   a node's sequence number falls between two hook events of the forward, and the call that was
   innermost in that interval created it. One integer read per hook event, no graph walk;
@@ -91,6 +92,26 @@ from moduleprofiler.state import grads_set_aside
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
 _current_node = torch._C._current_autograd_node
+
+_pass_depth = [0]
+"""How many passes are running now, nested (:func:`pass_scope`); one for the process, so
+that module calls a model makes in other threads count at the same depth."""
+
+
+@contextmanager
+def pass_scope() -> Iterator[None]:
+    """Run a pass of the package's own (one forward, its backward, a measurement loop) one
+    level deeper: a runner hears only the module calls made at the depth it was installed at,
+    so the hooks a watching runner keeps installed (``TrainingProfiler`` inside its window, a
+    timed forward that runs another pass) take no part in the calls of a pass run meanwhile
+    (a ``profile()`` or a ``benchmark()`` inside a training step would otherwise be recorded
+    as more calls of that step, and its hook-free iterations would carry the watcher's
+    hooks)."""
+    _pass_depth[0] += 1
+    try:
+        yield
+    finally:
+        _pass_depth[0] -= 1
 
 
 @dataclass
@@ -374,6 +395,8 @@ class PassRunner:
         self.calls: list[Call] = []
         self.stack: list[Call] = []
         self.failed_path: str | None = None
+        self._failures: list[tuple[Call, BaseException]] = []
+        """Each failed call with the exception it raised, innermost first (:meth:`raised_path`)."""
         self.unhooked: tuple[str, ...] = ()
         """Paths of the modules left unhooked, TorchScript submodules (which cannot carry
         Python hooks) and the ``unhookable`` ones: their work is their nearest hooked
@@ -394,6 +417,8 @@ class PassRunner:
         self._seq_starts: list[int] = []
         self._seq_calls: list[Call | None] = []
         self._leaf_owners: dict[int, Call] | None = None
+        self._depth = 0
+        """The :func:`pass_scope` depth its hooks were installed at: the calls it hears."""
 
     def _dispatch(self, listeners: Sequence[Listener]) -> None:
         """Tell ``listeners`` (of this runner's) of the events from now on."""
@@ -428,7 +453,7 @@ class PassRunner:
             ProfilingError: ``invoke()`` raised; the message names the module whose forward
                 failed, and the original exception is chained.
         """
-        with self.installed():
+        with pass_scope(), self.installed():
             return self.run(invoke)
 
     @contextmanager
@@ -471,10 +496,21 @@ class PassRunner:
         self.stack.clear()
         self.reruns.reset()
         self.failed_path = None
+        self._failures = []
         self._counts.clear()
         self._seq_starts = []
         self._seq_calls = []
         self._leaf_owners = None
+
+    def raised_path(self) -> str | None:
+        """The module whose forward raised the exception that left an outermost call of the
+        run (the model, as a whole, raised): the innermost call that raised that exception;
+        ``None`` when every exception a module raised was caught inside the model (a
+        fallback after a failed fast path: the forward finished) or none was raised."""
+        escaped = next((error for call, error in self._failures if call.parent is None), None)
+        if escaped is None:
+            return None
+        return next(call.path for call, error in self._failures if error is escaped)
 
     def finish(self) -> None:
         """Tell every listener that the pass is over."""
@@ -482,6 +518,10 @@ class PassRunner:
             listener.finish(self)
 
     def _install(self, cleanup: ExitStack) -> None:
+        # the calls it hears: those made at this depth; the one before comes back with the
+        # hooks' release (a backward's hooks installed inside a block of the forward's)
+        cleanup.callback(setattr, self, "_depth", self._depth)
+        self._depth = _pass_depth[0]
         unhooked: list[str] = []
         # What ``register_forward_pre_hook(with_kwargs=pre_kwargs)`` and ``register_forward_hook(
         # with_kwargs=True, always_call=True)`` do, written into the module's hook tables under
@@ -561,6 +601,8 @@ class PassRunner:
     def _enter(self, module: nn.Module, args: tuple[Any, ...],
                kwargs: dict[str, Any] | None = None,
                announce: bool = True) -> None:
+        if _pass_depth[0] != self._depth:
+            return  # a call of a pass run inside this one's (pass_scope): not this pass's
         stack = self.stack
         if self.reruns.frames or (not stack and _current_node() is not None):
             # inside the backward: a rerun, not a forward call (asked only when no forward
@@ -600,8 +642,9 @@ class PassRunner:
         """After a module's own pre-hooks: tell the listeners of the call opened before them
         (``_enter(announce=False)``), with the arguments the hooks left."""
         stack = self.stack
-        if self.reruns.frames or not stack or stack[-1].module is not module:
-            return  # a rerun inside the backward: no forward call was opened
+        if (_pass_depth[0] != self._depth or self.reruns.frames or not stack
+                or stack[-1].module is not module):
+            return  # another pass's call, or a rerun inside the backward: none was opened
         call = stack[-1]
         # tensor work done by listeners is never observed: the observer, when it is on and
         # not muted already, is muted for them
@@ -629,6 +672,8 @@ class PassRunner:
 
     def _exit(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
               output: Any) -> None:
+        if _pass_depth[0] != self._depth:
+            return  # a call of a pass run inside this one's: its enter was not heard either
         frames = self.reruns.frames
         if frames and frames[-1].module is module:
             self._exit_rerun(output)
@@ -659,6 +704,7 @@ class PassRunner:
                 # Called from ``_call_impl``'s exception handler: this forward raised. The
                 # first module to get here is the innermost one, the one that failed.
                 call.failed = True
+                self._failures.append((call, exception))
                 if self.failed_path is None:
                     self.failed_path = call.path
             else:
@@ -674,7 +720,9 @@ class PassRunner:
                     call.failed = True
                     if self.failed_path is None:
                         self.failed_path = call.path
-                    raise _listener_failed(listener, "end", call, exc) from exc
+                    error = _listener_failed(listener, "end", call, exc)
+                    self._failures.append((call, error))
+                    raise error from exc
         finally:
             if self._track_nodes:
                 self._seq_starts.append(_get_sequence_nr())  # type: ignore[misc]
@@ -856,7 +904,7 @@ class PassRunner:
         observer = OperatorObserver(self._on_backward_operator) if self._backward_listeners \
             else None
         try:
-            with ExitStack() as hooks:
+            with pass_scope(), ExitStack() as hooks:
                 if self._backward_listeners or self._rerun_listeners:
                     # the hooks again, for the module calls a checkpoint reruns in the backward
                     self._install(hooks)
@@ -940,11 +988,11 @@ class PassRunner:
             others = _part_meta(self.modules)
             if others is not None:
                 notes += _PART_META_HINT.format(others=others)
-        if self.failed_path is None:
+        path = self.raised_path()
+        if path is None:
             return ProfilingError(
                 f"the profiled call raised {type(exc).__name__} outside any module's forward: "
                 f"{exc}{notes}")
-        path = self.failed_path
         module = next(m for m in self.modules if self.paths[id(m)] == path)
         return ProfilingError(
             f"forward of module {display_path(path)!r} ({type(module).__name__}) raised "

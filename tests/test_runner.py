@@ -121,6 +121,71 @@ def test_reused_module_gets_call_numbers() -> None:
         ("", 0), ("0", 0), ("1", 0), ("2", 0), ("1", 1)]
 
 
+class _NoFastKernel(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("no fast kernel")
+
+
+class _BadBatch(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("a bad batch")
+
+
+class _Fallback(nn.Module):
+    """Tries ``fast``, falls back to ``slow`` when it raises (caught inside the model), then
+    runs ``last``."""
+
+    def __init__(self, last: nn.Module) -> None:
+        super().__init__()
+        self.fast, self.slow, self.last = _NoFastKernel(), nn.Linear(2, 2), last
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        try:
+            x = self.fast(x)
+        except NotImplementedError:
+            x = self.slow(x)
+        return self.last(x)
+
+
+def test_the_error_names_the_module_that_raised_not_one_whose_exception_was_caught() -> None:
+    runner = PassRunner(model := _Fallback(_BadBatch()), [Recorder()])
+    with pytest.raises(ProfilingError, match=r"^forward of module 'last' \(_BadBatch\) raised "
+                                             r"ValueError: a bad batch"):
+        runner.forward(lambda: model(torch.ones(1, 2)))
+    assert runner.failed_path == "fast" and runner.raised_path() == "last"
+    # the model caught the only exception: the forward finished, nothing escaped it
+    runner = PassRunner(model := _Fallback(nn.ReLU()), [Recorder()])
+    runner.forward(lambda: model(torch.ones(1, 2)))
+    assert runner.failed_path == "fast" and runner.raised_path() is None
+
+
+class _BackwardRecorder(Recorder):
+    def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], out: Any) -> None:
+        self.events.append(("backward", owner.path if owner else ""))
+
+
+def test_a_pass_run_meanwhile_is_not_heard_and_a_backward_leaves_the_forward_heard() -> None:
+    model = nn.Linear(2, 2)
+    watching = PassRunner(model, [Recorder()])  # a TrainingProfiler's, installed for long
+    with watching.installed():
+        watching.run(lambda: model(torch.ones(1, 2)))
+        # another pass inside the block: its forward and backward are its own calls only
+        other = PassRunner(model, [_BackwardRecorder()])
+        output = other.forward(lambda: model(torch.ones(1, 2)))
+        other.backward(output, lambda out: out.sum())
+        assert [(c.path, c.call_number) for c in other.calls] == [("", 0)]
+        # the watching runner's own backward hooks, installed and released inside its block
+        watching.run(lambda: model(torch.ones(1, 2)))
+    assert [(c.path, c.call_number) for c in watching.calls] == [("", 0), ("", 1)]
+    backward = PassRunner(model, [_BackwardRecorder()])
+    with backward.installed():
+        output = backward.run(lambda: model(torch.ones(1, 2)))
+        backward.backward(output, lambda out: out.sum())  # installs and releases hooks again
+        backward.run(lambda: model(torch.ones(1, 2)))  # still heard after it
+    assert [(c.path, c.call_number) for c in backward.calls] == [("", 0), ("", 1)]
+
+
 def test_hooks_released_after_the_forward_and_after_an_exception() -> None:
     class Fails(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,8 @@ training ends. The window
   :class:`~moduleprofiler.timing.TrainingProfiler`, from :meth:`StepWindow.before_step` to
   :meth:`StepWindow.after_step` (its hooks are off in between: a validation loop run between
   two training steps is neither's), and up to ``num_steps`` hook-free steps just before them
-  as whole steps (``step_ms``, the MFU's time);
+  as whole steps (``step_ms``, the MFU's time; step 0, a cold start, only when it is the one
+  step before the window);
 * builds a :class:`WindowResult`: the profile with the times attached, the flat scalars a
   logger takes, and (under ``torch.distributed``) every rank's profile gathered on rank 0.
 
@@ -158,7 +159,8 @@ class StepWindow:
     Args:
         start_step: the first profiled step (0-based, as numbered by the caller of
             :meth:`before_step`). Up to ``num_steps`` steps before it are timed whole, without
-            hooks, for ``step_ms`` and MFU.
+            hooks, for ``step_ms`` and MFU; step 0 (the first of training, a cold start) only
+            when ``start_step`` is 1.
         num_steps: how many steps the per-module clock watches (on CUDA at least 3 for
             device times: the kernel clock traces every third one).
         depth: log the modules down to this depth (1: the root's children).
@@ -254,7 +256,10 @@ class StepWindow:
         if self.closed or self._model is None:
             return
         self._steps = max(self._steps, step + 1)
-        if self.start_step - self.num_steps <= step < self.start_step:
+        if self.start_step - self.num_steps <= step < self.start_step and (
+                step > 0 or self.start_step == 1):
+            # step 0, the first of training, is a cold start (first kernel launches, the
+            # allocator's growth, lazy set-up): timed only where no later step is
             self._synchronize()
             self._plain_start = time.perf_counter()
         elif self._profiler is not None:

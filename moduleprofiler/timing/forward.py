@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
@@ -28,6 +28,7 @@ from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.modules import module_infos
 from moduleprofiler.progress import Progress
+from moduleprofiler.records import ModuleInfo
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock
@@ -156,6 +157,14 @@ class ModuleTiming(TimedModules):
         return RenamedKeysDict(out, {"bound": "time_bound"}, "ModuleTiming.to_dict()")
 
 
+def _as_walked(module: nn.Module, walked: Sequence[ModuleInfo]) -> tuple[ModuleInfo, ...]:
+    """The facts of the modules the pass hooked, in the order it walked them, as they are now
+    (a lazy module's parameters materialised by the pass); a submodule the forward created
+    carried no hooks and is left out: its time is in its caller's own."""
+    now = {info.path: info for info in module_infos(module)}
+    return tuple(now.get(info.path, info) for info in walked)
+
+
 def time_modules(
     module: nn.Module,
     input: Any = None,
@@ -263,6 +272,9 @@ def time_modules(
         warn(message, CodePathWarning)
     listener = ClockListener(chosen.stamps)
     runner = timed.runner([listener], [RangeListener(backward=False)] if ranges else ())
+    # the modules as the runner walked them: each call's module is a position in this order,
+    # which a submodule the forward creates (``self.extra = ...`` on its first call) shifts
+    walked = module_infos(module)
     raws: list[RawIteration] = []
     plain: list[dict[str, float]] = []  # hook-free iterations' marks (ns)
 
@@ -291,7 +303,7 @@ def time_modules(
     readings = chosen.readings()
     cal = chosen.calibration
     shapes, dtypes = input_shapes_of(input, pred_fn)  # what merge checks another pass by
-    return timed_profile(ModuleTiming, module_infos(module), TimedCalls(
+    return timed_profile(ModuleTiming, _as_walked(module, walked), TimedCalls(
         forward=resolved_iterations,
         forward_error=(cal.attribution_ns / 1e6, cal.per_call_ns / 1e6),
         traced=readings.traced), TimingFacts(

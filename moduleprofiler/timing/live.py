@@ -293,7 +293,7 @@ class TrainingProfiler:
             return
         clock.mark("end")
         times = clock.resolve(clock.snapshot())
-        failed = self._runner.failed_path
+        failed = self._runner.raised_path()
         if failed is not None:  # a forward raised and the user's loop caught it: half a step
             self._failed.append(failed)
         elif times.calls.sum() > 0:

@@ -51,6 +51,7 @@ import torch
 from numpy.typing import ArrayLike
 
 from moduleprofiler.progress import Progress
+from moduleprofiler.runner import pass_scope
 from moduleprofiler.timing.environment import (
     capture_environment,
     environment_warnings,
@@ -449,7 +450,10 @@ def measure(plan: Plan, blocks: Sequence[Block],
     calls = [0]
     kept_by_block = [0] * len(blocks)
     try:
-        with timing_context(options.num_threads), contextlib.ExitStack() as stack:
+        # a pass of its own: the hooks a watching runner keeps on the model (a
+        # TrainingProfiler's window) take no part in its iterations, hook-free ones included
+        with pass_scope(), timing_context(options.num_threads), \
+                contextlib.ExitStack() as stack:
             for context in state:
                 stack.enter_context(context)
             environment = capture_environment(device)

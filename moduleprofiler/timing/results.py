@@ -150,6 +150,14 @@ def _sample_columns(paths: Sequence[str], calls: TimedCalls) -> dict[Key, dict[s
     return out
 
 
+def _called_share(samples: NDArray[Any] | None) -> float:
+    """The share of the kept iterations in which a module was called: of its per-iteration
+    samples, those that are not ``nan`` (1 where it has none to judge by)."""
+    if samples is None or not samples.size:
+        return 1.0
+    return float(np.count_nonzero(~np.isnan(samples))) / samples.size
+
+
 def _median(values: Any, floor: bool = False) -> float | None:
     array = np.asarray(values, dtype=np.float64)
     array = array[~np.isnan(array)]
@@ -281,11 +289,13 @@ class TimedModules(Profile):
                           "hooks over the hook-free median",
         "backward_overhead_ratio": "training: median step with backward hooks over the "
                                    "hook-free median step",
-        "coverage": "the modules' median self times summed over the root's median time "
-                    "(expect 1 +- 0.03)",
-        "leaf_coverage": "the leaf modules' median times summed over the root's median time",
-        "forward_coverage": "training: the modules' median forward self times summed over "
-                            "the root's median forward time",
+        "coverage": "the modules' median self times (each times the share of iterations "
+                    "that called it) summed over the root's median time (expect 1 +- 0.03)",
+        "leaf_coverage": "the leaf modules' median times (each times the share of iterations "
+                         "that called it) summed over the root's median time",
+        "forward_coverage": "training: the modules' median forward self times (each times "
+                            "the share of steps that called it) summed over the root's "
+                            "median forward time",
         "backward_coverage": "training: median over steps of the modules' backward self times "
                              "(and the loss's nodes) over the step's backward phase",
         "device_busy_share": "kernel clock: the time the device was busy over the hook-free "
@@ -424,7 +434,10 @@ class TimedModules(Profile):
 
     def _coverage(self, leaves: bool = False) -> float:
         """Sum of the modules' median forward self times (``leaves``: of the leaves' median
-        inclusive times) over the root's median forward time (``nan`` without one)."""
+        inclusive times) over the root's median forward time (``nan`` without one). A module
+        called in some iterations only (a branch, a layer dropped at random) has its median
+        over those: it counts times the share of the iterations that called it, the time it
+        adds to a typical iteration."""
         inclusive, own = (("device_ms", "self_device_ms") if self.kernels
                           else ("time_median_ms", "self_time_median_ms"))
         values = module_values(self, [inclusive, own])
@@ -433,9 +446,12 @@ class TimedModules(Profile):
             return math.nan
         if leaves and len(self.modules) == 1:
             return 1.0
-        parts = [values.get(info.path, {}).get(inclusive) for info in self.modules[1:]
-                 if info.is_leaf] if leaves else [v.get(own) for v in values.values()]
-        return sum(float(v) for v in parts if v is not None and not pd.isna(v)) / float(root)
+        totals = module_totals(self, [self.sample_column(exclusive=not leaves)])[0]
+        parts = [(values.get(info.path, {}).get(inclusive if leaves else own), samples)
+                 for info, samples in zip(self.modules, totals)
+                 if not leaves or (info.is_leaf and info.path)]
+        return sum(float(v) * _called_share(samples) for v, samples in parts
+                   if v is not None and not pd.isna(v)) / float(root)
 
     def module_columns(self) -> dict[str, dict[str, Any]]:
         """Per module path, its median times per iteration of each phase (the backward's

@@ -80,6 +80,21 @@ def test_a_call_first_made_in_a_later_iteration_gets_a_record_and_its_times() ->
     assert "extra" not in timing.uncalled
 
 
+def test_coverage_counts_a_call_made_in_some_iterations_by_its_share_of_them() -> None:
+    model = _Branchy()
+    # extra ran in two of three iterations; own times (ns) as in the test above
+    iterations = [_iteration(model, False, [100.0, 1000.0, 3000.0]),
+                  _iteration(model, True, [100.0, 1000.0, 2000.0, 3000.0]),
+                  _iteration(model, True, [100.0, 1000.0, 4000.0, 3000.0])]
+    timing = _timing(iterations, model)
+    # root median 6100 ns; self medians: root 100, head 1000, tail 3000, extra 3000 over the
+    # two iterations that called it, counted 2/3: 100 + 1000 + 3000 + 3000 * 2/3 = 6100
+    # (its plain median would give 7100 / 6100 = 1.164)
+    assert timing.coverage == pytest.approx(1.0)
+    # leaves: head 1000 + tail 3000 + extra 3000 * 2/3 = 6000 of 6100
+    assert timing.leaf_coverage == pytest.approx(6000 / 6100)
+
+
 def test_iterations_with_the_same_calls_give_the_first_iterations_records() -> None:
     model = _Branchy()
     iterations = [_iteration(model, True, [100.0, 1000.0, 2000.0, 3000.0]) for _ in range(3)]

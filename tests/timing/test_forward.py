@@ -200,6 +200,26 @@ def test_uncalled_modules_reported_not_crashing():
     assert not timing.calls("unused")
 
 
+def test_a_submodule_the_forward_creates_shifts_no_other_modules_times():
+    class MakesItsPart(nn.Module):  # creates a submodule on its first call
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if not hasattr(self, "part"):
+                self.part = nn.Identity()
+            return self.part(x)
+
+    model = nn.Sequential(MakesItsPart(), Spin(300))
+    timing = time_modules(model, torch.zeros(2), num_iters=4, drop_first=1, warmup_seconds=0,
+                          measure_overhead=False, progress=False)
+    frame = timing.to_df("module")
+    # '0.part' was made in the first forward, after the hooks went on: it carries none, and
+    # its time is its caller's; the Spin is '1' with its 300 us, not '0.part' (the position
+    # the new module took in the tree) with '1' never called
+    assert frame[["module", "type", "calls"]].values.tolist() == [
+        ["__root__", "Sequential", 1], ["0", "MakesItsPart", 1], ["1", "Spin", 1]]
+    assert _row(timing, "1")["time_median_ms"] >= 0.97 * 0.3
+    assert timing.uncalled == ()
+
+
 def test_tuple_dict_and_pred_fn_inputs():
     model = nn.Bilinear(3, 4, 2)
     x, y = torch.zeros(5, 3), torch.zeros(5, 4)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from moduleprofiler.timing import TimingWarning, TrainingProfiler, track
+from moduleprofiler import Profiler
+from moduleprofiler.timing import TimingWarning, TrainingProfiler, benchmark, time_modules, track
 from tests.timing.helpers import Spin, module_row, no_hooks_left, training_flags
 
 
@@ -109,6 +110,37 @@ def test_a_step_whose_forward_raised_and_was_caught_is_dropped_and_named():
     assert no_hooks_left(model)
 
 
+def test_a_step_whose_model_caught_a_modules_exception_itself_is_kept():
+    class NoFastKernel(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise NotImplementedError("no fast kernel")
+
+    class Fallback(nn.Module):  # a fast path that falls back when it is not available
+        def __init__(self) -> None:
+            super().__init__()
+            self.fast, self.slow = NoFastKernel(), nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            try:
+                return self.fast(x)
+            except NotImplementedError:
+                return self.slow(x)
+
+    model = Fallback()
+    with TrainingProfiler(model) as prof:
+        for _ in range(4):
+            model(torch.randn(2, 4)).sum().backward()  # every forward finishes
+            prof.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TimingWarning)  # no step dropped, none "not profiled"
+        warnings.filterwarnings("ignore", "load average", TimingWarning)
+        timing = prof.result()
+    # 4 whole steps: 2 with gradient hooks, 2 with forward hooks only
+    assert timing.dropped == 0 and timing.iterations == 2
+    assert timing.samples("slow").size == 2 and timing.samples("", phase="backward").size == 2
+    assert no_hooks_left(model)
+
+
 def test_a_paused_profiler_times_nothing_between_steps():
     # a validation loop between two training steps (where Lightning and the Trainer run
     # theirs) is no step's: with step(pause=True) the hooks are off until resume()
@@ -138,6 +170,34 @@ def test_a_paused_profiler_times_nothing_between_steps():
     assert module_row(timing, "2")["time_median_ms"] >= 0.97 * 0.04
     with pytest.raises(TypeError, match="pause must be a bool"):
         prof.step(pause=1)  # type: ignore[arg-type]
+
+
+def test_a_pass_run_inside_a_step_is_not_recorded_as_the_steps_calls():
+    # a profile(), a benchmark() or a time_modules() run between a step's backward and its
+    # step() call is the package's own pass: its forwards (a benchmark's 10 + its warm-up,
+    # time_modules' hooked and hook-free ones) are no calls of the training step
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    x = torch.randn(2, 4)
+    quick = {"num_iters": 4, "drop_first": 1, "warmup_seconds": 0.0, "progress": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TimingWarning)
+        with TrainingProfiler(model) as prof:
+            for step in range(4):
+                model(x).sum().backward()
+                if step == 0:  # a backward-hook step
+                    Profiler().profile(model, x)
+                    benchmark(model, x, **quick)
+                if step == 1:  # a forward-hook step
+                    time_modules(model, x, **quick)
+                prof.step()
+        timing = prof.result()
+    assert no_hooks_left(model)
+    # one call of each module a step, as the steps made them
+    assert [(r.path, r.call_number) for r in timing.records] \
+        == [("", 0), ("0", 0), ("1", 0)]
+    assert timing.to_df("module")["calls"].tolist() == [1, 1, 1]
+    # 4 steps: 2 with gradient hooks, 2 with forward hooks only
+    assert timing.iterations == 2 and timing.samples("", phase="backward").size == 2
 
 
 def test_validation_and_empty_result():
