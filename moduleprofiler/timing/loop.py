@@ -78,12 +78,12 @@ SPREAD_LIMIT = 0.10
 
 
 def validate_iterations(num_iters: int | None, drop_first: int) -> None:
-    """``num_iters >= 1`` (or ``None``: adaptive) and ``0 <= drop_first < num_iters``, else
-    ``ValueError`` naming the argument."""
-    if num_iters is not None and (not isinstance(num_iters, int) or num_iters < 1):
-        raise ValueError(f"num_iters must be a positive int or None, got {num_iters!r}")
-    if not isinstance(drop_first, int) or drop_first < 0 or (
-            num_iters is not None and drop_first >= num_iters):
+    """``num_iters >= 1`` (or ``None``: adaptive) and ``0 <= drop_first < num_iters``: a
+    ``TypeError`` naming the argument for what is no int (``3.0``, ``True``), else a
+    ``ValueError``."""
+    check_int(num_iters, "num_iters", 1)
+    check_int(drop_first, "drop_first", 0, optional=False)
+    if num_iters is not None and drop_first >= num_iters:
         raise ValueError(
             f"drop_first must be an int with 0 <= drop_first < num_iters ({num_iters}), "
             f"got {drop_first!r}: at least one timed iteration must be kept"

@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from moduleprofiler import ModuleProfiler
 from moduleprofiler.cli import build_parser
 from moduleprofiler.timing import (
     CodePathWarning,
@@ -255,6 +256,15 @@ def test_drop_first_validated():
         time_modules(nn.Identity(), torch.zeros(1), num_iters=3, drop_first=-1)
     with pytest.raises(ValueError, match="num_iters"):
         time_modules(nn.Identity(), torch.zeros(1), num_iters=0, drop_first=0)
+    # what is no count is a TypeError naming its argument, in the 0.0.4 face too, where
+    # num_iters=True ran one iteration and 3.0 was a ValueError (0.0.4 raised TypeError)
+    profiler = ModuleProfiler()
+    for keywords in ({"num_iters": True}, {"num_iters": 3.0}, {"drop_first": True}):
+        for estimate in (profiler.estimate_inference_time,
+                         profiler.estimate_total_inference_time):
+            arguments = {"num_iters": 4, "drop_first": 1, **keywords}
+            with pytest.raises(TypeError, match=f"{next(iter(keywords))} must be an int"):
+                estimate(nn.Identity(), torch.zeros(1), **arguments)
     # ranges="yes" ran, read as True
     with pytest.raises(TypeError, match="ranges must be True or False"):
         time_modules(nn.Identity(), torch.zeros(1), num_iters=2, ranges="yes")
