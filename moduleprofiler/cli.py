@@ -92,6 +92,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
     if target.endswith(".py") or "/" in target or os.sep in target:
         module = _import_file(Path(target))
     else:
+        _import_from_cwd()
         try:
             module = importlib.import_module(target)
         except ImportError as exc:
@@ -106,6 +107,16 @@ def load_factory(spec: str) -> Callable[..., Any]:
     if not callable(obj):
         raise CliError(f"{spec!r} is not callable")
     return obj  # type: ignore[no-any-return]
+
+
+def _import_from_cwd() -> None:
+    """Put the working directory on ``sys.path``, as ``python -m moduleprofiler`` has it: the
+    console script's ``sys.path`` starts with its own directory instead, so
+    ``moduleprofiler mymodels:build`` could not import the ``mymodels.py`` beside the user."""
+    cwd = os.getcwd()
+    if not any(isinstance(entry, str) and os.path.abspath(entry or os.curdir) == cwd
+               for entry in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def _import_file(path: Path) -> Any:

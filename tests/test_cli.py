@@ -840,3 +840,21 @@ def test_a_predict_device_of_no_card_is_refused_before_the_model_is_built(
     assert "built" not in err
     status, _, err = run(capsys, f"{spec}:build", "-i", "2x4", "--predict", "H200")
     assert status == 2 and "raised RuntimeError: built" in err  # a known card: built next
+
+
+def test_a_module_spec_imports_from_the_working_directory(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    # the console script's sys.path starts with its bin directory, not the working directory
+    # that python -m puts first: `moduleprofiler mymodels:build` said "No module named"
+    (tmp_path / "cwd_models_for_cli.py").write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Linear(4, 3)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path
+                                      if entry and Path(entry).resolve() != tmp_path.resolve()])
+    monkeypatch.delitem(sys.modules, "cwd_models_for_cli", raising=False)
+    status, out, err = run(capsys, "cwd_models_for_cli:build", "-i", "2x4", "--depth", "0",
+                           "--what", "params")
+    assert status == 0, err
+    assert out.splitlines()[2].split() == ["__root__", "(Linear)", "15"]  # 4 * 3 + 3
+    sys.modules.pop("cwd_models_for_cli", None)
