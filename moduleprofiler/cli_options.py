@@ -540,11 +540,36 @@ def _is_figure(options: argparse.Namespace) -> bool:
     return not options.format and suffix in FIGURE_SUFFIXES
 
 
+STDOUT = "-"
+"""``-o -``: write to standard output, as without ``-o`` (it wrote a file named ``-``)."""
+
+
+def check_output_path(output: str | None) -> None:
+    """Refuse an ``-o`` file that cannot be written before anything runs: one in a directory
+    that does not exist, one naming a directory, one in a directory not writable (each was
+    said only once the model had been built, run and timed, the run lost)."""
+    if output is None:
+        return
+    folder = os.path.dirname(output) or os.curdir
+    if os.path.isdir(output):
+        raise CliError(f"-o {output} is a directory: name a file in it (e.g. -o "
+                       f"{os.path.join(output, 'profile.html')})")
+    if not os.path.isdir(folder):
+        raise CliError(f"-o {output}: no directory {folder} to write it in (create it first)")
+    if not os.access(folder, os.W_OK) or (os.path.exists(output)
+                                          and not os.access(output, os.W_OK)):
+        raise CliError(f"-o {output}: permission denied (cannot write "
+                       f"{output if os.path.exists(output) else 'in ' + folder})")
+
+
 def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line parsed and checked: every error that needs no model or torch
     (``--dtype`` and ``--device`` names are torch's, checked when the command runs)."""
     options = build_parser().parse_args(argv)
+    if options.output == STDOUT:  # the usual spelling of standard output: no file named "-"
+        options.output = None
     check_options(options)
+    check_output_path(options.output)
     factory_kwargs(options.arg)
     for size in options.input_size:
         parse_input_size(size)

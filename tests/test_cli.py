@@ -584,8 +584,9 @@ def _heavy_imports(entry: list[str], *argv: str) -> tuple[subprocess.CompletedPr
     (["m:f", "-i", "1xZ"], 2, "bad --input-size '1xZ'"),
     (["m:f", "-i", "1x2", "--width", "5"], 2, "--width must be 0 (no limit) or at least 40"),
     (["m:f", "-i", "1x2", "--by-operator", "-o", "x.png"], 2, "-o FIGURE cannot apply"),
+    (["m:f", "-i", "1x2", "-o", "no_such_dir_xyz/x.csv"], 2, "no directory no_such_dir_xyz"),
 ], ids=["version", "help", "unknown-flag", "bad-choice", "bad-arg", "bad-input-size",
-        "bad-width", "by-operator-figure"])
+        "bad-width", "by-operator-figure", "output-folder"])
 def test_answers_without_importing_torch(entry: list[str], argv: list[str], status: int,
                                          said: str) -> None:
     result, heavy = _heavy_imports(entry, *argv)
@@ -858,3 +859,34 @@ def test_a_module_spec_imports_from_the_working_directory(
     assert status == 0, err
     assert out.splitlines()[2].split() == ["__root__", "(Linear)", "15"]  # 4 * 3 + 3
     sys.modules.pop("cwd_models_for_cli", None)
+
+
+def test_output_dash_is_standard_output(capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # "-o - --format csv" wrote a file named "-"; "-o -" alone said it had no suffix
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", "-", "--format", "csv",
+                           "--what", "params", "--depth", "0")
+    assert status == 0 and err == "", err
+    assert out == "module,type,params\n__root__,Sequential,58\n"  # 4 * 8 + 8 + 8 * 2 + 2
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", "-", "--what", "params",
+                           "--depth", "0")
+    assert status == 0 and err == "" and out.splitlines()[2].split()[-1] == "58"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("output", "said"), [
+    ("missing_folder/out.csv", "-o {tmp}/missing_folder/out.csv: no directory "
+                               "{tmp}/missing_folder to write it in (create it first)"),
+    ("folder.csv", "-o {tmp}/folder.csv is a directory: name a file in it"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_model_is_built(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str, said: str) -> None:
+    # said only after the model had been built and run (a --what time run lost at the end);
+    # the factory raises, so only a refusal before the build names the output
+    (tmp_path / "folder.csv").mkdir()
+    status, out, err = run(capsys, f"{ROOT / MODELS}:broken", "-i", "2x4", "-o",
+                           str(tmp_path / output))
+    assert status == 2 and out == ""
+    assert err.startswith(f"moduleprofiler: error: {said.format(tmp=tmp_path)}")
+    assert err.count("\n") == 1
