@@ -41,6 +41,7 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
+from moduleprofiler.devices import unavailable
 from moduleprofiler.errors import LossError
 from moduleprofiler.export.columns import column_spec, registered_columns
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
@@ -195,6 +196,20 @@ def parse_dtype(name: str, flag: str = "--dtype") -> Any:
     return dtype
 
 
+def parse_device(name: str) -> torch.device:
+    """``--device``'s device, refused when torch does not know it or when this process has
+    none of it (``--device mps`` on a machine without one was torch's dispatcher error, some
+    6,000 characters listing every backend, once the inputs were made on it)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise CliError(f"bad --device {name!r}: {exc}") from exc
+    reason = unavailable(device)
+    if reason is not None:
+        raise CliError(f"--device {name}: {reason}")
+    return device
+
+
 def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...]:
     """Random floating inputs (seed 0), zeros for integer and bool dtypes."""
     torch.manual_seed(0)
@@ -266,15 +281,14 @@ def run_profile(options: argparse.Namespace) -> Any:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
     # a sweep casts to each of its dtypes itself: the model is built as it comes
     dtype = parse_dtype("float32" if options.batch else options.dtype or "float32")
-    try:
-        device = torch.device("meta" if options.meta else options.device or "cpu")
-    except RuntimeError as exc:
-        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    device = parse_device("meta" if options.meta else options.device or "cpu")
     options.meta = device.type == "meta"  # --device meta is --meta: built there, not timed
     try:
         inputs: Any = make_inputs([] if by_name else options.input_size, dtype, device)
     except (RuntimeError, AssertionError, TypeError) as exc:
-        raise CliError(f"cannot create the inputs on {device}: {exc}") from exc
+        # the dispatcher's "Could not run ... from the 'XLA' backend" lists every backend
+        said = str(exc).split(". This could be because", 1)[0]
+        raise CliError(f"cannot create the inputs on {device}: {said}") from exc
     model = build_model(options.model, factory_kwargs(options.arg), options.meta)
     try:
         if not options.meta:
@@ -470,10 +484,7 @@ def run_generation(options: argparse.Namespace) -> GenerationProfile:
     if options.meta or options.device is None or options.device == "meta":
         raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
                        "shrink a large configuration with --arg num_hidden_layers=2)")
-    try:
-        device = torch.device(options.device)
-    except RuntimeError as exc:  # it was a traceback
-        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    device = parse_device(options.device)
     dtype = parse_dtype(options.dtype) if options.dtype else None
     if dtype is not None and not dtype.is_floating_point:
         raise CliError(f"--dtype {options.dtype}: --generate casts the model's floating "

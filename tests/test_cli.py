@@ -890,3 +890,13 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_model_is_built(
     assert status == 2 and out == ""
     assert err.startswith(f"moduleprofiler: error: {said.format(tmp=tmp_path)}")
     assert err.count("\n") == 1
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="an MPS device is here")
+def test_a_device_this_machine_lacks_is_one_short_line(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # it was torch's dispatcher error listing every backend: some 6,000 characters
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--device", "mps")
+    assert status == 2 and out == ""
+    assert err == ("moduleprofiler: error: --device mps: no mps device is available in this "
+                   "process (torch.mps.is_available() is False)\n")
