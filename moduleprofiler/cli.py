@@ -456,7 +456,8 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
     if fmt == "text" and options.output is None:
         _renderer_options(given, get_format(fmt).render, fmt)  # refuses a --caption
         color = {"always": True, "never": False}.get(options.color)
-        view.print(color=color, unicode=options.unicode, width=options.width)
+        with _encodable(options.unicode):
+            view.print(color=color, unicode=options.unicode, width=options.width)
         return
     if fmt == "latex":
         given.pop("width")
@@ -722,8 +723,9 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         if fmt == "text" and target is None:
             _renderer_options(given, entry.render, fmt)  # refuses a --caption it has no place for
             color = {"always": True, "never": False}.get(options.color)
-            view.print(color=color, unicode=options.unicode, width=options.width,
-                       fold=not options.no_fold)
+            with _encodable(options.unicode):
+                view.print(color=color, unicode=options.unicode, width=options.width,
+                           fold=not options.no_fold)
             return
         if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
             given.pop("width")
@@ -778,12 +780,30 @@ def _what_csv_holds(fmt: str, what: str | None) -> str:
     return f": {what}" if fmt == "csv" and what else ""
 
 
+@contextlib.contextmanager
+def _encodable(unicode: bool) -> Iterator[None]:
+    """Writing to stdout, whose encoding (``PYTHONIOENCODING=ascii``, a Latin-1 terminal)
+    may not hold every character of the text: the box lines of ``--unicode``, a module name
+    from a ``ModuleDict`` key. The error named a codec and a position, not the option or what
+    to do about it."""
+    try:
+        yield
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start]
+        cure = "set PYTHONIOENCODING=utf-8, or write a file with -o"
+        if unicode:
+            cure = f"--unicode draws box lines: drop it, or {cure}"
+        raise CliError(f"stdout's encoding ({exc.encoding}) cannot write {bad!r}: "
+                       f"{cure}") from exc
+
+
 def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> None:
     """``text`` (ending in one newline) to stdout, or written to ``target`` with a line on
     stderr saying so (and, for CSV, ``what`` it holds)."""
     text = text if text.endswith("\n") else text + "\n"
     if target is None:
-        sys.stdout.write(text)
+        with _encodable(unicode=False):
+            sys.stdout.write(text)
         return
     try:
         Path(target).write_text(text, encoding="utf-8")

@@ -900,3 +900,23 @@ def test_a_device_this_machine_lacks_is_one_short_line(capsys: pytest.CaptureFix
     assert status == 2 and out == ""
     assert err == ("moduleprofiler: error: --device mps: no mps device is available in this "
                    "process (torch.mps.is_available() is False)\n")
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--unicode"], "cannot write '\u2500': --unicode draws box lines: drop it, or set "
+                    "PYTHONIOENCODING=utf-8, or write a file with -o"),
+    (["--format", "csv"], None),  # plain ASCII: written
+])
+def test_a_terminal_encoding_without_the_characters_is_said(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        flags: list[str], said: str | None) -> None:
+    # PYTHONIOENCODING=ascii: "'ascii' codec can't encode characters in position 57-112"
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--depth", "0", *flags)
+    if said is None:
+        stdout.flush()
+        assert status == 0 and stdout.buffer.getvalue().startswith(b"module,type,params")
+    else:
+        assert status == 2
+        assert err == f"moduleprofiler: error: stdout's encoding (ascii) {said}\n"
