@@ -60,6 +60,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.export.units import human_bytes
+from moduleprofiler.inputs import wants_integers
 from moduleprofiler.language.cache import config_dtype, predict_kv_cache_bytes
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
 from moduleprofiler.language.models import (
@@ -329,8 +330,21 @@ def run_profile(options: argparse.Namespace) -> Any:
             profile = profile.merge(memory)
             options.notes = memory_notes(memory)
     except Exception as exc:
-        raise CliError(str(exc) + _meta_hint(exc, options) + _loss_hint(exc)) from exc
+        raise CliError(str(exc) + _meta_hint(exc, options) + _loss_hint(exc)
+                       + _integer_hint(exc, options, dtype)) from exc
     return profile
+
+
+def _integer_hint(error: BaseException, options: argparse.Namespace, dtype: Any) -> str:
+    """What to do when an operator that takes integers (an embedding's token ids) got the
+    random floating-point input an ``-i`` without a dtype makes: the ``:int64`` suffix, as
+    Python's ``input_size=`` error says ``input=``."""
+    floating = [size for size in options.input_size if not parse_input_size(size)[1]]
+    if not dtype.is_floating_point or not floating or not wants_integers(error):
+        return ""
+    shown = " ".join(f"-i {size}" for size in floating)
+    return (f"; hint: {shown} made random {dtype_name(dtype)} input; token ids (or other "
+            f"integers) need an integer dtype, e.g. -i {floating[0]}:int64")
 
 
 def _loss_hint(error: BaseException) -> str:

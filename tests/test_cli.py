@@ -920,3 +920,16 @@ def test_a_terminal_encoding_without_the_characters_is_said(
     else:
         assert status == 2
         assert err == f"moduleprofiler: error: stdout's encoding (ascii) {said}\n"
+
+
+def test_floating_input_to_an_embedding_names_the_integer_dtype(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # torch's "Expected tensor for argument #1 'indices' ... Long, Int" said nothing of -i's
+    # dtype suffix, as Python's input_size= error says what to pass
+    status, out, err = run(capsys, f"{ROOT / MODELS}:embedder", "-i", "2x3")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "forward of module '0' (Embedding) raised RuntimeError" in err
+    assert err.endswith("; hint: -i 2x3 made random float32 input; token ids (or other "
+                        "integers) need an integer dtype, e.g. -i 2x3:int64\n")
+    status, _, err = run(capsys, TINY, "-i", "2x5")  # another error: no hint
+    assert status == 2 and "hint" not in err
