@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -104,7 +105,10 @@ def load_factory(spec: str) -> Callable[..., Any]:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise CliError(f"{target!r} has no attribute {attr!r}")
+            close = difflib.get_close_matches(part, [name for name in dir(obj)
+                                                     if not name.startswith("_")], n=3)
+            raise CliError(f"{target!r} has no attribute {attr!r}"
+                           + (f" (close: {', '.join(close)})" if close else ""))
         obj = getattr(obj, part)
     if not callable(obj):
         raise CliError(f"{spec!r} is not callable")
@@ -167,10 +171,24 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
         else:
             model = factory(**kwargs)
     except Exception as exc:
-        raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}") from exc
+        raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}"
+                       + _missing_arguments_hint(exc, parameters, kwargs)) from exc
     if not isinstance(model, nn.Module):
         raise CliError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def _missing_arguments_hint(error: Exception, parameters: Any,
+                             given: dict[str, Any]) -> str:
+    """How to give the factory the arguments it was called without (``missing 1 required
+    positional argument: 'width'`` named no option of the command line)."""
+    missing = [name for name, parameter in parameters.items()
+               if parameter.default is inspect.Parameter.empty and name not in given
+               and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                      inspect.Parameter.KEYWORD_ONLY)]
+    if not isinstance(error, TypeError) or not missing:
+        return ""
+    return "; pass " + " ".join(f"--arg {name}=VALUE" for name in missing)
 
 
 def _hf_refused(spec: str, overrides: dict[str, Any], error: Exception) -> str:

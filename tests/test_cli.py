@@ -386,6 +386,11 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     (["missing_file.py:f", "-i", "2x4"], "no such file"),
     (["no_such_package_xyz:f", "-i", "2x4"], "cannot import 'no_such_package_xyz'"),
     ([f"{ROOT / MODELS}:nope", "-i", "2x4"], "has no attribute 'nope'"),
+    # a typo named no spelling that exists; a factory's own arguments named no --arg
+    ([f"{ROOT / MODELS}:tinyy", "-i", "2x4"], "has no attribute 'tinyy' (close: tiny)"),
+    (["torch.nn:Linear", "-i", "2x4"], "missing 2 required positional arguments: "
+                                       "'in_features' and 'out_features'; pass --arg "
+                                       "in_features=VALUE --arg out_features=VALUE"),
     ([TINY, "-i", "2xa"], "bad --input-size '2xa'"),
     ([TINY, "-i", "0x4"], "bad --input-size '0x4': every size must be at least 1"),
     ([TINY], "missing --input-size"),
