@@ -245,9 +245,13 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
 
 def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[str, Any]:
     """``-i BATCHxTOKENS`` (default 1x128) for a model by name: its token inputs."""
-    shape = parse_input_size(sizes[0])[0] if sizes else (1, 128)
+    shape, named = parse_input_size(sizes[0]) if sizes else ((1, 128), None)
     if len(sizes) > 1 or len(shape) != 2 or 0 in shape:
         raise CliError("an hf: model takes one --input-size BATCHxTOKENS, e.g. 1x128")
+    if named is not None and parse_dtype(named, f"--input-size {sizes[0]}") != torch.int64:
+        # the ids were made int64 whatever the suffix said
+        raise CliError(f"--input-size {sizes[0]}: an hf: model's token ids are int64, not "
+                       f"{named}: give BATCHxTOKENS alone (--dtype sets the model's dtype)")
     main = getattr(model, "main_input_name", "input_ids")
     if main != "input_ids":
         raise CliError(f"{type(model).__name__} takes {main}, not the token ids "

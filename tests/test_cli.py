@@ -431,6 +431,9 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--device", ""], "--device '' is empty: name a device"),
     ([TINY, "-i", "2x4", "--sort", ""], "--sort '' is empty: name a column"),
     (["hf:", "-i", "1x8"], "model 'hf:' names no model type"),  # "no configuration file"
+    # the token ids were int64 whatever the suffix said
+    (["hf:gpt2", "-i", "1x8:float16", "--arg", "n_layer=1"], "--input-size 1x8:float16: an "
+                                                             "hf: model's token ids are int64"),
     # the view's own argument was named (sort_by=, module=), not the option
     ([TINY, "-i", "2x4", "--sort", "nope"], "--sort nope: unknown column(s) ['nope']"),
     ([TINY, "-i", "2x4", "--top", "2", "--sort", "type"], "--sort type: top(by='type'): "
