@@ -335,7 +335,8 @@ def run_profile(options: argparse.Namespace) -> Any:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device" + (
                     ", where an hf: model is built unless --device names another (add "
-                    "--device cpu or --device cuda to time it)" if built_on_meta else ""),
+                    "--device cpu or --device cuda to time it)" if built_on_meta else
+                    " (drop --meta, or name a real --device, to time it)"),
                     file=sys.stderr)
             else:
                 with warnings.catch_warnings():  # said below, with the other warnings
