@@ -43,6 +43,7 @@ from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
 from moduleprofiler.devices import unavailable
+from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.errors import LossError
 from moduleprofiler.export.columns import column_spec, registered_columns
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
@@ -295,6 +296,10 @@ def run_profile(options: argparse.Namespace) -> Any:
     if options.predict:  # a device no prediction can be made for is said before any build
         try:
             resolve_device(options.predict)
+        except AmbiguousDeviceError as exc:  # its example was Python's device='H100 SXM'
+            raise CliError(f"--predict {options.predict}: could be any of "
+                           f"{', '.join(exc.candidates)}, whose peaks differ: name the card "
+                           f"(e.g. --predict \"{exc.candidates[0]}\")") from exc
         except (ValueError, TypeError, OSError) as exc:
             raise CliError(f"--predict {options.predict}: {exc}") from exc
     by_name = options.model.startswith(HF_PREFIX)

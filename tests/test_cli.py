@@ -425,6 +425,10 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
                                                                "pattern"),
     ([TINY, "-i", "2x4", "--predict", "H200 XYZ"], "--predict H200 XYZ: device 'H200 XYZ' is "
                                                    "not in the peak table (close: H200;"),
+    # the example was Python's keyword, device='H100 SXM'
+    ([TINY, "-i", "2x4", "--predict", "H100"], "--predict H100: could be any of H100 SXM, H100 "
+                                               "PCIe, H100 NVL, whose peaks differ: name the "
+                                               "card (e.g. --predict \"H100 SXM\")"),
     # an empty value was read as none given: no prediction, text, float32, the CPU
     ([TINY, "-i", "2x4", "--predict", ""], "--predict '' is empty: name a GPU"),
     ([TINY, "-i", "2x4", "--format", ""], "--format '' is empty: name a format"),
