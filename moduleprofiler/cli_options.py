@@ -521,10 +521,10 @@ def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
         shape = tuple(int(part) for part in parts)
     except ValueError:
         shape = ()
-    if not shape or any(dim < 0 for dim in shape):
+    if not shape:
         raise CliError(f"bad --input-size {text!r}: expected sizes joined by x, "
                        "e.g. 1x3x224x224 or 8x128:int64")
-    if 0 in shape:  # a tensor without elements runs no work: a 0-op profile answers nothing
+    if any(dim < 1 for dim in shape):  # a tensor without elements runs no work: 0 ops
         raise CliError(f"bad --input-size {text!r}: every size must be at least 1")
     return shape, dtype or None
 
@@ -562,10 +562,27 @@ def check_output_path(output: str | None) -> None:
                        f"{output if os.path.exists(output) else 'in ' + folder})")
 
 
+_SHAPE_FLAGS = ("-i", "--input-size")
+
+
+def _shapes_attached(argv: list[str]) -> list[str]:
+    """``-i -1x4`` as ``-i=-1x4``: argparse takes a value that starts with a dash and is no
+    plain negative number for an option, and answered "-i/--input-size: expected one
+    argument" where the size itself is what is wrong."""
+    out: list[str] = []
+    for item in argv:
+        if out and out[-1] in _SHAPE_FLAGS and item[:1] == "-" and item[1:2].isdigit():
+            out[-1] = f"{out[-1]}={item}"
+        else:
+            out.append(item)
+    return out
+
+
 def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line parsed and checked: every error that needs no model or torch
     (``--dtype`` and ``--device`` names are torch's, checked when the command runs)."""
-    options = build_parser().parse_args(argv)
+    options = build_parser().parse_args(_shapes_attached(sys.argv[1:] if argv is None
+                                                         else list(argv)))
     if options.output == STDOUT:  # the usual spelling of standard output: no file named "-"
         options.output = None
     check_options(options)

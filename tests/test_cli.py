@@ -395,6 +395,10 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
                                        "in_features=VALUE --arg out_features=VALUE"),
     ([TINY, "-i", "2xa"], "bad --input-size '2xa'"),
     ([TINY, "-i", "0x4"], "bad --input-size '0x4': every size must be at least 1"),
+    # "-i/--input-size: expected one argument" (argparse took it for an option) and
+    # "expected sizes joined by x", where the sizes were joined by x
+    ([TINY, "-i", "-1x4"], "bad --input-size '-1x4': every size must be at least 1"),
+    ([TINY, "-i", "2x-1"], "bad --input-size '2x-1': every size must be at least 1"),
     ([TINY], "missing --input-size"),
     ([TINY, "-i", "2x4", "--dtype", "float99"], "unknown dtype 'float99'"),
     ([TINY, "-i", "2x4", "--device", "bogus"], "bad --device 'bogus'"),
