@@ -3,7 +3,8 @@
 The model is a factory called with no arguments: ``package.module:factory`` or
 ``path/to/file.py:factory`` (``weights=None`` is passed when the factory takes ``weights``,
 and ``None`` for any ``weights_*`` keyword such as ``weights_backbone``, so nothing
-downloads); a saved ``profile.json`` is accepted too. Every error exits with status 2 and one
+downloads), or a module instance profiled as it is; a saved ``profile.json`` is accepted
+too. Every error exits with status 2 and one
 line on stderr.
 """
 
@@ -156,6 +157,11 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
         except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
             raise CliError(_hf_refused(spec, kwargs, exc)) from exc
     factory = load_factory(spec)
+    if isinstance(factory, nn.Module):  # a model itself: calling it ran its forward with no input
+        if kwargs:
+            raise CliError(f"--arg {','.join(kwargs)}: {spec} is a module, not a factory to "
+                           "pass arguments to")
+        return factory.to("meta") if meta else factory
     try:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):

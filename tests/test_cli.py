@@ -951,3 +951,15 @@ def test_floating_input_to_an_embedding_names_the_integer_dtype(
                         "integers) need an integer dtype, e.g. -i 2x3:int64\n")
     status, _, err = run(capsys, TINY, "-i", "2x5")  # another error: no hint
     assert status == 2 and "hint" not in err
+
+
+def test_a_spec_naming_a_module_instance_profiles_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # it was called as a factory: "model() raised TypeError: Sequential.forward() missing 1
+    # required positional argument: 'input'"
+    status, out, err = run(capsys, f"{ROOT / MODELS}:model", "-i", "2x4", "--depth", "0",
+                           "--what", "params,ops")
+    assert status == 0, err
+    assert out.splitlines()[2].split() == ["__root__", "(Sequential)", "58", "96", "208",
+                                           "100.0%"]  # as tiny(): 4*8+8 + 8*2+2; 2*(32+16)
+    status, _, err = run(capsys, f"{ROOT / MODELS}:model", "-i", "2x4", "--arg", "width=3")
+    assert status == 2 and "--arg width: " in err and "is a module, not a factory" in err
