@@ -4,8 +4,7 @@ The model is a factory called with no arguments: ``package.module:factory`` or
 ``path/to/file.py:factory`` (``weights=None`` is passed when the factory takes ``weights``,
 and ``None`` for any ``weights_*`` keyword such as ``weights_backbone``, so nothing
 downloads), or a module instance profiled as it is; a saved ``profile.json`` is accepted
-too. Every error exits with status 2 and one
-line on stderr.
+too. Every error exits with status 2 and one line on stderr.
 """
 
 from __future__ import annotations
