@@ -3,8 +3,8 @@
 The model is a factory called with no arguments: ``package.module:factory`` or
 ``path/to/file.py:factory`` (``weights=None`` is passed when the factory takes ``weights``,
 and ``None`` for any ``weights_*`` keyword such as ``weights_backbone``, so nothing
-downloads); a saved ``profile.json`` is accepted too. Every error exits with status 2 and one
-line on stderr.
+downloads), or a module instance profiled as it is; a saved ``profile.json`` is accepted
+too. Every error exits with status 2 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -41,6 +42,8 @@ from moduleprofiler.cli_options import check_options as check_options  # was her
 from moduleprofiler.cli_options import main as main
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
+from moduleprofiler.devices import unavailable
+from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.errors import LossError
 from moduleprofiler.export.columns import column_spec, registered_columns
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
@@ -59,6 +62,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.select import WHAT_GROUPS, columns_for
 from moduleprofiler.export.units import human_bytes
+from moduleprofiler.inputs import wants_integers
 from moduleprofiler.language.cache import config_dtype, predict_kv_cache_bytes
 from moduleprofiler.language.generation import GenerationProfile, profile_generation
 from moduleprofiler.language.models import (
@@ -92,6 +96,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
     if target.endswith(".py") or "/" in target or os.sep in target:
         module = _import_file(Path(target))
     else:
+        _import_from_cwd()
         try:
             module = importlib.import_module(target)
         except ImportError as exc:
@@ -101,11 +106,24 @@ def load_factory(spec: str) -> Callable[..., Any]:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise CliError(f"{target!r} has no attribute {attr!r}")
+            close = difflib.get_close_matches(part, [name for name in dir(obj)
+                                                     if not name.startswith("_")], n=3)
+            raise CliError(f"{target!r} has no attribute {attr!r}"
+                           + (f" (close: {', '.join(close)})" if close else ""))
         obj = getattr(obj, part)
     if not callable(obj):
         raise CliError(f"{spec!r} is not callable")
     return obj  # type: ignore[no-any-return]
+
+
+def _import_from_cwd() -> None:
+    """Put the working directory on ``sys.path``, as ``python -m moduleprofiler`` has it: the
+    console script's ``sys.path`` starts with its own directory instead, so
+    ``moduleprofiler mymodels:build`` could not import the ``mymodels.py`` beside the user."""
+    cwd = os.getcwd()
+    if not any(isinstance(entry, str) and os.path.abspath(entry or os.curdir) == cwd
+               for entry in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def _import_file(path: Path) -> Any:
@@ -138,6 +156,11 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
         except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
             raise CliError(_hf_refused(spec, kwargs, exc)) from exc
     factory = load_factory(spec)
+    if isinstance(factory, nn.Module):  # a model itself: calling it ran its forward with no input
+        if kwargs:
+            raise CliError(f"--arg {','.join(kwargs)}: {spec} is a module, not a factory to "
+                           "pass arguments to")
+        return factory.to("meta") if meta else factory
     try:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -154,10 +177,24 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
         else:
             model = factory(**kwargs)
     except Exception as exc:
-        raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}") from exc
+        raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}"
+                       + _missing_arguments_hint(exc, parameters, kwargs)) from exc
     if not isinstance(model, nn.Module):
         raise CliError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def _missing_arguments_hint(error: Exception, parameters: Any,
+                             given: dict[str, Any]) -> str:
+    """How to give the factory the arguments it was called without (``missing 1 required
+    positional argument: 'width'`` named no option of the command line)."""
+    missing = [name for name, parameter in parameters.items()
+               if parameter.default is inspect.Parameter.empty and name not in given
+               and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                      inspect.Parameter.KEYWORD_ONLY)]
+    if not isinstance(error, TypeError) or not missing:
+        return ""
+    return "; pass " + " ".join(f"--arg {name}=VALUE" for name in missing)
 
 
 def _hf_refused(spec: str, overrides: dict[str, Any], error: Exception) -> str:
@@ -184,6 +221,20 @@ def parse_dtype(name: str, flag: str = "--dtype") -> Any:
     return dtype
 
 
+def parse_device(name: str) -> torch.device:
+    """``--device``'s device, refused when torch does not know it or when this process has
+    none of it (``--device mps`` on a machine without one was torch's dispatcher error, some
+    6,000 characters listing every backend, once the inputs were made on it)."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise CliError(f"bad --device {name!r}: {exc}") from exc
+    reason = unavailable(device)
+    if reason is not None:
+        raise CliError(f"--device {name}: {reason}")
+    return device
+
+
 def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...]:
     """Random floating inputs (seed 0), zeros for integer and bool dtypes."""
     torch.manual_seed(0)
@@ -200,9 +251,13 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
 
 def token_inputs(model: nn.Module, sizes: Sequence[str], labels: bool) -> dict[str, Any]:
     """``-i BATCHxTOKENS`` (default 1x128) for a model by name: its token inputs."""
-    shape = parse_input_size(sizes[0])[0] if sizes else (1, 128)
+    shape, named = parse_input_size(sizes[0]) if sizes else ((1, 128), None)
     if len(sizes) > 1 or len(shape) != 2 or 0 in shape:
         raise CliError("an hf: model takes one --input-size BATCHxTOKENS, e.g. 1x128")
+    if named is not None and parse_dtype(named, f"--input-size {sizes[0]}") != torch.int64:
+        # the ids were made int64 whatever the suffix said
+        raise CliError(f"--input-size {sizes[0]}: an hf: model's token ids are int64, not "
+                       f"{named}: give BATCHxTOKENS alone (--dtype sets the model's dtype)")
     main = getattr(model, "main_input_name", "input_ids")
     if main != "input_ids":
         raise CliError(f"{type(model).__name__} takes {main}, not the token ids "
@@ -246,6 +301,10 @@ def run_profile(options: argparse.Namespace) -> Any:
     if options.predict:  # a device no prediction can be made for is said before any build
         try:
             resolve_device(options.predict)
+        except AmbiguousDeviceError as exc:  # its example was Python's device='H100 SXM'
+            raise CliError(f"--predict {options.predict}: could be any of "
+                           f"{', '.join(exc.candidates)}, whose peaks differ: name the card "
+                           f"(e.g. --predict \"{exc.candidates[0]}\")") from exc
         except (ValueError, TypeError, OSError) as exc:
             raise CliError(f"--predict {options.predict}: {exc}") from exc
     by_name = options.model.startswith(HF_PREFIX)
@@ -255,15 +314,14 @@ def run_profile(options: argparse.Namespace) -> Any:
         raise CliError("missing --input-size (e.g. --input-size 1x3x224x224)")
     # a sweep casts to each of its dtypes itself: the model is built as it comes
     dtype = parse_dtype("float32" if options.batch else options.dtype or "float32")
-    try:
-        device = torch.device("meta" if options.meta else options.device or "cpu")
-    except RuntimeError as exc:
-        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    device = parse_device("meta" if options.meta else options.device or "cpu")
     options.meta = device.type == "meta"  # --device meta is --meta: built there, not timed
     try:
         inputs: Any = make_inputs([] if by_name else options.input_size, dtype, device)
     except (RuntimeError, AssertionError, TypeError) as exc:
-        raise CliError(f"cannot create the inputs on {device}: {exc}") from exc
+        # the dispatcher's "Could not run ... from the 'XLA' backend" lists every backend
+        said = str(exc).split(". This could be because", 1)[0]
+        raise CliError(f"cannot create the inputs on {device}: {said}") from exc
     model = build_model(options.model, factory_kwargs(options.arg), options.meta)
     try:
         if not options.meta:
@@ -287,7 +345,8 @@ def run_profile(options: argparse.Namespace) -> Any:
             if options.meta:
                 print("moduleprofiler: time: not measurable on the meta device" + (
                     ", where an hf: model is built unless --device names another (add "
-                    "--device cpu or --device cuda to time it)" if built_on_meta else ""),
+                    "--device cpu or --device cuda to time it)" if built_on_meta else
+                    " (drop --meta, or name a real --device, to time it)"),
                     file=sys.stderr)
             else:
                 with warnings.catch_warnings():  # said below, with the other warnings
@@ -304,8 +363,21 @@ def run_profile(options: argparse.Namespace) -> Any:
             profile = profile.merge(memory)
             options.notes = memory_notes(memory)
     except Exception as exc:
-        raise CliError(str(exc) + _meta_hint(exc, options) + _loss_hint(exc)) from exc
+        raise CliError(str(exc) + _meta_hint(exc, options) + _loss_hint(exc)
+                       + _integer_hint(exc, options, dtype)) from exc
     return profile
+
+
+def _integer_hint(error: BaseException, options: argparse.Namespace, dtype: Any) -> str:
+    """What to do when an operator that takes integers (an embedding's token ids) got the
+    random floating-point input an ``-i`` without a dtype makes: the ``:int64`` suffix, as
+    Python's ``input_size=`` error says ``input=``."""
+    floating = [size for size in options.input_size if not parse_input_size(size)[1]]
+    if not dtype.is_floating_point or not floating or not wants_integers(error):
+        return ""
+    shown = " ".join(f"-i {size}" for size in floating)
+    return (f"; hint: {shown} made random {dtype_name(dtype)} input; token ids (or other "
+            f"integers) need an integer dtype, e.g. -i {floating[0]}:int64")
 
 
 def _loss_hint(error: BaseException) -> str:
@@ -431,7 +503,8 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
     if fmt == "text" and options.output is None:
         _renderer_options(given, get_format(fmt).render, fmt)  # refuses a --caption
         color = {"always": True, "never": False}.get(options.color)
-        view.print(color=color, unicode=options.unicode, width=options.width)
+        with _encodable(options.unicode):
+            view.print(color=color, unicode=options.unicode, width=options.width)
         return
     if fmt == "latex":
         given.pop("width")
@@ -459,10 +532,7 @@ def run_generation(options: argparse.Namespace) -> GenerationProfile:
     if options.meta or options.device is None or options.device == "meta":
         raise CliError("--generate runs the model: name a real --device (e.g. --device cpu; "
                        "shrink a large configuration with --arg num_hidden_layers=2)")
-    try:
-        device = torch.device(options.device)
-    except RuntimeError as exc:  # it was a traceback
-        raise CliError(f"bad --device {options.device!r}: {exc}") from exc
+    device = parse_device(options.device)
     dtype = parse_dtype(options.dtype) if options.dtype else None
     if dtype is not None and not dtype.is_floating_point:
         raise CliError(f"--dtype {options.dtype}: --generate casts the model's floating "
@@ -700,8 +770,9 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         if fmt == "text" and target is None:
             _renderer_options(given, entry.render, fmt)  # refuses a --caption it has no place for
             color = {"always": True, "never": False}.get(options.color)
-            view.print(color=color, unicode=options.unicode, width=options.width,
-                       fold=not options.no_fold)
+            with _encodable(options.unicode):
+                view.print(color=color, unicode=options.unicode, width=options.width,
+                           fold=not options.no_fold)
             return
         if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
             given.pop("width")
@@ -756,12 +827,30 @@ def _what_csv_holds(fmt: str, what: str | None) -> str:
     return f": {what}" if fmt == "csv" and what else ""
 
 
+@contextlib.contextmanager
+def _encodable(unicode: bool) -> Iterator[None]:
+    """Writing to stdout, whose encoding (``PYTHONIOENCODING=ascii``, a Latin-1 terminal)
+    may not hold every character of the text: the box lines of ``--unicode``, a module name
+    from a ``ModuleDict`` key. The error named a codec and a position, not the option or what
+    to do about it."""
+    try:
+        yield
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start]
+        cure = "set PYTHONIOENCODING=utf-8, or write a file with -o"
+        if unicode:
+            cure = f"--unicode draws box lines: drop it, or {cure}"
+        raise CliError(f"stdout's encoding ({exc.encoding}) cannot write {bad!r}: "
+                       f"{cure}") from exc
+
+
 def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> None:
     """``text`` (ending in one newline) to stdout, or written to ``target`` with a line on
     stderr saying so (and, for CSV, ``what`` it holds)."""
     text = text if text.endswith("\n") else text + "\n"
     if target is None:
-        sys.stdout.write(text)
+        with _encodable(unicode=False):
+            sys.stdout.write(text)
         return
     try:
         Path(target).write_text(text, encoding="utf-8")

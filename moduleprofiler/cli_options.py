@@ -521,10 +521,10 @@ def parse_input_size(text: str) -> tuple[tuple[int, ...], str | None]:
         shape = tuple(int(part) for part in parts)
     except ValueError:
         shape = ()
-    if not shape or any(dim < 0 for dim in shape):
+    if not shape:
         raise CliError(f"bad --input-size {text!r}: expected sizes joined by x, "
                        "e.g. 1x3x224x224 or 8x128:int64")
-    if 0 in shape:  # a tensor without elements runs no work: a 0-op profile answers nothing
+    if any(dim < 1 for dim in shape):  # a tensor without elements runs no work: 0 ops
         raise CliError(f"bad --input-size {text!r}: every size must be at least 1")
     return shape, dtype or None
 
@@ -540,11 +540,53 @@ def _is_figure(options: argparse.Namespace) -> bool:
     return not options.format and suffix in FIGURE_SUFFIXES
 
 
+STDOUT = "-"
+"""``-o -``: write to standard output, as without ``-o`` (it wrote a file named ``-``)."""
+
+
+def check_output_path(output: str | None) -> None:
+    """Refuse an ``-o`` file that cannot be written before anything runs: one in a directory
+    that does not exist, one naming a directory, one in a directory not writable (each was
+    said only once the model had been built, run and timed, the run lost)."""
+    if output is None:
+        return
+    folder = os.path.dirname(output) or os.curdir
+    if os.path.isdir(output):
+        raise CliError(f"-o {output} is a directory: name a file in it (e.g. -o "
+                       f"{os.path.join(output, 'profile.html')})")
+    if not os.path.isdir(folder):
+        raise CliError(f"-o {output}: no directory {folder} to write it in (create it first)")
+    if not os.access(folder, os.W_OK) or (os.path.exists(output)
+                                          and not os.access(output, os.W_OK)):
+        raise CliError(f"-o {output}: permission denied (cannot write "
+                       f"{output if os.path.exists(output) else 'in ' + folder})")
+
+
+_SHAPE_FLAGS = ("-i", "--input-size")
+
+
+def _shapes_attached(argv: list[str]) -> list[str]:
+    """``-i -1x4`` as ``-i=-1x4``: argparse takes a value that starts with a dash and is no
+    plain negative number for an option, and answered "-i/--input-size: expected one
+    argument" where the size itself is what is wrong."""
+    out: list[str] = []
+    for item in argv:
+        if out and out[-1] in _SHAPE_FLAGS and item[:1] == "-" and item[1:2].isdigit():
+            out[-1] = f"{out[-1]}={item}"
+        else:
+            out.append(item)
+    return out
+
+
 def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line parsed and checked: every error that needs no model or torch
     (``--dtype`` and ``--device`` names are torch's, checked when the command runs)."""
-    options = build_parser().parse_args(argv)
+    options = build_parser().parse_args(_shapes_attached(sys.argv[1:] if argv is None
+                                                         else list(argv)))
+    if options.output == STDOUT:  # the usual spelling of standard output: no file named "-"
+        options.output = None
     check_options(options)
+    check_output_path(options.output)
     factory_kwargs(options.arg)
     for size in options.input_size:
         parse_input_size(size)

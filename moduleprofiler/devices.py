@@ -71,6 +71,29 @@ def as_device(value: str | torch.device | int, name: str = "device") -> torch.de
         raise ValueError(f"{name}={value!r} is not a device torch knows: {exc}") from exc
 
 
+def unavailable(device: torch.device) -> str | None:
+    """Why ``device`` cannot be used in this process (its backend reports no device, or fewer
+    than its index needs), or ``None``: usable, or a backend torch has no module for
+    (``xla`` before its package loads), which only trying tells."""
+    if device.type in ("cpu", "meta"):
+        return None
+    try:
+        backend = torch.get_device_module(device.type)
+    except (RuntimeError, AttributeError):
+        return None
+    is_available = getattr(backend, "is_available", None)
+    if is_available is None:
+        return None
+    if not is_available():
+        return (f"no {device.type} device is available in this process "
+                f"(torch.{device.type}.is_available() is False)")
+    count = getattr(backend, "device_count", None)
+    if device.index is not None and count is not None and device.index >= count():
+        return (f"there is no {device}: this process sees {count()} {device.type} "
+                f"device(s), {device.type}:0 to {device.type}:{count() - 1}")
+    return None
+
+
 def resolve_device(module: nn.Module, input: Any = None,
                    device: str | torch.device | None = None) -> torch.device:
     """The device a pass over ``module(input)`` runs on, by one rule for every pass:

@@ -285,6 +285,12 @@ _INTEGER_INPUT = re.compile(r"\b(Long|Int|int32|int64|index|indices)\b")
 types: Long, Int")."""
 
 
+def wants_integers(error: BaseException) -> bool:
+    """Whether ``error`` (or one it was raised from) is an operator refusing floating-point
+    input where it takes integers: token ids for an ``nn.Embedding``."""
+    return any(_INTEGER_INPUT.search(str(link)) for link in error_chain(error))
+
+
 @contextmanager
 def explained_random_input(input_size: InputSize | None) -> Iterator[None]:
     """Run the block; where it fails on the random floating-point input that ``input_size``
@@ -293,8 +299,7 @@ def explained_random_input(input_size: InputSize | None) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if input_size is not None and any(_INTEGER_INPUT.search(str(error))
-                                          for error in error_chain(exc)):
+        if input_size is not None and wants_integers(exc):
             add_note(exc, f"input_size={input_size!r} stands for random floating-point "
                           "input; a model that takes token ids or other integers needs "
                           "input= instead (e.g. input=torch.randint(0, vocab_size, "

@@ -184,7 +184,9 @@ def test_time_is_not_measured_on_meta(capsys: pytest.CaptureFixture[str],
                                       meta: list[str]) -> None:
     status, out, err = run(capsys, TINY, "-i", "2x4", *meta, "--what", "params,time")
     assert status == 0
-    assert "time: not measurable on the meta device" in err
+    # it said how to time it only for an hf: model built there unasked
+    assert err == ("moduleprofiler: time: not measurable on the meta device (drop --meta, or "
+                   "name a real --device, to time it)\n")
     assert out.splitlines()[0].split() == ["module", "params"]
 
 
@@ -387,8 +389,17 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     (["missing_file.py:f", "-i", "2x4"], "no such file"),
     (["no_such_package_xyz:f", "-i", "2x4"], "cannot import 'no_such_package_xyz'"),
     ([f"{ROOT / MODELS}:nope", "-i", "2x4"], "has no attribute 'nope'"),
+    # a typo named no spelling that exists; a factory's own arguments named no --arg
+    ([f"{ROOT / MODELS}:tinyy", "-i", "2x4"], "has no attribute 'tinyy' (close: tiny)"),
+    (["torch.nn:Linear", "-i", "2x4"], "missing 2 required positional arguments: "
+                                       "'in_features' and 'out_features'; pass --arg "
+                                       "in_features=VALUE --arg out_features=VALUE"),
     ([TINY, "-i", "2xa"], "bad --input-size '2xa'"),
     ([TINY, "-i", "0x4"], "bad --input-size '0x4': every size must be at least 1"),
+    # "-i/--input-size: expected one argument" (argparse took it for an option) and
+    # "expected sizes joined by x", where the sizes were joined by x
+    ([TINY, "-i", "-1x4"], "bad --input-size '-1x4': every size must be at least 1"),
+    ([TINY, "-i", "2x-1"], "bad --input-size '2x-1': every size must be at least 1"),
     ([TINY], "missing --input-size"),
     ([TINY, "-i", "2x4", "--dtype", "float99"], "unknown dtype 'float99'"),
     ([TINY, "-i", "2x4", "--device", "bogus"], "bad --device 'bogus'"),
@@ -419,6 +430,10 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
                                                                "pattern"),
     ([TINY, "-i", "2x4", "--predict", "H200 XYZ"], "--predict H200 XYZ: device 'H200 XYZ' is "
                                                    "not in the peak table (close: H200;"),
+    # the example was Python's keyword, device='H100 SXM'
+    ([TINY, "-i", "2x4", "--predict", "H100"], "--predict H100: could be any of H100 SXM, H100 "
+                                               "PCIe, H100 NVL, whose peaks differ: name the "
+                                               "card (e.g. --predict \"H100 SXM\")"),
     # an empty value was read as none given: no prediction, text, float32, the CPU
     ([TINY, "-i", "2x4", "--predict", ""], "--predict '' is empty: name a GPU"),
     ([TINY, "-i", "2x4", "--format", ""], "--format '' is empty: name a format"),
@@ -427,6 +442,9 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x4", "--device", ""], "--device '' is empty: name a device"),
     ([TINY, "-i", "2x4", "--sort", ""], "--sort '' is empty: name a column"),
     (["hf:", "-i", "1x8"], "model 'hf:' names no model type"),  # "no configuration file"
+    # the token ids were int64 whatever the suffix said
+    (["hf:gpt2", "-i", "1x8:float16", "--arg", "n_layer=1"], "--input-size 1x8:float16: an "
+                                                             "hf: model's token ids are int64"),
     # the view's own argument was named (sort_by=, module=), not the option
     ([TINY, "-i", "2x4", "--sort", "nope"], "--sort nope: unknown column(s) ['nope']"),
     ([TINY, "-i", "2x4", "--top", "2", "--sort", "type"], "--sort type: top(by='type'): "
@@ -582,8 +600,9 @@ def _heavy_imports(entry: list[str], *argv: str) -> tuple[subprocess.CompletedPr
     (["m:f", "-i", "1xZ"], 2, "bad --input-size '1xZ'"),
     (["m:f", "-i", "1x2", "--width", "5"], 2, "--width must be 0 (no limit) or at least 40"),
     (["m:f", "-i", "1x2", "--by-operator", "-o", "x.png"], 2, "-o FIGURE cannot apply"),
+    (["m:f", "-i", "1x2", "-o", "no_such_dir_xyz/x.csv"], 2, "no directory no_such_dir_xyz"),
 ], ids=["version", "help", "unknown-flag", "bad-choice", "bad-arg", "bad-input-size",
-        "bad-width", "by-operator-figure"])
+        "bad-width", "by-operator-figure", "output-folder"])
 def test_answers_without_importing_torch(entry: list[str], argv: list[str], status: int,
                                          said: str) -> None:
     result, heavy = _heavy_imports(entry, *argv)
@@ -838,3 +857,107 @@ def test_a_predict_device_of_no_card_is_refused_before_the_model_is_built(
     assert "built" not in err
     status, _, err = run(capsys, f"{spec}:build", "-i", "2x4", "--predict", "H200")
     assert status == 2 and "raised RuntimeError: built" in err  # a known card: built next
+
+
+def test_a_module_spec_imports_from_the_working_directory(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    # the console script's sys.path starts with its bin directory, not the working directory
+    # that python -m puts first: `moduleprofiler mymodels:build` said "No module named"
+    (tmp_path / "cwd_models_for_cli.py").write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Linear(4, 3)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path
+                                      if entry and Path(entry).resolve() != tmp_path.resolve()])
+    monkeypatch.delitem(sys.modules, "cwd_models_for_cli", raising=False)
+    status, out, err = run(capsys, "cwd_models_for_cli:build", "-i", "2x4", "--depth", "0",
+                           "--what", "params")
+    assert status == 0, err
+    assert out.splitlines()[2].split() == ["__root__", "(Linear)", "15"]  # 4 * 3 + 3
+    sys.modules.pop("cwd_models_for_cli", None)
+
+
+def test_output_dash_is_standard_output(capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # "-o - --format csv" wrote a file named "-"; "-o -" alone said it had no suffix
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", "-", "--format", "csv",
+                           "--what", "params", "--depth", "0")
+    assert status == 0 and err == "", err
+    assert out == "module,type,params\n__root__,Sequential,58\n"  # 4 * 8 + 8 + 8 * 2 + 2
+    status, out, err = run(capsys, TINY, "-i", "2x4", "-o", "-", "--what", "params",
+                           "--depth", "0")
+    assert status == 0 and err == "" and out.splitlines()[2].split()[-1] == "58"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("output", "said"), [
+    ("missing_folder/out.csv", "-o {tmp}/missing_folder/out.csv: no directory "
+                               "{tmp}/missing_folder to write it in (create it first)"),
+    ("folder.csv", "-o {tmp}/folder.csv is a directory: name a file in it"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_model_is_built(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, output: str, said: str) -> None:
+    # said only after the model had been built and run (a --what time run lost at the end);
+    # the factory raises, so only a refusal before the build names the output
+    (tmp_path / "folder.csv").mkdir()
+    status, out, err = run(capsys, f"{ROOT / MODELS}:broken", "-i", "2x4", "-o",
+                           str(tmp_path / output))
+    assert status == 2 and out == ""
+    assert err.startswith(f"moduleprofiler: error: {said.format(tmp=tmp_path)}")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="an MPS device is here")
+def test_a_device_this_machine_lacks_is_one_short_line(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # it was torch's dispatcher error listing every backend: some 6,000 characters
+    status, out, err = run(capsys, TINY, "-i", "2x4", "--device", "mps")
+    assert status == 2 and out == ""
+    assert err == ("moduleprofiler: error: --device mps: no mps device is available in this "
+                   "process (torch.mps.is_available() is False)\n")
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--unicode"], "cannot write '\u2500': --unicode draws box lines: drop it, or set "
+                    "PYTHONIOENCODING=utf-8, or write a file with -o"),
+    (["--format", "csv"], None),  # plain ASCII: written
+])
+def test_a_terminal_encoding_without_the_characters_is_said(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        flags: list[str], said: str | None) -> None:
+    # PYTHONIOENCODING=ascii: "'ascii' codec can't encode characters in position 57-112"
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    status, _, err = run(capsys, TINY, "-i", "2x4", "--depth", "0", *flags)
+    if said is None:
+        stdout.flush()
+        assert status == 0 and stdout.buffer.getvalue().startswith(b"module,type,params")
+    else:
+        assert status == 2
+        assert err == f"moduleprofiler: error: stdout's encoding (ascii) {said}\n"
+
+
+def test_floating_input_to_an_embedding_names_the_integer_dtype(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # torch's "Expected tensor for argument #1 'indices' ... Long, Int" said nothing of -i's
+    # dtype suffix, as Python's input_size= error says what to pass
+    status, out, err = run(capsys, f"{ROOT / MODELS}:embedder", "-i", "2x3")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "forward of module '0' (Embedding) raised RuntimeError" in err
+    assert err.endswith("; hint: -i 2x3 made random float32 input; token ids (or other "
+                        "integers) need an integer dtype, e.g. -i 2x3:int64\n")
+    status, _, err = run(capsys, TINY, "-i", "2x5")  # another error: no hint
+    assert status == 2 and "hint" not in err
+
+
+def test_a_spec_naming_a_module_instance_profiles_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # it was called as a factory: "model() raised TypeError: Sequential.forward() missing 1
+    # required positional argument: 'input'"
+    status, out, err = run(capsys, f"{ROOT / MODELS}:model", "-i", "2x4", "--depth", "0",
+                           "--what", "params,ops")
+    assert status == 0, err
+    assert out.splitlines()[2].split() == ["__root__", "(Sequential)", "58", "96", "208",
+                                           "100.0%"]  # as tiny(): 4*8+8 + 8*2+2; 2*(32+16)
+    status, _, err = run(capsys, f"{ROOT / MODELS}:model", "-i", "2x4", "--arg", "width=3")
+    assert status == 2 and "--arg width: " in err and "is a module, not a factory" in err

@@ -219,3 +219,20 @@ def test_an_accelerator_not_started_is_not_read(monkeypatch: pytest.MonkeyPatch)
 def test_this_build_names_no_other_accelerator() -> None:
     # a CPU build, or one with CUDA: CUDA's generators are read separately
     assert devices._other_accelerator() is None
+
+
+def test_a_device_this_process_lacks_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert devices.unavailable(torch.device("cpu")) is None
+    assert devices.unavailable(torch.device("meta")) is None
+    monkeypatch.setattr(torch.mps, "is_available", lambda: False)
+    assert devices.unavailable(torch.device("mps")) == (
+        "no mps device is available in this process (torch.mps.is_available() is False)")
+    # two CUDA devices: cuda:1 is the last one, cuda:2 none
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert devices.unavailable(torch.device("cuda:1")) is None
+    assert devices.unavailable(torch.device("cuda")) is None
+    assert devices.unavailable(torch.device("cuda:2")) == (
+        "there is no cuda:2: this process sees 2 cuda device(s), cuda:0 to cuda:1")
+    # no module registered for the type (xla before torch_xla loads): only trying tells
+    assert devices.unavailable(torch.device("xla")) is None

@@ -33,6 +33,10 @@ def with_backbone_weights(*, weights: str | None = "download",
     return tiny()
 
 
+model = tiny()
+"""A model itself, not a factory (``cli_models.py:model``)."""
+
+
 def embedder() -> nn.Module:
     """Takes integer token ids."""
     return nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 2))
@@ -98,7 +102,7 @@ def two_inputs() -> nn.Module:
     return Add()
 
 
-__all__ = ["broken", "embedder", "not_a_module", "raises", "tiny", "torch", "two_inputs",
+__all__ = ["broken", "embedder", "model", "not_a_module", "raises", "tiny", "torch", "two_inputs",
            "with_backbone_weights", "with_weights"]
 
 
