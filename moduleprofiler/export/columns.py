@@ -105,7 +105,10 @@ def median_statistic(samples: str) -> Statistic:
 
 def scaled(column: str, factor: int | float) -> Derived:
     """``factor * column`` (``scaled("self_macs", 2)`` is ``self_flops``)."""
-    return Derived((column,), lambda calls: calls[column] * factor)
+    # in Python numbers: Int64 arithmetic wraps past 2**63 without a word
+    return Derived((column,), lambda calls: [
+        None if pd.isna(value) else (value.item() if isinstance(value, np.generic) else value)
+        * factor for value in calls[column]])
 
 
 def inclusive_of(column: str) -> Derived:
