@@ -341,8 +341,6 @@ def plot_summary(profiles: Mapping[str, Profile] | Sequence[Profile],
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a sequence of column names, not the string "
                         f"{metrics!r} (argument metrics): pass [{metrics!r}]")
-    if not profiles:
-        raise ValueError("profiles (argument profiles) is empty: give at least one profile")
     view = summary_view(profiles)
     default = [*SUMMARY_METRICS, *(c for c in view.columns
                                    if c not in ("model", "ops", *SUMMARY_METRICS))]
