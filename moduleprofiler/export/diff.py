@@ -36,7 +36,9 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
         TypeError: ``before`` or ``after`` is not a profile, ``columns`` is a bare string, or
             ``changed_only`` is not a bool.
         ValueError: ``names`` is not two different non-empty strings other than ``delta``
-            and ``ratio`` (the suffixes of the other columns).
+            and ``ratio`` (the suffixes of the other columns), or ``columns`` names a
+            column that holds no number (``output_shapes``, ``ops_source``).
+        KeyError: ``columns`` names a column neither profile has.
     """
     for argument, value in (("before", before), ("after", after)):
         if not isinstance(value, ProfileData):
@@ -55,6 +57,12 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
     unknown = [c for c in columns if c not in left or c not in right]
     if unknown:
         raise KeyError(f"cannot compare unknown column(s) {unknown}")
+    # a shape or a label has no difference or ratio: its every cell would read unknown
+    words = [c for c in columns if not column_spec(c, left[c].dtype).numeric]
+    if words:
+        raise ValueError(f"columns holds column(s) of no number {words}: compare takes "
+                         "quantities such as 'ops', 'params' or a time; to_df('module') of "
+                         "each profile shows the others")
     paths = list(dict.fromkeys([*left.index, *right.index]))
     frame = pd.DataFrame({"module": paths})
     # a path whose module changed class shows both (``Linear -> Conv1d``), and counts as

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -38,3 +39,14 @@ def test_a_module_on_one_side_only_leaves_the_others_exact_integers() -> None:
     assert rows.loc["0", "ops_before"] == 2**54 - 1 and rows["ops_before"].dtype == "Int64"
     assert rows.loc["__root__", "ops_delta"] == 2**27 + 1  # ReLU: one op per element
     assert rows["ops_before"].isna().tolist() == [False, False, True]  # no ReLU before
+
+
+def test_a_column_of_no_number_is_refused() -> None:
+    # shapes have no difference: every cell of output_shapes before / after / delta / ratio
+    # read "-" (unknown), as if the shapes were not known
+    profile = ModuleProfiler().profile(nn.Sequential(nn.Linear(3, 3)), torch.randn(2, 3))
+    for columns in (["output_shapes"], ["ops", "ops_source"]):
+        with pytest.raises(ValueError, match=r"column\(s\) of no number \['(output_shapes|"
+                                             r"ops_source)'\]"):
+            compare(profile, profile, columns)
+    assert compare(profile, profile, ["calls"]).df["calls_delta"].tolist() == [0, 0]
