@@ -142,6 +142,22 @@ def _shown(path: str | None) -> str:
     return repr(path or "__root__")
 
 
+def _same(first: Any, second: Any) -> bool:
+    """``first == second``, a float NaN equal to a float NaN, through dicts, lists, tuples
+    and the facts' own dataclasses (the hook-free trace, the compiled facts)."""
+    if isinstance(first, float) and isinstance(second, float):
+        return first == second or (math.isnan(first) and math.isnan(second))
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(_same(first[key], second[key])
+                                                      for key in first)
+    if isinstance(first, (list, tuple)) and type(first) is type(second):
+        return len(first) == len(second) and all(map(_same, first, second))
+    if dataclasses.is_dataclass(first) and type(first) is type(second):
+        return all(_same(getattr(first, f.name), getattr(second, f.name))
+                   for f in dataclasses.fields(first))
+    return bool(first == second)
+
+
 @dataclass(frozen=True)
 class TimingFacts:
     """The facts of one timing pass (times in ms): its clock and device, the hooks'
@@ -296,6 +312,16 @@ class TimingFacts:
     (a ``pred_fn``, live profiling, a document written before it was kept)."""
     input_dtypes: tuple[str, ...] = ()
     """The dtypes of those arguments, as the root call's ``input_dtypes`` column holds them."""
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field, an unmeasured figure (NaN: the calibration of a pass without a
+        backward) equal to itself: a timing read back from pickle, as a process pool returns
+        it, equals the one written (float ``nan == nan`` is false, and only the very same NaN
+        object compared equal inside a dict)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(_same(getattr(self, f.name), getattr(other, f.name))
+                   for f in dataclasses.fields(self))
 
     @property
     def min_samples(self) -> int:
