@@ -73,7 +73,7 @@ def _whole_model(modules: pd.DataFrame, column: str) -> Any:
     return None if value is None or pd.isna(value) else value
 
 
-def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.DataFrame:
+def summary_frame(profiles: Mapping[str, Profile] | Iterable[Profile]) -> pd.DataFrame:
     """One row per profile: ``model``, ``params``, ``trainable_params``, ``macs``, ``flops``
     (2 x MACs), ``ops``, ``calls``, ``modules``, ``complete`` and ``ops_complete`` (whether
     the forward counts are exact, as a module row's flags), ``backward_complete`` where a
@@ -107,7 +107,7 @@ def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.Dat
     return frame
 
 
-def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
+def summary_view(profiles: Mapping[str, Profile] | Iterable[Profile],
                  columns: Sequence[str] | None = None) -> View:
     """:func:`summary_frame` as a view (default columns: model, params, MACs, FLOPs, ops,
     then the whole-model timing/memory totals such as a median latency; statistics such as
@@ -134,7 +134,7 @@ _BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backwar
 """What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
 
 
-def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
+def lower_bound_models(profiles: Mapping[str, Profile] | Iterable[Profile],
                        column: str) -> set[str]:
     """The names (as the summary's ``model`` column gives them) of the models whose ``column``
     in the summary is a lower bound: ``params``, ``ops``, ``macs`` or ``flops`` where their

@@ -46,3 +46,11 @@ def test_an_iterator_of_profiles_is_read_once(linear: Profile) -> None:
     assert view.df["macs"].tolist() == [18, 27]
     # the note naming the partial model was lost: the iterator was read a second time for it
     assert view.notes and view.notes[0].startswith("Sequential: ops, MACs and FLOPs are lower")
+
+
+def test_plot_summary_reads_an_iterator_of_profiles_once(linear: Profile) -> None:
+    partial = ModuleProfiler().profile(nn.Sequential(nn.Linear(3, 3), _MatrixExp()),
+                                       torch.randn(3, 3))
+    figure = plot_summary(profile for profile in [linear, partial])
+    macs = figure.axes[1]  # params, MACs, FLOPs: the partial model's MACs are a lower bound
+    assert [label.get_text() for label in macs.get_yticklabels()] == ["Linear", "≥ Sequential"]
