@@ -79,8 +79,13 @@ def summary_frame(profiles: Mapping[str, Profile] | Iterable[Profile]) -> pd.Dat
     the forward counts are exact, as a module row's flags), ``backward_complete`` where a
     profile ran a backward pass, then the whole-model total of every timing/memory column
     the profiles carry."""
+    return _frame(_named(profiles))
+
+
+def _frame(named: Sequence[tuple[str, Profile]]) -> pd.DataFrame:
+    """:func:`summary_frame` of profiles already named."""
     rows: list[dict[str, Any]] = []
-    for name, profile in _named(profiles):
+    for name, profile in named:
         modules = module_frame(profile)
         row: dict[str, Any] = {
             **model_row(profile),
@@ -114,7 +119,7 @@ def summary_view(profiles: Mapping[str, Profile] | Iterable[Profile],
     a standard deviation are in the frame, shown when named in ``columns``).
     ``view.to_latex(caption=..., label=...)`` gives the one-row-per-model table of a paper."""
     named = _named(profiles)  # once: an iterator of profiles is read once
-    frame = summary_frame(dict(named))
+    frame = _frame(named)
     extras = [c for c in frame.columns if c not in SUMMARY_COLUMNS
               and column_spec(c).kind in ("time", "bytes") and column_spec(c).inclusive]
     shown = list(columns) if columns is not None else [*SUMMARY_COLUMNS, *extras]
