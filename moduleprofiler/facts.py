@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 DEVICE_BOUND_BUSY = 0.8
 """A model whose device is busy at least this share of the hook-free forward is device-bound:
 the host keeps ahead, and faster kernels would make it faster."""
@@ -140,6 +142,27 @@ class CompiledFacts:
 
 def _shown(path: str | None) -> str:
     return repr(path or "__root__")
+
+
+def equal_values(first: Any, second: Any) -> bool:
+    """``first == second`` for a result's fields, where a value a run did not measure (a float
+    NaN) equals a NaN: through dicts, lists, tuples, numpy arrays and dataclasses (a pickled
+    copy holds new NaN objects, and ``nan == nan`` is false)."""
+    if isinstance(first, float) and isinstance(second, float):
+        return first == second or (math.isnan(first) and math.isnan(second))
+    if isinstance(first, np.ndarray) or isinstance(second, np.ndarray):
+        return (isinstance(first, np.ndarray) and isinstance(second, np.ndarray)
+                and first.shape == second.shape
+                and bool(np.array_equal(first, second, equal_nan=first.dtype.kind == "f")))
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(equal_values(first[key], second[key])
+                                                      for key in first)
+    if isinstance(first, (list, tuple)) and type(first) is type(second):
+        return len(first) == len(second) and all(map(equal_values, first, second))
+    if dataclasses.is_dataclass(first) and type(first) is type(second):
+        return all(equal_values(getattr(first, f.name), getattr(second, f.name))
+                   for f in dataclasses.fields(first) if f.compare)
+    return bool(first == second)
 
 
 @dataclass(frozen=True)
@@ -296,6 +319,15 @@ class TimingFacts:
     (a ``pred_fn``, live profiling, a document written before it was kept)."""
     input_dtypes: tuple[str, ...] = ()
     """The dtypes of those arguments, as the root call's ``input_dtypes`` column holds them."""
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field, an unmeasured figure (NaN: the calibration of a pass without a
+        backward) equal to itself: a timing read back from pickle, as a process pool returns
+        it, equals the one written (float ``nan == nan`` is false, and only the very same NaN
+        object compared equal inside a dict)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return equal_values(self, other)
 
     @property
     def min_samples(self) -> int:

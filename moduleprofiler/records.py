@@ -601,8 +601,9 @@ class ProfileData:
         return tuple(path for path, status in self.statuses().items() if status == GROUPING)
 
     def __repr__(self) -> str:
+        # the result's own class: a memory report or a prediction says what it is
         return (
-            f"Profile(calls={len(self.records)}, modules={len(self.modules)}, "
+            f"{type(self).__name__}(calls={len(self.records)}, modules={len(self.modules)}, "
             f"total_params={self.total_params}, {self._total_repr('ops', self.total_ops)}, "
             f"{self._total_repr('macs', self.total_macs)}, complete={self.complete})"
         )

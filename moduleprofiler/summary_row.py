@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from moduleprofiler.count_dtype import count_dtype
 from moduleprofiler.validate import check_bounded
 
 if TYPE_CHECKING:
@@ -129,8 +130,7 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     frame = pd.DataFrame([row], columns=list(SUMMARY_COLUMNS))
     for column in _INTEGER_COLUMNS:
         value = row.get(column)
-        dtype = "Float64" if isinstance(value, float) else "Int64"
-        frame[column] = pd.Series([value], dtype=dtype)
+        frame[column] = pd.Series([value], dtype=count_dtype([value]))
     frame["latency_ms"] = frame["latency_ms"].astype("float64")
     frame["throughput"] = frame["throughput"].astype("float64")
     frame["complete"] = frame["complete"].astype(bool)

@@ -311,10 +311,13 @@ def test_repr_says_which_totals_are_unknown_or_lower_bounds() -> None:
     exact = ModuleProfiler().profile(model[0], x)
     assert repr(exact) == ("Profile(calls=1, modules=1, total_params=20, total_ops=96, "
                            "total_macs=48, complete=True)")
-    # a memory pass counts nothing: its totals were shown as total_ops=0, total_macs=0
+    # a memory pass counts nothing: its totals were shown as total_ops=0, total_macs=0;
+    # and it is a memory report, which the repr called a Profile
     memory = ModuleProfiler().measure_memory(model, x)
-    assert repr(memory) == ("Profile(calls=3, modules=3, total_params=20, total_ops=None, "
-                            "total_macs=None, complete=False)")
+    assert repr(memory) == ("MemoryReport(calls=3, modules=3, total_params=20, "
+                            "total_ops=None, total_macs=None, complete=False)")
+    predicted = ModuleProfiler().predict(model[0], x, "H100 SXM")
+    assert repr(predicted).startswith("PredictedProfile(calls=1, modules=1, total_params=20")
 
 
 def test_the_totals_of_a_pass_that_counted_nothing_are_none() -> None:

@@ -105,7 +105,10 @@ def median_statistic(samples: str) -> Statistic:
 
 def scaled(column: str, factor: int | float) -> Derived:
     """``factor * column`` (``scaled("self_macs", 2)`` is ``self_flops``)."""
-    return Derived((column,), lambda calls: calls[column] * factor)
+    # in Python numbers: Int64 arithmetic wraps past 2**63 without a word
+    return Derived((column,), lambda calls: [
+        None if pd.isna(value) else (value.item() if isinstance(value, np.generic) else value)
+        * factor for value in calls[column]])
 
 
 def inclusive_of(column: str) -> Derived:
@@ -204,6 +207,11 @@ class ColumnSpec:
 
 _REGISTRY: dict[str, ColumnSpec] = {}
 
+_FROM_DOCUMENTS: set[str] = set()
+"""Columns declared by a profile document read with ``from_json`` (how it shows the columns
+its listeners wrote), not by code: a later :func:`register_column` of the name replaces the
+declaration, whatever it says (the file may be older than the listener's present meaning)."""
+
 
 def _check(name: str, kind: str, aggregation: str) -> None:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -243,12 +251,27 @@ def register_column(name: str, kind: Kind = "number", label: str | None = None,
                       aggregation, unit, additive, derive, description, needs, per_module,
                       statistic, detail, qualifies)
     old = _REGISTRY.get(name)
-    if old is not None and not replace and (old.kind, old.aggregation, old.unit) != (
-            spec.kind, spec.aggregation, spec.unit):
+    if old is not None and not replace and name not in _FROM_DOCUMENTS and (
+            old.kind, old.aggregation, old.unit) != (spec.kind, spec.aggregation, spec.unit):
         raise ValueError(f"column {name!r} is already registered as {old.kind}/"
                          f"{old.aggregation}; pass replace=True to change it")
     _REGISTRY[name] = spec
+    _FROM_DOCUMENTS.discard(name)
     return spec
+
+
+def declare_document_column(name: str, kind: Kind, label: str | None, *,
+                            aggregation: Aggregation, unit: str, additive: bool) -> None:
+    """Register a column a loaded document declares, unless this process knows it already;
+    code that registers it later wins (:data:`_FROM_DOCUMENTS`).
+
+    Raises:
+        ValueError: ``name``, ``kind`` or ``aggregation`` is not one a column may have.
+    """
+    if is_registered(name):
+        return
+    register_column(name, kind, label, aggregation=aggregation, unit=unit, additive=additive)
+    _FROM_DOCUMENTS.add(name)
 
 
 def is_registered(name: str) -> bool:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.columns import ColumnSpec, column_spec
-from moduleprofiler.export.frame import lower_bound_rows, module_frame
+from moduleprofiler.export.frame import count_series, lower_bound_rows, module_frame
 from moduleprofiler.export.renamed import current_names
 from moduleprofiler.export.view import View
 from moduleprofiler.records import ProfileData, unknown_work
@@ -35,7 +36,9 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
         TypeError: ``before`` or ``after`` is not a profile, ``columns`` is a bare string, or
             ``changed_only`` is not a bool.
         ValueError: ``names`` is not two different non-empty strings other than ``delta``
-            and ``ratio`` (the suffixes of the other columns).
+            and ``ratio`` (the suffixes of the other columns), or ``columns`` names a
+            column that holds no number (``output_shapes``, ``ops_source``).
+        KeyError: ``columns`` names a column neither profile has.
     """
     for argument, value in (("before", before), ("after", after)):
         if not isinstance(value, ProfileData):
@@ -54,6 +57,12 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
     unknown = [c for c in columns if c not in left or c not in right]
     if unknown:
         raise KeyError(f"cannot compare unknown column(s) {unknown}")
+    # a shape or a label has no difference or ratio: its every cell would read unknown
+    words = [c for c in columns if not column_spec(c, left[c].dtype).numeric]
+    if words:
+        raise ValueError(f"columns holds column(s) of no number {words}: compare takes "
+                         "quantities such as 'ops', 'params' or a time; to_df('module') of "
+                         "each profile shows the others")
     paths = list(dict.fromkeys([*left.index, *right.index]))
     frame = pd.DataFrame({"module": paths})
     # a path whose module changed class shows both (``Linear -> Conv1d``), and counts as
@@ -68,22 +77,23 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
                                        for a, b in zip(before_types, after_types)])
     for column in columns:
         spec = column_spec(column)
-        a = pd.to_numeric(left[column].reindex(paths), errors="coerce").reset_index(drop=True)
-        b = pd.to_numeric(right[column].reindex(paths), errors="coerce").reset_index(drop=True)
+        a = _numbers(left[column].reindex(paths))
+        b = _numbers(right[column].reindex(paths))
         # a lower bound (work without a formula) on either side leaves the difference unknown
         exact = ~(_lower_bounds(left, column, paths) | _lower_bounds(right, column, paths))
-        names_of = {first: a, second: b, "delta": (b - a).where(exact),
-                    "ratio": (b.astype("Float64") / a.astype("Float64").where(a != 0)
-                              ).where(exact)}
+        pairs = list(zip(a, b, exact))
+        # in Python numbers: counts past 64 bits stay exact, their difference too
+        names_of = {first: count_series(a, first), second: count_series(b, second),
+                    "delta": count_series([_delta(*pair) for pair in pairs], "delta"),
+                    "ratio": pd.Series([_ratio(*pair) for pair in pairs], dtype="Float64")}
         for suffix, values in names_of.items():
             name = f"{column}_{suffix}"
-            frame[name] = values.to_numpy()
+            frame[name] = values.array  # nullable: a float would round counts past 2**53
             kind = "ratio" if suffix == "ratio" else spec.kind
             overrides[name] = replace(spec, name=name, kind=kind, aggregation="none",
                                       label=f"{spec.label} {suffix}")
             shown.append(name)
-        known = a.notna() & b.notna()
-        changed |= (known & (a != b)).astype(bool) | (a.isna() != b.isna())
+        changed |= pd.Series([x != y for x, y in zip(a, b)], dtype=bool)
     # per side, whether the row's counts are exact (not shown: the notes say it; a CSV,
     # which holds no notes, writes them where a row is a lower bound)
     flags = []
@@ -101,6 +111,24 @@ def compare_view(before: Profile, after: Profile, columns: Sequence[str] = COMPA
     return View(frame=frame, columns=tuple(shown), kind="compare",
                 title=f"{first} vs {second}", overrides=overrides, notes=notes,
                 exact_flags=tuple(flags))
+
+
+def _numbers(column: pd.Series) -> list[float | None]:
+    """``column``'s values as plain Python numbers (``None``: unknown or not a number), a
+    count past 64 bits exact (``pd.to_numeric`` makes it a float)."""
+    return [int(value) if isinstance(value, bool)
+            else value if isinstance(value, (int, float)) else None
+            for value in plain(column)]
+
+
+def _delta(before: float | None, after: float | None, exact: bool) -> float | None:
+    """``after - before``, unknown where either is, or where either is a lower bound."""
+    return after - before if before is not None and after is not None and exact else None
+
+
+def _ratio(before: float | None, after: float | None, exact: bool) -> float | None:
+    """``after / before``, unknown where :func:`_delta` is or ``before`` is 0."""
+    return after / before if before and after is not None and exact else None
 
 
 def _lower_bounds(frame: pd.DataFrame, column: str, paths: list[str]) -> pd.Series:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pandas as pd
@@ -324,7 +324,7 @@ memory column of the summary (``ops`` is in the summary table; it is 2 x MACs pl
 work without multiply-accumulates, so a panel of it would repeat the FLOPs one)."""
 
 
-def plot_summary(profiles: Mapping[str, Profile] | Sequence[Profile],
+def plot_summary(profiles: Mapping[str, Profile] | Iterable[Profile],
                  metrics: Sequence[str] | None = None, *, title: str | None = None,
                  path: str | os.PathLike[str] | None = None,
                  figsize: tuple[float, float] = FIGSIZE) -> Figure:
@@ -341,8 +341,8 @@ def plot_summary(profiles: Mapping[str, Profile] | Sequence[Profile],
     if isinstance(metrics, str):
         raise TypeError(f"metrics must be a sequence of column names, not the string "
                         f"{metrics!r} (argument metrics): pass [{metrics!r}]")
-    if not profiles:
-        raise ValueError("profiles (argument profiles) is empty: give at least one profile")
+    if isinstance(profiles, Iterator):  # read once: the table and every panel's marks use it
+        profiles = list(profiles)
     view = summary_view(profiles)
     default = [*SUMMARY_METRICS, *(c for c in view.columns
                                    if c not in ("model", "ops", *SUMMARY_METRICS))]

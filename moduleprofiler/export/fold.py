@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from moduleprofiler.export.aggregate import known
+from moduleprofiler.count_dtype import count_dtype
+from moduleprofiler.export.aggregate import known, plain
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.tree import parents, relative_name
@@ -129,6 +130,8 @@ def _runs(children: list[int], names: list[str], keys: dict[int, tuple[Any, ...]
 
 
 def _fold_value(values: list[Any], how: str) -> Any:
+    # plain Python numbers: numpy's int64 sums of large blocks wrap round without a word
+    values = plain(values)
     present = [value for value in values if known(value)]
     if how == "sum":
         return sum(present) if len(present) == len(values) else pd.NA
@@ -197,7 +200,11 @@ def _typed(values: pd.Series, dtype: Any) -> pd.Series:
     """Folded ``values`` as their column's type ``dtype``. A folded row is unknown where its
     blocks' values do not combine (a child that never ran has no time to sum): a numpy
     float column writes that as NaN, a numpy integer or bool column becomes nullable, so
-    the unknown stays unknown instead of failing the conversion or becoming a number."""
+    the unknown stays unknown instead of failing the conversion or becoming a number. An
+    integer column whose sums pass 64 bits holds them as Python integers
+    (:func:`count_dtype`)."""
+    if count_dtype(plain(values)) == "object":
+        return values.astype(object)
     if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
         return values.astype(dtype)
     present = values.map(known).astype(bool)

@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from moduleprofiler.export.format_table import (
@@ -41,7 +42,8 @@ def frame_view(profile: Profile, aggregate: Aggregate = "call") -> View:
     return View(frame=frame, columns=tuple(frame.columns), kind="table")
 
 
-_VIEWS = {"tree": tree_view, "table": table_view, "frame": frame_view}
+_VIEWS: dict[str, Callable[..., View]] = {"tree": tree_view, "table": table_view,
+                                        "frame": frame_view}
 """The views of a profile a format can show (:attr:`Format.view`)."""
 _DOCUMENTS: dict[str, Callable[..., str]] = {"report": report_text, "json": json_text}
 """The whole-profile documents (:data:`~moduleprofiler.export.format_table.DOCUMENTS`)."""
@@ -63,11 +65,29 @@ def export_profile(profile: Profile, format: str, buf: Buffer = None,
     entry = get_format(format)
     document = profile_renderer(entry)
     if document is not None:
+        _check_options(entry.name, options, document)
         return emit(document(profile, **options), buf)
     assert entry.render is not None  # register_format requires one of the two
+    _check_options(entry.name, options, entry.render, _VIEWS[entry.view])
     render, view_options = split_options(options, entry.render)
-    view = _VIEWS[entry.view](profile, **view_options)  # type: ignore[operator]
+    view = _VIEWS[entry.view](profile, **view_options)
     return emit(entry.render(view, **render), buf)
+
+
+def _check_options(format: str, options: Mapping[str, Any],
+                   *writers: Callable[..., Any]) -> None:
+    """Refuse an option none of ``writers`` (the renderer, the view) takes, naming the format
+    and the options it has: a typo failed as ``table_view() got an unexpected keyword``."""
+    accepted: set[str] = set()
+    for writer in writers:
+        parameters = list(inspect.signature(writer).parameters.values())[1:]
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            return  # takes any option: its own error says which it refuses
+        accepted |= {p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    unknown = [name for name in options if name not in accepted]
+    if unknown:
+        raise TypeError(f"{format} takes no option {', '.join(map(repr, unknown))} "
+                        f"(its options: {', '.join(sorted(accepted)) or 'none'})")
 
 
 def save_profile(profile: Profile, path: PathLike, format: str | None = None,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import pandas as pd
 
+from moduleprofiler.count_dtype import count_dtype
 from moduleprofiler.export.aggregate import (
     CallTree,
     call_tree,
@@ -89,11 +90,10 @@ def _facts(profile: Profile) -> tuple[str, ...]:
 
 
 def count_series(values: Sequence[int | float | None], name: str) -> pd.Series:
-    """Counts as a nullable integer column (``<NA>`` for unknown), or float if any is fractional."""
+    """Counts as a nullable integer column (``<NA>`` for unknown), or float if any is
+    fractional, or exact Python integers if any is beyond 64 bits (:func:`count_dtype`)."""
     data: list[Any] = plain(values)
-    if any(isinstance(value, float) for value in data):
-        return pd.Series(data, name=name, dtype="Float64")
-    return pd.Series(data, name=name, dtype="Int64")
+    return pd.Series(data, name=name, dtype=count_dtype(data))
 
 
 def typed_series(values: Sequence[Any], spec: ColumnSpec) -> pd.Series:

@@ -39,7 +39,12 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, TypeVar
 
 from moduleprofiler._version import __version__
-from moduleprofiler.export.columns import AGGREGATIONS, KINDS, is_registered, register_column
+from moduleprofiler.export.columns import (
+    AGGREGATIONS,
+    KINDS,
+    declare_document_column,
+    is_registered,
+)
 from moduleprofiler.export.frame import SCHEMA_VERSION, keyed_fields, profile_to_dict
 from moduleprofiler.export.io import PathLike
 from moduleprofiler.export.keys import FIELD_KEYS
@@ -382,9 +387,9 @@ def _declare(columns: Mapping[str, Any]) -> None:
         if kind not in KINDS or aggregation not in AGGREGATIONS:
             continue
         try:
-            register_column(name, kind, spec.get("label"), aggregation=aggregation,
-                            unit=str(spec.get("unit", "")),
-                            additive=bool(spec.get("additive", True)))
+            declare_document_column(name, kind, spec.get("label"), aggregation=aggregation,
+                                    unit=str(spec.get("unit", "")),
+                                    additive=bool(spec.get("additive", True)))
         except ValueError:
             continue  # not a name this version accepts: shown by its name's default
 

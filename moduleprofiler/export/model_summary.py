@@ -3,7 +3,7 @@ whole-model value of any timing or memory column), for comparing models in one t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from moduleprofiler.export.select import (
     lower_bounds_shown,
 )
 from moduleprofiler.export.view import View
+from moduleprofiler.records import ProfileData
 from moduleprofiler.summary_row import model_row
 
 if TYPE_CHECKING:
@@ -29,12 +30,33 @@ _LABELS = {"params": "params", "trainable_params": "trainable", "macs": MACS,
 """Whole-model totals, so no "self" in their headers."""
 
 
-def _named(profiles: Mapping[str, Profile] | Sequence[Profile]) -> list[tuple[str, Profile]]:
+def _named(profiles: Mapping[str, Profile] | Iterable[Profile]) -> list[tuple[str, Profile]]:
+    """``profiles`` as (name, profile) pairs: a mapping's keys, or each model's type
+    (``Sequential``, ``Sequential #2``, ...).
+
+    Raises:
+        TypeError: ``profiles`` is one profile, a string or no collection, or holds
+            something other than a profile (the message names its key or position).
+        ValueError: ``profiles`` is empty.
+    """
+    if isinstance(profiles, (ProfileData, str, bytes)) or not isinstance(profiles, Iterable):
+        hint = (" (one profile: summary([profile]); its own one-row frame is "
+                "profile.summary())" if isinstance(profiles, ProfileData) else "")
+        raise TypeError(f"profiles must be a mapping of names to profiles or a list of "
+                        f"profiles, got {type(profiles).__name__}{hint}")
+    pairs = (list(profiles.items()) if isinstance(profiles, Mapping)
+             else list(enumerate(profiles)))
+    if not pairs:
+        raise ValueError("profiles (argument profiles) is empty: give at least one profile")
+    for key, profile in pairs:
+        if not isinstance(profile, ProfileData):
+            raise TypeError(f"profiles[{key!r}] must be a profile (the result of a pass), "
+                            f"got {type(profile).__name__}")
     if isinstance(profiles, Mapping):
-        return [(str(name), profile) for name, profile in profiles.items()]
+        return [(str(name), profile) for name, profile in pairs]
     named: list[tuple[str, Profile]] = []
     seen: dict[str, int] = {}
-    for profile in profiles:
+    for _, profile in pairs:
         base = profile.modules[0].type_name if profile.modules else "model"
         seen[base] = seen.get(base, 0) + 1
         named.append((base if seen[base] == 1 else f"{base} #{seen[base]}", profile))
@@ -51,14 +73,19 @@ def _whole_model(modules: pd.DataFrame, column: str) -> Any:
     return None if value is None or pd.isna(value) else value
 
 
-def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.DataFrame:
+def summary_frame(profiles: Mapping[str, Profile] | Iterable[Profile]) -> pd.DataFrame:
     """One row per profile: ``model``, ``params``, ``trainable_params``, ``macs``, ``flops``
     (2 x MACs), ``ops``, ``calls``, ``modules``, ``complete`` and ``ops_complete`` (whether
     the forward counts are exact, as a module row's flags), ``backward_complete`` where a
     profile ran a backward pass, then the whole-model total of every timing/memory column
     the profiles carry."""
+    return _frame(_named(profiles))
+
+
+def _frame(named: Sequence[tuple[str, Profile]]) -> pd.DataFrame:
+    """:func:`summary_frame` of profiles already named."""
     rows: list[dict[str, Any]] = []
-    for name, profile in _named(profiles):
+    for name, profile in named:
         modules = module_frame(profile)
         row: dict[str, Any] = {
             **model_row(profile),
@@ -85,13 +112,14 @@ def summary_frame(profiles: Mapping[str, Profile] | Sequence[Profile]) -> pd.Dat
     return frame
 
 
-def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
+def summary_view(profiles: Mapping[str, Profile] | Iterable[Profile],
                  columns: Sequence[str] | None = None) -> View:
     """:func:`summary_frame` as a view (default columns: model, params, MACs, FLOPs, ops,
     then the whole-model timing/memory totals such as a median latency; statistics such as
     a standard deviation are in the frame, shown when named in ``columns``).
     ``view.to_latex(caption=..., label=...)`` gives the one-row-per-model table of a paper."""
-    frame = summary_frame(profiles)
+    named = _named(profiles)  # once: an iterator of profiles is read once
+    frame = _frame(named)
     extras = [c for c in frame.columns if c not in SUMMARY_COLUMNS
               and column_spec(c).kind in ("time", "bytes") and column_spec(c).inclusive]
     shown = list(columns) if columns is not None else [*SUMMARY_COLUMNS, *extras]
@@ -103,7 +131,7 @@ def summary_view(profiles: Mapping[str, Profile] | Sequence[Profile],
     overrides = {name: replace(column_spec(name), label=label, aggregation="none")
                  for name, label in _LABELS.items()}
     return View(frame=frame, columns=tuple(shown), kind="summary", title="Model summary",
-                overrides=overrides, notes=lower_bound_notes(_named(profiles)))
+                overrides=overrides, notes=lower_bound_notes(named))
 
 
 _BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backward counts",
@@ -111,7 +139,7 @@ _BOUNDED = {"ops": "ops", "macs": "MACs", "flops": "FLOPs", "backward": "backwar
 """What each of :attr:`ProfileData.lower_bounds` makes a lower bound in a summary row."""
 
 
-def lower_bound_models(profiles: Mapping[str, Profile] | Sequence[Profile],
+def lower_bound_models(profiles: Mapping[str, Profile] | Iterable[Profile],
                        column: str) -> set[str]:
     """The names (as the summary's ``model`` column gives them) of the models whose ``column``
     in the summary is a lower bound: ``params``, ``ops``, ``macs`` or ``flops`` where their

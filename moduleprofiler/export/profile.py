@@ -92,11 +92,24 @@ class Profile(ProfileData):
         return model_summary(self, memory, latency)
 
     def with_metrics(self, metrics: dict[str, dict[str, Any]]) -> Profile:
-        """A copy with extra per-module columns (``{path: {column: value}}``) merged in."""
+        """A copy with extra per-module columns (``{path: {column: value}}``) merged in; the
+        root is ``""`` or ``"__root__"``, as in :meth:`module`.
+
+        Raises:
+            TypeError: ``metrics`` is not such a dict, or a path is not a string.
+            KeyError: a path is no module of this profile (its values would show nowhere).
+        """
         if not isinstance(metrics, Mapping) or not all(
                 isinstance(columns, Mapping) for columns in metrics.values()):
             raise TypeError(f"metrics must be a dict {{module path: {{column: value}}}}, got "
                             f"{type(metrics).__name__} {metrics!r:.60}")
+        for path in metrics:
+            self.module(path)  # a path of no module is a typo: its values would show nowhere
+        return self._with_module_metrics({self._path(path): columns
+                                          for path, columns in metrics.items()})
+
+    def _with_module_metrics(self, metrics: Mapping[str, Mapping[str, Any]]) -> Profile:
+        """A copy with ``metrics`` (paths as the records hold them) merged in."""
         merged = {path: dict(columns) for path, columns in self.module_metrics.items()}
         for path, columns in metrics.items():
             merged.setdefault(path, {}).update(columns)
@@ -149,7 +162,8 @@ class Profile(ProfileData):
                  f"{'their' if len(missing) > 1 else 'its'} columns are left out: "
                  f"{named}{more} (the model takes a different path on different passes)",
                  UserWarning)
-        return dataclasses.replace(self.with_metrics(other.module_metrics), records=records,
+        return dataclasses.replace(self._with_module_metrics(other.module_metrics),
+                                   records=records,
                                    facts=self.facts if self.facts is not None else other.facts)
 
     def with_timing(self, timing: ProfileData) -> Profile:

@@ -210,6 +210,9 @@ def _patterns(patterns: Patterns, name: str = "patterns") -> list[str]:
     silence; each is refused naming ``name``."""
     if patterns is None:
         return []
+    if not isinstance(patterns, (str, Iterable)):
+        raise TypeError(f"{name} must be a glob pattern (str) or a list of them, got "
+                        f"{type(patterns).__name__} {patterns!r:.40}")
     listed = [patterns] if isinstance(patterns, str) else list(patterns)
     for pattern in listed:
         if not isinstance(pattern, str):

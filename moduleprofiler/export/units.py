@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-_SI = ("", "K", "M", "G", "T", "P", "E")
-_IEC = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_SI = ("", "K", "M", "G", "T", "P", "E", "Z", "Y")
+_IEC = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
 MISSING = "-"
 
 

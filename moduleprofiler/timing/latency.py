@@ -34,6 +34,7 @@ from moduleprofiler.devices import timed_device
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import decode, encode, read_json_text
 from moduleprofiler.export.renamed import RenamedKeysDict
+from moduleprofiler.facts import equal_values
 from moduleprofiler.failure import located_errors
 from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import check_reusable, input_shapes_of, make_invocation
@@ -307,6 +308,15 @@ class LatencyResult:
             known = {item.name for item in dataclasses.fields(BudgetUse) if item.init}
             values["budget"] = BudgetUse(**{k: v for k, v in budget.items() if k in known})
         return cls(**values)
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field (the samples element by element): a result read back with
+        :meth:`from_json` or from pickle equals the one written."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return equal_values(self, other)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, as a profile: no hash
 
     def __repr__(self) -> str:
         return (

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from moduleprofiler import ModuleProfiler
 from moduleprofiler.export.fold import fold_tree
 from moduleprofiler.timing import TrainingProfiler, time_modules
 from tests.timing.helpers import Spin
@@ -129,3 +130,17 @@ def test_blocks_that_differ_in_rows_a_view_leaves_out_do_not_fold(
     assert (tree.loc["0-2", "ops"], tree.loc["3", "ops"]) == (216, 120)
     latex = profile.to_latex(**options)
     assert "0-2 &" in latex and "\n3 &" in latex and "0-3" not in latex
+
+
+def test_folded_sums_past_64_bits_are_exact() -> None:
+    # six identical blocks, each a Linear(10**6, 10**6) without bias on 10**6 rows:
+    # 10**6 * 10**6 * (2 * 10**6 - 1) = 1_999_999 * 10**12 self ops each, six of them
+    # 11_999_994 * 10**12 (past 2**63 ~ 9.2 * 10**18), once a negative number
+    with torch.device("meta"):
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(10**6, 10**6, bias=False))
+                                for _ in range(6)])
+    profile = ModuleProfiler().profile(model, torch.empty(10**6, 10**6, device="meta"))
+    folded = profile.tree(["self_ops", "self_flops"]).folded().df.set_index("module")
+    assert folded.loc["0-5.0", "self_ops"] == 11_999_994 * 10**12
+    assert folded.loc["0-5.0", "self_flops"] == 12 * 10**18
+    assert "12.00E" in str(profile.tree(["self_ops"]))

@@ -132,3 +132,19 @@ def test_the_built_in_formats_are_in_the_table_itself() -> None:
     assert profile_renderer("html") is report_text
     assert profile_renderer(".json") is json_text
     assert profile_renderer("md") is None and FORMATS["markdown"].render is render_markdown
+
+
+def test_an_option_no_writer_takes_names_the_format_and_its_options(tmp_path: Path) -> None:
+    profile = tiny()
+    # a typo failed as "TypeError: table_view() got an unexpected keyword argument", naming
+    # a function the user never called
+    with pytest.raises(TypeError, match=r"markdown takes no option 'max_dpth' \(its options: "
+                                        r"aggregate, ascending, columns, .*max_depth"):
+        profile.save(tmp_path / "x.md", max_dpth=1)
+    with pytest.raises(TypeError, match=r"json takes no option 'max_depth' \(its options: "
+                                        r"indent\)"):
+        profile.save(tmp_path / "x.json", max_depth=1)
+    with pytest.raises(TypeError, match=r"html takes no option 'bogus' \(its options: title\)"):
+        profile.save(tmp_path / "x.html", bogus=1)
+    profile.save(tmp_path / "x.tex", caption="c", label="tab:x", max_depth=1)  # both kinds
+    assert "\\label{tab:x}" in (tmp_path / "x.tex").read_text()

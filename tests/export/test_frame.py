@@ -102,3 +102,31 @@ def test_a_profile_builds_its_frame_once_and_every_caller_gets_a_copy(
     columns.register_column("double_self_macs", "count", derive=columns.scaled("self_macs", 2))
     assert list(profile.to_df()["double_self_macs"]) == [0, 2048, 0, 512]
     assert len(built) == 2
+
+
+def test_counts_past_64_bits_are_exact_python_integers_in_every_frame() -> None:
+    # Linear(10**7, 10**7) on 10**6 rows: 10**6 * 10**7 * 10**7 = 10**20 MACs, past 2**63
+    # (~9.2 * 10**18); ops 10**6 * 10**7 * (2 * 10**7 - 1 + 1) = 2 * 10**20 with the bias add
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(10**7, 10**7), nn.ReLU())
+    profile = ModuleProfiler().profile(model, torch.empty(10**6, 10**7, device="meta"))
+    macs, ops = 10**20, 2 * 10**20 + 10**13  # ReLU: 10**13 elements, one op each
+    assert (profile.total_macs, profile.total_ops) == (macs, ops)
+    calls = profile.to_df()
+    assert calls["macs"].tolist() == [macs, macs, 0]
+    assert calls["flops"].tolist() == [2 * macs, 2 * macs, 0]  # 2 x MACs, not wrapped
+    assert calls["ops"].iloc[0] == ops and type(calls["ops"].iloc[0]) is int
+    assert profile.to_df("module")["ops"].tolist() == [ops, 2 * 10**20, 10**13]
+    by_type = profile.to_df("type").set_index("type")
+    assert by_type.loc["Linear", "self_macs"] == macs
+    assert profile.to_df()["params"].dtype == "Int64"  # 10**14 fits: still Int64
+    assert profile.summary()["flops"].item() == 2 * macs
+
+
+def test_flops_past_64_bits_do_not_wrap() -> None:
+    # Linear(4612, 10**6) without bias on 10**9 rows: MACs 10**9 * 10**6 * 4612 =
+    # 4.612 * 10**18 (fits in 64 bits), FLOPs = 2 x MACs = 9.224 * 10**18 does not
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4612, 10**6, bias=False))
+    profile = ModuleProfiler().profile(model, torch.empty(10**9, 4612, device="meta"))
+    assert profile.to_df()["flops"].tolist() == [9_224 * 10**15] * 2

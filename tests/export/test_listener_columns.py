@@ -85,3 +85,19 @@ def test_the_listener_column_survives_json() -> None:
     assert again == profile
     assert column_spec("my_count").label == "my count"  # declared by the document
     assert again.to_df("module")["my_count"].tolist() == [6, 24, 24, 6]
+
+
+@pytest.mark.usefixtures("my_count")
+def test_the_code_that_registers_a_column_wins_over_a_document_read_before() -> None:
+    text = profiled().to_json() or ""
+    registry._REGISTRY.pop("my_count")  # another process, where nobody registered it yet
+    Profile.from_json(text)  # declares my_count as the file says: count, summed
+    # the listener's module, imported after the file was read, now keeps each call's largest
+    # value: ValueError "column 'my_count' is already registered as count/sum" at its import
+    spec = register_column("my_count", "count", label="my count", unit="elements",
+                           aggregation="max")
+    assert column_spec("my_count") is spec
+    # 3x2, 3x8, 3x8, 3x2 outputs: the largest is 24, where their sum was 30 (two Linears)
+    assert profiled().to_df("type").set_index("type").loc["Linear", "my_count"] == 24
+    with pytest.raises(ValueError, match="already registered as count/max"):
+        register_column("my_count", "count", aggregation="sum")  # code against code

@@ -25,6 +25,15 @@ def test_human_count(value: float, text: str) -> None:
     assert human_count(value) == text
 
 
+def test_units_go_past_exa_and_pebibytes() -> None:
+    # a Linear(10**7, 10**7) on 10**7 meta rows: 10**21 MACs, 1 ZMAC (was "1000.00E");
+    # 2**60 bytes is 1 EiB (was "1024.00 PiB")
+    assert human_count(10**21) == "1.00Z" and human_count(999_995 * 10**15) == "1.00Z"
+    assert human_count(2 * 10**24) == "2.00Y" and human_count(10**27) == "1000.00Y"
+    assert human_bytes(2**60) == "1.00 EiB" and human_bytes(3 * 2**70) == "3.00 ZiB"
+    assert human_bytes(2**80) == "1.00 YiB"
+
+
 def test_human_bytes_ms_percent() -> None:
     assert human_bytes(512) == "512 B" and human_bytes(1536) == "1.50 KiB"
     assert human_bytes(44.59 * 2**20) == "44.59 MiB"

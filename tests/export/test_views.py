@@ -75,6 +75,10 @@ def test_a_pattern_that_matches_nothing_is_said_and_an_empty_one_refused() -> No
         with pytest.raises(TypeError, match="include must be glob patterns \\(str\\), got "
                                             "int 3"):
             view_of(include=[3])  # type: ignore[list-item]
+        # a bare number failed inside list(): "'int' object is not iterable", naming nothing
+        with pytest.raises(TypeError, match="exclude must be a glob pattern \\(str\\) or a "
+                                            "list of them, got int 3"):
+            view_of(exclude=3)  # type: ignore[arg-type]
 
 
 def test_table_sort_limit_and_columns() -> None:

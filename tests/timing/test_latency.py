@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import math
+import pickle
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +16,10 @@ import pytest
 import torch
 from torch import nn
 
+from moduleprofiler import Profiler, TimingOptions
 from moduleprofiler.timing import TimingWarning, benchmark
 from moduleprofiler.timing import latency as latency_module
+from moduleprofiler.timing.latency import LatencyResult
 from tests.timing.helpers import Spin, isolated_ms, rel_err, training_flags, within_attempts
 
 
@@ -280,3 +285,14 @@ def test_a_latency_json_written_with_the_old_keys_still_loads() -> None:
     again = json.loads(result.to_json() or "")
     assert again["warmup_elapsed_s"] == written["warmup_seconds"]
     assert "warmup_seconds" not in again and "warmup_iters" not in again
+
+
+def test_a_latency_equals_its_copies() -> None:
+    result = Profiler().benchmark(torch.nn.Linear(3, 3), torch.randn(2, 3),
+                                  TimingOptions(num_iters=3, drop_first=0, warmup_seconds=0))
+    # equality was identity: from_json's "the same result", a pickle, a deepcopy all differed
+    assert LatencyResult.from_json(result.to_json()) == result
+    assert pickle.loads(pickle.dumps(result)) == result
+    assert copy.deepcopy(result) == result
+    other = dataclasses.replace(result, samples_ms=result.samples_ms * 2)
+    assert other != result and result != "latency"
