@@ -472,6 +472,8 @@ def predicted_sweep(profiler: Profiler, model: Any, inputs: Any, backward: bool,
     """``--predict GPU --batch 1,8,64``: the prediction at each batch size and ``--dtype``."""
     dtypes = [item.strip() for item in (options.dtype or "bf16,fp32").split(",")
               if item.strip()]
+    for name in dtypes:  # an unknown one is --dtype's error, before any prediction runs
+        parse_dtype(name)
     try:
         return profiler.sweep(model, inputs, options.predict, parse_batch_sizes(options.batch),
                               dtypes, host=None if options.host == "none" else options.host,

@@ -402,6 +402,9 @@ def test_colour_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     ([TINY, "-i", "2x-1"], "bad --input-size '2x-1': every size must be at least 1"),
     ([TINY], "missing --input-size"),
     ([TINY, "-i", "2x4", "--dtype", "float99"], "unknown dtype 'float99'"),
+    # a sweep's list names the option too (it was the prediction's "dtype must be one of")
+    ([TINY, "-i", "2x4", "--predict", "H100 SXM", "--batch", "1,8", "--dtype",
+      "fp16,float17"], "--dtype: unknown dtype 'float17'"),
     ([TINY, "-i", "2x4", "--device", "bogus"], "bad --device 'bogus'"),
     ([TINY, "-i", "2x5"], "forward of module '0' (Linear) raised RuntimeError"),
     ([f"{ROOT / MODELS}:raises", "-i", "2x4"], "raised ValueError: boom"),
