@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import numbers
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -210,7 +212,8 @@ def _takes_no_argument(function: Callable[..., Any]) -> bool:
 
 
 def _is_size(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    # numpy's integers too: shapes read from an array (``np.array([2, 4])``, ``arr.shape``)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _hinted(target: Callable[..., Any], args: tuple[Any, ...], hint: str) -> Invocation:
@@ -253,6 +256,8 @@ def random_input(module: nn.Module, input_size: InputSize) -> Tensor | tuple[Ten
         TypeError: ``input_size`` is not a sequence of ints or of sequences of ints.
         ValueError: a size is below 1 (a tensor with no elements profiles as 0 ops).
     """
+    if isinstance(input_size, np.ndarray):  # a shape held in an array: its ints
+        input_size = input_size.tolist()
     if isinstance(input_size, (str, bytes, Tensor)) or not isinstance(input_size, Sequence) \
             or not input_size:
         raise TypeError(f"input_size must be a shape such as (1, 3, 224, 224), or a list of "
@@ -261,6 +266,8 @@ def random_input(module: nn.Module, input_size: InputSize) -> Tensor | tuple[Ten
     given: list[Any] = list(input_size) if several else [input_size]
     shapes: list[tuple[int, ...]] = []
     for shape in given:
+        if isinstance(shape, np.ndarray):
+            shape = shape.tolist()
         if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not shape \
                 or not all(_is_size(size) for size in shape):
             raise TypeError(f"input_size must be a shape such as (1, 3, 224, 224), or a list "
@@ -268,7 +275,7 @@ def random_input(module: nn.Module, input_size: InputSize) -> Tensor | tuple[Ten
         if any(size < 1 for size in shape):
             raise ValueError(f"input_size {tuple(shape)} has a size below 1: a tensor without "
                              "elements runs no work")
-        shapes.append(tuple(shape))
+        shapes.append(tuple(int(size) for size in shape))
     tensors = [*module.parameters(), *module.buffers()]
     floating = next((t.dtype for t in tensors if t.is_floating_point()), torch.float32)
     device = tensors[0].device if tensors else torch.device("cpu")

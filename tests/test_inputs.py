@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -64,6 +65,13 @@ def test_input_size_makes_a_random_tensor_of_the_models_dtype() -> None:
     assert two.total_ops == 8  # 2 x 4 adds
     x = random_input(nn.Linear(2, 2), (3, 2))
     assert isinstance(x, torch.Tensor) and x.shape == (3, 2) and x.dtype == torch.float32
+    # a shape read from numpy (an array, its integers) is a shape: it was a TypeError
+    for size in (np.array([3, 2]), (np.int64(3), 2), [np.array([3, 2]), (3, np.int32(2))]):
+        made = random_input(nn.Linear(2, 2), size)  # type: ignore[arg-type]
+        assert all(t.shape == (3, 2) for t in (made if isinstance(made, tuple) else (made,)))
+    # Linear(2, 2) on 3 rows: 3 x 2 outputs of 2 multiplies, 1 add and 1 bias add = 24 ops
+    assert ModuleProfiler().profile(nn.Linear(2, 2),
+                                    input_size=np.array([3, 2])).total_ops == 3 * 2 * 4
 
 
 @pytest.mark.parametrize(("input_size", "error", "message"), [
