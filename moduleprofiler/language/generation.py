@@ -134,13 +134,24 @@ class GenerationProfile:
 
     @property
     def new_tokens(self) -> int:
-        """Tokens generated per sequence: one per prefill or decode step."""
-        return sum(1 for step in self.steps if step.phase != "encode")
+        """Tokens generated per sequence: one per call of the generating module (the prefill
+        and each decode step); a call of another module (a head a decode loop calls apart)
+        adds none."""
+        return len(self._generating())
 
     @property
     def batch_size(self) -> int:
-        """Sequences generated side by side (1 when no step saw token inputs)."""
-        return next((step.batch_size for step in self.steps if step.batch_size), 1)
+        """Sequences generated side by side: the generating module's batch (with beam
+        search, every beam; an encoder reads the prompts once, before the beams are made),
+        1 when no step saw token inputs."""
+        return next((step.batch_size for step in (*self._generating(), *self.steps)
+                     if step.batch_size), 1)
+
+    def _generating(self) -> tuple[Step, ...]:
+        """The calls of the module whose first call is the prefill: one token each."""
+        first = next((step for step in self.steps if step.phase == "prefill"), None)
+        return () if first is None else tuple(
+            step for step in self.steps if step.phase != "encode" and step.path == first.path)
 
     def to_df(self) -> pd.DataFrame:
         """One row per step: ``step``, ``phase``, ``module``, ``batch_size``, ``input_tokens``,
@@ -347,7 +358,8 @@ def profile_generation(
         raise ProfilingError(f"run made no call of the model ({type(model).__name__}) or of "
                              "its submodules: there is no step to profile")
     times = _step_times(model, run, repeats) if time else None
-    return GenerationProfile(steps=_steps(whole, steps, times), profile=whole,
+    return GenerationProfile(steps=_steps(whole, steps, times, _encoder_path(model)),
+                             profile=whole,
                              output=outputs[0] if outputs else None)
 
 
@@ -368,12 +380,38 @@ def _token_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | N
     return int(tensor.shape[0]), int(tensor.shape[1])
 
 
-def _steps(whole: Profile, listener: StepListener,
-           times: list[float | None] | None) -> tuple[Step, ...]:
+def _encoder_path(model: nn.Module) -> str | None:
+    """Module path of an encoder-decoder's encoder (``get_encoder()``), else ``None``: the
+    one module whose calls are ``encode`` steps."""
+    if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return None
+    get_encoder = getattr(model, "get_encoder", None)
+    encoder = get_encoder() if callable(get_encoder) else None
+    return next((path for path, module in model.named_modules()
+                 if module is encoder and module is not model), None)
+
+
+def _phase(path: str, encoder: str | None, generating: str | None,
+           previous: Phase | None) -> Phase:
+    """An outermost call's phase: the encoder's calls encode; the first call of any other
+    module is the prefill and that module generates, each later call of it a decode step; a
+    call of yet another module (a head a decode loop calls apart) belongs to the model call
+    before it."""
+    if path == encoder:
+        return "encode"
+    if generating is None:
+        return "prefill"
+    if path == generating:
+        return "decode"
+    return previous if previous is not None and previous != "encode" else "prefill"
+
+
+def _steps(whole: Profile, listener: StepListener, times: list[float | None] | None,
+           encoder: str | None = None) -> tuple[Step, ...]:
     records = whole.records
     starts = [position for position, record in enumerate(records) if record.parent is None]
-    steps = []
-    seen_model = False
+    steps: list[Step] = []
+    generating: str | None = None
     for number, start in enumerate(starts):
         end = starts[number + 1] if number + 1 < len(starts) else len(records)
         base = records[start].index
@@ -388,8 +426,9 @@ def _steps(whole: Profile, listener: StepListener,
             # whose calls are all counted has none
             unsupported_ops=dict(whole.unsupported_ops) if not complete else {})
         top = records[start]
-        phase: Phase = "encode" if top.path != "" else ("decode" if seen_model else "prefill")
-        seen_model = seen_model or top.path == ""
+        phase = _phase(top.path, encoder, generating, steps[-1].phase if steps else None)
+        if generating is None and phase == "prefill":
+            generating = top.path
         batch, tokens = listener.inputs.get(base, (None, None))
         cache = listener.caches.get(base)
         context = cache.tokens if cache is not None and cache.tokens else tokens
