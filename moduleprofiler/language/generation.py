@@ -278,8 +278,8 @@ def profile_generation(
     inputs: Any = None,
     *,
     run: Callable[[], Any] | None = None,
-    max_new_tokens: int = 8,
-    use_cache: bool = True,
+    max_new_tokens: int | None = None,
+    use_cache: bool | None = None,
     time: bool = False,
     memory: bool = False,
     repeats: int = 3,
@@ -296,9 +296,12 @@ def profile_generation(
         run: instead of ``generate``, a callable with no arguments running your own decode
             loop; every outermost call of ``model`` (or of its submodules) it makes is a step.
         max_new_tokens: passed to ``generate`` (with ``do_sample=False`` unless
-            ``generate_kwargs`` says otherwise); ignored with ``run``. Generation stops early
-            at an end-of-sequence token: pass ``min_new_tokens`` for a fixed number of steps.
-        use_cache: passed to ``generate``, as ``max_new_tokens``.
+            ``generate_kwargs`` says otherwise, a ``generation_config`` included); ignored
+            with ``run``. ``None``: the ``generation_config`` given's, if it sets one, else 8.
+            Generation stops early at an end-of-sequence token: pass ``min_new_tokens`` for a
+            fixed number of steps.
+        use_cache: passed to ``generate``, as ``max_new_tokens``; ``None``: the
+            ``generation_config`` given's, else ``True``.
         time: also time every step: ``repeats`` more generations after one warm-up, in the
             measurement loop of every timing pass, with only a clock on the model (the
             runner's hooks and two clock reads, a few µs per module call); ``Step.time_ms`` is
@@ -316,11 +319,13 @@ def profile_generation(
         ProfilingError: the generation raised (the message names the module that failed),
             or ``run`` made no call of the model.
     """
-    check_bool(use_cache, "use_cache")
+    if use_cache is not None:
+        check_bool(use_cache, "use_cache")
     check_bool(time, "time")
     check_bool(memory, "memory")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) \
-            or max_new_tokens < 1:
+    if max_new_tokens is not None and (not isinstance(max_new_tokens, int)
+                                       or isinstance(max_new_tokens, bool)
+                                       or max_new_tokens < 1):
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
@@ -331,8 +336,8 @@ def profile_generation(
                             "own decode loop")
         if inputs is None:
             raise ValueError("inputs is required with generate (token ids or a dict)")
-        options = {"max_new_tokens": max_new_tokens, "use_cache": use_cache,
-                   "do_sample": False, **generate_kwargs}
+        options = {**_generate_defaults(generate_kwargs.get("generation_config"),
+                                        max_new_tokens, use_cache), **generate_kwargs}
         given = dict(inputs) if isinstance(inputs, dict) else {"inputs": inputs}
         run = _generate_call(model, given, options)
     elif not callable(run):
@@ -361,6 +366,20 @@ def profile_generation(
     return GenerationProfile(steps=_steps(whole, steps, times, _encoder_path(model)),
                              profile=whole,
                              output=outputs[0] if outputs else None)
+
+
+def _generate_defaults(config: Any, max_new_tokens: int | None,
+                       use_cache: bool | None) -> dict[str, Any]:
+    """The options ``generate`` is given beside the caller's: the ones named, and where a
+    ``generation_config`` is given nothing it sets (``generate``'s keywords override it, so a
+    default here would silently replace its length, cache and sampling)."""
+    if config is None:
+        return {"max_new_tokens": 8 if max_new_tokens is None else max_new_tokens,
+                "use_cache": True if use_cache is None else use_cache, "do_sample": False}
+    options: dict[str, Any] = {} if use_cache is None else {"use_cache": use_cache}
+    if max_new_tokens is not None or getattr(config, "max_new_tokens", None) is None:
+        options["max_new_tokens"] = 8 if max_new_tokens is None else max_new_tokens
+    return options
 
 
 def _generate_call(model: nn.Module, given: dict[str, Any],

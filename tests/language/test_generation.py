@@ -165,6 +165,28 @@ def test_beam_search_batch_is_the_beams_for_an_encoder_decoder_too() -> None:
     assert totals["flops_per_token"] == totals["flops"] / (2 * 2)
 
 
+def test_the_generation_config_given_is_the_one_generate_uses() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = gpt2()
+    inputs = text_inputs(model, 1, PROMPT)
+    config = transformers.GenerationConfig(max_new_tokens=2, min_new_tokens=2, use_cache=False,
+                                           do_sample=True, top_k=0, temperature=5.0)
+    torch.manual_seed(3)
+    result = profile_generation(model, inputs, generation_config=config)
+    # its length and cache, not the defaults beside it (8 steps, the cache on): 2 steps, the
+    # second reading all 6 tokens again: 2 x (2 x (6 x 49,152 + 2 x 6 x 6 x 64) + 6,400)
+    assert [step.input_tokens for step in result.steps] == [PROMPT, PROMPT + 1]
+    assert result.steps[1].profile.total_flops == 2 * gpt2_step_macs(6, 6) == 1_210_880
+    # and its sampling, not greedy search: the tokens generate() samples from the same seed
+    torch.manual_seed(3)
+    sampled = model.generate(**inputs, generation_config=config)
+    greedy = model.generate(**inputs, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    assert torch.equal(result.output, sampled) and not torch.equal(sampled, greedy)
+    # a length named beside it still wins, as in generate()
+    assert profile_generation(model, inputs, max_new_tokens=3, min_new_tokens=3,
+                              generation_config=config).new_tokens == 3
+
+
 def test_encoder_decoder_has_an_encode_step() -> None:
     model = t5()
     ids = text_inputs(model, 1, 7)["input_ids"]
