@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -291,8 +291,9 @@ def profile_generation(
 
     Args:
         model: the model (a Transformers model for ``generate``; any module for ``run``).
-        inputs: what ``model.generate`` is given: token ids (a tensor) or a dict of keyword
-            arguments (``input_ids``, ``attention_mask``...).
+        inputs: what ``model.generate`` is given: token ids (a tensor) or a mapping of
+            keyword arguments (``input_ids``, ``attention_mask``...: a dict, a tokenizer's
+            ``BatchEncoding``).
         run: instead of ``generate``, a callable with no arguments running your own decode
             loop; every outermost call of ``model`` (or of its submodules) it makes is a step.
         max_new_tokens: passed to ``generate`` (with ``do_sample=False`` unless
@@ -338,7 +339,8 @@ def profile_generation(
             raise ValueError("inputs is required with generate (token ids or a dict)")
         options = {**_generate_defaults(generate_kwargs.get("generation_config"),
                                         max_new_tokens, use_cache), **generate_kwargs}
-        given = dict(inputs) if isinstance(inputs, dict) else {"inputs": inputs}
+        # any mapping, as profile() takes: a tokenizer's BatchEncoding is no dict
+        given = dict(inputs) if isinstance(inputs, Mapping) else {"inputs": inputs}
         run = _generate_call(model, given, options)
     elif not callable(run):
         raise TypeError(f"run must be a callable with no arguments, not {type(run).__name__}")

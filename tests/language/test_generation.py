@@ -187,6 +187,20 @@ def test_the_generation_config_given_is_the_one_generate_uses() -> None:
                               generation_config=config).new_tokens == 3
 
 
+def test_a_tokenizers_batch_encoding_is_the_keyword_inputs() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = gpt2()
+    ids = text_inputs(model, 2, PROMPT)["input_ids"]
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0  # the second prompt left-padded by 2
+    encoding = transformers.BatchEncoding({"input_ids": ids, "attention_mask": mask})
+    result = profile_generation(model, encoding, max_new_tokens=2, min_new_tokens=2)
+    reference = model.generate(**encoding, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    assert torch.equal(result.output, reference)
+    # padding included: batch 2 x (2 layers x (5 x 49,152 + 2 x 5 x 5 x 64) + 6,400) = 1,008,640
+    assert result.steps[0].profile.total_macs == 2 * gpt2_step_macs(5, 5) == 1_008_640
+
+
 def test_encoder_decoder_has_an_encode_step() -> None:
     model = t5()
     ids = text_inputs(model, 1, 7)["input_ids"]
