@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -134,13 +134,24 @@ class GenerationProfile:
 
     @property
     def new_tokens(self) -> int:
-        """Tokens generated per sequence: one per prefill or decode step."""
-        return sum(1 for step in self.steps if step.phase != "encode")
+        """Tokens generated per sequence: one per call of the generating module (the prefill
+        and each decode step); a call of another module (a head a decode loop calls apart)
+        adds none."""
+        return len(self._generating())
 
     @property
     def batch_size(self) -> int:
-        """Sequences generated side by side (1 when no step saw token inputs)."""
-        return next((step.batch_size for step in self.steps if step.batch_size), 1)
+        """Sequences generated side by side: the generating module's batch (with beam
+        search, every beam; an encoder reads the prompts once, before the beams are made),
+        1 when no step saw token inputs."""
+        return next((step.batch_size for step in (*self._generating(), *self.steps)
+                     if step.batch_size), 1)
+
+    def _generating(self) -> tuple[Step, ...]:
+        """The calls of the module whose first call is the prefill: one token each."""
+        first = next((step for step in self.steps if step.phase == "prefill"), None)
+        return () if first is None else tuple(
+            step for step in self.steps if step.phase != "encode" and step.path == first.path)
 
     def to_df(self) -> pd.DataFrame:
         """One row per step: ``step``, ``phase``, ``module``, ``batch_size``, ``input_tokens``,
@@ -267,8 +278,8 @@ def profile_generation(
     inputs: Any = None,
     *,
     run: Callable[[], Any] | None = None,
-    max_new_tokens: int = 8,
-    use_cache: bool = True,
+    max_new_tokens: int | None = None,
+    use_cache: bool | None = None,
     time: bool = False,
     memory: bool = False,
     repeats: int = 3,
@@ -280,14 +291,18 @@ def profile_generation(
 
     Args:
         model: the model (a Transformers model for ``generate``; any module for ``run``).
-        inputs: what ``model.generate`` is given: token ids (a tensor) or a dict of keyword
-            arguments (``input_ids``, ``attention_mask``...).
+        inputs: what ``model.generate`` is given: token ids (a tensor) or a mapping of
+            keyword arguments (``input_ids``, ``attention_mask``...: a dict, a tokenizer's
+            ``BatchEncoding``).
         run: instead of ``generate``, a callable with no arguments running your own decode
             loop; every outermost call of ``model`` (or of its submodules) it makes is a step.
         max_new_tokens: passed to ``generate`` (with ``do_sample=False`` unless
-            ``generate_kwargs`` says otherwise); ignored with ``run``. Generation stops early
-            at an end-of-sequence token: pass ``min_new_tokens`` for a fixed number of steps.
-        use_cache: passed to ``generate``, as ``max_new_tokens``.
+            ``generate_kwargs`` says otherwise, a ``generation_config`` included); ignored
+            with ``run``. ``None``: the ``generation_config`` given's, if it sets one, else 8.
+            Generation stops early at an end-of-sequence token: pass ``min_new_tokens`` for a
+            fixed number of steps.
+        use_cache: passed to ``generate``, as ``max_new_tokens``; ``None``: the
+            ``generation_config`` given's, else ``True``.
         time: also time every step: ``repeats`` more generations after one warm-up, in the
             measurement loop of every timing pass, with only a clock on the model (the
             runner's hooks and two clock reads, a few µs per module call); ``Step.time_ms`` is
@@ -305,11 +320,13 @@ def profile_generation(
         ProfilingError: the generation raised (the message names the module that failed),
             or ``run`` made no call of the model.
     """
-    check_bool(use_cache, "use_cache")
+    if use_cache is not None:
+        check_bool(use_cache, "use_cache")
     check_bool(time, "time")
     check_bool(memory, "memory")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) \
-            or max_new_tokens < 1:
+    if max_new_tokens is not None and (not isinstance(max_new_tokens, int)
+                                       or isinstance(max_new_tokens, bool)
+                                       or max_new_tokens < 1):
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
@@ -320,9 +337,10 @@ def profile_generation(
                             "own decode loop")
         if inputs is None:
             raise ValueError("inputs is required with generate (token ids or a dict)")
-        options = {"max_new_tokens": max_new_tokens, "use_cache": use_cache,
-                   "do_sample": False, **generate_kwargs}
-        given = dict(inputs) if isinstance(inputs, dict) else {"inputs": inputs}
+        options = {**_generate_defaults(generate_kwargs.get("generation_config"),
+                                        max_new_tokens, use_cache), **generate_kwargs}
+        # any mapping, as profile() takes: a tokenizer's BatchEncoding is no dict
+        given = dict(inputs) if isinstance(inputs, Mapping) else {"inputs": inputs}
         run = _generate_call(model, given, options)
     elif not callable(run):
         raise TypeError(f"run must be a callable with no arguments, not {type(run).__name__}")
@@ -347,8 +365,23 @@ def profile_generation(
         raise ProfilingError(f"run made no call of the model ({type(model).__name__}) or of "
                              "its submodules: there is no step to profile")
     times = _step_times(model, run, repeats) if time else None
-    return GenerationProfile(steps=_steps(whole, steps, times), profile=whole,
+    return GenerationProfile(steps=_steps(whole, steps, times, _encoder_path(model)),
+                             profile=whole,
                              output=outputs[0] if outputs else None)
+
+
+def _generate_defaults(config: Any, max_new_tokens: int | None,
+                       use_cache: bool | None) -> dict[str, Any]:
+    """The options ``generate`` is given beside the caller's: the ones named, and where a
+    ``generation_config`` is given nothing it sets (``generate``'s keywords override it, so a
+    default here would silently replace its length, cache and sampling)."""
+    if config is None:
+        return {"max_new_tokens": 8 if max_new_tokens is None else max_new_tokens,
+                "use_cache": True if use_cache is None else use_cache, "do_sample": False}
+    options: dict[str, Any] = {} if use_cache is None else {"use_cache": use_cache}
+    if max_new_tokens is not None or getattr(config, "max_new_tokens", None) is None:
+        options["max_new_tokens"] = 8 if max_new_tokens is None else max_new_tokens
+    return options
 
 
 def _generate_call(model: nn.Module, given: dict[str, Any],
@@ -368,12 +401,38 @@ def _token_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int | N
     return int(tensor.shape[0]), int(tensor.shape[1])
 
 
-def _steps(whole: Profile, listener: StepListener,
-           times: list[float | None] | None) -> tuple[Step, ...]:
+def _encoder_path(model: nn.Module) -> str | None:
+    """Module path of an encoder-decoder's encoder (``get_encoder()``), else ``None``: the
+    one module whose calls are ``encode`` steps."""
+    if not getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return None
+    get_encoder = getattr(model, "get_encoder", None)
+    encoder = get_encoder() if callable(get_encoder) else None
+    return next((path for path, module in model.named_modules()
+                 if module is encoder and module is not model), None)
+
+
+def _phase(path: str, encoder: str | None, generating: str | None,
+           previous: Phase | None) -> Phase:
+    """An outermost call's phase: the encoder's calls encode; the first call of any other
+    module is the prefill and that module generates, each later call of it a decode step; a
+    call of yet another module (a head a decode loop calls apart) belongs to the model call
+    before it."""
+    if path == encoder:
+        return "encode"
+    if generating is None:
+        return "prefill"
+    if path == generating:
+        return "decode"
+    return previous if previous is not None and previous != "encode" else "prefill"
+
+
+def _steps(whole: Profile, listener: StepListener, times: list[float | None] | None,
+           encoder: str | None = None) -> tuple[Step, ...]:
     records = whole.records
     starts = [position for position, record in enumerate(records) if record.parent is None]
-    steps = []
-    seen_model = False
+    steps: list[Step] = []
+    generating: str | None = None
     for number, start in enumerate(starts):
         end = starts[number + 1] if number + 1 < len(starts) else len(records)
         base = records[start].index
@@ -388,8 +447,9 @@ def _steps(whole: Profile, listener: StepListener,
             # whose calls are all counted has none
             unsupported_ops=dict(whole.unsupported_ops) if not complete else {})
         top = records[start]
-        phase: Phase = "encode" if top.path != "" else ("decode" if seen_model else "prefill")
-        seen_model = seen_model or top.path == ""
+        phase = _phase(top.path, encoder, generating, steps[-1].phase if steps else None)
+        if generating is None and phase == "prefill":
+            generating = top.path
         batch, tokens = listener.inputs.get(base, (None, None))
         cache = listener.caches.get(base)
         context = cache.tokens if cache is not None and cache.tokens else tokens

@@ -121,6 +121,86 @@ def test_a_user_decode_loop_matches_the_reference() -> None:
     assert reference[0] == 2 * (LAYERS * (5 * PER_TOKEN_LAYER + attention(5, 5)) + 5 * LM_HEAD)
 
 
+def test_a_decode_loop_over_the_base_model_and_its_head_generates_tokens() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = gpt2()
+    ids = text_inputs(model, 1, PROMPT)["input_ids"]
+
+    def loop() -> None:  # the trunk and the head called apart, the last position's logits
+        cache = transformers.DynamicCache(config=model.config)
+        hidden = model.transformer(input_ids=ids, cache=cache).last_hidden_state
+        token = model.lm_head(hidden[:, -1:]).argmax(-1)
+        for _ in range(2):
+            hidden = model.transformer(input_ids=token, cache=cache).last_hidden_state
+            token = model.lm_head(hidden[:, -1:]).argmax(-1)
+
+    result = profile_generation(model, run=loop)
+    # the trunk generates; the head called after it belongs to its step and adds no token
+    assert [step.phase for step in result.steps] == ["prefill", "prefill", "decode", "decode",
+                                                     "decode", "decode"]
+    assert result.new_tokens == 3
+    # the same work as generate()'s three steps: prefill 2 x (2 x (5 x 49,152 + 2 x 5 x 5 x
+    # 64) + 6,400) = 1,008,640 FLOPs; decode 2 x (2 x (49,152 + 2 x c x 64) + 6,400) at
+    # contexts 6 and 7: 212,480 + 212,992; over 3 tokens 478,037.33 FLOPs a token
+    generated = profile_generation(model, text_inputs(model, 1, PROMPT), max_new_tokens=3,
+                                   min_new_tokens=3)
+    totals, reference = result.totals(), generated.totals()
+    assert totals["prefill_flops"] == reference["prefill_flops"] == 2 * gpt2_step_macs(5, 5) \
+        == 1_008_640
+    assert totals["decode_flops"] == reference["decode_flops"] == 212_480 + 212_992
+    assert totals["flops_per_token"] == reference["flops_per_token"] == 1_434_112 / 3
+
+
+def test_beam_search_batch_is_the_beams_for_an_encoder_decoder_too() -> None:
+    model = t5()
+    ids = text_inputs(model, 1, 5)["input_ids"]
+    result = profile_generation(model, {"input_ids": ids}, max_new_tokens=2, min_new_tokens=2,
+                                num_beams=2)
+    # the encoder reads the one prompt; the decoder runs both beams, as every step of a
+    # decoder-only model does: 2 new tokens x 2 beams = 4 tokens generated
+    assert [step.batch_size for step in result.steps] == [1, 2, 2]
+    assert result.batch_size == 2
+    totals = result.totals()
+    assert totals["batch_size"] == 2
+    assert totals["flops_per_token"] == totals["flops"] / (2 * 2)
+
+
+def test_the_generation_config_given_is_the_one_generate_uses() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = gpt2()
+    inputs = text_inputs(model, 1, PROMPT)
+    config = transformers.GenerationConfig(max_new_tokens=2, min_new_tokens=2, use_cache=False,
+                                           do_sample=True, top_k=0, temperature=5.0)
+    torch.manual_seed(3)
+    result = profile_generation(model, inputs, generation_config=config)
+    # its length and cache, not the defaults beside it (8 steps, the cache on): 2 steps, the
+    # second reading all 6 tokens again: 2 x (2 x (6 x 49,152 + 2 x 6 x 6 x 64) + 6,400)
+    assert [step.input_tokens for step in result.steps] == [PROMPT, PROMPT + 1]
+    assert result.steps[1].profile.total_flops == 2 * gpt2_step_macs(6, 6) == 1_210_880
+    # and its sampling, not greedy search: the tokens generate() samples from the same seed
+    torch.manual_seed(3)
+    sampled = model.generate(**inputs, generation_config=config)
+    greedy = model.generate(**inputs, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    assert torch.equal(result.output, sampled) and not torch.equal(sampled, greedy)
+    # a length named beside it still wins, as in generate()
+    assert profile_generation(model, inputs, max_new_tokens=3, min_new_tokens=3,
+                              generation_config=config).new_tokens == 3
+
+
+def test_a_tokenizers_batch_encoding_is_the_keyword_inputs() -> None:
+    transformers = pytest.importorskip("transformers")
+    model = gpt2()
+    ids = text_inputs(model, 2, PROMPT)["input_ids"]
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0  # the second prompt left-padded by 2
+    encoding = transformers.BatchEncoding({"input_ids": ids, "attention_mask": mask})
+    result = profile_generation(model, encoding, max_new_tokens=2, min_new_tokens=2)
+    reference = model.generate(**encoding, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    assert torch.equal(result.output, reference)
+    # padding included: batch 2 x (2 layers x (5 x 49,152 + 2 x 5 x 5 x 64) + 6,400) = 1,008,640
+    assert result.steps[0].profile.total_macs == 2 * gpt2_step_macs(5, 5) == 1_008_640
+
+
 def test_encoder_decoder_has_an_encode_step() -> None:
     model = t5()
     ids = text_inputs(model, 1, 7)["input_ids"]
