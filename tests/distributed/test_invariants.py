@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.distributed import CommunicationListener, DistributedError, gather
-from moduleprofiler.memory import module_bytes
+from moduleprofiler.memory import measure_memory, module_bytes
 from moduleprofiler.timing import TimingOptions
 from tests.distributed.models import batch, mlp
 from tests.distributed.ranks import run_ranks
@@ -95,7 +95,11 @@ def _fsdp(rank: int, world_size: int) -> dict:
     held = sum(p._local_tensor.numel() * p.element_size() for p in model.parameters())
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     single = ModuleProfiler().profile(mlp(), x)
+    memory = measure_memory(model, x, train=True)
     return {
+        "memory": (memory.training.grad_bytes, memory.training.peak_bytes,
+                   memory.inference.peak_bytes),
+        "grads_untouched": all(p.grad is None for p in model.parameters()),
         "counts": _counts(profile), "single": _counts(single),
         "kinds": sorted({(c.phase, c.kind) for c in listener.collectives}),
         "gather_bus": sum(c.bus_bytes for c in forward if c.kind == "all_gather"),
@@ -120,6 +124,13 @@ def test_fsdp2_counts_per_rank_and_all_gather_bytes(ranks: list[dict]) -> None:
         assert result["gathered_in"] == ["0", "2"]
         assert ("backward", "reduce_scatter") in result["kinds"]
         assert result["reduce_scatter"] == 376  # every gradient reduced once
+        # the training pass's backward ran (a backward into the sharded parameters reached
+        # none of them): each rank holds its half of the reduced gradients, 188 of 376 bytes,
+        # and the backward's gradients lift the peak above the inference pass's
+        grad_bytes, training_peak, inference_peak = result["memory"]
+        assert grad_bytes == 188
+        assert training_peak > inference_peak
+        assert result["grads_untouched"]
 
 
 def _tp(rank: int, world_size: int) -> dict:
