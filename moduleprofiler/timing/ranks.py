@@ -55,7 +55,8 @@ def rank_agreement(module: nn.Module) -> RankAgreement | None:
     local_rank = os.environ.get("LOCAL_RANK", "")
     device, warning = collective_device(
         dist.get_backend(), getattr(dist.group.WORLD, "bound_device_id", None), cuda_index(),
-        int(local_rank) if local_rank.isdigit() else None, device_count())
+        int(local_rank) if local_rank.isdigit() else None, device_count(),
+        caller="the timing loop")
     if warning is not None:
         warn(warning, RuntimeWarning)
     return RankAgreement(device)
