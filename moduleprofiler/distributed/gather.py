@@ -95,7 +95,7 @@ def _gather(profile: Profile | BaseException, dst: int, group: dist.ProcessGroup
 
 
 def collective_device(backend: str, bound: torch.device | None, current: int | None,
-                      local_rank: int | None, devices: int
+                      local_rank: int | None, devices: int, caller: str = "gather"
                       ) -> tuple[torch.device | None, str | None]:
     """The CUDA device that this rank's object collectives must run on, and a warning when it
     is not the current one: ``(None, None)`` where the group moves objects on the CPU (gloo,
@@ -108,6 +108,7 @@ def collective_device(backend: str, bound: torch.device | None, current: int | N
         current: ``torch.cuda.current_device()`` (``None`` without CUDA).
         local_rank: ``LOCAL_RANK`` from the environment (``None`` when unset).
         devices: ``torch.cuda.device_count()``.
+        caller: what runs the collectives, as the warning names it.
     """
     if "nccl" not in backend or "cpu:" in backend:
         return None, None
@@ -119,8 +120,8 @@ def collective_device(backend: str, bound: torch.device | None, current: int | N
             and local_rank < devices:
         # cuda:0 is the default, not a choice: this rank never called set_device
         return torch.device("cuda", local_rank), (
-            f"gather: local rank {local_rank} has cuda:0 as its current device, which local "
-            f"rank 0 uses too; its NCCL collectives would wait there for ever. gather runs "
+            f"{caller}: local rank {local_rank} has cuda:0 as its current device, which local "
+            f"rank 0 uses too; its NCCL collectives would wait there for ever. {caller} runs "
             f"them on cuda:{local_rank}; call torch.cuda.set_device(local_rank) before "
             f"profiling so that every collective of your program runs there too")
     return torch.device("cuda", current), None

@@ -21,6 +21,8 @@ from moduleprofiler.memory.report import PassMemory, PeakCall
 from moduleprofiler.memory.saved import SavedTensorsListener
 from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Listener, PassRunner
+from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.shards import communicates_gradients
 from moduleprofiler.state import preserved_state
 from moduleprofiler.storage import distinct_bytes, new_storage_bytes
 
@@ -116,10 +118,16 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
                 and torch.is_autocast_enabled(device.type))
     if autocast:
         torch.clear_autocast_cache()
+    # a DDP or FSDP2 backward is a real one, ``loss.backward()``: FSDP2 computes in its forward
+    # on unsharded copies of the parameters, so a backward into the sharded parameters
+    # (``inputs=``) reached none of them and ran nothing; the input leaves' gradients it
+    # makes are set aside with the parameters'
+    real_backward = train and communicates_gradients(module)
     try:
         with ExitStack() as stack:
-            stack.enter_context(preserved_state(module, eval=not train, train=train,
-                                                grads=train, input=inputs))
+            stack.enter_context(preserved_state(
+                module, eval=not train, train=train, grads=train, input=inputs,
+                leaves=iter_tensors(inputs) if real_backward else ()))
             stack.enter_context(torch.set_grad_enabled(train or bool(grad)))
             if emulate_cuda:
                 stack.enter_context(CudaKernelChoices())
@@ -141,7 +149,7 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
                     # cache held are freed as the backward releases what it saved
                     torch.clear_autocast_cache()
                     stack.enter_context(torch.autocast(device.type, enabled=False))
-                runner.backward(loss, _as_is, accumulate=True)
+                runner.backward(loss, _as_is, accumulate=True, every_leaf=real_backward)
                 del loss
                 held.clear()
                 grad_bytes = distinct_bytes(p.grad for p in module.parameters()

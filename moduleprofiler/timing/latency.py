@@ -45,6 +45,7 @@ from moduleprofiler.timing.clocks.stamps import make_stamps
 from moduleprofiler.timing.device_trace import after_sessions_notes
 from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.loop import Block, BudgetUse, LoopRun, TimingOptions, measure
+from moduleprofiler.timing.ranks import rank_agreement
 from moduleprofiler.timing.stats import StopReason, Summary, summarize, throughput
 from moduleprofiler.validate import check_int, check_pass
 
@@ -432,6 +433,7 @@ def benchmark(
                            Progress("benchmark", opts.progress), opts,
                            state=[preserved_state(module, eval=eval, input=input),
                                   torch.set_grad_enabled(grad)],
+                           ranks=rank_agreement(module),
                            prime=(lambda: cold_ns.append(
                                _IterationTimer(resolved, invoke, 1)())) if cold else None)
 

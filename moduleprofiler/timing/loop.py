@@ -58,6 +58,7 @@ from moduleprofiler.timing.environment import (
     minor_faults,
     timing_context,
 )
+from moduleprofiler.timing.ranks import RankAgreement
 from moduleprofiler.timing.stats import StoppingRule, StopReason, ci_halfwidth, summarize
 from moduleprofiler.validate import check_bounded, check_int
 
@@ -381,7 +382,8 @@ def top_up(blocks: Sequence[Block], kept: list[int], min_iters: int) -> int:
 
 def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
                samples: Callable[[], Sequence[Sequence[float]]],
-               sizes: Sequence[int] | None = None, max_round: int | None = None) -> StopReason:
+               sizes: Sequence[int] | None = None, max_round: int | None = None,
+               ranks: RankAgreement | None = None) -> StopReason:
     """Run rounds until done; round ``r`` is ``round_of(r, n)`` with ``n`` iterations.
 
     With ``sizes`` (a fixed count, from :func:`split_rounds`) exactly those rounds run:
@@ -389,7 +391,8 @@ def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
     later one is sized from the last round's rate to last about :data:`ROUND_SHARE` of the
     budget (at most twice the previous round, ``max_round`` and what the budget has left, one
     iteration at least); after each round ``rule.check(*samples())`` decides, so the run
-    ends within the budget plus one round."""
+    ends within the budget plus one round. With ``ranks`` every rank of the group runs the
+    same rounds: they stop when all of them would, each round the smallest size wished."""
     round_s = (ROUND_SHARE * rule.max_seconds if rule.max_seconds is not None
                else UNBUDGETED_ROUND_S)
     size = 1
@@ -406,11 +409,15 @@ def run_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
                 return "num_iters"
             continue
         reason = rule.check(*samples())
+        if ranks is not None and ranks.go_on(reason is None):
+            reason = rule.reason = None  # another rank goes on: so does this one
         if reason is not None:
             return reason
         wanted = round_s / per_iteration if per_iteration > 0 else math.inf
         left = rule.remaining / per_iteration if per_iteration > 0 else math.inf
         size = int(max(1.0, min(2.0 * count, wanted, left, max_round or math.inf)))
+        if ranks is not None:
+            size = ranks.fewest(size)
 
 
 def noisiest(series: Mapping[str, ArrayLike]) -> tuple[str, float] | None:
@@ -429,12 +436,15 @@ def measure(plan: Plan, blocks: Sequence[Block],
             state: Sequence[AbstractContextManager[Any]] = (),
             prime: Callable[[], None] | None = None,
             finish: Callable[[], None] | None = None,
-            judged: Callable[[], Mapping[str, Sequence[float]]] | None = None) -> LoopRun:
+            judged: Callable[[], Mapping[str, Sequence[float]]] | None = None,
+            ranks: RankAgreement | None = None) -> LoopRun:
     """Run a pass's blocks through warm-up, dropped iterations and rounds (module docstring).
 
     ``watched`` names the series (nanoseconds per iteration) the stopping rule checks and
     the notes judge, ``judged`` more series the notes judge (hook-free times); ``state``: the
     pass's own contexts (model state, grad mode), entered inside the thread and GC pinning.
+    ``ranks``: for a model that communicates in every call, every rank of its group runs the
+    same warm-up, dropped iterations and rounds (:mod:`moduleprofiler.timing.ranks`).
     ``bar`` is closed at the end, also on an error. The time budget runs from ``plan``'s
     making (its rule's start), not from this call."""
     rule = plan.rule
@@ -465,10 +475,12 @@ def measure(plan: Plan, blocks: Sequence[Block],
             cap = WARMUP_SHARE * max(0.0, rule.remaining)
             warm = 0
             cut = False
-            while (warm < options.warmup_iters
-                   or time.perf_counter() - warm_start < options.warmup_seconds):
-                if warm and time.perf_counter() - warm_start >= cap:
-                    cut = True
+            while True:
+                elapsed = time.perf_counter() - warm_start
+                wanted = warm < options.warmup_iters or elapsed < options.warmup_seconds
+                if wanted and warm and elapsed >= cap:
+                    cut, wanted = True, False
+                if not (wanted if ranks is None else ranks.go_on(wanted)):
                     break
                 for block in blocks:
                     if block.warm:
@@ -477,9 +489,11 @@ def measure(plan: Plan, blocks: Sequence[Block],
                 bar.update(0, plan.kept, "warming up")
             timed_start = time.perf_counter()
             dropped = 0
-            while dropped < plan.drop_first:
-                if (warm or dropped) and time.perf_counter() - warm_start >= cap:
-                    cut = True
+            while True:
+                wanted = dropped < plan.drop_first
+                if wanted and (warm or dropped) and time.perf_counter() - warm_start >= cap:
+                    cut, wanted = True, False
+                if not (wanted if ranks is None else ranks.go_on(wanted)):
                     break
                 for block in blocks:  # one of each at a time, so that the cap can cut them
                     if block.dropped:
@@ -487,8 +501,10 @@ def measure(plan: Plan, blocks: Sequence[Block],
                 dropped += 1
             rounds_start = time.perf_counter()
             before = minor_faults()
-            reason = run_rounds(round_of, rule, series, plan.sizes, plan.max_round)
-            if reason == "target_ci":  # enough hooked samples: each kind up to its own minimum
+            reason = run_rounds(round_of, rule, series, plan.sizes, plan.max_round, ranks)
+            # enough hooked samples: each kind up to its own minimum
+            topped = reason == "target_ci"
+            if topped if ranks is None else ranks.go_on(topped):
                 calls[0] += top_up(blocks, kept_by_block, options.min_iters)
             after = minor_faults()
             rounds_end = time.perf_counter()

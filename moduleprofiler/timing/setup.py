@@ -26,6 +26,7 @@ from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.iteration import RawIteration, marks_span_ns
 from moduleprofiler.timing.listener import ClockListener, Step, stamped_block
 from moduleprofiler.timing.loop import Block, LoopRun, Plan, TimingOptions, measure, plain_count
+from moduleprofiler.timing.ranks import rank_agreement
 from moduleprofiler.warn import warn
 
 
@@ -97,5 +98,6 @@ class HookedPass:
             return measure(plan, blocks, lambda: {
                 name: [marks_span_ns(raw) for raw in raws] for name, (_, raws) in hooked.items()},
                 self.device, bar, options, state=state, prime=self.clock.prime, finish=finish,
+                ranks=rank_agreement(self.module),
                 judged=lambda: {"hook-free iterations": [  # the step's last mark ends it
                     max(marks.values()) - marks["start"] for marks in plain]})

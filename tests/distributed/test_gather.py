@@ -34,3 +34,11 @@ def test_a_chosen_device_is_kept() -> None:
     # init_process_group(device_id=...) binds the group: that device, whatever is current
     assert collective_device("nccl", torch.device("cuda", 1), 0, 1, 2) == \
         (torch.device("cuda", 1), None)
+
+
+def test_the_warning_names_what_runs_the_collectives() -> None:
+    # the timing loop's rank agreement moves its flags through the same device as gather
+    device, warning = collective_device("nccl", None, 0, 1, 2, caller="the timing loop")
+    assert device == torch.device("cuda", 1)
+    assert warning is not None and warning.startswith("the timing loop: local rank 1 has cuda:0")
+    assert "the timing loop runs them on cuda:1" in warning

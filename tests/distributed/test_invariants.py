@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
+from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -17,7 +19,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.distributed import CommunicationListener, DistributedError, gather
-from moduleprofiler.memory import module_bytes
+from moduleprofiler.memory import measure_memory, module_bytes
+from moduleprofiler.timing import TimingOptions
 from tests.distributed.models import batch, mlp
 from tests.distributed.ranks import run_ranks
 
@@ -28,12 +31,13 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
 def _scenarios(rank: int, world_size: int) -> dict:
     # the absent rank goes last: after it, rank 1 takes part in no collective
     return {worker.__name__: worker(rank, world_size)
-            for worker in (_ddp, _fsdp, _tp, _gathered, _failing, _absent)}
+            for worker in (_ddp, _fsdp, _tp, _gathered, _failing, _timed, _absent)}
 
 
 @pytest.fixture(scope="module")
 def ranks() -> list[dict]:
-    return run_ranks(_scenarios)
+    # a collective left waiting (a rank that stopped early) fails its rank instead of hanging
+    return run_ranks(_scenarios, timeout=60)
 
 
 def _of(ranks: list[dict], name: str) -> list:
@@ -91,7 +95,11 @@ def _fsdp(rank: int, world_size: int) -> dict:
     held = sum(p._local_tensor.numel() * p.element_size() for p in model.parameters())
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     single = ModuleProfiler().profile(mlp(), x)
+    memory = measure_memory(model, x, train=True)
     return {
+        "memory": (memory.training.grad_bytes, memory.training.peak_bytes,
+                   memory.inference.peak_bytes),
+        "grads_untouched": all(p.grad is None for p in model.parameters()),
         "counts": _counts(profile), "single": _counts(single),
         "kinds": sorted({(c.phase, c.kind) for c in listener.collectives}),
         "gather_bus": sum(c.bus_bytes for c in forward if c.kind == "all_gather"),
@@ -116,6 +124,13 @@ def test_fsdp2_counts_per_rank_and_all_gather_bytes(ranks: list[dict]) -> None:
         assert result["gathered_in"] == ["0", "2"]
         assert ("backward", "reduce_scatter") in result["kinds"]
         assert result["reduce_scatter"] == 376  # every gradient reduced once
+        # the training pass's backward ran (a backward into the sharded parameters reached
+        # none of them): each rank holds its half of the reduced gradients, 188 of 376 bytes,
+        # and the backward's gradients lift the peak above the inference pass's
+        grad_bytes, training_peak, inference_peak = result["memory"]
+        assert grad_bytes == 188
+        assert training_peak > inference_peak
+        assert result["grads_untouched"]
 
 
 def _tp(rank: int, world_size: int) -> dict:
@@ -181,6 +196,30 @@ def _failing(rank: int, world_size: int) -> str:
 def test_a_rank_that_raised_makes_every_rank_raise(ranks: list[dict]) -> None:
     for message in _of(ranks, "_failing"):
         assert message == "gather: profiling failed on rank 1 (ValueError: bad batch)"
+
+
+def _timed(rank: int, world_size: int) -> dict:
+    torch.manual_seed(0)
+    # BatchNorm's buffers: DDP broadcasts them in every forward, so forward-only timing
+    # communicates too
+    model = DistributedDataParallel(nn.Sequential(nn.Linear(64, 64), nn.BatchNorm1d(64)))
+    # uneven batches: rank 1's iterations take far longer than rank 0's, so each rank's own
+    # clock chooses other round sizes and another end
+    x = torch.randn(4 if rank == 0 else 2048, 64)
+    options = TimingOptions(max_seconds=0.5, warmup_seconds=0.05, progress=False)
+    steps = ModuleProfiler().train_step_times(model, x, options)
+    forward = ModuleProfiler().time_modules(model, x, options)
+    return {"steps": steps.budget.kept, "forward": forward.budget.kept,
+            "grads_untouched": all(p.grad is None for p in model.parameters())}
+
+
+def test_ranks_of_a_ddp_model_run_the_same_timed_iterations(ranks: list[dict]) -> None:
+    # each rank's loop deciding alone, rank 0 ran more iterations than rank 1 (47 against 9),
+    # its extra all-reduces left waiting or paired with the next pass's collectives
+    first, second = _of(ranks, "_timed")
+    assert first["steps"] == second["steps"] >= 1
+    assert first["forward"] == second["forward"] >= 1
+    assert first["grads_untouched"] and second["grads_untouched"]
 
 
 def _absent(rank: int, world_size: int) -> tuple[str, float]:

@@ -17,6 +17,7 @@ from moduleprofiler.errors import LossError
 from moduleprofiler.state import ModelStateWarning
 from moduleprofiler.timing import TimingWarning, loop, train_step_times
 from moduleprofiler.timing.listener import ClockListener
+from moduleprofiler.timing.ranks import RankAgreement
 from moduleprofiler.timing.stats import StoppingRule, StopReason
 from tests.timing.helpers import (
     Boom,
@@ -451,14 +452,16 @@ def test_adaptive_steps_stop_on_the_ci_or_the_budget(monkeypatch: pytest.MonkeyP
     def timed_rounds(round_of: Callable[[int, int], None], rule: StoppingRule,
                      samples: Callable[[], Sequence[Sequence[float]]],
                      sizes: Sequence[int] | None = None,
-                     max_round: int | None = None) -> StopReason:
+                     max_round: int | None = None,
+                     ranks: RankAgreement | None = None) -> StopReason:
         def timed(number: int, count: int) -> None:
             start = rule.elapsed
             round_of(number, count)
             rounds.append((count, start, rule.elapsed))
 
         adaptive = sizes is None  # not the hooks' calibration (a fixed count)
-        return run_rounds(timed if adaptive else round_of, rule, samples, sizes, max_round)
+        return run_rounds(timed if adaptive else round_of, rule, samples, sizes, max_round,
+                          ranks)
 
     monkeypatch.setattr(loop, "run_rounds", timed_rounds)
     with warnings.catch_warnings(record=True) as caught:
