@@ -43,7 +43,12 @@ class _Ref(weakref.ref):  # type: ignore[type-arg]
 
 class LiveBytes:
     """Bytes of live storages: the ``baseline`` ones (alive throughout: parameters, buffers,
-    inputs) plus every storage an operator returned that has not died yet."""
+    inputs) plus every storage an operator returned that has not died yet.
+
+    A storage an operator returns that is one of its own inputs' and was never counted (a
+    view or an in-place write of a tensor the model kept in a plain attribute, a closure or a
+    global before the pass) was not allocated by the pass: it is left out, as every other
+    tensor the process held before the pass is."""
 
     def __init__(self) -> None:
         self._baseline: dict[int, torch.UntypedStorage] = {}  # strong refs: keys stay unique
@@ -51,6 +56,7 @@ class LiveBytes:
         self.current = 0
         self._storages: dict[int, _Ref] = {}
         self._tensors: dict[int, _Ref] = {}
+        self._before: dict[int, _Ref] = {}  # alive before the pass, not counted (weak refs)
         self.allocations = 0
 
     def add_baseline(self, tensors: Iterable[Tensor]) -> None:
@@ -71,27 +77,33 @@ class LiveBytes:
         self._baseline.clear()
         self._storages.clear()
         self._tensors.clear()
+        self._before.clear()
 
-    def add(self, value: Any) -> bool:
-        """Account for the tensors in an operator's output; whether ``current`` grew."""
+    def add(self, value: Any, inputs: Any = ()) -> bool:
+        """Account for the tensors in an operator's output (``inputs``: the operator's
+        arguments, which tell a storage that existed before it); whether ``current`` grew."""
         if isinstance(value, Tensor):  # the common case, without a walk
-            return self._add(value)
+            return self._add(value, inputs)
         grew = False
         for tensor in iter_tensors(value):
-            grew = self._add(tensor) or grew
+            grew = self._add(tensor, inputs) or grew
         return grew
 
-    def _add(self, tensor: Tensor) -> bool:
+    def _add(self, tensor: Tensor, inputs: Any = ()) -> bool:
         storage = storage_of(tensor)
         if storage is None:  # sparse, nested, ...: the tensor's own bytes, while it lives
             if id(tensor) in self._tensors:
                 return False
             return self._track(self._tensors, id(tensor), tensor, own_nbytes(tensor))
         key = storage_key(storage)
-        if key in self._baseline:
+        if key in self._baseline or key in self._before:
             return False
         ref = self._storages.get(key)
         if ref is None:
+            if _is_input_storage(key, inputs):  # a view or in-place result: not allocated
+                ref = self._before[key] = _Ref(storage, self._release(self._before))
+                ref.key, ref.nbytes = key, 0
+                return False
             return self._track(self._storages, key, storage, storage_nbytes(storage))
         nbytes = storage_nbytes(storage)  # resized in place (``resize_``, ``out=``)
         if nbytes == ref.nbytes:
@@ -192,16 +204,16 @@ class LiveBytesListener(Listener):
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
-        self._account(call, "forward", self._forward, out)
+        self._account(call, "forward", self._forward, out, (args, kwargs))
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
         self.backward_ran = True
-        self._account(owner, "backward", self._backward, out)
+        self._account(owner, "backward", self._backward, out, (args, kwargs))
 
     def _account(self, call: Call | None, phase: Phase, maxima: dict[Call | None, int],
-                 out: Any) -> None:
-        if self.live.add(out):
+                 out: Any, inputs: Any) -> None:
+        if self.live.add(out, inputs):
             current = self.live.current
             if current > maxima.get(call, -1):
                 maxima[call] = current
@@ -230,6 +242,15 @@ class LiveBytesListener(Listener):
         self.live.release()
         self._forward.clear()
         self._backward.clear()
+
+
+def _is_input_storage(key: int, inputs: Any) -> bool:
+    """Whether a tensor among ``inputs`` has the storage ``key``."""
+    for tensor in iter_tensors(inputs):
+        storage = storage_of(tensor)
+        if storage is not None and storage_key(storage) == key:
+            return True
+    return False
 
 
 def _location(call: Call | None, phase: Phase) -> Location:
