@@ -204,12 +204,14 @@ class LiveBytesListener(Listener):
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
-        self._account(call, "forward", self._forward, out, (args, kwargs))
+        self._account(call, "forward", self._forward, out,
+                      (args, kwargs) if _may_alias(func) else ())
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
         self.backward_ran = True
-        self._account(owner, "backward", self._backward, out, (args, kwargs))
+        self._account(owner, "backward", self._backward, out,
+                      (args, kwargs) if _may_alias(func) else ())
 
     def _account(self, call: Call | None, phase: Phase, maxima: dict[Call | None, int],
                  out: Any, inputs: Any) -> None:
@@ -242,6 +244,21 @@ class LiveBytesListener(Listener):
         self.live.release()
         self._forward.clear()
         self._backward.clear()
+
+
+_ALIASING: dict[Any, bool] = {}
+
+
+def _may_alias(func: Any) -> bool:
+    """Whether the operator may return one of its inputs' storages (a view, an in-place or
+    ``out=`` result: an alias annotation on a return in its schema); an operator without a
+    schema may. Read once per operator: the inputs are walked only for these."""
+    found = _ALIASING.get(func)
+    if found is None:
+        schema = getattr(func, "_schema", None)
+        found = _ALIASING[func] = schema is None or any(
+            ret.alias_info is not None for ret in schema.returns)
+    return found
 
 
 def _is_input_storage(key: int, inputs: Any) -> bool:
