@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from moduleprofiler.autograd_nodes import is_accumulation
 from moduleprofiler.call import Call
@@ -71,6 +72,18 @@ class LiveBytes:
                 self._baseline[key] = storage
                 self.baseline_bytes += storage_nbytes(storage)
                 self.current += storage_nbytes(storage)
+
+    def to_baseline(self, tensors: Iterable[Tensor]) -> None:
+        """Count the storages of ``tensors`` that an operator of the pass returned with the
+        baseline instead (a lazy module's parameters, materialised in its first call: model
+        state, not the pass's memory); ``current`` and the peak stay as they were."""
+        for tensor in tensors:
+            storage = storage_of(tensor)
+            ref = None if storage is None else self._storages.pop(storage_key(storage), None)
+            if storage is not None and ref is not None:
+                self._baseline[ref.key] = storage
+                self.baseline_bytes += ref.nbytes
+                self.allocations -= 1
 
     def release(self) -> None:
         """Stop accounting and drop every reference (the numbers stay)."""
@@ -176,11 +189,15 @@ class LiveBytesListener(Listener):
         self._forward: dict[Call | None, int] = {}
         self._backward: dict[Call | None, int] = {}
         self.backward_ran = False
+        self._lazy: set[int] = set()  # ids of lazy modules not materialised at the start
 
     def start(self, runner: PassRunner) -> None:
         self.live.add_baseline([*runner.root.parameters(), *runner.root.buffers()])
         self.live.add_baseline(iter_tensors(self._inputs))
         self._inputs = None
+        self._lazy = {id(module) for module in runner.root.modules()
+                      if isinstance(module, LazyModuleMixin)
+                      and module.has_uninitialized_params()}
         self.peak = self.live.current
         if self._device is not None:
             self.cuda = AllocatorPeak(self._device)
@@ -201,6 +218,14 @@ class LiveBytesListener(Listener):
             self._forward[call] = current
         if self.cuda is not None and self.cuda.sample():
             self.cuda_peak_at = (call, "forward", False)
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        module = call.module
+        if self._lazy and id(module) in self._lazy:  # materialised by its first call
+            self._lazy.discard(id(module))
+            self.live.to_baseline([*module.parameters(recurse=False),
+                                   *module.buffers(recurse=False)])
 
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
@@ -242,6 +267,7 @@ class LiveBytesListener(Listener):
     def release(self) -> None:
         """Drop every reference to storages and calls (the numbers stay)."""
         self.live.release()
+        self._lazy.clear()
         self._forward.clear()
         self._backward.clear()
 

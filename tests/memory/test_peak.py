@@ -278,3 +278,15 @@ def test_views_and_in_place_writes_of_tensors_made_before_the_pass_allocate_noth
     assert report.training is not None and plain.training is not None
     assert report.training.peak_bytes - report.training.baseline_bytes \
         == plain.training.peak_bytes - plain.training.baseline_bytes
+
+
+def test_a_lazy_module_materialised_in_the_pass_puts_its_weights_in_the_baseline() -> None:
+    lazy = measure_memory(nn.Sequential(nn.LazyLinear(8)), torch.randn(4, 8))
+    built = measure_memory(nn.Sequential(nn.Linear(8, 8)), torch.randn(4, 8))
+    # weight 8*8*4 = 256 and bias 8*4 = 32 are model state, as the built Linear's are (they
+    # counted as 288 bytes of activation: the baseline read x's 128 alone): baseline
+    # 288 + x 4*8*4 = 128 = 416; peak 416 + the output 128 = 544
+    for report in (lazy, built):
+        assert report.inference.baseline_bytes == 416
+        assert report.inference.peak_bytes == 544
+        assert report.peak_activation_bytes == 128
