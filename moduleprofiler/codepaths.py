@@ -18,7 +18,21 @@ from moduleprofiler.records import ROOT_NAME
 
 
 class CodePathWarning(UserWarning):
-    """Hooks make the model run different kernels than it runs without them."""
+    """A pass runs the model on different kernels than it runs on its own: hooks turn off a
+    fused path, or the caller's ``torch.autocast`` does not reach the meta device."""
+
+
+_AUTOCAST_TYPES = ("cpu", "cuda", "xpu", "mps", "hpu")
+
+
+def autocast_left_out(device: torch.device) -> list[str]:
+    """The device types whose ``torch.autocast`` is on but does not apply on ``device``: on
+    the meta device, every one (autocast casts only tensors of its own device type, and the
+    meta device has no autocast), so the passes run in the model's own dtypes."""
+    if device.type != "meta":
+        return []
+    return [kind for kind in _AUTOCAST_TYPES
+            if torch.amp.is_autocast_available(kind) and torch.is_autocast_enabled(kind)]
 
 
 def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[str]:

@@ -109,6 +109,20 @@ def held_values(modules: Iterable[nn.Module]) -> HeldValues:
                       [value for value in found if type(value) is generator])
 
 
+def held_tensors(modules: Iterable[nn.Module]) -> list[Tensor]:
+    """The tensors that ``modules`` hold as plain attributes (``vars(module)``: a table made in
+    ``__init__``, a cache kept between calls), directly or in a list or tuple; not their
+    parameters and buffers, which ``nn.Module`` keeps in its own tables."""
+    found: list[Tensor] = []
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, Tensor):
+                found.append(value)
+            elif isinstance(value, (list, tuple)):
+                found.extend(item for item in value if isinstance(item, Tensor))
+    return found
+
+
 _NAMED_MODULES = nn.Module.named_modules
 
 

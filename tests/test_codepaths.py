@@ -34,3 +34,25 @@ def test_measuring_memory_says_the_hooks_change_the_path() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", CodePathWarning)
         measure_memory(_encoder(batch_first=False), torch.zeros(3, 2, 16))
+
+
+def test_measuring_memory_on_meta_under_autocast_says_autocast_is_left_out() -> None:
+    """Autocast casts only tensors of its own device type: on the meta device the passes run
+    in float32, so the bytes are those of the CPU without autocast, and the warning says so."""
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+    x = torch.randn(4, 8)
+    with warnings.catch_warnings(record=True) as caught, \
+            torch.autocast("cpu", dtype=torch.bfloat16):
+        warnings.simplefilter("always")
+        meta = measure_memory(model, x, train=True, device="meta")
+    said = [str(w.message) for w in caught if issubclass(w.category, CodePathWarning)]
+    assert len(said) == 1 and "torch.autocast('cpu')" in said[0] and "meta" in said[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain = measure_memory(model, x, train=True)  # float32 on the CPU: nothing to say
+    assert not [w for w in caught if issubclass(w.category, CodePathWarning)]
+    assert meta.training is not None and plain.training is not None
+    # Float32 both: the first Linear's output 4*16*4 = 256 bytes, saved by ReLU; under
+    # autocast it would be bfloat16 (128 bytes).
+    assert meta.training.peak_bytes == plain.training.peak_bytes
+    assert meta.training.saved_bytes == plain.training.saved_bytes == 256

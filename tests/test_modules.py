@@ -10,7 +10,13 @@ import torch
 from torch import nn
 from torch.nn.parameter import UninitializedParameter
 
-from moduleprofiler.modules import module_facts, module_infos, scan_modules, walk_modules
+from moduleprofiler.modules import (
+    held_tensors,
+    module_facts,
+    module_infos,
+    scan_modules,
+    walk_modules,
+)
 from moduleprofiler.storage import own_nbytes
 from tests.fixtures.models import LinearReLU
 
@@ -201,3 +207,12 @@ def test_held_values_lists_callable_and_generator_attributes_in_module_order() -
     assert held.generators == [first, second]  # Linear before the inner ReLU
     assert held.callables == [torch.relu]
     assert held_values([nn.Linear(2, 2)]) == ([], [])
+
+
+def test_held_tensors_are_plain_attributes_not_parameters_or_buffers() -> None:
+    model = nn.Linear(2, 2)
+    model.register_buffer("scale", torch.ones(2))
+    table, first, second = torch.zeros(3), torch.zeros(1), torch.zeros(1)
+    model.table = table
+    model.cache = [first, None, second]
+    assert [id(t) for t in held_tensors(model.modules())] == [id(table), id(first), id(second)]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
+from moduleprofiler.codepaths import CodePathWarning, autocast_left_out, fast_path_changes
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.inputs import check_reusable, input_shapes_of, unwrap_compiled
 from moduleprofiler.loss import LossFn
@@ -141,6 +141,12 @@ def measure_memory(
         warn(f"hooks disable the fused fast path of TransformerEncoderLayer at {changed}: the "
              "inference pass measures the unfused path, which keeps intermediates the fused "
              "kernel does not", CodePathWarning)
+    ignored = autocast_left_out(run_device)
+    if ignored:
+        warn(f"torch.autocast({ignored[0]!r}) is on, but autocast does not reach the meta "
+             "device: the passes run in the model's own dtypes, and the bytes are those of a "
+             "run without autocast (measure on the device itself to see autocast's)",
+             CodePathWarning)
     bar = Progress("measuring memory", progress, unit="calls")
     with placed_on(module, run_device):
         inputs = to_device(input, run_device)

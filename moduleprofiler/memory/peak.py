@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from moduleprofiler.autograd_nodes import is_accumulation
 from moduleprofiler.call import Call
@@ -43,7 +44,12 @@ class _Ref(weakref.ref):  # type: ignore[type-arg]
 
 class LiveBytes:
     """Bytes of live storages: the ``baseline`` ones (alive throughout: parameters, buffers,
-    inputs) plus every storage an operator returned that has not died yet."""
+    inputs) plus every storage an operator returned that has not died yet.
+
+    A storage an operator returns that is one of its own inputs' and was never counted (a
+    view or an in-place write of a tensor the model kept in a plain attribute, a closure or a
+    global before the pass) was not allocated by the pass: it is left out, as every other
+    tensor the process held before the pass is."""
 
     def __init__(self) -> None:
         self._baseline: dict[int, torch.UntypedStorage] = {}  # strong refs: keys stay unique
@@ -51,6 +57,7 @@ class LiveBytes:
         self.current = 0
         self._storages: dict[int, _Ref] = {}
         self._tensors: dict[int, _Ref] = {}
+        self._before: dict[int, _Ref] = {}  # alive before the pass, not counted (weak refs)
         self.allocations = 0
 
     def add_baseline(self, tensors: Iterable[Tensor]) -> None:
@@ -66,32 +73,50 @@ class LiveBytes:
                 self.baseline_bytes += storage_nbytes(storage)
                 self.current += storage_nbytes(storage)
 
+    def to_baseline(self, tensors: Iterable[Tensor]) -> None:
+        """Count the storages of ``tensors`` that an operator of the pass returned with the
+        baseline instead (a lazy module's parameters, materialised in its first call: model
+        state, not the pass's memory); ``current`` and the peak stay as they were."""
+        for tensor in tensors:
+            storage = storage_of(tensor)
+            ref = None if storage is None else self._storages.pop(storage_key(storage), None)
+            if storage is not None and ref is not None:
+                self._baseline[ref.key] = storage
+                self.baseline_bytes += ref.nbytes
+                self.allocations -= 1
+
     def release(self) -> None:
         """Stop accounting and drop every reference (the numbers stay)."""
         self._baseline.clear()
         self._storages.clear()
         self._tensors.clear()
+        self._before.clear()
 
-    def add(self, value: Any) -> bool:
-        """Account for the tensors in an operator's output; whether ``current`` grew."""
+    def add(self, value: Any, inputs: Any = ()) -> bool:
+        """Account for the tensors in an operator's output (``inputs``: the operator's
+        arguments, which tell a storage that existed before it); whether ``current`` grew."""
         if isinstance(value, Tensor):  # the common case, without a walk
-            return self._add(value)
+            return self._add(value, inputs)
         grew = False
         for tensor in iter_tensors(value):
-            grew = self._add(tensor) or grew
+            grew = self._add(tensor, inputs) or grew
         return grew
 
-    def _add(self, tensor: Tensor) -> bool:
+    def _add(self, tensor: Tensor, inputs: Any = ()) -> bool:
         storage = storage_of(tensor)
         if storage is None:  # sparse, nested, ...: the tensor's own bytes, while it lives
             if id(tensor) in self._tensors:
                 return False
             return self._track(self._tensors, id(tensor), tensor, own_nbytes(tensor))
         key = storage_key(storage)
-        if key in self._baseline:
+        if key in self._baseline or key in self._before:
             return False
         ref = self._storages.get(key)
         if ref is None:
+            if _is_input_storage(key, inputs):  # a view or in-place result: not allocated
+                ref = self._before[key] = _Ref(storage, self._release(self._before))
+                ref.key, ref.nbytes = key, 0
+                return False
             return self._track(self._storages, key, storage, storage_nbytes(storage))
         nbytes = storage_nbytes(storage)  # resized in place (``resize_``, ``out=``)
         if nbytes == ref.nbytes:
@@ -164,11 +189,15 @@ class LiveBytesListener(Listener):
         self._forward: dict[Call | None, int] = {}
         self._backward: dict[Call | None, int] = {}
         self.backward_ran = False
+        self._lazy: set[int] = set()  # ids of lazy modules not materialised at the start
 
     def start(self, runner: PassRunner) -> None:
         self.live.add_baseline([*runner.root.parameters(), *runner.root.buffers()])
         self.live.add_baseline(iter_tensors(self._inputs))
         self._inputs = None
+        self._lazy = {id(module) for module in runner.root.modules()
+                      if isinstance(module, LazyModuleMixin)
+                      and module.has_uninitialized_params()}
         self.peak = self.live.current
         if self._device is not None:
             self.cuda = AllocatorPeak(self._device)
@@ -190,18 +219,28 @@ class LiveBytesListener(Listener):
         if self.cuda is not None and self.cuda.sample():
             self.cuda_peak_at = (call, "forward", False)
 
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        module = call.module
+        if self._lazy and id(module) in self._lazy:  # materialised by its first call
+            self._lazy.discard(id(module))
+            self.live.to_baseline([*module.parameters(recurse=False),
+                                   *module.buffers(recurse=False)])
+
     def operator(self, call: Call | None, func: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any], out: Any) -> None:
-        self._account(call, "forward", self._forward, out)
+        self._account(call, "forward", self._forward, out,
+                      (args, kwargs) if _may_alias(func) else ())
 
     def backward_operator(self, owner: Call | None, func: Any, args: tuple[Any, ...],
                           kwargs: dict[str, Any], out: Any) -> None:
         self.backward_ran = True
-        self._account(owner, "backward", self._backward, out)
+        self._account(owner, "backward", self._backward, out,
+                      (args, kwargs) if _may_alias(func) else ())
 
     def _account(self, call: Call | None, phase: Phase, maxima: dict[Call | None, int],
-                 out: Any) -> None:
-        if self.live.add(out):
+                 out: Any, inputs: Any) -> None:
+        if self.live.add(out, inputs):
             current = self.live.current
             if current > maxima.get(call, -1):
                 maxima[call] = current
@@ -228,8 +267,33 @@ class LiveBytesListener(Listener):
     def release(self) -> None:
         """Drop every reference to storages and calls (the numbers stay)."""
         self.live.release()
+        self._lazy.clear()
         self._forward.clear()
         self._backward.clear()
+
+
+_ALIASING: dict[Any, bool] = {}
+
+
+def _may_alias(func: Any) -> bool:
+    """Whether the operator may return one of its inputs' storages (a view, an in-place or
+    ``out=`` result: an alias annotation on a return in its schema); an operator without a
+    schema may. Read once per operator: the inputs are walked only for these."""
+    found = _ALIASING.get(func)
+    if found is None:
+        schema = getattr(func, "_schema", None)
+        found = _ALIASING[func] = schema is None or any(
+            ret.alias_info is not None for ret in schema.returns)
+    return found
+
+
+def _is_input_storage(key: int, inputs: Any) -> bool:
+    """Whether a tensor among ``inputs`` has the storage ``key``."""
+    for tensor in iter_tensors(inputs):
+        storage = storage_of(tensor)
+        if storage is not None and storage_key(storage) == key:
+            return True
+    return False
 
 
 def _location(call: Call | None, phase: Phase) -> Location:

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from moduleprofiler.errors import MixedDeviceError
+from moduleprofiler.records import display_path
 from moduleprofiler.shapes import map_tensors
 from moduleprofiler.storage import is_lazy
 
@@ -24,6 +26,12 @@ def _moved(tensor: Tensor, device: torch.device) -> Tensor:
     return moved
 
 
+def _differ(here: torch.device, device: torch.device) -> bool:
+    return here.type != device.type or (
+        device.index is not None and here.index is not None and here.index != device.index
+    )
+
+
 def _on_other_device(tensor: Tensor, device: torch.device) -> bool:
     if is_lazy(tensor):
         return False
@@ -32,22 +40,33 @@ def _on_other_device(tensor: Tensor, device: torch.device) -> bool:
         # no values to copy: an offloading hook puts the weights there for each call (a
         # meta tensor without one fails in the model's own forward, which says so)
         return False
-    return here.type != device.type or (
-        device.index is not None and here.index is not None and here.index != device.index
-    )
+    return _differ(here, device)
 
 
 @contextmanager
 def placed_on(module: nn.Module, device: torch.device) -> Iterator[None]:
     """Every parameter and buffer not on ``device`` swapped for a copy there (tied tensors stay
-    tied: one copy per original tensor) for the duration of the block."""
+    tied: one copy per original tensor) for the duration of the block.
+
+    Raises:
+        MixedDeviceError: a lazy parameter would materialise on another device than
+            ``device`` (its own) in the pass's forward, and the forward would mix the two.
+    """
     copies: dict[int, Tensor] = {}
     swapped: list[tuple[dict[str, Any], str, Tensor]] = []
     try:
-        for submodule in module.modules():
+        for path, submodule in module.named_modules():
             tables: tuple[dict[str, Any], ...] = (submodule._parameters, submodule._buffers)
             for table in tables:
                 for name, tensor in list(table.items()):
+                    if tensor is not None and is_lazy(tensor) and _differ(tensor.device, device):
+                        raise MixedDeviceError(
+                            f"the lazy module {display_path(path)!r} "
+                            f"({type(submodule).__name__}) would materialise {name!r} on "
+                            f"{tensor.device} in the first forward, beside tensors on "
+                            f"{device}: build it there ({type(submodule).__name__}"
+                            f"(..., device={str(device)!r})), or run one forward on "
+                            f"{tensor.device} first")
                     if tensor is None or not _on_other_device(tensor, device):
                         continue
                     copy = copies.get(id(tensor))

@@ -177,8 +177,10 @@ class MemoryReport(Profile):
                                "peaked",
         "training_baseline_bytes": "memory live when the training step started",
         "training_peak_call": "the module call running when the training step's memory peaked",
-        "saved_param_bytes": "parameter and buffer storages autograd saved for the backward "
-                             "(not activation memory; per module: self_saved_param_bytes)",
+        "saved_param_bytes": "parameter and buffer storages autograd saved for the backward, "
+                             "and those of tensors the modules held as attributes before "
+                             "the pass (not activation memory; per module: "
+                             "self_saved_param_bytes)",
         "saved_input_bytes": "storages of the model's inputs autograd saved for the backward",
         "grad_bytes": "the parameters' gradients after the backward",
         "training_output_kept": "whether the training step held the model's output through "

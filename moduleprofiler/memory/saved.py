@@ -4,8 +4,8 @@ pass runner.
 ``torch.autograd.graph.saved_tensors_hooks`` (on for the forward) sees every tensor an operation
 saves; the pack hook returns the tensor itself (nothing is copied or kept) and charges its
 storage, once, to the innermost module call running. Saved storages that belong to parameters
-or buffers are not activation memory (they exist anyway) and are counted apart, as are the
-model's inputs.
+or buffers, or to tensors the modules held as attributes before the pass, are not activation
+memory (they exist anyway) and are counted apart, as are the model's inputs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from torch import Tensor
 
 from moduleprofiler.call import Call
 from moduleprofiler.export.columns import register_column, register_quantity
+from moduleprofiler.modules import held_tensors
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
@@ -46,7 +47,8 @@ class SavedTensorsListener(Listener):
 
     Writes ``self_saved_bytes`` (activations saved by the call's own operators),
     ``saved_bytes`` (with the calls inside it) and ``self_saved_param_bytes`` (parameter and
-    buffer storages its operators saved first) into every call's values; :attr:`totals` holds
+    buffer storages its operators saved first, and those of tensors the modules held as
+    attributes before the pass) into every call's values; :attr:`totals` holds
     the pass's totals by kind, work outside every module call (the loss) included.
 
     Args:
@@ -57,7 +59,8 @@ class SavedTensorsListener(Listener):
     param_column = register_column(
         "self_saved_param_bytes", "bytes", "self saved param", aggregation="sum", unit="bytes",
         needs=MEMORY_NEEDS, description="parameter bytes saved for backward by the call's own "
-        "operators (not activations: they are the weights)")
+        "operators, buffers and tensors the modules held as attributes before the pass "
+        "included (not activations: they are the weights)")
     """The column of the parameters saved: weights, which exist anyway, so the views of
     activation memory (a memory report's default tree) leave it out."""
     columns = (
@@ -76,6 +79,9 @@ class SavedTensorsListener(Listener):
         self._kinds: dict[int, SavedKind] = {}
         self._keep: list[torch.UntypedStorage] = []  # alive, so their keys are never reused
         self._seen: dict[int, weakref.ref[torch.UntypedStorage]] = {}
+        # held as module attributes at the start; weak, so a cache the forward replaces is
+        # freed as it would be without the pass
+        self._held: dict[int, weakref.ref[torch.UntypedStorage]] = {}
         self._stack: list[Call] = []
         self._hooks: Any = None
         self.by_call: dict[Call | None, SavedTotals] = {}
@@ -86,6 +92,10 @@ class SavedTensorsListener(Listener):
         self._classify("parameter", [*runner.root.parameters(), *runner.root.buffers()])
         self._classify("input", iter_tensors(self._inputs))
         self._inputs = None
+        for tensor in held_tensors(runner.root.modules()):
+            storage = storage_of(tensor)
+            if storage is not None:
+                self._held.setdefault(storage_key(storage), weakref.ref(storage))
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         self._hooks.__enter__()
 
@@ -110,6 +120,7 @@ class SavedTensorsListener(Listener):
         self._kinds.clear()
         self._keep.clear()
         self._seen.clear()
+        self._held.clear()
         self.by_call.clear()
         self._stack = []
 
@@ -127,6 +138,10 @@ class SavedTensorsListener(Listener):
             return tensor
         key = storage_key(storage)
         kind = self._kinds.get(key)
+        if kind is None:
+            held = self._held.get(key)
+            if held is not None and held() is not None:
+                kind = "parameter"  # model state from before the pass, like a buffer
         if kind is None:
             ref = self._seen.get(key)
             if ref is not None and ref() is not None:

@@ -245,3 +245,48 @@ def test_a_compiled_model_is_measured_as_its_own_modules() -> None:
         warnings.simplefilter("error")  # row by row, nothing left out
         merged = profile.merge(report)
     assert list(merged.to_df("module")["output_bytes"]) == [64, 256, 256, 64]
+
+
+class KeptInAttributes(nn.Module):
+    """A table and a cache kept as plain attributes (not buffers), made before the pass: the
+    forward reads a slice of one and writes the other in place, allocating neither."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+        self.table = torch.randn(1000, 8)
+        self.cache = torch.zeros(1000, 8)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.linear(x)
+        self.cache[: x.shape[0]].copy_(y.detach())
+        return y + self.table[: x.shape[0]]
+
+
+def test_views_and_in_place_writes_of_tensors_made_before_the_pass_allocate_nothing() -> None:
+    report = measure_memory(KeptInAttributes(), torch.randn(4, 8), train=True, keep_output=False)
+    inference = report.inference
+    # Baseline: weight 8*8*4 = 256, bias 8*4 = 32, x 4*8*4 = 128; the table and the cache
+    # (1000*8*4 = 32000 each) are neither parameters, buffers nor inputs.
+    assert inference.baseline_bytes == 256 + 32 + 128 == 416
+    # Allocated: the Linear's output 4*8*4 = 128 and the sum 128; slicing the table, slicing
+    # the cache and copying into it allocate nothing (they used to count 32000 bytes each).
+    assert inference.allocations == 2
+    assert inference.peak_bytes == 416 + 128 + 128 == 672
+    # the same increase as the model without the table and the cache
+    plain = measure_memory(nn.Linear(8, 8), torch.randn(4, 8), train=True, keep_output=False)
+    assert report.training is not None and plain.training is not None
+    assert report.training.peak_bytes - report.training.baseline_bytes \
+        == plain.training.peak_bytes - plain.training.baseline_bytes
+
+
+def test_a_lazy_module_materialised_in_the_pass_puts_its_weights_in_the_baseline() -> None:
+    lazy = measure_memory(nn.Sequential(nn.LazyLinear(8)), torch.randn(4, 8))
+    built = measure_memory(nn.Sequential(nn.Linear(8, 8)), torch.randn(4, 8))
+    # weight 8*8*4 = 256 and bias 8*4 = 32 are model state, as the built Linear's are (they
+    # counted as 288 bytes of activation: the baseline read x's 128 alone): baseline
+    # 288 + x 4*8*4 = 128 = 416; peak 416 + the output 128 = 544
+    for report in (lazy, built):
+        assert report.inference.baseline_bytes == 416
+        assert report.inference.peak_bytes == 544
+        assert report.peak_activation_bytes == 128

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
+from moduleprofiler.errors import MixedDeviceError
 from moduleprofiler.memory import measure_memory
 from moduleprofiler.memory.placement import to_device
 
@@ -92,3 +93,24 @@ def test_a_dataclass_batch_is_moved_to_the_pass_device(device: str) -> None:
     assert report.inference.peak_bytes == 374
     assert report.inference.peak_bytes - report.inference.baseline_bytes == 192
     assert batch.x.device.type == "cpu"  # the caller's batch is not touched
+
+
+def test_a_lazy_module_made_on_the_cpu_is_refused_on_the_meta_device_by_path() -> None:
+    """Its parameters would materialise on the CPU in the first forward, beside meta inputs:
+    the forward failed deep in an operator ("Tensor on device cpu is not on the expected
+    device meta!"). The error names the module, and the model is left lazy."""
+    model = nn.Sequential(nn.ReLU(), nn.LazyLinear(8))
+    with pytest.raises(MixedDeviceError, match=r"lazy module '1' \(LazyLinear\).*'weight'.*"
+                                               r"device='meta'"):
+        measure_memory(model, torch.randn(4, 8), device="meta")
+    assert isinstance(model[1], nn.LazyLinear) and model[1].has_uninitialized_params()
+
+
+def test_a_lazy_module_made_on_the_meta_device_is_planned_there() -> None:
+    model = nn.Sequential(nn.LazyLinear(8, device="meta"))
+    report = measure_memory(model, torch.randn(4, 8), device="meta")
+    # x 4*8*4 = 128 before the forward; the weight 8*8*4 = 256 and bias 8*4 = 32 materialise
+    # in it, then the output 4*8*4 = 128: 128 + 288 + 128 = 544, as on the CPU
+    assert report.inference.peak_bytes == 544
+    assert report.inference.peak_bytes == measure_memory(
+        nn.Sequential(nn.LazyLinear(8)), torch.randn(4, 8)).inference.peak_bytes

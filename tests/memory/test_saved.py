@@ -101,3 +101,40 @@ def test_inference_only_reports_no_saved_bytes() -> None:
     # of the frame of all columns (unknown, never 0)
     assert "saved_bytes" not in report.to_df()
     assert report.to_df(columns="all")["saved_bytes"].isna().all()
+
+
+class ScaledByTable(nn.Module):
+    """Multiplies by a slice of a table held as a plain attribute (not a buffer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+        self.table = torch.randn(1000, 8)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear(x) * self.table[: x.shape[0]]
+
+
+def test_a_table_held_as_an_attribute_is_saved_as_model_state_not_activation() -> None:
+    model, x = ScaledByTable(), torch.randn(4, 8)
+    # Independent count: the storages autograd saves in the forward, by hand with the hooks.
+    saved: dict[int, int] = {}
+
+    def pack(tensor: Tensor) -> Tensor:
+        storage = tensor.untyped_storage()
+        saved[storage._cdata] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(x)
+    # addmm saves x (4*8*4 = 128; not the weight: x needs no gradient); mul saves the table's
+    # slice, whose storage is the whole table (1000*8*4 = 32000), for the Linear's gradient.
+    assert sorted(saved.values()) == [128, 32000]
+    report = measure_memory(model, x, train=True)
+    training = report.training
+    assert training is not None
+    assert training.saved_input_bytes == 128
+    # the table exists anyway, as a buffer would: model state, not activation (it was
+    # charged as 32000 bytes of activation)
+    assert training.saved_param_bytes == 32000
+    assert training.saved_bytes == 0
