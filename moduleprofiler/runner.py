@@ -394,9 +394,9 @@ class PassRunner:
         self.modules: list[nn.Module] = walk.modules
         self.calls: list[Call] = []
         self.stack: list[Call] = []
-        self.failed_path: str | None = None
         self._failures: list[tuple[Call, BaseException]] = []
-        """Each failed call with the exception it raised, innermost first (:meth:`raised_path`)."""
+        """Each failed call with the exception it raised, innermost first (:attr:`failed_path`,
+        :meth:`raised_path`)."""
         self.unhooked: tuple[str, ...] = ()
         """Paths of the modules left unhooked, TorchScript submodules (which cannot carry
         Python hooks) and the ``unhookable`` ones: their work is their nearest hooked
@@ -495,12 +495,17 @@ class PassRunner:
         self.calls = []
         self.stack.clear()
         self.reruns.reset()
-        self.failed_path = None
         self._failures = []
         self._counts.clear()
         self._seq_starts = []
         self._seq_calls = []
         self._leaf_owners = None
+
+    @property
+    def failed_path(self) -> str | None:
+        """The first module whose forward raised in the run (the innermost of the first
+        failure), caught inside the model or not; ``None`` when none raised."""
+        return self._failures[0][0].path if self._failures else None
 
     def raised_path(self) -> str | None:
         """The module whose forward raised the exception that left an outermost call of the
@@ -705,8 +710,6 @@ class PassRunner:
                 # first module to get here is the innermost one, the one that failed.
                 call.failed = True
                 self._failures.append((call, exception))
-                if self.failed_path is None:
-                    self.failed_path = call.path
             else:
                 listener = None
                 try:
@@ -718,8 +721,6 @@ class PassRunner:
                     # this call's error, not its caller's: the caller's exit hook, which
                     # sees it next, would otherwise be named as the module that failed
                     call.failed = True
-                    if self.failed_path is None:
-                        self.failed_path = call.path
                     error = _listener_failed(listener, "end", call, exc)
                     self._failures.append((call, error))
                     raise error from exc
