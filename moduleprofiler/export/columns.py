@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.renamed import current_name
 from moduleprofiler.records import COUNTED_SOURCES, subtree_totals
 
@@ -107,8 +108,7 @@ def scaled(column: str, factor: int | float) -> Derived:
     """``factor * column`` (``scaled("self_macs", 2)`` is ``self_flops``)."""
     # in Python numbers: Int64 arithmetic wraps past 2**63 without a word
     return Derived((column,), lambda calls: [
-        None if pd.isna(value) else (value.item() if isinstance(value, np.generic) else value)
-        * factor for value in calls[column]])
+        None if value is None else value * factor for value in plain(calls[column])])
 
 
 def inclusive_of(column: str) -> Derived:
@@ -133,15 +133,14 @@ def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
 
 def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
     """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
-    return subtree_totals([None if pd.isna(value) else value for value in calls[column]],
-                          _parent_rows(calls))
+    return subtree_totals(plain(calls[column]), _parent_rows(calls))
 
 
 def _parent_rows(calls: pd.DataFrame) -> list[int | None]:
     """Per row of a per-call frame, the row of its parent call (``None``: an outermost call)."""
-    position = {int(index): row for row, index in enumerate(calls["call"])}
-    return [None if pd.isna(parent) else position.get(int(parent))
-            for parent in calls["parent"]]
+    position = {index: row for row, index in enumerate(plain(calls["call"]))}
+    return [None if parent is None else position.get(parent)
+            for parent in plain(calls["parent"])]
 
 
 def ops_known_inside(calls: pd.DataFrame) -> list[bool]:

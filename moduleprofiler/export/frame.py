@@ -92,7 +92,11 @@ def _facts(profile: Profile) -> tuple[str, ...]:
 def count_series(values: Sequence[int | float | None], name: str) -> pd.Series:
     """Counts as a nullable integer column (``<NA>`` for unknown), or float if any is
     fractional, or exact Python integers if any is beyond 64 bits (:func:`count_dtype`)."""
-    data: list[Any] = plain(values)
+    return _count_series(plain(values), name)
+
+
+def _count_series(data: list[Any], name: str) -> pd.Series:
+    """:func:`count_series` of values that are plain already."""
     return pd.Series(data, name=name, dtype=count_dtype(data))
 
 
@@ -101,15 +105,17 @@ def typed_series(values: Sequence[Any], spec: ColumnSpec) -> pd.Series:
     bytes and integers, nullable floats for other numbers, booleans for flags, objects
     otherwise (or when the values are not what the kind promises)."""
     data = plain(values)
-    present = [value for value in data if value is not None]
-    if spec.kind == "flag" and all(isinstance(value, bool) for value in present):
-        dtype = "bool" if len(present) == len(data) else "boolean"
-        return pd.Series(data, name=spec.name, dtype=dtype)
-    numbers = all(isinstance(value, (int, float)) and not isinstance(value, bool)
-                  for value in present)
+    # the values' types, not each value, decide (a long pass has tens of thousands of rows)
+    kinds = set(map(type, data))
+    missing = type(None) in kinds
+    kinds.discard(type(None))
+    if spec.kind == "flag" and kinds <= {bool}:
+        return pd.Series(data, name=spec.name, dtype="boolean" if missing else "bool")
+    numbers = all(issubclass(kind, (int, float)) and not issubclass(kind, bool)
+                  for kind in kinds)
     if spec.numeric and spec.kind != "flag" and numbers:
         if spec.kind in ("count", "bytes", "int"):
-            return count_series(data, spec.name)
+            return _count_series(data, spec.name)
         return pd.Series(data, name=spec.name, dtype="Float64")
     return pd.Series(data, name=spec.name, dtype=object)
 

@@ -21,6 +21,9 @@ def is_missing(value: Any) -> bool:
     """``None``, ``pd.NA`` and float NaN (unknown values; never shown as 0)."""
     if value is None:
         return True
+    kind = type(value)
+    if kind is int or kind is bool or kind is str:  # the usual values: never unknown
+        return False
     if isinstance(value, float):
         return math.isnan(value)
     try:
