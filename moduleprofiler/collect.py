@@ -21,6 +21,7 @@ from moduleprofiler.counting import (
     FormulaMaps,
 )
 from moduleprofiler.export.profile import Profile
+from moduleprofiler.garbage import collector_paused
 from moduleprofiler.loss import LossFn
 from moduleprofiler.modules import ModuleWalk, module_infos, scan_modules
 from moduleprofiler.records import CallRecord, ModuleInfo, filling_class
@@ -130,21 +131,22 @@ def collect(root: nn.Module, maps: FormulaMaps, invoke: Callable[[], Any], *,
                                *listeners], walk=walk,
                         context=PassContext(operators=maps.operators,
                                             plain_parameters=plain))
-    output = runner.forward(invoke)
-    if backward:
-        runner.backward(output, loss_fn, every_leaf=every_leaf)
-    del output
-    runner.finish()
-    # the observer refers back to the runner: without it, the runner, its calls and their
-    # values are freed with the last reference here, not left for the garbage collector
-    runner.release()
-    if lazy:  # lazy modules materialised their parameters during the forward
-        infos = module_infos(root)
-    by_path = {info.path: info for info in infos}
+    with collector_paused():  # the calls and records only grow until the pass is recorded
+        output = runner.forward(invoke)
+        if backward:
+            runner.backward(output, loss_fn, every_leaf=every_leaf)
+        del output
+        runner.finish()
+        # the observer refers back to the runner: without it, the runner, its calls and their
+        # values are freed with the last reference here, not left for the garbage collector
+        runner.release()
+        if lazy:  # lazy modules materialised their parameters during the forward
+            infos = module_infos(root)
+        by_path = {info.path: info for info in infos}
+        layouts: dict[tuple[str, ...], bool] = {}
+        records = tuple([build_record(call, by_path[call.path], layouts)
+                         for call in runner.calls if not call.failed and call.path in by_path])
     rank, world_size = process_rank()
-    layouts: dict[tuple[str, ...], bool] = {}
-    records = tuple([build_record(call, by_path[call.path], layouts) for call in runner.calls
-                     if not call.failed and call.path in by_path])
     return Profile(
         records=records,
         modules=infos,

@@ -150,7 +150,8 @@ class Profiler:
         """Run one hooked forward pass under ``torch.no_grad()`` (grad mode with
         ``backward=True``, or where the forward takes gradients itself,
         ``torch.autograd.grad``, and the caller's mode allows them) and return its
-        :class:`Profile`.
+        :class:`Profile`. Python's cyclic garbage collector is paused while the pass runs and
+        is recorded, and resumed (if it was running) after it, even when the forward raises.
 
         Args:
             module: the model. It is left exactly as it was: hooks released, every module's

@@ -25,8 +25,8 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.renamed import current_name
+from moduleprofiler.export.values import plain
 from moduleprofiler.records import COUNTED_SOURCES, subtree_totals
 
 Kind = Literal[

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.frame import count_series, lower_bound_rows, module_frame
 from moduleprofiler.export.renamed import current_names
+from moduleprofiler.export.values import plain
 from moduleprofiler.export.view import View
 from moduleprofiler.records import ProfileData, unknown_work
 from moduleprofiler.validate import check_bool

@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from moduleprofiler.count_dtype import count_dtype
-from moduleprofiler.export.aggregate import known, plain
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.tree import parents, relative_name
+from moduleprofiler.export.values import known, plain
 
 FOLD_MIN = 2
 """The fewest identical siblings folded into one row."""

@@ -28,7 +28,6 @@ from moduleprofiler.export.aggregate import (
     combine_group,
     outermost_of_type,
     placed_calls,
-    plain,
     sum_known,
 )
 from moduleprofiler.export.columns import (
@@ -42,6 +41,7 @@ from moduleprofiler.export.columns import (
 from moduleprofiler.export.keys import FIELD_KEYS
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import RenamedKeysDict
+from moduleprofiler.export.values import plain
 from moduleprofiler.records import CALLED, GROUPING, shared_overlap
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from moduleprofiler.devices import (
     fp32_precision,
     properties,
 )
+from moduleprofiler.garbage import collector_paused
 
 _ALLOCATOR_VARS = ("LD_PRELOAD", "MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_",
                    "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "GLIBC_TUNABLES",
@@ -134,18 +135,15 @@ def timing_context(num_threads: int | None = None) -> Iterator[None]:
     (a full collection costs ~0.3 s with torch's heap; with the collector paused, older
     garbage just waits until the end)."""
     previous_threads = torch.get_num_threads()
-    gc_was_enabled = gc.isenabled()
     if num_threads is not None:
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         torch.set_num_threads(num_threads)
     gc.collect(0)
-    gc.disable()
     try:
-        yield
+        with collector_paused():
+            yield
     finally:
-        if gc_was_enabled:
-            gc.enable()
         if torch.get_num_threads() != previous_threads:
             torch.set_num_threads(previous_threads)
 
