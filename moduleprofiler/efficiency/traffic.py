@@ -1,13 +1,15 @@
 """Bytes moved: what each aten operator reads and writes, booked to module calls.
 
 A lower bound on memory traffic, operator by operator: an operator reads each distinct input
-tensor once (``numel * element_size`` of the view it is given, not of the whole storage) and
-writes each output once (a gather, such as an embedding's lookup, reads from its table only
-the rows it returns). Views (``t``, ``view``, ``expand``, ``detach``...) and other outputs that
-merely alias an input move nothing; an in-place operator reads and writes its target; ``empty``
-and friends allocate without writing. Real kernels move at least this much (caches may serve a
-repeated read, but each operator's inputs must arrive and its outputs leave), and more where a
-kernel reads a tile several times (a large matmul) or spills; a fused kernel moves less than the
+tensor once (``numel * element_size`` of the view it is given, not of the whole storage; an
+expanded dimension, of stride 0, once) and writes each output once (a gather, such as an
+embedding's lookup, reads from its table only the rows it returns). Views (``t``, ``view``,
+``expand``, ``detach``...) and other outputs that merely alias an input move nothing; an
+in-place operator reads and writes its target (an overwrite, ``copy_``, ``fill_``, ``zero_``
+or a random fill, only writes it); ``empty`` and friends allocate without writing. Real
+kernels move at least this much (caches may serve a repeated read, but each operator's inputs
+must arrive and its outputs leave), and more where a kernel reads a tile several times (a
+large matmul) or spills; a fused kernel moves less than the
 operators it replaces, which is why the figure is per aten operator, the unit this profiler sees.
 
 :class:`TrafficListener` is opt-in (pass it to ``profile(listeners=...)``): it observes every
@@ -30,6 +32,7 @@ the call's value plus that of every call inside it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -115,8 +118,21 @@ def _region(tensor: torch.Tensor) -> tuple[Any, ...]:
     return (storage_key(storage), tensor.storage_offset(), tuple(tensor.shape), tensor.stride())
 
 
+_OVERWRITES = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "random_",
+                         "exponential_", "geometric_", "cauchy_", "log_normal_", "bernoulli_"})
+"""In-place operators that overwrite their target without reading its values: the target is
+written, not read (``torch.zeros`` and ``torch.full`` dispatch ``empty`` then ``zero_`` or
+``fill_``; ``x[...] = y`` dispatches ``copy_``)."""
+
+
 def _nbytes(tensor: torch.Tensor) -> int:
-    return int(tensor.numel()) * tensor.element_size()
+    """Bytes of the distinct elements ``tensor`` covers: an expanded dim (stride 0) repeats
+    one element, so ``x.expand(1000, 4)`` of a ``(1, 4)`` tensor covers 4 elements, not 4000."""
+    numel = int(tensor.numel())
+    if numel and tensor.layout == torch.strided and not tensor.is_nested \
+            and 0 in tensor.stride():
+        numel = math.prod(size for size, step in zip(tensor.shape, tensor.stride()) if step)
+    return numel * tensor.element_size()
 
 
 def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -134,7 +150,9 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     mutable = schema is not None and schema.is_mutable
     read: dict[tuple[Any, ...], int] = {}
     storages: set[int] = set()
-    # an ``out=`` tensor is written, not read
+    # an ``out=`` tensor is written, not read; so is the target of an overwrite (``copy_``)
+    if mutable and args and func.overloadpacket.__name__ in _OVERWRITES:
+        args = args[1:]
     inputs = (args, {k: v for k, v in kwargs.items() if k != "out"}) if kwargs else args
     for tensor in iter_tensors(inputs):
         key = _region(tensor)
