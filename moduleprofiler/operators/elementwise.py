@@ -509,7 +509,7 @@ by_decomposition(*aten(
     "isfinite", "diff", "sum_to_size", "trapezoid", "trapz", "cumulative_trapezoid",
     "isclose", "isreal", "cov", "corrcoef", "gradient", "quantile", "nanquantile",
     "nonzero_numpy", "to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
-    "to_sparse_bsc",
+    "to_sparse_bsc", "vander",
 ))  # fmt: skip
 
 

@@ -24,7 +24,8 @@ from moduleprofiler.operators.registry import register_free
 _VIEWS = (
     "view", "_unsafe_view", "view_as", "reshape", "reshape_as", "_reshape_alias", "flatten",
     "unflatten", "expand", "expand_as", "broadcast_to", "broadcast_tensors", "permute",
-    "transpose", "transpose_", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "t_",
+    "transpose", "transpose_", "swapaxes", "swapaxes_", "swapdims", "swapdims_", "movedim",
+    "moveaxis", "t", "t_",
     "numpy_T", "mT", "mH", "adjoint", "matrix_H", "unsqueeze", "unsqueeze_", "squeeze",
     "squeeze_", "select", "slice", "narrow", "as_strided", "as_strided_", "unfold", "diagonal",
     "alias", "detach", "detach_", "lift", "lift_fresh", "real", "imag", "view_as_real",
@@ -78,7 +79,10 @@ _ALLOCATIONS = (
     "randn_like", "randint", "randint_like", "randperm", "uniform_", "normal", "normal_",
     "random_", "exponential_", "geometric_", "cauchy_", "log_normal_", "poisson", "binomial",
     "_standard_gamma", "_sample_dirichlet", "set_", "resize_", "resize_as_", "_resize_output_",
-    "_efficientzerotensor",
+    "_efficientzerotensor", "fill_diagonal_",
+    # the functional forms of the in-place fills above (functionalized graphs run them)
+    "zero", "uniform", "normal_functional", "random", "exponential", "geometric", "cauchy",
+    "log_normal", "resize", "resize_as",
 )  # fmt: skip
 _METADATA = (
     "_local_scalar_dense", "item", "sym_size", "sym_stride", "sym_numel",

@@ -252,6 +252,14 @@ def test_reductions(fn: Callable[[], Any], expected: int) -> None:
 
 
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_vander_counts_its_cumulative_product(mode: str) -> None:
+    # vander(x, 4) of 3 values: columns x^0..x^3 as a cumulative product of x repeated over 3
+    # columns: 3 rows * 2 multiplies = 6 (inference_mode, where vander arrives whole, had it
+    # unknown)
+    assert count(torch.vander, torch.randn(3), 4, mode=mode) == (6, 0)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_nanmean_counts_what_its_kernel_computes(mode: str) -> None:
     # nansum(R, 1) / (~isnan(R)).sum(1): 24 NaN tests and 24 negations, then per output of 3
     # values two sums of 2 adds and the divide: 48 + 8 * (2 + 2 + 1) = 88 = 8 * (4*3 - 1)

@@ -64,6 +64,9 @@ MOVES: list[Callable[[], Any]] = [
     lambda: torch.complex(X, X).conj_physical(),
     lambda: torch._chunk_cat([X, X], 1, 2),
     lambda: (X.to_sparse(), X[0].to_sparse_csr()),
+    # in-place forms of a view and a fill (whole under inference_mode: they were unknown there)
+    lambda: X.clone().swapaxes_(0, 1).swapdims_(1, 2),
+    lambda: torch.zeros(3, 3).fill_diagonal_(1.0),
     lambda: X.sum().item(),  # the sum costs 23 adds; reading the scalar nothing
 ]
 
