@@ -87,6 +87,35 @@ def test_an_overwrite_writes_its_target_without_reading_it():
     assert traffic(Zeros(), torch.randn(3, 4)).records[0].metrics["self_moved_bytes"] == 192
 
 
+def test_a_scatter_moves_only_the_elements_it_touches():
+    aten = torch.ops.aten
+    cache, new = torch.zeros(2, 4, 100, 8), torch.randn(2, 4, 1, 8)
+    # a cache update writes the 64 new floats (256 bytes), not the 25,600-byte cache twice:
+    # reads new 256 + position 8, writes 256 = 520 (it was 25,600 + 264 + 25,600 = 51,464)
+    assert operator_bytes(aten.index_copy_.default, (cache, 2, torch.tensor([5]), new), {},
+                          cache) == 520
+    table, rows, values = torch.zeros(1000, 4), torch.tensor([1, 7]), torch.randn(2, 4)
+    # table[rows] = values: reads 16 (rows) + 32 (values), writes 2 rows of 4 floats: 80
+    assert operator_bytes(aten.index_put_.default, (table, [rows], values), {}, table) == 80
+    # accumulating (index_put_ with accumulate, index_add_) also reads the 32 touched bytes
+    assert operator_bytes(aten.index_put_.default, (table, [rows], values, True), {},
+                          table) == 112
+    assert operator_bytes(aten.index_add_.default, (table, 0, rows, values), {}, table) == 112
+    # scatter_ touches as many elements as its index holds (4), whatever src's size (20):
+    # reads index 32 + src 80, writes 16 = 128
+    index, src = torch.tensor([[0, 1, 2, 3]]), torch.randn(5, 4)
+    assert operator_bytes(aten.scatter_.src, (table, 0, index, src), {}, table) == 128
+
+    class Update(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            cache = torch.zeros(100, 4)  # zero_ writes 1,600 bytes
+            cache[torch.tensor([3])] = x  # index_put_: reads 8 + 16, writes 16
+            return cache
+
+    moved = traffic(Update(), torch.randn(1, 4)).records[0].metrics["self_moved_bytes"]
+    assert moved == 1600 + 8 + 16 + 16
+
+
 def test_a_gather_reads_only_the_rows_it_returns():
     # Embedding(1000, 8) looking up 2 tokens: 2 rows x 8 x 4 = 64 bytes read from the table
     # (not its 1000 x 8 x 4 = 32,000), 2 x 8 bytes of indices, 64 written: 144
