@@ -510,6 +510,9 @@ by_decomposition(*aten(
     "isclose", "isreal", "cov", "corrcoef", "gradient", "quantile", "nanquantile",
     "nonzero_numpy", "to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
     "to_sparse_bsc", "vander",
+    # selections whose lowering computes on indices or masks: take_along_dim wraps negative
+    # indices (a remainder per index), combinations compares index pairs (lt and a mask product)
+    "take_along_dim", "combinations",
 ))  # fmt: skip
 
 

@@ -55,7 +55,7 @@ _COPIES = (
     "_nested_tensor_from_tensor_list", "_nested_from_padded", "_nested_view_from_buffer",
     "_cast_Byte", "_cast_Char", "_cast_Double", "_cast_Float", "_cast_Half", "_cast_Int",
     "_cast_Long", "_cast_Short", "chalf", "ravel", "_reshape_from_tensor", "_shape_as_tensor",
-    "meshgrid", "cartesian_prod", "combinations", "flatten_dense_tensors",
+    "meshgrid", "cartesian_prod", "flatten_dense_tensors",
     "unflatten_dense_tensors", "pad_sequence", "_pad_packed_sequence", "diagflat", "_dim_arange",
     "_to_cpu", "_unpack_dual", "data",
     # a concatenation of chunks; a complex tensor from its parts; conjugation, a sign flip (free
@@ -65,7 +65,7 @@ _COPIES = (
     "_to_sparse_bsr", "_to_sparse_bsc",
 )  # fmt: skip
 _SELECTIONS = (
-    "index", "_unsafe_index", "index_select", "gather", "take", "take_along_dim",
+    "index", "_unsafe_index", "index_select", "gather", "take",
     "masked_select", "masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_",
     "where", "index_fill", "index_fill_", "index_copy", "index_copy_", "tril", "tril_",
     "triu", "triu_", "nonzero", "nonzero_static", "argwhere", "_unsafe_masked_index",

@@ -142,3 +142,14 @@ def test_a_composite_counted_as_its_decomposition_is_unknown_when_a_part_has_no_
         assert dict(counter_of(torch.kron, *kron).missing) == {"aten.mul": 1}  # as no_grad
     finally:
         register_operator(mul)(formula)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_selections_that_compute_on_indices_count_it_on_every_path(mode: str) -> None:
+    # take_along_dim wraps each of its 25 indices into range (a remainder each): 25
+    # (inference_mode, where it arrives whole, counted it free: 0)
+    source, indices = torch.randn(5, 5), torch.randint(0, 5, (5, 5))
+    assert count(torch.take_along_dim, source, indices, 1, mode=mode) == (25, 0)
+    # combinations of 4 values in pairs: a 4 x 4 comparison of index pairs and its mask
+    # product: 16 + 16 = 32 (0 under inference_mode)
+    assert count(lambda x: torch.combinations(x, 2), torch.randn(4), mode=mode) == (32, 0)
