@@ -1,13 +1,16 @@
 """Bytes moved: what each aten operator reads and writes, booked to module calls.
 
 A lower bound on memory traffic, operator by operator: an operator reads each distinct input
-tensor once (``numel * element_size`` of the view it is given, not of the whole storage) and
-writes each output once (a gather, such as an embedding's lookup, reads from its table only
-the rows it returns). Views (``t``, ``view``, ``expand``, ``detach``...) and other outputs that
-merely alias an input move nothing; an in-place operator reads and writes its target; ``empty``
-and friends allocate without writing. Real kernels move at least this much (caches may serve a
-repeated read, but each operator's inputs must arrive and its outputs leave), and more where a
-kernel reads a tile several times (a large matmul) or spills; a fused kernel moves less than the
+tensor once (``numel * element_size`` of the view it is given, not of the whole storage; an
+expanded dimension, of stride 0, once) and writes each output once (a gather, such as an
+embedding's lookup, reads from its table only the rows it returns). Views (``t``, ``view``,
+``expand``, ``detach``...) and other outputs that merely alias an input move nothing; an
+in-place operator reads and writes its target (an overwrite, ``copy_``, ``fill_``, ``zero_``
+or a random fill, only writes it; a scatter, ``index_copy_``, ``index_put_``, ``scatter_``...,
+only the elements it touches); ``empty`` and friends allocate without writing. Real
+kernels move at least this much (caches may serve a repeated read, but each operator's inputs
+must arrive and its outputs leave), and more where a kernel reads a tile several times (a
+large matmul) or spills; a fused kernel moves less than the
 operators it replaces, which is why the figure is per aten operator, the unit this profiler sees.
 
 :class:`TrafficListener` is opt-in (pass it to ``profile(listeners=...)``): it observes every
@@ -30,6 +33,7 @@ the call's value plus that of every call inside it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -115,8 +119,61 @@ def _region(tensor: torch.Tensor) -> tuple[Any, ...]:
     return (storage_key(storage), tensor.storage_offset(), tuple(tensor.shape), tensor.stride())
 
 
+_OVERWRITES = frozenset({"copy_", "fill_", "zero_", "normal_", "uniform_", "random_",
+                         "exponential_", "geometric_", "cauchy_", "log_normal_", "bernoulli_"})
+"""In-place operators that overwrite their target without reading its values: the target is
+written, not read (``torch.zeros`` and ``torch.full`` dispatch ``empty`` then ``zero_`` or
+``fill_``; ``x[...] = y`` dispatches ``copy_``)."""
+
+
 def _nbytes(tensor: torch.Tensor) -> int:
-    return int(tensor.numel()) * tensor.element_size()
+    """Bytes of the distinct elements ``tensor`` covers: an expanded dim (stride 0) repeats
+    one element, so ``x.expand(1000, 4)`` of a ``(1, 4)`` tensor covers 4 elements, not 4000."""
+    numel = int(tensor.numel())
+    if numel and tensor.layout == torch.strided and not tensor.is_nested \
+            and 0 in tensor.stride():
+        numel = math.prod(size for size, step in zip(tensor.shape, tensor.stride()) if step)
+    return numel * tensor.element_size()
+
+
+_SCATTERS = {"index_copy_": 3, "index_add_": 3, "index_reduce_": 3, "scatter_": 2,
+             "scatter_add_": 2, "scatter_reduce_": 2, "index_put_": 1}
+"""In-place operators that touch only the elements of their target their source (position 3)
+or index (position 2; ``index_put_``: its indices, position 1) names, not the whole target: a
+cache update ``cache.index_copy_(2, position, new)`` writes ``new``'s elements."""
+_ACCUMULATES = frozenset({"index_add_", "scatter_add_", "index_reduce_", "scatter_reduce_"})
+"""Scatters that read the elements they touch (``index_put_`` too with ``accumulate``)."""
+
+
+def _touched(name: str, args: tuple[Any, ...]) -> int | None:
+    """Elements of the target (``args[0]``) a scatter touches; ``None`` when its arguments do
+    not say (boolean or ``None`` indices of ``index_put_``: the count is in the data)."""
+    target, named = args[0], args[_SCATTERS[name]] if len(args) > _SCATTERS[name] else None
+    if name != "index_put_":
+        return int(named.numel()) if isinstance(named, torch.Tensor) else None
+    indices = list(named or ())
+    if not indices or not all(isinstance(index, torch.Tensor) and not index.is_floating_point()
+                              and index.dtype != torch.bool for index in indices):
+        return None
+    shape = torch.broadcast_shapes(*(index.shape for index in indices))
+    return math.prod(shape) * math.prod(target.shape[len(indices):])
+
+
+def _scatter_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    """Bytes of a scatter that touches part of its target: its other inputs read, the touched
+    elements written (and read, where it accumulates); ``None`` when it cannot say which."""
+    touched = _touched(name, args)
+    if touched is None:
+        return None
+    target = args[0]
+    read: dict[tuple[Any, ...], int] = {}
+    for tensor in iter_tensors((args[1:], kwargs)):
+        read.setdefault(_region(tensor), _nbytes(tensor))
+    read.pop(_region(target), None)
+    written = min(touched * target.element_size(), _nbytes(target))
+    accumulates = name in _ACCUMULATES or (name == "index_put_" and bool(
+        kwargs.get("accumulate", args[3] if len(args) > 3 else False)))
+    return sum(read.values()) + written * (2 if accumulates else 1)
 
 
 def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -132,9 +189,16 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     if schema is not None and (func.is_view or func.overloadpacket.__name__ in _ALLOCATIONS):
         return None
     mutable = schema is not None and schema.is_mutable
+    if mutable and args and isinstance(args[0], torch.Tensor) \
+            and func.overloadpacket.__name__ in _SCATTERS:
+        moved = _scatter_bytes(func.overloadpacket.__name__, args, kwargs)
+        if moved is not None:
+            return moved
     read: dict[tuple[Any, ...], int] = {}
     storages: set[int] = set()
-    # an ``out=`` tensor is written, not read
+    # an ``out=`` tensor is written, not read; so is the target of an overwrite (``copy_``)
+    if mutable and args and func.overloadpacket.__name__ in _OVERWRITES:
+        args = args[1:]
     inputs = (args, {k: v for k, v in kwargs.items() if k != "out"}) if kwargs else args
     for tensor in iter_tensors(inputs):
         key = _region(tensor)

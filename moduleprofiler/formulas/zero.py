@@ -63,10 +63,13 @@ def _mask_entries(module: nn.Module, x: Tensor) -> int:
 
 @register_ops(nn.modules.dropout._DropoutNd)
 def dropout_ops(module: nn.Module, inputs: tuple[Any, ...], output: Any) -> int:
-    """eval or p == 0: 0; training: 2 * mask + numel (alpha dropout: 5 * mask + 2 * numel)."""
+    """eval or p == 0: 0; training: 2 * mask + numel (alpha dropout: 5 * mask + 2 * numel);
+    p == 1: numel (torch multiplies by zero and draws no mask)."""
     x = inputs[0] if inputs else None
     if not module.training or getattr(module, "p", 0.0) == 0 or not isinstance(x, Tensor):
         return 0
+    if module.p == 1:
+        return numel_of_first(inputs)
     mask = _mask_entries(module, x)
     if isinstance(module, (nn.AlphaDropout, nn.FeatureAlphaDropout)):
         return _ALPHA_MASK_OPS * mask + _ALPHA_ELEMENT_OPS * numel_of_first(inputs)

@@ -10,6 +10,7 @@ from moduleprofiler.operators import (  # noqa: F401  (imported for their regist
     backward,
     communication,
     elementwise,
+    fake_quant,
     free,
     linalg,
     losses,

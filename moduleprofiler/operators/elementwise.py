@@ -326,25 +326,31 @@ def _feature_mask(x: Tensor) -> int:
     return int(x.shape[0]) * int(x.shape[1]) if x.dim() >= 2 else numel(x)
 
 
-def _dropout(alpha: bool, feature: bool) -> BoundFormula:
+def _dropout(alpha: bool, feature: bool, drawn: bool = False) -> BoundFormula:
     mask_cost, apply_cost = (_ALPHA_MASK, _ALPHA_APPLY) if alpha else (_MASK, _APPLY)
 
     def formula(args: Args, out: Any) -> Count:
         x = args.first()
         train = args.get("train")
-        if not isinstance(x, Tensor) or train is False or args.number("p", 0.0) == 0.0:
+        p = args.number("p", 0.0)
+        if not isinstance(x, Tensor) or train is False or p == 0.0:
             return ZERO
+        if p == 1.0 and not drawn:  # the composite multiplies by zero: no mask is drawn
+            return numel(x), 0
         mask = _feature_mask(x) if feature else numel(x)
         return mask_cost * mask + apply_cost * numel(x), 0
 
     kind = ("alpha_" if alpha else "") + ("feature_" if feature else "")
     return named(formula, f"{kind}dropout_ops",
                  f"train and p > 0: {mask_cost} * mask + {apply_cost} * numel "
-                 f"(mask = {'N * C' if feature else 'numel'}); else 0.")
+                 f"(mask = {'N * C' if feature else 'numel'})"
+                 f"{'' if drawn else '; p = 1: numel (a multiply by zero)'}; else 0.")
 
 
 # NB: native_dropout's ``train=None`` means training (the kernel drops), so only False is eval.
-register(*with_inplace("dropout", "native_dropout"))(_dropout(alpha=False, feature=False))
+# It draws its mask even for p = 1, where the composites multiply by zero.
+register(*aten("native_dropout"))(_dropout(alpha=False, feature=False, drawn=True))
+register(*with_inplace("dropout"))(_dropout(alpha=False, feature=False))
 register(*with_inplace("feature_dropout"))(_dropout(alpha=False, feature=True))
 register(*with_inplace("alpha_dropout"))(_dropout(alpha=True, feature=False))
 register(*with_inplace("feature_alpha_dropout"))(_dropout(alpha=True, feature=True))
@@ -385,7 +391,10 @@ def _max_min_overloads(binary: bool) -> list[torch._ops.OpOverload]:
 
 register(*_max_min_overloads(binary=False))(reduction(lambda n: n - 1, "n - 1 comparisons"))
 register(*_max_min_overloads(binary=True))(per_element(1))
-register(*aten("mean", "nanmean"))(reduction(lambda n: n, "n: n - 1 adds + 1 divide"))
+register(*aten("mean"))(reduction(lambda n: n, "n: n - 1 adds + 1 divide"))
+# nanmean as its kernel computes it: nansum(x) / (~isnan(x)).sum(): per value a NaN test and
+# its negation (2n), two sums (2(n - 1)) and the divide
+register(*aten("nanmean"))(reduction(lambda n: 4 * n - 1, "4n - 1"))
 # hash_tensor combines each group's values (their bits xor-ed): n - 1 per output
 register(*aten("hash_tensor"))(reduction(lambda n: n - 1, "n - 1: combinations"))
 register(*aten("aminmax"))(reduction(lambda n: 2 * (n - 1), "2 * (n - 1) comparisons"))
@@ -500,7 +509,10 @@ by_decomposition(*aten(
     "isfinite", "diff", "sum_to_size", "trapezoid", "trapz", "cumulative_trapezoid",
     "isclose", "isreal", "cov", "corrcoef", "gradient", "quantile", "nanquantile",
     "nonzero_numpy", "to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
-    "to_sparse_bsc",
+    "to_sparse_bsc", "vander",
+    # selections whose lowering computes on indices or masks: take_along_dim wraps negative
+    # indices (a remainder per index), combinations compares index pairs (lt and a mask product)
+    "take_along_dim", "combinations",
 ))  # fmt: skip
 
 

@@ -24,7 +24,8 @@ from moduleprofiler.operators.registry import register_free
 _VIEWS = (
     "view", "_unsafe_view", "view_as", "reshape", "reshape_as", "_reshape_alias", "flatten",
     "unflatten", "expand", "expand_as", "broadcast_to", "broadcast_tensors", "permute",
-    "transpose", "transpose_", "swapaxes", "swapdims", "movedim", "moveaxis", "t", "t_",
+    "transpose", "transpose_", "swapaxes", "swapaxes_", "swapdims", "swapdims_", "movedim",
+    "moveaxis", "t", "t_",
     "numpy_T", "mT", "mH", "adjoint", "matrix_H", "unsqueeze", "unsqueeze_", "squeeze",
     "squeeze_", "select", "slice", "narrow", "as_strided", "as_strided_", "unfold", "diagonal",
     "alias", "detach", "detach_", "lift", "lift_fresh", "real", "imag", "view_as_real",
@@ -54,7 +55,7 @@ _COPIES = (
     "_nested_tensor_from_tensor_list", "_nested_from_padded", "_nested_view_from_buffer",
     "_cast_Byte", "_cast_Char", "_cast_Double", "_cast_Float", "_cast_Half", "_cast_Int",
     "_cast_Long", "_cast_Short", "chalf", "ravel", "_reshape_from_tensor", "_shape_as_tensor",
-    "meshgrid", "cartesian_prod", "combinations", "flatten_dense_tensors",
+    "meshgrid", "cartesian_prod", "flatten_dense_tensors",
     "unflatten_dense_tensors", "pad_sequence", "_pad_packed_sequence", "diagflat", "_dim_arange",
     "_to_cpu", "_unpack_dual", "data",
     # a concatenation of chunks; a complex tensor from its parts; conjugation, a sign flip (free
@@ -64,7 +65,7 @@ _COPIES = (
     "_to_sparse_bsr", "_to_sparse_bsc",
 )  # fmt: skip
 _SELECTIONS = (
-    "index", "_unsafe_index", "index_select", "gather", "take", "take_along_dim",
+    "index", "_unsafe_index", "index_select", "gather", "take",
     "masked_select", "masked_fill", "masked_fill_", "masked_scatter", "masked_scatter_",
     "where", "index_fill", "index_fill_", "index_copy", "index_copy_", "tril", "tril_",
     "triu", "triu_", "nonzero", "nonzero_static", "argwhere", "_unsafe_masked_index",
@@ -78,7 +79,10 @@ _ALLOCATIONS = (
     "randn_like", "randint", "randint_like", "randperm", "uniform_", "normal", "normal_",
     "random_", "exponential_", "geometric_", "cauchy_", "log_normal_", "poisson", "binomial",
     "_standard_gamma", "_sample_dirichlet", "set_", "resize_", "resize_as_", "_resize_output_",
-    "_efficientzerotensor",
+    "_efficientzerotensor", "fill_diagonal_",
+    # the functional forms of the in-place fills above (functionalized graphs run them)
+    "zero", "uniform", "normal_functional", "random", "exponential", "geometric", "cauchy",
+    "log_normal", "resize", "resize_as",
 )  # fmt: skip
 _METADATA = (
     "_local_scalar_dense", "item", "sym_size", "sym_stride", "sym_numel",

@@ -42,8 +42,15 @@ _SPECIAL_ONE = (
     "polygamma",
 )  # fmt: skip
 register(*with_inplace(*_SPECIAL_ONE))(per_element(1))
-# aliases torch lowers to the operators here (whole under ``torch.inference_mode``)
-by_decomposition(*aten("special_ndtr", "special_polygamma"))
+# aliases torch lowers to the operators here and in elementwise.py (whole under
+# ``torch.inference_mode``)
+by_decomposition(*aten(
+    "special_ndtr", "special_polygamma", "special_digamma", "special_psi", "special_erf",
+    "special_erfc", "special_erfinv", "special_exp2", "special_expit", "special_expm1",
+    "special_gammainc", "special_gammaincc", "special_gammaln", "special_i0", "special_log1p",
+    "special_logit", "special_logsumexp", "special_multigammaln", "special_round",
+    "special_sinc", "special_xlogy",
+))  # fmt: skip
 
 # entr = -x * log(x), xlog1py = x * log1p(y): a log and a multiply, as xlogy (the sign flip is
 # free; NB: the tests for x = 0 and NaN that pick the special values are not counted, as in xlogy).

@@ -53,6 +53,69 @@ def test_in_place_reads_and_writes_its_target():
     assert traffic(Bump(), torch.randn(4)).records[0].metrics["self_moved_bytes"] == 32
 
 
+def test_an_expanded_input_is_read_once_per_distinct_element():
+    aten = torch.ops.aten
+    row, other = torch.randn(1, 4), torch.randn(1000, 4)
+    wide = row.expand(1000, 4)  # strides (0, 1): 4 distinct floats
+    # add reads the 4 floats of wide (16 bytes, not 16,000) and the 16,000 of other, writes
+    # 16,000: 32,016
+    assert operator_bytes(aten.add.Tensor, (wide, other), {}, wide + other) == 32_016
+    # clone (the copy under reshape of an expanded tensor, as repeat_kv makes): 16 + 16,000
+    assert operator_bytes(aten.clone.default, (wide,), {}, wide.clone()) == 16_016
+    # a scalar expanded to (3, 2) and transposed: all strides 0, one float read
+    scalar = torch.ones(()).expand(3, 2).t()
+    assert operator_bytes(aten.mul.Tensor, (scalar, 2.0), {}, scalar * 2) == 4 + 24
+
+
+def test_an_overwrite_writes_its_target_without_reading_it():
+    aten = torch.ops.aten
+    target, source = torch.empty(3, 4), torch.randn(3, 4)
+    # zero_ / fill_ (torch.zeros, torch.full) and a random fill write the 48 bytes only
+    assert operator_bytes(aten.zero_.default, (target,), {}, target) == 48
+    assert operator_bytes(aten.fill_.Scalar, (target, 1.0), {}, target) == 48
+    assert operator_bytes(aten.normal_.default, (target,), {}, target) == 48
+    # copy_ reads the source's 48 and writes the target's 48
+    assert operator_bytes(aten.copy_.default, (target, source), {}, target) == 96
+    # add_ does read its target: 48 + 48 read, 48 written
+    assert operator_bytes(aten.add_.Tensor, (target, source), {}, target) == 144
+
+    class Zeros(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(3, 4) + x
+
+    # zeros: empty (nothing) then zero_ writes 48; the add reads 48 + 48 and writes 48: 192
+    assert traffic(Zeros(), torch.randn(3, 4)).records[0].metrics["self_moved_bytes"] == 192
+
+
+def test_a_scatter_moves_only_the_elements_it_touches():
+    aten = torch.ops.aten
+    cache, new = torch.zeros(2, 4, 100, 8), torch.randn(2, 4, 1, 8)
+    # a cache update writes the 64 new floats (256 bytes), not the 25,600-byte cache twice:
+    # reads new 256 + position 8, writes 256 = 520 (it was 25,600 + 264 + 25,600 = 51,464)
+    assert operator_bytes(aten.index_copy_.default, (cache, 2, torch.tensor([5]), new), {},
+                          cache) == 520
+    table, rows, values = torch.zeros(1000, 4), torch.tensor([1, 7]), torch.randn(2, 4)
+    # table[rows] = values: reads 16 (rows) + 32 (values), writes 2 rows of 4 floats: 80
+    assert operator_bytes(aten.index_put_.default, (table, [rows], values), {}, table) == 80
+    # accumulating (index_put_ with accumulate, index_add_) also reads the 32 touched bytes
+    assert operator_bytes(aten.index_put_.default, (table, [rows], values, True), {},
+                          table) == 112
+    assert operator_bytes(aten.index_add_.default, (table, 0, rows, values), {}, table) == 112
+    # scatter_ touches as many elements as its index holds (4), whatever src's size (20):
+    # reads index 32 + src 80, writes 16 = 128
+    index, src = torch.tensor([[0, 1, 2, 3]]), torch.randn(5, 4)
+    assert operator_bytes(aten.scatter_.src, (table, 0, index, src), {}, table) == 128
+
+    class Update(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            cache = torch.zeros(100, 4)  # zero_ writes 1,600 bytes
+            cache[torch.tensor([3])] = x  # index_put_: reads 8 + 16, writes 16
+            return cache
+
+    moved = traffic(Update(), torch.randn(1, 4)).records[0].metrics["self_moved_bytes"]
+    assert moved == 1600 + 8 + 16 + 16
+
+
 def test_a_gather_reads_only_the_rows_it_returns():
     # Embedding(1000, 8) looking up 2 tokens: 2 rows x 8 x 4 = 64 bytes read from the table
     # (not its 1000 x 8 x 4 = 32,000), 2 x 8 bytes of indices, 64 written: 144
@@ -80,9 +143,10 @@ def test_backward_bytes_by_hand_and_on_meta():
     metrics = profile.records[0].metrics
     # forward mm(x[3,4], W.t()[4,2]): 4 * (12 + 8) read + 4 * 6 written = 104
     assert metrics["self_moved_bytes"] == 104
-    # weight gradient mm(grad.t()[2,3], x[3,4]): 4 * (6 + 12) read + 4 * 8 written = 104; the
-    # input needs no gradient
-    assert metrics["self_backward_moved_bytes"] == 104
+    # weight gradient mm(grad.t()[2,3], x[3,4]); the default loss is a sum, so grad is its
+    # scalar gradient expanded to (3, 2): one element read. 4 * (1 + 12) read + 4 * 8 written
+    # = 84; the input needs no gradient
+    assert metrics["self_backward_moved_bytes"] == 84
     assert metrics["self_backward_launches"] == 1
     meta = traffic(nn.Linear(4, 8, device="meta"), torch.randn(3, 4, device="meta"))
     assert meta.records[0].metrics["self_moved_bytes"] == 304  # shapes alone, as on the CPU

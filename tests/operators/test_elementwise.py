@@ -196,6 +196,22 @@ def test_dropout_in_training(module: nn.Module, expected: int, mode: str) -> Non
     assert ModuleProfiler().profile(module, X_DROP, eval=False).total_ops == expected
 
 
+@pytest.mark.parametrize("dropout", [F.dropout, F.dropout2d, F.alpha_dropout,
+                                     F.feature_alpha_dropout], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_dropout_with_p_one_multiplies_by_zero(dropout: Callable[..., Any], mode: str) -> None:
+    # p = 1: torch draws no mask, it multiplies the 96 elements by zero: 96 ops, on either path
+    # (inference_mode used to price a drawn mask: 3 * 96 = 288 for F.dropout)
+    assert count(dropout, X_DROP, 1.0, True, mode=mode) == (96, 0)
+    module = nn.Dropout(1.0).train()
+    assert ModuleProfiler().profile(module, X_DROP, eval=False).total_ops == 96
+
+
+def test_native_dropout_with_p_one_still_draws_its_mask() -> None:
+    # native_dropout draws a Bernoulli mask whatever p: 2 * 96 + 96 = 288
+    assert count(torch.native_dropout, X_DROP, 1.0, True) == (288, 0)
+
+
 def test_dropout_in_eval_is_free() -> None:
     assert count(nn.Dropout(0.5).eval(), X_DROP) == (0, 0)
     assert count(F.dropout, X_DROP, 0.5, False, mode="inference_mode") == (0, 0)
@@ -233,6 +249,24 @@ R = torch.randn(2, 3, 4)  # 24 elements
 )
 def test_reductions(fn: Callable[[], Any], expected: int) -> None:
     assert count(fn) == (expected, 0)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_vander_counts_its_cumulative_product(mode: str) -> None:
+    # vander(x, 4) of 3 values: columns x^0..x^3 as a cumulative product of x repeated over 3
+    # columns: 3 rows * 2 multiplies = 6 (inference_mode, where vander arrives whole, had it
+    # unknown)
+    assert count(torch.vander, torch.randn(3), 4, mode=mode) == (6, 0)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_nanmean_counts_what_its_kernel_computes(mode: str) -> None:
+    # nansum(R, 1) / (~isnan(R)).sum(1): 24 NaN tests and 24 negations, then per output of 3
+    # values two sums of 2 adds and the divide: 48 + 8 * (2 + 2 + 1) = 88 = 8 * (4*3 - 1)
+    # (inference_mode, where nanmean arrives whole, counted it as a mean: 8 * 3 = 24)
+    assert count(torch.nanmean, R, 1, mode=mode) == (88, 0)
+    # all 24: 48 + 23 + 23 + 1 = 95
+    assert count(torch.nanmean, R, mode=mode) == (95, 0)
 
 
 def test_scatter_accumulation() -> None:

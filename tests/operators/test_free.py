@@ -64,6 +64,9 @@ MOVES: list[Callable[[], Any]] = [
     lambda: torch.complex(X, X).conj_physical(),
     lambda: torch._chunk_cat([X, X], 1, 2),
     lambda: (X.to_sparse(), X[0].to_sparse_csr()),
+    # in-place forms of a view and a fill (whole under inference_mode: they were unknown there)
+    lambda: X.clone().swapaxes_(0, 1).swapdims_(1, 2),
+    lambda: torch.zeros(3, 3).fill_diagonal_(1.0),
     lambda: X.sum().item(),  # the sum costs 23 adds; reading the scalar nothing
 ]
 
@@ -139,3 +142,14 @@ def test_a_composite_counted_as_its_decomposition_is_unknown_when_a_part_has_no_
         assert dict(counter_of(torch.kron, *kron).missing) == {"aten.mul": 1}  # as no_grad
     finally:
         register_operator(mul)(formula)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_selections_that_compute_on_indices_count_it_on_every_path(mode: str) -> None:
+    # take_along_dim wraps each of its 25 indices into range (a remainder each): 25
+    # (inference_mode, where it arrives whole, counted it free: 0)
+    source, indices = torch.randn(5, 5), torch.randint(0, 5, (5, 5))
+    assert count(torch.take_along_dim, source, indices, 1, mode=mode) == (25, 0)
+    # combinations of 4 values in pairs: a 4 x 4 comparison of index pairs and its mask
+    # product: 16 + 16 = 32 (0 under inference_mode)
+    assert count(lambda x: torch.combinations(x, 2), torch.randn(4), mode=mode) == (32, 0)

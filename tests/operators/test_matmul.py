@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from tests.conftest import macs_of, ops_of
 from tests.operators.helpers import count, counter_of, fcm_flops, formula_count, on_meta
@@ -285,6 +286,19 @@ def test_conv(layer: nn.Module, shape: tuple[int, ...], expected_ops: int,
     assert count(layer, x, mode="inference_mode") == (expected_ops, expected_macs)  # aten.conv2d
     assert (ops_of(layer, x), macs_of(layer, x)) == (expected_ops, expected_macs)
     assert fcm_flops(layer, x) == 2 * expected_macs
+
+
+def test_grouped_conv_backward_counts_each_gradient_as_the_forward() -> None:
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    w = torch.randn(8, 2, 3, 3, requires_grad=True)  # groups=4: 2 input channels per group
+    counter = counter_of(lambda: F.conv2d(x, w, groups=4).sum().backward(), mode="grad")
+    # forward: 2*8*4*4 = 256 outputs x (2 channels x 9 taps) = 4608 macs; the input and the
+    # weight gradients 4608 each: 3 * 4608 = 13824
+    assert counter.macs == 13_824
+    with FlopCounterMode(display=False) as reference:
+        F.conv2d(x, w, groups=4).sum().backward()
+    # FlopCounterMode counts the weight gradient groups (4) times: 2 * 4608 * (1 + 1 + 4)
+    assert reference.get_total_flops() == 2 * 4608 * 6 == 55_296
 
 
 def test_conv_transpose_hand() -> None:
