@@ -13,6 +13,7 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
 from tests.timing.helpers import no_hooks_left, residual_model
@@ -188,6 +189,36 @@ def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     timing = time_modules(model, torch.randn(8, 16), **FAST)
     assert timing.clock == "compiled-kernels"
     assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
+
+
+class _WrongWidth(nn.Module):
+    """Its second Linear takes 31 features where the first gives 32: its forward raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 32)
+        self.inner = nn.Linear(31, 8)
+
+    def forward(self, x):
+        return self.inner(self.fc(x))
+
+
+@pytest.mark.parametrize("form", ["wrapper", "in place", "submodule"])
+def test_a_compiled_forward_that_raises_names_the_module(form):
+    # the eager call that gives the call tree runs before the clock's compile: the error is
+    # the runner's, naming the module, not Dynamo's from inside the clock's own trace
+    model = _WrongWidth()
+    if form == "wrapper":
+        timed, path = torch.compile(model), "inner"
+    elif form == "in place":
+        model.compile()
+        timed, path = model, "inner"
+    else:
+        timed, path = nn.Sequential(nn.ReLU(), torch.compile(model)), "1._orig_mod.inner"
+    with pytest.raises(ProfilingError, match=rf"module '{path}' \(Linear\) raised "
+                       "RuntimeError: mat1 and mat2 shapes cannot be multiplied"):
+        time_modules(timed, torch.randn(16, 32), **FAST)
+    assert no_hooks_left(timed)
 
 
 @pytest.fixture(scope="module")

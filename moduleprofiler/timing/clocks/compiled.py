@@ -170,6 +170,7 @@ class CompiledClock(Clock):
         self._calls: list[Call] = []
         self._index: dict[int, int] = {}
         self._prime: Callable[[], None] | None = None
+        self._shaper: Callable[[], None] | None = None
         self._ran: Counter[str] = Counter()
         """The compiled graphs its traced iterations called: key -> calls in an iteration
         (the most in any)."""
@@ -197,10 +198,17 @@ class CompiledClock(Clock):
                                          trace.ranges, recorder.backward_keys()))
 
         self._prime = partial(traced, 1, False)
+        self._shaper = partial(self._shape, runner)
         return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
 
     def prime(self) -> None:
-        """Compile (the first call of the recorded program) and start the profiler once."""
+        """Take the call tree, then compile (the first call of the recorded program) and
+        start the profiler once. The eager call comes first: a forward that raises does so
+        under the runner's hooks, which name the module it raised in, and not inside Dynamo's
+        trace of the clock's own compile, which names none."""
+        shaper, self._shaper = self._shaper, None
+        if shaper is not None and not self._calls:
+            shaper()
         before = Counter(counters["graph_break"])
         self.program.compiled()
         devices.synchronize(self.device)
