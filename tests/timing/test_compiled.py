@@ -191,6 +191,39 @@ def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
 
 
+def test_a_model_compiled_with_dynamic_shapes_is_timed_as_compiled(monkeypatch):
+    # torch.compile(model, dynamic=True) runs kernels made for any batch size: the clock's
+    # compile is the same program (it compiled static ones for the input's sizes before)
+    from moduleprofiler.timing.compiled import capture
+
+    traced = []
+    record = capture.GraphRecorder.__call__
+
+    def spy(self, gm, example_inputs):
+        traced.append([node.meta["example_value"] for node in gm.graph.nodes
+                       if node.op == "placeholder"])
+        return record(self, gm, example_inputs)
+
+    monkeypatch.setattr(capture.GraphRecorder, "__call__", spy)
+    model = residual_model()
+    compiled = torch.compile(model, dynamic=True)
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    # Dynamo may trace the frame more than once (a restarted analysis); each graph it
+    # compiled takes the batch size as a symbol, not 8
+    assert traced
+    for placeholders in traced:
+        assert any(isinstance(value, torch.SymInt) for value in placeholders)
+        inputs = [value for value in placeholders if isinstance(value, torch.Tensor)
+                  and not isinstance(value, nn.Parameter) and value.dim() == 2]
+        assert inputs and all(isinstance(value.shape[0], torch.SymInt) for value in inputs)
+    # booked as a static one is: each Linear's product its own, every kernel to a module
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0.fc", "device_launches"] == 1 and frame.loc["2.fc", "device_launches"] == 1
+    assert clock.coverage == pytest.approx(1.0) and clock.graphs == 1
+
+
 class _WrongWidth(nn.Module):
     """Its second Linear takes 31 features where the first gives 32: its forward raises."""
 

@@ -111,14 +111,14 @@ class CompiledProgram:
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
                        partly.recorder, [partly.note()], recompilations_of(model), True)
-        original, inductor, note = found
+        original, inductor, note, dynamic = found
         merged = {**inductor, **(options or {})}
 
         def compile() -> RecordedCompile:
-            run, recorder = recorded_compile(original, merged)
+            run, recorder = recorded_compile(original, merged, dynamic)
             return RecordedCompile(run.func, recorder)
 
-        kept = kept_compile(original, merged, input, backward, compile)
+        kept = kept_compile(original, merged, input, backward, compile, dynamic)
         own = eager_call(original) if original is model else original
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input,
