@@ -224,6 +224,38 @@ def test_a_model_compiled_with_dynamic_shapes_is_timed_as_compiled(monkeypatch):
     assert clock.coverage == pytest.approx(1.0) and clock.graphs == 1
 
 
+class _Logs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.a(x)
+        print(end="")  # Dynamo cannot trace print: the graph breaks here
+        return self.b(x)
+
+
+def test_work_run_outside_the_compiled_graphs_is_said_not_dropped():
+    # after the graph break in the child, Dynamo runs the rest of nn.Sequential's forward
+    # eagerly: the ReLU's operator runs outside every compiled graph. It was booked nowhere,
+    # counted nowhere: "device time booked to modules: 100.0 %" and the ReLU 0 ms
+    model = nn.Sequential(_Logs(), nn.ReLU())
+    compiled = torch.compile(model)
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    assert clock.graphs == 2
+    # the Linears' products, in the two graphs, are theirs; every graph kernel is booked
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0.a", "device_launches"] == 1 and frame.loc["0.b", "device_launches"] == 1
+    assert clock.coverage == pytest.approx(1.0)
+    # the ReLU's aten::relu is the time outside: the total holds it, the modules do not
+    assert clock.booking.outside_ns > 0
+    assert timing.timing.device_booked_ms < timing.timing.device_total_ms
+    assert any("ran outside the compiled graphs" in note for note in timing.warnings)
+
+
 class _WrongWidth(nn.Module):
     """Its second Linear takes 31 features where the first gives 32: its forward raises."""
 

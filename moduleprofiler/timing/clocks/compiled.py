@@ -231,9 +231,17 @@ class CompiledClock(Clock):
         notes = [*self.program.notes, *self.program.recorder.notes, self._what()]
         if booking is None or not self.traced:
             return Readings(clock=self.name, notes=notes)
-        outside = booking.outside_ns if self.device.type == "cuda" else 0
+        # on a CPU, a training step's operators outside the graphs are mostly the step's own
+        # (the loss, the gradients' accumulation), not the model's: a forward's only
+        outside = booking.outside_ns if self.device.type == "cuda" or not self.backward else 0
         facts = self.facts()
         notes.extend(facts.sentences())
+        if outside and not self.program.partly and not self.backward:
+            per = outside / max(booking.iterations, 1) / 1e6
+            notes.append(f"{per:.4f} ms per iteration of {self._outside_work()} ran outside "
+                         "the compiled graphs (code Dynamo ran eagerly, such as a container's "
+                         "forward resumed after a graph break in a child): booked to no "
+                         "module, so the modules that ran it show none of it")
         coverage = booking.coverage
         if coverage is not None and coverage < 0.99:
             notes.append(f"only {100 * coverage:.1f} % of the compiled program's kernel time "
@@ -315,6 +323,10 @@ class CompiledClock(Clock):
                 f"Inductor's provenance{backward}, fused kernels to the deepest module "
                 "holding all they fuse); host times and the hook-free times are the eager "
                 "module's")
+
+    def _outside_work(self) -> str:
+        """What ran outside the graphs: a CPU's operators, a device's kernels."""
+        return "kernels" if self.device.type == "cuda" else "operators"
 
     def _fused(self) -> dict[str, dict[str, Any]]:
         """Per module, its fused kernels per iteration and the modules whose work they do."""
