@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import types
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -233,27 +234,46 @@ class _Logs(nn.Module):
     def forward(self, x):
         x = self.a(x)
         print(end="")  # Dynamo cannot trace print: the graph breaks here
-        return self.b(x)
+        return self.b(self.b(x))  # b is called twice
 
 
-def test_work_run_outside_the_compiled_graphs_is_said_not_dropped():
+@pytest.fixture(scope="module")
+def broken():
     # after the graph break in the child, Dynamo runs the rest of nn.Sequential's forward
-    # eagerly: the ReLU's operator runs outside every compiled graph. It was booked nowhere,
-    # counted nowhere: "device time booked to modules: 100.0 %" and the ReLU 0 ms
+    # eagerly: the ReLU's operator runs outside every compiled graph
     model = nn.Sequential(_Logs(), nn.ReLU())
     compiled = torch.compile(model)
     x = torch.randn(8, 16)
     clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
-    timing = time_modules(compiled, x, clock=clock, **FAST)
+    return clock, time_modules(compiled, x, clock=clock, **FAST)
+
+
+def test_work_run_outside_the_compiled_graphs_is_said_not_dropped(broken):
+    # it was booked nowhere, counted nowhere: "device time booked to modules: 100.0 %"
+    clock, timing = broken
     assert clock.graphs == 2
     # the Linears' products, in the two graphs, are theirs; every graph kernel is booked
     frame = timing.to_df("module").set_index("module")
-    assert frame.loc["0.a", "device_launches"] == 1 and frame.loc["0.b", "device_launches"] == 1
+    assert frame.loc["0.a", "device_launches"] == 1 and frame.loc["0.b", "device_launches"] == 2
     assert clock.coverage == pytest.approx(1.0)
     # the ReLU's aten::relu is the time outside: the total holds it, the modules do not
     assert clock.booking.outside_ns > 0
     assert timing.timing.device_booked_ms < timing.timing.device_total_ms
     assert any("ran outside the compiled graphs" in note for note in timing.warnings)
+
+
+def test_a_module_called_twice_has_its_kernel_time_on_its_first_call_and_none_on_the_next(
+        broken):
+    # a compiled graph knows modules, not calls: both products are the first call's; the
+    # second call's device time is unknown (it read 0 ms), its host time its own
+    _, timing = broken
+    calls = timing.to_df().set_index(["module", "call_number"])
+    first, second = calls.loc[("0.b", 0)], calls.loc[("0.b", 1)]
+    assert first["device_ms"] > 0 and pd.isna(second["device_ms"])
+    assert pd.isna(second["self_device_ms"]) and second["host_ms"] > 0
+    module = timing.to_df("module").set_index("module").loc["0.b"]
+    assert module["device_ms"] == pytest.approx(first["device_ms"])
+    assert module["calls"] == 2
 
 
 class _WrongWidth(nn.Module):

@@ -362,6 +362,7 @@ class CompiledClock(Clock):
         for call in self._calls:
             first.setdefault(call.path, call.index)
         n = len(self._calls)
+        later = np.fromiter((first[call.path] != call.index for call in self._calls), bool, n)
         launches = _module_launches(booking, self.program.recorder)
         for k in range(booking.iterations):
             own = np.zeros(n)
@@ -375,6 +376,10 @@ class CompiledClock(Clock):
                 for path, per_iteration in booking.backward_ns.items():
                     back[first.get(path, 0)] += per_iteration[k]
             times = iteration_of_own(self._calls, self._index, own, back)
+            # a later call's kernel time is in its first call's: unknown, not 0
+            for array in (times.call_fwd_inclusive, times.call_fwd_exclusive,
+                          times.call_bwd_inclusive, times.call_bwd_exclusive):
+                array[later] = np.nan
             inclusive_count = _inclusive(self._calls, count)
             self.traced.append(DeviceIteration(
                 times=times, call_launches=inclusive_count,
