@@ -176,12 +176,11 @@ def call_values(samples: Mapping[str, Any]) -> dict[str, Any]:
         if f"{phase}_samples_ms" in samples:
             out[f"{phase}_ms"] = _median(samples[f"{phase}_samples_ms"])
             out[f"self_{phase}_ms"] = _median(samples[f"self_{phase}_samples_ms"])
-        if f"{prefix}device_samples_ms" in samples:
-            host, self_host = (_median(samples.get(f"{own}{prefix}host_samples_ms", ()),
-                                       floor=True) for own in ("", "self_"))
-            out.update(device_host_values(_median(samples[f"{prefix}device_samples_ms"]),
-                                          _median(samples[f"self_{prefix}device_samples_ms"]),
-                                          host, self_host, prefix))
+        if {f"{prefix}device_samples_ms", f"{prefix}host_samples_ms"} & samples.keys():
+            device, self_device, host, self_host = (
+                _median(samples.get(f"{own}{prefix}{kind}_samples_ms", ()), floor=kind == "host")
+                for kind in ("device", "host") for own in ("", "self_"))
+            out.update(device_host_values(device, self_device, host, self_host, prefix))
     return out
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import gc
 import types
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning
 from moduleprofiler.core import Profiler
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.timing import TimingOptions, time_modules, train_step_times
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
 from tests.timing.helpers import no_hooks_left, residual_model
@@ -188,6 +190,120 @@ def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     timing = time_modules(model, torch.randn(8, 16), **FAST)
     assert timing.clock == "compiled-kernels"
     assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
+
+
+def test_a_model_compiled_with_dynamic_shapes_is_timed_as_compiled(monkeypatch):
+    # torch.compile(model, dynamic=True) runs kernels made for any batch size: the clock's
+    # compile is the same program (it compiled static ones for the input's sizes before)
+    from moduleprofiler.timing.compiled import capture
+
+    traced = []
+    record = capture.GraphRecorder.__call__
+
+    def spy(self, gm, example_inputs):
+        traced.append([node.meta["example_value"] for node in gm.graph.nodes
+                       if node.op == "placeholder"])
+        return record(self, gm, example_inputs)
+
+    monkeypatch.setattr(capture.GraphRecorder, "__call__", spy)
+    model = residual_model()
+    compiled = torch.compile(model, dynamic=True)
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    # Dynamo may trace the frame more than once (a restarted analysis); each graph it
+    # compiled takes the batch size as a symbol, not 8
+    assert traced
+    for placeholders in traced:
+        assert any(isinstance(value, torch.SymInt) for value in placeholders)
+        inputs = [value for value in placeholders if isinstance(value, torch.Tensor)
+                  and not isinstance(value, nn.Parameter) and value.dim() == 2]
+        assert inputs and all(isinstance(value.shape[0], torch.SymInt) for value in inputs)
+    # booked as a static one is: each Linear's product its own, every kernel to a module
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0.fc", "device_launches"] == 1 and frame.loc["2.fc", "device_launches"] == 1
+    assert clock.coverage == pytest.approx(1.0) and clock.graphs == 1
+
+
+class _Logs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = self.a(x)
+        print(end="")  # Dynamo cannot trace print: the graph breaks here
+        return self.b(self.b(x))  # b is called twice
+
+
+@pytest.fixture(scope="module")
+def broken():
+    # after the graph break in the child, Dynamo runs the rest of nn.Sequential's forward
+    # eagerly: the ReLU's operator runs outside every compiled graph
+    model = nn.Sequential(_Logs(), nn.ReLU())
+    compiled = torch.compile(model)
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    return clock, time_modules(compiled, x, clock=clock, **FAST)
+
+
+def test_work_run_outside_the_compiled_graphs_is_said_not_dropped(broken):
+    # it was booked nowhere, counted nowhere: "device time booked to modules: 100.0 %"
+    clock, timing = broken
+    assert clock.graphs == 2
+    # the Linears' products, in the two graphs, are theirs; every graph kernel is booked
+    frame = timing.to_df("module").set_index("module")
+    assert frame.loc["0.a", "device_launches"] == 1 and frame.loc["0.b", "device_launches"] == 2
+    assert clock.coverage == pytest.approx(1.0)
+    # the ReLU's aten::relu is the time outside: the total holds it, the modules do not
+    assert clock.booking.outside_ns > 0
+    assert timing.timing.device_booked_ms < timing.timing.device_total_ms
+    assert any("ran outside the compiled graphs" in note for note in timing.warnings)
+
+
+def test_a_module_called_twice_has_its_kernel_time_on_its_first_call_and_none_on_the_next(
+        broken):
+    # a compiled graph knows modules, not calls: both products are the first call's; the
+    # second call's device time is unknown (it read 0 ms), its host time its own
+    _, timing = broken
+    calls = timing.to_df().set_index(["module", "call_number"])
+    first, second = calls.loc[("0.b", 0)], calls.loc[("0.b", 1)]
+    assert first["device_ms"] > 0 and pd.isna(second["device_ms"])
+    assert pd.isna(second["self_device_ms"]) and second["host_ms"] > 0
+    module = timing.to_df("module").set_index("module").loc["0.b"]
+    assert module["device_ms"] == pytest.approx(first["device_ms"])
+    assert module["calls"] == 2
+
+
+class _WrongWidth(nn.Module):
+    """Its second Linear takes 31 features where the first gives 32: its forward raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(32, 32)
+        self.inner = nn.Linear(31, 8)
+
+    def forward(self, x):
+        return self.inner(self.fc(x))
+
+
+@pytest.mark.parametrize("form", ["wrapper", "in place", "submodule"])
+def test_a_compiled_forward_that_raises_names_the_module(form):
+    # the eager call that gives the call tree runs before the clock's compile: the error is
+    # the runner's, naming the module, not Dynamo's from inside the clock's own trace
+    model = _WrongWidth()
+    if form == "wrapper":
+        timed, path = torch.compile(model), "inner"
+    elif form == "in place":
+        model.compile()
+        timed, path = model, "inner"
+    else:
+        timed, path = nn.Sequential(nn.ReLU(), torch.compile(model)), "1._orig_mod.inner"
+    with pytest.raises(ProfilingError, match=rf"module '{path}' \(Linear\) raised "
+                       "RuntimeError: mat1 and mat2 shapes cannot be multiplied"):
+        time_modules(timed, torch.randn(16, 32), **FAST)
+    assert no_hooks_left(timed)
 
 
 @pytest.fixture(scope="module")

@@ -111,14 +111,14 @@ class CompiledProgram:
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
                        partly.recorder, [partly.note()], recompilations_of(model), True)
-        original, inductor, note = found
+        original, inductor, note, dynamic = found
         merged = {**inductor, **(options or {})}
 
         def compile() -> RecordedCompile:
-            run, recorder = recorded_compile(original, merged)
+            run, recorder = recorded_compile(original, merged, dynamic)
             return RecordedCompile(run.func, recorder)
 
-        kept = kept_compile(original, merged, input, backward, compile)
+        kept = kept_compile(original, merged, input, backward, compile, dynamic)
         own = eager_call(original) if original is model else original
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input,
@@ -170,6 +170,7 @@ class CompiledClock(Clock):
         self._calls: list[Call] = []
         self._index: dict[int, int] = {}
         self._prime: Callable[[], None] | None = None
+        self._shaper: Callable[[], None] | None = None
         self._ran: Counter[str] = Counter()
         """The compiled graphs its traced iterations called: key -> calls in an iteration
         (the most in any)."""
@@ -197,10 +198,17 @@ class CompiledClock(Clock):
                                          trace.ranges, recorder.backward_keys()))
 
         self._prime = partial(traced, 1, False)
+        self._shaper = partial(self._shape, runner)
         return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
 
     def prime(self) -> None:
-        """Compile (the first call of the recorded program) and start the profiler once."""
+        """Take the call tree, then compile (the first call of the recorded program) and
+        start the profiler once. The eager call comes first: a forward that raises does so
+        under the runner's hooks, which name the module it raised in, and not inside Dynamo's
+        trace of the clock's own compile, which names none."""
+        shaper, self._shaper = self._shaper, None
+        if shaper is not None and not self._calls:
+            shaper()
         before = Counter(counters["graph_break"])
         self.program.compiled()
         devices.synchronize(self.device)
@@ -223,9 +231,17 @@ class CompiledClock(Clock):
         notes = [*self.program.notes, *self.program.recorder.notes, self._what()]
         if booking is None or not self.traced:
             return Readings(clock=self.name, notes=notes)
-        outside = booking.outside_ns if self.device.type == "cuda" else 0
+        # on a CPU, a training step's operators outside the graphs are mostly the step's own
+        # (the loss, the gradients' accumulation), not the model's: a forward's only
+        outside = booking.outside_ns if self.device.type == "cuda" or not self.backward else 0
         facts = self.facts()
         notes.extend(facts.sentences())
+        if outside and not self.program.partly and not self.backward:
+            per = outside / max(booking.iterations, 1) / 1e6
+            notes.append(f"{per:.4f} ms per iteration of {self._outside_work()} ran outside "
+                         "the compiled graphs (code Dynamo ran eagerly, such as a container's "
+                         "forward resumed after a graph break in a child): booked to no "
+                         "module, so the modules that ran it show none of it")
         coverage = booking.coverage
         if coverage is not None and coverage < 0.99:
             notes.append(f"only {100 * coverage:.1f} % of the compiled program's kernel time "
@@ -308,6 +324,10 @@ class CompiledClock(Clock):
                 "holding all they fuse); host times and the hook-free times are the eager "
                 "module's")
 
+    def _outside_work(self) -> str:
+        """What ran outside the graphs: a CPU's operators, a device's kernels."""
+        return "kernels" if self.device.type == "cuda" else "operators"
+
     def _fused(self) -> dict[str, dict[str, Any]]:
         """Per module, its fused kernels per iteration and the modules whose work they do."""
         out: dict[str, dict[str, Any]] = {}
@@ -342,6 +362,7 @@ class CompiledClock(Clock):
         for call in self._calls:
             first.setdefault(call.path, call.index)
         n = len(self._calls)
+        later = np.fromiter((first[call.path] != call.index for call in self._calls), bool, n)
         launches = _module_launches(booking, self.program.recorder)
         for k in range(booking.iterations):
             own = np.zeros(n)
@@ -355,6 +376,10 @@ class CompiledClock(Clock):
                 for path, per_iteration in booking.backward_ns.items():
                     back[first.get(path, 0)] += per_iteration[k]
             times = iteration_of_own(self._calls, self._index, own, back)
+            # a later call's kernel time is in its first call's: unknown, not 0
+            for array in (times.call_fwd_inclusive, times.call_fwd_exclusive,
+                          times.call_bwd_inclusive, times.call_bwd_exclusive):
+                array[later] = np.nan
             inclusive_count = _inclusive(self._calls, count)
             self.traced.append(DeviceIteration(
                 times=times, call_launches=inclusive_count,

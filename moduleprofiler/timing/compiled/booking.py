@@ -210,17 +210,16 @@ def _range_index(ranges: Iterable[ModuleRange]) -> dict[int, tuple[list[ModuleRa
     return out
 
 
-def eager_ops(ranges: Iterable[ModuleRange], calls: Sequence[GraphCall],
-              ops: Iterable[HostOp]) -> list[HostOp]:
-    """On a CPU, the eager modules' kernels: the operators that started inside a module's
-    range, outside every graph call, and inside no other operator (an operator's own time
-    holds the operators it calls)."""
-    index = _range_index(ranges)
+def _outermost_eager(calls: Sequence[GraphCall], ops: Iterable[HostOp],
+                     threads: Collection[int] | None = None) -> list[HostOp]:
+    """The operators that ran outside every graph call (and hold none), inside no other
+    operator (an operator's own time holds the operators it calls); ``threads``: only on
+    those."""
     spans, starts = _spans(calls)
     found: list[HostOp] = []
     last_end: dict[int, int] = {}
     for op in sorted(ops, key=lambda o: (o.thread, o.start, -o.end)):
-        if op.thread not in index or not _OPERATOR.match(op.name):
+        if (threads is not None and op.thread not in threads) or not _OPERATOR.match(op.name):
             continue
         if op.end <= last_end.get(op.thread, -1):
             continue  # inside the previous operator
@@ -230,9 +229,25 @@ def eager_ops(ranges: Iterable[ModuleRange], calls: Sequence[GraphCall],
                 or bisect_right(starts[op.thread], op.end) > bisect_right(
                     starts[op.thread], op.start)):
             continue  # a compiled graph's (or around one)
-        if _innermost_range(*index[op.thread], op.start) is not None:
-            found.append(op)
+        found.append(op)
     return found
+
+
+def eager_ops(ranges: Iterable[ModuleRange], calls: Sequence[GraphCall],
+              ops: Iterable[HostOp]) -> list[HostOp]:
+    """On a CPU, the eager modules' kernels: the operators that started inside a module's
+    range, outside every graph call, and inside no other operator."""
+    index = _range_index(ranges)
+    return [op for op in _outermost_eager(calls, ops, index)
+            if _innermost_range(*index[op.thread], op.start) is not None]
+
+
+def outside_ops(calls: Sequence[GraphCall], ops: Iterable[HostOp]) -> list[HostOp]:
+    """On a CPU, the operators a model compiled whole ran outside every graph call, inside no
+    other operator: code Dynamo left to run eagerly (a ``torch.nn`` container's forward
+    resumed after a graph break in a child, ``.item()``...), booked to no module (the
+    ``outside_ns`` of a CUDA run's kernels launched there)."""
+    return _outermost_eager(calls, ops)
 
 
 def top_level_ops(calls: Sequence[GraphCall],

@@ -30,7 +30,7 @@ import types
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch._functorch.config as functorch_config
@@ -346,15 +346,21 @@ def _only_views(node: fx.Node) -> bool:
     return name in VIEW_OPS
 
 
-def _inductor_options(compiled: Any) -> tuple[dict[str, Any], str | None]:
-    """The Inductor options of a ``torch.compile`` wrapper (read, never changed) and a note
-    when they cannot be read (then Inductor's defaults are used)."""
+def _compile_context(compiled: Any) -> Any:
+    """The Dynamo context of a ``torch.compile`` wrapper, or of the compiled call a module
+    compiled in place holds (``None``: not found)."""
     context = getattr(compiled, "dynamo_ctx", None)
     if context is None:  # module.compile(): the context is held by the compiled call
         for cell in getattr(compiled, "__closure__", None) or ():
             if hasattr(cell.cell_contents, "callback"):
                 context = cell.cell_contents
-    backend = getattr(context, "callback", None)
+    return context
+
+
+def _inductor_options(compiled: Any) -> tuple[dict[str, Any], str | None]:
+    """The Inductor options of a ``torch.compile`` wrapper (read, never changed) and a note
+    when they cannot be read (then Inductor's defaults are used)."""
+    backend = getattr(_compile_context(compiled), "callback", None)
     for _ in range(8):
         if backend is None:
             break
@@ -368,18 +374,32 @@ def _inductor_options(compiled: Any) -> tuple[dict[str, Any], str | None]:
     return {}, "the model's compile options could not be read: Inductor's defaults are used"
 
 
-def compiled_original(module: nn.Module) -> tuple[nn.Module, dict[str, Any], str | None] | None:
+class CompiledModel(NamedTuple):
+    """What the clock compiles again of a compiled model, and how."""
+
+    original: nn.Module
+    """The module that was compiled (a wrapper's ``_orig_mod``, or the model itself)."""
+    options: dict[str, Any]
+    """Its Inductor options (its ``torch.compile``'s ``mode`` and ``options``)."""
+    note: str | None
+    """Why they are not the model's own (another backend...), when they are not."""
+    dynamic: bool | None
+    """Its ``torch.compile``'s ``dynamic``: ``True`` compiles kernels for any size, so the
+    clock's compile does too (``None``: Dynamo's default, sizes made dynamic on recompiling)."""
+
+
+def compiled_original(module: nn.Module) -> CompiledModel | None:
     """For a compiled model (``torch.compile(model)``, or ``model.compile()``): the module
-    that was compiled, its Inductor options and a note; ``None`` for a model not compiled."""
+    that was compiled, its Inductor options, a note and its ``dynamic``; ``None`` for a model
+    not compiled."""
     original = orig_mod_of(module)
-    if original is not None:
-        options, note = _inductor_options(module)
-        return original, options, note
-    in_place = getattr(module, "_compiled_call_impl", None)
-    if in_place is not None:
-        options, note = _inductor_options(in_place)
-        return module, options, note
-    return None
+    compiled = module if original is not None else getattr(module, "_compiled_call_impl", None)
+    if compiled is None:
+        return None
+    options, note = _inductor_options(compiled)
+    dynamic = getattr(_compile_context(compiled), "_dynamic", None)
+    return CompiledModel(original if original is not None else module, options, note,
+                         dynamic if isinstance(dynamic, bool) else None)
 
 
 def _call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -396,11 +416,12 @@ _compiles = itertools.count()
 
 
 def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None,
-                     dynamic: bool | None = False, *, prefix: str = "",
+                     dynamic: bool | None = None, *, prefix: str = "",
                      into: GraphRecorder | None = None) -> tuple[Any, GraphRecorder]:
     """``module`` compiled by a :class:`GraphRecorder` (compiling happens at the first call,
     as with ``torch.compile``): the callable and its recorder.
 
+    ``dynamic``: ``torch.compile``'s, the model's own (its kernels are those of its program).
     ``prefix``: ``module``'s path in the model it is timed in (a compiled submodule's), put
     before the module paths recorded. ``into``: a recorder whose lists of graphs and notes
     this one appends to (several compiled submodules of one model, recorded as one program).

@@ -56,6 +56,8 @@ class CompiledPart:
     options: Mapping[str, Any]
     """Its Inductor options (its own ``torch.compile``'s ``mode`` and ``options``)."""
     note: str | None
+    dynamic: bool | None = None
+    """Its own ``torch.compile``'s ``dynamic``."""
 
 
 def compiled_parts(model: nn.Module) -> list[CompiledPart]:
@@ -68,10 +70,9 @@ def compiled_parts(model: nn.Module) -> list[CompiledPart]:
         found = compiled_original(module)
         if found is None:
             continue
-        original, options, note = found
-        parts.append(CompiledPart(path, original,
-                                  path if original is module else f"{path}._orig_mod",
-                                  options, note))
+        parts.append(CompiledPart(path, found.original,
+                                  path if found.original is module else f"{path}._orig_mod",
+                                  found.options, found.note, found.dynamic))
     return parts
 
 
@@ -155,7 +156,7 @@ class PartlyCompiled:
         recorder = GraphRecorder({path for path, _ in model.named_modules()})
         calls: dict[str, _Part] = {}
         for part in parts:
-            compiled, _ = recorded_compile(part.original, part.options,
+            compiled, _ = recorded_compile(part.original, part.options, part.dynamic,
                                            prefix=part.original_path, into=recorder)
             slot = model.get_submodule(part.path)
             calls[part.path] = _Part(slot, compiled, part.path)

@@ -87,18 +87,20 @@ def _structure(module: nn.Module) -> Hashable:
 
 
 def _key(module: nn.Module, options: Mapping[str, Any], input: Any,
-         backward: bool) -> Hashable | None:
+         backward: bool, dynamic: bool | None) -> Hashable | None:
     shape = signature(input)
     if shape is None:
         return None
-    return (repr(sorted(options.items())), backward, shape, _structure(module))
+    return (repr(sorted(options.items())), dynamic, backward, shape, _structure(module))
 
 
 def kept_compile(module: nn.Module, options: Mapping[str, Any], input: Any, backward: bool,
-                 compile: Callable[[], RecordedCompile]) -> RecordedCompile:
-    """The recorded compile kept for ``module`` with these ``options``, ``input`` and kind
-    of pass (``backward``: a training step), or a new one from ``compile()``, kept."""
-    key = _key(module, options, input, backward)
+                 compile: Callable[[], RecordedCompile],
+                 dynamic: bool | None = None) -> RecordedCompile:
+    """The recorded compile kept for ``module`` with these ``options`` (and ``dynamic``),
+    ``input`` and kind of pass (``backward``: a training step), or a new one from
+    ``compile()``, kept."""
+    key = _key(module, options, input, backward, dynamic)
     if key is None:
         return compile()
     kept = _kept.setdefault(module, {})

@@ -160,7 +160,7 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
     if found is None:
         original, inductor = model, dict(options or {})
     else:
-        original, inductor, note = found
+        original, inductor, note, _ = found
         inductor = {**inductor, **(options or {})}
         if note is not None:
             notes.append(note)

@@ -26,6 +26,7 @@ from moduleprofiler.timing.compiled.booking import (
     KernelRecord,
     ModuleRange,
     eager_ops,
+    outside_ops,
     top_level_ops,
 )
 from moduleprofiler.timing.compiled.capture import GRAPH_RANGE
@@ -185,8 +186,8 @@ def trace_compiled(run: Callable[[], Any], iterations: int, device: torch.device
                     configs.get((activity.correlation, activity.start), "")))
     else:
         ops = [op for found in top_level_ops(trace.calls, trace.ops).values() for op in found]
-        if trace.ranges:
-            ops.extend(eager_ops(trace.ranges, trace.calls, trace.ops))
+        ops.extend(eager_ops(trace.ranges, trace.calls, trace.ops) if trace.ranges
+                   else outside_ops(trace.calls, trace.ops))
         trace.kernels.extend(KernelRecord(op.name, op.end - op.start, op.thread, op.start,
                                           op.start) for op in ops)
     return trace

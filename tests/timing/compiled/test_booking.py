@@ -13,6 +13,7 @@ from moduleprofiler.timing.compiled.booking import (
     ModuleRange,
     book_compiled,
     eager_ops,
+    outside_ops,
     top_level_ops,
 )
 from moduleprofiler.timing.compiled.kernels import CompiledKernel
@@ -163,6 +164,21 @@ def test_on_a_cpu_the_eager_kernels_are_the_outermost_operators_outside_graph_ca
            HostOp("aten::cat", 1, 5500, 5600)]        # outside every module range
     found = eager_ops(RANGES, calls, ops)
     assert [op.name for op in found] == ["aten::linear", "aten::add"]
+
+
+def test_on_a_cpu_a_whole_models_operators_outside_its_graphs_are_found():
+    # no module ranges (a model compiled whole): every outermost operator outside the graph
+    # calls is code Dynamo ran eagerly; one holding a graph call (an autograd node running a
+    # compiled backward) is the graph's
+    calls = [GraphCall("g", 1, 2100, 3900)]
+    ops = [HostOp("aten::relu", 1, 30, 400),
+           HostOp("aten::clamp_min", 1, 40, 390),     # inside aten::relu: not counted
+           HostOp("Torch-Compiled Region: 0/0", 1, 2050, 3950),  # a wrapper, not an operator
+           HostOp("aten::addmm", 1, 2200, 2300),      # inside the graph call: the graph's
+           HostOp("autograd::engine::evaluate_function: X", 1, 2000, 4000),  # holds the call
+           HostOp("aten::_local_scalar_dense", 1, 5500, 5600)]
+    assert [op.name for op in outside_ops(calls, ops)] == ["aten::relu",
+                                                          "aten::_local_scalar_dense"]
 
 
 # A CUDA graph's replay: one host launch (thread 1 at 50) ran every kernel of graph "r"; an
