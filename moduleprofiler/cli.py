@@ -147,14 +147,8 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     """Call the factory (``weights=None`` added when it takes ``weights``, and ``None`` for
     each ``weights_*`` keyword, ``weights_backbone``, not given with ``--arg``)."""
     if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
-        try:
+        with _hf_errors(spec, kwargs):
             return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
-        except ConfigFieldError as exc:  # a typo in --arg: name the flag and the key
-            raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
-        except (ValueError, TypeError, OSError, ImportError) as exc:
-            raise CliError(f"{spec}: {exc}") from exc
-        except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
-            raise CliError(_hf_refused(spec, kwargs, exc)) from exc
     factory = load_factory(spec)
     if isinstance(factory, nn.Module):  # a model itself: calling it ran its forward with no input
         if kwargs:
@@ -197,12 +191,22 @@ def _missing_arguments_hint(error: Exception, parameters: Any,
     return "; pass " + " ".join(f"--arg {name}=VALUE" for name in missing)
 
 
-def _hf_refused(spec: str, overrides: dict[str, Any], error: Exception) -> str:
-    """The one line for an error a Transformers configuration raised of its own (a strict
-    field's type check: ``--arg n_layer=x`` was a traceback): it names ``--arg`` when there
-    were overrides."""
-    given = f" --arg {','.join(overrides)}:" if overrides else ""
-    return f"{spec}:{given} the configuration raised {type(error).__name__}: {error}"
+@contextlib.contextmanager
+def _hf_errors(spec: str, overrides: dict[str, Any]) -> Iterator[None]:
+    """An error building the configuration of ``spec`` (an ``hf:`` model) as one line: a typo
+    in ``--arg`` names the flag and the key; an error the configuration raised of its own (a
+    strict field's type check: ``--arg n_layer=x`` was a traceback) names ``--arg`` when
+    there were ``overrides``."""
+    try:
+        yield
+    except ConfigFieldError as exc:
+        raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        raise CliError(f"{spec}: {exc}") from exc
+    except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
+        given = f" --arg {','.join(overrides)}:" if overrides else ""
+        raise CliError(f"{spec}:{given} the configuration raised {type(exc).__name__}: "
+                       f"{exc}") from exc
 
 
 def parse_dtype(name: str, flag: str = "--dtype") -> Any:
@@ -593,14 +597,8 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     if fmt != "text":  # the prediction is four lines of text
         raise CliError(f"--kv-cache writes text, not {fmt}")
     overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
-    try:
+    with _hf_errors(options.model, overrides):
         config = hf_config(options.model, **overrides)
-    except ConfigFieldError as exc:
-        raise CliError(f"{options.model}: --arg {','.join(exc.fields)}: {exc}") from exc
-    except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise CliError(f"{options.model}: {exc}") from exc
-    except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
-        raise CliError(_hf_refused(options.model, overrides, exc)) from exc
     named = config_dtype(config)
     if options.dtype is not None:
         dtype, said = parse_dtype(options.dtype), "--dtype"
