@@ -503,19 +503,7 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
     if fmt == "json":
         _emit(sweep.to_json(), options.output, fmt)
         return
-    view = sweep.view()
-    given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode, "width": options.width}
-    if fmt == "text" and options.output is None:
-        _renderer_options(given, get_format(fmt).render, fmt)  # refuses a --caption
-        color = {"always": True, "never": False}.get(options.color)
-        with _encodable(options.unicode):
-            view.print(color=color, unicode=options.unicode, width=options.width)
-        return
-    if fmt == "latex":
-        given.pop("width")
-    render = _renderer_options(given, get_format(fmt).render, fmt)
-    _emit(render_view(view, fmt, **render) or "", options.output, fmt)
+    write_view(sweep.view(), options, fmt)
 
 
 def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
@@ -748,41 +736,51 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         write_figure(profile, options)
         return
     fmt = _output_format(options)
-    target = options.output
     if options.per is not None:  # the frame, as Profile.save("x.csv", aggregate=per)
-        _emit(export_profile(profile, "csv", aggregate=options.per) or "", target, fmt,
+        _emit(export_profile(profile, "csv", aggregate=options.per) or "", options.output, fmt,
               f"one row per {options.per}, every column, as profile.save('x.csv', "
               f"aggregate={options.per!r})")
         return
-    entry = get_format(fmt)
-    given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
     notes: tuple[str, ...] = getattr(options, "notes", ())
-    document = profile_renderer(entry)
+    document = profile_renderer(get_format(fmt))
     if document is not None:
-        render = _renderer_options(given, document, fmt)
+        render = _renderer_options(_rendering(options), document, fmt)
         text = export_profile(profile, fmt, **render) or ""
         for note in notes:  # a whole-profile format has no place for them: said on stderr
             print(f"moduleprofiler: {note}", file=sys.stderr)
-    else:
-        view = make_view(profile, options)
-        view = dataclasses.replace(view, notes=(*notes, *view.notes))
-        if fmt == "text" and target is None:
-            _renderer_options(given, entry.render, fmt)  # refuses a --caption it has no place for
-            color = {"always": True, "never": False}.get(options.color)
-            with _encodable(options.unicode):
-                view.print(color=color, unicode=options.unicode, width=options.width,
-                           fold=not options.no_fold)
-            return
-        if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
-            given.pop("width")
-        render = _renderer_options(given, entry.render, fmt)
-        text = render_view(view, fmt, **render) or ""
-        if fmt == "csv":  # raw data, no place for notes: said on stderr, as for JSON
-            for note in view.notes:
-                print(f"moduleprofiler: note: {note}", file=sys.stderr)
-    _emit(text, target, fmt, "the table shown; --per call writes the per-call frame, as "
-                             "profile.save('x.csv')")
+        _emit(text, options.output, fmt)
+        return
+    view = make_view(profile, options)
+    view = dataclasses.replace(view, notes=(*notes, *view.notes))
+    if fmt == "csv":  # raw data, no place for notes: said on stderr, as for JSON
+        for note in view.notes:
+            print(f"moduleprofiler: note: {note}", file=sys.stderr)
+    write_view(view, options, fmt, "the table shown; --per call writes the per-call frame, "
+                                   "as profile.save('x.csv')")
+
+
+def _rendering(options: argparse.Namespace) -> dict[str, Any]:
+    """The rendering options of the command line, by the renderers' keywords."""
+    return {"title": options.title, "caption": options.caption, "label": options.label,
+            "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
+
+
+def write_view(view: Any, options: argparse.Namespace, fmt: str, what: str | None = None
+               ) -> None:
+    """A module view or a sweep's table printed to the terminal (text without ``-o``), else
+    rendered in ``fmt`` and written by :func:`_emit` (``what``: what a CSV file holds)."""
+    given, render = _rendering(options), get_format(fmt).render
+    if fmt == "text" and options.output is None:
+        _renderer_options(given, render, fmt)  # refuses a --caption it has no place for
+        color = {"always": True, "never": False}.get(options.color)
+        with _encodable(options.unicode):
+            view.print(color=color, unicode=options.unicode, width=options.width,
+                       fold=not options.no_fold)
+        return
+    if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
+        given.pop("width")
+    text = render_view(view, fmt, **_renderer_options(given, render, fmt)) or ""
+    _emit(text, options.output, fmt, what)
 
 
 def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
@@ -821,12 +819,6 @@ def _output_format(options: argparse.Namespace) -> str:
         raise CliError(f"unknown format {suffix!r} for -o {options.output} {known}") from exc
 
 
-def _what_csv_holds(fmt: str, what: str | None) -> str:
-    """What the line on stderr adds for a CSV file: which rows it holds, since the command
-    line's CSV is the table shown and ``Profile.save``'s the per-call frame."""
-    return f": {what}" if fmt == "csv" and what else ""
-
-
 @contextlib.contextmanager
 def _encodable(unicode: bool) -> Iterator[None]:
     """Writing to stdout, whose encoding (``PYTHONIOENCODING=ascii``, a Latin-1 terminal)
@@ -846,7 +838,8 @@ def _encodable(unicode: bool) -> Iterator[None]:
 
 def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> None:
     """``text`` (ending in one newline) to stdout, or written to ``target`` with a line on
-    stderr saying so (and, for CSV, ``what`` it holds)."""
+    stderr saying so (and, for CSV, ``what`` it holds: the command line's CSV is the table
+    shown, ``Profile.save``'s the per-call frame)."""
     text = text if text.endswith("\n") else text + "\n"
     if target is None:
         with _encodable(unicode=False):
@@ -856,8 +849,8 @@ def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> N
         Path(target).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    print(f"moduleprofiler: wrote {target} ({fmt}{_what_csv_holds(fmt, what)})",
-          file=sys.stderr)
+    holds = f": {what}" if fmt == "csv" and what else ""
+    print(f"moduleprofiler: wrote {target} ({fmt}{holds})", file=sys.stderr)
 
 
 def run(options: argparse.Namespace) -> None:
