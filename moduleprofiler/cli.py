@@ -859,22 +859,18 @@ def run(options: argparse.Namespace) -> None:
     as they were: the command seeds its inputs and the model it builds draws its weights, but
     a run inside a Python process (``main([...])``) must not shift the caller's draws."""
     with preserved_rng():
-        _run(options)
-
-
-def _run(options: argparse.Namespace) -> None:
-    if options.kv_cache is not None:
-        _emit(kv_cache_text(options), options.output, "text")
-        return
-    if options.generate is not None:
-        fmt = generation_format(options)  # a format it cannot write is refused before it runs
-        write_generation(run_generation(options), options, fmt)
-        return
-    profile = run_profile(options)
-    if isinstance(profile, PredictionSweep):
-        write_sweep(profile, options)
-        return
-    write_output(profile, options)
+        if options.kv_cache is not None:
+            _emit(kv_cache_text(options), options.output, "text")
+            return
+        if options.generate is not None:
+            fmt = generation_format(options)  # a format it cannot write is refused before it runs
+            write_generation(run_generation(options), options, fmt)
+            return
+        profile = run_profile(options)
+        if isinstance(profile, PredictionSweep):
+            write_sweep(profile, options)
+            return
+        write_output(profile, options)
 
 
 if __name__ == "__main__":
