@@ -193,12 +193,7 @@ def moe_parameters(model: nn.Module, top_k: int | None = None) -> MoEParameters:
             else config
         found = (getattr(text, name, None) for name in _TOP_K_NAMES)
         top_k = next((value for value in found if isinstance(value, int) and value > 0), None)
-    seen: set[int] = set()
-    total = 0
-    for parameter in model.parameters():
-        if id(parameter) not in seen:
-            seen.add(id(parameter))
-            total += parameter.numel()
+    total = sum(parameter.numel() for parameter in model.parameters())  # each tensor once
     expert = active_experts = 0
     layers = largest = 0
     for module, count in _expert_modules(model):
