@@ -29,7 +29,7 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
-from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
+from moduleprofiler.language.cache import KVCacheSize, cache_of, check_count, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
@@ -324,12 +324,9 @@ def profile_generation(
         check_bool(use_cache, "use_cache")
     check_bool(time, "time")
     check_bool(memory, "memory")
-    if max_new_tokens is not None and (not isinstance(max_new_tokens, int)
-                                       or isinstance(max_new_tokens, bool)
-                                       or max_new_tokens < 1):
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    if max_new_tokens is not None:
+        check_count(max_new_tokens, "max_new_tokens", 1)
+    check_count(repeats, "repeats", 1)
     listeners = check_listeners(listeners)
     if run is None:
         if not hasattr(model, "generate"):
