@@ -107,7 +107,6 @@ class GenerationProfile:
     def __repr__(self) -> str:
         """One line: the model, its steps, the tokens and the run's totals (the dataclass's
         own repr dumped every step's profile)."""
-        model = self.profile.modules[0].type_name if self.profile.modules else "model"
         phases = ", ".join(f"{count} {phase}" for phase, count in (
             ("encode", sum(1 for s in self.steps if s.phase == "encode")),
             ("prefill", sum(1 for s in self.steps if s.phase == "prefill")),
@@ -120,7 +119,7 @@ class GenerationProfile:
             parts.append(human_ms(totals["time_ms"], "u"))
         if not totals["complete"]:
             parts.append("incomplete")
-        return f"<GenerationProfile {model}: {', '.join(parts)}>"
+        return f"<GenerationProfile {totals['model']}: {', '.join(parts)}>"
 
     @property
     def prefill(self) -> tuple[Step, ...]:
