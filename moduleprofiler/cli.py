@@ -45,7 +45,7 @@ from moduleprofiler.core import Profiler
 from moduleprofiler.devices import unavailable
 from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.errors import LossError
-from moduleprofiler.export.columns import column_spec, registered_columns
+from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
 from moduleprofiler.export.format_table import (
@@ -651,9 +651,8 @@ def _columns(profile: Any, what: str) -> list[str]:
     frame = module_frame(profile)
     unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
                and item.removesuffix("_pct") not in frame]
-    registered = {spec.name: spec for spec in registered_columns()}
     for item in unknown:  # a real column of a pass not run: say which pass gives it
-        needs = registered[item].needs if item in registered else ""
+        needs = column_spec(item).needs  # "" for a name no column registers
         group = next((group for group, pass_name in (("time", "time_modules()"),
                                                      ("memory", "measure_memory()"))
                       if pass_name in needs), None)
