@@ -165,10 +165,7 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
              if (name == "weights" or name.startswith("weights_")) and name not in kwargs}
     kwargs = {**kwargs, **unset}
     try:
-        if meta:
-            with torch.device("meta"):
-                model = factory(**kwargs)
-        else:
+        with torch.device("meta") if meta else contextlib.nullcontext():
             model = factory(**kwargs)
     except Exception as exc:
         raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}"
@@ -246,10 +243,8 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
     for text in sizes:
         shape, name = parse_input_size(text)
         kind = parse_dtype(name, f"--input-size {text}") if name else dtype
-        if kind.is_floating_point or kind.is_complex:
-            inputs.append(torch.randn(shape, dtype=kind, device=device))
-        else:
-            inputs.append(torch.zeros(shape, dtype=kind, device=device))
+        make = torch.randn if kind.is_floating_point or kind.is_complex else torch.zeros
+        inputs.append(make(shape, dtype=kind, device=device))
     return tuple(inputs)
 
 
