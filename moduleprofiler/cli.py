@@ -45,7 +45,7 @@ from moduleprofiler.core import Profiler
 from moduleprofiler.devices import unavailable
 from moduleprofiler.efficiency import AmbiguousDeviceError
 from moduleprofiler.errors import LossError
-from moduleprofiler.export.columns import column_spec, registered_columns
+from moduleprofiler.export.columns import column_spec
 from moduleprofiler.export.figures import FIGURE_SUFFIXES
 from moduleprofiler.export.fit import terminal_width
 from moduleprofiler.export.format_table import (
@@ -147,14 +147,8 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
     """Call the factory (``weights=None`` added when it takes ``weights``, and ``None`` for
     each ``weights_*`` keyword, ``weights_backbone``, not given with ``--arg``)."""
     if spec.startswith(HF_PREFIX):  # a Transformers model from its configuration, no download
-        try:
+        with _hf_errors(spec, kwargs):
             return hf_model(spec, device="meta" if meta else "cpu", **kwargs)
-        except ConfigFieldError as exc:  # a typo in --arg: name the flag and the key
-            raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
-        except (ValueError, TypeError, OSError, ImportError) as exc:
-            raise CliError(f"{spec}: {exc}") from exc
-        except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
-            raise CliError(_hf_refused(spec, kwargs, exc)) from exc
     factory = load_factory(spec)
     if isinstance(factory, nn.Module):  # a model itself: calling it ran its forward with no input
         if kwargs:
@@ -171,10 +165,7 @@ def build_model(spec: str, kwargs: dict[str, Any], meta: bool) -> Any:
              if (name == "weights" or name.startswith("weights_")) and name not in kwargs}
     kwargs = {**kwargs, **unset}
     try:
-        if meta:
-            with torch.device("meta"):
-                model = factory(**kwargs)
-        else:
+        with torch.device("meta") if meta else contextlib.nullcontext():
             model = factory(**kwargs)
     except Exception as exc:
         raise CliError(f"{spec}() raised {type(exc).__name__}: {exc}"
@@ -197,12 +188,22 @@ def _missing_arguments_hint(error: Exception, parameters: Any,
     return "; pass " + " ".join(f"--arg {name}=VALUE" for name in missing)
 
 
-def _hf_refused(spec: str, overrides: dict[str, Any], error: Exception) -> str:
-    """The one line for an error a Transformers configuration raised of its own (a strict
-    field's type check: ``--arg n_layer=x`` was a traceback): it names ``--arg`` when there
-    were overrides."""
-    given = f" --arg {','.join(overrides)}:" if overrides else ""
-    return f"{spec}:{given} the configuration raised {type(error).__name__}: {error}"
+@contextlib.contextmanager
+def _hf_errors(spec: str, overrides: dict[str, Any]) -> Iterator[None]:
+    """An error building the configuration of ``spec`` (an ``hf:`` model) as one line: a typo
+    in ``--arg`` names the flag and the key; an error the configuration raised of its own (a
+    strict field's type check: ``--arg n_layer=x`` was a traceback) names ``--arg`` when
+    there were ``overrides``."""
+    try:
+        yield
+    except ConfigFieldError as exc:
+        raise CliError(f"{spec}: --arg {','.join(exc.fields)}: {exc}") from exc
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        raise CliError(f"{spec}: {exc}") from exc
+    except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
+        given = f" --arg {','.join(overrides)}:" if overrides else ""
+        raise CliError(f"{spec}:{given} the configuration raised {type(exc).__name__}: "
+                       f"{exc}") from exc
 
 
 def parse_dtype(name: str, flag: str = "--dtype") -> Any:
@@ -242,10 +243,8 @@ def make_inputs(sizes: Sequence[str], dtype: Any, device: Any) -> tuple[Any, ...
     for text in sizes:
         shape, name = parse_input_size(text)
         kind = parse_dtype(name, f"--input-size {text}") if name else dtype
-        if kind.is_floating_point or kind.is_complex:
-            inputs.append(torch.randn(shape, dtype=kind, device=device))
-        else:
-            inputs.append(torch.zeros(shape, dtype=kind, device=device))
+        make = torch.randn if kind.is_floating_point or kind.is_complex else torch.zeros
+        inputs.append(make(shape, dtype=kind, device=device))
     return tuple(inputs)
 
 
@@ -499,19 +498,7 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
     if fmt == "json":
         _emit(sweep.to_json(), options.output, fmt)
         return
-    view = sweep.view()
-    given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode, "width": options.width}
-    if fmt == "text" and options.output is None:
-        _renderer_options(given, get_format(fmt).render, fmt)  # refuses a --caption
-        color = {"always": True, "never": False}.get(options.color)
-        with _encodable(options.unicode):
-            view.print(color=color, unicode=options.unicode, width=options.width)
-        return
-    if fmt == "latex":
-        given.pop("width")
-    render = _renderer_options(given, get_format(fmt).render, fmt)
-    _emit(render_view(view, fmt, **render) or "", options.output, fmt)
+    write_view(sweep.view(), options, fmt)
 
 
 def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
@@ -593,14 +580,8 @@ def kv_cache_text(options: argparse.Namespace) -> str:
     if fmt != "text":  # the prediction is four lines of text
         raise CliError(f"--kv-cache writes text, not {fmt}")
     overrides = {k: v for k, v in factory_kwargs(options.arg).items() if k != "task"}
-    try:
+    with _hf_errors(options.model, overrides):
         config = hf_config(options.model, **overrides)
-    except ConfigFieldError as exc:
-        raise CliError(f"{options.model}: --arg {','.join(exc.fields)}: {exc}") from exc
-    except (ValueError, TypeError, OSError, ImportError) as exc:
-        raise CliError(f"{options.model}: {exc}") from exc
-    except Exception as exc:  # the configuration's own validation (--arg n_layer=x)
-        raise CliError(_hf_refused(options.model, overrides, exc)) from exc
     named = config_dtype(config)
     if options.dtype is not None:
         dtype, said = parse_dtype(options.dtype), "--dtype"
@@ -665,9 +646,8 @@ def _columns(profile: Any, what: str) -> list[str]:
     frame = module_frame(profile)
     unknown = [item for item in items if item not in WHAT_GROUPS and item not in frame
                and item.removesuffix("_pct") not in frame]
-    registered = {spec.name: spec for spec in registered_columns()}
     for item in unknown:  # a real column of a pass not run: say which pass gives it
-        needs = registered[item].needs if item in registered else ""
+        needs = column_spec(item).needs  # "" for a name no column registers
         group = next((group for group, pass_name in (("time", "time_modules()"),
                                                      ("memory", "measure_memory()"))
                       if pass_name in needs), None)
@@ -750,41 +730,51 @@ def write_output(profile: Any, options: argparse.Namespace) -> None:
         write_figure(profile, options)
         return
     fmt = _output_format(options)
-    target = options.output
     if options.per is not None:  # the frame, as Profile.save("x.csv", aggregate=per)
-        _emit(export_profile(profile, "csv", aggregate=options.per) or "", target, fmt,
+        _emit(export_profile(profile, "csv", aggregate=options.per) or "", options.output, fmt,
               f"one row per {options.per}, every column, as profile.save('x.csv', "
               f"aggregate={options.per!r})")
         return
-    entry = get_format(fmt)
-    given = {"title": options.title, "caption": options.caption, "label": options.label,
-             "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
     notes: tuple[str, ...] = getattr(options, "notes", ())
-    document = profile_renderer(entry)
+    document = profile_renderer(get_format(fmt))
     if document is not None:
-        render = _renderer_options(given, document, fmt)
+        render = _renderer_options(_rendering(options), document, fmt)
         text = export_profile(profile, fmt, **render) or ""
         for note in notes:  # a whole-profile format has no place for them: said on stderr
             print(f"moduleprofiler: {note}", file=sys.stderr)
-    else:
-        view = make_view(profile, options)
-        view = dataclasses.replace(view, notes=(*notes, *view.notes))
-        if fmt == "text" and target is None:
-            _renderer_options(given, entry.render, fmt)  # refuses a --caption it has no place for
-            color = {"always": True, "never": False}.get(options.color)
-            with _encodable(options.unicode):
-                view.print(color=color, unicode=options.unicode, width=options.width,
-                           fold=not options.no_fold)
-            return
-        if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
-            given.pop("width")
-        render = _renderer_options(given, entry.render, fmt)
-        text = render_view(view, fmt, **render) or ""
-        if fmt == "csv":  # raw data, no place for notes: said on stderr, as for JSON
-            for note in view.notes:
-                print(f"moduleprofiler: note: {note}", file=sys.stderr)
-    _emit(text, target, fmt, "the table shown; --per call writes the per-call frame, as "
-                             "profile.save('x.csv')")
+        _emit(text, options.output, fmt)
+        return
+    view = make_view(profile, options)
+    view = dataclasses.replace(view, notes=(*notes, *view.notes))
+    if fmt == "csv":  # raw data, no place for notes: said on stderr, as for JSON
+        for note in view.notes:
+            print(f"moduleprofiler: note: {note}", file=sys.stderr)
+    write_view(view, options, fmt, "the table shown; --per call writes the per-call frame, "
+                                   "as profile.save('x.csv')")
+
+
+def _rendering(options: argparse.Namespace) -> dict[str, Any]:
+    """The rendering options of the command line, by the renderers' keywords."""
+    return {"title": options.title, "caption": options.caption, "label": options.label,
+            "unicode": options.unicode, "width": options.width, "fold": not options.no_fold}
+
+
+def write_view(view: Any, options: argparse.Namespace, fmt: str, what: str | None = None
+               ) -> None:
+    """A module view or a sweep's table printed to the terminal (text without ``-o``), else
+    rendered in ``fmt`` and written by :func:`_emit` (``what``: what a CSV file holds)."""
+    given, render = _rendering(options), get_format(fmt).render
+    if fmt == "text" and options.output is None:
+        _renderer_options(given, render, fmt)  # refuses a --caption it has no place for
+        color = {"always": True, "never": False}.get(options.color)
+        with _encodable(options.unicode):
+            view.print(color=color, unicode=options.unicode, width=options.width,
+                       fold=not options.no_fold)
+        return
+    if fmt == "latex":  # --width counts terminal columns; a LaTeX table fits the page
+        given.pop("width")
+    text = render_view(view, fmt, **_renderer_options(given, render, fmt)) or ""
+    _emit(text, options.output, fmt, what)
 
 
 def _renderer_options(given: dict[str, Any], render: Callable[..., Any] | None,
@@ -823,12 +813,6 @@ def _output_format(options: argparse.Namespace) -> str:
         raise CliError(f"unknown format {suffix!r} for -o {options.output} {known}") from exc
 
 
-def _what_csv_holds(fmt: str, what: str | None) -> str:
-    """What the line on stderr adds for a CSV file: which rows it holds, since the command
-    line's CSV is the table shown and ``Profile.save``'s the per-call frame."""
-    return f": {what}" if fmt == "csv" and what else ""
-
-
 @contextlib.contextmanager
 def _encodable(unicode: bool) -> Iterator[None]:
     """Writing to stdout, whose encoding (``PYTHONIOENCODING=ascii``, a Latin-1 terminal)
@@ -848,7 +832,8 @@ def _encodable(unicode: bool) -> Iterator[None]:
 
 def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> None:
     """``text`` (ending in one newline) to stdout, or written to ``target`` with a line on
-    stderr saying so (and, for CSV, ``what`` it holds)."""
+    stderr saying so (and, for CSV, ``what`` it holds: the command line's CSV is the table
+    shown, ``Profile.save``'s the per-call frame)."""
     text = text if text.endswith("\n") else text + "\n"
     if target is None:
         with _encodable(unicode=False):
@@ -858,8 +843,8 @@ def _emit(text: str, target: str | None, fmt: str, what: str | None = None) -> N
         Path(target).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    print(f"moduleprofiler: wrote {target} ({fmt}{_what_csv_holds(fmt, what)})",
-          file=sys.stderr)
+    holds = f": {what}" if fmt == "csv" and what else ""
+    print(f"moduleprofiler: wrote {target} ({fmt}{holds})", file=sys.stderr)
 
 
 def run(options: argparse.Namespace) -> None:
@@ -868,22 +853,18 @@ def run(options: argparse.Namespace) -> None:
     as they were: the command seeds its inputs and the model it builds draws its weights, but
     a run inside a Python process (``main([...])``) must not shift the caller's draws."""
     with preserved_rng():
-        _run(options)
-
-
-def _run(options: argparse.Namespace) -> None:
-    if options.kv_cache is not None:
-        _emit(kv_cache_text(options), options.output, "text")
-        return
-    if options.generate is not None:
-        fmt = generation_format(options)  # a format it cannot write is refused before it runs
-        write_generation(run_generation(options), options, fmt)
-        return
-    profile = run_profile(options)
-    if isinstance(profile, PredictionSweep):
-        write_sweep(profile, options)
-        return
-    write_output(profile, options)
+        if options.kv_cache is not None:
+            _emit(kv_cache_text(options), options.output, "text")
+            return
+        if options.generate is not None:
+            fmt = generation_format(options)  # a format it cannot write is refused before it runs
+            write_generation(run_generation(options), options, fmt)
+            return
+        profile = run_profile(options)
+        if isinstance(profile, PredictionSweep):
+            write_sweep(profile, options)
+            return
+        write_output(profile, options)
 
 
 if __name__ == "__main__":

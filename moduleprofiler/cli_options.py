@@ -181,9 +181,10 @@ _MODULE_VIEW_FLAGS = ("--top", "--sort", "--depth", "--min-pct", "--include", "-
 
 
 def _given(options: argparse.Namespace, *flags: str) -> list[str]:
-    """The ``flags`` set on the command line (``--min-pct`` is ``options.min_pct``)."""
-    return [flag for flag in flags
-            if getattr(options, flag.removeprefix("--").replace("-", "_")) is not None]
+    """The ``flags`` set on the command line (``--min-pct`` is ``options.min_pct``), and
+    ``"-o FIGURE"`` among them when ``-o`` names a figure."""
+    return [flag for flag in flags if (_is_figure(options) if flag == "-o FIGURE" else getattr(
+        options, flag.removeprefix("--").replace("-", "_")) is not None)]
 
 
 EMPTY_HINTS = {
@@ -222,8 +223,8 @@ def check_options(options: argparse.Namespace) -> None:
         raise CliError(f"--width must be 0 (no limit) or at least {MIN_WIDTH}, "
                        f"got {options.width}")
     if options.by_operator is not None:
-        given = _given(options, *_MODULE_VIEW_FLAGS, "--what", "--generate", "--kv-cache")
-        given += ["-o FIGURE"] if _is_figure(options) else []
+        given = _given(options, *_MODULE_VIEW_FLAGS, "--what", "--generate", "--kv-cache",
+                       "-o FIGURE")
         if given:
             raise CliError(f"--by-operator shows one table of operators: {', '.join(given)} "
                            "cannot apply to it")
@@ -402,8 +403,7 @@ def check_per_options(options: argparse.Namespace) -> None:
     and the tables that are no module frame. ``--what`` stays: it picks the passes (time,
     memory, backward) whose columns the frame holds."""
     given = _given(options, *_MODULE_VIEW_FLAGS, "--by-operator", "--generate", "--kv-cache",
-                   "--batch")
-    given += ["-o FIGURE"] if _is_figure(options) else []
+                   "--batch", "-o FIGURE")
     if given:
         raise CliError(f"--per {options.per} writes the whole per-{options.per} frame: "
                        f"{', '.join(given)} does not apply to it")
@@ -453,8 +453,7 @@ def check_generation_options(options: argparse.Namespace) -> None:
     if options.predict:
         raise CliError("--generate measures a run; --predict predicts one without running: "
                        "use one of them")
-    given = _given(options, *_MODULE_VIEW_FLAGS)
-    given += ["-o FIGURE"] if _is_figure(options) else []
+    given = _given(options, *_MODULE_VIEW_FLAGS, "-o FIGURE")
     if given:
         raise CliError(f"--generate prints one row per generation step, not modules: "
                        f"{', '.join(given)} does not apply (drop --generate for the module "
@@ -471,8 +470,7 @@ def check_kv_cache_options(options: argparse.Namespace) -> None:
     from the configuration, so inputs (their batch too), a device, columns, the module views,
     a prediction and a figure have no meaning for it."""
     given = (["-i"] if options.input_size else []) + (["--meta"] if options.meta else []) \
-        + _given(options, "--what", *_MODULE_VIEW_FLAGS, "--predict", "--device")
-    given += ["-o FIGURE"] if _is_figure(options) else []
+        + _given(options, "--what", *_MODULE_VIEW_FLAGS, "--predict", "--device", "-o FIGURE")
     if given:
         raise CliError(f"--kv-cache predicts one sequence's cache from the configuration alone "
                        f"(nothing is built or run): {', '.join(given)} does not apply")

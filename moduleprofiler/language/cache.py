@@ -118,7 +118,7 @@ class KVCacheSize:
         """Bytes the cache would hold at a context of ``tokens``: each self-attention layer's
         bytes grow with the context, a sliding-window layer's up to its window only;
         cross-attention bytes (fixed by the encoder's input) stay as they are."""
-        _check_tokens(tokens)
+        check_count(tokens, "tokens")
         if self.bytes_per_token is None:
             return None
         grown = 0.0
@@ -215,14 +215,14 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
             or compressed attention layer): measure a real cache with :func:`kv_cache_size`.
         TypeError: ``dtype`` is not a ``torch.dtype``.
     """
-    _check_tokens(tokens)
+    check_count(tokens, "tokens")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     if dtype is not None and not isinstance(dtype, torch.dtype):  # torch's error named empty()
         raise TypeError(f"dtype must be a torch.dtype such as torch.bfloat16 or None, got "
                         f"{type(dtype).__name__} {dtype!r}")
     if encoder_tokens is not None:
-        _check_tokens(encoder_tokens, "encoder_tokens")
+        check_count(encoder_tokens, "encoder_tokens")
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     if encoder_tokens and not encoder_decoder:  # ignored in silence, it would read as counted
         raise ValueError(f"encoder_tokens={encoder_tokens}: {type(config).__name__} is no "
@@ -352,9 +352,11 @@ def _config_dtype(config: Any) -> torch.dtype:
 
 
 # -- reading the cache objects -------------------------------------------------------------------
-def _check_tokens(tokens: int, argument: str = "tokens") -> None:
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        raise ValueError(f"{argument} must be a non-negative int, got {tokens!r}")
+def check_count(value: object, name: str, least: int = 0) -> None:
+    """An int (not a bool) of at least ``least``, 0 or 1, else a ``ValueError`` naming ``name``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ValueError(f"{name} must be a {'positive' if least else 'non-negative'} int, got "
+                         f"{value!r}")
 
 
 def _past_of(output: Any) -> Any:

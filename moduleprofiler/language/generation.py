@@ -29,7 +29,7 @@ from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
-from moduleprofiler.language.cache import KVCacheSize, cache_of, kv_cache_size
+from moduleprofiler.language.cache import KVCacheSize, cache_of, check_count, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.progress import Progress
 from moduleprofiler.records import COUNTED_SOURCES, display_path
@@ -107,7 +107,6 @@ class GenerationProfile:
     def __repr__(self) -> str:
         """One line: the model, its steps, the tokens and the run's totals (the dataclass's
         own repr dumped every step's profile)."""
-        model = self.profile.modules[0].type_name if self.profile.modules else "model"
         phases = ", ".join(f"{count} {phase}" for phase, count in (
             ("encode", sum(1 for s in self.steps if s.phase == "encode")),
             ("prefill", sum(1 for s in self.steps if s.phase == "prefill")),
@@ -120,7 +119,7 @@ class GenerationProfile:
             parts.append(human_ms(totals["time_ms"], "u"))
         if not totals["complete"]:
             parts.append("incomplete")
-        return f"<GenerationProfile {model}: {', '.join(parts)}>"
+        return f"<GenerationProfile {totals['model']}: {', '.join(parts)}>"
 
     @property
     def prefill(self) -> tuple[Step, ...]:
@@ -324,12 +323,9 @@ def profile_generation(
         check_bool(use_cache, "use_cache")
     check_bool(time, "time")
     check_bool(memory, "memory")
-    if max_new_tokens is not None and (not isinstance(max_new_tokens, int)
-                                       or isinstance(max_new_tokens, bool)
-                                       or max_new_tokens < 1):
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    if max_new_tokens is not None:
+        check_count(max_new_tokens, "max_new_tokens", 1)
+    check_count(repeats, "repeats", 1)
     listeners = check_listeners(listeners)
     if run is None:
         if not hasattr(model, "generate"):

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from moduleprofiler.language.cache import check_count
 from moduleprofiler.validate import check_choice
 
 Task = Literal["auto", "causal-lm", "seq2seq-lm", "base"]
@@ -221,9 +222,8 @@ def text_inputs(model: nn.Module, batch_size: int = 1, seq_len: int = 16, *,
         ValueError: ``batch_size`` or ``seq_len`` is not a positive int, or the model's main
             input is not token ids (``model.main_input_name``: Whisper's ``input_features``).
     """
-    for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_count(batch_size, "batch_size", 1)
+    check_count(seq_len, "seq_len", 1)
     main = getattr(model, "main_input_name", "input_ids")
     if main != "input_ids":  # Whisper takes input_features: token ids failed in its encoder
         raise ValueError(f"{type(model).__name__} takes {main}, not token ids: give it that "

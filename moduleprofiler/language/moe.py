@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from moduleprofiler.call import Call
 from moduleprofiler.export.columns import ColumnSpec, register_column
 from moduleprofiler.export.renamed import renamed_columns
+from moduleprofiler.language.cache import check_count
 from moduleprofiler.runner import Listener, PassRunner
 
 _TOP_K_NAMES = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
@@ -184,21 +185,15 @@ def moe_parameters(model: nn.Module, top_k: int | None = None) -> MoEParameters:
     Raises:
         ValueError: ``top_k`` is not a positive int.
     """
-    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
-                              or top_k < 1):
-        raise ValueError(f"top_k must be a positive int, got {top_k!r}")
-    if top_k is None:
+    if top_k is not None:
+        check_count(top_k, "top_k", 1)
+    else:
         config: Any = getattr(model, "config", None)
         text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") \
             else config
         found = (getattr(text, name, None) for name in _TOP_K_NAMES)
         top_k = next((value for value in found if isinstance(value, int) and value > 0), None)
-    seen: set[int] = set()
-    total = 0
-    for parameter in model.parameters():
-        if id(parameter) not in seen:
-            seen.add(id(parameter))
-            total += parameter.numel()
+    total = sum(parameter.numel() for parameter in model.parameters())  # each tensor once
     expert = active_experts = 0
     layers = largest = 0
     for module, count in _expert_modules(model):
