@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from moduleprofiler.autograd_nodes import is_accumulation
@@ -159,6 +159,7 @@ class LiveBytesListener(Listener):
         device: a CUDA device to sample the caching allocator on (others: ignored).
     """
 
+    observes_all = True
     # each live-memory column names its pass in its header: "max live" alone was read as the
     # training step's memory, which it is not (``train_max_live_bytes`` is this column of the
     # training pass, renamed by measure_memory). Declared training pass first, the order a
@@ -201,12 +202,6 @@ class LiveBytesListener(Listener):
         self.peak = self.live.current
         if self._device is not None:
             self.cuda = AllocatorPeak(self._device)
-
-    def observe(self, module: nn.Module) -> bool:
-        return True
-
-    def observe_outside(self) -> bool:
-        return True
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._inputs_pending and call.parent is None:
