@@ -208,9 +208,7 @@ class LiveBytesListener(Listener):
             self._inputs_pending = False
             self.live.add_baseline(iter_tensors((args, kwargs)))
             self.peak = max(self.peak, self.live.current)
-        current = self.live.current
-        if current > self._forward.get(call, -1):
-            self._forward[call] = current
+        self._forward[call] = self.live.current
         if self.cuda is not None and self.cuda.sample():
             self.cuda_peak_at = (call, "forward", False)
 
