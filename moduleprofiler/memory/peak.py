@@ -30,7 +30,7 @@ from moduleprofiler.memory.saved import MEMORY_NEEDS
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
+from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of, tensor_key
 
 Location = tuple[Call | None, Phase, bool]
 """``(running call or None, phase "forward"/"backward", accumulating a parameter's grad)``."""
@@ -113,7 +113,8 @@ class LiveBytes:
             return False
         ref = self._storages.get(key)
         if ref is None:
-            if _is_input_storage(key, inputs):  # a view or in-place result: not allocated
+            if any(tensor_key(t) == key for t in iter_tensors(inputs)):
+                # a storage of one of its inputs: a view or an in-place result, not allocated
                 ref = self._before[key] = _Ref(storage, self._release(self._before))
                 ref.key, ref.nbytes = key, 0
                 return False
@@ -278,15 +279,6 @@ def _may_alias(func: Any) -> bool:
         found = _ALIASING[func] = schema is None or any(
             ret.alias_info is not None for ret in schema.returns)
     return found
-
-
-def _is_input_storage(key: int, inputs: Any) -> bool:
-    """Whether a tensor among ``inputs`` has the storage ``key``."""
-    for tensor in iter_tensors(inputs):
-        storage = storage_of(tensor)
-        if storage is not None and storage_key(storage) == key:
-            return True
-    return False
 
 
 def _location(call: Call | None, phase: Phase) -> Location:
