@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from torch import nn
 
 from moduleprofiler.export.names import module_name
+from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing import benchmark, get_hardware_specs, time_modules
 from moduleprofiler.timing.loop import validate_iterations
@@ -96,17 +96,13 @@ def inference_time_dict(
             **_time_keys([float(v) for v in timing.samples(info.path)]),
             **threads,
             **hardware,
-            "calls": int(calls) if not _missing(calls) else 0,
-            "self_time_median_ms": None if _missing(row.get(own)) else float(row[own]),
-            "low_confidence": (None if _missing(row.get("low_confidence"))
+            "calls": int(calls) if not is_missing(calls) else 0,
+            "self_time_median_ms": None if is_missing(row.get(own)) else float(row[own]),
+            "low_confidence": (None if is_missing(row.get("low_confidence"))
                                else bool(row["low_confidence"])),
             "hook_overhead_ratio": timing.overhead_ratio,
         }
     return result
-
-
-def _missing(value: Any) -> bool:
-    return value is None or bool(pd.isna(value))
 
 
 def total_inference_time_dict(
