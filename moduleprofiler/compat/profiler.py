@@ -26,7 +26,7 @@ from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import forward_binds, unpacks, unwrap_compiled
 from moduleprofiler.modules import ModuleFacts, module_facts
 from moduleprofiler.operators.registry import OperatorMap
-from moduleprofiler.records import COUNTED_SOURCES, ProfileData, ancestor_paths, without_formula
+from moduleprofiler.records import COUNTED_SOURCES, ProfileData, subtree_totals, without_formula
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import numel
@@ -462,12 +462,9 @@ class ModuleProfiler(Profiler):
 def _holding_unreadable(facts: Sequence[ModuleFacts]) -> set[str]:
     """Paths of the modules holding, themselves or below, weights packed in an object that
     cannot be read (:attr:`ModuleFacts.unreadable`)."""
-    found: set[str] = set()
-    for fact in facts:
-        if fact.unreadable:
-            found.update(ancestor_paths(fact.path))
-            found.add(fact.path)
-    return found
+    holding = subtree_totals([True if fact.unreadable else None for fact in facts],
+                             [None if fact.parent < 0 else fact.parent for fact in facts], max)
+    return {fact.path for fact, held in zip(facts, holding) if held}
 
 
 def _warn_lower_bounds(profile: ProfileData, result: Mapping[str, Mapping[str, Any]]) -> None:
@@ -475,16 +472,12 @@ def _warn_lower_bounds(profile: ProfileData, result: Mapping[str, Mapping[str, A
     ``ops`` or ``inclusive_ops`` in :meth:`ModuleProfiler.estimate_ops`'s dict are lower
     bounds (work without a formula in them): 0.0.4's dict and columns have no place to say
     so, and a new key would change them. Unknown values are ``None`` there already."""
-    own: set[str] = set()
-    inside: set[str] = set()
-    for record in profile.records:
-        if record.ops_source in COUNTED_SOURCES:
-            continue
-        own.add(record.path)
-        above: int | None = record.index
-        while above is not None:  # this call and every call it ran inside
-            inside.add(profile.records[above].path)
-            above = profile.records[above].parent
+    records = profile.records
+    uncounted = [None if r.ops_source in COUNTED_SOURCES else True for r in records]
+    # such a call, and every call it ran inside
+    holding = subtree_totals(uncounted, [r.parent for r in records], max)
+    own = set(profile.unsupported)
+    inside = {record.path for record, held in zip(records, holding) if held}
     names = {module_name(info.path): info.path for info in profile.modules}
     parts = [f"{key} of {bounded}" for key, paths in (("ops", own), ("inclusive_ops", inside))
              if (bounded := [name for name, path in names.items()
