@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.compat.io_size import live_io_size_map
-from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
+from moduleprofiler.compat.timing import TIME_STATS, inference_time_dict, total_inference_time_dict
 from moduleprofiler.core import Profiler
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
@@ -49,10 +49,6 @@ from moduleprofiler.validate import (
 from moduleprofiler.warn import LowerBoundWarning, warn
 
 _COUNT_COLUMNS = ("ops", "macs", "inclusive_ops", "inclusive_macs")
-_STATS_COLUMNS = (
-    "inference_time_mean_ms", "inference_time_max_ms", "inference_time_min_ms",
-    "inference_time_std_ms", "inference_time_median_ms",
-)
 
 
 def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -491,5 +487,5 @@ def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame
     frame = dict_to_frame(result)
     if aggr:
         return frame.drop(columns=["inference_time_ms"])
-    frame = frame.drop(columns=[c for c in _STATS_COLUMNS if c in frame.columns])
+    frame = frame.drop(columns=[c for c in TIME_STATS if c in frame.columns])
     return frame.explode("inference_time_ms").reset_index(drop=True)
