@@ -17,7 +17,6 @@ algorithm: ``bytes`` times ``2 (N - 1) / N`` for ``all_reduce``, ``(N - 1) / N``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import torch
@@ -65,10 +64,10 @@ _NAMESPACES = frozenset({"c10d", "_c10d_functional", "_c10d_functional_autograd"
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _KINDS.values()))
 """Every kind of communication recorded."""
 
-_BUS_FACTOR: dict[str, tuple[int, int]] = {
-    # kind -> (a, b): bus bytes = bytes * (a * (N - 1)) / (b * N); nccl-tests' busBw factors
-    "all_reduce": (2, 1), "all_gather": (1, 1), "reduce_scatter": (1, 1),
-    "all_to_all": (1, 1), "gather": (1, 1), "scatter": (1, 1),
+_BUS_FACTOR: dict[str, int] = {
+    # kind -> a: bus bytes = bytes * a * (N - 1) / N; nccl-tests' busBw factors
+    "all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1, "gather": 1,
+    "scatter": 1,
 }
 
 
@@ -110,10 +109,7 @@ def describe(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     size = max((_bytes(bound.get(name)) for name in where), default=0)
     group = _group_size(bound)
     factor = _BUS_FACTOR.get(kind)
-    if factor is None or not group:
-        bus = size
-    else:
-        bus = int(Fraction(size * factor[0] * (group - 1), factor[1] * group))
+    bus = size if factor is None or not group else size * factor * (group - 1) // group
     return kind, size, bus, group
 
 
