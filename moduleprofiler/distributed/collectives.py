@@ -21,6 +21,9 @@ from typing import Any
 
 import torch
 
+from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.storage import own_nbytes
+
 _KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     # operator name without namespace -> (kind, the arguments whose bytes are its size: the
     # largest of them; "out" is the result). The functional and c10d forms share the table.
@@ -106,7 +109,8 @@ def describe(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     """``(kind, bytes, bus_bytes, group_size)`` of one call of a communication operator."""
     kind, where = _KINDS[_name(func)]
     bound = {**_bind(func, args, kwargs), "out": out}
-    size = max((_bytes(bound.get(name)) for name in where), default=0)
+    size = max((sum(map(own_nbytes, iter_tensors(bound.get(name)))) for name in where),
+               default=0)
     group = _group_size(bound)
     factor = _BUS_FACTOR.get(kind)
     bus = size if factor is None or not group else size * factor * (group - 1) // group
@@ -120,15 +124,6 @@ def _name(func: Any) -> str:
 def _bind(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     names = [argument.name for argument in func._schema.arguments]
     return {**dict(zip(names, args, strict=False)), **kwargs}
-
-
-def _bytes(value: Any) -> int:
-    """Bytes of the tensors in ``value`` (a tensor, or lists of them, nested)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_bytes(item) for item in value)
-    return 0
 
 
 def _group_size(bound: dict[str, Any]) -> int | None:
