@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.compat.io_size import live_io_size_map
-from moduleprofiler.compat.timing import inference_time_dict, total_inference_time_dict
+from moduleprofiler.compat.timing import TIME_STATS, inference_time_dict, total_inference_time_dict
 from moduleprofiler.core import Profiler
 from moduleprofiler.export.aggregate import call_tree, sum_known
 from moduleprofiler.export.frame import count_series
@@ -26,7 +26,7 @@ from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import forward_binds, unpacks, unwrap_compiled
 from moduleprofiler.modules import ModuleFacts, module_facts
 from moduleprofiler.operators.registry import OperatorMap
-from moduleprofiler.records import COUNTED_SOURCES, ProfileData, ancestor_paths, without_formula
+from moduleprofiler.records import COUNTED_SOURCES, ProfileData, subtree_totals, without_formula
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
 from moduleprofiler.storage import is_lazy
 from moduleprofiler.tensors import numel
@@ -49,10 +49,6 @@ from moduleprofiler.validate import (
 from moduleprofiler.warn import LowerBoundWarning, warn
 
 _COUNT_COLUMNS = ("ops", "macs", "inclusive_ops", "inclusive_macs")
-_STATS_COLUMNS = (
-    "inference_time_mean_ms", "inference_time_max_ms", "inference_time_min_ms",
-    "inference_time_std_ms", "inference_time_median_ms",
-)
 
 
 def dict_to_frame(result: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -462,12 +458,9 @@ class ModuleProfiler(Profiler):
 def _holding_unreadable(facts: Sequence[ModuleFacts]) -> set[str]:
     """Paths of the modules holding, themselves or below, weights packed in an object that
     cannot be read (:attr:`ModuleFacts.unreadable`)."""
-    found: set[str] = set()
-    for fact in facts:
-        if fact.unreadable:
-            found.update(ancestor_paths(fact.path))
-            found.add(fact.path)
-    return found
+    holding = subtree_totals([True if fact.unreadable else None for fact in facts],
+                             [None if fact.parent < 0 else fact.parent for fact in facts], max)
+    return {fact.path for fact, held in zip(facts, holding) if held}
 
 
 def _warn_lower_bounds(profile: ProfileData, result: Mapping[str, Mapping[str, Any]]) -> None:
@@ -475,16 +468,12 @@ def _warn_lower_bounds(profile: ProfileData, result: Mapping[str, Mapping[str, A
     ``ops`` or ``inclusive_ops`` in :meth:`ModuleProfiler.estimate_ops`'s dict are lower
     bounds (work without a formula in them): 0.0.4's dict and columns have no place to say
     so, and a new key would change them. Unknown values are ``None`` there already."""
-    own: set[str] = set()
-    inside: set[str] = set()
-    for record in profile.records:
-        if record.ops_source in COUNTED_SOURCES:
-            continue
-        own.add(record.path)
-        above: int | None = record.index
-        while above is not None:  # this call and every call it ran inside
-            inside.add(profile.records[above].path)
-            above = profile.records[above].parent
+    records = profile.records
+    uncounted = [None if r.ops_source in COUNTED_SOURCES else True for r in records]
+    # such a call, and every call it ran inside
+    holding = subtree_totals(uncounted, [r.parent for r in records], max)
+    own = set(profile.unsupported)
+    inside = {record.path for record, held in zip(records, holding) if held}
     names = {module_name(info.path): info.path for info in profile.modules}
     parts = [f"{key} of {bounded}" for key, paths in (("ops", own), ("inclusive_ops", inside))
              if (bounded := [name for name, path in names.items()
@@ -498,5 +487,5 @@ def _timing_frame(result: dict[str, dict[str, Any]], aggr: bool) -> pd.DataFrame
     frame = dict_to_frame(result)
     if aggr:
         return frame.drop(columns=["inference_time_ms"])
-    frame = frame.drop(columns=[c for c in _STATS_COLUMNS if c in frame.columns])
+    frame = frame.drop(columns=[c for c in TIME_STATS if c in frame.columns])
     return frame.explode("inference_time_ms").reset_index(drop=True)

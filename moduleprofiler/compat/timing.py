@@ -21,19 +21,21 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from torch import nn
 
 from moduleprofiler.export.names import module_name
+from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.timing import benchmark, get_hardware_specs, time_modules
 from moduleprofiler.timing.loop import validate_iterations
 
+TIME_STATS = ("inference_time_mean_ms", "inference_time_max_ms", "inference_time_min_ms",
+              "inference_time_std_ms", "inference_time_median_ms")
+"""The statistics of ``inference_time_ms``, in 0.0.4's per-module order."""
+
 LEGACY_MODULE_KEYS = (
-    "type", "inference_time_ms", "inference_time_mean_ms", "inference_time_max_ms",
-    "inference_time_min_ms", "inference_time_std_ms", "inference_time_median_ms",
-    "intraop_threads", "interop_threads", "host_name", "os", "os_release", "cpu_count",
-    "total_memory", "gpu",
+    "type", "inference_time_ms", *TIME_STATS, "intraop_threads", "interop_threads",
+    "host_name", "os", "os_release", "cpu_count", "total_memory", "gpu",
 )
 """0.0.4's per-module keys, in its order."""
 
@@ -46,27 +48,20 @@ LEGACY_TOTAL_KEYS = (
 """0.0.4's whole-model keys, in its order (min before max, unlike the per-module dict)."""
 
 
-def _stats(samples: list[float]) -> dict[str, np.float64 | None]:
-    """mean, max, min, std (ddof=1, NaN for one sample, as pandas), median as numpy float64;
-    all ``None`` without samples."""
+def _time_keys(samples: list[float]) -> dict[str, Any]:
+    """``inference_time_ms`` and its :data:`TIME_STATS` as numpy float64 (``std`` with
+    ddof=1, NaN for one sample, as pandas); the statistics ``None`` without samples."""
     if not samples:
-        return dict.fromkeys(("mean", "max", "min", "std", "median"))
+        return {"inference_time_ms": samples, **dict.fromkeys(TIME_STATS)}
     array = np.asarray(samples, dtype=np.float64)
     return {
-        "mean": np.float64(array.mean()),
-        "max": np.float64(array.max()),
-        "min": np.float64(array.min()),
-        "std": np.float64(array.std(ddof=1)) if array.size > 1 else np.float64(math.nan),
-        "median": np.float64(np.median(array)),
+        "inference_time_ms": samples,
+        "inference_time_mean_ms": np.float64(array.mean()),
+        "inference_time_max_ms": np.float64(array.max()),
+        "inference_time_min_ms": np.float64(array.min()),
+        "inference_time_std_ms": np.float64(array.std(ddof=1) if array.size > 1 else math.nan),
+        "inference_time_median_ms": np.float64(np.median(array)),
     }
-
-
-def _time_keys(samples: list[float]) -> dict[str, Any]:
-    """``inference_time_ms`` and its statistics, in 0.0.4's per-module order."""
-    values = _stats(samples)
-    return {"inference_time_ms": samples,
-            **{f"inference_time_{name}_ms": values[name]
-               for name in ("mean", "max", "min", "std", "median")}}
 
 
 def inference_time_dict(
@@ -96,17 +91,13 @@ def inference_time_dict(
             **_time_keys([float(v) for v in timing.samples(info.path)]),
             **threads,
             **hardware,
-            "calls": int(calls) if not _missing(calls) else 0,
-            "self_time_median_ms": None if _missing(row.get(own)) else float(row[own]),
-            "low_confidence": (None if _missing(row.get("low_confidence"))
+            "calls": int(calls) if not is_missing(calls) else 0,
+            "self_time_median_ms": None if is_missing(row.get(own)) else float(row[own]),
+            "low_confidence": (None if is_missing(row.get("low_confidence"))
                                else bool(row["low_confidence"])),
             "hook_overhead_ratio": timing.overhead_ratio,
         }
     return result
-
-
-def _missing(value: Any) -> bool:
-    return value is None or bool(pd.isna(value))
 
 
 def total_inference_time_dict(

@@ -17,10 +17,12 @@ algorithm: ``bytes`` times ``2 (N - 1) / N`` for ``all_reduce``, ``(N - 1) / N``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import torch
+
+from moduleprofiler.shapes import iter_tensors
+from moduleprofiler.storage import own_nbytes
 
 _KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     # operator name without namespace -> (kind, the arguments whose bytes are its size: the
@@ -65,10 +67,10 @@ _NAMESPACES = frozenset({"c10d", "_c10d_functional", "_c10d_functional_autograd"
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _KINDS.values()))
 """Every kind of communication recorded."""
 
-_BUS_FACTOR: dict[str, tuple[int, int]] = {
-    # kind -> (a, b): bus bytes = bytes * (a * (N - 1)) / (b * N); nccl-tests' busBw factors
-    "all_reduce": (2, 1), "all_gather": (1, 1), "reduce_scatter": (1, 1),
-    "all_to_all": (1, 1), "gather": (1, 1), "scatter": (1, 1),
+_BUS_FACTOR: dict[str, int] = {
+    # kind -> a: bus bytes = bytes * a * (N - 1) / N; nccl-tests' busBw factors
+    "all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1, "gather": 1,
+    "scatter": 1,
 }
 
 
@@ -107,13 +109,11 @@ def describe(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     """``(kind, bytes, bus_bytes, group_size)`` of one call of a communication operator."""
     kind, where = _KINDS[_name(func)]
     bound = {**_bind(func, args, kwargs), "out": out}
-    size = max((_bytes(bound.get(name)) for name in where), default=0)
+    size = max((sum(map(own_nbytes, iter_tensors(bound.get(name)))) for name in where),
+               default=0)
     group = _group_size(bound)
     factor = _BUS_FACTOR.get(kind)
-    if factor is None or not group:
-        bus = size
-    else:
-        bus = int(Fraction(size * factor[0] * (group - 1), factor[1] * group))
+    bus = size if factor is None or not group else size * factor * (group - 1) // group
     return kind, size, bus, group
 
 
@@ -124,15 +124,6 @@ def _name(func: Any) -> str:
 def _bind(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     names = [argument.name for argument in func._schema.arguments]
     return {**dict(zip(names, args, strict=False)), **kwargs}
-
-
-def _bytes(value: Any) -> int:
-    """Bytes of the tensors in ``value`` (a tensor, or lists of them, nested)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_bytes(item) for item in value)
-    return 0
 
 
 def _group_size(bound: dict[str, Any]) -> int | None:

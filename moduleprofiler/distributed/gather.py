@@ -58,7 +58,7 @@ def gather(profile: Profile | BaseException, dst: int = 0,
                            "(call init_process_group first)")
     device, warning = collective_device(
         dist.get_backend(group), getattr(group or dist.group.WORLD, "bound_device_id", None),
-        cuda_index(), _local_rank(), device_count())
+        cuda_index(), local_rank(), device_count())
     if warning is not None:
         warn(warning, RuntimeWarning)
     with device_context(device):
@@ -127,6 +127,7 @@ def collective_device(backend: str, bound: torch.device | None, current: int | N
     return torch.device("cuda", current), None
 
 
-def _local_rank() -> int | None:
+def local_rank() -> int | None:
+    """``LOCAL_RANK`` from the environment (set by ``torchrun``), ``None`` when unset."""
     value = os.environ.get("LOCAL_RANK", "")
     return int(value) if value.isdigit() else None

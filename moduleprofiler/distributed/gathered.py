@@ -14,7 +14,7 @@ import pandas as pd
 
 from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
 from moduleprofiler.export.io import Buffer, PathLike, emit
-from moduleprofiler.export.json_io import profile_document, profile_from_document
+from moduleprofiler.export.json_io import profile_document, profile_from_document, read_json_text
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import RenamedKeysDict, renamed_columns
 from moduleprofiler.records import ROOT_NAME, ModuleInfo
@@ -301,14 +301,7 @@ class DistributedProfile:
     def from_json(cls, source: str | PathLike | IO[str]) -> DistributedProfile:
         """The distributed profile saved by :meth:`to_json` (a path, a file object or the
         JSON text)."""
-        if isinstance(source, str) and source.lstrip().startswith("{"):
-            text = source
-        elif isinstance(source, str) or hasattr(source, "__fspath__"):
-            with open(source, encoding="utf-8") as handle:  # type: ignore[arg-type]
-                text = handle.read()
-        else:
-            text = source.read()  # type: ignore[union-attr]
-        document = json.loads(text)
+        document = json.loads(read_json_text(source))
         if document.get("document") != DOCUMENT:
             raise ValueError(f"not a moduleprofiler distributed profile (expected "
                              f"\"document\": \"{DOCUMENT}\")")

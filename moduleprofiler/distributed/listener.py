@@ -19,6 +19,7 @@ Where a collective is booked:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -113,10 +114,8 @@ class CommunicationListener(Listener):
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._pending is call.module:
             for position in self._held:
-                held = self.collectives[position]
-                self.collectives[position] = Collective(
-                    call.index, call.path, held.phase, held.kind, held.operator, held.bytes,
-                    held.bus_bytes, held.group_size, held.ms)
+                self.collectives[position] = dataclasses.replace(
+                    self.collectives[position], call=call.index, path=call.path)
             self._pending = None
             self._held = []
 

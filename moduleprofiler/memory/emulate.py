@@ -31,12 +31,6 @@ _SDPA_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causa
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def _sdpa_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    bound = dict(zip(_SDPA_PARAMETERS, args))
-    bound.update(kwargs)
-    return bound
-
-
 class CudaKernelChoices(TorchFunctionMode):
     """Route ``F.dropout`` and ``F.scaled_dot_product_attention`` to the operators CUDA would
     run (meta device only: the CUDA attention operators have no CPU kernels)."""
@@ -67,7 +61,7 @@ class CudaKernelChoices(TorchFunctionMode):
 
     @staticmethod
     def _attention(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        bound = _sdpa_arguments(args, kwargs)
+        bound = {**dict(zip(_SDPA_PARAMETERS, args)), **kwargs}
         query, key, value = bound["query"], bound["key"], bound["value"]
         mask = bound.get("attn_mask")
         dropout, causal = float(bound.get("dropout_p", 0.0)), bool(bound.get("is_causal", False))

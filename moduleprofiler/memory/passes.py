@@ -159,14 +159,13 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     finally:
         runner.finish()
         runner.release()
+    cuda = meter.cuda  # the allocator's numbers on CUDA, else the operator accounting's
     memory = PassMemory(
         kind="training" if train else "inference",
-        method="allocator" if meter.cuda is not None else "operator",
-        baseline_bytes=meter.cuda.baseline_bytes if meter.cuda is not None
-        else meter.live.baseline_bytes,
-        peak_bytes=meter.cuda.peak if meter.cuda is not None else meter.peak,
-        peak_call=_peak_call(meter.cuda_peak_at if meter.cuda is not None else meter.peak_at,
-                             runner.calls),
+        method="operator" if cuda is None else "allocator",
+        baseline_bytes=meter.live.baseline_bytes if cuda is None else cuda.baseline_bytes,
+        peak_bytes=meter.peak if cuda is None else cuda.peak,
+        peak_call=_peak_call(meter.peak_at if cuda is None else meter.cuda_peak_at, runner.calls),
         operator_baseline_bytes=meter.live.baseline_bytes,
         operator_peak_bytes=meter.peak,
         allocations=meter.live.allocations,
@@ -175,10 +174,9 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
         saved_input_bytes=saved.totals.input if saved is not None else None,
         grad_bytes=grad_bytes,
         output_kept=keep_output if train else None,
-        requested_baseline_bytes=meter.cuda.requested_baseline_bytes if meter.cuda is not None
-        else meter.live.baseline_bytes,
-        requested_peak_bytes=meter.requested_peak_bytes if meter.cuda is not None
-        else meter.peak,
+        requested_baseline_bytes=meter.live.baseline_bytes if cuda is None
+        else cuda.requested_baseline_bytes,
+        requested_peak_bytes=meter.peak if cuda is None else meter.requested_peak_bytes,
     )
     return PassResult(memory, tuple(
         {"index": call.index, "parent": call.parent, "depth": call.depth, "path": call.path,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.nn.modules.lazy import LazyModuleMixin
 
 from moduleprofiler.autograd_nodes import is_accumulation
@@ -30,7 +30,7 @@ from moduleprofiler.memory.saved import MEMORY_NEEDS
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
-from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of
+from moduleprofiler.storage import own_nbytes, storage_key, storage_nbytes, storage_of, tensor_key
 
 Location = tuple[Call | None, Phase, bool]
 """``(running call or None, phase "forward"/"backward", accumulating a parameter's grad)``."""
@@ -113,7 +113,8 @@ class LiveBytes:
             return False
         ref = self._storages.get(key)
         if ref is None:
-            if _is_input_storage(key, inputs):  # a view or in-place result: not allocated
+            if any(tensor_key(t) == key for t in iter_tensors(inputs)):
+                # a storage of one of its inputs: a view or an in-place result, not allocated
                 ref = self._before[key] = _Ref(storage, self._release(self._before))
                 ref.key, ref.nbytes = key, 0
                 return False
@@ -159,6 +160,7 @@ class LiveBytesListener(Listener):
         device: a CUDA device to sample the caching allocator on (others: ignored).
     """
 
+    observes_all = True
     # each live-memory column names its pass in its header: "max live" alone was read as the
     # training step's memory, which it is not (``train_max_live_bytes`` is this column of the
     # training pass, renamed by measure_memory). Declared training pass first, the order a
@@ -202,20 +204,12 @@ class LiveBytesListener(Listener):
         if self._device is not None:
             self.cuda = AllocatorPeak(self._device)
 
-    def observe(self, module: nn.Module) -> bool:
-        return True
-
-    def observe_outside(self) -> bool:
-        return True
-
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._inputs_pending and call.parent is None:
             self._inputs_pending = False
             self.live.add_baseline(iter_tensors((args, kwargs)))
             self.peak = max(self.peak, self.live.current)
-        current = self.live.current
-        if current > self._forward.get(call, -1):
-            self._forward[call] = current
+        self._forward[call] = self.live.current
         if self.cuda is not None and self.cuda.sample():
             self.cuda_peak_at = (call, "forward", False)
 
@@ -285,15 +279,6 @@ def _may_alias(func: Any) -> bool:
         found = _ALIASING[func] = schema is None or any(
             ret.alias_info is not None for ret in schema.returns)
     return found
-
-
-def _is_input_storage(key: int, inputs: Any) -> bool:
-    """Whether a tensor among ``inputs`` has the storage ``key``."""
-    for tensor in iter_tensors(inputs):
-        storage = storage_of(tensor)
-        if storage is not None and storage_key(storage) == key:
-            return True
-    return False
 
 
 def _location(call: Call | None, phase: Phase) -> Location:

@@ -10,14 +10,12 @@ iterations and every collective finds its partners.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from moduleprofiler.devices import cuda_index, device_count
-from moduleprofiler.distributed.gather import collective_device
+from moduleprofiler.distributed.gather import collective_device, local_rank
 from moduleprofiler.shards import communicates_gradients, sharded_by
 from moduleprofiler.warn import warn
 
@@ -52,11 +50,9 @@ def rank_agreement(module: nn.Module) -> RankAgreement | None:
         return None
     if not (communicates_gradients(module) or sharded_by(module.modules()) is not None):
         return None
-    local_rank = os.environ.get("LOCAL_RANK", "")
     device, warning = collective_device(
         dist.get_backend(), getattr(dist.group.WORLD, "bound_device_id", None), cuda_index(),
-        int(local_rank) if local_rank.isdigit() else None, device_count(),
-        caller="the timing loop")
+        local_rank(), device_count(), caller="the timing loop")
     if warning is not None:
         warn(warning, RuntimeWarning)
     return RankAgreement(device)
