@@ -18,7 +18,6 @@ run (:func:`~moduleprofiler.timing.device_trace.sessions_entered`).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import gc
@@ -50,7 +49,7 @@ from moduleprofiler.prediction.device_model import IEEE
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
 from moduleprofiler.prediction.host_loops import interleaved_call_us
-from moduleprofiler.prediction.in_chain import measure_in_chain
+from moduleprofiler.prediction.in_chain import booked, measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import (
     after_sessions_notes,
@@ -104,21 +103,10 @@ class _Sweep:
                     bench()
                     close_range(scope)
                 del bench
-        # by launch time, on any thread: a backward's kernels are launched by the autograd
-        # engine's thread while this one waits inside the range
-        launched = {launch.correlation: launch.time for launch in records.launches}
-        times = sorted((launched[a.correlation], a.duration) for a in records.activities
-                       if a.correlation in launched)
-        starts = [time for time, _ in times]
-        spans = {item.label: (item.start, item.end) for item in records.ranges}
-        result: dict[str, float] = {}
-        for label, _ in self._runs:
-            samples = []
-            for repeat in range(self.repeats):
-                start, end = spans[f"{label}#{repeat}"]
-                first, last = bisect.bisect_left(starts, start), bisect.bisect_right(starts, end)
-                samples.append(sum(duration for _, duration in times[first:last]) / 1e3)
-            result[label] = statistics.median(samples)
+        times = booked(records)
+        result = {label: statistics.median(times[f"{label}#{repeat}"]
+                                           for repeat in range(self.repeats))
+                  for label, _ in self._runs}
         self._runs.clear()
         return result
 
