@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from moduleprofiler.prediction.calibrate_kernels import _SweepLike
 
 GEMM_LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn")
 """Which operand is stored transposed: neither, the second, the first."""
@@ -41,12 +43,6 @@ backward (a scatter through the saved indices)."""
 
 MEMORY_SIZES: tuple[int, ...] = tuple(2 ** i for i in range(10, 29, 2))
 """The element counts each memory kind is measured at."""
-
-
-class _SweepLike(Protocol):
-    def add(self, label: str, make: Callable[[], Callable[[], Any]]) -> None: ...
-
-    def run(self) -> dict[str, float]: ...
 
 
 def layout_shapes(quick: bool) -> list[tuple[int, int, int]]:

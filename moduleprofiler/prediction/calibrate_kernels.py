@@ -193,10 +193,6 @@ def attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.dt
     return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
 
-def _first(bench: tuple[Callable[[], Any], int]) -> Callable[[], Any]:
-    return bench[0]
-
-
 def _width_maker(kind: str, numel: int, width: int, device: torch.device,
                  dtype: torch.dtype) -> Callable[[], Any]:
     return width_bench(kind, numel, width, device, dtype)[0]
