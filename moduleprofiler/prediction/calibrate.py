@@ -43,7 +43,7 @@ from moduleprofiler.devices import (
 from moduleprofiler.efficiency.device_names import matching_devices
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibrate_backward import backward_tables
-from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
+from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench, within_cap
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.device_model import IEEE
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
@@ -252,9 +252,7 @@ def conv_shapes(quick: bool) -> list[ConvShape]:
                      (3, 768, 224, 16, 16), (3, 96, 224, 4, 4), (3, 128, 224, 4, 4)):
             cin, cout, h, kernel, stride = stem
             shapes.append((n, cin, cout, h, kernel, stride, 1))
-    limit = 2 * 2 ** 36
-    return [s for s in shapes
-            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= limit]
+    return within_cap(shapes)
 
 
 def _add_passes(sweep: _Sweep, name: str, shapes: list[Any], bench: Callable[..., _Bench],

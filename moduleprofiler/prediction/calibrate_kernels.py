@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +50,8 @@ BmmShape = tuple[int, int, int, int]
 
 _CONV_FLOP_CAP = 2 * 2 ** 36
 _BMM_ELEMENT_CAP = 2 ** 29
+
+Shape = TypeVar("Shape", bound=tuple[int, ...])
 
 
 class _SweepLike(Protocol):
@@ -150,6 +152,12 @@ def conv_shapes(held_out: bool = False) -> list[ConvShape]:
                     shapes.append((n, c, c, h, 1, 1, 1, 1))
                     if 2 * c <= 2048:
                         shapes.append((n, c, 2 * c, h, 2, 2, 1, 1))
+    return within_cap(shapes)
+
+
+def within_cap(shapes: list[Shape]) -> list[Shape]:
+    """Convolution ``shapes`` (batch, in, out, side, kernel, stride, groups, ...) once each,
+    in order, leaving out those over :data:`_CONV_FLOP_CAP`."""
     return [s for s in dict.fromkeys(shapes)
             if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
 
