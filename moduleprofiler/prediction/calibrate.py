@@ -25,7 +25,6 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +42,17 @@ from moduleprofiler.devices import (
 from moduleprofiler.efficiency.device_names import matching_devices
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibrate_backward import backward_tables
-from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench, within_cap
+from moduleprofiler.prediction.calibrate_kernels import (
+    AttentionShape,
+    Bench,
+    add_memory,
+    add_passes,
+    attention_bench,
+    conv_bench,
+    memory_rows,
+    pass_rows,
+    within_cap,
+)
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.device_model import IEEE
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
@@ -75,8 +84,6 @@ VOCABULARY_FLOP_CAP = 2 * 2 ** 40
 """A head's GEMM runs far below the peak (misaligned rows, a part-empty last wave), so its
 rate is measured up to a batch of 64 sequences of 128 tokens."""
 
-_Bench = Callable[[], Any]
-
 
 class _Sweep:
     """Labelled benchmarks run in one profiler session; device time per label.
@@ -87,9 +94,9 @@ class _Sweep:
     def __init__(self, device: torch.device, repeats: int) -> None:
         self.device = device
         self.repeats = repeats
-        self._runs: list[tuple[str, Callable[[], _Bench]]] = []
+        self._runs: list[tuple[str, Callable[[], Bench]]] = []
 
-    def add(self, label: str, make: Callable[[], _Bench]) -> None:
+    def add(self, label: str, make: Callable[[], Bench]) -> None:
         self._runs.append((label, make))
 
     def run(self) -> dict[str, float]:
@@ -128,7 +135,7 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     return shapes
 
 
-def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
+def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> Bench:
     return lambda: torch.mm(a, b)
 
 
@@ -192,7 +199,7 @@ def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool,
 
 
 def _linear_bench(m: int, n: int, k: int, pool: _ColdPool, transposed: bool,
-                  bias: bool) -> _Bench:
+                  bias: bool) -> Bench:
     """``x @ w.T`` (``transposed``; else ``x @ w``), with ``bias`` plus a bias, on ``m`` rows,
     each call on a weight from ``pool`` (its input is fresh, as a layer's input was just
     written)."""
@@ -216,7 +223,7 @@ def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int
     shapes = [(b, m, n, k) for b in batches for m in sides for n in sides for k in sides
               if 2 * b * m * n * k <= GEMM_FLOP_CAP]
     for b, m, n, k in shapes:
-        def make(b: int = b, m: int = m, n: int = n, k: int = k) -> _Bench:
+        def make(b: int = b, m: int = m, n: int = n, k: int = k) -> Bench:
             x = torch.randn(b, m, k, device=sweep.device, dtype=dtype)
             y = torch.randn(b, k, n, device=sweep.device, dtype=dtype)
             return lambda: torch.bmm(x, y)
@@ -255,33 +262,11 @@ def conv_shapes(quick: bool) -> list[ConvShape]:
     return within_cap(shapes)
 
 
-def _add_passes(sweep: _Sweep, name: str, shapes: list[Any], bench: Callable[..., _Bench],
-                dtype: torch.dtype, backward: bool) -> None:
-    """Each shape's forward (``name:shape``) and, with ``backward``, its backward
-    (``name_bwd:shape``)."""
-    for shape in shapes:
-        label = ":".join(map(str, shape))
-        sweep.add(f"{name}:{label}", functools.partial(bench, shape, sweep.device, dtype, False))
-        if backward:
-            sweep.add(f"{name}_bwd:{label}",
-                      functools.partial(bench, shape, sweep.device, dtype, True))
-
-
-def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> list[ConvShape]:
-    shapes = conv_shapes(quick)
-    _add_passes(sweep, "conv", shapes, _conv_bench, dtype, backward)
-    return shapes
-
-
 def _conv_bench(shape: ConvShape, device: torch.device, dtype: torch.dtype,
-                backward: bool) -> _Bench:
+                backward: bool) -> Bench:
     """One convolution's forward, or its backward (input and weight gradients), its input
     contiguous (:func:`~.calibrate_kernels.conv_bench`)."""
     return conv_bench((*shape, 0), device, dtype, backward)
-
-
-AttentionShape = tuple[int, int, int, int, int]
-"""(batch, heads, sequence, head dim, causal)."""
 
 
 def attention_shapes(quick: bool) -> list[AttentionShape]:
@@ -290,13 +275,6 @@ def attention_shapes(quick: bool) -> list[AttentionShape]:
     seqs = (128, 1024) if quick else (64, 128, 256, 512, 1024, 2048)
     return [(b, h, s, d, c) for b in batches for h in (12,) for s in seqs for d in (64, 128)
             for c in (0, 1) if b * s <= 64 * 1024]
-
-
-def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
-                backward: bool) -> list[AttentionShape]:
-    shapes = attention_shapes(quick)
-    _add_passes(sweep, "attention", shapes, attention_bench, dtype, backward)
-    return shapes
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
@@ -334,7 +312,7 @@ def _other_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _memory_bench(kind: str, numel: int, device: torch.device,
-                  dtype: torch.dtype) -> tuple[_Bench, int]:
+                  dtype: torch.dtype) -> tuple[Bench, int]:
     """A benchmark of ``kind`` on about ``numel`` elements and the bytes it reads and writes."""
     size = torch.tensor([], dtype=dtype).element_size()
     rows = max(1, numel // 1024)
@@ -393,24 +371,6 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
     raise ValueError(f"unknown memory kind {kind!r}")
 
 
-def _memory_maker(kind: str, numel: int, device: torch.device, dtype: torch.dtype) -> _Bench:
-    return _memory_bench(kind, numel, device, dtype)[0]
-
-
-def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[int]]:
-    step = 2 if quick else 1
-    sizes = [2 ** i for i in range(10, 29, step)]
-    moved: dict[str, list[int]] = {}
-    for kind in MEMORY_KINDS:
-        moved[kind] = []
-        for numel in sizes:
-            nbytes = _memory_bench(kind, numel, torch.device("meta"), dtype)[1]
-            moved[kind].append(nbytes)
-            sweep.add(f"mem:{kind}:{nbytes}", functools.partial(
-                _memory_maker, kind, numel, sweep.device, dtype))
-    return moved
-
-
 HOST_BENCHES: tuple[str, ...] = ("view", "unary", "binary", "gemm", "conv", "batch_norm",
                                  "layer_norm", "softmax", "reduction", "attention", "gather",
                                  "copy", "module_call", "cpu_op", "sort", "topk", "scan",
@@ -428,7 +388,7 @@ DTYPED_HOST_BENCHES: tuple[str, ...] = ("unary", "binary", "gemm", "conv", "batc
 
 
 def _host_benches(device: torch.device, dtype: torch.dtype = torch.float32
-                  ) -> dict[str, _Bench]:
+                  ) -> dict[str, Bench]:
     x = torch.randn(2, 8, device=device, dtype=dtype)
     w = torch.randn(8, 8, device=device, dtype=dtype)
     b = torch.randn(8, device=device, dtype=dtype)
@@ -485,7 +445,7 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15,
     unknown = [d for d in dtypes if d not in reduced]
     if unknown:
         raise ValueError(f"dtypes: {unknown} not among {reduced}")
-    benches: dict[tuple[str, str], _Bench] = {
+    benches: dict[tuple[str, str], Bench] = {
         ("fp32", name): bench for name, bench in _host_benches(device).items()}
     for dtype in dtypes:
         typed = _host_benches(device, _TORCH_DTYPE[dtype])
@@ -579,30 +539,20 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             sweep = _Sweep(cuda, repeats)
             table.update(matmul_tables(sweep, dtype, quick))
             _free()
-            convs = _convs(sweep, dtype, quick, backward)
-            times = sweep.run()
-            key = ":".join
-            table["conv"] = [[*s, times["conv:" + key(map(str, s))]] for s in convs]
-            if backward:
-                table["conv_backward"] = [[*s, times["conv_bwd:" + key(map(str, s))]]
-                                          for s in convs]
+            convs = conv_shapes(quick)
+            add_passes(sweep, "conv", convs, _conv_bench, cuda, dtype, backward)
+            table.update(pass_rows(sweep.run(), "conv", convs, backward))
             _free()
-            attentions = _attentions(sweep, dtype, quick, backward)
-            times = sweep.run()
-            table["attention"] = [[*s, times["attention:" + key(map(str, s))]]
-                                  for s in attentions]
-            if backward:
-                table["attention_backward"] = [
-                    [*s, times["attention_bwd:" + key(map(str, s))]] for s in attentions]
+            attentions = attention_shapes(quick)
+            add_passes(sweep, "attention", attentions, attention_bench, cuda, dtype, backward)
+            table.update(pass_rows(sweep.run(), "attention", attentions, backward))
             _free()
             if backward:
                 table.update(backward_tables(sweep, cuda, dtype, quick))
                 _free()
-            moved = _memory(sweep, dtype, quick)
-            times = sweep.run()
-            for kind, sizes in moved.items():
-                table[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]]
-                                        for nbytes in sizes]
+            sizes = [2 ** i for i in range(10, 29, 2 if quick else 1)]
+            moved = add_memory(sweep, MEMORY_KINDS, sizes, _memory_bench, cuda, dtype)
+            table.update(memory_rows(sweep.run(), moved))
             _free()
         in_chain = measure_in_chain(cuda, {name: _TORCH_DTYPE[name] for name in dtypes})
         _free()

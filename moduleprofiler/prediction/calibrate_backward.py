@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from moduleprofiler.prediction.calibrate_kernels import _SweepLike
+from moduleprofiler.prediction.calibrate_kernels import _SweepLike, add_memory, memory_rows
 
 GEMM_LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn")
 """Which operand is stored transposed: neither, the second, the first."""
@@ -129,29 +129,6 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
     raise ValueError(f"unknown backward memory kind {kind!r}")
 
 
-def _memory_maker(kind: str, numel: int, device: torch.device,
-                  dtype: torch.dtype) -> Callable[[], Any]:
-    return backward_memory_bench(kind, numel, device, dtype)[0]
-
-
-def add_backward_memory(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
-                        quick: bool) -> dict[str, list[int]]:
-    """Add every :data:`BACKWARD_MEMORY_KINDS` benchmark over sizes to ``sweep`` (labels
-    ``mem:<kind>:bytes``); the bytes of each, by kind."""
-    sizes = list(MEMORY_SIZES[::2] if quick else MEMORY_SIZES)
-    moved: dict[str, list[int]] = {}
-    for kind in BACKWARD_MEMORY_KINDS:
-        moved[kind] = []
-        for numel in sizes:
-            nbytes = backward_memory_bench(kind, numel, torch.device("meta"), dtype)[1]
-            if nbytes in moved[kind]:
-                continue
-            moved[kind].append(nbytes)
-            sweep.add(f"mem:{kind}:{nbytes}",
-                      functools.partial(_memory_maker, kind, numel, device, dtype))
-    return moved
-
-
 def backward_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                     quick: bool) -> dict[str, list[list[float]]]:
     """Measure the training step's tables on ``device`` in ``dtype`` (see the module
@@ -161,9 +138,7 @@ def backward_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
     tables: dict[str, list[list[float]]] = {
         f"gemm_grad_{layout}": [[m, n, k, times[f"gemm_grad_{layout}:{m}:{n}:{k}"]]
                            for m, n, k in shapes] for layout in GEMM_LAYOUTS}
-    moved = add_backward_memory(sweep, device, dtype, quick)
-    times = sweep.run()
-    for kind, sizes in moved.items():
-        tables[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]] for nbytes in sizes]
-    return tables
+    moved = add_memory(sweep, BACKWARD_MEMORY_KINDS, MEMORY_SIZES[::2] if quick else
+                       MEMORY_SIZES, backward_memory_bench, device, dtype)
+    return {**tables, **memory_rows(sweep.run(), moved)}
 

@@ -60,6 +60,62 @@ class _SweepLike(Protocol):
     def run(self) -> dict[str, float]: ...
 
 
+Bench = Callable[[], Any]
+MemoryBench = Callable[[str, int, torch.device, torch.dtype], tuple[Bench, int]]
+"""``(kind, numel, device, dtype) -> (benchmark, bytes it moves)``."""
+
+
+def bench_of(make: Callable[..., tuple[Bench, int]], *args: Any) -> Bench:
+    """The benchmark ``make(*args)`` returns beside its bytes: a sweep's factory, which makes
+    its tensors when it runs."""
+    return make(*args)[0]
+
+
+def add_passes(sweep: _SweepLike, table: str, shapes: Sequence[Any],
+               bench: Callable[..., Bench], device: torch.device, dtype: torch.dtype,
+               backward: bool = True) -> None:
+    """Add ``bench(shape, device, dtype, backward)`` of each of ``shapes`` to ``sweep``: its
+    forward (``table:shape``) and, with ``backward``, its backward (``table_backward:shape``)."""
+    for shape in shapes:
+        for phase in (False, True) if backward else (False,):
+            sweep.add(f"{table}{'_backward' if phase else ''}:{shape}",
+                      functools.partial(bench, shape, device, dtype, phase))
+
+
+def pass_rows(times: dict[str, float], table: str, shapes: Sequence[Any],
+              backward: bool = True) -> dict[str, list[list[float]]]:
+    """The rows of ``table`` (and, with ``backward``, of ``table_backward``) from the times of
+    a sweep :func:`add_passes` filled."""
+    names = (table, f"{table}_backward") if backward else (table,)
+    return {name: [[*shape, times[f"{name}:{shape}"]] for shape in shapes] for name in names}
+
+
+def add_memory(sweep: _SweepLike, kinds: Sequence[str], sizes: Sequence[int],
+               bench: MemoryBench, device: torch.device,
+               dtype: torch.dtype) -> dict[str, list[int]]:
+    """Add ``bench`` of every kind of ``kinds`` at every element count of ``sizes`` to
+    ``sweep`` (labels ``mem:<kind>:<bytes>``; a size moving the bytes of an earlier one is
+    left out); the bytes of each, by kind."""
+    moved: dict[str, list[int]] = {}
+    for kind in kinds:
+        moved[kind] = []
+        for numel in sizes:
+            nbytes = bench(kind, numel, torch.device("meta"), dtype)[1]
+            if nbytes not in moved[kind]:
+                moved[kind].append(nbytes)
+                sweep.add(f"mem:{kind}:{nbytes}",
+                          functools.partial(bench_of, bench, kind, numel, device, dtype))
+    return moved
+
+
+def memory_rows(times: dict[str, float],
+                moved: dict[str, list[int]]) -> dict[str, list[list[float]]]:
+    """The ``mem_<kind>`` rows, ``[bytes, us]``, from the times of a sweep :func:`add_memory`
+    filled."""
+    return {f"mem_{kind}": [[nbytes, times[f"mem:{kind}:{nbytes}"]] for nbytes in sizes]
+            for kind, sizes in moved.items()}
+
+
 def _norm_width(kind: str, held_out: bool) -> tuple[int, ...]:
     if kind == "softmax":
         return SOFTMAX_WIDTHS_HELD_OUT if held_out else SOFTMAX_WIDTHS
@@ -201,16 +257,6 @@ def attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.dt
     return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
 
-def _width_maker(kind: str, numel: int, width: int, device: torch.device,
-                 dtype: torch.dtype) -> Callable[[], Any]:
-    return width_bench(kind, numel, width, device, dtype)[0]
-
-
-def _roll_maker(numel: int, device: torch.device, dtype: torch.dtype,
-                held_out: bool) -> Callable[[], Any]:
-    return roll_bench(numel, device, dtype, held_out)[0]
-
-
 def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                   held_out: bool = False) -> dict[str, list[list[float]]]:
     """Measure the rows of the module docstring (``held_out``: the held-out shapes instead)
@@ -226,14 +272,14 @@ def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                 nbytes = width_bench(kind, numel, width, meta, dtype)[1]
                 label = f"{kind}:{width}:{nbytes}"
                 width_rows.setdefault(kind, []).append((nbytes, width, label))
-                sweep.add(label, functools.partial(_width_maker, kind, numel, width, device,
-                                                   dtype))
+                sweep.add(label, functools.partial(bench_of, width_bench, kind, numel, width,
+                                                   device, dtype))
     roll_rows = []
     for numel in ROLL_SIZES:
         nbytes = roll_bench(numel, meta, dtype, held_out)[1]
         roll_rows.append((nbytes, f"roll:{nbytes}"))
-        sweep.add(f"roll:{nbytes}", functools.partial(_roll_maker, numel, device, dtype,
-                                                      held_out))
+        sweep.add(f"roll:{nbytes}", functools.partial(bench_of, roll_bench, numel, device,
+                                                      dtype, held_out))
     times = sweep.run()
     for kind, rows in width_rows.items():
         tables[f"mem_{kind}"] = [[nbytes, width, times[label]] for nbytes, width, label
@@ -246,19 +292,9 @@ def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
     times = sweep.run()
     tables["bmm"] = [[*shape, times[f"bmm:{pattern}:{shape}"]] for pattern, shape in bmms]
     convs = conv_shapes(held_out)
-    for conv in convs:
-        for backward in (False, True):
-            sweep.add(f"conv:{backward}:{conv}", functools.partial(conv_bench, conv, device,
-                                                                   dtype, backward))
     attentions = attention_shapes(held_out)
-    for attention in attentions:
-        for backward in (False, True):
-            sweep.add(f"attention:{backward}:{attention}", functools.partial(
-                attention_bench, attention, device, dtype, backward))
+    add_passes(sweep, "conv", convs, conv_bench, device, dtype)
+    add_passes(sweep, "attention", attentions, attention_bench, device, dtype)
     times = sweep.run()
-    for name, backward in (("conv", False), ("conv_backward", True)):
-        tables[name] = [[*conv, times[f"conv:{backward}:{conv}"]] for conv in convs]
-    for name, backward in (("attention", False), ("attention_backward", True)):
-        tables[name] = [[*attention, times[f"attention:{backward}:{attention}"]]
-                        for attention in attentions]
-    return tables
+    return {**tables, **pass_rows(times, "conv", convs),
+            **pass_rows(times, "attention", attentions)}

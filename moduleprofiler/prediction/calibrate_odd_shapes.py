@@ -28,9 +28,11 @@ from moduleprofiler.prediction.calibrate_kernels import (
     BmmShape,
     ConvShape,
     _SweepLike,
+    add_passes,
     bmm_bench,
     bmm_shapes,
     conv_bench,
+    pass_rows,
     within_cap,
 )
 
@@ -183,13 +185,8 @@ def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     convs = (odd_conv_shapes(held_out) if "conv" in parts else []) + \
         (dense_conv_shapes(held_out) if "dense_conv" in parts else []) + \
         (odd_group_shapes(held_out) if "odd_groups" in parts else [])
-    for conv in convs:
-        for backward in (False, True):
-            sweep.add(f"conv:{backward}:{conv}", functools.partial(conv_bench, conv, device,
-                                                                   dtype, backward))
-    times = sweep.run()
-    for name, backward in (("conv", False), ("conv_backward", True)):
-        tables[name] = [[*conv, times[f"conv:{backward}:{conv}"]] for conv in convs]
+    add_passes(sweep, "conv", convs, conv_bench, device, dtype)
+    tables.update(pass_rows(sweep.run(), "conv", convs))
     linears = (misaligned_linear_shapes(held_out) if "linear" in parts else []) + \
         (dense_linear_shapes(held_out) if "dense_linear" in parts else [])
     # as the main grid measures layers: each call's weight read from memory, not a cache
