@@ -50,6 +50,7 @@ from moduleprofiler.prediction.calibrate_kernels import (
     attention_bench,
     conv_bench,
     memory_rows,
+    mm_bench,
     pass_rows,
     within_cap,
 )
@@ -131,12 +132,8 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     b_store = torch.randn(largest_b, device=sweep.device, dtype=dtype)
     for m, n, k in shapes:
         a, b = a_store[:m * k].view(m, k), b_store[:k * n].view(k, n)
-        sweep.add(f"gemm:{m}:{n}:{k}", functools.partial(_matmul_bench, a, b))
+        sweep.add(f"gemm:{m}:{n}:{k}", functools.partial(mm_bench, a, b))
     return shapes
-
-
-def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> Bench:
-    return lambda: torch.mm(a, b)
 
 
 def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:

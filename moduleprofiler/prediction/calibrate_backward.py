@@ -20,7 +20,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from moduleprofiler.prediction.calibrate_kernels import _SweepLike, add_memory, memory_rows
+from moduleprofiler.prediction.calibrate_kernels import (
+    _SweepLike,
+    add_memory,
+    grad_bench,
+    memory_rows,
+    mm_bench,
+)
 
 GEMM_LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn")
 """Which operand is stored transposed: neither, the second, the first."""
@@ -65,10 +71,6 @@ def _layout_operands(a_store: torch.Tensor, b_store: torch.Tensor, layout: str, 
     return a, b
 
 
-def _mm(a: torch.Tensor, b: torch.Tensor) -> Callable[[], Any]:
-    return lambda: torch.mm(a, b)
-
-
 def add_layout_gemms(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                      quick: bool) -> list[tuple[int, int, int]]:
     """Add every layout of every :func:`layout_shapes` shape to ``sweep`` (labels
@@ -79,13 +81,8 @@ def add_layout_gemms(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     for layout in GEMM_LAYOUTS:
         for m, n, k in shapes:
             a, b = _layout_operands(a_store, b_store, layout, m, n, k)
-            sweep.add(f"gemm_grad_{layout}:{m}:{n}:{k}", functools.partial(_mm, a, b))
+            sweep.add(f"gemm_grad_{layout}:{m}:{n}:{k}", functools.partial(mm_bench, a, b))
     return shapes
-
-
-def _grad_of(output: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> Callable[[], Any]:
-    grad = torch.randn_like(output)
-    return lambda: torch.autograd.grad(output, inputs, grad, retain_graph=True)
 
 
 def backward_memory_bench(kind: str, numel: int, device: torch.device,
@@ -108,7 +105,7 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
             return (lambda: F.batch_norm(x, mean, var, weight, bias, training=True)), \
                 2 * x.numel() * size
         y = F.batch_norm(x, mean, var, weight, bias, training=True)
-        return _grad_of(y, (x, weight, bias)), 3 * x.numel() * size
+        return grad_bench(y, (x, weight, bias)), 3 * x.numel() * size
     rows = max(1, numel // 1024)
     x = torch.randn(rows, 1024, device=device, dtype=dtype,
                     requires_grad=kind == "layer_norm_backward")
@@ -116,7 +113,7 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
         weight = torch.ones(1024, device=device, dtype=dtype, requires_grad=True)
         bias = torch.zeros(1024, device=device, dtype=dtype, requires_grad=True)
         y = F.layer_norm(x, (1024,), weight, bias)
-        return _grad_of(y, (x, weight, bias)), 3 * x.numel() * size
+        return grad_bench(y, (x, weight, bias)), 3 * x.numel() * size
     if kind == "bias_grad":
         return (lambda: x.sum(0, keepdim=True)), (x.numel() + 1024) * size
     if kind == "max_pool_backward":  # a stem's pooling: 3 x 3, stride 2, over 64 channels
@@ -125,7 +122,7 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
         pooled = F.max_pool2d(images, 3, 2, 1)
         out = pooled.numel()
         # the gradient and the indices (int64) read, the input read, its gradient written
-        return _grad_of(pooled, (images,)), out * (size + 8) + 2 * images.numel() * size
+        return grad_bench(pooled, (images,)), out * (size + 8) + 2 * images.numel() * size
     raise ValueError(f"unknown backward memory kind {kind!r}")
 
 

@@ -65,6 +65,17 @@ MemoryBench = Callable[[str, int, torch.device, torch.dtype], tuple[Bench, int]]
 """``(kind, numel, device, dtype) -> (benchmark, bytes it moves)``."""
 
 
+def mm_bench(a: torch.Tensor, b: torch.Tensor) -> Bench:
+    """``a @ b``."""
+    return lambda: torch.mm(a, b)
+
+
+def grad_bench(output: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> Bench:
+    """The backward of ``output`` to ``inputs``, from a random output gradient."""
+    grad = torch.randn_like(output)
+    return lambda: torch.autograd.grad(output, inputs, grad, retain_graph=True)
+
+
 def bench_of(make: Callable[..., tuple[Bench, int]], *args: Any) -> Bench:
     """The benchmark ``make(*args)`` returns beside its bytes: a sweep's factory, which makes
     its tensors when it runs."""
@@ -136,9 +147,7 @@ def width_bench(kind: str, numel: int, width: int, device: torch.device,
     if kind == "layer_norm":
         return (lambda: F.layer_norm(x, (width,), weight, bias)), 2 * x.numel() * size
     y = F.layer_norm(x, (width,), weight, bias)
-    grad = torch.randn_like(y)
-    return (lambda: torch.autograd.grad(y, (x, weight, bias), grad, retain_graph=True)), \
-        3 * x.numel() * size
+    return grad_bench(y, (x, weight, bias)), 3 * x.numel() * size
 
 
 def roll_bench(numel: int, device: torch.device, dtype: torch.dtype,
@@ -233,8 +242,7 @@ def conv_bench(shape: ConvShape, device: torch.device, dtype: torch.dtype,
     if not backward:
         return lambda: F.conv2d(x, w, None, stride, pad, 1, groups)
     y = F.conv2d(x, w, None, stride, pad, 1, groups)
-    grad = torch.randn_like(y)
-    return lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True)
+    return grad_bench(y, (x, w))
 
 
 def attention_shapes(held_out: bool = False) -> list[AttentionShape]:
@@ -253,8 +261,7 @@ def attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.dt
     if not backward:
         return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-    grad = torch.randn_like(out)
-    return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+    return grad_bench(out, (q, k, v))
 
 
 def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
