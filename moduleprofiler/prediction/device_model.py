@@ -268,7 +268,9 @@ class DeviceModel:
                     return candidate + IEEE
         return table
 
-    def _table(self, table: str, dtype: str) -> _Table | None:
+    def table(self, table: str, dtype: str) -> _Table | None:
+        """The measured rows of ``table`` in ``dtype`` with their features and roofline
+        times (``None``: the calibration has none)."""
         key = (table, dtype)
         if key not in self._tables:
             measured, rows = self._rows(table, dtype, fallback=False)
@@ -276,7 +278,7 @@ class DeviceModel:
                     self.donor._rows(table, dtype, fallback=False)[1]:
                 # the donor's rows with the donor's roofs: its achieved fractions, applied
                 # to this device's peaks by op_us
-                self._tables[key] = self.donor._table(table, dtype)
+                self._tables[key] = self.donor.table(table, dtype)
                 self.borrowed.add(table)
                 return self._tables[key]
             if not rows:
@@ -315,7 +317,7 @@ class DeviceModel:
         if cached is not None:
             return cached
         measured = self.measured_as(work.table, work.dtype)
-        table = self._table(measured, work.dtype)
+        table = self.table(measured, work.dtype)
         if table is None:
             return None
         # plain fp32 on a TF32-measured row (a calibration without the IEEE rows): its
@@ -363,11 +365,6 @@ class DeviceModel:
         row = source.get(self.measured_as(work.table, work.dtype)) or source.get(
             work.table) or source.get(_FALLBACK.get(work.table, ""))
         return (row[0], row[2]) if row else None
-
-    def table(self, table: str, dtype: str) -> _Table | None:
-        """The measured rows of ``table`` in ``dtype`` with their features and roofline
-        times (``None``: the calibration has none)."""
-        return self._table(table, dtype)
 
 
 def floored(table: _Table, query: NDArray[np.float64], roof: float,
