@@ -48,6 +48,7 @@ from moduleprofiler.prediction.calibrate_kernels import (
     add_memory,
     add_passes,
     attention_bench,
+    bmm_bench,
     conv_bench,
     memory_rows,
     mm_bench,
@@ -219,12 +220,9 @@ def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int
     batches = (4, 64) if quick else (1, 4, 16, 64, 256)
     shapes = [(b, m, n, k) for b in batches for m in sides for n in sides for k in sides
               if 2 * b * m * n * k <= GEMM_FLOP_CAP]
-    for b, m, n, k in shapes:
-        def make(b: int = b, m: int = m, n: int = n, k: int = k) -> Bench:
-            x = torch.randn(b, m, k, device=sweep.device, dtype=dtype)
-            y = torch.randn(b, k, n, device=sweep.device, dtype=dtype)
-            return lambda: torch.bmm(x, y)
-        sweep.add(f"bmm:{b}:{m}:{n}:{k}", make)
+    for b, m, n, k in shapes:  # (b x m x k) @ (b x k x n): bmm_bench's "context" product
+        sweep.add(f"bmm:{b}:{m}:{n}:{k}", functools.partial(
+            bmm_bench, "context", (b, m, n, k), sweep.device, dtype))
     return shapes
 
 
