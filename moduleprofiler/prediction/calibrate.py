@@ -41,7 +41,7 @@ from moduleprofiler.devices import (
 )
 from moduleprofiler.efficiency.device_names import matching_devices
 from moduleprofiler.efficiency.peaks import device_peaks
-from moduleprofiler.prediction.calibrate_backward import backward_tables
+from moduleprofiler.prediction.calibrate_backward import add_gemms, backward_tables
 from moduleprofiler.prediction.calibrate_kernels import (
     AttentionShape,
     Bench,
@@ -51,7 +51,6 @@ from moduleprofiler.prediction.calibrate_kernels import (
     bmm_bench,
     conv_bench,
     memory_rows,
-    mm_bench,
     pass_rows,
     within_cap,
 )
@@ -127,13 +126,7 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     # vocabulary-sized and other odd widths: no tensor-core tile fits them evenly
     shapes += [(m, n, k) for m in ms[::2] for n in UNALIGNED_N for k in (768, 1024, 4096)
                if 2 * m * n * k <= GEMM_FLOP_CAP]
-    largest_a = max(m * k for m, _, k in shapes)
-    largest_b = max(k * n for _, n, k in shapes)
-    a_store = torch.randn(largest_a, device=sweep.device, dtype=dtype)
-    b_store = torch.randn(largest_b, device=sweep.device, dtype=dtype)
-    for m, n, k in shapes:
-        a, b = a_store[:m * k].view(m, k), b_store[:k * n].view(k, n)
-        sweep.add(f"gemm:{m}:{n}:{k}", functools.partial(mm_bench, a, b))
+    add_gemms(sweep, shapes, sweep.device, dtype, {"gemm": "nn"})
     return shapes
 
 

@@ -71,18 +71,16 @@ def _layout_operands(a_store: torch.Tensor, b_store: torch.Tensor, layout: str, 
     return a, b
 
 
-def add_layout_gemms(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
-                     quick: bool) -> list[tuple[int, int, int]]:
-    """Add every layout of every :func:`layout_shapes` shape to ``sweep`` (labels
-    ``gemm_<layout>:m:n:k``); the shapes."""
-    shapes = layout_shapes(quick)
+def add_gemms(sweep: _SweepLike, shapes: list[tuple[int, int, int]], device: torch.device,
+              dtype: torch.dtype, layouts: dict[str, str]) -> None:
+    """Add ``(m x k) @ (k x n)`` of every shape to ``sweep`` in every layout of ``layouts``
+    (label prefix -> layout; labels ``<prefix>:m:n:k``), the operands views of two stores."""
     a_store = torch.randn(max(m * k for m, _, k in shapes), device=device, dtype=dtype)
     b_store = torch.randn(max(k * n for _, n, k in shapes), device=device, dtype=dtype)
-    for layout in GEMM_LAYOUTS:
+    for name, layout in layouts.items():
         for m, n, k in shapes:
             a, b = _layout_operands(a_store, b_store, layout, m, n, k)
-            sweep.add(f"gemm_grad_{layout}:{m}:{n}:{k}", functools.partial(mm_bench, a, b))
-    return shapes
+            sweep.add(f"{name}:{m}:{n}:{k}", functools.partial(mm_bench, a, b))
 
 
 def backward_memory_bench(kind: str, numel: int, device: torch.device,
@@ -130,7 +128,9 @@ def backward_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                     quick: bool) -> dict[str, list[list[float]]]:
     """Measure the training step's tables on ``device`` in ``dtype`` (see the module
     docstring): ``{table: rows}``."""
-    shapes = add_layout_gemms(sweep, device, dtype, quick)
+    shapes = layout_shapes(quick)
+    add_gemms(sweep, shapes, device, dtype,
+              {f"gemm_grad_{layout}": layout for layout in GEMM_LAYOUTS})
     times = sweep.run()
     tables: dict[str, list[list[float]]] = {
         f"gemm_grad_{layout}": [[m, n, k, times[f"gemm_grad_{layout}:{m}:{n}:{k}"]]
