@@ -16,7 +16,8 @@ to the tables that time them (older calibrations without them still predict, fro
   ``attention_backward``).
 
 Each ``*_shapes`` function also names held-out shapes (``held_out=True``): shapes off the grid
-that prove the rows cover their class.
+that prove the rows cover their class. The sweep helpers here (:func:`add_passes`,
+:func:`add_memory` and their rows) fill and read every calibration grid's sweep.
 """
 
 from __future__ import annotations
