@@ -164,14 +164,6 @@ def _without_kernel_choice(table: str, features: NDArray[np.float64]) -> NDArray
     return features
 
 
-def _dram_rows(table: str, works: list[tuple[tuple[float, ...], float, float]]
-               ) -> tuple[int, ...]:
-    """:attr:`_Table.dram_rows` of ``table`` from its rows' works."""
-    if not table.startswith("mem_"):
-        return ()
-    return tuple(i for i, (_, _, nbytes) in enumerate(works) if nbytes >= DRAM_BYTES)
-
-
 def _dram_fraction(rows: tuple[int, ...], roofs: NDArray[np.float64], us: NDArray[np.float64],
                    exclude: int | None = None) -> float | None:
     """:attr:`_Table.dram_fraction` from those rows' roofs and times (``exclude``: a row
@@ -296,7 +288,9 @@ class DeviceModel:
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
                 features = _without_kernel_choice(
                     form, np.array([w[0] for w in works], dtype=np.float64))
-                dram = _dram_rows(form, works)
+                # a memory-bound table's rows that time the device's memory (_Table.dram_rows)
+                dram = tuple(i for i, (_, _, nbytes) in enumerate(works)
+                             if form.startswith("mem_") and nbytes >= DRAM_BYTES)
                 self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()),
                                            _dram_fraction(dram, np.array(roofs), us), dram)
         return self._tables[key]
