@@ -156,14 +156,6 @@ what it is, and its value in the rows of a calibration that did not measure it
 (:mod:`.calibrate_kernels`): such a table predicts without the feature."""
 
 
-def _without_kernel_choice(table: str, features: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``features`` without the last column where :data:`_KERNEL_CHOICE` names ``table`` and
-    every row has the same value in it (the calibration never measured another)."""
-    if table in _KERNEL_CHOICE and len(features) and np.ptp(features[:, -1]) == 0:
-        return features[:, :-1]
-    return features
-
-
 def _dram_fraction(rows: tuple[int, ...], roofs: NDArray[np.float64], us: NDArray[np.float64],
                    exclude: int | None = None) -> float | None:
     """:attr:`_Table.dram_fraction` from those rows' roofs and times (``exclude``: a row
@@ -286,8 +278,11 @@ class DeviceModel:
                 roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
                                       table in _COMPUTE_TABLES) for _, f, b in works]
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
-                features = _without_kernel_choice(
-                    form, np.array([w[0] for w in works], dtype=np.float64))
+                features = np.array([w[0] for w in works], dtype=np.float64)
+                if form in _KERNEL_CHOICE and np.ptp(features[:, -1]) == 0:
+                    # every row has one kernel choice (the calibration never measured
+                    # another): the table predicts without that feature
+                    features = features[:, :-1]
                 # a memory-bound table's rows that time the device's memory (_Table.dram_rows)
                 dram = tuple(i for i, (_, _, nbytes) in enumerate(works)
                              if form.startswith("mem_") and nbytes >= DRAM_BYTES)
