@@ -293,12 +293,6 @@ def heads_view(numel: int, device: torch.device, dtype: torch.dtype) -> torch.Te
                        dtype=dtype).transpose(1, 2)
 
 
-def _other_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype a ``convert`` of ``dtype``'s table starts from: its output is ``dtype``, as
-    an operator's table is its output's (fp32 from bf16, bf16 and fp16 from fp32)."""
-    return torch.bfloat16 if dtype == torch.float32 else torch.float32
-
-
 def _memory_bench(kind: str, numel: int, device: torch.device,
                   dtype: torch.dtype) -> tuple[Bench, int]:
     """A benchmark of ``kind`` on about ``numel`` elements and the bytes it reads and writes."""
@@ -346,8 +340,9 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
         return (lambda: heads * table), 2 * heads.numel() * size + table.numel() * size
     if kind == "permute_copy":
         return (lambda: heads.contiguous()), 2 * heads.numel() * size
-    if kind == "convert":
-        source = torch.randn(rows, 1024, device=device, dtype=_other_dtype(dtype))
+    if kind == "convert":  # into dtype from another: an operator's table is its output's
+        other = torch.bfloat16 if dtype == torch.float32 else torch.float32
+        source = torch.randn(rows, 1024, device=device, dtype=other)
         return (lambda: source.to(dtype)), x.numel() * (size + source.element_size())
     if kind == "strided_cat":  # a key/value cache's first step: nothing cached yet
         empty = heads.new_empty(*heads.shape[:2], 0, heads.shape[3])
