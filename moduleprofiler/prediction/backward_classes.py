@@ -30,13 +30,12 @@ A calibration made before these tables existed times the operators by the forwar
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from moduleprofiler.prediction.op_classes import GEMM_TABLES, OpWork, classify
+from moduleprofiler.prediction.op_classes import GEMM_TABLES, OpWork, _log2, classify
 
 GEMM_LAYOUT_TABLES = frozenset({"gemm_grad_nn", "gemm_grad_nt", "gemm_grad_tn"})
 """The tables of a backward's matrix products, by which operand is stored transposed."""
@@ -54,10 +53,6 @@ _BATCH_NORM_BACKWARD = frozenset({"native_batch_norm_backward", "cudnn_batch_nor
                                   "miopen_batch_norm_backward"})
 _LAYER_NORM_BACKWARD = frozenset({"native_layer_norm_backward", "_fused_rms_norm_backward"})
 _MATMUL = frozenset({"mm", "addmm"})
-
-
-def _log2(value: float) -> float:
-    return math.log2(max(value, 1.0))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ run (:func:`~moduleprofiler.timing.device_trace.sessions_entered`).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import gc
@@ -26,7 +25,6 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -43,14 +41,25 @@ from moduleprofiler.devices import (
 )
 from moduleprofiler.efficiency.device_names import matching_devices
 from moduleprofiler.efficiency.peaks import device_peaks
-from moduleprofiler.prediction.calibrate_backward import backward_tables
-from moduleprofiler.prediction.calibrate_kernels import attention_bench, conv_bench
+from moduleprofiler.prediction.calibrate_backward import add_gemms, backward_tables
+from moduleprofiler.prediction.calibrate_kernels import (
+    AttentionShape,
+    Bench,
+    add_memory,
+    add_passes,
+    attention_bench,
+    bmm_bench,
+    conv_bench,
+    memory_rows,
+    pass_rows,
+    within_cap,
+)
 from moduleprofiler.prediction.calibration import Calibration, HostCosts
 from moduleprofiler.prediction.device_model import IEEE
 from moduleprofiler.prediction.host_calls import depth_cost, leaf_call_us
 from moduleprofiler.prediction.host_in_model import with_in_model_factor
 from moduleprofiler.prediction.host_loops import interleaved_call_us
-from moduleprofiler.prediction.in_chain import measure_in_chain
+from moduleprofiler.prediction.in_chain import booked, measure_in_chain
 from moduleprofiler.prediction.residuals import held_out_residuals
 from moduleprofiler.timing.device_trace import (
     after_sessions_notes,
@@ -76,8 +85,6 @@ VOCABULARY_FLOP_CAP = 2 * 2 ** 40
 """A head's GEMM runs far below the peak (misaligned rows, a part-empty last wave), so its
 rate is measured up to a batch of 64 sequences of 128 tokens."""
 
-_Bench = Callable[[], Any]
-
 
 class _Sweep:
     """Labelled benchmarks run in one profiler session; device time per label.
@@ -88,9 +95,9 @@ class _Sweep:
     def __init__(self, device: torch.device, repeats: int) -> None:
         self.device = device
         self.repeats = repeats
-        self._runs: list[tuple[str, Callable[[], _Bench]]] = []
+        self._runs: list[tuple[str, Callable[[], Bench]]] = []
 
-    def add(self, label: str, make: Callable[[], _Bench]) -> None:
+    def add(self, label: str, make: Callable[[], Bench]) -> None:
         self._runs.append((label, make))
 
     def run(self) -> dict[str, float]:
@@ -104,21 +111,10 @@ class _Sweep:
                     bench()
                     close_range(scope)
                 del bench
-        # by launch time, on any thread: a backward's kernels are launched by the autograd
-        # engine's thread while this one waits inside the range
-        launched = {launch.correlation: launch.time for launch in records.launches}
-        times = sorted((launched[a.correlation], a.duration) for a in records.activities
-                       if a.correlation in launched)
-        starts = [time for time, _ in times]
-        spans = {item.label: (item.start, item.end) for item in records.ranges}
-        result: dict[str, float] = {}
-        for label, _ in self._runs:
-            samples = []
-            for repeat in range(self.repeats):
-                start, end = spans[f"{label}#{repeat}"]
-                first, last = bisect.bisect_left(starts, start), bisect.bisect_right(starts, end)
-                samples.append(sum(duration for _, duration in times[first:last]) / 1e3)
-            result[label] = statistics.median(samples)
+        times = booked(records)
+        result = {label: statistics.median(times[f"{label}#{repeat}"]
+                                           for repeat in range(self.repeats))
+                  for label, _ in self._runs}
         self._runs.clear()
         return result
 
@@ -130,18 +126,8 @@ def _gemms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, in
     # vocabulary-sized and other odd widths: no tensor-core tile fits them evenly
     shapes += [(m, n, k) for m in ms[::2] for n in UNALIGNED_N for k in (768, 1024, 4096)
                if 2 * m * n * k <= GEMM_FLOP_CAP]
-    largest_a = max(m * k for m, _, k in shapes)
-    largest_b = max(k * n for _, n, k in shapes)
-    a_store = torch.randn(largest_a, device=sweep.device, dtype=dtype)
-    b_store = torch.randn(largest_b, device=sweep.device, dtype=dtype)
-    for m, n, k in shapes:
-        a, b = a_store[:m * k].view(m, k), b_store[:k * n].view(k, n)
-        sweep.add(f"gemm:{m}:{n}:{k}", functools.partial(_matmul_bench, a, b))
+    add_gemms(sweep, shapes, sweep.device, dtype, {"gemm": "nn"})
     return shapes
-
-
-def _matmul_bench(a: torch.Tensor, b: torch.Tensor) -> _Bench:
-    return lambda: torch.mm(a, b)
 
 
 def linear_shapes(quick: bool) -> list[tuple[int, int, int]]:
@@ -204,7 +190,7 @@ def _linears(sweep: _Sweep, dtype: torch.dtype, quick: bool,
 
 
 def _linear_bench(m: int, n: int, k: int, pool: _ColdPool, transposed: bool,
-                  bias: bool) -> _Bench:
+                  bias: bool) -> Bench:
     """``x @ w.T`` (``transposed``; else ``x @ w``), with ``bias`` plus a bias, on ``m`` rows,
     each call on a weight from ``pool`` (its input is fresh, as a layer's input was just
     written)."""
@@ -227,12 +213,9 @@ def _bmms(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> list[tuple[int, int
     batches = (4, 64) if quick else (1, 4, 16, 64, 256)
     shapes = [(b, m, n, k) for b in batches for m in sides for n in sides for k in sides
               if 2 * b * m * n * k <= GEMM_FLOP_CAP]
-    for b, m, n, k in shapes:
-        def make(b: int = b, m: int = m, n: int = n, k: int = k) -> _Bench:
-            x = torch.randn(b, m, k, device=sweep.device, dtype=dtype)
-            y = torch.randn(b, k, n, device=sweep.device, dtype=dtype)
-            return lambda: torch.bmm(x, y)
-        sweep.add(f"bmm:{b}:{m}:{n}:{k}", make)
+    for b, m, n, k in shapes:  # (b x m x k) @ (b x k x n): bmm_bench's "context" product
+        sweep.add(f"bmm:{b}:{m}:{n}:{k}", functools.partial(
+            bmm_bench, "context", (b, m, n, k), sweep.device, dtype))
     return shapes
 
 
@@ -264,38 +247,14 @@ def conv_shapes(quick: bool) -> list[ConvShape]:
                      (3, 768, 224, 16, 16), (3, 96, 224, 4, 4), (3, 128, 224, 4, 4)):
             cin, cout, h, kernel, stride = stem
             shapes.append((n, cin, cout, h, kernel, stride, 1))
-    limit = 2 * 2 ** 36
-    return [s for s in shapes
-            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= limit]
-
-
-def _add_passes(sweep: _Sweep, name: str, shapes: list[Any], bench: Callable[..., _Bench],
-                dtype: torch.dtype, backward: bool) -> None:
-    """Each shape's forward (``name:shape``) and, with ``backward``, its backward
-    (``name_bwd:shape``)."""
-    for shape in shapes:
-        label = ":".join(map(str, shape))
-        sweep.add(f"{name}:{label}", functools.partial(bench, shape, sweep.device, dtype, False))
-        if backward:
-            sweep.add(f"{name}_bwd:{label}",
-                      functools.partial(bench, shape, sweep.device, dtype, True))
-
-
-def _convs(sweep: _Sweep, dtype: torch.dtype, quick: bool, backward: bool) -> list[ConvShape]:
-    shapes = conv_shapes(quick)
-    _add_passes(sweep, "conv", shapes, _conv_bench, dtype, backward)
-    return shapes
+    return within_cap(shapes)
 
 
 def _conv_bench(shape: ConvShape, device: torch.device, dtype: torch.dtype,
-                backward: bool) -> _Bench:
+                backward: bool) -> Bench:
     """One convolution's forward, or its backward (input and weight gradients), its input
     contiguous (:func:`~.calibrate_kernels.conv_bench`)."""
     return conv_bench((*shape, 0), device, dtype, backward)
-
-
-AttentionShape = tuple[int, int, int, int, int]
-"""(batch, heads, sequence, head dim, causal)."""
 
 
 def attention_shapes(quick: bool) -> list[AttentionShape]:
@@ -304,13 +263,6 @@ def attention_shapes(quick: bool) -> list[AttentionShape]:
     seqs = (128, 1024) if quick else (64, 128, 256, 512, 1024, 2048)
     return [(b, h, s, d, c) for b in batches for h in (12,) for s in seqs for d in (64, 128)
             for c in (0, 1) if b * s <= 64 * 1024]
-
-
-def _attentions(sweep: _Sweep, dtype: torch.dtype, quick: bool,
-                backward: bool) -> list[AttentionShape]:
-    shapes = attention_shapes(quick)
-    _add_passes(sweep, "attention", shapes, attention_bench, dtype, backward)
-    return shapes
 
 
 MEMORY_KINDS: tuple[str, ...] = ("unary", "binary", "reduction", "softmax", "layer_norm",
@@ -341,14 +293,8 @@ def heads_view(numel: int, device: torch.device, dtype: torch.dtype) -> torch.Te
                        dtype=dtype).transpose(1, 2)
 
 
-def _other_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype a ``convert`` of ``dtype``'s table starts from: its output is ``dtype``, as
-    an operator's table is its output's (fp32 from bf16, bf16 and fp16 from fp32)."""
-    return torch.bfloat16 if dtype == torch.float32 else torch.float32
-
-
 def _memory_bench(kind: str, numel: int, device: torch.device,
-                  dtype: torch.dtype) -> tuple[_Bench, int]:
+                  dtype: torch.dtype) -> tuple[Bench, int]:
     """A benchmark of ``kind`` on about ``numel`` elements and the bytes it reads and writes."""
     size = torch.tensor([], dtype=dtype).element_size()
     rows = max(1, numel // 1024)
@@ -394,8 +340,9 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
         return (lambda: heads * table), 2 * heads.numel() * size + table.numel() * size
     if kind == "permute_copy":
         return (lambda: heads.contiguous()), 2 * heads.numel() * size
-    if kind == "convert":
-        source = torch.randn(rows, 1024, device=device, dtype=_other_dtype(dtype))
+    if kind == "convert":  # into dtype from another: an operator's table is its output's
+        other = torch.bfloat16 if dtype == torch.float32 else torch.float32
+        source = torch.randn(rows, 1024, device=device, dtype=other)
         return (lambda: source.to(dtype)), x.numel() * (size + source.element_size())
     if kind == "strided_cat":  # a key/value cache's first step: nothing cached yet
         empty = heads.new_empty(*heads.shape[:2], 0, heads.shape[3])
@@ -405,24 +352,6 @@ def _memory_bench(kind: str, numel: int, device: torch.device,
         second = torch.randn(first.shape, device=device, dtype=dtype)
         return (lambda: torch.cat([second, first], -1)), 2 * heads.numel() * size
     raise ValueError(f"unknown memory kind {kind!r}")
-
-
-def _memory_maker(kind: str, numel: int, device: torch.device, dtype: torch.dtype) -> _Bench:
-    return _memory_bench(kind, numel, device, dtype)[0]
-
-
-def _memory(sweep: _Sweep, dtype: torch.dtype, quick: bool) -> dict[str, list[int]]:
-    step = 2 if quick else 1
-    sizes = [2 ** i for i in range(10, 29, step)]
-    moved: dict[str, list[int]] = {}
-    for kind in MEMORY_KINDS:
-        moved[kind] = []
-        for numel in sizes:
-            nbytes = _memory_bench(kind, numel, torch.device("meta"), dtype)[1]
-            moved[kind].append(nbytes)
-            sweep.add(f"mem:{kind}:{nbytes}", functools.partial(
-                _memory_maker, kind, numel, sweep.device, dtype))
-    return moved
 
 
 HOST_BENCHES: tuple[str, ...] = ("view", "unary", "binary", "gemm", "conv", "batch_norm",
@@ -442,7 +371,7 @@ DTYPED_HOST_BENCHES: tuple[str, ...] = ("unary", "binary", "gemm", "conv", "batc
 
 
 def _host_benches(device: torch.device, dtype: torch.dtype = torch.float32
-                  ) -> dict[str, _Bench]:
+                  ) -> dict[str, Bench]:
     x = torch.randn(2, 8, device=device, dtype=dtype)
     w = torch.randn(8, 8, device=device, dtype=dtype)
     b = torch.randn(8, device=device, dtype=dtype)
@@ -499,7 +428,7 @@ def measure_host(device: torch.device, calls: int = 200, rounds: int = 15,
     unknown = [d for d in dtypes if d not in reduced]
     if unknown:
         raise ValueError(f"dtypes: {unknown} not among {reduced}")
-    benches: dict[tuple[str, str], _Bench] = {
+    benches: dict[tuple[str, str], Bench] = {
         ("fp32", name): bench for name, bench in _host_benches(device).items()}
     for dtype in dtypes:
         typed = _host_benches(device, _TORCH_DTYPE[dtype])
@@ -593,30 +522,20 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
             sweep = _Sweep(cuda, repeats)
             table.update(matmul_tables(sweep, dtype, quick))
             _free()
-            convs = _convs(sweep, dtype, quick, backward)
-            times = sweep.run()
-            key = ":".join
-            table["conv"] = [[*s, times["conv:" + key(map(str, s))]] for s in convs]
-            if backward:
-                table["conv_backward"] = [[*s, times["conv_bwd:" + key(map(str, s))]]
-                                          for s in convs]
+            convs = conv_shapes(quick)
+            add_passes(sweep, "conv", convs, _conv_bench, cuda, dtype, backward)
+            table.update(pass_rows(sweep.run(), "conv", convs, backward))
             _free()
-            attentions = _attentions(sweep, dtype, quick, backward)
-            times = sweep.run()
-            table["attention"] = [[*s, times["attention:" + key(map(str, s))]]
-                                  for s in attentions]
-            if backward:
-                table["attention_backward"] = [
-                    [*s, times["attention_bwd:" + key(map(str, s))]] for s in attentions]
+            attentions = attention_shapes(quick)
+            add_passes(sweep, "attention", attentions, attention_bench, cuda, dtype, backward)
+            table.update(pass_rows(sweep.run(), "attention", attentions, backward))
             _free()
             if backward:
                 table.update(backward_tables(sweep, cuda, dtype, quick))
                 _free()
-            moved = _memory(sweep, dtype, quick)
-            times = sweep.run()
-            for kind, sizes in moved.items():
-                table[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]]
-                                        for nbytes in sizes]
+            sizes = [2 ** i for i in range(10, 29, 2 if quick else 1)]
+            moved = add_memory(sweep, MEMORY_KINDS, sizes, _memory_bench, cuda, dtype)
+            table.update(memory_rows(sweep.run(), moved))
             _free()
         in_chain = measure_in_chain(cuda, {name: _TORCH_DTYPE[name] for name in dtypes})
         _free()

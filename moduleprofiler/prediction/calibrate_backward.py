@@ -15,10 +15,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from moduleprofiler.prediction.calibrate_kernels import (
+    _SweepLike,
+    add_memory,
+    grad_bench,
+    memory_rows,
+    mm_bench,
+)
 
 GEMM_LAYOUTS: tuple[str, ...] = ("nn", "nt", "tn")
 """Which operand is stored transposed: neither, the second, the first."""
@@ -43,12 +51,6 @@ MEMORY_SIZES: tuple[int, ...] = tuple(2 ** i for i in range(10, 29, 2))
 """The element counts each memory kind is measured at."""
 
 
-class _SweepLike(Protocol):
-    def add(self, label: str, make: Callable[[], Callable[[], Any]]) -> None: ...
-
-    def run(self) -> dict[str, float]: ...
-
-
 def layout_shapes(quick: bool) -> list[tuple[int, int, int]]:
     """The ``(m, n, k)`` shapes measured in each layout."""
     dims = LAYOUT_DIMS[::3] if quick else LAYOUT_DIMS
@@ -69,27 +71,16 @@ def _layout_operands(a_store: torch.Tensor, b_store: torch.Tensor, layout: str, 
     return a, b
 
 
-def _mm(a: torch.Tensor, b: torch.Tensor) -> Callable[[], Any]:
-    return lambda: torch.mm(a, b)
-
-
-def add_layout_gemms(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
-                     quick: bool) -> list[tuple[int, int, int]]:
-    """Add every layout of every :func:`layout_shapes` shape to ``sweep`` (labels
-    ``gemm_<layout>:m:n:k``); the shapes."""
-    shapes = layout_shapes(quick)
+def add_gemms(sweep: _SweepLike, shapes: list[tuple[int, int, int]], device: torch.device,
+              dtype: torch.dtype, layouts: dict[str, str]) -> None:
+    """Add ``(m x k) @ (k x n)`` of every shape to ``sweep`` in every layout of ``layouts``
+    (label prefix -> layout; labels ``<prefix>:m:n:k``), the operands views of two stores."""
     a_store = torch.randn(max(m * k for m, _, k in shapes), device=device, dtype=dtype)
     b_store = torch.randn(max(k * n for _, n, k in shapes), device=device, dtype=dtype)
-    for layout in GEMM_LAYOUTS:
+    for name, layout in layouts.items():
         for m, n, k in shapes:
             a, b = _layout_operands(a_store, b_store, layout, m, n, k)
-            sweep.add(f"gemm_grad_{layout}:{m}:{n}:{k}", functools.partial(_mm, a, b))
-    return shapes
-
-
-def _grad_of(output: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> Callable[[], Any]:
-    grad = torch.randn_like(output)
-    return lambda: torch.autograd.grad(output, inputs, grad, retain_graph=True)
+            sweep.add(f"{name}:{m}:{n}:{k}", functools.partial(mm_bench, a, b))
 
 
 def backward_memory_bench(kind: str, numel: int, device: torch.device,
@@ -112,7 +103,7 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
             return (lambda: F.batch_norm(x, mean, var, weight, bias, training=True)), \
                 2 * x.numel() * size
         y = F.batch_norm(x, mean, var, weight, bias, training=True)
-        return _grad_of(y, (x, weight, bias)), 3 * x.numel() * size
+        return grad_bench(y, (x, weight, bias)), 3 * x.numel() * size
     rows = max(1, numel // 1024)
     x = torch.randn(rows, 1024, device=device, dtype=dtype,
                     requires_grad=kind == "layer_norm_backward")
@@ -120,7 +111,7 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
         weight = torch.ones(1024, device=device, dtype=dtype, requires_grad=True)
         bias = torch.zeros(1024, device=device, dtype=dtype, requires_grad=True)
         y = F.layer_norm(x, (1024,), weight, bias)
-        return _grad_of(y, (x, weight, bias)), 3 * x.numel() * size
+        return grad_bench(y, (x, weight, bias)), 3 * x.numel() * size
     if kind == "bias_grad":
         return (lambda: x.sum(0, keepdim=True)), (x.numel() + 1024) * size
     if kind == "max_pool_backward":  # a stem's pooling: 3 x 3, stride 2, over 64 channels
@@ -129,45 +120,22 @@ def backward_memory_bench(kind: str, numel: int, device: torch.device,
         pooled = F.max_pool2d(images, 3, 2, 1)
         out = pooled.numel()
         # the gradient and the indices (int64) read, the input read, its gradient written
-        return _grad_of(pooled, (images,)), out * (size + 8) + 2 * images.numel() * size
+        return grad_bench(pooled, (images,)), out * (size + 8) + 2 * images.numel() * size
     raise ValueError(f"unknown backward memory kind {kind!r}")
-
-
-def _memory_maker(kind: str, numel: int, device: torch.device,
-                  dtype: torch.dtype) -> Callable[[], Any]:
-    return backward_memory_bench(kind, numel, device, dtype)[0]
-
-
-def add_backward_memory(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
-                        quick: bool) -> dict[str, list[int]]:
-    """Add every :data:`BACKWARD_MEMORY_KINDS` benchmark over sizes to ``sweep`` (labels
-    ``mem:<kind>:bytes``); the bytes of each, by kind."""
-    sizes = list(MEMORY_SIZES[::2] if quick else MEMORY_SIZES)
-    moved: dict[str, list[int]] = {}
-    for kind in BACKWARD_MEMORY_KINDS:
-        moved[kind] = []
-        for numel in sizes:
-            nbytes = backward_memory_bench(kind, numel, torch.device("meta"), dtype)[1]
-            if nbytes in moved[kind]:
-                continue
-            moved[kind].append(nbytes)
-            sweep.add(f"mem:{kind}:{nbytes}",
-                      functools.partial(_memory_maker, kind, numel, device, dtype))
-    return moved
 
 
 def backward_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                     quick: bool) -> dict[str, list[list[float]]]:
     """Measure the training step's tables on ``device`` in ``dtype`` (see the module
     docstring): ``{table: rows}``."""
-    shapes = add_layout_gemms(sweep, device, dtype, quick)
+    shapes = layout_shapes(quick)
+    add_gemms(sweep, shapes, device, dtype,
+              {f"gemm_grad_{layout}": layout for layout in GEMM_LAYOUTS})
     times = sweep.run()
     tables: dict[str, list[list[float]]] = {
         f"gemm_grad_{layout}": [[m, n, k, times[f"gemm_grad_{layout}:{m}:{n}:{k}"]]
                            for m, n, k in shapes] for layout in GEMM_LAYOUTS}
-    moved = add_backward_memory(sweep, device, dtype, quick)
-    times = sweep.run()
-    for kind, sizes in moved.items():
-        tables[f"mem_{kind}"] = [[nbytes, times[f"mem:{kind}:{nbytes}"]] for nbytes in sizes]
-    return tables
+    moved = add_memory(sweep, BACKWARD_MEMORY_KINDS, MEMORY_SIZES[::2] if quick else
+                       MEMORY_SIZES, backward_memory_bench, device, dtype)
+    return {**tables, **memory_rows(sweep.run(), moved)}
 

@@ -16,14 +16,15 @@ to the tables that time them (older calibrations without them still predict, fro
   ``attention_backward``).
 
 Each ``*_shapes`` function also names held-out shapes (``held_out=True``): shapes off the grid
-that prove the rows cover their class.
+that prove the rows cover their class. The sweep helpers here (:func:`add_passes`,
+:func:`add_memory` and their rows) fill and read every calibration grid's sweep.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -51,11 +52,80 @@ BmmShape = tuple[int, int, int, int]
 _CONV_FLOP_CAP = 2 * 2 ** 36
 _BMM_ELEMENT_CAP = 2 ** 29
 
+Shape = TypeVar("Shape", bound=tuple[int, ...])
+
 
 class _SweepLike(Protocol):
     def add(self, label: str, make: Callable[[], Callable[[], Any]]) -> None: ...
 
     def run(self) -> dict[str, float]: ...
+
+
+Bench = Callable[[], Any]
+MemoryBench = Callable[[str, int, torch.device, torch.dtype], tuple[Bench, int]]
+"""``(kind, numel, device, dtype) -> (benchmark, bytes it moves)``."""
+
+
+def mm_bench(a: torch.Tensor, b: torch.Tensor) -> Bench:
+    """``a @ b``."""
+    return lambda: torch.mm(a, b)
+
+
+def grad_bench(output: torch.Tensor, inputs: tuple[torch.Tensor, ...]) -> Bench:
+    """The backward of ``output`` to ``inputs``, from a random output gradient."""
+    grad = torch.randn_like(output)
+    return lambda: torch.autograd.grad(output, inputs, grad, retain_graph=True)
+
+
+def bench_of(make: Callable[..., tuple[Bench, int]], *args: Any) -> Bench:
+    """The benchmark ``make(*args)`` returns beside its bytes: a sweep's factory, which makes
+    its tensors when it runs."""
+    return make(*args)[0]
+
+
+def add_passes(sweep: _SweepLike, table: str, shapes: Sequence[Any],
+               bench: Callable[..., Bench], device: torch.device, dtype: torch.dtype,
+               backward: bool = True) -> None:
+    """Add ``bench(shape, device, dtype, backward)`` of each of ``shapes`` to ``sweep``: its
+    forward (``table:shape``) and, with ``backward``, its backward (``table_backward:shape``)."""
+    for shape in shapes:
+        for phase in (False, True) if backward else (False,):
+            sweep.add(f"{table}{'_backward' if phase else ''}:{shape}",
+                      functools.partial(bench, shape, device, dtype, phase))
+
+
+def pass_rows(times: dict[str, float], table: str, shapes: Sequence[Any],
+              backward: bool = True) -> dict[str, list[list[float]]]:
+    """The rows of ``table`` (and, with ``backward``, of ``table_backward``) from the times of
+    a sweep :func:`add_passes` filled."""
+    names = (table, f"{table}_backward") if backward else (table,)
+    return {name: [[*shape, times[f"{name}:{shape}"]] for shape in shapes] for name in names}
+
+
+def add_memory(sweep: _SweepLike, kinds: Sequence[str], sizes: Sequence[int],
+               bench: MemoryBench, device: torch.device,
+               dtype: torch.dtype) -> dict[str, list[int]]:
+    """Add ``bench`` of every kind of ``kinds`` at every element count of ``sizes`` to
+    ``sweep`` (labels ``mem:<kind>:<bytes>``; a size moving the bytes of an earlier one is
+    left out); the bytes of each, by kind."""
+    moved: dict[str, list[int]] = {}
+    for kind in kinds:
+        moved[kind] = []
+        for numel in sizes:
+            nbytes = bench(kind, numel, torch.device("meta"), dtype)[1]
+            if nbytes not in moved[kind]:
+                moved[kind].append(nbytes)
+                sweep.add(f"mem:{kind}:{nbytes}",
+                          functools.partial(bench_of, bench, kind, numel, device, dtype))
+    return moved
+
+
+def memory_rows(times: dict[str, float],
+                moved: dict[str, list[int]]) -> dict[str, list[list[float]]]:
+    """The ``mem_<kind>`` rows, ``[bytes, us]``, from the times of a sweep :func:`add_memory`
+    filled."""
+    return {f"mem_{kind}": [[nbytes, times[f"mem:{kind}:{nbytes}"]] for nbytes in sizes]
+            for kind, sizes in moved.items()}
 
 
 def _norm_width(kind: str, held_out: bool) -> tuple[int, ...]:
@@ -78,9 +148,7 @@ def width_bench(kind: str, numel: int, width: int, device: torch.device,
     if kind == "layer_norm":
         return (lambda: F.layer_norm(x, (width,), weight, bias)), 2 * x.numel() * size
     y = F.layer_norm(x, (width,), weight, bias)
-    grad = torch.randn_like(y)
-    return (lambda: torch.autograd.grad(y, (x, weight, bias), grad, retain_graph=True)), \
-        3 * x.numel() * size
+    return grad_bench(y, (x, weight, bias)), 3 * x.numel() * size
 
 
 def roll_bench(numel: int, device: torch.device, dtype: torch.dtype,
@@ -150,6 +218,12 @@ def conv_shapes(held_out: bool = False) -> list[ConvShape]:
                     shapes.append((n, c, c, h, 1, 1, 1, 1))
                     if 2 * c <= 2048:
                         shapes.append((n, c, 2 * c, h, 2, 2, 1, 1))
+    return within_cap(shapes)
+
+
+def within_cap(shapes: list[Shape]) -> list[Shape]:
+    """Convolution ``shapes`` (batch, in, out, side, kernel, stride, groups, ...) once each,
+    in order, leaving out those over :data:`_CONV_FLOP_CAP`."""
     return [s for s in dict.fromkeys(shapes)
             if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
 
@@ -169,8 +243,7 @@ def conv_bench(shape: ConvShape, device: torch.device, dtype: torch.dtype,
     if not backward:
         return lambda: F.conv2d(x, w, None, stride, pad, 1, groups)
     y = F.conv2d(x, w, None, stride, pad, 1, groups)
-    grad = torch.randn_like(y)
-    return lambda: torch.autograd.grad(y, (x, w), grad, retain_graph=True)
+    return grad_bench(y, (x, w))
 
 
 def attention_shapes(held_out: bool = False) -> list[AttentionShape]:
@@ -189,22 +262,7 @@ def attention_bench(shape: AttentionShape, device: torch.device, dtype: torch.dt
     if not backward:
         return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-    grad = torch.randn_like(out)
-    return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
-
-
-def _first(bench: tuple[Callable[[], Any], int]) -> Callable[[], Any]:
-    return bench[0]
-
-
-def _width_maker(kind: str, numel: int, width: int, device: torch.device,
-                 dtype: torch.dtype) -> Callable[[], Any]:
-    return width_bench(kind, numel, width, device, dtype)[0]
-
-
-def _roll_maker(numel: int, device: torch.device, dtype: torch.dtype,
-                held_out: bool) -> Callable[[], Any]:
-    return roll_bench(numel, device, dtype, held_out)[0]
+    return grad_bench(out, (q, k, v))
 
 
 def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
@@ -222,14 +280,14 @@ def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
                 nbytes = width_bench(kind, numel, width, meta, dtype)[1]
                 label = f"{kind}:{width}:{nbytes}"
                 width_rows.setdefault(kind, []).append((nbytes, width, label))
-                sweep.add(label, functools.partial(_width_maker, kind, numel, width, device,
-                                                   dtype))
+                sweep.add(label, functools.partial(bench_of, width_bench, kind, numel, width,
+                                                   device, dtype))
     roll_rows = []
     for numel in ROLL_SIZES:
         nbytes = roll_bench(numel, meta, dtype, held_out)[1]
         roll_rows.append((nbytes, f"roll:{nbytes}"))
-        sweep.add(f"roll:{nbytes}", functools.partial(_roll_maker, numel, device, dtype,
-                                                      held_out))
+        sweep.add(f"roll:{nbytes}", functools.partial(bench_of, roll_bench, numel, device,
+                                                      dtype, held_out))
     times = sweep.run()
     for kind, rows in width_rows.items():
         tables[f"mem_{kind}"] = [[nbytes, width, times[label]] for nbytes, width, label
@@ -242,19 +300,9 @@ def kernel_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype,
     times = sweep.run()
     tables["bmm"] = [[*shape, times[f"bmm:{pattern}:{shape}"]] for pattern, shape in bmms]
     convs = conv_shapes(held_out)
-    for conv in convs:
-        for backward in (False, True):
-            sweep.add(f"conv:{backward}:{conv}", functools.partial(conv_bench, conv, device,
-                                                                   dtype, backward))
     attentions = attention_shapes(held_out)
-    for attention in attentions:
-        for backward in (False, True):
-            sweep.add(f"attention:{backward}:{attention}", functools.partial(
-                attention_bench, attention, device, dtype, backward))
+    add_passes(sweep, "conv", convs, conv_bench, device, dtype)
+    add_passes(sweep, "attention", attentions, attention_bench, device, dtype)
     times = sweep.run()
-    for name, backward in (("conv", False), ("conv_backward", True)):
-        tables[name] = [[*conv, times[f"conv:{backward}:{conv}"]] for conv in convs]
-    for name, backward in (("attention", False), ("attention_backward", True)):
-        tables[name] = [[*attention, times[f"attention:{backward}:{attention}"]]
-                        for attention in attentions]
-    return tables
+    return {**tables, **pass_rows(times, "conv", convs),
+            **pass_rows(times, "attention", attentions)}

@@ -25,13 +25,15 @@ import torch
 
 from moduleprofiler.prediction.calibrate import _ColdPool, _linear_bench
 from moduleprofiler.prediction.calibrate_kernels import (
-    _CONV_FLOP_CAP,
     BmmShape,
     ConvShape,
     _SweepLike,
+    add_passes,
     bmm_bench,
     bmm_shapes,
     conv_bench,
+    pass_rows,
+    within_cap,
 )
 
 MISALIGNED_SEQS: tuple[int, ...] = (25, 37, 50, 61, 81, 101, 151, 226, 301, 401)
@@ -94,12 +96,6 @@ _SIDES: tuple[tuple[int, int], ...] = (
 """Input side and stride of the convolutions measured (stride 2 not at batch 1)."""
 
 
-def _within_cap(shapes: list[ConvShape]) -> list[ConvShape]:
-    """``shapes`` once each, in order, leaving out those over :data:`_CONV_FLOP_CAP`."""
-    return [s for s in dict.fromkeys(shapes)
-            if 2 * s[0] * s[2] * (s[3] // s[5]) ** 2 * s[1] // s[6] * s[4] ** 2 <= _CONV_FLOP_CAP]
-
-
 def _grouped_shapes(widths: tuple[int, ...], counts: tuple[int, ...]) -> list[ConvShape]:
     """Grouped 3 x 3 convolutions of every width in ``widths`` with every count in
     ``counts``, at batches 1, 8 and 64 over :data:`_SIDES` (not capped)."""
@@ -118,15 +114,15 @@ def odd_conv_shapes(held_out: bool = False) -> list[ConvShape]:
     shapes = _grouped_shapes(widths, counts) + [
         (n, c, c, h, kernel, stride, c, 0)
         for n in (8, 64) for h, stride in _SIDES for c in depthwise for kernel in (3, 5)]
-    return _within_cap(shapes)
+    return within_cap(shapes)
 
 
 def odd_group_shapes(held_out: bool = False) -> list[ConvShape]:
     """Grouped 3 x 3 convolutions over :data:`ODD_GROUP_WIDTHS` x :data:`ODD_GROUP_COUNTS`
     (``held_out``: the ``_HELD_OUT`` widths and counts, widths no power of two either)."""
     if held_out:
-        return _within_cap(_grouped_shapes(ODD_GROUP_WIDTHS_HELD_OUT, ODD_GROUP_COUNTS_HELD_OUT))
-    return _within_cap(_grouped_shapes(ODD_GROUP_WIDTHS, ODD_GROUP_COUNTS))
+        return within_cap(_grouped_shapes(ODD_GROUP_WIDTHS_HELD_OUT, ODD_GROUP_COUNTS_HELD_OUT))
+    return within_cap(_grouped_shapes(ODD_GROUP_WIDTHS, ODD_GROUP_COUNTS))
 
 
 def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
@@ -148,7 +144,7 @@ def dense_conv_shapes(held_out: bool = False) -> list[ConvShape]:
             for c in odd:
                 for out in {max(8, c // 6 // 8 * 8), c, min(1152, 6 * c)}:
                     shapes.append((n, c, out, h, 1, 1, 1, 0))
-    return _within_cap(shapes)
+    return within_cap(shapes)
 
 
 LINEAR_ROWS_DENSE: tuple[int, ...] = (512, 1536, 3072, 6144, 12288)
@@ -189,13 +185,8 @@ def odd_shape_tables(sweep: _SweepLike, device: torch.device, dtype: torch.dtype
     convs = (odd_conv_shapes(held_out) if "conv" in parts else []) + \
         (dense_conv_shapes(held_out) if "dense_conv" in parts else []) + \
         (odd_group_shapes(held_out) if "odd_groups" in parts else [])
-    for conv in convs:
-        for backward in (False, True):
-            sweep.add(f"conv:{backward}:{conv}", functools.partial(conv_bench, conv, device,
-                                                                   dtype, backward))
-    times = sweep.run()
-    for name, backward in (("conv", False), ("conv_backward", True)):
-        tables[name] = [[*conv, times[f"conv:{backward}:{conv}"]] for conv in convs]
+    add_passes(sweep, "conv", convs, conv_bench, device, dtype)
+    tables.update(pass_rows(sweep.run(), "conv", convs))
     linears = (misaligned_linear_shapes(held_out) if "linear" in parts else []) + \
         (dense_linear_shapes(held_out) if "dense_linear" in parts else [])
     # as the main grid measures layers: each call's weight read from memory, not a cache

@@ -156,22 +156,6 @@ what it is, and its value in the rows of a calibration that did not measure it
 (:mod:`.calibrate_kernels`): such a table predicts without the feature."""
 
 
-def _without_kernel_choice(table: str, features: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``features`` without the last column where :data:`_KERNEL_CHOICE` names ``table`` and
-    every row has the same value in it (the calibration never measured another)."""
-    if table in _KERNEL_CHOICE and len(features) and np.ptp(features[:, -1]) == 0:
-        return features[:, :-1]
-    return features
-
-
-def _dram_rows(table: str, works: list[tuple[tuple[float, ...], float, float]]
-               ) -> tuple[int, ...]:
-    """:attr:`_Table.dram_rows` of ``table`` from its rows' works."""
-    if not table.startswith("mem_"):
-        return ()
-    return tuple(i for i, (_, _, nbytes) in enumerate(works) if nbytes >= DRAM_BYTES)
-
-
 def _dram_fraction(rows: tuple[int, ...], roofs: NDArray[np.float64], us: NDArray[np.float64],
                    exclude: int | None = None) -> float | None:
     """:attr:`_Table.dram_fraction` from those rows' roofs and times (``exclude``: a row
@@ -268,7 +252,9 @@ class DeviceModel:
                     return candidate + IEEE
         return table
 
-    def _table(self, table: str, dtype: str) -> _Table | None:
+    def table(self, table: str, dtype: str) -> _Table | None:
+        """The measured rows of ``table`` in ``dtype`` with their features and roofline
+        times (``None``: the calibration has none)."""
         key = (table, dtype)
         if key not in self._tables:
             measured, rows = self._rows(table, dtype, fallback=False)
@@ -276,7 +262,7 @@ class DeviceModel:
                     self.donor._rows(table, dtype, fallback=False)[1]:
                 # the donor's rows with the donor's roofs: its achieved fractions, applied
                 # to this device's peaks by op_us
-                self._tables[key] = self.donor._table(table, dtype)
+                self._tables[key] = self.donor.table(table, dtype)
                 self.borrowed.add(table)
                 return self._tables[key]
             if not rows:
@@ -292,9 +278,14 @@ class DeviceModel:
                 roofs = [self.roof_us(self.reference_peaks, dtype, f, b,
                                       table in _COMPUTE_TABLES) for _, f, b in works]
                 us = np.array([row[-1] for row in rows], dtype=np.float64)
-                features = _without_kernel_choice(
-                    form, np.array([w[0] for w in works], dtype=np.float64))
-                dram = _dram_rows(form, works)
+                features = np.array([w[0] for w in works], dtype=np.float64)
+                if form in _KERNEL_CHOICE and np.ptp(features[:, -1]) == 0:
+                    # every row has one kernel choice (the calibration never measured
+                    # another): the table predicts without that feature
+                    features = features[:, :-1]
+                # a memory-bound table's rows that time the device's memory (_Table.dram_rows)
+                dram = tuple(i for i, (_, _, nbytes) in enumerate(works)
+                             if form.startswith("mem_") and nbytes >= DRAM_BYTES)
                 self._tables[key] = _Table(features, us, np.array(roofs), float(us.min()),
                                            _dram_fraction(dram, np.array(roofs), us), dram)
         return self._tables[key]
@@ -315,7 +306,7 @@ class DeviceModel:
         if cached is not None:
             return cached
         measured = self.measured_as(work.table, work.dtype)
-        table = self._table(measured, work.dtype)
+        table = self.table(measured, work.dtype)
         if table is None:
             return None
         # plain fp32 on a TF32-measured row (a calibration without the IEEE rows): its
@@ -363,11 +354,6 @@ class DeviceModel:
         row = source.get(self.measured_as(work.table, work.dtype)) or source.get(
             work.table) or source.get(_FALLBACK.get(work.table, ""))
         return (row[0], row[2]) if row else None
-
-    def table(self, table: str, dtype: str) -> _Table | None:
-        """The measured rows of ``table`` in ``dtype`` with their features and roofline
-        times (``None``: the calibration has none)."""
-        return self._table(table, dtype)
 
 
 def floored(table: _Table, query: NDArray[np.float64], roof: float,

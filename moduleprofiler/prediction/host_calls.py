@@ -88,9 +88,5 @@ def depth_cost(by_depth: Mapping[int, float]) -> float:
     below 0: what each level of nesting adds to a module call."""
     if len(by_depth) < 2:
         raise ValueError("depth_cost needs calls measured at two depths at least")
-    depths = list(by_depth)
-    mean_depth = statistics.fmean(depths)
-    mean_us = statistics.fmean(by_depth.values())
-    spread = sum((d - mean_depth) ** 2 for d in depths)
-    slope = sum((d - mean_depth) * (us - mean_us) for d, us in by_depth.items()) / spread
+    slope = statistics.linear_regression(list(by_depth), list(by_depth.values())).slope
     return max(0.0, slope)

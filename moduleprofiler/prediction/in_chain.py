@@ -85,8 +85,9 @@ def weight_pool(dtype: torch.dtype, device: torch.device) -> list[torch.Tensor]:
 
 
 def booked(records: Any) -> dict[str, float]:
-    """Kernel µs per range label of a :func:`device_trace` (kernels booked by their launch
-    time, as the calibration's sweeps book them)."""
+    """Kernel µs per range label of a :func:`device_trace`: kernels booked by their launch
+    time, on any thread (a backward's kernels are launched by the autograd engine's thread
+    while the one that opened the range waits inside it)."""
     launched = {launch.correlation: launch.time for launch in records.launches}
     times = sorted((launched[a.correlation], a.duration) for a in records.activities
                    if a.correlation in launched)

@@ -182,15 +182,12 @@ def _input_with(value: Any, convert: Callable[[torch.Tensor], torch.Tensor]) -> 
     return map_tensors(value, replace)
 
 
-def _never(*_: Any) -> bool:
-    return False
-
-
 def _body_of(func: Callable[..., Any]) -> Callable[..., Any]:
     """A copy of the Python function ``func`` whose own torch-function check is off (torch
     itself is not changed): called with the mode entered, the mode sees the calls inside it."""
     code = getattr(func, "__code__")  # noqa: B009  (a Python function of torch.nn.functional)
-    body = types.FunctionType(code, {**func.__globals__, "has_torch_function": _never},
+    body = types.FunctionType(code, {**func.__globals__,
+                                     "has_torch_function": lambda *_: False},
                               func.__name__, func.__defaults__,
                               func.__closure__)
     body.__kwdefaults__ = func.__kwdefaults__

@@ -116,10 +116,14 @@ _OWN_HOST = {"sort": "sort", "topk": "topk", "cumsum": "scan", "histc": "histogr
 """Operators whose launch costs the host several kernels' work, timed by host classes of their
 own (a sort 31 µs where a unary launch takes 7 on an H200's host); a calibration without
 them prices them as :data:`~moduleprofiler.prediction.host_model.HOST_FALLBACK` says."""
-_CLASSED = frozenset({"roll", *_ROUTING}).union(_UNARY, _BINARY, _REDUCTION, _SOFTMAX,
-                                                _LAYER_NORM, _BATCH_NORM, _COPY, _GATHER, _CAT)
-"""The memory-bound operators with a class of their own; any other is priced as elementwise
-by its bytes (:attr:`OpWork.by_rule`)."""
+_CLASSED = {"roll": "mem_roll", **_ROUTING, **{name: table for table, names in (
+    ("mem_unary", _UNARY), ("mem_binary", _BINARY), ("mem_reduction", _REDUCTION),
+    ("mem_softmax", _SOFTMAX), ("mem_layer_norm", _LAYER_NORM),
+    ("mem_batch_norm_2d", _BATCH_NORM), ("mem_gather", _GATHER), ("mem_cat", _CAT),
+    ("mem_copy", _COPY)) for name in names}}
+"""The memory-bound operators with a class of their own, and its table (a copy's when its
+source is contiguous); any other is priced as elementwise by its bytes
+(:attr:`OpWork.by_rule`)."""
 _PER_ELEMENT = {"mem_broadcast", "mem_strided"}
 """Elementwise kernels without vector loads: their index arithmetic, not their bytes, bounds
 them, so they are priced per output element (two elements' bytes each, as calibrated)."""
@@ -535,27 +539,8 @@ def _access_kind(kind: str, name: str, args: tuple[Any, ...], out: Any) -> str:
 
 
 def _memory_kind(name: str, args: tuple[Any, ...]) -> str:
-    if name == "roll":
-        return "mem_roll"
-    if name in _ROUTING:
-        return _ROUTING[name]
-    if name in _BINARY:
-        return "mem_binary"
-    if name in _REDUCTION:
-        return "mem_reduction"
-    if name in _SOFTMAX:
-        return "mem_softmax"
-    if name in _LAYER_NORM:
-        return "mem_layer_norm"
-    if name in _BATCH_NORM:
-        return "mem_batch_norm_2d"
-    if name in _GATHER:
-        return "mem_gather"
-    if name in _CAT:
-        return "mem_cat"
     if name in _COPY:
         source = args[1] if name == "copy_" and len(args) > 1 else args[0] if args else None
         if isinstance(source, torch.Tensor) and not source.is_contiguous():
             return "mem_transpose_copy"
-        return "mem_copy"
-    return "mem_unary"  # the elementwise rule by bytes: also for operators not listed
+    return _CLASSED.get(name, "mem_unary")  # the elementwise rule by bytes: also unlisted ones
