@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from moduleprofiler.devices import tf32_math
 from moduleprofiler.efficiency.peaks import device_peaks
-from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, _Sweep, _tf32
+from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, _Sweep
 from moduleprofiler.prediction.calibrate_kernels import kernel_tables
 from moduleprofiler.prediction.calibration import Calibration
 from moduleprofiler.prediction.device_model import (
@@ -45,7 +46,7 @@ def measure(out: str, repeats: int, tables: Tables = kernel_tables) -> None:
     device = torch.device("cuda")
     began = time.perf_counter()
     found: dict[str, dict[str, dict[str, list[list[float]]]]] = {"tables": {}, "held_out": {}}
-    with _tf32(True):
+    with tf32_math(True):
         for name in ("fp32", "bf16"):
             for part in ("tables", "held_out"):
                 found[part][name] = tables(_Sweep(device, repeats), device,

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from moduleprofiler.devices import tf32_math
 from moduleprofiler.efficiency.peaks import device_peaks
 from moduleprofiler.prediction.calibrate import (
     _TORCH_DTYPE,
@@ -34,7 +35,6 @@ from moduleprofiler.prediction.calibrate import (
     _linears,
     _memory_bench,
     _Sweep,
-    _tf32,
     heads_view,
 )
 from moduleprofiler.prediction.calibration import Calibration
@@ -83,7 +83,7 @@ def measure(out: str, repeats: int, tables: str) -> None:
     sizes = [2 ** i for i in range(10, 29)]
     found: dict[str, dict[str, list[list[float]]]] = {}
     began = time.perf_counter()
-    with _tf32(True):
+    with tf32_math(True):
         for name in ("fp32", "bf16"):
             dtype = _TORCH_DTYPE[name]
             tables_of = found.setdefault(name, {})

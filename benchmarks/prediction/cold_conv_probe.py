@@ -22,7 +22,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, COLD_POOL_BYTES, _Sweep, _tf32
+from moduleprofiler.devices import tf32_math
+from moduleprofiler.prediction.calibrate import _TORCH_DTYPE, COLD_POOL_BYTES, _Sweep
 from moduleprofiler.prediction.calibrate_kernels import conv_bench
 
 
@@ -71,7 +72,7 @@ def main() -> None:
     probes = json.loads(Path(args.shapes).read_text())
     found: dict[str, Any] = {"device_name": torch.cuda.get_device_name(device),
                              "torch": torch.__version__, "probe": [], "tables": {}}
-    with _tf32(True):
+    with tf32_math(True):
         sweep = _Sweep(device, 3)
         for dtype, shape, _in_model, _model in probes:
             variants = [shape] + ([[*shape[:7], 1]] if shape[6] == shape[1] and shape[4] == 7
