@@ -246,9 +246,8 @@ class ClockListener(Listener):
         """Hook the nodes created by the outermost call ``outer`` (see the module docstring).
         ``rebuilt_by``: the graph is a checkpoint's rebuilt one, differentiated inside the node
         this call made: the time until its nested backward reaches the graph is the call's."""
-        runner = self.runner
-        assert runner is not None
-        graph = call_graph(runner, outer, output)
+        assert self.runner is not None
+        graph = call_graph(self.runner, outer, output, hooked=self._accumulate_nodes)
         if not graph.nodes:
             return
         for node in graph.roots:
@@ -261,17 +260,14 @@ class ClockListener(Listener):
             if owner_index != previous:  # the run's first-created node ends it in backward
                 self._hook_node(node, owner_index)
             previous = owner_index
-        for node, consumer in graph.accumulate:
-            if id(node) not in self._accumulate_nodes:
-                self._accumulate_nodes[id(node)] = node
-                # A parameter's gradient accumulation is the consuming module's work; a leaf
-                # that is no parameter of the model (an input that requires grad) is the
-                # caller's: booked to no module. It used to go to the first layer, which then
-                # read the copy into ``input.grad`` as its own backward (+6 % for a 400 us
-                # module on the CPU, more on a GPU where the layer itself is short).
-                owned = consumer >= 0 and runner.owner_of_node(node) is not None
-                module = runner.calls[consumer].module if owned else None
-                self._hook_accumulate(node, self.module_index.get(id(module), -1))
+        for node, module in graph.accumulate:
+            self._accumulate_nodes[id(node)] = node
+            # A parameter's gradient accumulation is the consuming module's work; a leaf that
+            # is no parameter of the model (an input that requires grad) is the caller's:
+            # booked to no module. It used to go to the first layer, which then read the copy
+            # into ``input.grad`` as its own backward (+6 % for a 400 us module on the CPU,
+            # more on a GPU where the layer itself is short).
+            self._hook_accumulate(node, self.module_index.get(id(module), -1))
 
     def _stamp_backward(self, owner: Call | None) -> None:
         """Book the time since the previous backward event on this thread to ``owner``."""
