@@ -25,7 +25,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.export.columns import ColumnSpec, median_of
 from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.facts import TimingFacts
@@ -34,6 +34,7 @@ from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.kernel_columns import (
     TRACE_MODULE_COLUMNS,
     TRACE_SAMPLES,
+    time_bound,
 )
 from moduleprofiler.timing.columns import TIME_COLUMNS
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -160,11 +161,8 @@ def _called_share(samples: NDArray[Any] | None) -> float:
 
 def _median(values: Any, floor: bool = False) -> float | None:
     array = np.asarray(values, dtype=np.float64)
-    array = array[~np.isnan(array)]
-    if not array.size:
-        return None
-    median = float(np.percentile(array, 50))
-    return max(0.0, median) if floor else median
+    median = median_of(array[~np.isnan(array)])
+    return max(0.0, median) if floor and median is not None else median
 
 
 def call_values(samples: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,26 +175,13 @@ def call_values(samples: Mapping[str, Any]) -> dict[str, Any]:
             out[f"{phase}_ms"] = _median(samples[f"{phase}_samples_ms"])
             out[f"self_{phase}_ms"] = _median(samples[f"self_{phase}_samples_ms"])
         if f"{prefix}device_samples_ms" in samples:
-            host, self_host = (_median(samples.get(f"{own}{prefix}host_samples_ms", ()),
-                                       floor=True) for own in ("", "self_"))
-            out.update(device_host_values(_median(samples[f"{prefix}device_samples_ms"]),
-                                          _median(samples[f"self_{prefix}device_samples_ms"]),
-                                          host, self_host, prefix))
+            for quantity, floor in (("device", False), ("host", True)):
+                for own in ("", "self_"):
+                    out[f"{own}{prefix}{quantity}_ms"] = _median(
+                        samples.get(f"{own}{prefix}{quantity}_samples_ms", ()), floor=floor)
+            out[f"{prefix}time_bound"] = time_bound(out[f"{prefix}device_ms"],
+                                                    out[f"{prefix}host_ms"])
     return out
-
-
-def device_host_values(device_ms: float | None, self_device_ms: float | None,
-                       host_ms: float | None, self_host_ms: float | None,
-                       prefix: str = "") -> dict[str, Any]:
-    """The kernel clock's four times of a call or module (names after ``prefix``), and its
-    ``time_bound``: ``"host"`` when issuing its work took the host longer than the device
-    took to run it (the device then waits for launches), else ``"device"``."""
-    bound = None
-    if device_ms is not None and host_ms is not None:
-        bound = "host" if host_ms > device_ms else "device"
-    return {f"{prefix}device_ms": device_ms, f"self_{prefix}device_ms": self_device_ms,
-            f"{prefix}host_ms": host_ms, f"self_{prefix}host_ms": self_host_ms,
-            f"{prefix}time_bound": bound}
 
 
 def call_records(infos: Sequence[ModuleInfo], iterations: Sequence[IterationTimes]
@@ -463,7 +448,8 @@ class TimedModules(Profile):
                                            or "backward_device_samples_ms" in r.metrics
                                            for r in self.records) else ("",)
         names = [name for prefix in phases for name in (
-            device_host_values(None, None, None, None, prefix) if self.kernels
+            (f"{prefix}device_ms", f"self_{prefix}device_ms", f"{prefix}host_ms",
+             f"self_{prefix}host_ms", f"{prefix}time_bound") if self.kernels
             else (f"{prefix}time_median_ms", f"self_{prefix}time_median_ms"))]
         if self.kernels:
             names += TRACE_MODULE_COLUMNS
