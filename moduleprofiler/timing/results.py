@@ -36,8 +36,10 @@ from moduleprofiler.timing.clocks.kernel_columns import (
     TRACE_SAMPLES,
     time_bound,
 )
+from moduleprofiler.timing.clocks.protocol import Readings
 from moduleprofiler.timing.columns import TIME_COLUMNS
 from moduleprofiler.timing.device_results import DeviceIteration
+from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.iteration import Floats, IterationTimes
 from moduleprofiler.timing.loop import BudgetUse
 from moduleprofiler.timing.overhead import HookCalibration
@@ -218,6 +220,23 @@ def _same_calls(times: IterationTimes, other: IterationTimes) -> bool:
     return (np.array_equal(times.call_module, other.call_module)
             and np.array_equal(times.call_number, other.call_number)
             and np.array_equal(times.call_done, other.call_done))
+
+
+def pass_facts(readings: Readings, calibration: HookCalibration, environment: dict[str, Any],
+               kept: int, budget: BudgetUse | None, **facts: Any) -> TimingFacts:
+    """A timing pass's facts: what its clock read (``readings``: its name; under a device
+    clock the traced iterations, then the kept ones, their device time, the hook-free regime,
+    the compiled program; its notes after the pass's ``warnings``), the hooks'
+    ``calibration``, the ``environment`` (the device's name from it), ``kept`` iterations of
+    the stamps, the ``budget`` and the pass's other ``facts``."""
+    return TimingFacts(
+        clock=readings.clock, calibration=dataclasses.asdict(calibration),
+        environment=environment, device_name=environment.get("device_name"),
+        hardware=hardware_facts(), iterations=len(readings.traced) if readings.traced else kept,
+        budget=dataclasses.asdict(budget) if budget is not None else None,
+        hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
+        device_total_ms=readings.total_ms, compiled=readings.compiled,
+        **{**facts, "warnings": (*facts.get("warnings", ()), *readings.notes)})
 
 
 Timed = TypeVar("Timed", bound="TimedModules")
