@@ -217,14 +217,13 @@ class ClockListener(Listener):
         raw = RawIteration(self.runner.calls, self._start, self._end, self._marks,
                            self._events, self._node_owner, tuple(self._accumulate_module))
         if not self.stamps.deferred:
-            raw.resolved_ns = self.stamps.resolve(
-                [*raw.start, *(raw.end.get(i, 0) for i in range(len(raw.start))),
-                 *(stamp for _, stamp in raw.marks), *(event[2] for event in raw.events)])
+            raw.resolved_ns = self.stamps.resolve(raw.stamps())
         return raw
 
     def resolve(self, raw: RawIteration) -> IterationTimes:
         """The per-call and per-module times of a :meth:`snapshot`."""
-        return resolve_iteration(raw, self.module_index)
+        ns = raw.resolved_ns if raw.resolved_ns is not None else self.stamps.resolve(raw.stamps())
+        return resolve_iteration(raw, ns, self.module_index)
 
     def block(self, step: Step, kept: list[RawIteration]) -> Callable[[int, bool], None]:
         """The hooked block of a pass's ``step`` for the measurement loop
