@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from moduleprofiler import devices
 from moduleprofiler.call import Call
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
+from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
 from moduleprofiler.timing.clocks.kernel_columns import DEVICE_COLUMNS
@@ -160,12 +161,10 @@ class KernelRanges(CallRanges):
                                  np.asarray([sum(a.duration for a in acts) for acts in forward],
                                             dtype=np.float64),
                                  self._backward_own(k, calls, booking, engine))
-        # each call's forward activities with its children's: children come after parents
-        inclusive: list[list[Activity]] = [list(acts) for acts in forward]
-        for call in range(n - 1, -1, -1):
-            parent = calls[call].parent
-            if parent is not None:
-                inclusive[parent].extend(inclusive[call])
+        # each call's forward activities with its children's (every call has a list: none
+        # is unknown)
+        inclusive = cast(list[list[Activity]],
+                         subtree_totals(forward, [call.parent for call in calls]))
         spans = [max(a.end for a in acts) - min(a.start for a in acts) if acts else 0
                  for acts in inclusive]
         booked = float(np.sum(times.call_fwd_exclusive))
