@@ -25,8 +25,7 @@ with continuity correction is used (it is off by at most one rank there)."""
 
 def as_samples(samples: ArrayLike) -> NDArray[np.float64]:
     """Samples as a 1-D float64 array (a copy is not made when not needed)."""
-    array = np.asarray(samples, dtype=np.float64).reshape(-1)
-    return array
+    return np.asarray(samples, dtype=np.float64).reshape(-1)
 
 
 def percentile(samples: ArrayLike, q: float) -> float:
