@@ -181,10 +181,6 @@ class TrainingProfiler:
         """The profiled steps so far (the open step is closed first if it recorded calls).
         Its warnings are also issued as
         :class:`~moduleprofiler.timing.clock.TimingWarning`, each once per profiler."""
-        return self._result()
-
-    def _result(self) -> TrainingTiming:
-        """:meth:`result`, shared by the public methods that build one."""
         if self.active:
             self._flush(restart=True)
         env = dict(self._environment)
@@ -210,7 +206,7 @@ class TrainingProfiler:
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
         :meth:`TrainingTiming.layerwise_summary`)."""
-        return self._result().layerwise_summary()
+        return self.result().layerwise_summary()
 
     report = layerwise_summary
     """The same text as :meth:`layerwise_summary`, by the name every timing result uses."""
@@ -227,7 +223,7 @@ class TrainingProfiler:
         warn_deprecated("TrainingProfiler.to_df()", 'use result().to_df("module") (the same '
                         "table: one row per module; result().to_df() is one row per call, "
                         "as every result's)")
-        return self._result().to_df("module")
+        return self.result().to_df("module")
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:
