@@ -192,11 +192,10 @@ class TrainingTiming(TimedModules):
             "self_backward_time_median_ms", "low_confidence", "backward_low_confidence"),
             notes, "module training-step times")
 
-    def report(self) -> str:
-        """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
-        timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
-        summary, as on every profile."""
-        return self.layerwise_summary()
+    report = layerwise_summary
+    """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
+    timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
+    summary, as on every profile."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures, one dict per module and the median of
