@@ -250,10 +250,7 @@ class ClockListener(Listener):
         if not graph.nodes:
             return
         for node in graph.roots:
-            if rebuilt_by is None:
-                self._hook_entry(node)
-            else:
-                self._hook_rebuilt_entry(node, rebuilt_by)
+            self._hook_entry(node, rebuilt_by)
         previous = -1
         for _, node, owner_index in graph.nodes:
             if owner_index != previous:  # the run's first-created node ends it in backward
@@ -285,25 +282,22 @@ class ClockListener(Listener):
 
         node.register_hook(after)
 
-    def _hook_entry(self, node: Any) -> None:
+    def _hook_entry(self, node: Any, rebuilt_by: Call | None) -> None:
+        """Mark where the backward of an output node starts (``rebuilt_by``: a rebuilt graph's
+        node, whose time until then is that call's)."""
         generation = self._generation
 
         def before(grad_outputs: Any) -> None:
-            if self._generation == generation:
-                # the backward may start on a GPU that has finished the forward, or finishes it
-                # before the CPU launches the first backward kernel: prime it either way, or the
-                # first module read the CPU's way to its first kernel as its own time
-                self.stamps.prime(busy=True)
-                self._events.append((0, START, self.stamp(), get_ident()))
-
-        node.register_prehook(before)
-
-    def _hook_rebuilt_entry(self, node: Any, owner: Call) -> None:
-        generation = self._generation
-
-        def before(grad_outputs: Any) -> None:
-            if self._generation == generation:
-                self._stamp_backward(owner)
+            if self._generation != generation:
+                return
+            if rebuilt_by is not None:
+                self._stamp_backward(rebuilt_by)
+                return
+            # the backward may start on a GPU that has finished the forward, or finishes it
+            # before the CPU launches the first backward kernel: prime it either way, or the
+            # first module read the CPU's way to its first kernel as its own time
+            self.stamps.prime(busy=True)
+            self._events.append((0, START, self.stamp(), get_ident()))
 
         node.register_prehook(before)
 
