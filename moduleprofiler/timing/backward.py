@@ -8,7 +8,6 @@ activations, first layers, reused and identity modules all work.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -23,7 +22,6 @@ from torch import Tensor, nn
 
 from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.errors import LossError, ProfilingError
-from moduleprofiler.facts import TimingFacts
 from moduleprofiler.failure import backward_error
 from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.loss import loss_of
@@ -40,13 +38,12 @@ from moduleprofiler.state import (
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_trace import ClockName
-from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.iteration import IterationTimes, RawIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import BudgetUse, TimingOptions
 from moduleprofiler.timing.overhead import HookCalibration
 from moduleprofiler.timing.ranges import RangeListener
-from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
+from moduleprofiler.timing.results import TimedCalls, TimedModules, pass_facts, timed_profile
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_pass
@@ -195,11 +192,10 @@ class TrainingTiming(TimedModules):
             "self_backward_time_median_ms", "low_confidence", "backward_low_confidence"),
             notes, "module training-step times")
 
-    def report(self) -> str:
-        """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
-        timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
-        summary, as on every profile."""
-        return self.layerwise_summary()
+    report = layerwise_summary
+    """The same text as :meth:`layerwise_summary` (nnprofiler's name), by the name every
+    timing result uses (also ``print(timing)``); :meth:`summary` is the one-row model
+    summary, as on every profile."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python summary: step-level figures, one dict per module and the median of
@@ -266,20 +262,12 @@ class StepRows:
         read = readings()
         return timed_profile(TrainingTiming, self.infos, TimedCalls(
             forward=forward, forward_error=forward_error, backward=self.bwd,
-            backward_error=backward_error, traced=read.traced), TimingFacts(
-            clock=read.clock, calibration=dataclasses.asdict(cal),
-            separate_passes=separate_passes,
-            environment={**environment, "step_kinds": tuple(arrays)},
-            device_name=environment.get("device_name"), hardware=hardware_facts(),
-            iterations=len(read.traced) if read.traced else len(forward),
-            budget=dataclasses.asdict(budget) if budget is not None else None,
-            phases_ms=plain, hooked_phases_ms={k: v for k, v in arrays.items()
-                                               if k != "plain"},
-            unattributed_ms=tuple(t.bwd_unattributed / 1e6 for t in self.bwd),
-            hook_free=read.hook_free, device_booked_ms=read.booked_ms,
-            device_total_ms=read.total_ms,
-            **{**facts, "warnings": (*facts.get("warnings", ()), *read.notes)}),
-            unhooked=unhooked)
+            backward_error=backward_error, traced=read.traced), pass_facts(
+            read, cal, {**environment, "step_kinds": tuple(arrays)}, len(forward), budget,
+            separate_passes=separate_passes, phases_ms=plain,
+            hooked_phases_ms={k: v for k, v in arrays.items() if k != "plain"},
+            unattributed_ms=tuple(t.bwd_unattributed / 1e6 for t in self.bwd), **facts),
+            read.module_metrics, unhooked=unhooked)
 
 
 def _needs_closure(optimizer: torch.optim.Optimizer) -> bool:

@@ -6,7 +6,7 @@ they do are the compiled clock's own columns)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -78,10 +78,7 @@ def compare_compiled(model: nn.Module, input: Any = None,
             "eager_ms": eager_ms, "eager_launches": values["device_launches"],
             "compile_speedup": (eager_ms / compiled_ms if eager_ms is not None
                                 and compiled_ms else None)}
-    merged = {path: dict(columns) for path, columns in timed.module_metrics.items()}
-    for path, columns in metrics.items():
-        merged.setdefault(path, {}).update(columns)
     notes = (*timed.timing.warnings, f"eager_ms: the eager module's {eager_name} "
              f"({eager.clock}), {eager.iterations} iterations")
-    return dataclasses.replace(timed, module_metrics=merged, _by_path={},
+    return dataclasses.replace(cast(ModuleTiming, timed.with_metrics(metrics)),
                                facts=dataclasses.replace(timed.timing, warnings=notes))

@@ -99,14 +99,11 @@ def _kind(name: str) -> ActivityKind:
     return "kernel"
 
 
-def _start_ns(event: Any) -> int:
-    start = getattr(event, "start_ns", None)
-    return int(start()) if start is not None else int(event.start_us() * 1000)
-
-
-def _duration_ns(event: Any) -> int:
-    duration = getattr(event, "duration_ns", None)
-    return int(duration()) if duration is not None else int(event.duration_us() * 1000)
+def _ns(event: Any, what: str) -> int:
+    """A kineto event's ``what`` (``"start"``, ``"duration"``) in ns: an older torch has it
+    in microseconds only."""
+    exact = getattr(event, f"{what}_ns", None)
+    return int(exact()) if exact is not None else int(getattr(event, f"{what}_us")() * 1000)
 
 
 def records_of(events: Any) -> TraceRecords:
@@ -131,9 +128,9 @@ def records_of(events: Any) -> TraceRecords:
             elif name.startswith(_ENGINE_EVENT) and event.sequence_nr() >= 0:
                 label = f"{ENGINE_PREFIX}{event.sequence_nr()}"
             if label is not None:
-                start = _start_ns(event)
+                start = _ns(event, "start")
                 records.ranges.append(Range(label, event.start_thread_id(), start,
-                                            start + _duration_ns(event)))
+                                            start + _ns(event, "duration")))
                 continue
             linked = event.linked_correlation_id()
             if linked:
@@ -150,13 +147,13 @@ def records_of(events: Any) -> TraceRecords:
         host = hosts.get((correlation, linked)) if linked else unlinked.get(correlation)
         if host is None:
             continue  # no launch: a device-side annotation of an older torch, not work
-        start = _start_ns(event)
+        start = _ns(event, "start")
         name = event.name()
         resource = getattr(event, "device_resource_id", None)
-        records.activities.append(Activity(correlation, start, start + _duration_ns(event),
+        records.activities.append(Activity(correlation, start, start + _ns(event, "duration"),
                                            int(resource()) if resource else 0, _kind(name),
                                            name))
-        records.launches.append(Launch(correlation, host.start_thread_id(), _start_ns(host)))
+        records.launches.append(Launch(correlation, host.start_thread_id(), _ns(host, "start")))
     return records
 
 

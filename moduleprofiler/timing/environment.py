@@ -72,14 +72,6 @@ def hardware_facts() -> dict[str, Any]:
     return specs
 
 
-def thread_counts() -> dict[str, int]:
-    """``intraop_threads`` and ``interop_threads`` as torch reports them now."""
-    return {
-        "intraop_threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
-    }
-
-
 def loadavg() -> float | None:
     """The 1-minute load average (``None`` where the OS has none)."""
     try:
@@ -102,7 +94,8 @@ def capture_environment(device: torch.device) -> dict[str, Any]:
     env: dict[str, Any] = {
         "torch_version": torch.__version__,
         "device": str(device),
-        **thread_counts(),
+        "intraop_threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
         "cpu_count": os.cpu_count(),
         "loadavg": loadavg(),
         "omp_mkl_env": {k: v for k, v in os.environ.items()

@@ -9,7 +9,6 @@ traced iterations (the device times).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, fast_path_changes
 from moduleprofiler.export.renamed import RenamedKeysDict
-from moduleprofiler.facts import TimingFacts
 from moduleprofiler.forward_grad import without_gradients
 from moduleprofiler.inputs import check_reusable, input_shapes_of
 from moduleprofiler.modules import module_infos
@@ -33,12 +31,11 @@ from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
-from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.iteration import RawIteration
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.timing.loop import LoopRun, TimingOptions
 from moduleprofiler.timing.ranges import RangeListener
-from moduleprofiler.timing.results import TimedCalls, TimedModules, timed_profile
+from moduleprofiler.timing.results import TimedCalls, TimedModules, pass_facts, timed_profile
 from moduleprofiler.timing.setup import HookedPass
 from moduleprofiler.timing.stats import Summary, summarize
 from moduleprofiler.validate import check_pass
@@ -306,19 +303,12 @@ def time_modules(
     return timed_profile(ModuleTiming, _as_walked(module, walked), TimedCalls(
         forward=resolved_iterations,
         forward_error=(cal.attribution_ns / 1e6, cal.per_call_ns / 1e6),
-        traced=readings.traced), TimingFacts(
-            clock=readings.clock, device=str(resolved),
-            device_name=run.environment.get("device_name"),
-            calibration=dataclasses.asdict(cal), environment=run.environment,
-            hardware=hardware_facts(), confidence=opts.confidence,
-            iterations=len(readings.traced) if readings.traced else len(resolved_iterations),
-            dropped=run.dropped, stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
-            budget=dataclasses.asdict(run.budget) if run.budget is not None else None,
+        traced=readings.traced), pass_facts(
+            readings, cal, run.environment, len(resolved_iterations), run.budget,
+            device=str(resolved), confidence=opts.confidence, dropped=run.dropped,
+            stop_reason=run.stop_reason, elapsed_s=run.elapsed_s,
             hooked_ms=tuple(hooked_ms.tolist()), hook_free_ms=tuple(plain_ms.tolist()),
-            hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
-            device_total_ms=readings.total_ms, compiled=readings.compiled,
-            warnings=(*notes, *raised, *readings.notes), input_shapes=shapes,
-            input_dtypes=dtypes),
+            warnings=(*notes, *raised), input_shapes=shapes, input_dtypes=dtypes),
         readings.module_metrics, unhooked=runner.unhooked)
 
 

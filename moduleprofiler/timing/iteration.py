@@ -41,7 +41,13 @@ class RawIteration:
     accumulate_module: tuple[int, ...]
     """Module index of each AccumulateGrad number (``-1``: consumed outside every call)."""
     resolved_ns: Floats | None = None
-    """CUDA: every stamp already read, in the order start, end, marks, events."""
+    """CUDA: every stamp already read, in the order of :meth:`stamps`."""
+
+    def stamps(self) -> list[int]:
+        """Every stamp: the calls' starts, their ends (a call that did not return: its
+        start), the marks', the backward events'."""
+        return [*self.start, *(self.end.get(i, s) for i, s in enumerate(self.start)),
+                *(t for _, t in self.marks), *(event[2] for event in self.events)]
 
 
 @dataclass
@@ -78,19 +84,11 @@ def marks_span_ns(raw: RawIteration) -> float:
     return float(raw.marks[-1][1] - raw.marks[0][1])
 
 
-def _stamps_ns(raw: RawIteration) -> Floats:
-    if raw.resolved_ns is not None:
-        return raw.resolved_ns
-    end = [raw.end.get(i, s) for i, s in enumerate(raw.start)]
-    stamps = np.asarray([*raw.start, *end, *(t for _, t in raw.marks),
-                         *(event[2] for event in raw.events)], dtype=np.int64)
-    return (stamps - stamps.min()).astype(np.float64) if stamps.size else np.zeros(0)
-
-
-def resolve_iteration(raw: RawIteration, module_index: dict[int, int]) -> IterationTimes:
-    """The times of one iteration; ``module_index`` maps ``id(module)`` to its position."""
+def resolve_iteration(raw: RawIteration, ns: Floats, module_index: dict[int, int]
+                      ) -> IterationTimes:
+    """The times of one iteration from its :meth:`~RawIteration.stamps` read as ``ns``;
+    ``module_index`` maps ``id(module)`` to its position."""
     n = len(raw.calls)
-    ns = _stamps_ns(raw)
     call_parent = np.fromiter((-1 if c.parent is None else c.parent for c in raw.calls),
                               np.int64, n)
     done = np.fromiter((i in raw.end for i in range(n)), bool, n)

@@ -217,14 +217,13 @@ class ClockListener(Listener):
         raw = RawIteration(self.runner.calls, self._start, self._end, self._marks,
                            self._events, self._node_owner, tuple(self._accumulate_module))
         if not self.stamps.deferred:
-            raw.resolved_ns = self.stamps.resolve(
-                [*raw.start, *(raw.end.get(i, 0) for i in range(len(raw.start))),
-                 *(stamp for _, stamp in raw.marks), *(event[2] for event in raw.events)])
+            raw.resolved_ns = self.stamps.resolve(raw.stamps())
         return raw
 
     def resolve(self, raw: RawIteration) -> IterationTimes:
         """The per-call and per-module times of a :meth:`snapshot`."""
-        return resolve_iteration(raw, self.module_index)
+        ns = raw.resolved_ns if raw.resolved_ns is not None else self.stamps.resolve(raw.stamps())
+        return resolve_iteration(raw, ns, self.module_index)
 
     def block(self, step: Step, kept: list[RawIteration]) -> Callable[[int, bool], None]:
         """The hooked block of a pass's ``step`` for the measurement loop
@@ -246,32 +245,25 @@ class ClockListener(Listener):
         """Hook the nodes created by the outermost call ``outer`` (see the module docstring).
         ``rebuilt_by``: the graph is a checkpoint's rebuilt one, differentiated inside the node
         this call made: the time until its nested backward reaches the graph is the call's."""
-        runner = self.runner
-        assert runner is not None
-        graph = call_graph(runner, outer, output)
+        assert self.runner is not None
+        graph = call_graph(self.runner, outer, output, hooked=self._accumulate_nodes)
         if not graph.nodes:
             return
         for node in graph.roots:
-            if rebuilt_by is None:
-                self._hook_entry(node)
-            else:
-                self._hook_rebuilt_entry(node, rebuilt_by)
+            self._hook_entry(node, rebuilt_by)
         previous = -1
         for _, node, owner_index in graph.nodes:
             if owner_index != previous:  # the run's first-created node ends it in backward
                 self._hook_node(node, owner_index)
             previous = owner_index
-        for node, consumer in graph.accumulate:
-            if id(node) not in self._accumulate_nodes:
-                self._accumulate_nodes[id(node)] = node
-                # A parameter's gradient accumulation is the consuming module's work; a leaf
-                # that is no parameter of the model (an input that requires grad) is the
-                # caller's: booked to no module. It used to go to the first layer, which then
-                # read the copy into ``input.grad`` as its own backward (+6 % for a 400 us
-                # module on the CPU, more on a GPU where the layer itself is short).
-                owned = consumer >= 0 and runner.owner_of_node(node) is not None
-                module = runner.calls[consumer].module if owned else None
-                self._hook_accumulate(node, self.module_index.get(id(module), -1))
+        for node, module in graph.accumulate:
+            self._accumulate_nodes[id(node)] = node
+            # A parameter's gradient accumulation is the consuming module's work; a leaf that
+            # is no parameter of the model (an input that requires grad) is the caller's:
+            # booked to no module. It used to go to the first layer, which then read the copy
+            # into ``input.grad`` as its own backward (+6 % for a 400 us module on the CPU,
+            # more on a GPU where the layer itself is short).
+            self._hook_accumulate(node, self.module_index.get(id(module), -1))
 
     def _stamp_backward(self, owner: Call | None) -> None:
         """Book the time since the previous backward event on this thread to ``owner``."""
@@ -290,25 +282,22 @@ class ClockListener(Listener):
 
         node.register_hook(after)
 
-    def _hook_entry(self, node: Any) -> None:
+    def _hook_entry(self, node: Any, rebuilt_by: Call | None) -> None:
+        """Mark where the backward of an output node starts (``rebuilt_by``: a rebuilt graph's
+        node, whose time until then is that call's)."""
         generation = self._generation
 
         def before(grad_outputs: Any) -> None:
-            if self._generation == generation:
-                # the backward may start on a GPU that has finished the forward, or finishes it
-                # before the CPU launches the first backward kernel: prime it either way, or the
-                # first module read the CPU's way to its first kernel as its own time
-                self.stamps.prime(busy=True)
-                self._events.append((0, START, self.stamp(), get_ident()))
-
-        node.register_prehook(before)
-
-    def _hook_rebuilt_entry(self, node: Any, owner: Call) -> None:
-        generation = self._generation
-
-        def before(grad_outputs: Any) -> None:
-            if self._generation == generation:
-                self._stamp_backward(owner)
+            if self._generation != generation:
+                return
+            if rebuilt_by is not None:
+                self._stamp_backward(rebuilt_by)
+                return
+            # the backward may start on a GPU that has finished the forward, or finishes it
+            # before the CPU launches the first backward kernel: prime it either way, or the
+            # first module read the CPU's way to its first kernel as its own time
+            self.stamps.prime(busy=True)
+            self._events.append((0, START, self.stamp(), get_ident()))
 
         node.register_prehook(before)
 

@@ -39,14 +39,13 @@ from moduleprofiler.modules import module_infos
 from moduleprofiler.records import display_path
 from moduleprofiler.runner import PassRunner
 from moduleprofiler.timing.backward import BackwardMethod, StepRows, TrainingTiming, check_method
-from moduleprofiler.timing.clock import TimingWarning, issue_warnings
+from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.choice import make_clock
 from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
 from moduleprofiler.timing.environment import capture_environment, environment_warnings
 from moduleprofiler.timing.listener import ClockListener
 from moduleprofiler.validate import check_int, check_pass, check_real
-from moduleprofiler.warn import warn
 
 Session = Callable[[], AbstractContextManager[Callable[[], None]] | None]
 """A clock's own kind of step (:meth:`~.clocks.protocol.Clock.session`), opened when its
@@ -104,8 +103,7 @@ class TrainingProfiler:
         self.confidence = confidence
         self.step_index = 0
         self._clock = make_clock(self.device, clock, backward=True)
-        for note in self._clock.notes:
-            warn(note, TimingWarning)
+        issue_warnings(self._clock.notes)
         self._forward = ClockListener(self._clock.stamps)
         self._backward = ClockListener(self._clock.stamps, backward=True)
         inside = compiled_inside(model)
@@ -114,8 +112,7 @@ class TrainingProfiler:
         self._runner = runner
         self._notes = (_compiled_note({runner.paths[id(m)] for m in inside}),) if inside \
             else ()
-        for note in self._notes:
-            warn(note, TimingWarning)
+        issue_warnings(self._notes)
         self._forward.attach(runner)
         self._backward.attach(runner)
         session = self._clock.session(runner)
@@ -184,10 +181,6 @@ class TrainingProfiler:
         """The profiled steps so far (the open step is closed first if it recorded calls).
         Its warnings are also issued as
         :class:`~moduleprofiler.timing.clock.TimingWarning`, each once per profiler."""
-        return self._result()
-
-    def _result(self) -> TrainingTiming:
-        """:meth:`result`, shared by the public methods that build one."""
         if self.active:
             self._flush(restart=True)
         env = dict(self._environment)
@@ -213,7 +206,7 @@ class TrainingProfiler:
     def layerwise_summary(self) -> str:
         """The model tree with median forward and backward times per step (see
         :meth:`TrainingTiming.layerwise_summary`)."""
-        return self._result().layerwise_summary()
+        return self.result().layerwise_summary()
 
     report = layerwise_summary
     """The same text as :meth:`layerwise_summary`, by the name every timing result uses."""
@@ -230,7 +223,7 @@ class TrainingProfiler:
         warn_deprecated("TrainingProfiler.to_df()", 'use result().to_df("module") (the same '
                         "table: one row per module; result().to_df() is one row per call, "
                         "as every result's)")
-        return self._result().to_df("module")
+        return self.result().to_df("module")
 
     # -- internals -------------------------------------------------------------------------
     def _in_window(self) -> bool:

@@ -237,17 +237,13 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 _KIND_NAMES = {Integral: "an int", Real: "a number", bool: "True or False"}
 
 
-def _whole(count: int) -> int:
-    return count
-
-
 @dataclass(frozen=True)
 class Block:
     """One kind of iteration: ``run(count, keep)`` runs ``count`` iterations of the pass's
     step (keeping their samples when ``keep``)."""
 
     run: Callable[[int, bool], None]
-    share: Callable[[int], int] = _whole
+    share: Callable[[int], int] = lambda count: count
     """Iterations of this kind in a round of ``n`` (0: none)."""
     warm: bool = True
     """Runs in the warm-up."""

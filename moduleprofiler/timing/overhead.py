@@ -28,11 +28,6 @@ from moduleprofiler.timing.listener import ClockListener, stamped_block
 from moduleprofiler.timing.loop import Block, TimingOptions, measure
 
 
-class _Empty(nn.Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return x
-
-
 class _Scale(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return x * 1.0
@@ -101,7 +96,7 @@ def calibrate_hooks(device: torch.device, backward: bool = False,
     if key in _CACHE and not refresh:
         return _CACHE[key]
     width = 32
-    chain = nn.Sequential(*[_Empty() for _ in range(width)]).to(device)
+    chain = nn.Sequential(*[nn.Identity() for _ in range(width)]).to(device)
     hooked, plain, leaf = _measure(chain, torch.zeros(1, device=device), device, False, 6, 10)
     attribution = float(np.median(leaf))
     per_call = max(0.0, (float(np.median(hooked)) - float(np.median(plain))) / (width + 1))

@@ -49,6 +49,8 @@ class CallRanges(Listener):
 
     def __init__(self, backward: bool) -> None:
         self.wants_nodes = backward
+        self.runner: PassRunner | None = None
+        """The runner of the pass (its calls name the backward ranges)."""
         self._open: list[tuple[int, Any]] = []
         """Forward ranges still open: ``(call index, scope)``, innermost last."""
         self._reruns: list[Any] = []
@@ -59,9 +61,13 @@ class CallRanges(Listener):
     _label: Callable[[Call], str]
     _backward_label: Callable[[Call], str]
     """The label of a call's backward work (a checkpoint's rerun of it, its rebuilt nodes)."""
-    _name_graph: Callable[[Call, Any], None]
-    _name_rebuilt: Callable[[Call, Any], None]
+    _name_graph: Callable[[CallGraph], None]
+    _name_rebuilt: Callable[[CallGraph], None]
     """What it names in the graph a reentrant checkpoint rebuilt from the rerun of a call."""
+
+    def start(self, runner: PassRunner) -> None:
+        """Remember the runner (its calls name the backward ranges)."""
+        self.runner = runner
 
     def stop(self, runner: PassRunner) -> None:
         """Close every forward range a raising forward left open, innermost first."""
@@ -88,7 +94,7 @@ class CallRanges(Listener):
         if scope is not None:
             self._close(scope)
         if rebuilt and rerun.call is not None:
-            self._name_rebuilt(rerun.call, output)
+            self._name_rebuilt(self._graph(rerun.call, output))
 
     def enter(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Open the call's range."""
@@ -104,12 +110,18 @@ class CallRanges(Listener):
             if index == call.index:
                 break
         if call.parent is None and self.wants_nodes and torch.is_grad_enabled():
-            self._name_graph(call, output)
+            self._name_graph(self._graph(call, output))
 
-    def _name_nodes(self, runner: PassRunner, graph: CallGraph) -> None:
+    def _graph(self, outer: Call, output: Any) -> CallGraph:
+        """The graph the outermost call ``outer`` created (:func:`~.graph.call_graph`)."""
+        assert self.runner is not None
+        return call_graph(self.runner, outer, output)
+
+    def _name_nodes(self, graph: CallGraph) -> None:
         """Name every node of ``graph`` with the backward label of the call that created it."""
+        assert self.runner is not None
         for _, node, owner in graph.nodes:
-            label = self._backward_label(runner.calls[owner])
+            label = self._backward_label(self.runner.calls[owner])
             self._name_node(node, lambda label=label: label)  # type: ignore[misc]
 
     def _name_node(self, node: Any, label: Callable[[], str]
@@ -144,11 +156,6 @@ class RangeListener(CallRanges):
             raise TypeError(f"nvtx must be a bool or None, got {type(nvtx).__name__}")
         super().__init__(backward)
         self.nvtx = cuda_available() if nvtx is None else nvtx
-        self._runner: PassRunner | None = None
-
-    def start(self, runner: PassRunner) -> None:
-        """Remember the runner (its calls name the backward ranges)."""
-        self._runner = runner
 
     def _label(self, call: Call) -> str:
         return display_path(call.path)
@@ -156,11 +163,7 @@ class RangeListener(CallRanges):
     def _backward_label(self, call: Call) -> str:
         return display_path(call.path) + BACKWARD_SUFFIX
 
-    def _name_graph(self, outer: Call, output: Any) -> None:
-        runner = self._runner
-        assert runner is not None
-        self._name_nodes(runner, call_graph(runner, outer, output))
-
+    _name_graph = CallRanges._name_nodes
     _name_rebuilt = _name_graph  # the rebuilt nodes are named as the forward's are
 
     def _begin(self, name: str) -> Any:

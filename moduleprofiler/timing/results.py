@@ -25,7 +25,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.export.columns import ColumnSpec
+from moduleprofiler.export.columns import ColumnSpec, median_of
 from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.facts import TimingFacts
@@ -34,9 +34,12 @@ from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.kernel_columns import (
     TRACE_MODULE_COLUMNS,
     TRACE_SAMPLES,
+    time_bound,
 )
+from moduleprofiler.timing.clocks.protocol import Readings
 from moduleprofiler.timing.columns import TIME_COLUMNS
 from moduleprofiler.timing.device_results import DeviceIteration
+from moduleprofiler.timing.environment import hardware_facts
 from moduleprofiler.timing.iteration import Floats, IterationTimes
 from moduleprofiler.timing.loop import BudgetUse
 from moduleprofiler.timing.overhead import HookCalibration
@@ -160,11 +163,8 @@ def _called_share(samples: NDArray[Any] | None) -> float:
 
 def _median(values: Any, floor: bool = False) -> float | None:
     array = np.asarray(values, dtype=np.float64)
-    array = array[~np.isnan(array)]
-    if not array.size:
-        return None
-    median = float(np.percentile(array, 50))
-    return max(0.0, median) if floor else median
+    median = median_of(array[~np.isnan(array)])
+    return max(0.0, median) if floor and median is not None else median
 
 
 def call_values(samples: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,25 +177,13 @@ def call_values(samples: Mapping[str, Any]) -> dict[str, Any]:
             out[f"{phase}_ms"] = _median(samples[f"{phase}_samples_ms"])
             out[f"self_{phase}_ms"] = _median(samples[f"self_{phase}_samples_ms"])
         if {f"{prefix}device_samples_ms", f"{prefix}host_samples_ms"} & samples.keys():
-            device, self_device, host, self_host = (
-                _median(samples.get(f"{own}{prefix}{kind}_samples_ms", ()), floor=kind == "host")
-                for kind in ("device", "host") for own in ("", "self_"))
-            out.update(device_host_values(device, self_device, host, self_host, prefix))
+            for quantity, floor in (("device", False), ("host", True)):
+                for own in ("", "self_"):
+                    out[f"{own}{prefix}{quantity}_ms"] = _median(
+                        samples.get(f"{own}{prefix}{quantity}_samples_ms", ()), floor=floor)
+            out[f"{prefix}time_bound"] = time_bound(out[f"{prefix}device_ms"],
+                                                    out[f"{prefix}host_ms"])
     return out
-
-
-def device_host_values(device_ms: float | None, self_device_ms: float | None,
-                       host_ms: float | None, self_host_ms: float | None,
-                       prefix: str = "") -> dict[str, Any]:
-    """The kernel clock's four times of a call or module (names after ``prefix``), and its
-    ``time_bound``: ``"host"`` when issuing its work took the host longer than the device
-    took to run it (the device then waits for launches), else ``"device"``."""
-    bound = None
-    if device_ms is not None and host_ms is not None:
-        bound = "host" if host_ms > device_ms else "device"
-    return {f"{prefix}device_ms": device_ms, f"self_{prefix}device_ms": self_device_ms,
-            f"{prefix}host_ms": host_ms, f"self_{prefix}host_ms": self_host_ms,
-            f"{prefix}time_bound": bound}
 
 
 def call_records(infos: Sequence[ModuleInfo], iterations: Sequence[IterationTimes]
@@ -232,6 +220,23 @@ def _same_calls(times: IterationTimes, other: IterationTimes) -> bool:
     return (np.array_equal(times.call_module, other.call_module)
             and np.array_equal(times.call_number, other.call_number)
             and np.array_equal(times.call_done, other.call_done))
+
+
+def pass_facts(readings: Readings, calibration: HookCalibration, environment: dict[str, Any],
+               kept: int, budget: BudgetUse | None, **facts: Any) -> TimingFacts:
+    """A timing pass's facts: what its clock read (``readings``: its name; under a device
+    clock the traced iterations, then the kept ones, their device time, the hook-free regime,
+    the compiled program; its notes after the pass's ``warnings``), the hooks'
+    ``calibration``, the ``environment`` (the device's name from it), ``kept`` iterations of
+    the stamps, the ``budget`` and the pass's other ``facts``."""
+    return TimingFacts(
+        clock=readings.clock, calibration=dataclasses.asdict(calibration),
+        environment=environment, device_name=environment.get("device_name"),
+        hardware=hardware_facts(), iterations=len(readings.traced) if readings.traced else kept,
+        budget=dataclasses.asdict(budget) if budget is not None else None,
+        hook_free=readings.hook_free, device_booked_ms=readings.booked_ms,
+        device_total_ms=readings.total_ms, compiled=readings.compiled,
+        **{**facts, "warnings": (*facts.get("warnings", ()), *readings.notes)})
 
 
 Timed = TypeVar("Timed", bound="TimedModules")
@@ -462,7 +467,8 @@ class TimedModules(Profile):
                                            or "backward_device_samples_ms" in r.metrics
                                            for r in self.records) else ("",)
         names = [name for prefix in phases for name in (
-            device_host_values(None, None, None, None, prefix) if self.kernels
+            (f"{prefix}device_ms", f"self_{prefix}device_ms", f"{prefix}host_ms",
+             f"self_{prefix}host_ms", f"{prefix}time_bound") if self.kernels
             else (f"{prefix}time_median_ms", f"self_{prefix}time_median_ms"))]
         if self.kernels:
             names += TRACE_MODULE_COLUMNS

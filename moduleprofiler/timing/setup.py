@@ -19,7 +19,7 @@ from moduleprofiler.failure import located_errors
 from moduleprofiler.inputs import make_invocation, unwrap_compiled
 from moduleprofiler.progress import Progress
 from moduleprofiler.runner import Listener, PassRunner
-from moduleprofiler.timing.clock import TimingWarning
+from moduleprofiler.timing.clock import issue_warnings
 from moduleprofiler.timing.clocks.choice import make_clock
 from moduleprofiler.timing.clocks.protocol import Clock
 from moduleprofiler.timing.device_trace import ClockName
@@ -65,9 +65,8 @@ class HookedPass:
                 notes.append(compiled)
                 warn(compiled, CodePathWarning)
             invoke = make_invocation(module, input, pred_fn)
-        for note in made.notes:
-            notes.append(note)
-            warn(note, TimingWarning)
+        notes.extend(made.notes)
+        issue_warnings(made.notes)
         return cls(module, resolved, invoke, made, notes)
 
     def runner(self, stampers: Sequence[ClockListener], outer: Sequence[Listener] = ()

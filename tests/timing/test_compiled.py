@@ -345,6 +345,20 @@ def test_a_compiled_training_steps_backward_is_booked_to_modules(trained):
     assert "backward graph's kernel" in " ".join(timing.warnings)
 
 
+def test_a_compiled_training_timing_keeps_the_compiled_graphs_and_fused_kernels(trained):
+    # as a compiled forward's timing does: the one graph the step ran (no break), and per
+    # module the forward's kernels that fuse work of several modules, the clock's own
+    _, clock, timing = trained
+    assert timing.timing.compiled == clock.facts()
+    assert len(timing.timing.compiled.regions) == 1 and not timing.timing.compiled.breaks
+    # the forward's fused kernels: the first block's residual add and ReLU with the
+    # LayerNorm (the root's, their deepest common ancestor), the last block's add and ReLU
+    frame = timing.to_df("module").set_index("module")
+    fused = frame.dropna(subset=["self_fused_kernels"])
+    assert dict(fused["self_fused_kernels"]) == {"__root__": 1, "2": 1}
+    assert dict(fused["fused_across"]) == {"__root__": "0, 0.act, 1", "2": "2, 2.act"}
+
+
 def test_auto_times_a_compiled_training_step_compiled():
     # before the compiled backward was booked, a compiled model's training step was timed
     # eagerly, with a CodePathWarning

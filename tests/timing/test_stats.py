@@ -58,6 +58,14 @@ def test_median_ci_ranks_match_binomial_tables():
     assert median_ci_ranks(10, 0.99) == (0, 9)
 
 
+def test_median_ci_ranks_normal_branch_uses_an_exact_normal_quantile():
+    # z = inv_cdf(1 - 0.0001 / 2) = 3.8905918864; n = 209319: n / 2 - 0.5 - z * sqrt(n) / 2
+    # = 104659 - 3.8905918864 * 457.5139342 / 2 = 103768.9999998, so l = 103768 + 1 and the
+    # ranks are (103768, 209319 - 103769 = 105550); an approximate quantile (Acklam's, off by
+    # 4e-9) crossed the integer and gave (103769, 105549)
+    assert median_ci_ranks(209319, 0.9999) == (103768, 105550)
+
+
 def test_median_ci_values_and_relative_width():
     low, high = median_ci(np.arange(1.0, 11.0))
     assert (low, high) == (2.0, 9.0)

@@ -34,12 +34,18 @@ def _column(name: str, kind: Kind, label: str | None = None, **declared: Any) ->
     _declared.append(register_column(name, kind, label, **declared))
 
 
-def _bound(device: Any, host: Any) -> str | None:
-    """``"host"`` when the module's median host time exceeds its median device time."""
-    device_ms, host_ms = median_of(device), median_of(host)
+def time_bound(device_ms: float | None, host_ms: float | None) -> str | None:
+    """A call's or module's ``time_bound``: ``"host"`` when issuing its work took the host
+    longer (``host_ms``, at least 0) than the device took to run it (the device then waits for
+    launches), else ``"device"``; ``None`` where either is unknown."""
     if device_ms is None or host_ms is None:
         return None
     return "host" if max(0.0, host_ms) > device_ms else "device"
+
+
+def _bound(device: Any, host: Any) -> str | None:
+    """The ``time_bound`` of a module's median host and device times."""
+    return time_bound(median_of(device), median_of(host))
 
 
 for _prefix, _phase in (("", ""), ("backward_", "bwd ")):

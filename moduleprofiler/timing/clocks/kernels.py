@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from moduleprofiler import devices
 from moduleprofiler.call import Call
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
+from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner, SequenceMap
 from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
 from moduleprofiler.timing.clocks.kernel_columns import DEVICE_COLUMNS
@@ -49,7 +50,7 @@ from moduleprofiler.timing.device_trace import (
     open_range,
     sessions_entered,
 )
-from moduleprofiler.timing.graph import CallGraph, call_graph
+from moduleprofiler.timing.graph import CallGraph
 from moduleprofiler.timing.iteration import iteration_of_own
 from moduleprofiler.timing.listener import Step, stamped_block
 from moduleprofiler.timing.loop import Block
@@ -70,7 +71,6 @@ class KernelRanges(CallRanges):
 
     def __init__(self, backward: bool = False) -> None:
         super().__init__(backward)
-        self.runner: PassRunner | None = None
         self.module_index: dict[int, int] = {}
         self._iteration = 0
         self._calls: list[list[Call]] = []
@@ -91,7 +91,7 @@ class KernelRanges(CallRanges):
     # -- iterations ------------------------------------------------------------------------
     def start(self, runner: PassRunner) -> None:
         """The hooks are installed: remember the runner and its module order."""
-        self.runner = runner
+        super().start(runner)
         self.module_index = {id(m): i for i, m in enumerate(runner.modules)}
 
     def stop(self, runner: PassRunner) -> None:
@@ -161,12 +161,10 @@ class KernelRanges(CallRanges):
                                  np.asarray([sum(a.duration for a in acts) for acts in forward],
                                             dtype=np.float64),
                                  self._backward_own(k, calls, booking, engine))
-        # each call's forward activities with its children's: children come after parents
-        inclusive: list[list[Activity]] = [list(acts) for acts in forward]
-        for call in range(n - 1, -1, -1):
-            parent = calls[call].parent
-            if parent is not None:
-                inclusive[parent].extend(inclusive[call])
+        # each call's forward activities with its children's (every call has a list: none
+        # is unknown)
+        inclusive = cast(list[list[Activity]],
+                         subtree_totals(forward, [call.parent for call in calls]))
         spans = [max(a.end for a in acts) - min(a.start for a in acts) if acts else 0
                  for acts in inclusive]
         booked = float(np.sum(times.call_fwd_exclusive))
@@ -199,36 +197,26 @@ class KernelRanges(CallRanges):
         return own
 
     # -- backward ranges -------------------------------------------------------------------
-    def _name_graph(self, outer: Call, output: Any) -> None:
-        self._name_accumulate(call_graph(self._runner_set(), outer, output))
-
-    def _name_rebuilt(self, outer: Call, output: Any) -> None:
+    def _name_rebuilt(self, graph: CallGraph) -> None:
         """The graph a reentrant checkpoint rebuilt runs in a nested backward whose nodes'
         sequence numbers come from the thread that reran the forward (on CUDA not the
         forward's, so the engine's ranges cannot say whose they are): each node gets a range of
         the call that created it in the rerun."""
-        runner = self._runner_set()
-        graph = call_graph(runner, outer, output)
-        self._name_nodes(runner, graph)
+        self._name_nodes(graph)
         self._name_accumulate(graph)
 
-    def _runner_set(self) -> PassRunner:
-        assert self.runner is not None
-        return self.runner
-
     def _name_accumulate(self, graph: CallGraph) -> None:
-        runner = self._runner_set()
-        for node, consumer in graph.accumulate:
-            owned = consumer >= 0 and runner.owner_of_node(node) is not None
-            if not owned or id(node) in self._accumulate:
+        for node, module in graph.accumulate:
+            if module is None or id(node) in self._accumulate:
                 continue  # an input's .grad is the caller's work; hooked nodes stay hooked
-            module = self.module_index.get(id(runner.calls[consumer].module), -1)
             # the node outlives the iteration: its label reads the iteration when it runs
             self._accumulate[id(node)] = (node, *self._name_node(
-                node, self._accumulate_label(module)))
+                node, self._accumulate_label(self.module_index.get(id(module), -1))))
 
     def _accumulate_label(self, module: int) -> Callable[[], str]:
         return lambda: f"{self._iteration}:a{module}"
+
+    _name_graph = _name_accumulate  # the forward's nodes are named by the engine's ranges
 
 
 @dataclass
