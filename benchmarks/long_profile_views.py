@@ -6,6 +6,7 @@ One command, from the repository root::
 
     PYTHONPATH=. python benchmarks/long_profile_views.py                  # against HEAD~1
     PYTHONPATH=. python benchmarks/long_profile_views.py --before main --steps 8000 --rounds 7
+    PYTHONPATH=. python benchmarks/long_profile_views.py --before /tmp/old  # a package folder
 
 In interleaved rounds it starts a fresh process per side (the earlier commit's package from
 ``git archive`` on ``PYTHONPATH``, then this checkout's, in alternating order) that profiles
@@ -89,7 +90,8 @@ def _run(path: Path, steps: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", default="HEAD~1", help="the earlier commit (git rev)")
+    parser.add_argument("--before", default="HEAD~1",
+                        help="the earlier commit (git rev), or a folder holding its package")
     parser.add_argument("--steps", type=int, default=8000, help="loop steps (2 calls each)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -98,8 +100,9 @@ def main() -> None:
         _child(args.steps)
         return
     with tempfile.TemporaryDirectory() as folder:
-        before = Path(folder)
-        _archive(args.before, before)
+        before = Path(args.before) if Path(args.before).is_dir() else Path(folder)
+        if before == Path(folder):
+            _archive(args.before, before)
         sides = {"before": before, "after": ROOT}
         times: dict[str, dict[str, list[float]]] = {s: {v: [] for v in VIEWS} for s in sides}
         digests: dict[str, set[str]] = {s: set() for s in sides}
