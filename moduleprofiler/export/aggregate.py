@@ -38,14 +38,8 @@ def plain(values: Iterable[Any]) -> list[Any]:
     for value in values:
         if isinstance(value, np.generic):
             value = value.item()
-        out.append(value if known(value) else None)
+        out.append(None if is_missing(value) else value)
     return out
-
-
-def known(value: Any) -> bool:
-    """Whether ``value`` is a value (:func:`~moduleprofiler.export.units.is_missing` is false:
-    not ``None``, ``pd.NA`` or NaN)."""
-    return not is_missing(value)
 
 
 def sum_known(values: Iterable[Any]) -> Any:
@@ -53,7 +47,7 @@ def sum_known(values: Iterable[Any]) -> Any:
     total: Any = 0
     seen = False
     for value in values:
-        if not known(value):
+        if is_missing(value):
             return None
         total += value
         seen = True
@@ -62,13 +56,13 @@ def sum_known(values: Iterable[Any]) -> Any:
 
 def max_known(values: Iterable[Any]) -> Any:
     """The largest known value (``None`` when none is known)."""
-    present = [value for value in values if known(value)]
+    present = [value for value in values if not is_missing(value)]
     return max(present) if present else None
 
 
 def all_known(values: Iterable[Any]) -> Any:
     """Whether every known value is true (``None`` when none is known)."""
-    present = [bool(value) for value in values if known(value)]
+    present = [bool(value) for value in values if not is_missing(value)]
     return all(present) if present else None
 
 
@@ -200,7 +194,7 @@ def combine_group(aggregation: Aggregation, values: Sequence[Any], top: Sequence
     all of them (max); of its own work 0, as it never ran (sum), where the quantity is known
     for its descendants; no shape of its own (first)."""
     if aggregation == "sum":
-        return 0 if any(known(values[row]) for row in every) else None
+        return 0 if any(not is_missing(values[row]) for row in every) else None
     if aggregation == "inclusive":
         return sum_known(values[row] for row in top)
     if aggregation == "all":

@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 
 from moduleprofiler.count_dtype import count_dtype
-from moduleprofiler.export.aggregate import known, plain
+from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.tree import parents, relative_name
+from moduleprofiler.export.units import is_missing
 
 FOLD_MIN = 2
 """The fewest identical siblings folded into one row."""
@@ -63,11 +64,11 @@ def _shares_tensors(cells: Cells, run: list[int], parent: int | None,
             continue
         cell = cells[column]
         values: list[Any] = [cell[head] for head in run]
-        if not all(known(value) for value in values):
+        if any(is_missing(value) for value in values):
             continue
-        drawn = any(not known(cell[row]) for head in run for row in range(head + 1, ends[head]))
+        drawn = any(is_missing(cell[row]) for head in run for row in range(head + 1, ends[head]))
         whole: Any = cell[parent] if parent is not None else None
-        if drawn or (known(whole) and sum(values) > whole):
+        if drawn or (not is_missing(whole) and sum(values) > whole):
             return True
     return False
 
@@ -132,7 +133,7 @@ def _runs(children: list[int], names: list[str], keys: dict[int, tuple[Any, ...]
 def _fold_value(values: list[Any], how: str) -> Any:
     # plain Python numbers: numpy's int64 sums of large blocks wrap round without a word
     values = plain(values)
-    present = [value for value in values if known(value)]
+    present = [value for value in values if not is_missing(value)]
     if how == "sum":
         return sum(present) if len(present) == len(values) else pd.NA
     if how == "max":
@@ -207,7 +208,7 @@ def _typed(values: pd.Series, dtype: Any) -> pd.Series:
         return values.astype(object)
     if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
         return values.astype(dtype)
-    present = values.map(known).astype(bool)
+    present = ~values.map(is_missing).astype(bool)
     if dtype.kind == "f":
         return values.where(present, np.nan).astype(dtype)
     if bool(present.all()):
