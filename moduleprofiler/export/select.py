@@ -5,7 +5,7 @@ export layer happens here or in ``frame.py``; renderers only format."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
@@ -89,10 +89,10 @@ def _bounded_totals(profile: Profile) -> tuple[str, ...]:
 
 
 def column_total(frame: pd.DataFrame, column: str,
-                 known: dict[str, int | float]) -> int | float | None:
-    """The total of ``column``: a known profile total, else the largest value of a ``max``
-    column, the outermost rows' sum for an inclusive one, the sum of all rows for an own one,
-    ``None`` when it has no total."""
+                 known: Mapping[str, int | float | None]) -> int | float | None:
+    """The total of ``column``: a known profile total (``None`` in ``known``: none), else the
+    largest value of a ``max`` column, the outermost rows' sum for an inclusive one, the sum
+    of all rows for an own one, ``None`` when it has no total."""
     if column in known:
         return known[column]
     spec = column_spec(column, frame[column].dtype)
@@ -109,7 +109,7 @@ def column_total(frame: pd.DataFrame, column: str,
 
 
 def add_percentages(frame: pd.DataFrame, columns: Iterable[str],
-                    known: dict[str, int | float]) -> pd.DataFrame:
+                    known: Mapping[str, int | float | None]) -> pd.DataFrame:
     """A copy with ``<c>_pct`` = 100 * ``c`` / total(``c``) for each requested ``<c>_pct``
     whose base column exists (``<NA>`` when the value or the total is unknown or 0)."""
     out = frame.copy()
