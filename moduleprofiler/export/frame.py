@@ -411,9 +411,11 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
         spec = column_spec(name, modules[name].dtype)
         values = plain(modules[name])
         if spec.aggregation in ("sum", "inclusive"):
-            picked = [[values[r] for r in members[k]
-                       if spec.aggregation == "sum" or outermost[r]] for k in order]
-            combined = [_sum_of_known(group) for group in picked]
+            # per type, an unknown module (one never called) adds nothing rather than
+            # hiding the others: the sum of the known values (None when none is known)
+            combined = [sum_known(values[r] for r in members[k] if values[r] is not None
+                                  and (spec.aggregation == "sum" or outermost[r]))
+                        for k in order]
             if by_path and spec.aggregation == "inclusive":
                 combined = [None if total is None else total - shared_overlap(
                     name, [by_path[paths[r]] for r in members[k]
@@ -425,13 +427,6 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
             continue
         out[name] = typed_series(combined, spec)
     return pd.DataFrame(out)
-
-
-def _sum_of_known(values: list[Any]) -> Any:
-    """Sum of the known values (``None`` when none is known): per type, an unknown module
-    (one never called) adds nothing rather than hiding the others."""
-    present = [value for value in values if value is not None]
-    return sum_known(present) if present else None
 
 
 def type_frame(profile: Profile) -> pd.DataFrame:
