@@ -425,11 +425,7 @@ _STATISTIC = re.compile(r"(^|_)(std|iqr|var|ci_low|ci_high|cv|p\d+|min)(_|$)")
 
 
 def _default_label(name: str) -> str:
-    base = name
-    for suffix in _UNIT_SUFFIXES:
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-            break
+    base = next((name.removesuffix(s) for s in _UNIT_SUFFIXES if name.endswith(s)), name)
     label = base.replace("_", " ")
     if name.endswith("_bits"):
         label += " (bits)"
