@@ -217,9 +217,8 @@ def _cards(profile: Profile) -> list[dict[str, Any]]:
     cards.append(("calls", "module calls", len(profile.records)))
     cards.append(("modules", "modules", len(profile.modules)))
     # a total that is a lower bound says so on its card: "≥ 11.41K", as the repr's ">="
-    bounded = {label for column, label, _ in cards
-               if (column in profile.lower_bounds and not label.startswith("backward"))
-               or (label.startswith("backward") and "backward" in profile.lower_bounds)}
+    bounded = {label for column, label, _ in cards if (
+        "backward" if label.startswith("backward") else column) in profile.lower_bounds}
     out = [{"label": label, "text": (LOWER_MARK if label in bounded and not is_missing(value)
                                      else "") + _text(column, value),
             "raw": "" if is_missing(value) else str(value)} for column, label, value in cards]
