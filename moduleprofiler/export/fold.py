@@ -16,14 +16,14 @@ column keeps its value where the blocks agree and is unknown where they do not.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from moduleprofiler.count_dtype import count_dtype
-from moduleprofiler.export.aggregate import plain
+from moduleprofiler.export.aggregate import all_known, max_known, plain, sum_known
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.tree import parents, relative_name
@@ -73,15 +73,14 @@ def _shares_tensors(cells: Cells, run: list[int], parent: int | None,
     return False
 
 
-def _combine(spec: ColumnSpec) -> str:
-    """How folded blocks combine a column: ``sum``, ``max``, ``all`` or ``same``."""
+def _combine(spec: ColumnSpec) -> Callable[[list[Any]], Any] | None:
+    """How folded blocks combine a column: summed, the largest or all true
+    (:mod:`~moduleprofiler.export.aggregate`); ``None``: kept where they agree."""
     if spec.kind in ("percent", "fraction"):
-        return "sum"
+        return sum_known
     if spec.numeric and spec.aggregation in ("sum", "inclusive"):
-        return "sum"
-    if spec.aggregation in ("max", "all"):
-        return spec.aggregation
-    return "same"
+        return sum_known
+    return {"max": max_known, "all": all_known}.get(spec.aggregation)
 
 
 def _subtree_ends(parent_of: Sequence[int | None]) -> list[int]:
@@ -130,17 +129,13 @@ def _runs(children: list[int], names: list[str], keys: dict[int, tuple[Any, ...]
     return [run for run in runs if len(run) >= FOLD_MIN]
 
 
-def _fold_value(values: list[Any], how: str) -> Any:
+def _fold_value(values: list[Any], combine: Callable[[list[Any]], Any] | None) -> Any:
     # plain Python numbers: numpy's int64 sums of large blocks wrap round without a word
     values = plain(values)
-    present = [value for value in values if not is_missing(value)]
-    if how == "sum":
-        return sum(present) if len(present) == len(values) else pd.NA
-    if how == "max":
-        return max(present) if present else pd.NA
-    if how == "all":
-        return all(bool(value) for value in present) if present else pd.NA
-    return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
+    if combine is None:
+        return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
+    combined = combine(values)
+    return pd.NA if combined is None else combined
 
 
 def block_keys(frame: pd.DataFrame) -> dict[str, tuple[Any, ...]]:
