@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from moduleprofiler.export.aggregate import plain
 from moduleprofiler.export.renamed import current_name
 from moduleprofiler.records import COUNTED_SOURCES, subtree_totals
 
@@ -107,14 +108,14 @@ def scaled(column: str, factor: int | float) -> Derived:
     """``factor * column`` (``scaled("self_macs", 2)`` is ``self_flops``)."""
     # in Python numbers: Int64 arithmetic wraps past 2**63 without a word
     return Derived((column,), lambda calls: [
-        None if pd.isna(value) else (value.item() if isinstance(value, np.generic) else value)
-        * factor for value in calls[column]])
+        None if value is None else value * factor for value in plain(calls[column])])
 
 
 def inclusive_of(column: str) -> Derived:
     """Each call's ``column`` plus that of every call made inside it (unknown values count as
     nothing; a call whose subtree knows none stays unknown)."""
-    return Derived((column, "call", "parent"), lambda calls: subtree_sums(calls, column))
+    return Derived((column, "call", "parent"),
+                   lambda calls: subtree_totals(plain(calls[column]), _parent_rows(calls)))
 
 
 def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
@@ -129,12 +130,6 @@ def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
                                 description=f"self_{name} of the call and every call "
                                             "inside it")
     return own, inclusive
-
-
-def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
-    """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
-    return subtree_totals([None if pd.isna(value) else value for value in calls[column]],
-                          _parent_rows(calls))
 
 
 def _parent_rows(calls: pd.DataFrame) -> list[int | None]:
