@@ -229,11 +229,6 @@ def wrap_footer(lines: Sequence[str], width: int | None) -> list[str]:
     return [line.replace(_KEEP, " ") for line in lines]
 
 
-def _conventions(view: ViewData) -> str | None:
-    names = [*view.columns, *view.totals]
-    return conventions_line(column_spec(name.removesuffix("_pct")).unit for name in names)
-
-
 def totals_line(view: ViewData, glyphs: Glyphs) -> str | None:
     """The ``total: ...`` line under a view (``None`` when it has no totals)."""
     parts = []
@@ -248,7 +243,8 @@ def totals_line(view: ViewData, glyphs: Glyphs) -> str | None:
 
 def _footer(view: ViewData, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
     lines = [line for line in [totals_line(view, glyphs)] if line]
-    convention = _conventions(view)
+    convention = conventions_line(column_spec(name.removesuffix("_pct")).unit
+                                  for name in [*view.columns, *view.totals])
     if convention and not view.raw:
         lines.append(convention)
     if hidden:
