@@ -17,7 +17,7 @@ from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
-from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
+from moduleprofiler.records import GROUPING, ancestor_paths, ran_without
 from moduleprofiler.validate import (
     check_bool,
     check_int,
@@ -711,15 +711,10 @@ def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
                 and path in modules and modules[path].params and not ran_without(path, called)]
     if not weighted:
         return ""
-    in_attention = any(_is_or_is_inside(modules, path, MULTIHEAD_ATTENTION) for path in uncalled)
+    in_attention = any(modules[each].type_name == MULTIHEAD_ATTENTION for path in uncalled
+                       for each in (*ancestor_paths(path), path) if each in modules)
     example = f" ({MULTIHEAD_ATTENTION}'s out_proj)" if in_attention else ""
     return f"; the work a parent does with their weights{example} is in the parent's own count"
-
-
-def _is_or_is_inside(modules: dict[str, ModuleInfo], path: str, type_name: str) -> bool:
-    """Whether the module at ``path`` or one of its ancestors has type ``type_name``."""
-    return any(modules[each].type_name == type_name
-               for each in (*ancestor_paths(path), path) if each in modules)
 
 
 def _root_type(profile: Profile) -> str:
