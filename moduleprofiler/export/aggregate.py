@@ -1,5 +1,5 @@
 """How per-call values become per-module and per-type values, by each column's aggregation
-(:data:`~moduleprofiler.export.columns.Aggregation`).
+(:data:`Aggregation`).
 
 Two facts of the call tree decide what may be added up:
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -27,8 +27,22 @@ from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import CALLED, GROUPING, UNCALLED, ModuleStatus, ancestor_paths
 
 if TYPE_CHECKING:
-    from moduleprofiler.export.columns import Aggregation
     from moduleprofiler.records import CallRecord, ProfileData
+
+Aggregation = Literal["sum", "inclusive", "max", "first", "all", "none"]
+"""How the calls of one module (and the modules of one type) combine into one value:
+
+* ``sum``: each call holds its own share (``self_ops``, ``self_params``): a module sums its calls, a
+  type its modules, and the rows of a table add up to the whole model;
+* ``inclusive``: a call's value contains the calls made inside it (``ops``, a
+  forward time): a module sums its *outermost* calls (a call nested inside another call of the
+  same module is already counted in it), a type its outermost modules; the whole model's value
+  is the root's;
+* ``max``: the largest value of the calls (a peak); the whole model's value is the largest;
+* ``first``: the first call's value (shapes, dtypes); types have none;
+* ``all``: true when every call's value is (``complete``);
+* ``none``: a fact of one call (its index, its parent) that modules and types do not have.
+"""
 
 
 def plain(values: Iterable[Any]) -> list[Any]:
