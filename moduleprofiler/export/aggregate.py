@@ -1,5 +1,5 @@
 """How per-call values become per-module and per-type values, by each column's aggregation
-(:data:`~moduleprofiler.export.columns.Aggregation`).
+(:data:`Aggregation`).
 
 Two facts of the call tree decide what may be added up:
 
@@ -19,14 +19,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from moduleprofiler.export.values import known
+from moduleprofiler.export.units import is_missing
 from moduleprofiler.records import CALLED, GROUPING, UNCALLED, ModuleStatus, ancestor_paths
 
 if TYPE_CHECKING:
-    from moduleprofiler.export.columns import Aggregation
     from moduleprofiler.records import CallRecord, ProfileData
+
+Aggregation = Literal["sum", "inclusive", "max", "first", "all", "none"]
+"""How the calls of one module (and the modules of one type) combine into one value:
+
+* ``sum``: each call holds its own share (``self_ops``, ``self_params``): a module sums its calls, a
+  type its modules, and the rows of a table add up to the whole model;
+* ``inclusive``: a call's value contains the calls made inside it (``ops``, a
+  forward time): a module sums its *outermost* calls (a call nested inside another call of the
+  same module is already counted in it), a type its outermost modules; the whole model's value
+  is the root's;
+* ``max``: the largest value of the calls (a peak); the whole model's value is the largest;
+* ``first``: the first call's value (shapes, dtypes); types have none;
+* ``all``: true when every call's value is (``complete``);
+* ``none``: a fact of one call (its index, its parent) that modules and types do not have.
+"""
 
 
 _INTEGERS = frozenset((int, bool))
@@ -40,7 +54,7 @@ def sum_known(values: Iterable[Any]) -> Any:
     total: Any = 0
     seen = False
     for value in values:
-        if not known(value):
+        if is_missing(value):
             return None
         total += value
         seen = True
@@ -49,13 +63,13 @@ def sum_known(values: Iterable[Any]) -> Any:
 
 def max_known(values: Iterable[Any]) -> Any:
     """The largest known value (``None`` when none is known)."""
-    present = [value for value in values if known(value)]
+    present = [value for value in values if not is_missing(value)]
     return max(present) if present else None
 
 
 def all_known(values: Iterable[Any]) -> Any:
     """Whether every known value is true (``None`` when none is known)."""
-    present = [bool(value) for value in values if known(value)]
+    present = [bool(value) for value in values if not is_missing(value)]
     return all(present) if present else None
 
 
@@ -187,7 +201,7 @@ def combine_group(aggregation: Aggregation, values: Sequence[Any], top: Sequence
     all of them (max); of its own work 0, as it never ran (sum), where the quantity is known
     for its descendants; no shape of its own (first)."""
     if aggregation == "sum":
-        return 0 if any(known(values[row]) for row in every) else None
+        return 0 if any(not is_missing(values[row]) for row in every) else None
     if aggregation == "inclusive":
         return sum_known(values[row] for row in top)
     if aggregation == "all":

@@ -15,7 +15,7 @@ from moduleprofiler.export.aggregate import sum_known
 from moduleprofiler.export.columns import FLOPS, MACS, ColumnSpec, register_column
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.names import module_name, module_path
-from moduleprofiler.export.select import listing, share_note
+from moduleprofiler.export.select import add_percentages, listing, share_note
 from moduleprofiler.export.view import View
 from moduleprofiler.records import CallRecord, ProfileData
 
@@ -112,11 +112,9 @@ def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
     })
     # an operator without a formula leaves the ops total a lower bound, and so every ops
     # share unknown (the true total is larger by an unknown amount); bytes are always known
-    bounded = {"ops": any(v is None for v in ops), "operator_bytes": False}
-    for column, total in (("ops", total_ops), ("operator_bytes", total_bytes)):
-        values = pd.to_numeric(frame[column], errors="coerce").astype("Float64")
-        frame[f"{column}_pct"] = (values * 100.0 / total if total and not bounded[column]
-                                  else pd.array([pd.NA] * len(frame), "Float64"))
+    bounded = any(v is None for v in ops)
+    frame = add_percentages(frame, ["ops_pct", "operator_bytes_pct"],
+                            {"ops": None if bounded else total_ops, "operator_bytes": total_bytes})
     frame = frame.sort_values(["ops", "operator_bytes", "operator"],
                               ascending=[False, False, True], kind="stable",
                               na_position="last").reset_index(drop=True)
@@ -127,7 +125,7 @@ def by_operator_view(profile: ProfileData, module: str | None = None) -> View:
         title=f"Operators of {where}",
         totals={"ops": total_ops, "macs": total_macs,
                 "flops": 2 * total_macs, "operator_bytes": total_bytes},
-        lower_bounds=(*(("ops",) if bounded["ops"] else ()),
+        lower_bounds=(*(("ops",) if bounded else ()),
                       *(("macs", "flops") if any(v is None for v in macs) else ())),
         notes=_notes(profile, records, module is None, names, ops),
         overrides=_OVERRIDES, optional=("operator_bytes_pct", "calls", "flops"),

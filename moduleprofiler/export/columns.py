@@ -25,6 +25,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
+from moduleprofiler.export.aggregate import Aggregation as Aggregation
 from moduleprofiler.export.renamed import current_name
 from moduleprofiler.export.values import plain
 from moduleprofiler.records import COUNTED_SOURCES, subtree_totals
@@ -39,21 +40,6 @@ counts), ``count`` K/M/G, ``bytes`` KiB/MiB, ``time`` milliseconds shown in ns/Â
 ``shape`` a shape tree, ``dtype`` dtype names, ``flag`` yes/no, ``number`` any other number;
 ``samples`` a call's per-iteration values (a tuple), kept on the record for the
 :class:`Statistic` columns and never shown."""
-
-Aggregation = Literal["sum", "inclusive", "max", "first", "all", "none"]
-"""How the calls of one module (and the modules of one type) combine into one value:
-
-* ``sum``: each call holds its own share (``self_ops``, ``self_params``): a module sums its calls, a
-  type its modules, and the rows of a table add up to the whole model;
-* ``inclusive``: a call's value contains the calls made inside it (``ops``, a
-  forward time): a module sums its *outermost* calls (a call nested inside another call of the
-  same module is already counted in it), a type its outermost modules; the whole model's value
-  is the root's;
-* ``max``: the largest value of the calls (a peak); the whole model's value is the largest;
-* ``first``: the first call's value (shapes, dtypes); types have none;
-* ``all``: true when every call's value is (``complete``);
-* ``none``: a fact of one call (its index, its parent) that modules and types do not have.
-"""
 
 NUMERIC_KINDS: frozenset[str] = frozenset(
     {"int", "count", "bytes", "time", "percent", "fraction", "number", "flag", "ratio"}
@@ -114,7 +100,8 @@ def scaled(column: str, factor: int | float) -> Derived:
 def inclusive_of(column: str) -> Derived:
     """Each call's ``column`` plus that of every call made inside it (unknown values count as
     nothing; a call whose subtree knows none stays unknown)."""
-    return Derived((column, "call", "parent"), lambda calls: subtree_sums(calls, column))
+    return Derived((column, "call", "parent"),
+                   lambda calls: subtree_totals(plain(calls[column]), _parent_rows(calls)))
 
 
 def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
@@ -129,11 +116,6 @@ def register_own_and_inclusive(name: str, kind: Kind, label: str, unit: str,
                                 description=f"self_{name} of the call and every call "
                                             "inside it")
     return own, inclusive
-
-
-def subtree_sums(calls: pd.DataFrame, column: str) -> list[Any]:
-    """For each row of a per-call frame, ``column`` summed over the call and its descendants."""
-    return subtree_totals(plain(calls[column]), _parent_rows(calls))
 
 
 def _parent_rows(calls: pd.DataFrame) -> list[int | None]:
@@ -424,11 +406,7 @@ _STATISTIC = re.compile(r"(^|_)(std|iqr|var|ci_low|ci_high|cv|p\d+|min)(_|$)")
 
 
 def _default_label(name: str) -> str:
-    base = name
-    for suffix in _UNIT_SUFFIXES:
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-            break
+    base = next((name.removesuffix(s) for s in _UNIT_SUFFIXES if name.endswith(s)), name)
     label = base.replace("_", " ")
     if name.endswith("_bits"):
         label += " (bits)"

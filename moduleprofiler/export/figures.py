@@ -138,10 +138,11 @@ def _nonzero(labels: Sequence[str], values: Sequence[float]) -> tuple[list[str],
     return [p[0] for p in pairs], [p[1] for p in pairs], len(labels) - len(pairs)
 
 
-def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int = 0) -> str:
-    """``text`` and, on a second line, what was not drawn: ``zero`` rows (of ``noun``) whose
-    value is 0 and ``unknown`` ones; and, where ``bounds`` bars are lower bounds (their
-    labels marked), what the mark means."""
+def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int = 0,
+           joint: str = "\n") -> str:
+    """``text`` and, after ``joint`` (on a second line), what was not drawn: ``zero`` rows (of
+    ``noun``) whose value is 0 and ``unknown`` ones; and, where ``bounds`` bars are lower
+    bounds (their labels marked), what the mark means."""
     notes = []
     if zero:
         notes.append(f"{zero} {noun}{'s' if zero != 1 else ''} with none, left out")
@@ -149,7 +150,7 @@ def _title(text: str, unknown: int, zero: int = 0, noun: str = "", bounds: int =
         notes.append(f"{unknown} unknown, not drawn")
     if bounds:
         notes.append(BOUND_NOTE)
-    return text if not notes else f"{text}\n({'; '.join(notes)})"
+    return text if not notes else f"{text}{joint}({'; '.join(notes)})"
 
 
 def _marked(labels: Sequence[str], frame: pd.DataFrame, column: str) -> list[str]:
@@ -373,10 +374,8 @@ def plot_summary(profiles: Mapping[str, Profile] | Iterable[Profile],
                       fontsize=9)
         ax.set_ylim(len(names) - 0.5, -0.5)  # the first model on top, as in the table
         _value_axis(ax.xaxis, column)
-        label = header(specs[column], UNICODE)
-        notes = [*([f"{unknown} unknown, not drawn"] if unknown else []),
-                 *([BOUND_NOTE] if any(n.startswith(LOWER_MARK) for n in names) else [])]
-        ax.set_xlabel(f"{label} ({'; '.join(notes)})" if notes else label)
+        ax.set_xlabel(_title(header(specs[column], UNICODE), unknown, joint=" ",
+                             bounds=sum(n.startswith(LOWER_MARK) for n in names)))
     for ax in axes[len(chosen):]:
         figure.delaxes(ax)
     figure.suptitle(title if title is not None else "Model comparison", fontsize=11)

@@ -47,10 +47,10 @@ MIN_WIDTH = 40
 SHAPE_CELL = 20
 """Shape cells are cut to this many characters when the table is too wide."""
 NAME_FLOOR = 24
+"""Step 3 elides names to no fewer characters than this (step 5 goes further)."""
 LABEL_FLOOR = 16
 """Step 3 leaves each tree label at least this many characters after its prefix: a deep
 row elided into its prefix (``|   |...attn (Conv1D)``) reads as a row of another depth."""
-"""Step 3 elides names to no fewer characters than this (step 5 goes further)."""
 GAP = 2
 """Spaces between two columns."""
 

@@ -16,17 +16,19 @@ column keeps its value where the blocks agree and is unknown where they do not.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from moduleprofiler.count_dtype import count_dtype
+from moduleprofiler.export.aggregate import all_known, max_known, sum_known
 from moduleprofiler.export.columns import ColumnSpec, column_spec
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.tree import parents, relative_name
-from moduleprofiler.export.values import known, plain
+from moduleprofiler.export.units import is_missing
+from moduleprofiler.export.values import plain
 
 FOLD_MIN = 2
 """The fewest identical siblings folded into one row."""
@@ -63,24 +65,23 @@ def _shares_tensors(cells: Cells, run: list[int], parent: int | None,
             continue
         cell = cells[column]
         values: list[Any] = [cell[head] for head in run]
-        if not all(known(value) for value in values):
+        if any(is_missing(value) for value in values):
             continue
-        drawn = any(not known(cell[row]) for head in run for row in range(head + 1, ends[head]))
+        drawn = any(is_missing(cell[row]) for head in run for row in range(head + 1, ends[head]))
         whole: Any = cell[parent] if parent is not None else None
-        if drawn or (known(whole) and sum(values) > whole):
+        if drawn or (not is_missing(whole) and sum(values) > whole):
             return True
     return False
 
 
-def _combine(spec: ColumnSpec) -> str:
-    """How folded blocks combine a column: ``sum``, ``max``, ``all`` or ``same``."""
+def _combine(spec: ColumnSpec) -> Callable[[list[Any]], Any] | None:
+    """How folded blocks combine a column: summed, the largest or all true
+    (:mod:`~moduleprofiler.export.aggregate`); ``None``: kept where they agree."""
     if spec.kind in ("percent", "fraction"):
-        return "sum"
+        return sum_known
     if spec.numeric and spec.aggregation in ("sum", "inclusive"):
-        return "sum"
-    if spec.aggregation in ("max", "all"):
-        return spec.aggregation
-    return "same"
+        return sum_known
+    return {"max": max_known, "all": all_known}.get(spec.aggregation)
 
 
 def _subtree_ends(parent_of: Sequence[int | None]) -> list[int]:
@@ -129,17 +130,13 @@ def _runs(children: list[int], names: list[str], keys: dict[int, tuple[Any, ...]
     return [run for run in runs if len(run) >= FOLD_MIN]
 
 
-def _fold_value(values: list[Any], how: str) -> Any:
+def _fold_value(values: list[Any], combine: Callable[[list[Any]], Any] | None) -> Any:
     # plain Python numbers: numpy's int64 sums of large blocks wrap round without a word
     values = plain(values)
-    present = [value for value in values if known(value)]
-    if how == "sum":
-        return sum(present) if len(present) == len(values) else pd.NA
-    if how == "max":
-        return max(present) if present else pd.NA
-    if how == "all":
-        return all(bool(value) for value in present) if present else pd.NA
-    return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
+    if combine is None:
+        return values[0] if all(repr(value) == repr(values[0]) for value in values) else pd.NA
+    combined = combine(values)
+    return pd.NA if combined is None else combined
 
 
 def block_keys(frame: pd.DataFrame) -> dict[str, tuple[Any, ...]]:
@@ -207,7 +204,7 @@ def _typed(values: pd.Series, dtype: Any) -> pd.Series:
         return values.astype(object)
     if not isinstance(dtype, np.dtype) or dtype.kind not in "fiub":
         return values.astype(dtype)
-    present = values.map(known).astype(bool)
+    present = ~values.map(is_missing).astype(bool)
     if dtype.kind == "f":
         return values.where(present, np.nan).astype(dtype)
     if bool(present.all()):

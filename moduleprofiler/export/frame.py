@@ -69,12 +69,9 @@ _RECORD_COLUMNS: tuple[tuple[str, str], ...] = tuple(
 column named as the record's key in dicts and JSON (:data:`FIELD_KEYS`)."""
 _FACTS = ("trainable_params", "buffers", "param_bytes", "buffer_bytes")
 """Module facts (:class:`ModuleInfo` fields) repeated on each of its calls."""
-_COUNTS: tuple[tuple[str, str], ...] = (
-    ("self_ops", "self_ops"), ("self_macs", "self_macs"), ("ops_source", "ops_source"),
-    ("ops", "ops"), ("macs", "macs"),
-    ("complete", "complete"), ("self_backward_ops", "self_backward_ops"),
-    ("self_backward_macs", "self_backward_macs"),
-)
+_COUNTS = ("self_ops", "self_macs", "ops_source", "ops", "macs", "complete",
+           "self_backward_ops", "self_backward_macs")
+"""The per-call frame's columns taken from the record's fields of the same name."""
 _NOT_PER_MODULE = frozenset({"module", "type", "depth", "ops_source"})
 """Call columns a module row gets from its :class:`ModuleInfo` or its own rule."""
 _MODULE_FACTS = ("params", "self_params", *_FACTS)
@@ -176,8 +173,8 @@ def _call_frame(profile: Profile) -> pd.DataFrame:
     for name in _facts(profile):
         columns[name] = [getattr(infos[r.path], name) if r.path in infos else None
                          for r in records]
-    for name, attribute in _COUNTS:
-        columns[name] = [getattr(record, attribute) for record in records]
+    for name in _COUNTS:
+        columns[name] = [getattr(record, name) for record in records]
     frame = pd.DataFrame({name: typed_series(values, column_spec(name))
                           for name, values in columns.items()})
     frame["call"] = frame["call"].astype("int64") if len(frame) else frame["call"]
@@ -420,9 +417,11 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
         spec = column_spec(name, modules[name].dtype)
         values = plain(modules[name])
         if spec.aggregation in ("sum", "inclusive"):
-            picked = [[values[r] for r in members[k]
-                       if spec.aggregation == "sum" or outermost[r]] for k in order]
-            combined = [_sum_of_known(group) for group in picked]
+            # per type, an unknown module (one never called) adds nothing rather than
+            # hiding the others: the sum of the known values (None when none is known)
+            combined = [sum_known(values[r] for r in members[k] if values[r] is not None
+                                  and (spec.aggregation == "sum" or outermost[r]))
+                        for k in order]
             if by_path and spec.aggregation == "inclusive":
                 combined = [None if total is None else total - shared_overlap(
                     name, [by_path[paths[r]] for r in members[k]
@@ -434,13 +433,6 @@ def group_by_type(modules: pd.DataFrame, columns: Sequence[str] | None = None,
             continue
         out[name] = typed_series(combined, spec)
     return pd.DataFrame(out)
-
-
-def _sum_of_known(values: list[Any]) -> Any:
-    """Sum of the known values (``None`` when none is known): per type, an unknown module
-    (one never called) adds nothing rather than hiding the others."""
-    present = [value for value in values if value is not None]
-    return sum_known(present) if present else None
 
 
 def type_frame(profile: Profile) -> pd.DataFrame:
@@ -477,12 +469,6 @@ def _is_backward(name: str) -> bool:
     return name.startswith(("backward_", "self_backward_"))
 
 
-def _builtin_base(name: str) -> str:
-    """The column ``name`` is a share of (``self_ops_pct``: ``self_ops``), else ``name``: a
-    share of a forward count is kept when unknown, as the count is."""
-    return name.removesuffix("_pct")
-
-
 def data_columns(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """``frame`` without the columns that hold nothing to read: a column no row knows a value
     of, among the backward columns of a profile that ran no backward pass and the columns
@@ -490,8 +476,9 @@ def data_columns(frame: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     counts, shapes and parameters (and their shares, ``self_ops_pct``) stay even when unknown:
     their ``<NA>`` is an answer (the ops of that module are unknown), as the backward columns'
     are after a backward pass."""
+    # a share (``self_ops_pct``) goes as the column it is a share of (``self_ops``)
     empty = [name for name in frame.columns
-             if (_builtin_base(name) not in BUILTIN
+             if (name.removesuffix("_pct") not in BUILTIN
                  or (_is_backward(name) and not profile.backward))
              and not frame[name].notna().any()]
     return frame.drop(columns=empty)
@@ -596,7 +583,7 @@ def lower_bound_rows(frame: pd.DataFrame, column: str) -> pd.Series:
     ``mixed`` call, a backward count of a module not ``backward_complete``). Per quantity: a
     module whose MACs alone are unknown (an ops formula only) keeps exact ops. False where
     the frame lacks the flag, or the flag is unknown; the frame's own index."""
-    if column.startswith(("backward_", "self_backward_")):
+    if _is_backward(column):
         flags = frame.get("backward_complete")
     elif column == "ops":  # a frame without the per-quantity flag: complete bounds both
         flags = frame.get("ops_complete", frame.get("complete"))

@@ -39,12 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, TypeVar
 
 from moduleprofiler._version import __version__
-from moduleprofiler.export.columns import (
-    AGGREGATIONS,
-    KINDS,
-    declare_document_column,
-    is_registered,
-)
+from moduleprofiler.export.columns import AGGREGATIONS, KINDS, declare_document_column
 from moduleprofiler.export.frame import SCHEMA_VERSION, keyed_fields, profile_to_dict
 from moduleprofiler.export.io import PathLike
 from moduleprofiler.export.keys import FIELD_KEYS
@@ -381,7 +376,7 @@ def _declare(columns: Mapping[str, Any]) -> None:
     """Register the document's own columns that this process does not know yet (a column
     registered here wins: the reader may know better)."""
     for name, spec in columns.items():
-        if not isinstance(spec, Mapping) or is_registered(name):
+        if not isinstance(spec, Mapping):
             continue
         kind, aggregation = spec.get("kind"), spec.get("aggregation")
         if kind not in KINDS or aggregation not in AGGREGATIONS:

@@ -15,7 +15,7 @@ table says what it left out); rows the caller chose that are taller than a page 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 import pandas as pd
@@ -173,21 +173,14 @@ def _joined(*parts: str) -> str:
     return "; ".join(dict.fromkeys(part for part in parts if part))
 
 
-@dataclass(frozen=True)
-class _Page:
-    """The rows a table shows, how, and what its note line says."""
-
-    view: ViewData
-    environment: str | None
-    note: str
-
-
 def _fit_height(view: ViewData, environment: str | None, rows: Rows, runs: dict[str, int],
-                caption: str | None, width: float, height: float) -> _Page:
-    """The rows and environment that fit one page ``height`` points tall: every row when it
-    fits or the caller chose the rows (a ``longtable`` when they are taller than a page and no
-    float was asked for); for a view of every module with ``rows="page"``, the deepest depth
-    that fits. A :class:`LatexFitWarning` when nothing fits."""
+                caption: str | None, width: float, height: float
+                ) -> tuple[ViewData, str | None, str]:
+    """The rows a table shows, its environment and its note line, to fit one page ``height``
+    points tall: every row when it fits or the caller chose the rows (a ``longtable`` when
+    they are taller than a page and no float was asked for); for a view of every module with
+    ``rows="page"``, the deepest depth that fits. A :class:`LatexFitWarning` when nothing
+    fits."""
     caption_lines = text_lines(f"Table 10: {caption}", width) if caption else 0
 
     def fits(frame: pd.DataFrame, note: str) -> bool:
@@ -196,7 +189,7 @@ def _fit_height(view: ViewData, environment: str | None, rows: Rows, runs: dict[
 
     note = _joined(_fold_note(runs, view.frame), *view.notes)
     if environment == "longtable" or fits(view.frame, note):
-        return _Page(view, environment, note)
+        return view, environment, note
     cut = rows == "page" and view.all_rows and "depth" in view.frame
     if cut:
         depths = pd.to_numeric(view.frame["depth"])
@@ -208,17 +201,17 @@ def _fit_height(view: ViewData, environment: str | None, rows: Rows, runs: dict[
                 "(rows='all' shows every row)" if hidden else "",
                 _fold_note(runs, kept), *view.notes)
             if fits(kept, note):
-                return _Page(replace(view, frame=kept), environment, note)
+                return replace(view, frame=kept), environment, note
         view = replace(view, frame=kept)  # depth 1, the least a table of modules says
     limit = f"{len(view.frame)} rows do not fit one page ({height:g} pt)"
     if environment is None:
         if cut:
             warn(f"{limit} even at depth 1: written as a longtable across pages "
                           "(needs \\usepackage{longtable})", LatexFitWarning)
-        return _Page(view, "longtable", note)
+        return view, "longtable", note
     warn(f"{limit}: a {environment} float that tall is dropped by LaTeX (\"Float "
                   "too large\"); pass environment='longtable', or max_depth=", LatexFitWarning)
-    return _Page(view, environment, note)
+    return view, environment, note
 
 
 def _with_note(text: str, note: str, environment: str | None) -> str:
@@ -294,8 +287,8 @@ def render_latex(view: ViewData, *, caption: str | None = None, label: str | Non
     if fit and not view.raw:
         view, runs = _fold(view) if fold else (view, {})
         if boxed:
-            chosen = _fit_height(view, environment, rows, runs, caption, line, page)
-            view, environment, note = chosen.view, chosen.environment, chosen.note
+            view, environment, note = _fit_height(view, environment, rows, runs, caption,
+                                                  line, page)
     specs = view.specs(view.data_columns)
     plan: Fit | None = None
     if fit:

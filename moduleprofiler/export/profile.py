@@ -22,7 +22,7 @@ from moduleprofiler.export.formats import export_profile, save_profile
 from moduleprofiler.export.frame import FrameColumns, profile_frame, profile_to_dict
 from moduleprofiler.export.json_io import profile_from_json, register_result, result_values
 from moduleprofiler.export.renamed import RENAMED, RESCALED, renamed_columns
-from moduleprofiler.export.select import table_view, top_view, tree_view
+from moduleprofiler.export.select import listing, table_view, top_view, tree_view
 from moduleprofiler.export.tensorboard import write_tensorboard
 from moduleprofiler.records import Aggregate, ProfileData, display_path
 from moduleprofiler.summary_row import model_summary
@@ -142,10 +142,9 @@ class Profile(ProfileData):
         differ = [(info.path, info.type_name, theirs[info.path]) for info in self.modules
                   if theirs.get(info.path, info.type_name) != info.type_name]
         if differ:
-            named = ", ".join(f"{display_path(path)!r} is a {mine} here and a {their} there"
-                              for path, mine, their in differ[:5])
-            more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
-            warn(f"merge: the other profile is of another model: {named}{more}; its columns "
+            named = listing([f"{display_path(path)!r} is a {mine} here and a {their} there"
+                             for path, mine, their in differ])
+            warn(f"merge: the other profile is of another model: {named}; its columns "
                  "are joined by module path all the same", UserWarning)
         _check_same_input(self.model_input, other.model_input, "merge: the other pass")
         calls = {(r.path, r.call_number): r.metrics for r in other.records}
@@ -154,13 +153,12 @@ class Profile(ProfileData):
             if (r.path, r.call_number) in calls else r for r in self.records)
         missing = calls.keys() - {(r.path, r.call_number) for r in self.records}
         if missing:
-            named = ", ".join(f"{display_path(path)!r} call {number + 1}"
-                              for path, number in sorted(missing)[:5])
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            named = listing([f"{display_path(path)!r} call {number + 1}"
+                             for path, number in sorted(missing)])
             warn(f"merge: {len(missing)} call{'s' if len(missing) > 1 else ''} of the other "
                  f"pass {'were' if len(missing) > 1 else 'was'} not made in this one, so "
                  f"{'their' if len(missing) > 1 else 'its'} columns are left out: "
-                 f"{named}{more} (the model takes a different path on different passes)",
+                 f"{named} (the model takes a different path on different passes)",
                  UserWarning)
         return dataclasses.replace(self._with_module_metrics(other.module_metrics),
                                    records=records,

@@ -17,7 +17,7 @@ from moduleprofiler.export.cells import LOWER_MARK, UNICODE, formatter
 from moduleprofiler.export.columns import FLOPS, MACS, column_spec
 from moduleprofiler.export.frame import lower_bound_rows
 from moduleprofiler.export.html_table import render_html_table
-from moduleprofiler.export.names import module_path
+from moduleprofiler.export.names import SHARED_MARK, module_path
 from moduleprofiler.export.report_assets import CSS, JS, TEMPLATE
 from moduleprofiler.export.select import (
     column_total,
@@ -130,7 +130,7 @@ def _charts(profile: Profile) -> list[Chart]:
                     max_depth=1).frame
     top = top[top["depth"] == 1]
     shared = top["shared_with"] if "shared_with" in top else [None] * len(top)
-    labels = [f"{path} ({kind})" + (f" [shared with {owner}]" if isinstance(owner, str) else "")
+    labels = [f"{path} ({kind})" + (SHARED_MARK.format(owner) if isinstance(owner, str) else "")
               for path, kind, owner in zip(top["module"], top["type"], shared)]
     # a module's ops with work without a formula inside is a lower bound: its bar says so
     bounded = [LOWER_MARK + label if low else label
@@ -217,9 +217,8 @@ def _cards(profile: Profile) -> list[dict[str, Any]]:
     cards.append(("calls", "module calls", len(profile.records)))
     cards.append(("modules", "modules", len(profile.modules)))
     # a total that is a lower bound says so on its card: "≥ 11.41K", as the repr's ">="
-    bounded = {label for column, label, _ in cards
-               if (column in profile.lower_bounds and not label.startswith("backward"))
-               or (label.startswith("backward") and "backward" in profile.lower_bounds)}
+    bounded = {label for column, label, _ in cards if (
+        "backward" if label.startswith("backward") else column) in profile.lower_bounds}
     out = [{"label": label, "text": (LOWER_MARK if label in bounded and not is_missing(value)
                                      else "") + _text(column, value),
             "raw": "" if is_missing(value) else str(value)} for column, label, value in cards]

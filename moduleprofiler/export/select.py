@@ -5,7 +5,7 @@ export layer happens here or in ``frame.py``; renderers only format."""
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
@@ -17,7 +17,7 @@ from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
-from moduleprofiler.records import GROUPING, ModuleInfo, ancestor_paths, ran_without
+from moduleprofiler.records import GROUPING, ancestor_paths, ran_without
 from moduleprofiler.validate import (
     check_bool,
     check_int,
@@ -89,10 +89,10 @@ def _bounded_totals(profile: Profile) -> tuple[str, ...]:
 
 
 def column_total(frame: pd.DataFrame, column: str,
-                 known: dict[str, int | float]) -> int | float | None:
-    """The total of ``column``: a known profile total, else the largest value of a ``max``
-    column, the outermost rows' sum for an inclusive one, the sum of all rows for an own one,
-    ``None`` when it has no total."""
+                 known: Mapping[str, int | float | None]) -> int | float | None:
+    """The total of ``column``: a known profile total (``None`` in ``known``: none), else the
+    largest value of a ``max`` column, the outermost rows' sum for an inclusive one, the sum
+    of all rows for an own one, ``None`` when it has no total."""
     if column in known:
         return known[column]
     spec = column_spec(column, frame[column].dtype)
@@ -109,7 +109,7 @@ def column_total(frame: pd.DataFrame, column: str,
 
 
 def add_percentages(frame: pd.DataFrame, columns: Iterable[str],
-                    known: dict[str, int | float]) -> pd.DataFrame:
+                    known: Mapping[str, int | float | None]) -> pd.DataFrame:
     """A copy with ``<c>_pct`` = 100 * ``c`` / total(``c``) for each requested ``<c>_pct``
     whose base column exists (``<NA>`` when the value or the total is unknown or 0)."""
     out = frame.copy()
@@ -711,15 +711,10 @@ def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
                 and path in modules and modules[path].params and not ran_without(path, called)]
     if not weighted:
         return ""
-    in_attention = any(_is_or_is_inside(modules, path, MULTIHEAD_ATTENTION) for path in uncalled)
+    in_attention = any(modules[each].type_name == MULTIHEAD_ATTENTION for path in uncalled
+                       for each in (*ancestor_paths(path), path) if each in modules)
     example = f" ({MULTIHEAD_ATTENTION}'s out_proj)" if in_attention else ""
     return f"; the work a parent does with their weights{example} is in the parent's own count"
-
-
-def _is_or_is_inside(modules: dict[str, ModuleInfo], path: str, type_name: str) -> bool:
-    """Whether the module at ``path`` or one of its ancestors has type ``type_name``."""
-    return any(modules[each].type_name == type_name
-               for each in (*ancestor_paths(path), path) if each in modules)
 
 
 def _root_type(profile: Profile) -> str:

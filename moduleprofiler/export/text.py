@@ -42,10 +42,6 @@ def _paint(text: str, code: str | None, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[{_RESET}m" if color and code and text.strip() else text
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def _tree_labels(view: ViewData, unicode: bool) -> tuple[list[str], list[str]]:
     """``(prefix, label)`` per row: ``name (Type)``, ``xN`` for modules called N > 1 times,
     ``[not called]`` for modules that never ran (a grouping of called children did run),
@@ -120,7 +116,8 @@ def _data_columns(view: ViewData, glyphs: Glyphs) -> list[TextColumn]:
         values = list(view.frame[name])
         cells = [one_line(format_cell(value)) for value in values]
         if spec.kind == "shape":
-            cells = [_cut(cell, MAX_SHAPE_WIDTH) for cell in cells]
+            cells = [cell if len(cell) <= MAX_SHAPE_WIDTH else cell[: MAX_SHAPE_WIDTH - 3] + "..."
+                     for cell in cells]
         codes = [_code(spec.kind, value, cell, glyphs.missing)
                  for value, cell in zip(values, cells)]
         out.append(TextColumn(name, header(spec, glyphs), cells, spec.numeric, spec.kind, codes,
@@ -229,11 +226,6 @@ def wrap_footer(lines: Sequence[str], width: int | None) -> list[str]:
     return [line.replace(_KEEP, " ") for line in lines]
 
 
-def _conventions(view: ViewData) -> str | None:
-    names = [*view.columns, *view.totals]
-    return conventions_line(column_spec(name.removesuffix("_pct")).unit for name in names)
-
-
 def totals_line(view: ViewData, glyphs: Glyphs) -> str | None:
     """The ``total: ...`` line under a view (``None`` when it has no totals)."""
     parts = []
@@ -248,7 +240,8 @@ def totals_line(view: ViewData, glyphs: Glyphs) -> str | None:
 
 def _footer(view: ViewData, glyphs: Glyphs, hidden: list[str], width: int | None) -> list[str]:
     lines = [line for line in [totals_line(view, glyphs)] if line]
-    convention = _conventions(view)
+    convention = conventions_line(column_spec(name.removesuffix("_pct")).unit
+                                  for name in [*view.columns, *view.totals])
     if convention and not view.raw:
         lines.append(convention)
     if hidden:

@@ -13,7 +13,8 @@ from moduleprofiler.export.units import is_missing
 
 _ALWAYS_KNOWN = frozenset((int, bool, str, tuple))
 """Types whose values are never unknown and already plain: most of a column's values, passed
-through without the test of :func:`known` (a long pass has tens of thousands of rows)."""
+through without the test of :func:`~moduleprofiler.export.units.is_missing` (a long pass has
+tens of thousands of rows)."""
 _PLAIN = _ALWAYS_KNOWN | {type(None)}
 
 
@@ -41,11 +42,5 @@ def plain(values: Iterable[Any]) -> list[Any]:
         elif kind is float:
             append(value if value == value else None)  # NaN is unknown
         else:
-            append(value if known(value) else None)
+            append(None if is_missing(value) else value)
     return out
-
-
-def known(value: Any) -> bool:
-    """Whether ``value`` is a value (:func:`~moduleprofiler.export.units.is_missing` is false:
-    not ``None``, ``pd.NA`` or NaN)."""
-    return not is_missing(value)

@@ -58,6 +58,23 @@ def test_the_listener_column_in_the_frames() -> None:
     assert types.loc["Linear", "my_count"] == 24 + 6  # two Linear modules, summed
 
 
+class Huge(Listener):
+    """``my_count``: 2**62 for each call (each fits in 64 bits, a sum of four does not)."""
+
+    def exit(self, call: Call, args: tuple[Any, ...], kwargs: dict[str, Any],
+             output: Any) -> None:
+        call.values["my_count"] = 2**62
+
+
+@pytest.mark.usefixtures("my_count")
+def test_an_inclusive_column_past_64_bits_is_exact() -> None:
+    # the root's call contains the three others: 4 * 2**62 = 2**64, past 2**63 - 1; each
+    # call's 2**62 fits an Int64 column, whose arithmetic wrapped the root's sum round to 0
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4), listeners=[Huge()])
+    assert profile.to_df("call")["inclusive_my_count"].tolist() == [2**64] + [2**62] * 3
+
+
 @pytest.mark.usefixtures("my_count")
 def test_the_listener_column_in_the_tree_and_report() -> None:
     profile = profiled()
