@@ -47,6 +47,7 @@ from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
+from moduleprofiler.efficiency.device_names import table_name
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
@@ -97,7 +98,8 @@ class WindowWarning(UserWarning):
     """The profiling window did not profile what it was asked to: the profiling failed (the
     callback then turns itself off), or training ended before the window; or what it logs is
     a lower bound (some work had no formula: ``ops``, ``flops`` and ``mfu`` count only the
-    rest). Training goes on."""
+    rest); or MFU is not logged on a GPU (no peak for it, or for the step's dtype). Training
+    goes on."""
 
 COUNT_COLUMNS = ("params", "ops", "flops", "backward_flops",
                  "saved_bytes", "train_max_live_bytes")
@@ -168,9 +170,11 @@ class StepWindow:
             (a tensor, a tuple of positional arguments, a dict of keyword arguments).
         loss_fn: ``output -> scalar`` for the counting pass's backward (default: the one
             default loss, :func:`moduleprofiler.loss.default_loss`).
-        peaks: the device's peaks for MFU: a :class:`DevicePeaks` or a table name; default
-            the CUDA device's from the table. On a CPU, or a device not in the table, MFU is
-            not logged.
+        peaks: the device's peaks for MFU: a :class:`DevicePeaks` or a table name (checked
+            now: a name of no card, or of several, is refused); default the CUDA device's
+            from the table. On a CPU MFU is not logged; on a GPU not in the table, or one
+            without a peak for the dtype the step computes in, it is not logged either, and a
+            :class:`WindowWarning` says why.
         memory: also measure the training step's memory on the counted batch (bytes saved
             for the backward and live per module, the peak and the call that set it).
         gather: under ``torch.distributed`` with several ranks, gather every rank's profile
@@ -207,6 +211,10 @@ class StepWindow:
         if self.peaks is not None and not isinstance(self.peaks, (DevicePeaks, str)):
             raise TypeError(f"peaks must be a DevicePeaks, a table name or None, got "
                             f"{type(self.peaks).__name__}")
+        if isinstance(self.peaks, str) and not self.peaks.startswith("cuda"):
+            # a misspelt or ambiguous name ("H100": SXM, PCIe or NVL) is refused now, not
+            # found at the window's end, where it could only leave MFU out
+            table_name(self.peaks, "peaks")
         if not isinstance(self.memory, bool):
             raise TypeError(f"memory must be a bool, got {type(self.memory).__name__}")
         if self.profiler is not None and not isinstance(self.profiler, Profiler):
@@ -454,12 +462,16 @@ class StepWindow:
             return None  # a CPU has no peak
         try:
             peaks = device_peaks(self.peaks if self.peaks is not None else device)
-        except ValueError:
-            return None  # a device the peak table does not know: no MFU, never 0
-        try:
             found = utilization(profile, step_ms, peaks)
-        except ValueError:
-            return None  # no peak for the model's dtype
+        except ValueError as exc:
+            # a GPU the peak table does not know, or no peak for the dtype the step ran its
+            # multiply-accumulates in: no MFU (never 0), and the dashboard's missing number
+            # is explained here, once
+            reason = str(exc).removesuffix(": pass dtype=")
+            warn(WindowWarning(f"moduleprofiler: mfu and peak_tflops are not logged: {reason}; "
+                               "give the callback peaks= (a DevicePeaks with the peak, or the "
+                               "table name of the device)"))
+            return None
         return dataclasses.replace(
             found, model_flops=found.model_flops * calls,
             hardware_flops=found.hardware_flops * calls,

@@ -434,6 +434,41 @@ def test_the_count_runs_in_the_step_context() -> None:
     assert result.mfu == pytest.approx(672 / (result.step_ms / 1e3 * 989.4e12), rel=1e-12)
 
 
+@pytest.mark.parametrize(("peaks", "message"), [
+    ("H100", r"peaks 'H100' could be any of H100 SXM, H100 PCIe, H100 NVL"),
+    ("H100 SMX", r"peaks 'H100 SMX' is not in the peak table \(close: H100 SXM"),
+])
+def test_a_peaks_name_of_no_card_or_of_several_is_refused_when_made(peaks: str,
+                                                                    message: str) -> None:
+    # both were taken, and the window's end then left MFU out without a word
+    with pytest.raises(ValueError, match=message):
+        StepWindow(peaks=peaks)
+    with pytest.raises(ValueError, match=message):
+        WindowCallback(None, peaks=peaks)  # a callback refuses it when it is made
+
+
+def test_a_peak_table_without_the_steps_dtype_warns_and_leaves_mfu_out() -> None:
+    torch.manual_seed(0)
+    # a V100 has no bf16 peak; the step computes in bfloat16 under autocast: no MFU (never
+    # one against another dtype's peak), and the missing scalar said once, with the cause
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="V100 SXM2",
+                        memory=False)
+    model = _model()
+    window.start(model, context=lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    with pytest.warns(WindowWarning, match=r"mfu and peak_tflops are not logged: V100 SXM2 "
+                      r"has no peak for dtype 'bf16'; give the callback peaks=") as caught:
+        for step in range(3):
+            x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+            window.before_step(step, (x, y))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                nn.functional.cross_entropy(model(x), y).backward()
+            window.after_step(step)
+    assert len([w for w in caught if issubclass(w.category, WindowWarning)]) == 1
+    result = window.result
+    assert result is not None and result.step_ms is not None and result.mfu is None
+    assert not {"moduleprofiler/mfu", "moduleprofiler/peak_tflops"} & set(result.scalars)
+
+
 class _NoForward(nn.Module):
     """Layers called by the training loop, no ``forward`` (a LightningModule's habit)."""
 
