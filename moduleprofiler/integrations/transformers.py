@@ -147,6 +147,18 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         if window is None:
             return
         step = state.global_step
+        if step == self.start_step and self._batch is None:
+            # a train() resumed from a checkpoint at the window's first step: the step before
+            # it, whose batch the count needs, ran in an earlier run
+            self.window = None
+            window.release()
+            warn(WindowWarning(
+                f"moduleprofiler: training started at step {step} (resumed from a "
+                f"checkpoint), the profiling window's first step (start_step="
+                f"{self.start_step}): the model is counted on the batch of the step before "
+                f"the window, which this run did not run, so nothing was profiled or logged; "
+                f"pass a start_step above {step}"))
+            return
         if step == self.start_step - 1 and model is not None and self._capture is None:
             self._capture = model.register_forward_pre_hook(self._keep_batch, with_kwargs=True)
         self._guarded(f"profiling training step {step}", window.before_step, step,

@@ -234,6 +234,7 @@ class StepWindow:
         self._context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
         self._failure: Exception | None = None
         self._steps = 0
+        self._first_step: int | None = None
 
     @property
     def stop_step(self) -> int:
@@ -264,6 +265,8 @@ class StepWindow:
         if self.closed or self._model is None:
             return
         self._steps = max(self._steps, step + 1)
+        if self._first_step is None:
+            self._first_step = step
         if self.start_step - self.num_steps <= step < self.start_step and (
                 step > 0 or self.start_step == 1):
             # step 0, the first of training, is a cold start (first kernel launches, the
@@ -274,7 +277,10 @@ class StepWindow:
             # the clock's hooks were off since the last step ended: what ran in between (a
             # validation loop, a checkpoint) is no step's
             self._profiler.resume()
-        elif self._failure is None and self.start_step <= step < self.stop_step:
+        elif self._failure is None and step == self.start_step:
+            # the window opens at its first step only: a training resumed from a checkpoint
+            # past it never reaches it (finish says so), and a step inside the window has no
+            # batch of the step before it for a callback that counts on that one
             try:
                 self._profile = self._count(self._model, batch)
             except Exception as exc:
@@ -308,7 +314,7 @@ class StepWindow:
     def finish(self) -> WindowResult | None:
         """Training ended: close a window it cut short (its profiled steps are the result;
         ``None`` if no step was profiled, with a :class:`WindowWarning` when training ended
-        before the window's first step). Idempotent."""
+        before the window's first step or started after it). Idempotent."""
         if not self.closed and self._profiler is None and self._failure is None \
                 and self._model is not None and self._steps <= self.start_step:
             warn(WindowWarning(
@@ -316,6 +322,13 @@ class StepWindow:
                 f"profiling window (start_step={self.start_step}, num_steps="
                 f"{self.num_steps}): nothing was profiled or logged; pass a start_step "
                 f"below {self._steps}"))
+        elif not self.closed and self._profiler is None and self._failure is None \
+                and self._first_step is not None and self._first_step > self.start_step:
+            warn(WindowWarning(
+                f"moduleprofiler: training started at step {self._first_step} (resumed from "
+                f"a checkpoint), after the profiling window's first step (start_step="
+                f"{self.start_step}): nothing was profiled or logged; pass a start_step "
+                f"above {self._first_step}"))
         if self.closed or (self._profiler is None and self._failure is None):
             self.release()
             return self.result

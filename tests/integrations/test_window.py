@@ -336,6 +336,26 @@ def test_window_never_reached_says_so() -> None:
     assert caught[0].filename == __file__  # pointed at the loop that called finish()
 
 
+def test_training_resumed_after_the_windows_start_says_so() -> None:
+    # a training resumed from a checkpoint at step 3 never ran the window's first step (2):
+    # its steps 3 and 4 opened the window on step 3's batch (a callback that counts on the
+    # batch of the step before had none: the count failed, blaming forward_args), or,
+    # past the window, nothing was profiled and nothing said
+    model = _model()
+    for first, steps in ((3, 2), (6, 2)):
+        window = StepWindow(start_step=2, num_steps=3, forward_args=_first)
+        window.start(model)
+        with pytest.warns(WindowWarning, match=rf"training started at step {first} \(resumed "
+                          rf"from a checkpoint\), after the profiling window's first step "
+                          rf"\(start_step=2\): nothing was profiled or logged; pass a "
+                          rf"start_step above {first}"):
+            for step in range(first, first + steps):
+                window.before_step(step, (torch.randn(3, 4), None))
+                assert window.after_step(step) is None
+            assert window.finish() is None
+        assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
 def test_a_window_that_ran_warns_nothing_at_the_end(recwarn: pytest.WarningsRecorder) -> None:
     torch.manual_seed(0)
     _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first), steps=3)
