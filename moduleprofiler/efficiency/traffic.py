@@ -4,7 +4,8 @@ A lower bound on memory traffic, operator by operator: an operator reads each di
 tensor once (``numel * element_size`` of the view it is given, not of the whole storage) and
 writes each output once (a gather, such as an embedding's lookup, reads from its table only
 the rows it returns). Views (``t``, ``view``, ``expand``, ``detach``...) and other outputs that
-merely alias an input move nothing; an in-place operator reads and writes its target; ``empty``
+merely alias an input move nothing; an in-place operator reads and writes its target (a
+scatter into it, :data:`ROW_SCATTERS`, only the elements it writes); ``empty``
 and friends allocate without writing. Real kernels move at least this much (caches may serve a
 repeated read, but each operator's inputs must arrive and its outputs leave), and more where a
 kernel reads a tile several times (a large matmul) or spills; a fused kernel moves less than the
@@ -30,6 +31,7 @@ the call's value plus that of every call inside it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -100,6 +102,50 @@ table is read as much as the output holds (at most whole), not whole (an embeddi
 reads 8 rows of its 50,257)."""
 
 
+ROW_SCATTERS = frozenset({"index_copy_", "index_put_", "_index_put_impl_", "scatter_",
+                          "scatter_add_", "scatter_reduce_", "index_add_", "index_reduce_",
+                          "put_"})
+"""In-place operators that write into their first argument only the elements their other
+inputs give (``cache[positions] = rows``, ``index_copy_`` of a KV cache): the target is
+written as much as the largest of them holds (at most whole), not whole, and read only where
+the operator accumulates into it (:data:`_ACCUMULATING`)."""
+
+_ACCUMULATING = frozenset({"scatter_add_", "scatter_reduce_", "index_add_", "index_reduce_"})
+"""Of :data:`ROW_SCATTERS`, those that read the target elements they write (``index_put_``
+and ``put_`` do with ``accumulate=True``)."""
+
+
+def _scatter_target_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+                          ) -> tuple[int, int]:
+    """Bytes a :data:`ROW_SCATTERS` operator reads from and writes into its target
+    (``args[0]``): the elements of its largest other tensor input, at most the target's."""
+    target = args[0]
+    others = [tensor for tensor in iter_tensors((args[1:], kwargs)) if tensor is not target]
+    elements = max((int(t.numel()) for t in others), default=0)
+    if name in ("index_put_", "_index_put_impl_") and len(args) > 1:
+        elements = max(elements, _indexed_elements(target, args[1]))
+    into = min(_nbytes(target), elements * target.element_size())
+    accumulate = name in _ACCUMULATING
+    if name in ("index_put_", "_index_put_impl_", "put_"):  # (self, index, values, accumulate)
+        accumulate = kwargs.get("accumulate", args[3] if len(args) > 3 else False) is True
+    return (into if accumulate else 0), into
+
+
+def _indexed_elements(target: torch.Tensor, indices: Any) -> int:
+    """The elements ``target[indices] = values`` writes (``index_put_``): the broadcast
+    integer indices' count times the sizes of the dimensions they leave whole (``cache[rows]
+    = 0.0`` writes whole rows); 0 for a boolean mask, whose count of true elements only the
+    device knows (the mask's own size then bounds what is written)."""
+    if not isinstance(indices, (tuple, list)) or any(
+            isinstance(index, torch.Tensor) and index.dtype == torch.bool for index in indices):
+        return 0
+    given = [index for index in indices if isinstance(index, torch.Tensor)]
+    picked = torch.broadcast_shapes(*(index.shape for index in given)).numel() if given else 1
+    whole = [size for size, index in zip(target.shape, [*indices, *[None] * target.dim()])
+             if not isinstance(index, torch.Tensor)]
+    return int(picked * math.prod(whole))
+
+
 def _region(tensor: torch.Tensor) -> tuple[Any, ...]:
     """What identifies the elements a tensor covers: its storage, offset, shape and strides."""
     storage = storage_of(tensor)
@@ -150,10 +196,16 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         written += _nbytes(tensor)
     if aliased and not mutable and read:
         return None
-    if schema is not None and func.overloadpacket.__name__ in ROW_GATHERS and args \
+    name = func.overloadpacket.__name__ if schema is not None else ""
+    if name in ROW_GATHERS and args \
             and isinstance(args[0], torch.Tensor) and _region(args[0]) in read:
         table = _region(args[0])
         read[table] = min(read[table], written)
+    if name in ROW_SCATTERS and args and isinstance(args[0], torch.Tensor) \
+            and _region(args[0]) in read:
+        # the target came in as an input (read whole) and out as the output (written whole)
+        read[_region(args[0])], into = _scatter_target_bytes(name, args, kwargs)
+        written += into - _nbytes(args[0])
     return sum(read.values()) + written
 
 
