@@ -165,6 +165,34 @@ def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
+class DictBatch(Tiny):
+    """Batches are dicts, and ``forward`` takes the batch whole: ``self(batch)``."""
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
+        return self.net(batch["x"])
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return nn.functional.cross_entropy(self(batch), batch["y"])
+
+    def train_dataloader(self) -> Any:
+        rows = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
+        return torch.utils.data.DataLoader(
+            [{"x": row, "y": torch.tensor(index % 2)} for index, row in enumerate(rows)],
+            batch_size=8)
+
+
+def test_a_dict_batch_reaches_a_forward_that_takes_the_batch(tmp_path: Path,
+                                                              recwarn: Any) -> None:
+    # the dict was passed as keywords, forward(x=..., y=...): "DictBatch.forward() got an
+    # unexpected keyword argument 'x'", and the callback turned itself off
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, memory=False)
+    _fit(tmp_path, callback, max_steps=3, module=DictBatch)
+    assert not [w for w in recwarn if issubclass(w.category, WindowWarning)]
+    assert callback.result is not None
+    # net on 8 rows: 2 x 8 x 4 x 8 + 2 x 8 x 8 x 2 = 768 FLOPs (test_logged_keys_and_files)
+    assert callback.result.scalars["moduleprofiler/net/flops"] == 768
+
+
 def test_a_fit_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
     callback = ModuleProfilerCallback()  # start_step=5
     with pytest.warns(WindowWarning, match=r"after 3 steps.*start_step=5") as caught:
