@@ -48,7 +48,7 @@ from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.efficiency.device_names import table_name
-from moduleprofiler.errors import ProfilingError
+from moduleprofiler.errors import FormulaError, LossError, ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.memory import MemoryReport
@@ -381,9 +381,13 @@ class StepWindow:
                                                        loss_fn=self.loss_fn)
                 return profile.merge(self._memory)
             except ProfilingError as exc:
+                # point at the setting that can be wrong: a formula's or the loss's failure
+                # says nothing of how the batch became the model's input
+                hint = ("a formula raised" if isinstance(exc, FormulaError)
+                        else "check loss_fn" if isinstance(exc, LossError)
+                        else "check forward_args")
                 raise ProfilingError(f"counting the model on the batch of step "
-                                     f"{self.start_step} failed (check forward_args): "
-                                     f"{exc}") from exc
+                                     f"{self.start_step} failed ({hint}): {exc}") from exc
 
     def _memory_measurable(self, model: nn.Module) -> bool:
         """Whether the memory pass may run: its real ``loss.backward()`` would run an optimizer

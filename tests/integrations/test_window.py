@@ -513,6 +513,33 @@ def test_a_failing_window_warns_and_the_callback_turns_itself_off() -> None:
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
 
+def _raises(*_: Any) -> Any:
+    raise ZeroDivisionError("by design")
+
+
+def _failing_relu_profiler() -> ModuleProfiler:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[nn.ReLU] = _raises
+    return profiler
+
+
+@pytest.mark.parametrize(("settings", "hint"), [
+    ({"profiler": _failing_relu_profiler()}, r"a formula raised\): ops formula '_raises' for "
+                                             r"module '1' \(ReLU\)"),
+    ({"loss_fn": _raises}, r"check loss_fn\): loss_fn raised ZeroDivisionError"),
+    ({"forward_args": lambda batch: batch[1]}, r"check forward_args\): forward of module "
+                                               r"'0' \(Linear\) raised TypeError"),
+])
+def test_a_failed_count_points_at_the_setting_that_failed(settings: dict[str, Any],
+                                                          hint: str) -> None:
+    # every failure of the count said "check forward_args", a formula's and the loss's too
+    window = StepWindow(**{"start_step": 0, "num_steps": 1, "memory": False,
+                           "forward_args": _first, **settings})
+    window.start(_model())
+    with pytest.raises(ProfilingError, match=r"batch of step 0 failed \(" + hint):
+        window.before_step(0, (torch.randn(3, 4), "labels"))
+
+
 def _training_state(window: StepWindow | None) -> tuple[dict[str, torch.Tensor], Any, torch.Tensor]:
     torch.manual_seed(1)
     # Dropout draws from the RNG, BatchNorm updates buffers: the counting pass, in training
