@@ -75,19 +75,20 @@ MODEL_SCALARS: dict[str, str] = {
     "peak_tflops": "the device's peak FLOP/s mfu is measured against, in 1e12/s",
     "training_peak_bytes": "the most memory live during a training step's forward and "
                            "backward, on the counted batch",
-    "complete": "1 when every logged count is exact, 0 when ops, flops, backward_flops and "
-                "mfu are lower bounds (work without a formula) or the parameters are (weights "
-                "that cannot be read; the window's warning names them)",
+    "complete": "1 when the forward's ops and MACs are exact, 0 when ops, flops and mfu are "
+                "lower bounds (work without a formula; the window's warning names it): the "
+                "model's complete, as the frame's root row and profile.summary() hold it",
+    "backward_complete": "1 when the backward's counts are exact, 0 when backward_flops and "
+                         "mfu are lower bounds: the frame's root row's backward_complete",
 }
 """The model's scalars (``moduleprofiler/<name>``) and what each holds:
 :attr:`WindowResult.step_ms`, :attr:`WindowResult.mfu` and :attr:`Utilization.peak_tflops
 <moduleprofiler.efficiency.Utilization.peak_tflops>`, named as the fields holding them, and
 ``training_peak_bytes``, named as the column of the one-row model table (``profile.summary()``)
 that holds the same number (:attr:`MemoryReport.peak_bytes
-<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass), and ``complete``,
-:attr:`Profile.complete <moduleprofiler.records.ProfileData.complete>` (every total exact, the
-backward's and the parameters' too: the table's ``complete`` and ``backward_complete`` both
-true) as 1 or 0: a logger's dashboard read later has no warning beside it."""
+<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass), and ``complete`` and
+``backward_complete``, the flags of the same names of the model (the module frame's root row)
+as 1 or 0: a logger's dashboard read later has no warning beside it."""
 
 DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
 """Model scalars logged under an old name beside the new one until moduleprofiler 0.3.0:
@@ -453,7 +454,11 @@ class StepWindow:
                                 f"read '{PREFIX}/{new}' (the same number, named as the "
                                 "column of profile.summary())")
         scalars.update(module_scalars(profile, self.depth))
-        scalars[f"{PREFIX}/complete"] = float(profile.complete)
+        # the flags under their columns' names, with their columns' meanings (the forward's
+        # ops and MACs; the backward's counts): one name per number
+        scalars[f"{PREFIX}/complete"] = float(profile.macs_complete)
+        if profile.backward_complete is not None:
+            scalars[f"{PREFIX}/backward_complete"] = float(profile.backward_complete)
         if not profile.complete:  # a scalar cannot say it is a lower bound: said once here
             counts = set(profile.lower_bounds) - {"params"}  # else weights alone are unknown
             warn(WindowWarning("moduleprofiler: " + ("the logged ops, flops, backward_flops "

@@ -114,7 +114,8 @@ def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
     assert set(callback.result.scalars) == {"moduleprofiler/step_ms",
                                             "moduleprofiler/training_peak_bytes",
                                             "moduleprofiler/peak_bytes",
-                                            "moduleprofiler/complete"}
+                                            "moduleprofiler/complete",
+                                            "moduleprofiler/backward_complete"}
     assert (Path(trainer.log_dir) / REPORT_NAME).exists()
 
 

@@ -69,7 +69,8 @@ def test_logged_keys_and_counts() -> None:
     counts = ("params", "ops", "flops", "backward_flops")
     memory = ("saved_bytes", "train_max_live_bytes")  # the training step's
     assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/training_peak_bytes",
-                            "moduleprofiler/peak_bytes", "moduleprofiler/complete"} | {
+                            "moduleprofiler/peak_bytes", "moduleprofiler/complete",
+                            "moduleprofiler/backward_complete"} | {
         f"moduleprofiler/{path}/{column}" for path in "012"
         for column in times + counts + memory}
     # saved for the backward: ReLU keeps its 3 x 8 float32 output, 96 bytes; the second
@@ -301,7 +302,8 @@ def test_no_hook_free_step_no_step_time() -> None:
     # logs no module, only the training step's memory peak (and whether the counts are exact)
     assert result.step_ms is None and result.mfu is None
     assert set(result.scalars) == {"moduleprofiler/training_peak_bytes",
-                                   "moduleprofiler/peak_bytes", "moduleprofiler/complete"}
+                                   "moduleprofiler/peak_bytes", "moduleprofiler/complete",
+                                   "moduleprofiler/backward_complete"}
 
 
 def test_files_written(tmp_path: Path) -> None:
@@ -373,7 +375,8 @@ def misnamed(result: WindowResult) -> list[str]:
               "peak_tflops": result.utilization.peak_tflops if result.utilization else None,
               "training_peak_bytes": None if result.memory is None else
               result.profile.summary(result.memory).loc[0, "training_peak_bytes"],
-              "complete": float(result.profile.summary().loc[0, "complete"])}
+              "complete": float(result.profile.summary().loc[0, "complete"]),
+              "backward_complete": float(frame.loc["__root__", "backward_complete"])}
     assert set(fields) == set(MODEL_SCALARS)
     fields.update({old: fields[new] for old, new in DEPRECATED_SCALARS.items()})
     wrong = []
@@ -689,7 +692,46 @@ def test_a_window_whose_parameters_alone_are_a_lower_bound_says_so(
     profile = results[0].profile
     # 3 rows: the quantized 4 x 4 and the float 4 x 2 products, 3 x 16 + 3 x 8 = 72 MACs
     assert profile.total_macs == 72 and profile.lower_bounds == ("params",)
-    assert results[0].scalars["moduleprofiler/complete"] == 0.0
+    # the counts are exact, and their flags say so; the parameters' bound is the warning's
+    assert results[0].scalars["moduleprofiler/complete"] == 1.0
+    assert results[0].scalars["moduleprofiler/backward_complete"] == 1.0
+
+
+class _OpaqueGradient(torch.autograd.Function):
+    """Doubles its input; its backward runs an operator without a formula."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(grad.reshape(-1, 2, 2)).reshape(grad.shape)
+
+
+class _OpaqueBackward(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _OpaqueGradient.apply(self.linear(x))
+
+
+def test_the_flags_are_logged_under_their_columns_meanings() -> None:
+    # only the backward has work without a formula: the frame's and the summary's complete
+    # is true (the forward's ops and MACs are exact), its backward_complete false. The window
+    # logged 'complete' 0: a number the one vocabulary gives another meaning
+    torch.manual_seed(0)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False)
+    with pytest.warns(WindowWarning, match="lower bounds"):
+        (result, _) = _train(_OpaqueBackward(), window, steps=3)
+    frame = result.profile.to_df("module").set_index("module")
+    assert bool(frame.loc["__root__", "complete"]) and bool(result.profile.summary().loc[
+        0, "complete"]) and not frame.loc["__root__", "backward_complete"]
+    assert result.scalars["moduleprofiler/complete"] == 1.0
+    assert result.scalars["moduleprofiler/backward_complete"] == 0.0
+    assert misnamed(result) == []
 
 
 def test_a_complete_window_warns_of_nothing(recwarn: pytest.WarningsRecorder) -> None:
