@@ -150,10 +150,23 @@ class _Hooks(WindowCallback):
 
     def _emit(self, trainer: Any, result: WindowResult) -> None:
         self.result, self._emitted = result, True
-        for logger in trainer.loggers:
-            logger.log_metrics(result.scalars, step=trainer.global_step)
         assert self._directory is not None
-        result.write(self._directory)
+        # each destination on its own: a logger that raises keeps neither the files nor the
+        # other loggers from the result (nor they it); the failures are raised together after
+        failures = []
+        for logger in trainer.loggers:
+            try:
+                logger.log_metrics(result.scalars, step=trainer.global_step)
+            except Exception as exc:
+                failures.append(f"logger {type(logger).__name__} raised {type(exc).__name__}: "
+                                f"{exc}")
+        try:
+            result.write(self._directory)
+        except Exception as exc:
+            failures.append(f"writing the files into {self._directory} raised "
+                            f"{type(exc).__name__}: {exc}")
+        if failures:
+            raise RuntimeError("; ".join(failures))
 
 
 class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]

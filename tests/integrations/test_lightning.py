@@ -194,6 +194,35 @@ def test_a_dict_batch_reaches_a_forward_that_takes_the_batch(tmp_path: Path,
     assert callback.result.scalars["moduleprofiler/net/flops"] == 768
 
 
+class _DownLogger(CSVLogger):
+    """A logger whose service is down when the profiler's scalars come."""
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if any(key.startswith("moduleprofiler/") for key in metrics):
+            raise ConnectionError("service down")
+        super().log_metrics(metrics, step)
+
+
+def test_a_logger_that_raises_keeps_neither_the_files_nor_the_other_loggers(
+        tmp_path: Path) -> None:
+    # the first logger's error stopped the emission: the files were never written and the
+    # loggers after it got nothing
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, memory=False,
+                                      log_dir=tmp_path / "files")
+    L.seed_everything(0)
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", callbacks=[callback],
+                        logger=[_DownLogger(tmp_path / "down"), CSVLogger(tmp_path / "up")],
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    with pytest.warns(WindowWarning, match=r"logger _DownLogger raised ConnectionError: "
+                                           r"service down"):
+        trainer.fit(Tiny())
+    assert trainer.global_step == 3 and callback.result is not None
+    assert (tmp_path / "files" / PROFILE_NAME).exists()
+    logged = (Path(trainer.loggers[1].log_dir) / "metrics.csv").read_text(encoding="utf-8")
+    assert "moduleprofiler/net/flops" in logged.splitlines()[0]
+
+
 def test_a_fit_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
     callback = ModuleProfilerCallback()  # start_step=5
     with pytest.warns(WindowWarning, match=r"after 3 steps.*start_step=5") as caught:
