@@ -257,22 +257,39 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         state.log_history.append({**result.scalars, "step": state.global_step})
         report_to = args.report_to if isinstance(args.report_to, (list, tuple)) \
             else [args.report_to]
+        # each destination on its own: TensorBoard failing (not installed, a directory that
+        # cannot be written) keeps not the files from the result, nor they it
+        failures = []
         if "tensorboard" in report_to or "all" in report_to:
-            from torch.utils.tensorboard import SummaryWriter
-
-            writer = SummaryWriter(log_dir=tensorboard_dir(args))
             try:
-                # the logged scalars under their own keys, the modules of every depth down to
-                # ``depth`` (the profile's writer takes one depth); 64-bit, so a count of
-                # billions is exact
-                for key, value in result.scalars.items():
-                    writer.add_scalar(key, value, state.global_step, new_style=True,
-                                      double_precision=True)
-                with warnings.catch_warnings():
-                    # the window has said which logged numbers are lower bounds: once per cause
-                    warnings.simplefilter("ignore", LowerBoundWarning)
-                    # the module tree and the report's summary as text, no scalar twice
-                    result.profile.to_tensorboard(writer, state.global_step, columns=[])
-            finally:
-                writer.close()
-        result.write(Path(self.log_dir if self.log_dir is not None else args.output_dir))
+                self._to_tensorboard(args, state, result)
+            except Exception as exc:
+                failures.append(f"writing TensorBoard's events raised {type(exc).__name__}: "
+                                f"{exc}")
+        folder = Path(self.log_dir if self.log_dir is not None else args.output_dir)
+        try:
+            result.write(folder)
+        except Exception as exc:
+            failures.append(f"writing the files into {folder} raised {type(exc).__name__}: "
+                            f"{exc}")
+        if failures:
+            raise RuntimeError("; ".join(failures))
+
+    def _to_tensorboard(self, args: Any, state: Any, result: WindowResult) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=tensorboard_dir(args))
+        try:
+            # the logged scalars under their own keys, the modules of every depth down to
+            # ``depth`` (the profile's writer takes one depth); 64-bit, so a count of
+            # billions is exact
+            for key, value in result.scalars.items():
+                writer.add_scalar(key, value, state.global_step, new_style=True,
+                                  double_precision=True)
+            with warnings.catch_warnings():
+                # the window has said which logged numbers are lower bounds: once per cause
+                warnings.simplefilter("ignore", LowerBoundWarning)
+                # the module tree and the report's summary as text, no scalar twice
+                result.profile.to_tensorboard(writer, state.global_step, columns=[])
+        finally:
+            writer.close()

@@ -265,6 +265,29 @@ def test_a_run_resumed_at_the_windows_first_step_says_so(tmp_path: Path) -> None
     assert sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules()) == 0
 
 
+def test_tensorboard_failing_keeps_not_the_files_from_the_result(tmp_path: Path) -> None:
+    # TensorBoard's directory could not be made (a file is in its way): the error stopped
+    # the emission and the report and JSON were never written
+    from moduleprofiler.integrations import StepWindow
+
+    window = StepWindow(start_step=0, num_steps=1, memory=False)
+    model = torch.nn.Linear(4, 2)
+    window.start(model)
+    window.before_step(0, torch.randn(3, 4))
+    model(torch.randn(3, 4)).sum().backward()
+    result = window.after_step(0)
+    assert result is not None
+    (tmp_path / "blocked").write_text("a file, not a folder", encoding="utf-8")
+    args = SimpleNamespace(report_to=["tensorboard"], output_dir=str(tmp_path / "out"),
+                           logging_dir=str(tmp_path / "blocked" / "runs"))
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1)
+    callback.window = window
+    with pytest.warns(WindowWarning, match=r"writing TensorBoard's events raised "):
+        callback._guarded("closing the profiling window", callback._emit, args,
+                          transformers.TrainerState(), result)
+    assert (tmp_path / "out" / PROFILE_NAME).exists() and callback.result is result
+
+
 def test_bad_arguments_are_named() -> None:
     with pytest.raises(ValueError, match="start_step must be >= 1"):
         ModuleProfilerCallback(start_step=0)
