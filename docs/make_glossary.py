@@ -73,9 +73,11 @@ are registered ones)."""
 
 
 _WINDOW_ONLY = {name: meaning for name, meaning in MODEL_SCALARS.items()
-                if name not in SUMMARY_ONLY and name not in BUILTIN}
+                if name not in SUMMARY_ONLY and name not in BUILTIN
+                and name not in {spec.name for spec in registered_columns()}}
 """The callbacks' model scalars that no summary holds (``training_peak_bytes`` is
-``profile.summary()``'s) and no column names (``complete`` is the summary's flag, 1 or 0)."""
+``profile.summary()``'s) and no column names (``complete`` and ``backward_complete`` are the
+model's flags, 1 or 0)."""
 
 
 KEYS: tuple[tuple[str, dict[str, str]], ...] = (

@@ -130,6 +130,15 @@ def plot_roofline(profile: Profile, peaks: DevicePeaks, *,
         if chosen:
             ax.scatter([p["x"] for p in chosen], [p["y"] for p in chosen], s=22, color=color,
                        zorder=3, label=f"{bound} bound ({len(chosen)})")
+    # a module whose dtype has no peak on this device has no compute roof, so no label; it
+    # is drawn all the same (the title counts it), apart, and the legend says why
+    unbound = [p for p in points if p["bound"] not in BOUND_COLORS]
+    if unbound:
+        dtypes = sorted({p["dtype"] for p in unbound if p["dtype"]})
+        ax.scatter([p["x"] for p in unbound], [p["y"] for p in unbound], s=22, color="C2",
+                   marker="x", zorder=3, label=(f"no {'/'.join(dtypes)} peak" if dtypes
+                                                else "no peak for its dtype")
+                   + f" ({len(unbound)})")
     for rank, point in enumerate(sorted(points, key=lambda p: -p["time"])[:top]):
         # above and below their points in turn, so that neighbours' names rarely overlap;
         # leftwards from the points in the right half, so that none runs off the axes

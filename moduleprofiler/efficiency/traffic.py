@@ -137,26 +137,34 @@ def _nbytes(tensor: torch.Tensor) -> int:
 
 
 _SCATTERS = {"index_copy_": 3, "index_add_": 3, "index_reduce_": 3, "scatter_": 2,
-             "scatter_add_": 2, "scatter_reduce_": 2, "index_put_": 1}
+             "scatter_add_": 2, "scatter_reduce_": 2, "index_put_": 1, "_index_put_impl_": 1,
+             "put_": 1}
 """In-place operators that touch only the elements of their target their source (position 3)
-or index (position 2; ``index_put_``: its indices, position 1) names, not the whole target: a
-cache update ``cache.index_copy_(2, position, new)`` writes ``new``'s elements."""
+or index (position 2; ``put_``: its index, position 1; ``index_put_``: its indices, position
+1) names, not the whole target: a cache update ``cache.index_copy_(2, position, new)`` writes
+``new``'s elements."""
+_INDEX_PUTS = frozenset({"index_put_", "_index_put_impl_"})
+"""Scatters whose indices are a list, one per leading dimension (``cache[rows] = values``)."""
 _ACCUMULATES = frozenset({"index_add_", "scatter_add_", "index_reduce_", "scatter_reduce_"})
-"""Scatters that read the elements they touch (``index_put_`` too with ``accumulate``)."""
+"""Scatters that read the elements they touch (``index_put_`` and ``put_`` too with
+``accumulate``)."""
 
 
 def _touched(name: str, args: tuple[Any, ...]) -> int | None:
     """Elements of the target (``args[0]``) a scatter touches; ``None`` when its arguments do
-    not say (boolean or ``None`` indices of ``index_put_``: the count is in the data)."""
+    not say (boolean indices of ``index_put_``: the count is in the data)."""
     target, named = args[0], args[_SCATTERS[name]] if len(args) > _SCATTERS[name] else None
-    if name != "index_put_":
+    if name not in _INDEX_PUTS:
         return int(named.numel()) if isinstance(named, torch.Tensor) else None
     indices = list(named or ())
-    if not indices or not all(isinstance(index, torch.Tensor) and not index.is_floating_point()
-                              and index.dtype != torch.bool for index in indices):
+    given = [index for index in indices if index is not None]  # None: a dimension left whole
+    if not given or not all(isinstance(index, torch.Tensor) and not index.is_floating_point()
+                            and index.dtype != torch.bool for index in given):
         return None
-    shape = torch.broadcast_shapes(*(index.shape for index in indices))
-    return math.prod(shape) * math.prod(target.shape[len(indices):])
+    picked = math.prod(torch.broadcast_shapes(*(index.shape for index in given)))
+    whole = [size for size, index in zip(target.shape, [*indices, *[None] * target.dim()])
+             if index is None]  # ``cache[:, at] = 0.0`` writes the whole first dimension
+    return picked * math.prod(whole)
 
 
 def _scatter_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
@@ -171,7 +179,7 @@ def _scatter_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         read.setdefault(_region(tensor), _nbytes(tensor))
     read.pop(_region(target), None)
     written = min(touched * target.element_size(), _nbytes(target))
-    accumulates = name in _ACCUMULATES or (name == "index_put_" and bool(
+    accumulates = name in _ACCUMULATES or (name in (*_INDEX_PUTS, "put_") and bool(
         kwargs.get("accumulate", args[3] if len(args) > 3 else False)))
     return sum(read.values()) + written * (2 if accumulates else 1)
 
@@ -214,7 +222,8 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         written += _nbytes(tensor)
     if aliased and not mutable and read:
         return None
-    if schema is not None and func.overloadpacket.__name__ in ROW_GATHERS and args \
+    name = func.overloadpacket.__name__ if schema is not None else ""
+    if name in ROW_GATHERS and args \
             and isinstance(args[0], torch.Tensor) and _region(args[0]) in read:
         table = _region(args[0])
         read[table] = min(read[table], written)

@@ -15,7 +15,9 @@ Lightning's hooks, loggers and log directory.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -48,8 +50,33 @@ if not _BASES:  # pragma: no cover - exercised only without the extra
 def first_item(batch: Any) -> Any:
     """The model's input in a Lightning batch: the first item of a tuple or list (the
     ``(inputs, targets)`` convention), anything else as it is (a tensor is ``model(x)``, a dict
-    is ``model(**batch)``)."""
+    is ``model(**batch)``; the callback passes a dict whose keys ``forward`` does not take as
+    its one argument, ``model(batch)``)."""
     return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+def _takes_keywords(forward: Callable[..., Any], keys: Iterable[Any]) -> bool:
+    """Whether ``forward(**batch)`` can bind every key (``**kwargs``, or a parameter of each
+    name); an unreadable signature is given the benefit of the doubt."""
+    try:
+        parameters = inspect.signature(forward).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters):
+        return True
+    names = {parameter.name for parameter in parameters
+             if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+    return set(keys) <= names
+
+
+def _module_input(module: Any, batch: Any) -> Any:
+    """:func:`first_item` of ``batch`` for ``module``'s ``forward``: a dict whose keys it does
+    not take as keywords (``def forward(self, batch)``, the habit of dict batches) is its one
+    positional argument, as ``training_step`` calls ``self(batch)``."""
+    item = first_item(batch)
+    if isinstance(item, Mapping) and not _takes_keywords(module.forward, item):
+        return (item,)
+    return item
 
 
 class _Hooks(WindowCallback):
@@ -102,7 +129,9 @@ class _Hooks(WindowCallback):
 
     def _start(self, trainer: Any, pl_module: Any) -> None:
         self._step = 0
-        self._new_window(pl_module, trainer.precision_plugin.train_step_context)
+        window = self._new_window(pl_module, trainer.precision_plugin.train_step_context)
+        if window.forward_args is first_item:  # the default: read the module's forward
+            window.forward_args = functools.partial(_module_input, pl_module)
         # read here, on every rank: under DDP trainer.log_dir is a broadcast from rank 0
         self._directory = Path(self.log_dir if self.log_dir is not None
                                else trainer.log_dir or trainer.default_root_dir)
@@ -121,10 +150,23 @@ class _Hooks(WindowCallback):
 
     def _emit(self, trainer: Any, result: WindowResult) -> None:
         self.result, self._emitted = result, True
-        for logger in trainer.loggers:
-            logger.log_metrics(result.scalars, step=trainer.global_step)
         assert self._directory is not None
-        result.write(self._directory)
+        # each destination on its own: a logger that raises keeps neither the files nor the
+        # other loggers from the result (nor they it); the failures are raised together after
+        failures = []
+        for logger in trainer.loggers:
+            try:
+                logger.log_metrics(result.scalars, step=trainer.global_step)
+            except Exception as exc:
+                failures.append(f"logger {type(logger).__name__} raised {type(exc).__name__}: "
+                                f"{exc}")
+        try:
+            result.write(self._directory)
+        except Exception as exc:
+            failures.append(f"writing the files into {self._directory} raised "
+                            f"{type(exc).__name__}: {exc}")
+        if failures:
+            raise RuntimeError("; ".join(failures))
 
 
 class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]

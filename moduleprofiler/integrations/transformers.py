@@ -147,6 +147,18 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         if window is None:
             return
         step = state.global_step
+        if step == self.start_step and self._batch is None:
+            # a train() resumed from a checkpoint at the window's first step: the step before
+            # it, whose batch the count needs, ran in an earlier run
+            self.window = None
+            window.release()
+            warn(WindowWarning(
+                f"moduleprofiler: training started at step {step} (resumed from a "
+                f"checkpoint), the profiling window's first step (start_step="
+                f"{self.start_step}): the model is counted on the batch of the step before "
+                f"the window, which this run did not run, so nothing was profiled or logged; "
+                f"pass a start_step above {step}"))
+            return
         if step == self.start_step - 1 and model is not None and self._capture is None:
             self._capture = model.register_forward_pre_hook(self._keep_batch, with_kwargs=True)
         self._guarded(f"profiling training step {step}", window.before_step, step,
@@ -245,22 +257,39 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         state.log_history.append({**result.scalars, "step": state.global_step})
         report_to = args.report_to if isinstance(args.report_to, (list, tuple)) \
             else [args.report_to]
+        # each destination on its own: TensorBoard failing (not installed, a directory that
+        # cannot be written) keeps not the files from the result, nor they it
+        failures = []
         if "tensorboard" in report_to or "all" in report_to:
-            from torch.utils.tensorboard import SummaryWriter
-
-            writer = SummaryWriter(log_dir=tensorboard_dir(args))
             try:
-                # the logged scalars under their own keys, the modules of every depth down to
-                # ``depth`` (the profile's writer takes one depth); 64-bit, so a count of
-                # billions is exact
-                for key, value in result.scalars.items():
-                    writer.add_scalar(key, value, state.global_step, new_style=True,
-                                      double_precision=True)
-                with warnings.catch_warnings():
-                    # the window has said which logged numbers are lower bounds: once per cause
-                    warnings.simplefilter("ignore", LowerBoundWarning)
-                    # the module tree and the report's summary as text, no scalar twice
-                    result.profile.to_tensorboard(writer, state.global_step, columns=[])
-            finally:
-                writer.close()
-        result.write(Path(self.log_dir if self.log_dir is not None else args.output_dir))
+                self._to_tensorboard(args, state, result)
+            except Exception as exc:
+                failures.append(f"writing TensorBoard's events raised {type(exc).__name__}: "
+                                f"{exc}")
+        folder = Path(self.log_dir if self.log_dir is not None else args.output_dir)
+        try:
+            result.write(folder)
+        except Exception as exc:
+            failures.append(f"writing the files into {folder} raised {type(exc).__name__}: "
+                            f"{exc}")
+        if failures:
+            raise RuntimeError("; ".join(failures))
+
+    def _to_tensorboard(self, args: Any, state: Any, result: WindowResult) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=tensorboard_dir(args))
+        try:
+            # the logged scalars under their own keys, the modules of every depth down to
+            # ``depth`` (the profile's writer takes one depth); 64-bit, so a count of
+            # billions is exact
+            for key, value in result.scalars.items():
+                writer.add_scalar(key, value, state.global_step, new_style=True,
+                                  double_precision=True)
+            with warnings.catch_warnings():
+                # the window has said which logged numbers are lower bounds: once per cause
+                warnings.simplefilter("ignore", LowerBoundWarning)
+                # the module tree and the report's summary as text, no scalar twice
+                result.profile.to_tensorboard(writer, state.global_step, columns=[])
+        finally:
+            writer.close()

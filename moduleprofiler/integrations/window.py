@@ -47,7 +47,8 @@ from moduleprofiler.deprecation import warn_deprecated
 from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
-from moduleprofiler.errors import ProfilingError
+from moduleprofiler.efficiency.device_names import table_name
+from moduleprofiler.errors import FormulaError, LossError, ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.memory import MemoryReport
@@ -74,19 +75,20 @@ MODEL_SCALARS: dict[str, str] = {
     "peak_tflops": "the device's peak FLOP/s mfu is measured against, in 1e12/s",
     "training_peak_bytes": "the most memory live during a training step's forward and "
                            "backward, on the counted batch",
-    "complete": "1 when every logged count is exact, 0 when ops, flops, backward_flops and "
-                "mfu are lower bounds (work without a formula) or the parameters are (weights "
-                "that cannot be read; the window's warning names them)",
+    "complete": "1 when the forward's ops and MACs are exact, 0 when ops, flops and mfu are "
+                "lower bounds (work without a formula; the window's warning names it): the "
+                "model's complete, as the frame's root row and profile.summary() hold it",
+    "backward_complete": "1 when the backward's counts are exact, 0 when backward_flops and "
+                         "mfu are lower bounds: the frame's root row's backward_complete",
 }
 """The model's scalars (``moduleprofiler/<name>``) and what each holds:
 :attr:`WindowResult.step_ms`, :attr:`WindowResult.mfu` and :attr:`Utilization.peak_tflops
 <moduleprofiler.efficiency.Utilization.peak_tflops>`, named as the fields holding them, and
 ``training_peak_bytes``, named as the column of the one-row model table (``profile.summary()``)
 that holds the same number (:attr:`MemoryReport.peak_bytes
-<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass), and ``complete``,
-:attr:`Profile.complete <moduleprofiler.records.ProfileData.complete>` (every total exact, the
-backward's and the parameters' too: the table's ``complete`` and ``backward_complete`` both
-true) as 1 or 0: a logger's dashboard read later has no warning beside it."""
+<moduleprofiler.memory.MemoryReport.peak_bytes>` of the training pass), and ``complete`` and
+``backward_complete``, the flags of the same names of the model (the module frame's root row)
+as 1 or 0: a logger's dashboard read later has no warning beside it."""
 
 DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
 """Model scalars logged under an old name beside the new one until moduleprofiler 0.3.0:
@@ -97,7 +99,8 @@ class WindowWarning(UserWarning):
     """The profiling window did not profile what it was asked to: the profiling failed (the
     callback then turns itself off), or training ended before the window; or what it logs is
     a lower bound (some work had no formula: ``ops``, ``flops`` and ``mfu`` count only the
-    rest). Training goes on."""
+    rest); or MFU is not logged on a GPU (no peak for it, or for the step's dtype). Training
+    goes on."""
 
 COUNT_COLUMNS = ("params", "ops", "flops", "backward_flops",
                  "saved_bytes", "train_max_live_bytes")
@@ -168,9 +171,11 @@ class StepWindow:
             (a tensor, a tuple of positional arguments, a dict of keyword arguments).
         loss_fn: ``output -> scalar`` for the counting pass's backward (default: the one
             default loss, :func:`moduleprofiler.loss.default_loss`).
-        peaks: the device's peaks for MFU: a :class:`DevicePeaks` or a table name; default
-            the CUDA device's from the table. On a CPU, or a device not in the table, MFU is
-            not logged.
+        peaks: the device's peaks for MFU: a :class:`DevicePeaks` or a table name (checked
+            now: a name of no card, or of several, is refused); default the CUDA device's
+            from the table. On a CPU MFU is not logged; on a GPU not in the table, or one
+            without a peak for the dtype the step computes in, it is not logged either, and a
+            :class:`WindowWarning` says why.
         memory: also measure the training step's memory on the counted batch (bytes saved
             for the backward and live per module, the peak and the call that set it).
         gather: under ``torch.distributed`` with several ranks, gather every rank's profile
@@ -207,6 +212,10 @@ class StepWindow:
         if self.peaks is not None and not isinstance(self.peaks, (DevicePeaks, str)):
             raise TypeError(f"peaks must be a DevicePeaks, a table name or None, got "
                             f"{type(self.peaks).__name__}")
+        if isinstance(self.peaks, str) and not self.peaks.startswith("cuda"):
+            # a misspelt or ambiguous name ("H100": SXM, PCIe or NVL) is refused now, not
+            # found at the window's end, where it could only leave MFU out
+            table_name(self.peaks, "peaks")
         if not isinstance(self.memory, bool):
             raise TypeError(f"memory must be a bool, got {type(self.memory).__name__}")
         if self.profiler is not None and not isinstance(self.profiler, Profiler):
@@ -226,6 +235,7 @@ class StepWindow:
         self._context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
         self._failure: Exception | None = None
         self._steps = 0
+        self._first_step: int | None = None
 
     @property
     def stop_step(self) -> int:
@@ -256,6 +266,8 @@ class StepWindow:
         if self.closed or self._model is None:
             return
         self._steps = max(self._steps, step + 1)
+        if self._first_step is None:
+            self._first_step = step
         if self.start_step - self.num_steps <= step < self.start_step and (
                 step > 0 or self.start_step == 1):
             # step 0, the first of training, is a cold start (first kernel launches, the
@@ -266,7 +278,10 @@ class StepWindow:
             # the clock's hooks were off since the last step ended: what ran in between (a
             # validation loop, a checkpoint) is no step's
             self._profiler.resume()
-        elif self._failure is None and self.start_step <= step < self.stop_step:
+        elif self._failure is None and step == self.start_step:
+            # the window opens at its first step only: a training resumed from a checkpoint
+            # past it never reaches it (finish says so), and a step inside the window has no
+            # batch of the step before it for a callback that counts on that one
             try:
                 self._profile = self._count(self._model, batch)
             except Exception as exc:
@@ -300,7 +315,7 @@ class StepWindow:
     def finish(self) -> WindowResult | None:
         """Training ended: close a window it cut short (its profiled steps are the result;
         ``None`` if no step was profiled, with a :class:`WindowWarning` when training ended
-        before the window's first step). Idempotent."""
+        before the window's first step or started after it). Idempotent."""
         if not self.closed and self._profiler is None and self._failure is None \
                 and self._model is not None and self._steps <= self.start_step:
             warn(WindowWarning(
@@ -308,6 +323,13 @@ class StepWindow:
                 f"profiling window (start_step={self.start_step}, num_steps="
                 f"{self.num_steps}): nothing was profiled or logged; pass a start_step "
                 f"below {self._steps}"))
+        elif not self.closed and self._profiler is None and self._failure is None \
+                and self._first_step is not None and self._first_step > self.start_step:
+            warn(WindowWarning(
+                f"moduleprofiler: training started at step {self._first_step} (resumed from "
+                f"a checkpoint), after the profiling window's first step (start_step="
+                f"{self.start_step}): nothing was profiled or logged; pass a start_step "
+                f"above {self._first_step}"))
         if self.closed or (self._profiler is None and self._failure is None):
             self.release()
             return self.result
@@ -360,9 +382,13 @@ class StepWindow:
                                                        loss_fn=self.loss_fn)
                 return profile.merge(self._memory)
             except ProfilingError as exc:
+                # point at the setting that can be wrong: a formula's or the loss's failure
+                # says nothing of how the batch became the model's input
+                hint = ("a formula raised" if isinstance(exc, FormulaError)
+                        else "check loss_fn" if isinstance(exc, LossError)
+                        else "check forward_args")
                 raise ProfilingError(f"counting the model on the batch of step "
-                                     f"{self.start_step} failed (check forward_args): "
-                                     f"{exc}") from exc
+                                     f"{self.start_step} failed ({hint}): {exc}") from exc
 
     def _memory_measurable(self, model: nn.Module) -> bool:
         """Whether the memory pass may run: its real ``loss.backward()`` would run an optimizer
@@ -428,7 +454,11 @@ class StepWindow:
                                 f"read '{PREFIX}/{new}' (the same number, named as the "
                                 "column of profile.summary())")
         scalars.update(module_scalars(profile, self.depth))
-        scalars[f"{PREFIX}/complete"] = float(profile.complete)
+        # the flags under their columns' names, with their columns' meanings (the forward's
+        # ops and MACs; the backward's counts): one name per number
+        scalars[f"{PREFIX}/complete"] = float(profile.macs_complete)
+        if profile.backward_complete is not None:
+            scalars[f"{PREFIX}/backward_complete"] = float(profile.backward_complete)
         if not profile.complete:  # a scalar cannot say it is a lower bound: said once here
             counts = set(profile.lower_bounds) - {"params"}  # else weights alone are unknown
             warn(WindowWarning("moduleprofiler: " + ("the logged ops, flops, backward_flops "
@@ -454,12 +484,16 @@ class StepWindow:
             return None  # a CPU has no peak
         try:
             peaks = device_peaks(self.peaks if self.peaks is not None else device)
-        except ValueError:
-            return None  # a device the peak table does not know: no MFU, never 0
-        try:
             found = utilization(profile, step_ms, peaks)
-        except ValueError:
-            return None  # no peak for the model's dtype
+        except ValueError as exc:
+            # a GPU the peak table does not know, or no peak for the dtype the step ran its
+            # multiply-accumulates in: no MFU (never 0), and the dashboard's missing number
+            # is explained here, once
+            reason = str(exc).removesuffix(": pass dtype=")
+            warn(WindowWarning(f"moduleprofiler: mfu and peak_tflops are not logged: {reason}; "
+                               "give the callback peaks= (a DevicePeaks with the peak, or the "
+                               "table name of the device)"))
+            return None
         return dataclasses.replace(
             found, model_flops=found.model_flops * calls,
             hardware_flops=found.hardware_flops * calls,

@@ -165,3 +165,31 @@ def test_long_names_stay_inside_the_axes() -> None:
     for name in names:
         box = name.get_window_extent(canvas.get_renderer())
         assert axes.x0 <= box.x0 and box.x1 <= axes.x1, name.get_text()
+
+
+def test_a_module_in_a_dtype_without_a_peak_is_drawn_and_said() -> None:
+    # a bfloat16 layer on a device with an fp32 peak only has no compute roof and no label:
+    # the title counted it ("2 modules") but no point was drawn for it
+    class Mixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(64, 64)
+            self.b = nn.Linear(64, 64).to(torch.bfloat16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x).to(torch.bfloat16))
+
+    torch.manual_seed(0)
+    model, x = Mixed(), torch.randn(16, 64)
+    profile = ModuleProfiler().profile(model, x, listeners=[TrafficListener()]).with_timing(
+        time_modules(model, x, num_iters=3, drop_first=1, warmup_seconds=0,
+                     measure_overhead=False))
+    fp32_only = DevicePeaks("fp32 only", {"fp32": 2.0}, bandwidth_gbs=100.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EfficiencyWarning)
+        figure = plot_roofline(profile, fp32_only)
+    axes = figure.axes[0]
+    assert axes.get_title().startswith("Roofline on fp32 only: 2 modules")
+    assert points(figure) == 2  # a and b; the root's own work is a cast, no FLOPs
+    labels = axes.get_legend_handles_labels()[1]
+    assert "no bf16 peak (1)" in labels and len(labels) == 4  # memory, fp32, a's bound, b

@@ -129,6 +129,54 @@ def test_a_gather_reads_only_the_rows_it_returns():
     assert operator_bytes(aten.index_select.default, (table, 0, rows), {}, picked) == 180
 
 
+class _CacheWrite(nn.Module):
+    """Writes two rows into a 1000 x 64 float cache (256,000 bytes) by ``write``."""
+
+    def __init__(self, write: str) -> None:
+        super().__init__()
+        self.write = write
+        self.register_buffer("cache", torch.zeros(1000, 64))
+
+    def forward(self, rows: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        if self.write == "setitem":
+            self.cache[at] = rows
+        elif self.write == "fill":
+            self.cache[at] = 0.0
+        elif self.write == "columns":
+            self.cache[:, at] = 0.0
+        elif self.write == "index_copy_":
+            self.cache.index_copy_(0, at, rows)
+        else:
+            self.cache.index_add_(0, at, rows)
+        return rows
+
+
+@pytest.mark.parametrize(("write", "moved"), [
+    # 2 x 64 x 4 = 512 bytes of rows and 2 x 8 = 16 of positions read, the 512 written
+    ("setitem", 512 + 16 + 512),
+    ("index_copy_", 512 + 16 + 512),
+    # index_add_ also reads the 512 bytes of cache it adds into
+    ("index_add_", 512 + 16 + 512 + 512),
+    # a 4-byte 0-d value and the positions read; 2 whole rows of 64 floats written
+    ("fill", 4 + 16 + 2 * 64 * 4),
+    # 1000 rows x 2 columns written
+    ("columns", 4 + 16 + 1000 * 2 * 4),
+])
+def test_a_scatter_into_a_cache_moves_what_it_writes(write: str, moved: int) -> None:
+    # it read the whole 256,000-byte cache and wrote it whole: 512,528 bytes for 2 rows,
+    # 500 times what the kernel moves, in a figure said to be a lower bound
+    rows, at = torch.randn(2, 64), torch.tensor([3, 7])
+    profile = ModuleProfiler().profile(_CacheWrite(write), (rows, at),
+                                       listeners=[TrafficListener()])
+    assert profile.records[0].metrics["self_moved_bytes"] == moved
+    # the functional form returns a new cache: it reads and writes it whole, as before
+    aten = torch.ops.aten
+    cache = torch.zeros(1000, 64)
+    out = aten.index_copy.default(cache, 0, at, rows)
+    assert operator_bytes(aten.index_copy.default, (cache, 0, at, rows), {}, out) == \
+        256_000 + 16 + 512 + 256_000
+
+
 def test_operator_bytes_of_views_and_allocations_is_none():
     x = torch.randn(2, 3)
     aten = torch.ops.aten

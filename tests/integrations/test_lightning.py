@@ -114,7 +114,8 @@ def test_a_fit_that_ends_inside_the_window_reports_it(tmp_path: Path) -> None:
     assert set(callback.result.scalars) == {"moduleprofiler/step_ms",
                                             "moduleprofiler/training_peak_bytes",
                                             "moduleprofiler/peak_bytes",
-                                            "moduleprofiler/complete"}
+                                            "moduleprofiler/complete",
+                                            "moduleprofiler/backward_complete"}
     assert (Path(trainer.log_dir) / REPORT_NAME).exists()
 
 
@@ -163,6 +164,63 @@ def test_a_failing_callback_warns_and_training_goes_on(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                  plain.state_dict().values()))
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+class DictBatch(Tiny):
+    """Batches are dicts, and ``forward`` takes the batch whole: ``self(batch)``."""
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
+        return self.net(batch["x"])
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return nn.functional.cross_entropy(self(batch), batch["y"])
+
+    def train_dataloader(self) -> Any:
+        rows = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
+        return torch.utils.data.DataLoader(
+            [{"x": row, "y": torch.tensor(index % 2)} for index, row in enumerate(rows)],
+            batch_size=8)
+
+
+def test_a_dict_batch_reaches_a_forward_that_takes_the_batch(tmp_path: Path,
+                                                              recwarn: Any) -> None:
+    # the dict was passed as keywords, forward(x=..., y=...): "DictBatch.forward() got an
+    # unexpected keyword argument 'x'", and the callback turned itself off
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, memory=False)
+    _fit(tmp_path, callback, max_steps=3, module=DictBatch)
+    assert not [w for w in recwarn if issubclass(w.category, WindowWarning)]
+    assert callback.result is not None
+    # net on 8 rows: 2 x 8 x 4 x 8 + 2 x 8 x 8 x 2 = 768 FLOPs (test_logged_keys_and_files)
+    assert callback.result.scalars["moduleprofiler/net/flops"] == 768
+
+
+class _DownLogger(CSVLogger):
+    """A logger whose service is down when the profiler's scalars come."""
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if any(key.startswith("moduleprofiler/") for key in metrics):
+            raise ConnectionError("service down")
+        super().log_metrics(metrics, step)
+
+
+def test_a_logger_that_raises_keeps_neither_the_files_nor_the_other_loggers(
+        tmp_path: Path) -> None:
+    # the first logger's error stopped the emission: the files were never written and the
+    # loggers after it got nothing
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, memory=False,
+                                      log_dir=tmp_path / "files")
+    L.seed_everything(0)
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", callbacks=[callback],
+                        logger=[_DownLogger(tmp_path / "down"), CSVLogger(tmp_path / "up")],
+                        enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    with pytest.warns(WindowWarning, match=r"logger _DownLogger raised ConnectionError: "
+                                           r"service down"):
+        trainer.fit(Tiny())
+    assert trainer.global_step == 3 and callback.result is not None
+    assert (tmp_path / "files" / PROFILE_NAME).exists()
+    logged = (Path(trainer.loggers[1].log_dir) / "metrics.csv").read_text(encoding="utf-8")
+    assert "moduleprofiler/net/flops" in logged.splitlines()[0]
 
 
 def test_a_fit_that_ends_before_the_window_says_so(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -236,6 +237,55 @@ def test_hooks_left_by_a_run_that_raised_inside_the_window_come_off_at_the_next_
 def test_a_run_that_ends_before_the_window_says_so(tmp_path: Path) -> None:
     with pytest.warns(WindowWarning, match=r"after 2 steps.*start_step=5"):
         train(tmp_path, [ModuleProfilerCallback()], steps=2)
+
+
+def test_a_run_resumed_at_the_windows_first_step_says_so(tmp_path: Path) -> None:
+    # train(resume_from_checkpoint=...) at global step 2 with start_step=2: the batch the
+    # count needs is that of step 1, run before the checkpoint. The count ran on None and
+    # warned "check forward_args ... no input was given"
+    callback = ModuleProfilerCallback(start_step=2, num_steps=2)
+    model = torch.nn.Linear(4, 2)  # never called: the run ends at its first event
+    args = SimpleNamespace(output_dir=str(tmp_path), report_to=[])  # what the events read
+    state = transformers.TrainerState(global_step=2)
+    control = transformers.TrainerControl()
+    callback.on_train_begin(args, state, control, model=model)
+    with pytest.warns(WindowWarning, match=r"training started at step 2 \(resumed from a "
+                      r"checkpoint\), the profiling window's first step \(start_step=2\): "
+                      r"the model is counted on the batch of the step before the window, "
+                      r"which this run did not run, so nothing was profiled or logged; pass "
+                      r"a start_step above 2") as caught:
+        for step in (2, 3):
+            state.global_step = step
+            callback.on_step_begin(args, state, control, model=model)
+            state.global_step = step + 1
+            callback.on_step_end(args, state, control, model=model)
+        callback.on_train_end(args, state, control, model=model)
+    assert len([w for w in caught if issubclass(w.category, WindowWarning)]) == 1
+    assert callback.window is None and callback.result is None
+    assert sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules()) == 0
+
+
+def test_tensorboard_failing_keeps_not_the_files_from_the_result(tmp_path: Path) -> None:
+    # TensorBoard's directory could not be made (a file is in its way): the error stopped
+    # the emission and the report and JSON were never written
+    from moduleprofiler.integrations import StepWindow
+
+    window = StepWindow(start_step=0, num_steps=1, memory=False)
+    model = torch.nn.Linear(4, 2)
+    window.start(model)
+    window.before_step(0, torch.randn(3, 4))
+    model(torch.randn(3, 4)).sum().backward()
+    result = window.after_step(0)
+    assert result is not None
+    (tmp_path / "blocked").write_text("a file, not a folder", encoding="utf-8")
+    args = SimpleNamespace(report_to=["tensorboard"], output_dir=str(tmp_path / "out"),
+                           logging_dir=str(tmp_path / "blocked" / "runs"))
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1)
+    callback.window = window
+    with pytest.warns(WindowWarning, match=r"writing TensorBoard's events raised "):
+        callback._guarded("closing the profiling window", callback._emit, args,
+                          transformers.TrainerState(), result)
+    assert (tmp_path / "out" / PROFILE_NAME).exists() and callback.result is result
 
 
 def test_bad_arguments_are_named() -> None:

@@ -69,7 +69,8 @@ def test_logged_keys_and_counts() -> None:
     counts = ("params", "ops", "flops", "backward_flops")
     memory = ("saved_bytes", "train_max_live_bytes")  # the training step's
     assert set(scalars) == {"moduleprofiler/step_ms", "moduleprofiler/training_peak_bytes",
-                            "moduleprofiler/peak_bytes", "moduleprofiler/complete"} | {
+                            "moduleprofiler/peak_bytes", "moduleprofiler/complete",
+                            "moduleprofiler/backward_complete"} | {
         f"moduleprofiler/{path}/{column}" for path in "012"
         for column in times + counts + memory}
     # saved for the backward: ReLU keeps its 3 x 8 float32 output, 96 bytes; the second
@@ -301,7 +302,8 @@ def test_no_hook_free_step_no_step_time() -> None:
     # logs no module, only the training step's memory peak (and whether the counts are exact)
     assert result.step_ms is None and result.mfu is None
     assert set(result.scalars) == {"moduleprofiler/training_peak_bytes",
-                                   "moduleprofiler/peak_bytes", "moduleprofiler/complete"}
+                                   "moduleprofiler/peak_bytes", "moduleprofiler/complete",
+                                   "moduleprofiler/backward_complete"}
 
 
 def test_files_written(tmp_path: Path) -> None:
@@ -336,6 +338,26 @@ def test_window_never_reached_says_so() -> None:
     assert caught[0].filename == __file__  # pointed at the loop that called finish()
 
 
+def test_training_resumed_after_the_windows_start_says_so() -> None:
+    # a training resumed from a checkpoint at step 3 never ran the window's first step (2):
+    # its steps 3 and 4 opened the window on step 3's batch (a callback that counts on the
+    # batch of the step before had none: the count failed, blaming forward_args), or,
+    # past the window, nothing was profiled and nothing said
+    model = _model()
+    for first, steps in ((3, 2), (6, 2)):
+        window = StepWindow(start_step=2, num_steps=3, forward_args=_first)
+        window.start(model)
+        with pytest.warns(WindowWarning, match=rf"training started at step {first} \(resumed "
+                          rf"from a checkpoint\), after the profiling window's first step "
+                          rf"\(start_step=2\): nothing was profiled or logged; pass a "
+                          rf"start_step above {first}"):
+            for step in range(first, first + steps):
+                window.before_step(step, (torch.randn(3, 4), None))
+                assert window.after_step(step) is None
+            assert window.finish() is None
+        assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
 def test_a_window_that_ran_warns_nothing_at_the_end(recwarn: pytest.WarningsRecorder) -> None:
     torch.manual_seed(0)
     _train(_model(), StepWindow(start_step=1, num_steps=1, forward_args=_first), steps=3)
@@ -353,7 +375,8 @@ def misnamed(result: WindowResult) -> list[str]:
               "peak_tflops": result.utilization.peak_tflops if result.utilization else None,
               "training_peak_bytes": None if result.memory is None else
               result.profile.summary(result.memory).loc[0, "training_peak_bytes"],
-              "complete": float(result.profile.summary().loc[0, "complete"])}
+              "complete": float(result.profile.summary().loc[0, "complete"]),
+              "backward_complete": float(frame.loc["__root__", "backward_complete"])}
     assert set(fields) == set(MODEL_SCALARS)
     fields.update({old: fields[new] for old, new in DEPRECATED_SCALARS.items()})
     wrong = []
@@ -434,6 +457,41 @@ def test_the_count_runs_in_the_step_context() -> None:
     assert result.mfu == pytest.approx(672 / (result.step_ms / 1e3 * 989.4e12), rel=1e-12)
 
 
+@pytest.mark.parametrize(("peaks", "message"), [
+    ("H100", r"peaks 'H100' could be any of H100 SXM, H100 PCIe, H100 NVL"),
+    ("H100 SMX", r"peaks 'H100 SMX' is not in the peak table \(close: H100 SXM"),
+])
+def test_a_peaks_name_of_no_card_or_of_several_is_refused_when_made(peaks: str,
+                                                                    message: str) -> None:
+    # both were taken, and the window's end then left MFU out without a word
+    with pytest.raises(ValueError, match=message):
+        StepWindow(peaks=peaks)
+    with pytest.raises(ValueError, match=message):
+        WindowCallback(None, peaks=peaks)  # a callback refuses it when it is made
+
+
+def test_a_peak_table_without_the_steps_dtype_warns_and_leaves_mfu_out() -> None:
+    torch.manual_seed(0)
+    # a V100 has no bf16 peak; the step computes in bfloat16 under autocast: no MFU (never
+    # one against another dtype's peak), and the missing scalar said once, with the cause
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, peaks="V100 SXM2",
+                        memory=False)
+    model = _model()
+    window.start(model, context=lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    with pytest.warns(WindowWarning, match=r"mfu and peak_tflops are not logged: V100 SXM2 "
+                      r"has no peak for dtype 'bf16'; give the callback peaks=") as caught:
+        for step in range(3):
+            x, y = torch.randn(3, 4), torch.randint(0, 2, (3,))
+            window.before_step(step, (x, y))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                nn.functional.cross_entropy(model(x), y).backward()
+            window.after_step(step)
+    assert len([w for w in caught if issubclass(w.category, WindowWarning)]) == 1
+    result = window.result
+    assert result is not None and result.step_ms is not None and result.mfu is None
+    assert not {"moduleprofiler/mfu", "moduleprofiler/peak_tflops"} & set(result.scalars)
+
+
 class _NoForward(nn.Module):
     """Layers called by the training loop, no ``forward`` (a LightningModule's habit)."""
 
@@ -456,6 +514,33 @@ def test_a_failing_window_warns_and_the_callback_turns_itself_off() -> None:
     assert caught[0].filename == __file__
     assert callback.window is None and window.closed  # off, its hooks gone
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def _raises(*_: Any) -> Any:
+    raise ZeroDivisionError("by design")
+
+
+def _failing_relu_profiler() -> ModuleProfiler:
+    profiler = ModuleProfiler()
+    profiler.ops_fn_map[nn.ReLU] = _raises
+    return profiler
+
+
+@pytest.mark.parametrize(("settings", "hint"), [
+    ({"profiler": _failing_relu_profiler()}, r"a formula raised\): ops formula '_raises' for "
+                                             r"module '1' \(ReLU\)"),
+    ({"loss_fn": _raises}, r"check loss_fn\): loss_fn raised ZeroDivisionError"),
+    ({"forward_args": lambda batch: batch[1]}, r"check forward_args\): forward of module "
+                                               r"'0' \(Linear\) raised TypeError"),
+])
+def test_a_failed_count_points_at_the_setting_that_failed(settings: dict[str, Any],
+                                                          hint: str) -> None:
+    # every failure of the count said "check forward_args", a formula's and the loss's too
+    window = StepWindow(**{"start_step": 0, "num_steps": 1, "memory": False,
+                           "forward_args": _first, **settings})
+    window.start(_model())
+    with pytest.raises(ProfilingError, match=r"batch of step 0 failed \(" + hint):
+        window.before_step(0, (torch.randn(3, 4), "labels"))
 
 
 def _training_state(window: StepWindow | None) -> tuple[dict[str, torch.Tensor], Any, torch.Tensor]:
@@ -607,7 +692,46 @@ def test_a_window_whose_parameters_alone_are_a_lower_bound_says_so(
     profile = results[0].profile
     # 3 rows: the quantized 4 x 4 and the float 4 x 2 products, 3 x 16 + 3 x 8 = 72 MACs
     assert profile.total_macs == 72 and profile.lower_bounds == ("params",)
-    assert results[0].scalars["moduleprofiler/complete"] == 0.0
+    # the counts are exact, and their flags say so; the parameters' bound is the warning's
+    assert results[0].scalars["moduleprofiler/complete"] == 1.0
+    assert results[0].scalars["moduleprofiler/backward_complete"] == 1.0
+
+
+class _OpaqueGradient(torch.autograd.Function):
+    """Doubles its input; its backward runs an operator without a formula."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(grad.reshape(-1, 2, 2)).reshape(grad.shape)
+
+
+class _OpaqueBackward(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _OpaqueGradient.apply(self.linear(x))
+
+
+def test_the_flags_are_logged_under_their_columns_meanings() -> None:
+    # only the backward has work without a formula: the frame's and the summary's complete
+    # is true (the forward's ops and MACs are exact), its backward_complete false. The window
+    # logged 'complete' 0: a number the one vocabulary gives another meaning
+    torch.manual_seed(0)
+    window = StepWindow(start_step=1, num_steps=1, forward_args=_first, memory=False)
+    with pytest.warns(WindowWarning, match="lower bounds"):
+        (result, _) = _train(_OpaqueBackward(), window, steps=3)
+    frame = result.profile.to_df("module").set_index("module")
+    assert bool(frame.loc["__root__", "complete"]) and bool(result.profile.summary().loc[
+        0, "complete"]) and not frame.loc["__root__", "backward_complete"]
+    assert result.scalars["moduleprofiler/complete"] == 1.0
+    assert result.scalars["moduleprofiler/backward_complete"] == 0.0
+    assert misnamed(result) == []
 
 
 def test_a_complete_window_warns_of_nothing(recwarn: pytest.WarningsRecorder) -> None:
