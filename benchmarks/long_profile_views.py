@@ -7,6 +7,7 @@ One command, from the repository root::
     PYTHONPATH=. python benchmarks/long_profile_views.py                  # against HEAD~1
     PYTHONPATH=. python benchmarks/long_profile_views.py --before main --steps 8000 --rounds 7
     PYTHONPATH=. python benchmarks/long_profile_views.py --before /tmp/old  # a package folder
+    PYTHONPATH=. python benchmarks/long_profile_views.py --heap 5  # 5 million objects held
 
 In interleaved rounds it starts a fresh process per side (the earlier commit's package from
 ``git archive`` on ``PYTHONPATH``, then this checkout's, in alternating order) that profiles
@@ -36,9 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ("profile", "to_df", "module_df", "tree")
 
 
-def _child(steps: int) -> None:
+def _child(steps: int, heap: int) -> None:
     """Profile the loop model and print one JSON line: seconds per view, and a digest of the
-    frames' values (to check that both sides show the same numbers)."""
+    frames' values (to check that both sides show the same numbers). ``heap`` million small
+    objects are kept alive first, as a notebook or a training script holds its own (each full
+    collection of the garbage collector walks them all)."""
+    held = [[i] for i in range(heap * 1_000_000)]
     import torch
     from torch import nn
 
@@ -70,7 +74,7 @@ def _child(steps: int) -> None:
         shown = build(fresh)
         seconds[view] = time.perf_counter() - start
         digest.update((shown if isinstance(shown, str) else shown.to_csv()).encode())
-    print(json.dumps({"seconds": seconds, "digest": digest.hexdigest()}))
+    print(json.dumps({"seconds": seconds, "digest": digest.hexdigest(), "held": len(held)}))
 
 
 def _archive(rev: str, into: Path) -> None:
@@ -80,8 +84,9 @@ def _archive(rev: str, into: Path) -> None:
         tar.extractall(into, filter="data")
 
 
-def _run(path: Path, steps: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", "--steps", str(steps)],
+def _run(path: Path, steps: int, heap: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", "--steps", str(steps),
+                          "--heap", str(heap)],
                          env={"PYTHONPATH": str(path), "PATH": "/usr/bin:/bin",
                               "OMP_NUM_THREADS": "1"},
                          check=True, capture_output=True, text=True).stdout
@@ -94,10 +99,12 @@ def main() -> None:
                         help="the earlier commit (git rev), or a folder holding its package")
     parser.add_argument("--steps", type=int, default=8000, help="loop steps (2 calls each)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--heap", type=int, default=0,
+                        help="millions of small objects the process holds before profiling")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.steps)
+        _child(args.steps, args.heap)
         return
     with tempfile.TemporaryDirectory() as folder:
         before = Path(args.before) if Path(args.before).is_dir() else Path(folder)
@@ -109,12 +116,12 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
             for side in order:
-                result = _run(sides[side], args.steps)
+                result = _run(sides[side], args.steps, args.heap)
                 digests[side].add(result["digest"])
                 for view in VIEWS:
                     times[side][view].append(result["seconds"][view])
     print(f"long profile views: {2 * args.steps + 1} calls, {args.rounds} interleaved rounds, "
-          f"before = {args.before}, after = this checkout")
+          f"{args.heap} million objects held, before = {args.before}, after = this checkout")
     print(f"{'view':<10} {'before min':>10} {'before med':>10} {'after min':>10} "
           f"{'after med':>10} {'min ratio':>9}")
     for view in VIEWS:
