@@ -72,7 +72,8 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
         TypeError: ``peaks`` is not a :class:`DevicePeaks` or ``step_ms`` not a number.
         ValueError: ``step_ms`` is not a positive finite time, the device has no peak
             for the dtype, or ``profile`` counted no ops (a timing or memory pass: its FLOPs
-            are unknown, and an MFU of 0 would say the device did nothing).
+            are unknown, and an MFU of 0 would say the device did nothing) or knows none
+            (no formula covers any of its work).
     """
     if not isinstance(peaks, DevicePeaks):
         raise TypeError(f"peaks must be a DevicePeaks (device_peaks('H100 SXM'), "
@@ -91,6 +92,10 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
                          f"peak, to take the peak of {peaks.name} from: pass dtype=")
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
+    if not profile.total_macs and not profile.macs_complete:
+        raise ValueError("no FLOPs of the profile are known (no formula covers its work: "
+                         f"{_unknown_work(profile)}): an MFU of 0 would say the device did "
+                         "nothing; register formulas for them (docs/extending.md)")
     recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)
     hardware = float(profile.total_flops or 0)  # a counting pass (checked above)
     complete = profile.macs_complete
@@ -118,3 +123,12 @@ def transformer_flops_per_token(params: int, layers: int, heads: int, head_dim: 
     per parameter (2 forward, 4 backward) plus attention's score and value matmuls (``L``
     layers, ``H`` heads of size ``Q``, sequence length ``T``)."""
     return 6 * params + 12 * layers * heads * head_dim * seq_len
+
+
+def _unknown_work(profile: ProfileData) -> str:
+    """The operators and modules without a formula, for a message (the first three)."""
+    names = [*profile.unsupported_ops, *(record.path or record.type_name
+                                        for record in profile.records
+                                        if record.ops_source == "unknown")]
+    unique = list(dict.fromkeys(names))
+    return ", ".join(unique[:3]) + (", ..." if len(unique) > 3 else "") or "none listed"

@@ -104,3 +104,22 @@ def test_a_pass_that_counted_nothing_has_no_mfu():
     # merged into the counts, the same pass has them: 3 * 4 * 8 = 96 MACs, 192 FLOPs
     counts = ModuleProfiler().profile(model, x)
     assert utilization(counts.merge(memory), 1.0, PEAKS).model_flops == 192
+
+
+class _OnlyUnknownWork(nn.Module):
+    """A model whose one operator has no formula (a matrix exponential)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x)
+
+
+def test_a_profile_that_knows_no_flops_has_no_mfu():
+    # every FLOP unknown: the known total is 0, a lower bound that says nothing; its MFU was
+    # 0.0, as if the device had done nothing in the step
+    profile = ModuleProfiler().profile(_OnlyUnknownWork(), torch.randn(3, 3))
+    with pytest.raises(ValueError, match="no FLOPs of the profile are known.*matrix_exp"):
+        utilization(profile, 1.0, PEAKS, dtype="fp32")
+    # a model that really does no multiply-accumulates (a ReLU, complete) has an MFU of 0
+    relu = ModuleProfiler().profile(nn.ReLU(), torch.randn(3, 3))
+    found = utilization(relu, 1.0, PEAKS, dtype="fp32")
+    assert (found.mfu, found.complete) == (0.0, True)
