@@ -57,6 +57,8 @@ def measure_peaks(device: str | torch.device | None = None, *,
         ValueError: an unknown dtype name or a non-positive size.
     """
     resolved = torch.device(device) if device is not None else default_device()
+    if isinstance(dtypes, str):  # one name (``dtypes="bf16"``), not its letters
+        dtypes = (dtypes,)
     unknown = [name for name in dtypes if name not in _TORCH]
     if unknown:
         raise ValueError(f"measure_peaks: dtypes must be among {', '.join(_TORCH)}, got "

@@ -178,6 +178,13 @@ def test_measured_mode_on_the_cpu():
         measure_peaks("cpu", dtypes=("fp4",))
 
 
+def test_one_dtype_name_is_one_dtype_not_its_letters():
+    # dtypes="fp32" was read letter by letter: "dtypes must be among ..., got ['f', 'p', '3',
+    # '2']"
+    peaks = measure_peaks("cpu", dtypes="fp32", matmul_size=64, copy_bytes=2**16, reps=1)
+    assert peaks.flops_per_s("fp32") > 0 and peaks.flops_per_s("bf16") is None
+
+
 def test_cards_without_bf16_or_tf32_tensor_cores_leave_those_rates_unknown():
     # Volta and Turing: fp16 tensor cores only, no bf16, no TF32, no 2:4 sparsity
     for name, fp16 in (("V100 SXM2", 125e12), ("T4", 65e12)):
