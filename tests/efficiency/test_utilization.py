@@ -117,7 +117,7 @@ def test_a_profile_that_knows_no_flops_has_no_mfu():
     # every FLOP unknown: the known total is 0, a lower bound that says nothing; its MFU was
     # 0.0, as if the device had done nothing in the step
     profile = ModuleProfiler().profile(_OnlyUnknownWork(), torch.randn(3, 3))
-    with pytest.raises(ValueError, match="no FLOPs of the profile are known.*matrix_exp"):
+    with pytest.raises(ValueError, match=r"no FLOPs of the profile are known.*matrix_exp"):
         utilization(profile, 1.0, PEAKS, dtype="fp32")
     # a model that really does no multiply-accumulates (a ReLU, complete) has an MFU of 0
     relu = ModuleProfiler().profile(nn.ReLU(), torch.randn(3, 3))
