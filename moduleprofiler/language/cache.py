@@ -216,8 +216,7 @@ def predict_kv_cache_bytes(config: Any, tokens: int, batch_size: int = 1,
         TypeError: ``dtype`` is not a ``torch.dtype``.
     """
     check_count(tokens, "tokens")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_count(batch_size, "batch_size", 1)
     if dtype is not None and not isinstance(dtype, torch.dtype):  # torch's error named empty()
         raise TypeError(f"dtype must be a torch.dtype such as torch.bfloat16 or None, got "
                         f"{type(dtype).__name__} {dtype!r}")

@@ -164,6 +164,9 @@ def test_bad_input_is_refused() -> None:
         predict_kv_cache_bytes(hf_config("gpt2"), -1)
     with pytest.raises(ValueError, match="batch_size"):
         predict_kv_cache_bytes(hf_config("gpt2"), 1, batch_size=0)
+    # a bool is no batch size (True was taken as a batch of 1), as every other count refuses it
+    with pytest.raises(ValueError, match="batch_size must be a positive int, got True"):
+        predict_kv_cache_bytes(hf_config("gpt2"), 1, batch_size=True)
     # a dtype name (the command line's --dtype takes them) raised torch's "empty(): argument
     # 'dtype' must be torch.dtype, not str"
     with pytest.raises(TypeError, match=r"dtype must be a torch\.dtype such as torch\.bfloat16 or "
