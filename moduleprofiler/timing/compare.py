@@ -48,8 +48,9 @@ def compare_compiled(model: nn.Module, input: Any = None,
     Returns:
         The compiled timing (:class:`~moduleprofiler.timing.ModuleTiming`, clock
         ``"compiled-kernels"``) whose module frame also holds :data:`COMPARE_COLUMNS`:
-        ``eager_ms``, ``eager_launches`` and ``compile_speedup`` beside ``device_ms``,
-        ``device_launches``, ``self_fused_kernels`` and ``fused_across``.
+        ``eager_ms``, ``eager_launches`` (on a GPU only: the eager run's wall time on a CPU
+        counts no launches, and the column is left out) and ``compile_speedup`` beside
+        ``device_ms``, ``device_launches``, ``self_fused_kernels`` and ``fused_across``.
 
     Raises:
         ValueError: ``model`` was compiled in place (``model.compile()``), or some of its
