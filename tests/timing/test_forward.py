@@ -343,7 +343,9 @@ def test_adaptive_run_stops_on_the_budget_of_a_noisy_module():
     assert timing.budget is not None
     assert 0.5 <= timing.budget.total_s <= 0.5 + 2 * ROUND_SHARE * 0.5
     assert timing.elapsed_s is not None and timing.elapsed_s < timing.budget.total_s
-    assert timing.unhooked_ms.size >= timing.iterations >= 100  # ~0.5 ms a hooked iteration
+    # ~0.5 ms a hooked iteration and as much hook-free: ~200 on a quiet machine; a loaded
+    # 2-core one kept 76-95 (the budget is time, not a count), so the bound is half of that
+    assert timing.unhooked_ms.size >= timing.iterations >= 50
 
 
 def test_adaptive_run_of_a_slow_module_ends_one_round_after_the_budget():
