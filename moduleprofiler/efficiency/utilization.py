@@ -82,6 +82,10 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
         raise ValueError("profile counts no ops (a timing or memory pass): its FLOPs are "
                          "unknown, not 0; pass a profile() result, or merge this one into it "
                          "(counts.merge(this))")
+    if not knows_flops(profile):
+        raise ValueError("no FLOPs of the profile are known (no formula covers its work: "
+                         f"{_unknown_work(profile)}): an MFU of 0 would say the device did "
+                         "nothing; register formulas for them (docs/extending.md)")
     check_real(step_ms, "step_ms", "a time in milliseconds")
     if not 0 < step_ms < math.inf:
         raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")
@@ -92,10 +96,6 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
                          f"peak, to take the peak of {peaks.name} from: pass dtype=")
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
-    if not profile.total_macs and not profile.macs_complete:
-        raise ValueError("no FLOPs of the profile are known (no formula covers its work: "
-                         f"{_unknown_work(profile)}): an MFU of 0 would say the device did "
-                         "nothing; register formulas for them (docs/extending.md)")
     recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)
     hardware = float(profile.total_flops or 0)  # a counting pass (checked above)
     complete = profile.macs_complete
@@ -123,6 +123,13 @@ def transformer_flops_per_token(params: int, layers: int, heads: int, head_dim: 
     per parameter (2 forward, 4 backward) plus attention's score and value matmuls (``L``
     layers, ``H`` heads of size ``Q``, sequence length ``T``)."""
     return 6 * params + 12 * layers * heads * head_dim * seq_len
+
+
+def knows_flops(profile: ProfileData) -> bool:
+    """Whether some of ``profile``'s FLOPs are known, or all of them are 0 (a complete count):
+    not so when no formula covers any of its multiply-accumulates, whose known total of 0
+    says nothing."""
+    return bool(profile.total_macs) or profile.macs_complete
 
 
 def _unknown_work(profile: ProfileData) -> str:

@@ -48,6 +48,7 @@ from moduleprofiler.devices import synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.efficiency.device_names import table_name
+from moduleprofiler.efficiency.utilization import knows_flops
 from moduleprofiler.errors import FormulaError, LossError, ProfilingError
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
@@ -490,9 +491,12 @@ class StepWindow:
             # multiply-accumulates in: no MFU (never 0), and the dashboard's missing number
             # is explained here, once
             reason = str(exc).removesuffix(": pass dtype=")
-            warn(WindowWarning(f"moduleprofiler: mfu and peak_tflops are not logged: {reason}; "
-                               "give the callback peaks= (a DevicePeaks with the peak, or the "
-                               "table name of the device)"))
+            # where no FLOPs are known the reason names the work without a formula: no peak
+            # would help
+            remedy = ("" if not knows_flops(profile) else "; give the callback peaks= (a "
+                      "DevicePeaks with the peak, or the table name of the device)")
+            warn(WindowWarning(f"moduleprofiler: mfu and peak_tflops are not logged: "
+                               f"{reason}{remedy}"))
             return None
         return dataclasses.replace(
             found, model_flops=found.model_flops * calls,

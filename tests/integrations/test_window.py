@@ -492,6 +492,36 @@ def test_a_peak_table_without_the_steps_dtype_warns_and_leaves_mfu_out() -> None
     assert not {"moduleprofiler/mfu", "moduleprofiler/peak_tflops"} & set(result.scalars)
 
 
+class _OnlyUnknownWork(nn.Module):
+    """A training step whose one multiply-accumulating operator has no formula: a matrix
+    exponential of a scaled input (the scaling is ops, not multiply-accumulates)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.matrix_exp(x * self.scale)
+
+
+def test_a_step_that_knows_no_flops_says_so_without_blaming_the_peaks() -> None:
+    # no FLOPs known: no MFU (never 0), and the warning names the work without a formula; it
+    # said "give the callback peaks=", which no peak table would mend
+    window = StepWindow(start_step=1, num_steps=1, forward_args=lambda batch: (batch,),
+                        peaks="H100 SXM", memory=False)
+    model = _OnlyUnknownWork()
+    window.start(model)
+    with pytest.warns(WindowWarning, match="no FLOPs of the profile are known") as caught:
+        for step in range(3):
+            x = torch.randn(4, 4)
+            window.before_step(step, x)
+            model(x).sum().backward()
+            window.after_step(step)
+    said = [str(w.message) for w in caught if "mfu and peak_tflops" in str(w.message)]
+    assert len(said) == 1 and "matrix_exp" in said[0] and "peaks=" not in said[0]
+    assert window.result is not None and window.result.mfu is None
+
+
 class _NoForward(nn.Module):
     """Layers called by the training loop, no ``forward`` (a LightningModule's habit)."""
 
