@@ -18,7 +18,7 @@ import torch
 
 from moduleprofiler.efficiency.peaks import DevicePeaks, peak_dtype
 from moduleprofiler.efficiency.roofline import call_dtype
-from moduleprofiler.records import ProfileData
+from moduleprofiler.records import ProfileData, without_formula
 from moduleprofiler.validate import check_real
 
 
@@ -83,9 +83,9 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
                          "unknown, not 0; pass a profile() result, or merge this one into it "
                          "(counts.merge(this))")
     if not knows_flops(profile):
-        raise ValueError("no FLOPs of the profile are known (no formula covers its work: "
-                         f"{_unknown_work(profile)}): an MFU of 0 would say the device did "
-                         "nothing; register formulas for them (docs/extending.md)")
+        raise ValueError(f"no FLOPs of the profile are known ({without_formula(profile)}): "
+                         "an MFU of 0 would say the device did nothing; register formulas "
+                         "for them (docs/extending.md)")
     check_real(step_ms, "step_ms", "a time in milliseconds")
     if not 0 < step_ms < math.inf:
         raise ValueError(f"step_ms must be a positive time in milliseconds, got {step_ms!r}")
@@ -131,11 +131,3 @@ def knows_flops(profile: ProfileData) -> bool:
     says nothing."""
     return bool(profile.total_macs) or profile.macs_complete
 
-
-def _unknown_work(profile: ProfileData) -> str:
-    """The operators and modules without a formula, for a message (the first three)."""
-    names = [*profile.unsupported_ops, *(record.path or record.type_name
-                                        for record in profile.records
-                                        if record.ops_source == "unknown")]
-    unique = list(dict.fromkeys(names))
-    return ", ".join(unique[:3]) + (", ..." if len(unique) > 3 else "") or "none listed"
