@@ -26,7 +26,7 @@ import torch
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
-from moduleprofiler.integrations.window import WindowCallback, WindowResult
+from moduleprofiler.integrations.window import WindowCallback, WindowResult, write_each
 
 _BASES: list[type] = []
 try:
@@ -152,21 +152,12 @@ class _Hooks(WindowCallback):
         self.result, self._emitted = result, True
         assert self._directory is not None
         # each destination on its own: a logger that raises keeps neither the files nor the
-        # other loggers from the result (nor they it); the failures are raised together after
-        failures = []
-        for logger in trainer.loggers:
-            try:
-                logger.log_metrics(result.scalars, step=trainer.global_step)
-            except Exception as exc:
-                failures.append(f"logger {type(logger).__name__} raised {type(exc).__name__}: "
-                                f"{exc}")
-        try:
-            result.write(self._directory)
-        except Exception as exc:
-            failures.append(f"writing the files into {self._directory} raised "
-                            f"{type(exc).__name__}: {exc}")
-        if failures:
-            raise RuntimeError("; ".join(failures))
+        # other loggers from the result (nor they it)
+        write_each([*((f"logger {type(logger).__name__}", functools.partial(
+                        logger.log_metrics, result.scalars, step=trainer.global_step))
+                      for logger in trainer.loggers),
+                    (f"writing the files into {self._directory}",
+                     functools.partial(result.write, self._directory))])
 
 
 class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]

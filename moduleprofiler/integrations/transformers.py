@@ -40,7 +40,12 @@ from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.efficiency import DevicePeaks
-from moduleprofiler.integrations.window import WindowCallback, WindowResult, WindowWarning
+from moduleprofiler.integrations.window import (
+    WindowCallback,
+    WindowResult,
+    WindowWarning,
+    write_each,
+)
 from moduleprofiler.warn import LowerBoundWarning, warn
 
 try:
@@ -259,21 +264,14 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
             else [args.report_to]
         # each destination on its own: TensorBoard failing (not installed, a directory that
         # cannot be written) keeps not the files from the result, nor they it
-        failures = []
+        destinations: list[tuple[str, Callable[[], object]]] = []
         if "tensorboard" in report_to or "all" in report_to:
-            try:
-                self._to_tensorboard(args, state, result)
-            except Exception as exc:
-                failures.append(f"writing TensorBoard's events raised {type(exc).__name__}: "
-                                f"{exc}")
+            destinations.append(("writing TensorBoard's events",
+                                 functools.partial(self._to_tensorboard, args, state, result)))
         folder = Path(self.log_dir if self.log_dir is not None else args.output_dir)
-        try:
-            result.write(folder)
-        except Exception as exc:
-            failures.append(f"writing the files into {folder} raised {type(exc).__name__}: "
-                            f"{exc}")
-        if failures:
-            raise RuntimeError("; ".join(failures))
+        destinations.append((f"writing the files into {folder}",
+                             functools.partial(result.write, folder)))
+        write_each(destinations)
 
     def _to_tensorboard(self, args: Any, state: Any, result: WindowResult) -> None:
         from torch.utils.tensorboard import SummaryWriter

@@ -30,7 +30,7 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from os import PathLike
@@ -506,6 +506,21 @@ class StepWindow:
 
 _T = TypeVar("_T")
 _SETTINGS = frozenset(setting.name for setting in dataclasses.fields(StepWindow))
+
+
+def write_each(destinations: Sequence[tuple[str, Callable[[], object]]]) -> None:
+    """Call every ``(what, write)`` of ``destinations``, each on its own: one that raises keeps
+    neither the others from the result nor they it; the failures, each named by its
+    ``what``, are raised together afterwards as one ``RuntimeError`` (which the callback's
+    guard turns into a warning)."""
+    failures = []
+    for what, write in destinations:
+        try:
+            write()
+        except Exception as exc:
+            failures.append(f"{what} raised {type(exc).__name__}: {exc}")
+    if failures:
+        raise RuntimeError("; ".join(failures))
 
 
 class WindowCallback:
