@@ -47,6 +47,16 @@ def _where(module: nn.Module, input: Any) -> list[tuple[str, torch.device]]:
     return places
 
 
+def spanned_devices(module: nn.Module, device: torch.device) -> tuple[torch.device, ...]:
+    """The devices of ``device``'s type that hold the model's parameters and buffers, in the
+    order they are first met, when there are several (a model split over GPUs by hand or by
+    ``device_map="auto"``), else ``()``."""
+    held = dict.fromkeys(
+        tensor.device for tensor in itertools.chain(module.parameters(), module.buffers())
+        if tensor.device.type == device.type)
+    return tuple(held) if len(held) > 1 else ()
+
+
 def offloaded_to(module: nn.Module) -> torch.device | None:
     """The device on which accelerate's offloading hooks (``cpu_offload``, ``disk_offload``,
     ``dispatch_model`` with offloaded layers) run ``module``: they keep the parameters on the

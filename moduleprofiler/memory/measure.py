@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from moduleprofiler.codepaths import CodePathWarning, autocast_left_out, fast_path_changes
-from moduleprofiler.devices import resolve_device
+from moduleprofiler.devices import resolve_device, spanned_devices
 from moduleprofiler.inputs import check_reusable, input_shapes_of, unwrap_compiled
 from moduleprofiler.loss import LossFn
 from moduleprofiler.memory.passes import PassProgress, PassResult, run_pass
@@ -129,6 +130,11 @@ def measure_memory(
     check_device(device)
     check_choice(emulate, "emulate", ("cuda", None))
     run_device = resolve_device(module, input, device)
+    # A model split over devices of one type runs where its parts are (moving them onto one
+    # device would measure another placement, or run out of memory there), and its peak is
+    # the operator accounting's live bytes summed over those devices: each allocator has its
+    # own peak, reached at its own moment, so no sum of theirs was ever live at once.
+    spanned = spanned_devices(module, run_device) if device is None else ()
     if emulate == "cuda" and run_device.type not in ("meta", "cuda"):
         raise ValueError(
             f"emulate='cuda' runs CUDA's attention operators, which exist only on the meta and "
@@ -148,12 +154,13 @@ def measure_memory(
              "run without autocast (measure on the device itself to see autocast's)",
              CodePathWarning)
     bar = Progress("measuring memory", progress, unit="calls")
-    with placed_on(module, run_device):
-        inputs = to_device(input, run_device)
+    with nullcontext() if spanned else placed_on(module, run_device):
+        inputs = input if spanned else to_device(input, run_device)
         options: dict[str, Any] = {"pred_fn": pred_fn, "loss_fn": loss_fn, "device": run_device,
-                                   "emulate_cuda": emulate == "cuda" and run_device.type == "meta"}
+                                   "emulate_cuda": emulate == "cuda" and run_device.type == "meta",
+                                   "allocator": not spanned}
         try:
-            if run_device.type == "cuda":
+            if run_device.type == "cuda" and not spanned:
                 # The device's libraries allocate once, on the first pass that needs them, and
                 # then hold it: cuBLAS a workspace per stream and thread (32 MiB on an H200:
                 # the first measurement of a process read an MLP's training step at 68 MB,
@@ -181,7 +188,7 @@ def measure_memory(
     return MemoryReport(
         records=records, modules=infos, total_params=infos[0].params,
         total_buffers=infos[0].buffers,
-        device=str(run_device),
+        device=", ".join(map(str, spanned)) if spanned else str(run_device),
         param_bytes=static.param_bytes,
         buffer_bytes=static.buffer_bytes,
         trainable_param_bytes=static.trainable_param_bytes,

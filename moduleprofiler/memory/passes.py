@@ -77,7 +77,8 @@ class PassProgress(Listener):
 def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | None,
              train: bool, loss_fn: LossFn | None, device: torch.device,
              emulate_cuda: bool = False, progress: PassProgress | None = None,
-             keep_output: bool = True, grad: bool | None = None) -> PassResult:
+             keep_output: bool = True, grad: bool | None = None,
+             allocator: bool = True) -> PassResult:
     """Run one metered pass of ``module`` on ``inputs`` (already on ``device``).
 
     Inference: eval mode, ``torch.no_grad()``. Training: train mode, grad enabled, the bytes
@@ -91,6 +92,8 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
     model(x); loss_fn(out).backward()`` does (``False``: freed once the loss is taken, as
     ``loss_fn(model(x)).backward()`` does).
     ``emulate_cuda`` (meta device): take CUDA's kernel choices (:mod:`.emulate`).
+    ``allocator``: on CUDA, the peaks are the caching allocator's (``False``: the operator
+    accounting's, as on the CPU: a model spread over several devices).
     ``progress``: a listener that moves a progress bar as the calls run.
     ``grad`` (inference): with gradients on; ``None``: off, unless the forward takes gradients
     itself (:func:`~moduleprofiler.forward_grad.without_gradients`).
@@ -103,8 +106,8 @@ def run_pass(module: nn.Module, inputs: Any, *, pred_fn: Callable[..., Any] | No
         return without_gradients(lambda with_grad: run_pass(
             module, inputs, pred_fn=pred_fn, train=False, loss_fn=loss_fn, device=device,
             emulate_cuda=emulate_cuda, progress=progress, keep_output=keep_output,
-            grad=with_grad))
-    meter = LiveBytesListener(inputs, device)
+            grad=with_grad, allocator=allocator))
+    meter = LiveBytesListener(inputs, device if allocator else None)
     saved = SavedTensorsListener(inputs) if train else None
     listeners: list[Listener] = [meter, saved] if saved is not None \
         else [OutputBytesListener(), meter]
