@@ -29,6 +29,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import torch
 from torch import nn
 
@@ -70,9 +71,14 @@ class Split(nn.Module):
 
 
 def module_frame(result: Profile, column: str) -> dict[str, float]:
-    """``column`` per module path of the module frame."""
+    """``column`` per module path of the module frame (modules without a value left out and
+    printed)."""
     frame = result.to_df("module").set_index("module")
-    return {str(path): float(value) for path, value in frame[column].items()}
+    missing = [str(path) for path, value in frame[column].items() if value is pd.NA]
+    if missing:
+        print(f"INFO  no {column} for {missing}", flush=True)
+    return {str(path): float(value) for path, value in frame[column].items()
+            if value is not pd.NA}
 
 
 def profiler_kernel_ms(model: nn.Module, x: torch.Tensor, runs: int = 20) -> float:
@@ -211,6 +217,67 @@ def split_over_two() -> None:
         return f"{result.latency_ms:.4f} ms"
     check("split benchmark", latency)
 
+    def training_memory() -> str:
+        report = profiler.measure_memory(model, x, train=True)
+        training = report.training
+        assert training is not None and training.method == "operator"
+        # the gradients: one per parameter, fp32
+        want = 4 * sum(p.numel() for p in model.parameters())
+        assert training.grad_bytes == want, f"gradients {training.grad_bytes:,}, want {want:,}"
+        return f"training increase {training.increase_bytes:,} bytes at {training.peak_call}"
+    check("split measure_memory(train=True)", training_memory)
+
+    def training_times() -> str:
+        result = profiler.train_step_times(model, x, options)
+        frame = result.to_df("module").set_index("module")
+        backward = {path: float(frame.loc[path, "backward_device_ms"])
+                    for path in ("first", "second")}
+        assert all(t > 0 for t in backward.values()), f"backward device times {backward}"
+        return f"backward device ms {backward}"
+    check("split train_step_times", training_times)
+
+
+def dispatched_language_model() -> None:
+    """A Transformers model spread over two GPUs by accelerate's ``dispatch_model``, whose
+    hooks move each layer's inputs to its device."""
+    try:
+        from accelerate import dispatch_model
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as exc:
+        print(f"INFO  no accelerate or transformers here: {exc}")
+        return
+    config = LlamaConfig(vocab_size=512, hidden_size=256, intermediate_size=512,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4)
+    cpu_model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 512, (2, 64))
+    device_map = {"model.embed_tokens": 0, "model.layers.0": 0, "model.layers.1": 0,
+                  "model.layers.2": 1, "model.layers.3": 1, "model.norm": 1,
+                  "model.rotary_emb": 0, "lm_head": 1}
+    model = dispatch_model(copy.deepcopy(cpu_model), device_map=device_map)
+    profiler = Profiler()
+
+    def counts() -> str:
+        want = profiler.profile(cpu_model, ids)
+        got = profiler.profile(model, ids.to("cuda:0"))
+        pair = ((got.total_macs, got.total_params), (want.total_macs, want.total_params))
+        assert pair[0] == pair[1], f"{pair[0]} against the CPU's {pair[1]}"
+        return f"MACs, params {pair[0]}"
+    check("dispatched llama profile", counts)
+
+    def timing() -> str:
+        result = profiler.time_modules(model, ids.to("cuda:0"), TimingOptions(max_seconds=3.0))
+        times = module_frame(result, "device_ms")
+        layers = [times[f"model.layers.{i}"] for i in range(4)]
+        assert all(t > 0 for t in layers), f"layers' device times {layers}"
+        return f"layers' device ms {[round(t, 4) for t in layers]}"
+    check("dispatched llama time_modules", timing)
+
+    def memory() -> str:
+        report = profiler.measure_memory(model, ids.to("cuda:0"))
+        assert report.device == "cuda:0, cuda:1", report.device
+        return f"increase {report.inference.increase_bytes:,} bytes on {report.device}"
+    check("dispatched llama measure_memory", memory)
+
 
 def main() -> int:
     if torch.cuda.device_count() < 2:
@@ -220,6 +287,7 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name(0)} x{count}, torch {torch.__version__}")
     on_second_gpu()
     split_over_two()
+    dispatched_language_model()
     failed = [name for name, ok in RESULTS if not ok]
     print(f"{len(RESULTS) - len(failed)} of {len(RESULTS)} ok" +
           (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -29,12 +29,15 @@ class HookFreeTrace:
     host_ms: float
     """Host time to issue the iteration (the call returns before the device finishes)."""
     device_ms: float
-    """Time the device ran at least one of the iteration's activities."""
+    """Time the device ran at least one of the iteration's activities (of a model on several
+    devices, the busiest device's)."""
     launches: int
     """Kernels, copies and sets the iteration ran."""
     latency_ms: float
     """The hook-free iteration's median latency: of iterations run before the process's first
     kernel-record session when it had none (``unprofiled``), else of the interleaved rounds'."""
+    devices: int = 1
+    """How many devices ran the iteration's activities (``device_ms`` is the busiest's)."""
     unprofiled: bool = False
     """Whether ``latency_ms`` and ``host_ms`` come from iterations before any kernel-record
     session of the process, as an unprofiled run goes: after one, CUPTI stays attached and
@@ -58,7 +61,8 @@ class HookFreeTrace:
 
     def sentence(self) -> str:
         """One line: the regime, its evidence and what would change it."""
-        evidence = (f"the GPU is busy {100 * self.busy_share:.0f} % of the hook-free "
+        device = "the GPU" if self.devices <= 1 else f"the busiest of its {self.devices} GPUs"
+        evidence = (f"{device} is busy {100 * self.busy_share:.0f} % of the hook-free "
                     f"iteration ({self.latency_ms:.3f} ms; {self.launches} launches, "
                     f"{self.host_per_launch_us:.1f} us of host time per launch"
                     + ("" if self.unprofiled else ", timed after a kernel-record session of "
@@ -209,6 +213,7 @@ class TimingFacts:
         # the hook-free trace
         "unprofiled": "hook_free: its latency_ms and host_ms come from iterations run before "
                       "the process's first kernel-record session",
+        "devices": "hook_free: how many devices ran its work (its device_ms is the busiest's)",
         # the compiled facts
         "regions": "compiled: the compiled graphs in call order",
         "recompilations": "compiled: the forwards Dynamo compiled again, each with the "

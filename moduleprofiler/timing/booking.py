@@ -41,7 +41,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class Activity:
-    """One record of the device's own timeline: ``[start, end]`` ns on ``stream``."""
+    """One record of a device's own timeline: ``[start, end]`` ns on ``stream`` of the device
+    numbered ``device``."""
 
     correlation: int
     start: int
@@ -49,6 +50,7 @@ class Activity:
     stream: int = 0
     kind: ActivityKind = "kernel"
     name: str = ""
+    device: int = 0
 
     @property
     def duration(self) -> int:
@@ -138,4 +140,14 @@ def busy_ns(activities: Sequence[Activity]) -> int:
             total += end - cursor
             cursor = end
     return total
+
+
+def busiest_device_ns(activities: Sequence[Activity]) -> int:
+    """:func:`busy_ns` of the busiest device among ``activities``: a model split over two GPUs
+    keeps each busy part of the time, and in a loop one GPU works on an iteration while the
+    other finishes the last, so their busy times summed can exceed the iteration's."""
+    devices: dict[int, list[Activity]] = {}
+    for activity in activities:
+        devices.setdefault(activity.device, []).append(activity)
+    return max((busy_ns(group) for group in devices.values()), default=0)
 

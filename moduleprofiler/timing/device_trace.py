@@ -150,9 +150,10 @@ def records_of(events: Any) -> TraceRecords:
         start = _ns(event, "start")
         name = event.name()
         resource = getattr(event, "device_resource_id", None)
+        index = getattr(event, "device_index", None)
         records.activities.append(Activity(correlation, start, start + _ns(event, "duration"),
                                            int(resource()) if resource else 0, _kind(name),
-                                           name))
+                                           name, int(index()) if index else 0))
         records.launches.append(Launch(correlation, host.start_thread_id(), _ns(host, "start")))
     return records
 

@@ -265,3 +265,27 @@ def test_a_training_pass_runs_no_hook_free_iterations_it_would_not_report(
                               drop_first=1, progress=False)
     # a training step has no hook-free regime in its result: none timed for it
     assert clock.unprofiled == [] and timing.facts.hook_free is None
+
+
+@contextmanager
+def two_devices_one_after_the_other(device: torch.device) -> Iterator[TraceRecords]:
+    """:func:`one_kernel_per_range`, and for the hook-free call (no module ranges) a model
+    split over two GPUs: 2 ms of work on device 0, then 2 ms on device 1."""
+    with one_kernel_per_range(device) as records:
+        yield records
+    if not records.ranges:
+        records.activities += [Activity(1, 0, 2_000_000, device=0),
+                               Activity(2, 2_000_000, 4_000_000, device=1)]
+
+
+def test_the_hook_free_regime_of_a_model_on_two_devices_is_its_busiest_devices() -> None:
+    clock = KernelClock(torch.device("cpu"), trace=two_devices_one_after_the_other)
+    timing = time_modules(_model(), torch.randn(4, 8), clock=clock, num_iters=4, drop_first=1,
+                          progress=False)
+    hook_free = timing.facts.hook_free
+    assert hook_free is not None
+    # each device was busy 2 ms; in a loop one works on an iteration while the other finishes
+    # the last, so the 4 ms of the two together are not the time either kept busy
+    assert hook_free.device_ms == 2.0
+    assert hook_free.devices == 2
+    assert "the busiest of its 2 GPUs is busy" in hook_free.sentence()

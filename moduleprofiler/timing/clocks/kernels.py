@@ -38,7 +38,7 @@ from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import HookFreeTrace
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner, SequenceMap
-from moduleprofiler.timing.booking import Activity, Booking, book, busy_ns
+from moduleprofiler.timing.booking import Activity, Booking, book, busiest_device_ns, busy_ns
 from moduleprofiler.timing.clocks.kernel_columns import DEVICE_COLUMNS
 from moduleprofiler.timing.clocks.protocol import Clock, Readings
 from moduleprofiler.timing.device_results import DeviceIteration
@@ -356,8 +356,9 @@ class KernelClock(Clock):
         timed = self.unprofiled or plain
         self.hook_free = HookFreeTrace(
             host_ms=float(np.median([m["issued"] - m["start"] for m in timed])) / 1e6,
-            device_ms=busy_ns(records.activities) / 1e6,
+            device_ms=busiest_device_ns(records.activities) / 1e6,
             launches=len(records.activities),
+            devices=len({activity.device for activity in records.activities}) or 1,
             latency_ms=float(np.median([m["end"] - m["start"] for m in timed])) / 1e6,
             unprofiled=bool(self.unprofiled))
 
