@@ -8,7 +8,9 @@ values into bins (``histc``, ``bincount``, ``histogram``, ``histogramdd``) costs
 op per dimension to find its bin among evenly spaced edges (a binary search among edges given as
 a tensor) and one to count it (or add its weight); without a range, the outer edges are the
 data's minimum and maximum (``2 * (n - 1)`` comparisons per dimension, as ``aminmax``); a density
-divides by the total and by each bin's width. ``unique`` is priced as the sort it performs.
+divides by the total and by each bin's width. ``unique`` is priced as the sort it performs (of
+the slices along ``dim``, each comparison one op per element), ``unique_consecutive`` as the
+neighbour comparisons alone.
 """
 
 from __future__ import annotations
@@ -137,15 +139,31 @@ def histogram_edges_ops(args: Args, out: Any) -> Count:
     return range_ops(int(x.numel()) // len(bins), len(bins)), 0
 
 
-@register(*aten("_unique2", "unique_dim", "unique_consecutive", "_unique"))
-def unique_ops(args: Args, out: Any) -> Count:
-    """The sort that ``unique`` performs: n * ceil(log2 n) comparisons, plus n to compare
-    neighbours."""
-    x = args.first()
+def _slices(args: Args) -> tuple[int, int]:
+    """``(m, s)``: the ``m`` slices along ``dim`` that ``unique`` compares, of ``s`` elements
+    each (every element on its own without a ``dim``)."""
+    x, dim = args.first(), args.get("dim")
     if not isinstance(x, Tensor):
-        return ZERO
-    n = int(x.numel())
-    return n * log2_ceil(n) + n, 0
+        return 0, 0
+    if dim is None or x.dim() == 0:
+        return int(x.numel()), 1
+    m = int(x.shape[int(dim)])
+    return m, (int(x.numel()) // m if m else 0)
+
+
+@register(*aten("_unique2", "unique_dim", "_unique"))
+def unique_ops(args: Args, out: Any) -> Count:
+    """The sort that ``unique`` performs: m * ceil(log2 m) comparisons of slices of s elements
+    (s each), plus m * s to compare neighbours (m slices along ``dim``, or m = n elements)."""
+    m, size = _slices(args)
+    return m * log2_ceil(m) * size + m * size, 0
+
+
+@register(*aten("unique_consecutive", "unique_dim_consecutive"))
+def unique_consecutive_ops(args: Args, out: Any) -> Count:
+    """m * s: neighbours compared, without a sort (m slices of s elements along ``dim``)."""
+    m, size = _slices(args)
+    return m * size, 0
 
 
 @register(*aten("searchsorted", "bucketize"))

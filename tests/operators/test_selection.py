@@ -106,3 +106,19 @@ def test_logcumsumexp_steps_are_logaddexps() -> None:
     # 3 rows of 8: 7 steps each, one logaddexp (max, subtract, abs, exp, log1p, add) per step
     assert one_step == 6
     assert counted(torch.logcumsumexp, x, 1) == (3 * 7 * one_step, 0) == (126, 0)
+
+
+def test_unique_sorts_slices_and_unique_consecutive_does_not_sort() -> None:
+    from tests.operators.helpers import count as counted
+
+    values, rows = torch.randint(0, 3, (24,)), torch.randint(0, 3, (3, 8))
+    # 24 values: merge sort 24 * ceil(log2 24) = 120, neighbours 24 -> 144
+    assert counted(torch.unique, values) == (144, 0)
+    # 3 rows of 8: 3 * ceil(log2 3) = 6 row comparisons of 8 elements = 48, neighbours 24
+    assert counted(torch.unique, rows, dim=0) == (72, 0)
+    # 8 columns of 3: 8 * 3 = 24 column comparisons of 3 = 72, neighbours 24
+    assert counted(torch.unique, rows, dim=1) == (96, 0)
+    # no sort: the 24 neighbour comparisons alone (it was priced as the sort, 144)
+    assert counted(torch.unique_consecutive, values) == (24, 0)
+    assert counted(torch.unique_consecutive, rows, dim=0) == (24, 0)
+    assert count(torch.ops.aten.unique_dim_consecutive.default, rows, 0) == (24, 0)
