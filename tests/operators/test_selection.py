@@ -122,3 +122,25 @@ def test_unique_sorts_slices_and_unique_consecutive_does_not_sort() -> None:
     assert counted(torch.unique_consecutive, values) == (24, 0)
     assert counted(torch.unique_consecutive, rows, dim=0) == (24, 0)
     assert count(torch.ops.aten.unique_dim_consecutive.default, rows, 0) == (24, 0)
+
+
+def test_segment_reduce_backward() -> None:
+    from tests.operators.helpers import counter_of
+
+    lengths = torch.tensor([2, 4])
+
+    def backward_ops(reduce: str) -> int:
+        data = torch.rand(6, 3, requires_grad=True)
+        counter = counter_of(
+            lambda: torch.ops.aten._segment_reduce_backward.default(
+                torch.ones(2, 3), torch.segment_reduce(data, reduce, lengths=lengths), data,
+                reduce, lengths=lengths),
+            mode="no_grad")
+        forward = counter_of(torch.segment_reduce, data, reduce, lengths=lengths)
+        assert not counter.missing
+        return counter.ops - forward.ops
+
+    # 18 values: a sum's gradient is copied (0), a mean's divided by the length (18), a
+    # product's tested for zero, multiplied and divided (54); max: 18 comparisons with the
+    # segment's maximum, 6 divides among the ties (one per segment and column)
+    assert [backward_ops(r) for r in ("sum", "mean", "prod", "max")] == [0, 18, 54, 24]
