@@ -7,10 +7,10 @@ embedding's lookup, reads from its table only the rows it returns). Views (``t``
 ``expand``, ``detach``...) and other outputs that merely alias an input move nothing; an
 in-place operator reads and writes its target (an overwrite, ``copy_``, ``fill_``, ``zero_``
 or a random fill, only writes it; a scatter, ``index_copy_``, ``index_put_``, ``scatter_``...,
-only the elements it touches); ``empty`` and friends allocate without writing. Real
-kernels move at least this much (caches may serve a repeated read, but each operator's inputs
-must arrive and its outputs leave), and more where a kernel reads a tile several times (a
-large matmul) or spills; a fused kernel moves less than the
+only the elements it touches: those its indices name, or its boolean mask selects); ``empty``
+and friends allocate without writing. Real kernels move at least this much (caches may serve a
+repeated read, but each operator's inputs must arrive and its outputs leave), and more where a
+kernel reads a tile several times (a large matmul) or spills; a fused kernel moves less than the
 operators it replaces, which is why the figure is per aten operator, the unit this profiler sees.
 
 :class:`TrafficListener` is opt-in (pass it to ``profile(listeners=...)``): it observes every
@@ -37,6 +37,8 @@ import math
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
 
 from moduleprofiler.call import Call
 from moduleprofiler.export.columns import (
@@ -152,19 +154,43 @@ _ACCUMULATES = frozenset({"index_add_", "scatter_add_", "index_reduce_", "scatte
 
 def _touched(name: str, args: tuple[Any, ...]) -> int | None:
     """Elements of the target (``args[0]``) a scatter touches; ``None`` when its arguments do
-    not say (boolean indices of ``index_put_``: the count is in the data)."""
+    not say (a boolean mask of ``index_put_`` without data: on the meta device)."""
     target, named = args[0], args[_SCATTERS[name]] if len(args) > _SCATTERS[name] else None
     if name not in _INDEX_PUTS:
         return int(named.numel()) if isinstance(named, torch.Tensor) else None
-    indices = list(named or ())
-    given = [index for index in indices if index is not None]  # None: a dimension left whole
-    if not given or not all(isinstance(index, torch.Tensor) and not index.is_floating_point()
-                            and index.dtype != torch.bool for index in given):
+    taken: list[Any] = []  # the index that takes each leading dimension (None: left whole)
+    shapes: list[tuple[int, ...]] = []
+    for index in named or ():
+        if index is None:
+            taken.append(None)
+            continue
+        if not isinstance(index, torch.Tensor) or index.is_floating_point():
+            return None
+        if index.dtype in (torch.bool, torch.uint8):  # a mask takes as many dims as it has
+            selected = _selected(index)
+            if selected is None:
+                return None
+            shapes.append((selected,))  # the positions it selects, as torch takes them
+            taken += [index] * index.dim()
+        else:
+            shapes.append(tuple(index.shape))
+            taken.append(index)
+    if not shapes:
         return None
-    picked = math.prod(torch.broadcast_shapes(*(index.shape for index in given)))
-    whole = [size for size, index in zip(target.shape, [*indices, *[None] * target.dim()])
-             if index is None]  # ``cache[:, at] = 0.0`` writes the whole first dimension
+    picked = math.prod(torch.broadcast_shapes(*shapes))
+    # ``cache[:, at] = 0.0`` writes the whole first dimension, and every dim after the indices
+    whole = [size for size, index in zip(target.shape, [*taken, *[None] * target.dim()])
+             if index is None]
     return picked * math.prod(whole)
+
+
+def _selected(mask: torch.Tensor) -> int | None:
+    """The positions a boolean mask selects (its data: the count is nowhere in its shape);
+    ``None`` for a mask without data (meta, fake)."""
+    if mask.device.type == "meta" or isinstance(mask, FakeTensor):
+        return None
+    with _disable_current_modes():  # counting is no operator of the model's
+        return int(torch.count_nonzero(mask))
 
 
 def _scatter_bytes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:

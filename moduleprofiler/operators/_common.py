@@ -23,6 +23,7 @@ from moduleprofiler.operators.registry import (
     OperatorFormula,
     OperatorMap,
     decomposed_formula,
+    decomposition_count,
     register_free,
     register_operator,
 )
@@ -283,3 +284,37 @@ def _decomposed(op: torch._ops.OpOverload) -> OperatorFormula:
     """The formula of ``op`` as its decomposition, counted with the formulas of the table of
     the pass that counts it (:func:`through_table`)."""
     return through_table(lambda table: decomposed_formula(op, table))
+
+
+def complex_by_decomposition(*keys: OpKey | None) -> Callable[[BoundFormula], BoundFormula]:
+    """Register a named-argument formula for composite operators (each overload on its own),
+    counting a call on complex tensors as the sum of its decomposition.
+
+    Torch runs such a call (a complex ``conv2d``) as real operators (three real convolutions:
+    Gauss's trick), which a dispatch mode sees outside ``torch.inference_mode``; under it the
+    composite arrives whole. Counting it as its parts there too keeps both paths equal.
+    """
+
+    def decorator(fn: BoundFormula) -> BoundFormula:
+        for key in keys:
+            if key is None:
+                continue
+            overloads = [key] if isinstance(key, torch._ops.OpOverload) else _overloads(key)
+            for overload in overloads:
+                spec = _spec_of([overload])
+                assert spec is not None  # one schema always agrees with itself
+                register_operator(overload)(_complex_as_parts(overload, _bind(fn, spec)))
+        return fn
+
+    return decorator
+
+
+def _complex_as_parts(op: torch._ops.OpOverload, direct: OperatorFormula) -> OperatorFormula:
+    @functools.wraps(direct)
+    def formula(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Count:
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if isinstance(first, Tensor) and first.is_complex():
+            return decomposition_count(op, args, kwargs)
+        return direct(args, kwargs, out)
+
+    return formula

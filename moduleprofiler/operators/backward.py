@@ -499,3 +499,23 @@ def weight_norm_backward_ops(args: Args, out: Any) -> Count:
         return ZERO
     groups = 1 if dim == -1 or v.dim() == 0 else int(v.shape[dim])
     return 5 * numel(v) + 2 * groups, 0
+
+
+_SEGMENT_GRADIENT = {"sum": 0, "mean": 1, "prod": 3}
+"""Per data element, the gradient of a ``segment_reduce``: a sum's is its segment's gradient
+(a copy), a mean's that divided by the length, a product's ``grad * output / x`` after a test
+for zero (NB: a segment holding a zero recomputes its product without it: not counted)."""
+
+
+@register(*aten("_segment_reduce_backward"))
+def segment_reduce_backward_ops(args: Args, out: Any) -> Count:
+    """numel(data) * (0 sum, 1 mean, 3 prod); max / min: numel(data) comparisons with the
+    segment's result + numel(output) divides of the gradient among the ties (one per segment:
+    NB more ties are more divides, in the data)."""
+    data, output = args.tensor("data"), args.tensor("output")
+    if data is None:
+        return ZERO
+    reduce = args.get("reduce")
+    if reduce in _SEGMENT_GRADIENT:
+        return _SEGMENT_GRADIENT[reduce] * numel(data), 0
+    return numel(data) + numel(output), 0

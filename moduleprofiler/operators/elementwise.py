@@ -453,15 +453,21 @@ def trace_ops(args: Args, out: Any) -> Count:
     return max(min(int(x.shape[0]), int(x.shape[1])) - 1, 0), 0
 
 
-@register(*with_inplace("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"))
-def cumulative_ops(args: Args, out: Any) -> Count:
-    """numel - lines: a running sum (or product, max) of n values takes n - 1 steps per line."""
+def cumulative_steps(args: Args) -> int:
+    """numel - lines: a running sum (or product, max) of n values takes n - 1 steps per line
+    along ``dim``."""
     x = args.first()
     dim = args.get("dim")
     if not isinstance(x, Tensor) or numel(x) == 0:
-        return ZERO
+        return 0
     size = int(x.shape[dim]) if x.dim() and isinstance(dim, int) else 1
-    return numel(x) - numel(x) // size, 0
+    return numel(x) - numel(x) // size
+
+
+@register(*with_inplace("cumsum", "cumprod", "cummax", "cummin"))
+def cumulative_ops(args: Args, out: Any) -> Count:
+    """numel - lines: one add (multiply, comparison) per step of the running result."""
+    return cumulative_steps(args), 0
 
 
 # -- scatter / index accumulation --------------------------------------------------------------
@@ -490,6 +496,20 @@ def put_ops(args: Args, out: Any) -> Count:
 def masked_index_put_accumulate_ops(args: Args, out: Any) -> Count:
     """numel(values): one add per value accumulated (the masked ones are added as zeros)."""
     return numel(args.tensor("values")), 0
+
+
+@register(*aten("segment_reduce"))
+def segment_reduce_ops(args: Args, out: Any) -> Count:
+    """numel(data) - numel(out): n - 1 adds (multiplies, comparisons) per segment and trailing
+    element, n with ``initial`` (it enters every segment); ``"mean"`` + 1 divide per output.
+
+    NB: segment lengths are data: an empty segment costs nothing where this takes 1 off."""
+    data = args.first()
+    if not isinstance(data, Tensor):
+        return ZERO
+    values, outputs = numel(data), out_numel(out)
+    ops = values if args.get("initial") is not None else max(values - outputs, 0)
+    return ops + (outputs if args.get("reduce") == "mean" else 0), 0
 
 
 @register(*with_inplace("index_put", "_index_put_impl"))

@@ -39,6 +39,7 @@ from moduleprofiler.operators._common import (
     add_counts,
     aten,
     by_decomposition,
+    complex_by_decomposition,
     first_tensor,
     ints,
     named,
@@ -454,15 +455,23 @@ def conv(transposed: bool | None) -> BoundFormula:
 register(*aten(
     "convolution", "_convolution", "convolution_overrideable",
 ))(conv(transposed=None))
+# NB: torch runs a complex convolution as three real ones (Gauss's trick: a = conv(xr, wr),
+# b = conv(xi, wi), c = conv(xr + xi, wr + wi); real a - b, imaginary c - a - b), which the
+# operators count (3 real macs per complex multiply-accumulate, as FlopCounterMode); the
+# composites below arrive whole under inference_mode, and count the same parts there
+complex_by_decomposition(*aten("conv1d", "conv2d", "conv3d", "_convolution_mode"))(
+    conv(transposed=False))
+complex_by_decomposition(*aten("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"))(
+    conv(transposed=True))
 register(*aten(
-    "conv1d", "conv2d", "conv3d", "_convolution_mode", "cudnn_convolution",
+    "cudnn_convolution",
     "mkldnn_convolution", "_slow_conv2d_forward", "thnn_conv2d", "slow_conv3d",
     "slow_conv3d_forward", "slow_conv_dilated2d", "slow_conv_dilated3d", "_conv_depthwise2d",
     "conv_depthwise3d", "_nnpack_spatial_convolution", "miopen_convolution",
     "miopen_depthwise_convolution",
 ))(conv(transposed=False))  # fmt: skip
 register(*aten(
-    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cudnn_convolution_transpose",
+    "cudnn_convolution_transpose",
     "slow_conv_transpose2d", "slow_conv_transpose3d", "miopen_convolution_transpose",
 ))(conv(transposed=True))  # fmt: skip
 

@@ -1,5 +1,5 @@
 """Special functions (``torch.special``, ``polygamma``, ``igamma``, ``mvlgamma``) and the
-log-sum-exp of two tensors (``logaddexp``).
+log-sum-exp of two tensors (``logaddexp``) and its running form (``logcumsumexp``).
 
 A special function evaluated once per element costs 1 op, as the convention prices every
 elementary function (``erf``, ``lgamma``, ``digamma`` and ``i0`` already cost 1 in
@@ -29,7 +29,7 @@ from moduleprofiler.operators._common import (
     register,
     with_inplace,
 )
-from moduleprofiler.operators.elementwise import per_element
+from moduleprofiler.operators.elementwise import cumulative_steps, per_element
 
 # One special-function evaluation per output element.
 _SPECIAL_ONE = (
@@ -62,6 +62,13 @@ register(*aten("special_entr", "special_xlog1py"))(per_element(2))
 LOGADDEXP = 6
 register(*aten("logaddexp"))(per_element(LOGADDEXP))
 register(*aten("logaddexp2"))(per_element(LOGADDEXP + 1))
+
+
+@register(*with_inplace("logcumsumexp"))
+def logcumsumexp_ops(args: Args, out: Any) -> Count:
+    """6 * (numel - lines): each step of the running result is a ``logaddexp`` of it and the
+    next value, as the kernel computes it."""
+    return LOGADDEXP * cumulative_steps(args), 0
 
 
 @register(*with_inplace("mvlgamma"))

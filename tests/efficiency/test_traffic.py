@@ -116,6 +116,39 @@ def test_a_scatter_moves_only_the_elements_it_touches():
     assert moved == 1600 + 8 + 16 + 16
 
 
+def test_a_masked_write_moves_the_mask_and_the_selected_elements() -> None:
+    aten = torch.ops.aten
+    x, value = torch.zeros(100, 4), torch.tensor(0.0)
+    rows = torch.zeros(100, dtype=torch.bool)
+    rows[:10] = True
+    # x[rows] = 0.0: reads the 100-byte mask and the 4-byte value, writes the 10 selected
+    # rows of 4 floats, 160 bytes: 264 (it read and wrote the whole 1,600-byte target: 3,304)
+    assert operator_bytes(aten.index_put_.default, (x, [rows], value), {}, x) == 264
+    # accumulating also reads the 160 bytes it adds into: 424
+    assert operator_bytes(aten.index_put_.default, (x, [rows], value, True), {}, x) == 424
+    # a mask over both dims selects elements: 5 x 2 of 400 mask bytes -> 400 + 4 + 10 * 4
+    cells = torch.zeros(100, 4, dtype=torch.bool)
+    cells[:5, :2] = True
+    assert operator_bytes(aten.index_put_.default, (x, [cells], value), {}, x) == 444
+    # a mask and a position: 10 rows x 1 column, 100 + 8 + 4 read, 10 * 4 written
+    column = torch.tensor(2)
+    assert operator_bytes(aten.index_put_.default, (x, [rows, column], value), {}, x) == 152
+    # without data (meta) the selection is unknown: the whole target, as a plain in-place op
+    meta = aten.index_put_.default(x.to("meta"), [rows.to("meta")], value.to("meta"))
+    assert operator_bytes(aten.index_put_.default, (meta, [rows.to("meta")], value.to("meta")),
+                          {}, meta) == 1600 + 100 + 4 + 1600
+
+    class Clip(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x[x < 0] = 0.0  # lt reads 4 * 8 = 32 and writes an 8-byte mask
+            return x
+
+    signs = torch.tensor([-1.0, 2, -3, 4, 5, -6, 7, 8])
+    # index_put_: the mask 8 and the 0-d value 4 read, the 3 negative floats written 12
+    moved = traffic(Clip(), signs).records[0].metrics["self_moved_bytes"]
+    assert moved == 32 + 8 + 8 + 4 + 12
+
+
 def test_a_gather_reads_only_the_rows_it_returns():
     # Embedding(1000, 8) looking up 2 tokens: 2 rows x 8 x 4 = 64 bytes read from the table
     # (not its 1000 x 8 x 4 = 32,000), 2 x 8 bytes of indices, 64 written: 144

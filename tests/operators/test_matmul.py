@@ -288,6 +288,25 @@ def test_conv(layer: nn.Module, shape: tuple[int, ...], expected_ops: int,
     assert fcm_flops(layer, x) == 2 * expected_macs
 
 
+def test_complex_conv_counts_its_three_real_convolutions_in_every_grad_mode() -> None:
+    c64 = torch.complex64
+    x, w, b = torch.randn(2, 2, 7, dtype=c64), torch.randn(3, 2, 3, dtype=c64), \
+        torch.randn(3, dtype=c64)
+    # out (2, 3, 5) = 30 outputs, dot 2*3 = 6: one real conv 30*11 = 330 ops (+ 30 with a
+    # bias), 180 macs. Gauss's trick: a = conv(xr, wr, br) 360, b = conv(xi, wi) 330,
+    # c = conv(xr + xi, wr + wi, br + bi) 360, the sums 28 + 18 + 3; real a - b, imaginary
+    # (c - a) - b, times i, plus: 5 * 30. 1050 + 49 + 150 = 1249 ops, 3 * 180 = 540 macs
+    for mode in ("no_grad", "grad", "inference_mode"):
+        assert count(F.conv1d, x, w, b, mode=mode) == (1249, 540), mode
+    assert fcm_flops(F.conv1d, x, w, b) == 2 * 540
+    # transposed: (2, 2, 7) by (2, 3, 3) -> (2, 3, 9); macs inputs * Cout * K = 28 * 3 * 3 = 252
+    # per real conv, 3 * 252 = 756
+    wt = torch.randn(2, 3, 3, dtype=c64)
+    transposed = count(F.conv_transpose1d, x, wt)
+    assert transposed[1] == 756 == fcm_flops(F.conv_transpose1d, x, wt) // 2
+    assert count(F.conv_transpose1d, x, wt, mode="inference_mode") == transposed
+
+
 def test_grouped_conv_backward_counts_each_gradient_as_the_forward() -> None:
     x = torch.randn(2, 8, 6, 6, requires_grad=True)
     w = torch.randn(8, 2, 3, 3, requires_grad=True)  # groups=4: 2 input channels per group
