@@ -39,10 +39,12 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import torch
 from torch import nn
+from torch._dynamo.exc import TorchDynamoException
 from torch._dynamo.utils import counters
 
 from moduleprofiler import devices
 from moduleprofiler.call import Call
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import CompiledFacts, Recompilation
 from moduleprofiler.inputs import make_invocation
@@ -101,7 +103,7 @@ class CompiledProgram:
         ``input`` (unpacked as ``time_modules`` unpacks it); ``None`` for a model with nothing
         compiled. ``options``: Inductor options over the model's own (a whole model's).
         ``backward``: for a training step. A model compiled whole is compiled once for the
-        passes over it with the same options, input structure and kind of pass
+        passes over it with the same compile settings, input structure and kind of pass
         (:mod:`~moduleprofiler.timing.compiled.reuse`)."""
         found = compiled_original(model)
         if found is None:
@@ -111,20 +113,31 @@ class CompiledProgram:
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
                        partly.recorder, [partly.note()], recompilations_of(model), True)
-        original, inductor, note, dynamic = found
-        merged = {**inductor, **(options or {})}
+        original, users, note = found
+        settings = users.over(options)
 
         def compile() -> RecordedCompile:
-            run, recorder = recorded_compile(original, merged, dynamic)
+            run, recorder = recorded_compile(original, settings)
             return RecordedCompile(run.func, recorder)
 
-        kept = kept_compile(original, merged, input, backward, compile, dynamic)
+        kept = kept_compile(original, settings, input, backward, compile)
         own = eager_call(original) if original is model else original
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input,
                                    target=partial(kept.function, original)),
                    kept.recorder, [note] if note is not None else [],
                    recompilations_of(original), break_reasons=kept.break_reasons)
+
+
+def compile_failed(exc: Exception) -> ProfilingError:
+    """The :class:`~moduleprofiler.errors.ProfilingError` of a program whose eager call ran
+    and whose compile with the model's own ``torch.compile`` options raised ``exc`` (a graph
+    break under ``fullgraph=True``, as the model's own compiled call raises)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return ProfilingError(f"the compiled clock's compile of the model, with the model's own "
+                          f"torch.compile options, raised {type(exc).__name__}: {first} "
+                          "(under fullgraph=True a graph break raises, as in the model's own "
+                          "compiled call)")
 
 
 def _no_mark(name: str) -> None:
@@ -210,7 +223,10 @@ class CompiledClock(Clock):
         if shaper is not None and not self._calls:
             shaper()
         before = Counter(counters["graph_break"])
-        self.program.compiled()
+        try:
+            self.program.compiled()
+        except TorchDynamoException as exc:  # the eager call ran: compiling it failed
+            raise compile_failed(exc) from exc
         devices.synchronize(self.device)
         self.program.break_reasons.update(Counter(counters["graph_break"]) - before)
         self.break_reasons.update(self.program.break_reasons)

@@ -29,6 +29,7 @@ from torch import nn
 from torch.autograd.profiler import record_function
 
 from moduleprofiler.timing.compiled.capture import (
+    CompileSettings,
     GraphRecorder,
     compiled_original,
     recorded_compile,
@@ -53,11 +54,9 @@ class CompiledPart:
     """The module that was compiled (the wrapper's ``_orig_mod``, or the module itself)."""
     original_path: str
     """``original``'s path in the model (``<path>._orig_mod`` for a wrapper)."""
-    options: Mapping[str, Any]
-    """Its Inductor options (its own ``torch.compile``'s ``mode`` and ``options``)."""
+    settings: CompileSettings
+    """Its own ``torch.compile``'s options, which the clock's compile of it repeats."""
     note: str | None
-    dynamic: bool | None = None
-    """Its own ``torch.compile``'s ``dynamic``."""
 
 
 def compiled_parts(model: nn.Module) -> list[CompiledPart]:
@@ -72,7 +71,7 @@ def compiled_parts(model: nn.Module) -> list[CompiledPart]:
             continue
         parts.append(CompiledPart(path, found.original,
                                   path if found.original is module else f"{path}._orig_mod",
-                                  found.options, found.note, found.dynamic))
+                                  found.settings, found.note))
     return parts
 
 
@@ -156,7 +155,7 @@ class PartlyCompiled:
         recorder = GraphRecorder({path for path, _ in model.named_modules()})
         calls: dict[str, _Part] = {}
         for part in parts:
-            compiled, _ = recorded_compile(part.original, part.options, part.dynamic,
+            compiled, _ = recorded_compile(part.original, part.settings,
                                            prefix=part.original_path, into=recorder)
             slot = model.get_submodule(part.path)
             calls[part.path] = _Part(slot, compiled, part.path)
