@@ -385,7 +385,9 @@ class CompileSettings:
     """Inductor options (what ``torch.compile``'s ``mode`` and ``options`` set)."""
     dynamic: bool | None = None
     """``torch.compile``'s ``dynamic``: ``True`` compiles kernels for any size, so the
-    clock's compile does too (``None``: Dynamo's default, sizes made dynamic on recompiling)."""
+    clock's compile does too. ``None`` (Dynamo's default, a size made dynamic when a call
+    brings another) starts this compile with no history: static kernels for the timed input,
+    even where the model's own compile has gone dynamic (docs/compiled.md, Limits)."""
     fullgraph: bool = False
     """``torch.compile``'s ``fullgraph``: a graph break raises instead of splitting the
     program, in the clock's compile as in the user's."""
