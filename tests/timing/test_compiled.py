@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -69,6 +70,19 @@ def test_a_compiled_model_is_timed_compiled_per_module(timed):
     # the span from a module's first kernel to its last is not read: unknown, not zero
     assert "device_idle_share" not in frame or frame["device_idle_share"].isna().all()
     assert any("compiled program's kernels" in note for note in timing.warnings)
+
+
+def test_the_models_latency_is_its_compiled_programs(timed):
+    # summary()'s latency_ms was the eager module's hook-free median, beside device times
+    # that are the compiled program's: the compiled model's latency is its compiled program's
+    _, _, clock, timing = timed
+    assert clock.plain  # the compiled program's iterations with no hook and no profiler
+    compiled_ms = float(np.median([m["end"] - m["start"] for m in clock.plain])) / 1e6
+    assert compiled_ms > 0
+    assert timing.timing.compiled.latency_ms == pytest.approx(compiled_ms)
+    assert timing.summary()["latency_ms"].iloc[0] == pytest.approx(compiled_ms)
+    again = type(timing).from_json(timing.to_json())
+    assert again.summary()["latency_ms"].iloc[0] == pytest.approx(compiled_ms)
 
 
 def test_the_model_is_left_as_it_was(timed):
@@ -351,6 +365,11 @@ def test_a_compiled_training_timing_keeps_the_compiled_graphs_and_fused_kernels(
     _, clock, timing = trained
     assert timing.timing.compiled == clock.facts()
     assert len(timing.timing.compiled.regions) == 1 and not timing.timing.compiled.breaks
+    # the step's latency is the compiled step's (forward, loss and compiled backward), each
+    # timed from its first mark to its last
+    steps = [max(marks.values()) - marks["start"] for marks in clock.plain]
+    assert steps and timing.timing.compiled.latency_ms == pytest.approx(
+        float(np.median(steps)) / 1e6)
     # the forward's fused kernels: the first block's residual add and ReLU with the
     # LayerNorm (the root's, their deepest common ancestor), the last block's add and ReLU
     frame = timing.to_df("module").set_index("module")

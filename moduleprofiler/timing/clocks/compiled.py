@@ -67,7 +67,7 @@ from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.iteration import iteration_of_own
-from moduleprofiler.timing.listener import Step
+from moduleprofiler.timing.listener import Step, stamped_block
 from moduleprofiler.timing.loop import Block
 
 
@@ -187,6 +187,9 @@ class CompiledClock(Clock):
         self._ran: Counter[str] = Counter()
         """The compiled graphs its traced iterations called: key -> calls in an iteration
         (the most in any)."""
+        self.plain: list[dict[str, float]] = []
+        """Marks (ns) of the kept iterations of the compiled program with no hook and no
+        profiler: the model's latency."""
 
     # -- the pass's questions --------------------------------------------------------------
     def model(self) -> tuple[nn.Module, Callable[[], Any]]:
@@ -196,7 +199,9 @@ class CompiledClock(Clock):
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Traced iterations of the compiled program, no hook installed: half of a round's
         count (:func:`compiled_share`), none in the warm-up, at least half of
-        ``min_iters`` in a run that meets its target."""
+        ``min_iters`` in a run that meets its target; and as many untraced ones, the
+        compiled program's latency (the pass's own hook-free block runs the eager module,
+        the reference of the hooks' overhead)."""
         def traced(count: int, keep: bool) -> None:
             if not self._calls:
                 self._shape(runner)
@@ -210,9 +215,14 @@ class CompiledClock(Clock):
                                          trace.kernels, count, recorder.versions(),
                                          trace.ranges, recorder.backward_keys()))
 
+        def compiled(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]
+                     ) -> None:
+            step(mark, self._run)
+
         self._prime = partial(traced, 1, False)
         self._shaper = partial(self._shape, runner)
-        return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
+        return [Block(traced, share=compiled_share, warm=False, least=compiled_share),
+                Block(stamped_block(self.stamps, compiled, self.plain), share=compiled_share)]
 
     def prime(self) -> None:
         """Take the call tree, then compile (the first call of the recorded program) and
@@ -286,8 +296,12 @@ class CompiledClock(Clock):
 
     def facts(self) -> CompiledFacts:
         """The forward's compiled graphs (regions: what each covers, where and why the graph
-        breaks after it) and the recompilations Dynamo recorded for the model's forwards."""
-        return CompiledFacts(regions_of(self._graphs()), self.program.recompilations)
+        breaks after it), the recompilations Dynamo recorded for the model's forwards and the
+        compiled program's latency (median of its iterations with no hook and no profiler)."""
+        # the step's last mark ends it (a forward's "end", a training step's last phase)
+        latency = (float(np.median([max(marks.values()) - marks["start"]
+                                    for marks in self.plain])) / 1e6 if self.plain else None)
+        return CompiledFacts(regions_of(self._graphs()), self.program.recompilations, latency)
 
     def _graphs(self) -> list[CompiledGraph]:
         """The recorded graphs its traced iterations called (all, before any ran): a
@@ -337,8 +351,9 @@ class CompiledClock(Clock):
                     "differentiates)" if self.backward else "")
         return ("device times are the compiled program's kernels (booked to modules through "
                 f"Inductor's provenance{backward}, fused kernels to the deepest module "
-                "holding all they fuse); host times and the hook-free times are the eager "
-                "module's")
+                "holding all they fuse), the model's latency_ms the compiled program's with "
+                "no hook; host times and the hook-free times of the hooks' overhead are the "
+                "eager module's")
 
     def _outside_work(self) -> str:
         """What ran outside the graphs: a CPU's operators, a device's kernels."""
