@@ -206,6 +206,19 @@ def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
 
 
+def test_a_compiled_submodule_inside_a_compiled_model_books_its_own_modules():
+    # torch.compile(model) whose block 2 is a torch.compile wrapper: its paths are
+    # 2._orig_mod.fc... (named_modules()); its kernels were all booked to the wrapper 2
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    timing = time_modules(torch.compile(model), torch.randn(8, 16), **FAST)
+    frame = timing.to_df("module").set_index("module")
+    # 2's Linear is one extern matrix product (addmm) of its own, as when compiled alone
+    assert frame.loc["2._orig_mod.fc", "device_launches"] == 1
+    assert frame.loc["2._orig_mod.fc", "self_device_ms"] > 0
+    assert frame.loc["2", "self_device_ms"] == 0
+
+
 def test_a_model_compiled_with_dynamic_shapes_is_timed_as_compiled(monkeypatch):
     # torch.compile(model, dynamic=True) runs kernels made for any batch size: the clock's
     # compile is the same program (it compiled static ones for the input's sizes before)
