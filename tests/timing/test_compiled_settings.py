@@ -51,3 +51,14 @@ def test_a_submodule_compiled_with_fullgraph_raises_at_its_graph_break():
     model[1] = torch.compile(model[1], fullgraph=True, backend="eager")
     with pytest.raises(ProfilingError, match="raised Unsupported"):
         time_modules(model, torch.randn(4, 16), **FAST)
+
+
+def test_a_model_compiled_with_fullgraph_and_no_break_is_timed_in_one_graph():
+    # the clock's compile traces the module's own call (its hooks' checks included) under
+    # fullgraph=True too: nothing of the clock's own breaks the graph
+    from tests.timing.helpers import residual_model
+
+    compiled = torch.compile(residual_model(), fullgraph=True)
+    timing = time_modules(compiled, torch.randn(8, 16), **FAST)
+    assert timing.clock == "compiled-kernels"
+    assert len(timing.timing.compiled.regions) == 1 and not timing.timing.compiled.breaks
