@@ -198,6 +198,23 @@ def test_compiled_submodules_are_timed_compiled_and_the_rest_eagerly(form):
     assert no_hooks_left(model)
 
 
+def test_a_partly_compiled_models_latency_is_its_own_call_with_no_hook():
+    # the program the clock traces is the model's shadow, its eager modules inside range
+    # hooks; the model's latency is the model's own call (its compiled submodule's own code)
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    shadow_calls = []
+    model[0].register_forward_pre_hook(
+        lambda module, args: shadow_calls.append(module) if module is not model[0] else None)
+    x = torch.randn(8, 16)
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(model, x))
+    timing = time_modules(model, x, clock=clock, **FAST)
+    assert clock.plain and timing.timing.compiled.latency_ms is not None
+    # the shadow ran the first compiled call, the first traced iteration (not kept) and the
+    # kept traced ones, and none of the iterations the latency is the median of
+    assert len(shadow_calls) == 2 + len(clock.traced)
+
+
 def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     model = residual_model()
     model[0].compile()

@@ -93,6 +93,10 @@ class CompiledProgram:
     break_reasons: Counter[str] = field(default_factory=Counter)
     """Why Dynamo broke the graph while compiling the program (reason -> times), kept with
     its recorded compile (a later pass over the same model calls the code compiled then)."""
+    plain: Callable[[], Any] | None = None
+    """One call of the program whose iterations with no hook are the model's latency
+    (``None``: ``compiled``, a model compiled whole; a model with compiled submodules: its
+    own call, since ``compiled`` runs its eager modules inside range hooks)."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
@@ -112,7 +116,8 @@ class CompiledProgram:
                 return None
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
-                       partly.recorder, [partly.note()], recompilations_of(model), True)
+                       partly.recorder, [partly.note()], recompilations_of(model), True,
+                       plain=make_invocation(model, input))
         original, users, note = found
         settings = users.over(options)
 
@@ -215,9 +220,11 @@ class CompiledClock(Clock):
                                          trace.kernels, count, recorder.versions(),
                                          trace.ranges, recorder.backward_keys()))
 
+        plain = self.program.plain or self.program.compiled
+
         def compiled(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]
                      ) -> None:
-            step(mark, self._run)
+            step(mark, lambda invoke: plain())
 
         self._prime = partial(traced, 1, False)
         self._shaper = partial(self._shape, runner)
