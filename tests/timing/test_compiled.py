@@ -236,6 +236,22 @@ def test_a_compiled_submodule_inside_a_compiled_model_books_its_own_modules():
     assert frame.loc["2", "self_device_ms"] == 0
 
 
+def test_the_hooked_calls_run_a_compiled_submodule_inside_a_compiled_model_eagerly():
+    # they called the user's compiled submodule, whose graphs Dynamo compiled again for the
+    # hooks, beside the clock's own; and a break inside it left its modules without calls
+    from torch._dynamo.utils import counters
+
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    compiled, x = torch.compile(model), torch.randn(8, 16)
+    compiled(x)  # the user's own graphs
+    before = counters["stats"]["unique_graphs"]
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    assert counters["stats"]["unique_graphs"] - before == len(clock.program.recorder.graphs)
+    assert timing.to_df("module").set_index("module").loc["2._orig_mod.fc", "host_ms"] > 0
+
+
 def test_a_model_compiled_with_dynamic_shapes_is_timed_as_compiled(monkeypatch):
     # torch.compile(model, dynamic=True) runs kernels made for any batch size: the clock's
     # compile is the same program (it compiled static ones for the input's sizes before)

@@ -126,7 +126,9 @@ class CompiledProgram:
             return RecordedCompile(run.func, recorder)
 
         kept = kept_compile(original, settings, input, backward, compile)
-        own = eager_call(original) if original is model else original
+        # a compiled submodule inside runs eagerly too: its modules' hooks fire, and the
+        # hooked calls leave its compiled code as it is
+        own = forced_eager(eager_call(original) if original is model else original)
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input,
                                    target=partial(kept.function, original)),

@@ -171,7 +171,7 @@ class PartlyCompiled:
                 "that launched them")
 
 
-def forced_eager(model: nn.Module) -> Callable[..., Any]:
+def forced_eager(model: Callable[..., Any]) -> Callable[..., Any]:
     """``model``'s call with every compiled submodule run eagerly (the call tree the records
     take, the pass's hooked blocks)."""
     def call(*args: Any, **kwargs: Any) -> Any:
