@@ -198,21 +198,32 @@ def test_compiled_submodules_are_timed_compiled_and_the_rest_eagerly(form):
     assert no_hooks_left(model)
 
 
-def test_a_partly_compiled_models_latency_is_its_own_call_with_no_hook():
-    # the program the clock traces is the model's shadow, its eager modules inside range
-    # hooks; the model's latency is the model's own call (its compiled submodule's own code)
+def test_a_partly_compiled_models_latency_is_its_program_with_no_range():
+    # the program the clock traces runs its eager modules inside range hooks: the latency's
+    # iterations run the same program without them, and not the user's own compiled code
+    # (which the pass would compile for its grad mode, in the user's cache)
+    from torch._dynamo.utils import counters
+
     model = residual_model()
-    model[2] = torch.compile(model[2])
-    shadow_calls = []
-    model[0].register_forward_pre_hook(
-        lambda module, args: shadow_calls.append(module) if module is not model[0] else None)
+    model[2] = torch.compile(model[2])  # never called by the user
+    ranged, plain = [], []
+
+    def seen(module, args):
+        if module is not model[0]:  # a shadow's call
+            hooks = [hook.__qualname__ for hook in module._forward_pre_hooks.values()]
+            (ranged if any("_ranged" in name for name in hooks) else plain).append(module)
+
+    model[0].register_forward_pre_hook(seen)
     x = torch.randn(8, 16)
+    before = counters["stats"]["unique_graphs"]
     clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(model, x))
     timing = time_modules(model, x, clock=clock, **FAST)
     assert clock.plain and timing.timing.compiled.latency_ms is not None
-    # the shadow ran the first compiled call, the first traced iteration (not kept) and the
-    # kept traced ones, and none of the iterations the latency is the median of
-    assert len(shadow_calls) == 2 + len(clock.traced)
+    # the ranged program ran the first compiled call, the first traced iteration (not kept)
+    # and the kept traced ones; the latency's kept iterations (and warm-up) the plain one
+    assert len(ranged) == 2 + len(clock.traced)
+    assert len(plain) >= len(clock.plain)
+    assert counters["stats"]["unique_graphs"] - before == len(clock.program.recorder.graphs)
 
 
 def test_auto_times_a_model_with_a_compiled_submodule_compiled():
@@ -238,7 +249,7 @@ def test_a_compiled_submodule_inside_a_compiled_model_books_its_own_modules():
 
 def test_the_hooked_calls_run_a_compiled_submodule_inside_a_compiled_model_eagerly():
     # they called the user's compiled submodule, whose graphs Dynamo compiled again for the
-    # hooks, beside the clock's own; and a break inside it left its modules without calls
+    # hooks, beside the clock's own
     from torch._dynamo.utils import counters
 
     model = residual_model()

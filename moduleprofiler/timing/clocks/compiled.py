@@ -95,8 +95,9 @@ class CompiledProgram:
     its recorded compile (a later pass over the same model calls the code compiled then)."""
     plain: Callable[[], Any] | None = None
     """One call of the program whose iterations with no hook are the model's latency
-    (``None``: ``compiled``, a model compiled whole; a model with compiled submodules: its
-    own call, since ``compiled`` runs its eager modules inside range hooks)."""
+    (``None``: ``compiled``, a model compiled whole; a model with compiled submodules: the
+    same program with no range, since ``compiled`` runs its eager modules inside range
+    hooks)."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
@@ -117,7 +118,7 @@ class CompiledProgram:
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
                        partly.recorder, [partly.note()], recompilations_of(model), True,
-                       plain=make_invocation(model, input))
+                       plain=make_invocation(model, input, target=partly.plain))
         original, users, note = found
         settings = users.over(options)
 
