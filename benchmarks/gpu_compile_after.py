@@ -102,8 +102,8 @@ def phases(compiled: Any, x: Any) -> dict[str, Any]:
     started = time.perf_counter()
     found = compiled_original(compiled)
     assert found is not None
-    original, inductor, _ = found
-    run, recorder = recorded_compile(original, inductor)
+    original, settings, _ = found
+    run, recorder = recorded_compile(original, settings)
 
     def call() -> Any:
         return run(x)

@@ -115,11 +115,16 @@ class Recompilation:
 
 @dataclass(frozen=True)
 class CompiledFacts:
-    """The compiled clock's facts of a compiled forward: its graphs (regions) and breaks, and
-    the recompilations Dynamo recorded for the model's forwards."""
+    """The compiled clock's facts of a compiled forward: its graphs (regions) and breaks, the
+    recompilations Dynamo recorded for the model's forwards, and the compiled program's
+    latency."""
 
     regions: tuple[GraphRegion, ...] = ()
     recompilations: tuple[Recompilation, ...] = ()
+    latency_ms: float | None = None
+    """The compiled program's median iteration with no hook and no profiler (the model's
+    ``latency_ms``: a compiled model's latency is its compiled program's, not its eager
+    module's); ``None``: none ran."""
 
     @property
     def breaks(self) -> tuple[GraphRegion, ...]:
@@ -141,7 +146,8 @@ class CompiledFacts:
         """The inverse of ``dataclasses.asdict``."""
         return cls(tuple(GraphRegion(**{**region, "modules": tuple(region["modules"])})
                          for region in data.get("regions", ())),
-                   tuple(Recompilation(**item) for item in data.get("recompilations", ())))
+                   tuple(Recompilation(**item) for item in data.get("recompilations", ())),
+                   data.get("latency_ms"))
 
 
 def _shown(path: str | None) -> str:
@@ -208,7 +214,8 @@ class TimingFacts:
         "method": "training: how backward time is attributed to modules (nodes)",
         "separate_passes": "training: forward and backward samples come from different "
                            "kinds of step",
-        "compiled": "compiled clock: the compiled graphs, their breaks and the recompilations",
+        "compiled": "compiled clock: the compiled graphs, their breaks, the recompilations "
+                    "and the compiled program's latency_ms",
         "warnings": "the warnings the run issued, in words",
         # the hook-free trace
         "unprofiled": "hook_free: its latency_ms and host_ms come from iterations run before "
@@ -362,7 +369,10 @@ class TimingFacts:
     def latency_ms(self) -> float | None:
         """The model's hook-free latency (median over the hook-free iterations; the kernel
         clock's, timed before the process's first profiler session where it could be:
-        :attr:`HookFreeTrace.latency_ms`); ``None`` for a pass that ran none."""
+        :attr:`HookFreeTrace.latency_ms`; the compiled clock's, of the compiled program:
+        :attr:`CompiledFacts.latency_ms`); ``None`` for a pass that ran none."""
+        if self.compiled is not None and self.compiled.latency_ms is not None:
+            return self.compiled.latency_ms
         if self.hook_free is not None:
             return self.hook_free.latency_ms
         return statistics.median(self.hook_free_ms) if self.hook_free_ms else None

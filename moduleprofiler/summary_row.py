@@ -32,7 +32,7 @@ SUMMARY_ONLY: dict[str, str] = {
     "training_peak_bytes": "the most memory live during a training step's forward and backward "
                            "(needs a memory report of train=True)",
     "latency_ms": "median whole-model latency with no hooks installed (needs a latency result, "
-                  "or a timing pass's own)",
+                  "or a timing pass's own; a compiled model's timing: its compiled program's)",
     "throughput": "items per second: the batch size over the latency",
 }
 """What each column of the one-row model table that is no per-module column holds (the others

@@ -1,7 +1,8 @@
 """The figure of an eager-against-compiled comparison
 (:func:`moduleprofiler.compiled.compare_compiled`): each module at ``depth`` with its eager
 time and its compiled device time as two bars, and the speed-up written beside them; a module
-whose compiled work is fused into an ancestor's kernels shows no compiled bar and says so."""
+whose compiled work is fused into an ancestor's kernels shows a compiled bar of 0 and says so,
+and one whose compiled time is unknown shows no compiled bar and says that."""
 
 from __future__ import annotations
 
@@ -50,14 +51,18 @@ def plot_compiled(profile: Profile, depth: int = 1, *, ax: Axes | None = None,
     figure, axes = figure_axes(ax, figsize, feature="plot_compiled")
     labels = [figure_label(names[i]) for i in rows]
     eager = [float(frame["eager_ms"].iloc[i]) for i in rows]
-    compiled = [0.0 if is_missing(frame["device_ms"].iloc[i])
+    # an unknown compiled time gets no bar (a bar of 0 would say "fused into an ancestor")
+    compiled = [None if is_missing(frame["device_ms"].iloc[i])
                 else float(frame["device_ms"].iloc[i]) for i in rows]
     places = range(len(rows))
+    known = [(place, after) for place, after in zip(places, compiled) if after is not None]
     axes.barh([p - 0.2 for p in places], eager, height=0.4, color="C0", label="eager")
-    axes.barh([p + 0.2 for p in places], compiled, height=0.4, color="C1", label="compiled")
+    axes.barh([p + 0.2 for p, _ in known], [after for _, after in known], height=0.4,
+              color="C1", label="compiled")
     for place, before, after in zip(places, eager, compiled):
-        text = f"{before / after:.2f}x" if after > 0 else "fused into an ancestor"
-        axes.annotate(text, (max(before, after), place), xytext=(3, 0),
+        text = ("compiled time unknown" if after is None else f"{before / after:.2f}x"
+                if after > 0 else "fused into an ancestor")
+        axes.annotate(text, (max(before, after or 0.0), place), xytext=(3, 0),
                       textcoords="offset points", va="center", fontsize=8)
     axes.set_yticks(list(places), labels, fontsize=9)
     axes.set_ylim(len(rows) - 0.5, -0.5)  # model order, top down

@@ -21,8 +21,12 @@ def _model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.LayerNorm(16), nn.Linear(16, 16))
 
 
-def test_each_top_level_module_has_its_eager_and_compiled_bar(tmp_path):
-    compared = compare_compiled(torch.compile(_model()), torch.randn(8, 16), QUICK)
+@pytest.fixture(scope="module")
+def compared():
+    return compare_compiled(torch.compile(_model()), torch.randn(8, 16), QUICK)
+
+
+def test_each_top_level_module_has_its_eager_and_compiled_bar(compared, tmp_path):
     figure = plot_compiled(compared, path=tmp_path / "compiled.png")
     axes = figure.axes[0]
     # 4 top-level modules, two bars each (eager, compiled)
@@ -39,6 +43,20 @@ def test_each_top_level_module_has_its_eager_and_compiled_bar(tmp_path):
         else:
             assert note.endswith("x")
     assert (tmp_path / "compiled.png").stat().st_size > 0
+
+
+def test_an_unknown_compiled_time_is_drawn_as_missing_not_as_zero(compared):
+    # a bar of 0 and "fused into an ancestor" said the module ran in no kernel of its own
+    unknown = compared.with_metrics({"3": {"device_ms": None}})
+    axes = plot_compiled(unknown).axes[0]
+    compiled = axes.patches[4:]  # after the 4 eager bars
+    # compiled bars centred at place + 0.2 for modules 0, 1 and 2 only
+    assert [bar.get_y() + bar.get_height() / 2 for bar in compiled] == pytest.approx(
+        [0.2, 1.2, 2.2])
+    frame = compared.to_df("module").set_index("module")
+    assert [bar.get_width() for bar in compiled] == pytest.approx(
+        [frame.loc[m, "device_ms"] for m in ("0", "1", "2")])
+    assert axes.texts[3].get_text() == "compiled time unknown"
 
 
 def test_a_profile_without_eager_times_is_refused():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -69,6 +70,19 @@ def test_a_compiled_model_is_timed_compiled_per_module(timed):
     # the span from a module's first kernel to its last is not read: unknown, not zero
     assert "device_idle_share" not in frame or frame["device_idle_share"].isna().all()
     assert any("compiled program's kernels" in note for note in timing.warnings)
+
+
+def test_the_models_latency_is_its_compiled_programs(timed):
+    # summary()'s latency_ms was the eager module's hook-free median, beside device times
+    # that are the compiled program's: the compiled model's latency is its compiled program's
+    _, _, clock, timing = timed
+    assert clock.plain  # the compiled program's iterations with no hook and no profiler
+    compiled_ms = float(np.median([m["end"] - m["start"] for m in clock.plain])) / 1e6
+    assert compiled_ms > 0
+    assert timing.timing.compiled.latency_ms == pytest.approx(compiled_ms)
+    assert timing.summary()["latency_ms"].iloc[0] == pytest.approx(compiled_ms)
+    again = type(timing).from_json(timing.to_json())
+    assert again.summary()["latency_ms"].iloc[0] == pytest.approx(compiled_ms)
 
 
 def test_the_model_is_left_as_it_was(timed):
@@ -184,12 +198,69 @@ def test_compiled_submodules_are_timed_compiled_and_the_rest_eagerly(form):
     assert no_hooks_left(model)
 
 
+def test_a_partly_compiled_models_latency_is_its_program_with_no_range():
+    # the program the clock traces runs its eager modules inside range hooks: the latency's
+    # iterations run the same program without them, and not the user's own compiled code
+    # (which the pass would compile for its grad mode, in the user's cache)
+    from torch._dynamo.utils import counters
+
+    model = residual_model()
+    model[2] = torch.compile(model[2])  # never called by the user
+    ranged, plain = [], []
+
+    def seen(module, args):
+        if module is not model[0]:  # a shadow's call
+            hooks = [hook.__qualname__ for hook in module._forward_pre_hooks.values()]
+            (ranged if any("_ranged" in name for name in hooks) else plain).append(module)
+
+    model[0].register_forward_pre_hook(seen)
+    x = torch.randn(8, 16)
+    before = counters["stats"]["unique_graphs"]
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(model, x))
+    timing = time_modules(model, x, clock=clock, **FAST)
+    assert clock.plain and timing.timing.compiled.latency_ms is not None
+    # the ranged program ran the first compiled call, the first traced iteration (not kept)
+    # and the kept traced ones; the latency's kept iterations (and warm-up) the plain one
+    assert len(ranged) == 2 + len(clock.traced)
+    assert len(plain) >= len(clock.plain)
+    assert counters["stats"]["unique_graphs"] - before == len(clock.program.recorder.graphs)
+
+
 def test_auto_times_a_model_with_a_compiled_submodule_compiled():
     model = residual_model()
     model[0].compile()
     timing = time_modules(model, torch.randn(8, 16), **FAST)
     assert timing.clock == "compiled-kernels"
     assert timing.to_df("module").set_index("module").loc["0.fc", "device_launches"] == 1
+
+
+def test_a_compiled_submodule_inside_a_compiled_model_books_its_own_modules():
+    # torch.compile(model) whose block 2 is a torch.compile wrapper: its paths are
+    # 2._orig_mod.fc... (named_modules()); its kernels were all booked to the wrapper 2
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    timing = time_modules(torch.compile(model), torch.randn(8, 16), **FAST)
+    frame = timing.to_df("module").set_index("module")
+    # 2's Linear is one extern matrix product (addmm) of its own, as when compiled alone
+    assert frame.loc["2._orig_mod.fc", "device_launches"] == 1
+    assert frame.loc["2._orig_mod.fc", "self_device_ms"] > 0
+    assert frame.loc["2", "self_device_ms"] == 0
+
+
+def test_the_hooked_calls_run_a_compiled_submodule_inside_a_compiled_model_eagerly():
+    # they called the user's compiled submodule, whose graphs Dynamo compiled again for the
+    # hooks, beside the clock's own
+    from torch._dynamo.utils import counters
+
+    model = residual_model()
+    model[2] = torch.compile(model[2])
+    compiled, x = torch.compile(model), torch.randn(8, 16)
+    compiled(x)  # the user's own graphs
+    before = counters["stats"]["unique_graphs"]
+    clock = CompiledClock(torch.device("cpu"), CompiledProgram.of(compiled, x))
+    timing = time_modules(compiled, x, clock=clock, **FAST)
+    assert counters["stats"]["unique_graphs"] - before == len(clock.program.recorder.graphs)
+    assert timing.to_df("module").set_index("module").loc["2._orig_mod.fc", "host_ms"] > 0
 
 
 def test_a_model_compiled_with_dynamic_shapes_is_timed_as_compiled(monkeypatch):
@@ -351,6 +422,11 @@ def test_a_compiled_training_timing_keeps_the_compiled_graphs_and_fused_kernels(
     _, clock, timing = trained
     assert timing.timing.compiled == clock.facts()
     assert len(timing.timing.compiled.regions) == 1 and not timing.timing.compiled.breaks
+    # the step's latency is the compiled step's (forward, loss and compiled backward), each
+    # timed from its first mark to its last
+    steps = [max(marks.values()) - marks["start"] for marks in clock.plain]
+    assert steps and timing.timing.compiled.latency_ms == pytest.approx(
+        float(np.median(steps)) / 1e6)
     # the forward's fused kernels: the first block's residual add and ReLU with the
     # LayerNorm (the root's, their deepest common ancestor), the last block's add and ReLU
     frame = timing.to_df("module").set_index("module")

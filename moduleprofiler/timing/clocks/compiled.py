@@ -39,10 +39,12 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import torch
 from torch import nn
+from torch._dynamo.exc import TorchDynamoException
 from torch._dynamo.utils import counters
 
 from moduleprofiler import devices
 from moduleprofiler.call import Call
+from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import ColumnSpec
 from moduleprofiler.facts import CompiledFacts, Recompilation
 from moduleprofiler.inputs import make_invocation
@@ -65,7 +67,7 @@ from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.iteration import iteration_of_own
-from moduleprofiler.timing.listener import Step
+from moduleprofiler.timing.listener import Step, stamped_block
 from moduleprofiler.timing.loop import Block
 
 
@@ -91,6 +93,11 @@ class CompiledProgram:
     break_reasons: Counter[str] = field(default_factory=Counter)
     """Why Dynamo broke the graph while compiling the program (reason -> times), kept with
     its recorded compile (a later pass over the same model calls the code compiled then)."""
+    plain: Callable[[], Any] | None = None
+    """One call of the program whose iterations with no hook are the model's latency
+    (``None``: ``compiled``, a model compiled whole; a model with compiled submodules: the
+    same program with no range, since ``compiled`` runs its eager modules inside range
+    hooks)."""
 
     @classmethod
     def of(cls, model: nn.Module, input: Any,
@@ -101,7 +108,7 @@ class CompiledProgram:
         ``input`` (unpacked as ``time_modules`` unpacks it); ``None`` for a model with nothing
         compiled. ``options``: Inductor options over the model's own (a whole model's).
         ``backward``: for a training step. A model compiled whole is compiled once for the
-        passes over it with the same options, input structure and kind of pass
+        passes over it with the same compile settings, input structure and kind of pass
         (:mod:`~moduleprofiler.timing.compiled.reuse`)."""
         found = compiled_original(model)
         if found is None:
@@ -110,21 +117,35 @@ class CompiledProgram:
                 return None
             return cls(model, make_invocation(model, input, target=forced_eager(model)),
                        make_invocation(model, input, target=partly.shadow),
-                       partly.recorder, [partly.note()], recompilations_of(model), True)
-        original, inductor, note, dynamic = found
-        merged = {**inductor, **(options or {})}
+                       partly.recorder, [partly.note()], recompilations_of(model), True,
+                       plain=make_invocation(model, input, target=partly.plain))
+        original, users, note = found
+        settings = users.over(options)
 
         def compile() -> RecordedCompile:
-            run, recorder = recorded_compile(original, merged, dynamic)
+            run, recorder = recorded_compile(original, settings)
             return RecordedCompile(run.func, recorder)
 
-        kept = kept_compile(original, merged, input, backward, compile, dynamic)
-        own = eager_call(original) if original is model else original
+        kept = kept_compile(original, settings, input, backward, compile)
+        # a compiled submodule inside runs eagerly too: its modules' hooks fire, and the
+        # hooked calls leave its compiled code as it is
+        own = forced_eager(eager_call(original) if original is model else original)
         return cls(original, make_invocation(original, input, target=own),
                    make_invocation(original, input,
                                    target=partial(kept.function, original)),
                    kept.recorder, [note] if note is not None else [],
                    recompilations_of(original), break_reasons=kept.break_reasons)
+
+
+def compile_failed(exc: Exception) -> ProfilingError:
+    """The :class:`~moduleprofiler.errors.ProfilingError` of a program whose eager call ran
+    and whose compile with the model's own ``torch.compile`` options raised ``exc`` (a graph
+    break under ``fullgraph=True``, as the model's own compiled call raises)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return ProfilingError(f"the compiled clock's compile of the model, with the model's own "
+                          f"torch.compile options, raised {type(exc).__name__}: {first} "
+                          "(under fullgraph=True a graph break raises, as in the model's own "
+                          "compiled call)")
 
 
 def _no_mark(name: str) -> None:
@@ -174,6 +195,9 @@ class CompiledClock(Clock):
         self._ran: Counter[str] = Counter()
         """The compiled graphs its traced iterations called: key -> calls in an iteration
         (the most in any)."""
+        self.plain: list[dict[str, float]] = []
+        """Marks (ns) of the kept iterations of the compiled program with no hook and no
+        profiler: the model's latency."""
 
     # -- the pass's questions --------------------------------------------------------------
     def model(self) -> tuple[nn.Module, Callable[[], Any]]:
@@ -183,7 +207,9 @@ class CompiledClock(Clock):
     def blocks(self, runner: PassRunner, step: Step) -> list[Block]:
         """Traced iterations of the compiled program, no hook installed: half of a round's
         count (:func:`compiled_share`), none in the warm-up, at least half of
-        ``min_iters`` in a run that meets its target."""
+        ``min_iters`` in a run that meets its target; and as many untraced ones, the
+        compiled program's latency (the pass's own hook-free block runs the eager module,
+        the reference of the hooks' overhead)."""
         def traced(count: int, keep: bool) -> None:
             if not self._calls:
                 self._shape(runner)
@@ -197,9 +223,16 @@ class CompiledClock(Clock):
                                          trace.kernels, count, recorder.versions(),
                                          trace.ranges, recorder.backward_keys()))
 
+        plain = self.program.plain or self.program.compiled
+
+        def compiled(mark: Callable[[str], None], run: Callable[[Callable[[], Any]], Any]
+                     ) -> None:
+            step(mark, lambda invoke: plain())
+
         self._prime = partial(traced, 1, False)
         self._shaper = partial(self._shape, runner)
-        return [Block(traced, share=compiled_share, warm=False, least=compiled_share)]
+        return [Block(traced, share=compiled_share, warm=False, least=compiled_share),
+                Block(stamped_block(self.stamps, compiled, self.plain), share=compiled_share)]
 
     def prime(self) -> None:
         """Take the call tree, then compile (the first call of the recorded program) and
@@ -210,7 +243,10 @@ class CompiledClock(Clock):
         if shaper is not None and not self._calls:
             shaper()
         before = Counter(counters["graph_break"])
-        self.program.compiled()
+        try:
+            self.program.compiled()
+        except TorchDynamoException as exc:  # the eager call ran: compiling it failed
+            raise compile_failed(exc) from exc
         devices.synchronize(self.device)
         self.program.break_reasons.update(Counter(counters["graph_break"]) - before)
         self.break_reasons.update(self.program.break_reasons)
@@ -270,8 +306,12 @@ class CompiledClock(Clock):
 
     def facts(self) -> CompiledFacts:
         """The forward's compiled graphs (regions: what each covers, where and why the graph
-        breaks after it) and the recompilations Dynamo recorded for the model's forwards."""
-        return CompiledFacts(regions_of(self._graphs()), self.program.recompilations)
+        breaks after it), the recompilations Dynamo recorded for the model's forwards and the
+        compiled program's latency (median of its iterations with no hook and no profiler)."""
+        # the step's last mark ends it (a forward's "end", a training step's last phase)
+        latency = (float(np.median([max(marks.values()) - marks["start"]
+                                    for marks in self.plain])) / 1e6 if self.plain else None)
+        return CompiledFacts(regions_of(self._graphs()), self.program.recompilations, latency)
 
     def _graphs(self) -> list[CompiledGraph]:
         """The recorded graphs its traced iterations called (all, before any ran): a
@@ -321,8 +361,9 @@ class CompiledClock(Clock):
                     "differentiates)" if self.backward else "")
         return ("device times are the compiled program's kernels (booked to modules through "
                 f"Inductor's provenance{backward}, fused kernels to the deepest module "
-                "holding all they fuse); host times and the hook-free times are the eager "
-                "module's")
+                "holding all they fuse), the model's latency_ms the compiled program's with "
+                "no hook; host times and the hook-free times of the hooks' overhead are the "
+                "eager module's")
 
     def _outside_work(self) -> str:
         """What ran outside the graphs: a CPU's operators, a device's kernels."""

@@ -29,7 +29,7 @@ import re
 import types
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import torch
@@ -374,32 +374,58 @@ def _inductor_options(compiled: Any) -> tuple[dict[str, Any], str | None]:
     return {}, "the model's compile options could not be read: Inductor's defaults are used"
 
 
+@dataclass(frozen=True)
+class CompileSettings:
+    """What a model's own ``torch.compile`` asked for, which every compile of the clock
+    repeats (:func:`recorded_compile`): the clock's program is the user's only while its
+    options, shape handling and graph-break policy are the user's. Its backend is not kept:
+    the clock compiles with Inductor (the note of :class:`CompiledModel` says so)."""
+
+    inductor: Mapping[str, Any] = field(default_factory=dict)
+    """Inductor options (what ``torch.compile``'s ``mode`` and ``options`` set)."""
+    dynamic: bool | None = None
+    """``torch.compile``'s ``dynamic``: ``True`` compiles kernels for any size, so the
+    clock's compile does too. ``None`` (Dynamo's default, a size made dynamic when a call
+    brings another) starts this compile with no history: static kernels for the timed input,
+    even where the model's own compile has gone dynamic (docs/compiled.md, Limits)."""
+    fullgraph: bool = False
+    """``torch.compile``'s ``fullgraph``: a graph break raises instead of splitting the
+    program, in the clock's compile as in the user's."""
+
+    def over(self, options: Mapping[str, Any] | None) -> CompileSettings:
+        """These settings with ``options`` over their Inductor options."""
+        return replace(self, inductor={**self.inductor, **(options or {})})
+
+    def key(self) -> tuple[str, bool | None, bool]:
+        """The settings as a hashable key (two compiles with equal keys are one program)."""
+        return repr(sorted(self.inductor.items())), self.dynamic, self.fullgraph
+
+
 class CompiledModel(NamedTuple):
     """What the clock compiles again of a compiled model, and how."""
 
     original: nn.Module
     """The module that was compiled (a wrapper's ``_orig_mod``, or the model itself)."""
-    options: dict[str, Any]
-    """Its Inductor options (its ``torch.compile``'s ``mode`` and ``options``)."""
+    settings: CompileSettings
+    """Its ``torch.compile``'s options, which the clock's compile repeats."""
     note: str | None
-    """Why they are not the model's own (another backend...), when they are not."""
-    dynamic: bool | None
-    """Its ``torch.compile``'s ``dynamic``: ``True`` compiles kernels for any size, so the
-    clock's compile does too (``None``: Dynamo's default, sizes made dynamic on recompiling)."""
+    """Why the clock's compile is not the model's own (another backend...), when it is
+    not."""
 
 
 def compiled_original(module: nn.Module) -> CompiledModel | None:
     """For a compiled model (``torch.compile(model)``, or ``model.compile()``): the module
-    that was compiled, its Inductor options, a note and its ``dynamic``; ``None`` for a model
-    not compiled."""
+    that was compiled, its compile settings and a note; ``None`` for a model not compiled."""
     original = orig_mod_of(module)
     compiled = module if original is not None else getattr(module, "_compiled_call_impl", None)
     if compiled is None:
         return None
     options, note = _inductor_options(compiled)
-    dynamic = getattr(_compile_context(compiled), "_dynamic", None)
-    return CompiledModel(original if original is not None else module, options, note,
-                         dynamic if isinstance(dynamic, bool) else None)
+    context = _compile_context(compiled)
+    dynamic = getattr(context, "_dynamic", None)
+    settings = CompileSettings(options, dynamic if isinstance(dynamic, bool) else None,
+                               getattr(context, "fullgraph", False) is True)
+    return CompiledModel(original if original is not None else module, settings, note)
 
 
 def _call(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
@@ -415,13 +441,15 @@ def eager_call(module: nn.Module) -> Any:
 _compiles = itertools.count()
 
 
-def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None,
-                     dynamic: bool | None = None, *, prefix: str = "",
+def recorded_compile(module: nn.Module, settings: CompileSettings | None = None, *,
+                     prefix: str = "",
                      into: GraphRecorder | None = None) -> tuple[Any, GraphRecorder]:
     """``module`` compiled by a :class:`GraphRecorder` (compiling happens at the first call,
     as with ``torch.compile``): the callable and its recorder.
 
-    ``dynamic``: ``torch.compile``'s, the model's own (its kernels are those of its program).
+    ``settings``: the model's own ``torch.compile`` options (Inductor's defaults for a model
+    compiled by none), every one of them given to this compile, so that its program is the
+    model's (a model compiled with ``fullgraph=True`` raises at a graph break here too).
     ``prefix``: ``module``'s path in the model it is timed in (a compiled submodule's), put
     before the module paths recorded. ``into``: a recorder whose lists of graphs and notes
     this one appends to (several compiled submodules of one model, recorded as one program).
@@ -436,10 +464,12 @@ def recorded_compile(module: nn.Module, options: Mapping[str, Any] | None = None
     known = {path for path, _ in module.named_modules()}
     owners = {id(tensor): path for path, sub in module.named_modules()
               for tensor in (*sub.parameters(recurse=False), *sub.buffers(recurse=False))}
-    recorder = GraphRecorder(known, owners, dict(options or {}), prefix=prefix)
+    settings = settings if settings is not None else CompileSettings()
+    recorder = GraphRecorder(known, owners, dict(settings.inductor), prefix=prefix)
     if into is not None:
         recorder.graphs, recorder.notes = into.graphs, into.notes
     code = _call.__code__.replace(co_name=f"moduleprofiler_compiled_{next(_compiles)}")
     fresh = types.FunctionType(code, _call.__globals__, code.co_name)
-    compiled = torch.compile(fresh, backend=recorder, dynamic=dynamic)
+    compiled = torch.compile(fresh, backend=recorder, dynamic=settings.dynamic,
+                             fullgraph=settings.fullgraph)
     return functools.partial(compiled, module), recorder

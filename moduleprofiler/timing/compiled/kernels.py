@@ -22,24 +22,32 @@ EXTERN_PREFIX = "extern_kernels."
 _ROOT = re.compile(r"^L\[['\"][^'\"]*['\"]\]")
 _INDEX = re.compile(r"\[['\"]?([^'\"\]]+)['\"]?\]")
 _MODULES = re.compile(r"\._modules\.")
-_WRAPPERS = frozenset({"__self__", "_orig_mod"})
-"""Segments of Dynamo's spelling that are not module names: the bound method's object (a
-compiled ``module._call_impl``) and ``torch.compile``'s wrapper."""
+_WRAPPER = "_orig_mod"
+"""``torch.compile``'s wrapper's segment: a module name in the model only where a submodule
+of it is such a wrapper."""
 
 
 def module_path(traced: str, known: Collection[str] | None = None) -> str:
     """The ``named_modules()`` path of a module as Dynamo spells it in ``nn_module_stack``
     (``L['self'].layer1.0``, ``L['fn'].__self__.blocks[2]``, ``L['self']._modules['fc']``): the
-    root argument and the wrappers' segments dropped, indexing written with dots. With
+    root argument and a bound method's ``__self__`` dropped, indexing written with dots. With
     ``known`` (the model's paths), a path that is not one of them is cut back to its longest
-    known prefix."""
+    known prefix, and ``torch.compile``'s wrapper segment (``_orig_mod``) is kept where the
+    model has it (a compiled submodule inside a compiled model: ``2._orig_mod.fc``), else
+    dropped (the wrapper of the model itself)."""
     path = _ROOT.sub("", traced)
     path = _INDEX.sub(r".\1", path)
-    path = ".".join(part for part in _MODULES.sub(".", path).split(".")
-                    if part and part not in _WRAPPERS)
-    if known is not None:
-        while path and path not in known:
-            path = path.rpartition(".")[0]
+    parts = [part for part in _MODULES.sub(".", path).split(".")
+             if part and part != "__self__"]
+    if known is None:
+        return ".".join(parts)
+    path = ""
+    for part in parts:
+        longer = f"{path}.{part}" if path else part
+        if part != _WRAPPER or longer in known:
+            path = longer
+    while path and path not in known:
+        path = path.rpartition(".")[0]
     return path
 
 

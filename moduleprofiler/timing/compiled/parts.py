@@ -29,6 +29,7 @@ from torch import nn
 from torch.autograd.profiler import record_function
 
 from moduleprofiler.timing.compiled.capture import (
+    CompileSettings,
     GraphRecorder,
     compiled_original,
     recorded_compile,
@@ -53,11 +54,9 @@ class CompiledPart:
     """The module that was compiled (the wrapper's ``_orig_mod``, or the module itself)."""
     original_path: str
     """``original``'s path in the model (``<path>._orig_mod`` for a wrapper)."""
-    options: Mapping[str, Any]
-    """Its Inductor options (its own ``torch.compile``'s ``mode`` and ``options``)."""
+    settings: CompileSettings
+    """Its own ``torch.compile``'s options, which the clock's compile of it repeats."""
     note: str | None
-    dynamic: bool | None = None
-    """Its own ``torch.compile``'s ``dynamic``."""
 
 
 def compiled_parts(model: nn.Module) -> list[CompiledPart]:
@@ -72,7 +71,7 @@ def compiled_parts(model: nn.Module) -> list[CompiledPart]:
             continue
         parts.append(CompiledPart(path, found.original,
                                   path if found.original is module else f"{path}._orig_mod",
-                                  found.options, found.note, found.dynamic))
+                                  found.settings, found.note))
     return parts
 
 
@@ -82,15 +81,17 @@ class _Part(nn.Module):
     children of its own), so that containers take it (``ModuleList``'s slices build new
     lists)."""
 
-    def __init__(self, slot: nn.Module, call: Callable[..., Any], path: str) -> None:
+    def __init__(self, slot: nn.Module, call: Callable[..., Any], path: str | None) -> None:
         super().__init__()
         # not registered: the shadow's tree ends here
         object.__setattr__(self, "_slot", slot)
         object.__setattr__(self, "_call", call)
-        object.__setattr__(self, "_range", MODULE_RANGE + path)
+        object.__setattr__(self, "_range", None if path is None else MODULE_RANGE + path)
         object.__setattr__(self, "training", slot.training)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._range is None:
+            return self._call(*args, **kwargs)
         with record_function(self._range):
             return self._call(*args, **kwargs)
 
@@ -115,9 +116,9 @@ def _ranged(path: str) -> tuple[Callable[..., None], Callable[..., None]]:
 
 
 def _shadow(module: nn.Module, path: str, parts: Mapping[str, _Part],
-            made: dict[int, Any]) -> Any:
-    """``module``'s shadow: a shallow copy with copied hook tables plus its range's hooks,
-    whose children are their shadows (a compiled part: its :class:`_Part`)."""
+            made: dict[int, Any], ranged: bool = True) -> Any:
+    """``module``'s shadow: a shallow copy with copied hook tables plus its range's hooks
+    (``ranged``), whose children are their shadows (a compiled part: its :class:`_Part`)."""
     if id(module) in made:  # a module registered twice keeps one shadow
         return made[id(module)]
     if path in parts:
@@ -129,8 +130,10 @@ def _shadow(module: nn.Module, path: str, parts: Mapping[str, _Part],
     made[id(module)] = shadow
     shadow._modules = {
         name: None if child is None else _shadow(child, f"{path}.{name}" if path else name,
-                                                 parts, made)
+                                                 parts, made, ranged)
         for name, child in module._modules.items()}
+    if not ranged:
+        return shadow
     enter, leave = _ranged(path)
     shadow.register_forward_pre_hook(enter, prepend=True)
     shadow.register_forward_hook(leave, always_call=True)
@@ -146,6 +149,9 @@ class PartlyCompiled:
     """The program timed: the model's shadow tree, each part through its recorded compile."""
     recorder: GraphRecorder
     """Every part's recorded graphs (their kernels' module paths are the model's)."""
+    plain: nn.Module
+    """The same program with no range: its calls are the model's latency (the user's own
+    compiled code is not called, which would compile it for the pass's grad mode)."""
 
     @classmethod
     def of(cls, model: nn.Module) -> PartlyCompiled | None:
@@ -155,13 +161,16 @@ class PartlyCompiled:
             return None
         recorder = GraphRecorder({path for path, _ in model.named_modules()})
         calls: dict[str, _Part] = {}
+        plain: dict[str, _Part] = {}
         for part in parts:
-            compiled, _ = recorded_compile(part.original, part.options, part.dynamic,
+            compiled, _ = recorded_compile(part.original, part.settings,
                                            prefix=part.original_path, into=recorder)
             slot = model.get_submodule(part.path)
             calls[part.path] = _Part(slot, compiled, part.path)
+            plain[part.path] = _Part(slot, compiled, None)
         recorder.notes.extend(part.note for part in parts if part.note is not None)
-        return cls(parts, _shadow(model, "", calls, {}), recorder)
+        return cls(parts, _shadow(model, "", calls, {}), recorder,
+                   _shadow(model, "", plain, {}, ranged=False))
 
     def note(self) -> str:
         """What the timing of such a model is, said once."""
@@ -172,7 +181,7 @@ class PartlyCompiled:
                 "that launched them")
 
 
-def forced_eager(model: nn.Module) -> Callable[..., Any]:
+def forced_eager(model: Callable[..., Any]) -> Callable[..., Any]:
     """``model``'s call with every compiled submodule run eagerly (the call tree the records
     take, the pass's hooked blocks)."""
     def call(*args: Any, **kwargs: Any) -> Any:

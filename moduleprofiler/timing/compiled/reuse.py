@@ -10,11 +10,10 @@ calls the code Dynamo already compiled (its guards still decide whether to compi
 
 * per module, held weakly: nothing is kept once the model is gone, and nothing is written on
   it;
-* for the same Inductor options, the same kind of pass (forward, or training step), an input
-  of the same structure (tensors' shapes, dtypes, layouts, devices, strides and
-  ``requires_grad``;
-  other values equal), and the same submodules, parameters and buffers (the same objects at
-  the same paths);
+* for the same compile settings (Inductor options, ``dynamic``, ``fullgraph``), the same
+  kind of pass (forward, or training step), an input of the same structure (tensors' shapes,
+  dtypes, layouts, devices, strides and ``requires_grad``; other values equal), and the same
+  submodules, parameters and buffers (the same objects at the same paths);
 * the last :data:`KEPT` such compiles per module.
 
 A compile whose input cannot be described that way (an object of another type) is not kept.
@@ -31,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from moduleprofiler.timing.compiled.capture import GraphRecorder
+from moduleprofiler.timing.compiled.capture import CompileSettings, GraphRecorder
 
 KEPT = 4
 """Recorded compiles kept per module (the oldest goes first)."""
@@ -86,21 +85,20 @@ def _structure(module: nn.Module) -> Hashable:
             tuple(id(tensor) for tensor in module.buffers()))
 
 
-def _key(module: nn.Module, options: Mapping[str, Any], input: Any,
-         backward: bool, dynamic: bool | None) -> Hashable | None:
+def _key(module: nn.Module, settings: CompileSettings, input: Any,
+         backward: bool) -> Hashable | None:
     shape = signature(input)
     if shape is None:
         return None
-    return (repr(sorted(options.items())), dynamic, backward, shape, _structure(module))
+    return (settings.key(), backward, shape, _structure(module))
 
 
-def kept_compile(module: nn.Module, options: Mapping[str, Any], input: Any, backward: bool,
-                 compile: Callable[[], RecordedCompile],
-                 dynamic: bool | None = None) -> RecordedCompile:
-    """The recorded compile kept for ``module`` with these ``options`` (and ``dynamic``),
-    ``input`` and kind of pass (``backward``: a training step), or a new one from
-    ``compile()``, kept."""
-    key = _key(module, options, input, backward, dynamic)
+def kept_compile(module: nn.Module, settings: CompileSettings, input: Any, backward: bool,
+                 compile: Callable[[], RecordedCompile]) -> RecordedCompile:
+    """The recorded compile kept for ``module`` with these compile ``settings``, ``input``
+    and kind of pass (``backward``: a training step), or a new one from ``compile()``,
+    kept."""
+    key = _key(module, settings, input, backward)
     if key is None:
         return compile()
     kept = _kept.setdefault(module, {})

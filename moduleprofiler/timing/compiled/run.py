@@ -26,6 +26,7 @@ from moduleprofiler.records import display_path
 from moduleprofiler.timing.compiled.booking import CompiledBooking, KernelKey, book_compiled
 from moduleprofiler.timing.compiled.capture import (
     CompiledGraph,
+    CompileSettings,
     compiled_original,
     recorded_compile,
 )
@@ -158,13 +159,13 @@ def time_compiled(model: nn.Module, *args: Any, iterations: int = 20, warmup: in
     notes: list[str] = []
     found = compiled_original(model)
     if found is None:
-        original, inductor = model, dict(options or {})
+        original, settings = model, CompileSettings().over(options)
     else:
-        original, inductor, note, _ = found
-        inductor = {**inductor, **(options or {})}
+        original, users, note = found
+        settings = users.over(options)
         if note is not None:
             notes.append(note)
-    compiled, recorder = recorded_compile(original, inductor)
+    compiled, recorder = recorded_compile(original, settings)
     device = resolve_device(original, args)
     context = nullcontext() if grad else torch.no_grad()
     breaks_before = Counter(counters["graph_break"])

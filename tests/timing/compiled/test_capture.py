@@ -14,10 +14,10 @@ def test_a_torch_compile_wrapper_gives_its_original_and_options():
     model = nn.Linear(4, 4)
     found = compiled_original(torch.compile(model, mode="max-autotune-no-cudagraphs"))
     assert found is not None
-    original, options, note, dynamic = found
+    original, settings, note = found
     assert original is model
-    assert options.get("max_autotune") is True and note is None
-    assert dynamic is None  # torch.compile's default
+    assert settings.inductor.get("max_autotune") is True and note is None
+    assert settings.dynamic is None and settings.fullgraph is False  # torch.compile's defaults
 
 
 def test_a_model_compiled_in_place_is_its_own_original():
@@ -25,16 +25,16 @@ def test_a_model_compiled_in_place_is_its_own_original():
     model.compile(options={"epilogue_fusion": False})
     found = compiled_original(model)
     assert found is not None
-    original, options, note, dynamic = found
+    original, settings, note = found
     assert original is model
-    assert options == {"epilogue_fusion": False} and note is None
-    assert dynamic is None
+    assert settings.inductor == {"epilogue_fusion": False} and note is None
+    assert settings.dynamic is None
 
 
 def test_another_backend_is_said():
     found = compiled_original(torch.compile(nn.Linear(4, 4), backend="eager"))
     assert found is not None
-    assert found[1] == {} and "'eager' backend" in (found[2] or "")
+    assert found.settings.inductor == {} and "'eager' backend" in (found.note or "")
 
 
 @pytest.mark.parametrize("dynamic", [True, False])
@@ -46,7 +46,7 @@ def test_the_models_dynamic_is_read(dynamic, in_place):
     if in_place:
         model.compile(dynamic=dynamic)
     found = compiled_original(model if in_place else torch.compile(model, dynamic=dynamic))
-    assert found is not None and found.dynamic is dynamic
+    assert found is not None and found.settings.dynamic is dynamic
 
 
 def test_a_plain_model_is_not_compiled():

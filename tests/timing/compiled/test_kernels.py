@@ -29,6 +29,14 @@ def test_module_path_reads_dynamos_spellings(traced, path):
     assert module_path(traced, KNOWN) == path
 
 
+def test_a_compiled_submodule_inside_a_compiled_model_keeps_its_wrappers_path():
+    # named_modules() has blocks.2._orig_mod.fc: dropping _orig_mod gave blocks.2.fc, no
+    # module of the model, cut back to the wrapper blocks.2, which took fc's kernels
+    known = {"", "blocks", "blocks.2", "blocks.2._orig_mod", "blocks.2._orig_mod.fc"}
+    assert module_path("L['self'].blocks[2]._orig_mod.fc", known) == "blocks.2._orig_mod.fc"
+    assert module_path("L['self']._orig_mod.blocks.2._orig_mod", known) == "blocks.2._orig_mod"
+
+
 def test_an_unknown_path_is_cut_back_to_its_longest_known_prefix():
     assert module_path("L['self'].layer1.0.relu", KNOWN) == "layer1.0"
     assert module_path("L['self'].layer1.0.relu") == "layer1.0.relu"

@@ -19,7 +19,7 @@ def test_the_outermost_compiled_submodules_are_found_in_both_forms():
     assert [(part.path, part.original_path) for part in parts] == [
         ("0", "0._orig_mod"), ("2", "2")]
     assert parts[0].original is model[0]._orig_mod and parts[1].original is model[2]
-    assert parts[1].options == {"epilogue_fusion": False}
+    assert parts[1].settings.inductor == {"epilogue_fusion": False}
     assert compiled_parts(residual_model()) == []
 
 

@@ -14,7 +14,7 @@ from torch._dynamo.utils import counters
 
 from moduleprofiler.timing import time_modules, train_step_times
 from moduleprofiler.timing.clocks.compiled import CompiledClock, CompiledProgram
-from moduleprofiler.timing.compiled.capture import GraphRecorder
+from moduleprofiler.timing.compiled.capture import CompileSettings, GraphRecorder
 from moduleprofiler.timing.compiled.reuse import (
     KEPT,
     RecordedCompile,
@@ -153,13 +153,13 @@ def test_the_last_compiles_per_module_are_kept():
 
     inputs = [torch.randn(n, 2) for n in range(1, KEPT + 2)]  # KEPT + 1 structures
     for x in inputs:
-        kept_compile(module, {}, x, False, compile)
+        kept_compile(module, CompileSettings(), x, False, compile)
     assert len(made) == KEPT + 1
-    kept_compile(module, {}, inputs[-1], False, compile)  # the newest: kept
+    kept_compile(module, CompileSettings(), inputs[-1], False, compile)  # the newest: kept
     assert len(made) == KEPT + 1
-    kept_compile(module, {}, inputs[0], False, compile)  # the oldest went first
+    kept_compile(module, CompileSettings(), inputs[0], False, compile)  # the oldest went first
     assert len(made) == KEPT + 2
     # an input it cannot describe is compiled each time
-    kept_compile(module, {}, object(), False, compile)
-    kept_compile(module, {}, object(), False, compile)
+    kept_compile(module, CompileSettings(), object(), False, compile)
+    kept_compile(module, CompileSettings(), object(), False, compile)
     assert len(made) == KEPT + 4
