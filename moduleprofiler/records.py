@@ -110,6 +110,12 @@ def display_path(path: str) -> str:
     return ROOT_NAME if path == "" else path
 
 
+def model_name(profile: ProfileData) -> str:
+    """How every result names its model (a summary's ``model``, a view's or a report's title):
+    the root module's class name, ``"model"`` for a result that holds no module."""
+    return profile.modules[0].type_name if profile.modules else "model"
+
+
 SharedTensor = tuple[int, int, int, int, int]
 """A tensor registered at more than one module: its number within the model, its kind (0: a
 parameter, 1: a buffer), elements, bytes and trainable elements."""
