@@ -13,10 +13,12 @@ from typing import IO, Any, ClassVar, Literal
 import pandas as pd
 
 from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
+from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document, read_json_text
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import RenamedKeysDict, renamed_columns
+from moduleprofiler.export.values import exact_sum
 from moduleprofiler.records import ROOT_NAME, ModuleInfo
 
 DOCUMENT = "moduleprofiler.distributed_profile"
@@ -151,7 +153,7 @@ class DistributedProfile:
                        "self_backward_comm_bus_bytes", "self_backward_collectives",
                        "self_backward_comm_ms"):
             if column in frame:
-                totals[column.removeprefix("self_")] = _plain(frame[column].sum())
+                totals[column.removeprefix("self_")] = exact_sum(frame[column])
         return RenamedKeysDict(totals, {name: name.removeprefix("total_") for name in TOTALS},
                                "DistributedProfile.totals()")
 
@@ -171,11 +173,8 @@ class DistributedProfile:
             values = [row[column].iloc[0] for row in rows]
             if any(pd.isna(value) for value in values) or len(set(values)) > 1:
                 frame[column] = pd.Series([None], dtype=frame[column].dtype)
-        for column in ("macs", "flops"):
-            values = [row[column].iloc[0] for row in rows]
-            frame[column] = pd.Series(
-                [None if any(pd.isna(value) for value in values) else sum(values)],
-                dtype=frame[column].dtype)
+        for column in ("macs", "flops"):  # summed exactly (Int64 would wrap past 2**63)
+            frame[column] = count_series([getattr(self, f"total_{column}")], column)
         frame["complete"] = all(bool(row["complete"].iloc[0]) for row in rows)
         frame["latency_ms"] = float("nan")
         frame["throughput"] = float("nan")
@@ -338,11 +337,6 @@ def _keep_integers(stats: pd.DataFrame) -> None:
         known = values.dropna()
         if (known == known.round()).all():
             stats[column] = values.round().astype("Int64")
-
-
-def _plain(value: Any) -> int | float:
-    """A numpy scalar as the Python ``int`` or ``float`` of its dtype."""
-    return value.item() if hasattr(value, "item") else value  # type: ignore[no-any-return]
 
 
 def _table(frame: pd.DataFrame) -> Any:
