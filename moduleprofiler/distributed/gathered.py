@@ -19,7 +19,7 @@ from moduleprofiler.export.json_io import profile_document, profile_from_documen
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import RenamedKeysDict, renamed_columns
 from moduleprofiler.export.values import exact_sum
-from moduleprofiler.records import ROOT_NAME, ModuleInfo
+from moduleprofiler.records import ModuleInfo, display_path
 
 DOCUMENT = "moduleprofiler.distributed_profile"
 STATISTICS = ("min", "median", "max", "sum")
@@ -212,7 +212,7 @@ class DistributedProfile:
         if differ:
             fields = sorted({name for names in differ.values() for name in names})
             raise ValueError(
-                f"module {path or ROOT_NAME!r} differs across the ranks (rank {first_rank} and "
+                f"module {display_path(path)!r} differs across the ranks (rank {first_rank} and "
                 f"rank{'s' if len(differ) > 1 else ''} {', '.join(map(str, differ))} report "
                 f"other {', '.join(fields)}): each holds another part of it; read one rank's "
                 "with profiles[rank].module(path)")
