@@ -385,6 +385,14 @@ class ProfileData:
     """The views' frames built from this profile so far (:mod:`moduleprofiler.export.frame`):
     a report builds the module frame several times, and the data never changes."""
 
+    # equal by value, field by field, and holding dicts: no hash, said by the result's own
+    # type ("unhashable type: 'Profile'"), not by one of its fields' ('dict')
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__hash__ = None  # type: ignore[assignment]  # a @dataclass would add a field hash
+
     def __post_init__(self) -> None:
         self._by_path.update({info.path: info for info in self.modules})
 

@@ -108,6 +108,7 @@ class DistributedProfile:
     them."""
 
     profiles: tuple[Profile, ...]
+    __hash__ = None  # type: ignore[assignment]  # equal by value, as a profile: no hash
 
     def __post_init__(self) -> None:
         if not self.profiles or not all(isinstance(p, Profile) for p in self.profiles):

@@ -105,6 +105,7 @@ class GenerationProfile:
     """The whole run: every step's calls plus the work outside the model (``outside_ops``)."""
     output: Any = dataclasses.field(default=None, repr=False, compare=False)
     """What the generation returned (``generate``'s token ids)."""
+    __hash__ = None  # type: ignore[assignment]  # equal by value, as a profile: no hash
 
     def __repr__(self) -> str:
         """One line: the model, its steps, the tokens and the run's totals (the dataclass's
