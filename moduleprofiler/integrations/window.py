@@ -44,7 +44,7 @@ from torch import nn
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.devices import synchronize
+from moduleprofiler.devices import CPU, resolve_device, synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.efficiency.device_names import table_name
@@ -640,9 +640,4 @@ def _number(value: Any) -> float | None:
 
 
 def _device_of(model: nn.Module | None) -> torch.device:
-    if model is not None:
-        for parameter in model.parameters():
-            return parameter.device
-        for buffer in model.buffers():
-            return buffer.device
-    return torch.device("cpu")
+    return CPU if model is None else resolve_device(model)
