@@ -12,13 +12,14 @@ from typing import IO, Any, ClassVar, Literal
 
 import pandas as pd
 
+from moduleprofiler.count_dtype import count_dtype
 from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
 from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document, read_json_text
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import RenamedKeysDict, renamed_columns
-from moduleprofiler.export.values import exact_sum
+from moduleprofiler.export.values import exact_sum, plain
 from moduleprofiler.records import ModuleInfo, display_path
 
 DOCUMENT = "moduleprofiler.distributed_profile"
@@ -331,13 +332,15 @@ class DistributedProfile:
 
 
 def _keep_integers(stats: pd.DataFrame) -> None:
-    """Show the statistics of an integer column as integers (nullable ``Int64``): min, max and
-    sum always are; the median where every value is whole (of two ranks it is a mean)."""
+    """Show the statistics of an integer column as integers (nullable ``Int64``, Python
+    integers past 64 bits: :func:`count_dtype`): min, max and sum always are; the median
+    where every value is whole (of two ranks it is a mean)."""
     for column in stats.columns[:len(STATISTICS)]:
         values = stats[column]
         known = values.dropna()
         if (known == known.round()).all():
-            stats[column] = values.round().astype("Int64")
+            whole = [None if value is None else int(value) for value in plain(values)]
+            stats[column] = pd.Series(whole, index=values.index, dtype=count_dtype(whole))
 
 
 def _table(frame: pd.DataFrame) -> Any:
