@@ -207,10 +207,11 @@ class GenerationProfile:
     def summary(self) -> pd.DataFrame:
         """One row for the whole run, as every profile's ``summary()``: ``model`` (the root's
         type), then the totals of :meth:`totals` under the same names (counts ``Int64``,
-        ``<NA>`` when unknown; times and per-token values ``float64``, NaN when untimed)."""
+        exact Python integers past 64 bits, ``<NA>`` when unknown; times and per-token values
+        ``float64``, NaN when untimed)."""
         totals = self.totals()
         frame = pd.DataFrame([totals], columns=list(totals))
-        for name in self._INTEGER_TOTALS:  # exact Python integers past 64 bits
+        for name in self._INTEGER_TOTALS:
             frame[name] = count_series([totals[name]], name)
         for name in self._FLOAT_TOTALS:
             frame[name] = pd.Series([totals[name]], dtype="float64")
