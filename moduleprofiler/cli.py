@@ -74,6 +74,7 @@ from moduleprofiler.language.models import (
 )
 from moduleprofiler.language.steps_text import render_steps
 from moduleprofiler.memory import MemoryReport
+from moduleprofiler.memory.report import peak_note
 from moduleprofiler.operator_listener import OperatorListener
 from moduleprofiler.prediction.meta_copy import meta_limit
 from moduleprofiler.prediction.predict import DTYPE_NAMES, PredictedProfile, resolve_device
@@ -504,16 +505,9 @@ def write_sweep(sweep: PredictionSweep, options: argparse.Namespace) -> None:
 def memory_notes(memory: MemoryReport) -> tuple[str, ...]:
     """The peak of each measured pass and the module call that set it, training first (what
     ``--what memory`` promises); the columns' headers name the same passes."""
-    notes = []
-    for name, columns, measured in (
-            ("training", "saved, train fwd/bwd max live", memory.training),
-            ("inference", "fwd max live", memory.inference)):
-        if measured is not None:
-            notes.append(f"{name} peak {human_bytes(measured.peak_bytes)} "
-                         f"(+{human_bytes(measured.increase_bytes)} above the parameters and "
-                         f"inputs) at {measured.peak_call or 'no module call'} "
-                         f"[columns: {columns}]")
-    return tuple(notes)
+    return tuple(f"{peak_note(measured)} [columns: {columns}]" for measured, columns in (
+        (memory.training, "saved, train fwd/bwd max live"), (memory.inference, "fwd max live"))
+        if measured is not None)
 
 
 def run_generation(options: argparse.Namespace) -> GenerationProfile:

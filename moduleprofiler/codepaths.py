@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from moduleprofiler.inputs import orig_mod_of
-from moduleprofiler.records import ROOT_NAME
+from moduleprofiler.records import display_path
 
 
 class CodePathWarning(UserWarning):
@@ -58,7 +58,7 @@ def fast_path_changes(root: nn.Module, eval: bool, grad_enabled: bool) -> list[s
                 and attn._qkv_same_embed_dim
                 and getattr(module, "activation_relu_or_gelu", False)
                 and module.norm1.eps == module.norm2.eps and attn.num_heads % 2 == 0):
-            found.append(path or ROOT_NAME)
+            found.append(display_path(path))
     return found
 
 
@@ -83,7 +83,7 @@ def eager_module(module: nn.Module) -> tuple[nn.Module, str | None]:
     for path, sub in module.named_modules():
         if getattr(sub, "_compiled_call_impl", None) is not None:
             raise ValueError(
-                f"module {path or ROOT_NAME!r} was compiled in place (.compile()): hooks "
+                f"module {display_path(path)!r} was compiled in place (.compile()): hooks "
                 "would break its compiled graph at every module and time pieces of it. "
                 "time_modules with clock='auto' or 'compiled' times the forward of a model "
                 "with compiled submodules per module, compiled; for this clock, time the "

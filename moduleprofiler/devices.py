@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from moduleprofiler.errors import MixedDeviceError
+from moduleprofiler.errors import DeviceUnavailableError, MixedDeviceError
 from moduleprofiler.shapes import iter_tensors
 
 CPU = torch.device("cpu")
@@ -104,6 +104,17 @@ def unavailable(device: torch.device) -> str | None:
     return None
 
 
+def usable_device(value: str | torch.device | int, name: str = "device") -> torch.device:
+    """:func:`as_device`, refused with a :class:`~moduleprofiler.errors.DeviceUnavailableError`
+    naming the argument ``name`` where this process cannot use the device (:func:`unavailable`:
+    the one rule of every pass and of the command line)."""
+    device = as_device(value, name)
+    reason = unavailable(device)
+    if reason is not None:
+        raise DeviceUnavailableError(f"{name}={str(value)!r}: {reason}")
+    return device
+
+
 def resolve_device(module: nn.Module, input: Any = None,
                    device: str | torch.device | None = None) -> torch.device:
     """The device a pass over ``module(input)`` runs on, by one rule for every pass:
@@ -117,10 +128,10 @@ def resolve_device(module: nn.Module, input: Any = None,
        devices of one type with other indices (a model split over GPUs) take the model's;
     4. the CPU when there is no tensor at all.
 
-    A bare ``"cuda"`` becomes the current CUDA device; a CUDA device without CUDA is a
-    ``RuntimeError``."""
+    A bare ``"cuda"`` becomes the current CUDA device; a ``device`` this process cannot use
+    is a :class:`~moduleprofiler.errors.DeviceUnavailableError` (:func:`usable_device`)."""
     if device is not None:
-        resolved = as_device(device)
+        resolved = usable_device(device)
     else:
         places = _where(module, input)
         types = {place.type for _, place in places}
@@ -132,9 +143,6 @@ def resolve_device(module: nn.Module, input: Any = None,
                 + "; move them to one device or pass device= to say which to use")
         else:
             resolved = places[0][1] if places else CPU
-    if resolved.type == "cuda" and not cuda_available():
-        raise RuntimeError(f"device {resolved} asked for, but torch.cuda.is_available() is "
-                           "False")
     return torch.device("cuda", device_index(resolved)) if resolved.type == "cuda" else resolved
 
 

@@ -53,6 +53,11 @@ class MixedDeviceError(ValueError):
     each is; ``device=`` says which to use."""
 
 
+class DeviceUnavailableError(RuntimeError):
+    """A device asked for that this process cannot use (no such backend here, or fewer
+    devices than its index needs); the message names the argument."""
+
+
 class InputMismatchError(ValueError):
     """``Profile.merge`` was given the result of a pass over another input than this one's (a
     batch of 64 beside a batch of 1): its times or bytes would stand beside counts they were

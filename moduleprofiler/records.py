@@ -106,8 +106,28 @@ def subtree_totals(own: Sequence[_T | None], parents: Sequence[int | None],
 
 def display_path(path: str) -> str:
     """How the module at ``path`` is named in every output and message: ``""`` (the root's
-    path) -> :data:`ROOT_NAME`, any other path as it is."""
+    path) -> :data:`ROOT_NAME`; a path whose first name is :data:`ROOT_NAME` (a child
+    registered under that attribute name) with a dot in front, joined to the root's ``""``
+    (``".__root__"``: no two modules share a name, and no path starts with a dot, so a name
+    is named again as itself); any other path as it is."""
+    if path.partition(".")[0] == ROOT_NAME:
+        return f".{path}"
     return ROOT_NAME if path == "" else path
+
+
+def module_path(name: str) -> str:
+    """The ``named_modules()`` path of an output name (:func:`display_path`'s inverse):
+    ``"__root__"`` -> ``""``, ``".__root__.rest"`` -> ``"__root__.rest"``, any other name as
+    it is."""
+    if name == ROOT_NAME:
+        return ""
+    return name[1:] if name[1:].partition(".")[0] == ROOT_NAME and name[:1] == "." else name
+
+
+def model_name(profile: ProfileData) -> str:
+    """How every result names its model (a summary's ``model``, a view's or a report's title):
+    the root module's class name, ``"model"`` for a result that holds no module."""
+    return profile.modules[0].type_name if profile.modules else "model"
 
 
 SharedTensor = tuple[int, int, int, int, int]
@@ -365,6 +385,14 @@ class ProfileData:
     """The views' frames built from this profile so far (:mod:`moduleprofiler.export.frame`):
     a report builds the module frame several times, and the data never changes."""
 
+    # equal by value, field by field, and holding dicts: no hash, said by the result's own
+    # type ("unhashable type: 'Profile'"), not by one of its fields' ('dict')
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__hash__ = None  # type: ignore[assignment]  # a @dataclass would add a field hash
+
     def __post_init__(self) -> None:
         self._by_path.update({info.path: info for info in self.modules})
 
@@ -376,8 +404,9 @@ class ProfileData:
         return len(self.records)
 
     def _path(self, path: str) -> str:
-        """``path`` as the records hold it: :data:`ROOT_NAME`, the root's name in every output,
-        is the root's ``""`` (unless a module is really named so).
+        """``path`` as the records hold it: a ``named_modules()`` path, else an output name
+        (:func:`module_path`: the root's name :data:`ROOT_NAME` is its ``""``, unless a module
+        really has that path).
 
         Raises:
             TypeError: ``path`` is not a string (``module(1)``: a position is no path).
@@ -385,7 +414,7 @@ class ProfileData:
         if not isinstance(path, str):
             raise TypeError(f"path must be a module path string such as 'layer1.0' (the root "
                             f"'' or {ROOT_NAME!r}), got {type(path).__name__} {path!r:.40}")
-        return "" if path == ROOT_NAME and path not in self._by_path else path
+        return path if path in self._by_path else module_path(path)
 
     def module(self, path: str) -> ModuleInfo:
         """Static information on the module at ``path`` (its ``named_modules()`` path, the

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from moduleprofiler.count_dtype import count_dtype
+from moduleprofiler.records import model_name
 from moduleprofiler.validate import check_bounded
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def model_row(profile: Profile) -> dict[str, Any]:
     """The counts every one-row model summary starts from: ``model`` (root type), ``params``,
     ``trainable_params`` (the root's), ``macs`` and ``flops``."""
     root = profile.modules[0] if profile.modules else None
-    return {"model": root.type_name if root is not None else "model",
+    return {"model": model_name(profile),
             "params": profile.total_params,
             "trainable_params": root.trainable_params if root is not None else None,
             # a pass that counted nothing (timing, memory) has unknown counts (None), not 0

@@ -113,6 +113,14 @@ def check_int(value: object, name: str, minimum: int, *, optional: bool = True) 
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
+def check_sizes(values: object, name: str) -> list[int]:
+    """One positive ``int`` or several (a sweep's ``batch_sizes``), as a list."""
+    sizes = [values] if isinstance(values, int) else list(cast(Iterable[Any], values))
+    if not sizes or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in sizes):
+        raise ValueError(f"{name} must be positive ints, got {sizes!r}")
+    return sizes
+
+
 def check_real(value: object, name: str, expected: str = "a number", *,
                optional: bool = False) -> None:
     """A real number, not a ``bool`` (or ``None`` when ``optional``), else a ``TypeError``

@@ -9,7 +9,7 @@ from torch import nn
 
 from moduleprofiler import Profiler, TimingOptions, devices
 from moduleprofiler.devices import resolve_device
-from moduleprofiler.errors import MixedDeviceError
+from moduleprofiler.errors import DeviceUnavailableError, MixedDeviceError
 from moduleprofiler.state import preserved_state
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -236,3 +236,25 @@ def test_a_device_this_process_lacks_says_why(monkeypatch: pytest.MonkeyPatch) -
         "there is no cuda:2: this process sees 2 cuda device(s), cuda:0 to cuda:1")
     # no module registered for the type (xla before torch_xla loads): only trying tells
     assert devices.unavailable(torch.device("xla")) is None
+
+
+@pytest.mark.parametrize(("device", "gpus", "said"), [
+    ("cuda", 0, "device='cuda': no cuda device is available in this process "
+                "(torch.cuda.is_available() is False)"),
+    ("cuda:7", 1, "device='cuda:7': there is no cuda:7: this process sees 1 cuda device(s), "
+                  "cuda:0 to cuda:0"),
+    ("mps", 0, "device='mps': no mps device is available in this process "
+               "(torch.mps.is_available() is False)"),
+])
+def test_a_device_this_process_lacks_is_refused_naming_the_argument(
+        monkeypatch: pytest.MonkeyPatch, device: str, gpus: int, said: str) -> None:
+    # the one rule (devices.unavailable) for every pass: resolve_device checked CUDA alone,
+    # so cuda:7 on a one-GPU machine went to the GPU and "mps" timed on the CPU's clock
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.mps, "is_available", lambda: False)
+    for measure in (Profiler().benchmark, Profiler().time_modules, Profiler().measure_memory):
+        with pytest.raises(DeviceUnavailableError) as raised:
+            measure(nn.Linear(2, 2), torch.zeros(1, 2), device=device)
+        assert str(raised.value) == said
+    assert issubclass(DeviceUnavailableError, RuntimeError)  # what it raised before

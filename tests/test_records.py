@@ -333,3 +333,19 @@ def test_the_totals_of_a_pass_that_counted_nothing_are_none() -> None:
     assert (counted.total_ops, counted.total_macs, counted.total_flops) == (96, 48, 96)
     # merged into the counting pass, the memory pass's profile has the counts
     assert counted.merge(memory).total_ops == 96
+
+
+def test_a_result_says_it_is_unhashable_by_its_own_name() -> None:
+    from moduleprofiler import Profiler, TimingOptions
+    from moduleprofiler.distributed import DistributedProfile
+
+    model, x = torch.nn.Linear(2, 2), torch.randn(1, 2)
+    profile = Profiler().profile(model, x)
+    # equal by value (a result read back equals the one written), so no identity hash: the
+    # error named a field's type, "unhashable type: 'dict'"
+    assert profile == Profiler().profile(model, x)
+    for result in (profile, Profiler().measure_memory(model, x),
+                   Profiler().time_modules(model, x, TimingOptions(num_iters=2)),
+                   DistributedProfile((profile,))):
+        with pytest.raises(TypeError, match=rf"^unhashable type: '{type(result).__name__}'$"):
+            hash(result)

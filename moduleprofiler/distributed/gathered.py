@@ -12,12 +12,15 @@ from typing import IO, Any, ClassVar, Literal
 
 import pandas as pd
 
+from moduleprofiler.count_dtype import count_dtype
 from moduleprofiler.export.columns import ColumnSpec, column_spec, register_column
+from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.io import Buffer, PathLike, emit
 from moduleprofiler.export.json_io import profile_document, profile_from_document, read_json_text
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.renamed import RenamedKeysDict, renamed_columns
-from moduleprofiler.records import ROOT_NAME, ModuleInfo
+from moduleprofiler.export.values import exact_sum, plain
+from moduleprofiler.records import ModuleInfo, display_path
 
 DOCUMENT = "moduleprofiler.distributed_profile"
 STATISTICS = ("min", "median", "max", "sum")
@@ -106,6 +109,7 @@ class DistributedProfile:
     them."""
 
     profiles: tuple[Profile, ...]
+    __hash__ = None  # type: ignore[assignment]  # equal by value, as a profile: no hash
 
     def __post_init__(self) -> None:
         if not self.profiles or not all(isinstance(p, Profile) for p in self.profiles):
@@ -151,7 +155,7 @@ class DistributedProfile:
                        "self_backward_comm_bus_bytes", "self_backward_collectives",
                        "self_backward_comm_ms"):
             if column in frame:
-                totals[column.removeprefix("self_")] = _plain(frame[column].sum())
+                totals[column.removeprefix("self_")] = exact_sum(frame[column])
         return RenamedKeysDict(totals, {name: name.removeprefix("total_") for name in TOTALS},
                                "DistributedProfile.totals()")
 
@@ -171,11 +175,8 @@ class DistributedProfile:
             values = [row[column].iloc[0] for row in rows]
             if any(pd.isna(value) for value in values) or len(set(values)) > 1:
                 frame[column] = pd.Series([None], dtype=frame[column].dtype)
-        for column in ("macs", "flops"):
-            values = [row[column].iloc[0] for row in rows]
-            frame[column] = pd.Series(
-                [None if any(pd.isna(value) for value in values) else sum(values)],
-                dtype=frame[column].dtype)
+        for column in ("macs", "flops"):  # summed exactly (Int64 would wrap past 2**63)
+            frame[column] = count_series([getattr(self, f"total_{column}")], column)
         frame["complete"] = all(bool(row["complete"].iloc[0]) for row in rows)
         frame["latency_ms"] = float("nan")
         frame["throughput"] = float("nan")
@@ -213,7 +214,7 @@ class DistributedProfile:
         if differ:
             fields = sorted({name for names in differ.values() for name in names})
             raise ValueError(
-                f"module {path or ROOT_NAME!r} differs across the ranks (rank {first_rank} and "
+                f"module {display_path(path)!r} differs across the ranks (rank {first_rank} and "
                 f"rank{'s' if len(differ) > 1 else ''} {', '.join(map(str, differ))} report "
                 f"other {', '.join(fields)}): each holds another part of it; read one rank's "
                 "with profiles[rank].module(path)")
@@ -331,18 +332,15 @@ class DistributedProfile:
 
 
 def _keep_integers(stats: pd.DataFrame) -> None:
-    """Show the statistics of an integer column as integers (nullable ``Int64``): min, max and
-    sum always are; the median where every value is whole (of two ranks it is a mean)."""
+    """Show the statistics of an integer column as integers (nullable ``Int64``, Python
+    integers past 64 bits: :func:`count_dtype`): min, max and sum always are; the median
+    where every value is whole (of two ranks it is a mean)."""
     for column in stats.columns[:len(STATISTICS)]:
         values = stats[column]
         known = values.dropna()
         if (known == known.round()).all():
-            stats[column] = values.round().astype("Int64")
-
-
-def _plain(value: Any) -> int | float:
-    """A numpy scalar as the Python ``int`` or ``float`` of its dtype."""
-    return value.item() if hasattr(value, "item") else value  # type: ignore[no-any-return]
+            whole = [None if value is None else int(value) for value in plain(values)]
+            stats[column] = pd.Series(whole, index=values.index, dtype=count_dtype(whole))
 
 
 def _table(frame: pd.DataFrame) -> Any:

@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from moduleprofiler.devices import default_device, device_name, synchronize, tf32_math
+from moduleprofiler.devices import (
+    default_device,
+    device_name,
+    synchronize,
+    tf32_math,
+    usable_device,
+)
 from moduleprofiler.efficiency.peaks import DTYPES, DevicePeaks
 
 _TORCH = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
@@ -55,8 +61,9 @@ def measure_peaks(device: str | torch.device | None = None, *,
 
     Raises:
         ValueError: an unknown dtype name or a non-positive size.
+        DeviceUnavailableError: this process has no ``device``.
     """
-    resolved = torch.device(device) if device is not None else default_device()
+    resolved = usable_device(device) if device is not None else default_device()
     if isinstance(dtypes, str):  # one name (``dtypes="bf16"``), not its letters
         dtypes = (dtypes,)
     unknown = [name for name in dtypes if name not in _TORCH]

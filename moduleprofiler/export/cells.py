@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from moduleprofiler.export.columns import ColumnSpec
-from moduleprofiler.export.names import module_name
+from moduleprofiler.export.names import ROOT_NAME
 from moduleprofiler.export.units import (
     dtype_text,
     human_bytes,
@@ -82,7 +82,10 @@ def _number_formatter(spec: ColumnSpec, glyphs: Glyphs) -> Callable[[Any], str]:
 
 def _text_formatter(spec: ColumnSpec) -> Callable[[Any], str]:
     if spec.kind == "name":
-        return lambda value: module_name(str(value))
+        # the frames hold output names already (module_name of each path): named again, a
+        # child registered as ``__root__`` would take the root's name; the root's bare path
+        # ``""`` is the one path that is no output name
+        return lambda value: str(value) or ROOT_NAME
     if spec.kind == "shape":
         return shape_text
     if spec.kind == "dtype":

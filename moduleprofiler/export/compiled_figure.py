@@ -19,7 +19,6 @@ from moduleprofiler.export.figures import (
 )
 from moduleprofiler.export.frame import module_frame
 from moduleprofiler.export.units import is_missing
-from moduleprofiler.records import ROOT_NAME
 from moduleprofiler.validate import check_int
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ def plot_compiled(profile: Profile, depth: int = 1, *, ax: Axes | None = None,
         raise ValueError("plot_compiled draws compare_compiled's result: profile (argument "
                          "profile) has no eager_ms and device_ms columns")
     names = list(frame["module"])
-    level = [0 if name == ROOT_NAME else name.count(".") + 1 for name in names]
+    level = frame["depth"].tolist()
     rows = [i for i, d in enumerate(level) if d == depth and not is_missing(
         frame["eager_ms"].iloc[i])]
     figure, axes = figure_axes(ax, figsize, feature="plot_compiled")

@@ -18,7 +18,7 @@ from moduleprofiler.export.select import (
     lower_bounds_shown,
 )
 from moduleprofiler.export.view import View
-from moduleprofiler.records import ProfileData
+from moduleprofiler.records import ProfileData, model_name
 from moduleprofiler.summary_row import model_row
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def _named(profiles: Mapping[str, Profile] | Iterable[Profile]) -> list[tuple[st
     named: list[tuple[str, Profile]] = []
     seen: dict[str, int] = {}
     for _, profile in pairs:
-        base = profile.modules[0].type_name if profile.modules else "model"
+        base = model_name(profile)
         seen[base] = seen.get(base, 0) + 1
         named.append((base if seen[base] == 1 else f"{base} #{seen[base]}", profile))
     return named

@@ -10,12 +10,14 @@ LaTeX, the HTML report, notes, the command line, the 0.0.4 dicts) calls the root
 their ``"__root__"`` key, so any other choice would leave the same module with two names; an
 empty name is read back as a missing value by CSV readers (``pandas.read_csv`` gives NaN) and
 vanishes from text tables. A child registered under the attribute name ``__root__`` (legal but
-unheard of) would share the name; its path in the records stays distinct.
+unheard of) is named with a dot in front, ``.__root__`` (its path joined to the root's ``""``),
+as is every module under it: no two modules share a name, no path starts with a dot (so a name
+named again stays itself), and :func:`module_path` reads each back.
 """
 
 from __future__ import annotations
 
-from moduleprofiler.records import ROOT_NAME, display_path
+from moduleprofiler.records import ROOT_NAME, display_path, module_path
 
 __all__ = ["ELLIPSIS", "ROOT_NAME", "SHARED_MARK", "elide_label", "elide_name", "elide_path",
            "module_name", "module_path"]
@@ -28,11 +30,6 @@ every format)."""
 module_name = display_path
 """The name of the module at ``path`` in outputs: ``""`` -> ``"__root__"`` (the one
 definition is :func:`moduleprofiler.records.display_path`)."""
-
-
-def module_path(name: str) -> str:
-    """The ``named_modules()`` path of an output name: ``"__root__"`` -> ``""``."""
-    return "" if name == ROOT_NAME else name
 
 
 def elide_name(name: str, limit: int) -> str:

@@ -32,7 +32,7 @@ from moduleprofiler.export.select import (
 )
 from moduleprofiler.export.tree import parents, relative_name
 from moduleprofiler.export.units import is_missing
-from moduleprofiler.records import UNCALLED, UNHOOKED
+from moduleprofiler.records import UNCALLED, UNHOOKED, model_name
 
 if TYPE_CHECKING:
     from moduleprofiler.export.view import View
@@ -230,7 +230,6 @@ def _cards(profile: Profile) -> list[dict[str, Any]]:
 
 def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]:
     """Everything the template shows, as plain strings, numbers and lists."""
-    root_type = profile.modules[0].type_name if profile.modules else "model"
     inputs = profile.roots[0].input_shapes if profile.roots else None
     subtitle = f"{len(profile.records)} module calls · {len(profile.modules)} modules"
     if inputs is not None:
@@ -242,7 +241,7 @@ def report_context(profile: Profile, title: str | None = None) -> dict[str, Any]
     table = table_view(profile, [*default_columns(profile, TABLE_COLUMNS, tree.frame),
                                  "ops_source"])
     return {
-        "title": title if title is not None else f"{root_type} profile",
+        "title": title if title is not None else f"{model_name(profile)} profile",
         "subtitle": subtitle,
         "version": __version__,
         "cards": _cards(profile),

@@ -17,7 +17,7 @@ from moduleprofiler.export.frame import call_frame, group_by_type, module_frame
 from moduleprofiler.export.names import module_name, module_path
 from moduleprofiler.export.renamed import current_name, current_names
 from moduleprofiler.export.view import View
-from moduleprofiler.records import GROUPING, ancestor_paths, ran_without
+from moduleprofiler.records import GROUPING, ancestor_paths, model_name, ran_without
 from moduleprofiler.validate import (
     check_bool,
     check_int,
@@ -537,7 +537,7 @@ def tree_view(profile: Profile, columns: Sequence[str] | None = None, *,
                         pct_column=pct_column, include=include, exclude=exclude)
     frame, shares = unknown_shares(frame, lower_bound_totals(profile), shown)
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="tree",
-                title=f"{_root_type(profile)} module tree", totals=_totals(profile),
+                title=f"{model_name(profile)} module tree", totals=_totals(profile),
                 lower_bounds=_bounded_totals(profile),
                 notes=(*unmatched, *profile_notes(profile), *shares,
                        *_shared_note(profile, base)),
@@ -599,7 +599,7 @@ def table_view(profile: Profile, columns: Sequence[str] | None = None, *,
     if limit is not None:
         frame = frame.head(limit)
     frame, shares = unknown_shares(frame, lower_bound_totals(profile), shown)
-    title = f"{_root_type(profile)} {'modules' if aggregate == 'module' else 'calls'}"
+    title = f"{model_name(profile)} {'modules' if aggregate == 'module' else 'calls'}"
     return View(frame=frame.reset_index(drop=True), columns=tuple(shown), kind="table",
                 title=title, totals=_totals(profile), lower_bounds=_bounded_totals(profile),
                 notes=(*unmatched, *profile_notes(profile), *shares,
@@ -715,7 +715,3 @@ def _uncalled_clause(profile: Profile, uncalled: Sequence[str]) -> str:
                        for each in (*ancestor_paths(path), path) if each in modules)
     example = f" ({MULTIHEAD_ATTENTION}'s out_proj)" if in_attention else ""
     return f"; the work a parent does with their weights{example} is in the parent's own count"
-
-
-def _root_type(profile: Profile) -> str:
-    return profile.modules[0].type_name if profile.modules else "model"

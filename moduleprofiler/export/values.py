@@ -44,3 +44,10 @@ def plain(values: Iterable[Any]) -> list[Any]:
         else:
             append(None if is_missing(value) else value)
     return out
+
+
+def exact_sum(values: Iterable[Any]) -> Any:
+    """Sum of the known values of ``values`` (a column: unknown ones are skipped, as pandas'
+    ``sum`` skips them) in Python numbers: exact past 2**63, where ``Int64`` arithmetic wraps
+    without a word; 0 when none is known."""
+    return sum(value for value in plain(values) if value is not None)

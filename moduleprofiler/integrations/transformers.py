@@ -39,6 +39,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from moduleprofiler.core import Profiler
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.efficiency import DevicePeaks
 from moduleprofiler.integrations.window import (
     WindowCallback,
@@ -85,8 +86,7 @@ def step_context(args: Any, model: nn.Module) -> Callable[[], AbstractContextMan
         torch.float16 if getattr(args, "fp16", False) else None
     if dtype is None:
         return None
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    return functools.partial(torch.autocast, device.type, dtype=dtype)
+    return functools.partial(torch.autocast, resolve_device(model).type, dtype=dtype)
 
 
 class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[misc]

@@ -39,12 +39,11 @@ from typing import Any, TypeVar
 
 import pandas as pd
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.deprecation import warn_deprecated
-from moduleprofiler.devices import synchronize
+from moduleprofiler.devices import CPU, resolve_device, synchronize
 from moduleprofiler.distributed import DistributedProfile, gather
 from moduleprofiler.efficiency import DevicePeaks, Utilization, device_peaks, utilization
 from moduleprofiler.efficiency.device_names import table_name
@@ -54,6 +53,7 @@ from moduleprofiler.export.profile import Profile
 from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.memory import MemoryReport
 from moduleprofiler.records import unknown_work
+from moduleprofiler.shards import process_rank
 from moduleprofiler.state import refuse_stepping_parameters
 from moduleprofiler.timing import TrainingProfiler
 from moduleprofiler.warn import warn
@@ -429,8 +429,7 @@ class StepWindow:
         return outcome
 
     def _distributed(self) -> bool:
-        return self.gather and dist.is_available() and dist.is_initialized() \
-            and dist.get_world_size() > 1
+        return self.gather and (process_rank()[1] or 1) > 1
 
     def _gather(self, outcome: WindowResult | BaseException) -> DistributedProfile | None:
         if not self._distributed():
@@ -640,9 +639,4 @@ def _number(value: Any) -> float | None:
 
 
 def _device_of(model: nn.Module | None) -> torch.device:
-    if model is not None:
-        for parameter in model.parameters():
-            return parameter.device
-        for buffer in model.buffers():
-            return buffer.device
-    return torch.device("cpu")
+    return CPU if model is None else resolve_device(model)

@@ -27,12 +27,14 @@ from moduleprofiler.core import Profiler
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.errors import ProfilingError
 from moduleprofiler.export.columns import ColumnSpec, register_column
+from moduleprofiler.export.frame import count_series
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.export.units import human_count, human_ms
+from moduleprofiler.export.values import exact_sum
 from moduleprofiler.language.cache import KVCacheSize, cache_of, check_count, kv_cache_size
 from moduleprofiler.memory.peak import LiveBytesListener
 from moduleprofiler.progress import Progress
-from moduleprofiler.records import COUNTED_SOURCES, display_path
+from moduleprofiler.records import COUNTED_SOURCES, display_path, model_name
 from moduleprofiler.runner import Listener
 from moduleprofiler.state import preserved_state
 from moduleprofiler.timing.clocks.stamps import make_stamps
@@ -103,6 +105,7 @@ class GenerationProfile:
     """The whole run: every step's calls plus the work outside the model (``outside_ops``)."""
     output: Any = dataclasses.field(default=None, repr=False, compare=False)
     """What the generation returned (``generate``'s token ids)."""
+    __hash__ = None  # type: ignore[assignment]  # equal by value, as a profile: no hash
 
     def __repr__(self) -> str:
         """One line: the model, its steps, the tokens and the run's totals (the dataclass's
@@ -204,11 +207,12 @@ class GenerationProfile:
     def summary(self) -> pd.DataFrame:
         """One row for the whole run, as every profile's ``summary()``: ``model`` (the root's
         type), then the totals of :meth:`totals` under the same names (counts ``Int64``,
-        ``<NA>`` when unknown; times and per-token values ``float64``, NaN when untimed)."""
+        exact Python integers past 64 bits, ``<NA>`` when unknown; times and per-token values
+        ``float64``, NaN when untimed)."""
         totals = self.totals()
         frame = pd.DataFrame([totals], columns=list(totals))
         for name in self._INTEGER_TOTALS:
-            frame[name] = pd.Series([totals[name]], dtype="Int64")
+            frame[name] = count_series([totals[name]], name)
         for name in self._FLOAT_TOTALS:
             frame[name] = pd.Series([totals[name]], dtype="float64")
         frame["complete"] = frame["complete"].astype(bool)
@@ -222,19 +226,19 @@ class GenerationProfile:
         frame = self.to_df()
         prefill = frame[frame["phase"] != "decode"]
         tokens = self.new_tokens * self.batch_size
-        model_flops = int(frame["flops"].sum())
+        model_flops, prefill_flops = exact_sum(frame["flops"]), exact_sum(prefill["flops"])
+        macs = exact_sum(frame["macs"])
         times = frame["time_ms"].dropna()
         timed = len(times) == len(frame) and len(frame) > 0
         last_cache = next((s.kv_cache for s in reversed(self.steps) if s.kv_cache), None)
         return {
-            "model": self.profile.modules[0].type_name if self.profile.modules else "model",
+            "model": model_name(self.profile),
             "steps": len(self.steps), "new_tokens": self.new_tokens,
             "batch_size": self.batch_size,
-            "prefill_flops": int(prefill["flops"].sum()),
-            "decode_flops": model_flops - int(prefill["flops"].sum()),
-            "flops": model_flops, "macs": int(frame["macs"].sum()),
+            "prefill_flops": prefill_flops, "decode_flops": model_flops - prefill_flops,
+            "flops": model_flops, "macs": macs,
             "flops_per_token": model_flops / tokens if tokens else None,
-            "macs_per_token": int(frame["macs"].sum()) / tokens if tokens else None,
+            "macs_per_token": macs / tokens if tokens else None,
             "time_ms": float(times.sum()) if timed else None,
             "ms_per_token": float(times.sum()) / tokens if timed and tokens else None,
             "kv_cache_bytes": last_cache.total_bytes if last_cache else None,

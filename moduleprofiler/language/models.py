@@ -18,6 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from moduleprofiler.devices import resolve_device
 from moduleprofiler.language.cache import check_count
 from moduleprofiler.validate import check_choice
 
@@ -230,8 +231,7 @@ def text_inputs(model: nn.Module, batch_size: int = 1, seq_len: int = 16, *,
                          "input yourself (text_inputs makes token ids)")
     config = getattr(model, "config", None)
     vocab = getattr(config.get_text_config(decoder=True), "vocab_size", None) if config else None
-    parameter = next(model.parameters(), None)
-    device = parameter.device if parameter is not None else torch.device("cpu")
+    device = resolve_device(model)  # an offloaded model's: where its hooks run it
     shape = (batch_size, seq_len)
     if device.type == "meta" or not vocab:
         ids = torch.zeros(shape, dtype=torch.long, device=device)

@@ -16,7 +16,7 @@ from moduleprofiler.core import Profiler
 from moduleprofiler.export.figures import figure_axes
 from moduleprofiler.language.models import text_inputs
 from moduleprofiler.timing import TimingOptions
-from moduleprofiler.validate import check_bool
+from moduleprofiler.validate import check_bool, check_sizes
 
 InputFactory = Callable[[int, int], Any]
 """``(batch_size, seq_len) -> input`` as :meth:`Profiler.profile` takes it."""
@@ -59,7 +59,7 @@ def sweep(
     """
     for name, flag in (("backward", backward), ("time", time), ("memory", memory)):
         check_bool(flag, name)
-    lengths, batches = _sizes(seq_lens, "seq_lens"), _sizes(batch_sizes, "batch_sizes")
+    lengths, batches = check_sizes(seq_lens, "seq_lens"), check_sizes(batch_sizes, "batch_sizes")
     if make_input is None:
         def make_input(batch: int, length: int) -> Any:
             return text_inputs(model, batch, length, labels=backward)
@@ -112,10 +112,3 @@ def plot_sweep(frame: pd.DataFrame, y: str = "flops", x: str = "seq_len", ax: An
     if "batch_size" in frame:
         ax.legend()
     return figure
-
-
-def _sizes(values: Iterable[int], name: str) -> list[int]:
-    sizes: list[Any] = [values] if isinstance(values, int) else list(values)
-    if not sizes or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in sizes):
-        raise ValueError(f"{name} must be positive ints, got {sizes!r}")
-    return sizes

@@ -159,6 +159,14 @@ class PassMemory:
         return self.requested_peak_bytes - self.requested_baseline_bytes
 
 
+def peak_note(measured: PassMemory) -> str:
+    """A pass's peak and the module call that set it, in the one wording of every note on it
+    (:meth:`MemoryReport.notes`, the command line's ``--what memory``)."""
+    return (f"{measured.kind} peak {human_bytes(measured.peak_bytes)} "
+            f"(+{human_bytes(measured.increase_bytes)} above the parameters and inputs) "
+            f"at {measured.peak_call or 'no module call'}")
+
+
 @dataclass(frozen=True, repr=False, kw_only=True)
 class MemoryReport(Profile):
     """Static and measured memory of one model on one input: a profile with one record per
@@ -293,8 +301,7 @@ class MemoryReport(Profile):
                  f"buffers {size(self.buffer_bytes)}"]
         for measured in (self.inference, self.training):
             if measured is not None:
-                lines.append(f"{measured.kind} peak {size(measured.peak_bytes)} "
-                             f"(+{size(measured.increase_bytes)}) at {measured.peak_call}")
+                lines.append(peak_note(measured))
                 requested = measured.requested_increase_bytes
                 if requested is not None and requested != measured.increase_bytes:
                     lines.append(

@@ -38,6 +38,7 @@ from moduleprofiler.devices import (
     properties,
     synchronize,
     tf32_math,
+    usable_device,
 )
 from moduleprofiler.efficiency.device_names import matching_devices
 from moduleprofiler.efficiency.peaks import device_peaks
@@ -497,12 +498,13 @@ def calibrate(device: str | torch.device | None = None, *, dtypes: tuple[str, ..
         to a model's forward (:mod:`.host_in_model`), each measured on synthetic modules.
 
     Raises:
-        RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read.
+        RuntimeError: CUDA is not available, or the GPU's kernel records cannot be read
+            (:class:`~moduleprofiler.errors.DeviceUnavailableError`: no ``device`` here).
         ValueError: an unknown dtype.
     """
     if not cuda_available():
         raise RuntimeError("calibrate() measures a CUDA device, and CUDA is not available")
-    cuda = default_device() if device is None else torch.device(device)
+    cuda = default_device() if device is None else usable_device(device)
     if cuda.type != "cuda":
         raise ValueError(f"device must be a CUDA device, got {cuda}")
     unknown = [d for d in dtypes if d not in _TORCH_DTYPE]

@@ -42,7 +42,7 @@ from moduleprofiler.prediction.predict import (
     resolve_device,
 )
 from moduleprofiler.shapes import iter_tensors, map_tensors
-from moduleprofiler.validate import check_callable, check_module
+from moduleprofiler.validate import check_callable, check_module, check_sizes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -224,12 +224,6 @@ def batch_input(example: Any, batch: int) -> Any:
     return map_tensors(example, resize)
 
 
-def _sizes(values: Iterable[int] | int, name: str) -> list[int]:
-    sizes: list[Any] = [values] if isinstance(values, int) else list(values)
-    if not sizes or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in sizes):
-        raise ValueError(f"{name} must be positive ints, got {sizes!r}")
-    return sorted(set(sizes))
-
 
 def _dtype_names(dtypes: Sequence[str | torch.dtype] | str | torch.dtype) -> list[str]:
     given = [dtypes] if isinstance(dtypes, (str, torch.dtype)) else list(dtypes)
@@ -330,7 +324,8 @@ def sweep_predictions(predict: PredictFn, module: nn.Module, input: Any = None, 
 
         def make(batch: int) -> Any:
             return batch_input(input, batch)
-    batches, names = _sizes(batch_sizes, "batch_sizes"), _dtype_names(dtypes)
+    batches = sorted(set(check_sizes(batch_sizes, "batch_sizes")))
+    names = _dtype_names(dtypes)
     if memory_bytes is not None and (isinstance(memory_bytes, bool)
                                      or not isinstance(memory_bytes, int) or memory_bytes < 1):
         raise ValueError(f"memory_bytes must be a positive int, got {memory_bytes!r}")

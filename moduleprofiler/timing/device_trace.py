@@ -106,6 +106,12 @@ def _ns(event: Any, what: str) -> int:
     return int(exact()) if exact is not None else int(getattr(event, f"{what}_us")() * 1000)
 
 
+def event_span(event: Any) -> tuple[int, int]:
+    """A kineto event's start and end in ns (:func:`_ns`)."""
+    start = _ns(event, "start")
+    return start, start + _ns(event, "duration")
+
+
 def records_of(events: Any) -> TraceRecords:
     """The ranges, launches and device activities among kineto ``events``.
 
@@ -128,9 +134,7 @@ def records_of(events: Any) -> TraceRecords:
             elif name.startswith(_ENGINE_EVENT) and event.sequence_nr() >= 0:
                 label = f"{ENGINE_PREFIX}{event.sequence_nr()}"
             if label is not None:
-                start = _ns(event, "start")
-                records.ranges.append(Range(label, event.start_thread_id(), start,
-                                            start + _ns(event, "duration")))
+                records.ranges.append(Range(label, event.start_thread_id(), *event_span(event)))
                 continue
             linked = event.linked_correlation_id()
             if linked:
@@ -147,11 +151,10 @@ def records_of(events: Any) -> TraceRecords:
         host = hosts.get((correlation, linked)) if linked else unlinked.get(correlation)
         if host is None:
             continue  # no launch: a device-side annotation of an older torch, not work
-        start = _ns(event, "start")
         name = event.name()
         resource = getattr(event, "device_resource_id", None)
         index = getattr(event, "device_index", None)
-        records.activities.append(Activity(correlation, start, start + _ns(event, "duration"),
+        records.activities.append(Activity(correlation, *event_span(event),
                                            int(resource()) if resource else 0, _kind(name),
                                            name, int(index()) if index else 0))
         records.launches.append(Launch(correlation, host.start_thread_id(), _ns(host, "start")))

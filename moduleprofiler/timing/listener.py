@@ -59,6 +59,11 @@ Step = Callable[[Callable[[str], None], Callable[[Callable[[], Any]], Any]], Non
 hooked block (:meth:`ClockListener.block`) and the hook-free one (:func:`stamped_block`)."""
 
 
+def no_mark(name: str) -> None:
+    """The ``mark`` of a step whose points need no stamp (a device clock's traced iteration:
+    its times are the kernels')."""
+
+
 def stamped_block(stamps: StampSource, step: Step,
                   kept: list[dict[str, float]]) -> Callable[[int, bool], None]:
     """The hook-free block of ``step``: ``mark(name)`` takes a stamp of ``stamps`` and

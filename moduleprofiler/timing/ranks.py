@@ -16,7 +16,7 @@ from torch import nn
 
 from moduleprofiler.devices import cuda_index, device_count
 from moduleprofiler.distributed.gather import collective_device, local_rank
-from moduleprofiler.shards import communicates_gradients, sharded_by
+from moduleprofiler.shards import communicates_gradients, process_rank, sharded_by
 from moduleprofiler.warn import warn
 
 
@@ -46,7 +46,7 @@ def rank_agreement(module: nn.Module) -> RankAgreement | None:
     ``DistributedDataParallel`` or FSDP2 module, or ``DTensor`` parameters) inside a group of
     several ranks; ``None`` otherwise (each rank's loop is its own: a plain model may be
     timed on one rank alone)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+    if (process_rank()[1] or 1) < 2:
         return None
     if not (communicates_gradients(module) or sharded_by(module.modules()) is not None):
         return None

@@ -29,7 +29,7 @@ from moduleprofiler.export.columns import ColumnSpec, median_of
 from moduleprofiler.export.frame import module_totals, module_values
 from moduleprofiler.export.profile import Profile
 from moduleprofiler.facts import TimingFacts
-from moduleprofiler.records import ROOT_NAME, CallPosition, CallRecord, ModuleInfo
+from moduleprofiler.records import CallPosition, CallRecord, ModuleInfo
 from moduleprofiler.timing.clocks.compiled_columns import COMPILED_COLUMNS
 from moduleprofiler.timing.clocks.kernel_columns import (
     TRACE_MODULE_COLUMNS,
@@ -427,8 +427,7 @@ class TimedModules(Profile):
         timed = ("forward", "backward") if any(self.sample_column("backward") in r.metrics
                                                for r in self.records) else ("forward",)
         check_choice(phase, "phase", timed)
-        if path == ROOT_NAME:
-            path = ""
+        path = self._path(path)
         if path not in {info.path for info in self.modules}:
             raise KeyError(f"no module named {path!r}")
         names = [self.sample_column(phase, False), self.sample_column(phase, True)]

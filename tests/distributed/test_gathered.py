@@ -213,3 +213,16 @@ def test_module_of_a_pipeline_stage_is_its_ranks() -> None:
     second = ModuleProfiler().profile(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 3)),
                                       torch.randn(2, 4))
     assert DistributedProfile((first, second)).module("1").params == 27  # 8 * 3 + 3
+
+
+def test_the_summary_of_counts_past_64_bits_is_exact() -> None:
+    # Linear(10**7, 10**7) without bias on 5 * 10**4 rows: 5 * 10**18 MACs a rank (under
+    # 2**63 ~ 9.22e18); two ranks: 10**19 MACs, past it (Int64 arithmetic wrapped it)
+    rank = ModuleProfiler().profile(nn.Linear(10**7, 10**7, bias=False, device="meta"),
+                                    torch.zeros(5 * 10**4, 10**7, device="meta"))
+    gathered = DistributedProfile((rank, rank))
+    row = gathered.summary().iloc[0]
+    assert (row["macs"], row["flops"]) == (10**19, 2 * 10**19)
+    # the spread across ranks: its sum raised TypeError (Int64 cannot hold 10**19)
+    stats = gathered.module_stats(["macs"]).iloc[0]
+    assert (stats["macs_max"], stats["macs_sum"]) == (5 * 10**18, 10**19)

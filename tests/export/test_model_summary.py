@@ -54,3 +54,19 @@ def test_plot_summary_reads_an_iterator_of_profiles_once(linear: Profile) -> Non
     figure = plot_summary(profile for profile in [linear, partial])
     macs = figure.axes[1]  # params, MACs, FLOPs: the partial model's MACs are a lower bound
     assert [label.get_text() for label in macs.get_yticklabels()] == ["Linear", "≥ Sequential"]
+
+
+class _Named(nn.Sequential):
+    def __repr__(self) -> str:  # a custom repr names nothing: the class does
+        return "something else"
+
+
+@pytest.mark.parametrize("wrap", [lambda model: model, torch.compile], ids=["eager", "compiled"])
+def test_every_view_names_the_model_by_its_root_class(wrap) -> None:
+    from moduleprofiler.export.report import report_context
+    profile = ModuleProfiler().profile(wrap(_Named(nn.Linear(3, 3))), torch.randn(2, 3))
+    # one rule (the root's class; torch.compile's wrapper is not the model) in every view
+    assert profile.summary()["model"].tolist() == ["_Named"]
+    assert summary([profile]).df["model"].tolist() == ["_Named"]
+    assert profile.tree().title == "_Named module tree"
+    assert report_context(profile)["title"] == "_Named profile"

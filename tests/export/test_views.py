@@ -363,3 +363,32 @@ def test_top_by_an_own_quantity_is_still_titled_own_work() -> None:
     assert view.title == "Top 10 module types by params (all depths, own work)"
     assert view.df["self_params"].sum() == 36 and view.df["self_params_pct"].sum() == 100.0
     assert not any("no own share" in note for note in view.notes)
+
+
+class _ChildNamedRoot(nn.Module):
+    """A child registered under the attribute name ``__root__``, the root's name in outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.add_module("__root__", nn.Sequential(nn.Linear(3, 2)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.get_submodule("__root__")(self.a(x))
+
+
+def test_a_child_registered_as_root_has_a_name_of_its_own_in_every_view() -> None:
+    profile = ModuleProfiler().profile(_ChildNamedRoot(), torch.randn(2, 3))
+    names = ["__root__", "a", ".__root__", ".__root__.0"]
+    assert module_frame(profile)["module"].tolist() == names
+    assert profile.to_df("call")["module"].tolist() == names
+    # drawn under the root, its child under it (it was a second root, its row unindented)
+    lines = str(profile.tree()).splitlines()
+    assert [line.split(" (")[0] for line in lines[2:5]] == [
+        "__root__", "|-- a", "`-- .__root__"]
+    assert "| .\\_\\_root\\_\\_ | Sequential |" in profile.to_markdown()
+    assert list(ModuleProfiler().estimate_ops(_ChildNamedRoot(), torch.randn(2, 3))) == names
+    # its name reads it back, as its path does (a path wins over the root's output name)
+    assert profile.module(".__root__") is profile.module("__root__")
+    assert profile.module(".__root__").type_name == "Sequential"
+    assert [record.path for record in profile.calls(".__root__.0")] == ["__root__.0"]

@@ -323,3 +323,16 @@ def test_summary_is_a_one_row_table_as_every_profiles() -> None:
     # the model's summary row and the run's share their names: model, flops, macs, complete
     shared = set(Profiler().profile(nn.Linear(2, 2), torch.randn(1, 2)).summary().columns)
     assert {"model", "flops", "macs", "complete"} <= shared & set(summary.columns)
+
+
+def test_the_summary_of_counts_past_64_bits_is_exact() -> None:
+    from moduleprofiler.language.generation import GenerationProfile, Step
+    # Linear(10**7, 10**7) without bias on 5 * 10**4 rows: 5e4 * 1e7 * 1e7 = 5 * 10**18 MACs
+    # a step (under 2**63 ~ 9.22e18); two steps: 10**19 MACs and 2 * 10**19 FLOPs, past it
+    step_profile = Profiler().profile(nn.Linear(10**7, 10**7, bias=False, device="meta"),
+                                      torch.zeros(5 * 10**4, 10**7, device="meta"))
+    steps = tuple(Step(index, phase, "", step_profile, 1, 1, 1, None)
+                  for index, phase in enumerate(("prefill", "decode")))
+    row = GenerationProfile(steps, step_profile).summary().iloc[0]
+    assert (row["macs"], row["flops"]) == (10**19, 2 * 10**19)
+    assert (row["prefill_flops"], row["decode_flops"]) == (10**19, 10**19)

@@ -191,3 +191,15 @@ def test_a_padding_token_outside_a_smaller_vocabulary_is_named() -> None:
     model = hf_model("phi3", vocab_size=100, num_hidden_layers=2, pad_token_id=99)
     assert model.model.embed_tokens.weight.shape == (100, 3_072)
     assert hf_model("phi3", vocab_size=100, num_hidden_layers=2, pad_token_id=None) is not None
+
+
+def test_token_inputs_of_an_offloaded_model_are_where_its_hooks_run_it() -> None:
+    accelerate = pytest.importorskip("accelerate")
+    model = hf_model("gpt2", device="cpu", n_layer=1, n_embd=16, n_head=2, vocab_size=100,
+                     n_positions=16)
+    accelerate.cpu_offload(model, execution_device=torch.device("cpu"))
+    assert next(model.parameters()).device.type == "meta"  # the weights wait there
+    # the device rule of every pass: made on meta, the ids were zeros the model cannot run on
+    ids = text_inputs(model, 2, 5)["input_ids"]
+    assert ids.device.type == "cpu" and ids.shape == (2, 5) and bool(ids.any())
+    assert model(ids).logits.shape == (2, 5, 100)

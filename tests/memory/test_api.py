@@ -46,3 +46,23 @@ def test_report_is_a_profile_and_calls_is_the_profiles() -> None:
     # report.calls is that method on a memory report too (no tuple of CallMemory any more)
     assert type(report).calls is Profile.calls
     assert "training peak" in report.notes()[2] and "training peak" in str(report)
+
+
+def test_a_peak_is_said_in_one_wording_by_the_report_and_the_command_line() -> None:
+    import torch
+    from torch import nn
+
+    from moduleprofiler.cli import memory_notes
+
+    report = memory.measure_memory(nn.Sequential(nn.Linear(2, 3), nn.ReLU()),
+                                   torch.randn(4, 2), train=True)
+    assert report.training is not None
+    # inference: parameters (2 * 3 + 3) * 4 = 36 B and the input 4 * 2 * 4 = 32 B, then the
+    # two 4 x 3 float outputs of 48 B each: peak 68 + 96 = 164 B, +96 B above them
+    inference = ("inference peak 164 B (+96 B above the parameters and inputs) at 1 (ReLU), "
+                 "call 1 of 1, forward")
+    assert inference in report.notes()
+    assert memory_notes(report)[1] == inference + " [columns: fwd max live]"
+    training = memory_notes(report)[0]
+    assert training.startswith("training peak ")
+    assert training.removesuffix(" [columns: saved, train fwd/bwd max live]") in report.notes()

@@ -67,7 +67,7 @@ from moduleprofiler.timing.compiled.run import KernelRow, kernel_rows
 from moduleprofiler.timing.compiled.trace import trace_compiled
 from moduleprofiler.timing.device_results import DeviceIteration
 from moduleprofiler.timing.iteration import iteration_of_own
-from moduleprofiler.timing.listener import Step, stamped_block
+from moduleprofiler.timing.listener import Step, no_mark, stamped_block
 from moduleprofiler.timing.loop import Block
 
 
@@ -148,10 +148,6 @@ def compile_failed(exc: Exception) -> ProfilingError:
                           "compiled call)")
 
 
-def _no_mark(name: str) -> None:
-    """A traced iteration's kernel times need no marks."""
-
-
 def compiled_share(count: int) -> int:
     """Traced iterations of the compiled program beside ``count`` hooked ones: half, at
     least one. Also its block's own minimum beside the loop's ``min_iters``: a module whose
@@ -213,7 +209,7 @@ class CompiledClock(Clock):
         def traced(count: int, keep: bool) -> None:
             if not self._calls:
                 self._shape(runner)
-            trace = trace_compiled(partial(step, _no_mark, self._run), count, self.device)
+            trace = trace_compiled(partial(step, no_mark, self._run), count, self.device)
             per_iteration = Counter((call.iteration, call.key) for call in trace.calls)
             for (_, key), calls in per_iteration.items():
                 self._ran[key] = max(self._ran[key], calls)

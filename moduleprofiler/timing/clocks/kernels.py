@@ -52,7 +52,7 @@ from moduleprofiler.timing.device_trace import (
 )
 from moduleprofiler.timing.graph import CallGraph
 from moduleprofiler.timing.iteration import iteration_of_own
-from moduleprofiler.timing.listener import Step, stamped_block
+from moduleprofiler.timing.listener import Step, no_mark, stamped_block
 from moduleprofiler.timing.loop import Block
 from moduleprofiler.timing.ranges import CallRanges
 
@@ -229,10 +229,6 @@ class TracedBlock:
     input's copy...)."""
 
 
-def _no_mark(name: str) -> None:
-    """A traced iteration's device times need no marks."""
-
-
 def traced_share(count: int) -> int:
     """Traced iterations beside ``count`` hooked ones: a quarter, at least one. Also the
     traced block's own minimum beside the loop's ``min_iters``: a module whose device time
@@ -320,7 +316,7 @@ class KernelClock(Clock):
         def traced(count: int, keep: bool) -> None:
             with self._session(runner, keep) as begin:
                 for _ in range(count):
-                    step(_no_mark, lambda invoke: (begin(), runner.run(invoke))[1])
+                    step(no_mark, lambda invoke: (begin(), runner.run(invoke))[1])
 
         self._prime = partial(traced, 1, False)
         if self._forward_only:

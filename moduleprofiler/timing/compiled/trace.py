@@ -31,7 +31,7 @@ from moduleprofiler.timing.compiled.booking import (
 )
 from moduleprofiler.timing.compiled.capture import GRAPH_RANGE
 from moduleprofiler.timing.compiled.parts import MODULE_RANGE
-from moduleprofiler.timing.device_trace import kernel_records_unavailable, records_of
+from moduleprofiler.timing.device_trace import event_span, kernel_records_unavailable, records_of
 
 ITERATION_RANGE = "moduleprofiler:compiled:"
 """Name of the range around each traced iteration, followed by its number."""
@@ -102,16 +102,8 @@ def _launch_configurations(events: Iterable[Any]) -> dict[tuple[int, int], str]:
             continue
         found = launch_configuration(read())
         if found:
-            out[(event.correlation_id(), _ns(event)[0])] = found
+            out[(event.correlation_id(), event_span(event)[0])] = found
     return out
-
-
-def _ns(event: Any) -> tuple[int, int]:
-    start = getattr(event, "start_ns", None)
-    begin = int(start()) if start is not None else int(event.start_us() * 1000)
-    duration = getattr(event, "duration_ns", None)
-    length = int(duration()) if duration is not None else int(event.duration_us() * 1000)
-    return begin, begin + length
 
 
 def _host_records(events: Iterable[Any], iterations: int) -> CompiledTrace:
@@ -124,7 +116,7 @@ def _host_records(events: Iterable[Any], iterations: int) -> CompiledTrace:
         if event.device_type() != cpu:
             continue
         name = event.name()
-        start, end = _ns(event)
+        start, end = event_span(event)
         thread = event.start_thread_id()
         if name.startswith(ITERATION_RANGE):
             k = int(name[len(ITERATION_RANGE):])
