@@ -315,6 +315,20 @@ def test_an_embedding_bag_counts_its_backward(mode: str, weighted: bool,
     assert profile.total_backward_ops == backward_ops
 
 
+def test_a_sparse_embeddings_gradient_is_assembled_for_free() -> None:
+    # nn.Embedding(sparse=True) hands back the incoming gradient rows as a sparse tensor,
+    # assembled from the indices and those rows: no arithmetic. The rest is the Linear(4, 2)
+    # on 3 rows: weight gradient 2 x 4 dot products of length 3 (5 ops) = 40, input gradient
+    # 3 x 4 dot products of length 2 (3 ops) = 36, bias gradient 2 sums of 3 (2 ops) = 4
+    model = nn.Sequential(nn.Embedding(10, 4, sparse=True), nn.Linear(4, 2))
+    profile = ModuleProfiler().profile(model, torch.tensor([[1, 2, 1]]), backward=True)
+    assert profile.backward_complete and profile.complete
+    assert profile.records[1].self_backward_ops == 0
+    assert profile.total_backward_ops == 40 + 36 + 4
+    # macs: 2 x 4 x 3 + 3 x 4 x 2 = 48, as FlopCounterMode's 2 * 48 for the two mm
+    assert profile.total_backward_macs == 48
+
+
 class _MergedImages(nn.Module):
     """A vision-language merge: image features scattered into the token embeddings where the
     image tokens are (``masked_scatter``, as LLaVA-type models do)."""

@@ -303,7 +303,7 @@ def sparse_log_softmax_ops(args: Args, out: Any) -> Count:
     return 4 * numel(args.first()), 0
 
 
-@register(*aten("_coalesce"))
+@register(*aten("_coalesce", "coalesce"))  # inference_mode dispatches the latter
 def coalesce_ops(args: Args, out: Any) -> Count:
     """Summing the duplicate entries of a sparse tensor: one add per stored value merged
     away (the stored values in, less those out)."""

@@ -63,6 +63,15 @@ _COPIES = (
     "_chunk_cat", "complex", "_conj_physical", "conj_physical", "conj_physical_",
     "_to_sparse", "_to_sparse_csr", "_to_sparse_csc",
     "_to_sparse_bsr", "_to_sparse_bsc",
+    # a sparse tensor assembled from given indices and values (``torch.sparse_coo_tensor``,
+    # a sparse ``nn.Embedding``'s gradient), and its parts read back
+    "sparse_coo_tensor", "_sparse_coo_tensor_unsafe", "_sparse_coo_tensor_with_dims",
+    "_sparse_coo_tensor_with_dims_and_tensors", "sparse_compressed_tensor",
+    "_sparse_compressed_tensor_unsafe", "_sparse_compressed_tensor_with_dims",
+    "sparse_csr_tensor", "_sparse_csr_tensor_unsafe", "sparse_csc_tensor",
+    "_sparse_csc_tensor_unsafe", "sparse_bsr_tensor", "_sparse_bsr_tensor_unsafe",
+    "sparse_bsc_tensor", "_sparse_bsc_tensor_unsafe", "_indices", "_values", "indices",
+    "values", "crow_indices", "col_indices", "ccol_indices", "row_indices",
 )  # fmt: skip
 _SELECTIONS = (
     "index", "_unsafe_index", "index_select", "gather", "take",

@@ -72,7 +72,7 @@ def _copied(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]) -
                     and id(value) not in memo:
                 memo[id(value)] = convert(value.detach())
     try:
-        return copy.deepcopy(model, dict(memo))
+        return _scripts_converted(copy.deepcopy(model, dict(memo)), convert)
     except Exception as exc:
         shared = _uncopyable(model, memo)
         if not shared:
@@ -82,9 +82,25 @@ def _copied(model: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]) -
     for value in shared.values():
         memo[id(value)] = value
     try:
-        return copy.deepcopy(model, memo)
+        return _scripts_converted(copy.deepcopy(model, memo), convert)
     except Exception as exc:
         raise _not_copied(exc) from exc
+
+
+def _scripts_converted(copied: nn.Module, convert: Callable[[torch.Tensor], torch.Tensor]
+                       ) -> nn.Module:
+    """``copied`` with the parameters and buffers of its TorchScript modules replaced by
+    ``convert`` of them: ``copy.deepcopy`` of a scripted module ignores the memo and copies
+    its tensors where they are (a CPU weight met by a meta input fails in the interpreter)."""
+    for module in copied.modules():
+        if not isinstance(module, torch.jit.ScriptModule):
+            continue
+        for name, parameter in list(module.named_parameters(recurse=False)):
+            setattr(module, name, nn.Parameter(convert(parameter.detach()),
+                                               requires_grad=parameter.requires_grad))
+        for name, buffer in list(module.named_buffers(recurse=False)):
+            setattr(module, name, convert(buffer))
+    return copied
 
 
 _MODULE_STATE = frozenset(vars(nn.Module()))

@@ -42,6 +42,12 @@ def test_declared_free(name: str) -> None:
         assert lookup(getattr(packet, overload)) is None
 
 
+def _sparse_parts(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    if x.layout is torch.sparse_coo:
+        return x._indices(), x._values(), x.coalesce().indices(), x.coalesce().values()
+    return x.crow_indices(), x.col_indices(), x.values()
+
+
 MOVES: list[Callable[[], Any]] = [
     lambda: X.view(6, 4).t().contiguous(),
     lambda: X.reshape(-1).unsqueeze(0).squeeze(0),
@@ -64,6 +70,10 @@ MOVES: list[Callable[[], Any]] = [
     lambda: torch.complex(X, X).conj_physical(),
     lambda: torch._chunk_cat([X, X], 1, 2),
     lambda: (X.to_sparse(), X[0].to_sparse_csr()),
+    # a sparse tensor assembled from indices and values, and its parts read back
+    lambda: _sparse_parts(torch.sparse_coo_tensor(torch.tensor([[0, 2]]), torch.ones(2), (4,))),
+    lambda: _sparse_parts(torch.sparse_csr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]),
+                                                  torch.ones(2), (2, 2))),
     # in-place forms of a view and a fill (whole under inference_mode: they were unknown there)
     lambda: X.clone().swapaxes_(0, 1).swapdims_(1, 2),
     lambda: torch.zeros(3, 3).fill_diagonal_(1.0),

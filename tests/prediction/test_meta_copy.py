@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import pytest
@@ -131,6 +132,36 @@ def test_a_model_with_torch_s_weight_norm_is_copied_and_predicted() -> None:
     # the 4 rows of v and g * v / norm: 3 * 16 + 4 = 52 (weight_norm_ops)
     assert ModuleProfiler().predict(model, torch.randn(2, 4), "H100 SXM").total_ops == 64 + 8 + 52
     assert not model[0].weight.is_meta  # the user's model as it was
+
+
+class _WithScripted(nn.Module):
+    """A TorchScript submodule inside a Python model (its Python hooks cannot be set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(8, 8)
+        self.scripted = torch.jit.script(nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scripted(self.head(x))  # type: ignore[no-any-return]
+
+
+def test_a_scripted_submodule_is_copied_to_meta_and_predicted() -> None:
+    with warnings.catch_warnings():  # torch.jit.script is deprecated in newer torch
+        warnings.simplefilter("ignore", FutureWarning)
+        model = _WithScripted()
+    copy = meta_copy(model, torch.bfloat16)
+    # copy.deepcopy copies a scripted module's tensors where they are: the copy's are meta
+    assert all(t.is_meta for t in [*copy.parameters(), *copy.buffers()])
+    tensors = dict(copy.scripted.named_parameters()) | dict(copy.scripted.named_buffers())
+    assert tensors["0.weight"].dtype is torch.bfloat16
+    assert tensors["1.running_mean"].dtype is torch.bfloat16
+    x = torch.randn(2, 8)
+    # the Linear(8, 8) 2 x 8 x 8 = 128 macs and the Linear(8, 16) 2 x 16 x 8 = 256, as
+    # profiled on the CPU (where the scripted part is counted by its operators)
+    assert ModuleProfiler().profile(model, x).total_macs == 128 + 256
+    assert ModuleProfiler().predict(model, x, "H100 SXM").total_macs == 128 + 256
+    assert not any(t.is_meta for t in [*model.parameters(), *model.buffers()])
 
 
 class _Locked(nn.Module):
