@@ -20,7 +20,7 @@ from torch.nn import Parameter
 
 from moduleprofiler.packed import any_packed, packed_weights
 from moduleprofiler.records import ModuleInfo, SharedTensor, display_path, new_module_info
-from moduleprofiler.storage import is_lazy
+from moduleprofiler.storage import is_lazy, own_nbytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +315,13 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
                     if is_lazy(tensor):
                         lazy = True  # counts 0 until its first forward
                         continue
-                numel = tensor.numel()
-                size = numel * tensor.element_size()
+                    numel = tensor.numel()
+                    size = own_nbytes(tensor)  # a DTensor's: the shard this rank holds
+                else:
+                    numel = tensor.numel()
+                    # a sparse tensor holds its indices and values, not its dense shape
+                    size = numel * tensor.element_size() if tensor.layout is _STRIDED \
+                        else own_nbytes(tensor)
                 if kind:
                     buffers[i] += numel
                     buffer_bytes[i] += size
@@ -425,6 +430,8 @@ def _is_container_class(cls: type) -> bool:
     return False
 
 
+_STRIDED = torch.strided
+
 _UNIMPLEMENTED = nn.Module.__dict__["forward"]
 """``nn.Module``'s own ``forward``, which raises: the class of a container keeps it."""
 
@@ -500,7 +507,7 @@ def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]
             known = sizes[id(tensor)] = (0, 0, 0, True)
         else:
             numel = tensor.numel()
-            known = sizes[id(tensor)] = (numel, numel * tensor.element_size(),
+            known = sizes[id(tensor)] = (numel, own_nbytes(tensor),
                                          numel if tensor.requires_grad else 0, False)
     return known
 

@@ -164,9 +164,12 @@ class ModuleInfo:
     """Elements of the buffers of the module and its descendants, each tensor counted once."""
     is_leaf: bool
     param_bytes: int = 0
-    """Bytes of ``params`` (``numel * element_size``, each tensor once: a qint8 weight's
-    value is 1 byte; its quantization scales and zero points are not counted); of the weights
-    that can be read."""
+    """Bytes of ``params`` this process holds (``numel * element_size``, each tensor once: a
+    qint8 weight's value is 1 byte; its quantization scales and zero points are not counted);
+    of the weights that can be read. A ``DTensor`` counts the shard this rank holds and a
+    sparse tensor its indices and stored values, as the memory views do
+    (:func:`moduleprofiler.storage.own_nbytes`), while ``params`` counts the global and dense
+    elements."""
     buffer_bytes: int = 0
     """Bytes of ``buffers``."""
     shared_with: str | None = None
