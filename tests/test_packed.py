@@ -264,6 +264,12 @@ def test_the_count_and_memory_views_of_packed_weights() -> None:
                                    "float32_param_bytes"]].tolist() == [48, 48, 32, 16]
     report = ModuleProfiler().measure_memory(model, torch.randn(2, 8))
     assert report.param_bytes == 48
+    # the passes start with the packed weights live, as a plain layer's parameters: 48 bytes
+    # of weights + the 2 x 8 float32 input, 64 bytes (the packed weights were left out: 64)
+    assert report.inference.baseline_bytes == 48 + 64
+    # the peak is the baseline plus the 2 x 4 float32 output of the Linear (32 bytes), the
+    # ReLU's output (32 bytes) alive with it
+    assert report.inference.peak_bytes == 48 + 64 + 32 + 32
 
 
 def _sparse_linear() -> nn.Module:
