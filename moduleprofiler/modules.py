@@ -363,14 +363,16 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     # each class's name and whether it is a container, worked out once per class in this scan
     classes = {cls: (cls.__name__, _is_container_class(cls)) for cls in set(map(type, modules))}
     counts: list[int | None] = [*params]  # None: unknown
+    held_bytes: list[int | None] = [*param_bytes]
     if unreadable:
         _unknown_params(counts, unreadable, parent)
+        _unknown_params(held_bytes, unreadable, parent)
     infos = []
     for i, (path, module) in enumerate(occurrences):
         name, container = classes[type(module)]
         infos.append(new_module_info(
             path, exported.get(path) or name, 0 if path == "" else path.count(".") + 1,
-            counts[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+            counts[i], own[i], trainable[i], buffers[i], leaf[i], held_bytes[i],
             buffer_bytes[i], ", ".join(owners[i]) if i in owners else None, container,
             tuple(held[i]) if i in held else ()))
     return ModuleScan(tuple(infos), lazy, plain)
@@ -378,7 +380,8 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
 
 def _unknown_params(params: list[int | None], unreadable: Iterable[int],
                     parent: Sequence[int]) -> None:
-    """Mark, in place, the ``params`` that packed weights which cannot be read make unknown
+    """Mark, in place, the ``params`` (or their bytes) that packed weights which cannot be
+    read make unknown
     (every module's, indexed as ``parent``; ``unreadable``: the modules holding such weights).
     A holder's is unknown (``None``); each module above it keeps the known part, as ``ops``
     does: a lower bound, unknown where that part is 0 (never a 0 standing for weights that are
@@ -458,18 +461,20 @@ def _scan_facts(root: nn.Module) -> ModuleScan:
     facts = module_facts(root)
     shared = _shared_entries(facts, sizes)
     counts: list[int | None] = [_sums(fact.params, sizes)[0] for fact in facts]
+    held_bytes: list[int | None] = [_sums(fact.params, sizes)[1] for fact in facts]
     unreadable = [i for i, fact in enumerate(facts) if fact.unreadable]
     if unreadable:
         _unknown_params(counts, unreadable, [fact.parent for fact in facts])
+        _unknown_params(held_bytes, unreadable, [fact.parent for fact in facts])
     for i, fact in enumerate(facts):
-        _, param_bytes, trainable = _sums(fact.params, sizes)
+        trainable = _sums(fact.params, sizes)[2]
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
         held = tuple(shared[id(tensor)] for tensors in (fact.params, fact.buffers)
                      for tensor in tensors if id(tensor) in shared) if shared else ()
         infos.append(ModuleInfo(
             fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth,
             counts[i], _sums(fact.self_params, sizes)[0] if fact.self_params else 0,
-            trainable, buffers, fact.is_leaf, param_bytes, buffer_bytes,
+            trainable, buffers, fact.is_leaf, held_bytes[i], buffer_bytes,
             ", ".join(fact.shared_with) or None, is_container(fact.module), held))
     return ModuleScan(tuple(infos), any(size[3] for size in sizes.values()), False)
 

@@ -320,6 +320,16 @@ def test_a_packing_that_cannot_be_read_is_unknown_listed_and_a_lower_bound(
     assert frame["params"].isna().tolist() == [False, True, True, True, False]
     alone = Profiler().profile(nn.Sequential(_sparse_linear()), torch.randn(2, 8))
     assert alone.total_params is None and alone.summary()["params"].isna().all()
+    # their bytes are unknown too, never 0: the profile's and the memory report's
+    assert profile.modules[0].param_bytes == 10 * 4  # the float Linear's: a lower bound
+    assert alone.modules[0].param_bytes is None
+    assert alone.summary()["param_bytes"].isna().all()
+    report = ModuleProfiler().measure_memory(nn.Sequential(_sparse_linear()), torch.randn(2, 8))
+    assert report.summary()[["param_bytes", "model_size_bytes"]].isna().all(axis=None)
+    notes = " ".join(report.notes())
+    assert "parameters >=0 B" in notes
+    assert "packed weights that cannot be read in modules ['0._packed_params'] are left out" in (
+        notes)
     with pytest.warns(LowerBoundWarning, match="hold a packing that cannot be read"):
         counted = ModuleProfiler().count_params(model)
     assert {name: row["nontrainable_params"] for name, row in counted.items()} == {
