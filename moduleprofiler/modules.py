@@ -20,7 +20,7 @@ from torch.nn import Parameter
 
 from moduleprofiler.packed import any_packed, packed_weights
 from moduleprofiler.records import ModuleInfo, SharedTensor, display_path, new_module_info
-from moduleprofiler.storage import is_lazy
+from moduleprofiler.storage import is_lazy, own_nbytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +315,13 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
                     if is_lazy(tensor):
                         lazy = True  # counts 0 until its first forward
                         continue
-                numel = tensor.numel()
-                size = numel * tensor.element_size()
+                    numel = tensor.numel()
+                    size = own_nbytes(tensor)  # a DTensor's: the shard this rank holds
+                else:
+                    numel = tensor.numel()
+                    # a sparse tensor holds its indices and values, not its dense shape
+                    size = numel * tensor.element_size() if tensor.layout is _STRIDED \
+                        else own_nbytes(tensor)
                 if kind:
                     buffers[i] += numel
                     buffer_bytes[i] += size
@@ -358,14 +363,16 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
     # each class's name and whether it is a container, worked out once per class in this scan
     classes = {cls: (cls.__name__, _is_container_class(cls)) for cls in set(map(type, modules))}
     counts: list[int | None] = [*params]  # None: unknown
+    held_bytes: list[int | None] = [*param_bytes]
     if unreadable:
         _unknown_params(counts, unreadable, parent)
+        _unknown_params(held_bytes, unreadable, parent)
     infos = []
     for i, (path, module) in enumerate(occurrences):
         name, container = classes[type(module)]
         infos.append(new_module_info(
             path, exported.get(path) or name, 0 if path == "" else path.count(".") + 1,
-            counts[i], own[i], trainable[i], buffers[i], leaf[i], param_bytes[i],
+            counts[i], own[i], trainable[i], buffers[i], leaf[i], held_bytes[i],
             buffer_bytes[i], ", ".join(owners[i]) if i in owners else None, container,
             tuple(held[i]) if i in held else ()))
     return ModuleScan(tuple(infos), lazy, plain)
@@ -373,7 +380,8 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
 
 def _unknown_params(params: list[int | None], unreadable: Iterable[int],
                     parent: Sequence[int]) -> None:
-    """Mark, in place, the ``params`` that packed weights which cannot be read make unknown
+    """Mark, in place, the ``params`` (or their bytes) that packed weights which cannot be
+    read make unknown
     (every module's, indexed as ``parent``; ``unreadable``: the modules holding such weights).
     A holder's is unknown (``None``); each module above it keeps the known part, as ``ops``
     does: a lower bound, unknown where that part is 0 (never a 0 standing for weights that are
@@ -425,6 +433,8 @@ def _is_container_class(cls: type) -> bool:
     return False
 
 
+_STRIDED = torch.strided
+
 _UNIMPLEMENTED = nn.Module.__dict__["forward"]
 """``nn.Module``'s own ``forward``, which raises: the class of a container keeps it."""
 
@@ -451,18 +461,20 @@ def _scan_facts(root: nn.Module) -> ModuleScan:
     facts = module_facts(root)
     shared = _shared_entries(facts, sizes)
     counts: list[int | None] = [_sums(fact.params, sizes)[0] for fact in facts]
+    held_bytes: list[int | None] = [_sums(fact.params, sizes)[1] for fact in facts]
     unreadable = [i for i, fact in enumerate(facts) if fact.unreadable]
     if unreadable:
         _unknown_params(counts, unreadable, [fact.parent for fact in facts])
+        _unknown_params(held_bytes, unreadable, [fact.parent for fact in facts])
     for i, fact in enumerate(facts):
-        _, param_bytes, trainable = _sums(fact.params, sizes)
+        trainable = _sums(fact.params, sizes)[2]
         buffers, buffer_bytes, _ = _sums(fact.buffers, sizes)
         held = tuple(shared[id(tensor)] for tensors in (fact.params, fact.buffers)
                      for tensor in tensors if id(tensor) in shared) if shared else ()
         infos.append(ModuleInfo(
             fact.path, exported.get(fact.path) or type(fact.module).__name__, fact.depth,
             counts[i], _sums(fact.self_params, sizes)[0] if fact.self_params else 0,
-            trainable, buffers, fact.is_leaf, param_bytes, buffer_bytes,
+            trainable, buffers, fact.is_leaf, held_bytes[i], buffer_bytes,
             ", ".join(fact.shared_with) or None, is_container(fact.module), held))
     return ModuleScan(tuple(infos), any(size[3] for size in sizes.values()), False)
 
@@ -500,7 +512,7 @@ def _size(tensor: Tensor, sizes: dict[int, tuple[int, int, int, bool]]
             known = sizes[id(tensor)] = (0, 0, 0, True)
         else:
             numel = tensor.numel()
-            known = sizes[id(tensor)] = (numel, numel * tensor.element_size(),
+            known = sizes[id(tensor)] = (numel, own_nbytes(tensor),
                                          numel if tensor.requires_grad else 0, False)
     return known
 

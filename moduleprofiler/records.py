@@ -183,10 +183,14 @@ class ModuleInfo:
     buffers: int
     """Elements of the buffers of the module and its descendants, each tensor counted once."""
     is_leaf: bool
-    param_bytes: int = 0
-    """Bytes of ``params`` (``numel * element_size``, each tensor once: a qint8 weight's
-    value is 1 byte; its quantization scales and zero points are not counted); of the weights
-    that can be read."""
+    param_bytes: int | None = 0
+    """Bytes of ``params`` this process holds (``numel * element_size``, each tensor once: a
+    qint8 weight's value is 1 byte; its quantization scales and zero points are not counted);
+    of the weights that can be read: unknown (``None``) where ``params`` is. A ``DTensor``
+    counts the shard this rank holds and a sparse tensor its indices and stored values, as the
+    memory views do
+    (:func:`moduleprofiler.storage.own_nbytes`), while ``params`` counts the global and dense
+    elements."""
     buffer_bytes: int = 0
     """Bytes of ``buffers``."""
     shared_with: str | None = None
@@ -311,7 +315,7 @@ _new = object.__new__
 
 def new_module_info(path: str, type_name: str, depth: int, params: int | None,
                     self_params: int, trainable_params: int, buffers: int,
-                    is_leaf: bool, param_bytes: int,
+                    is_leaf: bool, param_bytes: int | None,
                     buffer_bytes: int, shared_with: str | None, container: bool,
                     shared_tensors: tuple[SharedTensor, ...], /) -> ModuleInfo:
     """``ModuleInfo(...)`` with every field given in order, at a fifth of its constructor's

@@ -88,6 +88,7 @@ from moduleprofiler.loss import LossFn, loss_of
 from moduleprofiler.modules import ModuleWalk, walk_modules
 from moduleprofiler.records import display_path
 from moduleprofiler.reruns import Rerun, Reruns
+from moduleprofiler.shards import shared_failure
 from moduleprofiler.state import grads_set_aside
 
 _get_sequence_nr: Callable[[], int] | None = getattr(torch._C._autograd, "_get_sequence_nr", None)
@@ -487,7 +488,7 @@ class PassRunner:
         except ProfilingError:
             raise
         except Exception as exc:
-            raise self._error_for(exc) from exc
+            raise shared_failure(self._error_for(exc), self.root, self.modules) from exc
 
     def reset(self) -> None:
         """Forget the previous run's calls (the hooks stay installed): the next run starts at
@@ -925,7 +926,8 @@ class PassRunner:
         except ProfilingError:
             raise
         except Exception as exc:
-            raise backward_error(exc, self.root, self.failed_backward_of) from exc
+            raise shared_failure(backward_error(exc, self.root, self.failed_backward_of),
+                                 self.root, self.modules) from exc
 
     def failed_backward_of(self, exc: BaseException) -> str:
         """``"; in the backward of module 'blk.1' (Inner)"`` when ``exc`` came from a custom

@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.nn import Parameter
 
+from moduleprofiler.errors import ProfilingError
+
 
 def loaded_class(module: str, name: str) -> type | None:
     """The class ``module.name`` if ``module`` has been imported, else ``None``."""
@@ -97,3 +99,40 @@ def process_rank() -> tuple[int | None, int | None]:
     if not (distributed.is_available() and distributed.is_initialized()):
         return None, None
     return distributed.get_rank(), distributed.get_world_size()
+
+
+
+_FAILED = "moduleprofiler/failed/"
+"""Prefix of the keys under which a rank whose pass raised leaves its error in the default
+group's store, for its partners to name: ``<prefix><rank>``."""
+
+
+def shared_failure(error: ProfilingError, root: nn.Module,
+                   modules: Iterable[nn.Module]) -> ProfilingError:
+    """``error``, the failure of a pass on ``root`` on this rank, shared with its partners.
+
+    A rank whose pass raised inside a model that communicates (DDP, FSDP2, ``DTensor``
+    parameters) leaves its partners waiting in the model's collectives; their wait ends with
+    an error of the transport ("Connection closed by peer", at once when the failed process
+    exits, as under ``torchrun``; else at the group's timeout) that names no module. So the
+    first rank to fail writes its error to the default group's store, and a partner whose
+    pass then fails adds it to its own: ``rank 1 failed first: forward of module '2' ...``.
+    Outside a distributed program, or for a model that does not communicate, ``error`` is
+    returned as it is.
+    """
+    distributed = torch.distributed
+    if not (distributed.is_available() and distributed.is_initialized()) or not (
+            communicates_gradients(root) or sharded_by(modules) is not None):
+        return error
+    try:
+        store = distributed.distributed_c10d._get_default_store()
+        rank = distributed.get_rank()
+        for other in range(distributed.get_world_size()):
+            key = f"{_FAILED}{other}"
+            if other != rank and store.check([key]):
+                return ProfilingError(f"{error}; rank {other} failed first: "
+                                      f"{store.get(key).decode()}", error.path)
+        store.set(f"{_FAILED}{rank}", str(error))
+    except (RuntimeError, ValueError):  # no store to share it through: this rank's own error
+        pass
+    return error

@@ -121,7 +121,11 @@ def model_summary(profile: Profile, memory: Any = None, latency: Any = None) -> 
     if root is not None:
         row.update(param_bytes=root.param_bytes, buffer_bytes=root.buffer_bytes)
     if memory is not None:
-        row.update(model_size_bytes=memory.model_size_bytes, param_bytes=memory.param_bytes,
+        # packed weights that cannot be read leave the report's parameter bytes unknown, as
+        # the modules say (``None``), not the 0 of the weights that could be read
+        unknown = bool(memory.modules) and memory.modules[0].param_bytes is None
+        row.update(model_size_bytes=None if unknown else memory.model_size_bytes,
+                   param_bytes=None if unknown else memory.param_bytes,
                    buffer_bytes=memory.buffer_bytes,
                    peak_activation_bytes=memory.peak_activation_bytes,
                    inference_peak_bytes=memory.inference.peak_bytes)

@@ -372,3 +372,42 @@ def test_profile_keeps_unpacking_a_tuple_for_pred_fn() -> None:
     assert profile.total_ops == 56  # 48 + 8, as above
     with pytest.raises(TypeError, match="pred_fn must be a function"):
         ModuleProfiler().estimate_ops(model, pair, pred_fn=model.lin.weight)
+
+
+
+class _SparseHolder(nn.Module):
+    """A frozen sparse COO parameter of dense shape 100 x 100 holding 3 values, and a sparse
+    CSR buffer of dense shape 8 x 8 holding 2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        indices = torch.tensor([[0, 5, 99], [1, 7, 0]])
+        values = torch.tensor([1.0, 2.0, 3.0])
+        self.weight = nn.Parameter(torch.sparse_coo_tensor(indices, values, (100, 100)),
+                                   requires_grad=False)
+        mask = torch.zeros(8, 8)
+        mask[0, 1] = mask[3, 2] = 1.0
+        self.register_buffer("mask", mask.to_sparse_csr())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def test_count_params_size_bits_of_a_sparse_tensor_are_what_it_stores() -> None:
+    from moduleprofiler.memory import module_bytes
+
+    model = _SparseHolder()
+    row = ModuleProfiler().count_params(model)["__root__"]
+    # elements at the dense shape: 100 x 100 = 10000; stored: 2 x 3 int64 indices (48 bytes)
+    # + 3 float32 values (12 bytes) = 60 bytes = 480 bits (dense: 10000 x 32 = 320000)
+    assert row["nontrainable_params"] == 10000
+    assert row["nontrainable_params_size_bits"] == 60 * 8
+    # CSR 8 x 8 with 2 values: 9 int64 row offsets (72) + 2 int64 columns (16) + 2 float32
+    # values (8) = 96 bytes = 768 bits (dense: 64 x 32 = 2048)
+    assert row["buffers"] == 64
+    assert row["buffers_size_bits"] == 96 * 8
+    # the profile's param_bytes and the memory view count the same bytes
+    profile = ModuleProfiler().profile(model, torch.randn(1))
+    assert (profile.modules[0].param_bytes, profile.modules[0].buffer_bytes) == (60, 96)
+    static = module_bytes(model)[""]
+    assert (static.param_bytes, static.buffer_bytes) == (60, 96)

@@ -264,6 +264,12 @@ def test_the_count_and_memory_views_of_packed_weights() -> None:
                                    "float32_param_bytes"]].tolist() == [48, 48, 32, 16]
     report = ModuleProfiler().measure_memory(model, torch.randn(2, 8))
     assert report.param_bytes == 48
+    # the passes start with the packed weights live, as a plain layer's parameters: 48 bytes
+    # of weights + the 2 x 8 float32 input, 64 bytes (the packed weights were left out: 64)
+    assert report.inference.baseline_bytes == 48 + 64
+    # the peak is the baseline plus the 2 x 4 float32 output of the Linear (32 bytes), the
+    # ReLU's output (32 bytes) alive with it
+    assert report.inference.peak_bytes == 48 + 64 + 32 + 32
 
 
 def _sparse_linear() -> nn.Module:
@@ -314,6 +320,16 @@ def test_a_packing_that_cannot_be_read_is_unknown_listed_and_a_lower_bound(
     assert frame["params"].isna().tolist() == [False, True, True, True, False]
     alone = Profiler().profile(nn.Sequential(_sparse_linear()), torch.randn(2, 8))
     assert alone.total_params is None and alone.summary()["params"].isna().all()
+    # their bytes are unknown too, never 0: the profile's and the memory report's
+    assert profile.modules[0].param_bytes == 10 * 4  # the float Linear's: a lower bound
+    assert alone.modules[0].param_bytes is None
+    assert alone.summary()["param_bytes"].isna().all()
+    report = ModuleProfiler().measure_memory(nn.Sequential(_sparse_linear()), torch.randn(2, 8))
+    assert report.summary()[["param_bytes", "model_size_bytes"]].isna().all(axis=None)
+    notes = " ".join(report.notes())
+    assert "parameters >=0 B" in notes
+    assert "packed weights that cannot be read in modules ['0._packed_params'] are left out" in (
+        notes)
     with pytest.warns(LowerBoundWarning, match="hold a packing that cannot be read"):
         counted = ModuleProfiler().count_params(model)
     assert {name: row["nontrainable_params"] for name, row in counted.items()} == {

@@ -28,7 +28,7 @@ from moduleprofiler.modules import ModuleFacts, module_facts
 from moduleprofiler.operators.registry import OperatorMap
 from moduleprofiler.records import COUNTED_SOURCES, ProfileData, subtree_totals, without_formula
 from moduleprofiler.registry import FormulaMap, LiveFormulaMap
-from moduleprofiler.storage import is_lazy
+from moduleprofiler.storage import own_nbytes
 from moduleprofiler.tensors import numel
 from moduleprofiler.timing import (
     LatencyResult,
@@ -75,7 +75,8 @@ def _dtype_summary(
 
 
 def _bits(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() * 8 for t in tensors if not is_lazy(t))
+    """Bits the tensors hold, as ``param_bytes`` counts them (:func:`own_nbytes`)."""
+    return 8 * sum(map(own_nbytes, tensors))
 
 
 def _same_or_list(values: list[Any]) -> Any:
@@ -266,7 +267,10 @@ class ModuleProfiler(Profiler):
         """Parameters of every module (each including its descendants), trainable or not.
 
         Shared/tied parameters are counted once per module; ``*_dtype`` is the dtype, or a tuple
-        of dtypes when they are mixed; ``*_size_bits`` sums each tensor's own bits; ``*_percent``
+        of dtypes when they are mixed; ``*_size_bits`` sums the bits each tensor holds, as
+        ``param_bytes`` counts them (a ``DTensor``: the shard this rank holds; a sparse tensor:
+        its indices and stored values); ``*_params`` counts elements (a ``DTensor`` at its
+        global size, a sparse tensor at its dense shape); ``*_percent``
         is a fraction of the root's parameters (0.0 for a parameter-less model). Buffers are
         reported separately in ``buffers`` and ``buffers_size_bits``.
 

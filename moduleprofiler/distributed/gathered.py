@@ -162,9 +162,10 @@ class DistributedProfile:
     def summary(self) -> pd.DataFrame:
         """One row for the whole group, with the columns of every result's ``summary()``
         (:meth:`Profile.summary`) and ``world_size`` after ``model``: the model's numbers where
-        every rank reports the same (``params``, ``trainable_params`` and their bytes; ``<NA>``
-        where the ranks hold different parts, as pipeline stages do: a sum would count each
-        replica once per rank), the work summed over the ranks (``macs``, ``flops``; ``<NA>``
+        every rank reports the same (``params``, ``trainable_params`` and their bytes, which
+        are the bytes each rank holds: a tensor-parallel rank's shards; ``<NA>`` where the
+        ranks hold different parts, as pipeline stages do: a sum would count each replica
+        once per rank), the work summed over the ranks (``macs``, ``flops``; ``<NA>``
         where a rank counted none) and ``complete`` on every rank. ``latency_ms`` and
         ``throughput`` are NaN: each rank's is in its own profile's ``summary()``, and none
         of them is the group's."""

@@ -362,7 +362,9 @@ _DESCRIPTIONS: dict[str, str] = {
                    "holder; empty when it shares none",
     "trainable_params": "of params, the elements of parameters with requires_grad (inclusive)",
     "buffers": "buffer elements of the module and its descendants, each tensor counted once",
-    "param_bytes": "bytes of params (numel x element size, each tensor once; inclusive)",
+    "param_bytes": "bytes of params this process holds (numel x element size, each tensor "
+                   "once; a DTensor's local shard, a sparse tensor's indices and stored "
+                   "values; inclusive)",
     "buffer_bytes": "bytes of buffers (numel x element size, each tensor once; inclusive)",
     "self_ops": f"forward ops of the call's own work, children excluded ({_OPS}); empty when "
            "unknown",

@@ -65,8 +65,10 @@ def profile_totals(profile: Profile) -> dict[str, int | float]:
         # the root's tensor sums, each tensor once: the rows' sums count a tensor several
         # modules hold (a tied weight, a shared buffer) at each of them
         root = profile.modules[0]
-        totals.update(trainable_params=root.trainable_params, param_bytes=root.param_bytes,
-                      buffers=root.buffers, buffer_bytes=root.buffer_bytes)
+        totals.update(trainable_params=root.trainable_params, buffers=root.buffers,
+                      buffer_bytes=root.buffer_bytes)
+        if root.param_bytes is not None:  # unknown (weights that cannot be read): no total
+            totals["param_bytes"] = root.param_bytes
     return totals
 
 

@@ -27,6 +27,7 @@ from moduleprofiler.devices import AllocatorPeak, synchronize
 from moduleprofiler.export.columns import register_column
 from moduleprofiler.memory.report import Phase
 from moduleprofiler.memory.saved import MEMORY_NEEDS
+from moduleprofiler.packed import any_packed, packed_weights
 from moduleprofiler.records import subtree_totals
 from moduleprofiler.runner import Listener, PassRunner
 from moduleprofiler.shapes import iter_tensors
@@ -195,6 +196,9 @@ class LiveBytesListener(Listener):
 
     def start(self, runner: PassRunner) -> None:
         self.live.add_baseline([*runner.root.parameters(), *runner.root.buffers()])
+        if any_packed(runner.modules):  # a quantized layer's weights: model state too
+            self.live.add_baseline(tensor for module in runner.modules
+                                   for tensor in (packed_weights(module) or ((), False))[0])
         self.live.add_baseline(iter_tensors(self._inputs))
         self._inputs = None
         self._lazy = {id(module) for module in runner.root.modules()

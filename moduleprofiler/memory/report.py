@@ -297,8 +297,13 @@ class MemoryReport(Profile):
         def size(value: int | None) -> str:
             return "n/a" if value is None else human_bytes(value)
 
-        lines = [f"device {self.device}: parameters {size(self.param_bytes)}, "
-                 f"buffers {size(self.buffer_bytes)}"]
+        unread = self.unknown_params
+        lines = [f"device {self.device}: parameters {'>=' if unread else ''}"
+                 f"{size(self.param_bytes)}, buffers {size(self.buffer_bytes)}"]
+        if unread:
+            lines.append(f"packed weights that cannot be read in modules {list(unread)} are "
+                         "left out of the parameters, the baselines and the peaks: lower "
+                         "bounds")
         for measured in (self.inference, self.training):
             if measured is not None:
                 lines.append(peak_note(measured))

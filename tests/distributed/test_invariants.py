@@ -139,9 +139,20 @@ def _tp(rank: int, world_size: int) -> dict:
     listener = CommunicationListener()
     x = batch(0)  # tensor parallelism: every rank sees the same batch
     profile = ModuleProfiler().profile(model, x, listeners=[listener])
+    report = measure_memory(model, x)
+    counted = ModuleProfiler().count_params(model)
     return {"macs": profile.total_macs, "complete": profile.complete,
             "param_bytes": module_bytes(model)[""].param_bytes,
             "layer_bytes": module_bytes(model)["2"].param_bytes,
+            # every view of the parameters' bytes: the profile's, its summary with and
+            # without the memory report, the report's own, 0.0.4's bits
+            "views": (profile.modules[0].param_bytes, profile.module("2").param_bytes,
+                      int(profile.summary()["param_bytes"].iloc[0]),
+                      int(profile.summary(memory=report)["param_bytes"].iloc[0]),
+                      report.param_bytes, report.modules[0].param_bytes,
+                      counted["__root__"]["trainable_params_size_bits"] // 8,
+                      counted["2"]["trainable_params_size_bits"] // 8),
+            "params": (profile.total_params, counted["__root__"]["trainable_params"]),
             "single": ModuleProfiler().profile(mlp(), x).total_macs,
             "reduced": [(c.path, c.kind, c.bytes, c.group_size) for c in listener.collectives]}
 
@@ -158,6 +169,11 @@ def test_tensor_parallel_local_macs_sum_to_the_single_process_macs(ranks: list[d
         # rows of its weight and bias (16 + 4), Linear(8, 6) row-parallel half its weight's
         # columns (24) and the whole bias (6): 50 floats, 200 bytes of the 376 in one process
         assert (result["param_bytes"], result["layer_bytes"]) == (200, 120)
+        # every view says the same (the profile, its summary and 0.0.4's bits said 376, the
+        # global size, while the memory views said 200)
+        assert result["views"] == (200, 120, 200, 200, 200, 200, 200, 120)
+        # elements are the model's: 4 x 8 + 8 + 8 x 6 + 6 = 94 on every rank
+        assert result["params"] == (94, 94)
         # the row-parallel layer sums its partial outputs: 2 x 6 floats = 48 bytes
         assert result["reduced"] == [("2", "all_reduce", 48, 2)]
 
