@@ -93,7 +93,9 @@ as 1 or 0: a logger's dashboard read later has no warning beside it."""
 
 DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
 """Model scalars logged under an old name beside the new one until moduleprofiler 0.3.0:
-``peak_bytes`` is ``training_peak_bytes`` (the window measures the training step only)."""
+``peak_bytes`` is ``training_peak_bytes`` (the window measures the training step only). Each
+warns (a ``DeprecationWarning`` naming the release that removes it) once per callback, or
+per :class:`StepWindow` used alone, not at every training run's window."""
 
 
 class WindowWarning(UserWarning):
@@ -237,6 +239,9 @@ class StepWindow:
         self._failure: Exception | None = None
         self._steps = 0
         self._first_step: int | None = None
+        self._deprecations_said: set[str] = set()
+        """The deprecated scalars this window warned of: a callback's windows share one set,
+        so each warns once per callback, not once per training run."""
 
     @property
     def stop_step(self) -> int:
@@ -451,9 +456,11 @@ class StepWindow:
             scalars[f"{PREFIX}/training_peak_bytes"] = float(self._memory.peak_bytes)
             for old, new in DEPRECATED_SCALARS.items():  # the same number, until 0.3.0
                 scalars[f"{PREFIX}/{old}"] = scalars[f"{PREFIX}/{new}"]
-                warn_deprecated(f"the logged scalar '{PREFIX}/{old}'",
-                                f"read '{PREFIX}/{new}' (the same number, named as the "
-                                "column of profile.summary())")
+                if old not in self._deprecations_said:
+                    self._deprecations_said.add(old)
+                    warn_deprecated(f"the logged scalar '{PREFIX}/{old}'",
+                                    f"read '{PREFIX}/{new}' (the same number, named as the "
+                                    "column of profile.summary())")
         scalars.update(module_scalars(profile, self.depth))
         # the flags under their columns' names, with their columns' meanings (the forward's
         # ops and MACs; the backward's counts): one name per number
@@ -557,6 +564,7 @@ class WindowCallback:
         if self.window is not None:
             self.window.release()
         self.window = dataclasses.replace(self._template)
+        self.window._deprecations_said = self._template._deprecations_said  # once per callback
         self.result, self._emitted = None, False
         self.window.start(model, context)
         return self.window

@@ -680,6 +680,23 @@ def test_the_memory_peak_is_logged_under_the_summarys_name() -> None:
     assert result.scalars["moduleprofiler/peak_bytes"] == peak > 0
 
 
+def test_the_deprecated_scalar_warns_once_per_callback() -> None:
+    # three training runs (three windows) of one callback: one warning, not three; each run
+    # still logs the scalar
+    callback = WindowCallback(None, start_step=1, num_steps=1, depth=0, forward_args=_first)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = []
+        for _ in range(3):
+            model = _model()
+            results += _train(model, callback._new_window(model), steps=3)[:1]
+    said = [w for w in caught if issubclass(w.category, DeprecationWarning)
+            and "'moduleprofiler/peak_bytes' is deprecated and will be removed in "
+                "moduleprofiler 0.3.0" in str(w.message)]
+    assert len(said) == 1
+    assert all("moduleprofiler/peak_bytes" in result.scalars for result in results)
+
+
 class _Opaque(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.linalg.matrix_exp(x.reshape(3, 2, 2)).reshape(3, 4)  # no formula
