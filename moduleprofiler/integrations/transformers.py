@@ -119,8 +119,9 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         num_steps: how many steps the per-module clock watches.
         depth: log the modules down to this depth (1: the model's children).
         log_dir: where the files go (default: ``args.output_dir``).
-        loss_fn: ``output -> scalar`` for the count's backward (default: the output's
-            ``loss`` when the batch has labels, else the sum of its floating tensors).
+        loss_fn: ``output -> scalar`` for the count's backward (default: the one default
+            loss, :func:`moduleprofiler.loss.default_loss`: the output's ``loss`` when the
+            batch has labels).
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
         memory: also measure the training step's memory on the counted batch (the peak,
             bytes saved for the backward and live per module).
