@@ -171,7 +171,7 @@ class Profiler:
             strict: raise instead of returning a partial profile when some work could not be
                 counted (a module or operator without a formula).
             backward: also run a backward pass (forward under grad mode, then the gradient of
-                ``loss_fn(output)`` — by default the sum of the floating outputs — with respect
+                ``loss_fn(output)`` — by default the one default loss — with respect
                 to every leaf that requires grad, as ``loss.backward()`` would: the trainable
                 parameters, and input tensors that require grad, so a parameter-free loss or
                 block is differentiated through its input) and attribute its operator counts

@@ -1,15 +1,7 @@
 """The one default loss, used by every pass that runs a backward without a ``loss_fn``.
 
-Rule, in order:
-
-1. the output itself, if it is a one-element floating-point tensor that requires grad;
-2. else its ``loss`` (a ``"loss"`` key of a mapping, or a ``.loss`` attribute as on Hugging Face
-   outputs given ``labels``), if that is a one-element tensor that requires grad;
-3. else the sum of every floating-point tensor that requires grad found in the output (through
-   tuples, lists, mappings and dataclasses, as the shape traces do);
-4. else no loss can be derived: :class:`~moduleprofiler.errors.LossError` asks for ``loss_fn``,
-   or, where the output was computed under ``torch.inference_mode()`` (no ``loss_fn`` can help
-   then), says so. A profile never reports a silent zero for a backward it could not run.
+Its rule is stated once, for users, in docs/architecture.md ("The default loss");
+:func:`default_loss` applies its steps in order, each numbered as there.
 """
 
 from __future__ import annotations
@@ -33,20 +25,27 @@ def _scalar_with_grad(value: Any) -> bool:
 
 
 def default_loss(output: Any) -> Tensor:
-    """The scalar a backward pass differentiates when no ``loss_fn`` is given (see the module
-    docstring for the rule).
+    """The scalar a backward pass differentiates when no ``loss_fn`` is given (the rule:
+    docs/architecture.md, "The default loss").
 
     Raises:
         LossError: the output holds no floating-point tensor that requires grad.
     """
-    if _scalar_with_grad(output):
+    if _scalar_with_grad(output):  # 1.
         return output  # type: ignore[no-any-return]
-    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    if isinstance(output, Mapping):  # 2.
+        loss = output.get("loss")
+    elif isinstance(output, (tuple, list)):
+        # Hugging Face's return_dict=False: (loss, logits, ...), the loss first (the Trainer
+        # reads outputs[0]); summing the logits too would differentiate more than training does
+        loss = output[0] if output else None
+    else:
+        loss = getattr(output, "loss", None)
     if isinstance(loss, Tensor) and _scalar_with_grad(loss):
         return loss
-    tensors = list(iter_tensors(output))
+    tensors = list(iter_tensors(output))  # 3.
     parts = [t.sum() for t in tensors if t.is_floating_point() and t.requires_grad]
-    if not parts:
+    if not parts:  # 4.
         if torch.is_inference_mode_enabled() or any(t.is_inference() for t in tensors):
             raise LossError(
                 f"cannot derive a loss from the model's output ({type(output).__name__}): it was "

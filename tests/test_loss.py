@@ -32,6 +32,47 @@ def test_default_loss_rule_in_order():
     assert default_loss([t * 1, torch.ones(3), torch.ones(2, dtype=torch.long)]).item() == 2.0
 
 
+def test_a_hugging_face_style_output_differentiates_its_loss_alone():
+    # return_dict=False: (loss, logits), the loss first, as the Trainer reads outputs[0].
+    # The sum took loss + logits.sum(): 6 + (1 + 1) = 8, where training differentiates 6
+    t = torch.ones(2, requires_grad=True)
+    loss, logits = (t * 3).sum(), t * 1
+    assert default_loss((loss, logits)) is loss
+    assert default_loss([loss, logits]) is loss
+    # a first item that is no scalar loss: the rule's sum, 2 x 2 + 6 = 10
+    assert default_loss((logits * 2, loss)).item() == 10.0
+    # a ModelOutput given labels holds .loss (and is a mapping): the loss alone
+    transformers = pytest.importorskip("transformers")
+    output = transformers.modeling_outputs.CausalLMOutput(loss=loss, logits=logits)
+    assert default_loss(output) is loss
+    assert default_loss(output.to_tuple()) is loss
+
+
+def test_the_backward_of_a_loss_first_tuple_is_that_of_its_loss():
+    class LossAndLogits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            logits = self.linear(x)
+            return torch.nn.functional.cross_entropy(logits, torch.tensor([0, 2])), logits
+
+    from moduleprofiler import ModuleProfiler
+
+    torch.manual_seed(0)
+    model, x = LossAndLogits(), torch.randn(2, 4)
+    default = ModuleProfiler().profile(model, x, backward=True)
+    given = ModuleProfiler().profile(model, x, backward=True, loss_fn=lambda out: out[0])
+    # the same backward as the loss_fn a user would write; summing the logits in added the
+    # gradient of logits.sum() to the loss's at the logits: 2 x 3 = 6 more adds
+    assert default.total_backward_ops == given.total_backward_ops
+    assert default.total_backward_macs == given.total_backward_macs
+    summed = ModuleProfiler().profile(model, x, backward=True,
+                                      loss_fn=lambda out: out[0] + out[1].sum())
+    assert summed.total_backward_ops == given.total_backward_ops + 6
+
+
 def test_no_loss_is_a_clear_error():
     for output in ("text", torch.ones(2), (torch.ones(1),)):
         with pytest.raises(LossError, match="loss_fn") as info:

@@ -257,13 +257,15 @@ def operator_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
 
 
 class _Tally:
-    __slots__ = ("launches", "macs", "moved", "ops")
+    __slots__ = ("known", "launches", "macs", "moved", "ops")
 
     def __init__(self) -> None:
         self.moved = 0
         self.launches = 0
         self.ops: int | float = 0
         self.macs: int | float = 0
+        self.known = True
+        """False once an operator without a formula ran: ``ops`` and ``macs`` are unknown."""
 
 
 class TrafficListener(Listener):
@@ -285,7 +287,10 @@ class TrafficListener(Listener):
             check_operator_map(operators, "operators")
         self._operators = operators
         self.unsupported_recompute: dict[str, int] = {}
-        """Recomputed operators without an operator formula (their ops are a lower bound)."""
+        """Recomputed operators without an operator formula, with their call counts: the
+        ``self_recompute_ops`` and ``self_recompute_macs`` of a call that reran one are
+        unknown (``None``), and :func:`~moduleprofiler.efficiency.utilization` is then not
+        ``complete``."""
         self._formulas = PassFormulas(operators, missing=self.unsupported_recompute)
         self._forward: dict[int, _Tally] = {}
         self._backward: dict[int, _Tally] = {}
@@ -335,7 +340,9 @@ class TrafficListener(Listener):
         tally.moved += moved
         tally.launches += 1
         counts = self._formulas.count(func, args, kwargs, out, owner)
-        if counts is not None and counts is not MISSING:
+        if counts is MISSING:
+            tally.known = False
+        elif counts is not None:
             tally.ops += counts[0]
             tally.macs += counts[1]
 
@@ -352,8 +359,10 @@ class TrafficListener(Listener):
                 values["self_backward_moved_bytes"] = backward.moved
                 values["self_backward_launches"] = backward.launches
                 values["self_recompute_moved_bytes"] = recompute.moved
-                values["self_recompute_ops"] = recompute.ops
-                values["self_recompute_macs"] = recompute.macs
+                # a rerun operator without a formula: the call's recomputed work is unknown,
+                # never a 0 that HFU would add as exact (unsupported_recompute names it)
+                values["self_recompute_ops"] = recompute.ops if recompute.known else None
+                values["self_recompute_macs"] = recompute.macs if recompute.known else None
 
 
 def _tally(tallies: dict[int, _Tally], index: int) -> _Tally:

@@ -35,7 +35,9 @@ class Utilization:
     peak_flops_per_s: float
     dtype: str
     complete: bool
-    """False when some work had no formula: the FLOPs (and so MFU, HFU) are lower bounds."""
+    """False when some work had no formula, in the forward, the backward or the work an
+    activation checkpoint reran (a ``TrafficListener``'s ``unsupported_recompute``): the
+    FLOPs (and so MFU, HFU) are lower bounds."""
 
     @property
     def mfu(self) -> float:
@@ -96,9 +98,12 @@ def utilization(profile: ProfileData, step_ms: float, peaks: DevicePeaks,
                          f"peak, to take the peak of {peaks.name} from: pass dtype=")
     if peak is None:
         raise ValueError(f"{peaks.name} has no peak for dtype {dtype or name!r}: pass dtype=")
-    recompute = 2 * sum(r.metrics.get("self_recompute_macs") or 0 for r in profile.records)
+    recomputed = [r.metrics["self_recompute_macs"] for r in profile.records
+                  if "self_recompute_macs" in r.metrics]  # a TrafficListener's
+    recompute = 2 * sum(macs for macs in recomputed if macs is not None)
     hardware = float(profile.total_flops or 0)  # a counting pass (checked above)
-    complete = profile.macs_complete
+    # every counted work known: the forward, the backward, the checkpoints' reruns
+    complete = profile.macs_complete and None not in recomputed
     if profile.backward:
         hardware += 2 * float(profile.total_backward_macs or 0)
         complete = complete and bool(profile.backward_complete)

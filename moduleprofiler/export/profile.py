@@ -267,8 +267,9 @@ class Profile(ProfileData):
                        columns: Sequence[str] | None = None) -> None:
         """Write to a ``torch.utils.tensorboard.SummaryWriter`` (the ``tensorboard`` extra)
         at ``step``: scalars ``<prefix>/<module>/<column>`` of the modules at ``depth``,
-        ``<prefix>/total/<column>``, the tree and the report summary as text; unknown values
-        are skipped (:func:`moduleprofiler.export.tensorboard.write_tensorboard`)."""
+        ``<prefix>/total/<column>`` (``<prefix>/.total/<column>`` where a module written is
+        named ``total``), the tree and the report summary as text; unknown values are
+        skipped (:func:`moduleprofiler.export.tensorboard.write_tensorboard`)."""
         write_tensorboard(self, writer, step, prefix=prefix, depth=depth, columns=columns)
 
     def save(self, path: PathLike, format: str | None = None, **options: Any) -> None:

@@ -5,7 +5,9 @@ totals, the module tree and a summary of the HTML report, through
 Tags, under ``prefix`` (default ``"moduleprofiler"``):
 
 * ``<prefix>/<module>/<column>``: one scalar per module at ``depth`` and numeric column;
-* ``<prefix>/total/<column>``: the whole model's value of each column;
+* ``<prefix>/total/<column>``: the whole model's value of each column (under
+  ``<prefix>/.total/<column>`` where a module written has the path ``total``, whose own
+  scalars take those tags: :data:`SPARE_TOTAL_TAG`);
 * ``<prefix>/tree``: the module tree as preformatted text;
 * ``<prefix>/report``: the HTML report's summary, caveats and module table, as Markdown.
 
@@ -47,10 +49,19 @@ if TYPE_CHECKING:
 
     from moduleprofiler.records import ProfileData as Profile
 
-__all__ = ["DEFAULT_PREFIX", "tensorboard_columns", "write_tensorboard"]
+__all__ = ["DEFAULT_PREFIX", "SPARE_TOTAL_TAG", "TOTAL_TAG", "tensorboard_columns",
+           "write_tensorboard"]
 
 DEFAULT_PREFIX = "moduleprofiler"
 """The first part of every tag this module writes."""
+
+TOTAL_TAG = "total"
+"""The model's totals' part of their tags: ``<prefix>/total/<column>``."""
+
+SPARE_TOTAL_TAG = ".total"
+"""The totals' part where a module written (at ``depth``) has the path :data:`TOTAL_TAG` (a
+child named ``total``), whose scalars ``<prefix>/total/<column>`` are its own: a name no
+module path can take (a path's names are never empty), so no two numbers share a tag."""
 
 COUNT_COLUMNS = ("params", "macs", "flops", "ops")
 """The counts every profile has, each module's value including its children's."""
@@ -114,12 +125,18 @@ def write_tensorboard(profile: Profile, writer: SummaryWriter, step: int = 0, *,
             writer.add_scalar(f"{prefix}/{tag}", float(value), step, new_style=True,
                               double_precision=True)
 
-    for _, row in frame[frame["depth"] == depth].iterrows():
+    rows = frame[frame["depth"] == depth]
+    for _, row in rows.iterrows():
         for name in chosen:
             scalar(f"{row['module']}/{name}", row[name])
+    total = SPARE_TOTAL_TAG if TOTAL_TAG in set(rows["module"]) else TOTAL_TAG
+    if total == SPARE_TOTAL_TAG and chosen:
+        warn(f"a module at depth {depth} is named {TOTAL_TAG!r}: its scalars are "
+             f"'{prefix}/{TOTAL_TAG}/<column>', and the model's totals are written under "
+             f"'{prefix}/{SPARE_TOTAL_TAG}/<column>'")
     known = profile_totals(profile)
     for name in chosen:
-        scalar(f"total/{name}", column_total(frame, name, known))
+        scalar(f"{total}/{name}", column_total(frame, name, known))
     if profile.counted and not profile.complete:
         warn(f"TensorBoard's scalars under {prefix!r} hold lower bounds: "
              f"{unknown_work(profile)}", LowerBoundWarning)

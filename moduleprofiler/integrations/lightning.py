@@ -179,8 +179,8 @@ class ModuleProfilerCallback(_Hooks, *_BASES):  # type: ignore[misc]
         log_dir: where the files go (default: ``trainer.log_dir``).
         forward_args: ``batch -> input`` of the LightningModule's ``forward`` for the count
             (default: :func:`first_item`).
-        loss_fn: ``output -> scalar`` for the count's backward (default: the sum of the
-            floating outputs).
+        loss_fn: ``output -> scalar`` for the count's backward (default: the one default
+            loss, :func:`moduleprofiler.loss.default_loss`).
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
         memory: also measure the training step's memory on the counted batch (the peak,
             bytes saved for the backward and live per module).

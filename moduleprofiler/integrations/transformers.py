@@ -41,6 +41,7 @@ from torch.utils.hooks import RemovableHandle
 from moduleprofiler.core import Profiler
 from moduleprofiler.devices import resolve_device
 from moduleprofiler.efficiency import DevicePeaks
+from moduleprofiler.inputs import compiled_inside
 from moduleprofiler.integrations.window import (
     WindowCallback,
     WindowResult,
@@ -89,6 +90,16 @@ def step_context(args: Any, model: nn.Module) -> Callable[[], AbstractContextMan
     return functools.partial(torch.autocast, resolve_device(model).type, dtype=dtype)
 
 
+def _compiled(args: Any, model: nn.Module) -> str | None:
+    """Why the model's own call runs inside compiled code, where the callback's hooks cannot
+    go (``None``: it runs eagerly)."""
+    if getattr(args, "torch_compile", False):
+        return "the Trainer compiles the model (torch_compile=True)"
+    if any(inside is model for inside in compiled_inside(model)):
+        return "the model's own call is compiled (model.compile())"
+    return None
+
+
 class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[misc]
     """Profiles training steps ``start_step … start_step + num_steps - 1`` of
     ``Trainer.train()``.
@@ -108,8 +119,9 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
         num_steps: how many steps the per-module clock watches.
         depth: log the modules down to this depth (1: the model's children).
         log_dir: where the files go (default: ``args.output_dir``).
-        loss_fn: ``output -> scalar`` for the count's backward (default: the output's
-            ``loss`` when the batch has labels, else the sum of its floating tensors).
+        loss_fn: ``output -> scalar`` for the count's backward (default: the one default
+            loss, :func:`moduleprofiler.loss.default_loss`: the output's ``loss`` when the
+            batch has labels).
         peaks: the device's peaks for MFU (see :class:`StepWindow`).
         memory: also measure the training step's memory on the counted batch (the peak,
             bytes saved for the backward and live per module).
@@ -212,17 +224,19 @@ class ModuleProfilerCallback(WindowCallback, TrainerCallback):  # type: ignore[m
     def _start(self, args: Any, model: nn.Module | None) -> None:
         if model is None:
             raise ValueError("ModuleProfilerCallback needs the Trainer's model")
-        if getattr(args, "torch_compile", False):
+        compiled = _compiled(args, model)
+        if compiled is not None:
             self.window, self.result = None, None
             # the Trainer calls a torch.compile wrapper of the model, which no callback is
-            # given: every hook on the model runs inside the compiled call, where Dynamo
-            # traces it (graph breaks, recompiles) or never calls it
+            # given, or the model compiled in place: every hook on the model (the batch's
+            # capture first) runs inside the compiled call, where Dynamo traces it (graph
+            # breaks, recompiles) or never calls it
             warn(WindowWarning(
-                "moduleprofiler: the Trainer compiles the model (torch_compile=True), and "
-                "its hooks would run inside the compiled program (Dynamo would break the "
-                "graph and recompile at them, or never call them): the callback profiles "
-                "nothing in this run, and training goes on; profile a run without "
-                "torch_compile (the same counts; the eager program's times)"))
+                f"moduleprofiler: {compiled}, and the callback's hooks would run inside the "
+                "compiled program (Dynamo would break the graph and recompile at them, or "
+                "never call them): the callback profiles nothing in this run, and training "
+                "goes on; profile a run without the compile (the same counts; the eager "
+                "program's times)"))
             return
         self._new_window(model, step_context(args, model))
 

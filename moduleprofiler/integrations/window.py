@@ -13,7 +13,8 @@ training ends. The window
   :meth:`StepWindow.after_step` (its hooks are off in between: a validation loop run between
   two training steps is neither's), and up to ``num_steps`` hook-free steps just before them
   as whole steps (``step_ms``, the MFU's time; step 0, a cold start, only when it is the one
-  step before the window);
+  step before the window; a step during which ``torch.compile`` compiled never: it would
+  time the compiler, and a :class:`WindowWarning` says so);
 * builds a :class:`WindowResult`: the profile with the times attached, the flat scalars a
   logger takes, and (under ``torch.distributed``) every rank's profile gathered on rank 0.
 
@@ -40,6 +41,7 @@ from typing import Any, TypeVar
 import pandas as pd
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 
 from moduleprofiler.core import Profiler
 from moduleprofiler.deprecation import warn_deprecated
@@ -69,7 +71,8 @@ PROFILE_NAME = "moduleprofiler_profile.json"
 
 MODEL_SCALARS: dict[str, str] = {
     "step_ms": "median wall time of the hook-free training steps before the profiling window "
-               "(on CUDA synchronised at both ends)",
+               "(on CUDA synchronised at both ends; a step during which torch.compile "
+               "compiled is left out, with a warning)",
     "mfu": "model FLOPs utilisation: the model FLOPs of a training step (forward and "
            "backward, 2 x MACs) over step_ms times the device's peak FLOP/s for the dtype "
            "the step computes in, 0-1",
@@ -93,7 +96,9 @@ as 1 or 0: a logger's dashboard read later has no warning beside it."""
 
 DEPRECATED_SCALARS: dict[str, str] = {"peak_bytes": "training_peak_bytes"}
 """Model scalars logged under an old name beside the new one until moduleprofiler 0.3.0:
-``peak_bytes`` is ``training_peak_bytes`` (the window measures the training step only)."""
+``peak_bytes`` is ``training_peak_bytes`` (the window measures the training step only). Each
+warns (a ``DeprecationWarning`` naming the release that removes it) once per callback, or
+per :class:`StepWindow` used alone, not at every training run's window."""
 
 
 class WindowWarning(UserWarning):
@@ -164,7 +169,8 @@ class StepWindow:
         start_step: the first profiled step (0-based, as numbered by the caller of
             :meth:`before_step`). Up to ``num_steps`` steps before it are timed whole, without
             hooks, for ``step_ms`` and MFU; step 0 (the first of training, a cold start) only
-            when ``start_step`` is 1.
+            when ``start_step`` is 1, and no step during which ``torch.compile`` compiled
+            (a :class:`WindowWarning` names it).
         num_steps: how many steps the per-module clock watches (on CUDA at least 3 for
             device times: the kernel clock traces every third one).
         depth: log the modules down to this depth (1: the root's children).
@@ -233,10 +239,16 @@ class StepWindow:
         self._profiled = 0
         self._plain_ms: list[float] = []
         self._plain_start: float | None = None
+        self._plain_compiled = 0  # Dynamo's compiled frames when the timed step began
+        self._compiling: list[int] = []
+        """The hook-free steps during which torch.compile compiled: left out of step_ms."""
         self._context: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext
         self._failure: Exception | None = None
         self._steps = 0
         self._first_step: int | None = None
+        self._deprecations_said: set[str] = set()
+        """The deprecated scalars this window warned of: a callback's windows share one set,
+        so each warns once per callback, not once per training run."""
 
     @property
     def stop_step(self) -> int:
@@ -274,6 +286,7 @@ class StepWindow:
             # step 0, the first of training, is a cold start (first kernel launches, the
             # allocator's growth, lazy set-up): timed only where no later step is
             self._synchronize()
+            self._plain_compiled = _compiled_frames()
             self._plain_start = time.perf_counter()
         elif self._profiler is not None:
             # the clock's hooks were off since the last step ended: what ran in between (a
@@ -303,8 +316,14 @@ class StepWindow:
             return None
         if self._plain_start is not None:
             self._synchronize()
-            self._plain_ms.append((time.perf_counter() - self._plain_start) * 1e3)
+            elapsed = (time.perf_counter() - self._plain_start) * 1e3
             self._plain_start = None
+            # a step during which torch.compile compiled (the first steps of a compiled model,
+            # a recompile) timed the compiler, up to hundreds of times the step
+            if _compiled_frames() != self._plain_compiled:
+                self._compiling.append(step)
+            else:
+                self._plain_ms.append(elapsed)
         elif self._profiler is not None or self._failure is not None:
             if self._profiler is not None:
                 self._profiler.step(pause=True)
@@ -439,6 +458,15 @@ class StepWindow:
 
     def _build(self, profile: Profile, calls: int = 1) -> WindowResult:
         step_ms = statistics.median(self._plain_ms) if self._plain_ms else None
+        if self._compiling:
+            warn(WindowWarning(
+                f"moduleprofiler: torch.compile compiled during the hook-free step(s) "
+                f"{self._compiling} timed for step_ms, which would time the compiler, not the "
+                f"step: they are left out of step_ms and mfu"
+                + ("" if self._plain_ms else ", and no other step was timed, so neither is "
+                   "logged")
+                + f"; start the window later (start_step >= {self._compiling[-1] + 2}), "
+                  "so that the steps before it run the compiled program"))
         found = self._utilization(profile, step_ms, calls)
         scalars: dict[str, float] = {}
         if step_ms is not None:
@@ -450,9 +478,11 @@ class StepWindow:
             scalars[f"{PREFIX}/training_peak_bytes"] = float(self._memory.peak_bytes)
             for old, new in DEPRECATED_SCALARS.items():  # the same number, until 0.3.0
                 scalars[f"{PREFIX}/{old}"] = scalars[f"{PREFIX}/{new}"]
-                warn_deprecated(f"the logged scalar '{PREFIX}/{old}'",
-                                f"read '{PREFIX}/{new}' (the same number, named as the "
-                                "column of profile.summary())")
+                if old not in self._deprecations_said:
+                    self._deprecations_said.add(old)
+                    warn_deprecated(f"the logged scalar '{PREFIX}/{old}'",
+                                    f"read '{PREFIX}/{new}' (the same number, named as the "
+                                    "column of profile.summary())")
         scalars.update(module_scalars(profile, self.depth))
         # the flags under their columns' names, with their columns' meanings (the forward's
         # ops and MACs; the backward's counts): one name per number
@@ -556,6 +586,7 @@ class WindowCallback:
         if self.window is not None:
             self.window.release()
         self.window = dataclasses.replace(self._template)
+        self.window._deprecations_said = self._template._deprecations_said  # once per callback
         self.result, self._emitted = None, False
         self.window.start(model, context)
         return self.window
@@ -636,6 +667,13 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def _compiled_frames() -> int:
+    """The frames ``torch.compile`` (Dynamo) compiled in this process so far, its own counter
+    (read only: ``.get`` adds no key): a step during which it grew compiled code."""
+    frames = counters.get("frames")
+    return 0 if frames is None else int(frames["total"])
 
 
 def _device_of(model: nn.Module | None) -> torch.device:

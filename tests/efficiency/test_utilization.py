@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+from torch.utils.flop_counter import FlopCounterMode
 
 from moduleprofiler import ModuleProfiler
 from moduleprofiler.efficiency import (
@@ -47,6 +48,40 @@ def test_hfu_counts_recomputation():
     assert found.recompute_flops == 64
     assert found.hardware_flops - found.model_flops == 64
     assert found.hfu > found.mfu
+
+
+def test_recomputed_work_without_a_formula_makes_the_utilization_incomplete():
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 4, bias=False)
+            self.b = nn.Linear(4, 4, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(lambda h: self.b(torch.relu(self.a(h))), x, use_reentrant=False)
+
+    def mm(args: tuple, kwargs: dict, out: torch.Tensor) -> tuple[int, int]:
+        macs = args[0].shape[0] * args[0].shape[1] * args[1].shape[1]
+        return 2 * macs, macs
+
+    # the reruns counted with a table that prices aten.mm only: a's matmul is rerun (known),
+    # and so is the relu between a and b (no formula there); the forward and the backward
+    # are counted with the registered formulas, complete. complete said True, as if the
+    # HFU's recomputed FLOPs were exact
+    traffic = TrafficListener({torch.ops.aten.mm: mm})
+    x = torch.randn(2, 4)
+    profile = ModuleProfiler().profile(Model(), x, backward=True, listeners=[traffic])
+    assert profile.complete and traffic.unsupported_recompute == {"aten.relu": 1}
+    found = utilization(profile, 1.0, PEAKS)
+    assert not found.complete
+    # the known part is kept, a lower bound: a's rerun 2 x 4 x 4 = 32 MACs, 64 FLOPs, as
+    # FlopCounterMode counts a's forward
+    with FlopCounterMode(display=False) as oracle:
+        Model().a(x)
+    assert found.recompute_flops == oracle.get_total_flops() == 64
+    # the relu's rerun is booked to b, whose input it rebuilds: unknown there, never 0
+    assert {r.path: r.metrics["self_recompute_macs"] for r in profile.records} == {
+        "": 0, "a": 32, "b": None}
 
 
 def test_bad_arguments():

@@ -69,6 +69,27 @@ def test_per_module_scalars_and_totals(tmp_path: Path) -> None:
     assert scalars(written(mlp_profile(), tmp_path, step=7)) == expected
 
 
+def test_a_module_named_total_keeps_its_tags_and_the_totals_move(tmp_path: Path) -> None:
+    # children "total" = Linear(4, 8) and "b" = Linear(8, 2) on 3 rows: "total" has
+    # params 4*8 + 8 = 40, ops 3*8*(2*4 - 1) + 3*8 = 192; "b" 8*2 + 2 = 18, 3*2*(2*8 - 1) + 6
+    # = 96; the model 58 and 288. Both 40 and 58 were written under moduleprofiler/total/params
+    model = nn.Sequential()
+    model.add_module("total", nn.Linear(4, 8))
+    model.add_module("b", nn.Linear(8, 2))
+    profile = ModuleProfiler().profile(model, torch.randn(3, 4))
+    with pytest.warns(UserWarning, match=r"named 'total'.*'moduleprofiler/\.total/<column>'"):
+        tags = scalars(written(profile, tmp_path, columns=["params", "ops"]))
+    assert tags == {"moduleprofiler/total/params": (0, 40.0),
+                    "moduleprofiler/total/ops": (0, 192.0),
+                    "moduleprofiler/b/params": (0, 18.0), "moduleprofiler/b/ops": (0, 96.0),
+                    "moduleprofiler/.total/params": (0, 58.0),
+                    "moduleprofiler/.total/ops": (0, 288.0)}
+    # at depth 0 (the root alone) no module written is "total": the totals keep their tags
+    root = scalars(written(profile, tmp_path / "root", depth=0, columns=["params"]))
+    assert root == {"moduleprofiler/__root__/params": (0, 58.0),
+                    "moduleprofiler/total/params": (0, 58.0)}
+
+
 def test_the_scalar_dashboard_reads_them(tmp_path: Path) -> None:
     """The data provider behind TensorBoard's scalar dashboard lists the 64-bit scalars."""
     written(mlp_profile(), tmp_path)

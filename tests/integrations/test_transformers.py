@@ -204,6 +204,37 @@ def test_a_trainer_compiled_model_is_left_to_its_compiled_program(tmp_path: Path
                                                  plain.state_dict().values()))
 
 
+def test_a_model_compiled_in_place_is_left_to_its_compiled_program(tmp_path: Path) -> None:
+    # model.compile() without torch_compile: the model's own call is the compiled one, so the
+    # pre-hook that keeps the batch ran inside it (Dynamo broke the graph at its handle's
+    # remove() and recompiled) and the step it watched, timed for step_ms, compiled again
+    from torch._dynamo.utils import counters
+
+    def dynamo_run(callbacks: list[Any]) -> tuple[Any, int]:
+        torch._dynamo.reset()
+        counters.clear()
+        torch.manual_seed(0)
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))
+        model.compile(backend="eager")
+        args = transformers.TrainingArguments(
+            output_dir=str(tmp_path / str(len(callbacks))), max_steps=3,
+            per_device_train_batch_size=ROWS, report_to=[], use_cpu=True, seed=0,
+            save_strategy="no", disable_tqdm=True)
+        transformers.Trainer(model=model, args=args, train_dataset=Tokens(),
+                             callbacks=callbacks).train()
+        return model, sum(counters["graph_break"].values())
+
+    callback = ModuleProfilerCallback(start_step=1, num_steps=1, memory=False)
+    with pytest.warns(WindowWarning, match=r"the model's own call is compiled "
+                                           r"\(model.compile\(\)\).*profiles nothing"):
+        model, watched = dynamo_run([callback])
+    plain, alone = dynamo_run([])
+    assert watched == alone
+    assert callback.result is None and callback.window is None
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                 plain.state_dict().values()))
+
+
 def test_hooks_left_by_a_run_that_raised_inside_the_window_come_off_at_the_next_event(
         tmp_path: Path) -> None:
     # the Trainer has no exception event: a train() that raises inside a profiled step left

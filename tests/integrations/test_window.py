@@ -253,6 +253,34 @@ def test_a_compiled_model_is_profiled_as_its_own_modules_without_a_merge_warning
     assert "moduleprofiler/0/time_median_ms" not in result.scalars  # inside: unknown
 
 
+def test_a_step_that_compiled_is_no_step_time_and_says_so() -> None:
+    # torch.compile(model) with start_step=1: step 0, the one hook-free step, is the one
+    # that compiles (Dynamo's frame count grows in it); its seconds were step_ms, and the
+    # mfu of a step of about a millisecond came out hundreds of times too low
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.compile(_model(), backend="eager")
+    window = StepWindow(start_step=1, num_steps=1, depth=0, forward_args=_first,
+                        memory=False, peaks="H100 SXM")
+    with pytest.warns(WindowWarning, match=r"torch.compile compiled during the hook-free "
+                      r"step\(s\) \[0\].*no other step was timed.*start_step >= 2"):
+        (result, _) = _train(model, window, steps=2)
+    assert result.step_ms is None and result.mfu is None
+    assert "moduleprofiler/step_ms" not in result.scalars
+    assert "moduleprofiler/mfu" not in result.scalars
+    # started later, the steps before the window (1 and 2) run the compiled program: timed,
+    # and nothing is said
+    torch.manual_seed(0)
+    model = torch.compile(_model(), backend="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (result, _) = _train(model, StepWindow(start_step=3, num_steps=2, depth=0,
+                                               forward_args=_first, memory=False,
+                                               peaks="H100 SXM"), steps=5)
+    assert not [str(w.message) for w in caught if "compiled during" in str(w.message)]
+    assert result.step_ms is not None and result.mfu is not None
+
+
 def utilization_mfu(result: WindowResult) -> float:
     from moduleprofiler.efficiency import utilization
 
@@ -678,6 +706,23 @@ def test_the_memory_peak_is_logged_under_the_summarys_name() -> None:
     peak = result.scalars["moduleprofiler/training_peak_bytes"]
     assert peak == summary.loc[0, "training_peak_bytes"] == result.memory.training.peak_bytes
     assert result.scalars["moduleprofiler/peak_bytes"] == peak > 0
+
+
+def test_the_deprecated_scalar_warns_once_per_callback() -> None:
+    # three training runs (three windows) of one callback: one warning, not three; each run
+    # still logs the scalar
+    callback = WindowCallback(None, start_step=1, num_steps=1, depth=0, forward_args=_first)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = []
+        for _ in range(3):
+            model = _model()
+            results += _train(model, callback._new_window(model), steps=3)[:1]
+    said = [w for w in caught if issubclass(w.category, DeprecationWarning)
+            and "'moduleprofiler/peak_bytes' is deprecated and will be removed in "
+                "moduleprofiler 0.3.0" in str(w.message)]
+    assert len(said) == 1
+    assert all("moduleprofiler/peak_bytes" in result.scalars for result in results)
 
 
 class _Opaque(nn.Module):
