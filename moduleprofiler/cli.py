@@ -386,7 +386,8 @@ def _loss_hint(error: BaseException) -> str:
     if not isinstance(error, LossError):
         return ""
     return ("; the command line has no loss_fn: --what backward and --what memory "
-            "differentiate the sum of the model's floating outputs, so drop them or profile "
+            "differentiate the default loss (the output's loss, else the sum of its floating "
+            "outputs: docs/architecture.md), so drop them or profile "
             "this model from Python with loss_fn=")
 
 
