@@ -792,9 +792,10 @@ def test_a_loss_error_says_what_the_command_line_can_do(capsys: pytest.CaptureFi
     status, out, err = run(capsys, "torch.nn:ReLU", "-i", "2x4", "--what", "memory")
     assert status == 2 and out == ""
     assert err.rstrip().endswith("; the command line has no loss_fn: --what backward and "
-                                 "--what memory differentiate the sum of the model's floating "
-                                 "outputs, so drop them or profile this model from Python with "
-                                 "loss_fn=")
+                                 "--what memory differentiate the default loss (the output's "
+                                 "loss, else the sum of its floating outputs: "
+                                 "docs/architecture.md), so drop them or profile this model "
+                                 "from Python with loss_fn=")
 
 
 def test_per_call_writes_the_csv_profile_save_writes(tmp_path: Path,
