@@ -381,8 +381,8 @@ def scan_modules(root: nn.Module, walk: ModuleWalk | None = None) -> ModuleScan:
 def _unknown_params(params: list[int | None], unreadable: Iterable[int],
                     parent: Sequence[int]) -> None:
     """Mark, in place, the ``params`` (or their bytes) that packed weights which cannot be
-    read make unknown
-    (every module's, indexed as ``parent``; ``unreadable``: the modules holding such weights).
+    read make unknown (every module's, indexed as ``parent``; ``unreadable``: the modules
+    holding such weights).
     A holder's is unknown (``None``); each module above it keeps the known part, as ``ops``
     does: a lower bound, unknown where that part is 0 (never a 0 standing for weights that are
     there)."""

@@ -188,9 +188,8 @@ class ModuleInfo:
     qint8 weight's value is 1 byte; its quantization scales and zero points are not counted);
     of the weights that can be read: unknown (``None``) where ``params`` is. A ``DTensor``
     counts the shard this rank holds and a sparse tensor its indices and stored values, as the
-    memory views do
-    (:func:`moduleprofiler.storage.own_nbytes`), while ``params`` counts the global and dense
-    elements."""
+    memory views do (:func:`moduleprofiler.storage.own_nbytes`), while ``params`` counts the
+    global and dense elements."""
     buffer_bytes: int = 0
     """Bytes of ``buffers``."""
     shared_with: str | None = None

@@ -101,7 +101,6 @@ def process_rank() -> tuple[int | None, int | None]:
     return distributed.get_rank(), distributed.get_world_size()
 
 
-
 _FAILED = "moduleprofiler/failed/"
 """Prefix of the keys under which a rank whose pass raised leaves its error in the default
 group's store, for its partners to name: ``<prefix><rank>``."""
@@ -133,6 +132,8 @@ def shared_failure(error: ProfilingError, root: nn.Module,
                 return ProfilingError(f"{error}; rank {other} failed first: "
                                       f"{store.get(key).decode()}", error.path)
         store.set(f"{_FAILED}{rank}", str(error))
-    except (RuntimeError, ValueError):  # no store to share it through: this rank's own error
+    except (AttributeError, RuntimeError, ValueError):
+        # no store to share it through (or a torch without the default store's getter): this
+        # rank's own error
         pass
     return error
