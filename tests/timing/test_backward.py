@@ -112,7 +112,9 @@ def test_a_checkpoints_rerun_is_backward_time_of_the_call_it_repeats(reentrant: 
         # reentrant checkpoint differentiates the rebuilt inner in a nested backward; the
         # other kind saves nothing for a module that saves no tensor, and reruns nothing
         expected = 400 if reentrant else 100
-        if not _in_band(inner["backward_time_median_ms"], expected, 1):
+        # the reentrant one runs two busy-waits there (the rerun forward and the gradient),
+        # each a custom autograd Function call with its own cost: the slack of two calls
+        if not _in_band(inner["backward_time_median_ms"], expected, 2 if reentrant else 1):
             failures.append(f"inner backward {inner['backward_time_median_ms']:.4f} ms")
         outer = module_row(timing, "outer")
         if not _in_band(outer["backward_time_median_ms"], 50, 1, 100):
